@@ -1,0 +1,1 @@
+"""Frozen board descriptions: vendor facts shared by drivers and emulators (never behaviour)."""

@@ -1,0 +1,91 @@
+"""The one error family of tinyhw and its exit codes (ARCHITECTURE.md, "CLI conventions").
+
+Every layer raises a :class:`TinyhwError` subclass; transports convert their native
+errors (OSError, usb.core.USBError, socket errors) into these at one choke point.
+Messages are one line, lowercase, values in hex, and say what to do next.
+"""
+
+from __future__ import annotations
+
+
+class TinyhwError(Exception):
+    """Base of all tinyhw errors. ``exit_code`` is what the CLI exits with."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message}; {self.hint}" if self.hint else self.message
+
+
+class OperationFailed(TinyhwError):
+    """Exit 1: the operation failed while running (timeout, disconnect, mismatch, bad chip id)."""
+
+    exit_code = 1
+
+
+class Refused(TinyhwError):
+    """Exit 2: refused before touching anything because of the user's input or options."""
+
+    exit_code = 2
+
+
+class BadDeviceString(Refused):
+    """A device string that does not parse."""
+
+
+class EnvironmentProblem(TinyhwError):
+    """Exit 3: device not found, device locked, missing permission or package."""
+
+    exit_code = 3
+
+
+class DeviceNotFound(EnvironmentProblem):
+    """No device matches what the user asked for."""
+
+
+class DeviceLocked(EnvironmentProblem):
+    """Another process holds the device lock."""
+
+
+class NotAvailableYet(EnvironmentProblem):
+    """A transport or feature this version of tinyhw does not deliver yet."""
+
+
+class TransportError(OperationFailed):
+    """A transport-level failure while talking to a device."""
+
+
+class DeviceTimeout(TransportError):
+    """The device did not answer (or a poll did not finish) in time."""
+
+
+class Disconnected(TransportError):
+    """The device went away (cable pulled, power lost, re-enumeration)."""
+
+
+class LinkDown(TransportError):
+    """The PCIe link behind a bridge is not trained."""
+
+
+class CompletionError(TransportError):
+    """A PCIe completion came back with a non-successful status (UR, CRS, CA)."""
+
+    def __init__(self, message: str, *, status: int, address: int | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.address = address
+
+
+class StrictEmulationError(OperationFailed):
+    """An emulated board was accessed where its model does not cover the register."""
+
+
+class Interrupted(TinyhwError):
+    """Ctrl-C: exit 130."""
+
+    exit_code = 130

@@ -1,0 +1,135 @@
+"""Options and fault plans of the emulated boards (ARCHITECTURE.md, "Emulated boards").
+
+Device-string options understood by every emulated board:
+
+``strict``            raise on an access the model does not cover (also ``TINYHW_STRICT=1``)
+``flash=FILE``        the file that holds the flash contents (default: user cache dir)
+``faults=F1+F2``      fault plan, see :class:`FaultPlan`
+``speed=ss|hs``       USB link speed of the emulated bridge (SuperSpeed default, High-Speed)
+``timing=instant|typical|max``  flash operation durations (default typical)
+``psp=early|gated|sos|pbl``     board state for the PSP mailbox and ROM_SW gating (default pbl: stalled
+                       boot loader, ROM_SW available)
+``aperture=normal|mirrored|unavailable``  ROM_INDEX/ROM_DATA behaviour
+``stray=on|off``      ROM_SW model option S8 (CNTL writes fire stray transactions); default on
+``link=up|down|slow|wedged|no-gpu``  PCIe link behaviour behind the emulated bridge
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tinyhw.errors import BadDeviceString
+
+FAULT_KINDS_AT = ("disconnect", "timeout", "bitflip", "ur", "ca", "crs", "tlp-error", "tlp-timeout", "stall")
+FAULT_KINDS_FLAG = ("stuck-busy",)
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    at: int | None = None  # transfer / access number (1-based), or flash byte address for bitflip
+
+
+@dataclass
+class FaultPlan:
+    """Faults for one command.
+
+    ``disconnect@N``, ``timeout@N``, ``stall@N``: the N-th transfer the driver submits
+    (register access on ``mock:navi31``) fails that way (N counts from 1, from the
+    start of the process). ``ur@N``, ``ca@N``, ``crs@N``, ``tlp-error@N``,
+    ``tlp-timeout@N``: the first non-posted TLP whose request is transfer N or later
+    completes with that status (``tlp-error``: engine error, result 1;
+    ``tlp-timeout``: result 0xff). ``stuck-busy``: the flash never leaves BUSY.
+    ``bitflip@ADDR``: the first read covering flash byte ADDR gets one bit flipped.
+    """
+
+    faults: list[Fault] = field(default_factory=list)
+
+    def at(self, kind: str) -> list[int]:
+        return [f.at for f in self.faults if f.kind == kind and f.at is not None]
+
+    def has(self, kind: str) -> bool:
+        return any(f.kind == kind for f in self.faults)
+
+    @classmethod
+    def parse(cls, text: str | None) -> FaultPlan:
+        plan = cls()
+        if not text:
+            return plan
+        for item in text.split("+"):
+            m = re.fullmatch(r"([a-z-]+)(?:@(0x[0-9a-fA-F]+|\d+))?", item.strip())
+            if not m:
+                raise BadDeviceString(f"bad fault {item!r}", hint=_FAULT_HINT)
+            kind, at = m.group(1), m.group(2)
+            if kind in FAULT_KINDS_AT:
+                if at is None:
+                    raise BadDeviceString(f"fault {kind!r} needs @N", hint=_FAULT_HINT)
+                plan.faults.append(Fault(kind, int(at, 0)))
+            elif kind in FAULT_KINDS_FLAG:
+                if at is not None:
+                    raise BadDeviceString(f"fault {kind!r} takes no @N", hint=_FAULT_HINT)
+                plan.faults.append(Fault(kind))
+            else:
+                raise BadDeviceString(f"unknown fault {kind!r}", hint=_FAULT_HINT)
+        return plan
+
+
+_FAULT_HINT = (
+    "faults are joined with '+': disconnect@N, timeout@N, stall@N, ur@N, ca@N, crs@N, tlp-error@N, "
+    "tlp-timeout@N, stuck-busy, bitflip@ADDR"
+)
+
+_CHOICES = {
+    "speed": ("ss", "hs"),
+    "timing": ("instant", "typical", "max"),
+    "psp": ("pbl", "early", "gated", "sos"),
+    "aperture": ("normal", "mirrored", "unavailable"),
+    "stray": ("on", "off"),
+    "link": ("up", "down", "slow", "wedged", "no-gpu"),
+}
+_KNOWN = {"strict", "flash", "faults", *_CHOICES}
+
+
+def default_flash_path() -> Path:
+    """The shared default flash file of the emulated Navi31 (both mock boards use it)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tinyhw" / "navi31-flash.bin"
+
+
+@dataclass
+class MockOptions:
+    strict: bool = False
+    flash: Path = field(default_factory=default_flash_path)
+    faults: FaultPlan = field(default_factory=FaultPlan)
+    speed: str = "ss"
+    timing: str = "typical"
+    psp: str = "pbl"
+    aperture: str = "normal"
+    stray: str = "on"
+    link: str = "up"
+
+    @classmethod
+    def from_options(cls, options: dict[str, str | bool]) -> MockOptions:
+        unknown = set(options) - _KNOWN
+        if unknown:
+            raise BadDeviceString(
+                f"unknown option(s) for an emulated board: {', '.join(sorted(unknown))}",
+                hint=f"known: {', '.join(sorted(_KNOWN))}",
+            )
+        o = cls()
+        o.strict = bool(options.get("strict")) or os.environ.get("TINYHW_STRICT", "") not in ("", "0")
+        if "flash" in options:
+            if options["flash"] is True:
+                raise BadDeviceString("option flash needs a file name: flash=FILE")
+            o.flash = Path(str(options["flash"])).expanduser()
+        o.faults = FaultPlan.parse(str(options["faults"]) if "faults" in options else None)
+        for name, allowed in _CHOICES.items():
+            if name in options:
+                value = str(options[name]).lower()
+                if value not in allowed:
+                    raise BadDeviceString(f"option {name}={value} is not one of {', '.join(allowed)}")
+                setattr(o, name, value)
+        return o

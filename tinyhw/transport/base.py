@@ -1,0 +1,176 @@
+"""The transport seam: the one small interface every way of reaching a device implements.
+
+A transport gives config-space access, BAR regions (aligned 32-bit and bulk
+accesses), BAR information, the device identity, counters, a clock and ``close()``.
+Optional abilities (DMA host buffers, bridge SRAM, reset) are separate small
+interfaces checked with :func:`require`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tinyhw.errors import NotAvailableYet, Refused
+from tinyhw.transport.clock import Clock, WallClock
+from tinyhw.transport.counters import Counters
+
+
+@dataclass(frozen=True)
+class BarInfo:
+    """One BAR as the transport knows it (sizes learned by sizing or from the OS)."""
+
+    index: int
+    address: int
+    size: int
+    kind: str  # "memory" or "io"
+    prefetchable: bool = False
+    is_64bit: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "address": self.address,
+            "size": self.size,
+            "kind": self.kind,
+            "prefetchable": self.prefetchable,
+            "is_64bit": self.is_64bit,
+        }
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who the device is: ids from config space, and where it sits."""
+
+    vendor_id: int
+    device_id: int
+    revision: int
+    class_code: int
+    subsystem_vendor_id: int
+    subsystem_id: int
+    location: str  # "0000:03:00.0", "usb:2-3 bus 4 dev 0 fn 0", "mock:navi31"
+
+
+class BarRegion:
+    """Accesses to one memory BAR. Offsets are bytes from the BAR start.
+
+    ``read32``/``write32`` are single aligned dword accesses (registers);
+    ``read``/``write`` move dword-aligned blocks (a streamed transfer where the
+    transport has one). A block read across a register with side effects is not
+    the same as repeated ``read32`` of it.
+    """
+
+    def __init__(self, info: BarInfo) -> None:
+        self.info = info
+
+    @property
+    def size(self) -> int:
+        return self.info.size
+
+    def check(self, offset: int, length: int) -> None:
+        if offset % 4 or length % 4:
+            raise Refused(f"bar{self.info.index} access at 0x{offset:x} of 0x{length:x} bytes is not dword aligned")
+        if offset < 0 or offset + length > self.info.size:
+            raise Refused(
+                f"bar{self.info.index} access at 0x{offset:x} of 0x{length:x} bytes is outside the bar "
+                f"(size 0x{self.info.size:x})"
+            )
+
+    def read32(self, offset: int) -> int:
+        raise NotImplementedError
+
+    def write32(self, offset: int, value: int) -> None:
+        raise NotImplementedError
+
+    def read(self, offset: int, length: int) -> bytes:
+        raise NotImplementedError
+
+    def write(self, offset: int, data: bytes) -> None:
+        raise NotImplementedError
+
+
+@dataclass
+class TransportInfo:
+    """Extra facts a transport reports for ``probe`` (bridge product string, link state...)."""
+
+    transport: str
+    emulated: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Transport:
+    """Base class of every transport. Subclasses implement the ``_``-free methods below."""
+
+    #: short name shown to users: "usb", "pci", "vfio", "mock"
+    name = "transport"
+    #: True for emulated boards (``--stats`` then adds ``modelled_s``)
+    emulated = False
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.counters = Counters()
+        self.clock: Clock = clock or WallClock()
+        self._bar_regions: dict[int, BarRegion] = {}
+
+    # -- config space -------------------------------------------------------------
+    def config_read(self, offset: int, size: int = 4) -> int:
+        """Read 1, 2 or 4 bytes of the function's config space (little-endian, not crossing a dword)."""
+        raise NotImplementedError
+
+    def config_write(self, offset: int, size: int, value: int) -> None:
+        raise NotImplementedError
+
+    def config_bytes(self, offset: int = 0, length: int = 256) -> bytes:
+        """Read a dword-aligned block of config space (one dword read each)."""
+        out = bytearray()
+        for off in range(offset, offset + length, 4):
+            out += self.config_read(off, 4).to_bytes(4, "little")
+        return bytes(out)
+
+    # -- BARs -----------------------------------------------------------------------
+    def bars(self) -> list[BarInfo]:
+        raise NotImplementedError
+
+    def bar(self, index: int) -> BarRegion:
+        """The region object of memory BAR ``index``."""
+        if index not in self._bar_regions:
+            infos = {b.index: b for b in self.bars()}
+            info = infos.get(index)
+            if info is None or info.size == 0:
+                raise Refused(f"bar{index} is not implemented by this device (bars: {sorted(infos)})")
+            if info.kind != "memory":
+                raise Refused(f"bar{index} is an i/o bar; only memory bars can be accessed")
+            self._bar_regions[index] = self._make_region(info)
+        return self._bar_regions[index]
+
+    def _make_region(self, info: BarInfo) -> BarRegion:
+        raise NotImplementedError
+
+    # -- identity, info, lifetime ---------------------------------------------------------
+    def identity(self) -> Identity:
+        raise NotImplementedError
+
+    def info(self) -> TransportInfo:
+        return TransportInfo(transport=self.name, emulated=self.emulated)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for ``--stats`` (the CLI adds ``elapsed_s``)."""
+        d: dict[str, Any] = self.counters.as_dict()
+        if self.emulated:
+            d["modelled_s"] = round(self.clock.now(), 9)
+        return d
+
+    def close(self) -> None:
+        """Release the device (and its lock). Safe to call twice."""
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def require(transport: Transport, ability: type, what: str) -> Any:
+    """Return ``transport`` if it implements the optional ``ability`` interface, else a clear error."""
+    if not isinstance(transport, ability):
+        raise NotAvailableYet(f"the {transport.name} transport cannot {what}")
+    return transport

@@ -1,0 +1,121 @@
+"""Device strings, parsed in one place (ARCHITECTURE.md, "The transport seam").
+
+=====================================  ==========================================
+``pci:0000:03:00.0`` (or bare address)  native PCIe through sysfs resource files
+``vfio:0000:03:00.0``                   native PCIe through VFIO
+``usb``, ``usb:N``, ``usb:BUS-ADDR``    the ASM24 bridge with the custom firmware
+``remote:HOST:PORT``                    a tinyhw server on another machine
+``mock:navi31``                         emulated Navi31 attached directly
+``mock:navi31-usb``                     the same board behind an emulated ASM24 bridge
+=====================================  ==========================================
+
+Options follow after commas: ``mock:navi31-usb,flash=FILE,faults=timeout@5+stuck-busy,strict``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from tinyhw.errors import BadDeviceString
+
+ACCEPTED_FORMS = (
+    "pci:DDDD:BB:DD.F (or a bare BB:DD.F), vfio:DDDD:BB:DD.F, usb, usb:N, usb:BUS-ADDR, "
+    "remote:HOST:PORT, mock:navi31, mock:navi31-usb; options after commas (e.g. mock:navi31,strict)"
+)
+
+MOCK_BOARDS = ("navi31", "navi31-usb")
+
+_BDF = re.compile(r"^(?:(?P<dom>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})\.(?P<fn>[0-7])$")
+_OPTION_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """A parsed device string.
+
+    ``kind`` is one of pci, vfio, usb, remote, mock. ``target`` is the canonical
+    address: a full BDF for pci/vfio; for usb ``""`` (any), ``"N"`` (index) or
+    ``"BUS-ADDR"``; ``"HOST:PORT"`` for remote; the board name for mock.
+    """
+
+    kind: str
+    target: str
+    options: dict[str, str | bool] = field(default_factory=dict)
+    text: str = ""
+
+    @property
+    def is_mock(self) -> bool:
+        return self.kind == "mock"
+
+    def option(self, name: str, default: str | bool | None = None) -> str | bool | None:
+        return self.options.get(name, default)
+
+    def __str__(self) -> str:
+        base = f"{self.kind}:{self.target}" if self.target else self.kind
+        opts = [k if v is True else f"{k}={v}" for k, v in self.options.items()]
+        return ",".join([base, *opts])
+
+
+def _bad(text: str, why: str) -> BadDeviceString:
+    return BadDeviceString(f"bad device string {text!r}: {why}", hint=f"accepted forms: {ACCEPTED_FORMS}")
+
+
+def normalize_bdf(addr: str, text: str) -> str:
+    m = _BDF.match(addr)
+    if not m:
+        raise _bad(text, f"{addr!r} is not a PCI address like 0000:03:00.0")
+    dom = m.group("dom") or "0000"
+    return f"{dom}:{m.group('bus')}:{m.group('dev')}.{m.group('fn')}".lower()
+
+
+def _parse_options(parts: list[str], text: str) -> dict[str, str | bool]:
+    opts: dict[str, str | bool] = {}
+    for p in parts:
+        if not p:
+            raise _bad(text, "empty option between commas")
+        key, eq, value = p.partition("=")
+        key = key.strip().lower()
+        if not _OPTION_KEY.match(key):
+            raise _bad(text, f"bad option name {key!r}")
+        if eq and not value:
+            raise _bad(text, f"option {key!r} has an empty value")
+        opts[key] = value if eq else True
+    return opts
+
+
+def parse_device(text: str) -> DeviceSpec:
+    """Parse a device string; raise :class:`BadDeviceString` (exit 2) showing the accepted forms."""
+    if text is None or not text.strip():
+        raise _bad(str(text), "empty")
+    raw = text.strip()
+    head, *opt_parts = raw.split(",")
+    options = _parse_options(opt_parts, raw)
+    kind, colon, rest = head.partition(":")
+    kind = kind.lower()
+    if kind in ("pci", "vfio"):
+        if not colon or not rest:
+            raise _bad(raw, f"{kind} needs a PCI address, e.g. {kind}:0000:03:00.0")
+        return DeviceSpec(kind, normalize_bdf(rest, raw), options, raw)
+    if kind == "usb":
+        if not colon:
+            return DeviceSpec("usb", "", options, raw)
+        if re.fullmatch(r"\d+", rest):
+            return DeviceSpec("usb", str(int(rest)), options, raw)
+        if re.fullmatch(r"\d+-\d+", rest):
+            bus, addr = (int(x) for x in rest.split("-"))
+            return DeviceSpec("usb", f"{bus}-{addr}", options, raw)
+        raise _bad(raw, "usb takes an index (usb:0) or a bus-address pair (usb:2-7)")
+    if kind == "remote":
+        host, sep, port = rest.rpartition(":")
+        if not colon or not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise _bad(raw, "remote needs HOST:PORT, e.g. remote:127.0.0.1:7788")
+        return DeviceSpec("remote", f"{host}:{int(port)}", options, raw)
+    if kind == "mock":
+        board = rest.lower()
+        if board not in MOCK_BOARDS:
+            raise _bad(raw, f"unknown emulated board {rest!r} (known: {', '.join(MOCK_BOARDS)})")
+        return DeviceSpec("mock", board, options, raw)
+    if _BDF.match(head):
+        return DeviceSpec("pci", normalize_bdf(head, raw), options, raw)
+    raise _bad(raw, f"unknown transport {kind!r}")
