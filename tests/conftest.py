@@ -1,0 +1,19 @@
+"""Test-wide settings: strict emulation everywhere, private cache and lock directories."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ["TINYHW_STRICT"] = "1"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets its own cache dir (emulated flash file) and lock dir; strict mode always on."""
+    base = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(base / "cache"))
+    monkeypatch.setenv("TINYHW_LOCK_DIR", str(base / "locks"))
+    monkeypatch.setenv("TINYHW_STRICT", "1")
+    monkeypatch.delenv("TINYHW_DEVICE", raising=False)

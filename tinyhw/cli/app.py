@@ -1,0 +1,120 @@
+"""The per-invocation application object handed to every command (``@click.pass_obj``).
+
+It holds the global options, opens the device on demand (and closes it at the end),
+prints JSON or human output, asks for confirmation, and writes ``--stats``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tinyhw.errors import Refused
+from tinyhw.transport.base import Transport
+from tinyhw.transport.devstr import parse_device
+
+
+class App:
+    def __init__(self, device: str | None, json_out: bool, stats: bool, verbose: int, quiet: bool) -> None:
+        self.device = device
+        self.json = json_out
+        self.want_stats = stats
+        self.verbose = verbose
+        self.quiet = quiet
+        self.started = time.monotonic()
+        self._opened: Any = None
+        self._out: Any = None
+        self._err: Any = None
+
+    # -- consoles (rich is imported only when something is printed for humans) ----------------
+    @property
+    def out(self) -> Any:
+        if self._out is None:
+            from rich.console import Console
+
+            self._out = Console(highlight=False, soft_wrap=True)
+        return self._out
+
+    @property
+    def err(self) -> Any:
+        if self._err is None:
+            from rich.console import Console
+
+            self._err = Console(stderr=True, highlight=False, soft_wrap=True)
+        return self._err
+
+    def log(self, message: str) -> None:
+        """A progress or status line on stderr (suppressed by -q)."""
+        if not self.quiet:
+            print(message, file=sys.stderr)
+
+    # -- device ---------------------------------------------------------------------------------
+    def device_spec(self, *, writes: bool = False):  # noqa: ANN201 - DeviceSpec
+        from tinyhw.cli.discover import pick_default_device
+
+        text = self.device or os.environ.get("TINYHW_DEVICE") or None
+        if text:
+            return parse_device(text)
+        return pick_default_device(self, writes=writes)
+
+    def open_transport(self, *, writes: bool = False) -> Transport:
+        """Open the chosen device; it is closed when the command ends."""
+        if self._opened is None:
+            from tinyhw.cli.devices import open_device
+
+            self._opened = open_device(self.device_spec(writes=writes))
+        return self._opened.transport
+
+    @property
+    def opened(self) -> Any:
+        return self._opened
+
+    def finish(self) -> None:
+        """Close the device, then report ``--stats`` and uncovered emulator accesses (also after errors)."""
+        opened, self._opened = self._opened, None
+        notes: list[str] = []
+        stats: dict[str, Any] | None = None
+        if opened is not None:
+            try:
+                stats = opened.transport.stats()
+                notes = opened.notes()
+            finally:
+                opened.close()
+        if notes:
+            shown = notes[:20]
+            print(f"note: the emulated board does not model {len(notes)} access(es):", file=sys.stderr)
+            for n in shown:
+                print(f"  {n}", file=sys.stderr)
+            if len(notes) > len(shown):
+                print(f"  ... and {len(notes) - len(shown)} more", file=sys.stderr)
+        if self.want_stats:
+            doc: dict[str, Any] = dict(stats or {
+                "usb_transfers": 0, "round_trips": 0, "tlp_reads": 0, "tlp_writes": 0,
+                "reg_reads": 0, "reg_writes": 0, "bytes_in": 0, "bytes_out": 0,
+            })
+            doc["elapsed_s"] = round(time.monotonic() - self.started, 6)
+            print(json.dumps(doc, sort_keys=True), file=sys.stderr)
+
+    # -- output ------------------------------------------------------------------------------------
+    def emit(self, doc: Any, human: Callable[[], None]) -> None:
+        if self.json:
+            sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        else:
+            human()
+
+    def confirm(self, yes: bool, plan: str) -> None:
+        """Show the plan; go on only with --yes or an interactive 'y'. Otherwise refuse (exit 2)."""
+        print(plan, file=sys.stderr)
+        if yes:
+            return
+        if sys.stdin.isatty() and sys.stderr.isatty():
+            import click
+
+            if click.confirm("go ahead?", default=False, err=True):
+                return
+            raise Refused("cancelled by the user")
+        raise Refused("this command changes state and needs --yes", hint="re-run with --yes after reading the plan")

@@ -1,0 +1,38 @@
+"""``tinyhw list``: every device reachable, read-only."""
+
+from __future__ import annotations
+
+import click
+
+from tinyhw.cli.app import App
+
+
+@click.command("list")
+@click.pass_obj
+def list_cmd(app: App) -> None:
+    """List every reachable device: AMD/NVIDIA GPUs in this machine's sysfs, ASM24 USB
+    bridges with the custom firmware, and the built-in emulated boards (marked emulated).
+
+    Read-only: nothing is opened, configured or written.
+
+    \b
+    Example:
+      tinyhw list
+      tinyhw --json list
+    """
+    from tinyhw.cli.discover import list_mocks, list_pci, list_usb
+
+    rows = list_pci() + list_usb() + list_mocks()
+    app.emit([r.as_dict() for r in rows], lambda: _human(app, rows))
+
+
+def _human(app: App, rows) -> None:  # noqa: ANN001
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False)
+    table.add_column("device")
+    table.add_column("kind")
+    table.add_column("description")
+    for r in rows:
+        table.add_row(r.device, r.kind + (" (emulated)" if r.emulated else ""), r.description)
+    app.out.print(table)

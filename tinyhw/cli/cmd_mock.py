@@ -1,0 +1,56 @@
+"""``tinyhw mock ...``: manage the emulated boards' persistent state."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from tinyhw.cli.app import App
+from tinyhw.errors import Refused
+
+
+@click.group()
+def mock() -> None:
+    """Manage the built-in emulated boards (their flash contents live in a file)."""
+
+
+@mock.command("reset")
+@click.option("--yes", is_flag=True, help="Do it without asking.")
+@click.pass_obj
+def reset(app: App, yes: bool) -> None:
+    """Restore the emulated Navi31's flash file (and status registers) to the pristine synthetic image.
+
+    Touches only the emulated board's files: the flash file named by the device's
+    flash= option, else the default one in the user's cache directory. The previous
+    contents are kept beside it as FILE.bak.
+
+    \b
+    Example:
+      tinyhw mock reset --yes
+      tinyhw --device mock:navi31,flash=/tmp/board.bin mock reset --yes
+    """
+    from tinyhw.mocks.navi31 import reset_flash
+    from tinyhw.mocks.options import MockOptions
+    from tinyhw.transport.devstr import parse_device
+    from tinyhw.transport.lock import DeviceLock
+
+    spec = parse_device(app.device or os.environ.get("TINYHW_DEVICE") or "mock:navi31")
+    if not spec.is_mock:
+        raise Refused(f"mock reset works on emulated boards only, not {spec.kind}:")
+    options = MockOptions.from_options(spec.options)
+    path: Path = options.flash
+    backup = path.with_name(path.name + ".bak")
+    plan = f"reset the emulated flash {path} to the synthetic image"
+    if path.exists():
+        plan += f" (current contents kept as {backup})"
+    app.confirm(yes, plan)
+    with DeviceLock(str(path.resolve()), backend="mock"):
+        if path.exists():
+            tmp = backup.with_name(backup.name + ".tmp")
+            tmp.write_bytes(path.read_bytes())
+            os.replace(tmp, backup)
+        sha = reset_flash(path)
+    app.emit({"path": str(path), "sha256": sha, "backup": str(backup) if backup.exists() else None},
+             lambda: app.out.print(f"emulated flash reset: {path} (sha256 {sha})"))

@@ -1,0 +1,88 @@
+"""Turning a device string into an open transport (the only place transports are constructed).
+
+Features are handed the transport; they never build one. Emulated boards are
+assembled here: ``mock:navi31`` is the board on the direct transport; ``mock:navi31-usb``
+is the same board behind the emulated ASM24 bridge, reached through a pyusb backend by
+the real ``usb`` transport.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tinyhw.errors import DeviceNotFound, NotAvailableYet
+from tinyhw.transport.base import Transport
+from tinyhw.transport.devstr import DeviceSpec
+
+NOT_YET = {
+    "pci": "native pcie through sysfs (pci:) is not available yet in this version of tinyhw",
+    "vfio": "native pcie through vfio (vfio:) is not available yet in this version of tinyhw",
+    "remote": "the remote transport (remote:) is not available yet in this version of tinyhw",
+}
+EMULATED_HINT = "try the emulated board: --device mock:navi31 or --device mock:navi31-usb"
+
+
+@dataclass
+class Opened:
+    """An open transport plus what must be closed with it and what the emulator noticed."""
+
+    transport: Transport
+    spec: DeviceSpec
+    closers: list[Callable[[], None]] = field(default_factory=list)
+    notes: Callable[[], list[str]] = list  # accesses an emulated board did not cover (non-strict)
+    emulator_stats: Callable[[], dict] | None = None
+
+    def close(self) -> None:
+        try:
+            self.transport.close()
+        finally:
+            for c in self.closers:
+                c()
+            self.closers.clear()
+
+
+def open_device(spec: DeviceSpec) -> Opened:
+    if spec.kind in NOT_YET:
+        raise NotAvailableYet(NOT_YET[spec.kind], hint=EMULATED_HINT)
+    if spec.kind == "mock":
+        from tinyhw.mocks.options import MockOptions
+
+        options = MockOptions.from_options(spec.options)
+        if spec.target == "navi31":
+            from tinyhw.mocks.direct import DirectTransport
+
+            t = DirectTransport(options)
+            return Opened(t, spec, notes=lambda: list(t.board.uncovered))
+        return _open_mock_usb(spec, options)
+    if spec.kind == "usb":
+        _no_options(spec)
+        from tinyhw.usb.transport import UsbTransport
+
+        return Opened(UsbTransport(spec.target), spec)
+    raise DeviceNotFound(f"unknown device kind {spec.kind!r}")  # pragma: no cover - parse_device prevents it
+
+
+def _open_mock_usb(spec: DeviceSpec, options) -> Opened:  # noqa: ANN001 - MockOptions, imported lazily
+    from tinyhw.mocks.navi31 import Navi31Board
+    from tinyhw.mocks.pyusb_backend import make_backend
+    from tinyhw.transport.clock import VirtualClock
+    from tinyhw.usb.transport import UsbTransport
+
+    clock = VirtualClock()
+    board = Navi31Board(options, clock, attach="usb")
+    try:
+        backend = make_backend(board, options, clock)
+        t = UsbTransport("", backend=backend, clock=clock, lock_key=str(options.flash.resolve()), emulated=True)
+    except BaseException:
+        board.close()
+        raise
+    return Opened(t, spec, closers=[board.close], notes=lambda: list(board.uncovered),
+                  emulator_stats=backend.bridge.stats)
+
+
+def _no_options(spec: DeviceSpec) -> None:
+    if spec.options:
+        from tinyhw.errors import BadDeviceString
+
+        raise BadDeviceString(f"the {spec.kind} transport takes no options (got {', '.join(spec.options)})")

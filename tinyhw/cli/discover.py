@@ -1,0 +1,76 @@
+"""What devices are reachable (``tinyhw list``) and which one a read-only command may pick by itself."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from tinyhw.errors import DeviceNotFound, Refused, TinyhwError
+from tinyhw.transport.devstr import DeviceSpec, parse_device
+
+GPU_VENDORS = {0x1002: "amd", 0x10DE: "nvidia"}
+DISPLAY_CLASS = 0x03
+
+
+@dataclass
+class Listed:
+    device: str
+    kind: str
+    emulated: bool
+    description: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "kind": self.kind, "emulated": self.emulated,
+                "description": self.description, **self.extra}
+
+
+def list_pci() -> list[Listed]:
+    """Display-class AMD and NVIDIA functions in this machine's sysfs (read-only)."""
+    from tinyhw.formats.pciids import PciIds
+    from tinyhw.pci.scan import scan
+
+    ids = PciIds.load()
+    out = []
+    for dev in scan():
+        if dev.vendor_id in GPU_VENDORS and dev.class_code >> 16 == DISPLAY_CLASS:
+            out.append(Listed(f"pci:{dev.address}", "pci", False, ids.device_name(dev.vendor_id, dev.device_id), {
+                "vendor_id": dev.vendor_id, "device_id": dev.device_id, "driver": dev.driver}))
+    return out
+
+
+def list_usb(warn: bool = True) -> list[Listed]:
+    """ASM24 bridges with the custom firmware (read-only: nothing is opened or configured)."""
+    try:
+        from tinyhw.usb.device import find_bridges
+
+        bridges = find_bridges()
+    except TinyhwError as e:
+        if warn:
+            print(f"note: usb bridges not searched: {e}", file=sys.stderr)
+        return []
+    return [Listed(b.name, "usb", False, "asm24 usb-to-pcie bridge (custom firmware)",
+                   {"usb_id": f"{b.vendor_id:04x}:{b.product_id:04x}"}) for b in bridges]
+
+
+def list_mocks() -> list[Listed]:
+    return [
+        Listed("mock:navi31", "mock", True, "emulated navi31 (rx 7900) board, attached directly"),
+        Listed("mock:navi31-usb", "mock", True, "emulated navi31 board behind an emulated asm24 usb bridge"),
+    ]
+
+
+def pick_default_device(app: Any, *, writes: bool) -> DeviceSpec:
+    """With no --device: a read-only command may use the single real device present; writes never guess."""
+    if writes:
+        raise Refused("this command changes the device: name it with --device",
+                      hint="tinyhw list shows the devices; e.g. --device mock:navi31")
+    real = list_pci() + list_usb(warn=False)
+    if not real:
+        raise DeviceNotFound("no gpu or usb bridge found", hint="name one with --device, e.g. --device mock:navi31")
+    if len(real) > 1:
+        names = ", ".join(r.device for r in real)
+        raise Refused(f"several devices are present ({names}): choose one with --device")
+    app.log(f"using {real[0].device}")
+    return parse_device(real[0].device)

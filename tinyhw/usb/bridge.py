@@ -1,0 +1,231 @@
+"""The bridge's vendor requests: XDATA, TLPs (single and streamed), PCIe power (asm24-usb-bridge.md §4-§6).
+
+:class:`Asm24` owns an opened pyusb device and counts every transfer it submits. It knows
+nothing about emulation: the emulated bridge is just another pyusb backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinyhw.errors import CompletionError, DeviceTimeout, LinkDown, Refused, TransportError
+from tinyhw.transport.clock import Clock
+from tinyhw.transport.counters import Counters
+from tinyhw.transport.wait import poll
+from tinyhw.usb import tlp
+from tinyhw.usb.device import Endpoints, call, usb_errors
+
+REQ_XDATA_READ, REQ_XDATA_WRITE, REQ_TLP, REQ_SRAM_DMA, REQ_PCIE_POWER = 0xE4, 0xE5, 0xF0, 0xF2, 0xF3
+OUT, IN = 0x40, 0xC0
+
+XDATA_LTSSM = 0xB450
+LTSSM_UP = 0x78
+LTSSM_NAMES = {0x00: "detect.quiet", 0x01: "detect.active", 0x4C: "training wedged in configuration", 0x78: "link up"}
+
+#: host time-outs per request, seconds (§4.1)
+TIMEOUT_XDATA, TIMEOUT_TLP, TIMEOUT_POWER = 1.0, 5.0, 10.0
+TIMEOUT_BULK_OUT, TIMEOUT_BULK_IN = 1.0, 30.0
+#: TLP retry rule of the production host (§5.6): result byte != 0 -> 1 ms pause, up to 10 retries
+TLP_RETRIES, TLP_RETRY_PAUSE = 10, 0.001
+#: CRS is retried with a delay (PCIe allows it; §5.6, inferred)
+CRS_RETRIES, CRS_PAUSE = 10, 0.01
+#: largest streamed write per transfer: ~3.6 MB/s against the 1 s bulk-OUT timeout (§6)
+STREAM_WRITE_MAX = 1 << 20
+#: largest streamed read per transfer (reads at ~1.8 MB/s fit far more in 30 s; keep transfers modest)
+STREAM_READ_MAX = 4 << 20
+
+
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
+
+
+class Asm24:
+    """Vendor-request layer over an opened, configured pyusb device."""
+
+    def __init__(self, dev: Any, endpoints: Endpoints, counters: Counters, clock: Clock) -> None:
+        self.dev = dev
+        self.ep = endpoints
+        self.counters = counters
+        self.clock = clock
+
+    # -- raw transfers (every one counted here) ------------------------------------------
+    def _ctrl(self, req_type: int, req: int, value: int, index: int, data: bytes | int, timeout: float, what: str):
+        self.counters.usb_transfers += 1
+        self.counters.round_trips += 1
+        result = call(what, self.dev.ctrl_transfer, req_type, req, value, index, data, _ms(timeout))
+        if req_type & 0x80:
+            got = bytes(result)
+            self.counters.bytes_in += len(got)
+            return got
+        self.counters.bytes_out += len(data) if isinstance(data, (bytes, bytearray)) else 0
+        return result
+
+    def _bulk_out(self, data: bytes, timeout: float, what: str) -> None:
+        self.counters.usb_transfers += 1
+        self.counters.round_trips += 1
+        n = call(what, self.dev.write, self.ep.bulk_out, data, _ms(timeout))
+        self.counters.bytes_out += n
+        if n != len(data):
+            raise TransportError(f"short bulk write during {what}: {n} of {len(data)} bytes")
+
+    def _bulk_in(self, length: int, timeout: float, what: str) -> bytes:
+        self.counters.usb_transfers += 1
+        self.counters.round_trips += 1
+        data = bytes(call(what, self.dev.read, self.ep.bulk_in, length, _ms(timeout)))
+        self.counters.bytes_in += len(data)
+        if len(data) != length:
+            raise TransportError(f"short bulk read during {what}: {len(data)} of {length} bytes")
+        return data
+
+    # -- XDATA (§4.2) ------------------------------------------------------------------------
+    def xdata_read(self, address: int, length: int) -> bytes:
+        if address < 0 or address + length > 0x10000:
+            raise Refused(f"xdata range 0x{address:x}+0x{length:x} is outside the 16-bit space")
+        out = bytearray()
+        step = self.ep.xdata_read_max
+        while len(out) < length:
+            n = min(step, length - len(out))
+            a = address + len(out)
+            got = self._ctrl(IN, REQ_XDATA_READ, a, 0, n, TIMEOUT_XDATA, f"xdata read at 0x{a:04x}")
+            if len(got) != n:
+                raise TransportError(f"short xdata read at 0x{a:04x}: {len(got)} of {n} bytes")
+            out += got
+        return bytes(out)
+
+    def xdata_write(self, address: int, value: int) -> None:
+        if not 0 <= address <= 0xFFFF:
+            raise Refused(f"xdata address 0x{address:x} is outside the 16-bit space")
+        self._ctrl(OUT, REQ_XDATA_WRITE, address, value & 0xFF, b"", TIMEOUT_XDATA, f"xdata write at 0x{address:04x}")
+
+    # -- PCIe link (§2 step 6, §4.6) -----------------------------------------------------------
+    def ltssm(self) -> int:
+        return self.xdata_read(XDATA_LTSSM, 1)[0]
+
+    def ensure_link(self, wait: float = 1.0) -> int:
+        """Power the PCIe side on if the link is not up; raise :class:`LinkDown` naming the LTSSM state."""
+        state = self.ltssm()
+        if state == LTSSM_UP:
+            return state
+        self._ctrl(OUT, REQ_PCIE_POWER, 1, 0, b"", TIMEOUT_POWER, "pcie power on")
+        # The request may return before the link trains (tinygrad PR #17380): poll briefly.
+        try:
+            return poll(self.clock, self.ltssm, lambda s: s == LTSSM_UP, timeout=wait, interval=0.05, what="pcie link")
+        except DeviceTimeout:
+            state = self.ltssm()
+            name = LTSSM_NAMES.get(state, "training")
+            raise LinkDown(
+                f"pcie link not up behind the usb bridge (ltssm 0x{state:02x}: {name})",
+                hint="check that the gpu is seated and its power connectors are plugged, then replug the bridge",
+            ) from None
+
+    # -- single TLPs (§4.3, §5) ----------------------------------------------------------------
+    def tlp(self, fmt_type: int, address: int, value: int = 0, be: int = 0xF, *, what: str) -> int | None:
+        """Issue one TLP; for non-posted requests collect the completion, with the spec's retry rules."""
+        w_value, w_index, data = tlp.setup_packet(fmt_type, be, tlp.MODE_SINGLE, address, value)
+        is_read = fmt_type in (tlp.MRD32, tlp.MRD64, tlp.CFG0_RD, tlp.CFG1_RD)
+        if is_read:
+            self.counters.tlp_reads += 1
+        else:
+            self.counters.tlp_writes += 1
+        crs_left = CRS_RETRIES
+        attempt = 0
+        while True:
+            self._ctrl(OUT, REQ_TLP, w_value, w_index, data, TIMEOUT_TLP, what)
+            if not tlp.has_completion(fmt_type):
+                return None
+            cpl = tlp.parse_completion(self._ctrl(IN, REQ_TLP, 0, 0, 8, TIMEOUT_TLP, what))
+            if cpl.result != tlp.RESULT_OK:
+                attempt += 1
+                if attempt > TLP_RETRIES:
+                    kind = "engine error" if cpl.result == tlp.RESULT_ENGINE_ERROR else "no completion"
+                    raise TransportError(
+                        f"tlp error after {TLP_RETRIES} retries during {what} ({kind}, result 0x{cpl.result:02x})",
+                        hint="the pcie link may be down; replug the bridge",
+                    )
+                self.clock.sleep(TLP_RETRY_PAUSE)
+                continue
+            if cpl.status == tlp.CPL_CRS and crs_left > 0:
+                crs_left -= 1
+                self.clock.sleep(CRS_PAUSE)
+                continue
+            if cpl.status != tlp.CPL_SC:
+                raise CompletionError(
+                    f"{cpl.status_name} during {what}", status=cpl.status, address=address,
+                    hint="the address is not claimed by any device" if cpl.status == tlp.CPL_UR else None,
+                )
+            return cpl.data
+
+    # -- config space ------------------------------------------------------------------------
+    def config_read(self, bus: int, dev: int, fn: int, reg: int, size: int = 4) -> int:
+        addr, be = tlp.byte_enables(reg, size)
+        word = tlp.config_address(bus, dev, fn, addr)
+        fmt = tlp.CFG0_RD if bus == 0 else tlp.CFG1_RD
+        data = self.tlp(fmt, word, 0, be, what=f"config read {bus:02x}:{dev:02x}.{fn} 0x{reg:03x}")
+        return tlp.extract_lanes(data or 0, reg, size)
+
+    def config_write(self, bus: int, dev: int, fn: int, reg: int, size: int, value: int) -> None:
+        addr, be = tlp.byte_enables(reg, size)
+        word = tlp.config_address(bus, dev, fn, addr)
+        fmt = tlp.CFG0_WR if bus == 0 else tlp.CFG1_WR
+        self.tlp(fmt, word, tlp.lane_value(value, reg, size), be,
+                 what=f"config write {bus:02x}:{dev:02x}.{fn} 0x{reg:03x}")
+
+    # -- memory --------------------------------------------------------------------------------
+    def mem_read32(self, address: int) -> int:
+        self.counters.reg_reads += 1
+        return self.tlp(tlp.MRD64, address, 0, 0xF, what=f"memory read at 0x{address:x}") or 0
+
+    def mem_write32(self, address: int, value: int) -> None:
+        self.counters.reg_writes += 1
+        self.tlp(tlp.MWR64, address, value, 0xF, what=f"memory write at 0x{address:x}")
+
+    def stream_read(self, address: int, length: int) -> bytes:
+        """Streamed read (0xF0 mode 2, §6): dword aligned; completion status is not checked by the firmware."""
+        if address % 4 or length % 4:
+            raise Refused(f"streamed read at 0x{address:x} of {length} bytes is not dword aligned")
+        out = bytearray()
+        while len(out) < length:
+            n = min(STREAM_READ_MAX, length - len(out))
+            a = address + len(out)
+            w_value, w_index, data = tlp.setup_packet(tlp.MRD64, 0xF, tlp.MODE_STREAM_READ, a, n // 4)
+            self.counters.tlp_reads += 1
+            self.counters.reg_reads += n // 4
+            self._ctrl(OUT, REQ_TLP, w_value, w_index, data, TIMEOUT_TLP, f"stream read setup at 0x{a:x}")
+            try:
+                out += self._bulk_in(n, TIMEOUT_BULK_IN, f"stream read at 0x{a:x}")
+            except TransportError:
+                self.recover_endpoints()
+                raise
+        return bytes(out)
+
+    def stream_write(self, address: int, data: bytes) -> None:
+        """Streamed write (0xF0 mode 1, §6), split so each bulk OUT fits the 1 s time-out."""
+        if address % 4 or len(data) % 4:
+            raise Refused(f"streamed write at 0x{address:x} of {len(data)} bytes is not dword aligned")
+        for start in range(0, len(data), STREAM_WRITE_MAX):
+            piece = data[start:start + STREAM_WRITE_MAX]
+            a = address + start
+            w_value, w_index, setup = tlp.setup_packet(tlp.MWR64, 0xF, tlp.MODE_STREAM_WRITE, a, len(piece) // 4)
+            self.counters.tlp_writes += 1
+            self.counters.reg_writes += len(piece) // 4
+            self._ctrl(OUT, REQ_TLP, w_value, w_index, setup, TIMEOUT_TLP, f"stream write setup at 0x{a:x}")
+            try:
+                self._bulk_out(bytes(piece), TIMEOUT_BULK_OUT, f"stream write at 0x{a:x}")
+            except TransportError:
+                self.recover_endpoints()
+                raise
+
+    def recover_endpoints(self) -> None:
+        """Best-effort recovery after an abandoned stream (§6, §10 #9): clear halts, drain stale IN data."""
+        usb_mod = __import__("usb.core").core
+        try:
+            with usb_errors("endpoint recovery"):
+                self.dev.clear_halt(self.ep.bulk_out)
+                self.dev.clear_halt(self.ep.bulk_in)
+                try:
+                    self.dev.read(self.ep.bulk_in, 64 * 1024, 100)
+                except usb_mod.USBTimeoutError:
+                    pass
+                self.dev.clear_halt(self.ep.bulk_in)
+        except TransportError:
+            pass

@@ -1,0 +1,178 @@
+"""The ``usb`` transport: a GPU behind an ASM24 bridge, through the transport seam.
+
+Open sequence (asm24-usb-bridge.md §2): find the bridge, check its product string, take
+the device lock, detach a kernel driver, configure and claim interface 0, bring the PCIe
+link up, enumerate the hierarchy and place the BARs. Register reads are single TLPs
+(completion status checked); block accesses are streamed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tinyhw.boards.navi31 import USB_GPU_BUS
+from tinyhw.errors import TransportError
+from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
+from tinyhw.transport.clock import Clock
+from tinyhw.transport.lock import DeviceLock
+from tinyhw.usb.bridge import LTSSM_NAMES, Asm24
+from tinyhw.usb.device import (
+    PRODUCT_PREFIXES,
+    FoundBridge,
+    call,
+    default_backend,
+    find_endpoints,
+    read_string,
+    select_bridge,
+    usb_errors,
+)
+from tinyhw.usb.enumerate import Enumeration, enumerate_gpu
+
+
+class UsbBarRegion(BarRegion):
+    def __init__(self, info: BarInfo, bridge: Asm24) -> None:
+        super().__init__(info)
+        self._br = bridge
+
+    def read32(self, offset: int) -> int:
+        self.check(offset, 4)
+        return self._br.mem_read32(self.info.address + offset)
+
+    def write32(self, offset: int, value: int) -> None:
+        self.check(offset, 4)
+        self._br.mem_write32(self.info.address + offset, value)
+
+    def read(self, offset: int, length: int) -> bytes:
+        self.check(offset, length)
+        return self._br.stream_read(self.info.address + offset, length) if length else b""
+
+    def write(self, offset: int, data: bytes) -> None:
+        self.check(offset, len(data))
+        if data:
+            self._br.stream_write(self.info.address + offset, bytes(data))
+
+
+class UsbTransport(Transport):
+    """A GPU behind an ASM24 bridge running the custom firmware."""
+
+    name = "usb"
+
+    def __init__(
+        self,
+        target: str = "",
+        *,
+        backend: Any | None = None,
+        clock: Clock | None = None,
+        gpu_bus: int = USB_GPU_BUS,
+        lock_key: str | None = None,
+        emulated: bool = False,
+    ) -> None:
+        super().__init__(clock)
+        self.emulated = emulated
+        self._lock: DeviceLock | None = None
+        self._dev: Any = None
+        self._closed = False
+        backend = backend if backend is not None else default_backend()
+        found = select_bridge(target, backend)
+        self.found: FoundBridge = found
+        dev = found.device
+        try:
+            self.product = read_string(dev, dev.iProduct, "product") or ""
+            if not self.product.startswith(PRODUCT_PREFIXES):
+                raise TransportError(
+                    f"{found.name} reports product {self.product!r}, not the custom firmware",
+                    hint="flash the tinygrad custom firmware onto the bridge",
+                )
+            self.serial = read_string(dev, dev.iSerialNumber, "serial") or ""
+            port_path = ".".join(str(p) for p in (getattr(dev, "port_numbers", None) or ()))
+            key = lock_key or (f"usb-serial:{self.serial}" if self.serial else f"usb-port:{found.bus}-{port_path}")
+            self._lock = DeviceLock(key, backend="usb").acquire()
+            self._dev = dev
+            self._configure(dev)
+            self.endpoints = find_endpoints(dev)
+            self.bridge = Asm24(dev, self.endpoints, self.counters, self.clock)
+            self.ltssm = self.bridge.ensure_link()
+            self.enumeration: Enumeration = enumerate_gpu(self.bridge, gpu_bus)
+        except BaseException:
+            self.close()
+            raise
+
+    @staticmethod
+    def _configure(dev: Any) -> None:
+        """Detach a kernel driver (then reset), set configuration 1, claim interface 0, alt 0 (§2 steps 4-5)."""
+        import usb.util
+
+        with usb_errors("checking for a kernel driver"):
+            try:
+                active = dev.is_kernel_driver_active(0)
+            except NotImplementedError:
+                active = False
+        if active:
+            call("detaching the kernel driver", dev.detach_kernel_driver, 0)
+            call("resetting the bridge", dev.reset)
+        call("setting the configuration", dev.set_configuration, 1)
+        call("claiming interface 0", usb.util.claim_interface, dev, 0)
+        call("selecting alternate setting 0", dev.set_interface_altsetting, 0, 0)
+
+    # -- the seam -------------------------------------------------------------------------------
+    def _gpu(self) -> tuple[int, int, int]:
+        return (self.enumeration.gpu_bus, 0, 0)
+
+    def config_read(self, offset: int, size: int = 4) -> int:
+        return self.bridge.config_read(*self._gpu(), offset, size)
+
+    def config_write(self, offset: int, size: int, value: int) -> None:
+        self.bridge.config_write(*self._gpu(), offset, size, value)
+
+    def bars(self) -> list[BarInfo]:
+        return list(self.enumeration.bars)
+
+    def _make_region(self, info: BarInfo) -> BarRegion:
+        return UsbBarRegion(info, self.bridge)
+
+    def identity(self) -> Identity:
+        ids = self.config_read(0x00)
+        rev_class = self.config_read(0x08)
+        sub = self.config_read(0x2C)
+        bus = self.enumeration.gpu_bus
+        return Identity(
+            vendor_id=ids & 0xFFFF,
+            device_id=ids >> 16,
+            revision=rev_class & 0xFF,
+            class_code=rev_class >> 8,
+            subsystem_vendor_id=sub & 0xFFFF,
+            subsystem_id=sub >> 16,
+            location=f"{self.found.name} {bus:02x}:00.0",
+        )
+
+    def info(self) -> TransportInfo:
+        return TransportInfo(
+            transport="usb",
+            emulated=self.emulated,
+            extra={
+                "bridge": self.found.name,
+                "usb_id": f"{self.found.vendor_id:04x}:{self.found.product_id:04x}",
+                "product": self.product,
+                "serial": self.serial,
+                "usb_speed": "superspeed" if self.endpoints.superspeed else "high-speed",
+                "ltssm": self.ltssm,
+                "link_state": LTSSM_NAMES.get(self.ltssm, "unknown"),
+                "gpu_bus": self.enumeration.gpu_bus,
+                "bridges": [f"{h.bus:02x}:00.0 {h.vendor_id:04x}:{h.device_id:04x}" for h in self.enumeration.hops],
+                "rebar_size": self.enumeration.rebar_size,
+            },
+        )
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._dev is not None:
+            try:
+                import usb.util
+
+                usb.util.dispose_resources(self._dev)
+            except Exception:  # noqa: BLE001 - closing must never mask the original error
+                pass
+        if self._lock is not None:
+            self._lock.release()
