@@ -1,0 +1,240 @@
+"""``tinyhw reg``: registers by name (find, read, write, decode), from the databases generated
+from the Linux amdgpu headers (tinyhw.regs; issue 3).
+
+Names are ``block.REGISTER`` or ``block.REGISTER.FIELD``, case-insensitive
+(``smuio.ROM_SW_CNTL``, ``mp0.MP0_SMN_C2PMSG_81``); offsets are byte offsets in the ASIC's
+register BAR (BAR5 on Navi31). find and decode work offline with ``--asic``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from tinyhw.errors import Refused
+
+_ASIC_HELP = "ASIC profile: navi31, gfx1200 (aliases gfx1100, navi48, navi44, gfx1201). Default: from the device."
+
+
+def _int(text: str, what: str) -> int:
+    try:
+        value = int(text.replace("_", ""), 0)
+    except ValueError:
+        raise Refused(f"bad {what} {text!r}", hint="write a number: 0x1f, 31, 0b11111") from None
+    if value < 0:
+        raise Refused(f"bad {what} {text!r}: negative")
+    return value
+
+
+def _asic(app: Any, name: str | None, transport: Any = None) -> Any:
+    """The ASIC from --asic, else from the device's PCI id (opening the device if needed)."""
+    from tinyhw import regs
+
+    if name:
+        return regs.asic(name)
+    if transport is None:
+        if app.device is None:
+            raise Refused("no asic given", hint=f"give --asic NAME ({', '.join(regs.PROFILES)}) or --device")
+        transport = app.open_transport()
+    ident = transport.identity()
+    return regs.asic_for_device(ident.vendor_id, ident.device_id)
+
+
+def _offset_text(reg: Any) -> str:
+    return "(base unknown)" if reg.offset is None else f"0x{reg.offset:05x}"
+
+
+def _field_docs(reg: Any, value: int | None = None) -> list[dict[str, int | str]]:
+    docs: list[dict[str, int | str]] = []
+    for f in reg.fields:
+        d: dict[str, int | str] = {"name": f.name, "shift": f.shift, "mask": f.mask}
+        if value is not None:
+            d["value"] = f.extract(value)
+        docs.append(d)
+    return docs
+
+
+def _print_fields(app: Any, reg: Any, value: int) -> None:
+    from rich.table import Table
+
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 2), show_header=True, header_style="bold")
+    for col in ("bits", "field", "value"):
+        table.add_column(col, justify="right" if col == "value" else "left")
+    for f in sorted(reg.fields, key=lambda f: f.shift):
+        v = f.extract(value)
+        table.add_row(f.bits, f.name, f"0x{v:x}" if v > 9 else str(v))
+    app.out.print(f"[bold]{reg.name}[/bold] @ {_offset_text(reg)} = 0x{value:08x}")
+    if reg.fields:
+        app.out.print(table)
+
+
+@click.group("reg")
+def reg() -> None:
+    """Registers by name: find them, read and write them on a device, decode values offline.
+
+    Names are block.REGISTER or block.REGISTER.FIELD, case-insensitive; blocks are smuio,
+    mp0, mp1, gc, sdma, nbio, mmhub, osssys, hdp. Register and field definitions come from
+    the Linux amdgpu headers; offsets are byte offsets in the register BAR of the ASIC.
+
+    \b
+    Examples:
+      tinyhw reg find 'smuio.ROM*' --asic navi31
+      tinyhw --device mock:navi31 reg read smuio.ROM_SW_STATUS
+    """
+
+
+@reg.command("find")
+@click.argument("pattern")
+@click.option("--asic", "asic_name", metavar="NAME", help=_ASIC_HELP)
+@click.pass_obj
+def find_cmd(app: Any, pattern: str, asic_name: str | None) -> None:
+    """List the registers matching PATTERN with their byte offset and fields.
+
+    PATTERN is a glob: REG (every block), block.REG, or block.REG.FIELD (only matching
+    fields). Works offline with --asic; without it the ASIC comes from the device's PCI id
+    (only its config space is read). Touches no register.
+
+    \b
+    Examples:
+      tinyhw reg find 'smuio.ROM_SW*' --asic navi31
+      tinyhw --json reg find 'mp0.MP0_SMN_C2PMSG_11?' --asic navi31
+      tinyhw reg find '*.*.DATA_SIZE' --asic gfx1200
+    """
+    found = _asic(app, asic_name).find(pattern)
+    doc = [{"name": r.name, "offset": r.offset, "fields": _field_docs(r)} for r in found]
+
+    def human() -> None:
+        lines = []
+        for r in found:
+            lines.append(f"{r.name}  {_offset_text(r)}  (segment {r.segment} + 0x{r.dword:x})")
+            lines.extend(f"    {f.bits:>5}  {f.name}" for f in sorted(r.fields, key=lambda f: f.shift))
+        click.echo("\n".join(lines))
+
+    app.emit(doc, human)
+
+
+@reg.command("read")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--asic", "asic_name", metavar="NAME", help=_ASIC_HELP)
+@click.pass_obj
+def read_cmd(app: Any, names: tuple[str, ...], asic_name: str | None) -> None:
+    """Read registers by name and show each value with its decoded fields.
+
+    Reads one dword of the register BAR per NAME (a block.REGISTER.FIELD name reads its
+    register and shows that field). Reading some registers has side effects (ROM_DATA
+    advances ROM_INDEX when auto-increment is on).
+
+    \b
+    Examples:
+      tinyhw --device mock:navi31 reg read smuio.ROM_SW_STATUS smuio.ROM_CNTL
+      tinyhw --device mock:navi31 --json reg read mp0.MP0_SMN_C2PMSG_81
+    """
+    from tinyhw.regs import Mmio
+
+    transport = app.open_transport()
+    asic = _asic(app, asic_name, transport)
+    targets = [asic.resolve(n) for n in names]  # all names checked before any access
+    mmio = Mmio(transport, asic)
+    results = []
+    for reg_, fld in targets:
+        shown = reg_ if fld is None else _only(reg_, fld)
+        results.append((shown, mmio.read(reg_)))
+    doc = [{"name": r.name, "offset": r.offset, "value": v, "fields": _field_docs(r, v)} for r, v in results]
+    app.emit(doc, lambda: [_print_fields(app, r, v) for r, v in results])
+
+
+def _only(reg_: Any, fld: Any) -> Any:
+    from dataclasses import replace
+
+    return replace(reg_, fields=(fld,))
+
+
+@reg.command("write")
+@click.argument("assignments", nargs=-1, required=True, metavar="NAME=VALUE...")
+@click.option("--asic", "asic_name", metavar="NAME", help=_ASIC_HELP)
+@click.option("--yes", is_flag=True, help="Do it without asking (needed when not on a terminal).")
+@click.pass_obj
+def write_cmd(app: Any, assignments: tuple[str, ...], asic_name: str | None, yes: bool) -> None:
+    """Write registers (NAME=VALUE) or single fields (NAME.FIELD=VALUE, read-modify-write).
+
+    Changes device state: prints the plan and needs --yes (or a 'y' on a terminal; refused
+    with exit 2 otherwise). Every register named is read once first (its old value is shown,
+    and field writes keep the other bits), then written once with all its assignments applied
+    in order; prints the old and new value of each. Needs --device: writes never guess.
+
+    \b
+    Examples:
+      tinyhw --device mock:navi31 reg write smuio.ROM_CNTL.SCK_PRESCALE_REFCLK=8 --yes
+      tinyhw --device mock:navi31 reg write mp0.MP0_SMN_C2PMSG_116=0 --yes
+    """
+    from tinyhw.regs import Mmio
+
+    parsed = []
+    for text in assignments:
+        name, sep, value = text.partition("=")
+        if not sep or not name.strip():
+            raise Refused(f"bad assignment {text!r}", hint="write NAME=VALUE, e.g. smuio.ROM_CNTL.DUMMY_CYCLE_NUM=8")
+        parsed.append((name.strip(), _int(value.strip(), f"value for {name.strip()}")))
+    if app.device is None:
+        raise Refused("reg write needs --device", hint="commands that write never pick a device themselves")
+    transport = app.open_transport(writes=True)
+    asic = _asic(app, asic_name, transport)
+    plan: dict[str, tuple[Any, list[tuple[Any, int]]]] = {}  # register name -> (register, [(field or None, value)])
+    lines = []
+    for name, value in parsed:
+        reg_, fld = asic.resolve(name)
+        if fld is None and value > 0xFFFFFFFF:
+            raise Refused(f"value 0x{value:x} does not fit the 32-bit register {reg_.name}")
+        if fld is not None:
+            fld.insert(0, value)  # refuses a value wider than the field, before anything is touched
+        plan.setdefault(reg_.name, (reg_, []))[1].append((fld, value))
+        where = f"bar{asic.bar} 0x{reg_.offset:x}"
+        lines.append(
+            f"  {reg_.name} ({where}) := 0x{value:x}"
+            if fld is None
+            else f"  {reg_.name}.{fld.name} (bit{'s' * (fld.width > 1)} {fld.bits}, {where}) := 0x{value:x} "
+            "(read-modify-write)"
+        )
+    app.confirm(yes, f"reg write on {asic.name} ({app.device}):\n" + "\n".join(lines))
+    mmio = Mmio(transport, asic)
+    done = []
+    for reg_, changes in plan.values():
+        old = mmio.read(reg_)
+        new = old
+        for fld, value in changes:
+            new = value if fld is None else fld.insert(new, value)
+        mmio.write(reg_, new)
+        done.append((reg_, old, new))
+    doc = [{"name": r.name, "offset": r.offset, "old": o, "new": n} for r, o, n in done]
+
+    def human() -> None:
+        for r, o, n in done:
+            click.echo(f"{r.name} @ {_offset_text(r)}: 0x{o:08x} -> 0x{n:08x}")
+
+    app.emit(doc, human)
+
+
+@reg.command("decode")
+@click.argument("name")
+@click.argument("value")
+@click.option("--asic", "asic_name", metavar="NAME", help=_ASIC_HELP)
+@click.pass_obj
+def decode_cmd(app: Any, name: str, value: str, asic_name: str | None) -> None:
+    """Decode VALUE into the fields of register NAME, offline (no device is touched with --asic).
+
+    NAME may also be block.REGISTER.FIELD to show one field.
+
+    \b
+    Examples:
+      tinyhw reg decode smuio.ROM_SW_CNTL 0x80003 --asic navi31
+      tinyhw --json reg decode smuio.ROM_CNTL 0x18000001 --asic navi31
+    """
+    asic = _asic(app, asic_name)
+    number = _int(value, "value")
+    if number > 0xFFFFFFFF:
+        raise Refused(f"value 0x{number:x} does not fit a 32-bit register")
+    reg_, fld = asic.resolve(name)
+    shown = reg_ if fld is None else _only(reg_, fld)
+    doc = {"name": shown.name, "offset": shown.offset, "value": number, "fields": _field_docs(shown, number)}
+    app.emit(doc, lambda: _print_fields(app, shown, number))

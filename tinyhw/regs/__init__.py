@@ -1,0 +1,53 @@
+"""Layer 1: register and field lookup by name, from the databases generated from the Linux headers.
+
+Typical use::
+
+    from tinyhw import regs
+    navi31 = regs.asic("navi31")
+    navi31.reg("smuio.ROM_SW_CNTL").offset            # 0x5A3A0, byte offset in BAR5
+    navi31.field("smuio.ROM_SW_CNTL.DATA_SIZE")       # Field(name='DATA_SIZE', shift=0, mask=0xffff)
+    regs.Mmio(transport, navi31).update("smuio.ROM_SW_CNTL", DATA_SIZE=4)
+
+``asic(name, bases=...)`` takes segment bases read from the device's IP discovery table;
+without them the profile's offline bases (cited, inferred) are used (``profiles.py``).
+Importing this package loads no register table; each table loads on first use of its block.
+Imports only the standard library, ``tinyhw.autogen``, ``tinyhw.errors`` (and ``tinyhw.transport`` for types).
+"""
+
+from __future__ import annotations
+
+from tinyhw.regs.asic import Asic, asic, profile
+from tinyhw.regs.mmio import Mmio
+from tinyhw.regs.model import Field, Register
+from tinyhw.regs.profiles import PROFILES, AsicProfile, BlockSpec, profile_for_pci, profile_names
+from tinyhw.regs.table import RegTable, table
+
+__all__ = [
+    "PROFILES",
+    "Asic",
+    "AsicProfile",
+    "BlockSpec",
+    "Field",
+    "Mmio",
+    "RegTable",
+    "Register",
+    "asic",
+    "asic_for_device",
+    "profile",
+    "profile_for_pci",
+    "profile_names",
+    "table",
+]
+
+
+def asic_for_device(vendor_id: int, device_id: int) -> Asic:
+    """The register space of PCI function ``vendor_id:device_id`` (1002:744c -> navi31); Refused if unknown."""
+    found = profile_for_pci(vendor_id, device_id)
+    if found is None:
+        from tinyhw.errors import Refused
+
+        raise Refused(
+            f"no register profile for device {vendor_id:04x}:{device_id:04x}",
+            hint=f"give --asic ({', '.join(PROFILES)})",
+        )
+    return asic(found.name)
