@@ -1,0 +1,180 @@
+"""``mock:navi31``: the emulated Navi31 attached directly, as a native PCIe function would be.
+
+The transport seam of ARCHITECTURE.md ("The transport seam", "Emulated boards", "Counters",
+"Device lock") over a :class:`~tinyhw.mocks.navi31.Navi31Board` with BARs assigned as a BIOS/OS
+would (specs/pci-vfio-remote.md §3.14). Every register or config access advances the board's
+virtual clock by 1 us. Faults ``disconnect@N`` / ``timeout@N`` count BAR register accesses
+(dwords; a block of k dwords is k accesses), 1-based, from the moment the transport is opened,
+which for the CLI is the start of the command's process. Config accesses are not counted but
+fail too once the board has gone away.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tinyhw.errors import DeviceTimeout, Disconnected, Refused
+from tinyhw.mocks.navi31 import Navi31Board
+from tinyhw.mocks.options import MockOptions
+from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
+from tinyhw.transport.clock import VirtualClock
+from tinyhw.transport.lock import DeviceLock
+
+#: Modelled latency of one register or config access on native PCIe.
+ACCESS_LATENCY = 1e-6
+
+
+class DirectTransport(Transport):
+    """The emulated board reached with no bridge in between (name ``mock``)."""
+
+    name = "mock"
+    emulated = True
+
+    def __init__(self, options: MockOptions, *, lock: bool = True) -> None:
+        clock = VirtualClock()
+        super().__init__(clock)
+        self.vclock = clock
+        self.options = options
+        self._lock: DeviceLock | None = None
+        self._closed = False
+        if lock:
+            self._lock = DeviceLock(key=str(Path(options.flash).resolve()), backend="mock").acquire()
+        try:
+            self.board = Navi31Board(options, clock, attach="direct")
+        except BaseException:
+            if self._lock is not None:
+                self._lock.release()
+            raise
+        self.accesses = 0
+        disconnects = options.faults.at("disconnect")
+        self._disconnect_at = min(disconnects) if disconnects else None
+        self._timeouts = set(options.faults.at("timeout"))
+        self._gone = False
+        self._faulty = self._disconnect_at is not None or bool(self._timeouts)
+
+    # -- faults ---------------------------------------------------------------------------------------------------
+    def _fault(self, bar: int, offset: int) -> None:
+        """Called for every access while a fault is planned or the board is gone; raises when it hits."""
+        n = self.accesses
+        if self._gone:
+            raise Disconnected("the emulated navi31 has gone away", hint="reconnect the board and rerun the command")
+        if n == self._disconnect_at:
+            self._gone = True
+            self.board.disconnect()
+            raise Disconnected(f"the emulated navi31 went away at register access {n} (bar{bar} offset 0x{offset:x})",
+                               hint="reconnect the board and rerun the command")
+        if n in self._timeouts:
+            raise DeviceTimeout(f"register access {n} (bar{bar} offset 0x{offset:x}) timed out",
+                                hint="check the board and rerun the command")
+
+    def _check_gone(self) -> None:
+        if self._gone:
+            raise Disconnected("the emulated navi31 has gone away", hint="reconnect the board and rerun the command")
+
+    # -- config space ---------------------------------------------------------------------------------------------
+    def config_read(self, offset: int, size: int = 4) -> int:
+        _check_cfg(offset, size)
+        self._check_gone()
+        self.vclock.advance(ACCESS_LATENCY)
+        c = self.counters
+        c.round_trips += 1
+        c.bytes_in += size
+        shift = 8 * (offset & 3)
+        return (self.board.cfg_read32(offset & ~3) >> shift) & ((1 << (8 * size)) - 1)
+
+    def config_write(self, offset: int, size: int, value: int) -> None:
+        _check_cfg(offset, size)
+        self._check_gone()
+        self.vclock.advance(ACCESS_LATENCY)
+        self.counters.bytes_out += size
+        shift = 8 * (offset & 3)
+        value &= (1 << (8 * size)) - 1
+        self.board.cfg_write32(offset & ~3, value << shift, ((1 << size) - 1) << (offset & 3))
+
+    # -- BARs -------------------------------------------------------------------------------------------------------
+    def bars(self) -> list[BarInfo]:
+        out = []
+        for index, address, size, flags in self.board.resources():
+            io = bool(flags & 1)
+            out.append(BarInfo(index=index, address=address, size=size, kind="io" if io else "memory",
+                               prefetchable=not io and bool(flags & 8), is_64bit=not io and (flags & 6) == 4))
+        return out
+
+    def _make_region(self, info: BarInfo) -> BarRegion:
+        return _MockRegion(info, self)
+
+    # -- identity, info, lifetime -------------------------------------------------------------------------------
+    def identity(self) -> Identity:
+        ids = self.config_read(0x00)
+        rev_class = self.config_read(0x08)
+        sub = self.config_read(0x2C)
+        return Identity(vendor_id=ids & 0xFFFF, device_id=ids >> 16, revision=rev_class & 0xFF,
+                        class_code=rev_class >> 8, subsystem_vendor_id=sub & 0xFFFF, subsystem_id=sub >> 16,
+                        location="mock:navi31")
+
+    def info(self) -> TransportInfo:
+        return TransportInfo(transport="mock", emulated=True, extra={"board": "navi31", "attach": "direct"})
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.board.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+
+
+def _check_cfg(offset: int, size: int) -> None:
+    if size not in (1, 2, 4) or offset % size or not 0 <= offset <= 0x1000 - size:
+        raise Refused(f"config access of {size} bytes at 0x{offset:x} is not naturally aligned inside 0x1000 bytes")
+
+
+class _MockRegion(BarRegion):
+    """Dword accesses to one BAR of the board; blocks are loops of dword accesses."""
+
+    def __init__(self, info: BarInfo, transport: DirectTransport) -> None:
+        super().__init__(info)
+        self._t = transport
+        self._index = info.index
+        self._size = info.size
+
+    def read32(self, offset: int) -> int:
+        if offset & 3 or not 0 <= offset < self._size:
+            self.check(offset, 4)
+        t = self._t
+        t.accesses += 1
+        if t._faulty or t._gone:
+            t._fault(self._index, offset)
+        t.vclock.advance(ACCESS_LATENCY)
+        c = t.counters
+        c.reg_reads += 1
+        c.round_trips += 1
+        c.bytes_in += 4
+        return t.board.mem_read32(self._index, offset)
+
+    def write32(self, offset: int, value: int) -> None:
+        if offset & 3 or not 0 <= offset < self._size:
+            self.check(offset, 4)
+        t = self._t
+        t.accesses += 1
+        if t._faulty or t._gone:
+            t._fault(self._index, offset)
+        t.vclock.advance(ACCESS_LATENCY)
+        c = t.counters
+        c.reg_writes += 1
+        c.bytes_out += 4
+        t.board.mem_write32(self._index, offset, value & 0xFFFFFFFF)
+
+    def read(self, offset: int, length: int) -> bytes:
+        self.check(offset, length)
+        out = bytearray()
+        for off in range(offset, offset + length, 4):
+            out += self.read32(off).to_bytes(4, "little")
+        return bytes(out)
+
+    def write(self, offset: int, data: bytes) -> None:
+        self.check(offset, len(data))
+        for i in range(0, len(data), 4):
+            self.write32(offset + i, int.from_bytes(data[i:i + 4], "little"))

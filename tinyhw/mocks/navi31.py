@@ -1,0 +1,238 @@
+"""The emulated Navi31 board: one PCIe function and the contents of its BARs.
+
+Puts together specs/pci-vfio-remote.md §3 (config space, via :mod:`tinyhw.mocks.pcifunc`) and
+specs/navi31-spi-flash.md §h (BAR5: R1 register file, SMUIO ROM controller + ROM_SW engine + GPIO
+pads in :mod:`tinyhw.mocks.smuio`, GD25LQ16E in :mod:`tinyhw.mocks.gd25`, PSP mailbox in
+:mod:`tinyhw.mocks.psp`, ROM aperture; §1 board states). Two attachments use it: the direct
+transport ``mock:navi31`` and the ASM24 USB bridge emulator ``mock:navi31-usb``.
+
+Contract with the attachments: the board never advances its clock; the attachment does, by its
+modelled latency, and the board measures flash/ROM_SW/PSP durations on it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tinyhw.boards.navi31 import MMIO_BAR, NAVI31, BoardSpec
+from tinyhw.errors import StrictEmulationError
+from tinyhw.mocks.gd25 import GD25LQ16E, FlashStore, Gd25Config, write_atomic
+from tinyhw.mocks.ifwi_image import build_image
+from tinyhw.mocks.options import MockOptions
+from tinyhw.mocks.pcifunc import PciFunction
+from tinyhw.mocks.psp import PspConfig, PspMailbox
+from tinyhw.mocks.smuio import Smuio, SmuioConfig
+from tinyhw.transport.clock import VirtualClock
+
+_LANES = [sum(0xFF << (8 * i) for i in range(4) if be >> i & 1) for be in range(16)]
+_PAGE = 4096
+
+
+@dataclass
+class Navi31Model:
+    """Modelling choices beyond :class:`MockOptions` (the spec's (inferred) items), for tests.
+
+    ``gd25.timing``, ``gd25.stuck_busy``/``bitflips``, ``smuio.instant``/``stray``/``aperture``/
+    ``gated`` are overwritten from the options when the board is built.
+    """
+
+    gd25: Gd25Config = field(default_factory=Gd25Config)
+    smuio: SmuioConfig = field(default_factory=SmuioConfig)
+    psp: PspConfig = field(default_factory=PspConfig)
+    acs: bool = True
+
+
+class _Sparse:
+    """Sparse little-endian dword storage (VRAM, doorbells): 4 KiB pages created on first write."""
+
+    def __init__(self) -> None:
+        self.pages: dict[int, bytearray] = {}
+
+    def read32(self, offset: int) -> int:
+        page = self.pages.get(offset >> 12)
+        if page is None:
+            return 0
+        o = offset & (_PAGE - 1)
+        return int.from_bytes(page[o:o + 4], "little")
+
+    def write32(self, offset: int, value: int) -> None:
+        page = self.pages.get(offset >> 12)
+        if page is None:
+            page = self.pages[offset >> 12] = bytearray(_PAGE)
+        o = offset & (_PAGE - 1)
+        page[o:o + 4] = value.to_bytes(4, "little")
+
+
+class Navi31Board:
+    """PCIe function 1002:744c with VRAM (BAR0), doorbells (BAR2), I/O (BAR4) and registers (BAR5)."""
+
+    def __init__(self, options: MockOptions, clock: VirtualClock | None = None, *, attach: str = "direct",
+                 model: Navi31Model | None = None) -> None:
+        self.options = options
+        self.clock = clock or VirtualClock()
+        self.spec: BoardSpec = NAVI31
+        self.attach = attach
+        self.accesses = 0
+        self.uncovered: list[str] = []
+        self._uncovered_seen: set[str] = set()
+        self._strict = options.strict
+        self.model = model = model or Navi31Model()
+        model.gd25.timing = options.timing
+        model.gd25.stuck_busy = options.faults.has("stuck-busy")
+        model.gd25.bitflips = tuple(options.faults.at("bitflip"))
+        model.smuio.instant = options.timing == "instant"
+        model.smuio.stray = options.stray == "on"
+        model.smuio.aperture = options.aperture
+        model.smuio.gated = options.psp != "pbl"
+        self.pci = PciFunction(NAVI31, attach=attach, acs=model.acs)
+        self.store = FlashStore(Path(options.flash), build_image, NAVI31.flash_size)
+        self.chip = GD25LQ16E(self.store, self.clock, model.gd25)
+        self.smuio = Smuio(self.chip, self.clock, model.smuio)
+        self.psp = PspMailbox(self.clock, options.psp, model.psp)
+        self.vram = _Sparse()
+        self.doorbells = _Sparse()
+        self._plain = {0: self.vram, 2: self.doorbells}
+        self._other: dict[int, int] = {}  # non-strict storage of uncovered BAR5 dwords (R1)
+        self._closed = False
+        self._rebuild()
+
+    # -- BAR5 dispatch ----------------------------------------------------------------------------------------
+    def _rebuild(self) -> None:
+        reads, writes = self.smuio.handlers()
+        pr, pw = self.psp.handlers()
+        reads.update(pr)
+        writes.update(pw)
+        self._rd5 = reads
+        self._wr5 = writes
+
+    def set_psp_state(self, state: str) -> None:
+        """P6: move the board to ``pbl`` (ROM_SW available), ``early``, ``sos`` or ``gated`` (ROM_SW gated)."""
+        if state not in ("pbl", "early", "sos", "gated"):
+            raise ValueError(f"unknown psp state {state!r}")
+        self.psp.set_state(state)
+        self.smuio.gated = state != "pbl"
+
+    def set_aperture(self, mode: str) -> None:
+        """Switch the ROM aperture between ``normal``, ``mirrored`` and ``unavailable`` (R3/A2)."""
+        if mode not in ("normal", "mirrored", "unavailable"):
+            raise ValueError(f"unknown aperture mode {mode!r}")
+        self.smuio.aperture = mode
+        self._rebuild()
+
+    def power_cycle(self, psp: str | None = None) -> None:
+        """A simulated power cycle: flash volatile state, SMUIO registers and the mailbox reset."""
+        self.chip.finish()
+        self.chip.power_up()
+        self.smuio.power_on()
+        self.psp.power_on()
+        if psp is not None:
+            self.set_psp_state(psp)
+
+    # -- config space -------------------------------------------------------------------------------------------
+    def cfg_read32(self, reg: int) -> int:
+        return self.pci.read32(reg)
+
+    def cfg_write32(self, reg: int, value: int, byte_enable: int = 0xF) -> None:
+        self.pci.write32(reg, value, byte_enable)
+
+    def decode(self, addr: int) -> tuple[int, int] | None:
+        return self.pci.decode(addr)
+
+    def resources(self) -> list[tuple[int, int, int, int]]:
+        return self.pci.resources()
+
+    # -- memory ---------------------------------------------------------------------------------------------------
+    def mem_read32(self, bar: int, offset: int) -> int:
+        """One dword read of ``bar`` at ``offset`` (dword aligned); all ones while memory decode is off."""
+        self.accesses += 1
+        if not self.pci.command & 2:
+            return 0xFFFFFFFF
+        if bar == MMIO_BAR:
+            h = self._rd5.get(offset)
+            if h is not None:
+                return h()
+            return self._uncovered(bar, offset, None)
+        mem = self._plain.get(bar)
+        if mem is not None and offset < self.pci.bar_size[bar]:
+            return mem.read32(offset)
+        return self._uncovered(bar, offset, None)
+
+    def mem_write32(self, bar: int, offset: int, value: int, byte_enable: int = 0xF) -> None:
+        """One dword write; only the enabled byte lanes change (merged with the stored value)."""
+        self.accesses += 1
+        if not self.pci.command & 2:
+            return
+        if byte_enable != 0xF:
+            lanes = _LANES[byte_enable & 0xF]
+            value = (self._peek(bar, offset) & ~lanes) | (value & lanes)
+        if bar == MMIO_BAR:
+            h = self._wr5.get(offset)
+            if h is not None:
+                h(value)
+                return
+            self._uncovered(bar, offset, value)
+            return
+        mem = self._plain.get(bar)
+        if mem is not None and offset < self.pci.bar_size[bar]:
+            mem.write32(offset, value)
+            return
+        self._uncovered(bar, offset, value)
+
+    def _peek(self, bar: int, offset: int) -> int:
+        if bar in self._plain:
+            return self._plain[bar].read32(offset)
+        if bar == MMIO_BAR:
+            if offset in self._other:
+                return self._other[offset]
+            try:
+                return self.psp.peek(offset)
+            except KeyError:
+                return self.smuio.peek(offset)
+        return 0
+
+    def _uncovered(self, bar: int, offset: int, value: int | None) -> int:
+        what = "write to" if value is not None else "read of"
+        inside = bar == MMIO_BAR and 0 <= offset < self.pci.bar_size[MMIO_BAR]
+        where = f"bar{bar} offset 0x{offset:x}"
+        if self._strict:
+            raise StrictEmulationError(
+                f"{what} {where} is not covered by the navi31 emulator",
+                hint="run without strict to list such accesses instead")
+        note = f"{what} {where}" + ("" if inside or bar != MMIO_BAR else " (outside the bar)")
+        if note not in self._uncovered_seen:
+            self._uncovered_seen.add(note)
+            self.uncovered.append(note)
+        if value is not None:
+            if inside:
+                self._other[offset] = value
+            return 0
+        return self._other.get(offset, 0) if inside else 0
+
+    # -- lifetime -----------------------------------------------------------------------------------------------
+    def disconnect(self) -> None:
+        """Power lost mid-operation (a disconnect fault): a running program/erase stays torn."""
+        self.chip.freeze()
+
+    def close(self) -> None:
+        """Finish a running flash operation, flush the flash file; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.chip.finish()
+        finally:
+            self.store.close()
+
+
+def reset_flash(path: Path | str) -> str:
+    """Write the pristine synthetic image to ``path`` and clear its status sidecar; returns its sha256.
+
+    The caller holds the device lock (``tinyhw mock reset`` does).
+    """
+    path = Path(path)
+    image = build_image()
+    write_atomic(path, image)
+    write_atomic(path.with_name(path.name + ".sr"), bytes(3))
+    return hashlib.sha256(image).hexdigest()

@@ -1,0 +1,244 @@
+"""PSP (MP0) flash mailbox of the emulated Navi31: early-boot item streaming, probes, live update.
+
+Implements specs/navi31-spi-flash.md §e (e.1 handshake, e.2 command ids, e.3 status codes,
+e.4 probe, e.5/e.6 item streaming) and the emulator items P1-P6 of §h.5, in the board states of
+§1: ``pbl`` (stalled boot loader: probes answered, no streaming), ``early`` (healthy autonomous
+boot: scripted GET_TRANSFER_TYPE sequence and item streaming), ``sos``/``gated`` (SOS loaded:
+early commands rejected with 0x0A, the Linux live commands 2/3/4 accepted).
+
+Which error code the firmware returns for each protocol violation is unknown; the choices
+below are inferred and documented next to each case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tinyhw.mocks import navi31_regs as R
+from tinyhw.transport.clock import Clock
+
+# §e.2 command ids
+GET_BOOT_PARTITION = 0x01
+UPDATE_ROM_IMAGE_ADDR_LO = 0x02
+UPDATE_ROM_IMAGE_ADDR_HI = 0x03
+UPDATE_FLASH_IMAGE = 0x04
+GET_FB_STATE = 0x06
+GET_TRANSFER_TYPE = 0x07
+START_TRANSFER = 0x08
+DATA_TRANSFER = 0x09
+END_TRANSFER = 0x0A
+SPI_GET_MODEL_ID = 0x0B
+EARLY_COMMANDS = (GET_BOOT_PARTITION, GET_FB_STATE, GET_TRANSFER_TYPE, START_TRANSFER, DATA_TRANSFER,
+                  END_TRANSFER, SPI_GET_MODEL_ID)
+PROBE_COMMANDS = (GET_BOOT_PARTITION, GET_FB_STATE, SPI_GET_MODEL_ID)
+LIVE_COMMANDS = (UPDATE_ROM_IMAGE_ADDR_LO, UPDATE_ROM_IMAGE_ADDR_HI, UPDATE_FLASH_IMAGE)
+
+# §e.3 status codes used by the model
+OK = 0x00
+OUT_OF_BOUNDS = 0x02
+INVALID_PARAMETER = 0x03
+PARTITION_UPDATE_ERROR = 0x0A  # also the "early commands gated" answer (seed)
+WRITE_TO_SPI_ERROR = 0x0C
+INVALID_COMMAND = 0x0E
+SM_NOT_INITIALISED = 0x10
+SM_TRANSFER_ERROR = 0x11
+
+#: Invented default GET_TRANSFER_TYPE script (the real 19-item order is an open question, §e.6):
+#: the IFWI header, the $SGN pointer, table and signatures, both $PSP directories, items 4/5, both ISH,
+#: the first ISH payload, then item 0x89 with phase 2. Phase 1 (bits 8 and up) marks "more to come".
+DEFAULT_SCRIPT: tuple[int, ...] = (
+    *(0x100 | item for item in (0x01, 0x80, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87, 0x88,
+                                0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08)),
+    0x200 | 0x89,
+)
+#: Invented value GET_TRANSFER_TYPE returns after the last scripted item: phase 3, item 0.
+SCRIPT_DONE = 0x300
+
+
+@dataclass
+class PspConfig:
+    """Modelling choices of the mailbox (§h.5); every value here is inferred or invented."""
+
+    #: P1: time from the doorbell to the completed COMMAND (default 100 us).
+    delay: float = 100e-6
+    #: the same for UPDATE_FLASH_IMAGE (invented; Linux allows it 60 s)
+    live_delay: float = 0.2
+    #: P2: "normal", "not-ready" (COMMAND bit 31 stays 0) or "hang" (commands never complete)
+    mailbox: str = "normal"
+    #: P3: GET_TRANSFER_TYPE values (item in bits 7:0, phase in bits 8 and up; last has phase 2)
+    script: tuple[int, ...] = DEFAULT_SCRIPT
+    #: P5: (status, response) of the probe commands 0x01, 0x06, 0x0B (invented values)
+    probe: dict[int, tuple[int, int]] = field(default_factory=lambda: {
+        GET_BOOT_PARTITION: (OK, 0x00000000),
+        GET_FB_STATE: (OK, 0x00000000),
+        SPI_GET_MODEL_ID: (OK, 0x001560C8),
+    })
+    #: P4 fault: UPDATE_FLASH_IMAGE fails with 0x0C, as the seed observed on stock hardware
+    live_fail: bool = False
+
+
+class PspMailbox:
+    """The three C2PMSG registers and the firmware behind them."""
+
+    def __init__(self, clock: Clock, state: str = "pbl", config: PspConfig | None = None) -> None:
+        if len(config.script if config else DEFAULT_SCRIPT) > 19:
+            raise ValueError("a transfer-type script holds at most 19 entries (navi31's item count)")
+        self.clock = clock
+        self.config = config or PspConfig()
+        #: (command, argument, status, response) of every command processed
+        self.log: list[tuple[int, int, int, int]] = []
+        #: (item, payload) of every item streamed to completion (P3), for comparison with a resolver
+        self.payloads: list[tuple[int, bytes]] = []
+        #: (item, bytes received) of every aborted stream
+        self.aborted: list[tuple[int, bytes]] = []
+        #: 64-bit image addresses given to UPDATE_FLASH_IMAGE
+        self.live_updates: list[int] = []
+        self.state = state
+        self.power_on()
+
+    def power_on(self) -> None:
+        self.command = 0 if self.config.mailbox == "not-ready" else R.PSP_READY
+        self.data = 0
+        self.doorbell = 0
+        self._pending: tuple[float, int, int, int | None] | None = None  # (done_at, cmd, status, response)
+        self._step = 0
+        self._active: tuple[int, int, bytearray] | None = None
+        self._addr_lo = 0
+        self._addr_hi = 0
+
+    def set_state(self, state: str) -> None:
+        """P6: the test moves the board between pbl, early, sos and gated (hardware needs a power cycle)."""
+        self.state = state
+        self.power_on()
+
+    @property
+    def transfer_type(self) -> int:
+        """What GET_TRANSFER_TYPE answers now in the early state."""
+        return self.config.script[self._step] if self._step < len(self.config.script) else SCRIPT_DONE
+
+    # -- registers --------------------------------------------------------------------------------------------
+    def handlers(self) -> tuple[dict[int, Callable[[], int]], dict[int, Callable[[int], None]]]:
+        reads: dict[int, Callable[[], int]] = {
+            R.PSP_COMMAND: self._command_read, R.PSP_COMMAND_DATA: self._data_read, R.PSP_DOORBELL: self._bell_read,
+        }
+        writes: dict[int, Callable[[int], None]] = {
+            R.PSP_COMMAND: self._command_write, R.PSP_COMMAND_DATA: self._data_write,
+            R.PSP_DOORBELL: self._bell_write,
+        }
+        return reads, writes
+
+    def peek(self, offset: int) -> int:
+        return {R.PSP_COMMAND: self.command, R.PSP_COMMAND_DATA: self.data, R.PSP_DOORBELL: self.doorbell}[offset]
+
+    def _poll(self) -> None:
+        p = self._pending
+        if p is not None and self.clock.now() >= p[0]:
+            self._pending = None
+            _, cmd, status, response = p
+            self.command = R.PSP_READY | (cmd << R.PSP_COMMAND_SHIFT) | status
+            if response is not None:
+                self.data = response
+            self.doorbell = 0  # invented: the firmware clears the doorbell when it answers
+
+    def _command_read(self) -> int:
+        if self._pending is not None:
+            self._poll()
+        return self.command
+
+    def _command_write(self, value: int) -> None:
+        if self._pending is not None:
+            self._poll()
+        self.command = value & ~R.PSP_READY  # P1: storing a command clears "ready"
+
+    def _data_read(self) -> int:
+        if self._pending is not None:
+            self._poll()
+        return self.data
+
+    def _data_write(self, value: int) -> None:
+        self.data = value
+
+    def _bell_read(self) -> int:
+        if self._pending is not None:
+            self._poll()
+        return self.doorbell
+
+    def _bell_write(self, value: int) -> None:
+        self.doorbell = value
+        if value != 1 or self.config.mailbox == "not-ready":
+            return
+        cmd = (self.command & R.PSP_COMMAND_MASK) >> R.PSP_COMMAND_SHIFT
+        arg = self.data
+        status, response = self._execute(cmd, arg)
+        self.log.append((cmd, arg, status, response if response is not None else 0))
+        if self.config.mailbox == "hang":
+            return
+        live = cmd == UPDATE_FLASH_IMAGE and self.state in ("sos", "gated")
+        delay = self.config.live_delay if live else self.config.delay
+        self._pending = (self.clock.now() + delay, cmd, status, response)
+
+    # -- firmware -------------------------------------------------------------------------------------------------
+    def _execute(self, cmd: int, arg: int) -> tuple[int, int | None]:
+        if self.state in ("sos", "gated"):
+            return self._sos(cmd, arg)
+        if cmd in PROBE_COMMANDS:
+            return self.config.probe.get(cmd, (OK, 0))
+        if cmd not in EARLY_COMMANDS:
+            return INVALID_COMMAND, None  # live commands need SOS (inferred code)
+        if self.state != "early":
+            return SM_NOT_INITIALISED, None  # stalled PBL: no streaming state machine (inferred code)
+        return self._early(cmd, arg)
+
+    def _sos(self, cmd: int, arg: int) -> tuple[int, int | None]:
+        if cmd in EARLY_COMMANDS:
+            return PARTITION_UPDATE_ERROR, None  # P4 / §e.3 "special reading": early commands gated
+        if cmd == UPDATE_ROM_IMAGE_ADDR_LO:
+            self._addr_lo = arg
+            return OK, None
+        if cmd == UPDATE_ROM_IMAGE_ADDR_HI:
+            self._addr_hi = arg
+            return OK, None
+        if cmd == UPDATE_FLASH_IMAGE:
+            self.live_updates.append(self._addr_hi << 32 | self._addr_lo)
+            return (WRITE_TO_SPI_ERROR if self.config.live_fail else OK), None
+        return INVALID_COMMAND, None
+
+    def _early(self, cmd: int, arg: int) -> tuple[int, int | None]:
+        if cmd == GET_TRANSFER_TYPE:
+            return OK, self.transfer_type
+        if cmd == START_TRANSFER:
+            item, length = arg & 0xFF, arg >> 8
+            if self._active is not None or self._step >= len(self.config.script):
+                return SM_TRANSFER_ERROR, None  # out of order (inferred code)
+            if item != self.transfer_type & 0xFF or length == 0 or length % 4:
+                return INVALID_PARAMETER, None  # wrong item or length (inferred code)
+            self._active = (item, length, bytearray())
+            return OK, None
+        if cmd == DATA_TRANSFER:
+            if self._active is None:
+                return SM_TRANSFER_ERROR, None
+            item, length, buf = self._active
+            if len(buf) + 4 > length:
+                return OUT_OF_BOUNDS, None
+            buf += arg.to_bytes(4, "little")
+            return OK, None
+        if cmd == END_TRANSFER:
+            return self._end(arg)
+        return INVALID_COMMAND, None
+
+    def _end(self, arg: int) -> tuple[int, int | None]:
+        if self._active is None:
+            return SM_TRANSFER_ERROR, None
+        item, length, buf = self._active
+        self._active = None
+        sent = arg >> 8
+        if (arg & 0xFF) != item or sent != len(buf):
+            self.aborted.append((item, bytes(buf)))
+            return INVALID_PARAMETER, None  # END names another item or a wrong count (inferred code)
+        if sent != length:
+            self.aborted.append((item, bytes(buf)))
+            return SM_TRANSFER_ERROR, None  # fewer bytes than START announced: aborted (inferred code)
+        self.payloads.append((item, bytes(buf)))
+        self._step += 1
+        return OK, None
