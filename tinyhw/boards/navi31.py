@@ -57,9 +57,10 @@ NAVI31 = BoardSpec(
         device_id=0x744C,
         revision=0xC8,
         class_code=0x030000,
-        # Subsystem of the AMD reference RX 7900 XTX as listed in pci.ids ("1002 0e3b").
-        subsystem_vendor_id=0x1002,
-        subsystem_id=0x0E3B,
+        # A real board's subsystem: Sapphire NITRO+ RX 7900 XTX Vapor-X (pci.ids "1da2 e471";
+        # also the example of pci-vfio-remote.md §3.14).
+        subsystem_vendor_id=0x1DA2,
+        subsystem_id=0xE471,
     ),
     bars=(
         BarSpec(0, "vram", "memory", 256 * MiB, True, True),

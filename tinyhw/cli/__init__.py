@@ -89,4 +89,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(e.exit_code)
     except BrokenPipeError:
         sys.exit(1)
+    except Exception as e:  # noqa: BLE001 - a bug must still end in one line, the traceback only with -v
+        if verbose:
+            raise
+        print(f"error: internal error: {type(e).__name__}: {e} (re-run with -v for the traceback)", file=sys.stderr)
+        sys.exit(1)
     sys.exit(0)

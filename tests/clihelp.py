@@ -1,0 +1,35 @@
+"""Run the tinyhw CLI in-process and capture exit code, stdout and stderr."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass
+
+from tinyhw.cli import main
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def stats(self) -> dict:
+        import json
+
+        lines = [ln for ln in self.err.splitlines() if ln.startswith("{")]
+        assert lines, f"no --stats line in stderr: {self.err!r}"
+        return json.loads(lines[-1])
+
+
+def run(*args: str) -> Result:
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return Result(code, out.getvalue(), err.getvalue())

@@ -1,0 +1,67 @@
+"""Front-end conventions: help, device strings, exit codes, errors on one line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from clihelp import run
+
+
+def test_help_lists_commands_and_examples() -> None:
+    r = run("--help")
+    assert r.code == 0
+    for cmd in ("list", "probe", "mock"):
+        assert cmd in r.out
+    assert "mock:navi31-usb" in r.out
+
+
+@pytest.mark.parametrize("cmd", [["list"], ["probe"], ["mock", "reset"]])
+def test_every_command_help_has_an_example(cmd: list[str]) -> None:
+    r = run(*cmd, "--help")
+    assert r.code == 0 and "Example" in r.out
+
+
+def test_malformed_device_string() -> None:
+    r = run("--device", "pcie:3", "probe")
+    assert r.code == 2
+    assert r.err.count("\n") == 1 and r.err.startswith("error: bad device string")
+    assert "accepted forms" in r.err and r.out == ""
+
+
+@pytest.mark.parametrize("dev", ["pci:0000:03:00.0", "vfio:0000:03:00.0", "remote:127.0.0.1:7788"])
+def test_transports_not_delivered_yet(dev: str) -> None:
+    r = run("--device", dev, "--json", "probe")
+    assert r.code == 3
+    assert "not available yet" in r.err and "Traceback" not in r.err and r.out == ""
+
+
+def test_unknown_mock_option_is_refused() -> None:
+    r = run("--device", "mock:navi31,colour=blue", "probe")
+    assert r.code == 2 and "unknown option" in r.err
+
+
+def test_no_device_found_names_the_emulated_board(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tinyhw.cli.discover as discover
+
+    monkeypatch.setattr(discover, "list_pci", lambda: [])
+    monkeypatch.setattr(discover, "list_usb", lambda warn=True: [])
+    r = run("probe")
+    assert r.code == 3 and "--device mock:navi31" in r.err
+
+
+def test_list_marks_emulated_boards() -> None:
+    r = run("--json", "list")
+    assert r.code == 0
+    rows = json.loads(r.out)
+    mocks = {row["device"]: row for row in rows if row["emulated"]}
+    assert set(mocks) == {"mock:navi31", "mock:navi31-usb"}
+    assert all(not row["emulated"] for row in rows if row["device"] not in mocks)
+    human = run("list")
+    assert human.code == 0 and "mock:navi31-usb" in human.out and "emulated" in human.out
+
+
+def test_stats_on_a_command_without_device() -> None:
+    r = run("--stats", "list")
+    assert r.code == 0
+    assert set(r.stats) >= {"usb_transfers", "round_trips", "elapsed_s"}
