@@ -60,7 +60,7 @@ def test_header(board: Navi31Board) -> None:
     assert (board.cfg_read32(0x0C) >> 16) & 0xFF == 0x80  # type 0, multifunction
     assert board.cfg_read32(0x04) >> 16 & 0x10  # Cap+
     assert board.cfg_read32(0x04) & 0x7 == 0x6  # Mem+ BusMaster+
-    assert board.cfg_read32(0x2C) == 0x0E3B1002
+    assert board.cfg_read32(0x2C) == 0xE4711DA2
     assert board.cfg_read32(0x3C) >> 8 & 0xFF == 1
 
 
