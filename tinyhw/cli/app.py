@@ -66,7 +66,10 @@ class App:
         if self._opened is None:
             from tinyhw.cli.devices import open_device
 
-            self._opened = open_device(self.device_spec(writes=writes))
+            def keep(opened: Any) -> None:
+                self._opened = opened
+
+            open_device(self.device_spec(writes=writes), keep)
         return self._opened.transport
 
     @property

@@ -42,7 +42,10 @@ class Opened:
             self.closers.clear()
 
 
-def open_device(spec: DeviceSpec) -> Opened:
+def open_device(spec: DeviceSpec, register: Callable[[Opened], None] | None = None) -> Opened:
+    """Open ``spec``. ``register`` receives the :class:`Opened` before the device is connected, so the
+    caller can report counters (``--stats``) and release everything even when opening fails."""
+    register = register or (lambda _o: None)
     if spec.kind in NOT_YET:
         raise NotAvailableYet(NOT_YET[spec.kind], hint=EMULATED_HINT)
     if spec.kind == "mock":
@@ -53,17 +56,23 @@ def open_device(spec: DeviceSpec) -> Opened:
             from tinyhw.mocks.direct import DirectTransport
 
             t = DirectTransport(options)
-            return Opened(t, spec, notes=lambda: list(t.board.uncovered))
-        return _open_mock_usb(spec, options)
+            opened = Opened(t, spec, notes=lambda: list(t.board.uncovered))
+            register(opened)
+            return opened
+        return _open_mock_usb(spec, options, register)
     if spec.kind == "usb":
         _no_options(spec)
         from tinyhw.usb.transport import UsbTransport
 
-        return Opened(UsbTransport(spec.target), spec)
+        t = UsbTransport(spec.target, connect=False)
+        opened = Opened(t, spec)
+        register(opened)
+        t.connect()
+        return opened
     raise DeviceNotFound(f"unknown device kind {spec.kind!r}")  # pragma: no cover - parse_device prevents it
 
 
-def _open_mock_usb(spec: DeviceSpec, options) -> Opened:  # noqa: ANN001 - MockOptions, imported lazily
+def _open_mock_usb(spec: DeviceSpec, options, register: Callable[[Opened], None]) -> Opened:  # noqa: ANN001
     from tinyhw.mocks.navi31 import Navi31Board
     from tinyhw.mocks.pyusb_backend import make_backend
     from tinyhw.transport.clock import VirtualClock
@@ -73,12 +82,16 @@ def _open_mock_usb(spec: DeviceSpec, options) -> Opened:  # noqa: ANN001 - MockO
     board = Navi31Board(options, clock, attach="usb")
     try:
         backend = make_backend(board, options, clock)
-        t = UsbTransport("", backend=backend, clock=clock, lock_key=str(options.flash.resolve()), emulated=True)
+        t = UsbTransport("", backend=backend, clock=clock, lock_key=str(options.flash.resolve()), emulated=True,
+                         connect=False)
     except BaseException:
         board.close()
         raise
-    return Opened(t, spec, closers=[board.close], notes=lambda: list(board.uncovered),
-                  emulator_stats=backend.bridge.stats)
+    opened = Opened(t, spec, closers=[board.close], notes=lambda: list(board.uncovered),
+                    emulator_stats=backend.bridge.stats)
+    register(opened)
+    t.connect()
+    return opened
 
 
 def _no_options(spec: DeviceSpec) -> None:

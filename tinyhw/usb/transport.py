@@ -66,17 +66,27 @@ class UsbTransport(Transport):
         gpu_bus: int = USB_GPU_BUS,
         lock_key: str | None = None,
         emulated: bool = False,
+        connect: bool = True,
     ) -> None:
         super().__init__(clock)
         self.emulated = emulated
+        self._target = target
+        self._backend = backend
+        self._gpu_bus = gpu_bus
+        self._lock_key = lock_key
         self._lock: DeviceLock | None = None
         self._dev: Any = None
         self._closed = False
-        backend = backend if backend is not None else default_backend()
-        found = select_bridge(target, backend)
-        self.found: FoundBridge = found
-        dev = found.device
+        if connect:
+            self.connect()
+
+    def connect(self) -> None:
+        """Open the bridge and the GPU behind it (§2 open sequence); on failure everything is released."""
         try:
+            backend = self._backend if self._backend is not None else default_backend()
+            found = select_bridge(self._target, backend)
+            self.found: FoundBridge = found
+            dev = found.device
             self.product = read_string(dev, dev.iProduct, "product") or ""
             if not self.product.startswith(PRODUCT_PREFIXES):
                 raise TransportError(
@@ -85,14 +95,15 @@ class UsbTransport(Transport):
                 )
             self.serial = read_string(dev, dev.iSerialNumber, "serial") or ""
             port_path = ".".join(str(p) for p in (getattr(dev, "port_numbers", None) or ()))
-            key = lock_key or (f"usb-serial:{self.serial}" if self.serial else f"usb-port:{found.bus}-{port_path}")
+            key = self._lock_key or (
+                f"usb-serial:{self.serial}" if self.serial else f"usb-port:{found.bus}-{port_path}")
             self._lock = DeviceLock(key, backend="usb").acquire()
             self._dev = dev
             self._configure(dev)
             self.endpoints = find_endpoints(dev)
             self.bridge = Asm24(dev, self.endpoints, self.counters, self.clock)
             self.ltssm = self.bridge.ensure_link()
-            self.enumeration: Enumeration = enumerate_gpu(self.bridge, gpu_bus)
+            self.enumeration: Enumeration = enumerate_gpu(self.bridge, self._gpu_bus)
         except BaseException:
             self.close()
             raise
