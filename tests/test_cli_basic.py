@@ -65,3 +65,14 @@ def test_stats_on_a_command_without_device() -> None:
     r = run("--stats", "list")
     assert r.code == 0
     assert set(r.stats) >= {"usb_transfers", "round_trips", "elapsed_s"}
+
+
+def test_help_imports_nothing_heavy() -> None:
+    """`tinyhw --help` must start fast: pyusb, rich, numpy and the emulators load only when a command needs them."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom tinyhw.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('usb', 'rich', 'numpy', 'tinyhw.mocks', 'tinyhw.usb.bridge') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip().splitlines()[-1] == "[]"
