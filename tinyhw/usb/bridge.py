@@ -33,6 +33,9 @@ CRS_RETRIES, CRS_PAUSE = 10, 0.01
 STREAM_WRITE_MAX = 1 << 20
 #: largest streamed read per transfer (reads at ~1.8 MB/s fit far more in 30 s; keep transfers modest)
 STREAM_READ_MAX = 4 << 20
+#: the 0xF2 engine's SRAM (§4.5): 32 slots of 16 KiB, moved in 512-byte sectors
+SRAM_SIZE, SRAM_SLOT, SRAM_SECTOR = 512 << 10, 16 << 10, 512
+TIMEOUT_SRAM_BULK = 10.0
 
 
 def _ms(seconds: float) -> int:
@@ -214,6 +217,32 @@ class Asm24:
             except TransportError:
                 self.recover_endpoints()
                 raise
+
+    # -- 0xF2 SRAM DMA engine (§4.5) -------------------------------------------------------------
+    def sram_write(self, slot: int, data: bytes) -> None:
+        """Host -> SRAM: arm with (sectors, first slot | slots << 8), then one bulk OUT padded to 512 bytes."""
+        if not data:
+            return
+        padded = bytes(data) + bytes(-len(data) % SRAM_SECTOR)
+        slots = -(-len(padded) // SRAM_SLOT)
+        if not 0 <= slot < SRAM_SIZE // SRAM_SLOT or slot * SRAM_SLOT + len(padded) > SRAM_SIZE:
+            raise Refused(f"sram write of {len(data)} bytes at slot {slot} does not fit the 512 kib sram")
+        sectors = len(padded) // SRAM_SECTOR
+        self._ctrl(OUT, REQ_SRAM_DMA, sectors, slot | (slots << 8), b"", TIMEOUT_XDATA, f"sram write arm at slot {slot}")
+        self._bulk_out(padded, TIMEOUT_SRAM_BULK, f"sram write at slot {slot}")
+
+    def sram_read_arm(self, length: int) -> None:
+        """Arm an SRAM -> host transfer from slot 0; the data is released by a GPU write into 0x822000 (§4.5)."""
+        if not 0 < length <= SRAM_SIZE:
+            raise Refused(f"sram read of {length} bytes is outside 1..0x{SRAM_SIZE:x}")
+        sectors = -(-length // SRAM_SECTOR)
+        slots = -(-length // SRAM_SLOT)
+        self._ctrl(OUT, REQ_SRAM_DMA, 0x8000 | sectors, slots << 8, b"", TIMEOUT_XDATA, "sram read arm")
+
+    def sram_read_collect(self, length: int) -> bytes:
+        """The bulk IN of an armed SRAM read (rounded up to 512 bytes, truncated to ``length``)."""
+        data = self._bulk_in(-(-length // SRAM_SECTOR) * SRAM_SECTOR, TIMEOUT_SRAM_BULK, "sram read")
+        return data[:length]
 
     def recover_endpoints(self) -> None:
         """Best-effort recovery after an abandoned stream (§6, §10 #9): clear halts, drain stale IN data."""
