@@ -1,0 +1,77 @@
+"""The emulated ASM24 bridge with the real emulated Navi31 board behind it (``Navi31Board(attach="usb")``).
+
+Spec: specs/asm24-usb-bridge.md §8 (enumeration incl. Resizable BAR, BAR assignment) and §6
+(streams into VRAM), driven through pyusb only.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import usb.core
+from test_mock_asm24 import assign_bars, cfg_read, cfg_write, f0_in, f0_out, open_bridge, parse_record, program_bridges
+
+navi31 = pytest.importorskip("tinyhw.mocks.navi31")
+
+
+@pytest.fixture
+def board(tmp_path: Path) -> Iterator[object]:
+    from tinyhw.mocks.options import MockOptions
+
+    b = navi31.Navi31Board(MockOptions(strict=True, flash=tmp_path / "flash.bin"), attach="usb")
+    yield b
+    b.close()
+
+
+def _rebar_to_largest(dev: usb.core.Device) -> int:
+    """§8 step 2: walk the extended capabilities from 0x100 to REBAR (0x15) and pick the largest size."""
+    off = 0x100
+    while off:
+        hdr = cfg_read(dev, 4, 0, 0, off)[0]
+        if hdr & 0xFFFF == 0x15:
+            cap = cfg_read(dev, 4, 0, 0, off + 4)[0]
+            k = (cap >> 4).bit_length() - 1
+            ctrl = cfg_read(dev, 4, 0, 0, off + 8)[0]
+            cfg_write(dev, (4, 0, 0), off + 8, ctrl & ~0x1F00 | k << 8)
+            return 1 << (k + 20)
+        off = hdr >> 20 & ~3
+    raise AssertionError("no resizable bar capability")
+
+
+def test_enumerate_resize_and_assign_the_navi31(board: object) -> None:
+    dev, _, _ = open_bridge(board)
+    program_bridges(dev)
+    assert cfg_read(dev, 4, 0, 0, 0)[:2] == (0x744C1002, 0)
+    size = _rebar_to_largest(dev)
+    bars = assign_bars(dev)
+    assert bars[0] == (0x8_0000_0000, size) and size == 32 << 30
+    assert bars[2][1] == 2 << 20 and bars[5] == (0x10000000, 1 << 20)
+    assert 4 not in bars  # the I/O BAR is skipped
+
+
+def test_vram_stream_round_trip_counts_board_accesses(board: object) -> None:
+    dev, bridge, _ = open_bridge(board)
+    program_bridges(dev)
+    vram = assign_bars(dev)[0][0]
+    data = bytes(range(256)) * 8
+    before = board.accesses  # type: ignore[attr-defined]
+    f0_out(dev, 0x60, 0xF, vram + 0x2000, len(data) // 4, mode=1)
+    assert dev.write(0x02, data) == len(data)
+    f0_out(dev, 0x20, 0xF, vram + 0x2000, len(data) // 4, mode=2)
+    assert bytes(dev.read(0x81, len(data))) == data
+    assert board.accesses - before == 2 * len(data) // 4  # type: ignore[attr-defined]
+    f0_out(dev, 0x20, 0xF, vram + 0x2004, 0)
+    assert parse_record(f0_in(dev))[:2] == (struct.unpack_from("<I", data, 4)[0], 0)
+    assert bridge.stats()["stream_dwords_written"] == 512
+
+
+def test_disconnect_fault_reaches_the_board(board: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bool] = []
+    monkeypatch.setattr(board, "disconnect", lambda: seen.append(True))
+    dev, _, _ = open_bridge(board, faults="disconnect@1")
+    with pytest.raises(usb.core.USBError):
+        cfg_read(dev, 0, 0, 0, 0)
+    assert seen == [True]

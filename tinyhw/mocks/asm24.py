@@ -1,0 +1,408 @@
+"""The emulated ASM24 USB-to-PCIe bridge with the tinygrad custom firmware: the device core.
+
+Implements specs/asm24-usb-bridge.md §2-§8 as seen from the USB side, following the checklist of
+§12 (items 1-9, 13, 14; the asynchrony of items 10-12 only as far as synchronous transfers allow)
+and the failure modes of §10 and edge cases of §13. Helpers: :mod:`.asm24_memory` (XDATA, SRAM,
+windows), :mod:`.asm24_tlp` (link, TLP engine), :mod:`.asm24_endpoints` (bulk endpoints,
+streams, 0xF2 data, the fault exceptions, timing), :mod:`.pcie_switch` (bridges and routing),
+:mod:`.usb_descriptors` (identity).
+
+One device core, several front ends: this module knows nothing of pyusb or FunctionFS. A front
+end hands it setup packets and bulk data and maps its exceptions (:class:`Stall`,
+:class:`Timeout`, :class:`Disconnect`, :class:`Overflow`) to its own error codes. All protocol
+logic, state, counters, the timing model (advancing the shared :class:`VirtualClock`) and fault
+injection live here. Decisions the spec leaves open are listed in the docstrings below and in
+:mod:`.asm24_tlp`.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, NamedTuple
+
+from tinyhw.boards.navi31 import USB_GPU_BUS
+from tinyhw.errors import StrictEmulationError
+from tinyhw.mocks.asm24_endpoints import (
+    Asm24Timing,
+    Budget,
+    Disconnect,
+    EndpointMixin,
+    Overflow,
+    Stall,
+    Timeout,
+    UsbFault,
+)
+from tinyhw.mocks.asm24_memory import SLOT_SIZE, SRAM_SIZE, BridgeMemory, xdata_write_modelled
+from tinyhw.mocks.asm24_tlp import REG_LTSSM, REG_PERST, Completion, LinkModel, TlpEngine, decode_fmt_type
+from tinyhw.mocks.options import MockOptions
+from tinyhw.mocks.pcie_switch import Endpoint, PcieHierarchy
+from tinyhw.mocks.usb_descriptors import (
+    EP_IN,
+    EP_OUT,
+    VENDOR_ID,
+    UsbIdentity,
+    bulk_max_packet,
+)
+from tinyhw.transport.clock import VirtualClock
+
+__all__ = [
+    "Asm24Bridge",
+    "Asm24Timing",
+    "Disconnect",
+    "Overflow",
+    "Setup",
+    "Stall",
+    "Timeout",
+    "TransferRecord",
+    "UsbFault",
+]
+
+
+class Setup(NamedTuple):
+    """The fields of a control request's setup packet (wlen = wLength)."""
+
+    rt: int
+    req: int
+    wv: int
+    wi: int
+    wlen: int
+
+
+class TransferRecord(NamedTuple):
+    """One counted transfer (vendor control or bulk), in submission order."""
+
+    number: int
+    kind: str  # "control", "bulk_out", "bulk_in"
+    setup: Setup | None
+    endpoint: int | None
+    length: int  # bytes offered (OUT) or asked for (IN)
+    actual: int  # bytes moved
+    status: str  # "ok", "stall", "timeout", "disconnect", "overflow"
+    crc32: int  # of the data moved
+
+
+_STATUS = {Stall: "stall", Timeout: "timeout", Disconnect: "disconnect", Overflow: "overflow"}
+
+REQ_E4, REQ_E5, REQ_F0, REQ_F2, REQ_F3 = 0xE4, 0xE5, 0xF0, 0xF2, 0xF3
+E4_CAP = {"ss": 512, "hs": 64}
+
+
+class Asm24Bridge(EndpointMixin):
+    """The bridge as a USB device: ``control``, ``bulk_out``, ``bulk_in``, ``clear_halt``, ``bus_reset``.
+
+    ``board`` is the PCIe endpoint at bus ``gpu_bus`` device 0 function 0. Timeouts are host time
+    limits in seconds (None: unknown, the clock is not advanced for the wait). With ``options.strict``
+    accesses outside the model (E5 into firmware RAM, the alternate XDATA bank, malformed stream
+    setups, an SRAM->host arm with a non-zero first slot) raise :class:`StrictEmulationError`;
+    otherwise they are listed in ``warnings``.
+
+    Counting and faults: every vendor control and bulk transfer that reaches the core is counted
+    (``usb_transfers``, 1-based from creation), failed ones included; standard requests are only
+    counted in ``standard_requests`` and logged in ``std_log``. ``bytes_in``/``bytes_out`` are the
+    data-stage bytes of vendor requests plus bulk payload of transfers that succeeded. A
+    ``disconnect@N`` fault fails transfer N and everything after (standard requests too) and calls
+    ``board.disconnect()`` when the board has one; ``timeout@N`` drops transfer N unseen;
+    ``stall@N`` stalls it (a bulk endpoint then stays halted until CLEAR_FEATURE(halt)).
+
+    Choices where the firmware is not documented: requests the firmware does not handle (GET_STATUS,
+    unknown descriptor types, unknown vendor requests, vendor requests with another recipient)
+    take the fall-through branch of §4.8; an 0xF0 IN returns the latest completion again until the
+    next 0xF0 OUT; an E4 longer than 64 bytes at High-Speed times out (:attr:`e4_overlong_hs`); a
+    request that keeps the firmware busy past the host's limit times out on the host while the
+    firmware finishes it, and later requests wait for it (``busy_until``).
+    """
+
+    #: What an E4 longer than the cap does at High-Speed: "timeout" (firmware PR #83 on hardware) or "short".
+    e4_overlong_hs = "timeout"
+
+    def __init__(self, board: Endpoint, options: MockOptions, clock: VirtualClock, *,
+                 timing: Asm24Timing | None = None, gpu_bus: int = USB_GPU_BUS, serial: str | None = None,
+                 vendor_id: int = VENDOR_ID) -> None:
+        self.board, self.options, self.clock = board, options, clock
+        self.timing = timing or Asm24Timing()
+        self.speed = options.speed
+        if serial is None:
+            serial = f"{zlib.crc32(str(options.flash).encode()):08x}"
+        self.identity = UsbIdentity(self.speed, serial, vendor_id)
+        self.memory = BridgeMemory()
+        self.hierarchy = PcieHierarchy(board, gpu_bus)
+        self.link = LinkModel(options.link, clock, self.timing.link)
+        self.engine = TlpEngine(self.hierarchy, self.memory, self.link)
+        self.max_packet = bulk_max_packet(self.speed)
+        self.configuration = 1  # the OS configured the device when it enumerated
+        self.alt_setting = 0
+        self.disconnected = False
+        self.busy_until = 0.0
+        self.pending_cpl: Completion | None = None
+        self.log: list[TransferRecord] = []
+        self.std_log: list[tuple[int, int, int, int, int, str]] = []
+        self.warnings: list[str] = []
+        self._tlp_faults = sorted(
+            (f.at, f.kind) for f in options.faults.faults if f.kind in ("ur", "ca", "crs", "tlp-error", "tlp-timeout")
+            and f.at is not None)
+        self.counters = dict.fromkeys(
+            ("usb_transfers", "control_transfers", "bulk_transfers", "standard_requests", "tlp_reads", "tlp_writes",
+             "config_reads", "config_writes", "bytes_in", "bytes_out", "stream_dwords_read", "stream_dwords_written",
+             "f2_bytes_in", "f2_bytes_out"), 0)
+        self.init_endpoints()
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """The core's own counters (independent of the driver's), plus the transfer log."""
+        return {**self.counters, "modelled_s": self.clock.now(), "transfers": list(self.log)}
+
+    def anomaly(self, message: str) -> None:
+        """Something the model does not cover: raise when strict, else remember it."""
+        if self.options.strict:
+            raise StrictEmulationError(f"asm24 emulator: {message}")
+        self.warnings.append(message)
+
+    def tlp_fault(self) -> str | None:
+        """The injected TLP fault due for the current transfer (consumed), if any (FaultPlan rules)."""
+        n = self.counters["usb_transfers"]
+        if self._tlp_faults and self._tlp_faults[0][0] <= n:
+            return self._tlp_faults.pop(0)[1]
+        return None
+
+    def _begin(self, kind: str, setup: Setup | None, ep: int | None, length: int,
+               timeout: float | None) -> Budget:
+        """Count a vendor/bulk transfer, apply transfer faults, wait while the firmware is busy."""
+        self.counters["usb_transfers"] += 1
+        self.counters["control_transfers" if kind == "control" else "bulk_transfers"] += 1
+        n = self.counters["usb_transfers"]
+        self._record = TransferRecord(n, kind, setup, ep, length, 0, "ok", 0)
+        budget = Budget(self, timeout)
+        if self.disconnected:
+            raise Disconnect("device disconnected")
+        plan = self.options.faults
+        if n in plan.at("disconnect"):
+            self.disconnected = True
+            lost_power = getattr(self.board, "disconnect", None)  # the GPU loses its state (§10 #10)
+            if callable(lost_power):
+                lost_power()
+            raise Disconnect(f"injected disconnect at transfer {n}")
+        if n in plan.at("timeout"):
+            budget.hang()
+        if n in plan.at("stall"):
+            if ep is not None:
+                self.halted.add(ep)  # a stalled bulk endpoint stays halted until CLEAR_FEATURE
+            raise Stall(f"injected stall at transfer {n}")
+        if self.busy_until > self.clock.now():
+            budget.spend(self.busy_until - self.clock.now())
+        return budget
+
+    def _end(self, error: BaseException | None, moved: bytes) -> None:
+        """Log the transfer begun by :meth:`_begin` with its outcome."""
+        status = next((s for cls, s in _STATUS.items() if isinstance(error, cls)), "ok" if error is None else "error")
+        ok = error is None
+        self.log.append(self._record._replace(actual=len(moved) if ok else 0, status=status,
+                                              crc32=zlib.crc32(moved) if ok else 0))
+
+    # -- control endpoint ------------------------------------------------------------------------
+    def control(self, bmRequestType: int, bRequest: int, wValue: int, wIndex: int, data: bytes | int, *,
+                timeout: float | None = None) -> bytes | int:
+        """One control transfer. ``data``: the OUT payload, or the wLength of an IN request.
+
+        Returns the IN data (possibly short) or the number of OUT bytes accepted.
+        """
+        wlen = data if isinstance(data, int) else len(data)
+        payload = b"" if isinstance(data, int) else bytes(data)
+        setup = Setup(bmRequestType & 0xFF, bRequest & 0xFF, wValue & 0xFFFF, wIndex & 0xFFFF, wlen)
+        if setup.rt & 0x60 != 0x40:
+            return self._standard(setup, timeout)
+        moved = b""
+        error: BaseException | None = None
+        try:
+            budget = self._begin("control", setup, None, wlen, timeout)
+            budget.spend(self.timing.control_rtt_s)
+            result = self._vendor(setup, payload, budget)
+            moved = result if isinstance(result, bytes) else payload[:result]
+            self.counters["bytes_in" if setup.rt & 0x80 else "bytes_out"] += len(moved)
+            return result
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            self._end(error, moved)
+
+    def _fallthrough(self, setup: Setup, budget: Budget) -> bytes | int:
+        """A request the firmware does not handle: acknowledged without data, else no data stage."""
+        if setup.wlen:
+            budget.hang()
+        return b"" if setup.rt & 0x80 else 0
+
+    def _vendor(self, setup: Setup, payload: bytes, budget: Budget) -> bytes | int:
+        handlers = {(0xC0, REQ_E4): self._e4, (0x40, REQ_E5): self._e5, (0x40, REQ_F0): self._f0_out,
+                    (0xC0, REQ_F0): self._f0_in, (0x40, REQ_F2): self._f2, (0x40, REQ_F3): self._f3}
+        handler = handlers.get((setup.rt, setup.req))
+        if handler is None:
+            return self._fallthrough(setup, budget)
+        return handler(setup, payload, budget)
+
+    def _standard(self, setup: Setup, timeout: float | None) -> bytes | int:
+        """Standard (and class) requests: answered, logged apart, not counted as driver transfers (§4.8)."""
+        budget = Budget(self, timeout)
+        outcome = "ok"
+        rt, req, wv, wi, _ = setup
+        try:
+            if self.disconnected:
+                raise Disconnect("device disconnected")
+            self.counters["standard_requests"] += 1
+            budget.spend(self.timing.control_rtt_s)
+            if (rt, req) == (0x80, 6):
+                desc = self.identity.descriptor(wv >> 8, wv & 0xFF)
+                return self._fallthrough(setup, budget) if desc is None else desc[: setup.wlen]
+            if (rt, req) == (0x00, 5):  # SET_ADDRESS
+                return 0
+            if (rt, req) == (0x00, 9):
+                if wv not in (0, 1):
+                    raise Stall(f"no configuration {wv}")
+                self.configuration, self.alt_setting = wv, 0
+                self.reset_endpoints()
+                return 0
+            if (rt, req) == (0x01, 11):
+                if self.configuration == 0 or wi != 0 or wv >= (2 if self.speed == "ss" else 1):
+                    raise Stall(f"no interface {wi} alt {wv}")
+                self.alt_setting = wv
+                self.reset_endpoints()
+                return 0
+            if (rt, req, wv) == (0x02, 1, 0) and wi & 0xFF in (EP_IN, EP_OUT):
+                self.halt_cleared(wi & 0xFF)
+                return 0
+            return self._fallthrough(setup, budget)
+        except UsbFault as exc:
+            outcome = _STATUS.get(type(exc), "error")
+            raise
+        finally:
+            self.std_log.append((*setup, outcome))
+
+    def clear_halt(self, ep: int, timeout: float | None = None) -> None:
+        """CLEAR_FEATURE(ENDPOINT_HALT) as a host stack sends it."""
+        self._standard(Setup(0x02, 1, 0, ep & 0xFF, 0), timeout)
+
+    def bus_reset(self) -> None:
+        """USB reset: the device returns to the default state (unconfigured); the firmware keeps running."""
+        if self.disconnected:
+            raise Disconnect("device disconnected")
+        self.configuration = 0
+        self.alt_setting = 0
+        self.reset_endpoints()
+
+    # -- vendor requests --------------------------------------------------------------------------
+    def _e4(self, setup: Setup, payload: bytes, budget: Budget) -> bytes:
+        """0xE4 XDATA read: up to 512 (SS) / 64 (HS) bytes; the high byte of wIndex picks the bank."""
+        _, _, wv, wi, wlen = setup
+        cap = E4_CAP[self.speed]
+        if wlen > cap and self.speed == "hs" and self.e4_overlong_hs == "timeout":
+            budget.hang()  # a full max-packet reply without a terminating ZLP: the host keeps waiting
+        n = min(wlen, cap)
+        if wi >> 8:
+            self.anomaly(f"e4 from alternate xdata bank 0x{wi >> 8:02x}")
+            return bytes(n)
+        self.memory.xdata[REG_LTSSM] = self.link.ltssm()
+        self.memory.xdata[REG_PERST] = 0 if self.link.powered else 1
+        return self.memory.read(wv, n)
+
+    def _e5(self, setup: Setup, payload: bytes, budget: Budget) -> int:
+        """0xE5 XDATA write of one byte (wIndex low byte) at wValue; the landing page ignores it."""
+        _, _, wv, wi, wlen = setup
+        if wlen:
+            raise Stall("e5 takes no data stage")
+        if wi >> 8:
+            self.anomaly(f"e5 to alternate xdata bank 0x{wi >> 8:02x}")
+            return 0
+        if not xdata_write_modelled(wv):
+            self.anomaly(f"e5 to unmodelled xdata 0x{wv:04x}")
+        if wv not in (REG_LTSSM, REG_PERST):
+            self.memory.write(wv, bytes([wi & 0xFF]))
+        return 0
+
+    def _f0_out(self, setup: Setup, payload: bytes, budget: Budget) -> int:
+        """0xF0 OUT: cancel any stream, then one TLP (mode 0) or a stream setup (modes 1, 2)."""
+        _, _, wv, wi, wlen = setup
+        if wlen != 12:
+            raise Stall(f"f0 out needs 12 bytes, got {wlen}")
+        mode = wi & 0x3
+        if mode == 3:
+            raise Stall("f0 mode 3 is not defined")
+        addr = int.from_bytes(payload[0:4], "little") | int.from_bytes(payload[4:8], "little") << 32
+        value = int.from_bytes(payload[8:12], "little")
+        fmt_type, byte_enable = wv & 0xFF, wv >> 8
+        self.cancel_stream()
+        self.pending_cpl = None
+        if mode == 0:
+            self._single(fmt_type, byte_enable, addr, value, budget)
+        else:
+            self.stream_setup(mode, fmt_type, byte_enable, addr, value, budget=budget)
+        return 12
+
+    def _single(self, fmt_type: int, byte_enable: int, addr: int, value: int, budget: Budget) -> None:
+        kind = decode_fmt_type(fmt_type)
+        cfg = kind.space in ("cfg0", "cfg1")
+        key = ("config_" if cfg else "tlp_") + ("writes" if kind.has_data else "reads")
+        self.counters[key] += 1
+        if cfg:
+            self.counters["tlp_writes" if kind.has_data else "tlp_reads"] += 1
+        fault = None if kind.posted else self.tlp_fault()
+        self.pending_cpl = self.engine.single(fmt_type, byte_enable, addr, value, fault)
+        budget.spend(self.timing.single_tlp_s)
+
+    def _f0_in(self, setup: Setup, payload: bytes, budget: Budget) -> bytes:
+        """0xF0 IN: the completion record; without a completion the firmware polls out: result 0xFF."""
+        _, _, wv, wi, wlen = setup
+        if wlen != 8:
+            raise Stall(f"f0 in needs 8 bytes, got {wlen}")
+        cpl = self.pending_cpl or Completion(result=0xFF)
+        if cpl.result == 0xFF:
+            budget.spend(self.timing.cpl_poll_budget_s)
+        return cpl.record()
+
+    def _f2(self, setup: Setup, payload: bytes, budget: Budget) -> int:
+        """0xF2 SRAM DMA arm: bit 15 direction, bits 14:0 sectors; wIndex = first slot | slots << 8."""
+        _, _, wv, wi, wlen = setup
+        if wlen:
+            raise Stall("f2 takes no data stage")
+        to_host, sectors = bool(wv & 0x8000), wv & 0x7FFF
+        slot, slots = wi & 0xFF, (wi >> 8) or 1
+        length = sectors * 512
+        if length > slots * SLOT_SIZE:
+            self.warnings.append(f"f2 arm of 0x{length:x} bytes exceeds {slots} slot(s)")
+        if to_host:
+            if slot:
+                self.anomaly(f"f2 sram->host arm with first slot {slot}; reads start at slot 0")
+            self.arm_f2_read(min(length, SRAM_SIZE))
+        elif sectors:
+            if slot * SLOT_SIZE + length > SRAM_SIZE:
+                self.warnings.append(f"f2 arm at slot {slot} of 0x{length:x} bytes runs past the sram end")
+            self.arm_f2_write(slot * SLOT_SIZE, length)
+        return 0
+
+    def _f3(self, setup: Setup, payload: bytes, budget: Budget) -> int:
+        """0xF3 PCIe power: 1 = rails on, PERST# pulse, train (the status stage waits); 0 = off."""
+        _, _, wv, wi, wlen = setup
+        if wlen:
+            raise Stall("f3 takes no data stage")
+        if wv & 1:
+            self.hierarchy.perst()
+            budget.spend(self.link.power_on())
+        else:
+            self.link.power_off()
+        return 0
+
+    # -- the GPU (bus-master) side -------------------------------------------------------------------
+    def dma_write(self, addr: int, data: bytes) -> bool:
+        """A posted write from the GPU into bridge memory; a write into 0x822000 releases 0xF2 reads."""
+        if not (self.link.is_up() and self.hierarchy.upstream_enabled()):
+            self.warnings.append(f"bus-master write at 0x{addr:x} dropped: link down or bus master off")
+            return False
+        landed = self.memory.pcie_write(addr, data)
+        released = self.dma_release(addr, len(data))
+        if not landed and not released:
+            self.warnings.append(f"bus-master write at 0x{addr:x} hit no bridge memory")
+        return landed or released
+
+    def dma_read(self, addr: int, length: int) -> bytes | None:
+        """A read from the GPU of bridge memory; None when blocked or unbacked."""
+        if not (self.link.is_up() and self.hierarchy.upstream_enabled()):
+            return None
+        return self.memory.pcie_read(addr, length)

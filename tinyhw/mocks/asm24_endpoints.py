@@ -1,0 +1,314 @@
+"""Bulk endpoints of the emulated ASM24 bridge: 0xF0 streaming and the 0xF2 SRAM data path.
+
+Implements specs/asm24-usb-bridge.md §3 (endpoints 0x81/0x02, packet sizes), §4.5 (0xF2 engine:
+slot arithmetic, exact length, release of SRAM->host data by a bus-master write into 0x822000),
+§6 (streaming modes 1 and 2: one dword counter, per-packet handling, chunked read prefetch,
+cancellation, overrun, stale IN data) and §12 items 8-9 and 13. Also the device-side exceptions
+every front end maps to its own error codes, the timing parameters and the per-transfer budget.
+
+Model (synchronous transfers; choices marked inferred in the report):
+
+- The IN endpoint is a FIFO of packets (each at most one max packet). A host read collects
+  packets until it has what it asked for or a short packet ends it; an empty FIFO means the
+  device NAKs and the host times out; a packet larger than the space left is an overflow.
+- A streaming read prepares one chunk (256 dwords SS / 128 HS = one packet) when set up and the
+  next one each time the host takes a packet; a chunk prepared after the host's transfer ended
+  is "prefetched": it stays in the FIFO when the stream is cancelled (stale data) until a
+  halt-clear or a SET_CONFIGURATION/SET_INTERFACE flushes it.
+- The OUT endpoint accepts a packet when a 0xF2 host->SRAM arm is pending (arms queue up, data
+  fills them in order) or a streaming write has room for it; otherwise it NAKs (host timeout).
+  A streaming packet with more dwords than remain is dropped and the endpoint stops accepting.
+- A 0xF2 SRAM->host arm holds its data back until :meth:`dma_release`; the data (from slot 0) is
+  then queued on the IN endpoint.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tinyhw.mocks.asm24_memory import CQ_RELEASE, LANDING_BUF, SRAM_SIZE, STREAM_BUF
+from tinyhw.mocks.asm24_tlp import LinkTiming
+from tinyhw.mocks.usb_descriptors import EP_IN, EP_OUT, EP_UAS_COMMAND, EP_UAS_STATUS
+
+if TYPE_CHECKING:
+    from tinyhw.mocks.asm24 import Asm24Bridge
+
+MASK64 = (1 << 64) - 1
+
+
+class UsbFault(Exception):
+    """A transfer the device did not complete normally; front ends map these to their error codes."""
+
+
+class Stall(UsbFault):
+    """The device stalled the request or the endpoint is halted (libusb -9, EPIPE)."""
+
+
+class Timeout(UsbFault):
+    """The device never answered within the host's time limit (libusb -7, ETIMEDOUT)."""
+
+
+class Disconnect(UsbFault):
+    """The device is gone (libusb -4, ENODEV); every later transfer fails the same way."""
+
+
+class Overflow(UsbFault):
+    """The device sent more data than the host asked for (libusb -8, EOVERFLOW)."""
+
+
+@dataclass
+class Asm24Timing:
+    """Virtual-time costs (§1 cost model, §12 item 14); inferred defaults, all configurable."""
+
+    control_rtt_s: float = 100e-6
+    bulk_overhead_s: float = 100e-6
+    usb_rate: dict[str, float] = field(default_factory=lambda: {"ss": 700e6, "hs": 40e6})
+    f2_rate: dict[str, float] = field(default_factory=lambda: {"ss": 700e6, "hs": 40e6})
+    stream_write_dword_s: float = 1.1e-6
+    stream_read_dword_s: float = 2.2e-6
+    single_tlp_s: float = 2e-6
+    cpl_poll_budget_s: float = 0.05  # 500 000 polls of 0xB296 before result 0xFF (inferred)
+    hang_s: float = 60.0  # stands for "forever" when a host waits without a time limit
+    link: LinkTiming = field(default_factory=LinkTiming)
+
+
+class Budget:
+    """The host's time limit for one transfer, spent as the modelled work advances the clock.
+
+    ``limit`` None means the front end does not know the host's limit: a hang then raises
+    :class:`Timeout` without advancing the clock.
+    """
+
+    def __init__(self, bridge: Asm24Bridge, timeout: float | None) -> None:
+        self.bridge, self.clock = bridge, bridge.clock
+        self.start, self.limit = bridge.clock.now(), timeout
+
+    def spend(self, dt: float) -> None:
+        end = self.clock.now() + dt
+        if self.limit is not None and end - self.start > self.limit:
+            self.bridge.busy_until = max(self.bridge.busy_until, end)
+            self.hang()
+        self.clock.advance(dt)
+
+    def hang(self) -> None:
+        """The device does not answer: the host gives up at its time limit."""
+        if self.limit is not None:
+            self.clock.advance(self.start + self.limit - self.clock.now())
+        raise Timeout("the device did not answer")
+
+
+class EndpointMixin:
+    """Bulk-endpoint half of :class:`~tinyhw.mocks.asm24.Asm24Bridge` (state and data paths)."""
+
+    def init_endpoints(self: Asm24Bridge) -> None:
+        self.in_fifo: deque[tuple[bytes, str, int]] = deque()  # (packet, "stream" | "f2", stream id)
+        self.stream_id = 0
+        self.halted: set[int] = set()
+        self.stream_mode = 0  # 0 none, 1 write, 2 read
+        self.stream_addr = 0
+        self.stream_remaining = 0  # dwords
+        self.out_armed = False
+        self.f2_out: deque[list[int]] = deque()  # [sram offset, length, received]
+        self.f2_read_len: int | None = None
+
+    # -- resets and cancellation -------------------------------------------------------------------
+    def cancel_stream(self: Asm24Bridge) -> None:
+        """The firmware's dwords-remaining counter goes to 0; packets already in the FIFO stay."""
+        self.stream_mode, self.stream_remaining, self.out_armed = 0, 0, False
+
+    def reset_endpoints(self: Asm24Bridge) -> None:
+        """SET_CONFIGURATION / SET_INTERFACE / bus reset: both bulk endpoints start afresh."""
+        self.cancel_stream()
+        self.in_fifo.clear()
+        self.halted.clear()
+        self.f2_out.clear()
+        self.f2_read_len = None
+
+    def halt_cleared(self: Asm24Bridge, ep: int) -> None:
+        """CLEAR_FEATURE(ENDPOINT_HALT): reset that endpoint (and its 0xF2 arms), cancel streaming."""
+        self.halted.discard(ep)
+        self.cancel_stream()
+        if ep == EP_IN:
+            self.in_fifo.clear()
+            self.f2_read_len = None
+        else:
+            self.f2_out.clear()
+
+    # -- stream setup (from 0xF0 OUT modes 1 and 2) ----------------------------------------------------
+    def stream_setup(self: Asm24Bridge, mode: int, fmt_type: int, byte_enable: int, addr: int, count: int, *,
+                     budget: Budget) -> None:
+        want = 0x40 if mode == 1 else 0x00
+        if byte_enable != 0xF or fmt_type & 0xDF != want:
+            self.anomaly(f"stream mode {mode} with fmt/type 0x{fmt_type:02x} byte enables 0x{byte_enable:x}")
+        if not fmt_type & 0x20:
+            addr &= 0xFFFFFFFF
+        if count == 0:
+            return  # a count of 0 arms nothing (§6)
+        self.stream_addr, self.stream_remaining, self.stream_mode = addr & ~0x3, count, mode
+        self.stream_id += 1
+        if mode == 1:
+            self.counters["tlp_writes"] += 1
+            if self.f2_out:
+                self.warnings.append("streaming write setup dropped a pending 0xf2 host->sram arm")
+                self.f2_out.clear()
+            self.out_armed = True
+        else:
+            self.counters["tlp_reads"] += 1
+            self.stream_chunk(budget)
+
+    def stream_chunk(self: Asm24Bridge, budget: Budget | None) -> None:
+        """Read the next chunk of a streaming read into 0x8000 and queue it on 0x81.
+
+        ``budget`` None: prepared after the host's transfer ended (the firmware is busy meanwhile).
+        A TLP that never completes stops the stream (the firmware is modelled as giving up).
+        """
+        n = min(self.stream_remaining, self.max_packet // 4)
+        values = self.engine.stream_read(self.stream_addr, n, self.tlp_fault)
+        if values is None:
+            self.cancel_stream()
+            if budget is not None:
+                budget.hang()
+            return
+        buf = struct.pack(f"<{n}I", *values)
+        self.stream_addr = (self.stream_addr + 4 * n) & MASK64
+        self.stream_remaining -= n
+        self.counters["stream_dwords_read"] += n
+        if self.stream_remaining == 0:
+            self.stream_mode = 0
+        self.memory.write(STREAM_BUF, buf, cpu=False)
+        self.in_fifo.append((buf, "stream", self.stream_id))
+        cost = n * self.timing.stream_read_dword_s
+        if budget is None:
+            self.busy_until = max(self.busy_until, self.clock.now()) + cost
+        else:
+            budget.spend(cost)
+
+    # -- 0xF2 arms and release ---------------------------------------------------------------------------
+    def arm_f2_write(self: Asm24Bridge, offset: int, length: int) -> None:
+        if self.stream_mode == 1:
+            self.warnings.append("0xf2 host->sram arm cancelled a streaming write")
+            self.cancel_stream()
+        self.f2_out.append([offset, length, 0])
+
+    def arm_f2_read(self: Asm24Bridge, length: int) -> None:
+        if self.f2_read_len is not None:
+            self.warnings.append("0xf2 sram->host arm replaced one that was never released")
+        self.f2_read_len = length or None
+
+    def dma_release(self: Asm24Bridge, addr: int, length: int) -> bool:
+        """A bus-master write at [addr, addr+length): releases a pending SRAM->host arm if it hits 0x822000."""
+        if self.f2_read_len is None or not (addr < CQ_RELEASE[1] and addr + length > CQ_RELEASE[0]):
+            return False
+        data = bytes(self.memory.sram[: self.f2_read_len])
+        self.f2_read_len = None
+        for i in range(0, len(data), self.max_packet):
+            self.in_fifo.append((data[i : i + self.max_packet], "f2", 0))
+        self.counters["f2_bytes_in"] += len(data)
+        return True
+
+    # -- bulk transfers ----------------------------------------------------------------------------------
+    def _check_ep(self: Asm24Bridge, ep: int, out: bool, budget: Budget) -> None:
+        valid = {EP_IN, EP_OUT}
+        if self.alt_setting == 1 or self.speed == "hs":
+            valid |= {EP_UAS_STATUS, EP_UAS_COMMAND}
+        if self.configuration == 0 or ep not in valid or bool(ep & 0x80) == out or ep in self.halted:
+            raise Stall(f"endpoint 0x{ep:02x} is not usable")
+        if ep in (EP_UAS_STATUS, EP_UAS_COMMAND):
+            budget.hang()  # present in the descriptors, never armed by the custom firmware
+
+    def bulk_out(self: Asm24Bridge, ep: int, data: bytes, timeout: float | None = None) -> int:
+        """A bulk OUT transfer; returns the bytes accepted (all of them, or a fault is raised)."""
+        data = bytes(data)
+        sent = 0
+        error: BaseException | None = None
+        try:
+            budget = self._begin("bulk_out", None, ep, len(data), timeout)
+            self._check_ep(ep, True, budget)
+            budget.spend(self.timing.bulk_overhead_s)
+            mps = self.max_packet
+            for pkt in [data[i : i + mps] for i in range(0, len(data), mps)] or [b""]:
+                self._accept(pkt, budget)
+                sent += len(pkt)
+            self.counters["bytes_out"] += sent
+            return sent
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            self._end(error, data[:sent])
+
+    def _accept(self: Asm24Bridge, pkt: bytes, budget: Budget) -> None:
+        if self.f2_out:
+            pos = 0
+            while pos < len(pkt) and self.f2_out:
+                arm = self.f2_out[0]
+                take = min(len(pkt) - pos, arm[1] - arm[2])
+                dst = arm[0] + arm[2]
+                if dst < SRAM_SIZE:
+                    self.memory.sram[dst : min(dst + take, SRAM_SIZE)] = pkt[pos : pos + min(take, SRAM_SIZE - dst)]
+                arm[2] += take
+                pos += take
+                if arm[2] == arm[1]:
+                    self.f2_out.popleft()
+            self.counters["f2_bytes_out"] += pos
+            budget.spend(pos / self.timing.f2_rate[self.speed])
+            if pos < len(pkt):
+                self.warnings.append("bulk out carried more data than the 0xf2 arms; rest dropped")
+                budget.hang()
+            return
+        if self.stream_mode == 1 and self.out_armed:
+            if len(pkt) > 4 * self.stream_remaining:
+                self.out_armed = False  # packet dropped, endpoint no longer re-armed
+                self.warnings.append("streaming write overrun: packet dropped")
+                budget.hang()
+            if len(pkt) % 4:
+                self.anomaly(f"streaming write packet of {len(pkt)} bytes is not whole dwords")
+            self.memory.write(LANDING_BUF, pkt, cpu=False)
+            dwords = len(pkt) // 4
+            self.engine.stream_write(self.stream_addr, list(struct.unpack_from(f"<{dwords}I", pkt)))
+            self.stream_addr = (self.stream_addr + 4 * dwords) & MASK64
+            self.stream_remaining -= dwords
+            self.counters["stream_dwords_written"] += dwords
+            if self.stream_remaining == 0:
+                self.cancel_stream()
+            budget.spend(len(pkt) / self.timing.usb_rate[self.speed] + dwords * self.timing.stream_write_dword_s)
+            return
+        budget.hang()  # nothing armed: the endpoint NAKs until the host gives up
+
+    def bulk_in(self: Asm24Bridge, ep: int, length: int, timeout: float | None = None) -> bytes:
+        """A bulk IN transfer of up to ``length`` bytes (ends early on a short packet)."""
+        out = bytearray()
+        error: BaseException | None = None
+        try:
+            budget = self._begin("bulk_in", None, ep, length, timeout)
+            self._check_ep(ep, False, budget)
+            budget.spend(self.timing.bulk_overhead_s)
+            while len(out) < length:
+                if not self.in_fifo:
+                    budget.hang()
+                pkt, source, sid = self.in_fifo.popleft()
+                if len(out) + len(pkt) > length:
+                    self._refill(source, sid, None)
+                    raise Overflow(f"device sent {len(pkt)} bytes with {length - len(out)} wanted")
+                out += pkt
+                rate = self.timing.f2_rate if source == "f2" else self.timing.usb_rate
+                budget.spend(len(pkt) / rate[self.speed])
+                more = len(out) < length and len(pkt) == self.max_packet
+                self._refill(source, sid, budget if more else None)
+                if len(pkt) < self.max_packet:
+                    break
+            self.counters["bytes_in"] += len(out)
+            return bytes(out)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            self._end(error, bytes(out))
+
+    def _refill(self: Asm24Bridge, source: str, sid: int, budget: Budget | None) -> None:
+        """After the host took a packet of the current streaming read the firmware prepares the next chunk."""
+        if source == "stream" and sid == self.stream_id and self.stream_mode == 2 and self.stream_remaining:
+            self.stream_chunk(budget)

@@ -1,0 +1,227 @@
+"""The pyusb front end of the emulated ASM24 bridge: a ``usb.backend.IBackend`` over the device core.
+
+Implements the host-visible side of specs/asm24-usb-bridge.md §2-§3 (enumeration, descriptors,
+bus/address/port, speed) for pyusb, so that ``usb.core.find(..., backend=make_backend(...))``
+hands the real USB driver an emulated device. All protocol behaviour lives in
+:mod:`tinyhw.mocks.asm24`; this module only translates: pyusb arrays and millisecond time limits
+in, core exceptions out as libusb's errors (timeout: ``USBTimeoutError`` -7 ETIMEDOUT; stall: -9
+EPIPE; disconnect: -4 ENODEV; overflow: -8 EOVERFLOW), with libusb's messages.
+
+This is the only module of :mod:`tinyhw.mocks` that imports pyusb; the rest of the package (and
+any other front end) works without it.
+"""
+
+from __future__ import annotations
+
+import array
+import errno
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import usb.backend
+import usb.core
+
+from tinyhw.mocks.asm24 import Asm24Bridge, Disconnect, Overflow, Stall, Timeout, UsbFault
+from tinyhw.mocks.options import MockOptions
+from tinyhw.mocks.pcie_switch import Endpoint
+from tinyhw.mocks.usb_descriptors import (
+    SPEED_HIGH,
+    SPEED_SUPER,
+    ConfigDesc,
+    DeviceDesc,
+    EndpointDesc,
+    InterfaceDesc,
+    parse_configuration,
+    parse_device,
+)
+from tinyhw.transport.clock import VirtualClock
+
+# libusb error codes and messages, as pyusb's libusb1 backend raises them.
+_ERRORS: dict[type[UsbFault], tuple[int, str, int]] = {
+    Timeout: (-7, "Operation timed out", errno.ETIMEDOUT),
+    Stall: (-9, "Pipe error", errno.EPIPE),
+    Disconnect: (-4, "No such device (it may have been disconnected)", errno.ENODEV),
+    Overflow: (-8, "Overflow", errno.EOVERFLOW),
+}
+_NOT_FOUND = (-5, "Entity not found", errno.ENOENT)
+
+
+def usb_error(exc: UsbFault) -> usb.core.USBError:
+    """The pyusb exception a libusb backend raises for the same condition."""
+    code, message, err = _ERRORS.get(type(exc), (-99, "Unknown error", 0))
+    cls = usb.core.USBTimeoutError if isinstance(exc, Timeout) else usb.core.USBError
+    return cls(message, code, err)
+
+
+def _seconds(timeout_ms: int, bridge: Asm24Bridge) -> float:
+    """libusb time limit (ms; 0 = wait forever) -> the core's seconds."""
+    return timeout_ms / 1000.0 if timeout_ms else bridge.timing.hang_s
+
+
+@dataclass
+class _Device:
+    """Opaque device id handed to pyusb by ``enumerate_devices``."""
+
+    bridge: Asm24Bridge
+    bus: int
+    address: int
+    port_numbers: tuple[int, ...]
+
+
+@dataclass
+class _Handle:
+    device: _Device
+    claimed: set[int] = field(default_factory=set)
+    open: bool = True
+
+
+class Asm24Backend(usb.backend.IBackend):
+    """A pyusb backend whose bus holds emulated ASM24 bridges (addresses ``first_address``, +1, ...).
+
+    ``kernel_driver_active`` starts True to exercise a driver's detach path when asked.
+    """
+
+    def __init__(self, bridges: Asm24Bridge | Sequence[Asm24Bridge], *, bus: int = 1, first_address: int = 7,
+                 kernel_driver_active: bool = False) -> None:
+        items = [bridges] if isinstance(bridges, Asm24Bridge) else list(bridges)
+        self.devices = [_Device(b, bus, first_address + i, (2 + i,)) for i, b in enumerate(items)]
+        self.bridge = items[0]
+        self.kernel_driver = {id(d): kernel_driver_active for d in self.devices}
+
+    # -- enumeration and descriptors -----------------------------------------------------------
+    def enumerate_devices(self) -> list[_Device]:
+        """The bridges still on the bus (a disconnected one has gone away)."""
+        return [d for d in self.devices if not d.bridge.disconnected]
+
+    def get_parent(self, dev: _Device) -> None:
+        return None
+
+    def get_device_descriptor(self, dev: _Device) -> DeviceDesc:
+        b = dev.bridge
+        return parse_device(b.identity.device(), bus=dev.bus, address=dev.address, port_numbers=dev.port_numbers,
+                            speed=SPEED_SUPER if b.speed == "ss" else SPEED_HIGH)
+
+    def get_configuration_descriptor(self, dev: _Device, config: int) -> ConfigDesc:
+        if config != 0:
+            raise IndexError(f"invalid configuration index {config}")
+        return parse_configuration(dev.bridge.identity.configuration())
+
+    def get_interface_descriptor(self, dev: _Device, intf: int, alt: int, config: int) -> InterfaceDesc:
+        cfg = self.get_configuration_descriptor(dev, config)
+        if intf >= len(cfg.interfaces) or alt >= len(cfg.interfaces[intf]):
+            raise IndexError(f"invalid interface {intf} alternate setting {alt}")
+        return cfg.interfaces[intf][alt]
+
+    def get_endpoint_descriptor(self, dev: _Device, ep: int, intf: int, alt: int, config: int) -> EndpointDesc:
+        endpoints = self.get_interface_descriptor(dev, intf, alt, config).endpoints
+        if ep >= len(endpoints):
+            raise IndexError(f"invalid endpoint index {ep}")
+        return endpoints[ep]
+
+    # -- handles, configuration, interfaces ------------------------------------------------------------
+    def _bridge(self, handle: _Handle, *, transfer: bool = False) -> Asm24Bridge:
+        """The core behind ``handle``; a disconnected one fails here unless the core answers (transfers)."""
+        if not handle.open:
+            raise usb.core.USBError("Invalid parameter", -2, errno.EINVAL)
+        if handle.device.bridge.disconnected and not transfer:
+            raise usb_error(Disconnect("gone"))
+        return handle.device.bridge
+
+    def open_device(self, dev: _Device) -> _Handle:
+        if dev.bridge.disconnected:
+            raise usb_error(Disconnect("gone"))
+        return _Handle(dev)
+
+    def close_device(self, dev_handle: _Handle) -> None:
+        dev_handle.open = False
+
+    def set_configuration(self, dev_handle: _Handle, config_value: int) -> None:
+        self._control(dev_handle, (0x00, 9, config_value, 0), 0, 1000)
+
+    def get_configuration(self, dev_handle: _Handle) -> int:
+        return self._bridge(dev_handle).configuration  # libusb answers from its cache
+
+    def set_interface_altsetting(self, dev_handle: _Handle, intf: int, altsetting: int) -> None:
+        self._control(dev_handle, (0x01, 11, altsetting, intf), 0, 1000)
+
+    def claim_interface(self, dev_handle: _Handle, intf: int) -> None:
+        bridge = self._bridge(dev_handle)
+        if intf != 0 or bridge.configuration == 0:
+            raise usb.core.USBError(_NOT_FOUND[1], _NOT_FOUND[0], _NOT_FOUND[2])
+        if self.kernel_driver[id(dev_handle.device)]:
+            raise usb.core.USBError("Resource busy", -6, errno.EBUSY)
+        dev_handle.claimed.add(intf)
+
+    def release_interface(self, dev_handle: _Handle, intf: int) -> None:
+        dev_handle.claimed.discard(intf)
+
+    def is_kernel_driver_active(self, dev_handle: _Handle, intf: int) -> bool:
+        self._bridge(dev_handle)
+        return self.kernel_driver[id(dev_handle.device)]
+
+    def detach_kernel_driver(self, dev_handle: _Handle, intf: int) -> None:
+        self._bridge(dev_handle)
+        self.kernel_driver[id(dev_handle.device)] = False
+
+    def attach_kernel_driver(self, dev_handle: _Handle, intf: int) -> None:
+        self._bridge(dev_handle)
+        self.kernel_driver[id(dev_handle.device)] = True
+
+    # -- transfers -----------------------------------------------------------------------------------
+    def _control(self, dev_handle: _Handle, setup: tuple[int, int, int, int], data: bytes | int,
+                 timeout: int) -> bytes | int:
+        bridge = self._bridge(dev_handle, transfer=True)
+        try:
+            return bridge.control(*setup, data, timeout=_seconds(timeout, bridge))
+        except UsbFault as exc:
+            raise usb_error(exc) from None
+
+    def ctrl_transfer(self, dev_handle: _Handle, bmRequestType: int, bRequest: int, wValue: int, wIndex: int,
+                      *data_timeout: Any) -> int:
+        """pyusb passes the data array and the time limit (ms) positionally after the setup fields."""
+        data, timeout = data_timeout
+        setup = (bmRequestType, bRequest, wValue, wIndex)
+        length = len(data) * data.itemsize
+        if bmRequestType & 0x80:
+            reply = self._control(dev_handle, setup, length, timeout)
+            assert isinstance(reply, bytes)
+            memoryview(data).cast("B")[: len(reply)] = reply
+            return len(reply)
+        sent = self._control(dev_handle, setup, data.tobytes(), timeout)
+        assert isinstance(sent, int)
+        return sent
+
+    def bulk_write(self, dev_handle: _Handle, ep: int, intf: int, data: array.array, timeout: int) -> int:
+        bridge = self._bridge(dev_handle, transfer=True)
+        try:
+            return bridge.bulk_out(ep, data.tobytes(), timeout=_seconds(timeout, bridge))
+        except UsbFault as exc:
+            raise usb_error(exc) from None
+
+    def bulk_read(self, dev_handle: _Handle, ep: int, intf: int, buff: array.array, timeout: int) -> int:
+        bridge = self._bridge(dev_handle, transfer=True)
+        try:
+            got = bridge.bulk_in(ep, len(buff) * buff.itemsize, timeout=_seconds(timeout, bridge))
+        except UsbFault as exc:
+            raise usb_error(exc) from None
+        memoryview(buff).cast("B")[: len(got)] = got
+        return len(got)
+
+    def clear_halt(self, dev_handle: _Handle, ep: int) -> None:
+        self._control(dev_handle, (0x02, 1, 0, ep), 0, 1000)
+
+    def reset_device(self, dev_handle: _Handle) -> None:
+        """A USB port reset; libusb re-applies the active configuration afterwards, so do we."""
+        bridge = self._bridge(dev_handle)
+        config = bridge.configuration
+        bridge.bus_reset()
+        self._control(dev_handle, (0x00, 9, config, 0), 0, 1000)
+
+
+def make_backend(board: Endpoint, options: MockOptions, clock: VirtualClock, **kwargs: Any) -> Asm24Backend:
+    """One emulated bridge with ``board`` behind it, on a fresh pyusb backend (``backend.bridge``).
+
+    ``kwargs`` go to :class:`Asm24Bridge` (``timing``, ``gpu_bus``, ``serial``, ``vendor_id``).
+    """
+    return Asm24Backend(Asm24Bridge(board, options, clock, **kwargs))
