@@ -42,7 +42,7 @@ def test_unknown_mock_option_is_refused() -> None:
 
 
 def test_no_device_found_names_the_emulated_board(monkeypatch: pytest.MonkeyPatch) -> None:
-    import tinyhw.cli.discover as discover
+    from tinyhw.cli import discover
 
     monkeypatch.setattr(discover, "list_pci", lambda: [])
     monkeypatch.setattr(discover, "list_usb", lambda warn=True: [])
@@ -72,7 +72,8 @@ def test_help_imports_nothing_heavy() -> None:
     import subprocess
     import sys
 
+    heavy = "('usb', 'rich', 'numpy', 'tinyhw.mocks', 'tinyhw.usb.bridge')"
     code = ("import sys\nfrom tinyhw.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('usb', 'rich', 'numpy', 'tinyhw.mocks', 'tinyhw.usb.bridge') if m in sys.modules))")
+            f"print(sorted(m for m in {heavy} if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip().splitlines()[-1] == "[]"

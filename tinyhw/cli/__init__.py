@@ -29,7 +29,8 @@ Examples:
 
 
 @click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--device", "-d", metavar="STR", help="Device string (default: $TINYHW_DEVICE, else the single device present).")
+@click.option("--device", "-d", metavar="STR",
+              help="Device string (default: $TINYHW_DEVICE, else the single device present).")
 @click.option("--json", "json_out", is_flag=True, help="One JSON document on stdout instead of text.")
 @click.option("--stats", is_flag=True, help="Write transport counters as one JSON line to stderr at the end.")
 @click.option("-v", "--verbose", count=True, help="Show tracebacks on errors.")

@@ -145,6 +145,9 @@ class Smuio:
             off = R.ROM_SW_DATA_1 + 4 * k
             reads[off] = partial(self.window.__getitem__, k)
             writes[off] = partial(self.window.__setitem__, k)
+        # R1: the undefined dword between ROM_SW_COMMAND and DATA_1 reads 0, so that one streamed read
+        # from ROM_SW_STATUS through the data window (§i.2, merged accesses) is covered in strict mode.
+        reads[R.ROM_SW_COMMAND + 4] = _zero
         return reads, writes
 
     def peek(self, offset: int) -> int:

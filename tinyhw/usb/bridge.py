@@ -6,6 +6,7 @@ nothing about emulation: the emulated bridge is just another pyusb backend.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from tinyhw.errors import CompletionError, DeviceTimeout, LinkDown, Refused, TransportError
@@ -228,7 +229,8 @@ class Asm24:
         if not 0 <= slot < SRAM_SIZE // SRAM_SLOT or slot * SRAM_SLOT + len(padded) > SRAM_SIZE:
             raise Refused(f"sram write of {len(data)} bytes at slot {slot} does not fit the 512 kib sram")
         sectors = len(padded) // SRAM_SECTOR
-        self._ctrl(OUT, REQ_SRAM_DMA, sectors, slot | (slots << 8), b"", TIMEOUT_XDATA, f"sram write arm at slot {slot}")
+        self._ctrl(OUT, REQ_SRAM_DMA, sectors, slot | (slots << 8), b"", TIMEOUT_XDATA,
+                   f"sram write arm at slot {slot}")
         self._bulk_out(padded, TIMEOUT_SRAM_BULK, f"sram write at slot {slot}")
 
     def sram_read_arm(self, length: int) -> None:
@@ -246,15 +248,11 @@ class Asm24:
 
     def recover_endpoints(self) -> None:
         """Best-effort recovery after an abandoned stream (§6, §10 #9): clear halts, drain stale IN data."""
-        usb_mod = __import__("usb.core").core
-        try:
-            with usb_errors("endpoint recovery"):
-                self.dev.clear_halt(self.ep.bulk_out)
-                self.dev.clear_halt(self.ep.bulk_in)
-                try:
-                    self.dev.read(self.ep.bulk_in, 64 * 1024, 100)
-                except usb_mod.USBTimeoutError:
-                    pass
-                self.dev.clear_halt(self.ep.bulk_in)
-        except TransportError:
-            pass
+        import usb.core
+
+        with contextlib.suppress(TransportError), usb_errors("endpoint recovery"):
+            self.dev.clear_halt(self.ep.bulk_out)
+            self.dev.clear_halt(self.ep.bulk_in)
+            with contextlib.suppress(usb.core.USBTimeoutError):
+                self.dev.read(self.ep.bulk_in, 64 * 1024, 100)
+            self.dev.clear_halt(self.ep.bulk_in)

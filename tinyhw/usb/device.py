@@ -39,7 +39,7 @@ def _usb() -> Any:
 
 def default_backend() -> Any:
     """libusb-1.0 through pyusb, or a clear environment error."""
-    usb = _usb()
+    _usb()
     import usb.backend.libusb1
 
     backend = usb.backend.libusb1.get_backend()
@@ -59,7 +59,8 @@ def convert_usb_error(e: Exception, what: str) -> Exception:
         code = getattr(e, "backend_error_code", None)
         err = getattr(e, "errno", None)
         if code == -4 or err == errno.ENODEV:
-            return Disconnected(f"device disconnected during {what}", hint="replug the bridge and run the command again")
+            return Disconnected(f"device disconnected during {what}",
+                                hint="replug the bridge and run the command again")
         if code == -3 or err in (errno.EACCES, errno.EPERM):
             return EnvironmentProblem(
                 f"no permission to use the usb bridge ({what})", hint="run as root or add a udev rule for add1:0001"
@@ -172,7 +173,8 @@ def find_endpoints(dev: Any) -> Endpoints:
             else:
                 ep_out = ep_out or ep
     if ep_in is None or ep_out is None:
-        raise TransportError("the bridge's interface 0 has no bulk in/out endpoint pair", hint="is this the custom firmware?")
+        raise TransportError("the bridge's interface 0 has no bulk in/out endpoint pair",
+                             hint="is this the custom firmware?")
     return Endpoints(
         bulk_in=ep_in.bEndpointAddress,
         bulk_out=ep_out.bEndpointAddress,
