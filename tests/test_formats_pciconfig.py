@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinyhw.boards.navi31 import NAVI31
-from tinyhw.formats.pcicaps import Acs, Aer, Msi, MsiX, PciExpress, PowerManagement, SrIov, size_label
+from tinyhw.formats.pcicaps import Acs, Aer, Msi, MsiX, PowerManagement, SrIov, size_label
 from tinyhw.formats.pciconfig import bar_size_from_mask, parse_config
+from tinyhw.formats.pciexpress import PciExpress
 
 MiB, GiB = 1 << 20, 1 << 30
 

@@ -22,7 +22,6 @@ from tinyhw.formats.pcicaps import (
     EXT_CAP_NAMES,
     Bar,
     ConfigSource,
-    PciExpress,
     ReadFn,
     ResizableBar,
     Truncated,
@@ -31,13 +30,13 @@ from tinyhw.formats.pcicaps import (
     decode_bars,
     decode_msi,
     decode_msix,
-    decode_pcie,
     decode_pm,
     decode_rebar,
     decode_sriov,
     flag_line,
     speed_name,
 )
+from tinyhw.formats.pciexpress import PciExpress, decode_pcie
 
 __all__ = [
     "Bar", "BridgeWindow", "Capability", "CommonHeader", "ConfigSource", "ExpansionRom", "PciConfig",
