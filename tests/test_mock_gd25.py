@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinyhw.errors import Refused
+from tinyhw.mocks.flashstore import FlashStore
 from tinyhw.mocks.gd25 import (
     GD25LQ16E,
     SFDP_TABLE,
     SIZE,
     TIMINGS,
-    FlashStore,
     Gd25Config,
     protected_range,
 )

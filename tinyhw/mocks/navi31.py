@@ -18,7 +18,8 @@ from pathlib import Path
 
 from tinyhw.boards.navi31 import MMIO_BAR, NAVI31, BoardSpec
 from tinyhw.errors import StrictEmulationError
-from tinyhw.mocks.gd25 import GD25LQ16E, FlashStore, Gd25Config, write_atomic
+from tinyhw.mocks.flashstore import FlashStore, write_atomic
+from tinyhw.mocks.gd25 import GD25LQ16E, Gd25Config
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.pcifunc import PciFunction
