@@ -51,10 +51,12 @@ def _register() -> None:
     from tinyhw.cli.cmd_list import list_cmd
     from tinyhw.cli.cmd_mock import mock
     from tinyhw.cli.cmd_probe import probe
+    from tinyhw.cli.firmware_cmd import firmware
 
     cli.add_command(list_cmd)
     cli.add_command(probe)
     cli.add_command(mock)
+    cli.add_command(firmware)
     try:
         from tinyhw.cli.reg_cmd import reg
     except ImportError:  # pragma: no cover - while the register database is being added

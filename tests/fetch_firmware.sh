@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Fetch Debian's non-free firmware packages the firmware tests parse (specs/data-sources.md):
+#   firmware-amd-graphics (amdgpu/*.bin, 530 files) and firmware-nvidia-gsp (nvidia/*/gsp_*.bin).
+# They are extracted into a cache, never into the repository:
+#   ${TINYHW_FIRMWARE_DIR:-${TINYHW_CACHE:-$HOME/.cache/tinyhw}/firmware}/{amd,nvidia-gsp}
+# Needs root (or sudo) once, to add the bookworm non-free-firmware sources entry and apt-get update.
+# Idempotent: a second run with both packages present does nothing.
+set -euo pipefail
+
+DEST="${TINYHW_FIRMWARE_DIR:-${TINYHW_CACHE:-$HOME/.cache/tinyhw}/firmware}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+if [ -f "$DEST/amd/.complete" ] && [ -f "$DEST/nvidia-gsp/.complete" ]; then
+    echo "fetch_firmware: already in $DEST"
+    exit 0
+fi
+
+SOURCES=/etc/apt/sources.list.d/tinyhw-non-free-firmware.sources
+if ! grep -rqs "non-free-firmware" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+    $SUDO tee "$SOURCES" >/dev/null <<'EOF'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: non-free-firmware
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+    $SUDO apt-get update -qq
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$DEST"
+fetch() {  # package, target subdirectory
+    local pkg="$1" sub="$2"
+    [ -f "$DEST/$sub/.complete" ] && return 0
+    (cd "$work" && apt-get download -qq "$pkg" 2>/dev/null) || {
+        $SUDO apt-get update -qq
+        (cd "$work" && apt-get download -qq "$pkg")
+    }
+    rm -rf "$DEST/$sub.tmp"
+    mkdir -p "$DEST/$sub.tmp"
+    dpkg-deb -x "$work/${pkg}"_*.deb "$DEST/$sub.tmp"
+    dpkg-deb -f "$work/${pkg}"_*.deb Package Version > "$DEST/$sub.tmp/.complete"
+    rm -rf "${DEST:?}/$sub"
+    mv "$DEST/$sub.tmp" "$DEST/$sub"
+    echo "fetch_firmware: $pkg $(dpkg-deb -f "$work/${pkg}"_*.deb Version) -> $DEST/$sub"
+}
+fetch firmware-amd-graphics amd
+fetch firmware-nvidia-gsp nvidia-gsp

@@ -1,0 +1,102 @@
+"""``firmware inspect``: read a file, detect its type, parse it, describe it.
+
+Types (checked in this order, from the first bytes; specs/navi31-spi-flash.md §g.3 step 1 for the
+first two): a raw Navi31 IFWI (``AA 55 AA 55``), a bare option-ROM / ATOM VBIOS (``55 AA`` with the
+ATI magic or a PCIR), an ELF (an NVIDIA GSP-RM firmware when it has a ``.fwimage`` section), an
+amdgpu firmware file (a plausible ``common_firmware_header``). Anything else is refused (exit 2).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tinyhw.errors import Refused
+from tinyhw.firmware import describe
+from tinyhw.firmware.tree import Node
+from tinyhw.formats.amdfw import looks_like_amdgpu, parse_amdgpu
+from tinyhw.formats.elf import ELF_MAGIC, parse_elf
+from tinyhw.formats.fwregion import Region
+from tinyhw.formats.ifwi_layout import looks_like_ifwi, parse_ifwi
+from tinyhw.formats.nvgsp import is_gsp_elf, parse_gsp
+from tinyhw.formats.vbios import ROM_SIGNATURE, is_vbios, parse_vbios
+
+KINDS = ("ifwi", "vbios", "nvidia-gsp", "elf", "amdgpu")
+MAX_FILE = 1 << 30  # nothing we parse is anywhere near 1 GiB; refuse rather than read it
+
+
+@dataclass
+class Inspection:
+    name: str
+    kind: str
+    doc: dict[str, Any]
+    tree: Node
+    regions: list[Region]
+
+
+def read_image(path: str | Path) -> bytes:
+    """The file's bytes, or a one-line :class:`Refused` (exit 2) saying why it cannot be read."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise Refused(f"cannot read {path}: it is a directory", hint="give a firmware file")
+        if p.stat().st_size > MAX_FILE:
+            raise Refused(f"cannot read {path}: 0x{p.stat().st_size:x} bytes is larger than any firmware image")
+        return p.read_bytes()
+    except OSError as e:
+        raise Refused(f"cannot read {path}: {e.strerror or e}".lower(), hint="check the path and permissions") from e
+
+
+def detect(data: bytes, name: str | None = None) -> str | None:
+    """The firmware type of ``data`` (one of :data:`KINDS`), or None when it is none of them."""
+    if looks_like_ifwi(data):
+        return "ifwi"
+    if data[:2] == ROM_SIGNATURE:
+        ptr = int.from_bytes(data[0x18:0x1A], "little")
+        if is_vbios(data) or data[ptr:ptr + 4] == b"PCIR":
+            return "vbios"
+    if data[:4] == ELF_MAGIC:
+        return "nvidia-gsp" if is_gsp_elf(parse_elf(data)) else "elf"
+    if looks_like_amdgpu(data):
+        return "amdgpu"
+    return None
+
+
+def inspect_bytes(data: bytes, name: str = "<bytes>", kind: str | None = None) -> Inspection:
+    """Parse ``data`` as ``kind`` (detected when None) and describe it; Refused when the type is unknown."""
+    kind = kind or detect(data, name)
+    title = Path(name).name
+    if kind is None:
+        raise Refused(f"{name}: unknown firmware type (starts with {data[:8].hex() or 'nothing: empty file'})",
+                      hint="expected a navi31 ifwi image, an atom vbios, an amdgpu firmware file or an nvidia "
+                           "gsp elf")
+    if kind == "ifwi":
+        lay = parse_ifwi(data)
+        doc, tree = describe.ifwi(lay, title)
+        regions = lay.regions
+    elif kind == "vbios":
+        vb = parse_vbios(data)
+        doc, tree = describe.vbios(vb, title, len(data))
+        regions = vb.regions()
+    elif kind == "nvidia-gsp":
+        fw = parse_gsp(data, name)
+        doc, tree = describe.gsp(fw, title)
+        regions = fw.regions()
+    elif kind == "elf":
+        e = parse_elf(data)
+        doc, tree = describe.elf(e, title)
+        regions = e.regions()
+    elif kind == "amdgpu":
+        a = parse_amdgpu(data, name)
+        doc, tree = describe.amdgpu(a, title)
+        regions = a.regions
+    else:
+        raise Refused(f"unknown firmware type {kind!r}", hint=f"one of {', '.join(KINDS)}")
+    head = {"file": name, "type": kind, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    return Inspection(name, kind, {**head, **doc}, tree, regions)
+
+
+def inspect_file(path: str | Path) -> Inspection:
+    return inspect_bytes(read_image(path), str(path))
