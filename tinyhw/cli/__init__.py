@@ -52,11 +52,13 @@ def _register() -> None:
     from tinyhw.cli.cmd_mock import mock
     from tinyhw.cli.cmd_probe import probe
     from tinyhw.cli.firmware_cmd import firmware
+    from tinyhw.cli.flash_cmd import flash
 
     cli.add_command(list_cmd)
     cli.add_command(probe)
     cli.add_command(mock)
     cli.add_command(firmware)
+    cli.add_command(flash)
     try:
         from tinyhw.cli.reg_cmd import reg
     except ImportError:  # pragma: no cover - while the register database is being added

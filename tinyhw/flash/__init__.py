@@ -1,0 +1,38 @@
+"""SPI flash recovery for Navi31 boards through the GPU's SMUIO ROM_SW engine (specs/navi31-spi-flash.md).
+
+Layer 3: handed a :class:`~tinyhw.transport.Transport`, never constructing one. Typical use::
+
+    with FlashDevice(transport) as dev:          # engine set up once, chip identified (JEDEC first)
+        data = ops.dump(dev)                     # chained priming: N + 1 transactions for N reads
+        result = ops.verify(dev, image)
+        Writer(dev, Job("write", image=image), confirm=lambda plan: None).run()
+"""
+
+from tinyhw.flash import ops
+from tinyhw.flash.chip import CHIP_NAME, Gd25, Status
+from tinyhw.flash.device import FlashDevice
+from tinyhw.flash.journal import Journal, state_dir
+from tinyhw.flash.ops import Progress, VerifyResult
+from tinyhw.flash.protection import Protection, protected_range
+from tinyhw.flash.romsw import RomSw, Rx
+from tinyhw.flash.writer import Job, JobResult, Writer, check_range
+
+__all__ = [
+    "CHIP_NAME",
+    "FlashDevice",
+    "Gd25",
+    "Job",
+    "JobResult",
+    "Journal",
+    "Progress",
+    "Protection",
+    "RomSw",
+    "Rx",
+    "Status",
+    "VerifyResult",
+    "Writer",
+    "check_range",
+    "ops",
+    "protected_range",
+    "state_dir",
+]

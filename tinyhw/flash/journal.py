@@ -1,0 +1,114 @@
+"""The write/erase journal: what an interrupted ``flash write``/``erase`` needs to finish with ``--resume``.
+
+Lives in ``$XDG_STATE_HOME/tinyhw/`` (default ``~/.local/state/tinyhw/``), one JSON file per job,
+keyed by the image's sha256 (an erase by its sector range). It records the target range, the
+backup (path and sha256), the original protection bits, the sectors done and the phase of the
+sector in flight; it is written atomically before each erase and at each phase change, and
+removed when the job has been verified. Complements specs/navi31-spi-flash.md §d.6 step 4 (the
+resume point), which the seed left to the user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tinyhw.errors import OperationFailed
+from tinyhw.flash.files import write_atomic
+
+VERSION = 1
+#: Phases, in order: backup, unprotect, then per sector erase/program/verify, restore-protection, final-verify.
+PHASES = ("backup", "unprotect", "erase", "program", "verify", "restore-protection", "final-verify")
+
+
+def state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "tinyhw"
+
+
+def write_key(image_sha256: str) -> str:
+    return f"write-{image_sha256}"
+
+
+def erase_key(start: int, count: int) -> str:
+    return f"erase-{start}-{count}"
+
+
+def journal_path(key: str) -> Path:
+    return state_dir() / f"flash-{key}.json"
+
+
+@dataclass
+class Journal:
+    kind: str  # "write" or "erase"
+    key: str
+    device: str
+    start_sector: int
+    sector_count: int
+    image_sha256: str | None = None
+    image_path: str | None = None
+    backup_wanted: bool = True
+    backup: str | None = None
+    backup_sha256: str | None = None
+    #: original SR1/SR2 (as read before anything was changed) and whether this job cleared them
+    protection: dict[str, Any] | None = None
+    clear_protection: bool = False
+    sectors_done: list[int] = field(default_factory=list)
+    sector: int | None = None
+    phase: str = "backup"
+    interrupted: str | None = None
+    created: float = field(default_factory=time.time)
+    updated: float = 0.0
+    version: int = VERSION
+
+    @property
+    def path(self) -> Path:
+        return journal_path(self.key)
+
+    def save(self, **changes: Any) -> None:
+        """Apply ``changes`` and write the journal atomically (it must be on disk before the next step)."""
+        for k, v in changes.items():
+            if not hasattr(self, k):
+                raise AttributeError(k)
+            setattr(self, k, v)
+        self.updated = time.time()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.path, (json.dumps(asdict(self), indent=1) + "\n").encode())
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+    def where(self) -> str:
+        """The phase in words, for messages: "erase of sector 17", "backup"."""
+        if self.sector is not None and self.phase in ("erase", "program", "verify"):
+            return f"{self.phase} of sector {self.sector}"
+        return self.phase
+
+    @classmethod
+    def load(cls, key: str) -> Journal | None:
+        path = journal_path(key)
+        try:
+            doc = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise OperationFailed(f"cannot read the flash journal {path}: {e}",
+                                  hint="inspect or remove it, then rerun") from None
+        if doc.get("version") != VERSION:
+            raise OperationFailed(f"flash journal {path} has version {doc.get('version')}, not {VERSION}")
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in doc.items() if k in known})
+
+
+def find_journals(kind: str) -> list[Journal]:
+    """Every journal of ``kind`` in the state directory (for ``erase --resume`` without a range)."""
+    out = []
+    for p in sorted(state_dir().glob(f"flash-{kind}-*.json")):
+        j = Journal.load(p.stem.removeprefix("flash-"))
+        if j is not None:
+            out.append(j)
+    return out

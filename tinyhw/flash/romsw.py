@@ -1,0 +1,259 @@
+"""SMUIO ROM_SW engine driver: raw SPI transactions through BAR5, set up once per session.
+
+Implements specs/navi31-spi-flash.md §a.2/§a.3 (registers and fields, all looked up in the register
+database), §b.1-b.3 (open, transaction, window byte order), §b.4 (the primed RX window) and §i.2
+(cost reductions): the five controls are saved and configured once per session and restored on
+exit (also on errors and Ctrl-C); the flush read, the eager timeout-message read, the per-transaction
+reset writes (and with them the stray transactions of §b.4) are dropped; the STATUS = 0 check runs
+once per session as the gating detector; STATUS and the data window come back in one streamed
+read (the window follows STATUS in BAR5); and priming is chained across consecutive reads (§i.2
+step 3), with the seed's paired reads as the fallback (``chain=False``), because chaining is inferred.
+
+Steady state per transaction: write COMMAND, write STATUS = 0, write CNTL (start), then one read of
+STATUS (+ window). Before that read the driver waits on the transport clock for the SPI time it has
+learned (§i.2 step 4), so the first poll normally finds DONE.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from types import TracebackType
+
+from tinyhw.errors import OperationFailed, TinyhwError
+from tinyhw.regs import Asic
+from tinyhw.transport.base import Transport
+from tinyhw.transport.wait import poll
+
+#: SMU GPIO pads 7..10 (the SPI pins, inferred), released for ROM_SW use (§a.3, §b.2 step 2).
+SPI_PADS = 0x780
+#: ROM_SW_STATUS once the PSP has gated the engine (§0, §1; seed).
+GATED_STATUS = 0x04000800
+#: Data bytes per transaction: DATA_1..DATA_64 (§b.5).
+WINDOW_BYTES = 256
+#: Default SCK prescale written at open (§b.1: 0..15, default 8).
+DEFAULT_PRESCALE = 8
+#: Seed's wait for DONE: 2 s (§b.2 step 11); polls between the first check and the timeout.
+DONE_TIMEOUT = 2.0
+DONE_INTERVAL = 10e-6
+
+_CONTROLS = ("SMU_GPIOPAD_MASK", "SMU_GPIOPAD_A", "SMU_GPIOPAD_EN", "PAGE_MIRROR_CNTL", "ROM_CNTL")
+#: Restore order of §b.2 step 13: ROM_CNTL, PAGE_MIRROR_CNTL, A, EN, MASK.
+_RESTORE = ("ROM_CNTL", "PAGE_MIRROR_CNTL", "SMU_GPIOPAD_A", "SMU_GPIOPAD_EN", "SMU_GPIOPAD_MASK")
+
+
+@dataclass(frozen=True)
+class Rx:
+    """One RX transaction: ``opcode``, optional 24-bit ``address``, ``count`` data bytes (1..256)."""
+
+    opcode: int
+    address: int | None
+    count: int
+
+
+def _swap32(data: bytes) -> bytes:
+    """Big-endian dwords (TX stream order, §b.3) as BAR bytes (little-endian dwords)."""
+    out = bytearray(data)
+    out[0::4], out[1::4], out[2::4], out[3::4] = data[3::4], data[2::4], data[1::4], data[0::4]
+    return bytes(out)
+
+
+class RomSw:
+    """The ROM_SW engine of one device; use as a context manager (``open``/``close``)."""
+
+    def __init__(self, transport: Transport, asic: Asic, *, chain: bool = True, prescale: int = DEFAULT_PRESCALE,
+                 merged: bool = True) -> None:
+        if not 0 <= prescale <= 15:
+            raise OperationFailed(f"sck prescale {prescale} is outside 0..15")
+        self.transport = transport
+        self.clock = transport.clock
+        self.bar = transport.bar(asic.bar)
+        self.chain = chain
+        self.prescale = prescale
+        #: read STATUS and the window in one streamed read (§i.2); False: separate reads
+        self.merged = merged
+        self.transactions = 0
+        r = {n: asic.reg(f"smuio.{n}") for n in (*_CONTROLS, "ROM_SW_CNTL", "ROM_SW_STATUS", "ROM_SW_COMMAND",
+                                                  "ROM_SW_DATA_1", "ROM_SW_DATA_64")}
+        self._reg = r
+        self._off = {n: asic.offset(f"smuio.{n}") for n in r}
+        self._cntl, self._status, self._command = (self._off[n] for n in ("ROM_SW_CNTL", "ROM_SW_STATUS",
+                                                                          "ROM_SW_COMMAND"))
+        self._data = self._off["ROM_SW_DATA_1"]
+        if self._off["ROM_SW_DATA_64"] - self._data != WINDOW_BYTES - 4:
+            raise OperationFailed("the register database's rom_sw data window is not 64 contiguous dwords")
+        self._done = asic.field("smuio.ROM_SW_STATUS.ROM_SW_DONE").mask
+        self._win_in_merged = self._data - self._status
+        self._merged_ok = self._win_in_merged > 0  # the window must follow STATUS for one streamed read
+        self._saved: dict[str, int] | None = None
+        self._fired_at = 0.0
+        self._fired_bytes = 1
+        #: learned time from start to DONE per transaction length in bytes: the wait before the first poll
+        self._lead: dict[int, float] = {}
+
+    # -- session -------------------------------------------------------------------------------------------
+    def open(self) -> RomSw:
+        """Save and configure the controls once (§i.2 step 1), then check that the engine is not gated."""
+        saved = {n: self.bar.read32(self._off[n]) for n in _CONTROLS}
+        if saved["ROM_CNTL"] == 0xFFFFFFFF:
+            raise OperationFailed("the smuio rom controller reads 0xffffffff: it is not reachable",
+                                  hint="check that the board is powered and bar5 is mapped")
+        self._saved = saved
+        r = self._reg
+        for n in ("SMU_GPIOPAD_MASK", "SMU_GPIOPAD_A", "SMU_GPIOPAD_EN"):
+            self.bar.write32(self._off[n], saved[n] & ~SPI_PADS & 0xFFFFFFFF)
+        pm = r["PAGE_MIRROR_CNTL"].encode(saved["PAGE_MIRROR_CNTL"], PAGE_MIRROR_ENABLE=1, PAGE_MIRROR_USAGE=1)
+        self.bar.write32(self._off["PAGE_MIRROR_CNTL"], pm)
+        rc = r["ROM_CNTL"].encode(saved["ROM_CNTL"], CLOCK_GATING_EN=0, READ_MODE=0, READ_MODE_OVERRIDE=1,
+                                  SCK_PRESCALE_REFCLK=self.prescale, SCK_PRESCALE_REFCLK_OVERRIDE=1)
+        self.bar.write32(self._off["ROM_CNTL"], rc)
+        try:
+            self._check_gate()
+        except BaseException as e:
+            self.__exit__(type(e), e, e.__traceback__)
+            raise
+        return self
+
+    def _check_gate(self) -> None:
+        """The session's one STATUS = 0 check (§b.2 step 6, kept once per session as the gating detector)."""
+        self.bar.write32(self._status, 0)
+        status = self.bar.read32(self._status)
+        if status == GATED_STATUS:
+            raise OperationFailed(
+                f"the rom_sw engine is gated (rom_sw_status 0x{status:08x}): the psp has booted this board",
+                hint="power-cycle the board and access the flash before any driver loads, or use a board "
+                     "stalled in its boot loader")
+        if status != 0:
+            raise OperationFailed(f"rom_sw_status did not clear (0x{status:08x})",
+                                  hint="the engine may be gated or held by firmware; power-cycle the board")
+
+    def close(self) -> None:
+        """Restore the five controls exactly as they were (§b.2 step 13 order)."""
+        saved, self._saved = self._saved, None
+        if saved is None:
+            return
+        for n in _RESTORE:
+            self.bar.write32(self._off[n], saved[n])
+
+    def __enter__(self) -> RomSw:
+        return self.open()
+
+    def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        if et is None:
+            self.close()
+            return
+        # restoring must never mask the original error (a pulled cable fails here too)
+        with contextlib.suppress(TinyhwError, OSError):
+            self.close()
+
+    @property
+    def saved(self) -> dict[str, int] | None:
+        """The controls as found at open (for tests and diagnostics)."""
+        return None if self._saved is None else dict(self._saved)
+
+    # -- one transaction -----------------------------------------------------------------------------------
+    def _fire(self, opcode: int, address: int | None, count: int, rx: bool) -> None:
+        if not 0 <= count <= WINDOW_BYTES:
+            raise OperationFailed(f"rom_sw transaction of {count} data bytes (at most {WINDOW_BYTES})")
+        r = self._reg
+        cmd = r["ROM_SW_COMMAND"].encode(0, ROM_SW_INSTRUCTION=opcode, ROM_SW_ADDRESS=(address or 0) & 0xFFFFFF)
+        addr_len = 0 if address is None else 3
+        cntl = r["ROM_SW_CNTL"].encode(0, DATA_SIZE=count, COMMAND_SIZE=addr_len,
+                                       ROM_SW_RETURN_DATA_ENABLE=int(rx))
+        bar = self.bar
+        bar.write32(self._command, cmd)
+        bar.write32(self._status, 0)
+        bar.write32(self._cntl, cntl)
+        self._fired_at = self.clock.now()
+        self._fired_bytes = 1 + addr_len + count
+        self.transactions += 1
+
+    def _finish(self, window: int) -> bytes:
+        """Wait for DONE; return the first ``window`` bytes of the data window (rounded up to dwords)."""
+        clock = self.clock
+        lead = self._lead.get(self._fired_bytes, 0.0) - (clock.now() - self._fired_at)
+        if lead > 0:
+            clock.sleep(lead)
+        n = (window + 3) & ~3
+        done = self._done
+        missed = False
+        if n and self.merged and self._merged_ok:
+            blob = self.bar.read(self._status, self._win_in_merged + n)
+            if int.from_bytes(blob[:4], "little") & done:
+                return blob[self._win_in_merged:]
+            missed = True
+        probes = 0
+        asked = 0.0
+
+        def probe() -> int:
+            nonlocal probes, asked
+            probes += 1
+            asked = clock.now()
+            return self.bar.read32(self._status)
+
+        poll(clock, probe, lambda v: bool(v & done), timeout=DONE_TIMEOUT, interval=DONE_INTERVAL,
+             what="the rom_sw transaction to finish",
+             hint=f"the engine may be gated (rom_sw_status 0x{GATED_STATUS:08x} means gated); power-cycle the board")
+        if missed or probes > 1:  # learn the SPI time, so that the next first poll finds DONE (§i.2 step 4)
+            took = asked - self._fired_at  # the successful poll was sent then: start the next first poll there
+            self._lead[self._fired_bytes] = max(self._lead.get(self._fired_bytes, 0.0), took)
+        return self.bar.read(self._data, n) if n else b""
+
+    def transmit(self, opcode: int, address: int | None = None, data: bytes = b"") -> None:
+        """One TX transaction: opcode, optional 24-bit address, then ``data`` (0..256 bytes, §b.2 step 8)."""
+        if data:
+            if len(data) > WINDOW_BYTES:
+                raise OperationFailed(f"rom_sw tx of {len(data)} bytes (at most {WINDOW_BYTES})")
+            padded = bytes(data) + bytes(-len(data) % 4)
+            self.bar.write(self._data, _swap32(padded))
+        self._fire(opcode, address, len(data), rx=False)
+        self._finish(0)
+
+    # -- reads ---------------------------------------------------------------------------------------------
+    def receive(self, opcode: int, count: int, address: int | None = None) -> bytes:
+        """One read, always primed by an identical transaction (§b.4): correct under either RX model."""
+        self._fire(opcode, address, count, rx=True)
+        self._finish(0)
+        self._fire(opcode, address, count, rx=True)
+        return self._finish(count)[:count]
+
+    def receive_stream(self, requests: Iterable[Rx]) -> Iterator[bytes]:
+        """Data of each request in order. Chained: N + 1 transactions for N reads (the window after
+        firing request k+1 shows request k); paired: 2 N transactions."""
+        if not self.chain:
+            for req in requests:
+                yield self.receive(req.opcode, req.count, req.address)
+            return
+        prev: Rx | None = None
+        for req in requests:
+            self._fire(req.opcode, req.address, req.count, rx=True)
+            window = self._finish(prev.count if prev else 0)
+            if prev is not None:
+                yield window[:prev.count]
+            prev = req
+        if prev is not None:
+            self._fire(prev.opcode, prev.address, prev.count, rx=True)  # the tail: shows the last request
+            yield self._finish(prev.count)[:prev.count]
+
+    def poll_register(self, opcode: int, done: Callable[[int], bool], *, first_wait: float, interval: float,
+                      timeout: float, what: str, hint: str | None = None) -> int:
+        """Poll a one-byte status register (05h/35h/15h) until ``done(value)``; the clock's timeout names ``what``.
+
+        Chained: one transaction per poll after a priming one (the value read is the one captured by
+        the previous poll); paired: two per poll.
+        """
+        clock = self.clock
+        if first_wait > 0:
+            clock.sleep(first_wait)
+        if self.chain:
+            self._fire(opcode, None, 4, rx=True)
+            self._finish(0)
+
+            def probe() -> int:
+                self._fire(opcode, None, 4, rx=True)
+                return self._finish(4)[0]
+        else:
+            def probe() -> int:
+                return self.receive(opcode, 4)[0]
+        return poll(clock, probe, done, timeout=timeout, interval=interval, what=what, hint=hint)

@@ -1,0 +1,349 @@
+"""``flash write`` and ``flash erase``: safe, diff-only, journalled and resumable (specs/navi31-spi-flash.md §d).
+
+Order of a job (§d.1-§d.7 plus the issue's hardening):
+
+1. preflight, touching nothing: the journal rule (an interrupted job of the same image/range must
+   be finished with ``--resume``), the range (§d.3), the protection check against the §c.4 range
+   (refused unless ``--clear-protection``), then the caller's confirmation;
+2. backup of the whole flash, read twice and compared (a read error never reaches the backup), written
+   atomically and read back from disk; those reads also find the sectors that differ (§d.7: a sector
+   already equal costs only its read);
+3. protection cleared if needed (original bits in the journal first);
+4. per differing sector, ascending: erase (skipped when already erased), program its pages
+   (all-0xFF pages skipped), read back and compare (§d.6); the journal records each phase;
+5. original protection restored, then the target range read back once more and compared (the sha256
+   of the whole flash after the job comes from that read and the pre-job read); the journal is removed.
+
+Any interruption (disconnect, timeout, Ctrl-C) leaves the journal saying where, and the error names
+the command that finishes the job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tinyhw.errors import Interrupted, OperationFailed, Refused, TinyhwError
+from tinyhw.flash.device import FlashDevice
+from tinyhw.flash.files import default_backup_name, sha256, write_verified
+from tinyhw.flash.journal import Journal, erase_key, find_journals, write_key
+from tinyhw.flash.ops import NO_PROGRESS, Progress, compare
+from tinyhw.flash.protection import protected_range, unprotected_status, writable_status
+
+
+@dataclass
+class Job:
+    """What the user asked for. ``image`` is the full flash image for a write, None for an erase."""
+
+    kind: str
+    image: bytes | None = None
+    image_path: str | None = None
+    start_sector: int | None = None
+    sector_count: int | None = None
+    backup: Path | None = None  # explicit backup file; None: a default name (unless no_backup)
+    no_backup: bool = False
+    clear_protection: bool = False
+    resume: bool = False
+    device: str = ""
+    resume_command: str = ""
+
+
+@dataclass
+class JobResult:
+    sectors_total: int
+    sectors_changed: int
+    sectors_skipped: int
+    sha256_after: str
+    backup: str | None
+    resumed: bool
+    start_sector: int
+    sector_count: int
+    protection_restored: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def check_range(total: int, start: int | None, count: int | None) -> tuple[int, int]:
+    """§d.3: start in [0, total), count in [1, total - start]; the default count runs to the end."""
+    s = 0 if start is None else start
+    if not 0 <= s < total:
+        raise Refused(f"--start-sector {s} is outside 0..{total - 1}")
+    c = total - s if count is None else count
+    if not 1 <= c <= total - s:
+        raise Refused(f"--sector-count {c} is outside 1..{total - s} for start sector {s}")
+    return s, c
+
+
+class Writer:
+    def __init__(self, dev: FlashDevice, job: Job, *, confirm: Callable[[str], None],
+                 progress: Progress = NO_PROGRESS, log: Callable[[str], None] = lambda m: None) -> None:
+        self.dev, self.chip, self.job = dev, dev.chip, job
+        self.confirm, self.progress, self.log = confirm, progress, log
+        self.ss = dev.sector_size
+        self.total = dev.size // self.ss
+        self.journal: Journal | None = None
+
+    # -- preflight ------------------------------------------------------------------------------------------
+    def _find_journal(self) -> tuple[str, Journal | None]:
+        job = self.job
+        if job.kind == "write":
+            assert job.image is not None
+            key = write_key(sha256(job.image))
+        elif job.resume and job.start_sector is None and job.sector_count is None:
+            found = find_journals("erase")
+            if len(found) > 1:
+                ranges = ", ".join(f"--start-sector {j.start_sector} --sector-count {j.sector_count}" for j in found)
+                raise Refused("several interrupted erases are recorded", hint=f"name one: {ranges}")
+            key = found[0].key if found else erase_key(*check_range(self.total, None, None))
+        else:
+            key = erase_key(*check_range(self.total, job.start_sector, job.sector_count))
+        return key, Journal.load(key)
+
+    def _preflight(self) -> tuple[Journal, bool]:
+        job = self.job
+        key, journal = self._find_journal()
+        what = "write of this image" if job.kind == "write" else "erase of this range"
+        if journal is not None and not job.resume:
+            raise Refused(f"an interrupted {what} is recorded ({journal.where()}, {len(journal.sectors_done)} "
+                          f"sector(s) done; journal {journal.path})", hint=f"finish it with: {job.resume_command}")
+        if journal is None and not job.resume:
+            others = [j for kind in ("write", "erase") for j in find_journals(kind)]
+            for j in others:
+                self.log(f"note: another interrupted {j.kind} is recorded ({j.where()}, sectors {j.start_sector}.."
+                         f"{j.start_sector + j.sector_count - 1}; journal {j.path})")
+        if journal is None and job.resume:
+            raise Refused(f"nothing to resume: no interrupted {what} is recorded", hint="run it without --resume")
+        if journal is not None:
+            for name, given in (("start_sector", job.start_sector), ("sector_count", job.sector_count)):
+                if given is not None and given != getattr(journal, name):
+                    raise Refused(f"--{name.replace('_', '-')} {given} differs from the interrupted job's "
+                                  f"{getattr(journal, name)}", hint="resume without range options")
+            start, count = journal.start_sector, journal.sector_count
+        else:
+            start, count = check_range(self.total, job.start_sector, job.sector_count)
+            if job.backup is not None and not job.no_backup and job.backup.exists():
+                raise Refused(f"backup file {job.backup} exists; a backup never overwrites a file",
+                              hint="give another --backup file name")
+        st = self.chip.status()
+        lo, hi = start * self.ss, (start + count) * self.ss
+        prot = protected_range(st.sr1, st.sr2, self.dev.size)
+        allow = job.clear_protection or (journal is not None and journal.clear_protection)
+        blocked = prot.overlaps(lo, hi)
+        if blocked and not allow:
+            raise Refused(f"the flash is write-protected where the {job.kind} goes: {prot.words()} "
+                          f"(sr1 0x{st.sr1:02x}, sr2 0x{st.sr2:02x})",
+                          hint="--clear-protection clears it for this job and restores it afterwards")
+        self.confirm(self._plan(start, count, prot.words(), blocked, journal))
+        if journal is None:
+            journal = Journal(kind=job.kind, key=key, device=job.device, start_sector=start, sector_count=count,
+                              image_sha256=sha256(job.image) if job.image is not None else None,
+                              image_path=job.image_path, backup=None if job.backup is None else str(job.backup),
+                              protection={"sr1": st.sr1, "sr2": st.sr2, "cleared": False}, clear_protection=allow,
+                              backup_wanted=not job.no_backup, phase="backup")
+        journal.save(interrupted=None)
+        return journal, blocked
+
+    def _plan(self, start: int, count: int, words: str, blocked: bool, journal: Journal | None) -> str:
+        job = self.job
+        lo, hi = start * self.ss, (start + count) * self.ss
+        lines = [f"flash {job.kind}: sectors {start}..{start + count - 1} (0x{lo:06x}-0x{hi - 1:06x}) of the "
+                 f"{self.dev.size // 1024} KiB flash on {self.dev.location}"]
+        if job.image is not None:
+            lines.append(f"  image {job.image_path or '(bytes)'} sha256 {sha256(job.image)}")
+        if journal is not None:
+            lines.append(f"  resuming the interrupted job ({journal.where()}, {len(journal.sectors_done)} sector(s) "
+                         f"done); backup {journal.backup or 'none'}")
+        elif job.no_backup:
+            lines.append("  no backup (--no-backup)")
+        else:
+            lines.append(f"  backup of the whole flash first, to {job.backup or 'a new file in the current directory'}")
+        lines.append(f"  protection: {words}" + ("; cleared for the job and restored afterwards" if blocked else ""))
+        lines.append("  only differing sectors are erased and programmed, each read back; the range checked at the end")
+        return "\n".join(lines)
+
+    # -- the job ----------------------------------------------------------------------------------------------
+    def run(self) -> JobResult:
+        journal, blocked = self._preflight()
+        self.journal = journal
+        try:
+            return self._run(journal, blocked)
+        except KeyboardInterrupt:
+            self._record(journal, "interrupted by ctrl-c")
+            raise Interrupted(f"flash {journal.kind} interrupted during {journal.where()}",
+                              hint=f"the journal {journal.path} records where; finish with: "
+                                   f"{self.job.resume_command}") from None
+        except TinyhwError as e:
+            self._record(journal, str(e))
+            hint = (f"{e.hint}; " if e.hint else "") + f"then finish with: {self.job.resume_command}"
+            err = OperationFailed(f"flash {journal.kind} stopped during {journal.where()}: {e.message}", hint=hint)
+            err.exit_code = e.exit_code
+            raise err from e
+
+    def _record(self, journal: Journal, why: str) -> None:
+        with contextlib.suppress(TinyhwError, OSError):
+            journal.save(interrupted=why)
+
+    def _target(self, s: int) -> bytes:
+        if self.job.image is None:
+            return b"\xff" * self.ss
+        return self.job.image[s * self.ss:(s + 1) * self.ss]
+
+    def _backup(self, journal: Journal) -> bytes | None:
+        """Phase "backup": the whole flash, written atomically and read back (never overwriting a file)."""
+        if journal.backup_sha256 is not None or not journal.backup_wanted:
+            return None
+        data = self._read_twice()
+        path = Path(journal.backup) if journal.backup else default_backup_name(data)
+        if path.exists() and sha256(path.read_bytes()) == sha256(data):
+            digest = sha256(data)  # a resumed run whose earlier backup was renamed into place: keep it
+        elif path.exists():
+            raise OperationFailed(f"backup file {path} exists and differs from the flash; it is never overwritten",
+                                  hint="move it away")
+        else:
+            digest = write_verified(path, data)
+        journal.save(backup=str(path), backup_sha256=digest)
+        self.log(f"backup: {path} (sha256 {digest})")
+        return data
+
+    def _read_twice(self) -> bytes:
+        """The whole flash, read twice and compared, so that a read error never ends up in the backup.
+
+        A sector the two reads disagree on is read a third time and the two matching reads win;
+        with three different answers the reads are unreliable and the job stops before any change.
+        """
+        size, ss = self.dev.size, self.ss
+        reads = []
+        for label in ("backup", "backup check"):
+            self.progress.start(label, size)
+            try:
+                reads.append(self.chip.read(0, size, self.progress.advance))
+            finally:
+                self.progress.stop()
+        first, second = reads
+        if first == second:
+            return first
+        out = bytearray(first)
+        for off in range(0, size, ss):
+            a, b = first[off:off + ss], second[off:off + ss]
+            if a == b:
+                continue
+            third = self.chip.read(off, ss)
+            if third not in (a, b):
+                raise OperationFailed(f"flash reads are unreliable: three reads of sector {off // ss} differ",
+                                      hint="check the connection and the board's power, then rerun")
+            out[off:off + ss] = third
+            self.log(f"note: a read error in sector {off // ss} was corrected (backup checked by a second read)")
+        return bytes(out)
+
+    def _before(self, journal: Journal, fresh: bytes | None) -> bytes | None:
+        """What the whole flash held before the job: this run's backup read, else the journal's backup file."""
+        if fresh is not None:
+            return fresh
+        if journal.backup and journal.backup_sha256:
+            try:
+                data = Path(journal.backup).read_bytes()
+            except OSError:
+                return None
+            return data if sha256(data) == journal.backup_sha256 else None
+        return None
+
+    def _run(self, journal: Journal, blocked: bool) -> JobResult:
+        chip, ss = self.chip, self.ss
+        resumed = self.job.resume
+        start, count = journal.start_sector, journal.sector_count
+        lo, hi = start * ss, (start + count) * ss
+        fresh = self._backup(journal)
+        if fresh is not None:
+            current = fresh[lo:hi]
+        else:
+            self.progress.start("read", hi - lo)
+            try:
+                current = chip.read(lo, hi - lo, self.progress.advance)
+            finally:
+                self.progress.stop()
+        before = self._before(journal, fresh)
+        changed = [s for s in range(start, start + count)
+                   if current[(s - start) * ss:(s - start + 1) * ss] != self._target(s)]
+        self.log(f"{len(changed)} of {count} sector(s) differ")
+        orig = journal.protection or {}
+        if blocked:
+            journal.save(phase="unprotect", protection={**orig, "cleared": True})
+            chip.write_status(*unprotected_status(orig["sr1"], orig["sr2"]))
+            st = chip.status()
+            if chip.protection(st.sr1, st.sr2).overlaps(lo, hi):
+                raise OperationFailed(f"protection did not clear (sr1 0x{st.sr1:02x}, sr2 0x{st.sr2:02x} after the "
+                                      "write): srp0/srp1 or the wp# pin lock the status registers")
+        self.progress.start(self.job.kind, len(changed) * ss)
+        try:
+            for s in changed:
+                self._sector(journal, s, current[(s - start) * ss:(s - start + 1) * ss])
+        finally:
+            self.progress.stop()
+        restored = False
+        if journal.protection and journal.protection.get("cleared"):
+            journal.save(phase="restore-protection", sector=None)
+            want = writable_status(journal.protection["sr1"], journal.protection["sr2"])
+            chip.write_status(*want)
+            st = chip.status()
+            if writable_status(st.sr1, st.sr2) != want:
+                raise OperationFailed(f"protection was not restored: sr1 0x{st.sr1:02x} sr2 0x{st.sr2:02x}, "
+                                      f"expected 0x{want[0]:02x} 0x{want[1]:02x}")
+            journal.save(protection={**journal.protection, "cleared": False})
+            restored = True
+        sha_after = self._final_verify(journal, lo, hi, before)
+        journal.remove()
+        return JobResult(sectors_total=count, sectors_changed=len(changed), sectors_skipped=count - len(changed),
+                         sha256_after=sha_after, backup=journal.backup, resumed=resumed, start_sector=start,
+                         sector_count=count, protection_restored=restored)
+
+    def _sector(self, journal: Journal, s: int, current: bytes) -> None:
+        """Erase (unless erased), program the non-0xFF pages, read back and compare (§d.6)."""
+        chip, ss, page = self.chip, self.ss, self.chip.page_size
+        addr = s * ss
+        want = self._target(s)
+        journal.save(sector=s, phase="erase")
+        if current != b"\xff" * ss:
+            chip.erase_sector(s)
+        journal.save(phase="program")
+        for off in range(0, ss, page):
+            data = want[off:off + page]
+            if data != b"\xff" * page:
+                chip.program_page(addr + off, data, sector=s)
+        journal.save(phase="verify")
+        back = chip.read(addr, ss)
+        if back != want:
+            i = next(i for i in range(ss) if back[i] != want[i])
+            raise OperationFailed(f"verify failed at 0x{addr + i:06x} in sector {s}: flash 0x{back[i]:02x}, "
+                                  f"expected 0x{want[i]:02x}")
+        journal.sectors_done.append(s)
+        journal.save(sector=None)
+        self.progress.advance(ss)
+
+    def _final_verify(self, journal: Journal, lo: int, hi: int, before: bytes | None) -> str:
+        """Read the target range back and compare it with the target; return the sha256 of the whole flash.
+
+        The rest of the flash is never written: its bytes come from the pre-job read (this run's
+        backup, or the journal's backup file when resuming) and are read only when neither exists.
+        """
+        journal.save(phase="final-verify", sector=None)
+        size = self.dev.size
+        self.progress.start("final verify", (hi - lo) if before is not None else size)
+        try:
+            flash = self.chip.read(lo, hi - lo, self.progress.advance)
+            if before is None:
+                head = self.chip.read(0, lo, self.progress.advance) if lo else b""
+                tail = self.chip.read(hi, size - hi, self.progress.advance) if hi < size else b""
+            else:
+                head, tail = before[:lo], before[hi:]
+        finally:
+            self.progress.stop()
+        target = b"".join(self._target(s) for s in range(lo // self.ss, hi // self.ss))
+        res = compare(flash, target, self.ss, base=lo)
+        if not res.match:
+            raise OperationFailed(f"final verify failed at 0x{res.first_mismatch:06x}: flash 0x{res.flash_byte:02x}, "
+                                  f"expected 0x{res.image_byte:02x} (sectors {res.mismatched_sectors[:8]})")
+        return sha256(head + flash + tail)
