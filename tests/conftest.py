@@ -11,9 +11,10 @@ os.environ["TINYHW_STRICT"] = "1"
 
 @pytest.fixture(autouse=True)
 def _isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test gets its own cache dir (emulated flash file) and lock dir; strict mode always on."""
+    """Each test gets its own cache dir (emulated flash file), state dir (flash journals) and lock dir; strict on."""
     base = tmp_path_factory.mktemp("state")
     monkeypatch.setenv("XDG_CACHE_HOME", str(base / "cache"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
     monkeypatch.setenv("TINYHW_LOCK_DIR", str(base / "locks"))
     monkeypatch.setenv("TINYHW_STRICT", "1")
     monkeypatch.delenv("TINYHW_DEVICE", raising=False)
