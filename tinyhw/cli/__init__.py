@@ -53,12 +53,14 @@ def _register() -> None:
     from tinyhw.cli.cmd_probe import probe
     from tinyhw.cli.firmware_cmd import firmware
     from tinyhw.cli.flash_cmd import flash
+    from tinyhw.cli.pci_cmd import pci
 
     cli.add_command(list_cmd)
     cli.add_command(probe)
     cli.add_command(mock)
     cli.add_command(firmware)
     cli.add_command(flash)
+    cli.add_command(pci)
     try:
         from tinyhw.cli.reg_cmd import reg
     except ImportError:  # pragma: no cover - while the register database is being added

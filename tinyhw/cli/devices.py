@@ -16,8 +16,6 @@ from tinyhw.transport.base import Transport
 from tinyhw.transport.devstr import DeviceSpec
 
 NOT_YET = {
-    "pci": "native pcie through sysfs (pci:) is not available yet in this version of tinyhw",
-    "vfio": "native pcie through vfio (vfio:) is not available yet in this version of tinyhw",
     "remote": "the remote transport (remote:) is not available yet in this version of tinyhw",
 }
 EMULATED_HINT = "try the emulated board: --device mock:navi31 or --device mock:navi31-usb"
@@ -60,6 +58,8 @@ def open_device(spec: DeviceSpec, register: Callable[[Opened], None] | None = No
             register(opened)
             return opened
         return _open_mock_usb(spec, options, register)
+    if spec.kind in ("pci", "vfio"):
+        return _open_native(spec, register)
     if spec.kind == "usb":
         _no_options(spec)
         from tinyhw.usb.transport import UsbTransport
@@ -91,6 +91,34 @@ def _open_mock_usb(spec: DeviceSpec, options, register: Callable[[Opened], None]
                     emulator_stats=backend.bridge.stats)
     register(opened)
     t.connect()
+    return opened
+
+
+PCI_OPTIONS = {"pci": ("force-bound", "nowc"), "vfio": ()}
+
+
+def _open_native(spec: DeviceSpec, register: Callable[[Opened], None]) -> Opened:
+    """``pci:`` (sysfs, options force-bound and nowc) and ``vfio:``; sysfs root from $TINYHW_SYSFS."""
+    from tinyhw.errors import BadDeviceString
+    from tinyhw.pci.sysfs import sysfs_root
+
+    unknown = [k for k in spec.options if k not in PCI_OPTIONS[spec.kind]]
+    if unknown:
+        allowed = ", ".join(PCI_OPTIONS[spec.kind]) or "none"
+        raise BadDeviceString(f"the {spec.kind} transport does not take option(s) {', '.join(unknown)} "
+                              f"(allowed: {allowed})")
+    t: Transport
+    if spec.kind == "pci":
+        from tinyhw.pci.sysfs import SysfsTransport
+
+        t = SysfsTransport(spec.target, sysfs=sysfs_root(), force_bound=bool(spec.option("force-bound")),
+                           write_combining=not spec.option("nowc"))
+    else:
+        from tinyhw.pci.vfio import VfioTransport
+
+        t = VfioTransport(spec.target, sysfs=sysfs_root())
+    opened = Opened(t, spec)
+    register(opened)
     return opened
 
 

@@ -1,0 +1,321 @@
+"""Runs INSIDE the QEMU guest (one boot for the whole tier): tinyhw against a real kernel and the edu device.
+
+Usage: ``python pciguest_main.py OUTDIR``; writes ``OUTDIR/results.json`` with one entry per
+step, which the host-side tests (test_guest_pci.py) assert on. Each step is isolated: an
+exception is recorded as ``{"error": ...}`` so one failure does not hide the others.
+CLI commands run in-process (one Python start-up for everything, as the guest is emulated).
+
+Edu register map (real-kernel-harness.md): 0x00 id 0x010000ed, 0x04 liveness (reads ~value),
+0x08 factorial, 0x20 status (bit 0 busy), 0x60/0x64 raise/ack interrupt, 0x80/0x88/0x90/0x98
+DMA source/destination/count/command, device buffer at 0x40000 (4 KiB).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import mmap
+import os
+import struct
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+EDU = "0000:00:05.0"
+DMA_BUF = 0x40000
+# QEMU 7.2's edu checks that the END of a transfer lies strictly inside its 4 KiB buffer
+# (end < 0x41000), so a full 4096-byte transfer aborts the whole VM with "DMA range ... out of
+# bounds": at most 0xfff bytes per transfer. 4092 keeps it a whole number of dwords.
+DMA_LEN = 4092
+RESULTS: dict[str, Any] = {}
+
+
+def cli(*args: str) -> dict[str, Any]:
+    """Run ``tinyhw ARGS`` in-process; exit code, stdout, stderr."""
+    from tinyhw.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 0
+    return {"args": list(args), "code": code, "out": out.getvalue(), "err": err.getvalue()}
+
+
+def sh(*args: str) -> str:
+    return subprocess.run(list(args), capture_output=True, text=True, check=False).stdout
+
+
+def step(name: str):  # noqa: ANN201 - decorator
+    """Run the decorated function now as step ``name`` (unless $TINYHW_GUEST_STEPS names others)."""
+    only = [x for x in os.environ.get("TINYHW_GUEST_STEPS", "").split(",") if x]
+
+    def wrap(fn):  # noqa: ANN001, ANN202
+        if only and name not in only:
+            return fn
+        t0 = time.monotonic()
+        try:
+            RESULTS[name] = fn()
+        except Exception:  # noqa: BLE001 - recorded for the host-side test to report
+            RESULTS[name] = {"error": traceback.format_exc()}
+        RESULTS.setdefault("timings", {})[name] = round(time.monotonic() - t0, 3)
+        return fn
+
+    return wrap
+
+
+def wait_clear(region: Any, offset: int, bit: int, timeout_s: float = 5.0) -> bool:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if not region.read32(offset) & bit:
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def poll_status(device: str, tries: int = 100) -> dict[str, Any]:
+    """`pci read 0 0x20` until the factorial busy bit (0) is clear; the last run's result."""
+    for _ in range(tries):
+        r = cli("-d", device, "pci", "read", "0", "0x20")
+        if r["code"] or not int(r["out"], 16) & 1:
+            return r
+        time.sleep(0.01)
+    return r
+
+
+def run_all() -> None:  # noqa: PLR0915 - one linear script, in the order the issue lists the proofs
+    addresses = sh("ls", "/sys/bus/pci/devices").split()
+
+    @step("listing")
+    def _() -> Any:
+        return {"lspci": sh("lspci", "-Dnn"), "tinyhw": cli("pci", "list"), "json": cli("--json", "pci", "list")}
+
+    @step("show")
+    def _() -> Any:
+        return {"lspci": sh("lspci", "-vvv", "-nn", "-D"), "lspci_x": sh("lspci", "-D", "-xxx"),
+                "tinyhw": {a: cli("-d", f"pci:{a}", "pci", "show") for a in addresses},
+                "config": {a: cli("-d", f"pci:{a}", "pci", "config") for a in addresses}}
+
+    @step("edu_pci")
+    def _() -> Any:
+        d = f"pci:{EDU}"
+        r = {"driver_before": os.path.basename(os.readlink(f"/sys/bus/pci/devices/{EDU}/driver"))
+             if os.path.exists(f"/sys/bus/pci/devices/{EDU}/driver") else None,
+             "id": cli("-d", d, "pci", "read", "0", "0"),
+             "live_w": cli("-d", d, "pci", "write", "0", "4", "0x12345678", "--yes"),
+             "live_r": cli("-d", d, "pci", "read", "0", "4"),
+             "fact_w": cli("-d", d, "pci", "write", "0", "8", "5", "--yes")}
+        r["fact_status"] = poll_status(d)
+        r["fact_r"] = cli("-d", d, "pci", "read", "0", "8")
+        r["stats"] = cli("-d", d, "--stats", "pci", "read", "0", "0", "--count", "4")
+        r["no_bar"] = cli("-d", d, "pci", "read", "2", "0")
+        r["outside"] = cli("-d", d, "pci", "read", "0", "0x100000")
+        r["no_device"] = cli("-d", "pci:0000:00:09.0", "pci", "read", "0", "0")
+        r["no_write_yes"] = cli("-d", d, "pci", "write", "0", "4", "1")
+        return r
+
+    @step("width")
+    def _() -> Any:
+        """Stores of 0x12345678 to the liveness register, issued three ways, then read back.
+
+        edu answers only 4-byte accesses below 0x80; one 32-bit store reads back as the exact
+        inverse, anything split into narrower stores does not. pack_into is recorded (its
+        C code stores byte by byte, but a compiler may merge them), not relied upon.
+        """
+        from tinyhw.pci.mmio import access_width
+        from tinyhw.pci.sysfs import SysfsTransport
+
+        out: dict[str, Any] = {}
+        value = 0x12345678
+        with SysfsTransport(EDU) as t:
+            region = t.bar(0)
+            out["region_path"] = region.path
+            out["view_width"] = access_width(region.view)
+            fd = os.open(f"/sys/bus/pci/devices/{EDU}/resource0", os.O_RDWR | os.O_SYNC)
+            mm = mmap.mmap(fd, 1 << 20, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            os.close(fd)
+
+            def bytewise() -> None:
+                for i, b in enumerate(struct.pack("<I", value)):
+                    mm[4 + i] = b  # one single-byte store each
+
+            for name, store in (("write32", lambda: region.write32(4, value)), ("bytewise", bytewise),
+                                ("pack_into", lambda: struct.pack_into("<I", mm, 4, value))):
+                region.write32(4, 0)
+                store()
+                out[name] = region.read32(4)
+            region.write32(8, 1)
+            wait_clear(region, 0x20, 1)
+            region.write32(8, 6)
+            wait_clear(region, 0x20, 1)
+            out["factorial6"] = region.read32(8)
+            mm.close()
+        return out
+
+    @step("reads_per_second")
+    def _() -> Any:
+        from tinyhw.pci.sysfs import SysfsTransport
+
+        with SysfsTransport(EDU) as t:
+            region = t.bar(0)
+            n, t0 = 0, time.perf_counter()
+            while time.perf_counter() - t0 < 1.0:
+                for _ in range(1000):
+                    region.read32(0)
+                n += 1000
+            dt = time.perf_counter() - t0
+            return {"reads": n, "seconds": dt, "per_second": n / dt, "counted": t.counters.reg_reads}
+
+    @step("lock")
+    def _() -> Any:
+        """A pci: user and a vfio:/second pci: user of one device exclude each other (one lock key)."""
+        from tinyhw.pci.sysfs import SysfsTransport
+
+        with SysfsTransport(EDU) as t:
+            t.bar(0).read32(0)
+            return cli("-d", f"pci:{EDU}", "pci", "read", "0", "0")
+
+    @step("bind")
+    def _() -> Any:
+        r = {"no_yes": cli("-d", f"pci:{EDU}", "pci", "bind"), "bind": cli("-d", f"pci:{EDU}", "pci", "bind", "--yes")}
+        link = f"/sys/bus/pci/devices/{EDU}/driver"
+        r["driver"] = os.path.basename(os.readlink(link)) if os.path.exists(link) else None
+        r["override"] = Path(f"/sys/bus/pci/devices/{EDU}/driver_override").read_text().strip()
+        r["group"] = os.path.basename(os.readlink(f"/sys/bus/pci/devices/{EDU}/iommu_group"))
+        r["dev_vfio"] = sorted(os.listdir("/dev/vfio"))
+        r["pci_refused"] = cli("-d", f"pci:{EDU}", "pci", "read", "0", "0")
+        return r
+
+    @step("edu_vfio")
+    def _() -> Any:
+        d = f"vfio:{EDU}"
+        r = {"id": cli("-d", d, "pci", "read", "0", "0"),
+             "live_w": cli("-d", d, "pci", "write", "0", "4", "0xcafe0001", "--yes"),
+             "live_r": cli("-d", d, "pci", "read", "0", "4"),
+             "fact_w": cli("-d", d, "pci", "write", "0", "8", "6", "--yes")}
+        r["fact_status"] = poll_status(d)
+        r["fact_r"] = cli("-d", d, "pci", "read", "0", "8")
+        r["show"] = cli("-d", d, "pci", "show")
+        r["config"] = cli("-d", d, "--json", "pci", "config")
+        return r
+
+    @step("vfio_api")
+    def _() -> Any:
+        from tinyhw.errors import TinyhwError
+        from tinyhw.pci.vfio import VfioTransport
+
+        out: dict[str, Any] = {}
+        with VfioTransport(EDU) as t:
+            out["iommu_type"] = t.iommu_type
+            out["iova_pgsizes"] = t.iova_pgsizes
+            out["num_regions"], out["num_irqs"] = t.num_regions, t.num_irqs
+            out["device_flags"] = t.device_flags
+            r0 = t.region(0)
+            out["bar0"] = {"size": r0.size, "offset": r0.offset, "flags": r0.flags}
+            out["config_region"] = {"size": t.region(7).size, "offset": t.region(7).offset}
+            region = t.bar(0)
+            out["bar0_path"] = region.path
+            out["id"] = region.read32(0)
+            # interrupts: MSI through an eventfd; edu raises it on a write to 0x60. An MSI is a
+            # memory write by the device, so it needs bus mastering like DMA does.
+            t.set_bus_master(True)
+            fd = t.enable_irqs("msi", 1)[0]
+            out["msi_before"] = t.wait_irq(fd, 0.05)
+            region.write32(0x60, 1)
+            out["msi_after"] = t.wait_irq(fd, 2.0)
+            region.write32(0x64, 1)
+            out["irq_status_after_ack"] = region.read32(0x24)
+            t.disable_irqs("msi")
+            # reset
+            try:
+                t.reset()
+                out["reset"] = "ok"
+            except TinyhwError as e:
+                out["reset"] = f"refused: {e}"
+            # DMA: host -> device buffer -> host, through the IOMMU at IOVAs below 256 MiB
+            pattern = bytes((i * 7 + 3) & 0xFF for i in range(DMA_LEN))
+            src, dst = t.dma_alloc(4096), t.dma_alloc(4096)
+            out["iovas"] = [src.iova, dst.iova]
+            src.write(0, pattern)
+
+            def dma(src_addr: int, dst_addr: int, cmd: int) -> bool:
+                region.write32(0x80, src_addr)
+                region.write32(0x88, dst_addr)
+                region.write32(0x90, DMA_LEN)
+                region.write32(0x98, cmd)
+                return wait_clear(region, 0x98, 1)
+
+            t.set_bus_master(False)
+            out["no_master_done"] = dma(src.iova, DMA_BUF, 1) and dma(DMA_BUF, dst.iova, 3)
+            out["no_master_equal"] = dst.read(0, DMA_LEN) == pattern
+            t.set_bus_master(True)
+            out["command"] = t.config_read(4, 2)
+            out["to_device_done"] = dma(src.iova, DMA_BUF, 1)
+            out["to_host_done"] = dma(DMA_BUF, dst.iova, 3)
+            got = dst.read(0, DMA_LEN)
+            out["equal"] = got == pattern
+            out["first_diff"] = next((i for i in range(DMA_LEN) if got[i] != pattern[i]), None)
+            out["dma_buffers_before_close"] = len(t.dma)
+            # the device lock is shared: while this vfio: user holds it, neither a pci: user nor an
+            # unbind (which would pull the device from under us) gets in
+            out["locked_pci"] = cli("-d", f"pci:{EDU}", "pci", "read", "0", "0")
+            out["locked_unbind"] = cli("-d", f"pci:{EDU}", "pci", "unbind", "--yes")
+            out["locked_vfio"] = cli("-d", f"vfio:{EDU}", "pci", "read", "0", "0")
+        out["dma_buffers_after_close"] = len(t.dma)
+        return out
+
+    @step("unbind")
+    def _() -> Any:
+        r = {"unbind": cli("-d", f"pci:{EDU}", "pci", "unbind", "--yes")}
+        link = f"/sys/bus/pci/devices/{EDU}/driver"
+        r["driver"] = os.path.basename(os.readlink(link)) if os.path.exists(link) else None
+        r["override"] = Path(f"/sys/bus/pci/devices/{EDU}/driver_override").read_text().strip()
+        r["id_again"] = cli("-d", f"pci:{EDU}", "pci", "read", "0", "0")
+        return r
+
+    @step("nobody")
+    def _() -> Any:
+        """Missing permission: the same read as user nobody (65534) in a forked child."""
+        rd, wr = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child
+            os.close(rd)
+            code = 99
+            try:
+                os.makedirs("/tmp/nobody-locks", exist_ok=True)
+                os.chmod("/tmp/nobody-locks", 0o777)
+                os.setgid(65534)
+                os.setuid(65534)
+                os.environ["TINYHW_LOCK_DIR"] = "/tmp/nobody-locks"
+                res = cli("-d", f"pci:{EDU}", "pci", "read", "0", "0")
+                os.write(wr, json.dumps(res).encode())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(wr)
+        data = b""
+        while chunk := os.read(rd, 65536):
+            data += chunk
+        os.waitpid(pid, 0)
+        return json.loads(data or b"{}")
+
+
+def main() -> None:
+    outdir = sys.argv[1]
+    t0 = time.monotonic()
+    try:
+        run_all()
+    finally:
+        RESULTS["total_s"] = round(time.monotonic() - t0, 3)
+        with open(os.path.join(outdir, "results.json"), "w") as f:
+            json.dump(RESULTS, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

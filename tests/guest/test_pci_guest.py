@@ -1,0 +1,187 @@
+"""Real-kernel tier: tinyhw's pci:/vfio: transports and `tinyhw pci` in a QEMU guest with the edu device.
+
+One boot for all of these (the ``guest`` session fixture); each test asserts on one step of
+pciguest_main.py. Spec: specs/real-kernel-harness.md; specs/pci-vfio-remote.md §4, §6.3, §8.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+EDU = "0000:00:05.0"
+
+
+def step(guest: dict[str, Any], name: str) -> Any:
+    """One step's result; fails with the guest-side traceback when the step raised."""
+    r = guest.get(name)
+    assert r is not None, f"the guest did not run step {name!r}; console:\n{guest['_boot']['console']}"
+    if isinstance(r, dict) and "error" in r and len(r) == 1:
+        pytest.fail(f"guest step {name} raised:\n{r['error']}", pytrace=False)
+    return r
+
+
+def ok(r: dict[str, Any]) -> str:
+    """stdout of a successful in-guest CLI run."""
+    assert r["code"] == 0, f"tinyhw {' '.join(r['args'])} exited {r['code']}: {r['err']}"
+    return r["out"]
+
+
+def refused(r: dict[str, Any], code: int, pattern: str) -> None:
+    assert r["code"] == code, (r["code"], r["err"])
+    assert r["out"] == ""
+    lines = r["err"].splitlines()
+    assert re.search(pattern, lines[-1]), lines
+    assert lines[-1].startswith("error: ")
+
+
+def blocks(text: str) -> dict[str, list[str]]:
+    """lspci output split into per-device blocks, keyed by the address at the start of each."""
+    out = {}
+    for b in text.strip().split("\n\n"):
+        lines = b.splitlines()
+        if lines:
+            out[lines[0].split()[0]] = lines
+    return out
+
+
+def test_boot_is_fast(guest: dict[str, Any]) -> None:
+    assert guest["_boot"]["returncode"] == 0, guest["_boot"]["serial"]
+    assert guest["_boot"]["wall_s"] < 60, guest["timings"]  # boot + every step + power-off
+
+
+def test_pci_list_equals_guest_lspci(guest: dict[str, Any]) -> None:
+    r = step(guest, "listing")
+    assert ok(r["tinyhw"]).splitlines() == r["lspci"].splitlines()
+    assert f"{EDU} Unclassified device [00ff]: Device [1234:11e8] (rev 10)" in r["lspci"].splitlines()
+    doc = json.loads(ok(r["json"]))
+    assert [d["line"] for d in doc] == r["lspci"].splitlines()
+    edu = next(d for d in doc if d["address"] == EDU)
+    assert (edu["vendor_id"], edu["device_id"], edu["revision"], edu["class_code"]) == (0x1234, 0x11E8, 0x10, 0xFF00)
+
+
+def test_pci_show_and_config_agree_with_guest_lspci(guest: dict[str, Any]) -> None:
+    r = step(guest, "show")
+    theirs, dumps = blocks(r["lspci"]), blocks(r["lspci_x"])
+    assert set(r["tinyhw"]) == set(theirs) and len(theirs) >= 6
+    for addr, res in r["tinyhw"].items():
+        ours = ok(res).splitlines()
+        lspci = theirs[addr]
+        assert ours[0] == lspci[0]
+        for prefix in ("\tSubsystem:", "\tControl:", "\tStatus:", "\tRegion ", "\tKernel driver in use:"):
+            assert [x for x in ours if x.startswith(prefix)] == [x for x in lspci if x.startswith(prefix)], \
+                (addr, prefix)
+        caps_ours = [x for x in ours if x.startswith("\tCapabilities:")]
+        caps_theirs = [x for x in lspci if x.startswith("\tCapabilities:")]
+        assert len(caps_ours) == len(caps_theirs), (addr, caps_ours, caps_theirs)
+        for o, t in zip(caps_ours, caps_theirs, strict=True):
+            assert t.startswith(o), (addr, o, t)
+        assert ok(r["config"][addr]).rstrip("\n").splitlines() == dumps[addr], addr
+
+
+def test_edu_registers_through_pci(guest: dict[str, Any]) -> None:
+    r = step(guest, "edu_pci")
+    assert r["driver_before"] is None  # no kernel driver claims edu: nothing to refuse
+    assert ok(r["id"]) == "0x010000ed\n"
+    assert "write 0x12345678 to bar0 offset 0x4" in r["live_w"]["err"] and r["live_w"]["code"] == 0
+    assert ok(r["live_r"]) == f"0x{~0x12345678 & 0xFFFFFFFF:08x}\n"  # liveness: bitwise inverse
+    ok(r["fact_w"])
+    assert int(ok(r["fact_status"]), 16) & 1 == 0
+    assert ok(r["fact_r"]) == "0x00000078\n"  # 5! = 120
+    stats = json.loads(r["stats"]["err"].splitlines()[-1])
+    assert stats["reg_reads"] == 4 and stats["reg_writes"] == 0
+
+
+def test_bad_input_is_one_line_and_right_exit_code(guest: dict[str, Any]) -> None:
+    r = step(guest, "edu_pci")
+    refused(r["no_bar"], 2, r"bar2 is not implemented")
+    refused(r["outside"], 2, r"outside the bar \(size 0x100000\)")
+    refused(r["no_device"], 3, r"no pci function 0000:00:09.0")
+    refused(r["no_write_yes"], 2, r"needs --yes")
+    refused(step(guest, "nobody"), 3, r"cannot open .*resource0 \(permission denied\); run as root")
+
+
+def test_register_stores_are_single_32bit_accesses(guest: dict[str, Any]) -> None:
+    """edu honours only 4-byte accesses: write32's store arrives whole, byte stores do not."""
+    r = step(guest, "width")
+    assert r["view_width"] == 4 and r["region_path"].endswith("/resource0")
+    assert r["write32"] == ~0x12345678 & 0xFFFFFFFF
+    assert r["bytewise"] != ~0x12345678 & 0xFFFFFFFF  # the device tells the access widths apart
+    assert r["factorial6"] == 720
+
+
+def test_reads_per_second_reported(guest: dict[str, Any]) -> None:
+    r = step(guest, "reads_per_second")
+    assert r["counted"] == r["reads"] and r["per_second"] > 1000
+
+
+def test_device_lock_refuses_second_user(guest: dict[str, Any]) -> None:
+    refused(step(guest, "lock"), 3, r"device 0000:00:05.0 is in use by pid \d+")
+
+
+def test_bind_to_vfio_pci(guest: dict[str, Any]) -> None:
+    r = step(guest, "bind")
+    refused(r["no_yes"], 2, "needs --yes")
+    assert "plan:" in r["no_yes"]["err"] and "driver_override" in r["no_yes"]["err"]
+    assert ok(r["bind"]) == f"{EDU}: unbound no driver, bound vfio-pci\n"
+    assert (r["driver"], r["override"]) == ("vfio-pci", "vfio-pci")
+    assert r["group"] in r["dev_vfio"] and "vfio" in r["dev_vfio"]
+    refused(r["pci_refused"], 2, r"bound to the kernel driver vfio-pci; refusing to map bar0; use --device vfio:")
+
+
+def test_edu_registers_through_vfio(guest: dict[str, Any]) -> None:
+    r = step(guest, "edu_vfio")
+    assert ok(r["id"]) == "0x010000ed\n"
+    ok(r["live_w"])
+    assert ok(r["live_r"]) == f"0x{~0xCAFE0001 & 0xFFFFFFFF:08x}\n"
+    ok(r["fact_w"])
+    assert int(ok(r["fact_status"]), 16) & 1 == 0
+    assert ok(r["fact_r"]) == "0x000002d0\n"  # 6! = 720
+    show = ok(r["show"]).splitlines()
+    assert show[0] == f"{EDU} Unclassified device [00ff]: Device [1234:11e8] (rev 10)"
+    assert "\tKernel driver in use: vfio-pci" in show
+    assert any(x.startswith("\tCapabilities: [40] MSI: ") for x in show)
+    assert json.loads(ok(r["config"]))["data"].startswith("3412e811")
+
+
+def test_vfio_regions_irq_reset_and_dma_round_trip(guest: dict[str, Any]) -> None:
+    r = step(guest, "vfio_api")
+    assert r["iommu_type"] == 3  # TYPE1v2 behind the emulated intel-iommu
+    assert r["iova_pgsizes"] & 0x1000
+    assert r["num_regions"] == 9 and r["num_irqs"] == 5
+    assert r["bar0"]["size"] == 1 << 20 and r["bar0"]["flags"] & 4 and r["bar0_path"] == "vfio region 0"
+    assert r["config_region"]["offset"] == 7 << 40
+    assert r["id"] == 0x010000ED
+    assert r["msi_before"] == 0 and r["msi_after"] == 1  # one MSI through the eventfd
+    assert r["irq_status_after_ack"] == 0
+    assert r["reset"].startswith("refused: ") or r["reset"] == "ok"
+    assert all(iova < 1 << 28 for iova in r["iovas"])  # edu masks DMA addresses to 28 bits
+    assert r["no_master_done"] and not r["no_master_equal"]  # without bus mastering no data arrives
+    assert r["command"] & 0x4
+    assert r["to_device_done"] and r["to_host_done"]
+    assert r["equal"], f"first differing byte at {r['first_diff']}"
+    assert (r["dma_buffers_before_close"], r["dma_buffers_after_close"]) == (2, 0)
+    refused(r["locked_vfio"], 3, r"device 0000:00:05.0 is in use by pid \d+")
+    refused(r["locked_unbind"], 3, r"device 0000:00:05.0 is in use by pid \d+")
+    assert r["locked_pci"]["code"] in (2, 3)  # refused: bound to vfio-pci (checked before the lock)
+
+
+def test_unbind_restores(guest: dict[str, Any]) -> None:
+    r = step(guest, "unbind")
+    assert ok(r["unbind"]) == f"{EDU}: unbound vfio-pci, now no driver\n"
+    assert (r["driver"], r["override"]) == (None, "(null)")
+    assert ok(r["id_again"]) == "0x010000ed\n"
+
+
+def test_missing_tools_fail_with_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Without qemu (or busybox-static) the tier fails, naming the package; it never skips."""
+    from build import GuestUnavailable, build_guest
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(GuestUnavailable, match=r"qemu-system-x86_64 is missing: install the Debian package "
+                                               r"qemu-system-x86"):
+        build_guest(tmp_path / "cache")
