@@ -30,10 +30,11 @@ def list_pci() -> list[Listed]:
     """Display-class AMD and NVIDIA functions in this machine's sysfs (read-only)."""
     from tinyhw.formats.pciids import PciIds
     from tinyhw.pci.scan import scan
+    from tinyhw.pci.sysfs import devices_dir, sysfs_root
 
     ids = PciIds.load()
     out = []
-    for dev in scan():
+    for dev in scan(devices_dir(sysfs_root())):
         if dev.vendor_id in GPU_VENDORS and dev.class_code >> 16 == DISPLAY_CLASS:
             out.append(Listed(f"pci:{dev.address}", "pci", False, ids.device_name(dev.vendor_id, dev.device_id), {
                 "vendor_id": dev.vendor_id, "device_id": dev.device_id, "driver": dev.driver}))

@@ -26,7 +26,7 @@ ACCEPTED_FORMS = (
 
 MOCK_BOARDS = ("navi31", "navi31-usb")
 
-_BDF = re.compile(r"^(?:(?P<dom>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})\.(?P<fn>[0-7])$")
+_BDF = re.compile(r"^(?:(?P<dom>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})\.(?P<fn>[0-7])$")
 _OPTION_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
@@ -65,7 +65,7 @@ def normalize_bdf(addr: str, text: str) -> str:
     m = _BDF.match(addr)
     if not m:
         raise _bad(text, f"{addr!r} is not a PCI address like 0000:03:00.0")
-    dom = m.group("dom") or "0000"
+    dom = m.group("dom") or "0000"  # 4 hex digits, or more for VMD-style domains (0000:... / 10000:...)
     return f"{dom}:{m.group('bus')}:{m.group('dev')}.{m.group('fn')}".lower()
 
 
