@@ -1,0 +1,35 @@
+"""Optional abilities of a transport, each its own small interface (ARCHITECTURE.md, "The transport seam").
+
+A feature that needs one asks with :func:`tinyhw.transport.base.require`, which returns the
+transport or raises a clear "the X transport cannot ..." error, so no feature tests a transport's
+class or reaches into its internals.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Resettable(Protocol):
+    """A function-level reset the transport can issue (sysfs ``reset``, VFIO_DEVICE_RESET)."""
+
+    def reset(self) -> None: ...
+
+
+@runtime_checkable
+class DmaBuffers(Protocol):
+    """Pinned host buffers mapped for device DMA at an IOVA (VFIO type1)."""
+
+    def dma_alloc(self, size: int, iova: int | None = None) -> Any: ...
+
+    def dma_free(self, buf: Any) -> None: ...
+
+
+@runtime_checkable
+class Interrupts(Protocol):
+    """Device interrupts delivered to the host (VFIO eventfds)."""
+
+    def enable_irqs(self, kind: str = "msi", count: int = 1) -> list[int]: ...
+
+    def wait_irq(self, fd: int, timeout_s: float) -> int: ...
