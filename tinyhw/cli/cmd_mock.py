@@ -8,12 +8,16 @@ from pathlib import Path
 import click
 
 from tinyhw.cli.app import App
+from tinyhw.cli.cmd_gadget import gadget
 from tinyhw.errors import Refused
 
 
 @click.group()
 def mock() -> None:
     """Manage the built-in emulated boards (their flash contents live in a file)."""
+
+
+mock.add_command(gadget)
 
 
 @mock.command("reset")

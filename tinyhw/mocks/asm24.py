@@ -18,6 +18,7 @@ injection live here. Decisions the spec leaves open are listed in the docstrings
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from tinyhw.boards.navi31 import USB_GPU_BUS
@@ -48,6 +49,7 @@ from tinyhw.transport.clock import VirtualClock
 __all__ = [
     "Asm24Bridge",
     "Asm24Timing",
+    "DataStage",
     "Disconnect",
     "Overflow",
     "Setup",
@@ -81,10 +83,33 @@ class TransferRecord(NamedTuple):
     crc32: int  # of the data moved
 
 
+class DataStage:
+    """The data stage of an OUT control request that the host sends only once the device takes it.
+
+    A front end that sees the setup packet before the data (FunctionFS: the data is read from ep0
+    after the SETUP event, and reading it completes the transfer on the host) hands this instead
+    of bytes; the core calls :meth:`fetch` only after deciding from the setup packet that the
+    firmware takes the data stage (:meth:`Asm24Bridge.control`), so a request it refuses is
+    stalled or left unanswered before any data moves. ``fetch`` may raise :class:`Timeout`
+    when the host gave up first.
+    """
+
+    def __init__(self, length: int, fetch: Callable[[int], bytes]) -> None:
+        self.length, self._fetch = length, fetch
+
+    def __len__(self) -> int:
+        return self.length
+
+    def fetch(self) -> bytes:
+        return bytes(self._fetch(self.length))
+
+
 _STATUS = {Stall: "stall", Timeout: "timeout", Disconnect: "disconnect", Overflow: "overflow"}
 
 REQ_E4, REQ_E5, REQ_F0, REQ_F2, REQ_F3 = 0xE4, 0xE5, 0xF0, 0xF2, 0xF3
 E4_CAP = {"ss": 512, "hs": 64}
+#: the OUT data stage (bytes) each vendor OUT request of the firmware takes (§4.1); others take none
+OUT_DATA_STAGE = {(0x40, REQ_F0): 12, (0x40, REQ_E5): 0, (0x40, REQ_F2): 0, (0x40, REQ_F3): 0}
 
 
 class Asm24Bridge(EndpointMixin):
@@ -199,14 +224,15 @@ class Asm24Bridge(EndpointMixin):
                                               crc32=zlib.crc32(moved) if ok else 0))
 
     # -- control endpoint ------------------------------------------------------------------------
-    def control(self, bmRequestType: int, bRequest: int, wValue: int, wIndex: int, data: bytes | int, *,
-                timeout: float | None = None) -> bytes | int:
-        """One control transfer. ``data``: the OUT payload, or the wLength of an IN request.
+    def control(self, bmRequestType: int, bRequest: int, wValue: int, wIndex: int,
+                data: bytes | int | DataStage, *, timeout: float | None = None) -> bytes | int:
+        """One control transfer. ``data``: the OUT payload (bytes, or a :class:`DataStage` read
+        on demand), or the wLength of an IN request.
 
         Returns the IN data (possibly short) or the number of OUT bytes accepted.
         """
         wlen = data if isinstance(data, int) else len(data)
-        payload = b"" if isinstance(data, int) else bytes(data)
+        payload = b"" if isinstance(data, (int, DataStage)) else bytes(data)
         setup = Setup(bmRequestType & 0xFF, bRequest & 0xFF, wValue & 0xFFFF, wIndex & 0xFFFF, wlen)
         if setup.rt & 0x60 != 0x40:
             return self._standard(setup, timeout)
@@ -215,6 +241,9 @@ class Asm24Bridge(EndpointMixin):
         try:
             budget = self._begin("control", setup, None, wlen, timeout)
             budget.spend(self.timing.control_rtt_s)
+            self._take_data_stage(setup, budget)
+            if isinstance(data, DataStage) and wlen:
+                payload = data.fetch()
             result = self._vendor(setup, payload, budget)
             moved = result if isinstance(result, bytes) else payload[:result]
             self.counters["bytes_in" if setup.rt & 0x80 else "bytes_out"] += len(moved)
@@ -224,6 +253,22 @@ class Asm24Bridge(EndpointMixin):
             raise
         finally:
             self._end(error, moved)
+
+    def _take_data_stage(self, setup: Setup, budget: Budget) -> None:
+        """Decide from the setup packet alone whether the firmware takes an OUT data stage (§4.1, §4.8).
+
+        A request the firmware does not handle gets no data stage (the host times out); a known
+        request announcing another length than its own is stalled. Both front ends go through
+        here before any data is used, whether the data came with the request (pyusb) or is read
+        from the host afterwards (FunctionFS).
+        """
+        if setup.rt & 0x80 or not setup.wlen:
+            return
+        want = OUT_DATA_STAGE.get((setup.rt, setup.req))
+        if want is None:
+            budget.hang()
+        if setup.wlen != want:
+            raise Stall(f"request 0x{setup.req:02x} takes {want} data bytes, not {setup.wlen}")
 
     def _fallthrough(self, setup: Setup, budget: Budget) -> bytes | int:
         """A request the firmware does not handle: acknowledged without data, else no data stage."""
@@ -306,8 +351,6 @@ class Asm24Bridge(EndpointMixin):
     def _e5(self, setup: Setup, payload: bytes, budget: Budget) -> int:
         """0xE5 XDATA write of one byte (wIndex low byte) at wValue; the landing page ignores it."""
         _, _, wv, wi, wlen = setup
-        if wlen:
-            raise Stall("e5 takes no data stage")
         if wi >> 8:
             self.anomaly(f"e5 to alternate xdata bank 0x{wi >> 8:02x}")
             return 0
@@ -360,8 +403,6 @@ class Asm24Bridge(EndpointMixin):
     def _f2(self, setup: Setup, payload: bytes, budget: Budget) -> int:
         """0xF2 SRAM DMA arm: bit 15 direction, bits 14:0 sectors; wIndex = first slot | slots << 8."""
         _, _, wv, wi, wlen = setup
-        if wlen:
-            raise Stall("f2 takes no data stage")
         to_host, sectors = bool(wv & 0x8000), wv & 0x7FFF
         slot, slots = wi & 0xFF, (wi >> 8) or 1
         length = sectors * 512
@@ -380,8 +421,6 @@ class Asm24Bridge(EndpointMixin):
     def _f3(self, setup: Setup, payload: bytes, budget: Budget) -> int:
         """0xF3 PCIe power: 1 = rails on, PERST# pulse, train (the status stage waits); 0 = off."""
         _, _, wv, wi, wlen = setup
-        if wlen:
-            raise Stall("f3 takes no data stage")
         if wv & 1:
             self.hierarchy.perst()
             budget.spend(self.link.power_on())

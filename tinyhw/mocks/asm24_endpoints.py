@@ -209,6 +209,29 @@ class EndpointMixin:
         self.counters["f2_bytes_in"] += len(data)
         return True
 
+    # -- what a packet-level front end may move (FunctionFS) ------------------------------------------
+    def in_pending(self: Asm24Bridge) -> int:
+        """Bytes the IN endpoint delivers without the host asking anything else first: the packets
+        queued plus the rest of the current streaming read; 0 when it NAKs.
+
+        A front end that sees packets rather than the host's transfers (FunctionFS) asks for this
+        many bytes in one :meth:`bulk_in`; the custom firmware's host reads exactly a stream's or an
+        0xF2 arm's length, so the transfers (and the log) match the pyusb front end's.
+        """
+        queued = sum(len(pkt) for pkt, _, _ in self.in_fifo)
+        if self.stream_mode == 2:
+            queued += 4 * self.stream_remaining
+        return queued
+
+    def out_pending(self: Asm24Bridge) -> int:
+        """Bytes the OUT endpoint accepts before it NAKs again: the open 0xF2 arms, else the rest of
+        an armed streaming write; 0 when nothing is armed (the host's data then waits and times out)."""
+        if self.f2_out:
+            return sum(length - received for _, length, received in self.f2_out)
+        if self.stream_mode == 1 and self.out_armed:
+            return 4 * self.stream_remaining
+        return 0
+
     # -- bulk transfers ----------------------------------------------------------------------------------
     def _check_ep(self: Asm24Bridge, ep: int, out: bool, budget: Budget) -> None:
         valid = {EP_IN, EP_OUT}

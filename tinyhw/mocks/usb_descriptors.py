@@ -42,8 +42,9 @@ SPEED_SUPER = 4
 
 
 def bulk_max_packet(speed: str) -> int:
-    """Bulk endpoint max packet size: 1024 B at SuperSpeed, 512 B at High-Speed (§3)."""
-    return 1024 if speed == "ss" else 512
+    """Bulk endpoint max packet size: 1024 B at SuperSpeed, 512 B at High-Speed (§3); 64 B at Full-Speed
+    (the USB 2.0 limit, for a gadget's full-speed descriptor set)."""
+    return {"ss": 1024, "hs": 512, "fs": 64}[speed]
 
 
 def ep0_max_packet(speed: str) -> int:
@@ -69,10 +70,17 @@ def _interface(alt: int, endpoints: list[bytes]) -> bytes:
         endpoints)
 
 
+def bulk_interface(speed: str) -> bytes:
+    """Interface 0 alt 0 with the two bulk endpoints the custom firmware's host uses (0x81 IN,
+    0x02 OUT, §3) at ``speed``'s packet size ("fs": 64 B): alt 0 of the SuperSpeed layout, and
+    what a FunctionFS front end announces for High-Speed and Full-Speed."""
+    return _interface(0, [_endpoint(speed, EP_IN, 0), _endpoint(speed, EP_OUT, 0)])
+
+
 def configuration_descriptor(speed: str) -> bytes:
     """The full configuration descriptor (configuration 1, self-powered, interface 0)."""
     if speed == "ss":
-        body = _interface(0, [_endpoint(speed, EP_IN, 0), _endpoint(speed, EP_OUT, 0)])
+        body = bulk_interface(speed)
         body += _interface(1, [_endpoint(speed, EP_IN, 5), _endpoint(speed, EP_OUT, 5),
                                _endpoint(speed, EP_UAS_STATUS, 5), _endpoint(speed, EP_UAS_COMMAND, 0)])
     else:

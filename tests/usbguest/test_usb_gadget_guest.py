@@ -1,0 +1,146 @@
+"""USB tier: the emulated bridge served by ``tinyhw mock gadget`` (FunctionFS on dummy_hcd) in a QEMU
+guest, driven by the unchanged usb transport through the real libusb and the kernel's USB stack.
+
+One boot for all of these (the ``usb_guest`` session fixture); each test asserts on one step of
+usbguest_main.py. Specs: specs/usb-real-stack-harness.md; specs/asm24-usb-bridge.md §2-§4, §10.
+Functional only: performance is compared on the emulator's counters (the guest is emulated).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tinyhw.cli.devices import open_device
+from tinyhw.formats.pciids import PciIds
+from tinyhw.probe import probe as do_probe
+from tinyhw.transport.devstr import parse_device
+
+
+def step(guest: dict[str, Any], name: str) -> Any:
+    r = guest.get(name)
+    assert r is not None, f"the guest did not run step {name!r}; console:\n{guest['_boot']['console']}"
+    if isinstance(r, dict) and set(r) == {"error"}:
+        pytest.fail(f"guest step {name} raised:\n{r['error']}\nconsole:\n{guest['_boot']['console'][-3000:]}",
+                    pytrace=False)
+    return r
+
+
+def ok(r: dict[str, Any]) -> str:
+    assert r["code"] == 0, f"tinyhw {' '.join(r['args'])} exited {r['code']}: {r['err']}"
+    return r["out"]
+
+
+def one_line_error(r: dict[str, Any], code: int, pattern: str) -> str:
+    assert r["code"] == code, (r["code"], r["err"])
+    lines = [ln for ln in r["err"].splitlines() if ln.strip()]
+    assert lines and lines[-1].startswith("error: ") and re.search(pattern, lines[-1]), r["err"]
+    assert "Traceback" not in r["err"]
+    return lines[-1]
+
+
+def test_gadget_modules_and_udc(usb_guest: dict[str, Any]) -> None:
+    r = step(usb_guest, "setup")
+    for m in ("usbcore", "udc_core", "libcomposite", "usb_f_fs", "dummy_hcd"):
+        assert m in r["modules"], r["modules"]
+    assert r["udcs"] == ["dummy_udc.0"] and r["gadget_dir"], r
+
+
+def test_list_and_probe_through_libusb(usb_guest: dict[str, Any]) -> None:
+    r = step(usb_guest, "probe")
+    listed = json.loads(ok(r["list_json"]))
+    usb = [d for d in listed if str(d.get("device", "")).startswith("usb:")]
+    assert len(usb) == 1 and re.fullmatch(r"usb:\d+-\d+", usb[0]["device"]), listed
+    assert usb[0]["device"] in ok(r["list"])
+    doc = json.loads(ok(r["probe"]))
+    assert (doc["vendor_id"], doc["device_id"]) == (0x1002, 0x744C)
+    assert doc["bridge"]["usb_id"] == "add1:0001" and doc["bridge"]["usb_speed"] == "high-speed"
+    assert doc["bridge"]["product"].startswith("custom")
+
+
+def test_gadget_stops_cleanly_and_reports(usb_guest: dict[str, Any]) -> None:
+    for name, key in (("probe", "gadget"), ("gadget_stop", None)):
+        g = step(usb_guest, name)
+        g = g[key] if key else g
+        assert g["code"] == 0, g["err"]
+        assert not g["configfs_left"] and not g["ffs_mounted"], g
+        rep = g["report"]
+        assert rep is not None and rep["udc"] == "dummy_udc.0" and rep["teardown_errors"] == [], g
+        assert rep["errors"] == [], rep["errors"]
+        assert rep["counters"]["usb_transfers"] == len(rep["transfers"]) > 0
+
+
+def _pyusb_tier_probe_log(tmp_path: Path) -> list[dict[str, Any]]:
+    """The same command against the pyusb-backend emulator at the gadget's link speed (High-Speed)."""
+    opened = open_device(parse_device(f"mock:navi31-usb,speed=hs,flash={tmp_path / 'flash.bin'}"))
+    try:
+        do_probe(opened.transport, PciIds.load())
+        records = opened.emulator_stats()["transfers"]
+    finally:
+        opened.close()
+    return [{"number": r.number, "kind": r.kind, "setup": list(r.setup) if r.setup else None, "endpoint": r.endpoint,
+             "length": r.length, "actual": r.actual, "status": r.status, "crc32": r.crc32} for r in records]
+
+
+def test_probe_transfers_equal_the_pyusb_tier(usb_guest: dict[str, Any], tmp_path: Path) -> None:
+    served = step(usb_guest, "probe")["gadget"]["report"]["transfers"]
+    expected = _pyusb_tier_probe_log(tmp_path)
+    assert len(served) == len(expected)
+    for a, b in zip(served, expected, strict=True):
+        assert a == b
+
+
+def test_flash_info_and_read(usb_guest: dict[str, Any]) -> None:
+    r = step(usb_guest, "flash")
+    info = json.loads(ok(r["info"]))
+    assert (info["jedec_id"], info["size"]) == ("c86015", 2 << 20), info
+    ok(r["read"])
+    assert r["read_equal"], "flash read over usb differs from the emulated flash file"
+
+
+def test_flash_write_then_read_back(usb_guest: dict[str, Any]) -> None:
+    r = step(usb_guest, "flash_write")
+    ok(r["write"])
+    ok(r["verify"])
+    assert r["verify_equal"], "the written range reads back differently over usb"
+    assert r["file_equal"], "the emulated flash file does not hold the written image"
+
+
+def test_unknown_vendor_request(usb_guest: dict[str, Any]) -> None:
+    """§4.8: acknowledged when wLength is 0; otherwise no data stage: the host times out, one line."""
+    r = step(usb_guest, "unknown_request")
+    assert r["in_type"] == "DeviceTimeout", r
+    assert "\n" not in r["in"] and "timed out" in r["in"] and "0xe7" in r["in"], r
+    assert r["out0"] == 0, r
+    assert r["ltssm_after"] == 0x78
+
+
+def test_second_process_is_refused_by_the_lock(usb_guest: dict[str, Any]) -> None:
+    r = step(usb_guest, "lock")["second"]
+    one_line_error(r, 3, r"lock|in use|busy")
+
+
+def test_unbound_mid_command_is_a_disconnect_not_a_hang(usb_guest: dict[str, Any]) -> None:
+    """§10 #10. Through the real stack the transfer in flight when the device goes away fails with
+    LIBUSB_ERROR_IO (dummy_hcd completes it with -EPROTO), not NO_DEVICE; only later calls see ENODEV.
+    The driver has to tell that apart from a transmission error (is the device still there?)."""
+    r = step(usb_guest, "disconnect")
+    assert r["running_at_unbind"] and not r["hung"], r
+    assert r["cmd"]["code"] == 1 and "Traceback" not in r["cmd"]["err"], r["cmd"]
+    last = r["cmd"]["err"].strip().splitlines()[-1]
+    assert "disconnected" in last, (
+        f"the usb driver reported {last!r}: an i/o error from a device that has left the bus should read "
+        "'device disconnected' (tinyhw/usb/device.py convert_usb_error)")
+    ok(r["probe_after"])
+
+
+def test_driver_honours_the_high_speed_limits(usb_guest: dict[str, Any]) -> None:
+    """§3/§4.2: at High-Speed, 0xE4 reads are split into pieces of at most 64 bytes (SuperSpeed: 255)."""
+    served = step(usb_guest, "probe")["gadget"]["report"]["transfers"]
+    e4 = [t["setup"][4] for t in served if t["setup"] and t["setup"][:2] == [0xC0, 0xE4]]
+    assert e4 and max(e4) <= 64
+    assert all(t["status"] == "ok" for t in served)

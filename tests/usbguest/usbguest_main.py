@@ -1,0 +1,256 @@
+"""Runs INSIDE the QEMU guest (one boot for the USB tier): the emulated bridge served by
+``tinyhw mock gadget`` on dummy_hcd, driven by tinyhw's usb transport through the real libusb and
+the kernel's USB host stack (specs/usb-real-stack-harness.md).
+
+Usage: ``python usbguest_main.py OUTDIR``; writes ``OUTDIR/results.json``, one entry per step
+(an exception is recorded as ``{"error": traceback}`` so one failure does not hide the others).
+The gadget runs as its own process (as users run it); driver commands run in-process where one
+process suffices (Python start-up is slow in the emulated guest) and as a second process where
+the point is a second process (the lock).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+RESULTS: dict[str, Any] = {}
+FLASH = Path("/tmp/usbguest-flash.bin")
+GADGET_DIR = Path("/sys/kernel/config/usb_gadget/tinyhw")
+UDC = "dummy_udc.0"
+RANGE = (0x1F0000, 0x1000)  # sector 496: a small range, few transfers (about 1.7 ms each here)
+
+#: the driver sends a vendor request the firmware does not know (0xE7): IN with data, then OUT without
+UNKNOWN_REQUEST = """
+import json
+from tinyhw.errors import TinyhwError
+from tinyhw.usb.bridge import IN, OUT
+from tinyhw.usb.transport import UsbTransport
+t = UsbTransport("")
+r = {}
+try:
+    try:
+        t.bridge._ctrl(IN, 0xE7, 0, 0, 16, 1.0, "vendor request 0xe7")
+        r["in"] = "answered"
+    except TinyhwError as e:
+        r["in"], r["in_type"] = str(e), type(e).__name__
+    try:
+        r["out0"] = t.bridge._ctrl(OUT, 0xE7, 0, 0, b"", 1.0, "vendor request 0xe7")
+    except TinyhwError as e:
+        r["out0"] = str(e)
+    r["ltssm_after"] = t.bridge.ltssm()
+finally:
+    t.close()
+print(json.dumps(r))
+"""
+
+#: holds the bridge open (and its lock) until stdin closes
+HOLD_OPEN = """
+import sys
+from tinyhw.usb.transport import UsbTransport
+t = UsbTransport("")
+print("ready", flush=True)
+sys.stdin.read()
+t.close()
+"""
+
+
+def cli(*args: str, timeout: float = 300) -> dict[str, Any]:
+    """``tinyhw ARGS`` as its own process: exit code, stdout, stderr, seconds.
+
+    Not in-process: without udevd (none in the guest) libusb learns of devices only when a process
+    starts, and the gadget comes and goes during the run.
+    """
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "tinyhw", *args], check=False, capture_output=True, text=True,
+                       timeout=timeout)
+    return {"args": list(args), "code": r.returncode, "out": r.stdout, "err": r.stderr,
+            "s": round(time.monotonic() - t0, 3)}
+
+
+def sh(*args: str) -> dict[str, Any]:
+    r = subprocess.run(list(args), check=False, capture_output=True, text=True, timeout=120)
+    return {"args": list(args), "code": r.returncode, "out": r.stdout, "err": r.stderr}
+
+
+def step(name: str):  # noqa: ANN201 - decorator
+    def wrap(fn):  # noqa: ANN001, ANN202
+        t0 = time.monotonic()
+        try:
+            RESULTS[name] = fn()
+        except Exception:  # noqa: BLE001 - recorded for the host-side test to report
+            RESULTS[name] = {"error": traceback.format_exc()}
+        RESULTS.setdefault("timings", {})[name] = round(time.monotonic() - t0, 3)
+        print(f"usbguest: step {name} done in {RESULTS['timings'][name]} s", file=sys.stderr, flush=True)
+        return fn
+
+    return wrap
+
+
+def bridges() -> list[str]:
+    """Bridges the kernel enumerated (sysfs; libusb is not asked, see :func:`cli`)."""
+    found = []
+    for d in Path("/sys/bus/usb/devices").iterdir():
+        with contextlib.suppress(OSError):
+            if (d / "idVendor").read_text().strip() == "add1":
+                found.append(f"usb:{int((d / 'busnum').read_text())}-{int((d / 'devnum').read_text())}")
+    return found
+
+
+def wait_for_bridge(present: bool = True, timeout_s: float = 30.0) -> float:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if bool(bridges()) == present:
+            return round(time.monotonic() - t0, 3)
+        time.sleep(0.1)
+    raise TimeoutError(f"the bridge did not {'appear' if present else 'go away'} within {timeout_s} s")
+
+
+class Gadget:
+    """``tinyhw --json mock gadget`` as a background process."""
+
+    def __init__(self) -> None:
+        self.p = subprocess.Popen([sys.executable, "-m", "tinyhw", "--json", "mock", "gadget", "--board", "navi31",
+                                   "--flash", str(FLASH)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            self.appeared_s = wait_for_bridge()
+        except TimeoutError as e:
+            if self.p.poll() is None:
+                self.p.send_signal(signal.SIGINT)
+            try:
+                out, err = self.p.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                out, err = self.p.communicate()
+            raise RuntimeError(f"{e}; gadget exit {self.p.returncode}\nstdout: {out[-1500:]}\nstderr: {err[-3000:]}"
+                               f"\ndmesg: {sh('dmesg')['out'][-3000:]}") from None
+
+    def stop(self) -> dict[str, Any]:
+        self.p.send_signal(signal.SIGINT)
+        try:
+            out, err = self.p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            out, err = self.p.communicate()
+            err += "\n[usbguest] the gadget did not stop within 60 s of SIGINT"
+        report = None
+        with contextlib.suppress(ValueError):
+            report = json.loads(out) if out.strip() else None
+        return {"code": self.p.returncode, "report": report, "out": out[-2000:] if report is None else "",
+                "err": err, "configfs_left": GADGET_DIR.exists(),
+                "ffs_mounted": "functionfs" in Path("/proc/mounts").read_text(), "appeared_s": self.appeared_s}
+
+
+def set_udc(name: str) -> None:
+    (GADGET_DIR / "UDC").write_text(name + "\n")
+
+
+def run_all() -> None:  # noqa: PLR0915 - one linear script, in the order the issue lists the proofs
+    @step("setup")
+    def _() -> Any:
+        mods = [line.split()[0] for line in Path("/proc/modules").read_text().splitlines()]
+        mount = sh("mount", "-t", "configfs", "none", "/sys/kernel/config")
+        return {"modules": mods, "mount": mount, "udcs": sorted(os.listdir("/sys/class/udc")),
+                "gadget_dir": Path("/sys/kernel/config/usb_gadget").is_dir(),
+                "python": sys.version, "libusb": bridges() == []}
+
+    @step("probe")
+    def _() -> Any:
+        g = Gadget()
+        r = {"list": cli("list"), "list_json": cli("--json", "list"),
+             "probe": cli("--device", "usb", "--json", "--stats", "probe")}
+        r["gadget"] = g.stop()
+        r["gone_s"] = wait_for_bridge(present=False)
+        return r
+
+    gadget: list[Gadget] = []
+
+    @step("flash")
+    def _() -> Any:
+        gadget.append(Gadget())
+        lo, n = RANGE
+        r: dict[str, Any] = {"info": cli("--device", "usb", "--json", "flash", "info"),
+                             "read": cli("--device", "usb", "flash", "read", hex(lo), hex(n), "-o", "/tmp/read.bin")}
+        r["read_equal"] = Path("/tmp/read.bin").read_bytes() == FLASH.read_bytes()[lo:lo + n]
+        return r
+
+    @step("unknown_request")
+    def _() -> Any:
+        r = sh(sys.executable, "-c", UNKNOWN_REQUEST)
+        doc = json.loads(r["out"]) if r["code"] == 0 and r["out"].strip() else {}
+        return {**doc, "proc": r}
+
+    @step("lock")
+    def _() -> Any:
+        holder = subprocess.Popen([sys.executable, "-c", HOLD_OPEN], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        try:
+            ready = holder.stdout.readline().strip() if holder.stdout else ""
+            second = cli("--device", "usb", "probe")
+        finally:
+            out, err = holder.communicate("", timeout=60)
+        return {"ready": ready, "second": second, "holder_err": err}
+
+    @step("disconnect")
+    def _() -> Any:
+        cmd = [sys.executable, "-m", "tinyhw", "--device", "usb", "flash", "read", "0", "0x100000",
+               "-o", "/tmp/big.bin"]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(15.0)  # Python start-up (~7 s here), open and enumeration (~3 s); then it reads
+        r: dict[str, Any] = {"running_at_unbind": p.poll() is None}
+        t0 = time.monotonic()
+        set_udc("")
+        try:
+            out, err = p.communicate(timeout=90)
+            r["hung"] = False
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            r["hung"] = True
+        r["after_unbind_s"] = round(time.monotonic() - t0, 3)
+        r["cmd"] = {"args": cmd, "code": p.returncode, "out": out, "err": err}
+        set_udc(UDC)
+        r["back_s"] = wait_for_bridge()
+        r["probe_after"] = cli("--device", "usb", "probe")
+        return r
+
+    @step("flash_write")
+    def _() -> Any:
+        """Last: with --no-backup the writer still reads the whole flash once for its sha256 (~42k transfers)."""
+        lo, n = RANGE
+        image = bytearray(FLASH.read_bytes())
+        image[lo + 0x100:lo + 0x110] = b"tinyhw usb tier!"
+        Path("/tmp/image.bin").write_bytes(image)
+        r: dict[str, Any] = {"write": cli("--device", "usb", "--stats", "flash", "write", "/tmp/image.bin",
+                                          "--start-sector", str(lo // 0x1000), "--sector-count", "1", "--yes",
+                                          "--no-backup", timeout=1200)}
+        r["verify"] = cli("--device", "usb", "flash", "read", hex(lo), hex(n), "-o", "/tmp/after.bin")
+        r["verify_equal"] = Path("/tmp/after.bin").read_bytes() == bytes(image[lo:lo + n])
+        r["file_equal"] = FLASH.read_bytes() == bytes(image)
+        return r
+
+    @step("gadget_stop")
+    def _() -> Any:
+        return gadget.pop().stop()
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    t0 = time.monotonic()
+    try:
+        run_all()
+    finally:
+        RESULTS["total_s"] = round(time.monotonic() - t0, 3)
+        (out / "results.json").write_text(json.dumps(RESULTS, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,423 @@
+"""The FunctionFS front end of the emulated ASM24 bridge: the device core served as a real USB device.
+
+Implements specs/usb-real-stack-harness.md ("Gadget set-up" step 3 and "ep0 events") over the
+device core of :mod:`tinyhw.mocks.asm24` (identity: specs/asm24-usb-bridge.md §2-§3). Like the
+pyusb front end it only translates; every decision (answers, stalls, requests left unanswered,
+faults, counters) is the core's:
+
+- ep0 (one thread): 12-byte events. SETUP -> :meth:`Asm24Bridge.control`; an IN reply is written
+  to ep0, an OUT data stage is read from ep0 only once the core takes it (:class:`DataStage`), a
+  request without data is acknowledged by a zero-length read. A stall is the opposite operation
+  (a read for IN, a write for OUT). A request the core leaves unanswered (:class:`Timeout`) gets
+  no data stage: the host times out, and the kernel cancels the setup when the next event
+  arrives. ENABLE (SET_CONFIGURATION / SET_INTERFACE) and DISABLE reach the core as the
+  configuration changes they are; UNBIND unconfigures it.
+- ep1 (bulk IN 0x81) and ep2 (bulk OUT 0x02), one thread each: the kernel shows packets, not the
+  host's transfers, so the core says how much it will move (:meth:`in_pending`,
+  :meth:`out_pending`) and that much is one transfer; nothing is queued while the core would NAK.
+- :class:`Disconnect` from the core (``disconnect@N``) asks the owner to take the device off the
+  bus (``on_disconnect``: unbind the UDC), which is what the host then sees.
+- Time: the host waits on its wall clock, so the core runs on a :class:`WallPacedClock` (modelled
+  time never lags wall time) and is handed no host time limit (``timeout=None``).
+- EPIPE, EBADF or ENODEV on ep0 end the service (the function is gone); ESHUTDOWN or EPIPE on a
+  bulk endpoint end that transfer (endpoint disabled or reset) and the thread waits for the next.
+
+Not forwarded by the kernel, hence not seen by the core: standard requests (GET_DESCRIPTOR,
+CLEAR_FEATURE(halt), ...), which the kernel answers from the descriptors written here. A bulk
+stall halts the endpoint in the kernel and clears it in the core at once.
+
+The configfs side (gadget, configuration, UDC binding) is :mod:`tinyhw.mocks.gadget_configfs`.
+No third-party library: os.read/os.write on the FunctionFS files, select.epoll, threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tinyhw.mocks.asm24 import Asm24Bridge, DataStage, Disconnect, Stall, Timeout, UsbFault
+from tinyhw.mocks.usb_descriptors import EP_IN, EP_OUT, PRODUCT, bulk_interface
+from tinyhw.transport.clock import VirtualClock
+
+# FunctionFS user-space ABI (include/uapi/linux/usb/functionfs.h)
+DESCRIPTORS_MAGIC_V2 = 3
+STRINGS_MAGIC = 2
+HAS_FS_DESC, HAS_HS_DESC, HAS_SS_DESC = 0x01, 0x02, 0x04
+ALL_CTRL_RECIP = 0x40
+EVENT_SIZE = 12
+BIND, UNBIND, ENABLE, DISABLE, SETUP, SUSPEND, RESUME = range(7)
+EVENT_NAMES = ("bind", "unbind", "enable", "disable", "setup", "suspend", "resume")
+LANGID_EN_US = 0x0409
+
+_GONE = (errno.EPIPE, errno.EBADF, errno.ENODEV)  # ep0: the function or file system has gone
+_ENDED = (errno.ESHUTDOWN, errno.EPIPE, errno.ECONNRESET, errno.EIDRM)  # a bulk transfer was aborted
+
+
+def _descriptor_count(blob: bytes) -> int:
+    pos = count = 0
+    while pos + 2 <= len(blob) and blob[pos]:
+        pos += blob[pos]
+        count += 1
+    return count
+
+
+def ffs_descriptors() -> bytes:
+    """The v2 descriptors blob written first to ep0: full- and high-speed sets of interface 0 with
+    bulk 0x81/0x02 (64 / 512-byte packets), and ALL_CTRL_RECIP so the bridge's vendor requests to
+    the *device* (bmRequestType 0x40/0xC0) reach the function."""
+    fs, hs = bulk_interface("fs"), bulk_interface("hs")
+    counts = struct.pack("<II", _descriptor_count(fs), _descriptor_count(hs))
+    body = counts + fs + hs
+    return struct.pack("<III", DESCRIPTORS_MAGIC_V2, 12 + len(body), HAS_FS_DESC | HAS_HS_DESC | ALL_CTRL_RECIP) + body
+
+
+def ffs_strings(strings: tuple[str, ...] = (PRODUCT,)) -> bytes:
+    """The strings blob written second: one language (en-US) with NUL-terminated UTF-8 strings."""
+    body = struct.pack("<H", LANGID_EN_US) + b"".join(s.encode() + b"\0" for s in strings)
+    return struct.pack("<IIII", STRINGS_MAGIC, 16 + len(body), len(strings), 1) + body
+
+
+class WallPacedClock(VirtualClock):
+    """The emulator's clock when a real host drives it: never behind the wall time since start.
+
+    The host waits on its wall clock (a flash erase polled for a second), so the modelled time
+    must pass at least as fast; modelled latencies still push it ahead (``advance``).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+        self._t0 = time.monotonic()
+
+    def now(self) -> float:
+        return max(self._t, time.monotonic() - self._t0)
+
+    def advance(self, seconds: float) -> None:
+        if seconds > 0:
+            self._t = self.now() + seconds
+
+
+@dataclass(frozen=True)
+class Event:
+    """One ep0 event: its type and, for SETUP, the setup packet."""
+
+    type: int
+    rt: int = 0
+    req: int = 0
+    wv: int = 0
+    wi: int = 0
+    wlen: int = 0
+
+    @classmethod
+    def parse(cls, raw: bytes) -> Event:
+        rt, req, wv, wi, wlen, etype = struct.unpack("<BBHHHB3x", raw)
+        return cls(etype, rt, req, wv, wi, wlen)
+
+    def pack(self) -> bytes:
+        return struct.pack("<BBHHHB3x", self.rt, self.req, self.wv, self.wi, self.wlen, self.type)
+
+    @property
+    def name(self) -> str:
+        return EVENT_NAMES[self.type] if self.type < len(EVENT_NAMES) else f"event {self.type}"
+
+
+def _retry(fn: Callable[[], Any]) -> Any:
+    """Repeat a system call interrupted by a signal or refused while the kernel holds its lock."""
+    while True:
+        try:
+            return fn()
+        except InterruptedError:
+            continue
+        except BlockingIOError:
+            threading.Event().wait(0.002)
+
+
+class FunctionFsGadget:
+    """Serves ``bridge`` on the FunctionFS instance mounted at ``ffs_dir``.
+
+    :meth:`open` writes the descriptors and strings (do it before binding the UDC), :meth:`start`
+    runs the three threads, :meth:`stop` ends them (bulk transfers still in flight end when the
+    UDC is unbound), :meth:`close` closes the files. ``opener(path, flags)`` opens a file
+    (default :func:`os.open`; tests hand socket pairs). ``on_disconnect`` is called (from its own
+    thread) when the core disconnects. The core is only touched under :attr:`lock`.
+    """
+
+    def __init__(self, bridge: Asm24Bridge, ffs_dir: Path | str, *,
+                 opener: Callable[[str, int], int] = os.open,
+                 on_disconnect: Callable[[], None] | None = None) -> None:
+        self.bridge = bridge
+        self.dir = Path(ffs_dir)
+        self.opener = opener
+        self.on_disconnect = on_disconnect
+        self.lock = threading.Condition()
+        self.enabled = False
+        self.stopping = False
+        self.event_counts: dict[str, int] = {}  # ep0 events seen, by name (for the report)
+        self.errors: list[str] = []  # unexpected errors met while serving (the service goes on)
+        self.teardown_errors: list[str] = []  # set-up steps whose undoing failed (gadget_configfs)
+        self.ep0 = self.ep_in = self.ep_out = -1
+        self._threads: list[threading.Thread] = []
+        self._wake_r, self._wake_w = os.pipe()
+        self._wait_any = select.epoll()  # level-triggered: an event to read, or stop
+        self._wait_new = select.epoll()  # edge-triggered: a new ep0 event after a pending setup
+        self._disconnect_requested = False
+
+    # -- set-up -------------------------------------------------------------------------------------
+    def open(self) -> None:
+        """Open ep0 and write the descriptors and strings; ep1 and ep2 then exist."""
+        self.ep0 = self.opener(str(self.dir / "ep0"), os.O_RDWR | os.O_CLOEXEC)
+        _retry(lambda: os.write(self.ep0, ffs_descriptors()))
+        _retry(lambda: os.write(self.ep0, ffs_strings()))
+        self.ep_in = self.opener(str(self.dir / "ep1"), os.O_RDWR | os.O_CLOEXEC | os.O_NONBLOCK)
+        self.ep_out = self.opener(str(self.dir / "ep2"), os.O_RDWR | os.O_CLOEXEC | os.O_NONBLOCK)
+        for ep in (self._wait_any, self._wait_new):
+            ep.register(self._wake_r, select.EPOLLIN)
+        self._wait_any.register(self.ep0, select.EPOLLIN)
+        self._wait_new.register(self.ep0, select.EPOLLIN | select.EPOLLET)
+
+    def start(self) -> None:
+        for name, target in (("ep0", self._ep0_loop), ("ep1-in", self._in_loop), ("ep2-out", self._out_loop)):
+            t = threading.Thread(target=target, name=f"gadget-{name}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Ask every thread to end and wait for them; False if one is still blocked in a transfer."""
+        with self.lock:
+            self.stopping = True
+            self.lock.notify_all()
+        os.write(self._wake_w, b"x")
+        for t in self._threads:
+            t.join(timeout)
+        return not any(t.is_alive() for t in self._threads)
+
+    def close(self) -> None:
+        for fd in (self.ep_in, self.ep_out, self.ep0):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.ep0 = self.ep_in = self.ep_out = -1
+        for ep in (self._wait_any, self._wait_new):
+            ep.close()
+        for fd in (self._wake_r, self._wake_w):
+            if fd >= 0:
+                os.close(fd)
+        self._wake_r = self._wake_w = -1
+
+    @property
+    def running(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
+    def _note(self, message: str) -> None:
+        self.errors.append(message)
+        print(f"gadget: {message}", file=sys.stderr)
+
+    # -- ep0 -----------------------------------------------------------------------------------------------
+    def _ep0_loop(self) -> None:
+        try:
+            while not self.stopping:
+                event = self._next_event()
+                if event is not None:
+                    self._dispatch(event)
+        except OSError as e:
+            if e.errno not in _GONE:
+                self._note(f"ep0 failed: {e}")
+        finally:
+            with self.lock:
+                self.stopping = True
+                self.enabled = False
+                self.lock.notify_all()
+
+    def _next_event(self) -> Event | None:
+        if not any(fd != self._wake_r for fd, _ in self._wait_any.poll()):
+            return None
+        try:
+            raw = _retry(lambda: os.read(self.ep0, EVENT_SIZE))
+        except OSError as e:
+            if e.errno == errno.EIDRM:  # the setup left unanswered was cancelled by the host's next request
+                return None
+            raise
+        if len(raw) < EVENT_SIZE:
+            if not raw:
+                raise OSError(errno.EPIPE, "ep0 closed")
+            return None
+        return Event.parse(raw[:EVENT_SIZE])
+
+    def _dispatch(self, ev: Event) -> None:
+        self.event_counts[ev.name] = self.event_counts.get(ev.name, 0) + 1
+        if ev.type == SETUP:
+            self._setup(ev)
+        elif ev.type in (ENABLE, DISABLE, UNBIND):
+            with self.lock:
+                self.enabled = ev.type == ENABLE
+                # ENABLE follows SET_CONFIGURATION(1) and SET_INTERFACE(0, 0): both reset the endpoints.
+                with contextlib.suppress(UsbFault):  # a disconnected core: nothing to configure
+                    self.bridge.control(0x00, 9, 1 if self.enabled else 0, 0, 0)
+                self.lock.notify_all()
+
+    def _receive(self, n: int) -> bytes:
+        """The OUT data stage, read once the core takes it; the host may have given up meanwhile."""
+        try:
+            return _retry(lambda: os.read(self.ep0, n))
+        except OSError as e:
+            if e.errno in (errno.EIDRM, errno.ECONNRESET, errno.ESHUTDOWN):
+                raise Timeout("the host cancelled the request before its data stage") from None
+            raise
+
+    def _setup(self, ev: Event) -> None:
+        self._wait_new.poll(0)  # forget wakeups up to here: only a later event cancels this setup
+        is_in = bool(ev.rt & 0x80)
+        data: int | bytes | DataStage = ev.wlen if is_in else (DataStage(ev.wlen, self._receive) if ev.wlen else b"")
+        outcome: str
+        reply: bytes | int = b""
+        with self.lock:
+            try:
+                reply = self.bridge.control(ev.rt, ev.req, ev.wv, ev.wi, data)
+                outcome = "ok"
+            except Stall:
+                outcome = "stall"
+            except Timeout:
+                outcome = "silent"
+            except Disconnect:
+                outcome = "disconnect"
+            except Exception as e:  # noqa: BLE001 - strict-emulation errors must not end the service
+                self._note(f"request 0x{ev.rt:02x}/0x{ev.req:02x} wValue 0x{ev.wv:04x} wIndex 0x{ev.wi:04x}: {e}")
+                outcome = "stall"
+            self.lock.notify_all()
+        if outcome == "ok":
+            self._answer(ev, reply)
+        elif outcome == "stall":
+            self._stall(is_in)
+        else:
+            if outcome == "disconnect":
+                self._request_disconnect()
+            self._wait_cancelled()
+
+    def _answer(self, ev: Event, reply: bytes | int) -> None:
+        try:
+            if isinstance(reply, bytes) and ev.rt & 0x80:
+                _retry(lambda: os.write(self.ep0, reply))
+            elif not ev.wlen:
+                _retry(lambda: os.read(self.ep0, 0))  # status stage of a request without data
+        except OSError as e:
+            if e.errno not in (errno.EIDRM, errno.ESRCH, errno.ECONNRESET, errno.ESHUTDOWN):
+                raise
+
+    def _stall(self, is_in: bool) -> None:
+        """Stall the pending request: the operation opposite to its direction."""
+        try:
+            if is_in:
+                _retry(lambda: os.read(self.ep0, 0))
+            else:
+                _retry(lambda: os.write(self.ep0, b""))
+        except OSError as e:
+            if e.errno not in (errno.EL2HLT, errno.EIDRM, errno.ESRCH, errno.EBADMSG, errno.ECONNRESET,
+                               errno.ESHUTDOWN):
+                raise
+
+    def _wait_cancelled(self) -> None:
+        """Leave the setup unanswered until the kernel reports a newer event (which cancels it) or stop."""
+        while not self.stopping:
+            if self._wait_new.poll(1.0):
+                return
+
+    def _request_disconnect(self) -> None:
+        if self._disconnect_requested or self.on_disconnect is None:
+            return
+        self._disconnect_requested = True
+        threading.Thread(target=self.on_disconnect, name="gadget-disconnect", daemon=True).start()
+
+    # -- bulk endpoints ------------------------------------------------------------------------------------
+    def _wait_for(self, pending: Callable[[], int]) -> int:
+        """Under the lock: wait until enabled with something to move (returns how much) or stopping (0)."""
+        while not self.stopping:
+            if self.enabled and not self.bridge.disconnected:
+                n = pending()
+                if n:
+                    return n
+            self.lock.wait(0.5)
+        return 0
+
+    def _in_loop(self) -> None:
+        while True:
+            with self.lock:
+                n = self._wait_for(self.bridge.in_pending)
+                if not n:
+                    return
+                try:
+                    data = self.bridge.bulk_in(EP_IN, n)
+                except Stall:
+                    self._halt(self.ep_in, EP_IN)
+                    continue
+                except Disconnect:
+                    self._request_disconnect()
+                    continue
+                except UsbFault:
+                    continue
+            if data and not self._bulk_io(lambda d=data: os.write(self.ep_in, d)):
+                return
+
+    def _out_loop(self) -> None:
+        while True:
+            with self.lock:
+                n = self._wait_for(self.bridge.out_pending)
+            if not n:
+                return
+            got: list[bytes] = []
+            if not self._bulk_io(lambda g=got, k=n: g.append(os.read(self.ep_out, k))):
+                return
+            if not got:
+                continue
+            with self.lock:
+                try:
+                    self.bridge.bulk_out(EP_OUT, got[0])
+                except Stall:
+                    self._halt(self.ep_out, EP_OUT)
+                except Disconnect:
+                    self._request_disconnect()
+                except UsbFault:
+                    pass  # the data already moved on the bus; the core logged its verdict
+                self.lock.notify_all()
+
+    def _bulk_io(self, op: Callable[[], Any]) -> bool:
+        """One bulk read or write; False when the service is ending. EAGAIN: the endpoint is not
+        enabled (FunctionFS with O_NONBLOCK) - wait for a change and let the caller ask again."""
+        while not self.stopping:
+            try:
+                op()
+                return True
+            except InterruptedError:
+                continue
+            except BlockingIOError:
+                with self.lock:
+                    self.lock.wait(0.01)
+                return True
+            except OSError as e:
+                if e.errno in _ENDED:
+                    return not self.stopping
+                if e.errno in (errno.EBADF, errno.ENODEV):
+                    return False
+                self._note(f"bulk transfer failed: {e}")
+                return not self.stopping
+        return False
+
+    def _halt(self, fd: int, ep: int) -> None:
+        """A stalled bulk transfer: halt the endpoint (the opposite operation on its file); the host's
+        CLEAR_FEATURE(halt) is answered by the kernel, so the core's halt is cleared now."""
+        try:
+            if ep & 0x80:
+                os.read(fd, 0)
+            else:
+                os.write(fd, b"")
+        except OSError:
+            pass
+        self.bridge.halt_cleared(ep)
