@@ -107,3 +107,40 @@ def test_no_bridge_present_is_exit_3() -> None:
         assert getattr(e.value, "exit_code", None) == 3 and "usb:5" in str(e.value)
     finally:
         board.close()
+
+
+class _Dev:
+    """A stand-in pyusb device whose transfers fail as libusb does when a device leaves mid-transfer."""
+
+    def __init__(self, second: Exception | None) -> None:
+        self.second = second
+        self.calls = 0
+
+    def ctrl_transfer(self, *args):  # noqa: ANN002, ANN201
+        import usb.core
+
+        self.calls += 1
+        if self.calls == 1:
+            raise usb.core.USBError("Input/Output Error", error_code=-1, errno=5)
+        if self.second is not None:
+            raise self.second
+        return bytes([0x78])
+
+
+def test_io_error_of_a_vanished_device_is_a_disconnect() -> None:
+    import usb.core
+
+    from tinyhw.errors import Disconnected, TransportError
+    from tinyhw.transport.clock import VirtualClock
+    from tinyhw.transport.counters import Counters
+    from tinyhw.usb.bridge import Asm24
+    from tinyhw.usb.device import Endpoints
+
+    ep = Endpoints(0x81, 0x02, 1024, 1024, 512)
+    gone = Asm24(_Dev(usb.core.USBError("No such device", error_code=-4, errno=19)), ep, Counters(), VirtualClock())
+    with pytest.raises(Disconnected, match="device disconnected during xdata read"):
+        gone.xdata_read(0xB450, 1)
+    still_there = Asm24(_Dev(None), ep, Counters(), VirtualClock())
+    with pytest.raises(TransportError, match="usb i/o error") as e:
+        still_there.xdata_read(0xB450, 1)
+    assert not isinstance(e.value, Disconnected)

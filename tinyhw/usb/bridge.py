@@ -9,12 +9,12 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from tinyhw.errors import CompletionError, DeviceTimeout, LinkDown, Refused, TransportError
+from tinyhw.errors import CompletionError, DeviceTimeout, Disconnected, LinkDown, Refused, TransportError
 from tinyhw.transport.clock import Clock
 from tinyhw.transport.counters import Counters
 from tinyhw.transport.wait import poll
 from tinyhw.usb import tlp
-from tinyhw.usb.device import Endpoints, call, usb_errors
+from tinyhw.usb.device import Endpoints, UsbIoError, call, usb_errors
 
 REQ_XDATA_READ, REQ_XDATA_WRITE, REQ_TLP, REQ_SRAM_DMA, REQ_PCIE_POWER = 0xE4, 0xE5, 0xF0, 0xF2, 0xF3
 OUT, IN = 0x40, 0xC0
@@ -53,10 +53,30 @@ class Asm24:
         self.clock = clock
 
     # -- raw transfers (every one counted here) ------------------------------------------
+    def _call(self, what: str, fn, *args):  # noqa: ANN001, ANN202
+        """One transfer; an i/o error is turned into :class:`Disconnected` when the device is gone."""
+        try:
+            return call(what, fn, *args)
+        except UsbIoError as e:
+            self._raise_if_gone(what, e)
+            raise
+
+    def _raise_if_gone(self, what: str, error: UsbIoError) -> None:
+        """Ask the bridge for one byte of XDATA: if that fails too, the device has left (§10 #10)."""
+        self.counters.usb_transfers += 1
+        self.counters.round_trips += 1
+        try:
+            call("presence check", self.dev.ctrl_transfer, IN, REQ_XDATA_READ, XDATA_LTSSM, 0, 1, 200)
+        except (UsbIoError, Disconnected):
+            raise Disconnected(f"device disconnected during {what}",
+                               hint="replug the bridge and run the command again") from error
+        except TransportError:
+            pass
+
     def _ctrl(self, req_type: int, req: int, value: int, index: int, data: bytes | int, timeout: float, what: str):
         self.counters.usb_transfers += 1
         self.counters.round_trips += 1
-        result = call(what, self.dev.ctrl_transfer, req_type, req, value, index, data, _ms(timeout))
+        result = self._call(what, self.dev.ctrl_transfer, req_type, req, value, index, data, _ms(timeout))
         if req_type & 0x80:
             got = bytes(result)
             self.counters.bytes_in += len(got)
@@ -67,7 +87,7 @@ class Asm24:
     def _bulk_out(self, data: bytes, timeout: float, what: str) -> None:
         self.counters.usb_transfers += 1
         self.counters.round_trips += 1
-        n = call(what, self.dev.write, self.ep.bulk_out, data, _ms(timeout))
+        n = self._call(what, self.dev.write, self.ep.bulk_out, data, _ms(timeout))
         self.counters.bytes_out += n
         if n != len(data):
             raise TransportError(f"short bulk write during {what}: {n} of {len(data)} bytes")
@@ -75,7 +95,7 @@ class Asm24:
     def _bulk_in(self, length: int, timeout: float, what: str) -> bytes:
         self.counters.usb_transfers += 1
         self.counters.round_trips += 1
-        data = bytes(call(what, self.dev.read, self.ep.bulk_in, length, _ms(timeout)))
+        data = bytes(self._call(what, self.dev.read, self.ep.bulk_in, length, _ms(timeout)))
         self.counters.bytes_in += len(data)
         if len(data) != length:
             raise TransportError(f"short bulk read during {what}: {len(data)} of {length} bytes")

@@ -28,6 +28,11 @@ PRODUCT_PREFIXES = ("custom", "AS2462")
 T = TypeVar("T")
 
 
+class UsbIoError(TransportError):
+    """libusb's generic I/O error: a transfer in flight when the device vanishes may end this way
+    rather than with NO_DEVICE, so the bridge layer checks whether the device is still there."""
+
+
 def _usb() -> Any:
     try:
         import usb.core
@@ -69,6 +74,8 @@ def convert_usb_error(e: Exception, what: str) -> Exception:
             return EnvironmentProblem(f"usb interface busy during {what}", hint="another program has claimed it")
         if code == -9 or err == errno.EPIPE:
             return TransportError(f"usb endpoint stalled during {what}")
+        if code == -1 or err == errno.EIO:
+            return UsbIoError(f"usb i/o error during {what}", hint="check the cable; replug the bridge and retry")
         return TransportError(f"usb error during {what}: {e}")
     return e
 
