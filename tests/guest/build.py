@@ -177,9 +177,9 @@ class Cpio:
         return out + b"\0" * (-len(out) % 512)
 
 
-def make_initramfs(kernel_tree: Path, version: str, busybox: Path) -> bytes:
+def make_initramfs(kernel_tree: Path, version: str, busybox: Path, extra_modules: tuple[str, ...] = ()) -> bytes:
     moddir = kernel_tree / "lib" / "modules" / version
-    mods = module_load_order(moddir)
+    mods = module_load_order(moddir, WANTED_MODULES + extra_modules)
     c = Cpio()
     for d in ("bin", "dev", "proc", "sys", "lib", "lib/tinyhw-modules", "tmp", "mnt"):
         c.dir(d)
@@ -194,8 +194,9 @@ def make_initramfs(kernel_tree: Path, version: str, busybox: Path) -> bytes:
     return c.bytes()
 
 
-def build_guest(cache: Path | None = None) -> Guest:
-    """Fetch and unpack the kernel, build the initramfs; cached across runs."""
+def build_guest(cache: Path | None = None, extra_modules: tuple[str, ...] = (), tag: str = "") -> Guest:
+    """Fetch and unpack the kernel, build the initramfs (with ``extra_modules`` loaded after the
+    base ones; ``tag`` names that variant's file); cached across runs."""
     need_tool("qemu-system-x86_64", "qemu-system-x86")
     busybox = Path(need_tool("busybox", "busybox-static"))
     if b"ld-linux" in busybox.read_bytes()[:4096]:  # a PT_INTERP path sits in the first page
@@ -207,10 +208,11 @@ def build_guest(cache: Path | None = None) -> Guest:
     if not vmlinuz:
         raise GuestUnavailable(f"no vmlinuz in {tree / 'boot'}")
     version = vmlinuz[-1].name.removeprefix("vmlinuz-")
-    key = hashlib.sha256(f"{RECIPE_VERSION}|{version}|{busybox.stat().st_size}|{INIT_SCRIPT}".encode()).hexdigest()[:16]
-    initrd = cache / f"initramfs-{version}-{key}.cpio"
+    recipe = f"{RECIPE_VERSION}|{version}|{busybox.stat().st_size}|{extra_modules}|{INIT_SCRIPT}"
+    key = hashlib.sha256(recipe.encode()).hexdigest()[:16]
+    initrd = cache / f"initramfs-{tag + '-' if tag else ''}{version}-{key}.cpio"
     if not initrd.exists():
         tmp = initrd.with_suffix(".tmp")
-        tmp.write_bytes(make_initramfs(tree, version, busybox))
+        tmp.write_bytes(make_initramfs(tree, version, busybox, extra_modules))
         tmp.rename(initrd)
     return Guest(vmlinuz[-1], initrd, version)
