@@ -1,7 +1,9 @@
-"""``tinyhw flash info|read|dump|verify|write|erase``: the Navi31 SPI flash through the ROM_SW engine.
+"""``tinyhw flash info|read|dump|verify|write|erase|psp-status``: the Navi31 SPI flash.
 
-Front end of :mod:`tinyhw.flash` (specs/navi31-spi-flash.md §d): parses options, checks images
-before touching the device (exit 2), draws a progress bar on a terminal, prints text or JSON.
+Front end of :mod:`tinyhw.flash` (specs/navi31-spi-flash.md §d through the ROM_SW engine, §f the
+ROM aperture dump, §e.4 the PSP mailbox probe, §g.3 the board identity checked before a write):
+parses options, checks images before touching the device (exit 2), draws a progress bar on a
+terminal, prints text or JSON.
 """
 
 from __future__ import annotations
@@ -115,11 +117,15 @@ def flash(ctx: click.Context, no_chain: bool, prescale: int) -> None:
     Works while the board's PSP has not booted (a board stuck in its boot loader); a booted board
     gates the engine and is refused. The engine's controls are restored when the command ends.
 
+    The ROM aperture dump (flash dump --method aperture) and the PSP mailbox probe (flash
+    psp-status) also work on a booted board.
+
     \b
     Examples:
       tinyhw --device usb flash info
       tinyhw --device mock:navi31-usb flash dump backup.bin
       tinyhw --device usb flash write image.bin --yes
+      tinyhw --device mock:navi31,psp=sos flash psp-status
     """
     ctx.meta[_META] = {"chain": not no_chain, "prescale": prescale}
 
@@ -148,6 +154,13 @@ def info(app: App) -> None:
         sfdp = f"present at capture offset {doc['sfdp_offset']}" if doc["sfdp"] else "not found"
         out.print(f"  sfdp: {sfdp}  (capture {doc['sfdp_capture']})")
         out.print(f"  reads: {doc['read_scheme']} priming")
+        board = doc["board_identity"]
+        if board is None:
+            out.print("  vbios: none at a 128 KiB boundary")
+        else:
+            ids = f"{board['vendor_id']:04x}:{board['device_id']:04x}" if board["vendor_id"] is not None else "no pcir"
+            out.print(f"  vbios at 0x{board['offset']:x}: part {board['part_number'] or '?'}, pci {ids}, "
+                      f"version {board['version'] or '?'}")
 
     app.emit(doc, human)
 
@@ -197,22 +210,89 @@ def read(app: App, address: str, size: str, output: str | None) -> None:
 
 @flash.command()
 @click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--method", type=click.Choice(["rom_sw", "aperture"]), default="rom_sw", show_default=True,
+              help="rom_sw: raw SPI reads through the ROM_SW engine (board not booted). aperture: dword reads "
+                   "through ROM_INDEX/ROM_DATA, which also work once the PSP has booted.")
 @click.pass_obj
-def dump(app: App, file: str) -> None:
+def dump(app: App, file: str, method: str) -> None:
     """Read the whole flash into FILE (written atomically: a temporary file, then a rename); print its sha256.
 
-    Read-only on the board.
+    With --method aperture the flash is read one dword per ROM_DATA read from plain byte addresses
+    in ROM_INDEX; ROM_CNTL is left alone and ROM_INDEX and ROM_CNTL are restored exactly. The dump
+    is refused (nothing written) when the controller reads 0xffffffff, when it is not 2 MiB with
+    the AA55AA55 magic, or when both 1 MiB halves are equal (a mirrored aperture).
+
+    Read-only on the board (the aperture method writes ROM_INDEX and restores it).
 
     \b
-    Example:
+    Examples:
       tinyhw --device mock:navi31-usb flash dump board.bin
+      tinyhw --device mock:navi31,psp=sos flash dump board.bin --method aperture
     """
     _writable_target(file)
-    with _device(app) as dev:
-        data = ops.dump(dev, _Bar(app))
+    if method == "aperture":
+        from tinyhw.boards.navi31 import NAVI31
+        from tinyhw.flash import aperture
+
+        bar = _Bar(app)
+        bar.start("dump", NAVI31.flash_size)
+        try:
+            result = aperture.dump(app.open_transport(), advance=bar.advance)
+        finally:
+            bar.stop()
+        data = result.data
+        app.log(f"aperture: {result.reads} rom_data reads; rom_index 0x{result.rom_index:08x} and rom_cntl "
+                f"0x{result.rom_cntl:08x} restored")
+    else:
+        with _device(app) as dev:
+            data = ops.dump(dev, _Bar(app))
     write_atomic(Path(file), data)
     doc = {"path": file, "bytes": len(data), "sha256": sha256(data)}
     app.emit(doc, lambda: app.out.print(f"dumped {len(data)} bytes to {file}\nsha256 {doc['sha256']}"))
+
+
+@flash.command("psp-status")
+@click.pass_obj
+def psp_status(app: App) -> None:
+    """Probe the PSP early-boot flash mailbox: boot partition, framebuffer state, SPI model id, transfer type.
+
+    Sends the four read-only commands GET_BOOT_PARTITION, GET_FB_STATE, SPI_GET_MODEL_ID and
+    GET_TRANSFER_TYPE (in that order) through the MP0 C2PMSG mailbox and shows each status (by
+    name) and raw response; only the transfer type is decoded (item and phase). Warns when the
+    mailbox is gated (a host driver or the PSP's SOS already running). Nothing is sent when the
+    mailbox is not ready. Starts no transfer and writes nothing to the flash; a non-zero status
+    is reported, not an error.
+
+    \b
+    Examples:
+      tinyhw --device mock:navi31,psp=early flash psp-status
+      tinyhw --device usb --json flash psp-status
+    """
+    from tinyhw.flash import psp
+
+    result = psp.probe(app.open_transport())
+    doc = result.as_dict()
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
+
+    def human() -> None:
+        out = app.out
+        state = "ready" if doc["ready_before"] else "not ready"
+        out.print(f"psp mailbox on {doc['location']}: command register 0x{doc['command_register_before']:08x} "
+                  f"before the probe ({state})")
+        for c in doc["commands"]:
+            line = (f"  {c['name']:<18} (0x{c['command']:02x})  status 0x{c['status']:04x} {c['status_name']:<30}"
+                    f"  response 0x{c['response']:08x}")
+            d = c["decoded"]
+            if d is not None:
+                line += f": item 0x{d['item']:02x} ({d['item_name'] or 'not in the item table'}), phase {d['phase']}"
+                if d["phase_meaning"]:
+                    line += f" ({d['phase_meaning']})"
+            out.print(line)
+        if doc["gated"]:
+            out.print("  gated: early update commands are rejected (a host driver or sos is running)")
+
+    app.emit(doc, human)
 
 
 @flash.command()
@@ -294,15 +374,20 @@ def _resume_cmd(app: App, what: str) -> str:
 @_job_options
 @click.option("--force", is_flag=True,
               help="Write even without the IFWI magic at offset 0 (the size is always checked).")
+@click.option("--force-board-mismatch", is_flag=True,
+              help="Write even when the image's VBIOS names another board (part number, PCI ids) than the flash's.")
 @click.pass_obj
 def write(app: App, image: str, backup: str | None, no_backup: bool, start_sector: int | None,
-          sector_count: int | None, clear_protection: bool, resume: bool, yes: bool, force: bool) -> None:
+          sector_count: int | None, clear_protection: bool, resume: bool, yes: bool, force: bool,
+          force_board_mismatch: bool) -> None:
     """Write IMAGE (a full 2 MiB raw flash image) to the flash: only differing sectors, each verified.
 
-    Checks the image first (exactly 2 MiB, AA55AA55 at offset 0; --force skips the magic), backs
-    up the whole flash, keeps a journal in $XDG_STATE_HOME/tinyhw so an interrupted write is
-    finished with --resume, restores protection bits it had to clear, and verifies at the end.
-    Changes the flash.
+    Checks the image first (exactly 2 MiB, AA55AA55 at offset 0; --force skips the magic), and
+    that it is for this board: the part number and PCI ids of its VBIOS must match the flash's
+    (--force-board-mismatch overrides; a side without a VBIOS is a warning; a resumed write
+    compares against the identity its journal recorded). Backs up the whole flash, keeps a
+    journal in $XDG_STATE_HOME/tinyhw so an interrupted write is finished with --resume,
+    restores protection bits it had to clear, and verifies at the end. Changes the flash.
 
     \b
     Examples:
@@ -319,7 +404,9 @@ def write(app: App, image: str, backup: str | None, no_backup: bool, start_secto
     _run_job(app, Job("write", image=data, image_path=str(Path(image).resolve()), start_sector=start_sector,
                       sector_count=sector_count, backup=Path(backup) if backup else None, no_backup=no_backup,
                       clear_protection=clear_protection, resume=resume, device=_device_text(app),
-                      resume_command=_resume_cmd(app, f"write {image}")))
+                      force_board_mismatch=force_board_mismatch,
+                      resume_command=_resume_cmd(app, f"write {image}"
+                                                 + (" --force-board-mismatch" if force_board_mismatch else ""))))
 
 
 @flash.command()

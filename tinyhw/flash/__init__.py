@@ -1,5 +1,9 @@
 """SPI flash recovery for Navi31 boards through the GPU's SMUIO ROM_SW engine (specs/navi31-spi-flash.md).
 
+Also, engine-independent: :mod:`~tinyhw.flash.aperture` (the read-only ROM_INDEX/ROM_DATA dump, §f),
+:mod:`~tinyhw.flash.psp` (the read-only PSP early-boot mailbox probe, §e.4) and
+:mod:`~tinyhw.flash.identity` (board identity from the VBIOS, §g.3, checked before a write).
+
 Layer 3: handed a :class:`~tinyhw.transport.Transport`, never constructing one. Typical use::
 
     with FlashDevice(transport) as dev:          # engine set up once, chip identified (JEDEC first)
@@ -8,7 +12,7 @@ Layer 3: handed a :class:`~tinyhw.transport.Transport`, never constructing one. 
         Writer(dev, Job("write", image=image), confirm=lambda plan: None).run()
 """
 
-from tinyhw.flash import ops
+from tinyhw.flash import aperture, identity, ops, psp
 from tinyhw.flash.chip import CHIP_NAME, Gd25, Status
 from tinyhw.flash.device import FlashDevice
 from tinyhw.flash.journal import Journal, state_dir
@@ -32,7 +36,10 @@ __all__ = [
     "VerifyResult",
     "Writer",
     "check_range",
+    "aperture",
+    "identity",
     "ops",
     "protected_range",
+    "psp",
     "state_dir",
 ]

@@ -13,8 +13,18 @@ from tinyhw.boards.navi31 import NAVI31
 from tinyhw.errors import Refused
 from tinyhw.flash.chip import Gd25
 from tinyhw.flash.romsw import DEFAULT_PRESCALE, RomSw
-from tinyhw.regs import asic_for_device
-from tinyhw.transport.base import Transport
+from tinyhw.regs import Asic, asic_for_device
+from tinyhw.transport.base import Identity, Transport
+
+
+def require_navi31(transport: Transport) -> tuple[Asic, Identity]:
+    """Refuse (exit 2) a device that is not a Navi31; return its register database and identity."""
+    ident = transport.identity()
+    fn = NAVI31.function
+    if (ident.vendor_id, ident.device_id) != (fn.vendor_id, fn.device_id):
+        raise Refused(f"device {ident.vendor_id:04x}:{ident.device_id:04x} at {ident.location} is not a navi31 "
+                      f"({fn.vendor_id:04x}:{fn.device_id:04x}); tinyhw flash supports navi31 boards only")
+    return asic_for_device(ident.vendor_id, ident.device_id), ident
 
 
 class FlashDevice:
@@ -22,15 +32,10 @@ class FlashDevice:
 
     def __init__(self, transport: Transport, *, chain: bool = True, prescale: int = DEFAULT_PRESCALE,
                  merged: bool = True) -> None:
-        ident = transport.identity()
-        fn = NAVI31.function
-        if (ident.vendor_id, ident.device_id) != (fn.vendor_id, fn.device_id):
-            raise Refused(f"device {ident.vendor_id:04x}:{ident.device_id:04x} at {ident.location} is not a navi31 "
-                          f"({fn.vendor_id:04x}:{fn.device_id:04x}); tinyhw flash supports navi31 boards only")
+        asic, ident = require_navi31(transport)
         self.transport = transport
         self.location = ident.location
-        self.sw = RomSw(transport, asic_for_device(ident.vendor_id, ident.device_id), chain=chain, prescale=prescale,
-                        merged=merged)
+        self.sw = RomSw(transport, asic, chain=chain, prescale=prescale, merged=merged)
         self.chip = Gd25(self.sw, NAVI31)
 
     @property

@@ -2,7 +2,8 @@
 
 Lives in ``$XDG_STATE_HOME/tinyhw/`` (default ``~/.local/state/tinyhw/``), one JSON file per job,
 keyed by the image's sha256 (an erase by its sector range). It records the target range, the
-backup (path and sha256), the original protection bits, the sectors done and the phase of the
+backup (path and sha256), the original protection bits, the board identity of the flash before the
+job (its VBIOS: part number, PCI ids, version), the sectors done and the phase of the
 sector in flight; it is written atomically before each erase and at each phase change, and
 removed when the job has been verified. Complements specs/navi31-spi-flash.md §d.6 step 4 (the
 resume point), which the seed left to the user.
@@ -57,6 +58,10 @@ class Journal:
     #: original SR1/SR2 (as read before anything was changed) and whether this job cleared them
     protection: dict[str, Any] | None = None
     clear_protection: bool = False
+    #: the identity of the flash's VBIOS read before the job changed anything (a resumed write compares the
+    #: image against this, never against the half-written flash); ``board_checked`` False: not read
+    board_identity: dict[str, Any] | None = None
+    board_checked: bool = False
     sectors_done: list[int] = field(default_factory=list)
     sector: int | None = None
     phase: str = "backup"

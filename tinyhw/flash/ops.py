@@ -14,6 +14,7 @@ from tinyhw.errors import Refused
 from tinyhw.flash.chip import CHIP_NAME
 from tinyhw.flash.device import FlashDevice
 from tinyhw.flash.files import sha256
+from tinyhw.flash.identity import probe_identity
 from tinyhw.flash.protection import SR1_SRP0, SR1_WEL, SR1_WIP, SR2_CMP, SR2_SRP1
 
 
@@ -34,11 +35,13 @@ NO_PROGRESS = Progress()
 
 
 def info(dev: FlashDevice) -> dict[str, Any]:
-    """JEDEC id, chip, size, SR1/SR2/SR3, protection in words and as a range, SFDP presence (§d.8)."""
+    """JEDEC id, chip, size, SR1/SR2/SR3, protection in words and as a range, SFDP presence (§d.8), and the
+    board identity of the flash's VBIOS (§g.3) where one sits at a 128 KiB boundary (not a whole-flash scan)."""
     chip = dev.chip
     st = chip.status()
     prot = chip.protection(st.sr1, st.sr2)
     present, offset, capture = chip.sfdp()
+    board = probe_identity(chip.read, chip.size)
     return {
         "jedec_id": chip.jedec.hex(),
         "chip": CHIP_NAME,
@@ -60,6 +63,7 @@ def info(dev: FlashDevice) -> dict[str, Any]:
         "sfdp_capture": capture.hex(),
         "read_scheme": "chained" if dev.sw.chain else "paired",
         "location": dev.location,
+        "board_identity": None if board is None else board.to_doc(),
     }
 
 

@@ -4,7 +4,9 @@ Order of a job (§d.1-§d.7 plus the issue's hardening):
 
 1. preflight, touching nothing: the journal rule (an interrupted job of the same image/range must
    be finished with ``--resume``), the range (§d.3), the protection check against the §c.4 range
-   (refused unless ``--clear-protection``), then the caller's confirmation;
+   (refused unless ``--clear-protection``), the board identity of a write (§g.3: the image's VBIOS
+   against the flash's, or on ``--resume`` against the identity the journal recorded before the job;
+   refused unless ``--force-board-mismatch``), then the caller's confirmation;
 2. backup of the whole flash, read twice and compared (a read error never reaches the backup), written
    atomically and read back from disk; those reads also find the sectors that differ (§d.7: a sector
    already equal costs only its read);
@@ -29,9 +31,12 @@ from typing import Any
 from tinyhw.errors import Interrupted, OperationFailed, Refused, TinyhwError
 from tinyhw.flash.device import FlashDevice
 from tinyhw.flash.files import default_backup_name, sha256, write_verified
+from tinyhw.flash.identity import BoardCheck, image_vbios_offsets, read_identity
+from tinyhw.flash.identity import compare as compare_identity
 from tinyhw.flash.journal import Journal, erase_key, find_journals, write_key
 from tinyhw.flash.ops import NO_PROGRESS, Progress, compare
 from tinyhw.flash.protection import protected_range, unprotected_status, writable_status
+from tinyhw.formats.vbios import VbiosIdentity, vbios_identity
 
 
 @dataclass
@@ -49,6 +54,8 @@ class Job:
     resume: bool = False
     device: str = ""
     resume_command: str = ""
+    #: write an image whose VBIOS names another board than the flash's (§g.3 identity)
+    force_board_mismatch: bool = False
 
 
 @dataclass
@@ -62,6 +69,8 @@ class JobResult:
     start_sector: int
     sector_count: int
     protection_restored: bool
+    #: the board identity check of a write (:meth:`BoardCheck.as_dict`), None for an erase
+    board: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -86,6 +95,7 @@ class Writer:
         self.ss = dev.sector_size
         self.total = dev.size // self.ss
         self.journal: Journal | None = None
+        self.board: BoardCheck | None = None
 
     # -- preflight ------------------------------------------------------------------------------------------
     def _find_journal(self) -> tuple[str, Journal | None]:
@@ -137,15 +147,43 @@ class Writer:
             raise Refused(f"the flash is write-protected where the {job.kind} goes: {prot.words()} "
                           f"(sr1 0x{st.sr1:02x}, sr2 0x{st.sr2:02x})",
                           hint="--clear-protection clears it for this job and restores it afterwards")
+        board = self.board = self._board(journal)
         self.confirm(self._plan(start, count, prot.words(), blocked, journal))
         if journal is None:
+            checked = board is not None and board.source == "flash"
             journal = Journal(kind=job.kind, key=key, device=job.device, start_sector=start, sector_count=count,
                               image_sha256=sha256(job.image) if job.image is not None else None,
                               image_path=job.image_path, backup=None if job.backup is None else str(job.backup),
                               protection={"sr1": st.sr1, "sr2": st.sr2, "cleared": False}, clear_protection=allow,
-                              backup_wanted=not job.no_backup, phase="backup")
+                              backup_wanted=not job.no_backup, phase="backup", board_checked=checked,
+                              board_identity=board.flash.to_doc() if checked and board and board.flash else None)
         journal.save(interrupted=None)
         return journal, blocked
+
+    def _board(self, journal: Journal | None) -> BoardCheck | None:
+        """§g.3 board identity of a write: the image's VBIOS against the flash's (read now), or on a resume
+        against the identity the journal recorded before anything was changed. Refuses (exit 2) a
+        mismatch unless ``force_board_mismatch``; one side without a VBIOS is a warning."""
+        job = self.job
+        if job.kind != "write" or job.image is None:
+            return None
+        image = vbios_identity(job.image)
+        if image is None:
+            check = BoardCheck(None, None, "image", [])
+        elif journal is not None:
+            if not journal.board_checked:
+                check = BoardCheck(image, None, "unrecorded", [])
+            else:
+                recorded = None if journal.board_identity is None else VbiosIdentity.from_doc(journal.board_identity)
+                check = compare_identity(image, recorded, source="journal", force=job.force_board_mismatch)
+        else:
+            flash, scanned = read_identity(self.chip.read, self.dev.size, image_vbios_offsets(job.image))
+            if scanned:
+                self.log("note: no vbios at the usual offsets of the flash; read the whole flash to look for one")
+            check = compare_identity(image, flash, source="flash", force=job.force_board_mismatch)
+        for w in check.warnings():
+            self.log(f"warning: {w}")
+        return check
 
     def _plan(self, start: int, count: int, words: str, blocked: bool, journal: Journal | None) -> str:
         job = self.job
@@ -161,6 +199,9 @@ class Writer:
             lines.append("  no backup (--no-backup)")
         else:
             lines.append(f"  backup of the whole flash first, to {job.backup or 'a new file in the current directory'}")
+        if self.board is not None and self.board.image is not None:
+            verdict = {True: "same board", False: "another board (forced)", None: "not checked"}[self.board.match]
+            lines.append(f"  board: {verdict}; {self.board.describe()}")
         lines.append(f"  protection: {words}" + ("; cleared for the job and restored afterwards" if blocked else ""))
         lines.append("  only differing sectors are erased and programmed, each read back; the range checked at the end")
         return "\n".join(lines)
@@ -298,7 +339,8 @@ class Writer:
         journal.remove()
         return JobResult(sectors_total=count, sectors_changed=len(changed), sectors_skipped=count - len(changed),
                          sha256_after=sha_after, backup=journal.backup, resumed=resumed, start_sector=start,
-                         sector_count=count, protection_restored=restored)
+                         sector_count=count, protection_restored=restored,
+                         board=None if self.board is None else self.board.as_dict())
 
     def _sector(self, journal: Journal, s: int, current: bytes) -> None:
         """Erase (unless erased), program the non-0xFF pages, read back and compare (§d.6)."""

@@ -7,8 +7,9 @@ $PSP directories at 0x2000/0x3000, ISH A/B at 0x12000/0x13000 and their fields, 
 "item extends beyond IFWI"), §g.3 (the embedded VBIOS, found by :mod:`tinyhw.formats.vbios`).
 Structure names and the directory checksum rule (Fletcher-32 over the directory from +8, as AMD's
 PSP directories in coreboot's amdfwtool) are the spec's inferences; a checksum that does not match is
-shown, never treated as an error. The image checks that gate flashing (and the size, magic and
-directory constants used here) live in :mod:`tinyhw.formats.ifwi`; this module only describes.
+shown, never treated as an error. The landmark checks (size, magic, the $PSP cookies) and their
+constants are :mod:`tinyhw.formats.ifwi`'s, the single source the flash feature gates writing with;
+this module reports their findings among its problems and describes the rest.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import struct
 from dataclasses import dataclass, field
 
 from tinyhw.formats.fwregion import Reader, Region, unique_names
-from tinyhw.formats.ifwi import IMAGE_SIZE, MAGIC
+from tinyhw.formats.ifwi import PSP_COOKIE, looks_like_ifwi, magic_problem, psp_directory_problem, size_problem
 from tinyhw.formats.ifwi import PSP_DIRECTORIES as PSP_DIRS
 from tinyhw.formats.vbios import Vbios, find_vbios
 
@@ -114,10 +115,6 @@ def fletcher32(data: bytes | memoryview) -> int:
     return (c1 << 16) | c0
 
 
-def looks_like_ifwi(data: bytes) -> bool:
-    return data[:4] == MAGIC
-
-
 def _directory(data: bytes, off: int, cookie: bytes, problems: list[str], what: str) -> Directory | None:
     found = bytes(data[off:off + 4])
     if found != cookie:
@@ -157,7 +154,7 @@ def resolve_item(data: bytes, item: int) -> Item:
         off, size = _FIXED[item]
     elif item in (0x02, 0x03):
         off = PSP_DIRS[item - 0x02]
-        if data[off:off + 4] != b"$PSP":
+        if psp_directory_problem(data, item - 0x01) is not None:
             return fail(f"no $PSP at 0x{off:x}")
         count = u32(off + 8)
         size = (count + 1) * 16 if count is not None else 0
@@ -191,13 +188,15 @@ def parse_ifwi(data: bytes) -> IfwiLayout:
     """Describe a raw IFWI image: header, directories, ISHs, every resolvable item, embedded VBIOS."""
     lay = IfwiLayout(size=len(data))
     p = lay.problems
-    lay.magic_ok = data[:4] == MAGIC
-    if not lay.magic_ok:
-        p.append(f"0x0: {bytes(data[:4]).hex() or 'empty'} (expected the ifwi magic aa55aa55)")
-    if len(data) != IMAGE_SIZE:
-        p.append(f"0x{len(data):x}: the image is 0x{len(data):x} bytes (expected 0x{IMAGE_SIZE:x}, the whole flash)")
+    magic, size = magic_problem(data), size_problem(data)
+    lay.magic_ok = magic is None
+    p += [x for x in (magic, size) if x is not None]
     for i, off in enumerate(PSP_DIRS, start=1):
-        d = _directory(data, off, b"$PSP", p, f"$PSP directory {i}")
+        missing = psp_directory_problem(data, i)
+        if missing is not None:
+            p.append(missing)
+            continue
+        d = _directory(data, off, PSP_COOKIE, p, f"$PSP directory {i}")
         if d is not None:
             lay.psp_directories.append(d)
     lay.sgn_pointer = Reader(data, p).u32(SGN_POINTER, "$SGN pointer")
