@@ -153,7 +153,8 @@ def test_force_writes_an_image_without_magic(tmp_path: Path) -> None:
     doc = json.loads(r.out)
     assert (doc["sectors_total"], doc["sectors_changed"], doc["sectors_skipped"]) == (8, 2, 6)
     assert flash_state(tmp_path)[0] == bytes(img[:8 * SECTOR]) + IMAGE[8 * SECTOR:]
-    assert doc["sha256_after"] == hashlib.sha256(flash_state(tmp_path)[0]).hexdigest() and doc["backup"] is None
+    # a partial write without a backup does not read the untouched rest of the flash just for a hash
+    assert doc["sha256_after"] is None and doc["backup"] is None
 
 
 def test_write_full_with_default_backup(tmp_path: Path) -> None:

@@ -358,7 +358,10 @@ def _run_job(app: App, job: Job) -> None:
         app.out.print(f"  backup: {result.backup or 'none'}")
         if result.protection_restored:
             app.out.print("  protection restored")
-        app.out.print(f"  sha256 after: {result.sha256_after}")
+        if result.sha256_after:
+            app.out.print(f"  sha256 after: {result.sha256_after}")
+        else:
+            app.out.print("  sha256 after: not computed (partial write without a backup; flash dump gives it)")
 
     app.emit(doc, human)
 

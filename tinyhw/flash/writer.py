@@ -63,7 +63,7 @@ class JobResult:
     sectors_total: int
     sectors_changed: int
     sectors_skipped: int
-    sha256_after: str
+    sha256_after: str | None  # whole flash; None for a partial write without a backup to take the rest from
     backup: str | None
     resumed: bool
     start_sector: int
@@ -365,22 +365,18 @@ class Writer:
         journal.save(sector=None)
         self.progress.advance(ss)
 
-    def _final_verify(self, journal: Journal, lo: int, hi: int, before: bytes | None) -> str:
+    def _final_verify(self, journal: Journal, lo: int, hi: int, before: bytes | None) -> str | None:
         """Read the target range back and compare it with the target; return the sha256 of the whole flash.
 
         The rest of the flash is never written: its bytes come from the pre-job read (this run's
-        backup, or the journal's backup file when resuming) and are read only when neither exists.
+        backup, or the journal's backup file when resuming). Without one, a partial write reports no
+        whole-flash hash rather than reading the untouched rest (``flash dump`` gives it on demand).
         """
         journal.save(phase="final-verify", sector=None)
         size = self.dev.size
-        self.progress.start("final verify", (hi - lo) if before is not None else size)
+        self.progress.start("final verify", hi - lo)
         try:
             flash = self.chip.read(lo, hi - lo, self.progress.advance)
-            if before is None:
-                head = self.chip.read(0, lo, self.progress.advance) if lo else b""
-                tail = self.chip.read(hi, size - hi, self.progress.advance) if hi < size else b""
-            else:
-                head, tail = before[:lo], before[hi:]
         finally:
             self.progress.stop()
         target = b"".join(self._target(s) for s in range(lo // self.ss, hi // self.ss))
@@ -388,4 +384,8 @@ class Writer:
         if not res.match:
             raise OperationFailed(f"final verify failed at 0x{res.first_mismatch:06x}: flash 0x{res.flash_byte:02x}, "
                                   f"expected 0x{res.image_byte:02x} (sectors {res.mismatched_sectors[:8]})")
-        return sha256(head + flash + tail)
+        if lo == 0 and hi == size:
+            return sha256(flash)
+        if before is None:
+            return None
+        return sha256(before[:lo] + flash + before[hi:])
