@@ -95,6 +95,22 @@ def test_dump_and_verify_direct(tmp_path: Path) -> None:
     assert r.err.startswith("error: flash differs")
 
 
+@pytest.mark.parametrize("board", ["navi31", "navi31-usb"])
+def test_verify_a_sector_range(tmp_path: Path, board: str) -> None:
+    (tmp_path / "other.bin").write_bytes(changed_image([3, 300]))
+    r = run("--device", dev(tmp_path, board), "--json", "--stats", "flash", "verify", "other.bin",
+            "--start-sector", "290", "--sector-count", "20")
+    doc = json.loads(r.out)
+    assert r.code == 1 and doc["mismatched_sectors"] == [300] and doc["first_mismatch"] == 300 * SECTOR + 16
+    assert r.stats["bytes_in"] < 40 * SECTOR  # only the range was read
+    r = run("--device", dev(tmp_path, board), "--json", "flash", "verify", "other.bin", "--start-sector", "4",
+            "--sector-count", "200")
+    assert r.code == 0 and json.loads(r.out)["match"] is True
+    r = run("--device", dev(tmp_path, board), "flash", "verify", "other.bin", "--start-sector", "510",
+            "--sector-count", "5")
+    assert r.code == 2 and "--sector-count 5 is outside 1..2" in r.err
+
+
 def test_full_dump_over_usb_meets_the_transfer_budget(tmp_path: Path) -> None:
     r = run("--device", f"mock:navi31-usb,flash={tmp_path / 'flash.bin'}", "--stats", "flash", "dump", "u.bin")
     assert r.code == 0, r.err

@@ -297,19 +297,23 @@ def psp_status(app: App) -> None:
 
 @flash.command()
 @click.argument("image", type=click.Path(exists=True, dir_okay=False))
+@click.option("--start-sector", type=int, help="Compare only from this 4 KiB sector (default 0).")
+@click.option("--sector-count", type=int, help="Compare only this many sectors (default: to the end).")
 @click.pass_obj
-def verify(app: App, image: str) -> None:
-    """Compare the whole flash with IMAGE: exit 0 when equal, 1 otherwise (first differing address shown).
+def verify(app: App, image: str, start_sector: int | None, sector_count: int | None) -> None:
+    """Compare the flash with IMAGE (a full 2 MiB image): exit 0 when equal, 1 otherwise (first
+    differing address shown). With --start-sector/--sector-count only that range is read and compared.
 
     Read-only.
 
     \b
-    Example:
+    Examples:
       tinyhw --device mock:navi31 flash verify board.bin
+      tinyhw --device usb flash verify board.bin --start-sector 64 --sector-count 16
     """
     data = _load(image)
     with _device(app) as dev:
-        result = ops.verify(dev, data, _Bar(app))
+        result = ops.verify(dev, data, _Bar(app), start_sector, sector_count)
     doc = result.as_dict()
 
     def human() -> None:

@@ -124,14 +124,29 @@ def compare(flash: bytes, image: bytes, sector_size: int, base: int = 0) -> Veri
     return result
 
 
-def verify(dev: FlashDevice, image: bytes, progress: Progress = NO_PROGRESS) -> VerifyResult:
-    """Read the whole flash and compare it with ``image`` (exactly the flash size)."""
+def check_sector_range(total: int, start: int | None, count: int | None) -> tuple[int, int]:
+    """§d.3: start in [0, total), count in [1, total - start]; the default count runs to the end."""
+    s = 0 if start is None else start
+    if not 0 <= s < total:
+        raise Refused(f"--start-sector {s} is outside 0..{total - 1}")
+    c = total - s if count is None else count
+    if not 1 <= c <= total - s:
+        raise Refused(f"--sector-count {c} is outside 1..{total - s} for start sector {s}")
+    return s, c
+
+
+def verify(dev: FlashDevice, image: bytes, progress: Progress = NO_PROGRESS,
+           start_sector: int | None = None, sector_count: int | None = None) -> VerifyResult:
+    """Compare the flash with ``image`` (a full raw image, exactly the flash size): the whole of it,
+    or only the sectors ``start_sector`` .. ``start_sector + sector_count - 1``."""
     if len(image) != dev.size:
         raise Refused(f"the image is 0x{len(image):x} bytes, the flash 0x{dev.size:x}",
                       hint="verify compares a full raw flash image")
-    progress.start("verify", dev.size)
+    start, count = check_sector_range(dev.size // dev.sector_size, start_sector, sector_count)
+    lo, hi = start * dev.sector_size, (start + count) * dev.sector_size
+    progress.start("verify", hi - lo)
     try:
-        flash = dev.chip.read(0, dev.size, progress.advance)
+        flash = dev.chip.read(lo, hi - lo, progress.advance)
     finally:
         progress.stop()
-    return compare(flash, image, dev.sector_size)
+    return compare(flash, image[lo:hi], dev.sector_size, base=lo)

@@ -34,7 +34,7 @@ from tinyhw.flash.files import default_backup_name, sha256, write_verified
 from tinyhw.flash.identity import BoardCheck, image_vbios_offsets, read_identity
 from tinyhw.flash.identity import compare as compare_identity
 from tinyhw.flash.journal import Journal, erase_key, find_journals, write_key
-from tinyhw.flash.ops import NO_PROGRESS, Progress, compare
+from tinyhw.flash.ops import NO_PROGRESS, Progress, check_sector_range, compare
 from tinyhw.flash.protection import protected_range, unprotected_status, writable_status
 from tinyhw.formats.vbios import VbiosIdentity, vbios_identity
 
@@ -76,17 +76,6 @@ class JobResult:
         return dict(self.__dict__)
 
 
-def check_range(total: int, start: int | None, count: int | None) -> tuple[int, int]:
-    """§d.3: start in [0, total), count in [1, total - start]; the default count runs to the end."""
-    s = 0 if start is None else start
-    if not 0 <= s < total:
-        raise Refused(f"--start-sector {s} is outside 0..{total - 1}")
-    c = total - s if count is None else count
-    if not 1 <= c <= total - s:
-        raise Refused(f"--sector-count {c} is outside 1..{total - s} for start sector {s}")
-    return s, c
-
-
 class Writer:
     def __init__(self, dev: FlashDevice, job: Job, *, confirm: Callable[[str], None],
                  progress: Progress = NO_PROGRESS, log: Callable[[str], None] = lambda m: None) -> None:
@@ -108,9 +97,9 @@ class Writer:
             if len(found) > 1:
                 ranges = ", ".join(f"--start-sector {j.start_sector} --sector-count {j.sector_count}" for j in found)
                 raise Refused("several interrupted erases are recorded", hint=f"name one: {ranges}")
-            key = found[0].key if found else erase_key(*check_range(self.total, None, None))
+            key = found[0].key if found else erase_key(*check_sector_range(self.total, None, None))
         else:
-            key = erase_key(*check_range(self.total, job.start_sector, job.sector_count))
+            key = erase_key(*check_sector_range(self.total, job.start_sector, job.sector_count))
         return key, Journal.load(key)
 
     def _preflight(self) -> tuple[Journal, bool]:
@@ -134,7 +123,7 @@ class Writer:
                                   f"{getattr(journal, name)}", hint="resume without range options")
             start, count = journal.start_sector, journal.sector_count
         else:
-            start, count = check_range(self.total, job.start_sector, job.sector_count)
+            start, count = check_sector_range(self.total, job.start_sector, job.sector_count)
             if job.backup is not None and not job.no_backup and job.backup.exists():
                 raise Refused(f"backup file {job.backup} exists; a backup never overwrites a file",
                               hint="give another --backup file name")
