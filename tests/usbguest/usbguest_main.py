@@ -27,6 +27,7 @@ FLASH = Path("/tmp/usbguest-flash.bin")
 GADGET_DIR = Path("/sys/kernel/config/usb_gadget/tinyhw")
 UDC = "dummy_udc.0"
 RANGE = (0x1F0000, 0x1000)  # sector 496: a small range, few transfers (about 1.7 ms each here)
+RESUME_SECTORS = (480, 3)  # the interrupted write: three sectors, unbound while programming
 
 #: the driver sends a vendor request the firmware does not know (0xE7): IN with data, then OUT without
 UNKNOWN_REQUEST = """
@@ -72,6 +73,15 @@ def cli(*args: str, timeout: float = 300) -> dict[str, Any]:
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "tinyhw", *args], check=False, capture_output=True, text=True,
                        timeout=timeout)
+    return {"args": list(args), "code": r.returncode, "out": r.stdout, "err": r.stderr,
+            "s": round(time.monotonic() - t0, 3)}
+
+
+def subprocess_cli(env: dict[str, str], *args: str, timeout: float = 900) -> dict[str, Any]:
+    """Like :func:`cli`, with an environment (a private journal directory)."""
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "tinyhw", *args], check=False, capture_output=True, text=True,
+                       timeout=timeout, env=env)
     return {"args": list(args), "code": r.returncode, "out": r.stdout, "err": r.stderr,
             "s": round(time.monotonic() - t0, 3)}
 
@@ -224,16 +234,55 @@ def run_all() -> None:  # noqa: PLR0915 - one linear script, in the order the is
 
     @step("flash_write")
     def _() -> Any:
-        """Last: with --no-backup the writer still reads the whole flash once for its sha256 (~42k transfers)."""
+        """A one-sector write (--no-backup: only the range is read back), then verify of that range."""
         lo, n = RANGE
         image = bytearray(FLASH.read_bytes())
         image[lo + 0x100:lo + 0x110] = b"tinyhw usb tier!"
         Path("/tmp/image.bin").write_bytes(image)
+        sector = ["--start-sector", str(lo // 0x1000), "--sector-count", "1"]
         r: dict[str, Any] = {"write": cli("--device", "usb", "--stats", "flash", "write", "/tmp/image.bin",
-                                          "--start-sector", str(lo // 0x1000), "--sector-count", "1", "--yes",
-                                          "--no-backup", timeout=1200)}
-        r["verify"] = cli("--device", "usb", "flash", "read", hex(lo), hex(n), "-o", "/tmp/after.bin")
-        r["verify_equal"] = Path("/tmp/after.bin").read_bytes() == bytes(image[lo:lo + n])
+                                          *sector, "--yes", "--no-backup", timeout=1200)}
+        r["verify"] = cli("--device", "usb", "--json", "flash", "verify", "/tmp/image.bin", *sector)
+        r["read"] = cli("--device", "usb", "flash", "read", hex(lo), hex(n), "-o", "/tmp/after.bin")
+        r["read_equal"] = Path("/tmp/after.bin").read_bytes() == bytes(image[lo:lo + n])
+        r["file_equal"] = FLASH.read_bytes() == bytes(image)
+        return r
+
+    @step("resume")
+    def _() -> Any:
+        """A write interrupted by unbinding the gadget mid-sector is finished by --resume once it is back."""
+        first, count = RESUME_SECTORS
+        image = bytearray(FLASH.read_bytes())
+        for s in range(first, first + count):
+            image[s * 0x1000:(s + 1) * 0x1000] = bytes((s + i) & 0xFF for i in range(0x1000))
+        Path("/tmp/resume.bin").write_bytes(image)
+        rng = ["--start-sector", str(first), "--sector-count", str(count)]
+        env = dict(os.environ, XDG_STATE_HOME="/tmp/state")
+        cmd = [sys.executable, "-m", "tinyhw", "--device", "usb", "flash", "write", "/tmp/resume.bin", *rng,
+               "--yes", "--no-backup"]
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        r: dict[str, Any] = {"phase_at_unbind": None}
+        t0 = time.monotonic()
+        while p.poll() is None and time.monotonic() - t0 < 600:  # unbind once the journal shows programming
+            journals = list(Path("/tmp/state/tinyhw").glob("flash-write-*.json"))
+            with contextlib.suppress(OSError, ValueError):
+                j = json.loads(journals[0].read_text()) if journals else {}
+                if j.get("phase") == "program" and j.get("sector") is not None:
+                    r["phase_at_unbind"] = {"phase": j["phase"], "sector": j["sector"]}
+                    break
+            time.sleep(0.05)
+        set_udc("")
+        try:
+            out, err = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+        r["interrupted"] = {"args": cmd, "code": p.returncode, "out": out, "err": err}
+        set_udc(UDC)
+        r["back_s"] = wait_for_bridge()
+        r["resume"] = subprocess_cli(env, "--device", "usb", "flash", "write", "/tmp/resume.bin", *rng, "--resume",
+                                     "--yes", "--no-backup")
+        r["verify"] = subprocess_cli(env, "--device", "usb", "--json", "flash", "verify", "/tmp/resume.bin", *rng)
         r["file_equal"] = FLASH.read_bytes() == bytes(image)
         return r
 
