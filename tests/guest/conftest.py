@@ -8,8 +8,6 @@ installs them, and a skip would hide a tier that never ran.
 
 from __future__ import annotations
 
-import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,27 +23,15 @@ REPO = HERE.parent.parent
 def guest() -> dict[str, Any]:
     """results.json of the single guest run (plus ``_boot``: wall time, serial console tail)."""
     from build import GuestUnavailable, build_guest
-    from qemu import boot
+    from qemu import GuestRunFailed, run_in_guest
 
     try:
         g = build_guest()
     except GuestUnavailable as e:
         pytest.fail(f"the real-kernel guest cannot be built: {e}", pytrace=False)
-    import tempfile
-
-    outdir = Path(tempfile.mkdtemp(prefix="tinyhw-guest-"))
-    script = (f"cd {shlex.quote(str(REPO))}\n"
-              f"export PYTHONPATH={shlex.quote(str(REPO))} HOME=/root PYTHONDONTWRITEBYTECODE=1\n"
-              f"unset TINYHW_LOCK_DIR TINYHW_SYSFS TINYHW_DEVICE\n"
-              f"{shlex.quote(sys.executable)} tests/guest/pciguest_main.py /run/out\n")
-    result = boot(g, outdir, script, timeout_s=300)
-    path = outdir / "results.json"
-    console = (outdir / "console.log").read_text() if (outdir / "console.log").exists() else ""
-    if not path.exists():
-        pytest.fail(f"the guest wrote no results (qemu rc {result.returncode}, {result.wall_s:.1f} s)\n"
-                    f"serial:\n{result.serial[-3000:]}\nconsole:\n{console[-3000:]}", pytrace=False)
-    data = json.loads(path.read_text())
-    data["_boot"] = {"wall_s": result.wall_s, "returncode": result.returncode, "serial": result.serial[-3000:],
-                     "console": console[-5000:]}
-    return data
+    try:
+        return run_in_guest(g, REPO, "tests/guest/pciguest_main.py",
+                            env="unset TINYHW_LOCK_DIR TINYHW_SYSFS TINYHW_DEVICE\n", timeout_s=300)
+    except GuestRunFailed as e:
+        pytest.fail(str(e), pytrace=False)
 

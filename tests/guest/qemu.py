@@ -9,10 +9,15 @@ VFIO type1 works.
 
 from __future__ import annotations
 
+import json
+import shlex
 import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from build import Guest, need_tool
 
@@ -56,3 +61,28 @@ def boot(guest: Guest, outdir: Path, script: str, timeout_s: float = 240) -> Boo
         serial = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         serial += f"\n[host] qemu did not power off within {timeout_s:.0f} s"
     return BootResult(rc, time.monotonic() - t0, serial, outdir)
+
+
+class GuestRunFailed(Exception):
+    """The guest ran but wrote no results; the message has the serial console and the script's output."""
+
+
+def run_in_guest(guest: Guest, repo: Path, main: str, *, env: str = "", timeout_s: float = 300,
+                 prefix: str = "tinyhw-guest-") -> dict[str, Any]:
+    """Boot once, run ``python main /run/out`` from the checkout ``repo`` (``env``: extra shell lines
+    before it), and return its results.json plus ``_boot`` (wall time, return code, console tails)."""
+    outdir = Path(tempfile.mkdtemp(prefix=prefix))
+    script = (f"cd {shlex.quote(str(repo))}\n"
+              f"export PYTHONPATH={shlex.quote(str(repo))} HOME=/root PYTHONDONTWRITEBYTECODE=1\n"
+              f"{env}"
+              f"{shlex.quote(sys.executable)} {shlex.quote(main)} /run/out\n")
+    result = boot(guest, outdir, script, timeout_s=timeout_s)
+    path = outdir / "results.json"
+    console = (outdir / "console.log").read_text() if (outdir / "console.log").exists() else ""
+    if not path.exists():
+        raise GuestRunFailed(f"the guest wrote no results (qemu rc {result.returncode}, {result.wall_s:.1f} s)\n"
+                             f"serial:\n{result.serial[-3000:]}\nconsole:\n{console[-3000:]}")
+    data = json.loads(path.read_text())
+    data["_boot"] = {"wall_s": result.wall_s, "returncode": result.returncode, "serial": result.serial[-3000:],
+                     "console": console[-6000:]}
+    return data
