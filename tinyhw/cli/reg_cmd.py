@@ -3,7 +3,9 @@ from the Linux amdgpu headers (tinyhw.regs; issue 3).
 
 Names are ``block.REGISTER`` or ``block.REGISTER.FIELD``, case-insensitive
 (``smuio.ROM_SW_CNTL``, ``mp0.MP0_SMN_C2PMSG_81``); offsets are byte offsets in the ASIC's
-register BAR (BAR5 on Navi31). find and decode work offline with ``--asic``.
+register BAR (BAR5 on Navi31). find and decode work offline with ``--asic``. With a device,
+find/read/write place registers with the segment bases of the device's IP discovery table
+(falling back to the profile's fact table with a warning); ``reg discovery`` shows that table.
 """
 
 from __future__ import annotations
@@ -41,6 +43,20 @@ def _asic(app: Any, name: str | None, transport: Any = None) -> Any:
     return regs.asic_for_device(ident.vendor_id, ident.device_id)
 
 
+def _warn(line: str) -> None:
+    click.echo(line, err=True)
+
+
+def _device_asic(app: Any, name: str | None, transport: Any) -> Any:
+    """The device's register space with the bases of its IP discovery table (facts, with a warning, if unusable)."""
+    from tinyhw.regs.discovery import asic_from_device
+
+    placed = asic_from_device(transport, name, warn=_warn)
+    if placed.source == "discovery" and hasattr(app, "log") and getattr(app, "verbose", 0):
+        app.log(f"register bases from the device's ip discovery table ({placed.discovery.path})")
+    return placed
+
+
 def _offset_text(reg: Any) -> str:
     return "(base unknown)" if reg.offset is None else f"0x{reg.offset:05x}"
 
@@ -75,12 +91,15 @@ def reg() -> None:
 
     Names are block.REGISTER or block.REGISTER.FIELD, case-insensitive; blocks are smuio,
     mp0, mp1, gc, sdma, nbio, mmhub, osssys, hdp. Register and field definitions come from
-    the Linux amdgpu headers; offsets are byte offsets in the register BAR of the ASIC.
+    the Linux amdgpu headers; offsets are byte offsets in the register BAR of the ASIC,
+    placed with the segment bases of the device's IP discovery table when a device is used,
+    else (--asic, offline) with the profile's fact table.
 
     \b
     Examples:
       tinyhw reg find 'smuio.ROM*' --asic navi31
       tinyhw --device mock:navi31 reg read smuio.ROM_SW_STATUS
+      tinyhw --device mock:navi31-usb reg discovery
     """
 
 
@@ -92,8 +111,9 @@ def find_cmd(app: Any, pattern: str, asic_name: str | None) -> None:
     """List the registers matching PATTERN with their byte offset and fields.
 
     PATTERN is a glob: REG (every block), block.REG, or block.REG.FIELD (only matching
-    fields). Works offline with --asic; without it the ASIC comes from the device's PCI id
-    (only its config space is read). Touches no register.
+    fields). Works offline with --asic (offsets from the profile's fact table); without it
+    the ASIC comes from the device's PCI id and the offsets from its IP discovery table
+    (reads VRAM size and the table, see 'reg discovery'). Writes no register.
 
     \b
     Examples:
@@ -101,7 +121,11 @@ def find_cmd(app: Any, pattern: str, asic_name: str | None) -> None:
       tinyhw --json reg find 'mp0.MP0_SMN_C2PMSG_11?' --asic navi31
       tinyhw reg find '*.*.DATA_SIZE' --asic gfx1200
     """
-    found = _asic(app, asic_name).find(pattern)
+    if asic_name or app.device is None:
+        placed = _asic(app, asic_name)
+    else:
+        placed = _device_asic(app, None, app.open_transport())
+    found = placed.find(pattern)
     doc = [{"name": r.name, "offset": r.offset, "fields": _field_docs(r)} for r in found]
 
     def human() -> None:
@@ -123,7 +147,9 @@ def read_cmd(app: Any, names: tuple[str, ...], asic_name: str | None) -> None:
 
     Reads one dword of the register BAR per NAME (a block.REGISTER.FIELD name reads its
     register and shows that field). Reading some registers has side effects (ROM_DATA
-    advances ROM_INDEX when auto-increment is on).
+    advances ROM_INDEX when auto-increment is on). Offsets come from the device's IP
+    discovery table (read first; see 'reg discovery'); --json adds "source": "discovery"
+    or "facts" (the profile's table, used with a warning when discovery is unusable).
 
     \b
     Examples:
@@ -133,14 +159,18 @@ def read_cmd(app: Any, names: tuple[str, ...], asic_name: str | None) -> None:
     from tinyhw.regs import Mmio
 
     transport = app.open_transport()
-    asic = _asic(app, asic_name, transport)
-    targets = [asic.resolve(n) for n in names]  # all names checked before any access
+    facts = _asic(app, asic_name, transport)
+    for n in names:  # all names checked before any access
+        facts.resolve(n)
+    asic = _device_asic(app, facts.name, transport)
+    targets = [asic.resolve(n) for n in names]
     mmio = Mmio(transport, asic)
     results = []
     for reg_, fld in targets:
         shown = reg_ if fld is None else _only(reg_, fld)
         results.append((shown, mmio.read(reg_)))
-    doc = [{"name": r.name, "offset": r.offset, "value": v, "fields": _field_docs(r, v)} for r, v in results]
+    doc = [{"name": r.name, "offset": r.offset, "value": v, "fields": _field_docs(r, v), "source": asic.source}
+           for r, v in results]
     app.emit(doc, lambda: [_print_fields(app, r, v) for r, v in results])
 
 
@@ -162,6 +192,7 @@ def write_cmd(app: Any, assignments: tuple[str, ...], asic_name: str | None, yes
     with exit 2 otherwise). Every register named is read once first (its old value is shown,
     and field writes keep the other bits), then written once with all its assignments applied
     in order; prints the old and new value of each. Needs --device: writes never guess.
+    Offsets come from the device's IP discovery table (see 'reg discovery').
 
     \b
     Examples:
@@ -179,7 +210,10 @@ def write_cmd(app: Any, assignments: tuple[str, ...], asic_name: str | None, yes
     if app.device is None:
         raise Refused("reg write needs --device", hint="commands that write never pick a device themselves")
     transport = app.open_transport(writes=True)
-    asic = _asic(app, asic_name, transport)
+    facts = _asic(app, asic_name, transport)
+    for name, _value in parsed:  # every name checked before any access
+        facts.resolve(name)
+    asic = _device_asic(app, facts.name, transport)
     plan: dict[str, tuple[Any, list[tuple[Any, int]]]] = {}  # register name -> (register, [(field or None, value)])
     lines = []
     for name, value in parsed:
@@ -238,3 +272,59 @@ def decode_cmd(app: Any, name: str, value: str, asic_name: str | None) -> None:
     shown = reg_ if fld is None else _only(reg_, fld)
     doc = {"name": shown.name, "offset": shown.offset, "value": number, "fields": _field_docs(shown, number)}
     app.emit(doc, lambda: _print_fields(app, shown, number))
+
+
+@reg.command("discovery")
+@click.option("--asic", "asic_name", metavar="NAME", help=_ASIC_HELP)
+@click.pass_obj
+def discovery_cmd(app: Any, asic_name: str | None) -> None:
+    """Read the device's IP discovery table: IP blocks, versions, segment bases, harvest.
+
+    Reads RCC_CONFIG_MEMSIZE (VRAM size), then 10 KiB at VRAM size - 64 KiB: through BAR0
+    when BAR0 covers all of VRAM, else through the MM_INDEX/MM_DATA window (writes
+    MM_INDEX_HI and MM_INDEX, nothing else). These bases place registers in reg
+    find/read/write. Exit 1 when the table fails its checks (signatures, checksums).
+
+    \b
+    Examples:
+      tinyhw --device mock:navi31 reg discovery
+      tinyhw --device mock:navi31-usb --json reg discovery
+    """
+    from tinyhw.errors import OperationFailed
+    from tinyhw.regs.discovery import read_discovery
+
+    d = read_discovery(app.open_transport(), asic_name)
+    doc = {
+        "vram_mib": d.vram_mib,
+        "address": d.address,
+        "path": d.path,
+        "binary_version": f"{d.version[0]}.{d.version[1]}",
+        "ip_table_version": d.ip_version,
+        "bases_64bit": d.bases_64bit,
+        "gfx_target": d.gfx_target,
+        "ips": [
+            {"die": ip.die, "block": ip.block or "", "hw_id": ip.hw_id, "instance": ip.instance,
+             "version": ip.version_text, "bases": list(ip.bases)}
+            for ip in d.ips
+        ],
+        "harvest": [{"block": h.block or "", "hw_id": h.hw_id, "instance": h.instance} for h in d.harvest],
+        "problems": [{"offset": p.offset, "message": p.message} for p in d.problems],
+    }
+
+    def human() -> None:
+        click.echo(f"ip discovery at vram 0x{d.address:x} ({d.vram_mib} MiB vram, read via {d.path}): "
+                   f"binary v{doc['binary_version']}, ip table v{d.ip_version}"
+                   + (f", {d.gfx_target}" if d.gfx_target else ""))
+        for ip in d.ips:
+            bases = " ".join(f"0x{b:x}" for b in ip.bases)
+            click.echo(f"  die {ip.die}  {ip.block or '?':<7} hw_id {ip.hw_id:<3}  #{ip.instance}  "
+                       f"{ip.version_text:<8}  {bases}")
+        for h in d.harvest:
+            click.echo(f"  harvested: {h.block or f'hw_id {h.hw_id}'} #{h.instance}")
+        for p in d.problems:
+            click.echo(f"  problem: {p}")
+
+    app.emit(doc, human)
+    if d.problems:
+        raise OperationFailed(f"the ip discovery table fails its checks ({d.problems[0]})",
+                              hint="reg read/write use the profile's fact table on this device")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tinyhw.boards.navi31 import MMIO_BAR, NAVI31, BoardSpec
 from tinyhw.errors import StrictEmulationError
+from tinyhw.mocks import discovery as mock_discovery
 from tinyhw.mocks.flashstore import FlashStore, write_atomic
 from tinyhw.mocks.gd25 import GD25LQ16E, Gd25Config
 from tinyhw.mocks.ifwi_image import build_image
@@ -94,6 +95,12 @@ class Navi31Board:
         self.psp = PspMailbox(self.clock, options.psp, model.psp)
         self.vram = _Sparse()
         self.doorbells = _Sparse()
+        # VRAM of the full size (BAR0 shows its low part), RCC_CONFIG_MEMSIZE, the MM_INDEX/MM_DATA window and
+        # the IP discovery binary at VRAM size - 64 KiB (tinyhw.mocks.discovery)
+        self.vram_size = mock_discovery.VRAM_MIB << 20
+        self.window = mock_discovery.VramWindow(mock_discovery.VRAM_MIB, self._vram_read, self._vram_write,
+                                                self._window_reg_read, self._window_reg_write)
+        mock_discovery.place(self.vram.write32, mock_discovery.VRAM_MIB, mock_discovery.discovery_image())
         self._plain = {0: self.vram, 2: self.doorbells}
         self._other: dict[int, int] = {}  # non-strict storage of uncovered BAR5 dwords (R1)
         self._closed = False
@@ -105,6 +112,9 @@ class Navi31Board:
         pr, pw = self.psp.handlers()
         reads.update(pr)
         writes.update(pw)
+        self._win_rd, win_wr = self.window.handlers()
+        reads.update(self._win_rd)
+        writes.update(win_wr)
         self._rd5 = reads
         self._wr5 = writes
 
@@ -131,6 +141,29 @@ class Navi31Board:
         if psp is not None:
             self.set_psp_state(psp)
 
+    # -- VRAM (BAR0 and the indirect window) ----------------------------------------------------------------------
+    def _vram_read(self, addr: int) -> int:
+        if 0 <= addr < self.vram_size:
+            return self.vram.read32(addr & ~3)
+        return self._uncovered(0, addr, None)
+
+    def _vram_write(self, addr: int, value: int) -> None:
+        if 0 <= addr < self.vram_size:
+            self.vram.write32(addr & ~3, value)
+        else:
+            self._uncovered(0, addr, value)
+
+    def _window_reg_read(self, offset: int) -> int:
+        h = None if offset in self._win_rd else self._rd5.get(offset)
+        return h() if h is not None else self._uncovered(MMIO_BAR, offset, None)
+
+    def _window_reg_write(self, offset: int, value: int) -> None:
+        h = None if offset in self._win_rd else self._wr5.get(offset)
+        if h is not None:
+            h(value)
+        else:
+            self._uncovered(MMIO_BAR, offset, value)
+
     # -- config space -------------------------------------------------------------------------------------------
     def cfg_read32(self, reg: int) -> int:
         return self.pci.read32(reg)
@@ -156,7 +189,7 @@ class Navi31Board:
                 return h()
             return self._uncovered(bar, offset, None)
         mem = self._plain.get(bar)
-        if mem is not None and offset < self.pci.bar_size[bar]:
+        if mem is not None and offset < self.pci.bar_size[bar] and (bar != 0 or offset < self.vram_size):
             return mem.read32(offset)
         return self._uncovered(bar, offset, None)
 
@@ -176,7 +209,7 @@ class Navi31Board:
             self._uncovered(bar, offset, value)
             return
         mem = self._plain.get(bar)
-        if mem is not None and offset < self.pci.bar_size[bar]:
+        if mem is not None and offset < self.pci.bar_size[bar] and (bar != 0 or offset < self.vram_size):
             mem.write32(offset, value)
             return
         self._uncovered(bar, offset, value)
@@ -185,6 +218,8 @@ class Navi31Board:
         if bar in self._plain:
             return self._plain[bar].read32(offset)
         if bar == MMIO_BAR:
+            if offset in self._win_rd:
+                return self._win_rd[offset]()
             if offset in self._other:
                 return self._other[offset]
             try:

@@ -10,8 +10,12 @@ Typical use::
 
 ``asic(name, bases=...)`` takes segment bases read from the device's IP discovery table;
 without them the profile's offline bases (cited, inferred) are used (``profiles.py``).
+``tinyhw.regs.discovery.asic_from_device(transport)`` reads that table from a device
+(``read_discovery``) and places the profile with it, falling back to the facts with a warning;
+``tinyhw.regs.fixed`` holds the few registers valid before discovery (amd-bringup.md §1.2).
 Importing this package loads no register table; each table loads on first use of its block.
-Imports only the standard library, ``tinyhw.autogen``, ``tinyhw.errors`` (and ``tinyhw.transport`` for types).
+Imports only the standard library, ``tinyhw.autogen``, ``tinyhw.errors``, ``tinyhw.formats``
+(the discovery parser) and ``tinyhw.transport`` (for types).
 """
 
 from __future__ import annotations

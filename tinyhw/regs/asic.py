@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from functools import cache
+from typing import Any
 
 from tinyhw.errors import Refused
 from tinyhw.regs import names
@@ -22,7 +23,14 @@ Bases = Mapping[str, Sequence[int | None]]
 
 
 class Asic:
-    """The register space of one ASIC: a profile, optionally with bases read from the device."""
+    """The register space of one ASIC: a profile, optionally with bases read from the device.
+
+    ``source`` says where the bases come from: "facts" (the profile) or "discovery" (set by
+    :func:`tinyhw.regs.discovery.asic_from_device`, which also sets ``discovery``).
+    """
+
+    source = "facts"
+    discovery: Any = None
 
     def __init__(self, profile: AsicProfile, bases: Bases | None = None) -> None:
         self.profile = profile

@@ -42,6 +42,7 @@ class BlockSpec:
     source: str  # why this table, where the bases come from
     prefix: str = ""  # only the registers whose names start with this (SDMA in the GC table, MP0_/MP1_ in mp)
     inferred: bool = True  # bases not read from a device
+    bases_ip: str = ""  # the IP whose discovered bases place these registers, when not ``ip`` (SDMA: GC)
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,13 @@ NAVI31 = AsicProfile(
         ),
         "gc": BlockSpec("gc_11_0_0", _SC_GC, "GC", "11.0.0", f"gfx_v11_0.c; bases {SC} (amd-bringup.md §3.4)"),
         "sdma": BlockSpec(
-            "gc_11_0_0", _SC_GC, "SDMA0", "6.0.0", f"sdma_v6_0.c: SDMA registers of gc_11_0_0 at GC bases; {SC}", "SDMA"
+            "gc_11_0_0",
+            _SC_GC,
+            "SDMA0",
+            "6.0.0",
+            f"sdma_v6_0.c: SDMA registers of gc_11_0_0 at GC bases; {SC}",
+            "SDMA",
+            bases_ip="GC",
         ),
         "nbio": BlockSpec("nbio_4_3_0", (*_SC_NBIO, None), "NBIO", "4.3.0", f"nbio_v4_3.c; bases {SC}, seg5 unknown"),
         "mmhub": BlockSpec("mmhub_3_0_0", _SC_MMHUB, "MMHUB", "3.0.0", f"mmhub_v3_0.c; bases {SC}"),
@@ -129,7 +136,8 @@ GFX1200 = AsicProfile(
         ),
         "gc": BlockSpec("gc_12_0_0", _SC_GC, "GC", "12.0.0", "gfx_v12_0.c; bases [mock]"),
         "sdma": BlockSpec(
-            "gc_12_0_0", _SC_GC, "SDMA0", "7.0.0", "sdma_v7_0.c: SDMA registers of gc_12_0_0; bases [mock]", "SDMA"
+            "gc_12_0_0", _SC_GC, "SDMA0", "7.0.0", "sdma_v7_0.c: SDMA registers of gc_12_0_0; bases [mock]", "SDMA",
+            bases_ip="GC",
         ),
         "nbio": BlockSpec(
             "nbif_6_3_1", (*_SC_NBIO, 0x4040000), "NBIO", "6.3.1", "nbif_v6_3_1.c (NBIO 6.3.1 = NBIF); bases [mock]"
