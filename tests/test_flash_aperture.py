@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from clihelp import run
+from flashhelp import dev
 
 from tinyhw.errors import OperationFailed
 from tinyhw.flash import aperture
@@ -38,10 +39,6 @@ ORIG_CNTL, ORIG_INDEX = 0x38000001, 0x00123454  # non-default originals (the §f
 @pytest.fixture(autouse=True)
 def _cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-
-
-def dev(tmp_path: Path, board: str = "navi31", extra: str = "") -> str:
-    return f"mock:{board},flash={tmp_path / 'flash.bin'},timing=instant" + (f",{extra}" if extra else "")
 
 
 @pytest.fixture

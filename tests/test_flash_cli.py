@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from clihelp import run
+from flashhelp import dev, flash_state, journals
 
 from tinyhw.mocks.ifwi_image import build_image
 
@@ -21,24 +22,11 @@ def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
 
 
-def dev(tmp_path: Path, board: str = "navi31", extra: str = "") -> str:
-    return f"mock:{board},flash={tmp_path / 'flash.bin'},timing=instant" + (f",{extra}" if extra else "")
-
-
-def flash_state(tmp_path: Path) -> tuple[bytes, bytes]:
-    sr = tmp_path / "flash.bin.sr"
-    return (tmp_path / "flash.bin").read_bytes(), sr.read_bytes() if sr.exists() else b""
-
-
 def changed_image(sectors: list[int], seed: int = 1) -> bytes:
     img = bytearray(IMAGE)
     for s in sectors:
         img[s * SECTOR + 16:s * SECTOR + 48] = hashlib.sha256(bytes([seed, s & 0xFF, s >> 8])).digest()
     return bytes(img)
-
-
-def journals(tmp_path: Path) -> list[Path]:
-    return sorted((tmp_path / "state" / "tinyhw").glob("flash-*.json"))
 
 
 # -- help ---------------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from clihelp import run
+from flashhelp import dev, flash_state, journals
 
 from tinyhw.errors import Disconnected
 from tinyhw.flash import chip as chip_mod
@@ -32,19 +33,6 @@ PART = m.PART_NUMBER.decode()
 def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.chdir(tmp_path)
-
-
-def dev(tmp_path: Path, board: str = "navi31", extra: str = "") -> str:
-    return f"mock:{board},flash={tmp_path / 'flash.bin'},timing=instant" + (f",{extra}" if extra else "")
-
-
-def flash_state(tmp_path: Path) -> tuple[bytes, bytes]:
-    sr = tmp_path / "flash.bin.sr"
-    return (tmp_path / "flash.bin").read_bytes(), sr.read_bytes() if sr.exists() else b""
-
-
-def journals(tmp_path: Path) -> list[Path]:
-    return sorted((tmp_path / "state" / "tinyhw").glob("flash-*.json"))
 
 
 def edit_vbios(mutate: Callable[[bytearray, int], None], image: bytes = IMAGE) -> bytes:

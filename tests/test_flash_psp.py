@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from clihelp import run
+from flashhelp import dev
 
 from tinyhw.errors import OperationFailed
 from tinyhw.flash import psp
@@ -24,10 +25,6 @@ from tinyhw.mocks.psp import PspMailbox
 BOARDS = ["navi31", "navi31-usb"]
 PROBE = [0x01, 0x06, 0x0B, 0x07]
 TRANSFER_COMMANDS = {0x08, 0x09, 0x0A, 0x02, 0x03, 0x04}
-
-
-def dev(tmp_path: Path, board: str = "navi31", extra: str = "") -> str:
-    return f"mock:{board},flash={tmp_path / 'flash.bin'},timing=instant" + (f",{extra}" if extra else "")
 
 
 @pytest.fixture
