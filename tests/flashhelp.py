@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+
 def dev(tmp_path: Path, board: str = "navi31", extra: str = "") -> str:
     """A device string for the emulated board whose flash file lives in ``tmp_path``."""
     return f"mock:{board},flash={tmp_path / 'flash.bin'},timing=instant" + (f",{extra}" if extra else "")
