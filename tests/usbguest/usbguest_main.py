@@ -159,6 +159,18 @@ class Gadget:
                 "ffs_mounted": "functionfs" in Path("/proc/mounts").read_text(), "appeared_s": self.appeared_s}
 
 
+def wait_for_usb_open(p: subprocess.Popen, timeout_s: float = 120.0) -> float | None:
+    """Seconds until process ``p`` holds a usbfs device file open (it has opened the bridge), or None."""
+    t0 = time.monotonic()
+    fd_dir = Path(f"/proc/{p.pid}/fd")
+    while p.poll() is None and time.monotonic() - t0 < timeout_s:
+        with contextlib.suppress(OSError):
+            if any(os.readlink(fd).startswith("/dev/bus/usb/") for fd in fd_dir.iterdir()):
+                return round(time.monotonic() - t0, 3)
+        time.sleep(0.1)
+    return None
+
+
 def set_udc(name: str) -> None:
     (GADGET_DIR / "UDC").write_text(name + "\n")
 
@@ -214,8 +226,9 @@ def run_all() -> None:  # noqa: PLR0915 - one linear script, in the order the is
         cmd = [sys.executable, "-m", "tinyhw", "--device", "usb", "flash", "read", "0", "0x100000",
                "-o", "/tmp/big.bin"]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(15.0)  # Python start-up (~7 s here), open and enumeration (~3 s); then it reads
-        r: dict[str, Any] = {"running_at_unbind": p.poll() is None}
+        opened_s = wait_for_usb_open(p)  # Python start-up (~7 s here), then it opens the bridge
+        time.sleep(5.0)  # enumeration (~3 s); then it reads (1 MiB takes minutes here)
+        r: dict[str, Any] = {"running_at_unbind": p.poll() is None, "opened_after_s": opened_s}
         t0 = time.monotonic()
         set_udc("")
         try:
