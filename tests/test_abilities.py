@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tinyhw.cli.devices import open_device
+from tinyhw.connect import open_device
 from tinyhw.errors import NotAvailableYet
 from tinyhw.pci.sysfs import SysfsTransport
 from tinyhw.pci.vfio import VfioTransport

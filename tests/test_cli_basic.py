@@ -48,7 +48,7 @@ def test_unknown_mock_option_is_refused() -> None:
 
 
 def test_no_device_found_names_the_emulated_board(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tinyhw.cli import discover
+    from tinyhw.connect import discover
 
     monkeypatch.setattr(discover, "list_pci", lambda: [])
     monkeypatch.setattr(discover, "list_usb", lambda warn=True: [])

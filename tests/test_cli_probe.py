@@ -9,7 +9,7 @@ import sys
 import pytest
 from clihelp import run
 
-from tinyhw.cli.devices import open_device
+from tinyhw.connect import open_device
 from tinyhw.formats.pciids import PciIds
 from tinyhw.probe import probe
 from tinyhw.transport.devstr import parse_device

@@ -186,7 +186,7 @@ def test_disconnect_mid_dump_reports_the_disconnect(tmp_path: Path) -> None:
 # -- through the real usb driver ----------------------------------------------------------------------------------
 def test_usb_bridge_reads_one_tlp_per_dword_and_restores(tmp_path: Path, smuios: list[Smuio]) -> None:
     """128 KiB through the emulated bridge and the real usb driver: every ROM_DATA read is one single TLP."""
-    from tinyhw.cli.devices import open_device
+    from tinyhw.connect import open_device
     from tinyhw.transport.devstr import parse_device
 
     box: dict[str, Any] = {}

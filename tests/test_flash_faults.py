@@ -164,7 +164,7 @@ def test_disconnect_anywhere_then_resume_gives_the_image(tmp_path: Path) -> None
 
 def usb_phase_starts(tmp_path: Path, flash: Path, device: str) -> dict[str, int]:
     """Transfers the driver has submitted when each journal phase starts, from an in-process traced write."""
-    from tinyhw.cli.devices import open_device
+    from tinyhw.connect import open_device
     from tinyhw.transport.devstr import parse_device
 
     starts: dict[str, int] = {}

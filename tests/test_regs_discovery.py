@@ -11,7 +11,7 @@ import pytest
 from clihelp import run as run_cli
 
 from tinyhw import regs
-from tinyhw.cli.devices import open_device
+from tinyhw.connect import open_device
 from tinyhw.formats.ipdiscovery import IpSpec, build_discovery
 from tinyhw.mocks import discovery as mock_discovery
 from tinyhw.regs.discovery import asic_from_device, discovered_bases, read_discovery

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tinyhw.cli.devices import open_device
+from tinyhw.connect import open_device
 from tinyhw.errors import DeviceTimeout, Refused
 from tinyhw.transport.devstr import parse_device
 from tinyhw.usb.transport import UsbTransport

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tinyhw.cli.devices import open_device
+from tinyhw.connect import open_device
 from tinyhw.formats.pciids import PciIds
 from tinyhw.probe import probe as do_probe
 from tinyhw.transport.devstr import parse_device

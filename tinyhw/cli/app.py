@@ -54,17 +54,17 @@ class App:
 
     # -- device ---------------------------------------------------------------------------------
     def device_spec(self, *, writes: bool = False):  # noqa: ANN201 - DeviceSpec
-        from tinyhw.cli.discover import pick_default_device
+        from tinyhw.connect.discover import pick_default_device
 
-        text = self.device or os.environ.get("TINYHW_DEVICE") or None
-        if text:
+        text = self.device if self.device is not None else (os.environ.get("TINYHW_DEVICE") or None)
+        if text is not None:
             return parse_device(text)
-        return pick_default_device(self, writes=writes)
+        return pick_default_device(self.log, writes=writes)
 
     def open_transport(self, *, writes: bool = False) -> Transport:
         """Open the chosen device; it is closed when the command ends."""
         if self._opened is None:
-            from tinyhw.cli.devices import open_device
+            from tinyhw.connect import open_device
 
             def keep(opened: Any) -> None:
                 self._opened = opened

@@ -51,7 +51,6 @@ def gadget(app: App, board: str, flash: Path | None, udc: str | None, faults: st
     from tinyhw.mocks.gadget_configfs import GadgetSetup, check_environment, serve_gadget
     from tinyhw.mocks.navi31 import Navi31Board
     from tinyhw.mocks.options import MockOptions
-    from tinyhw.transport.lock import DeviceLock
 
     chosen = check_environment(udc)
     opts: dict[str, str | bool] = {"speed": "hs"}
@@ -62,25 +61,24 @@ def gadget(app: App, board: str, flash: Path | None, udc: str | None, faults: st
     options = MockOptions.from_options(opts)
     stop = threading.Event()
     served: dict[str, Any] = {}
-    with DeviceLock(str(options.flash.resolve()), backend="mock"):
-        clock = WallPacedClock()  # the host times out on its wall clock
-        emulated = Navi31Board(options, clock, attach="usb")
+    clock = WallPacedClock()  # the host times out on its wall clock
+    emulated = Navi31Board(options, clock, attach="usb")  # takes the device lock
+    try:
+        bridge = Asm24Bridge(emulated, options, clock)
+        previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            bridge = Asm24Bridge(emulated, options, clock)
-            previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                with serve_gadget(bridge, chosen, GadgetSetup(name=name)) as g:
-                    app.log(f"serving the emulated {board} behind an asm24 bridge "
-                            f"({bridge.identity.vendor_id:04x}:{bridge.identity.product_id:04x}, serial "
-                            f"{bridge.identity.serial}) on {chosen}; flash {options.flash}; Ctrl-C stops")
-                    while g.running and not stop.wait(0.2):
-                        pass
-                served = _report(bridge, g, chosen)
-            finally:
-                for s, handler in previous.items():
-                    signal.signal(s, handler)
+            with serve_gadget(bridge, chosen, GadgetSetup(name=name)) as g:
+                app.log(f"serving the emulated {board} behind an asm24 bridge "
+                        f"({bridge.identity.vendor_id:04x}:{bridge.identity.product_id:04x}, serial "
+                        f"{bridge.identity.serial}) on {chosen}; flash {options.flash}; Ctrl-C stops")
+                while g.running and not stop.wait(0.2):
+                    pass
+            served = _report(bridge, g, chosen)
         finally:
-            emulated.close()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+    finally:
+        emulated.close()
     app.emit(served, lambda: _human(app, served))
 
 

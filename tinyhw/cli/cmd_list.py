@@ -20,9 +20,9 @@ def list_cmd(app: App) -> None:
       tinyhw list
       tinyhw --json list
     """
-    from tinyhw.cli.discover import list_mocks, list_pci, list_usb
+    from tinyhw.connect.discover import list_devices
 
-    rows = list_pci() + list_usb() + list_mocks()
+    rows = list_devices()
     app.emit([r.as_dict() for r in rows], lambda: _human(app, rows))
 
 

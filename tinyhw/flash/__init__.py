@@ -16,10 +16,11 @@ from tinyhw.flash import aperture, identity, ops, psp
 from tinyhw.flash.chip import CHIP_NAME, Gd25, Status
 from tinyhw.flash.device import FlashDevice
 from tinyhw.flash.journal import Journal, state_dir
-from tinyhw.flash.ops import Progress, VerifyResult, check_sector_range
+from tinyhw.flash.ops import VerifyResult, check_sector_range
 from tinyhw.flash.protection import Protection, protected_range
 from tinyhw.flash.romsw import RomSw, Rx
 from tinyhw.flash.writer import Job, JobResult, Writer
+from tinyhw.progress import Progress
 
 __all__ = [
     "CHIP_NAME",

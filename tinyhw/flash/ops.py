@@ -16,22 +16,7 @@ from tinyhw.flash.device import FlashDevice
 from tinyhw.flash.files import sha256
 from tinyhw.flash.identity import probe_identity
 from tinyhw.flash.protection import SR1_SRP0, SR1_WEL, SR1_WIP, SR2_CMP, SR2_SRP1
-
-
-class Progress:
-    """Where long operations report: ``start(label, total_bytes)``, ``advance(n)``, ``stop()``. No-op here."""
-
-    def start(self, label: str, total: int) -> None:
-        pass
-
-    def advance(self, n: int) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-
-NO_PROGRESS = Progress()
+from tinyhw.progress import NO_PROGRESS, Progress
 
 
 def info(dev: FlashDevice) -> dict[str, Any]:
@@ -76,20 +61,14 @@ def check_range(dev: FlashDevice, address: int, size: int) -> None:
 
 def read(dev: FlashDevice, address: int, size: int, progress: Progress = NO_PROGRESS) -> bytes:
     check_range(dev, address, size)
-    progress.start("read", size)
-    try:
-        return dev.chip.read(address, size, progress.advance)
-    finally:
-        progress.stop()
+    with progress.task("read", size) as advance:
+        return dev.chip.read(address, size, advance)
 
 
 def dump(dev: FlashDevice, progress: Progress = NO_PROGRESS) -> bytes:
     """The whole flash."""
-    progress.start("dump", dev.size)
-    try:
-        return dev.chip.read(0, dev.size, progress.advance)
-    finally:
-        progress.stop()
+    with progress.task("dump", dev.size) as advance:
+        return dev.chip.read(0, dev.size, advance)
 
 
 @dataclass
@@ -144,9 +123,6 @@ def verify(dev: FlashDevice, image: bytes, progress: Progress = NO_PROGRESS,
                       hint="verify compares a full raw flash image")
     start, count = check_sector_range(dev.size // dev.sector_size, start_sector, sector_count)
     lo, hi = start * dev.sector_size, (start + count) * dev.sector_size
-    progress.start("verify", hi - lo)
-    try:
-        flash = dev.chip.read(lo, hi - lo, progress.advance)
-    finally:
-        progress.stop()
+    with progress.task("verify", hi - lo) as advance:
+        flash = dev.chip.read(lo, hi - lo, advance)
     return compare(flash, image[lo:hi], dev.sector_size, base=lo)

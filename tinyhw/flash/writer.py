@@ -34,9 +34,10 @@ from tinyhw.flash.files import default_backup_name, sha256, write_verified
 from tinyhw.flash.identity import BoardCheck, image_vbios_offsets, read_identity
 from tinyhw.flash.identity import compare as compare_identity
 from tinyhw.flash.journal import Journal, erase_key, find_journals, write_key
-from tinyhw.flash.ops import NO_PROGRESS, Progress, check_sector_range, compare
+from tinyhw.flash.ops import check_sector_range, compare
 from tinyhw.flash.protection import protected_range, unprotected_status, writable_status
 from tinyhw.formats.vbios import VbiosIdentity, vbios_identity
+from tinyhw.progress import NO_PROGRESS, Progress
 
 
 @dataclass
@@ -248,11 +249,8 @@ class Writer:
         size, ss = self.dev.size, self.ss
         reads = []
         for label in ("backup", "backup check"):
-            self.progress.start(label, size)
-            try:
-                reads.append(self.chip.read(0, size, self.progress.advance))
-            finally:
-                self.progress.stop()
+            with self.progress.task(label, size) as advance:
+                reads.append(self.chip.read(0, size, advance))
         first, second = reads
         if first == second:
             return first
@@ -290,11 +288,8 @@ class Writer:
         if fresh is not None:
             current = fresh[lo:hi]
         else:
-            self.progress.start("read", hi - lo)
-            try:
-                current = chip.read(lo, hi - lo, self.progress.advance)
-            finally:
-                self.progress.stop()
+            with self.progress.task("read", hi - lo) as advance:
+                current = chip.read(lo, hi - lo, advance)
         before = self._before(journal, fresh)
         changed = [s for s in range(start, start + count)
                    if current[(s - start) * ss:(s - start + 1) * ss] != self._target(s)]
@@ -307,12 +302,9 @@ class Writer:
             if chip.protection(st.sr1, st.sr2).overlaps(lo, hi):
                 raise OperationFailed(f"protection did not clear (sr1 0x{st.sr1:02x}, sr2 0x{st.sr2:02x} after the "
                                       "write): srp0/srp1 or the wp# pin lock the status registers")
-        self.progress.start(self.job.kind, len(changed) * ss)
-        try:
+        with self.progress.task(self.job.kind, len(changed) * ss) as advance:
             for s in changed:
                 self._sector(journal, s, current[(s - start) * ss:(s - start + 1) * ss])
-        finally:
-            self.progress.stop()
         restored = False
         if journal.protection and journal.protection.get("cleared"):
             journal.save(phase="restore-protection", sector=None)
@@ -363,11 +355,8 @@ class Writer:
         """
         journal.save(phase="final-verify", sector=None)
         size = self.dev.size
-        self.progress.start("final verify", hi - lo)
-        try:
-            flash = self.chip.read(lo, hi - lo, self.progress.advance)
-        finally:
-            self.progress.stop()
+        with self.progress.task("final verify", hi - lo) as advance:
+            flash = self.chip.read(lo, hi - lo, advance)
         target = b"".join(self._target(s) for s in range(lo // self.ss, hi // self.ss))
         res = compare(flash, target, self.ss, base=lo)
         if not res.match:

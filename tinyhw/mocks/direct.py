@@ -11,14 +11,11 @@ fail too once the board has gone away.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from tinyhw.errors import DeviceTimeout, Disconnected, Refused
 from tinyhw.mocks.navi31 import Navi31Board
 from tinyhw.mocks.options import MockOptions
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
 from tinyhw.transport.clock import VirtualClock
-from tinyhw.transport.lock import DeviceLock
 
 #: Modelled latency of one register or config access on native PCIe.
 ACCESS_LATENCY = 1e-6
@@ -35,16 +32,8 @@ class DirectTransport(Transport):
         super().__init__(clock)
         self.vclock = clock
         self.options = options
-        self._lock: DeviceLock | None = None
         self._closed = False
-        if lock:
-            self._lock = DeviceLock(key=str(Path(options.flash).resolve()), backend="mock").acquire()
-        try:
-            self.board = Navi31Board(options, clock, attach="direct")
-        except BaseException:
-            if self._lock is not None:
-                self._lock.release()
-            raise
+        self.board = Navi31Board(options, clock, attach="direct", lock=lock)  # the board takes the device lock
         self.accesses = 0
         disconnects = options.faults.at("disconnect")
         self._disconnect_at = min(disconnects) if disconnects else None
@@ -119,11 +108,7 @@ class DirectTransport(Transport):
         if self._closed:
             return
         self._closed = True
-        try:
-            self.board.close()
-        finally:
-            if self._lock is not None:
-                self._lock.release()
+        self.board.close()
 
 
 def _check_cfg(offset: int, size: int) -> None:

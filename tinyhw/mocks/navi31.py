@@ -27,6 +27,7 @@ from tinyhw.mocks.pcifunc import PciFunction
 from tinyhw.mocks.psp import PspConfig, PspMailbox
 from tinyhw.mocks.smuio import Smuio, SmuioConfig
 from tinyhw.transport.clock import VirtualClock
+from tinyhw.transport.lock import DeviceLock
 
 _LANES = [sum(0xFF << (8 * i) for i in range(4) if be >> i & 1) for be in range(16)]
 _PAGE = 4096
@@ -71,8 +72,21 @@ class Navi31Board:
     """PCIe function 1002:744c with VRAM (BAR0), doorbells (BAR2), I/O (BAR4) and registers (BAR5)."""
 
     def __init__(self, options: MockOptions, clock: VirtualClock | None = None, *, attach: str = "direct",
-                 model: Navi31Model | None = None) -> None:
+                 model: Navi31Model | None = None, lock: bool = True) -> None:
         self.options = options
+        # The device lock (ARCHITECTURE.md "Device lock"): taken here, where every emulated board is built, so
+        # no caller (the CLI, tinyhw.open, a script, the gadget) can reach a board another process holds.
+        self._lock: DeviceLock | None = None
+        if lock:
+            self._lock = DeviceLock(key=str(Path(options.flash).resolve()), backend="mock").acquire()
+        try:
+            self._build(options, clock, attach, model)
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _build(self, options: MockOptions, clock: VirtualClock | None, attach: str,
+               model: Navi31Model | None) -> None:
         self.clock = clock or VirtualClock()
         self.spec: BoardSpec = NAVI31
         self.attach = attach
@@ -259,7 +273,15 @@ class Navi31Board:
         try:
             self.chip.finish()
         finally:
-            self.store.close()
+            try:
+                self.store.close()
+            finally:
+                self._release_lock()
+
+    def _release_lock(self) -> None:
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            lock.release()
 
 
 def reset_flash(path: Path | str) -> str:

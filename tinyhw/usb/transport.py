@@ -65,6 +65,7 @@ class UsbTransport(Transport):
         clock: Clock | None = None,
         gpu_bus: int = USB_GPU_BUS,
         lock_key: str | None = None,
+        lock: bool = True,
         emulated: bool = False,
         connect: bool = True,
     ) -> None:
@@ -74,6 +75,7 @@ class UsbTransport(Transport):
         self._backend = backend
         self._gpu_bus = gpu_bus
         self._lock_key = lock_key
+        self._take_lock = lock  # False when the caller already holds the device's lock (an emulated board does)
         self._lock: DeviceLock | None = None
         self._dev: Any = None
         self._closed = False
@@ -97,7 +99,8 @@ class UsbTransport(Transport):
             port_path = ".".join(str(p) for p in (getattr(dev, "port_numbers", None) or ()))
             key = self._lock_key or (
                 f"usb-serial:{self.serial}" if self.serial else f"usb-port:{found.bus}-{port_path}")
-            self._lock = DeviceLock(key, backend="usb").acquire()
+            if self._take_lock:
+                self._lock = DeviceLock(key, backend="usb").acquire()
             self._dev = dev
             self._configure(dev)
             self.endpoints = find_endpoints(dev)

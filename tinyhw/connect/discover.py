@@ -1,8 +1,10 @@
-"""What devices are reachable (``tinyhw list``) and which one a read-only command may pick by itself."""
+"""What devices are reachable (``tinyhw list``, :func:`list_devices`) and which one a read-only command may
+pick by itself."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,7 +64,12 @@ def list_mocks() -> list[Listed]:
     ]
 
 
-def pick_default_device(app: Any, *, writes: bool) -> DeviceSpec:
+def list_devices(warn: bool = True) -> list[Listed]:
+    """Every device tinyhw can reach: GPUs in sysfs, USB bridges, then the emulated boards."""
+    return list_pci() + list_usb(warn=warn) + list_mocks()
+
+
+def pick_default_device(log: Callable[[str], None] = lambda _m: None, *, writes: bool) -> DeviceSpec:
     """With no --device: a read-only command may use the single real device present; writes never guess."""
     if writes:
         raise Refused("this command changes the device: name it with --device",
@@ -73,5 +80,5 @@ def pick_default_device(app: Any, *, writes: bool) -> DeviceSpec:
     if len(real) > 1:
         names = ", ".join(r.device for r in real)
         raise Refused(f"several devices are present ({names}): choose one with --device")
-    app.log(f"using {real[0].device}")
+    log(f"using {real[0].device}")
     return parse_device(real[0].device)

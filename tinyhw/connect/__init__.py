@@ -1,9 +1,17 @@
-"""Turning a device string into an open transport (the only place transports are constructed).
+"""Turning a device string into an open transport: the one place transports are constructed.
 
-Features are handed the transport; they never build one. Emulated boards are
-assembled here: ``mock:navi31`` is the board on the direct transport; ``mock:navi31-usb``
-is the same board behind the emulated ASM24 bridge, reached through a pyusb backend by
-the real ``usb`` transport.
+``tinyhw.open(device_string)`` (and the CLI) call :func:`open_device`. It sits in front of the transport
+layer (ARCHITECTURE.md "Opening a device from Python"): it may import the transports and the emulated
+boards; features never import it, they are handed the transport it returns. Emulated boards are
+assembled here: ``mock:navi31`` is the board on the direct transport; ``mock:navi31-usb`` is the same
+board behind the emulated ASM24 bridge, reached through a pyusb backend by the real ``usb`` transport.
+Every path takes the device lock (the emulated board takes it where it is built).
+
+Example::
+
+    import tinyhw
+    with tinyhw.open("mock:navi31-usb") as dev:
+        print(dev.transport.identity())
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ from dataclasses import dataclass, field
 
 from tinyhw.errors import DeviceNotFound, NotAvailableYet
 from tinyhw.transport.base import Transport
-from tinyhw.transport.devstr import DeviceSpec
+from tinyhw.transport.devstr import DeviceSpec, parse_device
 
 NOT_YET = {
     "remote": "the remote transport (remote:) is not available yet in this version of tinyhw",
@@ -32,17 +40,31 @@ class Opened:
     emulator_stats: Callable[[], dict] | None = None
 
     def close(self) -> None:
+        """Close the transport, then release the board and the lock. Safe to call twice."""
         try:
             self.transport.close()
         finally:
-            for c in self.closers:
+            closers, self.closers = self.closers, []
+            for c in closers:
                 c()
-            self.closers.clear()
+
+    def stats(self) -> dict:
+        """The transport's counters (what ``--stats`` prints)."""
+        return self.transport.stats()
+
+    def __enter__(self) -> Opened:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def open_device(spec: DeviceSpec, register: Callable[[Opened], None] | None = None) -> Opened:
-    """Open ``spec``. ``register`` receives the :class:`Opened` before the device is connected, so the
-    caller can report counters (``--stats``) and release everything even when opening fails."""
+def open_device(spec: DeviceSpec | str, register: Callable[[Opened], None] | None = None) -> Opened:
+    """Open ``spec`` (a :class:`DeviceSpec` or a device string). ``register`` receives the :class:`Opened`
+    before the device is connected, so the caller can report counters (``--stats``) and release everything
+    even when opening fails."""
+    if isinstance(spec, str):
+        spec = parse_device(spec)
     register = register or (lambda _o: None)
     if spec.kind in NOT_YET:
         raise NotAvailableYet(NOT_YET[spec.kind], hint=EMULATED_HINT)
@@ -79,11 +101,10 @@ def _open_mock_usb(spec: DeviceSpec, options, register: Callable[[Opened], None]
     from tinyhw.usb.transport import UsbTransport
 
     clock = VirtualClock()
-    board = Navi31Board(options, clock, attach="usb")
+    board = Navi31Board(options, clock, attach="usb")  # takes the device lock
     try:
         backend = make_backend(board, options, clock)
-        t = UsbTransport("", backend=backend, clock=clock, lock_key=str(options.flash.resolve()), emulated=True,
-                         connect=False)
+        t = UsbTransport("", backend=backend, clock=clock, lock=False, emulated=True, connect=False)
     except BaseException:
         board.close()
         raise

@@ -1,0 +1,37 @@
+"""Progress of long operations: one interface the library reports to and the CLI draws.
+
+Layer 1 (ARCHITECTURE.md). A long operation (a flash dump, a firmware copy, a boot) is "a task with a
+total": it calls ``with progress.task(label, total) as advance:`` and ``advance(n)`` as work is done. The
+library never prints; the CLI hands in a :class:`Progress` that draws a rich bar on a terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+
+class Progress:
+    """Where long operations report: ``start(label, total)``, ``advance(n)``, ``stop()``. This base is a no-op;
+    subclasses draw. Use :meth:`task` rather than calling ``start``/``stop`` by hand."""
+
+    def start(self, label: str, total: int) -> None:
+        pass
+
+    def advance(self, n: int) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    @contextmanager
+    def task(self, label: str, total: int) -> Iterator[Callable[[int], None]]:
+        """One task with a total: started on entry, stopped on exit (also on errors); yields ``advance``."""
+        self.start(label, total)
+        try:
+            yield self.advance
+        finally:
+            self.stop()
+
+
+NO_PROGRESS = Progress()
