@@ -8,6 +8,7 @@ Exit codes: 0 ok, 1 failed while running, 2 refused before touching anything,
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 import click
 
@@ -28,7 +29,49 @@ Examples:
 """
 
 
-@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+# Subcommands load lazily (click's lazy-group pattern): ``tinyhw --help`` imports no feature package. Each
+# entry: name -> ("module:attribute", short help shown by --help). tests/test_cli_lazy.py checks every entry
+# imports and is the command the entry names.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "list": ("tinyhw.cli.list_cmd:list_cmd", "List GPUs in sysfs, ASM24 USB bridges and the emulated boards."),
+    "probe": ("tinyhw.cli.probe_cmd:probe", "Identify the device: ids, names, BARs, PCIe link, Resizable BAR."),
+    "mock": ("tinyhw.cli.mock_cmd:mock", "Manage the built-in emulated boards (flash file, USB gadget)."),
+    "firmware": ("tinyhw.cli.firmware_cmd:firmware", "Inspect and compare firmware images (IFWI, VBIOS, amdgpu, GSP)."),
+    "flash": ("tinyhw.cli.flash_cmd:flash", "Read, back up, verify and rewrite a Navi31 board's SPI flash."),
+    "pci": ("tinyhw.cli.pci_cmd:pci", "Native PCIe: list, decode config space, peek/poke BARs, bind vfio."),
+    "reg": ("tinyhw.cli.reg_cmd:reg", "Registers by name: find, read, write, decode; IP discovery."),
+}
+
+
+def load_command(name: str) -> click.Command:
+    """Import the module that defines subcommand ``name`` and return the command."""
+    import importlib
+
+    module, attr = COMMANDS[name][0].split(":")
+    command: click.Command = getattr(importlib.import_module(module), attr)
+    command.short_help = COMMANDS[name][1]  # one source for the line --help shows without importing
+    return command
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported only when one of them runs (or a test asks for it)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in COMMANDS:
+            return load_command(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][1]) for name in sorted(COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, epilog=EPILOG,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--device", "-d", metavar="STR",
               help="Device string (default: $TINYHW_DEVICE, else the single device present).")
 @click.option("--json", "json_out", is_flag=True, help="One JSON document on stdout instead of text.")
@@ -47,58 +90,55 @@ def cli(ctx: click.Context, device: str | None, json_out: bool, stats: bool, ver
     ctx.call_on_close(app.finish)
 
 
-def _register() -> None:
-    from tinyhw.cli.cmd_list import list_cmd
-    from tinyhw.cli.cmd_mock import mock
-    from tinyhw.cli.cmd_probe import probe
-    from tinyhw.cli.firmware_cmd import firmware
-    from tinyhw.cli.flash_cmd import flash
-    from tinyhw.cli.pci_cmd import pci
+def _fail(message: str, exit_code: int, hint: str | None, json_mode: bool) -> NoReturn:
+    """One line on stderr; with --json also ``{"error": {"message", "exit_code", "hint"}}`` on stdout."""
+    print(f"error: {message}" + (f"; {hint}" if hint else ""), file=sys.stderr)
+    if json_mode:
+        import json
 
-    cli.add_command(list_cmd)
-    cli.add_command(probe)
-    cli.add_command(mock)
-    cli.add_command(firmware)
-    cli.add_command(flash)
-    cli.add_command(pci)
-    try:
-        from tinyhw.cli.reg_cmd import reg
-    except ImportError:  # pragma: no cover - while the register database is being added
-        return
-    cli.add_command(reg)
+        doc = {"error": {"message": message, "exit_code": exit_code, "hint": hint}}
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    sys.exit(exit_code)
 
 
-_register()
+def _global_flags(args: list[str]) -> tuple[bool, bool]:
+    """(--json, -v) among the global options, before the subcommand's own arguments."""
+    json_mode = verbose = False
+    for a in args:
+        if a == "--":
+            break
+        json_mode = json_mode or a == "--json"
+        verbose = verbose or a in ("-v", "--verbose") or (a.startswith("-v") and set(a[1:]) == {"v"})
+    return json_mode, verbose
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run click, turn tinyhw errors into one line and an exit code."""
-    verbose = any(a in ("-v", "--verbose", "-vv") for a in (argv if argv is not None else sys.argv[1:]))
+    """Entry point: run click, turn tinyhw errors into one line (and a JSON document with --json) and an exit code."""
+    args = list(argv if argv is not None else sys.argv[1:])
+    json_mode, verbose = _global_flags(args)
     try:
-        cli.main(args=argv, prog_name="tinyhw", standalone_mode=False)
+        cli.main(args=args, prog_name="tinyhw", standalone_mode=False)
     except TinyhwError as e:
         if verbose:
             import traceback
 
             traceback.print_exc()
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(e.exit_code)
-    except click.exceptions.Abort:
-        print("error: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        sys.exit(130)
-    except click.ClickException as e:
-        e.show()
-        sys.exit(e.exit_code)
+        _fail(e.message, e.exit_code, e.hint, json_mode)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _fail("interrupted", 130, None, json_mode)
     except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        if json_mode:
+            no_args = type(e).__name__ == "NoArgsIsHelpError"  # a group run without its subcommand
+            message = "a subcommand is missing" if no_args else e.format_message()
+            _fail(message, e.exit_code, "see --help", json_mode)
+        e.show()
         sys.exit(e.exit_code)
     except BrokenPipeError:
         sys.exit(1)
-    except Exception as e:  # noqa: BLE001 - a bug must still end in one line, the traceback only with -v
+    except Exception as e:  # a bug must still end in one line, the traceback only with -v
         if verbose:
             raise
-        print(f"error: internal error: {type(e).__name__}: {e} (re-run with -v for the traceback)", file=sys.stderr)
-        sys.exit(1)
+        _fail(f"internal error: {type(e).__name__}: {e}", 1, "re-run with -v for the traceback", json_mode)
     sys.exit(0)

@@ -11,11 +11,12 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinyhw.errors import Refused
-from tinyhw.transport.base import Transport
-from tinyhw.transport.devstr import parse_device
+
+if TYPE_CHECKING:  # imported when a device is opened, not for --help
+    from tinyhw.transport.base import Transport
 
 
 class App:
@@ -55,6 +56,7 @@ class App:
     # -- device ---------------------------------------------------------------------------------
     def device_spec(self, *, writes: bool = False):  # noqa: ANN201 - DeviceSpec
         from tinyhw.connect.discover import pick_default_device
+        from tinyhw.transport.devstr import parse_device
 
         text = self.device if self.device is not None else (os.environ.get("TINYHW_DEVICE") or None)
         if text is not None:

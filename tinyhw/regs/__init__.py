@@ -21,6 +21,7 @@ Imports only the standard library, ``tinyhw.autogen``, ``tinyhw.errors``, ``tiny
 from __future__ import annotations
 
 from tinyhw.regs.asic import Asic, asic, profile
+from tinyhw.regs.discovery import asic_from_device
 from tinyhw.regs.mmio import Mmio
 from tinyhw.regs.model import Field, Register
 from tinyhw.regs.profiles import PROFILES, AsicProfile, BlockSpec, profile_for_pci, profile_names
@@ -37,6 +38,7 @@ __all__ = [
     "Register",
     "asic",
     "asic_for_device",
+    "asic_from_device",
     "profile",
     "profile_for_pci",
     "profile_names",

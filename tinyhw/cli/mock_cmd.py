@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from tinyhw.cli.app import App
-from tinyhw.cli.cmd_gadget import gadget
+from tinyhw.cli.gadget_cmd import gadget
 from tinyhw.errors import Refused
 
 
