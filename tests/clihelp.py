@@ -16,6 +16,19 @@ class Result:
     err: str
 
     @property
+    def no_result(self) -> bool:
+        """Nothing but an error on stdout: empty, or (with --json) exactly one error document with this exit code."""
+        if self.out == "":
+            return True
+        import json
+
+        try:
+            doc = json.loads(self.out)
+        except ValueError:
+            return False
+        return set(doc) == {"error"} and doc["error"]["exit_code"] == self.code and bool(doc["error"]["message"])
+
+    @property
     def stats(self) -> dict:
         import json
 

@@ -26,20 +26,20 @@ def test_malformed_device_string() -> None:
     r = run("--device", "pcie:3", "probe")
     assert r.code == 2
     assert r.err.count("\n") == 1 and r.err.startswith("error: bad device string")
-    assert "accepted forms" in r.err and r.out == ""
+    assert "accepted forms" in r.err and r.no_result
 
 
 def test_transport_not_delivered_yet() -> None:
     r = run("--device", "remote:127.0.0.1:7788", "--json", "probe")
     assert r.code == 3
-    assert "not available yet" in r.err and "Traceback" not in r.err and r.out == ""
+    assert "not available yet" in r.err and "Traceback" not in r.err and r.no_result
 
 
 @pytest.mark.parametrize("dev", ["pci:0000:ee:1f.7", "vfio:0000:ee:1f.7"])
 def test_absent_native_device_is_exit_3(dev: str) -> None:
     r = run("--device", dev, "--json", "probe")
     assert r.code == 3
-    assert "no pci function 0000:ee:1f.7" in r.err and r.err.count("\n") == 1 and r.out == ""
+    assert "no pci function 0000:ee:1f.7" in r.err and r.err.count("\n") == 1 and r.no_result
 
 
 def test_unknown_mock_option_is_refused() -> None:

@@ -110,7 +110,7 @@ def test_bridge_error_paths(fault: str, message: str) -> None:
     errors = [ln for ln in r.err.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and message in errors[0], r.err
     assert "Traceback" not in r.err
-    assert r.out == ""
+    assert r.no_result
     assert set(r.stats) >= STATS_KEYS  # --stats is printed even when the command fails
 
 

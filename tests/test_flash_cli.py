@@ -63,7 +63,7 @@ def test_read(tmp_path: Path, board: str) -> None:
 @pytest.mark.parametrize("args", [["0x1ffff0", "0x20"], ["0", "0"], ["zz", "1"]])
 def test_read_outside_is_refused(tmp_path: Path, args: list[str]) -> None:
     r = run("--device", dev(tmp_path), "flash", "read", *args)
-    assert r.code == 2 and r.err.startswith("error:") and r.out == ""
+    assert r.code == 2 and r.err.startswith("error:") and r.no_result
 
 
 def test_dump_and_verify_direct(tmp_path: Path) -> None:
@@ -135,7 +135,7 @@ def test_write_refusals(tmp_path: Path, content: bytes, args: list[str], msg: st
     before = flash_state(tmp_path)
     (tmp_path / "img.bin").write_bytes(content)
     r = run("--device", dev(tmp_path), "--json", "flash", "write", "img.bin", *args, "--yes")
-    assert r.code == 2 and msg in r.err and r.out == "", r.err
+    assert r.code == 2 and msg in r.err and r.no_result, r.err
     assert r.err.count("\n") == 1
     assert flash_state(tmp_path) == before and journals(tmp_path) == []
 

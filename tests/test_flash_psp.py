@@ -142,7 +142,7 @@ def test_not_ready_mailbox_sends_nothing(tmp_path: Path, board: str, models: tup
     made, overrides = models
     overrides["mailbox"] = "not-ready"
     r = run("--device", dev(tmp_path, board), "--json", "--stats", "flash", "psp-status")
-    assert r.code == 1 and r.out == ""
+    assert r.code == 1 and r.no_result
     assert "psp mailbox is not ready" in r.err and "GET_BOOT_PARTITION was not sent" in r.err
     (m,) = made
     assert m.log == [] and m.doorbell == 0 and m.command == 0

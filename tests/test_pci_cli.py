@@ -159,7 +159,7 @@ def test_host_devices_are_never_mapped(real_devices: list[str]) -> None:
     for addr in bound:
         r = run("--device", f"pci:{addr}", "pci", "read", "0", "0")
         assert r.code == 2 and "refusing to map bar0" in r.err and "--force-bound" in r.err, r.err
-        assert r.out == "" and len(r.err.strip().splitlines()) == 1
+        assert r.no_result and len(r.err.strip().splitlines()) == 1
 
 
 # -- fake trees ---------------------------------------------------------------------------------------------------
@@ -224,7 +224,7 @@ def test_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[
     monkeypatch.setenv("TINYHW_SYSFS", str(sysfs))
     r = run(*args)
     assert r.code == code, (r.code, r.err)
-    assert r.out == "" and len(r.err.strip().splitlines()) <= 2  # a plan line may precede the error
+    assert r.no_result and len(r.err.strip().splitlines()) <= 2  # a plan line may precede the error
     assert r.err.strip().splitlines()[-1].startswith("error: ") and message in r.err, r.err
 
 

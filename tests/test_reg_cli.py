@@ -254,7 +254,7 @@ def test_real_cli_offline_find_and_decode() -> None:
 
 def test_real_cli_unknown_name_exits_2_with_closest_matches() -> None:
     res = run_cli("--json", "reg", "decode", "smuio.ROM_SW_CNTX", "1", "--asic", "navi31")
-    assert res.code == 2 and res.out == ""
+    assert res.code == 2 and res.no_result
     assert res.err.strip().startswith("error: navi31 has no register smuio.ROM_SW_CNTX; closest: smuio.ROM_SW_CNTL")
 
 

@@ -13,7 +13,7 @@ from typing import NoReturn
 import click
 
 from tinyhw import __version__
-from tinyhw.cli.app import App
+from tinyhw.cli.app import EMITTED, App
 from tinyhw.errors import TinyhwError
 
 EPILOG = """\b
@@ -91,9 +91,10 @@ def cli(ctx: click.Context, device: str | None, json_out: bool, stats: bool, ver
 
 
 def _fail(message: str, exit_code: int, hint: str | None, json_mode: bool) -> NoReturn:
-    """One line on stderr; with --json also ``{"error": {"message", "exit_code", "hint"}}`` on stdout."""
+    """One line on stderr; with --json also ``{"error": {"message", "exit_code", "hint"}}`` on stdout, unless
+    the command already wrote its document (which then carries the result, e.g. a verify mismatch)."""
     print(f"error: {message}" + (f"; {hint}" if hint else ""), file=sys.stderr)
-    if json_mode:
+    if json_mode and not EMITTED["json"]:
         import json
 
         doc = {"error": {"message": message, "exit_code": exit_code, "hint": hint}}
@@ -115,6 +116,7 @@ def _global_flags(args: list[str]) -> tuple[bool, bool]:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run click, turn tinyhw errors into one line (and a JSON document with --json) and an exit code."""
     args = list(argv if argv is not None else sys.argv[1:])
+    EMITTED["json"] = False
     json_mode, verbose = _global_flags(args)
     try:
         cli.main(args=args, prog_name="tinyhw", standalone_mode=False)

@@ -19,8 +19,14 @@ if TYPE_CHECKING:  # imported when a device is opened, not for --help
     from tinyhw.transport.base import Transport
 
 
+# Whether this invocation already wrote its JSON document: an error after it (a verify mismatch, exit 1)
+# must not add a second document to stdout.
+EMITTED: dict[str, bool] = {"json": False}
+
+
 class App:
     def __init__(self, device: str | None, json_out: bool, stats: bool, verbose: int, quiet: bool) -> None:
+        EMITTED["json"] = False
         self.device = device
         self.json = json_out
         self.want_stats = stats
@@ -108,6 +114,7 @@ class App:
     def emit(self, doc: Any, human: Callable[[], None]) -> None:
         if self.json:
             sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+            EMITTED["json"] = True
         else:
             human()
 
