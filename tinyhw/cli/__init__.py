@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "flash": ("tinyhw.cli.flash_cmd:flash", "Read, back up, verify and rewrite a Navi31 board's SPI flash."),
     "pci": ("tinyhw.cli.pci_cmd:pci", "Native PCIe: list, decode config space, peek/poke BARs, bind vfio."),
     "reg": ("tinyhw.cli.reg_cmd:reg", "Registers by name: find, read, write, decode; IP discovery."),
+    "bench": ("tinyhw.cli.bench_cmd:bench", "Measure copy bandwidth host<->device against the link limit."),
 }
 
 

@@ -18,40 +18,12 @@ from typing import Any
 import click
 
 from tinyhw.cli.app import App
+from tinyhw.cli.progressbar import ProgressBar
 from tinyhw.errors import OperationFailed, Refused
-from tinyhw.flash import FlashDevice, Job, Progress, Writer, ops
+from tinyhw.flash import FlashDevice, Job, Writer, ops
 from tinyhw.flash.files import sha256, write_atomic
 
 _META = "tinyhw.flash"
-
-
-class _Bar(Progress):
-    """A rich progress bar (bytes, rate, ETA) on stderr, only when stderr is a terminal and not -q."""
-
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self._bar: Any = None
-        self._task: Any = None
-
-    def start(self, label: str, total: int) -> None:
-        if self.app.quiet or not self.app.err.is_terminal:
-            return
-        from rich.progress import BarColumn, DownloadColumn, TextColumn, TimeRemainingColumn, TransferSpeedColumn
-        from rich.progress import Progress as RichProgress
-
-        self._bar = RichProgress(TextColumn(f"{label:<12}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                                 TimeRemainingColumn(), console=self.app.err, transient=True)
-        self._bar.start()
-        self._task = self._bar.add_task(label, total=total)
-
-    def advance(self, n: int) -> None:
-        if self._bar is not None:
-            self._bar.advance(self._task, n)
-
-    def stop(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
 
 
 def parse_number(text: str) -> int:
@@ -193,7 +165,7 @@ def read(app: App, address: str, size: str, output: str | None) -> None:
     if output:
         _writable_target(output)
     with _device(app) as dev:
-        data = ops.read(dev, addr, n, _Bar(app))
+        data = ops.read(dev, addr, n, ProgressBar(app))
     if output:
         write_atomic(Path(output), data)
     doc = {"address": addr, "size": n, "sha256": sha256(data), "path": output,
@@ -234,18 +206,14 @@ def dump(app: App, file: str, method: str) -> None:
         from tinyhw.boards.navi31 import NAVI31
         from tinyhw.flash import aperture
 
-        bar = _Bar(app)
-        bar.start("dump", NAVI31.flash_size)
-        try:
-            result = aperture.dump(app.open_transport(), advance=bar.advance)
-        finally:
-            bar.stop()
+        with ProgressBar(app).task("dump", NAVI31.flash_size) as advance:
+            result = aperture.dump(app.open_transport(), advance=advance)
         data = result.data
         app.log(f"aperture: {result.reads} rom_data reads; rom_index 0x{result.rom_index:08x} and rom_cntl "
                 f"0x{result.rom_cntl:08x} restored")
     else:
         with _device(app) as dev:
-            data = ops.dump(dev, _Bar(app))
+            data = ops.dump(dev, ProgressBar(app))
     write_atomic(Path(file), data)
     doc = {"path": file, "bytes": len(data), "sha256": sha256(data)}
     app.emit(doc, lambda: app.out.print(f"dumped {len(data)} bytes to {file}\nsha256 {doc['sha256']}"))
@@ -313,7 +281,7 @@ def verify(app: App, image: str, start_sector: int | None, sector_count: int | N
     """
     data = _load(image)
     with _device(app) as dev:
-        result = ops.verify(dev, data, _Bar(app), start_sector, sector_count)
+        result = ops.verify(dev, data, ProgressBar(app), start_sector, sector_count)
     doc = result.as_dict()
 
     def human() -> None:
@@ -352,7 +320,7 @@ def _run_job(app: App, job: Job) -> None:
         raise Refused("--backup and --no-backup contradict each other")
     yes = bool(click.get_current_context().params.get("yes"))
     with _device(app, writes=True) as dev:
-        result = Writer(dev, job, confirm=lambda plan: app.confirm(yes, plan), progress=_Bar(app),
+        result = Writer(dev, job, confirm=lambda plan: app.confirm(yes, plan), progress=ProgressBar(app),
                         log=app.log).run()
     doc = result.as_dict()
 

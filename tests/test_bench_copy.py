@@ -1,0 +1,78 @@
+"""``tinyhw bench copy`` on the emulated boards: verified copies, modelled time, the link limit (issue 12)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from clihelp import run
+
+import tinyhw
+from tinyhw.bench import copy_bench, link_limit, parse_sizes
+from tinyhw.bench.copy import PCIE_LANE_MBPS, USB_LINK_MBPS
+from tinyhw.errors import Refused
+
+KEYS = {"direction", "size", "repeat", "mbps_min", "mbps_median", "mbps_max", "verified", "link_limit_mbps",
+        "fraction_of_limit", "modelled"}
+
+
+@pytest.mark.parametrize("board", ["navi31", "navi31-usb"])
+def test_json_results_are_verified_and_labelled_modelled(board: str) -> None:
+    r = run("--device", f"mock:{board}", "--json", "bench", "copy", "--sizes", "4K,12", "--repeat", "2")
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)["results"]
+    assert [(x["direction"], x["size"]) for x in rows] == [("h2d", 4096), ("d2h", 4096), ("h2d", 12), ("d2h", 12)]
+    for x in rows:
+        assert set(x) >= KEYS
+        assert x["modelled"] is True and x["repeat"] == 2
+        assert x["verified"] == 2 * x["size"]
+        assert 0 < x["mbps_min"] <= x["mbps_median"] <= x["mbps_max"]
+        assert x["fraction_of_limit"] == pytest.approx(x["mbps_median"] / x["link_limit_mbps"], rel=1e-2)
+
+
+def test_usb_figures_follow_the_spec_streamed_rates() -> None:
+    """Streamed BAR writes ~3.6 MB/s and reads ~1.8 MB/s (specs/asm24-usb-bridge.md §1), limit = usb superspeed."""
+    with tinyhw.open("mock:navi31-usb") as dev:
+        res = {r.direction: r.as_dict() for r in copy_bench(dev.transport, [65536], repeat=1)}
+    assert 3.0 < res["h2d"]["mbps_median"] < 4.0
+    assert 1.5 < res["d2h"]["mbps_median"] < 2.0
+    assert res["h2d"]["link_limit_mbps"] == pytest.approx(USB_LINK_MBPS["superspeed"], rel=1e-3)
+
+
+def test_direct_board_limit_is_its_pcie_link() -> None:
+    with tinyhw.open("mock:navi31") as dev:
+        limit, how = link_limit(dev.transport)
+    assert how == "pcie 16GT/s x16" and limit == pytest.approx(PCIE_LANE_MBPS[4] * 16)
+
+
+def test_a_size_that_does_not_fit_is_reported_skipped() -> None:
+    r = run("--device", "mock:navi31", "--json", "bench", "copy", "--bar", "2", "--sizes", "4K",
+            "--offset", "0x10000000", "--repeat", "1")
+    # bar2 (doorbells) is smaller than the offset: nothing is copied, and the result says why
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)["results"]
+    assert all(x["skipped"] and "does not fit" in x["skipped"] and x["verified"] == 0 for x in rows)
+
+
+def test_a_disconnect_mid_copy_is_a_clear_error_and_the_next_command_works() -> None:
+    r = run("--device", "mock:navi31,faults=disconnect@600", "bench", "copy", "--sizes", "4K", "--repeat", "1")
+    assert r.code == 1 and "went away" in r.err and r.err.splitlines()[-1].startswith("error: ")
+    assert run("--device", "mock:navi31", "bench", "copy", "--sizes", "4K", "--repeat", "1").code == 0
+
+
+def test_human_output_has_table_and_chart() -> None:
+    r = run("--device", "mock:navi31", "bench", "copy", "--sizes", "4K", "--repeat", "1")
+    assert r.code == 0 and "modelled" in r.out and "median MB/s by size" in r.out and "#" in r.out
+
+
+@pytest.mark.parametrize("text, message", [("0", "not a positive size"), ("4K,x", "not a positive size"),
+                                           ("6", "multiple of 4"), ("", "not a positive size")])
+def test_bad_sizes_are_refused(text: str, message: str) -> None:
+    with pytest.raises(Refused, match=message):
+        parse_sizes(text)
+    r = run("--device", "mock:navi31", "bench", "copy", "--sizes", text or ",")
+    assert r.code == 2
+
+
+def test_sizes_parse_binary_suffixes() -> None:
+    assert parse_sizes("4K,64K,1M,16M,256M,1G") == [4096, 65536, 1 << 20, 16 << 20, 256 << 20, 1 << 30]

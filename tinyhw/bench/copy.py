@@ -1,0 +1,190 @@
+"""Copy bandwidth through a device's BAR mapping, verified, against the link's theoretical limit.
+
+Issue 12 ("numbers a user can trust"). A host->device copy writes a pattern into a window of the BAR with
+the transport's block write (streamed over the USB bridge, one mapping on ``pci:``/``vfio:``); a
+device->host copy reads it with the block read. Every copy is checked: after a host->device copy the
+window is read back (not timed) and compared by hash; before a device->host copy the pattern is written
+(not timed) and the timed read is compared with it. Time comes from the transport's clock: wall time on
+hardware ("measured"), the board's virtual clock on an emulated board ("modelled", from the emulator's
+per-transfer costs, which are the specs' measured figures).
+
+The link limit: PCIe from the device's own Link Status (speed x width x encoding, specs/pci-vfio-remote.md
+§3.7), and for the USB bridge the USB link speed (specs/asm24-usb-bridge.md §1: 5 Gbps 8b/10b, 10 Gbps
+128b/132b, 480 Mbps), the lower of the two.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tinyhw.errors import Refused
+from tinyhw.formats.pciconfig import parse_config
+from tinyhw.progress import NO_PROGRESS, Progress
+from tinyhw.transport.base import BarInfo, Transport
+
+# Payload MB/s of one PCIe lane per speed code: 2.5 and 5 GT/s use 8b/10b, 8 GT/s and up 128b/130b.
+PCIE_LANE_MBPS = {1: 250.0, 2: 500.0, 3: 8000 * 128 / 130 / 8, 4: 16000 * 128 / 130 / 8,
+                  5: 32000 * 128 / 130 / 8, 6: 64000 * 242 / 256 / 8}
+# USB link speeds as pyusb/libusb name them -> payload MB/s of the line (before protocol overhead).
+USB_LINK_MBPS = {"high": 60.0, "superspeed": 500.0, "superspeed-plus": 10000 * 128 / 132 / 8,
+                 "superspeed-plus-2x2": 20000 * 128 / 132 / 8}
+DIRECTIONS = ("h2d", "d2h")
+SIZE_SUFFIX = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+@dataclass
+class CopyResult:
+    """One direction and size: the stable JSON keys of ``bench copy --json``."""
+
+    direction: str
+    size: int
+    repeat: int
+    path: str
+    seconds: list[float] = field(default_factory=list)
+    verified: int = 0  # bytes compared equal after the copies
+    link_limit_mbps: float | None = None
+    modelled: bool = False
+    skipped: str | None = None
+
+    def mbps(self) -> list[float]:
+        return [self.size / s / 1e6 for s in self.seconds if s > 0]
+
+    def as_dict(self) -> dict[str, Any]:
+        rates = self.mbps()
+        median = statistics.median(rates) if rates else None
+        limit = self.link_limit_mbps
+        return {
+            "direction": self.direction, "size": self.size, "repeat": self.repeat, "path": self.path,
+            "mbps_min": round(min(rates), 3) if rates else None,
+            "mbps_median": round(median, 3) if median is not None else None,
+            "mbps_max": round(max(rates), 3) if rates else None,
+            "verified": self.verified,
+            "link_limit_mbps": round(limit, 1) if limit else None,
+            "fraction_of_limit": float(f"{median / limit:.4g}") if (median and limit) else None,
+            "modelled": self.modelled,
+            "skipped": self.skipped,
+        }
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``4K,64K,1M,16M`` -> byte counts (K/M/G are binary; each a positive multiple of 4)."""
+    sizes = []
+    for part in text.split(","):
+        t = part.strip().lower().removesuffix("ib").removesuffix("b")
+        suffix = t[-1:] if t[-1:] in ("k", "m", "g") else ""
+        digits = t[: len(t) - len(suffix)]
+        if not digits.isdigit() or int(digits) <= 0:
+            raise Refused(f"size {part.strip()!r} is not a positive size", hint="write e.g. 4K,64K,1M,16M,256M")
+        n = int(digits) * SIZE_SUFFIX[suffix]
+        if n % 4:
+            raise Refused(f"size {part.strip()!r} is not a multiple of 4 bytes (bar copies move dwords)")
+        sizes.append(n)
+    return sizes
+
+
+def pick_bar(transport: Transport, index: int | None = None) -> BarInfo:
+    """The BAR the copies go through: ``index``, else the largest memory BAR (VRAM on a GPU, the shared
+    memory of ivshmem), prefetchable first."""
+    bars = [b for b in transport.bars() if b.kind == "memory" and b.size > 0]
+    if index is not None:
+        for b in bars:
+            if b.index == index:
+                return b
+        raise Refused(f"bar{index} is not a memory bar of this device (memory bars: {[b.index for b in bars]})")
+    if not bars:
+        raise Refused("the device has no memory bar to copy through")
+    return max(bars, key=lambda b: (b.size, b.prefetchable))
+
+
+def link_limit(transport: Transport) -> tuple[float | None, str]:
+    """(MB/s, how it was found) of the narrowest link between the host and the device's memory."""
+    parts: list[tuple[float, str]] = []
+    try:
+        cfg = parse_config(transport.config_bytes, 0x100)
+        pcie = cfg.express
+        if pcie is not None and pcie.has_link and pcie.lnksta.current_speed in PCIE_LANE_MBPS and pcie.lnksta.width:
+            lane = PCIE_LANE_MBPS[pcie.lnksta.current_speed]
+            parts.append((lane * pcie.lnksta.width, f"pcie {_speed(pcie.lnksta.current_speed)} x{pcie.lnksta.width}"))
+    except Exception:  # noqa: BLE001 - a device without a readable express capability has no pcie figure
+        pass
+    usb = transport.info().extra.get("usb_speed")
+    if usb in USB_LINK_MBPS:
+        parts.append((USB_LINK_MBPS[usb], f"usb {usb}"))
+    if not parts:
+        return None, "unknown"
+    return min(parts)
+
+
+def _speed(code: int) -> str:
+    return {1: "2.5GT/s", 2: "5GT/s", 3: "8GT/s", 4: "16GT/s", 5: "32GT/s", 6: "64GT/s"}[code]
+
+
+def _pattern(size: int, seed: int) -> bytes:
+    """Deterministic, non-repeating bytes (a repeated block would hide a copy to the wrong offset)."""
+    out = bytearray()
+    counter = 0
+    while len(out) < size:
+        out += hashlib.sha256(seed.to_bytes(8, "little") + counter.to_bytes(8, "little")).digest()
+        counter += 1
+    return bytes(out[:size])
+
+
+def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ...] = DIRECTIONS, repeat: int = 3,
+               bar: int | None = None, offset: int = 0, progress: Progress = NO_PROGRESS,
+               log: Callable[[str], None] = lambda _m: None) -> list[CopyResult]:
+    """Run the copies; each size and direction ``repeat`` times, every one verified.
+
+    Raises :class:`~tinyhw.errors.OperationFailed` (through the transport) on a device error and
+    ``Refused`` for bad arguments; a copy whose data comes back wrong raises ``OperationFailed`` naming
+    the first differing offset.
+    """
+    from tinyhw.errors import OperationFailed
+
+    if repeat < 1:
+        raise Refused("--repeat must be at least 1")
+    if offset < 0 or offset % 4:
+        raise Refused(f"offset 0x{offset:x} must be a non-negative multiple of 4")
+    info = pick_bar(transport, bar)
+    region = transport.bar(info.index)
+    limit, how = link_limit(transport)
+    modelled = bool(getattr(transport.clock, "virtual", False))
+    clock = transport.clock
+    path = f"bar{info.index} {'streamed' if transport.name == 'usb' else 'mapped'}"
+    log(f"copying through bar{info.index} ({info.size:#x} bytes) at offset {offset:#x}; link limit "
+        f"{'unknown' if limit is None else f'{limit:.0f} MB/s'} ({how}); "
+        f"{'modelled time (emulated board)' if modelled else 'measured wall time'}")
+    results: list[CopyResult] = []
+    total = sum(sizes) * repeat * len(directions)
+    with progress.task("copy", total) as advance:
+        for size in sizes:
+            for direction in directions:
+                r = CopyResult(direction, size, repeat, path, link_limit_mbps=limit, modelled=modelled)
+                results.append(r)
+                if offset + size > info.size:
+                    r.skipped = f"does not fit in bar{info.index} ({info.size:#x} bytes) at offset {offset:#x}"
+                    advance(size * repeat)
+                    continue
+                for i in range(repeat):
+                    data = _pattern(size, (size << 8) | (i << 1) | (direction == "d2h"))
+                    if direction == "h2d":
+                        t0 = clock.now()
+                        region.write(offset, data)
+                        r.seconds.append(clock.now() - t0)
+                        back = region.read(offset, size)
+                    else:
+                        region.write(offset, data)
+                        t0 = clock.now()
+                        back = region.read(offset, size)
+                        r.seconds.append(clock.now() - t0)
+                    if back != data:
+                        bad = next(k for k in range(size) if back[k] != data[k])
+                        raise OperationFailed(f"{direction} copy of {size} bytes came back wrong at bar{info.index} "
+                                              f"offset 0x{offset + bad:x}: 0x{back[bad]:02x}, expected "
+                                              f"0x{data[bad]:02x}")
+                    r.verified += size
+                    advance(size)
+    return results
