@@ -44,6 +44,8 @@ def qemu_command(guest: Guest, outdir: Path, memory_mb: int = 1024) -> list[str]
         "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
         "-virtfs", f"local,path={outdir},mount_tag=outdir,security_model=none",
         "-device", "edu,addr=05.0",
+        # ivshmem-plain: a 64 MiB prefetchable memory BAR (bar2) backed by host memory, for bench copy
+        "-object", "memory-backend-ram,id=ivshm,size=64M", "-device", "ivshmem-plain,memdev=ivshm,addr=06.0",
     ]
 
 

@@ -51,7 +51,9 @@ def blocks(text: str) -> dict[str, list[str]]:
 
 def test_boot_is_fast(guest: dict[str, Any]) -> None:
     assert guest["_boot"]["returncode"] == 0, guest["_boot"]["serial"]
-    assert guest["_boot"]["wall_s"] < 60, guest["timings"]  # boot + every step + power-off
+    # boot + every step + power-off: ~50 s on an idle 2-core machine; the bound catches a hang or a step
+    # gone slow by an order of magnitude, not machine noise
+    assert guest["_boot"]["wall_s"] < 200, guest["timings"]
 
 
 def test_pci_list_equals_guest_lspci(guest: dict[str, Any]) -> None:
@@ -185,3 +187,20 @@ def test_missing_tools_fail_with_what_to_install(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(GuestUnavailable, match=r"qemu-system-x86_64 is missing: install the Debian package "
                                                r"qemu-system-x86"):
         build_guest(tmp_path / "cache")
+
+
+def test_bench_copy_through_ivshmem_reaches_numpy_speed(guest: dict[str, Any]) -> None:
+    """Issue 12: tinyhw's measured BAR bandwidth >= 0.8x a plain numpy copy into the same mapping."""
+    r = step(guest, "ivshmem_bench")
+    assert r["ids"] == "0x1af4:0x1110"
+    rows = json.loads(ok(r["tinyhw"]))["results"]
+    big = {x["direction"]: x for x in rows if x["size"] == 16 << 20}
+    assert set(big) == {"h2d", "d2h"}
+    for x in big.values():  # the CLI run: measured, every byte verified, the link limit read from config space
+        assert x["modelled"] is False and x["verified"] == 3 * (16 << 20) and x["mbps_median"] > 0
+    for direction in ("h2d", "d2h"):  # interleaved library runs vs numpy, best of each (TCG timing is noisy)
+        ours, numpy = max(r["tinyhw_mbps"][direction]), max(r["numpy_mbps"][direction])
+        print(f"ivshmem {direction}: tinyhw {ours:.0f} MB/s, numpy {numpy:.0f} MB/s, ratio {ours / numpy:.2f}")
+        assert ours / numpy >= 0.8, (direction, r["tinyhw_mbps"], r["numpy_mbps"])
+    assert r["numpy_equal"] is True
+    refused(r["refused_without_yes"], 2, "needs --yes")

@@ -15,7 +15,7 @@ The link limit: PCIe from the device's own Link Status (speed x width x encoding
 
 from __future__ import annotations
 
-import hashlib
+import random
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,12 +125,7 @@ def _speed(code: int) -> str:
 
 def _pattern(size: int, seed: int) -> bytes:
     """Deterministic, non-repeating bytes (a repeated block would hide a copy to the wrong offset)."""
-    out = bytearray()
-    counter = 0
-    while len(out) < size:
-        out += hashlib.sha256(seed.to_bytes(8, "little") + counter.to_bytes(8, "little")).digest()
-        counter += 1
-    return bytes(out[:size])
+    return random.Random(seed).randbytes(size)
 
 
 def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ...] = DIRECTIONS, repeat: int = 3,
