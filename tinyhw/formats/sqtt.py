@@ -158,8 +158,18 @@ def decode(data: bytes) -> Trace:
     parts_code: list[np.ndarray] = []
     start = 0
     ramp = np.arange(len(low), dtype=np.int64)
+    end = 0
     while True:
         codes_t, nibs_t = _TABLE_ARRAYS[table.name]
+        if start <= limit and codes_t[low[start]] == _LAYOUT_CODE:
+            # a header at the segment start: take it alone and pick the table before walking on
+            lay = int(_windows(nib, np.array([start]))[0] >> np.uint64(7)) & 0x3F
+            layout = lay if layout is None else layout
+            parts_pos.append(np.array([start], dtype=np.int64))
+            parts_code.append(np.array([_LAYOUT_CODE], dtype=np.int16))
+            end = start + 16
+            table, start = LAYOUTS.get(lay, CDNA), start + 16
+            codes_t, nibs_t = _TABLE_ARRAYS[table.name]
         nxt = (ramp + nibs_t[low]).tolist()
         pos = np.array(_walk(nxt, start, limit), dtype=np.int64)
         code = codes_t[low[pos]] if len(pos) else np.zeros(0, dtype=np.int16)
@@ -177,7 +187,8 @@ def decode(data: bytes) -> Trace:
         if switch is None:
             parts_pos.append(pos)
             parts_code.append(code)
-            end = pos[-1] + int(nibs_t[low[pos[-1]]]) if len(pos) else start
+            if len(pos):
+                end = int(pos[-1]) + int(nibs_t[low[pos[-1]]])
             break
         h, table = switch
         parts_pos.append(pos[:h + 1])
