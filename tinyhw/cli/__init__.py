@@ -54,6 +54,7 @@ def _register() -> None:
     from tinyhw.cli.firmware_cmd import firmware
     from tinyhw.cli.flash_cmd import flash
     from tinyhw.cli.pci_cmd import pci
+    from tinyhw.cli.prof_cmd import prof
 
     cli.add_command(list_cmd)
     cli.add_command(probe)
@@ -61,6 +62,7 @@ def _register() -> None:
     cli.add_command(firmware)
     cli.add_command(flash)
     cli.add_command(pci)
+    cli.add_command(prof)
     try:
         from tinyhw.cli.reg_cmd import reg
     except ImportError:  # pragma: no cover - while the register database is being added
