@@ -6,9 +6,9 @@ Implements specs/sqtt-pmc.md §5.1 (nibble framing, classification by the low by
 The stream is a sequence of nibbles (low nibble of each byte first); a packet at nibble ``p`` is
 decoded while ``p + 16`` nibbles exist (the 64-bit look-ahead window must be full), so the last
 fewer-than-16 nibbles are never decoded (they are padding in a complete trace). Packet boundaries
-are found table-driven: the packet length at every nibble position is computed at once with numpy
-and the boundary chain is then followed in one tight loop; fields and timestamps are computed for all
-packets at once from their 64-bit windows. A LAYOUT_HEADER selects the table for what follows
+are found table-driven: the packet length at every nibble position is computed at once with numpy,
+then the chain of packet starts is followed in one tight loop; fields and timestamps are computed
+for all packets at once from their 64-bit windows. A LAYOUT_HEADER selects the table for what follows
 (layout 3 RDNA3, 4 RDNA4, anything else CDNA); decoding starts with the RDNA3 table.
 
 Nothing here raises on bad input: any byte string decodes, and :attr:`Trace.stop` says where and
@@ -121,68 +121,83 @@ class Trace:
 _FIELD_CACHE: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
 
-def _nibbles(data: bytes) -> np.ndarray:
-    b = np.frombuffer(data, dtype=np.uint8)
-    nib = np.empty(2 * len(b) + WINDOW + 2, dtype=np.uint8)
-    nib[0:2 * len(b):2] = b & 15
-    nib[1:2 * len(b):2] = b >> 4
-    nib[2 * len(b):] = 0
-    return nib
+def _walk(lens: np.ndarray, start: int, limit: int, zeros_from: int) -> np.ndarray:
+    """Follow the chain of packet starts from ``start`` (``lens``: packet length at every nibble).
 
-
-def _walk(nxt: list[int], start: int, limit: int) -> list[int]:
+    A plain loop over a Python list (measured faster than numpy pointer doubling on real traces);
+    from ``zeros_from`` on the stream is all zero padding, whose packets are evenly spaced.
+    """
+    if start > limit:
+        return np.zeros(0, dtype=np.int64)
+    nxt = (np.arange(limit + 1, dtype=np.int64) + lens[:limit + 1]).tolist()
     out = []
     append = out.append
     p = start
-    while p <= limit:
+    stop = min(limit + 1, zeros_from)
+    while p < stop:
         append(p)
         p = nxt[p]
-    return out
+    head = np.array(out, dtype=np.int64)
+    if p > limit:
+        return head
+    return np.concatenate([head, np.arange(p, limit + 1, int(lens[p]), dtype=np.int64)])
 
 
-def _windows(nib: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    w = np.zeros(len(pos), dtype=np.uint64)
-    for k in range(WINDOW):
-        w |= nib[pos + k].astype(np.uint64) << np.uint64(4 * k)
+def _windows(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The 64 bits starting at each nibble offset in ``pos`` (``buf``: the bytes plus 9 zero bytes)."""
+    b = pos >> 1
+    rows = np.lib.stride_tricks.as_strided(buf, shape=(len(buf) - 8, 8), strides=(1, 1))[b]
+    w = np.ascontiguousarray(rows).view("<u8").ravel()
+    odd = (pos & 1).astype(bool)
+    if odd.any():
+        hi = (buf[b[odd] + 8] & 15).astype(np.uint64) << np.uint64(60)
+        w[odd] = (w[odd] >> np.uint64(4)) | hi
     return w
 
 
 def decode(data: bytes) -> Trace:
     """Decode one SE's SQTT byte stream (any bytes; never raises)."""
-    nib = _nibbles(data)
+    raw = np.frombuffer(data, dtype=np.uint8)
+    buf = np.zeros(len(raw) + 9, dtype=np.uint8)
+    buf[:len(raw)] = raw
     n = 2 * len(data)
     limit = n - WINDOW
-    low = (nib[:-1].astype(np.int64) | (nib[1:].astype(np.int64) << 4))
+    # low byte of a packet starting at every nibble offset
+    low = np.empty(n + 1, dtype=np.int64)
+    low[0:n:2] = raw
+    low[1:n - 1:2] = (raw[:-1] >> 4) | ((raw[1:] & 15) << 4)
+    if n:
+        low[n - 1] = raw[-1] >> 4
+    low[n] = 0
+    nz = np.flatnonzero(raw)
+    zeros_from = 2 * (int(nz[-1]) + 1) if len(nz) else 0   # nibble offset where the zero padding starts
     table, layout = RDNA3, None
     parts_pos: list[np.ndarray] = []
     parts_code: list[np.ndarray] = []
     start = 0
-    ramp = np.arange(len(low), dtype=np.int64)
     end = 0
     while True:
         codes_t, nibs_t = _TABLE_ARRAYS[table.name]
         if start <= limit and codes_t[low[start]] == _LAYOUT_CODE:
             # a header at the segment start: take it alone and pick the table before walking on
-            lay = int(_windows(nib, np.array([start]))[0] >> np.uint64(7)) & 0x3F
+            lay = int(_windows(buf, np.array([start]))[0] >> np.uint64(7)) & 0x3F
             layout = lay if layout is None else layout
             parts_pos.append(np.array([start], dtype=np.int64))
             parts_code.append(np.array([_LAYOUT_CODE], dtype=np.int16))
             end = start + 16
             table, start = LAYOUTS.get(lay, CDNA), start + 16
             codes_t, nibs_t = _TABLE_ARRAYS[table.name]
-        nxt = (ramp + nibs_t[low]).tolist()
-        pos = np.array(_walk(nxt, start, limit), dtype=np.int64)
-        code = codes_t[low[pos]] if len(pos) else np.zeros(0, dtype=np.int16)
-        # a LAYOUT_HEADER whose layout selects another table ends this segment
-        hdr = np.flatnonzero(code == _LAYOUT_CODE)
+        pos = _walk(nibs_t[low], start, limit, zeros_from)
+        code = codes_t[low[pos]]
+        # a later LAYOUT_HEADER whose layout selects another table ends this segment
         switch = None
-        for h in hdr:
-            lay = int(_windows(nib, pos[h:h + 1])[0] >> np.uint64(7)) & 0x3F
+        for h in np.flatnonzero(code == _LAYOUT_CODE).tolist():
+            lay = int(_windows(buf, pos[h:h + 1])[0] >> np.uint64(7)) & 0x3F
             if layout is None:
                 layout = lay
             new = LAYOUTS.get(lay, CDNA)
             if new is not table:
-                switch = (int(h), new)
+                switch = (h, new)
                 break
         if switch is None:
             parts_pos.append(pos)
@@ -194,9 +209,9 @@ def decode(data: bytes) -> Trace:
         parts_pos.append(pos[:h + 1])
         parts_code.append(code[:h + 1])
         start = int(pos[h]) + 16
-    pos = np.concatenate(parts_pos) if parts_pos else np.zeros(0, dtype=np.int64)
-    code = np.concatenate(parts_code) if parts_code else np.zeros(0, dtype=np.int16)
-    word = _windows(nib, pos)
+    pos = np.concatenate(parts_pos) if len(parts_pos) > 1 else parts_pos[0]
+    code = np.concatenate(parts_code) if len(parts_code) > 1 else parts_code[0]
+    word = _windows(buf, pos)
     time = _times(code, word)
     if len(pos) and end > n:
         stop, reason = int(pos[-1]), "truncated"
@@ -205,19 +220,21 @@ def decode(data: bytes) -> Trace:
     return Trace(pos, code, word, time, layout, n, stop, reason)
 
 
+_IS_MARK = np.zeros(len(TYPES), dtype=bool)
+_IS_MARK[list(_MARKS)] = True
+
+
 def _times(code: np.ndarray, word: np.ndarray) -> np.ndarray:
     delta = ((word >> _DELTA_SHIFT[code]) & _DELTA_MASK[code]).astype(np.int64)
     delta[code == _TS_SHORT] += 4
-    marks = np.isin(code, _MARKS)
+    marks = _IS_MARK[code]
     if marks.any():
         mw = word[marks]
-        is_marker = (((mw >> np.uint64(9)) & np.uint64(1)) == 1) & (((mw >> np.uint64(8)) & np.uint64(1)) == 0)
-        # RDNA4 keeps rt at bit 7
-        r4 = code[marks] == _MARKS[1]
-        is_marker4 = (((mw >> np.uint64(7)) & np.uint64(1)) == 1) & (((mw >> np.uint64(8)) & np.uint64(1)) == 0)
-        sel = np.where(r4, is_marker4, is_marker)
+        # marker: rt = 1 and pl = 0 (rt is bit 9 on RDNA3, bit 7 on RDNA4; pl is bit 8 on both)
+        rt_bit = np.where(code[marks] == _MARKS[1], np.uint64(7), np.uint64(9))
+        is_marker = (((mw >> rt_bit) & np.uint64(1)) == 1) & (((mw >> np.uint64(8)) & np.uint64(1)) == 0)
         d = delta[marks]
-        d[sel] = 0
+        d[is_marker] = 0
         delta[marks] = d
     delta[code == _CDNA_MISC] *= 4
     time = np.cumsum(delta, dtype=np.int64)

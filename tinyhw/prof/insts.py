@@ -38,7 +38,8 @@ def insts_doc(cap: Capture, kernel: str | None, se: int, wave: int) -> dict[str,
     s = blobs[0]
     waves = waves_of(s)
     if not 0 <= wave < len(waves):
-        raise Refused(f"shader engine {se} has {len(waves)} wave(s); --wave takes 0..{max(len(waves) - 1, 0)}",
+        have = f"--wave takes 0..{len(waves) - 1}" if waves else "it ran no wave"
+        raise Refused(f"shader engine {se} has {len(waves)} wave(s); {have}",
                       hint="list them with `tinyhw prof waves FILE --se N`")
     w = waves[wave]
     doc: dict[str, Any] = {"source": cap.source, "kernel": cap.kernel_name(kern), "kern": kern, "exec_tag": ex,
