@@ -12,6 +12,12 @@ from tests.clihelp import run
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sqtt"
 PLUS12 = str(DATA / "gfx1200" / "profile_plus_run_0")
+
+
+@pytest.fixture(autouse=True)
+def _own_decoder_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Instruction text from tinyhw's decoder, whatever llvm-objdump the machine has."""
+    monkeypatch.setenv("TINYHW_LLVM_OBJDUMP", "none")
 GEMM11 = str(DATA / "gfx1100" / "profile_gemm_run_0")
 
 
@@ -134,3 +140,33 @@ def test_help_has_examples(cmd: str) -> None:
 def test_json_errors_keep_stdout_empty(tmp_path: Path) -> None:
     r = run("--json", "prof", "summary", str(tmp_path / "nothing.pkl"))
     assert r.code == 2 and r.out == "" and r.err.startswith("error: ")
+
+
+FAKE_OBJDUMP = """#!/bin/sh
+# stands in for an llvm-objdump that knows the target: canned output for gfx1201's E_3
+for a in "$@"; do case "$a" in --mcpu=gfx1201) ok=1;; esac; done
+[ -n "$ok" ] || { echo "'x' is not a recognized processor for this target" >&2; exit 1; }
+cat <<EOT
+Disassembly of section .text:
+
+0000000000001600 <E_3>:
+	s_clause 0x1                                               // 000000001600: BF850001
+	s_load_b64 s[2:3], s[0:1], 0x10                            // 000000001604: F4004100 F8000000
+	.long 0xdeadbeef                                           // 000000001654: DEADBEEF
+EOT
+"""
+
+
+def test_llvm_objdump_text_is_used_when_it_knows_the_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "llvm-objdump"
+    fake.write_text(FAKE_OBJDUMP)
+    fake.chmod(0o755)
+    monkeypatch.setenv("TINYHW_LLVM_OBJDUMP", str(fake))
+    doc = json.loads(run("--json", "prof", "insts", PLUS12, "--se", "1", "--wave", "0").out)
+    assert [r["instruction"] for r in doc["rows"][:2]] == ["s_clause 0x1", "s_load_b64 s[2:3], s[0:1], 0x10"]
+    assert doc["rows"][2]["instruction"] == "SMEM op 0x1"          # not in the listing: own decoder
+    assert doc["rows"][-1]["instruction"] == "s_endpgm"            # ".long" lines are never used as text
+    assert "llvm-objdump --mcpu=gfx1201" in doc["disassembler"]
+    doc = json.loads(run("--json", "prof", "insts", GEMM11, "--se", "0", "--wave", "0").out)
+    assert "cannot disassemble gfx1100" in doc["disassembler"]
+    assert doc["rows"][-1]["instruction"] == "s_endpgm"

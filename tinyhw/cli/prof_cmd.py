@@ -180,6 +180,8 @@ def _print_insts(doc: dict) -> None:
          f"cycles {doc['cycles'] if doc['cycles'] is not None else '-'}")
     for n in doc["notes"]:
         _out(f"note: {n}")
+    if doc.get("disassembler"):
+        _out(f"note: {doc['disassembler']}")
     _out(f"{'Timestamp':>10} | {'PC':<16} | {'Instruction':<22} | {'Type':<16} | Duration")
     for r in doc["rows"]:
         _out(f"{r['time']:>10} | {r['pc'] or '-':<16} | {r['instruction'] or '-':<22} | {r['type']:<16} | "

@@ -5,7 +5,9 @@ IMMEDIATE, IMMEDIATE_MASK bits, then WAVEEND for ``s_endpgm``) are matched to th
 walked through the code object's ``.text``: the wave starts at the first ``.text`` address,
 ``s_delay_alu``/``s_wait_alu``/``s_barrier_wait`` are stepped over (they emit no packet), a branch
 must coincide with an INST JUMP (taken: PC += size + 4 × simm16) or JUMP_NO packet. When they disagree
-the PC column is left empty from there on and a note says where mapping stopped.
+the PC column is left empty from there on and a note says where mapping stopped. Instruction text
+comes from llvm-objdump when one that knows the target is installed (:mod:`tinyhw.prof.disasm`),
+else from tinyhw's own decoder; ``disassembler`` in the document says which.
 
 CDNA (gfx9): CDNA_INST packets give the type; the PC is not reconstructed (the baseline trace has
 no taken/not-taken information that this decoder uses), which the output says.
@@ -23,6 +25,7 @@ from tinyhw.formats.amdisa import SILENT, decode_at, isa_family, text_section
 from tinyhw.formats.sqtt import inst_op_name
 from tinyhw.prof.analyze import select, trace_of, waves_of
 from tinyhw.prof.capture import Capture
+from tinyhw.prof.disasm import objdump_text
 
 __all__ = ["insts_doc"]
 
@@ -73,6 +76,12 @@ def _rdna(cap: Capture, kern: int, s: Any, w: Any, doc: dict[str, Any]) -> None:
         doc["notes"].append("the code object (.text) is not in the capture: PC and instruction text unavailable")
     fam = isa_family(cap.target)
     base = (prog.base if prog else 0) + (text[0] if text else 0)
+    names: dict[int, str] | None = None
+    if text is not None and prog is not None:
+        names, how = objdump_text(prog.lib, cap.target)
+        doc["disassembler"] = how if names else (
+            f"tinyhw: instruction lengths; mnemonics only for program control (SOPP), other instructions "
+            f"as encoding + opcode ({how})")
     pc: int | None = 0 if text else None
     end = w.end_index if w.end_index is not None else len(t) - 1
     idx = t.indices(*_RDNA_INST)
@@ -108,7 +117,8 @@ def _rdna(cap: Capture, kern: int, s: Any, w: Any, doc: dict[str, Any]) -> None:
                     pc += inst.size
                     inst = decode_at(text[1], pc, fam)
                     guard += 1
-                row.update(pc=f"0x{base + pc:x}", offset=pc, instruction=inst.text)
+                full = names.get(text[0] + pc) if names else None
+                row.update(pc=f"0x{base + pc:x}", offset=pc, instruction=full or inst.text)
                 pc = _advance(inst, kind, pc, doc, row["time"])
             doc["rows"].append(row)
 
