@@ -170,3 +170,24 @@ def test_llvm_objdump_text_is_used_when_it_knows_the_target(tmp_path: Path, monk
     doc = json.loads(run("--json", "prof", "insts", GEMM11, "--se", "0", "--wave", "0").out)
     assert "cannot disassemble gfx1100" in doc["disassembler"]
     assert doc["rows"][-1]["instruction"] == "s_endpgm"
+
+
+def test_truncated_capture_reports_where_decoding_stopped(tmp_path: Path) -> None:
+    import shutil
+
+    d = tmp_path / "cap"
+    shutil.copytree(PLUS12, d)
+    for f in d.iterdir():
+        f.chmod(0o644)
+    blob = (d / "sqtt_kern0_exec1_se1.bin").read_bytes()
+    (d / "sqtt_kern0_exec1_se1.bin").write_bytes(blob[:1001])       # cut inside the stream, not at padding
+    (d / "sqtt_kern0_exec1_se2.bin").write_bytes(bytes(range(256)) * 3)   # corrupted: noise after no header
+    r = run("--json", "prof", "summary", str(d))
+    assert r.code == 0, r.err
+    ses = {s["se"]: s for s in json.loads(r.out)["kernels"][0]["sqtt"]}
+    assert ses[1]["stop"]["of"] == 2002 and ses[1]["stop"]["nibble"] <= 2002 and ses[1]["packets"] < 1004
+    assert ses[2]["packets"] > 0
+    r = run("prof", "packets", str(d), "--se", "1")
+    assert r.code == 0 and ("stopped at nibble" in r.out or "truncated" in r.out)
+    assert run("prof", "waves", str(d)).code == 0
+    assert run("prof", "export", str(d), "-o", str(tmp_path / "t.json")).code == 0

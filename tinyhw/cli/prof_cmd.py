@@ -72,13 +72,14 @@ def _print_summary(doc: dict) -> None:
     for k in doc["kernels"]:
         _out(f"\nkernel {k['index']}: {k['name']} (kern {k['kern']}, dispatch {k['exec_tag']})")
         if k["sqtt"]:
-            _out(f"  {'SE':>3} {'itrace':>6} {'packets':>8} {'waves':>6} {'ends':>5} {'first':>10} {'last':>10}  "
-                 "top packet types")
+            _out(f"  {'SE':>3} {'itrace':>6} {'packets':>8} {'waves':>6} {'ends':>5} {'first':>10} {'last':>10} "
+                 f"{'span':>10}  top packet types")
             for s in k["sqtt"]:
                 top = ", ".join(f"{n} {c}" for n, c in list(s["by_type"].items())[:5])
                 _out(f"  {s['se']:>3} {'on' if s['itrace'] else 'off':>6} {s['packets']:>8} {s['waves']:>6} "
                      f"{s['wave_ends']:>5} {s['first_time'] if s['first_time'] is not None else '-':>10} "
-                     f"{s['last_time'] if s['last_time'] is not None else '-':>10}  {top}")
+                     f"{s['last_time'] if s['last_time'] is not None else '-':>10} "
+                     f"{s['span'] if s['span'] is not None else '-':>10}  {top}")
         if k["pmc"]:
             _out(f"  {'counter':<24} {'sum':>14} {'max':>12} {'records':>8}")
             for name, c in k["pmc"].items():

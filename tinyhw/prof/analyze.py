@@ -17,7 +17,7 @@ from tinyhw.formats.pmc import decode_pmc, derived_metrics
 from tinyhw.formats.sqtt import NAMES, Trace, decode, inst_op_name
 from tinyhw.prof.capture import Capture, SqttBlob
 
-__all__ = ["HIDDEN", "Wave", "device_doc", "packets_doc", "select", "summary_doc", "waves_of", "waves_doc"]
+__all__ = ["HIDDEN", "Wave", "device_doc", "is_traced", "packets_doc", "select", "summary_doc", "waves_of", "waves_doc"]
 
 # timing and padding packets, hidden from the packet listing unless --all
 HIDDEN = frozenset({"NOP", "TS_DELTA_S8_W3", "TS_DELTA_S5_W2", "TS_DELTA_S5_W3", "TS_DELTA_SHORT", "TS_DELTA_OR_MARK",
@@ -68,10 +68,12 @@ def select(cap: Capture, kernel: str | None) -> list[tuple[int, int]]:
 
 def _se_doc(s: SqttBlob, t: Trace) -> dict[str, Any]:
     starts = len(t.indices(*WAVESTARTS))
+    first, last = (int(t.time[0]), int(t.time[-1])) if len(t) else (None, None)
     return {
         "se": s.se, "itrace": s.itrace, "bytes": len(s.blob), "packets": len(t),
         "waves": starts, "wave_ends": len(t.indices(*WAVEENDS)),
-        "first_time": int(t.time[0]) if len(t) else None, "last_time": int(t.time[-1]) if len(t) else None,
+        "complete_waves": sum(w.end is not None for w in waves_of(s)) if starts else 0,
+        "first_time": first, "last_time": last, "span": None if first is None else last - first,
         "layout": t.layout, "by_type": dict(sorted(t.counts().items(), key=lambda kv: -kv[1])),
         "stop": {"nibble": t.stop, "of": t.nibbles, "reason": t.stop_reason},
     }
@@ -181,6 +183,11 @@ def waves_of(s: SqttBlob) -> list[Wave]:
     return waves
 
 
+def is_traced(cap: Capture, w: Wave) -> bool:
+    """Instruction packets come from CU 0 only (all four SIMDs on gfx9, SIMD 0 on RDNA: §2.1, §3, §6.1)."""
+    return bool(w.itrace and w.cu == 0 and (cap.arch == "cdna" or w.simd == 0))
+
+
 def waves_doc(cap: Capture, kernel: str | None, se: int | None) -> dict[str, Any]:
     out = []
     for kern, ex in select(cap, kernel):
@@ -191,6 +198,5 @@ def waves_doc(cap: Capture, kernel: str | None, se: int | None) -> dict[str, Any
                 out.append({"kernel": cap.kernel_name(kern), "kern": kern, "exec_tag": ex, "se": w.se, "index": n,
                             "cu": w.cu, "simd": w.simd, "wave": w.slot, "start": w.start, "end": w.end,
                             "cycles": None if w.end is None else w.end - w.start,
-                            "traced": bool(w.itrace and w.cu == 0 and w.simd == 0 and cap.arch != "cdna")
-                            or bool(w.itrace and cap.arch == "cdna")})
+                            "traced": is_traced(cap, w)})
     return {"source": cap.source, "waves": out}

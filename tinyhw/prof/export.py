@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyhw.errors import OperationFailed, Refused
-from tinyhw.prof.analyze import select, waves_of
+from tinyhw.prof.analyze import is_traced, select, waves_of
 from tinyhw.prof.capture import Capture
 from tinyhw.prof.insts import insts_doc
 
@@ -50,7 +50,7 @@ def export_doc(cap: Capture, kernel: str | None = None) -> dict[str, Any]:
                                "ts": w.start, "dur": max(end - w.start, 0),
                                "args": {"se": w.se, "cu": w.cu, "simd": w.simd, "complete": w.end is not None}})
                 slices += 1
-                if not s.itrace:
+                if not is_traced(cap, w):
                     continue
                 doc = insts_doc(cap, str(cap.dispatches().index((kern, ex))), s.se, n)
                 for r in doc["rows"]:

@@ -145,6 +145,9 @@ def _advance(inst: Any, kind: str, pc: int, doc: dict[str, Any], time: int) -> i
 
 
 def _cdna(cap: Capture, s: Any, w: Any, doc: dict[str, Any]) -> None:
+    if w.cu != 0:
+        doc["notes"].append("only CU 0 of each shader engine is instruction-traced; this wave ran elsewhere")
+        return
     t = trace_of(s)
     doc["notes"].append("gfx9 traces: PC and instruction text are not reconstructed (type from CDNA_INST only)")
     end = w.end_index if w.end_index is not None else len(t) - 1
