@@ -5,7 +5,8 @@ Implements specs/sqtt-pmc.md §5.1 (nibble framing, classification by the low by
 
 The stream is a sequence of nibbles (low nibble of each byte first); a packet at nibble ``p`` is
 decoded while ``p + 16`` nibbles exist (the 64-bit look-ahead window must be full), so the last
-fewer-than-16 nibbles are never decoded (they are padding in a complete trace). Packet boundaries
+fewer-than-16 nibbles are never decoded (tinygrad's decoder stops at the same place; the reference
+counts in tests/test_prof_reference.py depend on it). Packet boundaries
 are found table-driven: the packet length at every nibble position is computed at once with numpy,
 then the chain of packet starts is followed in one tight loop; fields and timestamps are computed
 for all packets at once from their 64-bit windows. A LAYOUT_HEADER selects the table for what follows
@@ -115,7 +116,9 @@ class Trace:
     def describe_stop(self) -> str:
         if self.stop_reason == "truncated":
             return f"stream truncated: the packet at nibble {self.stop} runs past the end ({self.nibbles} nibbles)"
-        return f"decoded {len(self)} packets; stopped at nibble {self.stop} of {self.nibbles} (end of stream)"
+        left = self.nibbles - self.stop
+        tail = f"; the last {left} nibbles are fewer than the 16-nibble window and not decoded" if left else ""
+        return f"decoded {len(self)} packets; stopped at nibble {self.stop} of {self.nibbles} (end of stream{tail})"
 
 
 _FIELD_CACHE: dict[str, tuple[np.ndarray, np.ndarray]] = {}
