@@ -191,3 +191,19 @@ def test_truncated_capture_reports_where_decoding_stopped(tmp_path: Path) -> Non
     assert r.code == 0 and ("stopped at nibble" in r.out or "truncated" in r.out)
     assert run("prof", "waves", str(d)).code == 0
     assert run("prof", "export", str(d), "-o", str(tmp_path / "t.json")).code == 0
+
+
+def test_profile_of_two_gpus_shows_the_first(tmp_path: Path) -> None:
+    import shutil
+
+    d = tmp_path / "cap"
+    shutil.copytree(PLUS12, d)
+    meta = json.loads((d / "capture.json").read_text())
+    for key in ("sqtt", "pmc", "programs"):
+        meta[key] += [{**e, "device": "AMD:1", **({"name": "other"} if key == "programs" else {})} for e in meta[key]]
+    (d / "capture.json").chmod(0o644)
+    (d / "capture.json").write_text(json.dumps(meta))
+    doc = json.loads(run("--json", "prof", "summary", str(d)).out)
+    assert doc["other_devices"] == ["AMD:1"]
+    assert [k["name"] for k in doc["kernels"]] == ["E_3"] and len(doc["kernels"][0]["sqtt"]) == 4
+    assert "only the first device" in run("prof", "summary", str(d)).out

@@ -69,6 +69,8 @@ def _print_summary(doc: dict) -> None:
     d = doc["device"]
     _out(f"device: {d['target']} ({d['arch']}), {d['shader_engines']} shader engines, {d['cus']} CUs, "
          f"{d['simds']} SIMDs, {d['xccs']} XCC(s)")
+    if doc["other_devices"]:
+        _out(f"note: the profile also traced {', '.join(doc['other_devices'])}; only the first device is shown")
     for k in doc["kernels"]:
         _out(f"\nkernel {k['index']}: {k['name']} (kern {k['kern']}, dispatch {k['exec_tag']})")
         if k["sqtt"]:

@@ -7,7 +7,6 @@ JSON-ready documents; the CLI only formats them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -27,13 +26,11 @@ WAVESTARTS = ("WAVESTART", "WAVESTART_RDNA4", "CDNA_WAVESTART")
 WAVEENDS = ("WAVEEND", "WAVEEND_RDNA4", "CDNA_WAVEEND")
 
 
-@lru_cache(maxsize=256)
-def _decode_cached(blob: bytes) -> Trace:
-    return decode(blob)
-
-
 def trace_of(s: SqttBlob) -> Trace:
-    return _decode_cached(s.blob)
+    """The decoded stream, decoded once and kept with the capture (not in a global cache)."""
+    if s.decoded is None:
+        s.decoded = decode(s.blob)
+    return s.decoded
 
 
 def device_doc(cap: Capture) -> dict[str, Any]:
@@ -93,7 +90,7 @@ def summary_doc(cap: Capture) -> dict[str, Any]:
                 derived = derived_metrics(counters)
         kernels.append({"index": i, "kern": kern, "exec_tag": ex, "name": cap.kernel_name(kern), "sqtt": sq,
                         "pmc": pmc, "derived": derived})
-    return {"source": cap.source, "device": device_doc(cap), "kernels": kernels}
+    return {"source": cap.source, "device": device_doc(cap), "other_devices": cap.other_devices, "kernels": kernels}
 
 
 def _fmt_fields(name: str, f: dict[str, int], arch: str) -> dict[str, Any]:

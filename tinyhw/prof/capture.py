@@ -28,6 +28,7 @@ class Program:
     name: str
     base: int
     lib: bytes
+    device: str = ""
 
 
 @dataclass
@@ -37,6 +38,8 @@ class SqttBlob:
     se: int
     itrace: bool
     blob: bytes
+    device: str = ""
+    decoded: Any = field(default=None, repr=False, compare=False)   # the Trace, once decoded
 
 
 @dataclass
@@ -45,6 +48,7 @@ class PmcBlob:
     exec_tag: int
     samples: list[dict]
     blob: bytes
+    device: str = ""
 
 
 @dataclass
@@ -54,6 +58,7 @@ class Capture:
     programs: dict[int, Program] = field(default_factory=dict)
     sqtt: list[SqttBlob] = field(default_factory=list)
     pmc: list[PmcBlob] = field(default_factory=list)
+    other_devices: list[str] = field(default_factory=list)   # traced devices left out (one is shown)
 
     @property
     def target(self) -> str:
@@ -117,33 +122,48 @@ def load_capture(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYT
 
 def _from_events(source: str, events: list[Any]) -> Capture:
     cap = Capture(source, {})
+    props: dict[str, dict] = {}
+    programs: list[Program] = []
     for ev in events:
         kind = getattr(ev, "type_name", None)
         f = getattr(ev, "fields", None)
         if kind is None or not isinstance(f, dict):
             continue
+        dev = str(f.get("device", ""))
         if kind == "ProfileDeviceEvent":
-            props = f.get("props")
-            if isinstance(props, dict) and props.get("gfx_target_version") and not cap.props:
-                cap.props = dict(props)
+            if isinstance(f.get("props"), dict):
+                props.setdefault(dev, dict(f["props"]))
         elif kind == "ProfileProgramEvent":
             tag = _int(f.get("tag"), -1)
             lib = f.get("lib")
-            cap.programs[tag] = Program(tag, str(f.get("name", "")), _int(f.get("base"), 0),
-                                        bytes(lib) if isinstance(lib, (bytes, bytearray)) else b"")
+            programs.append(Program(tag, str(f.get("name", "")), _int(f.get("base"), 0),
+                                    bytes(lib) if isinstance(lib, (bytes, bytearray)) else b"", dev))
         elif kind == "ProfileSQTTEvent":
             blob = f.get("blob")
             if isinstance(blob, (bytes, bytearray)):
                 cap.sqtt.append(SqttBlob(_int(f.get("kern"), -1), _int(f.get("exec_tag"), 0), _int(f.get("se"), 0),
-                                         bool(f.get("itrace")), bytes(blob)))
+                                         bool(f.get("itrace")), bytes(blob), dev))
         elif kind == "ProfilePMCEvent":
             blob = f.get("blob")
             sched = f.get("sched") or []
             samples = [dict(s.fields) for s in sched if hasattr(s, "fields")]
             if isinstance(blob, (bytes, bytearray)):
-                cap.pmc.append(PmcBlob(_int(f.get("kern"), -1), _int(f.get("exec_tag"), 0), samples, bytes(blob)))
+                cap.pmc.append(PmcBlob(_int(f.get("kern"), -1), _int(f.get("exec_tag"), 0), samples, bytes(blob),
+                                       dev))
     if not cap.sqtt and not cap.pmc:
         raise Refused(f"{source} holds no sqtt or pmc events; capture with VIZ=-2 (or SQTT=1 PMC=1) on an amd gpu")
+    return _one_device(cap, props, programs)
+
+
+def _one_device(cap: Capture, props: dict[str, dict], programs: list[Program]) -> Capture:
+    """Keep the first traced device's events (a profile of several GPUs is shown one GPU at a time)."""
+    traced = list(dict.fromkeys([s.device for s in cap.sqtt] + [p.device for p in cap.pmc]))
+    dev = traced[0]
+    cap.other_devices = traced[1:]
+    cap.sqtt = [s for s in cap.sqtt if s.device == dev]
+    cap.pmc = [p for p in cap.pmc if p.device == dev]
+    cap.programs = {p.tag: p for p in programs if p.device == dev or not p.device}
+    cap.props = props.get(dev) or next((v for v in props.values() if v.get("gfx_target_version")), {})
     return cap
 
 
@@ -177,23 +197,23 @@ def _load_dir(d: Path, max_bytes: int) -> Capture:
     if not isinstance(meta, dict):
         raise Refused(f"{meta_path}: expected an object")
     cap = Capture(str(d), {})
+    props: dict[str, dict] = {}
+    programs: list[Program] = []
     try:
         for dev in meta.get("devices") or []:
-            props = dev.get("props")
-            if isinstance(props, dict) and props.get("gfx_target_version") and not cap.props:
-                cap.props = dict(props)
+            if isinstance(dev.get("props"), dict):
+                props.setdefault(str(dev.get("device", "")), dict(dev["props"]))
         for pr in meta.get("programs") or []:
-            tag = int(pr["tag"])
-            cap.programs[tag] = Program(tag, str(pr.get("name", "")), int(pr.get("base") or 0),
-                                        read(pr["file"]) if pr.get("file") else b"")
+            programs.append(Program(int(pr["tag"]), str(pr.get("name", "")), int(pr.get("base") or 0),
+                                    read(pr["file"]) if pr.get("file") else b"", str(pr.get("device", ""))))
         for s in meta.get("sqtt") or []:
             cap.sqtt.append(SqttBlob(int(s["kern"]), int(s.get("exec_tag", 0)), int(s["se"]), bool(s.get("itrace")),
-                                     read(s["file"])))
+                                     read(s["file"]), str(s.get("device", ""))))
         for pm in meta.get("pmc") or []:
             cap.pmc.append(PmcBlob(int(pm["kern"]), int(pm.get("exec_tag", 0)), list(pm.get("samples") or []),
-                                   read(pm["file"])))
+                                   read(pm["file"]), str(pm.get("device", ""))))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise Refused(f"{meta_path}: malformed entry ({type(e).__name__}: {e})") from None
     if not cap.sqtt and not cap.pmc:
         raise Refused(f"{d} holds no sqtt or pmc entries")
-    return cap
+    return _one_device(cap, props, programs)
