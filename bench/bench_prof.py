@@ -1,7 +1,8 @@
 """`tinyhw prof` decode speed on the largest shared SQTT capture (issue 13 target: >= 1,000,000 packets/s).
 
 Decodes every shader-engine stream of the capture in ../shared/data/sqtt with the most packets
-(all SEs, all fields and timestamps) several times and prints the best rate in packets per second.
+(all SEs, all fields and timestamps) several times and prints the best rate in packets per second,
+by wall clock and by process CPU time (the latter barely moves when other jobs share the CPU).
 If tinygrad is importable its decoder is timed on the same streams and the ratio printed; otherwise
 the script says it is not installed.
 """
@@ -17,13 +18,14 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sqtt"
 TARGET = 1_000_000
 
 
-def best_rate(blobs: list[bytes], fn, repeats: int = 7) -> tuple[float, int]:
+def best_rate(blobs: list[bytes], fn, repeats: int = 15, clock=time.perf_counter) -> tuple[float, int]:
+    """Packets per second of the fastest of ``repeats`` passes over all streams, timed with ``clock``."""
     best, packets = float("inf"), 0
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         packets = sum(fn(b) for b in blobs)
-        best = min(best, time.perf_counter() - t0)
-    return packets / best, packets
+        best = min(best, clock() - t0)
+    return packets / max(best, 1e-9), packets
 
 
 def main() -> None:
@@ -33,9 +35,12 @@ def main() -> None:
     largest = max(sizes, key=sizes.__getitem__)
     blobs = caps[largest]
     rate, packets = best_rate(blobs, lambda b: len(decode(b)))
+    cpu_rate, _ = best_rate(blobs, lambda b: len(decode(b)), clock=time.process_time)
     print(f"capture: {largest.relative_to(DATA)} ({len(blobs)} SE streams, {sum(map(len, blobs))} bytes, "
           f"{packets} packets)")
-    print(f"tinyhw decode: {rate:,.0f} packets/s (target >= {TARGET:,}: {'met' if rate >= TARGET else 'NOT met'})")
+    print(f"tinyhw decode: {rate:,.0f} packets/s wall clock, {cpu_rate:,.0f} packets/s of process cpu time "
+          f"(target >= {TARGET:,}: {'met' if rate >= TARGET else 'NOT met'} on wall clock; on a busy machine the "
+          "cpu-time figure is the steadier one)")
     try:
         import tinygrad.renderer.amd.sqtt as tg  # type: ignore[import-not-found]
     except ImportError:
