@@ -91,11 +91,20 @@ def test_every_traced_rdna_wave_maps_to_s_endpgm() -> None:
     assert checked == 34
 
 
-def test_cdna_insts_say_what_is_missing() -> None:
-    doc = json.loads(run("--json", "prof", "insts", str(DATA / "gfx950" / "profile_gemm_run_0"), "--se", "0",
-                         "--wave", "0").out)
-    assert doc["rows"] and all(r["pc"] is None for r in doc["rows"])
-    assert any("not reconstructed" in n for n in doc["notes"])
+def test_cdna_insts_walk_issue_packets_to_s_endpgm() -> None:
+    """gfx950 gemm: each CU-0 wave issues the 58 instructions from the entry to s_endpgm (inferred mapping)."""
+    gemm9 = str(DATA / "gfx950" / "profile_gemm_run_0")
+    waves = [w for w in json.loads(run("--json", "prof", "waves", gemm9).out)["waves"] if w["traced"]]
+    assert [(w["se"], w["simd"]) for w in waves] == [(0, 0), (0, 2), (0, 1), (0, 3)]
+    for w in waves:
+        doc = json.loads(run("--json", "prof", "insts", gemm9, "--se", "0", "--wave", str(w["index"])).out)
+        rows = doc["rows"]
+        assert doc["notes"] == [] and len(rows) == 58 and rows[-1]["instruction"] == "s_endpgm"
+        assert rows[0]["pc"] == "0x200002007600" and all(r["pc"] for r in rows)
+        kinds = {(r["instruction"].split()[0], r["type"]) for r in rows}
+        assert ("s_waitcnt", "ISSUE") in kinds and ("s_cbranch_execz", "NEXT") in kinds and ("SMEM", "SMEM_RD") in kinds
+    doc = json.loads(run("--json", "prof", "insts", gemm9, "--se", "0", "--wave", "1").out)
+    assert doc["rows"] == [] and "CU 0" in doc["notes"][0]
     doc = json.loads(run("--json", "prof", "insts", GEMM11, "--se", "3", "--wave", "0").out)
     assert doc["rows"] == [] and "off" in doc["notes"][0]
 

@@ -163,7 +163,8 @@ def insts_cmd(app: App, file: str, kernel: str | None, se: int, wave: int) -> No
     """Instruction table of one traced wave: Timestamp | PC | Instruction | Type | Duration.
 
     PC and instruction come from walking the code object's .text (instruction lengths decoded by
-    tinyhw for gfx11/gfx12; mnemonics for program-control instructions, others as encoding + opcode).
+    tinyhw for gfx11/gfx12/gfx9; mnemonics for program-control instructions, others as encoding +
+    opcode, or full text from an llvm-objdump that knows the target).
     Duration = cycles to the wave's next instruction packet. What is unavailable is said, not guessed.
 
     \b

@@ -9,8 +9,9 @@ the PC column is left empty from there on and a note says where mapping stopped.
 comes from llvm-objdump when one that knows the target is installed (:mod:`tinyhw.prof.disasm`),
 else from tinyhw's own decoder; ``disassembler`` in the document says which.
 
-CDNA (gfx9): CDNA_INST packets give the type; the PC is not reconstructed (the baseline trace has
-no taken/not-taken information that this decoder uses), which the output says.
+CDNA (gfx9): one row per instruction issued for the wave (CDNA_ISSUE codes 2 and 3), the type
+from the CDNA_INST packets, the PC walked through ``.text`` with JUMP/NEXT deciding branches
+(inferred from the shared gfx950 capture, see :func:`_cdna`).
 
 Timestamp is the packet time (rocprof's time + stall, §6.2); Duration is the cycles until the same
 wave's next instruction packet (issue-to-issue; the last row: until WAVEEND), not rocprof's latency.
@@ -145,17 +146,72 @@ def _advance(inst: Any, kind: str, pc: int, doc: dict[str, Any], time: int) -> i
 
 
 def _cdna(cap: Capture, s: Any, w: Any, doc: dict[str, Any]) -> None:
+    """gfx9: one row per instruction issued for the wave (CDNA_ISSUE), its type from CDNA_INST.
+
+    (inferred from the shared gfx950 capture) In a CDNA_ISSUE packet a wave's 2-bit code is 2 for an
+    instruction that also emits a CDNA_INST packet (in the same order) and 3 for one that does not
+    (``s_waitcnt``, ``s_nop``); in the gemm capture every traced wave issues exactly the 58
+    instructions from the entry to ``s_endpgm``, each CDNA_INST type matching its instruction's
+    encoding, and the one conditional branch comes with a NEXT (not taken) packet. JUMP is read as
+    taken. The PC column is dropped, with a note, as soon as this does not hold.
+    """
     if w.cu != 0:
         doc["notes"].append("only CU 0 of each shader engine is instruction-traced; this wave ran elsewhere")
         return
     t = trace_of(s)
-    doc["notes"].append("gfx9 traces: PC and instruction text are not reconstructed (type from CDNA_INST only)")
     end = w.end_index if w.end_index is not None else len(t) - 1
-    idx = t.indices("CDNA_INST")
+    idx = t.indices("CDNA_ISSUE", "CDNA_INST")
     idx = idx[(idx > w.start_index) & (idx <= end)]
+    issues: list[tuple[int, int]] = []
+    ops: list[str] = []
     for i in idx.tolist():
         f = t.fields(i)
-        if f["wave"] != w.slot or f["simd"] != w.simd:
+        if f["simd"] != w.simd:
             continue
-        doc["rows"].append({"time": int(t.time[i]), "pc": None, "offset": None, "instruction": None,
-                            "type": inst_op_name("cdna", f["op"]), "duration": None})
+        if t.name(i) == "CDNA_ISSUE":
+            code = (f["issue"] >> (2 * w.slot)) & 3
+            if code in (2, 3):
+                issues.append((int(t.time[i]), code))
+        elif f["wave"] == w.slot:
+            ops.append(inst_op_name("cdna", f["op"]))
+    prog = cap.programs.get(s.kern)
+    text = text_section(prog.lib) if prog and prog.lib else None
+    with_inst = sum(code == 2 for _, code in issues)
+    pc: int | None = 0
+    if text is None:
+        doc["notes"].append("the code object (.text) is not in the capture: PC and instruction text unavailable")
+        pc = None
+    elif with_inst != len(ops):
+        doc["notes"].append(f"{with_inst} issue slots with an instruction packet but {len(ops)} CDNA_INST packets: "
+                            "PC mapping skipped")
+        pc = None
+    names: dict[int, str] | None = None
+    if pc is not None and prog is not None and text is not None:
+        names, how = objdump_text(prog.lib, cap.target)
+        doc["disassembler"] = how if names else (
+            f"tinyhw: instruction lengths; mnemonics only for program control (SOPP), other instructions "
+            f"as encoding + opcode ({how})")
+    base = (prog.base if prog else 0) + (text[0] if text else 0)
+    k = 0
+    for time, code in issues:
+        kind = "ISSUE"
+        if code == 2:
+            kind = ops[k] if k < len(ops) else "ISSUE"
+            k += 1
+        row: dict[str, Any] = {"time": time, "pc": None, "offset": None, "instruction": None, "type": kind,
+                               "duration": None}
+        if pc is not None and text is not None:
+            inst = decode_at(text[1], pc, "gfx9")
+            full = names.get(text[0] + pc) if names else None
+            row.update(pc=f"0x{base + pc:x}", offset=pc, instruction=full or inst.text)
+            if inst.is_branch:
+                pc = inst.target() if kind == "JUMP" else pc + inst.size if kind == "NEXT" else None
+                if pc is None:
+                    doc["notes"].append(f"at time {time} the branch {inst.text} came without a JUMP/NEXT packet; "
+                                        "PC mapping stopped there")
+            else:
+                pc += inst.size
+        doc["rows"].append(row)
+    rows = doc["rows"]
+    if rows and rows[-1]["instruction"] is not None and not str(rows[-1]["instruction"]).startswith("s_endpgm"):
+        doc["notes"].append("the last issued instruction is not s_endpgm: the gfx9 PC mapping is off for this wave")
