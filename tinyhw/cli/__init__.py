@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "pci": ("tinyhw.cli.pci_cmd:pci", "Native PCIe: list, decode config space, peek/poke BARs, bind vfio."),
     "reg": ("tinyhw.cli.reg_cmd:reg", "Registers by name: find, read, write, decode; IP discovery."),
     "bench": ("tinyhw.cli.bench_cmd:bench", "Measure copy bandwidth host<->device against the link limit."),
+    "prof": ("tinyhw.cli.prof_cmd:prof", "Decode AMD SQ thread traces and performance counters (tinygrad)."),
 }
 
 

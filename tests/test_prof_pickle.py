@@ -1,0 +1,97 @@
+"""The restricted profile-pickle loader: real files load, anything that could execute is refused (exit 2)."""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+
+from tests.clihelp import run
+from tinyhw.errors import Refused
+from tinyhw.formats.tgpickle import Record, loads_profile
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sqtt"
+
+
+class _Evil:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # the attack: unpickling would call os.system
+        return (os.system, (f"touch {self.marker}",))
+
+
+class _EvalEvil:
+    def __reduce__(self):
+        return (eval, ("__import__('os').getpid()",))
+
+
+def test_real_pickles_load_as_inert_records() -> None:
+    for f in sorted((DATA / "pickles").glob("*/*.pkl")):
+        events = loads_profile(f.read_bytes())
+        kinds = {type(e).__name__ for e in events}
+        assert {"ProfileSQTTEvent", "ProfilePMCEvent", "ProfileDeviceEvent", "ProfileProgramEvent"} <= kinds
+        assert all(isinstance(e, Record) for e in events if type(e).__name__.startswith("Profile"))
+
+
+def test_malicious_pickle_is_refused_and_not_run(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    bad = tmp_path / "profile.pkl"
+    bad.write_bytes(pickle.dumps([_Evil(marker)]))
+    with pytest.raises(Refused, match="os.system|posix.system"):
+        loads_profile(bad.read_bytes())
+    r = run("prof", "summary", str(bad))
+    assert r.code == 2, r
+    assert "error:" in r.err and "not loaded" in r.err
+    assert r.out == ""
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("payload", [
+    pickle.dumps([_EvalEvil()]),
+    b"cbuiltins\nexec\n(Vprint(1)\ntR.",               # protocol 0 GLOBAL + REDUCE
+    b"csubprocess\ncall\n((Vtrue\nltR.",
+    b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00\x8c\x02os\x8c\x06getcwd\x93)R.",
+])
+def test_other_globals_are_refused(payload: bytes, tmp_path: Path) -> None:
+    f = tmp_path / "p.pkl"
+    f.write_bytes(payload)
+    r = run("--json", "prof", "summary", str(f))
+    assert r.code == 2 and r.out == "" and len(r.err.strip().splitlines()) == 1
+
+
+def test_tinygrad_names_become_inert_even_when_called() -> None:
+    # "calling" a tinygrad function (REDUCE) only records the call; nothing is imported
+    out = loads_profile(b"(ctinygrad.helpers\ngetenv\n(VHOME\ntRl.")
+    assert len(out) == 1 and isinstance(out[0], Record)
+    assert (out[0]._module, out[0].type_name, out[0].args) == ("tinygrad.helpers", "getenv", ("HOME",))
+    import sys
+    assert "tinygrad" not in sys.modules
+
+
+@pytest.mark.parametrize("blob", [b"", b"\x80", b"not a pickle at all", pickle.dumps({"a": 1}), pickle.dumps([1, 2])])
+def test_garbage_is_refused_with_exit_2(blob: bytes, tmp_path: Path) -> None:
+    f = tmp_path / "p.pkl"
+    f.write_bytes(blob)
+    r = run("prof", "summary", str(f))
+    assert r.code == 2, r
+
+
+def test_oversized_input_is_refused_before_reading(tmp_path: Path) -> None:
+    f = tmp_path / "huge.pkl"
+    with open(f, "wb") as fh:          # sparse: no disk space used
+        fh.truncate((1 << 30) + 1)
+    r = run("prof", "summary", str(f))
+    assert r.code == 2 and "limit" in r.err
+    with pytest.raises(Refused, match="limit"):
+        loads_profile(b"x" * 100, max_bytes=10)
+
+
+def test_directory_capture_names_only_plain_files(tmp_path: Path) -> None:
+    (tmp_path / "capture.json").write_text('{"sqtt": [{"kern": 0, "se": 0, "file": "../../etc/passwd"}]}')
+    r = run("prof", "summary", str(tmp_path))
+    assert r.code == 2 and "plain name" in r.err
+    r = run("prof", "summary", str(tmp_path / "missing"))
+    assert r.code == 2

@@ -1,0 +1,222 @@
+"""``tinyhw prof``: read tinygrad's AMD SQ thread trace and performance-counter captures offline.
+
+specs/sqtt-pmc.md §14. Self-contained click group (``tinyhw.cli.prof_cmd:prof``); reads files
+only, never opens a device.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from tinyhw.cli.app import App
+
+FILE_HELP = "a tinygrad profile pickle (profile.pkl) or a capture directory with capture.json"
+
+
+def _load(file: str) -> Any:
+    from tinyhw.prof import load_capture
+
+    return load_capture(file)
+
+
+def _out(line: str) -> None:
+    sys.stdout.write(line + "\n")
+
+
+@click.group()
+def prof() -> None:
+    """Decode AMD SQ thread traces (SQTT) and performance counters (PMC) captured by tinygrad
+    on RDNA3 (gfx11), RDNA4 (gfx12) and CDNA (gfx9) GPUs.
+
+    FILE is a tinygrad profile pickle (loaded without tinygrad; nothing in it is executed, foreign
+    objects are refused with exit 2; at most 1 GiB) or a directory of plain files (capture.json,
+    sqtt_*.bin, pmc_*.bin, program_*.elf). Reads files only; no device is opened.
+
+    \b
+    Examples:
+      tinyhw prof summary /tmp/profile.pkl.$USER
+      tinyhw --json prof summary shared/data/sqtt/gfx1100/profile_gemm_run_0
+      tinyhw prof insts profile.pkl --se 1 --wave 0
+      tinyhw prof export profile.pkl -o trace.json
+    """
+
+
+@prof.command("summary")
+@click.argument("file", type=click.Path(path_type=str))
+@click.pass_obj
+def summary_cmd(app: App, file: str) -> None:
+    """Device, kernel dispatches, per-SE packet/wave counts and time spans, PMC counters.
+
+    Per shader engine: packets, waves (WAVESTART/WAVEEND), first and last time in shader cycles,
+    whether instruction tracing was on, counts by packet type. PMC: sum, max and records per
+    counter, VALU/SALU utilisation and L2 hit rate where the counters were captured.
+
+    \b
+    Examples:
+      tinyhw prof summary profile.pkl
+      tinyhw --json prof summary shared/data/sqtt/gfx950/profile_gemm_run_0
+    """
+    from tinyhw.prof.analyze import summary_doc
+
+    doc = summary_doc(_load(file))
+    app.emit(doc, lambda: _print_summary(doc))
+
+
+def _print_summary(doc: dict) -> None:
+    d = doc["device"]
+    _out(f"device: {d['target']} ({d['arch']}), {d['shader_engines']} shader engines, {d['cus']} CUs, "
+         f"{d['simds']} SIMDs, {d['xccs']} XCC(s)")
+    if doc["other_devices"]:
+        _out(f"note: the profile also traced {', '.join(doc['other_devices'])}; only the first device is shown")
+    for k in doc["kernels"]:
+        _out(f"\nkernel {k['index']}: {k['name']} (kern {k['kern']}, dispatch {k['exec_tag']})")
+        if k["sqtt"]:
+            _out(f"  {'SE':>3} {'itrace':>6} {'packets':>8} {'waves':>6} {'ends':>5} {'first':>10} {'last':>10} "
+                 f"{'span':>10}  top packet types")
+            for s in k["sqtt"]:
+                top = ", ".join(f"{n} {c}" for n, c in list(s["by_type"].items())[:5])
+                _out(f"  {s['se']:>3} {'on' if s['itrace'] else 'off':>6} {s['packets']:>8} {s['waves']:>6} "
+                     f"{s['wave_ends']:>5} {s['first_time'] if s['first_time'] is not None else '-':>10} "
+                     f"{s['last_time'] if s['last_time'] is not None else '-':>10} "
+                     f"{s['span'] if s['span'] is not None else '-':>10}  {top}")
+        if k["pmc"]:
+            _out(f"  {'counter':<24} {'sum':>14} {'max':>12} {'records':>8}")
+            for name, c in k["pmc"].items():
+                _out(f"  {name:<24} {c['sum']:>14} {c['max']:>12} {c['records']:>8}")
+        for key, label in (("valu_util_pct", "VALU utilisation"), ("salu_util_pct", "SALU utilisation"),
+                           ("l2_hit_pct", "L2 hit rate")):
+            if key in k["derived"]:
+                _out(f"  {label}: {k['derived'][key]:.2f} %")
+
+
+@prof.command("packets")
+@click.argument("file", type=click.Path(path_type=str))
+@click.option("--kernel", "-k", metavar="K", help="Kernel name or dispatch index (as in summary).")
+@click.option("--se", "-s", type=int, metavar="S", help="Only this shader engine.")
+@click.option("--all", "show_all", is_flag=True, help="Also show timing and NOP packets.")
+@click.option("--limit", "-n", type=click.IntRange(min=0), metavar="N", help="At most N packets per stream.")
+@click.pass_obj
+def packets_cmd(app: App, file: str, kernel: str | None, se: int | None, show_all: bool, limit: int | None) -> None:
+    """One line per packet: time (shader cycles), type, fields; timing/NOP packets only with --all.
+
+    \b
+    Examples:
+      tinyhw prof packets profile.pkl --se 1
+      tinyhw prof packets capture_dir --kernel r_32_32_16_2 --se 0 --all -n 200
+    """
+    from tinyhw.prof.analyze import packets_doc
+
+    doc = packets_doc(_load(file), kernel, se, show_all, limit)
+    app.emit(doc, lambda: _print_packets(doc))
+
+
+def _print_packets(doc: dict) -> None:
+    for s in doc["streams"]:
+        _out(f"== {s['kernel']} (kern {s['kern']}, dispatch {s['exec_tag']}) SE {s['se']}: "
+             f"{s['shown']} of {s['packets']} packets shown; {s['stop']}")
+        for r in s["rows"]:
+            fields = " ".join(f"{k}={v}" for k, v in r["fields"].items())
+            _out(f"{r['time']:>10} {r['type']:<24} {fields}")
+
+
+@prof.command("waves")
+@click.argument("file", type=click.Path(path_type=str))
+@click.option("--kernel", "-k", metavar="K", help="Kernel name or dispatch index (as in summary).")
+@click.option("--se", "-s", type=int, metavar="S", help="Only this shader engine.")
+@click.pass_obj
+def waves_cmd(app: App, file: str, kernel: str | None, se: int | None) -> None:
+    """Per-wave timeline: SE, CU, SIMD, wave slot, start, end and cycles; marks instruction-traced waves.
+
+    The index column is what `prof insts --wave` takes.
+
+    \b
+    Examples:
+      tinyhw prof waves profile.pkl
+      tinyhw --json prof waves capture_dir --se 1
+    """
+    from tinyhw.prof.analyze import waves_doc
+
+    doc = waves_doc(_load(file), kernel, se)
+    app.emit(doc, lambda: _print_waves(doc))
+
+
+def _print_waves(doc: dict) -> None:
+    _out(f"{'kernel':<20} {'SE':>3} {'index':>5} {'CU':>3} {'SIMD':>4} {'wave':>4} {'start':>10} {'end':>10} "
+         f"{'cycles':>8} traced")
+    for w in doc["waves"]:
+        _out(f"{w['kernel'][:20]:<20} {w['se']:>3} {w['index']:>5} {w['cu']:>3} {w['simd']:>4} {w['wave']:>4} "
+             f"{w['start']:>10} {w['end'] if w['end'] is not None else '-':>10} "
+             f"{w['cycles'] if w['cycles'] is not None else '-':>8} {'yes' if w['traced'] else ''}")
+    _out(f"{len(doc['waves'])} waves")
+
+
+@prof.command("insts")
+@click.argument("file", type=click.Path(path_type=str))
+@click.option("--kernel", "-k", metavar="K", help="Kernel name or dispatch index (default: the first).")
+@click.option("--se", "-s", type=int, required=True, metavar="S", help="Shader engine.")
+@click.option("--wave", "-w", type=int, required=True, metavar="W", help="Wave index on that SE (see `prof waves`).")
+@click.pass_obj
+def insts_cmd(app: App, file: str, kernel: str | None, se: int, wave: int) -> None:
+    """Instruction table of one traced wave: Timestamp | PC | Instruction | Type | Duration.
+
+    PC and instruction come from walking the code object's .text (instruction lengths decoded by
+    tinyhw for gfx11/gfx12/gfx9; mnemonics for program-control instructions, others as encoding +
+    opcode, or full text from an llvm-objdump that knows the target).
+    Duration = cycles to the wave's next instruction packet. What is unavailable is said, not guessed.
+
+    \b
+    Examples:
+      tinyhw prof insts profile.pkl --se 1 --wave 0
+      tinyhw --json prof insts shared/data/sqtt/gfx1200/profile_plus_run_0 --se 1 --wave 0
+    """
+    from tinyhw.prof.insts import insts_doc
+
+    doc = insts_doc(_load(file), kernel, se, wave)
+    app.emit(doc, lambda: _print_insts(doc))
+
+
+def _print_insts(doc: dict) -> None:
+    _out(f"{doc['kernel']} SE:{doc['se']} CU:{doc['cu']} SIMD:{doc['simd']} W:{doc['wave']} "
+         f"start {doc['start']} end {doc['end'] if doc['end'] is not None else '-'} "
+         f"cycles {doc['cycles'] if doc['cycles'] is not None else '-'}")
+    for n in doc["notes"]:
+        _out(f"note: {n}")
+    if doc.get("disassembler"):
+        _out(f"note: {doc['disassembler']}")
+    _out(f"{'Timestamp':>10} | {'PC':<16} | {'Instruction':<22} | {'Type':<16} | Duration")
+    for r in doc["rows"]:
+        _out(f"{r['time']:>10} | {r['pc'] or '-':<16} | {r['instruction'] or '-':<22} | {r['type']:<16} | "
+             f"{r['duration'] if r['duration'] is not None else '-'}")
+
+
+@prof.command("export")
+@click.argument("file", type=click.Path(path_type=str))
+@click.option("-o", "--output", required=True, metavar="OUT", help="Trace file to write (JSON).")
+@click.option("--kernel", "-k", metavar="K", help="Only this kernel (name or dispatch index).")
+@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@click.pass_obj
+def export_cmd(app: App, file: str, output: str, kernel: str | None, force: bool) -> None:
+    """Write waves (and traced instructions) as Chrome/Perfetto trace-event JSON.
+
+    One track per SE/CU/SIMD/wave, instructions as nested slices; 1 µs in the viewer = 1 shader
+    cycle. Writes OUT atomically (temp file + rename in the same directory); refuses an existing OUT
+    without --force, and directories, device nodes, FIFOs and an empty path always (exit 2).
+
+    \b
+    Examples:
+      tinyhw prof export profile.pkl -o trace.json
+      tinyhw prof export capture_dir -o trace.json --force   # open in ui.perfetto.dev
+    """
+    from tinyhw.prof.export import dumps, export_doc, write_output
+
+    if not output:
+        from tinyhw.errors import Refused
+
+        raise Refused("empty output path")
+    doc = export_doc(_load(file), kernel)
+    write_output(output, dumps(doc), force=force)
+    info = {"output": output, "events": len(doc["traceEvents"]), "slices": doc["otherData"]["slices"]}
+    app.emit(info, lambda: _out(f"wrote {output}: {info['slices']} slices ({info['events']} events)"))
