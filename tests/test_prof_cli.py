@@ -148,7 +148,7 @@ def test_help_has_examples(cmd: str) -> None:
 
 def test_json_errors_keep_stdout_empty(tmp_path: Path) -> None:
     r = run("--json", "prof", "summary", str(tmp_path / "nothing.pkl"))
-    assert r.code == 2 and r.out == "" and r.err.startswith("error: ")
+    assert r.code == 2 and r.no_result and r.err.startswith("error: ")
 
 
 FAKE_OBJDUMP = """#!/bin/sh
