@@ -53,6 +53,7 @@ def _register() -> None:
     from tinyhw.cli.cmd_probe import probe
     from tinyhw.cli.firmware_cmd import firmware
     from tinyhw.cli.flash_cmd import flash
+    from tinyhw.cli.kernels_cmd import kernels
     from tinyhw.cli.pci_cmd import pci
 
     cli.add_command(list_cmd)
@@ -61,6 +62,7 @@ def _register() -> None:
     cli.add_command(firmware)
     cli.add_command(flash)
     cli.add_command(pci)
+    cli.add_command(kernels)
     try:
         from tinyhw.cli.reg_cmd import reg
     except ImportError:  # pragma: no cover - while the register database is being added

@@ -44,6 +44,11 @@ def open_device(spec: DeviceSpec, register: Callable[[Opened], None] | None = No
     """Open ``spec``. ``register`` receives the :class:`Opened` before the device is connected, so the
     caller can report counters (``--stats``) and release everything even when opening fails."""
     register = register or (lambda _o: None)
+    if spec.kind == "cuda":
+        from tinyhw.errors import Refused
+
+        raise Refused("cuda: devices serve only `bench copy` and `kernels run`",
+                      hint="register commands need pci:, vfio:, usb or mock: devices")
     if spec.kind in NOT_YET:
         raise NotAvailableYet(NOT_YET[spec.kind], hint=EMULATED_HINT)
     if spec.kind == "mock":
