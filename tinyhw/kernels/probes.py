@@ -132,7 +132,7 @@ class BandwidthProbe(Probe):
     name = "bandwidth"
     summary = "streaming copy: out[i] = in[i] ^ 0x5a5a5a5a (u32); GB/s counts read + write"
     metric = "GB/s"
-    gpu_n = 1 << 26  # 256 MiB each way: far beyond any GPU's L2
+    gpu_n = 1 << 25  # 128 MiB each way: well beyond any GPU's L2 (H200: 50 MiB)
     cpu_n = 1 << 23  # 32 MiB each way
 
     def buffers(self, n: int) -> list[Buffer]:
