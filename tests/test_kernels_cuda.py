@@ -179,3 +179,14 @@ def test_register_commands_refuse_cuda_devices() -> None:
     r = run("--device", "cuda:0", "probe")
     assert r.code == 2
     assert "cuda: devices serve only `bench copy` and `kernels run`" in r.err
+
+
+def test_cuda_device_strings() -> None:
+    from tinyhw.errors import BadDeviceString
+    from tinyhw.transport.devstr import parse_device
+
+    spec = parse_device("cuda:01")
+    assert (spec.kind, spec.target, str(spec)) == ("cuda", "1", "cuda:1")
+    for bad in ("cuda", "cuda:", "cuda:-1", "cuda:gpu0"):
+        with pytest.raises(BadDeviceString, match="cuda takes a device ordinal"):
+            parse_device(bad)
