@@ -175,6 +175,12 @@ def test_refused_before_touching_anything(gpu: FakeGpu, args: list[str], message
     assert gpu.contexts == 0 and gpu.launches == []
 
 
+def test_atomic_probe_has_no_sm90_binary(gpu: FakeGpu) -> None:
+    r = run("kernels", "run", "atomic", "--device", "cuda:0")
+    assert r.code == 2 and "the sm_90 binaries have no probe 'atomic'" in r.err and "ptx renderer" in r.err
+    assert gpu.contexts == 0
+
+
 def test_register_commands_refuse_cuda_devices() -> None:
     r = run("--device", "cuda:0", "probe")
     assert r.code == 2

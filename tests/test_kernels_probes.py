@@ -70,9 +70,28 @@ def test_every_probe_has_buffers_and_sizes() -> None:
         bufs = p.buffers(p.cpu_n)
         assert any(b.role == "out" for b in bufs)
         assert p.gpu_n % 512 == 0 and p.cpu_n % 512 == 0
-        assert set(p.inputs(p.cpu_n)) == {b.name for b in bufs if b.role == "in"}
+        assert set(p.inputs(p.cpu_n)) == {b.name for b in bufs if b.role in ("in", "inout")}
 
 
 def test_unknown_probe_is_refused() -> None:
     with pytest.raises(Refused, match="unknown probe kernel 'nope'"):
         get_probe("nope")
+
+
+def test_atomic_check_needs_every_ticket_once() -> None:
+    p = get_probe("atomic")
+    n = 1000
+    tickets = list(range(n))
+    tickets.reverse()  # any order is fine
+    good = {"out": array.array("I", tickets).tobytes(), "counter": struct.pack("<I", n)}
+    assert p.check(n, good).ok
+    assert p.inputs(n) == {"counter": bytes(4)}
+    lost = dict(good, counter=struct.pack("<I", n - 1))
+    assert "counter is 999, expected 1000" in p.check(n, lost).detail
+    twice = list(tickets)
+    twice[5] = twice[6]
+    assert "handed out twice" in p.check(n, {**good, "out": array.array("I", twice).tobytes()}).detail
+    big = list(tickets)
+    big[0] = n
+    assert "out of range" in p.check(n, {**good, "out": array.array("I", big).tobytes()}).detail
+    assert "sm_90" not in p.targets and "ptx" in p.target_note

@@ -39,7 +39,8 @@ AUDIT = textwrap.dedent('''
     from tinyhw.kernels.probes import PROBES
     for t in sys.argv[2:]:
         for p in PROBES.values():
-            seam.compile_probe(p, t)
+            if t in p.targets:
+                seam.compile_probe(p, t)
     tg = seam.load()
     doc = {"events": list(events), "drivers": seam.loaded_driver_modules(), "dev": os.environ.get("DEV"),
            "parallel": os.environ.get("PARALLEL"), "cachedb": os.environ.get("CACHEDB"), "default": tg.Device.DEFAULT,
@@ -86,7 +87,7 @@ def test_tinygrad_imported_first_is_refused(tmp_path: Path) -> None:
     assert "EnvironmentProblem tinygrad was imported before tinyhw could pin it to the NULL device" in res.stdout
 
 
-@pytest.mark.parametrize("name,n", [("pattern", 4096), ("bandwidth", 50_000), ("fma", 8192)])
+@pytest.mark.parametrize("name,n", [("pattern", 4096), ("bandwidth", 50_000), ("fma", 8192), ("atomic", 30_000)])
 def test_probe_runs_on_the_cpu_and_passes(name: str, n: int) -> None:
     need_clang()
     r = run("--json", "kernels", "run", name, "--device", "cpu", "--n", str(n), "--repeats", "3")
@@ -94,7 +95,7 @@ def test_probe_runs_on_the_cpu_and_passes(name: str, n: int) -> None:
     doc = json.loads(r.out)
     assert doc["check"]["ok"] is True and doc["n"] == n and doc["device"] == "cpu"
     assert len(doc["seconds"]) == 3 and doc["best_s"] > 0
-    if name == "pattern":
+    if name in ("pattern", "atomic"):
         assert doc["metric"] is None and doc["figure"] is None
     else:
         assert doc["figure"] > 0 and doc["peak"] is None and "numpy" in doc["peak_note"]
@@ -134,3 +135,17 @@ def test_build_sm90_shows_ptx(tmp_path: Path) -> None:
     r = run("kernels", "build", "-t", "sm_90", "-o", str(tmp_path), "--probe", "pattern", "--show-isa")
     assert r.code == 0, r.err
     assert ".target sm_90" in r.out and "st.global" in r.out
+
+
+def test_atomic_probe_on_gfx_uses_a_returning_global_atomic(tmp_path: Path) -> None:
+    need_libllvm()
+    r = run("kernels", "build", "--target", "gfx1100", "-o", str(tmp_path), "--probe", "atomic", "--show-isa")
+    assert r.code == 0, r.err
+    assert "global_atomic_add_u32" in r.out and "grid (4096, 1, 1) block (256, 1, 1)" in r.out
+
+
+def test_atomic_probe_is_refused_for_sm90(tmp_path: Path) -> None:
+    need_tinygrad()
+    r = run("kernels", "build", "--target", "sm_90", "-o", str(tmp_path), "--probe", "atomic")
+    assert r.code == 2 and "ptx renderer has no atomic operation" in r.err
+    assert not tmp_path.joinpath("manifest.json").exists()

@@ -19,8 +19,8 @@ TARGET_CHOICES = ("gfx1100", "gfx1200", "sm_90", "cpu")
 
 @click.group()
 def kernels() -> None:
-    """Probe kernels (pattern fill, copy bandwidth, FMA throughput), written once with tinygrad's tensor
-    API: list them, build them for a GPU target, run them on the CPU or an NVIDIA GPU.
+    """Probe kernels (pattern fill, copy bandwidth, FMA throughput, atomic counter), written once with
+    tinygrad: list them, build them for a GPU target, run them on the CPU or an NVIDIA GPU.
 
     Building needs the compile extra (pip install 'tinyhw[compile]'; libLLVM >= 18 for gfx targets);
     running on cuda:N needs the cuda extra and uses the committed PTX. No register device is touched.

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tinyhw.errors import EnvironmentProblem, OperationFailed
+from tinyhw.errors import EnvironmentProblem, OperationFailed, Refused
 from tinyhw.formats.amdgpu_code import parse_amdgpu_code
 from tinyhw.kernels.probes import PROBES, Probe
 
@@ -60,7 +60,11 @@ def build_target(target: str, names: list[str] | None = None) -> tuple[dict, dic
     from tinyhw.kernels import seam
 
     tg = seam.load()
-    probes: list[Probe] = [PROBES[n] for n in (names or list(PROBES))]
+    if names:
+        for n in names:
+            if target not in PROBES[n].targets:
+                raise Refused(f"probe {n} is not built for {target}", hint=PROBES[n].target_note)
+    probes: list[Probe] = [PROBES[n] for n in (names or list(PROBES)) if target in PROBES[n].targets]
     files: dict[str, bytes] = {}
     sources: dict[str, str] = {}
     docs = []
@@ -120,4 +124,5 @@ def probe_entry(manifest: dict, name: str) -> dict:
     for p in manifest["probes"]:
         if p["name"] == name:
             return p
-    raise EnvironmentProblem(f"the {manifest['target']} manifest has no probe {name!r}")
+    note = PROBES[name].target_note if name in PROBES and manifest["target"] not in PROBES[name].targets else ""
+    raise Refused(f"the {manifest['target']} binaries have no probe {name!r}" + (f": {note}" if note else ""))

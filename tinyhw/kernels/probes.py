@@ -15,6 +15,10 @@ Probes (issue 15; specs/compiler-library.md §4 for the seam):
   2 x 64 FLOPs per element, 4 independent chains per thread as tinygrad upcasts; element i starts from
   in[i % 64] (a 256-byte input that stays in cache), so only the 4-byte store per element touches memory
   (32 FLOP/byte) and the host computes 64 answers. (256 steps made LLVM take 27 s per gfx build.)
+* ``atomic``: n work-items each take a ticket, out[i] = atomic fetch-and-add(counter, 1); the host checks
+  counter == n and that the tickets are exactly 0 .. n-1 (none lost, none repeated). tinygrad's tensor API
+  has no atomics, so this one uses its custom-kernel API (one inline operation per renderer: C for cpu,
+  LLVM IR for gfx). Not for sm_90: tinygrad 0.14.0's PTX renderer cannot emit an atomic.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ class Buffer:
     name: str
     dtype: str  # "u32" or "f32" (4-byte elements)
     count: int
-    role: str  # "in" or "out"
+    role: str  # "in" (uploaded), "out" (read back) or "inout" (both)
 
     @property
     def nbytes(self) -> int:
@@ -67,6 +71,8 @@ class Probe:
     metric: str | None = None  # "GB/s" or "TFLOP/s"
     gpu_n = 0  # elements for GPU builds (the committed binaries)
     cpu_n = 0  # elements for a run on tinygrad's CPU device
+    targets: tuple[str, ...] = ("gfx1100", "gfx1200", "sm_90", "cpu")
+    target_note = ""  # why a target is missing from ``targets``
 
     def buffers(self, n: int) -> list[Buffer]:
         raise NotImplementedError
@@ -221,7 +227,40 @@ class FmaProbe(Probe):
         return 2.0 * FMA_STEPS * n
 
 
-PROBES: dict[str, Probe] = {p.name: p for p in (PatternProbe(), BandwidthProbe(), FmaProbe())}
+class AtomicProbe(Probe):
+    name = "atomic"
+    summary = "atomic counter: out[i] = fetch_add(counter, 1) (u32); tickets must be exactly 0..n-1"
+    gpu_n = 1 << 20
+    cpu_n = 1 << 16
+    targets = ("gfx1100", "gfx1200", "cpu")
+    target_note = "tinygrad 0.14.0's ptx renderer has no atomic operation, so there is no sm_90 build"
+
+    def buffers(self, n: int) -> list[Buffer]:
+        return [Buffer("out", "u32", n, "out"), Buffer("counter", "u32", 1, "inout")]
+
+    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:  # noqa: N803
+        out, counter = T.atomic_tickets(bufs["out"], bufs["counter"], n)
+        return {"out": out, "counter": counter}
+
+    def inputs(self, n: int) -> dict[str, bytes]:
+        return {"counter": bytes(4)}
+
+    def check(self, n: int, outputs: dict[str, bytes]) -> Check:
+        (counter,) = struct.unpack("<I", outputs["counter"][:4])
+        tickets = array.array("I")
+        tickets.frombytes(outputs["out"])
+        if counter != n:
+            return Check(False, f"counter is {counter}, expected {n} (increments lost or repeated)")
+        seen = bytearray(n)
+        for t in tickets:
+            if t >= n or seen[t]:
+                what = "out of range" if t >= n else "handed out twice"
+                return Check(False, f"ticket {t} {what}")
+            seen[t] = 1
+        return Check(True, f"counter = {n}, every ticket 0..{n - 1} handed out exactly once")
+
+
+PROBES: dict[str, Probe] = {p.name: p for p in (PatternProbe(), BandwidthProbe(), FmaProbe(), AtomicProbe())}
 
 
 def get_probe(name: str) -> Probe:

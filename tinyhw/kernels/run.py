@@ -75,7 +75,7 @@ def _run_cuda(probe: Any, ordinal: int, repeats: int, build_dir: Path | None) ->
     man = load_manifest(folder)
     if man["target"] != "sm_90":
         raise Refused(f"{folder} holds {man['target']} binaries; cuda devices run sm_90 ptx")
-    entry = probe_entry(man, probe.name)
+    entry = probe_entry(man, probe.name)  # before any driver call: a missing probe is refused (exit 2)
     n = entry["n"]
     host = probe.inputs(n)
     gpu = CudaDevice(ordinal)
@@ -84,7 +84,7 @@ def _run_cuda(probe: Any, ordinal: int, repeats: int, build_dir: Path | None) ->
         ptrs = {}
         for b in entry["buffers"]:
             ptrs[b["name"]] = gpu.alloc(4 * b["count"])
-            if b["role"] == "in":
+            if b["role"] in ("in", "inout"):
                 gpu.upload(ptrs[b["name"]], host[b["name"]])
         launches = []
         for k in entry["kernels"]:
@@ -98,7 +98,7 @@ def _run_cuda(probe: Any, ordinal: int, repeats: int, build_dir: Path | None) ->
         once()
         gpu.synchronize()
         outputs = {b["name"]: gpu.download(ptrs[b["name"]], 4 * b["count"]) for b in entry["buffers"]
-                   if b["role"] == "out"}
+                   if b["role"] in ("out", "inout")}
         check = probe.check(n, outputs)
         seconds = gpu.timed(once, repeats)
     finally:

@@ -141,9 +141,7 @@ def _renderer(tg: Any, target: str) -> Any:
         if find_libllvm() is None:
             raise EnvironmentProblem(f"building for {target} needs libLLVM >= {MIN_LLVM} with the AMDGPU target",
                                      hint="Debian: apt-get install libllvm19, or set TINYHW_LIBLLVM=/path/libLLVM.so")
-        from tinygrad.renderer.llvmir import AMDLLVMRenderer
-
-        return AMDLLVMRenderer(t)
+        return _amd_renderer_class()(t)
     if dev == "CUDA":
         from tinygrad.renderer.ptx import PTXRenderer
 
@@ -153,35 +151,85 @@ def _renderer(tg: Any, target: str) -> Any:
     return ClangRenderer(t)
 
 
+@cache
+def _amd_renderer_class() -> type:
+    """tinygrad's AMD LLVM renderer plus one rule: an inline ``atomicrmw`` (the atomic probe) is emitted as is."""
+    from tinygrad.renderer.llvmir import AMDLLVMRenderer
+    from tinygrad.uop.ops import Ops, PatternMatcher, UPat
+
+    def inline(ctx: Any, x: Any) -> str | None:
+        if not str(x.arg).startswith("atomicrmw "):
+            return None
+        return f"  {ctx[x]} = " + x.arg.format(*[ctx[y] for y in x.src])
+
+    class AmdWithAtomics(AMDLLVMRenderer):
+        string_rewrite = PatternMatcher([(UPat(Ops.CUSTOMI, name="x"), inline)]) + AMDLLVMRenderer.string_rewrite
+
+    return AmdWithAtomics
+
+
 _DTYPES = {"u32": "uint32", "f32": "float32"}
 
 
 class _Namespace:
-    """What a probe's ``graph`` may use: ``arange`` and the two element types."""
+    """What a probe's ``graph`` may use: ``arange``, the two element types, and ``atomic_tickets``."""
 
-    def __init__(self, tg: Any, device: str) -> None:
-        self._tg, self._device = tg, device
+    def __init__(self, tg: Any, device: str, target: str) -> None:
+        self._tg, self._device, self._target = tg, device, target
         self.u32, self.f32 = tg.dtypes.uint32, tg.dtypes.float32
 
     def arange(self, n: int, dtype: Any) -> Any:
         return self._tg.Tensor.arange(n, dtype=dtype).to(self._device)
 
+    def atomic_tickets(self, out: Any, counter: Any, n: int) -> tuple[Any, Any]:
+        """One kernel, n work-items: out[i] = atomic fetch-and-add(counter[0], 1), relaxed.
 
-def _schedule(tg: Any, probe: Probe, n: int, device: str, inputs: dict[str, Any] | None = None):  # noqa: ANN202
+        tinygrad 0.14.0 has no atomic in its tensor API; this is its custom-kernel API with one inline
+        operation spelled for the target's renderer (C for cpu, LLVM IR for gfx). Its PTX renderer cannot
+        take one, so sm_90 is refused.
+        """
+        from tinygrad.uop.ops import AxisType, KernelInfo, Ops, UOp
+
+        tg, family = self._tg, self._target
+        if family == "sm_90":
+            raise Refused("the atomic probe cannot be built for sm_90: tinygrad 0.14.0's ptx renderer has no "
+                          "atomic operation")
+        gpu = family.startswith("gfx")
+        op = ('atomicrmw add i32* {0}, i32 1 syncscope("agent") monotonic' if gpu
+              else "__atomic_fetch_add({0}, 1u, __ATOMIC_RELAXED)")
+        group = 256
+
+        def kernel(o: Any, c: Any) -> Any:
+            if gpu:
+                g, lane = UOp.range(n // group, 0, AxisType.GLOBAL), UOp.range(group, 1, AxisType.LOCAL)
+                i, axes = g * group + lane, (g, lane)
+            else:
+                i = UOp.range(n, 0, AxisType.LOOP)
+                axes = (i,)
+            old = UOp(Ops.CUSTOMI, tg.dtypes.uint32, src=(c.index(i * 0),), arg=op)
+            return o.index(i).store(old).end(*axes).sink(arg=KernelInfo(name="atomic_tickets", opts_to_apply=()))
+
+        o2, c2 = out.custom_kernel(counter, fxn=kernel)
+        return o2, c2
+
+
+def _schedule(tg: Any, probe: Probe, n: int, device: str, target: str,  # noqa: ANN202
+              inputs: dict[str, Any] | None = None):
     bufs = probe.buffers(n)
     tensors = {}
     for b in bufs:
         dt = getattr(tg.dtypes, _DTYPES[b.dtype])
-        if inputs is not None and b.role == "in":
+        if inputs is not None and b.role in ("in", "inout"):
             tensors[b.name] = inputs[b.name]
         else:
             tensors[b.name] = tg.Tensor.empty(b.count, dtype=dt, device=device)
     names = {id(t.uop.base): name for name, t in tensors.items()}
-    exprs = probe.graph(_Namespace(tg, device), {b.name: tensors[b.name] for b in bufs if b.role == "in"}, n)
-    outs = [b.name for b in bufs if b.role == "out"]
+    exprs = probe.graph(_Namespace(tg, device, target), dict(tensors), n)
+    outs = [b.name for b in bufs if b.role in ("out", "inout")]
     if sorted(exprs) != sorted(outs):
         raise OperationFailed(f"probe {probe.name} gives {sorted(exprs)}, its outputs are {outs}")
-    assigned = [tensors[o].assign(exprs[o]) for o in outs]
+    # a custom kernel's results are its buffers already (AFTER the kernel); plain expressions are assigned
+    assigned = [exprs[o] if exprs[o].uop.op.name == "AFTER" else tensors[o].assign(exprs[o]) for o in outs]
     lin = assigned[0].schedule_linear(*assigned[1:])
     calls = []
     for call in lin.src:
@@ -201,7 +249,9 @@ def compile_probe(probe: Probe, target: str, n: int | None = None) -> list[Compi
     tg = load()
     ren = _renderer(tg, target)
     n = n or (probe.cpu_n if target == "cpu" else probe.gpu_n)
-    _, calls, _ = _schedule(tg, probe, n, "NULL")
+    if target not in probe.targets:
+        raise Refused(f"probe {probe.name} is not built for {target}", hint=probe.target_note)
+    _, calls, _ = _schedule(tg, probe, n, "NULL", target)
     out = []
     for call, args in calls:
         prg = tg.to_program(call.src[0], ren)
@@ -232,14 +282,14 @@ def run_cpu(probe: Probe, n: int, repeats: int = 5) -> CpuRun:
     host = probe.inputs(n)
     inputs = {}
     for b in probe.buffers(n):
-        if b.role == "in":
+        if b.role in ("in", "inout"):
             dt = getattr(tg.dtypes, _DTYPES[b.dtype])
             inputs[b.name] = tg.Tensor(host[b.name], device="CPU").bitcast(dt).contiguous().realize()
-    lin, calls, tensors = _schedule(tg, probe, n, "CPU", inputs)
+    lin, calls, tensors = _schedule(tg, probe, n, "CPU", "cpu", inputs)
     tg.run_linear(lin, wait=True)
+    outputs = {b.name: bytes(tensors[b.name].data()) for b in probe.buffers(n) if b.role in ("out", "inout")}
     timers = [tg.time_call(call) for call, _ in calls]
     seconds = [sum(next(t) for t in timers) for _ in range(max(0, repeats))]
-    outputs = {b.name: bytes(tensors[b.name].data()) for b in probe.buffers(n) if b.role == "out"}
     return CpuRun(outputs, seconds, len(calls))
 
 
