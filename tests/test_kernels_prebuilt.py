@@ -78,11 +78,19 @@ def test_ptx_names_the_entries_and_parameters() -> None:
 def test_regenerated_binaries_equal_the_committed_ones(tmp_path: Path) -> None:
     """Same pin, fresh compile cache: every target's binaries and manifest come out byte for byte."""
     need_libllvm()
+    from tinyhw.kernels.seam import find_libllvm
+
+    major = load_manifest(prebuilt_dir() / "gfx1100")["libllvm"]
+    assert load_manifest(prebuilt_dir() / "gfx1200")["libllvm"] == major
+    lib = find_libllvm(major)
+    if lib is None:
+        pytest.fail(f"the committed gfx binaries were built with libLLVM {major}, which is not installed "
+                    f"(apt-get install libllvm{major})")
     script = (
         "import sys\nfrom pathlib import Path\nfrom tinyhw.kernels.manifest import GPU_TARGETS, build_target, "
         "write_build\nfor t in GPU_TARGETS:\n    man, files, _ = build_target(t)\n"
         "    write_build(Path(sys.argv[1]) / t, man, files)\n")
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "TINYHW_LIBLLVM": lib[0]}
     subprocess.run([sys.executable, "-c", script, str(tmp_path / "out")], check=True, env=env, cwd=ROOT,
                    timeout=300)
     for target in GPU_TARGETS:

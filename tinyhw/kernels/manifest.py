@@ -2,7 +2,8 @@
 
 The manifest names, for each probe, its buffers (name, element type, count, in/out), the work per run, and
 for each kernel: name, file, grid (workgroups / thread blocks) and block (threads) sizes, the buffer bound to
-each pointer parameter in order, sha256 of the rendered source and of the binary, and the tinygrad version.
+each pointer parameter in order, sha256 of the rendered source and of the binary, the tinygrad version, and
+for gfx targets the libLLVM major version that compiled them.
 AMD binaries are checked with tinyhw's own ELF reader (:mod:`tinyhw.formats.amdgpu_code`): machine, the
 generation in ``e_flags``, and the kernel descriptor (kernarg size = 8 bytes per pointer, no LDS, wave32).
 Nothing here imports tinygrad: the committed binaries under ``prebuilt/`` are used without a compiler.
@@ -92,6 +93,8 @@ def build_target(target: str, names: list[str] | None = None) -> tuple[dict, dic
                      "work_per_run": probe.work(n), "buffers": [b.to_doc() for b in bufs.values()],
                      "kernels": kdocs})
     manifest = {"format": FORMAT, "target": target, "tinygrad": tg.version, "probes": docs}
+    if target.startswith("gfx"):
+        manifest["libllvm"] = tg.libllvm[1]  # the AMD code depends on it; the regeneration test uses the same
     return manifest, files, sources
 
 

@@ -49,9 +49,10 @@ def cache_dir() -> Path:
     return Path(base) / "tinyhw"
 
 
-def find_libllvm() -> tuple[str, int] | None:
-    """A libLLVM >= 18 (path, major): ``$TINYHW_LIBLLVM`` first, then the distribution's library folders."""
-    given = os.environ.get("TINYHW_LIBLLVM")
+def find_libllvm(major: int | None = None) -> tuple[str, int] | None:
+    """A libLLVM >= 18 (path, major), or exactly ``major``: ``$TINYHW_LIBLLVM`` first, then the newest in the
+    distribution's library folders (the generated AMD code depends on the LLVM version: manifests record it)."""
+    given = os.environ.get("TINYHW_LIBLLVM") if major is None else None
     candidates = [given] if given else []
     for pattern in ("/usr/lib/*/libLLVM-[0-9]*.so*", "/usr/lib/llvm-*/lib/libLLVM*.so*", "/usr/lib64/libLLVM-*.so*",
                     "/usr/lib/*/libLLVM.so.[0-9]*"):
@@ -61,15 +62,16 @@ def find_libllvm() -> tuple[str, int] | None:
         m = re.search(r"(?:LLVM-|llvm-|LLVM\.so\.)(\d+)", path)
         if not m or not os.path.exists(path):
             continue
-        major = int(m.group(1))
-        if major >= MIN_LLVM and (best is None or major > best[1] or given == path):
-            best = (path, major)
+        found = int(m.group(1))
+        wanted = found >= MIN_LLVM and (major is None or found == major)
+        if wanted and (best is None or found > best[1] or given == path):
+            best = (path, found)
             if given == path:
                 break
     return best
 
 
-def _pin_environment() -> None:
+def _pin_environment() -> tuple[str, int] | None:
     """Set tinygrad's switches before its first import (it reads most of them at import time)."""
     if "tinygrad" in sys.modules and os.environ.get("DEV") != "NULL":
         raise EnvironmentProblem("tinygrad was imported before tinyhw could pin it to the NULL device",
@@ -81,6 +83,7 @@ def _pin_environment() -> None:
     os.environ["CACHEDB"] = str(cache_dir() / f"tinygrad-{PIN}-{tag}.db")
     if llvm:
         os.environ["LLVM_PATH"] = llvm[0]
+    return llvm
 
 
 @cache
@@ -96,7 +99,7 @@ def load() -> Any:
     if version != PIN:
         raise EnvironmentProblem(f"tinygrad {version} is installed; tinyhw's compile seam is written for {PIN}",
                                  hint=INSTALL_HINT)
-    _pin_environment()
+    llvm = _pin_environment()
     import tinygrad
     from tinygrad import Device, Tensor, dtypes
     from tinygrad.codegen import to_program
@@ -110,7 +113,7 @@ def load() -> Any:
         pass
 
     ns = NS()
-    ns.version, ns.tinygrad = version, tinygrad
+    ns.version, ns.tinygrad, ns.libllvm = version, tinygrad, llvm
     ns.Tensor, ns.dtypes, ns.Device, ns.Target = Tensor, dtypes, Device, Target
     ns.to_program, ns.get_call_arg_uops, ns.run_linear, ns.time_call = to_program, get_call_arg_uops, run_linear, \
         time_call
