@@ -196,3 +196,14 @@ def test_cuda_device_strings() -> None:
     for bad in ("cuda", "cuda:", "cuda:-1", "cuda:gpu0"):
         with pytest.raises(BadDeviceString, match="cuda takes a device ordinal"):
             parse_device(bad)
+
+
+def test_missing_clock_attribute_gives_no_peak(gpu: FakeGpu) -> None:
+    real = gpu.cuDeviceGetAttribute
+    sys.modules["cuda.bindings.driver"].cuDeviceGetAttribute = lambda a, d: (
+        (CUresult.CUDA_ERROR_INVALID_VALUE, None) if int(a) == 36 else real(a, d))
+    r = run("--json", "kernels", "run", "pattern", "--device", "cuda:0", "-r", "1")
+    assert r.code == 0, r.err
+    r = run("--json", "kernels", "run", "bandwidth", "--device", "cuda:0", "-r", "1")
+    doc = json.loads(r.out)
+    assert r.code == 0 and doc["peak"] is None and doc["figure"] > 0

@@ -110,7 +110,14 @@ class CudaDevice:
 
     # -- device ---------------------------------------------------------------------------------------
     def _attr(self, name: str) -> int:
-        return int(self._call("cuDeviceGetAttribute", getattr(self.drv.CUdevice_attribute, name), self.dev))
+        """An attribute, or 0 when this driver/bindings no longer has it (clock rates are deprecated in CUDA 13)."""
+        attr = getattr(self.drv.CUdevice_attribute, name, None)
+        if attr is None:
+            return 0
+        try:
+            return int(self._call("cuDeviceGetAttribute", attr, self.dev))
+        except OperationFailed:
+            return 0
 
     def peak(self) -> CudaPeak:
         raw = self._call("cuDeviceGetName", 256, self.dev)
