@@ -20,6 +20,7 @@ EPILOG = """\b
 Devices (--device, or TINYHW_DEVICE):
   pci:0000:03:00.0   vfio:0000:03:00.0   usb  usb:N  usb:BUS-ADDR
   remote:HOST:PORT   mock:navi31   mock:navi31-usb   (options after commas)
+  cuda:N             (bench copy and kernels run only)
 
 \b
 Examples:
@@ -42,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reg": ("tinyhw.cli.reg_cmd:reg", "Registers by name: find, read, write, decode; IP discovery."),
     "bench": ("tinyhw.cli.bench_cmd:bench", "Measure copy bandwidth host<->device against the link limit."),
     "prof": ("tinyhw.cli.prof_cmd:prof", "Decode AMD SQ thread traces and performance counters (tinygrad)."),
+    "kernels": ("tinyhw.cli.kernels_cmd:kernels", "Probe kernels: list, build (gfx, sm_90, cpu), run (cpu, cuda:N)."),
 }
 
 

@@ -66,6 +66,11 @@ def open_device(spec: DeviceSpec | str, register: Callable[[Opened], None] | Non
     if isinstance(spec, str):
         spec = parse_device(spec)
     register = register or (lambda _o: None)
+    if spec.kind == "cuda":
+        from tinyhw.errors import Refused
+
+        raise Refused("cuda: devices serve only `bench copy` and `kernels run`",
+                      hint="register commands need pci:, vfio:, usb or mock: devices")
     if spec.kind in NOT_YET:
         raise NotAvailableYet(NOT_YET[spec.kind], hint=EMULATED_HINT)
     if spec.kind == "mock":

@@ -2,7 +2,9 @@
 
 Written from the ELF format (System V gABI: ``e_ident``, ELF32/ELF64 header, ``Elf*_Shdr``,
 ``Elf*_Phdr``); enough for firmware containers (specs/nv-bringup.md §9.3: the GSP-RM ``gsp_*.bin``
-and the FMC ELF32 with its four sections). Both classes and both byte orders are read.
+and the FMC ELF32 with its four sections) and for AMDGPU code objects (``e_machine`` EM_AMDGPU = 0xe0,
+the GPU generation in ``e_flags``; see :mod:`tinyhw.formats.amdgpu_code`). Both classes and both byte orders
+are read. :func:`symbols` decodes a ``.symtab`` (``Elf*_Sym``) on request.
 
 :func:`parse_elf` never raises and never copies section data: sections are (offset, size) pairs
 into the caller's bytes, and everything malformed is listed in ``ElfFile.problems``.
@@ -14,13 +16,15 @@ from dataclasses import dataclass, field
 
 from tinyhw.formats.fwregion import Reader, Region, cstring, unique_names, within
 
-__all__ = ["ELF_MAGIC", "ElfFile", "Section", "Segment", "parse_elf"]
+__all__ = ["ELF_MAGIC", "ElfFile", "Section", "Segment", "Symbol", "parse_elf", "symbols"]
 
 ELF_MAGIC = b"\x7fELF"
 SHT_NOBITS = 8
 SECTION_TYPES = {0: "NULL", 1: "PROGBITS", 2: "SYMTAB", 3: "STRTAB", 4: "RELA", 5: "HASH", 6: "DYNAMIC", 7: "NOTE",
                  8: "NOBITS", 9: "REL", 11: "DYNSYM"}
-MACHINES = {0x03: "x86", 0x28: "ARM", 0x3E: "x86-64", 0xB7: "AArch64", 0xF3: "RISC-V"}
+MACHINES = {0x03: "x86", 0x28: "ARM", 0x3E: "x86-64", 0xB7: "AArch64", 0xBE: "NVIDIA CUDA", 0xE0: "AMDGPU",
+            0xF3: "RISC-V"}
+SHT_SYMTAB = 2
 FILE_TYPES = {0: "NONE", 1: "REL", 2: "EXEC", 3: "DYN", 4: "CORE"}
 _MAX_HEADERS = 4096  # more section or program headers than this is not a firmware container
 
@@ -60,6 +64,23 @@ class Segment:
     align: int
 
 
+@dataclass(frozen=True)
+class Symbol:
+    name: str
+    value: int  # in a relocatable file: the offset inside section ``shndx``
+    size: int
+    info: int
+    shndx: int
+
+    @property
+    def bind(self) -> int:
+        return self.info >> 4
+
+    @property
+    def type(self) -> int:
+        return self.info & 0xF
+
+
 @dataclass
 class ElfFile:
     size: int
@@ -68,6 +89,7 @@ class ElfFile:
     file_type: int = 0
     machine: int = 0
     entry: int = 0
+    flags: int = 0  # e_flags (for AMDGPU: the gfx generation in bits 0-7, xnack/sramecc above)
     sections: list[Section] = field(default_factory=list)
     segments: list[Segment] = field(default_factory=list)
     header_size: int = 0
@@ -113,7 +135,7 @@ def parse_elf(data: bytes | memoryview, *, with_sections: bool = True) -> ElfFil
     hdr = rd.unpack(f"HHI{w}{w}{w}IHHHHHH", 16, "elf header")
     if hdr is None:
         return elf
-    (elf.file_type, elf.machine, _ver, elf.entry, phoff, shoff, _flags, ehsize, phentsize, phnum, shentsize,
+    (elf.file_type, elf.machine, _ver, elf.entry, phoff, shoff, elf.flags, ehsize, phentsize, phnum, shentsize,
      shnum, shstrndx) = hdr
     elf.header_size = 52 if elf.elf_class == 32 else 64
     if phnum:
@@ -178,3 +200,38 @@ def _section_headers(elf: ElfFile, rd: Reader, data: bytes | memoryview, off: in
         if sec.has_data:
             within(Region(f"section {name or f'[{i}]'}", soff, size), elf.size, elf.problems)
         elf.sections.append(sec)
+
+
+def symbols(data: bytes | memoryview, elf: ElfFile) -> list[Symbol]:
+    """Every entry of the ``SHT_SYMTAB`` section, names resolved through its linked string table.
+
+    Malformed entries are skipped and listed in ``elf.problems``; no symbol table gives ``[]``.
+    """
+    tab = next((s for s in elf.sections if s.type == SHT_SYMTAB), None)
+    if tab is None or not tab.has_data:
+        return []
+    want = 16 if elf.elf_class == 32 else 24
+    entsize = tab.entsize or want
+    if entsize < want or tab.offset + tab.size > elf.size:
+        elf.problems.append(f"0x{tab.offset:x}: symbol table entry size {entsize} or extent is invalid")
+        return []
+    strtab = elf.sections[tab.link] if tab.link < len(elf.sections) else None
+    rd = Reader(data, elf.problems, endian=">" if elf.big_endian else "<")
+    out: list[Symbol] = []
+    for i in range(min(tab.size // entsize, _MAX_HEADERS * 16)):
+        at = tab.offset + i * entsize
+        if elf.elf_class == 32:
+            v = rd.unpack("IIIBBH", at, f"symbol {i}")
+            if v is None:
+                break
+            name_off, value, size, info, _other, shndx = v
+        else:
+            v = rd.unpack("IBBHQQ", at, f"symbol {i}")
+            if v is None:
+                break
+            name_off, info, _other, shndx, value, size = v
+        name = ""
+        if strtab is not None and strtab.has_data and name_off < strtab.size:
+            name = cstring(data, strtab.offset + name_off, min(256, strtab.size - name_off)).decode("latin-1")
+        out.append(Symbol(name, value, size, info, shndx))
+    return out

@@ -7,6 +7,8 @@
 ``remote:HOST:PORT``                    a tinyhw server on another machine
 ``mock:navi31``                         emulated Navi31 attached directly
 ``mock:navi31-usb``                     the same board behind an emulated ASM24 bridge
+``cuda:N``                              an NVIDIA GPU through the CUDA driver: not a register transport,
+                                        only ``bench copy`` and ``kernels run`` take it
 =====================================  ==========================================
 
 Options follow after commas: ``mock:navi31-usb,flash=FILE,faults=timeout@5+stuck-busy,strict``.
@@ -21,7 +23,8 @@ from tinyhw.errors import BadDeviceString
 
 ACCEPTED_FORMS = (
     "pci:DDDD:BB:DD.F (or a bare BB:DD.F), vfio:DDDD:BB:DD.F, usb, usb:N, usb:BUS-ADDR, "
-    "remote:HOST:PORT, mock:navi31, mock:navi31-usb; options after commas (e.g. mock:navi31,strict)"
+    "remote:HOST:PORT, mock:navi31, mock:navi31-usb, cuda:N (bench copy and kernels run only); "
+    "options after commas (e.g. mock:navi31,strict)"
 )
 
 MOCK_BOARDS = ("navi31", "navi31-usb")
@@ -34,9 +37,9 @@ _OPTION_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
 class DeviceSpec:
     """A parsed device string.
 
-    ``kind`` is one of pci, vfio, usb, remote, mock. ``target`` is the canonical
+    ``kind`` is one of pci, vfio, usb, remote, mock, cuda. ``target`` is the canonical
     address: a full BDF for pci/vfio; for usb ``""`` (any), ``"N"`` (index) or
-    ``"BUS-ADDR"``; ``"HOST:PORT"`` for remote; the board name for mock.
+    ``"BUS-ADDR"``; ``"HOST:PORT"`` for remote; the board name for mock; the ordinal ``"N"`` for cuda.
     """
 
     kind: str
@@ -116,6 +119,10 @@ def parse_device(text: str) -> DeviceSpec:
         if board not in MOCK_BOARDS:
             raise _bad(raw, f"unknown emulated board {rest!r} (known: {', '.join(MOCK_BOARDS)})")
         return DeviceSpec("mock", board, options, raw)
+    if kind == "cuda":
+        if not colon or not re.fullmatch(r"\d+", rest):
+            raise _bad(raw, "cuda takes a device ordinal, e.g. cuda:0")
+        return DeviceSpec("cuda", str(int(rest)), options, raw)
     if _BDF.match(head):
         return DeviceSpec("pci", normalize_bdf(head, raw), options, raw)
     raise _bad(raw, f"unknown transport {kind!r}")

@@ -1,0 +1,214 @@
+"""A FAKE ``cuda.bindings.driver`` for the ``kernels run --device cuda:N`` tests. No GPU is involved.
+
+Written from NVIDIA's CUDA driver API reference and the cuda-bindings convention (every call returns a tuple
+whose first item is a ``CUresult``), not from tinyhw's code. It keeps device memory as bytearrays, accepts PTX
+only NUL-terminated and for ``.target sm_90``, reads ``cuLaunchKernel``'s parameters through the ``void**``
+address it is given, and "executes" a kernel with the formula the test registers for that entry name, over
+exactly grid x block x per-thread elements (so a wrong launch shape leaves output unwritten). Events return
+the time the test's model says the launches took, so the reported figure can be checked exactly.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+import re
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+class CUresult(enum.IntEnum):
+    CUDA_SUCCESS = 0
+    CUDA_ERROR_INVALID_VALUE = 1
+    CUDA_ERROR_NO_DEVICE = 100
+    CUDA_ERROR_INVALID_DEVICE = 101
+    CUDA_ERROR_INVALID_IMAGE = 200
+    CUDA_ERROR_INVALID_PTX = 218
+    CUDA_ERROR_NOT_FOUND = 500
+    CUDA_ERROR_LAUNCH_FAILED = 719
+
+
+class CUdevice_attribute(enum.IntEnum):  # noqa: N801 - the driver API's spelling
+    CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+    CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE = 36
+    CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH = 37
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+
+H200_ATTRS = {13: 1_980_000, 16: 132, 36: 2_619_000, 37: 6144, 75: 9, 76: 0}  # kHz, count, kHz, bits, cc
+
+
+class CUdeviceptr:
+    def __init__(self, addr: int) -> None:
+        self.addr = addr
+
+    def __int__(self) -> int:
+        return self.addr
+
+
+@dataclass
+class Kernel:
+    """What the test says an entry computes: fn(memory, pointers, elements) and the modelled seconds."""
+
+    per_thread: int
+    fn: Callable[[FakeGpu, list[int], int], None]
+    seconds: Callable[[int], float]
+
+
+@dataclass
+class FakeGpu:
+    kernels: dict[str, Kernel]
+    devices: int = 1
+    init_error: Exception | None = None
+    init_result: CUresult = CUresult.CUDA_SUCCESS
+    mem: dict[int, bytearray] = field(default_factory=dict)
+    next_addr: int = 0x7F00_0000_0000
+    clock: float = 0.0
+    launches: list[tuple] = field(default_factory=list)
+    modules: int = 0
+    contexts: int = 0
+    events: int = 0
+    ptx_seen: list[str] = field(default_factory=list)
+
+    # memory helpers for the kernel formulas
+    def buf(self, addr: int) -> bytearray:
+        return self.mem[addr]
+
+    # -- the driver API ---------------------------------------------------------------------------
+    def cuInit(self, flags: int):  # noqa: N802
+        if self.init_error is not None:
+            raise self.init_error
+        return (self.init_result,)
+
+    def cuDriverGetVersion(self):  # noqa: N802
+        return (CUresult.CUDA_SUCCESS, 12080)
+
+    def cuDeviceGetCount(self):  # noqa: N802
+        return (CUresult.CUDA_SUCCESS, self.devices)
+
+    def cuDeviceGet(self, ordinal: int):  # noqa: N802
+        if not 0 <= ordinal < self.devices:
+            return (CUresult.CUDA_ERROR_INVALID_DEVICE, None)
+        return (CUresult.CUDA_SUCCESS, ordinal)
+
+    def cuDeviceGetName(self, length: int, dev: int):  # noqa: N802
+        return (CUresult.CUDA_SUCCESS, b"NVIDIA H200 (fake driver)".ljust(length, b"\0"))
+
+    def cuDeviceGetAttribute(self, attr, dev: int):  # noqa: N802, ANN001
+        return (CUresult.CUDA_SUCCESS, H200_ATTRS[int(attr)])
+
+    def cuDevicePrimaryCtxRetain(self, dev: int):  # noqa: N802
+        self.contexts += 1
+        return (CUresult.CUDA_SUCCESS, object())
+
+    def cuDevicePrimaryCtxRelease(self, dev: int):  # noqa: N802
+        self.contexts -= 1
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuCtxSetCurrent(self, ctx):  # noqa: N802, ANN001
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuCtxSynchronize(self):  # noqa: N802
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuMemAlloc(self, nbytes: int):  # noqa: N802
+        addr = self.next_addr
+        self.next_addr += (nbytes + 0xFFFF) & ~0xFFFF
+        self.mem[addr] = bytearray(nbytes)
+        return (CUresult.CUDA_SUCCESS, CUdeviceptr(addr))
+
+    def cuMemFree(self, ptr):  # noqa: N802, ANN001
+        return (CUresult.CUDA_SUCCESS,) if self.mem.pop(int(ptr), None) is not None else \
+            (CUresult.CUDA_ERROR_INVALID_VALUE,)
+
+    def cuMemcpyHtoD(self, dst, src, nbytes: int):  # noqa: N802, ANN001
+        buf = self.mem.get(int(dst))
+        if buf is None or nbytes > len(buf) or len(src) < nbytes:
+            return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+        buf[:nbytes] = bytes(src[:nbytes])
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuMemcpyDtoH(self, dst, src, nbytes: int):  # noqa: N802, ANN001
+        buf = self.mem.get(int(src))
+        if buf is None or nbytes > len(buf) or len(dst) < nbytes:
+            return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+        dst[:nbytes] = buf[:nbytes]
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuModuleLoadData(self, image):  # noqa: N802, ANN001
+        raw = bytes(image)
+        if not raw.endswith(b"\0") or b".target sm_90" not in raw:
+            return (CUresult.CUDA_ERROR_INVALID_PTX, None)
+        text = raw[:-1].decode()
+        self.ptx_seen.append(text)
+        self.modules += 1
+        entries = {m.group(1): m.group(2).count(".param") for m in re.finditer(r"\.entry (\w+)\s*\(([^)]*)\)", text)}
+        return (CUresult.CUDA_SUCCESS, {"entries": entries})
+
+    def cuModuleUnload(self, module):  # noqa: N802, ANN001
+        self.modules -= 1
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuModuleGetFunction(self, module, name: bytes):  # noqa: N802, ANN001
+        entry = name.decode()
+        if entry not in module["entries"]:
+            return (CUresult.CUDA_ERROR_NOT_FOUND, None)
+        return (CUresult.CUDA_SUCCESS, (entry, module["entries"][entry]))
+
+    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):  # noqa: N802, ANN001
+        entry, nparams = f
+        if bx * by * bz > 1024 or not isinstance(params, int) or extra not in (0, None):
+            return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+        slots = (ctypes.c_void_p * nparams).from_address(params)
+        pointers = [ctypes.c_uint64.from_address(slots[i]).value for i in range(nparams)]
+        if any(p not in self.mem for p in pointers):
+            return (CUresult.CUDA_ERROR_LAUNCH_FAILED,)
+        k = self.kernels[entry]
+        elements = gx * gy * gz * bx * by * bz * k.per_thread
+        k.fn(self, pointers, elements)
+        self.clock += k.seconds(elements)
+        self.launches.append((entry, (gx, gy, gz), (bx, by, bz)))
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuEventCreate(self, flags: int):  # noqa: N802
+        self.events += 1
+        return (CUresult.CUDA_SUCCESS, {"t": None})
+
+    def cuEventDestroy(self, ev):  # noqa: N802, ANN001
+        self.events -= 1
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuEventRecord(self, ev, stream):  # noqa: N802, ANN001
+        ev["t"] = self.clock
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuEventSynchronize(self, ev):  # noqa: N802, ANN001
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuEventElapsedTime(self, start, end):  # noqa: N802, ANN001
+        return (CUresult.CUDA_SUCCESS, (end["t"] - start["t"]) * 1e3)
+
+    def cuGetErrorName(self, err):  # noqa: N802, ANN001
+        return (CUresult.CUDA_SUCCESS, CUresult(int(err)).name.encode())
+
+
+def install(monkeypatch, gpu: FakeGpu) -> None:  # noqa: ANN001
+    """Make ``from cuda.bindings import driver`` return a module whose calls go to ``gpu``."""
+    driver = types.ModuleType("cuda.bindings.driver")
+    driver.__doc__ = "FAKE cuda driver for tests (tests/fakecuda.py); no GPU"
+    driver.CUresult = CUresult
+    driver.CUdevice_attribute = CUdevice_attribute
+    for name in dir(gpu):
+        if name.startswith("cu"):
+            setattr(driver, name, getattr(gpu, name))
+    bindings = types.ModuleType("cuda.bindings")
+    bindings.driver = driver
+    cuda = types.ModuleType("cuda")
+    cuda.bindings = bindings
+    for name, mod in (("cuda", cuda), ("cuda.bindings", bindings), ("cuda.bindings.driver", driver)):
+        monkeypatch.setitem(sys.modules, name, mod)
+    assert "cuda.bindings.driver" in sys.modules

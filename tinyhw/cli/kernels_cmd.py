@@ -1,0 +1,183 @@
+"""``tinyhw kernels list|build|run``: probe kernels compiled through tinygrad (issue 15).
+
+Self-contained (registered as ``tinyhw.cli.kernels_cmd:kernels``). tinygrad is imported only by
+``tinyhw.kernels.seam``, and only by ``build`` and ``run --device cpu``; ``list`` and ``run --device cuda:N``
+use the committed binaries and need no compiler.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from tinyhw.cli.app import App
+
+TARGET_CHOICES = ("gfx1100", "gfx1200", "sm_90", "cpu")
+
+
+@click.group()
+def kernels() -> None:
+    """Probe kernels (pattern fill, copy bandwidth, FMA throughput, atomic counter), written once with
+    tinygrad: list them, build them for a GPU target, run them on the CPU or an NVIDIA GPU.
+
+    Building needs the compile extra (pip install 'tinyhw[compile]'; libLLVM >= 18 for gfx targets);
+    running on cuda:N needs the cuda extra and uses the committed PTX. No register device is touched.
+
+    \b
+    Examples:
+      tinyhw kernels list
+      tinyhw kernels build --target gfx1100 -o build/gfx1100 --show-isa
+      tinyhw kernels run bandwidth --device cpu
+      tinyhw kernels run fma --device cuda:0
+    """
+
+
+@kernels.command("list")
+@click.pass_obj
+def list_cmd(app: App) -> None:
+    """List the probe kernels, what each checks and measures, and the targets with committed binaries.
+
+    Reads the committed manifests only (no compiler, no device).
+
+    \b
+    Examples:
+      tinyhw kernels list
+      tinyhw --json kernels list
+    """
+    from tinyhw.kernels.manifest import GPU_TARGETS, prebuilt_dir
+    from tinyhw.kernels.probes import PROBES
+
+    prebuilt = [t for t in GPU_TARGETS if (prebuilt_dir() / t / "manifest.json").exists()]
+    doc = {"probes": [{"name": p.name, "metric": p.metric, "summary": p.summary, "gpu_n": p.gpu_n,
+                       "cpu_n": p.cpu_n} for p in PROBES.values()], "prebuilt_targets": prebuilt}
+
+    def human() -> None:
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(box=None, show_edge=False)
+        for col in ("probe", "measures", "elements (gpu / cpu)", "what it does"):
+            table.add_column(col)
+        for p in PROBES.values():
+            table.add_row(p.name, p.metric or "check only", f"{p.gpu_n} / {p.cpu_n}", escape(p.summary))
+        app.out.print(table)
+        app.out.print(f"committed binaries: {', '.join(prebuilt) or 'none'}")
+
+    app.emit(doc, human)
+
+
+@kernels.command("build")
+@click.option("--target", "-t", required=True, type=click.Choice(TARGET_CHOICES), help="What to compile for.")
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for the binaries and manifest.json (default: ./kernels-TARGET).")
+@click.option("--probe", "names", multiple=True, help="Only this probe (repeatable; default: all).")
+@click.option("--show-isa", is_flag=True, help="Print the code: RDNA disassembly (gfx), PTX (sm_90), C (cpu).")
+@click.pass_obj
+def build_cmd(app: App, target: str, out_dir: Path | None, names: tuple[str, ...], show_isa: bool) -> None:
+    """Compile the probe kernels for TARGET and write the binaries plus a manifest (kernel names,
+    grid/block sizes, argument layout, source and binary sha256, tinygrad version).
+
+    gfx1100/gfx1200: AMDGPU ELF objects (tinygrad's LLVM renderer; libLLVM >= 18), checked with tinyhw's
+    own ELF parser; sm_90: PTX text (no CUDA toolkit needed); cpu: x86-64 ELF objects (clang).
+    Writes only into the output folder and tinyhw's compile cache (~/.cache/tinyhw).
+
+    \b
+    Examples:
+      tinyhw kernels build --target sm_90 -o /tmp/sm90
+      tinyhw kernels build --target gfx1200 --probe bandwidth --show-isa
+      tinyhw --json kernels build --target cpu -o /tmp/cpu
+    """
+    from tinyhw.kernels.manifest import build_target, write_build
+    from tinyhw.kernels.probes import get_probe
+
+    for n in names:
+        get_probe(n)
+    app.log(f"compiling {', '.join(names) or 'all probes'} for {target} with tinygrad ...")
+    manifest, files, sources = build_target(target, list(names) or None)
+    folder = out_dir or Path(f"kernels-{target}")
+    written = write_build(folder, manifest, files)
+    isa = {f: _isa(target, files[f], sources[f]) for f in files} if show_isa else {}
+    doc = {"target": target, "output": str(folder), "files": [str(p) for p in written], "manifest": manifest}
+    if show_isa:
+        doc["isa"] = isa
+
+    def human() -> None:
+        for p in manifest["probes"]:
+            for k in p["kernels"]:
+                extra = ""
+                if "amdgpu" in k:
+                    kd = k["amdgpu"]
+                    extra = (f"  kernarg {kd['kernarg_size']} B, lds {kd['lds_bytes']} B, "
+                             f"{'wave32' if kd['wave32'] else 'wave64'}, {kd['vgprs']} vgprs")
+                args = ", ".join(a["buffer"] for a in k["args"])
+                print(f"{p['name']:10} {k['file']:34} grid {tuple(k['grid'])} block {tuple(k['block'])} "
+                      f"args ({args}) {k['binary_bytes']} B{extra}")
+                if show_isa:
+                    print(isa[k["file"]])
+        print(f"wrote {len(written)} files to {folder} (tinygrad {manifest['tinygrad']})")
+
+    app.emit(doc, human)
+
+
+def _isa(target: str, binary: bytes, source: str) -> str:
+    if target.startswith("gfx"):
+        from tinyhw.formats.elf import parse_elf
+        from tinyhw.kernels import seam
+
+        elf = parse_elf(binary)
+        text = elf.section(".text")
+        code = binary[text.offset:text.offset + text.size] if text else b""
+        family = seam.TARGETS[target][3] or "rdna3"
+        return "\n".join(f"  {off:04x}: {line}" for off, line in seam.disassemble_amd(code, family))
+    if target == "sm_90":
+        return binary.decode(errors="replace").rstrip("\0")
+    return source
+
+
+@kernels.command("run")
+@click.argument("name")
+@click.option("--device", "-d", "device", metavar="cpu|cuda:N",
+              help="Where to run (default: the global --device when it is cuda:N, else cpu).")
+@click.option("--repeats", "-r", default=5, show_default=True, help="Timed runs after a first, checked one.")
+@click.option("--n", "n", type=int, help="Elements (cpu only; gpu binaries have a fixed size).")
+@click.option("--build-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              help="Use this `kernels build --target sm_90` folder instead of the committed PTX (cuda only).")
+@click.pass_obj
+def run_cmd(app: App, name: str, device: str | None, repeats: int, n: int | None, build_dir: Path | None) -> None:
+    """Run probe NAME, check its result against the host's expected answer, and report the measured
+    figure (GB/s or TFLOP/s) with the device's theoretical peak beside it.
+
+    cpu: tinygrad's CPU device (needs the compile extra and clang). cuda:N: the committed sm_90 PTX,
+    loaded and launched with the CUDA driver API through cuda-bindings (needs the cuda extra and an NVIDIA
+    driver), never through tinygrad's drivers. Exit 1 when the result check fails.
+
+    \b
+    Examples:
+      tinyhw kernels run bandwidth --device cpu
+      tinyhw --json kernels run pattern --device cpu --n 4096
+      tinyhw kernels run fma --device cuda:0 --repeats 20
+    """
+    from tinyhw.kernels.run import run_probe
+
+    if device is None:
+        device = app.device if app.device and app.device.lower().startswith("cuda") else "cpu"
+    doc = run_probe(name, device, repeats=repeats, n=n, build_dir=build_dir)
+
+    def human() -> None:
+        verdict = "pass" if doc["check"]["ok"] else "FAIL"
+        where = doc["device"] + (f" ({doc['gpu']}, cc {doc['cc']})" if "gpu" in doc else "")
+        print(f"{doc['probe']} on {where}: {doc['n']} elements, {doc['kernels']} kernel(s)")
+        print(f"check: {verdict}: {doc['check']['detail']}")
+        if doc["metric"]:
+            peak = f"{doc['peak']} {doc['metric']} peak ({doc['peak_note']})" if doc["peak"] else doc["peak_note"]
+            print(f"measured: {doc['figure']:.2f} {doc['metric']} (best of {len(doc['seconds'])}, "
+                  f"{doc['best_s'] * 1e3:.3f} ms)   {peak}")
+        else:
+            print(f"time: {doc['best_s'] * 1e3:.3f} ms (best of {len(doc['seconds'])})")
+        print(f"binary: {doc['binary']}")
+
+    app.emit(doc, human)
+    if not doc["check"]["ok"]:
+        sys.exit(1)

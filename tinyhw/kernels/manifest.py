@@ -1,0 +1,131 @@
+"""Built probe kernels on disk: one folder per target with the binaries and a ``manifest.json`` (issue 15).
+
+The manifest names, for each probe, its buffers (name, element type, count, in/out), the work per run, and
+for each kernel: name, file, grid (workgroups / thread blocks) and block (threads) sizes, the buffer bound to
+each pointer parameter in order, sha256 of the rendered source and of the binary, the tinygrad version, and
+for gfx targets the libLLVM major version that compiled them.
+AMD binaries are checked with tinyhw's own ELF reader (:mod:`tinyhw.formats.amdgpu_code`): machine, the
+generation in ``e_flags``, and the kernel descriptor (kernarg size = 8 bytes per pointer, no LDS, wave32).
+Nothing here imports tinygrad: the committed binaries under ``prebuilt/`` are used without a compiler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from tinyhw.errors import EnvironmentProblem, OperationFailed, Refused
+from tinyhw.formats.amdgpu_code import parse_amdgpu_code
+from tinyhw.kernels.probes import PROBES, Probe
+
+__all__ = ["FORMAT", "GPU_TARGETS", "build_target", "check_amd_binary", "load_manifest", "prebuilt_dir", "write_build"]
+
+FORMAT = "tinyhw-kernels/1"
+GPU_TARGETS = ("sm_90", "gfx1100", "gfx1200")  # the targets whose binaries are committed
+SUFFIX = {"sm_90": "ptx", "gfx1100": "elf", "gfx1200": "elf", "cpu": "o"}
+
+
+def prebuilt_dir() -> Path:
+    return Path(__file__).parent / "prebuilt"
+
+
+def _sha(data: bytes | str) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def check_amd_binary(binary: bytes, target: str, kernel: str, nargs: int) -> tuple[dict, list[str]]:
+    """Validate an AMDGPU ELF for ``target``; return its kernel descriptor document and the problems found."""
+    obj = parse_amdgpu_code(binary)
+    problems = list(obj.problems)
+    if obj.arch != target:
+        problems.append(f"e_flags generation is {obj.arch or hex(obj.mach)}, expected {target}")
+    kd = obj.kernels.get(kernel)
+    if kd is None:
+        problems.append(f"no kernel descriptor {kernel}.kd")
+        return {}, problems
+    if kd.kernarg_size != 8 * nargs:
+        problems.append(f"kernarg size {kd.kernarg_size}, expected {8 * nargs} ({nargs} pointers)")
+    if kd.lds_bytes:
+        problems.append(f"uses {kd.lds_bytes} bytes of lds (the probes use none)")
+    if not kd.wave32:
+        problems.append("not compiled for wave32")
+    if not kd.kernarg_ptr:
+        problems.append("the kernarg segment pointer is not enabled")
+    return {"arch": obj.arch, "text_bytes": obj.text_size, **kd.to_doc()}, problems
+
+
+def build_target(target: str, names: list[str] | None = None) -> tuple[dict, dict[str, bytes], dict[str, str]]:
+    """Compile the probes for ``target`` through the seam: (manifest, files by name, rendered sources by file)."""
+    from tinyhw.kernels import seam
+
+    tg = seam.load()
+    if names:
+        for n in names:
+            if target not in PROBES[n].targets:
+                raise Refused(f"probe {n} is not built for {target}", hint=PROBES[n].target_note)
+    probes: list[Probe] = [PROBES[n] for n in (names or list(PROBES)) if target in PROBES[n].targets]
+    files: dict[str, bytes] = {}
+    sources: dict[str, str] = {}
+    docs = []
+    for probe in probes:
+        n = probe.cpu_n if target == "cpu" else probe.gpu_n
+        bufs = {b.name: b for b in probe.buffers(n)}
+        kdocs = []
+        for k in seam.compile_probe(probe, target, n):
+            fname = f"{probe.name}.{k.name}.{SUFFIX[target]}"
+            files[fname] = k.binary
+            sources[fname] = k.source
+            kdoc: dict[str, Any] = {
+                "name": k.name, "file": fname, "grid": list(k.grid), "block": list(k.block),
+                "args": [{"index": i, "buffer": a, "dtype": bufs[a].dtype, "count": bufs[a].count}
+                         for i, a in enumerate(k.args)],
+                "source_sha256": _sha(k.source), "binary_sha256": _sha(k.binary), "binary_bytes": len(k.binary),
+            }
+            if target.startswith("gfx"):
+                kd, problems = check_amd_binary(k.binary, target, k.name, len(k.args))
+                if problems:
+                    raise OperationFailed(f"{target} {fname}: {'; '.join(problems)}")
+                kdoc["amdgpu"] = kd
+            kdocs.append(kdoc)
+        docs.append({"name": probe.name, "summary": probe.summary, "metric": probe.metric, "n": n,
+                     "work_per_run": probe.work(n), "buffers": [b.to_doc() for b in bufs.values()],
+                     "kernels": kdocs})
+    manifest = {"format": FORMAT, "target": target, "tinygrad": tg.version, "probes": docs}
+    if target.startswith("gfx"):
+        manifest["libllvm"] = tg.libllvm[1]  # the AMD code depends on it; the regeneration test uses the same
+    return manifest, files, sources
+
+
+def write_build(out_dir: Path, manifest: dict, files: dict[str, bytes]) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, data in sorted(files.items()):
+        (out_dir / name).write_bytes(data)
+        written.append(out_dir / name)
+    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    written.append(out_dir / "manifest.json")
+    return written
+
+
+def load_manifest(folder: Path) -> dict:
+    path = folder / "manifest.json"
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise EnvironmentProblem(f"no kernel manifest at {path}",
+                                 hint="build one: tinyhw kernels build --target sm_90 -o DIR") from None
+    except (OSError, ValueError) as e:
+        raise EnvironmentProblem(f"cannot read the kernel manifest {path}: {e}") from None
+    if doc.get("format") != FORMAT:
+        raise EnvironmentProblem(f"{path} is not a {FORMAT} manifest (format {doc.get('format')!r})")
+    return doc
+
+
+def probe_entry(manifest: dict, name: str) -> dict:
+    for p in manifest["probes"]:
+        if p["name"] == name:
+            return p
+    note = PROBES[name].target_note if name in PROBES and manifest["target"] not in PROBES[name].targets else ""
+    raise Refused(f"the {manifest['target']} binaries have no probe {name!r}" + (f": {note}" if note else ""))

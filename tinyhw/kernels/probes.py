@@ -1,0 +1,271 @@
+"""The probe kernels: each written once against tinygrad's tensor API, with its answer computed on the host.
+
+A probe never imports tinygrad: :mod:`tinyhw.kernels.seam` hands ``graph`` a small namespace (``T.arange``,
+``T.u32``, ``T.f32``) and one tensor per input buffer, on tinygrad's NULL device (to compile) or its CPU
+device (to run). ``graph`` returns the expression each output buffer receives. The host side (inputs,
+expected answer, work per run) is plain Python, so checking a GPU's result needs no compiler.
+
+Probes (issue 15; specs/compiler-library.md §4 for the seam):
+
+* ``pattern``: out[i] = i * 0x9e3779b1 + 0x1234567 (mod 2**32); the host compares a crc32 checksum and, on a
+  mismatch, names the first differing word.
+* ``bandwidth``: out[i] = in[i] ^ 0x5a5a5a5a, a streaming copy the compiler cannot elide; bytes moved =
+  read + write. The input repeats a 4093-word block (a prime, so an indexing slip shows).
+* ``fma``: 64 dependent x = x * A + B steps per element (A = 1 - 2**-10, B = 0.5, exact in float32), so
+  2 x 64 FLOPs per element, 4 independent chains per thread as tinygrad upcasts; element i starts from
+  in[i % 64] (a 256-byte input that stays in cache), so only the 4-byte store per element touches memory
+  (32 FLOP/byte) and the host computes 64 answers. (256 steps made LLVM take 27 s per gfx build.)
+* ``atomic``: n work-items each take a ticket, out[i] = atomic fetch-and-add(counter, 1); the host checks
+  counter == n and that the tickets are exactly 0 .. n-1 (none lost, none repeated). tinygrad's tensor API
+  has no atomics, so this one uses its custom-kernel API (one inline operation per renderer: C for cpu,
+  LLVM IR for gfx). Not for sm_90: tinygrad 0.14.0's PTX renderer cannot emit an atomic.
+"""
+
+from __future__ import annotations
+
+import array
+import math
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PROBES", "Buffer", "Check", "Probe", "get_probe"]
+
+GOLDEN = 0x9E3779B1
+SEED = 0x01234567
+XOR_KEY = 0x5A5A5A5A
+BLOCK_WORDS = 4093
+FMA_STEPS = 64
+FMA_A = 1.0 - 2.0 ** -10
+FMA_B = 0.5
+FMA_PERIOD = 64
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    dtype: str  # "u32" or "f32" (4-byte elements)
+    count: int
+    role: str  # "in" (uploaded), "out" (read back) or "inout" (both)
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * self.count
+
+    def to_doc(self) -> dict:
+        return {"name": self.name, "dtype": self.dtype, "count": self.count, "role": self.role}
+
+
+@dataclass(frozen=True)
+class Check:
+    ok: bool
+    detail: str
+
+
+class Probe:
+    """One probe: buffers, the tensor expression, host inputs, the host's check, and the work per run."""
+
+    name = ""
+    summary = ""
+    metric: str | None = None  # "GB/s" or "TFLOP/s"
+    gpu_n = 0  # elements for GPU builds (the committed binaries)
+    cpu_n = 0  # elements for a run on tinygrad's CPU device
+    targets: tuple[str, ...] = ("gfx1100", "gfx1200", "sm_90", "cpu")
+    target_note = ""  # why a target is missing from ``targets``
+
+    def buffers(self, n: int) -> list[Buffer]:
+        raise NotImplementedError
+
+    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:  # noqa: N803 - T is the tensor namespace
+        raise NotImplementedError
+
+    def inputs(self, n: int) -> dict[str, bytes]:
+        return {}
+
+    def check(self, n: int, outputs: dict[str, bytes]) -> Check:
+        raise NotImplementedError
+
+    def work(self, n: int) -> float:
+        """Bytes moved (GB/s probes) or floating-point operations (TFLOP/s probes) per run."""
+        return 0.0
+
+    def figure(self, n: int, seconds: float) -> float | None:
+        if not self.metric or seconds <= 0:
+            return None
+        scale = 1e9 if self.metric == "GB/s" else 1e12
+        return self.work(n) / seconds / scale
+
+
+def _first_diff(got: bytes, want: bytes, fmt: str) -> str:
+    if len(got) != len(want):
+        return f"size {len(got)} bytes, expected {len(want)}"
+    step = 1 << 16
+    for base in range(0, len(want), step):
+        if got[base:base + step] != want[base:base + step]:
+            for off in range(base, min(base + step, len(want)), 4):
+                if got[off:off + 4] != want[off:off + 4]:
+                    g, w = struct.unpack_from(f"<{fmt}", got, off)[0], struct.unpack_from(f"<{fmt}", want, off)[0]
+                    return f"word {off // 4}: got 0x{g:08x}, expected 0x{w:08x}"
+    return "equal"
+
+
+class PatternProbe(Probe):
+    name = "pattern"
+    summary = "known-answer fill: out[i] = i*0x9e3779b1 + 0x1234567 (u32), checked by crc32"
+    gpu_n = 1 << 20
+    cpu_n = 1 << 20
+
+    def buffers(self, n: int) -> list[Buffer]:
+        return [Buffer("out", "u32", n, "out")]
+
+    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:  # noqa: N803
+        return {"out": T.arange(n, T.u32) * GOLDEN + SEED}
+
+    def expected(self, n: int) -> bytes:
+        return array.array("I", ((i * GOLDEN + SEED) & 0xFFFFFFFF for i in range(n))).tobytes()
+
+    def check(self, n: int, outputs: dict[str, bytes]) -> Check:
+        want = self.expected(n)
+        got = outputs["out"]
+        crc_got, crc_want = zlib.crc32(got), zlib.crc32(want)
+        if got == want:
+            return Check(True, f"crc32 0x{crc_got:08x} matches the host's")
+        return Check(False, f"crc32 0x{crc_got:08x}, expected 0x{crc_want:08x}; {_first_diff(got, want, 'I')}")
+
+
+class BandwidthProbe(Probe):
+    name = "bandwidth"
+    summary = "streaming copy: out[i] = in[i] ^ 0x5a5a5a5a (u32); GB/s counts read + write"
+    metric = "GB/s"
+    gpu_n = 1 << 25  # 128 MiB each way: well beyond any GPU's L2 (H200: 50 MiB)
+    cpu_n = 1 << 23  # 32 MiB each way
+
+    def buffers(self, n: int) -> list[Buffer]:
+        return [Buffer("out", "u32", n, "out"), Buffer("in", "u32", n, "in")]
+
+    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:  # noqa: N803
+        return {"out": bufs["in"] ^ XOR_KEY}
+
+    @staticmethod
+    def _repeat(block: array.array, n: int) -> bytes:
+        raw = block.tobytes()
+        reps, rest = divmod(n, len(block))
+        return raw * reps + raw[:4 * rest]
+
+    def _block(self) -> array.array:
+        return array.array("I", (((i + 1) * GOLDEN) >> 3 & 0xFFFFFFFF for i in range(BLOCK_WORDS)))
+
+    def inputs(self, n: int) -> dict[str, bytes]:
+        return {"in": self._repeat(self._block(), n)}
+
+    def check(self, n: int, outputs: dict[str, bytes]) -> Check:
+        want = self._repeat(array.array("I", (v ^ XOR_KEY for v in self._block())), n)
+        got = outputs["out"]
+        if got == want:
+            return Check(True, f"all {n} words equal in ^ 0x{XOR_KEY:08x}")
+        return Check(False, _first_diff(got, want, "I"))
+
+    def work(self, n: int) -> float:
+        return 8.0 * n
+
+
+def _f32(x: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+class FmaProbe(Probe):
+    name = "fma"
+    summary = f"FMA throughput: {FMA_STEPS} dependent x = x*A + B (f32) per element; 2 FLOPs each"
+    metric = "TFLOP/s"
+    gpu_n = 1 << 22
+    cpu_n = 1 << 20
+
+    def buffers(self, n: int) -> list[Buffer]:
+        return [Buffer("out", "f32", n, "out"), Buffer("in", "f32", FMA_PERIOD, "in")]
+
+    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:  # noqa: N803
+        x = bufs["in"].reshape(1, FMA_PERIOD).expand(n // FMA_PERIOD, FMA_PERIOD).reshape(n)
+        for _ in range(FMA_STEPS):
+            x = x * FMA_A + FMA_B
+        return {"out": x}
+
+    def _seeds(self) -> list[float]:
+        return [k * 0.25 for k in range(FMA_PERIOD)]
+
+    def inputs(self, n: int) -> dict[str, bytes]:
+        return {"in": array.array("f", self._seeds()).tobytes()}
+
+    def expected_values(self) -> list[float]:
+        out = []
+        for seed in self._seeds():
+            x = seed
+            for _ in range(FMA_STEPS):
+                x = _f32(_f32(x * FMA_A) + FMA_B)  # unfused reference; a fused FMA differs in the last bits
+            out.append(x)
+        return out
+
+    def check(self, n: int, outputs: dict[str, bytes]) -> Check:
+        got = array.array("f")
+        got.frombytes(outputs["out"])
+        want = self.expected_values()
+        if len(got) != n:
+            return Check(False, f"{len(got)} results, expected {n}")
+        worst, where = 0.0, -1
+        for i, w in enumerate(want):
+            for g in got[i::FMA_PERIOD]:
+                err = abs(g - w) / max(abs(w), 1.0)
+                if not err <= worst:  # also catches NaN
+                    worst, where = (float("inf") if math.isnan(err) else err), i
+                    if worst > 1e-4:
+                        break
+        if worst <= 1e-4:
+            return Check(True, f"all {n} results within {worst:.1e} of the host's float32 answer")
+        return Check(False, f"element class {where}: relative error {worst:.1e} (expected <= 1e-4)")
+
+    def work(self, n: int) -> float:
+        return 2.0 * FMA_STEPS * n
+
+
+class AtomicProbe(Probe):
+    name = "atomic"
+    summary = "atomic counter: out[i] = fetch_add(counter, 1) (u32); tickets must be exactly 0..n-1"
+    gpu_n = 1 << 20
+    cpu_n = 1 << 16
+    targets = ("gfx1100", "gfx1200", "cpu")
+    target_note = "tinygrad 0.14.0's ptx renderer has no atomic operation, so there is no sm_90 build"
+
+    def buffers(self, n: int) -> list[Buffer]:
+        return [Buffer("out", "u32", n, "out"), Buffer("counter", "u32", 1, "inout")]
+
+    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:  # noqa: N803
+        out, counter = T.atomic_tickets(bufs["out"], bufs["counter"], n)
+        return {"out": out, "counter": counter}
+
+    def inputs(self, n: int) -> dict[str, bytes]:
+        return {"counter": bytes(4)}
+
+    def check(self, n: int, outputs: dict[str, bytes]) -> Check:
+        (counter,) = struct.unpack("<I", outputs["counter"][:4])
+        tickets = array.array("I")
+        tickets.frombytes(outputs["out"])
+        if counter != n:
+            return Check(False, f"counter is {counter}, expected {n} (increments lost or repeated)")
+        seen = bytearray(n)
+        for t in tickets:
+            if t >= n or seen[t]:
+                what = "out of range" if t >= n else "handed out twice"
+                return Check(False, f"ticket {t} {what}")
+            seen[t] = 1
+        return Check(True, f"counter = {n}, every ticket 0..{n - 1} handed out exactly once")
+
+
+PROBES: dict[str, Probe] = {p.name: p for p in (PatternProbe(), BandwidthProbe(), FmaProbe(), AtomicProbe())}
+
+
+def get_probe(name: str) -> Probe:
+    from tinyhw.errors import Refused
+
+    if name not in PROBES:
+        raise Refused(f"unknown probe kernel {name!r}", hint=f"known: {', '.join(PROBES)} (tinyhw kernels list)")
+    return PROBES[name]

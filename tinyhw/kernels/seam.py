@@ -1,0 +1,318 @@
+"""The one module that imports tinygrad: a compiler library behind a narrow seam (specs/compiler-library.md).
+
+tinygrad 0.14.0 ships its own GPU drivers, and picking a default device by itself can unbind a GPU, so the
+seam pins it before the first import and uses it only as a compiler:
+
+* ``DEV=NULL`` (schedules are built on the NULL device, which allocates nothing and opens no driver),
+  ``PARALLEL=0`` (no pool of compile processes), ``CACHEDB`` under ``$XDG_CACHE_HOME/tinyhw/`` (a
+  tinyhw-owned compile cache whose name carries the tinygrad version and the libLLVM used, since tinygrad's
+  cache key does not), ``LLVM_PATH`` to a libLLVM >= 18 (older ones fail on tinygrad's IR).
+* Renderers are built from ``Target(device, renderer, arch)`` for a fixed list of targets (an unknown LLVM
+  target would abort the process), and ``Device[...]`` is never indexed for AMD, NV or CUDA. The one
+  device used is tinygrad's ``CPU`` device, to run a probe on this machine (it needs ``clang``).
+* The exact pin ``tinygrad==0.14.0`` is checked: every minor release changed this API.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from tinyhw.errors import EnvironmentProblem, OperationFailed, Refused
+from tinyhw.kernels.probes import Probe
+
+__all__ = ["PIN", "TARGETS", "CompiledKernel", "CpuRun", "compile_probe", "disassemble_amd", "find_libllvm", "load",
+           "run_cpu"]
+
+PIN = "0.14.0"
+INSTALL_HINT = "install the compile extra: pip install 'tinyhw[compile]' (tinygrad==0.14.0)"
+# target -> (tinygrad device, renderer, arch, disassembler family)
+TARGETS: dict[str, tuple[str, str, str, str | None]] = {
+    "gfx1100": ("AMD", "LLVM", "gfx1100", "rdna3"),
+    "gfx1200": ("AMD", "LLVM", "gfx1200", "rdna4"),
+    "sm_90": ("CUDA", "PTX", "sm_90", None),
+    "cpu": ("CPU", "CLANG", "x86_64,x86-64-v2", None),
+}
+MIN_LLVM = 18
+_DRIVER_MODULES = ("tinygrad.runtime.ops_amd", "tinygrad.runtime.ops_nv", "tinygrad.runtime.ops_cuda",
+                   "tinygrad.runtime.support.system", "tinygrad.runtime.support.usb")
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tinyhw"
+
+
+def find_libllvm(major: int | None = None) -> tuple[str, int] | None:
+    """A libLLVM >= 18 (path, major), or exactly ``major``: ``$TINYHW_LIBLLVM`` first, then the newest in the
+    distribution's library folders (the generated AMD code depends on the LLVM version: manifests record it)."""
+    given = os.environ.get("TINYHW_LIBLLVM") if major is None else None
+    candidates = [given] if given else []
+    for pattern in ("/usr/lib/*/libLLVM-[0-9]*.so*", "/usr/lib/llvm-*/lib/libLLVM*.so*", "/usr/lib64/libLLVM-*.so*",
+                    "/usr/lib/*/libLLVM.so.[0-9]*"):
+        candidates += sorted(glob.glob(pattern))
+    best: tuple[str, int] | None = None
+    for path in candidates:
+        m = re.search(r"(?:LLVM-|llvm-|LLVM\.so\.)(\d+)", path)
+        if not m or not os.path.exists(path):
+            continue
+        found = int(m.group(1))
+        wanted = found >= MIN_LLVM and (major is None or found == major)
+        if wanted and (best is None or found > best[1] or given == path):
+            best = (path, found)
+            if given == path:
+                break
+    return best
+
+
+def _pin_environment() -> tuple[str, int] | None:
+    """Set tinygrad's switches before its first import (it reads most of them at import time)."""
+    if "tinygrad" in sys.modules and os.environ.get("DEV") != "NULL":
+        raise EnvironmentProblem("tinygrad was imported before tinyhw could pin it to the NULL device",
+                                 hint="import tinygrad only through tinyhw.kernels.seam")
+    llvm = find_libllvm()
+    tag = f"llvm{llvm[1]}" if llvm else "nollvm"
+    os.environ["DEV"] = "NULL"
+    os.environ["PARALLEL"] = "0"
+    os.environ["CACHEDB"] = str(cache_dir() / f"tinygrad-{PIN}-{tag}.db")
+    if llvm:
+        os.environ["LLVM_PATH"] = llvm[0]
+    return llvm
+
+
+@cache
+def load() -> Any:
+    """Import tinygrad through the seam and return a namespace of what tinyhw uses; exit 3 when missing."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version("tinygrad")
+    except metadata.PackageNotFoundError:
+        raise EnvironmentProblem("tinygrad is not installed (needed to compile or run probe kernels on the cpu)",
+                                 hint=INSTALL_HINT) from None
+    if version != PIN:
+        raise EnvironmentProblem(f"tinygrad {version} is installed; tinyhw's compile seam is written for {PIN}",
+                                 hint=INSTALL_HINT)
+    llvm = _pin_environment()
+    import tinygrad
+    from tinygrad import Device, Tensor, dtypes
+    from tinygrad.codegen import to_program
+    from tinygrad.engine.realize import get_call_arg_uops, run_linear, time_call
+    from tinygrad.helpers import Target
+
+    if Device.DEFAULT != "NULL":  # pragma: no cover - DEV=NULL is set above
+        raise EnvironmentProblem(f"tinygrad's default device is {Device.DEFAULT}, not NULL")
+
+    class NS:
+        pass
+
+    ns = NS()
+    ns.version, ns.tinygrad, ns.libllvm = version, tinygrad, llvm
+    ns.Tensor, ns.dtypes, ns.Device, ns.Target = Tensor, dtypes, Device, Target
+    ns.to_program, ns.get_call_arg_uops, ns.run_linear, ns.time_call = to_program, get_call_arg_uops, run_linear, \
+        time_call
+    return ns
+
+
+def loaded_driver_modules() -> list[str]:
+    """tinygrad's own device drivers that are imported in this process (the seam keeps this empty)."""
+    return [m for m in _DRIVER_MODULES if m in sys.modules]
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    name: str
+    grid: tuple[int, int, int]  # workgroups / thread blocks (tinygrad's global_size)
+    block: tuple[int, int, int]  # work-items / threads per group (tinygrad's local_size)
+    args: tuple[str, ...]  # the probe buffer bound to each pointer parameter, in order
+    source: str  # C, PTX or LLVM IR text as rendered
+    binary: bytes  # ELF object (cpu, gfx) or PTX text (sm_90)
+
+
+def _renderer(tg: Any, target: str) -> Any:
+    if target not in TARGETS:
+        raise Refused(f"unknown build target {target!r}", hint=f"known: {', '.join(TARGETS)}")
+    dev, ren, arch, _ = TARGETS[target]
+    t = tg.Target(dev, ren, arch)
+    if dev == "AMD":
+        if find_libllvm() is None:
+            raise EnvironmentProblem(f"building for {target} needs libLLVM >= {MIN_LLVM} with the AMDGPU target",
+                                     hint="Debian: apt-get install libllvm19, or set TINYHW_LIBLLVM=/path/libLLVM.so")
+        return _amd_renderer_class()(t)
+    if dev == "CUDA":
+        from tinygrad.renderer.ptx import PTXRenderer
+
+        return PTXRenderer(t)
+    from tinygrad.renderer.cstyle import ClangRenderer
+
+    return ClangRenderer(t)
+
+
+@cache
+def _amd_renderer_class() -> type:
+    """tinygrad's AMD LLVM renderer plus one rule: an inline ``atomicrmw`` (the atomic probe) is emitted as is."""
+    from tinygrad.renderer.llvmir import AMDLLVMRenderer
+    from tinygrad.uop.ops import Ops, PatternMatcher, UPat
+
+    def inline(ctx: Any, x: Any) -> str | None:
+        if not str(x.arg).startswith("atomicrmw "):
+            return None
+        return f"  {ctx[x]} = " + x.arg.format(*[ctx[y] for y in x.src])
+
+    class AmdWithAtomics(AMDLLVMRenderer):
+        string_rewrite = PatternMatcher([(UPat(Ops.CUSTOMI, name="x"), inline)]) + AMDLLVMRenderer.string_rewrite
+
+    return AmdWithAtomics
+
+
+_DTYPES = {"u32": "uint32", "f32": "float32"}
+
+
+class _Namespace:
+    """What a probe's ``graph`` may use: ``arange``, the two element types, and ``atomic_tickets``."""
+
+    def __init__(self, tg: Any, device: str, target: str) -> None:
+        self._tg, self._device, self._target = tg, device, target
+        self.u32, self.f32 = tg.dtypes.uint32, tg.dtypes.float32
+
+    def arange(self, n: int, dtype: Any) -> Any:
+        return self._tg.Tensor.arange(n, dtype=dtype).to(self._device)
+
+    def atomic_tickets(self, out: Any, counter: Any, n: int) -> tuple[Any, Any]:
+        """One kernel, n work-items: out[i] = atomic fetch-and-add(counter[0], 1), relaxed.
+
+        tinygrad 0.14.0 has no atomic in its tensor API; this is its custom-kernel API with one inline
+        operation spelled for the target's renderer (C for cpu, LLVM IR for gfx). Its PTX renderer cannot
+        take one, so sm_90 is refused.
+        """
+        from tinygrad.uop.ops import AxisType, KernelInfo, Ops, UOp
+
+        tg, family = self._tg, self._target
+        if family == "sm_90":
+            raise Refused("the atomic probe cannot be built for sm_90: tinygrad 0.14.0's ptx renderer has no "
+                          "atomic operation")
+        gpu = family.startswith("gfx")
+        op = ('atomicrmw add i32* {0}, i32 1 syncscope("agent") monotonic' if gpu
+              else "__atomic_fetch_add({0}, 1u, __ATOMIC_RELAXED)")
+        group = 256
+
+        def kernel(o: Any, c: Any) -> Any:
+            if gpu:
+                g, lane = UOp.range(n // group, 0, AxisType.GLOBAL), UOp.range(group, 1, AxisType.LOCAL)
+                i, axes = g * group + lane, (g, lane)
+            else:
+                i = UOp.range(n, 0, AxisType.LOOP)
+                axes = (i,)
+            old = UOp(Ops.CUSTOMI, tg.dtypes.uint32, src=(c.index(i * 0),), arg=op)
+            return o.index(i).store(old).end(*axes).sink(arg=KernelInfo(name="atomic_tickets", opts_to_apply=()))
+
+        o2, c2 = out.custom_kernel(counter, fxn=kernel)
+        return o2, c2
+
+
+def _schedule(tg: Any, probe: Probe, n: int, device: str, target: str,  # noqa: ANN202
+              inputs: dict[str, Any] | None = None):
+    bufs = probe.buffers(n)
+    tensors = {}
+    for b in bufs:
+        dt = getattr(tg.dtypes, _DTYPES[b.dtype])
+        if inputs is not None and b.role in ("in", "inout"):
+            tensors[b.name] = inputs[b.name]
+        else:
+            tensors[b.name] = tg.Tensor.empty(b.count, dtype=dt, device=device)
+    names = {id(t.uop.base): name for name, t in tensors.items()}
+    exprs = probe.graph(_Namespace(tg, device, target), dict(tensors), n)
+    outs = [b.name for b in bufs if b.role in ("out", "inout")]
+    if sorted(exprs) != sorted(outs):
+        raise OperationFailed(f"probe {probe.name} gives {sorted(exprs)}, its outputs are {outs}")
+    # a custom kernel's results are its buffers already (AFTER the kernel); plain expressions are assigned
+    assigned = [exprs[o] if exprs[o].uop.op.name == "AFTER" else tensors[o].assign(exprs[o]) for o in outs]
+    lin = assigned[0].schedule_linear(*assigned[1:])
+    calls = []
+    for call in lin.src:
+        if call.src[0].op.name != "SINK":
+            raise OperationFailed(f"probe {probe.name}: tinygrad scheduled a {call.src[0].op.name} step, not a kernel")
+        args = []
+        for u in tg.get_call_arg_uops(call):
+            if id(u.base) not in names:
+                raise OperationFailed(f"probe {probe.name}: a kernel argument is no probe buffer (an intermediate)")
+            args.append(names[id(u.base)])
+        calls.append((call, args))
+    return lin, calls, tensors
+
+
+def compile_probe(probe: Probe, target: str, n: int | None = None) -> list[CompiledKernel]:
+    """Compile ``probe`` for ``target`` on the NULL device; nothing is allocated or launched."""
+    tg = load()
+    ren = _renderer(tg, target)
+    n = n or (probe.cpu_n if target == "cpu" else probe.gpu_n)
+    if target not in probe.targets:
+        raise Refused(f"probe {probe.name} is not built for {target}", hint=probe.target_note)
+    _, calls, _ = _schedule(tg, probe, n, "NULL", target)
+    out = []
+    for call, args in calls:
+        prg = tg.to_program(call.src[0], ren)
+        info = prg.arg
+        if info.vars and target != "cpu":
+            raise OperationFailed(f"probe {probe.name}: kernel {info.function_name} takes scalar parameters")
+        binary = prg.src[3].arg
+        out.append(CompiledKernel(info.function_name, tuple(int(x) for x in info.global_size),
+                                  tuple(int(x) for x in info.local_size), tuple(args[i] for i in info.globals),
+                                  prg.src[2].arg, bytes(binary)))
+    return out
+
+
+@dataclass(frozen=True)
+class CpuRun:
+    outputs: dict[str, bytes]
+    seconds: list[float]  # kernel time of each timed repeat (all kernels of the probe)
+    kernels: int
+
+
+def run_cpu(probe: Probe, n: int, repeats: int = 5) -> CpuRun:
+    """Run ``probe`` on tinygrad's CPU device (clang compiles it); time ``repeats`` runs after a first one."""
+    import shutil
+
+    tg = load()
+    if not os.environ.get("CC") and shutil.which("clang") is None:
+        raise EnvironmentProblem("tinygrad's cpu device needs clang", hint="Debian: apt-get install clang")
+    host = probe.inputs(n)
+    inputs = {}
+    for b in probe.buffers(n):
+        if b.role in ("in", "inout"):
+            dt = getattr(tg.dtypes, _DTYPES[b.dtype])
+            inputs[b.name] = tg.Tensor(host[b.name], device="CPU").bitcast(dt).contiguous().realize()
+    lin, calls, tensors = _schedule(tg, probe, n, "CPU", "cpu", inputs)
+    tg.run_linear(lin, wait=True)
+    outputs = {b.name: bytes(tensors[b.name].data()) for b in probe.buffers(n) if b.role in ("out", "inout")}
+    timers = [tg.time_call(call) for call, _ in calls]
+    seconds = [sum(next(t) for t in timers) for _ in range(max(0, repeats))]
+    return CpuRun(outputs, seconds, len(calls))
+
+
+def disassemble_amd(code: bytes, family: str) -> list[tuple[int, str]]:
+    """(offset, text) per instruction of ``code`` with tinygrad's own RDNA decoder, up to ``s_endpgm``."""
+    load()
+    from tinygrad.renderer.amd import decode_inst
+
+    out: list[tuple[int, str]] = []
+    off = 0
+    while off + 4 <= len(code):
+        try:
+            inst = decode_inst(code[off:off + 16], family)
+        except (ValueError, AssertionError) as e:
+            out.append((off, f".word 0x{int.from_bytes(code[off:off + 4], 'little'):08x}  ; {e}"))
+            off += 4
+            continue
+        text = repr(inst)
+        out.append((off, text))
+        off += inst.size()
+        if text.startswith("s_endpgm"):
+            break
+    return out
