@@ -134,3 +134,17 @@ def describe_chip(boot42: int, device_id: int | None = None) -> dict[str, Any]:
         "tinygrad_pci_path": prefix is not None and (device_id is None or tinygrad_pci_id(device_id)),
     }
     return doc
+
+
+# -- the emulated Ada board (mock:ad102) ---------------------------------------------------------------------
+#: PCI identity of an AD102 board: 10de:2684 is "AD102 [GeForce RTX 4090]" in pci.ids; revision 0xa1 and the
+#: subsystem 10de:167c (Founders Edition) are inferred from published ``lspci -nn`` output, not from the spec.
+AD102_IDS = {"vendor_id": NVIDIA_VENDOR, "device_id": 0x2684, "revision": 0xA1, "class_code": 0x030000,
+             "subsystem_vendor_id": NVIDIA_VENDOR, "subsystem_id": 0x167C}
+#: BARs (index, size, 64-bit, prefetchable; io for BAR5): BAR0 16 MiB registers, BAR1 VRAM aperture
+#: 256 MiB (resizable), BAR3 32 MiB, BAR5 128 I/O ports (spec §2 roles; sizes inferred from lspci output).
+AD102_BARS = ((0, 16 << 20, False, False, "memory"), (1, 256 << 20, True, True, "memory"),
+              (3, 32 << 20, True, True, "memory"), (5, 128, False, False, "io"))
+AD102_BOOT_0 = 0x192000A1  # architecture 0x19, implementation 2 (AD102), revision a1
+AD102_BOOT_42 = 0x192A1000  # architecture 0x19, implementation 2, major 0xa, minor 1
+AD102_VRAM_MIB = 24576
