@@ -82,7 +82,7 @@ def test_fuzz_mutated_rom(edits: list[tuple[int, int]]) -> None:
         data[off % len(data)] = val
     v = parse_nv_vbios(bytes(data))
     for r in v.regions():
-        assert 0 <= r.offset and r.size >= 0
+        assert r.offset >= 0 and r.size >= 0
     assert len(v.images) <= 16
 
 

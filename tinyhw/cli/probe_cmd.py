@@ -103,9 +103,13 @@ def _human_nvidia(app: App, doc: dict) -> None:
                   f"{', tinygrad pci path' if chip['tinygrad_pci_path'] else ''}")
     if doc.get("tier") == 2:
         vram = doc.get("vram_bytes")
-        out.print(f"  vram {_size(vram) if vram else '?'}  gfw boot "
-                  f"{'completed' if doc['gfw_boot_completed'] else 'not completed' if doc['gfw_boot_completed'] is False else '?'}"
-                  f"  gsp {'running (wpr2 up)' if doc['gsp_running'] else 'not running' if doc['gsp_running'] is False else '?'}")
+        gfw = _tri(doc["gfw_boot_completed"], "completed", "not completed")
+        gsp = _tri(doc["gsp_running"], "running (wpr2 up)", "not running")
+        out.print(f"  vram {_size(vram) if vram else '?'}  gfw boot {gfw}  gsp {gsp}")
         out.print("  registers " + "  ".join(f"{k} 0x{v:08x}" for k, v in doc["registers"].items()))
     for p in doc.get("problems", []):
         out.print(f"  [yellow]problem:[/yellow] {p}")
+
+
+def _tri(flag: bool | None, yes: str, no: str) -> str:
+    return "?" if flag is None else yes if flag else no

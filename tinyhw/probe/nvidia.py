@@ -92,8 +92,9 @@ def check_tier2(doc: dict[str, Any]) -> None:
     if doc["vendor_id"] != NVIDIA_VENDOR:
         raise Refused(f"--registers reads nvidia gpu registers; {doc['location']} is vendor {doc['vendor_id']:04x}")
     if doc["power_state"] != "D0":
-        raise Refused(f"{doc['location']} is in power state {doc['power_state'] or 'unknown'}, not D0: its registers "
-                      "are not read", hint="read them while the gpu is in use (e.g. run nvidia-smi), or drop --registers")
+        raise Refused(f"{doc['location']} is in power state {doc['power_state'] or 'unknown'}, not D0: its "
+                      "registers are not read",
+                      hint="read them while the gpu is in use (e.g. run nvidia-smi), or drop --registers")
     if doc["runtime_status"] is not None and doc["runtime_status"] not in RUNTIME_ACTIVE:
         raise Refused(f"{doc['location']} is runtime-{doc['runtime_status']}: reading registers would wake it or "
                       "read all ones", hint="drop --registers, or read while the gpu is active")
