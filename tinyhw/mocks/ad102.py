@@ -52,7 +52,8 @@ class Ad102Board:
         self.cfg = Ad102Config()
         self.rom = vbios_image()
         self.uncovered: list[str] = []
-        self.reads: list[tuple[int, int]] = []  # (bar, offset) of every BAR read, for tests
+        self.reads: list[tuple[int, int]] = []  # (bar, offset) of every single BAR read, for tests
+        self.prom_bytes = 0  # bytes served by block reads of the PROM window
         self._strict = options.strict
         self.registers = {
             REG_BOOT_0: AD102_BOOT_0, REG_BOOT_42: AD102_BOOT_42, REG_VRAM_MIB: AD102_VRAM_MIB,
@@ -76,6 +77,17 @@ class Ad102Board:
                 word = self.rom[o:o + 4]
                 return int.from_bytes(word + b"\xff" * (4 - len(word)), "little")
         return self._uncovered(f"bar{bar} read at 0x{offset:x}", 0xBADF5040)
+
+    def prom_block(self, offset: int, length: int) -> bytes | None:
+        """A block read lying wholly inside the PROM window (what a loop of dword reads would return); None
+        when it does not, or the board does not decode, so the caller falls back to dword reads."""
+        if not (self.powered and self.cfg.command & 2 and PROM_WINDOW <= offset
+                and offset + length <= PROM_WINDOW + PROM_SIZE):
+            return None
+        o = offset - PROM_WINDOW
+        self.prom_bytes += length
+        data = self.rom[o:o + length]
+        return data + b"\xff" * (length - len(data))
 
     def mem_write32(self, bar: int, offset: int, value: int) -> None:
         self._uncovered(f"bar{bar} write of 0x{value:08x} at 0x{offset:x}", 0)
@@ -217,6 +229,17 @@ class _Region(BarRegion):
 
     def read(self, offset: int, length: int) -> bytes:
         self.check(offset, length)
+        t = self._t
+        block = t.board.prom_block(offset, length) if self.info.index == 0 else None
+        if block is not None:  # the same dword reads, counted as such, served at once
+            n = length // 4
+            t.vclock.advance(ACCESS_LATENCY * n)
+            c = t.counters
+            c.reg_reads += n
+            c.tlp_reads += n
+            c.round_trips += n
+            c.bytes_in += length
+            return block
         return b"".join(self._t._read(self.info.index, o).to_bytes(4, "little")
                         for o in range(offset, offset + length, 4))
 
