@@ -81,7 +81,7 @@ class Ad102Board:
     def prom_block(self, offset: int, length: int) -> bytes | None:
         """A block read lying wholly inside the PROM window (what a loop of dword reads would return); None
         when it does not, or the board does not decode, so the caller falls back to dword reads."""
-        if not (self.powered and self.cfg.command & 2 and PROM_WINDOW <= offset
+        if not (self.powered and self.cfg.command & 2 and offset >= PROM_WINDOW
                 and offset + length <= PROM_WINDOW + PROM_SIZE):
             return None
         o = offset - PROM_WINDOW
