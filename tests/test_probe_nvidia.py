@@ -118,6 +118,8 @@ def _env(monkeypatch: pytest.MonkeyPatch, sysfs: Path, procfs: Path) -> None:
 def test_tier0_reads_attribute_files_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sysfs, procfs = make(tmp_path)
     _env(monkeypatch, sysfs, procfs)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    (tmp_path / f"nv_{BDF}.lock").write_text("")
     with Recorder(tmp_path) as rec:
         r = run("--device", f"pci:{BDF}", "--json", "probe")
     assert r.code == 0, r.err
@@ -130,6 +132,17 @@ def test_tier0_reads_attribute_files_only(tmp_path: Path, monkeypatch: pytest.Mo
     assert doc["link"]["current_width"] == 16 and doc["nvidia_driver"]["version"] == "570.144"
     assert "95.02.18.80.00" in doc["nvidia_driver"]["files"]["gpu_information"]
     assert "chip" not in doc and "registers" not in doc
+    assert doc["tinygrad_lock"] == str(tmp_path / f"nv_{BDF}.lock")  # seen, never opened (the set above)
+
+
+def test_driver_version_from_proc_when_the_module_file_is_missing() -> None:
+    from tinyhw.probe.nvidia import _driver_version
+
+    proc = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.144  Release Build  (dvs-builder@x)"
+    assert _driver_version({"driver_version": proc}) == "570.144"
+    closed = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\nGCC version: 12"
+    assert _driver_version({"driver_version": closed}) == "550.54.15"
+    assert _driver_version({"module_version": "580.65.06\n"}) == "580.65.06" and _driver_version({}) is None
 
 
 def test_tier2_maps_one_readonly_page_per_register_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -383,6 +383,8 @@ def _desc(data: bytes, r: Reader, v: NvVbios, index: int, e: FalconEntry, off: i
             sigs = [(off + DESC_V3_SIZE + k * each, each) for k in range(count)]
     elif sig_area:
         v.problems.append(f"0x{off:x}: {sig_area} signature bytes but a signature count of 0")
+    if off + d.size > len(data):
+        v.problems.append(f"0x{off:x}: {e.application} descriptor of {d.size} bytes extends beyond the data")
     ucode = (off + d.size, (fields["stored_size"] + 255) & ~255)
     if ucode[0] + ucode[1] > len(data):
         v.problems.append(f"0x{ucode[0]:x}: {e.application} ucode of 0x{ucode[1]:x} bytes extends beyond the data")

@@ -2,8 +2,8 @@
 
 Tier 0 (default, any user): only what the OS already knows: the function's sysfs attributes (ids,
 class, revision, driver in use, BARs from ``resource``, NUMA node, link speed/width, power state,
-runtime-PM status, IOMMU group) and, when present, the nvidia driver's version and per-GPU information
-files. No config-space read, no BAR access.
+runtime-PM status, IOMMU group), when present the nvidia driver's version and per-GPU information
+files, and whether tinygrad's lock file for the device exists. No config-space read, no BAR access.
 
 Tier 2 (``registers=True``, root on real hardware): single 32-bit reads through read-only mappings of
 single BAR0 pages: PMC_BOOT_0 (0x0) and PMC_BOOT_42 (0xA00) decoded to architecture and chip (§3), then
@@ -17,6 +17,8 @@ Tier 1 (config space) and tier 3 (the nvidia ioctl) are not implemented here.
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
 
 from tinyhw.boards.nvidia import (
@@ -68,22 +70,33 @@ def tier0(t: Transport, ids: PciIds | None = None) -> dict[str, Any]:
         if a["current_link_speed"] or a["max_link_speed"] else None,
         "power_state": a["power_state"], "runtime_status": a["power/runtime_status"],
     }
+    doc["tinygrad_lock"] = _tinygrad_lock(ident.location) if info.transport == "pci" else None
     files = attrs.driver_files()
     doc["nvidia_driver"] = {"version": _driver_version(files), "files": files} if files else None
     doc["problems"] = []
     return doc
 
 
+def _tinygrad_lock(address: str) -> str | None:
+    """§15 tier 0: tinygrad's userspace driver leaves ``<tempdir>/nv_<bdf>.lock`` (``am_`` for AMD); its
+    existence hints that tinygrad uses or used the device. Only checked for existence, never opened or locked."""
+    tmp = os.environ.get("TMPDIR") or "/tmp"
+    for prefix in ("nv", "am"):
+        path = os.path.join(tmp, f"{prefix}_{address}.lock")
+        if os.path.exists(path):
+            return path
+    return None
+
+
 def _driver_version(files: dict[str, str]) -> str | None:
-    """``/sys/module/nvidia/version`` is the version itself; ``/proc/driver/nvidia/version`` names it after
-    "Kernel Module" (the exact line format is inferred)."""
+    """``/sys/module/nvidia/version`` is the version itself; in ``/proc/driver/nvidia/version`` it is the first
+    dotted number of the ``NVRM version:`` line (the exact line format is inferred)."""
     if files.get("module_version"):
         return files["module_version"].split()[0]
-    text = files.get("driver_version", "")
-    words = text.split()
-    for i, w in enumerate(words):
-        if w == "Module" and i + 1 < len(words):
-            return words[i + 1].lstrip("v")
+    for line in files.get("driver_version", "").splitlines():
+        if line.startswith("NVRM version:"):
+            m = re.search(r"\b\d+\.\d+(?:\.\d+)?\b", line)
+            return m.group(0) if m else None
     return None
 
 
