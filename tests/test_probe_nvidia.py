@@ -219,3 +219,20 @@ def test_prom_dump_of_an_unowned_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert len(data) == 1 << 20 and data[:len(rom)] == rom
     doc = json.loads(run("--json", "firmware", "inspect", str(out)).out)
     assert doc["type"] == "nvidia-vbios" and doc["problems"] == [] and len(doc["falcon_descriptors"]) == 3
+
+
+def test_peek32_is_bounded_lockless_and_readonly(tmp_path: Path) -> None:
+    from tinyhw.errors import Refused, TransportError
+    from tinyhw.pci.sysfs import SysfsTransport
+    from tinyhw.transport.lock import DeviceLock
+
+    sysfs, _ = make(tmp_path)
+    with DeviceLock(BDF, backend="pci"), SysfsTransport(BDF, sysfs=str(sysfs)) as t:  # another holder: no matter
+        assert t.peek32(0, 0xA00) == AD102_BOOT42 and t.peek32(0, 0xA04) == 0
+        assert len(t._peek_pages) == 1  # one mapping per page, reused
+        for bar, off in ((0, 16 << 20), (0, 0xA02), (5, 0), (2, 0)):
+            with pytest.raises(Refused):
+                t.peek32(bar, off)
+        with pytest.raises(TransportError):
+            t.peek32(1, 0)  # BAR1 has no resource1 file in the fake tree
+        assert t.counters.reg_writes == 0 and t.counters.reg_reads == 2
