@@ -44,6 +44,15 @@ def test_without_npde_the_pcir_lengths_walk_the_chain() -> None:
     assert v.fwsec() is not None and v.fwsec().offset == e["descs"][0x85]
 
 
+def test_npde_length_wins_over_the_pcir_and_is_noted() -> None:
+    rom, e = build_rom()
+    bad = bytearray(rom)
+    bad[0x40 + 0x10:0x40 + 0x12] = (0x20).to_bytes(2, "little")  # the base PCIR now claims 16 KiB
+    v = parse_nv_vbios(bytes(bad))
+    assert v.problems == [] and v.images[1].offset == 0x10000 and v.fwsec().offset == e["descs"][0x85]
+    assert any("NPDE image length 0x10000 differs from the PCIR's 0x4000" in n for n in v.notes)
+
+
 def test_bit_elsewhere_is_found_and_noted() -> None:
     rom, _ = build_rom(RomPlan(bit_at=0x400))
     v = parse_nv_vbios(rom)

@@ -269,6 +269,9 @@ def _walk(data: bytes, r: Reader, v: NvVbios, start: int) -> None:
                 npde_off = n
                 npde_len = int.from_bytes(data[n + 8:n + 10], "little") * 512
                 npde_last = bool(data[n + 0x0A] & 0x80)
+                if npde_len != size:
+                    v.notes.append(f"0x{n:x}: NPDE image length 0x{npde_len:x} differs from the PCIR's 0x{size:x}; "
+                                   "the walk follows the NPDE (tinygrad follows the PCIR)")
                 size, last = npde_len, npde_last
         else:
             last = True
