@@ -19,7 +19,7 @@ from tinyhw.errors import TinyhwError
 EPILOG = """\b
 Devices (--device, or TINYHW_DEVICE):
   pci:0000:03:00.0   vfio:0000:03:00.0   usb  usb:N  usb:BUS-ADDR
-  remote:HOST:PORT   mock:navi31   mock:navi31-usb   (options after commas)
+  remote:HOST:PORT   mock:navi31   mock:navi31-usb   mock:ad102   (options after commas)
   cuda:N             (bench copy and kernels run only)
 
 \b

@@ -182,9 +182,10 @@ def read(app: App, address: str, size: str, output: str | None) -> None:
 
 @flash.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--method", type=click.Choice(["rom_sw", "aperture"]), default="rom_sw", show_default=True,
+@click.option("--method", type=click.Choice(["rom_sw", "aperture", "prom"]), default="rom_sw", show_default=True,
               help="rom_sw: raw SPI reads through the ROM_SW engine (board not booted). aperture: dword reads "
-                   "through ROM_INDEX/ROM_DATA, which also work once the PSP has booted.")
+                   "through ROM_INDEX/ROM_DATA, which also work once the PSP has booted. prom: an NVIDIA "
+                   "board's VBIOS (1 MiB) through the BAR0 PROM window; refused while a driver owns it.")
 @click.pass_obj
 def dump(app: App, file: str, method: str) -> None:
     """Read the whole flash into FILE (written atomically: a temporary file, then a rename); print its sha256.
@@ -194,15 +195,26 @@ def dump(app: App, file: str, method: str) -> None:
     is refused (nothing written) when the controller reads 0xffffffff, when it is not 2 MiB with
     the AA55AA55 magic, or when both 1 MiB halves are equal (a mirrored aperture).
 
+    With --method prom (NVIDIA) the 1 MiB PROM window at BAR0 0x300000 is read as dwords, with no
+    write to the board; refused (exit 2) when a kernel driver owns the GPU, failed (exit 1, nothing
+    saved) when the window reads all ones or holds no ROM image chain.
+
     Read-only on the board (the aperture method writes ROM_INDEX and restores it).
 
     \b
     Examples:
       tinyhw --device mock:navi31-usb flash dump board.bin
       tinyhw --device mock:navi31,psp=sos flash dump board.bin --method aperture
+      tinyhw --device mock:ad102 flash dump vbios.rom --method prom
     """
     _writable_target(file)
-    if method == "aperture":
+    if method == "prom":
+        from tinyhw.boards.nvidia import PROM_SIZE
+        from tinyhw.flash.prom import dump_prom
+
+        with ProgressBar(app).task("dump", PROM_SIZE) as advance:
+            data = dump_prom(app.open_transport(), advance=advance)
+    elif method == "aperture":
         from tinyhw.boards.navi31 import NAVI31
         from tinyhw.flash import aperture
 

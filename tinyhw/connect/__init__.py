@@ -4,7 +4,8 @@
 layer (ARCHITECTURE.md "Opening a device from Python"): it may import the transports and the emulated
 boards; features never import it, they are handed the transport it returns. Emulated boards are
 assembled here: ``mock:navi31`` is the board on the direct transport; ``mock:navi31-usb`` is the same
-board behind the emulated ASM24 bridge, reached through a pyusb backend by the real ``usb`` transport.
+board behind the emulated ASM24 bridge, reached through a pyusb backend by the real ``usb`` transport;
+``mock:ad102`` is the emulated NVIDIA Ada board on its own direct transport (NVIDIA boards: native PCIe only).
 Every path takes the device lock (the emulated board takes it where it is built).
 
 Example::
@@ -18,10 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tinyhw.errors import DeviceNotFound, NotAvailableYet
 from tinyhw.transport.base import Transport
 from tinyhw.transport.devstr import DeviceSpec, parse_device
+
+if TYPE_CHECKING:
+    from tinyhw.mocks.options import MockOptions
 
 NOT_YET = {
     "remote": "the remote transport (remote:) is not available yet in this version of tinyhw",
@@ -84,6 +89,8 @@ def open_device(spec: DeviceSpec | str, register: Callable[[Opened], None] | Non
             opened = Opened(t, spec, notes=lambda: list(t.board.uncovered))
             register(opened)
             return opened
+        if spec.target == "ad102":
+            return _open_ad102(spec, options, register)
         return _open_mock_usb(spec, options, register)
     if spec.kind in ("pci", "vfio"):
         return _open_native(spec, register)
@@ -117,6 +124,23 @@ def _open_mock_usb(spec: DeviceSpec, options, register: Callable[[Opened], None]
                     emulator_stats=backend.bridge.stats)
     register(opened)
     t.connect()
+    return opened
+
+
+AD102_OPTIONS = ("strict", "gsp", "power")
+
+
+def _open_ad102(spec: DeviceSpec, options: MockOptions, register: Callable[[Opened], None]) -> Opened:
+    from tinyhw.errors import BadDeviceString
+    from tinyhw.mocks.ad102 import Ad102Transport
+
+    unknown = [k for k in spec.options if k not in AD102_OPTIONS]
+    if unknown:
+        raise BadDeviceString(f"mock:ad102 does not take option(s) {', '.join(unknown)} "
+                              f"(allowed: {', '.join(AD102_OPTIONS)})")
+    t = Ad102Transport(options)  # takes the device lock
+    opened = Opened(t, spec, notes=lambda: list(t.board.uncovered))
+    register(opened)
     return opened
 
 

@@ -61,6 +61,7 @@ def list_mocks() -> list[Listed]:
     return [
         Listed("mock:navi31", "mock", True, "emulated navi31 (rx 7900) board, attached directly"),
         Listed("mock:navi31-usb", "mock", True, "emulated navi31 board behind an emulated asm24 usb bridge"),
+        Listed("mock:ad102", "mock", True, "emulated nvidia ada (ad102, rtx 4090) board, attached directly"),
     ]
 
 

@@ -1,7 +1,8 @@
 """``firmware inspect``: read a file, detect its type, parse it, describe it.
 
 Types (checked in this order, from the first bytes; specs/navi31-spi-flash.md §g.3 step 1 for the
-first two): a raw Navi31 IFWI (``AA 55 AA 55``), a bare option-ROM / ATOM VBIOS (``55 AA`` with the
+first two): a raw Navi31 IFWI (``AA 55 AA 55``), an NVIDIA VBIOS (a ROM chain with an NVIDIA PCIR or a
+BIT table; specs/nv-bringup.md §6), a bare option-ROM / ATOM VBIOS (``55 AA`` with the
 ATI magic or a PCIR), an ELF (an NVIDIA GSP-RM firmware when it has a ``.fwimage`` section), an
 amdgpu firmware file (a plausible ``common_firmware_header``). Anything else is refused (exit 2).
 """
@@ -20,10 +21,11 @@ from tinyhw.formats.amdfw import looks_like_amdgpu, parse_amdgpu
 from tinyhw.formats.elf import ELF_MAGIC, parse_elf
 from tinyhw.formats.fwregion import Region
 from tinyhw.formats.ifwi_layout import looks_like_ifwi, parse_ifwi
+from tinyhw.formats.nvbios import looks_like_nv_vbios, parse_nv_vbios
 from tinyhw.formats.nvgsp import is_gsp_elf, parse_gsp
 from tinyhw.formats.vbios import ROM_SIGNATURE, is_vbios, parse_vbios
 
-KINDS = ("ifwi", "vbios", "nvidia-gsp", "elf", "amdgpu")
+KINDS = ("ifwi", "vbios", "nvidia-vbios", "nvidia-gsp", "elf", "amdgpu")
 MAX_FILE = 1 << 30  # nothing we parse is anywhere near 1 GiB; refuse rather than read it
 
 
@@ -53,6 +55,8 @@ def detect(data: bytes, name: str | None = None) -> str | None:
     """The firmware type of ``data`` (one of :data:`KINDS`), or None when it is none of them."""
     if looks_like_ifwi(data):
         return "ifwi"
+    if looks_like_nv_vbios(data):
+        return "nvidia-vbios"
     if data[:2] == ROM_SIGNATURE:
         ptr = int.from_bytes(data[0x18:0x1A], "little")
         if is_vbios(data) or data[ptr:ptr + 4] == b"PCIR":
@@ -70,8 +74,8 @@ def inspect_bytes(data: bytes, name: str = "<bytes>", kind: str | None = None) -
     title = Path(name).name
     if kind is None:
         raise Refused(f"{name}: unknown firmware type (starts with {data[:8].hex() or 'nothing: empty file'})",
-                      hint="expected a navi31 ifwi image, an atom vbios, an amdgpu firmware file or an nvidia "
-                           "gsp elf")
+                      hint="expected a navi31 ifwi image, an atom vbios, an amdgpu firmware file, an nvidia "
+                           "vbios or an nvidia gsp elf")
     if kind == "ifwi":
         lay = parse_ifwi(data)
         doc, tree = describe.ifwi(lay, title)
@@ -80,6 +84,12 @@ def inspect_bytes(data: bytes, name: str = "<bytes>", kind: str | None = None) -
         vb = parse_vbios(data)
         doc, tree = describe.vbios(vb, title, len(data))
         regions = vb.regions()
+    elif kind == "nvidia-vbios":
+        from tinyhw.firmware.describe_nv import nv_vbios
+
+        nv = parse_nv_vbios(data)
+        doc, tree = nv_vbios(nv, title)
+        regions = nv.regions()
     elif kind == "nvidia-gsp":
         fw = parse_gsp(data, name)
         doc, tree = describe.gsp(fw, title)

@@ -12,6 +12,8 @@ Device-string options understood by every emulated board:
 ``aperture=normal|mirrored|unavailable``  ROM_INDEX/ROM_DATA behaviour
 ``stray=on|off``      ROM_SW model option S8 (CNTL writes fire stray transactions); default on
 ``link=up|down|slow|wedged|no-gpu``  PCIe link behaviour behind the emulated bridge
+``gsp=off|running``   ``mock:ad102``: WPR2 up (a driver booted GSP) or not (default off)
+``power=d0|d3hot|suspended``  ``mock:ad102``: power state its attributes report (default d0)
 """
 
 from __future__ import annotations
@@ -89,6 +91,8 @@ _CHOICES = {
     "aperture": ("normal", "mirrored", "unavailable"),
     "stray": ("on", "off"),
     "link": ("up", "down", "slow", "wedged", "no-gpu"),
+    "gsp": ("off", "running"),
+    "power": ("d0", "d3hot", "suspended"),
 }
 _KNOWN = {"strict", "flash", "faults", *_CHOICES}
 
@@ -110,6 +114,8 @@ class MockOptions:
     aperture: str = "normal"
     stray: str = "on"
     link: str = "up"
+    gsp: str = "off"
+    power: str = "d0"
 
     @classmethod
     def from_options(cls, options: dict[str, str | bool]) -> MockOptions:

@@ -10,6 +10,11 @@
   page tables and firmware running; a stray write can hang the device or the machine).
 * BAR resize through ``resourceN_resize`` (§7.1): read the supported-size bitmap, write the
   decimal bit index; the kernel recreates the ``resourceN`` files, so mappings are dropped.
+* Read-only peeks (:meth:`SysfsTransport.peek32`, specs/nv-bringup.md §15 tier 2): one ``PROT_READ``
+  shared mapping of just the 4 KiB page of ``resourceN`` holding the register, opened ``O_RDONLY``; no
+  lock, no memory-decode change, allowed while a driver owns the device (that is what it is for).
+* Kernel-cached attributes (:meth:`SysfsTransport.attribute`) and the nvidia driver's informational files
+  (:meth:`SysfsTransport.driver_files`; ``$TINYHW_PROCFS`` stands for ``/proc`` in tests): no device access.
 * The per-device lock (key = the PCI address, shared with ``vfio:`` and the remote server)
   is taken before the first state-changing access: a BAR mapping, a config write, a reset
   or a resize. Reading config space does not lock (``lspci`` does not either).
@@ -18,6 +23,7 @@
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 from typing import Any
 
@@ -36,7 +42,12 @@ FORCE_BOUND_RISK = (
 )
 
 __all__ = ["DEFAULT_SYSFS", "FORCE_BOUND_RISK", "SysfsTransport", "devices_dir", "open_function",
-           "permission_problem", "sysfs_root", "write_attr"]
+           "permission_problem", "procfs_root", "sysfs_root", "write_attr"]
+
+
+def procfs_root() -> str:
+    """Where procfs is mounted: ``$TINYHW_PROCFS`` (a fake tree in tests) or ``/proc``."""
+    return os.environ.get("TINYHW_PROCFS") or "/proc"
 
 
 def sysfs_root() -> str:
@@ -91,6 +102,7 @@ class SysfsTransport(Transport):
         self.lock = DeviceLock(self.address, backend="pci")
         self._config_fd: int | None = None
         self._config_writable = False
+        self._peek_pages: dict[tuple[int, int], mmap.mmap] = {}
 
     # -- helpers ------------------------------------------------------------------------------------------
     def _file(self, name: str) -> str:
@@ -257,6 +269,72 @@ class SysfsTransport(Transport):
         except OSError as e:
             raise TransportError(f"reset of {self.address} failed ({e.strerror})") from e
 
+    # -- abilities: DeviceAttributes, ReadOnlyPeek ----------------------------------------------------------
+    def attribute(self, name: str) -> str | None:
+        """A sysfs attribute of the function (``driver``/``iommu_group``: the link's name); None when absent."""
+        path = self._file(name)
+        if name in ("driver", "iommu_group"):
+            return os.path.basename(os.readlink(path)) if os.path.exists(path) else None
+        try:
+            with open(path) as f:
+                return f.read().strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    def driver_files(self) -> dict[str, str]:
+        """The nvidia driver's version and per-GPU information files, when present (never the device)."""
+        proc = procfs_root()
+        out = {}
+        for key, path in (("module_version", os.path.join(self.sysfs, "module", "nvidia", "version")),
+                          ("driver_version", os.path.join(proc, "driver", "nvidia", "version")),
+                          ("gpu_information", os.path.join(proc, "driver", "nvidia", "gpus", self.address,
+                                                           "information"))):
+            try:
+                with open(path) as f:
+                    out[key] = f.read().strip()
+            except (OSError, UnicodeDecodeError):
+                continue
+        return out
+
+    def peek32(self, bar: int, offset: int) -> int:
+        """One 32-bit read at ``offset`` of BAR ``bar`` through a read-only mapping of that page only."""
+        info = next((b for b in self.function.bars if b.index == bar and b.kind == "memory"), None)
+        if info is None or offset % 4 or not 0 <= offset < info.size:
+            raise Refused(f"bar{bar} offset 0x{offset:x} is not a dword inside a memory bar of {self.address}")
+        page = offset & ~(mmap.PAGESIZE - 1)
+        key = (bar, page)
+        mm = self._peek_pages.get(key)
+        if mm is None:
+            path = self._file(f"resource{bar}")
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except PermissionError as e:
+                raise permission_problem("open", path, e) from e
+            except OSError as e:
+                raise TransportError(f"cannot open {path} ({e.strerror})") from e
+            try:
+                mm = mmap.mmap(fd, mmap.PAGESIZE, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ, offset=page)
+            except PermissionError as e:
+                raise permission_problem("map", path, e) from e
+            except OSError as e:
+                raise TransportError(f"cannot map page 0x{page:x} of {path} read-only ({e.strerror})",
+                                     hint="the region may be claimed exclusively (iomem=strict) or the kernel locked "
+                                          "down; not retried another way") from e
+            finally:
+                os.close(fd)
+            self._peek_pages[key] = mm
+        view = memoryview(mm).cast("I")
+        try:
+            value = view[(offset - page) >> 2]  # one 32-bit load
+        finally:
+            view.release()
+        c = self.counters
+        c.reg_reads += 1
+        c.tlp_reads += 1
+        c.round_trips += 1
+        c.bytes_in += 4
+        return value
+
     # -- identity, info, lifetime -----------------------------------------------------------------------------
     def identity(self) -> Identity:
         return self.function.identity
@@ -271,6 +349,10 @@ class SysfsTransport(Transport):
             if isinstance(region, MappedRegion):
                 region.close()
         self._bar_regions.clear()
+        for mm in self._peek_pages.values():
+            with contextlib.suppress(BufferError):
+                mm.close()
+        self._peek_pages.clear()
         if self._config_fd is not None:
             with contextlib.suppress(OSError):
                 os.close(self._config_fd)

@@ -1,5 +1,8 @@
 """Identify a device: ids and names, class, BARs, PCIe link and Resizable BAR (read-only).
 
+NVIDIA GPUs get the tiered probe of :mod:`tinyhw.probe.nvidia` (specs/nv-bringup.md §15) through
+:func:`probe_device`.
+
 Handed a transport by the front end; reads config space only (never a BAR register).
 Config space is decoded lazily, a dword at a time and each dword once, because over the
 USB bridge every dword costs two round trips.
@@ -77,3 +80,21 @@ def probe(t: Transport, ids: PciIds | None = None) -> dict[str, Any]:
     doc["bridge"] = dict(info.extra) if info.transport == "usb" else None
     doc["problems"] = list(cfg.problems)
     return doc
+
+
+def probe_device(t: Transport, ids: PciIds | None = None, *, registers: bool = False) -> dict[str, Any]:
+    """What ``tinyhw probe`` shows: an NVIDIA GPU reached with sysfs-style attributes gets the tiered probe of
+    :mod:`tinyhw.probe.nvidia` (tier 0: no device access; ``registers``: tier 2); anything else the config-space
+    probe above (``registers`` is then refused)."""
+    from tinyhw.boards.nvidia import NVIDIA_VENDOR
+    from tinyhw.errors import Refused
+    from tinyhw.probe.nvidia import probe_nvidia
+    from tinyhw.transport.abilities import DeviceAttributes
+
+    ident = t.identity()
+    if ident.vendor_id == NVIDIA_VENDOR and isinstance(t, DeviceAttributes):
+        return probe_nvidia(t, ids, registers=registers)
+    if registers:
+        raise Refused(f"--registers is for nvidia gpus over pci: or mock:ad102; {ident.location} is "
+                      f"{ident.vendor_id:04x}:{ident.device_id:04x}")
+    return probe(t, ids)

@@ -33,3 +33,22 @@ class Interrupts(Protocol):
     def enable_irqs(self, kind: str = "msi", count: int = 1) -> list[int]: ...
 
     def wait_irq(self, fd: int, timeout_s: float) -> int: ...
+
+
+@runtime_checkable
+class DeviceAttributes(Protocol):
+    """What the OS already knows about the function, read without touching the device (sysfs attribute files
+    such as ``vendor``, ``power_state`` or ``power/runtime_status``; ``driver`` and ``iommu_group`` give the
+    link's name), and the informational files of the driver that owns it (``/proc/driver/nvidia/...``)."""
+
+    def attribute(self, name: str) -> str | None: ...
+
+    def driver_files(self) -> dict[str, str]: ...
+
+
+@runtime_checkable
+class ReadOnlyPeek(Protocol):
+    """Single 32-bit reads of a memory BAR through a read-only mapping of only the page holding the register:
+    no write, no lock, no memory-decode change, allowed while a kernel driver owns the device."""
+
+    def peek32(self, bar: int, offset: int) -> int: ...

@@ -7,6 +7,7 @@
 ``remote:HOST:PORT``                    a tinyhw server on another machine
 ``mock:navi31``                         emulated Navi31 attached directly
 ``mock:navi31-usb``                     the same board behind an emulated ASM24 bridge
+``mock:ad102``                          emulated NVIDIA Ada board attached directly
 ``cuda:N``                              an NVIDIA GPU through the CUDA driver: not a register transport,
                                         only ``bench copy`` and ``kernels run`` take it
 =====================================  ==========================================
@@ -23,11 +24,11 @@ from tinyhw.errors import BadDeviceString
 
 ACCEPTED_FORMS = (
     "pci:DDDD:BB:DD.F (or a bare BB:DD.F), vfio:DDDD:BB:DD.F, usb, usb:N, usb:BUS-ADDR, "
-    "remote:HOST:PORT, mock:navi31, mock:navi31-usb, cuda:N (bench copy and kernels run only); "
+    "remote:HOST:PORT, mock:navi31, mock:navi31-usb, mock:ad102, cuda:N (bench copy and kernels run only); "
     "options after commas (e.g. mock:navi31,strict)"
 )
 
-MOCK_BOARDS = ("navi31", "navi31-usb")
+MOCK_BOARDS = ("navi31", "navi31-usb", "ad102")
 
 _BDF = re.compile(r"^(?:(?P<dom>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})\.(?P<fn>[0-7])$")
 _OPTION_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")

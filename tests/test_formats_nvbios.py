@@ -1,0 +1,144 @@
+"""NVIDIA VBIOS parsing (specs/nv-bringup.md §6) from synthetic ROMs built by tests/nvromhelp.py, and the
+chip decode table (§3), plus fuzzing: the parser never raises and never reports a region outside the data."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from nvromhelp import RomPlan, build_rom
+
+from tinyhw.boards.nvidia import decode_boot0, decode_boot42, describe_chip, register_problem, tinygrad_pci_id
+from tinyhw.formats.nvbios import looks_like_nv_vbios, parse_nv_vbios
+
+
+def test_chain_bit_falcon_table_and_fwsec() -> None:
+    rom, e = build_rom()
+    v = parse_nv_vbios(rom)
+    assert v.problems == [] and v.notes == []
+    assert [(i.code_type, i.last) for i in v.images] == [(0x00, False), (0x03, False), (0xE0, False), (0x70, True)]
+    assert [i.npde_offset is not None for i in v.images] == [True, True, True, False]
+    assert v.images[0].vendor_id == 0x10DE and v.images[0].device_id == 0x2684
+    assert v.expansion_rom_off == e["expansion_rom_off"] == 0x800
+    assert v.bit is not None and v.bit.offset == 0x1B0 and [t.id for t in v.bit.tokens] == [0x42, 0x49, 0x70]
+    t = v.falcon_table
+    assert t is not None and t.offset == e["table"] and [x.application for x in t.entries] == [
+        "FIRMWARE_SEC_LIC", "FWSEC_PROD", "FWSEC_DBG"]
+    prod = v.fwsec()
+    assert prod is not None and prod.offset == e["descs"][0x85] and prod.version == 3 and prod.size == e["desc_size"]
+    assert prod.fields["signature_count"] == 3 and prod.fields["stored_size"] == 0x1234
+    assert prod.signatures == tuple((prod.offset + 44 + k * 384, 384) for k in range(3))
+    assert rom[prod.signatures[1][0]:prod.signatures[1][0] + 384] == b"\xa1" * 384
+    assert prod.ucode == (prod.offset + e["desc_size"], 0x1300)
+    assert looks_like_nv_vbios(rom)
+    names = [r.name for r in v.regions()]
+    assert "falcon[1] FWSEC_PROD ucode" in names and "bit" in names and "image[2] ext" in names
+
+
+def test_without_npde_the_pcir_lengths_walk_the_chain() -> None:
+    rom, e = build_rom(RomPlan(npde=False, efi_size=0, falcon_image=False))
+    v = parse_nv_vbios(rom)
+    assert v.problems == [] and len(v.images) == 2 and v.images[1].last and v.expansion_rom_off == 0
+    assert v.fwsec() is not None and v.fwsec().offset == e["descs"][0x85]
+
+
+def test_npde_length_wins_over_the_pcir_and_is_noted() -> None:
+    rom, e = build_rom()
+    bad = bytearray(rom)
+    bad[0x40 + 0x10:0x40 + 0x12] = (0x20).to_bytes(2, "little")  # the base PCIR now claims 16 KiB
+    v = parse_nv_vbios(bytes(bad))
+    assert v.problems == [] and v.images[1].offset == 0x10000 and v.fwsec().offset == e["descs"][0x85]
+    assert any("NPDE image length 0x10000 differs from the PCIR's 0x4000" in n for n in v.notes)
+
+
+def test_bit_elsewhere_is_found_and_noted() -> None:
+    rom, _ = build_rom(RomPlan(bit_at=0x400))
+    v = parse_nv_vbios(rom)
+    assert v.bit is not None and v.bit.offset == 0x400 and any("0x1b0" in n for n in v.notes)
+
+
+def test_descriptor_other_than_v3_is_listed_not_decoded() -> None:
+    v = parse_nv_vbios(build_rom(RomPlan(desc_version=2))[0])
+    assert all(d.version == 2 and not d.fields and d.ucode is None for d in v.descriptors)
+    assert any("version 2 is not decoded" in n for n in v.notes)
+
+
+def test_broken_inputs_are_problems_not_exceptions() -> None:
+    rom, e = build_rom()
+    bad = bytearray(rom)
+    bad[0x10000:0x10002] = b"\x00\x00"  # the second image's signature
+    v = parse_nv_vbios(bytes(bad))
+    assert len(v.images) == 1 and any("rom image signature 0x0000" in p for p in v.problems)
+    assert any("no ext" in p for p in v.problems)  # the falcon table cannot be resolved without the ext image
+    assert parse_nv_vbios(rom[:0x9000]).problems  # truncated inside the base image
+    assert parse_nv_vbios(b"").problems and not looks_like_nv_vbios(b"")
+
+
+def test_a_prom_dump_with_a_leading_header_finds_the_chain() -> None:
+    rom, _ = build_rom()
+    v = parse_nv_vbios(b"NVGI" + bytes(0x3FC) + rom)
+    assert v.chain_start == 0x400 and v.problems == [] and v.fwsec().offset == 0x400 + build_rom()[1]["descs"][0x85]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 0x1A000 - 1), st.integers(0, 255)), min_size=1, max_size=12))
+def test_fuzz_mutated_rom(edits: list[tuple[int, int]]) -> None:
+    rom, _ = build_rom()
+    data = bytearray(rom)
+    for off, val in edits:
+        data[off % len(data)] = val
+    v = parse_nv_vbios(bytes(data))
+    for r in v.regions():
+        assert r.offset >= 0 and r.size >= 0
+    assert len(v.images) <= 16
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=0x600))
+def test_fuzz_random_bytes(data: bytes) -> None:
+    prefix = b"\x55\xaa" + bytes(0x16) + struct.pack("<H", 0x20) + bytes(6) + b"PCIR"
+    for blob in (data, prefix + data, b"\xff\xb8BIT\x00" + data):
+        parse_nv_vbios(blob)
+
+
+# -- chip decode (§3), table-driven ------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("arch", "impl", "chipset", "name", "fw_dir", "tinygrad"), [
+    (0x17, 2, 0x172, "GA102", "ga102", True),
+    (0x19, 2, 0x192, "AD102", "ad102", True),
+    (0x18, 0, 0x180, "GH100", None, False),
+    (0x1B, 2, 0x1B2, "GB202", "gb202", True),
+    (0x16, 4, 0x164, "TU104", None, False),
+    (0x19, 7, 0x197, "AD107", "ad102", True),
+    (0x1A, 0, 0x1A0, "GB100", None, False),
+    (0x19, 9, 0x199, None, "ad102", True),
+])
+def test_boot42_decode(arch: int, impl: int, chipset: int, name: str | None, fw_dir: str | None,
+                       tinygrad: bool) -> None:
+    value = (arch << 24) | (impl << 20) | (0xA << 16) | (1 << 12) | (3 << 8)
+    b = decode_boot42(value)
+    assert (b.architecture, b.implementation, b.chipset) == (arch, impl, chipset)
+    assert (b.major_revision, b.minor_revision, b.minor_extended_revision) == (0xA, 1, 3)
+    doc = describe_chip(value)
+    assert (doc["chipset"], doc["name"], doc["firmware_dir"], doc["tinygrad_pci_path"]) == (chipset, name, fw_dir,
+                                                                                           tinygrad)
+    assert doc["mmu_version"] == (3 if arch >= 0x1A else 2)
+
+
+@pytest.mark.parametrize(("value", "arch", "impl", "chipset"), [
+    (0x192000A1, 0x19, 2, 0x192), (0x172000A1, 0x17, 2, 0x172), (0x180000A1, 0x18, 0, 0x180),
+    (0x1B2000A1, 0x1B, 2, 0x1B2), (0x00200100, 0x20, 2, 0x202),  # architecture_1 (bit 8) is the MSB
+])
+def test_boot0_decode(value: int, arch: int, impl: int, chipset: int) -> None:
+    b = decode_boot0(value)
+    assert (b.architecture, b.implementation, b.chipset) == (arch, impl, chipset)
+    assert (b.major_revision, b.minor_revision) == ((value >> 4) & 0xF, value & 0xF)
+
+
+def test_register_problems_and_id_filter() -> None:
+    assert register_problem(0xFFFFFFFF) and register_problem(0xBADF1100) and register_problem(0x19200000) is None
+    assert tinygrad_pci_id(0x2684) and tinygrad_pci_id(0x2B85) and not tinygrad_pci_id(0x2330)
+    assert describe_chip(0x18000000, device_id=0x2330)["tinygrad_pci_path"] is False
+    assert describe_chip(0x19200000, device_id=0x2330)["tinygrad_pci_path"] is False  # id outside the filter

@@ -1,0 +1,150 @@
+"""NVIDIA chip identification facts: PMC_BOOT_0 / PMC_BOOT_42 decoding and chipset names.
+
+Spec: specs/nv-bringup.md §3.1 (register layouts: BOOT_0 at BAR0 0x0, BOOT_42 at 0xA00), §3.2
+(architecture codes), §3.3 (chipset ids = architecture << 4 | implementation, per Linux nova-core),
+§3.4 (what tinygrad derives: name prefix, firmware directory, boot flavour), §2 (tinygrad's PCI device-id
+filter and the Blackwell device-id ranges) and §15 (the probe's decode rules: ``0xFFFFFFFF`` = not
+readable, ``0xBADFxxxx`` = privilege/decode error, "supported by tinygrad's PCI path").
+
+Facts only, shared by the probe feature and the emulated board; no device access here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+NVIDIA_VENDOR = 0x10DE
+REG_BOOT_0 = 0x000000
+REG_BOOT_42 = 0x000A00
+REG_GFW_PRIV_LEVEL_MASK = 0x118128  # §4: bit 0 set once GFW may be polled (pre-Blackwell)
+REG_GFW_PROGRESS = 0x118234  # §4: low byte 0xFF = GFW_BOOT_PROGRESS_COMPLETED (pre-Blackwell)
+REG_VRAM_MIB = 0x1183A4  # §4: NV_PGC6_AON_SECURE_SCRATCH_GROUP_42, VRAM size in MiB
+REG_WPR2_ADDR_HI = 0x1FA828  # §4: non-zero => WPR2 up (GSP running or left locked)
+PROM_WINDOW = 0x300000  # §6.1: the VBIOS PROM window in BAR0
+PROM_SIZE = 1 << 20  # §6.1: tinygrad reads 1 MiB
+GFW_COMPLETED = 0xFF
+NOT_READABLE = 0xFFFFFFFF
+
+#: §3.2, BOOT_42 ``architecture`` codes.
+ARCHITECTURES = {
+    0x11: "Maxwell GM100", 0x12: "Maxwell GM200", 0x13: "Pascal GP100", 0x14: "Volta GV100",
+    0x15: "Volta GV110", 0x16: "Turing TU100", 0x17: "Ampere GA100", 0x18: "Hopper GH100", 0x19: "Ada AD100",
+    0x1A: "Blackwell GB100", 0x1B: "Blackwell GB200", 0x1F: "AMODEL (simulation model)",
+}
+
+#: §3.3, chipset id -> chip name (Linux nova-core ``gpu.rs``).
+CHIPSETS = {
+    0x162: "TU102", 0x164: "TU104", 0x166: "TU106", 0x167: "TU117", 0x168: "TU116",
+    0x170: "GA100", 0x172: "GA102", 0x173: "GA103", 0x174: "GA104", 0x176: "GA106", 0x177: "GA107",
+    0x180: "GH100",
+    0x192: "AD102", 0x193: "AD103", 0x194: "AD104", 0x196: "AD106", 0x197: "AD107",
+    0x1A0: "GB100", 0x1A2: "GB102",
+    0x1B2: "GB202", 0x1B3: "GB203", 0x1B5: "GB205", 0x1B6: "GB206", 0x1B7: "GB207",
+}
+
+#: §3.4: the architectures tinygrad's PCI path names (prefix) and the firmware directory it uses.
+TINYGRAD_PREFIX = {0x17: ("GA1", "ga102"), 0x19: ("AD1", "ad102"), 0x1B: ("GB2", "gb202")}
+
+#: §2: tinygrad's PCI path keeps device ids whose ``id & 0xFF00`` is one of these.
+TINYGRAD_ID_PAGES = (0x2200, 0x2400, 0x2500, 0x2600, 0x2700, 0x2800, 0x2B00, 0x2C00, 0x2D00, 0x2F00)
+
+#: §2: Blackwell PCI device-id ranges (NVIDIA gpu-admin-tools), inclusive.
+DEVICE_ID_RANGES = (
+    (0x2900, 0x29FF, "GB100/GB102"), (0x2B80, 0x2BFF, "GB202"), (0x2C00, 0x2C7F, "GB203"),
+    (0x2D00, 0x2D7F, "GB206"), (0x2D80, 0x2DFF, "GB207"), (0x2F00, 0x2F7F, "GB205"),
+)
+
+
+@dataclass(frozen=True)
+class Boot0:
+    """NV_PMC_BOOT_0 fields (§3.1)."""
+
+    raw: int
+    minor_revision: int
+    major_revision: int
+    architecture: int  # architecture_0 | architecture_1 << 5
+    implementation: int
+
+    @property
+    def chipset(self) -> int:
+        return (self.architecture << 4) | self.implementation
+
+
+@dataclass(frozen=True)
+class Boot42:
+    """NV_PMC_BOOT_42 fields (§3.1); ``chipset`` is bits 29:20."""
+
+    raw: int
+    minor_extended_revision: int
+    minor_revision: int
+    major_revision: int
+    implementation: int
+    architecture: int
+
+    @property
+    def chipset(self) -> int:
+        return (self.raw >> 20) & 0x3FF
+
+
+def decode_boot0(value: int) -> Boot0:
+    arch = ((value >> 24) & 0x1F) | (((value >> 8) & 1) << 5)
+    return Boot0(value, value & 0xF, (value >> 4) & 0xF, arch, (value >> 20) & 0xF)
+
+
+def decode_boot42(value: int) -> Boot42:
+    return Boot42(value, (value >> 8) & 0xF, (value >> 12) & 0xF, (value >> 16) & 0xF, (value >> 20) & 0xF,
+                  (value >> 24) & 0x3F)
+
+
+def register_problem(value: int) -> str | None:
+    """Why a BAR0 value is not data (§15): all ones (device off/D3) or a ``0xBADFxxxx`` error pattern."""
+    if value == NOT_READABLE:
+        return "reads 0xffffffff: the device is not readable (off, in d3, or gone)"
+    if value >> 16 == 0xBADF:
+        return f"reads 0x{value:08x}: a privilege or decode error for this register"
+    return None
+
+
+def chip_name(chipset: int) -> str | None:
+    return CHIPSETS.get(chipset)
+
+
+def tinygrad_pci_id(device_id: int) -> bool:
+    """§2: does tinygrad's PCI path accept this NVIDIA device id?"""
+    return (device_id & 0xFF00) in TINYGRAD_ID_PAGES
+
+
+def describe_chip(boot42: int, device_id: int | None = None) -> dict[str, Any]:
+    """The probe's chip section from BOOT_42 (§3.3/§3.4/§15): chipset, name, architecture and derived values."""
+    b = decode_boot42(boot42)
+    arch = b.architecture
+    name = chip_name(b.chipset)
+    prefix = TINYGRAD_PREFIX.get(arch)
+    doc: dict[str, Any] = {
+        "chipset": b.chipset,
+        "name": name,
+        "architecture": arch,
+        "architecture_name": ARCHITECTURES.get(arch),
+        "implementation": b.implementation,
+        "revision": f"{b.major_revision:x}{b.minor_revision:x}",
+        "firmware_dir": prefix[1] if prefix else None,
+        "boot_flavour": ("fmc/cot (fsp)" if arch >= 0x1A else "fwsec + booter") if arch >= 0x17 else None,
+        "mmu_version": 3 if arch >= 0x1A else 2,
+        "tinygrad_pci_path": prefix is not None and (device_id is None or tinygrad_pci_id(device_id)),
+    }
+    return doc
+
+
+# -- the emulated Ada board (mock:ad102) ---------------------------------------------------------------------
+#: PCI identity of an AD102 board: 10de:2684 is "AD102 [GeForce RTX 4090]" in pci.ids; revision 0xa1 and the
+#: subsystem 10de:167c (Founders Edition) are inferred from published ``lspci -nn`` output, not from the spec.
+AD102_IDS = {"vendor_id": NVIDIA_VENDOR, "device_id": 0x2684, "revision": 0xA1, "class_code": 0x030000,
+             "subsystem_vendor_id": NVIDIA_VENDOR, "subsystem_id": 0x167C}
+#: BARs (index, size, 64-bit, prefetchable; io for BAR5): BAR0 16 MiB registers, BAR1 VRAM aperture
+#: 256 MiB (resizable), BAR3 32 MiB, BAR5 128 I/O ports (spec §2 roles; sizes inferred from lspci output).
+AD102_BARS = ((0, 16 << 20, False, False, "memory"), (1, 256 << 20, True, True, "memory"),
+              (3, 32 << 20, True, True, "memory"), (5, 128, False, False, "io"))
+AD102_BOOT_0 = 0x192000A1  # architecture 0x19, implementation 2 (AD102), revision a1
+AD102_BOOT_42 = 0x192A1000  # architecture 0x19, implementation 2, major 0xa, minor 1
+AD102_VRAM_MIB = 24576

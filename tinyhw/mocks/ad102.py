@@ -1,0 +1,249 @@
+"""``mock:ad102``: an emulated NVIDIA Ada (AD102) board attached directly, as a native PCIe function.
+
+From specs/nv-bringup.md: BAR0 answers PMC_BOOT_0 (0x0) and PMC_BOOT_42 (0xA00) with an AD102's values
+(§3), the registers tier 2 of the probe reads (§15: VRAM size 0x1183A4, GFW progress 0x118234 and its
+privilege mask 0x118128, WPR2_ADDR_HI 0x1FA828, §4) and the 1 MiB PROM window at 0x300000 (§6.1) serving
+the synthetic VBIOS of :mod:`tinyhw.mocks.nv_vbios` (invented content in the real layout), all ones beyond
+it. Config space: :mod:`tinyhw.mocks.ad102_config`. Like the ``pci:`` transport it offers the
+:class:`~tinyhw.transport.abilities.DeviceAttributes` (sysfs-style attributes derived from the board:
+no kernel driver, power state per the ``power=`` option) and
+:class:`~tinyhw.transport.abilities.ReadOnlyPeek` abilities.
+
+Options: ``strict`` (an uncovered access raises), ``gsp=off|running`` (WPR2 up as after a driver booted
+GSP), ``power=d0|d3hot|suspended`` (in D3hot BAR0 reads all ones, as a powered-down function does).
+Every access advances the virtual clock by 1 us; register reads are counted. NVIDIA boards are reached
+over native PCIe only, so there is no ``-usb`` variant. The board takes the device lock ``mock:ad102``.
+"""
+
+from __future__ import annotations
+
+from tinyhw.boards.nvidia import (
+    AD102_BOOT_0,
+    AD102_BOOT_42,
+    AD102_VRAM_MIB,
+    PROM_SIZE,
+    PROM_WINDOW,
+    REG_BOOT_0,
+    REG_BOOT_42,
+    REG_GFW_PRIV_LEVEL_MASK,
+    REG_GFW_PROGRESS,
+    REG_VRAM_MIB,
+    REG_WPR2_ADDR_HI,
+)
+from tinyhw.errors import Refused, StrictEmulationError
+from tinyhw.mocks.ad102_config import LINK_SPEED, LINK_WIDTH, Ad102Config
+from tinyhw.mocks.nv_vbios import vbios_image
+from tinyhw.mocks.options import MockOptions
+from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
+from tinyhw.transport.clock import VirtualClock
+from tinyhw.transport.lock import DeviceLock
+
+ACCESS_LATENCY = 1e-6
+WPR2_RUNNING = 0x00FFFF00  # an invented non-zero WPR2 end address (field val 31:4)
+_SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe"}
+
+
+class Ad102Board:
+    """Config space, BAR0 registers and the PROM window of the emulated AD102."""
+
+    def __init__(self, options: MockOptions, *, lock: bool = True) -> None:
+        self.options = options
+        self._lock = DeviceLock("mock:ad102", backend="mock").acquire() if lock else None
+        self.cfg = Ad102Config()
+        self.rom = vbios_image()
+        self.uncovered: list[str] = []
+        self.reads: list[tuple[int, int]] = []  # (bar, offset) of every single BAR read, for tests
+        self.prom_bytes = 0  # bytes served by block reads of the PROM window
+        self._strict = options.strict
+        self.registers = {
+            REG_BOOT_0: AD102_BOOT_0, REG_BOOT_42: AD102_BOOT_42, REG_VRAM_MIB: AD102_VRAM_MIB,
+            REG_GFW_PRIV_LEVEL_MASK: 0x1, REG_GFW_PROGRESS: 0xFF,
+            REG_WPR2_ADDR_HI: WPR2_RUNNING if options.gsp == "running" else 0,
+        }
+
+    @property
+    def powered(self) -> bool:
+        return self.options.power == "d0"
+
+    def mem_read32(self, bar: int, offset: int) -> int:
+        self.reads.append((bar, offset))
+        if not self.powered or not self.cfg.command & 2:
+            return 0xFFFFFFFF
+        if bar == 0:
+            if offset in self.registers:
+                return self.registers[offset]
+            if PROM_WINDOW <= offset < PROM_WINDOW + PROM_SIZE:
+                o = offset - PROM_WINDOW
+                word = self.rom[o:o + 4]
+                return int.from_bytes(word + b"\xff" * (4 - len(word)), "little")
+        return self._uncovered(f"bar{bar} read at 0x{offset:x}", 0xBADF5040)
+
+    def prom_block(self, offset: int, length: int) -> bytes | None:
+        """A block read lying wholly inside the PROM window (what a loop of dword reads would return); None
+        when it does not, or the board does not decode, so the caller falls back to dword reads."""
+        if not (self.powered and self.cfg.command & 2 and offset >= PROM_WINDOW
+                and offset + length <= PROM_WINDOW + PROM_SIZE):
+            return None
+        o = offset - PROM_WINDOW
+        self.prom_bytes += length
+        data = self.rom[o:o + length]
+        return data + b"\xff" * (length - len(data))
+
+    def mem_write32(self, bar: int, offset: int, value: int) -> None:
+        self._uncovered(f"bar{bar} write of 0x{value:08x} at 0x{offset:x}", 0)
+
+    def _uncovered(self, what: str, value: int) -> int:
+        if self._strict:
+            raise StrictEmulationError(f"the emulated ad102 does not model {what}",
+                                       hint="run without strict to list such accesses instead")
+        if what not in self.uncovered:
+            self.uncovered.append(what)
+        return value
+
+    def attributes(self) -> dict[str, str]:
+        """What sysfs would show for the function (kernel-cached, no device access)."""
+        c = self.cfg
+        ident = c.read32(0)
+        rev_class = c.read32(8)
+        sub = c.read32(0x2C)
+        lines = []
+        for idx in range(7):
+            res = next((r for r in c.resources() if r[0] == idx), None)
+            if res is None:
+                lines.append("0x0000000000000000 0x0000000000000000 0x0000000000000000")
+                continue
+            _, addr, size, fl = res
+            flags = (0x100 if fl & 1 else 0x200) | (0x2000 if fl & 8 else 0) | (0x100000 if fl & 4 else 0)
+            lines.append(f"0x{addr:016x} 0x{addr + size - 1:016x} 0x{flags:016x}")
+        power = {"d0": ("D0", "active"), "d3hot": ("D3hot", "active"), "suspended": ("D3hot", "suspended")}
+        state, runtime = power[self.options.power]
+        return {
+            "vendor": f"0x{ident & 0xFFFF:04x}", "device": f"0x{ident >> 16:04x}",
+            "subsystem_vendor": f"0x{sub & 0xFFFF:04x}", "subsystem_device": f"0x{sub >> 16:04x}",
+            "class": f"0x{rev_class >> 8:06x}", "revision": f"0x{rev_class & 0xFF:02x}", "resource": "\n".join(lines),
+            "numa_node": "-1", "current_link_speed": _SPEEDS[LINK_SPEED], "max_link_speed": _SPEEDS[LINK_SPEED],
+            "current_link_width": str(LINK_WIDTH), "max_link_width": str(LINK_WIDTH), "power_state": state,
+            "power/runtime_status": runtime,
+        }
+
+    def close(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+
+class Ad102Transport(Transport):
+    """The emulated AD102 reached with no bridge in between (transport name ``mock``)."""
+
+    name = "mock"
+    emulated = True
+
+    def __init__(self, options: MockOptions, *, lock: bool = True) -> None:
+        clock = VirtualClock()
+        super().__init__(clock)
+        self.vclock = clock
+        self.board = Ad102Board(options, lock=lock)
+
+    # -- config space ------------------------------------------------------------------------------------------
+    def config_read(self, offset: int, size: int = 4) -> int:
+        if size not in (1, 2, 4) or offset % size or not 0 <= offset <= 0x1000 - size:
+            raise Refused(f"config access of {size} bytes at 0x{offset:x} is not naturally aligned inside 0x1000")
+        self.vclock.advance(ACCESS_LATENCY)
+        self.counters.round_trips += 1
+        self.counters.bytes_in += size
+        return (self.board.cfg.read32(offset & ~3) >> (8 * (offset & 3))) & ((1 << (8 * size)) - 1)
+
+    def config_write(self, offset: int, size: int, value: int) -> None:
+        if size not in (1, 2, 4) or offset % size or not 0 <= offset <= 0x1000 - size:
+            raise Refused(f"config access of {size} bytes at 0x{offset:x} is not naturally aligned inside 0x1000")
+        self.vclock.advance(ACCESS_LATENCY)
+        self.counters.bytes_out += size
+        shift = 8 * (offset & 3)
+        self.board.cfg.write32(offset & ~3, (value & ((1 << (8 * size)) - 1)) << shift,
+                               ((1 << size) - 1) << (offset & 3))
+
+    # -- BARs ---------------------------------------------------------------------------------------------------
+    def bars(self) -> list[BarInfo]:
+        out = []
+        for index, address, size, flags in self.board.cfg.resources():
+            io = bool(flags & 1)
+            out.append(BarInfo(index, address, size, "io" if io else "memory", not io and bool(flags & 8),
+                               not io and bool(flags & 4)))
+        return out
+
+    def _make_region(self, info: BarInfo) -> BarRegion:
+        return _Region(info, self)
+
+    def _read(self, bar: int, offset: int) -> int:
+        self.vclock.advance(ACCESS_LATENCY)
+        c = self.counters
+        c.reg_reads += 1
+        c.tlp_reads += 1
+        c.round_trips += 1
+        c.bytes_in += 4
+        return self.board.mem_read32(bar, offset)
+
+    # -- abilities: DeviceAttributes, ReadOnlyPeek --------------------------------------------------------------
+    def attribute(self, name: str) -> str | None:
+        return self.board.attributes().get(name)
+
+    def driver_files(self) -> dict[str, str]:
+        return {}  # no driver owns the emulated board
+
+    def peek32(self, bar: int, offset: int) -> int:
+        info = next((b for b in self.bars() if b.index == bar and b.kind == "memory"), None)
+        if info is None or offset % 4 or not 0 <= offset < info.size:
+            raise Refused(f"bar{bar} offset 0x{offset:x} is not a dword inside a memory bar")
+        return self._read(bar, offset)
+
+    # -- identity, info, lifetime -------------------------------------------------------------------------------
+    def identity(self) -> Identity:
+        ids = self.config_read(0x00)
+        rev_class = self.config_read(0x08)
+        sub = self.config_read(0x2C)
+        return Identity(ids & 0xFFFF, ids >> 16, rev_class & 0xFF, rev_class >> 8, sub & 0xFFFF, sub >> 16,
+                        "mock:ad102")
+
+    def info(self) -> TransportInfo:
+        return TransportInfo(transport="mock", emulated=True, extra={"board": "ad102", "attach": "direct"})
+
+    def close(self) -> None:
+        self.board.close()
+
+
+class _Region(BarRegion):
+    def __init__(self, info: BarInfo, t: Ad102Transport) -> None:
+        super().__init__(info)
+        self._t = t
+
+    def read32(self, offset: int) -> int:
+        self.check(offset, 4)
+        return self._t._read(self.info.index, offset)
+
+    def write32(self, offset: int, value: int) -> None:
+        self.check(offset, 4)
+        self._t.vclock.advance(ACCESS_LATENCY)
+        self._t.counters.reg_writes += 1
+        self._t.counters.bytes_out += 4
+        self._t.board.mem_write32(self.info.index, offset, value & 0xFFFFFFFF)
+
+    def read(self, offset: int, length: int) -> bytes:
+        self.check(offset, length)
+        t = self._t
+        block = t.board.prom_block(offset, length) if self.info.index == 0 else None
+        if block is not None:  # the same dword reads, counted as such, served at once
+            n = length // 4
+            t.vclock.advance(ACCESS_LATENCY * n)
+            c = t.counters
+            c.reg_reads += n
+            c.tlp_reads += n
+            c.round_trips += n
+            c.bytes_in += length
+            return block
+        return b"".join(self._t._read(self.info.index, o).to_bytes(4, "little")
+                        for o in range(offset, offset + length, 4))
+
+    def write(self, offset: int, data: bytes) -> None:
+        self.check(offset, len(data))
+        for i in range(0, len(data), 4):
+            self.write32(offset + i, int.from_bytes(data[i:i + 4], "little"))
