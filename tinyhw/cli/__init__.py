@@ -19,7 +19,8 @@ from tinyhw.errors import TinyhwError
 EPILOG = """\b
 Devices (--device, or TINYHW_DEVICE):
   pci:0000:03:00.0   vfio:0000:03:00.0   usb  usb:N  usb:BUS-ADDR
-  remote:HOST:PORT   mock:navi31   mock:navi31-usb   (options after commas)
+  remote:unix[:PATH]   remote:HOST:PORT   remote:ssh://[user@]host/DEV
+  mock:navi31   mock:navi31-usb   (options after commas)
 
 \b
 Examples:
@@ -40,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "flash": ("tinyhw.cli.flash_cmd:flash", "Read, back up, verify and rewrite a Navi31 board's SPI flash."),
     "pci": ("tinyhw.cli.pci_cmd:pci", "Native PCIe: list, decode config space, peek/poke BARs, bind vfio."),
     "reg": ("tinyhw.cli.reg_cmd:reg", "Registers by name: find, read, write, decode; IP discovery."),
+    "serve": ("tinyhw.cli.serve_cmd:serve", "Serve a device to remote: clients, or to flashrom (serprog)."),
 }
 
 
