@@ -97,25 +97,51 @@ def remote(app: App, device: str | None, socket_path: str | None, listen: str | 
       tinyhw --device remote:ssh://lab1/usb:0 probe
     """
     from tinyhw.remote.secret import default_key_path, default_socket_path, load_secret
-    from tinyhw.serve import audit_stream, make_listener, serve_stdio
+    from tinyhw.serve import audit_stream, make_listener
     from tinyhw.serve.listen import Audit
     from tinyhw.serve.remote import RemoteServer
 
+    if stdio:
+        _serve_stdio(app, device, audit_path, idle_timeout, allow_config_writes)
+        return
     spec = _spec(app, device)
     if sum(bool(x) for x in (socket_path, listen, stdio)) > 1:
         raise Refused("choose one of --socket, --listen and --stdio")
+    if listen:
+        from tinyhw.serve.listen import check_network, parse_listen
+
+        check_network(parse_listen(listen)[0], allow_network)
     audit = Audit(audit_stream(audit_path, stdio))
     secret = load_secret(Path(key) if key else default_key_path()) if listen else None
     server = RemoteServer(spec, audit, secret=secret, idle_timeout=idle_timeout,
                           allow_config_writes=allow_config_writes)
-    if stdio:
-        serve_stdio(server.handle, audit)
-        return
     path = Path(socket_path) if socket_path else default_socket_path()
     listener = make_listener(server.handle, audit, listen=listen, socket_path=path, allow_network=allow_network)
     if allow_network and listen:
         app.log("warning: remote traffic over tcp is authenticated but not encrypted; prefer remote:ssh://")
     _run(app, listener, str(spec), {"auth": "hmac-sha256" if listen else "peer-uid"})
+
+
+def _serve_stdio(app: App, device: str | None, audit_path: str | None, idle_timeout: float,
+                 allow_config_writes: bool) -> None:
+    """One client on stdin/stdout; an error in the device string reaches the client through the protocol."""
+    from tinyhw.errors import TinyhwError
+    from tinyhw.serve import audit_stream, serve_stdio
+    from tinyhw.serve.listen import Audit
+    from tinyhw.serve.remote import RemoteServer
+
+    audit = Audit(audit_stream(audit_path, True))
+    try:
+        spec = _spec(app, device)
+        opener = None
+    except TinyhwError as e:
+        spec, problem = None, e
+
+        def opener(_spec: Any) -> Any:
+            raise problem
+    server = RemoteServer(spec, audit, idle_timeout=idle_timeout, allow_config_writes=allow_config_writes,
+                          **({"opener": opener} if opener else {}))
+    serve_stdio(server.handle, audit)
 
 
 @serve.command("serprog")

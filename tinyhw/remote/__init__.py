@@ -10,7 +10,8 @@ Layer 2: imports only the core. Three ways to reach a server, named by the devic
                                         ``~/.config/tinyhw/remote.key``)
 ``remote:ssh://[user@]host/DEV``        runs ``tinyhw serve remote --stdio --device DEV`` there through
                                         the system ssh (``$TINYHW_SSH``, default ``ssh``); OpenSSH
-                                        authenticates and encrypts
+                                        authenticates and encrypts; options after
+                                        commas belong to DEV (``...,/mock:navi31,strict``)
 =====================================  ===============================================================
 """
 
@@ -36,12 +37,13 @@ __all__ = ["RemoteTransport", "open_remote", "ssh_argv"]
 
 def open_remote(spec: DeviceSpec) -> RemoteTransport:
     """Connect to the server ``spec`` names and complete the handshake (the server opens the device then)."""
-    unknown = [k for k in spec.options if k not in OPTIONS]
-    if unknown:
-        raise BadDeviceString(f"the remote transport does not take option(s) {', '.join(unknown)} (allowed: key)")
     target = spec.target
-    if target.startswith("ssh://"):
-        t = _ssh(target)
+    unknown = [k for k in spec.options if k not in OPTIONS]
+    if unknown and not target.startswith("ssh://"):
+        raise BadDeviceString(f"the remote transport does not take option(s) {', '.join(unknown)} (allowed: key)")
+    if target.startswith("ssh://"):  # options belong to the device on the other machine
+        opts = [k if v is True else f"{k}={v}" for k, v in spec.options.items()]
+        t = _ssh(",".join([target, *opts]))
     elif target == "unix" or target.startswith("unix:"):
         path = target[5:] or str(default_socket_path())
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

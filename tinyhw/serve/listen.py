@@ -60,10 +60,15 @@ def is_loopback(host: str) -> bool:
     return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
 
 
-def tcp_listener(host: str, port: int, *, allow_network: bool) -> socket.socket:
+def check_network(host: str, allow_network: bool) -> None:
+    """Refuse (exit 2) a non-loopback address unless allowed (§12.2 item 1)."""
     if not is_loopback(host) and not allow_network:
         raise Refused(f"{host} is not a loopback address; serving beyond this machine needs --allow-network",
                       hint="prefer remote:ssh://host/DEV, which needs no listening port at all")
+
+
+def tcp_listener(host: str, port: int, *, allow_network: bool) -> socket.socket:
+    check_network(host, allow_network)
     family, _, _, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
