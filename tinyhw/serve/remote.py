@@ -117,7 +117,7 @@ class RemoteServer:
         except BaseException:
             opened.close()
             raise
-        self.audit(name, f"authenticated; opened {self.spec} ({opened.transport.identity().location})")
+        self.audit(name, f"authenticated; opened {self.spec} ({doc['identity']['location']})")
         return opened
 
     def _loop(self, ch: Channel, name: str, opened: Opened) -> str:
