@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,6 +34,13 @@ class Served:
     audit: Audit
     address: str
     opened: list[Opened] = field(default_factory=list)
+
+    def wait_released(self, timeout: float = 30.0) -> None:
+        """Wait until every connection that opened the device has released it (a peer that just went away)."""
+        deadline = time.monotonic() + timeout
+        while sum("device released" in line for line in self.audit.lines) < len(self.opened):
+            assert time.monotonic() < deadline, "the server did not release the device"
+            time.sleep(0.02)
 
     def device(self, extra: str = "") -> str:
         a = self.address

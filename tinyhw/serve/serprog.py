@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+import threading
 from collections import Counter
 from collections.abc import Callable
 
@@ -104,8 +105,19 @@ class SerprogServer:
         self.audit = audit
         self.idle_timeout = idle_timeout
         self.opener = opener
+        #: one flashrom at a time: a connection waits until the previous one has released the device
+        self._session = threading.Lock()
 
     def handle(self, ch: Channel, name: str) -> None:
+        if not self._session.acquire(timeout=self.idle_timeout):
+            self.audit(name, "gave up waiting for the previous connection to end")
+            return
+        try:
+            self._handle(ch, name)
+        finally:
+            self._session.release()
+
+    def _handle(self, ch: Channel, name: str) -> None:
         try:
             opened = self.opener(self.spec)
         except TinyhwError as e:
