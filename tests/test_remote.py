@@ -162,3 +162,36 @@ def test_ssh_runs_the_stdio_server(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert bad.code == 2 and "remote: bad device string" in bad.err
     log = Path(os.environ["XDG_STATE_HOME"]) / "tinyhw" / "serve-audit.log"
     assert "connect over stdio" in log.read_text()  # the stdio server audits to a file, not the ssh stream
+
+
+def test_ipv6_loopback_and_the_batching_ability(tmp_path: Path) -> None:
+    from tinyhw.transport.batch import Batching
+
+    with served(mockdev(tmp_path), listen="[::1]:0", secret=b"k" * 32) as s:
+        key = tmp_path / "k.key"
+        key.write_bytes(b"k" * 32)
+        key.chmod(0o600)
+        assert s.address.startswith("[::1]:")
+        with open_device(s.device(f",key={key}")) as o:
+            assert isinstance(o.transport, Batching)
+            assert o.transport.identity().device_id == 0x744C
+    with open_device(mockdev(tmp_path)) as o:
+        assert not isinstance(o.transport, Batching)  # local transports keep the driver's plain path
+
+
+def test_unix_peer_of_another_user_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinyhw.serve import listen
+
+    monkeypatch.setattr(listen, "peer_uid", lambda _sock: os.geteuid() + 1)
+    with served(mockdev(tmp_path)) as s:
+        r = run("--device", s.device(), "probe")
+        assert r.code == 1 and "closed" in r.err
+        assert s.server.opened_count == 0
+        assert any("refused unix peer uid" in line for line in s.audit.lines)
+
+
+def test_socket_is_private(tmp_path: Path) -> None:
+    with served(mockdev(tmp_path)) as s:
+        st = os.stat(s.address)
+        assert st.st_mode & 0o777 == 0o600
+        assert os.stat(Path(s.address).parent).st_mode & 0o777 == 0o700

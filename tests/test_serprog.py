@@ -104,3 +104,34 @@ def test_protocol_against_the_emulated_board(tmp_path: Path) -> None:
         clock = sv.opened[0].transport.clock
         assert clock.virtual and clock.now() >= 2.0
     assert any("refused spi operation" in line for line in sv.audit.lines)
+
+
+def test_pty_mode(tmp_path: Path) -> None:
+    """`serve serprog --pty`: flashrom's dev=/dev/pts/N path speaks the same protocol (a Python client here)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import tty
+
+    p = subprocess.Popen([sys.executable, "-m", "tinyhw", "--json", "serve", "serprog", "--device", mockdev(tmp_path),
+                          "--pty", "--idle-timeout", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        doc = json.loads(p.stdout.readline())
+        assert doc["flashrom"] == f"flashrom -p serprog:dev={doc['address']}:115200"
+        fd = os.open(doc["address"], os.O_RDWR | os.O_NOCTTY)
+        tty.setraw(fd)
+        try:
+            os.write(fd, b"\x13" + (1).to_bytes(3, "little") + (3).to_bytes(3, "little") + b"\x9f")
+            got = b""
+            while len(got) < 4:
+                got += os.read(fd, 4 - len(got))
+            assert got == S.ACK + bytes([0xC8, 0x60, 0x15])
+        finally:
+            os.close(fd)
+        assert p.wait(timeout=30) == 0  # idle for 3 s: the device is released and the server ends
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -127,7 +127,9 @@ class Listener:
     @property
     def address(self) -> str:
         name = self.sock.getsockname()
-        return name if isinstance(name, str) else f"{name[0]}:{name[1]}"
+        if isinstance(name, str):
+            return name
+        return f"[{name[0]}]:{name[1]}" if ":" in name[0] else f"{name[0]}:{name[1]}"
 
     def serve_forever(self) -> None:
         try:
