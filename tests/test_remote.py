@@ -195,3 +195,36 @@ def test_socket_is_private(tmp_path: Path) -> None:
         st = os.stat(s.address)
         assert st.st_mode & 0o777 == 0o600
         assert os.stat(Path(s.address).parent).st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("cmd", [["serve"], ["serve", "remote"], ["serve", "serprog"], ["serve", "keygen"]])
+def test_serve_help_has_an_example(cmd: list[str]) -> None:
+    r = run(*cmd, "--help")
+    assert r.code == 0 and "Example" in r.out
+
+
+def test_serve_remote_cli_runs_until_sigterm(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import tempfile
+
+    sock = Path(tempfile.mkdtemp(prefix="thw", dir="/tmp")) / "run" / "s.sock"
+    p = subprocess.Popen([sys.executable, "-m", "tinyhw", "--json", "serve", "remote", "--device", mockdev(tmp_path),
+                          "--socket", str(sock), "--audit", str(tmp_path / "audit.log")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        doc = json.loads(p.stdout.readline())
+        assert doc == {"serving": mockdev(tmp_path), "address": str(sock), "auth": "peer-uid"}
+        r = run("--device", f"remote:unix:{sock}", "--json", "reg", "read", "smuio.ROM_CNTL")
+        assert r.code == 0, r.err
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=20) == 0
+        log = (tmp_path / "audit.log").read_text()
+        assert "connect from unix uid" in log and "device released (client said bye)" in log
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    no_device = run("serve", "remote")
+    assert no_device.code == 2 and "explicit device" in no_device.err

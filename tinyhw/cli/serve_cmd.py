@@ -21,7 +21,15 @@ from tinyhw.errors import Refused
 
 @click.group()
 def serve() -> None:
-    """Serve a device to other programs: remote: clients, or flashrom as a serprog programmer."""
+    """Serve a device to other programs: remote: clients, or flashrom as a serprog programmer.
+    A server opens the device (with its lock) for each connection and releases it afterwards.
+
+    \b
+    Examples:
+      tinyhw serve remote --device usb:0
+      tinyhw --device remote:ssh://lab1/usb:0 flash info
+      tinyhw serve serprog --device mock:navi31 --listen 127.0.0.1:7789
+    """
 
 
 def _spec(app: App, device: str | None) -> Any:

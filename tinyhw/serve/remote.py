@@ -75,7 +75,11 @@ class RemoteServer:
             self._guarded.pop(name, None)
             if opened is not None:
                 stats = _safe_stats(opened)
+                uncovered = _safe_notes(opened)
                 opened.close()
+                if uncovered:
+                    self.audit(name, f"the emulated board does not model {len(uncovered)} access(es), first: "
+                                     f"{uncovered[0]}")
                 self.audit(name, f"device released ({reason}); counters {json.dumps(stats, sort_keys=True)}")
             bye = self._bye.pop(name, None)
             if bye is not None:  # answered once the device is released, so the client may reopen it at once
@@ -224,3 +228,10 @@ def _safe_stats(opened: Opened) -> dict[str, Any]:
         return opened.stats()
     except TinyhwError:
         return {}
+
+
+def _safe_notes(opened: Opened) -> list[str]:
+    try:
+        return list(opened.notes())
+    except TinyhwError:
+        return []
