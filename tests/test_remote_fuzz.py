@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import threading
 import time
 
 from hypothesis import HealthCheck, given, settings
@@ -181,3 +182,47 @@ def test_huge_length_is_refused_before_reading_and_truncated_frames_end_cleanly(
             s.sendall(frame[:cut])
             s.close()
         _still_serves(sv)
+
+
+def _fake_server(hello: bytes, reply: bytes | None) -> tuple[socket.socket, threading.Thread]:
+    """One end of a socket pair acting as a server: sends ``hello``, reads the client's, sends ``reply``."""
+    a, b = socket.socketpair()
+
+    def serve() -> None:
+        try:
+            b.sendall(hello)
+            _recv(b, P.CLIENT_HELLO.size)
+            if reply is not None:
+                b.sendall(reply)
+        except OSError:
+            pass  # the client hung up first
+        finally:
+            b.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return a, t
+
+
+def test_client_refuses_a_server_without_the_key_or_magic(tmp_path) -> None:  # noqa: ANN001
+    import json
+
+    import pytest
+
+    from tinyhw.remote.channel import SocketChannel
+    from tinyhw.remote.client import RemoteTransport
+
+    doc = {"server_mac": "00" * 32, "identity": {}, "bars": [], "info": {"emulated": True}, "clock": 0.0,
+           "clock_virtual": True}
+    body = json.dumps(doc).encode()
+    hello = P.HELLO.pack(P.MAGIC, P.VERSION, P.AUTH_HMAC, 0, os.urandom(32))
+    sock, t = _fake_server(hello, P.REPLY.pack(0, 0, 0, len(body), 0.0) + body)
+    client = RemoteTransport(SocketChannel(sock, "fake"), where="fake", secret_loader=lambda: b"s" * 32)
+    with pytest.raises(P.ProtocolError, match="could not prove that it holds the key"):
+        client.connect()
+    sock.close()
+    t.join(5)
+    sock, t = _fake_server(b"SSH-2.0-OpenSSH_9.2p1 Debian\r\n" + bytes(P.HELLO.size), None)
+    with pytest.raises(P.ProtocolError, match="is not a tinyhw remote server"):
+        RemoteTransport(SocketChannel(sock, "fake"), where="fake").connect()
+    sock.close()

@@ -10,6 +10,8 @@ mean on the device's own machine.
 
 from __future__ import annotations
 
+import hmac
+import json
 import os
 import time
 from collections.abc import Sequence
@@ -104,14 +106,10 @@ class RemoteTransport(Transport):
             secret = self._secret_loader()
         mac = P.client_mac(secret, snonce, cnonce) if secret is not None else bytes(32)
         ch.sendall(P.CLIENT_HELLO.pack(P.MAGIC, P.VERSION, 0, cnonce, mac))
-        import json
-
         doc = json.loads(self._reply(0, HANDSHAKE_TIMEOUT)[1].decode())
-        if secret is not None:
-            import hmac
-
-            if not hmac.compare_digest(bytes.fromhex(doc.get("server_mac", "")), P.server_mac(secret, snonce, cnonce)):
-                raise P.ProtocolError(f"{self.where} could not prove that it holds the key")
+        if secret is not None and not hmac.compare_digest(_unhex(doc.get("server_mac")),
+                                                          P.server_mac(secret, snonce, cnonce)):
+            raise P.ProtocolError(f"{self.where} could not prove that it holds the key")
         self.description = doc
         self.emulated = bool(doc["info"]["emulated"])
         self.clock = RemoteClock(bool(doc["clock_virtual"]), self)
@@ -201,8 +199,6 @@ class RemoteTransport(Transport):
 
     def server_stats(self) -> dict[str, Any]:
         """The server's counters for this connection (its transport to the device)."""
-        import json
-
         self.flush()
         return json.loads(self.request(P.OP_STATS).decode())
 
@@ -242,6 +238,13 @@ class RemoteTransport(Transport):
                 self.request(P.OP_BYE)
         finally:
             self.channel.close()
+
+
+def _unhex(text: object) -> bytes:
+    try:
+        return bytes.fromhex(str(text))
+    except ValueError:
+        return b""
 
 
 class _RemoteRegion(BarRegion):
