@@ -228,3 +228,22 @@ def test_serve_remote_cli_runs_until_sigterm(tmp_path: Path) -> None:
             p.wait()
     no_device = run("serve", "remote")
     assert no_device.code == 2 and "explicit device" in no_device.err
+
+
+def test_ctrl_c_while_waiting_keeps_the_stream_in_step(tmp_path: Path) -> None:
+    with served(mockdev(tmp_path)) as s, open_device(s.device()) as o:
+        t = o.transport
+        real = t.channel.recv_exact
+        calls = {"n": 0}
+
+        def interrupted_once(n: int, timeout: float | None) -> bytes:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise KeyboardInterrupt
+            return real(n, timeout)
+
+        t.channel.recv_exact = interrupted_once  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            t.config_read(0)
+        assert t.config_read(0) == 0x744C1002  # the late answer was taken; the next one is its own
+        assert not t._broken  # noqa: SLF001

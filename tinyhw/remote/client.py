@@ -145,9 +145,22 @@ class RemoteTransport(Transport):
             if not e.message.startswith("remote:"):  # the channel failed, not the device
                 self._broken = True
             raise
+        except BaseException:  # Ctrl-C while waiting: take the answer, so that what follows (restoring
+            self._resync()     # the engine's controls, say) still reaches the device in order
+            raise
         if isinstance(self.clock, RemoteClock):
             self.clock.update(now)
         return data
+
+    def _resync(self) -> None:
+        try:
+            now, _ = self._reply(self._seq, 10.0)
+            if isinstance(self.clock, RemoteClock):
+                self.clock.update(now)
+        except TinyhwError as e:
+            self._broken = self._broken or not e.message.startswith("remote:")
+        except BaseException:
+            self._broken = True
 
     # -- batching (the Batching ability) -----------------------------------------------------------------------
     def submit(self, ops: Sequence[Op]) -> _Ticket:

@@ -71,6 +71,8 @@ class RemoteServer:
             reason = "timed out waiting for the peer"
         except TinyhwError as e:
             reason = f"error: {e.message}"
+        except Exception as e:  # a bug must end this connection, never the server
+            reason = f"internal error: {type(e).__name__}: {e}"
         finally:
             self._guarded.pop(name, None)
             if opened is not None:

@@ -136,6 +136,8 @@ class SerprogServer:
             reason = "idle or stalled peer"
         except TinyhwError as e:
             reason = f"error: {e.message}"
+        except Exception as e:  # a bug must end this connection, never the server
+            reason = f"internal error: {type(e).__name__}: {e}"
         finally:
             opened.close()
             self.audit(name, f"device released ({reason}); operations {dict(counts)}")
