@@ -135,3 +135,10 @@ def test_pty_mode(tmp_path: Path) -> None:
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_serprog_listens_on_loopback_only() -> None:
+    from tests.clihelp import run
+
+    r = run("serve", "serprog", "--device", "mock:navi31", "--listen", "192.0.2.1:0")
+    assert r.code == 2 and "not a loopback address" in r.err
