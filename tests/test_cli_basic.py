@@ -29,10 +29,15 @@ def test_malformed_device_string() -> None:
     assert "accepted forms" in r.err and r.no_result
 
 
-def test_transport_not_delivered_yet() -> None:
-    r = run("--device", "remote:127.0.0.1:7788", "--json", "probe")
+def test_remote_without_a_server_is_exit_3() -> None:
+    import socket
+
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = run("--device", f"remote:127.0.0.1:{port}", "--json", "probe")
     assert r.code == 3
-    assert "not available yet" in r.err and "Traceback" not in r.err and r.no_result
+    assert "cannot connect to remote" in r.err and "Traceback" not in r.err and r.no_result
 
 
 @pytest.mark.parametrize("dev", ["pci:0000:ee:1f.7", "vfio:0000:ee:1f.7"])

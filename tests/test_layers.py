@@ -14,6 +14,7 @@ LAYER = {
     "errors": 1, "transport": 1, "regs": 1, "formats": 1, "progress": 1, "boards": 1,
     "pci": 2, "usb": 2, "remote": 2, "mocks": 2, "connect": 2.5,
     "flash": 3, "firmware": 3, "probe": 3, "bench": 3, "boot": 3, "prof": 3, "kernels": 3,
+    "serve": 3.5,
     "cli": 4,
 }
 FRONT_END_ONLY = {"click", "rich"}

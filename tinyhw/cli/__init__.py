@@ -19,7 +19,8 @@ from tinyhw.errors import TinyhwError
 EPILOG = """\b
 Devices (--device, or TINYHW_DEVICE):
   pci:0000:03:00.0   vfio:0000:03:00.0   usb  usb:N  usb:BUS-ADDR
-  remote:HOST:PORT   mock:navi31   mock:navi31-usb   mock:ad102   (options after commas)
+  remote:unix[:PATH]   remote:HOST:PORT   remote:ssh://[user@]host/DEV
+  mock:navi31   mock:navi31-usb   mock:ad102   (options after commas)
   cuda:N             (bench copy and kernels run only)
 
 \b
@@ -44,6 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("tinyhw.cli.bench_cmd:bench", "Measure copy bandwidth host<->device against the link limit."),
     "prof": ("tinyhw.cli.prof_cmd:prof", "Decode AMD SQ thread traces and performance counters (tinygrad)."),
     "kernels": ("tinyhw.cli.kernels_cmd:kernels", "Probe kernels: list, build (gfx, sm_90, cpu), run (cpu, cuda:N)."),
+    "serve": ("tinyhw.cli.serve_cmd:serve", "Serve a device to remote: clients, or to flashrom (serprog)."),
 }
 
 

@@ -28,9 +28,7 @@ from tinyhw.transport.devstr import DeviceSpec, parse_device
 if TYPE_CHECKING:
     from tinyhw.mocks.options import MockOptions
 
-NOT_YET = {
-    "remote": "the remote transport (remote:) is not available yet in this version of tinyhw",
-}
+NOT_YET: dict[str, str] = {}
 EMULATED_HINT = "try the emulated board: --device mock:navi31 or --device mock:navi31-usb"
 
 
@@ -94,6 +92,12 @@ def open_device(spec: DeviceSpec | str, register: Callable[[Opened], None] | Non
         return _open_mock_usb(spec, options, register)
     if spec.kind in ("pci", "vfio"):
         return _open_native(spec, register)
+    if spec.kind == "remote":
+        from tinyhw.remote import open_remote
+
+        opened = Opened(open_remote(spec), spec)
+        register(opened)
+        return opened
     if spec.kind == "usb":
         _no_options(spec)
         from tinyhw.usb.transport import UsbTransport

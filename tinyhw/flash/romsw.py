@@ -12,6 +12,10 @@ step 3), with the seed's paired reads as the fallback (``chain=False``), because
 Steady state per transaction: write COMMAND, write STATUS = 0, write CNTL (start), then one read of
 STATUS (+ window). Before that read the driver waits on the transport clock for the SPI time it has
 learned (§i.2 step 4), so the first poll normally finds DONE.
+
+On a transport with the batching ability (``remote:``, issue 16) the same transactions are queued
+instead: DONE is polled on the device's side (a Poll32 operation) and chained reads travel
+:data:`BATCH_READS` at a time, so a 4 KiB read costs half a network round trip.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from types import TracebackType
 from tinyhw.errors import OperationFailed, TinyhwError
 from tinyhw.regs import Asic
 from tinyhw.transport.base import Transport
+from tinyhw.transport.batch import Batching, Op, Poll32, R, Ticket
 from tinyhw.transport.wait import poll
 
 #: SMU GPIO pads 7..10 (the SPI pins, inferred), released for ROM_SW use (§a.3, §b.2 step 2).
@@ -37,6 +42,10 @@ DEFAULT_PRESCALE = 8
 #: Seed's wait for DONE: 2 s (§b.2 step 11); polls between the first check and the timeout.
 DONE_TIMEOUT = 2.0
 DONE_INTERVAL = 10e-6
+#: Reads sent in one message on a batching transport (remote:): 32 x 256 bytes = 8 KiB per round trip.
+BATCH_READS = 32
+DONE_WHAT = "the rom_sw transaction to finish"
+DONE_HINT = f"the engine may be gated (rom_sw_status 0x{GATED_STATUS:08x} means gated); power-cycle the board"
 
 _CONTROLS = ("SMU_GPIOPAD_MASK", "SMU_GPIOPAD_A", "SMU_GPIOPAD_EN", "PAGE_MIRROR_CNTL", "ROM_CNTL")
 #: Restore order of §b.2 step 13: ROM_CNTL, PAGE_MIRROR_CNTL, A, EN, MASK.
@@ -91,6 +100,9 @@ class RomSw:
         self._fired_bytes = 1
         #: learned time from start to DONE per transaction length in bytes: the wait before the first poll
         self._lead: dict[int, float] = {}
+        #: a transport that sends queued accesses together (remote:): DONE is polled on the device side and
+        #: reads travel in groups (issue 16 item 2); None: every access as it comes (the seed's order)
+        self._batch = transport if isinstance(transport, Batching) else None
 
     # -- session -------------------------------------------------------------------------------------------
     def open(self) -> RomSw:
@@ -171,6 +183,9 @@ class RomSw:
 
     def _finish(self, window: int) -> bytes:
         """Wait for DONE; return the first ``window`` bytes of the data window (rounded up to dwords)."""
+        if self._batch is not None:
+            ticket = self._batch.submit(self._finish_ops(window))
+            return ticket.get()[-1] if window else b""  # without data nothing needs the answer yet
         clock = self.clock
         lead = self._lead.get(self._fired_bytes, 0.0) - (clock.now() - self._fired_at)
         if lead > 0:
@@ -193,12 +208,21 @@ class RomSw:
             return self.bar.read32(self._status)
 
         poll(clock, probe, lambda v: bool(v & done), timeout=DONE_TIMEOUT, interval=DONE_INTERVAL,
-             what="the rom_sw transaction to finish",
-             hint=f"the engine may be gated (rom_sw_status 0x{GATED_STATUS:08x} means gated); power-cycle the board")
+             what=DONE_WHAT, hint=DONE_HINT)
         if missed or probes > 1:  # learn the SPI time, so that the next first poll finds DONE (§i.2 step 4)
             took = asked - self._fired_at  # the successful poll was sent then: start the next first poll there
             self._lead[self._fired_bytes] = max(self._lead.get(self._fired_bytes, 0.0), took)
         return self.bar.read(self._data, n) if n else b""
+
+    def _finish_ops(self, window: int) -> list[Op]:
+        """The device-side form of :meth:`_finish`: poll DONE there, then read the window (batching transports)."""
+        bar = self.bar.info.index
+        ops: list[Op] = [Poll32(bar, self._status, self._done, self._done, DONE_TIMEOUT, DONE_INTERVAL,
+                                DONE_WHAT, DONE_HINT)]
+        n = (window + 3) & ~3
+        if n:
+            ops.append(R(bar, self._data, n))
+        return ops
 
     def transmit(self, opcode: int, address: int | None = None, data: bytes = b"") -> None:
         """One TX transaction: opcode, optional 24-bit address, then ``data`` (0..256 bytes, §b.2 step 8)."""
@@ -225,6 +249,9 @@ class RomSw:
             for req in requests:
                 yield self.receive(req.opcode, req.count, req.address)
             return
+        if self._batch is not None:
+            yield from self._stream_batched(requests)
+            return
         prev: Rx | None = None
         for req in requests:
             self._fire(req.opcode, req.address, req.count, rx=True)
@@ -235,6 +262,27 @@ class RomSw:
         if prev is not None:
             self._fire(prev.opcode, prev.address, prev.count, rx=True)  # the tail: shows the last request
             yield self._finish(prev.count)[:prev.count]
+
+    def _stream_batched(self, requests: Iterable[Rx]) -> Iterator[bytes]:
+        """Chained reads on a batching transport: BATCH_READS transactions per message (one round trip)."""
+        assert self._batch is not None
+        pending: list[tuple[Ticket, int]] = []
+        prev: Rx | None = None
+        for req in requests:
+            self._fire(req.opcode, req.address, req.count, rx=True)
+            ticket = self._batch.submit(self._finish_ops(prev.count if prev else 0))
+            if prev is not None:
+                pending.append((ticket, prev.count))
+            if len(pending) >= BATCH_READS:
+                for t, count in pending:
+                    yield t.get()[-1][:count]
+                pending = []
+            prev = req
+        if prev is not None:
+            self._fire(prev.opcode, prev.address, prev.count, rx=True)  # the tail: shows the last request
+            pending.append((self._batch.submit(self._finish_ops(prev.count)), prev.count))
+        for t, count in pending:
+            yield t.get()[-1][:count]
 
     def poll_register(self, opcode: int, done: Callable[[int], bool], *, first_wait: float, interval: float,
                       timeout: float, what: str, hint: str | None = None) -> int:

@@ -2,12 +2,17 @@
 
 A feature that needs one asks with :func:`tinyhw.transport.base.require`, which returns the
 transport or raises a clear "the X transport cannot ..." error, so no feature tests a transport's
-class or reaches into its internals.
+class or reaches into its internals. :class:`Batching` (queued accesses sent together, the
+``remote:`` transport) lives with its operations in :mod:`tinyhw.transport.batch`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
+
+from tinyhw.transport.batch import Batching
+
+__all__ = ["Batching", "DmaBuffers", "Interrupts", "Resettable"]
 
 
 @runtime_checkable

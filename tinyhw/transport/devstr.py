@@ -4,7 +4,9 @@
 ``pci:0000:03:00.0`` (or bare address)  native PCIe through sysfs resource files
 ``vfio:0000:03:00.0``                   native PCIe through VFIO
 ``usb``, ``usb:N``, ``usb:BUS-ADDR``    the ASM24 bridge with the custom firmware
-``remote:HOST:PORT``                    a tinyhw server on another machine
+``remote:HOST:PORT``                    a ``tinyhw serve remote`` over TCP (HMAC key)
+``remote:unix[:PATH]``                  the same over a Unix socket (peer uid checked)
+``remote:ssh://[user@]host/DEV``        the same over ssh (the server runs on stdio there)
 ``mock:navi31``                         emulated Navi31 attached directly
 ``mock:navi31-usb``                     the same board behind an emulated ASM24 bridge
 ``mock:ad102``                          emulated NVIDIA Ada board attached directly
@@ -24,7 +26,8 @@ from tinyhw.errors import BadDeviceString
 
 ACCEPTED_FORMS = (
     "pci:DDDD:BB:DD.F (or a bare BB:DD.F), vfio:DDDD:BB:DD.F, usb, usb:N, usb:BUS-ADDR, "
-    "remote:HOST:PORT, mock:navi31, mock:navi31-usb, mock:ad102, cuda:N (bench copy and kernels run only); "
+    "remote:HOST:PORT, remote:unix[:PATH], remote:ssh://[user@]host/DEV, "
+    "mock:navi31, mock:navi31-usb, mock:ad102, cuda:N (bench copy and kernels run only); "
     "options after commas (e.g. mock:navi31,strict)"
 )
 
@@ -40,7 +43,8 @@ class DeviceSpec:
 
     ``kind`` is one of pci, vfio, usb, remote, mock, cuda. ``target`` is the canonical
     address: a full BDF for pci/vfio; for usb ``""`` (any), ``"N"`` (index) or
-    ``"BUS-ADDR"``; ``"HOST:PORT"`` for remote; the board name for mock; the ordinal ``"N"`` for cuda.
+    ``"BUS-ADDR"``; ``"HOST:PORT"``, ``"unix[:PATH]"`` or ``"ssh://[user@]host/DEV"`` for remote;
+    the board name for mock; the ordinal ``"N"`` for cuda.
     """
 
     kind: str
@@ -111,10 +115,7 @@ def parse_device(text: str) -> DeviceSpec:
             return DeviceSpec("usb", f"{bus}-{addr}", options, raw)
         raise _bad(raw, "usb takes an index (usb:0) or a bus-address pair (usb:2-7)")
     if kind == "remote":
-        host, sep, port = rest.rpartition(":")
-        if not colon or not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise _bad(raw, "remote needs HOST:PORT, e.g. remote:127.0.0.1:7788")
-        return DeviceSpec("remote", f"{host}:{int(port)}", options, raw)
+        return DeviceSpec("remote", _remote_target(rest if colon else "", raw), options, raw)
     if kind == "mock":
         board = rest.lower()
         if board not in MOCK_BOARDS:
@@ -127,3 +128,18 @@ def parse_device(text: str) -> DeviceSpec:
     if _BDF.match(head):
         return DeviceSpec("pci", normalize_bdf(head, raw), options, raw)
     raise _bad(raw, f"unknown transport {kind!r}")
+
+
+def _remote_target(rest: str, raw: str) -> str:
+    """``HOST:PORT`` (``[v6]:PORT``), ``unix``, ``unix:PATH`` or ``ssh://[user@]host/DEV``."""
+    if rest.startswith("ssh://"):
+        host, slash, dev = rest[6:].partition("/")
+        if not host or not slash or not dev or any(c.isspace() for c in rest):
+            raise _bad(raw, "remote over ssh needs ssh://[user@]host/DEVICE, e.g. remote:ssh://lab1/usb:0")
+        return rest
+    if rest == "unix" or rest.startswith("unix:"):
+        return rest if rest != "unix:" else "unix"
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise _bad(raw, "remote needs HOST:PORT, unix[:PATH] or ssh://[user@]host/DEV, e.g. remote:127.0.0.1:7788")
+    return f"{host}:{int(port)}"

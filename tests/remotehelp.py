@@ -1,0 +1,78 @@
+"""Helpers for the remote and serprog tests: a server in a thread on a short Unix path or loopback TCP."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tinyhw.connect import Opened, open_device
+from tinyhw.serve import make_listener
+from tinyhw.serve.listen import Audit, Listener
+from tinyhw.serve.remote import RemoteServer
+from tinyhw.transport.devstr import DeviceSpec, parse_device
+
+
+class _Sink:
+    def write(self, _s: str) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
+@dataclass
+class Served:
+    server: Any
+    listener: Listener
+    audit: Audit
+    address: str
+    opened: list[Opened] = field(default_factory=list)
+
+    def wait_released(self, timeout: float = 30.0) -> None:
+        """Wait until every connection that opened the device has released it (a peer that just went away)."""
+        deadline = time.monotonic() + timeout
+        while sum("device released" in line for line in self.audit.lines) < len(self.opened):
+            assert time.monotonic() < deadline, "the server did not release the device"
+            time.sleep(0.02)
+
+    def device(self, extra: str = "") -> str:
+        a = self.address
+        return (f"remote:unix:{a}" if a.startswith("/") else f"remote:{a}") + extra
+
+
+@contextmanager
+def served(device: str = "mock:navi31", *, listen: str | None = None, kind: str = "remote",
+           **kwargs: Any) -> Iterator[Served]:
+    """A server for ``device`` in a thread; the Unix socket lives in a short temporary directory."""
+    audit = Audit(_Sink())  # type: ignore[arg-type]
+    opened: list[Opened] = []
+
+    def opener(spec: DeviceSpec) -> Opened:
+        o = open_device(spec)
+        opened.append(o)
+        return o
+
+    if kind == "remote":
+        server: Any = RemoteServer(parse_device(device), audit, opener=opener, **kwargs)
+    else:
+        from tinyhw.serve.serprog import SerprogServer
+
+        server = SerprogServer(parse_device(device), audit, opener=opener, **kwargs)
+    tmp = Path(tempfile.mkdtemp(prefix="thw", dir="/tmp"))
+    listener = make_listener(server.handle, audit, listen=listen, socket_path=tmp / "rt" / "s.sock",
+                             allow_network=False)
+    thread = threading.Thread(target=listener.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Served(server, listener, audit, listener.address, opened)
+    finally:
+        listener.stop(10)
+        thread.join(10)
+        shutil.rmtree(tmp, ignore_errors=True)

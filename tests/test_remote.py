@@ -1,0 +1,249 @@
+"""The remote: transport end to end against `tinyhw serve remote` in a thread (issue 16 items 1-2).
+
+Every command works unchanged through remote: (probe, reg, flash read/dump/write), a flash read costs
+at most 2 network round trips per 4 KiB, TCP needs the key (HMAC), the device lock is the local one,
+server errors come back as the same exit codes, and remote:ssh:// runs the stdio server through
+$TINYHW_SSH (a fake ssh here that runs the command locally).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.clihelp import run
+from tests.flashhelp import dev as mockdev
+from tests.remotehelp import served
+from tinyhw.connect import open_device
+from tinyhw.errors import DeviceLocked, Disconnected, Refused
+from tinyhw.remote.secret import load_secret, write_secret
+
+
+def _probe_without_transport(doc: dict) -> dict:
+    return {k: v for k, v in doc.items() if k not in ("transport", "emulated", "location", "bridge")}
+
+
+def test_probe_and_reg_read_work_unchanged(tmp_path: Path) -> None:
+    local = run("--device", mockdev(tmp_path), "--json", "probe")
+    assert local.code == 0, local.err
+    with served(mockdev(tmp_path)) as s:
+        r = run("--device", s.device(), "--json", "probe")
+        assert r.code == 0, r.err
+        doc = json.loads(r.out)
+        assert doc["transport"] == "remote" and doc["emulated"] is True
+        assert _probe_without_transport(doc) == _probe_without_transport(json.loads(local.out))
+        reg = run("--device", s.device(), "--json", "reg", "read", "smuio.ROM_CNTL")
+        assert reg.code == 0, reg.err
+    lreg = run("--device", mockdev(tmp_path), "--json", "reg", "read", "smuio.ROM_CNTL")
+    assert json.loads(reg.out) == json.loads(lreg.out)
+
+
+def test_flash_read_is_at_most_two_round_trips_per_4k(tmp_path: Path) -> None:
+    size = 256 * 1024
+    local = tmp_path / "local.bin"
+    assert run("--device", mockdev(tmp_path), "flash", "read", "0", str(size), "-o", str(local)).code == 0
+    with served(mockdev(tmp_path)) as s:
+        out = tmp_path / "remote.bin"
+        r = run("--device", s.device(), "--stats", "flash", "read", "0", str(size), "-o", str(out))
+        assert r.code == 0, r.err
+    assert out.read_bytes() == local.read_bytes()
+    trips = r.stats["round_trips"]
+    assert trips <= 2 * size // 4096, trips
+    assert r.stats["modelled_s"] > 0  # the server's virtual clock, reported with every reply
+
+
+def test_flash_write_through_remote(tmp_path: Path) -> None:
+    from tinyhw.mocks.ifwi_image import build_image
+
+    image = bytearray(build_image())
+    image[0x1F0000:0x1F0010] = b"remote-write-ok!"
+    path = tmp_path / "new.bin"
+    path.write_bytes(image)
+    with served(mockdev(tmp_path)) as s:
+        r = run("--device", s.device(), "flash", "write", str(path), "--no-backup", "--yes")
+        assert r.code == 0, r.err
+        v = run("--device", s.device(), "--json", "flash", "verify", str(path))
+        assert v.code == 0, v.err
+    assert (tmp_path / "flash.bin").read_bytes() == bytes(image)
+
+
+def test_tcp_needs_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = tmp_path / "k" / "remote.key"
+    r = run("serve", "keygen", "--out", str(key))
+    assert r.code == 0 and oct(key.stat().st_mode & 0o777) == "0o600"
+    assert run("serve", "keygen", "--out", str(key)).code == 2  # never overwritten silently
+    other = write_secret(tmp_path / "other.key")
+    with served(mockdev(tmp_path), listen="127.0.0.1:0", secret=load_secret(key)) as s:
+        ok = run("--device", s.device(f",key={key}"), "--json", "probe")
+        assert ok.code == 0, ok.err
+        bad = run("--device", s.device(f",key={other}"), "probe")
+        assert bad.code == 2 and "authentication failed" in bad.err
+        monkeypatch.setenv("TINYHW_REMOTE_KEY", str(tmp_path / "missing.key"))
+        missing = run("--device", s.device(), "probe")
+        assert missing.code == 3 and "serve keygen" in missing.err
+        assert s.server.opened_count == 1  # failed authentication never opened the device
+        assert any("authentication failed" in line for line in s.audit.lines)
+    os.chmod(key, 0o644)
+    with pytest.raises(Refused, match="must be private"):
+        load_secret(key)
+
+
+def test_non_loopback_listen_needs_allow_network() -> None:
+    r = run("serve", "remote", "--device", "mock:navi31", "--listen", "192.0.2.1:0")
+    assert r.code == 2 and "--allow-network" in r.err
+
+
+def test_one_client_at_a_time_with_the_local_lock(tmp_path: Path) -> None:
+    with served(mockdev(tmp_path)) as s:
+        a = open_device(s.device())
+        try:
+            with pytest.raises(DeviceLocked, match="remote: device .* is in use"):
+                open_device(s.device())
+            local = run("--device", mockdev(tmp_path), "probe")
+            assert local.code == 3 and "in use" in local.err
+        finally:
+            a.close()
+        b = open_device(s.device())  # released on disconnect
+        b.close()
+
+
+def test_server_errors_keep_their_exit_code(tmp_path: Path) -> None:
+    with served(mockdev(tmp_path, extra="faults=timeout@40")) as s:
+        r = run("--device", s.device(), "flash", "info")
+    assert r.code == 1 and "remote: register access 40" in r.err and "timed out" in r.err
+
+
+def test_config_writes_to_bars_are_refused(tmp_path: Path) -> None:
+    with served(mockdev(tmp_path)) as s, open_device(s.device()) as o:
+        t = o.transport
+        t.config_write(0x10, 4, 0xFFFFFFFF)
+        with pytest.raises(Refused, match="bar registers"):
+            t.config_read(0x00)  # the queued write is refused when the batch is sent
+        assert t.config_read(0x00) & 0xFFFF == 0x1002  # the connection goes on
+
+
+def test_idle_connections_are_closed(tmp_path: Path) -> None:
+    with served(mockdev(tmp_path), idle_timeout=0.3) as s:
+        o = open_device(s.device())
+        time.sleep(1.0)
+        with pytest.raises(Disconnected):
+            o.transport.config_read(0)
+        o.transport._broken = True  # noqa: SLF001 - the connection is gone; close only the socket
+        o.close()
+        deadline = time.monotonic() + 5
+        while not any("idle for 0.3 s" in line for line in s.audit.lines) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert any("idle for 0.3 s" in line for line in s.audit.lines)
+
+
+def test_ssh_runs_the_stdio_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "fake-ssh"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        "args = sys.argv[1:]\n"
+        "i = args.index('--')\n"
+        "host, command = args[i + 1], ' '.join(args[i + 2:])\n"
+        "os.execvp('sh', ['sh', '-c', command])\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("TINYHW_SSH", str(fake))
+    monkeypatch.setenv("TINYHW_REMOTE_TINYHW", f"{sys.executable} -m tinyhw")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
+    r = run("--device", f"remote:ssh://user@lab1/{mockdev(tmp_path)}", "--json", "--stats", "probe")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["device_id"] == 0x744C and r.stats["round_trips"] >= 1
+    assert (tmp_path / "flash.bin").exists()  # the options reached the device on the "other machine"
+    bad = run("--device", "remote:ssh://lab1/mock:navi99", "probe")
+    assert bad.code == 2 and "remote: bad device string" in bad.err
+    log = Path(os.environ["XDG_STATE_HOME"]) / "tinyhw" / "serve-audit.log"
+    assert "connect over stdio" in log.read_text()  # the stdio server audits to a file, not the ssh stream
+
+
+def test_ipv6_loopback_and_the_batching_ability(tmp_path: Path) -> None:
+    from tinyhw.transport.batch import Batching
+
+    with served(mockdev(tmp_path), listen="[::1]:0", secret=b"k" * 32) as s:
+        key = tmp_path / "k.key"
+        key.write_bytes(b"k" * 32)
+        key.chmod(0o600)
+        assert s.address.startswith("[::1]:")
+        with open_device(s.device(f",key={key}")) as o:
+            assert isinstance(o.transport, Batching)
+            assert o.transport.identity().device_id == 0x744C
+    with open_device(mockdev(tmp_path)) as o:
+        assert not isinstance(o.transport, Batching)  # local transports keep the driver's plain path
+
+
+def test_unix_peer_of_another_user_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinyhw.serve import listen
+
+    monkeypatch.setattr(listen, "peer_uid", lambda _sock: os.geteuid() + 1)
+    with served(mockdev(tmp_path)) as s:
+        r = run("--device", s.device(), "probe")
+        assert r.code == 1 and "closed" in r.err
+        assert s.server.opened_count == 0
+        assert any("refused unix peer uid" in line for line in s.audit.lines)
+
+
+def test_socket_is_private(tmp_path: Path) -> None:
+    with served(mockdev(tmp_path)) as s:
+        st = os.stat(s.address)
+        assert st.st_mode & 0o777 == 0o600
+        assert os.stat(Path(s.address).parent).st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("cmd", [["serve"], ["serve", "remote"], ["serve", "serprog"], ["serve", "keygen"]])
+def test_serve_help_has_an_example(cmd: list[str]) -> None:
+    r = run(*cmd, "--help")
+    assert r.code == 0 and "Example" in r.out
+
+
+def test_serve_remote_cli_runs_until_sigterm(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import tempfile
+
+    sock = Path(tempfile.mkdtemp(prefix="thw", dir="/tmp")) / "run" / "s.sock"
+    p = subprocess.Popen([sys.executable, "-m", "tinyhw", "--json", "serve", "remote", "--device", mockdev(tmp_path),
+                          "--socket", str(sock), "--audit", str(tmp_path / "audit.log")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None
+        doc = json.loads(p.stdout.readline())
+        assert doc == {"serving": mockdev(tmp_path), "address": str(sock), "auth": "peer-uid"}
+        r = run("--device", f"remote:unix:{sock}", "--json", "reg", "read", "smuio.ROM_CNTL")
+        assert r.code == 0, r.err
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=20) == 0
+        log = (tmp_path / "audit.log").read_text()
+        assert "connect from unix uid" in log and "device released (client said bye)" in log
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    no_device = run("serve", "remote")
+    assert no_device.code == 2 and "explicit device" in no_device.err
+
+
+def test_ctrl_c_while_waiting_keeps_the_stream_in_step(tmp_path: Path) -> None:
+    with served(mockdev(tmp_path)) as s, open_device(s.device()) as o:
+        t = o.transport
+        real = t.channel.recv_exact
+        calls = {"n": 0}
+
+        def interrupted_once(n: int, timeout: float | None) -> bytes:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise KeyboardInterrupt
+            return real(n, timeout)
+
+        t.channel.recv_exact = interrupted_once  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            t.config_read(0)
+        assert t.config_read(0) == 0x744C1002  # the late answer was taken; the next one is its own
+        assert not t._broken  # noqa: SLF001

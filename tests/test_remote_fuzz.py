@@ -1,0 +1,228 @@
+"""Protocol fuzzing of `tinyhw serve remote` (issue 16 item 3; specs/pci-vfio-remote.md §12.2 items 2 and 4).
+
+Garbage before or instead of the handshake never opens the device; after the handshake, truncated
+frames, huge lengths, unknown requests and malformed or out-of-bounds batches are answered with an
+error (or the connection is closed) without a single device access, and the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.remotehelp import served
+from tinyhw.remote import protocol as P
+from tinyhw.transport.batch import R32, W32, CfgR, Poll32, R, Sleep
+
+FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def _connect(path: str) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(path)
+    return s
+
+
+def _recv(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            break
+        buf += chunk
+    return buf
+
+
+def _reply(s: socket.socket) -> tuple[int, bytes] | None:
+    head = _recv(s, P.REPLY.size)
+    if len(head) < P.REPLY.size:
+        return None  # the server closed the connection
+    status, _, _, length, _ = P.REPLY.unpack(head)
+    return status, _recv(s, length)
+
+
+def _handshake(path: str) -> socket.socket:
+    """A raw client past the handshake; retried while the server still releases an abruptly closed peer."""
+    deadline = time.monotonic() + 10
+    while True:
+        s = _connect(path)
+        _recv(s, P.HELLO.size)
+        s.sendall(P.CLIENT_HELLO.pack(P.MAGIC, P.VERSION, 0, os.urandom(32), bytes(32)))
+        r = _reply(s)
+        if r is not None and r[0] == 0:
+            return s
+        s.close()
+        assert r is not None and b"DeviceLocked" in r[1] and time.monotonic() < deadline, r
+        time.sleep(0.05)
+
+
+def _device_touches(sv) -> tuple[int, int, int]:  # noqa: ANN001
+    c = sv.opened[-1].transport.counters
+    return c.reg_reads, c.reg_writes, c.round_trips
+
+
+def _still_serves(sv) -> None:  # noqa: ANN001
+    s = _handshake(sv.address)
+    try:
+        payload = P.encode_ops([CfgR(0, 2)])
+        s.sendall(P.REQ.pack(P.OP_BATCH, 0, 1, len(payload)) + payload)
+        assert _reply(s) == (0, (0x1002).to_bytes(4, "little"))
+    finally:
+        s.close()
+
+
+def test_garbage_instead_of_the_handshake_never_opens_the_device() -> None:
+    with served() as sv:
+
+        @FUZZ
+        @given(st.binary(max_size=200))
+        def garbage(data: bytes) -> None:
+            s = _connect(sv.address)
+            try:
+                _recv(s, P.HELLO.size)
+                s.sendall(data)
+                s.shutdown(socket.SHUT_WR)
+                r = _reply(s)
+                assert r is None or r[0] == 1
+            finally:
+                s.close()
+            assert sv.server.opened_count == 0
+
+        garbage()
+        _still_serves(sv)
+        assert sv.server.opened_count == 1  # only the check above opened it
+
+
+def test_wrong_version_is_refused_before_opening() -> None:
+    with served() as sv:
+        s = _connect(sv.address)
+        _recv(s, P.HELLO.size)
+        s.sendall(P.CLIENT_HELLO.pack(P.MAGIC, P.VERSION + 1, 0, bytes(32), bytes(32)))
+        r = _reply(s)
+        s.close()
+        assert r is not None and r[0] == 1 and b"protocol" in r[1]
+        assert sv.server.opened_count == 0
+
+
+_valid = st.sampled_from([R32(5, 0x0), W32(5, 0x100, 1), R(5, 0, 64), Sleep(0.001)])
+_bad_tail = st.one_of(
+    st.binary(min_size=1, max_size=40).filter(lambda b: b[0] not in range(1, 9)),  # unknown kind
+    st.builds(lambda k: bytes([k]), st.integers(1, 8)),  # truncated operation
+    st.just(P.encode_ops([R(5, 0xFFFFFFF0, 64)])),  # outside the bar
+    st.just(P.encode_ops([R32(9, 0)])),  # no such bar
+    st.just(P.encode_ops([R32(5, 2)])),  # misaligned
+    st.just(P.encode_ops([Sleep(1e9)])),  # absurd wait
+    st.just(P.encode_ops([Poll32(5, 0, 1, 1, 1e9, 0.0, "x")])),
+    st.just(b"\x02" + struct.pack("<BII", 5, 0, 1 << 30)),  # a write longer than its batch
+    st.just(b"\x07" + struct.pack("<HB", 0x10, 3)),  # config access of 3 bytes
+)
+
+
+def test_a_bad_batch_runs_none_of_its_operations() -> None:
+    with served() as sv:
+        s = _handshake(sv.address)
+
+        @FUZZ
+        @given(st.lists(_valid, max_size=5), _bad_tail)
+        def bad_batch(ops, tail: bytes) -> None:  # noqa: ANN001
+            before = _device_touches(sv)
+            payload = P.encode_ops(ops) + tail
+            s.sendall(P.REQ.pack(P.OP_BATCH, 0, 7, len(payload)) + payload)
+            r = _reply(s)
+            assert r is not None and r[0] == 1, r
+            assert _device_touches(sv) == before
+            s.sendall(P.REQ.pack(P.OP_PING, 0, 8, 0))  # the same connection goes on
+            assert _reply(s) == (0, b"")
+
+        try:
+            bad_batch()
+        finally:
+            s.close()
+
+
+def test_unknown_requests_are_errors() -> None:
+    with served() as sv:
+        s = _handshake(sv.address)
+
+        @FUZZ
+        @given(st.integers(0, 255).filter(lambda op: op not in P.OPS), st.binary(max_size=64))
+        def unknown(op: int, payload: bytes) -> None:
+            before = _device_touches(sv)
+            s.sendall(P.REQ.pack(op, 0, 3, len(payload)) + payload)
+            r = _reply(s)
+            assert r is not None and r[0] == 1 and b"unknown request" in r[1]
+            assert _device_touches(sv) == before
+
+        try:
+            unknown()
+        finally:
+            s.close()
+
+
+def test_huge_length_is_refused_before_reading_and_truncated_frames_end_cleanly() -> None:
+    with served() as sv:
+        s = _handshake(sv.address)
+        before = _device_touches(sv)
+        s.sendall(P.REQ.pack(P.OP_BATCH, 0, 1, 0xFFFFFFFF))
+        r = _reply(s)
+        assert r is not None and r[0] == 1 and b"exceeds the limit" in r[1]
+        assert _reply(s) is None  # then the server closes: the stream cannot be resynchronised
+        s.close()
+        assert _device_touches(sv) == before
+        for cut in (1, P.REQ.size - 1, P.REQ.size + 3):  # a frame cut short, then the peer goes away
+            s = _handshake(sv.address)
+            frame = P.REQ.pack(P.OP_BATCH, 0, 1, 20) + bytes(20)
+            s.sendall(frame[:cut])
+            s.close()
+        _still_serves(sv)
+
+
+def _fake_server(hello: bytes, reply: bytes | None) -> tuple[socket.socket, threading.Thread]:
+    """One end of a socket pair acting as a server: sends ``hello``, reads the client's, sends ``reply``."""
+    a, b = socket.socketpair()
+
+    def serve() -> None:
+        try:
+            b.sendall(hello)
+            _recv(b, P.CLIENT_HELLO.size)
+            if reply is not None:
+                b.sendall(reply)
+        except OSError:
+            pass  # the client hung up first
+        finally:
+            b.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return a, t
+
+
+def test_client_refuses_a_server_without_the_key_or_magic(tmp_path) -> None:  # noqa: ANN001
+    import json
+
+    import pytest
+
+    from tinyhw.remote.channel import SocketChannel
+    from tinyhw.remote.client import RemoteTransport
+
+    doc = {"server_mac": "00" * 32, "identity": {}, "bars": [], "info": {"emulated": True}, "clock": 0.0,
+           "clock_virtual": True}
+    body = json.dumps(doc).encode()
+    hello = P.HELLO.pack(P.MAGIC, P.VERSION, P.AUTH_HMAC, 0, os.urandom(32))
+    sock, t = _fake_server(hello, P.REPLY.pack(0, 0, 0, len(body), 0.0) + body)
+    client = RemoteTransport(SocketChannel(sock, "fake"), where="fake", secret_loader=lambda: b"s" * 32)
+    with pytest.raises(P.ProtocolError, match="could not prove that it holds the key"):
+        client.connect()
+    sock.close()
+    t.join(5)
+    sock, t = _fake_server(b"SSH-2.0-OpenSSH_9.2p1 Debian\r\n" + bytes(P.HELLO.size), None)
+    with pytest.raises(P.ProtocolError, match="is not a tinyhw remote server"):
+        RemoteTransport(SocketChannel(sock, "fake"), where="fake").connect()
+    sock.close()

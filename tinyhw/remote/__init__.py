@@ -1,0 +1,123 @@
+"""``remote:`` devices: a board served by ``tinyhw serve remote`` on this or another machine (issue 16).
+
+Layer 2: imports only the core. Three ways to reach a server, named by the device string:
+
+=====================================  ===============================================================
+``remote:unix`` / ``remote:unix:PATH``  a Unix socket (default ``$XDG_RUNTIME_DIR/tinyhw/remote.sock``);
+                                        the server checks that the peer runs as the same user
+``remote:HOST:PORT``                    TCP; the server demands HMAC-SHA256 with the shared key
+                                        (``key=FILE`` option, ``$TINYHW_REMOTE_KEY``, or
+                                        ``~/.config/tinyhw/remote.key``)
+``remote:ssh://[user@]host/DEV``        runs ``tinyhw serve remote --stdio --device DEV`` there through
+                                        the system ssh (``$TINYHW_SSH``, default ``ssh``); OpenSSH
+                                        authenticates and encrypts; options after
+                                        commas belong to DEV (``...,/mock:navi31,strict``)
+=====================================  ===============================================================
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import subprocess
+from pathlib import Path
+
+from tinyhw.errors import BadDeviceString, DeviceNotFound
+from tinyhw.remote.channel import PipeChannel, SocketChannel
+from tinyhw.remote.client import RemoteTransport
+from tinyhw.remote.secret import default_key_path, default_socket_path, load_secret
+from tinyhw.transport.devstr import DeviceSpec
+
+CONNECT_TIMEOUT = 10.0
+OPTIONS = ("key",)
+
+__all__ = ["RemoteTransport", "open_remote", "ssh_argv"]
+
+
+def open_remote(spec: DeviceSpec) -> RemoteTransport:
+    """Connect to the server ``spec`` names and complete the handshake (the server opens the device then)."""
+    target = spec.target
+    unknown = [k for k in spec.options if k not in OPTIONS]
+    if unknown and not target.startswith("ssh://"):
+        raise BadDeviceString(f"the remote transport does not take option(s) {', '.join(unknown)} (allowed: key)")
+    if target.startswith("ssh://"):  # options belong to the device on the other machine
+        opts = [k if v is True else f"{k}={v}" for k, v in spec.options.items()]
+        t = _ssh(",".join([target, *opts]))
+    elif target == "unix" or target.startswith("unix:"):
+        path = target[5:] or str(default_socket_path())
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        _connect(sock, path, f"the remote socket {path}")
+        t = RemoteTransport(SocketChannel(sock, path), where=path)
+    else:
+        host, _, port = target.rpartition(":")
+        host = host.strip("[]")
+        key = spec.option("key")
+        key_path = Path(str(key)) if isinstance(key, str) else default_key_path()
+        try:
+            infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+        except OSError as e:
+            raise DeviceNotFound(f"cannot resolve remote host {host}: {e}") from None
+        family, _, _, _, addr = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        _connect(sock, addr, f"remote {target}")
+        t = RemoteTransport(SocketChannel(sock, target), where=target, secret_loader=lambda: load_secret(key_path))
+    try:
+        return t.connect()
+    except BaseException:
+        t.channel.close()
+        raise
+
+
+def _connect(sock: socket.socket, addr: object, what: str) -> None:
+    sock.settimeout(CONNECT_TIMEOUT)
+    try:
+        sock.connect(addr)
+    except OSError as e:
+        sock.close()
+        reason = e.strerror or str(e) or type(e).__name__
+        raise DeviceNotFound(f"cannot connect to {what}: {reason.lower()}",
+                             hint="start `tinyhw serve remote` there, or check the address") from None
+
+
+def ssh_argv(target: str) -> list[str]:
+    """The command that runs the stdio server on the other machine: ``$TINYHW_SSH -T -- HOST tinyhw serve ...``."""
+    rest = target[len("ssh://"):]
+    host, slash, dev = rest.partition("/")
+    if not host or not slash or not dev:
+        raise BadDeviceString(f"bad remote device {target!r}: write remote:ssh://[user@]host/DEVICE")
+    ssh = shlex.split(os.environ.get("TINYHW_SSH", "ssh"))
+    remote = shlex.split(os.environ.get("TINYHW_REMOTE_TINYHW", "tinyhw"))
+    command = " ".join(shlex.quote(a) for a in [*remote, "serve", "remote", "--stdio", "--device", dev])
+    return [*ssh, "-T", "--", host, command]
+
+
+def _ssh(target: str) -> RemoteTransport:
+    argv = ssh_argv(target)
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+    except OSError as e:
+        raise DeviceNotFound(f"cannot run {argv[0]}: {e.strerror}", hint="install openssh-client or set TINYHW_SSH") \
+            from None
+    assert proc.stdin is not None and proc.stdout is not None
+    channel = _ProcChannel(proc, target)
+    return RemoteTransport(channel, where=target)
+
+
+class _ProcChannel(PipeChannel):
+    """The pipes of an ssh child; closing them ends it (waited for briefly, then killed)."""
+
+    def __init__(self, proc: subprocess.Popen, peer: str) -> None:
+        assert proc.stdout is not None and proc.stdin is not None
+        super().__init__(proc.stdout.fileno(), proc.stdin.fileno(), peer, owns=False)
+        self.proc = proc
+
+    def close(self) -> None:
+        for f in (self.proc.stdin, self.proc.stdout):
+            if f is not None:
+                f.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

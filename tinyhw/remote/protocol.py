@@ -1,0 +1,207 @@
+"""The tinyhw remote protocol, version 1: handshake, frames, batched operations, limits.
+
+Written for issue 16 from specs/pci-vfio-remote.md §12.2 (what a safe design needs) and §11.10 (what
+tinygrad's protocol lacks: a version, a magic, request ids, length checks). All integers little-endian.
+
+Handshake (before anything else; nothing else is answered until it succeeds):
+
+1. server -> client ``HELLO``: magic ``b"TINYHWR\\0"``, u16 version, u8 auth (0 none: Unix socket with
+   peer uid checked, or stdio under ssh; 1 HMAC-SHA256), u8 0, 32-byte server nonce.
+2. client -> server: magic, u16 version, u16 0, 32-byte client nonce, 32-byte MAC
+   (HMAC-SHA256(secret, "tinyhw-remote-1 client" + server nonce + client nonce); zeros with auth 0).
+3. server -> client: a reply frame (below) with request id 0: on success a JSON document with the
+   server's MAC over the nonces the other way round (mutual authentication) and the device's
+   description (identity, BARs, transport info, clock kind); on failure an error and the connection closes.
+
+Frames: request ``<B op, B flags, H id, I length>`` + payload; reply ``<B status, B 0, H id, I length,
+d server clock>`` + payload. Status 0 ok, 1 error (payload: JSON ``{"type", "message", "hint", "op"}``).
+Lengths are checked against :data:`MAX_PAYLOAD` before a payload is read.
+
+Operations (op ``BATCH``): the :mod:`tinyhw.transport.batch` list, each item a kind byte plus fixed
+fields (:data:`_FIXED`), W carries its data, Poll32 two u16-prefixed UTF-8 strings. The reply payload is
+the results concatenated: 4 bytes per R32/Poll32/CfgR, ``length`` bytes per R.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from tinyhw import errors
+from tinyhw.errors import OperationFailed
+from tinyhw.transport.batch import R32, W32, CfgR, CfgW, Op, Poll32, R, Sleep, W
+
+VERSION = 1
+MAGIC = b"TINYHWR\0"
+HELLO = struct.Struct("<8sHBB32s")
+CLIENT_HELLO = struct.Struct("<8sHH32s32s")
+REQ = struct.Struct("<BBHI")
+REPLY = struct.Struct("<BBHId")
+AUTH_NONE, AUTH_HMAC = 0, 1
+OP_BATCH, OP_PING, OP_STATS, OP_BYE = 1, 2, 3, 4
+OPS = {OP_BATCH: "batch", OP_PING: "ping", OP_STATS: "stats", OP_BYE: "bye"}
+
+#: Largest request or reply payload (bytes), checked before it is read.
+MAX_PAYLOAD = 16 << 20
+#: Most operations in one batch, and most bytes its reads may return (an allocation cap).
+MAX_OPS = 1 << 16
+MAX_READ_BYTES = 16 << 20
+#: Shortest acceptable secret (bytes).
+MIN_SECRET = 32
+
+_KIND = {W32: 1, W: 2, R32: 3, R: 4, Sleep: 5, Poll32: 6, CfgR: 7, CfgW: 8}
+_FIXED = {
+    1: struct.Struct("<BII"),      # W32 bar, offset, value
+    2: struct.Struct("<BII"),      # W bar, offset, length (+ data)
+    3: struct.Struct("<BI"),       # R32 bar, offset
+    4: struct.Struct("<BII"),      # R bar, offset, length
+    5: struct.Struct("<d"),        # Sleep seconds
+    6: struct.Struct("<BIIIdd"),   # Poll32 bar, offset, mask, expect, timeout, interval (+ what, hint)
+    7: struct.Struct("<HB"),       # CfgR offset, size
+    8: struct.Struct("<HBI"),      # CfgW offset, size, value
+}
+_U16 = struct.Struct("<H")
+_BACKREF = 0xFFFF
+
+
+class ProtocolError(OperationFailed):
+    """The peer broke the protocol (bad magic, version, frame or length)."""
+
+
+def client_mac(secret: bytes, server_nonce: bytes, client_nonce: bytes) -> bytes:
+    return hmac.new(secret, b"tinyhw-remote-1 client" + server_nonce + client_nonce, hashlib.sha256).digest()
+
+
+def server_mac(secret: bytes, server_nonce: bytes, client_nonce: bytes) -> bytes:
+    return hmac.new(secret, b"tinyhw-remote-1 server" + client_nonce + server_nonce, hashlib.sha256).digest()
+
+
+# -- operations ---------------------------------------------------------------------------------------------------
+def encode_ops(ops: Sequence[Op]) -> bytes:
+    out = bytearray()
+    texts: dict[str, int] = {}  # a poll's texts repeat: later uses refer back to the first (0xffff, index)
+    for op in ops:
+        kind = _KIND[type(op)]
+        out.append(kind)
+        if isinstance(op, W):
+            out += _FIXED[2].pack(op.bar, op.offset, len(op.data)) + bytes(op.data)
+        elif isinstance(op, Poll32):
+            out += _FIXED[6].pack(*op[:6])
+            for text in (op.what, op.hint):
+                if text in texts:
+                    out += _U16.pack(_BACKREF) + _U16.pack(texts[text])
+                    continue
+                if len(texts) < _BACKREF:
+                    texts[text] = len(texts)
+                raw = text.encode()[:4096]
+                out += _U16.pack(len(raw)) + raw
+        else:
+            out += _FIXED[kind].pack(*op)
+    return bytes(out)
+
+
+def decode_ops(payload: bytes) -> list[Op]:
+    """Parse a batch; :class:`ProtocolError` on anything malformed, over :data:`MAX_OPS` or reading too much."""
+    ops: list[Op] = []
+    texts: list[str] = []
+    pos, n, reads = 0, len(payload), 0
+    try:
+        while pos < n:
+            kind = payload[pos]
+            pos += 1
+            fixed = _FIXED.get(kind)
+            if fixed is None:
+                raise ProtocolError(f"unknown operation kind {kind} at byte {pos - 1}")
+            fields = fixed.unpack_from(payload, pos)
+            pos += fixed.size
+            op: Op
+            if kind == 2:
+                length = fields[2]
+                if pos + length > n:
+                    raise ProtocolError("a write's data runs past the end of the batch")
+                op = W(fields[0], fields[1], bytes(payload[pos:pos + length]))
+                pos += length
+            elif kind == 6:
+                pair: list[str] = []
+                for _ in range(2):
+                    (ln,) = _U16.unpack_from(payload, pos)
+                    pos += 2
+                    if ln == _BACKREF:
+                        (index,) = _U16.unpack_from(payload, pos)
+                        pos += 2
+                        if index >= len(texts):
+                            raise ProtocolError(f"a poll refers to text {index} of {len(texts)}")
+                        pair.append(texts[index])
+                        continue
+                    if ln > 4096 or pos + ln > n:
+                        raise ProtocolError("a poll's text is too long or runs past the end of the batch")
+                    text = bytes(payload[pos:pos + ln]).decode("utf-8", "replace")
+                    if len(texts) < _BACKREF:
+                        texts.append(text)
+                    pair.append(text)
+                    pos += ln
+                op = Poll32(*fields, pair[0], pair[1])
+            else:
+                op = {1: W32, 3: R32, 4: R, 5: Sleep, 7: CfgR, 8: CfgW}[kind](*fields)
+            if isinstance(op, R):
+                reads += op.length
+            elif isinstance(op, (R32, Poll32, CfgR)):
+                reads += 4
+            ops.append(op)
+            if len(ops) > MAX_OPS or reads > MAX_READ_BYTES:
+                raise ProtocolError(f"a batch may hold at most {MAX_OPS} operations reading {MAX_READ_BYTES} bytes")
+    except struct.error:
+        raise ProtocolError("a batch operation is truncated") from None
+    return ops
+
+
+def encode_results(ops: Sequence[Op], results: Sequence[Any]) -> bytes:
+    out = bytearray()
+    for r in results:
+        out += r if isinstance(r, (bytes, bytearray)) else (r & 0xFFFFFFFF).to_bytes(4, "little")
+    return bytes(out)
+
+
+def result_size(ops: Sequence[Op]) -> int:
+    return sum(op.length if isinstance(op, R) else 4 for op in ops if isinstance(op, (R, R32, Poll32, CfgR)))
+
+
+def decode_results(ops: Sequence[Op], payload: bytes) -> list[Any]:
+    if len(payload) != result_size(ops):
+        raise ProtocolError(f"the server answered {len(payload)} bytes where {result_size(ops)} were expected")
+    out: list[Any] = []
+    pos = 0
+    for op in ops:
+        if isinstance(op, R):
+            out.append(payload[pos:pos + op.length])
+            pos += op.length
+        elif isinstance(op, (R32, Poll32, CfgR)):
+            out.append(int.from_bytes(payload[pos:pos + 4], "little"))
+            pos += 4
+    return out
+
+
+# -- errors -------------------------------------------------------------------------------------------------------
+def encode_error(e: BaseException, op: int | None = None) -> bytes:
+    if isinstance(e, errors.TinyhwError):
+        doc = {"type": type(e).__name__, "message": e.message, "hint": e.hint, "op": op}
+    else:
+        doc = {"type": "OperationFailed", "message": f"server error: {type(e).__name__}", "hint": None, "op": op}
+    return json.dumps(doc).encode()
+
+
+def decode_error(payload: bytes) -> errors.TinyhwError:
+    """The server's error as the same tinyhw error class (exit code kept), prefixed so the user sees where."""
+    try:
+        doc = json.loads(payload.decode())
+        cls = getattr(errors, str(doc.get("type")), None)
+        message, hint = str(doc.get("message")), doc.get("hint")
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return ProtocolError("the server sent an unreadable error")
+    if not (isinstance(cls, type) and issubclass(cls, errors.TinyhwError)) or cls is errors.CompletionError:
+        cls = errors.TransportError if cls is errors.CompletionError else errors.OperationFailed
+    return cls(f"remote: {message}", hint=str(hint) if hint else None)

@@ -1,0 +1,82 @@
+"""Where the remote client and server find their shared secret and the default Unix socket (issue 16 item 1).
+
+The secret file holds at least 32 random bytes (``tinyhw serve keygen`` writes 32 as 64 hex digits) and
+must be private: owned by the user, mode 0600 (no group or other bits), as specs/pci-vfio-remote.md
+§12.2 item 2 asks. The default socket lives in ``$XDG_RUNTIME_DIR/tinyhw/`` (a per-user 0700 directory).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+import tempfile
+from pathlib import Path
+
+from tinyhw.errors import EnvironmentProblem, Refused
+
+MIN_SECRET = 32
+
+
+def default_key_path() -> Path:
+    env = os.environ.get("TINYHW_REMOTE_KEY")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "tinyhw" / "remote.key"
+
+
+def runtime_dir() -> Path:
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(xdg) / "tinyhw" if xdg else Path(tempfile.gettempdir()) / f"tinyhw-{os.getuid()}"
+
+
+def default_socket_path() -> Path:
+    return runtime_dir() / "remote.sock"
+
+
+def load_secret(path: Path | str) -> bytes:
+    """The secret in ``path``: refused unless owned by this user with no group/other permission bits."""
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise EnvironmentProblem(f"no remote key at {p}",
+                                 hint="create one with `tinyhw serve keygen` and copy it to both machines") from None
+    except OSError as e:
+        raise EnvironmentProblem(f"cannot read the remote key {p}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if st.st_mode & 0o077 or st.st_uid != os.geteuid():
+            raise Refused(f"the remote key {p} must be private (mode {stat.S_IMODE(st.st_mode):04o}, owner uid "
+                          f"{st.st_uid})", hint=f"chmod 600 {p} and own it as this user")
+        raw = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    text = raw.strip()
+    try:
+        secret = bytes.fromhex(text.decode("ascii"))
+    except (UnicodeDecodeError, ValueError):
+        secret = raw
+    if len(secret) < MIN_SECRET:
+        raise Refused(f"the remote key {p} holds {len(secret)} bytes; at least {MIN_SECRET} are needed",
+                      hint="create a new one with `tinyhw serve keygen`")
+    return secret
+
+
+def write_secret(path: Path | str, *, force: bool = False) -> Path:
+    """Create ``path`` (mode 0600) with 32 random bytes as hex; refuse to overwrite unless ``force``."""
+    p = Path(path)
+    p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_TRUNC if force else os.O_EXCL)
+    try:
+        fd = os.open(p, flags, 0o600)
+    except FileExistsError:
+        raise Refused(f"{p} exists already",
+                      hint="pass --force to replace it (clients then need the new key)") from None
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, secrets.token_hex(MIN_SECRET).encode() + b"\n")
+    finally:
+        os.close(fd)
+    return p

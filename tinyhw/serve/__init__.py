@@ -1,0 +1,54 @@
+"""``tinyhw serve``: serve a device to other programs (issue 16).
+
+* :mod:`~tinyhw.serve.remote`: the tinyhw remote protocol, for ``remote:`` clients (Unix socket, loopback
+  TCP with an HMAC key, or stdio under ssh).
+* :mod:`~tinyhw.serve.serprog`: a flashrom serprog programmer backed by the board's SMUIO ROM_SW engine.
+
+Layer 3.5: above the features (it uses :mod:`tinyhw.flash`'s engine driver) and :mod:`tinyhw.connect`
+(it opens the device it serves, with the device lock), below the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from tinyhw.remote.channel import Channel, PipeChannel
+from tinyhw.serve.listen import Audit, Listener, parse_listen, tcp_listener, unix_listener
+
+
+def make_listener(handle: Callable[[Channel, str], None], audit: Audit, *, listen: str | None,
+                  socket_path: Path | None, allow_network: bool) -> Listener:
+    """A TCP listener for ``listen`` (HOST:PORT), else a Unix socket at ``socket_path``."""
+    if listen:
+        host, port = parse_listen(listen)
+        return Listener(tcp_listener(host, port, allow_network=allow_network), handle, audit)
+    assert socket_path is not None
+    return Listener(unix_listener(socket_path), handle, audit)
+
+
+def serve_stdio(handle: Callable[[Channel, str], None], audit: Audit) -> None:
+    """One connection on this process's stdin/stdout (under ssh). Stray prints go to stderr, not the stream."""
+    out = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    audit("stdio", f"connect over stdio (ssh client {os.environ.get('SSH_CLIENT', 'unknown').split(' ')[0]})")
+    channel = PipeChannel(0, out, "stdio", owns=False)
+    try:
+        handle(channel, "stdio")
+    finally:
+        os.close(out)
+
+
+def audit_stream(path: str | None, stdio: bool) -> TextIO:
+    """stderr, or a file (the default for stdio, whose stderr reaches the ssh user's terminal)."""
+    if path == "-" or (path is None and not stdio):
+        return sys.stderr
+    if path is None:
+        base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+        path = str(Path(base) / "tinyhw" / "serve-audit.log")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the server

@@ -1,0 +1,177 @@
+"""Listening sockets and the accept loop shared by ``tinyhw serve remote`` and ``tinyhw serve serprog``.
+
+specs/pci-vfio-remote.md §12.2 items 1 and 9: local-only by default (a Unix socket in a 0700 directory,
+mode 0600, the peer's uid checked with SO_PEERCRED; or TCP on a loopback address); a non-loopback
+address only when the caller allows it; bounded concurrent connections; an audit line per connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import select
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from tinyhw.errors import EnvironmentProblem, Refused
+from tinyhw.remote.channel import Channel, SocketChannel
+
+MAX_CONNECTIONS = 8
+
+
+class Audit:
+    """One line per event: time, connection, what happened. Thread-safe; to stderr or a file."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self._lock = threading.Lock()
+        self.lines: list[str] = []  # kept for tests (bounded)
+
+    def __call__(self, conn: str, message: str) -> None:
+        line = f"{time.strftime('%Y-%m-%dT%H:%M:%S')} tinyhw-serve [{conn}] {message}"
+        with self._lock:
+            if len(self.lines) < 10000:
+                self.lines.append(line)
+            with contextlib.suppress(OSError, ValueError):
+                self.stream.write(line + "\n")
+                self.stream.flush()
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise Refused(f"--listen wants HOST:PORT, e.g. 127.0.0.1:7788; port 0 picks a free one (got {text!r})")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+
+
+def check_network(host: str, allow_network: bool) -> None:
+    """Refuse (exit 2) a non-loopback address unless allowed (§12.2 item 1)."""
+    if not is_loopback(host) and not allow_network:
+        raise Refused(f"{host} is not a loopback address; serving beyond this machine needs --allow-network",
+                      hint="prefer remote:ssh://host/DEV, which needs no listening port at all")
+
+
+def tcp_listener(host: str, port: int, *, allow_network: bool) -> socket.socket:
+    check_network(host, allow_network)
+    family, _, _, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+    except OSError as e:
+        sock.close()
+        raise EnvironmentProblem(f"cannot listen on {host}:{port}: {(e.strerror or str(e)).lower()}") from None
+    sock.listen(MAX_CONNECTIONS)
+    return sock
+
+
+def unix_listener(path: Path) -> socket.socket:
+    """A 0600 socket in a 0700 directory; a stale socket file left by a dead server is replaced."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = path.parent.stat()
+    if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise Refused(f"the socket directory {path.parent} must belong to this user with mode 0700")
+    if path.exists() or path.is_symlink():
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(path))
+            raise EnvironmentProblem(f"a server is already listening on {path}")
+        except (ConnectionRefusedError, FileNotFoundError):
+            path.unlink()
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    os.chmod(path, 0o600)
+    sock.listen(MAX_CONNECTIONS)
+    return sock
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    with contextlib.suppress(OSError, AttributeError):
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return struct.unpack("3i", raw)[1]
+    return None
+
+
+class Listener:
+    """Accept connections and run ``handle(channel, name)`` for each in a thread, until :meth:`stop`."""
+
+    def __init__(self, sock: socket.socket, handle: Callable[[Channel, str], None], audit: Audit,
+                 *, max_connections: int = MAX_CONNECTIONS) -> None:
+        self.sock = sock
+        self.handle = handle
+        self.audit = audit
+        self.max_connections = max_connections
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._n = 0
+        self.unix = sock.family == socket.AF_UNIX
+
+    @property
+    def address(self) -> str:
+        name = self.sock.getsockname()
+        if isinstance(name, str):
+            return name
+        return f"[{name[0]}]:{name[1]}" if ":" in name[0] else f"{name[0]}:{name[1]}"
+
+    def serve_forever(self) -> None:
+        try:
+            while not self._stop.is_set():
+                ready, _, _ = select.select([self.sock], [], [], 0.2)
+                if ready:
+                    self._accept()
+        finally:
+            self.sock.close()
+
+    def _accept(self) -> None:
+        try:
+            conn, addr = self.sock.accept()
+        except OSError:
+            return
+        self._n += 1
+        name = f"c{self._n}"
+        peer = addr if isinstance(addr, str) and addr else (f"{addr[0]}:{addr[1]}" if addr else "unix")
+        self._threads = [t for t in self._threads if t.is_alive()]
+        if self.unix:
+            uid = peer_uid(conn)
+            if uid != os.geteuid():
+                self.audit(name, f"refused unix peer uid {uid} (server uid {os.geteuid()})")
+                conn.close()
+                return
+            peer = f"unix uid {uid}"
+        if len(self._threads) >= self.max_connections:
+            self.audit(name, f"refused {peer}: {self.max_connections} connections already open")
+            conn.close()
+            return
+        self.audit(name, f"connect from {peer}")
+        t = threading.Thread(target=self._run, args=(SocketChannel(conn, peer), name), daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    def _run(self, channel: Channel, name: str) -> None:
+        try:
+            self.handle(channel, name)
+        finally:
+            channel.close()
+
+    def stop(self, wait: float = 5.0) -> None:
+        self._stop.set()
+        for t in list(self._threads):
+            t.join(wait)

@@ -1,0 +1,226 @@
+"""``tinyhw serve serprog``: a flashrom serprog programmer backed by the board's SMUIO ROM_SW engine.
+
+Implements specs/flashrom-serprog.md (the commands flashrom 1.3 sends, and the mapping onto ROM_SW) for
+issue 16 item 4. Each O_SPIOP (one chip-select assertion: write bytes, then read bytes) becomes ROM_SW
+transactions through :class:`tinyhw.flash.romsw.RomSw` (the same engine driver ``tinyhw flash`` uses):
+
+* read length 0: one TX transaction: opcode, then a 3-byte address when at least 3 bytes follow it,
+  then up to 256 data bytes (on the wire that is the same byte stream either way);
+* read length > 0: opcode plus no address or a 3-byte address (plus dummy bytes for the fast-read,
+  SFDP and security-register opcodes, clocked as extra read bytes and dropped), then RX; an array read
+  longer than 256 bytes is split into 256-byte transactions chained as ``tinyhw flash`` chains them;
+* anything else (data out and in together, TX data over 256 bytes, RX over 256 bytes of a
+  non-array opcode) is answered NAK, because the engine cannot do it.
+
+The query commands answer what is true: interface 1, SPI only, the supported-command bitmap, the
+largest write (256 data bytes) and read (:data:`MAX_READ`) per operation, and buffer sizes. O_DELAY
+and O_EXEC advance the device's clock (virtual on an emulated board, so nothing sleeps needlessly).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+import threading
+from collections import Counter
+from collections.abc import Callable
+
+from tinyhw.connect import Opened, open_device
+from tinyhw.errors import DeviceTimeout, Disconnected, TinyhwError
+from tinyhw.flash.device import require_navi31
+from tinyhw.flash.romsw import WINDOW_BYTES, RomSw, Rx
+from tinyhw.remote.channel import Channel
+from tinyhw.serve.listen import Audit
+from tinyhw.transport.devstr import DeviceSpec
+
+ACK, NAK = b"\x06", b"\x15"
+(NOP, Q_IFACE, Q_CMDMAP, Q_PGMNAME, Q_SERBUF, Q_BUSTYPE, Q_OPBUF, Q_WRNMAXLEN, O_INIT, O_DELAY, O_EXEC,
+ SYNCNOP, Q_RDNMAXLEN, S_BUSTYPE, O_SPIOP) = (0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x07, 0x08, 0x0B, 0x0E, 0x0F,
+                                              0x10, 0x11, 0x12, 0x13)
+SUPPORTED = (NOP, Q_IFACE, Q_CMDMAP, Q_PGMNAME, Q_SERBUF, Q_BUSTYPE, Q_OPBUF, Q_WRNMAXLEN, O_INIT, O_DELAY,
+             O_EXEC, SYNCNOP, Q_RDNMAXLEN, S_BUSTYPE, O_SPIOP)
+BUS_SPI = 0x08
+PROGRAMMER_NAME = b"tinyhw-romsw"
+SERIAL_BUFFER = 4096
+OP_BUFFER = 4096
+#: Largest read per O_SPIOP we accept (and announce), and largest write stream we read.
+MAX_READ = 1 << 16
+MAX_WRITE = 4 + WINDOW_BYTES
+#: Opcodes whose address is followed by one dummy byte (fast read, SFDP, security registers, unique id).
+DUMMY_OPS = {0x0B: 1, 0x5A: 1, 0x48: 1, 0x4B: 4}
+ARRAY_READS = {0x03, 0x0B}
+#: Opcodes that change the flash (audited one by one, except page programs, which are counted).
+ERASES = {0x20: "sector erase", 0x52: "32k block erase", 0xD8: "64k block erase", 0x60: "chip erase",
+          0xC7: "chip erase", 0x01: "status write", 0x31: "status write", 0x11: "status write"}
+IDLE_TIMEOUT = 600.0
+
+
+def command_map() -> bytes:
+    bits = bytearray(32)
+    for op in SUPPORTED:
+        bits[op // 8] |= 1 << (op % 8)
+    return bytes(bits)
+
+
+class SpiOpRefused(Exception):
+    """The engine cannot perform this SPI operation (answered NAK)."""
+
+
+def spi_op(sw: RomSw, write: bytes, rlen: int) -> bytes:
+    """One chip-select assertion as ROM_SW transactions; :class:`SpiOpRefused` when the engine cannot do it."""
+    if not write:
+        raise SpiOpRefused("no opcode")
+    op, rest = write[0], write[1:]
+    if rlen == 0:
+        addr = int.from_bytes(rest[:3], "big") if len(rest) >= 3 else None
+        data = rest[3:] if addr is not None else rest
+        if len(data) > WINDOW_BYTES:
+            raise SpiOpRefused(f"{len(data)} data bytes out (the engine sends at most {WINDOW_BYTES})")
+        sw.transmit(op, addr, bytes(data))
+        return b""
+    if not rest:
+        addr, skip = None, 0
+    elif len(rest) == 3 or (len(rest) == 3 + DUMMY_OPS.get(op, -9)):
+        addr, skip = int.from_bytes(rest[:3], "big"), len(rest) - 3
+    else:
+        raise SpiOpRefused(f"opcode {op:02x} sends {len(rest)} bytes before reading (data out and in together)")
+    if rlen + skip <= WINDOW_BYTES:
+        return sw.receive(op, rlen + skip, addr)[skip:]
+    if op not in ARRAY_READS or addr is None:
+        raise SpiOpRefused(f"read of {rlen} bytes with opcode {op:02x} (over {WINDOW_BYTES} only for array reads)")
+    reqs, a, left = [], addr, rlen
+    while left:
+        n = min(WINDOW_BYTES - skip, left)
+        reqs.append(Rx(op, a & 0xFFFFFF, n + skip))
+        a, left = a + n, left - n
+    return b"".join(chunk[skip:] for chunk in sw.receive_stream(reqs))
+
+
+class SerprogServer:
+    """Speaks serprog on each channel handed to :meth:`handle`; opens the device per connection."""
+
+    def __init__(self, spec: DeviceSpec, audit: Audit, *, idle_timeout: float = IDLE_TIMEOUT,
+                 opener: Callable[[DeviceSpec], Opened] = open_device) -> None:
+        self.spec = spec
+        self.audit = audit
+        self.idle_timeout = idle_timeout
+        self.opener = opener
+        #: one flashrom at a time: a connection waits until the previous one has released the device
+        self._session = threading.Lock()
+
+    def handle(self, ch: Channel, name: str) -> None:
+        if not self._session.acquire(timeout=self.idle_timeout):
+            self.audit(name, "gave up waiting for the previous connection to end")
+            return
+        try:
+            self._handle(ch, name)
+        finally:
+            self._session.release()
+
+    def _handle(self, ch: Channel, name: str) -> None:
+        try:
+            opened = self.opener(self.spec)
+        except TinyhwError as e:
+            self.audit(name, f"cannot open {self.spec}: {e.message}")
+            return
+        counts: Counter[str] = Counter()
+        reason = "closed"
+        try:
+            asic, ident = require_navi31(opened.transport)
+            with RomSw(opened.transport, asic) as sw:
+                self.audit(name, f"opened {self.spec} ({ident.location}); rom_sw engine set up")
+                reason = self.session(ch, name, sw, counts)
+        except Disconnected:
+            reason = "peer went away"
+        except DeviceTimeout:
+            reason = "idle or stalled peer"
+        except TinyhwError as e:
+            reason = f"error: {e.message}"
+        except Exception as e:  # a bug must end this connection, never the server
+            reason = f"internal error: {type(e).__name__}: {e}"
+        finally:
+            opened.close()
+            self.audit(name, f"device released ({reason}); operations {dict(counts)}")
+
+    def session(self, ch: Channel, name: str, sw: RomSw, counts: Counter[str]) -> str:
+        delay_us = 0
+        clock = sw.clock
+        while True:
+            cmd = ch.recv_exact(1, self.idle_timeout)[0]
+            if cmd == NOP:
+                ch.sendall(ACK)
+            elif cmd == Q_IFACE:
+                ch.sendall(ACK + struct.pack("<H", 1))
+            elif cmd == Q_CMDMAP:
+                ch.sendall(ACK + command_map())
+            elif cmd == Q_PGMNAME:
+                ch.sendall(ACK + PROGRAMMER_NAME.ljust(16, b"\0"))
+            elif cmd == Q_SERBUF:
+                ch.sendall(ACK + struct.pack("<H", SERIAL_BUFFER))
+            elif cmd == Q_OPBUF:
+                ch.sendall(ACK + struct.pack("<H", OP_BUFFER))
+            elif cmd == Q_BUSTYPE:
+                ch.sendall(ACK + bytes([BUS_SPI]))
+            elif cmd == Q_WRNMAXLEN:
+                ch.sendall(ACK + WINDOW_BYTES.to_bytes(3, "little"))
+            elif cmd == Q_RDNMAXLEN:
+                ch.sendall(ACK + MAX_READ.to_bytes(3, "little"))
+            elif cmd == SYNCNOP:
+                ch.sendall(NAK + ACK)
+            elif cmd == S_BUSTYPE:
+                bus = ch.recv_exact(1, self.idle_timeout)[0]
+                ch.sendall(ACK if bus and not bus & ~BUS_SPI else NAK)
+            elif cmd == O_INIT:
+                delay_us = 0
+                ch.sendall(ACK)
+            elif cmd == O_DELAY:
+                delay_us += int.from_bytes(ch.recv_exact(4, self.idle_timeout), "little")
+                ch.sendall(ACK)
+            elif cmd == O_EXEC:
+                clock.sleep(delay_us * 1e-6)  # the device's clock: virtual on an emulated board
+                delay_us = 0
+                ch.sendall(ACK)
+            elif cmd == O_SPIOP:
+                if not self._spiop(ch, name, sw, counts):
+                    return "oversized spi operation"
+            else:
+                counts["unsupported"] += 1
+                ch.sendall(NAK)
+
+    def _spiop(self, ch: Channel, name: str, sw: RomSw, counts: Counter[str]) -> bool:
+        head = ch.recv_exact(6, self.idle_timeout)
+        wlen, rlen = int.from_bytes(head[:3], "little"), int.from_bytes(head[3:], "little")
+        if wlen > MAX_WRITE or rlen > MAX_READ:  # refused before reading the data; the stream cannot go on
+            self.audit(name, f"refused spi operation of {wlen} bytes out, {rlen} in (limits {MAX_WRITE}, {MAX_READ})")
+            ch.sendall(NAK)
+            return False
+        write = ch.recv_exact(wlen, self.idle_timeout) if wlen else b""
+        if write and write[0] in ERASES:
+            self.audit(name, f"{ERASES[write[0]]} ({write[:4].hex()})")
+        try:
+            data = spi_op(sw, write, rlen)
+        except SpiOpRefused as e:
+            counts["refused"] += 1
+            self.audit(name, f"nak: {e}")
+            ch.sendall(NAK)
+            return True
+        except DeviceTimeout as e:
+            counts["failed"] += 1
+            self.audit(name, f"nak: {e.message}")
+            ch.sendall(NAK)
+            return True
+        counts[f"{write[0]:02x}"] += 1
+        ch.sendall(ACK + data)
+        return True
+
+
+def open_pty() -> tuple[int, int, str]:
+    """A pseudo-terminal in raw mode: (master fd, slave fd kept open, slave path for flashrom's dev=)."""
+    import os
+    import tty
+
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    with contextlib.suppress(OSError):
+        os.set_blocking(master, True)
+    return master, slave, os.ttyname(slave)
