@@ -42,13 +42,13 @@ class Smu:
         self.timeout = timeout
         self._levels: dict[int, list[int]] = {}
 
-    def send(self, name: str, arg: int = 0, *, timeout: float | None = None) -> int:
-        """Send message ``name`` (a PPSMC_MSG_ suffix); return C2PMSG_82 after an OK answer."""
+    def send(self, name: str, arg: int = 0, *, timeout: float | None = None, value: bool = True) -> int:
+        """Send message ``name`` (a PPSMC_MSG_ suffix); return C2PMSG_82 after an OK answer (0 if not ``value``)."""
         msg = ids.msg(name)
         for attempt in range(BUSY_RETRIES + 1):
             code = self._exchange(g.SMU_RESP, g.SMU_ARG, g.SMU_MSG, msg, arg, name, timeout)
             if code == ids.RESULT_OK:
-                return self.gpu.rd(g.SMU_ARG)
+                return self.gpu.rd(g.SMU_ARG) if value else 0
             if code == RESULT_BUSY and attempt < BUSY_RETRIES:
                 self.gpu.clock.sleep(BUSY_PAUSE)
                 continue
@@ -79,11 +79,11 @@ class Smu:
 
     # -- driver table and features (§4.2 step 8) --------------------------------------------------------------
     def set_driver_table(self, mc: int) -> None:
-        self.send("SetDriverDramAddrHigh", mc >> 32)
-        self.send("SetDriverDramAddrLow", mc & 0xFFFFFFFF)
+        self.send("SetDriverDramAddrHigh", mc >> 32, value=False)
+        self.send("SetDriverDramAddrLow", mc & 0xFFFFFFFF, value=False)
 
     def enable_features(self) -> None:
-        self.send("EnableAllSmuFeatures", 0)
+        self.send("EnableAllSmuFeatures", 0, value=False)
 
     # -- clocks (§6.3) ------------------------------------------------------------------------------------------
     def levels(self, clk: int) -> list[int]:
@@ -96,8 +96,8 @@ class Smu:
         return self._levels[clk]
 
     def pin(self, clk: int, mhz: int) -> None:
-        self.send("SetSoftMinByFreq", (clk << 16) | (mhz & 0xFFFF))
-        self.send("SetSoftMaxByFreq", (clk << 16) | (mhz & 0xFFFF))
+        self.send("SetSoftMinByFreq", (clk << 16) | (mhz & 0xFFFF), value=False)
+        self.send("SetSoftMaxByFreq", (clk << 16) | (mhz & 0xFFFF), value=False)
 
     def highest_clocks(self) -> dict[str, int]:
         """Pin GFXCLK, SOCCLK, UCLK and FCLK to their highest DPM level (§4.2 step 11); returns MHz by name."""
@@ -111,7 +111,7 @@ class Smu:
 
     # -- metrics (§6.4) ------------------------------------------------------------------------------------------
     def transfer_metrics(self) -> None:
-        self.send("TransferTableSmu2Dram", ids.TABLE_SMU_METRICS)
+        self.send("TransferTableSmu2Dram", ids.TABLE_SMU_METRICS, value=False)
 
     # -- mode-1 reset (§7.2) ---------------------------------------------------------------------------------------
     def mode1_reset(self) -> None:

@@ -42,7 +42,7 @@ class BoardState:
         if self.tinyhw_booted and self.busy == 0 and self.vm_fault == 0 and self.sos_alive:
             return "partial", "a previous tinyhw boot left its flags intact"
         if self.tinyhw_booted:
-            why = ("a tinyhw boot did not finish (scratch_reg6 = 0x%x)" % self.busy if self.busy
+            why = (f"a tinyhw boot did not finish (scratch_reg6 = 0x{self.busy:x})" if self.busy
                    else "a vm fault is latched" if self.vm_fault else "the psp secure os is no longer running")
             return ("reset+full" if self.firmware_running else "full"), why
         if self.firmware_running:
