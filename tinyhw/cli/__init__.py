@@ -61,6 +61,11 @@ def _register() -> None:
     cli.add_command(firmware)
     cli.add_command(flash)
     cli.add_command(pci)
+    from tinyhw.cli.am_cmd import am
+    from tinyhw.cli.smi_cmd import smi
+
+    cli.add_command(am)
+    cli.add_command(smi)
     try:
         from tinyhw.cli.reg_cmd import reg
     except ImportError:  # pragma: no cover - while the register database is being added
