@@ -71,6 +71,8 @@ class AmGpu:
         self.vram_size = self.vram_mib << 20
         self._fb_base: int | None = None
         self._hdp: int | None | bool = False
+        #: what the firmware copies cost (bytes, transfers), for ``--json`` and the bench
+        self.copy_stats = {"bytes": 0, "usb_transfers": 0, "copies": 0}
 
     def _memsize(self) -> int:
         from tinyhw.regs.fixed import CONFIG_MEMSIZE
@@ -101,6 +103,14 @@ class AmGpu:
         for i in range(0, len(data), 4):
             self._window(offset + i)
             self.mmio.write32(fixed(MM_DATA, self.asic).offset or 0, int.from_bytes(data[i:i + 4], "little"))
+
+    def copy_firmware(self, offset: int, data: bytes) -> None:
+        """``vram_write`` of firmware bytes, counted in :attr:`copy_stats`."""
+        before = self.transport.counters.usb_transfers
+        self.vram_write(offset, data)
+        self.copy_stats["bytes"] += len(data)
+        self.copy_stats["usb_transfers"] += self.transport.counters.usb_transfers - before
+        self.copy_stats["copies"] += 1
 
     def vram_read(self, offset: int, length: int) -> bytes:
         """Read ``length`` bytes (a dword multiple) at VRAM byte ``offset``: one block read when BAR0 covers it."""

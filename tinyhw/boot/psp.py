@@ -12,7 +12,6 @@ number comes from :mod:`tinyhw.boot.ids` (generated from the kernel headers).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 
 from tinyhw.boot import gpu as g
 from tinyhw.boot import ids, layout
@@ -43,14 +42,13 @@ class Psp:
         poll(self.gpu.clock, lambda: self.gpu.rd(g.PSP_BL_CMD), lambda v: bool(v & READY) and v != 0xFFFFFFFF,
              timeout=self.timeout, interval=POLL * 10, what=f"the psp bootloader ({what})", hint=RESET_HINT)
 
-    def load_component(self, label: str, command: int, data: bytes, *, last: bool = False,
-                       copy: Callable[[int, bytes], None] | None = None) -> None:
+    def load_component(self, label: str, command: int, data: bytes, *, last: bool = False) -> None:
         """One bootloader component: wait ready, copy, flush, address, command, wait (or sOS alive if ``last``)."""
         if len(data) > layout.MSG_BUF_SIZE:
             raise PspError(f"psp component {label} of 0x{len(data):x} bytes does not fit the 1 MiB message buffer")
         self.wait_bootloader(f"ready for {label}")
         padded = bytes(data) + bytes(4) + bytes(-(len(data) + 4) % 16)  # §5.1: 4 zero bytes, 16-byte multiple
-        (copy or self.gpu.vram_write)(layout.MSG_BUF, padded)
+        self.gpu.copy_firmware(layout.MSG_BUF, padded)
         self.gpu.hdp_flush()
         self.gpu.wr(g.PSP_BL_ADDR, self.gpu.mc(layout.MSG_BUF) >> 20)
         self.gpu.wr(g.PSP_BL_CMD, command)

@@ -61,10 +61,12 @@ class BootResult:
     clocks: dict[str, int] = field(default_factory=dict)
     smu_version: int = 0
     firmware_bytes: int = 0
+    copy: dict[str, int] = field(default_factory=dict)
 
     def to_doc(self) -> dict[str, Any]:
         return {"boot": self.kind, "reason": self.reason, "tmr_size": self.tmr_size, "smu_version": self.smu_version,
-                "clocks_mhz": self.clocks, "firmware_bytes": self.firmware_bytes, "steps": self.steps}
+                "clocks_mhz": self.clocks, "firmware_bytes": self.firmware_bytes,
+                "firmware_copy": self.copy, "steps": self.steps}
 
 
 def plan(state: BoardState) -> tuple[str, str]:
@@ -126,7 +128,7 @@ def _full(gpu: AmGpu, fw: FirmwareSet, psp: Psp, smu: Smu, log: StepLog, result:
     blob = bytearray(end)
     for img, off in zip(images, offsets, strict=True):
         blob[off:off + len(img.data)] = img.data
-    log.run("firmware copy", lambda: gpu.vram_write(layout.STAGING, bytes(blob)), bytes=len(blob))
+    log.run("firmware copy", lambda: gpu.copy_firmware(layout.STAGING, bytes(blob)), bytes=len(blob))
     gpu.hdp_flush()
     moved += sum(len(i.data) for i in images)
     for img, off in zip(images, offsets, strict=True):
@@ -148,11 +150,12 @@ def _full(gpu: AmGpu, fw: FirmwareSet, psp: Psp, smu: Smu, log: StepLog, result:
     log.run("flags", lambda: _flags(gpu, tmr))
     result.tmr_size = tmr
     result.firmware_bytes = moved
+    result.copy = dict(gpu.copy_stats)
 
 
 def _load_toc(gpu: AmGpu, psp: Psp, toc: bytes) -> int:
     at = layout.MSG_BUF
-    gpu.vram_write(at, toc)
+    gpu.copy_firmware(at, toc)
     gpu.hdp_flush()
     return psp.load_toc(gpu.mc(at), len(toc))
 
