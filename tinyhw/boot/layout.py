@@ -6,14 +6,14 @@ driver table of a board another tinyhw process booted, without re-pointing the S
 bootloader message buffer is 1 MiB aligned: C2PMSG_36 takes MC >> 20), §5.2 (64 KiB KM ring, 1 KiB
 command buffer, fence page), §5.3 (TMR 1 MiB aligned, sized by LOAD_TOC), §6.4 / §4.2 step 8 (16 KiB
 SMU driver table). The layout is tinyhw's own (it does not replay AM's page-table and IH
-allocations, which tinyhw does not make); everything sits below 64 MiB, inside even a small 256 MiB BAR0.
+allocations, which tinyhw does not make); everything sits below 80 MiB, inside even a small 256 MiB BAR0.
 """
 
 from __future__ import annotations
 
 KiB, MiB = 1 << 10, 1 << 20
 
-#: bootloader message buffer: one PSP component at a time (1 MiB aligned, up to 1 MiB)
+#: message buffer: the TOC for LOAD_TOC (1 MiB aligned, up to 1 MiB)
 MSG_BUF, MSG_BUF_SIZE = 0x0, 1 * MiB
 #: KM ring command buffer (``psp_gfx_cmd_resp``, 1 KiB used of a 4 KiB page)
 CMD_BUF = 0x100000
@@ -23,10 +23,13 @@ FENCE = 0x101000
 RING, RING_SIZE = 0x102000, 64 * KiB
 #: SMU driver table (metrics land here): 16 KiB
 SMU_TABLE, SMU_TABLE_SIZE = 0x112000, 16 * KiB
+#: bootloader components, one 1 MiB-aligned slot each (C2PMSG_36 takes MC >> 20). All are copied before
+#: the first bootloader command, so an interrupted copy never leaves the bootloader part-way through.
+BL_SLOTS, BL_SLOT_SIZE, BL_SLOT_COUNT = 0x200000, 1 * MiB, 8
 #: trusted memory region, 1 MiB aligned; the TOC reports its size (at most TMR_MAX here)
-TMR, TMR_MAX = 0x400000, 28 * MiB
+TMR, TMR_MAX = 0x1000000, 32 * MiB
 #: staging area of the LOAD_IP_FW images, written in one streamed transfer
-STAGING, STAGING_MAX = 0x2000000, 32 * MiB
+STAGING, STAGING_MAX = 0x3000000, 32 * MiB
 #: alignment of each image inside the staging area
 STAGING_ALIGN = 4 * KiB
 

@@ -42,21 +42,26 @@ class Psp:
         poll(self.gpu.clock, lambda: self.gpu.rd(g.PSP_BL_CMD), lambda v: bool(v & READY) and v != 0xFFFFFFFF,
              timeout=self.timeout, interval=POLL * 10, what=f"the psp bootloader ({what})", hint=RESET_HINT)
 
-    def load_component(self, label: str, command: int, data: bytes, *, last: bool = False) -> None:
-        """One bootloader component: wait ready, copy, flush, address, command, wait (or sOS alive if ``last``)."""
-        if len(data) > layout.MSG_BUF_SIZE:
-            raise PspError(f"psp component {label} of 0x{len(data):x} bytes does not fit the 1 MiB message buffer")
+    def load_component(self, label: str, command: int, mc: int, *, last: bool = False) -> None:
+        """One bootloader command for the component already in VRAM at ``mc`` (1 MiB aligned).
+
+        Waits for the bootloader, C2PMSG_36 := mc >> 20, C2PMSG_35 := command; then waits for the
+        bootloader to take it (bit31 back with no error bits, Linux's check) or, after SOS, for C2PMSG_81.
+        """
         self.wait_bootloader(f"ready for {label}")
-        padded = bytes(data) + bytes(4) + bytes(-(len(data) + 4) % 16)  # §5.1: 4 zero bytes, 16-byte multiple
-        self.gpu.copy_firmware(layout.MSG_BUF, padded)
-        self.gpu.hdp_flush()
-        self.gpu.wr(g.PSP_BL_ADDR, self.gpu.mc(layout.MSG_BUF) >> 20)
+        self.gpu.wr(g.PSP_BL_ADDR, mc >> 20)
         self.gpu.wr(g.PSP_BL_CMD, command)
         if last:
             poll(self.gpu.clock, self.gpu.sos_alive, bool, timeout=self.timeout, interval=POLL * 10,
                  what="the psp secure os to come alive (c2pmsg_81)", hint=RESET_HINT)
-        else:
-            self.wait_bootloader(f"to take {label}")
+            return
+        self.wait_bootloader(f"to take {label}")
+        v = self.gpu.rd(g.PSP_BL_CMD)
+        if v != READY:
+            raise PspError(f"the psp bootloader rejected the {label} component (c2pmsg_35 0x{v:08x})",
+                           hint="an interrupted earlier boot leaves the bootloader expecting the rest of its "
+                                "sequence; power-cycle the board (a mode-1 reset needs running firmware), "
+                                "then boot again")
 
     # -- sOS control and ring (§5.2) -------------------------------------------------------------------------------
     def _ctrl_wait(self, what: str, mask: int = READY) -> int:

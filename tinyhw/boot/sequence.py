@@ -107,12 +107,13 @@ def _full(gpu: AmGpu, fw: FirmwareSet, psp: Psp, smu: Smu, log: StepLog, result:
     moved = 0
     if not gpu.sos_alive():
         comps = fw.bootloader()
+        slots = _bootloader_copy(gpu, comps, log)
+        moved += sum(len(d) for d in {c.data for c in comps})
         for i, img in enumerate(comps):
             last = i == len(comps) - 1
             log.run(f"psp bootloader {img.label}",
-                    lambda img=img, last=last: psp.load_component(img.label, img.code, img.data, last=last),
-                    bytes=len(img.data))
-            moved += len(img.data)
+                    lambda img=img, last=last: psp.load_component(img.label, img.code, gpu.mc(slots[img.label]),
+                                                                  last=last))
     log.run("km ring", psp.create_ring)
     toc = fw.toc()
     tmr = 0
@@ -151,6 +152,28 @@ def _full(gpu: AmGpu, fw: FirmwareSet, psp: Psp, smu: Smu, log: StepLog, result:
     result.tmr_size = tmr
     result.firmware_bytes = moved
     result.copy = dict(gpu.copy_stats)
+
+
+def _bootloader_copy(gpu: AmGpu, comps: list, log: StepLog) -> dict[str, int]:
+    """Copy every bootloader component to its own 1 MiB slot before the first command; same bytes share a slot."""
+    slots: dict[str, int] = {}
+    placed: dict[bytes, int] = {}
+
+    def copy() -> dict[str, Any]:
+        for img in comps:
+            if img.data not in placed:
+                at = layout.BL_SLOTS + len(placed) * layout.BL_SLOT_SIZE
+                if len(img.data) > layout.BL_SLOT_SIZE or len(placed) >= layout.BL_SLOT_COUNT:
+                    raise PspError(f"psp component {img.label} of 0x{len(img.data):x} bytes does not fit a slot")
+                padded = bytes(img.data) + bytes(4) + bytes(-(len(img.data) + 4) % 16)  # §5.1 padding
+                gpu.copy_firmware(at, padded)
+                placed[img.data] = at
+            slots[img.label] = placed[img.data]
+        gpu.hdp_flush()
+        return {"components": len(comps), "slots": len(placed)}
+
+    log.run("psp firmware copy", copy, bytes=sum(len(d) for d in {i.data for i in comps}))
+    return slots
 
 
 def _load_toc(gpu: AmGpu, psp: Psp, toc: bytes) -> int:
