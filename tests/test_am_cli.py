@@ -1,0 +1,150 @@
+"""`tinyhw am info|boot|reset` and `tinyhw smi` end to end on the emulated Navi31, strict mode.
+
+Boards: mock:navi31 (direct) and mock:navi31-usb (the real USB driver through the emulated ASM24
+bridge). Firmware: Debian's firmware-amd-graphics extracted by tests/fetch_firmware.sh (these tests
+fail, naming that command, when it is missing).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from amfake import FW_DIR
+from clihelp import run
+
+BOARDS = ["mock:navi31", "mock:navi31-usb"]
+
+
+@pytest.fixture(scope="module")
+def fwdir() -> str:
+    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
+        pytest.fail(f"Debian's firmware-amd-graphics is not extracted in {FW_DIR}: run bash tests/fetch_firmware.sh",
+                    pytrace=False)
+    return str(FW_DIR)
+
+
+def _json(r) -> dict:
+    assert r.code == 0, r.err
+    return json.loads(r.out)
+
+
+def boot(dev: str, fwdir: str, *extra: str):
+    return run("--device", dev, "--json", "--stats", "am", "boot", "--yes", "--firmware-dir", fwdir, *extra)
+
+
+def test_info_on_an_untouched_board(fwdir) -> None:
+    doc = _json(run("--device", "mock:navi31", "--json", "am", "info", "--firmware-dir", fwdir))
+    assert doc["vram_mib"] == 24576 and doc["gfx_target"] == "gfx1100" and doc["vf"] is False
+    versions = {ip["block"]: ip["version"] for ip in doc["discovery"]["ips"]}
+    assert versions["mp0"] == "13.0.0" and versions["mp1"] == "13.0.0" and versions["gc"] == "11.0.0"
+    assert doc["gc_info"]["derived"]["compute_units"] == 96
+    st = doc["state"]
+    assert not st["tinyhw_booted"] and not st["sos_alive"] and st["next_boot"] == "full"
+    files = {f["file"]: f for f in doc["firmware"]["files"]}
+    assert set(files) == {"psp_13_0_0_sos.bin", "smu_13_0_0.bin", "sdma_6_0_0.bin", "gc_11_0_0_mec.bin",
+                          "gc_11_0_0_imu.bin", "gc_11_0_0_rlc.bin"}
+    assert all(f["ok"] for f in files.values())
+    assert files["psp_13_0_0_sos.bin"]["ucode_version"] == 0x310025
+
+
+def test_info_human_output(fwdir) -> None:
+    r = run("--device", "mock:navi31", "am", "info", "--firmware-dir", fwdir)
+    assert r.code == 0, r.err
+    assert "gfx1100" in r.out and "96 CUs" in r.out and "next am boot: full" in r.out
+
+
+@pytest.mark.parametrize("dev", BOARDS)
+def test_boot_partial_boot_smi_reset(dev, fwdir) -> None:
+    r = boot(dev, fwdir)
+    doc = _json(r)
+    assert doc["boot"] == "full"
+    steps = [s["step"] for s in doc["steps"]]
+    assert steps.index("load smu") < steps.index("setup tmr") < steps.index("autoload rlc") < steps.index("flags")
+    assert all(isinstance(s["seconds"], float) for s in doc["steps"])
+    assert doc["tmr_size"] > 0 and doc["clocks_mhz"]["gfxclk"] > 0
+    info = _json(run("--device", dev, "--json", "am", "info", "--firmware-dir", fwdir))
+    assert info["state"]["tinyhw_booted"] and info["state"]["sos_alive"] and info["state"]["next_boot"] == "partial"
+    again = _json(boot(dev, fwdir))
+    assert again["boot"] == "partial" and again["tmr_size"] == doc["tmr_size"]
+    assert not any(s["step"].startswith("psp") or s["step"].startswith("load") for s in again["steps"])
+    smi = run("--device", dev, "--json", "--stats", "smi", "--once")
+    m = _json(smi)
+    assert m["clocks_mhz"]["gfx"] > 0 and m["power_w"]["limit"] > 0 and m["temperatures_c"]
+    if dev.endswith("-usb"):
+        assert 0 < m["refresh"]["usb_transfers"] <= 20
+    reset = _json(run("--device", dev, "--json", "am", "reset", "--yes"))
+    assert reset["reset"] in ("smu", "psp")
+    assert not reset["state"]["tinyhw_booted"] and not reset["state"]["sos_alive"]
+    refused = run("--device", dev, "smi", "--once")
+    assert refused.code == 2 and "no tinyhw boot has touched this gpu" in refused.err
+    assert _json(boot(dev, fwdir))["boot"] == "full"
+
+
+def test_smi_live_refreshes_and_human_table(fwdir) -> None:
+    _json(boot("mock:navi31", fwdir))
+    r = run("--device", "mock:navi31", "smi", "--count", "2", "--interval", "0.5")
+    assert r.code == 0, r.err
+    assert r.out.count("smu metrics") == 2 and "gfx" in r.out
+
+
+def test_boot_needs_yes_and_writes_nothing_without_it(fwdir) -> None:
+    r = run("--device", "mock:navi31", "--stats", "am", "boot", "--firmware-dir", fwdir)
+    assert r.code == 2 and "needs --yes" in r.err and "plan: full boot" in r.err
+    assert r.stats["reg_writes"] == 0
+
+
+def _bad_dir(tmp: Path, fwdir: str, damage: str) -> str:
+    d = tmp / damage
+    d.mkdir()
+    for name in ("psp_13_0_0_sos.bin", "smu_13_0_0.bin", "sdma_6_0_0.bin", "gc_11_0_0_mec.bin",
+                 "gc_11_0_0_imu.bin", "gc_11_0_0_rlc.bin"):
+        shutil.copy(Path(fwdir) / name, d / name)
+    target = d / "psp_13_0_0_sos.bin"
+    data = bytearray(target.read_bytes())
+    if damage == "truncated":
+        target.write_bytes(bytes(data[:100_000]))
+    elif damage == "flipped":
+        data[200_000] ^= 0x80
+        target.write_bytes(bytes(data))
+    elif damage == "foreign":
+        target.write_bytes((Path(fwdir) / "psp_13_0_7_sos.bin").read_bytes())
+    else:
+        target.unlink()
+    return str(d)
+
+
+@pytest.mark.parametrize("dev", BOARDS)
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "foreign", "missing"])
+def test_bad_firmware_refused_before_any_write(tmp_path, dev, damage, fwdir) -> None:
+    r = boot(dev, _bad_dir(tmp_path, fwdir, damage))
+    assert r.code == 2, r.err
+    assert "psp_13_0_0_sos.bin" in r.err and "firmware-amd-graphics" in r.err
+    assert r.stats["reg_writes"] == 0 and r.stats["tlp_writes"] == 0
+    info = _json(run("--device", dev, "--json", "am", "info", "--firmware-dir", fwdir))
+    assert not info["state"]["sos_alive"] and info["state"]["bootloader_ready"]
+
+
+def test_disconnect_sweep_always_ends_booted_or_says_reset(fwdir) -> None:
+    """A boot cut at many points, then a new boot: booted, or one clear error naming the way out."""
+    dev = "mock:navi31-usb"
+    full = boot(dev, fwdir)
+    total = full.stats["usb_transfers"]
+    assert _json(run("--device", dev, "--json", "am", "reset", "--yes"))["reset"]
+    outcomes = []
+    for n in sorted({max(2, total * k // 9) for k in range(1, 9)}):
+        cut = boot(f"{dev},faults=disconnect@{n}", fwdir)
+        assert cut.code == 1 and "disconnected" in cut.err, (n, cut.err)
+        after = boot(dev, fwdir)
+        if after.code == 0:
+            outcomes.append("booted")
+            assert json.loads(after.out)["boot"] in ("full", "reset+full", "partial")
+        else:
+            lines = [ln for ln in after.err.splitlines() if ln.startswith("error:")]
+            assert len(lines) == 1 and ("reset" in lines[0] or "power-cycle" in lines[0]), (n, after.err)
+            outcomes.append("error")
+            assert run("--device", dev, "mock", "reset", "--yes").code in (0, 2)
+        _json(run("--device", dev, "--json", "am", "reset", "--yes"))
+    assert outcomes.count("booted") >= len(outcomes) - 1, outcomes
