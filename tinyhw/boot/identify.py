@@ -6,7 +6,7 @@ info table decoded with the discovery.h layouts generated into :mod:`tinyhw.auto
 (§2.8: CUs per SA = 2 x (wgp0 + wgp1) on v1, ``num_cu_per_sh`` on v2), the gfx target (§2.9),
 tinyhw's boot flags and the sOS / SMU probes (§7.1, :mod:`tinyhw.boot.state`), and which firmware
 files the board needs with their versions (§5.6, :func:`tinyhw.boot.firmware.survey`).
-Nothing is written to the device.
+Nothing is written to the device, except with the opt-in SMU probe (one GetSmuVersion message).
 """
 
 from __future__ import annotations
@@ -64,8 +64,21 @@ def _code(ctype: str) -> str:
     return {"uint32_t": "I", "uint16_t": "H", "uint8_t": "B"}[ctype]
 
 
-def info(gpu: AmGpu, firmware_dir: Path) -> dict[str, Any]:
-    """The ``am info`` document."""
+def probe_smu(gpu: AmGpu) -> dict[str, Any]:
+    """The active SMU probe (§6.1): GetSmuVersion through the mailbox (a message, no state change)."""
+    from tinyhw.boot.smu import Smu, SmuError
+
+    smu = Smu(gpu)
+    if not smu.alive():
+        return {"alive": False}
+    try:
+        return {"alive": True, "version": smu.version()}
+    except SmuError as e:
+        return {"alive": True, "version": None, "answer": e.code}
+
+
+def info(gpu: AmGpu, firmware_dir: Path, *, smu_probe: bool = False) -> dict[str, Any]:
+    """The ``am info`` document; ``smu_probe`` adds the active SMU probe (one mailbox message)."""
     t = gpu.transport
     ident = t.identity()
     disc = gpu.discovery
@@ -91,6 +104,8 @@ def info(gpu: AmGpu, firmware_dir: Path) -> dict[str, Any]:
     doc["gfx_target"] = disc.gfx_target
     doc["gc_info"] = gc_info(gpu)
     doc["state"] = read_state(gpu).to_doc()
+    if smu_probe:
+        doc["smu"] = probe_smu(gpu)
     versions = disc.versions()
     try:
         needed_files(versions)

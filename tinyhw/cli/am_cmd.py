@@ -65,11 +65,13 @@ def am() -> None:
 
 @am.command("info")
 @click.option("--firmware-dir", metavar="DIR", help=_FW_HELP)
+@click.option("--probe-smu", is_flag=True, help="Also ask the SMU for its version (one mailbox message).")
 @click.pass_obj
-def info_cmd(app: Any, firmware_dir: str | None) -> None:
+def info_cmd(app: Any, firmware_dir: str | None, probe_smu: bool) -> None:
     """Identify the GPU (read-only): VRAM, IP discovery, GC info, gfx target, flags, sOS/SMU, firmware.
 
-    Touches nothing: only register and VRAM reads (the discovery table at VRAM size - 64 KiB).
+    Touches nothing: only register and VRAM reads (the discovery table at VRAM size - 64 KiB);
+    --probe-smu sends one GetSmuVersion message through the SMU mailbox.
 
     \b
     Example:
@@ -78,7 +80,7 @@ def info_cmd(app: Any, firmware_dir: str | None) -> None:
     from tinyhw.boot import firmware, identify
 
     gpu = _gpu(app, writes=False)
-    doc = identify.info(gpu, firmware.firmware_dir(firmware_dir))
+    doc = identify.info(gpu, firmware.firmware_dir(firmware_dir), smu_probe=probe_smu)
     app.emit(doc, lambda: _show_info(app, doc))
 
 
@@ -117,6 +119,10 @@ def _show_info(app: Any, doc: dict[str, Any]) -> None:
               f"smu {'answered' if st['smu_answered'] else 'no answer recorded'}; "
               f"km ring {'present' if st['km_ring_size'] else 'none'}")
     out.print(f"next am boot: {st['next_boot']} ({st['next_boot_reason']})")
+    if "smu" in doc:
+        smu = doc["smu"]
+        out.print("smu probe: " + (f"alive, version 0x{smu['version']:08x}" if smu.get("version") is not None
+                                   else "alive" if smu["alive"] else "no answer in 100 ms"))
     fw = doc.get("firmware") or {}
     if "files" in fw:
         t = Table(title=f"firmware ({fw['directory']})")
