@@ -23,6 +23,7 @@ from tinyhw.boot.psp import RESET_HINT, Psp, PspError
 from tinyhw.boot.smu import Smu
 from tinyhw.boot.state import BoardState, read_state
 from tinyhw.errors import DeviceTimeout, OperationFailed
+from tinyhw.transport.abilities import Resettable
 from tinyhw.transport.wait import poll
 
 RESET_SETTLE = 0.5  # §7.2: sleep 500 ms after the reset message
@@ -211,9 +212,13 @@ def reset_gpu(gpu: AmGpu, psp: Psp | None = None, smu: Smu | None = None) -> dic
         path = "smu"
     elif gpu.sos_alive():
         path = "psp"
+    elif isinstance(gpu.transport, Resettable):
+        path = "function-reset"  # no firmware to ask: the transport's pci reset, in case the bootloader is mid-way
     else:
         path = "none"
-    if path != "none":
+    if path == "function-reset":
+        gpu.transport.reset()
+    elif path != "none":
         _bus_master(gpu, False)
         if path == "smu":
             smu.mode1_reset()

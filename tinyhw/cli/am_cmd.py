@@ -214,5 +214,6 @@ def reset_cmd(app: Any, yes: bool) -> None:
     done = sequence.reset_gpu(gpu)
     doc = {"device": gpu.transport.identity().location, "reset": done["path"],
            "seconds": round(gpu.clock.now() - t0, 6), "state": read_state(gpu).to_doc()}
-    how = {"smu": "through the smu", "psp": "through the psp", "none": "not needed (no firmware answered)"}
+    how = {"smu": "through the smu", "psp": "through the psp", "function-reset": "by a pci function reset",
+           "none": "not needed (no firmware answered)"}
     app.emit(doc, lambda: app.out.print(f"mode-1 reset {how[done['path']]}; bootloader ready, flags cleared"))
