@@ -233,6 +233,8 @@ class Am:
         raw = self.vram_read(SMU_TABLE, METRICS_SIZE)
         out: dict[str, object] = {}
         for name, (off, ctype, count) in METRICS.items():
+            if not name.startswith("SmuMetrics."):
+                continue  # spare and padding words of SmuMetricsExternal_t
             fmt = {"uint8_t": "B", "uint16_t": "H", "uint32_t": "I"}[ctype]
             vals = struct.unpack_from(f"<{count}{fmt}", raw, off)
             out[name.split(".", 1)[1]] = vals[0] if count == 1 else list(vals)

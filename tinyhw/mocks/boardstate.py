@@ -9,7 +9,8 @@ they share the flash). It holds JSON: the board's virtual time, the register fil
 register the model keeps as plain storage, by byte offset: scratch registers, MMHUB/GC/IH
 programming, ``reg write`` values, RLC autoload), one object per firmware block (``psp``, ``smu``),
 and ``last_command``: the emulator's counters of the command that wrote the file
-(``vram_bytes_written``, ``bar5_writes``, ``regfile_writes``, ``smu_messages``, ``psp_commands``,
+(``vram_bytes_written``, ``bar5_writes``, ``reg_writes`` (BAR5 writes other than the address registers
+MM_INDEX, MM_INDEX_HI and RSMU_INDEX of the indirect windows), ``regfile_writes``, ``smu_messages``, ``psp_commands``,
 ``mode1_resets``, ``accesses``), so a test can prove that a refused command wrote nothing.
 It is written when the board closes or disconnects (atomically: a torn write is impossible);
 ``tinyhw mock reset --yes`` deletes it (a cold board). VRAM contents are not kept (inferred

@@ -31,7 +31,7 @@ from tinyhw.boards.navi31 import MMIO_BAR, NAVI31, BoardSpec
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks import boardstate
 from tinyhw.mocks import discovery as mock_discovery
-from tinyhw.mocks.amregs import CP_HQD_ACTIVE, RegisterFile
+from tinyhw.mocks.amregs import CP_HQD_ACTIVE, RSMU_INDEX, RegisterFile
 from tinyhw.mocks.flashstore import FlashStore, write_atomic
 from tinyhw.mocks.gd25 import GD25LQ16E, Gd25Config
 from tinyhw.mocks.ifwi_image import build_image
@@ -43,6 +43,7 @@ from tinyhw.mocks.smu import Smu
 from tinyhw.mocks.smuio import Smuio, SmuioConfig
 from tinyhw.transport.clock import VirtualClock
 
+_INDEX_REGS = frozenset((mock_discovery.OFF_MM_INDEX, mock_discovery.OFF_MM_INDEX_HI, RSMU_INDEX))
 _LANES = [sum(0xFF << (8 * i) for i in range(4) if be >> i & 1) for be in range(16)]
 _PAGE = 4096
 
@@ -149,9 +150,11 @@ class Navi31Board:
         self._closed = False
         # the AM boot path (amd-bringup.md §10.4)
         self._events: list[tuple[float, int, Callable[[], None]]] = []
+        self._event_time: float | None = None
         self._seq = 0
         self.time_base = 0.0  # virtual time the board had lived before this command
         self.bar5_writes = 0  # BAR5 register writes this command (every block)
+        self.reg_writes = 0  # the same without the address registers of the indirect windows (MM_INDEX(_HI), RSMU)
         self.resets: list[str] = []  # mode-1 resets this command, by trigger
         self.regfile = RegisterFile(self.vram_size)
         model.boot.sos_delay = options.sos_delay
@@ -269,6 +272,8 @@ class Navi31Board:
             return
         if bar == MMIO_BAR:
             self.bar5_writes += 1
+            if offset not in _INDEX_REGS:
+                self.reg_writes += 1
         if byte_enable != 0xF:
             lanes = _LANES[byte_enable & 0xF]
             value = (self._peek(bar, offset) & ~lanes) | (value & lanes)
@@ -351,13 +356,18 @@ class Navi31Board:
     def schedule(self, delay: float, fn: Callable[[], None]) -> None:
         """Run ``fn`` at the first access ``delay`` seconds of virtual time from now (or later)."""
         self._seq += 1
-        heapq.heappush(self._events, (self.clock.now() + delay, self._seq, fn))
+        base = self._event_time if self._event_time is not None else self.clock.now()
+        heapq.heappush(self._events, (base + delay, self._seq, fn))
 
     def tick(self) -> None:
-        """Run every event that is due."""
+        """Run every event that is due, each at its own time (what it schedules counts from then)."""
         while self._events and self._events[0][0] <= self.clock.now():
-            _, _, fn = heapq.heappop(self._events)
-            fn()
+            due, _, fn = heapq.heappop(self._events)
+            self._event_time = due
+            try:
+                fn()
+            finally:
+                self._event_time = None
 
     def mc_to_phys(self, mc: int, length: int = 1) -> int | None:
         """VRAM offset of MC address ``mc`` (§4.5: MC = FB base + offset), None outside VRAM."""
@@ -413,6 +423,7 @@ class Navi31Board:
     def counters(self) -> dict[str, int]:
         """Emulator-side counters of this command (tests prove "nothing was written" with them)."""
         return {"vram_bytes_written": self.vram.bytes_written, "bar5_writes": self.bar5_writes,
+                "reg_writes": self.reg_writes,
                 "regfile_writes": self.regfile.writes, "accesses": self.accesses, "smu_messages": self.smu.messages,
                 "psp_commands": len(self.boot.log), "mode1_resets": len(self.resets)}
 

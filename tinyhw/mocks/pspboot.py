@@ -120,27 +120,21 @@ class PspBoot:
 
     # -- registers ----------------------------------------------------------------------------------------
     def handlers(self) -> tuple[dict[int, Any], dict[int, Any]]:
-        s = self.s
+        def get(attr: str) -> Any:
+            return lambda: getattr(self.s, attr)
+
+        def put(attr: str) -> Any:
+            return lambda v: setattr(self.s, attr, v)
+
         reads = {
-            C2PMSG[33]: lambda: 0,
-            C2PMSG[35]: lambda: s.bl_reg,
-            C2PMSG[36]: lambda: s.bl_arg,
-            C2PMSG[64]: lambda: s.ctrl,
-            C2PMSG[67]: lambda: s.wptr,
-            C2PMSG[69]: lambda: s.ring_lo,
-            C2PMSG[70]: lambda: s.ring_hi,
-            C2PMSG[71]: lambda: s.ring_size,
-            C2PMSG[81]: lambda: s.sos_alive,
+            C2PMSG[33]: lambda: 0, C2PMSG[35]: get("bl_reg"), C2PMSG[36]: get("bl_arg"), C2PMSG[64]: get("ctrl"),
+            C2PMSG[67]: get("wptr"), C2PMSG[69]: get("ring_lo"), C2PMSG[70]: get("ring_hi"),
+            C2PMSG[71]: get("ring_size"), C2PMSG[81]: get("sos_alive"),
         }
         writes = {
-            C2PMSG[33]: lambda v: None,
-            C2PMSG[35]: self._bl_write,
-            C2PMSG[36]: lambda v: setattr(s, "bl_arg", v),
-            C2PMSG[64]: self._ctrl_write,
-            C2PMSG[67]: self._wptr_write,
-            C2PMSG[69]: lambda v: setattr(s, "ring_lo", v),
-            C2PMSG[70]: lambda v: setattr(s, "ring_hi", v),
-            C2PMSG[71]: lambda v: setattr(s, "ring_size", v),
+            C2PMSG[33]: lambda v: None, C2PMSG[35]: self._bl_write, C2PMSG[36]: put("bl_arg"),
+            C2PMSG[64]: self._ctrl_write, C2PMSG[67]: self._wptr_write, C2PMSG[69]: put("ring_lo"),
+            C2PMSG[70]: put("ring_hi"), C2PMSG[71]: put("ring_size"),
             C2PMSG[81]: lambda v: None,  # written by the PSP only (inferred): a host write is dropped
         }
         return reads, writes

@@ -24,7 +24,8 @@ What a driver sees:
   table address; TransferTableSmu2Dram(5) writes the 392-byte metrics table there;
   TransferTableDram2Smu, workload/GFXOFF/power-source style messages are accepted.
 * Mode-1 reset: Mode1Reset (0x2F) on the main mailbox or DEBUGSMC_MSG_Mode1Reset (2) on the debug
-  mailbox; the debug response register reads 1 afterwards.
+  mailbox; the response register of the mailbox used reads 1 afterwards (inferred), every other
+  SMU register 0, and the SMU is silent again until LOAD_IP_FW(SMU).
 * Metrics move over the board's virtual time: GFX activity follows the load (option ``load=``, or
   100 % while a compute queue is active) with a 0.5 s time constant, temperatures with 15 s; clocks
   sit at the soft limits (deep sleep below 15 % activity shows in the PostDs values), power is
@@ -141,6 +142,10 @@ class Smu:
         else:
             self.board.schedule(self.delay, lambda: self.regs.__setitem__(SMU_DBG_RESP, UNKNOWN))
 
+    def _main_reset(self) -> None:
+        self.board.mode1_reset("smu")
+        self.regs[SMU_RESP] = OK  # the answer stays readable across the reset (inferred)
+
     def _debug_reset(self) -> None:
         self.log.append((M["DEBUGSMC_MSG_Mode1Reset"], self.regs[SMU_DBG_ARG], OK))
         self.board.mode1_reset("smu-debug")
@@ -209,7 +214,7 @@ class Smu:
         if name == "GetPptLimit":
             return OK, s.ppt
         if name == "Mode1Reset":
-            self.board.schedule(0, lambda: self.board.mode1_reset("smu"))
+            self.board.schedule(0, self._main_reset)
             return OK, None
         if name in ("Mode2Reset", "EnterBaco", "ExitBaco", "ArmD3", "BacoAudioD3PME", "TriggerVFFLR"):
             return PREREQ, None  # not modelled: rejected
