@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tinyhw.autogen import amdgpu_psp, psp_gfx_if, smu13_driver_if_v13_0_0, smu_v13_0_0_ppsmc
+from tinyhw.errors import DeviceTimeout
 from tinyhw.mocks.navi31 import Navi31Board
 from tinyhw.mocks.options import MockOptions
 from tinyhw.regs import asic
@@ -241,9 +242,31 @@ class Am:
         return out
 
     # -- the whole §4.2 steps 5-8 + autoload ------------------------------------------------------------------
+    def smu_alive(self) -> bool:
+        """§6.1: GetSmuVersion with a 100 ms timeout; alive iff C2PMSG_90 != 0 afterwards."""
+        with suppress(DeviceTimeout):
+            self.smu(MSG["PPSMC_MSG_GetSmuVersion"], timeout=0.1)
+        return self.bar5.read32(reg("mp1.MP1_SMN_C2PMSG_90")) != 0
+
+    def mode1_reset(self) -> None:
+        """§7.2 for MP0 13.0.0: debug mailbox message 2, then wait for the bootloader."""
+        self.bar5.write32(reg("mp1.MP1_SMN_C2PMSG_54"), 0)
+        self.bar5.write32(reg("mp1.MP1_SMN_C2PMSG_53"), 0)
+        self.bar5.write32(reg("mp1.MP1_SMN_C2PMSG_75"), MSG["DEBUGSMC_MSG_Mode1Reset"])
+        self.clock.sleep(0.5)
+        self.wait(reg("mp0.MP0_SMN_C2PMSG_35"), lambda v: v & 0x80000000, "bootloader after reset")
+
+    def boot(self) -> int:
+        """§4.1 decision (without the partial-boot branch) then the full boot."""
+        sos_alive = self.bar5.read32(reg("mp0.MP0_SMN_C2PMSG_81")) != 0
+        if sos_alive and self.smu_alive():
+            self.mode1_reset()
+        return self.full_boot()
+
     def full_boot(self) -> int:
         sos = psp_components(firmware("psp_13_0_0_sos.bin"))
-        self.bootloader(sos)
+        if not self.bar5.read32(reg("mp0.MP0_SMN_C2PMSG_81")):
+            self.bootloader(sos)
         self.ring_create()
         status, tmr = self.load_toc(sos[4])
         assert status == 0 and tmr

@@ -14,7 +14,8 @@ import pytest
 from clihelp import run
 from mockboot import open_am, reg
 
-from tinyhw.mocks import boardstate
+from tinyhw.errors import Disconnected
+from tinyhw.mocks import amfw, boardstate
 
 
 @pytest.mark.parametrize("first,second", [("mock:navi31", "mock:navi31"), ("mock:navi31", "mock:navi31-usb"),
@@ -107,3 +108,21 @@ def test_boot_register_file_answers_the_passive_registers(tmp_path: Path) -> Non
         b5.write32(reg("nbio.BIF_BX_PF0_RSMU_DATA"), 0x55)
         assert b5.read32(reg("gc.SCRATCH_REG3")) == 0x55
         assert b5.read32(reg("gc.GCVM_L2_PROTECTION_FAULT_STATUS")) == 0
+
+
+def test_a_boot_interrupted_anywhere_is_recovered_by_the_next_boot(tmp_path: Path) -> None:
+    """Disconnect faults at many points of a boot; the next command (§4.1 decision, mode-1 reset when the
+    firmware runs) always ends with a booted board: the state file carries what the PSP/SMU had done."""
+    probe = tmp_path / "probe.bin"
+    with open_am(f"mock:navi31,flash={probe}") as am:
+        start = am.board.accesses
+        am.boot()
+        total = am.board.accesses - start
+    for k in range(1, 12):
+        flash = tmp_path / f"f{k}.bin"
+        n = total * k // 12
+        with pytest.raises(Disconnected), open_am(f"mock:navi31,flash={flash},faults=disconnect@{n}") as am:
+            am.boot()
+        with open_am(f"mock:navi31-usb,flash={flash}") as am:
+            assert am.boot() == amfw.TMR_SIZE
+            assert am.metrics()["MetricsCounter"] >= 1

@@ -441,10 +441,21 @@ class Navi31Board:
             self.smuio.gated = True
 
     def save_state(self) -> None:
-        """Write the board state file (the board's time, register file, PSP and SMU state)."""
-        self.tick()
+        """Write the board state file (the board's time, register file, PSP and SMU state).
+
+        Firmware events still pending run first, at their own times: between two commands real time
+        passes, so an sOS that was coming alive is alive for the next command."""
+        end = self.clock.now()
+        while self._events:
+            due, _, fn = heapq.heappop(self._events)
+            end = max(end, due)
+            self._event_time = due
+            try:
+                fn()
+            finally:
+                self._event_time = None
         boardstate.save(self.options.flash, {
-            "time": self.now(), "regs": self.regfile.to_state(), "psp": self.boot.to_state(),
+            "time": self.time_base + end, "regs": self.regfile.to_state(), "psp": self.boot.to_state(),
             "smu": self.smu.to_state(), "last_command": self.counters(),
         })
 

@@ -13,9 +13,9 @@ What a driver sees:
   ``bl_delay`` the component at MC ``C2PMSG_36 << 20`` is checked (SHA-256 of the expected size
   against the real component; order KDB, SPL, SYS, SOC, INTF, DBG, RAS, SOS of those present) and
   bit 31 returns: 0x80000000 when accepted, 0x80000000 | 0x0001 (invented error code) when the
-  bytes, the order or the address are wrong. After an accepted SOS the bootloader stops acking
-  and C2PMSG_81 becomes the sOS version (0x00310025) after ``sos_delay``; a rejected SOS leaves
-  bit 31 with the error code and C2PMSG_81 at 0.
+  bytes, the order or the address are wrong; a KDB starts the sequence over (inferred). After an
+  accepted SOS the bootloader stops acking and C2PMSG_81 becomes the sOS version (0x00310025)
+  after ``sos_delay``; a rejected SOS leaves bit 31 with the error code and C2PMSG_81 at 0.
 * sOS control (C2PMSG_64): reads 0x80000000 | status once sOS is alive (0 before). A command write
   clears bit 31; after ``ctrl_delay`` it reads 0x80000000 | (command & 0xF0000) | status.
   INIT_GPCOM_RING needs C2PMSG_71 != 0 and no ring (status 0, else 0x0001, invented);
@@ -175,6 +175,8 @@ class PspBoot:
         present = [t for t in types if t in amfw.PSP_13_0_0_SOS]
         if not present:
             return BL_ERROR  # a component this file does not have
+        if pos == 0:
+            s.loaded.clear()  # a new KDB starts the sequence over (inferred: a driver retrying after a crash)
         done = [order.index(c) for c in (int(x.split(":")[0], 16) for x in s.loaded)]
         if done and pos <= max(done):
             return BL_ERROR  # out of order or repeated
