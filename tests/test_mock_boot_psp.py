@@ -97,7 +97,7 @@ def test_bootloader_rejects_wrong_components(case: str, tmp_path: Path) -> None:
             am.bar5.write32(reg("mp0.MP0_SMN_C2PMSG_36"), am.mc(MSG_BUF) >> 20)
             am.bar5.write32(c35, cmd)
             assert am.wait(c35, lambda v: v & 0x80000000, "ack") == 0x80000000  # SYS first is fine...
-            image, cmd = comps[3], BL["PSP_BL__LOAD_KEY_DATABASE"]  # ...but KDB after SYS is out of order
+            image, cmd = comps[5], BL["PSP_BL__LOAD_TOS_SPL_TABLE"]  # ...but SPL after SYS is out of order
         elif case == "other-asic":
             other = psp_components(firmware("psp_13_0_7_sos.bin"))
             image = other[3]
