@@ -6,28 +6,44 @@ pads in :mod:`tinyhw.mocks.smuio`, GD25LQ16E in :mod:`tinyhw.mocks.gd25`, PSP ma
 :mod:`tinyhw.mocks.psp`, ROM aperture; §1 board states). Two attachments use it: the direct
 transport ``mock:navi31`` and the ASM24 USB bridge emulator ``mock:navi31-usb``.
 
+Boot path (specs/amd-bringup.md §10.4, see tinyhw/mocks/README.md "Emulated Navi31 boot"): VRAM
+behind BAR0 (sparse, 24 GiB; BAR0 256 MiB until resized), the AM register file of
+:mod:`tinyhw.mocks.amregs`, the PSP bootloader / sOS / KM ring of :mod:`tinyhw.mocks.pspboot`, the
+SMU of :mod:`tinyhw.mocks.smu`, mode-1 reset, and the board state file of
+:mod:`tinyhw.mocks.boardstate` (what outlives a command besides the flash).
+
 Contract with the attachments: the board never advances its clock; the attachment does, by its
-modelled latency, and the board measures flash/ROM_SW/PSP durations on it.
+modelled latency, and the board measures flash/ROM_SW/PSP durations on it. Firmware events (a
+bootloader ack, sOS coming alive, a ring command's fence) are scheduled in virtual time and run on
+the first access at or after their time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyhw.boards.navi31 import MMIO_BAR, NAVI31, BoardSpec
 from tinyhw.errors import StrictEmulationError
+from tinyhw.mocks import boardstate
 from tinyhw.mocks import discovery as mock_discovery
+from tinyhw.mocks.amregs import CP_HQD_ACTIVE, RSMU_INDEX, RegisterFile
 from tinyhw.mocks.flashstore import FlashStore, write_atomic
 from tinyhw.mocks.gd25 import GD25LQ16E, Gd25Config
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.pcifunc import PciFunction
 from tinyhw.mocks.psp import PspConfig, PspMailbox
+from tinyhw.mocks.pspboot import PspBoot, PspTiming
+from tinyhw.mocks.smu import Smu
 from tinyhw.mocks.smuio import Smuio, SmuioConfig
 from tinyhw.transport.clock import VirtualClock
 
+_INDEX_REGS = frozenset((mock_discovery.OFF_MM_INDEX, mock_discovery.OFF_MM_INDEX_HI, RSMU_INDEX))
 _LANES = [sum(0xFF << (8 * i) for i in range(4) if be >> i & 1) for be in range(16)]
 _PAGE = 4096
 
@@ -43,14 +59,17 @@ class Navi31Model:
     gd25: Gd25Config = field(default_factory=Gd25Config)
     smuio: SmuioConfig = field(default_factory=SmuioConfig)
     psp: PspConfig = field(default_factory=PspConfig)
+    boot: PspTiming = field(default_factory=PspTiming)
+    smu_delay: float = 100e-6
     acs: bool = True
 
 
 class _Sparse:
-    """Sparse little-endian dword storage (VRAM, doorbells): 4 KiB pages created on first write."""
+    """Sparse little-endian storage (VRAM, doorbells): 4 KiB pages created on first write; counts writes."""
 
     def __init__(self) -> None:
         self.pages: dict[int, bytearray] = {}
+        self.bytes_written = 0
 
     def read32(self, offset: int) -> int:
         page = self.pages.get(offset >> 12)
@@ -65,6 +84,31 @@ class _Sparse:
             page = self.pages[offset >> 12] = bytearray(_PAGE)
         o = offset & (_PAGE - 1)
         page[o:o + 4] = value.to_bytes(4, "little")
+        self.bytes_written += 4
+
+    def read(self, offset: int, length: int) -> bytes:
+        out = bytearray()
+        while length > 0:
+            o = offset & (_PAGE - 1)
+            n = min(length, _PAGE - o)
+            page = self.pages.get(offset >> 12)
+            out += page[o:o + n] if page is not None else bytes(n)
+            offset += n
+            length -= n
+        return bytes(out)
+
+    def write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
+        data = memoryview(data)
+        self.bytes_written += len(data)
+        while data:
+            o = offset & (_PAGE - 1)
+            n = min(len(data), _PAGE - o)
+            page = self.pages.get(offset >> 12)
+            if page is None:
+                page = self.pages[offset >> 12] = bytearray(_PAGE)
+            page[o:o + n] = data[:n]
+            offset += n
+            data = data[n:]
 
 
 class Navi31Board:
@@ -92,7 +136,7 @@ class Navi31Board:
         self.store = FlashStore(Path(options.flash), build_image, NAVI31.flash_size)
         self.chip = GD25LQ16E(self.store, self.clock, model.gd25)
         self.smuio = Smuio(self.chip, self.clock, model.smuio)
-        self.psp = PspMailbox(self.clock, options.psp, model.psp)
+        self.psp = PspMailbox(self.clock, "pbl" if options.psp == "hang" else options.psp, model.psp)
         self.vram = _Sparse()
         self.doorbells = _Sparse()
         # VRAM of the full size (BAR0 shows its low part), RCC_CONFIG_MEMSIZE, the MM_INDEX/MM_DATA window and
@@ -100,10 +144,27 @@ class Navi31Board:
         self.vram_size = mock_discovery.VRAM_MIB << 20
         self.window = mock_discovery.VramWindow(mock_discovery.VRAM_MIB, self._vram_read, self._vram_write,
                                                 self._window_reg_read, self._window_reg_write)
-        mock_discovery.place(self.vram.write32, mock_discovery.VRAM_MIB, mock_discovery.discovery_image())
+        self._place_discovery()
         self._plain = {0: self.vram, 2: self.doorbells}
         self._other: dict[int, int] = {}  # non-strict storage of uncovered BAR5 dwords (R1)
         self._closed = False
+        # the AM boot path (amd-bringup.md §10.4)
+        self._events: list[tuple[float, int, Callable[[], None]]] = []
+        self._event_time: float | None = None
+        self._seq = 0
+        self.time_base = 0.0  # virtual time the board had lived before this command
+        self.bar5_writes = 0  # BAR5 register writes this command (every block)
+        self.reg_writes = 0  # the same without the address registers of the indirect windows (MM_INDEX(_HI), RSMU)
+        self.resets: list[str] = []  # mode-1 resets this command, by trigger
+        self.regfile = RegisterFile(self.vram_size)
+        model.boot.sos_delay = options.sos_delay
+        self.boot = PspBoot(self, model.boot, hang=options.psp == "hang", fwcheck=options.fwcheck == "on")
+        self.smu = Smu(self, delay=model.smu_delay, silent=options.smu == "silent", busy_at=options.smu_busy_at,
+                       load=options.load)
+        self._load_state()
+        if options.psp in ("sos", "gated") and not self.boot.s.sos_alive:
+            self.boot.s.sos_alive = 1
+            self.boot.s.ctrl = 0x80000000
         self._rebuild()
 
     # -- BAR5 dispatch ----------------------------------------------------------------------------------------
@@ -115,6 +176,13 @@ class Navi31Board:
         self._win_rd, win_wr = self.window.handlers()
         reads.update(self._win_rd)
         writes.update(win_wr)
+        br, bw = self.boot.handlers()
+        sr, sw = self.smu.handlers()
+        taken = set(reads) | set(writes) | set(br) | set(sr)
+        fr, fw = self.regfile.handlers(taken)
+        for more_r, more_w in ((fr, fw), (br, bw), (sr, sw)):
+            reads.update(more_r)
+            writes.update(more_w)
         self._rd5 = reads
         self._wr5 = writes
 
@@ -181,6 +249,8 @@ class Navi31Board:
     def mem_read32(self, bar: int, offset: int) -> int:
         """One dword read of ``bar`` at ``offset`` (dword aligned); all ones while memory decode is off."""
         self.accesses += 1
+        if self._events and self._events[0][0] <= self.clock.now():
+            self.tick()
         if not self.pci.command & 2:
             return 0xFFFFFFFF
         if bar == MMIO_BAR:
@@ -196,8 +266,14 @@ class Navi31Board:
     def mem_write32(self, bar: int, offset: int, value: int, byte_enable: int = 0xF) -> None:
         """One dword write; only the enabled byte lanes change (merged with the stored value)."""
         self.accesses += 1
+        if self._events and self._events[0][0] <= self.clock.now():
+            self.tick()
         if not self.pci.command & 2:
             return
+        if bar == MMIO_BAR:
+            self.bar5_writes += 1
+            if offset not in _INDEX_REGS:
+                self.reg_writes += 1
         if byte_enable != 0xF:
             lanes = _LANES[byte_enable & 0xF]
             value = (self._peek(bar, offset) & ~lanes) | (value & lanes)
@@ -214,6 +290,29 @@ class Navi31Board:
             return
         self._uncovered(bar, offset, value)
 
+    def mem_write_block(self, bar: int, offset: int, data: bytes) -> bool:
+        """A burst of dword writes to VRAM (streamed or bulk); False when it is not plain VRAM (caller loops)."""
+        if bar != 0 or not self.pci.command & 2 or offset & 3 or len(data) & 3:
+            return False
+        if offset + len(data) > min(self.pci.bar_size[0], self.vram_size):
+            return False
+        self.accesses += len(data) // 4
+        if self._events and self._events[0][0] <= self.clock.now():
+            self.tick()
+        self.vram.write(offset, data)
+        return True
+
+    def mem_read_block(self, bar: int, offset: int, length: int) -> bytes | None:
+        """A burst of dword reads of VRAM; None when it is not plain VRAM (caller loops)."""
+        if bar != 0 or not self.pci.command & 2 or offset & 3 or length & 3:
+            return None
+        if offset + length > min(self.pci.bar_size[0], self.vram_size):
+            return None
+        self.accesses += length // 4
+        if self._events and self._events[0][0] <= self.clock.now():
+            self.tick()
+        return self.vram.read(offset, length)
+
     def _peek(self, bar: int, offset: int) -> int:
         if bar in self._plain:
             return self._plain[bar].read32(offset)
@@ -225,7 +324,10 @@ class Navi31Board:
             try:
                 return self.psp.peek(offset)
             except KeyError:
-                return self.smuio.peek(offset)
+                pass
+            if offset in self._rd5 and offset not in self.smuio.handlers()[0]:
+                return self._rd5[offset]()
+            return self.smuio.peek(offset)
         return 0
 
     def _uncovered(self, bar: int, offset: int, value: int | None) -> int:
@@ -246,10 +348,126 @@ class Navi31Board:
             return 0
         return self._other.get(offset, 0) if inside else 0
 
+    # -- AM boot path: time, memory, events (used by pspboot and smu) -----------------------------------------------
+    def now(self) -> float:
+        """The board's virtual time: what it lived in earlier commands plus this command's clock."""
+        return self.time_base + self.clock.now()
+
+    def schedule(self, delay: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` at the first access ``delay`` seconds of virtual time from now (or later)."""
+        self._seq += 1
+        base = self._event_time if self._event_time is not None else self.clock.now()
+        heapq.heappush(self._events, (base + delay, self._seq, fn))
+
+    def tick(self) -> None:
+        """Run every event that is due, each at its own time (what it schedules counts from then)."""
+        while self._events and self._events[0][0] <= self.clock.now():
+            due, _, fn = heapq.heappop(self._events)
+            self._event_time = due
+            try:
+                fn()
+            finally:
+                self._event_time = None
+
+    def mc_to_phys(self, mc: int, length: int = 1) -> int | None:
+        """VRAM offset of MC address ``mc`` (§4.5: MC = FB base + offset), None outside VRAM."""
+        phys = mc - self.regfile.fb_base
+        return phys if phys >= 0 and phys + length <= self.vram_size else None
+
+    def vram_read(self, phys: int, length: int) -> bytes:
+        return self.vram.read(phys, length)
+
+    def vram_write(self, phys: int, data: bytes) -> None:
+        self.vram.write(phys, data)
+
+    def compute_active(self) -> bool:
+        return bool(self.regfile.values.get(CP_HQD_ACTIVE, 0) & 1)
+
+    def on_sos_alive(self) -> None:
+        """sOS running: the early flash mailbox is gated (navi31-spi-flash.md §1 board states)."""
+        self.psp.set_state("sos")
+        self.smuio.gated = True
+
+    def on_smu_loaded(self) -> None:
+        self.smu.s.loaded = True
+        self.smu.s.last_t = self.now()
+
+    def on_autoload_done(self) -> None:
+        self.regfile.autoload_done = True
+
+    def mode1_reset(self, trigger: str) -> None:
+        """Mode-1 reset (§7.2, §10.4 SMU item 4): firmware, ring, TMR, SMU, GC state and registers back to
+        power-on; the bootloader is unavailable for ``reset_delay`` and then ready again. VRAM contents and
+        PCI config space are kept (inferred simplifications); the discovery table is rewritten."""
+        self.resets.append(trigger)
+        self._events.clear()
+        self.boot.power_on()
+        self.boot.s.bl_reg = 0
+        self.smu.power_on()
+        self.regfile.power_on()
+        self.psp.set_state("pbl")
+        self.smuio.gated = False
+        self._place_discovery()
+
+        def ready() -> None:
+            self.boot.s.bl_reg = 0x80000000
+
+        self.schedule(self.boot.timing.reset_delay, ready)
+
+    def _place_discovery(self) -> None:
+        """The IP discovery binary at VRAM size - 64 KiB (written by the firmware: not counted as a host write)."""
+        written = self.vram.bytes_written
+        mock_discovery.place(self.vram.write32, mock_discovery.VRAM_MIB, mock_discovery.discovery_image())
+        self.vram.bytes_written = written
+
+    def counters(self) -> dict[str, int]:
+        """Emulator-side counters of this command (tests prove "nothing was written" with them)."""
+        return {"vram_bytes_written": self.vram.bytes_written, "bar5_writes": self.bar5_writes,
+                "reg_writes": self.reg_writes,
+                "regfile_writes": self.regfile.writes, "accesses": self.accesses, "smu_messages": self.smu.messages,
+                "psp_commands": len(self.boot.log), "mode1_resets": len(self.resets)}
+
+    # -- board state file ----------------------------------------------------------------------------------------
+    def _load_state(self) -> None:
+        state = boardstate.load(self.options.flash)
+        if not state:
+            return
+        self.time_base = float(state.get("time", 0.0))
+        self.regfile.from_state(state.get("regs", {}))
+        self.boot.from_state(state.get("psp", {}))
+        self.smu.from_state(state.get("smu", {}))
+        if self.boot.s.sos_alive:
+            self.psp.set_state("sos")
+            self.smuio.gated = True
+
+    def save_state(self) -> None:
+        """Write the board state file (the board's time, register file, PSP and SMU state).
+
+        Firmware events still pending run first, at their own times: between two commands real time
+        passes, so an sOS that was coming alive is alive for the next command."""
+        end = self.clock.now()
+        while self._events:
+            due, _, fn = heapq.heappop(self._events)
+            end = max(end, due)
+            self._event_time = due
+            try:
+                fn()
+            finally:
+                self._event_time = None
+        boardstate.save(self.options.flash, {
+            "time": self.time_base + end, "regs": self.regfile.to_state(), "psp": self.boot.to_state(),
+            "smu": self.smu.to_state(), "last_command": self.counters(),
+        })
+
     # -- lifetime -----------------------------------------------------------------------------------------------
     def disconnect(self) -> None:
         """Power lost mid-operation (a disconnect fault): a running program/erase stays torn."""
         self.chip.freeze()
+        self._save_quietly()
+
+    def _save_quietly(self) -> None:
+        with contextlib.suppress(OSError):  # a read-only cache dir must not turn a close into an error
+            self.save_state()
 
     def close(self) -> None:
         """Finish a running flash operation, flush the flash file; safe to call twice."""
@@ -259,11 +477,14 @@ class Navi31Board:
         try:
             self.chip.finish()
         finally:
-            self.store.close()
+            try:
+                self._save_quietly()
+            finally:
+                self.store.close()
 
 
 def reset_flash(path: Path | str) -> str:
-    """Write the pristine synthetic image to ``path`` and clear its status sidecar; returns its sha256.
+    """Write the pristine synthetic image to ``path``, clear its status sidecar and board state; returns its sha256.
 
     The caller holds the device lock (``tinyhw mock reset`` does).
     """
@@ -271,4 +492,5 @@ def reset_flash(path: Path | str) -> str:
     image = build_image()
     write_atomic(path, image)
     write_atomic(path.with_name(path.name + ".sr"), bytes(3))
+    boardstate.clear(path)  # a cold board: no firmware running, registers at power-on values
     return hashlib.sha256(image).hexdigest()
