@@ -15,6 +15,9 @@ import pytest
 from amfake import FW_DIR
 from clihelp import run
 
+from tinyhw.mocks import boardstate
+from tinyhw.mocks.options import default_flash_path
+
 BOARDS = ["mock:navi31", "mock:navi31-usb"]
 
 
@@ -24,6 +27,11 @@ def fwdir() -> str:
         pytest.fail(f"Debian's firmware-amd-graphics is not extracted in {FW_DIR}: run bash tests/fetch_firmware.sh",
                     pytrace=False)
     return str(FW_DIR)
+
+
+def last_command() -> dict:
+    """The emulator's own counters of the last command (board state file)."""
+    return boardstate.load(default_flash_path())["last_command"]
 
 
 def _json(r) -> dict:
@@ -93,7 +101,8 @@ def test_smi_live_refreshes_and_human_table(fwdir) -> None:
 def test_boot_needs_yes_and_writes_nothing_without_it(fwdir) -> None:
     r = run("--device", "mock:navi31", "--stats", "am", "boot", "--firmware-dir", fwdir)
     assert r.code == 2 and "needs --yes" in r.err and "plan: full boot" in r.err
-    assert r.stats["reg_writes"] == 0
+    emu = last_command()
+    assert emu["vram_bytes_written"] == 0 and emu["reg_writes"] == 0 and emu["smu_messages"] == 0
 
 
 def _bad_dir(tmp: Path, fwdir: str, damage: str) -> str:
@@ -122,7 +131,8 @@ def test_bad_firmware_refused_before_any_write(tmp_path, dev, damage, fwdir) -> 
     r = boot(dev, _bad_dir(tmp_path, fwdir, damage))
     assert r.code == 2, r.err
     assert "psp_13_0_0_sos.bin" in r.err and "firmware-amd-graphics" in r.err
-    assert r.stats["reg_writes"] == 0 and r.stats["tlp_writes"] == 0
+    emu = last_command()
+    assert emu["vram_bytes_written"] == 0 and emu["reg_writes"] == 0 and emu["psp_commands"] == 0
     info = _json(run("--device", dev, "--json", "am", "info", "--firmware-dir", fwdir))
     assert not info["state"]["sos_alive"] and info["state"]["bootloader_ready"]
 
@@ -148,3 +158,24 @@ def test_disconnect_sweep_always_ends_booted_or_says_reset(fwdir) -> None:
             assert run("--device", dev, "mock", "reset", "--yes").code in (0, 2)
         _json(run("--device", dev, "--json", "am", "reset", "--yes"))
     assert outcomes.count("booted") >= len(outcomes) - 1, outcomes
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    ("psp=hang", "timed out after 10 s waiting for the psp bootloader"),
+    ("smu=silent", "timed out after 10 s waiting for the smu to answer GetSmuVersion"),
+])
+def test_firmware_that_never_answers_times_out_on_virtual_time(option, message, fwdir) -> None:
+    r = boot(f"mock:navi31,{option}", fwdir)
+    assert r.code == 1 and message in r.err and "tinyhw am reset --yes" in r.err, r.err
+    assert r.stats["modelled_s"] >= 10.0 and r.stats["elapsed_s"] < 30
+
+
+def test_busy_smu_answer_is_retried(fwdir) -> None:
+    doc = _json(boot("mock:navi31,smu=busy@2", fwdir))
+    assert doc["boot"] == "full" and doc["clocks_mhz"]["gfxclk"] > 0
+
+
+def test_board_running_firmware_is_reset_before_the_boot(fwdir) -> None:
+    doc = _json(boot("mock:navi31,psp=sos", fwdir))
+    assert doc["boot"] == "reset+full" and doc["steps"][0]["step"] == "mode-1 reset"
+    assert doc["steps"][0]["path"] == "psp"

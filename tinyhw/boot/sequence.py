@@ -187,7 +187,7 @@ def _load_toc(gpu: AmGpu, psp: Psp, toc: bytes) -> int:
 def _autoload(gpu: AmGpu, psp: Psp) -> None:
     psp.autoload_rlc()
     poll(gpu.clock, lambda: (gpu.rd(g.CP_STAT), gpu.regs.read(g.BOOTLOAD_COMPLETE)),
-         lambda v: v[0] == 0 and v[1] == 1, timeout=psp.timeout, interval=0.001,
+         lambda v: v[0] == 0 and v[1] == 1, timeout=psp.timeout, interval=0.01,
          what="rlc autoload (cp_stat == 0 and bootload_complete == 1)", hint=RESET_HINT)
 
 

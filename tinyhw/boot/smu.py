@@ -86,13 +86,20 @@ class Smu:
         self.send("EnableAllSmuFeatures", 0, value=False)
 
     # -- clocks (§6.3) ------------------------------------------------------------------------------------------
+    def level_count(self, clk: int) -> int:
+        """Number of DPM levels of clock ``clk`` (GetDpmFreqByIndex with index 0xFF, §6.3)."""
+        n = self.send("GetDpmFreqByIndex", (clk << 16) | 0xFF) & 0x7FFFFFFF
+        if not 0 < n <= 64:
+            raise SmuError(f"the smu reports {n} dpm levels for clock {clk}", code=ids.RESULT_OK)
+        return n
+
+    def level_mhz(self, clk: int, level: int) -> int:
+        return self.send("GetDpmFreqByIndex", (clk << 16) | level) & 0x7FFFFFFF
+
     def levels(self, clk: int) -> list[int]:
         """MHz of every DPM level of clock ``clk`` (cached)."""
         if clk not in self._levels:
-            n = self.send("GetDpmFreqByIndex", (clk << 16) | 0xFF) & 0x7FFFFFFF
-            if not 0 < n <= 64:
-                raise SmuError(f"the smu reports {n} dpm levels for clock {clk}", code=ids.RESULT_OK)
-            self._levels[clk] = [self.send("GetDpmFreqByIndex", (clk << 16) | i) & 0x7FFFFFFF for i in range(n)]
+            self._levels[clk] = [self.level_mhz(clk, i) for i in range(self.level_count(clk))]
         return self._levels[clk]
 
     def pin(self, clk: int, mhz: int) -> None:
@@ -100,11 +107,14 @@ class Smu:
         self.send("SetSoftMaxByFreq", (clk << 16) | (mhz & 0xFFFF), value=False)
 
     def highest_clocks(self) -> dict[str, int]:
-        """Pin GFXCLK, SOCCLK, UCLK and FCLK to their highest DPM level (§4.2 step 11); returns MHz by name."""
+        """Pin GFXCLK, SOCCLK, UCLK and FCLK to their highest DPM level (§4.2 step 11); returns MHz by name.
+
+        Asks only for the level count and the top level's frequency (two messages per clock).
+        """
         out = {}
         for name in ("GFXCLK", "SOCCLK", "UCLK", "FCLK"):
             clk = ids.CLOCKS[name]
-            top = self.levels(clk)[-1]
+            top = self.level_mhz(clk, self.level_count(clk) - 1)
             self.pin(clk, top)
             out[name.lower()] = top
         return out
