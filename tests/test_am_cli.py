@@ -43,8 +43,11 @@ def boot(dev: str, fwdir: str, *extra: str):
     return run("--device", dev, "--json", "--stats", "am", "boot", "--yes", "--firmware-dir", fwdir, *extra)
 
 
-def test_info_on_an_untouched_board(fwdir) -> None:
-    doc = _json(run("--device", "mock:navi31", "--json", "am", "info", "--firmware-dir", fwdir))
+@pytest.mark.parametrize("dev", BOARDS)
+def test_info_on_an_untouched_board(dev, fwdir) -> None:
+    doc = _json(run("--device", dev, "--json", "am", "info", "--firmware-dir", fwdir))
+    emu = last_command()
+    assert emu["vram_bytes_written"] == 0 and emu["reg_writes"] == 0 and emu["smu_messages"] == 0  # read-only
     assert doc["vram_mib"] == 24576 and doc["gfx_target"] == "gfx1100" and doc["vf"] is False
     versions = {ip["block"]: ip["version"] for ip in doc["discovery"]["ips"]}
     assert versions["mp0"] == "13.0.0" and versions["mp1"] == "13.0.0" and versions["gc"] == "11.0.0"
@@ -56,6 +59,13 @@ def test_info_on_an_untouched_board(fwdir) -> None:
                           "gc_11_0_0_imu.bin", "gc_11_0_0_rlc.bin"}
     assert all(f["ok"] for f in files.values())
     assert files["psp_13_0_0_sos.bin"]["ucode_version"] == 0x310025
+
+
+def test_info_smu_probe_after_boot(fwdir) -> None:
+    _json(boot("mock:navi31", fwdir))
+    doc = _json(run("--device", "mock:navi31", "--json", "am", "info", "--probe-smu"))
+    assert doc["smu"] == {"alive": True, "version": 0x004E4B00}
+    assert doc["state"]["tinyhw_booted"] and doc["state"]["scratch_reg5_tmr_size"] == 0x1200000
 
 
 def test_info_human_output(fwdir) -> None:
