@@ -189,3 +189,12 @@ def test_board_running_firmware_is_reset_before_the_boot(fwdir) -> None:
     doc = _json(boot("mock:navi31,psp=sos", fwdir))
     assert doc["boot"] == "reset+full" and doc["steps"][0]["step"] == "mode-1 reset"
     assert doc["steps"][0]["path"] == "psp"
+
+
+def test_unknown_firmware_allowed_but_rejected_by_the_psp(tmp_path, fwdir) -> None:
+    """--allow-unknown-firmware skips the hash check; the (emulated) PSP then rejects the flipped SOS image."""
+    bad = _bad_dir(tmp_path, fwdir, "flipped")
+    r = boot("mock:navi31", bad, "--allow-unknown-firmware")
+    assert r.code == 1 and "the psp bootloader rejected the SOS component" in r.err, r.err
+    assert r.stats["modelled_s"] < 5  # the rejection is seen at once, not after the 10 s sOS wait
+    assert _json(boot("mock:navi31", fwdir))["boot"] == "full"  # the real files boot it again

@@ -52,16 +52,20 @@ class Psp:
         self.gpu.wr(g.PSP_BL_ADDR, mc >> 20)
         self.gpu.wr(g.PSP_BL_CMD, command)
         if last:
-            poll(self.gpu.clock, self.gpu.sos_alive, bool, timeout=self.timeout, interval=POLL * 10,
-                 what="the psp secure os to come alive (c2pmsg_81)", hint=RESET_HINT)
-            return
-        self.wait_bootloader(f"to take {label}")
+            # sOS alive, or the bootloader back with error bits (it rejected the SOS image)
+            poll(self.gpu.clock, lambda: (self.gpu.sos_alive(), self.gpu.rd(g.PSP_BL_CMD)),
+                 lambda v: v[0] or (v[1] != 0xFFFFFFFF and v[1] & READY and v[1] != READY), timeout=self.timeout,
+                 interval=POLL * 10, what="the psp secure os to come alive (c2pmsg_81)", hint=RESET_HINT)
+            if self.gpu.sos_alive():
+                return
+        else:
+            self.wait_bootloader(f"to take {label}")
         v = self.gpu.rd(g.PSP_BL_CMD)
         if v != READY:
             raise PspError(f"the psp bootloader rejected the {label} component (c2pmsg_35 0x{v:08x})",
-                           hint="an interrupted earlier boot leaves the bootloader expecting the rest of its "
-                                "sequence; power-cycle the board (a mode-1 reset needs running firmware), "
-                                "then boot again")
+                           hint="the image is not one this board accepts (was --allow-unknown-firmware given?), or "
+                                "an interrupted earlier boot left the bootloader part-way: boot again, and "
+                                "power-cycle the board if it repeats")
 
     # -- sOS control and ring (§5.2) -------------------------------------------------------------------------------
     def _ctrl_wait(self, what: str, mask: int = READY) -> int:
