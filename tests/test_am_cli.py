@@ -91,6 +91,8 @@ def test_boot_partial_boot_smi_reset(dev, fwdir) -> None:
     smi = run("--device", dev, "--json", "--stats", "smi", "--once")
     m = _json(smi)
     assert m["clocks_mhz"]["gfx"] > 0 and m["power_w"]["limit"] > 0 and m["temperatures_c"]
+    emu = last_command()  # one TransferTableSmu2Dram; the table address is never rewritten
+    assert emu["smu_messages"] == 1 and emu["psp_commands"] == 0 and emu["reg_writes"] == 3
     if dev.endswith("-usb"):
         assert 0 < m["refresh"]["usb_transfers"] <= 20
     reset = _json(run("--device", dev, "--json", "am", "reset", "--yes"))
