@@ -126,3 +126,36 @@ def test_a_boot_interrupted_anywhere_is_recovered_by_the_next_boot(tmp_path: Pat
         with open_am(f"mock:navi31-usb,flash={flash}") as am:
             assert am.boot() == amfw.TMR_SIZE
             assert am.metrics()["MetricsCounter"] >= 1
+
+
+def test_resizable_bar_exposes_all_of_vram_through_bar0(tmp_path: Path) -> None:
+    """§1.1 step 5: resize BAR0 to its largest size; then VRAM (24 GiB) is reachable directly, discovery included."""
+    from tinyhw.mocks.direct import DirectTransport
+    from tinyhw.mocks.options import MockOptions
+
+    t = DirectTransport(MockOptions(strict=True, flash=tmp_path / "f.bin"))
+    try:
+        off = 0x100
+        while off:
+            hdr = t.config_read(off)
+            if hdr & 0xFFFF == 0x15:
+                break
+            off = hdr >> 20
+        k = (t.config_read(off + 4) >> 4).bit_length() - 1
+        t.config_write(off + 8, 4, t.config_read(off + 8) & ~0x1F00 | k << 8)
+        bar0 = t.bar(0)
+        assert bar0.size == 32 << 30
+        top = (24576 << 20) - (64 << 10)
+        assert bar0.read(top, 4) == bytes([0x07, 0x14, 0x21, 0x28])
+        bar0.write(20 << 30, b"\x01\x02\x03\x04" * 4)
+        assert bar0.read32((20 << 30) + 12) == 0x04030201
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("opt", ["smu=busy", "smu=busy@x", "smu=loud", "load=101", "load=warm", "sosdelay=-1",
+                                 "sosdelay=abc", "psp=boot", "fwcheck=maybe"])
+def test_bad_boot_options_are_refused(opt: str, tmp_path: Path) -> None:
+    r = run("--device", f"mock:navi31,flash={tmp_path / 'f.bin'},{opt}", "reg", "read", "gc.SCRATCH_REG7")
+    assert r.code == 2, (r.code, r.err)
+    assert r.err.startswith("error: ") and opt.split("=")[0] in r.err
