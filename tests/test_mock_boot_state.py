@@ -30,6 +30,17 @@ def test_reg_write_is_seen_by_the_next_command(first: str, second: str, tmp_path
     assert boardstate.state_path(flash).is_file()
 
 
+def test_smuio_register_write_is_seen_by_the_next_command(tmp_path: Path) -> None:
+    flash = tmp_path / "flash.bin"
+    r = run("--device", f"mock:navi31-usb,flash={flash}", "reg", "write", "smuio.ROM_CNTL.SCK_PRESCALE_REFCLK=4",
+            "--yes")
+    assert r.code == 0, r.err
+    r = run("--device", f"mock:navi31,flash={flash}", "--json", "reg", "read", "smuio.ROM_CNTL")
+    assert r.code == 0, r.err
+    fields = {f["name"]: f["value"] for f in json.loads(r.out)[0]["fields"]}
+    assert fields["SCK_PRESCALE_REFCLK"] == 4
+
+
 def test_mock_reset_forgets_the_board_state(tmp_path: Path) -> None:
     flash = tmp_path / "flash.bin"
     assert run("--device", f"mock:navi31,flash={flash}", "reg", "write", "gc.SCRATCH_REG6=1", "--yes").code == 0

@@ -406,6 +406,7 @@ class Navi31Board:
         self.smu.power_on()
         self.regfile.power_on()
         self.psp.set_state("pbl")
+        self.smuio.power_on()
         self.smuio.gated = False
         self._place_discovery()
 
@@ -436,6 +437,9 @@ class Navi31Board:
         self.regfile.from_state(state.get("regs", {}))
         self.boot.from_state(state.get("psp", {}))
         self.smu.from_state(state.get("smu", {}))
+        for key, value in state.get("smuio", {}).items():  # ROM block / GPIO pad storage written earlier
+            if int(key, 16) in self.smuio.regs:
+                self.smuio.regs[int(key, 16)] = int(value) & 0xFFFFFFFF
         if self.boot.s.sos_alive:
             self.psp.set_state("sos")
             self.smuio.gated = True
@@ -457,6 +461,8 @@ class Navi31Board:
         boardstate.save(self.options.flash, {
             "time": self.time_base + end, "regs": self.regfile.to_state(), "psp": self.boot.to_state(),
             "smu": self.smu.to_state(), "last_command": self.counters(),
+            "smuio": {f"{k:x}": v for k, v in sorted(self.smuio.regs.items())
+                      if v != self.smuio.config.power_on.get(k)},
         })
 
     # -- lifetime -----------------------------------------------------------------------------------------------
