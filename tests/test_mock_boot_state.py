@@ -170,3 +170,30 @@ def test_bad_boot_options_are_refused(opt: str, tmp_path: Path) -> None:
     r = run("--device", f"mock:navi31,flash={tmp_path / 'f.bin'},{opt}", "reg", "read", "gc.SCRATCH_REG7")
     assert r.code == 2, (r.code, r.err)
     assert r.err.startswith("error: ") and opt.split("=", maxsplit=1)[0] in r.err
+
+
+def test_discovery_gc_info_table_describes_a_full_navi31(tmp_path: Path) -> None:
+    """§2.8: table_list[GC] -> gc_info v1.3; CUs = 2 x (wgp0 + wgp1) per SA x SAs per SE x SEs = 96."""
+    import struct
+
+    from tinyhw.autogen import amd_discovery
+    from tinyhw.formats.ipdiscovery import checksum16
+
+    with open_am(f"mock:navi31,flash={tmp_path / 'f.bin'}") as am:
+        base = (24576 << 20) - (64 << 10)
+        head = am.vram_read_indirect(base, 60)
+        off, csum, size, _ = struct.unpack_from("<HHHH", head, 12 + 8)
+        table = am.vram_read_indirect(base + off, (size + 3) & ~3)[:size]
+    assert checksum16(table) == csum
+    total, layout = amd_discovery.STRUCTS["struct gc_info_v1_3"]
+    assert size == total
+
+    def field(name: str) -> int:
+        o, ctype, _ = layout[name]
+        return struct.unpack_from("<H" if ctype == "uint16_t" else "<I", table, o)[0]
+
+    assert field("header.table_id") == amd_discovery.CONSTANTS["GC_TABLE_ID"]
+    assert (field("header.version_major"), field("header.version_minor")) == (1, 3)
+    cus = 2 * (field("gc_num_wgp0_per_sa") + field("gc_num_wgp1_per_sa")) * field("gc_num_sa_per_se") \
+        * field("gc_num_se")
+    assert cus == 96 and field("gc_wave_size") == 32 and field("gc_lds_size") == 64
