@@ -30,6 +30,17 @@ def test_reg_write_is_seen_by_the_next_command(first: str, second: str, tmp_path
     assert boardstate.state_path(flash).is_file()
 
 
+def test_smuio_register_write_is_seen_by_the_next_command(tmp_path: Path) -> None:
+    flash = tmp_path / "flash.bin"
+    r = run("--device", f"mock:navi31-usb,flash={flash}", "reg", "write", "smuio.ROM_CNTL.SCK_PRESCALE_REFCLK=4",
+            "--yes")
+    assert r.code == 0, r.err
+    r = run("--device", f"mock:navi31,flash={flash}", "--json", "reg", "read", "smuio.ROM_CNTL")
+    assert r.code == 0, r.err
+    fields = {f["name"]: f["value"] for f in json.loads(r.out)[0]["fields"]}
+    assert fields["SCK_PRESCALE_REFCLK"] == 4
+
+
 def test_mock_reset_forgets_the_board_state(tmp_path: Path) -> None:
     flash = tmp_path / "flash.bin"
     assert run("--device", f"mock:navi31,flash={flash}", "reg", "write", "gc.SCRATCH_REG6=1", "--yes").code == 0
@@ -126,3 +137,63 @@ def test_a_boot_interrupted_anywhere_is_recovered_by_the_next_boot(tmp_path: Pat
         with open_am(f"mock:navi31-usb,flash={flash}") as am:
             assert am.boot() == amfw.TMR_SIZE
             assert am.metrics()["MetricsCounter"] >= 1
+
+
+def test_resizable_bar_exposes_all_of_vram_through_bar0(tmp_path: Path) -> None:
+    """§1.1 step 5: resize BAR0 to its largest size; then VRAM (24 GiB) is reachable directly, discovery included."""
+    from tinyhw.mocks.direct import DirectTransport
+    from tinyhw.mocks.options import MockOptions
+
+    t = DirectTransport(MockOptions(strict=True, flash=tmp_path / "f.bin"))
+    try:
+        off = 0x100
+        while off:
+            hdr = t.config_read(off)
+            if hdr & 0xFFFF == 0x15:
+                break
+            off = hdr >> 20
+        k = (t.config_read(off + 4) >> 4).bit_length() - 1
+        t.config_write(off + 8, 4, t.config_read(off + 8) & ~0x1F00 | k << 8)
+        bar0 = t.bar(0)
+        assert bar0.size == 32 << 30
+        top = (24576 << 20) - (64 << 10)
+        assert bar0.read(top, 4) == bytes([0x07, 0x14, 0x21, 0x28])
+        bar0.write(20 << 30, b"\x01\x02\x03\x04" * 4)
+        assert bar0.read32((20 << 30) + 12) == 0x04030201
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("opt", ["smu=busy", "smu=busy@x", "smu=loud", "load=101", "load=warm", "sosdelay=-1",
+                                 "sosdelay=abc", "psp=boot", "fwcheck=maybe"])
+def test_bad_boot_options_are_refused(opt: str, tmp_path: Path) -> None:
+    r = run("--device", f"mock:navi31,flash={tmp_path / 'f.bin'},{opt}", "reg", "read", "gc.SCRATCH_REG7")
+    assert r.code == 2, (r.code, r.err)
+    assert r.err.startswith("error: ") and opt.split("=", maxsplit=1)[0] in r.err
+
+
+def test_discovery_gc_info_table_describes_a_full_navi31(tmp_path: Path) -> None:
+    """§2.8: table_list[GC] -> gc_info v1.3; CUs = 2 x (wgp0 + wgp1) per SA x SAs per SE x SEs = 96."""
+    import struct
+
+    from tinyhw.autogen import amd_discovery
+    from tinyhw.formats.ipdiscovery import checksum16
+
+    with open_am(f"mock:navi31,flash={tmp_path / 'f.bin'}") as am:
+        base = (24576 << 20) - (64 << 10)
+        head = am.vram_read_indirect(base, 60)
+        off, csum, size, _ = struct.unpack_from("<HHHH", head, 12 + 8)
+        table = am.vram_read_indirect(base + off, (size + 3) & ~3)[:size]
+    assert checksum16(table) == csum
+    total, layout = amd_discovery.STRUCTS["struct gc_info_v1_3"]
+    assert size == total
+
+    def field(name: str) -> int:
+        o, ctype, _ = layout[name]
+        return struct.unpack_from("<H" if ctype == "uint16_t" else "<I", table, o)[0]
+
+    assert field("header.table_id") == amd_discovery.CONSTANTS["GC_TABLE_ID"]
+    assert (field("header.version_major"), field("header.version_minor")) == (1, 3)
+    cus = 2 * (field("gc_num_wgp0_per_sa") + field("gc_num_wgp1_per_sa")) * field("gc_num_sa_per_se") \
+        * field("gc_num_se")
+    assert cus == 96 and field("gc_wave_size") == 32 and field("gc_lds_size") == 64

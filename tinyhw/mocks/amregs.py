@@ -28,9 +28,11 @@ Behaviour (what a driver sees):
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from functools import cache
+from functools import cache, partial
 
+from tinyhw.autogen import sources
 from tinyhw.regs import asic
 from tinyhw.regs.fixed import CONFIG_MEMSIZE, MM_DATA, MM_INDEX, MM_INDEX_HI, fixed
 
@@ -80,12 +82,24 @@ _OWNED = {fixed(n).offset for n in (MM_INDEX, MM_DATA, MM_INDEX_HI, CONFIG_MEMSI
 
 @cache
 def register_offsets() -> dict[int, str]:
-    """Byte offset -> name of every database register of :data:`BLOCKS` (first name wins)."""
+    """Byte offset -> name of every database register of :data:`BLOCKS` (first name wins).
+
+    Read straight from the generated tables' text (the placement rule of §3.1 with the profile's
+    bases), not through per-register lookups: building the board must stay cheap."""
     out: dict[int, str] = {}
     for block in BLOCKS:
-        for reg in _A.find(f"{block}.*"):
-            if reg.offset is not None:
-                out.setdefault(reg.offset, reg.name)
+        spec = _A.blocks[block]
+        bases = spec.bases
+        prefix = spec.prefix.upper()
+        for line in importlib.import_module(sources.module_name(spec.table)).REGS.split("\n"):
+            if not line:
+                continue
+            name, seg_text, dword, _ = line.split(" ")
+            if prefix and not name.upper().startswith(prefix):
+                continue
+            seg = int(seg_text)
+            if seg < len(bases) and bases[seg] is not None:
+                out.setdefault(4 * (bases[seg] + int(dword, 16)), f"{block}.{name}")
     return out
 
 
@@ -178,8 +192,8 @@ class RegisterFile:
         for offset in self.known:
             if offset >= BAR5_SIZE or offset in skip or offset in _OWNED:
                 continue
-            reads[offset] = lambda o=offset: self.read(o)
-            writes[offset] = lambda v, o=offset: self.write(o, v)
+            reads[offset] = partial(self.read, offset)
+            writes[offset] = partial(self.write, offset)
         for offset in (HDP_FLUSH_HOLE, HDP_FLUSH_HOLE + 4):  # the remapped HDP flush registers
             reads[offset] = lambda: 0
             writes[offset] = self._hdp_flush

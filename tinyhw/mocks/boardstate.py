@@ -7,7 +7,8 @@ across host processes until a mode-1 reset; "persistence of SCRATCH_REG5/6/7 bet
 The file is ``<flash file>.board.json`` (so ``mock:navi31`` and ``mock:navi31-usb`` share it, as
 they share the flash). It holds JSON: the board's virtual time, the register file (every
 register the model keeps as plain storage, by byte offset: scratch registers, MMHUB/GC/IH
-programming, ``reg write`` values, RLC autoload), one object per firmware block (``psp``, ``smu``),
+programming, ``reg write`` values, RLC autoload), the SMUIO ROM block / GPIO pad storage that
+differs from power-on (``smuio``), one object per firmware block (``psp``, ``smu``),
 and ``last_command``: the emulator's counters of the command that wrote the file
 (``vram_bytes_written``, ``bar5_writes``, ``reg_writes`` (BAR5 writes other than the address registers
 MM_INDEX, MM_INDEX_HI and RSMU_INDEX of the indirect windows), ``regfile_writes``, ``smu_messages``, ``psp_commands``,

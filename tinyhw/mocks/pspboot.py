@@ -341,6 +341,5 @@ class PspBoot:
 
 
 def _matches(data: bytes, img: amfw.Image) -> bool:
-    """The image is the expected one: its first ``img.size`` bytes hash right and the rest is padding."""
-    return len(data) >= img.size and hashlib.sha256(data[:img.size]).hexdigest() == img.sha256 \
-        and not any(data[img.size:])
+    """The image is the expected one: its first ``img.size`` bytes hash right (a larger size is allowed)."""
+    return len(data) >= img.size and hashlib.sha256(data[:img.size]).hexdigest() == img.sha256
