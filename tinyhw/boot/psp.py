@@ -33,6 +33,7 @@ class Psp:
     def __init__(self, gpu: AmGpu, timeout: float = TIMEOUT) -> None:
         self.gpu = gpu
         self.timeout = timeout
+        self._wptr: int | None = None  # the ring's write pointer as this process last set it
 
     # -- bootloader (§5.1) -----------------------------------------------------------------------------------
     def bootloader_ready(self) -> bool:
@@ -55,7 +56,7 @@ class Psp:
             # sOS alive, or the bootloader back with error bits (it rejected the SOS image)
             poll(self.gpu.clock, lambda: (self.gpu.sos_alive(), self.gpu.rd(g.PSP_BL_CMD)),
                  lambda v: v[0] or (v[1] != 0xFFFFFFFF and v[1] & READY and v[1] != READY), timeout=self.timeout,
-                 interval=POLL * 10, what="the psp secure os to come alive (c2pmsg_81)", hint=RESET_HINT)
+                 interval=POLL * 20, what="the psp secure os to come alive (c2pmsg_81)", hint=RESET_HINT)
             if self.gpu.sos_alive():
                 return
         else:
@@ -91,6 +92,7 @@ class Psp:
         if v & (READY | ids.STATUS_MASK) != READY:
             raise PspError(f"the psp refused to create the km ring (c2pmsg_64 0x{v:08x}, status "
                            f"0x{v & ids.STATUS_MASK:x})", hint=RESET_HINT)
+        self._wptr = gpu.rd(g.PSP_WPTR)
 
     def submit(self, cmd_id: int, payload: dict[str, int], what: str) -> bytes:
         """One ring command: command buffer, frame, wptr; wait for the fence; check status. Returns the response."""
@@ -99,7 +101,7 @@ class Psp:
         struct.pack_into("<I", cmd, ids.cmd_off("cmd_id"), cmd_id)
         for name, value in payload.items():
             struct.pack_into("<I", cmd, ids.cmd_off(name), value & 0xFFFFFFFF)
-        wptr = gpu.rd(g.PSP_WPTR)
+        wptr = gpu.rd(g.PSP_WPTR) if self._wptr is None else self._wptr
         if (wptr + 16) * 4 > layout.RING_SIZE:
             raise PspError(f"the psp km ring is full (wptr 0x{wptr:x})", hint=RESET_HINT)
         fence_value = wptr + 1
@@ -114,6 +116,7 @@ class Psp:
         gpu.vram_write(layout.RING + 4 * wptr, bytes(frame))
         gpu.hdp_flush()
         gpu.wr(g.PSP_WPTR, wptr + ids.FRAME_SIZE // 4)
+        self._wptr = wptr + ids.FRAME_SIZE // 4
         poll(gpu.clock, lambda: gpu.vram_read32(layout.FENCE), lambda v: v == fence_value, timeout=self.timeout,
              interval=POLL, what=f"the psp to finish {what}", hint=RESET_HINT)
         resp = gpu.vram_read(layout.CMD_BUF + ids.cmd_off("resp.status"), 32)
