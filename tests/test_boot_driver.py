@@ -186,3 +186,59 @@ def test_metrics_decoder_uses_generated_offsets() -> None:
     assert doc["clocks_mhz"]["gfx"] == 2371 and doc["deep_sleep_view"]["gfx"] == "preds"
     assert doc["power_w"]["socket"] == 301 and doc["throttling_percent"]["ppt0"] == 12
     assert doc["temperatures_c"] == {}
+
+
+def test_generated_ids_agree_with_the_spec_tables() -> None:
+    """amd-bringup.md §5.1, §5.2, §6.2, §6.4 state these numbers; the generated modules must agree."""
+    assert [(label, hex(cmd)) for label, cmd, _ in ids.BOOTLOADER_ORDER] == [
+        ("KDB", "0x80000"), ("SPL", "0x10000000"), ("SYS", "0x10000"), ("SOC", "0xb0000"), ("INTF", "0xd0000"),
+        ("DBG", "0xc0000"), ("RAS", "0xe0000"), ("SOS", "0x20000")]
+    assert (ids.CMD_SETUP_TMR, ids.CMD_LOAD_IP_FW, ids.CMD_LOAD_TOC, ids.CMD_AUTOLOAD_RLC) == (0x5, 0x6, 0x20, 0x21)
+    assert (ids.CTRL_INIT_GPCOM_RING, ids.CTRL_DESTROY_RINGS, ids.CTRL_MODE1_RST) == (0x20000, 0x30000, 0x70000)
+    assert ids.cmd_off("resp.status") == 864 and ids.cmd_off("resp.tmr_size") == 880 and ids.FRAME_SIZE == 64
+    assert {n: ids.msg(n) for n in ("GetSmuVersion", "EnableAllSmuFeatures", "SetDriverDramAddrHigh",
+                                    "SetDriverDramAddrLow", "TransferTableSmu2Dram", "SetSoftMinByFreq",
+                                    "SetSoftMaxByFreq", "GetDpmFreqByIndex", "Mode1Reset")} == {
+        "GetSmuVersion": 0x2, "EnableAllSmuFeatures": 0x6, "SetDriverDramAddrHigh": 0xE, "SetDriverDramAddrLow": 0xF,
+        "TransferTableSmu2Dram": 0x12, "SetSoftMinByFreq": 0x19, "SetSoftMaxByFreq": 0x1A, "GetDpmFreqByIndex": 0x1F,
+        "Mode1Reset": 0x2F}
+    assert ids.DEBUG_MODE1_RESET == 2 and ids.TABLE_SMU_METRICS == 5 and ids.METRICS_SIZE == 392
+    f = ids.METRICS_FIELDS
+    assert {k: f[k][0] for k in ("CurrClock", "AverageGfxclkFrequencyPreDs", "AverageGfxclkFrequencyPostDs",
+                                 "AverageFclkFrequencyPreDs", "AverageMemclkFrequencyPreDs", "dGPU_W_MAX",
+                                 "AvgVoltage", "AverageGfxActivity", "AverageUclkActivity", "AverageSocketPower",
+                                 "AvgTemperature", "AvgFanPwm", "AvgFanRpm", "ThrottlingPercentage")} == {
+        "CurrClock": 0, "AverageGfxclkFrequencyPreDs": 54, "AverageGfxclkFrequencyPostDs": 56,
+        "AverageFclkFrequencyPreDs": 58, "AverageMemclkFrequencyPreDs": 62, "dGPU_W_MAX": 76, "AvgVoltage": 84,
+        "AverageGfxActivity": 104, "AverageUclkActivity": 106, "AverageSocketPower": 116, "AvgTemperature": 120,
+        "AvgFanPwm": 150, "AvgFanRpm": 152, "ThrottlingPercentage": 154}
+    assert ids.CLOCKS["GFXCLK"] == 0 and ids.CLOCKS["FCLK"] == 3 and ids.TEMPS["HOTSPOT"] == 1
+
+
+def test_firmware_hash_table_equals_a_fresh_generation(fw) -> None:
+    from tinyhw.autogen import amdgpu_fw_sha256, genfwhash
+
+    assert genfwhash.table(FW_DIR) == amdgpu_fw_sha256.SHA256
+    assert genfwhash.package_version(FW_DIR) == amdgpu_fw_sha256.VERSION == "20230210-5"
+    assert genfwhash.render(amdgpu_fw_sha256.SHA256, amdgpu_fw_sha256.VERSION) == \
+        Path(amdgpu_fw_sha256.__file__).read_text()
+
+
+def test_survey_reports_missing_and_bad_files(tmp_path) -> None:
+    d = _copy_fw(tmp_path)
+    (d / "smu_13_0_0.bin").unlink()
+    (d / "sdma_6_0_0.bin").write_bytes(b"\0" * 64)
+    got = {f["file"]: f for f in firmware.survey(d, NAVI31)}
+    assert got["smu_13_0_0.bin"]["present"] is False
+    assert got["sdma_6_0_0.bin"]["ok"] is False and "sdma_6_0_0.bin" in got["sdma_6_0_0.bin"]["problem"]
+    assert got["gc_11_0_0_rlc.bin"]["ok"] and got["gc_11_0_0_rlc.bin"]["ucode_version"] == 0x6E
+
+
+def test_staging_layout_is_aligned_and_bounded() -> None:
+    offs = layout.stage([1, 4096, 4097, 10])
+    assert offs == [0, 4096, 8192, 16384]
+    with pytest.raises(ValueError):
+        layout.stage([layout.STAGING_MAX + 1])
+    assert layout.SMU_TABLE + layout.SMU_TABLE_SIZE <= layout.BL_SLOTS
+    assert layout.BL_SLOTS + layout.BL_SLOT_SIZE * layout.BL_SLOT_COUNT <= layout.TMR
+    assert layout.TMR + layout.TMR_MAX <= layout.STAGING and layout.STAGING + layout.STAGING_MAX <= 256 << 20
