@@ -33,7 +33,7 @@ FB_BASE_MC = 0x8000000000  # FB base 0x80_0000_0000 (bits 23:0 of FB_LOCATION_BA
 
 
 class FakeBoard:
-    def __init__(self) -> None:
+    def __init__(self, image: bytes | None = None) -> None:
         self.vram: dict[int, int] = {}
         self.reg: dict[int, int] = {}
         self.log: list[tuple] = []
@@ -52,7 +52,7 @@ class FakeBoard:
         self.fail_cmd: int | None = None
         self.levels = {0: [500, 1500, 2500], 1: [400, 1200], 2: [96, 1249], 3: [400, 1900]}
         self.soft: dict[int, tuple[int, int]] = {}
-        img = discovery_image()
+        img = image if image is not None else discovery_image()
         at = (VRAM_MIB << 20) - (64 << 10)
         for i in range(0, len(img), 4):
             self.vram[at + i] = int.from_bytes(img[i:i + 4].ljust(4, b"\0"), "little")
@@ -251,7 +251,7 @@ class FakeTransport(Transport):
         self.board.log.append(("cfg", offset, value))
 
     def bars(self) -> list[BarInfo]:
-        return [BarInfo(0, 0xC0000000, 256 << 20, "memory", True, True),
+        return [BarInfo(0, 0x8000000000, 32 << 30, "memory", True, True),  # large bar: discovery read from bar0
                 BarInfo(5, 0xD0000000, 1 << 20, "memory")]
 
     def _make_region(self, info: BarInfo) -> BarRegion:

@@ -242,3 +242,14 @@ def test_staging_layout_is_aligned_and_bounded() -> None:
     assert layout.SMU_TABLE + layout.SMU_TABLE_SIZE <= layout.BL_SLOTS
     assert layout.BL_SLOTS + layout.BL_SLOT_SIZE * layout.BL_SLOT_COUNT <= layout.TMR
     assert layout.TMR + layout.TMR_MAX <= layout.STAGING and layout.STAGING + layout.STAGING_MAX <= 256 << 20
+
+
+def test_other_asics_are_identified_but_not_booted() -> None:
+    from tinyhw.errors import NotAvailableYet
+    from tinyhw.mocks.discovery import discovery_image
+    from tinyhw.regs.profiles import GFX1200
+
+    gpu = AmGpu(FakeTransport(FakeBoard(discovery_image(GFX1200))))
+    assert gpu.discovery.versions()["gc"] == (12, 0, 0)
+    with pytest.raises(NotAvailableYet, match="this gpu has gc 12.0.0, mp0 14.0.2, mp1 14.0.2"):
+        gpu.check_supported()

@@ -171,6 +171,22 @@ class AmGpu:
         v = self.rd(IOV_FUNC)
         return v != 0xFFFFFFFF and bool(v & 1)
 
+    def check_supported(self) -> None:
+        """Refuse (exit 3) parts whose PSP/SMU protocol tinyhw does not carry yet.
+
+        The generated ids are those of MP1 13.0.0, which amd-bringup.md §3.2 also applies to 13.0.7 and
+        13.0.10 (Navi3x); the boot steps are those of MP0 13.0.x with a TOC and a driver-allocated TMR (§5.3).
+        """
+        from tinyhw.errors import NotAvailableYet
+
+        v = self.discovery.versions() if self.discovery is not None else {}
+        mp0, mp1, gc = v.get("mp0"), v.get("mp1"), v.get("gc")
+        ok = {(13, 0, 0), (13, 0, 7), (13, 0, 10)}
+        if mp0 not in ok or mp1 not in ok or gc is None or gc[0] != 11:
+            show = ", ".join(f"{b} {'.'.join(map(str, x))}" for b, x in (("gc", gc), ("mp0", mp0), ("mp1", mp1)) if x)
+            raise NotAvailableYet(f"tinyhw boots navi3x (gc 11, mp0/mp1 13.0.0/7/10) only; this gpu has {show}",
+                                  hint="tinyhw am info still identifies it")
+
     def ip_version(self, block: str) -> tuple[int, int, int] | None:
         if self.discovery is None:
             return None

@@ -25,6 +25,7 @@ class Smi:
 
     def __init__(self, gpu: AmGpu) -> None:
         self.gpu = gpu
+        gpu.check_supported()
         magic = gpu.rd(g.SCRATCH7)
         if magic != layout.BOOT_MAGIC:
             why = "scratch_reg7 is 0" if magic == 0 else f"scratch_reg7 is 0x{magic:08x}, not tinyhw's boot flag"

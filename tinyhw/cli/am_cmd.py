@@ -143,6 +143,7 @@ def _require_bootable(gpu: Any) -> None:
     if gpu.is_vf():
         raise Refused("this function is an sr-iov virtual function; its psp and smu belong to the host",
                       hint="boot the physical function instead")
+    gpu.check_supported()
 
 
 @am.command("boot")
@@ -206,6 +207,7 @@ def reset_cmd(app: Any, yes: bool) -> None:
     gpu = _gpu(app, writes=True)
     if gpu.is_vf():
         raise Refused("this function is an sr-iov virtual function; only the host can reset the gpu")
+    _require_bootable(gpu)
     state = read_state(gpu)
     app.confirm(yes, f"plan: mode-1 reset of {gpu.transport.identity().location} "
                      f"({'firmware running' if state.firmware_running else 'no firmware running'}), "
