@@ -253,3 +253,18 @@ def test_other_asics_are_identified_but_not_booted() -> None:
     assert gpu.discovery.versions()["gc"] == (12, 0, 0)
     with pytest.raises(NotAvailableYet, match="this gpu has gc 12.0.0, mp0 14.0.2, mp1 14.0.2"):
         gpu.check_supported()
+
+
+def test_xz_compressed_files_are_read_and_zstd_refused_clearly(tmp_path) -> None:
+    import lzma
+
+    d = _copy_fw(tmp_path)
+    rlc = d / "gc_11_0_0_rlc.bin"
+    (d / "gc_11_0_0_rlc.bin.xz").write_bytes(lzma.compress(rlc.read_bytes()))
+    rlc.unlink()
+    fs = firmware.load(d, NAVI31)
+    assert fs.files["rlc"].path.name == "gc_11_0_0_rlc.bin.xz" and fs.files["rlc"].version == 0x6E
+    (d / "gc_11_0_0_rlc.bin.xz").unlink()
+    (d / "gc_11_0_0_rlc.bin.zst").write_bytes(b"(\xb5/\xfd")
+    with pytest.raises(Refused, match="zstd-compressed"):
+        firmware.load(d, NAVI31)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -235,15 +236,33 @@ def load(directory: Path, versions: dict[str, tuple[int, int, int]], *, allow_un
     """Read and check every needed file under ``directory`` (exit 2 on the first bad one)."""
     fs = FirmwareSet(directory)
     for role, name in needed_files(versions):
-        path = directory / name
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise Refused(f"firmware file {path} is missing", hint=PKG_HINT) from None
-        except OSError as e:
-            raise Refused(f"cannot read firmware file {path}: {e.strerror or e}", hint=PKG_HINT) from None
+        path, data = read_file(directory, name)
         fs.files[role] = check_file(role, name, path, data, allow_unknown=allow_unknown)
     return fs
+
+
+def read_file(directory: Path, name: str) -> tuple[Path, bytes]:
+    """``name`` under ``directory``; a kernel-style ``name.xz`` is decompressed, ``name.zst`` is refused clearly."""
+    path = directory / name
+    try:
+        if path.is_file():
+            return path, path.read_bytes()
+        xz = path.with_name(name + ".xz")
+        if xz.is_file():
+            import lzma
+
+            try:
+                return xz, lzma.decompress(xz.read_bytes())
+            except lzma.LZMAError:
+                raise Refused(f"firmware file {xz} is not valid xz data", hint=PKG_HINT) from None
+        zst = path.with_name(name + ".zst")
+        if zst.is_file():
+            raise Refused(f"firmware file {zst} is zstd-compressed, which python {sys.version_info.major}."
+                          f"{sys.version_info.minor} cannot read",
+                          hint=f"decompress it (zstd -d {zst}) into a directory and pass --firmware-dir DIR")
+    except OSError as e:
+        raise Refused(f"cannot read firmware file {path}: {e.strerror or e}", hint=PKG_HINT) from None
+    raise Refused(f"firmware file {path} is missing", hint=PKG_HINT)
 
 
 def survey(directory: Path, versions: dict[str, tuple[int, int, int]]) -> list[dict[str, Any]]:
@@ -251,10 +270,13 @@ def survey(directory: Path, versions: dict[str, tuple[int, int, int]]) -> list[d
     out = []
     for role, name in needed_files(versions):
         path = directory / name
-        doc: dict[str, Any] = {"role": role, "file": name, "path": str(path), "present": path.is_file()}
+        present = any(path.with_name(name + ext).is_file() for ext in ("", ".xz", ".zst"))
+        doc: dict[str, Any] = {"role": role, "file": name, "path": str(path), "present": present}
         if doc["present"]:
             try:
-                f = check_file(role, name, path, path.read_bytes())
+                path, data = read_file(directory, name)
+                doc["path"] = str(path)
+                f = check_file(role, name, path, data)
                 doc.update(ok=True, ucode_version=f.version, sha256=f.sha256)
                 if f.parsed.components:
                     doc["components"] = [{"name": c.name, "fw_version": c.fw_version}
