@@ -119,6 +119,12 @@ def test_boot_register_file_answers_the_passive_registers(tmp_path: Path) -> Non
         b5.write32(reg("nbio.BIF_BX_PF0_RSMU_DATA"), 0x55)
         assert b5.read32(reg("gc.SCRATCH_REG3")) == 0x55
         assert b5.read32(reg("gc.GCVM_L2_PROTECTION_FAULT_STATUS")) == 0
+        far = reg("nbio.S2A_DOORBELL_ENTRY_0_CTRL")  # beyond the 1 MiB BAR: only through the RSMU window (§3.1)
+        assert far >= 1 << 20
+        b5.write32(reg("nbio.BIF_BX_PF0_RSMU_INDEX"), far)
+        b5.write32(reg("nbio.BIF_BX_PF0_RSMU_DATA"), 0x12345678)
+        assert b5.read32(reg("nbio.BIF_BX_PF0_RSMU_DATA")) == 0x12345678
+        assert am.board.regfile.values[far] == 0x12345678
 
 
 def test_a_boot_interrupted_anywhere_is_recovered_by_the_next_boot(tmp_path: Path) -> None:
