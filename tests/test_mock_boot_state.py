@@ -203,3 +203,19 @@ def test_discovery_gc_info_table_describes_a_full_navi31(tmp_path: Path) -> None
     cus = 2 * (field("gc_num_wgp0_per_sa") + field("gc_num_wgp1_per_sa")) * field("gc_num_sa_per_se") \
         * field("gc_num_se")
     assert cus == 96 and field("gc_wave_size") == 32 and field("gc_lds_size") == 64
+
+
+def test_a_usb_boot_interrupted_by_a_disconnect_is_recovered(tmp_path: Path) -> None:
+    """The same over mock:navi31-usb, where disconnect@N counts USB transfers."""
+    probe = tmp_path / "probe.bin"
+    with open_am(f"mock:navi31-usb,flash={probe}") as am:
+        start = am.t.counters.usb_transfers
+        am.boot()
+        total = am.t.counters.usb_transfers - start
+    for k in (1, 3, 5):
+        flash = tmp_path / f"u{k}.bin"
+        with pytest.raises(Disconnected), \
+                open_am(f"mock:navi31-usb,flash={flash},faults=disconnect@{start + total * k // 6}") as am:
+            am.boot()
+        with open_am(f"mock:navi31-usb,flash={flash}") as am:
+            assert am.boot() == amfw.TMR_SIZE
