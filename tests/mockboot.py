@@ -21,7 +21,6 @@ import pytest
 from tinyhw.autogen import amdgpu_psp, psp_gfx_if, smu13_driver_if_v13_0_0, smu_v13_0_0_ppsmc
 from tinyhw.errors import DeviceTimeout
 from tinyhw.mocks.navi31 import Navi31Board
-from tinyhw.mocks.options import MockOptions
 from tinyhw.regs import asic
 from tinyhw.transport.base import Transport
 from tinyhw.transport.devstr import parse_device
@@ -286,32 +285,19 @@ class Am:
 
 @contextmanager
 def open_am(device: str) -> Iterator[Am]:
-    """``mock:navi31[,opts]`` directly, or ``mock:navi31-usb[,opts]`` through the emulated bridge and pyusb."""
-    spec = parse_device(device)
-    options = MockOptions.from_options(spec.options)
-    if spec.target == "navi31":
-        from tinyhw.mocks.direct import DirectTransport
-
-        t = DirectTransport(options)
-        try:
-            yield Am(t, t.board)
-        finally:
-            t.close()
-        return
-    from tinyhw.mocks.pyusb_backend import make_backend
-    from tinyhw.transport.clock import VirtualClock
-    from tinyhw.usb.transport import UsbTransport
-
-    clock = VirtualClock()
-    board = Navi31Board(options, clock, attach="usb")
-    backend = make_backend(board, options, clock)
-    t = UsbTransport("", backend=backend, clock=clock, lock_key=str(options.flash.resolve()), emulated=True,
-                     connect=False)
+    """``mock:navi31[,opts]`` directly, or ``mock:navi31-usb[,opts]`` through the emulated bridge and pyusb,
+    opened the way the CLI opens them (so the device lock and the real USB driver are in the path)."""
     try:
-        t.connect()
+        from tinyhw.connect import open_device  # type: ignore[import-not-found]
+    except ImportError:  # before tinyhw.connect existed the opener lived in the CLI package
+        from tinyhw.cli.devices import open_device
+    opened = open_device(parse_device(device))
+    try:
+        t = opened.transport
+        # the emulated board behind the transport: the direct transport holds it; for the USB attachment
+        # the opener closes it last (its bound close method is the only reference the opener keeps)
+        board = getattr(t, "board", None) or next(c.__self__ for c in opened.closers
+                                                  if isinstance(getattr(c, "__self__", None), Navi31Board))
         yield Am(t, board)
     finally:
-        try:
-            t.close()
-        finally:
-            board.close()
+        opened.close()

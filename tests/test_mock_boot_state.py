@@ -119,6 +119,12 @@ def test_boot_register_file_answers_the_passive_registers(tmp_path: Path) -> Non
         b5.write32(reg("nbio.BIF_BX_PF0_RSMU_DATA"), 0x55)
         assert b5.read32(reg("gc.SCRATCH_REG3")) == 0x55
         assert b5.read32(reg("gc.GCVM_L2_PROTECTION_FAULT_STATUS")) == 0
+        far = reg("nbio.S2A_DOORBELL_ENTRY_0_CTRL")  # beyond the 1 MiB BAR: only through the RSMU window (§3.1)
+        assert far >= 1 << 20
+        b5.write32(reg("nbio.BIF_BX_PF0_RSMU_INDEX"), far)
+        b5.write32(reg("nbio.BIF_BX_PF0_RSMU_DATA"), 0x12345678)
+        assert b5.read32(reg("nbio.BIF_BX_PF0_RSMU_DATA")) == 0x12345678
+        assert am.board.regfile.values[far] == 0x12345678
 
 
 def test_a_boot_interrupted_anywhere_is_recovered_by_the_next_boot(tmp_path: Path) -> None:
@@ -197,3 +203,19 @@ def test_discovery_gc_info_table_describes_a_full_navi31(tmp_path: Path) -> None
     cus = 2 * (field("gc_num_wgp0_per_sa") + field("gc_num_wgp1_per_sa")) * field("gc_num_sa_per_se") \
         * field("gc_num_se")
     assert cus == 96 and field("gc_wave_size") == 32 and field("gc_lds_size") == 64
+
+
+def test_a_usb_boot_interrupted_by_a_disconnect_is_recovered(tmp_path: Path) -> None:
+    """The same over mock:navi31-usb, where disconnect@N counts USB transfers."""
+    probe = tmp_path / "probe.bin"
+    with open_am(f"mock:navi31-usb,flash={probe}") as am:
+        start = am.t.counters.usb_transfers
+        am.boot()
+        total = am.t.counters.usb_transfers - start
+    for k in (1, 3, 5):
+        flash = tmp_path / f"u{k}.bin"
+        with pytest.raises(Disconnected), \
+                open_am(f"mock:navi31-usb,flash={flash},faults=disconnect@{start + total * k // 6}") as am:
+            am.boot()
+        with open_am(f"mock:navi31-usb,flash={flash}") as am:
+            assert am.boot() == amfw.TMR_SIZE

@@ -17,7 +17,8 @@ What a driver sees:
   accepted SOS the bootloader stops acking and C2PMSG_81 becomes the sOS version (0x00310025)
   after ``sos_delay``; a rejected SOS leaves bit 31 with the error code and C2PMSG_81 at 0.
 * sOS control (C2PMSG_64): reads 0x80000000 | status once sOS is alive (0 before). A command write
-  clears bit 31; after ``ctrl_delay`` it reads 0x80000000 | (command & 0xF0000) | status.
+  clears bit 31; after ``ctrl_delay`` it reads 0x80000000 | status (§10.4 item 4; §5.2's command-id
+  bits 19:16 are left 0, which the drivers' 0x8000FFFF mask ignores either way).
   INIT_GPCOM_RING needs C2PMSG_71 != 0 and no ring (status 0, else 0x0001, invented);
   DESTROY_RINGS / DESTROY_GPCOM_RING remove the ring and zero C2PMSG_71/67; CAN_INIT_RINGS answers 0;
   MODE1_RST resets the board; any other command answers PSP_ERR_UNKNOWN_COMMAND.
@@ -231,7 +232,7 @@ class PspBoot:
         else:
             status = G["PSP_ERR_UNKNOWN_COMMAND"]
         self.log.append(("control", cmd, status))
-        s.ctrl = READY | cmd | status
+        s.ctrl = READY | status  # §10.4 item 4: "answers 0x80000000 (status 0)"
 
     # -- KM ring ------------------------------------------------------------------------------------------------
     def _wptr_write(self, value: int) -> None:
