@@ -23,6 +23,9 @@ READY = 1 << 31
 TIMEOUT = 10.0  # §4.2: every wait is 10 s unless stated
 POLL = 0.001
 RESET_HINT = "reset the gpu with: tinyhw am reset --yes, then boot again"
+#: before the sOS runs nothing on the gpu can mode-1 reset it (§7.2 needs the SMU or the sOS)
+POWER_HINT = ("no firmware runs yet that could reset the gpu: power-cycle the board "
+              "(emulated boards: tinyhw mock reset --yes), then boot again")
 
 
 class PspError(OperationFailed):
@@ -41,7 +44,7 @@ class Psp:
 
     def wait_bootloader(self, what: str) -> None:
         poll(self.gpu.clock, lambda: self.gpu.rd(g.PSP_BL_CMD), lambda v: bool(v & READY) and v != 0xFFFFFFFF,
-             timeout=self.timeout, interval=POLL * 10, what=f"the psp bootloader ({what})", hint=RESET_HINT)
+             timeout=self.timeout, interval=POLL * 10, what=f"the psp bootloader ({what})", hint=POWER_HINT)
 
     def load_component(self, label: str, command: int, mc: int, *, last: bool = False) -> None:
         """One bootloader command for the component already in VRAM at ``mc`` (1 MiB aligned).
@@ -56,7 +59,7 @@ class Psp:
             # sOS alive, or the bootloader back with error bits (it rejected the SOS image)
             poll(self.gpu.clock, lambda: (self.gpu.sos_alive(), self.gpu.rd(g.PSP_BL_CMD)),
                  lambda v: v[0] or (v[1] != 0xFFFFFFFF and v[1] & READY and v[1] != READY), timeout=self.timeout,
-                 interval=POLL * 20, what="the psp secure os to come alive (c2pmsg_81)", hint=RESET_HINT)
+                 interval=POLL * 20, what="the psp secure os to come alive (c2pmsg_81)", hint=POWER_HINT)
             if self.gpu.sos_alive():
                 return
         else:

@@ -229,10 +229,12 @@ def reset_gpu(gpu: AmGpu, psp: Psp | None = None, smu: Smu | None = None) -> dic
     try:
         psp.wait_bootloader("to answer after the reset")
     except DeviceTimeout as e:
-        raise OperationFailed(f"the psp bootloader does not answer after the reset ({e.message})",
-                              hint="power-cycle the board") from None
+        why = "after the reset" if path != "none" else "and no firmware runs that could reset the gpu"
+        raise OperationFailed(f"the psp bootloader does not answer {why} ({e.message})",
+                              hint="power-cycle the board (emulated boards: tinyhw mock reset --yes)") from None
     if gpu.sos_alive():
-        raise OperationFailed("the psp secure os still runs after the mode-1 reset", hint="power-cycle the board")
+        raise OperationFailed("the psp secure os still runs after the mode-1 reset",
+                              hint="power-cycle the board (emulated boards: tinyhw mock reset --yes)")
     for reg in (g.SCRATCH7, g.SCRATCH6, g.SCRATCH5):
         if gpu.rd(reg):
             gpu.wr(reg, 0)
