@@ -33,7 +33,7 @@ def _table(doc: dict[str, Any], title: str) -> Any:
     t.add_row("temperature", "  ".join(f"{k} {v} C" for k, v in doc["temperatures_c"].items()) or "-")
     f = doc["fan"]
     t.add_row("fan", f"{f['pwm_percent']} %  {f['rpm']} rpm")
-    t.add_row("voltage", "  ".join(f"{k} {v} mV" for k, v in doc["voltages_mv"].items()))
+    t.add_row("voltage", "  ".join(f"{k} {v} mV" for k, v in doc["voltages_mv"].items() if v) or "-")
     th = {k: v for k, v in doc["throttling_percent"].items() if v}
     t.add_row("throttling", "  ".join(f"{k} {v} %" for k, v in th.items()) or "none")
     return t
