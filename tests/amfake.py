@@ -10,6 +10,7 @@ check order and payloads. Instant timing (answers come on the next read).
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
 from pathlib import Path
 
@@ -18,7 +19,10 @@ from tinyhw.mocks.discovery import VRAM_MIB, discovery_image
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport
 from tinyhw.transport.clock import VirtualClock
 
-FW_DIR = Path.home() / ".cache" / "tinyhw" / "firmware" / "amd" / "lib" / "firmware" / "amdgpu"
+#: Debian's amdgpu files as tests/fetch_firmware.sh extracts them (same variables as test_firmware_real.py)
+FW_DIR = Path(os.environ.get("TINYHW_FIRMWARE_DIR")
+              or Path(os.environ.get("TINYHW_CACHE") or Path.home() / ".cache" / "tinyhw") / "firmware") \
+    / "amd" / "lib" / "firmware" / "amdgpu"
 A = regs.asic("navi31")
 
 
