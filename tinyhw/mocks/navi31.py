@@ -21,7 +21,6 @@ the first access at or after their time.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from tinyhw.boards.navi31 import MMIO_BAR, NAVI31, BoardSpec
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks import boardstate
 from tinyhw.mocks import discovery as mock_discovery
-from tinyhw.mocks.amregs import RSMU_INDEX, RegisterFile
+from tinyhw.mocks.amregs import RSMU_INDEX
 from tinyhw.mocks.flashstore import FlashStore, write_atomic
 from tinyhw.mocks.gd25 import GD25LQ16E, Gd25Config
 from tinyhw.mocks.ifwi_image import build_image
@@ -37,8 +36,7 @@ from tinyhw.mocks.navi31_am import AmBootPath
 from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.pcifunc import PciFunction
 from tinyhw.mocks.psp import PspConfig, PspMailbox
-from tinyhw.mocks.pspboot import PspBoot, PspTiming
-from tinyhw.mocks.smu import Smu
+from tinyhw.mocks.pspboot import PspTiming
 from tinyhw.mocks.smuio import Smuio, SmuioConfig
 from tinyhw.transport.clock import VirtualClock
 
@@ -147,23 +145,7 @@ class Navi31Board(AmBootPath):
         self._plain = {0: self.vram, 2: self.doorbells}
         self._other: dict[int, int] = {}  # non-strict storage of uncovered BAR5 dwords (R1)
         self._closed = False
-        # the AM boot path (amd-bringup.md §10.4)
-        self._events: list[tuple[float, int, Callable[[], None]]] = []
-        self._event_time: float | None = None
-        self._seq = 0
-        self.time_base = 0.0  # virtual time the board had lived before this command
-        self.bar5_writes = 0  # BAR5 register writes this command (every block)
-        self.reg_writes = 0  # the same without the address registers of the indirect windows (MM_INDEX(_HI), RSMU)
-        self.resets: list[str] = []  # mode-1 resets this command, by trigger
-        self.regfile = RegisterFile(self.vram_size)
-        model.boot.sos_delay = options.sos_delay
-        self.boot = PspBoot(self, model.boot, hang=options.psp == "hang", fwcheck=options.fwcheck == "on")
-        self.smu = Smu(self, delay=model.smu_delay, silent=options.smu == "silent", busy_at=options.smu_busy_at,
-                       load=options.load)
-        self._load_state()
-        if options.psp in ("sos", "gated") and not self.boot.s.sos_alive:
-            self.boot.s.sos_alive = 1
-            self.boot.s.ctrl = 0x80000000
+        self._init_am_boot(model)  # the AM boot path (amd-bringup.md §10.4): tinyhw.mocks.navi31_am
         self._rebuild()
 
     # -- BAR5 dispatch ----------------------------------------------------------------------------------------
@@ -359,13 +341,11 @@ class Navi31Board(AmBootPath):
         if self._closed:
             return
         self._closed = True
+        self._save_quietly()  # the board state file (tinyhw.mocks.navi31_am)
         try:
             self.chip.finish()
         finally:
-            try:
-                self._save_quietly()
-            finally:
-                self.store.close()
+            self.store.close()
 
 
 def reset_flash(path: Path | str) -> str:

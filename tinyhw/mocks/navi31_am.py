@@ -19,7 +19,9 @@ from typing import Any
 
 from tinyhw.mocks import boardstate
 from tinyhw.mocks import discovery as mock_discovery
-from tinyhw.mocks.amregs import CP_HQD_ACTIVE
+from tinyhw.mocks.amregs import CP_HQD_ACTIVE, RegisterFile
+from tinyhw.mocks.pspboot import PspBoot
+from tinyhw.mocks.smu import Smu
 
 
 class AmBootPath:
@@ -42,6 +44,25 @@ class AmBootPath:
     _events: list[tuple[float, int, Callable[[], None]]]
     _event_time: float | None
     _seq: int
+
+    def _init_am_boot(self, model: Any) -> None:
+        """Build the boot-path models (called by the board's constructor before its BAR5 dispatch is built)."""
+        self._events: list[tuple[float, int, Callable[[], None]]] = []
+        self._event_time: float | None = None
+        self._seq = 0
+        self.time_base = 0.0  # virtual time the board had lived before this command
+        self.bar5_writes = 0  # BAR5 register writes this command (every block)
+        self.reg_writes = 0  # the same without the address registers of the indirect windows (MM_INDEX(_HI), RSMU)
+        self.resets: list[str] = []  # mode-1 resets this command, by trigger
+        self.regfile = RegisterFile(self.vram_size)
+        o = self.options
+        model.boot.sos_delay = o.sos_delay
+        self.boot = PspBoot(self, model.boot, hang=o.psp == "hang", fwcheck=o.fwcheck == "on")
+        self.smu = Smu(self, delay=model.smu_delay, silent=o.smu == "silent", busy_at=o.smu_busy_at, load=o.load)
+        self._load_state()
+        if o.psp in ("sos", "gated") and not self.boot.s.sos_alive:
+            self.boot.s.sos_alive = 1
+            self.boot.s.ctrl = 0x80000000
 
     # -- time, memory, events (used by pspboot and smu) ---------------------------------------------------------
     def now(self) -> float:
