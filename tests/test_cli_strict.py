@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from clihelp import run
 
-UNMODELLED = "gc.GRBM_STATUS"  # a real register of the database that the Navi31 model does not cover
+UNMODELLED = "smuio.SMUIO_MP_RESET_INTR"  # a real register of the database that the Navi31 model does not cover
 
 
 @pytest.mark.parametrize("board", ["mock:navi31", "mock:navi31-usb"])
 def test_strict_mode_refuses_unmodelled_registers(board: str) -> None:
     r = run("--device", board, "reg", "read", UNMODELLED)
     assert r.code == 1
-    assert r.err == "error: read of bar5 offset 0x8010 is not covered by the navi31 emulator; " \
+    assert r.err == "error: read of bar5 offset 0x5a304 is not covered by the navi31 emulator; " \
                     "run without strict to list such accesses instead\n"
 
 

@@ -28,7 +28,8 @@ def reset(app: App, yes: bool) -> None:
 
     Touches only the emulated board's files: the flash file named by the device's
     flash= option, else the default one in the user's cache directory. The previous
-    contents are kept beside it as FILE.bak.
+    contents are kept beside it as FILE.bak. The board state file beside it
+    (FILE.board.json: firmware running, register values) is deleted: a cold board.
 
     \b
     Example:
@@ -46,7 +47,7 @@ def reset(app: App, yes: bool) -> None:
     options = MockOptions.from_options(spec.options)
     path: Path = options.flash
     backup = path.with_name(path.name + ".bak")
-    plan = f"reset the emulated flash {path} to the synthetic image"
+    plan = f"reset the emulated flash {path} to the synthetic image and forget the board state (a cold board)"
     if path.exists():
         plan += f" (current contents kept as {backup})"
     app.confirm(yes, plan)

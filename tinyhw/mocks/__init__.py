@@ -3,4 +3,7 @@
 ``mocks`` is a transport layer: it may import layers 0-1 (``autogen``, ``errors``,
 ``transport``, ``regs``, ``formats``, ``boards``) and pyusb, never ``usb``, ``pci``
 or any feature package.
+
+What the emulated Navi31 does at its interface, for driver writers (options, the PSP/SMU boot
+path, mode-1 reset, the board state file and its counters): ``tinyhw/mocks/README.md``.
 """

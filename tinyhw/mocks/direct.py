@@ -154,6 +154,18 @@ class _MockRegion(BarRegion):
 
     def read(self, offset: int, length: int) -> bytes:
         self.check(offset, length)
+        t = self._t
+        n = length // 4
+        if n > 1 and not (t._faulty or t._gone):
+            got = t.board.mem_read_block(self._index, offset, length)
+            if got is not None:  # a burst of plain VRAM: the same counts and modelled time as n dword reads
+                t.accesses += n
+                t.vclock.advance(ACCESS_LATENCY * n)
+                c = t.counters
+                c.reg_reads += n
+                c.round_trips += n
+                c.bytes_in += 4 * n
+                return got
         out = bytearray()
         for off in range(offset, offset + length, 4):
             out += self.read32(off).to_bytes(4, "little")
@@ -161,5 +173,15 @@ class _MockRegion(BarRegion):
 
     def write(self, offset: int, data: bytes) -> None:
         self.check(offset, len(data))
+        t = self._t
+        n = len(data) // 4
+        if n > 1 and not (t._faulty or t._gone) and t.board.mem_write_block(self._index, offset, bytes(data)):
+            # a burst to plain VRAM: the same counts and modelled time as n dword writes
+            t.accesses += n
+            t.vclock.advance(ACCESS_LATENCY * n)
+            c = t.counters
+            c.reg_writes += n
+            c.bytes_out += 4 * n
+            return
         for i in range(0, len(data), 4):
             self.write32(offset + i, int.from_bytes(data[i:i + 4], "little"))

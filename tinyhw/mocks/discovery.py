@@ -8,16 +8,21 @@ placement comes from :mod:`tinyhw.regs.fixed` (the §1.2 indices; definitions fr
 
 The synthetic binary lists the IPs of the ``navi31`` register profile with the versions and
 segment bases of that profile (tinyhw/regs/profiles.py, where each is cited), so a driver that
-reads it gets exactly the fact table. What a real Navi31's binary also holds (more IPs, real
-header versions, GC info table) is not modelled.
+reads it gets exactly the fact table. A GC info table (§2.8, ``gc_info_v1_3``, layout generated
+from the kernel's discovery.h) describes a full Navi31: 6 shader engines x 2 shader arrays x
+4 WGPs = 96 CUs, wave32, 64 KiB LDS (counts from AMD's RX 7900 XTX specification; the cache and
+buffer figures are invented but plausible). What a real Navi31's binary also holds (more IPs,
+real header versions, harvest table) is not modelled.
 """
 
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Callable
 
-from tinyhw.formats.ipdiscovery import BLOCK_HW_IDS, READ_SIZE, TMR_OFFSET, IpSpec, build_discovery
+from tinyhw.autogen import amd_discovery
+from tinyhw.formats.ipdiscovery import BLOCK_HW_IDS, READ_SIZE, TMR_OFFSET, IpSpec, build_discovery, checksum16
 from tinyhw.regs.fixed import CONFIG_MEMSIZE, MM_DATA, MM_INDEX, MM_INDEX_HI, fixed
 from tinyhw.regs.profiles import NAVI31, AsicProfile
 
@@ -59,9 +64,48 @@ def profile_ips(profile: AsicProfile = NAVI31) -> list[IpSpec]:
     return out
 
 
-def discovery_image(profile: AsicProfile = NAVI31) -> bytes:
-    """The synthetic discovery binary the emulated board holds (v4 IP table, 32-bit bases: invented)."""
-    return build_discovery(profile_ips(profile), ip_version=4, binary_version=(1, 0))
+#: The GC info table of a full Navi31 (gc_info_v1_3 field -> value).
+NAVI31_GC_INFO: dict[str, int] = {
+    "gc_num_se": 6, "gc_num_wgp0_per_sa": 4, "gc_num_wgp1_per_sa": 0, "gc_num_rb_per_se": 4, "gc_num_gl2c": 24,
+    "gc_num_gprs": 1536, "gc_num_max_gs_thds": 32, "gc_gs_table_depth": 32, "gc_gsprim_buff_depth": 1792,
+    "gc_parameter_cache_depth": 1024, "gc_double_offchip_lds_buffer": 1, "gc_wave_size": 32,
+    "gc_max_waves_per_simd": 16, "gc_max_scratch_slots_per_cu": 32, "gc_lds_size": 64, "gc_num_sc_per_se": 2,
+    "gc_num_sa_per_se": 2, "gc_num_packer_per_sc": 4, "gc_num_gl2a": 4, "gc_num_tcp_per_sa": 8,
+    "gc_num_sdp_interface": 16, "gc_num_tcps": 96, "gc_num_tcp_per_wpg": 2, "gc_tcp_l1_size": 16,
+    "gc_num_sqc_per_wgp": 1, "gc_l1_instruction_cache_size_per_sqc": 32, "gc_l1_data_cache_size_per_sqc": 16,
+    "gc_gl1c_per_sa": 1, "gc_gl1c_size_per_instance": 256, "gc_gl2c_per_gpu": 24, "gc_tcp_size_per_cu": 32,
+    "gc_tcp_cache_line_size": 128, "gc_instruction_cache_size_per_sqc": 32, "gc_instruction_cache_line_size": 64,
+    "gc_scalar_data_cache_size_per_sqc": 16, "gc_scalar_data_cache_line_size": 64, "gc_tcc_size": 6144,
+    "gc_tcc_cache_line_size": 128,
+}
+
+
+def gc_info_table(values: dict[str, int] | None = None) -> bytes:
+    """A ``gc_info_v1_3`` table (§2.8) with ``values`` (default :data:`NAVI31_GC_INFO`)."""
+    size, layout = amd_discovery.STRUCTS["struct gc_info_v1_3"]
+    fields = {"header.table_id": amd_discovery.CONSTANTS["GC_TABLE_ID"], "header.version_major": 1,
+              "header.version_minor": 3, "header.size": size, **(values or NAVI31_GC_INFO)}
+    buf = bytearray(size)
+    for name, value in fields.items():
+        off, ctype, _ = layout[name]
+        struct.pack_into("<H" if ctype == "uint16_t" else "<I", buf, off, value)
+    return bytes(buf)
+
+
+def discovery_image(profile: AsicProfile = NAVI31, gc_info: bytes | None = None) -> bytes:
+    """The synthetic discovery binary the emulated board holds (v4 IP table, 32-bit bases: invented).
+
+    The GC info table (``gc_info``, default :func:`gc_info_table`) follows the IP table; entry 1 of
+    the table list points at it, with its checksum (§2.2).
+    """
+    out = bytearray(build_discovery(profile_ips(profile), ip_version=4, binary_version=(1, 0)))
+    gc = gc_info if gc_info is not None else gc_info_table()
+    at = len(out)
+    out += gc
+    struct.pack_into("<HHHH", out, 12 + 8 * 1, at, checksum16(gc), len(gc), 0)
+    struct.pack_into("<H", out, 10, len(out))
+    struct.pack_into("<H", out, 8, checksum16(out[10:]))
+    return bytes(out)
 
 
 class VramWindow:

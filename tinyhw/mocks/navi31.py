@@ -6,8 +6,16 @@ pads in :mod:`tinyhw.mocks.smuio`, GD25LQ16E in :mod:`tinyhw.mocks.gd25`, PSP ma
 :mod:`tinyhw.mocks.psp`, ROM aperture; §1 board states). Two attachments use it: the direct
 transport ``mock:navi31`` and the ASM24 USB bridge emulator ``mock:navi31-usb``.
 
+Boot path (specs/amd-bringup.md §10.4, see tinyhw/mocks/README.md "Emulated Navi31 boot"): VRAM
+behind BAR0 (sparse, 24 GiB; BAR0 256 MiB until resized), the AM register file of
+:mod:`tinyhw.mocks.amregs`, the PSP bootloader / sOS / KM ring of :mod:`tinyhw.mocks.pspboot`, the
+SMU of :mod:`tinyhw.mocks.smu`, mode-1 reset, and the board state file of
+:mod:`tinyhw.mocks.boardstate` (what outlives a command besides the flash).
+
 Contract with the attachments: the board never advances its clock; the attachment does, by its
-modelled latency, and the board measures flash/ROM_SW/PSP durations on it.
+modelled latency, and the board measures flash/ROM_SW/PSP durations on it. Firmware events (a
+bootloader ack, sOS coming alive, a ring command's fence) are scheduled in virtual time and run on
+the first access at or after their time.
 """
 
 from __future__ import annotations
@@ -18,17 +26,22 @@ from pathlib import Path
 
 from tinyhw.boards.navi31 import MMIO_BAR, NAVI31, BoardSpec
 from tinyhw.errors import StrictEmulationError
+from tinyhw.mocks import boardstate
 from tinyhw.mocks import discovery as mock_discovery
+from tinyhw.mocks.amregs import RSMU_INDEX
 from tinyhw.mocks.flashstore import FlashStore, write_atomic
 from tinyhw.mocks.gd25 import GD25LQ16E, Gd25Config
 from tinyhw.mocks.ifwi_image import build_image
+from tinyhw.mocks.navi31_am import AmBootPath
 from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.pcifunc import PciFunction
 from tinyhw.mocks.psp import PspConfig, PspMailbox
+from tinyhw.mocks.pspboot import PspTiming
 from tinyhw.mocks.smuio import Smuio, SmuioConfig
 from tinyhw.transport.clock import VirtualClock
 from tinyhw.transport.lock import DeviceLock
 
+_INDEX_REGS = frozenset((mock_discovery.OFF_MM_INDEX, mock_discovery.OFF_MM_INDEX_HI, RSMU_INDEX))
 _LANES = [sum(0xFF << (8 * i) for i in range(4) if be >> i & 1) for be in range(16)]
 _PAGE = 4096
 
@@ -44,14 +57,17 @@ class Navi31Model:
     gd25: Gd25Config = field(default_factory=Gd25Config)
     smuio: SmuioConfig = field(default_factory=SmuioConfig)
     psp: PspConfig = field(default_factory=PspConfig)
+    boot: PspTiming = field(default_factory=PspTiming)
+    smu_delay: float = 100e-6
     acs: bool = True
 
 
 class _Sparse:
-    """Sparse little-endian dword storage (VRAM, doorbells): 4 KiB pages created on first write."""
+    """Sparse little-endian storage (VRAM, doorbells): 4 KiB pages created on first write; counts writes."""
 
     def __init__(self) -> None:
         self.pages: dict[int, bytearray] = {}
+        self.bytes_written = 0
 
     def read32(self, offset: int) -> int:
         page = self.pages.get(offset >> 12)
@@ -66,9 +82,34 @@ class _Sparse:
             page = self.pages[offset >> 12] = bytearray(_PAGE)
         o = offset & (_PAGE - 1)
         page[o:o + 4] = value.to_bytes(4, "little")
+        self.bytes_written += 4
+
+    def read(self, offset: int, length: int) -> bytes:
+        out = bytearray()
+        while length > 0:
+            o = offset & (_PAGE - 1)
+            n = min(length, _PAGE - o)
+            page = self.pages.get(offset >> 12)
+            out += page[o:o + n] if page is not None else bytes(n)
+            offset += n
+            length -= n
+        return bytes(out)
+
+    def write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
+        data = memoryview(data)
+        self.bytes_written += len(data)
+        while data:
+            o = offset & (_PAGE - 1)
+            n = min(len(data), _PAGE - o)
+            page = self.pages.get(offset >> 12)
+            if page is None:
+                page = self.pages[offset >> 12] = bytearray(_PAGE)
+            page[o:o + n] = data[:n]
+            offset += n
+            data = data[n:]
 
 
-class Navi31Board:
+class Navi31Board(AmBootPath):
     """PCIe function 1002:744c with VRAM (BAR0), doorbells (BAR2), I/O (BAR4) and registers (BAR5)."""
 
     def __init__(self, options: MockOptions, clock: VirtualClock | None = None, *, attach: str = "direct",
@@ -101,12 +142,12 @@ class Navi31Board:
         model.smuio.instant = options.timing == "instant"
         model.smuio.stray = options.stray == "on"
         model.smuio.aperture = options.aperture
-        model.smuio.gated = options.psp != "pbl"
+        model.smuio.gated = options.psp not in ("pbl", "hang")
         self.pci = PciFunction(NAVI31, attach=attach, acs=model.acs)
         self.store = FlashStore(Path(options.flash), build_image, NAVI31.flash_size)
         self.chip = GD25LQ16E(self.store, self.clock, model.gd25)
         self.smuio = Smuio(self.chip, self.clock, model.smuio)
-        self.psp = PspMailbox(self.clock, options.psp, model.psp)
+        self.psp = PspMailbox(self.clock, "pbl" if options.psp == "hang" else options.psp, model.psp)
         self.vram = _Sparse()
         self.doorbells = _Sparse()
         # VRAM of the full size (BAR0 shows its low part), RCC_CONFIG_MEMSIZE, the MM_INDEX/MM_DATA window and
@@ -114,10 +155,11 @@ class Navi31Board:
         self.vram_size = mock_discovery.VRAM_MIB << 20
         self.window = mock_discovery.VramWindow(mock_discovery.VRAM_MIB, self._vram_read, self._vram_write,
                                                 self._window_reg_read, self._window_reg_write)
-        mock_discovery.place(self.vram.write32, mock_discovery.VRAM_MIB, mock_discovery.discovery_image())
+        self._place_discovery()
         self._plain = {0: self.vram, 2: self.doorbells}
         self._other: dict[int, int] = {}  # non-strict storage of uncovered BAR5 dwords (R1)
         self._closed = False
+        self._init_am_boot(model)  # the AM boot path (amd-bringup.md §10.4): tinyhw.mocks.navi31_am
         self._rebuild()
 
     # -- BAR5 dispatch ----------------------------------------------------------------------------------------
@@ -129,6 +171,13 @@ class Navi31Board:
         self._win_rd, win_wr = self.window.handlers()
         reads.update(self._win_rd)
         writes.update(win_wr)
+        br, bw = self.boot.handlers()
+        sr, sw = self.smu.handlers()
+        taken = set(reads) | set(writes) | set(br) | set(sr)
+        fr, fw = self.regfile.handlers(taken)
+        for more_r, more_w in ((fr, fw), (br, bw), (sr, sw)):
+            reads.update(more_r)
+            writes.update(more_w)
         self._rd5 = reads
         self._wr5 = writes
 
@@ -195,6 +244,8 @@ class Navi31Board:
     def mem_read32(self, bar: int, offset: int) -> int:
         """One dword read of ``bar`` at ``offset`` (dword aligned); all ones while memory decode is off."""
         self.accesses += 1
+        if self._events and self._events[0][0] <= self.clock.now():
+            self.tick()
         if not self.pci.command & 2:
             return 0xFFFFFFFF
         if bar == MMIO_BAR:
@@ -210,8 +261,14 @@ class Navi31Board:
     def mem_write32(self, bar: int, offset: int, value: int, byte_enable: int = 0xF) -> None:
         """One dword write; only the enabled byte lanes change (merged with the stored value)."""
         self.accesses += 1
+        if self._events and self._events[0][0] <= self.clock.now():
+            self.tick()
         if not self.pci.command & 2:
             return
+        if bar == MMIO_BAR:
+            self.bar5_writes += 1
+            if offset not in _INDEX_REGS:
+                self.reg_writes += 1
         if byte_enable != 0xF:
             lanes = _LANES[byte_enable & 0xF]
             value = (self._peek(bar, offset) & ~lanes) | (value & lanes)
@@ -228,6 +285,29 @@ class Navi31Board:
             return
         self._uncovered(bar, offset, value)
 
+    def mem_write_block(self, bar: int, offset: int, data: bytes) -> bool:
+        """A burst of dword writes to VRAM (streamed or bulk); False when it is not plain VRAM (caller loops)."""
+        if bar != 0 or not self.pci.command & 2 or offset & 3 or len(data) & 3:
+            return False
+        if offset + len(data) > min(self.pci.bar_size[0], self.vram_size):
+            return False
+        self.accesses += len(data) // 4
+        if self._events and self._events[0][0] <= self.clock.now():
+            self.tick()
+        self.vram.write(offset, data)
+        return True
+
+    def mem_read_block(self, bar: int, offset: int, length: int) -> bytes | None:
+        """A burst of dword reads of VRAM; None when it is not plain VRAM (caller loops)."""
+        if bar != 0 or not self.pci.command & 2 or offset & 3 or length & 3:
+            return None
+        if offset + length > min(self.pci.bar_size[0], self.vram_size):
+            return None
+        self.accesses += length // 4
+        if self._events and self._events[0][0] <= self.clock.now():
+            self.tick()
+        return self.vram.read(offset, length)
+
     def _peek(self, bar: int, offset: int) -> int:
         if bar in self._plain:
             return self._plain[bar].read32(offset)
@@ -239,7 +319,10 @@ class Navi31Board:
             try:
                 return self.psp.peek(offset)
             except KeyError:
-                return self.smuio.peek(offset)
+                pass
+            if offset in self._rd5 and offset not in self.smuio.handlers()[0]:
+                return self._rd5[offset]()
+            return self.smuio.peek(offset)
         return 0
 
     def _uncovered(self, bar: int, offset: int, value: int | None) -> int:
@@ -264,12 +347,15 @@ class Navi31Board:
     def disconnect(self) -> None:
         """Power lost mid-operation (a disconnect fault): a running program/erase stays torn."""
         self.chip.freeze()
+        self._save_quietly()
+
 
     def close(self) -> None:
         """Finish a running flash operation, flush the flash file; safe to call twice."""
         if self._closed:
             return
         self._closed = True
+        self._save_quietly()  # the board state file (tinyhw.mocks.navi31_am)
         try:
             self.chip.finish()
         finally:
@@ -285,7 +371,7 @@ class Navi31Board:
 
 
 def reset_flash(path: Path | str) -> str:
-    """Write the pristine synthetic image to ``path`` and clear its status sidecar; returns its sha256.
+    """Write the pristine synthetic image to ``path``, clear its status sidecar and board state; returns its sha256.
 
     The caller holds the device lock (``tinyhw mock reset`` does).
     """
@@ -293,4 +379,5 @@ def reset_flash(path: Path | str) -> str:
     image = build_image()
     write_atomic(path, image)
     write_atomic(path.with_name(path.name + ".sr"), bytes(3))
+    boardstate.clear(path)  # a cold board: no firmware running, registers at power-on values
     return hashlib.sha256(image).hexdigest()

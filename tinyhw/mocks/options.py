@@ -7,8 +7,14 @@ Device-string options understood by every emulated board:
 ``faults=F1+F2``      fault plan, see :class:`FaultPlan`
 ``speed=ss|hs``       USB link speed of the emulated bridge (SuperSpeed default, High-Speed)
 ``timing=instant|typical|max``  flash operation durations (default typical)
-``psp=early|gated|sos|pbl``     board state for the PSP mailbox and ROM_SW gating (default pbl: stalled
-                       boot loader, ROM_SW available)
+``psp=early|gated|sos|pbl|hang``  board state for the PSP mailbox and ROM_SW gating (default pbl: stalled
+                       boot loader, ROM_SW available; sos/gated: the secure OS is running; hang: the PSP
+                       never answers a boot command)
+``smu=normal|silent|busy@N``    SMU fault: never answers, or answers message N (1-based, this
+                       process) with 0xFC busy
+``load=idle|busy|N``  GFX load the SMU metrics follow (percent; idle = 0, busy = 100)
+``sosdelay=S``        seconds of virtual time from the SOS load to "sOS alive" (default 0.3)
+``fwcheck=on|off``    the PSP checks firmware images against the real Debian files (default on)
 ``aperture=normal|mirrored|unavailable``  ROM_INDEX/ROM_DATA behaviour
 ``stray=on|off``      ROM_SW model option S8 (CNTL writes fire stray transactions); default on
 ``link=up|down|slow|wedged|no-gpu``  PCIe link behaviour behind the emulated bridge
@@ -87,14 +93,15 @@ _FAULT_HINT = (
 _CHOICES = {
     "speed": ("ss", "hs"),
     "timing": ("instant", "typical", "max"),
-    "psp": ("pbl", "early", "gated", "sos"),
+    "psp": ("pbl", "early", "gated", "sos", "hang"),
+    "fwcheck": ("on", "off"),
     "aperture": ("normal", "mirrored", "unavailable"),
     "stray": ("on", "off"),
     "link": ("up", "down", "slow", "wedged", "no-gpu"),
     "gsp": ("off", "running"),
     "power": ("d0", "d3hot", "suspended"),
 }
-_KNOWN = {"strict", "flash", "faults", *_CHOICES}
+_KNOWN = {"strict", "flash", "faults", "smu", "load", "sosdelay", *_CHOICES}
 
 
 def default_flash_path() -> Path:
@@ -116,6 +123,11 @@ class MockOptions:
     link: str = "up"
     gsp: str = "off"
     power: str = "d0"
+    fwcheck: str = "on"
+    smu: str = "normal"  # normal, silent
+    smu_busy_at: int | None = None
+    load: int = 0  # percent
+    sos_delay: float = 0.3
 
     @classmethod
     def from_options(cls, options: dict[str, str | bool]) -> MockOptions:
@@ -138,4 +150,32 @@ class MockOptions:
                 if value not in allowed:
                     raise BadDeviceString(f"option {name}={value} is not one of {', '.join(allowed)}")
                 setattr(o, name, value)
+        o._parse_boot(options)
         return o
+
+    def _parse_boot(self, options: dict[str, str | bool]) -> None:
+        if "smu" in options:
+            value = str(options["smu"]).lower()
+            m = re.fullmatch(r"busy@(\d+)", value)
+            if m:
+                self.smu_busy_at = int(m.group(1))
+            elif value in ("normal", "silent"):
+                self.smu = value
+            else:
+                raise BadDeviceString(f"option smu={value} is not one of normal, silent, busy@N")
+        if "load" in options:
+            value = str(options["load"]).lower()
+            named = {"idle": 0, "busy": 100}
+            if value in named:
+                self.load = named[value]
+            elif value.isdigit() and int(value) <= 100:
+                self.load = int(value)
+            else:
+                raise BadDeviceString(f"option load={value} is not idle, busy or a percentage 0..100")
+        if "sosdelay" in options:
+            try:
+                self.sos_delay = float(str(options["sosdelay"]))
+            except ValueError:
+                self.sos_delay = -1.0
+            if not 0 <= self.sos_delay <= 60:
+                raise BadDeviceString(f"option sosdelay={options['sosdelay']} is not a number of seconds 0..60")

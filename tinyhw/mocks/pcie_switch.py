@@ -266,6 +266,18 @@ class PcieHierarchy:
         self.endpoint.mem_write32(hit[0], hit[1], value, byte_enable)
         return True
 
+    def mem_write_burst(self, addr: int, data: bytes) -> bool:
+        """Posted dword writes at ascending ``addr`` in one go, when one BAR claims the whole range and the
+        endpoint takes bursts (``mem_write_block``); False: the caller writes dword by dword."""
+        block = getattr(self.endpoint, "mem_write_block", None)
+        if block is None or not data:
+            return False
+        last = addr + len(data) - 4
+        first, end = self._claim(addr), self._claim(last)
+        if first is None or end is None or first[0] != end[0] or end[1] - first[1] != len(data) - 4:
+            return False
+        return bool(block(first[0], first[1], data))
+
     def upstream_enabled(self) -> bool:
         """True when bus-master requests from the endpoint can reach the bridge (BME on every bridge)."""
         return all(br.command & 0x4 for br in self.bridges)

@@ -1,0 +1,214 @@
+"""Generate the AMD protocol-constant and struct-layout modules from the Linux amdgpu headers (layer 0).
+
+Usage (the committed files were made exactly like this)::
+
+    apt-get install linux-source-6.12          # gives /usr/src/linux-source-6.12.tar.xz
+    python -m tinyhw.autogen.genproto          # extracts what it needs into a cache, writes the modules
+
+Each entry of :data:`PROTOCOLS` names one generated module ``tinyhw/autogen/<name>.py``, the
+kernel files it is read from, the constant-name prefixes it keeps and the structs whose layout
+it records. What they hold (specs/amd-bringup.md §5.1, §5.2, §6.1, §6.2, §6.4, §2.8):
+
+* ``smu_v13_0_0_ppsmc``: SMU 13.0.0 response codes and message ids (``PPSMC_MSG_*``), the debug
+  mailbox messages (``DEBUGSMC_MSG_*``, including ``DEBUGSMC_MSG_Mode1Reset`` of ``smu_v13_0_0_ppt.c``).
+* ``smu13_driver_if_v13_0_0``: driver-interface version, table ids (``TABLE_SMU_METRICS``), clock,
+  temperature, SVI-plane, throttler and feature indices, DPM level counts, and the layouts of
+  ``SmuMetrics_t`` / ``SmuMetricsExternal_t``.
+* ``psp_gfx_if``: sOS control ids (``GFX_CTRL_CMD_ID_*``), KM ring command ids (``GFX_CMD_ID_*``),
+  LOAD_IP_FW firmware types (``GFX_FW_TYPE_*``), statuses (``PSP_ERR_UNKNOWN_COMMAND``, ``TEE_*``),
+  response masks, and the layouts of the ring frame and the 1 KiB command/response buffer.
+* ``amdgpu_psp``: bootloader commands (``PSP_BL__*``), sOS component types (``PSP_FW_TYPE_*``) and
+  the driver's ucode ids (``AMDGPU_UCODE_ID_*``).
+* ``amd_discovery``: discovery signatures and the GC info table layouts (``gc_info_v1_0`` .. ``v2_1``).
+
+Module format: ``CONSTANTS`` maps each kept name to its integer value, in header order;
+``STRUCTS`` maps a struct name to ``(size, {path: (offset, ctype, count)})`` where nested
+structs are flattened to dotted paths (``SmuMetrics.CurrClock``), union members share their
+offset and a bit field's ctype reads ``uint32_t:1``. Output is deterministic; only the
+``KERNEL = ...`` line names the kernel and package version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tinyhw.autogen import cheader, genregs, sources
+
+COMMAND = "python -m tinyhw.autogen.genproto"
+OUT_DIR = Path(__file__).resolve().parent
+AMD = "drivers/gpu/drm/amd"
+
+#: (module, [(kernel path, defines_only)], kept constant prefixes, structs).
+PROTOCOLS: tuple[tuple[str, tuple[tuple[str, bool], ...], tuple[str, ...], tuple[str, ...]], ...] = (
+    (
+        "smu_v13_0_0_ppsmc",
+        ((f"{AMD}/pm/swsmu/inc/pmfw_if/smu_v13_0_0_ppsmc.h", False), (f"{AMD}/pm/swsmu/smu13/smu_v13_0_0_ppt.c", True)),
+        ("PPSMC_", "DEBUGSMC_"),
+        (),
+    ),
+    (
+        "smu13_driver_if_v13_0_0",
+        ((f"{AMD}/pm/swsmu/inc/pmfw_if/smu13_driver_if_v13_0_0.h", False),),
+        ("SMU13_0_0_DRIVER_IF_VERSION", "TABLE_", "PPCLK_", "TEMP_", "SVI_PLANE_", "THROTTLER_", "FEATURE_",
+         "NUM_", "D3HOT_SEQUENCE_COUNT", "WORKLOAD_PPLIB_"),
+        ("SmuMetrics_t", "SmuMetricsExternal_t"),
+    ),
+    (
+        "psp_gfx_if",
+        ((f"{AMD}/amdgpu/psp_gfx_if.h", False),),
+        ("PSP_GFX_CMD_BUF_VERSION", "GFX_CMD_", "GFX_CTRL_CMD_ID_", "GFX_FLAG_", "GFX_FW_TYPE_", "PSP_ERR_",
+         "TEE_", "FRAME_TYPE_"),
+        ("struct psp_gfx_rb_frame", "struct psp_gfx_cmd_resp"),
+    ),
+    (
+        "amdgpu_psp",
+        ((f"{AMD}/amdgpu/amdgpu_psp.h", False), (f"{AMD}/amdgpu/amdgpu_ucode.h", False)),
+        ("PSP_BL__", "PSP_FW_TYPE_", "AMDGPU_UCODE_ID_"),
+        (),
+    ),
+    (
+        "amd_discovery",
+        ((f"{AMD}/include/discovery.h", False),),
+        ("BINARY_SIGNATURE", "DISCOVERY_TABLE_SIGNATURE", "GC_TABLE_ID", "HARVEST_TABLE_SIGNATURE",
+         "VCN_INFO_TABLE_ID", "MALL_INFO_TABLE_ID", "NPS_INFO_TABLE_ID", "PSP_HEADER_SIZE"),
+        ("struct gpu_info_header", "struct gc_info_v1_0", "struct gc_info_v1_1", "struct gc_info_v1_2",
+         "struct gc_info_v1_3", "struct gc_info_v2_0", "struct gc_info_v2_1"),
+    ),
+)
+
+NAMES: tuple[str, ...] = tuple(p[0] for p in PROTOCOLS)
+
+
+def kernel_paths() -> list[str]:
+    return sorted({path for _, files, _, _ in PROTOCOLS for path, _ in files})
+
+
+def extract(tarball: Path, cache: Path) -> Path:
+    """Extract the needed files and the top Makefile of ``tarball`` into ``cache``; return the tree root."""
+    if not tarball.is_file():
+        raise FileNotFoundError(
+            f"kernel tarball {tarball} not found; install it with `apt-get install {sources.KERNEL_PACKAGE}` "
+            "or set TINYHW_KERNEL_TARBALL"
+        )
+    st = tarball.stat()
+    members = [f"*/{p}" for p in kernel_paths()]
+    digest = hashlib.sha256("\n".join(members).encode()).hexdigest()[:12]
+    dest = cache / "kernel-proto" / f"{tarball.name}-{st.st_size}-{int(st.st_mtime)}-{digest}"
+    if not (dest / ".complete").is_file():
+        tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        cmd = ["tar", "-xJf", str(tarball), "-C", str(tmp), "--wildcards", *members]
+        cmd += ["--no-wildcards-match-slash", "*/Makefile"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise RuntimeError(f"tar failed ({proc.returncode}): {proc.stderr.strip()}")
+        (tmp / ".complete").write_text(str(tarball) + "\n")
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)
+    tops = [p for p in dest.iterdir() if p.is_dir()]
+    if len(tops) != 1:
+        raise RuntimeError(f"expected one top folder in {dest}, found {len(tops)}")
+    return tops[0]
+
+
+def read(root: Path, files: tuple[tuple[str, bool], ...]) -> cheader.Header:
+    """One :class:`cheader.Header` fed with every file of an entry, in order."""
+    header = cheader.Header()
+    for path, defines_only in files:
+        header.feed((root / path).read_text(errors="replace"), defines_only=defines_only)
+    return header
+
+
+def _hex(value: int) -> str:
+    return f"0x{value:X}" if value >= 0 else str(value)
+
+
+def render(name: str, files: tuple[tuple[str, bool], ...], prefixes: tuple[str, ...], structs: tuple[str, ...],
+           header: cheader.Header, kernel: str) -> str:
+    """The text of ``<name>.py``."""
+    kept = [n for n in header.order if n.startswith(prefixes)]
+    missing = [p for p in prefixes if not any(n.startswith(p) for n in kept)]
+    if missing:
+        raise RuntimeError(f"{name}: no constant starts with {', '.join(missing)}")
+    out = [
+        "# Generated from the Linux amdgpu headers by tinyhw/autogen/genproto.py; do not edit.",
+        f"# Command: {COMMAND}   (reads {sources.DEFAULT_TARBALL} of Debian's {sources.KERNEL_PACKAGE})",
+        *(f"# Source: {path}{' (#define lines only)' if d else ''}" for path, d in files),
+        f"# Contents: {len(kept)} constants, {len(structs)} struct layouts; constant prefixes:",
+        *(f"#   {p}" for p in prefixes),
+        f'"""{name}: protocol constants and layouts; see tinyhw/autogen/genproto.py for the format."""',
+        "",
+        f'KERNEL = "Linux {kernel}"',
+        "HEADERS = (",
+        *(f'    "{p}",' for p, _ in files),
+        ")",
+        "",
+        "CONSTANTS = {",
+        *(f'    "{n}": {_hex(header.constants[n])},' for n in kept),
+        "}",
+        "",
+        "STRUCTS = {",
+    ]
+    for struct in structs:
+        out.append(f'    "{struct}": ({header.sizeof(struct)}, {{')
+        for e in header.layout(struct):
+            ctype = e.ctype if e.bits is None else f"{e.ctype}:{e.bits}"
+            out.append(f'        "{e.path}": ({e.offset}, "{ctype}", {e.count}),')
+        out.append("    }),")
+    out += ["}", ""]
+    return "\n".join(out)
+
+
+def generate(root: Path, kernel: str) -> dict[str, str]:
+    """File name -> text of every generated module, from the tree at ``root``."""
+    files: dict[str, str] = {}
+    for name, paths, prefixes, structs in PROTOCOLS:
+        files[f"{name}.py"] = render(name, paths, prefixes, structs, read(root, paths), kernel)
+    return files
+
+
+def write(files: dict[str, str], out: Path) -> list[str]:
+    """Write ``files`` into ``out``; return the names changed."""
+    out.mkdir(parents=True, exist_ok=True)
+    changed = []
+    for name, text in sorted(files.items()):
+        path = out / name
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+            changed.append(name)
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tarball", type=Path, default=None, help=f"kernel source tarball ({sources.DEFAULT_TARBALL})")
+    parser.add_argument("--src", type=Path, default=None, help="an extracted kernel tree to read instead of a tarball")
+    parser.add_argument("--cache", type=Path, default=None, help="where extracted files are kept (~/.cache/tinyhw)")
+    parser.add_argument("--out", type=Path, default=OUT_DIR, help="output folder (tinyhw/autogen)")
+    args = parser.parse_args(argv)
+    try:
+        if args.src is not None:
+            root, tarball = args.src, None
+        else:
+            tarball = args.tarball or genregs.default_tarball()
+            root = extract(tarball, args.cache or genregs.default_cache())
+        kernel = f"{genregs.linux_version(root)} (Debian {sources.KERNEL_PACKAGE} {genregs.package_version(tarball)})"
+        files = generate(root, kernel)
+    except (OSError, RuntimeError, cheader.CError) as exc:
+        print(f"genproto: {exc}", file=sys.stderr)
+        return 1
+    changed = write(files, args.out)
+    print(f"genproto: {len(files)} modules in {args.out}; changed: {', '.join(changed) or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,23 @@
+"""AMD bring-up from user space: identify, PSP and SMU boot, mode-1 reset, SMU metrics (specs/amd-bringup.md §1-§7).
+
+Layer 3: handed a transport (never constructing one, never importing mocks, usb or pci). Typical use::
+
+    gpu = AmGpu(transport)                           # ip discovery, registers placed with the found bases
+    doc = identify.info(gpu, firmware_dir(None))     # `am info`, read-only
+    fw = firmware.load(firmware_dir(None), gpu.discovery.versions())   # exit 2 before any write
+    result = sequence.boot(gpu, fw, on_step=print)   # full, partial, or mode-1 reset then full
+    Smi(gpu).refresh()                               # metrics of a board a tinyhw boot brought up
+"""
+
+from tinyhw.boot import firmware, identify, ids, layout, metrics, sequence
+from tinyhw.boot.firmware import FirmwareSet, firmware_dir
+from tinyhw.boot.gpu import AmGpu
+from tinyhw.boot.psp import Psp, PspError
+from tinyhw.boot.smi import Smi
+from tinyhw.boot.smu import Smu, SmuError
+from tinyhw.boot.state import BoardState, read_state
+
+__all__ = [
+    "AmGpu", "BoardState", "FirmwareSet", "Psp", "PspError", "Smi", "Smu", "SmuError", "firmware", "firmware_dir",
+    "identify", "ids", "layout", "metrics", "read_state", "sequence",
+]

@@ -1,0 +1,241 @@
+"""``am boot`` and ``am reset``: the ordered steps, each timed on the transport's clock.
+
+Spec: specs/amd-bringup.md §4.1 (full / partial / reset-first decision, flags written last), §4.2
+steps 1 (mode-1 reset), 5 (PSP bootloader), 6 (KM ring), 7 (TOC, LOAD_IP_FW(SMU) before SETUP_TMR,
+every other image, AUTOLOAD_RLC), 8 (SMU driver table, EnableAllSmuFeatures), 9 (wait for RLC
+autoload: CP_STAT == 0 and bootload_complete == 1, the Linux form of Q2), 11 (highest DPM level),
+13 (flags); §4.3 (partial boot); §7.2 (reset: SMU debug mailbox, PSP MODE1_RST as the fallback,
+500 ms, bootloader ready again). GMC/IH/GFX/SDMA queue bring-up (steps 2-4, 9a-10, 12) is not part
+of this boot. Firmware is checked (:mod:`tinyhw.boot.firmware`) by the caller before any write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tinyhw.boot import gpu as g
+from tinyhw.boot import layout
+from tinyhw.boot.firmware import FirmwareSet
+from tinyhw.boot.gpu import AmGpu
+from tinyhw.boot.psp import RESET_HINT, Psp, PspError
+from tinyhw.boot.smu import Smu
+from tinyhw.boot.state import BoardState, read_state
+from tinyhw.errors import DeviceTimeout, OperationFailed
+from tinyhw.transport.abilities import Resettable
+from tinyhw.transport.wait import poll
+
+RESET_SETTLE = 0.5  # §7.2: sleep 500 ms after the reset message
+PCI_COMMAND, BUS_MASTER = 0x04, 1 << 2
+
+
+class StepLog:
+    """Runs named steps, timing each on the transport clock; ``on_step(name, phase, detail)`` reports them."""
+
+    def __init__(self, gpu: AmGpu, on_step: Callable[[str, str, dict[str, Any]], None] | None = None) -> None:
+        self.gpu = gpu
+        self.on_step = on_step or (lambda *_: None)
+        self.steps: list[dict[str, Any]] = []
+
+    def run(self, name: str, fn: Callable[[], Any], **detail: Any) -> Any:
+        t0 = self.gpu.clock.now()
+        c0 = self.gpu.transport.counters.copy()
+        self.on_step(name, "start", detail)
+        result = fn()
+        delta = self.gpu.transport.counters - c0
+        doc = {"step": name, "seconds": round(self.gpu.clock.now() - t0, 6), **detail,
+               "usb_transfers": delta.usb_transfers, "bytes_out": delta.bytes_out}
+        if isinstance(result, dict):
+            doc.update(result)
+        self.steps.append(doc)
+        self.on_step(name, "done", doc)
+        return result
+
+
+@dataclass
+class BootResult:
+    kind: str  # "full", "partial", "reset+full"
+    reason: str
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    tmr_size: int = 0
+    clocks: dict[str, int] = field(default_factory=dict)
+    smu_version: int = 0
+    firmware_bytes: int = 0
+    copy: dict[str, int] = field(default_factory=dict)
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"boot": self.kind, "reason": self.reason, "tmr_size": self.tmr_size, "smu_version": self.smu_version,
+                "clocks_mhz": self.clocks, "firmware_bytes": self.firmware_bytes,
+                "firmware_copy": self.copy, "steps": self.steps}
+
+
+def plan(state: BoardState) -> tuple[str, str]:
+    """The boot ``am boot`` will do from ``state`` (kind, reason)."""
+    return state.decision()
+
+
+def boot(gpu: AmGpu, fw: FirmwareSet, on_step: Callable[[str, str, dict[str, Any]], None] | None = None,
+         state: BoardState | None = None) -> BootResult:
+    """Bring the PSP secure OS and the SMU up (full boot), or re-check a board tinyhw booted (partial)."""
+    log = StepLog(gpu, on_step)
+    state = state or read_state(gpu)
+    kind, reason = plan(state)
+    psp, smu = Psp(gpu), Smu(gpu)
+    result = BootResult(kind, reason)
+    if kind == "partial":
+        if log.run("smu alive", lambda: {"alive": smu.alive()})["alive"]:
+            _partial(gpu, smu, log, result, state)
+            result.steps = log.steps
+            return result
+        result.kind, result.reason = "reset+full", "tinyhw flags are set but the smu does not answer"
+    if result.kind == "reset+full":
+        log.run("mode-1 reset", lambda: reset_gpu(gpu, psp, smu))
+    _full(gpu, fw, psp, smu, log, result)
+    result.steps = log.steps
+    return result
+
+
+def _partial(gpu: AmGpu, smu: Smu, log: StepLog, result: BootResult, state: BoardState) -> None:
+    gpu.wr(g.SCRATCH6, 1)
+    result.tmr_size = state.tmr_size
+    result.smu_version = log.run("smu version", lambda: {"smu_version": smu.version()})["smu_version"]
+    result.clocks = log.run("clocks", lambda: {"clocks_mhz": smu.highest_clocks()})["clocks_mhz"]
+    log.run("flags", lambda: _flags(gpu, state.tmr_size))
+
+
+def _full(gpu: AmGpu, fw: FirmwareSet, psp: Psp, smu: Smu, log: StepLog, result: BootResult) -> None:
+    moved = 0
+    if not gpu.sos_alive():
+        comps = fw.bootloader()
+        slots = _bootloader_copy(gpu, comps, log)
+        moved += sum(len(d) for d in {c.data for c in comps})
+        for i, img in enumerate(comps):
+            last = i == len(comps) - 1
+            log.run(f"psp bootloader {img.label}",
+                    lambda img=img, last=last: psp.load_component(img.label, img.code, gpu.mc(slots[img.label]),
+                                                                  last=last))
+    log.run("km ring", psp.create_ring)
+    toc = fw.toc()
+    tmr = 0
+    if toc is not None:
+        moved += len(toc)
+        tmr = log.run("load toc", lambda: {"tmr_size": _load_toc(gpu, psp, toc)}, bytes=len(toc))["tmr_size"]
+    if tmr > layout.TMR_MAX:
+        raise PspError(f"the psp asks for a tmr of 0x{tmr:x} bytes, more than the 0x{layout.TMR_MAX:x} reserved",
+                       hint=RESET_HINT)
+    images = fw.ip_images()
+    offsets = layout.stage([len(i.data) for i in images])
+    end = offsets[-1] + len(images[-1].data)
+    blob = bytearray(end)
+    for img, off in zip(images, offsets, strict=True):
+        blob[off:off + len(img.data)] = img.data
+    log.run("firmware copy", lambda: gpu.copy_firmware(layout.STAGING, bytes(blob)), bytes=len(blob))
+    gpu.hdp_flush()
+    moved += sum(len(i.data) for i in images)
+    for img, off in zip(images, offsets, strict=True):
+        if img.label == "SMU":
+            log.run("load smu", lambda img=img, off=off: psp.load_ip_fw(gpu.mc(layout.STAGING + off), len(img.data),
+                                                                       img.code, img.label), bytes=len(img.data))
+            if tmr:
+                log.run("setup tmr", lambda: psp.setup_tmr(gpu.mc(layout.TMR), tmr), tmr_size=tmr)
+    for img, off in zip(images, offsets, strict=True):
+        if img.label != "SMU":
+            log.run(f"load {img.label.lower()}", lambda img=img, off=off: psp.load_ip_fw(
+                gpu.mc(layout.STAGING + off), len(img.data), img.code, img.label), bytes=len(img.data))
+    log.run("autoload rlc", lambda: _autoload(gpu, psp))
+    result.smu_version = log.run("smu alive", lambda: {"smu_version": smu.version()})["smu_version"]
+    log.run("smu driver table", lambda: smu.set_driver_table(gpu.mc(layout.SMU_TABLE)),
+            address=gpu.mc(layout.SMU_TABLE))
+    log.run("smu features", smu.enable_features)
+    result.clocks = log.run("clocks", lambda: {"clocks_mhz": smu.highest_clocks()})["clocks_mhz"]
+    log.run("flags", lambda: _flags(gpu, tmr))
+    result.tmr_size = tmr
+    result.firmware_bytes = moved
+    result.copy = dict(gpu.copy_stats)
+
+
+def _bootloader_copy(gpu: AmGpu, comps: list, log: StepLog) -> dict[str, int]:
+    """Copy every bootloader component to its own 1 MiB slot before the first command; same bytes share a slot."""
+    slots: dict[str, int] = {}
+    placed: dict[bytes, int] = {}
+
+    def copy() -> dict[str, Any]:
+        for img in comps:
+            if img.data not in placed:
+                at = layout.BL_SLOTS + len(placed) * layout.BL_SLOT_SIZE
+                if len(img.data) > layout.BL_SLOT_SIZE or len(placed) >= layout.BL_SLOT_COUNT:
+                    raise PspError(f"psp component {img.label} of 0x{len(img.data):x} bytes does not fit a slot")
+                padded = bytes(img.data) + bytes(4) + bytes(-(len(img.data) + 4) % 16)  # §5.1 padding
+                gpu.copy_firmware(at, padded)
+                placed[img.data] = at
+            slots[img.label] = placed[img.data]
+        gpu.hdp_flush()
+        return {"components": len(comps), "slots": len(placed)}
+
+    log.run("psp firmware copy", copy, bytes=sum(len(d) for d in {i.data for i in comps}))
+    return slots
+
+
+def _load_toc(gpu: AmGpu, psp: Psp, toc: bytes) -> int:
+    at = layout.MSG_BUF
+    gpu.copy_firmware(at, toc)
+    gpu.hdp_flush()
+    return psp.load_toc(gpu.mc(at), len(toc))
+
+
+def _autoload(gpu: AmGpu, psp: Psp) -> None:
+    psp.autoload_rlc()
+    poll(gpu.clock, lambda: (gpu.rd(g.CP_STAT), gpu.regs.read(g.BOOTLOAD_COMPLETE)),
+         lambda v: v[0] == 0 and v[1] == 1, timeout=psp.timeout, interval=0.01,
+         what="rlc autoload (cp_stat == 0 and bootload_complete == 1)", hint=RESET_HINT)
+
+
+def _flags(gpu: AmGpu, tmr: int) -> None:
+    gpu.wr(g.SCRATCH5, tmr)
+    gpu.wr(g.SCRATCH7, layout.BOOT_MAGIC)
+    gpu.wr(g.SCRATCH6, 0)
+
+
+# -- reset (§7.2) ------------------------------------------------------------------------------------------------
+def _bus_master(gpu: AmGpu, on: bool) -> None:
+    t = gpu.transport
+    cmd = t.config_read(PCI_COMMAND, 2)
+    t.config_write(PCI_COMMAND, 2, (cmd | BUS_MASTER) if on else (cmd & ~BUS_MASTER))
+    t.config_read(PCI_COMMAND, 2)  # read back: flushes the write
+
+
+def reset_gpu(gpu: AmGpu, psp: Psp | None = None, smu: Smu | None = None) -> dict[str, Any]:
+    """Mode-1 reset: the SMU's debug message when it answers, else the PSP's MODE1_RST; then wait for the bootloader."""
+    psp, smu = psp or Psp(gpu), smu or Smu(gpu)
+    if smu.alive():
+        path = "smu"
+    elif gpu.sos_alive():
+        path = "psp"
+    elif isinstance(gpu.transport, Resettable):
+        path = "function-reset"  # no firmware to ask: the transport's pci reset, in case the bootloader is mid-way
+    else:
+        path = "none"
+    if path == "function-reset":
+        gpu.transport.reset()
+    elif path != "none":
+        _bus_master(gpu, False)
+        if path == "smu":
+            smu.mode1_reset()
+        else:
+            psp.mode1_reset()
+        gpu.clock.sleep(RESET_SETTLE)
+        _bus_master(gpu, True)
+    try:
+        psp.wait_bootloader("to answer after the reset")
+    except DeviceTimeout as e:
+        why = "after the reset" if path != "none" else "and no firmware runs that could reset the gpu"
+        raise OperationFailed(f"the psp bootloader does not answer {why} ({e.message})",
+                              hint="power-cycle the board (emulated boards: tinyhw mock reset --yes)") from None
+    if gpu.sos_alive():
+        raise OperationFailed("the psp secure os still runs after the mode-1 reset",
+                              hint="power-cycle the board (emulated boards: tinyhw mock reset --yes)")
+    for reg in (g.SCRATCH7, g.SCRATCH6, g.SCRATCH5):
+        if gpu.rd(reg):
+            gpu.wr(reg, 0)
+    return {"path": path}

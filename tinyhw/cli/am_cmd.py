@@ -1,0 +1,221 @@
+"""``tinyhw am info|boot|reset``: AMD bring-up from user space (front end of :mod:`tinyhw.boot`).
+
+specs/amd-bringup.md §1-§7: ``info`` reads (VRAM size, IP discovery, harvest, GC info, gfx target,
+VF bit, boot flags, sOS/SMU state, needed firmware); ``boot`` checks every firmware file first
+(exit 2 before any write), prints its plan, needs --yes, then brings the PSP secure OS and the SMU
+up with a progress line per step (stderr, terminal only); ``reset`` is a mode-1 reset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from tinyhw.errors import OperationFailed, Refused
+
+_FW_HELP = "Directory of the amdgpu firmware files (default: $TINYHW_AMDGPU_FIRMWARE, else /lib/firmware/amdgpu)."
+
+
+class StepDisplay:
+    """Per-step progress on stderr: a spinner for the running step and a line per finished one (terminal only)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.live = not app.quiet and not app.json and app.err.is_terminal
+        self._status: Any = None
+
+    def __call__(self, name: str, phase: str, detail: dict[str, Any]) -> None:
+        if not self.live:
+            return
+        if phase == "start":
+            if self._status is None:
+                self._status = self.app.err.status(f"{name} ...")
+                self._status.start()
+            else:
+                self._status.update(f"{name} ...")
+            return
+        size = f"  {detail['bytes']:,} bytes" if detail.get("bytes") else ""
+        self.app.err.print(f"[green]ok[/green] {name:<28} {detail['seconds']:9.3f} s{size}")
+
+    def stop(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
+def _gpu(app: Any, *, writes: bool) -> Any:
+    from tinyhw.boot import AmGpu
+
+    transport = app.open_transport(writes=writes)
+    return AmGpu(transport, warn=lambda line: click.echo(line, err=True))
+
+
+@click.group("am")
+def am() -> None:
+    """AMD GPUs without the amdgpu driver: identify, boot the PSP and SMU, reset.
+
+    \b
+    Examples:
+      tinyhw --device mock:navi31 am info
+      tinyhw --device mock:navi31-usb am boot --yes --firmware-dir ~/.cache/tinyhw/firmware/amd/lib/firmware/amdgpu
+      tinyhw --device mock:navi31 am reset --yes
+    """
+
+
+@am.command("info")
+@click.option("--firmware-dir", metavar="DIR", help=_FW_HELP)
+@click.option("--probe-smu", is_flag=True, help="Also ask the SMU for its version (one mailbox message).")
+@click.pass_obj
+def info_cmd(app: Any, firmware_dir: str | None, probe_smu: bool) -> None:
+    """Identify the GPU (read-only): VRAM, IP discovery, GC info, gfx target, flags, sOS/SMU, firmware.
+
+    Touches nothing: only register and VRAM reads (the discovery table at VRAM size - 64 KiB);
+    --probe-smu sends one GetSmuVersion message through the SMU mailbox.
+
+    \b
+    Example:
+      tinyhw --device mock:navi31 --json am info
+    """
+    from tinyhw.boot import firmware, identify
+
+    gpu = _gpu(app, writes=False)
+    doc = identify.info(gpu, firmware.firmware_dir(firmware_dir), smu_probe=probe_smu)
+    app.emit(doc, lambda: _show_info(app, doc))
+
+
+def _show_info(app: Any, doc: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    out = app.out
+    out.print(f"[bold]{doc['device']}[/bold]  {doc['vendor_id']:04x}:{doc['device_id']:04x}  {doc['asic']}  "
+              f"gfx target {doc.get('gfx_target') or '?'}")
+    out.print(f"vram {doc['vram_mib']} MiB, bar0 {doc['bar0_bytes'] >> 20} MiB "
+              f"({'large' if doc['large_bar'] else 'small'} bar), virtual function: {'yes' if doc['vf'] else 'no'}")
+    disc = doc.get("discovery")
+    if disc:
+        t = Table(title=f"ip discovery (binary v{disc['version']}, ip table v{disc['ip_table_version']}, "
+                        f"read via {disc['path']})")
+        for col in ("block", "hw_id", "die", "inst", "version", "bases"):
+            t.add_column(col)
+        for ip in disc["ips"]:
+            t.add_row(ip["block"], str(ip["hw_id"]), str(ip["die"]), str(ip["instance"]), ip["version"],
+                      " ".join(f"0x{b:x}" for b in ip["bases"]))
+        out.print(t)
+        harvest = ", ".join(f"{h['block']}#{h['instance']}" for h in disc["harvest"]) or "none"
+        out.print(f"harvested: {harvest}")
+    gc = doc.get("gc_info")
+    if gc and "derived" in gc:
+        d = gc["derived"]
+        out.print(f"gc info v{gc['version']}: {d['shader_engines']} shader engines, {d['shader_arrays']} arrays, "
+                  f"{d['compute_units']} CUs, wave{d['wave_size']}, {d['max_waves_per_simd']} waves/simd, "
+                  f"lds {d['lds_kib']} KiB")
+    elif gc:
+        out.print(f"gc info v{gc['version']}: {gc.get('problem', 'not decoded')}")
+    st = doc["state"]
+    flags = (f"tinyhw boot flags set (tmr 0x{st['scratch_reg5_tmr_size']:x}, reg6 {st['scratch_reg6']})"
+             if st["tinyhw_booted"] else "no tinyhw boot flags")
+    out.print(f"{flags}; psp sos {'alive' if st['sos_alive'] else 'not running'}; "
+              f"smu {'answered' if st['smu_answered'] else 'no answer recorded'}; "
+              f"km ring {'present' if st['km_ring_size'] else 'none'}")
+    out.print(f"next am boot: {st['next_boot']} ({st['next_boot_reason']})")
+    if "smu" in doc:
+        smu = doc["smu"]
+        out.print("smu probe: " + (f"alive, version 0x{smu['version']:08x}" if smu.get("version") is not None
+                                   else "alive" if smu["alive"] else "no answer in 100 ms"))
+    fw = doc.get("firmware") or {}
+    if "files" in fw:
+        t = Table(title=f"firmware ({fw['directory']})")
+        for col in ("file", "status", "version"):
+            t.add_column(col)
+        for f in fw["files"]:
+            status = "ok" if f.get("ok") else ("missing" if not f["present"] else f.get("problem", "bad"))
+            t.add_row(f["file"], status, f"0x{f['ucode_version']:x}" if "ucode_version" in f else "")
+        out.print(t)
+    elif fw:
+        out.print(f"firmware: {fw.get('problem')}")
+
+
+def _require_bootable(gpu: Any) -> None:
+    if gpu.discovery is None:
+        raise OperationFailed("the ip discovery table is unreadable, so the firmware the gpu needs is unknown",
+                              hint="check that the gpu is powered (tinyhw am info) and try again")
+    if gpu.is_vf():
+        raise Refused("this function is an sr-iov virtual function; its psp and smu belong to the host",
+                      hint="boot the physical function instead")
+    gpu.check_supported()
+
+
+@am.command("boot")
+@click.option("--yes", is_flag=True, help="Do it without asking (the plan is still printed).")
+@click.option("--firmware-dir", metavar="DIR", help=_FW_HELP)
+@click.option("--allow-unknown-firmware", is_flag=True,
+              help="Load files whose sha256 is not the Debian package's (newer linux-firmware releases).")
+@click.pass_obj
+def boot_cmd(app: Any, yes: bool, firmware_dir: str | None, allow_unknown_firmware: bool) -> None:
+    """Boot the PSP secure OS and the SMU (full, partial, or after a mode-1 reset).
+
+    Every firmware file is checked before anything is written; a missing, truncated, damaged or
+    another ASIC's file is refused (exit 2). Writes VRAM (the boot region below 64 MiB) and PSP,
+    SMU and GC scratch registers.
+
+    \b
+    Example:
+      tinyhw --device mock:navi31 am boot --yes --firmware-dir ~/.cache/tinyhw/firmware/amd/lib/firmware/amdgpu
+    """
+    from tinyhw.boot import firmware, read_state, sequence
+
+    gpu = _gpu(app, writes=True)
+    _require_bootable(gpu)
+    directory = firmware.firmware_dir(firmware_dir)
+    fw = firmware.load(directory, gpu.discovery.versions(), allow_unknown=allow_unknown_firmware)
+    state = read_state(gpu)
+    kind, reason = sequence.plan(state)
+    steps = {"partial": "check the smu, pin clocks to the highest dpm level, rewrite the flags",
+             "full": "psp bootloader, km ring, toc/tmr, load_ip_fw (smu first), autoload rlc, smu, clocks, flags",
+             "reset+full": "mode-1 reset, then the full boot"}[kind]
+    lines = [f"plan: {kind} boot of {gpu.transport.identity().location} ({reason})", f"  {steps}"]
+    if kind != "partial":
+        lines.append(f"  firmware from {directory}: " + ", ".join(f.name for f in fw.files.values()))
+    app.confirm(yes, "\n".join(lines))
+    display = StepDisplay(app)
+    try:
+        result = sequence.boot(gpu, fw, on_step=display, state=state)
+    finally:
+        display.stop()
+    doc = {"device": gpu.transport.identity().location, **result.to_doc()}
+    total = sum(s["seconds"] for s in result.steps)
+    app.emit(doc, lambda: app.out.print(
+        f"{result.kind} boot done in {total:.3f} s: psp sos alive, smu 0x{result.smu_version:08x}, "
+        f"tmr 0x{result.tmr_size:x}, clocks " + ", ".join(f"{k} {v} MHz" for k, v in result.clocks.items())))
+
+
+@am.command("reset")
+@click.option("--yes", is_flag=True, help="Do it without asking (the plan is still printed).")
+@click.pass_obj
+def reset_cmd(app: Any, yes: bool) -> None:
+    """Mode-1 reset the whole GPU (SMU debug mailbox; PSP fallback) and clear tinyhw's boot flags.
+
+    Waits until the PSP bootloader answers again. Everything the firmware held is lost.
+
+    \b
+    Example:
+      tinyhw --device mock:navi31 am reset --yes
+    """
+    from tinyhw.boot import read_state, sequence
+
+    gpu = _gpu(app, writes=True)
+    if gpu.is_vf():
+        raise Refused("this function is an sr-iov virtual function; only the host can reset the gpu")
+    _require_bootable(gpu)
+    state = read_state(gpu)
+    app.confirm(yes, f"plan: mode-1 reset of {gpu.transport.identity().location} "
+                     f"({'firmware running' if state.firmware_running else 'no firmware running'}), "
+                     "wait for the psp bootloader, clear the boot flags")
+    t0 = gpu.clock.now()
+    done = sequence.reset_gpu(gpu)
+    doc = {"device": gpu.transport.identity().location, "reset": done["path"],
+           "seconds": round(gpu.clock.now() - t0, 6), "state": read_state(gpu).to_doc()}
+    how = {"smu": "through the smu", "psp": "through the psp", "function-reset": "by a pci function reset",
+           "none": "not needed (no firmware answered)"}
+    app.emit(doc, lambda: app.out.print(f"mode-1 reset {how[done['path']]}; bootloader ready, flags cleared"))

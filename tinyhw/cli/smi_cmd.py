@@ -1,0 +1,100 @@
+"""``tinyhw smi``: SMU metrics of a board a tinyhw boot brought up (front end of :mod:`tinyhw.boot.smi`).
+
+specs/amd-bringup.md §6.4-§6.5: attaches without re-pointing the SMU (the driver-table address is
+recomputed from tinyhw's boot layout), refuses a board no tinyhw boot touched, refreshes live in a
+rich table on a terminal (``--interval``), or once (``--once``, ``--json``).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import click
+
+from tinyhw.errors import Refused
+
+
+def _table(doc: dict[str, Any], title: str) -> Any:
+    from rich.table import Table
+
+    t = Table(title=title, show_header=False)
+    t.add_column("what")
+    t.add_column("value")
+    c = doc["clocks_mhz"]
+    ds = doc["deep_sleep_view"]
+    t.add_row("clocks", f"gfx {c['gfx']} MHz ({ds['gfx']})  soc {c['soc']} MHz  mem {c['mem']} MHz ({ds['mem']})  "
+                        f"fclk {c['fclk']} MHz")
+    a = doc["activity_percent"]
+    t.add_row("activity", f"gfx {a['gfx']} %  mem {a['mem']} %")
+    p = doc["power_w"]
+    t.add_row("power", f"{p['socket']} W of {p['limit']} W")
+    t.add_row("temperature", "  ".join(f"{k} {v} C" for k, v in doc["temperatures_c"].items()) or "-")
+    f = doc["fan"]
+    t.add_row("fan", f"{f['pwm_percent']} %  {f['rpm']} rpm")
+    t.add_row("voltage", "  ".join(f"{k} {v} mV" for k, v in doc["voltages_mv"].items() if v) or "-")
+    th = {k: v for k, v in doc["throttling_percent"].items() if v}
+    t.add_row("throttling", "  ".join(f"{k} {v} %" for k, v in th.items()) or "none")
+    return t
+
+
+@click.command("smi")
+@click.option("--once", is_flag=True, help="One refresh, then exit (implied by --json).")
+@click.option("--interval", type=float, default=1.0, show_default=True, metavar="S", help="Seconds between refreshes.")
+@click.option("--count", type=int, default=0, metavar="N", help="Stop after N refreshes (0: until Ctrl-C).")
+@click.pass_obj
+def smi(app: Any, once: bool, interval: float, count: int) -> None:
+    """Show the SMU metrics of a tinyhw-booted AMD GPU: clocks, activity, power, temperatures, fan, throttling.
+
+    Touches only the SMU mailbox (TransferTableSmu2Dram) and reads the table from VRAM; never
+    changes the SMU's table address. Refuses a board no tinyhw boot has touched.
+
+    \b
+    Examples:
+      tinyhw --device mock:navi31 smi --once
+      tinyhw --device mock:navi31-usb --json smi
+      tinyhw --device usb smi --interval 0.5
+    """
+    from tinyhw.boot import AmGpu, Smi
+
+    if interval <= 0:
+        raise Refused(f"--interval {interval} must be positive")
+    transport = app.open_transport(writes=False)
+    gpu = AmGpu(transport, warn=lambda line: click.echo(line, err=True))
+    session = Smi(gpu)
+    where = transport.identity().location
+    if once or app.json:
+        count = 1
+    live = sys.stdout.isatty() and not app.json and count != 1
+    shown = 0
+    display: Any = None
+    try:
+        while True:
+            c0 = transport.counters.copy()
+            doc = session.refresh()
+            delta = transport.counters - c0
+            doc = {"device": where, "time_s": round(gpu.clock.now(), 6), **doc,
+                   "refresh": {"usb_transfers": delta.usb_transfers, "reg_reads": delta.reg_reads,
+                               "reg_writes": delta.reg_writes, "bytes_in": delta.bytes_in}}
+            shown += 1
+            title = f"{where}  smu metrics  (refresh {shown})"
+            if app.json:
+                app.emit(doc, lambda: None)
+            elif live:
+                if display is None:
+                    from rich.live import Live
+
+                    display = Live(_table(doc, title), console=app.out, auto_refresh=False)
+                    display.start()
+                display.update(_table(doc, title), refresh=True)
+            else:
+                app.out.print(_table(doc, title))
+            if count and shown >= count:
+                break
+            gpu.clock.sleep(interval)
+            if gpu.clock.virtual and live:
+                time.sleep(interval)
+    finally:
+        if display is not None:
+            display.stop()
