@@ -15,6 +15,7 @@ LAYER = {
     "pci": 2, "usb": 2, "remote": 2, "mocks": 2, "connect": 2.5,
     "flash": 3, "firmware": 3, "probe": 3, "bench": 3, "boot": 3, "prof": 3, "kernels": 3,
     "cli": 4,
+    "cuda": 2,  # the cuda:N device object over the CUDA driver API: transport-like, built by tinyhw.connect
 }
 FRONT_END_ONLY = {"click", "rich"}
 
