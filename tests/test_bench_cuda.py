@@ -192,3 +192,27 @@ def test_tinyhw_device_environment_selects_cuda(gpu: FakeGpu, monkeypatch: pytes
 def test_register_commands_still_refuse_cuda() -> None:
     r = run("--device", "cuda:0", "reg", "read", "mmRLC_SAFE_MODE")
     assert r.code == 2 and "cuda: devices serve only" in r.err
+
+
+def test_sysfs_link_formats(tmp_path: Path) -> None:
+    from tinyhw.cuda.pcilink import read_pci_link
+
+    dev = tmp_path / "bus" / "pci" / "devices" / "0000:03:00.0"
+    dev.mkdir(parents=True)
+    for name, value in (("current_link_speed", "8 GT/s"), ("current_link_width", "4"),
+                        ("max_link_speed", "Unknown"), ("max_link_width", "0")):
+        (dev / name).write_text(value + "\n")
+    link = read_pci_link(str(tmp_path), "0000:03:00.0")
+    assert (link.current_gen, link.current_width, link.max_gen, link.max_width) == (3, 4, None, None)
+    assert link.describe() == "pcie gen3 x4 at 0000:03:00.0 (max unknown)"
+    assert read_pci_link(str(tmp_path), "0000:04:00.0") is None
+
+
+def test_the_h200_script_is_valid_bash_and_runs_the_bench() -> None:
+    import subprocess
+
+    script = Path(__file__).parent.parent / "bench" / "h200_cuda.sh"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    text = script.read_text()
+    assert "NOT RUN YET" in text and "--sizes 256M" in text and "--memory pinned" in text
+    assert "kernels run bandwidth --device cuda:0" in text

@@ -118,8 +118,10 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
 
     table = Table(box=None, pad_edge=False, header_style="bold")
     cols = ("direction", "memory") if gpu else ("direction",)
-    for col in (*cols, "size", "MB/s min", "median", "max", "verified", "of limit", "time"):
-        table.add_column(col, justify="left" if col in ("direction", "memory", "time") else "right")
+    for col in ("dir", "memory") if gpu else cols:
+        table.add_column(col)
+    for col in ("size", "MB/s min", "median", "max", "verified", "of limit", "time"):
+        table.add_column(col, justify="left" if col == "time" else "right")
     for r in rows:
         frac = r["fraction_of_limit"]
         table.add_row(*(r[c] for c in cols), _size(r["size"]), num(r["mbps_min"]), num(r["mbps_median"]),
