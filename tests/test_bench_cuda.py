@@ -216,3 +216,34 @@ def test_the_h200_script_is_valid_bash_and_runs_the_bench() -> None:
     text = script.read_text()
     assert "NOT RUN YET" in text and "--sizes 256M" in text and "--memory pinned" in text
     assert "kernels run bandwidth --device cuda:0" in text
+
+
+def test_features_are_handed_the_gpu_and_never_import_the_cuda_package() -> None:
+    """tinyhw.cuda is layer 2 (transport-like): only tinyhw.connect builds it, kernels and bench are handed it."""
+    import ast
+
+    import tinyhw
+
+    root = Path(tinyhw.__file__).parent
+    for feature in ("bench", "kernels"):
+        for path in (root / feature).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                assert not any(n == "tinyhw.cuda" or n.startswith("tinyhw.cuda.") for n in names), path
+
+
+def test_open_cuda_from_python(gpu: FakeGpu) -> None:
+    from tinyhw.bench import cuda_copy_bench
+    from tinyhw.connect import open_cuda
+    from tinyhw.errors import Refused
+
+    with open_cuda("cuda:0") as dev:
+        results, summary = cuda_copy_bench(dev, [8192], ("h2d",), 1, ("pinned",))
+        assert gpu.contexts == 1 and summary["link"]["current_gen"] == 5
+    assert [r.as_dict()["verified"] for r in results] == [8192]
+    _clean(gpu)
+    for bad, message in (("mock:navi31", "is not a cuda:N device"), ("cuda:0,fast", "take no options")):
+        with pytest.raises(Refused, match=message):
+            open_cuda(bad)
+    assert gpu.contexts == 0
