@@ -71,10 +71,34 @@ def _first_difference(got: np.ndarray, want: np.ndarray) -> int:
     return int(bad[0]) if bad.size else -1
 
 
+def _one_copy(gpu: Any, stream: Any, dptr: Any, direction: str, data: Any, back: Any, size: int, memory: str) -> float:
+    """One timed copy of ``data.array[:size]`` (already filled with the pattern) and its check; seconds."""
+    sent, got = data.array[:size], back.array[:size]
+    want = _digest(sent)
+    if direction == "d2h":
+        gpu.copy_async("h2d", dptr, data, size, stream)  # upload the pattern, untimed
+        gpu.stream_synchronize(stream)
+    got.fill(POISON)
+    host = data if direction == "h2d" else back
+    seconds = gpu.time_on_stream(stream, lambda: gpu.copy_async(direction, dptr, host, size, stream))
+    if direction == "h2d":
+        gpu.copy_async("d2h", dptr, back, size, stream)  # read back, untimed
+        gpu.stream_synchronize(stream)
+    if _digest(got) != want:
+        bad = _first_difference(got, sent)
+        raise OperationFailed(f"{direction} copy of {size} bytes ({memory} host memory) on {gpu.label} came back "
+                              f"wrong at offset 0x{bad:x}: 0x{int(got[bad]):02x}, expected 0x{int(sent[bad]):02x}",
+                              hint="the gpu or its link corrupted data; check dmesg for xid or aer errors")
+    return seconds
+
+
+Summary = dict[str, Any]
+
+
 def cuda_copy_bench(gpu: Any, sizes: list[int], directions: tuple[str, ...] = DIRECTIONS, repeat: int = 3,
                     memories: tuple[str, ...] = MEMORIES, progress: Progress = NO_PROGRESS,
-                    log: Callable[[str], None] = lambda _m: None, seed: int = 0x7E57) -> tuple[list[CudaCopyResult],
-                                                                                                 dict]:
+                    log: Callable[[str], None] = lambda _m: None,
+                    seed: int = 0x7E57) -> tuple[list[CudaCopyResult], Summary]:
     """Run the copies on ``gpu``; returns the results (memory, then size, then direction) and a summary of the
     GPU (name, driver, link). Buffers stay on the device object, which releases them when it is closed."""
     if repeat < 1:
@@ -101,33 +125,15 @@ def cuda_copy_bench(gpu: Any, sizes: list[int], directions: tuple[str, ...] = DI
                 gpu.copy_async(d, dptr, data if d == "h2d" else back, biggest, stream)
             gpu.stream_synchronize(stream)
             for size in sizes:
-                words = size // 4
-                sent, got = data.array[:size], back.array[:size]
                 for direction in directions:
                     r = CudaCopyResult(direction, size, repeat, f"{_API[direction]}, {memory} host memory",
                                        memory=memory)
                     results.append(r)
                     for _ in range(repeat):
-                        key += 1
-                        np.bitwise_xor(base[:words], np.uint32((key * 0x9E3779B1) & 0xFFFFFFFF),
-                                       out=sent.view(np.uint32))
-                        want = _digest(sent)
-                        if direction == "d2h":
-                            gpu.copy_async("h2d", dptr, data, size, stream)  # upload the pattern, untimed
-                            gpu.stream_synchronize(stream)
-                        got.fill(POISON)
-                        r.seconds.append(gpu.time_on_stream(
-                            stream, lambda d=direction, h=(data if direction == "h2d" else back), n=size:
-                            gpu.copy_async(d, dptr, h, n, stream)))
-                        if direction == "h2d":
-                            gpu.copy_async("d2h", dptr, back, size, stream)  # read back, untimed
-                            gpu.stream_synchronize(stream)
-                        if _digest(got) != want:
-                            bad = _first_difference(got, sent)
-                            raise OperationFailed(
-                                f"{direction} copy of {size} bytes ({memory} host memory) on {gpu.label} came back "
-                                f"wrong at offset 0x{bad:x}: 0x{int(got[bad]):02x}, expected 0x{int(sent[bad]):02x}",
-                                hint="the gpu or its link corrupted data; check dmesg for xid or aer errors")
+                        key += 1  # a different pattern for every copy: the random block XOR a per-copy word
+                        np.bitwise_xor(base[:size // 4], np.uint32((key * 0x9E3779B1) & 0xFFFFFFFF),
+                                       out=data.array[:size].view(np.uint32))
+                        r.seconds.append(_one_copy(gpu, stream, dptr, direction, data, back, size, memory))
                         r.verified += size
                         advance(size)
     limit, how, link = cuda_link_limit(gpu)  # after the copies: a power-managed link has trained up by now
