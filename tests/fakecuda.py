@@ -1,4 +1,5 @@
-"""A FAKE ``cuda.bindings.driver`` for the ``kernels run --device cuda:N`` tests. No GPU is involved.
+"""A FAKE ``cuda.bindings.driver`` for the ``kernels run`` and ``bench copy`` ``--device cuda:N`` tests.
+No GPU and no CUDA driver are involved: every figure it produces is the model below, not a measurement.
 
 Written from NVIDIA's CUDA driver API reference and the cuda-bindings convention (every call returns a tuple
 whose first item is a ``CUresult``), not from tinyhw's code. It keeps device memory as bytearrays, accepts PTX
@@ -6,6 +7,13 @@ only NUL-terminated and for ``.target sm_90``, reads ``cuLaunchKernel``'s parame
 address it is given, and "executes" a kernel with the formula the test registers for that entry name, over
 exactly grid x block x per-thread elements (so a wrong launch shape leaves output unwritten). Events return
 the time the test's model says the launches took, so the reported figure can be checked exactly.
+
+For the copy bench: page-locked host memory (``cuMemHostAlloc``, real ctypes buffers whose addresses are
+handed out), streams, and ``cuMemcpyHtoDAsync``/``cuMemcpyDtoHAsync`` that take a host *address* (an int, as
+cuda-bindings accepts), really move the bytes through it, and advance the clock by a fixed latency plus
+bytes / rate, the rate depending on whether the host address lies in pinned memory (:data:`COPY_RATES`).
+``corrupt`` flips one byte of one chosen copy, so the bench's verification can be checked. The PCI address
+comes from the domain/bus/device attributes (0000:19:00.0).
 """
 
 from __future__ import annotations
@@ -34,12 +42,22 @@ class CUdevice_attribute(enum.IntEnum):  # noqa: N801 - the driver API's spellin
     CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13
     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
     CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE = 36
+    CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33
+    CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID = 34
     CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH = 37
+    CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID = 50
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 
 
-H200_ATTRS = {13: 1_980_000, 16: 132, 36: 2_619_000, 37: 6144, 75: 9, 76: 0}  # kHz, count, kHz, bits, cc
+H200_ATTRS = {13: 1_980_000, 16: 132, 36: 2_619_000, 37: 6144, 75: 9, 76: 0,  # kHz, count, kHz, bits, cc
+              33: 0x19, 34: 0, 50: 0}  # pci 0000:19:00.0
+PCI_ADDRESS = "0000:19:00.0"
+# The fake's copy model (bytes/s by host memory kind and direction; seconds per copy on top): invented
+# round figures of the right size for a PCIe gen5 x16 GPU, not measurements of anything.
+COPY_RATES = {("pinned", "h2d"): 50e9, ("pinned", "d2h"): 40e9, ("pageable", "h2d"): 20e9,
+              ("pageable", "d2h"): 10e9}
+COPY_LATENCY_S = 8e-6
 
 
 class CUdeviceptr:
@@ -73,6 +91,10 @@ class FakeGpu:
     contexts: int = 0
     events: int = 0
     ptx_seen: list[str] = field(default_factory=list)
+    pinned: dict[int, ctypes.Array] = field(default_factory=dict)
+    streams: int = 0
+    copies: list[tuple[str, int, str]] = field(default_factory=list)  # (direction, bytes, host memory kind)
+    corrupt: tuple[str, int, int] | None = None  # (direction, copy number counted from 1 in it, byte offset)
 
     # memory helpers for the kernel formulas
     def buf(self, addr: int) -> bytearray:
@@ -139,6 +161,60 @@ class FakeGpu:
         dst[:nbytes] = buf[:nbytes]
         return (CUresult.CUDA_SUCCESS,)
 
+    # -- host memory, streams and async copies (the copy bench) ----------------------------------
+    def cuMemHostAlloc(self, nbytes: int, flags: int):  # noqa: N802
+        buf = (ctypes.c_uint8 * nbytes)()
+        addr = ctypes.addressof(buf)
+        self.pinned[addr] = buf
+        return (CUresult.CUDA_SUCCESS, addr)
+
+    def cuMemFreeHost(self, addr):  # noqa: N802, ANN001
+        return (CUresult.CUDA_SUCCESS,) if self.pinned.pop(addr, None) is not None else \
+            (CUresult.CUDA_ERROR_INVALID_VALUE,)
+
+    def cuStreamCreate(self, flags: int):  # noqa: N802
+        self.streams += 1
+        return (CUresult.CUDA_SUCCESS, {"stream": self.streams})
+
+    def cuStreamDestroy(self, stream):  # noqa: N802, ANN001
+        self.streams -= 1
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuStreamSynchronize(self, stream):  # noqa: N802, ANN001
+        return (CUresult.CUDA_SUCCESS,)
+
+    def _kind(self, addr: int, nbytes: int) -> str:
+        for base, buf in self.pinned.items():
+            if base <= addr and addr + nbytes <= base + len(buf):
+                return "pinned"
+        return "pageable"
+
+    def _async(self, direction: str, dptr, host, nbytes: int, stream):  # noqa: ANN001
+        buf = self.mem.get(int(dptr))
+        if buf is None or nbytes > len(buf) or not isinstance(host, int) or not isinstance(stream, dict):
+            return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+        kind = self._kind(host, nbytes)
+        if direction == "h2d":
+            buf[:nbytes] = ctypes.string_at(host, nbytes)
+        else:
+            ctypes.memmove(host, bytes(buf[:nbytes]), nbytes)
+        self.copies.append((direction, nbytes, kind))
+        number = sum(1 for c in self.copies if c[0] == direction)
+        if self.corrupt and self.corrupt[:2] == (direction, number):
+            off = self.corrupt[2]
+            if direction == "h2d":
+                buf[off] ^= 0x40
+            else:
+                ctypes.c_uint8.from_address(host + off).value ^= 0x40
+        self.clock += COPY_LATENCY_S + nbytes / COPY_RATES[(kind, direction)]
+        return (CUresult.CUDA_SUCCESS,)
+
+    def cuMemcpyHtoDAsync(self, dst, src, nbytes: int, stream):  # noqa: N802, ANN001
+        return self._async("h2d", dst, src, nbytes, stream)
+
+    def cuMemcpyDtoHAsync(self, dst, src, nbytes: int, stream):  # noqa: N802, ANN001
+        return self._async("d2h", src, dst, nbytes, stream)
+
     def cuModuleLoadData(self, image):  # noqa: N802, ANN001
         raw = bytes(image)
         if not raw.endswith(b"\0") or b".target sm_90" not in raw:
@@ -183,6 +259,8 @@ class FakeGpu:
         return (CUresult.CUDA_SUCCESS,)
 
     def cuEventRecord(self, ev, stream):  # noqa: N802, ANN001
+        if not (stream == 0 or isinstance(stream, dict)):
+            return (CUresult.CUDA_ERROR_INVALID_VALUE,)
         ev["t"] = self.clock
         return (CUresult.CUDA_SUCCESS,)
 

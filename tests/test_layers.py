@@ -16,6 +16,7 @@ LAYER = {
     "flash": 3, "firmware": 3, "probe": 3, "bench": 3, "boot": 3, "prof": 3, "kernels": 3,
     "serve": 3.5,
     "cli": 4,
+    "cuda": 2,  # the cuda:N device object over the CUDA driver API: transport-like, built by tinyhw.connect
 }
 FRONT_END_ONLY = {"click", "rich"}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
@@ -27,16 +28,23 @@ def bench() -> None:
 @click.option("--bar", "bar_index", type=click.IntRange(0, 5), default=None,
               help="BAR to copy through [default: the largest memory BAR].")
 @click.option("--offset", default="0", show_default=True, help="Byte offset in the BAR (a multiple of 4).")
+@click.option("--memory", type=click.Choice(["pinned", "pageable", "both"]), default="both", show_default=True,
+              help="cuda:N only: host memory pinned by the driver, ordinary pageable memory, or both.")
 @click.option("--yes", is_flag=True, help="Go ahead without asking (the copies overwrite device memory).")
 @click.pass_obj
 def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index: int | None, offset: str,
-             yes: bool) -> None:
-    """Copy bandwidth host->device and device->host through the device's BAR, every copy verified.
+             memory: str, yes: bool) -> None:
+    """Copy bandwidth host->device and device->host through the device's BAR (or, on cuda:N, the CUDA
+    driver's async copies), every copy verified.
 
     Each size is copied --repeat times per direction; min/median/max MB/s, the bytes verified (read
     back and compared), and the fraction of the link's theoretical limit (PCIe speed x width from
     config space; the USB link speed of a bridge). On an emulated board the time is the board's
     modelled time (labelled so), from the emulator's per-transfer costs.
+
+    cuda:N (the cuda extra: pip install 'tinyhw[cuda]'): cuMemcpyHtoDAsync/cuMemcpyDtoHAsync from pinned
+    and pageable host memory, timed with CUDA events, each copy verified by hash; the limit is the GPU's
+    current PCIe link from sysfs. It copies into buffers it allocates (no --yes, --bar or --offset).
 
     Touches: overwrites SIZE bytes of device memory at --offset in the BAR (on a real board this is
     VRAM: confirm with --yes; emulated boards need no confirmation).
@@ -45,10 +53,19 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
     Examples:
       tinyhw --device mock:navi31-usb bench copy --sizes 4K,64K
       tinyhw --device pci:0000:03:00.0 --json bench copy --direction h2d --repeat 5 --yes
+      tinyhw --device cuda:0 bench copy --sizes 1M,256M --memory pinned
     """
     from tinyhw.bench import copy_bench, parse_sizes, pick_bar
     from tinyhw.cli.flash_cmd import parse_number
 
+    dirs = ("h2d", "d2h") if direction == "both" else (direction,)
+    if _is_cuda(app):
+        _cuda_copy(app, dirs, sizes, repeat, bar_index, offset, memory)
+        return
+    if memory != "both":
+        from tinyhw.errors import Refused
+
+        raise Refused("--memory applies to cuda:N devices only (bar copies have no host memory kind)")
     transport = app.open_transport(writes=True)
     size_list = parse_sizes(sizes or (EMULATED_SIZES if transport.emulated else HARDWARE_SIZES))
     start = parse_number(offset)
@@ -56,10 +73,34 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
         info = pick_bar(transport, bar_index)
         app.confirm(yes, f"bench copy overwrites up to {max(size_list):#x} bytes of bar{info.index} at offset "
                          f"{start:#x} on {transport.identity().location}")
-    dirs = ("h2d", "d2h") if direction == "both" else (direction,)
     results = copy_bench(transport, size_list, dirs, repeat, bar_index, start, ProgressBar(app), app.log)
     doc = {"results": [r.as_dict() for r in results]}
     app.emit(doc, lambda: _human(app, doc["results"]))
+
+
+def _is_cuda(app: App) -> bool:
+    from tinyhw.transport.devstr import parse_device
+
+    text = app.device if app.device is not None else (os.environ.get("TINYHW_DEVICE") or None)
+    return text is not None and parse_device(text).kind == "cuda"
+
+
+def _cuda_copy(app: App, dirs: tuple[str, ...], sizes: str | None, repeat: int, bar_index: int | None,
+               offset: str, memory: str) -> None:
+    """``bench copy`` on cuda:N: refusals first, then the GPU is opened (here, not by the feature)."""
+    from tinyhw.bench import cuda_copy_bench, parse_sizes
+    from tinyhw.connect import open_cuda
+    from tinyhw.errors import Refused
+
+    if bar_index is not None or offset.strip() not in ("0", "0x0"):
+        raise Refused("--bar and --offset apply to bar copies; cuda:N copies into buffers the bench allocates")
+    size_list = parse_sizes(sizes or HARDWARE_SIZES)
+    memories = ("pinned", "pageable") if memory == "both" else (memory,)
+    device = app.device if app.device is not None else os.environ["TINYHW_DEVICE"]
+    with open_cuda(device) as gpu:
+        results, summary = cuda_copy_bench(gpu, size_list, dirs, repeat, memories, ProgressBar(app), app.log)
+    doc = {**summary, "results": [r.as_dict() for r in results]}
+    app.emit(doc, lambda: _human(app, doc["results"], doc))
 
 
 def _size(n: int) -> str:
@@ -69,23 +110,32 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def _human(app: App, rows: list[dict[str, Any]]) -> None:
+def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = None) -> None:
     from rich.table import Table
 
     def num(v: float | None, fmt: str = "{:.1f}") -> str:
         return "-" if v is None else fmt.format(v)
 
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for col in ("direction", "size", "MB/s min", "median", "max", "verified", "of limit", "time"):
-        table.add_column(col, justify="left" if col in ("direction", "time") else "right")
+    cols = ("direction", "memory") if gpu else ("direction",)
+    for col in ("dir", "memory") if gpu else cols:
+        table.add_column(col)
+    for col in ("size", "MB/s min", "median", "max", "verified", "of limit", "time"):
+        table.add_column(col, justify="left" if col == "time" else "right")
     for r in rows:
         frac = r["fraction_of_limit"]
-        table.add_row(r["direction"], _size(r["size"]), num(r["mbps_min"]), num(r["mbps_median"]), num(r["mbps_max"]),
-                      _size(r["verified"]) if r["verified"] else "-", "-" if frac is None else f"{frac:.1%}",
+        table.add_row(*(r[c] for c in cols), _size(r["size"]), num(r["mbps_min"]), num(r["mbps_median"]),
+                      num(r["mbps_max"]), _size(r["verified"]) if r["verified"] else "-",
+                      "-" if frac is None else f"{frac:.1%}",
                       r["skipped"] or ("modelled" if r["modelled"] else "measured"))
+    if gpu:
+        app.out.print(f"{gpu['device']}: {gpu['gpu']}, cuda driver {gpu['driver_version']}", markup=False)
     app.out.print(table)
     limit = next((r["link_limit_mbps"] for r in rows if r["link_limit_mbps"]), None)
-    app.out.print(f"link limit: {num(limit, '{:.0f}')} MB/s; path: {rows[0]['path'] if rows else '-'}")
+    if gpu:
+        app.out.print(f"link limit: {num(limit, '{:.0f}')} MB/s ({gpu['link_source']})", markup=False)
+    else:
+        app.out.print(f"link limit: {num(limit, '{:.0f}')} MB/s; path: {rows[0]['path'] if rows else '-'}")
     _chart(app, rows)
 
 
@@ -98,4 +148,5 @@ def _chart(app: App, rows: list[dict[str, Any]], width: int = 40) -> None:
     app.out.print("median MB/s by size:")
     for r in done:
         n = max(1, round(width * r["mbps_median"] / top))
-        app.out.print(f"  {r['direction']} {_size(r['size']):>5} {'#' * n} {r['mbps_median']:.1f}", markup=False)
+        what = f"{r['direction']} {r['memory']:8}" if "memory" in r else r["direction"]
+        app.out.print(f"  {what} {_size(r['size']):>5} {'#' * n} {r['mbps_median']:.1f}", markup=False)

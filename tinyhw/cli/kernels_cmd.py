@@ -159,11 +159,19 @@ def run_cmd(app: App, name: str, device: str | None, repeats: int, n: int | None
       tinyhw --json kernels run pattern --device cpu --n 4096
       tinyhw kernels run fma --device cuda:0 --repeats 20
     """
-    from tinyhw.kernels.run import run_probe
+    from tinyhw.kernels.run import parse_run_device, plan_cuda, run_cuda, run_probe
 
     if device is None:
         device = app.device if app.device and app.device.lower().startswith("cuda") else "cpu"
-    doc = run_probe(name, device, repeats=repeats, n=n, build_dir=build_dir)
+    kind, _ordinal = parse_run_device(device)
+    if kind == "cpu":
+        doc = run_probe(name, device, repeats=repeats, n=n)
+    else:
+        from tinyhw.connect import open_cuda
+
+        plan = plan_cuda(name, repeats, n, build_dir)  # refusals come before the driver is touched
+        with open_cuda(device) as gpu:
+            doc = run_cuda(plan, gpu)
 
     def human() -> None:
         verdict = "pass" if doc["check"]["ok"] else "FAIL"

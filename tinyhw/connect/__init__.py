@@ -6,7 +6,8 @@ boards; features never import it, they are handed the transport it returns. Emul
 assembled here: ``mock:navi31`` is the board on the direct transport; ``mock:navi31-usb`` is the same
 board behind the emulated ASM24 bridge, reached through a pyusb backend by the real ``usb`` transport;
 ``mock:ad102`` is the emulated NVIDIA Ada board on its own direct transport (NVIDIA boards: native PCIe only).
-Every path takes the device lock (the emulated board takes it where it is built).
+Every path takes the device lock (the emulated board takes it where it is built). ``cuda:N`` is not a
+register transport: :func:`open_cuda` builds its device object (the CUDA driver's own context).
 
 Example::
 
@@ -26,6 +27,7 @@ from tinyhw.transport.base import Transport
 from tinyhw.transport.devstr import DeviceSpec, parse_device
 
 if TYPE_CHECKING:
+    from tinyhw.cuda import CudaDevice
     from tinyhw.mocks.options import MockOptions
 
 NOT_YET: dict[str, str] = {}
@@ -108,6 +110,28 @@ def open_device(spec: DeviceSpec | str, register: Callable[[Opened], None] | Non
         t.connect()
         return opened
     raise DeviceNotFound(f"unknown device kind {spec.kind!r}")  # pragma: no cover - parse_device prevents it
+
+
+def open_cuda(spec: DeviceSpec | str) -> CudaDevice:
+    """Open ``cuda:N``: the GPU's primary context through the CUDA driver (a context manager; close it).
+
+    Not a register transport (:func:`open_device` refuses ``cuda:``); ``kernels run`` and ``bench copy`` are
+    handed what this returns. Exit 2 for a string that is not ``cuda:N`` or has options, exit 3 when
+    cuda-bindings or the driver is missing or the ordinal does not exist. The PCIe link is read from
+    ``$TINYHW_SYSFS`` (else ``/sys``), read-only.
+    """
+    from tinyhw.errors import Refused
+
+    if isinstance(spec, str):
+        spec = parse_device(spec)
+    if spec.kind != "cuda":
+        raise Refused(f"{spec} is not a cuda:N device", hint="name an nvidia gpu as cuda:0, cuda:1, ...")
+    if spec.options:
+        raise Refused(f"cuda devices take no options (got {', '.join(spec.options)})")
+    from tinyhw.cuda import CudaDevice
+    from tinyhw.pci.sysfs import sysfs_root
+
+    return CudaDevice(int(spec.target), sysfs=sysfs_root())
 
 
 def _open_mock_usb(spec: DeviceSpec, options, register: Callable[[Opened], None]) -> Opened:  # noqa: ANN001

@@ -3,8 +3,10 @@
 * ``cpu``: the probe is compiled now through :mod:`tinyhw.kernels.seam` (tinygrad's CPU device; needs clang)
   and timed with tinygrad's own per-kernel timer over several repeats.
 * ``cuda:N``: the committed PTX (or a ``kernels build --target sm_90`` folder) is loaded with the CUDA driver
-  API (:mod:`tinyhw.kernels.cuda`), buffers are uploaded, every kernel launched with the manifest's grid and
-  block sizes, timed with CUDA events, and the outputs read back. No compiler is needed.
+  API through the device object the caller hands in (a :class:`tinyhw.cuda.CudaDevice` from
+  :func:`tinyhw.connect.open_cuda`; this feature never opens one), buffers are uploaded, every kernel launched
+  with the manifest's grid and block sizes, timed with CUDA events, and the outputs read back. No compiler is
+  needed. :func:`plan_cuda` checks everything that can be refused before the caller opens the GPU.
 
 The measured figure (GB/s or TFLOP/s, from the best repeat) is reported with the device's theoretical peak
 beside it where one is known; the result check is pass/fail against the host's expected answer.
@@ -12,6 +14,7 @@ beside it where one is known; the result check is pass/fail against the host's e
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +22,7 @@ from tinyhw.errors import Refused
 from tinyhw.kernels.probes import get_probe
 from tinyhw.transport.devstr import parse_device
 
-__all__ = ["parse_run_device", "run_probe"]
+__all__ = ["CudaPlan", "parse_run_device", "plan_cuda", "run_cuda", "run_probe"]
 
 
 def parse_run_device(text: str) -> tuple[str, int]:
@@ -41,17 +44,43 @@ def _summary(probe: Any, n: int, seconds: list[float]) -> dict:
             "figure": round(probe.figure(n, best), 4) if best and probe.metric else None}
 
 
-def run_probe(name: str, device: str, repeats: int = 5, n: int | None = None, build_dir: Path | None = None) -> dict:
+def run_probe(name: str, device: str, repeats: int = 5, n: int | None = None) -> dict:
+    """Run probe ``name`` on ``cpu`` (cuda:N goes through :func:`plan_cuda` and :func:`run_cuda`)."""
     probe = get_probe(name)
-    kind, ordinal = parse_run_device(device)
+    kind, _ordinal = parse_run_device(device)
+    if kind != "cpu":
+        raise Refused("run_probe runs on the cpu; for cuda:N use plan_cuda() and run_cuda() with an open gpu")
     if repeats < 1:
         raise Refused("--repeats must be at least 1")
-    if kind == "cpu":
-        return _run_cpu(probe, n or probe.cpu_n, repeats)
+    return _run_cpu(probe, n or probe.cpu_n, repeats)
+
+
+@dataclass(frozen=True)
+class CudaPlan:
+    """A probe run on a GPU, checked before any driver call: the probe, its binaries and manifest entry."""
+
+    probe: Any
+    folder: Path
+    manifest: dict
+    entry: dict
+    repeats: int
+
+
+def plan_cuda(name: str, repeats: int = 5, n: int | None = None, build_dir: Path | None = None) -> CudaPlan:
+    """Everything ``kernels run --device cuda:N`` refuses (exit 2), checked before the GPU is opened."""
+    from tinyhw.kernels.manifest import load_manifest, prebuilt_dir, probe_entry
+
+    probe = get_probe(name)
+    if repeats < 1:
+        raise Refused("--repeats must be at least 1")
     if n is not None:
         raise Refused("--n applies to cpu runs only: gpu binaries are built for a fixed size",
                       hint="rebuild with a different size in tinyhw.kernels.probes")
-    return _run_cuda(probe, ordinal, repeats, build_dir)
+    folder = build_dir or prebuilt_dir() / "sm_90"
+    man = load_manifest(folder)
+    if man["target"] != "sm_90":
+        raise Refused(f"{folder} holds {man['target']} binaries; cuda devices run sm_90 ptx")
+    return CudaPlan(probe, folder, man, probe_entry(man, probe.name), repeats)
 
 
 def _run_cpu(probe: Any, n: int, repeats: int) -> dict:
@@ -67,44 +96,35 @@ def _run_cpu(probe: Any, n: int, repeats: int) -> dict:
             "kernels": result.kernels, "binary": f"compiled now by tinygrad {tg.version} (clang, cpu device)"}
 
 
-def _run_cuda(probe: Any, ordinal: int, repeats: int, build_dir: Path | None) -> dict:
-    from tinyhw.kernels.cuda import CudaDevice
-    from tinyhw.kernels.manifest import load_manifest, prebuilt_dir, probe_entry
-
-    folder = build_dir or prebuilt_dir() / "sm_90"
-    man = load_manifest(folder)
-    if man["target"] != "sm_90":
-        raise Refused(f"{folder} holds {man['target']} binaries; cuda devices run sm_90 ptx")
-    entry = probe_entry(man, probe.name)  # before any driver call: a missing probe is refused (exit 2)
+def run_cuda(plan: CudaPlan, gpu: Any) -> dict:
+    """Run ``plan`` on ``gpu`` (an open :class:`tinyhw.cuda.CudaDevice`, handed in and closed by the caller).
+    Buffers and modules stay allocated on the device object, which releases them when it is closed."""
+    probe, folder, man, entry, repeats = plan.probe, plan.folder, plan.manifest, plan.entry, plan.repeats
     n = entry["n"]
     host = probe.inputs(n)
-    gpu = CudaDevice(ordinal)
-    try:
-        peak = gpu.peak()
-        ptrs = {}
-        for b in entry["buffers"]:
-            ptrs[b["name"]] = gpu.alloc(4 * b["count"])
-            if b["role"] in ("in", "inout"):
-                gpu.upload(ptrs[b["name"]], host[b["name"]])
-        launches = []
-        for k in entry["kernels"]:
-            func = gpu.load_ptx((folder / k["file"]).read_bytes(), k["name"])
-            launches.append((func, tuple(k["grid"]), tuple(k["block"]), [ptrs[a["buffer"]] for a in k["args"]]))
+    peak = gpu.peak()
+    ptrs = {}
+    for b in entry["buffers"]:
+        ptrs[b["name"]] = gpu.alloc(4 * b["count"])
+        if b["role"] in ("in", "inout"):
+            gpu.upload(ptrs[b["name"]], host[b["name"]])
+    launches = []
+    for k in entry["kernels"]:
+        func = gpu.load_ptx((folder / k["file"]).read_bytes(), k["name"])
+        launches.append((func, tuple(k["grid"]), tuple(k["block"]), [ptrs[a["buffer"]] for a in k["args"]]))
 
-        def once() -> None:
-            for func, grid, block, args in launches:
-                gpu.launch(func, grid, block, args)
+    def once() -> None:
+        for func, grid, block, args in launches:
+            gpu.launch(func, grid, block, args)
 
-        once()
-        gpu.synchronize()
-        outputs = {b["name"]: gpu.download(ptrs[b["name"]], 4 * b["count"]) for b in entry["buffers"]
-                   if b["role"] in ("out", "inout")}
-        check = probe.check(n, outputs)
-        seconds = gpu.timed(once, repeats)
-    finally:
-        gpu.close()
+    once()
+    gpu.synchronize()
+    outputs = {b["name"]: gpu.download(ptrs[b["name"]], 4 * b["count"]) for b in entry["buffers"]
+               if b["role"] in ("out", "inout")}
+    check = probe.check(n, outputs)
+    seconds = gpu.timed(once, repeats)
     peak_value = {"GB/s": peak.gbps, "TFLOP/s": peak.tflops}.get(probe.metric or "")
-    return {"probe": probe.name, "device": f"cuda:{ordinal}", "gpu": peak.name, "cc": f"{peak.cc[0]}.{peak.cc[1]}",
+    return {"probe": probe.name, "device": gpu.label, "gpu": peak.name, "cc": f"{peak.cc[0]}.{peak.cc[1]}",
             "driver_version": gpu.driver_version, "n": n, "metric": probe.metric,
             "check": {"ok": check.ok, "detail": check.detail}, **_summary(probe, n, seconds),
             "peak": round(peak_value, 2) if peak_value else None,

@@ -1,25 +1,37 @@
-"""Running a prebuilt PTX probe on an NVIDIA GPU through the CUDA driver API (``cuda-bindings``).
+"""One NVIDIA GPU through the CUDA driver API (``cuda-bindings``): the ``cuda:N`` device object.
 
 specs/compiler-library.md §5: ``cuda-bindings`` is a thin wrapper over libcuda; every call returns a tuple
-whose first item is a ``CUresult``. tinyhw never uses tinygrad's own device drivers for this: the PTX text
-that the seam produced at build time (committed under ``prebuilt/sm_90``) is handed to ``cuModuleLoadData``
-(the driver JIT-compiles it for the GPU present), and each kernel is launched with ``cuLaunchKernel`` with
-tinygrad's ``global_size`` as the grid and ``local_size`` as the block. Parameters are passed the classic
-way, as the address of an array of pointers to the argument values (each a 64-bit device pointer).
+whose first item is a ``CUresult``; this module is the one choke point that turns a failed ``CUresult`` into a
+tinyhw error. Used by two features, which are handed the open device (built by
+:func:`tinyhw.connect.open_cuda`):
+
+* ``kernels run --device cuda:N``: PTX text (committed under ``tinyhw/kernels/prebuilt/sm_90``) is handed to
+  ``cuModuleLoadData`` (the driver JIT-compiles it), each kernel launched with ``cuLaunchKernel`` with the
+  grid and block from the manifest, parameters passed as the address of an array of pointers to the argument
+  values (each a 64-bit device pointer).
+* ``bench copy --device cuda:N`` (issue 12): host buffers pinned (``cuMemHostAlloc``) or pageable (plain
+  numpy memory), copied with ``cuMemcpyHtoDAsync``/``cuMemcpyDtoHAsync`` on a stream of its own, each copy
+  bracketed by two events recorded on that stream (``cuEventElapsedTime``); the PCI address from the device
+  attributes, for the link limit.
 
 The module is imported lazily; a machine without ``cuda-bindings`` or without a driver gets exit 3 with the
-reason. Untested on a real GPU in this repository: the tests drive it with a fake ``cuda.bindings.driver``.
+reason. Untested on a real GPU in this repository: the tests drive it with a FAKE ``cuda.bindings.driver``
+(tests/fakecuda.py).
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from tinyhw.cuda.pcilink import PciLink, read_pci_link
 from tinyhw.errors import DeviceNotFound, EnvironmentProblem, OperationFailed
 
-__all__ = ["CudaDevice", "CudaPeak", "fp32_lanes_per_sm", "load_driver"]
+__all__ = ["INSTALL_HINT", "CudaDevice", "CudaPeak", "HostBuffer", "fp32_lanes_per_sm", "load_driver"]
 
 INSTALL_HINT = "install the cuda extra: pip install 'tinyhw[cuda]' (cuda-bindings)"
 # FP32 lanes per SM by compute capability (NVIDIA's CUDA C programming guide, "arithmetic instructions" table)
@@ -63,13 +75,26 @@ class CudaPeak:
         return self.sms * lanes * 2 * self.sm_clock_khz * 1e3 / 1e12 if lanes and self.sm_clock_khz else None
 
 
-class CudaDevice:
-    """One GPU's primary context; :meth:`close` releases everything it allocated."""
+@dataclass
+class HostBuffer:
+    """Host memory a copy reads or writes: ``addr`` is what the driver is handed, ``array`` a uint8 view."""
 
-    def __init__(self, ordinal: int) -> None:
+    addr: int
+    size: int
+    pinned: bool
+    array: np.ndarray
+
+
+class CudaDevice:
+    """One GPU's primary context; :meth:`close` (or leaving the ``with`` block) releases everything it made."""
+
+    def __init__(self, ordinal: int, sysfs: str = "/sys") -> None:
         self.drv = load_driver()
         self.ordinal = ordinal
+        self.sysfs = sysfs
         self._allocs: list[Any] = []
+        self._host: list[int] = []
+        self._streams: list[Any] = []
         self._modules: list[Any] = []
         self._ctx_dev: Any = None
         try:
@@ -86,8 +111,27 @@ class CudaDevice:
         self.dev = self._call("cuDeviceGet", ordinal)
         ctx = self._call("cuDevicePrimaryCtxRetain", self.dev)
         self._ctx_dev = self.dev
-        self._call("cuCtxSetCurrent", ctx)
-        self.driver_version = self._call("cuDriverGetVersion")
+        try:
+            self._call("cuCtxSetCurrent", ctx)
+            self.driver_version = int(self._call("cuDriverGetVersion"))
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> CudaDevice:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def label(self) -> str:
+        return f"cuda:{self.ordinal}"
+
+    @property
+    def driver_version_text(self) -> str:
+        """``12080`` -> ``"12.8"`` (the driver API's encoding: 1000 x major + 10 x minor)."""
+        return f"{self.driver_version // 1000}.{self.driver_version % 1000 // 10}"
 
     # -- error handling: one choke point ----------------------------------------------------------
     def _ok(self, err: Any) -> bool:
@@ -119,9 +163,29 @@ class CudaDevice:
         except OperationFailed:
             return 0
 
-    def peak(self) -> CudaPeak:
+    def name(self) -> str:
         raw = self._call("cuDeviceGetName", 256, self.dev)
-        name = raw.split(b"\0", 1)[0].decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+        return raw.split(b"\0", 1)[0].decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+
+    def pci_address(self) -> str | None:
+        """``DDDD:BB:DD.0`` from the PCI domain/bus/device attributes (None when the driver has none)."""
+        a = "CU_DEVICE_ATTRIBUTE_PCI_"
+        attrs = [getattr(self.drv.CUdevice_attribute, a + n, None) for n in ("DOMAIN_ID", "BUS_ID", "DEVICE_ID")]
+        if any(x is None for x in attrs):
+            return None
+        try:
+            dom, bus, dev = (int(self._call("cuDeviceGetAttribute", x, self.dev)) for x in attrs)
+        except OperationFailed:
+            return None
+        return f"{dom:04x}:{bus:02x}:{dev:02x}.0"
+
+    def pci_link(self) -> PciLink | None:
+        """The GPU's PCIe link from sysfs (read-only); None when the address or the sysfs entry is missing."""
+        address = self.pci_address()
+        return read_pci_link(self.sysfs, address) if address else None
+
+    def peak(self) -> CudaPeak:
+        name = self.name()
         a = "CU_DEVICE_ATTRIBUTE_"
         return CudaPeak(name, (self._attr(a + "COMPUTE_CAPABILITY_MAJOR"), self._attr(a + "COMPUTE_CAPABILITY_MINOR")),
                         self._attr(a + "MULTIPROCESSOR_COUNT"), self._attr(a + "CLOCK_RATE"),
@@ -140,6 +204,49 @@ class CudaDevice:
         buf = bytearray(nbytes)
         self._call("cuMemcpyDtoH", buf, ptr, nbytes)
         return bytes(buf)
+
+    def host_buffer(self, nbytes: int, pinned: bool) -> HostBuffer:
+        """Host memory for copies: page-locked through the driver (``cuMemHostAlloc``), or ordinary pageable
+        memory (a numpy array, its pages touched so the first copy does not pay for page faults)."""
+        if pinned:
+            addr = int(self._call("cuMemHostAlloc", nbytes, 0))
+            self._host.append(addr)
+            array = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(addr))
+        else:
+            array = np.zeros(nbytes, dtype=np.uint8)
+            array.fill(0xA5)
+            addr = array.ctypes.data
+        return HostBuffer(addr, nbytes, pinned, array)
+
+    def stream(self) -> Any:
+        s = self._call("cuStreamCreate", 0)
+        self._streams.append(s)
+        return s
+
+    def copy_async(self, direction: str, dptr: Any, host: HostBuffer, nbytes: int, stream: Any) -> None:
+        """Enqueue one copy (``h2d``: host -> device memory, ``d2h``: device memory -> host) on ``stream``."""
+        if nbytes > host.size:
+            raise OperationFailed(f"copy of {nbytes} bytes does not fit the {host.size}-byte host buffer")
+        if direction == "h2d":
+            self._call("cuMemcpyHtoDAsync", dptr, host.addr, nbytes, stream)
+        else:
+            self._call("cuMemcpyDtoHAsync", host.addr, dptr, nbytes, stream)
+
+    def time_on_stream(self, stream: Any, work: Callable[[], None]) -> float:
+        """Seconds the GPU spent on what ``work()`` enqueues on ``stream``, between two events on that stream."""
+        start, end = self._call("cuEventCreate", 0), self._call("cuEventCreate", 0)
+        try:
+            self._call("cuEventRecord", start, stream)
+            work()
+            self._call("cuEventRecord", end, stream)
+            self._call("cuEventSynchronize", end)
+            return float(self._call("cuEventElapsedTime", start, end)) / 1e3
+        finally:
+            self._call("cuEventDestroy", start)
+            self._call("cuEventDestroy", end)
+
+    def stream_synchronize(self, stream: Any) -> None:
+        self._call("cuStreamSynchronize", stream)
 
     def load_ptx(self, ptx: bytes, name: str) -> Any:
         module = self._call("cuModuleLoadData", ptx if ptx.endswith(b"\0") else ptx + b"\0")
@@ -171,11 +278,20 @@ class CudaDevice:
         self._call("cuCtxSynchronize")
 
     def close(self) -> None:
+        """Release everything, even after a failed call (errors while releasing are ignored). Safe twice."""
+        if self._ctx_dev is not None and (self._allocs or self._host or self._streams):
+            self.drv.cuCtxSynchronize()
+        for s in self._streams:
+            self.drv.cuStreamDestroy(s)
         for ptr in self._allocs:
             self.drv.cuMemFree(ptr)
+        for addr in self._host:
+            self.drv.cuMemFreeHost(addr)
         for m in self._modules:
             self.drv.cuModuleUnload(m)
+        self._streams.clear()
         self._allocs.clear()
+        self._host.clear()
         self._modules.clear()
         if self._ctx_dev is not None:
             self.drv.cuDevicePrimaryCtxRelease(self._ctx_dev)
