@@ -1,0 +1,101 @@
+"""Helpers shared by the ``tinyhw flash`` commands: the flash device, progress bar, numbers, image files, output.
+
+Front end of :mod:`tinyhw.flash` (specs/navi31-spi-flash.md); images and output paths follow
+:mod:`tinyhw.fileio` (issue 10: checked before the device is touched, exit 2).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from tinyhw.cli.app import App
+from tinyhw.errors import Refused
+from tinyhw.fileio import read_input
+from tinyhw.flash import FlashDevice, Progress
+from tinyhw.flash.files import MAX_IMAGE
+
+META = "tinyhw.flash"
+
+
+class Bar(Progress):
+    """A rich progress bar (bytes, rate, ETA) on stderr, only when stderr is a terminal and not -q."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self._bar: Any = None
+        self._task: Any = None
+
+    def start(self, label: str, total: int) -> None:
+        if self.app.quiet or not self.app.err.is_terminal:
+            return
+        from rich.progress import BarColumn, DownloadColumn, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+        from rich.progress import Progress as RichProgress
+
+        self._bar = RichProgress(TextColumn(f"{label:<12}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                                 TimeRemainingColumn(), console=self.app.err, transient=True)
+        self._bar.start()
+        self._task = self._bar.add_task(label, total=total)
+
+    def advance(self, n: int) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task, n)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def parse_number(text: str) -> int:
+    """Decimal or 0x-hex, with an optional k/m suffix (KiB/MiB): ``0x1000``, ``4k``, ``2m``."""
+    t = text.strip().lower()
+    mult = 1
+    if t.endswith(("k", "m")) and not t.startswith("0x"):
+        mult = 1024 if t[-1] == "k" else 1024 * 1024
+        t = t[:-1]
+    try:
+        return int(t, 0) * mult
+    except ValueError:
+        raise Refused(f"{text!r} is not a number", hint="write decimal, 0x-hex, or a k/m suffix") from None
+
+
+def load_image(path: str) -> bytes:
+    """A flash image: a regular file of at most the flash size, checked before a byte is read (exit 2)."""
+    return read_input(path, MAX_IMAGE, "image")
+
+
+def say(app: App, text: str) -> None:
+    """A line of output, printed literally: a path with ``[red]`` or ``:smile:`` in it stays what it is."""
+    app.out.print(text, markup=False, emoji=False)
+
+
+FORCE_HELP = "Overwrite FILE if it exists (a regular file only; device nodes, fifos and directories are refused)."
+
+
+@contextmanager
+def open_flash(app: App, *, writes: bool = False) -> Iterator[FlashDevice]:
+    opts = click.get_current_context().meta.get(META, {})
+    transport = app.open_transport(writes=writes)
+    dev = FlashDevice(transport, chain=opts.get("chain", True), prescale=opts.get("prescale", 8))
+    with dev:
+        for note in dev.chip.notes:
+            app.log(f"note: {note}")
+        yield dev
+
+
+def device_text(app: App) -> str:
+    """The device string to repeat in a resume hint (an emulated board's one-shot faults= left out)."""
+    from dataclasses import replace
+
+    from tinyhw.transport.devstr import parse_device
+
+    text = app.device or os.environ.get("TINYHW_DEVICE")
+    if not text:
+        return "DEVICE"
+    spec = parse_device(text)
+    return str(replace(spec, options={k: v for k, v in spec.options.items() if k != "faults"}))
