@@ -10,6 +10,10 @@ import click
 from tinyhw.cli.app import App
 from tinyhw.cli.cmd_gadget import gadget
 from tinyhw.errors import Refused
+from tinyhw.fileio import atomic_write, check_output_path, read_input
+
+#: the emulated flash file is the board's 2 MiB flash; read no more than a generous bound of it
+MAX_FLASH_FILE = 16 << 20
 
 
 @click.group()
@@ -22,13 +26,15 @@ mock.add_command(gadget)
 
 @mock.command("reset")
 @click.option("--yes", is_flag=True, help="Do it without asking.")
+@click.option("--force", is_flag=True, help="Replace an existing FILE.bak (otherwise a backup is never overwritten).")
 @click.pass_obj
-def reset(app: App, yes: bool) -> None:
+def reset(app: App, yes: bool, force: bool) -> None:
     """Restore the emulated Navi31's flash file (and status registers) to the pristine synthetic image.
 
     Touches only the emulated board's files: the flash file named by the device's
     flash= option, else the default one in the user's cache directory. The previous
-    contents are kept beside it as FILE.bak.
+    contents are kept beside it as FILE.bak; an existing FILE.bak is replaced only with
+    --force, and one that is not a regular file (a device node, fifo, directory) never.
 
     \b
     Example:
@@ -46,15 +52,16 @@ def reset(app: App, yes: bool) -> None:
     options = MockOptions.from_options(spec.options)
     path: Path = options.flash
     backup = path.with_name(path.name + ".bak")
+    keep = path.is_file()
+    if keep:
+        check_output_path(backup, force=force, what="backup", force_hint="--force replaces it")
     plan = f"reset the emulated flash {path} to the synthetic image"
-    if path.exists():
+    if keep:
         plan += f" (current contents kept as {backup})"
     app.confirm(yes, plan)
     with DeviceLock(str(path.resolve()), backend="mock"):
-        if path.exists():
-            tmp = backup.with_name(backup.name + ".tmp")
-            tmp.write_bytes(path.read_bytes())
-            os.replace(tmp, backup)
+        if keep:
+            atomic_write(backup, read_input(path, MAX_FLASH_FILE, "emulated flash file"))
         sha = reset_flash(path)
-    app.emit({"path": str(path), "sha256": sha, "backup": str(backup) if backup.exists() else None},
-             lambda: app.out.print(f"emulated flash reset: {path} (sha256 {sha})"))
+    app.emit({"path": str(path), "sha256": sha, "backup": str(backup) if keep else None},
+             lambda: app.out.print(f"emulated flash reset: {path} (sha256 {sha})", markup=False, emoji=False))
