@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
@@ -43,10 +42,10 @@ def reset(app: App, yes: bool, force: bool) -> None:
     """
     from tinyhw.mocks.navi31 import reset_flash
     from tinyhw.mocks.options import MockOptions
-    from tinyhw.transport.devstr import parse_device
+    from tinyhw.transport.devstr import given_device, parse_device
     from tinyhw.transport.lock import DeviceLock
 
-    spec = parse_device(app.device or os.environ.get("TINYHW_DEVICE") or "mock:navi31")
+    spec = given_device(app.device) or parse_device("mock:navi31")
     if not spec.is_mock:
         raise Refused(f"mock reset works on emulated boards only, not {spec.kind}:")
     options = MockOptions.from_options(spec.options)

@@ -6,7 +6,6 @@ Front end of :mod:`tinyhw.flash` (specs/navi31-spi-flash.md); images and output 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -92,10 +91,9 @@ def device_text(app: App) -> str:
     """The device string to repeat in a resume hint (an emulated board's one-shot faults= left out)."""
     from dataclasses import replace
 
-    from tinyhw.transport.devstr import parse_device
+    from tinyhw.transport.devstr import given_device
 
-    text = app.device or os.environ.get("TINYHW_DEVICE")
-    if not text:
+    spec = given_device(app.device)
+    if spec is None:
         return "DEVICE"
-    spec = parse_device(text)
     return str(replace(spec, options={k: v for k, v in spec.options.items() if k != "faults"}))
