@@ -65,7 +65,7 @@ def diff_cmd(app: App, a: str, b: str, show_all: bool) -> None:
 
     Shows which items/regions differ and by how many bytes (plus bytes outside every region, and
     the decoded header fields that changed). Exit 0 when the files are equal, 1 when they differ,
-    2 when either cannot be read or is of no known type.
+    2 when either cannot be read (not a regular file, larger than 256 MiB) or is of no known type.
 
     \b
     Examples:

@@ -93,6 +93,8 @@ class Writer:
     # -- preflight ------------------------------------------------------------------------------------------
     def _preflight(self) -> tuple[Journal, bool]:
         job = self.job
+        if job.abandon:
+            raise Refused("an --abandon job is never run", hint="tinyhw.flash.jobfiles.journal_state describes it")
         check_backup(job, self.total)
         key, journal = find_job_journal(job, self.total)
         what = "write of this image" if job.kind == "write" else "erase of this range"
