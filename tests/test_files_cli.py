@@ -324,3 +324,24 @@ def test_empty_device_string_is_a_bad_string(tmp_path: Path) -> None:
     assert e.value.exit_code == 2
     assert given_device(None, {}) is None and given_device(None, {"TINYHW_DEVICE": ""}) is None
     assert given_device(None, {"TINYHW_DEVICE": "mock:navi31"}).kind == "mock"
+
+
+def test_abandon_an_interrupted_erase(tmp_path: Path, monkeypatch) -> None:
+    real = Gd25.erase_sector
+
+    def erase_sector(self, s, *a, **kw):
+        if s == 18:
+            raise Disconnected("the device went away (test)")
+        return real(self, s, *a, **kw)
+
+    with monkeypatch.context() as m:
+        m.setattr(Gd25, "erase_sector", erase_sector)
+        r = run("--device", dev(tmp_path), "flash", "erase", "--start-sector", "16", "--sector-count", "4",
+                "--no-backup", "--yes")
+    assert r.code == 1 and journals(tmp_path)
+    r = run("--device", dev(tmp_path), "--json", "flash", "erase", "--abandon", "--yes")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["kind"] == "erase" and doc["sectors_done"] == [16, 17] and doc["phase"] == "erase"
+    assert set(doc["flash"]["sectors_as_target"]) >= {16, 17} and "sector(s) as erased" in r.err
+    assert not journals(tmp_path)
