@@ -164,7 +164,7 @@ def test_dump_checks_are_the_spec_checks() -> None:
 
 def test_missing_directory_is_refused_before_reading(tmp_path: Path) -> None:
     r = run("--device", dev(tmp_path), "--stats", "flash", "dump", "nodir/a.bin", "--method", "aperture")
-    assert r.code == 2 and "not a writable directory" in r.err and r.stats["reg_reads"] == 0
+    assert r.code == 2 and "directory nodir does not exist" in r.err and r.stats["reg_reads"] == 0
 
 
 # -- failures mid-dump: the originals still come back ------------------------------------------------------------

@@ -132,11 +132,16 @@ def test_same_board_with_a_new_vbios_version_is_written(tmp_path: Path) -> None:
     assert flash_state(tmp_path)[0] == img
 
 
-def test_image_without_vbios_warns_and_goes_on(tmp_path: Path) -> None:
+def test_image_without_vbios_is_refused_unless_forced(tmp_path: Path) -> None:
     img = edit_vbios(no_vbios)
     (tmp_path / "img.bin").write_bytes(img)
     r = run("--device", dev(tmp_path), "--json", "--stats", "flash", "write", "img.bin", "--no-backup", "--yes")
+    assert r.code == 2 and "refusing the image: no atom vbios" in r.err and "--force" in r.err
+    assert r.stats["reg_reads"] == 0 and "sectors_changed" not in r.out
+    r = run("--device", dev(tmp_path), "--json", "--stats", "flash", "write", "img.bin", "--no-backup", "--yes",
+            "--force")
     assert r.code == 0, r.err
+    assert "note: no atom vbios" in r.err
     assert "warning: the image holds no atom vbios" in r.err
     board = json.loads(r.out)["board"]
     assert (board["image"], board["flash"], board["match"]) == (None, None, None)

@@ -96,14 +96,15 @@ def test_truncated_and_wrong_sized_images() -> None:
     assert parse_ifwi(b"").problems[0] == "0x0: empty (expected the ifwi magic aa55aa55)"
 
 
-def test_first_ish_firmware_id_note_and_no_vbios_note() -> None:
+def test_first_ish_firmware_id_note_and_no_vbios_problem() -> None:
     img = bytearray(build_image())
     struct.pack_into("<I", img, 0x12014, 0x99)
     img[m.VBIOS_A:m.VBIOS_A + 2] = b"\xff\xff"
     img[m.VBIOS_B:m.VBIOS_B + 2] = b"\xff\xff"
     lay = parse_ifwi(bytes(img))
-    assert lay.notes == ["0x12014: first ISH firmware id 0x99 (the spec expects 0x13c)",
-                         "no embedded vbios found (no 55aa option rom at a 512-byte boundary)"]
+    assert lay.notes == ["0x12014: first ISH firmware id 0x99 (the spec expects 0x13c)"]
+    # a flash image without its vbios is not one a board boots (and flash write refuses it): a problem
+    assert lay.problems == ["no embedded vbios found (no 55aa option rom at a 512-byte boundary)"]
 
 
 def test_fletcher32_matches_the_mock_writer() -> None:

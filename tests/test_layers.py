@@ -11,7 +11,7 @@ ROOT = Path(tinyhw.__file__).parent
 
 LAYER = {
     "autogen": 0,
-    "errors": 1, "transport": 1, "regs": 1, "formats": 1, "progress": 1, "boards": 1,
+    "errors": 1, "fileio": 1, "transport": 1, "regs": 1, "formats": 1, "progress": 1, "boards": 1,
     "pci": 2, "usb": 2, "remote": 2, "mocks": 2, "connect": 2.5,
     "flash": 3, "firmware": 3, "probe": 3, "bench": 3, "boot": 3, "prof": 3, "kernels": 3,
     "serve": 3.5,

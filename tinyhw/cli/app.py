@@ -7,7 +7,6 @@ prints JSON or human output, asks for confirmation, and writes ``--stats``.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -62,11 +61,11 @@ class App:
     # -- device ---------------------------------------------------------------------------------
     def device_spec(self, *, writes: bool = False):  # noqa: ANN201 - DeviceSpec
         from tinyhw.connect.discover import pick_default_device
-        from tinyhw.transport.devstr import parse_device
+        from tinyhw.transport.devstr import given_device
 
-        text = self.device if self.device is not None else (os.environ.get("TINYHW_DEVICE") or None)
-        if text is not None:
-            return parse_device(text)
+        spec = given_device(self.device)
+        if spec is not None:
+            return spec
         return pick_default_device(self.log, writes=writes)
 
     def open_transport(self, *, writes: bool = False) -> Transport:

@@ -37,7 +37,9 @@ def inspect_cmd(app: App, file: str) -> None:
     components, crc32 "matches payload" or "not verifiable"), an NVIDIA GSP-RM ELF (sections,
     version, what a loader needs). Malformed input is shown as far as it could be read, with each
     problem's offset. --json gives one document (amdgpu: common_header, header, components).
-    Exit 2 when FILE cannot be read or is of no known type.
+    Exit 0 for a clean file, 1 when problems are listed (a truncated VBIOS, an IFWI with only
+    its magic), 2 when FILE cannot be read (not a regular file, larger than 256 MiB) or is of
+    no known type.
 
     \b
     Examples:
@@ -49,6 +51,8 @@ def inspect_cmd(app: App, file: str) -> None:
 
     result = inspect_file(file)
     app.emit(result.doc, lambda: _print_tree(app, result.tree))
+    if not result.ok:
+        sys.exit(1)
 
 
 @firmware.command("diff")
@@ -61,7 +65,7 @@ def diff_cmd(app: App, a: str, b: str, show_all: bool) -> None:
 
     Shows which items/regions differ and by how many bytes (plus bytes outside every region, and
     the decoded header fields that changed). Exit 0 when the files are equal, 1 when they differ,
-    2 when either cannot be read or is of no known type.
+    2 when either cannot be read (not a regular file, larger than 256 MiB) or is of no known type.
 
     \b
     Examples:
@@ -76,26 +80,34 @@ def diff_cmd(app: App, a: str, b: str, show_all: bool) -> None:
         sys.exit(1)
 
 
+#: The most children of one tree node printed for people (the --json document has them all); the parsers bound
+#: their counts too (issue 10 item 6), this keeps any list readable.
+MAX_SHOWN = 100
+
+
 def _print_tree(app: App, node: Any) -> None:
-    from rich.markup import escape
+    from rich.text import Text
     from rich.tree import Tree
 
     def build(parent: Any, n: Any) -> None:
-        for c in n.children:
-            build(parent.add(escape(c.label)), c)
+        for c in n.children[:MAX_SHOWN]:
+            build(parent.add(Text(c.label)), c)  # Text: labels (file names, strings from the file) are literal
+        if len(n.children) > MAX_SHOWN:
+            parent.add(Text(f"... and {len(n.children) - MAX_SHOWN} more (--json lists them all)"))
 
-    tree = Tree(f"[bold]{escape(node.label)}[/bold]")
+    tree = Tree(Text(node.label, style="bold"))
     build(tree, node)
     _console(app).print(tree)
 
 
 def _console(app: App) -> Any:
-    """On a terminal rich wraps long lines; in a pipe keep each tree node and table row on one line."""
-    if app.out.is_terminal:
-        return app.out
+    """On a terminal rich wraps long lines; in a pipe keep each tree node and table row on one line. Emoji codes
+    (``:smile:`` in a file name) stay text; markup in names is escaped where it is printed."""
     from rich.console import Console
 
-    return Console(highlight=False, width=1000)
+    if app.out.is_terminal:
+        return Console(highlight=False, emoji=False)
+    return Console(highlight=False, emoji=False, width=1000)
 
 
 def _print_diff(app: App, doc: dict, show_all: bool) -> None:

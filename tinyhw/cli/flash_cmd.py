@@ -8,73 +8,18 @@ terminal, prints text or JSON.
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
 
 import click
 
 from tinyhw.cli.app import App
+from tinyhw.cli.flash_common import FORCE_HELP, META, load_image, open_flash, parse_number, say
+from tinyhw.cli.flash_jobs import erase, write
 from tinyhw.cli.progressbar import ProgressBar
 from tinyhw.errors import OperationFailed, Refused
-from tinyhw.flash import FlashDevice, Job, Writer, ops
-from tinyhw.flash.files import sha256, write_atomic
-
-_META = "tinyhw.flash"
-
-
-def parse_number(text: str) -> int:
-    """Decimal or 0x-hex, with an optional k/m suffix (KiB/MiB): ``0x1000``, ``4k``, ``2m``."""
-    t = text.strip().lower()
-    mult = 1
-    if t.endswith(("k", "m")) and not t.startswith("0x"):
-        mult = 1024 if t[-1] == "k" else 1024 * 1024
-        t = t[:-1]
-    try:
-        return int(t, 0) * mult
-    except ValueError:
-        raise Refused(f"{text!r} is not a number", hint="write decimal, 0x-hex, or a k/m suffix") from None
-
-
-def _writable_target(path: str) -> None:
-    """Refuse (exit 2) before reading the flash when ``path`` cannot be created."""
-    parent = Path(path).resolve().parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise Refused(f"cannot create {path}: {parent} is not a writable directory")
-
-
-def _load(path: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as e:
-        raise Refused(f"cannot read {path}: {e.strerror}") from None
-
-
-@contextmanager
-def _device(app: App, *, writes: bool = False) -> Iterator[FlashDevice]:
-    opts = click.get_current_context().meta.get(_META, {})
-    transport = app.open_transport(writes=writes)
-    dev = FlashDevice(transport, chain=opts.get("chain", True), prescale=opts.get("prescale", 8))
-    with dev:
-        for note in dev.chip.notes:
-            app.log(f"note: {note}")
-        yield dev
-
-
-def _device_text(app: App) -> str:
-    """The device string to repeat in a resume hint (an emulated board's one-shot faults= left out)."""
-    from dataclasses import replace
-
-    from tinyhw.transport.devstr import parse_device
-
-    text = app.device or os.environ.get("TINYHW_DEVICE")
-    if not text:
-        return "DEVICE"
-    spec = parse_device(text)
-    return str(replace(spec, options={k: v for k, v in spec.options.items() if k != "faults"}))
+from tinyhw.fileio import atomic_write, check_output_path
+from tinyhw.flash import ops
+from tinyhw.flash.files import sha256
 
 
 @click.group()
@@ -99,7 +44,7 @@ def flash(ctx: click.Context, no_chain: bool, prescale: int) -> None:
       tinyhw --device usb flash write image.bin --yes
       tinyhw --device mock:navi31,psp=sos flash psp-status
     """
-    ctx.meta[_META] = {"chain": not no_chain, "prescale": prescale}
+    ctx.meta[META] = {"chain": not no_chain, "prescale": prescale}
 
 
 @flash.command()
@@ -113,25 +58,24 @@ def info(app: App) -> None:
     Example:
       tinyhw --device mock:navi31 --json flash info
     """
-    with _device(app) as dev:
+    with open_flash(app) as dev:
         doc = ops.info(dev)
 
     def human() -> None:
-        out = app.out
-        out.print(f"{doc['chip']}  jedec {doc['jedec_id']}  {doc['size'] // 1024} KiB "
+        say(app, f"{doc['chip']}  jedec {doc['jedec_id']}  {doc['size'] // 1024} KiB "
                   f"({doc['sectors']} sectors of {doc['sector_size']} bytes)  on {doc['location']}")
-        out.print(f"  sr1 0x{doc['sr1']:02x}  sr2 0x{doc['sr2']:02x}  sr3 0x{doc['sr3']:02x}"
+        say(app, f"  sr1 0x{doc['sr1']:02x}  sr2 0x{doc['sr2']:02x}  sr3 0x{doc['sr3']:02x}"
                   f"{'  busy' if doc['busy'] else ''}{'  write-enabled' if doc['write_enabled'] else ''}")
-        out.print(f"  protection: {doc['protection']}{' (cmp set)' if doc['cmp'] else ''}")
+        say(app, f"  protection: {doc['protection']}{' (cmp set)' if doc['cmp'] else ''}")
         sfdp = f"present at capture offset {doc['sfdp_offset']}" if doc["sfdp"] else "not found"
-        out.print(f"  sfdp: {sfdp}  (capture {doc['sfdp_capture']})")
-        out.print(f"  reads: {doc['read_scheme']} priming")
+        say(app, f"  sfdp: {sfdp}  (capture {doc['sfdp_capture']})")
+        say(app, f"  reads: {doc['read_scheme']} priming")
         board = doc["board_identity"]
         if board is None:
-            out.print("  vbios: none at a 128 KiB boundary")
+            say(app, "  vbios: none at a 128 KiB boundary")
         else:
             ids = f"{board['vendor_id']:04x}:{board['device_id']:04x}" if board["vendor_id"] is not None else "no pcir"
-            out.print(f"  vbios at 0x{board['offset']:x}: part {board['part_number'] or '?'}, pci {ids}, "
+            say(app, f"  vbios at 0x{board['offset']:x}: part {board['part_number'] or '?'}, pci {ids}, "
                       f"version {board['version'] or '?'}")
 
     app.emit(doc, human)
@@ -149,12 +93,14 @@ def _hexdump(data: bytes, base: int) -> str:
 @flash.command()
 @click.argument("address")
 @click.argument("size")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the bytes to this file.")
+@click.option("-o", "--output", type=click.Path(), help="Write the bytes to this new file.")
+@click.option("--force", is_flag=True, help="Overwrite the -o file if it exists (a regular file only).")
 @click.pass_obj
-def read(app: App, address: str, size: str, output: str | None) -> None:
+def read(app: App, address: str, size: str, output: str | None, force: bool) -> None:
     """Read SIZE bytes at ADDRESS (decimal, 0x-hex, k/m suffixes): a hex dump, or bytes to a file.
 
-    Read-only.
+    Read-only. The -o file is checked before the flash is read: an existing file needs --force,
+    a device node, fifo, socket or directory is refused; a symlink is written through to its target.
 
     \b
     Examples:
@@ -162,18 +108,20 @@ def read(app: App, address: str, size: str, output: str | None) -> None:
       tinyhw --device usb flash read 0x40000 64k -o vbios.bin
     """
     addr, n = parse_number(address), parse_number(size)
-    if output:
-        _writable_target(output)
-    with _device(app) as dev:
+    if addr < 0 or n < 0:
+        raise Refused(f"{address if addr < 0 else size} is negative", hint="give an address and a size of 0 or more")
+    if output is not None:
+        check_output_path(output, force=force, what="output file")
+    with open_flash(app) as dev:
         data = ops.read(dev, addr, n, ProgressBar(app))
-    if output:
-        write_atomic(Path(output), data)
+    if output is not None:
+        atomic_write(output, data)
     doc = {"address": addr, "size": n, "sha256": sha256(data), "path": output,
            "data": None if output else data.hex()}
 
     def human() -> None:
         if output:
-            app.out.print(f"read {n} bytes at 0x{addr:06x} into {output}\nsha256 {doc['sha256']}")
+            say(app, f"read {n} bytes at 0x{addr:06x} into {output}\nsha256 {doc['sha256']}")
         else:
             sys.stdout.write(_hexdump(data, addr) + "\n")
 
@@ -181,13 +129,14 @@ def read(app: App, address: str, size: str, output: str | None) -> None:
 
 
 @flash.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path())
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @click.option("--method", type=click.Choice(["rom_sw", "aperture", "prom"]), default="rom_sw", show_default=True,
               help="rom_sw: raw SPI reads through the ROM_SW engine (board not booted). aperture: dword reads "
                    "through ROM_INDEX/ROM_DATA, which also work once the PSP has booted. prom: an NVIDIA "
                    "board's VBIOS (1 MiB) through the BAR0 PROM window; refused while a driver owns it.")
 @click.pass_obj
-def dump(app: App, file: str, method: str) -> None:
+def dump(app: App, file: str, force: bool, method: str) -> None:
     """Read the whole flash into FILE (written atomically: a temporary file, then a rename); print its sha256.
 
     With --method aperture the flash is read one dword per ROM_DATA read from plain byte addresses
@@ -199,6 +148,10 @@ def dump(app: App, file: str, method: str) -> None:
     write to the board; refused (exit 2) when a kernel driver owns the GPU, failed (exit 1, nothing
     saved) when the window reads all ones or holds no ROM image chain.
 
+    FILE is checked before the flash is read: an existing file needs --force; a device node,
+    fifo, socket or directory, an empty path or a directory that takes no new file is refused (exit
+    2); a symlink is written through to its target (the link stays).
+
     Read-only on the board (the aperture method writes ROM_INDEX and restores it).
 
     \b
@@ -207,7 +160,7 @@ def dump(app: App, file: str, method: str) -> None:
       tinyhw --device mock:navi31,psp=sos flash dump board.bin --method aperture
       tinyhw --device mock:ad102 flash dump vbios.rom --method prom
     """
-    _writable_target(file)
+    check_output_path(file, force=force, what="dump")
     if method == "prom":
         from tinyhw.boards.nvidia import PROM_SIZE
         from tinyhw.flash.prom import dump_prom
@@ -224,11 +177,11 @@ def dump(app: App, file: str, method: str) -> None:
         app.log(f"aperture: {result.reads} rom_data reads; rom_index 0x{result.rom_index:08x} and rom_cntl "
                 f"0x{result.rom_cntl:08x} restored")
     else:
-        with _device(app) as dev:
+        with open_flash(app) as dev:
             data = ops.dump(dev, ProgressBar(app))
-    write_atomic(Path(file), data)
+    atomic_write(file, data)
     doc = {"path": file, "bytes": len(data), "sha256": sha256(data)}
-    app.emit(doc, lambda: app.out.print(f"dumped {len(data)} bytes to {file}\nsha256 {doc['sha256']}"))
+    app.emit(doc, lambda: say(app, f"dumped {len(data)} bytes to {file}\nsha256 {doc['sha256']}"))
 
 
 @flash.command("psp-status")
@@ -256,9 +209,8 @@ def psp_status(app: App) -> None:
         click.echo(f"warning: {warning}", err=True)
 
     def human() -> None:
-        out = app.out
         state = "ready" if doc["ready_before"] else "not ready"
-        out.print(f"psp mailbox on {doc['location']}: command register 0x{doc['command_register_before']:08x} "
+        say(app, f"psp mailbox on {doc['location']}: command register 0x{doc['command_register_before']:08x} "
                   f"before the probe ({state})")
         for c in doc["commands"]:
             line = (f"  {c['name']:<18} (0x{c['command']:02x})  status 0x{c['status']:04x} {c['status_name']:<30}"
@@ -268,15 +220,15 @@ def psp_status(app: App) -> None:
                 line += f": item 0x{d['item']:02x} ({d['item_name'] or 'not in the item table'}), phase {d['phase']}"
                 if d["phase_meaning"]:
                     line += f" ({d['phase_meaning']})"
-            out.print(line)
+            say(app, line)
         if doc["gated"]:
-            out.print("  gated: early update commands are rejected (a host driver or sos is running)")
+            say(app, "  gated: early update commands are rejected (a host driver or sos is running)")
 
     app.emit(doc, human)
 
 
 @flash.command()
-@click.argument("image", type=click.Path(exists=True, dir_okay=False))
+@click.argument("image", type=click.Path())
 @click.option("--start-sector", type=int, help="Compare only from this 4 KiB sector (default 0).")
 @click.option("--sector-count", type=int, help="Compare only this many sectors (default: to the end).")
 @click.pass_obj
@@ -291,16 +243,16 @@ def verify(app: App, image: str, start_sector: int | None, sector_count: int | N
       tinyhw --device mock:navi31 flash verify board.bin
       tinyhw --device usb flash verify board.bin --start-sector 64 --sector-count 16
     """
-    data = _load(image)
-    with _device(app) as dev:
+    data = load_image(image)
+    with open_flash(app) as dev:
         result = ops.verify(dev, data, ProgressBar(app), start_sector, sector_count)
     doc = result.as_dict()
 
     def human() -> None:
         if result.match:
-            app.out.print(f"flash matches {image} (sha256 {result.sha256})")
+            say(app, f"flash matches {image} (sha256 {result.sha256})")
         else:
-            app.out.print(f"flash differs from {image}: first at 0x{result.first_mismatch:06x} (flash "
+            say(app, f"flash differs from {image}: first at 0x{result.first_mismatch:06x} (flash "
                           f"0x{result.flash_byte:02x}, image 0x{result.image_byte:02x}); "
                           f"{len(result.mismatched_sectors)} sector(s) differ: {result.mismatched_sectors[:16]}")
 
@@ -310,113 +262,5 @@ def verify(app: App, image: str, start_sector: int | None, sector_count: int | N
                               f"({len(result.mismatched_sectors)} sector(s))")
 
 
-def _job_options(f: Any) -> Any:
-    options = [
-        click.option("--backup", type=click.Path(dir_okay=False), help="Back up the whole flash to this new file "
-                     "first (default: navi31-flash-backup-DATE-HASH.bin in the current directory)."),
-        click.option("--no-backup", is_flag=True, help="Do not back up first."),
-        click.option("--start-sector", type=int, help="First 4 KiB sector of the range (default 0)."),
-        click.option("--sector-count", type=int, help="Number of sectors (default: to the end)."),
-        click.option("--clear-protection", is_flag=True,
-                     help="Clear block protection that covers the range, and restore it afterwards."),
-        click.option("--resume", is_flag=True, help="Finish an interrupted job recorded in the journal."),
-        click.option("--yes", is_flag=True, help="Do it without asking."),
-    ]
-    for opt in reversed(options):
-        f = opt(f)
-    return f
-
-
-def _run_job(app: App, job: Job) -> None:
-    if job.backup is not None and job.no_backup:
-        raise Refused("--backup and --no-backup contradict each other")
-    yes = bool(click.get_current_context().params.get("yes"))
-    with _device(app, writes=True) as dev:
-        result = Writer(dev, job, confirm=lambda plan: app.confirm(yes, plan), progress=ProgressBar(app),
-                        log=app.log).run()
-    doc = result.as_dict()
-
-    def human() -> None:
-        app.out.print(f"{job.kind} done{' (resumed)' if result.resumed else ''}: {result.sectors_changed} of "
-                      f"{result.sectors_total} sector(s) changed, {result.sectors_skipped} already equal")
-        app.out.print(f"  backup: {result.backup or 'none'}")
-        if result.protection_restored:
-            app.out.print("  protection restored")
-        if result.sha256_after:
-            app.out.print(f"  sha256 after: {result.sha256_after}")
-        else:
-            app.out.print("  sha256 after: not computed (partial write without a backup; flash dump gives it)")
-
-    app.emit(doc, human)
-
-
-def _resume_cmd(app: App, what: str) -> str:
-    opts = click.get_current_context().meta.get(_META, {})
-    chain = "" if opts.get("chain", True) else " --no-chain"
-    return f"tinyhw --device {_device_text(app)} flash{chain} {what} --resume --yes"
-
-
-@flash.command()
-@click.argument("image", type=click.Path(exists=True, dir_okay=False))
-@_job_options
-@click.option("--force", is_flag=True,
-              help="Write even without the IFWI magic at offset 0 (the size is always checked).")
-@click.option("--force-board-mismatch", is_flag=True,
-              help="Write even when the image's VBIOS names another board (part number, PCI ids) than the flash's.")
-@click.pass_obj
-def write(app: App, image: str, backup: str | None, no_backup: bool, start_sector: int | None,
-          sector_count: int | None, clear_protection: bool, resume: bool, yes: bool, force: bool,
-          force_board_mismatch: bool) -> None:
-    """Write IMAGE (a full 2 MiB raw flash image) to the flash: only differing sectors, each verified.
-
-    Checks the image first (exactly 2 MiB, AA55AA55 at offset 0; --force skips the magic), and
-    that it is for this board: the part number and PCI ids of its VBIOS must match the flash's
-    (--force-board-mismatch overrides; a side without a VBIOS is a warning; a resumed write
-    compares against the identity its journal recorded). Backs up the whole flash, keeps a
-    journal in $XDG_STATE_HOME/tinyhw so an interrupted write is finished with --resume,
-    restores protection bits it had to clear, and verifies at the end. Changes the flash.
-
-    \b
-    Examples:
-      tinyhw --device usb flash write image.bin --yes
-      tinyhw --device usb flash write image.bin --start-sector 64 --sector-count 16 --yes
-      tinyhw --device usb flash write image.bin --resume --yes
-    """
-    from tinyhw.formats.ifwi import require_flashable
-
-    data = _load(image)
-    check = require_flashable(data, force=force)
-    for note in check.notes:
-        app.log(f"note: {note}")
-    _run_job(app, Job("write", image=data, image_path=str(Path(image).resolve()), start_sector=start_sector,
-                      sector_count=sector_count, backup=Path(backup) if backup else None, no_backup=no_backup,
-                      clear_protection=clear_protection, resume=resume, device=_device_text(app),
-                      force_board_mismatch=force_board_mismatch,
-                      resume_command=_resume_cmd(app, f"write {image}"
-                                                 + (" --force-board-mismatch" if force_board_mismatch else ""))))
-
-
-@flash.command()
-@_job_options
-@click.pass_obj
-def erase(app: App, backup: str | None, no_backup: bool, start_sector: int | None, sector_count: int | None,
-          clear_protection: bool, resume: bool, yes: bool) -> None:
-    """Erase sectors of the flash (default: all of it), with the same backup, journal and protection rules as write.
-
-    Changes the flash.
-
-    \b
-    Examples:
-      tinyhw --device usb flash erase --start-sector 496 --sector-count 16 --yes
-      tinyhw --device usb flash erase --resume --yes
-    """
-    rng = ""
-    if start_sector is not None:
-        rng += f" --start-sector {start_sector}"
-    if sector_count is not None:
-        rng += f" --sector-count {sector_count}"
-    _run_job(app, Job("erase", start_sector=start_sector, sector_count=sector_count,
-                      backup=Path(backup) if backup else None, no_backup=no_backup,
-                      clear_protection=clear_protection, resume=resume, device=_device_text(app),
-                      resume_command=_resume_cmd(app, f"erase{rng}")))
-
+flash.add_command(write)
+flash.add_command(erase)

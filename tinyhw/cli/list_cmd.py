@@ -28,11 +28,12 @@ def list_cmd(app: App) -> None:
 
 def _human(app: App, rows) -> None:  # noqa: ANN001
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(box=None, pad_edge=False)
     table.add_column("device")
     table.add_column("kind")
     table.add_column("description")
     for r in rows:
-        table.add_row(r.device, r.kind + (" (emulated)" if r.emulated else ""), r.description)
+        table.add_row(Text(r.device), r.kind + (" (emulated)" if r.emulated else ""), Text(r.description))
     app.out.print(table)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
@@ -10,6 +9,10 @@ import click
 from tinyhw.cli.app import App
 from tinyhw.cli.gadget_cmd import gadget
 from tinyhw.errors import Refused
+from tinyhw.fileio import atomic_write, check_output_path, read_input
+
+#: the emulated flash file is the board's 2 MiB flash; read no more than a generous bound of it
+MAX_FLASH_FILE = 16 << 20
 
 
 @click.group()
@@ -22,14 +25,17 @@ mock.add_command(gadget)
 
 @mock.command("reset")
 @click.option("--yes", is_flag=True, help="Do it without asking.")
+@click.option("--force", is_flag=True, help="Replace an existing FILE.bak (otherwise a backup is never overwritten).")
 @click.pass_obj
-def reset(app: App, yes: bool) -> None:
+def reset(app: App, yes: bool, force: bool) -> None:
     """Restore the emulated Navi31's flash file (and status registers) to the pristine synthetic image.
 
     Touches only the emulated board's files: the flash file named by the device's
     flash= option, else the default one in the user's cache directory. The previous
-    contents are kept beside it as FILE.bak. The board state file beside it
-    (FILE.board.json: firmware running, register values) is deleted: a cold board.
+    contents are kept beside it as FILE.bak; an existing FILE.bak is replaced only with
+    --force, and one that is not a regular file (a device node, fifo, directory) never.
+    The board state file beside it (FILE.board.json: firmware running, register values)
+    is deleted: a cold board.
 
     \b
     Example:
@@ -38,24 +44,25 @@ def reset(app: App, yes: bool) -> None:
     """
     from tinyhw.mocks.navi31 import reset_flash
     from tinyhw.mocks.options import MockOptions
-    from tinyhw.transport.devstr import parse_device
+    from tinyhw.transport.devstr import given_device, parse_device
     from tinyhw.transport.lock import DeviceLock
 
-    spec = parse_device(app.device or os.environ.get("TINYHW_DEVICE") or "mock:navi31")
+    spec = given_device(app.device) or parse_device("mock:navi31")
     if not spec.is_mock:
         raise Refused(f"mock reset works on emulated boards only, not {spec.kind}:")
     options = MockOptions.from_options(spec.options)
     path: Path = options.flash
     backup = path.with_name(path.name + ".bak")
+    keep = path.is_file()
+    if keep:
+        check_output_path(backup, force=force, what="backup", force_hint="--force replaces it")
     plan = f"reset the emulated flash {path} to the synthetic image and forget the board state (a cold board)"
-    if path.exists():
+    if keep:
         plan += f" (current contents kept as {backup})"
     app.confirm(yes, plan)
     with DeviceLock(str(path.resolve()), backend="mock"):
-        if path.exists():
-            tmp = backup.with_name(backup.name + ".tmp")
-            tmp.write_bytes(path.read_bytes())
-            os.replace(tmp, backup)
+        if keep:
+            atomic_write(backup, read_input(path, MAX_FLASH_FILE, "emulated flash file"))
         sha = reset_flash(path)
-    app.emit({"path": str(path), "sha256": sha, "backup": str(backup) if backup.exists() else None},
-             lambda: app.out.print(f"emulated flash reset: {path} (sha256 {sha})"))
+    app.emit({"path": str(path), "sha256": sha, "backup": str(backup) if keep else None},
+             lambda: app.out.print(f"emulated flash reset: {path} (sha256 {sha})", markup=False, emoji=False))

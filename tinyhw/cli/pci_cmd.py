@@ -18,13 +18,15 @@ FORCE_BOUND_HELP = ("Map or write a function even though a kernel driver is boun
                     "the machine, and lose data on a disk or network device.")
 
 
-def _int(text: str, what: str, limit: int | None = None) -> int:
+def _int(text: str, what: str, limit: int | None = None, minimum: int = 0) -> int:
     try:
         value = int(text.replace("_", ""), 0)
     except ValueError:
         raise Refused(f"bad {what} {text!r}", hint="write a number: 0x1f, 31") from None
-    if value < 0 or (limit is not None and value > limit):
-        raise Refused(f"bad {what} {text!r}: outside 0..0x{limit or 0:x}")
+    if value < minimum or (limit is not None and value > limit):
+        bound = f"outside {minimum:#x}..{limit:#x}" if limit is not None else \
+            ("negative" if value < 0 else f"less than {minimum:#x}")
+        raise Refused(f"bad {what} {text!r}: {bound}")
     return value
 
 
@@ -99,11 +101,21 @@ def list_cmd(app: App) -> None:
 
 
 def _config_and_function(app: App) -> tuple[Any, bytes, Any]:
+    """The transport, its function's config space (through the transport's config access) and a
+    :class:`PciFunction` describing it: sysfs's for pci:/vfio:, else one built from the transport's
+    identity (emulated boards, the usb bridge), whose location stands in for the address."""
     t = _open(app)
     fn = getattr(t, "function", None)
     if fn is None:
-        raise Refused(f"pci show/config need a pci: or vfio: device, not {t.name}")
-    return t, t.config_bytes(0, t.config_size()), fn
+        from tinyhw.pci.scan import PciFunction
+
+        ident = t.identity()
+        fn = PciFunction(address=ident.location, domain=0, bus=0, slot=0, function=0, path="",
+                         vendor_id=ident.vendor_id, device_id=ident.device_id, class_code=ident.class_code,
+                         revision=ident.revision, subsystem_vendor_id=ident.subsystem_vendor_id,
+                         subsystem_id=ident.subsystem_id)
+    size = t.config_size() if hasattr(t, "config_size") else 4096
+    return t, t.config_bytes(0, size), fn
 
 
 @pci.command()
@@ -113,11 +125,14 @@ def show(app: App) -> None:
     extended capabilities (PCIe link and device control/status, Resizable BAR, AER, SR-IOV, ACS,
     MSI/MSI-X, power management), in the words of `lspci -vvv -nn -D`.
 
-    Read-only: reads the config space only (all of it as root, 64 bytes otherwise).
+    Read-only: reads the config space only (all of it as root, 64 bytes otherwise). Works on
+    every transport with a config space: pci:, vfio:, the usb bridge and the emulated boards
+    (their location stands in for the PCI address).
 
     \b
     Examples:
       tinyhw --device pci:0000:03:00.0 pci show
+      tinyhw --device mock:navi31-usb pci show
       tinyhw --device vfio:0000:03:00.0 --json pci show
     """
     from tinyhw.formats.pciconfig import parse_config
@@ -138,7 +153,8 @@ def config(app: App, full: bool) -> None:
     """Hex dump of config space exactly as `lspci -D -xxx` prints it (device line, rows of 16 bytes,
     a blank line); --full dumps the extended space too.
 
-    Read-only. --json gives {"address", "length", "data"} with data as a lowercase hex string.
+    Read-only, on every transport with a config space (pci:, vfio:, usb, the emulated boards).
+    --json gives {"address", "length", "data"} with data as a lowercase hex string.
 
     \b
     Examples:
@@ -170,7 +186,7 @@ def read(app: App, bar: str, offset: str, count: str, force_bound: bool) -> None
       tinyhw --device pci:0000:00:05.0 pci read 0 0x0
       tinyhw --device vfio:0000:00:05.0 --json pci read 0 0x4 --count 2
     """
-    index, off, n = _int(bar, "bar", 5), _int(offset, "offset"), _int(count, "count", 1 << 20)
+    index, off, n = _int(bar, "bar", 5), _int(offset, "offset"), _int(count, "count", 1 << 20, minimum=1)
     region = _checked_region(_open(app, force_bound=force_bound), index, off, 4 * n)
     values = [region.read32(off + 4 * i) for i in range(n)]
     doc: Any = {"bar": index, "offset": off, "value": values[0]} if n == 1 else \

@@ -50,32 +50,35 @@ def _size(n: int) -> str:
 
 
 def _human(app: App, doc: dict) -> None:
-    out = app.out
-    out.print(f"[bold]{doc['location']}[/bold]  ({doc['transport']}{', emulated' if doc['emulated'] else ''})")
-    out.print(f"  {doc['name']}")
-    out.print(f"  ids {doc['vendor_id']:04x}:{doc['device_id']:04x} rev {doc['revision']:02x}  "
+    from rich.text import Text
+
+    def say(text: str) -> None:  # names and strings read from the device print as they are (no markup, no emoji)
+        app.out.print(text, markup=False, emoji=False)
+
+    app.out.print(Text(doc["location"], style="bold") + Text(
+        f"  ({doc['transport']}{', emulated' if doc['emulated'] else ''})"))
+    say(f"  {doc['name']}")
+    say(f"  ids {doc['vendor_id']:04x}:{doc['device_id']:04x} rev {doc['revision']:02x}  "
               f"class {doc['class_code']:06x} ({doc['class_name']})")
     if doc.get("subsystem_name"):
-        out.print(f"  subsystem {doc['subsystem_vendor_id']:04x}:{doc['subsystem_id']:04x} {doc['subsystem_name']}")
+        say(f"  subsystem {doc['subsystem_vendor_id']:04x}:{doc['subsystem_id']:04x} {doc['subsystem_name']}")
     for b in doc["bars"]:
         flags = ", ".join(f for f, on in (("64-bit", b["is_64bit"]), ("prefetchable", b["prefetchable"])) if on)
         where = f"at 0x{b['address']:x}" if b["address"] else "unassigned"
-        out.print(f"  bar{b['index']}: {b['kind']} {_size(b['size'])} {where}" + (f" ({flags})" if flags else ""))
+        say(f"  bar{b['index']}: {b['kind']} {_size(b['size'])} {where}" + (f" ({flags})" if flags else ""))
     link = doc.get("link")
     if link:
-        out.print(f"  pcie link: {link['current_speed']} x{link['current_width']} "
+        say(f"  pcie link: {link['current_speed']} x{link['current_width']} "
                   f"(max {link['max_speed']} x{link['max_width']})")
     rebar = doc.get("resizable_bar")
     if rebar:
         for e in rebar:
             sizes = " ".join(_size(s) for s in e["supported"])
-            out.print(f"  resizable bar{e['bar']}: current {_size(e['current'])}, supported {sizes}")
+            say(f"  resizable bar{e['bar']}: current {_size(e['current'])}, supported {sizes}")
     bridge = doc.get("bridge")
     if bridge:
-        out.print(f"  usb bridge {bridge['bridge']} {bridge['usb_id']} {bridge['product']!r} serial {bridge['serial']} "
+        say(f"  usb bridge {bridge['bridge']} {bridge['usb_id']} {bridge['product']!r} serial {bridge['serial']} "
                   f"{bridge['usb_speed']}, ltssm 0x{bridge['ltssm']:02x} ({bridge['link_state']})")
-
-
 def _human_nvidia(app: App, doc: dict) -> None:
     out = app.out
     out.print(f"[bold]{doc['location']}[/bold]  ({doc['transport']}{', emulated' if doc['emulated'] else ''}, "

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyhw.errors import Refused
+from tinyhw.fileio import read_input
 from tinyhw.firmware import describe
 from tinyhw.firmware.tree import Node
 from tinyhw.formats.amdfw import looks_like_amdgpu, parse_amdgpu
@@ -26,7 +27,8 @@ from tinyhw.formats.nvgsp import is_gsp_elf, parse_gsp
 from tinyhw.formats.vbios import ROM_SIGNATURE, is_vbios, parse_vbios
 
 KINDS = ("ifwi", "vbios", "nvidia-vbios", "nvidia-gsp", "elf", "amdgpu")
-MAX_FILE = 1 << 30  # nothing we parse is anywhere near 1 GiB; refuse rather than read it
+#: The largest firmware file read (issue 10 item 2): the biggest real ones (NVIDIA GSP-RM ELFs) are tens of MiB.
+MAX_FILE = 256 << 20
 
 
 @dataclass
@@ -37,18 +39,16 @@ class Inspection:
     tree: Node
     regions: list[Region]
 
+    @property
+    def ok(self) -> bool:
+        """No problem was found (``firmware inspect`` exits 0 only then, 1 otherwise)."""
+        return not self.doc.get("problems")
+
 
 def read_image(path: str | Path) -> bytes:
-    """The file's bytes, or a one-line :class:`Refused` (exit 2) saying why it cannot be read."""
-    p = Path(path)
-    try:
-        if p.is_dir():
-            raise Refused(f"cannot read {path}: it is a directory", hint="give a firmware file")
-        if p.stat().st_size > MAX_FILE:
-            raise Refused(f"cannot read {path}: 0x{p.stat().st_size:x} bytes is larger than any firmware image")
-        return p.read_bytes()
-    except OSError as e:
-        raise Refused(f"cannot read {path}: {e.strerror or e}".lower(), hint="check the path and permissions") from e
+    """The file's bytes, or a one-line :class:`Refused` (exit 2) saying why it cannot be read: not a regular
+    file (a device node, fifo, directory) or larger than :data:`MAX_FILE`, checked before anything is read."""
+    return read_input(path, MAX_FILE, "firmware file")
 
 
 def detect(data: bytes, name: str | None = None) -> str | None:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyhw.errors import OperationFailed
-from tinyhw.flash.files import write_atomic
+from tinyhw.fileio import atomic_write
 
 VERSION = 1
 #: Phases, in order: backup, unprotect, then per sector erase/program/verify, restore-protection, final-verify.
@@ -55,6 +55,8 @@ class Journal:
     backup_wanted: bool = True
     backup: str | None = None
     backup_sha256: str | None = None
+    #: why writing the backup to ``backup`` failed (a resume never silently reuses that path)
+    backup_failed: str | None = None
     #: original SR1/SR2 (as read before anything was changed) and whether this job cleared them
     protection: dict[str, Any] | None = None
     clear_protection: bool = False
@@ -82,7 +84,7 @@ class Journal:
             setattr(self, k, v)
         self.updated = time.time()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.path, (json.dumps(asdict(self), indent=1) + "\n").encode())
+        atomic_write(self.path, (json.dumps(asdict(self), indent=1) + "\n").encode())
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)

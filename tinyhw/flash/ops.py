@@ -54,7 +54,10 @@ def info(dev: FlashDevice) -> dict[str, Any]:
 
 def check_range(dev: FlashDevice, address: int, size: int) -> None:
     """Refuse (exit 2) a byte range that is empty or runs past the flash."""
-    if address < 0 or size <= 0 or address + size > dev.size:
+    if address < 0 or size < 0:
+        raise Refused(f"the {'address' if address < 0 else 'size'} {address if address < 0 else size} is negative",
+                      hint="address and size are 0 or more: decimal or 0x-hex, with a k or m suffix")
+    if size == 0 or address + size > dev.size:
         raise Refused(f"range 0x{address:x}+0x{size:x} is not inside the flash (0x0-0x{dev.size - 1:x})",
                       hint="address and size may be decimal or 0x-hex, with a k or m suffix")
 

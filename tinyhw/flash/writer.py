@@ -28,12 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tinyhw.errors import Interrupted, OperationFailed, Refused, TinyhwError
+from tinyhw.errors import EnvironmentProblem, Interrupted, OperationFailed, Refused, TinyhwError
+from tinyhw.fileio import read_input
 from tinyhw.flash.device import FlashDevice
 from tinyhw.flash.files import default_backup_name, sha256, write_verified
 from tinyhw.flash.identity import BoardCheck, image_vbios_offsets, read_identity
 from tinyhw.flash.identity import compare as compare_identity
-from tinyhw.flash.journal import Journal, erase_key, find_journals, write_key
+from tinyhw.flash.jobfiles import backup_note, check_backup, find_job_journal
+from tinyhw.flash.journal import Journal, find_journals
 from tinyhw.flash.ops import check_sector_range, compare
 from tinyhw.flash.protection import protected_range, unprotected_status, writable_status
 from tinyhw.formats.vbios import VbiosIdentity, vbios_identity
@@ -57,6 +59,8 @@ class Job:
     resume_command: str = ""
     #: write an image whose VBIOS names another board than the flash's (§g.3 identity)
     force_board_mismatch: bool = False
+    #: the job is only looked up (``--abandon``), never run
+    abandon: bool = False
 
 
 @dataclass
@@ -88,24 +92,12 @@ class Writer:
         self.board: BoardCheck | None = None
 
     # -- preflight ------------------------------------------------------------------------------------------
-    def _find_journal(self) -> tuple[str, Journal | None]:
-        job = self.job
-        if job.kind == "write":
-            assert job.image is not None
-            key = write_key(sha256(job.image))
-        elif job.resume and job.start_sector is None and job.sector_count is None:
-            found = find_journals("erase")
-            if len(found) > 1:
-                ranges = ", ".join(f"--start-sector {j.start_sector} --sector-count {j.sector_count}" for j in found)
-                raise Refused("several interrupted erases are recorded", hint=f"name one: {ranges}")
-            key = found[0].key if found else erase_key(*check_sector_range(self.total, None, None))
-        else:
-            key = erase_key(*check_sector_range(self.total, job.start_sector, job.sector_count))
-        return key, Journal.load(key)
-
     def _preflight(self) -> tuple[Journal, bool]:
         job = self.job
-        key, journal = self._find_journal()
+        if job.abandon:
+            raise Refused("an --abandon job is never run", hint="tinyhw.flash.jobfiles.journal_state describes it")
+        check_backup(job, self.total)
+        key, journal = find_job_journal(job, self.total)
         what = "write of this image" if job.kind == "write" else "erase of this range"
         if journal is not None and not job.resume:
             raise Refused(f"an interrupted {what} is recorded ({journal.where()}, {len(journal.sectors_done)} "
@@ -123,6 +115,10 @@ class Writer:
                     raise Refused(f"--{name.replace('_', '-')} {given} differs from the interrupted job's "
                                   f"{getattr(journal, name)}", hint="resume without range options")
             start, count = journal.start_sector, journal.sector_count
+            note = backup_note(job, journal)
+            if note is not None:
+                self.log(f"note: {note}")
+                journal.backup, journal.backup_failed = str(job.backup), None
         else:
             start, count = check_sector_range(self.total, job.start_sector, job.sector_count)
             if job.backup is not None and not job.no_backup and job.backup.exists():
@@ -214,9 +210,9 @@ class Writer:
             err.exit_code = e.exit_code
             raise err from e
 
-    def _record(self, journal: Journal, why: str) -> None:
+    def _record(self, journal: Journal, why: str, **more: Any) -> None:
         with contextlib.suppress(TinyhwError, OSError):
-            journal.save(interrupted=why)
+            journal.save(interrupted=why, **more)
 
     def _target(self, s: int) -> bytes:
         if self.job.image is None:
@@ -229,14 +225,22 @@ class Writer:
             return None
         data = self._read_twice()
         path = Path(journal.backup) if journal.backup else default_backup_name(data)
-        if path.exists() and sha256(path.read_bytes()) == sha256(data):
-            digest = sha256(data)  # a resumed run whose earlier backup was renamed into place: keep it
-        elif path.exists():
-            raise OperationFailed(f"backup file {path} exists and differs from the flash; it is never overwritten",
-                                  hint="move it away")
+        if path.is_file():  # a resumed run whose earlier backup was linked into place: keep it if it is the same
+            try:
+                same = read_input(path, len(data), "backup") == data
+            except Refused:
+                same = False
+            if not same:
+                raise OperationFailed(f"backup file {path} exists and differs from the flash; it is never "
+                                      "overwritten", hint="move it away")
+            digest = sha256(data)
         else:
-            digest = write_verified(path, data)
-        journal.save(backup=str(path), backup_sha256=digest)
+            try:
+                digest = write_verified(path, data)
+            except (EnvironmentProblem, Refused) as e:
+                self._record(journal, str(e), backup=str(path), backup_failed=e.message)
+                raise
+        journal.save(backup=str(path), backup_sha256=digest, backup_failed=None)
         self.log(f"backup: {path} (sha256 {digest})")
         return data
 

@@ -36,6 +36,10 @@ COMMON_FIELDS = ("size_bytes", "header_size_bytes", "header_version_major", "hea
                  "ucode_array_offset_bytes", "crc32")
 _COMMON_FMT = "IIHHHHIIII"
 
+#: The most PSP/TA component descriptors or SMC pptable entries a file may declare (issue 10 item 6): the type
+#: tables have 11 and 7 members and no Debian file has more than 6; a larger count is malformed, not decoded.
+MAX_DESCRIPTORS = 64
+
 #: ``psp_fw_type`` of a PSP v2 component (§5.1).
 PSP_FW_TYPES = {1: "SOS", 2: "SYS_DRV", 3: "KDB", 4: "TOC", 5: "SPL", 6: "RL", 7: "SOC_DRV", 8: "INTF_DRV",
                 9: "DBG_DRV", 10: "RAS_DRV", 11: "IPKEYMGR_DRV"}
@@ -332,7 +336,12 @@ def _psp_like(fw: AmdFirmware, rd: Reader, data: bytes, key: tuple[str, int, int
         count = h.get("psp_fw_bin_count", h.get("ta_fw_bin_count", 0))
         names = PSP_FW_TYPES if key[0] == "psp" else TA_FW_TYPES
         room = max(0, (len(data) - end) // 16)
-        if count > room:
+        if count > MAX_DESCRIPTORS:
+            field_name = "psp_fw_bin_count" if key[0] == "psp" else "ta_fw_bin_count"
+            fw.problems.append(f"0x20: {field_name} {count} is more than {MAX_DESCRIPTORS} (malformed; the "
+                               "component descriptors are not decoded)")
+            count = 0
+        elif count > room:
             fw.problems.append(f"0x20: {count} component descriptors at 0x{end:x} need 0x{16 * count:x} bytes, "
                                f"the file holds {room}")
             count = room
@@ -390,7 +399,11 @@ def _smc(fw: AmdFirmware, rd: Reader, data: bytes, key: tuple[str, int, int], en
     elif key[:3] == ("smc", 2, 1):
         count, base = h["pptable_count"], h["pptable_entry_offset"]
         room = max(0, (len(data) - base) // 12) if base < len(data) else 0
-        if count > room:
+        if count > MAX_DESCRIPTORS:
+            fw.problems.append(f"0x24: pptable_count {count} is more than {MAX_DESCRIPTORS} (malformed; the "
+                               "pptable entries are not decoded)")
+            count = 0
+        elif count > room:
             fw.problems.append(f"0x24: {count} pptable entries at 0x{base:x} need 0x{12 * count:x} bytes, "
                                f"the file holds {room}")
             count = room

@@ -12,7 +12,7 @@ parser :func:`tinyhw.formats.ifwi_layout.parse_ifwi` reports the same findings (
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tinyhw.errors import Refused
 
@@ -97,7 +97,14 @@ def check_image(data: bytes, expected_size: int = IMAGE_SIZE) -> ImageCheck:
 
 
 def require_flashable(data: bytes, *, force: bool = False, expected_size: int = IMAGE_SIZE) -> ImageCheck:
-    """Raise :class:`Refused` (exit 2) unless ``data`` may be flashed; ``force`` waives only the magic."""
+    """Raise :class:`Refused` (exit 2) unless ``data`` may be flashed.
+
+    The size is always checked; ``force`` waives the rest: the magic, then (issue 10 item 4) a
+    parsable ``$PSP`` directory and an ATOM VBIOS, each named exactly when missing. With ``force``
+    the missing structures become notes.
+    """
+    from tinyhw.formats.ifwi_layout import missing_structures  # the structure parser, which builds on this module
+
     result = check_image(data, expected_size)
     if not result.size_ok:
         raise Refused(f"refusing the image: it is 0x{result.size:x} bytes, the flash holds exactly "
@@ -105,4 +112,11 @@ def require_flashable(data: bytes, *, force: bool = False, expected_size: int = 
     if not result.magic_ok and not force:
         raise Refused(f"refusing the image: it starts with {data[:4].hex()}, not the ifwi magic {MAGIC.hex()}",
                       hint="this does not look like a raw navi31 flash image; --force writes it anyway")
+    missing = missing_structures(data) if result.magic_ok else []
+    if missing and not force:
+        raise Refused(f"refusing the image: {'; '.join(missing)}",
+                      hint="this is not a complete navi31 flash image; --force writes it anyway")
+    if missing:
+        kept = [n for n in result.notes if not n.startswith("no $PSP directory")]
+        result = replace(result, notes=(*kept, *missing))
     return result

@@ -20,16 +20,18 @@ from dataclasses import dataclass, field
 from tinyhw.formats.fwregion import Reader, Region, unique_names
 from tinyhw.formats.ifwi import PSP_COOKIE, looks_like_ifwi, magic_problem, psp_directory_problem, size_problem
 from tinyhw.formats.ifwi import PSP_DIRECTORIES as PSP_DIRS
-from tinyhw.formats.vbios import Vbios, find_vbios
+from tinyhw.formats.vbios import Vbios, find_vbios, vbios_identities
 
 __all__ = ["DirEntry", "Directory", "IfwiLayout", "Ish", "Item", "ITEMS", "fletcher32", "looks_like_ifwi",
-           "parse_ifwi", "resolve_item"]
+           "missing_structures", "parse_ifwi", "resolve_item"]
 
 SGN_POINTER = 0x1000
 ISH_OFFSETS = (0x12000, 0x13000)
 FIRST_ISH_FIRMWARE_ID = 0x13C
 METADATA = Region("psp update metadata (near 0x1ef000)", 0x1EF000, 0x1000)
-_MAX_ENTRIES = 0x1000
+#: The most entries a $PSP or $SGN directory may declare (issue 10 item 6): real directories hold a few
+#: dozen; a larger count is malformed (the item resolver then never scans the image entry by entry).
+MAX_ENTRIES = 0x100
 
 #: §g.2: item type -> name. Fixed items: (offset, size); the others are resolved from the image.
 ITEMS = {0x01: "ifwi header", 0x02: "$PSP directory 1", 0x03: "$PSP directory 2", 0x04: "(meaning unknown)",
@@ -124,9 +126,9 @@ def _directory(data: bytes, off: int, cookie: bytes, problems: list[str], what: 
     if hdr is None:
         return None
     checksum, count, info = hdr
-    room = (len(data) - off - 16) // 16
-    if count > min(room, _MAX_ENTRIES):
-        problems.append(f"0x{off + 8:x}: {what}: {count} entries (item extends beyond IFWI: room for {room})")
+    problem = _count_problem(data, off, count)
+    if problem is not None:
+        problems.append(f"0x{off + 8:x}: {what}: {problem}")
         return None
     entries = []
     for i in range(count):
@@ -138,6 +140,34 @@ def _directory(data: bytes, off: int, cookie: bytes, problems: list[str], what: 
             entries.append(DirEntry(i, a & 0xFF, a >> 8 & 0xFF, b, loc, loc + b <= len(data)))
     body = memoryview(data)[off + 8:off + 16 + 16 * count]
     return Directory(off, cookie.decode(), checksum, count, info, tuple(entries), fletcher32(body) == checksum)
+
+
+def missing_structures(data: bytes) -> list[str]:
+    """What a flashable image lacks beyond size and magic (issue 10 item 4): a parsable ``$PSP`` directory
+    at 0x2000 or 0x3000 (cookie, header, entries that fit) and an ATOM VBIOS (``55 AA``, the ATI magic and
+    an ATOM ROM header); each missing structure is one line saying exactly what was found instead."""
+    out = []
+    why: list[str] = []
+    if not any(_directory(data, off, PSP_COOKIE, why, f"$PSP directory {i}") is not None
+               for i, off in enumerate(PSP_DIRS, start=1)):
+        out.append("no parsable $PSP directory at 0x2000 or 0x3000 (" + "; ".join(why) + ")")
+    if not vbios_identities(data):
+        found = find_vbios(data)
+        detail = (f"option roms at {', '.join(f'0x{v.offset:x}' for v in found)} have no ati magic and atom rom "
+                  "header" if found else "no 55aa option rom at a 512-byte boundary")
+        out.append(f"no atom vbios ({detail})")
+    return out
+
+
+def _count_problem(data: bytes, off: int, count: int) -> str | None:
+    """Why the entry count of the directory at ``off`` cannot be right, or None: past :data:`MAX_ENTRIES`,
+    or more entries than fit in the data (§g.2 "item extends beyond IFWI")."""
+    room = max(0, (len(data) - off - 16) // 16)
+    if count > room:
+        return f"{count} entries (item extends beyond IFWI: room for {room})"
+    if count > MAX_ENTRIES:
+        return f"{count} entries (malformed: more than {MAX_ENTRIES})"
+    return None
 
 
 def resolve_item(data: bytes, item: int) -> Item:
@@ -158,6 +188,8 @@ def resolve_item(data: bytes, item: int) -> Item:
             return fail(f"no $PSP at 0x{off:x}")
         count = u32(off + 8)
         size = (count + 1) * 16 if count is not None else 0
+        if count is not None and count > MAX_ENTRIES and off + size <= len(data):
+            return fail(f"$PSP at 0x{off:x}: {count} entries (malformed: more than {MAX_ENTRIES})")
     elif item == 0x08:
         off, size = u32(0x12010), u32(0x12018)
         if off is None or size is None:
@@ -167,6 +199,8 @@ def resolve_item(data: bytes, item: int) -> Item:
         if t is None or data[t:t + 4] != b"$SGN":
             return fail(f"no $SGN at the pointer (0x{t:x})" if t is not None else "no $SGN pointer")
         count = u32(t + 8) or 0
+        if (why := _count_problem(data, t, count)) is not None:
+            return fail(f"$SGN at 0x{t:x}: {why}")
         if item == 0x81:
             off, size = t, (count + 1) * 16
         else:
@@ -220,7 +254,7 @@ def parse_ifwi(data: bytes) -> IfwiLayout:
             p.append(f"item 0x{item:02x} ({it.name}): {it.error}")
     lay.vbios = find_vbios(data)
     if not lay.vbios:
-        lay.notes.append("no embedded vbios found (no 55aa option rom at a 512-byte boundary)")
+        p.append("no embedded vbios found (no 55aa option rom at a 512-byte boundary)")
     lay.regions = unique_names(_regions(lay))
     return lay
 

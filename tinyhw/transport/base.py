@@ -68,13 +68,14 @@ class BarRegion:
         return self.info.size
 
     def check(self, offset: int, length: int) -> None:
-        if offset % 4 or length % 4:
-            raise Refused(f"bar{self.info.index} access at 0x{offset:x} of 0x{length:x} bytes is not dword aligned")
-        if offset < 0 or offset + length > self.info.size:
+        # the range first: an offset past the bar is out of range whatever its alignment
+        if offset < 0 or length < 0 or offset + length > self.info.size:
             raise Refused(
-                f"bar{self.info.index} access at 0x{offset:x} of 0x{length:x} bytes is outside the bar "
+                f"bar{self.info.index} access at {offset:#x} of {length:#x} bytes is outside the bar "
                 f"(size 0x{self.info.size:x})"
             )
+        if offset % 4 or length % 4:
+            raise Refused(f"bar{self.info.index} access at 0x{offset:x} of 0x{length:x} bytes is not dword aligned")
 
     def read32(self, offset: int) -> int:
         raise NotImplementedError

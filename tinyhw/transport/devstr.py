@@ -19,7 +19,9 @@ Options follow after commas: ``mock:navi31-usb,flash=FILE,faults=timeout@5+stuck
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from tinyhw.errors import BadDeviceString
@@ -143,3 +145,15 @@ def _remote_target(rest: str, raw: str) -> str:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise _bad(raw, "remote needs HOST:PORT, unix[:PATH] or ssh://[user@]host/DEV, e.g. remote:127.0.0.1:7788")
     return f"{host}:{int(port)}"
+def given_device(option: str | None, environ: Mapping[str, str] | None = None) -> DeviceSpec | None:
+    """The device the user named: the ``--device`` option if it was given at all, else ``$TINYHW_DEVICE``;
+    None when neither names one (a read-only command may then pick the single device present).
+
+    An option given but empty (``--device ""``) is a bad device string (exit 2), never "pick one": a
+    script whose variable came out empty must not reach another device. An empty ``$TINYHW_DEVICE``
+    counts as unset.
+    """
+    if option is not None:
+        return parse_device(option)
+    env = (os.environ if environ is None else environ).get("TINYHW_DEVICE")
+    return parse_device(env) if env and env.strip() else None

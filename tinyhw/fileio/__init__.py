@@ -1,0 +1,237 @@
+"""Files a user names on the command line: checked before a device is touched, written atomically, read bounded.
+
+Issue 10 items 1-3 (ARCHITECTURE.md "CLI conventions": refuse before touching anything, exit 2).
+Layer 1 (stdlib and :mod:`tinyhw.errors` only), so every feature and the CLI use the same rules:
+
+* :func:`check_output_path` -- before anything is read from a device: refuses an empty path, a
+  device node, FIFO, socket or directory, a directory that does not exist or where no file can be
+  created (probed by creating and removing a temporary file, because ``os.access`` says yes to root
+  even on ``/proc``), and an existing regular file unless ``force``. **Symlinks are written
+  through**: the checks and the write apply to the symlink's target (a dangling link creates its
+  target); the link itself is never replaced.
+* :func:`atomic_write` -- a temporary file in the target's directory, fsync, then a rename over the
+  target (or, with ``overwrite=False``, a hard link that fails if the name exists meanwhile: a backup
+  is never overwritten); the destination is checked again just before, so a device node, FIFO or
+  socket that appeared meanwhile is never replaced.
+* :func:`read_input` -- regular files only, the size checked by ``fstat`` on the opened file before
+  a single byte is read, and the read bounded by ``max_size`` (a file that grows is refused too).
+
+Every refusal is :class:`~tinyhw.errors.Refused` (exit 2) with a one-line message naming the path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from tinyhw.errors import EnvironmentProblem, Refused
+
+__all__ = ["atomic_write", "check_output_path", "kind_of", "read_input", "resolve_target"]
+
+_READ_CHUNK = 1 << 20
+
+
+def kind_of(mode: int) -> str:
+    """What a ``st_mode`` is, in words: "a regular file", "a directory", "a character device node"..."""
+    for test, words in ((stat.S_ISREG, "a regular file"), (stat.S_ISDIR, "a directory"),
+                        (stat.S_ISCHR, "a character device node"), (stat.S_ISBLK, "a block device node"),
+                        (stat.S_ISFIFO, "a fifo"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symlink")):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def _text(path: str | os.PathLike[str]) -> str:
+    text = os.fspath(path)
+    if not text or not text.strip():
+        raise Refused("an empty path was given", hint="name a file")
+    if "\0" in text:
+        raise Refused(f"{text!r} contains a nul byte", hint="name a file")
+    return text
+
+
+def resolve_target(path: str | os.PathLike[str]) -> Path:
+    """The file a write to ``path`` lands in: ``path`` itself, or the final target of a symlink."""
+    text = _text(path)
+    p = Path(text)
+    try:
+        if p.is_symlink():
+            return p.resolve(strict=False)
+    except (OSError, RuntimeError) as e:
+        raise Refused(f"cannot follow the symlink {text}: {getattr(e, 'strerror', None) or e}".lower(),
+                      hint="name a regular file") from None
+    return p
+
+
+def _probe_directory(parent: Path, text: str, what: str) -> None:
+    """Create and remove a temporary file in ``parent``: the only test that holds for root and /proc too."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tinyhw-probe-", dir=parent)
+    except OSError as e:
+        raise Refused(f"cannot write the {what} {text}: cannot create a file in {parent} "
+                      f"({(e.strerror or str(e)).lower()})", hint="pick a writable directory") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+
+
+def check_output_path(path: str | os.PathLike[str], *, force: bool = False, what: str = "output file",
+                      force_hint: str = "--force overwrites it") -> Path:
+    """Refuse (exit 2) a path that must not be written; return the file the write will land in.
+
+    Call it before reading anything from a device. ``force`` allows replacing an existing regular
+    file (never anything else); ``force_hint`` names the option that does it (None: no option does,
+    as for backups, which are never overwritten).
+    """
+    text = _text(path)
+    if text.endswith(os.sep):
+        raise Refused(f"cannot write the {what} {text}: the path names a directory", hint="name a file in it")
+    target = resolve_target(text)
+    via = f" (the target of the symlink {text})" if str(target) != text and Path(text).is_symlink() else ""
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise Refused(f"cannot write the {what} {target}{via}: {(e.strerror or str(e)).lower()}",
+                      hint="name a regular file in a writable directory") from None
+    if st is not None:
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(f"refusing to write the {what} to {target}{via}: it is {kind_of(st.st_mode)}",
+                          hint="name a regular file")
+        if not force:
+            raise Refused(f"the {what} {target}{via} exists; refusing to overwrite it",
+                          hint=force_hint or "pick another file name")
+    parent = target.parent
+    try:
+        pst = os.stat(parent)
+    except FileNotFoundError:
+        raise Refused(f"cannot write the {what} {text}: the directory {parent} does not exist",
+                      hint="create it first or pick another directory") from None
+    except OSError as e:
+        raise Refused(f"cannot write the {what} {text}: {parent}: {(e.strerror or str(e)).lower()}") from None
+    if not stat.S_ISDIR(pst.st_mode):
+        raise Refused(f"cannot write the {what} {text}: {parent} is not a directory")
+    _probe_directory(parent, text, what)
+    return target
+
+
+def _check_destination(target: Path, overwrite: bool) -> None:
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise Refused(f"cannot write {target}: {(e.strerror or str(e)).lower()}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(f"refusing to replace {target}: it is {kind_of(st.st_mode)}", hint="name a regular file")
+    if not overwrite:
+        raise Refused(f"{target} exists; refusing to overwrite it", hint="pick another file name")
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | Iterable[bytes], *, overwrite: bool = True) -> Path:
+    """Write ``data`` (bytes, or chunks) to ``path`` atomically; return the file written (a symlink's target).
+
+    A reader never sees half a file: the bytes go to a temporary file in the same directory, are
+    flushed to disk, then renamed over the target (``overwrite=False``: linked to it, failing if the
+    name exists by then). Never replaces a device node, FIFO, socket or directory (exit 2). A
+    failing write (disk full, permission) is :class:`~tinyhw.errors.EnvironmentProblem` (exit 3)
+    and leaves no temporary file behind.
+    """
+    target = resolve_target(path)
+    _check_destination(target, overwrite)
+    chunks = [data] if isinstance(data, bytes | bytearray | memoryview) else data
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=target.parent)
+        with os.fdopen(fd, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        _check_destination(target, overwrite)  # again: nothing may have appeared in its place meanwhile
+        if overwrite:
+            os.replace(tmp, target)
+        else:
+            os.link(tmp, target)
+            os.unlink(tmp)
+        tmp = None
+        _sync_directory(target.parent)
+    except FileExistsError:
+        raise Refused(f"{target} appeared while it was being written; refusing to overwrite it",
+                      hint="pick another file name") from None
+    except OSError as e:
+        raise EnvironmentProblem(f"cannot write {target}: {(e.strerror or str(e)).lower()}",
+                                 hint="check the directory and free space") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return target
+
+
+def _sync_directory(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _size_text(n: int) -> str:
+    for unit, shift in (("gib", 30), ("mib", 20), ("kib", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"0x{n:x} bytes"
+
+
+def read_input(path: str | os.PathLike[str], max_size: int, what: str = "input file") -> bytes:
+    """The bytes of a regular file of at most ``max_size`` bytes; anything else is refused (exit 2).
+
+    The type is checked with ``stat`` before opening and again with ``fstat`` on the opened file
+    (a FIFO is opened non-blocking, so a FIFO without a writer cannot hang it), the size before any
+    read, and the read stops at ``max_size + 1`` bytes (a file that grows, or a pseudo file whose
+    size says 0, is still bounded).
+    """
+    text = _text(path)
+    try:
+        st = os.stat(text)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(f"refusing to read the {what} {text}: it is {kind_of(st.st_mode)}",
+                          hint="give a regular file")
+        fd = os.open(text, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise Refused(f"cannot read the {what} {text}: no such file", hint="check the path") from None
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:
+            raise Refused(f"cannot read the {what}: the path is too long") from None
+        raise Refused(f"cannot read the {what} {text}: {(e.strerror or str(e)).lower()}",
+                      hint="check the path and permissions") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(f"refusing to read the {what} {text}: it is {kind_of(st.st_mode)}",
+                          hint="give a regular file")
+        if st.st_size > max_size:
+            raise Refused(f"refusing to read the {what} {text}: 0x{st.st_size:x} bytes is more than the "
+                          f"{_size_text(max_size)} this command accepts", hint="give the right file")
+        out = bytearray()
+        while len(out) <= max_size:
+            chunk = os.read(fd, min(_READ_CHUNK, max_size + 1 - len(out)))
+            if not chunk:
+                break
+            out += chunk
+    except OSError as e:
+        raise Refused(f"cannot read the {what} {text}: {(e.strerror or str(e)).lower()}") from None
+    finally:
+        os.close(fd)
+    if len(out) > max_size:
+        raise Refused(f"refusing to read the {what} {text}: it holds more than the {_size_text(max_size)} "
+                      "this command accepts", hint="give the right file")
+    return bytes(out)
