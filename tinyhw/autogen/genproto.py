@@ -31,10 +31,6 @@ offset and a bit field's ctype reads ``uint32_t:1``. Output is deterministic; on
 from __future__ import annotations
 
 import argparse
-import hashlib
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -91,32 +87,7 @@ def kernel_paths() -> list[str]:
 
 def extract(tarball: Path, cache: Path) -> Path:
     """Extract the needed files and the top Makefile of ``tarball`` into ``cache``; return the tree root."""
-    if not tarball.is_file():
-        raise FileNotFoundError(
-            f"kernel tarball {tarball} not found; install it with `apt-get install {sources.KERNEL_PACKAGE}` "
-            "or set TINYHW_KERNEL_TARBALL"
-        )
-    st = tarball.stat()
-    members = [f"*/{p}" for p in kernel_paths()]
-    digest = hashlib.sha256("\n".join(members).encode()).hexdigest()[:12]
-    dest = cache / "kernel-proto" / f"{tarball.name}-{st.st_size}-{int(st.st_mtime)}-{digest}"
-    if not (dest / ".complete").is_file():
-        tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        cmd = ["tar", "-xJf", str(tarball), "-C", str(tmp), "--wildcards", *members]
-        cmd += ["--no-wildcards-match-slash", "*/Makefile"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise RuntimeError(f"tar failed ({proc.returncode}): {proc.stderr.strip()}")
-        (tmp / ".complete").write_text(str(tarball) + "\n")
-        shutil.rmtree(dest, ignore_errors=True)
-        tmp.rename(dest)
-    tops = [p for p in dest.iterdir() if p.is_dir()]
-    if len(tops) != 1:
-        raise RuntimeError(f"expected one top folder in {dest}, found {len(tops)}")
-    return tops[0]
+    return genregs.extract(tarball, cache, [f"*/{p}" for p in kernel_paths()], subdir="kernel-proto")
 
 
 def read(root: Path, files: tuple[tuple[str, bool], ...]) -> cheader.Header:

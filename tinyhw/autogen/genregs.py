@@ -58,10 +58,11 @@ def _wanted_members() -> list[str]:
     return out
 
 
-def extract(tarball: Path, cache: Path) -> Path:
-    """Extract the needed headers and the top Makefile of ``tarball`` into ``cache``; return the tree root.
+def extract(tarball: Path, cache: Path, members: list[str] | None = None, subdir: str = "kernel-headers") -> Path:
+    """Extract ``members`` (default: the register headers) and the top Makefile of ``tarball`` into
+    ``cache/subdir``; return the tree root. Shared by every generator that reads the kernel sources.
 
-    The result is reused while the tarball (name, size, mtime) and the table list are unchanged.
+    The result is reused while the tarball (name, size, mtime) and the member list are unchanged.
     """
     if not tarball.is_file():
         raise FileNotFoundError(
@@ -69,9 +70,9 @@ def extract(tarball: Path, cache: Path) -> Path:
             "or set TINYHW_KERNEL_TARBALL"
         )
     st = tarball.stat()
-    members = _wanted_members()
+    members = _wanted_members() if members is None else members
     digest = hashlib.sha256("\n".join(members).encode()).hexdigest()[:12]
-    dest = cache / "kernel-headers" / f"{tarball.name}-{st.st_size}-{int(st.st_mtime)}-{digest}"
+    dest = cache / subdir / f"{tarball.name}-{st.st_size}-{int(st.st_mtime)}-{digest}"
     if not (dest / ".complete").is_file():
         tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
