@@ -94,7 +94,7 @@ def open_device(spec: DeviceSpec | str, register: Callable[[Opened], None] | Non
     raise DeviceNotFound(f"unknown device kind {spec.kind!r}")  # pragma: no cover - parse_device prevents it
 
 
-def _open_mock_usb(spec: DeviceSpec, options, register: Callable[[Opened], None]) -> Opened:  # noqa: ANN001
+def _open_mock_usb(spec: DeviceSpec, options, register: Callable[[Opened], None]) -> Opened:
     from tinyhw.mocks.navi31 import Navi31Board
     from tinyhw.mocks.pyusb_backend import make_backend
     from tinyhw.transport.clock import VirtualClock

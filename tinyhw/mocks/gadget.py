@@ -289,7 +289,7 @@ class FunctionFsGadget:
                 outcome = "silent"
             except Disconnect:
                 outcome = "disconnect"
-            except Exception as e:  # noqa: BLE001 - strict-emulation errors must not end the service
+            except Exception as e:  # strict-emulation errors must not end the service
                 self._note(f"request 0x{ev.rt:02x}/0x{ev.req:02x} wValue 0x{ev.wv:04x} wIndex 0x{ev.wi:04x}: {e}")
                 outcome = "stall"
             self.lock.notify_all()
