@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from tinyhw.cli.app import App
+from tinyhw.cli.numbers import parse_number
 from tinyhw.errors import OperationFailed, Refused
 from tinyhw.flash import FlashDevice, Job, Progress, Writer, ops
 from tinyhw.flash.files import sha256, write_atomic
@@ -52,19 +53,6 @@ class _Bar(Progress):
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
-
-
-def parse_number(text: str) -> int:
-    """Decimal or 0x-hex, with an optional k/m suffix (KiB/MiB): ``0x1000``, ``4k``, ``2m``."""
-    t = text.strip().lower()
-    mult = 1
-    if t.endswith(("k", "m")) and not t.startswith("0x"):
-        mult = 1024 if t[-1] == "k" else 1024 * 1024
-        t = t[:-1]
-    try:
-        return int(t, 0) * mult
-    except ValueError:
-        raise Refused(f"{text!r} is not a number", hint="write decimal, 0x-hex, or a k/m suffix") from None
 
 
 def _writable_target(path: str) -> None:
@@ -189,7 +177,9 @@ def read(app: App, address: str, size: str, output: str | None) -> None:
       tinyhw --device mock:navi31 flash read 0 256
       tinyhw --device usb flash read 0x40000 64k -o vbios.bin
     """
-    addr, n = parse_number(address), parse_number(size)
+    # 3-byte SPI addresses: nothing past 16 MiB exists on any part; the device checks its own size
+    addr = parse_number(address, "address", maximum=0xFFFFFF, units=True)
+    n = parse_number(size, "size", minimum=1, maximum=0x1000000, units=True)
     if output:
         _writable_target(output)
     with _device(app) as dev:

@@ -14,19 +14,10 @@ from typing import Any
 
 import click
 
+from tinyhw.cli.numbers import parse_number
 from tinyhw.errors import Refused
 
 _ASIC_HELP = "ASIC profile: navi31, gfx1200 (aliases gfx1100, navi48, navi44, gfx1201). Default: from the device."
-
-
-def _int(text: str, what: str) -> int:
-    try:
-        value = int(text.replace("_", ""), 0)
-    except ValueError:
-        raise Refused(f"bad {what} {text!r}", hint="write a number: 0x1f, 31, 0b11111") from None
-    if value < 0:
-        raise Refused(f"bad {what} {text!r}: negative")
-    return value
 
 
 def _asic(app: Any, name: str | None, transport: Any = None) -> Any:
@@ -206,7 +197,7 @@ def write_cmd(app: Any, assignments: tuple[str, ...], asic_name: str | None, yes
         name, sep, value = text.partition("=")
         if not sep or not name.strip():
             raise Refused(f"bad assignment {text!r}", hint="write NAME=VALUE, e.g. smuio.ROM_CNTL.DUMMY_CYCLE_NUM=8")
-        parsed.append((name.strip(), _int(value.strip(), f"value for {name.strip()}")))
+        parsed.append((name.strip(), parse_number(value, f"value for {name.strip()}")))
     if app.device is None:
         raise Refused("reg write needs --device", hint="commands that write never pick a device themselves")
     transport = app.open_transport(writes=True)
@@ -265,9 +256,7 @@ def decode_cmd(app: Any, name: str, value: str, asic_name: str | None) -> None:
       tinyhw --json reg decode smuio.ROM_CNTL 0x18000001 --asic navi31
     """
     asic = _asic(app, asic_name)
-    number = _int(value, "value")
-    if number > 0xFFFFFFFF:
-        raise Refused(f"value 0x{number:x} does not fit a 32-bit register")
+    number = parse_number(value, "value", maximum=0xFFFFFFFF)
     reg_, fld = asic.resolve(name)
     shown = reg_ if fld is None else _only(reg_, fld)
     doc = {"name": shown.name, "offset": shown.offset, "value": number, "fields": _field_docs(shown, number)}
