@@ -190,7 +190,7 @@ def write_cmd(app: Any, assignments: tuple[str, ...], asic_name: str | None, yes
       tinyhw --device mock:navi31 reg write smuio.ROM_CNTL.SCK_PRESCALE_REFCLK=8 --yes
       tinyhw --device mock:navi31 reg write mp0.MP0_SMN_C2PMSG_116=0 --yes
     """
-    from tinyhw.regs import Mmio
+    from tinyhw.regs import Mmio, WritePlan
 
     parsed = []
     for text in assignments:
@@ -202,42 +202,30 @@ def write_cmd(app: Any, assignments: tuple[str, ...], asic_name: str | None, yes
         raise Refused("reg write needs --device", hint="commands that write never pick a device themselves")
     transport = app.open_transport(writes=True)
     facts = _asic(app, asic_name, transport)
-    for name, _value in parsed:  # every name checked before any access
-        facts.resolve(name)
+    WritePlan.build(facts, parsed)  # every name and value checked before any access
     asic = _device_asic(app, facts.name, transport)
-    plan: dict[str, tuple[Any, list[tuple[Any, int]]]] = {}  # register name -> (register, [(field or None, value)])
-    lines = []
-    for name, value in parsed:
-        reg_, fld = asic.resolve(name)
-        if fld is None and value > 0xFFFFFFFF:
-            raise Refused(f"value 0x{value:x} does not fit the 32-bit register {reg_.name}")
-        if fld is not None:
-            fld.insert(0, value)  # refuses a value wider than the field, before anything is touched
-        plan.setdefault(reg_.name, (reg_, []))[1].append((fld, value))
-        where = f"bar{asic.bar} 0x{reg_.offset:x}"
-        lines.append(
-            f"  {reg_.name} ({where}) := 0x{value:x}"
-            if fld is None
-            else f"  {reg_.name}.{fld.name} (bit{'s' * (fld.width > 1)} {fld.bits}, {where}) := 0x{value:x} "
-            "(read-modify-write)"
-        )
-    app.confirm(yes, f"reg write on {asic.name} ({app.device}):\n" + "\n".join(lines))
-    mmio = Mmio(transport, asic)
-    done = []
-    for reg_, changes in plan.values():
-        old = mmio.read(reg_)
-        new = old
-        for fld, value in changes:
-            new = value if fld is None else fld.insert(new, value)
-        mmio.write(reg_, new)
-        done.append((reg_, old, new))
-    doc = [{"name": r.name, "offset": r.offset, "old": o, "new": n} for r, o, n in done]
+    plan = WritePlan.build(asic, parsed)
+    app.confirm(yes, f"reg write on {asic.name} ({app.device}):\n" + "\n".join(_plan_lines(plan)))
+    done = Mmio(transport, asic).apply(plan)
 
     def human() -> None:
-        for r, o, n in done:
-            click.echo(f"{r.name} @ {_offset_text(r)}: 0x{o:08x} -> 0x{n:08x}")
+        for w in done:
+            click.echo(f"{w.register.name} @ {_offset_text(w.register)}: 0x{w.old:08x} -> 0x{w.new:08x}")
 
-    app.emit(doc, human)
+    app.emit([w.as_dict() for w in done], human)
+
+
+def _plan_lines(plan: Any) -> list[str]:
+    """One line per assignment of a :class:`tinyhw.regs.WritePlan`."""
+    lines = []
+    for a in plan.describe():
+        where = f"bar{a['bar']} 0x{a['offset']:x}"
+        if a["field"] is None:
+            lines.append(f"  {a['name']} ({where}) := 0x{a['value']:x}")
+        else:
+            bits = f"bit{'s' * (':' in a['bits'])} {a['bits']}"
+            lines.append(f"  {a['name']} ({bits}, {where}) := 0x{a['value']:x} (read-modify-write)")
+    return lines
 
 
 @reg.command("decode")
