@@ -271,22 +271,7 @@ def discovery_cmd(app: Any, asic_name: str | None) -> None:
     from tinyhw.regs.discovery import read_discovery
 
     d = read_discovery(app.open_transport(), asic_name)
-    doc = {
-        "vram_mib": d.vram_mib,
-        "address": d.address,
-        "path": d.path,
-        "binary_version": f"{d.version[0]}.{d.version[1]}",
-        "ip_table_version": d.ip_version,
-        "bases_64bit": d.bases_64bit,
-        "gfx_target": d.gfx_target,
-        "ips": [
-            {"die": ip.die, "block": ip.block or "", "hw_id": ip.hw_id, "instance": ip.instance,
-             "version": ip.version_text, "bases": list(ip.bases)}
-            for ip in d.ips
-        ],
-        "harvest": [{"block": h.block or "", "hw_id": h.hw_id, "instance": h.instance} for h in d.harvest],
-        "problems": [{"offset": p.offset, "message": p.message} for p in d.problems],
-    }
+    doc = d.as_dict()
 
     def human() -> None:
         click.echo(f"ip discovery at vram 0x{d.address:x} ({d.vram_mib} MiB vram, read via {d.path}): "
