@@ -337,13 +337,14 @@ def _job_options(f: Any) -> Any:
     return f
 
 
-def _run_job(app: App, job: Job) -> None:
+def _run_job(app: App, job: Job, resume: str) -> None:
+    """Run ``job``; ``resume`` is the command line that finishes it after an interruption."""
     if job.backup is not None and job.no_backup:
         raise Refused("--backup and --no-backup contradict each other")
     yes = bool(click.get_current_context().params.get("yes"))
     with _device(app, writes=True) as dev:
         result = Writer(dev, job, confirm=lambda plan: app.confirm(yes, plan), progress=_Bar(app),
-                        log=app.log).run()
+                        log=app.log, resume_hint=lambda _job: resume).run()
     doc = result.as_dict()
 
     def human() -> None:
@@ -401,9 +402,8 @@ def write(app: App, image: str, backup: str | None, no_backup: bool, start_secto
     _run_job(app, Job("write", image=data, image_path=str(Path(image).resolve()), start_sector=start_sector,
                       sector_count=sector_count, backup=Path(backup) if backup else None, no_backup=no_backup,
                       clear_protection=clear_protection, resume=resume, device=_device_text(app),
-                      force_board_mismatch=force_board_mismatch,
-                      resume_command=_resume_cmd(app, f"write {image}"
-                                                 + (" --force-board-mismatch" if force_board_mismatch else ""))))
+                      force_board_mismatch=force_board_mismatch),
+             _resume_cmd(app, f"write {image}" + (" --force-board-mismatch" if force_board_mismatch else "")))
 
 
 @flash.command()
@@ -427,6 +427,6 @@ def erase(app: App, backup: str | None, no_backup: bool, start_sector: int | Non
         rng += f" --sector-count {sector_count}"
     _run_job(app, Job("erase", start_sector=start_sector, sector_count=sector_count,
                       backup=Path(backup) if backup else None, no_backup=no_backup,
-                      clear_protection=clear_protection, resume=resume, device=_device_text(app),
-                      resume_command=_resume_cmd(app, f"erase{rng}")))
+                      clear_protection=clear_protection, resume=resume, device=_device_text(app)),
+             _resume_cmd(app, f"erase{rng}"))
 
