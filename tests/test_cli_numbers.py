@@ -34,7 +34,7 @@ def test_accepts(text: str, kw: dict, value: int) -> None:
     ("6", {"maximum": 5}, "offset 0x6 is outside 0x0-0x5"),
     ("0x1001", {"maximum": 0xFFF, "align": 4}, "offset 0x1001 is outside 0x0-0xfff"),  # range before alignment
     ("0x11", {"maximum": 0xFFF, "align": 4}, "offset 0x11 is not a multiple of 4"),
-    ("0", {"minimum": 1}, "offset 0x0 is outside 0x1-any"),
+    ("0", {"minimum": 1}, "offset 0x0 is below 0x1"),
 ])
 def test_refuses_with_one_clear_line(text: str, kw: dict, message: str) -> None:
     with pytest.raises(Refused) as e:
@@ -53,7 +53,7 @@ def test_no_command_has_its_own_number_parser() -> None:
     root = Path(tinyhw.cli.__file__).parent
     offenders = [f"{p.name}:{i}" for p in sorted(root.glob("*.py")) if p.name != "numbers.py"
                  for i, line in enumerate(p.read_text().splitlines(), 1)
-                 if re.search(r"\bint\([^)]*, 0\)|def (_int|parse_number)\b", line)]
+                 if re.search(r"\bint\([^)]*, 0\)|def (_int|parse_number)\b|type=int\b|IntRange", line)]
     assert offenders == []
 
 
@@ -66,6 +66,9 @@ def test_no_command_has_its_own_number_parser() -> None:
     (["reg", "decode", "--asic", "navi31", "--", "smuio.ROM_CNTL", "-1"], "value -1 is negative"),
     (["--device", "pci:0000:00:00.0", "pci", "read", "--", "6", "0"], "bar 0x6 is outside 0x0-0x5"),
     (["--device", "pci:0000:00:00.0", "pci", "read", "--", "5", "-1"], "offset -1 is negative"),
+    (["--device", "mock:navi31", "flash", "verify", "x.bin", "--sector-count", "0"], "--sector-count 0x0 is below 0x1"),
+    (["--device", "mock:navi31", "flash", "--prescale", "16", "info"], "--prescale 0x10 is outside 0x0-0xf"),
+    (["--device", "mock:navi31", "flash", "erase", "--start-sector", "-3", "--yes"], "--start-sector -3 is negative"),
 ])
 def test_commands_use_it(argv: list[str], message: str) -> None:
     r = run(*argv)

@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from tinyhw.cli.app import App
-from tinyhw.cli.numbers import parse_number
+from tinyhw.cli.numbers import Number, parse_number
 from tinyhw.errors import OperationFailed, Refused
 from tinyhw.flash import FlashDevice, Job, Progress, Writer, ops
 from tinyhw.flash.files import sha256, write_atomic
@@ -96,7 +96,7 @@ def _device_text(app: App) -> str:
 @click.group()
 @click.option("--no-chain", is_flag=True,
               help="Prime every read with an identical one (the seed's double read) instead of chaining reads.")
-@click.option("--prescale", type=click.IntRange(0, 15), default=8, show_default=True,
+@click.option("--prescale", type=Number(maximum=15), default=8, show_default=True,
               help="SCK prescale written to ROM_CNTL for the session (restored afterwards).")
 @click.pass_context
 def flash(ctx: click.Context, no_chain: bool, prescale: int) -> None:
@@ -287,8 +287,8 @@ def psp_status(app: App) -> None:
 
 @flash.command()
 @click.argument("image", type=click.Path(exists=True, dir_okay=False))
-@click.option("--start-sector", type=int, help="Compare only from this 4 KiB sector (default 0).")
-@click.option("--sector-count", type=int, help="Compare only this many sectors (default: to the end).")
+@click.option("--start-sector", type=Number(), help="Compare only from this 4 KiB sector (default 0).")
+@click.option("--sector-count", type=Number(minimum=1), help="Compare only this many sectors (default: to the end).")
 @click.pass_obj
 def verify(app: App, image: str, start_sector: int | None, sector_count: int | None) -> None:
     """Compare the flash with IMAGE (a full 2 MiB image): exit 0 when equal, 1 otherwise (first
@@ -325,8 +325,8 @@ def _job_options(f: Any) -> Any:
         click.option("--backup", type=click.Path(dir_okay=False), help="Back up the whole flash to this new file "
                      "first (default: navi31-flash-backup-DATE-HASH.bin in the current directory)."),
         click.option("--no-backup", is_flag=True, help="Do not back up first."),
-        click.option("--start-sector", type=int, help="First 4 KiB sector of the range (default 0)."),
-        click.option("--sector-count", type=int, help="Number of sectors (default: to the end)."),
+        click.option("--start-sector", type=Number(), help="First 4 KiB sector of the range (default 0)."),
+        click.option("--sector-count", type=Number(minimum=1), help="Number of sectors (default: to the end)."),
         click.option("--clear-protection", is_flag=True,
                      help="Clear block protection that covers the range, and restore it afterwards."),
         click.option("--resume", is_flag=True, help="Finish an interrupted job recorded in the journal."),

@@ -3,10 +3,15 @@
 Accepts decimal, ``0x`` hex, ``0b`` binary, ``0o`` octal and ``_`` separators (``0x1_0000``); with
 ``units=True`` also a decimal number with a binary unit (``4k``, ``64KiB``, ``2M``, ``8G``). Every refusal is
 one line (exit 2), checked in this order: not a number, negative, outside the allowed range, misaligned,
-so an offset past the end is reported as such even when it is also misaligned.
+so an offset past the end is reported as such even when it is also misaligned. Options use the
+click type :class:`Number`, arguments call :func:`parse_number` with the name they show in the message.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+import click
 
 from tinyhw.errors import Refused
 
@@ -49,9 +54,10 @@ def parse_number(text: str, what: str = "number", *, minimum: int = 0, maximum: 
     value = -(magnitude << shift) if negative else magnitude << shift
     if value < 0 <= minimum:
         raise Refused(f"{what} {text.strip()} is negative", hint=f"write a number from {minimum}")
-    if value < minimum or (maximum is not None and value > maximum):
-        top = f"0x{maximum:x}" if maximum is not None else "any"
-        raise Refused(f"{what} {_hex(value)} is outside {_hex(minimum)}-{top}")
+    if maximum is not None and not minimum <= value <= maximum:
+        raise Refused(f"{what} {_hex(value)} is outside {_hex(minimum)}-{_hex(maximum)}")
+    if value < minimum:
+        raise Refused(f"{what} {_hex(value)} is below {_hex(minimum)}")
     if align > 1 and value % align:
         raise Refused(f"{what} {_hex(value)} is not a multiple of {align}",
                       hint=f"round it down to {_hex(value - value % align)}")
@@ -60,3 +66,18 @@ def parse_number(text: str, what: str = "number", *, minimum: int = 0, maximum: 
 
 def _hex(value: int) -> str:
     return f"-0x{-value:x}" if value < 0 else f"0x{value:x}"
+
+
+class Number(click.ParamType):
+    """A click option type that parses with :func:`parse_number` (the same rules and messages as arguments)."""
+
+    name = "number"
+
+    def __init__(self, *, minimum: int = 0, maximum: int | None = None, align: int = 1, units: bool = False) -> None:
+        self.limits = {"minimum": minimum, "maximum": maximum, "align": align, "units": units}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        what = f"--{param.name.replace('_', '-')}" if param is not None and param.name else "number"
+        return parse_number(str(value), what, **self.limits)
