@@ -54,3 +54,17 @@ def test_the_cli_and_mmio_have_no_read_modify_write_of_their_own() -> None:
 
     assert ".insert(" not in inspect.getsource(reg_cmd)
     assert ".insert(" not in inspect.getsource(mmio) and ".encode(" not in inspect.getsource(mmio)
+
+
+def test_readme_library_data_example_runs_as_written() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    code = text.split("## Library data the CLI only formats", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1] == "smuio.ROM_CNTL 0x2000802 0x8000802" and lines[2].startswith("mp0.MP0_SMN_C2PMSG_116 ")
+    assert "'gfx_target': 'gfx1100'" in lines[3]
