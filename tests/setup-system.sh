@@ -26,17 +26,19 @@ PACKAGES=(
     debian-archive-keyring  # Signed-By of the non-free-firmware sources entry fetch_firmware.sh adds
 )
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || { echo "setup-system: needs root for apt-get: run it as root, or install sudo" >&2; exit 3; }
-    SUDO="sudo"
-fi
-
 missing=()
 for pkg in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || {
+            echo "setup-system: missing ${missing[*]}; installing them needs root: run this as root, or install sudo" >&2
+            exit 3
+        }
+        SUDO="sudo"
+    fi
     echo "setup-system: installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -qq
@@ -51,13 +53,10 @@ if [ "$(id -u)" -eq 0 ] && [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; 
     home="$(getent passwd "$SUDO_USER" | cut -d: -f6)"
     keep=()
     for var in XDG_CACHE_HOME TINYHW_CACHE TINYHW_FIRMWARE_DIR; do
-        [ -n "${!var:-}" ] && keep+=("$var=${!var}")
+        if [ -n "${!var:-}" ]; then keep+=("$var=${!var}"); fi
     done
-    # the apt steps inside run as root here (sources entry, apt-get update); the files belong to the user
-    if [ ! -f /etc/apt/sources.list.d/tinyhw-non-free-firmware.sources ] \
-        && ! grep -rqs "non-free-firmware" /etc/apt/sources.list /etc/apt/sources.list.d/; then
-        TINYHW_FIRMWARE_SOURCES_ONLY=1 bash tests/fetch_firmware.sh
-    fi
+    # the apt step (the non-free-firmware sources entry) runs as root here; the files belong to the user
+    TINYHW_FIRMWARE_SOURCES_ONLY=1 bash tests/fetch_firmware.sh
     runuser -u "$SUDO_USER" -- env HOME="$home" "${keep[@]}" bash tests/fetch_firmware.sh
 else
     bash tests/fetch_firmware.sh
