@@ -38,6 +38,7 @@ def test_rebar_found_behind_other_capabilities_and_set_to_the_largest() -> None:
     size, sizes = enum.resize_bar0(br, 1)  # type: ignore[arg-type]
     assert size == 32 * gb and sizes[0] == gb // 4 and len(sizes) == 8
     assert br.writes == [(0x158, 4, 1 << 5 | 15 << 8)]
+    assert sorted(set(br.reads)) == [0x100, 0x150, 0x154, 0x158]  # the walk stops at the capability it wants
 
 
 def test_a_looping_capability_list_ends_the_walk() -> None:
@@ -59,4 +60,4 @@ def test_config_offsets_are_named_and_there_is_no_own_capability_walk() -> None:
     bare = [ast.unparse(c) for c in calls if isinstance(c.args[3], ast.Constant)]
     assert bare == [], "config offsets must be named (tinyhw.formats.pciconfig REG_*)"
     source = inspect.getsource(enum)
-    assert "walk_ext_capabilities" in source and not re.search(r"0x100\b", source)
+    assert "iter_ext_capabilities" in source and not re.search(r"0x100\b", source)

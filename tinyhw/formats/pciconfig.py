@@ -13,7 +13,7 @@ is returned, and everything that was wrong is listed in ``PciConfig.problems`` a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -301,12 +301,15 @@ def _ext_decoder(cap_id: int, root: bool) -> _Decoder | None:
 
 def walk_ext_capabilities(src: ConfigSource, problems: list[str], root: bool = False,
                           decode: bool = True) -> list[Capability]:
-    """Follow the extended list from 0x100; guards against loops, offsets < 0x100 and empty headers.
+    """Follow the extended list from 0x100; guards against loops, offsets < 0x100 and empty headers."""
+    return list(iter_ext_capabilities(src, problems, root, decode))
 
-    ``decode=False`` reads only the capability headers (``data`` stays None): what a caller that
-    looks for one capability over a slow transport needs.
-    """
-    caps: list[Capability] = []
+
+def iter_ext_capabilities(src: ConfigSource, problems: list[str], root: bool = False,
+                          decode: bool = True) -> Iterator[Capability]:
+    """:func:`walk_ext_capabilities` one capability at a time: a caller looking for one capability over a
+    slow transport stops reading where it finds it. ``decode=False`` reads only the capability headers
+    (``data`` stays None)."""
     seen: set[int] = set()
     where = 0x100
     while where:
@@ -326,12 +329,11 @@ def walk_ext_capabilities(src: ConfigSource, problems: list[str], root: bool = F
         cap_id, version, nxt = head & 0xFFFF, (head >> 16) & 0xF, (head >> 20) & 0xFFC
         name = EXT_CAP_NAMES.get(cap_id, "unknown")
         decoder = _ext_decoder(cap_id, root) if decode else None
-        caps.append(Capability(where, cap_id, nxt, True, version, 0, _decode(decoder, src, where, problems, name)))
+        yield Capability(where, cap_id, nxt, True, version, 0, _decode(decoder, src, where, problems, name))
         if nxt and nxt < 0x100:
             problems.append(f"0x{where:03x}: extended capability next pointer 0x{nxt:03x} (expected >= 0x100)")
             break
         where = nxt
-    return caps
 
 
 # -- the whole image -----------------------------------------------------------------------------------------------

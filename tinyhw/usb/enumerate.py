@@ -32,7 +32,7 @@ from tinyhw.formats.pciconfig import (
     REG_PREF_LIMIT_UPPER,
     ConfigSource,
     bar_size_from_mask,
-    walk_ext_capabilities,
+    iter_ext_capabilities,
 )
 from tinyhw.transport.base import BarInfo
 from tinyhw.usb.bridge import Asm24
@@ -99,7 +99,7 @@ def _config(br: Asm24, bus: int) -> ConfigSource:
 def resize_bar0(br: Asm24, bus: int) -> tuple[int | None, list[int]]:
     """Set the first Resizable-BAR entry to its largest supported size (§8 step 2, §3.9)."""
     src = _config(br, bus)
-    cap = next((c for c in walk_ext_capabilities(src, [], decode=False) if c.id == EXT_CAP_REBAR), None)
+    cap = next((c for c in iter_ext_capabilities(src, [], decode=False) if c.id == EXT_CAP_REBAR), None)
     if cap is None:
         return None, []
     rebar = decode_rebar(src.limited(cap.offset + 16), cap.offset, [])  # entry 0 only: BAR0
