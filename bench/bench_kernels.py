@@ -31,7 +31,7 @@ def numpy_best(n: int, repeats: int) -> tuple[float, float]:
     b = np.empty_like(a)
     key = np.uint32(0x5A5A5A5A)
 
-    def best(fn) -> float:  # noqa: ANN001
+    def best(fn) -> float:
         fn()
         times = []
         for _ in range(repeats):

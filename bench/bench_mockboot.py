@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from mockboot import Am, open_am  # noqa: E402 - the test driver lives beside the tests
+from mockboot import Am, open_am
 
 
 class _Counting:

@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 
 import pytest
+from cachedirs import pin_for_session
 
 os.environ["TINYHW_STRICT"] = "1"
+# Every test gets a private XDG_CACHE_HOME (below); what setup-system.sh fetched into the user's cache
+# (firmware) and the guest builds are found through paths resolved once, here, before that.
+pin_for_session()
 
 
 @pytest.fixture(autouse=True)

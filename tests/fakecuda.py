@@ -38,7 +38,7 @@ class CUresult(enum.IntEnum):
     CUDA_ERROR_LAUNCH_FAILED = 719
 
 
-class CUdevice_attribute(enum.IntEnum):  # noqa: N801 - the driver API's spelling
+class CUdevice_attribute(enum.IntEnum):
     CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13
     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
     CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE = 36
@@ -101,60 +101,60 @@ class FakeGpu:
         return self.mem[addr]
 
     # -- the driver API ---------------------------------------------------------------------------
-    def cuInit(self, flags: int):  # noqa: N802
+    def cuInit(self, flags: int):
         if self.init_error is not None:
             raise self.init_error
         return (self.init_result,)
 
-    def cuDriverGetVersion(self):  # noqa: N802
+    def cuDriverGetVersion(self):
         return (CUresult.CUDA_SUCCESS, 12080)
 
-    def cuDeviceGetCount(self):  # noqa: N802
+    def cuDeviceGetCount(self):
         return (CUresult.CUDA_SUCCESS, self.devices)
 
-    def cuDeviceGet(self, ordinal: int):  # noqa: N802
+    def cuDeviceGet(self, ordinal: int):
         if not 0 <= ordinal < self.devices:
             return (CUresult.CUDA_ERROR_INVALID_DEVICE, None)
         return (CUresult.CUDA_SUCCESS, ordinal)
 
-    def cuDeviceGetName(self, length: int, dev: int):  # noqa: N802
+    def cuDeviceGetName(self, length: int, dev: int):
         return (CUresult.CUDA_SUCCESS, b"NVIDIA H200 (fake driver)".ljust(length, b"\0"))
 
-    def cuDeviceGetAttribute(self, attr, dev: int):  # noqa: N802, ANN001
+    def cuDeviceGetAttribute(self, attr, dev: int):
         return (CUresult.CUDA_SUCCESS, H200_ATTRS[int(attr)])
 
-    def cuDevicePrimaryCtxRetain(self, dev: int):  # noqa: N802
+    def cuDevicePrimaryCtxRetain(self, dev: int):
         self.contexts += 1
         return (CUresult.CUDA_SUCCESS, object())
 
-    def cuDevicePrimaryCtxRelease(self, dev: int):  # noqa: N802
+    def cuDevicePrimaryCtxRelease(self, dev: int):
         self.contexts -= 1
         return (CUresult.CUDA_SUCCESS,)
 
-    def cuCtxSetCurrent(self, ctx):  # noqa: N802, ANN001
+    def cuCtxSetCurrent(self, ctx):
         return (CUresult.CUDA_SUCCESS,)
 
-    def cuCtxSynchronize(self):  # noqa: N802
+    def cuCtxSynchronize(self):
         return (CUresult.CUDA_SUCCESS,)
 
-    def cuMemAlloc(self, nbytes: int):  # noqa: N802
+    def cuMemAlloc(self, nbytes: int):
         addr = self.next_addr
         self.next_addr += (nbytes + 0xFFFF) & ~0xFFFF
         self.mem[addr] = bytearray(nbytes)
         return (CUresult.CUDA_SUCCESS, CUdeviceptr(addr))
 
-    def cuMemFree(self, ptr):  # noqa: N802, ANN001
+    def cuMemFree(self, ptr):
         return (CUresult.CUDA_SUCCESS,) if self.mem.pop(int(ptr), None) is not None else \
             (CUresult.CUDA_ERROR_INVALID_VALUE,)
 
-    def cuMemcpyHtoD(self, dst, src, nbytes: int):  # noqa: N802, ANN001
+    def cuMemcpyHtoD(self, dst, src, nbytes: int):
         buf = self.mem.get(int(dst))
         if buf is None or nbytes > len(buf) or len(src) < nbytes:
             return (CUresult.CUDA_ERROR_INVALID_VALUE,)
         buf[:nbytes] = bytes(src[:nbytes])
         return (CUresult.CUDA_SUCCESS,)
 
-    def cuMemcpyDtoH(self, dst, src, nbytes: int):  # noqa: N802, ANN001
+    def cuMemcpyDtoH(self, dst, src, nbytes: int):
         buf = self.mem.get(int(src))
         if buf is None or nbytes > len(buf) or len(dst) < nbytes:
             return (CUresult.CUDA_ERROR_INVALID_VALUE,)
@@ -162,25 +162,25 @@ class FakeGpu:
         return (CUresult.CUDA_SUCCESS,)
 
     # -- host memory, streams and async copies (the copy bench) ----------------------------------
-    def cuMemHostAlloc(self, nbytes: int, flags: int):  # noqa: N802
+    def cuMemHostAlloc(self, nbytes: int, flags: int):
         buf = (ctypes.c_uint8 * nbytes)()
         addr = ctypes.addressof(buf)
         self.pinned[addr] = buf
         return (CUresult.CUDA_SUCCESS, addr)
 
-    def cuMemFreeHost(self, addr):  # noqa: N802, ANN001
+    def cuMemFreeHost(self, addr):
         return (CUresult.CUDA_SUCCESS,) if self.pinned.pop(addr, None) is not None else \
             (CUresult.CUDA_ERROR_INVALID_VALUE,)
 
-    def cuStreamCreate(self, flags: int):  # noqa: N802
+    def cuStreamCreate(self, flags: int):
         self.streams += 1
         return (CUresult.CUDA_SUCCESS, {"stream": self.streams})
 
-    def cuStreamDestroy(self, stream):  # noqa: N802, ANN001
+    def cuStreamDestroy(self, stream):
         self.streams -= 1
         return (CUresult.CUDA_SUCCESS,)
 
-    def cuStreamSynchronize(self, stream):  # noqa: N802, ANN001
+    def cuStreamSynchronize(self, stream):
         return (CUresult.CUDA_SUCCESS,)
 
     def _kind(self, addr: int, nbytes: int) -> str:
@@ -189,7 +189,7 @@ class FakeGpu:
                 return "pinned"
         return "pageable"
 
-    def _async(self, direction: str, dptr, host, nbytes: int, stream):  # noqa: ANN001
+    def _async(self, direction: str, dptr, host, nbytes: int, stream):
         buf = self.mem.get(int(dptr))
         if buf is None or nbytes > len(buf) or not isinstance(host, int) or not isinstance(stream, dict):
             return (CUresult.CUDA_ERROR_INVALID_VALUE,)
@@ -209,13 +209,13 @@ class FakeGpu:
         self.clock += COPY_LATENCY_S + nbytes / COPY_RATES[(kind, direction)]
         return (CUresult.CUDA_SUCCESS,)
 
-    def cuMemcpyHtoDAsync(self, dst, src, nbytes: int, stream):  # noqa: N802, ANN001
+    def cuMemcpyHtoDAsync(self, dst, src, nbytes: int, stream):
         return self._async("h2d", dst, src, nbytes, stream)
 
-    def cuMemcpyDtoHAsync(self, dst, src, nbytes: int, stream):  # noqa: N802, ANN001
+    def cuMemcpyDtoHAsync(self, dst, src, nbytes: int, stream):
         return self._async("d2h", src, dst, nbytes, stream)
 
-    def cuModuleLoadData(self, image):  # noqa: N802, ANN001
+    def cuModuleLoadData(self, image):
         raw = bytes(image)
         if not raw.endswith(b"\0") or b".target sm_90" not in raw:
             return (CUresult.CUDA_ERROR_INVALID_PTX, None)
@@ -225,17 +225,17 @@ class FakeGpu:
         entries = {m.group(1): m.group(2).count(".param") for m in re.finditer(r"\.entry (\w+)\s*\(([^)]*)\)", text)}
         return (CUresult.CUDA_SUCCESS, {"entries": entries})
 
-    def cuModuleUnload(self, module):  # noqa: N802, ANN001
+    def cuModuleUnload(self, module):
         self.modules -= 1
         return (CUresult.CUDA_SUCCESS,)
 
-    def cuModuleGetFunction(self, module, name: bytes):  # noqa: N802, ANN001
+    def cuModuleGetFunction(self, module, name: bytes):
         entry = name.decode()
         if entry not in module["entries"]:
             return (CUresult.CUDA_ERROR_NOT_FOUND, None)
         return (CUresult.CUDA_SUCCESS, (entry, module["entries"][entry]))
 
-    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):  # noqa: N802, ANN001
+    def cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra):
         entry, nparams = f
         if bx * by * bz > 1024 or not isinstance(params, int) or extra not in (0, None):
             return (CUresult.CUDA_ERROR_INVALID_VALUE,)
@@ -250,31 +250,31 @@ class FakeGpu:
         self.launches.append((entry, (gx, gy, gz), (bx, by, bz)))
         return (CUresult.CUDA_SUCCESS,)
 
-    def cuEventCreate(self, flags: int):  # noqa: N802
+    def cuEventCreate(self, flags: int):
         self.events += 1
         return (CUresult.CUDA_SUCCESS, {"t": None})
 
-    def cuEventDestroy(self, ev):  # noqa: N802, ANN001
+    def cuEventDestroy(self, ev):
         self.events -= 1
         return (CUresult.CUDA_SUCCESS,)
 
-    def cuEventRecord(self, ev, stream):  # noqa: N802, ANN001
+    def cuEventRecord(self, ev, stream):
         if not (stream == 0 or isinstance(stream, dict)):
             return (CUresult.CUDA_ERROR_INVALID_VALUE,)
         ev["t"] = self.clock
         return (CUresult.CUDA_SUCCESS,)
 
-    def cuEventSynchronize(self, ev):  # noqa: N802, ANN001
+    def cuEventSynchronize(self, ev):
         return (CUresult.CUDA_SUCCESS,)
 
-    def cuEventElapsedTime(self, start, end):  # noqa: N802, ANN001
+    def cuEventElapsedTime(self, start, end):
         return (CUresult.CUDA_SUCCESS, (end["t"] - start["t"]) * 1e3)
 
-    def cuGetErrorName(self, err):  # noqa: N802, ANN001
+    def cuGetErrorName(self, err):
         return (CUresult.CUDA_SUCCESS, CUresult(int(err)).name.encode())
 
 
-def install(monkeypatch, gpu: FakeGpu) -> None:  # noqa: ANN001
+def install(monkeypatch, gpu: FakeGpu) -> None:
     """Make ``from cuda.bindings import driver`` return a module whose calls go to ``gpu``."""
     driver = types.ModuleType("cuda.bindings.driver")
     driver.__doc__ = "FAKE cuda driver for tests (tests/fakecuda.py); no GPU"

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # Fetch Debian's non-free firmware packages the firmware tests parse (specs/data-sources.md):
 #   firmware-amd-graphics (amdgpu/*.bin, 530 files) and firmware-nvidia-gsp (nvidia/*/gsp_*.bin).
-# They are extracted into a cache, never into the repository:
-#   ${TINYHW_FIRMWARE_DIR:-${TINYHW_CACHE:-$HOME/.cache/tinyhw}/firmware}/{amd,nvidia-gsp}
-# Needs root (or sudo) once, to add the bookworm non-free-firmware sources entry and apt-get update.
+# They are extracted into tinyhw's cache (the same rule as the rest of tinyhw), never into the repository:
+#   ${TINYHW_FIRMWARE_DIR:-${TINYHW_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tinyhw}/firmware}/{amd,nvidia-gsp}
+# The tests find them there (tests/cachedirs.py resolves the same path once, when the session starts).
+# Needs root (or sudo) once, to add the bookworm non-free-firmware sources entry and apt-get update;
+# TINYHW_FIRMWARE_SOURCES_ONLY=1 does only that (tests/setup-system.sh, as root, before fetching as the user).
 # Idempotent: a second run with both packages present does nothing.
 set -euo pipefail
 
-DEST="${TINYHW_FIRMWARE_DIR:-${TINYHW_CACHE:-$HOME/.cache/tinyhw}/firmware}"
+DEST="${TINYHW_FIRMWARE_DIR:-${TINYHW_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tinyhw}/firmware}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-if [ -f "$DEST/amd/.complete" ] && [ -f "$DEST/nvidia-gsp/.complete" ]; then
+if [ -z "${TINYHW_FIRMWARE_SOURCES_ONLY:-}" ] && [ -f "$DEST/amd/.complete" ] && [ -f "$DEST/nvidia-gsp/.complete" ]; then
     echo "fetch_firmware: already in $DEST"
     exit 0
 fi
@@ -27,6 +29,7 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
     $SUDO apt-get update -qq
 fi
+[ -z "${TINYHW_FIRMWARE_SOURCES_ONLY:-}" ] || exit 0
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

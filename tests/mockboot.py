@@ -141,7 +141,7 @@ class Am:
             out += self.bar5.read32(0x4).to_bytes(4, "little")
         return bytes(out)
 
-    def wait(self, offset: int, done, what: str, timeout: float = 10.0) -> int:  # noqa: ANN001
+    def wait(self, offset: int, done, what: str, timeout: float = 10.0) -> int:
         return poll(self.clock, lambda: self.bar5.read32(offset), done, timeout=timeout, interval=1e-3, what=what)
 
     # -- PSP bootloader (§5.1) --------------------------------------------------------------------------

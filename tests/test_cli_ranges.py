@@ -15,11 +15,11 @@ from tinyhw.mocks.options import MockOptions
 
 def test_pci_read_negative_offset_says_negative() -> None:
     r = run("--device", "mock:navi31", "pci", "read", "--", "5", "-1")
-    assert r.code == 2 and "bad offset '-1': negative" in r.err and "0..0x0" not in r.err
+    assert r.code == 2 and "offset -1 is negative" in r.err and "0..0x0" not in r.err
     r = run("--device", "mock:navi31", "pci", "read", "7", "0")
-    assert r.code == 2 and "bad bar '7': outside 0x0..0x5" in r.err
+    assert r.code == 2 and "bar 0x7 is outside 0x0-0x5" in r.err
     r = run("--device", "mock:navi31", "pci", "read", "0", "0", "--count", "0")
-    assert r.code == 2 and "bad count '0': outside 0x1..0x100000" in r.err
+    assert r.code == 2 and "count 0x0 is outside 0x1-0x100000" in r.err
 
 
 @pytest.mark.parametrize("offset", ["0x123456789abcdef1", "0x10000001"])

@@ -1,27 +1,26 @@
 """Real inputs: every file of Debian's firmware-amd-graphics and the GSP files of firmware-nvidia-gsp.
 
-The packages are not committed: `bash tests/fetch_firmware.sh` (run by CI) extracts them into
-${TINYHW_FIRMWARE_DIR:-${TINYHW_CACHE:-~/.cache/tinyhw}/firmware}. When they are missing these tests
-FAIL, naming that command; they never skip.
+The packages are not committed: `bash tests/setup-system.sh` (README's test command, CI) extracts them into
+${TINYHW_FIRMWARE_DIR:-${TINYHW_CACHE:-${XDG_CACHE_HOME:-~/.cache}/tinyhw}/firmware} (tests/cachedirs.py).
+When they are missing these tests FAIL, naming that command; they never skip.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import pytest
+from cachedirs import firmware_dir
 from clihelp import run
 
 from tinyhw.firmware import detect, inspect_bytes
 from tinyhw.formats.amdfw import ip_version_from_name, parse_amdgpu
 from tinyhw.formats.nvgsp import parse_gsp
 
-FETCH = "bash tests/fetch_firmware.sh"
-FW_DIR = Path(os.environ.get("TINYHW_FIRMWARE_DIR")
-              or Path(os.environ.get("TINYHW_CACHE") or Path.home() / ".cache" / "tinyhw") / "firmware")
+FETCH = "bash tests/setup-system.sh"
+FW_DIR = firmware_dir()  # pinned by conftest when the session started
 # header ip minor differs from the file name's in these (observed in 20230210-5; the major always agrees)
 IP_MINOR_EXCEPTIONS = {"dcn_3_2_1_dmcub.bin", "vcn_3_1_2.bin"}
 
@@ -30,7 +29,7 @@ def _package(sub: str, what: str) -> tuple[Path, str]:
     stamp = FW_DIR / sub / ".complete"
     if not stamp.is_file():
         pytest.fail(f"Debian's {what} is not extracted under {FW_DIR / sub}: run `{FETCH}` first "
-                    f"(it needs the bookworm non-free-firmware component; .ci/run does this)", pytrace=False)
+                    f"(it adds the bookworm non-free-firmware component)", pytrace=False)
     return FW_DIR / sub / "lib" / "firmware", stamp.read_text()
 
 

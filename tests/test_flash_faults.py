@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from clihelp import run
 
-from tinyhw.errors import Interrupted, OperationFailed
+from tinyhw.errors import Interrupted, OperationFailed, Refused
 from tinyhw.flash import FlashDevice, Job, Journal, Writer
 from tinyhw.flash import journal as journal_mod
 from tinyhw.mocks.direct import DirectTransport
@@ -286,10 +286,10 @@ def test_ctrl_c_is_journalled(tmp_path: Path) -> None:
 
     try:
         with FlashDevice(t) as dev, pytest.raises(Interrupted, match="erase of sector 16") as ei:
-            Writer(dev, Job("write", image=NEW, start_sector=16, sector_count=2, no_backup=True,
-                            resume_command="tinyhw flash write new.bin --resume --yes"),
-                   confirm=lambda plan: None).run()
-        assert ei.value.exit_code == 130 and "--resume" in str(ei.value)
+            Writer(dev, Job("write", image=NEW, start_sector=16, sector_count=2, no_backup=True),
+                   confirm=lambda plan: None,
+                   resume_hint=lambda job: f"tinyhw flash {job.kind} new.bin --resume --yes").run()
+        assert ei.value.exit_code == 130 and "finish with: tinyhw flash write new.bin --resume --yes" in str(ei.value)
     finally:
         t.close()
     j = Journal.load(journal_mod.write_key(hashlib.sha256(NEW).hexdigest()))
@@ -312,3 +312,25 @@ def test_interrupted_erase_resumes_without_naming_the_range(tmp_path: Path) -> N
     data = flash.read_bytes()
     assert data[16 * SECTOR:18 * SECTOR] == b"\xff" * 2 * SECTOR and data[18 * SECTOR:] == IMAGE[18 * SECTOR:]
     assert data[:16 * SECTOR] == IMAGE[:16 * SECTOR]
+
+
+def test_jobs_carry_no_cli_strings(tmp_path: Path) -> None:
+    """A Job is library data (no command line in it); the library's own hint names the library call."""
+    import dataclasses
+
+    assert "resume_command" not in {f.name for f in dataclasses.fields(Job)}
+    flash = tmp_path / "d.bin"
+    base_flash(flash, b"\x00\x00\x00")
+    t = DirectTransport(MockOptions.from_options({"flash": str(flash), "timing": "instant"}))
+    try:
+        with FlashDevice(t) as dev, pytest.raises(Refused, match="nothing to resume") as ei:
+            Writer(dev, Job("erase", start_sector=3, sector_count=1, resume=True), confirm=lambda plan: None).run()
+        assert "tinyhw" not in str(ei.value)
+        j = journal_mod.Journal(kind="erase", key=journal_mod.erase_key(3, 1), device="x", start_sector=3,
+                                sector_count=1)
+        j.save()
+        with FlashDevice(t) as dev, pytest.raises(Refused, match="an interrupted erase") as ei:
+            Writer(dev, Job("erase", start_sector=3, sector_count=1), confirm=lambda plan: None).run()
+        assert "finish it with: the same erase job with resume=True" in str(ei.value)
+    finally:
+        t.close()

@@ -1,4 +1,5 @@
-"""The IP discovery parser (tinyhw.formats.ipdiscovery) on synthetic binaries built per amd-bringup.md §2,
+"""The IP discovery parser (tinyhw.formats.ipdiscovery) on binaries from the emulator's writer (amd-bringup.md §2;
+the hand-written byte fixtures are in test_formats_ipdiscovery_bytes.py),
 and properties: random and mutated bytes never crash it, and every change of a covered byte is noticed."""
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from tinyhw.formats.ipdiscovery import (
     BINARY_SIGNATURE,
     HW_IDS,
     READ_SIZE,
-    IpSpec,
-    build_discovery,
     checksum16,
     parse,
 )
+from tinyhw.mocks.ipdiscovery_writer import IpSpec, build_discovery
 
 NAVI31_LIKE = [
     IpSpec("gc", (11, 0, 0), (0x1260, 0xA000, 0x1C000, 0x2402C00)),

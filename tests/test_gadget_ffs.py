@@ -191,7 +191,7 @@ def test_bulk_out_and_in_through_f2(rig) -> None:
     ffs.event(SETUP, 0x40, 0xF2, 0x8001, 0x0100, 0)  # SRAM -> host, released by a GPU write into 0x822000
     _log_len(gadget, 3)
     with gadget.lock:
-        assert bridge.dma_release(0x82200C, 4)
+        assert bridge.endpoints.dma_release(0x82200C, 4)
         gadget.lock.notify_all()
     assert ffs.recv("ep1") == payload
     log = _log_len(gadget, 4)

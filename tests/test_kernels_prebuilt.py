@@ -20,7 +20,7 @@ from tinyhw.kernels.probes import PROBES
 ROOT = Path(__file__).parent.parent
 
 
-def kernels_of(target: str):  # noqa: ANN201
+def kernels_of(target: str):
     man = load_manifest(prebuilt_dir() / target)
     for p in man["probes"]:
         for k in p["kernels"]:

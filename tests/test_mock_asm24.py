@@ -470,4 +470,4 @@ def test_kernel_driver_detach_and_reset() -> None:
     usb.util.claim_interface(dev, 0)
     f0_out(dev, 0x20, 0xF, 0, 256, mode=2)  # a stream the reset below cancels
     dev.reset()
-    assert backend.bridge.configuration == 1 and not backend.bridge.in_fifo
+    assert backend.bridge.configuration == 1 and not backend.bridge.endpoints.in_fifo

@@ -168,7 +168,7 @@ def test_high_speed_streams_chunk_by_512() -> None:
     data = bytes(range(256)) * 6
     assert stream_write(dev, BAR0, data) == len(data)
     f0_out(dev, 0x20, 0xF, BAR0, len(data) // 4, mode=2)
-    assert len(bridge.in_fifo[0][0]) == 512
+    assert len(bridge.endpoints.in_fifo[0][0]) == 512
     assert bytes(dev.read(0x81, len(data))) == data
 
 

@@ -397,3 +397,20 @@ def test_bitflip_hits_the_first_covering_read_once(tmp_path: Path) -> None:
     assert first[:0x34] == _PATTERN[0x1200:0x1234]
     assert read(chip, 0x1200, 0x100) == _PATTERN[0x1200:0x1300]
     assert chip.flipped == [0x1234]
+
+
+# -- 90h manufacturer/device id (flashrom's probe sends it) ---------------------------------------------------
+def test_rems_manufacturer_device_id(chip: GD25LQ16E) -> None:
+    """GigaDevice datasheet: 90h, address 000000h -> C8 14 (repeating); A0 = 1 swaps the pair."""
+    assert cmd(chip, 0x90, 0, 0, 0, rx=2) == b"\xc8\x14"
+    assert cmd(chip, 0x90, 0, 0, 0, rx=5) == b"\xc8\x14\xc8\x14\xc8"
+    assert cmd(chip, 0x90, 0, 0, 1, rx=2) == b"\x14\xc8"
+    # a host that clocks only the opcode reads the address slots as FF (high-Z), then the pair in A0=1 order
+    # (the filler on MOSI is FF, so A0 = 1)
+    assert cmd(chip, 0x90, rx=5) == b"\xff\xff\xff\x14\xc8"
+    assert chip.op_counts[0x90] == 4
+
+
+def test_rems_ignored_in_deep_power_down(chip: GD25LQ16E) -> None:
+    cmd(chip, 0xB9)
+    assert cmd(chip, 0x90, 0, 0, 0, rx=2) == b"\xff\xff"

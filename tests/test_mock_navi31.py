@@ -220,7 +220,7 @@ def test_default_flash_file_is_created(tmp_path: Path) -> None:
     assert path.read_bytes() == IMAGE
 
 
-def program_via_rom_sw(bar5, addr: int, data: bytes) -> None:  # noqa: ANN001 - a BarRegion
+def program_via_rom_sw(bar5, addr: int, data: bytes) -> None:  # a BarRegion
     for cmd, cntl in ((0x06, 0), (addr << 8 | 0x02, (3 << 16) | len(data))):
         if cntl & 0xFFFF:
             for k in range(0, len(data), 4):

@@ -200,7 +200,7 @@ def test_write_register_and_field_read_modify_write() -> None:
         (["smuio.ROM_SW_CNTL.COMMAND_SIZE=8", "--yes"], "does not fit field COMMAND_SIZE"),
         (["smuio.ROM_CNTL=0x100000000", "--yes"], "does not fit the 32-bit register"),
         (["smuio.ROM_CNTL", "--yes"], "bad assignment"),
-        (["smuio.ROM_CNTL=twelve", "--yes"], "bad value"),
+        (["smuio.ROM_CNTL=twelve", "--yes"], "'twelve' is not a number"),
         (["smuio.ROM_CNTX=1", "--yes"], "closest: smuio.ROM_CNTL"),
     ],
 )

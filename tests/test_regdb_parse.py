@@ -165,7 +165,7 @@ def test_rendered_module_round_trips_and_is_deterministic() -> None:
     assert [ln for ln in text.splitlines() if "6.12.999" in ln] == ['KERNEL = "Linux 6.12.999 (test)"']
     assert "smuio/smuio_13_0_6_offset.h" in text and "python -m tinyhw.autogen.genregs" in text
     mod = types.ModuleType("fake_regs")
-    exec(compile(text, "fake_regs.py", "exec"), mod.__dict__)  # noqa: S102 - our own generated text
+    exec(compile(text, "fake_regs.py", "exec"), mod.__dict__)  # our own generated text
     rt = RegTable("fake", module=mod)
     assert rt.names() == ["ROM_CNTL", "ROM_SW_CNTL", "PWROK_REFCLK_GAP_CYCLES"]
     name, seg, dword, fields = rt.entry("rom_sw_cntl")

@@ -12,8 +12,8 @@ from clihelp import run as run_cli
 
 from tinyhw import regs
 from tinyhw.connect import open_device
-from tinyhw.formats.ipdiscovery import IpSpec, build_discovery
 from tinyhw.mocks import discovery as mock_discovery
+from tinyhw.mocks.ipdiscovery_writer import IpSpec, build_discovery
 from tinyhw.regs.discovery import asic_from_device, discovered_bases, read_discovery
 from tinyhw.regs.fixed import FIXED_DWORDS, fixed
 from tinyhw.transport.base import Transport
@@ -163,3 +163,17 @@ def test_a_transport_without_a_vram_bar_uses_the_facts_without_touching_register
     warnings: list[str] = []
     assert asic_from_device(t, warn=warnings.append).source == "facts"
     assert t.log == [] and "no vram bar" in warnings[0]
+
+
+def test_the_discovery_document_is_library_data_the_cli_prints() -> None:
+    """``reg discovery --json`` is exactly ``read_discovery(...).as_dict()``: the CLI only formats."""
+    import tinyhw
+
+    with tinyhw.open("mock:navi31") as dev:
+        doc = read_discovery(dev.transport).as_dict()
+    assert doc["gfx_target"] == "gfx1100" and doc["path"] in ("bar0", "indirect") and doc["problems"] == []
+    smuio = next(ip for ip in doc["ips"] if ip["block"] == "smuio")
+    assert (smuio["hw_id"], smuio["instance"], smuio["die"]) == (4, 0, 0)
+    res = run_cli("--device", "mock:navi31", "--json", "reg", "discovery")
+    assert res.code == 0, res.err
+    assert json.loads(res.out) == doc

@@ -133,7 +133,7 @@ def test_idle_connections_are_closed(tmp_path: Path) -> None:
         time.sleep(1.0)
         with pytest.raises(Disconnected):
             o.transport.config_read(0)
-        o.transport._broken = True  # noqa: SLF001 - the connection is gone; close only the socket
+        o.transport._broken = True
         o.close()
         deadline = time.monotonic() + 5
         while not any("idle for 0.3 s" in line for line in s.audit.lines) and time.monotonic() < deadline:
@@ -246,4 +246,4 @@ def test_ctrl_c_while_waiting_keeps_the_stream_in_step(tmp_path: Path) -> None:
         with pytest.raises(KeyboardInterrupt):
             t.config_read(0)
         assert t.config_read(0) == 0x744C1002  # the late answer was taken; the next one is its own
-        assert not t._broken  # noqa: SLF001
+        assert not t._broken

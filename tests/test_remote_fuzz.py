@@ -63,12 +63,12 @@ def _handshake(path: str) -> socket.socket:
         time.sleep(0.05)
 
 
-def _device_touches(sv) -> tuple[int, int, int]:  # noqa: ANN001
+def _device_touches(sv) -> tuple[int, int, int]:
     c = sv.opened[-1].transport.counters
     return c.reg_reads, c.reg_writes, c.round_trips
 
 
-def _still_serves(sv) -> None:  # noqa: ANN001
+def _still_serves(sv) -> None:
     s = _handshake(sv.address)
     try:
         payload = P.encode_ops([CfgR(0, 2)])
@@ -131,7 +131,7 @@ def test_a_bad_batch_runs_none_of_its_operations() -> None:
 
         @FUZZ
         @given(st.lists(_valid, max_size=5), _bad_tail)
-        def bad_batch(ops, tail: bytes) -> None:  # noqa: ANN001
+        def bad_batch(ops, tail: bytes) -> None:
             before = _device_touches(sv)
             payload = P.encode_ops(ops) + tail
             s.sendall(P.REQ.pack(P.OP_BATCH, 0, 7, len(payload)) + payload)
@@ -204,7 +204,7 @@ def _fake_server(hello: bytes, reply: bytes | None) -> tuple[socket.socket, thre
     return a, t
 
 
-def test_client_refuses_a_server_without_the_key_or_magic(tmp_path) -> None:  # noqa: ANN001
+def test_client_refuses_a_server_without_the_key_or_magic(tmp_path) -> None:
     import json
 
     import pytest

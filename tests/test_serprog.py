@@ -28,7 +28,7 @@ class Recorder:
         self.calls.append(("rx", opcode, address, count))
         return bytes(range(count))
 
-    def receive_stream(self, reqs: list[Rx]):  # noqa: ANN201
+    def receive_stream(self, reqs: list[Rx]):
         for r in reqs:
             self.calls.append(("stream", r.opcode, r.address, r.count))
             yield bytes([r.address & 0xFF]) * r.count

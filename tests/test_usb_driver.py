@@ -116,7 +116,7 @@ class _Dev:
         self.second = second
         self.calls = 0
 
-    def ctrl_transfer(self, *args):  # noqa: ANN002, ANN201
+    def ctrl_transfer(self, *args):
         import usb.core
 
         self.calls += 1

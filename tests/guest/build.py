@@ -2,7 +2,8 @@
 
 The guest is a Debian 6.1 kernel plus a busybox initramfs carrying only the modules the
 harness needs (virtio, 9p, overlay, vfio). It is built into a cache directory
-(``$TINYHW_GUEST_CACHE``, else ``$TINYHW_CACHE/guest``, else ``~/.cache/tinyhw/guest``),
+(``$TINYHW_GUEST_CACHE``, else ``$TINYHW_CACHE/guest``, else ``${XDG_CACHE_HOME:-~/.cache}/tinyhw/guest``;
+tests/conftest.py pins it when the session starts),
 never into the checkout, and rebuilt only when the kernel package or this recipe changes.
 
 Nothing here is optional: a missing ``qemu-system-x86_64``, ``busybox`` (static) or kernel
@@ -68,7 +69,7 @@ def cache_dir() -> Path:
         return Path(os.environ["TINYHW_GUEST_CACHE"])
     if os.environ.get("TINYHW_CACHE"):
         return Path(os.environ["TINYHW_CACHE"]) / "guest"
-    return Path.home() / ".cache" / "tinyhw" / "guest"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tinyhw" / "guest"
 
 
 def need_tool(name: str, package: str) -> str:

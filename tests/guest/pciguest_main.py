@@ -53,17 +53,17 @@ def sh(*args: str) -> str:
     return subprocess.run(list(args), capture_output=True, text=True, check=False).stdout
 
 
-def step(name: str):  # noqa: ANN201 - decorator
+def step(name: str):  # decorator
     """Run the decorated function now as step ``name`` (unless $TINYHW_GUEST_STEPS names others)."""
     only = [x for x in os.environ.get("TINYHW_GUEST_STEPS", "").split(",") if x]
 
-    def wrap(fn):  # noqa: ANN001, ANN202
+    def wrap(fn):
         if only and name not in only:
             return fn
         t0 = time.monotonic()
         try:
             RESULTS[name] = fn()
-        except Exception:  # noqa: BLE001 - recorded for the host-side test to report
+        except Exception:  # recorded for the host-side test to report
             RESULTS[name] = {"error": traceback.format_exc()}
         RESULTS.setdefault("timings", {})[name] = round(time.monotonic() - t0, 3)
         return fn
@@ -90,7 +90,7 @@ def poll_status(device: str, tries: int = 100) -> dict[str, Any]:
     return r
 
 
-def run_all() -> None:  # noqa: PLR0915 - one linear script, in the order the issue lists the proofs
+def run_all() -> None:  # one linear script, in the order the issue lists the proofs
     addresses = sh("ls", "/sys/bus/pci/devices").split()
 
     @step("listing")

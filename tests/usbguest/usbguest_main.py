@@ -91,12 +91,12 @@ def sh(*args: str) -> dict[str, Any]:
     return {"args": list(args), "code": r.returncode, "out": r.stdout, "err": r.stderr}
 
 
-def step(name: str):  # noqa: ANN201 - decorator
-    def wrap(fn):  # noqa: ANN001, ANN202
+def step(name: str):  # decorator
+    def wrap(fn):
         t0 = time.monotonic()
         try:
             RESULTS[name] = fn()
-        except Exception:  # noqa: BLE001 - recorded for the host-side test to report
+        except Exception:  # recorded for the host-side test to report
             RESULTS[name] = {"error": traceback.format_exc()}
         RESULTS.setdefault("timings", {})[name] = round(time.monotonic() - t0, 3)
         print(f"usbguest: step {name} done in {RESULTS['timings'][name]} s", file=sys.stderr, flush=True)
@@ -175,7 +175,7 @@ def set_udc(name: str) -> None:
     (GADGET_DIR / "UDC").write_text(name + "\n")
 
 
-def run_all() -> None:  # noqa: PLR0915 - one linear script, in the order the issue lists the proofs
+def run_all() -> None:  # one linear script, in the order the issue lists the proofs
     @step("setup")
     def _() -> Any:
         mods = [line.split()[0] for line in Path("/proc/modules").read_text().splitlines()]

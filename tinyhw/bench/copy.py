@@ -109,7 +109,7 @@ def link_limit(transport: Transport) -> tuple[float | None, str]:
         if pcie is not None and pcie.has_link and pcie.lnksta.current_speed in PCIE_LANE_MBPS and pcie.lnksta.width:
             lane = PCIE_LANE_MBPS[pcie.lnksta.current_speed]
             parts.append((lane * pcie.lnksta.width, f"pcie {_speed(pcie.lnksta.current_speed)} x{pcie.lnksta.width}"))
-    except Exception:  # noqa: BLE001 - a device without a readable express capability has no pcie figure
+    except Exception:
         pass
     usb = transport.info().extra.get("usb_speed")
     if usb in USB_LINK_MBPS:

@@ -59,7 +59,7 @@ class App:
             print(message, file=sys.stderr)
 
     # -- device ---------------------------------------------------------------------------------
-    def device_spec(self, *, writes: bool = False):  # noqa: ANN201 - DeviceSpec
+    def device_spec(self, *, writes: bool = False):  # DeviceSpec
         from tinyhw.connect.discover import pick_default_device
         from tinyhw.transport.devstr import given_device
 

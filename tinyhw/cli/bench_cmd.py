@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from tinyhw.cli.app import App
+from tinyhw.cli.numbers import Number
 from tinyhw.cli.progressbar import ProgressBar
 
 EMULATED_SIZES = "4K,64K,1M"
@@ -24,8 +25,8 @@ def bench() -> None:
               help="h2d: host to device; d2h: device to host.")
 @click.option("--sizes", metavar="LIST", default=None,
               help=f"Copy sizes, K/M/G binary [default: {HARDWARE_SIZES}; {EMULATED_SIZES} on emulated boards].")
-@click.option("--repeat", type=click.IntRange(1, 1000), default=3, show_default=True, help="Copies per size.")
-@click.option("--bar", "bar_index", type=click.IntRange(0, 5), default=None,
+@click.option("--repeat", type=Number(minimum=1, maximum=1000), default=3, show_default=True, help="Copies per size.")
+@click.option("--bar", "bar_index", type=Number(maximum=5), default=None,
               help="BAR to copy through [default: the largest memory BAR].")
 @click.option("--offset", default="0", show_default=True, help="Byte offset in the BAR (a multiple of 4).")
 @click.option("--memory", type=click.Choice(["pinned", "pageable", "both"]), default="both", show_default=True,
@@ -56,7 +57,7 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
       tinyhw --device cuda:0 bench copy --sizes 1M,256M --memory pinned
     """
     from tinyhw.bench import copy_bench, parse_sizes, pick_bar
-    from tinyhw.cli.flash_cmd import parse_number
+    from tinyhw.cli.numbers import parse_number
 
     dirs = ("h2d", "d2h") if direction == "both" else (direction,)
     if _is_cuda(app):
@@ -68,7 +69,7 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
         raise Refused("--memory applies to cuda:N devices only (bar copies have no host memory kind)")
     transport = app.open_transport(writes=True)
     size_list = parse_sizes(sizes or (EMULATED_SIZES if transport.emulated else HARDWARE_SIZES))
-    start = parse_number(offset)
+    start = parse_number(offset, "--offset", units=True)
     if not transport.emulated:
         info = pick_bar(transport, bar_index)
         app.confirm(yes, f"bench copy overwrites up to {max(size_list):#x} bytes of bar{info.index} at offset "

@@ -13,10 +13,11 @@ import sys
 import click
 
 from tinyhw.cli.app import App
-from tinyhw.cli.flash_common import FORCE_HELP, META, load_image, open_flash, parse_number, say
+from tinyhw.cli.flash_common import FORCE_HELP, META, load_image, open_flash, say
 from tinyhw.cli.flash_jobs import erase, write
+from tinyhw.cli.numbers import Number, parse_number
 from tinyhw.cli.progressbar import ProgressBar
-from tinyhw.errors import OperationFailed, Refused
+from tinyhw.errors import OperationFailed
 from tinyhw.fileio import atomic_write, check_output_path
 from tinyhw.flash import ops
 from tinyhw.flash.files import sha256
@@ -25,7 +26,7 @@ from tinyhw.flash.files import sha256
 @click.group()
 @click.option("--no-chain", is_flag=True,
               help="Prime every read with an identical one (the seed's double read) instead of chaining reads.")
-@click.option("--prescale", type=click.IntRange(0, 15), default=8, show_default=True,
+@click.option("--prescale", type=Number(maximum=15), default=8, show_default=True,
               help="SCK prescale written to ROM_CNTL for the session (restored afterwards).")
 @click.pass_context
 def flash(ctx: click.Context, no_chain: bool, prescale: int) -> None:
@@ -107,9 +108,9 @@ def read(app: App, address: str, size: str, output: str | None, force: bool) -> 
       tinyhw --device mock:navi31 flash read 0 256
       tinyhw --device usb flash read 0x40000 64k -o vbios.bin
     """
-    addr, n = parse_number(address), parse_number(size)
-    if addr < 0 or n < 0:
-        raise Refused(f"{address if addr < 0 else size} is negative", hint="give an address and a size of 0 or more")
+    # 3-byte SPI addresses: nothing past 16 MiB exists on any part; the device checks its own size
+    addr = parse_number(address, "address", maximum=0xFFFFFF, units=True)
+    n = parse_number(size, "size", minimum=1, maximum=0x1000000, units=True)
     if output is not None:
         check_output_path(output, force=force, what="output file")
     with open_flash(app) as dev:
@@ -229,8 +230,8 @@ def psp_status(app: App) -> None:
 
 @flash.command()
 @click.argument("image", type=click.Path())
-@click.option("--start-sector", type=int, help="Compare only from this 4 KiB sector (default 0).")
-@click.option("--sector-count", type=int, help="Compare only this many sectors (default: to the end).")
+@click.option("--start-sector", type=Number(), help="Compare only from this 4 KiB sector (default 0).")
+@click.option("--sector-count", type=Number(minimum=1), help="Compare only this many sectors (default: to the end).")
 @click.pass_obj
 def verify(app: App, image: str, start_sector: int | None, sector_count: int | None) -> None:
     """Compare the flash with IMAGE (a full 2 MiB image): exit 0 when equal, 1 otherwise (first

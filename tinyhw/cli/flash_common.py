@@ -12,25 +12,11 @@ from contextlib import contextmanager
 import click
 
 from tinyhw.cli.app import App
-from tinyhw.errors import Refused
 from tinyhw.fileio import read_input
 from tinyhw.flash import FlashDevice
 from tinyhw.flash.files import MAX_IMAGE
 
 META = "tinyhw.flash"
-
-
-def parse_number(text: str) -> int:
-    """Decimal or 0x-hex, with an optional k/m suffix (KiB/MiB): ``0x1000``, ``4k``, ``2m``."""
-    t = text.strip().lower()
-    mult = 1
-    if t.endswith(("k", "m")) and not t.startswith("0x"):
-        mult = 1024 if t[-1] == "k" else 1024 * 1024
-        t = t[:-1]
-    try:
-        return int(t, 0) * mult
-    except ValueError:
-        raise Refused(f"{text!r} is not a number", hint="write decimal, 0x-hex, or a k/m suffix") from None
 
 
 def load_image(path: str) -> bytes:

@@ -15,6 +15,7 @@ import click
 
 from tinyhw.cli.app import App
 from tinyhw.cli.flash_common import META, device_text, load_image, open_flash, say
+from tinyhw.cli.numbers import Number
 from tinyhw.cli.progressbar import ProgressBar
 from tinyhw.errors import Refused, TinyhwError
 from tinyhw.flash import Job, Writer
@@ -25,8 +26,8 @@ def _job_options(f: Any) -> Any:
         click.option("--backup", type=click.Path(), help="Back up the whole flash to this new file first (default: "
                      "navi31-flash-backup-DATE-HASH.bin in the current directory); never overwrites a file."),
         click.option("--no-backup", is_flag=True, help="Do not back up first."),
-        click.option("--start-sector", type=int, help="First 4 KiB sector of the range (default 0)."),
-        click.option("--sector-count", type=int, help="Number of sectors (default: to the end)."),
+        click.option("--start-sector", type=Number(), help="First 4 KiB sector of the range (default 0)."),
+        click.option("--sector-count", type=Number(minimum=1), help="Number of sectors (default: to the end)."),
         click.option("--clear-protection", is_flag=True,
                      help="Clear block protection that covers the range, and restore it afterwards."),
         click.option("--resume", is_flag=True, help="Finish an interrupted job recorded in the journal."),
@@ -45,7 +46,9 @@ def _total_sectors() -> int:
     return NAVI31.flash_size // NAVI31.flash_sector
 
 
-def _run_job(app: App, job: Job) -> None:
+def _run_job(app: App, job: Job, resume: str) -> None:
+    """Run ``job``; ``resume`` is the command line that finishes it after an interruption (the library's
+    Writer takes it as its resume hint: the job itself carries no cli strings)."""
     from tinyhw.flash.jobfiles import check_backup
 
     if job.backup is not None and job.no_backup:
@@ -59,7 +62,7 @@ def _run_job(app: App, job: Job) -> None:
     check_backup(job, _total_sectors())  # before the device is opened: nothing is read for a backup that cannot be
     with open_flash(app, writes=True) as dev:
         result = Writer(dev, job, confirm=lambda plan: app.confirm(yes, plan), progress=ProgressBar(app),
-                        log=app.log).run()
+                        log=app.log, resume_hint=lambda _job: resume).run()
     doc = result.as_dict()
 
     def human() -> None:
@@ -148,8 +151,7 @@ def write(app: App, image: str, backup: str | None, no_backup: bool, start_secto
     _run_job(app, Job("write", image=data, image_path=str(Path(image).resolve()), start_sector=start_sector,
                       sector_count=sector_count, backup=Path(backup) if backup else None, no_backup=no_backup,
                       clear_protection=clear_protection, resume=resume, abandon=abandon, device=device_text(app),
-                      force_board_mismatch=force_board_mismatch,
-                      resume_command=_resume_cmd(app, f"write {image}{flags}")))
+                      force_board_mismatch=force_board_mismatch), _resume_cmd(app, f"write {image}{flags}"))
 
 
 @click.command()
@@ -173,5 +175,5 @@ def erase(app: App, backup: str | None, no_backup: bool, start_sector: int | Non
         rng += f" --sector-count {sector_count}"
     _run_job(app, Job("erase", start_sector=start_sector, sector_count=sector_count,
                       backup=Path(backup) if backup else None, no_backup=no_backup,
-                      clear_protection=clear_protection, resume=resume, abandon=abandon, device=device_text(app),
-                      resume_command=_resume_cmd(app, f"erase{rng}")))
+                      clear_protection=clear_protection, resume=resume, abandon=abandon, device=device_text(app)),
+             _resume_cmd(app, f"erase{rng}"))

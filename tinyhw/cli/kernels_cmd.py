@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from tinyhw.cli.app import App
+from tinyhw.cli.numbers import Number
 
 TARGET_CHOICES = ("gfx1100", "gfx1200", "sm_90", "cpu")
 
@@ -141,7 +142,7 @@ def _isa(target: str, binary: bytes, source: str) -> str:
 @click.option("--device", "-d", "device", metavar="cpu|cuda:N",
               help="Where to run (default: the global --device when it is cuda:N, else cpu).")
 @click.option("--repeats", "-r", default=5, show_default=True, help="Timed runs after a first, checked one.")
-@click.option("--n", "n", type=int, help="Elements (cpu only; gpu binaries have a fixed size).")
+@click.option("--n", "n", type=Number(minimum=1), help="Elements (cpu only; gpu binaries have a fixed size).")
 @click.option("--build-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="Use this `kernels build --target sm_90` folder instead of the committed PTX (cuda only).")
 @click.pass_obj

@@ -26,7 +26,7 @@ def list_cmd(app: App) -> None:
     app.emit([r.as_dict() for r in rows], lambda: _human(app, rows))
 
 
-def _human(app: App, rows) -> None:  # noqa: ANN001
+def _human(app: App, rows) -> None:
     from rich.table import Table
     from rich.text import Text
 

@@ -11,23 +11,12 @@ from typing import Any
 import click
 
 from tinyhw.cli.app import App
+from tinyhw.cli.numbers import parse_number
 from tinyhw.errors import Refused
 
 FORCE_BOUND_HELP = ("Map or write a function even though a kernel driver is bound to it. RISKY: that driver keeps "
                     "programming the device too; writing behind its back can corrupt its state, hang the device or "
                     "the machine, and lose data on a disk or network device.")
-
-
-def _int(text: str, what: str, limit: int | None = None, minimum: int = 0) -> int:
-    try:
-        value = int(text.replace("_", ""), 0)
-    except ValueError:
-        raise Refused(f"bad {what} {text!r}", hint="write a number: 0x1f, 31") from None
-    if value < minimum or (limit is not None and value > limit):
-        bound = f"outside {minimum:#x}..{limit:#x}" if limit is not None else \
-            ("negative" if value < 0 else f"less than {minimum:#x}")
-        raise Refused(f"bad {what} {text!r}: {bound}")
-    return value
 
 
 def _open(app: App, *, writes: bool = False, force_bound: bool = False) -> Any:
@@ -186,7 +175,9 @@ def read(app: App, bar: str, offset: str, count: str, force_bound: bool) -> None
       tinyhw --device pci:0000:00:05.0 pci read 0 0x0
       tinyhw --device vfio:0000:00:05.0 --json pci read 0 0x4 --count 2
     """
-    index, off, n = _int(bar, "bar", 5), _int(offset, "offset"), _int(count, "count", 1 << 20, minimum=1)
+    index = parse_number(bar, "bar", maximum=5)
+    off = parse_number(offset, "offset", maximum=(1 << 64) - 4)
+    n = parse_number(count, "count", minimum=1, maximum=1 << 20)
     region = _checked_region(_open(app, force_bound=force_bound), index, off, 4 * n)
     values = [region.read32(off + 4 * i) for i in range(n)]
     doc: Any = {"bar": index, "offset": off, "value": values[0]} if n == 1 else \
@@ -214,7 +205,9 @@ def write(app: App, bar: str, offset: str, value: str, yes: bool, force_bound: b
       tinyhw --device pci:0000:00:05.0 pci write 0 0x4 0x12345678 --yes
       tinyhw --device vfio:0000:00:05.0 pci write 0 0x8 5 --yes
     """
-    index, off, val = _int(bar, "bar", 5), _int(offset, "offset"), _int(value, "value", 0xFFFFFFFF)
+    index = parse_number(bar, "bar", maximum=5)
+    off = parse_number(offset, "offset", maximum=(1 << 64) - 4)
+    val = parse_number(value, "value", maximum=0xFFFFFFFF)
     t = _open(app, writes=True, force_bound=force_bound)
     region = _checked_region(t, index, off, 4)
     app.confirm(yes, f"write 0x{val:08x} to bar{index} offset 0x{off:x} of {t.identity().location} ({t.name})")
@@ -298,13 +291,11 @@ def resize(app: App, bar: str, size: str, yes: bool) -> None:
     Example:
       tinyhw --device pci:0000:03:00.0 pci resize 0 8G --yes
     """
-    units = {"K": 10, "M": 20, "G": 30, "T": 40}
-    text = size.strip().upper().removesuffix("B")
-    nbytes = _int(text[:-1], "size") << units[text[-1]] if text[-1:] in units else _int(text, "size")
+    nbytes = parse_number(size, "size", minimum=1, units=True)
     t = _open(app, writes=True)
     if not hasattr(t, "resize_bar"):
         raise Refused(f"resize needs a pci: device, not {t.name}")
-    index = _int(bar, "bar", 5)
+    index = parse_number(bar, "bar", maximum=5)
     sizes = t.resizable_sizes(index)
     app.confirm(yes, f"resize bar{index} of {t.identity().location} to 0x{nbytes:x} bytes "
                      f"(supported: {', '.join(f'0x{s:x}' for s in sizes or [])})")

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from tinyhw.cli.app import App
+from tinyhw.cli.numbers import Number
 
 FILE_HELP = "a tinygrad profile pickle (profile.pkl) or a capture directory with capture.json"
 
@@ -95,9 +96,9 @@ def _print_summary(doc: dict) -> None:
 @prof.command("packets")
 @click.argument("file", type=click.Path(path_type=str))
 @click.option("--kernel", "-k", metavar="K", help="Kernel name or dispatch index (as in summary).")
-@click.option("--se", "-s", type=int, metavar="S", help="Only this shader engine.")
+@click.option("--se", "-s", type=Number(), metavar="S", help="Only this shader engine.")
 @click.option("--all", "show_all", is_flag=True, help="Also show timing and NOP packets.")
-@click.option("--limit", "-n", type=click.IntRange(min=0), metavar="N", help="At most N packets per stream.")
+@click.option("--limit", "-n", type=Number(), metavar="N", help="At most N packets per stream.")
 @click.pass_obj
 def packets_cmd(app: App, file: str, kernel: str | None, se: int | None, show_all: bool, limit: int | None) -> None:
     """One line per packet: time (shader cycles), type, fields; timing/NOP packets only with --all.
@@ -125,7 +126,7 @@ def _print_packets(doc: dict) -> None:
 @prof.command("waves")
 @click.argument("file", type=click.Path(path_type=str))
 @click.option("--kernel", "-k", metavar="K", help="Kernel name or dispatch index (as in summary).")
-@click.option("--se", "-s", type=int, metavar="S", help="Only this shader engine.")
+@click.option("--se", "-s", type=Number(), metavar="S", help="Only this shader engine.")
 @click.pass_obj
 def waves_cmd(app: App, file: str, kernel: str | None, se: int | None) -> None:
     """Per-wave timeline: SE, CU, SIMD, wave slot, start, end and cycles; marks instruction-traced waves.
@@ -156,8 +157,9 @@ def _print_waves(doc: dict) -> None:
 @prof.command("insts")
 @click.argument("file", type=click.Path(path_type=str))
 @click.option("--kernel", "-k", metavar="K", help="Kernel name or dispatch index (default: the first).")
-@click.option("--se", "-s", type=int, required=True, metavar="S", help="Shader engine.")
-@click.option("--wave", "-w", type=int, required=True, metavar="W", help="Wave index on that SE (see `prof waves`).")
+@click.option("--se", "-s", type=Number(), required=True, metavar="S", help="Shader engine.")
+@click.option("--wave", "-w", type=Number(), required=True, metavar="W",
+              help="Wave index on that SE (see `prof waves`).")
 @click.pass_obj
 def insts_cmd(app: App, file: str, kernel: str | None, se: int, wave: int) -> None:
     """Instruction table of one traced wave: Timestamp | PC | Instruction | Type | Duration.

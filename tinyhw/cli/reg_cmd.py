@@ -14,19 +14,10 @@ from typing import Any
 
 import click
 
+from tinyhw.cli.numbers import parse_number
 from tinyhw.errors import Refused
 
 _ASIC_HELP = "ASIC profile: navi31, gfx1200 (aliases gfx1100, navi48, navi44, gfx1201). Default: from the device."
-
-
-def _int(text: str, what: str) -> int:
-    try:
-        value = int(text.replace("_", ""), 0)
-    except ValueError:
-        raise Refused(f"bad {what} {text!r}", hint="write a number: 0x1f, 31, 0b11111") from None
-    if value < 0:
-        raise Refused(f"bad {what} {text!r}: negative")
-    return value
 
 
 def _asic(app: Any, name: str | None, transport: Any = None) -> Any:
@@ -199,54 +190,42 @@ def write_cmd(app: Any, assignments: tuple[str, ...], asic_name: str | None, yes
       tinyhw --device mock:navi31 reg write smuio.ROM_CNTL.SCK_PRESCALE_REFCLK=8 --yes
       tinyhw --device mock:navi31 reg write mp0.MP0_SMN_C2PMSG_116=0 --yes
     """
-    from tinyhw.regs import Mmio
+    from tinyhw.regs import Mmio, WritePlan
 
     parsed = []
     for text in assignments:
         name, sep, value = text.partition("=")
         if not sep or not name.strip():
             raise Refused(f"bad assignment {text!r}", hint="write NAME=VALUE, e.g. smuio.ROM_CNTL.DUMMY_CYCLE_NUM=8")
-        parsed.append((name.strip(), _int(value.strip(), f"value for {name.strip()}")))
+        parsed.append((name.strip(), parse_number(value, f"value for {name.strip()}")))
     if app.device is None:
         raise Refused("reg write needs --device", hint="commands that write never pick a device themselves")
     transport = app.open_transport(writes=True)
     facts = _asic(app, asic_name, transport)
-    for name, _value in parsed:  # every name checked before any access
-        facts.resolve(name)
+    WritePlan.build(facts, parsed)  # every name and value checked before any access
     asic = _device_asic(app, facts.name, transport)
-    plan: dict[str, tuple[Any, list[tuple[Any, int]]]] = {}  # register name -> (register, [(field or None, value)])
-    lines = []
-    for name, value in parsed:
-        reg_, fld = asic.resolve(name)
-        if fld is None and value > 0xFFFFFFFF:
-            raise Refused(f"value 0x{value:x} does not fit the 32-bit register {reg_.name}")
-        if fld is not None:
-            fld.insert(0, value)  # refuses a value wider than the field, before anything is touched
-        plan.setdefault(reg_.name, (reg_, []))[1].append((fld, value))
-        where = f"bar{asic.bar} 0x{reg_.offset:x}"
-        lines.append(
-            f"  {reg_.name} ({where}) := 0x{value:x}"
-            if fld is None
-            else f"  {reg_.name}.{fld.name} (bit{'s' * (fld.width > 1)} {fld.bits}, {where}) := 0x{value:x} "
-            "(read-modify-write)"
-        )
-    app.confirm(yes, f"reg write on {asic.name} ({app.device}):\n" + "\n".join(lines))
-    mmio = Mmio(transport, asic)
-    done = []
-    for reg_, changes in plan.values():
-        old = mmio.read(reg_)
-        new = old
-        for fld, value in changes:
-            new = value if fld is None else fld.insert(new, value)
-        mmio.write(reg_, new)
-        done.append((reg_, old, new))
-    doc = [{"name": r.name, "offset": r.offset, "old": o, "new": n} for r, o, n in done]
+    plan = WritePlan.build(asic, parsed)
+    app.confirm(yes, f"reg write on {asic.name} ({app.device}):\n" + "\n".join(_plan_lines(plan)))
+    done = Mmio(transport, asic).apply(plan)
 
     def human() -> None:
-        for r, o, n in done:
-            click.echo(f"{r.name} @ {_offset_text(r)}: 0x{o:08x} -> 0x{n:08x}")
+        for w in done:
+            click.echo(f"{w.register.name} @ {_offset_text(w.register)}: 0x{w.old:08x} -> 0x{w.new:08x}")
 
-    app.emit(doc, human)
+    app.emit([w.as_dict() for w in done], human)
+
+
+def _plan_lines(plan: Any) -> list[str]:
+    """One line per assignment of a :class:`tinyhw.regs.WritePlan`."""
+    lines = []
+    for a in plan.describe():
+        where = f"bar{a['bar']} 0x{a['offset']:x}"
+        if a["field"] is None:
+            lines.append(f"  {a['name']} ({where}) := 0x{a['value']:x}")
+        else:
+            bits = f"bit{'s' * (':' in a['bits'])} {a['bits']}"
+            lines.append(f"  {a['name']} ({bits}, {where}) := 0x{a['value']:x} (read-modify-write)")
+    return lines
 
 
 @reg.command("decode")
@@ -265,9 +244,7 @@ def decode_cmd(app: Any, name: str, value: str, asic_name: str | None) -> None:
       tinyhw --json reg decode smuio.ROM_CNTL 0x18000001 --asic navi31
     """
     asic = _asic(app, asic_name)
-    number = _int(value, "value")
-    if number > 0xFFFFFFFF:
-        raise Refused(f"value 0x{number:x} does not fit a 32-bit register")
+    number = parse_number(value, "value", maximum=0xFFFFFFFF)
     reg_, fld = asic.resolve(name)
     shown = reg_ if fld is None else _only(reg_, fld)
     doc = {"name": shown.name, "offset": shown.offset, "value": number, "fields": _field_docs(shown, number)}
@@ -294,22 +271,7 @@ def discovery_cmd(app: Any, asic_name: str | None) -> None:
     from tinyhw.regs.discovery import read_discovery
 
     d = read_discovery(app.open_transport(), asic_name)
-    doc = {
-        "vram_mib": d.vram_mib,
-        "address": d.address,
-        "path": d.path,
-        "binary_version": f"{d.version[0]}.{d.version[1]}",
-        "ip_table_version": d.ip_version,
-        "bases_64bit": d.bases_64bit,
-        "gfx_target": d.gfx_target,
-        "ips": [
-            {"die": ip.die, "block": ip.block or "", "hw_id": ip.hw_id, "instance": ip.instance,
-             "version": ip.version_text, "bases": list(ip.bases)}
-            for ip in d.ips
-        ],
-        "harvest": [{"block": h.block or "", "hw_id": h.hw_id, "instance": h.instance} for h in d.harvest],
-        "problems": [{"offset": p.offset, "message": p.message} for p in d.problems],
-    }
+    doc = d.as_dict()
 
     def human() -> None:
         click.echo(f"ip discovery at vram 0x{d.address:x} ({d.vram_mib} MiB vram, read via {d.path}): "

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from tinyhw.cli.numbers import Number
 from tinyhw.errors import Refused
 
 
@@ -42,7 +43,7 @@ def _table(doc: dict[str, Any], title: str) -> Any:
 @click.command("smi")
 @click.option("--once", is_flag=True, help="One refresh, then exit (implied by --json).")
 @click.option("--interval", type=float, default=1.0, show_default=True, metavar="S", help="Seconds between refreshes.")
-@click.option("--count", type=int, default=0, metavar="N", help="Stop after N refreshes (0: until Ctrl-C).")
+@click.option("--count", type=Number(), default=0, metavar="N", help="Stop after N refreshes (0: until Ctrl-C).")
 @click.pass_obj
 def smi(app: Any, once: bool, interval: float, count: int) -> None:
     """Show the SMU metrics of a tinyhw-booted AMD GPU: clocks, activity, power, temperatures, fan, throttling.

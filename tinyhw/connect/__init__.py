@@ -134,7 +134,7 @@ def open_cuda(spec: DeviceSpec | str) -> CudaDevice:
     return CudaDevice(int(spec.target), sysfs=sysfs_root())
 
 
-def _open_mock_usb(spec: DeviceSpec, options, register: Callable[[Opened], None]) -> Opened:  # noqa: ANN001
+def _open_mock_usb(spec: DeviceSpec, options, register: Callable[[Opened], None]) -> Opened:
     from tinyhw.mocks.navi31 import Navi31Board
     from tinyhw.mocks.pyusb_backend import make_backend
     from tinyhw.transport.clock import VirtualClock

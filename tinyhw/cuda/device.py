@@ -99,7 +99,7 @@ class CudaDevice:
         self._ctx_dev: Any = None
         try:
             err = self.drv.cuInit(0)[0]
-        except Exception as e:  # noqa: BLE001 - no libcuda raises (DynamicLibNotFoundError, RuntimeError, OSError)
+        except Exception as e:
             raise EnvironmentProblem(f"no cuda driver on this machine: {type(e).__name__}: {e}",
                                      hint="cuda:N needs an nvidia gpu with its driver loaded") from None
         if not self._ok(err):
@@ -142,7 +142,7 @@ class CudaDevice:
             res = self.drv.cuGetErrorName(err)
             name = res[1]
             return name.decode() if isinstance(name, bytes) else str(name)
-        except Exception:  # noqa: BLE001 - best effort naming of an error code
+        except Exception:
             return f"error {int(err)}"
 
     def _call(self, fn: str, *args: Any) -> Any:

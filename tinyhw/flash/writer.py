@@ -56,7 +56,6 @@ class Job:
     clear_protection: bool = False
     resume: bool = False
     device: str = ""
-    resume_command: str = ""
     #: write an image whose VBIOS names another board than the flash's (§g.3 identity)
     force_board_mismatch: bool = False
     #: the job is only looked up (``--abandon``), never run
@@ -81,11 +80,21 @@ class JobResult:
         return dict(self.__dict__)
 
 
+def library_resume_hint(job: Job) -> str:
+    """How to finish an interrupted job, in the library's terms (the CLI passes its own command line)."""
+    return f"the same {job.kind} job with resume=True"
+
+
 class Writer:
+    """Carries out a :class:`Job`. ``resume_hint(job)`` says how to finish it after an interruption: the
+    CLI gives its command line (``tinyhw --device ... flash write IMAGE --resume --yes``)."""
+
     def __init__(self, dev: FlashDevice, job: Job, *, confirm: Callable[[str], None],
-                 progress: Progress = NO_PROGRESS, log: Callable[[str], None] = lambda m: None) -> None:
+                 progress: Progress = NO_PROGRESS, log: Callable[[str], None] = lambda m: None,
+                 resume_hint: Callable[[Job], str] = library_resume_hint) -> None:
         self.dev, self.chip, self.job = dev, dev.chip, job
         self.confirm, self.progress, self.log = confirm, progress, log
+        self.resume_hint = resume_hint
         self.ss = dev.sector_size
         self.total = dev.size // self.ss
         self.journal: Journal | None = None
@@ -101,7 +110,7 @@ class Writer:
         what = "write of this image" if job.kind == "write" else "erase of this range"
         if journal is not None and not job.resume:
             raise Refused(f"an interrupted {what} is recorded ({journal.where()}, {len(journal.sectors_done)} "
-                          f"sector(s) done; journal {journal.path})", hint=f"finish it with: {job.resume_command}")
+                          f"sector(s) done; journal {journal.path})", hint=f"finish it with: {self.resume_hint(job)}")
         if journal is None and not job.resume:
             others = [j for kind in ("write", "erase") for j in find_journals(kind)]
             for j in others:
@@ -202,10 +211,10 @@ class Writer:
             self._record(journal, "interrupted by ctrl-c")
             raise Interrupted(f"flash {journal.kind} interrupted during {journal.where()}",
                               hint=f"the journal {journal.path} records where; finish with: "
-                                   f"{self.job.resume_command}") from None
+                                   f"{self.resume_hint(self.job)}") from None
         except TinyhwError as e:
             self._record(journal, str(e))
-            hint = (f"{e.hint}; " if e.hint else "") + f"then finish with: {self.job.resume_command}"
+            hint = (f"{e.hint}; " if e.hint else "") + f"then finish with: {self.resume_hint(self.job)}"
             err = OperationFailed(f"flash {journal.kind} stopped during {journal.where()}: {e.message}", hint=hint)
             err.exit_code = e.exit_code
             raise err from e

@@ -1,4 +1,4 @@
-"""AMD IP discovery binary: parser (bytes in, dataclasses out) and a small builder.
+"""AMD IP discovery binary parser (bytes in, dataclasses out).
 
 Spec: specs/amd-bringup.md §2 (own restatement of the kernel's discovery.h layouts):
 §2.1 location (VRAM size - 64 KiB, 10 KiB read), §2.2 binary header (signature 0x28211407,
@@ -9,14 +9,14 @@ table. Offsets inside the binary are relative to the start of the binary header.
 
 :func:`parse` never raises on malformed input: every departure from the format is a
 :class:`Problem` (offset, what was expected) and parsing goes on as far as it safely can.
-:func:`build_discovery` writes the same format (tests and the emulated board use it).
+The writer is the emulator's (:mod:`tinyhw.mocks.ipdiscovery_writer`); this parser is tested against
+hand-written byte fixtures (tests/data/ipdiscovery/), not only against that writer.
 Imports only the standard library and ``tinyhw.errors``.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 #: §2.1: the binary sits this many bytes below the top of VRAM, and this much of it is read.
@@ -305,80 +305,3 @@ def _check_gc(d: Discovery, r: _Reader, info: TableInfo, limit: int) -> None:
         d.problems.append(Problem(info.offset, f"gc table id 0x{GC_TABLE_ID:04x} expected, found 0x{h[0]:x}"))
         return
     _check_table(d, r.data, info, h[3], limit)
-
-
-# -- builder ---------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class IpSpec:
-    """One IP to write: ``block`` (a §2.6 name) or a raw ``hw_id``, its version and dword bases."""
-
-    block: str | int
-    version: tuple[int, int, int]
-    bases: tuple[int, ...]
-    instance: int = 0
-    die: int = 0
-    byte7: int = 0
-
-    @property
-    def hw_id(self) -> int:
-        return self.block if isinstance(self.block, int) else BLOCK_HW_IDS[self.block.lower()]
-
-
-def build_discovery(
-    ips: Iterable[IpSpec],
-    *,
-    ip_version: int = 4,
-    bases_64bit: bool = False,
-    harvest: Sequence[tuple[str | int, int]] = (),
-    binary_version: tuple[int, int] = (1, 0),
-    pad_to: int = 0,
-) -> bytes:
-    """A discovery binary holding ``ips`` (grouped by die, in order), optionally a harvest table.
-
-    ``bases_64bit`` needs ``ip_version`` 4 (§2.3). ``pad_to`` appends zeros up to that size
-    after the binary (what a read of the full 10 KiB returns); the checksums cover binary_size only.
-    """
-    if bases_64bit and ip_version < 4:
-        raise ValueError("64-bit bases need ip discovery version 4")
-    ips = list(ips)
-    dies = sorted({ip.die for ip in ips}) or [0]
-    if len(dies) > MAX_DIES:
-        raise ValueError(f"at most {MAX_DIES} dies")
-    width, code = (8, "Q") if bases_64bit else (4, "I")
-    ip_off = BINARY_HEADER_SIZE
-    body = bytearray()
-    die_offs = []
-    for die in dies:
-        mine = [ip for ip in ips if ip.die == die]
-        die_offs.append(ip_off + IP_HEADER_SIZE + len(body))
-        body += struct.pack("<HH", die, len(mine))
-        for ip in mine:
-            body += struct.pack("<HBBBBBB", ip.hw_id, ip.instance, len(ip.bases), *ip.version, ip.byte7)
-            body += struct.pack(f"<{len(ip.bases)}{code}", *ip.bases)
-    tsize = IP_HEADER_SIZE + len(body)
-    head = bytearray(struct.pack("<IHHIH", IPDS_SIGNATURE, ip_version, tsize, 0, len(dies)))
-    for k in range(MAX_DIES):
-        head += struct.pack("<HH", dies[k], die_offs[k]) if k < len(dies) else bytes(4)
-    head += bytes([1 if bases_64bit else 0, 0])
-    table = bytes(head + body)
-    tables = [(ip_off, checksum16(table), tsize)]
-    out = bytearray(BINARY_HEADER_SIZE) + table
-    if harvest:
-        if len(harvest) > HARVEST_ENTRIES:
-            raise ValueError(f"at most {HARVEST_ENTRIES} harvest entries")
-        hv = bytearray(struct.pack("<II", HARVEST_SIGNATURE, 0))
-        for block, inst in harvest:
-            hw = block if isinstance(block, int) else BLOCK_HW_IDS[block.lower()]
-            hv += struct.pack("<HBB", hw, inst, 0)
-        hv += bytes(HARVEST_TABLE_SIZE - len(hv))
-        tables += [(0, 0, 0), (len(out), checksum16(hv), HARVEST_TABLE_SIZE)]
-        out += hv
-    for i, (off, csum, size) in enumerate(tables):
-        struct.pack_into("<HHHH", out, 12 + 8 * i, off, csum, size, 0)
-    struct.pack_into("<IHHHH", out, 0, BINARY_SIGNATURE, *binary_version, 0, len(out))
-    struct.pack_into("<H", out, 8, checksum16(out[10:]))
-    if pad_to > len(out):
-        out += bytes(pad_to - len(out))
-    return bytes(out)

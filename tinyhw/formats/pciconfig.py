@@ -13,7 +13,7 @@ is returned, and everything that was wrong is listed in ``PciConfig.problems`` a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +45,19 @@ __all__ = [
 ]
 
 CAP_PCIX, CAP_EXPRESS = 0x07, 0x10
+
+# Header register offsets and bits (§3.2-§3.5), named for code that programs config space.
+REG_ID = 0x00  # vendor id (low 16 bits), device id (high 16 bits)
+REG_COMMAND = 0x04
+REG_HEADER_TYPE = 0x0E  # bits 6:0 layout (0 endpoint, 1 PCI-PCI bridge), bit 7 multi-function
+REG_BAR0 = 0x10  # six BARs on a type-0 header, two on a type-1
+REG_BUS_NUMBERS = 0x18  # type 1: primary, secondary, subordinate bus, secondary latency timer
+REG_MEMORY_BASE, REG_MEMORY_LIMIT = 0x20, 0x22  # type 1: non-prefetchable window, 1 MiB units (bits 15:4)
+REG_PREF_BASE, REG_PREF_LIMIT = 0x24, 0x26  # type 1: prefetchable window, same encoding
+REG_PREF_BASE_UPPER, REG_PREF_LIMIT_UPPER = 0x28, 0x2C  # type 1: bits 63:32 of the prefetchable window
+HEADER_LAYOUT_BRIDGE = 1
+COMMAND_IO, COMMAND_MEMORY, COMMAND_BUS_MASTER = 0x1, 0x2, 0x4
+EXT_CAP_REBAR = 0x15
 
 # -- common header (§3.2, §3.4) ------------------------------------------------------------------------------
 
@@ -286,9 +299,17 @@ def _ext_decoder(cap_id: int, root: bool) -> _Decoder | None:
     return {0x0D: decode_acs, 0x10: decode_sriov}.get(cap_id)
 
 
-def walk_ext_capabilities(src: ConfigSource, problems: list[str], root: bool = False) -> list[Capability]:
+def walk_ext_capabilities(src: ConfigSource, problems: list[str], root: bool = False,
+                          decode: bool = True) -> list[Capability]:
     """Follow the extended list from 0x100; guards against loops, offsets < 0x100 and empty headers."""
-    caps: list[Capability] = []
+    return list(iter_ext_capabilities(src, problems, root, decode))
+
+
+def iter_ext_capabilities(src: ConfigSource, problems: list[str], root: bool = False,
+                          decode: bool = True) -> Iterator[Capability]:
+    """:func:`walk_ext_capabilities` one capability at a time: a caller looking for one capability over a
+    slow transport stops reading where it finds it. ``decode=False`` reads only the capability headers
+    (``data`` stays None)."""
     seen: set[int] = set()
     where = 0x100
     while where:
@@ -307,13 +328,12 @@ def walk_ext_capabilities(src: ConfigSource, problems: list[str], root: bool = F
             break
         cap_id, version, nxt = head & 0xFFFF, (head >> 16) & 0xF, (head >> 20) & 0xFFC
         name = EXT_CAP_NAMES.get(cap_id, "unknown")
-        caps.append(Capability(where, cap_id, nxt, True, version, 0,
-                               _decode(_ext_decoder(cap_id, root), src, where, problems, name)))
+        decoder = _ext_decoder(cap_id, root) if decode else None
+        yield Capability(where, cap_id, nxt, True, version, 0, _decode(decoder, src, where, problems, name))
         if nxt and nxt < 0x100:
             problems.append(f"0x{where:03x}: extended capability next pointer 0x{nxt:03x} (expected >= 0x100)")
             break
         where = nxt
-    return caps
 
 
 # -- the whole image -----------------------------------------------------------------------------------------------

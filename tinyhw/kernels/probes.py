@@ -77,7 +77,7 @@ class Probe:
     def buffers(self, n: int) -> list[Buffer]:
         raise NotImplementedError
 
-    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:  # noqa: N803 - T is the tensor namespace
+    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:
         raise NotImplementedError
 
     def inputs(self, n: int) -> dict[str, bytes]:
@@ -119,7 +119,7 @@ class PatternProbe(Probe):
     def buffers(self, n: int) -> list[Buffer]:
         return [Buffer("out", "u32", n, "out")]
 
-    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:  # noqa: N803
+    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:
         return {"out": T.arange(n, T.u32) * GOLDEN + SEED}
 
     def expected(self, n: int) -> bytes:
@@ -144,7 +144,7 @@ class BandwidthProbe(Probe):
     def buffers(self, n: int) -> list[Buffer]:
         return [Buffer("out", "u32", n, "out"), Buffer("in", "u32", n, "in")]
 
-    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:  # noqa: N803
+    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:
         return {"out": bufs["in"] ^ XOR_KEY}
 
     @staticmethod
@@ -184,7 +184,7 @@ class FmaProbe(Probe):
     def buffers(self, n: int) -> list[Buffer]:
         return [Buffer("out", "f32", n, "out"), Buffer("in", "f32", FMA_PERIOD, "in")]
 
-    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:  # noqa: N803
+    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:
         x = bufs["in"].reshape(1, FMA_PERIOD).expand(n // FMA_PERIOD, FMA_PERIOD).reshape(n)
         for _ in range(FMA_STEPS):
             x = x * FMA_A + FMA_B
@@ -238,7 +238,7 @@ class AtomicProbe(Probe):
     def buffers(self, n: int) -> list[Buffer]:
         return [Buffer("out", "u32", n, "out"), Buffer("counter", "u32", 1, "inout")]
 
-    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:  # noqa: N803
+    def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:
         out, counter = T.atomic_tickets(bufs["out"], bufs["counter"], n)
         return {"out": out, "counter": counter}
 

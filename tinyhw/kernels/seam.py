@@ -216,7 +216,7 @@ class _Namespace:
         return o2, c2
 
 
-def _schedule(tg: Any, probe: Probe, n: int, device: str, target: str,  # noqa: ANN202
+def _schedule(tg: Any, probe: Probe, n: int, device: str, target: str,
               inputs: dict[str, Any] | None = None):
     bufs = probe.buffers(n)
     tensors = {}

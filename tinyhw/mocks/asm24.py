@@ -26,8 +26,9 @@ from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks.asm24_endpoints import (
     Asm24Timing,
     Budget,
+    BulkEndpoints,
     Disconnect,
-    EndpointMixin,
+    FirmwareBusy,
     Overflow,
     Stall,
     Timeout,
@@ -40,6 +41,8 @@ from tinyhw.mocks.pcie_switch import Endpoint, PcieHierarchy
 from tinyhw.mocks.usb_descriptors import (
     EP_IN,
     EP_OUT,
+    EP_UAS_COMMAND,
+    EP_UAS_STATUS,
     VENDOR_ID,
     UsbIdentity,
     bulk_max_packet,
@@ -112,7 +115,7 @@ E4_CAP = {"ss": 512, "hs": 64}
 OUT_DATA_STAGE = {(0x40, REQ_F0): 12, (0x40, REQ_E5): 0, (0x40, REQ_F2): 0, (0x40, REQ_F3): 0}
 
 
-class Asm24Bridge(EndpointMixin):
+class Asm24Bridge:
     """The bridge as a USB device: ``control``, ``bulk_out``, ``bulk_in``, ``clear_halt``, ``bus_reset``.
 
     ``board`` is the PCIe endpoint at bus ``gpu_bus`` device 0 function 0. Timeouts are host time
@@ -134,7 +137,9 @@ class Asm24Bridge(EndpointMixin):
     take the fall-through branch of §4.8; an 0xF0 IN returns the latest completion again until the
     next 0xF0 OUT; an E4 longer than 64 bytes at High-Speed times out (:attr:`e4_overlong_hs`); a
     request that keeps the firmware busy past the host's limit times out on the host while the
-    firmware finishes it, and later requests wait for it (``busy_until``).
+    firmware finishes it, and later requests wait for it (``busy.until``).
+
+    The bulk endpoints' state and data paths are :attr:`endpoints` (:class:`BulkEndpoints`).
     """
 
     #: What an E4 longer than the cap does at High-Speed: "timeout" (firmware PR #83 on hardware) or "short".
@@ -157,7 +162,7 @@ class Asm24Bridge(EndpointMixin):
         self.configuration = 1  # the OS configured the device when it enumerated
         self.alt_setting = 0
         self.disconnected = False
-        self.busy_until = 0.0
+        self.busy = FirmwareBusy()
         self.pending_cpl: Completion | None = None
         self.log: list[TransferRecord] = []
         self.std_log: list[tuple[int, int, int, int, int, str]] = []
@@ -169,7 +174,10 @@ class Asm24Bridge(EndpointMixin):
             ("usb_transfers", "control_transfers", "bulk_transfers", "standard_requests", "tlp_reads", "tlp_writes",
              "config_reads", "config_writes", "bytes_in", "bytes_out", "stream_dwords_read", "stream_dwords_written",
              "f2_bytes_in", "f2_bytes_out"), 0)
-        self.init_endpoints()
+        self.endpoints = BulkEndpoints(
+            clock=clock, timing=self.timing, speed=self.speed, max_packet=self.max_packet, memory=self.memory,
+            engine=self.engine, counters=self.counters, warnings=self.warnings, busy=self.busy,
+            anomaly=self.anomaly, tlp_fault=self.tlp_fault)
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
@@ -196,7 +204,7 @@ class Asm24Bridge(EndpointMixin):
         self.counters["control_transfers" if kind == "control" else "bulk_transfers"] += 1
         n = self.counters["usb_transfers"]
         self._record = TransferRecord(n, kind, setup, ep, length, 0, "ok", 0)
-        budget = Budget(self, timeout)
+        budget = Budget(self.clock, timeout, self.busy)
         if self.disconnected:
             raise Disconnect("device disconnected")
         plan = self.options.faults
@@ -210,10 +218,10 @@ class Asm24Bridge(EndpointMixin):
             budget.hang()
         if n in plan.at("stall"):
             if ep is not None:
-                self.halted.add(ep)  # a stalled bulk endpoint stays halted until CLEAR_FEATURE
+                self.endpoints.halted.add(ep)  # a stalled bulk endpoint stays halted until CLEAR_FEATURE
             raise Stall(f"injected stall at transfer {n}")
-        if self.busy_until > self.clock.now():
-            budget.spend(self.busy_until - self.clock.now())
+        if self.busy.until > self.clock.now():
+            budget.spend(self.busy.until - self.clock.now())
         return budget
 
     def _end(self, error: BaseException | None, moved: bytes) -> None:
@@ -286,7 +294,7 @@ class Asm24Bridge(EndpointMixin):
 
     def _standard(self, setup: Setup, timeout: float | None) -> bytes | int:
         """Standard (and class) requests: answered, logged apart, not counted as driver transfers (§4.8)."""
-        budget = Budget(self, timeout)
+        budget = Budget(self.clock, timeout, self.busy)
         outcome = "ok"
         rt, req, wv, wi, _ = setup
         try:
@@ -303,16 +311,16 @@ class Asm24Bridge(EndpointMixin):
                 if wv not in (0, 1):
                     raise Stall(f"no configuration {wv}")
                 self.configuration, self.alt_setting = wv, 0
-                self.reset_endpoints()
+                self.endpoints.reset()
                 return 0
             if (rt, req) == (0x01, 11):
                 if self.configuration == 0 or wi != 0 or wv >= (2 if self.speed == "ss" else 1):
                     raise Stall(f"no interface {wi} alt {wv}")
                 self.alt_setting = wv
-                self.reset_endpoints()
+                self.endpoints.reset()
                 return 0
             if (rt, req, wv) == (0x02, 1, 0) and wi & 0xFF in (EP_IN, EP_OUT):
-                self.halt_cleared(wi & 0xFF)
+                self.endpoints.halt_cleared(wi & 0xFF)
                 return 0
             return self._fallthrough(setup, budget)
         except UsbFault as exc:
@@ -331,7 +339,46 @@ class Asm24Bridge(EndpointMixin):
             raise Disconnect("device disconnected")
         self.configuration = 0
         self.alt_setting = 0
-        self.reset_endpoints()
+        self.endpoints.reset()
+
+    # -- bulk endpoints ---------------------------------------------------------------------------
+    def bulk_out(self, ep: int, data: bytes, timeout: float | None = None) -> int:
+        """A bulk OUT transfer; returns the bytes accepted (all of them, or a fault is raised)."""
+        data = bytes(data)
+        return len(self._bulk("bulk_out", ep, data, len(data), timeout))
+
+    def bulk_in(self, ep: int, length: int, timeout: float | None = None) -> bytes:
+        """A bulk IN transfer of up to ``length`` bytes (ends early on a short packet)."""
+        return self._bulk("bulk_in", ep, b"", length, timeout)
+
+    def _bulk(self, kind: str, ep: int, data: bytes, length: int, timeout: float | None) -> bytes:
+        moved = b""
+        error: BaseException | None = None
+        try:
+            budget = self._begin(kind, None, ep, length, timeout)
+            self._check_ep(ep, kind == "bulk_out", budget)
+            budget.spend(self.timing.bulk_overhead_s)
+            if kind == "bulk_out":
+                self.endpoints.receive(data, budget)
+                moved = data
+            else:
+                moved = self.endpoints.send(length, budget)
+            self.counters["bytes_out" if kind == "bulk_out" else "bytes_in"] += len(moved)
+            return moved
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            self._end(error, moved)
+
+    def _check_ep(self, ep: int, out: bool, budget: Budget) -> None:
+        valid = {EP_IN, EP_OUT}
+        if self.alt_setting == 1 or self.speed == "hs":
+            valid |= {EP_UAS_STATUS, EP_UAS_COMMAND}
+        if self.configuration == 0 or ep not in valid or bool(ep & 0x80) == out or ep in self.endpoints.halted:
+            raise Stall(f"endpoint 0x{ep:02x} is not usable")
+        if ep in (EP_UAS_STATUS, EP_UAS_COMMAND):
+            budget.hang()  # present in the descriptors, never armed by the custom firmware
 
     # -- vendor requests --------------------------------------------------------------------------
     def _e4(self, setup: Setup, payload: bytes, budget: Budget) -> bytes:
@@ -371,12 +418,12 @@ class Asm24Bridge(EndpointMixin):
         addr = int.from_bytes(payload[0:4], "little") | int.from_bytes(payload[4:8], "little") << 32
         value = int.from_bytes(payload[8:12], "little")
         fmt_type, byte_enable = wv & 0xFF, wv >> 8
-        self.cancel_stream()
+        self.endpoints.cancel_stream()
         self.pending_cpl = None
         if mode == 0:
             self._single(fmt_type, byte_enable, addr, value, budget)
         else:
-            self.stream_setup(mode, fmt_type, byte_enable, addr, value, budget=budget)
+            self.endpoints.stream_setup(mode, fmt_type, byte_enable, addr, value, budget=budget)
         return 12
 
     def _single(self, fmt_type: int, byte_enable: int, addr: int, value: int, budget: Budget) -> None:
@@ -411,11 +458,11 @@ class Asm24Bridge(EndpointMixin):
         if to_host:
             if slot:
                 self.anomaly(f"f2 sram->host arm with first slot {slot}; reads start at slot 0")
-            self.arm_f2_read(min(length, SRAM_SIZE))
+            self.endpoints.arm_f2_read(min(length, SRAM_SIZE))
         elif sectors:
             if slot * SLOT_SIZE + length > SRAM_SIZE:
                 self.warnings.append(f"f2 arm at slot {slot} of 0x{length:x} bytes runs past the sram end")
-            self.arm_f2_write(slot * SLOT_SIZE, length)
+            self.endpoints.arm_f2_write(slot * SLOT_SIZE, length)
         return 0
 
     def _f3(self, setup: Setup, payload: bytes, budget: Budget) -> int:
@@ -435,7 +482,7 @@ class Asm24Bridge(EndpointMixin):
             self.warnings.append(f"bus-master write at 0x{addr:x} dropped: link down or bus master off")
             return False
         landed = self.memory.pcie_write(addr, data)
-        released = self.dma_release(addr, len(data))
+        released = self.endpoints.dma_release(addr, len(data))
         if not landed and not released:
             self.warnings.append(f"bus-master write at 0x{addr:x} hit no bridge memory")
         return landed or released

@@ -26,15 +26,13 @@ from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from tinyhw.mocks.asm24_memory import CQ_RELEASE, LANDING_BUF, SRAM_SIZE, STREAM_BUF
-from tinyhw.mocks.asm24_tlp import LinkTiming
-from tinyhw.mocks.usb_descriptors import EP_IN, EP_OUT, EP_UAS_COMMAND, EP_UAS_STATUS
-
-if TYPE_CHECKING:
-    from tinyhw.mocks.asm24 import Asm24Bridge
+from tinyhw.mocks.asm24_memory import CQ_RELEASE, LANDING_BUF, SRAM_SIZE, STREAM_BUF, BridgeMemory
+from tinyhw.mocks.asm24_tlp import LinkTiming, TlpEngine
+from tinyhw.mocks.usb_descriptors import EP_IN
+from tinyhw.transport.clock import Clock
 
 MASK64 = (1 << 64) - 1
 
@@ -75,21 +73,29 @@ class Asm24Timing:
     link: LinkTiming = field(default_factory=LinkTiming)
 
 
+@dataclass
+class FirmwareBusy:
+    """Until when (virtual seconds) the firmware is busy with work a host gave up waiting for."""
+
+    until: float = 0.0
+
+
 class Budget:
     """The host's time limit for one transfer, spent as the modelled work advances the clock.
 
     ``limit`` None means the front end does not know the host's limit: a hang then raises
-    :class:`Timeout` without advancing the clock.
+    :class:`Timeout` without advancing the clock. Work that runs past the limit keeps the firmware
+    busy (``busy.until``) after the host gave up.
     """
 
-    def __init__(self, bridge: Asm24Bridge, timeout: float | None) -> None:
-        self.bridge, self.clock = bridge, bridge.clock
-        self.start, self.limit = bridge.clock.now(), timeout
+    def __init__(self, clock: Clock, timeout: float | None, busy: FirmwareBusy) -> None:
+        self.clock, self.busy = clock, busy
+        self.start, self.limit = clock.now(), timeout
 
     def spend(self, dt: float) -> None:
         end = self.clock.now() + dt
         if self.limit is not None and end - self.start > self.limit:
-            self.bridge.busy_until = max(self.bridge.busy_until, end)
+            self.busy.until = max(self.busy.until, end)
             self.hang()
         self.clock.advance(dt)
 
@@ -100,10 +106,21 @@ class Budget:
         raise Timeout("the device did not answer")
 
 
-class EndpointMixin:
-    """Bulk-endpoint half of :class:`~tinyhw.mocks.asm24.Asm24Bridge` (state and data paths)."""
+class BulkEndpoints:
+    """The bridge's two bulk endpoints (0x81 IN, 0x02 OUT): their state and data paths.
 
-    def init_endpoints(self: Asm24Bridge) -> None:
+    Owned by :class:`~tinyhw.mocks.asm24.Asm24Bridge`, which hands it what it works with: the
+    clock, timing, speed, the bridge memory and TLP engine, the shared counters and warnings, and
+    the bridge's ``anomaly`` (strict emulation) and ``tlp_fault`` (injected faults) hooks. The
+    bridge keeps the transfer bookkeeping (counting, faults, logging) and endpoint validity.
+    """
+
+    def __init__(self, *, clock: Clock, timing: Asm24Timing, speed: str, max_packet: int, memory: BridgeMemory,
+                 engine: TlpEngine, counters: dict[str, int], warnings: list[str], busy: FirmwareBusy,
+                 anomaly: Callable[[str], None], tlp_fault: Callable[[], str | None]) -> None:
+        self.clock, self.timing, self.speed, self.max_packet = clock, timing, speed, max_packet
+        self.memory, self.engine, self.counters, self.warnings, self.busy = memory, engine, counters, warnings, busy
+        self.anomaly, self.tlp_fault = anomaly, tlp_fault
         self.in_fifo: deque[tuple[bytes, str, int]] = deque()  # (packet, "stream" | "f2", stream id)
         self.stream_id = 0
         self.halted: set[int] = set()
@@ -115,11 +132,11 @@ class EndpointMixin:
         self.f2_read_len: int | None = None
 
     # -- resets and cancellation -------------------------------------------------------------------
-    def cancel_stream(self: Asm24Bridge) -> None:
+    def cancel_stream(self) -> None:
         """The firmware's dwords-remaining counter goes to 0; packets already in the FIFO stay."""
         self.stream_mode, self.stream_remaining, self.out_armed = 0, 0, False
 
-    def reset_endpoints(self: Asm24Bridge) -> None:
+    def reset(self) -> None:
         """SET_CONFIGURATION / SET_INTERFACE / bus reset: both bulk endpoints start afresh."""
         self.cancel_stream()
         self.in_fifo.clear()
@@ -127,7 +144,7 @@ class EndpointMixin:
         self.f2_out.clear()
         self.f2_read_len = None
 
-    def halt_cleared(self: Asm24Bridge, ep: int) -> None:
+    def halt_cleared(self, ep: int) -> None:
         """CLEAR_FEATURE(ENDPOINT_HALT): reset that endpoint (and its 0xF2 arms), cancel streaming."""
         self.halted.discard(ep)
         self.cancel_stream()
@@ -138,7 +155,7 @@ class EndpointMixin:
             self.f2_out.clear()
 
     # -- stream setup (from 0xF0 OUT modes 1 and 2) ----------------------------------------------------
-    def stream_setup(self: Asm24Bridge, mode: int, fmt_type: int, byte_enable: int, addr: int, count: int, *,
+    def stream_setup(self, mode: int, fmt_type: int, byte_enable: int, addr: int, count: int, *,
                      budget: Budget) -> None:
         want = 0x40 if mode == 1 else 0x00
         if byte_enable != 0xF or fmt_type & 0xDF != want:
@@ -159,7 +176,7 @@ class EndpointMixin:
             self.counters["tlp_reads"] += 1
             self.stream_chunk(budget)
 
-    def stream_chunk(self: Asm24Bridge, budget: Budget | None) -> None:
+    def stream_chunk(self, budget: Budget | None) -> None:
         """Read the next chunk of a streaming read into 0x8000 and queue it on 0x81.
 
         ``budget`` None: prepared after the host's transfer ended (the firmware is busy meanwhile).
@@ -182,23 +199,23 @@ class EndpointMixin:
         self.in_fifo.append((buf, "stream", self.stream_id))
         cost = n * self.timing.stream_read_dword_s
         if budget is None:
-            self.busy_until = max(self.busy_until, self.clock.now()) + cost
+            self.busy.until = max(self.busy.until, self.clock.now()) + cost
         else:
             budget.spend(cost)
 
     # -- 0xF2 arms and release ---------------------------------------------------------------------------
-    def arm_f2_write(self: Asm24Bridge, offset: int, length: int) -> None:
+    def arm_f2_write(self, offset: int, length: int) -> None:
         if self.stream_mode == 1:
             self.warnings.append("0xf2 host->sram arm cancelled a streaming write")
             self.cancel_stream()
         self.f2_out.append([offset, length, 0])
 
-    def arm_f2_read(self: Asm24Bridge, length: int) -> None:
+    def arm_f2_read(self, length: int) -> None:
         if self.f2_read_len is not None:
             self.warnings.append("0xf2 sram->host arm replaced one that was never released")
         self.f2_read_len = length or None
 
-    def dma_release(self: Asm24Bridge, addr: int, length: int) -> bool:
+    def dma_release(self, addr: int, length: int) -> bool:
         """A bus-master write at [addr, addr+length): releases a pending SRAM->host arm if it hits 0x822000."""
         if self.f2_read_len is None or not (addr < CQ_RELEASE[1] and addr + length > CQ_RELEASE[0]):
             return False
@@ -210,7 +227,7 @@ class EndpointMixin:
         return True
 
     # -- what a packet-level front end may move (FunctionFS) ------------------------------------------
-    def in_pending(self: Asm24Bridge) -> int:
+    def in_pending(self) -> int:
         """Bytes the IN endpoint delivers without the host asking anything else first: the packets
         queued plus the rest of the current streaming read; 0 when it NAKs.
 
@@ -223,7 +240,7 @@ class EndpointMixin:
             queued += 4 * self.stream_remaining
         return queued
 
-    def out_pending(self: Asm24Bridge) -> int:
+    def out_pending(self) -> int:
         """Bytes the OUT endpoint accepts before it NAKs again: the open 0xF2 arms, else the rest of
         an armed streaming write; 0 when nothing is armed (the host's data then waits and times out)."""
         if self.f2_out:
@@ -232,38 +249,14 @@ class EndpointMixin:
             return 4 * self.stream_remaining
         return 0
 
-    # -- bulk transfers ----------------------------------------------------------------------------------
-    def _check_ep(self: Asm24Bridge, ep: int, out: bool, budget: Budget) -> None:
-        valid = {EP_IN, EP_OUT}
-        if self.alt_setting == 1 or self.speed == "hs":
-            valid |= {EP_UAS_STATUS, EP_UAS_COMMAND}
-        if self.configuration == 0 or ep not in valid or bool(ep & 0x80) == out or ep in self.halted:
-            raise Stall(f"endpoint 0x{ep:02x} is not usable")
-        if ep in (EP_UAS_STATUS, EP_UAS_COMMAND):
-            budget.hang()  # present in the descriptors, never armed by the custom firmware
+    # -- bulk data (the bridge has counted the transfer and checked the endpoint) -------------------
+    def receive(self, data: bytes, budget: Budget) -> None:
+        """The data of a bulk OUT transfer, packet by packet; a packet nothing accepts hangs the host."""
+        mps = self.max_packet
+        for pkt in [data[i : i + mps] for i in range(0, len(data), mps)] or [b""]:
+            self._accept(pkt, budget)
 
-    def bulk_out(self: Asm24Bridge, ep: int, data: bytes, timeout: float | None = None) -> int:
-        """A bulk OUT transfer; returns the bytes accepted (all of them, or a fault is raised)."""
-        data = bytes(data)
-        sent = 0
-        error: BaseException | None = None
-        try:
-            budget = self._begin("bulk_out", None, ep, len(data), timeout)
-            self._check_ep(ep, True, budget)
-            budget.spend(self.timing.bulk_overhead_s)
-            mps = self.max_packet
-            for pkt in [data[i : i + mps] for i in range(0, len(data), mps)] or [b""]:
-                self._accept(pkt, budget)
-                sent += len(pkt)
-            self.counters["bytes_out"] += sent
-            return sent
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            self._end(error, data[:sent])
-
-    def _accept(self: Asm24Bridge, pkt: bytes, budget: Budget) -> None:
+    def _accept(self, pkt: bytes, budget: Budget) -> None:
         if self.f2_out:
             pos = 0
             while pos < len(pkt) and self.f2_out:
@@ -301,37 +294,26 @@ class EndpointMixin:
             return
         budget.hang()  # nothing armed: the endpoint NAKs until the host gives up
 
-    def bulk_in(self: Asm24Bridge, ep: int, length: int, timeout: float | None = None) -> bytes:
-        """A bulk IN transfer of up to ``length`` bytes (ends early on a short packet)."""
+    def send(self, length: int, budget: Budget) -> bytes:
+        """The data of a bulk IN transfer of up to ``length`` bytes (ends early on a short packet)."""
         out = bytearray()
-        error: BaseException | None = None
-        try:
-            budget = self._begin("bulk_in", None, ep, length, timeout)
-            self._check_ep(ep, False, budget)
-            budget.spend(self.timing.bulk_overhead_s)
-            while len(out) < length:
-                if not self.in_fifo:
-                    budget.hang()
-                pkt, source, sid = self.in_fifo.popleft()
-                if len(out) + len(pkt) > length:
-                    self._refill(source, sid, None)
-                    raise Overflow(f"device sent {len(pkt)} bytes with {length - len(out)} wanted")
-                out += pkt
-                rate = self.timing.f2_rate if source == "f2" else self.timing.usb_rate
-                budget.spend(len(pkt) / rate[self.speed])
-                more = len(out) < length and len(pkt) == self.max_packet
-                self._refill(source, sid, budget if more else None)
-                if len(pkt) < self.max_packet:
-                    break
-            self.counters["bytes_in"] += len(out)
-            return bytes(out)
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            self._end(error, bytes(out))
+        while len(out) < length:
+            if not self.in_fifo:
+                budget.hang()
+            pkt, source, sid = self.in_fifo.popleft()
+            if len(out) + len(pkt) > length:
+                self._refill(source, sid, None)
+                raise Overflow(f"device sent {len(pkt)} bytes with {length - len(out)} wanted")
+            out += pkt
+            rate = self.timing.f2_rate if source == "f2" else self.timing.usb_rate
+            budget.spend(len(pkt) / rate[self.speed])
+            more = len(out) < length and len(pkt) == self.max_packet
+            self._refill(source, sid, budget if more else None)
+            if len(pkt) < self.max_packet:
+                break
+        return bytes(out)
 
-    def _refill(self: Asm24Bridge, source: str, sid: int, budget: Budget | None) -> None:
+    def _refill(self, source: str, sid: int, budget: Budget | None) -> None:
         """After the host took a packet of the current streaming read the firmware prepares the next chunk."""
         if source == "stream" and sid == self.stream_id and self.stream_mode == 2 and self.stream_remaining:
             self.stream_chunk(budget)

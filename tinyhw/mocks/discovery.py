@@ -3,7 +3,7 @@
 Facts: specs/amd-bringup.md §1.2 (RCC_CONFIG_MEMSIZE = VRAM size in MiB; MM_INDEX / MM_INDEX_HI /
 MM_DATA: write ``addr >> 31`` to MM_INDEX_HI and ``(addr & 0x7FFFFFFF) | 0x80000000`` to MM_INDEX,
 then MM_DATA is the VRAM dword at ``addr``), §2.1 (the discovery binary sits at VRAM size - 64 KiB),
-§2.2-2.6 (its format, written with :func:`tinyhw.formats.ipdiscovery.build_discovery`). Register
+§2.2-2.6 (its format, written with :func:`tinyhw.mocks.ipdiscovery_writer.build_discovery`). Register
 placement comes from :mod:`tinyhw.regs.fixed` (the §1.2 indices; definitions from the database).
 
 The synthetic binary lists the IPs of the ``navi31`` register profile with the versions and
@@ -22,7 +22,8 @@ import struct
 from collections.abc import Callable
 
 from tinyhw.autogen import amd_discovery
-from tinyhw.formats.ipdiscovery import BLOCK_HW_IDS, READ_SIZE, TMR_OFFSET, IpSpec, build_discovery, checksum16
+from tinyhw.formats.ipdiscovery import BLOCK_HW_IDS, READ_SIZE, TMR_OFFSET, checksum16
+from tinyhw.mocks.ipdiscovery_writer import IpSpec, build_discovery
 from tinyhw.regs.fixed import CONFIG_MEMSIZE, MM_DATA, MM_INDEX, MM_INDEX_HI, fixed
 from tinyhw.regs.profiles import NAVI31, AsicProfile
 

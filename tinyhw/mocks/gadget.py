@@ -13,8 +13,8 @@ faults, counters) is the core's:
   arrives. ENABLE (SET_CONFIGURATION / SET_INTERFACE) and DISABLE reach the core as the
   configuration changes they are; UNBIND unconfigures it.
 - ep1 (bulk IN 0x81) and ep2 (bulk OUT 0x02), one thread each: the kernel shows packets, not the
-  host's transfers, so the core says how much it will move (:meth:`in_pending`,
-  :meth:`out_pending`) and that much is one transfer; nothing is queued while the core would NAK.
+  host's transfers, so the core says how much it will move (``endpoints.in_pending``,
+  ``endpoints.out_pending``) and that much is one transfer; nothing is queued while the core would NAK.
 - :class:`Disconnect` from the core (``disconnect@N``) asks the owner to take the device off the
   bus (``on_disconnect``: unbind the UDC), which is what the host then sees.
 - Time: the host waits on its wall clock, so the core runs on a :class:`WallPacedClock` (modelled
@@ -289,7 +289,7 @@ class FunctionFsGadget:
                 outcome = "silent"
             except Disconnect:
                 outcome = "disconnect"
-            except Exception as e:  # noqa: BLE001 - strict-emulation errors must not end the service
+            except Exception as e:  # strict-emulation errors must not end the service
                 self._note(f"request 0x{ev.rt:02x}/0x{ev.req:02x} wValue 0x{ev.wv:04x} wIndex 0x{ev.wi:04x}: {e}")
                 outcome = "stall"
             self.lock.notify_all()
@@ -350,7 +350,7 @@ class FunctionFsGadget:
     def _in_loop(self) -> None:
         while True:
             with self.lock:
-                n = self._wait_for(self.bridge.in_pending)
+                n = self._wait_for(self.bridge.endpoints.in_pending)
                 if not n:
                     return
                 try:
@@ -369,7 +369,7 @@ class FunctionFsGadget:
     def _out_loop(self) -> None:
         while True:
             with self.lock:
-                n = self._wait_for(self.bridge.out_pending)
+                n = self._wait_for(self.bridge.endpoints.out_pending)
             if not n:
                 return
             got: list[bytes] = []
@@ -420,4 +420,4 @@ class FunctionFsGadget:
                 os.write(fd, b"")
         except OSError:
             pass
-        self.bridge.halt_cleared(ep)
+        self.bridge.endpoints.halt_cleared(ep)

@@ -2,8 +2,9 @@
 
 Implements specs/navi31-spi-flash.md §c (c.1 geometry, c.2 command set, c.3 status registers,
 c.4 protected-area table, c.5 state machine, c.6 timing, c.7 SFDP) and the emulator items
-F1-F9 of §h.3. The chip sees whole SPI transactions (CS# low ... CS# high): ``out`` bytes the
-host shifts in, then ``n_in`` byte slots it captures, during which MOSI carries a filler byte.
+F1-F9 of §h.3, plus 90h (manufacturer/device id, ``REMS_ID``: a GigaDevice datasheet fact the spec's
+command table lacks; flashrom's probe sends it). The chip sees whole SPI transactions (CS# low ... CS#
+high): ``out`` bytes the host shifts in, then ``n_in`` byte slots it captures, during which MOSI carries a filler byte.
 A command executes at CS# rise only when it is complete (§c.5): write-type commands must end
 exactly on their last byte, an incomplete command (a bare ``02h``) is ignored.
 
@@ -24,6 +25,11 @@ from tinyhw.transport.clock import Clock
 SIZE = 0x200000
 PAGE = 256
 JEDEC_ID = bytes([0xC8, 0x60, 0x15])  # §c.1
+#: 90h "Manufacturer/Device ID" (REMS) answer, from the GigaDevice GD25LQ16 datasheet: manufacturer C8h
+#: (GigaDevice), device 14h (16 Mbit; the same byte the ABh legacy id gives). After 90h the host sends three
+#: address bytes, 00h 00h then 00h or 01h: with A0 = 0 the chip answers manufacturer then device (C8 14), with
+#: A0 = 1 device then manufacturer (14 C8), repeating the pair while clocked. flashrom's probe sends it.
+REMS_ID = bytes([0xC8, 0x14])
 
 # Status register bits (§c.3)
 SR1_WIP = 0x01
@@ -146,7 +152,7 @@ class GD25LQ16E:
             0x03: self._read, 0x0B: self._read, 0x5A: self._sfdp, 0x4B: self._uid, 0x48: self._secreg,
             0x02: self._pp, 0x20: self._erase, 0x52: self._erase, 0xD8: self._erase, 0xC7: self._ce, 0x60: self._ce,
             0xB9: self._dp_enter, 0xAB: self._rdp, 0x75: self._suspend, 0x7A: self._resume,
-            0x66: self._simple, 0x99: self._reset,
+            0x66: self._simple, 0x99: self._reset, 0x90: self._rems,
         }
         self.power_up()
 
@@ -333,6 +339,10 @@ class GD25LQ16E:
 
     def _rdid(self, out: bytes, n_in: int, total: int) -> bytes:
         return self._repeat(out, n_in, 1, JEDEC_ID)
+
+    def _rems(self, out: bytes, n_in: int, total: int) -> bytes:
+        swap = self._stream(out, n_in, 3, 4)[0] & 1  # A0 picks the order of the pair
+        return self._repeat(out, n_in, 4, REMS_ID[::-1] if swap else REMS_ID)
 
     def _rdsr(self, out: bytes, n_in: int, total: int) -> bytes:
         sr1, sr2, sr3 = self.status()

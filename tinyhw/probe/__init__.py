@@ -20,7 +20,7 @@ from tinyhw.transport.base import Transport
 CONFIG_SIZE = 4096
 
 
-def config_reader(t: Transport):  # noqa: ANN201 - a read(offset, n) callable
+def config_reader(t: Transport):  # a read(offset, n) callable
     def read(offset: int, n: int) -> bytes:
         end = min(offset + n, CONFIG_SIZE)
         if offset >= end:

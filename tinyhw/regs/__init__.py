@@ -7,6 +7,7 @@ Typical use::
     navi31.reg("smuio.ROM_SW_CNTL").offset            # 0x5A3A0, byte offset in BAR5
     navi31.field("smuio.ROM_SW_CNTL.DATA_SIZE")       # Field(name='DATA_SIZE', shift=0, mask=0xffff)
     regs.Mmio(transport, navi31).update("smuio.ROM_SW_CNTL", DATA_SIZE=4)
+    regs.Mmio(transport, navi31).apply(regs.WritePlan.build(navi31, [("mp0.MP0_SMN_C2PMSG_116", 0)]))
 
 ``asic(name, bases=...)`` takes segment bases read from the device's IP discovery table;
 without them the profile's offline bases (cited, inferred) are used (``profiles.py``).
@@ -24,6 +25,7 @@ from tinyhw.regs.asic import Asic, asic, profile
 from tinyhw.regs.discovery import asic_from_device
 from tinyhw.regs.mmio import Mmio
 from tinyhw.regs.model import Field, Register
+from tinyhw.regs.plan import WritePlan, Written
 from tinyhw.regs.profiles import PROFILES, AsicProfile, BlockSpec, profile_for_pci, profile_names
 from tinyhw.regs.table import RegTable, table
 
@@ -36,6 +38,8 @@ __all__ = [
     "Mmio",
     "RegTable",
     "Register",
+    "WritePlan",
+    "Written",
     "asic",
     "asic_for_device",
     "asic_from_device",

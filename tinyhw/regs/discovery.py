@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tinyhw.errors import OperationFailed, Refused
 from tinyhw.formats.ipdiscovery import READ_SIZE, TMR_OFFSET, Discovery, parse
@@ -39,6 +39,22 @@ class DeviceDiscovery(Discovery):
     vram_mib: int = 0
     address: int = 0  # VRAM byte address the table was read from
     path: str = ""  # "bar0" or "indirect"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The discovery document (``tinyhw reg discovery --json``): stable keys, numbers as integers."""
+        return {
+            "vram_mib": self.vram_mib,
+            "address": self.address,
+            "path": self.path,
+            "binary_version": f"{self.version[0]}.{self.version[1]}",
+            "ip_table_version": self.ip_version,
+            "bases_64bit": self.bases_64bit,
+            "gfx_target": self.gfx_target,
+            "ips": [{"die": ip.die, "block": ip.block or "", "hw_id": ip.hw_id, "instance": ip.instance,
+                     "version": ip.version_text, "bases": list(ip.bases)} for ip in self.ips],
+            "harvest": [{"block": h.block or "", "hw_id": h.hw_id, "instance": h.instance} for h in self.harvest],
+            "problems": [{"offset": p.offset, "message": p.message} for p in self.problems],
+        }
 
 
 def device_profile(transport: Transport, name: str | None = None) -> AsicProfile:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from tinyhw.errors import Refused
 from tinyhw.regs.asic import Asic
 from tinyhw.regs.model import Field, Register
+from tinyhw.regs.plan import Assignment, RegisterWrite, WritePlan, Written
 
 if TYPE_CHECKING:
     from tinyhw.transport.base import BarRegion, Transport
@@ -53,17 +54,26 @@ class Mmio:
                 raise Refused(f"value 0x{value:x} does not fit the 32-bit register {reg.name}")
             self.bar.write32(self._offset(reg), value)
             return None, value
-        old = self.bar.read32(self._offset(reg))
-        new = fld.insert(old, value)
-        self.bar.write32(self._offset(reg), new)
-        return old, new
+        done = self.apply(WritePlan(self.asic, [RegisterWrite(reg, [Assignment(reg, fld, value)])]))
+        return done[0].old, done[0].new
 
     def update(self, name: str | Register, **fields: int) -> tuple[int, int]:
         """Read-modify-write of several fields of one register (keyword = field name); return (old, new)."""
         reg, fld = self._target(name)
         if fld is not None:
             raise Refused(f"update() takes a register name, not the field {reg.name}.{fld.name}")
-        old = self.bar.read32(self._offset(reg))
-        new = reg.encode(old, **fields)
-        self.bar.write32(self._offset(reg), new)
-        return old, new
+        done = self.apply(WritePlan.fields(self.asic, reg, **fields))
+        return done[0].old, done[0].new
+
+    def apply(self, plan: WritePlan) -> list[Written]:
+        """Carry out a write plan: per register one read, its assignments applied in order, one write."""
+        for step in plan.steps:  # every register placed inside the bar before the first access
+            self._offset(step.register)
+        done = []
+        for step in plan.steps:
+            offset = self._offset(step.register)
+            old = self.bar.read32(offset)
+            new = step.new_value(old)
+            self.bar.write32(offset, new)
+            done.append(Written(step.register, old, new))
+        return done

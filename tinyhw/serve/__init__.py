@@ -51,4 +51,4 @@ def audit_stream(path: str | None, stdio: bool) -> TextIO:
         base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
         path = str(Path(base) / "tinyhw" / "serve-audit.log")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the server
+    return open(path, "a", encoding="utf-8")

@@ -53,7 +53,7 @@ class Asm24:
         self.clock = clock
 
     # -- raw transfers (every one counted here) ------------------------------------------
-    def _call(self, what: str, fn, *args):  # noqa: ANN001, ANN202
+    def _call(self, what: str, fn, *args):
         """One transfer; an i/o error is turned into :class:`Disconnected` when the device is gone."""
         try:
             return call(what, fn, *args)

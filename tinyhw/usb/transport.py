@@ -186,7 +186,7 @@ class UsbTransport(Transport):
                 import usb.util
 
                 usb.util.dispose_resources(self._dev)
-            except Exception:  # noqa: BLE001 - closing must never mask the original error
+            except Exception:  # closing must never mask the original error
                 pass
         if self._lock is not None:
             self._lock.release()
