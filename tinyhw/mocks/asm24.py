@@ -170,6 +170,9 @@ class Asm24Bridge(EndpointMixin):
              "config_reads", "config_writes", "bytes_in", "bytes_out", "stream_dwords_read", "stream_dwords_written",
              "f2_bytes_in", "f2_bytes_out"), 0)
         self.init_endpoints()
+        attach = getattr(board, "attach_bus", None)  # the GPU's bus-master reads/writes reach our memory
+        if callable(attach):
+            attach(self)
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
@@ -222,6 +225,9 @@ class Asm24Bridge(EndpointMixin):
         ok = error is None
         self.log.append(self._record._replace(actual=len(moved) if ok else 0, status=status,
                                               crc32=zlib.crc32(moved) if ok else 0))
+        activity = getattr(self.board, "bus_activity", None)  # an SDMA parked on a poll of our SRAM looks again
+        if callable(activity) and not self.disconnected:
+            activity()
 
     # -- control endpoint ------------------------------------------------------------------------
     def control(self, bmRequestType: int, bRequest: int, wValue: int, wIndex: int,

@@ -34,11 +34,13 @@ from tinyhw.mocks import discovery as mock_discovery
 from tinyhw.mocks.amregs import CP_HQD_ACTIVE, RSMU_INDEX, RegisterFile
 from tinyhw.mocks.flashstore import FlashStore, write_atomic
 from tinyhw.mocks.gd25 import GD25LQ16E, Gd25Config
+from tinyhw.mocks.gpuvm import INVALIDATE_REQS, GpuVm
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.pcifunc import PciFunction
 from tinyhw.mocks.psp import PspConfig, PspMailbox
 from tinyhw.mocks.pspboot import PspBoot, PspTiming
+from tinyhw.mocks.sdma import SdmaEngine
 from tinyhw.mocks.smu import Smu
 from tinyhw.mocks.smuio import Smuio, SmuioConfig
 from tinyhw.transport.clock import VirtualClock
@@ -161,6 +163,10 @@ class Navi31Board:
         self.boot = PspBoot(self, model.boot, hang=options.psp == "hang", fwcheck=options.fwcheck == "on")
         self.smu = Smu(self, delay=model.smu_delay, silent=options.smu == "silent", busy_at=options.smu_busy_at,
                        load=options.load)
+        # the copy engine (SDMA0 queue 0, VMID0 translation) and the bus master's view of the bridge (mocks/sdma.py)
+        self.bus = None  # an attachment that reaches "system" bus addresses (the ASM24 bridge) sets this
+        self.gpuvm = GpuVm(self)
+        self.sdma = SdmaEngine(self, hang=options.sdma == "hang")
         self._load_state()
         if options.psp in ("sos", "gated") and not self.boot.s.sos_alive:
             self.boot.s.sos_alive = 1
@@ -185,6 +191,9 @@ class Navi31Board:
             writes.update(more_w)
         self._rd5 = reads
         self._wr5 = writes
+        for req in INVALIDATE_REQS:  # a TLB invalidation drops the copy engine's cached translations
+            if req in writes:
+                writes[req] = lambda v, h=writes[req]: (h(v), self.gpuvm.invalidate(v))[0]
 
     def set_psp_state(self, state: str) -> None:
         """P6: move the board to ``pbl`` (ROM_SW available), ``early``, ``sos`` or ``gated`` (ROM_SW gated)."""
@@ -287,8 +296,26 @@ class Navi31Board:
         mem = self._plain.get(bar)
         if mem is not None and offset < self.pci.bar_size[bar] and (bar != 0 or offset < self.vram_size):
             mem.write32(offset, value)
+            if bar == 2:
+                self.sdma.on_doorbell(offset, value)
             return
         self._uncovered(bar, offset, value)
+
+    # -- the GPU as a bus master (the copy engine's system pages) ----------------------------------------------
+    def attach_bus(self, bus: object) -> None:
+        """The attachment that answers the GPU's bus-master reads/writes (``dma_read``/``dma_write``)."""
+        self.bus = bus
+
+    def bus_read(self, addr: int, length: int) -> bytes | None:
+        return None if self.bus is None else self.bus.dma_read(addr, length)
+
+    def bus_write(self, addr: int, data: bytes) -> bool:
+        return False if self.bus is None else bool(self.bus.dma_write(addr, data))
+
+    def bus_activity(self) -> None:
+        """The attachment moved data (a USB transfer ended): an engine parked on a POLL looks again."""
+        if self.sdma.waiting:
+            self.sdma.kick()
 
     def mem_write_block(self, bar: int, offset: int, data: bytes) -> bool:
         """A burst of dword writes to VRAM (streamed or bulk); False when it is not plain VRAM (caller loops)."""
@@ -425,7 +452,8 @@ class Navi31Board:
         return {"vram_bytes_written": self.vram.bytes_written, "bar5_writes": self.bar5_writes,
                 "reg_writes": self.reg_writes,
                 "regfile_writes": self.regfile.writes, "accesses": self.accesses, "smu_messages": self.smu.messages,
-                "psp_commands": len(self.boot.log), "mode1_resets": len(self.resets)}
+                "psp_commands": len(self.boot.log), "mode1_resets": len(self.resets),
+                "sdma_packets": self.sdma.stats["packets"], "sdma_bytes_copied": self.sdma.stats["bytes_copied"]}
 
     # -- board state file ----------------------------------------------------------------------------------------
     def _load_state(self) -> None:
