@@ -1,0 +1,191 @@
+"""Host <-> VRAM copies over the ASM24 USB bridge through its 512 KiB SRAM and SDMA0 (copy-in, copy-out).
+
+Spec: specs/asm24-usb-bridge.md §4.5 (0xF2 arms: host->SRAM at first slot S, SRAM->host from slot 0 released by a
+GPU write into 0x822000), §7.2 (SRAM at PCIe 0x200000, drain fence at 0x820800 = XDATA 0xA800, release word
+0x82200C), §9.2-§9.4 (windows, sentinel 0x51000000 | seq mod 2^24 in the last dword of the wire image, wire
+length round_up(payload + 4, 512), payload per full chunk 0x40000 - 4, fence = seq + 1 after chunk seq is in
+VRAM, first-use zeroing, window-reuse rule, copy-out in 512 KiB pieces). Layer 3: handed the transport (its
+``bridge``) and a :class:`~tinyhw.boot.copyengine.CopyEngine`.
+
+Two copy-in protocols share the GPU side (one submission per call: per chunk POLL sentinel, COPY, 64-bit
+WRITE of the fence) and differ on the host:
+
+* ``seed`` — the published protocol of §9.3: per chunk copy the payload into a staging buffer with the
+  sentinel, send the 0xF2 arm and a fence read, wait for both (and poll the fence until the window is free),
+  then send the wire image.
+* ``tinyhw`` — the same wire format and safety rule with fewer round trips: no staging copy (the body of the
+  wire image goes straight from the caller's buffer; only a 512/1024-byte tail carrying the sentinel is built),
+  no fence read while the cached fence already proves the window free (read only when needed), arms issued
+  ahead of the data. On hardware its transfers are submitted asynchronously; here they run in order and the
+  timing model (:mod:`tinyhw.boot.usbcopy_model`) gives the pipelined figure.
+
+Stale SRAM equal to an old sentinel cannot fool the GPU: the sentinel of chunk seq is only ever written by
+chunk seq (seq never repeats within 2^24 chunks), and ``seq`` persists across calls on one :class:`UsbCopier`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tinyhw.boot import sdmapkt as pk
+from tinyhw.boot.copyengine import CQ_BUF_BUS, SRAM_BUS, SRAM_SIZE, SYS_BUF_BUS, bridge_va
+from tinyhw.errors import DeviceTimeout, Refused
+from tinyhw.transport.wait import poll
+
+if TYPE_CHECKING:
+    from tinyhw.boot.copyengine import CopyEngine
+
+WINDOW = 0x40000  # 256 KiB, 16 slots
+CHUNK = WINDOW - 4  # payload of a full chunk (§9.2)
+SLOT = 16 * 1024
+SECTOR = 512
+FENCE_XDATA = 0xA800  # PCIe 0x820800 (§7.2)
+FENCE_BUS = SYS_BUF_BUS + 0x800
+RELEASE_BUS = CQ_BUF_BUS + 12
+OUT_PIECE = SRAM_SIZE
+SENTINEL = 0x51000000
+PROTOCOLS = ("seed", "tinyhw")
+
+
+def wire_len(payload: int) -> int:
+    return -(-(payload + 4) // SECTOR) * SECTOR
+
+
+def sentinel(seq: int) -> int:
+    return SENTINEL | (seq & 0xFFFFFF)
+
+
+class UsbCopier:
+    """Copy-in / copy-out state of one bridge + GPU (``seq`` never resets while this object lives)."""
+
+    def __init__(self, engine: CopyEngine, *, timeout: float = 10.0) -> None:
+        self.engine = engine
+        self.gpu = engine.gpu
+        self.bridge = engine.gpu.transport.bridge
+        self.clock = engine.gpu.clock
+        self.timeout = timeout
+        self.seq = 0
+        self.fence_seen = 0
+        self.primed = False
+        self.stats = {"chunks": 0, "fence_reads": 0, "arms": 0, "bulk_out": 0, "staged_bytes": 0, "pieces_out": 0}
+
+    # -- helpers --------------------------------------------------------------------------------------------
+    def _read_fence(self) -> int:
+        self.stats["fence_reads"] += 1
+        self.fence_seen = int.from_bytes(self.bridge.xdata_read(FENCE_XDATA, 8), "little")
+        return self.fence_seen
+
+    def _wait_fence(self, target: int, what: str) -> None:
+        if self.fence_seen >= target:
+            return
+        try:
+            poll(self.clock, self._read_fence, lambda v: v >= target, timeout=self.timeout, interval=0.001, what=what)
+        except DeviceTimeout as e:
+            raise DeviceTimeout(f"{what}: the gpu did not drain it in {self.timeout:g} s (fence {self.fence_seen}, "
+                                f"sdma read pointer 0x{self.engine.rptr():x} of 0x{self.engine.wptr:x})",
+                                hint="the copy engine is hung: reset the gpu (`tinyhw am reset`) and boot again") from e
+
+    def _prime(self) -> None:
+        """First use (§9.3): zero the fence (eight E5 writes) and both windows (so old SRAM is no sentinel)."""
+        if self.primed:
+            return
+        for i in range(8):
+            self.bridge.xdata_write(FENCE_XDATA + i, 0)
+        self.bridge.sram_write(0, bytes(SRAM_SIZE))
+        self.fence_seen = 0
+        self.seq_base_fence = 0
+        self.primed = True
+
+    def _arm(self, window: int, length: int) -> None:
+        self.stats["arms"] += 1
+        slots = -(-length // SLOT)
+        self.bridge._ctrl(0x40, 0xF2, length // SECTOR, (16 * window) | (slots << 8), b"", 1.0,
+                          f"sram write arm at slot {16 * window}")
+
+    def _bulk(self, data: bytes | memoryview) -> None:
+        self.stats["bulk_out"] += 1
+        self.bridge._bulk_out(bytes(data), 10.0, "copy-in data")
+
+    # -- copy-in ---------------------------------------------------------------------------------------------
+    def copy_in(self, dst_offset: int, data: bytes | bytearray | memoryview, protocol: str = "tinyhw") -> dict:
+        """Copy ``data`` to VRAM byte ``dst_offset`` (any length, any alignment of the size)."""
+        if protocol not in PROTOCOLS:
+            raise Refused(f"unknown copy-in protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+        view = memoryview(bytes(data) if not isinstance(data, (bytes, bytearray)) else data).cast("B")
+        if dst_offset < 0 or dst_offset + len(view) > self.gpu.vram_size:
+            raise Refused(f"copy-in of {len(view)} bytes at vram 0x{dst_offset:x} is outside vram")
+        if not view:
+            return {"bytes": 0, "chunks": 0}
+        self._prime()
+        sizes = [min(CHUNK, len(view) - o) for o in range(0, len(view), CHUNK)]
+        base = self.seq
+        body: list[int] = []
+        for c, size in enumerate(sizes):
+            seq = base + c
+            win = SRAM_BUS + WINDOW * (seq % 2)
+            body += pk.poll_mem_equal(bridge_va(win + wire_len(size) - 4), sentinel(seq))
+            body += pk.copy_linear(bridge_va(win), self.gpu.mc(dst_offset + c * CHUNK), size)
+            body += pk.write64(bridge_va(FENCE_BUS), seq + 1)
+        self.engine.submit(body)
+        for c, size in enumerate(sizes):
+            seq = base + c
+            chunk = view[c * CHUNK:c * CHUNK + size]
+            if protocol == "seed":
+                self._send_seed(seq, chunk)
+            else:
+                self._send_tinyhw(seq, chunk)
+            self.stats["chunks"] += 1
+        self.seq = base + len(sizes)
+        self._wait_fence(self.seq, f"gpu failed to drain usb copy-in chunk {self.seq - 1}")
+        return {"bytes": len(view), "chunks": len(sizes), "protocol": protocol}
+
+    def _send_seed(self, seq: int, chunk: memoryview) -> None:
+        n = wire_len(len(chunk))
+        staging = bytearray(n)
+        staging[:len(chunk)] = chunk
+        staging[n - 4:] = sentinel(seq).to_bytes(4, "little")
+        self.stats["staged_bytes"] += n
+        self._arm(seq % 2, n)
+        self._read_fence()
+        self._wait_fence(seq - 1, f"usb copy-in window {seq % 2} for chunk {seq}")
+        self._bulk(staging)
+
+    def _send_tinyhw(self, seq: int, chunk: memoryview) -> None:
+        n = wire_len(len(chunk))
+        tail = 512 if n % 1024 else 1024  # the body stays a multiple of the 1024-byte SuperSpeed packet
+        tail = min(tail, n)
+        body_len = n - tail
+        self._wait_fence(seq - 1, f"usb copy-in window {seq % 2} for chunk {seq}")
+        self._arm(seq % 2, n)
+        if body_len:
+            self._bulk(chunk[:body_len])
+        last = bytearray(tail)
+        rest = chunk[body_len:]
+        last[:len(rest)] = rest
+        last[tail - 4:] = sentinel(seq).to_bytes(4, "little")
+        self.stats["staged_bytes"] += tail
+        self._bulk(last)
+
+    # -- copy-out --------------------------------------------------------------------------------------------
+    def copy_out(self, src_offset: int, length: int) -> bytes:
+        """Read ``length`` bytes of VRAM at ``src_offset`` through the SRAM (§9.4), 512 KiB per piece."""
+        if src_offset < 0 or length < 0 or src_offset + length > self.gpu.vram_size:
+            raise Refused(f"copy-out of {length} bytes at vram 0x{src_offset:x} is outside vram")
+        self.engine.wait_idle(self.timeout)
+        out = bytearray()
+        while len(out) < length:
+            n = min(OUT_PIECE, length - len(out))
+            self.bridge.sram_read_arm(n)
+            body = pk.copy_linear(self.gpu.mc(src_offset + len(out)), bridge_va(SRAM_BUS), n)
+            body += pk.fence(bridge_va(RELEASE_BUS), 0)
+            self.engine.submit(body)
+            try:
+                out += self.bridge.sram_read_collect(n)
+            except DeviceTimeout as e:
+                raise DeviceTimeout(f"usb copy-out piece at vram 0x{src_offset + len(out):x} never arrived: the gpu "
+                                    f"did not release the sram (sdma read pointer 0x{self.engine.rptr():x} of "
+                                    f"0x{self.engine.wptr:x})",
+                                    hint="the copy engine is hung: reset the gpu (`tinyhw am reset`) and boot again"
+                                    ) from e
+            self.stats["pieces_out"] += 1
+        return bytes(out)
