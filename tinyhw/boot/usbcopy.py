@@ -152,9 +152,10 @@ class UsbCopier:
 
     def _send_tinyhw(self, seq: int, chunk: memoryview) -> None:
         n = wire_len(len(chunk))
-        tail = 512 if n % 1024 else 1024  # the body stays a multiple of the 1024-byte SuperSpeed packet
-        tail = min(tail, n)
-        body_len = n - tail
+        # the body goes straight from the caller's buffer: whole 1024-byte SuperSpeed packets of payload only;
+        # the tail (payload rest, zero pad, sentinel) is the only part built on the host
+        body_len = min(n - 512, len(chunk)) // 1024 * 1024
+        tail = n - body_len
         self._wait_fence(seq - 1, f"usb copy-in window {seq % 2} for chunk {seq}")
         self._arm(seq % 2, n)
         if body_len:

@@ -67,6 +67,10 @@ def fld(dwords: list[int] | tuple[int, ...], name: str) -> int:
     return (dwords[P[key + "_offset"]] >> P[key + "_shift"]) & P[key + "_mask"]
 
 
+def _addr(dwords: list[int], lo: str, hi: str) -> int:
+    return fld(dwords, lo) | fld(dwords, hi) << 32
+
+
 @dataclass
 class SdmaTiming:
     """Inferred costs of the emulated engine (seconds, bytes per second)."""
@@ -99,7 +103,7 @@ class SdmaEngine:
 
     def _field(self, name: str) -> int:
         f = F[name]
-        return (self._reg(name.split(".")[0]) & f.mask) >> f.shift
+        return (self._reg(name.split(".", maxsplit=1)[0]) & f.mask) >> f.shift
 
     def doorbell_offset(self) -> int | None:
         """Byte offset in BAR2 of the queue's doorbell, None while disabled."""
@@ -178,8 +182,8 @@ class SdmaEngine:
         if op == OP_COPY and sub == SUB_COPY_LINEAR:
             d = [dw(i) for i in range(7)]
             count = fld(d, "COPY_LINEAR_COUNT_count") + 1
-            src = fld(d, "COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0") | fld(d, "COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32") << 32
-            dst = fld(d, "COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0") | fld(d, "COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32") << 32
+            src = _addr(d, "COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0", "COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32")
+            dst = _addr(d, "COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0", "COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32")
             data = vm.read(src, count)
             vm.write(dst, data)
             self.stats["copies"] += 1
@@ -194,7 +198,7 @@ class SdmaEngine:
         if op == OP_WRITE and sub == SUB_WRITE_LINEAR:
             d = [dw(i) for i in range(4)]
             ndw = fld(d, "WRITE_UNTILED_DW_3_count") + 1
-            dst = fld(d, "WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0") | fld(d, "WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32") << 32
+            dst = _addr(d, "WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0", "WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32")
             vm.write(dst, b"".join(dw(4 + i).to_bytes(4, "little") for i in range(ndw)))
             self.stats["writes"] += 1
             return 4 + ndw
