@@ -145,3 +145,21 @@ def test_model_calibration():
 def test_unknown_protocol_refused(tmp_path):
     with rig(tmp_path) as r, pytest.raises(Exception, match="unknown copy-in protocol"):
         UsbCopier(r.engine).copy_in(DST, b"x", "fast")
+
+
+def test_full_boot_with_copy_engine_then_copy(tmp_path):
+    """`boot(..., copy_engine=True)` on the emulated USB board: PSP/SMU boot, then the copy engine step; copies work."""
+    from amfake import FW_DIR
+
+    from tinyhw.boot import firmware, sequence
+
+    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
+        pytest.fail(f"firmware missing in {FW_DIR}: run bash tests/fetch_firmware.sh", pytrace=False)
+    fw = firmware.load(FW_DIR, {"mp0": (13, 0, 0), "mp1": (13, 0, 0), "gc": (11, 0, 0), "sdma0": (6, 0, 0)})
+    results = []
+    with rig(tmp_path, boot=lambda gpu: results.append(sequence.boot(gpu, fw, copy_engine=True))) as r:
+        steps = [s["step"] for s in results[0].steps]
+        assert steps[-2:] == ["copy engine", "flags"]
+        data = os.urandom(CHUNK + 999)
+        r.copier.copy_in(DST, data, "tinyhw")
+        assert r.copier.copy_out(DST, len(data)) == data

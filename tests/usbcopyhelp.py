@@ -28,7 +28,8 @@ class Rig:
 
 
 @contextmanager
-def rig(tmp: Path, **options: str) -> Iterator[Rig]:
+def rig(tmp: Path, *, boot=None, **options: str) -> Iterator[Rig]:  # noqa: ANN001
+    """``boot``: a callable run on the AmGpu before the copy engine comes up (e.g. a full firmware boot)."""
     opts = MockOptions.from_options({"flash": str(tmp / "flash.bin"), "strict": True, **options})
     clock = VirtualClock()
     board = Navi31Board(opts, clock, attach="usb")
@@ -37,6 +38,8 @@ def rig(tmp: Path, **options: str) -> Iterator[Rig]:
     try:
         t.connect()
         gpu = AmGpu(t)
+        if boot is not None:
+            boot(gpu)
         engine = copyengine.bring_up(gpu)
         yield Rig(t, board, gpu, engine, UsbCopier(engine, timeout=0.5), backend.bridge)
     finally:

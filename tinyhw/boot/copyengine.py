@@ -1,5 +1,9 @@
 """The copy engine's bring-up: VMID0 page tables, GMC (MMHUB + GC hub), IH rings, MEC enable, SDMA0 queue 0.
 
+Order (:func:`bring_up`): page tables, MMHUB (step 3), GC hub (9a), TLB invalidation, IH (4), MEC (9d), doorbell
+aperture + routing (2, 10), SDMA (10). The emulated board keeps no VRAM between commands, so a process that
+copies runs :func:`bring_up` itself after the board is booted (`tinyhw am boot` runs it as its last step too).
+
 Spec: specs/amd-bringup.md §4.2 steps 3 (hub programming), 4 (IH rings), 9a (GC hub = step 3), 9d (MEC enable),
 10 (SDMA ≥ 6 start and doorbell routing) and the queue facts after the table (one SDMA queue, engine 0 queue 0,
 doorbell 256 + (pipe + 4·queue)·10 → index 0x100 for queue 0); §4.5 (VA base 0x2000_0000_0000, root at PDB2,
@@ -188,15 +192,38 @@ def invalidate(gpu: AmGpu) -> None:
              timeout=1.0, interval=0.0, what=f"the {hub[:-2]} tlb invalidation")
 
 
+def wr_far(gpu: AmGpu, name: str, value: int) -> None:
+    """Write a register past the register BAR through BIF_BX_PF0_RSMU_INDEX/DATA (amd-bringup.md §3.1)."""
+    at = gpu.offset(name)
+    if at + 4 <= gpu.mmio.size:
+        gpu.wr(name, value)
+        return
+    gpu.wr("nbio.BIF_BX_PF0_RSMU_INDEX", at)
+    gpu.wr("nbio.BIF_BX_PF0_RSMU_DATA", value)
+
+
+def setup_doorbells(gpu: AmGpu) -> None:
+    """§4.2 step 2 (doorbell aperture on) and step 10's routing: port 2, awid 0xe, offset = SDMA index * 2, size 4."""
+    gpu.wr("nbio.RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN", 1)
+    reg = "nbio.S2A_DOORBELL_ENTRY_2_CTRL"
+    wr_far(gpu, reg, fields(gpu, reg, S2A_DOORBELL_PORT2_ENABLE=1, S2A_DOORBELL_PORT2_AWID=0xE,
+                            S2A_DOORBELL_PORT2_RANGE_OFFSET=SDMA_DOORBELL_INDEX * 2, S2A_DOORBELL_PORT2_RANGE_SIZE=4))
+
+
 def setup_ih(gpu: AmGpu) -> None:
-    """§4.2 step 4: one 256 KiB IH ring (ring 0) with write-pointer write-back, enabled with interrupts."""
-    gpu.wr("osssys.IH_RB_BASE", gpu.mc(IH_RINGS) >> 8)
-    gpu.wr("osssys.IH_RB_BASE_HI", gpu.mc(IH_RINGS) >> 40)
+    """§4.2 step 4: two 256 KiB IH rings; ring 0 with write-pointer write-back and interrupts, doorbell rptr off."""
+    size_log2 = (IH_RING_SIZE // 4).bit_length() - 1
+    gpu.wr("osssys.IH_DOORBELL_RPTR", 0)
+    for ring, suffix in ((0, ""), (1, "_RING1")):
+        base = gpu.mc(IH_RINGS + ring * IH_RING_SIZE)
+        gpu.wr(f"osssys.IH_RB_BASE{suffix}", base >> 8)
+        gpu.wr(f"osssys.IH_RB_BASE_HI{suffix}", base >> 40)
+        gpu.wr(f"osssys.IH_RB_WPTR{suffix}", 0)
+        gpu.wr(f"osssys.IH_RB_RPTR{suffix}", 0)
     gpu.wr("osssys.IH_RB_WPTR_ADDR_LO", gpu.mc(IH_WPTR) & 0xFFFFFFFF)
     gpu.wr("osssys.IH_RB_WPTR_ADDR_HI", gpu.mc(IH_WPTR) >> 32)
-    gpu.wr("osssys.IH_RB_WPTR", 0)
-    gpu.wr("osssys.IH_RB_RPTR", 0)
-    size_log2 = (IH_RING_SIZE // 4).bit_length() - 1
+    gpu.wr("osssys.IH_RB_CNTL_RING1", fields(gpu, "osssys.IH_RB_CNTL_RING1", RB_SIZE=size_log2, MC_SNOOP=1,
+                                             RB_ENABLE=1))
     gpu.wr("osssys.IH_RB_CNTL", fields(gpu, "osssys.IH_RB_CNTL", RB_SIZE=size_log2, WPTR_WRITEBACK_ENABLE=1,
                                        MC_SNOOP=1, RB_ENABLE=1, ENABLE_INTR=1))
 
@@ -239,6 +266,7 @@ def bring_up(gpu: AmGpu) -> CopyEngine:
     invalidate(gpu)
     setup_ih(gpu)
     enable_mec(gpu)
+    setup_doorbells(gpu)
     return start_sdma(gpu)
 
 
@@ -247,3 +275,8 @@ def check_engine(engine: CopyEngine) -> None:
     if engine.gpu.rd("gc.GCVM_L2_PROTECTION_FAULT_STATUS"):
         raise DeviceTimeout("a gpu vm fault is pending (GCVM_L2_PROTECTION_FAULT_STATUS != 0)",
                             hint="reset the gpu (`tinyhw am reset`) and boot again")
+
+
+def summary(engine: CopyEngine) -> dict[str, int]:
+    """The ``--json`` detail of the boot step "copy engine"."""
+    return {"sdma_ring": engine.ring_mc, "sdma_doorbell": engine.doorbell_byte, "page_table": engine.gpu.mc(PT_BASE)}
