@@ -16,9 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinyhw.boot import copyengine
+from tinyhw.boot import copyengine, layout
 from tinyhw.boot import gpu as g
-from tinyhw.boot import layout
 from tinyhw.boot.firmware import FirmwareSet
 from tinyhw.boot.gpu import AmGpu
 from tinyhw.boot.psp import RESET_HINT, Psp, PspError
