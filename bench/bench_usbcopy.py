@@ -21,7 +21,7 @@ os.environ.setdefault("TINYHW_LOCK_DIR", tempfile.mkdtemp(prefix="tinyhw-bench-l
 
 from usbcopyhelp import rig  # noqa: E402
 
-from tinyhw.boot.usbcopy_model import copy_in, copy_out  # noqa: E402
+from tinyhw.boot.usbcopy_model import LinkModel, copy_in, copy_out  # noqa: E402
 
 SIZE = 64 << 20
 
@@ -33,6 +33,11 @@ def main() -> int:
     print(f"modelled copy-in  {SIZE >> 20} MiB  tinyhw {own['mb_s']:7.1f} MB/s  (target >= 600)")
     print(f"gain tinyhw / seed: {own['mb_s'] / seed['mb_s']:.2f}x")
     print(f"modelled copy-out {SIZE >> 20} MiB         {out['mb_s']:7.1f} MB/s")
+    print("sensitivity to the fitted host staging rate (the seed's bottleneck in this model):")
+    for rate in (0.3e9, 0.5e9, 1e9, 5e9):
+        m = LinkModel(stage_rate=rate)
+        print(f"  staging {rate / 1e9:3.1f} GB/s: seed {copy_in(SIZE, 'seed', m)['mb_s']:6.1f} MB/s, "
+              f"tinyhw {copy_in(SIZE, 'tinyhw', m)['mb_s']:6.1f} MB/s")
     data = os.urandom(4 << 20)
     with tempfile.TemporaryDirectory() as tmp:
         for proto in ("seed", "tinyhw"):

@@ -66,13 +66,26 @@ def test_gpu_poll_waits_until_data_lands(tmp_path):
         assert r.board.vram.read(DST, 508) == payload[:508]
 
 
-def test_disconnect_mid_copy_then_next_command_works(tmp_path):
+@pytest.mark.parametrize("after", [3, 12, 20, 24, 27])
+@pytest.mark.parametrize("direction", ["in", "out"])
+def test_disconnect_mid_copy_then_next_command_works(tmp_path, after, direction):
+    """A disconnect at the N-th transfer of a copy (priming, ring write, arm, data, fence read, release) is one
+    clear error; the next command (a fresh open, bring-up and copy) works."""
     data = os.urandom(3 * CHUNK)
     with rig(tmp_path) as r:
         n = r.bridge.counters["usb_transfers"]
-    with pytest.raises((Disconnected, TransportError)) as e, rig(tmp_path, faults=f"disconnect@{n + 12}") as r:
-        r.copier.copy_in(DST, data, "tinyhw")
-    assert "disconnect" in str(e.value).lower() or "gone" in str(e.value).lower()
+        if direction == "out":
+            r.copier.copy_in(DST, data, "tinyhw")
+            n = r.bridge.counters["usb_transfers"]  # copy-out starts after the copy-in's transfers
+            after = 1 + after % 9  # a copy-out of two pieces takes about a dozen transfers
+    with pytest.raises((Disconnected, TransportError)) as e, rig(tmp_path, faults=f"disconnect@{n + after}") as r:
+        if direction == "out":
+            r.copier.copy_in(DST, data, "tinyhw")
+            r.copier.copy_out(DST, len(data))
+        else:
+            r.copier.copy_in(DST, data, "tinyhw")
+    assert "disconnected" in str(e.value).lower()
+    assert "replug" in (e.value.hint or "")
     with rig(tmp_path) as r:  # the next command: a fresh open, bring-up and copy work
         r.copier.copy_in(DST, data[:5000], "tinyhw")
         assert r.copier.copy_out(DST, 5000) == data[:5000]

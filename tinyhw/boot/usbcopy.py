@@ -13,11 +13,14 @@ WRITE of the fence) and differ on the host:
 * ``seed`` — the published protocol of §9.3: per chunk copy the payload into a staging buffer with the
   sentinel, send the 0xF2 arm and a fence read, wait for both (and poll the fence until the window is free),
   then send the wire image.
-* ``tinyhw`` — the same wire format and safety rule with fewer round trips: no staging copy (the body of the
-  wire image goes straight from the caller's buffer; only a 512/1024-byte tail carrying the sentinel is built),
-  no fence read while the cached fence already proves the window free (read only when needed), arms issued
-  ahead of the data. On hardware its transfers are submitted asynchronously; here they run in order and the
-  timing model (:mod:`tinyhw.boot.usbcopy_model`) gives the pipelined figure.
+* ``tinyhw`` — the same wire format and safety rule with fewer round trips and no staging copy: the body of
+  the wire image (whole 1024-byte packets of payload) goes straight from the caller's buffer and only a
+  512-2048-byte tail (rest of the payload, padding, sentinel) is built; both bulk transfers fill one 0xF2 arm
+  (the engine counts sectors, not transfers: inferred for hardware, as the arm only fixes the byte count);
+  the fence is read only when the last value read cannot prove the window free; the arm goes out as soon as
+  the window is known free, without waiting for it before the data is queued. The host here submits in
+  order (synchronous pyusb); the timing model (:mod:`tinyhw.boot.usbcopy_model`) replays both host loops
+  with asynchronous submission, as a libusb-async host would run them, and gives the pipelined figures.
 
 Stale SRAM equal to an old sentinel cannot fool the GPU: the sentinel of chunk seq is only ever written by
 chunk seq (seq never repeats within 2^24 chunks), and ``seq`` persists across calls on one :class:`UsbCopier`.
@@ -156,8 +159,8 @@ class UsbCopier:
         # the tail (payload rest, zero pad, sentinel) is the only part built on the host
         body_len = min(n - 512, len(chunk)) // 1024 * 1024
         tail = n - body_len
+        self._arm(seq % 2, n)  # arming before the window drained is safe (§9.3 observed tolerance)
         self._wait_fence(seq - 1, f"usb copy-in window {seq % 2} for chunk {seq}")
-        self._arm(seq % 2, n)
         if body_len:
             self._bulk(chunk[:body_len])
         last = bytearray(tail)
@@ -190,3 +193,15 @@ class UsbCopier:
                                     ) from e
             self.stats["pieces_out"] += 1
         return bytes(out)
+
+
+def open_copier(transport: object, *, timeout: float = 10.0) -> UsbCopier:
+    """A ready copier for a booted GPU behind the USB bridge: finds the registers (discovery), brings the copy
+    engine up (:func:`tinyhw.boot.copyengine.bring_up`) and returns the copier. ``transport`` must be the USB
+    transport (it has a ``bridge``); anything else is refused."""
+    from tinyhw.boot.copyengine import bring_up
+    from tinyhw.boot.gpu import AmGpu
+
+    if getattr(transport, "bridge", None) is None:
+        raise Refused("sram copies need the usb bridge transport (usb: or mock:navi31-usb)")
+    return UsbCopier(bring_up(AmGpu(transport)), timeout=timeout)  # type: ignore[arg-type]

@@ -80,13 +80,14 @@ def copy_in(size: int, protocol: str, m: LinkModel | None = None) -> dict[str, f
             host = max(host, arm_done) + m.submit_s
             transfers = [wire]
         else:
-            if k >= 2 and not _known_drained(k - 2, drained, host):
-                host = fence_ok(k - 2, host)
             host += m.submit_s
-            arm_done = control(host)
-            tail = min(wire, 512 if wire % 1024 else 1024)
-            host += min(tail, wire) / m.stage_rate + 2 * m.submit_s
-            transfers = [wire - tail, tail] if wire > tail else [wire]
+            arm_done = control(host)  # arming before the drain is safe (PR #17663); the fence read queues behind it
+            if k >= 2 and not _known_drained(k - 2, drained, host, m):
+                host = fence_ok(k - 2, host)
+            wire_body = min(wire - 512, n) // 1024 * 1024
+            tail = wire - wire_body
+            host += tail / m.stage_rate + 2 * m.submit_s
+            transfers = [wire_body, tail] if wire_body else [wire]
         start = max(pipe, arm_done, host)
         for b in transfers:
             start += m.bulk_gap_s + b / m.f2_rate
@@ -98,10 +99,10 @@ def copy_in(size: int, protocol: str, m: LinkModel | None = None) -> dict[str, f
     return {"seconds": end, "mb_s": size / end / 1e6, "chunks": len(sizes), "fence_reads": fence_reads}
 
 
-def _known_drained(need: int, drained: list[float], host: float) -> bool:
+def _known_drained(need: int, drained: list[float], host: float, m: LinkModel) -> bool:
     """tinyhw reads the fence only when its last reading cannot prove the window free: modelled as "the
     previous read (issued one chunk earlier) already covered it", i.e. the drain happened a round trip ago."""
-    return drained[need] + 100e-6 <= host
+    return drained[need] + m.ctrl_s <= host
 
 
 def copy_out(size: int, m: LinkModel | None = None) -> dict[str, float]:
