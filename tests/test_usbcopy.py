@@ -176,3 +176,49 @@ def test_full_boot_with_copy_engine_then_copy(tmp_path):
         data = os.urandom(CHUNK + 999)
         r.copier.copy_in(DST, data, "tinyhw")
         assert r.copier.copy_out(DST, len(data)) == data
+
+
+@pytest.mark.parametrize("protocol", ["seed", "tinyhw"])
+def test_copied_out_vram_holding_the_next_sentinel(tmp_path, protocol):
+    """Copy-out leaves VRAM bytes in the SRAM; if they hold 0x51000000|seq exactly where the next chunk's sentinel
+    goes, the published protocol copies stale bytes (hazard, shown here); tinyhw's switches to its other tag."""
+    src = 0xA000000
+    with rig(tmp_path) as r:
+        r.copier.copy_in(DST, b"x" * 64, protocol)  # seq 0 (window 0); the next chunk is seq 1 in window 1
+        vram = bytearray(os.urandom(512 * 1024))
+        vram[0x40000 + 4604:0x40000 + 4608] = (SENTINEL | 1).to_bytes(4, "little")  # window 1, wire 4608 - 4
+        r.board.vram.write(src, bytes(vram))
+        assert r.copier.copy_out(src, len(vram)) == vram
+        data = os.urandom(4096)
+        r.copier.copy_in(DST, data, protocol)
+        if protocol == "tinyhw":
+            assert r.board.vram.read(DST, 4096) == data
+            assert r.copier.stats["alt_sentinels"] == 1
+        else:
+            assert r.board.vram.read(DST, 4096) == bytes(vram[0x40000:0x40000 + 4096])  # stale bytes copied
+
+
+@pytest.mark.parametrize("protocol", ["seed", "tinyhw"])
+def test_older_payload_holding_a_later_sentinel(tmp_path, protocol):
+    """Within one call: chunk 0's payload holds 0x51000002 where the short chunk 2 (same window) puts its sentinel."""
+    data = bytearray(os.urandom(2 * CHUNK + 4096))
+    data[4604:4608] = (SENTINEL | 2).to_bytes(4, "little")
+    with rig(tmp_path) as r:
+        r.copier.copy_in(DST, bytes(data), protocol)
+        got = r.board.vram.read(DST + 2 * CHUNK, 4096)
+        if protocol == "tinyhw":
+            assert got == data[2 * CHUNK:]
+            assert r.copier.stats["alt_sentinels"] == 1
+        else:
+            assert got != data[2 * CHUNK:]  # the published protocol took chunk 0's bytes for chunk 2
+
+
+def test_large_copy_is_split_into_ring_sized_submissions(tmp_path, monkeypatch):
+    from tinyhw.boot import usbcopy
+
+    monkeypatch.setattr(usbcopy, "BATCH", 2)
+    data = os.urandom(5 * CHUNK + 77)
+    with rig(tmp_path) as r:
+        r.copier.copy_in(DST, data, "tinyhw")
+        assert r.board.vram.read(DST, len(data)) == data
+        assert r.engine.stats["submissions"] == 3

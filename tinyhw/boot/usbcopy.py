@@ -22,8 +22,11 @@ WRITE of the fence) and differ on the host:
   order (synchronous pyusb); the timing model (:mod:`tinyhw.boot.usbcopy_model`) replays both host loops
   with asynchronous submission, as a libusb-async host would run them, and gives the pipelined figures.
 
-Stale SRAM equal to an old sentinel cannot fool the GPU: the sentinel of chunk seq is only ever written by
-chunk seq (seq never repeats within 2^24 chunks), and ``seq`` persists across calls on one :class:`UsbCopier`.
+Stale SRAM equal to an old sentinel: ``seq`` persists across calls on one :class:`UsbCopier` and the SRAM is
+zeroed on first use, so an old *sentinel* never matches; but the SRAM also holds copied-out VRAM and older
+payloads, which can hold the exact dword 0x51000000 | seq where the GPU looks. The published protocol would
+then copy stale bytes (a hazard the tests demonstrate on the emulator); tinyhw's protocol keeps a host mirror
+of what it put into the SRAM (wire images, copy-out pieces) and switches that chunk to 0x52000000 | seq.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ FENCE_BUS = SYS_BUF_BUS + 0x800
 RELEASE_BUS = CQ_BUF_BUS + 12
 OUT_PIECE = SRAM_SIZE
 SENTINEL = 0x51000000
+ALT_SENTINEL = 0x52000000  # tinyhw's protocol: used when the stale SRAM already holds SENTINEL | seq
+BATCH = 4096  # chunks per SDMA submission: 4096 * 19 dwords = 311 KiB of the 1 MiB ring
 PROTOCOLS = ("seed", "tinyhw")
 
 
@@ -70,7 +75,9 @@ class UsbCopier:
         self.seq = 0
         self.fence_seen = 0
         self.primed = False
-        self.stats = {"chunks": 0, "fence_reads": 0, "arms": 0, "bulk_out": 0, "staged_bytes": 0, "pieces_out": 0}
+        self.mirror = bytearray(SRAM_SIZE)
+        self.stats = {"chunks": 0, "fence_reads": 0, "arms": 0, "bulk_out": 0, "staged_bytes": 0, "pieces_out": 0,
+                      "alt_sentinels": 0}
 
     # -- helpers --------------------------------------------------------------------------------------------
     def _read_fence(self) -> int:
@@ -95,6 +102,7 @@ class UsbCopier:
         for i in range(8):
             self.bridge.xdata_write(FENCE_XDATA + i, 0)
         self.bridge.sram_write(0, bytes(SRAM_SIZE))
+        self.mirror = bytearray(SRAM_SIZE)  # what the SRAM holds, as far as this copier wrote it
         self.fence_seen = 0
         self.seq_base_fence = 0
         self.primed = True
@@ -120,40 +128,84 @@ class UsbCopier:
         if not view:
             return {"bytes": 0, "chunks": 0}
         self._prime()
-        sizes = [min(CHUNK, len(view) - o) for o in range(0, len(view), CHUNK)]
+        chunks = [view[o:o + CHUNK] for o in range(0, len(view), CHUNK)]
+        for first in range(0, len(chunks), BATCH):  # one SDMA submission per batch (the ring holds ~13 800 chunks)
+            self._copy_batch(dst_offset + first * CHUNK, chunks[first:first + BATCH], protocol)
+        return {"bytes": len(view), "chunks": len(chunks), "protocol": protocol}
+
+    def _copy_batch(self, dst_offset: int, chunks: list[memoryview], protocol: str) -> None:
         base = self.seq
+        tags = self._tags(base, chunks, protocol)
         body: list[int] = []
-        for c, size in enumerate(sizes):
+        for c, chunk in enumerate(chunks):
             seq = base + c
             win = SRAM_BUS + WINDOW * (seq % 2)
-            body += pk.poll_mem_equal(bridge_va(win + wire_len(size) - 4), sentinel(seq))
-            body += pk.copy_linear(bridge_va(win), self.gpu.mc(dst_offset + c * CHUNK), size)
+            body += pk.poll_mem_equal(bridge_va(win + wire_len(len(chunk)) - 4), tags[c])
+            body += pk.copy_linear(bridge_va(win), self.gpu.mc(dst_offset + c * CHUNK), len(chunk))
             body += pk.write64(bridge_va(FENCE_BUS), seq + 1)
         self.engine.submit(body)
-        for c, size in enumerate(sizes):
+        for c, chunk in enumerate(chunks):
             seq = base + c
-            chunk = view[c * CHUNK:c * CHUNK + size]
             if protocol == "seed":
-                self._send_seed(seq, chunk)
+                self._send_seed(seq, chunk, tags[c])
             else:
-                self._send_tinyhw(seq, chunk)
+                self._send_tinyhw(seq, chunk, tags[c])
             self.stats["chunks"] += 1
-        self.seq = base + len(sizes)
+        self.seq = base + len(chunks)
+        self._remember(base, chunks, tags)
         self._wait_fence(self.seq, f"gpu failed to drain usb copy-in chunk {self.seq - 1}")
-        return {"bytes": len(view), "chunks": len(sizes), "protocol": protocol}
 
-    def _send_seed(self, seq: int, chunk: memoryview) -> None:
+    # -- what the SRAM holds: the tinyhw protocol never uses a tag that is already where the GPU looks ----------
+    def _tags(self, base: int, chunks: list[memoryview], protocol: str) -> list[int]:
+        """Sentinel per chunk. The seed protocol always uses 0x51000000 | seq (§9.2) and trusts that stale SRAM
+        never holds it at that place (copied-out VRAM or an older payload can); tinyhw checks the dword the GPU
+        will poll, as it will be when the GPU polls (after chunk seq-2 filled the window), and then uses
+        0x52000000 | seq instead."""
+        tags = []
+        for c in range(len(chunks)):
+            seq = base + c
+            tag = sentinel(seq)
+            if protocol == "tinyhw" and self._stale_at(base, chunks, tags, c) == tag:
+                tag = ALT_SENTINEL | (seq & 0xFFFFFF)
+                self.stats["alt_sentinels"] += 1
+            tags.append(tag)
+        return tags
+
+    def _stale_at(self, base: int, chunks: list[memoryview], tags: list[int], c: int) -> int:
+        """The dword at chunk c's sentinel place in its window just before chunk c's data lands."""
+        n = wire_len(len(chunks[c]))
+        pos = n - 4
+        for prev in range(c - 2, -1, -2):  # earlier chunks of this call in the same window, newest first
+            pn = wire_len(len(chunks[prev]))
+            if pos < pn:
+                return int.from_bytes(_image_bytes(chunks[prev], pn, tags[prev], pos), "little")
+        at = WINDOW * ((base + c) % 2) + pos
+        return int.from_bytes(self.mirror[at:at + 4], "little")
+
+    def _remember(self, base: int, chunks: list[memoryview], tags: list[int]) -> None:
+        """Update the SRAM mirror with the wire images that are still there (at most two per window)."""
+        for w in (0, 1):
+            mine = [c for c in range(len(chunks)) if (base + c) % 2 == w]
+            full = [c for c in mine if wire_len(len(chunks[c])) == WINDOW]
+            for c in mine[mine.index(full[-1]):] if full else mine:
+                n = wire_len(len(chunks[c]))
+                at = WINDOW * w
+                self.mirror[at:at + len(chunks[c])] = chunks[c]
+                self.mirror[at + len(chunks[c]):at + n - 4] = bytes(n - 4 - len(chunks[c]))
+                self.mirror[at + n - 4:at + n] = tags[c].to_bytes(4, "little")
+
+    def _send_seed(self, seq: int, chunk: memoryview, tag: int) -> None:
         n = wire_len(len(chunk))
         staging = bytearray(n)
         staging[:len(chunk)] = chunk
-        staging[n - 4:] = sentinel(seq).to_bytes(4, "little")
+        staging[n - 4:] = tag.to_bytes(4, "little")
         self.stats["staged_bytes"] += n
         self._arm(seq % 2, n)
         self._read_fence()
         self._wait_fence(seq - 1, f"usb copy-in window {seq % 2} for chunk {seq}")
         self._bulk(staging)
 
-    def _send_tinyhw(self, seq: int, chunk: memoryview) -> None:
+    def _send_tinyhw(self, seq: int, chunk: memoryview, tag: int) -> None:
         n = wire_len(len(chunk))
         # the body goes straight from the caller's buffer: whole 1024-byte SuperSpeed packets of payload only;
         # the tail (payload rest, zero pad, sentinel) is the only part built on the host
@@ -166,7 +218,7 @@ class UsbCopier:
         last = bytearray(tail)
         rest = chunk[body_len:]
         last[:len(rest)] = rest
-        last[tail - 4:] = sentinel(seq).to_bytes(4, "little")
+        last[tail - 4:] = tag.to_bytes(4, "little")
         self.stats["staged_bytes"] += tail
         self._bulk(last)
 
@@ -184,13 +236,15 @@ class UsbCopier:
             body += pk.fence(bridge_va(RELEASE_BUS), 0)
             self.engine.submit(body)
             try:
-                out += self.bridge.sram_read_collect(n)
+                piece = self.bridge.sram_read_collect(n)
             except DeviceTimeout as e:
                 raise DeviceTimeout(f"usb copy-out piece at vram 0x{src_offset + len(out):x} never arrived: the gpu "
                                     f"did not release the sram (sdma read pointer 0x{self.engine.rptr():x} of "
                                     f"0x{self.engine.wptr:x})",
                                     hint="the copy engine is hung: reset the gpu (`tinyhw am reset`) and boot again"
                                     ) from e
+            out += piece
+            self.mirror[:n] = piece  # the GPU wrote n bytes from SRAM offset 0 (slot 0)
             self.stats["pieces_out"] += 1
         return bytes(out)
 
@@ -205,3 +259,15 @@ def open_copier(transport: object, *, timeout: float = 10.0) -> UsbCopier:
     if getattr(transport, "bridge", None) is None:
         raise Refused("sram copies need the usb bridge transport (usb: or mock:navi31-usb)")
     return UsbCopier(bring_up(AmGpu(transport)), timeout=timeout)  # type: ignore[arg-type]
+
+
+def _image_bytes(chunk: memoryview, n: int, tag: int, pos: int) -> bytes:
+    """Four bytes at ``pos`` of the wire image of ``chunk`` (payload, zero pad, tag in the last dword)."""
+    image = bytearray(4)
+    for i in range(4):
+        p = pos + i
+        if p < len(chunk):
+            image[i] = chunk[p]
+        elif p >= n - 4:
+            image[i] = tag.to_bytes(4, "little")[p - (n - 4)]
+    return bytes(image)
