@@ -222,3 +222,39 @@ def test_large_copy_is_split_into_ring_sized_submissions(tmp_path, monkeypatch):
         r.copier.copy_in(DST, data, "tinyhw")
         assert r.board.vram.read(DST, len(data)) == data
         assert r.engine.stats["submissions"] == 3
+
+
+@pytest.mark.parametrize("protocol", ["seed", "tinyhw"])
+def test_model_costs_match_the_emulator(tmp_path, protocol):
+    """The model's per-transfer costs are the emulator's: the emulator's marginal virtual time per full chunk
+    (synchronous transfers) equals the model's synchronous chunk cost within 3 %."""
+    from tinyhw.boot.usbcopy_model import sync_chunk_s
+
+    times, reads = [], []
+    for chunks in (2, 6):
+        with rig(tmp_path) as r:
+            r.copier._prime()
+            t0, f0 = r.t.clock.now(), r.copier.stats["fence_reads"]
+            r.copier.copy_in(DST, os.urandom(chunks * CHUNK), protocol)
+            times.append(r.t.clock.now() - t0)
+            reads.append(r.copier.stats["fence_reads"] - f0)
+    per_chunk = (times[1] - times[0]) / 4
+    model = sync_chunk_s(protocol, fence_reads=(reads[1] - reads[0]) / 4)
+    assert abs(per_chunk - model) / model < 0.03, (per_chunk, model)
+
+
+def test_copy_out_model_matches_the_emulator(tmp_path):
+    """Copy-out is synchronous piece by piece; the emulator's GPU is instantaneous on the host clock, so the model
+    without GPU time must equal the emulator's marginal cost per 512 KiB piece within 3 %."""
+    from tinyhw.boot.usbcopy_model import LinkModel, copy_out
+
+    times = []
+    with rig(tmp_path) as r:
+        r.copier.copy_in(DST, os.urandom(4096), "tinyhw")
+        for pieces in (1, 4):
+            t0 = r.t.clock.now()
+            r.copier.copy_out(DST, pieces * 512 * 1024)
+            times.append(r.t.clock.now() - t0)
+    per_piece = (times[1] - times[0]) / 3
+    model = copy_out(512 * 1024, LinkModel(gpu_rate=float("inf")))["seconds"]
+    assert abs(per_piece - model) / model < 0.03, (per_piece, model)

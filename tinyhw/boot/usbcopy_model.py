@@ -34,6 +34,8 @@ class LinkModel:
     stage_rate: float = 0.5e9  # host staging copy, bytes/s (fitted; Python + memcpy on an ARM host)
     gpu_rate: float = 3.0e9  # SDMA reading the bridge SRAM over PCIe Gen3 x4 (inferred)
     poll_s: float = 5e-6  # SDMA poll interval until the sentinel is seen (inferred)
+    stream_dword_s: float = 1.1e-6  # §1: one streamed dword written by the 8051 (the ring write goes this way)
+    ring_dwords: int = 19  # §9.3: SDMA dwords per chunk (poll 6, copy 7, 64-bit write 6)
 
 
 def _wire(n: int) -> int:
@@ -45,7 +47,9 @@ def copy_in(size: int, protocol: str, m: LinkModel | None = None) -> dict[str, f
     m = m or LinkModel()
     sizes = [min(CHUNK, size - o) for o in range(0, size, CHUNK)]
     host = ep0 = pipe = 0.0
-    host += m.submit_s  # the one SDMA submission (ring write + doorbell), before any chunk
+    # the one SDMA submission before any chunk: streamed ring write (setup + bulk), HDP flush, doorbell (2 TLPs)
+    host += m.submit_s + 2 * m.ctrl_s + len(sizes) * m.ring_dwords * m.stream_dword_s + 3 * m.ctrl_s
+    ep0 = host
     bulk_done: list[float] = []
     drained: list[float] = []
     fence_reads = 0
@@ -106,11 +110,25 @@ def _known_drained(need: int, drained: list[float], host: float, m: LinkModel) -
 
 
 def copy_out(size: int, m: LinkModel | None = None) -> dict[str, float]:
-    """Modelled copy-out: per 512 KiB piece an arm, the SDMA submission (ring write + doorbell over the streamed
-    path: two round trips, inferred), the GPU copy into SRAM and one bulk IN."""
+    """Modelled copy-out (§9.4, synchronous piece by piece as published): per 512 KiB piece the 0xF2 read arm,
+    the SDMA submission (streamed ring write of 11 dwords: setup + bulk; HDP flush; 64-bit doorbell as two
+    TLPs), the GPU copy into the SRAM, then one bulk IN."""
     m = m or LinkModel()
     t = 0.0
     for o in range(0, size, 512 * 1024):
         n = min(512 * 1024, size - o)
-        t += m.ctrl_s + 2 * m.ctrl_s + n / m.gpu_rate + m.bulk_latency_s + _wire(n - 4) / m.f2_rate
+        submit = m.ctrl_s + m.bulk_latency_s + 11 * m.stream_dword_s + 3 * m.ctrl_s
+        t += m.ctrl_s + submit + n / m.gpu_rate + m.bulk_latency_s + _wire(n - 4) / m.f2_rate
     return {"seconds": t, "mb_s": size / t / 1e6 if t else 0.0}
+
+
+def sync_chunk_s(protocol: str, m: LinkModel | None = None, fence_reads: float = 1.0) -> float:
+    """Seconds of one full chunk when every transfer is waited for and the host costs nothing: what the
+    emulator's virtual clock charges (it runs the transfers one by one). Tests compare it with the emulator's
+    marginal cost per chunk, which ties this model's parameters to the emulator's."""
+    m = m or LinkModel()
+    wire = _wire(CHUNK)
+    ring = m.ring_dwords * m.stream_dword_s  # this chunk's share of the streamed ring write
+    if protocol == "seed":
+        return (1 + fence_reads) * m.ctrl_s + m.bulk_latency_s + wire / m.f2_rate + ring
+    return (1 + fence_reads) * m.ctrl_s + 2 * m.bulk_latency_s + wire / m.f2_rate + ring
