@@ -216,7 +216,7 @@ def test_found_by_ids_with_strings_location_and_speed() -> None:
     assert usb.util.get_string(dev, dev.iManufacturer) == "tiny"
     serial = usb.util.get_string(dev, dev.iSerialNumber)
     assert len(serial) == 8 and int(serial, 16) >= 0 and serial == serial.lower()
-    assert (dev.bus, dev.address, dev.port_numbers, dev.speed) == (1, 7, (2,), 4)
+    assert (dev.bus, dev.address, dev.port_numbers, dev.speed) == (1, 7, (2,), 5)  # superspeed-plus
     assert dev.bcdUSB == 0x0320 and 1 << dev.bMaxPacketSize0 == 512
     cfg = dev.get_active_configuration()
     assert cfg.bConfigurationValue == 1 and cfg.bmAttributes == 0xC0

@@ -20,6 +20,9 @@ it records. What they hold (specs/amd-bringup.md §5.1, §5.2, §6.1, §6.2, §6
 * ``amdgpu_psp``: bootloader commands (``PSP_BL__*``), sOS component types (``PSP_FW_TYPE_*``) and
   the driver's ucode ids (``AMDGPU_UCODE_ID_*``).
 * ``amd_discovery``: discovery signatures and the GC info table layouts (``gc_info_v1_0`` .. ``v2_1``).
+* ``sdma_v6_0_0_pkt_open``: SDMA 6 packet opcodes and sub-opcodes and the dword/field offsets, masks
+  and shifts of the packets the copy paths use (COPY_LINEAR, WRITE_UNTILED, POLL_REGMEM, FENCE,
+  TIMESTAMP, TRAP) (specs/asm24-usb-bridge.md §9.3, packet formats of the header).
 
 Module format: ``CONSTANTS`` maps each kept name to its integer value, in header order;
 ``STRUCTS`` maps a struct name to ``(size, {path: (offset, ctype, count)})`` where nested
@@ -75,6 +78,13 @@ PROTOCOLS: tuple[tuple[str, tuple[tuple[str, bool], ...], tuple[str, ...], tuple
          "VCN_INFO_TABLE_ID", "MALL_INFO_TABLE_ID", "NPS_INFO_TABLE_ID", "PSP_HEADER_SIZE"),
         ("struct gpu_info_header", "struct gc_info_v1_0", "struct gc_info_v1_1", "struct gc_info_v1_2",
          "struct gc_info_v1_3", "struct gc_info_v2_0", "struct gc_info_v2_1"),
+    ),
+    (
+        "sdma_v6_0_0_pkt_open",
+        ((f"{AMD}/amdgpu/sdma_v6_0_0_pkt_open.h", True),),
+        ("SDMA_OP_", "SDMA_SUBOP_", "SDMA_PKT_COPY_LINEAR_", "SDMA_PKT_WRITE_UNTILED_",
+         "SDMA_PKT_POLL_REGMEM_", "SDMA_PKT_FENCE_", "SDMA_PKT_TIMESTAMP_", "SDMA_PKT_TRAP_"),
+        (),
     ),
 )
 

@@ -30,10 +30,24 @@ from tinyhw.transport.base import BarInfo, Transport
 PCIE_LANE_MBPS = {1: 250.0, 2: 500.0, 3: 8000 * 128 / 130 / 8, 4: 16000 * 128 / 130 / 8,
                   5: 32000 * 128 / 130 / 8, 6: 64000 * 242 / 256 / 8}
 # USB link speeds as pyusb/libusb name them -> payload MB/s of the line (before protocol overhead).
-USB_LINK_MBPS = {"high": 60.0, "superspeed": 500.0, "superspeed-plus": 10000 * 128 / 132 / 8,
+USB_LINK_MBPS = {"high": 60.0, "high-speed": 60.0, "superspeed": 500.0, "superspeed-plus": 10000 * 128 / 132 / 8,
                  "superspeed-plus-2x2": 20000 * 128 / 132 / 8}
 DIRECTIONS = ("h2d", "d2h")
 SIZE_SUFFIX = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+@dataclass
+class CopyPath:
+    """How bytes move when not through the BAR mapping: ``write(offset, data)`` host->device and
+    ``read(offset, length)`` device->host (e.g. the bridge SRAM + SDMA protocols, which the CLI builds from
+    tinyhw.boot and hands in), its ``label``, and optionally ``model(direction, size)``: a pipelined modelled
+    MB/s to print beside the measured one (None when there is none)."""
+
+    label: str
+    write: Callable[[int, bytes], object]
+    read: Callable[[int, int], bytes]
+    size_limit: int | None = None
+    model: Callable[[str, int], float | None] | None = None
 
 
 @dataclass
@@ -49,6 +63,7 @@ class CopyResult:
     link_limit_mbps: float | None = None
     modelled: bool = False
     skipped: str | None = None
+    model_mbps: float | None = None
 
     def mbps(self) -> list[float]:
         return [self.size / s / 1e6 for s in self.seconds if s > 0]
@@ -67,6 +82,7 @@ class CopyResult:
             "fraction_of_limit": float(f"{median / limit:.4g}") if (median and limit) else None,
             "modelled": self.modelled,
             "skipped": self.skipped,
+            "model_mbps": None if self.model_mbps is None else round(self.model_mbps, 1),
         }
 
 
@@ -111,7 +127,8 @@ def link_limit(transport: Transport) -> tuple[float | None, str]:
             parts.append((lane * pcie.lnksta.width, f"pcie {_speed(pcie.lnksta.current_speed)} x{pcie.lnksta.width}"))
     except Exception:
         pass
-    usb = transport.info().extra.get("usb_speed")
+    extra = transport.info().extra
+    usb = extra.get("usb_link") or extra.get("usb_speed")
     if usb in USB_LINK_MBPS:
         parts.append((USB_LINK_MBPS[usb], f"usb {usb}"))
     if not parts:
@@ -130,9 +147,10 @@ def _pattern(size: int, seed: int) -> bytes:
 
 def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ...] = DIRECTIONS, repeat: int = 3,
                bar: int | None = None, offset: int = 0, progress: Progress = NO_PROGRESS,
-               log: Callable[[str], None] = lambda _m: None) -> list[CopyResult]:
+               log: Callable[[str], None] = lambda _m: None, via: CopyPath | None = None) -> list[CopyResult]:
     """Run the copies; each size and direction ``repeat`` times, every one verified.
 
+    ``via`` replaces the BAR mapping with another copy path (its offsets are device memory offsets).
     Raises :class:`~tinyhw.errors.OperationFailed` (through the transport) on a device error and
     ``Refused`` for bad arguments; a copy whose data comes back wrong raises ``OperationFailed`` naming
     the first differing offset.
@@ -143,13 +161,19 @@ def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ..
         raise Refused("--repeat must be at least 1")
     if offset < 0 or offset % 4:
         raise Refused(f"offset 0x{offset:x} must be a non-negative multiple of 4")
-    info = pick_bar(transport, bar)
-    region = transport.bar(info.index)
     limit, how = link_limit(transport)
     modelled = bool(getattr(transport.clock, "virtual", False))
     clock = transport.clock
-    path = f"bar{info.index} {'streamed' if transport.name == 'usb' else 'mapped'}"
-    log(f"copying through bar{info.index} ({info.size:#x} bytes) at offset {offset:#x}; link limit "
+    if via is None:
+        info = pick_bar(transport, bar)
+        region = transport.bar(info.index)
+        write, read, room = region.write, region.read, info.size
+        path = f"bar{info.index} {'streamed' if transport.name == 'usb' else 'mapped'}"
+        where = f"bar{info.index} ({info.size:#x} bytes)"
+    else:
+        write, read, room, path = via.write, via.read, via.size_limit, via.label
+        where = via.label
+    log(f"copying through {where} at offset {offset:#x}; link limit "
         f"{'unknown' if limit is None else f'{limit:.0f} MB/s'} ({how}); "
         f"{'modelled time (emulated board)' if modelled else 'measured wall time'}")
     results: list[CopyResult] = []
@@ -158,26 +182,28 @@ def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ..
         for size in sizes:
             for direction in directions:
                 r = CopyResult(direction, size, repeat, path, link_limit_mbps=limit, modelled=modelled)
+                if via is not None and via.model is not None:
+                    r.model_mbps = via.model(direction, size)
                 results.append(r)
-                if offset + size > info.size:
-                    r.skipped = f"does not fit in bar{info.index} ({info.size:#x} bytes) at offset {offset:#x}"
+                if room is not None and offset + size > room:
+                    r.skipped = f"does not fit in {where} at offset {offset:#x}"
                     advance(size * repeat)
                     continue
                 for i in range(repeat):
                     data = _pattern(size, (size << 8) | (i << 1) | (direction == "d2h"))
                     if direction == "h2d":
                         t0 = clock.now()
-                        region.write(offset, data)
+                        write(offset, data)
                         r.seconds.append(clock.now() - t0)
-                        back = region.read(offset, size)
+                        back = read(offset, size)
                     else:
-                        region.write(offset, data)
+                        write(offset, data)
                         t0 = clock.now()
-                        back = region.read(offset, size)
+                        back = read(offset, size)
                         r.seconds.append(clock.now() - t0)
                     if back != data:
                         bad = next(k for k in range(size) if back[k] != data[k])
-                        raise OperationFailed(f"{direction} copy of {size} bytes came back wrong at bar{info.index} "
+                        raise OperationFailed(f"{direction} copy of {size} bytes came back wrong through {path} at "
                                               f"offset 0x{offset + bad:x}: 0x{back[bad]:02x}, expected "
                                               f"0x{data[bad]:02x}")
                     r.verified += size

@@ -5,8 +5,9 @@ steps 1 (mode-1 reset), 5 (PSP bootloader), 6 (KM ring), 7 (TOC, LOAD_IP_FW(SMU)
 every other image, AUTOLOAD_RLC), 8 (SMU driver table, EnableAllSmuFeatures), 9 (wait for RLC
 autoload: CP_STAT == 0 and bootload_complete == 1, the Linux form of Q2), 11 (highest DPM level),
 13 (flags); §4.3 (partial boot); §7.2 (reset: SMU debug mailbox, PSP MODE1_RST as the fallback,
-500 ms, bootloader ready again). GMC/IH/GFX/SDMA queue bring-up (steps 2-4, 9a-10, 12) is not part
-of this boot. Firmware is checked (:mod:`tinyhw.boot.firmware`) by the caller before any write.
+500 ms, bootloader ready again). The copy engine (steps 2-4, 9a, 9d, 10: page tables, hubs, IH, MEC,
+SDMA0 queue 0; :mod:`tinyhw.boot.copyengine`) comes up just before the flags when ``copy_engine`` is set;
+clock gating (12) is not done. Firmware is checked (:mod:`tinyhw.boot.firmware`) by the caller before any write.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinyhw.boot import copyengine, layout
 from tinyhw.boot import gpu as g
-from tinyhw.boot import layout
 from tinyhw.boot.firmware import FirmwareSet
 from tinyhw.boot.gpu import AmGpu
 from tinyhw.boot.psp import RESET_HINT, Psp, PspError
@@ -63,6 +64,7 @@ class BootResult:
     smu_version: int = 0
     firmware_bytes: int = 0
     copy: dict[str, int] = field(default_factory=dict)
+    copy_engine: bool = False  # also bring up page tables, hubs, IH, MEC and SDMA0 (tinyhw.boot.copyengine)
 
     def to_doc(self) -> dict[str, Any]:
         return {"boot": self.kind, "reason": self.reason, "tmr_size": self.tmr_size, "smu_version": self.smu_version,
@@ -76,13 +78,13 @@ def plan(state: BoardState) -> tuple[str, str]:
 
 
 def boot(gpu: AmGpu, fw: FirmwareSet, on_step: Callable[[str, str, dict[str, Any]], None] | None = None,
-         state: BoardState | None = None) -> BootResult:
+         state: BoardState | None = None, *, copy_engine: bool = False) -> BootResult:
     """Bring the PSP secure OS and the SMU up (full boot), or re-check a board tinyhw booted (partial)."""
     log = StepLog(gpu, on_step)
     state = state or read_state(gpu)
     kind, reason = plan(state)
     psp, smu = Psp(gpu), Smu(gpu)
-    result = BootResult(kind, reason)
+    result = BootResult(kind, reason, copy_engine=copy_engine)
     if kind == "partial":
         if log.run("smu alive", lambda: {"alive": smu.alive()})["alive"]:
             _partial(gpu, smu, log, result, state)
@@ -101,6 +103,8 @@ def _partial(gpu: AmGpu, smu: Smu, log: StepLog, result: BootResult, state: Boar
     result.tmr_size = state.tmr_size
     result.smu_version = log.run("smu version", lambda: {"smu_version": smu.version()})["smu_version"]
     result.clocks = log.run("clocks", lambda: {"clocks_mhz": smu.highest_clocks()})["clocks_mhz"]
+    if result.copy_engine:
+        log.run("copy engine", lambda: copyengine.summary(copyengine.bring_up(gpu)))
     log.run("flags", lambda: _flags(gpu, state.tmr_size))
 
 
@@ -149,6 +153,8 @@ def _full(gpu: AmGpu, fw: FirmwareSet, psp: Psp, smu: Smu, log: StepLog, result:
             address=gpu.mc(layout.SMU_TABLE))
     log.run("smu features", smu.enable_features)
     result.clocks = log.run("clocks", lambda: {"clocks_mhz": smu.highest_clocks()})["clocks_mhz"]
+    if result.copy_engine:
+        log.run("copy engine", lambda: copyengine.summary(copyengine.bring_up(gpu)))
     log.run("flags", lambda: _flags(gpu, tmr))
     result.tmr_size = tmr
     result.firmware_bytes = moved

@@ -32,9 +32,14 @@ def bench() -> None:
 @click.option("--memory", type=click.Choice(["pinned", "pageable", "both"]), default="both", show_default=True,
               help="cuda:N only: host memory pinned by the driver, ordinary pageable memory, or both.")
 @click.option("--yes", is_flag=True, help="Go ahead without asking (the copies overwrite device memory).")
+@click.option("--path", "copy_path", type=click.Choice(["bar", "sram"]), default="bar", show_default=True,
+              help="bar: through the BAR mapping (streamed over the usb bridge). sram: usb bridge only, a booted "
+                   "board: the bridge's SRAM and the GPU's SDMA engine (copy-in/copy-out protocols).")
+@click.option("--protocol", type=click.Choice(["tinyhw", "seed"]), default="tinyhw", show_default=True,
+              help="--path sram copy-in: tinyhw's pipelined protocol or the published (seed) one.")
 @click.pass_obj
 def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index: int | None, offset: str,
-             memory: str, yes: bool) -> None:
+             memory: str, copy_path: str, protocol: str, yes: bool) -> None:
     """Copy bandwidth host->device and device->host through the device's BAR (or, on cuda:N, the CUDA
     driver's async copies), every copy verified.
 
@@ -55,6 +60,12 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
       tinyhw --device mock:navi31-usb bench copy --sizes 4K,64K
       tinyhw --device pci:0000:03:00.0 --json bench copy --direction h2d --repeat 5 --yes
       tinyhw --device cuda:0 bench copy --sizes 1M,256M --memory pinned
+      tinyhw --device mock:navi31-usb am boot --yes && tinyhw --device mock:navi31-usb bench copy --path sram
+
+    --path sram (usb bridge, after `am boot`): host->VRAM through the bridge's 512 KiB SRAM and SDMA
+    copy-in, VRAM->host through SDMA and the SRAM copy-out (specs/asm24-usb-bridge.md §9), at VRAM
+    offset 128 MiB by default; each row also shows the pipelined model's MB/s for that protocol
+    (`model_mbps`), since pyusb's synchronous transfers cannot overlap.
     """
     from tinyhw.bench import copy_bench, parse_sizes, pick_bar
     from tinyhw.cli.numbers import parse_number
@@ -70,13 +81,54 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
     transport = app.open_transport(writes=True)
     size_list = parse_sizes(sizes or (EMULATED_SIZES if transport.emulated else HARDWARE_SIZES))
     start = parse_number(offset, "--offset", units=True)
-    if not transport.emulated:
+    via = None
+    if copy_path == "sram":
+        if bar_index is not None:
+            from tinyhw.errors import Refused
+
+            raise Refused("--bar applies to --path bar; --path sram copies into VRAM through the bridge's sram")
+        start = start or SRAM_DEFAULT_OFFSET
+        if not transport.emulated:
+            app.confirm(yes, f"bench copy overwrites up to {max(size_list):#x} bytes of VRAM at offset {start:#x} "
+                             f"through the bridge sram on {transport.identity().location}")
+        via = _sram_path(transport, protocol)
+    elif not transport.emulated:
         info = pick_bar(transport, bar_index)
         app.confirm(yes, f"bench copy overwrites up to {max(size_list):#x} bytes of bar{info.index} at offset "
                          f"{start:#x} on {transport.identity().location}")
-    results = copy_bench(transport, size_list, dirs, repeat, bar_index, start, ProgressBar(app), app.log)
+    results = copy_bench(transport, size_list, dirs, repeat, bar_index, start, ProgressBar(app), app.log, via=via)
     doc = {"results": [r.as_dict() for r in results]}
     app.emit(doc, lambda: _human(app, doc["results"]))
+
+
+# VRAM offset of --path sram copies: above the copy engine's own layout (page tables, rings: < 83 MiB)
+SRAM_DEFAULT_OFFSET = 128 << 20
+
+
+def _sram_path(transport: Any, protocol: str) -> Any:
+    """The bridge SRAM + SDMA copy path (tinyhw.boot.usbcopy) as the bench's CopyPath; the copy engine is brought
+    up here (page tables, hubs, SDMA ring) on a board `am boot` booted."""
+    from tinyhw.bench import CopyPath
+    from tinyhw.boot import usbcopy_model
+    from tinyhw.boot.gpu import AmGpu
+    from tinyhw.boot.state import read_state
+    from tinyhw.boot.usbcopy import open_copier
+    from tinyhw.errors import Refused
+
+    if getattr(transport, "bridge", None) is None:
+        raise Refused("--path sram needs the usb bridge (usb or mock:navi31-usb); use --path bar here")
+    state = read_state(AmGpu(transport))
+    if not (state.tinyhw_booted and state.busy == 0 and state.sos_alive):
+        raise Refused("--path sram needs a board tinyhw booted (the sdma engine runs firmware the psp loads)",
+                      hint="run tinyhw am boot --yes first (tinyhw am info shows the state)")
+    copier = open_copier(transport)
+
+    def model(direction: str, size: int) -> float:
+        doc = usbcopy_model.copy_in(size, protocol) if direction == "h2d" else usbcopy_model.copy_out(size)
+        return doc["mb_s"]
+
+    return CopyPath(f"bridge sram + sdma ({protocol} copy-in)", lambda off, data: copier.copy_in(off, data, protocol),
+                    copier.copy_out, size_limit=None, model=model)
 
 
 def _is_cuda(app: App) -> bool:
@@ -121,13 +173,16 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
     cols = ("direction", "memory") if gpu else ("direction",)
     for col in ("dir", "memory") if gpu else cols:
         table.add_column(col)
-    for col in ("size", "MB/s min", "median", "max", "verified", "of limit", "time"):
+    pipelined = any(r.get("model_mbps") is not None for r in rows)
+    extra = ("model",) if pipelined else ()
+    for col in ("size", "MB/s min", "median", "max", "verified", "of limit", *extra, "time"):
         table.add_column(col, justify="left" if col == "time" else "right")
     for r in rows:
         frac = r["fraction_of_limit"]
+        model = (num(r.get("model_mbps")),) if pipelined else ()
         table.add_row(*(r[c] for c in cols), _size(r["size"]), num(r["mbps_min"]), num(r["mbps_median"]),
                       num(r["mbps_max"]), _size(r["verified"]) if r["verified"] else "-",
-                      "-" if frac is None else f"{frac:.1%}",
+                      "-" if frac is None else f"{frac:.1%}", *model,
                       r["skipped"] or ("modelled" if r["modelled"] else "measured"))
     if gpu:
         app.out.print(f"{gpu['device']}: {gpu['gpu']}, cuda driver {gpu['driver_version']}", markup=False)
@@ -136,7 +191,8 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
     if gpu:
         app.out.print(f"link limit: {num(limit, '{:.0f}')} MB/s ({gpu['link_source']})", markup=False)
     else:
-        app.out.print(f"link limit: {num(limit, '{:.0f}')} MB/s; path: {rows[0]['path'] if rows else '-'}")
+        app.out.print(f"link limit: {num(limit, '{:.0f}')} MB/s; path: {rows[0]['path'] if rows else '-'}",
+                      markup=False)
     _chart(app, rows)
 
 

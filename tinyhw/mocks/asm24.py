@@ -178,6 +178,9 @@ class Asm24Bridge:
             clock=clock, timing=self.timing, speed=self.speed, max_packet=self.max_packet, memory=self.memory,
             engine=self.engine, counters=self.counters, warnings=self.warnings, busy=self.busy,
             anomaly=self.anomaly, tlp_fault=self.tlp_fault)
+        attach = getattr(board, "attach_bus", None)  # the GPU's bus-master reads/writes reach our memory
+        if callable(attach):
+            attach(self)
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
@@ -230,6 +233,9 @@ class Asm24Bridge:
         ok = error is None
         self.log.append(self._record._replace(actual=len(moved) if ok else 0, status=status,
                                               crc32=zlib.crc32(moved) if ok else 0))
+        activity = getattr(self.board, "bus_activity", None)  # an SDMA parked on a poll of our SRAM looks again
+        if callable(activity) and not self.disconnected:
+            activity()
 
     # -- control endpoint ------------------------------------------------------------------------
     def control(self, bmRequestType: int, bRequest: int, wValue: int, wIndex: int,

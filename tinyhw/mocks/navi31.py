@@ -31,6 +31,7 @@ from tinyhw.mocks import discovery as mock_discovery
 from tinyhw.mocks.amregs import RSMU_INDEX
 from tinyhw.mocks.flashstore import FlashStore, write_atomic
 from tinyhw.mocks.gd25 import GD25LQ16E, Gd25Config
+from tinyhw.mocks.gpuvm import INVALIDATE_REQS
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.navi31_am import AmBootPath
 from tinyhw.mocks.options import MockOptions
@@ -180,6 +181,9 @@ class Navi31Board(AmBootPath):
             writes.update(more_w)
         self._rd5 = reads
         self._wr5 = writes
+        for req in INVALIDATE_REQS:  # a TLB invalidation drops the copy engine's cached translations
+            if req in writes:
+                writes[req] = lambda v, h=writes[req]: (h(v), self.gpuvm.invalidate(v))[0]
 
     def set_psp_state(self, state: str) -> None:
         """P6: move the board to ``pbl`` (ROM_SW available), ``early``, ``sos`` or ``gated`` (ROM_SW gated)."""
@@ -282,8 +286,26 @@ class Navi31Board(AmBootPath):
         mem = self._plain.get(bar)
         if mem is not None and offset < self.pci.bar_size[bar] and (bar != 0 or offset < self.vram_size):
             mem.write32(offset, value)
+            if bar == 2:
+                self.sdma.on_doorbell(offset, value)
             return
         self._uncovered(bar, offset, value)
+
+    # -- the GPU as a bus master (the copy engine's system pages) ----------------------------------------------
+    def attach_bus(self, bus: object) -> None:
+        """The attachment that answers the GPU's bus-master reads/writes (``dma_read``/``dma_write``)."""
+        self.bus = bus
+
+    def bus_read(self, addr: int, length: int) -> bytes | None:
+        return None if self.bus is None else self.bus.dma_read(addr, length)
+
+    def bus_write(self, addr: int, data: bytes) -> bool:
+        return False if self.bus is None else bool(self.bus.dma_write(addr, data))
+
+    def bus_activity(self) -> None:
+        """The attachment moved data (a USB transfer ended): an engine parked on a POLL looks again."""
+        if self.sdma.waiting:
+            self.sdma.kick()
 
     def mem_write_block(self, bar: int, offset: int, data: bytes) -> bool:
         """A burst of dword writes to VRAM (streamed or bulk); False when it is not plain VRAM (caller loops)."""

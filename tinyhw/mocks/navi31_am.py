@@ -20,7 +20,9 @@ from typing import Any
 from tinyhw.mocks import boardstate
 from tinyhw.mocks import discovery as mock_discovery
 from tinyhw.mocks.amregs import CP_HQD_ACTIVE, RegisterFile
+from tinyhw.mocks.gpuvm import GpuVm
 from tinyhw.mocks.pspboot import PspBoot
+from tinyhw.mocks.sdma import SdmaEngine
 from tinyhw.mocks.smu import Smu
 
 
@@ -59,6 +61,10 @@ class AmBootPath:
         model.boot.sos_delay = o.sos_delay
         self.boot = PspBoot(self, model.boot, hang=o.psp == "hang", fwcheck=o.fwcheck == "on")
         self.smu = Smu(self, delay=model.smu_delay, silent=o.smu == "silent", busy_at=o.smu_busy_at, load=o.load)
+        # the copy engine (SDMA0 queue 0, VMID0 translation) and the bus master's view of the bridge (mocks/sdma.py)
+        self.bus = None  # an attachment that reaches "system" bus addresses (the ASM24 bridge) sets this
+        self.gpuvm = GpuVm(self)
+        self.sdma = SdmaEngine(self, hang=o.sdma == "hang")
         self._load_state()
         if o.psp in ("sos", "gated") and not self.boot.s.sos_alive:
             self.boot.s.sos_alive = 1
@@ -142,7 +148,8 @@ class AmBootPath:
         return {"vram_bytes_written": self.vram.bytes_written, "bar5_writes": self.bar5_writes,
                 "reg_writes": self.reg_writes,
                 "regfile_writes": self.regfile.writes, "accesses": self.accesses, "smu_messages": self.smu.messages,
-                "psp_commands": len(self.boot.log), "mode1_resets": len(self.resets)}
+                "psp_commands": len(self.boot.log), "mode1_resets": len(self.resets),
+                "sdma_packets": self.sdma.stats["packets"], "sdma_bytes_copied": self.sdma.stats["bytes_copied"]}
 
     # -- board state file ----------------------------------------------------------------------------------------
     def _load_state(self) -> None:

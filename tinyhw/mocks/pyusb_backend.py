@@ -27,7 +27,7 @@ from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.pcie_switch import Endpoint
 from tinyhw.mocks.usb_descriptors import (
     SPEED_HIGH,
-    SPEED_SUPER,
+    SPEED_SUPER_PLUS,
     ConfigDesc,
     DeviceDesc,
     EndpointDesc,
@@ -100,7 +100,7 @@ class Asm24Backend(usb.backend.IBackend):
     def get_device_descriptor(self, dev: _Device) -> DeviceDesc:
         b = dev.bridge
         return parse_device(b.identity.device(), bus=dev.bus, address=dev.address, port_numbers=dev.port_numbers,
-                            speed=SPEED_SUPER if b.speed == "ss" else SPEED_HIGH)
+                            speed=SPEED_SUPER_PLUS if b.speed == "ss" else SPEED_HIGH)
 
     def get_configuration_descriptor(self, dev: _Device, config: int) -> ConfigDesc:
         if config != 0:

@@ -39,6 +39,9 @@ DESC_BOS, DESC_DEVICE_CAP, DESC_SS_EP_COMPANION = 0x0F, 0x10, 0x30
 #: libusb speed codes, as pyusb reports them in ``Device.speed``.
 SPEED_HIGH = 3
 SPEED_SUPER = 4
+#: SuperSpeedPlus (10 Gbps, USB 3.2 Gen 2): the port an emulated SuperSpeed bridge sits on, as the spec's measured
+#: figures were taken on one (specs/asm24-usb-bridge.md §1: 0xF2 ~700 MB/s "on 10 Gbps USB3").
+SPEED_SUPER_PLUS = 5
 
 
 def bulk_max_packet(speed: str) -> int:

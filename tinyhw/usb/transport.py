@@ -52,6 +52,9 @@ class UsbBarRegion(BarRegion):
             self._br.stream_write(self.info.address + offset, bytes(data))
 
 
+#: libusb speed codes (pyusb ``Device.speed``) -> the link names ``info()["usb_link"]`` reports
+USB_LINKS = {1: "low", 2: "full", 3: "high", 4: "superspeed", 5: "superspeed-plus"}
+
 class UsbTransport(Transport):
     """A GPU behind an ASM24 bridge running the custom firmware."""
 
@@ -169,6 +172,8 @@ class UsbTransport(Transport):
                 "product": self.product,
                 "serial": self.serial,
                 "usb_speed": "superspeed" if self.endpoints.superspeed else "high-speed",
+                # the link the host negotiated (libusb's speed code): 5 and 10 Gbps SuperSpeed differ here only
+                "usb_link": USB_LINKS.get(getattr(self._dev, "speed", None) or 0),
                 "ltssm": self.ltssm,
                 "link_state": LTSSM_NAMES.get(self.ltssm, "unknown"),
                 "gpu_bus": self.enumeration.gpu_bus,

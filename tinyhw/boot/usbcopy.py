@@ -1,0 +1,273 @@
+"""Host <-> VRAM copies over the ASM24 USB bridge through its 512 KiB SRAM and SDMA0 (copy-in, copy-out).
+
+Spec: specs/asm24-usb-bridge.md §4.5 (0xF2 arms: host->SRAM at first slot S, SRAM->host from slot 0 released by a
+GPU write into 0x822000), §7.2 (SRAM at PCIe 0x200000, drain fence at 0x820800 = XDATA 0xA800, release word
+0x82200C), §9.2-§9.4 (windows, sentinel 0x51000000 | seq mod 2^24 in the last dword of the wire image, wire
+length round_up(payload + 4, 512), payload per full chunk 0x40000 - 4, fence = seq + 1 after chunk seq is in
+VRAM, first-use zeroing, window-reuse rule, copy-out in 512 KiB pieces). Layer 3: handed the transport (its
+``bridge``) and a :class:`~tinyhw.boot.copyengine.CopyEngine`.
+
+Two copy-in protocols share the GPU side (one submission per call: per chunk POLL sentinel, COPY, 64-bit
+WRITE of the fence) and differ on the host:
+
+* ``seed`` — the published protocol of §9.3: per chunk copy the payload into a staging buffer with the
+  sentinel, send the 0xF2 arm and a fence read, wait for both (and poll the fence until the window is free),
+  then send the wire image.
+* ``tinyhw`` — the same wire format and safety rule with fewer round trips and no staging copy: the body of
+  the wire image (whole 1024-byte packets of payload) goes straight from the caller's buffer and only a
+  512-2048-byte tail (rest of the payload, padding, sentinel) is built; both bulk transfers fill one 0xF2 arm
+  (the engine counts sectors, not transfers: inferred for hardware, as the arm only fixes the byte count);
+  the fence is read only when the last value read cannot prove the window free; the arm goes out as soon as
+  the window is known free, without waiting for it before the data is queued. The host here submits in
+  order (synchronous pyusb); the timing model (:mod:`tinyhw.boot.usbcopy_model`) replays both host loops
+  with asynchronous submission, as a libusb-async host would run them, and gives the pipelined figures.
+
+Stale SRAM equal to an old sentinel: ``seq`` persists across calls on one :class:`UsbCopier` and the SRAM is
+zeroed on first use, so an old *sentinel* never matches; but the SRAM also holds copied-out VRAM and older
+payloads, which can hold the exact dword 0x51000000 | seq where the GPU looks. The published protocol would
+then copy stale bytes (a hazard the tests demonstrate on the emulator); tinyhw's protocol keeps a host mirror
+of what it put into the SRAM (wire images, copy-out pieces) and switches that chunk to 0x52000000 | seq.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tinyhw.boot import sdmapkt as pk
+from tinyhw.boot.copyengine import CQ_BUF_BUS, SRAM_BUS, SRAM_SIZE, SYS_BUF_BUS, bridge_va
+from tinyhw.errors import DeviceTimeout, Refused
+from tinyhw.transport.wait import poll
+
+if TYPE_CHECKING:
+    from tinyhw.boot.copyengine import CopyEngine
+
+WINDOW = 0x40000  # 256 KiB, 16 slots
+CHUNK = WINDOW - 4  # payload of a full chunk (§9.2)
+SLOT = 16 * 1024
+SECTOR = 512
+FENCE_XDATA = 0xA800  # PCIe 0x820800 (§7.2)
+FENCE_BUS = SYS_BUF_BUS + 0x800
+RELEASE_BUS = CQ_BUF_BUS + 12
+OUT_PIECE = SRAM_SIZE
+SENTINEL = 0x51000000
+ALT_SENTINEL = 0x52000000  # tinyhw's protocol: used when the stale SRAM already holds SENTINEL | seq
+BATCH = 4096  # chunks per SDMA submission: 4096 * 19 dwords = 311 KiB of the 1 MiB ring
+PROTOCOLS = ("seed", "tinyhw")
+
+
+def wire_len(payload: int) -> int:
+    return -(-(payload + 4) // SECTOR) * SECTOR
+
+
+def sentinel(seq: int) -> int:
+    return SENTINEL | (seq & 0xFFFFFF)
+
+
+class UsbCopier:
+    """Copy-in / copy-out state of one bridge + GPU (``seq`` never resets while this object lives)."""
+
+    def __init__(self, engine: CopyEngine, *, timeout: float = 10.0) -> None:
+        self.engine = engine
+        self.gpu = engine.gpu
+        self.bridge = engine.gpu.transport.bridge
+        self.clock = engine.gpu.clock
+        self.timeout = timeout
+        self.seq = 0
+        self.fence_seen = 0
+        self.primed = False
+        self.mirror = bytearray(SRAM_SIZE)
+        self.stats = {"chunks": 0, "fence_reads": 0, "arms": 0, "bulk_out": 0, "staged_bytes": 0, "pieces_out": 0,
+                      "alt_sentinels": 0}
+
+    # -- helpers --------------------------------------------------------------------------------------------
+    def _read_fence(self) -> int:
+        self.stats["fence_reads"] += 1
+        self.fence_seen = int.from_bytes(self.bridge.xdata_read(FENCE_XDATA, 8), "little")
+        return self.fence_seen
+
+    def _wait_fence(self, target: int, what: str) -> None:
+        if self.fence_seen >= target:
+            return
+        try:
+            poll(self.clock, self._read_fence, lambda v: v >= target, timeout=self.timeout, interval=0.001, what=what)
+        except DeviceTimeout as e:
+            raise DeviceTimeout(f"{what}: the gpu did not drain it in {self.timeout:g} s (fence {self.fence_seen}, "
+                                f"sdma read pointer 0x{self.engine.rptr():x} of 0x{self.engine.wptr:x})",
+                                hint="the copy engine is hung: reset the gpu (`tinyhw am reset`) and boot again") from e
+
+    def _prime(self) -> None:
+        """First use (§9.3): zero the fence (eight E5 writes) and both windows (so old SRAM is no sentinel)."""
+        if self.primed:
+            return
+        for i in range(8):
+            self.bridge.xdata_write(FENCE_XDATA + i, 0)
+        self.bridge.sram_write(0, bytes(SRAM_SIZE))
+        self.mirror = bytearray(SRAM_SIZE)  # what the SRAM holds, as far as this copier wrote it
+        self.fence_seen = 0
+        self.seq_base_fence = 0
+        self.primed = True
+
+    def _arm(self, window: int, length: int) -> None:
+        self.stats["arms"] += 1
+        slots = -(-length // SLOT)
+        self.bridge._ctrl(0x40, 0xF2, length // SECTOR, (16 * window) | (slots << 8), b"", 1.0,
+                          f"sram write arm at slot {16 * window}")
+
+    def _bulk(self, data: bytes | memoryview) -> None:
+        self.stats["bulk_out"] += 1
+        self.bridge._bulk_out(bytes(data), 10.0, "copy-in data")
+
+    # -- copy-in ---------------------------------------------------------------------------------------------
+    def copy_in(self, dst_offset: int, data: bytes | bytearray | memoryview, protocol: str = "tinyhw") -> dict:
+        """Copy ``data`` to VRAM byte ``dst_offset`` (any length, any alignment of the size)."""
+        if protocol not in PROTOCOLS:
+            raise Refused(f"unknown copy-in protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+        view = memoryview(bytes(data) if not isinstance(data, (bytes, bytearray)) else data).cast("B")
+        if dst_offset < 0 or dst_offset + len(view) > self.gpu.vram_size:
+            raise Refused(f"copy-in of {len(view)} bytes at vram 0x{dst_offset:x} is outside vram")
+        if not view:
+            return {"bytes": 0, "chunks": 0}
+        self._prime()
+        chunks = [view[o:o + CHUNK] for o in range(0, len(view), CHUNK)]
+        for first in range(0, len(chunks), BATCH):  # one SDMA submission per batch (the ring holds ~13 800 chunks)
+            self._copy_batch(dst_offset + first * CHUNK, chunks[first:first + BATCH], protocol)
+        return {"bytes": len(view), "chunks": len(chunks), "protocol": protocol}
+
+    def _copy_batch(self, dst_offset: int, chunks: list[memoryview], protocol: str) -> None:
+        base = self.seq
+        tags = self._tags(base, chunks, protocol)
+        body: list[int] = []
+        for c, chunk in enumerate(chunks):
+            seq = base + c
+            win = SRAM_BUS + WINDOW * (seq % 2)
+            body += pk.poll_mem_equal(bridge_va(win + wire_len(len(chunk)) - 4), tags[c])
+            body += pk.copy_linear(bridge_va(win), self.gpu.mc(dst_offset + c * CHUNK), len(chunk))
+            body += pk.write64(bridge_va(FENCE_BUS), seq + 1)
+        self.engine.submit(body)
+        for c, chunk in enumerate(chunks):
+            seq = base + c
+            if protocol == "seed":
+                self._send_seed(seq, chunk, tags[c])
+            else:
+                self._send_tinyhw(seq, chunk, tags[c])
+            self.stats["chunks"] += 1
+        self.seq = base + len(chunks)
+        self._remember(base, chunks, tags)
+        self._wait_fence(self.seq, f"gpu failed to drain usb copy-in chunk {self.seq - 1}")
+
+    # -- what the SRAM holds: the tinyhw protocol never uses a tag that is already where the GPU looks ----------
+    def _tags(self, base: int, chunks: list[memoryview], protocol: str) -> list[int]:
+        """Sentinel per chunk. The seed protocol always uses 0x51000000 | seq (§9.2) and trusts that stale SRAM
+        never holds it at that place (copied-out VRAM or an older payload can); tinyhw checks the dword the GPU
+        will poll, as it will be when the GPU polls (after chunk seq-2 filled the window), and then uses
+        0x52000000 | seq instead."""
+        tags = []
+        for c in range(len(chunks)):
+            seq = base + c
+            tag = sentinel(seq)
+            if protocol == "tinyhw" and self._stale_at(base, chunks, tags, c) == tag:
+                tag = ALT_SENTINEL | (seq & 0xFFFFFF)
+                self.stats["alt_sentinels"] += 1
+            tags.append(tag)
+        return tags
+
+    def _stale_at(self, base: int, chunks: list[memoryview], tags: list[int], c: int) -> int:
+        """The dword at chunk c's sentinel place in its window just before chunk c's data lands."""
+        n = wire_len(len(chunks[c]))
+        pos = n - 4
+        for prev in range(c - 2, -1, -2):  # earlier chunks of this call in the same window, newest first
+            pn = wire_len(len(chunks[prev]))
+            if pos < pn:
+                return int.from_bytes(_image_bytes(chunks[prev], pn, tags[prev], pos), "little")
+        at = WINDOW * ((base + c) % 2) + pos
+        return int.from_bytes(self.mirror[at:at + 4], "little")
+
+    def _remember(self, base: int, chunks: list[memoryview], tags: list[int]) -> None:
+        """Update the SRAM mirror with the wire images that are still there (at most two per window)."""
+        for w in (0, 1):
+            mine = [c for c in range(len(chunks)) if (base + c) % 2 == w]
+            full = [c for c in mine if wire_len(len(chunks[c])) == WINDOW]
+            for c in mine[mine.index(full[-1]):] if full else mine:
+                n = wire_len(len(chunks[c]))
+                at = WINDOW * w
+                self.mirror[at:at + len(chunks[c])] = chunks[c]
+                self.mirror[at + len(chunks[c]):at + n - 4] = bytes(n - 4 - len(chunks[c]))
+                self.mirror[at + n - 4:at + n] = tags[c].to_bytes(4, "little")
+
+    def _send_seed(self, seq: int, chunk: memoryview, tag: int) -> None:
+        n = wire_len(len(chunk))
+        staging = bytearray(n)
+        staging[:len(chunk)] = chunk
+        staging[n - 4:] = tag.to_bytes(4, "little")
+        self.stats["staged_bytes"] += n
+        self._arm(seq % 2, n)
+        self._read_fence()
+        self._wait_fence(seq - 1, f"usb copy-in window {seq % 2} for chunk {seq}")
+        self._bulk(staging)
+
+    def _send_tinyhw(self, seq: int, chunk: memoryview, tag: int) -> None:
+        n = wire_len(len(chunk))
+        # the body goes straight from the caller's buffer: whole 1024-byte SuperSpeed packets of payload only;
+        # the tail (payload rest, zero pad, sentinel) is the only part built on the host
+        body_len = min(n - 512, len(chunk)) // 1024 * 1024
+        tail = n - body_len
+        self._arm(seq % 2, n)  # arming before the window drained is safe (§9.3 observed tolerance)
+        self._wait_fence(seq - 1, f"usb copy-in window {seq % 2} for chunk {seq}")
+        if body_len:
+            self._bulk(chunk[:body_len])
+        last = bytearray(tail)
+        rest = chunk[body_len:]
+        last[:len(rest)] = rest
+        last[tail - 4:] = tag.to_bytes(4, "little")
+        self.stats["staged_bytes"] += tail
+        self._bulk(last)
+
+    # -- copy-out --------------------------------------------------------------------------------------------
+    def copy_out(self, src_offset: int, length: int) -> bytes:
+        """Read ``length`` bytes of VRAM at ``src_offset`` through the SRAM (§9.4), 512 KiB per piece."""
+        if src_offset < 0 or length < 0 or src_offset + length > self.gpu.vram_size:
+            raise Refused(f"copy-out of {length} bytes at vram 0x{src_offset:x} is outside vram")
+        self.engine.wait_idle(self.timeout)
+        out = bytearray()
+        while len(out) < length:
+            n = min(OUT_PIECE, length - len(out))
+            self.bridge.sram_read_arm(n)
+            body = pk.copy_linear(self.gpu.mc(src_offset + len(out)), bridge_va(SRAM_BUS), n)
+            body += pk.fence(bridge_va(RELEASE_BUS), 0)
+            self.engine.submit(body)
+            try:
+                piece = self.bridge.sram_read_collect(n)
+            except DeviceTimeout as e:
+                raise DeviceTimeout(f"usb copy-out piece at vram 0x{src_offset + len(out):x} never arrived: the gpu "
+                                    f"did not release the sram (sdma read pointer 0x{self.engine.rptr():x} of "
+                                    f"0x{self.engine.wptr:x})",
+                                    hint="the copy engine is hung: reset the gpu (`tinyhw am reset`) and boot again"
+                                    ) from e
+            out += piece
+            self.mirror[:n] = piece  # the GPU wrote n bytes from SRAM offset 0 (slot 0)
+            self.stats["pieces_out"] += 1
+        return bytes(out)
+
+
+def open_copier(transport: object, *, timeout: float = 10.0) -> UsbCopier:
+    """A ready copier for a booted GPU behind the USB bridge: finds the registers (discovery), brings the copy
+    engine up (:func:`tinyhw.boot.copyengine.bring_up`) and returns the copier. ``transport`` must be the USB
+    transport (it has a ``bridge``); anything else is refused."""
+    from tinyhw.boot.copyengine import bring_up
+    from tinyhw.boot.gpu import AmGpu
+
+    if getattr(transport, "bridge", None) is None:
+        raise Refused("sram copies need the usb bridge transport (usb: or mock:navi31-usb)")
+    return UsbCopier(bring_up(AmGpu(transport)), timeout=timeout)  # type: ignore[arg-type]
+
+
+def _image_bytes(chunk: memoryview, n: int, tag: int, pos: int) -> bytes:
+    """Four bytes at ``pos`` of the wire image of ``chunk`` (payload, zero pad, tag in the last dword)."""
+    image = bytearray(4)
+    for i in range(4):
+        p = pos + i
+        if p < len(chunk):
+            image[i] = chunk[p]
+        elif p >= n - 4:
+            image[i] = tag.to_bytes(4, "little")[p - (n - 4)]
+    return bytes(image)

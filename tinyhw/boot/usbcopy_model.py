@@ -1,0 +1,134 @@
+"""Pipelined timing model of the USB copy protocols (what the host's asynchronous transfers achieve).
+
+Spec: specs/asm24-usb-bridge.md §1 (0xF2 SRAM DMA ~700 MB/s on 10 Gbps; a control transfer is a full USB round
+trip of the order of 100 us, inferred; PCIe never the bottleneck; published copy-in 276 MB/s (Kryo host), 294 and
+323 MB/s (comma) with the async arm + fence read), §9.3/§9.4 (the protocols' steps). The emulator runs the
+protocols functionally with synchronous transfers (its virtual clock gives the unpipelined time); this model
+replays each protocol's host loop with its transfers asynchronous, as the hosts submit them.
+
+Resources: the host thread (per-transfer submission cost, staging copies), EP0 (control transfers one at a
+time, ``ctrl_s`` each), the bulk-OUT pipe (one transfer at a time, ``bulk_gap_s`` + bytes / ``f2_rate``; the
+first byte of a transfer cannot move before its 0xF2 arm completed), the GPU (sentinel seen ``poll_s`` after the
+data landed, then bytes / ``gpu_rate`` from the SRAM over PCIe plus the fence write).
+
+Parameters: ``f2_rate`` and ``ctrl_s`` are the spec's figures; ``gpu_rate``, ``poll_s`` and ``bulk_gap_s`` are
+inferred; ``stage_rate`` (the host's staging copy, incl. the buffer conversions of a Python host) and
+``submit_s`` are fitted so the seed protocol lands on the published 276-323 MB/s: with them the seed protocol is
+host-bound (staging copy + two round trips per chunk before its data may move).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+WINDOW, CHUNK, SECTOR = 0x40000, 0x40000 - 4, 512
+
+
+@dataclass(frozen=True)
+class LinkModel:
+    f2_rate: float = 700e6  # §1: 0xF2 SRAM DMA on a 10 Gbps port
+    ctrl_s: float = 100e-6  # §1: one control round trip (inferred by the spec)
+    bulk_gap_s: float = 10e-6  # per bulk transfer on the pipe when transfers are queued back to back (inferred)
+    bulk_latency_s: float = 100e-6  # a lone bulk transfer's fixed cost (the emulator's bulk_overhead_s)
+    submit_s: float = 30e-6  # host cost to submit one transfer (fitted)
+    stage_rate: float = 0.5e9  # host staging copy, bytes/s (fitted; Python + memcpy on an ARM host)
+    gpu_rate: float = 3.0e9  # SDMA reading the bridge SRAM over PCIe Gen3 x4 (inferred)
+    poll_s: float = 5e-6  # SDMA poll interval until the sentinel is seen (inferred)
+    stream_dword_s: float = 1.1e-6  # §1: one streamed dword written by the 8051 (the ring write goes this way)
+    ring_dwords: int = 19  # §9.3: SDMA dwords per chunk (poll 6, copy 7, 64-bit write 6)
+
+
+def _wire(n: int) -> int:
+    return -(-(n + 4) // SECTOR) * SECTOR
+
+
+def copy_in(size: int, protocol: str, m: LinkModel | None = None) -> dict[str, float]:
+    """Modelled seconds and MB/s of one copy-in of ``size`` bytes with ``protocol`` ("seed" or "tinyhw")."""
+    m = m or LinkModel()
+    sizes = [min(CHUNK, size - o) for o in range(0, size, CHUNK)]
+    host = ep0 = pipe = 0.0
+    # the one SDMA submission before any chunk: streamed ring write (setup + bulk), HDP flush, doorbell (2 TLPs)
+    host += m.submit_s + 2 * m.ctrl_s + len(sizes) * m.ring_dwords * m.stream_dword_s + 3 * m.ctrl_s
+    ep0 = host
+    bulk_done: list[float] = []
+    drained: list[float] = []
+    fence_reads = 0
+
+    def control(at: float) -> float:
+        nonlocal ep0
+        start = max(at, ep0)
+        ep0 = start + m.ctrl_s
+        return ep0
+
+    def fence_ok(need: int, at: float) -> float:
+        """Host time when a fence read shows chunk ``need`` drained, reading at ``at`` and again as needed."""
+        nonlocal fence_reads
+        if need < 0:
+            return at
+        t = at
+        while True:
+            fence_reads += 1
+            done = control(t)
+            if drained[need] <= done - m.ctrl_s / 2:
+                return done
+            t = done
+
+    for k, n in enumerate(sizes):
+        wire = _wire(n)
+        if k >= 2:
+            host = max(host, bulk_done[k - 2])
+        if protocol == "seed":
+            host += wire / m.stage_rate + 2 * m.submit_s
+            arm_done = control(host)
+            host = fence_ok(k - 2, host) if k >= 2 else control(host)
+            host = max(host, arm_done) + m.submit_s
+            transfers = [wire]
+        else:
+            host += m.submit_s
+            arm_done = control(host)  # arming before the drain is safe (PR #17663); the fence read queues behind it
+            if k >= 2 and not _known_drained(k - 2, drained, host, m):
+                host = fence_ok(k - 2, host)
+            wire_body = min(wire - 512, n) // 1024 * 1024
+            tail = wire - wire_body
+            host += tail / m.stage_rate + 2 * m.submit_s
+            transfers = [wire_body, tail] if wire_body else [wire]
+        start = max(pipe, arm_done, host)
+        for b in transfers:
+            start += m.bulk_gap_s + b / m.f2_rate
+        pipe = start
+        bulk_done.append(pipe)
+        gpu_start = max(pipe + m.poll_s, drained[-1] if drained else 0.0)
+        drained.append(gpu_start + n / m.gpu_rate + 1e-6)
+    end = fence_ok(len(sizes) - 1, max(host, bulk_done[-1]))
+    return {"seconds": end, "mb_s": size / end / 1e6, "chunks": len(sizes), "fence_reads": fence_reads}
+
+
+def _known_drained(need: int, drained: list[float], host: float, m: LinkModel) -> bool:
+    """tinyhw reads the fence only when its last reading cannot prove the window free: modelled as "the
+    previous read (issued one chunk earlier) already covered it", i.e. the drain happened a round trip ago."""
+    return drained[need] + m.ctrl_s <= host
+
+
+def copy_out(size: int, m: LinkModel | None = None) -> dict[str, float]:
+    """Modelled copy-out (§9.4, synchronous piece by piece as published): per 512 KiB piece the 0xF2 read arm,
+    the SDMA submission (streamed ring write of 11 dwords: setup + bulk; HDP flush; 64-bit doorbell as two
+    TLPs), the GPU copy into the SRAM, then one bulk IN."""
+    m = m or LinkModel()
+    t = 0.0
+    for o in range(0, size, 512 * 1024):
+        n = min(512 * 1024, size - o)
+        submit = m.ctrl_s + m.bulk_latency_s + 11 * m.stream_dword_s + 3 * m.ctrl_s
+        t += m.ctrl_s + submit + n / m.gpu_rate + m.bulk_latency_s + _wire(n - 4) / m.f2_rate
+    return {"seconds": t, "mb_s": size / t / 1e6 if t else 0.0}
+
+
+def sync_chunk_s(protocol: str, m: LinkModel | None = None, fence_reads: float = 1.0) -> float:
+    """Seconds of one full chunk when every transfer is waited for and the host costs nothing: what the
+    emulator's virtual clock charges (it runs the transfers one by one). Tests compare it with the emulator's
+    marginal cost per chunk, which ties this model's parameters to the emulator's."""
+    m = m or LinkModel()
+    wire = _wire(CHUNK)
+    ring = m.ring_dwords * m.stream_dword_s  # this chunk's share of the streamed ring write
+    if protocol == "seed":
+        return (1 + fence_reads) * m.ctrl_s + m.bulk_latency_s + wire / m.f2_rate + ring
+    return (1 + fence_reads) * m.ctrl_s + 2 * m.bulk_latency_s + wire / m.f2_rate + ring

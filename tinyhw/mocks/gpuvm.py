@@ -1,0 +1,156 @@
+"""GPU virtual memory of the emulated Navi31 as its SDMA engine sees it: VMID0 on the GC hub.
+
+Facts: specs/amd-bringup.md §4.2 step 3/9a (system aperture = FB base..top >> 18, VMID0 page table
+start/end in 4 KiB pages, base = root table MC address with bit 0 valid, CONTEXT0_CNTL enable and
+page_table_depth), §4.5 (MC address = FB base + VRAM offset; PTE bits on gfx10/11: 0 valid, 1 system,
+12-47 address, 54 PDE-is-PTE; 4 KiB / 2 MiB / 1 GiB pages; root at PDB2), and
+specs/asm24-usb-bridge.md §7.2 (system pages are bridge-internal PCIe addresses).
+
+Translation of a GPU address (what the engine is handed in a packet):
+
+* inside the system aperture (``GCMC_VM_SYSTEM_APERTURE_LOW/HIGH_ADDR`` << 18): VRAM, MC - FB base;
+* else inside VMID0's range with ``GCVM_CONTEXT0_CNTL`` bit 0 set: a walk of ``depth`` PDE levels (9 bits
+  each) and one PTE level; a PDE with bit 54 set is a huge page (2 MiB at PDB0, 1 GiB at PDB1). A PTE with
+  the system bit names a bus address (the bridge's memory over USB), else an MC address in VRAM;
+* anything else, or an invalid entry, is a VM fault: ``GCVM_L2_PROTECTION_FAULT_STATUS`` becomes non-zero
+  (bit 0, invented encoding) and the access raises :class:`VmFault`.
+
+Walks are cached per 4 KiB page (the TLB) and the cache is dropped when the driver writes a GC or MM hub
+``*_INVALIDATE_ENG*_REQ`` register, so a page table changed without an invalidation keeps its old mapping,
+as on hardware (inferred simplification: one TLB for every engine).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tinyhw.regs import asic
+
+if TYPE_CHECKING:
+    from tinyhw.mocks.navi31 import Navi31Board
+
+_A = asic("navi31")
+PAGE = 4096
+VALID, SYSTEM, HUGE = 1 << 0, 1 << 1, 1 << 54
+ADDR_MASK = ((1 << 48) - 1) & ~(PAGE - 1)
+
+R = {n: _A.offset(f"gc.{n}") for n in (
+    "GCVM_CONTEXT0_CNTL", "GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32", "GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32",
+    "GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32", "GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32",
+    "GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32", "GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32",
+    "GCMC_VM_SYSTEM_APERTURE_LOW_ADDR", "GCMC_VM_SYSTEM_APERTURE_HIGH_ADDR", "GCVM_L2_PROTECTION_FAULT_STATUS")}
+DEPTH = _A.field("gc.GCVM_CONTEXT0_CNTL.PAGE_TABLE_DEPTH")
+#: every invalidation request register of both hubs (18 engines each)
+INVALIDATE_REQS = tuple(_A.offset(f"{hub}VM_INVALIDATE_ENG{i}_REQ")
+                        for hub in ("gc.GC", "mmhub.MM") for i in range(18))
+
+
+class VmFault(Exception):
+    """A GPU access with no valid translation."""
+
+
+class GpuVm:
+    """VMID0 translation for the emulated engines; ``board.bus`` reaches system (bus) addresses."""
+
+    def __init__(self, board: Navi31Board) -> None:
+        self.board = board
+        self.tlb: dict[int, tuple[bool, int]] = {}
+        self.walks = 0
+        self.invalidations = 0
+
+    def _reg(self, name: str) -> int:
+        return self.board.regfile.values.get(R[name], 0)
+
+    def invalidate(self, _value: int = 0) -> None:
+        self.tlb.clear()
+        self.invalidations += 1
+
+    def fault(self, addr: int, why: str) -> VmFault:
+        self.board.regfile.values[R["GCVM_L2_PROTECTION_FAULT_STATUS"]] = 1
+        return VmFault(f"gpu vm fault at 0x{addr:x}: {why}")
+
+    def translate(self, addr: int) -> tuple[bool, int]:
+        """(system, address) of GPU address ``addr``: a bus address, or a VRAM offset."""
+        lo = (self._reg("GCMC_VM_SYSTEM_APERTURE_LOW_ADDR") & 0x3FFFFFFF) << 18
+        hi = ((self._reg("GCMC_VM_SYSTEM_APERTURE_HIGH_ADDR") & 0x3FFFFFFF) << 18) | ((1 << 18) - 1)
+        if lo and lo <= addr <= hi:
+            phys = self.board.mc_to_phys(addr)
+            if phys is None:
+                raise self.fault(addr, "system aperture address outside vram")
+            return False, phys
+        page = addr >> 12
+        hit = self.tlb.get(page)
+        if hit is None:
+            hit = self.tlb[page] = self._walk(addr)
+        system, base = hit
+        return system, base + (addr & (PAGE - 1))
+
+    def _walk(self, addr: int) -> tuple[bool, int]:
+        if not self._reg("GCVM_CONTEXT0_CNTL") & 1:
+            raise self.fault(addr, "outside the system aperture and vmid0 is not enabled")
+        start = (self._reg("GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32") << 32 |
+                 self._reg("GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32")) << 12
+        end = (self._reg("GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32") << 32 |
+               self._reg("GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32")) << 12
+        if not start <= addr < end + PAGE:
+            raise self.fault(addr, "outside vmid0's page table range")
+        entry = (self._reg("GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32") << 32 |
+                 self._reg("GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32"))
+        if not entry & VALID:
+            raise self.fault(addr, "vmid0 root page table not valid")
+        depth = (self._reg("GCVM_CONTEXT0_CNTL") & DEPTH.mask) >> DEPTH.shift
+        va = addr - start
+        self.walks += 1
+        for level in range(depth, -1, -1):  # level 0 is the PTE level
+            table = self.board.mc_to_phys(entry & ADDR_MASK, PAGE)
+            if table is None:
+                raise self.fault(addr, f"page table at mc 0x{entry & ADDR_MASK:x} outside vram")
+            shift = 12 + 9 * level
+            index = (va >> shift) & 0x1FF
+            entry = int.from_bytes(self.board.vram_read(table + 8 * index, 8), "little")
+            if not entry & VALID:
+                raise self.fault(addr, f"invalid entry at level {level}")
+            if level == 0 or entry & HUGE:
+                size = 1 << shift
+                target = (entry & ADDR_MASK & ~(size - 1)) + (va & (size - 1) & ~(PAGE - 1))
+                if entry & SYSTEM:
+                    return True, target
+                phys = self.board.mc_to_phys(target, PAGE)
+                if phys is None:
+                    raise self.fault(addr, f"pte names mc 0x{target:x} outside vram")
+                return False, phys
+        raise self.fault(addr, "walk ended without a pte")  # pragma: no cover - the loop always returns
+
+    # -- memory through the translation ------------------------------------------------------------------------
+    def read(self, addr: int, length: int) -> bytes:
+        out = bytearray()
+        while length:
+            n = min(length, PAGE - (addr & (PAGE - 1)))
+            system, where = self.translate(addr)
+            if system:
+                data = self.board.bus_read(where, n)
+                if data is None:
+                    raise self.fault(addr, f"system page at bus address 0x{where:x} is not reachable")
+                out += data
+            else:
+                out += self.board.vram_read(where, n)
+            addr, length = addr + n, length - n
+        return bytes(out)
+
+    def write(self, addr: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = min(len(view), PAGE - (addr & (PAGE - 1)))
+            system, where = self.translate(addr)
+            if system:
+                if not self.board.bus_write(where, bytes(view[:n])):
+                    raise self.fault(addr, f"system page at bus address 0x{where:x} is not reachable")
+            else:
+                self.board.vram_write(where, bytes(view[:n]))
+            addr, view = addr + n, view[n:]
+
+    def is_system(self, addr: int) -> bool:
+        try:
+            return self.translate(addr)[0]
+        except VmFault:
+            return False

@@ -1,0 +1,245 @@
+"""The SDMA engine 0 / queue 0 of the emulated Navi31: a ring in GPU memory executed on doorbell writes.
+
+Facts: specs/amd-bringup.md §4.2 step 10 (SDMA ≥ 6 start: F32_CNTL halt 0, doorbell routing), §4.2 (one SDMA
+queue at engine 0 queue 0), §1.1 (BAR2 doorbells), §4.5 (addresses through VMID0, :mod:`.gpuvm`);
+specs/asm24-usb-bridge.md §9.1 (the ring is written without reading the read pointer; zero dwords are no-ops
+that fill the tail before a wrap), §9.3/§9.4 (POLL on memory, COPY, 64-bit WRITE, the release write into
+0x82200C). Packet layouts: the generated ``tinyhw.autogen.sdma_v6_0_0_pkt_open`` (Linux header).
+
+What the driver programs (register database names, gc block):
+
+* ``SDMA0_QUEUE0_RB_BASE``/``_HI`` = ring address >> 8 (a GPU address), ``RB_CNTL``: RB_ENABLE, RB_SIZE = log2
+  of the ring size in dwords; ``RB_RPTR_ADDR_LO/HI`` where the engine writes back its read pointer (bytes,
+  64-bit) when ``RPTR_WRITEBACK_ENABLE``; ``DOORBELL`` ENABLE and ``DOORBELL_OFFSET`` OFFSET = the doorbell's
+  dword index in BAR2; ``SDMA0_F32_CNTL`` HALT must read 0 (step 10), else doorbells are only remembered.
+* A doorbell is a 64-bit write pointer in bytes (two dword writes, low first: the high dword kicks).
+
+Packets executed (everything else stops the engine with ``error``; strict boards raise):
+NOP (op 0, with its count of extra dwords; a zero dword is a one-dword NOP), COPY_LINEAR (op 1/0: count =
+bytes - 1), WRITE_UNTILED (op 2/0: count = dwords - 1), FENCE (op 5: one dword), TRAP (op 6: counted),
+POLL_REGMEM with mem_poll (op 8: functions always/<, <=, ==, !=, >=, > on (value & mask)), TIMESTAMP
+GET/GET_GLOBAL (op 13/1, 13/2: the board's virtual time in 10 ns ticks, inferred 100 MHz).
+
+A POLL whose condition fails parks the engine; it re-checks on every later doorbell and whenever the board
+reports bus activity (the bridge calls :meth:`Navi31Board.bus_activity` after each USB transfer), i.e. the
+retry loop is modelled as "retry forever" (the driver's retry count 0xFFF is the hardware's infinite value,
+inferred). ``sdma=hang`` (device-string option) makes the engine never start: rings are accepted, never
+consumed, the read pointer never moves.
+
+Timing (modelled on the engine's own busy counter, not the host clock): ``SdmaTiming`` gives a cost per
+packet and per byte by memory kind (VRAM, system = the bridge over PCIe Gen3 x4). These are inferred
+parameters (asm24 spec §1: "the PCIe side is never the bottleneck"); the copy protocols' end-to-end model
+lives with the driver and takes them as parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tinyhw.autogen.sdma_v6_0_0_pkt_open import CONSTANTS as P
+from tinyhw.errors import StrictEmulationError
+from tinyhw.mocks.gpuvm import VmFault
+from tinyhw.regs import asic
+
+if TYPE_CHECKING:
+    from tinyhw.mocks.navi31 import Navi31Board
+
+_A = asic("navi31")
+R = {n: _A.offset(f"gc.SDMA0_{n}") for n in (
+    "QUEUE0_RB_CNTL", "QUEUE0_RB_BASE", "QUEUE0_RB_BASE_HI", "QUEUE0_RB_RPTR", "QUEUE0_RB_RPTR_HI",
+    "QUEUE0_RB_WPTR", "QUEUE0_RB_WPTR_HI", "QUEUE0_RB_RPTR_ADDR_LO", "QUEUE0_RB_RPTR_ADDR_HI", "QUEUE0_DOORBELL",
+    "QUEUE0_DOORBELL_OFFSET", "F32_CNTL")}
+F = {n: _A.field(f"gc.SDMA0_{n}") for n in (
+    "QUEUE0_RB_CNTL.RB_ENABLE", "QUEUE0_RB_CNTL.RB_SIZE", "QUEUE0_RB_CNTL.RPTR_WRITEBACK_ENABLE",
+    "QUEUE0_DOORBELL.ENABLE", "QUEUE0_DOORBELL_OFFSET.OFFSET", "F32_CNTL.HALT")}
+
+OP_NOP, OP_COPY, OP_WRITE, OP_FENCE, OP_TRAP, OP_POLL, OP_TIMESTAMP = (
+    P["SDMA_OP_NOP"], P["SDMA_OP_COPY"], P["SDMA_OP_WRITE"], P["SDMA_OP_FENCE"], P["SDMA_OP_TRAP"],
+    P["SDMA_OP_POLL_REGMEM"], P["SDMA_OP_TIMESTAMP"])
+SUB_COPY_LINEAR, SUB_WRITE_LINEAR = P["SDMA_SUBOP_COPY_LINEAR"], P["SDMA_SUBOP_WRITE_LINEAR"]
+SUB_TS_GET, SUB_TS_GLOBAL = P["SDMA_SUBOP_TIMESTAMP_GET"], P["SDMA_SUBOP_TIMESTAMP_GET_GLOBAL"]
+
+
+def fld(dwords: list[int] | tuple[int, ...], name: str) -> int:
+    """Field ``name`` (e.g. ``COPY_LINEAR_COUNT_count``) of a packet, from the generated offsets/masks/shifts."""
+    key = f"SDMA_PKT_{name}"
+    return (dwords[P[key + "_offset"]] >> P[key + "_shift"]) & P[key + "_mask"]
+
+
+def _addr(dwords: list[int], lo: str, hi: str) -> int:
+    return fld(dwords, lo) | fld(dwords, hi) << 32
+
+
+@dataclass
+class SdmaTiming:
+    """Inferred costs of the emulated engine (seconds, bytes per second)."""
+
+    packet_s: float = 0.2e-6
+    vram_rate: float = 400e9
+    system_read_rate: float = 3.0e9  # PCIe Gen3 x4 reads of the bridge SRAM (inferred, below the 3.9 GB/s line)
+    system_write_rate: float = 3.0e9
+    poll_s: float = 1e-6  # one POLL_REGMEM check
+
+
+class SdmaEngine:
+    """SDMA0 queue 0 of the emulated board."""
+
+    def __init__(self, board: Navi31Board, *, hang: bool = False, timing: SdmaTiming | None = None) -> None:
+        self.board = board
+        self.hang = hang
+        self.timing = timing or SdmaTiming()
+        self.waiting = False
+        self.error: str | None = None
+        self.running = False
+        self.stats = dict.fromkeys(("doorbells", "packets", "copies", "bytes_copied", "system_bytes_read",
+                                    "system_bytes_written", "polls", "poll_retries", "fences", "traps", "writes",
+                                    "timestamps"), 0)
+        self.busy_s = 0.0
+
+    # -- registers ----------------------------------------------------------------------------------------------
+    def _reg(self, name: str) -> int:
+        return self.board.regfile.values.get(R[name], 0)
+
+    def _field(self, name: str) -> int:
+        f = F[name]
+        return (self._reg(name.split(".", maxsplit=1)[0]) & f.mask) >> f.shift
+
+    def doorbell_offset(self) -> int | None:
+        """Byte offset in BAR2 of the queue's doorbell, None while disabled."""
+        if not self._field("QUEUE0_DOORBELL.ENABLE"):
+            return None
+        return self._field("QUEUE0_DOORBELL_OFFSET.OFFSET") * 4
+
+    def on_doorbell(self, offset: int, value: int) -> None:
+        """A BAR2 dword write; the high dword of the queue's doorbell sets the write pointer and kicks."""
+        where = self.doorbell_offset()
+        if where is None or offset not in (where, where + 4):
+            return
+        wptr = self.board.doorbells.read32(where) | self.board.doorbells.read32(where + 4) << 32
+        self.board.regfile.values[R["QUEUE0_RB_WPTR"]] = wptr & 0xFFFFFFFF
+        self.board.regfile.values[R["QUEUE0_RB_WPTR_HI"]] = wptr >> 32
+        if offset == where + 4:
+            self.stats["doorbells"] += 1
+            self.kick()
+
+    # -- execution ----------------------------------------------------------------------------------------------
+    def kick(self) -> None:
+        """Run the ring until it is empty, parked on a POLL, stopped by an error, halted or hung."""
+        if self.hang or self.running or self.error or self._field("F32_CNTL.HALT"):
+            return
+        if not self._field("QUEUE0_RB_CNTL.RB_ENABLE"):
+            return
+        self.running = True
+        try:
+            self._run()
+        except VmFault as exc:
+            self._stop(str(exc))
+        finally:
+            self.running = False
+
+    def _stop(self, message: str) -> None:
+        self.error = message
+        if self.board.options.strict:
+            raise StrictEmulationError(f"sdma0 stopped: {message}")
+
+    def _run(self) -> None:
+        vm = self.board.gpuvm
+        base = (self._reg("QUEUE0_RB_BASE") | self._reg("QUEUE0_RB_BASE_HI") << 32) << 8
+        size = 4 << self._field("QUEUE0_RB_CNTL.RB_SIZE")
+        while True:
+            rptr = self._reg("QUEUE0_RB_RPTR") | self._reg("QUEUE0_RB_RPTR_HI") << 32
+            wptr = self._reg("QUEUE0_RB_WPTR") | self._reg("QUEUE0_RB_WPTR_HI") << 32
+            if rptr >= wptr:
+                self.waiting = False
+                return
+
+            def dw(i: int, rptr: int = rptr) -> int:
+                return int.from_bytes(vm.read(base + (rptr + 4 * i) % size, 4), "little")
+
+            hdr = dw(0)
+            op, sub = hdr & 0xFF, (hdr >> 8) & 0xFF
+            n = self._execute(op, sub, hdr, dw)
+            if n is None:  # parked on a poll, or stopped
+                return
+            self.stats["packets"] += 1
+            self.busy_s += self.timing.packet_s
+            self._set_rptr(rptr + 4 * n)
+
+    def _set_rptr(self, rptr: int) -> None:
+        self.board.regfile.values[R["QUEUE0_RB_RPTR"]] = rptr & 0xFFFFFFFF
+        self.board.regfile.values[R["QUEUE0_RB_RPTR_HI"]] = rptr >> 32
+        if self._field("QUEUE0_RB_CNTL.RPTR_WRITEBACK_ENABLE"):
+            addr = self._reg("QUEUE0_RB_RPTR_ADDR_LO") & ~3 | self._reg("QUEUE0_RB_RPTR_ADDR_HI") << 32
+            if addr:
+                self.board.gpuvm.write(addr, rptr.to_bytes(8, "little"))
+
+    def _execute(self, op: int, sub: int, hdr: int, dw) -> int | None:
+        """Run one packet; its length in dwords, or None when the engine must stop here."""
+        vm = self.board.gpuvm
+        if op == OP_NOP:
+            return 1 + ((hdr >> 16) & 0x3FFF)
+        if op == OP_COPY and sub == SUB_COPY_LINEAR:
+            d = [dw(i) for i in range(7)]
+            count = fld(d, "COPY_LINEAR_COUNT_count") + 1
+            src = _addr(d, "COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0", "COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32")
+            dst = _addr(d, "COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0", "COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32")
+            data = vm.read(src, count)
+            vm.write(dst, data)
+            self.stats["copies"] += 1
+            self.stats["bytes_copied"] += count
+            t = self.timing
+            src_sys, dst_sys = vm.is_system(src), vm.is_system(dst)
+            self.stats["system_bytes_read"] += count if src_sys else 0
+            self.stats["system_bytes_written"] += count if dst_sys else 0
+            self.busy_s += count / (t.system_read_rate if src_sys else t.vram_rate)
+            self.busy_s += count / (t.system_write_rate if dst_sys else t.vram_rate)
+            return 7
+        if op == OP_WRITE and sub == SUB_WRITE_LINEAR:
+            d = [dw(i) for i in range(4)]
+            ndw = fld(d, "WRITE_UNTILED_DW_3_count") + 1
+            dst = _addr(d, "WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0", "WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32")
+            vm.write(dst, b"".join(dw(4 + i).to_bytes(4, "little") for i in range(ndw)))
+            self.stats["writes"] += 1
+            return 4 + ndw
+        if op == OP_FENCE:
+            d = [dw(i) for i in range(4)]
+            addr = fld(d, "FENCE_ADDR_LO_addr_31_0") | fld(d, "FENCE_ADDR_HI_addr_63_32") << 32
+            vm.write(addr, fld(d, "FENCE_DATA_data").to_bytes(4, "little"))
+            self.stats["fences"] += 1
+            return 4
+        if op == OP_TRAP:
+            self.stats["traps"] += 1
+            return 2
+        if op == OP_POLL:
+            d = [dw(i) for i in range(6)]
+            if not fld(d, "POLL_REGMEM_HEADER_mem_poll"):
+                self._stop("poll_regmem on a register is not modelled")
+                return None
+            addr = fld(d, "POLL_REGMEM_ADDR_LO_addr_31_0") | fld(d, "POLL_REGMEM_ADDR_HI_addr_63_32") << 32
+            value, mask = fld(d, "POLL_REGMEM_VALUE_value"), fld(d, "POLL_REGMEM_MASK_mask")
+            got = int.from_bytes(vm.read(addr, 4), "little") & mask
+            self.busy_s += self.timing.poll_s
+            if not _compare(fld(d, "POLL_REGMEM_HEADER_func"), got, value):
+                self.stats["poll_retries"] += 1
+                self.waiting = True
+                return None
+            self.stats["polls"] += 1
+            return 6
+        if op == OP_TIMESTAMP and sub in (SUB_TS_GET, SUB_TS_GLOBAL):
+            d = [dw(i) for i in range(3)]
+            addr = (fld(d, "TIMESTAMP_GET_WRITE_ADDR_LO_write_addr_31_3") << 3 |
+                    fld(d, "TIMESTAMP_GET_WRITE_ADDR_HI_write_addr_63_32") << 32)
+            vm.write(addr, int(self.board.now() * 1e8).to_bytes(8, "little"))
+            self.stats["timestamps"] += 1
+            return 3
+        self._stop(f"packet op {op} sub-op {sub} is not modelled")
+        return None
+
+    def counters(self) -> dict[str, object]:
+        return {**self.stats, "busy_s": self.busy_s, "waiting": self.waiting, "error": self.error, "hang": self.hang}
+
+
+def _compare(func: int, got: int, value: int) -> bool:
+    """POLL_REGMEM functions: 0 always, 1 <, 2 <=, 3 ==, 4 !=, 5 >=, 6 > (7 reserved: never)."""
+    return (True, got < value, got <= value, got == value, got != value, got >= value, got > value, False)[func & 7]
