@@ -17,7 +17,7 @@ import pytest
 
 from tinyhw.connect import open_device
 from tinyhw.formats.pciids import PciIds
-from tinyhw.probe import probe as do_probe
+from tinyhw.probe import probe_device as do_probe
 from tinyhw.transport.devstr import parse_device
 
 

@@ -91,10 +91,12 @@ def probe_device(t: Transport, ids: PciIds | None = None, *, registers: bool = F
     from tinyhw.probe.nvidia import probe_nvidia
     from tinyhw.transport.abilities import DeviceAttributes
 
-    ident = t.identity()
-    if ident.vendor_id == NVIDIA_VENDOR and isinstance(t, DeviceAttributes):
+    # only a transport with sysfs-style attributes can be an NVIDIA board probed in tiers: others are not asked
+    # for their identity here (over the usb bridge that would cost three more config reads)
+    if isinstance(t, DeviceAttributes) and t.identity().vendor_id == NVIDIA_VENDOR:
         return probe_nvidia(t, ids, registers=registers)
     if registers:
+        ident = t.identity()
         raise Refused(f"--registers is for nvidia gpus over pci: or mock:ad102; {ident.location} is "
                       f"{ident.vendor_id:04x}:{ident.device_id:04x}")
     return probe(t, ids)
