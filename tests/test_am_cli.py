@@ -220,3 +220,13 @@ def test_unknown_firmware_allowed_but_rejected_by_the_psp(tmp_path, fwdir) -> No
     assert r.code == 1 and "the psp bootloader rejected the SOS component" in r.err, r.err
     assert r.stats["modelled_s"] < 5  # the rejection is seen at once, not after the 10 s sOS wait
     assert _json(boot("mock:navi31", fwdir))["boot"] == "full"  # the real files boot it again
+
+
+@pytest.mark.parametrize("extra, has_engine", [((), True), (("--no-copy-engine",), False)])
+def test_boot_brings_up_the_copy_engine_unless_told_not_to(fwdir, extra, has_engine) -> None:
+    """Issue 12: `am boot` continues past the SMU: page tables, hubs, IH, MEC and SDMA0 (a step of its own)."""
+    r = run("--device", "mock:navi31-usb", "--json", "am", "boot", "--yes", "--firmware-dir", fwdir, *extra)
+    doc = _json(r)
+    names = [s["name"] if isinstance(s, dict) and "name" in s else s.get("step") for s in doc["steps"]]
+    assert ("copy engine" in names) is has_engine, names
+    assert ("copy engine" in r.err) is has_engine  # the plan names it

@@ -151,13 +151,18 @@ def _require_bootable(gpu: Any) -> None:
 @click.option("--firmware-dir", metavar="DIR", help=_FW_HELP)
 @click.option("--allow-unknown-firmware", is_flag=True,
               help="Load files whose sha256 is not the Debian package's (newer linux-firmware releases).")
+@click.option("--no-copy-engine", is_flag=True,
+              help="Stop after the PSP/SMU boot: leave the page tables, GC/MM hubs, IH rings, MEC and SDMA0 alone.")
 @click.pass_obj
-def boot_cmd(app: Any, yes: bool, firmware_dir: str | None, allow_unknown_firmware: bool) -> None:
+def boot_cmd(app: Any, yes: bool, firmware_dir: str | None, allow_unknown_firmware: bool,
+             no_copy_engine: bool) -> None:
     """Boot the PSP secure OS and the SMU (full, partial, or after a mode-1 reset).
 
     Every firmware file is checked before anything is written; a missing, truncated, damaged or
-    another ASIC's file is refused (exit 2). Writes VRAM (the boot region below 64 MiB) and PSP,
-    SMU and GC scratch registers.
+    another ASIC's file is refused (exit 2). Writes VRAM (the boot region below 64 MiB, the copy
+    engine's page tables and rings below 83 MiB) and PSP, SMU, GC, MMHUB, IH and SDMA registers. The
+    last step before the flags brings up the copy engine (VMID0 page tables, GC/MM hubs, IH rings, MEC
+    enable, SDMA0 ring and doorbell: amd-bringup.md §4.2 steps 3-4, 9a, 9d, 10) unless --no-copy-engine.
 
     \b
     Example:
@@ -171,8 +176,10 @@ def boot_cmd(app: Any, yes: bool, firmware_dir: str | None, allow_unknown_firmwa
     fw = firmware.load(directory, gpu.discovery.versions(), allow_unknown=allow_unknown_firmware)
     state = read_state(gpu)
     kind, reason = sequence.plan(state)
-    steps = {"partial": "check the smu, pin clocks to the highest dpm level, rewrite the flags",
-             "full": "psp bootloader, km ring, toc/tmr, load_ip_fw (smu first), autoload rlc, smu, clocks, flags",
+    steps = {"partial": "check the smu, pin clocks to the highest dpm level, "
+                        + ("" if no_copy_engine else "copy engine, ") + "rewrite the flags",
+             "full": "psp bootloader, km ring, toc/tmr, load_ip_fw (smu first), autoload rlc, smu, clocks, "
+                     + ("" if no_copy_engine else "copy engine, ") + "flags",
              "reset+full": "mode-1 reset, then the full boot"}[kind]
     lines = [f"plan: {kind} boot of {gpu.transport.identity().location} ({reason})", f"  {steps}"]
     if kind != "partial":
@@ -180,7 +187,7 @@ def boot_cmd(app: Any, yes: bool, firmware_dir: str | None, allow_unknown_firmwa
     app.confirm(yes, "\n".join(lines))
     display = StepDisplay(app)
     try:
-        result = sequence.boot(gpu, fw, on_step=display, state=state)
+        result = sequence.boot(gpu, fw, on_step=display, state=state, copy_engine=not no_copy_engine)
     finally:
         display.stop()
     doc = {"device": gpu.transport.identity().location, **result.to_doc()}
