@@ -83,3 +83,22 @@ def test_bad_usage_is_exit_2() -> None:
     assert run("kernels", "build", "--target", "gfx950").code == 2
     r = run("kernels", "run", "nope", "--device", "cpu")
     assert r.code == 2 and "unknown probe kernel 'nope'" in r.err
+
+
+def test_build_output_never_replaces_a_fifo_and_writes_nothing_then(tmp_path) -> None:
+    """kernels build writes through tinyhw.fileio: every name is checked before any file is written."""
+    import os
+
+    import pytest as _pytest
+
+    from tinyhw.errors import Refused
+    from tinyhw.kernels.manifest import write_build
+
+    os.mkfifo(tmp_path / "manifest.json")
+    with _pytest.raises(Refused, match="fifo"):
+        write_build(tmp_path, {"format": 1}, {"a.elf": b"\x7fELF"})
+    assert not (tmp_path / "a.elf").exists()
+    (tmp_path / "manifest.json").unlink()
+    (tmp_path / "a.elf").write_bytes(b"old")  # an earlier build's file is replaced, atomically
+    written = write_build(tmp_path, {"format": 1}, {"a.elf": b"new"})
+    assert (tmp_path / "a.elf").read_bytes() == b"new" and len(written) == 2

@@ -212,12 +212,10 @@ def export_cmd(app: App, file: str, output: str, kernel: str | None, force: bool
       tinyhw prof export profile.pkl -o trace.json
       tinyhw prof export capture_dir -o trace.json --force   # open in ui.perfetto.dev
     """
+    from tinyhw.fileio import check_output_path
     from tinyhw.prof.export import dumps, export_doc, write_output
 
-    if not output:
-        from tinyhw.errors import Refused
-
-        raise Refused("empty output path")
+    check_output_path(output, force=force, what="trace")  # before the capture is read and decoded
     doc = export_doc(_load(file), kernel)
     write_output(output, dumps(doc), force=force)
     info = {"output": output, "events": len(doc["traceEvents"]), "slices": doc["otherData"]["slices"]}

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyhw.errors import EnvironmentProblem, OperationFailed, Refused
+from tinyhw.fileio import atomic_write, check_output_path
 from tinyhw.formats.amdgpu_code import parse_amdgpu_code
 from tinyhw.kernels.probes import PROBES, Probe
 
@@ -99,14 +100,13 @@ def build_target(target: str, names: list[str] | None = None) -> tuple[dict, dic
 
 
 def write_build(out_dir: Path, manifest: dict, files: dict[str, bytes]) -> list[Path]:
+    """Write a build into ``out_dir`` (created if missing): each file atomically, replacing an earlier build's
+    regular files but never a device node, FIFO, socket or directory of the same name (exit 2)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, data in sorted(files.items()):
-        (out_dir / name).write_bytes(data)
-        written.append(out_dir / name)
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    written.append(out_dir / "manifest.json")
-    return written
+    outputs = {**files, "manifest.json": (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()}
+    for name in outputs:  # every name checked before any is written
+        check_output_path(out_dir / name, force=True, what="build output")
+    return [atomic_write(out_dir / name, data) for name, data in sorted(outputs.items())]
 
 
 def load_manifest(folder: Path) -> dict:

@@ -13,15 +13,10 @@ if the name appeared meanwhile); directories, device nodes, FIFOs and sockets ar
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import stat
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from tinyhw.errors import OperationFailed, Refused
+from tinyhw.fileio import atomic_write, check_output_path
 from tinyhw.prof.analyze import is_traced, select, waves_of
 from tinyhw.prof.capture import Capture
 from tinyhw.prof.insts import insts_doc
@@ -65,48 +60,10 @@ def export_doc(cap: Capture, kernel: str | None = None) -> dict[str, Any]:
 
 
 def write_output(path: str, data: bytes, *, force: bool) -> None:
-    """Write ``data`` to ``path`` atomically; refuse (exit 2) what must not be written."""
-    if not path:
-        raise Refused("empty output path")
-    p = Path(path)
-    try:
-        st = p.stat()
-    except FileNotFoundError:
-        st = None
-    except OSError as e:
-        raise Refused(f"cannot use {path} as output: {e.strerror or e}") from None
-    if st is not None:
-        if stat.S_ISDIR(st.st_mode):
-            raise Refused(f"{path} is a directory; give a file name")
-        if not stat.S_ISREG(st.st_mode):
-            raise Refused(f"{path} is a device node, fifo or socket; refusing to write to it")
-        if not force:
-            raise Refused(f"{path} exists", hint="use --force to replace it")
-    parent = p.parent if str(p.parent) else Path(".")
-    if not parent.is_dir():
-        raise Refused(f"directory {parent} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if force:
-            os.replace(tmp, p)
-        else:
-            try:
-                os.link(tmp, p)
-            except FileExistsError:
-                raise Refused(f"{path} appeared while writing", hint="use --force to replace it") from None
-            except OSError:  # no hard links on this filesystem: check again, then rename
-                if p.exists():
-                    raise Refused(f"{path} appeared while writing", hint="use --force to replace it") from None
-                os.replace(tmp, p)
-    except OSError as e:
-        raise OperationFailed(f"writing {path} failed: {e.strerror or e}") from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    """Write ``data`` to ``path`` atomically; refuse (exit 2) what must not be written (tinyhw.fileio's rules:
+    an existing file needs ``force``; device nodes, FIFOs, directories, an empty path never)."""
+    check_output_path(path, force=force, what="trace")
+    atomic_write(path, data)
 
 
 def dumps(doc: dict[str, Any]) -> bytes:
