@@ -247,3 +247,21 @@ def test_ctrl_c_while_waiting_keeps_the_stream_in_step(tmp_path: Path) -> None:
             t.config_read(0)
         assert t.config_read(0) == 0x744C1002  # the late answer was taken; the next one is its own
         assert not t._broken
+
+
+def test_keygen_and_audit_log_refuse_a_fifo(tmp_path) -> None:
+    """A user-named key file or audit log that is a fifo is refused at once (opening it would block)."""
+    import os
+
+    import pytest as _pytest
+
+    from tinyhw.errors import Refused
+    from tinyhw.remote.secret import write_secret
+    from tinyhw.serve import audit_stream
+
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    with _pytest.raises(Refused, match="not a regular file"):
+        write_secret(fifo, force=True)
+    with _pytest.raises(Refused, match="not a regular file"):
+        audit_stream(str(fifo), stdio=False)

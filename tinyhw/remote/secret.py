@@ -7,6 +7,7 @@ must be private: owned by the user, mode 0600 (no group or other bits), as specs
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import stat
@@ -67,6 +68,9 @@ def load_secret(path: Path | str) -> bytes:
 def write_secret(path: Path | str, *, force: bool = False) -> Path:
     """Create ``path`` (mode 0600) with 32 random bytes as hex; refuse to overwrite unless ``force``."""
     p = Path(path)
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.lstat(p).st_mode):  # never open a fifo (it would block) or a device node for writing
+            raise Refused(f"refusing to write the key to {p}: it is not a regular file", hint="name a regular file")
     p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_TRUNC if force else os.O_EXCL)
     try:

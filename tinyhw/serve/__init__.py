@@ -10,12 +10,15 @@ Layer 3.5: above the features (it uses :mod:`tinyhw.flash`'s engine driver) and 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from tinyhw.errors import Refused
 from tinyhw.remote.channel import Channel, PipeChannel
 from tinyhw.serve.listen import Audit, Listener, parse_listen, tcp_listener, unix_listener
 
@@ -50,5 +53,9 @@ def audit_stream(path: str | None, stdio: bool) -> TextIO:
     if path is None:
         base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
         path = str(Path(base) / "tinyhw" / "serve-audit.log")
+    with contextlib.suppress(FileNotFoundError):
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a fifo would block the server, a device node take the lines
+            raise Refused(f"refusing to append the audit log to {path}: it is not a regular file",
+                          hint="name a regular file, or - for stderr")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     return open(path, "a", encoding="utf-8")
