@@ -28,6 +28,22 @@ def _probe_without_transport(doc: dict) -> dict:
     return {k: v for k, v in doc.items() if k not in ("transport", "emulated", "location", "bridge")}
 
 
+def test_list_through_remote_lists_the_served_device_not_the_local_ones(tmp_path: Path) -> None:
+    with served(mockdev(tmp_path)) as s:
+        r = run("--device", s.device(), "--json", "list")
+        assert r.code == 0, r.err
+        rows = json.loads(r.out)
+        assert len(rows) == 1, rows
+        row = rows[0]
+        assert row["device"] == s.device() and row["kind"] == "remote" and row["emulated"] is True
+        assert (row["vendor_id"], row["device_id"]) == (0x1002, 0x744C)
+        assert row["served_transport"] == "mock" and row["location"].startswith("mock:navi31")
+        human = run("--device", s.device(), "list")
+        assert human.code == 0 and "remote" in human.out and "mock:ad102" not in human.out, human.err
+    gone = run("--device", s.device(), "list")  # the server has stopped: a clear error, not the local list
+    assert gone.code != 0 and "mock:ad102" not in gone.out and gone.err.count("\n") == 1, gone.err
+
+
 def test_probe_and_reg_read_work_unchanged(tmp_path: Path) -> None:
     local = run("--device", mockdev(tmp_path), "--json", "probe")
     assert local.code == 0, local.err

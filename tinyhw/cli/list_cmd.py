@@ -12,17 +12,21 @@ from tinyhw.cli.app import App
 def list_cmd(app: App) -> None:
     """List every reachable device: AMD/NVIDIA GPUs in this machine's sysfs, ASM24 USB
     bridges with the custom firmware, and the built-in emulated boards (marked emulated).
+    With --device remote:..., the device that server serves instead.
 
-    Read-only: nothing is opened, configured or written.
+    Read-only: nothing is configured or written (a remote server is asked in one session).
 
     \b
     Example:
       tinyhw list
       tinyhw --json list
+      tinyhw --device remote:unix:/run/tinyhw.sock list
     """
     from tinyhw.connect.discover import list_devices
+    from tinyhw.transport.devstr import given_device
 
-    rows = list_devices()
+    spec = given_device(app.device)
+    rows = list_devices(device=spec if spec is not None and spec.kind == "remote" else None)
     app.emit([r.as_dict() for r in rows], lambda: _human(app, rows))
 
 

@@ -65,8 +65,36 @@ def list_mocks() -> list[Listed]:
     ]
 
 
-def list_devices(warn: bool = True) -> list[Listed]:
-    """Every device tinyhw can reach: GPUs in sysfs, USB bridges, then the emulated boards."""
+def list_remote(spec: DeviceSpec | str) -> list[Listed]:
+    """The device a ``remote:`` server serves, as that server describes it (one session, nothing written)."""
+    from tinyhw.connect import open_device
+    from tinyhw.formats.pciids import PciIds
+
+    if isinstance(spec, str):
+        spec = parse_device(spec)
+    if spec.kind != "remote":
+        raise Refused(f"{spec.kind}: is not a server: only remote: devices are listed through a connection",
+                      hint="tinyhw list (without --device) lists the devices of this machine")
+    opened = open_device(spec)
+    try:
+        t = opened.transport
+        ident, info = t.identity(), t.info()
+        served = info.extra.get("served", {})
+        name = PciIds.load().device_name(ident.vendor_id, ident.device_id)
+        where = f"{name}, served from {info.extra.get('server')}"
+        return [Listed(f"remote:{spec.target}", "remote", info.emulated, where, {
+            "vendor_id": ident.vendor_id, "device_id": ident.device_id, "location": ident.location,
+            "served_transport": served.get("transport")})]
+    finally:
+        opened.close()
+
+
+def list_devices(warn: bool = True, device: DeviceSpec | str | None = None) -> list[Listed]:
+    """Every device tinyhw can reach: GPUs in sysfs, USB bridges, then the emulated boards.
+
+    With ``device`` a ``remote:`` string: the device that server serves (the local ones are not listed)."""
+    if device is not None:
+        return list_remote(device)
     return list_pci() + list_usb(warn=warn) + list_mocks()
 
 
