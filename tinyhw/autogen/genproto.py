@@ -33,7 +33,6 @@ offset and a bit field's ctype reads ``uint32_t:1``. Output is deterministic; on
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -156,37 +155,15 @@ def generate(root: Path, kernel: str) -> dict[str, str]:
     return files
 
 
-def write(files: dict[str, str], out: Path) -> list[str]:
-    """Write ``files`` into ``out``; return the names changed."""
-    out.mkdir(parents=True, exist_ok=True)
-    changed = []
-    for name, text in sorted(files.items()):
-        path = out / name
-        if not path.is_file() or path.read_text() != text:
-            path.write_text(text)
-            changed.append(name)
-    return changed
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tarball", type=Path, default=None, help=f"kernel source tarball ({sources.DEFAULT_TARBALL})")
-    parser.add_argument("--src", type=Path, default=None, help="an extracted kernel tree to read instead of a tarball")
-    parser.add_argument("--cache", type=Path, default=None, help="where extracted files are kept (~/.cache/tinyhw)")
-    parser.add_argument("--out", type=Path, default=OUT_DIR, help="output folder (tinyhw/autogen)")
-    args = parser.parse_args(argv)
+    args = genregs.source_parser(COMMAND, __doc__.split("\n\n")[0]).parse_args(argv)
     try:
-        if args.src is not None:
-            root, tarball = args.src, None
-        else:
-            tarball = args.tarball or genregs.default_tarball()
-            root = extract(tarball, args.cache or genregs.default_cache())
-        kernel = f"{genregs.linux_version(root)} (Debian {sources.KERNEL_PACKAGE} {genregs.package_version(tarball)})"
+        root, kernel = genregs.kernel_tree(args, extract)
         files = generate(root, kernel)
     except (OSError, RuntimeError, cheader.CError) as exc:
         print(f"genproto: {exc}", file=sys.stderr)
         return 1
-    changed = write(files, args.out)
+    changed = genregs.write(files, args.out, stale=None)
     print(f"genproto: {len(files)} modules in {args.out}; changed: {', '.join(changed) or 'none'}")
     return 0
 

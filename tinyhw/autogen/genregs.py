@@ -30,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from tinyhw.autogen import headers, quirks, sources
@@ -181,8 +182,9 @@ def generate(root: Path, kernel: str) -> dict[str, str]:
     return files
 
 
-def write(files: dict[str, str], out: Path) -> list[str]:
-    """Write ``files`` into ``out`` and delete stale ``*_regs.py`` there; return the names changed."""
+def write(files: dict[str, str], out: Path, stale: str | None = "*_regs.py") -> list[str]:
+    """Write ``files`` into ``out`` and delete the files there matching ``stale`` that are not among them;
+    return the names changed."""
     out.mkdir(parents=True, exist_ok=True)
     changed = []
     for name, text in sorted(files.items()):
@@ -190,27 +192,38 @@ def write(files: dict[str, str], out: Path) -> list[str]:
         if not path.is_file() or path.read_text() != text:
             path.write_text(text)
             changed.append(name)
-    for path in sorted(out.glob("*_regs.py")):
+    for path in sorted(out.glob(stale)) if stale else []:
         if path.name not in files:
             path.unlink()
             changed.append(path.name + " (deleted)")
     return changed
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
+def source_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The command line every generator shares: where the kernel tree comes from and where the output goes."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--tarball", type=Path, default=None, help=f"kernel source tarball ({sources.DEFAULT_TARBALL})")
     parser.add_argument("--src", type=Path, default=None, help="an extracted kernel tree to read instead of a tarball")
-    parser.add_argument("--cache", type=Path, default=None, help="where extracted headers are kept (~/.cache/tinyhw)")
+    parser.add_argument("--cache", type=Path, default=None, help="where extracted files are kept (~/.cache/tinyhw)")
     parser.add_argument("--out", type=Path, default=OUT_DIR, help="output folder (tinyhw/autogen)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def kernel_tree(args: argparse.Namespace, extractor: Callable[[Path, Path], Path] | None = None) -> tuple[Path, str]:
+    """The kernel tree ``args`` name and its version label; a tarball is unpacked by ``extractor`` (the
+    generator's own selection of files; this module's :func:`extract` by default)."""
+    if args.src is not None:
+        root, tarball = args.src, None
+    else:
+        tarball = args.tarball or default_tarball()
+        root = (extractor or extract)(tarball, args.cache or default_cache())
+    return root, f"{linux_version(root)} (Debian {sources.KERNEL_PACKAGE} {package_version(tarball)})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = source_parser(COMMAND, __doc__.split("\n\n")[0]).parse_args(argv)
     try:
-        if args.src is not None:
-            root, tarball = args.src, None
-        else:
-            tarball = args.tarball or default_tarball()
-            root = extract(tarball, args.cache or default_cache())
-        kernel = f"{linux_version(root)} (Debian {sources.KERNEL_PACKAGE} {package_version(tarball)})"
+        root, kernel = kernel_tree(args)
         files = generate(root, kernel)
     except headers.CheckFailed as exc:
         print("genregs: the register checker stopped generation:", file=sys.stderr)
