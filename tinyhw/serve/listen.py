@@ -20,10 +20,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from tinyhw.errors import EnvironmentProblem, Refused
+from tinyhw.errors import DeviceTimeout, Disconnected, EnvironmentProblem, Refused, TinyhwError
 from tinyhw.remote.channel import Channel, SocketChannel
 
 MAX_CONNECTIONS = 8
+
+
+def end_reason(e: BaseException) -> str:
+    """Why a connection's session ended, for its audit line (a bug ends the connection, never the server)."""
+    if isinstance(e, Disconnected):
+        return "peer went away"
+    if isinstance(e, DeviceTimeout):
+        return "idle or stalled peer (timed out)"
+    if isinstance(e, TinyhwError):
+        return f"error: {e.message}"
+    return f"internal error: {type(e).__name__}: {e}"
 
 
 class Audit:

@@ -22,10 +22,10 @@ from dataclasses import asdict
 from typing import Any
 
 from tinyhw.connect import Opened, open_device
-from tinyhw.errors import DeviceTimeout, Disconnected, Refused, TinyhwError
+from tinyhw.errors import DeviceTimeout, Refused, TinyhwError
 from tinyhw.remote import protocol as P
 from tinyhw.remote.channel import Channel
-from tinyhw.serve.listen import Audit
+from tinyhw.serve.listen import Audit, end_reason
 from tinyhw.transport.base import Transport
 from tinyhw.transport.batch import WRITE_OPS, CfgW, Op, check_ops, run_ops
 from tinyhw.transport.devstr import DeviceSpec
@@ -65,14 +65,8 @@ class RemoteServer:
             if opened is None:
                 return
             reason = self._loop(ch, name, opened)
-        except Disconnected:
-            reason = "peer went away"
-        except DeviceTimeout:
-            reason = "timed out waiting for the peer"
-        except TinyhwError as e:
-            reason = f"error: {e.message}"
         except Exception as e:  # a bug must end this connection, never the server
-            reason = f"internal error: {type(e).__name__}: {e}"
+            reason = end_reason(e)
         finally:
             self._guarded.pop(name, None)
             if opened is not None:

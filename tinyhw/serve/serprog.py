@@ -26,11 +26,11 @@ from collections import Counter
 from collections.abc import Callable
 
 from tinyhw.connect import Opened, open_device
-from tinyhw.errors import DeviceTimeout, Disconnected, TinyhwError
+from tinyhw.errors import DeviceTimeout, TinyhwError
 from tinyhw.flash.device import require_navi31
 from tinyhw.flash.romsw import WINDOW_BYTES, RomSw, Rx
 from tinyhw.remote.channel import Channel
-from tinyhw.serve.listen import Audit
+from tinyhw.serve.listen import Audit, end_reason
 from tinyhw.transport.devstr import DeviceSpec
 
 ACK, NAK = b"\x06", b"\x15"
@@ -130,14 +130,8 @@ class SerprogServer:
             with RomSw(opened.transport, asic) as sw:
                 self.audit(name, f"opened {self.spec} ({ident.location}); rom_sw engine set up")
                 reason = self.session(ch, name, sw, counts)
-        except Disconnected:
-            reason = "peer went away"
-        except DeviceTimeout:
-            reason = "idle or stalled peer"
-        except TinyhwError as e:
-            reason = f"error: {e.message}"
         except Exception as e:  # a bug must end this connection, never the server
-            reason = f"internal error: {type(e).__name__}: {e}"
+            reason = end_reason(e)
         finally:
             opened.close()
             self.audit(name, f"device released ({reason}); operations {dict(counts)}")
