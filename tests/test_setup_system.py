@@ -128,3 +128,21 @@ def test_under_sudo_the_firmware_is_fetched_as_the_user(tmp_path: Path) -> None:
     runs = [c for c in log.read_text().splitlines() if c.startswith("runuser")]
     assert runs == [f"runuser -u alice -- env HOME=/home/alice XDG_CACHE_HOME={tmp_path}/alice-cache "
                     "bash tests/fetch_firmware.sh"]
+
+
+def test_readme_quick_start_runs_on_the_emulated_board() -> None:
+    """The first README command: after the install, its tinyhw commands work as written."""
+    import shlex
+
+    from tests.clihelp import run
+
+    text = (ROOT / "README.md").read_text()
+    block = re.search(r"^## Set up and run on the emulated board\n\n```sh\n(.*?)\n```$", text, re.M | re.S)
+    assert block, "README.md has no ```sh block under '## Set up and run on the emulated board'"
+    steps = [shlex.split(part) for part in block[1].split("&&")]
+    assert steps[0][:3] == ["python3", "-m", "venv"] and ["pip", "install", "."] in steps
+    commands = [s[1:] for s in steps if s[0] == "tinyhw"]
+    assert commands and all("mock:" in " ".join(c) for c in commands), "the quick start must use an emulated board"
+    for argv in commands:
+        r = run(*argv)
+        assert r.code == 0 and r.out.strip(), (argv, r.err)
