@@ -46,6 +46,19 @@ def test_direct_board_limit_is_its_pcie_link() -> None:
     assert how == "pcie 16GT/s x16" and limit == pytest.approx(PCIE_LANE_MBPS[4] * 16)
 
 
+def test_direct_board_times_a_bar_copy_as_a_memcpy_over_its_link() -> None:
+    """mock:navi31: write-combined bursts stream at the link's rate less 64-byte TLP overhead; uncached reads
+    are 32-byte round trips of 1 us (tinyhw.mocks.direct.burst_seconds) -- not a loop of register accesses."""
+    r = run("--device", "mock:navi31", "--json", "bench", "copy", "--sizes", "1M", "--repeat", "1")
+    assert r.code == 0, r.err
+    res = {x["direction"]: x for x in json.loads(r.out)["results"]}
+    assert all(x["modelled"] for x in res.values())
+    limit = PCIE_LANE_MBPS[4] * 16
+    size = 1 << 20  # one flush round trip of 1 us per burst
+    assert res["h2d"]["mbps_median"] == pytest.approx(size / (1e-6 + size * 88 / 64 / (limit * 1e6)) / 1e6, rel=1e-3)
+    assert res["d2h"]["mbps_median"] == pytest.approx(32.0, rel=0.01)
+
+
 def test_a_size_that_does_not_fit_is_reported_skipped() -> None:
     r = run("--device", "mock:navi31", "--json", "bench", "copy", "--bar", "2", "--sizes", "4K",
             "--offset", "0x10000000", "--repeat", "1")

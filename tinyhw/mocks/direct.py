@@ -3,10 +3,12 @@
 The transport seam of ARCHITECTURE.md ("The transport seam", "Emulated boards", "Counters",
 "Device lock") over a :class:`~tinyhw.mocks.navi31.Navi31Board` with BARs assigned as a BIOS/OS
 would (specs/pci-vfio-remote.md §3.14). Every register or config access advances the board's
-virtual clock by 1 us. Faults ``disconnect@N`` / ``timeout@N`` count BAR register accesses
-(dwords; a block of k dwords is k accesses), 1-based, from the moment the transport is opened,
-which for the CLI is the start of the command's process. Config accesses are not counted but
-fail too once the board has gone away.
+virtual clock by 1 us. A block of plain VRAM through the mapped BAR (a memcpy, what ``bench copy``
+does; §6.1: a prefetchable BAR mapped write-combining) is timed as the link would carry it, not as
+a loop of register accesses (inferred, see :func:`burst_seconds`). Faults ``disconnect@N`` /
+``timeout@N`` count BAR register accesses (dwords; a block of k dwords is k accesses), 1-based,
+from the moment the transport is opened, which for the CLI is the start of the command's process.
+Config accesses are not counted but fail too once the board has gone away.
 """
 
 from __future__ import annotations
@@ -19,6 +21,20 @@ from tinyhw.transport.clock import VirtualClock
 
 #: Modelled latency of one register or config access on native PCIe.
 ACCESS_LATENCY = 1e-6
+#: A burst through the mapped BAR (all inferred, not measured): write-combined stores leave the CPU as
+#: posted 64-byte writes with ~24 bytes of TLP header, framing and DLLP share each, streamed at the link's
+#: rate, then one round trip to flush them; uncached loads are non-posted 32-byte reads (AVX2 memcpy),
+#: one in flight, each a round trip.
+WC_BURST, TLP_OVERHEAD, UC_READ = 64, 24, 32
+#: PCIe payload bytes/s per lane by Link Status speed code (128b/130b from 8 GT/s; 8b/10b below).
+LANE_BYTES_S = {1: 250e6, 2: 500e6, 3: 8e9 * 128 / 130 / 8, 4: 16e9 * 128 / 130 / 8, 5: 32e9 * 128 / 130 / 8}
+
+
+def burst_seconds(nbytes: int, write: bool, speed: int, width: int) -> float:
+    """Modelled time of a VRAM burst of ``nbytes`` through the BAR mapping on a link of ``speed`` x ``width``."""
+    if write:  # plus one round trip: the fence / read-back that makes posted writes visible
+        return ACCESS_LATENCY + nbytes * (WC_BURST + TLP_OVERHEAD) / WC_BURST / (LANE_BYTES_S[speed] * width)
+    return -(-nbytes // UC_READ) * ACCESS_LATENCY
 
 
 class DirectTransport(Transport):
@@ -40,6 +56,10 @@ class DirectTransport(Transport):
         self._timeouts = set(options.faults.at("timeout"))
         self._gone = False
         self._faulty = self._disconnect_at is not None or bool(self._timeouts)
+
+    def burst_seconds(self, nbytes: int, *, write: bool) -> float:
+        spec = self.board.pci.spec
+        return burst_seconds(nbytes, write, spec.link_max_speed, spec.link_max_width)
 
     # -- faults ---------------------------------------------------------------------------------------------------
     def _fault(self, bar: int, offset: int) -> None:
@@ -158,9 +178,9 @@ class _MockRegion(BarRegion):
         n = length // 4
         if n > 1 and not (t._faulty or t._gone):
             got = t.board.mem_read_block(self._index, offset, length)
-            if got is not None:  # a burst of plain VRAM: the same counts and modelled time as n dword reads
+            if got is not None:  # a burst of plain VRAM: the counts of n dword reads, the time of a memcpy
                 t.accesses += n
-                t.vclock.advance(ACCESS_LATENCY * n)
+                t.vclock.advance(t.burst_seconds(length, write=False))
                 c = t.counters
                 c.reg_reads += n
                 c.round_trips += n
@@ -176,9 +196,9 @@ class _MockRegion(BarRegion):
         t = self._t
         n = len(data) // 4
         if n > 1 and not (t._faulty or t._gone) and t.board.mem_write_block(self._index, offset, bytes(data)):
-            # a burst to plain VRAM: the same counts and modelled time as n dword writes
+            # a burst to plain VRAM: the counts of n dword writes, the time of a write-combined memcpy
             t.accesses += n
-            t.vclock.advance(ACCESS_LATENCY * n)
+            t.vclock.advance(t.burst_seconds(len(data), write=True))
             c = t.counters
             c.reg_writes += n
             c.bytes_out += 4 * n
