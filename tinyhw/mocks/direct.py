@@ -7,11 +7,18 @@ virtual clock by 1 us. Faults ``disconnect@N`` / ``timeout@N`` count BAR registe
 (dwords; a block of k dwords is k accesses), 1-based, from the moment the transport is opened,
 which for the CLI is the start of the command's process. Config accesses are not counted but
 fail too once the board has gone away.
+
+Host DMA memory: like ``VfioTransport`` the transport offers ``dma_alloc``/``dma_free`` (the
+``DmaBuffers`` ability): host buffers mapped at IOVAs by an emulated IOMMU (:mod:`tinyhw.mocks.iommu`),
+which is the board's bus attachment, so the GPU's system pages resolve through that map and an
+unmapped IOVA is an IOMMU fault. Their bytes cross the link at its Link Status rate, on the board clock.
 """
 
 from __future__ import annotations
 
 from tinyhw.errors import DeviceTimeout, Disconnected, Refused
+from tinyhw.formats.pciconfig import parse_config
+from tinyhw.mocks.iommu import EmulatedIommu, HostBuffer, link_rate
 from tinyhw.mocks.navi31 import Navi31Board
 from tinyhw.mocks.options import MockOptions
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
@@ -40,6 +47,28 @@ class DirectTransport(Transport):
         self._timeouts = set(options.faults.at("timeout"))
         self._gone = False
         self._faulty = self._disconnect_at is not None or bool(self._timeouts)
+        self.iommu = EmulatedIommu(clock, self._link_rate())
+        self.board.attach_bus(self.iommu)  # the gpu's system pages are host memory behind the iommu
+
+    def _link_rate(self) -> float:
+        """DMA payload bytes/s of the board's link, from its own Link Status (read without counting)."""
+        image = b"".join(self.board.cfg_read32(o).to_bytes(4, "little") for o in range(0, 0x100, 4))
+        pcie = parse_config(image).express
+        if pcie is None or not pcie.has_link or not pcie.lnksta.width:
+            return link_rate(1, 1)
+        return link_rate(pcie.lnksta.current_speed, pcie.lnksta.width)
+
+    # -- host dma buffers (the DmaBuffers ability, as VfioTransport) -------------------------------------------
+    def dma_alloc(self, size: int, iova: int | None = None) -> HostBuffer:
+        """Host memory visible to the emulated gpu at ``iova`` (the next free one from 1 MiB when None)."""
+        self._check_gone()
+        buf = HostBuffer(size)
+        self.iommu.map(buf, iova)
+        return buf
+
+    def dma_free(self, buf: HostBuffer) -> None:
+        self.iommu.unmap(buf)
+        buf.close()
 
     # -- faults ---------------------------------------------------------------------------------------------------
     def _fault(self, bar: int, offset: int) -> None:
@@ -108,6 +137,8 @@ class DirectTransport(Transport):
         if self._closed:
             return
         self._closed = True
+        for buf in self.iommu.buffers():
+            self.dma_free(buf)
         self.board.close()
 
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 from tinyhw.autogen.sdma_v6_0_0_pkt_open import CONSTANTS as P
 from tinyhw.errors import StrictEmulationError
-from tinyhw.mocks.gpuvm import VmFault
+from tinyhw.mocks.gpuvm import BusFault, VmFault
 from tinyhw.regs import asic
 
 if TYPE_CHECKING:
@@ -133,6 +133,8 @@ class SdmaEngine:
         self.running = True
         try:
             self._run()
+        except BusFault as exc:  # an iommu fault: the engine stops at this packet, the fence never comes
+            self.error = str(exc)
         except VmFault as exc:
             self._stop(str(exc))
         finally:
