@@ -208,3 +208,20 @@ def test_mock_navi31_has_dma_buffers_like_vfio(tmp_path: Path) -> None:
 def test_link_rate_follows_link_status() -> None:
     assert link_rate(4, 16) == pytest.approx(16e9 * 128 / 130 / 8 * 16 * 256 / 280)
     assert link_rate(1, 1) == pytest.approx(2.5e9 * 0.8 / 8 * 256 / 280)
+
+
+def test_bus_mastering_is_turned_on_and_needed() -> None:
+    """vfio-pci hands the function over with bus mastering off: the copier sets it; cleared later, the gpu's
+    requests are dropped (the copy times out)."""
+    _boot()
+    with tinyhw.open("mock:navi31") as dev:
+        t = dev.transport
+        t.config_write(4, 2, t.config_read(4, 2) & ~4)
+        c = open_dma_copier(t, window=16 * 1024, timeout=0.2)
+        assert t.config_read(4, 2) & 4
+        c.copy_in(DST, b"1234")
+        t.config_write(4, 2, t.config_read(4, 2) & ~4)
+        with pytest.raises(DeviceTimeout, match="did not signal fence"):
+            c.copy_in(DST, b"5678")
+        assert "bus mastering is off" in t.iommu.faults[-1]
+        assert t.board.vram.read(DST, 4) == b"1234"

@@ -37,6 +37,7 @@ PTB_DMA = PDB0_DMA + PAGE
 MAX_PTBS = (PT_BASE + MiB - PTB_DMA) // PAGE  # up to the SDMA ring (PT_BASE + 1 MiB)
 MAX_WINDOW = 256 * MiB
 DEFAULT_WINDOW = 16 * MiB
+PCI_COMMAND, BUS_MASTER = 0x04, 1 << 2
 SPIN = 2000  # fence reads before the waiter starts sleeping between them
 
 
@@ -209,9 +210,23 @@ def check_copy_engine(transport: Any) -> AmGpu:
     return gpu
 
 
+def enable_bus_master(transport: Any) -> bool:
+    """Set COMMAND bit 2 (specs/pci-vfio-remote.md §3.4) when it is clear: vfio-pci hands a freshly opened function
+    over with bus mastering off, and without it the GPU's reads of the DMA buffer never leave the device. True when
+    it had to be set."""
+    cmd = transport.config_read(PCI_COMMAND, 2)
+    if cmd & BUS_MASTER:
+        return False
+    transport.config_write(PCI_COMMAND, 2, cmd | BUS_MASTER)
+    transport.config_read(PCI_COMMAND, 2)  # read back: the write has landed
+    return True
+
+
 def open_dma_copier(transport: Any, *, window: int = DEFAULT_WINDOW, timeout: float = 10.0) -> DmaCopier:
-    """A ready copier for a booted GPU on a transport with DMA buffers: checks (:func:`check_copy_engine`), brings
-    the copy engine up (:func:`tinyhw.boot.copyengine.bring_up`), allocates and maps the window."""
+    """A ready copier for a booted GPU on a transport with DMA buffers: checks (:func:`check_copy_engine`), turns
+    bus mastering on, brings the copy engine up (:func:`tinyhw.boot.copyengine.bring_up`), maps the window."""
     from tinyhw.boot.copyengine import bring_up
 
-    return DmaCopier(bring_up(check_copy_engine(transport)), window=window, timeout=timeout)
+    gpu = check_copy_engine(transport)
+    enable_bus_master(transport)
+    return DmaCopier(bring_up(gpu), window=window, timeout=timeout)

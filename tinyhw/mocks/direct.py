@@ -47,7 +47,7 @@ class DirectTransport(Transport):
         self._timeouts = set(options.faults.at("timeout"))
         self._gone = False
         self._faulty = self._disconnect_at is not None or bool(self._timeouts)
-        self.iommu = EmulatedIommu(clock, self._link_rate())
+        self.iommu = EmulatedIommu(clock, self._link_rate(), master=lambda: bool(self.board.pci.command & 4))
         self.board.attach_bus(self.iommu)  # the gpu's system pages are host memory behind the iommu
 
     def _link_rate(self) -> float:

@@ -9,7 +9,8 @@ arrive as :meth:`EmulatedIommu.dma_read` / :meth:`dma_write` (the board's bus at
 bridge is on the usb board). An IOVA no buffer covers is an IOMMU fault: nothing is read or written, the
 fault is logged (as the kernel logs a DMAR/AMD-Vi fault) and the access raises
 :class:`~tinyhw.mocks.gpuvm.BusFault`, which stops the emulated SDMA engine without a fence: the driver
-sees its copy time out, as on hardware.
+sees its copy time out, as on hardware. With the function's COMMAND bus-master bit clear (specs/pci-vfio-remote.md
+§3.4) no request leaves the device: the same stop, logged as dropped.
 
 Time: every byte crosses the board's PCIe link, charged on the board's virtual clock at the link's
 payload rate (speed x width from the function's Link Status, 8b/10b below 8 GT/s, 128b/130b from 8 GT/s,
@@ -21,6 +22,7 @@ read completions are charged the same).
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from typing import Any
 
 from tinyhw.errors import Refused
@@ -64,9 +66,10 @@ class HostBuffer:
 class EmulatedIommu:
     """IOVA -> host buffer map of one emulated function, and its bus-master data path (``board.attach_bus``)."""
 
-    def __init__(self, clock: Any, rate: float) -> None:
+    def __init__(self, clock: Any, rate: float, master: Callable[[], bool] = lambda: True) -> None:
         self.clock = clock
         self.rate = rate  # bytes per second over the link
+        self.master = master  # the function's COMMAND bus-master bit: without it no request leaves the device
         self._starts: list[int] = []
         self._bufs: list[HostBuffer] = []
         self.next_iova = FIRST_IOVA
@@ -99,6 +102,11 @@ class EmulatedIommu:
 
     # -- the device side (bus-master accesses of system pages) -----------------------------------------------------
     def _find(self, addr: int, length: int, what: str) -> tuple[HostBuffer, int]:
+        if not self.master():
+            self.stats["faults"] += 1
+            message = f"device {what} of {length} bytes at iova 0x{addr:x} dropped: bus mastering is off"
+            self.faults.append(message)
+            raise BusFault(message)
         i = bisect.bisect_right(self._starts, addr) - 1
         if i >= 0 and addr + length <= self._starts[i] + self._bufs[i].size:
             return self._bufs[i], addr - self._starts[i]
