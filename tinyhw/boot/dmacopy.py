@@ -222,11 +222,13 @@ def enable_bus_master(transport: Any) -> bool:
     return True
 
 
-def open_dma_copier(transport: Any, *, window: int = DEFAULT_WINDOW, timeout: float = 10.0) -> DmaCopier:
-    """A ready copier for a booted GPU on a transport with DMA buffers: checks (:func:`check_copy_engine`), turns
-    bus mastering on, brings the copy engine up (:func:`tinyhw.boot.copyengine.bring_up`), maps the window."""
+def open_dma_copier(transport: Any, *, window: int = DEFAULT_WINDOW, timeout: float = 10.0,
+                    gpu: AmGpu | None = None) -> DmaCopier:
+    """A ready copier for a booted GPU on a transport with DMA buffers: checks (:func:`check_copy_engine`, unless
+    its ``gpu`` is handed in), turns bus mastering on, brings the copy engine up
+    (:func:`tinyhw.boot.copyengine.bring_up`), maps the window."""
     from tinyhw.boot.copyengine import bring_up
 
-    gpu = check_copy_engine(transport)
+    gpu = gpu or check_copy_engine(transport)
     enable_bus_master(transport)
     return DmaCopier(bring_up(gpu), window=window, timeout=timeout)

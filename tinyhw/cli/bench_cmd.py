@@ -160,11 +160,11 @@ def _dma_bench(app: App, transport: Any, copy_path: str, size_list: list[int], d
         from tinyhw.boot.dmacopy import check_copy_engine, open_dma_copier
 
         start = start or SRAM_DEFAULT_OFFSET
-        check_copy_engine(transport)  # refusals (exit 2) before the prompt
+        gpu = check_copy_engine(transport)  # refusals (exit 2) before the prompt
         if not transport.emulated:
             app.confirm(yes, f"bench copy overwrites up to {max(size_list):#x} bytes of VRAM at offset {start:#x} "
                              f"through sdma0 and a pinned dma buffer on {transport.identity().location}")
-        holder = open_dma_copier(transport)
+        holder = open_dma_copier(transport, gpu=gpu)
         via = CopyPath(f"pinned dma buffer + sdma0 (iova 0x{holder.iova:x})", holder.copy_in, holder.copy_out)
     try:
         results = copy_bench(transport, size_list, dirs, repeat, None, start, ProgressBar(app), app.log, via=via)
