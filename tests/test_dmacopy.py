@@ -225,3 +225,12 @@ def test_bus_mastering_is_turned_on_and_needed() -> None:
             c.copy_in(DST, b"5678")
         assert "bus mastering is off" in t.iommu.faults[-1]
         assert t.board.vram.read(DST, 4) == b"1234"
+
+
+def test_a_hung_engine_is_exit_1_with_one_line() -> None:
+    _boot()
+    r = run("--device", "mock:navi31,sdma=hang", "--json", "bench", "copy", "--path", "dma", "--sizes", "4K")
+    assert r.code == 1 and r.no_result
+    line = _one_error_line(r.err)
+    assert "did not signal fence 1" in line and "hung copy engine" in line and "am reset" in line
+    assert run("--device", "mock:navi31", "bench", "copy", "--path", "dma", "--sizes", "4K").code == 0

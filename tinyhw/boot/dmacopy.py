@@ -191,7 +191,7 @@ def check_copy_engine(transport: Any) -> AmGpu:
 
     if not isinstance(transport, DmaBuffers):
         raise Refused(f"dma copies need host dma buffers, which the {transport.name} transport cannot map",
-                      hint="bind the gpu to vfio-pci (tinyhw --device pci:ADDR pci bind --yes) and use vfio:ADDR")
+                      hint="bind the device to vfio-pci (tinyhw --device pci:ADDR pci bind --yes) and use vfio:ADDR")
     ident = transport.identity()
     where = ident.location or transport.name
     if ident.vendor_id != 0x1002 or ident.class_code >> 16 != 0x03:
