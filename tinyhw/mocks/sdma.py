@@ -29,7 +29,9 @@ consumed, the read pointer never moves.
 Timing (modelled on the engine's own busy counter, not the host clock): ``SdmaTiming`` gives a cost per
 packet and per byte by memory kind (VRAM, system = the bridge over PCIe Gen3 x4). These are inferred
 parameters (asm24 spec §1: "the PCIe side is never the bottleneck"); the copy protocols' end-to-end model
-lives with the driver and takes them as parameters.
+lives with the driver and takes them as parameters. On ``mock:navi31`` the system pages are host memory behind
+the emulated IOMMU (:mod:`.iommu`), which charges every byte on the board clock at the link's DMA rate; an
+IOMMU fault (:class:`~.gpuvm.BusFault`) stops the engine at that packet without a strict-mode error.
 """
 
 from __future__ import annotations
