@@ -182,8 +182,15 @@ def test_copies_outside_vram_and_bad_windows_are_refused() -> None:
         c = open_dma_copier(dev.transport, window=16 * 1024)
         with pytest.raises(Refused, match="outside vram"):
             c.copy_in(c.gpu.vram_size - 2, b"abcd")
+        for at in (0, 80 << 20, c.gpu.vram_size - (64 << 20)):  # boot region, page tables, reserved top
+            with pytest.raises(Refused, match="overlaps memory the running gpu uses"):
+                c.copy_in(at, b"abcd")
+        with pytest.raises(Refused, match="overlaps"):
+            c.copy_out((82 << 20) + 4096, 4)
         with pytest.raises(Refused, match="dma window"):
             open_dma_copier(dev.transport, window=12345)
+    r = run("--device", "mock:navi31", "bench", "copy", "--path", "dma", "--sizes", "4K", "--offset", "0x5000000")
+    assert r.code == 2 and "overlaps memory the running gpu uses" in r.err
 
 
 # -- the emulated iommu ------------------------------------------------------------------------------------------

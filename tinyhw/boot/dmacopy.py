@@ -21,7 +21,18 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from tinyhw.boot import sdmapkt as pk
-from tinyhw.boot.copyengine import MTYPE_UC, PT_BASE, RW, SNOOPED, SYSTEM, VA_BASE, VALID, invalidate
+from tinyhw.boot.copyengine import (
+    IH_RING_SIZE,
+    IH_RINGS,
+    MTYPE_UC,
+    PT_BASE,
+    RW,
+    SNOOPED,
+    SYSTEM,
+    VA_BASE,
+    VALID,
+    invalidate,
+)
 from tinyhw.errors import DeviceTimeout, Refused
 from tinyhw.transport.abilities import DmaBuffers
 
@@ -37,6 +48,10 @@ PTB_DMA = PDB0_DMA + PAGE
 MAX_PTBS = (PT_BASE + MiB - PTB_DMA) // PAGE  # up to the SDMA ring (PT_BASE + 1 MiB)
 MAX_WINDOW = 256 * MiB
 DEFAULT_WINDOW = 16 * MiB
+#: VRAM a copy must not touch: the boot layout (tinyhw.boot.layout, < 80 MiB) and the copy engine's page tables,
+#: ring and IH rings up to here; the top 64 MiB the firmware reserves (amd-bringup.md §4.5, discovery inside)
+RESERVED_LOW = IH_RINGS + 2 * IH_RING_SIZE
+RESERVED_TOP = 64 * MiB
 PCI_COMMAND, BUS_MASTER = 0x04, 1 << 2
 SPIN = 2000  # fence reads before the waiter starts sleeping between them
 
@@ -65,6 +80,18 @@ def map_system(gpu: AmGpu, bus: int, size: int) -> None:
     gpu.vram_write(PTB_DMA, bytes(ptes))
     gpu.hdp_flush()
     invalidate(gpu)
+
+
+def check_range(gpu: AmGpu, offset: int, length: int, what: str = "dma copy") -> None:
+    """Refuse a VRAM range outside VRAM or over memory the booted GPU uses (boot region, page tables, rings, the
+    reserved top)."""
+    if offset < 0 or length < 0 or offset + length > gpu.vram_size:
+        raise Refused(f"{what} of {length} bytes at vram 0x{offset:x} is outside vram (0x{gpu.vram_size:x} bytes)")
+    top = gpu.vram_size - RESERVED_TOP
+    if length and (offset < RESERVED_LOW or offset + length > top):
+        raise Refused(f"{what} of {length} bytes at vram 0x{offset:x} overlaps memory the running gpu uses "
+                      f"(tinyhw's boot region, page tables and rings below 0x{RESERVED_LOW:x}; the reserved "
+                      f"top from 0x{top:x})", hint="copy at offsets from 0x8000000 (128 MiB), the default")
 
 
 class DmaCopier:
@@ -129,9 +156,7 @@ class DmaCopier:
         return self.seq
 
     def _check(self, offset: int, length: int, what: str) -> None:
-        if offset < 0 or length < 0 or offset + length > self.gpu.vram_size:
-            raise Refused(f"{what} of {length} bytes at vram 0x{offset:x} is outside vram "
-                          f"(0x{self.gpu.vram_size:x} bytes)")
+        check_range(self.gpu, offset, length, what)
 
     # -- copies ----------------------------------------------------------------------------------------------
     def copy_in(self, dst_offset: int, data: bytes | bytearray | memoryview) -> dict[str, int]:

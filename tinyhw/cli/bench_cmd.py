@@ -157,10 +157,11 @@ def _dma_bench(app: App, transport: Any, copy_path: str, size_list: list[int], d
         holder: Any = Staging(transport, staging_size(size_list, start))
         via = holder.path()
     else:
-        from tinyhw.boot.dmacopy import check_copy_engine, open_dma_copier
+        from tinyhw.boot.dmacopy import check_copy_engine, check_range, open_dma_copier
 
         start = start or SRAM_DEFAULT_OFFSET
-        gpu = check_copy_engine(transport)  # refusals (exit 2) before the prompt
+        gpu = check_copy_engine(transport)  # refusals (exit 2) before the prompt and before any write
+        check_range(gpu, start, max(size_list), "bench copy")
         if not transport.emulated:
             app.confirm(yes, f"bench copy overwrites up to {max(size_list):#x} bytes of VRAM at offset {start:#x} "
                              f"through sdma0 and a pinned dma buffer on {transport.identity().location}")
