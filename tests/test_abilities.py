@@ -19,7 +19,7 @@ def test_native_transports_declare_their_abilities() -> None:
     assert not issubclass(SysfsTransport, DmaBuffers)
 
 
-@pytest.mark.parametrize("board", ["mock:navi31", "mock:navi31-usb"])
+@pytest.mark.parametrize("board", ["mock:navi31-usb"])  # mock:navi31 has host dma buffers (tests/test_dmacopy.py)
 def test_missing_ability_is_a_clear_error(board: str) -> None:
     opened = open_device(parse_device(board))
     try:

@@ -201,3 +201,26 @@ def test_group_not_viable_and_reset(bound: tuple[Path, Path], tmp_path: Path,
     with pytest.raises(Refused, match="iommu group 3 is not viable"):
         VfioTransport(EDU, sysfs=str(sysfs), dev_vfio=str(nodes))
     DeviceLock(EDU).acquire().release()
+
+
+def test_dma_buffer_past_the_memlock_limit_is_an_environment_problem(bound: tuple[Path, Path], tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """§9.2: type1 pins count against RLIMIT_MEMLOCK; the kernel's ENOMEM becomes exit 3 naming the limit."""
+    import errno
+
+    sysfs, nodes = bound
+    fake = FakeVfio(tmp_path)
+
+    def no_memory(fd: int, req: int, arg: object = 0, *rest: object) -> int:
+        if req == abi.VFIO_IOMMU_MAP_DMA:
+            raise OSError(errno.ENOMEM, "Cannot allocate memory")
+        return fake(fd, req, arg, *rest)
+
+    monkeypatch.setattr(fcntl, "ioctl", no_memory)
+    t = VfioTransport(EDU, sysfs=str(sysfs), dev_vfio=str(nodes))
+    try:
+        with pytest.raises(EnvironmentProblem, match=r"cannot pin a 16384 KiB dma buffer .*RLIMIT_MEMLOCK") as e:
+            t.dma_alloc(16 << 20)
+        assert "ulimit -l" in (e.value.hint or "") and t.dma == []
+    finally:
+        t.close()

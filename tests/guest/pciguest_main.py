@@ -312,6 +312,52 @@ def run_all() -> None:  # one linear script, in the order the issue lists the pr
         out["dma_buffers_after_close"] = len(t.dma)
         return out
 
+    @step("dma_window")
+    def _() -> Any:
+        """Issue 12: the pinned DMA buffer the bench uses (tinyhw.bench.Staging -> VfioTransport.dma_alloc, type1
+        MAP_DMA) at a realistic size, with the edu device DMAing from/to offsets inside it (page crossings, the
+        middle, the last bytes); then `bench copy --path staging` on the vfio: device and the refusal of
+        --path dma on a device with no copy engine."""
+        from tinyhw.bench import Staging
+        from tinyhw.pci.vfio import VfioTransport
+
+        size = 32 << 20
+        out: dict[str, Any] = {"size": size, "copies": []}
+        with VfioTransport(EDU) as t:
+            region = t.bar(0)
+            t.set_bus_master(True)
+            staging = Staging(t, size)
+            buf = staging.buf
+            out["iova"], out["buf_size"] = buf.iova, buf.size
+            # (host offset the device reads, host offset the device writes back to)
+            plan = [(0, 8 << 20), (4096 - 100, (20 << 20) + 4096 - 7 * 4), ((16 << 20) + 12, 4096 * 3 + 2048),
+                    (size - DMA_LEN, (24 << 20) - 2)]
+            for n, (src_off, dst_off) in enumerate(plan):
+                pattern = bytes(((i * 13 + n * 101) >> 2) & 0xFF for i in range(DMA_LEN))
+                staging.write(src_off, pattern)
+                guard = staging.read(dst_off + DMA_LEN, 64)
+                steps = []
+                for src, dst, cmd in ((buf.iova + src_off, DMA_BUF, 1), (DMA_BUF, buf.iova + dst_off, 3)):
+                    region.write32(0x80, src)
+                    region.write32(0x88, dst)
+                    region.write32(0x90, DMA_LEN)
+                    region.write32(0x98, cmd)
+                    steps.append(wait_clear(region, 0x98, 1))
+                got = staging.read(dst_off, DMA_LEN)
+                out["copies"].append({"src": src_off, "dst": dst_off, "done": all(steps), "equal": got == pattern,
+                                      "first_diff": next((i for i in range(DMA_LEN) if got[i] != pattern[i]), None),
+                                      "guard_kept": staging.read(dst_off + DMA_LEN, 64) == guard})
+            out["buffers_mapped"] = len(t.dma)
+            staging.close()
+            out["buffers_after_free"] = len(t.dma)
+        d = f"vfio:{EDU}"
+        out["staging"] = cli("-d", d, "--json", "bench", "copy", "--path", "staging", "--sizes", "1M,16M",
+                             "--repeat", "2")
+        out["dma_refused"] = cli("-d", d, "bench", "copy", "--path", "dma", "--sizes", "4K", "--yes")
+        out["dma_refused_sysfs"] = cli("-d", f"pci:{IVSHMEM}", "bench", "copy", "--path", "dma", "--sizes", "4K",
+                                       "--yes")
+        return out
+
     @step("unbind")
     def _() -> Any:
         r = {"unbind": cli("-d", f"pci:{EDU}", "pci", "unbind", "--yes")}

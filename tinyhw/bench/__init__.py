@@ -1,11 +1,13 @@
 """Measurements: copy bandwidth host <-> device (``tinyhw bench copy``), the same way on every transport.
 
 Layer 3: handed a transport (or, for ``cuda:N``, an open CUDA device), never constructing one. See
-:mod:`tinyhw.bench.copy` (through a BAR) and :mod:`tinyhw.bench.cuda_copy` (through the CUDA driver).
+:mod:`tinyhw.bench.copy` (through a BAR), :mod:`tinyhw.bench.cuda_copy` (through the CUDA driver) and
+:mod:`tinyhw.bench.staging` (the host side of a DMA-buffer copy, measured alone).
 """
 
 from tinyhw.bench.copy import CopyPath, CopyResult, copy_bench, link_limit, parse_sizes, pick_bar
 from tinyhw.bench.cuda_copy import MEMORIES, CudaCopyResult, cuda_copy_bench, cuda_link_limit
+from tinyhw.bench.staging import Staging, staging_size
 
 __all__ = ["MEMORIES", "CopyPath", "CopyResult", "CudaCopyResult", "copy_bench", "cuda_copy_bench", "cuda_link_limit",
-           "link_limit", "parse_sizes", "pick_bar"]
+           "Staging", "link_limit", "parse_sizes", "pick_bar", "staging_size"]

@@ -25,6 +25,7 @@ from tinyhw.errors import Refused
 from tinyhw.formats.pciconfig import parse_config
 from tinyhw.progress import NO_PROGRESS, Progress
 from tinyhw.transport.base import BarInfo, Transport
+from tinyhw.transport.clock import Clock
 
 # Payload MB/s of one PCIe lane per speed code: 2.5 and 5 GT/s use 8b/10b, 8 GT/s and up 128b/130b.
 PCIE_LANE_MBPS = {1: 250.0, 2: 500.0, 3: 8000 * 128 / 130 / 8, 4: 16000 * 128 / 130 / 8,
@@ -48,6 +49,8 @@ class CopyPath:
     read: Callable[[int, int], bytes]
     size_limit: int | None = None
     model: Callable[[str, int], float | None] | None = None
+    clock: Clock | None = None  # time on this clock instead of the transport's (host-only paths: wall time)
+    host_only: bool = False  # no byte crosses the link (host staging): no link limit, never "modelled"
 
 
 @dataclass
@@ -64,6 +67,7 @@ class CopyResult:
     modelled: bool = False
     skipped: str | None = None
     model_mbps: float | None = None
+    host_only: bool = False
 
     def mbps(self) -> list[float]:
         return [self.size / s / 1e6 for s in self.seconds if s > 0]
@@ -83,6 +87,7 @@ class CopyResult:
             "modelled": self.modelled,
             "skipped": self.skipped,
             "model_mbps": None if self.model_mbps is None else round(self.model_mbps, 1),
+            "host_only": self.host_only,
         }
 
 
@@ -161,9 +166,10 @@ def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ..
         raise Refused("--repeat must be at least 1")
     if offset < 0 or offset % 4:
         raise Refused(f"offset 0x{offset:x} must be a non-negative multiple of 4")
-    limit, how = link_limit(transport)
-    modelled = bool(getattr(transport.clock, "virtual", False))
-    clock = transport.clock
+    host_only = via is not None and via.host_only
+    limit, how = (None, "no device transfer") if host_only else link_limit(transport)
+    clock = via.clock if via is not None and via.clock is not None else transport.clock
+    modelled = bool(getattr(clock, "virtual", False))
     if via is None:
         info = pick_bar(transport, bar)
         region = transport.bar(info.index)
@@ -175,13 +181,15 @@ def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ..
         where = via.label
     log(f"copying through {where} at offset {offset:#x}; link limit "
         f"{'unknown' if limit is None else f'{limit:.0f} MB/s'} ({how}); "
-        f"{'modelled time (emulated board)' if modelled else 'measured wall time'}")
+        f"{'modelled time (emulated board)' if modelled else 'measured wall time'}"
+        f"{' of host memory copies only' if host_only else ''}")
     results: list[CopyResult] = []
     total = sum(sizes) * repeat * len(directions)
     with progress.task("copy", total) as advance:
         for size in sizes:
             for direction in directions:
-                r = CopyResult(direction, size, repeat, path, link_limit_mbps=limit, modelled=modelled)
+                r = CopyResult(direction, size, repeat, path, link_limit_mbps=limit, modelled=modelled,
+                               host_only=host_only)
                 if via is not None and via.model is not None:
                     r.model_mbps = via.model(direction, size)
                 results.append(r)

@@ -7,6 +7,9 @@ Layer 3: handed a transport (never constructing one, never importing mocks, usb 
     fw = firmware.load(firmware_dir(None), gpu.discovery.versions())   # exit 2 before any write
     result = sequence.boot(gpu, fw, on_step=print)   # full, partial, or mode-1 reset then full
     Smi(gpu).refresh()                               # metrics of a board a tinyhw boot brought up
+
+Copies host <-> VRAM after a boot: :mod:`tinyhw.boot.usbcopy` (the USB bridge's SRAM + SDMA0) and
+:mod:`tinyhw.boot.dmacopy` (a pinned DMA buffer + SDMA0, on transports with DMA buffers: ``vfio:``, ``mock:navi31``).
 """
 
 from tinyhw.boot import firmware, identify, ids, layout, metrics, sequence

@@ -32,9 +32,12 @@ def bench() -> None:
 @click.option("--memory", type=click.Choice(["pinned", "pageable", "both"]), default="both", show_default=True,
               help="cuda:N only: host memory pinned by the driver, ordinary pageable memory, or both.")
 @click.option("--yes", is_flag=True, help="Go ahead without asking (the copies overwrite device memory).")
-@click.option("--path", "copy_path", type=click.Choice(["bar", "sram"]), default="bar", show_default=True,
+@click.option("--path", "copy_path", type=click.Choice(["bar", "sram", "dma", "staging"]), default="bar",
+              show_default=True,
               help="bar: through the BAR mapping (streamed over the usb bridge). sram: usb bridge only, a booted "
-                   "board: the bridge's SRAM and the GPU's SDMA engine (copy-in/copy-out protocols).")
+                   "board: the bridge's SRAM and the GPU's SDMA engine (copy-in/copy-out protocols). dma: vfio: or "
+                   "mock:navi31, a booted board: a pinned host DMA buffer and the GPU's SDMA engine. staging: any "
+                   "vfio: device: only the host memcpy into and out of a pinned DMA buffer (no device transfer).")
 @click.option("--protocol", type=click.Choice(["tinyhw", "seed"]), default="tinyhw", show_default=True,
               help="--path sram copy-in: tinyhw's pipelined protocol or the published (seed) one.")
 @click.pass_obj
@@ -61,6 +64,12 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
       tinyhw --device pci:0000:03:00.0 --json bench copy --direction h2d --repeat 5 --yes
       tinyhw --device cuda:0 bench copy --sizes 1M,256M --memory pinned
       tinyhw --device mock:navi31-usb am boot --yes && tinyhw --device mock:navi31-usb bench copy --path sram
+      tinyhw --device vfio:0000:03:00.0 bench copy --path dma --sizes 1M,64M --yes
+
+    --path dma (vfio:ADDR or mock:navi31, after `am boot`): host memory -> VRAM and back through a pinned
+    DMA buffer the GPU reaches at its IOVA (VFIO type1), SDMA0 pulling/pushing it, fence-polled, at VRAM
+    offset 128 MiB by default; the time includes the host memcpy into/out of the buffer. --path staging
+    (any vfio: device): that host memcpy alone, wall-clock timed, marked host_only, no link limit.
 
     --path sram (usb bridge, after `am boot`): host->VRAM through the bridge's 512 KiB SRAM and SDMA
     copy-in, VRAM->host through SDMA and the SRAM copy-out (specs/asm24-usb-bridge.md §9), at VRAM
@@ -82,6 +91,13 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
     size_list = parse_sizes(sizes or (EMULATED_SIZES if transport.emulated else HARDWARE_SIZES))
     start = parse_number(offset, "--offset", units=True)
     via = None
+    if copy_path in ("dma", "staging"):
+        if bar_index is not None:
+            from tinyhw.errors import Refused
+
+            raise Refused(f"--bar applies to --path bar; --path {copy_path} copies through a host dma buffer")
+        _dma_bench(app, transport, copy_path, size_list, dirs, repeat, start, yes)
+        return
     if copy_path == "sram":
         if bar_index is not None:
             from tinyhw.errors import Refused
@@ -129,6 +145,34 @@ def _sram_path(transport: Any, protocol: str) -> Any:
 
     return CopyPath(f"bridge sram + sdma ({protocol} copy-in)", lambda off, data: copier.copy_in(off, data, protocol),
                     copier.copy_out, size_limit=None, model=model)
+
+
+def _dma_bench(app: App, transport: Any, copy_path: str, size_list: list[int], dirs: tuple[str, ...], repeat: int,
+               start: int, yes: bool) -> None:
+    """--path dma (tinyhw.boot.dmacopy: pinned buffer + SDMA0, VRAM at --offset, 128 MiB by default) or --path
+    staging (tinyhw.bench.staging: the host memcpy alone, buffer offsets); the buffers are freed at the end."""
+    from tinyhw.bench import CopyPath, Staging, copy_bench, staging_size
+
+    if copy_path == "staging":
+        holder: Any = Staging(transport, staging_size(size_list, start))
+        via = holder.path()
+    else:
+        from tinyhw.boot.dmacopy import check_copy_engine, check_range, open_dma_copier
+
+        start = start or SRAM_DEFAULT_OFFSET
+        gpu = check_copy_engine(transport)  # refusals (exit 2) before the prompt and before any write
+        check_range(gpu, start, max(size_list), "bench copy")
+        if not transport.emulated:
+            app.confirm(yes, f"bench copy overwrites up to {max(size_list):#x} bytes of VRAM at offset {start:#x} "
+                             f"through sdma0 and a pinned dma buffer on {transport.identity().location}")
+        holder = open_dma_copier(transport, gpu=gpu)
+        via = CopyPath(f"pinned dma buffer + sdma0 (iova 0x{holder.iova:x})", holder.copy_in, holder.copy_out)
+    try:
+        results = copy_bench(transport, size_list, dirs, repeat, None, start, ProgressBar(app), app.log, via=via)
+    finally:
+        holder.close()
+    doc = {"results": [r.as_dict() for r in results]}
+    app.emit(doc, lambda: _human(app, doc["results"]))
 
 
 def _is_cuda(app: App) -> bool:
@@ -183,7 +227,8 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
         table.add_row(*(r[c] for c in cols), _size(r["size"]), num(r["mbps_min"]), num(r["mbps_median"]),
                       num(r["mbps_max"]), _size(r["verified"]) if r["verified"] else "-",
                       "-" if frac is None else f"{frac:.1%}", *model,
-                      r["skipped"] or ("modelled" if r["modelled"] else "measured"))
+                      r["skipped"] or ("modelled" if r["modelled"] else
+                                       "host only" if r.get("host_only") else "measured"))
     if gpu:
         app.out.print(f"{gpu['device']}: {gpu['gpu']}, cuda driver {gpu['driver_version']}", markup=False)
     app.out.print(table)

@@ -9,11 +9,18 @@ a loop of register accesses (inferred, see :func:`burst_seconds`). Faults ``disc
 ``timeout@N`` count BAR register accesses (dwords; a block of k dwords is k accesses), 1-based,
 from the moment the transport is opened, which for the CLI is the start of the command's process.
 Config accesses are not counted but fail too once the board has gone away.
+
+Host DMA memory: like ``VfioTransport`` the transport offers ``dma_alloc``/``dma_free`` (the
+``DmaBuffers`` ability): host buffers mapped at IOVAs by an emulated IOMMU (:mod:`tinyhw.mocks.iommu`),
+which is the board's bus attachment, so the GPU's system pages resolve through that map and an
+unmapped IOVA is an IOMMU fault. Their bytes cross the link at its Link Status rate, on the board clock.
 """
 
 from __future__ import annotations
 
 from tinyhw.errors import DeviceTimeout, Disconnected, Refused
+from tinyhw.formats.pciconfig import parse_config
+from tinyhw.mocks.iommu import EmulatedIommu, HostBuffer, link_rate
 from tinyhw.mocks.navi31 import Navi31Board
 from tinyhw.mocks.options import MockOptions
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
@@ -22,18 +29,16 @@ from tinyhw.transport.clock import VirtualClock
 #: Modelled latency of one register or config access on native PCIe.
 ACCESS_LATENCY = 1e-6
 #: A burst through the mapped BAR (all inferred, not measured): write-combined stores leave the CPU as
-#: posted 64-byte writes with ~24 bytes of TLP header, framing and DLLP share each, streamed at the link's
+#: posted 64-byte writes (TLP overhead as :func:`~tinyhw.mocks.iommu.link_rate`), streamed at the link's
 #: rate, then one round trip to flush them; uncached loads are non-posted 32-byte reads (AVX2 memcpy),
 #: one in flight, each a round trip.
-WC_BURST, TLP_OVERHEAD, UC_READ = 64, 24, 32
-#: PCIe payload bytes/s per lane by Link Status speed code (128b/130b from 8 GT/s; 8b/10b below).
-LANE_BYTES_S = {1: 250e6, 2: 500e6, 3: 8e9 * 128 / 130 / 8, 4: 16e9 * 128 / 130 / 8, 5: 32e9 * 128 / 130 / 8}
+WC_BURST, UC_READ = 64, 32
 
 
 def burst_seconds(nbytes: int, write: bool, speed: int, width: int) -> float:
     """Modelled time of a VRAM burst of ``nbytes`` through the BAR mapping on a link of ``speed`` x ``width``."""
     if write:  # plus one round trip: the fence / read-back that makes posted writes visible
-        return ACCESS_LATENCY + nbytes * (WC_BURST + TLP_OVERHEAD) / WC_BURST / (LANE_BYTES_S[speed] * width)
+        return ACCESS_LATENCY + nbytes / link_rate(speed, width, WC_BURST)
     return -(-nbytes // UC_READ) * ACCESS_LATENCY
 
 
@@ -56,10 +61,32 @@ class DirectTransport(Transport):
         self._timeouts = set(options.faults.at("timeout"))
         self._gone = False
         self._faulty = self._disconnect_at is not None or bool(self._timeouts)
+        self.link = self._link_status()
+        self.iommu = EmulatedIommu(clock, link_rate(*self.link), master=lambda: bool(self.board.pci.command & 4))
+        self.board.attach_bus(self.iommu)  # the gpu's system pages are host memory behind the iommu
+
+    def _link_status(self) -> tuple[int, int]:
+        """(speed code, width) of the board's link, from its own Link Status (read without counting)."""
+        image = b"".join(self.board.cfg_read32(o).to_bytes(4, "little") for o in range(0, 0x100, 4))
+        pcie = parse_config(image).express
+        if pcie is None or not pcie.has_link or not pcie.lnksta.width:
+            return 1, 1
+        return pcie.lnksta.current_speed, pcie.lnksta.width
+
+    # -- host dma buffers (the DmaBuffers ability, as VfioTransport) -------------------------------------------
+    def dma_alloc(self, size: int, iova: int | None = None) -> HostBuffer:
+        """Host memory visible to the emulated gpu at ``iova`` (the next free one from 1 MiB when None)."""
+        self._check_gone()
+        buf = HostBuffer(size)
+        self.iommu.map(buf, iova)
+        return buf
+
+    def dma_free(self, buf: HostBuffer) -> None:
+        self.iommu.unmap(buf)
+        buf.close()
 
     def burst_seconds(self, nbytes: int, *, write: bool) -> float:
-        spec = self.board.pci.spec
-        return burst_seconds(nbytes, write, spec.link_max_speed, spec.link_max_width)
+        return burst_seconds(nbytes, write, *self.link)
 
     # -- faults ---------------------------------------------------------------------------------------------------
     def _fault(self, bar: int, offset: int) -> None:
@@ -128,6 +155,8 @@ class DirectTransport(Transport):
         if self._closed:
             return
         self._closed = True
+        for buf in self.iommu.buffers():
+            self.dma_free(buf)
         self.board.close()
 
 

@@ -12,6 +12,8 @@ Translation of a GPU address (what the engine is handed in a packet):
 * else inside VMID0's range with ``GCVM_CONTEXT0_CNTL`` bit 0 set: a walk of ``depth`` PDE levels (9 bits
   each) and one PTE level; a PDE with bit 54 set is a huge page (2 MiB at PDB0, 1 GiB at PDB1). A PTE with
   the system bit names a bus address (the bridge's memory over USB), else an MC address in VRAM;
+* a system access the attachment refuses (``mock:navi31``'s emulated IOMMU: an unmapped IOVA) raises
+  :class:`BusFault` from the attachment, untouched by the GPU's fault status;
 * anything else, or an invalid entry, is a VM fault: ``GCVM_L2_PROTECTION_FAULT_STATUS`` becomes non-zero
   (bit 0, invented encoding) and the access raises :class:`VmFault`.
 
@@ -47,6 +49,12 @@ INVALIDATE_REQS = tuple(_A.offset(f"{hub}VM_INVALIDATE_ENG{i}_REQ")
 
 class VmFault(Exception):
     """A GPU access with no valid translation."""
+
+
+class BusFault(Exception):
+    """The bus attachment refused a bus-master access the translation allowed (an IOMMU fault on the host side):
+    raised by the attachment, it stops the engine like a real fault, but it is modelled behaviour, not an access
+    the model does not cover (strict boards do not raise it further)."""
 
 
 class GpuVm:

@@ -29,7 +29,9 @@ consumed, the read pointer never moves.
 Timing (modelled on the engine's own busy counter, not the host clock): ``SdmaTiming`` gives a cost per
 packet and per byte by memory kind (VRAM, system = the bridge over PCIe Gen3 x4). These are inferred
 parameters (asm24 spec §1: "the PCIe side is never the bottleneck"); the copy protocols' end-to-end model
-lives with the driver and takes them as parameters.
+lives with the driver and takes them as parameters. On ``mock:navi31`` the system pages are host memory behind
+the emulated IOMMU (:mod:`.iommu`), which charges every byte on the board clock at the link's DMA rate; an
+IOMMU fault (:class:`~.gpuvm.BusFault`) stops the engine at that packet without a strict-mode error.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from tinyhw.autogen.sdma_v6_0_0_pkt_open import CONSTANTS as P
 from tinyhw.errors import StrictEmulationError
-from tinyhw.mocks.gpuvm import VmFault
+from tinyhw.mocks.gpuvm import BusFault, VmFault
 from tinyhw.regs import asic
 
 if TYPE_CHECKING:
@@ -133,6 +135,8 @@ class SdmaEngine:
         self.running = True
         try:
             self._run()
+        except BusFault as exc:  # an iommu fault: the engine stops at this packet, the fence never comes
+            self.error = str(exc)
         except VmFault as exc:
             self._stop(str(exc))
         finally:

@@ -13,8 +13,10 @@ with VFIO_IOMMU_MAP_DMA and unmapped on close (§8.8).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
+import resource
 import select
 import struct
 from dataclasses import dataclass
@@ -77,6 +79,12 @@ def _ioctl(fd: int, request: int, arg: Any, what: str) -> int:
         raise permission_problem(what, "/dev/vfio", e) from e
     except OSError as e:
         raise TransportError(f"vfio {what} failed ({e.strerror})") from e
+
+
+def _memlock() -> str:
+    """The soft RLIMIT_MEMLOCK, as ``ulimit -l`` shows it (KiB or unlimited)."""
+    soft = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0]
+    return "unlimited" if soft == resource.RLIM_INFINITY else f"{soft >> 10} KiB"
 
 
 class VfioTransport(Transport):
@@ -286,6 +294,16 @@ class VfioTransport(Transport):
         arg = abi.buffer(abi.DMA_MAP, abi.DMA_MAP_FLAG_READ | abi.DMA_MAP_FLAG_WRITE, buf.vaddr, iova, buf.size)
         try:
             _ioctl(self.container, abi.VFIO_IOMMU_MAP_DMA, arg, f"map dma at iova 0x{iova:x}")
+        except TransportError as e:
+            buf.close()
+            if isinstance(e.__cause__, OSError) and e.__cause__.errno == errno.ENOMEM:
+                # §9.2: type1 pins count against RLIMIT_MEMLOCK; unprivileged processes often have 8 MiB
+                raise EnvironmentProblem(
+                    f"cannot pin a {buf.size >> 10} KiB dma buffer for the device: the kernel refused to lock "
+                    f"more memory (RLIMIT_MEMLOCK, ulimit -l: {_memlock()})",
+                    hint="raise the limit (ulimit -l, /etc/security/limits.conf), run as root, or use smaller "
+                         "sizes") from e
+            raise
         except BaseException:
             buf.close()
             raise
