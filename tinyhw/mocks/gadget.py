@@ -373,7 +373,7 @@ class FunctionFsGadget:
             if not n:
                 return
             got: list[bytes] = []
-            if not self._bulk_io(lambda g=got, k=n: g.append(os.read(self.ep_out, k))):
+            if not self._bulk_io(lambda g=got, k=n: g.append(self._read_out(k))):
                 return
             if not got:
                 continue
@@ -387,6 +387,10 @@ class FunctionFsGadget:
                 except UsbFault:
                     pass  # the data already moved on the bus; the core logged its verdict
                 self.lock.notify_all()
+
+    def _read_out(self, n: int) -> bytes:
+        """One read of bulk OUT data from ep2: returns once the kernel has completed the host's transfer."""
+        return os.read(self.ep_out, n)
 
     def _bulk_io(self, op: Callable[[], Any]) -> bool:
         """One bulk read or write; False when the service is ending. EAGAIN: the endpoint is not
