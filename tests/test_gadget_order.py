@@ -138,6 +138,7 @@ def served(tmp_path: Path) -> Iterator[tuple[LateOutGadget, Navi31Board, FfsHost
     board = Navi31Board(options, clock, attach="usb")
     ffs = FakeFfs(tmp_path)
     gadget = LateOutGadget(Asm24Bridge(board, options, clock), tmp_path, opener=ffs.opener)
+    gadget.out_landing_s = 5.0  # far above the 0.1 s hold-back, even on a loaded machine
     try:
         gadget.open()
         assert ffs.recv() == ffs_descriptors() and ffs.recv() == ffs_strings()
