@@ -164,6 +164,7 @@ def test_window_data_that_lands_late_is_still_programmed(served, tmp_path: Path)
         with contextlib.suppress(Exception):
             t.close()
     assert gadget.held_back >= 1  # the page's window write was delivered late
+    assert gadget.out_landing["landed"] >= 1 and gadget.out_landing["given_up"] == 0
     assert back == PAGE_DATA, f"flash 0x{back[0]:02x}, expected 0x{PAGE_DATA[0]:02x} at 0x{PAGE_ADDR:06x}"
     log = gadget.bridge.log
     streams = [i for i, r in enumerate(log) if r.kind == "control" and r.setup[1] == 0xF0 and r.setup[3] == 1]
@@ -210,6 +211,7 @@ def test_a_stream_whose_data_never_comes_delays_the_next_request_once(tmp_path: 
         arm()  # a new 0xF0 OUT: the old stream is cancelled, the new one is waited for
         assert ltssm() >= 0.3
         assert [(r.kind, r.status) for r in log] == [("control", "ok")] * 5
+        assert gadget.out_landing == {"landed": 0, "given_up": 2}
     finally:
         assert gadget.stop()
         gadget.close()

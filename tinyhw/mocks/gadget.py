@@ -185,6 +185,8 @@ class FunctionFsGadget:
         self.out_landing_s = OUT_LANDING_S
         #: the OUT data the core expects was waited for in vain: later requests do not wait for it again
         self._out_given_up = False
+        #: requests that found the core still expecting bulk OUT data: "landed" (it came first), "given_up"
+        self.out_landing = {"landed": 0, "given_up": 0}
 
     # -- set-up -------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -341,8 +343,11 @@ class FunctionFsGadget:
             left = deadline - time.monotonic()
             if left <= 0:
                 self._out_given_up = True  # the host armed a transfer and moved on without sending it
+                self.out_landing["given_up"] += 1
                 return
             self.lock.wait(left)
+        if not pending():
+            self.out_landing["landed"] += 1
 
     def _answer(self, ev: Event, reply: bytes | int) -> None:
         try:
