@@ -74,6 +74,19 @@ def test_gadget_stops_cleanly_and_reports(usb_guest: dict[str, Any]) -> None:
         assert rep["counters"]["usb_transfers"] == len(rep["transfers"]) > 0
 
 
+def test_gadget_core_took_each_streamed_write_before_the_next_request(usb_guest: dict[str, Any]) -> None:
+    """Host order kept through FunctionFS: each 0xF0 streamed-write setup (wIndex 1) is followed in the core's
+    log by its bulk OUT, taken. (Once its data reached the core after the next 0xF0 request, which cancels
+    the stream; a page program then programmed a stale window: the resume step's "flash 0x02".)"""
+    log = step(usb_guest, "gadget_stop")["report"]["transfers"]
+    streams = [i for i, t in enumerate(log) if t["kind"] == "control" and t["setup"][:2] == [0x40, 0xF0]
+               and t["setup"][3] == 1]
+    assert streams, "no streamed write was seen (the flash write steps program pages through them)"
+    late = [(log[i]["number"], log[i + 1]) for i in streams
+            if i + 1 >= len(log) or (log[i + 1]["kind"], log[i + 1]["status"]) != ("bulk_out", "ok")]
+    assert not late, late[:3]
+
+
 def _pyusb_tier_probe_log(tmp_path: Path) -> list[dict[str, Any]]:
     """The same command against the pyusb-backend emulator at the gadget's link speed (High-Speed)."""
     opened = open_device(parse_device(f"mock:navi31-usb,speed=hs,flash={tmp_path / 'flash.bin'}"))

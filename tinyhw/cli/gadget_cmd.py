@@ -87,8 +87,9 @@ def _report(bridge: Any, g: Any, udc: str) -> dict[str, Any]:
     transfers = [{"number": r.number, "kind": r.kind, "setup": list(r.setup) if r.setup else None,
                   "endpoint": r.endpoint, "length": r.length, "actual": r.actual, "status": r.status,
                   "crc32": r.crc32} for r in stats.pop("transfers")]
-    return {"udc": udc, "counters": stats, "events": dict(g.event_counts), "errors": list(g.errors),
-            "warnings": list(bridge.warnings), "teardown_errors": list(g.teardown_errors), "transfers": transfers}
+    return {"udc": udc, "counters": stats, "events": dict(g.event_counts), "out_landing": dict(g.out_landing),
+            "errors": list(g.errors), "warnings": list(bridge.warnings), "teardown_errors": list(g.teardown_errors),
+            "transfers": transfers}
 
 
 def _human(app: App, doc: dict[str, Any]) -> None:

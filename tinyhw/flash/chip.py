@@ -133,11 +133,23 @@ class Gd25:
                                      what=f"the flash to finish {what}", hint=BusyHint)
 
     def write_enable(self, what: str) -> None:
-        """WREN (06h), then confirm WEL in SR1 (§d "write-enable helper")."""
+        """WREN (06h), then confirm WEL in SR1 (§d "write-enable helper") with WIP clear.
+
+        A chip still busy (an operation this driver did not wait for, e.g. one a lost run left) ignores
+        WREN and the command after it (§c.5), while WEL, set for the running operation, would pass the
+        check: then the program or erase would be dropped without a word. So WIP must be clear too; when
+        it is not, the running operation is waited for and WREN sent again.
+        """
         self.sw.transmit(WREN)
         sr1 = self.read_status(RDSR1)
-        if not sr1 & SR1_WEL or sr1 == 0xFF:
-            raise OperationFailed(f"write enable did not take before {what} (sr1 0x{sr1:02x}, wel not set)",
+        if sr1 & SR1_WIP and sr1 != 0xFF:
+            self.wait_ready(f"an operation still running before {what}", TIMING["any"], started=True)
+            self.notes.append(f"the flash was still busy before {what}; waited for it to finish")
+            self.sw.transmit(WREN)
+            sr1 = self.read_status(RDSR1)
+        if not sr1 & SR1_WEL or sr1 & SR1_WIP or sr1 == 0xFF:
+            why = "still busy" if sr1 & SR1_WIP and sr1 != 0xFF else "wel not set"
+            raise OperationFailed(f"write enable did not take before {what} (sr1 0x{sr1:02x}, {why})",
                                   hint="check the board and connection, then rerun (a write continues with --resume)")
 
     # -- changes -------------------------------------------------------------------------------------------

@@ -128,6 +128,9 @@ class BulkEndpoints:
         self.stream_addr = 0
         self.stream_remaining = 0  # dwords
         self.out_armed = False
+        #: OUT arms so far (streamed-write setups and 0xF2 host->SRAM arms): tells a front end a fresh arm
+        #: from one it already knows of, even when both expect the same byte count
+        self.out_arms = 0
         self.f2_out: deque[list[int]] = deque()  # [sram offset, length, received]
         self.f2_read_len: int | None = None
 
@@ -172,6 +175,7 @@ class BulkEndpoints:
                 self.warnings.append("streaming write setup dropped a pending 0xf2 host->sram arm")
                 self.f2_out.clear()
             self.out_armed = True
+            self.out_arms += 1
         else:
             self.counters["tlp_reads"] += 1
             self.stream_chunk(budget)
@@ -209,6 +213,7 @@ class BulkEndpoints:
             self.warnings.append("0xf2 host->sram arm cancelled a streaming write")
             self.cancel_stream()
         self.f2_out.append([offset, length, 0])
+        self.out_arms += 1
 
     def arm_f2_read(self, length: int) -> None:
         if self.f2_read_len is not None:

@@ -15,6 +15,14 @@ faults, counters) is the core's:
 - ep1 (bulk IN 0x81) and ep2 (bulk OUT 0x02), one thread each: the kernel shows packets, not the
   host's transfers, so the core says how much it will move (``endpoints.in_pending``,
   ``endpoints.out_pending``) and that much is one transfer; nothing is queued while the core would NAK.
+- Order: the host's transfers reach the core in the order the host made them. The kernel completes a
+  bulk OUT as soon as the ep2 thread's read returns, and a synchronous host (libusb, the custom
+  firmware's host) then sends its next request at once, while the ep2 thread may not yet hold the lock
+  to hand the data on. So a request (or SET_CONFIGURATION) that arrives while the core still expects
+  OUT data it was told of first waits for that data to land (at most :data:`OUT_LANDING_S`; a host that
+  armed a stream and never sent its data is then served, once). Without this a streamed write could
+  reach the core after the next 0xF0 request, which cancels the stream (asm24-usb-bridge.md §6), and
+  the data was dropped: a page program then programmed a stale ROM_SW window (the flaky resume test).
 - :class:`Disconnect` from the core (``disconnect@N``) asks the owner to take the device off the
   bus (``on_disconnect``: unbind the UDC), which is what the host then sees.
 - Time: the host waits on its wall clock, so the core runs on a :class:`WallPacedClock` (modelled
@@ -58,6 +66,9 @@ EVENT_SIZE = 12
 BIND, UNBIND, ENABLE, DISABLE, SETUP, SUSPEND, RESUME = range(7)
 EVENT_NAMES = ("bind", "unbind", "enable", "disable", "setup", "suspend", "resume")
 LANGID_EN_US = 0x0409
+#: longest a request waits for bulk OUT data the core expects (see "Order" above): far above any scheduling
+#: delay of the ep2 thread, paid in full only after a host armed a stream and never sent its data
+OUT_LANDING_S = 0.5
 
 _GONE = (errno.EPIPE, errno.EBADF, errno.ENODEV)  # ep0: the function or file system has gone
 _ENDED = (errno.ESHUTDOWN, errno.EPIPE, errno.ECONNRESET, errno.EIDRM)  # a bulk transfer was aborted
@@ -170,6 +181,12 @@ class FunctionFsGadget:
         self._wait_any = select.epoll()  # level-triggered: an event to read, or stop
         self._wait_new = select.epoll()  # edge-triggered: a new ep0 event after a pending setup
         self._disconnect_requested = False
+        #: how long a request waits for expected bulk OUT data (tests shorten it)
+        self.out_landing_s = OUT_LANDING_S
+        #: the OUT data the core expects was waited for in vain: later requests do not wait for it again
+        self._out_given_up = False
+        #: requests that found the core still expecting bulk OUT data: "landed" (it came first), "given_up"
+        self.out_landing = {"landed": 0, "given_up": 0}
 
     # -- set-up -------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -258,6 +275,8 @@ class FunctionFsGadget:
             self._setup(ev)
         elif ev.type in (ENABLE, DISABLE, UNBIND):
             with self.lock:
+                if ev.type == ENABLE:
+                    self._let_out_data_land()
                 self.enabled = ev.type == ENABLE
                 # ENABLE follows SET_CONFIGURATION(1) and SET_INTERFACE(0, 0): both reset the endpoints.
                 with contextlib.suppress(UsbFault):  # a disconnected core: nothing to configure
@@ -280,6 +299,8 @@ class FunctionFsGadget:
         outcome: str
         reply: bytes | int = b""
         with self.lock:
+            self._let_out_data_land()
+            expected = self._out_expected()
             try:
                 reply = self.bridge.control(ev.rt, ev.req, ev.wv, ev.wi, data)
                 outcome = "ok"
@@ -292,6 +313,8 @@ class FunctionFsGadget:
             except Exception as e:  # strict-emulation errors must not end the service
                 self._note(f"request 0x{ev.rt:02x}/0x{ev.req:02x} wValue 0x{ev.wv:04x} wIndex 0x{ev.wi:04x}: {e}")
                 outcome = "stall"
+            if self._out_expected() != expected:  # a new arm or a cancel: wait for it afresh
+                self._out_given_up = False
             self.lock.notify_all()
         if outcome == "ok":
             self._answer(ev, reply)
@@ -301,6 +324,30 @@ class FunctionFsGadget:
             if outcome == "disconnect":
                 self._request_disconnect()
             self._wait_cancelled()
+
+    def _out_expected(self) -> tuple[int, int]:
+        """What the core expects on ep2: (bytes, arms so far)."""
+        eps = self.bridge.endpoints
+        return eps.out_pending(), eps.out_arms
+
+    def _let_out_data_land(self) -> None:
+        """Under the lock, before the core sees the host's next request: if the core expects bulk OUT data
+        (a streamed write or a 0xF2 arm it answered), give the ep2 thread the chance to hand it on first.
+        A synchronous host sent that data before this request; the kernel completed it, only our thread
+        may lag. Ends when the data has landed, the bus goes, or after :attr:`out_landing_s`."""
+        pending = self.bridge.endpoints.out_pending
+        if self._out_given_up or not pending():
+            return
+        deadline = time.monotonic() + self.out_landing_s
+        while pending() and self.enabled and not self.stopping and not self.bridge.disconnected:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._out_given_up = True  # the host armed a transfer and moved on without sending it
+                self.out_landing["given_up"] += 1
+                return
+            self.lock.wait(left)
+        if not pending():
+            self.out_landing["landed"] += 1
 
     def _answer(self, ev: Event, reply: bytes | int) -> None:
         try:
@@ -373,20 +420,28 @@ class FunctionFsGadget:
             if not n:
                 return
             got: list[bytes] = []
-            if not self._bulk_io(lambda g=got, k=n: g.append(os.read(self.ep_out, k))):
+            if not self._bulk_io(lambda g=got, k=n: g.append(self._read_out(k))):
                 return
             if not got:
                 continue
             with self.lock:
+                self._out_given_up = False
                 try:
                     self.bridge.bulk_out(EP_OUT, got[0])
                 except Stall:
                     self._halt(self.ep_out, EP_OUT)
                 except Disconnect:
                     self._request_disconnect()
+                except Timeout:  # the host's transfer has completed, yet the core no longer takes it
+                    self._note(f"bulk out data of {len(got[0])} bytes the host sent was refused by the core "
+                               "(nothing armed any more)")
                 except UsbFault:
                     pass  # the data already moved on the bus; the core logged its verdict
                 self.lock.notify_all()
+
+    def _read_out(self, n: int) -> bytes:
+        """One read of bulk OUT data from ep2: returns once the kernel has completed the host's transfer."""
+        return os.read(self.ep_out, n)
 
     def _bulk_io(self, op: Callable[[], Any]) -> bool:
         """One bulk read or write; False when the service is ending. EAGAIN: the endpoint is not
