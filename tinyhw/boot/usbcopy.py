@@ -18,9 +18,14 @@ WRITE of the fence) and differ on the host:
   512-2048-byte tail (rest of the payload, padding, sentinel) is built; both bulk transfers fill one 0xF2 arm
   (the engine counts sectors, not transfers: inferred for hardware, as the arm only fixes the byte count);
   the fence is read only when the last value read cannot prove the window free; the arm goes out as soon as
-  the window is known free, without waiting for it before the data is queued. The host here submits in
-  order (synchronous pyusb); the timing model (:mod:`tinyhw.boot.usbcopy_model`) replays both host loops
-  with asynchronous submission, as a libusb-async host would run them, and gives the pipelined figures.
+  the window is known free, without waiting for it before the data is queued.
+
+The host here is synchronous: every transfer (pyusb) is submitted and waited for in order, on the caller's thread;
+nothing overlaps. What this code achieves is what the emulator's virtual clock measures (``bench copy --path sram``
+on ``mock:navi31-usb``, the "real host" lines of ``bench/bench_usbcopy.py``). The timing model
+(:mod:`tinyhw.boot.usbcopy_model`) gives that figure too (``host="sync"``, a cross-check) and, separately, what a
+host with one bulk worker thread (``"worker"``) or libusb's asynchronous transfers (``"async"``, issue 12's
+pipelined figures) would reach; those hosts are not this one.
 
 Stale SRAM equal to an old sentinel: ``seq`` persists across calls on one :class:`UsbCopier` and the SRAM is
 zeroed on first use, so an old *sentinel* never matches; but the SRAM also holds copied-out VRAM and older
@@ -89,7 +94,8 @@ class UsbCopier:
         if self.fence_seen >= target:
             return
         try:
-            poll(self.clock, self._read_fence, lambda v: v >= target, timeout=self.timeout, interval=0.001, what=what)
+            # back to back: each read is a full control round trip (~100 us) already; a sleep would only add to it
+            poll(self.clock, self._read_fence, lambda v: v >= target, timeout=self.timeout, interval=0.0, what=what)
         except DeviceTimeout as e:
             raise DeviceTimeout(f"{what}: the gpu did not drain it in {self.timeout:g} s (fence {self.fence_seen}, "
                                 f"sdma read pointer 0x{self.engine.rptr():x} of 0x{self.engine.wptr:x})",
