@@ -1,17 +1,17 @@
-"""Timing model of the USB copy protocols: tinyhw's real (synchronous) host, and hosts that overlap transfers.
+"""Timing model of the USB copy protocols: tinyhw's real host (one bulk worker thread), and other hosts.
 
 Spec: specs/asm24-usb-bridge.md §1 (0xF2 SRAM DMA ~700 MB/s on 10 Gbps; a control transfer is a full USB round
 trip of the order of 100 us, inferred; PCIe never the bottleneck; published copy-in 276 MB/s (Kryo host), 294 and
 323 MB/s (comma) with the async arm + fence read), §9.3/§9.4 (the protocols' steps). The emulator runs the
-protocols functionally with tinyhw's real host code: synchronous pyusb transfers, one at a time, the emulated SDMA
-taking time on the board clock (its virtual clock gives what tinyhw's host really achieves). This model replays each
-protocol's host loop three ways (``host=``):
+protocols functionally with tinyhw's real host code (a caller thread and a bulk worker thread, each with its own
+virtual time; the emulated SDMA taking time on the board clock): its virtual clock gives what tinyhw's host really
+achieves. This model replays each protocol's host loop three ways (``host=``):
 
-* ``"sync"`` — tinyhw's host as it is (:mod:`tinyhw.boot.usbcopy`): every transfer waited for, in order. With
-  ``host_costs=False`` (no staging / submission CPU time, which the emulator cannot see) it is the cross-check of
-  the emulator's figure (tests: within 3 %).
-* ``"worker"`` — a host that hands the bulk-OUT transfers to one worker thread making synchronous pyusb calls
-  (at most one bulk transfer in flight, so each pays the full ``bulk_latency_s``), control transfers on the caller.
+* ``"worker"`` — tinyhw's host as it is (:mod:`tinyhw.boot.usbcopy`): the bulk-OUT transfers on one worker thread
+  making synchronous pyusb calls (one bulk transfer in flight, so each pays the full ``bulk_latency_s``), arms and
+  fence reads on the caller. With ``host_costs=False`` (no staging / submission CPU time, which the emulator
+  cannot see) it is the cross-check of the emulator's figure (tests: within 3 %).
+* ``"sync"`` — tinyhw's host before issue 12's change: every transfer waited for, in order, on one thread.
 * ``"async"`` — a libusb-async host (the published host's asynchronous layer, §4.7): bulk transfers queued back to
   back on the endpoint (``bulk_gap_s`` each). This is the figure issue 12's targets are about; tinyhw's host does
   not run this way (see the README).
@@ -62,11 +62,9 @@ def copy_in(size: int, protocol: str, m: LinkModel | None = None, host: str = "a
     m = m or LinkModel()
     if not host_costs:
         m = replace(m, submit_s=0.0, stage_rate=float("inf"))
-    if host == "sync":
-        return _copy_in_sync(size, protocol, m)
-    if host == "worker":
-        m = replace(m, bulk_gap_s=m.bulk_latency_s)  # one synchronous bulk transfer at a time
-    elif host != "async":
+    if host in ("sync", "worker"):
+        return _copy_in_host(size, protocol, m, worker=host == "worker")
+    if host != "async":
         raise ValueError(f"unknown host {host!r}; known: {', '.join(HOSTS)}")
     sizes = [min(CHUNK, size - o) for o in range(0, size, CHUNK)]
     host = ep0 = pipe = 0.0
@@ -126,12 +124,17 @@ def copy_in(size: int, protocol: str, m: LinkModel | None = None, host: str = "a
     return {"seconds": end, "mb_s": size / end / 1e6, "chunks": len(sizes), "fence_reads": fence_reads}
 
 
-def _copy_in_sync(size: int, protocol: str, m: LinkModel) -> dict[str, float]:
-    """tinyhw's host as it runs (tinyhw.boot.usbcopy): every transfer waited for, in order; the GPU drains each
-    chunk ``poll_s`` after its last byte landed, at ``gpu_rate``; fence reads see the drains of their midpoint."""
+def _copy_in_host(size: int, protocol: str, m: LinkModel, worker: bool) -> dict[str, float]:
+    """tinyhw's host loop (tinyhw.boot.usbcopy) step by step: arms and fence reads on the caller; the bulk
+    transfers either on the caller too (``worker=False``: every transfer waited for in order) or on one worker
+    thread (one synchronous transfer at a time, each starting when handed over and the previous one finished).
+    Window reuse waits for chunk seq-2's transfers and a fence showing it drained. The GPU drains a chunk
+    ``poll_s`` after its last byte landed, at ``gpu_rate``; a fence read sees the drains of its midpoint."""
     sizes = [min(CHUNK, size - o) for o in range(0, size, CHUNK)]
-    t = m.submit_s + 2 * m.ctrl_s + len(sizes) * m.ring_dwords * m.stream_dword_s + 3 * m.ctrl_s
+    t = m.submit_s + 2 * m.ctrl_s + len(sizes) * m.ring_dwords * m.stream_dword_s + 3 * m.ctrl_s  # the caller
+    free = t  # when the worker (or, without one, the caller) may start the next bulk transfer
     drained: list[float] = []
+    done: list[float] = []
     seen = 0  # the last fence value read
     reads = 0
 
@@ -146,27 +149,35 @@ def _copy_in_sync(size: int, protocol: str, m: LinkModel) -> dict[str, float]:
         while seen < target:
             read_fence()
 
-    def bulk(n: int) -> None:
-        nonlocal t
-        t += m.submit_s + m.bulk_latency_s + n / m.f2_rate
+    def bulk(n: int) -> float:
+        nonlocal t, free
+        t += m.submit_s
+        free = max(free, t) + m.bulk_latency_s + n / m.f2_rate
+        if not worker:
+            t = free
+        return free
 
     for k, n in enumerate(sizes):
         wire = _wire(n)
+        if k >= 2:
+            t = max(t, done[k - 2])
         if protocol == "seed":
             t += wire / m.stage_rate
             t += m.submit_s + m.ctrl_s  # arm
             read_fence()
             wait_fence(k - 1)
-            bulk(wire)
+            end = bulk(wire)
         else:
             t += m.submit_s + m.ctrl_s  # arm
             wait_fence(k - 1)
             body = min(wire - 512, n) // 1024 * 1024
-            t += (wire - body) / m.stage_rate
             if body:
                 bulk(body)
-            bulk(wire - body)
-        drained.append(max(t + m.poll_s, drained[-1] if drained else 0.0) + n / m.gpu_rate + 1e-6)
+            t += (wire - body) / m.stage_rate
+            end = bulk(wire - body)
+        done.append(end)
+        drained.append(max(end + m.poll_s, drained[-1] if drained else 0.0) + n / m.gpu_rate + 1e-6)
+    t = max(t, done[-1])
     wait_fence(len(sizes))
     return {"seconds": t, "mb_s": size / t / 1e6, "chunks": len(sizes), "fence_reads": reads}
 
@@ -190,15 +201,3 @@ def copy_out(size: int, m: LinkModel | None = None) -> dict[str, float]:
         gpu_done = kick + n / m.gpu_rate
         t = max(kick + m.ctrl_s / 2 + m.bulk_latency_s, gpu_done) + _wire(n - 4) / m.f2_rate
     return {"seconds": t, "mb_s": size / t / 1e6 if t else 0.0}
-
-
-def sync_chunk_s(protocol: str, m: LinkModel | None = None, fence_reads: float = 1.0) -> float:
-    """Seconds of one full chunk when every transfer is waited for and the host costs nothing: what the
-    emulator's virtual clock charges (it runs the transfers one by one). Tests compare it with the emulator's
-    marginal cost per chunk, which ties this model's parameters to the emulator's."""
-    m = m or LinkModel()
-    wire = _wire(CHUNK)
-    ring = m.ring_dwords * m.stream_dword_s  # this chunk's share of the streamed ring write
-    if protocol == "seed":
-        return (1 + fence_reads) * m.ctrl_s + m.bulk_latency_s + wire / m.f2_rate + ring
-    return (1 + fence_reads) * m.ctrl_s + 2 * m.bulk_latency_s + wire / m.f2_rate + ring

@@ -64,10 +64,12 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
 
     --path sram (usb bridge, after `am boot`): host->VRAM through the bridge's 512 KiB SRAM and SDMA
     copy-in, VRAM->host through SDMA and the SRAM copy-out (specs/asm24-usb-bridge.md §9), at VRAM
-    offset 128 MiB by default. The measured (or, emulated, modelled) MB/s is tinyhw's own host, which
-    waits for every USB transfer in turn. Each row also shows a timing model's MB/s (`model_mbps`) and
-    the host it is for (`model_host`): for h2d "async", a libusb-async host that overlaps transfers
-    (issue 12's pipelined figure; tinyhw's host is not one), for d2h "sync" (as tinyhw runs it).
+    offset 128 MiB by default. The measured (or, emulated, modelled) MB/s is tinyhw's own host: copy-in
+    hands its bulk transfers to one worker thread (one in flight) while arms and fence reads go on,
+    copy-out waits for each transfer in turn. Each row also shows a timing model's MB/s (`model_mbps`)
+    and the host it is for (`model_host`): for h2d "async", a libusb-async host with several bulk
+    transfers queued (issue 12's pipelined figure; tinyhw's host is not one), for d2h "sync" (as
+    tinyhw runs it).
     """
     from tinyhw.bench import copy_bench, parse_sizes, pick_bar
     from tinyhw.cli.numbers import parse_number
@@ -199,8 +201,9 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
     hosts = sorted({f"{r['direction']} {r['model_host']}" for r in rows if r.get("model_host")})
     if hosts:
         app.out.print(f"model column: a timing model of the host named ({', '.join(hosts)}); the MB/s columns are "
-                      "tinyhw's host, which waits for each usb transfer in turn (\"async\": a host that overlaps "
-                      "them, as libusb's asynchronous transfers do; tinyhw's host is not one)", markup=False)
+                      "tinyhw's host (copy-in: one bulk worker thread, one bulk transfer in flight; \"async\": "
+                      "several queued, as libusb's asynchronous transfers allow; tinyhw's host is not one)",
+                      markup=False)
     _chart(app, rows)
 
 

@@ -176,6 +176,9 @@ class Asm24Bridge:
         #: (time, order, address, data), applied by :meth:`settle` when a host transfer reaches that time
         self.pending: list[tuple[float, int, int, bytes]] = []
         self._pending_order = 0
+        #: when each pipe (EP0, each bulk endpoint) is free again: a host's transfers on one pipe run one at a
+        #: time, whichever of its threads submits them; different pipes overlap (§12 item 12)
+        self.pipe_free: dict[str, float] = {}
         self._tlp_faults = sorted(
             (f.at, f.kind) for f in options.faults.faults if f.kind in ("ur", "ca", "crs", "tlp-error", "tlp-timeout")
             and f.at is not None)
@@ -217,8 +220,12 @@ class Asm24Bridge:
         n = self.counters["usb_transfers"]
         self._record = TransferRecord(n, kind, setup, ep, length, 0, "ok", 0)
         budget = Budget(self.clock, timeout, self.busy)
+        self._pipe = "ep0" if kind == "control" else f"ep{ep:02x}"
         if self.disconnected:
             raise Disconnect("device disconnected")
+        busy_until = self.pipe_free.get(self._pipe, 0.0)
+        if busy_until > self.clock.now():
+            budget.spend(busy_until - self.clock.now())
         self.settle()
         plan = self.options.faults
         if n in plan.at("disconnect"):
@@ -241,6 +248,7 @@ class Asm24Bridge:
     def _end(self, error: BaseException | None, moved: bytes) -> None:
         """Log the transfer begun by :meth:`_begin` with its outcome."""
         status = next((s for cls, s in _STATUS.items() if isinstance(error, cls)), "ok" if error is None else "error")
+        self.pipe_free[self._pipe] = self.clock.now()
         ok = error is None
         self.log.append(self._record._replace(actual=len(moved) if ok else 0, status=status,
                                               crc32=zlib.crc32(moved) if ok else 0))
