@@ -1,8 +1,9 @@
 """The emulated ASM24 USB-to-PCIe bridge with the tinygrad custom firmware: the device core.
 
 Implements specs/asm24-usb-bridge.md §2-§8 as seen from the USB side, following the checklist of
-§12 (items 1-9, 13, 14; the asynchrony of items 10-12 only as far as synchronous transfers allow)
-and the failure modes of §10 and edge cases of §13. Helpers: :mod:`.asm24_memory` (XDATA, SRAM,
+§12 (items 1-9, 13, 14; items 10-12 as far as synchronous transfers from several host threads
+allow: per-pipe busy-until times, arms queued while a bulk OUT lands, the GPU's writes held until
+their modelled time) and the failure modes of §10 and edge cases of §13. Helpers: :mod:`.asm24_memory` (XDATA, SRAM,
 windows), :mod:`.asm24_tlp` (link, TLP engine), :mod:`.asm24_endpoints` (bulk endpoints,
 streams, 0xF2 data, the fault exceptions, timing), :mod:`.pcie_switch` (bridges and routing),
 :mod:`.usb_descriptors` (identity).
