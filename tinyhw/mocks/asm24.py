@@ -150,6 +150,8 @@ class Asm24Bridge:
     #: (pyusb front end, virtual clock). The FunctionFS front end serves a real host on a wall-paced clock and
     #: lands them at once (nothing there would settle them while the host waits on a bulk IN).
     hold_bus_writes = True
+    #: :meth:`dma_write` takes the writer's time (``at``); the board hands it the SDMA's
+    timed_writes = True
 
     def __init__(self, board: Endpoint, options: MockOptions, clock: VirtualClock, *,
                  timing: Asm24Timing | None = None, gpu_bus: int = USB_GPU_BUS, serial: str | None = None,
