@@ -117,6 +117,7 @@ def test_sram_path_after_am_boot_copies_verified_with_the_pipelined_model(protoc
     for x in rows:
         assert x["verified"] == x["size"] and x["modelled"] is True and x["skipped"] is None
         assert x["path"] == f"bridge sram + sdma ({protocol} copy-in)" and x["model_mbps"] > 0
+        assert x["model_host"] == ("async" if x["direction"] == "h2d" else "sync")  # which host the model is of
         assert x["link_limit_mbps"] == pytest.approx(USB_LINK_MBPS["superspeed-plus"], rel=1e-3)
     # the sram path is far faster than the streamed bar path (3.6 MB/s writes) on the same emulated link
     assert rows[0]["mbps_median"] > 50

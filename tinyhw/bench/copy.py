@@ -41,8 +41,9 @@ SIZE_SUFFIX = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 class CopyPath:
     """How bytes move when not through the BAR mapping: ``write(offset, data)`` host->device and
     ``read(offset, length)`` device->host (e.g. the bridge SRAM + SDMA protocols, which the CLI builds from
-    tinyhw.boot and hands in), its ``label``, and optionally ``model(direction, size)``: a pipelined modelled
-    MB/s to print beside the measured one (None when there is none)."""
+    tinyhw.boot and hands in), its ``label``, and optionally ``model(direction, size)``: a modelled MB/s to print
+    beside the measured one (None when there is none) and ``model_host(direction)``: which host that model figure
+    is for (e.g. "async": a host that overlaps transfers, which the measured host may not be)."""
 
     label: str
     write: Callable[[int, bytes], object]
@@ -51,6 +52,7 @@ class CopyPath:
     model: Callable[[str, int], float | None] | None = None
     clock: Clock | None = None  # time on this clock instead of the transport's (host-only paths: wall time)
     host_only: bool = False  # no byte crosses the link (host staging): no link limit, never "modelled"
+    model_host: Callable[[str], str] | None = None
 
 
 @dataclass
@@ -68,6 +70,7 @@ class CopyResult:
     skipped: str | None = None
     model_mbps: float | None = None
     host_only: bool = False
+    model_host: str | None = None
 
     def mbps(self) -> list[float]:
         return [self.size / s / 1e6 for s in self.seconds if s > 0]
@@ -88,6 +91,7 @@ class CopyResult:
             "skipped": self.skipped,
             "model_mbps": None if self.model_mbps is None else round(self.model_mbps, 1),
             "host_only": self.host_only,
+            "model_host": self.model_host,
         }
 
 
@@ -192,6 +196,7 @@ def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ..
                                host_only=host_only)
                 if via is not None and via.model is not None:
                     r.model_mbps = via.model(direction, size)
+                    r.model_host = via.model_host(direction) if via.model_host is not None else None
                 results.append(r)
                 if room is not None and offset + size > room:
                     r.skipped = f"does not fit in {where} at offset {offset:#x}"

@@ -18,9 +18,20 @@ WRITE of the fence) and differ on the host:
   512-2048-byte tail (rest of the payload, padding, sentinel) is built; both bulk transfers fill one 0xF2 arm
   (the engine counts sectors, not transfers: inferred for hardware, as the arm only fixes the byte count);
   the fence is read only when the last value read cannot prove the window free; the arm goes out as soon as
-  the window is known free, without waiting for it before the data is queued. The host here submits in
-  order (synchronous pyusb); the timing model (:mod:`tinyhw.boot.usbcopy_model`) replays both host loops
-  with asynchronous submission, as a libusb-async host would run them, and gives the pipelined figures.
+  the window is known free, without waiting for it before the data is queued.
+
+The host (both protocols): the copy-in's bulk-OUT transfers go to a bounded in-order submission queue served by one
+worker thread (:class:`~tinyhw.transport.submitq.SubmitQueue`; pyusb's synchronous calls, libusb is thread-safe);
+the 0xF2 arms and fence reads stay on the caller's thread, so they overlap the data in flight. Ordering (§9.3): a
+chunk's bulk transfers are queued only after its arm returned (its data cannot move before it); window-reuse rule:
+chunk seq is armed and queued only after chunk seq-2's bulk transfers finished (the queue's ticket) and the fence
+showed chunk seq-2 drained. A failure in the worker (disconnect, timeout) is raised on the caller by its next
+step as the same tinyhw error; the worker has ended when ``copy_in`` returns or raises. One bulk transfer is in
+flight at a time (the worker waits for each): the fixed cost of each is not hidden. Copy-out stays synchronous.
+What this achieves is what the emulator's virtual clock measures (``bench copy --path sram`` on
+``mock:navi31-usb``, the "real host" lines of ``bench/bench_usbcopy.py``); the timing model
+(:mod:`tinyhw.boot.usbcopy_model`) reproduces it (``host="worker"``, a cross-check) and gives what a host with
+libusb's asynchronous transfers (``"async"``, several bulk transfers queued: issue 12's figures) would reach.
 
 Stale SRAM equal to an old sentinel: ``seq`` persists across calls on one :class:`UsbCopier` and the SRAM is
 zeroed on first use, so an old *sentinel* never matches; but the SRAM also holds copied-out VRAM and older
@@ -36,6 +47,7 @@ from typing import TYPE_CHECKING
 from tinyhw.boot import sdmapkt as pk
 from tinyhw.boot.copyengine import CQ_BUF_BUS, SRAM_BUS, SRAM_SIZE, SYS_BUF_BUS, bridge_va
 from tinyhw.errors import DeviceTimeout, Refused
+from tinyhw.transport.submitq import SubmitQueue
 from tinyhw.transport.wait import poll
 
 if TYPE_CHECKING:
@@ -89,7 +101,8 @@ class UsbCopier:
         if self.fence_seen >= target:
             return
         try:
-            poll(self.clock, self._read_fence, lambda v: v >= target, timeout=self.timeout, interval=0.001, what=what)
+            # back to back: each read is a full control round trip (~100 us) already; a sleep would only add to it
+            poll(self.clock, self._read_fence, lambda v: v >= target, timeout=self.timeout, interval=0.0, what=what)
         except DeviceTimeout as e:
             raise DeviceTimeout(f"{what}: the gpu did not drain it in {self.timeout:g} s (fence {self.fence_seen}, "
                                 f"sdma read pointer 0x{self.engine.rptr():x} of 0x{self.engine.wptr:x})",
@@ -113,8 +126,12 @@ class UsbCopier:
         self.bridge._ctrl(0x40, 0xF2, length // SECTOR, (16 * window) | (slots << 8), b"", 1.0,
                           f"sram write arm at slot {16 * window}")
 
-    def _bulk(self, data: bytes | memoryview) -> None:
+    def _bulk(self, q: SubmitQueue, data: bytes | bytearray | memoryview) -> int:
+        """Queue one bulk OUT of copy-in data (the worker makes it); its ticket."""
         self.stats["bulk_out"] += 1
+        return q.submit(self._bulk_now, data)
+
+    def _bulk_now(self, data: bytes | bytearray | memoryview) -> None:
         self.bridge._bulk_out(bytes(data), 10.0, "copy-in data")
 
     # -- copy-in ---------------------------------------------------------------------------------------------
@@ -144,13 +161,14 @@ class UsbCopier:
             body += pk.copy_linear(bridge_va(win), self.gpu.mc(dst_offset + c * CHUNK), len(chunk))
             body += pk.write64(bridge_va(FENCE_BUS), seq + 1)
         self.engine.submit(body)
-        for c, chunk in enumerate(chunks):
-            seq = base + c
-            if protocol == "seed":
-                self._send_seed(seq, chunk, tags[c])
-            else:
-                self._send_tinyhw(seq, chunk, tags[c])
-            self.stats["chunks"] += 1
+        last: dict[int, int] = {}  # seq -> ticket of its last bulk transfer
+        with SubmitQueue(self.clock, depth=4, name="tinyhw-usb-copy-in") as q:
+            for c, chunk in enumerate(chunks):
+                seq = base + c
+                q.wait(last.pop(seq - 2, 0))  # window-reuse rule (a): chunk seq-2's data has left the host
+                send = self._send_seed if protocol == "seed" else self._send_tinyhw
+                last[seq] = send(q, seq, chunk, tags[c])
+                self.stats["chunks"] += 1
         self.seq = base + len(chunks)
         self._remember(base, chunks, tags)
         self._wait_fence(self.seq, f"gpu failed to drain usb copy-in chunk {self.seq - 1}")
@@ -194,7 +212,7 @@ class UsbCopier:
                 self.mirror[at + len(chunks[c]):at + n - 4] = bytes(n - 4 - len(chunks[c]))
                 self.mirror[at + n - 4:at + n] = tags[c].to_bytes(4, "little")
 
-    def _send_seed(self, seq: int, chunk: memoryview, tag: int) -> None:
+    def _send_seed(self, q: SubmitQueue, seq: int, chunk: memoryview, tag: int) -> int:
         n = wire_len(len(chunk))
         staging = bytearray(n)
         staging[:len(chunk)] = chunk
@@ -203,9 +221,9 @@ class UsbCopier:
         self._arm(seq % 2, n)
         self._read_fence()
         self._wait_fence(seq - 1, f"usb copy-in window {seq % 2} for chunk {seq}")
-        self._bulk(staging)
+        return self._bulk(q, staging)
 
-    def _send_tinyhw(self, seq: int, chunk: memoryview, tag: int) -> None:
+    def _send_tinyhw(self, q: SubmitQueue, seq: int, chunk: memoryview, tag: int) -> int:
         n = wire_len(len(chunk))
         # the body goes straight from the caller's buffer: whole 1024-byte SuperSpeed packets of payload only;
         # the tail (payload rest, zero pad, sentinel) is the only part built on the host
@@ -214,13 +232,13 @@ class UsbCopier:
         self._arm(seq % 2, n)  # arming before the window drained is safe (§9.3 observed tolerance)
         self._wait_fence(seq - 1, f"usb copy-in window {seq % 2} for chunk {seq}")
         if body_len:
-            self._bulk(chunk[:body_len])
+            self._bulk(q, chunk[:body_len])
         last = bytearray(tail)
         rest = chunk[body_len:]
         last[:len(rest)] = rest
         last[tail - 4:] = tag.to_bytes(4, "little")
         self.stats["staged_bytes"] += tail
-        self._bulk(last)
+        return self._bulk(q, last)
 
     # -- copy-out --------------------------------------------------------------------------------------------
     def copy_out(self, src_offset: int, length: int) -> bytes:

@@ -1,10 +1,20 @@
-"""Pipelined timing model of the USB copy protocols (what the host's asynchronous transfers achieve).
+"""Timing model of the USB copy protocols: tinyhw's real host (one bulk worker thread), and other hosts.
 
 Spec: specs/asm24-usb-bridge.md §1 (0xF2 SRAM DMA ~700 MB/s on 10 Gbps; a control transfer is a full USB round
 trip of the order of 100 us, inferred; PCIe never the bottleneck; published copy-in 276 MB/s (Kryo host), 294 and
 323 MB/s (comma) with the async arm + fence read), §9.3/§9.4 (the protocols' steps). The emulator runs the
-protocols functionally with synchronous transfers (its virtual clock gives the unpipelined time); this model
-replays each protocol's host loop with its transfers asynchronous, as the hosts submit them.
+protocols functionally with tinyhw's real host code (a caller thread and a bulk worker thread, each with its own
+virtual time; the emulated SDMA taking time on the board clock): its virtual clock gives what tinyhw's host really
+achieves. This model replays each protocol's host loop three ways (``host=``):
+
+* ``"worker"`` — tinyhw's host as it is (:mod:`tinyhw.boot.usbcopy`): the bulk-OUT transfers on one worker thread
+  making synchronous pyusb calls (one bulk transfer in flight, so each pays the full ``bulk_latency_s``), arms and
+  fence reads on the caller. With ``host_costs=False`` (no staging / submission CPU time, which the emulator
+  cannot see) it is the cross-check of the emulator's figure (tests: within 3 %).
+* ``"sync"`` — tinyhw's host before issue 12's change: every transfer waited for, in order, on one thread.
+* ``"async"`` — a libusb-async host (the published host's asynchronous layer, §4.7): bulk transfers queued back to
+  back on the endpoint (``bulk_gap_s`` each). This is the figure issue 12's targets are about; tinyhw's host does
+  not run this way (see the README).
 
 Resources: the host thread (per-transfer submission cost, staging copies), EP0 (control transfers one at a
 time, ``ctrl_s`` each), the bulk-OUT pipe (one transfer at a time, ``bulk_gap_s`` + bytes / ``f2_rate``; the
@@ -19,7 +29,7 @@ host-bound (staging copy + two round trips per chunk before its data may move).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 WINDOW, CHUNK, SECTOR = 0x40000, 0x40000 - 4, 512
 
@@ -42,9 +52,20 @@ def _wire(n: int) -> int:
     return -(-(n + 4) // SECTOR) * SECTOR
 
 
-def copy_in(size: int, protocol: str, m: LinkModel | None = None) -> dict[str, float]:
-    """Modelled seconds and MB/s of one copy-in of ``size`` bytes with ``protocol`` ("seed" or "tinyhw")."""
+HOSTS = ("sync", "worker", "async")
+
+
+def copy_in(size: int, protocol: str, m: LinkModel | None = None, host: str = "async",
+            host_costs: bool = True) -> dict[str, float]:
+    """Modelled seconds and MB/s of one copy-in of ``size`` bytes with ``protocol`` ("seed" or "tinyhw") on a
+    ``host`` of :data:`HOSTS`; ``host_costs=False`` drops the host's CPU costs (submission, staging copies)."""
     m = m or LinkModel()
+    if not host_costs:
+        m = replace(m, submit_s=0.0, stage_rate=float("inf"))
+    if host in ("sync", "worker"):
+        return _copy_in_host(size, protocol, m, worker=host == "worker")
+    if host != "async":
+        raise ValueError(f"unknown host {host!r}; known: {', '.join(HOSTS)}")
     sizes = [min(CHUNK, size - o) for o in range(0, size, CHUNK)]
     host = ep0 = pipe = 0.0
     # the one SDMA submission before any chunk: streamed ring write (setup + bulk), HDP flush, doorbell (2 TLPs)
@@ -103,6 +124,64 @@ def copy_in(size: int, protocol: str, m: LinkModel | None = None) -> dict[str, f
     return {"seconds": end, "mb_s": size / end / 1e6, "chunks": len(sizes), "fence_reads": fence_reads}
 
 
+def _copy_in_host(size: int, protocol: str, m: LinkModel, worker: bool) -> dict[str, float]:
+    """tinyhw's host loop (tinyhw.boot.usbcopy) step by step: arms and fence reads on the caller; the bulk
+    transfers either on the caller too (``worker=False``: every transfer waited for in order) or on one worker
+    thread (one synchronous transfer at a time, each starting when handed over and the previous one finished).
+    Window reuse waits for chunk seq-2's transfers and a fence showing it drained. The GPU drains a chunk
+    ``poll_s`` after its last byte landed, at ``gpu_rate``; a fence read sees the drains of its midpoint."""
+    sizes = [min(CHUNK, size - o) for o in range(0, size, CHUNK)]
+    t = m.submit_s + 2 * m.ctrl_s + len(sizes) * m.ring_dwords * m.stream_dword_s + 3 * m.ctrl_s  # the caller
+    free = t  # when the worker (or, without one, the caller) may start the next bulk transfer
+    drained: list[float] = []
+    done: list[float] = []
+    seen = 0  # the last fence value read
+    reads = 0
+
+    def read_fence() -> None:
+        nonlocal t, seen, reads
+        reads += 1
+        mid = t + m.submit_s + m.ctrl_s / 2
+        t += m.submit_s + m.ctrl_s
+        seen = next((k for k, d in enumerate(drained) if d > mid), len(drained))
+
+    def wait_fence(target: int) -> None:
+        while seen < target:
+            read_fence()
+
+    def bulk(n: int) -> float:
+        nonlocal t, free
+        t += m.submit_s
+        free = max(free, t) + m.bulk_latency_s + n / m.f2_rate
+        if not worker:
+            t = free
+        return free
+
+    for k, n in enumerate(sizes):
+        wire = _wire(n)
+        if k >= 2:
+            t = max(t, done[k - 2])
+        if protocol == "seed":
+            t += wire / m.stage_rate
+            t += m.submit_s + m.ctrl_s  # arm
+            read_fence()
+            wait_fence(k - 1)
+            end = bulk(wire)
+        else:
+            t += m.submit_s + m.ctrl_s  # arm
+            wait_fence(k - 1)
+            body = min(wire - 512, n) // 1024 * 1024
+            if body:
+                bulk(body)
+            t += (wire - body) / m.stage_rate
+            end = bulk(wire - body)
+        done.append(end)
+        drained.append(max(end + m.poll_s, drained[-1] if drained else 0.0) + n / m.gpu_rate + 1e-6)
+    t = max(t, done[-1])
+    wait_fence(len(sizes))
+    return {"seconds": t, "mb_s": size / t / 1e6, "chunks": len(sizes), "fence_reads": reads}
+
+
 def _known_drained(need: int, drained: list[float], host: float, m: LinkModel) -> bool:
     """tinyhw reads the fence only when its last reading cannot prove the window free: modelled as "the
     previous read (issued one chunk earlier) already covered it", i.e. the drain happened a round trip ago."""
@@ -110,25 +189,15 @@ def _known_drained(need: int, drained: list[float], host: float, m: LinkModel) -
 
 
 def copy_out(size: int, m: LinkModel | None = None) -> dict[str, float]:
-    """Modelled copy-out (§9.4, synchronous piece by piece as published): per 512 KiB piece the 0xF2 read arm,
-    the SDMA submission (streamed ring write of 11 dwords: setup + bulk; HDP flush; 64-bit doorbell as two
-    TLPs), the GPU copy into the SRAM, then one bulk IN."""
+    """Modelled copy-out (§9.4, synchronous piece by piece as published and as tinyhw runs it): per 512 KiB piece
+    the 0xF2 read arm, the SDMA submission (streamed ring write of 11 dwords: setup + bulk; HDP flush; 64-bit
+    doorbell as two TLPs, the second one starts the engine half way through its round trip), then one bulk IN whose
+    data flows once both its fixed cost has passed and the GPU's copy into the SRAM (``gpu_rate``) is done."""
     m = m or LinkModel()
     t = 0.0
     for o in range(0, size, 512 * 1024):
         n = min(512 * 1024, size - o)
-        submit = m.ctrl_s + m.bulk_latency_s + 11 * m.stream_dword_s + 3 * m.ctrl_s
-        t += m.ctrl_s + submit + n / m.gpu_rate + m.bulk_latency_s + _wire(n - 4) / m.f2_rate
+        kick = t + m.ctrl_s + m.ctrl_s + m.bulk_latency_s + 11 * m.stream_dword_s + 2 * m.ctrl_s + m.ctrl_s / 2
+        gpu_done = kick + n / m.gpu_rate
+        t = max(kick + m.ctrl_s / 2 + m.bulk_latency_s, gpu_done) + _wire(n - 4) / m.f2_rate
     return {"seconds": t, "mb_s": size / t / 1e6 if t else 0.0}
-
-
-def sync_chunk_s(protocol: str, m: LinkModel | None = None, fence_reads: float = 1.0) -> float:
-    """Seconds of one full chunk when every transfer is waited for and the host costs nothing: what the
-    emulator's virtual clock charges (it runs the transfers one by one). Tests compare it with the emulator's
-    marginal cost per chunk, which ties this model's parameters to the emulator's."""
-    m = m or LinkModel()
-    wire = _wire(CHUNK)
-    ring = m.ring_dwords * m.stream_dword_s  # this chunk's share of the streamed ring write
-    if protocol == "seed":
-        return (1 + fence_reads) * m.ctrl_s + m.bulk_latency_s + wire / m.f2_rate + ring
-    return (1 + fence_reads) * m.ctrl_s + 2 * m.bulk_latency_s + wire / m.f2_rate + ring

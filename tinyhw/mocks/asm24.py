@@ -1,8 +1,9 @@
 """The emulated ASM24 USB-to-PCIe bridge with the tinygrad custom firmware: the device core.
 
 Implements specs/asm24-usb-bridge.md §2-§8 as seen from the USB side, following the checklist of
-§12 (items 1-9, 13, 14; the asynchrony of items 10-12 only as far as synchronous transfers allow)
-and the failure modes of §10 and edge cases of §13. Helpers: :mod:`.asm24_memory` (XDATA, SRAM,
+§12 (items 1-9, 13, 14; items 10-12 as far as synchronous transfers from several host threads
+allow: per-pipe busy-until times, arms queued while a bulk OUT lands, the GPU's writes held until
+their modelled time) and the failure modes of §10 and edge cases of §13. Helpers: :mod:`.asm24_memory` (XDATA, SRAM,
 windows), :mod:`.asm24_tlp` (link, TLP engine), :mod:`.asm24_endpoints` (bulk endpoints,
 streams, 0xF2 data, the fault exceptions, timing), :mod:`.pcie_switch` (bridges and routing),
 :mod:`.usb_descriptors` (identity).
@@ -17,6 +18,7 @@ injection live here. Decisions the spec leaves open are listed in the docstrings
 
 from __future__ import annotations
 
+import heapq
 import zlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -144,6 +146,12 @@ class Asm24Bridge:
 
     #: What an E4 longer than the cap does at High-Speed: "timeout" (firmware PR #83 on hardware) or "short".
     e4_overlong_hs = "timeout"
+    #: Hold bus-master writes stamped later than the host's present until a host transfer reaches that time
+    #: (pyusb front end, virtual clock). The FunctionFS front end serves a real host on a wall-paced clock and
+    #: lands them at once (nothing there would settle them while the host waits on a bulk IN).
+    hold_bus_writes = True
+    #: :meth:`dma_write` takes the writer's time (``at``); the board hands it the SDMA's
+    timed_writes = True
 
     def __init__(self, board: Endpoint, options: MockOptions, clock: VirtualClock, *,
                  timing: Asm24Timing | None = None, gpu_bus: int = USB_GPU_BUS, serial: str | None = None,
@@ -167,6 +175,13 @@ class Asm24Bridge:
         self.log: list[TransferRecord] = []
         self.std_log: list[tuple[int, int, int, int, int, str]] = []
         self.warnings: list[str] = []
+        #: bus-master writes with a modelled time later than the host's (the SDMA's fence and release writes):
+        #: (time, order, address, data), applied by :meth:`settle` when a host transfer reaches that time
+        self.pending: list[tuple[float, int, int, bytes]] = []
+        self._pending_order = 0
+        #: when each pipe (EP0, each bulk endpoint) is free again: a host's transfers on one pipe run one at a
+        #: time, whichever of its threads submits them; different pipes overlap (§12 item 12)
+        self.pipe_free: dict[str, float] = {}
         self._tlp_faults = sorted(
             (f.at, f.kind) for f in options.faults.faults if f.kind in ("ur", "ca", "crs", "tlp-error", "tlp-timeout")
             and f.at is not None)
@@ -177,7 +192,7 @@ class Asm24Bridge:
         self.endpoints = BulkEndpoints(
             clock=clock, timing=self.timing, speed=self.speed, max_packet=self.max_packet, memory=self.memory,
             engine=self.engine, counters=self.counters, warnings=self.warnings, busy=self.busy,
-            anomaly=self.anomaly, tlp_fault=self.tlp_fault)
+            anomaly=self.anomaly, tlp_fault=self.tlp_fault, wait_held=self._wait_held)
         attach = getattr(board, "attach_bus", None)  # the GPU's bus-master reads/writes reach our memory
         if callable(attach):
             attach(self)
@@ -208,11 +223,17 @@ class Asm24Bridge:
         n = self.counters["usb_transfers"]
         self._record = TransferRecord(n, kind, setup, ep, length, 0, "ok", 0)
         budget = Budget(self.clock, timeout, self.busy)
+        self._pipe = "ep0" if kind == "control" else f"ep{ep:02x}"
         if self.disconnected:
             raise Disconnect("device disconnected")
+        busy_until = self.pipe_free.get(self._pipe, 0.0)
+        if busy_until > self.clock.now():
+            budget.spend(busy_until - self.clock.now())
+        self.settle()
         plan = self.options.faults
         if n in plan.at("disconnect"):
             self.disconnected = True
+            self.pending.clear()
             lost_power = getattr(self.board, "disconnect", None)  # the GPU loses its state (§10 #10)
             if callable(lost_power):
                 lost_power()
@@ -230,6 +251,7 @@ class Asm24Bridge:
     def _end(self, error: BaseException | None, moved: bytes) -> None:
         """Log the transfer begun by :meth:`_begin` with its outcome."""
         status = next((s for cls, s in _STATUS.items() if isinstance(error, cls)), "ok" if error is None else "error")
+        self.pipe_free[self._pipe] = self.clock.now()
         ok = error is None
         self.log.append(self._record._replace(actual=len(moved) if ok else 0, status=status,
                                               crc32=zlib.crc32(moved) if ok else 0))
@@ -254,11 +276,13 @@ class Asm24Bridge:
         error: BaseException | None = None
         try:
             budget = self._begin("control", setup, None, wlen, timeout)
-            budget.spend(self.timing.control_rtt_s)
+            budget.spend(self.timing.control_rtt_s / 2)  # the firmware acts half way through the round trip
+            self.settle()
             self._take_data_stage(setup, budget)
             if isinstance(data, DataStage) and wlen:
                 payload = data.fetch()
             result = self._vendor(setup, payload, budget)
+            budget.spend(self.timing.control_rtt_s / 2)
             moved = result if isinstance(result, bytes) else payload[:result]
             self.counters["bytes_in" if setup.rt & 0x80 else "bytes_out"] += len(moved)
             return result
@@ -482,11 +506,47 @@ class Asm24Bridge:
         return 0
 
     # -- the GPU (bus-master) side -------------------------------------------------------------------
-    def dma_write(self, addr: int, data: bytes) -> bool:
-        """A posted write from the GPU into bridge memory; a write into 0x822000 releases 0xF2 reads."""
+    def dma_write(self, addr: int, data: bytes, *, at: float | None = None) -> bool:
+        """A posted write from the GPU into bridge memory; a write into 0x822000 releases 0xF2 reads.
+
+        ``at``: the writer's modelled time (the SDMA's clock). A write later than the host's present is held
+        and lands when a host transfer reaches that time (:meth:`settle`), so the host never sees a fence or a
+        release before the GPU could have written it. Returns whether the range is backed (known at once)."""
         if not (self.link.is_up() and self.hierarchy.upstream_enabled()):
             self.warnings.append(f"bus-master write at 0x{addr:x} dropped: link down or bus master off")
             return False
+        if self.hold_bus_writes and at is not None and at > self.clock.now():
+            backed = self.memory._region(addr, len(data)) is not None or self.endpoints.hits_release(addr, len(data))
+            if backed:
+                self._pending_order += 1
+                heapq.heappush(self.pending, (at, self._pending_order, addr, bytes(data)))
+                return True
+        return self._land(addr, data)
+
+    def settle(self, now: float | None = None) -> None:
+        """Apply the held bus-master writes whose time has come (in time order)."""
+        t = self.clock.now() if now is None else now
+        while self.pending and self.pending[0][0] <= t:
+            _, _, addr, data = heapq.heappop(self.pending)
+            self._land(addr, data)
+
+    def next_pending(self) -> float | None:
+        """When the next held bus-master write lands (None: nothing held)."""
+        return self.pending[0][0] if self.pending else None
+
+    def _wait_held(self, budget: Budget) -> bool:
+        """A host transfer waits (NAKed) for the next held bus-master write; False when none is held. Past the
+        host's time limit it times out like any NAK."""
+        t = self.next_pending()
+        if t is None:
+            return False
+        if budget.limit is not None and t - budget.start > budget.limit:
+            budget.hang()
+        self.clock.advance(t - self.clock.now())
+        self.settle()
+        return True
+
+    def _land(self, addr: int, data: bytes) -> bool:
         landed = self.memory.pcie_write(addr, data)
         released = self.endpoints.dma_release(addr, len(data))
         if not landed and not released:

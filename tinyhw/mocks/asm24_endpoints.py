@@ -19,7 +19,8 @@ Model (synchronous transfers; choices marked inferred in the report):
   fills them in order) or a streaming write has room for it; otherwise it NAKs (host timeout).
   A streaming packet with more dwords than remain is dropped and the endpoint stops accepting.
 - A 0xF2 SRAM->host arm holds its data back until :meth:`dma_release`; the data (from slot 0) is
-  then queued on the IN endpoint.
+  then queued on the IN endpoint. A host read that finds the FIFO empty first waits (``wait_held``) for
+  a bus-master write the bridge holds until its modelled time (the GPU's release write), then NAKs.
 """
 
 from __future__ import annotations
@@ -117,10 +118,11 @@ class BulkEndpoints:
 
     def __init__(self, *, clock: Clock, timing: Asm24Timing, speed: str, max_packet: int, memory: BridgeMemory,
                  engine: TlpEngine, counters: dict[str, int], warnings: list[str], busy: FirmwareBusy,
-                 anomaly: Callable[[str], None], tlp_fault: Callable[[], str | None]) -> None:
+                 anomaly: Callable[[str], None], tlp_fault: Callable[[], str | None],
+                 wait_held: Callable[[Budget], bool] = lambda _b: False) -> None:
         self.clock, self.timing, self.speed, self.max_packet = clock, timing, speed, max_packet
         self.memory, self.engine, self.counters, self.warnings, self.busy = memory, engine, counters, warnings, busy
-        self.anomaly, self.tlp_fault = anomaly, tlp_fault
+        self.anomaly, self.tlp_fault, self.wait_held = anomaly, tlp_fault, wait_held
         self.in_fifo: deque[tuple[bytes, str, int]] = deque()  # (packet, "stream" | "f2", stream id)
         self.stream_id = 0
         self.halted: set[int] = set()
@@ -220,9 +222,13 @@ class BulkEndpoints:
             self.warnings.append("0xf2 sram->host arm replaced one that was never released")
         self.f2_read_len = length or None
 
+    def hits_release(self, addr: int, length: int) -> bool:
+        """Whether a bus-master write at [addr, addr+length) falls in the 0x822000 release range."""
+        return addr < CQ_RELEASE[1] and addr + length > CQ_RELEASE[0]
+
     def dma_release(self, addr: int, length: int) -> bool:
         """A bus-master write at [addr, addr+length): releases a pending SRAM->host arm if it hits 0x822000."""
-        if self.f2_read_len is None or not (addr < CQ_RELEASE[1] and addr + length > CQ_RELEASE[0]):
+        if self.f2_read_len is None or not self.hits_release(addr, length):
             return False
         data = bytes(self.memory.sram[: self.f2_read_len])
         self.f2_read_len = None
@@ -304,6 +310,8 @@ class BulkEndpoints:
         out = bytearray()
         while len(out) < length:
             if not self.in_fifo:
+                if self.wait_held(budget):  # a GPU write due later (the release of an 0xF2 read) may fill it
+                    continue
                 budget.hang()
             pkt, source, sid = self.in_fifo.popleft()
             if len(out) + len(pkt) > length:

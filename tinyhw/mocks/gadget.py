@@ -166,6 +166,7 @@ class FunctionFsGadget:
                  opener: Callable[[str, int], int] = os.open,
                  on_disconnect: Callable[[], None] | None = None) -> None:
         self.bridge = bridge
+        bridge.hold_bus_writes = False  # a real host on a wall-paced clock: the GPU's writes land at once
         self.dir = Path(ffs_dir)
         self.opener = opener
         self.on_disconnect = on_disconnect

@@ -300,7 +300,13 @@ class Navi31Board(AmBootPath):
         return None if self.bus is None else self.bus.dma_read(addr, length)
 
     def bus_write(self, addr: int, data: bytes) -> bool:
-        return False if self.bus is None else bool(self.bus.dma_write(addr, data))
+        """A posted write into the attachment; the SDMA's writes carry its time to an attachment that can hold
+        them until then (``timed_writes``: the USB bridge)."""
+        if self.bus is None:
+            return False
+        if self.sdma.running and getattr(self.bus, "timed_writes", False):
+            return bool(self.bus.dma_write(addr, data, at=self.sdma.now))
+        return bool(self.bus.dma_write(addr, data))
 
     def bus_activity(self) -> None:
         """The attachment moved data (a USB transfer ended): an engine parked on a POLL looks again."""

@@ -9,12 +9,17 @@ EPIPE; disconnect: -4 ENODEV; overflow: -8 EOVERFLOW), with libusb's messages.
 
 This is the only module of :mod:`tinyhw.mocks` that imports pyusb; the rest of the package (and
 any other front end) works without it.
+
+Threads: libusb is thread-safe and so is this backend: every call into the core holds one lock, and
+each transfer first passes the clock's gate (:meth:`tinyhw.transport.clock.VirtualClock.gate`), so
+the transfers of a driver's threads reach the core in virtual-time order (deterministic runs).
 """
 
 from __future__ import annotations
 
 import array
 import errno
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,6 +93,7 @@ class Asm24Backend(usb.backend.IBackend):
         self.devices = [_Device(b, bus, first_address + i, (2 + i,)) for i, b in enumerate(items)]
         self.bridge = items[0]
         self.kernel_driver = {id(d): kernel_driver_active for d in self.devices}
+        self.lock = threading.RLock()  # one caller at a time in the cores (libusb is thread-safe)
 
     # -- enumeration and descriptors -----------------------------------------------------------
     def enumerate_devices(self) -> list[_Device]:
@@ -172,8 +178,10 @@ class Asm24Backend(usb.backend.IBackend):
     def _control(self, dev_handle: _Handle, setup: tuple[int, int, int, int], data: bytes | int,
                  timeout: int) -> bytes | int:
         bridge = self._bridge(dev_handle, transfer=True)
+        bridge.clock.gate()
         try:
-            return bridge.control(*setup, data, timeout=_seconds(timeout, bridge))
+            with self.lock:
+                return bridge.control(*setup, data, timeout=_seconds(timeout, bridge))
         except UsbFault as exc:
             raise usb_error(exc) from None
 
@@ -194,15 +202,19 @@ class Asm24Backend(usb.backend.IBackend):
 
     def bulk_write(self, dev_handle: _Handle, ep: int, intf: int, data: array.array, timeout: int) -> int:
         bridge = self._bridge(dev_handle, transfer=True)
+        bridge.clock.gate()
         try:
-            return bridge.bulk_out(ep, data.tobytes(), timeout=_seconds(timeout, bridge))
+            with self.lock:
+                return bridge.bulk_out(ep, data.tobytes(), timeout=_seconds(timeout, bridge))
         except UsbFault as exc:
             raise usb_error(exc) from None
 
     def bulk_read(self, dev_handle: _Handle, ep: int, intf: int, buff: array.array, timeout: int) -> int:
         bridge = self._bridge(dev_handle, transfer=True)
+        bridge.clock.gate()
         try:
-            got = bridge.bulk_in(ep, len(buff) * buff.itemsize, timeout=_seconds(timeout, bridge))
+            with self.lock:
+                got = bridge.bulk_in(ep, len(buff) * buff.itemsize, timeout=_seconds(timeout, bridge))
         except UsbFault as exc:
             raise usb_error(exc) from None
         memoryview(buff).cast("B")[: len(got)] = got

@@ -26,12 +26,19 @@ retry loop is modelled as "retry forever" (the driver's retry count 0xFFF is the
 inferred). ``sdma=hang`` (device-string option) makes the engine never start: rings are accepted, never
 consumed, the read pointer never moves.
 
-Timing (modelled on the engine's own busy counter, not the host clock): ``SdmaTiming`` gives a cost per
-packet and per byte by memory kind (VRAM, system = the bridge over PCIe Gen3 x4). These are inferred
-parameters (asm24 spec §1: "the PCIe side is never the bottleneck"); the copy protocols' end-to-end model
-lives with the driver and takes them as parameters. On ``mock:navi31`` the system pages are host memory behind
-the emulated IOMMU (:mod:`.iommu`), which charges every byte on the board clock at the link's DMA rate; an
-IOMMU fault (:class:`~.gpuvm.BusFault`) stops the engine at that packet without a strict-mode error.
+Timing (issue 12: the engine takes time on the board clock): ``SdmaTiming`` gives a cost per packet and per
+byte by memory kind (VRAM, system = the bridge over PCIe Gen3 x4); all of them are inferred parameters (asm24 spec
+§1: "the PCIe side is never the bottleneck"; ``system_read_rate`` 3.0 GB/s is below the Gen3 x4 line rate). The
+engine keeps its own time cursor ``now`` on the board's virtual clock: a kick (doorbell, bus activity) at host time
+h moves it to at least h (an engine parked on a POLL resumes when the data that satisfies it landed, i.e. at the
+transfer that kicked it), and every packet advances it by its cost. Execution is functional at the kick (VRAM, the
+read pointer and its write-back change at once: a small, documented optimism for register reads of the read
+pointer), but what the engine writes into the bridge over PCIe (the copy-in drain fence, the copy-out release
+write) is handed to the bridge with its time ``now`` and becomes visible to the host only at that virtual time
+(:meth:`tinyhw.mocks.asm24.Asm24Bridge.dma_write`). ``busy_s`` is the sum of the costs.
+On ``mock:navi31`` the system pages are host memory behind the emulated IOMMU (:mod:`.iommu`), which charges
+every byte on the board clock at the link's DMA rate; an IOMMU fault (:class:`~.gpuvm.BusFault`) stops the
+engine at that packet without a strict-mode error.
 """
 
 from __future__ import annotations
@@ -98,6 +105,11 @@ class SdmaEngine:
                                     "system_bytes_written", "polls", "poll_retries", "fences", "traps", "writes",
                                     "timestamps"), 0)
         self.busy_s = 0.0
+        self.now = 0.0  # the engine's time cursor on the board clock (virtual seconds)
+
+    def _spend(self, dt: float) -> None:
+        self.busy_s += dt
+        self.now += dt
 
     # -- registers ----------------------------------------------------------------------------------------------
     def _reg(self, name: str) -> int:
@@ -132,6 +144,7 @@ class SdmaEngine:
             return
         if not self._field("QUEUE0_RB_CNTL.RB_ENABLE"):
             return
+        self.now = max(self.now, self.board.clock.now())  # nothing runs before the kick that started it
         self.running = True
         try:
             self._run()
@@ -167,7 +180,7 @@ class SdmaEngine:
             if n is None:  # parked on a poll, or stopped
                 return
             self.stats["packets"] += 1
-            self.busy_s += self.timing.packet_s
+            self._spend(self.timing.packet_s)
             self._set_rptr(rptr + 4 * n)
 
     def _set_rptr(self, rptr: int) -> None:
@@ -196,8 +209,8 @@ class SdmaEngine:
             src_sys, dst_sys = vm.is_system(src), vm.is_system(dst)
             self.stats["system_bytes_read"] += count if src_sys else 0
             self.stats["system_bytes_written"] += count if dst_sys else 0
-            self.busy_s += count / (t.system_read_rate if src_sys else t.vram_rate)
-            self.busy_s += count / (t.system_write_rate if dst_sys else t.vram_rate)
+            self._spend(count / (t.system_read_rate if src_sys else t.vram_rate))
+            self._spend(count / (t.system_write_rate if dst_sys else t.vram_rate))
             return 7
         if op == OP_WRITE and sub == SUB_WRITE_LINEAR:
             d = [dw(i) for i in range(4)]
@@ -223,7 +236,7 @@ class SdmaEngine:
             addr = fld(d, "POLL_REGMEM_ADDR_LO_addr_31_0") | fld(d, "POLL_REGMEM_ADDR_HI_addr_63_32") << 32
             value, mask = fld(d, "POLL_REGMEM_VALUE_value"), fld(d, "POLL_REGMEM_MASK_mask")
             got = int.from_bytes(vm.read(addr, 4), "little") & mask
-            self.busy_s += self.timing.poll_s
+            self._spend(self.timing.poll_s)
             if not _compare(fld(d, "POLL_REGMEM_HEADER_func"), got, value):
                 self.stats["poll_retries"] += 1
                 self.waiting = True
@@ -234,14 +247,15 @@ class SdmaEngine:
             d = [dw(i) for i in range(3)]
             addr = (fld(d, "TIMESTAMP_GET_WRITE_ADDR_LO_write_addr_31_3") << 3 |
                     fld(d, "TIMESTAMP_GET_WRITE_ADDR_HI_write_addr_63_32") << 32)
-            vm.write(addr, int(self.board.now() * 1e8).to_bytes(8, "little"))
+            vm.write(addr, int(max(self.now, self.board.now()) * 1e8).to_bytes(8, "little"))
             self.stats["timestamps"] += 1
             return 3
         self._stop(f"packet op {op} sub-op {sub} is not modelled")
         return None
 
     def counters(self) -> dict[str, object]:
-        return {**self.stats, "busy_s": self.busy_s, "waiting": self.waiting, "error": self.error, "hang": self.hang}
+        return {**self.stats, "busy_s": self.busy_s, "now_s": self.now, "waiting": self.waiting, "error": self.error,
+                "hang": self.hang}
 
 
 def _compare(func: int, got: int, value: int) -> bool:

@@ -7,6 +7,7 @@ nothing about emulation: the emulated bridge is just another pyusb backend.
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any
 
 from tinyhw.errors import CompletionError, DeviceTimeout, Disconnected, LinkDown, Refused, TransportError
@@ -51,6 +52,12 @@ class Asm24:
         self.ep = endpoints
         self.counters = counters
         self.clock = clock
+        self._count_lock = threading.Lock()  # transfers may come from a worker thread too (tinyhw.boot.usbcopy)
+
+    def _count(self, **add: int) -> None:
+        with self._count_lock:
+            for key, n in add.items():
+                setattr(self.counters, key, getattr(self.counters, key) + n)
 
     # -- raw transfers (every one counted here) ------------------------------------------
     def _call(self, what: str, fn, *args):
@@ -63,8 +70,7 @@ class Asm24:
 
     def _raise_if_gone(self, what: str, error: UsbIoError) -> None:
         """Ask the bridge for one byte of XDATA: if that fails too, the device has left (§10 #10)."""
-        self.counters.usb_transfers += 1
-        self.counters.round_trips += 1
+        self._count(usb_transfers=1, round_trips=1)
         try:
             call("presence check", self.dev.ctrl_transfer, IN, REQ_XDATA_READ, XDATA_LTSSM, 0, 1, 200)
         except (UsbIoError, Disconnected):
@@ -74,29 +80,26 @@ class Asm24:
             pass
 
     def _ctrl(self, req_type: int, req: int, value: int, index: int, data: bytes | int, timeout: float, what: str):
-        self.counters.usb_transfers += 1
-        self.counters.round_trips += 1
+        self._count(usb_transfers=1, round_trips=1)
         result = self._call(what, self.dev.ctrl_transfer, req_type, req, value, index, data, _ms(timeout))
         if req_type & 0x80:
             got = bytes(result)
-            self.counters.bytes_in += len(got)
+            self._count(bytes_in=len(got))
             return got
-        self.counters.bytes_out += len(data) if isinstance(data, (bytes, bytearray)) else 0
+        self._count(bytes_out=len(data) if isinstance(data, (bytes, bytearray)) else 0)
         return result
 
     def _bulk_out(self, data: bytes, timeout: float, what: str) -> None:
-        self.counters.usb_transfers += 1
-        self.counters.round_trips += 1
+        self._count(usb_transfers=1, round_trips=1)
         n = self._call(what, self.dev.write, self.ep.bulk_out, data, _ms(timeout))
-        self.counters.bytes_out += n
+        self._count(bytes_out=n)
         if n != len(data):
             raise TransportError(f"short bulk write during {what}: {n} of {len(data)} bytes")
 
     def _bulk_in(self, length: int, timeout: float, what: str) -> bytes:
-        self.counters.usb_transfers += 1
-        self.counters.round_trips += 1
+        self._count(usb_transfers=1, round_trips=1)
         data = bytes(self._call(what, self.dev.read, self.ep.bulk_in, length, _ms(timeout)))
-        self.counters.bytes_in += len(data)
+        self._count(bytes_in=len(data))
         if len(data) != length:
             raise TransportError(f"short bulk read during {what}: {len(data)} of {length} bytes")
         return data

@@ -1,0 +1,123 @@
+"""A bounded, in-order submission queue served by one worker thread (issue 12: the USB copy-in's bulk transfers).
+
+specs/asm24-usb-bridge.md §4.7 (the published host's asynchronous layer: transfers complete in submission order
+per endpoint; the first failure is latched and every later wait raises it) and §12 item 12 (control and bulk
+endpoints progress independently). pyusb offers only synchronous transfers; libusb is thread-safe and two
+threads' synchronous transfers on different endpoints run concurrently, so a worker thread that makes the
+bulk transfers lets the caller's control transfers overlap them. At most one transfer of this queue is in
+flight at a time (the worker waits for each), so a transfer's fixed cost is not hidden behind the next one.
+
+Rules: items run in submission order; ``submit`` blocks while ``depth`` items are outstanding; after an item
+fails, the rest are dropped and every later ``submit``/``wait``/``close`` raises that error (once converted by
+the caller's own code: the worker runs the caller's functions, which raise tinyhw errors); ``close`` waits for
+everything, ``abort`` drops what has not started; either way the worker has ended when they return (it never
+outlives the call that made it). All blocking goes through the clock (:mod:`tinyhw.transport.clock`), so on an
+emulated board the caller and the worker each keep their own virtual time and the run is deterministic.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from tinyhw.transport.clock import Clock
+
+
+class SubmitQueue:
+    """``submit(fn, *args) -> ticket``; ``wait(ticket)``; ``close()`` or ``abort()`` (use as a context manager)."""
+
+    def __init__(self, clock: Clock, *, depth: int = 4, name: str = "tinyhw-submit") -> None:
+        self.clock, self.depth = clock, depth
+        self.items: deque[tuple[int, float, Callable[..., Any], tuple]] = deque()
+        self.submitted = 0  # tickets handed out (1-based)
+        self.finished = 0  # items done (in order)
+        self.done_at: dict[int, float] = {}  # ticket -> the worker's time when it finished
+        self.error: BaseException | None = None
+        self.stopping = False
+        self.worker = threading.Thread(target=self._run, name=name, daemon=True)
+        clock.enlist(self.worker)
+        self.worker.start()
+
+    # -- caller side ---------------------------------------------------------------------------------------
+    def submit(self, fn: Callable[..., Any], *args: Any) -> int:
+        with self.clock.cond:
+            self.clock.wait_until(lambda: self.error is not None or self.submitted - self.finished < self.depth)
+            self._raise()
+            self.submitted += 1
+            self.items.append((self.submitted, self.clock.now(), fn, args))
+            self.clock.notify()
+            return self.submitted
+
+    def wait(self, ticket: int) -> None:
+        """Until item ``ticket`` (and all before it) finished; the caller's time moves to when it did."""
+        if ticket <= 0:
+            return
+        with self.clock.cond:
+            self.clock.wait_until(lambda: self.error is not None or self.finished >= ticket)
+            self._raise()
+            self.clock.catch_up(self.done_at.get(ticket, 0.0))
+
+    def close(self) -> None:
+        """Wait for every item, end the worker; raises a failure no earlier wait raised."""
+        try:
+            self.wait(self.submitted)
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Drop what has not started, let the current item finish, end the worker (idempotent)."""
+        with self.clock.cond:
+            self.stopping = True
+            self.items.clear()
+            self.clock.notify()
+        if self.worker.is_alive() and self.worker is not threading.current_thread():
+            with self.clock.cond:
+                self.clock.wait_until(lambda: not self.worker.is_alive() or self._ended)
+            self.worker.join()
+        self.clock.delist()
+
+    def __enter__(self) -> SubmitQueue:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def _raise(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    # -- worker --------------------------------------------------------------------------------------------
+    _ended = False
+
+    def _run(self) -> None:
+        clock = self.clock
+        try:
+            while True:
+                with clock.cond:
+                    clock.wait_until(lambda: bool(self.items) or self.stopping)
+                    if not self.items:
+                        return
+                    ticket, stamp, fn, args = self.items.popleft()
+                clock.catch_up(stamp)  # handed over at the caller's time: nothing of it happens earlier
+                try:
+                    fn(*args)
+                except BaseException as e:  # latched for the caller, who raises it (KeyboardInterrupt too)
+                    with clock.cond:
+                        self.error = e
+                        self.items.clear()
+                        clock.notify()
+                    return
+                with clock.cond:
+                    self.finished = ticket
+                    self.done_at[ticket] = clock.now()
+                    clock.notify()
+        finally:
+            with clock.cond:
+                self._ended = True
+                clock.delist(self.worker)
+                clock.notify()
