@@ -42,12 +42,11 @@ of what it put into the SRAM (wire images, copy-out pieces) and switches that ch
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tinyhw.boot import sdmapkt as pk
 from tinyhw.boot.copyengine import CQ_BUF_BUS, SRAM_BUS, SRAM_SIZE, SYS_BUF_BUS, bridge_va
 from tinyhw.errors import DeviceTimeout, Refused
-from tinyhw.transport.submitq import SubmitQueue
 from tinyhw.transport.wait import poll
 
 if TYPE_CHECKING:
@@ -65,6 +64,7 @@ SENTINEL = 0x51000000
 ALT_SENTINEL = 0x52000000  # tinyhw's protocol: used when the stale SRAM already holds SENTINEL | seq
 BATCH = 4096  # chunks per SDMA submission: 4096 * 19 dwords = 311 KiB of the 1 MiB ring
 PROTOCOLS = ("seed", "tinyhw")
+DEPTH = 4  # bulk transfers in flight at most: two chunks of tinyhw's protocol (body + tail each)
 
 
 def wire_len(payload: int) -> int:
@@ -126,13 +126,10 @@ class UsbCopier:
         self.bridge._ctrl(0x40, 0xF2, length // SECTOR, (16 * window) | (slots << 8), b"", 1.0,
                           f"sram write arm at slot {16 * window}")
 
-    def _bulk(self, q: SubmitQueue, data: bytes | bytearray | memoryview) -> int:
-        """Queue one bulk OUT of copy-in data (the worker makes it); its ticket."""
+    def _bulk(self, q: Any, data: bytes | bytearray | memoryview) -> int:
+        """Queue one bulk OUT of copy-in data; its ticket."""
         self.stats["bulk_out"] += 1
-        return q.submit(self._bulk_now, data)
-
-    def _bulk_now(self, data: bytes | bytearray | memoryview) -> None:
-        self.bridge._bulk_out(bytes(data), 10.0, "copy-in data")
+        return q.submit(data)
 
     # -- copy-in ---------------------------------------------------------------------------------------------
     def copy_in(self, dst_offset: int, data: bytes | bytearray | memoryview, protocol: str = "tinyhw") -> dict:
@@ -162,7 +159,8 @@ class UsbCopier:
             body += pk.write64(bridge_va(FENCE_BUS), seq + 1)
         self.engine.submit(body)
         last: dict[int, int] = {}  # seq -> ticket of its last bulk transfer
-        with SubmitQueue(self.clock, depth=4, name="tinyhw-usb-copy-in") as q:
+        with self.bridge.bulk_out_queue(DEPTH, 10.0, "copy-in data") as q:
+            self.stats["queue"] = q.kind
             for c, chunk in enumerate(chunks):
                 seq = base + c
                 q.wait(last.pop(seq - 2, 0))  # window-reuse rule (a): chunk seq-2's data has left the host
@@ -212,7 +210,7 @@ class UsbCopier:
                 self.mirror[at + len(chunks[c]):at + n - 4] = bytes(n - 4 - len(chunks[c]))
                 self.mirror[at + n - 4:at + n] = tags[c].to_bytes(4, "little")
 
-    def _send_seed(self, q: SubmitQueue, seq: int, chunk: memoryview, tag: int) -> int:
+    def _send_seed(self, q: Any, seq: int, chunk: memoryview, tag: int) -> int:
         n = wire_len(len(chunk))
         staging = bytearray(n)
         staging[:len(chunk)] = chunk
@@ -223,7 +221,7 @@ class UsbCopier:
         self._wait_fence(seq - 1, f"usb copy-in window {seq % 2} for chunk {seq}")
         return self._bulk(q, staging)
 
-    def _send_tinyhw(self, q: SubmitQueue, seq: int, chunk: memoryview, tag: int) -> int:
+    def _send_tinyhw(self, q: Any, seq: int, chunk: memoryview, tag: int) -> int:
         n = wire_len(len(chunk))
         # the body goes straight from the caller's buffer: whole 1024-byte SuperSpeed packets of payload only;
         # the tail (payload rest, zero pad, sentinel) is the only part built on the host

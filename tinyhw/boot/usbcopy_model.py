@@ -101,7 +101,11 @@ def copy_in(size: int, protocol: str, m: LinkModel | None = None, host: str = "a
         if protocol == "seed":
             host += wire / m.stage_rate + 2 * m.submit_s
             arm_done = control(host)
-            host = fence_ok(k - 2, host) if k >= 2 else control(host)
+            if k >= 2:
+                host = fence_ok(k - 2, host)
+            else:
+                fence_reads += 1
+                host = control(host)
             host = max(host, arm_done) + m.submit_s
             transfers = [wire]
         else:
@@ -113,9 +117,12 @@ def copy_in(size: int, protocol: str, m: LinkModel | None = None, host: str = "a
             tail = wire - wire_body
             host += tail / m.stage_rate + 2 * m.submit_s
             transfers = [wire_body, tail] if wire_body else [wire]
+        # a transfer submitted while the previous one is still on the pipe pays only the gap; one submitted to an
+        # idle pipe pays the full fixed cost (as the emulator's queued bulk OUT does)
+        idle = host >= pipe
         start = max(pipe, arm_done, host)
-        for b in transfers:
-            start += m.bulk_gap_s + b / m.f2_rate
+        for i, b in enumerate(transfers):
+            start += (m.bulk_latency_s if idle and i == 0 else m.bulk_gap_s) + b / m.f2_rate
         pipe = start
         bulk_done.append(pipe)
         gpu_start = max(pipe + m.poll_s, drained[-1] if drained else 0.0)

@@ -45,6 +45,8 @@ class SubmitQueue:
         with self.clock.cond:
             self.clock.wait_until(lambda: self.error is not None or self.submitted - self.finished < self.depth)
             self._raise()
+            # a slot freed when item (submitted + 1 - depth) finished: the caller goes on no earlier than that
+            self.clock.catch_up(self.done_at.get(self.submitted + 1 - self.depth, 0.0))
             self.submitted += 1
             self.items.append((self.submitted, self.clock.now(), fn, args))
             self.clock.notify()
