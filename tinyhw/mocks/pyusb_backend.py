@@ -265,10 +265,10 @@ class _BulkQueue:
         self.q = SubmitQueue(clock, depth=depth, name="tinyhw-usb-bulk-queue")
 
     def submit(self, data: bytes | bytearray | memoryview) -> int:
-        return self.q.submit(self._one, bytes(data), self.clock.now())
+        return self.q.submit(self._one, bytes(data))
 
-    def _one(self, data: bytes, submitted_at: float) -> None:
-        queued = self.last_done is not None and submitted_at < self.last_done
+    def _one(self, data: bytes) -> None:
+        queued = self.last_done is not None and self.q.handed_at < self.last_done  # submitted while one was in flight
         n = self.backend._queued_write(self.handle, self.ep, data, self.timeout_s, queued)
         if n != len(data):  # pragma: no cover - the core accepts all or raises
             raise usb.core.USBError("Short write", -1, errno.EIO)
