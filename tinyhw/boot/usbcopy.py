@@ -20,18 +20,19 @@ WRITE of the fence) and differ on the host:
   the fence is read only when the last value read cannot prove the window free; the arm goes out as soon as
   the window is known free, without waiting for it before the data is queued.
 
-The host (both protocols): the copy-in's bulk-OUT transfers go to a bounded in-order submission queue served by one
-worker thread (:class:`~tinyhw.transport.submitq.SubmitQueue`; pyusb's synchronous calls, libusb is thread-safe);
-the 0xF2 arms and fence reads stay on the caller's thread, so they overlap the data in flight. Ordering (§9.3): a
-chunk's bulk transfers are queued only after its arm returned (its data cannot move before it); window-reuse rule:
-chunk seq is armed and queued only after chunk seq-2's bulk transfers finished (the queue's ticket) and the fence
-showed chunk seq-2 drained. A failure in the worker (disconnect, timeout) is raised on the caller by its next
-step as the same tinyhw error; the worker has ended when ``copy_in`` returns or raises. One bulk transfer is in
-flight at a time (the worker waits for each): the fixed cost of each is not hidden. Copy-out stays synchronous.
-What this achieves is what the emulator's virtual clock measures (``bench copy --path sram`` on
-``mock:navi31-usb``, the "real host" lines of ``bench/bench_usbcopy.py``); the timing model
-(:mod:`tinyhw.boot.usbcopy_model`) reproduces it (``host="worker"``, a cross-check) and gives what a host with
-libusb's asynchronous transfers (``"async"``, several bulk transfers queued: issue 12's figures) would reach.
+The host (both protocols): the copy-in's bulk-OUT transfers go to a queue of up to ``DEPTH`` (4) transfers in
+flight on the data endpoint (:mod:`tinyhw.usb.queued`: libusb's asynchronous transfers on real hardware, the emulated
+backend's own queue on ``mock:navi31-usb``, one worker thread as the fallback); the 0xF2 arms and fence reads stay on
+the caller's thread and overlap the data in flight. Ordering (§9.3): a chunk's bulk transfers are queued only after
+its arm returned (its data cannot move before it); window-reuse rule: chunk seq is armed and queued only after
+chunk seq-2's bulk transfers completed (the queue's ticket) and the fence showed chunk seq-2 drained, so at most two
+chunks (four transfers) are in flight and a queued transfer never waits for anything but the pipe. A failure
+(disconnect, timeout) is latched by the queue and raised on the caller by its next step as the usual one-line
+tinyhw error; outstanding transfers are cancelled and reaped before ``copy_in`` returns or raises. Queued
+transfers pay only the pipe's small gap instead of a lone transfer's ~100 us fixed cost. What this achieves is what
+the emulator's virtual clock measures (``bench copy --path sram`` on ``mock:navi31-usb``, the "tinyhw's host"
+lines of ``bench/bench_usbcopy.py``); the timing model (:mod:`tinyhw.boot.usbcopy_model`, ``host="async"``)
+reproduces it, and ``host="worker"`` the fallback (``TINYHW_USB_QUEUE=worker``). Copy-out stays synchronous.
 
 Stale SRAM equal to an old sentinel: ``seq`` persists across calls on one :class:`UsbCopier` and the SRAM is
 zeroed on first use, so an old *sentinel* never matches; but the SRAM also holds copied-out VRAM and older
