@@ -152,11 +152,13 @@ class LibusbBulkQueue:
 
     def _until(self, ready: Any, limit_s: float) -> bool:
         deadline = time.monotonic() + limit_s
-        while not ready():
+        while True:
+            self._reap()  # completions may have been delivered inside pyusb's synchronous calls meanwhile
+            if ready():
+                return True
             if time.monotonic() > deadline:
                 return False
             self._pump()
-        return True
 
     # -- the queue ---------------------------------------------------------------------------------------
     def submit(self, data: bytes | bytearray | memoryview) -> int:
