@@ -158,3 +158,20 @@ def test_libusb_async_symbols_bind():
     addr = libusb_async._bind(lib, "libusb_alloc_transfer", ctypes.c_void_p, ctypes.c_int)(0)
     assert addr
     libusb_async._bind(lib, "libusb_free_transfer", None, ctypes.c_void_p)(addr)
+
+
+def test_copy_in_counters_agree_on_both_sides(tmp_path):
+    """A copy-in through the queue: the driver's usb_transfers and bytes_out equal the emulator's own counts; the
+    queued bulk transfers are not round trips (nothing waits for each), every control transfer is."""
+    data = random.Random(6).randbytes(3 * 0x3FFFC + 4097)
+    with rig(tmp_path) as r:
+        r.copier._prime()
+        d0, e0 = r.t.counters.as_dict(), dict(r.bridge.counters)
+        r.copier.copy_in(0x8000000, data, "tinyhw")
+        d1, e1 = r.t.counters.as_dict(), dict(r.bridge.counters)
+        assert r.board.vram.read(0x8000000, len(data)) == data
+    assert d1["usb_transfers"] - d0["usb_transfers"] == e1["usb_transfers"] - e0["usb_transfers"]
+    assert d1["bytes_out"] - d0["bytes_out"] == e1["bytes_out"] - e0["bytes_out"]
+    bulk = e1["bulk_transfers"] - e0["bulk_transfers"]
+    assert bulk == r.copier.stats["bulk_out"] + 1  # + the ring write's streamed bulk out
+    assert d1["round_trips"] - d0["round_trips"] == e1["usb_transfers"] - e0["usb_transfers"] - bulk + 1
