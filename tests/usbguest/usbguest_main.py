@@ -310,6 +310,7 @@ def run_all() -> None:  # one linear script, in the order the issue lists the pr
         import random
         import zlib
 
+        from tinyhw.errors import TinyhwError
         from tinyhw.usb.queued import queue_kind
         from tinyhw.usb.transport import UsbTransport
 
@@ -333,6 +334,18 @@ def run_all() -> None:  # one linear script, in the order the issue lists the pr
                                              "crc32": [zlib.crc32(p) for p in pieces],
                                              "s": round(time.monotonic() - t0, 3)})
                 r["after"] = t.bridge.ltssm()  # the next request is served
+                # nothing armed: the bridge NAKs the data, libusb times the first transfer out; the queue latches
+                # that, cancels and reaps the others, and raises one tinyhw error on the caller
+                t0 = time.monotonic()
+                try:
+                    with t.bridge.bulk_out_queue(4, 0.5, "unarmed bulk out") as q:
+                        last = [q.submit(bytes(0x8000)) for _ in range(3)][-1]
+                        q.wait(last)
+                    r["unarmed"] = {"error": None}
+                except TinyhwError as e:
+                    r["unarmed"] = {"error": str(e), "type": type(e).__name__, "lines": len(str(e).splitlines())}
+                r["unarmed"]["s"] = round(time.monotonic() - t0, 3)
+                r["after_unarmed"] = t.bridge.ltssm()
             finally:
                 t.close()
         finally:
@@ -351,7 +364,7 @@ def run_all() -> None:  # one linear script, in the order the issue lists the pr
                 ok.append(x["status"] == "ok" and x["actual"] == x["length"]
                           and x["crc32"] == zlib.crc32(data[off:off + x["length"]]))
                 off += x["length"]
-            r["landed"].append({"records": len(recs), "bytes": off, "total": len(data), "all_ok": all(ok) and ok})
+            r["landed"].append({"records": len(recs), "bytes": off, "total": len(data), "all_ok": bool(ok) and all(ok)})
         return r
 
 
