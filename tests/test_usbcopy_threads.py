@@ -17,11 +17,11 @@ from tinyhw.transport.clock import VirtualClock, WallClock
 from tinyhw.transport.submitq import SubmitQueue
 
 DST = 0x8000000
-WORKER = "tinyhw-usb-copy-in"
+WORKERS = ("tinyhw-usb-bulk-queue", "tinyhw-usb-bulk-worker")  # the emulated queue's thread, the fallback's
 
 
 def _workers() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == WORKER]
+    return [t for t in threading.enumerate() if t.name in WORKERS]
 
 
 def _run(tmp_path, protocol: str, data: bytes) -> tuple:
@@ -33,7 +33,7 @@ def _run(tmp_path, protocol: str, data: bytes) -> tuple:
 
 
 @pytest.mark.parametrize("protocol", ["seed", "tinyhw"])
-def test_threaded_copy_is_deterministic(tmp_path, protocol):
+def test_threaded_copy_is_deterministic(tmp_path, protocol, queue):
     """Two runs: the same virtual time to the last bit, the same transfers in the same order, the same counters."""
     data = random.Random(5).randbytes(5 * CHUNK + 77)
     first = _run(tmp_path, protocol, data)
@@ -51,8 +51,16 @@ def _bulk_numbers(tmp_path, data: bytes) -> list[int]:
         return [x.number for x in r.bridge.log if x.number > n0 and x.kind == "bulk_out" and x.length > 1000]
 
 
+@pytest.fixture(params=["emulated", "worker"])
+def queue(request, monkeypatch):
+    """Both bulk queues tinyhw can run on the emulator: the backend's native one and the worker-thread fallback."""
+    if request.param == "worker":
+        monkeypatch.setenv("TINYHW_USB_QUEUE", "worker")
+    return request.param
+
+
 @pytest.mark.parametrize("which", [0, 3, 5])
-def test_disconnect_in_the_worker_is_one_clear_error(tmp_path, which):
+def test_disconnect_in_the_worker_is_one_clear_error(tmp_path, which, queue):
     data = random.Random(1).randbytes(3 * CHUNK)
     n = _bulk_numbers(tmp_path, data)[which]
     with pytest.raises((Disconnected, TransportError)) as e, rig(tmp_path, faults=f"disconnect@{n}") as r:
@@ -65,7 +73,7 @@ def test_disconnect_in_the_worker_is_one_clear_error(tmp_path, which):
         assert r.copier.copy_out(DST, 5000) == data[:5000]
 
 
-def test_timeout_in_the_worker_is_one_clear_error(tmp_path):
+def test_timeout_in_the_worker_is_one_clear_error(tmp_path, queue):
     data = random.Random(2).randbytes(3 * CHUNK)
     n = _bulk_numbers(tmp_path, data)[2]
     with rig(tmp_path, faults=f"timeout@{n}") as r:

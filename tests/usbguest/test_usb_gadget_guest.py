@@ -167,3 +167,25 @@ def test_driver_honours_the_high_speed_limits(usb_guest: dict[str, Any]) -> None
     e4 = [t["setup"][4] for t in served if t["setup"] and t["setup"][:2] == [0xC0, 0xE4]]
     assert e4 and max(e4) <= 64
     assert all(t["status"] == "ok" for t in served)
+
+
+def test_queued_bulk_out_through_real_libusb(usb_guest: dict[str, Any]) -> None:
+    """Issue 12: libusb's asynchronous bulk transfers (tinyhw.usb.queued, kind "libusb-async", up to four in flight)
+    through the kernel's stack: the gadget's core took every piece, whole, in submission order, after its 0xF2
+    arm, with no error; the next request is served. Unarmed data times out as one clear error, nothing hangs."""
+    r = step(usb_guest, "queued_bulk")
+    assert r["kind"] == "libusb-async" and all(s["kind"] == "libusb-async" for s in r["streams"]), r
+    g = r["gadget"]
+    assert g["code"] == 0 and g["report"]["errors"] == [], g
+    for s, landed in zip(r["streams"], r["landed"], strict=True):
+        assert s["tickets"] == list(range(1, len(s["lengths"]) + 1))
+        # the core's records after the stream's arm are its bytes, whole and in submission order (crc32 per record)
+        assert landed["records"] >= 1 and landed["bytes"] == landed["total"] == sum(s["lengths"]), landed
+        assert landed["all_ok"] is True, landed
+    assert isinstance(r["after"], int)
+    # unarmed data: libusb times the transfer out, the queue raises one clear error, cancels the rest, and the
+    # next request is served
+    u = r["unarmed"]
+    assert u["type"] == "DeviceTimeout" and "timed out" in u["error"] and u["lines"] == 1, u
+    assert u["s"] < 5, u
+    assert isinstance(r["after_unarmed"], int)

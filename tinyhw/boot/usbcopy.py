@@ -20,18 +20,19 @@ WRITE of the fence) and differ on the host:
   the fence is read only when the last value read cannot prove the window free; the arm goes out as soon as
   the window is known free, without waiting for it before the data is queued.
 
-The host (both protocols): the copy-in's bulk-OUT transfers go to a bounded in-order submission queue served by one
-worker thread (:class:`~tinyhw.transport.submitq.SubmitQueue`; pyusb's synchronous calls, libusb is thread-safe);
-the 0xF2 arms and fence reads stay on the caller's thread, so they overlap the data in flight. Ordering (§9.3): a
-chunk's bulk transfers are queued only after its arm returned (its data cannot move before it); window-reuse rule:
-chunk seq is armed and queued only after chunk seq-2's bulk transfers finished (the queue's ticket) and the fence
-showed chunk seq-2 drained. A failure in the worker (disconnect, timeout) is raised on the caller by its next
-step as the same tinyhw error; the worker has ended when ``copy_in`` returns or raises. One bulk transfer is in
-flight at a time (the worker waits for each): the fixed cost of each is not hidden. Copy-out stays synchronous.
-What this achieves is what the emulator's virtual clock measures (``bench copy --path sram`` on
-``mock:navi31-usb``, the "real host" lines of ``bench/bench_usbcopy.py``); the timing model
-(:mod:`tinyhw.boot.usbcopy_model`) reproduces it (``host="worker"``, a cross-check) and gives what a host with
-libusb's asynchronous transfers (``"async"``, several bulk transfers queued: issue 12's figures) would reach.
+The host (both protocols): the copy-in's bulk-OUT transfers go to a queue of up to ``DEPTH`` (4) transfers in
+flight on the data endpoint (:mod:`tinyhw.usb.queued`: libusb's asynchronous transfers on real hardware, the emulated
+backend's own queue on ``mock:navi31-usb``, one worker thread as the fallback); the 0xF2 arms and fence reads stay on
+the caller's thread and overlap the data in flight. Ordering (§9.3): a chunk's bulk transfers are queued only after
+its arm returned (its data cannot move before it); window-reuse rule: chunk seq is armed and queued only after
+chunk seq-2's bulk transfers completed (the queue's ticket) and the fence showed chunk seq-2 drained, so at most two
+chunks (four transfers) are in flight and a queued transfer never waits for anything but the pipe. A failure
+(disconnect, timeout) is latched by the queue and raised on the caller by its next step as the usual one-line
+tinyhw error; outstanding transfers are cancelled and reaped before ``copy_in`` returns or raises. Queued
+transfers pay only the pipe's small gap instead of a lone transfer's ~100 us fixed cost. What this achieves is what
+the emulator's virtual clock measures (``bench copy --path sram`` on ``mock:navi31-usb``, the "tinyhw's host"
+lines of ``bench/bench_usbcopy.py``); the timing model (:mod:`tinyhw.boot.usbcopy_model`, ``host="async"``)
+reproduces it, and ``host="worker"`` the fallback (``TINYHW_USB_QUEUE=worker``). Copy-out stays synchronous.
 
 Stale SRAM equal to an old sentinel: ``seq`` persists across calls on one :class:`UsbCopier` and the SRAM is
 zeroed on first use, so an old *sentinel* never matches; but the SRAM also holds copied-out VRAM and older
@@ -42,12 +43,11 @@ of what it put into the SRAM (wire images, copy-out pieces) and switches that ch
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tinyhw.boot import sdmapkt as pk
 from tinyhw.boot.copyengine import CQ_BUF_BUS, SRAM_BUS, SRAM_SIZE, SYS_BUF_BUS, bridge_va
 from tinyhw.errors import DeviceTimeout, Refused
-from tinyhw.transport.submitq import SubmitQueue
 from tinyhw.transport.wait import poll
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ SENTINEL = 0x51000000
 ALT_SENTINEL = 0x52000000  # tinyhw's protocol: used when the stale SRAM already holds SENTINEL | seq
 BATCH = 4096  # chunks per SDMA submission: 4096 * 19 dwords = 311 KiB of the 1 MiB ring
 PROTOCOLS = ("seed", "tinyhw")
+DEPTH = 4  # bulk transfers in flight at most: two chunks of tinyhw's protocol (body + tail each)
 
 
 def wire_len(payload: int) -> int:
@@ -126,13 +127,10 @@ class UsbCopier:
         self.bridge._ctrl(0x40, 0xF2, length // SECTOR, (16 * window) | (slots << 8), b"", 1.0,
                           f"sram write arm at slot {16 * window}")
 
-    def _bulk(self, q: SubmitQueue, data: bytes | bytearray | memoryview) -> int:
-        """Queue one bulk OUT of copy-in data (the worker makes it); its ticket."""
+    def _bulk(self, q: Any, data: bytes | bytearray | memoryview) -> int:
+        """Queue one bulk OUT of copy-in data; its ticket."""
         self.stats["bulk_out"] += 1
-        return q.submit(self._bulk_now, data)
-
-    def _bulk_now(self, data: bytes | bytearray | memoryview) -> None:
-        self.bridge._bulk_out(bytes(data), 10.0, "copy-in data")
+        return q.submit(data)
 
     # -- copy-in ---------------------------------------------------------------------------------------------
     def copy_in(self, dst_offset: int, data: bytes | bytearray | memoryview, protocol: str = "tinyhw") -> dict:
@@ -162,7 +160,8 @@ class UsbCopier:
             body += pk.write64(bridge_va(FENCE_BUS), seq + 1)
         self.engine.submit(body)
         last: dict[int, int] = {}  # seq -> ticket of its last bulk transfer
-        with SubmitQueue(self.clock, depth=4, name="tinyhw-usb-copy-in") as q:
+        with self.bridge.bulk_out_queue(DEPTH, 10.0, "copy-in data") as q:
+            self.stats["queue"] = q.kind
             for c, chunk in enumerate(chunks):
                 seq = base + c
                 q.wait(last.pop(seq - 2, 0))  # window-reuse rule (a): chunk seq-2's data has left the host
@@ -212,7 +211,7 @@ class UsbCopier:
                 self.mirror[at + len(chunks[c]):at + n - 4] = bytes(n - 4 - len(chunks[c]))
                 self.mirror[at + n - 4:at + n] = tags[c].to_bytes(4, "little")
 
-    def _send_seed(self, q: SubmitQueue, seq: int, chunk: memoryview, tag: int) -> int:
+    def _send_seed(self, q: Any, seq: int, chunk: memoryview, tag: int) -> int:
         n = wire_len(len(chunk))
         staging = bytearray(n)
         staging[:len(chunk)] = chunk
@@ -223,7 +222,7 @@ class UsbCopier:
         self._wait_fence(seq - 1, f"usb copy-in window {seq % 2} for chunk {seq}")
         return self._bulk(q, staging)
 
-    def _send_tinyhw(self, q: SubmitQueue, seq: int, chunk: memoryview, tag: int) -> int:
+    def _send_tinyhw(self, q: Any, seq: int, chunk: memoryview, tag: int) -> int:
         n = wire_len(len(chunk))
         # the body goes straight from the caller's buffer: whole 1024-byte SuperSpeed packets of payload only;
         # the tail (payload rest, zero pad, sentinel) is the only part built on the host

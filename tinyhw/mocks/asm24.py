@@ -372,22 +372,24 @@ class Asm24Bridge:
         self.endpoints.reset()
 
     # -- bulk endpoints ---------------------------------------------------------------------------
-    def bulk_out(self, ep: int, data: bytes, timeout: float | None = None) -> int:
-        """A bulk OUT transfer; returns the bytes accepted (all of them, or a fault is raised)."""
+    def bulk_out(self, ep: int, data: bytes, timeout: float | None = None, *, queued: bool = False) -> int:
+        """A bulk OUT transfer; returns the bytes accepted (all of them, or a fault is raised). ``queued``: the
+        host queued it while its previous transfer on this pipe was in flight (it pays ``bulk_gap_s`` only)."""
         data = bytes(data)
-        return len(self._bulk("bulk_out", ep, data, len(data), timeout))
+        return len(self._bulk("bulk_out", ep, data, len(data), timeout, queued))
 
     def bulk_in(self, ep: int, length: int, timeout: float | None = None) -> bytes:
         """A bulk IN transfer of up to ``length`` bytes (ends early on a short packet)."""
         return self._bulk("bulk_in", ep, b"", length, timeout)
 
-    def _bulk(self, kind: str, ep: int, data: bytes, length: int, timeout: float | None) -> bytes:
+    def _bulk(self, kind: str, ep: int, data: bytes, length: int, timeout: float | None,
+              queued: bool = False) -> bytes:
         moved = b""
         error: BaseException | None = None
         try:
             budget = self._begin(kind, None, ep, length, timeout)
             self._check_ep(ep, kind == "bulk_out", budget)
-            budget.spend(self.timing.bulk_overhead_s)
+            budget.spend(self.timing.bulk_gap_s if queued else self.timing.bulk_overhead_s)
             if kind == "bulk_out":
                 self.endpoints.receive(data, budget)
                 moved = data

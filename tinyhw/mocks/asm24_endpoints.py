@@ -64,6 +64,9 @@ class Asm24Timing:
 
     control_rtt_s: float = 100e-6
     bulk_overhead_s: float = 100e-6
+    #: a bulk transfer queued on its pipe while the previous one was still in flight (libusb's asynchronous
+    #: transfers) pays only this gap instead of ``bulk_overhead_s`` (inferred, as the timing model's bulk_gap_s)
+    bulk_gap_s: float = 10e-6
     usb_rate: dict[str, float] = field(default_factory=lambda: {"ss": 700e6, "hs": 40e6})
     f2_rate: dict[str, float] = field(default_factory=lambda: {"ss": 700e6, "hs": 40e6})
     stream_write_dword_s: float = 1.1e-6

@@ -10,6 +10,14 @@ EPIPE; disconnect: -4 ENODEV; overflow: -8 EOVERFLOW), with libusb's messages.
 This is the only module of :mod:`tinyhw.mocks` that imports pyusb; the rest of the package (and
 any other front end) works without it.
 
+Queued bulk OUT (issue 12; libusb's asynchronous transfers as the published host uses them, §4.7):
+:meth:`Asm24Backend.open_bulk_queue` offers natively what ``tinyhw.usb.queued`` asks of a backend: transfers
+submitted while the previous one of the queue is still in flight (in virtual time) reach the core marked
+``queued`` and pay the pipe's ``bulk_gap_s`` instead of the full ``bulk_overhead_s``; they complete in submission
+order at their modelled times, made by one enlisted worker thread (:class:`tinyhw.transport.submitq.SubmitQueue`)
+that passes the clock's gate like any transfer, so runs stay deterministic. Errors are pyusb's, as from
+``bulk_write``.
+
 Threads: libusb is thread-safe and so is this backend: every call into the core holds one lock, and
 each transfer first passes the clock's gate (:meth:`tinyhw.transport.clock.VirtualClock.gate`), so
 the transfers of a driver's threads reach the core in virtual-time order (deterministic runs).
@@ -41,6 +49,7 @@ from tinyhw.mocks.usb_descriptors import (
     parse_device,
 )
 from tinyhw.transport.clock import VirtualClock
+from tinyhw.transport.submitq import SubmitQueue
 
 # libusb error codes and messages, as pyusb's libusb1 backend raises them.
 _ERRORS: dict[type[UsbFault], tuple[int, str, int]] = {
@@ -209,6 +218,20 @@ class Asm24Backend(usb.backend.IBackend):
         except UsbFault as exc:
             raise usb_error(exc) from None
 
+    def open_bulk_queue(self, dev_handle: _Handle, ep: int, depth: int, timeout: int) -> _BulkQueue:
+        """A queue of bulk OUT transfers on ``ep`` with at most ``depth`` in flight (``timeout`` in ms, each)."""
+        bridge = self._bridge(dev_handle, transfer=True)
+        return _BulkQueue(self, dev_handle, ep, depth, _seconds(timeout, bridge), bridge.clock)
+
+    def _queued_write(self, dev_handle: _Handle, ep: int, data: bytes, timeout_s: float, queued: bool) -> int:
+        bridge = self._bridge(dev_handle, transfer=True)
+        bridge.clock.gate()
+        try:
+            with self.lock:
+                return bridge.bulk_out(ep, data, timeout=timeout_s, queued=queued)
+        except UsbFault as exc:
+            raise usb_error(exc) from None
+
     def bulk_read(self, dev_handle: _Handle, ep: int, intf: int, buff: array.array, timeout: int) -> int:
         bridge = self._bridge(dev_handle, transfer=True)
         bridge.clock.gate()
@@ -229,6 +252,36 @@ class Asm24Backend(usb.backend.IBackend):
         config = bridge.configuration
         bridge.bus_reset()
         self._control(dev_handle, (0x00, 9, config, 0), 0, 1000)
+
+
+class _BulkQueue:
+    """``submit(data) -> ticket``, ``wait(ticket)``, ``close()``, ``abort()``; raises pyusb's errors (the first
+    failure latched). A transfer counts as queued when it was submitted before its predecessor finished."""
+
+    def __init__(self, backend: Asm24Backend, handle: _Handle, ep: int, depth: int, timeout_s: float,
+                 clock: VirtualClock) -> None:
+        self.backend, self.handle, self.ep, self.timeout_s, self.clock = backend, handle, ep, timeout_s, clock
+        self.last_done: float | None = None  # the worker's time when the previous transfer finished
+        self.q = SubmitQueue(clock, depth=depth, name="tinyhw-usb-bulk-queue")
+
+    def submit(self, data: bytes | bytearray | memoryview) -> int:
+        return self.q.submit(self._one, bytes(data))
+
+    def _one(self, data: bytes) -> None:
+        queued = self.last_done is not None and self.q.handed_at < self.last_done  # submitted while one was in flight
+        n = self.backend._queued_write(self.handle, self.ep, data, self.timeout_s, queued)
+        if n != len(data):  # pragma: no cover - the core accepts all or raises
+            raise usb.core.USBError("Short write", -1, errno.EIO)
+        self.last_done = self.clock.now()
+
+    def wait(self, ticket: int) -> None:
+        self.q.wait(ticket)
+
+    def close(self) -> None:
+        self.q.close()
+
+    def abort(self) -> None:
+        self.q.abort()
 
 
 def make_backend(board: Endpoint, options: MockOptions, clock: VirtualClock, **kwargs: Any) -> Asm24Backend:

@@ -35,6 +35,7 @@ class SubmitQueue:
         self.finished = 0  # items done (in order)
         self.done_at: dict[int, float] = {}  # ticket -> the worker's time when it finished
         self.error: BaseException | None = None
+        self.handed_at = 0.0  # the caller's time when the item now running was submitted
         self.stopping = False
         self.worker = threading.Thread(target=self._run, name=name, daemon=True)
         clock.enlist(self.worker)
@@ -45,6 +46,8 @@ class SubmitQueue:
         with self.clock.cond:
             self.clock.wait_until(lambda: self.error is not None or self.submitted - self.finished < self.depth)
             self._raise()
+            # a slot freed when item (submitted + 1 - depth) finished: the caller goes on no earlier than that
+            self.clock.catch_up(self.done_at.get(self.submitted + 1 - self.depth, 0.0))
             self.submitted += 1
             self.items.append((self.submitted, self.clock.now(), fn, args))
             self.clock.notify()
@@ -103,6 +106,7 @@ class SubmitQueue:
                     if not self.items:
                         return
                     ticket, stamp, fn, args = self.items.popleft()
+                self.handed_at = stamp  # the item's function may look (an emulated queue: was the pipe busy then?)
                 clock.catch_up(stamp)  # handed over at the caller's time: nothing of it happens earlier
                 try:
                     fn(*args)

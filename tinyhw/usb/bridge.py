@@ -15,7 +15,8 @@ from tinyhw.transport.clock import Clock
 from tinyhw.transport.counters import Counters
 from tinyhw.transport.wait import poll
 from tinyhw.usb import tlp
-from tinyhw.usb.device import Endpoints, UsbIoError, call, usb_errors
+from tinyhw.usb.device import Endpoints, UsbIoError, call, convert_usb_error, usb_errors
+from tinyhw.usb.queued import QueuedBulkOut, open_bulk_queue
 
 REQ_XDATA_READ, REQ_XDATA_WRITE, REQ_TLP, REQ_SRAM_DMA, REQ_PCIE_POWER = 0xE4, 0xE5, 0xF0, 0xF2, 0xF3
 OUT, IN = 0x40, 0xC0
@@ -95,6 +96,22 @@ class Asm24:
         self._count(bytes_out=n)
         if n != len(data):
             raise TransportError(f"short bulk write during {what}: {n} of {len(data)} bytes")
+
+    def bulk_out_queue(self, depth: int, timeout: float, what: str) -> QueuedBulkOut:
+        """Queued bulk OUT transfers on the data endpoint (:mod:`tinyhw.usb.queued`), counted as they are submitted
+        (not as round trips: nothing waits for each); errors converted like every other transfer's."""
+
+        def convert(e: Exception) -> Exception:
+            err = convert_usb_error(e, what)
+            if isinstance(err, UsbIoError):
+                try:
+                    self._raise_if_gone(what, err)
+                except Disconnected as gone:
+                    return gone
+            return err
+
+        return open_bulk_queue(self.dev, self.ep.bulk_out, depth, clock=self.clock, timeout=timeout, what=what,
+                               convert=convert, on_submit=lambda n: self._count(usb_transfers=1, bytes_out=n))
 
     def _bulk_in(self, length: int, timeout: float, what: str) -> bytes:
         self._count(usb_transfers=1, round_trips=1)

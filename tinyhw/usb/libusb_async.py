@@ -1,0 +1,224 @@
+"""libusb-1.0's asynchronous bulk transfers through ctypes, on the device handle pyusb already opened (issue 12).
+
+Facts from libusb 1.0's public header and API documentation (specs/asm24-usb-bridge.md §4.7 names the published
+host's use of them): ``struct libusb_transfer`` is {dev_handle*, uint8 flags, uchar endpoint, uchar type, uint
+timeout (ms), enum status, int length, int actual_length, callback, void *user_data, uchar *buffer, int
+num_iso_packets, iso descriptors[]}; ``libusb_fill_bulk_transfer`` is an inline function, so the fields are set
+here; ``libusb_alloc_transfer(0)`` / ``libusb_submit_transfer`` / ``libusb_cancel_transfer`` /
+``libusb_free_transfer``; completions are delivered by ``libusb_handle_events_timeout_completed`` on the thread
+that calls it (here: the caller's, inside ``submit``/``wait``/``abort``). Transfers on one endpoint complete in
+submission order. A transfer's buffer and struct are freed only after its callback ran (after a cancel too);
+one that never reports back (it should not happen) is kept alive for the rest of the process rather than freed
+under libusb. Errors are raised as pyusb's (``USBError`` / ``USBTimeoutError`` with libusb's codes) so that the
+caller's usual conversion applies.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import time
+from typing import Any
+
+from tinyhw.usb.device import _usb
+
+TRANSFER_TYPE_BULK = 2
+# enum libusb_transfer_status
+COMPLETED, ERROR, TIMED_OUT, CANCELLED, STALL, NO_DEVICE, OVERFLOW = range(7)
+ERROR_NOT_FOUND, ERROR_NO_DEVICE = -5, -4
+# status -> (libusb error code, message, errno) as pyusb reports the same condition from a synchronous transfer
+_STATUS_ERRORS = {
+    ERROR: (-1, "Input/Output Error", errno.EIO),
+    TIMED_OUT: (-7, "Operation timed out", errno.ETIMEDOUT),
+    CANCELLED: (-1, "Transfer cancelled", errno.EIO),
+    STALL: (-9, "Pipe error", errno.EPIPE),
+    NO_DEVICE: (-4, "No such device (it may have been disconnected)", errno.ENODEV),
+    OVERFLOW: (-8, "Overflow", errno.EOVERFLOW),
+}
+_LEAKED: list[Any] = []  # transfers that never reported back: their memory must outlive libusb's use of it
+REAP_S = 2.0  # how long abort waits for cancelled transfers to report back
+
+
+class Transfer(ctypes.Structure):
+    """``struct libusb_transfer`` without its flexible array of iso packet descriptors (none for bulk)."""
+
+    _fields_ = [
+        ("dev_handle", ctypes.c_void_p),
+        ("flags", ctypes.c_uint8),
+        ("endpoint", ctypes.c_ubyte),
+        ("type", ctypes.c_ubyte),
+        ("timeout", ctypes.c_uint),
+        ("status", ctypes.c_int),
+        ("length", ctypes.c_int),
+        ("actual_length", ctypes.c_int),
+        ("callback", ctypes.c_void_p),
+        ("user_data", ctypes.c_void_p),
+        ("buffer", ctypes.c_void_p),
+        ("num_iso_packets", ctypes.c_int),
+    ]
+
+
+class Timeval(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_usec", ctypes.c_long)]
+
+
+CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def _bind(lib: Any, name: str, restype: Any, *argtypes: Any) -> Any:
+    """Our own prototype of a libusb function (pyusb's function objects keep their own argtypes)."""
+    return ctypes.CFUNCTYPE(restype, *argtypes)((name, lib))
+
+
+def _error(code: int, message: str, err: int) -> Exception:
+    usb = _usb()
+    cls = usb.core.USBTimeoutError if code == -7 else usb.core.USBError
+    return cls(message, code, err)
+
+
+class LibusbBulkQueue:
+    """Bulk OUT transfers on ``ep`` of an open libusb handle, at most ``depth`` in flight."""
+
+    def __init__(self, lib: Any, ctx: Any, handle: Any, ep: int, depth: int, timeout_ms: int) -> None:
+        self.ctx = ctx.value if isinstance(ctx, ctypes.c_void_p) else ctx
+        self.handle = handle.value if isinstance(handle, ctypes.c_void_p) else handle
+        self.ep, self.depth, self.timeout_ms = ep, depth, timeout_ms
+        vp = ctypes.c_void_p
+        self._alloc = _bind(lib, "libusb_alloc_transfer", vp, ctypes.c_int)
+        self._submit = _bind(lib, "libusb_submit_transfer", ctypes.c_int, vp)
+        self._cancel = _bind(lib, "libusb_cancel_transfer", ctypes.c_int, vp)
+        self._free = _bind(lib, "libusb_free_transfer", None, vp)
+        self._events = _bind(lib, "libusb_handle_events_timeout_completed", ctypes.c_int, vp,
+                             ctypes.POINTER(Timeval), ctypes.POINTER(ctypes.c_int))
+        self._cb = CALLBACK(self._done)  # kept alive as long as this queue
+        self.slots: dict[int, list] = {}  # ticket -> [transfer address, buffer, status or None, actual]
+        self.by_addr: dict[int, int] = {}
+        self.submitted = 0
+        self.finished = 0  # every ticket up to this one completed without error
+        self.error: Exception | None = None
+        self.closed = False
+
+    # -- libusb's callback (on the thread handling events: ours) ------------------------------------------
+    def _done(self, addr: int) -> None:
+        ticket = self.by_addr.get(addr)
+        if ticket is None:
+            return
+        t = Transfer.from_address(addr)
+        slot = self.slots[ticket]
+        slot[2], slot[3] = t.status, t.actual_length
+
+    def _pump(self, seconds: float = 0.1) -> None:
+        tv = Timeval(int(seconds), int((seconds % 1) * 1e6))
+        rc = self._events(self.ctx, ctypes.byref(tv), None)
+        if rc < 0 and rc != -10:  # LIBUSB_ERROR_INTERRUPTED: just look again
+            self._latch(_error(rc, f"libusb event handling failed ({rc})", errno.EIO))
+        self._reap()
+
+    def _reap(self) -> None:
+        """Account completed transfers in order; free their memory; latch the first failure."""
+        while self.finished < self.submitted:
+            slot = self.slots.get(self.finished + 1)
+            if slot is None or slot[2] is None:
+                break
+            status, actual = slot[2], slot[3]
+            self._release(self.finished + 1)
+            if status != COMPLETED or actual != len(slot[1]):
+                if self.error is None:
+                    if status == COMPLETED:
+                        self._latch(_error(-1, f"short bulk write: {actual} of {len(slot[1])} bytes", errno.EIO))
+                    else:
+                        self._latch(_error(*_STATUS_ERRORS.get(status, (-99, f"status {status}", errno.EIO))))
+                return
+            self.finished += 1
+
+    def _release(self, ticket: int) -> None:
+        slot = self.slots.pop(ticket)
+        self.by_addr.pop(slot[0], None)
+        self._free(slot[0])
+
+    def _latch(self, e: Exception) -> None:
+        if self.error is None:
+            self.error = e
+            self._cancel_all()
+
+    def _raise(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def _cancel_all(self) -> None:
+        for slot in self.slots.values():
+            if slot[2] is None:
+                self._cancel(slot[0])  # NOT_FOUND: already done or never submitted; the callback still comes
+
+    def _until(self, ready: Any, limit_s: float) -> bool:
+        deadline = time.monotonic() + limit_s
+        while True:
+            self._reap()  # completions may have been delivered inside pyusb's synchronous calls meanwhile
+            if ready():
+                return True
+            if time.monotonic() > deadline:
+                return False
+            self._pump()
+
+    # -- the queue ---------------------------------------------------------------------------------------
+    def submit(self, data: bytes | bytearray | memoryview) -> int:
+        self._raise()
+        if self.closed:
+            raise _error(-2, "bulk queue is closed", errno.EINVAL)
+        limit = self.timeout_ms / 1000 + 1.0
+        if not self._until(lambda: self.error is not None or self.submitted - self.finished < self.depth, limit):
+            self._latch(_error(-7, "Operation timed out", errno.ETIMEDOUT))
+        self._raise()
+        raw = bytes(data)
+        buf = (ctypes.c_ubyte * max(1, len(raw))).from_buffer_copy(raw or b"\0")
+        addr = self._alloc(0)
+        if not addr:
+            raise _error(-11, "Insufficient memory", errno.ENOMEM)
+        t = Transfer.from_address(addr)
+        t.dev_handle, t.flags, t.endpoint, t.type = self.handle, 0, self.ep, TRANSFER_TYPE_BULK
+        t.timeout, t.status, t.length, t.actual_length = self.timeout_ms, 0, len(raw), 0
+        t.callback = ctypes.cast(self._cb, ctypes.c_void_p).value
+        t.user_data, t.buffer, t.num_iso_packets = None, ctypes.addressof(buf), 0
+        ticket = self.submitted + 1
+        self.slots[ticket] = [addr, raw, None, 0, buf]
+        self.by_addr[addr] = ticket
+        rc = self._submit(addr)
+        if rc != 0:
+            self.slots.pop(ticket)
+            self.by_addr.pop(addr, None)
+            self._free(addr)
+            err = _error(rc, "No such device (it may have been disconnected)", errno.ENODEV) if rc == ERROR_NO_DEVICE \
+                else _error(rc, f"libusb_submit_transfer failed ({rc})", errno.EIO)
+            self._latch(err)
+            raise err
+        self.submitted = ticket
+        return ticket
+
+    def wait(self, ticket: int) -> None:
+        limit = (ticket - self.finished) * (self.timeout_ms / 1000) + 1.0
+        if not self._until(lambda: self.error is not None or self.finished >= ticket, limit):
+            self._latch(_error(-7, "Operation timed out", errno.ETIMEDOUT))
+        self._raise()
+
+    def close(self) -> None:
+        try:
+            self.wait(self.submitted)
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """Cancel what is outstanding and reap it (bounded); what never reports back is kept, not freed."""
+        if self.closed:
+            return
+        self.closed = True
+        self._cancel_all()
+        def reported() -> bool:
+            return all(s[2] is not None for s in self.slots.values())
+
+        self._until(reported, REAP_S)  # event-handling failures are latched, not raised
+        for ticket in sorted(self.slots):
+            if self.slots[ticket][2] is not None:
+                self._release(ticket)
+        if self.slots:
+            _LEAKED.append((self._cb, list(self.slots.values())))
+            self.slots.clear()

@@ -1,0 +1,159 @@
+"""Queued bulk-OUT transfers on one endpoint (issue 12): several in flight, completing in submission order.
+
+Spec: specs/asm24-usb-bridge.md §4.7 (the published host's asynchronous layer: transfers on one endpoint complete
+in the order they were submitted; the first failure is latched and every later wait raises it) and §12 item 12
+(control and bulk endpoints progress independently). pyusb itself has only synchronous transfers, so
+:func:`open_bulk_queue` picks, for the backend the device was opened with:
+
+* ``"emulated"`` — a backend that offers ``open_bulk_queue(handle, ep, depth, timeout_ms)`` itself (the emulated
+  bridge's pyusb backend, :mod:`tinyhw.mocks.pyusb_backend`; handed to us, never imported);
+* ``"libusb-async"`` — pyusb's libusb-1.0 backend: libusb's asynchronous API on the handle pyusb opened
+  (:mod:`tinyhw.usb.libusb_async`);
+* ``"worker"`` — anything else: synchronous writes made by one worker thread
+  (:class:`tinyhw.transport.submitq.SubmitQueue`), one transfer in flight at a time.
+
+Whatever the kind, the queue's interface is the same: ``submit(data) -> ticket`` (blocks while ``depth``
+transfers are outstanding), ``wait(ticket)`` (that transfer and all before it done), ``close()`` (wait for all,
+release) and ``abort()`` (cancel what is outstanding, reap it, release; never raises, never hangs on a vanished
+device). Errors come out on the caller's thread as tinyhw errors, converted by ``convert`` (default: the usual
+choke point :func:`tinyhw.usb.device.convert_usb_error`: disconnect -> :class:`~tinyhw.errors.Disconnected`,
+time-out -> :class:`~tinyhw.errors.DeviceTimeout`). ``TINYHW_USB_QUEUE=worker`` forces the fallback.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+from tinyhw.transport.clock import Clock
+from tinyhw.transport.submitq import SubmitQueue
+from tinyhw.usb.device import _usb, convert_usb_error
+
+KINDS = ("emulated", "libusb-async", "worker")
+
+
+class BulkQueue(Protocol):
+    def submit(self, data: bytes | bytearray | memoryview) -> int: ...
+    def wait(self, ticket: int) -> None: ...
+    def close(self) -> None: ...
+    def abort(self) -> None: ...
+
+
+class QueuedBulkOut:
+    """A :class:`BulkQueue` whose errors are tinyhw errors (use as a context manager: close, or abort on error)."""
+
+    def __init__(self, inner: BulkQueue, kind: str, convert: Callable[[Exception], Exception],
+                 on_submit: Callable[[int], None] | None = None) -> None:
+        self.inner, self.kind, self.convert, self.on_submit = inner, kind, convert, on_submit
+        self.submitted = 0
+
+    @contextmanager
+    def _converted(self) -> Iterator[None]:
+        usb = _usb()
+        try:
+            yield
+        except usb.core.USBError as e:
+            raise self.convert(e) from e
+
+    def submit(self, data: bytes | bytearray | memoryview) -> int:
+        with self._converted():
+            self.submitted = self.inner.submit(data)
+        if self.on_submit is not None:
+            self.on_submit(len(data))
+        return self.submitted
+
+    def wait(self, ticket: int) -> None:
+        if ticket > 0:
+            with self._converted():
+                self.inner.wait(ticket)
+
+    def close(self) -> None:
+        with self._converted():
+            self.inner.close()
+
+    def abort(self) -> None:
+        self.inner.abort()
+
+    def __enter__(self) -> QueuedBulkOut:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class _WorkerQueue:
+    """The fallback: pyusb's synchronous ``dev.write`` made by one worker thread, in order."""
+
+    def __init__(self, dev: Any, ep: int, depth: int, timeout_ms: int, clock: Clock) -> None:
+        self.dev, self.ep, self.timeout_ms = dev, ep, timeout_ms
+        self.q = SubmitQueue(clock, depth=depth, name="tinyhw-usb-bulk-worker")
+
+    def _write(self, data: bytes | bytearray | memoryview) -> None:
+        n = self.dev.write(self.ep, data, self.timeout_ms)
+        if n != len(data):
+            usb = _usb()
+            raise usb.core.USBError(f"short bulk write: {n} of {len(data)} bytes", -1, 5)
+
+    def submit(self, data: bytes | bytearray | memoryview) -> int:
+        return self.q.submit(self._write, data)
+
+    def wait(self, ticket: int) -> None:
+        self.q.wait(ticket)
+
+    def close(self) -> None:
+        self.q.close()
+
+    def abort(self) -> None:
+        self.q.abort()
+
+
+def queue_kind(dev: Any) -> str:
+    """Which implementation :func:`open_bulk_queue` would use for this (opened) pyusb device."""
+    if os.environ.get("TINYHW_USB_QUEUE") == "worker":
+        return "worker"
+    backend = dev._ctx.backend
+    if callable(getattr(backend, "open_bulk_queue", None)):
+        return "emulated"
+    try:
+        from usb.backend import libusb1
+    except ImportError:  # pragma: no cover - part of pyusb
+        return "worker"
+    if isinstance(backend, libusb1._LibUSB):
+        return "libusb-async"
+    return "worker"
+
+
+def open_bulk_queue(dev: Any, ep: int, depth: int, *, clock: Clock, timeout: float = 10.0,
+                    what: str = "bulk out", convert: Callable[[Exception], Exception] | None = None,
+                    kind: str | None = None, on_submit: Callable[[int], None] | None = None) -> QueuedBulkOut:
+    """A queue of bulk OUT transfers to endpoint ``ep`` of the opened pyusb device ``dev`` (interface claimed),
+    at most ``depth`` in flight, each with a time limit of ``timeout`` seconds. ``kind`` forces one of
+    :data:`KINDS` (default: :func:`queue_kind`); ``on_submit(nbytes)`` is called for each transfer submitted."""
+    if depth < 1:
+        raise ValueError("a bulk queue needs depth >= 1")
+    conv = convert or (lambda e: convert_usb_error(e, what))
+    kind = kind or queue_kind(dev)
+    timeout_ms = max(1, int(timeout * 1000))
+    usb = _usb()
+    try:
+        if kind == "emulated":
+            handle = dev._ctx.handle or dev._ctx.managed_open()
+            inner: BulkQueue = dev._ctx.backend.open_bulk_queue(handle, ep, depth, timeout_ms)
+        elif kind == "libusb-async":
+            from tinyhw.usb.libusb_async import LibusbBulkQueue
+
+            handle = dev._ctx.handle or dev._ctx.managed_open()
+            backend = dev._ctx.backend
+            inner = LibusbBulkQueue(backend.lib, backend.ctx, handle.handle, ep, depth, timeout_ms)
+        elif kind == "worker":
+            inner = _WorkerQueue(dev, ep, depth, timeout_ms, clock)
+        else:
+            raise ValueError(f"unknown bulk queue kind {kind!r}; known: {', '.join(KINDS)}")
+    except usb.core.USBError as e:
+        raise conv(e) from e
+    return QueuedBulkOut(inner, kind, conv, on_submit)
