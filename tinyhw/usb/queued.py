@@ -123,8 +123,8 @@ def queue_kind(dev: Any) -> str:
         from usb.backend import libusb1
     except ImportError:  # pragma: no cover - part of pyusb
         return "worker"
-    if isinstance(backend, libusb1._LibUSB):
-        return "libusb-async"
+    if isinstance(backend, libusb1._LibUSB) and all(hasattr(backend, a) for a in ("lib", "ctx")):
+        return "libusb-async"  # the attributes are pyusb's internals: another pyusb version gets the fallback
     return "worker"
 
 
