@@ -49,7 +49,7 @@ from tinyhw.mocks.usb_descriptors import (
     parse_device,
 )
 from tinyhw.transport.clock import VirtualClock
-from tinyhw.transport.submitq import SubmitQueue
+from tinyhw.transport.submitq import SubmitQueue, WorkerBacked
 
 # libusb error codes and messages, as pyusb's libusb1 backend raises them.
 _ERRORS: dict[type[UsbFault], tuple[int, str, int]] = {
@@ -254,7 +254,7 @@ class Asm24Backend(usb.backend.IBackend):
         self._control(dev_handle, (0x00, 9, config, 0), 0, 1000)
 
 
-class _BulkQueue:
+class _BulkQueue(WorkerBacked):
     """``submit(data) -> ticket``, ``wait(ticket)``, ``close()``, ``abort()``; raises pyusb's errors (the first
     failure latched). A transfer counts as queued when it was submitted before its predecessor finished."""
 
@@ -273,15 +273,6 @@ class _BulkQueue:
         if n != len(data):  # pragma: no cover - the core accepts all or raises
             raise usb.core.USBError("Short write", -1, errno.EIO)
         self.last_done = self.clock.now()
-
-    def wait(self, ticket: int) -> None:
-        self.q.wait(ticket)
-
-    def close(self) -> None:
-        self.q.close()
-
-    def abort(self) -> None:
-        self.q.abort()
 
 
 def make_backend(board: Endpoint, options: MockOptions, clock: VirtualClock, **kwargs: Any) -> Asm24Backend:

@@ -25,7 +25,55 @@ from typing import Any
 from tinyhw.transport.clock import Clock
 
 
-class SubmitQueue:
+class QueueLifetime:
+    """What every queue of transfers shares: ``close()`` (wait for everything submitted, then release) on leaving
+    a ``with`` block normally, ``abort()`` when it raised. Subclasses give ``submitted``, ``wait`` and ``abort``."""
+
+    submitted = 0
+
+    def wait(self, ticket: int) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Wait for every item, then release; raises a failure no earlier wait raised."""
+        try:
+            self.wait(self.submitted)
+        finally:
+            self.abort()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class WorkerBacked(QueueLifetime):
+    """A queue whose transfers one :class:`SubmitQueue` worker (``self.q``) makes: waits and releases go to it."""
+
+    q: SubmitQueue
+
+    @property
+    def submitted(self) -> int:  # type: ignore[override]
+        return self.q.submitted
+
+    def wait(self, ticket: int) -> None:
+        self.q.wait(ticket)
+
+    def close(self) -> None:
+        self.q.close()
+
+    def abort(self) -> None:
+        self.q.abort()
+
+
+class SubmitQueue(QueueLifetime):
     """``submit(fn, *args) -> ticket``; ``wait(ticket)``; ``close()`` or ``abort()`` (use as a context manager)."""
 
     def __init__(self, clock: Clock, *, depth: int = 4, name: str = "tinyhw-submit") -> None:
@@ -62,13 +110,6 @@ class SubmitQueue:
             self._raise()
             self.clock.catch_up(self.done_at.get(ticket, 0.0))
 
-    def close(self) -> None:
-        """Wait for every item, end the worker; raises a failure no earlier wait raised."""
-        try:
-            self.wait(self.submitted)
-        finally:
-            self.abort()
-
     def abort(self) -> None:
         """Drop what has not started, let the current item finish, end the worker (idempotent)."""
         with self.clock.cond:
@@ -80,15 +121,6 @@ class SubmitQueue:
                 self.clock.wait_until(lambda: not self.worker.is_alive() or self._ended)
             self.worker.join()
         self.clock.delist()
-
-    def __enter__(self) -> SubmitQueue:
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
 
     def _raise(self) -> None:
         if self.error is not None:

@@ -20,6 +20,7 @@ import errno
 import time
 from typing import Any
 
+from tinyhw.transport.submitq import QueueLifetime
 from tinyhw.usb.device import _usb
 
 TRANSFER_TYPE_BULK = 2
@@ -76,7 +77,7 @@ def _error(code: int, message: str, err: int) -> Exception:
     return cls(message, code, err)
 
 
-class LibusbBulkQueue:
+class LibusbBulkQueue(QueueLifetime):
     """Bulk OUT transfers on ``ep`` of an open libusb handle, at most ``depth`` in flight."""
 
     def __init__(self, lib: Any, ctx: Any, handle: Any, ep: int, depth: int, timeout_ms: int) -> None:
@@ -199,12 +200,6 @@ class LibusbBulkQueue:
         if not self._until(lambda: self.error is not None or self.finished >= ticket, limit):
             self._latch(_error(-7, "Operation timed out", errno.ETIMEDOUT))
         self._raise()
-
-    def close(self) -> None:
-        try:
-            self.wait(self.submitted)
-        finally:
-            self.abort()
 
     def abort(self) -> None:
         """Cancel what is outstanding and reap it (bounded); what never reports back is kept, not freed."""

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from typing import Any, Protocol
 
 from tinyhw.transport.clock import Clock
-from tinyhw.transport.submitq import SubmitQueue
+from tinyhw.transport.submitq import QueueLifetime, SubmitQueue, WorkerBacked
 from tinyhw.usb.device import _usb, convert_usb_error
 
 KINDS = ("emulated", "libusb-async", "worker")
@@ -41,7 +41,7 @@ class BulkQueue(Protocol):
     def abort(self) -> None: ...
 
 
-class QueuedBulkOut:
+class QueuedBulkOut(QueueLifetime):
     """A :class:`BulkQueue` whose errors are tinyhw errors (use as a context manager: close, or abort on error)."""
 
     def __init__(self, inner: BulkQueue, kind: str, convert: Callable[[Exception], Exception],
@@ -76,17 +76,8 @@ class QueuedBulkOut:
     def abort(self) -> None:
         self.inner.abort()
 
-    def __enter__(self) -> QueuedBulkOut:
-        return self
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-
-class _WorkerQueue:
+class _WorkerQueue(WorkerBacked):
     """The fallback: pyusb's synchronous ``dev.write`` made by one worker thread, in order."""
 
     def __init__(self, dev: Any, ep: int, depth: int, timeout_ms: int, clock: Clock) -> None:
@@ -101,15 +92,6 @@ class _WorkerQueue:
 
     def submit(self, data: bytes | bytearray | memoryview) -> int:
         return self.q.submit(self._write, data)
-
-    def wait(self, ticket: int) -> None:
-        self.q.wait(ticket)
-
-    def close(self) -> None:
-        self.q.close()
-
-    def abort(self) -> None:
-        self.q.abort()
 
 
 def queue_kind(dev: Any) -> str:
