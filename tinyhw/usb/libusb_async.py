@@ -170,8 +170,10 @@ class LibusbBulkQueue(QueueLifetime):
         if not self._until(lambda: self.error is not None or self.submitted - self.finished < self.depth, limit):
             self._latch(_error(-7, "Operation timed out", errno.ETIMEDOUT))
         self._raise()
-        raw = bytes(data)
-        buf = (ctypes.c_ubyte * max(1, len(raw))).from_buffer_copy(raw or b"\0")
+        # one immutable copy at most (none for bytes); libusb reads it in place while the slot keeps it alive
+        raw = data if isinstance(data, bytes) else bytes(data)
+        keep = raw or b"\0"  # a valid address even for a zero-length transfer
+        buf = ctypes.cast(ctypes.c_char_p(keep), ctypes.c_void_p).value
         addr = self._alloc(0)
         if not addr:
             raise _error(-11, "Insufficient memory", errno.ENOMEM)
@@ -179,9 +181,9 @@ class LibusbBulkQueue(QueueLifetime):
         t.dev_handle, t.flags, t.endpoint, t.type = self.handle, 0, self.ep, TRANSFER_TYPE_BULK
         t.timeout, t.status, t.length, t.actual_length = self.timeout_ms, 0, len(raw), 0
         t.callback = ctypes.cast(self._cb, ctypes.c_void_p).value
-        t.user_data, t.buffer, t.num_iso_packets = None, ctypes.addressof(buf), 0
+        t.user_data, t.buffer, t.num_iso_packets = None, buf, 0
         ticket = self.submitted + 1
-        self.slots[ticket] = [addr, raw, None, 0, buf]
+        self.slots[ticket] = [addr, raw, None, 0, keep]
         self.by_addr[addr] = ticket
         rc = self._submit(addr)
         if rc != 0:
