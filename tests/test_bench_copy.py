@@ -121,3 +121,22 @@ def test_sram_path_after_am_boot_copies_verified_with_the_pipelined_model(protoc
         assert x["link_limit_mbps"] == pytest.approx(USB_LINK_MBPS["superspeed-plus"], rel=1e-3)
     # the sram path is far faster than the streamed bar path (3.6 MB/s writes) on the same emulated link
     assert rows[0]["mbps_median"] > 50
+
+
+def test_sram_path_model_column_is_of_the_host_that_ran(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the one-thread fallback forced, copy-in's model figure is the worker host's, not the queued one's."""
+    from amfake import FW_DIR
+
+    from tinyhw.boot import usbcopy_model
+
+    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
+        pytest.fail(f"firmware not extracted in {FW_DIR}: run bash tests/setup-system.sh", pytrace=False)
+    assert run("--device", "mock:navi31-usb", "am", "boot", "--yes", "--firmware-dir", str(FW_DIR)).code == 0
+    monkeypatch.setenv("TINYHW_USB_QUEUE", "worker")
+    r = run("--device", "mock:navi31-usb", "--json", "bench", "copy", "--path", "sram", "--direction", "h2d",
+            "--sizes", "1M", "--repeat", "1")
+    assert r.code == 0, r.err
+    (row,) = json.loads(r.out)["results"]
+    assert row["model_host"] == "worker"
+    assert row["model_mbps"] == pytest.approx(usbcopy_model.copy_in(1 << 20, "tinyhw", host="worker")["mb_s"], abs=0.1)
+    assert row["model_mbps"] < usbcopy_model.copy_in(1 << 20, "tinyhw", host="async")["mb_s"]

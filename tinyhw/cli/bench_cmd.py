@@ -74,11 +74,10 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
     --path sram (usb bridge, after `am boot`): host->VRAM through the bridge's 512 KiB SRAM and SDMA
     copy-in, VRAM->host through SDMA and the SRAM copy-out (specs/asm24-usb-bridge.md §9), at VRAM
     offset 128 MiB by default. The measured (or, emulated, modelled) MB/s is tinyhw's own host: copy-in
-    hands its bulk transfers to one worker thread (one in flight) while arms and fence reads go on,
-    copy-out waits for each transfer in turn. Each row also shows a timing model's MB/s (`model_mbps`)
-    and the host it is for (`model_host`): for h2d "async", a libusb-async host with several bulk
-    transfers queued (issue 12's pipelined figure; tinyhw's host is not one), for d2h "sync" (as
-    tinyhw runs it).
+    keeps up to 4 bulk transfers queued (libusb's asynchronous transfers; one worker thread with one
+    transfer in flight where they are unavailable or TINYHW_USB_QUEUE=worker) while arms and fence
+    reads go on; copy-out waits for each transfer in turn. Each row also shows the timing model's MB/s
+    for that same host (`model_mbps`) and names it (`model_host`: "async", "worker" or "sync").
     """
     from tinyhw.bench import copy_bench, parse_sizes, pick_bar
     from tinyhw.cli.numbers import parse_number
@@ -134,6 +133,7 @@ def _sram_path(transport: Any, protocol: str) -> Any:
     from tinyhw.boot.state import read_state
     from tinyhw.boot.usbcopy import open_copier
     from tinyhw.errors import Refused
+    from tinyhw.usb.queued import queue_kind
 
     if getattr(transport, "bridge", None) is None:
         raise Refused("--path sram needs the usb bridge (usb or mock:navi31-usb); use --path bar here")
@@ -142,14 +142,20 @@ def _sram_path(transport: Any, protocol: str) -> Any:
         raise Refused("--path sram needs a board tinyhw booted (the sdma engine runs firmware the psp loads)",
                       hint="run tinyhw am boot --yes first (tinyhw am info shows the state)")
     copier = open_copier(transport)
+    # the model of the host this run's copy-in really is: queued bulk transfers (libusb-async or the emulated
+    # backend's queue) or the one-thread fallback; copy-out is synchronous either way
+    h2d_host = "worker" if queue_kind(transport.bridge.dev) == "worker" else "async"
+
+    def host(direction: str) -> str:
+        return h2d_host if direction == "h2d" else "sync"
 
     def model(direction: str, size: int) -> float:
-        doc = usbcopy_model.copy_in(size, protocol) if direction == "h2d" else usbcopy_model.copy_out(size)
+        doc = usbcopy_model.copy_in(size, protocol, host=h2d_host) if direction == "h2d" else \
+            usbcopy_model.copy_out(size)
         return doc["mb_s"]
 
     return CopyPath(f"bridge sram + sdma ({protocol} copy-in)", lambda off, data: copier.copy_in(off, data, protocol),
-                    copier.copy_out, size_limit=None, model=model,
-                    model_host=lambda direction: "async" if direction == "h2d" else "sync")
+                    copier.copy_out, size_limit=None, model=model, model_host=host)
 
 
 def _dma_bench(app: App, transport: Any, copy_path: str, size_list: list[int], dirs: tuple[str, ...], repeat: int,
@@ -245,10 +251,8 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
                       markup=False)
     hosts = sorted({f"{r['direction']} {r['model_host']}" for r in rows if r.get("model_host")})
     if hosts:
-        app.out.print(f"model column: a timing model of the host named ({', '.join(hosts)}); the MB/s columns are "
-                      "tinyhw's host (copy-in: one bulk worker thread, one bulk transfer in flight; \"async\": "
-                      "several queued, as libusb's asynchronous transfers allow; tinyhw's host is not one)",
-                      markup=False)
+        app.out.print(f"model column: the timing model of this run's host ({', '.join(hosts)}; async: queued bulk "
+                      "transfers, worker: one bulk thread, sync: each transfer waited for)", markup=False)
     _chart(app, rows)
 
 
