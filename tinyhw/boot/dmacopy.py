@@ -52,7 +52,6 @@ DEFAULT_WINDOW = 16 * MiB
 #: ring and IH rings up to here; the top 64 MiB the firmware reserves (amd-bringup.md §4.5, discovery inside)
 RESERVED_LOW = IH_RINGS + 2 * IH_RING_SIZE
 RESERVED_TOP = 64 * MiB
-PCI_COMMAND, BUS_MASTER = 0x04, 1 << 2
 SPIN = 2000  # fence reads before the waiter starts sleeping between them
 
 
@@ -235,25 +234,14 @@ def check_copy_engine(transport: Any) -> AmGpu:
     return gpu
 
 
-def enable_bus_master(transport: Any) -> bool:
-    """Set COMMAND bit 2 (specs/pci-vfio-remote.md §3.4) when it is clear: vfio-pci hands a freshly opened function
-    over with bus mastering off, and without it the GPU's reads of the DMA buffer never leave the device. True when
-    it had to be set."""
-    cmd = transport.config_read(PCI_COMMAND, 2)
-    if cmd & BUS_MASTER:
-        return False
-    transport.config_write(PCI_COMMAND, 2, cmd | BUS_MASTER)
-    transport.config_read(PCI_COMMAND, 2)  # read back: the write has landed
-    return True
-
-
 def open_dma_copier(transport: Any, *, window: int = DEFAULT_WINDOW, timeout: float = 10.0,
                     gpu: AmGpu | None = None) -> DmaCopier:
     """A ready copier for a booted GPU on a transport with DMA buffers: checks (:func:`check_copy_engine`, unless
     its ``gpu`` is handed in), turns bus mastering on, brings the copy engine up
     (:func:`tinyhw.boot.copyengine.bring_up`), maps the window."""
     from tinyhw.boot.copyengine import bring_up
+    from tinyhw.boot.sequence import set_bus_master
 
     gpu = gpu or check_copy_engine(transport)
-    enable_bus_master(transport)
+    set_bus_master(transport, True)  # vfio-pci may hand the function over with bus mastering off
     return DmaCopier(bring_up(gpu), window=window, timeout=timeout)
