@@ -211,12 +211,7 @@ class Asm24Backend(usb.backend.IBackend):
 
     def bulk_write(self, dev_handle: _Handle, ep: int, intf: int, data: array.array, timeout: int) -> int:
         bridge = self._bridge(dev_handle, transfer=True)
-        bridge.clock.gate()
-        try:
-            with self.lock:
-                return bridge.bulk_out(ep, data.tobytes(), timeout=_seconds(timeout, bridge))
-        except UsbFault as exc:
-            raise usb_error(exc) from None
+        return self._queued_write(dev_handle, ep, data.tobytes(), _seconds(timeout, bridge), False)
 
     def open_bulk_queue(self, dev_handle: _Handle, ep: int, depth: int, timeout: int) -> _BulkQueue:
         """A queue of bulk OUT transfers on ``ep`` with at most ``depth`` in flight (``timeout`` in ms, each)."""
@@ -224,6 +219,7 @@ class Asm24Backend(usb.backend.IBackend):
         return _BulkQueue(self, dev_handle, ep, depth, _seconds(timeout, bridge), bridge.clock)
 
     def _queued_write(self, dev_handle: _Handle, ep: int, data: bytes, timeout_s: float, queued: bool) -> int:
+        """One bulk OUT into the core; ``queued``: submitted while its queue's previous transfer was in flight."""
         bridge = self._bridge(dev_handle, transfer=True)
         bridge.clock.gate()
         try:
