@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.clihelp import as_nobody
 from tests.flashhelp import dev as mockdev
 from tests.remotehelp import served
 from tinyhw.flash.romsw import Rx
@@ -225,30 +226,13 @@ def test_a_real_other_uid_cannot_erase(tmp_path: Path) -> None:
     """The attack of issue 21 item 3, for real: a child process that is uid 65534 connects and erases."""
     flash = tmp_path / "flash.bin"
     with served(mockdev(tmp_path), kind="serprog", listen="127.0.0.1:0") as sv:
-        assert _erase_over_tcp(sv.address).startswith(S.ACK)  # create the board's file, as root
+        assert _erase_over_tcp(sv.address).startswith(S.ACK)  # the same uid (root) erases, and makes the file
         sv.wait_released()
         before = flash.read_bytes()
         assert before[SECTOR] == b"\xff" * 0x1000
         flash.write_bytes(before[:0x40000] + b"\x5a" * 0x1000 + before[0x41000:])
         before = flash.read_bytes()
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the other user
-            code = 1
-            try:
-                os.close(r)
-                os.setgroups([])
-                os.setgid(65534)
-                os.setuid(65534)
-                os.write(w, b"answer:" + _erase_over_tcp(sv.address))
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(w)
-        with os.fdopen(r, "rb") as f:
-            answer = f.read()
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
+        answer = as_nobody(lambda: b"answer:" + _erase_over_tcp(sv.address))  # the other user
         assert answer == b"answer:"  # closed without an ACK
         assert len(sv.opened) == 1  # only root's connection opened the device
     assert flash.read_bytes() == before
