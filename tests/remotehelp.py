@@ -49,8 +49,10 @@ class Served:
 
 @contextmanager
 def served(device: str = "mock:navi31", *, listen: str | None = None, kind: str = "remote",
-           **kwargs: Any) -> Iterator[Served]:
-    """A server for ``device`` in a thread; the Unix socket lives in a short temporary directory."""
+           listener_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> Iterator[Served]:
+    """A server for ``device`` in a thread; the Unix socket lives in a short temporary directory.
+    ``listener_kwargs`` go to the serprog listener (a test's /proc/net reader)."""
+    listener_kwargs = listener_kwargs or {}
     audit = Audit(_Sink())  # type: ignore[arg-type]
     opened: list[Opened] = []
 
@@ -66,8 +68,14 @@ def served(device: str = "mock:navi31", *, listen: str | None = None, kind: str 
 
         server = SerprogServer(parse_device(device), audit, opener=opener, **kwargs)
     tmp = Path(tempfile.mkdtemp(prefix="thw", dir="/tmp"))
-    listener = make_listener(server.handle, audit, listen=listen, socket_path=tmp / "rt" / "s.sock",
-                             allow_network=False)
+    if kind == "remote":
+        listener = make_listener(server.handle, audit, listen=listen, socket_path=tmp / "rt" / "s.sock",
+                                 allow_network=False)
+    else:  # what `tinyhw serve serprog --listen` runs: loopback, this uid only
+        from tinyhw.serve.serprog import serprog_listener
+
+        assert listen, "serprog serves a pty or loopback tcp; pass listen=..."
+        listener = serprog_listener(server.handle, audit, listen, **listener_kwargs)
     thread = threading.Thread(target=listener.serve_forever, daemon=True)
     thread.start()
     try:

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from clihelp import run
+from clihelp import as_nobody, run
 from test_pci_scan import FAKES, ids_file, lspci_blocks, make_tree, run_lspci
 from test_pci_sysfs import EDU, GPU, build
 
@@ -108,27 +108,12 @@ def run_as_nobody(*args: str) -> dict:
 
     load_pci_ids()
     run("pci", "show", "--help")
-    rd, wr = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child reports through the pipe
-        code = 1
-        try:
-            os.close(rd)
-            os.setgroups([])
-            os.setgid(65534)
-            os.setuid(65534)
-            r = run(*args)
-            os.write(wr, json.dumps({"code": r.code, "out": r.out, "err": r.err}).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(wr)
-    data = b""
-    while chunk := os.read(rd, 1 << 16):
-        data += chunk
-    os.close(rd)
-    os.waitpid(pid, 0)
-    return json.loads(data)
+
+    def child() -> bytes:
+        r = run(*args)
+        return json.dumps({"code": r.code, "out": r.out, "err": r.err}).encode()
+
+    return json.loads(as_nobody(child))
 
 
 def test_unprivileged_show_and_config_equal_lspci(real_devices: list[str], ids: str) -> None:

@@ -3,12 +3,14 @@ against a recording engine, and the byte protocol against the emulated board thr
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
 from pathlib import Path
 
 import pytest
 
+from tests.clihelp import as_nobody
 from tests.flashhelp import dev as mockdev
 from tests.remotehelp import served
 from tinyhw.flash.romsw import Rx
@@ -107,7 +109,8 @@ def test_protocol_against_the_emulated_board(tmp_path: Path) -> None:
 
 
 def test_pty_mode(tmp_path: Path) -> None:
-    """`serve serprog --pty`: flashrom's dev=/dev/pts/N path speaks the same protocol (a Python client here)."""
+    """`serve serprog` (the pty is the default): flashrom's dev=/dev/pts/N path speaks the same protocol (a Python
+    client here), on a pty only this uid may open."""
     import json
     import os
     import subprocess
@@ -115,11 +118,12 @@ def test_pty_mode(tmp_path: Path) -> None:
     import tty
 
     p = subprocess.Popen([sys.executable, "-m", "tinyhw", "--json", "serve", "serprog", "--device", mockdev(tmp_path),
-                          "--pty", "--idle-timeout", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                          "--idle-timeout", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout is not None
         doc = json.loads(p.stdout.readline())
         assert doc["flashrom"] == f"flashrom -p serprog:dev={doc['address']}:115200"
+        assert os.stat(doc["address"]).st_mode & 0o777 == 0o600
         fd = os.open(doc["address"], os.O_RDWR | os.O_NOCTTY)
         tty.setraw(fd)
         try:
@@ -142,3 +146,273 @@ def test_serprog_listens_on_loopback_only() -> None:
 
     r = run("serve", "serprog", "--device", "mock:navi31", "--listen", "192.0.2.1:0")
     assert r.code == 2 and "not a loopback address" in r.err
+
+
+# -- who may connect (issue 21 item 3) -----------------------------------------------------------------------------
+ERASE_0x40000 = (b"\x13" + (1).to_bytes(3, "little") + bytes(3) + b"\x06"  # WREN
+                 + b"\x13" + (4).to_bytes(3, "little") + bytes(3) + b"\x20\x04\x00\x00")  # sector erase at 0x40000
+SECTOR = slice(0x40000, 0x41000)
+
+
+def _erase_over_tcp(address: str) -> bytes:
+    """WREN, then a sector erase: what another local user did; returns what the server answered (b"" if closed)."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=10) as s:
+        try:
+            s.sendall(ERASE_0x40000)
+            got = b""
+            while len(got) < 2:
+                chunk = s.recv(2 - len(got))
+                if not chunk:
+                    break
+                got += chunk
+        except (ConnectionResetError, BrokenPipeError):
+            return b""
+        return got
+
+
+def _all_uids(uid: int):
+    """A /proc/net reader that reports every socket as owned by ``uid`` (another user, simulated)."""
+    from tinyhw.serve.listen import read_proc_net
+
+    def read(name: str) -> str:
+        out = []
+        for ln in read_proc_net(name).splitlines():
+            parts = ln.split()
+            if len(parts) > 7 and parts[0].endswith(":"):
+                parts[7] = str(uid)
+            out.append(" ".join(parts))
+        return "\n".join(out)
+
+    return read
+
+
+def test_the_same_uid_over_loopback_tcp_is_served_and_erases(tmp_path: Path) -> None:
+    import os
+
+    with served(mockdev(tmp_path), kind="serprog", listen="127.0.0.1:0") as sv:
+        assert _erase_over_tcp(sv.address) == S.ACK + S.ACK
+        sv.wait_released()
+    assert (tmp_path / "flash.bin").read_bytes()[SECTOR] == b"\xff" * 0x1000  # the erase really happens
+    assert any(f"uid {os.geteuid()}" in ln and "connect from 127.0.0.1:" in ln for ln in sv.audit.lines)
+    assert any("sector erase" in ln for ln in sv.audit.lines)
+
+
+@pytest.mark.parametrize("listen", ["127.0.0.1:0", "[::1]:0"])
+def test_another_uid_is_refused_before_the_device_is_opened(tmp_path: Path, listen: str) -> None:
+    import os
+
+    with served(mockdev(tmp_path), kind="serprog", listen=listen,
+                listener_kwargs={"read_table": _all_uids(os.geteuid() + 4242)}) as sv:
+        assert _erase_over_tcp(sv.address) == b""  # closed without an answer
+        assert sv.opened == []  # the device was never opened
+    assert any(f"tcp peer uid {os.geteuid() + 4242} is not the server's uid {os.geteuid()}" in ln
+               for ln in sv.audit.lines), sv.audit.lines
+
+
+@pytest.mark.parametrize(("reader", "why"), [
+    (lambda name: (_ for _ in ()).throw(PermissionError(13, "Permission denied")), "cannot read /proc/net/tcp"),
+    (lambda name: "  sl  local_address rem_address   st\n", "no socket 127.0.0.1:"),  # the entry is not there
+])
+def test_a_failed_lookup_refuses_the_connection(tmp_path: Path, reader, why: str) -> None:
+    with served(mockdev(tmp_path), kind="serprog", listen="127.0.0.1:0", listener_kwargs={"read_table": reader}) as sv:
+        assert _erase_over_tcp(sv.address) == b""
+        assert sv.opened == []
+    assert any(why in ln and "refusing (fail closed)" in ln for ln in sv.audit.lines), sv.audit.lines
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to connect as another uid")
+def test_a_real_other_uid_cannot_erase(tmp_path: Path) -> None:
+    """The attack of issue 21 item 3, for real: a child process that is uid 65534 connects and erases."""
+    flash = tmp_path / "flash.bin"
+    with served(mockdev(tmp_path), kind="serprog", listen="127.0.0.1:0") as sv:
+        assert _erase_over_tcp(sv.address).startswith(S.ACK)  # the same uid (root) erases, and makes the file
+        sv.wait_released()
+        before = flash.read_bytes()
+        assert before[SECTOR] == b"\xff" * 0x1000
+        flash.write_bytes(before[:0x40000] + b"\x5a" * 0x1000 + before[0x41000:])
+        before = flash.read_bytes()
+        answer = as_nobody(lambda: b"answer:" + _erase_over_tcp(sv.address))  # the other user
+        assert answer == b"answer:"  # closed without an ACK
+        assert len(sv.opened) == 1  # only root's connection opened the device
+    assert flash.read_bytes() == before
+    assert any("tcp peer uid 65534 is not the server's uid 0" in ln for ln in sv.audit.lines), sv.audit.lines
+
+
+def test_serprog_refuses_non_loopback_without_suggesting_an_option_it_lacks() -> None:
+    from tests.clihelp import run
+
+    r = run("serve", "serprog", "--device", "mock:navi31", "--listen", "0.0.0.0:0")
+    assert r.code == 2, r.err
+    assert "loopback only" in r.err and "--allow-network" not in r.err
+    assert "pseudo-terminal" in r.err
+
+
+def test_help_says_who_may_connect() -> None:
+    from tests.clihelp import run
+
+    r = run("serve", "serprog", "--help")
+    assert r.code == 0
+    text = " ".join(r.out.split())
+    assert "mode 0600" in text and "other uid" in text and "/proc/net/tcp" in text
+
+
+def test_pty_is_private_even_where_devpts_hands_out_0620(monkeypatch: pytest.MonkeyPatch) -> None:
+    import stat
+
+    real = os.openpty
+
+    def openpty_0620() -> tuple[int, int]:
+        m, s = real()
+        os.fchmod(s, 0o620)  # what a devpts mounted with mode=620 (Debian's default) gives
+        return m, s
+
+    monkeypatch.setattr(os, "openpty", openpty_0620)
+    master, slave, path = S.open_pty()
+    try:
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def test_pty_and_listen_together_are_refused() -> None:
+    from tests.clihelp import run
+
+    r = run("serve", "serprog", "--device", "mock:navi31", "--pty", "--listen", "127.0.0.1:0")
+    assert r.code == 2 and "choose one" in r.err
+
+
+# -- delays (issue 21 item 7) -----------------------------------------------------------------------------------------
+def _delay(us: int) -> bytes:
+    return b"\x0e" + us.to_bytes(4, "little")
+
+
+def test_delay_limits() -> None:
+    assert S.delay_refusal(S.MAX_DELAY_US, 0, 0) is None
+    assert "per delay" in (S.delay_refusal(S.MAX_DELAY_US + 1, 0, 0) or "")
+    assert "per delay" in (S.delay_refusal(0xFFFFFFFF, 0, 0) or "")  # the largest u32: 71 minutes
+    assert "before o_exec" in (S.delay_refusal(6_000_000, 6_000_000, 6_000_000) or "")
+    assert "this session" in (S.delay_refusal(1, 0, S.MAX_SESSION_DELAY_US) or "")
+    assert S.delay_refusal(1, 0, S.MAX_SESSION_DELAY_US - 1) is None
+
+
+def test_o_delay_beyond_the_caps_is_naked_and_not_slept(tmp_path: Path) -> None:
+    with served(mockdev(tmp_path), kind="serprog", listen="127.0.0.1:0") as sv:
+        host, port = sv.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            assert _cmd(s, _delay(0xFFFFFFFF), 1) == S.NAK  # one absurd delay
+            assert _cmd(s, _delay(6_000_000) + _delay(6_000_000), 2) == S.ACK + S.NAK  # 12 s queued before o_exec
+            assert _cmd(s, b"\x0f", 1) == S.ACK  # runs the 6 s that were accepted
+            clock = sv.opened[0].transport.clock
+            start = clock.now()
+            rounds = S.MAX_SESSION_DELAY_US // S.MAX_DELAY_US - 1  # the 6 s above count too
+            assert _cmd(s, (_delay(S.MAX_DELAY_US) + b"\x0f") * rounds, 2 * rounds) == S.ACK * (2 * rounds)
+            assert _cmd(s, _delay(4_000_000), 1) == S.ACK  # exactly the session's total
+            assert _cmd(s, _delay(1) + b"\x0f", 2) == S.NAK + S.ACK  # one microsecond more is refused
+            assert clock.now() - start == pytest.approx(rounds * 10.0 + 4.0, abs=1e-3)  # the NAKed delays never ran
+            assert _cmd(s, b"\x13" + (1).to_bytes(3, "little") + (3).to_bytes(3, "little") + b"\x9f", 4)[:1] == S.ACK
+        sv.wait_released()
+    naks = [ln for ln in sv.audit.lines if "nak: o_delay" in ln]
+    assert len(naks) == 1 and "over the limit of 10000000 us per delay" in naks[0]  # the first in full ...
+    assert any("'delay refused': 3" in ln for ln in sv.audit.lines if "device released" in ln)  # ... all counted
+
+
+# -- fuzzing the command parser ---------------------------------------------------------------------------------------
+class _Clock:
+    virtual = True
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.t += seconds
+
+
+class _Bytes:
+    """A channel fed from a byte string: Disconnected at its end, like a peer that went away."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos, self.sent = data, 0, bytearray()
+
+    def recv_exact(self, n: int, _timeout: float | None) -> bytes:
+        from tinyhw.errors import Disconnected
+
+        if self.pos + n > len(self.data):
+            raise Disconnected("end of input")
+        self.pos += n
+        return self.data[self.pos - n:self.pos]
+
+    def sendall(self, data: bytes) -> None:
+        self.sent += data
+
+
+def test_fuzzed_command_streams_never_crash_the_session() -> None:
+    """Bounded (300 streams, a few seconds): any byte stream ends the session by end of input or by closing an
+    oversized operation; every answer starts with ACK or NAK; no wait beyond the caps reaches the clock."""
+    from collections import Counter
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from tinyhw.errors import Disconnected
+    from tinyhw.serve.listen import Audit
+
+    spiop = st.builds(lambda w, r: b"\x13" + len(w).to_bytes(3, "little") + r.to_bytes(3, "little") + w,
+                      st.binary(max_size=300), st.integers(0, 1100))
+    cmd = st.one_of(st.binary(min_size=1, max_size=8), spiop,
+                    st.builds(_delay, st.integers(0, 0xFFFFFFFF)),
+                    st.sampled_from([bytes([op]) for op in S.SUPPORTED]))
+    stats: Counter[str] = Counter()
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(cmd, max_size=40))
+    def stream(cmds: list[bytes]) -> None:
+        sw = Recorder()
+        sw.clock = _Clock()  # type: ignore[attr-defined]
+        ch = _Bytes(b"".join(cmds))
+        server = S.SerprogServer(None, Audit(_Sink()))  # type: ignore[arg-type]
+        try:
+            reason = server.session(ch, "fuzz", sw, Counter())  # type: ignore[arg-type]
+            assert reason == "oversized spi operation"
+            stats["closed oversized"] += 1
+        except Disconnected:
+            stats["end of input"] += 1
+        assert not ch.sent or ch.sent[:1] in (S.ACK, S.NAK)
+        assert all(0 <= s <= S.MAX_DELAY_US * 1e-6 for s in sw.clock.sleeps)
+        assert sum(sw.clock.sleeps) <= S.MAX_SESSION_DELAY_US * 1e-6
+        stats["cases"] += 1
+
+    stream()
+    print(dict(stats))
+    assert stats["cases"] >= 100
+
+
+class _Sink:
+    def write(self, _s: str) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
+def test_fuzzed_spi_operations_are_answered_or_refused() -> None:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.binary(max_size=300), st.integers(0, S.MAX_READ))
+    def op(write: bytes, rlen: int) -> None:
+        refused = False
+        try:
+            data = S.spi_op(Recorder(), write, rlen)
+        except S.SpiOpRefused:
+            refused = True
+        assert refused or len(data) == rlen
+
+    op()

@@ -154,14 +154,14 @@ def _serve_stdio(app: App, device: str | None, audit_path: str | None, idle_time
 
 @serve.command("serprog")
 @click.option("--device", "device", metavar="STR", help=DEVICE_HELP)
-@click.option("--listen", default="127.0.0.1:7789", show_default=True, metavar="HOST:PORT",
-              help="TCP address for flashrom -p serprog:ip=HOST:PORT (loopback only).")
-@click.option("--pty", is_flag=True, help="Serve on a pseudo-terminal instead (flashrom -p serprog:dev=PTY:115200); "
-              "the device stays open while the server runs.")
+@click.option("--listen", metavar="HOST:PORT", help="Serve on loopback TCP instead, for flashrom -p "
+              "serprog:ip=HOST:PORT (loopback only; only this user's uid may connect; port 0 picks a free one).")
+@click.option("--pty", is_flag=True, help="Serve on a mode-0600 pseudo-terminal (the default): flashrom -p "
+              "serprog:dev=PTY:115200; the device stays open while the server runs.")
 @click.option("--idle-timeout", default=600.0, show_default=True, help="Close a connection idle this long (s).")
 @click.option("--audit", "audit_path", metavar="FILE", help="Audit log (default stderr).")
 @click.pass_obj
-def serprog(app: App, device: str | None, listen: str, pty: bool, idle_timeout: float,
+def serprog(app: App, device: str | None, listen: str | None, pty: bool, idle_timeout: float,
             audit_path: str | None) -> None:
     """A flashrom serprog programmer backed by the board's SMUIO ROM_SW engine: flashrom reads,
     writes, verifies and erases the GPU's SPI flash through it. Works on every transport (usb:,
@@ -169,21 +169,30 @@ def serprog(app: App, device: str | None, listen: str, pty: bool, idle_timeout: 
     on disconnect. Writes happen only when flashrom asks for them (-w, -E).
 
     \b
-    Example:
+    flashrom cannot authenticate, so only this user may connect: by default the server makes a
+    pseudo-terminal of mode 0600; with --listen it serves loopback TCP and refuses (and audits) a
+    connection from any other uid (looked up in /proc/net/tcp), or one whose uid cannot be told.
+    Delays flashrom asks for (O_DELAY) are capped at 10 s each and per O_EXEC, 600 s per session.
+
+    \b
+    Examples:
+      tinyhw serve serprog --device usb:0           # prints the pty: flashrom -p serprog:dev=/dev/pts/N:115200
       tinyhw serve serprog --device mock:navi31 --listen 127.0.0.1:7789 &
       flashrom -p serprog:ip=127.0.0.1:7789 -r board.bin
     """
-    from tinyhw.serve import audit_stream, make_listener
+    from tinyhw.serve import audit_stream
     from tinyhw.serve.listen import Audit
-    from tinyhw.serve.serprog import SerprogServer
+    from tinyhw.serve.serprog import SerprogServer, serprog_listener
 
+    if pty and listen:
+        raise Refused("choose one of --pty and --listen")
     spec = _spec(app, device)
     audit = Audit(audit_stream(audit_path or "-", False))
     server = SerprogServer(spec, audit, idle_timeout=idle_timeout)
-    if pty:
+    if not listen:
         _serve_pty(app, server, str(spec))
         return
-    listener = make_listener(server.handle, audit, listen=listen, socket_path=None, allow_network=False)
+    listener = serprog_listener(server.handle, audit, listen)
     _run(app, listener, str(spec), {"flashrom": f"flashrom -p serprog:ip={listener.address}"})
 
 

@@ -3,6 +3,8 @@
 specs/pci-vfio-remote.md §12.2 items 1 and 9: local-only by default (a Unix socket in a 0700 directory,
 mode 0600, the peer's uid checked with SO_PEERCRED; or TCP on a loopback address); a non-loopback
 address only when the caller allows it; bounded concurrent connections; an audit line per connection.
+A server whose clients cannot authenticate (serprog: flashrom has no way to) also checks the uid of a loopback
+TCP peer, looked up in /proc/net/tcp{,6} (issue 21 item 3), and refuses the connection when that fails.
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ from pathlib import Path
 from typing import TextIO
 
 from tinyhw.errors import DeviceTimeout, Disconnected, EnvironmentProblem, Refused, TinyhwError
+from tinyhw.formats.procnet import socket_uid
 from tinyhw.remote.channel import Channel, SocketChannel
 
 MAX_CONNECTIONS = 8
+#: Largest /proc/net/tcp{,6} read for a peer lookup (about 400,000 sockets); beyond it the lookup fails (closed).
+PROC_NET_LIMIT = 64 << 20
 
 
 def end_reason(e: BaseException) -> str:
@@ -121,12 +126,55 @@ def peer_uid(sock: socket.socket) -> int | None:
     return None
 
 
+def read_proc_net(name: str) -> str:
+    """The text of ``/proc/net/NAME`` (``tcp`` or ``tcp6``), at most :data:`PROC_NET_LIMIT` bytes; else OSError."""
+    with open(f"/proc/net/{name}", "rb") as f:
+        data = f.read(PROC_NET_LIMIT + 1)
+    if len(data) > PROC_NET_LIMIT:
+        raise OSError(f"/proc/net/{name} is larger than {PROC_NET_LIMIT} bytes")
+    return data.decode("ascii", "replace")
+
+
+class PeerUnknown(Exception):
+    """The uid at the other end of a TCP connection could not be determined (the connection is refused)."""
+
+
+def tcp_peer_uid(conn: socket.socket, read_table: Callable[[str], str] = read_proc_net) -> int:
+    """The uid owning the client's end of the loopback connection ``conn`` (the server's accepted socket).
+
+    The client's socket is the table entry whose local end is the client's address and whose remote end is
+    the server's (the server's own entry is the mirror image). :class:`PeerUnknown` says why it failed.
+    """
+    table = "tcp6" if conn.family == socket.AF_INET6 else "tcp"
+    try:
+        server, client = conn.getsockname()[:2], conn.getpeername()[:2]
+    except OSError as e:
+        raise PeerUnknown(f"the connection is gone ({(e.strerror or str(e)).lower()})") from None
+    try:
+        text = read_table(table)
+    except OSError as e:
+        raise PeerUnknown(f"cannot read /proc/net/{table}: {(e.strerror or str(e)).lower()}") from None
+    uid = socket_uid(text, local=client, remote=server)
+    if uid is None:
+        raise PeerUnknown(f"no socket {client[0]}:{client[1]} -> {server[0]}:{server[1]} owned by one uid "
+                          f"in /proc/net/{table}")
+    return uid
+
+
 class Listener:
-    """Accept connections and run ``handle(channel, name)`` for each in a thread, until :meth:`stop`."""
+    """Accept connections and run ``handle(channel, name)`` for each in a thread, until :meth:`stop`.
+
+    A Unix socket peer must be this process's uid (SO_PEERCRED). With ``same_uid``, so must a TCP peer
+    (looked up through ``read_table``, :func:`read_proc_net` unless a test injects one); a peer whose uid
+    cannot be determined is refused too.
+    """
 
     def __init__(self, sock: socket.socket, handle: Callable[[Channel, str], None], audit: Audit,
-                 *, max_connections: int = MAX_CONNECTIONS) -> None:
+                 *, max_connections: int = MAX_CONNECTIONS, same_uid: bool = False,
+                 read_table: Callable[[str], str] = read_proc_net) -> None:
         self.sock = sock
+        self.same_uid = same_uid
+        self.read_table = read_table
         self.handle = handle
         self.audit = audit
         self.max_connections = max_connections
@@ -167,6 +215,18 @@ class Listener:
                 conn.close()
                 return
             peer = f"unix uid {uid}"
+        elif self.same_uid:
+            try:
+                uid = tcp_peer_uid(conn, self.read_table)
+            except PeerUnknown as e:
+                self.audit(name, f"refused {peer}: cannot tell which uid connected ({e}); refusing (fail closed)")
+                conn.close()
+                return
+            if uid != os.geteuid():
+                self.audit(name, f"refused {peer}: tcp peer uid {uid} is not the server's uid {os.geteuid()}")
+                conn.close()
+                return
+            peer = f"{peer} uid {uid}"
         if len(self._threads) >= self.max_connections:
             self.audit(name, f"refused {peer}: {self.max_connections} connections already open")
             conn.close()

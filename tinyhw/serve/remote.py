@@ -151,6 +151,7 @@ class RemoteServer:
             check_ops(t, ops)
             self._check_config(ops, self._guarded.get(name, []))
         except TinyhwError as e:
+            self.audit(name, f"batch #{seq} refused: {e.message}")
             self._error(ch, seq, e)
             return
         writes = [op for op in ops if isinstance(op, WRITE_OPS)]

@@ -15,6 +15,12 @@ transactions through :class:`tinyhw.flash.romsw.RomSw` (the same engine driver `
 The query commands answer what is true: interface 1, SPI only, the supported-command bitmap, the
 largest write (256 data bytes) and read (:data:`MAX_READ`) per operation, and buffer sizes. O_DELAY
 and O_EXEC advance the device's clock (virtual on an emulated board, so nothing sleeps needlessly).
+
+Access (issue 21 item 3): flashrom cannot authenticate, so only the server's own uid may connect: the default
+pseudo-terminal is mode 0600, and on loopback TCP (the only TCP there is) the client's socket is looked up in
+/proc/net/tcp{,6} and any other uid, or a lookup that fails, is refused and audited (:func:`serprog_listener`).
+Delays (item 7): one O_DELAY (microseconds, u32) may ask for at most :data:`MAX_DELAY_US`, the delays queued
+before one O_EXEC as much, and a session :data:`MAX_SESSION_DELAY_US` in all; beyond that O_DELAY is answered NAK.
 """
 
 from __future__ import annotations
@@ -26,11 +32,11 @@ from collections import Counter
 from collections.abc import Callable
 
 from tinyhw.connect import Opened, open_device
-from tinyhw.errors import DeviceTimeout, TinyhwError
+from tinyhw.errors import DeviceTimeout, Refused, TinyhwError
 from tinyhw.flash.device import require_navi31
 from tinyhw.flash.romsw import WINDOW_BYTES, RomSw, Rx
 from tinyhw.remote.channel import Channel
-from tinyhw.serve.listen import Audit, end_reason
+from tinyhw.serve.listen import Audit, Listener, end_reason, is_loopback, parse_listen, read_proc_net, tcp_listener
 from tinyhw.transport.devstr import DeviceSpec
 
 ACK, NAK = b"\x06", b"\x15"
@@ -53,6 +59,12 @@ ARRAY_READS = {0x03, 0x0B}
 ERASES = {0x20: "sector erase", 0x52: "32k block erase", 0xD8: "64k block erase", 0x60: "chip erase",
           0xC7: "chip erase", 0x01: "status write", 0x31: "status write", 0x11: "status write"}
 IDLE_TIMEOUT = 600.0
+#: Longest delay one O_DELAY may ask for, and all the delays queued before one O_EXEC together (10 s: flashrom
+#: polls a chip erase in 1 s steps, the longest delay it asks for).
+MAX_DELAY_US = 10_000_000
+#: All the delays of one session together (as long as the session may sit idle; a whole-chip erase and write
+#: on the GD25LQ16 at its datasheet maximums waits well under that).
+MAX_SESSION_DELAY_US = int(IDLE_TIMEOUT * 1e6)
 
 
 def command_map() -> bytes:
@@ -137,7 +149,8 @@ class SerprogServer:
             self.audit(name, f"device released ({reason}); operations {dict(counts)}")
 
     def session(self, ch: Channel, name: str, sw: RomSw, counts: Counter[str]) -> str:
-        delay_us = 0
+        delay_us = 0  # queued since O_INIT / the last O_EXEC
+        total_us = 0  # this session's, executed or queued
         clock = sw.clock
         while True:
             cmd = ch.recv_exact(1, self.idle_timeout)[0]
@@ -168,7 +181,15 @@ class SerprogServer:
                 delay_us = 0
                 ch.sendall(ACK)
             elif cmd == O_DELAY:
-                delay_us += int.from_bytes(ch.recv_exact(4, self.idle_timeout), "little")
+                us = int.from_bytes(ch.recv_exact(4, self.idle_timeout), "little")
+                why = delay_refusal(us, delay_us, total_us)
+                if why:
+                    counts["delay refused"] += 1
+                    if counts["delay refused"] == 1:  # the first in full, the rest counted at release
+                        self.audit(name, f"nak: {why}")
+                    ch.sendall(NAK)
+                    continue
+                delay_us, total_us = delay_us + us, total_us + us
                 ch.sendall(ACK)
             elif cmd == O_EXEC:
                 clock.sleep(delay_us * 1e-6)  # the device's clock: virtual on an emulated board
@@ -208,12 +229,40 @@ class SerprogServer:
         return True
 
 
+def delay_refusal(us: int, queued_us: int, session_us: int) -> str | None:
+    """Why an O_DELAY of ``us`` microseconds is refused, given what is queued and what the session used; else None."""
+    if us > MAX_DELAY_US:
+        return f"o_delay of {us} us is over the limit of {MAX_DELAY_US} us per delay"
+    if queued_us + us > MAX_DELAY_US:
+        return f"o_delay would queue {queued_us + us} us before o_exec, over the limit of {MAX_DELAY_US} us"
+    if session_us + us > MAX_SESSION_DELAY_US:
+        return f"o_delay would bring this session's delays to {session_us + us} us, over the limit of " \
+               f"{MAX_SESSION_DELAY_US} us"
+    return None
+
+
+def serprog_listener(handle: Callable[[Channel, str], None], audit: Audit, listen: str,
+                     *, read_table: Callable[[str], str] = read_proc_net) -> Listener:
+    """A loopback TCP listener that serves only this uid (flashrom cannot authenticate, so no other address
+    is allowed and no other local user either); ``read_table`` is for tests (the /proc/net reader)."""
+    host, port = parse_listen(listen)
+    if not is_loopback(host):
+        raise Refused(f"{host} is not a loopback address; serve serprog listens on loopback only, because flashrom "
+                      "cannot authenticate",
+                      hint="use --listen 127.0.0.1:PORT, or the default pseudo-terminal (no --listen); for a board "
+                           "on another machine, run serve serprog and flashrom there (over ssh)")
+    return Listener(tcp_listener(host, port, allow_network=False), handle, audit, same_uid=True,
+                    read_table=read_table)
+
+
 def open_pty() -> tuple[int, int, str]:
-    """A pseudo-terminal in raw mode: (master fd, slave fd kept open, slave path for flashrom's dev=)."""
+    """A pseudo-terminal in raw mode, mode 0600 (this uid only, whatever the devpts mount's default):
+    (master fd, slave fd kept open, slave path for flashrom's dev=)."""
     import os
     import tty
 
     master, slave = os.openpty()
+    os.fchmod(slave, 0o600)
     tty.setraw(slave)
     with contextlib.suppress(OSError):
         os.set_blocking(master, True)

@@ -9,7 +9,8 @@ the device side (so waiting for an engine's DONE bit needs no round trip of its 
 
 :func:`run_ops` executes a list on any transport through the plain seam; the remote server uses it.
 :func:`check_ops` validates a list against a transport's BARs before anything runs (the server
-rejects a bad batch without touching the device).
+rejects a bad batch without touching the device), and bounds the time the whole list may spend waiting
+(:data:`MAX_BATCH_WAIT_S`, issue 21 item 7), not only each operation's.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ from tinyhw.transport.wait import poll
 
 #: Longest wait one operation may ask for (seconds): a sleep or a poll's timeout.
 MAX_WAIT_S = 60.0
+#: Longest one batch may spend waiting in the worst case (seconds): its sleeps plus its polls' timeouts. The
+#: largest batch tinyhw's own drivers send is a streamed ROM_SW read over ``remote:``: 33 polls of DONE with a
+#: 2 s timeout each (66 s); the client waits 300 s for a reply. Without this bound, 65,536 sleeps of 60 s, each
+#: one acceptable, held the device for 45 days without the server reading from (or noticing the loss of) its peer.
+MAX_BATCH_WAIT_S = 120.0
 
 
 class W32(NamedTuple):
@@ -100,8 +106,14 @@ class Batching(Protocol):
     def submit(self, ops: Sequence[Op]) -> Ticket: ...
 
 
+def batch_wait(ops: Sequence[Op]) -> float:
+    """The longest ``ops`` can spend waiting: the sum of their sleeps and of their polls' timeouts (seconds)."""
+    return sum(op.seconds if isinstance(op, Sleep) else op.timeout for op in ops if isinstance(op, (Sleep, Poll32)))
+
+
 def check_ops(transport: Transport, ops: Sequence[Op]) -> None:
-    """Refuse (exit 2) a list with an access outside a memory BAR, misaligned, or with an absurd wait."""
+    """Refuse (exit 2) a list with an access outside a memory BAR, misaligned, or with an absurd wait
+    (one operation's over :data:`MAX_WAIT_S`, or all of them together over :data:`MAX_BATCH_WAIT_S`)."""
     for op in ops:
         if isinstance(op, (W32, R32, W, R, Poll32)):
             length = 4 if isinstance(op, (W32, R32, Poll32)) else (len(op.data) if isinstance(op, W) else op.length)
@@ -120,6 +132,11 @@ def check_ops(transport: Transport, ops: Sequence[Op]) -> None:
                               "inside 0x1000 bytes")
         else:
             raise Refused(f"unknown batch operation {type(op).__name__}")
+    total = batch_wait(ops)
+    if total > MAX_BATCH_WAIT_S:
+        raise Refused(f"batch of {len(ops)} operations may wait {total:.12g} s in all (sleeps plus poll timeouts), "
+                      f"over the limit of {MAX_BATCH_WAIT_S:g} s per batch",
+                      hint="send the waits in several batches")
 
 
 def run_ops(transport: Transport, ops: Sequence[Op]) -> list[Any]:
