@@ -135,6 +135,7 @@ def test_tier0_reads_attribute_files_only(tmp_path: Path, monkeypatch: pytest.Mo
     assert [b["index"] for b in doc["bars"]] == [0, 1, 3, 5] and doc["bars"][0]["size"] == 16 << 20
     assert doc["link"]["current_width"] == 16 and doc["nvidia_driver"]["version"] == "570.144"
     assert "95.02.18.80.00" in doc["nvidia_driver"]["files"]["gpu_information"]
+    assert doc["vbios_version"] == "95.02.18.80.00"  # from the driver's information file, never the prom
     assert "chip" not in doc and "registers" not in doc
     assert doc["tinygrad_lock"] == str(tmp_path / f"nv_{BDF}.lock")  # seen, never opened (the set above)
 

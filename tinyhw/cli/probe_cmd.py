@@ -102,7 +102,7 @@ def _human_nvidia(app: App, doc: dict) -> None:
         out.print(f"  not read: {', '.join(skipped['attributes'])} ({skipped['reason']})", markup=False)
     drv = doc.get("nvidia_driver")
     if drv:
-        out.print(f"  nvidia driver {drv['version'] or '?'}")
+        out.print(f"  nvidia driver {drv['version'] or '?'}  vbios {doc.get('vbios_version') or '?'}")
     chip = doc.get("chip")
     if chip:
         out.print(f"  chip {chip['name'] or 'unknown'} (chipset 0x{chip['chipset']:x}, "

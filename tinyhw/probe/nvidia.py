@@ -89,6 +89,7 @@ def tier0(t: Transport, ids: PciIds | None = None) -> dict[str, Any]:
     doc["tinygrad_lock"] = _tinygrad_lock(ident.location) if info.transport == "pci" else None
     files = attrs.driver_files()
     doc["nvidia_driver"] = {"version": _driver_version(files), "files": files} if files else None
+    doc["vbios_version"] = _vbios_version(files)  # tier 0 never reads the prom: only the driver's report
     doc["problems"] = []
     return doc
 
@@ -113,6 +114,15 @@ def _driver_version(files: dict[str, str]) -> str | None:
         if line.startswith("NVRM version:"):
             m = re.search(r"\b\d+\.\d+(?:\.\d+)?\b", line)
             return m.group(0) if m else None
+    return None
+
+
+def _vbios_version(files: dict[str, str]) -> str | None:
+    """The ``Video BIOS:`` line of ``/proc/driver/nvidia/gpus/<BDF>/information`` (e.g. ``95.02.18.80.87``)."""
+    for line in files.get("gpu_information", "").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "Video BIOS" and value.strip():
+            return value.strip()
     return None
 
 
