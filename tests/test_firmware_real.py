@@ -141,6 +141,6 @@ def test_gsp_files_parse(name: str) -> None:
         want = {"gsp_ga10x.bin": ("ga102", "ga103", "ga104", "ga106", "ga107", "gh100", "ad102", "ad103", "ad104",
                                   "ad106", "ad107"),
                 "gsp_tu10x.bin": ("tu102", "tu104", "tu106", "tu117", "tu116", "ga100")}[name]
-        if fams == {"ga10x", "ad10x", "gh100", "cc_gh100"} or fams == {"tu10x", "tu11x", "ga100"}:
+        if fams in ({"ga10x", "ad10x", "gh100", "cc_gh100"}, {"tu10x", "tu11x", "ga100"}):
             assert fw.serves == want, path
         assert not any(c.startswith("gb") for c in fw.serves) or {"gb10x", "gb20x"} & fams
