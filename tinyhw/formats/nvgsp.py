@@ -4,8 +4,8 @@ Spec: specs/nv-bringup.md §9.2 (which file serves which chips; here the list is
 own ``.fwsignature_<family>`` sections, :func:`family_chips`, never from its name), §3.3 (the chips), §9.3
 (the file is an ELF; a loader uses ``.fwimage``, the image mapped through a radix-3 table, and
 ``.fwsignature_<family>``, the chip family's signature copied into its own 4 KiB buffer), §10 (WPR meta:
-``sizeOfRadix3Elf`` = the ``.fwimage`` length, ``sizeOfSignature`` = 0x1000), §11 (radix-3 page counts). The version string is
-the ``.fwversion`` section (observed in Debian's firmware-nvidia-gsp 535.261.03: "535.261.03\\0").
+``sizeOfRadix3Elf`` = the ``.fwimage`` length, ``sizeOfSignature`` = 0x1000), §11 (radix-3 page counts).
+The version string is the ``.fwversion`` section (observed in Debian's firmware-nvidia-gsp 535.261.03: "535.261.03\\0").
 
 :func:`parse_gsp` never raises; structural errors are ``problems``, observations are ``notes``.
 """
