@@ -24,6 +24,9 @@ class RomPlan:
     stored_size: int = 0x1234
     desc_version: int = 3
     apps: tuple[int, ...] = (0x05, 0x85, 0x45)
+    unused_entries: int = 0  # falcon table entries with descriptor pointer 0 after the real ones
+    interface: bool = True  # the ucode's application-interface table with a DMEMMAPPER ('DMAP') entry
+    bios_version: tuple[int, int] = (0x95021880, 0x87)  # BIOSDATA: version u32, OEM u8 -> 95.02.18.80.87
     extra_tokens: list[tuple[int, int, int, int]] = field(default_factory=lambda: [(0x42, 2, 8, 0x300),
                                                                                    (0x49, 1, 0x10, 0x320)])
 
@@ -48,14 +51,18 @@ def build_rom(plan: RomPlan | None = None) -> tuple[bytes, dict]:
     n_images = 2 + bool(p.falcon_image) + bool(p.efi_size)
     base = bytearray(p.base_size)
     _image_header(base, 0xAA55, 0x40)
+    base[2] = p.base_size // 512  # x86 init size (512-byte blocks); the checksum byte is set last
     _pcir(base, 0x40, p.device_id, p.base_size // 512, 0x00, False)
     if p.npde:
         _npde(base, 0x60, p.base_size // 512, False)  # (0x40 + 0x18 + 15) & ~15 = 0x60
     # BIT header + tokens; the falcon-data token points at a u32 in the base image
     tokens = [*p.extra_tokens, (0x70, 2, 4, 0x340)]
     struct.pack_into("<HIHBBBB", base, p.bit_at, 0xB8FF, 0x00544942, 0x0100, 12, 6, len(tokens), 0)
+    base[p.bit_at + 11] = -sum(base[p.bit_at:p.bit_at + 12]) & 0xFF  # the 12 header bytes sum to 0
     for i, (tid, ver, size, ptr) in enumerate(tokens):
         struct.pack_into("<BBHH", base, p.bit_at + 12 + 6 * i, tid, ver, size, ptr)
+        if tid == 0x42:
+            struct.pack_into("<IB", base, ptr, *p.bios_version)
     ext = bytearray(p.ext_size)
     _image_header(ext, 0xAA55, 0x20)
     _pcir(ext, 0x20, p.device_id, p.ext_size // 512, 0xE0, not p.falcon_image)
@@ -67,7 +74,9 @@ def build_rom(plan: RomPlan | None = None) -> tuple[bytes, dict]:
     rom_off = ext_start - p.base_size
     table = ext_start + 0x100
     struct.pack_into("<I", base, 0x340, table - rom_off)
-    struct.pack_into("<BBBBBB", ext, 0x100, 1, 6, 6, len(p.apps), 3, DESC)
+    struct.pack_into("<BBBBBB", ext, 0x100, 1, 6, 6, len(p.apps) + p.unused_entries, 3, DESC)
+    for k in range(p.unused_entries):
+        struct.pack_into("<BBI", ext, 0x106 + 6 * (len(p.apps) + k), 0x50 + k, 7, 0)
     desc_size = 44 + p.sig_count * p.sig_size
     descs = {}
     at = ext_start + 0x200
@@ -75,7 +84,8 @@ def build_rom(plan: RomPlan | None = None) -> tuple[bytes, dict]:
         struct.pack_into("<BBI", ext, 0x106 + 6 * i, app, 7, at - rom_off)
         local = at - ext_start
         vdesc = 1 | (p.desc_version << 8) | (desc_size << 16)
-        struct.pack_into("<9IHBBHH", ext, local, vdesc, p.stored_size, 0x10, 0x20, 0, 0x1000, 0, 0, 0x800,
+        # PKCDataOffset 0x10, InterfaceOffset 0x190, IMEMLoadSize 0x1000 (DMEM offsets are from IMEMLoadSize)
+        struct.pack_into("<9IHBBHH", ext, local, vdesc, p.stored_size, 0x10, 0x190, 0, 0x1000, 0, 0, 0x800,
                          0x0400, 0x11 + i, p.sig_count, 0x7, 0)
         for k in range(p.sig_count):
             s = local + 44 + k * p.sig_size
@@ -83,13 +93,20 @@ def build_rom(plan: RomPlan | None = None) -> tuple[bytes, dict]:
         ucode = (p.stored_size + 255) & ~255
         u = local + desc_size
         ext[u:u + ucode] = bytes([0x5A]) * ucode  # invented ucode bytes
+        if p.interface:  # §7.2: header (v1, 4, 8, 1 entry), entry (DMEMMAPPER 4 -> 0x1c0), DMAP at 0x1c0
+            struct.pack_into("<BBBBII", ext, u + 0x1000 + 0x190, 1, 4, 8, 1, 4, 0x1C0)
+            struct.pack_into("<4sHH14I", ext, u + 0x1000 + 0x1C0, b"DMAP", 3, 64, 0x200, 0x30, 0x230, 4,
+                             0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         descs[app] = at
         at += (desc_size + ucode + 0xFF) & ~0xFF
     assert at - ext_start <= p.ext_size, "ext image too small for the plan"
+    base[p.base_size - 1] = -sum(base[:-1]) & 0xFF  # the x86 image's init bytes sum to 0
     rom = bytes(base)
     if p.efi_size:
         efi = bytearray(p.efi_size)
         _image_header(efi, 0xAA55, 0x1C)
+        # EFI_PCI_EXPANSION_ROM_HEADER: init size (blocks), EfiSignature 0x0EF1, subsystem 0xB, machine 0x8664
+        struct.pack_into("<HIHHH", efi, 2, p.efi_size // 512, 0x0EF1, 0xB, 0x8664, 0)
         _pcir(efi, 0x1C, p.device_id, p.efi_size // 512, 0x03, False)
         if p.npde:
             _npde(efi, 0x40, p.efi_size // 512, False)
@@ -106,3 +123,8 @@ def build_rom(plan: RomPlan | None = None) -> tuple[bytes, dict]:
 
 
 DESC = 44
+
+
+def fix_x86_checksum(rom: bytearray, base_size: int = 0x10000, at: int = 0) -> None:
+    """Re-balance the x86 image's last byte after a test edited its bytes (they must sum to 0 mod 256)."""
+    rom[at + base_size - 1] = (rom[at + base_size - 1] - sum(rom[at:at + base_size])) & 0xFF

@@ -137,3 +137,10 @@ def test_gsp_files_parse(name: str) -> None:
         assert ({"ga10x", "ad10x"} if name == "gsp_ga10x.bin" else {"tu10x"}) <= fams
         assert all(r.size == 0x1000 for r in fw.signatures.values())
         assert ("ga102" in fw.serves) == (name == "gsp_ga10x.bin")
+        # derived from the sections: the 535 ga10x file has no gb20x/gb10x signature, so no Blackwell chip
+        want = {"gsp_ga10x.bin": ("ga102", "ga103", "ga104", "ga106", "ga107", "gh100", "ad102", "ad103", "ad104",
+                                  "ad106", "ad107"),
+                "gsp_tu10x.bin": ("tu102", "tu104", "tu106", "tu117", "tu116", "ga100")}[name]
+        if fams in ({"ga10x", "ad10x", "gh100", "cc_gh100"}, {"tu10x", "tu11x", "ga100"}):
+            assert fw.serves == want, path
+        assert not any(c.startswith("gb") for c in fw.serves) or {"gb10x", "gb20x"} & fams

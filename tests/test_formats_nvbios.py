@@ -8,7 +8,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nvromhelp import RomPlan, build_rom
+from nvromhelp import RomPlan, build_rom, fix_x86_checksum
 
 from tinyhw.boards.nvidia import decode_boot0, decode_boot42, describe_chip, register_problem, tinygrad_pci_id
 from tinyhw.formats.nvbios import looks_like_nv_vbios, parse_nv_vbios
@@ -48,6 +48,7 @@ def test_npde_length_wins_over_the_pcir_and_is_noted() -> None:
     rom, e = build_rom()
     bad = bytearray(rom)
     bad[0x40 + 0x10:0x40 + 0x12] = (0x20).to_bytes(2, "little")  # the base PCIR now claims 16 KiB
+    fix_x86_checksum(bad)
     v = parse_nv_vbios(bytes(bad))
     assert v.problems == [] and v.images[1].offset == 0x10000 and v.fwsec().offset == e["descs"][0x85]
     assert any("NPDE image length 0x10000 differs from the PCIR's 0x4000" in n for n in v.notes)
@@ -142,3 +143,113 @@ def test_register_problems_and_id_filter() -> None:
     assert tinygrad_pci_id(0x2684) and tinygrad_pci_id(0x2B85) and not tinygrad_pci_id(0x2330)
     assert describe_chip(0x18000000, device_id=0x2330)["tinygrad_pci_path"] is False
     assert describe_chip(0x19200000, device_id=0x2330)["tinygrad_pci_path"] is False  # id outside the filter
+
+
+# -- issue 20 item 7: fidelity against real dumps and independent tools ------------------------------------
+
+NVGI_HEADER = 0x9400  # nvflash dumps: an NVGI (IFR) header, then the rom chain at 0x9400
+
+
+def _nvflash_dump(rom: bytes) -> bytes:
+    """An nvflash-style dump synthesised from ``rom``: 'NVGI' and invented header bytes up to 0x9400."""
+    head = bytearray(NVGI_HEADER)
+    head[:4] = b"NVGI"
+    head[4:0x40] = bytes(range(4, 0x40))  # invented header content (no 55aa on any 512-byte boundary)
+    return bytes(head) + rom
+
+
+def test_an_nvflash_dump_is_recognised_and_its_chain_offset_reported(tmp_path) -> None:
+    import json
+
+    from clihelp import run
+
+    from tinyhw.mocks.nv_vbios import vbios_image
+
+    dump = _nvflash_dump(vbios_image())
+    assert looks_like_nv_vbios(dump)
+    v = parse_nv_vbios(dump)
+    assert v.chain_start == NVGI_HEADER and v.problems == [] and v.bios_version == "95.02.18.80.87"
+    assert any("NVGI" in n and "0x9400" in n for n in v.notes)
+    assert v.fwsec().offset == NVGI_HEADER + parse_nv_vbios(vbios_image()).fwsec().offset
+    path = tmp_path / "nvflash.rom"
+    path.write_bytes(dump)
+    r = run("--json", "firmware", "inspect", str(path))
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["type"] == "nvidia-vbios" and doc["chain_start"] == 0x9400 and doc["problems"] == []
+    assert "chain at 0x9400" in run("firmware", "inspect", str(path)).out
+    assert not looks_like_nv_vbios(b"NVGI" + bytes(0x20000))  # no chain at all: still unknown
+
+
+def test_the_bit_header_checksum_is_checked() -> None:
+    from tinyhw.formats.nvbios import bit_checksum
+    from tinyhw.mocks.nv_vbios import BIT_OFFSET, vbios_image
+
+    for rom, at in ((vbios_image(), BIT_OFFSET), (build_rom()[0], 0x1B0)):
+        assert bit_checksum(rom, at, 12) == 0  # the emulator and the test builder both checksum the header
+        bad = bytearray(rom)
+        bad[at + 11] = (bad[at + 11] + 1) & 0xFF
+        v = parse_nv_vbios(bytes(bad))
+        assert any("BIT header checksum" in p and "sum to 0x01" in p for p in v.problems), v.problems
+
+
+def test_falcon_entries_without_a_descriptor_are_skipped() -> None:
+    rom, e = build_rom(RomPlan(unused_entries=8))  # a real RTX 4090 rom has 8 such entries
+    v = parse_nv_vbios(rom)
+    assert v.problems == [] and len(v.falcon_table.entries) == 11 and len(v.descriptors) == 3
+    assert [d.application for d in v.descriptors] == ["FIRMWARE_SEC_LIC", "FWSEC_PROD", "FWSEC_DBG"]
+    assert any("8 falcon table entries with descriptor pointer 0" in n for n in v.notes)
+    assert all(r.offset >= e["table"] for r in v.regions() if r.name.startswith("falcon["))
+
+
+def test_bios_version_strings_and_image_headers_of_the_emulated_rom() -> None:
+    from tinyhw.mocks.nv_vbios import STRINGS, vbios_image
+
+    v = parse_nv_vbios(vbios_image())
+    assert v.bios_version == "95.02.18.80.87" and v.notes == [
+        "0xf100: 2 falcon table entries with descriptor pointer 0 (unused slots, no descriptor): 3, 4"]
+    assert list(v.strings.values()) == [s.decode() for s in STRINGS]
+    base, efi = v.images[0], v.images[1]
+    assert (base.init_size, base.checksum) == (base.size, 0)
+    assert efi.efi["efi_signature"] == 0x0EF1 and efi.init_size == efi.size
+    assert parse_nv_vbios(build_rom()[0]).bios_version == "95.02.18.80.87"  # from 'B' alone
+
+
+@pytest.mark.parametrize(("offset", "value", "words"), [
+    (2, 0x00, "x86 image init size 0x0"),      # the init size byte
+    (0x1000, 0x42, "x86 image checksum"),      # a byte inside the init size
+    (0xE004, 0xF2, "efi image signature 0xef2"),
+])
+def test_image_header_sabotage_is_a_problem(offset: int, value: int, words: str) -> None:
+    from tinyhw.mocks.nv_vbios import vbios_image
+
+    bad = bytearray(vbios_image())
+    bad[offset] = value if value != bad[offset] else value ^ 1
+    assert any(words in p for p in parse_nv_vbios(bytes(bad)).problems)
+
+
+def test_fwsec_frts_patch_on_the_emulated_rom() -> None:
+    from tinyhw.formats.nvbios import fwsec_frts_image
+    from tinyhw.mocks.nv_vbios import CMD_IN, IMEM_LOAD, PKC_OFFSET, vbios_image
+
+    rom = vbios_image()
+    v = parse_nv_vbios(rom)
+    prod = v.fwsec()
+    m = prod.interface["dmem_mapper"]
+    assert [e["id"] for e in prod.interface["entries"]] == [3, 4] and m["cmd_in_buffer_offset"] == CMD_IN
+    vram = 24 << 30
+    img = fwsec_frts_image(rom, v, vram - (2 << 20))
+    assert len(img) == prod.ucode[1]
+    cmd = struct.unpack_from("<5I4x5I", img, IMEM_LOAD + CMD_IN)
+    assert cmd == (1, 24, 0, 0, 2, 1, 20, (vram - (2 << 20)) >> 12, 0x100, 2)  # §7.1
+    assert struct.unpack_from("<I", img, m["offset"] - prod.ucode[0] + 44)[0] == 0x15  # init_cmd
+    last_sig = prod.signatures[-1]
+    assert img[IMEM_LOAD + PKC_OFFSET:IMEM_LOAD + PKC_OFFSET + 384] == rom[last_sig[0]:last_sig[0] + 384]
+    untouched = rom[prod.ucode[0]:prod.ucode[0] + IMEM_LOAD]
+    assert img[:IMEM_LOAD] == untouched  # the code part is never changed
+    bad = bytearray(rom)
+    bad[m["offset"]:m["offset"] + 4] = b"XXXX"
+    vb = parse_nv_vbios(bytes(bad))
+    assert any("DMEMMAPPER is not a 64-byte 'DMAP'" in p for p in vb.problems)
+    with pytest.raises(ValueError, match="DMAP"):
+        fwsec_frts_image(bytes(bad), vb, vram - (2 << 20))

@@ -66,7 +66,26 @@ def test_gsp_firmware_facts() -> None:
     assert fw.image is not None and fw.image.size == 0x1400 and fw.image_elf is None
     assert list(fw.signatures) == ["ad10x", "ga10x"]
     assert fw.radix3 == {"level0": 1, "level1": 1, "level2": 1, "image": 2, "total": 5}
-    assert "ga102" in fw.serves and "ad102" in fw.serves
+    assert fw.serves == ("ga102", "ga103", "ga104", "ga106", "ga107", "ad102", "ad103", "ad104", "ad106", "ad107")
+
+
+def test_serves_comes_from_the_signature_sections_not_the_file_name() -> None:
+    only_ada = build_elf([(".fwimage", b"x" * 8), (".fwversion", b"1\0"), (".fwsignature_ad10x", b"s" * 16)])
+    fw = parse_gsp(only_ada, "nvidia/535.261.03/gsp_ga10x.bin")  # the name says ga10x; the file holds ad10x only
+    assert fw.serves == ("ad102", "ad103", "ad104", "ad106", "ad107")
+    assert not {"ga102", "gb202", "gh100"} & set(fw.serves)
+    odd = parse_gsp(build_elf([(".fwimage", b"x"), (".fwversion", b"1\0"), (".fwsignature_zz99x", b"s")]))
+    assert odd.serves == () and odd.notes == [".fwsignature_zz99x: a signature family that names no chip "
+                                              "tinyhw knows (§3.3)"]
+
+
+def test_family_chips() -> None:
+    from tinyhw.formats.nvgsp import family_chips
+
+    assert family_chips("ga10x") == ("ga102", "ga103", "ga104", "ga106", "ga107")  # ga100 has its own
+    assert family_chips("ga100") == ("ga100",) and family_chips("cc_gh100") == ("gh100",)
+    assert family_chips("tu11x") == ("tu117", "tu116") and family_chips("gb20x")[0] == "gb202"
+    assert family_chips("gb10x") == ("gb100", "gb102") and family_chips("x") == ()
 
 
 def test_radix3_page_arithmetic() -> None:
@@ -81,7 +100,7 @@ def test_nested_image_elf_and_version_note() -> None:
                    "nvidia/535.261.03/gsp_tu10x.bin")
     assert fw.image_elf is not None and fw.image_elf.machine_name == "RISC-V"
     assert fw.notes == ["the path names version 535.261.03, .fwversion says 1.2.3"]
-    assert fw.serves == ("tu102", "tu116", "ga100")
+    assert fw.serves == ("tu102", "tu104", "tu106")  # only .fwsignature_tu10x: no tu116, no ga100
 
 
 def test_gsp_problems() -> None:

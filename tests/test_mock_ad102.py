@@ -59,11 +59,12 @@ def test_prom_dump_inspect_and_diff(tmp_path: Path) -> None:
     doc = json.loads(run("--json", "firmware", "inspect", str(a)).out)
     assert doc["type"] == "nvidia-vbios" and doc["problems"] == []
     assert [i["code_type"] for i in doc["images"]] == [0x00, 0x03, 0xE0] and doc["expansion_rom_off"] == 0x1000
-    assert [t["id"] for t in doc["bit"]["tokens"]] == [0x42, 0x53, 0x70] and doc["bit"]["offset"] == 0x1B0
+    assert [t["id"] for t in doc["bit"]["tokens"]] == [0x42, 0x69, 0x53, 0x70] and doc["bit"]["offset"] == 0x1B0
+    assert doc["bios_version"] == "95.02.18.80.87" and doc["strings"]["version"] == "Version 95.02.18.80.87"
     prod = next(d for d in doc["falcon_descriptors"] if d["application"] == "FWSEC_PROD")
     assert prod["version"] == 3 and len(prod["signatures"]) == 3 and prod["ucode"]["size"] == 0x2400
     text = run("firmware", "inspect", str(a)).out
-    assert "FWSEC_PROD" in text and "BIT @0x1b0" in text
+    assert "FWSEC_PROD" in text and "BIT @0x1b0" in text and "version 95.02.18.80.87" in text.splitlines()[0]
     patched = bytearray(data)
     patched[prod["ucode"]["offset"] + 5] ^= 0xFF
     b.write_bytes(bytes(patched))

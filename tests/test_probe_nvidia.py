@@ -70,6 +70,10 @@ class Recorder:
     def flags(self) -> set[int]:
         return {int(f) & os.O_ACCMODE for kind, _p, f in self.events if kind == "open"}
 
+    def order(self, base: Path) -> list[str]:
+        """Every file opened under ``base``, in the order of the opens (repeats kept)."""
+        return [os.path.relpath(str(p), base) for kind, p, _f in self.events if kind == "open"]
+
     def maps(self) -> list[tuple[int, int]]:
         return sorted((int(n), int(o)) for kind, n, o in self.events if kind == "mmap")
 
@@ -131,8 +135,63 @@ def test_tier0_reads_attribute_files_only(tmp_path: Path, monkeypatch: pytest.Mo
     assert [b["index"] for b in doc["bars"]] == [0, 1, 3, 5] and doc["bars"][0]["size"] == 16 << 20
     assert doc["link"]["current_width"] == 16 and doc["nvidia_driver"]["version"] == "570.144"
     assert "95.02.18.80.00" in doc["nvidia_driver"]["files"]["gpu_information"]
+    assert doc["vbios_version"] == "95.02.18.80.00"  # from the driver's information file, never the prom
     assert "chip" not in doc and "registers" not in doc
     assert doc["tinygrad_lock"] == str(tmp_path / f"nv_{BDF}.lock")  # seen, never opened (the set above)
+
+
+WAKING = ("current_link_speed", "current_link_width", "max_link_width")  # Linux 6.12 pci-sysfs.c: they resume
+POWER = ("power_state", "power/runtime_status")
+
+
+def _attr_order(rec: Recorder, sysfs: Path) -> list[str]:
+    prefix = f"bus/pci/devices/{BDF}/"
+    return [p.removeprefix(prefix) for p in rec.order(sysfs) if p.startswith(prefix)]
+
+
+def test_tier0_reads_the_power_state_before_any_attribute_that_wakes(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    sysfs, procfs = make(tmp_path)
+    _env(monkeypatch, sysfs, procfs)
+    with Recorder(tmp_path) as rec:
+        r = run("--device", f"pci:{BDF}", "--json", "probe")
+    assert r.code == 0, r.err
+    ids = ["vendor", "device", "class", "revision", "subsystem_vendor", "subsystem_device", "resource"]
+    assert _attr_order(rec, sysfs) == [
+        *POWER, *ids, "max_link_speed", *WAKING,  # the transport's open: power first, then the rest
+        *POWER, "numa_node", "max_link_speed", *WAKING]  # tier 0: power first again (driver/iommu: links)
+    doc = json.loads(r.out)
+    assert doc["not_read"] is None and doc["link"]["current_width"] == 16
+
+
+@pytest.mark.parametrize(("power", "runtime"), [("D3cold", "suspended"), ("D0", "suspended"), ("D3hot", "active")])
+def test_tier0_of_a_sleeping_gpu_never_reads_what_would_wake_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               power: str, runtime: str) -> None:
+    sysfs, procfs = make(tmp_path, power=power, runtime=runtime)
+    _env(monkeypatch, sysfs, procfs)
+    with Recorder(tmp_path) as rec:
+        r = run("--device", f"pci:{BDF}", "--json", "probe")
+    assert r.code == 0, r.err
+    order = _attr_order(rec, sysfs)
+    assert not set(order) & {*WAKING, "config", "rom"}, order
+    assert order[:2] == list(POWER)  # the transport's open starts with them too
+    doc = json.loads(r.out)
+    assert doc["not_read"]["attributes"] == list(WAKING) and "resume" in doc["not_read"]["reason"]
+    assert (doc["power_state"], doc["runtime_status"]) == (power, runtime)
+    assert doc["link"] == {"current_speed": None, "current_width": None, "max_speed": "16.0 GT/s PCIe",
+                           "max_width": None}  # max_link_speed is cached by the kernel: still shown
+    human = run("--device", f"pci:{BDF}", "probe")
+    assert human.code == 0 and "not read: current_link_speed, current_link_width, max_link_width" in human.out
+    assert "current not read" in human.out
+
+
+def test_pci_list_leaves_a_sleeping_gpu_asleep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sysfs, procfs = make(tmp_path, power="D3cold", runtime="suspended")
+    _env(monkeypatch, sysfs, procfs)
+    with Recorder(tmp_path) as rec:
+        r = run("pci", "list")
+    assert r.code == 0, r.err
+    assert not set(_attr_order(rec, sysfs)) & {*WAKING, "config", "rom"}
 
 
 def test_driver_version_from_proc_when_the_module_file_is_missing() -> None:

@@ -94,11 +94,15 @@ def _human_nvidia(app: App, doc: dict) -> None:
                   + (f" ({flags})" if flags else ""))
     link = doc.get("link")
     if link:
-        out.print(f"  pcie link: {link['current_speed']} x{link['current_width']} "
-                  f"(max {link['max_speed']} x{link['max_width']})")
+        cur = f"{link['current_speed']} x{link['current_width']}" if link["current_speed"] else "current not read"
+        width = f" x{link['max_width']}" if link["max_width"] else ""
+        out.print(f"  pcie link: {cur} (max {link['max_speed'] or '?'}{width})")
+    skipped = doc.get("not_read")
+    if skipped:
+        out.print(f"  not read: {', '.join(skipped['attributes'])} ({skipped['reason']})", markup=False)
     drv = doc.get("nvidia_driver")
     if drv:
-        out.print(f"  nvidia driver {drv['version'] or '?'}")
+        out.print(f"  nvidia driver {drv['version'] or '?'}  vbios {doc.get('vbios_version') or '?'}")
     chip = doc.get("chip")
     if chip:
         out.print(f"  chip {chip['name'] or 'unknown'} (chipset 0x{chip['chipset']:x}, "

@@ -11,6 +11,7 @@ from tinyhw.formats.nvbios import NvVbios
 
 #: BIT token ids as letters, with the names envytools' BIT documentation gives them (only 0x70 is in the spec).
 TOKEN_NAMES = {0x32: "I2C ports", 0x41: "analog", 0x42: "BIOSDATA", 0x43: "clock", 0x44: "DFP", 0x49: "init",
+               0x69: "info",
                0x4C: "LVDS", 0x4D: "memory", 0x4E: "nop", 0x50: "performance", 0x53: "string", 0x54: "TMDS",
                0x55: "display", 0x56: "virtual", 0x63: "32-bit pointers", 0x64: "displayport", 0x70: "falcon data",
                0x75: "UEFI", 0x78: "MXM"}
@@ -19,6 +20,8 @@ TOKEN_NAMES = {0x32: "I2C ports", 0x41: "analog", 0x42: "BIOSDATA", 0x43: "clock
 def nv_vbios(v: NvVbios, title: str) -> tuple[dict[str, Any], Node]:
     doc: dict[str, Any] = {
         "chain_start": v.chain_start,
+        "bios_version": v.bios_version,
+        "strings": dict(v.strings),
         "images": [im.to_doc() for im in v.images],
         "expansion_rom_off": v.expansion_rom_off,
         "bit": v.bit.to_doc() if v.bit else None,
@@ -26,7 +29,8 @@ def nv_vbios(v: NvVbios, title: str) -> tuple[dict[str, Any], Node]:
         "falcon_descriptors": [d.to_doc() for d in v.descriptors],
     }
     ids = f"{v.images[0].vendor_id:04x}:{v.images[0].device_id:04x}" if v.images else "no pcir"
-    root = Node(f"nvidia vbios {title} ({v.size} bytes): pci {ids}, {len(v.images)} image(s)")
+    root = Node(f"nvidia vbios {title} ({v.size} bytes): pci {ids}, {len(v.images)} image(s), "
+                f"version {v.bios_version or '?'}")
     imgs = root.add(f"images ({len(v.images)})" + (f", chain at 0x{v.chain_start:x}" if v.chain_start else ""))
     for i, im in enumerate(v.images):
         n = imgs.add(f"[{i}] {im.code_name} (code type 0x{im.code_type:02x}) {span(im.offset, im.size)}"
@@ -35,6 +39,12 @@ def nv_vbios(v: NvVbios, title: str) -> tuple[dict[str, Any], Node]:
               f"class {im.class_code:06x}, length 0x{im.pcir_image_length:x}, last {im.pcir_last}")
         if im.npde_offset is not None:
             n.add(f"NPDE @0x{im.npde_offset:x}: length 0x{im.npde_image_length:x}, last {im.npde_last}")
+        if im.checksum is not None:
+            n.add(f"x86 init size 0x{im.init_size:x}, checksum {'ok' if im.checksum == 0 else hex(im.checksum)}")
+        if im.efi is not None:
+            e = im.efi
+            n.add(f"efi signature 0x{e['efi_signature']:x}, init size 0x{im.init_size:x}, subsystem "
+                  f"0x{e['subsystem']:x}, machine 0x{e['machine_type']:x}, compression {e['compression_type']}")
     root.add("expansion_rom_off " + (f"0x{v.expansion_rom_off:x}" if v.expansion_rom_off is not None
                                      else "none (no ext image)"))
     if v.bit:
@@ -44,6 +54,10 @@ def nv_vbios(v: NvVbios, title: str) -> tuple[dict[str, Any], Node]:
         for t in b.tokens:
             bn.add(f"'{t.letter}' 0x{t.id:02x} {TOKEN_NAMES.get(t.id, '')} v{t.data_version} "
                    f"{span(t.data_ptr, t.data_size)}".replace("  ", " "))
+        if v.strings:
+            sn = root.add(f"strings ({len(v.strings)})")
+            for k, text in v.strings.items():
+                sn.add(f"{k}: {text}")
     if v.falcon_table:
         t = v.falcon_table
         tn = root.add(f"falcon ucode table @0x{t.offset:x}: v{t.version}, {t.entry_count} entries, "
@@ -62,6 +76,14 @@ def nv_vbios(v: NvVbios, title: str) -> tuple[dict[str, Any], Node]:
                 sig.add(f"[{k}] {span(o, s)}")
         if d.ucode:
             dn.add(f"ucode {span(*d.ucode)}")
+        if d.interface:
+            i = d.interface
+            an = dn.add(f"application interface @0x{i['offset']:x}: v{i['version']}, "
+                        + ", ".join(f"id {e['id']} -> dmem 0x{e['dmem_offset']:x}" for e in i["entries"]))
+            m = i["dmem_mapper"]
+            if m:
+                an.add(f"DMAP @0x{m['offset']:x}: v{m['version']}, cmd_in 0x{m['cmd_in_buffer_offset']:x}+"
+                       f"0x{m['cmd_in_buffer_size']:x}, init_cmd 0x{m['init_cmd']:x}")
     doc["regions"] = [r.to_doc() for r in v.regions()]
     doc["notes"] = list(v.notes)
     doc["problems"] = list(v.problems)

@@ -12,6 +12,22 @@ up to 256 bytes). The NPDE structure (NVIDIA's PCI data extension: "NPDE" at the
 images other than code type 0x70) is taken from the facts of Linux nouveau ``nvkm/subdev/bios/npde.c``
 and ``image.c``.
 
+From NVIDIA's BIT documentation (open-gpu-doc "BIOS Information Table"): a ROM file may hold data for the
+hardware before the PCI expansion ROM (an nvflash dump starts with an ``NVGI`` header and the chain at
+0x9400): the chain is found on 512-byte boundaries by a ROM signature whose PCI data pointer leads to
+"PCIR"; token pointers beyond the PC-compatible image are offsets into the data after the UEFI image; the
+BIT header's bytes sum to 0 mod 256 (envytools' ``nvbios`` rejects a BIT that does not); BIOSDATA ('B',
+v1/v2: BIOS version u32 @0, OEM version u8 @4) and the string pointers ('S', v1: sign-on, OEM string,
+vendor, product, revision; v2 adds version and copyright after the sign-on: each a u16 pointer and a u8
+maximum length). The 'i' token (envytools' "info", v2) repeats the version at the same place. The version
+prints as the u32's bytes from the top, then the OEM byte, in hex: ``95.02.18.80.87``. PC-compatible
+(x86) image: byte 2 = initialisation size in 512-byte blocks, and those bytes sum to 0 mod 256 (envytools
+checks this too). UEFI image (EFI_PCI_EXPANSION_ROM_HEADER of the UEFI specification): initialisation size
+u16 @2 (512-byte blocks), EfiSignature u32 @4 = 0x0EF1, subsystem u16 @8, machine type u16 @0xA,
+compression type u16 @0xC, EFI image header offset u16 @0x16. Falcon table entries whose descriptor
+pointer is 0 are unused slots (real RTX 4090 ROMs have 8): skipped. The FWSEC ucode's
+application-interface table and DMEMMAPPER are decoded per §7.2 (:func:`fwsec_frts_image` patches them).
+
 Where tinygrad assumes (BIT at 0x1B0, descriptor version 3, no signature/last-flag checks; §6.2, §17 q3),
 this parser checks: it scans for the BIT header, validates the ROM signature and the last-image flag, bounds
 every loop and every pointer, and decodes a descriptor only when its version bits say 3. Parsers never raise:
@@ -20,13 +36,15 @@ problems are listed as ``"0xOFF: what"`` and what could be read is returned.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinyhw.formats.fwregion import Reader, Region
+from tinyhw.formats.fwregion import Reader, Region, cstring
 
 __all__ = ["FALCON_APPS", "BitTable", "BitToken", "FalconDesc", "FalconEntry", "FalconTable", "NvImage",
-           "NvVbios", "find_bit", "looks_like_nv_vbios", "parse_nv_vbios"]
+           "NvVbios", "bit_checksum", "find_bit", "find_chain", "fwsec_frts_image", "looks_like_nv_vbios",
+           "parse_nv_vbios"]
 
 ROM_SIGNATURES = {0xAA55: "55aa", 0x4E56: "VN", 0xBB77: "77bb"}
 PCI_DATA_SIGNATURES = {b"PCIR": "PCIR", b"NPDS": "NPDS", b"RGIS": "RGIS"}
@@ -38,7 +56,18 @@ FALCON_APPS = {0x05: "FIRMWARE_SEC_LIC", 0x45: "FWSEC_DBG", 0x85: "FWSEC_PROD"}
 DESC_V3_SIZE = 44
 MAX_IMAGES = 16
 SCAN_ALIGN = 512
+CHAIN_SCAN_LIMIT = 4 << 20  # how far into a file the 512-byte scan for the chain looks
 NVIDIA_VENDOR = 0x10DE
+BIT_BIOSDATA, BIT_STRINGS, BIT_INFO = 0x42, 0x53, 0x69  # 'B', 'S', 'i'
+#: 'S' token fields, each a (u16 pointer, u8 maximum length) pair, by data version.
+STRING_FIELDS = {1: ("sign_on", "oem", "oem_vendor", "oem_product", "oem_revision"),
+                 2: ("sign_on", "version", "copyright", "oem", "oem_vendor", "oem_product", "oem_revision")}
+EFI_SIGNATURE = 0x0EF1
+DMEMMAPPER_ID = 4  # §7.2: application-interface entry id of the DMEM mapper
+DMAP_SIGNATURE = b"DMAP"
+DMAP_SIZE = 64
+FRTS_COMMAND = 0x15  # §7.1
+PKC_SIGNATURE_SIZE = 384  # §7.2 step 5: the RSA-3K signature copied into the image
 
 
 @dataclass(frozen=True)
@@ -62,6 +91,9 @@ class NvImage:
     npde_last: bool | None
     size: int  # what the walk advanced by (NPDE's length where present)
     last: bool
+    init_size: int | None = None  # bytes: x86 byte 2 or the EFI header's u16 @2, in 512-byte blocks
+    checksum: int | None = None  # x86: sum of the init_size bytes mod 256 (0 when valid)
+    efi: dict[str, int] | None = None  # EFI_PCI_EXPANSION_ROM_HEADER fields of a code type 0x03 image
 
     @property
     def code_name(self) -> str:
@@ -75,7 +107,8 @@ class NvImage:
                          "code_type": self.code_type, "last": self.pcir_last},
                 "npde": None if self.npde_offset is None else {
                     "offset": self.npde_offset, "image_length": self.npde_image_length, "last": self.npde_last},
-                "code_type": self.code_type, "code_name": self.code_name, "last": self.last}
+                "code_type": self.code_type, "code_name": self.code_name, "last": self.last,
+                "init_size": self.init_size, "checksum": self.checksum, "efi": self.efi}
 
 
 @dataclass(frozen=True)
@@ -151,6 +184,7 @@ class FalconDesc:
     fields: dict[str, int] = field(default_factory=dict)  # FALCON_UCODE_DESC_V3, when decoded
     signatures: tuple[tuple[int, int], ...] = ()  # (offset, size) of each signature
     ucode: tuple[int, int] | None = None  # (offset, size)
+    interface: dict[str, Any] | None = None  # §7.2 application-interface table (+ DMEMMAPPER), when found
 
     @property
     def available(self) -> bool:
@@ -173,7 +207,8 @@ class FalconDesc:
                 "version": self.version, "available": self.available, "encrypted": self.encrypted,
                 "size": self.size, "v3": dict(self.fields) or None,
                 "signatures": [{"offset": o, "size": s} for o, s in self.signatures],
-                "ucode": None if self.ucode is None else {"offset": self.ucode[0], "size": self.ucode[1]}}
+                "ucode": None if self.ucode is None else {"offset": self.ucode[0], "size": self.ucode[1]},
+                "interface": self.interface}
 
 
 @dataclass
@@ -185,6 +220,8 @@ class NvVbios:
     bit: BitTable | None = None
     falcon_table: FalconTable | None = None
     descriptors: list[FalconDesc] = field(default_factory=list)
+    bios_version: str | None = None  # "95.02.18.80.87", from BIOSDATA ('B') or else the 'i' token
+    strings: dict[str, str] = field(default_factory=dict)  # the 'S' token's strings by field name
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -216,6 +253,11 @@ def find_bit(data: bytes, start: int = 0) -> int | None:
     return None if at < 0 else at
 
 
+def bit_checksum(data: bytes, at: int, header_size: int) -> int:
+    """Sum of the BIT header's ``header_size`` bytes mod 256 (0 for a valid header)."""
+    return sum(data[at:at + header_size]) & 0xFF
+
+
 def _pcir_vendor(data: bytes, off: int) -> int | None:
     if off + 0x1A > len(data) or int.from_bytes(data[off:off + 2], "little") not in ROM_SIGNATURES:
         return None
@@ -225,22 +267,37 @@ def _pcir_vendor(data: bytes, off: int) -> int | None:
     return int.from_bytes(data[p + 4:p + 6], "little")
 
 
+def find_chain(data: bytes, vendor: int | None = None) -> int | None:
+    """Offset of the PCI expansion ROM: 0, or the first 512-byte boundary (within :data:`CHAIN_SCAN_LIMIT`)
+    holding a ROM signature whose PCI data pointer leads to a PCI data structure (of ``vendor``, when given).
+    NVIDIA's BIT documentation: a ROM file may hold data for the hardware before it (nvflash: ``NVGI``)."""
+    for off in range(0, min(len(data), CHAIN_SCAN_LIMIT) - 0x1A + 1, SCAN_ALIGN):
+        found = _pcir_vendor(data, off)
+        if found is not None and (vendor is None or found == vendor):
+            return off
+    return None
+
+
 def looks_like_nv_vbios(data: bytes) -> bool:
-    """A ROM signature at 0 and an NVIDIA PCI data structure, or a BIT header in the first 64 KiB."""
-    if int.from_bytes(data[:2], "little") not in ROM_SIGNATURES:
+    """An NVIDIA PCI expansion ROM at 0 or on a 512-byte boundary (an nvflash dump's chain at 0x9400), or a ROM
+    signature at 0 with a BIT header in the first 64 KiB. Never an ELF file."""
+    if data[:4] == b"\x7fELF":
         return False
-    return _pcir_vendor(data, 0) == NVIDIA_VENDOR or BIT_PATTERN in data[:0x10000]
+    if int.from_bytes(data[:2], "little") in ROM_SIGNATURES and BIT_PATTERN in data[:0x10000]:
+        return True
+    return find_chain(data, NVIDIA_VENDOR) is not None
 
 
 def _chain_start(data: bytes, v: NvVbios) -> int | None:
-    if _pcir_vendor(data, 0) is not None:
-        return 0
-    for off in range(SCAN_ALIGN, len(data) - 0x1A, SCAN_ALIGN):
-        if _pcir_vendor(data, off) is not None:
-            v.notes.append(f"0x0: no rom image here; the image chain starts at 0x{off:x} (found by a 512-byte scan)")
-            return off
-    v.problems.append("0x0: no rom image signature (55aa, VN, 77bb) with a pci data structure was found")
-    return None
+    off = find_chain(data)
+    if off is None:
+        v.problems.append("0x0: no rom image signature (55aa, VN, 77bb) with a pci data structure was found "
+                          f"on a 512-byte boundary in the first 0x{CHAIN_SCAN_LIMIT:x} bytes")
+    elif off:
+        what = "an NVGI (nvflash) header" if data[:4] == b"NVGI" else f"0x{off:x} bytes of other data"
+        v.notes.append(f"0x0: {what} precedes the rom; the image chain starts at 0x{off:x} "
+                       "(found on a 512-byte boundary)")
+    return off
 
 
 def _walk(data: bytes, r: Reader, v: NvVbios, start: int) -> None:
@@ -275,8 +332,10 @@ def _walk(data: bytes, r: Reader, v: NvVbios, start: int) -> None:
                 size, last = npde_len, npde_last
         else:
             last = True
+        init, chk, efi = _image_header(data, r, v, off, ctype, size)
         img = NvImage(off, sig, pcir, PCI_DATA_SIGNATURES[psig], vid, did, plen, int.from_bytes(cls, "little"),
-                      ilen * 512, crev, ctype, bool(ind & 0x80), npde_off, npde_len, npde_last, size, last)
+                      ilen * 512, crev, ctype, bool(ind & 0x80), npde_off, npde_len, npde_last, size, last,
+                      init, chk, efi)
         v.images.append(img)
         if ctype == 0x00:
             last_base_size = size
@@ -297,6 +356,39 @@ def _walk(data: bytes, r: Reader, v: NvVbios, start: int) -> None:
     v.problems.append(f"more than {MAX_IMAGES} images without a last-image flag; the walk stopped")
 
 
+def _image_header(data: bytes, r: Reader, v: NvVbios, off: int, ctype: int,
+                  size: int) -> tuple[int | None, int | None, dict[str, int] | None]:
+    """The x86 image's init size and checksum, or the EFI image's header (see the module docstring)."""
+    if ctype == 0x00:
+        blocks = r.u8(off + 2, "x86 image init size")
+        if blocks is None:
+            return None, None, None
+        init = blocks * 512
+        if not init or init > size:
+            v.problems.append(f"0x{off + 2:x}: x86 image init size 0x{init:x} (byte 2, in 512-byte blocks) is 0 "
+                              f"or beyond the image's 0x{size:x} bytes")
+            return init, None, None
+        chk = sum(data[off:off + init]) & 0xFF
+        if chk:
+            v.problems.append(f"0x{off:x}: x86 image checksum: its 0x{init:x} init bytes sum to 0x{chk:02x} mod 256 "
+                              "(expected 0)")
+        return init, chk, None
+    if ctype == 0x03:
+        raw = r.unpack("HHIHHH8sH", off, "efi rom header")
+        if raw is None:
+            return None, None, None
+        _sig, blocks, efisig, subsystem, machine, compression, _res, image_off = raw
+        efi = {"efi_signature": efisig, "subsystem": subsystem, "machine_type": machine,
+               "compression_type": compression, "image_header_offset": image_off}
+        if efisig != EFI_SIGNATURE:
+            v.problems.append(f"0x{off + 4:x}: efi image signature 0x{efisig:x} (expected 0x0ef1)")
+        if not blocks or blocks * 512 > size:
+            v.problems.append(f"0x{off + 2:x}: efi image init size 0x{blocks * 512:x} is 0 or beyond the image's "
+                              f"0x{size:x} bytes")
+        return blocks * 512, None, efi
+    return None, None, None
+
+
 def _bit(data: bytes, r: Reader, v: NvVbios) -> None:
     at = find_bit(data, v.chain_start)
     if at is None:
@@ -308,6 +400,12 @@ def _bit(data: bytes, r: Reader, v: NvVbios) -> None:
     if h is None:
         return
     _id, _sig, bcd, hsize, tsize, count, chk = h
+    total = bit_checksum(data, at, hsize)
+    if hsize < 12:
+        v.problems.append(f"0x{at:x}: BIT header size {hsize} (expected at least 12)")
+    elif total:
+        v.problems.append(f"0x{at:x}: BIT header checksum: its {hsize} bytes sum to 0x{total:02x} mod 256 "
+                          f"(expected 0; the checksum byte holds 0x{chk:02x})")
     tokens = []
     if tsize < 6:
         v.problems.append(f"0x{at:x}: BIT token size {tsize} (expected at least 6)")
@@ -319,6 +417,60 @@ def _bit(data: bytes, r: Reader, v: NvVbios) -> None:
                 break
             tokens.append(BitToken(*raw))
     v.bit = BitTable(at, bcd, hsize, tsize, count, chk, tuple(tokens))
+
+
+def token_data(v: NvVbios, ptr: int) -> int:
+    """Absolute offset of a BIT token's data pointer: relative to the chain start, except that a pointer beyond
+    the PC-compatible image points into the data after the UEFI image (NVIDIA's BIT documentation), which is
+    where ``expansion_rom_off`` puts it."""
+    base = next((im for im in v.images if im.code_type == 0x00), None)
+    if base is not None and ptr >= base.size and v.expansion_rom_off is not None:
+        return v.expansion_rom_off + ptr
+    return v.chain_start + ptr
+
+
+def _version(raw: bytes) -> str:
+    return ".".join(f"{b:02x}" for b in (raw[3], raw[2], raw[1], raw[0], raw[4]))
+
+
+def _tokens(data: bytes, r: Reader, v: NvVbios) -> None:
+    """BIOSDATA ('B') and 'i' (the BIOS version), and the string pointers ('S')."""
+    by_id = {t.id: t for t in (v.bit.tokens if v.bit else ())}
+    versions = {}
+    for tid, name in ((BIT_BIOSDATA, "BIOSDATA 'B'"), (BIT_INFO, "info 'i'")):
+        t = by_id.get(tid)
+        if t is None:
+            continue
+        at = token_data(v, t.data_ptr)
+        if t.data_size < 5 or at + 5 > len(data):
+            v.problems.append(f"0x{at:x}: BIT {name} data of {t.data_size} bytes (needs 5 for the version)")
+            continue
+        versions[name] = _version(data[at:at + 5])
+    if versions:
+        v.bios_version = versions.get("BIOSDATA 'B'") or versions["info 'i'"]
+        if len(set(versions.values())) > 1:
+            v.notes.append("BIOS versions differ: " + ", ".join(f"{k} {x}" for k, x in versions.items()))
+    t = by_id.get(BIT_STRINGS)
+    if t is None:
+        return
+    at = token_data(v, t.data_ptr)
+    fields = STRING_FIELDS.get(t.data_version)
+    if fields is None or t.data_size < 3 * len(fields):
+        v.notes.append(f"0x{at:x}: BIT strings 'S' v{t.data_version} of {t.data_size} bytes is not decoded "
+                       "(v1: 15 bytes, v2: 21 bytes of pointer/length pairs)")
+        return
+    for i, name in enumerate(fields):
+        raw = r.unpack("HB", at + 3 * i, f"BIT string pointer {name}")
+        if raw is None:
+            return
+        ptr, limit = raw
+        if not ptr:
+            continue
+        where = token_data(v, ptr)
+        if where + limit > len(data):
+            v.problems.append(f"0x{where:x}: BIT string {name} of up to {limit} bytes extends beyond the data")
+            continue
+        v.strings[name] = cstring(data, where, limit).decode("latin-1").strip()
 
 
 def _falcon(data: bytes, r: Reader, v: NvVbios) -> None:
@@ -351,8 +503,13 @@ def _falcon(data: bytes, r: Reader, v: NvVbios) -> None:
                 break
             entries.append(FalconEntry(*e))
     v.falcon_table = FalconTable(off, ver, hsize, esize, count, dver, dsize, tuple(entries))
+    unused = [i for i, e in enumerate(entries) if e.desc_ptr == 0]
+    if unused:
+        v.notes.append(f"0x{off:x}: {len(unused)} falcon table entr{'y' if len(unused) == 1 else 'ies'} with "
+                       f"descriptor pointer 0 (unused slots, no descriptor): {', '.join(map(str, unused))}")
     for i, e in enumerate(entries):
-        _desc(data, r, v, i, e, base + e.desc_ptr)
+        if e.desc_ptr:
+            _desc(data, r, v, i, e, base + e.desc_ptr)
 
 
 def _desc(data: bytes, r: Reader, v: NvVbios, index: int, e: FalconEntry, off: int) -> None:
@@ -391,7 +548,47 @@ def _desc(data: bytes, r: Reader, v: NvVbios, index: int, e: FalconEntry, off: i
     ucode = (off + d.size, (fields["stored_size"] + 255) & ~255)
     if ucode[0] + ucode[1] > len(data):
         v.problems.append(f"0x{ucode[0]:x}: {e.application} ucode of 0x{ucode[1]:x} bytes extends beyond the data")
-    v.descriptors.append(FalconDesc(index, e.application, off, vdesc, fields, tuple(sigs), ucode))
+    iface = _interface(data, v, e.application, fields, ucode) if ucode[0] + ucode[1] <= len(data) else None
+    v.descriptors.append(FalconDesc(index, e.application, off, vdesc, fields, tuple(sigs), ucode, iface))
+
+
+def _interface(data: bytes, v: NvVbios, app: str, f: dict[str, int], ucode: tuple[int, int]) -> dict | None:
+    """§7.2: the application-interface table at IMEMLoadSize + InterfaceOffset of the ucode image and, from its
+    DMEMMAPPER entry (id 4), the DMEM mapper ("DMAP") at IMEMLoadSize + dmemOffset. Missing in a FWSEC
+    ucode: a problem (the FRTS patch cannot be made); in another application: a note."""
+    u0, usize = ucode
+    img = data[u0:u0 + usize]
+    complain = v.problems.append if app.startswith("FWSEC") else v.notes.append
+    at = f["imem_load_size"] + f["interface_offset"]
+    if at + 4 > len(img):
+        complain(f"0x{u0 + at:x}: {app} application-interface table lies beyond its 0x{usize:x}-byte ucode")
+        return None
+    ver, hsize, esize, count = img[at:at + 4]
+    entries = []
+    for i in range(count):
+        e = at + hsize + i * esize
+        if esize < 8 or e + 8 > len(img):
+            complain(f"0x{u0 + e:x}: {app} application-interface entry {i} lies beyond the ucode")
+            break
+        entries.append(struct.unpack_from("<II", img, e))
+    doc: dict[str, Any] = {"offset": u0 + at, "version": ver, "header_size": hsize, "entry_size": esize,
+                           "entries": [{"id": i, "dmem_offset": o} for i, o in entries], "dmem_mapper": None}
+    dm = next((o for i, o in entries if i == DMEMMAPPER_ID), None)
+    if dm is None:
+        complain(f"0x{u0 + at:x}: {app} application-interface table has no DMEMMAPPER (id 4) entry")
+        return doc
+    m = f["imem_load_size"] + dm
+    if m + DMAP_SIZE > len(img) or img[m:m + 4] != DMAP_SIGNATURE:
+        complain(f"0x{u0 + m:x}: {app} DMEMMAPPER is not a 64-byte 'DMAP' structure inside the ucode "
+                 f"(starts {img[m:m + 4].hex() or 'beyond it'})")
+        return doc
+    names = ("version", "size", "cmd_in_buffer_offset", "cmd_in_buffer_size", "cmd_out_buffer_offset",
+             "cmd_out_buffer_size", "nvf_img_data_buffer_offset", "nvf_img_data_buffer_size", "printf_buffer_hdr",
+             "ucode_build_time_stamp", "ucode_signature", "init_cmd", "ucode_feature", "ucode_cmd_mask0",
+             "ucode_cmd_mask1", "multi_tgt_tbl")
+    doc["dmem_mapper"] = {"offset": u0 + m, **dict(zip(names, struct.unpack_from("<HH14I", img, m + 4),
+                                                        strict=True))}
+    return doc
 
 
 def parse_nv_vbios(data: bytes) -> NvVbios:
@@ -405,5 +602,37 @@ def parse_nv_vbios(data: bytes) -> NvVbios:
     v.chain_start = start
     _walk(data, r, v, start)
     _bit(data, r, v)
+    _tokens(data, r, v)
     _falcon(data, r, v)
     return v
+
+
+def fwsec_frts_image(data: bytes, v: NvVbios, frts_offset: int, application: str = "FWSEC_PROD") -> bytes:
+    """The FWSEC ucode image patched to carve FRTS at ``frts_offset`` (§7.1-§7.2): the DMEM mapper's init_cmd
+    set to 0x15, the FRTS command (READ_VBIOS descriptor then FRTS region descriptor) copied to its
+    cmd_in buffer, and the last 384 bytes of the descriptor's signatures copied to PKCDataOffset (all at
+    IMEMLoadSize + offset in the image). ValueError when the ROM lacks what the patch needs."""
+    d = v.fwsec(application)
+    if d is None or not d.fields or d.ucode is None:
+        raise ValueError(f"no decoded v3 {application} descriptor")
+    mapper = (d.interface or {}).get("dmem_mapper")
+    if mapper is None:
+        raise ValueError(f"{application} has no DMEMMAPPER ('DMAP') in its application-interface table")
+    if not d.signatures or frts_offset % 4096:
+        raise ValueError("no signature to copy" if not d.signatures else "the frts offset is not 4 KiB aligned")
+    f, (u0, usize) = d.fields, d.ucode
+    img = bytearray(data[u0:u0 + usize])
+    dmem = f["imem_load_size"]
+    cmd = struct.pack("<IIIII", 1, 24, 0, 0, 2) + bytes(4) + struct.pack("<IIIII", 1, 20, frts_offset >> 12,
+                                                                          0x100, 2)
+    cmd_at = dmem + mapper["cmd_in_buffer_offset"]
+    if len(cmd) > mapper["cmd_in_buffer_size"] or cmd_at + len(cmd) > len(img):
+        raise ValueError(f"the {len(cmd)}-byte frts command does not fit the cmd_in buffer")
+    img[cmd_at:cmd_at + len(cmd)] = cmd
+    struct.pack_into("<I", img, mapper["offset"] - u0 + 44, FRTS_COMMAND)
+    sig_end = d.signatures[-1][0] + d.signatures[-1][1]
+    pkc = dmem + f["pkc_data_offset"]
+    if pkc + PKC_SIGNATURE_SIZE > len(img):
+        raise ValueError("PKCDataOffset + 384 lies beyond the ucode image")
+    img[pkc:pkc + PKC_SIGNATURE_SIZE] = data[sig_end - PKC_SIGNATURE_SIZE:sig_end]
+    return bytes(img)

@@ -1,10 +1,11 @@
 """NVIDIA GSP-RM firmware (``gsp_ga10x.bin``, ``gsp_tu10x.bin``, linux-firmware ``gsp-<ver>.bin``).
 
-Spec: specs/nv-bringup.md §9.2 (which file serves which chips), §9.3 (the file is an ELF; a loader
-uses ``.fwimage``, the image mapped through a radix-3 table, and ``.fwsignature_<family>``, the chip
-family's signature copied into its own 4 KiB buffer), §10 (WPR meta: ``sizeOfRadix3Elf`` = the
-``.fwimage`` length, ``sizeOfSignature`` = 0x1000), §11 (radix-3 page counts). The version string is
-the ``.fwversion`` section (observed in Debian's firmware-nvidia-gsp 535.261.03: "535.261.03\\0").
+Spec: specs/nv-bringup.md §9.2 (which file serves which chips; here the list is derived from the file's
+own ``.fwsignature_<family>`` sections, :func:`family_chips`, never from its name), §3.3 (the chips), §9.3
+(the file is an ELF; a loader uses ``.fwimage``, the image mapped through a radix-3 table, and
+``.fwsignature_<family>``, the chip family's signature copied into its own 4 KiB buffer), §10 (WPR meta:
+``sizeOfRadix3Elf`` = the ``.fwimage`` length, ``sizeOfSignature`` = 0x1000), §11 (radix-3 page counts).
+The version string is the ``.fwversion`` section (observed in Debian's firmware-nvidia-gsp 535.261.03: "535.261.03\\0").
 
 :func:`parse_gsp` never raises; structural errors are ``problems``, observations are ``notes``.
 """
@@ -21,10 +22,12 @@ __all__ = ["GspFirmware", "SIGNATURE_BUFFER", "is_gsp_elf", "parse_gsp", "radix3
 
 PAGE = 0x1000
 SIGNATURE_BUFFER = 0x1000  # §10: sizeOfSignature; each .fwsignature_* is copied into a 4 KiB buffer
-#: §9.2: the chips whose linux-firmware directory links to each Debian/NVIDIA file name.
-SERVES = {"gsp_ga10x": ("ga102", "ga103", "ga104", "ga106", "ga107", "ad102", "ad103", "ad104", "ad106", "ad107",
-                        "gh100", "gb100", "gb102", "gb202", "gb203", "gb205", "gb206", "gb207"),
-          "gsp_tu10x": ("tu102", "tu116", "ga100")}
+#: §3.3: the chips (Linux nova-core's chipset list), by which a signature family is resolved.
+CHIPS = ("tu102", "tu104", "tu106", "tu117", "tu116", "ga100", "ga102", "ga103", "ga104", "ga106", "ga107", "gh100",
+         "ad102", "ad103", "ad104", "ad106", "ad107", "gb100", "gb102", "gb202", "gb203", "gb205", "gb206", "gb207")
+#: Chips with a signature family of their own, never covered by a wildcard family (§9.2: GA100 is served by the
+#: Turing file, whose ``.fwsignature_ga100`` is its own; ``ga10x`` means GA102 and later).
+OWN_FAMILY = ("ga100",)
 #: §9.3: the signature families tinygrad's loader picks from (others are listed, not used by it).
 TINYGRAD_FAMILIES = ("ga10x", "ad10x", "gb20x")
 
@@ -37,7 +40,7 @@ class GspFirmware:
     image_elf: ElfFile | None = None  # when .fwimage is itself an ELF (gsp_tu10x: a stripped executable)
     signatures: dict[str, Region] = field(default_factory=dict)  # chip family -> .fwsignature_<family>
     radix3: dict[str, int] = field(default_factory=dict)
-    serves: tuple[str, ...] = ()
+    serves: tuple[str, ...] = ()  # chips with a .fwsignature_* section in this file (see family_chips)
     notes: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -53,6 +56,18 @@ def radix3_pages(image_size: int) -> dict[str, int]:
     level0 = ((level1 - 1) >> 9) + 1 if level1 else 0
     return {"level0": level0, "level1": level1, "level2": level2, "image": level3,
             "total": level0 + level1 + level2 + level3}
+
+
+def family_chips(family: str) -> tuple[str, ...]:
+    """The chips a ``.fwsignature_<family>`` section is for: the chip itself (``ga100``, ``gh100``; ``cc_gh100``
+    is GH100's confidential-computing signature), or every chip of a wildcard family (``ad10x``: AD102 ...
+    AD107; ``tu11x``: TU116, TU117) but those with a family of their own (:data:`OWN_FAMILY`)."""
+    fam = family.removeprefix("cc_")
+    if fam in CHIPS:
+        return (fam,)
+    if fam.endswith("x") and len(fam) > 1:
+        return tuple(c for c in CHIPS if c.startswith(fam[:-1]) and c not in OWN_FAMILY)
+    return ()
 
 
 def is_gsp_elf(elf: ElfFile) -> bool:
@@ -91,6 +106,10 @@ def parse_gsp(data: bytes | memoryview, name: str | None = None) -> GspFirmware:
                                    "the loader's signature buffer)")
     if img is not None and not fw.signatures:
         fw.problems.append("no .fwsignature_<family> section (expected one per supported chip family)")
+    serves = {c for fam in fw.signatures for c in family_chips(fam)}
+    fw.serves = tuple(c for c in CHIPS if c in serves)
+    fw.notes += [f".fwsignature_{fam}: a signature family that names no chip tinyhw knows (§3.3)"
+                 for fam in fw.signatures if not family_chips(fam)]
     _name_checks(fw, name)
     return fw
 
@@ -98,8 +117,6 @@ def parse_gsp(data: bytes | memoryview, name: str | None = None) -> GspFirmware:
 def _name_checks(fw: GspFirmware, name: str | None) -> None:
     if not name:
         return
-    base = re.split(r"[\\/]", name)[-1].removesuffix(".bin")
-    fw.serves = SERVES.get(base, ())
     m = re.search(r"(\d+\.\d+(?:\.\d+)?)", name)
     if m and fw.version and m[1] != fw.version:
         fw.notes.append(f"the path names version {m[1]}, .fwversion says {fw.version}")

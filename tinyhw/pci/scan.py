@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from tinyhw.errors import EnvironmentProblem
 from tinyhw.formats.pciids import PciIds
+from tinyhw.transport.abilities import device_awake
 from tinyhw.transport.base import BarInfo, Identity
 
 DEFAULT_ROOT = "/sys/bus/pci/devices"
@@ -128,7 +129,14 @@ class PciFunction:
     max_link_speed: str | None = None
     current_link_width: int | None = None
     max_link_width: int | None = None
+    power_state: str | None = None  # "D0", "D3hot", "D3cold", ... (None: the kernel has no such attribute)
+    runtime_status: str | None = None  # power/runtime_status: "active", "suspended", "unsupported", ...
+    not_read: tuple[str, ...] = ()  # attributes skipped because reading them would resume the sleeping device
     problems: list[str] = field(default_factory=list)
+
+    @property
+    def awake(self) -> bool:
+        return device_awake(self.power_state, self.runtime_status)
 
     @property
     def bars(self) -> list[BarInfo]:
@@ -195,6 +203,9 @@ def read_function(root: str, address: str) -> PciFunction:
     dom, bus, slot, fn = bdf
     dev = PciFunction(f"{dom:04x}:{bus:02x}:{slot:02x}.{fn}", dom, bus, slot, fn, path)
     p = dev.problems
+    # the power state first: it decides whether the attributes that resume the device may be read at all
+    dev.power_state = _text(path, "power_state")
+    dev.runtime_status = _text(path, os.path.join("power", "runtime_status"))
     for attr, name, required in (
         ("vendor_id", "vendor", True), ("device_id", "device", True), ("class_code", "class", True),
         ("revision", "revision", False), ("subsystem_vendor_id", "subsystem_vendor", False),
@@ -208,10 +219,13 @@ def read_function(root: str, address: str) -> PciFunction:
     dev.driver = _link_name(path, "driver")
     group = _link_name(path, "iommu_group")
     dev.iommu_group = int(group) if group is not None and group.isdigit() else None
-    dev.current_link_speed = _text(path, "current_link_speed")
     dev.max_link_speed = _text(path, "max_link_speed")
-    dev.current_link_width = _int(path, "current_link_width", 10, p, False)
-    dev.max_link_width = _int(path, "max_link_width", 10, p, False)
+    if dev.awake:
+        dev.current_link_speed = _text(path, "current_link_speed")
+        dev.current_link_width = _int(path, "current_link_width", 10, p, False)
+        dev.max_link_width = _int(path, "max_link_width", 10, p, False)
+    else:
+        dev.not_read = ("current_link_speed", "current_link_width", "max_link_width")
     return dev
 
 

@@ -3,7 +3,11 @@
 Tier 0 (default, any user): only what the OS already knows: the function's sysfs attributes (ids,
 class, revision, driver in use, BARs from ``resource``, NUMA node, link speed/width, power state,
 runtime-PM status, IOMMU group), when present the nvidia driver's version and per-GPU information
-files, and whether tinygrad's lock file for the device exists. No config-space read, no BAR access.
+files (the VBIOS version among them), and whether tinygrad's lock file for the device exists. No
+config-space read, no BAR access. The power state and runtime status are read first: on Linux, reading
+``current_link_speed``, ``current_link_width`` or ``max_link_width`` resumes a runtime-suspended or D3cold
+device and reads its config space, so for a GPU not in D0 and runtime-active they are not read, and the
+document says so (``not_read``).
 
 Tier 2 (``registers=True``, root on real hardware): single 32-bit reads through read-only mappings of
 single BAR0 pages: PMC_BOOT_0 (0x0) and PMC_BOOT_42 (0xA00) decoded to architecture and chip (§3), then
@@ -34,14 +38,18 @@ from tinyhw.boards.nvidia import (
 )
 from tinyhw.errors import Refused
 from tinyhw.formats.pciids import PciIds
-from tinyhw.transport.abilities import DeviceAttributes, ReadOnlyPeek
+from tinyhw.transport.abilities import RUNTIME_ACTIVE, DeviceAttributes, ReadOnlyPeek, device_awake
 from tinyhw.transport.base import Transport, require
 
-#: The attributes tier 0 reads itself (besides those the transport read to learn ids and BARs).
-TIER0_ATTRIBUTES = ("driver", "numa_node", "current_link_speed", "current_link_width", "max_link_speed",
-                    "max_link_width", "power_state", "power/runtime_status", "iommu_group")
-#: Runtime-PM states in which the device is powered (sysfs ``power/runtime_status``).
-RUNTIME_ACTIVE = ("active", "unsupported")
+#: The power attributes tier 0 reads first: they decide whether the attributes that resume a sleeping device
+#: (:data:`tinyhw.transport.abilities.WAKING_ATTRIBUTES`, from Linux 6.12 pci-sysfs.c) may be read at all.
+POWER_ATTRIBUTES = ("power_state", "power/runtime_status")
+#: The attributes tier 0 reads itself after those (besides what the transport read to learn ids and BARs):
+#: kernel-cached, safe in any power state.
+TIER0_ATTRIBUTES = ("driver", "numa_node", "max_link_speed", "iommu_group")
+#: Read only when the device is in D0 and runtime-active: each read runtime-resumes the device (or its parent
+#: bridge) and reads its config space (``pci_config_pm_runtime_get()`` in the kernel's show functions).
+AWAKE_ATTRIBUTES = ("current_link_speed", "current_link_width", "max_link_width")
 
 
 def _int(text: str | None, base: int = 10) -> int | None:
@@ -54,7 +62,11 @@ def _int(text: str | None, base: int = 10) -> int | None:
 def tier0(t: Transport, ids: PciIds | None = None) -> dict[str, Any]:
     """The tier-0 document: attributes only."""
     attrs = require(t, DeviceAttributes, "show sysfs attributes")
-    a = {name: attrs.attribute(name) for name in TIER0_ATTRIBUTES}
+    a = {name: attrs.attribute(name) for name in POWER_ATTRIBUTES}
+    a.update({name: attrs.attribute(name) for name in TIER0_ATTRIBUTES})
+    awake = device_awake(a["power_state"], a["power/runtime_status"])
+    skipped = () if awake else AWAKE_ATTRIBUTES
+    a.update({name: None if name in skipped else attrs.attribute(name) for name in AWAKE_ATTRIBUTES})
     ident = t.identity()
     info = t.info()
     v, d = ident.vendor_id, ident.device_id
@@ -69,10 +81,15 @@ def tier0(t: Transport, ids: PciIds | None = None) -> dict[str, Any]:
                  "max_speed": a["max_link_speed"], "max_width": _int(a["max_link_width"])}
         if a["current_link_speed"] or a["max_link_speed"] else None,
         "power_state": a["power_state"], "runtime_status": a["power/runtime_status"],
+        "not_read": {"attributes": list(skipped), "reason": (
+            f"the gpu is {a['power_state'] or '?'}, runtime {a['power/runtime_status'] or '?'}: reading these "
+            "would resume it (linux runs pci_config_pm_runtime_get() and a config read for each)")}
+        if skipped else None,
     }
     doc["tinygrad_lock"] = _tinygrad_lock(ident.location) if info.transport == "pci" else None
     files = attrs.driver_files()
     doc["nvidia_driver"] = {"version": _driver_version(files), "files": files} if files else None
+    doc["vbios_version"] = _vbios_version(files)  # tier 0 never reads the prom: only the driver's report
     doc["problems"] = []
     return doc
 
@@ -97,6 +114,15 @@ def _driver_version(files: dict[str, str]) -> str | None:
         if line.startswith("NVRM version:"):
             m = re.search(r"\b\d+\.\d+(?:\.\d+)?\b", line)
             return m.group(0) if m else None
+    return None
+
+
+def _vbios_version(files: dict[str, str]) -> str | None:
+    """The ``Video BIOS:`` line of ``/proc/driver/nvidia/gpus/<BDF>/information`` (e.g. ``95.02.18.80.87``)."""
+    for line in files.get("gpu_information", "").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "Video BIOS" and value.strip():
+            return value.strip()
     return None
 
 

@@ -12,7 +12,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from tinyhw.transport.batch import Batching
 
-__all__ = ["Batching", "DmaBuffers", "Interrupts", "Resettable"]
+__all__ = ["RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "DmaBuffers", "DeviceAttributes", "Interrupts",
+           "ReadOnlyPeek", "Resettable", "device_awake"]
 
 
 @runtime_checkable
@@ -40,11 +41,33 @@ class Interrupts(Protocol):
     def wait_irq(self, fd: int, timeout_s: float) -> int: ...
 
 
+#: Sysfs attributes whose read touches the device, from Linux 6.12 ``drivers/pci/pci-sysfs.c``: the show/read
+#: functions of ``current_link_speed``, ``current_link_width``, ``max_link_width``, ``secondary_bus_number``,
+#: ``subordinate_bus_number``, ``config`` and ``resourceN_resize`` (not listed: read only to resize) call
+#: ``pci_config_pm_runtime_get()``, which runtime-resumes the parent bridge (``pm_runtime_get_sync``) and a
+#: device in D3cold, then read config space; ``rom`` maps and reads the expansion ROM. None of them is read
+#: while the device sleeps. Kernel-cached, no device access: ``vendor``, ``device``, ``subsystem_*``,
+#: ``class``, ``revision``, ``resource``, ``numa_node``, ``power_state`` (``pdev->current_state``),
+#: ``max_link_speed`` (6.12: the cached ``supported_speeds``), the ``driver`` and ``iommu_group`` links, and
+#: ``power/runtime_status`` (drivers/base/power/sysfs.c).
+WAKING_ATTRIBUTES = ("current_link_speed", "current_link_width", "max_link_width", "secondary_bus_number",
+                     "subordinate_bus_number", "config", "rom")
+#: Runtime-PM states in which the device is powered (sysfs ``power/runtime_status``).
+RUNTIME_ACTIVE = ("active", "unsupported")
+
+
+def device_awake(power_state: str | None, runtime_status: str | None) -> bool:
+    """True when reading a :data:`WAKING_ATTRIBUTES` attribute cannot resume anything: the function is in D0 and
+    runtime-active (an absent attribute, as on kernels without runtime PM, does not count against it)."""
+    return power_state in (None, "D0") and runtime_status in (None, *RUNTIME_ACTIVE)
+
+
 @runtime_checkable
 class DeviceAttributes(Protocol):
     """What the OS already knows about the function, read without touching the device (sysfs attribute files
     such as ``vendor``, ``power_state`` or ``power/runtime_status``; ``driver`` and ``iommu_group`` give the
-    link's name), and the informational files of the driver that owns it (``/proc/driver/nvidia/...``)."""
+    link's name), and the informational files of the driver that owns it (``/proc/driver/nvidia/...``).
+    Exception: the :data:`WAKING_ATTRIBUTES` do touch the device; read them only when :func:`device_awake`."""
 
     def attribute(self, name: str) -> str | None: ...
 
