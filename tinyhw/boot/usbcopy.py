@@ -89,6 +89,7 @@ class UsbCopier:
         self.fence_seen = 0
         self.primed = False
         self.mirror = bytearray(SRAM_SIZE)
+        self._staging: tuple[bytearray, bytearray] | None = None  # the seed protocol's two staging buffers
         self.stats = {"chunks": 0, "fence_reads": 0, "arms": 0, "bulk_out": 0, "staged_bytes": 0, "pieces_out": 0,
                       "alt_sentinels": 0}
 
@@ -212,15 +213,22 @@ class UsbCopier:
                 self.mirror[at + n - 4:at + n] = tags[c].to_bytes(4, "little")
 
     def _send_seed(self, q: Any, seq: int, chunk: memoryview, tag: int) -> int:
+        """The seed's host work per chunk (§9.3), no more: the payload copied into staging buffer seq mod 2 (two
+        buffers, allocated once; the window-reuse rule has freed it), the sentinel stored, the arm and a fence
+        read (one after the other: EP0 carries one control transfer at a time), the fence polled, one bulk OUT."""
         n = wire_len(len(chunk))
-        staging = bytearray(n)
+        if self._staging is None:
+            self._staging = (bytearray(WINDOW), bytearray(WINDOW))
+        staging = self._staging[seq % 2]
         staging[:len(chunk)] = chunk
-        staging[n - 4:] = tag.to_bytes(4, "little")
+        if n - 4 > len(chunk):
+            staging[len(chunk):n - 4] = bytes(n - 4 - len(chunk))  # the pad the mirror assumes (< 512 bytes)
+        staging[n - 4:n] = tag.to_bytes(4, "little")
         self.stats["staged_bytes"] += n
         self._arm(seq % 2, n)
         self._read_fence()
         self._wait_fence(seq - 1, f"usb copy-in window {seq % 2} for chunk {seq}")
-        return self._bulk(q, staging)
+        return self._bulk(q, memoryview(staging)[:n])
 
     def _send_tinyhw(self, q: Any, seq: int, chunk: memoryview, tag: int) -> int:
         n = wire_len(len(chunk))

@@ -49,7 +49,10 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
     Each size is copied --repeat times per direction; min/median/max MB/s, the bytes verified (read
     back and compared), and the fraction of the link's theoretical limit (PCIe speed x width from
     config space; the USB link speed of a bridge). On an emulated board the time is the board's
-    modelled time (labelled so), from the emulator's per-transfer costs.
+    modelled time (labelled so), from the emulator's per-transfer costs; on mock:navi31-usb by default the
+    hybrid clock: those modelled device costs plus this host's measured CPU time between transfers (each
+    row's "clock": hybrid; the device option clock=device, or TINYHW_CLOCK=device, gives the exact,
+    reproducible device-time figures instead).
 
     cuda:N (the cuda extra: pip install 'tinyhw[cuda]'): cuMemcpyHtoDAsync/cuMemcpyDtoHAsync from pinned
     and pageable host memory, timed with CUDA events, each copy verified by hash; the limit is the GPU's
@@ -238,7 +241,7 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
         table.add_row(*(r[c] for c in cols), _size(r["size"]), num(r["mbps_min"]), num(r["mbps_median"]),
                       num(r["mbps_max"]), _size(r["verified"]) if r["verified"] else "-",
                       "-" if frac is None else f"{frac:.1%}", *model,
-                      r["skipped"] or ("modelled" if r["modelled"] else
+                      r["skipped"] or (("hybrid clock" if r.get("clock") == "hybrid" else "modelled") if r["modelled"] else
                                        "host only" if r.get("host_only") else "measured"))
     if gpu:
         app.out.print(f"{gpu['device']}: {gpu['gpu']}, cuda driver {gpu['driver_version']}", markup=False)
@@ -249,6 +252,9 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
     else:
         app.out.print(f"link limit: {num(limit, '{:.0f}')} MB/s; path: {rows[0]['path'] if rows else '-'}",
                       markup=False)
+    if any(r.get("clock") == "hybrid" for r in rows):
+        app.out.print("time: hybrid clock = the emulator's modelled device time plus this host's measured cpu time "
+                      "between transfers (clock=device for the exact device-time figures)", markup=False)
     hosts = sorted({f"{r['direction']} {r['model_host']}" for r in rows if r.get("model_host")})
     if hosts:
         app.out.print(f"model column: the timing model of this run's host ({', '.join(hosts)}; async: queued bulk "
