@@ -241,8 +241,7 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
         table.add_row(*(r[c] for c in cols), _size(r["size"]), num(r["mbps_min"]), num(r["mbps_median"]),
                       num(r["mbps_max"]), _size(r["verified"]) if r["verified"] else "-",
                       "-" if frac is None else f"{frac:.1%}", *model,
-                      r["skipped"] or (("hybrid clock" if r.get("clock") == "hybrid" else "modelled") if r["modelled"] else
-                                       "host only" if r.get("host_only") else "measured"))
+                      r["skipped"] or _timing(r))
     if gpu:
         app.out.print(f"{gpu['device']}: {gpu['gpu']}, cuda driver {gpu['driver_version']}", markup=False)
     app.out.print(table)
@@ -260,6 +259,13 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
         app.out.print(f"model column: the timing model of this run's host ({', '.join(hosts)}; async: queued bulk "
                       "transfers, worker: one bulk thread, sync: each transfer waited for)", markup=False)
     _chart(app, rows)
+
+
+def _timing(r: dict[str, Any]) -> str:
+    """How a row was timed: measured (wall), modelled (device clock), hybrid clock, host only."""
+    if r["modelled"]:
+        return "hybrid clock" if r.get("clock") == "hybrid" else "modelled"
+    return "host only" if r.get("host_only") else "measured"
 
 
 def _chart(app: App, rows: list[dict[str, Any]], width: int = 40) -> None:

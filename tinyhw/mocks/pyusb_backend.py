@@ -35,8 +35,7 @@ from __future__ import annotations
 import array
 import errno
 import threading
-from collections.abc import Sequence
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import wraps
 from typing import Any, TypeVar
