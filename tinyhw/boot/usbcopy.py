@@ -228,7 +228,7 @@ class UsbCopier:
         self._arm(seq % 2, n)
         self._read_fence()
         self._wait_fence(seq - 1, f"usb copy-in window {seq % 2} for chunk {seq}")
-        return self._bulk(q, memoryview(staging)[:n])
+        return self._bulk(q, staging if n == len(staging) else memoryview(staging)[:n])
 
     def _send_tinyhw(self, q: Any, seq: int, chunk: memoryview, tag: int) -> int:
         n = wire_len(len(chunk))
