@@ -58,8 +58,8 @@ def one_copy(r, proto: str, data: bytes) -> dict:
             "queue": r.copier.stats.get("queue")}
 
 
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):6.1f} (min {min(values):.1f}, max {max(values):.1f})"
+def spread(values: list[float], f: str = ".1f") -> str:
+    return f"{statistics.median(values):{f}} (min {min(values):{f}}, max {max(values):{f}})"
 
 
 def breakdown(run: dict) -> list[str]:
@@ -106,8 +106,9 @@ def main() -> int:
     print(f"copy-in {mib} MiB on the emulated navi31-usb, hybrid clock (measured host cpu + modelled device time), "
           f"{repeats} alternated pairs, MB/s median (min, max):")
     for p in PROTOCOLS:
-        print(f"  {p:6s} protocol, tinyhw's host (queued bulk, {runs[p][0]['queue']}): {spread([x['mb_s'] for x in runs[p]])}")
-    print(f"  ratio tinyhw / seed, per pair: {spread(ratios).replace('(', '(').strip()}x")
+        print(f"  {p:6s} protocol, tinyhw's host (queued bulk, {runs[p][0]['queue']}): "
+              f"{spread([x['mb_s'] for x in runs[p]])}")
+    print(f"  ratio tinyhw / seed, per pair: {spread(ratios, '.2f')}")
     for p in PROTOCOLS:
         print(f"  where the {p} protocol's time goes (last run, {runs[p][-1]['mb_s']:.1f} MB/s):")
         for line in breakdown(runs[p][-1]):
@@ -117,15 +118,15 @@ def main() -> int:
         print(f"  fallback host (one bulk worker thread), hybrid clock, {p:6s}: {fallback[p]['mb_s']:6.1f} MB/s")
     for p in PROTOCOLS:
         bare = model_copy_in(SIZE, p, host="async", host_costs=False)["mb_s"]
-        print(f"  device clock (no host cpu: exact, reproducible), {p:6s}: {device[p]['mb_s']:6.1f} MB/s; timing model "
-              f"without host costs {bare:6.1f} ({(device[p]['mb_s'] - bare) / bare * 100:+.1f} %)")
+        print(f"  device clock (no host cpu: exact, reproducible), {p:6s}: {device[p]['mb_s']:6.1f} MB/s; timing "
+              f"model without host costs {bare:6.1f} ({(device[p]['mb_s'] - bare) / bare * 100:+.1f} %)")
     print("per-transfer device costs of the emulator (modelled; specs/asm24-usb-bridge.md §1):")
     print(f"  0xF2 SRAM DMA {ceiling:.0f} MB/s (the spec's measured figure; the ceiling of this path); "
           f"control round trip {timing.control_rtt_s * 1e6:.0f} us (inferred); lone bulk transfer "
           f"{timing.bulk_overhead_s * 1e6:.0f} us, queued bulk transfer gap {timing.bulk_gap_s * 1e6:.0f} us "
           f"(both inferred); streamed ring write {timing.stream_write_dword_s * 1e6:.1f} us per dword (inferred from "
-          f"§1's 3.6 MB/s); SDMA reads of the SRAM {sdma.system_read_rate / 1e9:.1f} GB/s, poll {sdma.poll_s * 1e6:.0f} "
-          f"us (inferred)")
+          f"§1's 3.6 MB/s); SDMA reads of the SRAM {sdma.system_read_rate / 1e9:.1f} GB/s, "
+          f"poll {sdma.poll_s * 1e6:.0f} us (inferred)")
     verified = all(x["verified"] for x in (*runs["seed"], *runs["tinyhw"], *fallback.values(), *device.values()))
     fast = med["tinyhw"] >= 600 and med["tinyhw"] >= 0.85 * ceiling
     gain = statistics.median(ratios) >= 1.5
