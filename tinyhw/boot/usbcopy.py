@@ -29,10 +29,11 @@ chunk seq-2's bulk transfers completed (the queue's ticket) and the fence showed
 chunks (four transfers) are in flight and a queued transfer never waits for anything but the pipe. A failure
 (disconnect, timeout) is latched by the queue and raised on the caller by its next step as the usual one-line
 tinyhw error; outstanding transfers are cancelled and reaped before ``copy_in`` returns or raises. Queued
-transfers pay only the pipe's small gap instead of a lone transfer's ~100 us fixed cost. What this achieves is what
-the emulator's virtual clock measures (``bench copy --path sram`` on ``mock:navi31-usb``, the "tinyhw's host"
-lines of ``bench/bench_usbcopy.py``); the timing model (:mod:`tinyhw.boot.usbcopy_model`, ``host="async"``)
-reproduces it, and ``host="worker"`` the fallback (``TINYHW_USB_QUEUE=worker``). Copy-out stays synchronous.
+transfers pay only the pipe's small gap instead of a lone transfer's ~100 us fixed cost. What this achieves on
+this machine is what the emulator's hybrid clock gives (modelled device costs + the host's measured CPU time
+between transfers: ``bench copy --path sram`` on ``mock:navi31-usb``, ``bench/bench_usbcopy.py``); on the device
+clock (no host CPU) the timing model (:mod:`tinyhw.boot.usbcopy_model`, ``host="async"``, ``host_costs=False``)
+reproduces it exactly, and ``host="worker"`` the fallback (``TINYHW_USB_QUEUE=worker``). Copy-out stays synchronous.
 
 Stale SRAM equal to an old sentinel: ``seq`` persists across calls on one :class:`UsbCopier` and the SRAM is
 zeroed on first use, so an old *sentinel* never matches; but the SRAM also holds copied-out VRAM and older

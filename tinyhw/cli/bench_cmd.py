@@ -80,7 +80,8 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
     keeps up to 4 bulk transfers queued (libusb's asynchronous transfers; one worker thread with one
     transfer in flight where they are unavailable or TINYHW_USB_QUEUE=worker) while arms and fence
     reads go on; copy-out waits for each transfer in turn. Each row also shows the timing model's MB/s
-    for that same host (`model_mbps`) and names it (`model_host`: "async", "worker" or "sync").
+    for that same host, device costs only (`model_mbps`: no host cpu time, no fitted parameter) and names
+    it (`model_host`: "async", "worker" or "sync").
     """
     from tinyhw.bench import copy_bench, parse_sizes, pick_bar
     from tinyhw.cli.numbers import parse_number
@@ -153,7 +154,8 @@ def _sram_path(transport: Any, protocol: str) -> Any:
         return h2d_host if direction == "h2d" else "sync"
 
     def model(direction: str, size: int) -> float:
-        doc = usbcopy_model.copy_in(size, protocol, host=h2d_host) if direction == "h2d" else \
+        # device costs only: the model's two fitted host costs (stage_rate, submit_s) stay out of every figure
+        doc = usbcopy_model.copy_in(size, protocol, host=h2d_host, host_costs=False) if direction == "h2d" else \
             usbcopy_model.copy_out(size)
         return doc["mb_s"]
 
@@ -256,8 +258,9 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
                       "between transfers (clock=device for the exact device-time figures)", markup=False)
     hosts = sorted({f"{r['direction']} {r['model_host']}" for r in rows if r.get("model_host")})
     if hosts:
-        app.out.print(f"model column: the timing model of this run's host ({', '.join(hosts)}; async: queued bulk "
-                      "transfers, worker: one bulk thread, sync: each transfer waited for)", markup=False)
+        app.out.print(f"model column: the timing model of this run's host, device costs only ({', '.join(hosts)}; "
+                      "async: queued bulk transfers, worker: one bulk thread, sync: each transfer waited for)",
+                      markup=False)
     _chart(app, rows)
 
 
