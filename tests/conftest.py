@@ -8,6 +8,8 @@ import pytest
 from cachedirs import pin_for_session
 
 os.environ["TINYHW_STRICT"] = "1"
+# Virtual clocks in device mode: exact, reproducible figures (a test of the hybrid clock asks for it itself).
+os.environ["TINYHW_CLOCK"] = "device"
 # Every test gets a private XDG_CACHE_HOME (below); what setup-system.sh fetched into the user's cache
 # (firmware) and the guest builds are found through paths resolved once, here, before that.
 pin_for_session()
@@ -21,4 +23,5 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
     monkeypatch.setenv("TINYHW_LOCK_DIR", str(base / "locks"))
     monkeypatch.setenv("TINYHW_STRICT", "1")
+    monkeypatch.setenv("TINYHW_CLOCK", "device")
     monkeypatch.delenv("TINYHW_DEVICE", raising=False)

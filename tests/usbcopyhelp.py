@@ -31,7 +31,7 @@ class Rig:
 def rig(tmp: Path, *, boot=None, **options: str) -> Iterator[Rig]:
     """``boot``: a callable run on the AmGpu before the copy engine comes up (e.g. a full firmware boot)."""
     opts = MockOptions.from_options({"flash": str(tmp / "flash.bin"), "strict": True, **options})
-    clock = VirtualClock()
+    clock = VirtualClock(mode=opts.clock)  # clock=hybrid: host cpu time on the clock too
     board = Navi31Board(opts, clock, attach="usb")
     backend = make_backend(board, opts, clock)
     t = UsbTransport("", backend=backend, clock=clock, lock=False, emulated=True, connect=False)  # the board locks

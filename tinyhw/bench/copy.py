@@ -6,7 +6,10 @@ device->host copy reads it with the block read. Every copy is checked: after a h
 window is read back (not timed) and compared by hash; before a device->host copy the pattern is written
 (not timed) and the timed read is compared with it. Time comes from the transport's clock: wall time on
 hardware ("measured"), the board's virtual clock on an emulated board ("modelled", from the emulator's
-per-transfer costs, which are the specs' measured figures).
+per-transfer costs, which are the specs' measured figures). Every row names that clock (``"clock"``): ``wall``,
+``device`` (modelled device time only: exact, reproducible) or ``hybrid`` (modelled device time plus this host's
+measured CPU time between transfers, tinyhw.transport.clock), which the bench prefers on an emulated board that
+offers it unless the board's ``clock=`` option or ``TINYHW_CLOCK`` fixed the mode.
 
 The link limit: PCIe from the device's own Link Status (speed x width x encoding, specs/pci-vfio-remote.md
 §3.7), and for the USB bridge the USB link speed (specs/asm24-usb-bridge.md §1: 5 Gbps 8b/10b, 10 Gbps
@@ -18,6 +21,7 @@ from __future__ import annotations
 import random
 import statistics
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +75,7 @@ class CopyResult:
     model_mbps: float | None = None
     host_only: bool = False
     model_host: str | None = None
+    clock: str = "wall"  # wall | device | hybrid (tinyhw.transport.clock)
 
     def mbps(self) -> list[float]:
         return [self.size / s / 1e6 for s in self.seconds if s > 0]
@@ -92,6 +97,7 @@ class CopyResult:
             "model_mbps": None if self.model_mbps is None else round(self.model_mbps, 1),
             "host_only": self.host_only,
             "model_host": self.model_host,
+            "clock": self.clock,
         }
 
 
@@ -164,8 +170,6 @@ def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ..
     ``Refused`` for bad arguments; a copy whose data comes back wrong raises ``OperationFailed`` naming
     the first differing offset.
     """
-    from tinyhw.errors import OperationFailed
-
     if repeat < 1:
         raise Refused("--repeat must be at least 1")
     if offset < 0 or offset % 4:
@@ -174,6 +178,24 @@ def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ..
     limit, how = (None, "no device transfer") if host_only else link_limit(transport)
     clock = via.clock if via is not None and via.clock is not None else transport.clock
     modelled = bool(getattr(clock, "virtual", False))
+    with measuring(clock) as clock_mode:
+        return _copies(transport, sizes, directions, repeat, bar, offset, progress, log, via, host_only, limit,
+                       how, clock, modelled, clock_mode)
+
+
+def measuring(clock: Clock) -> Any:
+    """The clock's mode for a measurement: ``wall`` on a real clock; on a virtual one the hybrid mode where the
+    board offers it and nobody fixed the mode (:meth:`tinyhw.transport.clock.VirtualClock.measuring`)."""
+    if getattr(clock, "virtual", False) and hasattr(clock, "measuring"):
+        return clock.measuring("hybrid")
+    return nullcontext("wall")
+
+
+def _copies(transport: Transport, sizes: list[int], directions: tuple[str, ...], repeat: int, bar: int | None,
+            offset: int, progress: Progress, log: Callable[[str], None], via: CopyPath | None, host_only: bool,
+            limit: float | None, how: str, clock: Clock, modelled: bool, clock_mode: str) -> list[CopyResult]:
+    from tinyhw.errors import OperationFailed
+
     if via is None:
         info = pick_bar(transport, bar)
         region = transport.bar(info.index)
@@ -185,7 +207,7 @@ def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ..
         where = via.label
     log(f"copying through {where} at offset {offset:#x}; link limit "
         f"{'unknown' if limit is None else f'{limit:.0f} MB/s'} ({how}); "
-        f"{'modelled time (emulated board)' if modelled else 'measured wall time'}"
+        f"{f'modelled time (emulated board, {clock_mode} clock)' if modelled else 'measured wall time'}"
         f"{' of host memory copies only' if host_only else ''}")
     results: list[CopyResult] = []
     total = sum(sizes) * repeat * len(directions)
@@ -193,7 +215,7 @@ def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ..
         for size in sizes:
             for direction in directions:
                 r = CopyResult(direction, size, repeat, path, link_limit_mbps=limit, modelled=modelled,
-                               host_only=host_only)
+                               host_only=host_only, clock=clock_mode)
                 if via is not None and via.model is not None:
                     r.model_mbps = via.model(direction, size)
                     r.model_host = via.model_host(direction) if via.model_host is not None else None

@@ -29,10 +29,11 @@ chunk seq-2's bulk transfers completed (the queue's ticket) and the fence showed
 chunks (four transfers) are in flight and a queued transfer never waits for anything but the pipe. A failure
 (disconnect, timeout) is latched by the queue and raised on the caller by its next step as the usual one-line
 tinyhw error; outstanding transfers are cancelled and reaped before ``copy_in`` returns or raises. Queued
-transfers pay only the pipe's small gap instead of a lone transfer's ~100 us fixed cost. What this achieves is what
-the emulator's virtual clock measures (``bench copy --path sram`` on ``mock:navi31-usb``, the "tinyhw's host"
-lines of ``bench/bench_usbcopy.py``); the timing model (:mod:`tinyhw.boot.usbcopy_model`, ``host="async"``)
-reproduces it, and ``host="worker"`` the fallback (``TINYHW_USB_QUEUE=worker``). Copy-out stays synchronous.
+transfers pay only the pipe's small gap instead of a lone transfer's ~100 us fixed cost. What this achieves on
+this machine is what the emulator's hybrid clock gives (modelled device costs + the host's measured CPU time
+between transfers: ``bench copy --path sram`` on ``mock:navi31-usb``, ``bench/bench_usbcopy.py``); on the device
+clock (no host CPU) the timing model (:mod:`tinyhw.boot.usbcopy_model`, ``host="async"``, ``host_costs=False``)
+reproduces it exactly, and ``host="worker"`` the fallback (``TINYHW_USB_QUEUE=worker``). Copy-out stays synchronous.
 
 Stale SRAM equal to an old sentinel: ``seq`` persists across calls on one :class:`UsbCopier` and the SRAM is
 zeroed on first use, so an old *sentinel* never matches; but the SRAM also holds copied-out VRAM and older
@@ -89,6 +90,7 @@ class UsbCopier:
         self.fence_seen = 0
         self.primed = False
         self.mirror = bytearray(SRAM_SIZE)
+        self._staging: tuple[bytearray, bytearray] | None = None  # the seed protocol's two staging buffers
         self.stats = {"chunks": 0, "fence_reads": 0, "arms": 0, "bulk_out": 0, "staged_bytes": 0, "pieces_out": 0,
                       "alt_sentinels": 0}
 
@@ -212,15 +214,22 @@ class UsbCopier:
                 self.mirror[at + n - 4:at + n] = tags[c].to_bytes(4, "little")
 
     def _send_seed(self, q: Any, seq: int, chunk: memoryview, tag: int) -> int:
+        """The seed's host work per chunk (§9.3), no more: the payload copied into staging buffer seq mod 2 (two
+        buffers, allocated once; the window-reuse rule has freed it), the sentinel stored, the arm and a fence
+        read (one after the other: EP0 carries one control transfer at a time), the fence polled, one bulk OUT."""
         n = wire_len(len(chunk))
-        staging = bytearray(n)
+        if self._staging is None:
+            self._staging = (bytearray(WINDOW), bytearray(WINDOW))
+        staging = self._staging[seq % 2]
         staging[:len(chunk)] = chunk
-        staging[n - 4:] = tag.to_bytes(4, "little")
+        if n - 4 > len(chunk):
+            staging[len(chunk):n - 4] = bytes(n - 4 - len(chunk))  # the pad the mirror assumes (< 512 bytes)
+        staging[n - 4:n] = tag.to_bytes(4, "little")
         self.stats["staged_bytes"] += n
         self._arm(seq % 2, n)
         self._read_fence()
         self._wait_fence(seq - 1, f"usb copy-in window {seq % 2} for chunk {seq}")
-        return self._bulk(q, staging)
+        return self._bulk(q, staging if n == len(staging) else memoryview(staging)[:n])
 
     def _send_tinyhw(self, q: Any, seq: int, chunk: memoryview, tag: int) -> int:
         n = wire_len(len(chunk))

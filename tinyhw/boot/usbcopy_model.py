@@ -25,8 +25,10 @@ data landed, then bytes / ``gpu_rate`` from the SRAM over PCIe plus the fence wr
 
 Parameters: ``f2_rate`` and ``ctrl_s`` are the spec's figures; ``gpu_rate``, ``poll_s`` and ``bulk_gap_s`` are
 inferred; ``stage_rate`` (the host's staging copy, incl. the buffer conversions of a Python host) and
-``submit_s`` are fitted so the seed protocol lands on the published 276-323 MB/s: with them the seed protocol is
-host-bound (staging copy + two round trips per chunk before its data may move).
+``submit_s`` are two host costs fitted so the seed protocol lands on the published 276-323 MB/s: with them the
+seed protocol is host-bound (staging copy + two round trips per chunk before its data may move). No headline
+figure uses them (issue 20 item 5): ``bench copy``'s model column and ``bench/bench_usbcopy.py`` use
+``host_costs=False``, and the host's real CPU time comes from the hybrid clock (tinyhw.transport.clock), measured.
 """
 
 from __future__ import annotations

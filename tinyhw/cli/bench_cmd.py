@@ -49,7 +49,10 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
     Each size is copied --repeat times per direction; min/median/max MB/s, the bytes verified (read
     back and compared), and the fraction of the link's theoretical limit (PCIe speed x width from
     config space; the USB link speed of a bridge). On an emulated board the time is the board's
-    modelled time (labelled so), from the emulator's per-transfer costs.
+    modelled time (labelled so), from the emulator's per-transfer costs; on mock:navi31-usb by default the
+    hybrid clock: those modelled device costs plus this host's measured CPU time between transfers (each
+    row's "clock": hybrid; the device option clock=device, or TINYHW_CLOCK=device, gives the exact,
+    reproducible device-time figures instead).
 
     cuda:N (the cuda extra: pip install 'tinyhw[cuda]'): cuMemcpyHtoDAsync/cuMemcpyDtoHAsync from pinned
     and pageable host memory, timed with CUDA events, each copy verified by hash; the limit is the GPU's
@@ -77,7 +80,8 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
     keeps up to 4 bulk transfers queued (libusb's asynchronous transfers; one worker thread with one
     transfer in flight where they are unavailable or TINYHW_USB_QUEUE=worker) while arms and fence
     reads go on; copy-out waits for each transfer in turn. Each row also shows the timing model's MB/s
-    for that same host (`model_mbps`) and names it (`model_host`: "async", "worker" or "sync").
+    for that same host, device costs only (`model_mbps`: no host cpu time, no fitted parameter) and names
+    it (`model_host`: "async", "worker" or "sync").
     """
     from tinyhw.bench import copy_bench, parse_sizes, pick_bar
     from tinyhw.cli.numbers import parse_number
@@ -150,7 +154,8 @@ def _sram_path(transport: Any, protocol: str) -> Any:
         return h2d_host if direction == "h2d" else "sync"
 
     def model(direction: str, size: int) -> float:
-        doc = usbcopy_model.copy_in(size, protocol, host=h2d_host) if direction == "h2d" else \
+        # device costs only: the model's two fitted host costs (stage_rate, submit_s) stay out of every figure
+        doc = usbcopy_model.copy_in(size, protocol, host=h2d_host, host_costs=False) if direction == "h2d" else \
             usbcopy_model.copy_out(size)
         return doc["mb_s"]
 
@@ -238,8 +243,7 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
         table.add_row(*(r[c] for c in cols), _size(r["size"]), num(r["mbps_min"]), num(r["mbps_median"]),
                       num(r["mbps_max"]), _size(r["verified"]) if r["verified"] else "-",
                       "-" if frac is None else f"{frac:.1%}", *model,
-                      r["skipped"] or ("modelled" if r["modelled"] else
-                                       "host only" if r.get("host_only") else "measured"))
+                      r["skipped"] or _timing(r))
     if gpu:
         app.out.print(f"{gpu['device']}: {gpu['gpu']}, cuda driver {gpu['driver_version']}", markup=False)
     app.out.print(table)
@@ -249,11 +253,22 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
     else:
         app.out.print(f"link limit: {num(limit, '{:.0f}')} MB/s; path: {rows[0]['path'] if rows else '-'}",
                       markup=False)
+    if any(r.get("clock") == "hybrid" for r in rows):
+        app.out.print("time: hybrid clock = the emulator's modelled device time plus this host's measured cpu time "
+                      "between transfers (clock=device for the exact device-time figures)", markup=False)
     hosts = sorted({f"{r['direction']} {r['model_host']}" for r in rows if r.get("model_host")})
     if hosts:
-        app.out.print(f"model column: the timing model of this run's host ({', '.join(hosts)}; async: queued bulk "
-                      "transfers, worker: one bulk thread, sync: each transfer waited for)", markup=False)
+        app.out.print(f"model column: the timing model of this run's host, device costs only ({', '.join(hosts)}; "
+                      "async: queued bulk transfers, worker: one bulk thread, sync: each transfer waited for)",
+                      markup=False)
     _chart(app, rows)
+
+
+def _timing(r: dict[str, Any]) -> str:
+    """How a row was timed: measured (wall), modelled (device clock), hybrid clock, host only."""
+    if r["modelled"]:
+        return "hybrid clock" if r.get("clock") == "hybrid" else "modelled"
+    return "host only" if r.get("host_only") else "measured"
 
 
 def _chart(app: App, rows: list[dict[str, Any]], width: int = 40) -> None:

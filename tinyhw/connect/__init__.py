@@ -83,7 +83,12 @@ def open_device(spec: DeviceSpec | str, register: Callable[[Opened], None] | Non
 
         options = MockOptions.from_options(spec.options)
         if spec.target == "navi31":
+            from tinyhw.errors import BadDeviceString
             from tinyhw.mocks.direct import DirectTransport
+
+            if options.clock == "hybrid" and options.clock_explicit:
+                raise BadDeviceString("option clock=hybrid is offered by mock:navi31-usb only (mock:navi31's "
+                                      "emulator does not mark the work it does on the driver's thread)")
 
             t = DirectTransport(options)
             opened = Opened(t, spec, notes=lambda: list(t.board.uncovered))
@@ -140,7 +145,7 @@ def _open_mock_usb(spec: DeviceSpec, options, register: Callable[[Opened], None]
     from tinyhw.transport.clock import VirtualClock
     from tinyhw.usb.transport import UsbTransport
 
-    clock = VirtualClock()
+    clock = VirtualClock(mode=options.clock)
     board = Navi31Board(options, clock, attach="usb")  # takes the device lock
     try:
         backend = make_backend(board, options, clock)

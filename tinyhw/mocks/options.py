@@ -21,6 +21,10 @@ Device-string options understood by every emulated board:
 ``link=up|down|slow|wedged|no-gpu``  PCIe link behaviour behind the emulated bridge
 ``gsp=off|running``   ``mock:ad102``: WPR2 up (a driver booted GSP) or not (default off)
 ``power=d0|d3hot|suspended``  ``mock:ad102``: power state its attributes report (default d0)
+``clock=device|hybrid``  ``mock:navi31-usb``: the virtual clock's mode (tinyhw.transport.clock): ``device``, modelled
+                       device time only (exact, reproducible); ``hybrid``, plus the host's measured CPU time between
+                       transfers. Default (also ``TINYHW_CLOCK``): device, except that ``bench copy`` measures on
+                       the hybrid clock unless a mode was given
 """
 
 from __future__ import annotations
@@ -102,6 +106,7 @@ _CHOICES = {
     "gsp": ("off", "running"),
     "power": ("d0", "d3hot", "suspended"),
     "sdma": ("normal", "hang"),
+    "clock": ("device", "hybrid"),
 }
 _KNOWN = {"strict", "flash", "faults", "smu", "load", "sosdelay", *_CHOICES}
 
@@ -131,6 +136,8 @@ class MockOptions:
     load: int = 0  # percent
     sos_delay: float = 0.3
     sdma: str = "normal"  # hang: the copy engine never consumes its ring (tinyhw/mocks/sdma.py)
+    clock: str | None = None  # device | hybrid; None: not chosen (the command's preference, device by default)
+    clock_explicit: bool = False  # given as the option (not from TINYHW_CLOCK)
 
     @classmethod
     def from_options(cls, options: dict[str, str | bool]) -> MockOptions:
@@ -153,6 +160,12 @@ class MockOptions:
                 if value not in allowed:
                     raise BadDeviceString(f"option {name}={value} is not one of {', '.join(allowed)}")
                 setattr(o, name, value)
+        o.clock_explicit = "clock" in options
+        env = os.environ.get("TINYHW_CLOCK", "").strip().lower()
+        if not o.clock_explicit and env:
+            if env not in _CHOICES["clock"]:
+                raise BadDeviceString(f"TINYHW_CLOCK={env} is not one of {', '.join(_CHOICES['clock'])}")
+            o.clock = env
         o._parse_boot(options)
         return o
 

@@ -18,6 +18,13 @@ order at their modelled times, made by one enlisted worker thread (:class:`tinyh
 that passes the clock's gate like any transfer, so runs stay deterministic. Errors are pyusb's, as from
 ``bulk_write``.
 
+Hybrid clock (issue 20 item 5): everything this backend does on a driver's thread (the conversions, the queue's
+bookkeeping, the core's work) is the emulator's, not the host's: each entry point runs inside
+``clock.service()``, and the queue's worker is enlisted ``host=False``, so a hybrid clock charges the driver's
+threads only the CPU time they spend outside (tinyhw's and pyusb's own code). That is why the backend sets the
+clock's ``hybrid_ok``. libusb's and the kernel's own CPU time per transfer, which this backend stands in for, is
+therefore on no clock (the per-transfer costs the core models stand for the device side only).
+
 Threads: libusb is thread-safe and so is this backend: every call into the core holds one lock, and
 each transfer first passes the clock's gate (:meth:`tinyhw.transport.clock.VirtualClock.gate`), so
 the transfers of a driver's threads reach the core in virtual-time order (deterministic runs).
@@ -28,9 +35,10 @@ from __future__ import annotations
 import array
 import errno
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import wraps
+from typing import Any, TypeVar
 
 import usb.backend
 import usb.core
@@ -68,6 +76,20 @@ def usb_error(exc: UsbFault) -> usb.core.USBError:
     return cls(message, code, err)
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _serviced(fn: F) -> F:
+    """Run ``fn`` as the emulator's own work on the caller's thread (``clock.service()``: not host cpu time)."""
+
+    @wraps(fn)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self.clock.service():
+            return fn(self, *args, **kwargs)
+
+    return run  # type: ignore[return-value]
+
+
 def _seconds(timeout_ms: int, bridge: Asm24Bridge) -> float:
     """libusb time limit (ms; 0 = wait forever) -> the core's seconds."""
     return timeout_ms / 1000.0 if timeout_ms else bridge.timing.hang_s
@@ -103,6 +125,9 @@ class Asm24Backend(usb.backend.IBackend):
         self.bridge = items[0]
         self.kernel_driver = {id(d): kernel_driver_active for d in self.devices}
         self.lock = threading.RLock()  # one caller at a time in the cores (libusb is thread-safe)
+        self.clock = self.bridge.clock
+        for b in items:
+            b.clock.hybrid_ok = True  # every transfer below runs inside clock.service()
 
     # -- enumeration and descriptors -----------------------------------------------------------
     def enumerate_devices(self) -> list[_Device]:
@@ -151,12 +176,14 @@ class Asm24Backend(usb.backend.IBackend):
     def close_device(self, dev_handle: _Handle) -> None:
         dev_handle.open = False
 
+    @_serviced
     def set_configuration(self, dev_handle: _Handle, config_value: int) -> None:
         self._control(dev_handle, (0x00, 9, config_value, 0), 0, 1000)
 
     def get_configuration(self, dev_handle: _Handle) -> int:
         return self._bridge(dev_handle).configuration  # libusb answers from its cache
 
+    @_serviced
     def set_interface_altsetting(self, dev_handle: _Handle, intf: int, altsetting: int) -> None:
         self._control(dev_handle, (0x01, 11, altsetting, intf), 0, 1000)
 
@@ -194,6 +221,7 @@ class Asm24Backend(usb.backend.IBackend):
         except UsbFault as exc:
             raise usb_error(exc) from None
 
+    @_serviced
     def ctrl_transfer(self, dev_handle: _Handle, bmRequestType: int, bRequest: int, wValue: int, wIndex: int,
                       *data_timeout: Any) -> int:
         """pyusb passes the data array and the time limit (ms) positionally after the setup fields."""
@@ -209,10 +237,12 @@ class Asm24Backend(usb.backend.IBackend):
         assert isinstance(sent, int)
         return sent
 
+    @_serviced
     def bulk_write(self, dev_handle: _Handle, ep: int, intf: int, data: array.array, timeout: int) -> int:
         bridge = self._bridge(dev_handle, transfer=True)
         return self._queued_write(dev_handle, ep, data.tobytes(), _seconds(timeout, bridge), False)
 
+    @_serviced
     def open_bulk_queue(self, dev_handle: _Handle, ep: int, depth: int, timeout: int) -> _BulkQueue:
         """A queue of bulk OUT transfers on ``ep`` with at most ``depth`` in flight (``timeout`` in ms, each)."""
         bridge = self._bridge(dev_handle, transfer=True)
@@ -228,6 +258,7 @@ class Asm24Backend(usb.backend.IBackend):
         except UsbFault as exc:
             raise usb_error(exc) from None
 
+    @_serviced
     def bulk_read(self, dev_handle: _Handle, ep: int, intf: int, buff: array.array, timeout: int) -> int:
         bridge = self._bridge(dev_handle, transfer=True)
         bridge.clock.gate()
@@ -239,9 +270,11 @@ class Asm24Backend(usb.backend.IBackend):
         memoryview(buff).cast("B")[: len(got)] = got
         return len(got)
 
+    @_serviced
     def clear_halt(self, dev_handle: _Handle, ep: int) -> None:
         self._control(dev_handle, (0x02, 1, 0, ep), 0, 1000)
 
+    @_serviced
     def reset_device(self, dev_handle: _Handle) -> None:
         """A USB port reset; libusb re-applies the active configuration afterwards, so do we."""
         bridge = self._bridge(dev_handle)
@@ -258,10 +291,23 @@ class _BulkQueue(WorkerBacked):
                  clock: VirtualClock) -> None:
         self.backend, self.handle, self.ep, self.timeout_s, self.clock = backend, handle, ep, timeout_s, clock
         self.last_done: float | None = None  # the worker's time when the previous transfer finished
-        self.q = SubmitQueue(clock, depth=depth, name="tinyhw-usb-bulk-queue")
+        self.q = SubmitQueue(clock, depth=depth, name="tinyhw-usb-bulk-queue", host=False)  # libusb's part
 
+    @_serviced
     def submit(self, data: bytes | bytearray | memoryview) -> int:
         return self.q.submit(self._one, bytes(data))
+
+    @_serviced
+    def wait(self, ticket: int) -> None:
+        self.q.wait(ticket)
+
+    @_serviced
+    def close(self) -> None:
+        self.q.close()
+
+    @_serviced
+    def abort(self) -> None:
+        self.q.abort()
 
     def _one(self, data: bytes) -> None:
         queued = self.last_done is not None and self.q.handed_at < self.last_done  # submitted while one was in flight

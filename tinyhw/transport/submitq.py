@@ -76,7 +76,9 @@ class WorkerBacked(QueueLifetime):
 class SubmitQueue(QueueLifetime):
     """``submit(fn, *args) -> ticket``; ``wait(ticket)``; ``close()`` or ``abort()`` (use as a context manager)."""
 
-    def __init__(self, clock: Clock, *, depth: int = 4, name: str = "tinyhw-submit") -> None:
+    def __init__(self, clock: Clock, *, depth: int = 4, name: str = "tinyhw-submit", host: bool = True) -> None:
+        """``host=False``: the worker stands in for the device side (an emulated backend's queue), so on a hybrid
+        clock its CPU time is not host time (:meth:`tinyhw.transport.clock.Clock.enlist`)."""
         self.clock, self.depth = clock, depth
         self.items: deque[tuple[int, float, Callable[..., Any], tuple]] = deque()
         self.submitted = 0  # tickets handed out (1-based)
@@ -86,7 +88,7 @@ class SubmitQueue(QueueLifetime):
         self.handed_at = 0.0  # the caller's time when the item now running was submitted
         self.stopping = False
         self.worker = threading.Thread(target=self._run, name=name, daemon=True)
-        clock.enlist(self.worker)
+        clock.enlist(self.worker, host=host)
         self.worker.start()
 
     # -- caller side ---------------------------------------------------------------------------------------

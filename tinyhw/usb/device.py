@@ -90,8 +90,13 @@ def usb_errors(what: str) -> Iterator[None]:
 
 
 def call(what: str, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-    with usb_errors(what):
+    """``fn(*args, **kw)`` with pyusb's errors converted (as :func:`usb_errors`, without a generator per call:
+    every transfer comes through here)."""
+    usb = _usb()
+    try:
         return fn(*args, **kw)
+    except usb.core.USBError as e:
+        raise convert_usb_error(e, what) from e
 
 
 @dataclass(frozen=True)
