@@ -230,3 +230,47 @@ def test_boot_brings_up_the_copy_engine_unless_told_not_to(fwdir, extra, has_eng
     names = [s["name"] if isinstance(s, dict) and "name" in s else s.get("step") for s in doc["steps"]]
     assert ("copy engine" in names) is has_engine, names
     assert ("copy engine" in r.err) is has_engine  # the plan names it
+
+
+def _step_starts(dev: str, fwdir: str) -> dict[str, tuple[int, int]]:
+    """Where each step of a clean full boot starts (usb transfers from the start of the command) and its count."""
+    full = boot(dev, fwdir)
+    doc = _json(full)
+    at = full.stats["usb_transfers"] - sum(s["usb_transfers"] for s in doc["steps"])
+    starts = {}
+    for s in doc["steps"]:
+        starts[s["step"]] = (at, s["usb_transfers"])
+        at += s["usb_transfers"]
+    assert _json(run("--device", dev, "--json", "am", "reset", "--yes"))["reset"]
+    return starts
+
+
+@pytest.mark.parametrize(("fault", "says"), [("disconnect", "disconnected"), ("timeout", "timed out"),
+                                             ("stall", "stalled")])
+def test_transport_fault_names_the_boot_step(fault, says, fwdir) -> None:
+    """A cut transfer names the access and the boot step it cut, in the line and in the --json error document."""
+    dev = "mock:navi31-usb"
+    starts = _step_starts(dev, fwdir)
+    for step in ("psp bootloader SOS", "load smu", "autoload rlc"):
+        first, count = starts[step]
+        cut = boot(f"{dev},faults={fault}@{first + count // 2}", fwdir)
+        assert cut.code == 1 and cut.no_result, cut.err
+        lines = [ln for ln in cut.err.splitlines() if ln.startswith("error:")]
+        assert len(lines) == 1 and says in lines[0] and f"(in boot step '{step}')" in lines[0], cut.err
+        err = json.loads(cut.out)["error"]
+        assert err["step"] == step and f"in boot step '{step}'" in err["message"], err
+        assert run("--device", dev, "mock", "reset", "--yes", "--force").code == 0
+
+
+def test_boot_progress_reaches_a_log_with_verbose(fwdir) -> None:
+    """stderr that is not a terminal: a line per step with -v (so a log shows where a boot stopped), none without."""
+    quiet = boot("mock:navi31", fwdir)
+    assert quiet.code == 0 and "step km ring ..." not in quiet.err
+    assert _json(run("--device", "mock:navi31", "--json", "am", "reset", "--yes"))["reset"]
+    r = run("-v", "--device", "mock:navi31,faults=disconnect@150000", "am", "boot", "--yes", "--firmware-dir", fwdir)
+    assert r.code == 1
+    lines = r.err.splitlines()
+    assert "step km ring ..." in lines and any(ln.startswith("ok km ring ") and ln.endswith(" s") for ln in lines)
+    started = [ln[5:-4] for ln in lines if ln.startswith("step ")]
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert errors and f"(in boot step '{started[-1]}')" in errors[-1]  # the last step started is the one named
