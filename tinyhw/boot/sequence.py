@@ -46,7 +46,8 @@ class StepLog:
         try:
             result = fn()
         except TinyhwError as e:  # a disconnect or timeout names the access; say which boot step it cut
-            raise e.add_context("step", name, f"(in boot step '{name}')")
+            e.add_context("step", name, f"(in boot step '{name}')")
+            raise
         delta = self.gpu.transport.counters - c0
         doc = {"step": name, "seconds": round(self.gpu.clock.now() - t0, 6), **detail,
                "usb_transfers": delta.usb_transfers, "bytes_out": delta.bytes_out}
