@@ -70,6 +70,7 @@ def tier0(t: Transport, ids: PciIds | None = None) -> dict[str, Any]:
         if a["current_link_speed"] or a["max_link_speed"] else None,
         "power_state": a["power_state"], "runtime_status": a["power/runtime_status"],
     }
+    doc.update(ids.name_origin(v, d, ident.class_code) if ids else {"name_source": None, "name_hint": None})
     doc["tinygrad_lock"] = _tinygrad_lock(ident.location) if info.transport == "pci" else None
     files = attrs.driver_files()
     doc["nvidia_driver"] = {"version": _driver_version(files), "files": files} if files else None
