@@ -281,3 +281,59 @@ def test_keygen_and_audit_log_refuse_a_fifo(tmp_path) -> None:
         write_secret(fifo, force=True)
     with _pytest.raises(Refused, match="not a regular file"):
         audit_stream(str(fifo), stdio=False)
+
+
+def _tinyhw_subprocess(*args: str, timeout: float = 30) -> tuple[int, str]:
+    """The CLI in a child process (a hang ends in TimeoutExpired, failing the test, instead of hanging it)."""
+    import subprocess
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root}
+    p = subprocess.run([sys.executable, "-m", "tinyhw", *args], capture_output=True, text=True, timeout=timeout,
+                       env=env, cwd=root, stdin=subprocess.DEVNULL, check=False)
+    return p.returncode, p.stderr
+
+
+def test_a_fifo_key_file_is_refused_at_once(tmp_path: Path) -> None:
+    """A key file that is a fifo (no writer: opening it would block forever) is refused, exit 2, within a second."""
+    import subprocess
+
+    fifo = tmp_path / "key.fifo"
+    os.mkfifo(fifo)
+    probe_code = ("import sys, time\n"
+                  "from tinyhw.errors import Refused\n"
+                  "from tinyhw.remote.secret import load_secret\n"
+                  "t0 = time.monotonic()\n"
+                  "try:\n"
+                  "    load_secret(sys.argv[1])\n"
+                  "except Refused as e:\n"
+                  "    print(e.exit_code, time.monotonic() - t0, e.message)\n")
+    p = subprocess.run([sys.executable, "-c", probe_code, str(fifo)], capture_output=True, text=True, timeout=30,
+                       cwd=str(Path(__file__).resolve().parents[1]), check=False)
+    code, seconds, message = p.stdout.split(" ", 2)
+    assert code == "2" and float(seconds) < 1.0 and "is a fifo, not a regular file" in message, p
+    # the server's --key
+    rc, err = _tinyhw_subprocess("serve", "remote", "--device", mockdev(tmp_path), "--listen", "127.0.0.1:0",
+                                 "--key", str(fifo))
+    assert rc == 2 and "not a regular file" in err and err.count("\n") == 1, err
+    # the client's key=
+    with served(mockdev(tmp_path), listen="127.0.0.1:0", secret=load_secret(write_secret(tmp_path / "k.key"))) as s:
+        rc, err = _tinyhw_subprocess("--device", s.device(f",key={fifo}"), "probe")
+    assert rc == 2 and "not a regular file" in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("kind", ["directory", "large", "symlink"])
+def test_a_key_that_is_no_small_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
+    key = write_secret(tmp_path / "real.key")
+    path = tmp_path / kind
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "large":
+        with open(path, "wb") as f:
+            f.truncate(1 << 30)  # sparse: costs nothing, but is no key
+        path.chmod(0o600)
+    else:
+        path.symlink_to(key)
+    with pytest.raises(Refused, match="refusing to read the remote key") as e:
+        load_secret(path)
+    assert e.value.exit_code == 2
