@@ -204,7 +204,7 @@ def _jsonable(x: Any) -> Any:
 def _guarded_config(t: Transport) -> list[tuple[int, int, str]]:
     """Config ranges a client may not write (:func:`tinyhw.formats.pciguard.guarded_ranges`), found by walking
     the function's conventional and extended capabilities (read lazily, a dword at a time)."""
-    return guarded_ranges(parse_config(lambda offset, n: t.config_bytes(offset, n)))
+    return guarded_ranges(parse_config(t.config_bytes))
 
 
 def _show(op: Op) -> str:
