@@ -8,7 +8,11 @@ fail, naming that command, when it is missing).
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -230,3 +234,101 @@ def test_boot_brings_up_the_copy_engine_unless_told_not_to(fwdir, extra, has_eng
     names = [s["name"] if isinstance(s, dict) and "name" in s else s.get("step") for s in doc["steps"]]
     assert ("copy engine" in names) is has_engine, names
     assert ("copy engine" in r.err) is has_engine  # the plan names it
+
+
+def _step_starts(dev: str, fwdir: str) -> dict[str, tuple[int, int]]:
+    """Where each step of a clean full boot starts (usb transfers from the start of the command) and its count."""
+    full = boot(dev, fwdir)
+    doc = _json(full)
+    at = full.stats["usb_transfers"] - sum(s["usb_transfers"] for s in doc["steps"])
+    starts = {}
+    for s in doc["steps"]:
+        starts[s["step"]] = (at, s["usb_transfers"])
+        at += s["usb_transfers"]
+    assert _json(run("--device", dev, "--json", "am", "reset", "--yes"))["reset"]
+    return starts
+
+
+@pytest.mark.parametrize(("fault", "says"), [("disconnect", "disconnected"), ("timeout", "timed out"),
+                                             ("stall", "stalled")])
+def test_transport_fault_names_the_boot_step(fault, says, fwdir) -> None:
+    """A cut transfer names the access and the boot step it cut, in the line and in the --json error document."""
+    dev = "mock:navi31-usb"
+    starts = _step_starts(dev, fwdir)
+    for step in ("psp bootloader SOS", "load smu", "autoload rlc"):
+        first, count = starts[step]
+        cut = boot(f"{dev},faults={fault}@{first + count // 2}", fwdir)
+        assert cut.code == 1 and cut.no_result, cut.err
+        lines = [ln for ln in cut.err.splitlines() if ln.startswith("error:")]
+        assert len(lines) == 1 and says in lines[0] and f"(in boot step '{step}')" in lines[0], cut.err
+        err = json.loads(cut.out)["error"]
+        assert err["step"] == step and f"in boot step '{step}'" in err["message"], err
+        assert run("--device", dev, "mock", "reset", "--yes", "--force").code == 0
+
+
+def test_boot_progress_reaches_a_log_with_verbose(fwdir) -> None:
+    """stderr that is not a terminal: a line per step with -v (so a log shows where a boot stopped), none without."""
+    quiet = boot("mock:navi31", fwdir)
+    assert quiet.code == 0 and "step km ring ..." not in quiet.err
+    assert _json(run("--device", "mock:navi31", "--json", "am", "reset", "--yes"))["reset"]
+    r = run("-v", "--device", "mock:navi31,faults=disconnect@150000", "am", "boot", "--yes", "--firmware-dir", fwdir)
+    assert r.code == 1
+    lines = r.err.splitlines()
+    assert "step km ring ..." in lines and any(ln.startswith("ok km ring ") and ln.endswith(" s") for ln in lines)
+    started = [ln[5:-4] for ln in lines if ln.startswith("step ")]
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert errors and f"(in boot step '{started[-1]}')" in errors[-1]  # the last step started is the one named
+
+
+# The CLI in a child with its address space capped (an unbounded read fails there instead of filling this machine's
+# memory); it reports its peak resident size on stderr when it ends.
+_MEASURED = """import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+from tinyhw.cli import main
+try:
+    main(sys.argv[1:])
+finally:
+    print("peak_rss_kib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def _boot_measured(fwdir: str) -> tuple[int, str, int, float]:
+    root = str(Path(__file__).resolve().parents[1])
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, "-c", _MEASURED, "--device", "mock:navi31", "am", "boot", "--yes",
+                        "--firmware-dir", fwdir], capture_output=True, text=True, timeout=120, cwd=root, check=False,
+                       env={**os.environ, "PYTHONPATH": root}, stdin=subprocess.DEVNULL)
+    seconds = time.monotonic() - t0
+    peak = [ln for ln in p.stderr.splitlines() if ln.startswith("peak_rss_kib ")]
+    assert peak, p.stderr
+    return p.returncode, p.stderr, int(peak[-1].split()[1]) << 10, seconds
+
+
+@pytest.mark.parametrize("bomb", ["sparse", "xz"])
+def test_oversized_firmware_is_refused_fast_with_bounded_memory(tmp_path, bomb, fwdir) -> None:
+    """An 8 GiB sparse psp_13_0_0_sos.bin, or a small .xz that decompresses to 1 GiB: exit 2 before any write,
+    in seconds, the process never larger than the 16 MiB cap allows (the unbounded read needed 8 GiB / 1 GiB)."""
+    from test_fileio import xz_bomb
+
+    d = Path(_bad_dir(tmp_path, fwdir, "missing"))  # every file but psp_13_0_0_sos.bin
+    if bomb == "sparse":
+        with open(d / "psp_13_0_0_sos.bin", "wb") as f:
+            f.truncate(8 << 30)
+    else:
+        assert xz_bomb(d / "psp_13_0_0_sos.bin.xz", 1 << 30).stat().st_size < 256 << 10
+    code, err, peak, seconds = _boot_measured(str(d))
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert code == 2 and len(lines) == 1 and "psp_13_0_0_sos.bin" in lines[0], err
+    assert ("is more than the 16 mib" if bomb == "sparse" else "decompresses to more than the 16 mib") in lines[0]
+    assert "firmware-amd-graphics" in lines[0]
+    assert peak < 160 << 20, peak
+    assert seconds < 30, seconds
+    emu = last_command()
+    assert emu["vram_bytes_written"] == 0 and emu["reg_writes"] == 0 and emu["psp_commands"] == 0
+
+
+def test_a_fifo_firmware_file_is_refused_not_opened(tmp_path, fwdir) -> None:
+    d = Path(_bad_dir(tmp_path, fwdir, "missing"))
+    os.mkfifo(d / "psp_13_0_0_sos.bin")
+    code, err, _, seconds = _boot_measured(str(d))
+    assert code == 2 and "it is a fifo" in err and seconds < 30, err

@@ -174,3 +174,44 @@ def test_mock_reset_needs_yes_and_restores_the_image(tmp_path) -> None:
 def test_mock_reset_refuses_real_devices() -> None:
     r = run("--device", "usb:0", "mock", "reset", "--yes")
     assert r.code == 2 and "emulated boards only" in r.err
+
+
+@pytest.mark.parametrize("board", [*BOARDS, "mock:ad102"])
+def test_probe_without_pci_ids_names_the_board_from_tinyhw(board: str, monkeypatch, tmp_path) -> None:
+    """A fresh machine without pci.ids: names from tinyhw's board descriptions, and --json says so."""
+    name = NAVI31_NAME if board != "mock:ad102" else "NVIDIA Corporation AD102 [GeForce RTX 4090]"
+    with_file = json.loads(run("--device", board, "--json", "probe").out)
+    assert with_file["name"] == name and with_file["name_source"] == "pci.ids"
+    monkeypatch.setenv("TINYHW_PCI_IDS", str(tmp_path / "missing"))
+    r = run("--device", board, "--json", "probe")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["name"] == name and doc["name_source"] == "tinyhw boards" and doc["name_hint"] is None
+    if board != "mock:ad102":
+        assert doc["class_name"] == "VGA compatible controller"
+        assert doc["subsystem_name"] == "Sapphire Technology Limited NITRO+ RX 7900 XTX Vapor-X"
+    human = run("--device", board, "probe")
+    assert name in human.out and "Device 1002:744c" not in human.out and "Class 0300" not in human.out
+    assert "pci.ids" not in human.err  # every name is known: no hint
+
+
+def test_pci_list_without_pci_ids_hints_at_installing_it(monkeypatch, tmp_path) -> None:
+    """This machine's functions are no tinyhw board: ids only, and one note saying how to get names."""
+    monkeypatch.setenv("TINYHW_PCI_IDS", str(tmp_path / "missing"))
+    r = run("--json", "pci", "list")
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)
+    assert rows and all(row["name_source"] is None for row in rows if row["vendor_id"] not in (0x1002, 0x10DE))
+    assert r.err.count("apt install pci.ids") == 1
+
+
+def test_pci_show_without_pci_ids_uses_board_names(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("TINYHW_PCI_IDS", str(tmp_path / "missing"))
+    r = run("--device", "mock:navi31", "pci", "show")
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0] == ("mock:navi31 VGA compatible controller [0300]: " + NAVI31_NAME
+                        + " [1002:744c] (rev c8) (prog-if 00 [VGA controller])")
+    assert lines[1] == "\tSubsystem: Sapphire Technology Limited NITRO+ RX 7900 XTX Vapor-X [1da2:e471]"
+    doc = json.loads(run("--device", "mock:navi31", "--json", "pci", "show").out)
+    assert doc["name_source"] == "tinyhw boards" and doc["name_hint"] is None

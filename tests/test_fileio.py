@@ -128,3 +128,57 @@ def test_read_input_bounds_pseudo_files() -> None:
     # /proc files say size 0 and still hold bytes: the read itself is bounded
     assert "more than the 0x8 bytes" in _refused(read_input, "/proc/self/status", 8)
     assert read_input("/proc/self/status", 1 << 20).startswith(b"Name:")
+
+
+# -- xz inputs: decompression bounded by the cap -------------------------------------------------------------------
+
+
+def xz_bomb(path: Path, total: int, stream_size: int = 16 << 20) -> Path:
+    """An xz file that decompresses to ``total`` zero bytes: one stream of ``stream_size`` zeros, compressed
+    chunk by chunk (never held whole), repeated as concatenated streams (what ``xz -d`` decompresses too)."""
+    import lzma
+
+    c = lzma.LZMACompressor(preset=0)
+    zeros = bytes(1 << 20)
+    stream = b"".join([c.compress(zeros) for _ in range(stream_size >> 20)] + [c.flush()])
+    with open(path, "wb") as f:
+        for _ in range(total // stream_size):
+            f.write(stream)
+    return path
+
+
+def test_xz_input_is_read_and_concatenated_streams_too(tmp_path: Path) -> None:
+    import lzma
+
+    from tinyhw.fileio import read_xz_input
+
+    p = tmp_path / "a.xz"
+    p.write_bytes(lzma.compress(b"first ") + lzma.compress(b"second"))
+    assert read_xz_input(p, 4096) == b"first second"
+    p.write_bytes(lzma.compress(bytes(4097)))
+    assert "decompresses to more than the 4 kib" in _refused(read_xz_input, p, 4096)
+    p.write_bytes(b"not xz at all")
+    assert "not valid xz data" in _refused(read_xz_input, p, 4096)
+    p.write_bytes(lzma.compress(bytes(1000))[:-8])  # truncated
+    assert "not valid xz data" in _refused(read_xz_input, p, 4096)
+
+
+def test_xz_bomb_stops_at_the_cap_with_bounded_memory(tmp_path: Path) -> None:
+    """A 1 GiB bomb (a few KiB on disk) is refused after decompressing at most the cap: peak memory ~ the cap."""
+    import time
+    import tracemalloc
+
+    from tinyhw.fileio import read_xz_input
+
+    bomb = xz_bomb(tmp_path / "bomb.xz", 1 << 30)
+    assert bomb.stat().st_size < 256 << 10
+    tracemalloc.start()
+    t0 = time.monotonic()
+    try:
+        message = _refused(read_xz_input, bomb, 4 << 20, "firmware file")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert "decompresses to more than the 4 mib" in message
+    assert peak < 16 << 20, peak  # the 4 MiB cap and its input, never the 1 GiB
+    assert time.monotonic() - t0 < 5

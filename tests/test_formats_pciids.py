@@ -246,3 +246,62 @@ def test_random_text_never_crashes(lines: list[str]) -> None:
     db = PciIds.parse("\n".join(lines)).parse_all()
     assert all(isinstance(p, str) for p in db.problems)
     db.class_text(0x0200), db.device_text(0, 0), db.subsystem_text(0, 0, 0, 0)
+
+
+# -- the fallback to tinyhw's own board names --------------------------------------------------------------------
+
+
+def test_board_names_are_the_real_pci_ids_entries() -> None:
+    """Each name tinyhw carries for its boards is what pci.ids says: the same output with or without the file."""
+    from tinyhw.boards.pcinames import BOARD_NAMES
+
+    real = PciIds.load(REAL)
+    assert real.available
+    for v, name in BOARD_NAMES.vendors.items():
+        assert real.vendor(v) == name, hex(v)
+    for key, name in BOARD_NAMES.devices.items():
+        assert real.device(key >> 16, key & 0xFFFF) == name, hex(key)
+    for key, name in BOARD_NAMES.subsystems.items():
+        assert real.subsystem(key >> 48, key >> 32 & 0xFFFF, key >> 16 & 0xFFFF, key & 0xFFFF) == name, hex(key)
+    for c, name in BOARD_NAMES.classes.items():
+        assert real.class_name(c) == name
+    for c, name in BOARD_NAMES.subclasses.items():
+        assert real.subclass_name(c >> 8, c & 0xFF) == name
+    for c, name in BOARD_NAMES.prog_ifs.items():
+        assert real.prog_if_name(c >> 16, c >> 8 & 0xFF, c & 0xFF) == name
+
+
+def test_missing_database_falls_back_to_board_names_and_hints_for_the_rest(tmp_path: Path) -> None:
+    from tinyhw.boards.pcinames import load_names
+
+    db = load_names(str(tmp_path / "nonexistent"))
+    assert not db.available
+    assert db.device_name(0x1002, 0x744C) == \
+        "Advanced Micro Devices, Inc. [AMD/ATI] Navi 31 [Radeon RX 7900 XT/7900 XTX]"
+    assert db.class_text(0x0300) == "VGA compatible controller [0300]"
+    assert db.prog_if_text(0x030000) == "(prog-if 00 [VGA controller])"
+    assert db.subsystem_text(0x1002, 0x744C, 0x1DA2, 0xE471, numeric=False) == \
+        "Sapphire Technology Limited NITRO+ RX 7900 XTX Vapor-X"
+    assert db.name_origin(0x1002, 0x744C, 0x030000, (0x1DA2, 0xE471)) == \
+        {"name_source": "tinyhw boards", "name_hint": None}
+    # a device tinyhw does not describe: ids, and the hint to install pci.ids
+    assert db.device_name(0x1AF4, 0x1041) == "Device 1af4:1041"
+    other = db.name_origin(0x1AF4, 0x1041, 0x020000)
+    assert other["name_source"] is None and "apt install pci.ids" in other["name_hint"]
+    assert "TINYHW_PCI_IDS" in other["name_hint"]
+    # a known board with a subsystem tinyhw has no name for still hints
+    assert db.name_origin(0x1002, 0x744C, 0x030000, (0x1EAE, 0x7901))["name_hint"]
+
+
+def test_a_real_database_wins_and_the_fallback_fills_only_its_gaps(tmp_path: Path) -> None:
+    from tinyhw.boards.pcinames import load_names
+
+    path = tmp_path / "pci.ids"
+    path.write_text(SNIPPET)
+    db = load_names(str(path))
+    assert db.available and db.device_name(0x1AF4, 0x1041) == "Red Hat, Inc. Virtio 1.0 network device"
+    assert db.name_origin(0x1AF4, 0x1041, 0x020000) == {"name_source": "pci.ids", "name_hint": None}
+    assert db.name_source(0x1002, 0x744C) == "tinyhw boards"  # an old pci.ids without the board
+    assert db.name_origin(0x1AF4, 0x9999, 0x020000) == {"name_source": None, "name_hint": None}  # file read: no hint
+    plain = PciIds.load(str(path))
+    assert plain.fallback is None and plain.device(0x1002, 0x744C) is None  # with_fallback left it as it was

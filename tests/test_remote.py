@@ -281,3 +281,115 @@ def test_keygen_and_audit_log_refuse_a_fifo(tmp_path) -> None:
         write_secret(fifo, force=True)
     with _pytest.raises(Refused, match="not a regular file"):
         audit_stream(str(fifo), stdio=False)
+
+
+def _tinyhw_subprocess(*args: str, timeout: float = 30) -> tuple[int, str]:
+    """The CLI in a child process (a hang ends in TimeoutExpired, failing the test, instead of hanging it)."""
+    import subprocess
+
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root}
+    p = subprocess.run([sys.executable, "-m", "tinyhw", *args], capture_output=True, text=True, timeout=timeout,
+                       env=env, cwd=root, stdin=subprocess.DEVNULL, check=False)
+    return p.returncode, p.stderr
+
+
+def test_a_fifo_key_file_is_refused_at_once(tmp_path: Path) -> None:
+    """A key file that is a fifo (no writer: opening it would block forever) is refused, exit 2, within a second."""
+    import subprocess
+
+    fifo = tmp_path / "key.fifo"
+    os.mkfifo(fifo)
+    probe_code = ("import sys, time\n"
+                  "from tinyhw.errors import Refused\n"
+                  "from tinyhw.remote.secret import load_secret\n"
+                  "t0 = time.monotonic()\n"
+                  "try:\n"
+                  "    load_secret(sys.argv[1])\n"
+                  "except Refused as e:\n"
+                  "    print(e.exit_code, time.monotonic() - t0, e.message)\n")
+    p = subprocess.run([sys.executable, "-c", probe_code, str(fifo)], capture_output=True, text=True, timeout=30,
+                       cwd=str(Path(__file__).resolve().parents[1]), check=False)
+    code, seconds, message = p.stdout.split(" ", 2)
+    assert code == "2" and float(seconds) < 1.0 and "is a fifo, not a regular file" in message, p
+    # the server's --key
+    rc, err = _tinyhw_subprocess("serve", "remote", "--device", mockdev(tmp_path), "--listen", "127.0.0.1:0",
+                                 "--key", str(fifo))
+    assert rc == 2 and "not a regular file" in err and err.count("\n") == 1, err
+    # the client's key=
+    with served(mockdev(tmp_path), listen="127.0.0.1:0", secret=load_secret(write_secret(tmp_path / "k.key"))) as s:
+        rc, err = _tinyhw_subprocess("--device", s.device(f",key={fifo}"), "probe")
+    assert rc == 2 and "not a regular file" in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("kind", ["directory", "large", "symlink"])
+def test_a_key_that_is_no_small_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
+    key = write_secret(tmp_path / "real.key")
+    path = tmp_path / kind
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "large":
+        with open(path, "wb") as f:
+            f.truncate(1 << 30)  # sparse: costs nothing, but is no key
+        path.chmod(0o600)
+    else:
+        path.symlink_to(key)
+    with pytest.raises(Refused, match="refusing to read the remote key") as e:
+        load_secret(path)
+    assert e.value.exit_code == 2
+
+
+# Each guarded register of the emulated Navi31 (capabilities: PM 0x50, Express 0x64, MSI 0xa0; extended: AER
+# 0x100, Resizable BAR 0x200, ACS 0x240), written with the value it holds (a no-op where it is allowed).
+GUARDED_WRITES = [(0x208, 4, "resizable bar control"), (0x34, 1, "capability pointer"),
+                  (0x74, 2, "pcie link control"), (0x65, 1, "capability 0x10 header and next pointer"),
+                  (0x202, 2, "extended capability 0x0015 header and next pointer")]
+
+
+@pytest.mark.parametrize(("offset", "size", "what"), GUARDED_WRITES)
+def test_guarded_config_writes_are_refused_unless_allowed(tmp_path: Path, offset: int, size: int,
+                                                          what: str) -> None:
+    with served(mockdev(tmp_path)) as s, open_device(s.device()) as o:
+        t = o.transport
+        value = t.config_read(offset, size)
+        t.config_write(offset, size, value)
+        with pytest.raises(Refused, match=f"config write at 0x{offset:x} \\({what}\\) is refused") as e:
+            t.config_read(0x00)  # the queued write is refused when the batch is sent
+        assert e.value.exit_code == 2 and "--allow-config-writes" in str(e.value)
+        assert t.config_read(offset, size) == value  # nothing was written; the connection goes on
+    with served(mockdev(tmp_path), allow_config_writes=True) as s, open_device(s.device()) as o:
+        t = o.transport
+        value = t.config_read(offset, size)
+        t.config_write(offset, size, value)
+        assert t.config_read(offset, size) == value
+
+
+def test_unguarded_config_writes_still_pass(tmp_path: Path) -> None:
+    """The command register (bus mastering: am boot, the dma copier) and PCIe device control stay writable."""
+    with served(mockdev(tmp_path)) as s, open_device(s.device()) as o:
+        t = o.transport
+        for offset, size in ((0x04, 2), (0x64 + 0x08, 2)):
+            value = t.config_read(offset, size)
+            t.config_write(offset, size, value)
+            assert t.config_read(offset, size) == value
+
+
+def test_guarded_ranges_walk_both_capability_lists() -> None:
+    """The pure walker on the emulated board's config image: every capability header, link control and the
+    whole Resizable BAR capability, besides the BARs."""
+    from tinyhw.formats.pciconfig import parse_config
+    from tinyhw.formats.pciguard import guarded_ranges, refusal
+
+    with open_device("mock:navi31") as o:
+        cfg = parse_config(o.transport.config_bytes(0, 4096))
+    guards = guarded_ranges(cfg)
+    assert refusal(0x208, 4, guards) == "resizable bar control"
+    assert refusal(0x20C, 4, guards) is None  # past the one entry of the capability
+    assert refusal(0x74, 2, guards) == "pcie link control" and refusal(0x76, 2, guards) is None  # status: rw1c
+    assert refusal(0x94, 2, guards) == "pcie link control 2"
+    assert refusal(0x34, 1, guards) == "capability pointer" and refusal(0x35, 1, guards) is None
+    for c in cfg.capabilities:
+        assert refusal(c.offset + 1, 1, guards) is not None  # each next pointer
+    for c in cfg.ext_capabilities:
+        assert refusal(c.offset + 2, 2, guards) is not None
+    assert refusal(0x04, 2, guards) is None and refusal(0x10, 4, guards) == "bar registers"

@@ -17,6 +17,16 @@ class TinyhwError(Exception):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.context: dict[str, str] = {}  # where it happened (e.g. the boot step); also in the --json error
+
+    def add_context(self, key: str, value: str, phrase: str) -> TinyhwError:
+        """Say where the error happened: ``phrase`` is appended to the message and ``key: value`` goes into
+        ``context`` (the CLI's --json error document carries it). The innermost context wins: a key already
+        set is kept, so a step inside a step names the inner one."""
+        if key not in self.context:
+            self.context[key] = value
+            self.message = f"{self.message} {phrase}"
+        return self
 
     def __str__(self) -> str:
         return f"{self.message}; {self.hint}" if self.hint else self.message

@@ -21,9 +21,13 @@ from typing import Any
 from tinyhw.autogen.amdgpu_fw_sha256 import PACKAGE, SHA256, VERSION
 from tinyhw.boot import ids
 from tinyhw.errors import Refused
+from tinyhw.fileio import read_input, read_xz_input
 from tinyhw.formats.amdfw import AmdFirmware, parse_amdgpu
 
 DEFAULT_DIR = Path("/lib/firmware/amdgpu")
+#: The largest firmware file read (and the most an xz file may decompress to): amdgpu's files are 0.6 MiB at
+#: most in Debian's firmware-amd-graphics; 16 MiB leaves room for newer releases and stops an 8 GiB file.
+MAX_FILE = 16 << 20
 PKG_HINT = f"install the debian package {PACKAGE} (or pass --firmware-dir DIR holding the files)"
 
 
@@ -242,19 +246,19 @@ def load(directory: Path, versions: dict[str, tuple[int, int, int]], *, allow_un
 
 
 def read_file(directory: Path, name: str) -> tuple[Path, bytes]:
-    """``name`` under ``directory``; a kernel-style ``name.xz`` is decompressed, ``name.zst`` is refused clearly."""
-    path = directory / name
-    try:
-        if path.is_file():
-            return path, path.read_bytes()
-        xz = path.with_name(name + ".xz")
-        if xz.is_file():
-            import lzma
+    """``name`` under ``directory``; a kernel-style ``name.xz`` is decompressed, ``name.zst`` is refused clearly.
 
-            try:
-                return xz, lzma.decompress(xz.read_bytes())
-            except lzma.LZMAError:
-                raise Refused(f"firmware file {xz} is not valid xz data", hint=PKG_HINT) from None
+    Read like every other input (:mod:`tinyhw.fileio`): regular files only (a fifo, device node or directory
+    of that name is refused, never opened blocking), at most :data:`MAX_FILE` bytes read, and an xz file's
+    decompression stops at the same cap (exit 2 beyond)."""
+    path = directory / name
+    what = "firmware file"
+    try:
+        if _exists(path):
+            return path, _with_hint(read_input, path, what)
+        xz = path.with_name(name + ".xz")
+        if _exists(xz):
+            return xz, _with_hint(read_xz_input, xz, what)
         zst = path.with_name(name + ".zst")
         if zst.is_file():
             raise Refused(f"firmware file {zst} is zstd-compressed, which python {sys.version_info.major}."
@@ -265,12 +269,24 @@ def read_file(directory: Path, name: str) -> tuple[Path, bytes]:
     raise Refused(f"firmware file {path} is missing", hint=PKG_HINT)
 
 
+def _exists(path: Path) -> bool:
+    return path.is_symlink() or path.exists()  # anything of that name (a dangling link too) is read, or refused
+
+
+def _with_hint(reader: Any, path: Path, what: str) -> bytes:
+    try:
+        data: bytes = reader(path, MAX_FILE, what)
+    except Refused as e:
+        raise Refused(e.message, hint=PKG_HINT) from None
+    return data
+
+
 def survey(directory: Path, versions: dict[str, tuple[int, int, int]]) -> list[dict[str, Any]]:
     """For ``am info``: each needed file, whether it is present and intact, and its version (never raises)."""
     out = []
     for role, name in needed_files(versions):
         path = directory / name
-        present = any(path.with_name(name + ext).is_file() for ext in ("", ".xz", ".zst"))
+        present = any(_exists(path.with_name(name + ext)) for ext in ("", ".xz", ".zst"))
         doc: dict[str, Any] = {"role": role, "file": name, "path": str(path), "present": present}
         if doc["present"]:
             try:

@@ -23,7 +23,7 @@ from tinyhw.boot.gpu import AmGpu
 from tinyhw.boot.psp import RESET_HINT, Psp, PspError
 from tinyhw.boot.smu import Smu
 from tinyhw.boot.state import BoardState, read_state
-from tinyhw.errors import DeviceTimeout, OperationFailed
+from tinyhw.errors import DeviceTimeout, OperationFailed, TinyhwError
 from tinyhw.formats.pciconfig import COMMAND_BUS_MASTER, REG_COMMAND
 from tinyhw.transport.abilities import Resettable
 from tinyhw.transport.wait import poll
@@ -43,7 +43,11 @@ class StepLog:
         t0 = self.gpu.clock.now()
         c0 = self.gpu.transport.counters.copy()
         self.on_step(name, "start", detail)
-        result = fn()
+        try:
+            result = fn()
+        except TinyhwError as e:  # a disconnect or timeout names the access; say which boot step it cut
+            e.add_context("step", name, f"(in boot step '{name}')")
+            raise
         delta = self.gpu.transport.counters - c0
         doc = {"step": name, "seconds": round(self.gpu.clock.now() - t0, 6), **detail,
                "usb_transfers": delta.usb_transfers, "bytes_out": delta.bytes_out}

@@ -98,14 +98,16 @@ def cli(ctx: click.Context, device: str | None, json_out: bool, stats: bool, ver
     ctx.call_on_close(app.finish)
 
 
-def _fail(message: str, exit_code: int, hint: str | None, json_mode: bool) -> NoReturn:
-    """One line on stderr; with --json also ``{"error": {"message", "exit_code", "hint"}}`` on stdout, unless
-    the command already wrote its document (which then carries the result, e.g. a verify mismatch)."""
+def _fail(message: str, exit_code: int, hint: str | None, json_mode: bool,
+          context: dict[str, str] | None = None) -> NoReturn:
+    """One line on stderr; with --json also ``{"error": {"message", "exit_code", "hint", ...}}`` on stdout (plus
+    the error's context, e.g. ``step``), unless the command already wrote its document (which then carries the
+    result, e.g. a verify mismatch)."""
     print(f"error: {message}" + (f"; {hint}" if hint else ""), file=sys.stderr)
     if json_mode and not EMITTED["json"]:
         import json
 
-        doc = {"error": {"message": message, "exit_code": exit_code, "hint": hint}}
+        doc = {"error": {"message": message, "exit_code": exit_code, "hint": hint, **(context or {})}}
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     sys.exit(exit_code)
 
@@ -133,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
             import traceback
 
             traceback.print_exc()
-        _fail(e.message, e.exit_code, e.hint, json_mode)
+        _fail(e.message, e.exit_code, e.hint, json_mode, e.context)
     except (click.exceptions.Abort, KeyboardInterrupt):
         _fail("interrupted", 130, None, json_mode)
     except click.exceptions.Exit as e:

@@ -3,7 +3,7 @@
 specs/amd-bringup.md §1-§7: ``info`` reads (VRAM size, IP discovery, harvest, GC info, gfx target,
 VF bit, boot flags, sOS/SMU state, needed firmware); ``boot`` checks every firmware file first
 (exit 2 before any write), prints its plan, needs --yes, then brings the PSP secure OS and the SMU
-up with a progress line per step (stderr, terminal only); ``reset`` is a mode-1 reset.
+up with a progress line per step (stderr: on a terminal, or with -v anywhere); ``reset`` is a mode-1 reset.
 """
 
 from __future__ import annotations
@@ -18,14 +18,19 @@ _FW_HELP = "Directory of the amdgpu firmware files (default: $TINYHW_AMDGPU_FIRM
 
 
 class StepDisplay:
-    """Per-step progress on stderr: a spinner for the running step and a line per finished one (terminal only)."""
+    """Per-step progress on stderr: on a terminal a spinner for the running step and a line per finished one;
+    elsewhere (a log file, a pipe) plain lines with -v (a ``step NAME ...`` line as each starts, so a log shows
+    where a boot stopped, and an ``ok`` line as it ends). Nothing with -q."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
         self.live = not app.quiet and not app.json and app.err.is_terminal
+        self.plain = not app.quiet and not self.live and app.verbose > 0
         self._status: Any = None
 
     def __call__(self, name: str, phase: str, detail: dict[str, Any]) -> None:
+        if self.plain:
+            self._plain(name, phase, detail)
         if not self.live:
             return
         if phase == "start":
@@ -35,13 +40,22 @@ class StepDisplay:
             else:
                 self._status.update(f"{name} ...")
             return
-        size = f"  {detail['bytes']:,} bytes" if detail.get("bytes") else ""
-        self.app.err.print(f"[green]ok[/green] {name:<28} {detail['seconds']:9.3f} s{size}")
+        self.app.err.print(f"[green]ok[/green] {name:<28} {detail['seconds']:9.3f} s{_size(detail)}")
+
+    def _plain(self, name: str, phase: str, detail: dict[str, Any]) -> None:
+        if phase == "start":
+            self.app.log(f"step {name} ...")
+        else:
+            self.app.log(f"ok {name:<28} {detail['seconds']:9.3f} s{_size(detail)}")
 
     def stop(self) -> None:
         if self._status is not None:
             self._status.stop()
             self._status = None
+
+
+def _size(detail: dict[str, Any]) -> str:
+    return f"  {detail['bytes']:,} bytes" if detail.get("bytes") else ""
 
 
 def _gpu(app: Any, *, writes: bool) -> Any:

@@ -40,9 +40,9 @@ def _checked_region(t: Any, index: int, offset: int, length: int) -> Any:
 
 
 def _ids() -> Any:
-    from tinyhw.formats.pciids import load_pci_ids
+    from tinyhw.boards.pcinames import load_names
 
-    return load_pci_ids()
+    return load_names(cached=True)
 
 
 @click.group()
@@ -82,11 +82,20 @@ def list_cmd(app: App) -> None:
                 "class_code": d.class_code, "revision": d.revision, "subsystem_vendor_id": d.subsystem_vendor_id,
                 "subsystem_id": d.subsystem_id, "class_name": ids.class_text(d.class_code >> 8, False),
                 "vendor_name": ids.vendor(d.vendor_id), "device_name": ids.device(d.vendor_id, d.device_id),
+                "name_source": ids.name_source(d.vendor_id, d.device_id),
                 "driver": d.driver, "iommu_group": d.iommu_group, "line": line} for d, line in zip(devs, lines,
                                                                                                     strict=True)]
         app.emit(doc, lambda: None)
-        return
-    click.echo("\n".join(lines) if lines else "", nl=bool(lines))
+    else:
+        click.echo("\n".join(lines) if lines else "", nl=bool(lines))
+    if any(ids.name_origin(d.vendor_id, d.device_id, d.class_code)["name_hint"] for d in devs):
+        _names_note(app, ids)
+
+
+def _names_note(app: App, ids: Any) -> None:
+    from tinyhw.formats.pciids import INSTALL_HINT
+
+    app.log(f"note: no pci.ids file was read ({ids.path or 'none found'}), so some names are ids; {INSTALL_HINT}")
 
 
 def _config_and_function(app: App) -> tuple[Any, bytes, Any]:
@@ -133,6 +142,8 @@ def show(app: App) -> None:
     ids = _ids()
     doc = show_doc(fn, cfg, bars, ids, t.name)
     app.emit(doc, lambda: click.echo("\n".join(show_lines(fn, cfg, bars, ids))))
+    if doc["name_hint"]:
+        _names_note(app, ids)
 
 
 @pci.command()

@@ -14,9 +14,10 @@ from tinyhw.cli.app import App
 @click.pass_obj
 def probe(app: App, registers: bool) -> None:
     """Identify the device: transport, vendor/device/subsystem ids and names (from pci.ids, as
-    lspci names them), revision, class, BARs (size, kind, 64-bit, prefetchable), PCIe link
-    (current and maximum speed and width), Resizable BAR sizes; for a USB bridge also its
-    product string and link state.
+    lspci names them; without pci.ids, tinyhw's own names for the boards it describes, and a hint
+    to install it; --json says which in name_source), revision, class, BARs (size, kind, 64-bit,
+    prefetchable), PCIe link (current and maximum speed and width), Resizable BAR sizes; for a USB
+    bridge also its product string and link state.
 
     Read-only on the GPU: only config space is read. Over the USB bridge, opening the
     device programs the bridges and places the BARs (config-space writes), as it must.
@@ -34,12 +35,14 @@ def probe(app: App, registers: bool) -> None:
       tinyhw --device mock:ad102 probe --registers
       sudo tinyhw --device pci:0000:01:00.0 probe --registers
     """
-    from tinyhw.formats.pciids import PciIds
+    from tinyhw.boards.pcinames import load_names
     from tinyhw.probe import probe_device
 
     t = app.open_transport()
-    doc = probe_device(t, PciIds.load(), registers=registers)
+    doc = probe_device(t, load_names(), registers=registers)
     app.emit(doc, lambda: _human_nvidia(app, doc) if "tier" in doc else _human(app, doc))
+    if doc.get("name_hint"):
+        app.log(f"note: no pci.ids file was read, so some names are ids; {doc['name_hint']}")
 
 
 def _size(n: int) -> str:

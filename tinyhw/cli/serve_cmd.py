@@ -82,8 +82,9 @@ DEVICE_HELP = "The device to serve (overrides the global --device)."
 @click.option("--idle-timeout", default=600.0, show_default=True, help="Close a connection idle this long (s).")
 @click.option("--audit", "audit_path", metavar="FILE", help="Audit log (- for stderr; default stderr, or "
               "~/.local/state/tinyhw/serve-audit.log with --stdio).")
-@click.option("--allow-config-writes", is_flag=True, help="Let clients write BARs, ROM BAR and MSI/MSI-X/PM "
-              "capability registers in config space.")
+@click.option("--allow-config-writes", is_flag=True, help="Let clients write the guarded config registers: BARs, "
+              "ROM BAR, the capability pointer and capability headers, MSI/MSI-X/PM, PCIe link control (link "
+              "disable) and Resizable BAR control (refused by default).")
 @click.pass_obj
 def remote(app: App, device: str | None, socket_path: str | None, listen: str | None, stdio: bool,
            allow_network: bool, key: str | None, idle_timeout: float, audit_path: str | None,

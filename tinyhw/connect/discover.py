@@ -30,11 +30,11 @@ class Listed:
 
 def list_pci() -> list[Listed]:
     """Display-class AMD and NVIDIA functions in this machine's sysfs (read-only)."""
-    from tinyhw.formats.pciids import PciIds
+    from tinyhw.boards.pcinames import load_names
     from tinyhw.pci.scan import scan
     from tinyhw.pci.sysfs import devices_dir, sysfs_root
 
-    ids = PciIds.load()
+    ids = load_names()
     out = []
     for dev in scan(devices_dir(sysfs_root())):
         if dev.vendor_id in GPU_VENDORS and dev.class_code >> 16 == DISPLAY_CLASS:
@@ -67,8 +67,8 @@ def list_mocks() -> list[Listed]:
 
 def list_remote(spec: DeviceSpec | str) -> list[Listed]:
     """The device a ``remote:`` server serves, as that server describes it (one session, nothing written)."""
+    from tinyhw.boards.pcinames import load_names
     from tinyhw.connect import open_device
-    from tinyhw.formats.pciids import PciIds
 
     if isinstance(spec, str):
         spec = parse_device(spec)
@@ -80,7 +80,7 @@ def list_remote(spec: DeviceSpec | str) -> list[Listed]:
         t = opened.transport
         ident, info = t.identity(), t.info()
         served = info.extra.get("served", {})
-        name = PciIds.load().device_name(ident.vendor_id, ident.device_id)
+        name = load_names().device_name(ident.vendor_id, ident.device_id)
         where = f"{name}, served from {info.extra.get('server')}"
         return [Listed(f"remote:{spec.target}", "remote", info.emulated, where, {
             "vendor_id": ident.vendor_id, "device_id": ident.device_id, "location": ident.location,

@@ -15,6 +15,8 @@ Layer 1 (stdlib and :mod:`tinyhw.errors` only), so every feature and the CLI use
   socket that appeared meanwhile is never replaced.
 * :func:`read_input` -- regular files only, the size checked by ``fstat`` on the opened file before
   a single byte is read, and the read bounded by ``max_size`` (a file that grows is refused too).
+* :func:`read_xz_input` -- the same for an xz file, whose decompression stops at ``max_size`` bytes
+  (a small xz bomb never grows past the cap).
 
 Every refusal is :class:`~tinyhw.errors.Refused` (exit 2) with a one-line message naming the path.
 """
@@ -31,7 +33,7 @@ from pathlib import Path
 
 from tinyhw.errors import EnvironmentProblem, Refused
 
-__all__ = ["atomic_write", "check_output_path", "kind_of", "read_input", "resolve_target"]
+__all__ = ["atomic_write", "check_output_path", "kind_of", "read_input", "read_xz_input", "resolve_target"]
 
 _READ_CHUNK = 1 << 20
 
@@ -235,3 +237,32 @@ def read_input(path: str | os.PathLike[str], max_size: int, what: str = "input f
         raise Refused(f"refusing to read the {what} {text}: it holds more than the {_size_text(max_size)} "
                       "this command accepts", hint="give the right file")
     return bytes(out)
+
+
+def read_xz_input(path: str | os.PathLike[str], max_size: int, what: str = "input file") -> bytes:
+    """The decompressed bytes of an xz (or lzma-alone) regular file, at most ``max_size`` of them (exit 2 beyond).
+
+    The compressed file is read with :func:`read_input` (bounded by ``max_size`` too); decompression is
+    streamed with an output limit of ``max_size + 1`` bytes, so it stops there however far the data
+    would expand. Concatenated streams are decompressed as ``xz -d`` does; data that is not xz is refused.
+    """
+    import lzma
+
+    text = _text(path)
+    data = read_input(text, max_size, what)
+    out = bytearray()
+    try:
+        while True:
+            dec = lzma.LZMADecompressor()
+            out += dec.decompress(data, max_length=max_size + 1 - len(out))
+            if len(out) > max_size:
+                raise Refused(f"refusing to read the {what} {text}: it decompresses to more than the "
+                              f"{_size_text(max_size)} this command accepts", hint="give the right file")
+            if not dec.eof:
+                raise lzma.LZMAError("compressed data ended before the end-of-stream marker")
+            data = dec.unused_data.lstrip(b"\0")  # stream padding
+            if not data:
+                return bytes(out)
+    except lzma.LZMAError as e:
+        raise Refused(f"the {what} {text} is not valid xz data ({str(e).lower()})",
+                      hint="give the right file") from None

@@ -11,11 +11,17 @@ parser keeps the first entry, skips the bad line and lists it in ``PciIds.proble
 
 from __future__ import annotations
 
+import copy
 import gzip
 import os
 import re
 
 ENV_VAR = "TINYHW_PCI_IDS"
+#: What a name looked up in a pci.ids file says it came from (``name_source``).
+SOURCE = "pci.ids"
+#: The hint shown when no pci.ids file could be read and a name fell back to ids.
+INSTALL_HINT = ("install pci.ids for device names (Debian/Ubuntu: apt install pci.ids; Fedora: dnf install hwdata) "
+                f"or point ${ENV_VAR} at a copy")
 #: Search order when TINYHW_PCI_IDS is unset: Debian's libpci (.gz first), then hwdata.
 DEFAULT_PATHS = (
     "/usr/share/misc/pci.ids.gz",
@@ -50,9 +56,12 @@ class PciIds:
     loading the 36k-line file at about 15 ms (``parse_all()`` parses every block, for checks).
     """
 
-    def __init__(self, text: str = "", path: str | None = None, available: bool = False) -> None:
+    def __init__(self, text: str = "", path: str | None = None, available: bool = False,
+                 source: str = SOURCE) -> None:
         self.path = path
         self.available = available  # a file was read
+        self.source = source  # where this database's names come from (``name_source`` of a lookup)
+        self.fallback: PciIds | None = None  # asked for every name this one lacks (see with_fallback)
         self.version: str | None = None  # from the "#\tVersion:" header line
         self.problems: list[str] = []
         self.vendors: dict[int, str] = {}
@@ -71,6 +80,28 @@ class PciIds:
     def parse(cls, text: str, path: str | None = None) -> PciIds:
         """Parse the text of a pci.ids file (§5 grammar)."""
         return cls(text, path, available=True)
+
+    @classmethod
+    def from_names(cls, source: str, *, vendors: dict[int, str], devices: dict[tuple[int, int], str],
+                   subsystems: dict[tuple[int, int, int, int], str], classes: dict[int, str],
+                   subclasses: dict[int, str], prog_ifs: dict[int, str]) -> PciIds:
+        """A small database built from tables rather than a file (e.g. the names of tinyhw's own boards):
+        devices keyed (vendor, device), subsystems (vendor, device, sub-vendor, sub-device), subclasses
+        ``base << 8 | sub``, prog-ifs by 24-bit class code. ``source`` is what lookups report it as."""
+        db = cls(available=True, source=source)
+        db.vendors.update(vendors)
+        db._devices.update({v << 16 | d: n for (v, d), n in devices.items()})
+        db._subsystems.update({v << 48 | d << 32 | sv << 16 | sd: n for (v, d, sv, sd), n in subsystems.items()})
+        db.classes.update(classes)
+        db.subclasses.update(subclasses)
+        db.prog_ifs.update(prog_ifs)
+        return db
+
+    def with_fallback(self, fallback: PciIds) -> PciIds:
+        """This database, asking ``fallback`` for every name it lacks (a view: this object is left as it is)."""
+        view = copy.copy(self)  # shares the parsed tables, so lazily parsed vendor blocks are parsed once
+        view.fallback = fallback
+        return view
 
     @classmethod
     def load(cls, path: str | None = None) -> PciIds:
@@ -200,30 +231,56 @@ class PciIds:
         """Every per-device subsystem name, keyed ``v << 48 | d << 32 | sv << 16 | sd``."""
         return self.parse_all()._subsystems
 
-    # -- raw lookups -----------------------------------------------------------------------------------
+    # -- raw lookups (each asks the fallback when this database lacks the name) --------------------------
     def vendor(self, v: int) -> str | None:
-        return self.vendors.get(v)
+        return self._or_fallback(self.vendors.get(v), "vendor", v)
 
     def device(self, v: int, d: int) -> str | None:
         self._vendor_block(v)
-        return self._devices.get(v << 16 | d)
+        return self._or_fallback(self._devices.get(v << 16 | d), "device", v, d)
 
     def subsystem(self, v: int, d: int, sv: int, sd: int) -> str | None:
         """Sub-device name: per-device entry, else generic entry, else the device name if ids are equal."""
         self._vendor_block(v)
         name = self._subsystems.get(v << 48 | d << 32 | sv << 16 | sd) or self.generic_subsystems.get(sv << 16 | sd)
         if name is None and (sv, sd) == (v, d):
-            name = self.device(v, d)
-        return name
+            name = self._devices.get(v << 16 | d)
+        return self._or_fallback(name, "subsystem", v, d, sv, sd)
 
     def class_name(self, base: int) -> str | None:
-        return self.classes.get(base)
+        return self._or_fallback(self.classes.get(base), "class_name", base)
 
     def subclass_name(self, base: int, sub: int) -> str | None:
-        return self.subclasses.get(base << 8 | sub)
+        return self._or_fallback(self.subclasses.get(base << 8 | sub), "subclass_name", base, sub)
 
     def prog_if_name(self, base: int, sub: int, prog_if: int) -> str | None:
-        return self.prog_ifs.get(base << 16 | sub << 8 | prog_if)
+        return self._or_fallback(self.prog_ifs.get(base << 16 | sub << 8 | prog_if), "prog_if_name", base, sub,
+                                 prog_if)
+
+    def _or_fallback(self, name: str | None, lookup: str, *key: int) -> str | None:
+        if name is not None or self.fallback is None:
+            return name
+        return getattr(self.fallback, lookup)(*key)
+
+    def name_source(self, v: int, d: int) -> str | None:
+        """Where the name of device ``v:d`` comes from: this database's ``source`` ("pci.ids"), the fallback's
+        (e.g. "tinyhw boards"), or None when neither knows the device (the name is then its ids)."""
+        self._vendor_block(v)
+        if v << 16 | d in self._devices:
+            return self.source
+        return self.fallback.name_source(v, d) if self.fallback is not None else None
+
+    def name_origin(self, v: int, d: int, class_code: int,
+                    subsystem: tuple[int, int] | None = None) -> dict[str, str | None]:
+        """For a document about one function: ``name_source``, where its name came from (:meth:`name_source`),
+        and ``name_hint``, the install hint when no pci.ids file was read and the device, its ``subsystem``
+        (sub-vendor, sub-device) or its class (24-bit ``class_code``) has no name; else None."""
+        base, sub = class_code >> 16, class_code >> 8 & 0xFF
+        names = [self.device(v, d), self.subclass_name(base, sub) or self.class_name(base)]
+        if subsystem is not None:
+            names.append(self.subsystem(v, d, *subsystem))
+        missing = not self.available and any(n is None for n in names)
+        return {"name_source": self.name_source(v, d), "name_hint": INSTALL_HINT if missing else None}
 
     # -- lspci-formatted names (§4.3) -------------------------------------------------------------------
     def class_text(self, class16: int, numeric: bool = True) -> str:
@@ -231,10 +288,10 @@ class PciIds:
 
         Only the base class known: its name and the number, with or without ``-nn``.
         """
-        sub = self.subclasses.get(class16)
+        sub = self.subclass_name(class16 >> 8, class16 & 0xFF)
         if sub is not None:
             return f"{sub} [{class16:04x}]" if numeric else sub
-        base = self.classes.get(class16 >> 8)
+        base = self.class_name(class16 >> 8)
         if base is not None:
             return f"{base} [{class16:04x}]"
         return f"Class [{class16:04x}]" if numeric else f"Class {class16:04x}"
@@ -254,7 +311,7 @@ class PciIds:
     def prog_if_text(self, class_code: int) -> str | None:
         """``(prog-if 00 [VGA controller])`` for a 24-bit class code; None when lspci prints nothing."""
         pi = class_code & 0xFF
-        name = self.prog_ifs.get(class_code)
+        name = self.prog_if_name(class_code >> 16, class_code >> 8 & 0xFF, pi)
         if name is not None:
             return f"(prog-if {pi:02x} [{name}])"
         return f"(prog-if {pi:02x})" if pi else None

@@ -182,7 +182,13 @@ def show_doc(fn: PciFunction, cfg: PciConfig, bars: list[BarInfo], ids: PciIds |
         "control_flags": h.control_line if h else None, "status_flags": h.status_line if h else None,
         "header_type": h.header_type if h else None, "multifunction": h.multifunction if h else None,
         "bars": [b.as_dict() for b in bars], "capabilities": caps, "problems": list(cfg.problems),
+        **ids.name_origin(fn.vendor_id, fn.device_id, fn.class_code, _subsystem(fn)),
     }
+
+
+def _subsystem(fn: PciFunction) -> tuple[int, int] | None:
+    sv, sd = fn.subsystem_vendor_id, fn.subsystem_id
+    return (sv, sd) if sv not in (0, 0xFFFF) else None
 
 
 def hex_dump(fn: PciFunction, data: bytes, ids: PciIds | None) -> list[str]:

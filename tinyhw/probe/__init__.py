@@ -34,8 +34,8 @@ def config_reader(t: Transport):  # a read(offset, n) callable
 
 def probe(t: Transport, ids: PciIds | None = None) -> dict[str, Any]:
     """The probe document. Stable keys: transport, emulated, location, vendor_id, device_id,
-    revision, class_code, name, vendor_name, device_name, class_name, subsystem_*, bars
-    (index, address, size, kind, prefetchable, is_64bit), link, resizable_bar, bridge, problems."""
+    revision, class_code, name, vendor_name, device_name, class_name, subsystem_*, name_source, name_hint,
+    bars (index, address, size, kind, prefetchable, is_64bit), link, resizable_bar, bridge, problems."""
     cfg = parse_config(config_reader(t), CONFIG_SIZE)
     ident = t.identity()
     info = t.info()
@@ -57,11 +57,14 @@ def probe(t: Transport, ids: PciIds | None = None) -> dict[str, Any]:
         doc["device_name"] = ids.device(v, d)
         doc["class_name"] = ids.class_text(ident.class_code >> 8, numeric=False)
         sv, sd = ident.subsystem_vendor_id, ident.subsystem_id
-        doc["subsystem_name"] = ids.subsystem_text(v, d, sv, sd, numeric=False) if sv not in (0, 0xFFFF) else None
+        has_sub = sv not in (0, 0xFFFF)
+        doc["subsystem_name"] = ids.subsystem_text(v, d, sv, sd, numeric=False) if has_sub else None
+        doc.update(ids.name_origin(v, d, ident.class_code, (sv, sd) if has_sub else None))
     else:
         doc["name"] = f"Device {v:04x}:{d:04x}"
         doc["vendor_name"] = doc["device_name"] = doc["subsystem_name"] = None
         doc["class_name"] = f"Class {ident.class_code >> 8:04x}"
+        doc["name_source"] = doc["name_hint"] = None
     doc["bars"] = [b.as_dict() for b in t.bars()]
     pcie = cfg.express
     if pcie is not None and pcie.has_link:

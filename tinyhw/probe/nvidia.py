@@ -86,6 +86,7 @@ def tier0(t: Transport, ids: PciIds | None = None) -> dict[str, Any]:
             "would resume it (linux runs pci_config_pm_runtime_get() and a config read for each)")}
         if skipped else None,
     }
+    doc.update(ids.name_origin(v, d, ident.class_code) if ids else {"name_source": None, "name_hint": None})
     doc["tinygrad_lock"] = _tinygrad_lock(ident.location) if info.transport == "pci" else None
     files = attrs.driver_files()
     doc["nvidia_driver"] = {"version": _driver_version(files), "files": files} if files else None

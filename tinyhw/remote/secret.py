@@ -15,8 +15,10 @@ import tempfile
 from pathlib import Path
 
 from tinyhw.errors import EnvironmentProblem, Refused
+from tinyhw.fileio import kind_of
 
 MIN_SECRET = 32
+MAX_KEY_FILE = 4096  # the most a key file may hold (a keygen key is 65 bytes)
 
 
 def default_key_path() -> Path:
@@ -36,11 +38,24 @@ def default_socket_path() -> Path:
     return runtime_dir() / "remote.sock"
 
 
+def _check_regular(p: Path, st: os.stat_result) -> None:
+    """A key is a small regular file: a fifo would block the open or the read forever, a device node never ends."""
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(f"refusing to read the remote key {p}: it is {kind_of(st.st_mode)}, not a regular file",
+                      hint="name the key file itself (`tinyhw serve keygen` writes one)")
+    if st.st_size > MAX_KEY_FILE:
+        raise Refused(f"refusing to read the remote key {p}: 0x{st.st_size:x} bytes is more than a key file holds "
+                      f"(0x{MAX_KEY_FILE:x})", hint="name the key file `tinyhw serve keygen` wrote")
+
+
 def load_secret(path: Path | str) -> bytes:
-    """The secret in ``path``: refused unless owned by this user with no group/other permission bits."""
+    """The secret in ``path``: refused unless a regular file of at most :data:`MAX_KEY_FILE` bytes (checked
+    with ``lstat`` before it is opened, non-blocking, and with ``fstat`` after), owned by this user with no
+    group/other permission bits."""
     p = Path(path)
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        _check_regular(p, os.lstat(p))
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         raise EnvironmentProblem(f"no remote key at {p}",
                                  hint="create one with `tinyhw serve keygen` and copy it to both machines") from None
@@ -48,12 +63,15 @@ def load_secret(path: Path | str) -> bytes:
         raise EnvironmentProblem(f"cannot read the remote key {p}: {e.strerror}") from None
     try:
         st = os.fstat(fd)
+        _check_regular(p, st)  # again on what was opened: it may have been swapped meanwhile
         if st.st_mode & 0o077 or st.st_uid != os.geteuid():
             raise Refused(f"the remote key {p} must be private (mode {stat.S_IMODE(st.st_mode):04o}, owner uid "
                           f"{st.st_uid})", hint=f"chmod 600 {p} and own it as this user")
-        raw = os.read(fd, 4096)
+        raw = os.read(fd, MAX_KEY_FILE + 1)
     finally:
         os.close(fd)
+    if len(raw) > MAX_KEY_FILE:
+        raise Refused(f"refusing to read the remote key {p}: it grew past 0x{MAX_KEY_FILE:x} bytes")
     text = raw.strip()
     try:
         secret = bytes.fromhex(text.decode("ascii"))

@@ -7,8 +7,9 @@ anything else and before the device is opened; the device is opened per connecti
 client) and released on disconnect; payload lengths are checked before a payload is read, and a
 batch is decoded and validated as a whole (BAR bounds, alignment, waits, config-space policy) before
 its first access runs; an audit line per connection and per state-changing request; an idle timeout.
-Config-space writes to the BARs, the expansion ROM and the MSI/MSI-X/power-management capabilities
-are refused unless the server allows them (§12.2 item 7).
+Config-space writes to the BARs, the expansion ROM, the capability pointers and headers, MSI/MSI-X/power
+management, PCIe link control and Resizable BAR (both capability lists walked:
+:mod:`tinyhw.formats.pciguard`) are refused unless the server allows them (§12.2 item 7).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Any
 
 from tinyhw.connect import Opened, open_device
 from tinyhw.errors import DeviceTimeout, Refused, TinyhwError
+from tinyhw.formats.pciconfig import parse_config
+from tinyhw.formats.pciguard import guarded_ranges, refusal
 from tinyhw.remote import protocol as P
 from tinyhw.remote.channel import Channel
 from tinyhw.serve.listen import Audit, end_reason
@@ -33,8 +36,6 @@ from tinyhw.transport.devstr import DeviceSpec
 HANDSHAKE_TIMEOUT = 10.0
 PAYLOAD_TIMEOUT = 30.0
 IDLE_TIMEOUT = 600.0
-#: Capability ids whose registers a client may not write (MSI, MSI-X, power management) and their lengths.
-GUARDED_CAPS = {0x05: 24, 0x11: 12, 0x01: 8}
 
 
 class RemoteServer:
@@ -167,11 +168,10 @@ class RemoteServer:
 
     def _check_config(self, ops: list[Op], guarded: list[tuple[int, int, str]]) -> None:
         for op in ops:
-            if isinstance(op, CfgW):
-                for lo, hi, what in guarded:
-                    if op.offset < hi and op.offset + op.size > lo:
-                        raise Refused(f"config write at 0x{op.offset:x} ({what}) is refused by the server",
-                                      hint="start the server with --allow-config-writes if this is intended")
+            what = refusal(op.offset, op.size, guarded) if isinstance(op, CfgW) else None
+            if what is not None:
+                raise Refused(f"config write at 0x{op.offset:x} ({what}) is refused by the server",
+                              hint="start the server with --allow-config-writes if this is intended")
 
     # -- frames ---------------------------------------------------------------------------------------------------
     def _reply(self, ch: Channel, seq: int, t: Transport | None, payload: bytes) -> None:
@@ -203,15 +203,9 @@ def _jsonable(x: Any) -> Any:
 
 
 def _guarded_config(t: Transport) -> list[tuple[int, int, str]]:
-    """Config ranges a client may not write: BARs, expansion ROM, and the MSI/MSI-X/PM capabilities."""
-    guarded = [(0x10, 0x28, "bar registers"), (0x30, 0x34, "expansion rom bar")]
-    ptr, seen = t.config_read(0x34, 1) & 0xFC, 0
-    while ptr and seen < 48:
-        cap = t.config_read(ptr, 1)
-        if cap in GUARDED_CAPS:
-            guarded.append((ptr, ptr + GUARDED_CAPS[cap], f"capability 0x{cap:02x}"))
-        ptr, seen = t.config_read(ptr + 1, 1) & 0xFC, seen + 1
-    return guarded
+    """Config ranges a client may not write (:func:`tinyhw.formats.pciguard.guarded_ranges`), found by walking
+    the function's conventional and extended capabilities (read lazily, a dword at a time)."""
+    return guarded_ranges(parse_config(t.config_bytes))
 
 
 def _show(op: Op) -> str:
