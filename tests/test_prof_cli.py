@@ -1,4 +1,4 @@
-"""``tinyhw prof`` end to end on the shared real captures: summary, packets, waves, insts, export."""
+"""``tinyhw prof`` end to end on the vendored real captures (tests/data/sqtt): summary, packets, waves, insts, export."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from tests.clihelp import run
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sqtt"
+DATA = Path(__file__).parent / "data" / "sqtt"
 PLUS12 = str(DATA / "gfx1200" / "profile_plus_run_0")
 
 

@@ -1,7 +1,7 @@
 """Loading a tinygrad SQTT/PMC capture: a profile pickle or a directory of plain files.
 
 specs/sqtt-pmc.md §7 (profile events) and §11.2 (loading without tinygrad); the directory form is
-the one of ``shared/data/sqtt/*/*/`` (``capture.json`` + ``sqtt_*.bin`` + ``pmc_*.bin`` + ``*.elf``).
+the one of ``tests/data/sqtt/*/*/`` (``capture.json`` + ``sqtt_*.bin`` + ``pmc_*.bin`` + ``*.elf``).
 Inputs larger than :data:`MAX_INPUT_BYTES` are refused before they are read (exit 2).
 """
 
