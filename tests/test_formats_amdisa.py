@@ -1,4 +1,4 @@
-"""AMDGPU instruction-length decoding on hand-made words and on the code objects of the vendored captures (tests/data/sqtt)."""
+"""AMDGPU instruction-length decoding on hand-made words and on the code objects of tests/data/sqtt."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``tinyhw prof`` end to end on the vendored real captures (tests/data/sqtt): summary, packets, waves, insts, export."""
+"""``tinyhw prof`` end to end on the real captures of tests/data/sqtt: summary, packets, waves, insts, export."""
 
 from __future__ import annotations
 
