@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinyhw.errors import Refused
+from tinyhw.formats.fields import MISSING, int_field, kind
 
 __all__ = ["Counter", "decode_pmc", "derived_metrics"]
 
@@ -52,27 +53,14 @@ class Counter:
 MAX_DIM = 1 << 16   # instances per index (xcc, inst, se, sa, wgp); real schedules have <= 32
 
 
-def _what(v: object) -> str:
-    return f"number {v!r}" if isinstance(v, float) else type(v).__name__
-
-
 def _field(s: dict, key: str, where: str, lo: int, hi: int, default: int | None = None) -> int:
-    """An integer field of a schedule entry in ``lo..hi`` (JSON ``Infinity``, NaN, fractions, bools refused)."""
-    v = s.get(key, default)
-    if v is None:
-        raise Refused(f"{where}: field {key!r} is missing")
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise Refused(f"{where}: field {key!r} is a {_what(v)}, not an integer")
-    if not lo <= v <= hi:
-        shown = str(v) if v.bit_length() <= 64 else f"a {v.bit_length()}-bit integer"
-        raise Refused(f"{where}: field {key!r} = {shown} lies outside {lo}..{hi}")
-    return v
+    return int_field(s, key, where, lo=lo, hi=hi, default=MISSING if default is None else default)
 
 
 def _name(s: dict, key: str, where: str) -> str:
     v = s.get(key)
     if not isinstance(v, str) or not v or len(v) > 128:
-        raise Refused(f"{where}: field {key!r} is " + ("missing" if v is None else f"not a short string ({_what(v)})"))
+        raise Refused(f"{where}: field {key!r} is " + ("missing" if v is None else f"not a short string ({kind(v)})"))
     return v
 
 
@@ -83,7 +71,7 @@ def decode_pmc(blob: bytes, samples: list[dict]) -> list[Counter]:
     for i, s in enumerate(samples):
         where = f"pmc schedule entry {i}"
         if not isinstance(s, dict):
-            raise Refused(f"{where} is a {_what(s)}, not an object")
+            raise Refused(f"{where} is a {kind(s)}, not an object")
         name = _name(s, "name", where)
         where = f"pmc counter {name} (schedule entry {i})"
         block = _name(s, "block", where)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyhw.errors import Refused
+from tinyhw.formats.fields import MISSING, int_field, kind
 from tinyhw.formats.tgpickle import MAX_PICKLE_BYTES, loads_profile
 
 __all__ = ["MAX_INPUT_BYTES", "Capture", "Program", "SqttBlob", "load_capture", "target_name"]
@@ -122,18 +123,11 @@ def load_capture(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYT
     return _from_events(str(p), loads_profile(data, max_bytes=max_bytes))
 
 
-_MISSING = object()
+_MISSING = MISSING
+_kind = kind
 U64 = (1 << 64) - 1
 MAX_ENTRIES = 1 << 16      # events of one kind, schedule entries of one dispatch
 PROPS_INT = {"gfx_target_version": 999_999}   # others: 0 .. 2**32
-
-
-def _kind(v: Any) -> str:
-    """What a value is, for an error message, without formatting the value itself."""
-    if isinstance(v, float):
-        return f"number {v!r}"
-    name = getattr(v, "type_name", None)
-    return f"{name[:60]} record" if isinstance(name, str) else type(v).__name__
 
 
 def _get(f: Any, key: str, where: str) -> Any:
@@ -143,17 +137,7 @@ def _get(f: Any, key: str, where: str) -> Any:
 
 
 def _int_field(f: Any, key: str, where: str, *, lo: int = 0, hi: int = U64, default: Any = _MISSING) -> int:
-    v = _get(f, key, where)
-    if v is _MISSING or v is None:
-        if default is _MISSING:
-            raise Refused(f"{where}: field {key!r} is missing")
-        return default
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise Refused(f"{where}: field {key!r} is a {_kind(v)}, not an integer")
-    if not lo <= v <= hi:
-        shown = str(v) if v.bit_length() <= 64 else f"a {v.bit_length()}-bit integer"
-        raise Refused(f"{where}: field {key!r} = {shown} lies outside {lo}..{hi}")
-    return v
+    return int_field(f, key, where, lo=lo, hi=hi, default=default)
 
 
 def _str_field(f: Any, key: str, where: str, *, default: str = "", maxlen: int = 256) -> str:
