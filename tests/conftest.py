@@ -6,6 +6,8 @@ import os
 
 import pytest
 from cachedirs import pin_for_session
+from repoguard import install as guard_reads
+from repoguard import reads_stay_in_repo  # noqa: F401  (autouse fixture: no reads outside the repository)
 
 os.environ["TINYHW_STRICT"] = "1"
 # Virtual clocks in device mode: exact, reproducible figures (a test of the hybrid clock asks for it itself).
@@ -13,6 +15,9 @@ os.environ["TINYHW_CLOCK"] = "device"
 # Every test gets a private XDG_CACHE_HOME (below); what setup-system.sh fetched into the user's cache
 # (firmware) and the guest builds are found through paths resolved once, here, before that.
 pin_for_session()
+# From here on, opening or listing a path outside the repository and outside what it installs fails the
+# test (tests/repoguard.py); the caches pinned just above are allowed.
+guard_reads()
 
 
 @pytest.fixture(autouse=True)

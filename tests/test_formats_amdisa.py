@@ -1,4 +1,4 @@
-"""AMDGPU instruction-length decoding on hand-made words and on the code objects of the shared captures."""
+"""AMDGPU instruction-length decoding on hand-made words and on the code objects of tests/data/sqtt."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from tinyhw.formats.amdisa import decode_at, decode_text, isa_family, text_section
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sqtt"
+DATA = Path(__file__).parent / "data" / "sqtt"
 
 
 def _w(*words: int) -> bytes:
@@ -51,7 +51,7 @@ def test_family() -> None:
 
 
 @pytest.mark.parametrize("elf", sorted(DATA.glob("*/*/*.elf")), ids=lambda p: f"{p.parent.parent.name}/{p.name}")
-def test_shared_code_objects_decode_exactly(elf: Path) -> None:
+def test_capture_code_objects_decode_exactly(elf: Path) -> None:
     found = text_section(elf.read_bytes())
     assert found is not None
     _addr, text = found

@@ -5,6 +5,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tinyhw.errors import Refused
 from tinyhw.formats.pmc import decode_pmc, derived_metrics
@@ -52,3 +54,54 @@ def test_derived_metrics_need_their_counters() -> None:
 def test_bad_schedules_are_refused(bad: dict) -> None:
     with pytest.raises(Refused):
         decode_pmc(bytes(8), [bad])
+
+
+# -- malformed schedules (issue 21 item 9): every one is a one-line Refused naming the entry and field --------------
+
+JSON_JUNK = [float("inf"), float("-inf"), float("nan"), 8.0, 1.5, True, False, None, "8", [8], {"a": 8}, 1 << 70,
+             -(1 << 70), -1, 0]
+
+
+@pytest.mark.parametrize("field", ["off", "size", "xcc", "inst", "se", "sa", "wgp"])
+@pytest.mark.parametrize("value", JSON_JUNK, ids=repr)
+def test_junk_numbers_are_refused_naming_the_field(field: str, value: object) -> None:
+    entry = {"name": "SQ_WAVES", "block": "SQ", "off": 0, "size": 8, field: value}
+    if field in ("off", "size") and type(value) is int and value == 0:
+        assert decode_pmc(bytes(8), [entry])   # 0 is a valid offset and an empty region
+        return
+    if field not in ("off", "size") and value is None:
+        assert decode_pmc(bytes(8), [entry])[0].shape == (1, 1, 1, 1, 1)   # null as absent: one instance
+        return
+    if field == "size" and value is None:
+        entry.pop("size")
+    with pytest.raises(Refused, match=f"field '{field}'") as e:
+        decode_pmc(bytes(8), [entry])
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("entry", [[], "x", 5, None, {"name": 5, "block": "SQ", "off": 0, "size": 8},
+                                   {"name": "X", "block": ["SQ"], "off": 0, "size": 8}, {"name": "", "block": "SQ"}])
+def test_entries_that_are_not_counter_objects_are_refused(entry: object) -> None:
+    with pytest.raises(Refused, match="pmc "):
+        decode_pmc(bytes(8), [entry])  # type: ignore[list-item]
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+                     max_leaves=6)
+_entry = st.fixed_dictionaries({}, optional={k: _json | st.integers(-16, 64) for k in
+                                             ("name", "block", "off", "size", "xcc", "inst", "se", "sa", "wgp")})
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(st.lists(_entry | _json, max_size=4), st.binary(max_size=64))
+def test_fuzz_schedules_decode_or_refuse(samples: list, blob: bytes) -> None:
+    try:
+        out = decode_pmc(blob, samples)
+    except Refused as e:
+        assert "\n" not in str(e) and len(str(e)) < 300
+        return
+    for counter in out:
+        assert counter.records * 8 <= len(blob) and counter.sum >= 0
+    derived_metrics(out)

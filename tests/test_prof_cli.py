@@ -1,4 +1,4 @@
-"""``tinyhw prof`` end to end on the shared real captures: summary, packets, waves, insts, export."""
+"""``tinyhw prof`` end to end on the real captures of tests/data/sqtt: summary, packets, waves, insts, export."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.clihelp import run
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sqtt"
+DATA = Path(__file__).parent / "data" / "sqtt"
 PLUS12 = str(DATA / "gfx1200" / "profile_plus_run_0")
 
 
@@ -216,3 +218,60 @@ def test_profile_of_two_gpus_shows_the_first(tmp_path: Path) -> None:
     assert doc["other_devices"] == ["AMD:1"]
     assert [k["name"] for k in doc["kernels"]] == ["E_3"] and len(doc["kernels"][0]["sqtt"]) == 4
     assert "only the first device" in run("prof", "summary", str(d)).out
+
+
+def _capture_copy(tmp_path: Path, edit) -> Path:
+    import shutil
+    d = tmp_path / "cap"
+    shutil.copytree(DATA / "gfx1100" / "profile_empty_run_0", d)
+    meta = json.loads((d / "capture.json").read_text())
+    edit(meta)
+    (d / "capture.json").write_text(json.dumps(meta))   # allow_nan: Infinity / NaN as JSON writes them
+    return d
+
+
+@pytest.mark.parametrize(("path", "value", "field"), [
+    (("pmc", 0, "samples", 0, "size"), float("inf"), "'size' is a number inf"),
+    (("pmc", 0, "samples", 0, "off"), float("nan"), "'off' is a number nan"),
+    (("pmc", 0, "samples", 0, "se"), -1, "'se' = -1"),
+    (("pmc", 0, "samples", 0), [1], "pmc[0]: samples[0] is a list, not a counter sample"),
+    (("pmc", 0, "kern"), float("inf"), "pmc[0]: field 'kern' is a number inf"),
+    (("sqtt", 0, "se"), 1e308, "sqtt[0]: field 'se' is a number"),
+    (("sqtt", 0, "kern"), 1 << 80, "sqtt[0]: field 'kern' = a 81-bit integer"),
+    (("sqtt", 0, "file"), {"a": [1] * 1000}, "names a file by a dict"),
+    (("devices", 1, "props", "gfx_target_version"), "gfx1100", "'gfx_target_version' is a str"),
+    (("programs", 0, "tag"), None, "programs[0]: field 'tag' is missing"),
+])
+def test_malformed_capture_json_is_refused_naming_the_field(tmp_path: Path, path: tuple, value, field: str) -> None:
+    def edit(meta: dict) -> None:
+        node = meta
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    r = run("--json", "prof", "summary", str(_capture_copy(tmp_path, edit)))
+    assert r.code == 2 and field in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_deep_capture_json_is_refused(tmp_path: Path) -> None:
+    d = tmp_path / "deep"
+    d.mkdir()
+    (d / "capture.json").write_text('{"pmc": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    r = run("prof", "summary", str(d))
+    assert r.code == 2 and "not json" in r.err
+
+
+_junk = st.sampled_from([float("inf"), float("-inf"), float("nan"), 1.5, True, None, "8", [], {}, 1 << 70, -1, 0, 8])
+
+
+@settings(max_examples=40, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(edits=st.lists(st.tuples(st.sampled_from(["off", "size", "name", "block", "xcc", "se", "sa", "wgp", "inst"]),
+                                st.integers(0, 7), _junk), min_size=1, max_size=3))
+def test_fuzz_pmc_samples_through_the_cli(tmp_path_factory: pytest.TempPathFactory, edits: list) -> None:
+    def edit(meta: dict) -> None:
+        samples = meta["pmc"][0]["samples"]
+        for key, i, value in edits:
+            samples[i % len(samples)][key] = value
+    r = run("--json", "prof", "summary", str(_capture_copy(tmp_path_factory.mktemp("f"), edit)))
+    assert r.code in (0, 2), r.err
+    assert r.code == 0 or len(r.err.strip().splitlines()) == 1

@@ -12,7 +12,7 @@ from tests.clihelp import run
 from tinyhw.errors import Refused
 from tinyhw.formats.tgpickle import Record, loads_profile
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sqtt"
+DATA = Path(__file__).parent / "data" / "sqtt"
 
 
 class _Evil:

@@ -1,4 +1,4 @@
-"""The ten real captures of shared/data/sqtt decoded by tinyhw against reference-decode.json.
+"""The ten real captures of tests/data/sqtt decoded by tinyhw against reference-decode.json.
 
 reference-decode.json is what tinygrad's own decoder makes of the same streams (an independent
 implementation). Every per-SE figure (packet count, totals by type, first packet, first/last time)
@@ -16,7 +16,7 @@ from tinyhw.formats.sqtt import decode
 from tinyhw.prof import load_capture
 from tinyhw.prof.analyze import summary_doc
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sqtt"
+DATA = Path(__file__).parent / "data" / "sqtt"
 REF = json.loads((DATA / "reference-decode.json").read_text())
 CAPTURES = sorted(REF)
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tinyhw.formats.sqtt import decode, encode
 from tinyhw.formats.sqtt_tables import CDNA, RDNA3, RDNA4, Table
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sqtt"
+DATA = Path(__file__).parent / "data" / "sqtt"
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 HEADER = {"rdna3": 3, "rdna4": 4, "cdna": 0}
 

@@ -39,7 +39,7 @@ def prof() -> None:
     \b
     Examples:
       tinyhw prof summary /tmp/profile.pkl.$USER
-      tinyhw --json prof summary shared/data/sqtt/gfx1100/profile_gemm_run_0
+      tinyhw --json prof summary tests/data/sqtt/gfx1100/profile_gemm_run_0
       tinyhw prof insts profile.pkl --se 1 --wave 0
       tinyhw prof export profile.pkl -o trace.json
     """
@@ -58,7 +58,7 @@ def summary_cmd(app: App, file: str) -> None:
     \b
     Examples:
       tinyhw prof summary profile.pkl
-      tinyhw --json prof summary shared/data/sqtt/gfx950/profile_gemm_run_0
+      tinyhw --json prof summary tests/data/sqtt/gfx950/profile_gemm_run_0
     """
     from tinyhw.prof.analyze import summary_doc
 
@@ -172,7 +172,7 @@ def insts_cmd(app: App, file: str, kernel: str | None, se: int, wave: int) -> No
     \b
     Examples:
       tinyhw prof insts profile.pkl --se 1 --wave 0
-      tinyhw --json prof insts shared/data/sqtt/gfx1200/profile_plus_run_0 --se 1 --wave 0
+      tinyhw --json prof insts tests/data/sqtt/gfx1200/profile_plus_run_0 --se 1 --wave 0
     """
     from tinyhw.prof.insts import insts_doc
 

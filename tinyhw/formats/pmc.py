@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tinyhw.errors import Refused
+from tinyhw.formats.fields import MISSING, int_field, kind
 
 __all__ = ["Counter", "decode_pmc", "derived_metrics"]
 
@@ -49,17 +50,36 @@ class Counter:
         return {k: out[k] for k in _INDEX}
 
 
+MAX_DIM = 1 << 16   # instances per index (xcc, inst, se, sa, wgp); real schedules have <= 32
+
+
+def _field(s: dict, key: str, where: str, lo: int, hi: int, default: int | None = None) -> int:
+    return int_field(s, key, where, lo=lo, hi=hi, default=MISSING if default is None else default)
+
+
+def _name(s: dict, key: str, where: str) -> str:
+    v = s.get(key)
+    if not isinstance(v, str) or not v or len(v) > 128:
+        raise Refused(f"{where}: field {key!r} is " + ("missing" if v is None else f"not a short string ({kind(v)})"))
+    return v
+
+
 def decode_pmc(blob: bytes, samples: list[dict]) -> list[Counter]:
-    """Read every scheduled counter's records out of ``blob``; a region outside the blob is refused."""
+    """Read every scheduled counter's records out of ``blob``; a malformed entry or a region outside the blob
+    is refused (exit 2) naming the entry and the field."""
     out = []
-    for s in samples:
-        try:
-            name, block, off, size = str(s["name"]), str(s["block"]), int(s["off"]), int(s["size"])
-            shape = tuple(int(s.get(k, 1)) for k in _INDEX)
-        except (KeyError, TypeError, ValueError) as e:
-            raise Refused(f"pmc schedule entry lacks a usable field ({e})") from None
-        if off < 0 or size < 0 or size % 8 or off + size > len(blob):
-            raise Refused(f"pmc counter {name}: records at 0x{off:x}+0x{size:x} lie outside the "
+    for i, s in enumerate(samples):
+        where = f"pmc schedule entry {i}"
+        if not isinstance(s, dict):
+            raise Refused(f"{where} is a {kind(s)}, not an object")
+        name = _name(s, "name", where)
+        where = f"pmc counter {name} (schedule entry {i})"
+        block = _name(s, "block", where)
+        off = _field(s, "off", where, 0, len(blob))
+        size = _field(s, "size", where, 0, len(blob))
+        shape = tuple(_field(s, k, where, 1, MAX_DIM, 1) for k in _INDEX)
+        if size % 8 or off + size > len(blob):
+            raise Refused(f"{where}: records at 0x{off:x}+0x{size:x} lie outside the "
                           f"0x{len(blob):x}-byte sample buffer")
         values = np.frombuffer(blob, dtype="<u8", count=size // 8, offset=off)
         out.append(Counter(name, block, shape, values, off))  # type: ignore[arg-type]

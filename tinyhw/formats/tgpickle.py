@@ -1,4 +1,4 @@
-"""A restricted loader for tinygrad profile pickles (specs/sqtt-pmc.md §7, §11.2).
+"""A restricted, bounded loader for tinygrad profile pickles (specs/sqtt-pmc.md §7, §11.2).
 
 tinygrad writes its profile (``profile.pkl``) as a pickled list of event dataclasses. The plain
 unpickler would import tinygrad and can run arbitrary code chosen by whoever wrote the file, so this
@@ -10,8 +10,24 @@ loader never imports or calls anything: :meth:`SafeUnpickler.find_class` answers
 - everything else (``os.system``, ``builtins.eval``, ``subprocess.*``, ...) with :class:`Refused`
   (exit 2), before the object is built.
 
-Persistent ids are refused too. Files larger than :data:`MAX_PICKLE_BYTES` are refused before they
-are read.
+Persistent ids and the extension registry are refused too. Every resource the file can make the
+loader spend is bounded by what the file holds or by a fixed cap, each refused with exit 2:
+
+- the file: at most :data:`MAX_PICKLE_BYTES`, refused before it is read;
+- the memo is a dict (the pure-Python unpickler's), and a memo index may be at most the number of
+  values memoized so far (what a pickler writes), so an index of 2**32 in an 11-byte file costs nothing
+  (the C unpickler would size an array to it);
+- opcodes (so objects built): :data:`MAX_OPS`; MARK nesting: :data:`MAX_MARKS`; the nesting depth
+  of the loaded object graph, walked without recursion and counting each shared object once:
+  :data:`MAX_DEPTH`; distinct tinygrad class names: :data:`MAX_CLASSES`; integer opcodes: at most
+  :data:`MAX_LONG_BYTES` bytes; a bytearray no longer than the file (the pure-Python unpickler would
+  allocate whatever length the file announces);
+- dict keys and set members must be strings, small integers, booleans or None (all a profile
+  holds): nothing else is hashed, so a shared-tuple tree or a crafted hash collision as a key cannot
+  make hashing exponential or quadratic.
+
+The loader never formats (``str``/``repr``) what it loaded; callers convert the fields they need
+with type and range checks (tinyhw.prof.capture) and name the field they refuse.
 """
 
 from __future__ import annotations
@@ -19,15 +35,27 @@ from __future__ import annotations
 import decimal
 import io
 import pickle
+import struct
+from collections.abc import Callable
 from typing import Any
 
 from tinyhw.errors import Refused
 
-__all__ = ["MAX_PICKLE_BYTES", "Record", "SafeUnpickler", "loads_profile"]
+__all__ = ["MAX_DEPTH", "MAX_OPS", "MAX_PICKLE_BYTES", "Record", "SafeUnpickler", "graph_depth", "loads_profile"]
 
 # A profile holds one trace per shader engine per traced kernel (SQTT_BUFFER_SIZE defaults to 256 MiB
 # per SE, but real traces are far smaller); 1 GiB bounds the memory the loader can be made to use.
 MAX_PICKLE_BYTES = 1 << 30
+# The ten real profiles of tests/data/sqtt have 5,200-14,200 opcodes, MARK nesting <= 11, object depth
+# <= 24, <= 31 tinygrad class names and integers of <= 8 bytes; the caps leave room for profiles of
+# whole models (a range event is about 15 opcodes) and stay far below what a machine can hold.
+MAX_OPS = 1 << 22
+MAX_MARKS = 256
+MAX_DEPTH = 1000
+MAX_CLASSES = 4096
+MAX_NAME = 512          # characters of a module or class name
+MAX_LONG_BYTES = 64
+MAX_KEY_INT = (1 << 61) - 2   # below the int hash modulus: distinct integers hash apart
 
 ALLOWED = {("decimal", "Decimal"): decimal.Decimal}
 
@@ -50,14 +78,16 @@ class Record:
         self.fields.update(kwargs)
 
     def __setstate__(self, state: Any) -> None:
-        if isinstance(state, tuple) and len(state) == 2:  # (dict state, slot state)
-            for part in state:
-                if isinstance(part, dict):
-                    self.fields.update({str(k): v for k, v in part.items()})
-        elif isinstance(state, dict):
-            self.fields.update({str(k): v for k, v in state.items()})
-        else:
+        parts = state if isinstance(state, tuple) and len(state) == 2 else (state,)  # (dict state, slot state)
+        if not all(isinstance(p, dict) or p is None for p in parts):
             self.fields["__state__"] = state
+            return
+        for part in parts:
+            for k, v in (part or {}).items():
+                if not isinstance(k, str):
+                    raise Refused(f"pickle gives {self._qualname} a field named by a {type(k).__name__}, "
+                                  "not a string; not a tinygrad profile")
+                self.fields[k] = v
 
     def __setattr__(self, name: str, value: Any) -> None:  # BUILD without __setstate__ never happens
         self.fields[name] = value
@@ -69,48 +99,217 @@ class Record:
     def get(self, name: str, default: Any = None) -> Any:
         return self.fields.get(name, default)
 
-    def __repr__(self) -> str:
-        return f"<{self._module}.{self._qualname} {self.args!r} {sorted(self.fields)!r}>"
+    def __repr__(self) -> str:  # never the arguments: they are untrusted and may be a huge shared tree
+        return f"<{self._module}.{self._qualname} record: {len(self.args)} args, {len(self.fields)} fields>"
 
 
-_PLACEHOLDERS: dict[tuple[str, str], type] = {}
+def _placeholder_class(module: str, name: str) -> type:
+    return type(name.replace(".", "_") or "Record", (Record,), {"_module": module, "_qualname": name})
 
 
-def _placeholder(module: str, name: str) -> type:
-    key = (module, name)
-    cls = _PLACEHOLDERS.get(key)
-    if cls is None:
-        cls = type(name.replace(".", "_") or "Record", (Record,), {"_module": module, "_qualname": name})
-        _PLACEHOLDERS[key] = cls
-    return cls
+def _key_ok(k: Any) -> bool:
+    """A dict key or set member a profile can hold, whose hash costs nothing and cannot be made to collide."""
+    return k is None or isinstance(k, str) or (isinstance(k, int) and -MAX_KEY_INT <= k <= MAX_KEY_INT)
 
 
-class SafeUnpickler(pickle.Unpickler):
-    """Unpickler with an allow-list; tinygrad classes become :class:`Record` placeholders."""
+def _refuse_key(k: Any) -> None:
+    raise Refused(f"pickle uses a value of type {type(k).__name__} as a dict key or set member, which a tinygrad "
+                  "profile never does; not loaded")
+
+
+_BASE = pickle._Unpickler  # the pure-Python unpickler: a dict memo and a dispatch table per opcode
+
+
+def _counted(fn: Callable[[Any], None]) -> Callable[[Any], None]:
+    def op(self: SafeUnpickler) -> None:
+        self.ops += 1
+        if self.ops > self.max_ops:
+            raise Refused(f"pickle has more than {self.max_ops} opcodes; not loaded")
+        fn(self)
+    return op
+
+
+def _put(self: SafeUnpickler, i: int) -> None:
+    # the pickler memoizes values in order: index == number memoized so far (or an earlier one, rewritten)
+    if not 0 <= i <= len(self.memo):
+        raise Refused(f"pickle memo index {i} lies beyond the {len(self.memo)} values memoized so far; not loaded")
+    if not self.stack:
+        raise Refused("pickle memoizes from an empty stack; not loaded")
+    self.memo[i] = self.stack[-1]
+
+
+def _load_put(self: SafeUnpickler) -> None:
+    text = self.readline()[:-1]
+    if not text.isdigit() or len(text) > 12:
+        raise Refused("pickle PUT index is not a small decimal number; not loaded")
+    _put(self, int(text))
+
+
+def _load_binput(self: SafeUnpickler) -> None:
+    _put(self, self.read(1)[0])
+
+
+def _load_long_binput(self: SafeUnpickler) -> None:
+    _put(self, struct.unpack("<I", self.read(4))[0])
+
+
+def _load_mark(self: SafeUnpickler) -> None:
+    if len(self.metastack) >= MAX_MARKS:
+        raise Refused(f"pickle nests MARKs deeper than {MAX_MARKS}; not loaded")
+    _BASE.dispatch[pickle.MARK[0]](self)
+
+
+def _check_keys(items: list[Any], step: int) -> None:
+    for k in items[::step]:
+        if not _key_ok(k):
+            _refuse_key(k)
+
+
+def _load_setitem(self: SafeUnpickler) -> None:
+    if len(self.stack) >= 2 and not _key_ok(self.stack[-2]):
+        _refuse_key(self.stack[-2])
+    _BASE.dispatch[pickle.SETITEM[0]](self)
+
+
+def _with_mark_items_checked(code: bytes, step: int) -> Callable[[Any], None]:
+    """SETITEMS / DICT (keys at even places since the MARK), ADDITEMS / FROZENSET (every member)."""
+    original = _BASE.dispatch[code[0]]
+
+    def op(self: SafeUnpickler) -> None:
+        _check_keys(self.stack, step)   # self.stack holds what was pushed since the MARK
+        original(self)
+    return op
+
+
+def _load_long4(self: SafeUnpickler) -> None:
+    n = struct.unpack("<i", self.read(4))[0]
+    if not 0 <= n <= MAX_LONG_BYTES:
+        raise Refused(f"pickle holds a {n}-byte integer (at most {MAX_LONG_BYTES}); not loaded")
+    data = self.read(n)
+    if len(data) != n:
+        raise Refused("pickle ends inside an integer; not loaded")
+    self.append(int.from_bytes(data, "little", signed=True))
+
+
+def _load_bytearray8(self: SafeUnpickler) -> None:
+    # the pure-Python unpickler would allocate the announced length before reading: read what is there instead
+    n = struct.unpack("<Q", self.read(8))[0]
+    if n > self.size:
+        raise Refused(f"pickle announces a {n}-byte bytearray in a {self.size}-byte file; not loaded")
+    data = self.read(n)
+    if len(data) != n:
+        raise Refused("pickle ends inside a bytearray; not loaded")
+    self.append(bytearray(data))
+
+
+def _refuse_extension(self: SafeUnpickler) -> None:
+    raise Refused("pickle uses the extension registry (EXT1/2/4), which a tinygrad profile never does; not loaded")
+
+
+def _dispatch() -> dict[int, Callable[[Any], None]]:
+    table = dict(_BASE.dispatch)
+    table.update({
+        pickle.PUT[0]: _load_put, pickle.BINPUT[0]: _load_binput, pickle.LONG_BINPUT[0]: _load_long_binput,
+        pickle.MARK[0]: _load_mark, pickle.SETITEM[0]: _load_setitem,
+        pickle.SETITEMS[0]: _with_mark_items_checked(pickle.SETITEMS, 2),
+        pickle.DICT[0]: _with_mark_items_checked(pickle.DICT, 2),
+        pickle.ADDITEMS[0]: _with_mark_items_checked(pickle.ADDITEMS, 1),
+        pickle.FROZENSET[0]: _with_mark_items_checked(pickle.FROZENSET, 1),
+        pickle.LONG4[0]: _load_long4, pickle.BYTEARRAY8[0]: _load_bytearray8,
+        pickle.EXT1[0]: _refuse_extension, pickle.EXT2[0]: _refuse_extension, pickle.EXT4[0]: _refuse_extension,
+    })
+    return {code: _counted(fn) for code, fn in table.items()}
+
+
+class SafeUnpickler(_BASE):
+    """Unpickler with an allow-list and bounds; tinygrad classes become :class:`Record` placeholders."""
+
+    dispatch = _dispatch()
+
+    def __init__(self, file: Any, *, size: int, max_ops: int = MAX_OPS) -> None:
+        super().__init__(file)
+        self.size = size        # bytes in the input: no string, bytes or bytearray can be longer
+        self.ops = 0
+        self.max_ops = max_ops
+        self._classes: dict[tuple[str, str], type] = {}   # per load: nothing outlives the result
 
     def find_class(self, module: str, name: str) -> Any:
+        if not isinstance(module, str) or not isinstance(name, str) or len(module) > MAX_NAME \
+                or len(name) > MAX_NAME:
+            raise Refused("pickle names a class whose name is not a short string; not loaded")
         if (module, name) in ALLOWED:
             return ALLOWED[(module, name)]
         if module == "tinygrad" or module.startswith("tinygrad."):
-            return _placeholder(module, name)
-        raise Refused(f"pickle refers to {module}.{name}, which a tinygrad profile never contains; not loaded",
-                      hint="only tinygrad profile pickles are read (nothing in them is executed)")
+            key = (module, name)
+            cls = self._classes.get(key)
+            if cls is None:
+                if len(self._classes) >= MAX_CLASSES:
+                    raise Refused(f"pickle names more than {MAX_CLASSES} tinygrad classes; not loaded")
+                cls = self._classes[key] = _placeholder_class(module, name)
+            return cls
+        raise Refused(f"pickle refers to {module[:80]}.{name[:80]}, which a tinygrad profile never contains; "
+                      "not loaded", hint="only tinygrad profile pickles are read (nothing in them is executed)")
 
     def persistent_load(self, pid: Any) -> Any:
         raise Refused("pickle uses persistent ids, which a tinygrad profile never contains; not loaded")
 
 
-def loads_profile(data: bytes, *, max_bytes: int = MAX_PICKLE_BYTES) -> list[Any]:
-    """Unpickle a tinygrad profile without importing or executing anything; a list of events."""
+def _children(o: Any) -> tuple | list | None:
+    if isinstance(o, list | tuple | set | frozenset):
+        return o if isinstance(o, list | tuple) else list(o)
+    if isinstance(o, dict):
+        return [*o.keys(), *o.values()]
+    if isinstance(o, Record):
+        return [*o.args, *o.fields.values()]
+    return None
+
+
+def graph_depth(root: Any, limit: int = MAX_DEPTH) -> int:
+    """Nesting depth of ``root`` (a leaf is 0), each shared object visited once, no recursion; refuses past ``limit``.
+
+    A reference cycle adds nothing (the edge back to an object being walked is not followed).
+    """
+    depth: dict[int, int] = {}
+    open_: set[int] = set()
+    keep: list[Any] = []      # ids are only unique while the objects live
+    work: list[tuple[Any, bool]] = [(root, False)]
+    while work:
+        o, done = work.pop()
+        k = id(o)
+        if done:
+            kids = _children(o) or ()
+            d = 1 + max((depth.get(id(c), 0) for c in kids), default=0)
+            if d > limit:
+                raise Refused(f"pickle nests objects deeper than {limit}; not loaded")
+            depth[k] = d
+            open_.discard(k)
+            continue
+        if k in depth or k in open_:
+            continue
+        kids = _children(o)
+        if not kids:
+            depth[k] = 0
+            continue
+        open_.add(k)
+        keep.append(o)
+        work.append((o, True))
+        work.extend((c, False) for c in kids if id(c) not in depth and id(c) not in open_)
+    return depth[id(root)]
+
+
+def loads_profile(data: bytes, *, max_bytes: int = MAX_PICKLE_BYTES, max_ops: int = MAX_OPS,
+                  max_depth: int = MAX_DEPTH) -> list[Any]:
+    """Unpickle a tinygrad profile without importing or executing anything, within bounds; a list of events."""
     if len(data) > max_bytes:
         raise Refused(f"pickle is {len(data)} bytes, over the {max_bytes}-byte limit")
     try:
-        obj = SafeUnpickler(io.BytesIO(data)).load()
+        obj = SafeUnpickler(io.BytesIO(data), size=len(data), max_ops=max_ops).load()
     except Refused:
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError,
-            RecursionError, MemoryError, decimal.InvalidOperation, UnicodeDecodeError) as e:
-        raise Refused(f"not a readable profile pickle: {type(e).__name__}: {e}") from None
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError, LookupError, AttributeError, struct.error,
+            ArithmeticError) as e:  # no MemoryError or RecursionError: the bounds above make both a bug
+        raise Refused(f"not a readable profile pickle: {type(e).__name__}: {str(e)[:200]}") from None
     if not isinstance(obj, list):
         raise Refused(f"pickle holds a {type(obj).__name__}, not a list of profile events")
+    graph_depth(obj, max_depth)
     return obj

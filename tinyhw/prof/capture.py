@@ -1,8 +1,10 @@
 """Loading a tinygrad SQTT/PMC capture: a profile pickle or a directory of plain files.
 
 specs/sqtt-pmc.md §7 (profile events) and §11.2 (loading without tinygrad); the directory form is
-the one of ``shared/data/sqtt/*/*/`` (``capture.json`` + ``sqtt_*.bin`` + ``pmc_*.bin`` + ``*.elf``).
-Inputs larger than :data:`MAX_INPUT_BYTES` are refused before they are read (exit 2).
+the one of ``tests/data/sqtt/*/*/`` (``capture.json`` + ``sqtt_*.bin`` + ``pmc_*.bin`` + ``*.elf``).
+Inputs larger than :data:`MAX_INPUT_BYTES` are refused before they are read (exit 2). Both forms go
+through the same field converters: each field the tools use is checked for its type and range and
+refused by name (exit 2) otherwise; nothing loaded is ever formatted with ``str``/``repr``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyhw.errors import Refused
+from tinyhw.formats.fields import MISSING, int_field, kind
 from tinyhw.formats.tgpickle import MAX_PICKLE_BYTES, loads_profile
 
 __all__ = ["MAX_INPUT_BYTES", "Capture", "Program", "SqttBlob", "load_capture", "target_name"]
@@ -120,36 +123,126 @@ def load_capture(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYT
     return _from_events(str(p), loads_profile(data, max_bytes=max_bytes))
 
 
+_MISSING = MISSING
+_kind = kind
+U64 = (1 << 64) - 1
+MAX_ENTRIES = 1 << 16      # events of one kind, schedule entries of one dispatch
+PROPS_INT = {"gfx_target_version": 999_999}   # others: 0 .. 2**32
+
+
+def _get(f: Any, key: str, where: str) -> Any:
+    if not isinstance(f, dict):
+        raise Refused(f"{where} is a {_kind(f)}, not an object with fields")
+    return f.get(key, _MISSING)
+
+
+def _int_field(f: Any, key: str, where: str, *, lo: int = 0, hi: int = U64, default: Any = _MISSING) -> int:
+    return int_field(f, key, where, lo=lo, hi=hi, default=default)
+
+
+def _str_field(f: Any, key: str, where: str, *, default: str = "", maxlen: int = 256) -> str:
+    v = _get(f, key, where)
+    if v is _MISSING or v is None:
+        return default
+    if not isinstance(v, str):
+        raise Refused(f"{where}: field {key!r} is a {_kind(v)}, not a string")
+    if len(v) > maxlen:
+        raise Refused(f"{where}: field {key!r} is {len(v)} characters long (at most {maxlen})")
+    return v
+
+
+def _bool_field(f: Any, key: str, where: str) -> bool:
+    v = _get(f, key, where)
+    if v is _MISSING or v is None:
+        return False
+    if isinstance(v, bool) or (isinstance(v, int) and v in (0, 1)):
+        return bool(v)
+    raise Refused(f"{where}: field {key!r} is a {_kind(v)}, not a boolean")
+
+
+def _bytes_field(f: Any, key: str, where: str) -> bytes | None:
+    v = _get(f, key, where)
+    if v is _MISSING or v is None:
+        return None
+    if not isinstance(v, bytes | bytearray):
+        raise Refused(f"{where}: field {key!r} is a {_kind(v)}, not bytes")
+    return bytes(v)
+
+
+def _list_field(f: Any, key: str, where: str) -> list[Any]:
+    v = _get(f, key, where)
+    if v is _MISSING or v is None:
+        return []
+    if not isinstance(v, list | tuple):
+        raise Refused(f"{where}: field {key!r} is a {_kind(v)}, not a list")
+    if len(v) > MAX_ENTRIES:
+        raise Refused(f"{where}: field {key!r} has {len(v)} entries (at most {MAX_ENTRIES})")
+    return list(v)
+
+
+def _props(f: Any, where: str) -> dict[str, Any] | None:
+    """A device's properties: string keys, integer values (the ones tinyhw reads range-checked); else None."""
+    v = _get(f, "props", where)
+    if v is _MISSING or v is None:
+        return None
+    if not isinstance(v, dict):
+        raise Refused(f"{where}: field 'props' is a {_kind(v)}, not an object")
+    out: dict[str, Any] = {}
+    for k in v:
+        if not isinstance(k, str) or len(k) > 64:
+            raise Refused(f"{where}: field 'props' has a key that is not a short string")
+        out[k] = _int_field(v, k, f"{where} props", hi=PROPS_INT.get(k, 1 << 32), default=None)
+    return out
+
+
+def _samples(sched: list[Any], where: str, key: str) -> list[dict]:
+    """The PMC schedule: each entry's fields (a tinygrad PMCSample record or a JSON object); types checked later."""
+    out = []
+    for i, s in enumerate(sched):
+        fields = getattr(s, "fields", s)
+        if not isinstance(fields, dict):
+            raise Refused(f"{where}: {key}[{i}] is a {_kind(s)}, not a counter sample")
+        out.append(dict(fields))
+    return out
+
+
 def _from_events(source: str, events: list[Any]) -> Capture:
     cap = Capture(source, {})
     props: dict[str, dict] = {}
     programs: list[Program] = []
-    for ev in events:
+    for i, ev in enumerate(events):
         kind = getattr(ev, "type_name", None)
         f = getattr(ev, "fields", None)
-        if kind is None or not isinstance(f, dict):
+        if not isinstance(kind, str) or not isinstance(f, dict):
             continue
-        dev = str(f.get("device", ""))
+        if kind not in ("ProfileDeviceEvent", "ProfileProgramEvent", "ProfileSQTTEvent", "ProfilePMCEvent"):
+            continue
+        where = f"{source}: event {i} ({kind})"
+        dev = _str_field(f, "device", where)
         if kind == "ProfileDeviceEvent":
-            if isinstance(f.get("props"), dict):
-                props.setdefault(dev, dict(f["props"]))
+            p = _props(f, where)
+            if p is not None:
+                props.setdefault(dev, p)
         elif kind == "ProfileProgramEvent":
-            tag = _int(f.get("tag"), -1)
-            lib = f.get("lib")
-            programs.append(Program(tag, str(f.get("name", "")), _int(f.get("base"), 0),
-                                    bytes(lib) if isinstance(lib, (bytes, bytearray)) else b"", dev))
+            lib = _bytes_field(f, "lib", where)
+            programs.append(Program(_int_field(f, "tag", where, lo=-1, hi=1 << 31, default=-1),
+                                    _str_field(f, "name", where), _int_field(f, "base", where, default=0),
+                                    lib or b"", dev))
         elif kind == "ProfileSQTTEvent":
-            blob = f.get("blob")
-            if isinstance(blob, (bytes, bytearray)):
-                cap.sqtt.append(SqttBlob(_int(f.get("kern"), -1), _int(f.get("exec_tag"), 0), _int(f.get("se"), 0),
-                                         bool(f.get("itrace")), bytes(blob), dev))
-        elif kind == "ProfilePMCEvent":
-            blob = f.get("blob")
-            sched = f.get("sched") or []
-            samples = [dict(s.fields) for s in sched if hasattr(s, "fields")]
-            if isinstance(blob, (bytes, bytearray)):
-                cap.pmc.append(PmcBlob(_int(f.get("kern"), -1), _int(f.get("exec_tag"), 0), samples, bytes(blob),
-                                       dev))
+            blob = _bytes_field(f, "blob", where)
+            if blob is not None:
+                cap.sqtt.append(SqttBlob(_int_field(f, "kern", where, lo=-1, hi=1 << 31, default=-1),
+                                         _int_field(f, "exec_tag", where, default=0),
+                                         _int_field(f, "se", where, hi=1 << 10, default=0),
+                                         _bool_field(f, "itrace", where), blob, dev))
+        else:
+            blob = _bytes_field(f, "blob", where)
+            samples = _samples(_list_field(f, "sched", where), where, "sched")
+            if blob is not None:
+                cap.pmc.append(PmcBlob(_int_field(f, "kern", where, lo=-1, hi=1 << 31, default=-1),
+                                       _int_field(f, "exec_tag", where, default=0), samples, blob, dev))
+        if len(cap.sqtt) > MAX_ENTRIES or len(programs) > MAX_ENTRIES or len(cap.pmc) > MAX_ENTRIES:
+            raise Refused(f"{source} has more than {MAX_ENTRIES} events of one kind")
     if not cap.sqtt and not cap.pmc:
         raise Refused(f"{source} holds no sqtt or pmc events; capture with VIZ=-2 (or SQTT=1 PMC=1) on an amd gpu")
     return _one_device(cap, props, programs)
@@ -167,13 +260,6 @@ def _one_device(cap: Capture, props: dict[str, dict], programs: list[Program]) -
     return cap
 
 
-def _int(v: Any, default: int) -> int:
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return default
-
-
 def _load_dir(d: Path, max_bytes: int) -> Capture:
     meta_path = d / "capture.json"
     if not meta_path.is_file():
@@ -181,8 +267,12 @@ def _load_dir(d: Path, max_bytes: int) -> Capture:
     budget = [max_bytes]
 
     def read(name: Any) -> bytes:
-        if not isinstance(name, str) or not name or "/" in name or "\\" in name or name in (".", ".."):
-            raise Refused(f"capture.json names the file {name!r}, which is not a plain name in {d}")
+        if name is _MISSING:
+            raise Refused(f"{meta_path}: an entry lacks its 'file' field")
+        if not isinstance(name, str):
+            raise Refused(f"capture.json names a file by a {_kind(name)}, not a plain name in {d}")
+        if not name or "/" in name or "\\" in name or name in (".", "..") or len(name) > 255:
+            raise Refused(f"capture.json names the file {name[:80]!r}, which is not a plain name in {d}")
         fp = d / name
         size = _regular_size(fp)
         budget[0] -= size
@@ -192,28 +282,39 @@ def _load_dir(d: Path, max_bytes: int) -> Capture:
 
     try:
         meta = json.loads(read("capture.json"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise Refused(f"{meta_path}: not json ({e})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:   # JSONDecodeError is a ValueError
+        raise Refused(f"{meta_path}: not json ({type(e).__name__}: {str(e)[:120]})") from None
     if not isinstance(meta, dict):
         raise Refused(f"{meta_path}: expected an object")
     cap = Capture(str(d), {})
     props: dict[str, dict] = {}
     programs: list[Program] = []
-    try:
-        for dev in meta.get("devices") or []:
-            if isinstance(dev.get("props"), dict):
-                props.setdefault(str(dev.get("device", "")), dict(dev["props"]))
-        for pr in meta.get("programs") or []:
-            programs.append(Program(int(pr["tag"]), str(pr.get("name", "")), int(pr.get("base") or 0),
-                                    read(pr["file"]) if pr.get("file") else b"", str(pr.get("device", ""))))
-        for s in meta.get("sqtt") or []:
-            cap.sqtt.append(SqttBlob(int(s["kern"]), int(s.get("exec_tag", 0)), int(s["se"]), bool(s.get("itrace")),
-                                     read(s["file"]), str(s.get("device", ""))))
-        for pm in meta.get("pmc") or []:
-            cap.pmc.append(PmcBlob(int(pm["kern"]), int(pm.get("exec_tag", 0)), list(pm.get("samples") or []),
-                                   read(pm["file"]), str(pm.get("device", ""))))
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise Refused(f"{meta_path}: malformed entry ({type(e).__name__}: {e})") from None
+    top = f"{meta_path}"
+    for i, dev in enumerate(_list_field(meta, "devices", top)):
+        where = f"{meta_path}: devices[{i}]"
+        p = _props(dev, where)
+        if p is not None:
+            props.setdefault(_str_field(dev, "device", where), p)
+    for i, pr in enumerate(_list_field(meta, "programs", top)):
+        where = f"{meta_path}: programs[{i}]"
+        file = _get(pr, "file", where)
+        programs.append(Program(_int_field(pr, "tag", where, lo=-1, hi=1 << 31), _str_field(pr, "name", where),
+                                _int_field(pr, "base", where, default=0),
+                                read(file) if file not in (_MISSING, None, "") else b"",
+                                _str_field(pr, "device", where)))
+    for i, s in enumerate(_list_field(meta, "sqtt", top)):
+        where = f"{meta_path}: sqtt[{i}]"
+        cap.sqtt.append(SqttBlob(_int_field(s, "kern", where, lo=-1, hi=1 << 31),
+                                 _int_field(s, "exec_tag", where, default=0), _int_field(s, "se", where, hi=1 << 10),
+                                 _bool_field(s, "itrace", where), read(_get(s, "file", where)),
+                                 _str_field(s, "device", where)))
+    for i, pm in enumerate(_list_field(meta, "pmc", top)):
+        where = f"{meta_path}: pmc[{i}]"
+        cap.pmc.append(PmcBlob(_int_field(pm, "kern", where, lo=-1, hi=1 << 31),
+                               _int_field(pm, "exec_tag", where, default=0),
+                               _samples(_list_field(pm, "samples", where), where, "samples"),
+                               read(_get(pm, "file", where)),
+                               _str_field(pm, "device", where)))
     if not cap.sqtt and not cap.pmc:
         raise Refused(f"{d} holds no sqtt or pmc entries")
     return _one_device(cap, props, programs)
