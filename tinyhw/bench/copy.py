@@ -76,7 +76,8 @@ class Independent:
     stride: int = 256 << 10
 
     def windows(self, size: int) -> list[tuple[int, int]]:
-        """(offset, length) of what is checked of a ``size``-byte copy, in order, not overlapping."""
+        """(offset, length) of what is checked of a ``size``-byte copy, in order, not overlapping (windows that would
+        overlap are merged): the first window starts at 0, the last ends at ``size``."""
         if size <= self.full:
             return [(0, size)]
         w = self.window
@@ -88,9 +89,11 @@ class Independent:
             picks.add(start + (rng.randrange(0, room // 4 + 1) * 4 if room > 0 else 0))
         out: list[tuple[int, int]] = []
         for p in sorted(min(p, size - w) for p in picks):
-            if out and p < out[-1][0] + out[-1][1]:
-                continue
-            out.append((p, w))
+            if out and p <= out[-1][0] + out[-1][1]:  # overlapping or touching: one longer window
+                start = out[-1][0]
+                out[-1] = (start, max(out[-1][1], p + w - start))
+            else:
+                out.append((p, w))
         return out
 
 
