@@ -170,3 +170,10 @@ def test_shift_fault_lands_1m_off_in_the_emulator() -> None:
 def test_a_bad_sdma_option_is_refused() -> None:
     r = run("--device", "mock:navi31,sdma=sideways", "bench", "copy", "--sizes", "4K")
     assert r.code == 2 and "sdma=sideways" in r.err and "shift1m" in r.err
+
+
+def test_the_sram_path_refuses_the_copy_engines_own_memory() -> None:
+    """The sram path writes VRAM like the dma path: the page tables, rings and boot region are refused (exit 2)."""
+    _boot("mock:navi31-usb")
+    r = run("--device", "mock:navi31-usb", "bench", "copy", "--path", "sram", "--offset", "0x100000", "--sizes", "4K")
+    assert r.code == 2 and "overlaps memory the running gpu uses" in r.err and r.out == ""
