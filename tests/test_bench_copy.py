@@ -60,12 +60,51 @@ def test_direct_board_times_a_bar_copy_as_a_memcpy_over_its_link() -> None:
 
 
 def test_a_size_that_does_not_fit_is_reported_skipped() -> None:
-    r = run("--device", "mock:navi31", "--json", "bench", "copy", "--bar", "2", "--sizes", "4K",
-            "--offset", "0x10000000", "--repeat", "1")
-    # bar2 (doorbells) is smaller than the offset: nothing is copied, and the result says why
+    r = run("--device", "mock:navi31", "--json", "bench", "copy", "--sizes", "4K,256M", "--offset", "4",
+            "--repeat", "1")
+    # bar0 is 256 MiB: 4K at offset 4 is copied, 256M at offset 4 is not, and its rows say why
     assert r.code == 0, r.err
-    rows = json.loads(r.out)["results"]
-    assert all(x["skipped"] and "does not fit" in x["skipped"] and x["verified"] == 0 for x in rows)
+    rows = {(x["direction"], x["size"]): x for x in json.loads(r.out)["results"]}
+    assert all(rows[d, 4096]["verified"] == 4096 and rows[d, 4096]["skipped"] is None for d in ("h2d", "d2h"))
+    assert all("does not fit" in rows[d, 256 << 20]["skipped"] and rows[d, 256 << 20]["verified"] == 0
+               for d in ("h2d", "d2h"))
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--sizes", "256M", "--offset", "4"), "no size fits in bar0 (0x10000000 bytes) at offset 0x4"),
+    (("--bar", "2", "--sizes", "4K", "--offset", "0x10000000"), "offset 0x10000000 is past the end of bar2"),
+])
+def test_nothing_fits_is_refused_before_any_copy(args: tuple[str, ...], message: str) -> None:
+    """Issue 21 item 9: a run of which no row can be copied exits 2 with one line, and touches nothing."""
+    r = run("--device", "mock:navi31", "bench", "copy", *args, "--repeat", "1")  # --path auto picks bar here
+    assert r.code == 2 and r.out == ""
+    (line,) = [x for x in r.err.splitlines() if x.startswith("error: ")]
+    assert line.startswith(f"error: nothing to copy: {message}") and ("--offset" in line)
+    r = run("--device", "mock:navi31", "--stats", "bench", "copy", *args, "--repeat", "1", "--path", "bar")
+    assert r.code == 2 and r.stats["reg_writes"] == 0 and r.stats["bytes_out"] == 0  # not one access
+
+
+def test_256m_copies_on_the_direct_board() -> None:
+    """Issue 21 item 9: 256 MiB (in the default size list for real boards) no longer overflows the pattern
+    generator; it fills bar0 of mock:navi31 exactly."""
+    r = run("--device", "mock:navi31", "--json", "bench", "copy", "--sizes", "256M", "--repeat", "1",
+            "--direction", "h2d")
+    assert r.code == 0, r.err
+    (row,) = json.loads(r.out)["results"]
+    assert row["verified"] == 256 << 20 and row["skipped"] is None
+
+
+def test_pattern_is_one_stream_and_sizes_are_bounded() -> None:
+    from tinyhw.bench.copy import MAX_SIZE, PATTERN_BLOCK, _pattern
+
+    big = _pattern(PATTERN_BLOCK + 8, 7)
+    assert big[:PATTERN_BLOCK] == _pattern(PATTERN_BLOCK, 7)  # the same stream, drawn in blocks
+    assert big[PATTERN_BLOCK:] != big[:8]  # the second block does not repeat the first
+    with pytest.raises(Refused, match="larger than the 1 GiB"):
+        parse_sizes("2G")
+    assert parse_sizes("1G") == [MAX_SIZE]
+    r = run("--device", "mock:navi31", "bench", "copy", "--sizes", "4K,2G")
+    assert r.code == 2 and "1 GiB" in r.err
 
 
 def test_a_disconnect_mid_copy_is_a_clear_error_and_the_next_command_works() -> None:

@@ -247,3 +247,11 @@ def test_open_cuda_from_python(gpu: FakeGpu) -> None:
         with pytest.raises(Refused, match=message):
             open_cuda(bad)
     assert gpu.contexts == 0
+
+
+def test_a_copy_path_is_refused_on_cuda(gpu: FakeGpu) -> None:
+    """cuda:N copies through the cuda driver: a --path it cannot honour is refused, not ignored (auto is fine)."""
+    r = run("--device", "cuda:0", "bench", "copy", "--path", "sram", "--sizes", "4K")
+    assert r.code == 2 and "--path sram" in r.err and "cuda driver" in r.err
+    _clean(gpu)
+    assert run("--device", "cuda:0", "bench", "copy", "--path", "auto", "--sizes", "4K", "--repeat", "1").code == 0

@@ -20,7 +20,9 @@ ROOT = Path(tinyhw.__file__).parent
 DATA = {"autogen"}
 CORE = {"errors", "fileio", "transport", "regs", "formats", "progress", "boards"}
 TRANSPORTS = {"pci", "usb", "remote", "mocks", "cuda"}  # cuda: the cuda:N device object (driver API)
-FEATURES = {"flash", "firmware", "probe", "bench", "boot", "prof", "kernels"}
+ENGINES = {"flash", "firmware", "probe", "boot"}  # layer 3a
+TOOLS = {"bench", "prof", "kernels"}  # layer 3b: "layers 0-1 and 3a; never each other"
+FEATURES = ENGINES | TOOLS
 
 # package -> the tinyhw packages it may import (itself always allowed). "" is tinyhw/__init__.py and __main__.py.
 MAY_IMPORT: dict[str, set[str]] = {
@@ -33,8 +35,10 @@ MAY_IMPORT: dict[str, set[str]] = {
     **{p: DATA | CORE for p in TRANSPORTS},
     # in front of the transports: layers 0-2, mocks included.
     "connect": DATA | CORE | TRANSPORTS,
-    # layer 3: layers 0-1; handed a transport, never construct one, never import mocks, connect or each other.
-    **{p: DATA | CORE for p in FEATURES},
+    # layer 3: layers 0-1; handed a transport, never construct one, never import mocks, connect or each other ...
+    **{p: DATA | CORE for p in ENGINES},
+    # ... except that a tool (3b) composes engines (3a): a copy bench over the sram path imports tinyhw.boot.
+    **{p: DATA | CORE | ENGINES for p in TOOLS},
     # servers in front of a device (tinyhw serve): open it through connect, serve the remote protocol, and
     # drive the flash engine for serprog; only the cli imports them.
     "serve": DATA | CORE | TRANSPORTS | {"connect", "flash"},
@@ -134,6 +138,8 @@ BAD = {
     "formats/impure.py": ("from . import x\nfrom ..transport import base\n", "formats may not import tinyhw.transport"),
     "pci/conn.py": ("from tinyhw.connect import open_device\n", "pci may not import tinyhw.connect"),
     "regs/up.py": ("from tinyhw.pci import sysfs\n", "regs may not import tinyhw.pci"),
+    "bench/side.py": ("from tinyhw.prof import capture\n", "bench may not import tinyhw.prof"),  # tool -> tool
+    "boot/up.py": ("from tinyhw.bench import copy\n", "boot may not import tinyhw.bench"),  # engine -> tool
 }
 
 

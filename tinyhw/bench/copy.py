@@ -3,8 +3,27 @@
 Issue 12 ("numbers a user can trust"). A host->device copy writes a pattern into a window of the BAR with
 the transport's block write (streamed over the USB bridge, one mapping on ``pci:``/``vfio:``); a
 device->host copy reads it with the block read. Every copy is checked: after a host->device copy the
-window is read back (not timed) and compared by hash; before a device->host copy the pattern is written
-(not timed) and the timed read is compared with it. Time comes from the transport's clock: wall time on
+window is read back (not timed) and compared; before a device->host copy the pattern is written (not timed) and
+the timed read is compared with it.
+
+A copy path with an engine between host and memory (the bridge SRAM + SDMA, a pinned DMA buffer + SDMA) is also
+checked through an independent path (:class:`Independent`: the BAR0 VRAM aperture), so an engine that moves
+nothing, skips a direction or lands at the wrong address fails with the first differing offset instead of reading
+back what the host just handed it (issue 20):
+
+* host->device: the destination is first poisoned through the independent path (the complement of the data, so
+  every byte differs), the timed copy runs, and the destination is read back through the independent path; then,
+  with the path's own staging memory poisoned, read back in full through the path as well.
+* device->host: the source is written through the independent path (the whole copy when small; else the path's
+  copy-in fills it and the independent path overwrites windows of it with the complement), the path's staging
+  memory (the bridge SRAM, the pinned buffer) is poisoned, and the timed copy-out must return all of it.
+
+What the independent path touches: copies up to ``Independent.full`` bytes (64 KiB) whole; larger ones in
+windows of ``Independent.window`` bytes: the first and the last, and one at a seeded position in every
+``Independent.stride`` (256 KiB, one SDMA chunk of the SRAM protocol) of the copy, at most ``MAX_WINDOWS``. A
+no-op engine or a skipped direction fails at the first window, a shift of any dword multiple at the first window
+too (random data), a dropped chunk at its window. Rows say what was checked (``verified_by``,
+``verified_independent`` bytes). Time comes from the transport's clock: wall time on
 hardware ("measured"), the board's virtual clock on an emulated board ("modelled", from the emulator's
 per-transfer costs, which are the specs' measured figures). Every row names that clock (``"clock"``): ``wall``,
 ``device`` (modelled device time only: exact, reproducible) or ``hybrid`` (modelled device time plus this host's
@@ -39,6 +58,47 @@ USB_LINK_MBPS = {"high": 60.0, "high-speed": 60.0, "superspeed": 500.0, "supersp
                  "superspeed-plus-2x2": 20000 * 128 / 132 / 8}
 DIRECTIONS = ("h2d", "d2h")
 SIZE_SUFFIX = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+MAX_SIZE = 1 << 30  # one copy: the host holds its pattern and its read-back (2x) in memory
+PATTERN_BLOCK = 16 << 20  # random.randbytes takes fewer than 2**28 bytes at a time
+MAX_WINDOWS = 1024
+POISON = 0xA5
+FLIP = bytes(range(255, -1, -1))  # bytes.translate table: every byte complemented
+
+
+@dataclass
+class Independent:
+    """A way to device memory that does not go through the copy path's engine (the BAR0 VRAM aperture of a GPU whose
+    copies the SDMA engine makes): ``read(offset, length)``, ``write(offset, data)`` at the same offsets as the copy
+    path, ``flush()`` making those writes visible to the engine (the HDP flush)."""
+
+    label: str
+    read: Callable[[int, int], bytes]
+    write: Callable[[int, bytes], object]
+    flush: Callable[[], object] = lambda: None
+    full: int = 64 << 10  # copies up to this size are checked whole
+    window: int = 512
+    stride: int = 256 << 10
+
+    def windows(self, size: int) -> list[tuple[int, int]]:
+        """(offset, length) of what is checked of a ``size``-byte copy, in order, not overlapping (windows that would
+        overlap are merged): the first window starts at 0, the last ends at ``size``."""
+        if size <= self.full:
+            return [(0, size)]
+        w = self.window
+        stride = max(self.stride, -(-size // MAX_WINDOWS // 4096) * 4096)
+        rng = random.Random(size)
+        picks = {0, size - w}
+        for start in range(0, size, stride):
+            room = min(stride, size - start) - w
+            picks.add(start + (rng.randrange(0, room // 4 + 1) * 4 if room > 0 else 0))
+        out: list[tuple[int, int]] = []
+        for p in sorted(min(p, size - w) for p in picks):
+            if out and p <= out[-1][0] + out[-1][1]:  # overlapping or touching: one longer window
+                start = out[-1][0]
+                out[-1] = (start, max(out[-1][1], p + w - start))
+            else:
+                out.append((p, w))
+        return out
 
 
 @dataclass
@@ -57,6 +117,8 @@ class CopyPath:
     clock: Clock | None = None  # time on this clock instead of the transport's (host-only paths: wall time)
     host_only: bool = False  # no byte crosses the link (host staging): no link limit, never "modelled"
     model_host: Callable[[str], str] | None = None
+    check: Independent | None = None  # verify through this path too (see the module docstring)
+    poison: Callable[[int], object] | None = None  # overwrite the path's staging memory for a copy of N bytes
 
 
 @dataclass
@@ -76,6 +138,10 @@ class CopyResult:
     host_only: bool = False
     model_host: str | None = None
     clock: str = "wall"  # wall | device | hybrid (tinyhw.transport.clock)
+    path_name: str | None = None  # the --path choice (bar, sram, dma, staging), when known
+    path_auto: bool = False  # chosen by --path auto
+    verified_by: str | None = None  # the independent path the copies were also checked through
+    verified_independent: int = 0  # bytes compared (or written, then copied out) through it
 
     def mbps(self) -> list[float]:
         return [self.size / s / 1e6 for s in self.seconds if s > 0]
@@ -98,6 +164,10 @@ class CopyResult:
             "host_only": self.host_only,
             "model_host": self.model_host,
             "clock": self.clock,
+            "path_name": self.path_name,
+            "path_auto": self.path_auto,
+            "verified_by": self.verified_by,
+            "verified_independent": self.verified_independent,
         }
 
 
@@ -111,6 +181,9 @@ def parse_sizes(text: str) -> list[int]:
         if not digits.isdigit() or int(digits) <= 0:
             raise Refused(f"size {part.strip()!r} is not a positive size", hint="write e.g. 4K,64K,1M,16M,256M")
         n = int(digits) * SIZE_SUFFIX[suffix]
+        if n > MAX_SIZE:
+            raise Refused(f"size {part.strip()!r} is larger than the {MAX_SIZE >> 30} GiB a copy may be "
+                          "(the host holds the pattern and its read-back)")
         if n % 4:
             raise Refused(f"size {part.strip()!r} is not a multiple of 4 bytes (bar copies move dwords)")
         sizes.append(n)
@@ -156,8 +229,39 @@ def _speed(code: int) -> str:
 
 
 def _pattern(size: int, seed: int) -> bytes:
-    """Deterministic, non-repeating bytes (a repeated block would hide a copy to the wrong offset)."""
-    return random.Random(seed).randbytes(size)
+    """Deterministic, non-repeating bytes (a repeated block would hide a copy to the wrong offset); one random
+    stream, drawn in blocks (``randbytes`` overflows at 256 MiB)."""
+    rng = random.Random(seed)
+    if size <= PATTERN_BLOCK:
+        return rng.randbytes(size)
+    return b"".join(rng.randbytes(min(PATTERN_BLOCK, size - o)) for o in range(0, size, PATTERN_BLOCK))
+
+
+def check_fits(sizes: list[int], offset: int, room: int | None, where: str) -> None:
+    """Refuse (exit 2) a run of which no size fits ``room`` bytes at ``offset``; sizes that do not fit while others
+    do are reported skipped."""
+    if room is None or not sizes or any(offset + n <= room for n in sizes):
+        return
+    if offset >= room:
+        raise Refused(f"nothing to copy: offset {offset:#x} is past the end of {where}",
+                      hint=f"use an --offset below {room:#x}")
+    raise Refused(f"nothing to copy: no size fits in {where} at offset {offset:#x} (at most {room - offset:#x} "
+                  f"bytes fit there; the smallest size is {min(sizes):#x})",
+                  hint=f"use sizes up to {(room - offset) & ~3:#x} bytes or a smaller --offset")
+
+
+def _first_difference(got: bytes, want: bytes) -> int:
+    """Index of the first differing byte (a length difference counts at the shorter end)."""
+    lo, hi = 0, min(len(got), len(want))
+    if got[:hi] == want[:hi]:
+        return hi
+    while hi - lo > 4096:  # bisect on slices (fast compares), then scan
+        mid = (lo + hi) // 2
+        if got[lo:mid] == want[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return next(k for k in range(lo, hi) if got[k] != want[k])
 
 
 def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ...] = DIRECTIONS, repeat: int = 3,
@@ -194,7 +298,6 @@ def measuring(clock: Clock) -> Any:
 def _copies(transport: Transport, sizes: list[int], directions: tuple[str, ...], repeat: int, bar: int | None,
             offset: int, progress: Progress, log: Callable[[str], None], via: CopyPath | None, host_only: bool,
             limit: float | None, how: str, clock: Clock, modelled: bool, clock_mode: str) -> list[CopyResult]:
-    from tinyhw.errors import OperationFailed
 
     if via is None:
         info = pick_bar(transport, bar)
@@ -209,13 +312,17 @@ def _copies(transport: Transport, sizes: list[int], directions: tuple[str, ...],
         f"{'unknown' if limit is None else f'{limit:.0f} MB/s'} ({how}); "
         f"{f'modelled time (emulated board, {clock_mode} clock)' if modelled else 'measured wall time'}"
         f"{' of host memory copies only' if host_only else ''}")
+    check_fits(sizes, offset, room, where)
     results: list[CopyResult] = []
     total = sum(sizes) * repeat * len(directions)
+    check = via.check if via is not None else None
     with progress.task("copy", total) as advance:
         for size in sizes:
             for direction in directions:
                 r = CopyResult(direction, size, repeat, path, link_limit_mbps=limit, modelled=modelled,
-                               host_only=host_only, clock=clock_mode)
+                               host_only=host_only, path_name="bar" if via is None else None,
+                               verified_by=check.label if check is not None else None,
+                               clock=clock_mode)
                 if via is not None and via.model is not None:
                     r.model_mbps = via.model(direction, size)
                     r.model_host = via.model_host(direction) if via.model_host is not None else None
@@ -226,21 +333,82 @@ def _copies(transport: Transport, sizes: list[int], directions: tuple[str, ...],
                     continue
                 for i in range(repeat):
                     data = _pattern(size, (size << 8) | (i << 1) | (direction == "d2h"))
-                    if direction == "h2d":
-                        t0 = clock.now()
-                        write(offset, data)
-                        r.seconds.append(clock.now() - t0)
-                        back = read(offset, size)
-                    else:
-                        write(offset, data)
-                        t0 = clock.now()
-                        back = read(offset, size)
-                        r.seconds.append(clock.now() - t0)
-                    if back != data:
-                        bad = next(k for k in range(size) if back[k] != data[k])
-                        raise OperationFailed(f"{direction} copy of {size} bytes came back wrong through {path} at "
-                                              f"offset 0x{offset + bad:x}: 0x{back[bad]:02x}, expected "
-                                              f"0x{data[bad]:02x}")
+                    copy = _Copy(direction, size, offset, path, write, read, via)
+                    r.seconds.append(copy.run(data, clock))
                     r.verified += size
+                    r.verified_independent += copy.independent
                     advance(size)
     return results
+
+
+class _Copy:
+    """One timed copy and its checks (the module docstring says which)."""
+
+    def __init__(self, direction: str, size: int, offset: int, path: str, write: Callable[[int, bytes], object],
+                 read: Callable[[int, int], bytes], via: CopyPath | None) -> None:
+        self.direction, self.size, self.offset, self.path = direction, size, offset, path
+        self.write, self.read = write, read
+        self.check = via.check if via is not None else None
+        self.poison = via.poison if via is not None else None
+        self.independent = 0
+
+    def run(self, data: bytes, clock: Clock) -> float:
+        """The copy's time on ``clock``; raises OperationFailed at the first wrong byte."""
+        if self.direction == "h2d":
+            return self._h2d(data, clock)
+        return self._d2h(data, clock)
+
+    def _h2d(self, data: bytes, clock: Clock) -> float:
+        check, off = self.check, self.offset
+        wins = check.windows(self.size) if check is not None else []
+        if check is not None:
+            for s, n in wins:
+                check.write(off + s, data[s:s + n].translate(FLIP))
+            check.flush()
+        t0 = clock.now()
+        self.write(off, data)
+        seconds = clock.now() - t0
+        if check is not None:
+            for s, n in wins:
+                self._compare(check.read(off + s, n), data[s:s + n], s, f"read back through {check.label}")
+                self.independent += n
+        if self.poison is not None:
+            self.poison(self.size)
+        self._compare(self.read(off, self.size), data, 0, f"read back through {self.path}")
+        return seconds
+
+    def _d2h(self, data: bytes, clock: Clock) -> float:
+        check, off = self.check, self.offset
+        want = data
+        if check is not None:
+            wins = check.windows(self.size)
+            if wins != [(0, self.size)]:
+                self.write(off, data)  # the bulk through the path, windows of it from the other side
+                want = bytearray(data)
+                for s, n in wins:
+                    want[s:s + n] = data[s:s + n].translate(FLIP)
+            for s, n in wins:
+                check.write(off + s, bytes(want[s:s + n]))
+                self.independent += n
+            check.flush()
+        else:
+            self.write(off, data)
+        if self.poison is not None:
+            self.poison(self.size)
+        t0 = clock.now()
+        back = self.read(off, self.size)
+        seconds = clock.now() - t0
+        how = f"written through {check.label}, copied out" if check is not None else "copied out"
+        self._compare(back, bytes(want), 0, how)
+        return seconds
+
+    def _compare(self, got: bytes, want: bytes, base: int, how: str) -> None:
+        from tinyhw.errors import OperationFailed
+
+        if got == want:
+            return
+        bad = _first_difference(got, want)
+        shown = f"0x{got[bad]:02x}" if bad < len(got) else "nothing"
+        raise OperationFailed(f"{self.direction} copy of {self.size} bytes through {self.path} came back wrong at "
+                              f"offset 0x{self.offset + base + bad:x} ({how}): {shown}, expected "
+                              f"0x{want[bad]:02x}")

@@ -199,6 +199,11 @@ class DmaCopier:
         self.stats["bytes_out"] += length
         return bytes(out)
 
+    def poison(self, length: int, byte: int = 0xA5) -> None:
+        """Fill the part of the window a copy-out of ``length`` bytes lands in with ``byte`` (not the fence page), so
+        a copy that moves nothing cannot hand back what the buffer held before."""
+        self.buf.write(0, bytes([byte]) * min(length, 2 * self.half))
+
     def close(self) -> None:
         """Free the window (its PTEs stay, pointing at an IOVA nothing maps: a stray access is an iommu fault)."""
         if self.buf is not None:
@@ -210,17 +215,24 @@ def check_copy_engine(transport: Any) -> AmGpu:
     """Refuse (exit 2), before any register access, a transport without DMA buffers or a function that is no GPU
     whose SDMA0 tinyhw drives; then the :class:`AmGpu` of a board a tinyhw boot brought up (else refuse, hinting
     at ``am boot``)."""
-    from tinyhw.boot.gpu import AmGpu
-    from tinyhw.boot.state import read_state
-
     if not isinstance(transport, DmaBuffers):
         raise Refused(f"dma copies need host dma buffers, which the {transport.name} transport cannot map",
                       hint="bind the device to vfio-pci (tinyhw --device pci:ADDR pci bind --yes) and use vfio:ADDR")
+    return booted_gpu(transport)
+
+
+def booted_gpu(transport: Any, what: str = "dma copies use") -> AmGpu:
+    """The :class:`AmGpu` of a navi3x GPU a tinyhw boot brought up, whose SDMA0 the copy paths drive; anything else
+    is refused (exit 2): a function that is no AMD GPU (checked from its identity, before any register access), a
+    GC other than 11, a board not booted (hinting at ``am boot``). Read-only."""
+    from tinyhw.boot.gpu import AmGpu
+    from tinyhw.boot.state import read_state
+
     ident = transport.identity()
     where = ident.location or transport.name
     if ident.vendor_id != 0x1002 or ident.class_code >> 16 != 0x03:
         raise Refused(f"{where} ({ident.vendor_id:04x}:{ident.device_id:04x}) has no copy engine tinyhw drives "
-                      "(dma copies use sdma0 of an amd navi3x gpu)", hint="use --path bar for this device")
+                      f"({what} sdma0 of an amd navi3x gpu)", hint="use --path bar for this device")
     gpu = AmGpu(transport)
     gc = gpu.ip_version("gc")
     if gc is None or gc[0] != 11:

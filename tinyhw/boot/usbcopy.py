@@ -248,6 +248,15 @@ class UsbCopier:
         self.stats["staged_bytes"] += tail
         return self._bulk(q, last)
 
+    def poison(self, length: int, byte: int = 0xA5) -> None:
+        """Fill the SRAM a copy-out of ``length`` bytes lands in (slot 0 on, at most the whole SRAM) with ``byte``, so a
+        copy that moves nothing cannot hand back what the SRAM held before (an earlier copy-in chunk). The mirror
+        follows; 0xA5A5A5A5 is no sentinel."""
+        n = min(-(-length // SECTOR) * SECTOR, SRAM_SIZE)
+        if n:
+            self.bridge.sram_write(0, bytes([byte]) * n)
+            self.mirror[:n] = bytes([byte]) * n
+
     # -- copy-out --------------------------------------------------------------------------------------------
     def copy_out(self, src_offset: int, length: int) -> bytes:
         """Read ``length`` bytes of VRAM at ``src_offset`` through the SRAM (§9.4), 512 KiB per piece."""

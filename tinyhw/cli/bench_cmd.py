@@ -28,23 +28,27 @@ def bench() -> None:
 @click.option("--repeat", type=Number(minimum=1, maximum=1000), default=3, show_default=True, help="Copies per size.")
 @click.option("--bar", "bar_index", type=Number(maximum=5), default=None,
               help="BAR to copy through [default: the largest memory BAR].")
-@click.option("--offset", default="0", show_default=True, help="Byte offset in the BAR (a multiple of 4).")
+@click.option("--offset", default=None,
+              help="Byte offset (a multiple of 4) in the BAR, the buffer (staging) or VRAM (sram, dma) [default: 0; "
+                   "VRAM 128 MiB for sram and dma].")
 @click.option("--memory", type=click.Choice(["pinned", "pageable", "both"]), default="both", show_default=True,
               help="cuda:N only: host memory pinned by the driver, ordinary pageable memory, or both.")
 @click.option("--yes", is_flag=True, help="Go ahead without asking (the copies overwrite device memory).")
-@click.option("--path", "copy_path", type=click.Choice(["bar", "sram", "dma", "staging"]), default="bar",
+@click.option("--path", "copy_path", type=click.Choice(["auto", "bar", "sram", "dma", "staging"]), default="auto",
               show_default=True,
-              help="bar: through the BAR mapping (streamed over the usb bridge). sram: usb bridge only, a booted "
-                   "board: the bridge's SRAM and the GPU's SDMA engine (copy-in/copy-out protocols). dma: vfio: or "
-                   "mock:navi31, a booted board: a pinned host DMA buffer and the GPU's SDMA engine. staging: any "
-                   "vfio: device: only the host memcpy into and out of a pinned DMA buffer (no device transfer).")
+              help="auto: the fastest verified path the device supports now (sram on a booted board behind the usb "
+                   "bridge, dma on a booted vfio: or mock:navi31, else bar). bar: through the BAR mapping (streamed "
+                   "over the usb bridge). sram: usb bridge only, a booted board: the bridge's SRAM and the GPU's "
+                   "SDMA engine (copy-in/copy-out protocols). dma: vfio: or mock:navi31, a booted board: a pinned "
+                   "host DMA buffer and the GPU's SDMA engine. staging: any vfio: device: only the host memcpy into "
+                   "and out of a pinned DMA buffer (no device transfer).")
 @click.option("--protocol", type=click.Choice(["tinyhw", "seed"]), default="tinyhw", show_default=True,
               help="--path sram copy-in: tinyhw's pipelined protocol or the published (seed) one.")
 @click.pass_obj
-def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index: int | None, offset: str,
+def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index: int | None, offset: str | None,
              memory: str, copy_path: str, protocol: str, yes: bool) -> None:
-    """Copy bandwidth host->device and device->host through the device's BAR (or, on cuda:N, the CUDA
-    driver's async copies), every copy verified.
+    """Copy bandwidth host->device and device->host through the fastest verified path the device supports (or
+    the one --path names; on cuda:N, the CUDA driver's async copies), every copy verified.
 
     Each size is copied --repeat times per direction; min/median/max MB/s, the bytes verified (read
     back and compared), and the fraction of the link's theoretical limit (PCIe speed x width from
@@ -53,20 +57,28 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
     hybrid clock: those modelled device costs plus this host's measured CPU time between transfers (each
     row's "clock": hybrid; the device option clock=device, or TINYHW_CLOCK=device, gives the exact,
     reproducible device-time figures instead).
+    The table title and every --json row name the path (`path`, `path_name`, `path_auto`).
+
+    Verification: the sram and dma paths (SDMA between host and VRAM) are checked through the BAR0 VRAM
+    aperture too: before a copy-in the destination is poisoned through BAR0 and read back through it after;
+    a copy-out's source is written through BAR0 and the path's staging memory (bridge SRAM, pinned buffer)
+    poisoned before it. Copies up to 64 KiB are checked whole that way, larger ones in 512-byte windows
+    (first, last, one per 256 KiB), the rest through the path's own read-back (rows: `verified_by`,
+    `verified_independent`). A wrong byte fails the command (exit 1) naming its offset.
 
     cuda:N (the cuda extra: pip install 'tinyhw[cuda]'): cuMemcpyHtoDAsync/cuMemcpyDtoHAsync from pinned
     and pageable host memory, timed with CUDA events, each copy verified by hash; the limit is the GPU's
-    current PCIe link from sysfs. It copies into buffers it allocates (no --yes, --bar or --offset).
+    current PCIe link from sysfs. It copies into buffers it allocates (no --yes, --bar, --offset or --path).
 
-    Touches: overwrites SIZE bytes of device memory at --offset in the BAR (on a real board this is
-    VRAM: confirm with --yes; emulated boards need no confirmation).
+    Touches: overwrites SIZE bytes of device memory at --offset (on a real board this is VRAM: confirm
+    with --yes; emulated boards need no confirmation).
 
     \b
     Examples:
       tinyhw --device mock:navi31-usb bench copy --sizes 4K,64K
       tinyhw --device pci:0000:03:00.0 --json bench copy --direction h2d --repeat 5 --yes
       tinyhw --device cuda:0 bench copy --sizes 1M,256M --memory pinned
-      tinyhw --device mock:navi31-usb am boot --yes && tinyhw --device mock:navi31-usb bench copy --path sram
+      tinyhw --device mock:navi31-usb am boot --yes && tinyhw --device mock:navi31-usb bench copy
       tinyhw --device vfio:0000:03:00.0 bench copy --path dma --sizes 1M,64M --yes
 
     --path dma (vfio:ADDR or mock:navi31, after `am boot`): host memory -> VRAM and back through a pinned
@@ -83,110 +95,27 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
     for that same host, device costs only (`model_mbps`: no host cpu time, no fitted parameter) and names
     it (`model_host`: "async", "worker" or "sync").
     """
-    from tinyhw.bench import copy_bench, parse_sizes, pick_bar
+    from tinyhw.bench import parse_sizes, plan_copy, run_plan
     from tinyhw.cli.numbers import parse_number
+    from tinyhw.errors import Refused
 
     dirs = ("h2d", "d2h") if direction == "both" else (direction,)
     if _is_cuda(app):
-        _cuda_copy(app, dirs, sizes, repeat, bar_index, offset, memory)
+        if copy_path != "auto":
+            raise Refused(f"--path {copy_path} applies to bar, sram, dma and staging copies; cuda:N copies through "
+                          "the cuda driver")
+        _cuda_copy(app, dirs, sizes, repeat, bar_index, offset or "0", memory)
         return
     if memory != "both":
-        from tinyhw.errors import Refused
-
         raise Refused("--memory applies to cuda:N devices only (bar copies have no host memory kind)")
     transport = app.open_transport(writes=True)
     size_list = parse_sizes(sizes or (EMULATED_SIZES if transport.emulated else HARDWARE_SIZES))
-    start = parse_number(offset, "--offset", units=True)
-    via = None
-    if copy_path in ("dma", "staging"):
-        if bar_index is not None:
-            from tinyhw.errors import Refused
-
-            raise Refused(f"--bar applies to --path bar; --path {copy_path} copies through a host dma buffer")
-        _dma_bench(app, transport, copy_path, size_list, dirs, repeat, start, yes)
-        return
-    if copy_path == "sram":
-        if bar_index is not None:
-            from tinyhw.errors import Refused
-
-            raise Refused("--bar applies to --path bar; --path sram copies into VRAM through the bridge's sram")
-        start = start or SRAM_DEFAULT_OFFSET
-        if not transport.emulated:
-            app.confirm(yes, f"bench copy overwrites up to {max(size_list):#x} bytes of VRAM at offset {start:#x} "
-                             f"through the bridge sram on {transport.identity().location}")
-        via = _sram_path(transport, protocol)
-    elif not transport.emulated:
-        info = pick_bar(transport, bar_index)
-        app.confirm(yes, f"bench copy overwrites up to {max(size_list):#x} bytes of bar{info.index} at offset "
-                         f"{start:#x} on {transport.identity().location}")
-    results = copy_bench(transport, size_list, dirs, repeat, bar_index, start, ProgressBar(app), app.log, via=via)
-    doc = {"results": [r.as_dict() for r in results]}
-    app.emit(doc, lambda: _human(app, doc["results"]))
-
-
-# VRAM offset of --path sram copies: above the copy engine's own layout (page tables, rings: < 83 MiB)
-SRAM_DEFAULT_OFFSET = 128 << 20
-
-
-def _sram_path(transport: Any, protocol: str) -> Any:
-    """The bridge SRAM + SDMA copy path (tinyhw.boot.usbcopy) as the bench's CopyPath; the copy engine is brought
-    up here (page tables, hubs, SDMA ring) on a board `am boot` booted."""
-    from tinyhw.bench import CopyPath
-    from tinyhw.boot import usbcopy_model
-    from tinyhw.boot.gpu import AmGpu
-    from tinyhw.boot.state import read_state
-    from tinyhw.boot.usbcopy import open_copier
-    from tinyhw.errors import Refused
-    from tinyhw.usb.queued import queue_kind
-
-    if getattr(transport, "bridge", None) is None:
-        raise Refused("--path sram needs the usb bridge (usb or mock:navi31-usb); use --path bar here")
-    state = read_state(AmGpu(transport))
-    if not (state.tinyhw_booted and state.busy == 0 and state.sos_alive):
-        raise Refused("--path sram needs a board tinyhw booted (the sdma engine runs firmware the psp loads)",
-                      hint="run tinyhw am boot --yes first (tinyhw am info shows the state)")
-    copier = open_copier(transport)
-    # the model of the host this run's copy-in really is: queued bulk transfers (libusb-async or the emulated
-    # backend's queue) or the one-thread fallback; copy-out is synchronous either way
-    h2d_host = "worker" if queue_kind(transport.bridge.dev) == "worker" else "async"
-
-    def host(direction: str) -> str:
-        return h2d_host if direction == "h2d" else "sync"
-
-    def model(direction: str, size: int) -> float:
-        # device costs only: the model's two fitted host costs (stage_rate, submit_s) stay out of every figure
-        doc = usbcopy_model.copy_in(size, protocol, host=h2d_host, host_costs=False) if direction == "h2d" else \
-            usbcopy_model.copy_out(size)
-        return doc["mb_s"]
-
-    return CopyPath(f"bridge sram + sdma ({protocol} copy-in)", lambda off, data: copier.copy_in(off, data, protocol),
-                    copier.copy_out, size_limit=None, model=model, model_host=host)
-
-
-def _dma_bench(app: App, transport: Any, copy_path: str, size_list: list[int], dirs: tuple[str, ...], repeat: int,
-               start: int, yes: bool) -> None:
-    """--path dma (tinyhw.boot.dmacopy: pinned buffer + SDMA0, VRAM at --offset, 128 MiB by default) or --path
-    staging (tinyhw.bench.staging: the host memcpy alone, buffer offsets); the buffers are freed at the end."""
-    from tinyhw.bench import CopyPath, Staging, copy_bench, staging_size
-
-    if copy_path == "staging":
-        holder: Any = Staging(transport, staging_size(size_list, start))
-        via = holder.path()
-    else:
-        from tinyhw.boot.dmacopy import check_copy_engine, check_range, open_dma_copier
-
-        start = start or SRAM_DEFAULT_OFFSET
-        gpu = check_copy_engine(transport)  # refusals (exit 2) before the prompt and before any write
-        check_range(gpu, start, max(size_list), "bench copy")
-        if not transport.emulated:
-            app.confirm(yes, f"bench copy overwrites up to {max(size_list):#x} bytes of VRAM at offset {start:#x} "
-                             f"through sdma0 and a pinned dma buffer on {transport.identity().location}")
-        holder = open_dma_copier(transport, gpu=gpu)
-        via = CopyPath(f"pinned dma buffer + sdma0 (iova 0x{holder.iova:x})", holder.copy_in, holder.copy_out)
-    try:
-        results = copy_bench(transport, size_list, dirs, repeat, None, start, ProgressBar(app), app.log, via=via)
-    finally:
-        holder.close()
+    start = None if offset is None else parse_number(offset, "--offset", units=True)
+    plan = plan_copy(transport, size_list, copy_path, offset=start, bar=bar_index)  # refusals before the prompt
+    if not transport.emulated and plan.path != "staging":
+        app.confirm(yes, f"bench copy overwrites {plan.overwrites} on {transport.identity().location}")
+    results = run_plan(transport, plan, size_list, dirs, repeat, protocol=protocol, progress=ProgressBar(app),
+                       log=app.log)
     doc = {"results": [r.as_dict() for r in results]}
     app.emit(doc, lambda: _human(app, doc["results"]))
 
@@ -229,7 +158,13 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
     def num(v: float | None, fmt: str = "{:.1f}") -> str:
         return "-" if v is None else fmt.format(v)
 
-    table = Table(box=None, pad_edge=False, header_style="bold")
+    title = None
+    if rows and not gpu:
+        first = rows[0]
+        how = f"--path {first['path_name']}{' (auto)' if first.get('path_auto') else ''}" if first.get("path_name") \
+            else None
+        title = f"bench copy through {first['path']}" + (f" [{how}]" if how else "")
+    table = Table(box=None, pad_edge=False, header_style="bold", title=title, title_justify="left")
     cols = ("direction", "memory") if gpu else ("direction",)
     for col in ("dir", "memory") if gpu else cols:
         table.add_column(col)

@@ -64,7 +64,8 @@ class AmBootPath:
         # the copy engine (SDMA0 queue 0, VMID0 translation) and the bus master's view of the bridge (mocks/sdma.py)
         self.bus = None  # an attachment that reaches "system" bus addresses (the ASM24 bridge) sets this
         self.gpuvm = GpuVm(self)
-        self.sdma = SdmaEngine(self, hang=o.sdma == "hang")
+        self.sdma = SdmaEngine(self, hang=o.sdma == "hang",
+                               fault=None if o.sdma in ("normal", "hang") else o.sdma)
         self._load_state()
         if o.psp in ("sos", "gated") and not self.boot.s.sos_alive:
             self.boot.s.sos_alive = 1

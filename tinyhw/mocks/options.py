@@ -13,7 +13,9 @@ Device-string options understood by every emulated board:
 ``smu=normal|silent|busy@N``    SMU fault: never answers, or answers message N (1-based, this
                        process) with 0xFC busy
 ``load=idle|busy|N``  GFX load the SMU metrics follow (percent; idle = 0, busy = 100)
-``sdma=normal|hang``  hang: SDMA0 never executes its ring (the copy paths time out)
+``sdma=normal|hang|nop|skip-in|skip-out|shift1m``  hang: SDMA0 never executes its ring (the copy paths time
+                       out); nop: its copies move nothing; skip-in / skip-out: copies into / out of VRAM from / to
+                       system memory move nothing; shift1m: the VRAM side of every copy lands 1 MiB higher
 ``sosdelay=S``        seconds of virtual time from the SOS load to "sOS alive" (default 0.3)
 ``fwcheck=on|off``    the PSP checks firmware images against the real Debian files (default on)
 ``aperture=normal|mirrored|unavailable``  ROM_INDEX/ROM_DATA behaviour
@@ -105,7 +107,7 @@ _CHOICES = {
     "link": ("up", "down", "slow", "wedged", "no-gpu"),
     "gsp": ("off", "running"),
     "power": ("d0", "d3hot", "suspended"),
-    "sdma": ("normal", "hang"),
+    "sdma": ("normal", "hang", "nop", "skip-in", "skip-out", "shift1m"),
     "clock": ("device", "hybrid"),
 }
 _KNOWN = {"strict", "flash", "faults", "smu", "load", "sosdelay", *_CHOICES}
@@ -135,7 +137,7 @@ class MockOptions:
     smu_busy_at: int | None = None
     load: int = 0  # percent
     sos_delay: float = 0.3
-    sdma: str = "normal"  # hang: the copy engine never consumes its ring (tinyhw/mocks/sdma.py)
+    sdma: str = "normal"  # hang: never consumes its ring; nop/skip-in/skip-out/shift1m: copy faults (mocks/sdma.py)
     clock: str | None = None  # device | hybrid; None: not chosen (the command's preference, device by default)
     clock_explicit: bool = False  # given as the option (not from TINYHW_CLOCK)
 

@@ -26,6 +26,12 @@ retry loop is modelled as "retry forever" (the driver's retry count 0xFFF is the
 inferred). ``sdma=hang`` (device-string option) makes the engine never start: rings are accepted, never
 consumed, the read pointer never moves.
 
+Injectable copy faults (device-string option ``sdma=``, for checks that must catch a broken copy engine): ``nop``:
+every COPY_LINEAR is consumed and moves nothing; ``skip-in``: copies from system memory (the bridge SRAM, a host
+DMA buffer) into VRAM move nothing; ``skip-out``: copies from VRAM into system memory move nothing; ``shift1m``:
+the VRAM side of every copy (source or destination) is 1 MiB higher than the packet says. Fences, writes and polls
+still run, so the driver sees every copy "complete". Dropped or shifted copies are counted (``faulted_copies``).
+
 Timing (issue 12: the engine takes time on the board clock): ``SdmaTiming`` gives a cost per packet and per
 byte by memory kind (VRAM, system = the bridge over PCIe Gen3 x4); all of them are inferred parameters (asm24 spec
 §1: "the PCIe side is never the bottleneck"; ``system_read_rate`` 3.0 GB/s is below the Gen3 x4 line rate). The
@@ -68,6 +74,8 @@ OP_NOP, OP_COPY, OP_WRITE, OP_FENCE, OP_TRAP, OP_POLL, OP_TIMESTAMP = (
     P["SDMA_OP_POLL_REGMEM"], P["SDMA_OP_TIMESTAMP"])
 SUB_COPY_LINEAR, SUB_WRITE_LINEAR = P["SDMA_SUBOP_COPY_LINEAR"], P["SDMA_SUBOP_WRITE_LINEAR"]
 SUB_TS_GET, SUB_TS_GLOBAL = P["SDMA_SUBOP_TIMESTAMP_GET"], P["SDMA_SUBOP_TIMESTAMP_GET_GLOBAL"]
+COPY_FAULTS = (None, "nop", "skip-in", "skip-out", "shift1m")  # injectable copy faults (``sdma=`` option)
+SHIFT = 1 << 20  # ``shift1m``: how far the VRAM side of a copy lands off
 
 
 def fld(dwords: list[int] | tuple[int, ...], name: str) -> int:
@@ -94,16 +102,20 @@ class SdmaTiming:
 class SdmaEngine:
     """SDMA0 queue 0 of the emulated board."""
 
-    def __init__(self, board: Navi31Board, *, hang: bool = False, timing: SdmaTiming | None = None) -> None:
+    def __init__(self, board: Navi31Board, *, hang: bool = False, timing: SdmaTiming | None = None,
+                 fault: str | None = None) -> None:
+        if fault not in COPY_FAULTS:
+            raise ValueError(f"unknown sdma copy fault {fault!r}")
         self.board = board
         self.hang = hang
+        self.fault = fault
         self.timing = timing or SdmaTiming()
         self.waiting = False
         self.error: str | None = None
         self.running = False
         self.stats = dict.fromkeys(("doorbells", "packets", "copies", "bytes_copied", "system_bytes_read",
                                     "system_bytes_written", "polls", "poll_retries", "fences", "traps", "writes",
-                                    "timestamps"), 0)
+                                    "timestamps", "faulted_copies"), 0)
         self.busy_s = 0.0
         self.now = 0.0  # the engine's time cursor on the board clock (virtual seconds)
 
@@ -201,12 +213,11 @@ class SdmaEngine:
             count = fld(d, "COPY_LINEAR_COUNT_count") + 1
             src = _addr(d, "COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0", "COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32")
             dst = _addr(d, "COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0", "COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32")
-            data = vm.read(src, count)
-            vm.write(dst, data)
+            src_sys, dst_sys = vm.is_system(src), vm.is_system(dst)
+            self._copy(src, dst, count, src_sys, dst_sys)
             self.stats["copies"] += 1
             self.stats["bytes_copied"] += count
             t = self.timing
-            src_sys, dst_sys = vm.is_system(src), vm.is_system(dst)
             self.stats["system_bytes_read"] += count if src_sys else 0
             self.stats["system_bytes_written"] += count if dst_sys else 0
             self._spend(count / (t.system_read_rate if src_sys else t.vram_rate))
@@ -253,9 +264,23 @@ class SdmaEngine:
         self._stop(f"packet op {op} sub-op {sub} is not modelled")
         return None
 
+    def _copy(self, src: int, dst: int, count: int, src_sys: bool, dst_sys: bool) -> None:
+        """Move ``count`` bytes, or not, or to the wrong place, as the injected copy fault says."""
+        vm = self.board.gpuvm
+        fault = self.fault
+        if fault == "nop" or (fault == "skip-in" and src_sys and not dst_sys) or \
+                (fault == "skip-out" and dst_sys and not src_sys):
+            self.stats["faulted_copies"] += 1
+            return
+        if fault == "shift1m":
+            src += 0 if src_sys else SHIFT
+            dst += 0 if dst_sys else SHIFT
+            self.stats["faulted_copies"] += 1
+        vm.write(dst, vm.read(src, count))
+
     def counters(self) -> dict[str, object]:
         return {**self.stats, "busy_s": self.busy_s, "now_s": self.now, "waiting": self.waiting, "error": self.error,
-                "hang": self.hang}
+                "hang": self.hang, "fault": self.fault}
 
 
 def _compare(func: int, got: int, value: int) -> bool:

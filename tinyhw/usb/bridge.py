@@ -16,7 +16,7 @@ from tinyhw.transport.counters import Counters
 from tinyhw.transport.wait import poll
 from tinyhw.usb import tlp
 from tinyhw.usb.device import Endpoints, UsbIoError, call, convert_usb_error, usb_errors
-from tinyhw.usb.queued import QueuedBulkOut, open_bulk_queue
+from tinyhw.usb.queued import QueuedBulkOut, open_bulk_queue, queue_kind
 
 REQ_XDATA_READ, REQ_XDATA_WRITE, REQ_TLP, REQ_SRAM_DMA, REQ_PCIE_POWER = 0xE4, 0xE5, 0xF0, 0xF2, 0xF3
 OUT, IN = 0x40, 0xC0
@@ -96,6 +96,10 @@ class Asm24:
         self._count(bytes_out=n)
         if n != len(data):
             raise TransportError(f"short bulk write during {what}: {n} of {len(data)} bytes")
+
+    def bulk_queue_kind(self) -> str:
+        """Which queue :meth:`bulk_out_queue` opens on this device ("libusb-async", "emulated" or "worker")."""
+        return queue_kind(self.dev)
 
     def bulk_out_queue(self, depth: int, timeout: float, what: str) -> QueuedBulkOut:
         """Queued bulk OUT transfers on the data endpoint (:mod:`tinyhw.usb.queued`), counted as they are submitted
