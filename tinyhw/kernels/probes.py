@@ -12,9 +12,11 @@ Probes (issue 15; specs/compiler-library.md §4 for the seam):
 * ``bandwidth``: out[i] = in[i] ^ 0x5a5a5a5a, a streaming copy the compiler cannot elide; bytes moved =
   read + write. The input repeats a 4093-word block (a prime, so an indexing slip shows).
 * ``fma``: 64 dependent x = x * A + B steps per element (A = 1 - 2**-10, B = 0.5, exact in float32), so
-  2 x 64 FLOPs per element, 4 independent chains per thread as tinygrad upcasts; element i starts from
-  in[i % 64] (a 256-byte input that stays in cache), so only the 4-byte store per element touches memory
-  (32 FLOP/byte) and the host computes 64 answers. (256 steps made LLVM take 27 s per gfx build.)
+  2 x 64 FLOPs per element; element i starts from x = i mod 256 (computed from the index, no input), so every
+  element is its own chain: the compiler cannot merge two elements (an earlier version broadcast a 64-word
+  input, and tinygrad computed each of the 4 equal elements a thread held once: 4x fewer FMAs than counted),
+  only the 4-byte store per element touches memory (32 FLOP/byte), and the host computes 256 answers. The
+  work per run is checked against the FMA instructions of the committed binaries (tests/test_kernels_work.py).
 * ``atomic``: n work-items each take a ticket, out[i] = atomic fetch-and-add(counter, 1); the host checks
   counter == n and that the tickets are exactly 0 .. n-1 (none lost, none repeated). tinygrad's tensor API
   has no atomics, so this one uses its custom-kernel API (one inline operation per renderer: C for cpu,
@@ -39,7 +41,7 @@ BLOCK_WORDS = 4093
 FMA_STEPS = 64
 FMA_A = 1.0 - 2.0 ** -10
 FMA_B = 0.5
-FMA_PERIOD = 64
+FMA_PERIOD = 256  # element i starts from i mod FMA_PERIOD
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,21 @@ class Probe:
     cpu_n = 0  # elements for a run on tinygrad's CPU device
     targets: tuple[str, ...] = ("gfx1100", "gfx1200", "sm_90", "cpu")
     target_note = ""  # why a target is missing from ``targets``
+    n_step = 1  # a cpu run's element count is a multiple of this ...
+    n_max = 1 << 26  # ... and at most this (256 MiB per u32 buffer; the host's answer is computed in Python)
+
+    def allowed_n(self) -> str:
+        """The element counts a cpu run takes, in words (for the refusal and ``kernels list``)."""
+        if self.n_step == 1:
+            return f"1 .. {self.n_max}"
+        return f"a multiple of {self.n_step} from {self.n_step} to {self.n_max}"
+
+    def check_n(self, n: int) -> None:
+        """Refuse (exit 2) an element count this probe cannot take, before anything is compiled or run."""
+        from tinyhw.errors import Refused
+
+        if isinstance(n, bool) or not isinstance(n, int) or not (self.n_step <= n <= self.n_max) or n % self.n_step:
+            raise Refused(f"probe {self.name} cannot take --n {n!r}", hint=f"--n for {self.name}: {self.allowed_n()}")
 
     def buffers(self, n: int) -> list[Buffer]:
         raise NotImplementedError
@@ -176,25 +193,24 @@ def _f32(x: float) -> float:
 
 class FmaProbe(Probe):
     name = "fma"
-    summary = f"FMA throughput: {FMA_STEPS} dependent x = x*A + B (f32) per element; 2 FLOPs each"
+    summary = (f"FMA throughput: {FMA_STEPS} dependent x = x*A + B (f32) per element, from x = i mod {FMA_PERIOD}; "
+               "2 FLOPs each")
     metric = "TFLOP/s"
     gpu_n = 1 << 22
     cpu_n = 1 << 20
+    n_step = FMA_PERIOD  # every starting value equally often; a smaller n would let the compiler fold it all
 
     def buffers(self, n: int) -> list[Buffer]:
-        return [Buffer("out", "f32", n, "out"), Buffer("in", "f32", FMA_PERIOD, "in")]
+        return [Buffer("out", "f32", n, "out")]
 
     def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:
-        x = bufs["in"].reshape(1, FMA_PERIOD).expand(n // FMA_PERIOD, FMA_PERIOD).reshape(n)
+        x = (T.arange(n, T.u32) & (FMA_PERIOD - 1)).cast(T.f32)
         for _ in range(FMA_STEPS):
             x = x * FMA_A + FMA_B
         return {"out": x}
 
     def _seeds(self) -> list[float]:
-        return [k * 0.25 for k in range(FMA_PERIOD)]
-
-    def inputs(self, n: int) -> dict[str, bytes]:
-        return {"in": array.array("f", self._seeds()).tobytes()}
+        return [float(k) for k in range(FMA_PERIOD)]
 
     def expected_values(self) -> list[float]:
         out = []

@@ -41,7 +41,9 @@ def parse_run_device(text: str) -> tuple[str, int]:
 def _summary(probe: Any, n: int, seconds: list[float]) -> dict:
     best = min(seconds) if seconds else None
     return {"seconds": [round(s, 9) for s in seconds], "best_s": best,
-            "figure": round(probe.figure(n, best), 4) if best and probe.metric else None}
+            "figure": round(probe.figure(n, best), 4) if best and probe.metric else None,
+            "figure_kind": "measured" if probe.metric else None,
+            "work_per_run": probe.work(n) if probe.metric else None}
 
 
 def run_probe(name: str, device: str, repeats: int = 5, n: int | None = None) -> dict:
@@ -52,7 +54,9 @@ def run_probe(name: str, device: str, repeats: int = 5, n: int | None = None) ->
         raise Refused("run_probe runs on the cpu; for cuda:N use plan_cuda() and run_cuda() with an open gpu")
     if repeats < 1:
         raise Refused("--repeats must be at least 1")
-    return _run_cpu(probe, n or probe.cpu_n, repeats)
+    if n is not None:
+        probe.check_n(n)
+    return _run_cpu(probe, probe.cpu_n if n is None else n, repeats)
 
 
 @dataclass(frozen=True)
