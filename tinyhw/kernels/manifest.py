@@ -153,22 +153,27 @@ def write_build(out_dir: Path, manifest: dict, files: dict[str, bytes]) -> list[
 
 
 def load_manifest(folder: Path) -> dict:
+    """The checked manifest of a build folder: missing is exit 3 (nothing built there); unreadable, not JSON,
+    or a field missing, mistyped or out of range is exit 2 naming the field (:mod:`manifest_check`)."""
+    from tinyhw.fileio import read_input
+    from tinyhw.kernels.manifest_check import MAX_MANIFEST_BYTES, check_manifest, parse_manifest
+
     path = folder / "manifest.json"
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise EnvironmentProblem(f"no kernel manifest at {path}",
-                                 hint="build one: tinyhw kernels build --target sm_90 -o DIR") from None
-    except (OSError, ValueError) as e:
-        raise EnvironmentProblem(f"cannot read the kernel manifest {path}: {e}") from None
-    if doc.get("format") != FORMAT:
-        raise EnvironmentProblem(f"{path} is not a {FORMAT} manifest (format {doc.get('format')!r})")
-    return doc
+                                 hint="build one: tinyhw kernels build --target sm_90 -o DIR")
+    data = read_input(path, MAX_MANIFEST_BYTES, "kernel manifest")
+    return check_manifest(parse_manifest(data, str(path)), str(path), FORMAT)
 
 
-def probe_entry(manifest: dict, name: str) -> dict:
+def probe_entry(manifest: dict, name: str, path: str = "the manifest") -> dict:
+    """The checked manifest's entry for probe ``name``, its buffers matching the probe's (exit 2 otherwise)."""
+    from tinyhw.kernels.manifest_check import check_entry_matches_probe
+
     for p in manifest["probes"]:
         if p["name"] == name:
+            if name in PROBES:
+                check_entry_matches_probe(p, PROBES[name], path)
             return p
     note = PROBES[name].target_note if name in PROBES and manifest["target"] not in PROBES[name].targets else ""
     raise Refused(f"the {manifest['target']} binaries have no probe {name!r}" + (f": {note}" if note else ""))

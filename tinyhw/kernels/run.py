@@ -38,6 +38,16 @@ def parse_run_device(text: str) -> tuple[str, int]:
     return "cuda", int(spec.target)
 
 
+MAX_REPEATS = 1000
+
+
+def _check_repeats(repeats: int) -> None:
+    if repeats < 1:
+        raise Refused("--repeats must be at least 1")
+    if repeats > MAX_REPEATS:
+        raise Refused(f"--repeats {repeats} is more than {MAX_REPEATS}")
+
+
 def _summary(probe: Any, n: int, seconds: list[float]) -> dict:
     best = min(seconds) if seconds else None
     return {"seconds": [round(s, 9) for s in seconds], "best_s": best,
@@ -52,8 +62,7 @@ def run_probe(name: str, device: str, repeats: int = 5, n: int | None = None) ->
     kind, _ordinal = parse_run_device(device)
     if kind != "cpu":
         raise Refused("run_probe runs on the cpu; for cuda:N use plan_cuda() and run_cuda() with an open gpu")
-    if repeats < 1:
-        raise Refused("--repeats must be at least 1")
+    _check_repeats(repeats)
     if n is not None:
         probe.check_n(n)
     return _run_cpu(probe, probe.cpu_n if n is None else n, repeats)
@@ -75,8 +84,7 @@ def plan_cuda(name: str, repeats: int = 5, n: int | None = None, build_dir: Path
     from tinyhw.kernels.manifest import load_manifest, prebuilt_dir, probe_entry
 
     probe = get_probe(name)
-    if repeats < 1:
-        raise Refused("--repeats must be at least 1")
+    _check_repeats(repeats)
     if n is not None:
         raise Refused("--n applies to cpu runs only: gpu binaries are built for a fixed size",
                       hint="rebuild with a different size in tinyhw.kernels.probes")
@@ -84,7 +92,7 @@ def plan_cuda(name: str, repeats: int = 5, n: int | None = None, build_dir: Path
     man = load_manifest(folder)
     if man["target"] != "sm_90":
         raise Refused(f"{folder} holds {man['target']} binaries; cuda devices run sm_90 ptx")
-    return CudaPlan(probe, folder, man, probe_entry(man, probe.name), repeats)
+    return CudaPlan(probe, folder, man, probe_entry(man, probe.name, str(folder / "manifest.json")), repeats)
 
 
 def _run_cpu(probe: Any, n: int, repeats: int) -> dict:
@@ -103,6 +111,8 @@ def _run_cpu(probe: Any, n: int, repeats: int) -> dict:
 def run_cuda(plan: CudaPlan, gpu: Any) -> dict:
     """Run ``plan`` on ``gpu`` (an open :class:`tinyhw.cuda.CudaDevice`, handed in and closed by the caller).
     Buffers and modules stay allocated on the device object, which releases them when it is closed."""
+    from tinyhw.kernels.manifest_check import read_binary
+
     probe, folder, man, entry, repeats = plan.probe, plan.folder, plan.manifest, plan.entry, plan.repeats
     n = entry["n"]
     host = probe.inputs(n)
@@ -114,7 +124,7 @@ def run_cuda(plan: CudaPlan, gpu: Any) -> dict:
             gpu.upload(ptrs[b["name"]], host[b["name"]])
     launches = []
     for k in entry["kernels"]:
-        func = gpu.load_ptx((folder / k["file"]).read_bytes(), k["name"])
+        func = gpu.load_ptx(read_binary(folder, k, str(folder / "manifest.json")), k["name"])
         launches.append((func, tuple(k["grid"]), tuple(k["block"]), [ptrs[a["buffer"]] for a in k["args"]]))
 
     def once() -> None:
