@@ -86,10 +86,10 @@ def test_atomic_check_needs_every_ticket_once() -> None:
     n = 1000
     tickets = list(range(n))
     tickets.reverse()  # any order is fine
-    good = {"out": array.array("I", tickets).tobytes(), "counter": struct.pack("<I", n)}
+    good = {"out": array.array("I", tickets).tobytes(), "counter": struct.pack("<II", n, 4)}
     assert p.check(n, good).ok
-    assert p.inputs(n) == {"counter": bytes(4)}
-    lost = dict(good, counter=struct.pack("<I", n - 1))
+    assert p.inputs(n) == {"counter": bytes(8)}  # the counter and the cpu threads' start gate
+    lost = dict(good, counter=struct.pack("<II", n - 1, 4))
     assert "counter is 999, expected 1000" in p.check(n, lost).detail
     twice = list(tickets)
     twice[5] = twice[6]

@@ -53,7 +53,9 @@ def list_cmd(app: App) -> None:
     app.refuse_device("it reads the committed manifests only")
     prebuilt = [t for t in GPU_TARGETS if (prebuilt_dir() / t / "manifest.json").exists()]
     doc = {"probes": [{"name": p.name, "metric": p.metric, "summary": p.summary, "gpu_n": p.gpu_n,
-                       "cpu_n": p.cpu_n} for p in PROBES.values()], "prebuilt_targets": prebuilt}
+                       "cpu_n": p.cpu_n, "cpu_n_allowed": p.allowed_n(), "cpu_note": p.cpu_note or None}
+                      for p in PROBES.values()], "prebuilt_targets": prebuilt,
+           "figures": "measured (best of the timed repeats); the peak beside a gpu figure is theoretical"}
 
     def human() -> None:
         from rich.markup import escape
@@ -65,7 +67,10 @@ def list_cmd(app: App) -> None:
         for p in PROBES.values():
             table.add_row(p.name, p.metric or "check only", f"{p.gpu_n} / {p.cpu_n}", escape(p.summary))
         app.out.print(table)
-        app.out.print(f"committed binaries: {', '.join(prebuilt) or 'none'}")
+        for p in PROBES.values():
+            if p.cpu_note:
+                app.out.print(f"{p.name}: {escape(p.cpu_note)}")
+        app.out.print(f"committed binaries: {', '.join(prebuilt) or 'none'}; figures are measured")
 
     app.emit(doc, human)
 
@@ -190,8 +195,9 @@ def run_cmd(app: App, name: str, device: str | None, repeats: int, n: int | None
         print(f"check: {verdict}: {doc['check']['detail']}")
         if doc["metric"]:
             peak = f"{doc['peak']} {doc['metric']} peak ({doc['peak_note']})" if doc["peak"] else doc["peak_note"]
-            print(f"measured: {doc['figure']:.2f} {doc['metric']} (best of {len(doc['seconds'])}, "
-                  f"{doc['best_s'] * 1e3:.3f} ms)   {peak}")
+            unit = "FLOPs" if doc["metric"] == "TFLOP/s" else "bytes"
+            print(f"measured: {doc['figure']:.4f} {doc['metric']} (best of {len(doc['seconds'])}, "
+                  f"{doc['best_s'] * 1e3:.3f} ms, {doc['work_per_run']:.0f} {unit} per run)   {peak}")
         else:
             print(f"time: {doc['best_s'] * 1e3:.3f} ms (best of {len(doc['seconds'])})")
         print(f"binary: {doc['binary']}")

@@ -20,7 +20,11 @@ Probes (issue 15; specs/compiler-library.md §4 for the seam):
 * ``atomic``: n work-items each take a ticket, out[i] = atomic fetch-and-add(counter, 1); the host checks
   counter == n and that the tickets are exactly 0 .. n-1 (none lost, none repeated). tinygrad's tensor API
   has no atomics, so this one uses its custom-kernel API (one inline operation per renderer: C for cpu,
-  LLVM IR for gfx). Not for sm_90: tinygrad 0.14.0's PTX renderer cannot emit an atomic.
+  LLVM IR for gfx). Not for sm_90: tinygrad 0.14.0's PTX renderer cannot emit an atomic. On the cpu the
+  kernel is split over ``ATOMIC_CPU_THREADS`` threads that tinyhw runs at the same time (tinygrad's own cpu
+  runtime calls a kernel's threads one after another, which would race nothing); each thread waits at a start
+  gate in ``counter[1]`` until all have arrived, and the check also needs proof that they contended: some
+  thread's tickets are not consecutive (another thread took one in between).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ FMA_STEPS = 64
 FMA_A = 1.0 - 2.0 ** -10
 FMA_B = 0.5
 FMA_PERIOD = 256  # element i starts from i mod FMA_PERIOD
+ATOMIC_CPU_THREADS = 4  # threads racing on the counter in a cpu run
 
 
 @dataclass(frozen=True)
@@ -76,19 +81,22 @@ class Probe:
     targets: tuple[str, ...] = ("gfx1100", "gfx1200", "sm_90", "cpu")
     target_note = ""  # why a target is missing from ``targets``
     n_step = 1  # a cpu run's element count is a multiple of this ...
-    n_max = 1 << 26  # ... and at most this (256 MiB per u32 buffer; the host's answer is computed in Python)
+    n_min = 1  # ... from this ...
+    n_max = 1 << 26  # ... to this (256 MiB per u32 buffer; the host's answer is computed in Python)
+    cpu_threads: int | None = None  # run the cpu kernel's threads at the same time (tinyhw's own launcher)
+    cpu_note = ""  # what a cpu run does and does not check, where that is not obvious
 
     def allowed_n(self) -> str:
         """The element counts a cpu run takes, in words (for the refusal and ``kernels list``)."""
         if self.n_step == 1:
-            return f"1 .. {self.n_max}"
-        return f"a multiple of {self.n_step} from {self.n_step} to {self.n_max}"
+            return f"{self.n_min} .. {self.n_max}"
+        return f"a multiple of {self.n_step} from {self.n_min} to {self.n_max}"
 
     def check_n(self, n: int) -> None:
         """Refuse (exit 2) an element count this probe cannot take, before anything is compiled or run."""
         from tinyhw.errors import Refused
 
-        if isinstance(n, bool) or not isinstance(n, int) or not (self.n_step <= n <= self.n_max) or n % self.n_step:
+        if isinstance(n, bool) or not isinstance(n, int) or not (self.n_min <= n <= self.n_max) or n % self.n_step:
             raise Refused(f"probe {self.name} cannot take --n {n!r}", hint=f"--n for {self.name}: {self.allowed_n()}")
 
     def buffers(self, n: int) -> list[Buffer]:
@@ -198,7 +206,7 @@ class FmaProbe(Probe):
     metric = "TFLOP/s"
     gpu_n = 1 << 22
     cpu_n = 1 << 20
-    n_step = FMA_PERIOD  # every starting value equally often; a smaller n would let the compiler fold it all
+    n_step = n_min = FMA_PERIOD  # every starting value equally often; a smaller n lets the compiler fold it all
 
     def buffers(self, n: int) -> list[Buffer]:
         return [Buffer("out", "f32", n, "out")]
@@ -245,21 +253,28 @@ class FmaProbe(Probe):
 
 class AtomicProbe(Probe):
     name = "atomic"
-    summary = "atomic counter: out[i] = fetch_add(counter, 1) (u32); tickets must be exactly 0..n-1"
+    summary = ("atomic counter: out[i] = fetch_add(counter, 1) (u32); tickets must be exactly 0..n-1; on the cpu "
+               f"{ATOMIC_CPU_THREADS} threads race on the counter")
     gpu_n = 1 << 20
-    cpu_n = 1 << 16
+    cpu_n = 1 << 20
+    n_step = ATOMIC_CPU_THREADS
+    n_min = 1 << 12  # each thread takes enough tickets for the threads to overlap
+    cpu_threads = ATOMIC_CPU_THREADS
+    cpu_note = (f"cpu: {ATOMIC_CPU_THREADS} threads run at once and race on the counter; the check fails (exit 1) "
+                "when they did not race, as on a machine with one free core")
     targets = ("gfx1100", "gfx1200", "cpu")
     target_note = "tinygrad 0.14.0's ptx renderer has no atomic operation, so there is no sm_90 build"
 
     def buffers(self, n: int) -> list[Buffer]:
-        return [Buffer("out", "u32", n, "out"), Buffer("counter", "u32", 1, "inout")]
+        # counter[0] is the counter; counter[1] the cpu threads' start gate (unused on a gpu)
+        return [Buffer("out", "u32", n, "out"), Buffer("counter", "u32", 2, "inout")]
 
     def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:
         out, counter = T.atomic_tickets(bufs["out"], bufs["counter"], n)
         return {"out": out, "counter": counter}
 
     def inputs(self, n: int) -> dict[str, bytes]:
-        return {"counter": bytes(4)}
+        return {"counter": bytes(8)}
 
     def check(self, n: int, outputs: dict[str, bytes]) -> Check:
         (counter,) = struct.unpack("<I", outputs["counter"][:4])
@@ -274,6 +289,35 @@ class AtomicProbe(Probe):
                 return Check(False, f"ticket {t} {what}")
             seen[t] = 1
         return Check(True, f"counter = {n}, every ticket 0..{n - 1} handed out exactly once")
+
+    def contention(self, n: int, outputs: dict[str, bytes], threads: int) -> int:
+        """How often a thread's next ticket was not its last + 1: another thread took one in between (the
+        threads each take n / threads consecutive work-items; 0 means they never overlapped)."""
+        tickets = array.array("I")
+        tickets.frombytes(outputs["out"])
+        per = n // threads
+        return sum(1 for t in range(threads) for k in range(t * per, (t + 1) * per - 1)
+                   if tickets[k + 1] != tickets[k] + 1)
+
+    @staticmethod
+    def raced(n: int, contention: int) -> bool:
+        """Whether the threads ran at the same time: at least 1 in 4096 tickets taken between two of one
+        thread's (threads racing on two cores interleave by the thousand; one core switching between them
+        gives a handful, which proves nothing about the atomic)."""
+        return contention >= max(16, n >> 12)
+
+    def check_raced(self, n: int, outputs: dict[str, bytes], threads: int, attempts: int) -> Check:
+        """The cpu verdict: every ticket once, and the threads really raced (else the atomic went untested)."""
+        check = self.check(n, outputs)
+        if not check.ok:
+            return check
+        contention = self.contention(n, outputs, threads)
+        if not self.raced(n, contention):
+            return Check(False, f"{check.detail}, but the {threads} threads did not race ({contention} interleavings "
+                                f"in the last of {attempts} runs, fewer than {max(16, n >> 12)}): the atomic was not "
+                                "exercised (is only one core free?)")
+        return Check(True, f"{check.detail}; {threads} threads raced on the counter ({contention} tickets taken "
+                           "between two of one thread's)")
 
 
 PROBES: dict[str, Probe] = {p.name: p for p in (PatternProbe(), BandwidthProbe(), FmaProbe(), AtomicProbe())}

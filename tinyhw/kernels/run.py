@@ -97,15 +97,21 @@ def plan_cuda(name: str, repeats: int = 5, n: int | None = None, build_dir: Path
 
 def _run_cpu(probe: Any, n: int, repeats: int) -> dict:
     from tinyhw.kernels import seam
-
     tg = seam.load()
     result = seam.run_cpu(probe, n, repeats)
-    check = probe.check(n, result.outputs)
+    extra: dict[str, Any] = {}
+    if result.threads:
+        check = probe.check_raced(n, result.outputs, result.threads, result.attempts)
+        extra = {"threads": result.threads, "contention": result.contention, "attempts": result.attempts}
+    else:
+        check = probe.check(n, result.outputs)
     return {"probe": probe.name, "device": "cpu", "n": n, "metric": probe.metric,
             "check": {"ok": check.ok, "detail": check.detail}, **_summary(probe, n, result.seconds),
             "peak": None, "peak_note": "no theoretical peak is known for the host cpu (bench/bench_kernels.py "
                                        "compares with a numpy copy)",
-            "kernels": result.kernels, "binary": f"compiled now by tinygrad {tg.version} (clang, cpu device)"}
+            "kernels": result.kernels, **extra,
+            "binary": f"compiled now by tinygrad {tg.version} (clang, cpu device)"
+                      + (f", its {result.threads} threads run at once by tinyhw" if result.threads else "")}
 
 
 def run_cuda(plan: CudaPlan, gpu: Any) -> dict:
