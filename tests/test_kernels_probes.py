@@ -51,18 +51,21 @@ def test_fma_check_and_figure() -> None:
     p = get_probe("fma")
     n = 4 * FMA_PERIOD
     want = p.expected_values()
+    assert len(want) == FMA_PERIOD == 256
     assert 0 < want[0] < 512 and want == sorted(want)  # moving towards B / (1 - A) = 512 from below
     out = array.array("f", want * 4).tobytes()
     assert p.check(n, {"out": out}).ok
     nan = bytearray(out)
-    struct.pack_into("<f", nan, 4 * 70, float("nan"))
+    struct.pack_into("<f", nan, 4 * (256 + 6), float("nan"))
     c = p.check(n, {"out": bytes(nan)})
     assert not c.ok and "element class 6" in c.detail
     off = bytearray(out)
     struct.pack_into("<f", off, 0, want[0] * 1.01)
     assert not p.check(n, {"out": bytes(off)}).ok
+    shifted = array.array("f", want[1:] + want[:1]).tobytes() * 4  # element i computed from seed i + 1
+    assert not p.check(n, {"out": shifted}).ok
     assert p.figure(n, 1.0) == pytest.approx(2 * 64 * n / 1e12)
-    assert len(p.inputs(n)["in"]) == 4 * FMA_PERIOD
+    assert p.inputs(n) == {} and [b.name for b in p.buffers(n)] == ["out"]
 
 
 def test_every_probe_has_buffers_and_sizes() -> None:
@@ -83,10 +86,10 @@ def test_atomic_check_needs_every_ticket_once() -> None:
     n = 1000
     tickets = list(range(n))
     tickets.reverse()  # any order is fine
-    good = {"out": array.array("I", tickets).tobytes(), "counter": struct.pack("<I", n)}
+    good = {"out": array.array("I", tickets).tobytes(), "counter": struct.pack("<II", n, 4)}
     assert p.check(n, good).ok
-    assert p.inputs(n) == {"counter": bytes(4)}
-    lost = dict(good, counter=struct.pack("<I", n - 1))
+    assert p.inputs(n) == {"counter": bytes(8)}  # the counter and the cpu threads' start gate
+    lost = dict(good, counter=struct.pack("<II", n - 1, 4))
     assert "counter is 999, expected 1000" in p.check(n, lost).detail
     twice = list(tickets)
     twice[5] = twice[6]

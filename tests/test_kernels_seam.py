@@ -87,7 +87,7 @@ def test_tinygrad_imported_first_is_refused(tmp_path: Path) -> None:
     assert "EnvironmentProblem tinygrad was imported before tinyhw could pin it to the NULL device" in res.stdout
 
 
-@pytest.mark.parametrize("name,n", [("pattern", 4096), ("bandwidth", 50_000), ("fma", 8192), ("atomic", 30_000)])
+@pytest.mark.parametrize("name,n", [("pattern", 4096), ("bandwidth", 50_000), ("fma", 8192)])  # atomic: its own file
 def test_probe_runs_on_the_cpu_and_passes(name: str, n: int) -> None:
     need_clang()
     r = run("--json", "kernels", "run", name, "--device", "cpu", "--n", str(n), "--repeats", "3")
@@ -95,7 +95,7 @@ def test_probe_runs_on_the_cpu_and_passes(name: str, n: int) -> None:
     doc = json.loads(r.out)
     assert doc["check"]["ok"] is True and doc["n"] == n and doc["device"] == "cpu"
     assert len(doc["seconds"]) == 3 and doc["best_s"] > 0
-    if name in ("pattern", "atomic"):
+    if name == "pattern":
         assert doc["metric"] is None and doc["figure"] is None
     else:
         assert doc["figure"] > 0 and doc["peak"] is None and "numpy" in doc["peak_note"]

@@ -59,6 +59,18 @@ class App:
             print(message, file=sys.stderr)
 
     # -- device ---------------------------------------------------------------------------------
+    def refuse_device(self, why: str) -> None:
+        """Refuse (exit 2) a global ``--device`` this command cannot honour, before it does anything
+        (ARCHITECTURE.md: never silently ignored). ``$TINYHW_DEVICE`` is a default, not an option: ignored."""
+        if self.device is None:
+            return
+        import click
+
+        ctx = click.get_current_context(silent=True)
+        name = " ".join(ctx.command_path.split()[1:]) if ctx else "this command"
+        raise Refused(f"{name} cannot use --device {self.device}: {why}",
+                      hint=f"drop the global --device for {name}")
+
     def device_spec(self, *, writes: bool = False):  # DeviceSpec
         from tinyhw.connect.discover import pick_default_device
         from tinyhw.transport.devstr import given_device

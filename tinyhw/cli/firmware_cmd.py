@@ -49,6 +49,7 @@ def inspect_cmd(app: App, file: str) -> None:
     """
     from tinyhw.firmware import inspect_file
 
+    app.refuse_device("it reads image files only (read a board's flash with tinyhw flash read)")
     result = inspect_file(file)
     app.emit(result.doc, lambda: _print_tree(app, result.tree))
     if not result.ok:
@@ -74,6 +75,7 @@ def diff_cmd(app: App, a: str, b: str, show_all: bool) -> None:
     """
     from tinyhw.firmware import diff_bytes, read_image
 
+    app.refuse_device("it compares image files only")
     result = diff_bytes(read_image(a), a, read_image(b), b)
     app.emit(result.doc, lambda: _print_diff(app, result.doc, show_all))
     if not result.equal:

@@ -50,9 +50,12 @@ def list_cmd(app: App) -> None:
     from tinyhw.kernels.manifest import GPU_TARGETS, prebuilt_dir
     from tinyhw.kernels.probes import PROBES
 
+    app.refuse_device("it reads the committed manifests only")
     prebuilt = [t for t in GPU_TARGETS if (prebuilt_dir() / t / "manifest.json").exists()]
     doc = {"probes": [{"name": p.name, "metric": p.metric, "summary": p.summary, "gpu_n": p.gpu_n,
-                       "cpu_n": p.cpu_n} for p in PROBES.values()], "prebuilt_targets": prebuilt}
+                       "cpu_n": p.cpu_n, "cpu_n_allowed": p.allowed_n(), "cpu_note": p.cpu_note or None}
+                      for p in PROBES.values()], "prebuilt_targets": prebuilt,
+           "figures": "measured (best of the timed repeats); the peak beside a gpu figure is theoretical"}
 
     def human() -> None:
         from rich.markup import escape
@@ -64,7 +67,10 @@ def list_cmd(app: App) -> None:
         for p in PROBES.values():
             table.add_row(p.name, p.metric or "check only", f"{p.gpu_n} / {p.cpu_n}", escape(p.summary))
         app.out.print(table)
-        app.out.print(f"committed binaries: {', '.join(prebuilt) or 'none'}")
+        for p in PROBES.values():
+            if p.cpu_note:
+                app.out.print(f"{p.name}: {escape(p.cpu_note)}")
+        app.out.print(f"committed binaries: {', '.join(prebuilt) or 'none'}; figures are measured")
 
     app.emit(doc, human)
 
@@ -93,6 +99,7 @@ def build_cmd(app: App, target: str, out_dir: Path | None, names: tuple[str, ...
     from tinyhw.kernels.manifest import build_target, write_build
     from tinyhw.kernels.probes import get_probe
 
+    app.refuse_device("it compiles for --target and touches no device")
     for n in names:
         get_probe(n)
     app.log(f"compiling {', '.join(names) or 'all probes'} for {target} with tinygrad ...")
@@ -140,7 +147,7 @@ def _isa(target: str, binary: bytes, source: str) -> str:
 @kernels.command("run")
 @click.argument("name")
 @click.option("--device", "-d", "device", metavar="cpu|cuda:N",
-              help="Where to run (default: the global --device when it is cuda:N, else cpu).")
+              help="Where to run (default: the global --device, which must then be cuda:N; else cpu).")
 @click.option("--repeats", "-r", default=5, show_default=True, help="Timed runs after a first, checked one.")
 @click.option("--n", "n", type=Number(minimum=1), help="Elements (cpu only; gpu binaries have a fixed size).")
 @click.option("--build-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
@@ -160,10 +167,17 @@ def run_cmd(app: App, name: str, device: str | None, repeats: int, n: int | None
       tinyhw --json kernels run pattern --device cpu --n 4096
       tinyhw kernels run fma --device cuda:0 --repeats 20
     """
+    from tinyhw.errors import Refused
     from tinyhw.kernels.run import parse_run_device, plan_cuda, run_cuda, run_probe
 
-    if device is None:
-        device = app.device if app.device and app.device.lower().startswith("cuda") else "cpu"
+    if app.device is not None:
+        if not app.device.strip().lower().startswith("cuda"):
+            # a register device (pci:, usb, mock:, remote:) cannot run kernels yet: never fall back to the cpu
+            app.refuse_device("it runs on cpu or cuda:N only (AMD boards cannot run kernels yet)")
+        if device is not None and parse_run_device(device) != parse_run_device(app.device):
+            raise Refused(f"the global --device {app.device} and kernels run --device {device} disagree",
+                          hint="give one of them")
+    device = device or app.device or "cpu"
     kind, _ordinal = parse_run_device(device)
     if kind == "cpu":
         doc = run_probe(name, device, repeats=repeats, n=n)
@@ -181,8 +195,9 @@ def run_cmd(app: App, name: str, device: str | None, repeats: int, n: int | None
         print(f"check: {verdict}: {doc['check']['detail']}")
         if doc["metric"]:
             peak = f"{doc['peak']} {doc['metric']} peak ({doc['peak_note']})" if doc["peak"] else doc["peak_note"]
-            print(f"measured: {doc['figure']:.2f} {doc['metric']} (best of {len(doc['seconds'])}, "
-                  f"{doc['best_s'] * 1e3:.3f} ms)   {peak}")
+            unit = "FLOPs" if doc["metric"] == "TFLOP/s" else "bytes"
+            print(f"measured: {doc['figure']:.4f} {doc['metric']} (best of {len(doc['seconds'])}, "
+                  f"{doc['best_s'] * 1e3:.3f} ms, {doc['work_per_run']:.0f} {unit} per run)   {peak}")
         else:
             print(f"time: {doc['best_s'] * 1e3:.3f} ms (best of {len(doc['seconds'])})")
         print(f"binary: {doc['binary']}")

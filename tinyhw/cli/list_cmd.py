@@ -26,6 +26,8 @@ def list_cmd(app: App) -> None:
     from tinyhw.transport.devstr import given_device
 
     spec = given_device(app.device)
+    if spec is not None and spec.kind != "remote" and app.device is not None:
+        app.refuse_device("it lists every device here (only a remote: --device is listed through)")
     rows = list_devices(device=spec if spec is not None and spec.kind == "remote" else None)
     app.emit([r.as_dict() for r in rows], lambda: _human(app, rows))
 

@@ -74,6 +74,7 @@ def list_cmd(app: App) -> None:
     from tinyhw.pci.scan import lspci_line, scan
     from tinyhw.pci.sysfs import devices_dir, sysfs_root
 
+    app.refuse_device("it lists every PCI function in sysfs (pci show decodes one)")
     ids = _ids()
     devs = scan(devices_dir(sysfs_root()))
     lines = [lspci_line(d, ids) for d in devs]

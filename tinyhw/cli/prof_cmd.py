@@ -17,9 +17,10 @@ from tinyhw.cli.numbers import Number
 FILE_HELP = "a tinygrad profile pickle (profile.pkl) or a capture directory with capture.json"
 
 
-def _load(file: str) -> Any:
+def _load(app: App, file: str) -> Any:
     from tinyhw.prof import load_capture
 
+    app.refuse_device("it decodes capture files only")
     return load_capture(file)
 
 
@@ -62,7 +63,7 @@ def summary_cmd(app: App, file: str) -> None:
     """
     from tinyhw.prof.analyze import summary_doc
 
-    doc = summary_doc(_load(file))
+    doc = summary_doc(_load(app, file))
     app.emit(doc, lambda: _print_summary(doc))
 
 
@@ -110,7 +111,7 @@ def packets_cmd(app: App, file: str, kernel: str | None, se: int | None, show_al
     """
     from tinyhw.prof.analyze import packets_doc
 
-    doc = packets_doc(_load(file), kernel, se, show_all, limit)
+    doc = packets_doc(_load(app, file), kernel, se, show_all, limit)
     app.emit(doc, lambda: _print_packets(doc))
 
 
@@ -140,7 +141,7 @@ def waves_cmd(app: App, file: str, kernel: str | None, se: int | None) -> None:
     """
     from tinyhw.prof.analyze import waves_doc
 
-    doc = waves_doc(_load(file), kernel, se)
+    doc = waves_doc(_load(app, file), kernel, se)
     app.emit(doc, lambda: _print_waves(doc))
 
 
@@ -176,7 +177,7 @@ def insts_cmd(app: App, file: str, kernel: str | None, se: int, wave: int) -> No
     """
     from tinyhw.prof.insts import insts_doc
 
-    doc = insts_doc(_load(file), kernel, se, wave)
+    doc = insts_doc(_load(app, file), kernel, se, wave)
     app.emit(doc, lambda: _print_insts(doc))
 
 
@@ -216,7 +217,7 @@ def export_cmd(app: App, file: str, output: str, kernel: str | None, force: bool
     from tinyhw.prof.export import dumps, export_doc, write_output
 
     check_output_path(output, force=force, what="trace")  # before the capture is read and decoded
-    doc = export_doc(_load(file), kernel)
+    doc = export_doc(_load(app, file), kernel)
     write_output(output, dumps(doc), force=force)
     info = {"output": output, "events": len(doc["traceEvents"]), "slices": doc["otherData"]["slices"]}
     app.emit(info, lambda: _out(f"wrote {output}: {info['slices']} slices ({info['events']} events)"))

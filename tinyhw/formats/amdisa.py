@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-__all__ = ["Inst", "decode_at", "decode_text", "isa_family"]
+__all__ = ["Inst", "count_f32_fma", "decode_at", "decode_text", "isa_family"]
 
 _SOPP = {
     "gfx11": {0: "s_nop", 1: "s_setkill", 2: "s_sethalt", 3: "s_sleep", 4: "s_set_inst_prefetch_distance",
@@ -185,6 +185,28 @@ def decode_text(text: bytes, fam: str) -> list[Inst]:
         out.append(inst)
         off += inst.size
     return out
+
+
+# single-precision fused multiply-adds of gfx11/gfx12 by (encoding, opcode), checked by assembling each with
+# llvm-mc-19 -mcpu=gfx1100 / gfx1200 -show-encoding: v_fmac_f32 (VOP2 43, its VOP3 form 256 + 43),
+# v_fmamk_f32 (VOP2 44), v_fmaak_f32 (VOP2 45), v_fma_f32 (VOP3 531). v_pk_fma_f32 does not exist on either.
+_F32_FMA = frozenset({("VOP2", 43), ("VOP2", 44), ("VOP2", 45), ("VOP3", 299), ("VOP3", 531)})
+_VOPD_FMA = frozenset({0, 1, 2})  # VOPD OPX / OPY: v_dual_fmac_f32, v_dual_fmaak_f32, v_dual_fmamk_f32
+
+
+def count_f32_fma(text: bytes, fam: str) -> int:
+    """Single-precision FMAs in a gfx11/gfx12 ``.text``, each half of a dual-issue VOPD counted (the work a
+    kernel does per work-item when it has no loops). ValueError for other families (opcodes differ)."""
+    if fam not in ("gfx11", "gfx12"):
+        raise ValueError(f"no fma opcode table for {fam}")
+    count = 0
+    for inst in decode_text(text, fam):
+        if inst.encoding == "VOPD":
+            w0 = struct.unpack_from("<I", text, inst.offset)[0]
+            count += ((w0 >> 22) & 0xF in _VOPD_FMA) + ((w0 >> 17) & 0x1F in _VOPD_FMA)
+        elif (inst.encoding, inst.op) in _F32_FMA:
+            count += 1
+    return count
 
 
 def text_section(elf: bytes) -> tuple[int, bytes] | None:

@@ -3,7 +3,10 @@
 The manifest names, for each probe, its buffers (name, element type, count, in/out), the work per run, and
 for each kernel: name, file, grid (workgroups / thread blocks) and block (threads) sizes, the buffer bound to
 each pointer parameter in order, sha256 of the rendered source and of the binary, the tinygrad version, and
-for gfx targets the libLLVM major version that compiled them.
+for gfx targets the libLLVM major version that compiled them. GPU kernels also record the single-precision
+FMAs one thread executes, counted in the binary (``fma.rn.f32`` in the PTX; ``v_fma_f32``, ``v_fmac_f32``,
+``v_fmamk``/``v_fmaak`` and the VOPD halves in the RDNA code, with tinyhw's own decoder), and a FLOP/s probe
+whose formula does not equal 2 x FMAs x threads is not built: the figure counts what the kernel does.
 AMD binaries are checked with tinyhw's own ELF reader (:mod:`tinyhw.formats.amdgpu_code`): machine, the
 generation in ``e_flags``, and the kernel descriptor (kernarg size = 8 bytes per pointer, no LDS, wave32).
 Nothing here imports tinygrad: the committed binaries under ``prebuilt/`` are used without a compiler.
@@ -13,12 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
 from tinyhw.errors import EnvironmentProblem, OperationFailed, Refused
 from tinyhw.fileio import atomic_write, check_output_path
 from tinyhw.formats.amdgpu_code import parse_amdgpu_code
+from tinyhw.formats.amdisa import count_f32_fma, decode_text, isa_family, text_section
 from tinyhw.kernels.probes import PROBES, Probe
 
 __all__ = ["FORMAT", "GPU_TARGETS", "build_target", "check_amd_binary", "load_manifest", "prebuilt_dir", "write_build"]
@@ -57,6 +63,40 @@ def check_amd_binary(binary: bytes, target: str, kernel: str, nargs: int) -> tup
     return {"arch": obj.arch, "text_bytes": obj.text_size, **kd.to_doc()}, problems
 
 
+_PTX_FMA = re.compile(rb"^\s*fma\.rn\.f32\s", re.M)
+_PTX_BRANCH = re.compile(rb"^\s*(?:@%?\w+\s+)?bra(?:\.uni)?\s", re.M)
+
+
+def count_fma(target: str, binary: bytes) -> int | None:
+    """Single-precision FMAs one thread executes in a loop-free GPU kernel, counted in its binary; None for
+    the cpu target (x86 code is not counted) and for code with a branch (a static count is not the work)."""
+    if target == "sm_90":
+        return None if _PTX_BRANCH.search(binary) else len(_PTX_FMA.findall(binary))
+    if target.startswith("gfx"):
+        found = text_section(binary)
+        if found is None:
+            return None
+        fam = isa_family(target)
+        if any(i.is_branch for i in decode_text(found[1], fam)):
+            return None
+        return count_f32_fma(found[1], fam)
+    return None
+
+
+def _check_work(target: str, probe: Probe, n: int, kdocs: list[dict]) -> None:
+    """A FLOP/s probe's formula must equal 2 x the FMAs its kernels execute (counted in the binaries)."""
+    if probe.metric != "TFLOP/s" or target == "cpu":
+        return
+    counted = 0
+    for k in kdocs:
+        if k.get("f32_fma_per_thread") is None:
+            raise OperationFailed(f"{target} {k['file']}: its fma instructions cannot be counted (the code branches)")
+        counted += 2 * k["f32_fma_per_thread"] * math.prod(k["grid"]) * math.prod(k["block"])
+    if counted != probe.work(n):
+        raise OperationFailed(f"{target} probe {probe.name}: the kernel executes {counted} flops per run, the work "
+                              f"formula counts {probe.work(n):.0f}: fix the formula or the kernel")
+
+
 def build_target(target: str, names: list[str] | None = None) -> tuple[dict, dict[str, bytes], dict[str, str]]:
     """Compile the probes for ``target`` through the seam: (manifest, files by name, rendered sources by file)."""
     from tinyhw.kernels import seam
@@ -84,12 +124,15 @@ def build_target(target: str, names: list[str] | None = None) -> tuple[dict, dic
                          for i, a in enumerate(k.args)],
                 "source_sha256": _sha(k.source), "binary_sha256": _sha(k.binary), "binary_bytes": len(k.binary),
             }
+            if target != "cpu":
+                kdoc["f32_fma_per_thread"] = count_fma(target, k.binary)
             if target.startswith("gfx"):
                 kd, problems = check_amd_binary(k.binary, target, k.name, len(k.args))
                 if problems:
                     raise OperationFailed(f"{target} {fname}: {'; '.join(problems)}")
                 kdoc["amdgpu"] = kd
             kdocs.append(kdoc)
+        _check_work(target, probe, n, kdocs)
         docs.append({"name": probe.name, "summary": probe.summary, "metric": probe.metric, "n": n,
                      "work_per_run": probe.work(n), "buffers": [b.to_doc() for b in bufs.values()],
                      "kernels": kdocs})
@@ -110,22 +153,27 @@ def write_build(out_dir: Path, manifest: dict, files: dict[str, bytes]) -> list[
 
 
 def load_manifest(folder: Path) -> dict:
+    """The checked manifest of a build folder: missing is exit 3 (nothing built there); unreadable, not JSON,
+    or a field missing, mistyped or out of range is exit 2 naming the field (:mod:`manifest_check`)."""
+    from tinyhw.fileio import read_input
+    from tinyhw.kernels.manifest_check import MAX_MANIFEST_BYTES, check_manifest, parse_manifest
+
     path = folder / "manifest.json"
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         raise EnvironmentProblem(f"no kernel manifest at {path}",
-                                 hint="build one: tinyhw kernels build --target sm_90 -o DIR") from None
-    except (OSError, ValueError) as e:
-        raise EnvironmentProblem(f"cannot read the kernel manifest {path}: {e}") from None
-    if doc.get("format") != FORMAT:
-        raise EnvironmentProblem(f"{path} is not a {FORMAT} manifest (format {doc.get('format')!r})")
-    return doc
+                                 hint="build one: tinyhw kernels build --target sm_90 -o DIR")
+    data = read_input(path, MAX_MANIFEST_BYTES, "kernel manifest")
+    return check_manifest(parse_manifest(data, str(path)), str(path), FORMAT)
 
 
-def probe_entry(manifest: dict, name: str) -> dict:
+def probe_entry(manifest: dict, name: str, path: str = "the manifest") -> dict:
+    """The checked manifest's entry for probe ``name``, its buffers matching the probe's (exit 2 otherwise)."""
+    from tinyhw.kernels.manifest_check import check_entry_matches_probe
+
     for p in manifest["probes"]:
         if p["name"] == name:
+            if name in PROBES:
+                check_entry_matches_probe(p, PROBES[name], path)
             return p
     note = PROBES[name].target_note if name in PROBES and manifest["target"] not in PROBES[name].targets else ""
     raise Refused(f"the {manifest['target']} binaries have no probe {name!r}" + (f": {note}" if note else ""))

@@ -12,13 +12,19 @@ Probes (issue 15; specs/compiler-library.md §4 for the seam):
 * ``bandwidth``: out[i] = in[i] ^ 0x5a5a5a5a, a streaming copy the compiler cannot elide; bytes moved =
   read + write. The input repeats a 4093-word block (a prime, so an indexing slip shows).
 * ``fma``: 64 dependent x = x * A + B steps per element (A = 1 - 2**-10, B = 0.5, exact in float32), so
-  2 x 64 FLOPs per element, 4 independent chains per thread as tinygrad upcasts; element i starts from
-  in[i % 64] (a 256-byte input that stays in cache), so only the 4-byte store per element touches memory
-  (32 FLOP/byte) and the host computes 64 answers. (256 steps made LLVM take 27 s per gfx build.)
+  2 x 64 FLOPs per element; element i starts from x = i mod 256 (computed from the index, no input), so every
+  element is its own chain: the compiler cannot merge two elements (an earlier version broadcast a 64-word
+  input, and tinygrad computed each of the 4 equal elements a thread held once: 4x fewer FMAs than counted),
+  only the 4-byte store per element touches memory (32 FLOP/byte), and the host computes 256 answers. The
+  work per run is checked against the FMA instructions of the committed binaries (tests/test_kernels_work.py).
 * ``atomic``: n work-items each take a ticket, out[i] = atomic fetch-and-add(counter, 1); the host checks
   counter == n and that the tickets are exactly 0 .. n-1 (none lost, none repeated). tinygrad's tensor API
   has no atomics, so this one uses its custom-kernel API (one inline operation per renderer: C for cpu,
-  LLVM IR for gfx). Not for sm_90: tinygrad 0.14.0's PTX renderer cannot emit an atomic.
+  LLVM IR for gfx). Not for sm_90: tinygrad 0.14.0's PTX renderer cannot emit an atomic. On the cpu the
+  kernel is split over ``ATOMIC_CPU_THREADS`` threads that tinyhw runs at the same time (tinygrad's own cpu
+  runtime calls a kernel's threads one after another, which would race nothing); each thread waits at a start
+  gate in ``counter[1]`` until all have arrived, and the check also needs proof that they contended: some
+  thread's tickets are not consecutive (another thread took one in between).
 """
 
 from __future__ import annotations
@@ -39,7 +45,8 @@ BLOCK_WORDS = 4093
 FMA_STEPS = 64
 FMA_A = 1.0 - 2.0 ** -10
 FMA_B = 0.5
-FMA_PERIOD = 64
+FMA_PERIOD = 256  # element i starts from i mod FMA_PERIOD
+ATOMIC_CPU_THREADS = 4  # threads racing on the counter in a cpu run
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,24 @@ class Probe:
     cpu_n = 0  # elements for a run on tinygrad's CPU device
     targets: tuple[str, ...] = ("gfx1100", "gfx1200", "sm_90", "cpu")
     target_note = ""  # why a target is missing from ``targets``
+    n_step = 1  # a cpu run's element count is a multiple of this ...
+    n_min = 1  # ... from this ...
+    n_max = 1 << 26  # ... to this (256 MiB per u32 buffer; the host's answer is computed in Python)
+    cpu_threads: int | None = None  # run the cpu kernel's threads at the same time (tinyhw's own launcher)
+    cpu_note = ""  # what a cpu run does and does not check, where that is not obvious
+
+    def allowed_n(self) -> str:
+        """The element counts a cpu run takes, in words (for the refusal and ``kernels list``)."""
+        if self.n_step == 1:
+            return f"{self.n_min} .. {self.n_max}"
+        return f"a multiple of {self.n_step} from {self.n_min} to {self.n_max}"
+
+    def check_n(self, n: int) -> None:
+        """Refuse (exit 2) an element count this probe cannot take, before anything is compiled or run."""
+        from tinyhw.errors import Refused
+
+        if isinstance(n, bool) or not isinstance(n, int) or not (self.n_min <= n <= self.n_max) or n % self.n_step:
+            raise Refused(f"probe {self.name} cannot take --n {n!r}", hint=f"--n for {self.name}: {self.allowed_n()}")
 
     def buffers(self, n: int) -> list[Buffer]:
         raise NotImplementedError
@@ -176,25 +201,24 @@ def _f32(x: float) -> float:
 
 class FmaProbe(Probe):
     name = "fma"
-    summary = f"FMA throughput: {FMA_STEPS} dependent x = x*A + B (f32) per element; 2 FLOPs each"
+    summary = (f"FMA throughput: {FMA_STEPS} dependent x = x*A + B (f32) per element, from x = i mod {FMA_PERIOD}; "
+               "2 FLOPs each")
     metric = "TFLOP/s"
     gpu_n = 1 << 22
     cpu_n = 1 << 20
+    n_step = n_min = FMA_PERIOD  # every starting value equally often; a smaller n lets the compiler fold it all
 
     def buffers(self, n: int) -> list[Buffer]:
-        return [Buffer("out", "f32", n, "out"), Buffer("in", "f32", FMA_PERIOD, "in")]
+        return [Buffer("out", "f32", n, "out")]
 
     def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:
-        x = bufs["in"].reshape(1, FMA_PERIOD).expand(n // FMA_PERIOD, FMA_PERIOD).reshape(n)
+        x = (T.arange(n, T.u32) & (FMA_PERIOD - 1)).cast(T.f32)
         for _ in range(FMA_STEPS):
             x = x * FMA_A + FMA_B
         return {"out": x}
 
     def _seeds(self) -> list[float]:
-        return [k * 0.25 for k in range(FMA_PERIOD)]
-
-    def inputs(self, n: int) -> dict[str, bytes]:
-        return {"in": array.array("f", self._seeds()).tobytes()}
+        return [float(k) for k in range(FMA_PERIOD)]
 
     def expected_values(self) -> list[float]:
         out = []
@@ -229,21 +253,28 @@ class FmaProbe(Probe):
 
 class AtomicProbe(Probe):
     name = "atomic"
-    summary = "atomic counter: out[i] = fetch_add(counter, 1) (u32); tickets must be exactly 0..n-1"
+    summary = ("atomic counter: out[i] = fetch_add(counter, 1) (u32); tickets must be exactly 0..n-1; on the cpu "
+               f"{ATOMIC_CPU_THREADS} threads race on the counter")
     gpu_n = 1 << 20
-    cpu_n = 1 << 16
+    cpu_n = 1 << 20
+    n_step = ATOMIC_CPU_THREADS
+    n_min = 1 << 12  # each thread takes enough tickets for the threads to overlap
+    cpu_threads = ATOMIC_CPU_THREADS
+    cpu_note = (f"cpu: {ATOMIC_CPU_THREADS} threads run at once and race on the counter; the check fails (exit 1) "
+                "when they did not race, as on a machine with one free core")
     targets = ("gfx1100", "gfx1200", "cpu")
     target_note = "tinygrad 0.14.0's ptx renderer has no atomic operation, so there is no sm_90 build"
 
     def buffers(self, n: int) -> list[Buffer]:
-        return [Buffer("out", "u32", n, "out"), Buffer("counter", "u32", 1, "inout")]
+        # counter[0] is the counter; counter[1] the cpu threads' start gate (unused on a gpu)
+        return [Buffer("out", "u32", n, "out"), Buffer("counter", "u32", 2, "inout")]
 
     def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:
         out, counter = T.atomic_tickets(bufs["out"], bufs["counter"], n)
         return {"out": out, "counter": counter}
 
     def inputs(self, n: int) -> dict[str, bytes]:
-        return {"counter": bytes(4)}
+        return {"counter": bytes(8)}
 
     def check(self, n: int, outputs: dict[str, bytes]) -> Check:
         (counter,) = struct.unpack("<I", outputs["counter"][:4])
@@ -258,6 +289,35 @@ class AtomicProbe(Probe):
                 return Check(False, f"ticket {t} {what}")
             seen[t] = 1
         return Check(True, f"counter = {n}, every ticket 0..{n - 1} handed out exactly once")
+
+    def contention(self, n: int, outputs: dict[str, bytes], threads: int) -> int:
+        """How often a thread's next ticket was not its last + 1: another thread took one in between (the
+        threads each take n / threads consecutive work-items; 0 means they never overlapped)."""
+        tickets = array.array("I")
+        tickets.frombytes(outputs["out"])
+        per = n // threads
+        return sum(1 for t in range(threads) for k in range(t * per, (t + 1) * per - 1)
+                   if tickets[k + 1] != tickets[k] + 1)
+
+    @staticmethod
+    def raced(n: int, contention: int) -> bool:
+        """Whether the threads ran at the same time: at least 1 in 4096 tickets taken between two of one
+        thread's (threads racing on two cores interleave by the thousand; one core switching between them
+        gives a handful, which proves nothing about the atomic)."""
+        return contention >= max(16, n >> 12)
+
+    def check_raced(self, n: int, outputs: dict[str, bytes], threads: int, attempts: int) -> Check:
+        """The cpu verdict: every ticket once, and the threads really raced (else the atomic went untested)."""
+        check = self.check(n, outputs)
+        if not check.ok:
+            return check
+        contention = self.contention(n, outputs, threads)
+        if not self.raced(n, contention):
+            return Check(False, f"{check.detail}, but the {threads} threads did not race ({contention} interleavings "
+                                f"in the last of {attempts} runs, fewer than {max(16, n >> 12)}): the atomic was not "
+                                "exercised (is only one core free?)")
+        return Check(True, f"{check.detail}; {threads} threads raced on the counter ({contention} tickets taken "
+                           "between two of one thread's)")
 
 
 PROBES: dict[str, Probe] = {p.name: p for p in (PatternProbe(), BandwidthProbe(), FmaProbe(), AtomicProbe())}

@@ -38,10 +38,22 @@ def parse_run_device(text: str) -> tuple[str, int]:
     return "cuda", int(spec.target)
 
 
+MAX_REPEATS = 1000
+
+
+def _check_repeats(repeats: int) -> None:
+    if repeats < 1:
+        raise Refused("--repeats must be at least 1")
+    if repeats > MAX_REPEATS:
+        raise Refused(f"--repeats {repeats} is more than {MAX_REPEATS}")
+
+
 def _summary(probe: Any, n: int, seconds: list[float]) -> dict:
     best = min(seconds) if seconds else None
     return {"seconds": [round(s, 9) for s in seconds], "best_s": best,
-            "figure": round(probe.figure(n, best), 4) if best and probe.metric else None}
+            "figure": round(probe.figure(n, best), 4) if best and probe.metric else None,
+            "figure_kind": "measured" if probe.metric else None,
+            "work_per_run": probe.work(n) if probe.metric else None}
 
 
 def run_probe(name: str, device: str, repeats: int = 5, n: int | None = None) -> dict:
@@ -50,9 +62,10 @@ def run_probe(name: str, device: str, repeats: int = 5, n: int | None = None) ->
     kind, _ordinal = parse_run_device(device)
     if kind != "cpu":
         raise Refused("run_probe runs on the cpu; for cuda:N use plan_cuda() and run_cuda() with an open gpu")
-    if repeats < 1:
-        raise Refused("--repeats must be at least 1")
-    return _run_cpu(probe, n or probe.cpu_n, repeats)
+    _check_repeats(repeats)
+    if n is not None:
+        probe.check_n(n)
+    return _run_cpu(probe, probe.cpu_n if n is None else n, repeats)
 
 
 @dataclass(frozen=True)
@@ -71,8 +84,7 @@ def plan_cuda(name: str, repeats: int = 5, n: int | None = None, build_dir: Path
     from tinyhw.kernels.manifest import load_manifest, prebuilt_dir, probe_entry
 
     probe = get_probe(name)
-    if repeats < 1:
-        raise Refused("--repeats must be at least 1")
+    _check_repeats(repeats)
     if n is not None:
         raise Refused("--n applies to cpu runs only: gpu binaries are built for a fixed size",
                       hint="rebuild with a different size in tinyhw.kernels.probes")
@@ -80,25 +92,33 @@ def plan_cuda(name: str, repeats: int = 5, n: int | None = None, build_dir: Path
     man = load_manifest(folder)
     if man["target"] != "sm_90":
         raise Refused(f"{folder} holds {man['target']} binaries; cuda devices run sm_90 ptx")
-    return CudaPlan(probe, folder, man, probe_entry(man, probe.name), repeats)
+    return CudaPlan(probe, folder, man, probe_entry(man, probe.name, str(folder / "manifest.json")), repeats)
 
 
 def _run_cpu(probe: Any, n: int, repeats: int) -> dict:
     from tinyhw.kernels import seam
-
     tg = seam.load()
     result = seam.run_cpu(probe, n, repeats)
-    check = probe.check(n, result.outputs)
+    extra: dict[str, Any] = {}
+    if result.threads:
+        check = probe.check_raced(n, result.outputs, result.threads, result.attempts)
+        extra = {"threads": result.threads, "contention": result.contention, "attempts": result.attempts}
+    else:
+        check = probe.check(n, result.outputs)
     return {"probe": probe.name, "device": "cpu", "n": n, "metric": probe.metric,
             "check": {"ok": check.ok, "detail": check.detail}, **_summary(probe, n, result.seconds),
             "peak": None, "peak_note": "no theoretical peak is known for the host cpu (bench/bench_kernels.py "
                                        "compares with a numpy copy)",
-            "kernels": result.kernels, "binary": f"compiled now by tinygrad {tg.version} (clang, cpu device)"}
+            "kernels": result.kernels, **extra,
+            "binary": f"compiled now by tinygrad {tg.version} (clang, cpu device)"
+                      + (f", its {result.threads} threads run at once by tinyhw" if result.threads else "")}
 
 
 def run_cuda(plan: CudaPlan, gpu: Any) -> dict:
     """Run ``plan`` on ``gpu`` (an open :class:`tinyhw.cuda.CudaDevice`, handed in and closed by the caller).
     Buffers and modules stay allocated on the device object, which releases them when it is closed."""
+    from tinyhw.kernels.manifest_check import read_binary
+
     probe, folder, man, entry, repeats = plan.probe, plan.folder, plan.manifest, plan.entry, plan.repeats
     n = entry["n"]
     host = probe.inputs(n)
@@ -110,7 +130,7 @@ def run_cuda(plan: CudaPlan, gpu: Any) -> dict:
             gpu.upload(ptrs[b["name"]], host[b["name"]])
     launches = []
     for k in entry["kernels"]:
-        func = gpu.load_ptx((folder / k["file"]).read_bytes(), k["name"])
+        func = gpu.load_ptx(read_binary(folder, k, str(folder / "manifest.json")), k["name"])
         launches.append((func, tuple(k["grid"]), tuple(k["block"]), [ptrs[a["buffer"]] for a in k["args"]]))
 
     def once() -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyhw.errors import EnvironmentProblem, OperationFailed, Refused
-from tinyhw.kernels.probes import Probe
+from tinyhw.kernels.probes import ATOMIC_CPU_THREADS, Probe
 
 __all__ = ["PIN", "TARGETS", "CompiledKernel", "CpuRun", "compile_probe", "disassemble_amd", "find_libllvm", "load",
            "run_cpu"]
@@ -174,12 +174,28 @@ def _amd_renderer_class() -> type:
 _DTYPES = {"u32": "uint32", "f32": "float32"}
 
 
+GPU_ATOMIC = 'atomicrmw add i32* {0}, i32 1 syncscope("agent") monotonic'
+# cpu: {0} is &counter[0], {1} the thread's loop index (filled in by tinygrad's renderer, which formats the
+# string: C braces are doubled). At its first work-item each thread checks in at the start gate counter[1]
+# and spins (bounded) until all have, so the threads really race; then it takes its ticket (@OP@).
+CPU_GATE = ("({{ if ({1} == 0) {{ __atomic_fetch_add({0} + 1, 1u, __ATOMIC_SEQ_CST); "
+            "for (unsigned long s_ = 0; __atomic_load_n({0} + 1, __ATOMIC_ACQUIRE) < @THREADS@u && "
+            "s_ < 4000000000ul; s_++) {{ }} }} @OP@; }})")
+CPU_ATOMIC = "__atomic_fetch_add({0}, 1u, __ATOMIC_RELAXED)"
+
+
+def cpu_atomic_op(increment: str = CPU_ATOMIC) -> str:
+    """The cpu atomic probe's inline C with ``increment`` as the ticket (a test swaps in a non-atomic one)."""
+    return CPU_GATE.replace("@OP@", increment).replace("@THREADS@", str(ATOMIC_CPU_THREADS))
+
+
 class _Namespace:
     """What a probe's ``graph`` may use: ``arange``, the two element types, and ``atomic_tickets``."""
 
-    def __init__(self, tg: Any, device: str, target: str) -> None:
+    def __init__(self, tg: Any, device: str, target: str, cpu_atomic: str | None = None) -> None:
         self._tg, self._device, self._target = tg, device, target
         self.u32, self.f32 = tg.dtypes.uint32, tg.dtypes.float32
+        self.cpu_atomic = cpu_atomic or cpu_atomic_op()
 
     def arange(self, n: int, dtype: Any) -> Any:
         return self._tg.Tensor.arange(n, dtype=dtype).to(self._device)
@@ -198,18 +214,18 @@ class _Namespace:
             raise Refused("the atomic probe cannot be built for sm_90: tinygrad 0.14.0's ptx renderer has no "
                           "atomic operation")
         gpu = family.startswith("gfx")
-        op = ('atomicrmw add i32* {0}, i32 1 syncscope("agent") monotonic' if gpu
-              else "__atomic_fetch_add({0}, 1u, __ATOMIC_RELAXED)")
         group = 256
 
         def kernel(o: Any, c: Any) -> Any:
             if gpu:
                 g, lane = UOp.range(n // group, 0, AxisType.GLOBAL), UOp.range(group, 1, AxisType.LOCAL)
                 i, axes = g * group + lane, (g, lane)
+                old = UOp(Ops.CUSTOMI, tg.dtypes.uint32, src=(c.index(i * 0),), arg=GPU_ATOMIC)
             else:
-                i = UOp.range(n, 0, AxisType.LOOP)
-                axes = (i,)
-            old = UOp(Ops.CUSTOMI, tg.dtypes.uint32, src=(c.index(i * 0),), arg=op)
+                threads = ATOMIC_CPU_THREADS
+                t, j = UOp.range(threads, 0, AxisType.GLOBAL), UOp.range(n // threads, 1, AxisType.LOOP)
+                i, axes = t * (n // threads) + j, (t, j)
+                old = UOp(Ops.CUSTOMI, tg.dtypes.uint32, src=(c.index(i * 0), j), arg=self.cpu_atomic)
             return o.index(i).store(old).end(*axes).sink(arg=KernelInfo(name="atomic_tickets", opts_to_apply=()))
 
         o2, c2 = out.custom_kernel(counter, fxn=kernel)
@@ -217,7 +233,7 @@ class _Namespace:
 
 
 def _schedule(tg: Any, probe: Probe, n: int, device: str, target: str,
-              inputs: dict[str, Any] | None = None):
+              inputs: dict[str, Any] | None = None, cpu_atomic: str | None = None):
     bufs = probe.buffers(n)
     tensors = {}
     for b in bufs:
@@ -227,7 +243,7 @@ def _schedule(tg: Any, probe: Probe, n: int, device: str, target: str,
         else:
             tensors[b.name] = tg.Tensor.empty(b.count, dtype=dt, device=device)
     names = {id(t.uop.base): name for name, t in tensors.items()}
-    exprs = probe.graph(_Namespace(tg, device, target), dict(tensors), n)
+    exprs = probe.graph(_Namespace(tg, device, target, cpu_atomic), dict(tensors), n)
     outs = [b.name for b in bufs if b.role in ("out", "inout")]
     if sorted(exprs) != sorted(outs):
         raise OperationFailed(f"probe {probe.name} gives {sorted(exprs)}, its outputs are {outs}")
@@ -273,15 +289,23 @@ class CpuRun:
     outputs: dict[str, bytes]
     seconds: list[float]  # kernel time of each timed repeat (all kernels of the probe)
     kernels: int
+    threads: int | None = None  # threads that ran at the same time (tinyhw's launcher), else None
+    contention: int | None = None  # times a thread's next ticket was not its last + 1 (probe.contention)
+    attempts: int = 1
 
 
-def run_cpu(probe: Probe, n: int, repeats: int = 5) -> CpuRun:
-    """Run ``probe`` on tinygrad's CPU device (clang compiles it); time ``repeats`` runs after a first one."""
+def run_cpu(probe: Probe, n: int, repeats: int = 5, cpu_atomic: str | None = None) -> CpuRun:
+    """Run ``probe`` on tinygrad's CPU device (clang compiles it); time ``repeats`` runs after a first one.
+
+    A probe with ``cpu_threads`` (atomic) runs through :func:`_run_concurrent` instead: tinygrad's cpu runtime
+    calls a kernel's threads one after another, so they would race nothing."""
     import shutil
 
     tg = load()
     if not os.environ.get("CC") and shutil.which("clang") is None:
         raise EnvironmentProblem("tinygrad's cpu device needs clang", hint="Debian: apt-get install clang")
+    if probe.cpu_threads:
+        return _run_concurrent(tg, probe, n, repeats, cpu_atomic)
     host = probe.inputs(n)
     inputs = {}
     for b in probe.buffers(n):
@@ -294,6 +318,67 @@ def run_cpu(probe: Probe, n: int, repeats: int = 5) -> CpuRun:
     timers = [tg.time_call(call) for call, _ in calls]
     seconds = [sum(next(t) for t in timers) for _ in range(max(0, repeats))]
     return CpuRun(outputs, seconds, len(calls))
+
+
+CONTENTION_ATTEMPTS = 5
+
+
+def _run_concurrent(tg: Any, probe: Any, n: int, repeats: int, cpu_atomic: str | None) -> CpuRun:
+    """Compile the probe's one kernel for the cpu and call its threads (``core_id`` 0..T-1) from T OS threads
+    at once (ctypes drops the GIL for the call). The first run is checked; it is repeated (up to 5 times)
+    until the threads are seen to race (``probe.raced``). Buffers are tinyhw's own (ctypes arrays)."""
+    import ctypes
+    import threading
+    import time
+
+    from tinygrad.engine.realize import get_runtime
+
+    _, calls, _ = _schedule(tg, probe, n, "NULL", "cpu", cpu_atomic=cpu_atomic)
+    if len(calls) != 1:
+        raise OperationFailed(f"probe {probe.name}: {len(calls)} kernels, a concurrent run takes one")
+    call, args = calls[0]
+    prg = tg.to_program(call.src[0], _renderer(tg, "cpu"))
+    runtime = get_runtime("CPU", prg)
+    threads = int(prg.arg.global_size[0])
+    if "core_id" not in runtime.runtimevars or threads != probe.cpu_threads:
+        raise OperationFailed(f"probe {probe.name}: the cpu kernel has {threads} threads, expected {probe.cpu_threads}")
+    bufs = {b.name: (ctypes.c_uint32 * b.count)() for b in probe.buffers(n)}
+    addrs = [ctypes.addressof(bufs[args[i]]) for i in prg.arg.globals]
+    core = runtime.runtimevars["core_id"]
+    host = probe.inputs(n)
+
+    def once() -> float:
+        for name, data in host.items():
+            ctypes.memmove(bufs[name], data, len(data))
+        gate = threading.Barrier(threads + 1)
+
+        def worker(tid: int) -> None:
+            argv = list(addrs) + [0] * (core + 1 - len(addrs))
+            argv[core] = tid
+            cargs = [ctypes.c_uint64(x) for x in argv]
+            gate.wait()
+            runtime.fxn(*cargs)
+
+        pool = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(threads)]
+        for th in pool:
+            th.start()
+        gate.wait()
+        start = time.perf_counter()
+        for th in pool:
+            th.join()
+        return time.perf_counter() - start
+
+    outs = [b.name for b in probe.buffers(n) if b.role in ("out", "inout")]
+    attempt = 0
+    while True:
+        attempt += 1
+        once()
+        outputs = {name: bytes(bufs[name]) for name in outs}
+        contention = probe.contention(n, outputs, threads)
+        if probe.raced(n, contention) or attempt == CONTENTION_ATTEMPTS:
+            break
+    seconds = [once() for _ in range(max(0, repeats))]
+    return CpuRun(outputs, seconds, 1, threads, contention, attempt)
 
 
 def disassemble_amd(code: bytes, family: str) -> list[tuple[int, str]]:

@@ -1,0 +1,56 @@
+"""A global --device that a command cannot use is refused with exit 2 naming what it does use, never silently
+ignored (ARCHITECTURE.md, CLI conventions; issue 20 item 3: `--device mock:navi31 kernels run pattern` ran on
+the cpu). $TINYHW_DEVICE is a default, not an option: commands that use no device ignore it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from clihelp import run
+
+from tinyhw.kernels.manifest import prebuilt_dir
+
+ELF = str(next((prebuilt_dir() / "gfx1100").glob("pattern.*.elf")))
+
+
+@pytest.mark.parametrize("args,uses", [
+    (["kernels", "run", "pattern", "--n", "256"], "it runs on cpu or cuda:N only (AMD boards cannot run kernels"),
+    (["kernels", "run", "pattern", "--device", "cpu"], "it runs on cpu or cuda:N only"),
+    (["kernels", "list"], "it reads the committed manifests only"),
+    (["kernels", "build", "--target", "sm_90", "-o", "/nonexistent/never"], "it compiles for --target"),
+    (["firmware", "inspect", ELF], "it reads image files only"),
+    (["firmware", "diff", ELF, ELF], "it compares image files only"),
+    (["prof", "summary", "/nonexistent/capture.pkl"], "it decodes capture files only"),
+    (["prof", "waves", "/nonexistent/capture.pkl"], "it decodes capture files only"),
+    (["pci", "list"], "it lists every PCI function in sysfs"),
+    (["list"], "only a remote: --device is listed through"),
+])
+@pytest.mark.parametrize("device", ["mock:navi31", "mock:navi31-usb", "pci:0000:03:00.0"])
+def test_global_device_the_command_cannot_use_is_refused(args: list[str], uses: str, device: str) -> None:
+    r = run("--device", device, *args)
+    assert r.code == 2, (r.out, r.err)
+    name = " ".join(a for a in args[:2] if not a.startswith(("-", "/", "pattern"))) if args[0] != "list" else "list"
+    assert r.err.startswith(f"error: {name} cannot use --device {device}: ") and uses in r.err
+    assert len(r.err.strip().splitlines()) == 1 and r.out == ""
+
+
+def test_kernels_run_refuses_before_importing_a_compiler(tmp_path: Path) -> None:
+    r = run("--json", "--device", "mock:navi31", "kernels", "run", "fma")
+    assert r.code == 2 and r.no_result
+
+
+def test_global_and_local_devices_must_agree() -> None:
+    r = run("--device", "cuda:0", "kernels", "run", "pattern", "--device", "cpu")
+    assert r.code == 2 and "the global --device cuda:0 and kernels run --device cpu disagree" in r.err
+
+
+def test_the_environment_default_is_not_an_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TINYHW_DEVICE", "mock:navi31")
+    assert run("kernels", "list").code == 0
+    assert run("firmware", "inspect", ELF).code == 0
+
+
+def test_commands_that_use_the_device_still_take_it() -> None:
+    r = run("--device", "mock:navi31", "reg", "find", "smuio.ROM_CNTL")
+    assert r.code == 0 and "ROM_CNTL" in r.out
