@@ -7,6 +7,7 @@ truncates frames in either direction is detected and the session ends with one l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -180,10 +181,8 @@ class Proxy:
         except OSError:
             pass
         for s in (src, dst):
-            try:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
     def close(self) -> None:
         self.sock.close()
@@ -285,9 +284,8 @@ def test_an_injected_frame_ends_the_session(tmp_path: Path) -> None:
     with served(mockdev(tmp_path), listen="127.0.0.1:0", secret=load_secret(key)) as s:
         proxy = Proxy(s.address, lambda d, i, f: [P.REQ.pack(P.OP_PING, 0, 9, 0) + bytes(S.TAG), f]
                       if (d, i) == ("c2s", 0) else KEEP)
-        with pytest.raises(TinyhwError) as e:
-            with open_device(f"remote:127.0.0.1:{proxy.port},key={key}") as o:
-                o.transport.config_read(0)
+        with pytest.raises(TinyhwError) as e, open_device(f"remote:127.0.0.1:{proxy.port},key={key}") as o:
+            o.transport.config_read(0)
         proxy.close()
         assert isinstance(e.value, Disconnected)
         assert "rejected a frame: frame 0 from the client" in _wait_audit(s, "device released")

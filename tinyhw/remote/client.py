@@ -15,8 +15,8 @@ import json
 import math
 import os
 import time
-from dataclasses import astuple
 from collections.abc import Sequence
+from dataclasses import astuple
 from typing import Any
 
 from tinyhw.errors import TinyhwError

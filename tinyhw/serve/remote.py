@@ -25,8 +25,8 @@ from typing import Any
 from tinyhw.connect import Opened, open_device
 from tinyhw.errors import DeviceLocked, DeviceTimeout, Refused, TinyhwError
 from tinyhw.remote import protocol as P
-from tinyhw.remote.session import Direction, FrameRejected, client_proof, server_proof, session_keys
 from tinyhw.remote.channel import Channel
+from tinyhw.remote.session import Direction, FrameRejected, client_proof, server_proof, session_keys
 from tinyhw.serve.listen import Audit, end_reason
 from tinyhw.transport.base import Transport
 from tinyhw.transport.batch import WRITE_OPS, CfgW, Op, check_ops, run_ops
