@@ -196,9 +196,9 @@ def _frame(src: socket.socket, head: object) -> bytes:
     return h + (recv_all(src, length + S.TAG) if length else b"")
 
 
-def _flip(frame: bytes) -> bytes:
+def _flip(frame: bytes, at: int) -> bytes:
     b = bytearray(frame)
-    b[len(b) // 2] ^= 0x04
+    b[at] ^= 0x04
     return bytes(b)
 
 
@@ -216,7 +216,8 @@ def _wait_audit(s, text: str) -> str:
 
 ATTACKS: dict[str, Callable[[int, bytes, dict], object]] = {
     # frame index 1 is the second request (or reply) after the handshake
-    "flip": lambda i, f, st: [_flip(f)] if i == 1 else KEEP,
+    "flip-payload": lambda i, f, st: [_flip(f, -S.TAG - 1)] if i == 1 else KEEP,  # the payload's last byte
+    "flip-length": lambda i, f, st: [_flip(f, 6)] if i == 1 else KEEP,  # caught at once, not by a stalled read
     "replay": lambda i, f, st: [f, f] if i == 1 else KEEP,
     "truncate": lambda i, f, st: [f[:len(f) - 5], CLOSE] if i == 1 else KEEP,
 }
@@ -231,6 +232,9 @@ def test_the_real_client_detects_or_the_server_rejects_a_tampered_stream(tmp_pat
     with served(mockdev(tmp_path), listen="127.0.0.1:0", secret=load_secret(key)) as s:
         hook = ATTACKS[attack]
         proxy = Proxy(s.address, lambda d, i, f: hook(i, f, state) if d == direction else KEEP)
+        proxy.seen = {}
+        real = proxy.hook
+        proxy.hook = lambda d, i, f: (proxy.seen.setdefault(i, f) if d == direction else None, real(d, i, f))[1]
         r = run("--device", f"remote:127.0.0.1:{proxy.port},key={key}", "flash", "info")
         proxy.close()
         assert r.code == 1 and r.err.count("\n") == 1, (r.code, r.err)
@@ -244,6 +248,7 @@ def test_the_real_client_detects_or_the_server_rejects_a_tampered_stream(tmp_pat
         if direction == "c2s" and attack == "truncate":
             assert "in the middle of a frame" in line, line
         elif direction == "c2s":  # a flipped frame 1 fails as itself, a replayed one in the place of frame 2
+            assert len(proxy.seen[1]) > 8 + 2 * S.TAG  # the frame attacked had a payload
             n = 2 if attack == "replay" else 1
             assert f"rejected a frame: frame {n} from the client failed authentication" in line, line
 
@@ -289,3 +294,69 @@ def test_an_injected_frame_ends_the_session(tmp_path: Path) -> None:
         proxy.close()
         assert isinstance(e.value, Disconnected)
         assert "rejected a frame: frame 0 from the client" in _wait_audit(s, "device released")
+
+
+# -- slow clients (issue 21 item 4) ------------------------------------------------------------------------------
+class Trickler:
+    """A TCP peer that sends one byte every ``every`` seconds (never a complete hello) until the server cuts it."""
+
+    def __init__(self, address: str, every: float = 0.1) -> None:
+        host, _, port = address.rpartition(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=20)
+        self.closed_after: float | None = None
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, args=(every,), daemon=True)
+        self.thread.start()
+
+    def _run(self, every: float) -> None:
+        import time
+
+        t0 = time.monotonic()
+        try:
+            recv_all(self.sock, P.HELLO.size)
+            self.sock.settimeout(every)
+            while not self._stop.is_set():
+                self.sock.sendall(b"T")
+                try:
+                    if self.sock.recv(1) == b"":
+                        break
+                except TimeoutError:
+                    continue
+        except OSError:
+            pass
+        self.closed_after = time.monotonic() - t0
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.thread.join(10)
+        self.sock.close()
+
+
+def test_a_handshake_has_one_deadline_across_its_receives(tmp_path: Path) -> None:
+    key = write_secret(tmp_path / "k.key")
+    with served(mockdev(tmp_path), listen="127.0.0.1:0", secret=load_secret(key), handshake_timeout=0.5) as s:
+        slow = Trickler(s.address, every=0.1)  # 76 bytes at 10/s would take 7.6 s; per-receive timeouts never fire
+        slow.thread.join(5)
+        slow.stop()
+        assert slow.closed_after is not None and slow.closed_after < 3, slow.closed_after
+        assert "handshake timed out: no complete hello within 0.5 s" in _wait_audit(s, "handshake timed out")
+        assert s.server.opened_count == 0
+
+
+def test_slow_peers_holding_every_slot_do_not_lock_the_owner_out(tmp_path: Path) -> None:
+    key = write_secret(tmp_path / "k.key")
+    with served(mockdev(tmp_path), listen="127.0.0.1:0", secret=load_secret(key), handshake_timeout=60) as s:
+        slow = [Trickler(s.address, every=0.2) for _ in range(8)]
+        try:
+            _wait_audit(s, "connect from")
+            r = run("--device", f"remote:{s.address},key={key}", "--json", "probe")
+            assert r.code == 0 and json.loads(r.out)["device_id"] == 0x744C, r.err
+            assert "were not authenticated yet" in _wait_audit(s, "handshake cut")
+            # an authenticated session keeps its slot while 7 slow peers (the most allowed) wait
+            with open_device(f"remote:{s.address},key={key}") as o:
+                slow += [Trickler(s.address, every=0.2) for _ in range(8)]
+                assert o.transport.config_read(0) == 0x744C1002
+        finally:
+            for t in slow:
+                t.stop()
+        assert not any("already open" in line for line in s.audit.lines), s.audit.lines
