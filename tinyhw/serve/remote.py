@@ -9,6 +9,11 @@ batch is decoded and validated as a whole (BAR bounds, alignment, waits, config-
 its first access runs; an audit line per connection and per state-changing request; an idle timeout.
 Config-space writes to the BARs, the expansion ROM and the MSI/MSI-X/power-management capabilities
 are refused unless the server allows them (§12.2 item 7).
+
+Issue 21: the server proves the key to the client too, every frame is authenticated both ways
+(:mod:`tinyhw.remote.session`; a frame that fails its tag ends the session, audited), the client's hello
+must arrive within one deadline (``handshake_timeout``), timeouts are positive and finite, and a client
+refused because the device is in use learns the holder's pid and program, not its command line.
 """
 
 from __future__ import annotations
