@@ -70,7 +70,7 @@ def served(device: str = "mock:navi31", *, listen: str | None = None, kind: str 
     tmp = Path(tempfile.mkdtemp(prefix="thw", dir="/tmp"))
     if kind == "remote":
         listener = make_listener(server.handle, audit, listen=listen, socket_path=tmp / "rt" / "s.sock",
-                                 allow_network=False)
+                                 handshakes=True)
     else:  # what `tinyhw serve serprog --listen` runs: loopback, this uid only
         from tinyhw.serve.serprog import serprog_listener
 
@@ -84,3 +84,61 @@ def served(device: str = "mock:navi31", *, listen: str | None = None, kind: str 
         listener.stop(10)
         thread.join(10)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+class RawClient:
+    """A hand-driven protocol client over a socket: the handshake, then sealed frames sent and read one by one."""
+
+    def __init__(self, sock: Any, secret: bytes | None = None) -> None:
+        import os
+
+        from tinyhw.remote import protocol as P
+        from tinyhw.remote import session as S
+
+        self.sock = sock
+        hello = recv_all(sock, P.HELLO.size)
+        head = P.CLIENT_HELLO.pack(P.MAGIC, P.VERSION, 0, os.urandom(32), bytes(32))[:-32]
+        self.transcript = hello + head
+        proof = S.client_proof(secret, self.transcript) if secret else bytes(32)
+        sock.sendall(head + proof)
+        c2s, s2c = S.session_keys(secret or b"", self.transcript)
+        self.tx, self.rx = S.Direction(c2s), S.Direction(s2c)
+        self.first = self.reply()
+
+    def frame(self, op: int, payload: bytes = b"", seq: int = 1) -> bytes:
+        from tinyhw.remote import protocol as P
+
+        return self.tx.seal(P.REQ.pack(op, 0, seq, len(payload)), payload)
+
+    def send(self, op: int, payload: bytes = b"", seq: int = 1) -> None:
+        self.sock.sendall(self.frame(op, payload, seq))
+
+    def reply(self) -> tuple[int, bytes] | None:
+        """(status, payload) of the next reply (its tags checked), or None when the server closed."""
+        from tinyhw.remote import protocol as P
+        from tinyhw.remote import session as S
+
+        raw = recv_all(self.sock, P.REPLY.size + S.TAG)
+        if len(raw) < P.REPLY.size + S.TAG:
+            return None
+        header = raw[:P.REPLY.size]
+        status, _, _, length, _ = P.REPLY.unpack(header)
+        if not (status == 1 and self.rx.seq == 0):  # a refused handshake's error may not verify
+            self.rx.check_header(header, raw[P.REPLY.size:], "server")
+        payload = recv_all(self.sock, length) if length else b""
+        if length:
+            tag = recv_all(self.sock, S.TAG)
+            if not (status == 1 and self.rx.seq == 0):
+                self.rx.check_payload(header, payload, tag, "server")
+        self.rx.advance()
+        return status, payload
+
+
+def recv_all(s: Any, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            break
+        buf += chunk
+    return buf

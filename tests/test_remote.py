@@ -109,9 +109,15 @@ def test_tcp_needs_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         load_secret(key)
 
 
-def test_non_loopback_listen_needs_allow_network() -> None:
+def test_plain_tcp_off_loopback_is_refused_on_both_sides(tmp_path: Path) -> None:
+    """Issue 21 item 2: no plain TCP off this machine (it would be readable); ssh is the way there."""
     r = run("serve", "remote", "--device", "mock:navi31", "--listen", "192.0.2.1:0")
-    assert r.code == 2 and "--allow-network" in r.err
+    assert r.code == 2 and "loopback only" in r.err and "ssh" in r.err and r.err.count("\n") == 1, r.err
+    old = run("serve", "remote", "--device", "mock:navi31", "--listen", "192.0.2.1:0", "--allow-network")
+    assert old.code == 2, old.err  # the option that allowed it is gone
+    key = write_secret(tmp_path / "k.key")
+    c = run("--device", f"remote:192.0.2.1:7788,key={key}", "probe")  # refused before connecting anywhere
+    assert c.code == 2 and "plain tcp off this machine is refused" in c.err and "remote:ssh://" in c.err, c.err
 
 
 def test_one_client_at_a_time_with_the_local_lock(tmp_path: Path) -> None:

@@ -16,8 +16,9 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.remotehelp import served
+from tests.remotehelp import RawClient, recv_all, served
 from tinyhw.remote import protocol as P
+from tinyhw.remote.session import TAG
 from tinyhw.transport.batch import R32, W32, CfgR, Poll32, R, Sleep
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
@@ -30,36 +31,27 @@ def _connect(path: str) -> socket.socket:
     return s
 
 
-def _recv(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            break
-        buf += chunk
-    return buf
+_recv = recv_all
 
 
 def _reply(s: socket.socket) -> tuple[int, bytes] | None:
-    head = _recv(s, P.REPLY.size)
-    if len(head) < P.REPLY.size:
+    """An unauthenticated reply (only before or instead of the handshake's success)."""
+    head = _recv(s, P.REPLY.size + TAG)
+    if len(head) < P.REPLY.size + TAG:
         return None  # the server closed the connection
-    status, _, _, length, _ = P.REPLY.unpack(head)
+    status, _, _, length, _ = P.REPLY.unpack(head[:P.REPLY.size])
     return status, _recv(s, length)
 
 
-def _handshake(path: str) -> socket.socket:
+def _handshake(path: str) -> RawClient:
     """A raw client past the handshake; retried while the server still releases an abruptly closed peer."""
     deadline = time.monotonic() + 10
     while True:
-        s = _connect(path)
-        _recv(s, P.HELLO.size)
-        s.sendall(P.CLIENT_HELLO.pack(P.MAGIC, P.VERSION, 0, os.urandom(32), bytes(32)))
-        r = _reply(s)
-        if r is not None and r[0] == 0:
-            return s
-        s.close()
-        assert r is not None and b"DeviceLocked" in r[1] and time.monotonic() < deadline, r
+        c = RawClient(_connect(path))
+        if c.first is not None and c.first[0] == 0:
+            return c
+        c.sock.close()
+        assert c.first is not None and b"DeviceLocked" in c.first[1] and time.monotonic() < deadline, c.first
         time.sleep(0.05)
 
 
@@ -69,13 +61,12 @@ def _device_touches(sv) -> tuple[int, int, int]:
 
 
 def _still_serves(sv) -> None:
-    s = _handshake(sv.address)
+    c = _handshake(sv.address)
     try:
-        payload = P.encode_ops([CfgR(0, 2)])
-        s.sendall(P.REQ.pack(P.OP_BATCH, 0, 1, len(payload)) + payload)
-        assert _reply(s) == (0, (0x1002).to_bytes(4, "little"))
+        c.send(P.OP_BATCH, P.encode_ops([CfgR(0, 2)]))
+        assert c.reply() == (0, (0x1002).to_bytes(4, "little"))
     finally:
-        s.close()
+        c.sock.close()
 
 
 def test_garbage_instead_of_the_handshake_never_opens_the_device() -> None:
@@ -127,61 +118,61 @@ _bad_tail = st.one_of(
 
 def test_a_bad_batch_runs_none_of_its_operations() -> None:
     with served() as sv:
-        s = _handshake(sv.address)
+        c = _handshake(sv.address)
 
         @FUZZ
         @given(st.lists(_valid, max_size=5), _bad_tail)
         def bad_batch(ops, tail: bytes) -> None:
             before = _device_touches(sv)
-            payload = P.encode_ops(ops) + tail
-            s.sendall(P.REQ.pack(P.OP_BATCH, 0, 7, len(payload)) + payload)
-            r = _reply(s)
+            c.send(P.OP_BATCH, P.encode_ops(ops) + tail, 7)
+            r = c.reply()
             assert r is not None and r[0] == 1, r
             assert _device_touches(sv) == before
-            s.sendall(P.REQ.pack(P.OP_PING, 0, 8, 0))  # the same connection goes on
-            assert _reply(s) == (0, b"")
+            c.send(P.OP_PING, b"", 8)  # the same connection goes on
+            assert c.reply() == (0, b"")
 
         try:
             bad_batch()
         finally:
-            s.close()
+            c.sock.close()
 
 
 def test_unknown_requests_are_errors() -> None:
     with served() as sv:
-        s = _handshake(sv.address)
+        c = _handshake(sv.address)
 
         @FUZZ
         @given(st.integers(0, 255).filter(lambda op: op not in P.OPS), st.binary(max_size=64))
         def unknown(op: int, payload: bytes) -> None:
             before = _device_touches(sv)
-            s.sendall(P.REQ.pack(op, 0, 3, len(payload)) + payload)
-            r = _reply(s)
+            c.send(op, payload, 3)
+            r = c.reply()
             assert r is not None and r[0] == 1 and b"unknown request" in r[1]
             assert _device_touches(sv) == before
 
         try:
             unknown()
         finally:
-            s.close()
+            c.sock.close()
 
 
 def test_huge_length_is_refused_before_reading_and_truncated_frames_end_cleanly() -> None:
     with served() as sv:
-        s = _handshake(sv.address)
+        c = _handshake(sv.address)
         before = _device_touches(sv)
-        s.sendall(P.REQ.pack(P.OP_BATCH, 0, 1, 0xFFFFFFFF))
-        r = _reply(s)
-        assert r is not None and r[0] == 1 and b"exceeds the limit" in r[1]
-        assert _reply(s) is None  # then the server closes: the stream cannot be resynchronised
-        s.close()
+        header = P.REQ.pack(P.OP_BATCH, 0, 1, 0xFFFFFFFF)
+        c.sock.sendall(header + c.tx._tag(b"H", header))  # an authentic header with a huge length
+        r = c.reply()
+        assert r is not None and r[0] == 1 and b"over the limit" in r[1]
+        assert c.reply() is None  # then the server closes: the stream cannot be resynchronised
+        c.sock.close()
         assert _device_touches(sv) == before
-        for cut in (1, P.REQ.size - 1, P.REQ.size + 3):  # a frame cut short, then the peer goes away
-            s = _handshake(sv.address)
-            frame = P.REQ.pack(P.OP_BATCH, 0, 1, 20) + bytes(20)
-            s.sendall(frame[:cut])
-            s.close()
+        for cut in (1, P.REQ.size - 1, P.REQ.size + TAG + 3):  # a frame cut short, then the peer goes away
+            c = _handshake(sv.address)
+            c.sock.sendall(c.frame(P.OP_BATCH, bytes(20))[:cut])
+            c.sock.close()
         _still_serves(sv)
+        assert any("peer went away in the middle of a frame" in line for line in sv.audit.lines)
 
 
 def _fake_server(hello: bytes, reply: bytes | None) -> tuple[socket.socket, threading.Thread]:
@@ -212,7 +203,7 @@ def test_client_refuses_a_server_without_the_key_or_magic(tmp_path) -> None:
     from tinyhw.remote.channel import SocketChannel
     from tinyhw.remote.client import RemoteTransport
 
-    doc = {"server_mac": "00" * 32, "identity": {}, "bars": [], "info": {"emulated": True}, "clock": 0.0,
+    doc = {"server_proof": "00" * 32, "identity": {}, "bars": [], "info": {"emulated": True}, "clock": 0.0,
            "clock_virtual": True}
     body = json.dumps(doc).encode()
     hello = P.HELLO.pack(P.MAGIC, P.VERSION, P.AUTH_HMAC, 0, os.urandom(32))

@@ -68,18 +68,25 @@ def _run(app: App, listener: Any, what: str, extra: dict[str, Any]) -> None:
 DEVICE_HELP = "The device to serve (overrides the global --device)."
 
 
+def _timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    """--idle-timeout: a positive finite number of seconds (nan, inf, 0 and negatives are refused, exit 2)."""
+    from tinyhw.serve.remote import check_timeout
+
+    check_timeout("idle timeout", value)
+    return value
+
+
 @serve.command("remote")
 @click.option("--device", "device", metavar="STR", help=DEVICE_HELP)
 @click.option("--socket", "socket_path", type=click.Path(dir_okay=False), help="Unix socket path "
               "(default $XDG_RUNTIME_DIR/tinyhw/remote.sock).")
-@click.option("--listen", metavar="HOST:PORT", help="Listen on TCP instead (loopback unless --allow-network); "
-              "clients must hold the key.")
+@click.option("--listen", metavar="HOST:PORT", help="Listen on loopback TCP instead (a non-loopback address is "
+              "refused: reach other machines over ssh); clients must hold the key.")
 @click.option("--stdio", is_flag=True, help="Serve one client on stdin/stdout (what remote:ssh:// runs).")
-@click.option("--allow-network", is_flag=True, help="Allow a non-loopback --listen address (traffic is not "
-              "encrypted: prefer remote:ssh://).")
 @click.option("--key", "key", type=click.Path(dir_okay=False), help="Secret for TCP clients (default "
               "$TINYHW_REMOTE_KEY or ~/.config/tinyhw/remote.key).")
-@click.option("--idle-timeout", default=600.0, show_default=True, help="Close a connection idle this long (s).")
+@click.option("--idle-timeout", default=600.0, show_default=True, callback=_timeout,
+              help="Close a connection idle this long (s, more than 0, at most a day).")
 @click.option("--audit", "audit_path", metavar="FILE", help="Audit log (- for stderr; default stderr, or "
               "~/.local/state/tinyhw/serve-audit.log with --stdio).")
 @click.option("--allow-config-writes", is_flag=True, help="Let clients write the guarded config registers: BARs, "
@@ -87,16 +94,16 @@ DEVICE_HELP = "The device to serve (overrides the global --device)."
               "disable) and Resizable BAR control (refused by default).")
 @click.pass_obj
 def remote(app: App, device: str | None, socket_path: str | None, listen: str | None, stdio: bool,
-           allow_network: bool, key: str | None, idle_timeout: float, audit_path: str | None,
-           allow_config_writes: bool) -> None:
+           key: str | None, idle_timeout: float, audit_path: str | None, allow_config_writes: bool) -> None:
     """Serve one device to remote: clients. Each connection opens the device (with the same device lock
     as local users: a second client, or a local tinyhw, is refused while one holds it) and releases it
     on disconnect. What clients do goes through the device as if they ran tinyhw locally.
 
     \b
-    Unix socket (default): only this user's processes may connect (peer uid checked).
-    TCP (--listen): clients authenticate with the shared key (HMAC-SHA256); loopback only unless
-    --allow-network. Over ssh, clients use remote:ssh://host/DEV, which runs --stdio here.
+    Unix socket (default): only this user's processes may connect (peer uid checked both ways).
+    TCP (--listen): loopback only; client and server each prove they hold the shared key
+    (HMAC-SHA256) and every frame is authenticated. From another machine, clients use
+    remote:ssh://host/DEV, which runs --stdio here (ssh authenticates and encrypts).
 
     \b
     Examples:
@@ -119,15 +126,13 @@ def remote(app: App, device: str | None, socket_path: str | None, listen: str | 
     if listen:
         from tinyhw.serve.listen import check_network, parse_listen
 
-        check_network(parse_listen(listen)[0], allow_network)
+        check_network(parse_listen(listen)[0])
     audit = Audit(audit_stream(audit_path, stdio))
     secret = load_secret(Path(key) if key else default_key_path()) if listen else None
     server = RemoteServer(spec, audit, secret=secret, idle_timeout=idle_timeout,
                           allow_config_writes=allow_config_writes)
     path = Path(socket_path) if socket_path else default_socket_path()
-    listener = make_listener(server.handle, audit, listen=listen, socket_path=path, allow_network=allow_network)
-    if allow_network and listen:
-        app.log("warning: remote traffic over tcp is authenticated but not encrypted; prefer remote:ssh://")
+    listener = make_listener(server.handle, audit, listen=listen, socket_path=path, handshakes=True)
     _run(app, listener, str(spec), {"auth": "hmac-sha256" if listen else "peer-uid"})
 
 
@@ -159,7 +164,8 @@ def _serve_stdio(app: App, device: str | None, audit_path: str | None, idle_time
               "serprog:ip=HOST:PORT (loopback only; only this user's uid may connect; port 0 picks a free one).")
 @click.option("--pty", is_flag=True, help="Serve on a mode-0600 pseudo-terminal (the default): flashrom -p "
               "serprog:dev=PTY:115200; the device stays open while the server runs.")
-@click.option("--idle-timeout", default=600.0, show_default=True, help="Close a connection idle this long (s).")
+@click.option("--idle-timeout", default=600.0, show_default=True, callback=_timeout,
+              help="Close a connection idle this long (s, more than 0, at most a day).")
 @click.option("--audit", "audit_path", metavar="FILE", help="Audit log (default stderr).")
 @click.pass_obj
 def serprog(app: App, device: str | None, listen: str | None, pty: bool, idle_timeout: float,

@@ -4,27 +4,36 @@ Layer 2: imports only the core. Three ways to reach a server, named by the devic
 
 =====================================  ===============================================================
 ``remote:unix`` / ``remote:unix:PATH``  a Unix socket (default ``$XDG_RUNTIME_DIR/tinyhw/remote.sock``);
-                                        the server checks that the peer runs as the same user
-``remote:HOST:PORT``                    TCP; the server demands HMAC-SHA256 with the shared key
-                                        (``key=FILE`` option, ``$TINYHW_REMOTE_KEY``, or
-                                        ``~/.config/tinyhw/remote.key``)
+                                        the OS authenticates both ends: the server checks that the peer
+                                        runs as the same user, the client that the server does (or root)
+``remote:HOST:PORT``                    TCP on a loopback address only (plain TCP off this machine is
+                                        refused: it would be readable on the network); both ends prove
+                                        they hold the shared key (``key=FILE`` option,
+                                        ``$TINYHW_REMOTE_KEY``, or ``~/.config/tinyhw/remote.key``)
 ``remote:ssh://[user@]host/DEV``        runs ``tinyhw serve remote --stdio --device DEV`` there through
                                         the system ssh (``$TINYHW_SSH``, default ``ssh``); OpenSSH
                                         authenticates and encrypts; options after
                                         commas belong to DEV (``...,/mock:navi31,strict``)
 =====================================  ===============================================================
+
+The kind of connection fixes the authentication the client demands (issue 21 item 1): TCP needs the
+server's proof of the key, so a key-less server (or one that cannot prove the key) is refused before any
+request is sent; a Unix socket or ssh needs a key-less server (the OS or ssh has authenticated it). There
+is no option for unauthenticated TCP. Every frame after the handshake is authenticated both ways
+(:mod:`tinyhw.remote.session`).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shlex
 import socket
 import subprocess
 from pathlib import Path
 
-from tinyhw.errors import BadDeviceString, DeviceNotFound
-from tinyhw.remote.channel import PipeChannel, SocketChannel
+from tinyhw.errors import BadDeviceString, DeviceNotFound, Refused
+from tinyhw.remote.channel import PipeChannel, SocketChannel, peer_uid
 from tinyhw.remote.client import RemoteTransport
 from tinyhw.remote.secret import default_key_path, default_socket_path, load_secret
 from tinyhw.transport.devstr import DeviceSpec
@@ -45,23 +54,34 @@ def open_remote(spec: DeviceSpec) -> RemoteTransport:
         opts = [k if v is True else f"{k}={v}" for k, v in spec.options.items()]
         t = _ssh(",".join([target, *opts]))
     elif target == "unix" or target.startswith("unix:"):
+        if "key" in spec.options:
+            raise BadDeviceString("a unix socket takes no key= (the server checks the peer's uid instead)")
         path = target[5:] or str(default_socket_path())
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         _connect(sock, path, f"the remote socket {path}")
+        owner = peer_uid(sock)
+        if owner not in (os.geteuid(), 0):
+            sock.close()
+            raise Refused(f"the remote socket {path} is served by uid {owner}, not by this user; refusing it",
+                          hint="connect only to a server you started (or root's)")
         t = RemoteTransport(SocketChannel(sock, path), where=path)
     else:
         host, _, port = target.rpartition(":")
         host = host.strip("[]")
         key = spec.option("key")
-        key_path = Path(str(key)) if isinstance(key, str) else default_key_path()
+        secret = load_secret(Path(str(key)) if isinstance(key, str) else default_key_path())
         try:
             infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
         except OSError as e:
             raise DeviceNotFound(f"cannot resolve remote host {host}: {e}") from None
         family, _, _, _, addr = infos[0]
+        if not ipaddress.ip_address(addr[0]).is_loopback:  # the address connected to, not a second lookup
+            raise Refused(f"{host} is not a loopback address: plain tcp off this machine is refused (it would be "
+                          "readable and alterable on the network)",
+                          hint=f"use remote:ssh://{host}/DEVICE, or forward the port with ssh -L")
         sock = socket.socket(family, socket.SOCK_STREAM)
         _connect(sock, addr, f"remote {target}")
-        t = RemoteTransport(SocketChannel(sock, target), where=target, secret_loader=lambda: load_secret(key_path))
+        t = RemoteTransport(SocketChannel(sock, target), where=target, secret_loader=lambda: secret)
     try:
         return t.connect()
     except BaseException:

@@ -2,15 +2,19 @@
 
 The one choke point where socket and pipe errors become tinyhw errors (ARCHITECTURE.md "The transport
 seam"): a closed peer is :class:`~tinyhw.errors.Disconnected`, silence past the timeout is
-:class:`~tinyhw.errors.DeviceTimeout`.
+:class:`~tinyhw.errors.DeviceTimeout`. A receive's timeout bounds the whole call, not each ``recv``
+(issue 21 item 4: a peer trickling one byte at a time cannot stretch it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import select
 import socket
+import struct
+import time
 
 from tinyhw.errors import DeviceTimeout, Disconnected
 
@@ -19,6 +23,8 @@ class Channel:
     """Send everything, receive exactly ``n`` bytes (or time out), close."""
 
     peer = "?"
+    #: set by the server once the peer has authenticated (the listener keeps a slot for such connections)
+    authenticated = False
 
     def sendall(self, data: bytes) -> None:
         raise NotImplementedError
@@ -29,9 +35,39 @@ class Channel:
     def close(self) -> None:
         raise NotImplementedError
 
+    def abort(self) -> None:
+        """Cut the connection from another thread: a receive blocked on it returns at once (then close it)."""
 
-def _gone(what: str) -> Disconnected:
-    return Disconnected(f"the connection to {what} closed", hint="check that the server is running, then rerun")
+
+def _gone(what: str, got: int = 0, n: int = 0) -> Disconnected:
+    where = f" in the middle of a frame ({got} of {n} bytes)" if got else ""
+    return Disconnected(f"the connection to {what} closed{where}", hint="check that the server is running, then rerun")
+
+
+def _left(deadline: float | None, timeout: float | None) -> float | None:
+    if deadline is None:
+        return None
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise DeviceTimeout(f"no answer within {timeout:g} s")
+    return left
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address ``host`` resolves to is a loopback address."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+
+
+def peer_uid(sock: socket.socket) -> int | None:
+    """The uid of the process at the other end of a Unix socket (SO_PEERCRED), or None."""
+    with contextlib.suppress(OSError, AttributeError):
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return struct.unpack("3i", raw)[1]
+    return None
 
 
 class SocketChannel(Channel):
@@ -52,23 +88,27 @@ class SocketChannel(Channel):
 
     def recv_exact(self, n: int, timeout: float | None) -> bytes:
         buf = bytearray()
-        self.sock.settimeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while len(buf) < n:
+                self.sock.settimeout(_left(deadline, timeout))
                 chunk = self.sock.recv(min(n - len(buf), 1 << 20))
                 if not chunk:
-                    raise _gone(self.peer)
+                    raise _gone(self.peer, len(buf), n)
                 buf += chunk
-        except TimeoutError:
+        except (TimeoutError, DeviceTimeout):
             raise DeviceTimeout(f"no answer from {self.peer} within {timeout:g} s") from None
         except OSError:
-            raise _gone(self.peer) from None
+            raise _gone(self.peer, len(buf), n) from None
         return bytes(buf)
 
     def close(self) -> None:
+        self.abort()
+        self.sock.close()
+
+    def abort(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
 
 
 class PipeChannel(Channel):
@@ -87,17 +127,20 @@ class PipeChannel(Channel):
 
     def recv_exact(self, n: int, timeout: float | None) -> bytes:
         buf = bytearray()
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while len(buf) < n:
-                ready, _, _ = select.select([self.rfd], [], [], timeout)
+                ready, _, _ = select.select([self.rfd], [], [], _left(deadline, timeout))
                 if not ready:
                     raise DeviceTimeout(f"no answer from {self.peer} within {timeout:g} s")
                 chunk = os.read(self.rfd, min(n - len(buf), 1 << 20))
                 if not chunk:
-                    raise _gone(self.peer)
+                    raise _gone(self.peer, len(buf), n)
                 buf += chunk
+        except DeviceTimeout:
+            raise DeviceTimeout(f"no answer from {self.peer} within {timeout:g} s") from None
         except OSError:
-            raise _gone(self.peer) from None
+            raise _gone(self.peer, len(buf), n) from None
         return bytes(buf)
 
     def close(self) -> None:

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import hmac
 import json
+import math
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import astuple
 from typing import Any
 
 from tinyhw.errors import TinyhwError
 from tinyhw.remote import protocol as P
+from tinyhw.remote import session as S
 from tinyhw.remote.channel import Channel
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
 from tinyhw.transport.batch import R32, RESULT_OPS, W32, CfgR, CfgW, Op, Poll32, R, Sleep, W
@@ -88,41 +91,102 @@ class RemoteTransport(Transport):
         self._broken = False
         self._closed = False
         self.description: dict[str, Any] = {}
+        self._identity: Identity | None = None
+        self._bars: list[BarInfo] = []
+        self._tx = self._rx = S.Direction(b"")
+        self.reply_timeout = REPLY_TIMEOUT
 
     # -- handshake ------------------------------------------------------------------------------------------------
     def connect(self) -> RemoteTransport:
+        """The handshake: the auth mode this connection implies, the server's proof, then the description.
+
+        With a key (TCP) the server must ask for HMAC and prove that it holds the key; without one (a Unix
+        socket whose owner was checked, ssh) it must ask for none. Nothing but the client's hello is sent
+        before the server's proof has been checked.
+        """
         ch = self.channel
-        magic, version, auth, _, snonce = P.HELLO.unpack(ch.recv_exact(P.HELLO.size, HANDSHAKE_TIMEOUT))
+        hello = ch.recv_exact(P.HELLO.size, HANDSHAKE_TIMEOUT)
+        magic, version, auth, _, _snonce = P.HELLO.unpack(hello)
         if magic != P.MAGIC:
             raise P.ProtocolError(f"{self.where} is not a tinyhw remote server")
         if version != P.VERSION:
             raise P.ProtocolError(f"{self.where} speaks tinyhw remote protocol {version}, this client {P.VERSION}",
                                   hint="install the same tinyhw version on both machines")
-        cnonce = os.urandom(32)
-        secret = None
-        if auth == P.AUTH_HMAC:
-            if self._secret_loader is None:
-                raise P.ProtocolError(f"{self.where} asks for a key this kind of connection does not use")
-            secret = self._secret_loader()
-        mac = P.client_mac(secret, snonce, cnonce) if secret is not None else bytes(32)
-        ch.sendall(P.CLIENT_HELLO.pack(P.MAGIC, P.VERSION, 0, cnonce, mac))
-        doc = json.loads(self._reply(0, HANDSHAKE_TIMEOUT)[1].decode())
-        if secret is not None and not hmac.compare_digest(_unhex(doc.get("server_mac")),
-                                                          P.server_mac(secret, snonce, cnonce)):
-            raise P.ProtocolError(f"{self.where} could not prove that it holds the key")
-        self.description = doc
-        self.emulated = bool(doc["info"]["emulated"])
-        self.clock = RemoteClock(bool(doc["clock_virtual"]), self)
-        self.clock.update(float(doc["clock"]))
+        secret = self._secret_loader() if self._secret_loader is not None else None
+        want = P.AUTH_HMAC if secret is not None else P.AUTH_NONE
+        if auth != want:
+            raise ServerNotAuthenticated(
+                f"{self.where} offers no authentication, but this connection needs the server to prove it holds "
+                "the key; refusing it" if want == P.AUTH_HMAC else
+                f"{self.where} asks for a key this kind of connection does not use; refusing it",
+                hint="check the address: it may not be your tinyhw server")
+        head = P.CLIENT_HELLO.pack(P.MAGIC, P.VERSION, 0, os.urandom(32), bytes(32))[:-32]
+        transcript = hello + head
+        proof = S.client_proof(secret, transcript) if secret is not None else bytes(32)
+        ch.sendall(head + proof)
+        c2s, s2c = S.session_keys(secret or b"", transcript)
+        self._tx, self._rx = S.Direction(c2s), S.Direction(s2c)
+        try:
+            doc = self._handshake_reply()
+        except S.FrameRejected:
+            raise ServerNotAuthenticated(f"{self.where} could not prove that it holds the key (its first frame "
+                                         "fails authentication); refusing it",
+                                         hint="check the address and that both sides hold the same key file") \
+                from None
+        if secret is not None and not hmac.compare_digest(_unhex(doc.get("server_proof")),
+                                                          S.server_proof(secret, transcript)):
+            raise ServerNotAuthenticated(f"{self.where} could not prove that it holds the key; refusing it",
+                                         hint="check the address and that both sides hold the same key file")
+        self._describe(doc)
         return self
 
+    def _handshake_reply(self) -> dict[str, Any]:
+        """The server's first frame: an error ends here (unauthenticated, it can only stop us); else its JSON."""
+        head = self.channel.recv_exact(P.REPLY.size + S.TAG, HANDSHAKE_TIMEOUT)
+        status, _, rseq, length, _now = P.REPLY.unpack(head[:P.REPLY.size])
+        if status == 1 and rseq == 0 and length <= 4096:
+            raise P.decode_error(self.channel.recv_exact(length, HANDSHAKE_TIMEOUT))
+        self._rx.check_header(head[:P.REPLY.size], head[P.REPLY.size:], self.where)
+        if status != 0 or rseq != 0 or length > P.MAX_PAYLOAD:
+            raise _malformed(f"{self.where} answered the handshake with status {status}, id {rseq}")
+        payload = self.channel.recv_exact(length, HANDSHAKE_TIMEOUT) if length else b""
+        self._rx.check_payload(head[:P.REPLY.size], payload, self.channel.recv_exact(S.TAG, HANDSHAKE_TIMEOUT)
+                               if length else b"", self.where)
+        self._rx.advance()
+        self.counters.bytes_in += len(head) + length
+        doc = _json(payload)
+        if not isinstance(doc, dict):
+            raise _malformed("the handshake reply is not a json object")
+        return doc
+
+    def _describe(self, doc: dict[str, Any]) -> None:
+        """Check the description's shape once, so later accessors cannot fail on a server's bad document."""
+        try:
+            ident = Identity(**doc["identity"])
+            bars = [BarInfo(**b) for b in doc["bars"]]
+            info = doc["info"]
+            emulated, virtual, now = info["emulated"], doc["clock_virtual"], doc["clock"]
+            if not (isinstance(info, dict) and isinstance(emulated, bool) and isinstance(virtual, bool)
+                    and isinstance(now, (int, float)) and math.isfinite(now)
+                    and all(isinstance(v, int) for v in astuple(ident)[:6]) and isinstance(ident.location, str)
+                    and all(isinstance(b.index, int) and isinstance(b.size, int) and isinstance(b.address, int)
+                            for b in bars)):
+                raise TypeError("a field of the wrong type")
+        except (KeyError, TypeError) as e:
+            raise _malformed(f"the device description lacks or mistypes {e}") from None
+        self.description = doc
+        self._identity, self._bars = ident, bars
+        self.emulated = emulated
+        self.clock = RemoteClock(virtual, self)
+        self.clock.update(float(now))
+
     def _reply(self, seq: int, timeout: float) -> tuple[float, bytes]:
-        status, _, rseq, length, now = P.REPLY.unpack(self.channel.recv_exact(P.REPLY.size, timeout))
-        if rseq != seq or length > P.MAX_PAYLOAD or status not in (0, 1):
+        (status, _, rseq, _length, now), payload = P.recv_frame(self.channel, self._rx, P.REPLY, timeout, timeout,
+                                                                self.where)
+        self.counters.bytes_in += P.REPLY.size + 2 * S.TAG + len(payload)
+        if rseq != seq or status not in (0, 1) or not math.isfinite(now):
             self._broken = True
-            raise P.ProtocolError(f"{self.where} sent a malformed reply (id {rseq}, expected {seq})")
-        payload = self.channel.recv_exact(length, timeout) if length else b""
-        self.counters.bytes_in += P.REPLY.size + length
+            raise _malformed(f"{self.where} sent reply id {rseq} with status {status} where {seq} was expected")
         if status:
             raise P.decode_error(payload)
         return now, payload
@@ -132,12 +196,12 @@ class RemoteTransport(Transport):
         if self._broken:
             raise P.ProtocolError(f"the connection to {self.where} is unusable after an earlier error")
         self._seq = (self._seq + 1) & 0xFFFF
-        frame = P.REQ.pack(op, 0, self._seq, len(payload)) + payload
+        frame = self._tx.seal(P.REQ.pack(op, 0, self._seq, len(payload)), payload)
         self.counters.round_trips += 1
         self.counters.bytes_out += len(frame)
         try:
             self.channel.sendall(frame)
-            now, data = self._reply(self._seq, REPLY_TIMEOUT)
+            now, data = self._reply(self._seq, self.reply_timeout)
         except P.ProtocolError:
             self._broken = True
             raise
@@ -213,7 +277,10 @@ class RemoteTransport(Transport):
     def server_stats(self) -> dict[str, Any]:
         """The server's counters for this connection (its transport to the device)."""
         self.flush()
-        return json.loads(self.request(P.OP_STATS).decode())
+        doc = _json(self.request(P.OP_STATS))
+        if not isinstance(doc, dict):
+            raise _malformed("the server's counters are not a json object")
+        return doc
 
     # -- the seam -------------------------------------------------------------------------------------------------
     def config_read(self, offset: int, size: int = 4) -> int:
@@ -227,13 +294,14 @@ class RemoteTransport(Transport):
         return b"".join(v.to_bytes(4, "little") for v in self.submit(ops).get())
 
     def bars(self) -> list[BarInfo]:
-        return [BarInfo(**b) for b in self.description["bars"]]
+        return list(self._bars)
 
     def _make_region(self, info: BarInfo) -> BarRegion:
         return _RemoteRegion(info, self)
 
     def identity(self) -> Identity:
-        return Identity(**self.description["identity"])
+        assert self._identity is not None, "connect() first"
+        return self._identity
 
     def info(self) -> TransportInfo:
         served = self.description["info"]
@@ -251,6 +319,22 @@ class RemoteTransport(Transport):
                 self.request(P.OP_BYE)
         finally:
             self.channel.close()
+
+
+class ServerNotAuthenticated(P.ProtocolError):
+    """The server did not ask for the authentication this connection implies, or failed to prove its key."""
+
+
+def _malformed(what: str) -> P.ProtocolError:
+    return P.ProtocolError(f"the server sent a malformed reply: {what}",
+                           hint="install the same tinyhw version on both machines, or report a bug")
+
+
+def _json(payload: bytes) -> Any:
+    try:
+        return json.loads(payload.decode())
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise _malformed(f"unreadable json ({type(e).__name__})") from None
 
 
 def _unhex(text: object) -> bytes:

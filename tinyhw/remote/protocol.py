@@ -1,21 +1,26 @@
-"""The tinyhw remote protocol, version 1: handshake, frames, batched operations, limits.
+"""The tinyhw remote protocol, version 2: handshake, authenticated frames, batched operations, limits.
 
 Written for issue 16 from specs/pci-vfio-remote.md §12.2 (what a safe design needs) and §11.10 (what
-tinygrad's protocol lacks: a version, a magic, request ids, length checks). All integers little-endian.
+tinygrad's protocol lacks: a version, a magic, request ids, length checks); version 2 (issue 21) makes
+the authentication mutual and authenticates every frame (:mod:`tinyhw.remote.session`). All integers
+little-endian.
 
 Handshake (before anything else; nothing else is answered until it succeeds):
 
-1. server -> client ``HELLO``: magic ``b"TINYHWR\\0"``, u16 version, u8 auth (0 none: Unix socket with
-   peer uid checked, or stdio under ssh; 1 HMAC-SHA256), u8 0, 32-byte server nonce.
-2. client -> server: magic, u16 version, u16 0, 32-byte client nonce, 32-byte MAC
-   (HMAC-SHA256(secret, "tinyhw-remote-1 client" + server nonce + client nonce); zeros with auth 0).
-3. server -> client: a reply frame (below) with request id 0: on success a JSON document with the
-   server's MAC over the nonces the other way round (mutual authentication) and the device's
-   description (identity, BARs, transport info, clock kind); on failure an error and the connection closes.
+1. server -> client ``HELLO``: magic ``b"TINYHWR\\0"``, u16 version, u8 auth (0 none: a Unix socket with
+   the peer uid checked, or stdio under ssh; 1 HMAC-SHA256 with the shared key), u8 0, 32-byte nonce.
+2. client -> server: magic, u16 version, u16 0, 32-byte client nonce, 32-byte client proof (zeros with
+   auth 0). The client first checks that the auth mode is the one its device string implies
+   (``remote:HOST:PORT`` needs 1, ``remote:unix``/``remote:ssh://`` 0), else it stops here.
+3. server -> client: the first authenticated frame (a reply with request id 0): on success a JSON
+   document with the server's proof (``server_proof``, hex) and the device's description (identity,
+   BARs, transport info, clock kind), which the client checks before it sends anything else; on failure
+   an error and the connection closes (an error here may be unauthenticated: it can only stop the client).
 
-Frames: request ``<B op, B flags, H id, I length>`` + payload; reply ``<B status, B 0, H id, I length,
-d server clock>`` + payload. Status 0 ok, 1 error (payload: JSON ``{"type", "message", "hint", "op"}``).
-Lengths are checked against :data:`MAX_PAYLOAD` before a payload is read.
+Frames (each sealed as :mod:`tinyhw.remote.session` says: header, header tag, payload, payload tag):
+request ``<B op, B flags, H id, I length>``; reply ``<B status, B 0, H id, I length, d server clock>``.
+Status 0 ok, 1 error (payload: JSON ``{"type", "message", "hint", "op"}``). Lengths are checked against
+:data:`MAX_PAYLOAD` (after the header's tag, before the payload is read).
 
 Operations (op ``BATCH``): the :mod:`tinyhw.transport.batch` list, each item a kind byte plus fixed
 fields (:data:`_FIXED`), W carries its data, Poll32 two u16-prefixed UTF-8 strings. The reply payload is
@@ -24,8 +29,6 @@ the results concatenated: 4 bytes per R32/Poll32/CfgR, ``length`` bytes per R.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import struct
 from collections.abc import Sequence
@@ -33,9 +36,11 @@ from typing import Any
 
 from tinyhw import errors
 from tinyhw.errors import OperationFailed
+from tinyhw.remote.channel import Channel
+from tinyhw.remote.session import TAG, Direction
 from tinyhw.transport.batch import R32, W32, CfgR, CfgW, Op, Poll32, R, Sleep, W
 
-VERSION = 1
+VERSION = 2
 MAGIC = b"TINYHWR\0"
 HELLO = struct.Struct("<8sHBB32s")
 CLIENT_HELLO = struct.Struct("<8sHH32s32s")
@@ -72,12 +77,22 @@ class ProtocolError(OperationFailed):
     """The peer broke the protocol (bad magic, version, frame or length)."""
 
 
-def client_mac(secret: bytes, server_nonce: bytes, client_nonce: bytes) -> bytes:
-    return hmac.new(secret, b"tinyhw-remote-1 client" + server_nonce + client_nonce, hashlib.sha256).digest()
-
-
-def server_mac(secret: bytes, server_nonce: bytes, client_nonce: bytes) -> bytes:
-    return hmac.new(secret, b"tinyhw-remote-1 server" + client_nonce + server_nonce, hashlib.sha256).digest()
+def recv_frame(ch: Channel, d: Direction, head: struct.Struct, timeout: float | None, payload_timeout: float,
+               peer: str) -> tuple[tuple[Any, ...], bytes]:
+    """One sealed frame: its header fields and payload, both checked against their tags before use."""
+    raw = ch.recv_exact(head.size + TAG, timeout)
+    header = raw[:head.size]
+    d.check_header(header, raw[head.size:], peer)
+    fields = head.unpack(header)
+    length = fields[3]
+    if length > MAX_PAYLOAD:  # an authentic header: the peer's own bug; the stream cannot be resynchronised
+        raise ProtocolError(f"{peer} sent a frame of {length} bytes, over the limit of {MAX_PAYLOAD}")
+    payload = b""
+    if length:
+        payload = ch.recv_exact(length, payload_timeout)
+        d.check_payload(header, payload, ch.recv_exact(TAG, payload_timeout), peer)
+    d.advance()
+    return fields, payload
 
 
 # -- operations ---------------------------------------------------------------------------------------------------
@@ -200,8 +215,8 @@ def decode_error(payload: bytes) -> errors.TinyhwError:
         doc = json.loads(payload.decode())
         cls = getattr(errors, str(doc.get("type")), None)
         message, hint = str(doc.get("message")), doc.get("hint")
-    except (ValueError, UnicodeDecodeError, AttributeError):
-        return ProtocolError("the server sent an unreadable error")
+    except (ValueError, UnicodeDecodeError, AttributeError, RecursionError):
+        return ProtocolError("the server sent a malformed reply: an unreadable error")
     if not (isinstance(cls, type) and issubclass(cls, errors.TinyhwError)) or cls is errors.CompletionError:
         cls = errors.TransportError if cls is errors.CompletionError else errors.OperationFailed
     return cls(f"remote: {message}", hint=str(hint) if hint else None)

@@ -18,32 +18,44 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from tinyhw.errors import Refused
+from tinyhw.errors import OperationFailed, Refused
 from tinyhw.remote.channel import Channel, PipeChannel
-from tinyhw.serve.listen import Audit, Listener, parse_listen, tcp_listener, unix_listener
+from tinyhw.serve.listen import MAX_CONNECTIONS, Audit, Listener, parse_listen, tcp_listener, unix_listener
 
 
-def make_listener(handle: Callable[[Channel, str], None], audit: Audit, *, listen: str | None,
-                  socket_path: Path | None, allow_network: bool) -> Listener:
-    """A TCP listener for ``listen`` (HOST:PORT), else a Unix socket at ``socket_path``."""
+def make_listener(handle: Callable[[Channel, str], object], audit: Audit, *, listen: str | None,
+                  socket_path: Path | None, handshakes: bool = False) -> Listener:
+    """A TCP listener for ``listen`` (HOST:PORT, loopback only), else a Unix socket at ``socket_path``.
+
+    ``handshakes``: the server's connections authenticate first (the remote server), so one slot is kept
+    for authenticated ones (:class:`~tinyhw.serve.listen.Listener`).
+    """
     if listen:
         host, port = parse_listen(listen)
-        return Listener(tcp_listener(host, port, allow_network=allow_network), handle, audit)
-    assert socket_path is not None
-    return Listener(unix_listener(socket_path), handle, audit)
+        sock = tcp_listener(host, port)
+    else:
+        assert socket_path is not None
+        sock = unix_listener(socket_path)
+    return Listener(sock, handle, audit, max_pending=MAX_CONNECTIONS - 1 if handshakes else None)
 
 
-def serve_stdio(handle: Callable[[Channel, str], None], audit: Audit) -> None:
-    """One connection on this process's stdin/stdout (under ssh). Stray prints go to stderr, not the stream."""
+def serve_stdio(handle: Callable[[Channel, str], object], audit: Audit) -> None:
+    """One connection on this process's stdin/stdout (under ssh). Stray prints go to stderr, not the stream.
+
+    A client refused at the handshake (bad magic, wrong version) makes this fail (exit 1), not succeed.
+    """
     out = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     audit("stdio", f"connect over stdio (ssh client {os.environ.get('SSH_CLIENT', 'unknown').split(' ')[0]})")
     channel = PipeChannel(0, out, "stdio", owns=False)
     try:
-        handle(channel, "stdio")
+        served = handle(channel, "stdio")
     finally:
         os.close(out)
+    if served is False:
+        raise OperationFailed("the stdio client was refused at the handshake (see the audit log)",
+                              hint="run this through remote:ssh://host/DEVICE from a tinyhw of the same version")
 
 
 def audit_stream(path: str | None, stdio: bool) -> TextIO:

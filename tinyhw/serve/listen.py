@@ -1,8 +1,12 @@
 """Listening sockets and the accept loop shared by ``tinyhw serve remote`` and ``tinyhw serve serprog``.
 
-specs/pci-vfio-remote.md §12.2 items 1 and 9: local-only by default (a Unix socket in a 0700 directory,
-mode 0600, the peer's uid checked with SO_PEERCRED; or TCP on a loopback address); a non-loopback
-address only when the caller allows it; bounded concurrent connections; an audit line per connection.
+specs/pci-vfio-remote.md §12.2 items 1 and 9: local-only (a Unix socket in a 0700 directory, mode 0600,
+the peer's uid checked with SO_PEERCRED; or TCP on a loopback address: plain TCP off this machine is
+refused, issue 21 item 2, ssh is the way there); bounded concurrent connections; an audit line per
+connection. Issue 21 item 4: connections that have not authenticated yet may hold at most
+``max_connections - 1`` slots, and a new connection evicts the oldest of them when they are full, so
+slow or silent peers can neither hold every slot nor keep the owner out (each handshake also has a
+deadline of its own, :class:`tinyhw.serve.remote.RemoteServer`).
 A server whose clients cannot authenticate (serprog: flashrom has no way to) also checks the uid of a loopback
 TCP peer, looked up in /proc/net/tcp{,6} (issue 21 item 3), and refuses the connection when that fails.
 """
@@ -10,11 +14,10 @@ TCP peer, looked up in /proc/net/tcp{,6} (issue 21 item 3), and refuses the conn
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import select
 import socket
-import struct
+import stat
 import sys
 import threading
 import time
@@ -24,7 +27,7 @@ from typing import TextIO
 
 from tinyhw.errors import DeviceTimeout, Disconnected, EnvironmentProblem, Refused, TinyhwError
 from tinyhw.formats.procnet import socket_uid
-from tinyhw.remote.channel import Channel, SocketChannel
+from tinyhw.remote.channel import Channel, SocketChannel, is_loopback, peer_uid
 
 MAX_CONNECTIONS = 8
 #: Largest /proc/net/tcp{,6} read for a peer lookup (about 400,000 sockets); beyond it the lookup fails (closed).
@@ -34,7 +37,7 @@ PROC_NET_LIMIT = 64 << 20
 def end_reason(e: BaseException) -> str:
     """Why a connection's session ended, for its audit line (a bug ends the connection, never the server)."""
     if isinstance(e, Disconnected):
-        return "peer went away"
+        return "peer went away" + (" in the middle of a frame" if "middle of a frame" in e.message else "")
     if isinstance(e, DeviceTimeout):
         return "idle or stalled peer (timed out)"
     if isinstance(e, TinyhwError):
@@ -68,23 +71,17 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def is_loopback(host: str) -> bool:
-    try:
-        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except OSError:
-        return False
-    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+def check_network(host: str) -> None:
+    """Refuse (exit 2) a non-loopback address: plain TCP off this machine would be readable on the network."""
+    if not is_loopback(host):
+        raise Refused(f"{host} is not a loopback address; tinyhw serves plain tcp on loopback only (it would be "
+                      "readable on the network)",
+                      hint="listen on 127.0.0.1 and reach it from another machine over ssh (remote:ssh://host/DEV, "
+                           "or ssh -L PORT:127.0.0.1:PORT host)")
 
 
-def check_network(host: str, allow_network: bool) -> None:
-    """Refuse (exit 2) a non-loopback address unless allowed (§12.2 item 1)."""
-    if not is_loopback(host) and not allow_network:
-        raise Refused(f"{host} is not a loopback address; serving beyond this machine needs --allow-network",
-                      hint="prefer remote:ssh://host/DEV, which needs no listening port at all")
-
-
-def tcp_listener(host: str, port: int, *, allow_network: bool) -> socket.socket:
-    check_network(host, allow_network)
+def tcp_listener(host: str, port: int) -> socket.socket:
+    check_network(host)
     family, _, _, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -98,18 +95,26 @@ def tcp_listener(host: str, port: int, *, allow_network: bool) -> socket.socket:
 
 
 def unix_listener(path: Path) -> socket.socket:
-    """A 0600 socket in a 0700 directory; a stale socket file left by a dead server is replaced."""
+    """A 0600 socket in a 0700 directory; a stale socket left by a dead server is replaced, nothing else is."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     st = path.parent.stat()
     if st.st_uid != os.geteuid() or st.st_mode & 0o077:
         raise Refused(f"the socket directory {path.parent} must belong to this user with mode 0700")
-    if path.exists() or path.is_symlink():
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISSOCK(mode):  # never unlink a file, fifo, symlink or directory
+        raise Refused(f"{path} exists and is not a socket; refusing to replace it",
+                      hint="name a path that does not exist (or a stale tinyhw socket)")
+    if mode is not None:
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             probe.connect(str(path))
             raise EnvironmentProblem(f"a server is already listening on {path}")
         except (ConnectionRefusedError, FileNotFoundError):
-            path.unlink()
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
         finally:
             probe.close()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -117,13 +122,6 @@ def unix_listener(path: Path) -> socket.socket:
     os.chmod(path, 0o600)
     sock.listen(MAX_CONNECTIONS)
     return sock
-
-
-def peer_uid(sock: socket.socket) -> int | None:
-    with contextlib.suppress(OSError, AttributeError):
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        return struct.unpack("3i", raw)[1]
-    return None
 
 
 def read_proc_net(name: str) -> str:
@@ -167,10 +165,15 @@ class Listener:
     A Unix socket peer must be this process's uid (SO_PEERCRED). With ``same_uid``, so must a TCP peer
     (looked up through ``read_table``, :func:`read_proc_net` unless a test injects one); a peer whose uid
     cannot be determined is refused too.
+
+    With ``max_pending`` (servers whose connections authenticate first, and say so by setting the
+    channel's ``authenticated``), at most that many connections may be unauthenticated at once; a new one
+    then evicts the oldest of them (audited), so at least ``max_connections - max_pending`` slots stay
+    with authenticated clients and a newcomer always gets its chance to authenticate.
     """
 
-    def __init__(self, sock: socket.socket, handle: Callable[[Channel, str], None], audit: Audit,
-                 *, max_connections: int = MAX_CONNECTIONS, same_uid: bool = False,
+    def __init__(self, sock: socket.socket, handle: Callable[[Channel, str], object], audit: Audit,
+                 *, max_connections: int = MAX_CONNECTIONS, max_pending: int | None = None, same_uid: bool = False,
                  read_table: Callable[[str], str] = read_proc_net) -> None:
         self.sock = sock
         self.same_uid = same_uid
@@ -178,8 +181,9 @@ class Listener:
         self.handle = handle
         self.audit = audit
         self.max_connections = max_connections
+        self.max_pending = max_pending
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._conns: list[tuple[threading.Thread, Channel, str]] = []
         self._n = 0
         self.unix = sock.family == socket.AF_UNIX
 
@@ -207,7 +211,7 @@ class Listener:
         self._n += 1
         name = f"c{self._n}"
         peer = addr if isinstance(addr, str) and addr else (f"{addr[0]}:{addr[1]}" if addr else "unix")
-        self._threads = [t for t in self._threads if t.is_alive()]
+        self._conns = [c for c in self._conns if c[0].is_alive()]
         if self.unix:
             uid = peer_uid(conn)
             if uid != os.geteuid():
@@ -227,13 +231,22 @@ class Listener:
                 conn.close()
                 return
             peer = f"{peer} uid {uid}"
-        if len(self._threads) >= self.max_connections:
+        if self.max_pending is not None:
+            pending = [c for c in self._conns if not c[1].authenticated]
+            if len(pending) >= self.max_pending and not pending[0][1].authenticated:
+                _, oldest, oname = pending[0]
+                self.audit(oname, f"handshake cut: {len(pending)} connections were not authenticated yet and "
+                                  f"{name} arrived")
+                oldest.abort()
+                self._conns = [c for c in self._conns if c[1] is not oldest]
+        if len(self._conns) >= self.max_connections:
             self.audit(name, f"refused {peer}: {self.max_connections} connections already open")
             conn.close()
             return
         self.audit(name, f"connect from {peer}")
-        t = threading.Thread(target=self._run, args=(SocketChannel(conn, peer), name), daemon=True)
-        self._threads.append(t)
+        ch = SocketChannel(conn, peer)
+        t = threading.Thread(target=self._run, args=(ch, name), daemon=True)
+        self._conns.append((t, ch, name))
         t.start()
 
     def _run(self, channel: Channel, name: str) -> None:
@@ -244,5 +257,5 @@ class Listener:
 
     def stop(self, wait: float = 5.0) -> None:
         self._stop.set()
-        for t in list(self._threads):
+        for t, _, _ in list(self._conns):
             t.join(wait)

@@ -10,6 +10,11 @@ its first access runs; an audit line per connection and per state-changing reque
 Config-space writes to the BARs, the expansion ROM, the capability pointers and headers, MSI/MSI-X/power
 management, PCIe link control and Resizable BAR (both capability lists walked:
 :mod:`tinyhw.formats.pciguard`) are refused unless the server allows them (§12.2 item 7).
+
+Issue 21: the server proves the key to the client too, every frame is authenticated both ways
+(:mod:`tinyhw.remote.session`; a frame that fails its tag ends the session, audited), the client's hello
+must arrive within one deadline (``handshake_timeout``), timeouts are positive and finite, and a client
+refused because the device is in use learns the holder's pid and program, not its command line.
 """
 
 from __future__ import annotations
@@ -17,17 +22,19 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
+import math
 import os
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 from tinyhw.connect import Opened, open_device
-from tinyhw.errors import DeviceTimeout, Refused, TinyhwError
+from tinyhw.errors import DeviceLocked, DeviceTimeout, Refused, TinyhwError
 from tinyhw.formats.pciconfig import parse_config
 from tinyhw.formats.pciguard import guarded_ranges, refusal
 from tinyhw.remote import protocol as P
 from tinyhw.remote.channel import Channel
+from tinyhw.remote.session import Direction, FrameRejected, client_proof, server_proof, session_keys
 from tinyhw.serve.listen import Audit, end_reason
 from tinyhw.transport.base import Transport
 from tinyhw.transport.batch import WRITE_OPS, CfgW, Op, check_ops, run_ops
@@ -36,6 +43,17 @@ from tinyhw.transport.devstr import DeviceSpec
 HANDSHAKE_TIMEOUT = 10.0
 PAYLOAD_TIMEOUT = 30.0
 IDLE_TIMEOUT = 600.0
+MAX_TIMEOUT = 86400.0
+
+
+class _Conn:
+    """One connection: its channel, audit name and the two directions of its authenticated frames."""
+
+    def __init__(self, ch: Channel, name: str) -> None:
+        self.ch, self.name = ch, name
+        self.tx = self.rx = Direction(b"")
+        self.guarded: list[tuple[int, int, str]] = []
+        self.bye: int | None = None
 
 
 class RemoteServer:
@@ -43,33 +61,39 @@ class RemoteServer:
 
     def __init__(self, spec: DeviceSpec, audit: Audit, *, secret: bytes | None = None,
                  idle_timeout: float = IDLE_TIMEOUT, allow_config_writes: bool = False,
-                 opener: Callable[[DeviceSpec], Opened] = open_device) -> None:
+                 opener: Callable[[DeviceSpec], Opened] = open_device,
+                 handshake_timeout: float = HANDSHAKE_TIMEOUT) -> None:
         if secret is not None and len(secret) < P.MIN_SECRET:
             raise Refused(f"the key must hold at least {P.MIN_SECRET} bytes")
+        for what, value in (("idle timeout", idle_timeout), ("handshake timeout", handshake_timeout)):
+            check_timeout(what, value)
         self.spec = spec
         self.audit = audit
         self.secret = secret
         self.idle_timeout = idle_timeout
+        self.handshake_timeout = handshake_timeout
         self.allow_config_writes = allow_config_writes
         self.opener = opener
         #: connections whose device was opened (tests use it to check that garbage never opens it)
         self.opened_count = 0
-        self._guarded: dict[str, list[tuple[int, int, str]]] = {}
-        self._bye: dict[str, int] = {}  # connection -> id of its BYE, answered after the device is released
 
     # -- one connection -------------------------------------------------------------------------------------
-    def handle(self, ch: Channel, name: str) -> None:
+    def handle(self, ch: Channel, name: str) -> bool:
+        """Serve one connection; False when it was refused or failed before it authenticated."""
+        conn = _Conn(ch, name)
         opened: Opened | None = None
         reason = "closed"
         try:
-            opened = self._handshake(ch, name)
+            opened = self._handshake(conn)
             if opened is None:
-                return
-            reason = self._loop(ch, name, opened)
+                return False
+            reason = self._loop(conn, opened)
         except Exception as e:  # a bug must end this connection, never the server
             reason = end_reason(e)
+            if opened is None:
+                self.audit(name, f"handshake ended: {reason}")
+                return False
         finally:
-            self._guarded.pop(name, None)
             if opened is not None:
                 stats = _safe_stats(opened)
                 uncovered = _safe_notes(opened)
@@ -78,93 +102,103 @@ class RemoteServer:
                     self.audit(name, f"the emulated board does not model {len(uncovered)} access(es), first: "
                                      f"{uncovered[0]}")
                 self.audit(name, f"device released ({reason}); counters {json.dumps(stats, sort_keys=True)}")
-            bye = self._bye.pop(name, None)
-            if bye is not None:  # answered once the device is released, so the client may reopen it at once
+            if conn.bye is not None:  # answered once the device is released, so the client may reopen it at once
                 with contextlib.suppress(TinyhwError):
-                    self._reply(ch, bye, None, b"")
+                    self._reply(conn, conn.bye, None, b"")
+        return True
 
-    def _handshake(self, ch: Channel, name: str) -> Opened | None:
-        snonce = os.urandom(32)
+    def _handshake(self, conn: _Conn) -> Opened | None:
+        """Hello, the client's hello and proof within one deadline; then the device, the proof and description."""
+        ch, name = conn.ch, conn.name
         auth = P.AUTH_HMAC if self.secret is not None else P.AUTH_NONE
-        ch.sendall(P.HELLO.pack(P.MAGIC, P.VERSION, auth, 0, snonce))
-        magic, version, _, cnonce, mac = P.CLIENT_HELLO.unpack(ch.recv_exact(P.CLIENT_HELLO.size, HANDSHAKE_TIMEOUT))
+        hello = P.HELLO.pack(P.MAGIC, P.VERSION, auth, 0, os.urandom(32))
+        ch.sendall(hello)
+        try:
+            raw = ch.recv_exact(P.CLIENT_HELLO.size, self.handshake_timeout)
+        except DeviceTimeout:
+            self.audit(name, f"handshake timed out: no complete hello within {self.handshake_timeout:g} s")
+            return None
+        magic, version, _, _cnonce, proof = P.CLIENT_HELLO.unpack(raw)
         if magic != P.MAGIC:
             self.audit(name, "refused: not a tinyhw client (bad magic)")
             return None
+        transcript = hello + raw[:-32]
+        c2s, s2c = session_keys(self.secret or b"", transcript)
+        conn.rx, conn.tx = Direction(c2s), Direction(s2c)
         if version != P.VERSION:
             self.audit(name, f"refused: protocol version {version} (server {P.VERSION})")
-            self._error(ch, 0, P.ProtocolError(f"the server speaks protocol {P.VERSION}, the client {version}",
-                                               hint="install the same tinyhw version on both machines"))
+            self._error(conn, 0, P.ProtocolError(f"the server speaks protocol {P.VERSION}, the client {version}",
+                                                 hint="install the same tinyhw version on both machines"))
             return None
-        if self.secret is not None and not hmac.compare_digest(mac, P.client_mac(self.secret, snonce, cnonce)):
+        if self.secret is not None and not hmac.compare_digest(proof, client_proof(self.secret, transcript)):
             self.audit(name, "refused: authentication failed")
-            self._error(ch, 0, Refused("authentication failed: the client's key does not match the server's",
-                                       hint="copy the server's key file to the client (0600)"))
+            self._error(conn, 0, Refused("authentication failed: the client's key does not match the server's",
+                                         hint="copy the server's key file to the client (0600)"))
             return None
+        ch.authenticated = True
         try:
             opened = self.opener(self.spec)
         except TinyhwError as e:
             self.audit(name, f"cannot open {self.spec}: {e.message}")
-            self._error(ch, 0, e)
+            self._error(conn, 0, _for_client(e))
             return None
         self.opened_count += 1
         try:
             doc = describe(opened.transport)
-            doc["guarded"] = [] if self.allow_config_writes else _guarded_config(opened.transport)
+            conn.guarded = [] if self.allow_config_writes else _guarded_config(opened.transport)
             if self.secret is not None:
-                doc["server_mac"] = P.server_mac(self.secret, snonce, cnonce).hex()
-            self._guarded[name] = doc.pop("guarded")
-            self._reply(ch, 0, opened.transport, json.dumps(doc).encode())
+                doc["server_proof"] = server_proof(self.secret, transcript).hex()
+            self._reply(conn, 0, opened.transport, json.dumps(doc).encode())
         except BaseException:
             opened.close()
             raise
         self.audit(name, f"authenticated; opened {self.spec} ({doc['identity']['location']})")
         return opened
 
-    def _loop(self, ch: Channel, name: str, opened: Opened) -> str:
+    def _loop(self, conn: _Conn, opened: Opened) -> str:
         t = opened.transport
         while True:
             try:
-                header = ch.recv_exact(P.REQ.size, self.idle_timeout)
+                (op, _, seq, _length), payload = P.recv_frame(conn.ch, conn.rx, P.REQ, self.idle_timeout,
+                                                              PAYLOAD_TIMEOUT, "the client")
             except DeviceTimeout:
                 return f"idle for {self.idle_timeout:g} s"
-            op, _, seq, length = P.REQ.unpack(header)
-            if length > P.MAX_PAYLOAD:  # checked before reading; the stream cannot be resynchronised
-                self._error(ch, seq, P.ProtocolError(f"request of {length} bytes exceeds the limit of "
-                                                     f"{P.MAX_PAYLOAD}"))
-                return f"oversized request ({length} bytes)"
-            payload = ch.recv_exact(length, PAYLOAD_TIMEOUT) if length else b""
+            except FrameRejected as e:
+                return f"rejected a frame: {e.message}"
+            except P.ProtocolError as e:  # oversized: said to the client, then closed (no resynchronising)
+                self._error(conn, 0, e)
+                return f"protocol error: {e.message}"
             if op == P.OP_BATCH:
-                self._batch(ch, name, seq, t, payload)
+                self._batch(conn, seq, t, payload)
             elif op == P.OP_PING:
-                self._reply(ch, seq, t, b"")
+                self._reply(conn, seq, t, b"")
             elif op == P.OP_STATS:
-                self._reply(ch, seq, t, json.dumps(_safe_stats(opened)).encode())
+                self._reply(conn, seq, t, json.dumps(_safe_stats(opened)).encode())
             elif op == P.OP_BYE:
-                self._bye[name] = seq
+                conn.bye = seq
                 return "client said bye"
             else:
-                self._error(ch, seq, P.ProtocolError(f"unknown request {op}"))
+                self._error(conn, seq, P.ProtocolError(f"unknown request {op}"))
 
-    def _batch(self, ch: Channel, name: str, seq: int, t: Transport, payload: bytes) -> None:
+    def _batch(self, conn: _Conn, seq: int, t: Transport, payload: bytes) -> None:
         try:
             ops = P.decode_ops(payload)
             check_ops(t, ops)
-            self._check_config(ops, self._guarded.get(name, []))
+            self._check_config(ops, conn.guarded)
         except TinyhwError as e:
-            self.audit(name, f"batch #{seq} refused: {e.message}")
-            self._error(ch, seq, e)
+            self.audit(conn.name, f"batch #{seq} refused: {e.message}")
+            self._error(conn, seq, e)
             return
         writes = [op for op in ops if isinstance(op, WRITE_OPS)]
         if writes:
-            self.audit(name, f"batch #{seq}: {len(ops)} operations, {len(writes)} writes "
-                             f"(first {_show(writes[0])})")
+            self.audit(conn.name, f"batch #{seq}: {len(ops)} operations, {len(writes)} writes "
+                                  f"(first {_show(writes[0])})")
         try:
             results = run_ops(t, ops)
         except TinyhwError as e:
-            self._error(ch, seq, e)
+            self._error(conn, seq, e)
             return
-        self._reply(ch, seq, t, P.encode_results(ops, results))
+        self._reply(conn, seq, t, P.encode_results(ops, results))
 
     def _check_config(self, ops: list[Op], guarded: list[tuple[int, int, str]]) -> None:
         for op in ops:
@@ -174,13 +208,28 @@ class RemoteServer:
                               hint="start the server with --allow-config-writes if this is intended")
 
     # -- frames ---------------------------------------------------------------------------------------------------
-    def _reply(self, ch: Channel, seq: int, t: Transport | None, payload: bytes) -> None:
+    def _reply(self, conn: _Conn, seq: int, t: Transport | None, payload: bytes) -> None:
         now = t.clock.now() if t is not None else 0.0
-        ch.sendall(P.REPLY.pack(0, 0, seq, len(payload), now) + payload)
+        conn.ch.sendall(conn.tx.seal(P.REPLY.pack(0, 0, seq, len(payload), now), payload))
 
-    def _error(self, ch: Channel, seq: int, e: BaseException) -> None:
+    def _error(self, conn: _Conn, seq: int, e: BaseException) -> None:
         body = P.encode_error(e)
-        ch.sendall(P.REPLY.pack(1, 0, seq, len(body), 0.0) + body)
+        conn.ch.sendall(conn.tx.seal(P.REPLY.pack(1, 0, seq, len(body), 0.0), body))
+
+
+def check_timeout(what: str, value: float) -> None:
+    """A timeout must be a positive finite number of seconds, at most a day (exit 2 otherwise)."""
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and 0 < value <= MAX_TIMEOUT):
+        raise Refused(f"the {what} must be more than 0 and at most {MAX_TIMEOUT:g} seconds (got {value!r})")
+
+
+def _for_client(e: TinyhwError) -> TinyhwError:
+    """What a client is told: a lock holder by pid and tool, never its full command line (issue 21 item 9)."""
+    holder = getattr(e, "holder", None)
+    if isinstance(e, DeviceLocked) and isinstance(holder, dict):
+        return DeviceLocked(f"device {holder.get('key', '?')} is in use by pid {holder.get('pid', '?')} "
+                            f"({holder.get('tool', '?')})", hint=e.hint)
+    return e
 
 
 def describe(t: Transport) -> dict[str, Any]:

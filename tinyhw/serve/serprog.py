@@ -251,7 +251,7 @@ def serprog_listener(handle: Callable[[Channel, str], None], audit: Audit, liste
                       "cannot authenticate",
                       hint="use --listen 127.0.0.1:PORT, or the default pseudo-terminal (no --listen); for a board "
                            "on another machine, run serve serprog and flashrom there (over ssh)")
-    return Listener(tcp_listener(host, port, allow_network=False), handle, audit, same_uid=True,
+    return Listener(tcp_listener(host, port), handle, audit, same_uid=True,
                     read_table=read_table)
 
 

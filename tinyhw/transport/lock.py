@@ -73,11 +73,13 @@ class DeviceLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _read_holder(fd)
+            info = _holder_info(fd)
             os.close(fd)
-            raise DeviceLocked(
-                f"device {self.key} is in use by {holder} (lock {path})",
-                hint="wait for that process to finish, or stop it",
-            ) from None
+            err = DeviceLocked(f"device {self.key} is in use by {holder} (lock {path})",
+                               hint="wait for that process to finish, or stop it")
+            # what a remote server may tell its client: pid and tool, not the holder's command line
+            err.holder = {"key": self.key, "pid": info.get("pid", "?"), "tool": _tool(info.get("command"))}
+            raise err from None
         with contextlib.suppress(OSError):
             os.fchmod(fd, 0o660)
         info = {"pid": os.getpid(), "command": " ".join(sys.argv)[:200], "started": int(time.time()),
@@ -103,6 +105,21 @@ class DeviceLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _holder_info(fd: int) -> dict:
+    try:
+        info = json.loads(os.pread(fd, 4096, 0).decode() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def _tool(command: object) -> str:
+    """The program of a command line: its first word's file name (``tinyhw`` for ``.../tinyhw/__main__.py``)."""
+    words = str(command or "?").split()
+    path = Path(words[0]) if words else Path("?")
+    return path.parent.name if path.name == "__main__.py" else path.name
 
 
 def _read_holder(fd: int) -> str:
