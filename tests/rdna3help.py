@@ -9,6 +9,7 @@ kernels have no bounds checks, so a smaller grid computes a prefix of the full o
 from __future__ import annotations
 
 import struct
+import time
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +24,12 @@ ELF = {"pattern": "pattern.E_8192_32_4.elf", "bandwidth": "bandwidth.E_262144_32
 BASE = 0x7F00_0000_0000
 
 
-def run_probe(name: str, groups: int = 8, **kw: object) -> tuple[dict[str, bytes], int, DispatchResult]:
-    """(outputs by buffer name, elements computed, result) for ``groups`` workgroups of the probe."""
+def run_probe(name: str, groups: int = 8, timer: list[float] | None = None,
+              **kw: object) -> tuple[dict[str, bytes], int, DispatchResult]:
+    """(outputs by buffer name, elements computed, result) for ``groups`` workgroups of the probe.
+
+    ``timer`` (a list) gets the wall time of the dispatch itself appended (setup and copies excluded).
+    """
     mem = FlatMemory(BASE, 32 << 20)
     k = load_kernel((PREBUILT / ELF[name]).read_bytes(), mem)
     probe = PROBES[name]
@@ -47,7 +52,10 @@ def run_probe(name: str, groups: int = 8, **kw: object) -> tuple[dict[str, bytes
     order = [b.name for b in probe.buffers(n)]
     kernarg = mem.alloc(b"".join(struct.pack("<Q", bufs[o]) for o in order), align=64)
     regs = dispatch_regs(k.kd, k.entry, kernarg, grid, block)
+    t0 = time.perf_counter()
     res = run_dispatch(regs, mem, **kw)  # type: ignore[arg-type]
+    if timer is not None:
+        timer.append(time.perf_counter() - t0)
     outs = {o: mem.read(bufs[o], sizes[o]) for o in order}
     return outs, n, res
 
