@@ -162,42 +162,36 @@ def _fetch(mem: Memory, pc: int) -> Inst:
         n = inst.size
 
 
+Bad = Callable[[str], Exception]
+# encoding -> compiler of one instruction into a function of the wave (the handler table)
+_HANDLERS: dict[str, Callable[[Inst, int, Bad], Callable[[Wave], Any]]] = {
+    "SOP2": lambda i, pc, bad: salu.compile_sop2(i, bad),
+    "SOP1": lambda i, pc, bad: salu.compile_sop1(i, bad),
+    "SOPC": lambda i, pc, bad: salu.compile_sopc(i, bad),
+    "SOPK": lambda i, pc, bad: salu.compile_sopk(i, bad),
+    "SOPP": salu.compile_sopp,
+    "SMEM": lambda i, pc, bad: salu.compile_smem(i, bad),
+    **{e: (lambda i, pc, bad: valu.compile_valu(i, bad)) for e in ("VOP1", "VOP2", "VOPC", "VOP3")},
+    "VOPD": lambda i, pc, bad: valu.compile_vopd(i, bad),
+    "DS": lambda i, pc, bad: vmem.compile_ds(i, bad),
+    "FLAT": lambda i, pc, bad: vmem.compile_global(i, bad),
+    "MUBUF": lambda i, pc, bad: vmem.compile_mubuf(i, bad),
+}
+
+
 def _compile(inst: Inst, raw: bytes, pc: int, strict: bool, skipped: dict[str, int]) -> Callable[[Wave], Any]:
     words = " ".join(f"{w:08x}" for w in struct.unpack(f"<{len(raw) // 4}I", raw))
 
     def bad(msg: str) -> Exception:
         return Unimplemented(f"not modelled: {msg}", pc=pc, mnemonic=inst.name, encoding=words)
 
-    def fault(msg: str) -> Exception:
-        return ShaderFault(msg, pc=pc, mnemonic=inst.name, encoding=words)
-
     try:
         if not inst.mnemonic:
             raise bad("an opcode LLVM's gfx11 table does not name")
-        enc = inst.encoding
-        if enc == "SOP2":
-            return salu.compile_sop2(inst, bad)
-        if enc == "SOP1":
-            return salu.compile_sop1(inst, bad)
-        if enc == "SOPC":
-            return salu.compile_sopc(inst, bad)
-        if enc == "SOPK":
-            return salu.compile_sopk(inst, bad)
-        if enc == "SOPP":
-            return salu.compile_sopp(inst, pc, bad)
-        if enc == "SMEM":
-            return salu.compile_smem(inst, bad)
-        if enc in ("VOP1", "VOP2", "VOPC", "VOP3"):
-            return valu.compile_valu(inst, bad)
-        if enc == "VOPD":
-            return valu.compile_vopd(inst, bad)
-        if enc == "DS":
-            return vmem.compile_ds(inst, bad, fault)
-        if enc == "FLAT":
-            return vmem.compile_global(inst, bad)
-        if enc == "MUBUF":
-            return vmem.compile_mubuf(inst, bad)
-        raise bad(f"the {enc} encoding")
+        handler = _HANDLERS.get(inst.encoding)
+        if handler is None:
+            raise bad(f"the {inst.encoding} encoding")
+        return handler(inst, pc, bad)
     except Unimplemented:
         if strict:
             raise

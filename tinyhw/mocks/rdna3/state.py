@@ -111,6 +111,12 @@ def int_to_bits(x: int) -> np.ndarray:
 Getter = Callable[[Wave], Any]
 
 
+def _literal(literal: int | None, bad: Callable[[str], Exception]) -> Getter:
+    if literal is None:
+        raise bad("literal operand without a literal dword")
+    return lambda w: literal
+
+
 def s_get(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Getter:
     """A 32-bit scalar source (SOP*/SMEM fields, or a VALU source that is not a VGPR) as a Python int."""
     if src <= 105 or 108 <= src <= 127:
@@ -120,10 +126,7 @@ def s_get(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Get
     if src == 253:
         return lambda w: w.scc
     if src == 255:
-        if literal is None:
-            raise bad("literal operand without a literal dword")
-        lit = literal
-        return lambda w: lit
+        return _literal(literal, bad)
     c = inline_const(src)
     if c is None:
         raise bad(f"source operand {src} (DPP, LDS direct or a reserved value)")
@@ -138,10 +141,7 @@ def s_get64(src: int, literal: int | None, bad: Callable[[str], Exception]) -> G
             raise bad(f"64-bit scalar operand in an odd register {src}")
         return lambda w: w.s[src] | w.s[src + 1] << 32
     if src == 255:
-        if literal is None:
-            raise bad("literal operand without a literal dword")
-        lit = literal
-        return lambda w: lit
+        return _literal(literal, bad)
     c = inline_const64(src)
     if c is None:
         raise bad(f"64-bit source operand {src}")

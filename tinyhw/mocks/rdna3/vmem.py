@@ -65,6 +65,13 @@ def _active(w: Wave) -> np.ndarray:
     return np.nonzero(w.mask())[0]
 
 
+def _lane_bytes(w: Wave, reg: int, lanes: np.ndarray, size: int) -> np.ndarray:
+    """(k, size) bytes of the active lanes' data registers ``reg``.. (the low ``size`` bytes)."""
+    n = max(size // 4, 1)
+    vals = np.ascontiguousarray(w.v[reg:reg + n, lanes].T)
+    return np.ascontiguousarray(vals.view(U8).reshape(len(lanes), 4 * n)[:, :size])
+
+
 def _widen(raw: np.ndarray, size: int, signed: bool) -> np.ndarray:
     """(k, size) bytes -> (k, dwords) uint32, sub-dword loads zero- or sign-extended."""
     if size >= 4:
@@ -106,14 +113,11 @@ def compile_global(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         return load
     if kind == "store" and suffix in _STORES:
         size = _STORES[suffix]
-        n = max(size // 4, 1)
 
         def store(w: Wave) -> None:
             lanes = _active(w)
             if len(lanes):
-                vals = np.ascontiguousarray(w.v[data:data + n, lanes].T)
-                raw = vals.view(U8).reshape(len(lanes), 4 * n)[:, :size]
-                scatter(w.mem, addr(w, lanes), np.ascontiguousarray(raw))
+                scatter(w.mem, addr(w, lanes), _lane_bytes(w, data, lanes, size))
         return store
     if kind == "atomic" and suffix in _ATOMIC:
         op, ret = _ATOMIC[suffix], bool(f["glc"])
@@ -135,7 +139,7 @@ def compile_global(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     raise bad("global memory opcode not modelled")
 
 
-def compile_ds(inst: Any, bad: Callable[[str], Exception], fault: Callable[[str], Exception]) -> Fn:
+def compile_ds(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     f, m = inst.fields, inst.mnemonic
     if f["gds"]:
         raise bad("GDS is not modelled")
@@ -161,14 +165,12 @@ def compile_ds(inst: Any, bad: Callable[[str], Exception], fault: Callable[[str]
         return load
     if kind == "store" and suffix in _STORES:
         size = _STORES[suffix]
-        n = max(size // 4, 1)
 
         def store(w: Wave) -> None:
             lanes = _active(w)
             if len(lanes):
                 idx, ok = index(w, lanes, size)
-                vals = np.ascontiguousarray(w.v[d0:d0 + n, lanes].T)
-                w.lds[idx[ok]] = vals.view(U8).reshape(len(lanes), 4 * n)[ok, :size]
+                w.lds[idx[ok]] = _lane_bytes(w, d0, lanes, size)[ok]
         return store
     if kind == "add" and suffix == "u32":
         def add(w: Wave) -> None:
