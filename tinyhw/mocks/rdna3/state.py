@@ -119,7 +119,7 @@ def _literal(literal: int | None, bad: Callable[[str], Exception]) -> Getter:
 
 def s_get(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Getter:
     """A 32-bit scalar source (SOP*/SMEM fields, or a VALU source that is not a VGPR) as a Python int."""
-    if src <= 105 or 108 <= src <= 127:
+    if src <= 127:                  # SGPRs, VCC, TTMP, NULL, M0, EXEC
         if src == NULL:
             return lambda w: 0
         return lambda w: w.s[src]
@@ -134,7 +134,7 @@ def s_get(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Get
 
 
 def s_get64(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Getter:
-    if src <= 105 or 108 <= src <= 127:
+    if src <= 127:                  # SGPRs, VCC, TTMP, NULL, M0, EXEC
         if src == NULL:
             return lambda w: 0
         if src & 1:
