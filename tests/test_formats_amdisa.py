@@ -18,12 +18,13 @@ def _w(*words: int) -> bytes:
 
 @pytest.mark.parametrize(("fam", "words", "size", "text"), [
     ("gfx11", (0xBFB00000,), 4, "s_endpgm"),
-    ("gfx11", (0xBF850001,), 4, "s_clause"),
-    ("gfx11", (0xBF89FC07,), 4, "s_waitcnt"),
-    ("gfx11", (0xF4080100, 0xF8000000), 8, "SMEM op 0x2"),
-    ("gfx11", (0xDC520000, 0x01060000), 8, "FLAT op 0x14"),
-    ("gfx11", (0x7E0002FF, 0x3F800000), 8, "VOP1 op 0x1"),          # v_mov_b32 v0, 1.0 literal
-    ("gfx11", (0x30000082,), 4, "VOP2 op 0x18"),
+    ("gfx11", (0xBF850001,), 4, "s_clause 0x1"),
+    ("gfx11", (0xBF89FC07,), 4, "s_waitcnt lgkmcnt(0)"),
+    ("gfx11", (0xF4080100, 0xF8000000), 8, "s_load_b128 s[4:7], s[0:1], null"),
+    ("gfx11", (0xDC520000, 0x01060000), 8, "global_load_b32 v1, v0, s[6:7]"),
+    ("gfx11", (0x7E0002FF, 0x3F800000), 8, "v_mov_b32_e32 v0, 0x3f800000"),   # a literal, not the inline 1.0
+    ("gfx11", (0x30000082,), 4, "v_lshlrev_b32_e32 v0, 2, v0"),
+    ("gfx11", (0xB980F801, 0x5678), 8, "s_setreg_imm32_b32"),                 # SOPK with a literal
     ("gfx12", (0xBFC70000,), 4, "s_wait_kmcnt"),
     ("gfx12", (0xEE050006, 0x00000001, 0), 12, "VGLOBAL op 0x14"),
     ("gfx12", (0xBFB60003,), 4, "s_sendmsg"),

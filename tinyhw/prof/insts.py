@@ -80,9 +80,7 @@ def _rdna(cap: Capture, kern: int, s: Any, w: Any, doc: dict[str, Any]) -> None:
     names: dict[int, str] | None = None
     if text is not None and prog is not None:
         names, how = objdump_text(prog.lib, cap.target)
-        doc["disassembler"] = how if names else (
-            f"tinyhw: instruction lengths; mnemonics only for program control (SOPP), other instructions "
-            f"as encoding + opcode ({how})")
+        doc["disassembler"] = how if names else _own_decoder(fam, how)
     pc: int | None = 0 if text else None
     end = w.end_index if w.end_index is not None else len(t) - 1
     idx = t.indices(*_RDNA_INST)
@@ -114,7 +112,7 @@ def _rdna(cap: Capture, kern: int, s: Any, w: Any, doc: dict[str, Any]) -> None:
             if pc is not None and text is not None:
                 inst = decode_at(text[1], pc, fam)
                 guard = 0
-                while inst.text in SILENT and guard < 64:
+                while inst.name in SILENT and guard < 64:
                     pc += inst.size
                     inst = decode_at(text[1], pc, fam)
                     guard += 1
@@ -122,6 +120,13 @@ def _rdna(cap: Capture, kern: int, s: Any, w: Any, doc: dict[str, Any]) -> None:
                 row.update(pc=f"0x{base + pc:x}", offset=pc, instruction=full or inst.text)
                 pc = _advance(inst, kind, pc, doc, row["time"])
             doc["rows"].append(row)
+
+
+def _own_decoder(fam: str, how: str) -> str:
+    if fam == "gfx11":
+        return f"tinyhw's decoder: every instruction's mnemonic and operands ({how})"
+    return (f"tinyhw: instruction lengths; mnemonics only for program control (SOPP), other instructions "
+            f"as encoding + opcode ({how})")
 
 
 def _advance(inst: Any, kind: str, pc: int, doc: dict[str, Any], time: int) -> int | None:
@@ -188,9 +193,7 @@ def _cdna(cap: Capture, s: Any, w: Any, doc: dict[str, Any]) -> None:
     names: dict[int, str] | None = None
     if pc is not None and prog is not None and text is not None:
         names, how = objdump_text(prog.lib, cap.target)
-        doc["disassembler"] = how if names else (
-            f"tinyhw: instruction lengths; mnemonics only for program control (SOPP), other instructions "
-            f"as encoding + opcode ({how})")
+        doc["disassembler"] = how if names else _own_decoder("gfx9", how)
     base = (prog.base if prog else 0) + (text[0] if text else 0)
     k = 0
     for time, code in issues:

@@ -1,0 +1,29 @@
+"""An emulated RDNA3 (gfx1100) wave32 shader core and dispatcher (issue 23 items 5-6).
+
+Written from specs/amd-compute.md §3-§5 and the RDNA3 ISA reference, never from another emulator.
+The command processor model calls :func:`run_dispatch` at DISPATCH_DIRECT with the COMPUTE_* register
+values it holds (:class:`DispatchRegs`) and a memory object on GPU virtual addresses (``read(addr, n)``,
+``write(addr, data)``: the board's GPUVM translation sits behind it); the result carries exact counters.
+Decoding is :mod:`tinyhw.formats.amdisa` (one generated opcode table, shared with ``prof insts``).
+
+Modules: ``state`` (wave registers, operand access, errors), ``salu`` (scalar ALU, program control,
+scalar loads), ``valu`` (VOP1/2/C/3, VOPD), ``vmem`` (LDS, global memory), ``dispatch`` (workgroups,
+waves, barriers, the decode cache), ``launch`` (registers from a kernel descriptor, for tests).
+"""
+
+from tinyhw.mocks.rdna3.dispatch import (
+    CodeCache,
+    DispatchRegs,
+    DispatchResult,
+    FlatMemory,
+    Memory,
+    MemoryFault,
+    default_cost,
+    run_dispatch,
+)
+from tinyhw.mocks.rdna3.launch import LoadedKernel, dispatch_regs, load_kernel
+from tinyhw.mocks.rdna3.state import ShaderError, ShaderFault, Unimplemented, WatchdogExpired
+
+__all__ = ["CodeCache", "DispatchRegs", "DispatchResult", "FlatMemory", "LoadedKernel", "Memory", "MemoryFault",
+           "ShaderError", "ShaderFault", "Unimplemented", "WatchdogExpired", "default_cost", "dispatch_regs",
+           "load_kernel", "run_dispatch"]

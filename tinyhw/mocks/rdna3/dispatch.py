@@ -1,0 +1,353 @@
+"""The dispatcher: workgroups -> wave32 waves with the documented initial state, run to completion.
+
+specs/amd-compute.md §4 (initial wave state) and §2.4-§2.5 (the COMPUTE_* registers a DISPATCH_DIRECT
+samples). :func:`run_dispatch` takes the register values a command processor holds at DISPATCH_DIRECT
+(:class:`DispatchRegs`), a memory object on GPU virtual addresses, and runs every workgroup: its
+waves share one LDS array and are stepped cooperatively, each until it reaches ``s_barrier`` or
+``s_endpgm``; when every live wave of the workgroup waits at the barrier they are released together.
+Workgroups run one after another in X, then Y, then Z order. Instructions are fetched through the
+memory object at the wave's PC and decoded once per code address (:class:`CodeCache`).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from tinyhw.errors import OperationFailed
+from tinyhw.formats.amdisa import Inst, decode_at
+from tinyhw.mocks.rdna3 import salu, valu, vmem
+from tinyhw.mocks.rdna3.state import EXEC, FULL, ShaderError, ShaderFault, Unimplemented, WatchdogExpired, Wave
+
+__all__ = ["CodeCache", "DispatchRegs", "DispatchResult", "FlatMemory", "Memory", "MemoryFault", "run_dispatch"]
+
+CS_W32_EN = 1 << 15
+LDS_GRANULE = 512          # bytes per RSRC2.LDS_SIZE unit on gfx11 (128 dwords; spec §3.4, inferred)
+LDS_MAX = 64 * 1024
+_VECTOR = frozenset({"VOP1", "VOP2", "VOPC", "VOP3", "VOP3P", "VOPD", "DS", "FLAT", "MUBUF"})
+DEFAULT_WATCHDOG = 50_000_000
+
+
+class Memory(Protocol):
+    """What the shader core needs from memory: GPU-virtual-address reads and writes (GPUVM sits behind it)."""
+
+    def read(self, addr: int, n: int) -> bytes: ...
+
+    def write(self, addr: int, data: bytes) -> None: ...
+
+
+class MemoryFault(OperationFailed):
+    """An access outside mapped memory (raised by a memory object; FlatMemory's own)."""
+
+    def __init__(self, addr: int, n: int, write: bool) -> None:
+        super().__init__(f"GPU memory {'write' if write else 'read'} of {n} bytes at 0x{addr:x} is not mapped")
+        self.addr, self.n, self.write = addr, n, write
+
+
+class FlatMemory:
+    """One flat window of memory at ``base`` (a GPU VA) of ``size`` bytes, for tests and benches."""
+
+    def __init__(self, base: int, size: int) -> None:
+        self.base, self.buf = base, bytearray(size)
+        self.reads = self.writes = 0
+        self._next = base
+
+    def _off(self, addr: int, n: int, write: bool) -> int:
+        off = addr - self.base
+        if off < 0 or off + n > len(self.buf):
+            raise MemoryFault(addr, n, write)
+        return off
+
+    def read(self, addr: int, n: int) -> bytes:
+        off = self._off(addr, n, False)
+        self.reads += 1
+        return bytes(self.buf[off:off + n])
+
+    def write(self, addr: int, data: bytes) -> None:
+        off = self._off(addr, len(data), True)
+        self.writes += 1
+        self.buf[off:off + len(data)] = data
+
+    def alloc(self, data: bytes | int, align: int = 256) -> int:
+        """Place ``data`` (or that many zero bytes) at the next aligned address; return its VA."""
+        raw = bytes(data) if not isinstance(data, int) else bytes(data)
+        addr = (self._next + align - 1) // align * align
+        self._off(addr, len(raw), True)
+        self.buf[addr - self.base:addr - self.base + len(raw)] = raw
+        self._next = addr + len(raw)
+        return addr
+
+
+@dataclass(frozen=True)
+class DispatchRegs:
+    """COMPUTE_* register values at DISPATCH_DIRECT (names and fields as in specs/amd-compute.md §2.4-§2.5)."""
+
+    pgm_lo: int                      # COMPUTE_PGM_LO: entry VA bits 39:8
+    pgm_hi: int                      # COMPUTE_PGM_HI: entry VA bits 47:40 (DATA, bits 7:0)
+    rsrc1: int                       # COMPUTE_PGM_RSRC1
+    rsrc2: int                       # COMPUTE_PGM_RSRC2
+    rsrc3: int = 0                   # COMPUTE_PGM_RSRC3
+    user_data: tuple[int, ...] = ()  # COMPUTE_USER_DATA_0..15
+    num_thread: tuple[int, int, int] = (1, 1, 1)   # COMPUTE_NUM_THREAD_X/Y/Z (NUM_THREAD_FULL, bits 15:0)
+    dim: tuple[int, int, int] = (1, 1, 1)          # DISPATCH_DIRECT DIM_X/Y/Z (workgroups)
+    start: tuple[int, int, int] = (0, 0, 0)        # COMPUTE_START_X/Y/Z
+    initiator: int = 0x8005                        # COMPUTE_DISPATCH_INITIATOR (CS_W32_EN bit 15)
+    tmpring_size: int = 0                          # COMPUTE_TMPRING_SIZE (scratch is not modelled: must be 0)
+
+    @property
+    def entry(self) -> int:
+        return ((self.pgm_hi & 0xFF) << 40 | (self.pgm_lo & 0xFFFFFFFF) << 8) & ((1 << 48) - 1)
+
+    @property
+    def user_sgprs(self) -> int:
+        return self.rsrc2 >> 1 & 0x1F
+
+    @property
+    def vgprs(self) -> int:
+        return ((self.rsrc1 & 0x3F) + 1) * 8          # wave32 granule 8 (§3.3)
+
+    @property
+    def lds_bytes(self) -> int:
+        return (self.rsrc2 >> 15 & 0x1FF) * LDS_GRANULE
+
+
+@dataclass
+class DispatchResult:
+    """Exact emulator counters of one dispatch; ``cycles`` is modelled (issue cycles of the cost table)."""
+
+    workgroups: int = 0
+    waves: int = 0
+    wave_instructions: int = 0
+    lane_instructions: int = 0          # 32 per wave instruction (wave32), the issue's figure of merit
+    active_lane_instructions: int = 0   # vector instructions x lanes with their EXEC bit set
+    cycles: int = 0                     # modelled: sum of the cost of every wave instruction
+    per_mnemonic: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)   # strict=False: unimplemented, executed as no-ops
+
+    def to_doc(self) -> dict[str, Any]:
+        return {"workgroups": self.workgroups, "waves": self.waves, "wave_instructions": self.wave_instructions,
+                "lane_instructions": self.lane_instructions,
+                "active_lane_instructions": self.active_lane_instructions, "cycles_modelled": self.cycles,
+                "per_mnemonic": dict(sorted(self.per_mnemonic.items())), "skipped": dict(self.skipped)}
+
+
+def default_cost(inst: Inst) -> int:
+    """Issue cycles per wave instruction (modelled, not measured): ``s_nop N`` N+1, hints 0, else 1."""
+    if inst.mnemonic == "s_nop":
+        return (inst.fields.get("simm16", 0) & 0xF) + 1
+    if inst.mnemonic in ("s_delay_alu", "s_clause", "s_set_inst_prefetch_distance"):
+        return 0
+    return 1
+
+
+class CodeCache:
+    """Decoded, compiled instructions by code address; reusable across dispatches of unchanged code."""
+
+    def __init__(self) -> None:
+        # pc -> [function, size, mnemonic, is_vector, executions, cost]
+        self.entries: dict[int, list[Any]] = {}
+
+
+def _fetch(mem: Memory, pc: int) -> Inst:
+    n = 4
+    while True:
+        raw = mem.read(pc, n)
+        inst = decode_at(raw + bytes(12), 0, "gfx11")
+        if inst.size <= n:
+            return decode_at(raw, 0, "gfx11") if inst.size == n else inst
+        n = inst.size
+
+
+Bad = Callable[[str], Exception]
+# encoding -> compiler of one instruction into a function of the wave (the handler table)
+_HANDLERS: dict[str, Callable[[Inst, int, Bad], Callable[[Wave], Any]]] = {
+    "SOP2": lambda i, pc, bad: salu.compile_sop2(i, bad),
+    "SOP1": lambda i, pc, bad: salu.compile_sop1(i, bad),
+    "SOPC": lambda i, pc, bad: salu.compile_sopc(i, bad),
+    "SOPK": lambda i, pc, bad: salu.compile_sopk(i, bad),
+    "SOPP": salu.compile_sopp,
+    "SMEM": lambda i, pc, bad: salu.compile_smem(i, bad),
+    **{e: (lambda i, pc, bad: valu.compile_valu(i, bad)) for e in ("VOP1", "VOP2", "VOPC", "VOP3")},
+    "VOPD": lambda i, pc, bad: valu.compile_vopd(i, bad),
+    "DS": lambda i, pc, bad: vmem.compile_ds(i, bad),
+    "FLAT": lambda i, pc, bad: vmem.compile_global(i, bad),
+    "MUBUF": lambda i, pc, bad: vmem.compile_mubuf(i, bad),
+}
+
+
+def _compile(inst: Inst, raw: bytes, pc: int, strict: bool, skipped: dict[str, int]) -> Callable[[Wave], Any]:
+    words = " ".join(f"{w:08x}" for w in struct.unpack(f"<{len(raw) // 4}I", raw))
+
+    def bad(msg: str) -> Exception:
+        return Unimplemented(f"not modelled: {msg}", pc=pc, mnemonic=inst.name, encoding=words)
+
+    try:
+        if not inst.mnemonic:
+            raise bad("an opcode LLVM's gfx11 table does not name")
+        handler = _HANDLERS.get(inst.encoding)
+        if handler is None:
+            raise bad(f"the {inst.encoding} encoding")
+        return handler(inst, pc, bad)
+    except Unimplemented:
+        if strict:
+            raise
+        name = inst.name
+
+        def skip(w: Wave) -> None:
+            skipped[name] = skipped.get(name, 0) + 1
+        return skip
+
+
+class _Dispatch:
+    def __init__(self, regs: DispatchRegs, mem: Memory, strict: bool, cache: CodeCache,
+                 cost: Callable[[Inst], int], watchdog: int, on_wave_end: Callable[[Wave], None] | None) -> None:
+        self.regs, self.mem, self.strict, self.cache, self.cost = regs, mem, strict, cache, cost
+        self.on_wave_end = on_wave_end
+        self.budget = watchdog
+        self.res = DispatchResult()
+        self.active = 0
+
+    def compile_at(self, pc: int) -> list[Any]:
+        inst = _fetch(self.mem, pc)
+        fn = _compile(inst, self.mem.read(pc, inst.size), pc, self.strict, self.res.skipped)
+        ent = [fn, inst.size, inst.name, inst.encoding in _VECTOR, 0, self.cost(inst), inst]
+        self.cache.entries[pc] = ent
+        return ent
+
+    def run_wave(self, w: Wave) -> None:
+        entries, pc, n = self.cache.entries, w.pc, 0
+        active = 0
+        try:
+            while True:
+                ent = entries.get(pc)
+                if ent is None:
+                    ent = self.compile_at(pc)
+                ent[4] += 1
+                n += 1
+                if ent[3]:
+                    active += w.s[EXEC].bit_count()
+                r = ent[0](w)
+                if r is None:
+                    pc += ent[1]
+                elif r >= 0:
+                    pc = r
+                elif r == salu.END:
+                    w.done = True
+                    if self.on_wave_end is not None:
+                        self.on_wave_end(w)
+                    break
+                else:
+                    w.at_barrier = True
+                    pc += ent[1]
+                    break
+                if n > self.budget:
+                    raise WatchdogExpired(f"the dispatch ran past its limit of {self.res.wave_instructions + n} "
+                                          "wave instructions (a shader that never ends?)", pc=pc,
+                                          mnemonic=ent[2], encoding="-")
+        except ShaderError:
+            raise
+        except (IndexError, ValueError) as e:
+            ent = entries.get(pc)
+            raise ShaderFault(f"register access outside the wave's allocation ({e})", pc=pc,
+                              mnemonic=ent[2] if ent else "?", encoding="-") from e
+        except Exception as e:
+            ent = entries.get(pc)
+            e.add_note(f"in the emulated shader at pc 0x{pc:x} ({ent[2] if ent else '?'})")
+            raise
+        finally:
+            w.pc = pc
+            self.budget -= n
+            self.res.wave_instructions += n
+            self.active += active
+
+    def workgroup(self, gid: tuple[int, int, int]) -> None:
+        r = self.regs
+        nx, ny, nz = r.num_thread
+        nthreads = nx * ny * nz
+        lds = np.zeros(max(r.lds_bytes, 0), dtype=np.uint8)
+        tidig = r.rsrc2 >> 11 & 3
+        ids = np.arange(nthreads)
+        tx, ty, tz = ids % nx, (ids // nx) % ny, ids // (nx * ny)
+        packed = (tx | (ty << 10 if tidig >= 1 else 0) | (tz << 20 if tidig >= 2 else 0)).astype(np.uint32)
+        waves = []
+        for wi in range((nthreads + 31) // 32):
+            w = Wave(r.vgprs, lds, self.mem, gid, wi)
+            lanes = min(32, nthreads - 32 * wi)
+            w.s[EXEC] = FULL if lanes == 32 else (1 << lanes) - 1
+            us = r.user_sgprs
+            ud = list(r.user_data) + [0] * 16
+            w.s[:us] = [x & 0xFFFFFFFF for x in ud[:us]]
+            k = us
+            for bit, value in ((7, gid[0]), (8, gid[1]), (9, gid[2])):
+                if r.rsrc2 >> bit & 1:
+                    w.s[k] = value & 0xFFFFFFFF
+                    k += 1
+            w.v[0, :lanes] = packed[32 * wi:32 * wi + lanes]
+            w.pc = r.entry
+            waves.append(w)
+        self.res.waves += len(waves)
+        while True:
+            live = [w for w in waves if not w.done]
+            if not live:
+                break
+            for w in live:
+                if not w.at_barrier:
+                    self.run_wave(w)
+            live = [w for w in waves if not w.done]
+            if live and all(w.at_barrier for w in live):
+                for w in live:
+                    w.at_barrier = False
+
+
+def _check(regs: DispatchRegs) -> None:
+    def refuse(msg: str) -> Unimplemented:
+        return Unimplemented(msg, pc=regs.entry, mnemonic="(dispatch)", encoding="-")
+    if not regs.initiator & CS_W32_EN:
+        raise refuse("wave64 dispatch (CS_W32_EN = 0) is not modelled")
+    if regs.rsrc2 & 1 or regs.tmpring_size:
+        raise refuse("scratch (SCRATCH_EN / COMPUTE_TMPRING_SIZE) is not modelled")
+    if regs.rsrc2 >> 10 & 1:
+        raise refuse("the workgroup-info SGPR (TG_SIZE_EN) is not modelled")
+    if regs.user_sgprs > 16 or len(regs.user_data) > 16:
+        raise refuse("more than 16 user SGPRs")
+    nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
+    if not 1 <= nt <= 1024 or min(regs.num_thread) < 1 or max(regs.num_thread) > 1024:
+        raise refuse(f"workgroup of {regs.num_thread} work-items (1..1024)")
+    if min(regs.dim) < 0 or regs.lds_bytes > LDS_MAX:
+        raise refuse("negative grid or LDS beyond 64 KiB")
+
+
+def run_dispatch(regs: DispatchRegs, memory: Memory, *, strict: bool = True, cache: CodeCache | None = None,
+                 cost: Callable[[Inst], int] = default_cost, watchdog: int = DEFAULT_WATCHDOG,
+                 on_wave_end: Callable[[Wave], None] | None = None) -> DispatchResult:
+    """Run one DISPATCH_DIRECT to completion on the emulated RDNA3 (gfx1100) wave32 shader core.
+
+    ``memory`` serves the code fetch, SMEM, and global accesses (GPU virtual addresses). ``strict``
+    (default) stops at the first instruction the model does not implement (:class:`Unimplemented` with
+    its mnemonic, encoding and PC); with ``strict=False`` such instructions are executed as no-ops and
+    counted in ``DispatchResult.skipped`` (the result is then not exact). ``watchdog`` bounds the wave
+    instructions of the whole dispatch (:class:`WatchdogExpired`). ``cache`` may be kept by the caller
+    for repeated dispatches of the same, unchanged code. ``on_wave_end(wave)`` is called with each wave's
+    final state (SGPRs ``wave.s``, VGPRs ``wave.v``, ``wave.wg``, ``wave.index``) when it executes ``s_endpgm``.
+    """
+    _check(regs)
+    d = _Dispatch(regs, memory, strict, cache or CodeCache(), cost, watchdog, on_wave_end)
+    with np.errstate(all="ignore"):
+        for z in range(regs.dim[2]):
+            for y in range(regs.dim[1]):
+                for x in range(regs.dim[0]):
+                    d.workgroup((regs.start[0] + x, regs.start[1] + y, regs.start[2] + z))
+                    d.res.workgroups += 1
+    res = d.res
+    res.lane_instructions = 32 * res.wave_instructions
+    res.active_lane_instructions = d.active
+    for ent in d.cache.entries.values():
+        if ent[4]:
+            res.per_mnemonic[ent[2]] = res.per_mnemonic.get(ent[2], 0) + ent[4]
+            res.cycles += ent[4] * ent[5]
+            ent[4] = 0
+    return res

@@ -1,0 +1,192 @@
+"""Wave state, operand access and the shader core's errors (specs/amd-compute.md §4, §5.1, §5.3).
+
+A wave32 wave holds 128 scalar registers as Python ints (SGPR0..105, VCC_LO 106, VCC_HI 107, TTMP
+108..123, NULL 124, M0 125, EXEC_LO 126, EXEC_HI 127), SCC, and its VGPRs as one numpy ``uint32``
+array of shape (VGPRs, 32): lane l of VGPR n is ``v[n, l]``. Vector sources are fetched as (32,) uint32
+arrays (scalars and constants broadcast), so every VALU operation is a few numpy calls over all 32
+lanes; results are written only to lanes whose EXEC bit is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tinyhw.errors import OperationFailed, StrictEmulationError
+
+M32 = 0xFFFFFFFF
+M64 = (1 << 64) - 1
+FULL = M32          # EXEC_LO of a full wave32
+VCC, NULL, M0, EXEC = 106, 124, 125, 126
+LANES = np.arange(32, dtype=np.uint32)
+BIT = np.uint32(1) << LANES
+U32 = np.uint32
+
+# inline constants (§5.1): 128..192 = 0..64, 193..208 = -1..-16, 240..248 float bit patterns
+_FLOAT_BITS = {240: 0x3F000000, 241: 0xBF000000, 242: 0x3F800000, 243: 0xBF800000, 244: 0x40000000,
+               245: 0xC0000000, 246: 0x40800000, 247: 0xC0800000, 248: 0x3E22F983}
+_FLOAT64 = {240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 246: 4.0, 247: -4.0,
+            248: 0.15915494309189535}
+
+
+class ShaderError(OperationFailed):
+    """The emulated shader core stopped: ``pc`` (byte address), ``mnemonic`` and ``encoding`` (hex dwords) say where."""
+
+    def __init__(self, message: str, *, pc: int, mnemonic: str, encoding: str, hint: str | None = None) -> None:
+        super().__init__(f"{message} at pc 0x{pc:x} ({mnemonic}, {encoding})", hint=hint)
+        self.pc, self.mnemonic, self.encoding = pc, mnemonic, encoding
+
+
+class Unimplemented(ShaderError, StrictEmulationError):
+    """An instruction (or an operand form of one) the model does not implement: never a silent wrong result."""
+
+
+class ShaderFault(ShaderError):
+    """The program did something the hardware would fault on or the model refuses (LDS out of range, bad access)."""
+
+
+class WatchdogExpired(ShaderError):
+    """The dispatch ran more wave instructions than its limit (a shader that never ends)."""
+
+
+def inline_const(v: int) -> int | None:
+    """The 32-bit pattern of an inline-constant source field, None when ``v`` is not one."""
+    if 128 <= v <= 192:
+        return v - 128
+    if 193 <= v <= 208:
+        return (192 - v) & M32
+    return _FLOAT_BITS.get(v)
+
+
+def inline_const64(v: int) -> int | None:
+    """The 64-bit value of an inline constant used as a 64-bit integer operand (sign-extended)."""
+    if 128 <= v <= 192:
+        return v - 128
+    if 193 <= v <= 208:
+        return (192 - v) & M64
+    if v in _FLOAT64:
+        return int(np.array(_FLOAT64[v], dtype=np.float64).view(np.uint64))
+    return None
+
+
+class Wave:
+    __slots__ = ("s", "scc", "v", "lds", "pc", "_mval", "_m", "done", "at_barrier", "wg", "index", "mem")
+
+    def __init__(self, vgprs: int, lds: np.ndarray, mem: Any, wg: tuple[int, int, int], index: int) -> None:
+        self.s: list[int] = [0] * 128
+        self.scc = 0
+        self.v = np.zeros((vgprs, 32), dtype=np.uint32)
+        self.lds = lds
+        self.mem = mem
+        self.pc = 0
+        self._mval = -1
+        self._m = np.zeros(32, dtype=bool)
+        self.done = False
+        self.at_barrier = False
+        self.wg = wg
+        self.index = index
+
+    def mask(self) -> np.ndarray:
+        """EXEC_LO as a (32,) bool array (cached per value)."""
+        e = self.s[EXEC]
+        if e != self._mval:
+            self._mval = e
+            self._m = ((U32(e) >> LANES) & U32(1)).astype(bool)
+        return self._m
+
+
+def bits_to_int(b: np.ndarray) -> int:
+    """(32,) bool array -> 32-bit lane mask."""
+    return int(np.packbits(b, bitorder="little").view("<u4")[0])
+
+
+def int_to_bits(x: int) -> np.ndarray:
+    return ((U32(x & M32) >> LANES) & U32(1)).astype(bool)
+
+
+# ---- source getters: each returns a callable(wave) -> value --------------------------------------------------------
+
+Getter = Callable[[Wave], Any]
+
+
+def _literal(literal: int | None, bad: Callable[[str], Exception]) -> Getter:
+    if literal is None:
+        raise bad("literal operand without a literal dword")
+    return lambda w: literal
+
+
+def s_get(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Getter:
+    """A 32-bit scalar source (SOP*/SMEM fields, or a VALU source that is not a VGPR) as a Python int."""
+    if src <= 127:                  # SGPRs, VCC, TTMP, NULL, M0, EXEC
+        if src == NULL:
+            return lambda w: 0
+        return lambda w: w.s[src]
+    if src == 253:
+        return lambda w: w.scc
+    if src == 255:
+        return _literal(literal, bad)
+    c = inline_const(src)
+    if c is None:
+        raise bad(f"source operand {src} (DPP, LDS direct or a reserved value)")
+    return lambda w: c
+
+
+def s_get64(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Getter:
+    if src <= 127:                  # SGPRs, VCC, TTMP, NULL, M0, EXEC
+        if src == NULL:
+            return lambda w: 0
+        if src & 1:
+            raise bad(f"64-bit scalar operand in an odd register {src}")
+        return lambda w: w.s[src] | w.s[src + 1] << 32
+    if src == 255:
+        return _literal(literal, bad)
+    c = inline_const64(src)
+    if c is None:
+        raise bad(f"64-bit source operand {src}")
+    return lambda w: c
+
+
+def v_get(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Getter:
+    """A 32-bit vector source as a (32,) uint32 array."""
+    if src >= 256:
+        n = src - 256
+        return lambda w: w.v[n]
+    if src == 255:
+        if literal is None:
+            raise bad("literal operand without a literal dword")
+        arr = np.full(32, literal, dtype=np.uint32)
+        return lambda w: arr
+    c = inline_const(src)
+    if c is not None:
+        arr = np.full(32, c, dtype=np.uint32)
+        return lambda w: arr
+    g = s_get(src, literal, bad)
+    return lambda w: np.full(32, g(w), dtype=np.uint32)
+
+
+def v_get64(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Getter:
+    """A 64-bit vector source as a (32,) uint64 array."""
+    if src >= 256:
+        n = src - 256
+        return lambda w: w.v[n].astype(np.uint64) | (w.v[n + 1].astype(np.uint64) << np.uint64(32))
+    g = s_get64(src, literal, bad)
+    return lambda w: np.full(32, g(w), dtype=np.uint64)
+
+
+def v_put(w: Wave, d: int, r: np.ndarray) -> None:
+    if w.s[EXEC] == FULL:
+        w.v[d] = r
+    else:
+        np.copyto(w.v[d], r, where=w.mask(), casting="unsafe")
+
+
+def v_put64(w: Wave, d: int, r: np.ndarray) -> None:
+    v_put(w, d, (r & np.uint64(M32)).astype(np.uint32))
+    v_put(w, d + 1, (r >> np.uint64(32)).astype(np.uint32))
+
+
+def s_put(w: Wave, d: int, x: int) -> None:
+    if d != NULL:
+        w.s[d] = x & M32
