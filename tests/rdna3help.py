@@ -8,6 +8,7 @@ kernels have no bounds checks, so a smaller grid computes a prefix of the full o
 
 from __future__ import annotations
 
+import json
 import struct
 import time
 from pathlib import Path
@@ -19,8 +20,9 @@ from tinyhw.mocks.rdna3 import DispatchResult, FlatMemory, dispatch_regs, load_k
 
 ROOT = Path(__file__).resolve().parent.parent
 PREBUILT = ROOT / "tinyhw" / "kernels" / "prebuilt" / "gfx1100"
-ELF = {"pattern": "pattern.E_8192_32_4.elf", "bandwidth": "bandwidth.E_262144_32_4.elf",
-       "fma": "fma.E_512_4_32_4_4_4.elf", "atomic": "atomic.atomic_tickets.elf"}
+#: probe name -> its committed code object (from the build manifest, so a rebuilt probe is picked up)
+ELF = {p["name"]: p["kernels"][0]["file"]
+       for p in json.loads((PREBUILT / "manifest.json").read_text())["probes"]}
 BASE = 0x7F00_0000_0000
 
 
@@ -33,10 +35,7 @@ def run_probe(name: str, groups: int = 8, timer: list[float] | None = None,
     mem = FlatMemory(BASE, 32 << 20)
     k = load_kernel((PREBUILT / ELF[name]).read_bytes(), mem)
     probe = PROBES[name]
-    if name == "fma":
-        grid, block = (4, groups, 1), (32, 4, 1)
-        n = groups * 8192
-    elif name == "atomic":
+    if name == "atomic":
         grid, block = (groups, 1, 1), (256, 1, 1)
         n = groups * 256
     else:
@@ -62,7 +61,7 @@ def run_probe(name: str, groups: int = 8, timer: list[float] | None = None,
 
 def fma_expected() -> np.ndarray:
     """The fused answer per input class: x*A exact in float64, + B exact too, one rounding to float32."""
-    seeds = np.arange(FMA_PERIOD, dtype=np.float64) * 0.25
+    seeds = np.arange(FMA_PERIOD, dtype=np.float64)
     x = seeds.astype(np.float32)
     for _ in range(FMA_STEPS):
         x = (x.astype(np.float64) * FMA_A + FMA_B).astype(np.float32)

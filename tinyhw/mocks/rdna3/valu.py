@@ -67,6 +67,11 @@ def _cvt_i32(x: np.ndarray) -> np.ndarray:
     return np.clip(np.trunc(f), -2147483648.0, 2147483647.0).astype(I32).view(U32)
 
 
+def _cvt_f32_ubyte(k: int) -> Callable[[np.ndarray], np.ndarray]:
+    """v_cvt_f32_ubyteK: byte K of the source as an unsigned integer, converted to f32 (exact: at most 255)."""
+    return lambda a: _u(((a >> U32(8 * k)) & U32(0xFF)).astype(F32))
+
+
 # name -> (arity, is_float (modifiers allowed), function of u32 arrays -> u32 array)
 OPS: dict[str, tuple[int, bool, Callable[..., np.ndarray]]] = {
     "v_mov_b32": (1, False, lambda a: a),
@@ -74,6 +79,7 @@ OPS: dict[str, tuple[int, bool, Callable[..., np.ndarray]]] = {
     "v_cvt_f32_u32": (1, False, lambda a: _u(a.astype(F32))),
     "v_cvt_f32_i32": (1, False, lambda a: _u(a.view(I32).astype(F32))),
     "v_cvt_u32_f32": (1, True, _cvt_u32),
+    **{f"v_cvt_f32_ubyte{k}": (1, False, _cvt_f32_ubyte(k)) for k in range(4)},
     "v_cvt_i32_f32": (1, True, _cvt_i32),
     "v_add_f32": (2, True, lambda a, b: _u(_f(a) + _f(b))),
     "v_sub_f32": (2, True, lambda a, b: _u(_f(a) - _f(b))),
