@@ -5,7 +5,7 @@ What each figure is made of:
 
 * measured: the host's CPU time (``time.thread_time()`` of each driver thread between its device interactions:
   staging copies, tinyhw's and pyusb's Python, queue bookkeeping), put on that thread's virtual time line by the
-  hybrid clock (tinyhw.transport.clock). The emulator's own work is not (it runs inside ``clock.service()``; the
+  hybrid clock (tinyhw.mocks.vclock). The emulator's own work is not (it runs inside ``clock.service()``; the
   emulated queue's worker is the device side). What is on no clock: libusb's and the kernel's CPU per transfer,
   which the emulated backend stands in for.
 * modelled: every device cost, from the emulator's timing tables (listed below with where each comes from: the

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from tinyhw import regs
 from tinyhw.mocks.discovery import VRAM_MIB, discovery_image
+from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport
-from tinyhw.transport.clock import VirtualClock
 
 #: Debian's amdgpu files as tests/fetch_firmware.sh extracts them (same variables as test_firmware_real.py)
 FW_DIR = Path(os.environ.get("TINYHW_FIRMWARE_DIR")

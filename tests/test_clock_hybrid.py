@@ -16,7 +16,7 @@ import pytest
 from clihelp import run
 from usbcopyhelp import rig
 
-from tinyhw.transport.clock import VirtualClock
+from tinyhw.mocks.vclock import VirtualClock
 
 
 def burn(seconds: float) -> None:
@@ -76,14 +76,14 @@ def test_a_device_side_thread_is_never_charged_but_a_host_thread_is() -> None:
         a = c.now()
         burn(0.02)
         got[name] = c.now() - a
-        c.delist(threading.current_thread())
+        c.handover().delist(threading.current_thread())
 
     for name, host in (("device-side", False), ("host", True)):
         t = threading.Thread(target=work, args=(name,), name=name)
-        c.enlist(t, host=host)
+        c.handover().enlist(t, host=host)
         t.start()
         t.join()
-        c.delist()
+        c.handover().delist()
     assert got["device-side"] == 0.0
     assert got["host"] >= 0.018
 

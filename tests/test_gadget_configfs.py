@@ -16,7 +16,7 @@ from tinyhw.mocks.gadget import ENABLE, SETUP, Event, ffs_descriptors
 from tinyhw.mocks.gadget_configfs import GadgetSetup, SysOps, check_environment, serve_gadget
 from tinyhw.mocks.navi31 import Navi31Board
 from tinyhw.mocks.options import MockOptions
-from tinyhw.transport.clock import VirtualClock
+from tinyhw.mocks.vclock import VirtualClock
 
 
 class FakeOps(SysOps):

@@ -31,7 +31,7 @@ from tinyhw.mocks.gadget import (
 )
 from tinyhw.mocks.navi31 import Navi31Board
 from tinyhw.mocks.options import FaultPlan, MockOptions
-from tinyhw.transport.clock import VirtualClock
+from tinyhw.mocks.vclock import VirtualClock
 
 
 def test_descriptor_blob_v2_fs_and_hs() -> None:

@@ -38,7 +38,7 @@ from tinyhw.mocks.gadget import ENABLE, SETUP, Event, FunctionFsGadget, ffs_desc
 from tinyhw.mocks.navi31 import Navi31Board
 from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.pyusb_backend import Asm24Backend, usb_error
-from tinyhw.transport.clock import VirtualClock
+from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.usb import tlp
 from tinyhw.usb.transport import UsbTransport
 

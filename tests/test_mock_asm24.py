@@ -17,7 +17,7 @@ import usb.util
 from tinyhw.mocks.asm24 import Asm24Bridge, Stall
 from tinyhw.mocks.options import FaultPlan, MockOptions
 from tinyhw.mocks.pyusb_backend import Asm24Backend, make_backend
-from tinyhw.transport.clock import VirtualClock
+from tinyhw.mocks.vclock import VirtualClock
 
 MiB = 1 << 20
 

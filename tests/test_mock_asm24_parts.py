@@ -10,7 +10,7 @@ from tinyhw.mocks import asm24_endpoints
 from tinyhw.mocks.asm24 import Asm24Bridge
 from tinyhw.mocks.asm24_endpoints import BulkEndpoints
 from tinyhw.mocks.options import MockOptions
-from tinyhw.transport.clock import VirtualClock
+from tinyhw.mocks.vclock import VirtualClock
 
 
 def _undefined_self_attributes(cls: type) -> set[str]:

@@ -18,7 +18,7 @@ from tinyhw.mocks.gd25 import (
     Gd25Config,
     protected_range,
 )
-from tinyhw.transport.clock import VirtualClock
+from tinyhw.mocks.vclock import VirtualClock
 
 KiB = 1024
 

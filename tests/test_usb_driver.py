@@ -96,7 +96,7 @@ def test_no_bridge_present_is_exit_3() -> None:
     from tinyhw.mocks.navi31 import Navi31Board
     from tinyhw.mocks.options import MockOptions
     from tinyhw.mocks.pyusb_backend import make_backend
-    from tinyhw.transport.clock import VirtualClock
+    from tinyhw.mocks.vclock import VirtualClock
 
     clock = VirtualClock()
     board = Navi31Board(MockOptions(), clock, attach="usb")
@@ -131,7 +131,7 @@ def test_io_error_of_a_vanished_device_is_a_disconnect() -> None:
     import usb.core
 
     from tinyhw.errors import Disconnected, TransportError
-    from tinyhw.transport.clock import VirtualClock
+    from tinyhw.mocks.vclock import VirtualClock
     from tinyhw.transport.counters import Counters
     from tinyhw.usb.bridge import Asm24
     from tinyhw.usb.device import Endpoints

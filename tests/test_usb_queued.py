@@ -15,7 +15,7 @@ from usbcopyhelp import rig
 
 from tinyhw.errors import DeviceTimeout, Disconnected
 from tinyhw.mocks.asm24_endpoints import Asm24Timing
-from tinyhw.transport.clock import VirtualClock
+from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.usb import libusb_async
 from tinyhw.usb.queued import open_bulk_queue, queue_kind
 
@@ -125,12 +125,12 @@ def test_abort_and_close_are_idempotent_and_leave_no_thread(tmp_path):
 def test_kind_selection():
     import usb.backend.libusb1
 
-    fake = SimpleNamespace(_ctx=SimpleNamespace(backend=SimpleNamespace(open_bulk_queue=lambda *a: None)))
+    fake = SimpleNamespace(backend=SimpleNamespace(queue_kind="emulated", open_bulk_queue=lambda *a: None))
     assert queue_kind(fake) == "emulated"
     backend = usb.backend.libusb1.get_backend()
     if backend is not None:  # libusb-1.0 is installed on this machine (the .ci image has it)
-        assert queue_kind(SimpleNamespace(_ctx=SimpleNamespace(backend=backend))) == "libusb-async"
-    assert queue_kind(SimpleNamespace(_ctx=SimpleNamespace(backend=object()))) == "worker"
+        assert queue_kind(SimpleNamespace(backend=backend)) == "libusb-async"
+    assert queue_kind(SimpleNamespace(backend=object())) == "worker"
     with pytest.raises(ValueError, match="depth"):
         open_bulk_queue(fake, 0x02, 0, clock=VirtualClock())
 

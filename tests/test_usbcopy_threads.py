@@ -1,6 +1,6 @@
 """tinyhw's copy-in host with its bulk worker thread (issue 12): deterministic on the emulator, errors from the worker
 surface on the caller as one tinyhw error, the worker never outlives the call (tinyhw.transport.submitq,
-tinyhw.transport.clock; asm24-usb-bridge.md §4.7, §9.3, §12 item 12)."""
+tinyhw.mocks.vclock; asm24-usb-bridge.md §4.7, §9.3, §12 item 12)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from usbcopyhelp import rig
 
 from tinyhw.boot.usbcopy import CHUNK
 from tinyhw.errors import DeviceTimeout, Disconnected, TransportError
-from tinyhw.transport.clock import VirtualClock, WallClock
+from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.transport.clock import WallClock
 from tinyhw.transport.submitq import SubmitQueue
 
 DST = 0x8000000

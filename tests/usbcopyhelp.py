@@ -13,7 +13,7 @@ from tinyhw.boot.usbcopy import UsbCopier
 from tinyhw.mocks.navi31 import Navi31Board
 from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.pyusb_backend import make_backend
-from tinyhw.transport.clock import VirtualClock
+from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.usb.transport import UsbTransport
 
 

@@ -27,7 +27,7 @@ too (random data), a dropped chunk at its window. Rows say what was checked (``v
 hardware ("measured"), the board's virtual clock on an emulated board ("modelled", from the emulator's
 per-transfer costs, which are the specs' measured figures). Every row names that clock (``"clock"``): ``wall``,
 ``device`` (modelled device time only: exact, reproducible) or ``hybrid`` (modelled device time plus this host's
-measured CPU time between transfers, tinyhw.transport.clock), which the bench prefers on an emulated board that
+measured CPU time between transfers, tinyhw.mocks.vclock), which the bench prefers on an emulated board that
 offers it unless the board's ``clock=`` option or ``TINYHW_CLOCK`` fixed the mode.
 
 The link limit: PCIe from the device's own Link Status (speed x width x encoding, specs/pci-vfio-remote.md
@@ -48,7 +48,7 @@ from tinyhw.errors import Refused
 from tinyhw.formats.pciconfig import parse_config
 from tinyhw.progress import NO_PROGRESS, Progress
 from tinyhw.transport.base import BarInfo, Transport
-from tinyhw.transport.clock import Clock
+from tinyhw.transport.clock import Clock, Measuring
 
 # Payload MB/s of one PCIe lane per speed code: 2.5 and 5 GT/s use 8b/10b, 8 GT/s and up 128b/130b.
 PCIE_LANE_MBPS = {1: 250.0, 2: 500.0, 3: 8000 * 128 / 130 / 8, 4: 16000 * 128 / 130 / 8,
@@ -137,7 +137,7 @@ class CopyResult:
     model_mbps: float | None = None
     host_only: bool = False
     model_host: str | None = None
-    clock: str = "wall"  # wall | device | hybrid (tinyhw.transport.clock)
+    clock: str = "wall"  # wall | device | hybrid (tinyhw.mocks.vclock)
     path_name: str | None = None  # the --path choice (bar, sram, dma, staging), when known
     path_auto: bool = False  # chosen by --path auto
     verified_by: str | None = None  # the independent path the copies were also checked through
@@ -288,9 +288,9 @@ def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ..
 
 
 def measuring(clock: Clock) -> Any:
-    """The clock's mode for a measurement: ``wall`` on a real clock; on a virtual one the hybrid mode where the
-    board offers it and nobody fixed the mode (:meth:`tinyhw.transport.clock.VirtualClock.measuring`)."""
-    if getattr(clock, "virtual", False) and hasattr(clock, "measuring"):
+    """The clock's mode for a measurement: ``wall`` on a real clock; on a virtual one with modes
+    (:class:`tinyhw.transport.clock.Measuring`) the hybrid mode where the board offers it and nobody fixed the mode."""
+    if getattr(clock, "virtual", False) and isinstance(clock, Measuring):
         return clock.measuring("hybrid")
     return nullcontext("wall")
 

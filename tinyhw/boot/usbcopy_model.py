@@ -28,7 +28,7 @@ inferred; ``stage_rate`` (the host's staging copy, incl. the buffer conversions 
 ``submit_s`` are two host costs fitted so the seed protocol lands on the published 276-323 MB/s: with them the
 seed protocol is host-bound (staging copy + two round trips per chunk before its data may move). No headline
 figure uses them (issue 20 item 5): ``bench copy``'s model column and ``bench/bench_usbcopy.py`` use
-``host_costs=False``, and the host's real CPU time comes from the hybrid clock (tinyhw.transport.clock), measured.
+``host_costs=False``, and the host's real CPU time comes from the hybrid clock (tinyhw.mocks.vclock), measured.
 """
 
 from __future__ import annotations

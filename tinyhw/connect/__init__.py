@@ -142,11 +142,10 @@ def open_cuda(spec: DeviceSpec | str) -> CudaDevice:
 def _open_mock_usb(spec: DeviceSpec, options, register: Callable[[Opened], None]) -> Opened:
     from tinyhw.mocks.navi31 import Navi31Board
     from tinyhw.mocks.pyusb_backend import make_backend
-    from tinyhw.transport.clock import VirtualClock
     from tinyhw.usb.transport import UsbTransport
 
-    clock = VirtualClock(mode=options.clock)
-    board = Navi31Board(options, clock, attach="usb")  # takes the device lock
+    board = Navi31Board(options, attach="usb")  # takes the device lock; its virtual clock in options.clock's mode
+    clock = board.clock
     try:
         backend = make_backend(board, options, clock)
         t = UsbTransport("", backend=backend, clock=clock, lock=False, emulated=True, connect=False)

@@ -34,8 +34,8 @@ from tinyhw.errors import Refused, StrictEmulationError
 from tinyhw.mocks.ad102_config import LINK_SPEED, LINK_WIDTH, Ad102Config
 from tinyhw.mocks.nv_vbios import vbios_image
 from tinyhw.mocks.options import MockOptions
+from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
-from tinyhw.transport.clock import VirtualClock
 from tinyhw.transport.lock import DeviceLock
 
 ACCESS_LATENCY = 1e-6

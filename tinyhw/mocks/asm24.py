@@ -49,7 +49,7 @@ from tinyhw.mocks.usb_descriptors import (
     UsbIdentity,
     bulk_max_packet,
 )
-from tinyhw.transport.clock import VirtualClock
+from tinyhw.mocks.vclock import VirtualClock
 
 __all__ = [
     "Asm24Bridge",

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from tinyhw.mocks.asm24_memory import BridgeMemory
 from tinyhw.mocks.pcie_switch import CPL_CA, CPL_CRS, CPL_SC, CPL_UR, PcieHierarchy
-from tinyhw.transport.clock import VirtualClock
+from tinyhw.mocks.vclock import VirtualClock
 
 MASK64 = (1 << 64) - 1
 

@@ -23,8 +23,8 @@ from tinyhw.formats.pciconfig import parse_config
 from tinyhw.mocks.iommu import EmulatedIommu, HostBuffer, link_rate
 from tinyhw.mocks.navi31 import Navi31Board
 from tinyhw.mocks.options import MockOptions
+from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
-from tinyhw.transport.clock import VirtualClock
 
 #: Modelled latency of one register or config access on native PCIe.
 ACCESS_LATENCY = 1e-6

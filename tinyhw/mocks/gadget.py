@@ -55,7 +55,7 @@ from typing import Any
 
 from tinyhw.mocks.asm24 import Asm24Bridge, DataStage, Disconnect, Stall, Timeout, UsbFault
 from tinyhw.mocks.usb_descriptors import EP_IN, EP_OUT, PRODUCT, bulk_interface
-from tinyhw.transport.clock import VirtualClock
+from tinyhw.mocks.vclock import VirtualClock
 
 # FunctionFS user-space ABI (include/uapi/linux/usb/functionfs.h)
 DESCRIPTORS_MAGIC_V2 = 3

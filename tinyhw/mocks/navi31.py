@@ -39,7 +39,7 @@ from tinyhw.mocks.pcifunc import PciFunction
 from tinyhw.mocks.psp import PspConfig, PspMailbox
 from tinyhw.mocks.pspboot import PspTiming
 from tinyhw.mocks.smuio import Smuio, SmuioConfig
-from tinyhw.transport.clock import VirtualClock
+from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.transport.lock import DeviceLock
 
 _INDEX_REGS = frozenset((mock_discovery.OFF_MM_INDEX, mock_discovery.OFF_MM_INDEX_HI, RSMU_INDEX))
@@ -129,7 +129,8 @@ class Navi31Board(AmBootPath):
 
     def _build(self, options: MockOptions, clock: VirtualClock | None, attach: str,
                model: Navi31Model | None) -> None:
-        self.clock = clock or VirtualClock()
+        # the mode option (clock=device|hybrid) is the usb-attached board's: mock:navi31 offers device time only
+        self.clock = clock or VirtualClock(mode=options.clock if attach == "usb" else None)
         self.spec: BoardSpec = NAVI31
         self.attach = attach
         self.accesses = 0

@@ -23,7 +23,7 @@ Device-string options understood by every emulated board:
 ``link=up|down|slow|wedged|no-gpu``  PCIe link behaviour behind the emulated bridge
 ``gsp=off|running``   ``mock:ad102``: WPR2 up (a driver booted GSP) or not (default off)
 ``power=d0|d3hot|suspended``  ``mock:ad102``: power state its attributes report (default d0)
-``clock=device|hybrid``  ``mock:navi31-usb``: the virtual clock's mode (tinyhw.transport.clock): ``device``, modelled
+``clock=device|hybrid``  ``mock:navi31-usb``: the virtual clock's mode (tinyhw.mocks.vclock): ``device``, modelled
                        device time only (exact, reproducible); ``hybrid``, plus the host's measured CPU time between
                        transfers. Default (also ``TINYHW_CLOCK``): device, except that ``bench copy`` measures on
                        the hybrid clock unless a mode was given

@@ -10,8 +10,11 @@ EPIPE; disconnect: -4 ENODEV; overflow: -8 EOVERFLOW), with libusb's messages.
 This is the only module of :mod:`tinyhw.mocks` that imports pyusb; the rest of the package (and
 any other front end) works without it.
 
-Queued bulk OUT (issue 12; libusb's asynchronous transfers as the published host uses them, §4.7):
-:meth:`Asm24Backend.open_bulk_queue` offers natively what ``tinyhw.usb.queued`` asks of a backend: transfers
+Queued bulk OUT (issue 12; libusb's asynchronous transfers as the published host uses them, §4.7): the backend
+provides the documented queued-bulk interface (:class:`tinyhw.transport.abilities.QueuedBulk`,
+``queue_kind = "emulated"``), which ``tinyhw.usb.queued`` asks of the backend a device was opened with.
+:meth:`Asm24Backend.open_bulk_queue` takes the opened pyusb device and finds the handle pyusb opened on it by its
+public bus and address (the backend keeps the handles it hands out). Transfers
 submitted while the previous one of the queue is still in flight (in virtual time) reach the core marked
 ``queued`` and pay the pipe's ``bulk_gap_s`` instead of the full ``bulk_overhead_s``; they complete in submission
 order at their modelled times, made by one enlisted worker thread (:class:`tinyhw.transport.submitq.SubmitQueue`)
@@ -26,7 +29,7 @@ clock's ``hybrid_ok``. libusb's and the kernel's own CPU time per transfer, whic
 therefore on no clock (the per-transfer costs the core models stand for the device side only).
 
 Threads: libusb is thread-safe and so is this backend: every call into the core holds one lock, and
-each transfer first passes the clock's gate (:meth:`tinyhw.transport.clock.VirtualClock.gate`), so
+each transfer first passes the clock's gate (:meth:`tinyhw.mocks.vclock.VirtualClock.gate`), so
 the transfers of a driver's threads reach the core in virtual-time order (deterministic runs).
 """
 
@@ -56,7 +59,7 @@ from tinyhw.mocks.usb_descriptors import (
     parse_configuration,
     parse_device,
 )
-from tinyhw.transport.clock import VirtualClock
+from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.transport.submitq import SubmitQueue, WorkerBacked
 
 # libusb error codes and messages, as pyusb's libusb1 backend raises them.
@@ -115,8 +118,11 @@ class _Handle:
 class Asm24Backend(usb.backend.IBackend):
     """A pyusb backend whose bus holds emulated ASM24 bridges (addresses ``first_address``, +1, ...).
 
-    ``kernel_driver_active`` starts True to exercise a driver's detach path when asked.
+    ``kernel_driver_active`` starts True to exercise a driver's detach path when asked. Provides
+    :class:`tinyhw.transport.abilities.QueuedBulk` (:meth:`open_bulk_queue`).
     """
+
+    queue_kind = "emulated"
 
     def __init__(self, bridges: Asm24Bridge | Sequence[Asm24Bridge], *, bus: int = 1, first_address: int = 7,
                  kernel_driver_active: bool = False) -> None:
@@ -124,6 +130,7 @@ class Asm24Backend(usb.backend.IBackend):
         self.devices = [_Device(b, bus, first_address + i, (2 + i,)) for i, b in enumerate(items)]
         self.bridge = items[0]
         self.kernel_driver = {id(d): kernel_driver_active for d in self.devices}
+        self.handles: dict[int, _Handle] = {}  # id(_Device) -> the handle open on it (pyusb opens one per device)
         self.lock = threading.RLock()  # one caller at a time in the cores (libusb is thread-safe)
         self.clock = self.bridge.clock
         for b in items:
@@ -171,10 +178,20 @@ class Asm24Backend(usb.backend.IBackend):
     def open_device(self, dev: _Device) -> _Handle:
         if dev.bridge.disconnected:
             raise usb_error(Disconnect("gone"))
-        return _Handle(dev)
+        handle = self.handles[id(dev)] = _Handle(dev)
+        return handle
 
     def close_device(self, dev_handle: _Handle) -> None:
         dev_handle.open = False
+        if self.handles.get(id(dev_handle.device)) is dev_handle:
+            del self.handles[id(dev_handle.device)]
+
+    def _handle_of(self, device: Any) -> _Handle:
+        """The handle open on the pyusb device ``device`` (found by its public ``bus`` and ``address``)."""
+        for d in self.devices:
+            if (d.bus, d.address) == (device.bus, device.address) and id(d) in self.handles:
+                return self.handles[id(d)]
+        raise usb.core.USBError("Invalid parameter", -2, errno.EINVAL)  # not opened (or closed): as libusb says
 
     @_serviced
     def set_configuration(self, dev_handle: _Handle, config_value: int) -> None:
@@ -243,10 +260,12 @@ class Asm24Backend(usb.backend.IBackend):
         return self._queued_write(dev_handle, ep, data.tobytes(), _seconds(timeout, bridge), False)
 
     @_serviced
-    def open_bulk_queue(self, dev_handle: _Handle, ep: int, depth: int, timeout: int) -> _BulkQueue:
-        """A queue of bulk OUT transfers on ``ep`` with at most ``depth`` in flight (``timeout`` in ms, each)."""
+    def open_bulk_queue(self, device: Any, ep: int, depth: int, timeout_ms: int) -> _BulkQueue:
+        """A queue of bulk OUT transfers on ``ep`` of the opened pyusb ``device`` with at most ``depth`` in flight
+        (``timeout_ms`` each)."""
+        dev_handle = self._handle_of(device)
         bridge = self._bridge(dev_handle, transfer=True)
-        return _BulkQueue(self, dev_handle, ep, depth, _seconds(timeout, bridge), bridge.clock)
+        return _BulkQueue(self, dev_handle, ep, depth, _seconds(timeout_ms, bridge), bridge.clock)
 
     def _queued_write(self, dev_handle: _Handle, ep: int, data: bytes, timeout_s: float, queued: bool) -> int:
         """One bulk OUT into the core; ``queued``: submitted while its queue's previous transfer was in flight."""

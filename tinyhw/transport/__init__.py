@@ -1,7 +1,7 @@
 """Core transport interfaces, device strings, clocks, counters and the device lock."""
 
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo, require
-from tinyhw.transport.clock import Clock, VirtualClock, WallClock
+from tinyhw.transport.clock import Clock, WallClock
 from tinyhw.transport.counters import Counters
 
 __all__ = [
@@ -12,7 +12,6 @@ __all__ = [
     "Identity",
     "Transport",
     "TransportInfo",
-    "VirtualClock",
     "WallClock",
     "require",
 ]

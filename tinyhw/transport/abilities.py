@@ -12,8 +12,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from tinyhw.transport.batch import Batching
 
-__all__ = ["RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "DmaBuffers", "DeviceAttributes", "Interrupts",
-           "ReadOnlyPeek", "Resettable", "device_awake"]
+__all__ = ["RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BulkQueue", "DmaBuffers", "DeviceAttributes",
+           "Interrupts", "QueuedBulk", "ReadOnlyPeek", "Resettable", "device_awake"]
 
 
 @runtime_checkable
@@ -80,3 +80,37 @@ class ReadOnlyPeek(Protocol):
     no write, no lock, no memory-decode change, allowed while a kernel driver owns the device."""
 
     def peek32(self, bar: int, offset: int) -> int: ...
+
+
+class BulkQueue(Protocol):
+    """Bulk OUT transfers on one endpoint, several in flight, completing in submission order (specs/asm24-usb-
+    bridge.md §4.7): ``submit(data) -> ticket`` (1, 2, ...; blocks while the queue's depth is outstanding),
+    ``wait(ticket)`` (that transfer and all before it done), ``close()`` (wait for all, release) and ``abort()``
+    (cancel what is outstanding, reap it, release; never raises, never hangs on a vanished device). The first
+    failure is latched: every later call raises it. Errors are pyusb's (``usb.core.USBError``)."""
+
+    def submit(self, data: bytes | bytearray | memoryview) -> int: ...
+
+    def wait(self, ticket: int) -> None: ...
+
+    def close(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+@runtime_checkable
+class QueuedBulk(Protocol):
+    """A pyusb backend that queues bulk OUT transfers itself (pyusb has only synchronous ones).
+
+    The USB driver (:mod:`tinyhw.usb.queued`) asks the backend a device was opened with (pyusb's public
+    ``Device.backend``) for this interface: the emulated bridge's backend (:mod:`tinyhw.mocks.pyusb_backend`)
+    provides it natively; pyusb's libusb-1.0 backend gets it through one adapter
+    (:class:`tinyhw.usb.libusb_async.LibusbAsync`); any other backend gets a worker thread's synchronous writes.
+    ``queue_kind`` names the implementation (in stats and figures); ``open_bulk_queue`` takes the opened pyusb
+    device (``usb.core.Device``, interface claimed), the endpoint, the most transfers in flight and each
+    transfer's time limit in milliseconds.
+    """
+
+    queue_kind: str
+
+    def open_bulk_queue(self, device: Any, ep: int, depth: int, timeout_ms: int) -> BulkQueue: ...

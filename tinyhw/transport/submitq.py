@@ -11,8 +11,9 @@ Rules: items run in submission order; ``submit`` blocks while ``depth`` items ar
 fails, the rest are dropped and every later ``submit``/``wait``/``close`` raises that error (once converted by
 the caller's own code: the worker runs the caller's functions, which raise tinyhw errors); ``close`` waits for
 everything, ``abort`` drops what has not started; either way the worker has ended when they return (it never
-outlives the call that made it). All blocking goes through the clock (:mod:`tinyhw.transport.clock`), so on an
-emulated board the caller and the worker each keep their own virtual time and the run is deterministic.
+outlives the call that made it). All blocking and every hand-over of time goes through the clock's
+:class:`~tinyhw.transport.clock.Handover`, so on an emulated board the caller and the worker each keep their own
+virtual time and the run is deterministic (:mod:`tinyhw.mocks.vclock`); on the wall clock it is a plain condition.
 """
 
 from __future__ import annotations
@@ -78,8 +79,9 @@ class SubmitQueue(QueueLifetime):
 
     def __init__(self, clock: Clock, *, depth: int = 4, name: str = "tinyhw-submit", host: bool = True) -> None:
         """``host=False``: the worker stands in for the device side (an emulated backend's queue), so on a hybrid
-        clock its CPU time is not host time (:meth:`tinyhw.transport.clock.Clock.enlist`)."""
+        clock its CPU time is not host time (:meth:`tinyhw.transport.clock.Handover.enlist`)."""
         self.clock, self.depth = clock, depth
+        self.handover = h = clock.handover()
         self.items: deque[tuple[int, float, Callable[..., Any], tuple]] = deque()
         self.submitted = 0  # tickets handed out (1-based)
         self.finished = 0  # items done (in order)
@@ -88,41 +90,41 @@ class SubmitQueue(QueueLifetime):
         self.handed_at = 0.0  # the caller's time when the item now running was submitted
         self.stopping = False
         self.worker = threading.Thread(target=self._run, name=name, daemon=True)
-        clock.enlist(self.worker, host=host)
+        h.enlist(self.worker, host=host)
         self.worker.start()
 
     # -- caller side ---------------------------------------------------------------------------------------
     def submit(self, fn: Callable[..., Any], *args: Any) -> int:
-        with self.clock.cond:
-            self.clock.wait_until(lambda: self.error is not None or self.submitted - self.finished < self.depth)
+        with self.handover:
+            self.handover.wait_until(lambda: self.error is not None or self.submitted - self.finished < self.depth)
             self._raise()
             # a slot freed when item (submitted + 1 - depth) finished: the caller goes on no earlier than that
-            self.clock.catch_up(self.done_at.get(self.submitted + 1 - self.depth, 0.0))
+            self.handover.catch_up(self.done_at.get(self.submitted + 1 - self.depth, 0.0))
             self.submitted += 1
             self.items.append((self.submitted, self.clock.now(), fn, args))
-            self.clock.notify()
+            self.handover.notify()
             return self.submitted
 
     def wait(self, ticket: int) -> None:
         """Until item ``ticket`` (and all before it) finished; the caller's time moves to when it did."""
         if ticket <= 0:
             return
-        with self.clock.cond:
-            self.clock.wait_until(lambda: self.error is not None or self.finished >= ticket)
+        with self.handover:
+            self.handover.wait_until(lambda: self.error is not None or self.finished >= ticket)
             self._raise()
-            self.clock.catch_up(self.done_at.get(ticket, 0.0))
+            self.handover.catch_up(self.done_at.get(ticket, 0.0))
 
     def abort(self) -> None:
         """Drop what has not started, let the current item finish, end the worker (idempotent)."""
-        with self.clock.cond:
+        with self.handover:
             self.stopping = True
             self.items.clear()
-            self.clock.notify()
+            self.handover.notify()
         if self.worker.is_alive() and self.worker is not threading.current_thread():
-            with self.clock.cond:
-                self.clock.wait_until(lambda: not self.worker.is_alive() or self._ended)
+            with self.handover:
+                self.handover.wait_until(lambda: not self.worker.is_alive() or self._ended)
             self.worker.join()
-        self.clock.delist()
+        self.handover.delist()
 
     def _raise(self) -> None:
         if self.error is not None:
@@ -132,30 +134,30 @@ class SubmitQueue(QueueLifetime):
     _ended = False
 
     def _run(self) -> None:
-        clock = self.clock
+        clock, h = self.clock, self.handover
         try:
             while True:
-                with clock.cond:
-                    clock.wait_until(lambda: bool(self.items) or self.stopping)
+                with h:
+                    h.wait_until(lambda: bool(self.items) or self.stopping)
                     if not self.items:
                         return
                     ticket, stamp, fn, args = self.items.popleft()
                 self.handed_at = stamp  # the item's function may look (an emulated queue: was the pipe busy then?)
-                clock.catch_up(stamp)  # handed over at the caller's time: nothing of it happens earlier
+                h.catch_up(stamp)  # handed over at the caller's time: nothing of it happens earlier
                 try:
                     fn(*args)
                 except BaseException as e:  # latched for the caller, who raises it (KeyboardInterrupt too)
-                    with clock.cond:
+                    with h:
                         self.error = e
                         self.items.clear()
-                        clock.notify()
+                        h.notify()
                     return
-                with clock.cond:
+                with h:
                     self.finished = ticket
                     self.done_at[ticket] = clock.now()
-                    clock.notify()
+                    h.notify()
         finally:
-            with clock.cond:
+            with h:
                 self._ended = True
-                clock.delist(self.worker)
-                clock.notify()
+                h.delist(self.worker)
+                h.notify()

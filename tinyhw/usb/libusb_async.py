@@ -11,6 +11,9 @@ submission order. A transfer's buffer and struct are freed only after its callba
 one that never reports back (it should not happen) is kept alive for the rest of the process rather than freed
 under libusb. Errors are raised as pyusb's (``USBError`` / ``USBTimeoutError`` with libusb's codes) so that the
 caller's usual conversion applies.
+
+:class:`LibusbAsync` is the adapter that gives pyusb's libusb-1.0 backend the queued-bulk interface
+(:class:`tinyhw.transport.abilities.QueuedBulk`); it is the one place tinyhw relies on pyusb's internals.
 """
 
 from __future__ import annotations
@@ -75,6 +78,51 @@ def _error(code: int, message: str, err: int) -> Exception:
     usb = _usb()
     cls = usb.core.USBTimeoutError if code == -7 else usb.core.USBError
     return cls(message, code, err)
+
+
+class LibusbAsync:
+    """pyusb's libusb-1.0 backend seen through :class:`tinyhw.transport.abilities.QueuedBulk`.
+
+    pyusb has no public way to the libusb context and device handle it holds, so this adapter relies on these
+    internals of pyusb 1.x (checked with 1.2 and 1.3):
+
+    * the backend object is a ``usb.backend.libusb1._LibUSB`` with ``lib`` (the ctypes library of libusb-1.0) and
+      ``ctx`` (its ``libusb_context *``);
+    * ``usb.core.Device._ctx`` is a ``usb.core._ResourceManager`` whose ``managed_open()`` returns the open
+      ``_DeviceHandle`` (opening it if needed), and that handle's ``handle`` is the ``libusb_device_handle *``.
+
+    :meth:`adapt` checks them before anything is queued and returns None when they do not hold (another backend,
+    another pyusb): the caller then uses its worker-thread fallback (:mod:`tinyhw.usb.queued`).
+    """
+
+    queue_kind = "libusb-async"
+
+    def __init__(self, lib: Any, ctx: Any) -> None:
+        self.lib, self.ctx = lib, ctx
+
+    @classmethod
+    def adapt(cls, backend: Any) -> LibusbAsync | None:
+        """The adapter for ``backend``, or None unless it is pyusb's libusb-1.0 backend as described above."""
+        try:
+            import usb.core
+            from usb.backend import libusb1
+        except ImportError:  # pragma: no cover - part of pyusb
+            return None
+        backend_class = getattr(libusb1, "_LibUSB", None)
+        manager = getattr(usb.core, "_ResourceManager", None)
+        if backend_class is None or not isinstance(backend, backend_class) \
+                or not callable(getattr(manager, "managed_open", None)):
+            return None
+        lib, ctx = getattr(backend, "lib", None), getattr(backend, "ctx", None)
+        return None if lib is None or ctx is None else cls(lib, ctx)
+
+    @staticmethod
+    def device_handle(device: Any) -> Any:
+        """The ``libusb_device_handle *`` pyusb opened for ``device`` (a ``usb.core.Device``)."""
+        return device._ctx.managed_open().handle
+
+    def open_bulk_queue(self, device: Any, ep: int, depth: int, timeout_ms: int) -> LibusbBulkQueue:
+        return LibusbBulkQueue(self.lib, self.ctx, self.device_handle(device), ep, depth, timeout_ms)
 
 
 class LibusbBulkQueue(QueueLifetime):

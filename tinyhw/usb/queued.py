@@ -3,21 +3,23 @@
 Spec: specs/asm24-usb-bridge.md §4.7 (the published host's asynchronous layer: transfers on one endpoint complete
 in the order they were submitted; the first failure is latched and every later wait raises it) and §12 item 12
 (control and bulk endpoints progress independently). pyusb itself has only synchronous transfers, so
-:func:`open_bulk_queue` picks, for the backend the device was opened with:
+:func:`open_bulk_queue` asks the backend the device was opened with (pyusb's public ``Device.backend``) for the
+documented queued-bulk interface, :class:`tinyhw.transport.abilities.QueuedBulk` (:func:`queued_bulk`):
 
-* ``"emulated"`` — a backend that offers ``open_bulk_queue(handle, ep, depth, timeout_ms)`` itself (the emulated
-  bridge's pyusb backend, :mod:`tinyhw.mocks.pyusb_backend`; handed to us, never imported);
-* ``"libusb-async"`` — pyusb's libusb-1.0 backend: libusb's asynchronous API on the handle pyusb opened
-  (:mod:`tinyhw.usb.libusb_async`);
-* ``"worker"`` — anything else: synchronous writes made by one worker thread
-  (:class:`tinyhw.transport.submitq.SubmitQueue`), one transfer in flight at a time.
+* ``"emulated"`` — the emulated bridge's pyusb backend provides it (:mod:`tinyhw.mocks.pyusb_backend`; handed to
+  us, never imported);
+* ``"libusb-async"`` — pyusb's libusb-1.0 backend gets it through one adapter, libusb's asynchronous API on the
+  handle pyusb opened (:class:`tinyhw.usb.libusb_async.LibusbAsync`, which lists the pyusb internals it needs);
+* ``"worker"`` — anything else, or a pyusb the adapter does not recognise: synchronous writes made by one worker
+  thread (:class:`tinyhw.transport.submitq.SubmitQueue`), one transfer in flight at a time.
 
-Whatever the kind, the queue's interface is the same: ``submit(data) -> ticket`` (blocks while ``depth``
-transfers are outstanding), ``wait(ticket)`` (that transfer and all before it done), ``close()`` (wait for all,
-release) and ``abort()`` (cancel what is outstanding, reap it, release; never raises, never hangs on a vanished
-device). Errors come out on the caller's thread as tinyhw errors, converted by ``convert`` (default: the usual
-choke point :func:`tinyhw.usb.device.convert_usb_error`: disconnect -> :class:`~tinyhw.errors.Disconnected`,
-time-out -> :class:`~tinyhw.errors.DeviceTimeout`). ``TINYHW_USB_QUEUE=worker`` forces the fallback.
+Whatever the kind, the queue's interface is the same (:class:`tinyhw.transport.abilities.BulkQueue`):
+``submit(data) -> ticket`` (blocks while ``depth`` transfers are outstanding), ``wait(ticket)`` (that transfer and
+all before it done), ``close()`` (wait for all, release) and ``abort()`` (cancel what is outstanding, reap it,
+release; never raises, never hangs on a vanished device). Errors come out on the caller's thread as tinyhw errors,
+converted by ``convert`` (default: the usual choke point :func:`tinyhw.usb.device.convert_usb_error`: disconnect
+-> :class:`~tinyhw.errors.Disconnected`, time-out -> :class:`~tinyhw.errors.DeviceTimeout`).
+``TINYHW_USB_QUEUE=worker`` forces the fallback.
 """
 
 from __future__ import annotations
@@ -26,20 +28,14 @@ import array
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import Any
 
+from tinyhw.transport.abilities import BulkQueue, QueuedBulk
 from tinyhw.transport.clock import Clock
 from tinyhw.transport.submitq import QueueLifetime, SubmitQueue, WorkerBacked
 from tinyhw.usb.device import _usb, convert_usb_error
 
 KINDS = ("emulated", "libusb-async", "worker")
-
-
-class BulkQueue(Protocol):
-    def submit(self, data: bytes | bytearray | memoryview) -> int: ...
-    def wait(self, ticket: int) -> None: ...
-    def close(self) -> None: ...
-    def abort(self) -> None: ...
 
 
 class QueuedBulkOut(QueueLifetime):
@@ -101,48 +97,45 @@ class _WorkerQueue(WorkerBacked):
         return self.q.submit(self._write, data)
 
 
-def queue_kind(dev: Any) -> str:
-    """Which implementation :func:`open_bulk_queue` would use for this (opened) pyusb device."""
+def queued_bulk(dev: Any) -> QueuedBulk | None:
+    """The queued-bulk interface for the opened pyusb device ``dev``: its backend's own, the libusb-1.0 adapter's,
+    or None (the worker fallback; also when ``TINYHW_USB_QUEUE=worker``)."""
     if os.environ.get("TINYHW_USB_QUEUE") == "worker":
-        return "worker"
-    backend = dev._ctx.backend
-    if callable(getattr(backend, "open_bulk_queue", None)):
-        return "emulated"
-    try:
-        from usb.backend import libusb1
-    except ImportError:  # pragma: no cover - part of pyusb
-        return "worker"
-    if isinstance(backend, libusb1._LibUSB) and all(hasattr(backend, a) for a in ("lib", "ctx")):
-        return "libusb-async"  # the attributes are pyusb's internals: another pyusb version gets the fallback
-    return "worker"
+        return None
+    backend = dev.backend
+    if isinstance(backend, QueuedBulk):
+        return backend
+    from tinyhw.usb.libusb_async import LibusbAsync
+
+    return LibusbAsync.adapt(backend)
+
+
+def queue_kind(dev: Any) -> str:
+    """Which implementation :func:`open_bulk_queue` would use for this (opened) pyusb device: one of :data:`KINDS`."""
+    provider = queued_bulk(dev)
+    return "worker" if provider is None else provider.queue_kind
 
 
 def open_bulk_queue(dev: Any, ep: int, depth: int, *, clock: Clock, timeout: float = 10.0,
                     what: str = "bulk out", convert: Callable[[Exception], Exception] | None = None,
                     kind: str | None = None, on_submit: Callable[[int], None] | None = None) -> QueuedBulkOut:
     """A queue of bulk OUT transfers to endpoint ``ep`` of the opened pyusb device ``dev`` (interface claimed),
-    at most ``depth`` in flight, each with a time limit of ``timeout`` seconds. ``kind`` forces one of
-    :data:`KINDS` (default: :func:`queue_kind`); ``on_submit(nbytes)`` is called for each transfer submitted."""
+    at most ``depth`` in flight, each with a time limit of ``timeout`` seconds. ``kind="worker"`` forces the
+    fallback (default: :func:`queue_kind`); ``on_submit(nbytes)`` is called for each transfer submitted."""
     if depth < 1:
         raise ValueError("a bulk queue needs depth >= 1")
+    if kind not in (None, *KINDS):
+        raise ValueError(f"unknown bulk queue kind {kind!r}; known: {', '.join(KINDS)}")
     conv = convert or (lambda e: convert_usb_error(e, what))
-    kind = kind or queue_kind(dev)
+    provider = None if kind == "worker" else queued_bulk(dev)
+    chosen = "worker" if provider is None else provider.queue_kind
+    if kind is not None and kind != chosen:
+        raise ValueError(f"bulk queue kind {kind!r} is not available for this device (it offers {chosen!r})")
     timeout_ms = max(1, int(timeout * 1000))
     usb = _usb()
     try:
-        if kind == "emulated":
-            handle = dev._ctx.handle or dev._ctx.managed_open()
-            inner: BulkQueue = dev._ctx.backend.open_bulk_queue(handle, ep, depth, timeout_ms)
-        elif kind == "libusb-async":
-            from tinyhw.usb.libusb_async import LibusbBulkQueue
-
-            handle = dev._ctx.handle or dev._ctx.managed_open()
-            backend = dev._ctx.backend
-            inner = LibusbBulkQueue(backend.lib, backend.ctx, handle.handle, ep, depth, timeout_ms)
-        elif kind == "worker":
-            inner = _WorkerQueue(dev, ep, depth, timeout_ms, clock)
-        else:
-            raise ValueError(f"unknown bulk queue kind {kind!r}; known: {', '.join(KINDS)}")
+        inner: BulkQueue = _WorkerQueue(dev, ep, depth, timeout_ms, clock) if provider is None else \
+            provider.open_bulk_queue(dev, ep, depth, timeout_ms)
     except usb.core.USBError as e:
         raise conv(e) from e
-    return QueuedBulkOut(inner, kind, conv, on_submit)
+    return QueuedBulkOut(inner, chosen, conv, on_submit)
