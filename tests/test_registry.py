@@ -133,3 +133,33 @@ def test_pci_and_remote_options_come_from_the_table() -> None:
     r = run("--device", "remote:127.0.0.1:1,colour=red", "probe")
     assert r.code == 2 and "the remote transport does not take option(s) colour (unknown option; allowed: key)" \
         in r.err
+
+
+def test_mock_gadget_serves_the_board_connect_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``mock gadget`` gets its board and bridge from tinyhw.connect (the gadget framework faked here)."""
+    import contextlib
+    import json
+    import types
+
+    import tinyhw.mocks.gadget_configfs as gcfs
+    from tinyhw.errors import DeviceLocked
+
+    served: list[object] = []
+
+    @contextlib.contextmanager
+    def serve(bridge, udc, setup):
+        served.append(bridge)
+        with pytest.raises(DeviceLocked):  # the board the gadget serves holds the device lock
+            tinyhw.open(f"mock:navi31,flash={tmp_path / 'g.bin'}")
+        yield types.SimpleNamespace(running=False, event_counts={}, out_landing={}, errors=[], teardown_errors=[])
+
+    monkeypatch.setattr(gcfs, "check_environment", lambda udc: "dummy_udc.0")
+    monkeypatch.setattr(gcfs, "serve_gadget", serve)
+    r = run("--json", "mock", "gadget", "--board", "navi31", "--flash", str(tmp_path / "g.bin"))
+    assert r.code == 0, r.err
+    (bridge,) = served
+    assert bridge.speed == "hs" and bridge.board.options.flash == tmp_path / "g.bin" and bridge.options.strict
+    assert json.loads(r.out)["udc"] == "dummy_udc.0"
+    tinyhw.open(f"mock:navi31,flash={tmp_path / 'g.bin'}").close()  # released when it stopped
+    r = run("mock", "gadget", "--board", "navi99")
+    assert r.code == 2 and "navi99" in r.err

@@ -16,7 +16,18 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinyhw.boards.options import DeviceOptions, FaultPlan, choice, faults, flag, number, option, path, pattern, percent
+from tinyhw.boards.options import (
+    DeviceOptions,
+    FaultPlan,
+    choice,
+    faults,
+    number,
+    option,
+    path,
+    pattern,
+    percent,
+    strict_option,
+)
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -102,8 +113,7 @@ def default_flash_path() -> Path:
 class Navi31Options(DeviceOptions):
     """Options of ``mock:navi31``, the emulated Navi31 attached directly (one field per option)."""
 
-    strict: bool = option(flag(), False, "raise on an access the model does not cover (also TINYHW_STRICT=1)",
-                          env="TINYHW_STRICT")
+    strict: bool = strict_option()
     flash: Path = option(path(), None, "the file that holds the flash contents (default: user cache dir)",
                          factory=default_flash_path)
     faults: FaultPlan = option(faults(), None, "fault plan for one command (disconnect@N, timeout@N, stuck-busy, "

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tinyhw.boards.options import DeviceOptions, choice, flag, option
+from tinyhw.boards.options import DeviceOptions, choice, option, strict_option
 
 NVIDIA_VENDOR = 0x10DE
 REG_BOOT_0 = 0x000000
@@ -157,7 +157,6 @@ AD102_VRAM_MIB = 24576
 class Ad102Options(DeviceOptions):
     """Options of ``mock:ad102``, the emulated AD102 attached directly (one field per option)."""
 
-    strict: bool = option(flag(), False, "raise on an access the model does not cover (also TINYHW_STRICT=1)",
-                          env="TINYHW_STRICT")
+    strict: bool = strict_option()
     gsp: str = option(choice("off", "running"), "off", "WPR2 up (a driver booted GSP) or not")
     power: str = option(choice("d0", "d3hot", "suspended"), "d0", "the power state its attributes report")

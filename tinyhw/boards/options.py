@@ -83,6 +83,12 @@ def option(type: OptionType, default: Any = None, help: str = "", *, name: str |
     return field(default=default, metadata=meta)
 
 
+def strict_option() -> Any:
+    """The ``strict`` option every emulated board takes: raise on an access its model does not cover."""
+    return option(flag(), False, "raise on an access the model does not cover (also TINYHW_STRICT=1)",
+                  env="TINYHW_STRICT")
+
+
 # -- option types ---------------------------------------------------------------------------------------------------
 def flag() -> OptionType:
     """Written bare (``strict``); ``strict=on|off`` (or 1/0, yes/no) also works."""
@@ -265,7 +271,3 @@ class DeviceOptions:
 class NoOptions(DeviceOptions):
     """A device kind that takes no options."""
 
-
-def describe(cls: type[DeviceOptions]) -> list[tuple[str, str]]:
-    """(usage, description) of every option of ``cls``, for help texts and the README."""
-    return [(o.usage, o.help) for o in cls.declared().values()]

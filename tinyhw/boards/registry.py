@@ -98,29 +98,29 @@ REGISTRY: tuple[Entry, ...] = (
 )
 
 
-def kinds(registry: tuple[Entry, ...] | None = None) -> list[str]:
+def kinds() -> list[str]:
     """The device kinds, in table order (``mock`` once)."""
-    return list(dict.fromkeys(e.kind for e in (REGISTRY if registry is None else registry)))
+    return list(dict.fromkeys(e.kind for e in REGISTRY))
 
 
-def boards(registry: tuple[Entry, ...] | None = None) -> list[Entry]:
+def boards() -> list[Entry]:
     """The emulated boards (``mock:`` entries), in table order."""
-    return [e for e in (REGISTRY if registry is None else registry) if e.emulated]
+    return [e for e in REGISTRY if e.emulated]
 
 
-def bridged_boards(registry: tuple[Entry, ...] | None = None) -> list[str]:
+def bridged_boards() -> list[str]:
     """The boards that can sit behind the emulated ASM24 bridge (``tinyhw mock gadget --board``)."""
-    return list(dict.fromkeys(e.board for e in boards(registry) if e.opener == "asm24"))
+    return list(dict.fromkeys(e.board for e in boards() if e.opener == "asm24"))
 
 
-def find(kind: str, target: str = "", registry: tuple[Entry, ...] | None = None) -> Entry | None:
+def find(kind: str, target: str = "") -> Entry | None:
     """The entry of a parsed device (``kind``, and for ``mock`` the board's name), None when there is none."""
     name = f"{kind}:{target}" if kind == "mock" else kind
-    return next((e for e in (REGISTRY if registry is None else registry) if e.name == name), None)
+    return next((e for e in REGISTRY if e.name == name), None)
 
 
-def accepted_forms(registry: tuple[Entry, ...] | None = None) -> str:
+def accepted_forms() -> str:
     """Every form a device string may take, in one line (the hint of a bad device string)."""
     parts = [e.usage + (" (bench copy and kernels run only)" if e.kind == "cuda" else "")
-             for e in (REGISTRY if registry is None else registry)]
+             for e in REGISTRY]
     return ", ".join(parts) + "; options after commas (e.g. mock:navi31,strict)"
