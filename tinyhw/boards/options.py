@@ -16,6 +16,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from tinyhw.errors import BadDeviceString
@@ -115,8 +116,6 @@ def choice(*values: str) -> OptionType:
 
 def path() -> OptionType:
     """A file name (``~`` expanded)."""
-    from pathlib import Path
-
     return OptionType("FILE", lambda text: Path(text).expanduser())
 
 
