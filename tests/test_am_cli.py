@@ -19,8 +19,8 @@ import pytest
 from amfake import FW_DIR
 from clihelp import run
 
+from tinyhw.boards.navi31 import default_flash_path
 from tinyhw.mocks import boardstate
-from tinyhw.mocks.options import default_flash_path
 
 BOARDS = ["mock:navi31", "mock:navi31-usb"]
 

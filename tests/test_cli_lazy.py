@@ -78,10 +78,10 @@ def test_tinyhw_open_takes_the_device_lock_shared_with_the_cli() -> None:
 
 
 def test_a_board_built_by_a_script_takes_the_lock(tmp_path) -> None:
+    from tinyhw.boards.navi31 import Navi31Options
     from tinyhw.mocks.navi31 import Navi31Board
-    from tinyhw.mocks.options import MockOptions
 
-    opts = MockOptions.from_options({"flash": str(tmp_path / "f.bin")})
+    opts = Navi31Options.from_options({"flash": str(tmp_path / "f.bin")})
     board = Navi31Board(opts)
     try:
         with pytest.raises(DeviceLocked):

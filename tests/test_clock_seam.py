@@ -14,7 +14,7 @@ import usb.backend.libusb1
 
 import tinyhw
 import tinyhw.transport.clock as core
-from tinyhw.mocks.options import MockOptions
+from tinyhw.boards.navi31 import Navi31UsbOptions
 from tinyhw.mocks.pyusb_backend import make_backend
 from tinyhw.mocks.vclock import Phase, VirtualClock
 from tinyhw.transport.abilities import QueuedBulk
@@ -107,7 +107,7 @@ def test_only_the_libusb_adapter_reads_pyusb_internals():
 def test_both_backends_offer_the_one_queued_bulk_interface(tmp_path):
     from tinyhw.mocks.navi31 import Navi31Board
 
-    options = MockOptions(flash=tmp_path / "f.bin", strict=True)
+    options = Navi31UsbOptions(flash=tmp_path / "f.bin", strict=True)
     board = Navi31Board(options, attach="usb")
     try:
         emulated = make_backend(board, options, board.clock)

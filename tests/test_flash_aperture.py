@@ -21,13 +21,13 @@ import pytest
 from clihelp import run
 from flashhelp import dev
 
+from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.errors import OperationFailed
 from tinyhw.flash import aperture
 from tinyhw.mocks import navi31 as navi31_mod
 from tinyhw.mocks import navi31_regs as R
 from tinyhw.mocks.direct import DirectTransport
 from tinyhw.mocks.ifwi_image import build_image
-from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.smuio import Smuio
 
 IMAGE = build_image()
@@ -104,7 +104,7 @@ def test_help_names_the_method() -> None:
 
 def test_one_dword_read_per_rom_data_read_never_a_block(tmp_path: Path) -> None:
     """§h.4 A4: a block read across ROM_DATA returns the registers after it, so only read32 is allowed."""
-    t = DirectTransport(MockOptions.from_options({"flash": str(tmp_path / "f.bin"), "strict": True}))
+    t = DirectTransport(Navi31Options.from_options({"flash": str(tmp_path / "f.bin"), "strict": True}))
     bar = t.bar(5)
     reads: list[int] = []
     real_read32 = bar.read32

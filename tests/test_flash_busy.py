@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.flash import FlashDevice
 from tinyhw.flash.writer import Job, Writer
 from tinyhw.mocks.direct import DirectTransport
 from tinyhw.mocks.ifwi_image import build_image
-from tinyhw.mocks.options import MockOptions
 
 IMAGE = build_image()
 SECTOR = 482  # erased in the synthetic image, as in the usb tier's resume test
@@ -27,7 +27,7 @@ PATTERN = bytes((SECTOR + i) & 0xFF for i in range(0x1000))
 
 @pytest.fixture
 def board(tmp_path: Path):
-    t = DirectTransport(MockOptions.from_options({"flash": str(tmp_path / "flash.bin"), "timing": "typical"}))
+    t = DirectTransport(Navi31Options.from_options({"flash": str(tmp_path / "flash.bin"), "timing": "typical"}))
     yield t
     t.close()
 

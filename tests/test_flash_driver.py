@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.errors import DeviceTimeout, OperationFailed, Refused
 from tinyhw.flash import FlashDevice, protected_range
 from tinyhw.flash.chip import find_rotation
@@ -17,7 +18,6 @@ from tinyhw.formats.ifwi import check_image, require_flashable
 from tinyhw.mocks import navi31_regs as R
 from tinyhw.mocks.direct import DirectTransport
 from tinyhw.mocks.ifwi_image import build_image
-from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.smuio import POWER_ON
 
 IMAGE = build_image()
@@ -31,7 +31,7 @@ def _state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def open_board(tmp_path: Path, **options: str) -> DirectTransport:
     opts: dict[str, str | bool] = {"flash": str(tmp_path / "flash.bin"), "timing": "instant", **options}
-    return DirectTransport(MockOptions.from_options(opts))
+    return DirectTransport(Navi31Options.from_options(opts))
 
 
 @pytest.fixture

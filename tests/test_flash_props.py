@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.flash import FlashDevice, Job, Writer
 from tinyhw.mocks.direct import DirectTransport
 from tinyhw.mocks.ifwi_image import build_image
-from tinyhw.mocks.options import MockOptions
 
 IMAGE = build_image()
 SECTOR, PAGE = 4096, 256
@@ -28,7 +28,7 @@ def _state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def fresh_board(tmp_path: Path) -> DirectTransport:
     flash = tmp_path / f"f{next(_counter)}.bin"
     flash.write_bytes(IMAGE)
-    return DirectTransport(MockOptions.from_options({"flash": str(flash), "timing": "instant"}))
+    return DirectTransport(Navi31Options.from_options({"flash": str(flash), "timing": "instant"}))
 
 
 # a sector's new content: unchanged, erased, random, or random with some all-FF pages

@@ -178,11 +178,11 @@ def test_status_names_follow_the_spec_table() -> None:
 
 
 def test_mailbox_refuses_without_ready_and_uses_the_register_database(tmp_path: Path) -> None:
+    from tinyhw.boards.navi31 import Navi31Options
     from tinyhw.mocks.direct import DirectTransport
-    from tinyhw.mocks.options import MockOptions
     from tinyhw.regs import asic
 
-    t = DirectTransport(MockOptions.from_options({"flash": str(tmp_path / "f.bin"), "timing": "instant",
+    t = DirectTransport(Navi31Options.from_options({"flash": str(tmp_path / "f.bin"), "timing": "instant",
                                                   "strict": True}))
     try:
         mb = psp.Mailbox(t, asic("navi31"))

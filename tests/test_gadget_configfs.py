@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from tinyhw.boards.navi31 import Navi31UsbOptions
 from tinyhw.errors import EnvironmentProblem
 from tinyhw.mocks.asm24 import Asm24Bridge
 from tinyhw.mocks.gadget import ENABLE, SETUP, Event, ffs_descriptors
 from tinyhw.mocks.gadget_configfs import GadgetSetup, SysOps, check_environment, serve_gadget
 from tinyhw.mocks.navi31 import Navi31Board
-from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.vclock import VirtualClock
 
 
@@ -72,7 +72,7 @@ class FakeOps(SysOps):
 
 @pytest.fixture
 def bridge(tmp_path: Path):
-    options = MockOptions(flash=tmp_path / "flash.bin", speed="hs")
+    options = Navi31UsbOptions(flash=tmp_path / "flash.bin", speed="hs")
     clock = VirtualClock()
     board = Navi31Board(options, clock, attach="usb")
     yield Asm24Bridge(board, options, clock, serial="0123abcd")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tinyhw.boards.navi31 import Navi31UsbOptions
+from tinyhw.boards.options import FaultPlan
 from tinyhw.mocks.asm24 import Asm24Bridge
 from tinyhw.mocks.gadget import (
     ALL_CTRL_RECIP,
@@ -30,7 +32,6 @@ from tinyhw.mocks.gadget import (
     ffs_strings,
 )
 from tinyhw.mocks.navi31 import Navi31Board
-from tinyhw.mocks.options import FaultPlan, MockOptions
 from tinyhw.mocks.vclock import VirtualClock
 
 
@@ -95,7 +96,7 @@ def rig(tmp_path: Path):
     made = []
 
     def make(faults: str = "") -> tuple[FunctionFsGadget, FakeFfs, Asm24Bridge]:
-        options = MockOptions(flash=tmp_path / "flash.bin", speed="hs", faults=FaultPlan.parse(faults))
+        options = Navi31UsbOptions(flash=tmp_path / "flash.bin", speed="hs", faults=FaultPlan.parse(faults))
         clock = VirtualClock()
         board = Navi31Board(options, clock, attach="usb")
         bridge = Asm24Bridge(board, options, clock)
@@ -269,7 +270,7 @@ def test_both_front_ends_give_the_core_the_same_transfers(rig, tmp_path: Path) -
 
     from tinyhw.mocks.pyusb_backend import make_backend
 
-    options = MockOptions(flash=tmp_path / "flash.bin", speed="hs")
+    options = Navi31UsbOptions(flash=tmp_path / "flash.bin", speed="hs")
     clock = VirtualClock()
     board = Navi31Board(options, clock, attach="usb")
     backend = make_backend(board, options, clock)

@@ -32,11 +32,11 @@ from typing import Any
 import pytest
 from test_gadget_ffs import FakeFfs
 
+from tinyhw.boards.navi31 import Navi31UsbOptions
 from tinyhw.flash.device import FlashDevice
 from tinyhw.mocks.asm24 import Asm24Bridge, Timeout
 from tinyhw.mocks.gadget import ENABLE, SETUP, Event, FunctionFsGadget, ffs_descriptors, ffs_strings
 from tinyhw.mocks.navi31 import Navi31Board
-from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.pyusb_backend import Asm24Backend, usb_error
 from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.usb import tlp
@@ -133,7 +133,7 @@ class FfsHost(Asm24Backend):
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[LateOutGadget, Navi31Board, FfsHost]]:
-    options = MockOptions(flash=tmp_path / "flash.bin", speed="hs", strict=True)
+    options = Navi31UsbOptions(flash=tmp_path / "flash.bin", speed="hs", strict=True)
     clock = VirtualClock()
     board = Navi31Board(options, clock, attach="usb")
     ffs = FakeFfs(tmp_path)
@@ -177,7 +177,7 @@ def test_window_data_that_lands_late_is_still_programmed(served, tmp_path: Path)
 def test_a_stream_whose_data_never_comes_delays_the_next_request_once(tmp_path: Path) -> None:
     """A host that arms a streamed write and moves on without its data (a killed process): the next request
     waits out the landing time once, the ones after it are served at once, and a fresh arm is waited for again."""
-    options = MockOptions(flash=tmp_path / "flash.bin", speed="hs", strict=True)
+    options = Navi31UsbOptions(flash=tmp_path / "flash.bin", speed="hs", strict=True)
     clock = VirtualClock()
     board = Navi31Board(options, clock, attach="usb")
     ffs = FakeFfs(tmp_path)

@@ -14,8 +14,9 @@ import pytest
 import usb.core
 import usb.util
 
+from tinyhw.boards.navi31 import Navi31UsbOptions
+from tinyhw.boards.options import FaultPlan
 from tinyhw.mocks.asm24 import Asm24Bridge, Stall
-from tinyhw.mocks.options import FaultPlan, MockOptions
 from tinyhw.mocks.pyusb_backend import Asm24Backend, make_backend
 from tinyhw.mocks.vclock import VirtualClock
 
@@ -105,7 +106,7 @@ def open_bridge(board: object | None = None, *, configure: bool = True, **opts: 
     """An emulated bridge found through pyusb, configured like the host open sequence (§2 step 5)."""
     opts.setdefault("strict", True)
     faults = opts.pop("faults", None)
-    options = MockOptions(**opts)  # type: ignore[arg-type]
+    options = Navi31UsbOptions(**opts)  # type: ignore[arg-type]
     if faults:
         options.faults = FaultPlan.parse(str(faults))
     clock = VirtualClock()
@@ -229,7 +230,7 @@ def test_found_by_ids_with_strings_location_and_speed() -> None:
 
 
 def test_find_all_and_serial_is_deterministic() -> None:
-    opts = MockOptions(strict=True)
+    opts = Navi31UsbOptions(strict=True)
     b1 = Asm24Bridge(StubGpu(), opts, VirtualClock())
     b2 = Asm24Bridge(StubGpu(), opts, VirtualClock())
     backend = Asm24Backend([b1, b2])
@@ -458,7 +459,7 @@ def test_stats_and_log_count_only_driver_transfers() -> None:
 
 
 def test_kernel_driver_detach_and_reset() -> None:
-    options = MockOptions(strict=True)
+    options = Navi31UsbOptions(strict=True)
     backend = Asm24Backend(Asm24Bridge(StubGpu(), options, VirtualClock()), kernel_driver_active=True)
     dev = usb.core.find(idVendor=0xADD1, backend=backend)
     assert dev.is_kernel_driver_active(0)

@@ -19,9 +19,9 @@ navi31 = pytest.importorskip("tinyhw.mocks.navi31")
 
 @pytest.fixture
 def board(tmp_path: Path) -> Iterator[object]:
-    from tinyhw.mocks.options import MockOptions
+    from tinyhw.boards.navi31 import Navi31UsbOptions
 
-    b = navi31.Navi31Board(MockOptions(strict=True, flash=tmp_path / "flash.bin"), attach="usb")
+    b = navi31.Navi31Board(Navi31UsbOptions(strict=True, flash=tmp_path / "flash.bin"), attach="usb")
     yield b
     b.close()
 

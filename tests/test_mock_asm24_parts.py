@@ -6,10 +6,10 @@ from __future__ import annotations
 import ast
 import inspect
 
+from tinyhw.boards.navi31 import Navi31UsbOptions
 from tinyhw.mocks import asm24_endpoints
 from tinyhw.mocks.asm24 import Asm24Bridge
 from tinyhw.mocks.asm24_endpoints import BulkEndpoints
-from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.vclock import VirtualClock
 
 
@@ -41,7 +41,7 @@ def test_the_bridge_owns_one_endpoints_object(tmp_path) -> None:
     class Board:  # no TLP is sent here, so the board needs nothing
         pass
 
-    bridge = Asm24Bridge(Board(), MockOptions(flash=tmp_path / "f.bin"), VirtualClock())
+    bridge = Asm24Bridge(Board(), Navi31UsbOptions(flash=tmp_path / "f.bin"), VirtualClock())
     eps = bridge.endpoints
     assert isinstance(eps, BulkEndpoints)
     assert eps.counters is bridge.counters and eps.warnings is bridge.warnings and eps.busy is bridge.busy

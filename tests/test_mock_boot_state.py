@@ -147,10 +147,10 @@ def test_a_boot_interrupted_anywhere_is_recovered_by_the_next_boot(tmp_path: Pat
 
 def test_resizable_bar_exposes_all_of_vram_through_bar0(tmp_path: Path) -> None:
     """§1.1 step 5: resize BAR0 to its largest size; then VRAM (24 GiB) is reachable directly, discovery included."""
+    from tinyhw.boards.navi31 import Navi31Options
     from tinyhw.mocks.direct import DirectTransport
-    from tinyhw.mocks.options import MockOptions
 
-    t = DirectTransport(MockOptions(strict=True, flash=tmp_path / "f.bin"))
+    t = DirectTransport(Navi31Options(strict=True, flash=tmp_path / "f.bin"))
     try:
         off = 0x100
         while off:

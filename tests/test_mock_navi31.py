@@ -11,21 +11,22 @@ from pathlib import Path
 
 import pytest
 
+from tinyhw.boards.navi31 import Navi31Options, default_flash_path
+from tinyhw.boards.options import FaultPlan
 from tinyhw.errors import DeviceLocked, DeviceTimeout, Disconnected, Refused, StrictEmulationError
 from tinyhw.mocks import navi31_regs as R
 from tinyhw.mocks.direct import DirectTransport
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.navi31 import Navi31Board, reset_flash
-from tinyhw.mocks.options import FaultPlan, MockOptions, default_flash_path
 
 IMAGE = build_image()
 GiB = 1 << 30
 MiB = 1 << 20
 
 
-def opts(tmp_path: Path, **kw: object) -> MockOptions:
+def opts(tmp_path: Path, **kw: object) -> Navi31Options:
     kw.setdefault("strict", True)
-    return MockOptions(flash=tmp_path / "flash.bin", **kw)
+    return Navi31Options(flash=tmp_path / "flash.bin", **kw)
 
 
 @pytest.fixture
@@ -216,7 +217,7 @@ def test_lock_is_taken_and_released(tmp_path: Path) -> None:
 def test_default_flash_file_is_created(tmp_path: Path) -> None:
     path = default_flash_path()
     assert not path.exists()
-    DirectTransport(MockOptions(strict=True)).close()
+    DirectTransport(Navi31Options(strict=True)).close()
     assert path.read_bytes() == IMAGE
 
 

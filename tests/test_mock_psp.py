@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.mocks import navi31_regs as R
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.navi31 import Navi31Board, Navi31Model
-from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.psp import DEFAULT_SCRIPT, SCRIPT_DONE, PspConfig
 
 IMAGE = build_image()
 
 
 def make_board(tmp_path: Path, psp: str = "early", **cfg: object) -> Navi31Board:
-    options = MockOptions(strict=True, flash=tmp_path / "flash.bin", psp=psp, timing="instant")
+    options = Navi31Options(strict=True, flash=tmp_path / "flash.bin", psp=psp, timing="instant")
     return Navi31Board(options, model=Navi31Model(psp=PspConfig(**cfg)))
 
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks import navi31_regs as R
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.navi31 import Navi31Board, Navi31Model
-from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.smuio import POWER_ON, SmuioConfig
 
 IMAGE = build_image()
@@ -18,7 +18,7 @@ RX = R.ROM_SW_CNTL_RETURN_DATA_ENABLE
 
 
 def make_board(tmp_path: Path, model: Navi31Model | None = None, **opts: object) -> Navi31Board:
-    options = MockOptions(strict=True, flash=tmp_path / "flash.bin", **opts)
+    options = Navi31Options(strict=True, flash=tmp_path / "flash.bin", **opts)
     return Navi31Board(options, model=model)
 
 

@@ -93,15 +93,15 @@ def test_packet_sizes_come_from_the_descriptors() -> None:
 
 
 def test_no_bridge_present_is_exit_3() -> None:
+    from tinyhw.boards.navi31 import Navi31UsbOptions
     from tinyhw.mocks.navi31 import Navi31Board
-    from tinyhw.mocks.options import MockOptions
     from tinyhw.mocks.pyusb_backend import make_backend
     from tinyhw.mocks.vclock import VirtualClock
 
     clock = VirtualClock()
-    board = Navi31Board(MockOptions(), clock, attach="usb")
+    board = Navi31Board(Navi31UsbOptions(), clock, attach="usb")
     try:
-        backend = make_backend(board, MockOptions(), clock)
+        backend = make_backend(board, Navi31UsbOptions(), clock)
         with pytest.raises(Exception) as e:
             UsbTransport("5", backend=backend, clock=clock)
         assert getattr(e.value, "exit_code", None) == 3 and "usb:5" in str(e.value)

@@ -7,11 +7,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tinyhw.boards.navi31 import Navi31UsbOptions
 from tinyhw.boot import copyengine
 from tinyhw.boot.gpu import AmGpu
 from tinyhw.boot.usbcopy import UsbCopier
 from tinyhw.mocks.navi31 import Navi31Board
-from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.pyusb_backend import make_backend
 from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.usb.transport import UsbTransport
@@ -30,7 +30,7 @@ class Rig:
 @contextmanager
 def rig(tmp: Path, *, boot=None, **options: str) -> Iterator[Rig]:
     """``boot``: a callable run on the AmGpu before the copy engine comes up (e.g. a full firmware boot)."""
-    opts = MockOptions.from_options({"flash": str(tmp / "flash.bin"), "strict": True, **options})
+    opts = Navi31UsbOptions.from_options({"flash": str(tmp / "flash.bin"), "strict": True, **options})
     clock = VirtualClock(mode=opts.clock)  # clock=hybrid: host cpu time on the clock too
     board = Navi31Board(opts, clock, attach="usb")
     backend = make_backend(board, opts, clock)

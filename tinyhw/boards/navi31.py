@@ -5,12 +5,29 @@ specs/pci-vfio-remote.md §3.14 (BAR layout of a real Navi31: BAR0/BAR2 64-bit
 prefetchable, BAR4 I/O, BAR5 32-bit registers; ReBAR sizes), specs/asm24-usb-bridge.md §8
 (topology behind the ASM24 bridge: bridges on buses 0-3, the GPU at bus 4).
 
-These are facts only: both the drivers and the emulators may read them; no behaviour lives here.
+These are facts only: both the drivers and the emulators may read them; no behaviour lives here. The emulated
+board's device-string options (:class:`Navi31Options`, :class:`Navi31UsbOptions`) are declared here too, one field
+per option, for the board registry (tinyhw.boards.registry).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
+
+from tinyhw.boards.options import (
+    DeviceOptions,
+    FaultPlan,
+    choice,
+    faults,
+    number,
+    option,
+    path,
+    pattern,
+    percent,
+    strict_option,
+)
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -83,3 +100,59 @@ MMIO_BAR = 5
 
 #: Where the GPU sits behind the ASM24 bridge (asm24-usb-bridge.md §8).
 USB_GPU_BUS = 4
+
+
+# -- device-string options of the emulated board (tinyhw.boards.options; read by the registry) ----------------------
+def default_flash_path() -> Path:
+    """The shared default flash file of the emulated Navi31 (``mock:navi31`` and ``mock:navi31-usb`` use it)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tinyhw" / "navi31-flash.bin"
+
+
+@dataclass
+class Navi31Options(DeviceOptions):
+    """Options of ``mock:navi31``, the emulated Navi31 attached directly (one field per option)."""
+
+    strict: bool = strict_option()
+    flash: Path = option(path(), None, "the file that holds the flash contents (default: user cache dir)",
+                         factory=default_flash_path)
+    faults: FaultPlan = option(faults(), None, "fault plan for one command (disconnect@N, timeout@N, stuck-busy, "
+                               "bitflip@ADDR, ...)", factory=FaultPlan)
+    timing: str = option(choice("instant", "typical", "max"), "typical", "flash operation durations")
+    psp: str = option(choice("pbl", "early", "gated", "sos", "hang"), "pbl",
+                      "board state for the PSP mailbox and ROM_SW gating: pbl, the stalled boot loader with ROM_SW "
+                      "available; sos/gated: the secure OS is running; hang: the PSP never answers a boot command")
+    aperture: str = option(choice("normal", "mirrored", "unavailable"), "normal", "ROM_INDEX/ROM_DATA behaviour")
+    stray: str = option(choice("on", "off"), "on", "ROM_SW model option S8: CNTL writes fire stray transactions")
+    fwcheck: str = option(choice("on", "off"), "on", "the PSP checks firmware images against the real Debian files")
+    smu: str = option(pattern("normal|silent|busy@N", r"normal|silent|busy@\d+", "one of normal, silent, busy@N"),
+                      "normal", "SMU fault: never answers, or answers message N (1-based, this process) with 0xFC")
+    load: int = option(percent({"idle": 0, "busy": 100}), 0, "GFX load in percent the SMU metrics follow")
+    sos_delay: float = option(number(0, 60, "seconds"), 0.3, "virtual seconds from the SOS load to sOS alive",
+                              name="sosdelay")
+    sdma: str = option(choice("normal", "hang", "nop", "skip-in", "skip-out", "shift1m"), "normal",
+                       "hang: SDMA0 never executes its ring (copies time out); nop/skip-in/skip-out/shift1m: copy "
+                       "faults (every copy, or copies into / out of VRAM, move nothing; the VRAM side lands 1 MiB "
+                       "higher), fences still written")
+    clock: str | None = option(choice("device"), None, "the virtual clock's mode: device only here (clock=hybrid "
+                               "is offered by mock:navi31-usb only: mock:navi31's emulator does not mark the work it "
+                               "does on the driver's thread)")
+
+    @property
+    def smu_busy_at(self) -> int | None:
+        """``smu=busy@N``: the message number N that answers busy (None otherwise)."""
+        return int(self.smu[5:]) if self.smu.startswith("busy@") else None
+
+
+@dataclass
+class Navi31UsbOptions(Navi31Options):
+    """Options of ``mock:navi31-usb``: the board's, plus the emulated ASM24 bridge's in front of it."""
+
+    clock: str | None = option(choice("device", "hybrid"), None,
+                               "the virtual clock's mode (tinyhw.mocks.vclock): device, modelled device time only "
+                               "(exact, reproducible); hybrid, plus the host's measured CPU time between transfers. "
+                               "Default: device, except that bench copy measures on the hybrid clock unless a mode "
+                               "was given", env="TINYHW_CLOCK")
+    speed: str = option(choice("ss", "hs"), "ss", "USB link speed of the emulated bridge (SuperSpeed, High-Speed)")
+    link: str = option(choice("up", "down", "slow", "wedged", "no-gpu"), "up",
+                       "PCIe link behaviour behind the emulated bridge")

@@ -6,13 +6,16 @@ Spec: specs/nv-bringup.md §3.1 (register layouts: BOOT_0 at BAR0 0x0, BOOT_42 a
 filter and the Blackwell device-id ranges) and §15 (the probe's decode rules: ``0xFFFFFFFF`` = not
 readable, ``0xBADFxxxx`` = privilege/decode error, "supported by tinygrad's PCI path").
 
-Facts only, shared by the probe feature and the emulated board; no device access here.
+Facts only, shared by the probe feature and the emulated board; no device access here. The emulated AD102's
+device-string options (:class:`Ad102Options`) are declared here too, for the board registry.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+from tinyhw.boards.options import DeviceOptions, choice, option, strict_option
 
 NVIDIA_VENDOR = 0x10DE
 REG_BOOT_0 = 0x000000
@@ -148,3 +151,12 @@ AD102_BARS = ((0, 16 << 20, False, False, "memory"), (1, 256 << 20, True, True, 
 AD102_BOOT_0 = 0x192000A1  # architecture 0x19, implementation 2 (AD102), revision a1
 AD102_BOOT_42 = 0x192A1000  # architecture 0x19, implementation 2, major 0xa, minor 1
 AD102_VRAM_MIB = 24576
+
+
+@dataclass
+class Ad102Options(DeviceOptions):
+    """Options of ``mock:ad102``, the emulated AD102 attached directly (one field per option)."""
+
+    strict: bool = strict_option()
+    gsp: str = option(choice("off", "running"), "off", "WPR2 up (a driver booted GSP) or not")
+    power: str = option(choice("d0", "d3hot", "suspended"), "d0", "the power state its attributes report")

@@ -16,19 +16,17 @@ from tinyhw import __version__
 from tinyhw.cli.app import EMITTED, App
 from tinyhw.errors import TinyhwError
 
-EPILOG = """\b
-Devices (--device, or TINYHW_DEVICE):
-  pci:0000:03:00.0   vfio:0000:03:00.0   usb  usb:N  usb:BUS-ADDR
-  remote:unix[:PATH]   remote:HOST:PORT   remote:ssh://[user@]host/DEV
-  mock:navi31   mock:navi31-usb   mock:ad102   (options after commas)
-  cuda:N             (bench copy and kernels run only)
 
-\b
-Examples:
-  tinyhw list
-  tinyhw --device mock:navi31-usb probe
-  tinyhw --device mock:navi31 --json --stats probe
-"""
+def epilog() -> str:
+    """The help's closing text: every device kind and emulated board of the board registry, and examples."""
+    from tinyhw.boards.registry import REGISTRY
+
+    width = 26  # a longer form has its description on the next line
+    rows = [f"  {e.usage:<{width}}{e.description}" if len(e.usage) < width else f"  {e.usage}\n  {'':<{width}}"
+            f"{e.description}" for e in REGISTRY]
+    return "\n".join(["\b", "Devices (--device, or TINYHW_DEVICE; options after commas, e.g. mock:navi31,strict):",
+                      *rows, "", "\b", "Examples:", "  tinyhw list", "  tinyhw --device mock:navi31-usb probe",
+                      "  tinyhw --device mock:navi31 --json --stats probe", ""])
 
 
 # Subcommands load lazily (click's lazy-group pattern): ``tinyhw --help`` imports no feature package. Each
@@ -78,7 +76,7 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(cls=LazyGroup, epilog=EPILOG,
+@click.group(cls=LazyGroup, epilog=epilog(),
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option("--device", "-d", metavar="STR",
               help="Device string (default: $TINYHW_DEVICE, else the single device present).")

@@ -15,12 +15,13 @@ from typing import Any
 
 import click
 
+from tinyhw.boards.registry import bridged_boards
 from tinyhw.cli.app import App
 
 
 @click.command("gadget")
-@click.option("--board", type=click.Choice(["navi31"]), default="navi31", show_default=True,
-              help="The emulated board behind the bridge.")
+@click.option("--board", type=click.Choice(bridged_boards()), default="navi31", show_default=True,
+              help="The emulated board behind the bridge (the board registry's boards behind the usb bridge).")
 @click.option("--flash", "flash", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="The emulated flash contents (default: the shared file in the user's cache directory).")
 @click.option("--udc", metavar="NAME", help="USB device controller to bind to (default: the first in /sys/class/udc).")
@@ -46,11 +47,9 @@ def gadget(app: App, board: str, flash: Path | None, udc: str | None, faults: st
       tinyhw --device usb probe
       kill -INT %1
     """
-    from tinyhw.mocks.asm24 import Asm24Bridge
+    from tinyhw.connect import bridged_board
     from tinyhw.mocks.gadget import WallPacedClock
     from tinyhw.mocks.gadget_configfs import GadgetSetup, check_environment, serve_gadget
-    from tinyhw.mocks.navi31 import Navi31Board
-    from tinyhw.mocks.options import MockOptions
 
     chosen = check_environment(udc)
     opts: dict[str, str | bool] = {"speed": "hs"}
@@ -58,19 +57,17 @@ def gadget(app: App, board: str, flash: Path | None, udc: str | None, faults: st
         opts["flash"] = str(flash)
     if faults:
         opts["faults"] = faults
-    options = MockOptions.from_options(opts)
     stop = threading.Event()
     served: dict[str, Any] = {}
     clock = WallPacedClock()  # the host times out on its wall clock
-    emulated = Navi31Board(options, clock, attach="usb")  # takes the device lock
+    emulated, bridge = bridged_board(board, opts, clock)  # the board takes the device lock
     try:
-        bridge = Asm24Bridge(emulated, options, clock)
         previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             with serve_gadget(bridge, chosen, GadgetSetup(name=name)) as g:
                 app.log(f"serving the emulated {board} behind an asm24 bridge "
                         f"({bridge.identity.vendor_id:04x}:{bridge.identity.product_id:04x}, serial "
-                        f"{bridge.identity.serial}) on {chosen}; flash {options.flash}; Ctrl-C stops")
+                        f"{bridge.identity.serial}) on {chosen}; flash {emulated.options.flash}; Ctrl-C stops")
                 while g.running and not stop.wait(0.2):
                     pass
             served = _report(bridge, g, chosen)

@@ -42,16 +42,17 @@ def reset(app: App, yes: bool, force: bool) -> None:
       tinyhw mock reset --yes
       tinyhw --device mock:navi31,flash=/tmp/board.bin mock reset --yes
     """
+    from tinyhw.connect import typed_options
     from tinyhw.mocks.navi31 import reset_flash
-    from tinyhw.mocks.options import MockOptions
     from tinyhw.transport.devstr import given_device, parse_device
     from tinyhw.transport.lock import DeviceLock
 
     spec = given_device(app.device) or parse_device("mock:navi31")
     if not spec.is_mock:
         raise Refused(f"mock reset works on emulated boards only, not {spec.kind}:")
-    options = MockOptions.from_options(spec.options)
-    path: Path = options.flash
+    path: Path | None = getattr(typed_options(spec), "flash", None)
+    if path is None:
+        raise Refused(f"mock:{spec.target} keeps no flash file: there is nothing to reset")
     backup = path.with_name(path.name + ".bak")
     keep = path.is_file()
     if keep:

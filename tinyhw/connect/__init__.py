@@ -2,10 +2,11 @@
 
 ``tinyhw.open(device_string)`` (and the CLI) call :func:`open_device`. It sits in front of the transport
 layer (ARCHITECTURE.md "Opening a device from Python"): it may import the transports and the emulated
-boards; features never import it, they are handed the transport it returns. Emulated boards are
-assembled here: ``mock:navi31`` is the board on the direct transport; ``mock:navi31-usb`` is the same
-board behind the emulated ASM24 bridge, reached through a pyusb backend by the real ``usb`` transport;
-``mock:ad102`` is the emulated NVIDIA Ada board on its own direct transport (NVIDIA boards: native PCIe only).
+boards; features never import it, they are handed the transport it returns. Which opener opens a device, and
+the options it takes, is the device's entry in the board registry (tinyhw.boards.registry); the openers are
+bound here (:data:`OPENERS`). Emulated boards are assembled here: ``direct`` entries (``mock:navi31``,
+``mock:ad102``) are emulators that are their own transport; ``asm24`` entries (``mock:navi31-usb``) are a board
+behind the emulated ASM24 bridge, reached through a pyusb backend by the real ``usb`` transport.
 Every path takes the device lock (the emulated board takes it where it is built). ``cuda:N`` is not a
 register transport: :func:`open_cuda` builds its device object (the CUDA driver's own context).
 
@@ -18,20 +19,21 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from tinyhw.errors import DeviceNotFound, NotAvailableYet
+from tinyhw.boards import registry
+from tinyhw.boards.options import DeviceOptions, Raw
+from tinyhw.errors import BadDeviceString, Refused
 from tinyhw.transport.base import Transport
 from tinyhw.transport.devstr import DeviceSpec, parse_device
 
 if TYPE_CHECKING:
     from tinyhw.cuda import CudaDevice
-    from tinyhw.mocks.options import MockOptions
-
-NOT_YET: dict[str, str] = {}
-EMULATED_HINT = "try the emulated board: --device mock:navi31 or --device mock:navi31-usb"
+    from tinyhw.mocks.asm24 import Asm24Bridge
+    from tinyhw.transport.clock import Clock
 
 
 @dataclass
@@ -67,54 +69,27 @@ class Opened:
 def open_device(spec: DeviceSpec | str, register: Callable[[Opened], None] | None = None) -> Opened:
     """Open ``spec`` (a :class:`DeviceSpec` or a device string). ``register`` receives the :class:`Opened`
     before the device is connected, so the caller can report counters (``--stats``) and release everything
-    even when opening fails."""
+    even when opening fails. The device's entry in the board registry names its opener (:data:`OPENERS`) and
+    types its options; a kind or board the registry does not list is refused (exit 2)."""
     if isinstance(spec, str):
         spec = parse_device(spec)
-    register = register or (lambda _o: None)
-    if spec.kind == "cuda":
-        from tinyhw.errors import Refused
+    entry = entry_of(spec)
+    return OPENERS[entry.opener](spec, entry, register or (lambda _o: None))
 
-        raise Refused("cuda: devices serve only `bench copy` and `kernels run`",
-                      hint="register commands need pci:, vfio:, usb or mock: devices")
-    if spec.kind in NOT_YET:
-        raise NotAvailableYet(NOT_YET[spec.kind], hint=EMULATED_HINT)
-    if spec.kind == "mock":
-        from tinyhw.mocks.options import MockOptions
 
-        options = MockOptions.from_options(spec.options)
-        if spec.target == "navi31":
-            from tinyhw.errors import BadDeviceString
-            from tinyhw.mocks.direct import DirectTransport
+def entry_of(spec: DeviceSpec) -> registry.Entry:
+    """The board registry's entry of ``spec``; exit 2 when the registry lists no such kind or board."""
+    entry = registry.find(spec.kind, spec.target)
+    if entry is None:
+        known = ", ".join(e.name for e in registry.boards()) if spec.is_mock else ", ".join(registry.kinds())
+        raise BadDeviceString(f"no device {spec.kind}:{spec.target} in the board registry (known: {known})")
+    return entry
 
-            if options.clock == "hybrid" and options.clock_explicit:
-                raise BadDeviceString("option clock=hybrid is offered by mock:navi31-usb only (mock:navi31's "
-                                      "emulator does not mark the work it does on the driver's thread)")
 
-            t = DirectTransport(options)
-            opened = Opened(t, spec, notes=lambda: list(t.board.uncovered))
-            register(opened)
-            return opened
-        if spec.target == "ad102":
-            return _open_ad102(spec, options, register)
-        return _open_mock_usb(spec, options, register)
-    if spec.kind in ("pci", "vfio"):
-        return _open_native(spec, register)
-    if spec.kind == "remote":
-        from tinyhw.remote import open_remote
-
-        opened = Opened(open_remote(spec), spec)
-        register(opened)
-        return opened
-    if spec.kind == "usb":
-        _no_options(spec)
-        from tinyhw.usb.transport import UsbTransport
-
-        t = UsbTransport(spec.target, connect=False)
-        opened = Opened(t, spec)
-        register(opened)
-        t.connect()
-        return opened
-    raise DeviceNotFound(f"unknown device kind {spec.kind!r}")  # pragma: no cover - parse_device prevents it
+def typed_options(spec: DeviceSpec, entry: registry.Entry | None = None) -> Any:
+    """The device's options as its entry's options class (exit 2 for one it does not take or a bad value)."""
+    entry = entry or entry_of(spec)
+    return entry.options.from_options(spec.options, entry.label)
 
 
 def open_cuda(spec: DeviceSpec | str) -> CudaDevice:
@@ -139,62 +114,77 @@ def open_cuda(spec: DeviceSpec | str) -> CudaDevice:
     return CudaDevice(int(spec.target), sysfs=sysfs_root())
 
 
-def _open_mock_usb(spec: DeviceSpec, options, register: Callable[[Opened], None]) -> Opened:
-    from tinyhw.mocks.navi31 import Navi31Board
-    from tinyhw.mocks.pyusb_backend import make_backend
-    from tinyhw.usb.transport import UsbTransport
+def bridged_board(board: str, options: Mapping[str, Raw], clock: Clock | None = None) -> tuple[Any, Asm24Bridge]:
+    """The emulated ``board`` (a registry board behind the bridge) and the emulated ASM24 bridge in front of it,
+    on ``clock`` (default: the board's own virtual clock, in its ``clock=`` option's mode), with the
+    device-string ``options`` of its ``asm24`` entry (what ``mock:navi31-usb`` opens and ``tinyhw mock gadget``
+    serves). The board holds the device lock: close it."""
+    entry = next((e for e in registry.boards() if e.board == board and e.opener == "asm24"), None)
+    if entry is None:
+        raise BadDeviceString(f"no emulated board {board!r} behind the bridge "
+                              f"(known: {', '.join(registry.bridged_boards())})")
+    return _bridged(entry, entry.options.from_options(options, entry.label), clock)
 
-    board = Navi31Board(options, attach="usb")  # takes the device lock; its virtual clock in options.clock's mode
-    clock = board.clock
+
+def _bridged(entry: registry.Entry, options: DeviceOptions, clock: Clock | None) -> tuple[Any, Asm24Bridge]:
+    from tinyhw.mocks.asm24 import Asm24Bridge
+
+    board = _emulator(entry)(options, clock, attach="usb")  # takes the device lock; builds its clock if none given
     try:
-        backend = make_backend(board, options, clock)
-        t = UsbTransport("", backend=backend, clock=clock, lock=False, emulated=True, connect=False)
+        return board, Asm24Bridge(board, options, board.clock)
     except BaseException:
         board.close()
         raise
-    opened = Opened(t, spec, closers=[board.close], notes=lambda: list(board.uncovered),
-                    emulator_stats=backend.bridge.stats)
-    register(opened)
-    t.connect()
-    return opened
 
 
-AD102_OPTIONS = ("strict", "gsp", "power")
+def _emulator(entry: registry.Entry) -> Any:
+    """The class an emulated board's entry names (``module:Class`` under tinyhw.mocks)."""
+    module, _, name = entry.emulator.partition(":")
+    if not module.startswith("tinyhw.mocks."):
+        raise BadDeviceString(f"{entry.name}: its emulator {entry.emulator!r} is not in tinyhw.mocks")
+    return getattr(importlib.import_module(module), name)
 
 
-def _open_ad102(spec: DeviceSpec, options: MockOptions, register: Callable[[Opened], None]) -> Opened:
-    from tinyhw.errors import BadDeviceString
-    from tinyhw.mocks.ad102 import Ad102Transport
-
-    unknown = [k for k in spec.options if k not in AD102_OPTIONS]
-    if unknown:
-        raise BadDeviceString(f"mock:ad102 does not take option(s) {', '.join(unknown)} "
-                              f"(allowed: {', '.join(AD102_OPTIONS)})")
-    t = Ad102Transport(options)  # takes the device lock
+def _open_direct(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Opened], None]) -> Opened:
+    """An emulated board that is its own transport (``mock:navi31``, ``mock:ad102``); it takes the device lock."""
+    t = _emulator(entry)(typed_options(spec, entry))
     opened = Opened(t, spec, notes=lambda: list(t.board.uncovered))
     register(opened)
     return opened
 
 
-PCI_OPTIONS = {"pci": ("force-bound", "nowc"), "vfio": ()}
+def _open_asm24(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Opened], None]) -> Opened:
+    """An emulated board behind the emulated ASM24 bridge, reached by the real usb transport through pyusb."""
+    from tinyhw.mocks.pyusb_backend import Asm24Backend
+    from tinyhw.usb.transport import UsbTransport
+
+    options = typed_options(spec, entry)
+    board, bridge = _bridged(entry, options, None)  # the board takes the device lock; its clock in clock='s mode
+    clock = board.clock
+    try:
+        backend = Asm24Backend(bridge)
+        t = UsbTransport("", backend=backend, clock=clock, lock=False, emulated=True, connect=False)
+    except BaseException:
+        board.close()
+        raise
+    opened = Opened(t, spec, closers=[board.close], notes=lambda: list(board.uncovered),
+                    emulator_stats=bridge.stats)
+    register(opened)
+    t.connect()
+    return opened
 
 
-def _open_native(spec: DeviceSpec, register: Callable[[Opened], None]) -> Opened:
+def _open_native(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Opened], None]) -> Opened:
     """``pci:`` (sysfs, options force-bound and nowc) and ``vfio:``; sysfs root from $TINYHW_SYSFS."""
-    from tinyhw.errors import BadDeviceString
     from tinyhw.pci.sysfs import sysfs_root
 
-    unknown = [k for k in spec.options if k not in PCI_OPTIONS[spec.kind]]
-    if unknown:
-        allowed = ", ".join(PCI_OPTIONS[spec.kind]) or "none"
-        raise BadDeviceString(f"the {spec.kind} transport does not take option(s) {', '.join(unknown)} "
-                              f"(allowed: {allowed})")
+    options = typed_options(spec, entry)
     t: Transport
     if spec.kind == "pci":
         from tinyhw.pci.sysfs import SysfsTransport
 
-        t = SysfsTransport(spec.target, sysfs=sysfs_root(), force_bound=bool(spec.option("force-bound")),
-                           write_combining=not spec.option("nowc"))
+        t = SysfsTransport(spec.target, sysfs=sysfs_root(), force_bound=options.force_bound,
+                           write_combining=not options.nowc)
     else:
         from tinyhw.pci.vfio import VfioTransport
 
@@ -204,8 +194,35 @@ def _open_native(spec: DeviceSpec, register: Callable[[Opened], None]) -> Opened
     return opened
 
 
-def _no_options(spec: DeviceSpec) -> None:
-    if spec.options:
-        from tinyhw.errors import BadDeviceString
+def _open_usb(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Opened], None]) -> Opened:
+    from tinyhw.usb.transport import UsbTransport
 
-        raise BadDeviceString(f"the {spec.kind} transport takes no options (got {', '.join(spec.options)})")
+    typed_options(spec, entry)
+    t = UsbTransport(spec.target, connect=False)
+    opened = Opened(t, spec)
+    register(opened)
+    t.connect()
+    return opened
+
+
+def _open_remote(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Opened], None]) -> Opened:
+    """A ``tinyhw serve remote``; over ssh the options belong to the device there (its server types them)."""
+    from tinyhw.remote import open_remote
+
+    if not spec.target.startswith("ssh://"):
+        typed_options(spec, entry)
+    opened = Opened(open_remote(spec), spec)
+    register(opened)
+    return opened
+
+
+def _refuse_cuda(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Opened], None]) -> Opened:
+    raise Refused("cuda: devices serve only `bench copy` and `kernels run`",
+                  hint="register commands need pci:, vfio:, usb or mock: devices")
+
+
+#: the openers the board registry's entries name (tinyhw.boards.registry.OPENERS), bound here
+OPENERS: dict[str, Callable[[DeviceSpec, registry.Entry, Callable[[Opened], None]], Opened]] = {
+    "pci": _open_native, "vfio": _open_native, "usb": _open_usb, "remote": _open_remote, "cuda": _refuse_cuda,
+    "direct": _open_direct, "asm24": _open_asm24,
+}

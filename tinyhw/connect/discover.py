@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinyhw.boards import registry
 from tinyhw.errors import DeviceNotFound, Refused, TinyhwError
 from tinyhw.transport.devstr import DeviceSpec, parse_device
 
@@ -58,11 +59,8 @@ def list_usb(warn: bool = True) -> list[Listed]:
 
 
 def list_mocks() -> list[Listed]:
-    return [
-        Listed("mock:navi31", "mock", True, "emulated navi31 (rx 7900) board, attached directly"),
-        Listed("mock:navi31-usb", "mock", True, "emulated navi31 board behind an emulated asm24 usb bridge"),
-        Listed("mock:ad102", "mock", True, "emulated nvidia ada (ad102, rtx 4090) board, attached directly"),
-    ]
+    """The emulated boards of the board registry (always present)."""
+    return [Listed(e.name, "mock", True, e.description) for e in registry.boards()]
 
 
 def list_remote(spec: DeviceSpec | str) -> list[Listed]:

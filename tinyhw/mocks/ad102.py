@@ -29,11 +29,11 @@ from tinyhw.boards.nvidia import (
     REG_GFW_PROGRESS,
     REG_VRAM_MIB,
     REG_WPR2_ADDR_HI,
+    Ad102Options,
 )
 from tinyhw.errors import Refused, StrictEmulationError
 from tinyhw.mocks.ad102_config import LINK_SPEED, LINK_WIDTH, Ad102Config
 from tinyhw.mocks.nv_vbios import vbios_image
-from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
 from tinyhw.transport.lock import DeviceLock
@@ -46,7 +46,7 @@ _SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 
 class Ad102Board:
     """Config space, BAR0 registers and the PROM window of the emulated AD102."""
 
-    def __init__(self, options: MockOptions, *, lock: bool = True) -> None:
+    def __init__(self, options: Ad102Options, *, lock: bool = True) -> None:
         self.options = options
         self._lock = DeviceLock("mock:ad102", backend="mock").acquire() if lock else None
         self.cfg = Ad102Config()
@@ -138,7 +138,7 @@ class Ad102Transport(Transport):
     name = "mock"
     emulated = True
 
-    def __init__(self, options: MockOptions, *, lock: bool = True) -> None:
+    def __init__(self, options: Ad102Options, *, lock: bool = True) -> None:
         clock = VirtualClock()
         super().__init__(clock)
         self.vclock = clock

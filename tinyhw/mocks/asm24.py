@@ -23,7 +23,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from tinyhw.boards.navi31 import USB_GPU_BUS
+from tinyhw.boards.navi31 import USB_GPU_BUS, Navi31UsbOptions
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks.asm24_endpoints import (
     Asm24Timing,
@@ -38,7 +38,6 @@ from tinyhw.mocks.asm24_endpoints import (
 )
 from tinyhw.mocks.asm24_memory import SLOT_SIZE, SRAM_SIZE, BridgeMemory, xdata_write_modelled
 from tinyhw.mocks.asm24_tlp import REG_LTSSM, REG_PERST, Completion, LinkModel, TlpEngine, decode_fmt_type
-from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.pcie_switch import Endpoint, PcieHierarchy
 from tinyhw.mocks.usb_descriptors import (
     EP_IN,
@@ -153,7 +152,7 @@ class Asm24Bridge:
     #: :meth:`dma_write` takes the writer's time (``at``); the board hands it the SDMA's
     timed_writes = True
 
-    def __init__(self, board: Endpoint, options: MockOptions, clock: VirtualClock, *,
+    def __init__(self, board: Endpoint, options: Navi31UsbOptions, clock: VirtualClock, *,
                  timing: Asm24Timing | None = None, gpu_bus: int = USB_GPU_BUS, serial: str | None = None,
                  vendor_id: int = VENDOR_ID) -> None:
         self.board, self.options, self.clock = board, options, clock

@@ -18,11 +18,11 @@ unmapped IOVA is an IOMMU fault. Their bytes cross the link at its Link Status r
 
 from __future__ import annotations
 
+from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.errors import DeviceTimeout, Disconnected, Refused
 from tinyhw.formats.pciconfig import parse_config
 from tinyhw.mocks.iommu import EmulatedIommu, HostBuffer, link_rate
 from tinyhw.mocks.navi31 import Navi31Board
-from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
 
@@ -48,7 +48,7 @@ class DirectTransport(Transport):
     name = "mock"
     emulated = True
 
-    def __init__(self, options: MockOptions, *, lock: bool = True) -> None:
+    def __init__(self, options: Navi31Options, *, lock: bool = True) -> None:
         clock = VirtualClock()
         super().__init__(clock)
         self.vclock = clock

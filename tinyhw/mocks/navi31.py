@@ -24,7 +24,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tinyhw.boards.navi31 import MMIO_BAR, NAVI31, BoardSpec
+from tinyhw.boards.navi31 import MMIO_BAR, NAVI31, BoardSpec, Navi31Options
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks import boardstate
 from tinyhw.mocks import discovery as mock_discovery
@@ -34,7 +34,6 @@ from tinyhw.mocks.gd25 import GD25LQ16E, Gd25Config
 from tinyhw.mocks.gpuvm import INVALIDATE_REQS
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.navi31_am import AmBootPath
-from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.pcifunc import PciFunction
 from tinyhw.mocks.psp import PspConfig, PspMailbox
 from tinyhw.mocks.pspboot import PspTiming
@@ -49,7 +48,7 @@ _PAGE = 4096
 
 @dataclass
 class Navi31Model:
-    """Modelling choices beyond :class:`MockOptions` (the spec's (inferred) items), for tests.
+    """Modelling choices beyond :class:`Navi31Options` (the spec's (inferred) items), for tests.
 
     ``gd25.timing``, ``gd25.stuck_busy``/``bitflips``, ``smuio.instant``/``stray``/``aperture``/
     ``gated`` are overwritten from the options when the board is built.
@@ -113,7 +112,7 @@ class _Sparse:
 class Navi31Board(AmBootPath):
     """PCIe function 1002:744c with VRAM (BAR0), doorbells (BAR2), I/O (BAR4) and registers (BAR5)."""
 
-    def __init__(self, options: MockOptions, clock: VirtualClock | None = None, *, attach: str = "direct",
+    def __init__(self, options: Navi31Options, clock: VirtualClock | None = None, *, attach: str = "direct",
                  model: Navi31Model | None = None, lock: bool = True) -> None:
         self.options = options
         # The device lock (ARCHITECTURE.md "Device lock"): taken here, where every emulated board is built, so
@@ -127,7 +126,7 @@ class Navi31Board(AmBootPath):
             self._release_lock()
             raise
 
-    def _build(self, options: MockOptions, clock: VirtualClock | None, attach: str,
+    def _build(self, options: Navi31Options, clock: VirtualClock | None, attach: str,
                model: Navi31Model | None) -> None:
         # the mode option (clock=device|hybrid) is the usb-attached board's: mock:navi31 offers device time only
         self.clock = clock or VirtualClock(mode=options.clock if attach == "usb" else None)

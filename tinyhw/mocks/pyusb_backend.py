@@ -46,8 +46,8 @@ from typing import Any, TypeVar
 import usb.backend
 import usb.core
 
+from tinyhw.boards.navi31 import Navi31UsbOptions
 from tinyhw.mocks.asm24 import Asm24Bridge, Disconnect, Overflow, Stall, Timeout, UsbFault
-from tinyhw.mocks.options import MockOptions
 from tinyhw.mocks.pcie_switch import Endpoint
 from tinyhw.mocks.usb_descriptors import (
     SPEED_HIGH,
@@ -336,7 +336,7 @@ class _BulkQueue(WorkerBacked):
         self.last_done = self.clock.now()
 
 
-def make_backend(board: Endpoint, options: MockOptions, clock: VirtualClock, **kwargs: Any) -> Asm24Backend:
+def make_backend(board: Endpoint, options: Navi31UsbOptions, clock: VirtualClock, **kwargs: Any) -> Asm24Backend:
     """One emulated bridge with ``board`` behind it, on a fresh pyusb backend (``backend.bridge``).
 
     ``kwargs`` go to :class:`Asm24Bridge` (``timing``, ``gpu_bus``, ``serial``, ``vendor_id``).

@@ -1,20 +1,13 @@
 """Device strings, parsed in one place (ARCHITECTURE.md, "The transport seam").
 
-=====================================  ==========================================
-``pci:0000:03:00.0`` (or bare address)  native PCIe through sysfs resource files
-``vfio:0000:03:00.0``                   native PCIe through VFIO
-``usb``, ``usb:N``, ``usb:BUS-ADDR``    the ASM24 bridge with the custom firmware
-``remote:HOST:PORT``                    a ``tinyhw serve remote`` over TCP (HMAC key)
-``remote:unix[:PATH]``                  the same over a Unix socket (peer uid checked)
-``remote:ssh://[user@]host/DEV``        the same over ssh (the server runs on stdio there)
-``mock:navi31``                         emulated Navi31 attached directly
-``mock:navi31-usb``                     the same board behind an emulated ASM24 bridge
-``mock:ad102``                          emulated NVIDIA Ada board attached directly
-``cuda:N``                              an NVIDIA GPU through the CUDA driver: not a register transport,
-                                        only ``bench copy`` and ``kernels run`` take it
-=====================================  ==========================================
+The kinds and emulated boards, the forms their strings take and the options each takes are listed in the board
+registry (:mod:`tinyhw.boards.registry`): ``pci:0000:03:00.0`` (or the bare address), ``vfio:0000:03:00.0``,
+``usb``, ``usb:N``, ``usb:BUS-ADDR``, ``remote:HOST:PORT``, ``remote:unix[:PATH]``, ``remote:ssh://[user@]host/DEV``,
+``mock:BOARD`` (``mock:navi31``, ``mock:navi31-usb``, ``mock:ad102``) and ``cuda:N``.
 
-Options follow after commas: ``mock:navi31-usb,flash=FILE,faults=timeout@5+stuck-busy,strict``.
+Options follow after commas: ``mock:navi31-usb,flash=FILE,faults=timeout@5+stuck-busy,strict``. Parsing checks
+the syntax and that the kind and board exist; the options' names and values are typed by the entry's options
+class where the device is opened (``tinyhw.connect``).
 """
 
 from __future__ import annotations
@@ -24,16 +17,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from tinyhw.boards import registry
 from tinyhw.errors import BadDeviceString
-
-ACCEPTED_FORMS = (
-    "pci:DDDD:BB:DD.F (or a bare BB:DD.F), vfio:DDDD:BB:DD.F, usb, usb:N, usb:BUS-ADDR, "
-    "remote:HOST:PORT, remote:unix[:PATH], remote:ssh://[user@]host/DEV, "
-    "mock:navi31, mock:navi31-usb, mock:ad102, cuda:N (bench copy and kernels run only); "
-    "options after commas (e.g. mock:navi31,strict)"
-)
-
-MOCK_BOARDS = ("navi31", "navi31-usb", "ad102")
 
 _BDF = re.compile(r"^(?:(?P<dom>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})\.(?P<fn>[0-7])$")
 _OPTION_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
@@ -68,7 +53,7 @@ class DeviceSpec:
 
 
 def _bad(text: str, why: str) -> BadDeviceString:
-    return BadDeviceString(f"bad device string {text!r}: {why}", hint=f"accepted forms: {ACCEPTED_FORMS}")
+    return BadDeviceString(f"bad device string {text!r}: {why}", hint=f"accepted forms: {registry.accepted_forms()}")
 
 
 def normalize_bdf(addr: str, text: str) -> str:
@@ -120,8 +105,9 @@ def parse_device(text: str) -> DeviceSpec:
         return DeviceSpec("remote", _remote_target(rest if colon else "", raw), options, raw)
     if kind == "mock":
         board = rest.lower()
-        if board not in MOCK_BOARDS:
-            raise _bad(raw, f"unknown emulated board {rest!r} (known: {', '.join(MOCK_BOARDS)})")
+        if registry.find("mock", board) is None:
+            known = ", ".join(e.target for e in registry.boards())
+            raise _bad(raw, f"unknown emulated board {rest!r} (known: {known})")
         return DeviceSpec("mock", board, options, raw)
     if kind == "cuda":
         if not colon or not re.fullmatch(r"\d+", rest):
@@ -129,7 +115,7 @@ def parse_device(text: str) -> DeviceSpec:
         return DeviceSpec("cuda", str(int(rest)), options, raw)
     if _BDF.match(head):
         return DeviceSpec("pci", normalize_bdf(head, raw), options, raw)
-    raise _bad(raw, f"unknown transport {kind!r}")
+    raise _bad(raw, f"unknown transport {kind!r} (known: {', '.join(registry.kinds())})")
 
 
 def _remote_target(rest: str, raw: str) -> str:
