@@ -27,7 +27,7 @@ from tinyhw.formats.nvgsp import is_gsp_elf, parse_gsp
 from tinyhw.formats.vbios import ROM_SIGNATURE, is_vbios, parse_vbios
 
 KINDS = ("ifwi", "vbios", "nvidia-vbios", "nvidia-gsp", "elf", "amdgpu")
-#: The largest firmware file read (issue 10 item 2): the biggest real ones (NVIDIA GSP-RM ELFs) are tens of MiB.
+#: The largest firmware file read: the biggest real ones (NVIDIA GSP-RM ELFs) are tens of MiB.
 MAX_FILE = 256 << 20
 
 

@@ -29,7 +29,7 @@ SGN_POINTER = 0x1000
 ISH_OFFSETS = (0x12000, 0x13000)
 FIRST_ISH_FIRMWARE_ID = 0x13C
 METADATA = Region("psp update metadata (near 0x1ef000)", 0x1EF000, 0x1000)
-#: The most entries a $PSP or $SGN directory may declare (issue 10 item 6): real directories hold a few
+#: The most entries a $PSP or $SGN directory may declare (a bound against hostile counts): real directories hold a few
 #: dozen; a larger count is malformed (the item resolver then never scans the image entry by entry).
 MAX_ENTRIES = 0x100
 
@@ -143,7 +143,7 @@ def _directory(data: bytes, off: int, cookie: bytes, problems: list[str], what: 
 
 
 def missing_structures(data: bytes) -> list[str]:
-    """What a flashable image lacks beyond size and magic (issue 10 item 4): a parsable ``$PSP`` directory
+    """What a flashable image lacks beyond size and magic: a parsable ``$PSP`` directory
     at 0x2000 or 0x3000 (cookie, header, entries that fit) and an ATOM VBIOS (``55 AA``, the ATI magic and
     an ATOM ROM header); each missing structure is one line saying exactly what was found instead."""
     out = []
