@@ -36,7 +36,7 @@ COMMON_FIELDS = ("size_bytes", "header_size_bytes", "header_version_major", "hea
                  "ucode_array_offset_bytes", "crc32")
 _COMMON_FMT = "IIHHHHIIII"
 
-#: The most PSP/TA component descriptors or SMC pptable entries a file may declare (a bound against hostile counts): the type
+#: The most PSP/TA component descriptors or SMC pptable entries a file may declare: the type
 #: tables have 11 and 7 members and no Debian file has more than 6; a larger count is malformed, not decoded.
 MAX_DESCRIPTORS = 64
 

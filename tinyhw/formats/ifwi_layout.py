@@ -29,7 +29,7 @@ SGN_POINTER = 0x1000
 ISH_OFFSETS = (0x12000, 0x13000)
 FIRST_ISH_FIRMWARE_ID = 0x13C
 METADATA = Region("psp update metadata (near 0x1ef000)", 0x1EF000, 0x1000)
-#: The most entries a $PSP or $SGN directory may declare (a bound against hostile counts): real directories hold a few
+#: The most entries a $PSP or $SGN directory may declare: real directories hold a few
 #: dozen; a larger count is malformed (the item resolver then never scans the image entry by entry).
 MAX_ENTRIES = 0x100
 
