@@ -33,6 +33,7 @@ MAX_FILE = 256 << 20
 
 @dataclass
 class Inspection:
+    """One inspected file: its name, kind, JSON document (problems included), tree and named regions."""
     name: str
     kind: str
     doc: dict[str, Any]
@@ -109,4 +110,5 @@ def inspect_bytes(data: bytes, name: str = "<bytes>", kind: str | None = None) -
 
 
 def inspect_file(path: str | Path) -> Inspection:
+    """Inspect the file at ``path`` (read bounded, as ``firmware inspect`` reads it)."""
     return inspect_bytes(read_image(path), str(path))

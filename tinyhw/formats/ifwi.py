@@ -72,6 +72,7 @@ class ImageCheck:
 
     @property
     def ok(self) -> bool:
+        """True when the image has the expected size and the IFWI magic."""
         return self.size_ok and self.magic_ok
 
 

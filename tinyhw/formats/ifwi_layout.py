@@ -56,6 +56,7 @@ class DirEntry:
 
 @dataclass(frozen=True)
 class Directory:
+    """A ``$PSP`` or ``$SGN`` directory: offset, cookie, checksum, entry count and entries."""
     offset: int
     cookie: str
     checksum: int
@@ -66,6 +67,7 @@ class Directory:
 
     @property
     def size(self) -> int:
+        """Bytes the directory takes: its 16-byte header and 16 bytes per entry."""
         return (self.count + 1) * 16
 
 
@@ -85,6 +87,7 @@ class Ish:
 
 @dataclass(frozen=True)
 class Item:
+    """One item of the IFWI layout: number, name, location and size where known, and its error."""
     item: int
     name: str
     offset: int | None
@@ -94,6 +97,7 @@ class Item:
 
 @dataclass
 class IfwiLayout:
+    """The parsed layout of a Navi31 IFWI image: magic, directories, items and problems."""
     size: int
     magic_ok: bool = False
     psp_directories: list[Directory] = field(default_factory=list)

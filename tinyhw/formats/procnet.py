@@ -29,6 +29,7 @@ UNOWNED_STATES = {0x06, 0x0A}
 
 
 class Entry(NamedTuple):
+    """One socket line: local and remote address and port, TCP state, owning uid."""
     local: tuple[IpAddr, int]
     remote: tuple[IpAddr, int]
     state: int
