@@ -83,7 +83,7 @@ def diff_cmd(app: App, a: str, b: str, show_all: bool) -> None:
 
 
 #: The most children of one tree node printed for people (the --json document has them all); the parsers bound
-#: their counts too (issue 10 item 6), this keeps any list readable.
+#: their counts too, this keeps any list readable.
 MAX_SHOWN = 100
 
 

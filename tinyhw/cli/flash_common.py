@@ -1,7 +1,7 @@
 """Helpers shared by the ``tinyhw flash`` commands: the flash device, progress bar, numbers, image files, output.
 
 Front end of :mod:`tinyhw.flash` (specs/navi31-spi-flash.md); images and output paths follow
-:mod:`tinyhw.fileio` (issue 10: checked before the device is touched, exit 2).
+:mod:`tinyhw.fileio` (checked before the device is touched, exit 2).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``tinyhw flash write|erase``: the state-changing flash commands, their journal, ``--resume`` and ``--abandon``.
 
 Front end of :class:`tinyhw.flash.Writer` (specs/navi31-spi-flash.md §d) and of
-:mod:`tinyhw.flash.jobfiles` (issue 10 item 3): the image and the backup path are checked before
+:mod:`tinyhw.flash.jobfiles`: the image and the backup path are checked before
 the device is opened (exit 2); ``--abandon`` shows an interrupted job's journal and the flash's
 state, then removes the journal.
 """

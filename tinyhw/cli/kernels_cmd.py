@@ -1,4 +1,4 @@
-"""``tinyhw kernels list|build|run``: probe kernels compiled through tinygrad (issue 15).
+"""``tinyhw kernels list|build|run``: probe kernels compiled through tinygrad.
 
 Self-contained (registered as ``tinyhw.cli.kernels_cmd:kernels``). tinygrad is imported only by
 ``tinyhw.kernels.seam``, and only by ``build`` and ``run --device cpu``; ``list`` and ``run --device cuda:N``

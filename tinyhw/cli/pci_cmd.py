@@ -1,4 +1,4 @@
-"""``tinyhw pci``: native PCIe functions through sysfs (``pci:``) and VFIO (``vfio:``) (issue 6).
+"""``tinyhw pci``: native PCIe functions through sysfs (``pci:``) and VFIO (``vfio:``).
 
 list/show/config only read; read maps a BAR; write, bind, unbind and resize change the device
 and need ``--yes``. Spec: specs/pci-vfio-remote.md §2, §4 (lspci formats), §6-§8.

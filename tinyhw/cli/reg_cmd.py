@@ -1,5 +1,5 @@
 """``tinyhw reg``: registers by name (find, read, write, decode), from the databases generated
-from the Linux amdgpu headers (tinyhw.regs; issue 3).
+from the Linux amdgpu headers (tinyhw.regs).
 
 Names are ``block.REGISTER`` or ``block.REGISTER.FIELD``, case-insensitive
 (``smuio.ROM_SW_CNTL``, ``mp0.MP0_SMN_C2PMSG_81``); offsets are byte offsets in the ASIC's

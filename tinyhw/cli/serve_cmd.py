@@ -1,4 +1,4 @@
-"""``tinyhw serve remote|serprog|keygen``: serve a device to ``remote:`` clients or to flashrom (issue 16).
+"""``tinyhw serve remote|serprog|keygen``: serve a device to ``remote:`` clients or to flashrom.
 
 Front end of :mod:`tinyhw.serve`: parses options, prints where it listens (one JSON document with
 --json, so scripts can use port 0), and runs until Ctrl-C or SIGTERM.

@@ -9,7 +9,7 @@ tinyhw error. Used by two features, which are handed the open device (built by
   ``cuModuleLoadData`` (the driver JIT-compiles it), each kernel launched with ``cuLaunchKernel`` with the
   grid and block from the manifest, parameters passed as the address of an array of pointers to the argument
   values (each a 64-bit device pointer).
-* ``bench copy --device cuda:N`` (issue 12): host buffers pinned (``cuMemHostAlloc``) or pageable (plain
+* ``bench copy --device cuda:N``: host buffers pinned (``cuMemHostAlloc``) or pageable (plain
   numpy memory), copied with ``cuMemcpyHtoDAsync``/``cuMemcpyDtoHAsync`` on a stream of its own, each copy
   bracketed by two events recorded on that stream (``cuEventElapsedTime``); the PCI address from the device
   attributes, for the link limit.

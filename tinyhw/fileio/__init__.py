@@ -1,6 +1,6 @@
 """Files a user names on the command line: checked before a device is touched, written atomically, read bounded.
 
-Issue 10 items 1-3 (ARCHITECTURE.md "CLI conventions": refuse before touching anything, exit 2).
+Following ARCHITECTURE.md "CLI conventions": refuse before touching anything, exit 2.
 Layer 1 (stdlib and :mod:`tinyhw.errors` only), so every feature and the CLI use the same rules:
 
 * :func:`check_output_path` -- before anything is read from a device: refuses an empty path, a

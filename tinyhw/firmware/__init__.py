@@ -1,4 +1,4 @@
-"""The firmware feature: inspect and compare firmware images (issue 5).
+"""The firmware feature: inspect and compare firmware images.
 
 ``inspect_file`` / ``inspect_bytes`` detect the type (Navi31 IFWI, ATOM VBIOS, amdgpu firmware file,
 NVIDIA GSP-RM ELF, other ELF), parse it with the pure parsers of :mod:`tinyhw.formats` and return a JSON

@@ -41,6 +41,7 @@ def _tail(doc: dict[str, Any], root: Node, regions: list, notes: list[str], prob
 
 
 def amdgpu(fw: AmdFirmware, title: str) -> Described:
+    """The JSON document and the tree of an amdgpu firmware file."""
     ch = fw.common
     doc: dict[str, Any] = {"family": fw.family, "common_header": ch.to_doc() if ch else None,
                            "header": {"struct": fw.header_struct, **fw.header},
@@ -95,6 +96,7 @@ def _regions(root: Node, regions: list) -> None:
 
 
 def vbios_doc(vb: Vbios) -> dict[str, Any]:
+    """The JSON document of an ATOM VBIOS."""
     a = vb.atom
     return {
         "offset": vb.offset, "ati_magic": vb.ati_magic, "part_number": vb.part_number, "version": vb.version,
@@ -111,6 +113,7 @@ def vbios_doc(vb: Vbios) -> dict[str, Any]:
 
 
 def vbios_tree(parent: Node, vb: Vbios) -> None:
+    """Add the tree of an ATOM VBIOS under ``parent``."""
     n = parent.add(f"atom vbios {span(vb.offset, vb.images[0].length if vb.images else 0)}: "
                    f"part {vb.part_number or '?'}, version {vb.version or '?'}, checksum {_ok(vb.checksum_ok)}")
     if vb.name:
@@ -137,6 +140,7 @@ def vbios_tree(parent: Node, vb: Vbios) -> None:
 
 
 def vbios(vb: Vbios, title: str, size: int) -> Described:
+    """The JSON document and the tree of a VBIOS file."""
     doc = vbios_doc(vb)
     root = Node(f"vbios {title} ({size} bytes)")
     vbios_tree(root, vb)
@@ -157,6 +161,7 @@ def _dir_doc(d: Any) -> dict[str, Any]:
 
 
 def ifwi(lay: IfwiLayout, title: str) -> Described:
+    """The JSON document and the tree of a Navi31 IFWI image (its embedded VBIOS included)."""
     doc: dict[str, Any] = {
         "magic_ok": lay.magic_ok, "psp_directories": [_dir_doc(d) for d in lay.psp_directories],
         "sgn_pointer": lay.sgn_pointer, "sgn_table": _dir_doc(lay.sgn) if lay.sgn else None,
@@ -210,6 +215,7 @@ def _elf_tree(parent: Node, elf: ElfFile) -> None:
 
 
 def elf(e: ElfFile, title: str) -> Described:
+    """The JSON document and the tree of a plain ELF file."""
     doc = _elf_doc(e)
     root = Node(f"elf file {title} ({e.size} bytes)")
     _elf_tree(root, e)
@@ -219,6 +225,7 @@ def elf(e: ElfFile, title: str) -> Described:
 
 
 def gsp(fw: GspFirmware, title: str) -> Described:
+    """The JSON document and the tree of an NVIDIA GSP-RM firmware file."""
     img = fw.image
     doc: dict[str, Any] = {
         "version": fw.version, "elf": _elf_doc(fw.elf),

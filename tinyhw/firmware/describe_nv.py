@@ -18,6 +18,7 @@ TOKEN_NAMES = {0x32: "I2C ports", 0x41: "analog", 0x42: "BIOSDATA", 0x43: "clock
 
 
 def nv_vbios(v: NvVbios, title: str) -> tuple[dict[str, Any], Node]:
+    """The JSON document and the tree of an NVIDIA VBIOS."""
     doc: dict[str, Any] = {
         "chain_start": v.chain_start,
         "bios_version": v.bios_version,

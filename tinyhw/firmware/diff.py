@@ -21,10 +21,12 @@ _MAX_FIELDS = 200
 
 @dataclass
 class DiffResult:
+    """The outcome of ``firmware diff``: its JSON document."""
     doc: dict[str, Any]
 
     @property
     def equal(self) -> bool:
+        """True when the two files are byte for byte equal."""
         return bool(self.doc["equal"])
 
 
@@ -75,6 +77,7 @@ def _outside(a: bytes, b: bytes, regions: list[Region]) -> int:
 
 
 def diff_bytes(a: bytes, a_name: str, b: bytes, b_name: str) -> DiffResult:
+    """Compare two firmware files: their types, the bytes that differ, and the regions they fall in."""
     ia, ib = inspect_bytes(a, a_name), inspect_bytes(b, b_name)
     total, first = count_differences(a, b)
     doc: dict[str, Any] = {

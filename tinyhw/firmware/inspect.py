@@ -27,12 +27,13 @@ from tinyhw.formats.nvgsp import is_gsp_elf, parse_gsp
 from tinyhw.formats.vbios import ROM_SIGNATURE, is_vbios, parse_vbios
 
 KINDS = ("ifwi", "vbios", "nvidia-vbios", "nvidia-gsp", "elf", "amdgpu")
-#: The largest firmware file read (issue 10 item 2): the biggest real ones (NVIDIA GSP-RM ELFs) are tens of MiB.
+#: The largest firmware file read: the biggest real ones (NVIDIA GSP-RM ELFs) are tens of MiB.
 MAX_FILE = 256 << 20
 
 
 @dataclass
 class Inspection:
+    """One inspected file: its name, kind, JSON document (problems included), tree and named regions."""
     name: str
     kind: str
     doc: dict[str, Any]
@@ -109,4 +110,5 @@ def inspect_bytes(data: bytes, name: str = "<bytes>", kind: str | None = None) -
 
 
 def inspect_file(path: str | Path) -> Inspection:
+    """Inspect the file at ``path`` (read bounded, as ``firmware inspect`` reads it)."""
     return inspect_bytes(read_image(path), str(path))

@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Node:
+    """One line of a printed tree and the lines under it."""
     label: str
     children: list[Node] = field(default_factory=list)
 
     def add(self, label: str) -> Node:
+        """Add a child line and return it."""
         child = Node(label)
         self.children.append(child)
         return child
@@ -29,4 +31,5 @@ def span(offset: int, size: int) -> str:
 
 
 def hexv(v: object) -> str:
+    """An int in hex, anything else as ``str`` (booleans stay ``True``/``False``)."""
     return f"0x{v:x}" if isinstance(v, int) and not isinstance(v, bool) else str(v)

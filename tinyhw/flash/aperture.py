@@ -40,6 +40,7 @@ _DWORDS = struct.Struct(f"<{PAGE // 4}I")
 
 @dataclass(frozen=True)
 class ApertureDump:
+    """A flash read through ROM_INDEX/ROM_DATA: the bytes, the ROM_CNTL/ROM_INDEX values restored, the reads."""
     data: bytes
     rom_cntl: int  # the originals, as found and as restored
     rom_index: int

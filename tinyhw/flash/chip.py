@@ -57,6 +57,7 @@ def find_rotation(capture: bytes, jedec: bytes) -> bool:
 
 @dataclass(frozen=True)
 class Status:
+    """The chip's three status registers as read (SR1, SR2, SR3)."""
     sr1: int
     sr2: int
     sr3: int
@@ -121,9 +122,11 @@ class Gd25:
         return self.sw.receive(opcode, 4)[0]
 
     def status(self) -> Status:
+        """Read all three status registers."""
         return Status(self.read_status(RDSR1), self.read_status(RDSR2), self.read_status(RDSR3))
 
     def protection(self, sr1: int, sr2: int) -> Protection:
+        """The block-protected range the status bits ``sr1``/``sr2`` describe on this chip."""
         return protected_range(sr1, sr2, self.size)
 
     def wait_ready(self, what: str, timing: OpTiming, *, started: bool = False) -> int:

@@ -40,10 +40,12 @@ class FlashDevice:
 
     @property
     def size(self) -> int:
+        """The flash size in bytes."""
         return self.chip.size
 
     @property
     def sector_size(self) -> int:
+        """The erase sector size in bytes (4 KiB)."""
         return self.chip.sector_size
 
     def __enter__(self) -> FlashDevice:

@@ -20,6 +20,7 @@ MAX_IMAGE = 0x200000
 
 
 def sha256(data: bytes) -> str:
+    """The SHA-256 of ``data`` in hex."""
     return hashlib.sha256(data).hexdigest()
 
 

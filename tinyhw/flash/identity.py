@@ -76,6 +76,7 @@ class BoardCheck:
         return not self.differences
 
     def warnings(self) -> list[str]:
+        """What the check could not establish, and a forced mismatch, as lines for the plan."""
         out = []
         if self.image is None:
             out.append("the image holds no atom vbios: the board it is for cannot be checked")
@@ -97,6 +98,7 @@ class BoardCheck:
         return f"image: {side(self.image)}; {flash}: {side(self.flash)}"
 
     def as_dict(self) -> dict[str, Any]:
+        """The check as a JSON-ready dict: both identities, where the flash's came from, the outcome."""
         return {"image": None if self.image is None else self.image.to_doc(),
                 "flash": None if self.flash is None else self.flash.to_doc(),
                 "source": self.source, "match": self.match, "forced": self.forced}

@@ -1,6 +1,6 @@
 """The files of a ``flash write``/``erase`` job: its journal, its backup path, and abandoning a journal.
 
-Issue 10 item 3, on top of specs/navi31-spi-flash.md §d (backup first) and :mod:`tinyhw.flash.journal`:
+On top of specs/navi31-spi-flash.md §d (backup first) and :mod:`tinyhw.flash.journal`:
 
 * :func:`check_backup` runs before the device is opened: the backup path the job will write must
   pass :func:`tinyhw.fileio.check_output_path` (a backup is never overwritten), or for the default

@@ -27,24 +27,29 @@ PHASES = ("backup", "unprotect", "erase", "program", "verify", "restore-protecti
 
 
 def state_dir() -> Path:
+    """Where flash journals live: ``$XDG_STATE_HOME/tinyhw``, else ``~/.local/state/tinyhw``."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "tinyhw"
 
 
 def write_key(image_sha256: str) -> str:
+    """The journal key of a write job, named by the image's SHA-256."""
     return f"write-{image_sha256}"
 
 
 def erase_key(start: int, count: int) -> str:
+    """The journal key of an erase job, named by its sector range."""
     return f"erase-{start}-{count}"
 
 
 def journal_path(key: str) -> Path:
+    """The journal file for ``key``."""
     return state_dir() / f"flash-{key}.json"
 
 
 @dataclass
 class Journal:
+    """What a flash write or erase job has done so far, saved after every step so it can be resumed."""
     kind: str  # "write" or "erase"
     key: str
     device: str
@@ -74,6 +79,7 @@ class Journal:
 
     @property
     def path(self) -> Path:
+        """The journal's file."""
         return journal_path(self.key)
 
     def save(self, **changes: Any) -> None:
@@ -87,6 +93,7 @@ class Journal:
         atomic_write(self.path, (json.dumps(asdict(self), indent=1) + "\n").encode())
 
     def remove(self) -> None:
+        """Delete the journal file (a finished or abandoned job)."""
         self.path.unlink(missing_ok=True)
 
     def where(self) -> str:
@@ -97,6 +104,7 @@ class Journal:
 
     @classmethod
     def load(cls, key: str) -> Journal | None:
+        """The journal saved under ``key``, or None; an unreadable one or another version raises OperationFailed."""
         path = journal_path(key)
         try:
             doc = json.loads(path.read_text())

@@ -63,6 +63,7 @@ def check_range(dev: FlashDevice, address: int, size: int) -> None:
 
 
 def read(dev: FlashDevice, address: int, size: int, progress: Progress = NO_PROGRESS) -> bytes:
+    """Read ``size`` bytes from ``address`` (the range checked first)."""
     check_range(dev, address, size)
     with progress.task("read", size) as advance:
         return dev.chip.read(address, size, advance)
@@ -76,6 +77,7 @@ def dump(dev: FlashDevice, progress: Progress = NO_PROGRESS) -> bytes:
 
 @dataclass
 class VerifyResult:
+    """The outcome of comparing the flash with an image: match, first mismatch, mismatched sectors."""
     match: bool
     first_mismatch: int | None
     mismatched_sectors: list[int] = field(default_factory=list)
@@ -84,6 +86,7 @@ class VerifyResult:
     sha256: str = ""
 
     def as_dict(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict."""
         return {"match": self.match, "first_mismatch": self.first_mismatch,
                 "mismatched_sectors": self.mismatched_sectors, "flash_byte": self.flash_byte,
                 "image_byte": self.image_byte, "sha256": self.sha256}

@@ -42,10 +42,12 @@ class Protection:
 
     @property
     def none(self) -> bool:
+        """True when no byte is protected."""
         return self.start == self.end
 
     @property
     def all(self) -> bool:
+        """True when the whole flash is protected."""
         return self.start == 0 and self.end == self.size
 
     def overlaps(self, start: int, end: int) -> bool:
@@ -53,6 +55,7 @@ class Protection:
         return self.start < end and start < self.end
 
     def words(self) -> str:
+        """The protected range in words (``not protected``, ``whole flash protected``, or the range)."""
         if self.none:
             return "not protected"
         if self.all:

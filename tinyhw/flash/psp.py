@@ -67,6 +67,7 @@ PHASE_COMPLETE = 2
 
 
 def status_name(status: int) -> str:
+    """The name of a PSP mailbox status code, or ``unknown error``."""
     return STATUS_NAMES.get(status, "unknown error")
 
 
@@ -87,14 +88,17 @@ class Reply:
 
     @property
     def name(self) -> str:
+        """The command's name, or its number in hex."""
         return COMMAND_NAMES.get(self.command, f"command 0x{self.command:02x}")
 
     @property
     def status(self) -> int:
+        """The status bits of the command register after the reply."""
         return self.register & STATUS_MASK
 
     @property
     def status_name(self) -> str:
+        """The status in words."""
         return status_name(self.status)
 
     @property
@@ -105,6 +109,7 @@ class Reply:
         return None
 
     def as_dict(self) -> dict[str, Any]:
+        """The reply as a JSON-ready dict."""
         return {"command": self.command, "name": self.name, "status": self.status, "status_name": self.status_name,
                 "response": self.response, "command_register": self.register, "decoded": self.decoded}
 
@@ -122,6 +127,7 @@ class Mailbox:
         self.sent: list[int] = []
 
     def read_command(self) -> int:
+        """Read the mailbox command register (C2PMSG_115)."""
         return self.bar.read32(self.command_offset)
 
     def send(self, command: int, argument: int | None = None, *, timeout: float = TIMEOUT) -> Reply:
@@ -154,18 +160,22 @@ class PspStatus:
     replies: list[Reply] = field(default_factory=list)
 
     def reply(self, command: int) -> Reply | None:
+        """The reply to ``command``, or None when it was not sent."""
         return next((r for r in self.replies if r.command == command), None)
 
     @property
     def gated(self) -> bool:
+        """True when GET_TRANSFER_TYPE answered the gated status."""
         r = self.reply(GET_TRANSFER_TYPE)
         return r is not None and r.status == GATED_STATUS
 
     @property
     def warnings(self) -> list[str]:
+        """Warnings for the user (the gated board's)."""
         return [GATED_WARNING] if self.gated else []
 
     def as_dict(self) -> dict[str, Any]:
+        """The probe as a JSON-ready dict: location, register before, replies, gated, warnings."""
         return {"location": self.location, "command_register_before": self.initial,
                 "ready_before": bool(self.initial & READY), "commands": [r.as_dict() for r in self.replies],
                 "gated": self.gated, "warnings": self.warnings}

@@ -13,7 +13,7 @@ Steady state per transaction: write COMMAND, write STATUS = 0, write CNTL (start
 STATUS (+ window). Before that read the driver waits on the transport clock for the SPI time it has
 learned (§i.2 step 4), so the first poll normally finds DONE.
 
-On a transport with the batching ability (``remote:``, issue 16) the same transactions are queued
+On a transport with the batching ability (``remote:``) the same transactions are queued
 instead: DONE is polled on the device's side (a Poll32 operation) and chained reads travel
 :data:`BATCH_READS` at a time, so a 4 KiB read costs half a network round trip.
 """
@@ -101,7 +101,7 @@ class RomSw:
         #: learned time from start to DONE per transaction length in bytes: the wait before the first poll
         self._lead: dict[int, float] = {}
         #: a transport that sends queued accesses together (remote:): DONE is polled on the device side and
-        #: reads travel in groups (issue 16 item 2); None: every access as it comes (the seed's order)
+        #: reads travel in groups; None: every access as it comes (the seed's order)
         self._batch = transport if isinstance(transport, Batching) else None
 
     # -- session -------------------------------------------------------------------------------------------

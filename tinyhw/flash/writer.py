@@ -64,6 +64,7 @@ class Job:
 
 @dataclass
 class JobResult:
+    """What a finished flash write or erase job did: sectors changed and skipped, hash after, backup."""
     sectors_total: int
     sectors_changed: int
     sectors_skipped: int
@@ -77,6 +78,7 @@ class JobResult:
     board: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict."""
         return dict(self.__dict__)
 
 
@@ -203,6 +205,7 @@ class Writer:
 
     # -- the job ----------------------------------------------------------------------------------------------
     def run(self) -> JobResult:
+        """Run the job (or finish its journal's); an interruption leaves the journal and says how to resume."""
         journal, blocked = self._preflight()
         self.journal = journal
         try:

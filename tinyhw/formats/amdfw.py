@@ -36,7 +36,7 @@ COMMON_FIELDS = ("size_bytes", "header_size_bytes", "header_version_major", "hea
                  "ucode_array_offset_bytes", "crc32")
 _COMMON_FMT = "IIHHHHIIII"
 
-#: The most PSP/TA component descriptors or SMC pptable entries a file may declare (issue 10 item 6): the type
+#: The most PSP/TA component descriptors or SMC pptable entries a file may declare: the type
 #: tables have 11 and 7 members and no Debian file has more than 6; a larger count is malformed, not decoded.
 MAX_DESCRIPTORS = 64
 
@@ -142,6 +142,7 @@ class CommonHeader:
     crc32: int
 
     def to_doc(self) -> dict[str, int]:
+        """The header's fields as a JSON-ready dict (name -> value)."""
         return {k: getattr(self, k) for k in COMMON_FIELDS}
 
 
@@ -156,6 +157,7 @@ class Component:
     size: int
 
     def to_doc(self) -> dict[str, Any]:
+        """The component as a JSON-ready dict: name, firmware type and version, offset, size."""
         return {"name": self.name, "fw_type": self.fw_type, "fw_version": self.fw_version, "offset": self.offset,
                 "size": self.size}
 
@@ -178,6 +180,7 @@ class AmdFirmware:
 
     @property
     def ok(self) -> bool:
+        """True when parsing found no problems."""
         return not self.problems
 
 

@@ -36,6 +36,7 @@ KD_SIZE = 64
 
 @dataclass(frozen=True)
 class KernelDescriptor:
+    """One 64-byte AMDGPU kernel descriptor (``.kd`` symbol): LDS, scratch, kernarg size, entry, RSRC words."""
     lds_bytes: int
     scratch_bytes: int
     kernarg_size: int
@@ -47,10 +48,12 @@ class KernelDescriptor:
 
     @property
     def wave32(self) -> bool:
+        """True when the kernel runs in wave32 mode (kernel code properties bit 10)."""
         return bool(self.properties >> 10 & 1)
 
     @property
     def kernarg_ptr(self) -> bool:
+        """True when the kernarg segment pointer is passed in user SGPRs (properties bit 3)."""
         return bool(self.properties >> 3 & 1)
 
     @property
@@ -60,13 +63,16 @@ class KernelDescriptor:
 
     @property
     def user_sgprs(self) -> int:
+        """How many user SGPRs the kernel takes (COMPUTE_PGM_RSRC2 bits 5:1)."""
         return self.rsrc2 >> 1 & 0x1F
 
     @property
     def scratch_enabled(self) -> bool:
+        """True when private scratch memory is enabled (COMPUTE_PGM_RSRC2 bit 0)."""
         return bool(self.rsrc2 & 1)
 
     def to_doc(self) -> dict:
+        """The descriptor as a JSON-ready dict, decoded fields and raw RSRC words."""
         return {"lds_bytes": self.lds_bytes, "scratch_bytes": self.scratch_bytes, "kernarg_size": self.kernarg_size,
                 "wave32": self.wave32, "vgprs": self.vgprs, "user_sgprs": self.user_sgprs,
                 "rsrc1": self.rsrc1, "rsrc2": self.rsrc2, "rsrc3": self.rsrc3, "properties": self.properties}
@@ -85,6 +91,7 @@ def parse_kernel_descriptor(raw: bytes | memoryview) -> KernelDescriptor:
 
 @dataclass
 class AmdgpuCodeObject:
+    """An AMDGPU ELF code object: its target from ``e_flags``, kernel descriptors by name, ``.text`` size."""
     elf: ElfFile
     arch: str | None = None  # from e_flags, None when the value is not known here
     mach: int = 0

@@ -64,6 +64,7 @@ SILENT = frozenset({"s_delay_alu", "s_wait_alu", "s_barrier_wait"})
 
 @dataclass(frozen=True)
 class Inst:
+    """One decoded instruction of a code object's ``.text``: offset, size, encoding, opcode and text."""
     offset: int        # byte offset in .text
     size: int          # bytes
     encoding: str      # SOPP, SOP1, VOP2, VOP3, SMEM, FLAT, ...
@@ -81,10 +82,12 @@ class Inst:
 
     @property
     def is_branch(self) -> bool:
+        """True for ``s_branch`` and the conditional ``s_cbranch_*`` instructions."""
         return self.name == "s_branch" or self.name.startswith("s_cbranch_")
 
     @property
     def is_endpgm(self) -> bool:
+        """True for the ``s_endpgm`` family (the end of a wave's program)."""
         return self.name.startswith("s_endpgm")
 
     def target(self) -> int:

@@ -31,6 +31,7 @@ _MAX_HEADERS = 4096  # more section or program headers than this is not a firmwa
 
 @dataclass(frozen=True)
 class Section:
+    """One ELF section header: index, name, type, flags, address, file offset and size."""
     index: int
     name: str
     type: int
@@ -45,15 +46,18 @@ class Section:
 
     @property
     def type_name(self) -> str:
+        """The section type's name (``PROGBITS``, ``NOBITS``, ...), or its number in hex."""
         return SECTION_TYPES.get(self.type, f"0x{self.type:x}")
 
     @property
     def has_data(self) -> bool:
+        """True when the section occupies bytes in the file (not NULL or NOBITS, size > 0)."""
         return self.type not in (0, SHT_NOBITS) and self.size > 0
 
 
 @dataclass(frozen=True)
 class Segment:
+    """One ELF program header (segment): type, flags, file offset, addresses and sizes."""
     type: int
     flags: int
     offset: int
@@ -66,6 +70,7 @@ class Segment:
 
 @dataclass(frozen=True)
 class Symbol:
+    """One ELF symbol table entry."""
     name: str
     value: int  # in a relocatable file: the offset inside section ``shndx``
     size: int
@@ -74,15 +79,18 @@ class Symbol:
 
     @property
     def bind(self) -> int:
+        """The symbol's binding (``st_info`` high nibble: local, global, weak)."""
         return self.info >> 4
 
     @property
     def type(self) -> int:
+        """The symbol's type (``st_info`` low nibble: object, function, section, ...)."""
         return self.info & 0xF
 
 
 @dataclass
 class ElfFile:
+    """A parsed ELF file: header fields, sections, segments, symbols and the problems found."""
     size: int
     elf_class: int = 0  # 32 or 64
     big_endian: bool = False
@@ -99,13 +107,16 @@ class ElfFile:
 
     @property
     def machine_name(self) -> str:
+        """The ``e_machine`` name (e.g. ``AMDGPU``), or its number in hex."""
         return MACHINES.get(self.machine, f"0x{self.machine:x}")
 
     @property
     def file_type_name(self) -> str:
+        """The ``e_type`` name (``REL``, ``EXEC``, ``DYN``, ...), or its number in hex."""
         return FILE_TYPES.get(self.file_type, f"0x{self.file_type:x}")
 
     def section(self, name: str) -> Section | None:
+        """The first section named ``name``, or None."""
         return next((s for s in self.sections if s.name == name), None)
 
     def regions(self) -> list[Region]:

@@ -22,9 +22,11 @@ class Region:
 
     @property
     def end(self) -> int:
+        """The offset just past the region."""
         return self.offset + self.size
 
     def to_doc(self) -> dict:
+        """The region as a JSON-ready dict: name, offset, size."""
         return {"name": self.name, "offset": self.offset, "size": self.size}
 
 
@@ -37,6 +39,7 @@ class Reader:
         self.endian = endian
 
     def unpack(self, fmt: str, off: int, what: str) -> tuple | None:
+        """Unpack ``fmt`` at ``off``; None (and a problem naming ``what``) when the data is too short."""
         size = struct.calcsize(self.endian + fmt)
         if off < 0 or off + size > len(self.data):
             self.problems.append(f"0x{off:x}: {what} needs {size} bytes, the data ends at 0x{len(self.data):x}")
@@ -44,18 +47,22 @@ class Reader:
         return struct.unpack_from(self.endian + fmt, self.data, off)
 
     def u8(self, off: int, what: str) -> int | None:
+        """The byte at ``off``, or None (with a problem) past the end."""
         v = self.unpack("B", off, what)
         return None if v is None else v[0]
 
     def u16(self, off: int, what: str) -> int | None:
+        """The 16-bit value at ``off`` in the reader's byte order, or None past the end."""
         v = self.unpack("H", off, what)
         return None if v is None else v[0]
 
     def u32(self, off: int, what: str) -> int | None:
+        """The 32-bit value at ``off`` in the reader's byte order, or None past the end."""
         v = self.unpack("I", off, what)
         return None if v is None else v[0]
 
     def u64(self, off: int, what: str) -> int | None:
+        """The 64-bit value at ``off`` in the reader's byte order, or None past the end."""
         v = self.unpack("Q", off, what)
         return None if v is None else v[0]
 

@@ -72,6 +72,7 @@ class ImageCheck:
 
     @property
     def ok(self) -> bool:
+        """True when the image has the expected size and the IFWI magic."""
         return self.size_ok and self.magic_ok
 
 
@@ -99,7 +100,7 @@ def check_image(data: bytes, expected_size: int = IMAGE_SIZE) -> ImageCheck:
 def require_flashable(data: bytes, *, force: bool = False, expected_size: int = IMAGE_SIZE) -> ImageCheck:
     """Raise :class:`Refused` (exit 2) unless ``data`` may be flashed.
 
-    The size is always checked; ``force`` waives the rest: the magic, then (issue 10 item 4) a
+    The size is always checked; ``force`` waives the rest: the magic, then a
     parsable ``$PSP`` directory and an ATOM VBIOS, each named exactly when missing. With ``force``
     the missing structures become notes.
     """

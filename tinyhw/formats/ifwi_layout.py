@@ -29,7 +29,7 @@ SGN_POINTER = 0x1000
 ISH_OFFSETS = (0x12000, 0x13000)
 FIRST_ISH_FIRMWARE_ID = 0x13C
 METADATA = Region("psp update metadata (near 0x1ef000)", 0x1EF000, 0x1000)
-#: The most entries a $PSP or $SGN directory may declare (issue 10 item 6): real directories hold a few
+#: The most entries a $PSP or $SGN directory may declare: real directories hold a few
 #: dozen; a larger count is malformed (the item resolver then never scans the image entry by entry).
 MAX_ENTRIES = 0x100
 
@@ -56,6 +56,7 @@ class DirEntry:
 
 @dataclass(frozen=True)
 class Directory:
+    """A ``$PSP`` or ``$SGN`` directory: offset, cookie, checksum, entry count and entries."""
     offset: int
     cookie: str
     checksum: int
@@ -66,6 +67,7 @@ class Directory:
 
     @property
     def size(self) -> int:
+        """Bytes the directory takes: its 16-byte header and 16 bytes per entry."""
         return (self.count + 1) * 16
 
 
@@ -85,6 +87,7 @@ class Ish:
 
 @dataclass(frozen=True)
 class Item:
+    """One item of the IFWI layout: number, name, location and size where known, and its error."""
     item: int
     name: str
     offset: int | None
@@ -94,6 +97,7 @@ class Item:
 
 @dataclass
 class IfwiLayout:
+    """The parsed layout of a Navi31 IFWI image: magic, directories, items and problems."""
     size: int
     magic_ok: bool = False
     psp_directories: list[Directory] = field(default_factory=list)
@@ -143,7 +147,7 @@ def _directory(data: bytes, off: int, cookie: bytes, problems: list[str], what: 
 
 
 def missing_structures(data: bytes) -> list[str]:
-    """What a flashable image lacks beyond size and magic (issue 10 item 4): a parsable ``$PSP`` directory
+    """What a flashable image lacks beyond size and magic: a parsable ``$PSP`` directory
     at 0x2000 or 0x3000 (cookie, header, entries that fit) and an ATOM VBIOS (``55 AA``, the ATI magic and
     an ATOM ROM header); each missing structure is one line saying exactly what was found instead."""
     out = []

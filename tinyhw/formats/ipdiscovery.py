@@ -47,6 +47,7 @@ BLOCK_HW_IDS: dict[str, int] = {name: hw for hw, name in HW_IDS.items()}
 
 @dataclass(frozen=True)
 class Problem:
+    """A problem found in an IP discovery binary: its byte offset and what was expected and found."""
     offset: int  # byte offset in the binary
     message: str  # what was expected, what was found
 
@@ -56,6 +57,7 @@ class Problem:
 
 @dataclass(frozen=True)
 class TableInfo:
+    """One table of the discovery binary's table list: index, name, offset, checksum, size."""
     index: int
     name: str
     offset: int
@@ -79,19 +81,23 @@ class IpEntry:
 
     @property
     def block(self) -> str | None:
+        """The IP block's name for its hardware id (``gc``, ``mp0``, ...), or None when unknown."""
         return HW_IDS.get(self.hw_id)
 
     @property
     def version(self) -> tuple[int, int, int]:
+        """The IP version as (major, minor, revision)."""
         return (self.major, self.minor, self.revision)
 
     @property
     def version_text(self) -> str:
+        """The IP version as ``major.minor.revision``."""
         return f"{self.major}.{self.minor}.{self.revision}"
 
 
 @dataclass(frozen=True)
 class Die:
+    """One die of the IP discovery table: its id, offset and how many IP entries it lists."""
     die_id: int
     offset: int
     num_ips: int
@@ -99,11 +105,13 @@ class Die:
 
 @dataclass(frozen=True)
 class HarvestEntry:
+    """One harvest-table entry: an IP instance (by hardware id) fused off on this board."""
     hw_id: int
     instance: int
 
     @property
     def block(self) -> str | None:
+        """The harvested IP block's name for its hardware id, or None when unknown."""
         return HW_IDS.get(self.hw_id)
 
 
@@ -124,6 +132,7 @@ class Discovery:
 
     @property
     def ok(self) -> bool:
+        """True when parsing found no problems."""
         return not self.problems
 
     def bases_of(self) -> dict[str, dict[int, tuple[int, ...]]]:
@@ -139,6 +148,7 @@ class Discovery:
         return {ip.block: ip.version for ip in self.ips if ip.block is not None}
 
     def bases(self, block: str, instance: int = 0) -> tuple[int, ...] | None:
+        """The dword bases per segment of ``block`` instance ``instance``, or None when absent."""
         return self.bases_of().get(block.lower(), {}).get(instance)
 
     def harvested(self) -> dict[str, set[int]]:

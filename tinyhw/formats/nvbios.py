@@ -97,9 +97,11 @@ class NvImage:
 
     @property
     def code_name(self) -> str:
+        """The image's code type name (x86, EFI, ...), or its number in hex."""
         return CODE_TYPES.get(self.code_type, f"type 0x{self.code_type:02x}")
 
     def to_doc(self) -> dict[str, Any]:
+        """The image as a JSON-ready dict: offset, size, signature and its PCIR/NPDE fields."""
         return {"offset": self.offset, "size": self.size, "signature": ROM_SIGNATURES.get(self.signature, "?"),
                 "pcir": {"offset": self.pcir_offset, "signature": self.pcir_signature, "vendor_id": self.vendor_id,
                          "device_id": self.device_id, "length": self.pcir_length, "class_code": self.class_code,
@@ -113,6 +115,7 @@ class NvImage:
 
 @dataclass(frozen=True)
 class BitToken:
+    """One BIT table token: id, data version, data size and pointer (relative to the chain start)."""
     id: int
     data_version: int
     data_size: int
@@ -120,15 +123,18 @@ class BitToken:
 
     @property
     def letter(self) -> str:
+        """The token id as a letter (``B``, ``i``, ``S``, ...), or ``?`` when not printable."""
         return chr(self.id) if 0x20 < self.id < 0x7F else "?"
 
     def to_doc(self) -> dict[str, Any]:
+        """The token as a JSON-ready dict."""
         return {"id": self.id, "letter": self.letter, "data_version": self.data_version, "data_size": self.data_size,
                 "data_ptr": self.data_ptr}
 
 
 @dataclass(frozen=True)
 class BitTable:
+    """The BIT table: offset, version, header and token sizes, checksum and its tokens."""
     offset: int
     bcd_version: int
     header_size: int
@@ -138,6 +144,7 @@ class BitTable:
     tokens: tuple[BitToken, ...]
 
     def to_doc(self) -> dict[str, Any]:
+        """The BIT table as a JSON-ready dict, tokens included."""
         return {"offset": self.offset, "bcd_version": self.bcd_version, "header_size": self.header_size,
                 "token_size": self.token_size, "token_entries": self.token_entries,
                 "header_checksum": self.header_checksum, "tokens": [t.to_doc() for t in self.tokens]}
@@ -145,17 +152,20 @@ class BitTable:
 
 @dataclass(frozen=True)
 class FalconEntry:
+    """One falcon ucode table entry: application id, target id, descriptor pointer."""
     application_id: int
     target_id: int
     desc_ptr: int  # relative to expansion_rom_off
 
     @property
     def application(self) -> str:
+        """The application's name (``FWSEC_PROD``, ...), or its id in hex."""
         return FALCON_APPS.get(self.application_id, f"app 0x{self.application_id:02x}")
 
 
 @dataclass(frozen=True)
 class FalconTable:
+    """The falcon ucode table: offset, version, header/entry sizes, descriptor version/size, entries."""
     offset: int
     version: int
     header_size: int
@@ -166,6 +176,7 @@ class FalconTable:
     entries: tuple[FalconEntry, ...]
 
     def to_doc(self) -> dict[str, Any]:
+        """The falcon ucode table as a JSON-ready dict, entries included."""
         return {"offset": self.offset, "version": self.version, "header_size": self.header_size,
                 "entry_size": self.entry_size, "entry_count": self.entry_count, "desc_version": self.desc_version,
                 "desc_size": self.desc_size,
@@ -188,21 +199,26 @@ class FalconDesc:
 
     @property
     def available(self) -> bool:
+        """True when the descriptor's ``vdesc`` marks it available (bit 0)."""
         return bool(self.vdesc & 1)
 
     @property
     def encrypted(self) -> bool:
+        """True when the descriptor's ``vdesc`` marks the ucode encrypted (bit 2)."""
         return bool(self.vdesc & 4)
 
     @property
     def version(self) -> int:
+        """The descriptor version (``vdesc`` bits 15:8)."""
         return (self.vdesc >> 8) & 0xFF
 
     @property
     def size(self) -> int:
+        """The descriptor size in bytes (``vdesc`` bits 31:16)."""
         return self.vdesc >> 16
 
     def to_doc(self) -> dict[str, Any]:
+        """The descriptor as a JSON-ready dict: header, V3 fields, signatures and ucode regions."""
         return {"index": self.index, "application": self.application, "offset": self.offset, "vdesc": self.vdesc,
                 "version": self.version, "available": self.available, "encrypted": self.encrypted,
                 "size": self.size, "v3": dict(self.fields) or None,
@@ -213,6 +229,7 @@ class FalconDesc:
 
 @dataclass
 class NvVbios:
+    """A parsed NVIDIA VBIOS: image chain, BIT table, falcon table, descriptors and problems."""
     size: int
     chain_start: int = 0
     images: list[NvImage] = field(default_factory=list)
@@ -226,9 +243,11 @@ class NvVbios:
     problems: list[str] = field(default_factory=list)
 
     def fwsec(self, application: str = "FWSEC_PROD") -> FalconDesc | None:
+        """The falcon descriptor of ``application`` (FWSEC_PROD by default), or None."""
         return next((d for d in self.descriptors if d.application == application), None)
 
     def regions(self) -> list[Region]:
+        """Named byte ranges of the VBIOS (images, BIT, falcon table, descriptors) for ``firmware diff``."""
         out = [Region(f"image[{i}] {im.code_name}", im.offset, min(im.size, self.size - im.offset))
                for i, im in enumerate(self.images)]
         if self.bit is not None:

@@ -34,6 +34,7 @@ TINYGRAD_FAMILIES = ("ga10x", "ad10x", "gb20x")
 
 @dataclass
 class GspFirmware:
+    """A parsed GSP-RM firmware ELF: version, image, signatures per chip family, chips served."""
     elf: ElfFile
     version: str | None = None
     image: Region | None = None
@@ -45,6 +46,7 @@ class GspFirmware:
     problems: list[str] = field(default_factory=list)
 
     def regions(self) -> list[Region]:
+        """Named byte ranges of the file: the ELF's header tables and sections."""
         return self.elf.regions()
 
 
@@ -71,6 +73,7 @@ def family_chips(family: str) -> tuple[str, ...]:
 
 
 def is_gsp_elf(elf: ElfFile) -> bool:
+    """True when the ELF has a ``.fwimage`` section (a GSP-RM firmware file)."""
     return elf.section(".fwimage") is not None
 
 

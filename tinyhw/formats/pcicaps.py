@@ -103,12 +103,15 @@ class ConfigSource:
         return bytes(out[start : start + n])
 
     def u8(self, offset: int) -> int:
+        """The config-space byte at ``offset``."""
         return self.read(offset, 1)[0]
 
     def u16(self, offset: int) -> int:
+        """The little-endian 16-bit config-space value at ``offset``."""
         return int.from_bytes(self.read(offset, 2), "little")
 
     def u32(self, offset: int) -> int:
+        """The little-endian 32-bit config-space value at ``offset``."""
         return int.from_bytes(self.read(offset, 4), "little")
 
 
@@ -250,10 +253,12 @@ class PowerManagement:
 
     @property
     def state_name(self) -> str:
+        """The current power state's name (``D0`` .. ``D3hot``)."""
         return ("D0", "D1", "D2", "D3hot")[self.power_state]
 
 
 def decode_pm(src: ConfigSource, off: int, problems: list[str]) -> PowerManagement:
+    """Decode the power-management capability at ``off``."""
     pmc, csr = src.u16(off + 2), src.u16(off + 4)
     return PowerManagement(
         version=pmc & 7, pme_clock=_bit(pmc, 3), dsi=_bit(pmc, 5), aux_current=_field(pmc, 6, 3),
@@ -287,6 +292,7 @@ class Msi:
 
 
 def decode_msi(src: ConfigSource, off: int, problems: list[str]) -> Msi:
+    """Decode the MSI capability at ``off`` (32- or 64-bit address, with or without masking)."""
     ctl = src.u16(off + 2)
     is64, masking = _bit(ctl, 7), _bit(ctl, 8)
     address = src.u32(off + 4)
@@ -318,6 +324,7 @@ class MsiX:
 
 
 def decode_msix(src: ConfigSource, off: int, problems: list[str]) -> MsiX:
+    """Decode the MSI-X capability at ``off``: table size, table and PBA location."""
     ctl, table, pba = src.u16(off + 2), src.u32(off + 4), src.u32(off + 8)
     return MsiX(
         enabled=_bit(ctl, 15), function_mask=_bit(ctl, 14), table_size=(ctl & 0x7FF) + 1,
@@ -347,11 +354,13 @@ class RebarEntry:
 
 @dataclass(frozen=True)
 class ResizableBar:
+    """The (virtual) Resizable BAR extended capability: one entry per resizable BAR."""
     virtual: bool
     entries: tuple[RebarEntry, ...]
 
 
 def decode_rebar(src: ConfigSource, off: int, problems: list[str], virtual: bool = False) -> ResizableBar:
+    """Decode the Resizable BAR capability at ``off`` (problems noted for a bad BAR count)."""
     ctrl0 = src.u32(off + 8)
     nbars = _field(ctrl0, 5, 3)
     if not 1 <= nbars <= 6:
@@ -396,6 +405,7 @@ class Aer:
 
     @property
     def first_error_pointer(self) -> int:
+        """The First Error Pointer (AER capabilities and control, bits 4:0)."""
         return self.cap_control & 0x1F
 
     @property
@@ -405,6 +415,7 @@ class Aer:
 
     @property
     def correctable_errors(self) -> list[str]:
+        """Names of the correctable errors whose status bits are set."""
         return [n for b, n in CORRECTABLE_BITS if _bit(self.correctable_status, b)]
 
     @property
@@ -414,6 +425,7 @@ class Aer:
 
 
 def decode_aer(src: ConfigSource, off: int, problems: list[str], root: bool = False) -> Aer:
+    """Decode the Advanced Error Reporting capability at ``off`` (root-port registers when ``root``)."""
     r = [src.u32(off + 4 * i) for i in range(1, 11)]
     aer = Aer(r[0], r[1], r[2], r[3], r[4], r[5], (r[6], r[7], r[8], r[9]))
     if root:
@@ -444,14 +456,17 @@ class SrIov:
 
     @property
     def vf_enabled(self) -> bool:
+        """True when VF Enable is set in SR-IOV Control."""
         return _bit(self.control, 0)
 
     @property
     def vf_memory_enabled(self) -> bool:
+        """True when VF Memory Space Enable is set in SR-IOV Control."""
         return _bit(self.control, 3)
 
     @property
     def ari_hierarchy(self) -> bool:
+        """True when ARI Capable Hierarchy is set in SR-IOV Control."""
         return _bit(self.control, 4)
 
     def vf_routing_id(self, pf_rid: int, n: int) -> int:
@@ -460,6 +475,7 @@ class SrIov:
 
 
 def decode_sriov(src: ConfigSource, off: int, problems: list[str]) -> SrIov:
+    """Decode the SR-IOV capability at ``off``: counts, offset/stride, device id and VF BARs."""
     head = (src.u32(off + 4), src.u16(off + 8), src.u16(off + 0xA), src.u16(off + 0xC), src.u16(off + 0xE),
             src.u16(off + 0x10), src.u8(off + 0x12), src.u16(off + 0x14), src.u16(off + 0x16), src.u16(off + 0x1A),
             src.u32(off + 0x1C), src.u32(off + 0x20))
@@ -481,12 +497,15 @@ class Acs:
 
     @property
     def egress_vector_size(self) -> int:
+        """The ACS egress control vector size (capability bits 15:8)."""
         return self.capability >> 8
 
     def supported(self, name: str) -> bool:
+        """True when the ACS feature ``name`` (one of ``ACS_BITS``) is supported."""
         return _bit(self.capability, ACS_BITS.index(name))
 
     def enabled(self, name: str) -> bool:
+        """True when the ACS feature ``name`` (one of ``ACS_BITS``) is enabled."""
         return _bit(self.control, ACS_BITS.index(name))
 
     @property
@@ -496,4 +515,5 @@ class Acs:
 
 
 def decode_acs(src: ConfigSource, off: int, problems: list[str]) -> Acs:
+    """Decode the Access Control Services capability at ``off``."""
     return Acs(src.u16(off + 4), src.u16(off + 6))

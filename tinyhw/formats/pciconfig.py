@@ -91,6 +91,7 @@ class CommonHeader:
 
     @property
     def has_capabilities(self) -> bool:
+        """True when the Status register says a capability list is present (bit 4)."""
         return bool(self.status & 0x10)
 
     @property
@@ -120,6 +121,7 @@ def _common(src: ConfigSource) -> CommonHeader:
 
 @dataclass(frozen=True)
 class ExpansionRom:
+    """The expansion ROM base address register: raw value, address (bits 31:11), enable bit."""
     raw: int
     address: int  # bits 31:11
     enabled: bool  # bit 0
@@ -156,10 +158,12 @@ class BridgeWindow:
 
     @property
     def enabled(self) -> bool:
+        """True when the window is open (base <= limit)."""
         return self.base <= self.limit
 
     @property
     def size(self) -> int:
+        """Bytes the window spans, 0 when it is closed."""
         return self.limit - self.base + 1 if self.enabled else 0
 
 
@@ -184,10 +188,12 @@ class Type1Header:
 
     @property
     def secondary_bus_reset(self) -> bool:
+        """True when Bridge Control asserts Secondary Bus Reset (bit 6)."""
         return bool(self.bridge_control & 0x40)
 
     @property
     def vga_enable(self) -> bool:
+        """True when Bridge Control forwards VGA accesses (bit 3)."""
         return bool(self.bridge_control & 0x08)
 
 
@@ -244,6 +250,7 @@ class Capability:
 
     @property
     def name(self) -> str:
+        """The capability's name as lspci prints it, or its id in hex."""
         names = EXT_CAP_NAMES if self.extended else CAP_NAMES
         return names.get(self.id, f"Capability ID 0x{self.id:02x}")
 
@@ -353,6 +360,7 @@ class PciConfig:
 
     @property
     def bars(self) -> tuple[Bar, ...]:
+        """The BARs of the type 0 or type 1 header (empty when neither decoded)."""
         hdr = self.type0 or self.type1
         return hdr.bars if hdr else ()
 
@@ -366,11 +374,13 @@ class PciConfig:
 
     @property
     def express(self) -> PciExpress | None:
+        """The decoded PCI Express capability, or None."""
         cap = self.cap(CAP_EXPRESS)
         return cap.data if cap and isinstance(cap.data, PciExpress) else None
 
     @property
     def resizable_bar(self) -> ResizableBar | None:
+        """The decoded Resizable BAR extended capability, or None."""
         cap = self.ext_cap(0x15)
         return cap.data if cap and isinstance(cap.data, ResizableBar) else None
 

@@ -23,6 +23,7 @@ ASPM_SUPPORT = ("not supported", "L0s", "L1", "L0s L1")
 
 @dataclass(frozen=True)
 class DevCap:
+    """PCIe Device Capabilities, decoded."""
     raw: int
     max_payload: int  # bytes
     phantom_functions: int
@@ -36,6 +37,7 @@ class DevCap:
 
 @dataclass(frozen=True)
 class DevCtl:
+    """PCIe Device Control, decoded."""
     raw: int
     corr_err: bool
     nonfatal_err: bool
@@ -53,6 +55,7 @@ class DevCtl:
 
 @dataclass(frozen=True)
 class DevSta:
+    """PCIe Device Status, decoded."""
     raw: int
     corr_err: bool
     nonfatal_err: bool
@@ -64,6 +67,7 @@ class DevSta:
 
 @dataclass(frozen=True)
 class LinkCap:
+    """PCIe Link Capabilities, decoded."""
     raw: int
     max_speed: int  # speed code
     max_width: int  # lanes
@@ -75,15 +79,18 @@ class LinkCap:
 
     @property
     def speed(self) -> str:
+        """The maximum link speed as text (``16GT/s``, ...)."""
         return speed_name(self.max_speed)
 
     @property
     def aspm(self) -> str:
+        """The supported ASPM states as lspci names them."""
         return ASPM_SUPPORT[self.aspm_support]
 
 
 @dataclass(frozen=True)
 class LinkCtl:
+    """PCIe Link Control, decoded."""
     raw: int
     aspm: int
     rcb_128: bool
@@ -94,6 +101,7 @@ class LinkCtl:
 
 @dataclass(frozen=True)
 class LinkSta:
+    """PCIe Link Status, decoded."""
     raw: int
     current_speed: int  # speed code
     width: int  # negotiated lanes
@@ -103,11 +111,13 @@ class LinkSta:
 
     @property
     def speed(self) -> str:
+        """The current link speed as text."""
         return speed_name(self.current_speed)
 
 
 @dataclass(frozen=True)
 class LinkCap2:
+    """PCIe Link Capabilities 2: the supported link speeds vector."""
     raw: int
     speeds_vector: int  # bits 7:1 of the register, shifted down: bit 0 = 2.5 GT/s
 
@@ -128,6 +138,7 @@ class LinkCap2:
 
 @dataclass(frozen=True)
 class LinkCtl2:
+    """PCIe Link Control 2, decoded."""
     raw: int
     target_speed: int
     enter_compliance: bool
@@ -135,6 +146,7 @@ class LinkCtl2:
 
     @property
     def target(self) -> str:
+        """The target link speed as text."""
         return speed_name(self.target_speed)
 
 
@@ -162,6 +174,7 @@ class PciExpress:
 
     @property
     def port_type_name(self) -> str:
+        """The device/port type's name (``Endpoint``, ``Root Port``, ...)."""
         return PORT_TYPES.get(self.port_type, f"Unknown type {self.port_type}")
 
     @property
@@ -171,14 +184,17 @@ class PciExpress:
 
     @property
     def speed_downgraded(self) -> bool:
+        """True when the link trained below its maximum speed."""
         return 0 < self.lnksta.current_speed < self.lnkcap.max_speed
 
     @property
     def width_downgraded(self) -> bool:
+        """True when the link trained narrower than its maximum width."""
         return 0 < self.lnksta.width < self.lnkcap.max_width
 
 
 def decode_pcie(src: ConfigSource, off: int, problems: list[str]) -> PciExpress:
+    """Decode the PCI Express capability at ``off`` (device and link registers, their version-2 forms)."""
     flags, dc, dctl, dsta = src.u16(off + 2), src.u32(off + 4), src.u16(off + 8), src.u16(off + 0xA)
     lc, lctl, lsta = src.u32(off + 0xC), src.u16(off + 0x10), src.u16(off + 0x12)
     version, port_type = flags & 0xF, _field(flags, 4, 4)

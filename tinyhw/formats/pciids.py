@@ -233,9 +233,11 @@ class PciIds:
 
     # -- raw lookups (each asks the fallback when this database lacks the name) --------------------------
     def vendor(self, v: int) -> str | None:
+        """The vendor's name, or None when this database and its fallback (tinyhw's boards) do not know it."""
         return self._or_fallback(self.vendors.get(v), "vendor", v)
 
     def device(self, v: int, d: int) -> str | None:
+        """The device's name under vendor ``v``, or None when unknown."""
         self._vendor_block(v)
         return self._or_fallback(self._devices.get(v << 16 | d), "device", v, d)
 
@@ -248,12 +250,15 @@ class PciIds:
         return self._or_fallback(name, "subsystem", v, d, sv, sd)
 
     def class_name(self, base: int) -> str | None:
+        """The name of PCI base class ``base``, or None."""
         return self._or_fallback(self.classes.get(base), "class_name", base)
 
     def subclass_name(self, base: int, sub: int) -> str | None:
+        """The name of subclass ``sub`` of base class ``base``, or None."""
         return self._or_fallback(self.subclasses.get(base << 8 | sub), "subclass_name", base, sub)
 
     def prog_if_name(self, base: int, sub: int, prog_if: int) -> str | None:
+        """The name of programming interface ``prog_if`` of a class and subclass, or None."""
         return self._or_fallback(self.prog_ifs.get(base << 16 | sub << 8 | prog_if), "prog_if_name", base, sub,
                                  prog_if)
 

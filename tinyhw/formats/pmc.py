@@ -23,6 +23,7 @@ _INDEX = ("xcc", "inst", "se", "sa", "wgp")
 
 @dataclass(frozen=True)
 class Counter:
+    """One performance counter of a PMC capture: name, block, its (xcc, inst, se, sa, wgp) shape and records."""
     name: str
     block: str
     shape: tuple[int, int, int, int, int]   # xcc, inst, se, sa, wgp
@@ -31,14 +32,17 @@ class Counter:
 
     @property
     def records(self) -> int:
+        """How many records the counter has."""
         return len(self.values)
 
     @property
     def sum(self) -> int:
+        """The sum over all records (0 when there are none)."""
         return int(self.values.sum(dtype=np.uint64)) if len(self.values) else 0
 
     @property
     def max(self) -> int:
+        """The largest record (0 when there are none)."""
         return int(self.values.max()) if len(self.values) else 0
 
     def index_of(self, i: int) -> dict[str, int]:

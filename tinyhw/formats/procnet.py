@@ -1,6 +1,6 @@
 """Linux ``/proc/net/tcp`` and ``/proc/net/tcp6``: which uid owns the socket at the other end of a loopback connection.
 
-Used by ``tinyhw serve serprog`` (issue 21 item 3): flashrom cannot authenticate, so on loopback TCP the server
+Used by ``tinyhw serve serprog``: flashrom cannot authenticate, so on loopback TCP the server
 looks the client's socket up here and serves only its own uid. Format (the kernel's ``tcp4_seq_show`` and
 ``tcp6_seq_show``, one socket per line after a header line)::
 
@@ -29,6 +29,7 @@ UNOWNED_STATES = {0x06, 0x0A}
 
 
 class Entry(NamedTuple):
+    """One socket line: local and remote address and port, TCP state, owning uid."""
     local: tuple[IpAddr, int]
     remote: tuple[IpAddr, int]
     state: int

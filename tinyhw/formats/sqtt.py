@@ -40,6 +40,7 @@ NAMES = [t.name for t in TYPES]
 
 
 def type_code(name: str) -> int:
+    """The numeric code of the packet type called ``name``."""
     return _CODE[name]
 
 
@@ -89,9 +90,11 @@ class Trace:
 
     @property
     def arch(self) -> str:
+        """The trace's architecture family: ``rdna3``, ``rdna4`` or ``cdna``."""
         return {3: "rdna3", 4: "rdna4"}.get(self.layout, "cdna") if self.layout is not None else "rdna3"
 
     def name(self, i: int) -> str:
+        """The type name of packet ``i``."""
         return NAMES[int(self.code[i])]
 
     def fields(self, i: int) -> dict[str, int]:
@@ -101,10 +104,12 @@ class Trace:
         return {n: (w >> lo) & ((1 << (hi - lo + 1)) - 1) for n, hi, lo in t.fields if hi < 64}
 
     def counts(self) -> dict[str, int]:
+        """Packets per type name (types that never occur left out)."""
         c = np.bincount(self.code.astype(np.int64), minlength=len(TYPES))
         return {NAMES[i]: int(n) for i, n in enumerate(c) if n}
 
     def indices(self, *names: str) -> np.ndarray:
+        """Indices of the packets of the given type names."""
         return np.flatnonzero(np.isin(self.code, [_CODE[n] for n in names]))
 
     def field_array(self, name: str, idx: np.ndarray) -> np.ndarray:
@@ -114,6 +119,7 @@ class Trace:
         return ((self.word[idx] >> shift[c]) & mask[c]).astype(np.int64)
 
     def describe_stop(self) -> str:
+        """Why decoding stopped where it did, in words."""
         if self.stop_reason == "truncated":
             return f"stream truncated: the packet at nibble {self.stop} runs past the end ({self.nibbles} nibbles)"
         left = self.nibbles - self.stop
@@ -260,6 +266,7 @@ def _times(code: np.ndarray, word: np.ndarray) -> np.ndarray:
 
 
 def inst_op_name(arch: str, op: int) -> str:
+    """The name of instruction-packet op ``op`` on ``arch``, or the op in hex."""
     return INST_OPS.get(arch, {}).get(op, f"0x{op:x}")
 
 

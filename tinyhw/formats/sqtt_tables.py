@@ -16,6 +16,7 @@ __all__ = ["CDNA", "INST_OPS", "LAYOUTS", "RDNA3", "RDNA4", "PacketType", "Table
 
 @dataclass(frozen=True)
 class PacketType:
+    """One SQTT packet type: name, rocprof's type number, its encoding bits and fields."""
     name: str
     id: int                      # rocprof's type number (CDNA: the 4-bit format, LAYOUT_HEADER 16)
     enc_bits: int
@@ -25,9 +26,11 @@ class PacketType:
 
     @property
     def nibbles(self) -> int:
+        """The packet's length in 4-bit nibbles."""
         return self.bits // 4
 
     def field(self, name: str) -> tuple[int, int] | None:
+        """The (high, low) bit positions of field ``name``, or None."""
         for n, hi, lo in self.fields:
             if n == name:
                 return hi, lo
@@ -114,6 +117,7 @@ class Table:
     nop: int | None              # index of NOP (RDNA), None on CDNA
 
     def index(self, name: str) -> int:
+        """The index of the packet type called ``name`` (KeyError when absent)."""
         for i, t in enumerate(self.types):
             if t.name == name:
                 return i

@@ -94,9 +94,11 @@ class Record:
 
     @property
     def type_name(self) -> str:
+        """The qualified name of the tinygrad class this record stands in for."""
         return self._qualname
 
     def get(self, name: str, default: Any = None) -> Any:
+        """The field ``name`` of the record, or ``default``."""
         return self.fields.get(name, default)
 
     def __repr__(self) -> str:  # never the arguments: they are untrusted and may be a huge shared tree
@@ -234,6 +236,7 @@ class SafeUnpickler(_BASE):
         self._classes: dict[tuple[str, str], type] = {}   # per load: nothing outlives the result
 
     def find_class(self, module: str, name: str) -> Any:
+        """Only the allowed tinygrad classes (as inert records) and safe builtins; anything else refused."""
         if not isinstance(module, str) or not isinstance(name, str) or len(module) > MAX_NAME \
                 or len(name) > MAX_NAME:
             raise Refused("pickle names a class whose name is not a short string; not loaded")
@@ -251,6 +254,7 @@ class SafeUnpickler(_BASE):
                       "not loaded", hint="only tinygrad profile pickles are read (nothing in them is executed)")
 
     def persistent_load(self, pid: Any) -> Any:
+        """Always refused: a tinygrad profile never contains persistent ids."""
         raise Refused("pickle uses persistent ids, which a tinygrad profile never contains; not loaded")
 
 

@@ -53,6 +53,7 @@ class Pcir:
 
     @property
     def last(self) -> bool:
+        """True when the PCIR indicator marks this the last image of the chain (bit 7)."""
         return bool(self.indicator & 0x80)
 
 
@@ -83,6 +84,7 @@ class AtomRomHeader:
 
 @dataclass(frozen=True)
 class RomImage:
+    """One image of the expansion-ROM chain: offset, length, its PCIR and whether its checksum holds."""
     offset: int
     length: int  # header byte 2 x 512 (AMD_VBIOS_LENGTH)
     pcir: Pcir | None
@@ -109,6 +111,7 @@ class VbiosIdentity:
         return (self.part_number, self.vendor_id, self.device_id)
 
     def describe(self) -> str:
+        """One line naming the board: part number, PCI ids, version and build date."""
         ids = f"{self.vendor_id:04x}:{self.device_id:04x}" if self.vendor_id is not None else "no pcir"
         return (f"part {self.part_number or '?'}, pci {ids}, version {self.version or '?'}"
                 + (f", built {self.build_date}" if self.build_date else ""))
@@ -119,6 +122,7 @@ class VbiosIdentity:
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> VbiosIdentity:
+        """The identity from its JSON document (as a flash job's journal stores it)."""
         return cls(**{k: doc.get(k) for k in _IDENTITY_FIELDS})
 
 
@@ -128,6 +132,7 @@ _IDENTITY_FIELDS = ("offset", "part_number", "vendor_id", "device_id", "subsyste
 
 @dataclass
 class Vbios:
+    """A parsed AMD ATOM VBIOS: its ROM images, ATOM ROM header, part number, version and problems."""
     offset: int
     images: list[RomImage] = field(default_factory=list)
     ati_magic: bool = False
@@ -144,9 +149,11 @@ class Vbios:
 
     @property
     def checksum_ok(self) -> bool | None:
+        """Whether the first image's checksum holds (None when there is no image or it runs past the data)."""
         return self.images[0].checksum_ok if self.images else None
 
     def identity(self) -> VbiosIdentity:
+        """The board identity this VBIOS names (what ``flash write`` compares between images)."""
         p = self.images[0].pcir if self.images else None
         a = self.atom
         return VbiosIdentity(self.offset, self.part_number, p.vendor_id if p else None, p.device_id if p else None,
@@ -154,6 +161,7 @@ class Vbios:
                              self.build_date, self.name, self.checksum_ok)
 
     def regions(self, prefix: str = "vbios") -> list[Region]:
+        """Named byte ranges of the VBIOS (its images, tables) for ``firmware diff``."""
         out: list[Region] = []
         for i, im in enumerate(self.images):
             kind = CODE_TYPES.get(im.pcir.code_type, "?") if im.pcir else "?"

@@ -21,6 +21,7 @@ CONFIG_SIZE = 4096
 
 
 def config_reader(t: Transport):  # a read(offset, n) callable
+    """A ``read(offset, n)`` over the device's config space (dword-aligned reads, clipped to 4 KiB)."""
     def read(offset: int, n: int) -> bytes:
         end = min(offset + n, CONFIG_SIZE)
         if offset >= end:

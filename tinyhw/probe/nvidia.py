@@ -180,5 +180,6 @@ def tier2(t: Transport, doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def probe_nvidia(t: Transport, ids: PciIds | None = None, *, registers: bool = False) -> dict[str, Any]:
+    """Probe an NVIDIA GPU: tier 0 (sysfs only), plus tier 2 (read-only BAR0 registers) with ``registers``."""
     doc = tier0(t, ids)
     return tier2(t, doc) if registers else doc

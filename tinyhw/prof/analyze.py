@@ -34,6 +34,7 @@ def trace_of(s: SqttBlob) -> Trace:
 
 
 def device_doc(cap: Capture) -> dict[str, Any]:
+    """The capture's device as a JSON-ready dict: target, shader engines, CUs and the other properties."""
     p = cap.props
     arrays, per_se = int(p.get("array_count") or 0), int(p.get("simd_arrays_per_engine") or 0)
     return {
@@ -77,6 +78,7 @@ def _se_doc(s: SqttBlob, t: Trace) -> dict[str, Any]:
 
 
 def summary_doc(cap: Capture) -> dict[str, Any]:
+    """The ``prof summary`` document: device, and per kernel dispatch its SQTT streams per SE and PMC sums."""
     kernels = []
     for i, (kern, ex) in enumerate(cap.dispatches()):
         sq = [_se_doc(s, trace_of(s)) for s in sorted(cap.sqtt, key=lambda s: s.se)
@@ -109,6 +111,7 @@ def _fmt_fields(name: str, f: dict[str, int], arch: str) -> dict[str, Any]:
 
 
 def packets_doc(cap: Capture, kernel: str | None, se: int | None, show_all: bool, limit: int | None) -> dict[str, Any]:
+    """The ``prof packets`` document: packets of the selected kernel and SE (timing packets with ``show_all``)."""
     out = []
     for kern, ex in select(cap, kernel):
         for s in sorted(cap.sqtt, key=lambda s: s.se):
@@ -134,6 +137,7 @@ def packets_doc(cap: Capture, kernel: str | None, se: int | None, show_all: bool
 
 @dataclass
 class Wave:
+    """One wave seen in a trace: where it ran, when it started and ended, whether it was instruction-traced."""
     se: int
     cu: int
     simd: int
@@ -146,6 +150,7 @@ class Wave:
 
     @property
     def key(self) -> str:
+        """The wave's name, ``SE/CU/SIMD/W``."""
         return f"SE{self.se}/CU{self.cu}/SIMD{self.simd}/W{self.slot}"
 
 
@@ -186,6 +191,7 @@ def is_traced(cap: Capture, w: Wave) -> bool:
 
 
 def waves_doc(cap: Capture, kernel: str | None, se: int | None) -> dict[str, Any]:
+    """The ``prof waves`` document: every wave of the selected kernel and SE with its start, end and cycles."""
     out = []
     for kern, ex in select(cap, kernel):
         for s in sorted(cap.sqtt, key=lambda s: s.se):

@@ -27,6 +27,7 @@ MAX_INPUT_BYTES = MAX_PICKLE_BYTES  # 1 GiB: for a pickle the file, for a direct
 
 @dataclass
 class Program:
+    """A code object the profile holds: its tag, kernel name, load address and ELF bytes."""
     tag: int
     name: str
     base: int
@@ -36,6 +37,7 @@ class Program:
 
 @dataclass
 class SqttBlob:
+    """One SQTT stream: the kernel dispatch and shader engine it belongs to, and its bytes."""
     kern: int
     exec_tag: int
     se: int
@@ -47,6 +49,7 @@ class SqttBlob:
 
 @dataclass
 class PmcBlob:
+    """The PMC samples and their bytes for one kernel dispatch."""
     kern: int
     exec_tag: int
     samples: list[dict]
@@ -56,6 +59,7 @@ class PmcBlob:
 
 @dataclass
 class Capture:
+    """A loaded profile: device properties, programs, SQTT streams and PMC blobs."""
     source: str
     props: dict[str, Any]
     programs: dict[int, Program] = field(default_factory=dict)
@@ -65,10 +69,12 @@ class Capture:
 
     @property
     def target(self) -> str:
+        """The device's gfx target (``gfx1100``, ...) from its ``gfx_target_version``."""
         return target_name(int(self.props.get("gfx_target_version") or 0))
 
     @property
     def arch(self) -> str:
+        """The device's family: ``rdna3``, ``rdna4`` or ``cdna``."""
         t = self.target
         return "rdna3" if t.startswith("gfx11") else "rdna4" if t.startswith("gfx12") else "cdna"
 
@@ -82,6 +88,7 @@ class Capture:
         return list(seen)
 
     def kernel_name(self, kern: int) -> str:
+        """The name of kernel ``kern``, or ``kern<N>`` when its program is not in the capture."""
         p = self.programs.get(kern)
         return p.name if p else f"kern{kern}"
 

@@ -25,6 +25,7 @@ __all__ = ["export_doc", "write_output"]
 
 
 def export_doc(cap: Capture, kernel: str | None = None) -> dict[str, Any]:
+    """The Chrome/Perfetto trace-event document of the selected kernel dispatches."""
     events: list[dict[str, Any]] = []
     slices = 0
     for pid, (kern, ex) in enumerate(select(cap, kernel), start=1):
@@ -67,4 +68,5 @@ def write_output(path: str, data: bytes, *, force: bool) -> None:
 
 
 def dumps(doc: dict[str, Any]) -> bytes:
+    """The document as compact JSON bytes."""
     return json.dumps(doc, separators=(",", ":")).encode()

@@ -34,6 +34,7 @@ _RDNA_INST = ("INST", "INST_RDNA4", "VALUINST", "IMMEDIATE", "IMMEDIATE_MASK", "
 
 
 def insts_doc(cap: Capture, kernel: str | None, se: int, wave: int) -> dict[str, Any]:
+    """The ``prof insts`` document: one row per instruction of wave ``wave`` on SE ``se``."""
     runs = select(cap, kernel)
     kern, ex = runs[0]
     blobs = [s for s in cap.sqtt if (s.kern, s.exec_tag) == (kern, ex) and s.se == se]

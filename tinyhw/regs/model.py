@@ -22,10 +22,12 @@ class Field:
 
     @property
     def width(self) -> int:
+        """The field's width in bits."""
         return self.mask.bit_count()
 
     @property
     def msb(self) -> int:
+        """The field's most significant bit."""
         return self.shift + self.width - 1
 
     @property
@@ -47,6 +49,7 @@ class Field:
         return (value & ~self.mask & 0xFFFFFFFF) | (field_value << self.shift)
 
     def as_dict(self) -> dict[str, int | str]:
+        """The field as a JSON-ready dict: name, shift, mask."""
         return {"name": self.name, "shift": self.shift, "mask": self.mask}
 
 

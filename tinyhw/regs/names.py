@@ -26,6 +26,7 @@ def split(name: str) -> tuple[str, str, str | None]:
 
 
 def is_glob(text: str) -> bool:
+    """True when ``text`` holds a glob character (``*``, ``?``, ``[``)."""
     return any(c in _GLOB_CHARS for c in text)
 
 

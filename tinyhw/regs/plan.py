@@ -36,10 +36,12 @@ class Assignment:
     value: int
 
     def apply(self, old: int) -> int:
+        """The register value after this assignment, given the value ``old`` it held."""
         return self.value if self.field is None else self.field.insert(old, self.value)
 
     @property
     def name(self) -> str:
+        """What is assigned: ``block.REGISTER`` or ``block.REGISTER.FIELD``."""
         return self.register.name if self.field is None else f"{self.register.name}.{self.field.name}"
 
 
@@ -51,6 +53,7 @@ class RegisterWrite:
     assignments: list[Assignment] = field(default_factory=list)
 
     def new_value(self, old: int) -> int:
+        """The value to write, given the value ``old`` the register holds (every assignment applied)."""
         value = old
         for a in self.assignments:
             value = a.apply(value)
@@ -66,6 +69,7 @@ class Written:
     new: int
 
     def as_dict(self) -> dict[str, Any]:
+        """The step as a JSON-ready dict: name, offset, old and new value."""
         return {"name": self.register.name, "offset": self.register.offset, "old": self.old, "new": self.new}
 
 

@@ -1,4 +1,4 @@
-"""``remote:`` devices: a board served by ``tinyhw serve remote`` on this or another machine (issue 16).
+"""``remote:`` devices: a board served by ``tinyhw serve remote`` on this or another machine.
 
 Layer 2: imports only the core. Three ways to reach a server, named by the device string:
 
@@ -16,7 +16,7 @@ Layer 2: imports only the core. Three ways to reach a server, named by the devic
                                         commas belong to DEV (``...,/mock:navi31,strict``)
 =====================================  ===============================================================
 
-The kind of connection fixes the authentication the client demands (issue 21 item 1): TCP needs the
+The kind of connection fixes the authentication the client demands: TCP needs the
 server's proof of the key, so a key-less server (or one that cannot prove the key) is refused before any
 request is sent; a Unix socket or ssh needs a key-less server (the OS or ssh has authenticated it). There
 is no option for unauthenticated TCP. Every frame after the handshake is authenticated both ways

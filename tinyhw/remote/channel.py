@@ -3,7 +3,7 @@
 The one choke point where socket and pipe errors become tinyhw errors (ARCHITECTURE.md "The transport
 seam"): a closed peer is :class:`~tinyhw.errors.Disconnected`, silence past the timeout is
 :class:`~tinyhw.errors.DeviceTimeout`. A receive's timeout bounds the whole call, not each ``recv``
-(issue 21 item 4: a peer trickling one byte at a time cannot stretch it).
+(a peer trickling one byte at a time cannot stretch it).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``remote:`` transport: the transport seam over the tinyhw remote protocol (issue 16 item 2).
+"""The ``remote:`` transport: the transport seam over the tinyhw remote protocol.
 
 Every access is queued; a read (or any result a caller asks for) sends everything queued as one
 message and waits for one reply, so writes are posted and independent accesses travel together

@@ -1,7 +1,7 @@
 """The tinyhw remote protocol, version 2: handshake, authenticated frames, batched operations, limits.
 
-Written for issue 16 from specs/pci-vfio-remote.md §12.2 (what a safe design needs) and §11.10 (what
-tinygrad's protocol lacks: a version, a magic, request ids, length checks); version 2 (issue 21) makes
+Written from specs/pci-vfio-remote.md §12.2 (what a safe design needs) and §11.10 (what
+tinygrad's protocol lacks: a version, a magic, request ids, length checks); version 2 makes
 the authentication mutual and authenticates every frame (:mod:`tinyhw.remote.session`). All integers
 little-endian.
 

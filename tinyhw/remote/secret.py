@@ -1,4 +1,4 @@
-"""Where the remote client and server find their shared secret and the default Unix socket (issue 16 item 1).
+"""Where the remote client and server find their shared secret and the default Unix socket.
 
 The secret file holds at least 32 random bytes (``tinyhw serve keygen`` writes 32 as 64 hex digits) and
 must be private: owned by the user, mode 0600 (no group or other bits), as specs/pci-vfio-remote.md

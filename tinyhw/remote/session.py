@@ -1,7 +1,7 @@
-"""Mutual authentication and authenticated frames of the tinyhw remote protocol, version 2 (issue 21 items 1-2).
+"""Mutual authentication and authenticated frames of the tinyhw remote protocol, version 2.
 
 specs/pci-vfio-remote.md §12.2 item 2 asks for a challenge-response with HMAC-SHA256 over nonces with a
->= 32-byte secret and a constant-time compare; issue 21 adds that the server proves itself too and that
+>= 32-byte secret and a constant-time compare; version 2 adds that the server proves itself too and that
 every later frame is authenticated. Everything here is Python's ``hmac``/``hashlib``:
 
 * The transcript is the server's HELLO (44 bytes, with its nonce and auth mode) followed by the client's

@@ -1,4 +1,4 @@
-"""``tinyhw serve``: serve a device to other programs (issue 16).
+"""``tinyhw serve``: serve a device to other programs.
 
 * :mod:`~tinyhw.serve.remote`: the tinyhw remote protocol, for ``remote:`` clients (Unix socket, loopback
   TCP with an HMAC key, or stdio under ssh).

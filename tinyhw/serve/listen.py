@@ -2,13 +2,13 @@
 
 specs/pci-vfio-remote.md §12.2 items 1 and 9: local-only (a Unix socket in a 0700 directory, mode 0600,
 the peer's uid checked with SO_PEERCRED; or TCP on a loopback address: plain TCP off this machine is
-refused, issue 21 item 2, ssh is the way there); bounded concurrent connections; an audit line per
-connection. Issue 21 item 4: connections that have not authenticated yet may hold at most
+refused: it would be readable on the network, and ssh is the way there); bounded concurrent
+connections; an audit line per connection. Connections that have not authenticated yet may hold at most
 ``max_connections - 1`` slots, and a new connection evicts the oldest of them when they are full, so
 slow or silent peers can neither hold every slot nor keep the owner out (each handshake also has a
 deadline of its own, :class:`tinyhw.serve.remote.RemoteServer`).
 A server whose clients cannot authenticate (serprog: flashrom has no way to) also checks the uid of a loopback
-TCP peer, looked up in /proc/net/tcp{,6} (issue 21 item 3), and refuses the connection when that fails.
+TCP peer, looked up in /proc/net/tcp{,6}, and refuses the connection when that fails.
 """
 
 from __future__ import annotations

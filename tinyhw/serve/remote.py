@@ -1,4 +1,4 @@
-"""``tinyhw serve remote``: one device served to ``remote:`` clients (issue 16 items 1-3).
+"""``tinyhw serve remote``: one device served to ``remote:`` clients.
 
 Implements specs/pci-vfio-remote.md §12.2 for the protocol of :mod:`tinyhw.remote.protocol`: the
 handshake (magic, version, HMAC-SHA256 challenge-response with a constant-time compare) comes before
@@ -11,7 +11,7 @@ Config-space writes to the BARs, the expansion ROM, the capability pointers and 
 management, PCIe link control and Resizable BAR (both capability lists walked:
 :mod:`tinyhw.formats.pciguard`) are refused unless the server allows them (§12.2 item 7).
 
-Issue 21: the server proves the key to the client too, every frame is authenticated both ways
+Beyond §12.2, the server proves the key to the client too, every frame is authenticated both ways
 (:mod:`tinyhw.remote.session`; a frame that fails its tag ends the session, audited), the client's hello
 must arrive within one deadline (``handshake_timeout``), timeouts are positive and finite, and a client
 refused because the device is in use learns the holder's pid and program, not its command line.
@@ -224,7 +224,7 @@ def check_timeout(what: str, value: float) -> None:
 
 
 def _for_client(e: TinyhwError) -> TinyhwError:
-    """What a client is told: a lock holder by pid and tool, never its full command line (issue 21 item 9)."""
+    """What a client is told: a lock holder by pid and tool, never its full command line."""
     holder = getattr(e, "holder", None)
     if isinstance(e, DeviceLocked) and isinstance(holder, dict):
         return DeviceLocked(f"device {holder.get('key', '?')} is in use by pid {holder.get('pid', '?')} "

@@ -1,7 +1,7 @@
 """``tinyhw serve serprog``: a flashrom serprog programmer backed by the board's SMUIO ROM_SW engine.
 
-Implements specs/flashrom-serprog.md (the commands flashrom 1.3 sends, and the mapping onto ROM_SW) for
-issue 16 item 4. Each O_SPIOP (one chip-select assertion: write bytes, then read bytes) becomes ROM_SW
+Implements specs/flashrom-serprog.md (the commands flashrom 1.3 sends, and the mapping onto ROM_SW).
+Each O_SPIOP (one chip-select assertion: write bytes, then read bytes) becomes ROM_SW
 transactions through :class:`tinyhw.flash.romsw.RomSw` (the same engine driver ``tinyhw flash`` uses):
 
 * read length 0: one TX transaction: opcode, then a 3-byte address when at least 3 bytes follow it,
@@ -16,10 +16,10 @@ The query commands answer what is true: interface 1, SPI only, the supported-com
 largest write (256 data bytes) and read (:data:`MAX_READ`) per operation, and buffer sizes. O_DELAY
 and O_EXEC advance the device's clock (virtual on an emulated board, so nothing sleeps needlessly).
 
-Access (issue 21 item 3): flashrom cannot authenticate, so only the server's own uid may connect: the default
+Access: flashrom cannot authenticate, so only the server's own uid may connect: the default
 pseudo-terminal is mode 0600, and on loopback TCP (the only TCP there is) the client's socket is looked up in
 /proc/net/tcp{,6} and any other uid, or a lookup that fails, is refused and audited (:func:`serprog_listener`).
-Delays (item 7): one O_DELAY (microseconds, u32) may ask for at most :data:`MAX_DELAY_US`, the delays queued
+Delays: one O_DELAY (microseconds, u32) may ask for at most :data:`MAX_DELAY_US`, the delays queued
 before one O_EXEC as much, and a session :data:`MAX_SESSION_DELAY_US` in all; beyond that O_DELAY is answered NAK.
 """
 
