@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from tests import corpushelp as C  # noqa: E402
+from tests import corpushelp as C
 
 
 def main() -> int:
