@@ -22,16 +22,18 @@ from tests import corpushelp as C
 from tinyhw.formats.amdisa import decode_at
 from tinyhw.mocks.rdna3 import Unimplemented
 
-#: Allowed float32 distance from the CPU device, in units in the last place, per approximate operation at the
-#: root of a ``unary`` kernel. The RDNA3 ISA documents v_exp_f32 and v_log_f32 (and v_rcp/v_sqrt) as
-#: accurate to 1 ULP; the model returns the correctly rounded value. The reference side is tinygrad's CPU
-#: device, whose clang renderer has no exp2/log2 and computes them with tinygrad's own polynomial (its error
-#: is not an ISA figure: measured here at most 1 ULP from the correctly rounded value on this corpus). So the
-#: bound is 1 ULP (hardware) + 1 ULP (reference) = 2. sqrt and reciprocal are compiled by LLVM into
-#: correctly rounded sequences (scaling, v_sqrt_f32/v_rcp_f32 plus fma refinement and v_div_fixup-free
-#: checks), and the CPU's are IEEE: they must match exactly. Everything else is exact integer or IEEE
-#: arithmetic (float reductions and matmuls use integer-valued data, so summation order cannot matter).
-TOLERANCE_ULP = {"exp2": 2, "log2": 2, "sqrt": 0, "reciprocal": 0}
+#: Allowed float32 distance from the CPU device, in units in the last place, for the approximate operation at
+#: the root of a ``unary`` kernel (its operand is exact IEEE arithmetic on both sides). LLVM compiles
+#: reciprocal to a bare v_rcp_f32, sqrt to v_sqrt_f32 with fma range scaling, exp2/log2 to v_exp_f32 /
+#: v_log_f32 with range scaling; the RDNA3 ISA documents v_rcp_f32, v_sqrt_f32, v_exp_f32 and v_log_f32 as
+#: accurate to 1 ULP, so hardware may differ from a correctly rounded answer by 1 ULP (the model returns the
+#: correctly rounded value). The reference is tinygrad's CPU device: its sqrt and 1/x are IEEE (correctly
+#: rounded), so the bound is the ISA's 1 ULP; its clang renderer has no exp2/log2 and computes them with
+#: tinygrad's own polynomial, whose distance from the correctly rounded value is no ISA figure: measured on this
+#: corpus (the model's result is correctly rounded) at most 1 ULP for exp2 and 2 for log2, which are added.
+#: Everything else is exact integer or IEEE arithmetic and must match bit for bit (float reductions and matmuls
+#: use integer-valued data, so the order of a sum cannot matter).
+TOLERANCE_ULP = {"exp2": 1 + 1, "log2": 1 + 2, "sqrt": 1, "reciprocal": 1}
 GAPS_FILE = C.CORPUS / "known_gaps.json"
 SAMPLE_SEEDS = (4, 6, 17)   # unary, reduce (LDS + barrier), reduce: recompiled in CI
 _MNEMONIC = re.compile(r"\((\w+?)(?:_e32|_e64)?,")

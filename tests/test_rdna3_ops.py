@@ -61,3 +61,27 @@ def test_scalar_mul_hi_and_bfe() -> None:
     assert salu.SOP2["s_mul_hi_i32"](w, 0xFFFFFFFF, 3) & 0xFFFFFFFF == 0xFFFFFFFF
     assert salu.SOP2["s_bfe_u32"](w, 0xABCD, 4 | (8 << 16)) == 0xBC and w.scc == 1
     assert salu.SOP2["s_bfe_i32"](w, 0xF0, 4 | (4 << 16)) & 0xFFFFFFFF == 0xFFFFFFFF
+
+
+def test_mad_u64_u32_and_i64_i32_with_carry() -> None:
+    from tinyhw.formats.amdisa import decode_at
+    from tinyhw.mocks.rdna3.state import Wave
+
+    # v_mad_u64_u32 v[2:3], s4, v0, v1, v[4:5]: VOP3SD op 766, sdst s4 (bits 14:8), src0 v0, src1 v1, src2 v[4:5]
+    for op, name in ((766, "v_mad_u64_u32"), (767, "v_mad_i64_i32")):
+        w0 = (0b110101 << 26) | (op << 16) | (4 << 8) | 2
+        w1 = 256 | (257 << 9) | (260 << 18)
+        inst = decode_at(w0.to_bytes(4, "little") + w1.to_bytes(4, "little"), 0, "gfx11")
+        assert inst.mnemonic == name
+        fn = valu.compile_valu(inst, lambda m: AssertionError(m))
+        w = Wave(16, np.zeros(0, U32), None, (0, 0, 0), 0)
+        w.s[126] = 0xFFFFFFFF                                           # EXEC_LO: every lane
+        w.v[0, :2], w.v[1, :2] = 0xFFFFFFFF, 0xFFFFFFFF
+        w.v[4, :2], w.v[5, :2] = (2, 0xFFFFFFFF), (0, 0xFFFFFFFF)     # lane 0: +2, lane 1: 2^64 - 1 (i.e. -1)
+        fn(w)
+        r = w.v[2].astype(np.uint64) | (w.v[3].astype(np.uint64) << np.uint64(32))
+        if name == "v_mad_u64_u32":
+            assert int(r[0]) == 0xFFFFFFFE00000001 + 2 and int(r[1]) == 0xFFFFFFFE00000000  # (2^32-1)^2 - 1 wraps
+            assert w.s[4] & 3 == 0b10
+        else:
+            assert int(r[0]) == 3 and int(r[1]) == 0 and w.s[4] & 3 == 0     # (-1)(-1) + 2, (-1)(-1) - 1

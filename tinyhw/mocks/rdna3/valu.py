@@ -389,15 +389,18 @@ def _compile_mad64(inst: Any, signed: bool, bad: Callable[[str], Exception]) -> 
 
     def run(w: Wave) -> None:
         x, y, z = a(w), b(w), c(w)
-        if signed:
-            p = [int(u) * int(v) for u, v in zip(x.view(I32), y.view(I32), strict=True)]
+        if signed:      # the 32x32 product is exact in int64; the sum wraps, overflow from the signs
+            p = x.view(I32).astype(np.int64) * y.view(I32).astype(np.int64)
             zs = z.view(np.int64)
-            r = [pp + int(zz) for pp, zz in zip(p, zs, strict=True)]
-            carry = np.array([not (-(1 << 63) <= v < (1 << 63)) for v in r])
-        else:
-            r = [int(u) * int(v) + int(zz) for u, v, zz in zip(x, y, z, strict=True)]
-            carry = np.array([v >> 64 != 0 for v in r])
-        v_put64(w, d, np.array([v & 0xFFFFFFFFFFFFFFFF for v in r], dtype=U64))
+            with np.errstate(over="ignore"):
+                r = p + zs
+            carry = ((p ^ r) & (zs ^ r)) < 0
+            r = r.view(U64)
+        else:           # the product fits in uint64; the add's carry out is a wrap-around
+            p = x.astype(U64) * y.astype(U64)
+            r = p + z
+            carry = r < p
+        v_put64(w, d, r)
         if sdst != 124:
             w.s[sdst] = bits_to_int(carry & w.mask())
     return run
