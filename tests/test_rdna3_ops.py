@@ -73,7 +73,7 @@ def test_mad_u64_u32_and_i64_i32_with_carry() -> None:
         w1 = 256 | (257 << 9) | (260 << 18)
         inst = decode_at(w0.to_bytes(4, "little") + w1.to_bytes(4, "little"), 0, "gfx11")
         assert inst.mnemonic == name
-        fn = valu.compile_valu(inst, lambda m: AssertionError(m))
+        fn = valu.compile_valu(inst, AssertionError)
         w = Wave(16, np.zeros(0, U32), None, (0, 0, 0), 0)
         w.s[126] = 0xFFFFFFFF                                           # EXEC_LO: every lane
         w.v[0, :2], w.v[1, :2] = 0xFFFFFFFF, 0xFFFFFFFF
