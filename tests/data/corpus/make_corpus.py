@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from tests import corpushelp as C
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import corpushelp as C
 
 
 def main() -> int:
