@@ -134,9 +134,9 @@ PROGRAM_VECTOR = [
     ("v_readfirstlane_b32 s13, v0", (0x7E1A0500,)),
     ("s_endpgm", (0xBFB00000,)),
 ]
-PROGRAM_SQRT = [("v_sqrt_f32_e32 v1, v2", (0x7E026702,)), ("s_endpgm", (0xBFB00000,))]
+PROGRAM_SIN = [("v_sin_f32_e32 v1, v2", (0x7E026B02,)), ("s_endpgm", (0xBFB00000,))]
 PROGRAM_HANG = [("s_branch 65535", (0xBFA0FFFF,))]
-PROGRAMS = (PROGRAM_SCALAR, PROGRAM_VECTOR, PROGRAM_SQRT, PROGRAM_HANG)
+PROGRAMS = (PROGRAM_SCALAR, PROGRAM_VECTOR, PROGRAM_SIN, PROGRAM_HANG)
 
 
 def _run(program: list[tuple[str, tuple[int, ...]]], user: tuple[int, ...], block: tuple[int, int, int],
@@ -174,13 +174,13 @@ def test_vector_alu_exec_masking_carry_vopd_fma_and_partial_wave() -> None:
 
 def test_unimplemented_instruction_stops_with_mnemonic_encoding_and_pc() -> None:
     mem = FlatMemory(BASE, 1 << 16)
-    entry = _flat_program(mem, [w for _, ws in PROGRAM_SQRT for w in ws])
+    entry = _flat_program(mem, [w for _, ws in PROGRAM_SIN for w in ws])
     with pytest.raises(Unimplemented) as e:
         run_dispatch(_regs(entry, (), (32, 1, 1)), mem)
-    assert (e.value.mnemonic, e.value.encoding, e.value.pc) == ("v_sqrt_f32_e32", "7e026702", entry)
-    assert "v_sqrt_f32_e32" in str(e.value) and f"0x{entry:x}" in str(e.value)
+    assert (e.value.mnemonic, e.value.encoding, e.value.pc) == ("v_sin_f32_e32", "7e026b02", entry)
+    assert "v_sin_f32_e32" in str(e.value) and f"0x{entry:x}" in str(e.value)
     res = run_dispatch(_regs(entry, (), (32, 1, 1)), mem, strict=False)
-    assert res.skipped == {"v_sqrt_f32_e32": 1}
+    assert res.skipped == {"v_sin_f32_e32": 1}
 
 
 def test_watchdog_stops_a_shader_that_never_ends() -> None:

@@ -84,9 +84,22 @@ def _sop2_ops() -> dict[str, Callable[[Wave, int, int], int]]:
         "s_lshl_b32": logic(lambda a, b: a << (b & 31)), "s_lshr_b32": logic(lambda a, b: a >> (b & 31)),
         "s_ashr_i32": logic(lambda a, b: _i32(a) >> (b & 31)),
         "s_mul_i32": mul_i32, "s_cselect_b32": cselect,
+        # bit-field extract: offset S1[4:0], width S1[22:16]; SCC = result != 0
+        "s_bfe_u32": logic(lambda a, b: (a >> (b & 31)) & ((1 << (b >> 16 & 0x7F)) - 1)),
+        "s_bfe_i32": logic(lambda a, b: _sext((a >> (b & 31)) & ((1 << (b >> 16 & 0x7F)) - 1), b >> 16 & 0x7F)),
+        # high half of the 64-bit product (SCC unchanged)
+        "s_mul_hi_u32": lambda w, a, b: (a * b) >> 32, "s_mul_hi_i32": lambda w, a, b: (_i32(a) * _i32(b)) >> 32,
         "s_min_u32": minmax(min, False), "s_max_u32": minmax(max, False),
         "s_min_i32": minmax(min, True), "s_max_i32": minmax(max, True),
     }
+
+
+def _sext(x: int, width: int) -> int:
+    """``x`` (``width`` bits) sign-extended; width 0 gives 0."""
+    if width == 0:
+        return 0
+    width = min(width, 32)
+    return x - (1 << width) if x >> (width - 1) & 1 else x
 
 
 SOP2 = _sop2_ops()

@@ -72,6 +72,41 @@ def _cvt_f32_ubyte(k: int) -> Callable[[np.ndarray], np.ndarray]:
     return lambda a: _u(((a >> U32(8 * k)) & U32(0xFF)).astype(F32))
 
 
+def _round64(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """A float32 unary operation computed in float64 and rounded once to float32.
+
+    The RDNA3 ISA documents v_rcp_f32, v_rsq_f32, v_sqrt_f32, v_exp_f32 and v_log_f32 as accurate to 1 ULP
+    (v_rcp_iflag_f32 is v_rcp_f32 with integer-division exception flags); the model gives the correctly
+    rounded result (error <= 0.5 ULP), one of the values the hardware may return. Infinities, zeros and NaN
+    follow IEEE: 1/+-0 = +-inf, sqrt(-x) = NaN, log2(0) = -inf, log2(-x) = NaN, exp2(-inf) = 0.
+    """
+    def op(a: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return _u(fn(_f(a).astype(F64)).astype(F32))
+    return op
+
+
+def _ldexp(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """v_ldexp_f32: S0 * 2**S1 (S1 a signed integer), one rounding (the float64 product is exact)."""
+    e = np.clip(b.view(I32), -400, 400)
+    with np.errstate(all="ignore"):
+        return _u(np.ldexp(_f(a).astype(F64), e).astype(F32))
+
+
+def _med3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
+
+
+def _fmed3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return np.fmax(np.fmin(a, b), np.fmin(np.fmax(a, b), c))
+
+
+def _s24(x: np.ndarray) -> np.ndarray:
+    """The low 24 bits of each lane as a signed integer (int64)."""
+    v = (x & _M24).astype(np.int64)
+    return np.where(v >= 1 << 23, v - (1 << 24), v)
+
+
 # name -> (arity, is_float (modifiers allowed), function of u32 arrays -> u32 array)
 OPS: dict[str, tuple[int, bool, Callable[..., np.ndarray]]] = {
     "v_mov_b32": (1, False, lambda a: a),
@@ -104,6 +139,34 @@ OPS: dict[str, tuple[int, bool, Callable[..., np.ndarray]]] = {
     "v_min_i32": (2, False, lambda a, b: np.minimum(a.view(I32), b.view(I32)).view(U32)),
     "v_mbcnt_lo_u32_b32": (2, False, lambda a, b: np.bitwise_count(a & _BELOW).astype(U32) + b),
     "v_mbcnt_hi_u32_b32": (2, False, lambda a, b: b),   # wave32: no lane has a lane below it in the high half
+    "v_rcp_f32": (1, True, _round64(lambda x: 1.0 / x)),
+    "v_rcp_iflag_f32": (1, True, _round64(lambda x: 1.0 / x)),
+    "v_rsq_f32": (1, True, _round64(lambda x: 1.0 / np.sqrt(x))),
+    "v_sqrt_f32": (1, True, _round64(np.sqrt)),
+    "v_exp_f32": (1, True, _round64(np.exp2)),
+    "v_log_f32": (1, True, _round64(np.log2)),
+    "v_trunc_f32": (1, True, lambda a: _u(np.trunc(_f(a)))),
+    "v_floor_f32": (1, True, lambda a: _u(np.floor(_f(a)))),
+    "v_ceil_f32": (1, True, lambda a: _u(np.ceil(_f(a)))),
+    "v_rndne_f32": (1, True, lambda a: _u(np.rint(_f(a)))),
+    "v_ldexp_f32": (2, False, _ldexp),
+    "v_mul_hi_i32": (2, False, lambda a, b: ((a.view(I32).astype(np.int64) * b.view(I32).astype(np.int64))
+                                            >> 32).astype(U32)),
+    "v_mul_i32_i24": (2, False, lambda a, b: (_s24(a) * _s24(b)).astype(U32)),
+    "v_mad_u32_u24": (3, False, lambda a, b, c: (a & _M24) * (b & _M24) + c),
+    "v_mad_i32_i24": (3, False, lambda a, b, c: (_s24(a) * _s24(b) + c.view(I32)).astype(U32)),
+    "v_max3_u32": (3, False, lambda a, b, c: np.maximum(np.maximum(a, b), c)),
+    "v_min3_u32": (3, False, lambda a, b, c: np.minimum(np.minimum(a, b), c)),
+    "v_med3_u32": (3, False, _med3),
+    "v_max3_i32": (3, False, lambda a, b, c: np.maximum(np.maximum(a.view(I32), b.view(I32)), c.view(I32)).view(U32)),
+    "v_min3_i32": (3, False, lambda a, b, c: np.minimum(np.minimum(a.view(I32), b.view(I32)), c.view(I32)).view(U32)),
+    "v_med3_i32": (3, False, lambda a, b, c: _med3(a.view(I32), b.view(I32), c.view(I32)).view(U32)),
+    "v_max3_f32": (3, True, lambda a, b, c: _u(np.fmax(np.fmax(_f(a), _f(b)), _f(c)))),
+    "v_min3_f32": (3, True, lambda a, b, c: _u(np.fmin(np.fmin(_f(a), _f(b)), _f(c)))),
+    "v_med3_f32": (3, True, lambda a, b, c: _u(_fmed3(_f(a), _f(b), _f(c)))),
+    "v_xad_u32": (3, False, lambda a, b, c: (a ^ b) + c),
+    "v_alignbit_b32": (3, False, lambda a, b, c: (((a.astype(U64) << U64(32)) | b.astype(U64))
+                                                   >> (c & U32(31)).astype(U64)).astype(U32)),
     "v_fma_f32": (3, True, lambda a, b, c: _u(fma32(_f(a), _f(b), _f(c)))),
     "v_bfe_u32": (3, False, lambda a, b, c: (a >> (b & U32(31))) &
                   np.where((c & U32(31)) == 0, U32(0), (U32(1) << (c & U32(31))) - U32(1)).astype(U32)),
@@ -187,6 +250,8 @@ def compile_valu(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     d = f.get("vdst", 0)
     if name.startswith(("v_cmp_", "v_cmpx_")):
         return _compile_cmp(inst, name, srcs, bad)
+    if name in ("v_mad_u64_u32", "v_mad_i64_i32"):
+        return _compile_mad64(inst, name == "v_mad_i64_i32", bad)
     if name in CARRY or name in CARRY_CI:
         return _compile_carry(inst, name, srcs, bad)
     if name == "v_readfirstlane_b32":
@@ -239,6 +304,8 @@ def compile_valu(inst: Any, bad: Callable[[str], Exception]) -> Fn:
 
 def _compile_cmp(inst: Any, name: str, srcs: _Srcs, bad: Callable[[str], Exception]) -> Fn:
     parts = name.split("_")     # v_cmp_lt_f32 / v_cmpx_eq_u32
+    if name in ("v_cmp_class_f32", "v_cmpx_class_f32"):
+        return _compile_class(inst, name, srcs, bad)
     if len(parts) != 4 or parts[3] not in ("f32", "u32", "i32"):
         raise bad("compare type not modelled")
     kind, cond, typ = parts[1], parts[2], parts[3]
@@ -254,6 +321,30 @@ def _compile_cmp(inst: Any, name: str, srcs: _Srcs, bad: Callable[[str], Excepti
 
     def run(w: Wave) -> None:
         r = cmp(a(w).view(view), b(w).view(view)) & w.mask()
+        if dst != 124:
+            w.s[dst] = bits_to_int(r)
+    return run
+
+
+def _fclass(x: np.ndarray) -> np.ndarray:
+    """The v_cmp_class_f32 class bit of each float32 lane: 0 signalling NaN, 1 quiet NaN, 2 -inf, 3 -normal,
+    4 -denormal, 5 -0, 6 +0, 7 +denormal, 8 +normal, 9 +inf (RDNA3 ISA, VOPC class compares)."""
+    u = x.view(U32)
+    neg = (u >> U32(31)) == 1
+    exp, man = (u >> U32(23)) & U32(0xFF), u & U32(0x7FFFFF)
+    cls = np.where(exp == 0, np.where(man == 0, 6, 7), np.where(exp == 0xFF, np.where(man == 0, 9, -1), 8))
+    cls = np.where(neg & (cls >= 6), 11 - cls, cls)    # -0 5, -denormal 4, -normal 3, -inf 2
+    nan = (exp == 0xFF) & (man != 0)
+    return np.where(nan, np.where(man & U32(0x400000), 1, 0), cls).astype(U32)
+
+
+def _compile_class(inst: Any, name: str, srcs: _Srcs, bad: Callable[[str], Exception]) -> Fn:
+    _check_vop3(inst, bad, False)
+    a, b = srcs.src(0, True), srcs.src(1, False)
+    dst = EXEC if name.startswith("v_cmpx") else (inst.fields["vdst"] if inst.encoding == "VOP3" else VCC)
+
+    def run(w: Wave) -> None:
+        r = ((b(w) >> _fclass(a(w))) & U32(1)).astype(bool) & w.mask()
         if dst != 124:
             w.s[dst] = bits_to_int(r)
     return run
@@ -281,6 +372,35 @@ def _compile_carry(inst: Any, name: str, srcs: _Srcs, bad: Callable[[str], Excep
             r = r + c if sign > 0 else r - c
         carry = (r > M32) if sign > 0 else (r < 0)
         v_put(w, d, (r & M32).astype(U32))
+        if sdst != 124:
+            w.s[sdst] = bits_to_int(carry & w.mask())
+    return run
+
+
+def _compile_mad64(inst: Any, signed: bool, bad: Callable[[str], Exception]) -> Fn:
+    """v_mad_u64_u32 / v_mad_i64_i32 (VOP3SD): D.u64 = S0 * S1 + S2.u64 (32x32 -> 64 product), SDST the carry out
+    of the unsigned 64-bit add (for the signed form: the result's overflow of the signed sum)."""
+    f = inst.fields
+    if f["clamp"] or f["omod"] or f["neg"]:
+        raise bad("modifiers on a 64-bit multiply-add")
+    d, sdst = f["vdst"], f["sdst"]
+    a, b = v_get(f["src0"], f.get("literal"), bad), v_get(f["src1"], f.get("literal"), bad)
+    c = v_get64(f["src2"], f.get("literal"), bad)
+
+    def run(w: Wave) -> None:
+        x, y, z = a(w), b(w), c(w)
+        if signed:      # the 32x32 product is exact in int64; the sum wraps, overflow from the signs
+            p = x.view(I32).astype(np.int64) * y.view(I32).astype(np.int64)
+            zs = z.view(np.int64)
+            with np.errstate(over="ignore"):
+                r = p + zs
+            carry = ((p ^ r) & (zs ^ r)) < 0
+            r = r.view(U64)
+        else:           # the product fits in uint64; the add's carry out is a wrap-around
+            p = x.astype(U64) * y.astype(U64)
+            r = p + z
+            carry = r < p
+        v_put64(w, d, r)
         if sdst != 124:
             w.s[sdst] = bits_to_int(carry & w.mask())
     return run
