@@ -29,13 +29,16 @@ def test_malformed_device_string() -> None:
     assert "accepted forms" in r.err and r.no_result
 
 
-def test_remote_without_a_server_is_exit_3() -> None:
+def test_remote_without_a_server_is_exit_3(tmp_path) -> None:
     import socket
 
+    key = tmp_path / "remote.key"  # the key is checked before connecting: give a valid one
+    key.write_bytes(b"k" * 32)
+    key.chmod(0o600)
     with socket.socket() as s:  # a loopback port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    r = run("--device", f"remote:127.0.0.1:{port}", "--json", "probe")
+    r = run("--device", f"remote:127.0.0.1:{port},key={key}", "--json", "probe")
     assert r.code == 3
     assert "cannot connect to remote" in r.err and "Traceback" not in r.err and r.no_result
 
