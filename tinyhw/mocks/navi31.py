@@ -39,6 +39,7 @@ from tinyhw.mocks.psp import PspConfig, PspMailbox
 from tinyhw.mocks.pspboot import PspTiming
 from tinyhw.mocks.smuio import Smuio, SmuioConfig
 from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.regs import asic
 from tinyhw.transport.lock import DeviceLock
 
 _INDEX_REGS = frozenset((mock_discovery.OFF_MM_INDEX, mock_discovery.OFF_MM_INDEX_HI, RSMU_INDEX))
@@ -131,6 +132,7 @@ class Navi31Board(AmBootPath):
         # the mode option (clock=device|hybrid) is the usb-attached board's: mock:navi31 offers device time only
         self.clock = clock or VirtualClock(mode=options.clock if attach == "usb" else None)
         self.spec: BoardSpec = NAVI31
+        self.regs = asic("navi31")  # the ASIC's register database, handed to every block
         self.attach = attach
         self.accesses = 0
         self.uncovered: list[str] = []

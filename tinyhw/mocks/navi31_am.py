@@ -38,6 +38,7 @@ class AmBootPath:
     psp: Any
     smuio: Any
     options: Any
+    regs: Any
     accesses: int
     bar5_writes: int
     reg_writes: int
@@ -60,7 +61,8 @@ class AmBootPath:
         o = self.options
         model.boot.sos_delay = o.sos_delay
         self.boot = PspBoot(self, model.boot, hang=o.psp == "hang", fwcheck=o.fwcheck == "on")
-        self.smu = Smu(self, delay=model.smu_delay, silent=o.smu == "silent", busy_at=o.smu_busy_at, load=o.load)
+        self.smu = Smu(self, self.regs, on_reset=self.mode1_reset, compute_active=self.compute_active,
+                       delay=model.smu_delay, silent=o.smu == "silent", busy_at=o.smu_busy_at, load=o.load)
         # the copy engine (SDMA0 queue 0, VMID0 translation) and the bus master's view of the bridge (mocks/sdma.py)
         self.bus = None  # an attachment that reaches "system" bus addresses (the ASM24 bridge) sets this
         self.gpuvm = GpuVm(self)
@@ -92,10 +94,22 @@ class AmBootPath:
             finally:
                 self._event_time = None
 
-    def mc_to_phys(self, mc: int, length: int = 1) -> int | None:
+    def command_now(self) -> float:
+        """This command's virtual clock (the base of scheduled events)."""
+        return self.clock.now()
+
+    def reg_read(self, offset: int) -> int:
+        return self.regfile.values.get(offset, 0)
+
+    def reg_write(self, offset: int, value: int) -> None:
+        self.regfile.values[offset] = value
+
+    def mc_to_vram(self, mc: int, length: int = 1) -> int | None:
         """VRAM offset of MC address ``mc`` (§4.5: MC = FB base + offset), None outside VRAM."""
         phys = mc - self.regfile.fb_base
         return phys if phys >= 0 and phys + length <= self.vram_size else None
+
+    mc_to_phys = mc_to_vram
 
     def vram_read(self, phys: int, length: int) -> bytes:
         return self.vram.read(phys, length)

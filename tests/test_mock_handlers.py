@@ -1,0 +1,39 @@
+"""The declared command tables of the emulated blocks (tinyhw/mocks/handlers.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tinyhw.mocks import smu
+from tinyhw.mocks.handlers import CommandTable
+
+
+def test_table_dispatches_with_registered_keywords():
+    table: CommandTable[str] = CommandTable("thing")
+
+    class Block:
+        @table.handles("up", step=1)
+        @table.handles("down", step=-1)
+        def move(self, value, step):
+            return value + step
+
+    assert table.dispatch(Block(), "up", 5) == 6
+    assert table.dispatch(Block(), "down", 5) == 4
+    assert table.names() == {"up": "move", "down": "move"}
+    assert "sideways" not in table and table.get("sideways") is None
+    with pytest.raises(KeyError, match="no handler for thing 'sideways'"):
+        table.dispatch(Block(), "sideways", 0)
+
+
+def test_a_key_is_handled_once():
+    table: CommandTable[int] = CommandTable("request")
+    table.handles(1)(lambda self: None)
+    with pytest.raises(ValueError, match="request 1 already handled"):
+        table.handles(1)(lambda self: None)
+
+
+def test_smu_handlers_are_real_messages():
+    """A handler registered under a misspelt name would never run (the message would be accepted silently)."""
+    assert len(smu.MESSAGES) >= 30
+    assert set(smu.MESSAGES) <= set(smu.MSG_IDS.values())
+    assert smu.MESSAGES.names()["SetSoftMaxByFreq"] == "set_clock_limit"
