@@ -37,3 +37,13 @@ def test_smu_handlers_are_real_messages():
     assert len(smu.MESSAGES) >= 30
     assert set(smu.MESSAGES) <= set(smu.MSG_IDS.values())
     assert smu.MESSAGES.names()["SetSoftMaxByFreq"] == "set_clock_limit"
+
+
+def test_sdma_packets_are_declared_by_opcode():
+    from tinyhw.mocks import sdma
+
+    names = sdma.PACKETS.names()
+    assert names[(sdma.OP_COPY, sdma.SUB_COPY_LINEAR)] == "copy_linear"
+    assert names[(sdma.OP_FENCE, None)] == "write_fence"
+    assert names[(sdma.OP_TIMESTAMP, sdma.SUB_TS_GET)] == names[(sdma.OP_TIMESTAMP, sdma.SUB_TS_GLOBAL)]
+    assert len(names) == 8

@@ -31,12 +31,13 @@ from tinyhw.mocks import discovery as mock_discovery
 from tinyhw.mocks.amregs import RSMU_INDEX
 from tinyhw.mocks.flashstore import FlashStore, write_atomic
 from tinyhw.mocks.gd25 import GD25LQ16E, Gd25Config
-from tinyhw.mocks.gpuvm import INVALIDATE_REQS
+from tinyhw.mocks.gpuvm import VmFault, invalidate_requests
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.navi31_am import AmBootPath
 from tinyhw.mocks.pcifunc import PciFunction
 from tinyhw.mocks.psp import PspConfig, PspMailbox
 from tinyhw.mocks.pspboot import PspTiming
+from tinyhw.mocks.services import Translation
 from tinyhw.mocks.smuio import Smuio, SmuioConfig
 from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.regs import asic
@@ -183,7 +184,7 @@ class Navi31Board(AmBootPath):
             writes.update(more_w)
         self._rd5 = reads
         self._wr5 = writes
-        for req in INVALIDATE_REQS:  # a TLB invalidation drops the copy engine's cached translations
+        for req in invalidate_requests(self.regs):  # a TLB invalidation drops the copy engine's cached translations
             if req in writes:
                 writes[req] = lambda v, h=writes[req]: (h(v), self.gpuvm.invalidate(v))[0]
 
@@ -289,7 +290,7 @@ class Navi31Board(AmBootPath):
         if mem is not None and offset < self.pci.bar_size[bar] and (bar != 0 or offset < self.vram_size):
             mem.write32(offset, value)
             if bar == 2:
-                self.sdma.on_doorbell(offset, value)
+                self.sdma.on_doorbell(offset, self.doorbells.read32)
             return
         self._uncovered(bar, offset, value)
 
@@ -301,14 +302,32 @@ class Navi31Board(AmBootPath):
     def bus_read(self, addr: int, length: int) -> bytes | None:
         return None if self.bus is None else self.bus.dma_read(addr, length)
 
-    def bus_write(self, addr: int, data: bytes) -> bool:
-        """A posted write into the attachment; the SDMA's writes carry its time to an attachment that can hold
-        them until then (``timed_writes``: the USB bridge)."""
+    def bus_write(self, addr: int, data: bytes, at: float | None = None) -> bool:
+        """A posted write into the attachment; an engine's writes carry its time ``at`` to an attachment that can
+        hold them until then (``timed_writes``: the USB bridge)."""
         if self.bus is None:
             return False
-        if self.sdma.running and getattr(self.bus, "timed_writes", False):
-            return bool(self.bus.dma_write(addr, data, at=self.sdma.now))
+        if at is not None and getattr(self.bus, "timed_writes", False):
+            return bool(self.bus.dma_write(addr, data, at=at))
         return bool(self.bus.dma_write(addr, data))
+
+    # -- translation through the GPU VM (BoardServices) ------------------------------------------------------
+    def _vmid0(self, vmid: int) -> None:
+        if vmid != 0:
+            raise VmFault(f"vmid {vmid} is not modelled (only vmid0)")
+
+    def translate(self, vmid: int, va: int, write: bool = False) -> Translation:
+        """Where GPU address ``va`` of ``vmid`` lands (VMID0 only; others fault)."""
+        self._vmid0(vmid)
+        return Translation(*self.gpuvm.translate(va))
+
+    def gpu_read(self, vmid: int, va: int, length: int) -> bytes:
+        self._vmid0(vmid)
+        return self.gpuvm.read(va, length)
+
+    def gpu_write(self, vmid: int, va: int, data: bytes, at: float | None = None) -> None:
+        self._vmid0(vmid)
+        self.gpuvm.write(va, data, at)
 
     def bus_activity(self) -> None:
         """The attachment moved data (a USB transfer ended): an engine parked on a POLL looks again."""

@@ -65,8 +65,8 @@ class AmBootPath:
                        delay=model.smu_delay, silent=o.smu == "silent", busy_at=o.smu_busy_at, load=o.load)
         # the copy engine (SDMA0 queue 0, VMID0 translation) and the bus master's view of the bridge (mocks/sdma.py)
         self.bus = None  # an attachment that reaches "system" bus addresses (the ASM24 bridge) sets this
-        self.gpuvm = GpuVm(self)
-        self.sdma = SdmaEngine(self, hang=o.sdma == "hang",
+        self.gpuvm = GpuVm(self, self.regs)
+        self.sdma = SdmaEngine(self, self.regs, hang=o.sdma == "hang", strict=o.strict,
                                fault=None if o.sdma in ("normal", "hang") else o.sdma)
         self._load_state()
         if o.psp in ("sos", "gated") and not self.boot.s.sos_alive:
