@@ -47,3 +47,12 @@ def test_sdma_packets_are_declared_by_opcode():
     assert names[(sdma.OP_FENCE, None)] == "write_fence"
     assert names[(sdma.OP_TIMESTAMP, sdma.SUB_TS_GET)] == names[(sdma.OP_TIMESTAMP, sdma.SUB_TS_GLOBAL)]
     assert len(names) == 8
+
+
+def test_psp_commands_are_declared_by_id():
+    from tinyhw.mocks import pspboot
+
+    g = pspboot.G
+    assert pspboot.CONTROL.names()[g["GFX_CTRL_CMD_ID_INIT_GPCOM_RING"]] == "create_km_ring"
+    assert pspboot.RING.names()[g["GFX_CMD_ID_LOAD_IP_FW"]] == "load_ip_firmware"
+    assert len(pspboot.CONTROL) == 5 and len(pspboot.RING) == 6

@@ -60,7 +60,9 @@ class AmBootPath:
         self.regfile = RegisterFile(self.vram_size)
         o = self.options
         model.boot.sos_delay = o.sos_delay
-        self.boot = PspBoot(self, model.boot, hang=o.psp == "hang", fwcheck=o.fwcheck == "on")
+        self.boot = PspBoot(self, self.regs, model.boot, on_sos_alive=self.on_sos_alive,
+                            on_smu_loaded=self.on_smu_loaded, on_autoload_done=self.on_autoload_done,
+                            on_reset=self.mode1_reset, hang=o.psp == "hang", fwcheck=o.fwcheck == "on")
         self.smu = Smu(self, self.regs, on_reset=self.mode1_reset, compute_active=self.compute_active,
                        delay=model.smu_delay, silent=o.smu == "silent", busy_at=o.smu_busy_at, load=o.load)
         # the copy engine (SDMA0 queue 0, VMID0 translation) and the bus master's view of the bridge (mocks/sdma.py)
