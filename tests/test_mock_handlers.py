@@ -56,3 +56,11 @@ def test_psp_commands_are_declared_by_id():
     assert pspboot.CONTROL.names()[g["GFX_CTRL_CMD_ID_INIT_GPCOM_RING"]] == "create_km_ring"
     assert pspboot.RING.names()[g["GFX_CMD_ID_LOAD_IP_FW"]] == "load_ip_firmware"
     assert len(pspboot.CONTROL) == 5 and len(pspboot.RING) == 6
+
+
+def test_bridge_vendor_requests_are_declared_once_per_class():
+    from tinyhw.mocks import asm24
+
+    assert asm24.VENDOR_REQUESTS.names() == {
+        (0xC0, 0xE4): "read_xdata", (0x40, 0xE5): "write_xdata_byte", (0x40, 0xF0): "send_tlp",
+        (0xC0, 0xF0): "read_completion", (0x40, 0xF2): "arm_sram_dma", (0x40, 0xF3): "set_pcie_power"}
