@@ -45,16 +45,6 @@ def off(name: str) -> int:
     return _A.offset(name)
 
 
-# MP0 (PSP) C2PMSG registers, §3.3 / §3.4
-C2PMSG = {n: off(f"mp0.MP0_SMN_C2PMSG_{n}") for n in (33, 35, 36, 64, 67, 69, 70, 71, 81)}
-# MP1 (SMU) mailbox, §3.3 (mp 13.0.2 table at the MP1 bases = the §3.4 dwords)
-SMU_MSG = off("mp1.MP1_SMN_C2PMSG_66")
-SMU_ARG = off("mp1.MP1_SMN_C2PMSG_82")
-SMU_RESP = off("mp1.MP1_SMN_C2PMSG_90")
-SMU_DBG_MSG = off("mp1.MP1_SMN_C2PMSG_75")
-SMU_DBG_ARG = off("mp1.MP1_SMN_C2PMSG_53")
-SMU_DBG_RESP = off("mp1.MP1_SMN_C2PMSG_54")
-
 SCRATCH = {n: off(f"gc.SCRATCH_REG{n}") for n in range(8)}
 CP_STAT = off("gc.CP_STAT")
 RLC_BOOTLOAD_STATUS = off("gc.RLC_RLCS_BOOTLOAD_STATUS")

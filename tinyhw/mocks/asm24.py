@@ -38,6 +38,7 @@ from tinyhw.mocks.asm24_endpoints import (
 )
 from tinyhw.mocks.asm24_memory import SLOT_SIZE, SRAM_SIZE, BridgeMemory, xdata_write_modelled
 from tinyhw.mocks.asm24_tlp import REG_LTSSM, REG_PERST, Completion, LinkModel, TlpEngine, decode_fmt_type
+from tinyhw.mocks.handlers import CommandTable
 from tinyhw.mocks.pcie_switch import Endpoint, PcieHierarchy
 from tinyhw.mocks.usb_descriptors import (
     EP_IN,
@@ -113,6 +114,8 @@ _STATUS = {Stall: "stall", Timeout: "timeout", Disconnect: "disconnect", Overflo
 REQ_E4, REQ_E5, REQ_F0, REQ_F2, REQ_F3 = 0xE4, 0xE5, 0xF0, 0xF2, 0xF3
 E4_CAP = {"ss": 512, "hs": 64}
 #: the OUT data stage (bytes) each vendor OUT request of the firmware takes (§4.1); others take none
+#: the firmware's vendor requests by (bmRequestType, bRequest): one named handler each (§4)
+VENDOR_REQUESTS: CommandTable[tuple[int, int]] = CommandTable("vendor request")
 OUT_DATA_STAGE = {(0x40, REQ_F0): 12, (0x40, REQ_E5): 0, (0x40, REQ_F2): 0, (0x40, REQ_F3): 0}
 
 
@@ -314,12 +317,10 @@ class Asm24Bridge:
         return b"" if setup.rt & 0x80 else 0
 
     def _vendor(self, setup: Setup, payload: bytes, budget: Budget) -> bytes | int:
-        handlers = {(0xC0, REQ_E4): self._e4, (0x40, REQ_E5): self._e5, (0x40, REQ_F0): self._f0_out,
-                    (0xC0, REQ_F0): self._f0_in, (0x40, REQ_F2): self._f2, (0x40, REQ_F3): self._f3}
-        handler = handlers.get((setup.rt, setup.req))
+        handler = VENDOR_REQUESTS.get((setup.rt, setup.req))
         if handler is None:
             return self._fallthrough(setup, budget)
-        return handler(setup, payload, budget)
+        return handler(self, setup, payload, budget)
 
     def _standard(self, setup: Setup, timeout: float | None) -> bytes | int:
         """Standard (and class) requests: answered, logged apart, not counted as driver transfers (§4.8)."""
@@ -412,7 +413,8 @@ class Asm24Bridge:
             budget.hang()  # present in the descriptors, never armed by the custom firmware
 
     # -- vendor requests --------------------------------------------------------------------------
-    def _e4(self, setup: Setup, payload: bytes, budget: Budget) -> bytes:
+    @VENDOR_REQUESTS.handles((0xC0, REQ_E4))
+    def read_xdata(self, setup: Setup, payload: bytes, budget: Budget) -> bytes:
         """0xE4 XDATA read: up to 512 (SS) / 64 (HS) bytes; the high byte of wIndex picks the bank."""
         _, _, wv, wi, wlen = setup
         cap = E4_CAP[self.speed]
@@ -426,7 +428,8 @@ class Asm24Bridge:
         self.memory.xdata[REG_PERST] = 0 if self.link.powered else 1
         return self.memory.read(wv, n)
 
-    def _e5(self, setup: Setup, payload: bytes, budget: Budget) -> int:
+    @VENDOR_REQUESTS.handles((0x40, REQ_E5))
+    def write_xdata_byte(self, setup: Setup, payload: bytes, budget: Budget) -> int:
         """0xE5 XDATA write of one byte (wIndex low byte) at wValue; the landing page ignores it."""
         _, _, wv, wi, wlen = setup
         if wi >> 8:
@@ -438,7 +441,8 @@ class Asm24Bridge:
             self.memory.write(wv, bytes([wi & 0xFF]))
         return 0
 
-    def _f0_out(self, setup: Setup, payload: bytes, budget: Budget) -> int:
+    @VENDOR_REQUESTS.handles((0x40, REQ_F0))
+    def send_tlp(self, setup: Setup, payload: bytes, budget: Budget) -> int:
         """0xF0 OUT: cancel any stream, then one TLP (mode 0) or a stream setup (modes 1, 2)."""
         _, _, wv, wi, wlen = setup
         if wlen != 12:
@@ -468,7 +472,8 @@ class Asm24Bridge:
         self.pending_cpl = self.engine.single(fmt_type, byte_enable, addr, value, fault)
         budget.spend(self.timing.single_tlp_s)
 
-    def _f0_in(self, setup: Setup, payload: bytes, budget: Budget) -> bytes:
+    @VENDOR_REQUESTS.handles((0xC0, REQ_F0))
+    def read_completion(self, setup: Setup, payload: bytes, budget: Budget) -> bytes:
         """0xF0 IN: the completion record; without a completion the firmware polls out: result 0xFF."""
         _, _, wv, wi, wlen = setup
         if wlen != 8:
@@ -478,7 +483,8 @@ class Asm24Bridge:
             budget.spend(self.timing.cpl_poll_budget_s)
         return cpl.record()
 
-    def _f2(self, setup: Setup, payload: bytes, budget: Budget) -> int:
+    @VENDOR_REQUESTS.handles((0x40, REQ_F2))
+    def arm_sram_dma(self, setup: Setup, payload: bytes, budget: Budget) -> int:
         """0xF2 SRAM DMA arm: bit 15 direction, bits 14:0 sectors; wIndex = first slot | slots << 8."""
         _, _, wv, wi, wlen = setup
         to_host, sectors = bool(wv & 0x8000), wv & 0x7FFF
@@ -496,7 +502,8 @@ class Asm24Bridge:
             self.endpoints.arm_f2_write(slot * SLOT_SIZE, length)
         return 0
 
-    def _f3(self, setup: Setup, payload: bytes, budget: Budget) -> int:
+    @VENDOR_REQUESTS.handles((0x40, REQ_F3))
+    def set_pcie_power(self, setup: Setup, payload: bytes, budget: Budget) -> int:
         """0xF3 PCIe power: 1 = rails on, PERST# pulse, train (the status stage waits); 0 = off."""
         _, _, wv, wi, wlen = setup
         if wv & 1:

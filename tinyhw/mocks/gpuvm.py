@@ -24,27 +24,38 @@ as on hardware (inferred simplification: one TLB for every engine).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
-from tinyhw.regs import asic
+from tinyhw.mocks.services import BoardServices
+from tinyhw.regs.asic import Asic
 
-if TYPE_CHECKING:
-    from tinyhw.mocks.navi31 import Navi31Board
-
-_A = asic("navi31")
 PAGE = 4096
 VALID, SYSTEM, HUGE = 1 << 0, 1 << 1, 1 << 54
 ADDR_MASK = ((1 << 48) - 1) & ~(PAGE - 1)
-
-R = {n: _A.offset(f"gc.{n}") for n in (
+#: the GC hub registers the translation reads (register database names in the gc block)
+REGISTERS = (
     "GCVM_CONTEXT0_CNTL", "GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32", "GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32",
     "GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32", "GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32",
     "GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32", "GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32",
-    "GCMC_VM_SYSTEM_APERTURE_LOW_ADDR", "GCMC_VM_SYSTEM_APERTURE_HIGH_ADDR", "GCVM_L2_PROTECTION_FAULT_STATUS")}
-DEPTH = _A.field("gc.GCVM_CONTEXT0_CNTL.PAGE_TABLE_DEPTH")
-#: every invalidation request register of both hubs (18 engines each)
-INVALIDATE_REQS = tuple(_A.offset(f"{hub}VM_INVALIDATE_ENG{i}_REQ")
-                        for hub in ("gc.GC", "mmhub.MM") for i in range(18))
+    "GCMC_VM_SYSTEM_APERTURE_LOW_ADDR", "GCMC_VM_SYSTEM_APERTURE_HIGH_ADDR", "GCVM_L2_PROTECTION_FAULT_STATUS")
+
+
+def register_offsets(regs: Asic) -> dict[str, int]:
+    """Offsets of :data:`REGISTERS` in the register database ``regs``."""
+    return {n: regs.offset(f"gc.{n}") for n in REGISTERS}
+
+
+def invalidate_requests(regs: Asic) -> tuple[int, ...]:
+    """Every invalidation request register of both hubs (18 engines each): a write drops the TLB."""
+    return tuple(regs.offset(f"{hub}VM_INVALIDATE_ENG{i}_REQ") for hub in ("gc.GC", "mmhub.MM") for i in range(18))
+
+
+def __getattr__(name: str) -> Any:
+    """``R``: the Navi31 offsets, for tests that name the registers (blocks take the database instead)."""
+    if name == "R":
+        from tinyhw.regs import asic
+        return register_offsets(asic("navi31"))
+    raise AttributeError(name)
 
 
 class VmFault(Exception):
@@ -58,23 +69,25 @@ class BusFault(Exception):
 
 
 class GpuVm:
-    """VMID0 translation for the emulated engines; ``board.bus`` reaches system (bus) addresses."""
+    """VMID0 translation for the emulated engines, on the board's services (VRAM, bus, register file)."""
 
-    def __init__(self, board: Navi31Board) -> None:
-        self.board = board
+    def __init__(self, services: BoardServices, regs: Asic) -> None:
+        self.services = services
+        self.R = register_offsets(regs)
+        self.depth = regs.field("gc.GCVM_CONTEXT0_CNTL.PAGE_TABLE_DEPTH")
         self.tlb: dict[int, tuple[bool, int]] = {}
         self.walks = 0
         self.invalidations = 0
 
     def _reg(self, name: str) -> int:
-        return self.board.regfile.values.get(R[name], 0)
+        return self.services.reg_read(self.R[name])
 
     def invalidate(self, _value: int = 0) -> None:
         self.tlb.clear()
         self.invalidations += 1
 
     def fault(self, addr: int, why: str) -> VmFault:
-        self.board.regfile.values[R["GCVM_L2_PROTECTION_FAULT_STATUS"]] = 1
+        self.services.reg_write(self.R["GCVM_L2_PROTECTION_FAULT_STATUS"], 1)
         return VmFault(f"gpu vm fault at 0x{addr:x}: {why}")
 
     def translate(self, addr: int) -> tuple[bool, int]:
@@ -82,7 +95,7 @@ class GpuVm:
         lo = (self._reg("GCMC_VM_SYSTEM_APERTURE_LOW_ADDR") & 0x3FFFFFFF) << 18
         hi = ((self._reg("GCMC_VM_SYSTEM_APERTURE_HIGH_ADDR") & 0x3FFFFFFF) << 18) | ((1 << 18) - 1)
         if lo and lo <= addr <= hi:
-            phys = self.board.mc_to_phys(addr)
+            phys = self.services.mc_to_vram(addr)
             if phys is None:
                 raise self.fault(addr, "system aperture address outside vram")
             return False, phys
@@ -106,16 +119,16 @@ class GpuVm:
                  self._reg("GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32"))
         if not entry & VALID:
             raise self.fault(addr, "vmid0 root page table not valid")
-        depth = (self._reg("GCVM_CONTEXT0_CNTL") & DEPTH.mask) >> DEPTH.shift
+        depth = (self._reg("GCVM_CONTEXT0_CNTL") & self.depth.mask) >> self.depth.shift
         va = addr - start
         self.walks += 1
         for level in range(depth, -1, -1):  # level 0 is the PTE level
-            table = self.board.mc_to_phys(entry & ADDR_MASK, PAGE)
+            table = self.services.mc_to_vram(entry & ADDR_MASK, PAGE)
             if table is None:
                 raise self.fault(addr, f"page table at mc 0x{entry & ADDR_MASK:x} outside vram")
             shift = 12 + 9 * level
             index = (va >> shift) & 0x1FF
-            entry = int.from_bytes(self.board.vram_read(table + 8 * index, 8), "little")
+            entry = int.from_bytes(self.services.vram_read(table + 8 * index, 8), "little")
             if not entry & VALID:
                 raise self.fault(addr, f"invalid entry at level {level}")
             if level == 0 or entry & HUGE:
@@ -123,7 +136,7 @@ class GpuVm:
                 target = (entry & ADDR_MASK & ~(size - 1)) + (va & (size - 1) & ~(PAGE - 1))
                 if entry & SYSTEM:
                     return True, target
-                phys = self.board.mc_to_phys(target, PAGE)
+                phys = self.services.mc_to_vram(target, PAGE)
                 if phys is None:
                     raise self.fault(addr, f"pte names mc 0x{target:x} outside vram")
                 return False, phys
@@ -136,25 +149,25 @@ class GpuVm:
             n = min(length, PAGE - (addr & (PAGE - 1)))
             system, where = self.translate(addr)
             if system:
-                data = self.board.bus_read(where, n)
+                data = self.services.bus_read(where, n)
                 if data is None:
                     raise self.fault(addr, f"system page at bus address 0x{where:x} is not reachable")
                 out += data
             else:
-                out += self.board.vram_read(where, n)
+                out += self.services.vram_read(where, n)
             addr, length = addr + n, length - n
         return bytes(out)
 
-    def write(self, addr: int, data: bytes) -> None:
+    def write(self, addr: int, data: bytes, at: float | None = None) -> None:
         view = memoryview(data)
         while view:
             n = min(len(view), PAGE - (addr & (PAGE - 1)))
             system, where = self.translate(addr)
             if system:
-                if not self.board.bus_write(where, bytes(view[:n])):
+                if not self.services.bus_write(where, bytes(view[:n]), at):
                     raise self.fault(addr, f"system page at bus address 0x{where:x} is not reachable")
             else:
-                self.board.vram_write(where, bytes(view[:n]))
+                self.services.vram_write(where, bytes(view[:n]))
             addr, view = addr + n, view[n:]
 
     def is_system(self, addr: int) -> bool:

@@ -21,6 +21,7 @@ the first access at or after their time.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,17 +29,19 @@ from tinyhw.boards.navi31 import MMIO_BAR, NAVI31, BoardSpec, Navi31Options
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks import boardstate
 from tinyhw.mocks import discovery as mock_discovery
-from tinyhw.mocks.amregs import RSMU_INDEX
+from tinyhw.mocks.amregs import RSMU_INDEX, RegisterFile
 from tinyhw.mocks.flashstore import FlashStore, write_atomic
 from tinyhw.mocks.gd25 import GD25LQ16E, Gd25Config
-from tinyhw.mocks.gpuvm import INVALIDATE_REQS
+from tinyhw.mocks.gpuvm import VmFault, invalidate_requests
 from tinyhw.mocks.ifwi_image import build_image
-from tinyhw.mocks.navi31_am import AmBootPath
+from tinyhw.mocks.navi31_am import AmBootPath, EventQueue
 from tinyhw.mocks.pcifunc import PciFunction
 from tinyhw.mocks.psp import PspConfig, PspMailbox
 from tinyhw.mocks.pspboot import PspTiming
+from tinyhw.mocks.services import Translation
 from tinyhw.mocks.smuio import Smuio, SmuioConfig
 from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.regs import asic
 from tinyhw.transport.lock import DeviceLock
 
 _INDEX_REGS = frozenset((mock_discovery.OFF_MM_INDEX, mock_discovery.OFF_MM_INDEX_HI, RSMU_INDEX))
@@ -109,8 +112,12 @@ class _Sparse:
             data = data[n:]
 
 
-class Navi31Board(AmBootPath):
-    """PCIe function 1002:744c with VRAM (BAR0), doorbells (BAR2), I/O (BAR4) and registers (BAR5)."""
+class Navi31Board:
+    """PCIe function 1002:744c with VRAM (BAR0), doorbells (BAR2), I/O (BAR4) and registers (BAR5).
+
+    It implements :class:`~tinyhw.mocks.services.BoardServices` for its emulated blocks and owns the AM boot
+    path (:class:`~tinyhw.mocks.navi31_am.AmBootPath`: PSP boot, SMU, GPU VM, SDMA0) as a component.
+    """
 
     def __init__(self, options: Navi31Options, clock: VirtualClock | None = None, *, attach: str = "direct",
                  model: Navi31Model | None = None, lock: bool = True) -> None:
@@ -131,6 +138,7 @@ class Navi31Board(AmBootPath):
         # the mode option (clock=device|hybrid) is the usb-attached board's: mock:navi31 offers device time only
         self.clock = clock or VirtualClock(mode=options.clock if attach == "usb" else None)
         self.spec: BoardSpec = NAVI31
+        self.regs = asic("navi31")  # the ASIC's register database, handed to every block
         self.attach = attach
         self.accesses = 0
         self.uncovered: list[str] = []
@@ -160,7 +168,15 @@ class Navi31Board(AmBootPath):
         self._plain = {0: self.vram, 2: self.doorbells}
         self._other: dict[int, int] = {}  # non-strict storage of uncovered BAR5 dwords (R1)
         self._closed = False
-        self._init_am_boot(model)  # the AM boot path (amd-bringup.md §10.4): tinyhw.mocks.navi31_am
+        self.bar5_writes = 0  # BAR5 register writes this command (every block)
+        self.reg_writes = 0  # the same without the address registers of the indirect windows (MM_INDEX(_HI), RSMU)
+        self.bus: object | None = None  # an attachment that reaches "system" bus addresses (the ASM24 bridge)
+        self.events = EventQueue(self.clock)
+        self.regfile = RegisterFile(self.vram_size)
+        # the AM boot path (amd-bringup.md §10.4): tinyhw.mocks.navi31_am
+        self.am = am = AmBootPath(self, self.regs, self.regfile, self.events, options, model.boot, model.smu_delay,
+                                  mailbox=self.psp, smuio=self.smuio, place_discovery=self._place_discovery)
+        self.boot, self.smu, self.gpuvm, self.sdma = am.boot, am.smu, am.gpuvm, am.sdma
         self._rebuild()
 
     # -- BAR5 dispatch ----------------------------------------------------------------------------------------
@@ -181,7 +197,7 @@ class Navi31Board(AmBootPath):
             writes.update(more_w)
         self._rd5 = reads
         self._wr5 = writes
-        for req in INVALIDATE_REQS:  # a TLB invalidation drops the copy engine's cached translations
+        for req in invalidate_requests(self.regs):  # a TLB invalidation drops the copy engine's cached translations
             if req in writes:
                 writes[req] = lambda v, h=writes[req]: (h(v), self.gpuvm.invalidate(v))[0]
 
@@ -248,8 +264,8 @@ class Navi31Board(AmBootPath):
     def mem_read32(self, bar: int, offset: int) -> int:
         """One dword read of ``bar`` at ``offset`` (dword aligned); all ones while memory decode is off."""
         self.accesses += 1
-        if self._events and self._events[0][0] <= self.clock.now():
-            self.tick()
+        if self.events.due():
+            self.events.run_due()
         if not self.pci.command & 2:
             return 0xFFFFFFFF
         if bar == MMIO_BAR:
@@ -265,8 +281,8 @@ class Navi31Board(AmBootPath):
     def mem_write32(self, bar: int, offset: int, value: int, byte_enable: int = 0xF) -> None:
         """One dword write; only the enabled byte lanes change (merged with the stored value)."""
         self.accesses += 1
-        if self._events and self._events[0][0] <= self.clock.now():
-            self.tick()
+        if self.events.due():
+            self.events.run_due()
         if not self.pci.command & 2:
             return
         if bar == MMIO_BAR:
@@ -287,7 +303,7 @@ class Navi31Board(AmBootPath):
         if mem is not None and offset < self.pci.bar_size[bar] and (bar != 0 or offset < self.vram_size):
             mem.write32(offset, value)
             if bar == 2:
-                self.sdma.on_doorbell(offset, value)
+                self.sdma.on_doorbell(offset, self.doorbells.read32)
             return
         self._uncovered(bar, offset, value)
 
@@ -297,16 +313,96 @@ class Navi31Board(AmBootPath):
         self.bus = bus
 
     def bus_read(self, addr: int, length: int) -> bytes | None:
-        return None if self.bus is None else self.bus.dma_read(addr, length)
+        return None if self.bus is None else self.bus.dma_read(addr, length)  # type: ignore[attr-defined]
 
-    def bus_write(self, addr: int, data: bytes) -> bool:
-        """A posted write into the attachment; the SDMA's writes carry its time to an attachment that can hold
-        them until then (``timed_writes``: the USB bridge)."""
+    def bus_write(self, addr: int, data: bytes, at: float | None = None) -> bool:
+        """A posted write into the attachment; an engine's writes carry its time ``at`` to an attachment that can
+        hold them until then (``timed_writes``: the USB bridge)."""
         if self.bus is None:
             return False
-        if self.sdma.running and getattr(self.bus, "timed_writes", False):
-            return bool(self.bus.dma_write(addr, data, at=self.sdma.now))
-        return bool(self.bus.dma_write(addr, data))
+        if at is not None and getattr(self.bus, "timed_writes", False):
+            return bool(self.bus.dma_write(addr, data, at=at))  # type: ignore[attr-defined]
+        return bool(self.bus.dma_write(addr, data))  # type: ignore[attr-defined]
+
+    # -- BoardServices: time and scheduling, register file, MC addresses, VRAM ------------------------------
+    def now(self) -> float:
+        """The board's virtual time: what it lived in earlier commands plus this command's clock."""
+        return self.am.time_base + self.clock.now()
+
+    def command_now(self) -> float:
+        return self.clock.now()
+
+    def schedule(self, delay: float, fn: Callable[[], None]) -> None:
+        self.events.schedule(delay, fn)
+
+    def reg_read(self, offset: int) -> int:
+        return self.regfile.values.get(offset, 0)
+
+    def reg_write(self, offset: int, value: int) -> None:
+        self.regfile.values[offset] = value
+
+    def mc_to_vram(self, mc: int, length: int = 1) -> int | None:
+        """VRAM offset of MC address ``mc`` (amd-bringup.md §4.5: MC = FB base + offset), None outside VRAM."""
+        phys = mc - self.regfile.fb_base
+        return phys if phys >= 0 and phys + length <= self.vram_size else None
+
+    def vram_read(self, phys: int, length: int) -> bytes:
+        return self.vram.read(phys, length)
+
+    def vram_write(self, phys: int, data: bytes) -> None:
+        self.vram.write(phys, data)
+
+    # -- the boot path's state, as tests and the counters see it --------------------------------------------
+    @property
+    def resets(self) -> list[str]:
+        """Mode-1 resets this command, by trigger."""
+        return self.am.resets
+
+    @property
+    def time_base(self) -> float:
+        return self.am.time_base
+
+    def compute_active(self) -> bool:
+        return self.am.compute_active()
+
+    def mode1_reset(self, trigger: str) -> None:
+        self.am.mode1_reset(trigger)
+
+    def save_state(self) -> None:
+        """Write the board state file (tinyhw.mocks.navi31_am)."""
+        self.am.save_state(self.counters)
+
+    def counters(self) -> dict[str, int]:
+        """Emulator-side counters of this command (tests prove "nothing was written" with them)."""
+        am = self.am.counters()
+        return {"vram_bytes_written": self.vram.bytes_written, "bar5_writes": self.bar5_writes,
+                "reg_writes": self.reg_writes, "regfile_writes": am["regfile_writes"], "accesses": self.accesses,
+                **{k: am[k] for k in ("smu_messages", "psp_commands", "mode1_resets", "sdma_packets",
+                                      "sdma_bytes_copied")}}
+
+    def _place_discovery(self) -> None:
+        """The IP discovery binary at VRAM size - 64 KiB (written by the firmware: not counted as a host write)."""
+        written = self.vram.bytes_written
+        mock_discovery.place(self.vram.write32, mock_discovery.VRAM_MIB, mock_discovery.discovery_image())
+        self.vram.bytes_written = written
+
+    # -- translation through the GPU VM (BoardServices) ------------------------------------------------------
+    def _vmid0(self, vmid: int) -> None:
+        if vmid != 0:
+            raise VmFault(f"vmid {vmid} is not modelled (only vmid0)")
+
+    def translate(self, vmid: int, va: int, write: bool = False) -> Translation:
+        """Where GPU address ``va`` of ``vmid`` lands (VMID0 only; others fault)."""
+        self._vmid0(vmid)
+        return Translation(*self.gpuvm.translate(va))
+
+    def gpu_read(self, vmid: int, va: int, length: int) -> bytes:
+        self._vmid0(vmid)
+        return self.gpuvm.read(va, length)
+
+    def gpu_write(self, vmid: int, va: int, data: bytes, at: float | None = None) -> None:
+        self._vmid0(vmid)
+        self.gpuvm.write(va, data, at)
 
     def bus_activity(self) -> None:
         """The attachment moved data (a USB transfer ended): an engine parked on a POLL looks again."""
@@ -320,8 +416,8 @@ class Navi31Board(AmBootPath):
         if offset + len(data) > min(self.pci.bar_size[0], self.vram_size):
             return False
         self.accesses += len(data) // 4
-        if self._events and self._events[0][0] <= self.clock.now():
-            self.tick()
+        if self.events.due():
+            self.events.run_due()
         self.vram.write(offset, data)
         return True
 
@@ -332,8 +428,8 @@ class Navi31Board(AmBootPath):
         if offset + length > min(self.pci.bar_size[0], self.vram_size):
             return None
         self.accesses += length // 4
-        if self._events and self._events[0][0] <= self.clock.now():
-            self.tick()
+        if self.events.due():
+            self.events.run_due()
         return self.vram.read(offset, length)
 
     def _peek(self, bar: int, offset: int) -> int:
@@ -375,15 +471,14 @@ class Navi31Board(AmBootPath):
     def disconnect(self) -> None:
         """Power lost mid-operation (a disconnect fault): a running program/erase stays torn."""
         self.chip.freeze()
-        self._save_quietly()
-
+        self.am.save_quietly(self.counters)
 
     def close(self) -> None:
         """Finish a running flash operation, flush the flash file; safe to call twice."""
         if self._closed:
             return
         self._closed = True
-        self._save_quietly()  # the board state file (tinyhw.mocks.navi31_am)
+        self.am.save_quietly(self.counters)  # the board state file (tinyhw.mocks.navi31_am)
         try:
             self.chip.finish()
         finally:

@@ -39,12 +39,15 @@ What a driver sees:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tinyhw.autogen import psp_gfx_if
 from tinyhw.mocks import amfw
-from tinyhw.mocks.amregs import C2PMSG
+from tinyhw.mocks.handlers import CommandTable
+from tinyhw.mocks.services import BoardServices
+from tinyhw.regs.asic import Asic
 
 G = psp_gfx_if.CONSTANTS
 _RESP = psp_gfx_if.STRUCTS["struct psp_gfx_cmd_resp"][1]
@@ -57,6 +60,12 @@ RING_ERROR = 0x0001  # invented sOS control error (ring already exists / no size
 ST_BAD_IMAGE = 0xFFFF000F  # invented ring statuses
 ST_PREREQ = 0xFFFF0010
 ST_BAD_ADDR = 0xFFFF0011
+#: sOS control commands (C2PMSG_64) by id: a handler returns the status, or None when it reset the board
+CONTROL: CommandTable[int] = CommandTable("psp control command")
+#: KM ring commands (the 1 KiB command buffer's cmd_id): a handler returns (status, TMR size or None)
+RING: CommandTable[int] = CommandTable("psp ring command")
+#: the MP0 C2PMSG registers the boot path answers (specs/amd-bringup.md §3.3/§5)
+MAILBOX = (33, 35, 36, 64, 67, 69, 70, 71, 81)
 
 
 @dataclass
@@ -108,10 +117,20 @@ class PspState:
 
 
 class PspBoot:
-    """C2PMSG_33/35/36/64/67/69/70/71/81 and the firmware behind them. ``board`` supplies time and memory."""
+    """C2PMSG_33/35/36/64/67/69/70/71/81 and the firmware behind them, on a board's services (time, VRAM).
 
-    def __init__(self, board: Any, timing: PspTiming, *, hang: bool = False, fwcheck: bool = True) -> None:
-        self.board = board
+    ``regs`` is the ASIC's register database (the C2PMSG offsets); the board's events are callbacks:
+    ``on_sos_alive()``, ``on_smu_loaded()``, ``on_autoload_done()`` and ``on_reset(trigger)`` (mode-1 reset)."""
+
+    def __init__(self, services: BoardServices, regs: Asic, timing: PspTiming, *, on_sos_alive: Callable[[], None],
+                 on_smu_loaded: Callable[[], None], on_autoload_done: Callable[[], None],
+                 on_reset: Callable[[str], None], hang: bool = False, fwcheck: bool = True) -> None:
+        self.services = services
+        self.on_sos_alive = on_sos_alive
+        self.on_smu_loaded = on_smu_loaded
+        self.on_autoload_done = on_autoload_done
+        self.on_reset = on_reset
+        self.c2pmsg = {n: regs.offset(f"mp0.MP0_SMN_C2PMSG_{n}") for n in MAILBOX}
         self.timing = timing
         self.hang = hang
         self.fwcheck = fwcheck
@@ -121,6 +140,7 @@ class PspBoot:
 
     # -- registers ----------------------------------------------------------------------------------------
     def handlers(self) -> tuple[dict[int, Any], dict[int, Any]]:
+        C2PMSG = self.c2pmsg
         def get(attr: str) -> Any:
             return lambda: getattr(self.s, attr)
 
@@ -153,7 +173,7 @@ class PspBoot:
             self.log.append(("bootloader-ignored", value, 0))
             return  # after sOS (or while busy) the bootloader does not ack
         self._bl_busy = True
-        self.board.schedule(self.timing.bl_delay, lambda: self._bl_execute(value))
+        self.services.schedule(self.timing.bl_delay, lambda: self._bl_execute(value))
 
     def _bl_execute(self, cmd: int) -> None:
         s = self.s
@@ -162,7 +182,7 @@ class PspBoot:
         self._bl_busy = False
         if status == 0 and cmd == amfw.BOOTLOADER_ORDER[-1][0]:
             s.bl_reg = cmd  # SOS: no ack; alive after the delay
-            self.board.schedule(self.timing.sos_delay, self._sos_up)
+            self.services.schedule(self.timing.sos_delay, self._sos_up)
             return
         s.bl_reg = READY | status
 
@@ -189,10 +209,10 @@ class PspBoot:
         mc = s.bl_arg << 20
         for t in present:
             img = amfw.PSP_13_0_0_SOS[t]
-            phys = self.board.mc_to_phys(mc, img.size)
+            phys = self.services.mc_to_vram(mc, img.size)
             if phys is None:
                 return BL_ERROR
-            if not self.fwcheck or hashlib.sha256(self.board.vram_read(phys, img.size)).hexdigest() == img.sha256:
+            if not self.fwcheck or hashlib.sha256(self.services.vram_read(phys, img.size)).hexdigest() == img.sha256:
                 s.loaded.append(f"{cmd:x}:{img.name}")
                 return 0
         return BL_ERROR
@@ -201,7 +221,7 @@ class PspBoot:
         s = self.s
         s.sos_alive = amfw.PSP_13_0_0_SOS[1].version
         s.ctrl = READY
-        self.board.on_sos_alive()
+        self.on_sos_alive()
 
     # -- sOS control ------------------------------------------------------------------------------------------
     def _ctrl_write(self, value: int) -> None:
@@ -209,30 +229,42 @@ class PspBoot:
         s.ctrl = value & ~READY
         if self.hang or not s.sos_alive:
             return
-        self.board.schedule(self.timing.ctrl_delay, lambda: self._ctrl_execute(value))
+        self.services.schedule(self.timing.ctrl_delay, lambda: self._ctrl_execute(value))
 
     def _ctrl_execute(self, value: int) -> None:
-        s = self.s
         cmd = value & G["GFX_CMD_ID_MASK"]
-        status = 0
-        if cmd == G["GFX_CTRL_CMD_ID_INIT_GPCOM_RING"]:
-            mc = s.ring_hi << 32 | s.ring_lo
-            if s.ring is not None or not s.ring_size or self.board.mc_to_phys(mc, s.ring_size) is None:
-                status = RING_ERROR
-            else:
-                s.ring, s.wptr = (mc, s.ring_size), 0
-        elif cmd in (G["GFX_CTRL_CMD_ID_DESTROY_RINGS"], G["GFX_CTRL_CMD_ID_DESTROY_GPCOM_RING"]):
-            s.ring, s.ring_size, s.wptr = None, 0, 0
-        elif cmd == G["GFX_CTRL_CMD_ID_CAN_INIT_RINGS"]:
-            pass
-        elif cmd == G["GFX_CTRL_CMD_ID_MODE1_RST"]:
-            self.log.append(("control", cmd, 0))
-            self.board.mode1_reset("psp")
+        handler = CONTROL.get(cmd)
+        status = G["PSP_ERR_UNKNOWN_COMMAND"] if handler is None else handler(self)
+        if status is None:  # the board was reset: no answer
             return
-        else:
-            status = G["PSP_ERR_UNKNOWN_COMMAND"]
         self.log.append(("control", cmd, status))
-        s.ctrl = READY | status  # §10.4 item 4: "answers 0x80000000 (status 0)"
+        self.s.ctrl = READY | status  # §10.4 item 4: "answers 0x80000000 (status 0)"
+
+    @CONTROL.handles(G["GFX_CTRL_CMD_ID_INIT_GPCOM_RING"])
+    def create_km_ring(self) -> int | None:
+        s = self.s
+        mc = s.ring_hi << 32 | s.ring_lo
+        if s.ring is not None or not s.ring_size or self.services.mc_to_vram(mc, s.ring_size) is None:
+            return RING_ERROR
+        s.ring, s.wptr = (mc, s.ring_size), 0
+        return 0
+
+    @CONTROL.handles(G["GFX_CTRL_CMD_ID_DESTROY_RINGS"])
+    @CONTROL.handles(G["GFX_CTRL_CMD_ID_DESTROY_GPCOM_RING"])
+    def destroy_km_ring(self) -> int | None:
+        s = self.s
+        s.ring, s.ring_size, s.wptr = None, 0, 0
+        return 0
+
+    @CONTROL.handles(G["GFX_CTRL_CMD_ID_CAN_INIT_RINGS"])
+    def allow_rings(self) -> int | None:
+        return 0
+
+    @CONTROL.handles(G["GFX_CTRL_CMD_ID_MODE1_RST"])
+    def reset_board(self) -> int | None:
+        self.log.append(("control", G["GFX_CTRL_CMD_ID_MODE1_RST"], 0))
+        self.on_reset("psp")
+        return None
 
     # -- KM ring ------------------------------------------------------------------------------------------------
     def _wptr_write(self, value: int) -> None:
@@ -240,7 +272,7 @@ class PspBoot:
         old, s.wptr = s.wptr, value
         if self.hang or s.ring is None or not s.sos_alive:
             return
-        self.board.schedule(self.timing.cmd_delay, lambda: self._ring_execute(old, value))
+        self.services.schedule(self.timing.cmd_delay, lambda: self._ring_execute(old, value))
 
     def _ring_execute(self, old: int, new: int) -> None:
         s = self.s
@@ -249,10 +281,10 @@ class PspBoot:
         mc, size = s.ring
         ring_dw = size // 4
         frame_dw = FRAME_SIZE // 4
-        base = self.board.mc_to_phys(mc, size)
+        base = self.services.mc_to_vram(mc, size)
         for i in range(((new - old) % ring_dw) // frame_dw):
             pos = (old + i * frame_dw) % ring_dw
-            self._frame(self.board.vram_read(base + pos * 4, FRAME_SIZE))
+            self._frame(self.services.vram_read(base + pos * 4, FRAME_SIZE))
 
     def _frame(self, frame: bytes) -> None:
         def u32(buf: bytes, name: str, table: dict = _FRAME) -> int:
@@ -262,76 +294,93 @@ class PspBoot:
         cmd_mc = u32(frame, "cmd_buf_addr_hi") << 32 | u32(frame, "cmd_buf_addr_lo")
         fence_mc = u32(frame, "fence_addr_hi") << 32 | u32(frame, "fence_addr_lo")
         fence_value = u32(frame, "fence_value")
-        cmd_phys = self.board.mc_to_phys(cmd_mc, CMD_SIZE)
+        cmd_phys = self.services.mc_to_vram(cmd_mc, CMD_SIZE)
         if cmd_phys is None:
             self.log.append(("ring-bad-frame", cmd_mc, ST_BAD_ADDR))
         else:
-            buf = self.board.vram_read(cmd_phys, CMD_SIZE)
+            buf = self.services.vram_read(cmd_phys, CMD_SIZE)
             cmd_id = u32(buf, "cmd_id", _RESP)
             status, tmr = self._command(cmd_id, buf)
             self.log.append(("ring", cmd_id, status))
-            self.board.vram_write(cmd_phys + _RESP["resp.status"][0], status.to_bytes(4, "little"))
+            self.services.vram_write(cmd_phys + _RESP["resp.status"][0], status.to_bytes(4, "little"))
             if tmr is not None:
-                self.board.vram_write(cmd_phys + _RESP["resp.tmr_size"][0], tmr.to_bytes(4, "little"))
-        fence_phys = self.board.mc_to_phys(fence_mc, 4)
+                self.services.vram_write(cmd_phys + _RESP["resp.tmr_size"][0], tmr.to_bytes(4, "little"))
+        fence_phys = self.services.mc_to_vram(fence_mc, 4)
         if fence_phys is not None:
-            self.board.vram_write(fence_phys, fence_value.to_bytes(4, "little"))
+            self.services.vram_write(fence_phys, fence_value.to_bytes(4, "little"))
 
     def _command(self, cmd_id: int, buf: bytes) -> tuple[int, int | None]:
+        handler = RING.get(cmd_id)
+        return (G["PSP_ERR_UNKNOWN_COMMAND"], None) if handler is None else handler(self, buf)
+
+    @staticmethod
+    def _arg(buf: bytes, name: str) -> int:
+        o = _RESP[name][0]
+        return int.from_bytes(buf[o:o + 4], "little")
+
+    def _image(self, buf: bytes, prefix: str, lo: str, hi: str, size: str) -> tuple[int, bytes] | None:
+        """(size, bytes) of the image a command names by MC address, None when it is outside VRAM."""
+        mc = self._arg(buf, f"{prefix}.{hi}") << 32 | self._arg(buf, f"{prefix}.{lo}")
+        n = self._arg(buf, f"{prefix}.{size}")
+        phys = self.services.mc_to_vram(mc, max(n, 1))
+        return None if phys is None else (n, self.services.vram_read(phys, n))
+
+    @RING.handles(G["GFX_CMD_ID_LOAD_TOC"])
+    def load_toc(self, buf: bytes) -> tuple[int, int | None]:
+        got = self._image(buf, "cmd.cmd_load_toc", "toc_phy_addr_lo", "toc_phy_addr_hi", "toc_size")
+        if got is None:
+            return ST_BAD_ADDR, None
+        if self.fwcheck and not _matches(got[1], amfw.PSP_13_0_0_SOS[4]):
+            return ST_BAD_IMAGE, None
+        self.s.toc = True
+        return 0, amfw.TMR_SIZE
+
+    @RING.handles(G["GFX_CMD_ID_SETUP_TMR"])
+    def set_up_tmr(self, buf: bytes) -> tuple[int, int | None]:
         s = self.s
+        mc = (self._arg(buf, "cmd.cmd_setup_tmr.buf_phy_addr_hi") << 32 |
+              self._arg(buf, "cmd.cmd_setup_tmr.buf_phy_addr_lo"))
+        size = self._arg(buf, "cmd.cmd_setup_tmr.buf_size")
+        if s.toc and size < amfw.TMR_SIZE:
+            return ST_PREREQ, None
+        if size and self.services.mc_to_vram(mc, size) is None:
+            return ST_BAD_ADDR, None
+        s.tmr = (mc, size)
+        return 0, None
 
-        def arg(name: str) -> int:
-            o = _RESP[name][0]
-            return int.from_bytes(buf[o:o + 4], "little")
+    @RING.handles(G["GFX_CMD_ID_DESTROY_TMR"])
+    def destroy_tmr(self, buf: bytes) -> tuple[int, int | None]:
+        self.s.tmr = None
+        return 0, None
 
-        def image(prefix: str, lo: str, hi: str, size: str) -> tuple[int, bytes] | None:
-            mc = arg(f"{prefix}.{hi}") << 32 | arg(f"{prefix}.{lo}")
-            n = arg(f"{prefix}.{size}")
-            phys = self.board.mc_to_phys(mc, max(n, 1))
-            return None if phys is None else (n, self.board.vram_read(phys, n))
-
-        if cmd_id == G["GFX_CMD_ID_LOAD_TOC"]:
-            got = image("cmd.cmd_load_toc", "toc_phy_addr_lo", "toc_phy_addr_hi", "toc_size")
-            if got is None:
-                return ST_BAD_ADDR, None
-            if self.fwcheck and not _matches(got[1], amfw.PSP_13_0_0_SOS[4]):
+    @RING.handles(G["GFX_CMD_ID_LOAD_IP_FW"])
+    def load_ip_firmware(self, buf: bytes) -> tuple[int, int | None]:
+        s = self.s
+        fw_type = self._arg(buf, "cmd.cmd_load_ip_fw.fw_type")
+        got = self._image(buf, "cmd.cmd_load_ip_fw", "fw_phy_addr_lo", "fw_phy_addr_hi", "fw_size")
+        if got is None or got[0] == 0:
+            return ST_BAD_ADDR, None
+        if fw_type == G["GFX_FW_TYPE_SMU"]:
+            if self.fwcheck and not _matches(got[1], amfw.SMU_13_0_0):
                 return ST_BAD_IMAGE, None
-            s.toc = True
-            return 0, amfw.TMR_SIZE
-        if cmd_id == G["GFX_CMD_ID_SETUP_TMR"]:
-            mc = arg("cmd.cmd_setup_tmr.buf_phy_addr_hi") << 32 | arg("cmd.cmd_setup_tmr.buf_phy_addr_lo")
-            size = arg("cmd.cmd_setup_tmr.buf_size")
-            if s.toc and size < amfw.TMR_SIZE:
-                return ST_PREREQ, None
-            if size and self.board.mc_to_phys(mc, size) is None:
-                return ST_BAD_ADDR, None
-            s.tmr = (mc, size)
-            return 0, None
-        if cmd_id == G["GFX_CMD_ID_DESTROY_TMR"]:
-            s.tmr = None
-            return 0, None
-        if cmd_id == G["GFX_CMD_ID_LOAD_IP_FW"]:
-            fw_type = arg("cmd.cmd_load_ip_fw.fw_type")
-            got = image("cmd.cmd_load_ip_fw", "fw_phy_addr_lo", "fw_phy_addr_hi", "fw_size")
-            if got is None or got[0] == 0:
-                return ST_BAD_ADDR, None
-            if fw_type == G["GFX_FW_TYPE_SMU"]:
-                if self.fwcheck and not _matches(got[1], amfw.SMU_13_0_0):
-                    return ST_BAD_IMAGE, None
-                s.smu_loaded = True
-                self.board.on_smu_loaded()
-            elif s.tmr is None:
-                return ST_PREREQ, None
-            s.fw.append((fw_type, got[0], hashlib.sha256(got[1]).hexdigest()))
-            return 0, None
-        if cmd_id == G["GFX_CMD_ID_AUTOLOAD_RLC"]:
-            if s.tmr is None or not any(t == G["GFX_FW_TYPE_RLC_G"] for t, _, _ in s.fw):
-                return ST_PREREQ, None
-            self.board.schedule(self.timing.autoload_delay, self.board.on_autoload_done)
-            return 0, None
-        if cmd_id == G["GFX_CMD_ID_SRIOV_SPATIAL_PART"]:
-            return 0, None
-        return G["PSP_ERR_UNKNOWN_COMMAND"], None
+            s.smu_loaded = True
+            self.on_smu_loaded()
+        elif s.tmr is None:
+            return ST_PREREQ, None
+        s.fw.append((fw_type, got[0], hashlib.sha256(got[1]).hexdigest()))
+        return 0, None
+
+    @RING.handles(G["GFX_CMD_ID_AUTOLOAD_RLC"])
+    def start_rlc_autoload(self, buf: bytes) -> tuple[int, int | None]:
+        s = self.s
+        if s.tmr is None or not any(t == G["GFX_FW_TYPE_RLC_G"] for t, _, _ in s.fw):
+            return ST_PREREQ, None
+        self.services.schedule(self.timing.autoload_delay, self.on_autoload_done)
+        return 0, None
+
+    @RING.handles(G["GFX_CMD_ID_SRIOV_SPATIAL_PART"])
+    def accept_spatial_partition(self, buf: bytes) -> tuple[int, int | None]:
+        return 0, None
 
     # -- state ------------------------------------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:

@@ -49,25 +49,29 @@ engine at that packet without a strict-mode error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tinyhw.autogen.sdma_v6_0_0_pkt_open import CONSTANTS as P
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks.gpuvm import BusFault, VmFault
-from tinyhw.regs import asic
+from tinyhw.mocks.handlers import CommandTable
+from tinyhw.mocks.services import BoardServices
+from tinyhw.regs.asic import Asic
 
-if TYPE_CHECKING:
-    from tinyhw.mocks.navi31 import Navi31Board
-
-_A = asic("navi31")
-R = {n: _A.offset(f"gc.SDMA0_{n}") for n in (
+#: the queue's registers and fields (register database names in the gc block, without ``SDMA0_``)
+REGISTERS = (
     "QUEUE0_RB_CNTL", "QUEUE0_RB_BASE", "QUEUE0_RB_BASE_HI", "QUEUE0_RB_RPTR", "QUEUE0_RB_RPTR_HI",
     "QUEUE0_RB_WPTR", "QUEUE0_RB_WPTR_HI", "QUEUE0_RB_RPTR_ADDR_LO", "QUEUE0_RB_RPTR_ADDR_HI", "QUEUE0_DOORBELL",
-    "QUEUE0_DOORBELL_OFFSET", "F32_CNTL")}
-F = {n: _A.field(f"gc.SDMA0_{n}") for n in (
+    "QUEUE0_DOORBELL_OFFSET", "F32_CNTL")
+FIELDS = (
     "QUEUE0_RB_CNTL.RB_ENABLE", "QUEUE0_RB_CNTL.RB_SIZE", "QUEUE0_RB_CNTL.RPTR_WRITEBACK_ENABLE",
-    "QUEUE0_DOORBELL.ENABLE", "QUEUE0_DOORBELL_OFFSET.OFFSET", "F32_CNTL.HALT")}
+    "QUEUE0_DOORBELL.ENABLE", "QUEUE0_DOORBELL_OFFSET.OFFSET", "F32_CNTL.HALT")
+VMID = 0  # the queue's addresses go through VMID0 (§4.5)
+#: packets by (op, sub-op), or (op, None) for every sub-op; a handler returns the packet's length in dwords,
+#: or None when the engine must stop at it (parked on a POLL, or stopped)
+PACKETS: CommandTable[tuple[int, int | None]] = CommandTable("sdma packet")
+Dwords = Callable[[int], int]  # the i-th dword of the packet being executed
 
 OP_NOP, OP_COPY, OP_WRITE, OP_FENCE, OP_TRAP, OP_POLL, OP_TIMESTAMP = (
     P["SDMA_OP_NOP"], P["SDMA_OP_COPY"], P["SDMA_OP_WRITE"], P["SDMA_OP_FENCE"], P["SDMA_OP_TRAP"],
@@ -102,11 +106,14 @@ class SdmaTiming:
 class SdmaEngine:
     """SDMA0 queue 0 of the emulated board."""
 
-    def __init__(self, board: Navi31Board, *, hang: bool = False, timing: SdmaTiming | None = None,
-                 fault: str | None = None) -> None:
+    def __init__(self, services: BoardServices, regs: Asic, *, hang: bool = False, timing: SdmaTiming | None = None,
+                 fault: str | None = None, strict: bool = False) -> None:
         if fault not in COPY_FAULTS:
             raise ValueError(f"unknown sdma copy fault {fault!r}")
-        self.board = board
+        self.services = services
+        self.strict = strict
+        self.R = {n: regs.offset(f"gc.SDMA0_{n}") for n in REGISTERS}
+        self.F = {n: regs.field(f"gc.SDMA0_{n}") for n in FIELDS}
         self.hang = hang
         self.fault = fault
         self.timing = timing or SdmaTiming()
@@ -125,10 +132,10 @@ class SdmaEngine:
 
     # -- registers ----------------------------------------------------------------------------------------------
     def _reg(self, name: str) -> int:
-        return self.board.regfile.values.get(R[name], 0)
+        return self.services.reg_read(self.R[name])
 
     def _field(self, name: str) -> int:
-        f = F[name]
+        f = self.F[name]
         return (self._reg(name.split(".", maxsplit=1)[0]) & f.mask) >> f.shift
 
     def doorbell_offset(self) -> int | None:
@@ -137,14 +144,15 @@ class SdmaEngine:
             return None
         return self._field("QUEUE0_DOORBELL_OFFSET.OFFSET") * 4
 
-    def on_doorbell(self, offset: int, value: int) -> None:
-        """A BAR2 dword write; the high dword of the queue's doorbell sets the write pointer and kicks."""
+    def on_doorbell(self, offset: int, doorbell_read32: Callable[[int], int]) -> None:
+        """A BAR2 dword write at ``offset`` (``doorbell_read32`` reads the doorbell page); the high dword of the
+        queue's doorbell sets the write pointer and kicks."""
         where = self.doorbell_offset()
         if where is None or offset not in (where, where + 4):
             return
-        wptr = self.board.doorbells.read32(where) | self.board.doorbells.read32(where + 4) << 32
-        self.board.regfile.values[R["QUEUE0_RB_WPTR"]] = wptr & 0xFFFFFFFF
-        self.board.regfile.values[R["QUEUE0_RB_WPTR_HI"]] = wptr >> 32
+        wptr = doorbell_read32(where) | doorbell_read32(where + 4) << 32
+        self.services.reg_write(self.R["QUEUE0_RB_WPTR"], wptr & 0xFFFFFFFF)
+        self.services.reg_write(self.R["QUEUE0_RB_WPTR_HI"], wptr >> 32)
         if offset == where + 4:
             self.stats["doorbells"] += 1
             self.kick()
@@ -156,7 +164,7 @@ class SdmaEngine:
             return
         if not self._field("QUEUE0_RB_CNTL.RB_ENABLE"):
             return
-        self.now = max(self.now, self.board.clock.now())  # nothing runs before the kick that started it
+        self.now = max(self.now, self.services.command_now())  # nothing runs before the kick that started it
         self.running = True
         try:
             self._run()
@@ -169,11 +177,23 @@ class SdmaEngine:
 
     def _stop(self, message: str) -> None:
         self.error = message
-        if self.board.options.strict:
+        if self.strict:
             raise StrictEmulationError(f"sdma0 stopped: {message}")
 
+    def _read(self, addr: int, length: int) -> bytes:
+        return self.services.gpu_read(VMID, addr, length)
+
+    def _write(self, addr: int, data: bytes) -> None:
+        """A write of the engine, at its own time (what it writes into the bridge lands then)."""
+        self.services.gpu_write(VMID, addr, data, at=self.now)
+
+    def _is_system(self, addr: int) -> bool:
+        try:
+            return self.services.translate(VMID, addr).system
+        except VmFault:
+            return False
+
     def _run(self) -> None:
-        vm = self.board.gpuvm
         base = (self._reg("QUEUE0_RB_BASE") | self._reg("QUEUE0_RB_BASE_HI") << 32) << 8
         size = 4 << self._field("QUEUE0_RB_CNTL.RB_SIZE")
         while True:
@@ -184,11 +204,10 @@ class SdmaEngine:
                 return
 
             def dw(i: int, rptr: int = rptr) -> int:
-                return int.from_bytes(vm.read(base + (rptr + 4 * i) % size, 4), "little")
+                return int.from_bytes(self._read(base + (rptr + 4 * i) % size, 4), "little")
 
             hdr = dw(0)
-            op, sub = hdr & 0xFF, (hdr >> 8) & 0xFF
-            n = self._execute(op, sub, hdr, dw)
+            n = self._execute(hdr & 0xFF, (hdr >> 8) & 0xFF, hdr, dw)
             if n is None:  # parked on a poll, or stopped
                 return
             self.stats["packets"] += 1
@@ -196,77 +215,94 @@ class SdmaEngine:
             self._set_rptr(rptr + 4 * n)
 
     def _set_rptr(self, rptr: int) -> None:
-        self.board.regfile.values[R["QUEUE0_RB_RPTR"]] = rptr & 0xFFFFFFFF
-        self.board.regfile.values[R["QUEUE0_RB_RPTR_HI"]] = rptr >> 32
+        self.services.reg_write(self.R["QUEUE0_RB_RPTR"], rptr & 0xFFFFFFFF)
+        self.services.reg_write(self.R["QUEUE0_RB_RPTR_HI"], rptr >> 32)
         if self._field("QUEUE0_RB_CNTL.RPTR_WRITEBACK_ENABLE"):
             addr = self._reg("QUEUE0_RB_RPTR_ADDR_LO") & ~3 | self._reg("QUEUE0_RB_RPTR_ADDR_HI") << 32
             if addr:
-                self.board.gpuvm.write(addr, rptr.to_bytes(8, "little"))
+                self._write(addr, rptr.to_bytes(8, "little"))
 
-    def _execute(self, op: int, sub: int, hdr: int, dw) -> int | None:
+    # -- packets (one named handler per packet, PACKETS) ------------------------------------------------------
+    def _execute(self, op: int, sub: int, hdr: int, dw: Dwords) -> int | None:
         """Run one packet; its length in dwords, or None when the engine must stop here."""
-        vm = self.board.gpuvm
-        if op == OP_NOP:
-            return 1 + ((hdr >> 16) & 0x3FFF)
-        if op == OP_COPY and sub == SUB_COPY_LINEAR:
-            d = [dw(i) for i in range(7)]
-            count = fld(d, "COPY_LINEAR_COUNT_count") + 1
-            src = _addr(d, "COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0", "COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32")
-            dst = _addr(d, "COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0", "COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32")
-            src_sys, dst_sys = vm.is_system(src), vm.is_system(dst)
-            self._copy(src, dst, count, src_sys, dst_sys)
-            self.stats["copies"] += 1
-            self.stats["bytes_copied"] += count
-            t = self.timing
-            self.stats["system_bytes_read"] += count if src_sys else 0
-            self.stats["system_bytes_written"] += count if dst_sys else 0
-            self._spend(count / (t.system_read_rate if src_sys else t.vram_rate))
-            self._spend(count / (t.system_write_rate if dst_sys else t.vram_rate))
-            return 7
-        if op == OP_WRITE and sub == SUB_WRITE_LINEAR:
-            d = [dw(i) for i in range(4)]
-            ndw = fld(d, "WRITE_UNTILED_DW_3_count") + 1
-            dst = _addr(d, "WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0", "WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32")
-            vm.write(dst, b"".join(dw(4 + i).to_bytes(4, "little") for i in range(ndw)))
-            self.stats["writes"] += 1
-            return 4 + ndw
-        if op == OP_FENCE:
-            d = [dw(i) for i in range(4)]
-            addr = fld(d, "FENCE_ADDR_LO_addr_31_0") | fld(d, "FENCE_ADDR_HI_addr_63_32") << 32
-            vm.write(addr, fld(d, "FENCE_DATA_data").to_bytes(4, "little"))
-            self.stats["fences"] += 1
-            return 4
-        if op == OP_TRAP:
-            self.stats["traps"] += 1
-            return 2
-        if op == OP_POLL:
-            d = [dw(i) for i in range(6)]
-            if not fld(d, "POLL_REGMEM_HEADER_mem_poll"):
-                self._stop("poll_regmem on a register is not modelled")
-                return None
-            addr = fld(d, "POLL_REGMEM_ADDR_LO_addr_31_0") | fld(d, "POLL_REGMEM_ADDR_HI_addr_63_32") << 32
-            value, mask = fld(d, "POLL_REGMEM_VALUE_value"), fld(d, "POLL_REGMEM_MASK_mask")
-            got = int.from_bytes(vm.read(addr, 4), "little") & mask
-            self._spend(self.timing.poll_s)
-            if not _compare(fld(d, "POLL_REGMEM_HEADER_func"), got, value):
-                self.stats["poll_retries"] += 1
-                self.waiting = True
-                return None
-            self.stats["polls"] += 1
-            return 6
-        if op == OP_TIMESTAMP and sub in (SUB_TS_GET, SUB_TS_GLOBAL):
-            d = [dw(i) for i in range(3)]
-            addr = (fld(d, "TIMESTAMP_GET_WRITE_ADDR_LO_write_addr_31_3") << 3 |
-                    fld(d, "TIMESTAMP_GET_WRITE_ADDR_HI_write_addr_63_32") << 32)
-            vm.write(addr, int(max(self.now, self.board.now()) * 1e8).to_bytes(8, "little"))
-            self.stats["timestamps"] += 1
-            return 3
-        self._stop(f"packet op {op} sub-op {sub} is not modelled")
-        return None
+        handler = PACKETS.get((op, sub)) or PACKETS.get((op, None))
+        if handler is None:
+            self._stop(f"packet op {op} sub-op {sub} is not modelled")
+            return None
+        return handler(self, hdr, dw)
+
+    @PACKETS.handles((OP_NOP, None))
+    def skip_nop(self, hdr: int, dw: Dwords) -> int | None:
+        return 1 + ((hdr >> 16) & 0x3FFF)
+
+    @PACKETS.handles((OP_COPY, SUB_COPY_LINEAR))
+    def copy_linear(self, hdr: int, dw: Dwords) -> int | None:
+        d = [dw(i) for i in range(7)]
+        count = fld(d, "COPY_LINEAR_COUNT_count") + 1
+        src = _addr(d, "COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0", "COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32")
+        dst = _addr(d, "COPY_LINEAR_DST_ADDR_LO_dst_addr_31_0", "COPY_LINEAR_DST_ADDR_HI_dst_addr_63_32")
+        src_sys, dst_sys = self._is_system(src), self._is_system(dst)
+        self._copy(src, dst, count, src_sys, dst_sys)
+        self.stats["copies"] += 1
+        self.stats["bytes_copied"] += count
+        t = self.timing
+        self.stats["system_bytes_read"] += count if src_sys else 0
+        self.stats["system_bytes_written"] += count if dst_sys else 0
+        self._spend(count / (t.system_read_rate if src_sys else t.vram_rate))
+        self._spend(count / (t.system_write_rate if dst_sys else t.vram_rate))
+        return 7
+
+    @PACKETS.handles((OP_WRITE, SUB_WRITE_LINEAR))
+    def write_linear(self, hdr: int, dw: Dwords) -> int | None:
+        d = [dw(i) for i in range(4)]
+        ndw = fld(d, "WRITE_UNTILED_DW_3_count") + 1
+        dst = _addr(d, "WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0", "WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32")
+        self._write(dst, b"".join(dw(4 + i).to_bytes(4, "little") for i in range(ndw)))
+        self.stats["writes"] += 1
+        return 4 + ndw
+
+    @PACKETS.handles((OP_FENCE, None))
+    def write_fence(self, hdr: int, dw: Dwords) -> int | None:
+        d = [dw(i) for i in range(4)]
+        addr = fld(d, "FENCE_ADDR_LO_addr_31_0") | fld(d, "FENCE_ADDR_HI_addr_63_32") << 32
+        self._write(addr, fld(d, "FENCE_DATA_data").to_bytes(4, "little"))
+        self.stats["fences"] += 1
+        return 4
+
+    @PACKETS.handles((OP_TRAP, None))
+    def count_trap(self, hdr: int, dw: Dwords) -> int | None:
+        self.stats["traps"] += 1
+        return 2
+
+    @PACKETS.handles((OP_POLL, None))
+    def poll_memory(self, hdr: int, dw: Dwords) -> int | None:
+        d = [dw(i) for i in range(6)]
+        if not fld(d, "POLL_REGMEM_HEADER_mem_poll"):
+            self._stop("poll_regmem on a register is not modelled")
+            return None
+        addr = fld(d, "POLL_REGMEM_ADDR_LO_addr_31_0") | fld(d, "POLL_REGMEM_ADDR_HI_addr_63_32") << 32
+        value, mask = fld(d, "POLL_REGMEM_VALUE_value"), fld(d, "POLL_REGMEM_MASK_mask")
+        got = int.from_bytes(self._read(addr, 4), "little") & mask
+        self._spend(self.timing.poll_s)
+        if not _compare(fld(d, "POLL_REGMEM_HEADER_func"), got, value):
+            self.stats["poll_retries"] += 1
+            self.waiting = True
+            return None
+        self.stats["polls"] += 1
+        return 6
+
+    @PACKETS.handles((OP_TIMESTAMP, SUB_TS_GET))
+    @PACKETS.handles((OP_TIMESTAMP, SUB_TS_GLOBAL))
+    def write_timestamp(self, hdr: int, dw: Dwords) -> int | None:
+        d = [dw(i) for i in range(3)]
+        addr = (fld(d, "TIMESTAMP_GET_WRITE_ADDR_LO_write_addr_31_3") << 3 |
+                fld(d, "TIMESTAMP_GET_WRITE_ADDR_HI_write_addr_63_32") << 32)
+        self._write(addr, int(max(self.now, self.services.now()) * 1e8).to_bytes(8, "little"))
+        self.stats["timestamps"] += 1
+        return 3
 
     def _copy(self, src: int, dst: int, count: int, src_sys: bool, dst_sys: bool) -> None:
         """Move ``count`` bytes, or not, or to the wrong place, as the injected copy fault says."""
-        vm = self.board.gpuvm
         fault = self.fault
         if fault == "nop" or (fault == "skip-in" and src_sys and not dst_sys) or \
                 (fault == "skip-out" and dst_sys and not src_sys):
@@ -276,7 +312,7 @@ class SdmaEngine:
             src += 0 if src_sys else SHIFT
             dst += 0 if dst_sys else SHIFT
             self.stats["faulted_copies"] += 1
-        vm.write(dst, vm.read(src, count))
+        self._write(dst, self._read(src, count))
 
     def counters(self) -> dict[str, object]:
         return {**self.stats, "busy_s": self.busy_s, "now_s": self.now, "waiting": self.waiting, "error": self.error,

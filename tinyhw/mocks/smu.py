@@ -36,13 +36,16 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tinyhw.autogen import smu13_driver_if_v13_0_0 as DIF
 from tinyhw.autogen import smu_v13_0_0_ppsmc as PPSMC
 from tinyhw.mocks import amfw
-from tinyhw.mocks.amregs import SMU_ARG, SMU_DBG_ARG, SMU_DBG_MSG, SMU_DBG_RESP, SMU_MSG, SMU_RESP
+from tinyhw.mocks.handlers import CommandTable
+from tinyhw.mocks.services import BoardServices
+from tinyhw.regs.asic import Asic
 
 M = PPSMC.CONSTANTS
 C = DIF.CONSTANTS
@@ -62,6 +65,11 @@ DPM: tuple[tuple[int, ...], ...] = (
 PPT_DEFAULT, PPT_MAX = 355, 402
 IDLE_W = 18
 NO_LIMIT = 0xFFFF
+#: the SMU's messages by PPSMC name: one named handler each (a documented name without one is accepted)
+MESSAGES: CommandTable[str] = CommandTable("smu message")
+Answer = tuple[int, "int | None"]  # (response code, value for the argument register or None)
+#: the mailbox registers by what they are (MP1 C2PMSG numbers, specs/amd-bringup.md §3.3/§6.1)
+MAILBOX = {"msg": 66, "arg": 82, "resp": 90, "dbg_msg": 75, "dbg_arg": 53, "dbg_resp": 54}
 
 
 @dataclass
@@ -84,11 +92,20 @@ class SmuState:
 
 
 class Smu:
-    """MP1 mailbox registers and PMFW. ``board`` gives virtual time (``board.now()``), memory and load."""
+    """MP1 mailbox registers and PMFW on a board's :class:`~tinyhw.mocks.services.BoardServices`.
 
-    def __init__(self, board: Any, *, delay: float = 100e-6, silent: bool = False, busy_at: int | None = None,
-                 load: int = 0) -> None:
-        self.board = board
+    ``regs`` is the ASIC's register database (the mailbox offsets), ``on_reset(trigger)`` is the board's
+    mode-1 reset, ``compute_active()`` says whether a compute queue keeps the GPU busy (100 % load)."""
+
+    def __init__(self, services: BoardServices, regs: Asic, *, on_reset: Callable[[str], None],
+                 compute_active: Callable[[], bool] = lambda: False, delay: float = 100e-6, silent: bool = False,
+                 busy_at: int | None = None, load: int = 0) -> None:
+        self.services = services
+        self.on_reset = on_reset
+        self.compute_active = compute_active
+        mb = {k: regs.offset(f"mp1.MP1_SMN_C2PMSG_{n}") for k, n in MAILBOX.items()}
+        self.MSG, self.ARG, self.RESP = mb["msg"], mb["arg"], mb["resp"]
+        self.DBG_MSG, self.DBG_ARG, self.DBG_RESP = mb["dbg_msg"], mb["dbg_arg"], mb["dbg_resp"]
         self.delay = delay
         self.silent = silent
         self.busy_at = busy_at
@@ -96,18 +113,18 @@ class Smu:
         self.s = SmuState()
         self.messages = 0  # main-mailbox messages this process
         self.log: list[tuple[int, int, int]] = []  # (message, argument, response)
-        self.regs = {SMU_MSG: 0, SMU_ARG: 0, SMU_RESP: 0, SMU_DBG_MSG: 0, SMU_DBG_ARG: 0, SMU_DBG_RESP: 0}
+        self.regs = dict.fromkeys(mb.values(), 0)
 
     def power_on(self) -> None:
-        self.s = SmuState(last_t=self.board.now())
+        self.s = SmuState(last_t=self.services.now())
         for k in self.regs:
             self.regs[k] = 0
 
     def handlers(self) -> tuple[dict[int, Any], dict[int, Any]]:
         reads = {o: (lambda o=o: self.regs[o]) for o in self.regs}
         writes = {o: (lambda v, o=o: self._store(o, v)) for o in self.regs}
-        writes[SMU_MSG] = self._msg_write
-        writes[SMU_DBG_MSG] = self._dbg_write
+        writes[self.MSG] = self._msg_write
+        writes[self.DBG_MSG] = self._dbg_write
         return reads, writes
 
     def _store(self, offset: int, value: int) -> None:
@@ -115,13 +132,13 @@ class Smu:
 
     # -- mailbox --------------------------------------------------------------------------------------------
     def _msg_write(self, value: int) -> None:
-        self.regs[SMU_MSG] = value
+        self.regs[self.MSG] = value
         self.messages += 1
         n = self.messages
         if self.silent or not self.s.loaded:
             return
-        arg = self.regs[SMU_ARG]
-        self.board.schedule(self.delay, lambda: self._answer(value, arg, n))
+        arg = self.regs[self.ARG]
+        self.services.schedule(self.delay, lambda: self._answer(value, arg, n))
 
     def _answer(self, msg: int, arg: int, n: int) -> None:
         if self.busy_at is not None and n == self.busy_at:
@@ -130,95 +147,152 @@ class Smu:
             resp, out = self._execute(msg, arg)
         self.log.append((msg, arg, resp))
         if out is not None:
-            self.regs[SMU_ARG] = out & 0xFFFFFFFF
-        self.regs[SMU_RESP] = resp
+            self.regs[self.ARG] = out & 0xFFFFFFFF
+        self.regs[self.RESP] = resp
 
     def _dbg_write(self, value: int) -> None:
-        self.regs[SMU_DBG_MSG] = value
+        self.regs[self.DBG_MSG] = value
         if self.silent or not self.s.loaded:
             return
         if value == M["DEBUGSMC_MSG_Mode1Reset"]:
-            self.board.schedule(self.delay, self._debug_reset)
+            self.services.schedule(self.delay, self._debug_reset)
         else:
-            self.board.schedule(self.delay, lambda: self.regs.__setitem__(SMU_DBG_RESP, UNKNOWN))
+            self.services.schedule(self.delay, lambda: self.regs.__setitem__(self.DBG_RESP, UNKNOWN))
 
     def _main_reset(self) -> None:
-        self.board.mode1_reset("smu")
-        self.regs[SMU_RESP] = OK  # the answer stays readable across the reset (inferred)
+        self.on_reset("smu")
+        self.regs[self.RESP] = OK  # the answer stays readable across the reset (inferred)
 
     def _debug_reset(self) -> None:
-        self.log.append((M["DEBUGSMC_MSG_Mode1Reset"], self.regs[SMU_DBG_ARG], OK))
-        self.board.mode1_reset("smu-debug")
-        self.regs[SMU_DBG_RESP] = OK
+        self.log.append((M["DEBUGSMC_MSG_Mode1Reset"], self.regs[self.DBG_ARG], OK))
+        self.on_reset("smu-debug")
+        self.regs[self.DBG_RESP] = OK
 
-    # -- messages -------------------------------------------------------------------------------------------
+    # -- messages (one named handler per message, MESSAGES) ---------------------------------------------------
     def _execute(self, msg: int, arg: int) -> tuple[int, int | None]:
-        s = self.s
         name = MSG_IDS.get(msg)
-        clk, low = arg >> 16, arg & 0xFFFF
         if name is None:
             return UNKNOWN, None
-        if name == "TestMessage":
-            return OK, arg + 1
-        if name == "GetSmuVersion":
-            return OK, amfw.SMU_VERSION
-        if name == "GetDriverIfVersion":
-            return OK, amfw.DRIVER_IF_VERSION
-        if name in ("SetAllowedFeaturesMaskLow", "SetAllowedFeaturesMaskHigh"):
-            shift = 0 if name.endswith("Low") else 32
-            s.allowed = (s.allowed & ~(0xFFFFFFFF << shift)) | (arg << shift)
-            return OK, None
-        if name == "EnableAllSmuFeatures":
-            s.features = (1 << C["NUM_FEATURES"]) - 1
-            return OK, None
-        if name == "DisableAllSmuFeatures":
-            s.features = 0
-            return OK, None
-        if name in ("EnableSmuFeaturesLow", "EnableSmuFeaturesHigh", "DisableSmuFeaturesLow",
-                    "DisableSmuFeaturesHigh"):
-            mask = arg << (0 if name.endswith("Low") else 32)
-            s.features = s.features | mask if name.startswith("Enable") else s.features & ~mask
-            return OK, None
-        if name in ("GetRunningSmuFeaturesLow", "GetRunningSmuFeaturesHigh"):
-            return OK, s.features >> (0 if name.endswith("Low") else 32) & 0xFFFFFFFF
-        if name in ("SetDriverDramAddrHigh", "SetDriverDramAddrLow", "SetToolsDramAddrHigh", "SetToolsDramAddrLow"):
-            attr = ("dram_" if "Driver" in name else "tools_") + ("hi" if name.endswith("High") else "lo")
-            setattr(s, attr, arg)
-            return OK, None
-        if name == "TransferTableSmu2Dram":
-            return self._transfer(low), None
-        if name == "TransferTableDram2Smu":
-            return (OK if low < C["TABLE_COUNT"] else FAILED), None
-        if name in ("GetDpmFreqByIndex", "GetMinDpmFreq", "GetMaxDpmFreq", "GetDcModeMaxDpmFreq"):
-            if clk >= len(DPM):
-                return FAILED, None
-            levels = DPM[clk]
-            if name == "GetDpmFreqByIndex":
-                if low == 0xFF:
-                    return OK, len(levels)
-                return (OK, levels[low]) if low < len(levels) else (FAILED, None)
-            return OK, levels[0] if name == "GetMinDpmFreq" else levels[-1]
-        if name in ("SetSoftMinByFreq", "SetSoftMaxByFreq", "SetHardMinByFreq", "SetHardMaxByFreq"):
-            if clk >= len(DPM):
-                return FAILED, None
-            if not s.features:
-                return PREREQ, None
-            target = s.soft_min if "Min" in name else s.soft_max
-            target[clk] = low
-            return OK, None
-        if name == "SetPptLimit":
-            if not 1 <= arg <= PPT_MAX:
-                return FAILED, None
-            s.ppt = arg
-            return OK, None
-        if name == "GetPptLimit":
-            return OK, s.ppt
-        if name == "Mode1Reset":
-            self.board.schedule(0, self._main_reset)
-            return OK, None
-        if name in ("Mode2Reset", "EnterBaco", "ExitBaco", "ArmD3", "BacoAudioD3PME", "TriggerVFFLR"):
-            return PREREQ, None  # not modelled: rejected
-        return OK, None  # every other documented message is accepted without effect
+        if name not in MESSAGES:
+            return OK, None  # every other documented message is accepted without effect
+        return MESSAGES.dispatch(self, name, arg)
+
+    @MESSAGES.handles("TestMessage")
+    def answer_test_message(self, arg: int) -> Answer:
+        return OK, arg + 1
+
+    @MESSAGES.handles("GetSmuVersion")
+    def report_smu_version(self, arg: int) -> Answer:
+        return OK, amfw.SMU_VERSION
+
+    @MESSAGES.handles("GetDriverIfVersion")
+    def report_driver_if_version(self, arg: int) -> Answer:
+        return OK, amfw.DRIVER_IF_VERSION
+
+    @MESSAGES.handles("SetAllowedFeaturesMaskLow", shift=0)
+    @MESSAGES.handles("SetAllowedFeaturesMaskHigh", shift=32)
+    def set_allowed_features(self, arg: int, shift: int) -> Answer:
+        s = self.s
+        s.allowed = (s.allowed & ~(0xFFFFFFFF << shift)) | (arg << shift)
+        return OK, None
+
+    @MESSAGES.handles("EnableAllSmuFeatures")
+    def enable_all_features(self, arg: int) -> Answer:
+        self.s.features = (1 << C["NUM_FEATURES"]) - 1
+        return OK, None
+
+    @MESSAGES.handles("DisableAllSmuFeatures")
+    def disable_all_features(self, arg: int) -> Answer:
+        self.s.features = 0
+        return OK, None
+
+    @MESSAGES.handles("EnableSmuFeaturesLow", shift=0, enable=True)
+    @MESSAGES.handles("EnableSmuFeaturesHigh", shift=32, enable=True)
+    @MESSAGES.handles("DisableSmuFeaturesLow", shift=0, enable=False)
+    @MESSAGES.handles("DisableSmuFeaturesHigh", shift=32, enable=False)
+    def switch_features(self, arg: int, shift: int, enable: bool) -> Answer:
+        s = self.s
+        mask = arg << shift
+        s.features = s.features | mask if enable else s.features & ~mask
+        return OK, None
+
+    @MESSAGES.handles("GetRunningSmuFeaturesLow", shift=0)
+    @MESSAGES.handles("GetRunningSmuFeaturesHigh", shift=32)
+    def report_running_features(self, arg: int, shift: int) -> Answer:
+        return OK, self.s.features >> shift & 0xFFFFFFFF
+
+    @MESSAGES.handles("SetDriverDramAddrHigh", attr="dram_hi")
+    @MESSAGES.handles("SetDriverDramAddrLow", attr="dram_lo")
+    @MESSAGES.handles("SetToolsDramAddrHigh", attr="tools_hi")
+    @MESSAGES.handles("SetToolsDramAddrLow", attr="tools_lo")
+    def latch_table_address(self, arg: int, attr: str) -> Answer:
+        setattr(self.s, attr, arg)
+        return OK, None
+
+    @MESSAGES.handles("TransferTableSmu2Dram")
+    def transfer_table_to_dram(self, arg: int) -> Answer:
+        return self._transfer(arg & 0xFFFF), None
+
+    @MESSAGES.handles("TransferTableDram2Smu")
+    def accept_table_from_dram(self, arg: int) -> Answer:
+        return (OK if arg & 0xFFFF < C["TABLE_COUNT"] else FAILED), None
+
+    @MESSAGES.handles("GetDpmFreqByIndex")
+    def report_dpm_level(self, arg: int) -> Answer:
+        clk, index = arg >> 16, arg & 0xFFFF
+        if clk >= len(DPM):
+            return FAILED, None
+        levels = DPM[clk]
+        if index == 0xFF:
+            return OK, len(levels)
+        return (OK, levels[index]) if index < len(levels) else (FAILED, None)
+
+    @MESSAGES.handles("GetMinDpmFreq", lowest=True)
+    @MESSAGES.handles("GetMaxDpmFreq", lowest=False)
+    @MESSAGES.handles("GetDcModeMaxDpmFreq", lowest=False)
+    def report_dpm_bound(self, arg: int, lowest: bool) -> Answer:
+        clk = arg >> 16
+        if clk >= len(DPM):
+            return FAILED, None
+        return OK, DPM[clk][0] if lowest else DPM[clk][-1]
+
+    @MESSAGES.handles("SetSoftMinByFreq", limit="min")
+    @MESSAGES.handles("SetHardMinByFreq", limit="min")
+    @MESSAGES.handles("SetSoftMaxByFreq", limit="max")
+    @MESSAGES.handles("SetHardMaxByFreq", limit="max")
+    def set_clock_limit(self, arg: int, limit: str) -> Answer:
+        clk, mhz = arg >> 16, arg & 0xFFFF
+        if clk >= len(DPM):
+            return FAILED, None
+        if not self.s.features:
+            return PREREQ, None
+        (self.s.soft_min if limit == "min" else self.s.soft_max)[clk] = mhz
+        return OK, None
+
+    @MESSAGES.handles("SetPptLimit")
+    def set_power_limit(self, arg: int) -> Answer:
+        if not 1 <= arg <= PPT_MAX:
+            return FAILED, None
+        self.s.ppt = arg
+        return OK, None
+
+    @MESSAGES.handles("GetPptLimit")
+    def report_power_limit(self, arg: int) -> Answer:
+        return OK, self.s.ppt
+
+    @MESSAGES.handles("Mode1Reset")
+    def start_mode1_reset(self, arg: int) -> Answer:
+        self.services.schedule(0, self._main_reset)
+        return OK, None
+
+    @MESSAGES.handles("Mode2Reset")
+    @MESSAGES.handles("EnterBaco")
+    @MESSAGES.handles("ExitBaco")
+    @MESSAGES.handles("ArmD3")
+    @MESSAGES.handles("BacoAudioD3PME")
+    @MESSAGES.handles("TriggerVFFLR")
+    def reject_unmodelled_reset(self, arg: int) -> Answer:
+        return PREREQ, None  # not modelled: rejected
 
     def _transfer(self, table: int) -> int:
         s = self.s
@@ -226,18 +300,18 @@ class Smu:
             return FAILED
         if not s.features or not (s.dram_hi or s.dram_lo):
             return PREREQ
-        phys = self.board.mc_to_phys(s.dram_hi << 32 | s.dram_lo, METRICS_SIZE)
+        phys = self.services.mc_to_vram(s.dram_hi << 32 | s.dram_lo, METRICS_SIZE)
         if phys is None:
             return FAILED
-        self.board.vram_write(phys, self.metrics())
+        self.services.vram_write(phys, self.metrics())
         return OK
 
     # -- metrics ----------------------------------------------------------------------------------------------
     def _advance(self) -> None:
         s = self.s
-        now = self.board.now()
+        now = self.services.now()
         dt = max(0.0, now - s.last_t)
-        target = 100.0 if self.board.compute_active() else float(self.load)
+        target = 100.0 if self.compute_active() else float(self.load)
         s.activity += (target - s.activity) * (1 - math.exp(-dt / 0.5))
         demanded = IDLE_W + (PPT_MAX - IDLE_W) * s.activity / 100
         power = min(demanded, s.ppt)
