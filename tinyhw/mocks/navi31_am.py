@@ -19,7 +19,8 @@ from typing import Any
 
 from tinyhw.mocks import boardstate
 from tinyhw.mocks import discovery as mock_discovery
-from tinyhw.mocks.amregs import CP_HQD_ACTIVE, RegisterFile
+from tinyhw.mocks.amregs import RegisterFile
+from tinyhw.mocks.cp import CommandProcessor, CpServices
 from tinyhw.mocks.gpuvm import GpuVm
 from tinyhw.mocks.pspboot import PspBoot
 from tinyhw.mocks.sdma import SdmaEngine
@@ -66,6 +67,10 @@ class AmBootPath:
         self.gpuvm = GpuVm(self)
         self.sdma = SdmaEngine(self, hang=o.sdma == "hang",
                                fault=None if o.sdma in ("normal", "hang") else o.sdma)
+        # the command processor's compute queues (mocks/cp.py), handed its services explicitly
+        self.cp = CommandProcessor(CpServices(
+            now=self.clock.now, at=self._at, read=self.gpuvm.read, write=self.gpuvm.write,
+            regs=self.regfile.values, strict=bool(o.strict), ticks=lambda: int(self.now() * 1e8)))
         self._load_state()
         if o.psp in ("sos", "gated") and not self.boot.s.sos_alive:
             self.boot.s.sos_alive = 1
@@ -103,8 +108,13 @@ class AmBootPath:
     def vram_write(self, phys: int, data: bytes) -> None:
         self.vram.write(phys, data)
 
+    def _at(self, t: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` at board clock time ``t`` (the command processor's fence writes)."""
+        base = self._event_time if self._event_time is not None else self.clock.now()
+        self.schedule(max(0.0, t - base), fn)
+
     def compute_active(self) -> bool:
-        return bool(self.regfile.values.get(CP_HQD_ACTIVE, 0) & 1)
+        return self.cp.any_active()
 
     def on_sos_alive(self) -> None:
         """sOS running: the early flash mailbox is gated (navi31-spi-flash.md §1 board states)."""
@@ -128,6 +138,8 @@ class AmBootPath:
         self.boot.s.bl_reg = 0
         self.smu.power_on()
         self.regfile.power_on()
+        self.cp.power_on()
+        self.cp.s.regs = self.regfile.values
         self.psp.set_state("pbl")
         self.smuio.power_on()
         self.smuio.gated = False
