@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ from clihelp import run
 
 import tinyhw
 from tinyhw.boot import compute
-from tinyhw.errors import DeviceTimeout, Refused, StrictEmulationError
+from tinyhw.errors import DeviceTimeout, OperationFailed, Refused, StrictEmulationError
+from tinyhw.formats.amdgpu_code import KernelDescriptor
 from tinyhw.kernels.manifest import prebuilt_dir
 from tinyhw.mocks import cp as mock_cp
 
@@ -157,3 +159,41 @@ def test_unknown_pm4_packet_is_an_error_naming_the_opcode_in_strict_mode(booted:
         eng.submit([0xC0003700 | (3 << 16), 0, 0, 0, 0])
         board = o.transport.board
         assert "opcode 0x37 (WRITE_DATA" in board.cp.status()[0]["error"]
+
+
+# -- faults (issue 23 item 8) ----------------------------------------------------------------------------------
+SPIN = compute.Kernel("spin", KernelDescriptor(0, 0, 0, 0, 0x40AF0081, 0, 0, 0x400),
+                      struct.pack("<II", 0xBFA0FFFF, 0xBFB00000), 0)  # s_branch -1 (itself); s_endpgm
+
+
+def test_a_shader_that_never_ends_hits_the_watchdog_and_the_queue_recovers(booted: None) -> None:
+    with tinyhw.open("mock:navi31,strict") as o:
+        o.transport.board.cp.watchdog = 2000
+        eng = compute.open_compute(o.transport, timeout=0.2)
+        with pytest.raises(DeviceTimeout) as e:
+            eng.run(SPIN, (1,), (32,), [])
+        msg = e.value.message
+        assert msg.startswith("the dispatch did not complete in 0.2 s; CP status:"), msg
+        assert "GRBM_STATUS 0xa0000000 (GUI_ACTIVE CP_BUSY)" in msg or "(CP_BUSY GUI_ACTIVE)" in msg, msg
+        assert "watchdog" in o.transport.board.cp.status()[0]["error"]
+        eng.close()  # the dequeue drops the hung waves
+        assert not o.transport.board.cp.status()[0]["hung"]
+        eng.create()
+        res = eng.run(compute.load_code_object(PATTERN.read_bytes()), (2,), (32,), [bytes(1024)])
+        assert _pattern_ok(res.outputs[0])
+        eng.close()
+
+
+def test_an_illegal_memory_access_is_a_decoded_gpuvm_fault_and_am_reset_recovers(booted: None) -> None:
+    bad = compute.VA_BASE + (900 << 20)  # no page table maps it
+    with pytest.raises(OperationFailed) as e:
+        _engine_run(kernarg=lambda k, p: compute.ComputeEngine.kernarg(None, k, [bad]))  # type: ignore[arg-type]
+    msg = e.value.message
+    assert msg.startswith("the dispatch stopped on a gpu vm fault; CP status:"), msg
+    assert f"gpu vm fault at page 0x{bad & ~0xFFF:x} (vmid 0, write;" in msg, msg
+    r = run("--device", "mock:navi31", "kernels", "run", "pattern", "--n", "256")
+    assert r.code == 2 and "a gpu vm fault is pending" in r.err and "am reset" in r.err
+    assert run("--device", "mock:navi31", "am", "reset", "--yes").code == 0
+    assert run("--device", "mock:navi31", "am", "boot", "--yes", "--firmware-dir", str(FW_DIR)).code == 0
+    r = run("--device", "mock:navi31", "kernels", "run", "pattern", "--n", "256")
+    assert r.code == 0 and "check: pass" in r.out, r.err

@@ -51,6 +51,7 @@ MAX_GROUPS = 1 << 31
 MAX_BLOCK = 1024
 DEFAULT_TIMEOUT = 10.0
 POLL_FIRST, POLL_MAX = 1e-6, 1e-3
+FAULT_CHECK = 16  # fence polls between two looks at the vm fault status
 #: kernel code property bit -> user SGPRs it takes, in the order of §4.1
 USER_SGPRS = ((0, 4, "private_segment_buffer"), (1, 2, "dispatch_ptr"), (2, 2, "queue_ptr"),
               (3, 2, "kernarg_segment_ptr"), (4, 2, "dispatch_id"), (5, 2, "flat_scratch_init"),
@@ -293,8 +294,13 @@ class ComputeEngine:
         g = self.gpu
         timeout = self.timeout if timeout is None else timeout
         t0 = g.clock.now()
-        step = POLL_FIRST
+        step, polls = POLL_FIRST, 0
         while self.fence() != seq:
+            polls += 1
+            if polls % FAULT_CHECK == 0 and g.rd("gc.GCVM_L2_PROTECTION_FAULT_STATUS"):
+                raise OperationFailed(f"the dispatch stopped on a gpu vm fault; CP status: {self.status()}",
+                                      hint="fix the kernel's addresses; then reset the gpu (`tinyhw am reset --yes`) "
+                                           "and boot again")
             waited = g.clock.now() - t0
             if waited >= timeout:
                 raise DeviceTimeout(f"the dispatch did not complete in {timeout:g} s; CP status: {self.status()}",
@@ -417,6 +423,9 @@ def open_compute(transport: Any, *, timeout: float = DEFAULT_TIMEOUT, gpu: AmGpu
     from tinyhw.boot.copyengine import bring_up
 
     gpu = gpu or check_booted(transport)
+    if gpu.rd("gc.GCVM_L2_PROTECTION_FAULT_STATUS"):
+        raise Refused("a gpu vm fault is pending (GCVM_L2_PROTECTION_FAULT_STATUS != 0): an earlier dispatch faulted",
+                      hint="reset the gpu (`tinyhw am reset --yes`) and boot again")
     bring_up(gpu)
     engine = ComputeEngine(gpu, timeout=timeout)
     engine.create()

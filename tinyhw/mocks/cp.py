@@ -19,7 +19,8 @@ What it does:
   runs from its registers).
 * **Doorbell**: a BAR2 write to the high dword of an active, enabled queue's doorbell (inside
   CP_MEC_DOORBELL_RANGE_LOWER..UPPER) kicks the queue.
-* **PM4**: NOP, SET_SH_REG (the COMPUTE_* window), ACQUIRE_MEM (caches are not modelled: a counted no-op),
+* **PM4**: NOP, SET_SH_REG (the COMPUTE_* window), ACQUIRE_MEM (data caches are not modelled: counted; GLI_INV
+  drops the decoded-instruction cache, as does an activation),
   DISPATCH_DIRECT (:func:`tinyhw.mocks.rdna3.run_dispatch` with memory through GPUVM), RELEASE_MEM (DATA_SEL 1/2
   write of the data, 3/4 the board time in 10 ns ticks, at the time the earlier dispatches end). Any other packet
   stops the queue (strict boards raise, naming the opcode).
@@ -97,7 +98,7 @@ DATA_SEL_SHIFT = 29
 PACKET_COST_S = 0.1e-6    # per packet (inferred)
 DISPATCH_COST_S = 2e-6    # per dispatch launch (inferred)
 SHADER_HZ, CUS = 2.5e9, 96  # modelled issue rate, and the CUs waves spread over (discovery: 96 CUs)
-WATCHDOG = 20_000_000     # wave instructions of one dispatch before the queue is declared hung
+WATCHDOG = 4_000_000      # wave instructions of one dispatch before the queue is declared hung (``cp.watchdog``)
 
 
 def field_of(value: int, f: tuple[int, int]) -> int:
@@ -171,6 +172,7 @@ class CommandProcessor:
 
     def __init__(self, services: CpServices) -> None:
         self.s = services
+        self.watchdog = WATCHDOG
         self.power_on()
 
     def power_on(self) -> None:
@@ -226,6 +228,7 @@ class CommandProcessor:
         """§1.6 (b) step 17: the queue starts; the CP reads its MQD (§1.4) from its VMID's memory."""
         self.stats["activations"] += 1
         q.error, q.hung, q.sh = "", False, {}
+        self.cache = CodeCache()
         mqd = q.addr64("CP_MQD_BASE_ADDR", "CP_MQD_BASE_ADDR_HI") & ~3
         if not mqd:
             return
@@ -363,7 +366,9 @@ class CommandProcessor:
         self.stats["nops"] += 1
 
     def _pm4_acquire_mem(self, q: Hqd, body: list[int]) -> None:
-        self.stats["acquire_mem"] += 1  # caches are not modelled (§2.6)
+        self.stats["acquire_mem"] += 1  # data caches are not modelled (§2.6)
+        if len(body) >= 7 and body[6] & 3:  # GCR_CNTL.GLI_INV: the instruction cache, i.e. the decoded code
+            self.cache = CodeCache()
 
     def _pm4_set_sh_reg(self, q: Hqd, body: list[int]) -> None:
         self.stats["set_sh_reg"] += 1
@@ -401,13 +406,13 @@ class CommandProcessor:
         mem = _Traced(self.s)
         self._cost(DISPATCH_COST_S)
         try:
-            res = run_dispatch(regs, mem, strict=self.s.strict, cache=self.cache, watchdog=WATCHDOG)
+            res = run_dispatch(regs, mem, strict=self.s.strict, cache=self.cache, watchdog=self.watchdog)
         except Unimplemented as exc:
             self._fail(q, f"dispatch stopped: {exc}", gap=True)
             return
         except WatchdogExpired as exc:
             q.hung = True
-            q.error = f"dispatch hung: {exc}"
+            q.error = f"dispatch hung (the watchdog expired): {exc}"
             return
         except (VmFault, MemoryFault) as exc:
             self._vm_fault(q, mem.fault, exc)
