@@ -5,8 +5,6 @@ not an option: commands that use no device ignore it."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from clihelp import run
 

@@ -154,7 +154,7 @@ def test_unknown_pm4_packet_is_an_error_naming_the_opcode_in_strict_mode(booted:
         eng = compute.open_compute(o.transport, timeout=0.1)
         with pytest.raises(StrictEmulationError, match=r"opcode 0x37 \(WRITE_DATA"):
             eng.submit([0xC0003700 | (3 << 16), 0, 0, 0, 0])  # WRITE_DATA, not modelled
-    with tinyhw.open("mock:navi31,strict=off") as o:  # not strict: the queue stops, the driver's wait names the cp status
+    with tinyhw.open("mock:navi31,strict=off") as o:  # not strict: the queue stops with the opcode named
         eng = compute.open_compute(o.transport, timeout=0.1)
         eng.submit([0xC0003700 | (3 << 16), 0, 0, 0, 0])
         board = o.transport.board

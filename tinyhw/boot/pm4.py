@@ -37,7 +37,7 @@ def header(op: int, payload: int) -> int:
 def set_sh_reg(byte_offset: int, values: list[int]) -> list[int]:
     """SET_SH_REG of consecutive registers from ``byte_offset`` (an absolute register byte offset, §2.4)."""
     dword = byte_offset // 4
-    if not (SH_START <= dword and dword + len(values) <= SH_END):
+    if not (dword >= SH_START and dword + len(values) <= SH_END):
         raise ValueError(f"register dword 0x{dword:x} is outside the SET_SH_REG window")
     return [header(SET_SH_REG, 1 + len(values)), dword - SH_START, *(v & 0xFFFFFFFF for v in values)]
 

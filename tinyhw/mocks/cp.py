@@ -39,21 +39,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinyhw.autogen.nvd import CONSTANTS as PM4
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks.gpuvm import VmFault
-from tinyhw.mocks.rdna3 import (
-    CodeCache,
-    DispatchRegs,
-    MemoryFault,
-    ShaderError,
-    Unimplemented,
-    WatchdogExpired,
-    run_dispatch,
-)
 from tinyhw.regs import asic
+
+if TYPE_CHECKING:
+    from tinyhw.mocks.rdna3 import DispatchRegs
 
 _A = asic("navi31")
 
@@ -181,7 +175,7 @@ class CommandProcessor:
         self.now = 0.0
         self.busy_s = 0.0
         self.running = False
-        self.cache = CodeCache()
+        self.cache: Any = None  # the shader core's decoded code (numpy: imported at the first dispatch)
         self.stats = {"doorbells": 0, "packets": 0, "dispatches": 0, "acquire_mem": 0, "release_mem": 0,
                       "set_sh_reg": 0, "nops": 0, "activations": 0, "dequeues": 0, "wave_instructions": 0}
         self.last_dispatch: Any = None
@@ -228,7 +222,7 @@ class CommandProcessor:
         """§1.6 (b) step 17: the queue starts; the CP reads its MQD (§1.4) from its VMID's memory."""
         self.stats["activations"] += 1
         q.error, q.hung, q.sh = "", False, {}
-        self.cache = CodeCache()
+        self.cache = None
         mqd = q.addr64("CP_MQD_BASE_ADDR", "CP_MQD_BASE_ADDR_HI") & ~3
         if not mqd:
             return
@@ -368,7 +362,7 @@ class CommandProcessor:
     def _pm4_acquire_mem(self, q: Hqd, body: list[int]) -> None:
         self.stats["acquire_mem"] += 1  # data caches are not modelled (§2.6)
         if len(body) >= 7 and body[6] & 3:  # GCR_CNTL.GLI_INV: the instruction cache, i.e. the decoded code
-            self.cache = CodeCache()
+            self.cache = None
 
     def _pm4_set_sh_reg(self, q: Hqd, body: list[int]) -> None:
         self.stats["set_sh_reg"] += 1
@@ -383,6 +377,8 @@ class CommandProcessor:
             q.sh[4 * reg] = v
 
     def _regs(self, q: Hqd, dim: tuple[int, int, int], initiator: int) -> DispatchRegs:
+        from tinyhw.mocks.rdna3 import DispatchRegs
+
         sh = q.sh
 
         def g(name: str) -> int:
@@ -400,7 +396,11 @@ class CommandProcessor:
         if len(body) < 4:
             self._fail(q, f"DISPATCH_DIRECT with {len(body)} payload dwords (4 needed)")
             return
+        from tinyhw.mocks.rdna3 import CodeCache, MemoryFault, ShaderError, Unimplemented, WatchdogExpired, run_dispatch
+
         self.stats["dispatches"] += 1
+        if self.cache is None:
+            self.cache = CodeCache()
         dim = (body[0], body[1], body[2])
         regs = self._regs(q, dim, body[3])
         mem = _Traced(self.s)
