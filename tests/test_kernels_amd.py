@@ -112,10 +112,10 @@ def test_engine_dispatches_and_reads_back(booted: None) -> None:
 def test_sabotage_wrong_kernarg_pointer_fails_the_check(booted: None) -> None:
     real = compute.ComputeEngine.kernarg
 
-    def shifted(self, kernel, pointers):  # every pointer 256 bytes too far: the kernel writes beside the buffer
-        return real(self, kernel, [p + 256 for p in pointers])
+    def shifted(kernel, pointers, *dims):  # every pointer 256 bytes too far: the kernel writes beside the buffer
+        return real(None, kernel, [p + 256 for p in pointers], *dims)  # type: ignore[arg-type]
 
-    res = _engine_run(kernarg=lambda k, p: shifted(None, k, p))
+    res = _engine_run(kernarg=shifted)
     assert not _pattern_ok(res.outputs[0])
     r = run("--device", "mock:navi31", "kernels", "run", "pattern", "--n", "512")
     assert r.code == 0  # and the unsabotaged tool passes on the same board
@@ -187,7 +187,7 @@ def test_a_shader_that_never_ends_hits_the_watchdog_and_the_queue_recovers(boote
 def test_an_illegal_memory_access_is_a_decoded_gpuvm_fault_and_am_reset_recovers(booted: None) -> None:
     bad = compute.VA_BASE + (900 << 20)  # no page table maps it
     with pytest.raises(OperationFailed) as e:
-        _engine_run(kernarg=lambda k, p: compute.ComputeEngine.kernarg(None, k, [bad]))  # type: ignore[arg-type]
+        _engine_run(kernarg=lambda k, p, *d: compute.ComputeEngine.kernarg(None, k, [bad], *d))  # type: ignore
     msg = e.value.message
     assert msg.startswith("the dispatch stopped on a gpu vm fault; CP status:"), msg
     assert f"gpu vm fault at page 0x{bad & ~0xFFF:x} (vmid 0, write;" in msg, msg
@@ -197,3 +197,53 @@ def test_an_illegal_memory_access_is_a_decoded_gpuvm_fault_and_am_reset_recovers
     assert run("--device", "mock:navi31", "am", "boot", "--yes", "--firmware-dir", str(FW_DIR)).code == 0
     r = run("--device", "mock:navi31", "kernels", "run", "pattern", "--n", "256")
     assert r.code == 0 and "check: pass" in r.out, r.err
+
+
+# -- kernels exec (issue 23 item 3) ----------------------------------------------------------------------------
+BANDWIDTH = next((prebuilt_dir() / "gfx1100").glob("bandwidth.*.elf"))
+
+
+def test_exec_uploads_a_file_runs_and_writes_the_buffer_back(booted: None, tmp_path: Path) -> None:
+    words = struct.pack("<1024I", *range(7, 7 + 1024 * 3, 3))
+    (tmp_path / "in.bin").write_bytes(words)
+    doc = _doc("--device", "mock:navi31", "kernels", "exec", str(BANDWIDTH), "--grid", "2", "--block", "32",
+               "--buffer", "zeros:4096", "--buffer", str(tmp_path / "in.bin"), "--out", f"0:{tmp_path / 'o.bin'}",
+               "--out", f"1:{tmp_path / 'i.bin'}")
+    got = struct.unpack("<1024I", (tmp_path / "o.bin").read_bytes())
+    want = struct.unpack("<1024I", words)
+    assert all(g == w ^ 0x5A5A5A5A for g, w in zip(got[:256], want[:256], strict=True))  # 2 groups x 128 words
+    assert got[256:] == (0,) * 768  # the rest of the zero buffer untouched
+    assert (tmp_path / "i.bin").read_bytes() == words
+    assert doc["kernel"].startswith("E_") and doc["grid"] == [2, 1, 1] and doc["block"] == [32, 1, 1]
+    assert doc["time_kind"] == "modelled" and doc["dispatch_s"] > 0 and len(doc["outputs"]) == 2
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--kernel", "nope"], "kernel 'nope' is not in the code object"),
+    (["--buffer", "zeros:64"], "takes 2 buffer argument(s) (its metadata), 3 --buffer given"),
+    (["--out", "5:x.bin"], "there are 2 buffers"),
+    (["--out", "x.bin"], "INDEX:FILE"),
+    (["--grid", "0"], "--grid 0"),
+    (["--block", "2048"], "each dimension must be 1 .. 1024"),
+    (["--block", "64,32"], "a workgroup holds at most 1024"),
+    (["--timeout", "-1"], "--timeout -1"),
+])
+def test_exec_refuses_bad_input_before_the_device(tmp_path: Path, args: list[str], says: str) -> None:
+    base = {"--grid": "1", "--block": "32"}
+    rest = [a for k, v in base.items() if k not in args for a in (k, v)]
+    r = run("--device", "mock:navi31", "kernels", "exec", str(BANDWIDTH), *rest, "--buffer", "zeros:512",
+            "--buffer", "zeros:512", *args)
+    assert r.code == 2 and says in r.err, r.err
+    assert not (tmp_path / "x.bin").exists()
+
+
+def test_exec_refuses_another_gpu_no_device_and_not_booted(tmp_path: Path) -> None:
+    other = next((prebuilt_dir() / "gfx1200").glob("pattern.*.elf"))
+    r = run("--device", "mock:navi31", "kernels", "exec", str(other), "--grid", "1", "--block", "32",
+            "--buffer", "zeros:512")
+    assert r.code == 2 and "built for gfx1200" in r.err
+    r = run("kernels", "exec", str(PATTERN), "--grid", "1", "--block", "32", "--buffer", "zeros:512")
+    assert r.code == 2 and "runs on an AMD board" in r.err
+    r = run("--device", "mock:navi31", "kernels", "exec", str(PATTERN), "--grid", "1", "--block", "32",
+            "--buffer", "zeros:512", "--out", f"0:{tmp_path / 'o.bin'}")
+    assert r.code == 2 and "is not a gpu tinyhw booted" in r.err and not (tmp_path / "o.bin").exists()

@@ -25,6 +25,7 @@ from tinyhw.boot import pm4
 from tinyhw.boot.copyengine import VA_BASE, fields, map_vram_2m
 from tinyhw.errors import DeviceTimeout, OperationFailed, Refused
 from tinyhw.formats.amdgpu_code import KernelDescriptor, parse_amdgpu_code
+from tinyhw.formats.amdgpu_meta import KernelMeta, MetadataError, kernel_metadata
 from tinyhw.formats.elf import symbols
 from tinyhw.transport.wait import poll
 
@@ -71,6 +72,7 @@ class Kernel:
     kd: KernelDescriptor
     text: bytes
     entry: int  # offset of the first instruction inside ``text``
+    meta: KernelMeta | None = None  # the metadata note's entry (argument offsets and kinds), when there is one
 
 
 def load_code_object(data: bytes, name: str | None = None, arch: tuple[str, ...] = GFX11) -> Kernel:
@@ -103,7 +105,11 @@ def load_code_object(data: bytes, name: str | None = None, arch: tuple[str, ...]
     entry = syms[0].value - (text.addr if obj.elf.file_type != 1 else 0)  # ET_REL: offset in the section
     if not 0 <= entry < text.size or entry % 256:
         raise Refused(f"kernel {name}'s entry 0x{entry:x} is not a 256-byte aligned offset inside .text")
-    return Kernel(name, kd, bytes(data[text.offset:text.offset + text.size]), entry)
+    try:
+        meta = kernel_metadata(data, obj.elf).get(name)
+    except MetadataError as e:
+        raise Refused(f"the code object's metadata note is malformed: {e}") from None
+    return Kernel(name, kd, bytes(data[text.offset:text.offset + text.size]), entry, meta)
 
 
 def _check_dims(what: str, dims: tuple[int, ...], limit: int) -> tuple[int, int, int]:
@@ -325,14 +331,33 @@ class ComputeEngine:
             at += -(-size // BUFFER_ALIGN) * BUFFER_ALIGN
         return va(CODE) + kernel.entry, placed
 
-    def kernarg(self, kernel: Kernel, pointers: list[int]) -> bytes:
-        """The kernarg segment (§3.5): each pointer in an 8-byte slot, in order; the rest (hidden args) zero."""
-        size = max(kernel.kd.kernarg_size, 8 * len(pointers))
+    def kernarg(self, kernel: Kernel, pointers: list[int], grid: tuple[int, int, int] = (1, 1, 1),
+                block: tuple[int, int, int] = (1, 1, 1)) -> bytes:
+        """The kernarg segment (§3.5): each pointer at its metadata offset (or in 8-byte slots in order without
+        metadata); the hidden block counts, group sizes and grid dimensions filled, every other byte zero."""
+        meta = kernel.meta
+        size = max(kernel.kd.kernarg_size, meta.kernarg_size if meta else 0, 8 * len(pointers))
         if size > KERNARG_MAX:
             raise Refused(f"kernel {kernel.name} needs {size} kernarg bytes; at most {KERNARG_MAX} are set up")
         seg = bytearray(-(-size // 64) * 64 or 64)
-        for i, p in enumerate(pointers):
-            struct.pack_into("<Q", seg, 8 * i, p)
+        if meta is None:
+            for i, p in enumerate(pointers):
+                struct.pack_into("<Q", seg, 8 * i, p)
+            return bytes(seg)
+        hidden = {f"hidden_block_count_{a}": grid[i] for i, a in enumerate("xyz")}
+        hidden.update({f"hidden_group_size_{a}": block[i] for i, a in enumerate("xyz")})
+        hidden["hidden_grid_dims"] = 3 if grid[2] * block[2] > 1 else 2 if grid[1] * block[1] > 1 else 1
+        ptrs = iter(pointers)
+        for arg in meta.args:
+            if arg.offset + arg.size > len(seg):
+                raise Refused(f"kernel {kernel.name}: argument at {arg.offset} runs past the kernarg segment")
+            if arg.kind == "global_buffer":
+                value = next(ptrs, 0)
+            else:
+                value = hidden.get(arg.kind, 0)  # by_value arguments and other hidden ones are zero
+            if arg.size in (1, 2, 4, 8):
+                seg[arg.offset:arg.offset + arg.size] = (value & ((1 << (8 * arg.size)) - 1)).to_bytes(arg.size,
+                                                                                                        "little")
         return bytes(seg)
 
     def packets(self, kernel: Kernel, entry: int, grid: tuple[int, int, int], block: tuple[int, int, int],
@@ -382,7 +407,7 @@ class ComputeEngine:
                           f"a workgroup holds at most {MAX_BLOCK}")
         entry, placed = self.place(kernel, buffers)
         g = self.gpu
-        g.vram_write(REGION + KERNARG, self.kernarg(kernel, [va(off) for off, _ in placed]))
+        g.vram_write(REGION + KERNARG, self.kernarg(kernel, [va(off) for off, _ in placed], grid3, block3))
         g.vram_write(REGION + AQL, self.aql_packet(kernel, entry, grid3, block3))
         self.seq = (self.seq + 1) & 0xFFFFFFFF or 1
         g.vram_write(REGION + FENCE, struct.pack("<I", (self.seq - 1) & 0xFFFFFFFF))

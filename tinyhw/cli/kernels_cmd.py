@@ -228,3 +228,44 @@ def run_cmd(app: App, name: str, device: str | None, repeats: int | None, n: int
     app.emit(doc, human)
     if not doc["check"]["ok"]:
         sys.exit(1)
+
+
+@kernels.command("exec")
+@click.argument("code_object", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--kernel", "kernel", help="Kernel name in the code object (default: its only kernel).")
+@click.option("--grid", required=True, metavar="X[,Y,Z]", help="Workgroups per dimension.")
+@click.option("--block", required=True, metavar="X[,Y,Z]", help="Work-items per workgroup.")
+@click.option("--buffer", "buffers", multiple=True, metavar="FILE|zeros:N",
+              help="A pointer argument, in order: a file's bytes or N zero bytes (repeat).")
+@click.option("--out", "outs", multiple=True, metavar="INDEX:FILE", help="Write buffer INDEX back to FILE (repeat).")
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the fence.")
+@click.pass_obj
+def exec_cmd(app: App, code_object: Path, kernel: str | None, grid: str, block: str, buffers: tuple[str, ...],
+             outs: tuple[str, ...], timeout: float) -> None:
+    """Run a kernel of your own gfx1100 code object on an AMD board `am boot` brought up (the global --device:
+    mock:navi31, mock:navi31-usb, usb, pci:, vfio:), with the buffers given, and write buffers back.
+
+    \b
+    Examples:
+      tinyhw --device mock:navi31 kernels exec k.elf --grid 4 --block 32 --buffer zeros:2048 --out 0:out.bin
+      tinyhw --device mock:navi31 --json kernels exec k.elf --kernel add --grid 8,2 --block 64 \\
+          --buffer a.bin --buffer b.bin --buffer zeros:4096 --out 2:sum.bin
+    """
+    from tinyhw.errors import Refused
+    from tinyhw.kernels.execute import plan_exec, run_exec
+    from tinyhw.kernels.run import is_amd_device
+
+    if app.device is None or not is_amd_device(app.device):
+        raise Refused("kernels exec runs on an AMD board: give the global --device (mock:navi31, mock:navi31-usb, "
+                      "usb, pci:, vfio:)", hint="tinyhw --device mock:navi31 kernels exec ...")
+    plan = plan_exec(code_object, kernel=kernel, grid=grid, block=block, buffers=list(buffers), outs=list(outs),
+                     timeout=timeout)  # every refusal before the device is opened
+    doc = run_exec(plan, app.open_transport(writes=True))
+
+    def human() -> None:
+        print(f"{doc['kernel']} ({doc['code_object']}): grid {tuple(doc['grid'])} block {tuple(doc['block'])}, "
+              f"{len(doc['buffers'])} buffer(s), dispatch {doc['dispatch_s'] * 1e3:.3f} ms ({doc['time_kind']})")
+        for o in doc["outputs"]:
+            print(f"wrote buffer {o['index']} ({o['bytes']} bytes) to {o['file']}")
+
+    app.emit(doc, human)
