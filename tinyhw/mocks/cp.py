@@ -447,18 +447,15 @@ class CommandProcessor:
         data = body[5] << 32 | body[4]
         if data_sel == 0:
             return
-        if data_sel in (3, 4):
-            data, size = self.s.ticks(), 8
-        else:
-            size = 4 if data_sel == 1 else 8
+        size = 4 if data_sel == 1 else 8
         if addr % size:
             self._fail(q, f"RELEASE_MEM destination 0x{addr:x} is not {size}-byte aligned")
             return
-        payload = (data & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
 
         def land() -> None:
+            value = self.s.ticks() if data_sel in (3, 4) else data  # the time stamp is taken when it lands
             try:
-                self.s.write(addr, payload)
+                self.s.write(addr, (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little"))
             except VmFault as exc:
                 self._vm_fault(q, (addr, True), exc)
 
