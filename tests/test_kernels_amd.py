@@ -247,3 +247,11 @@ def test_exec_refuses_another_gpu_no_device_and_not_booted(tmp_path: Path) -> No
     r = run("--device", "mock:navi31", "kernels", "exec", str(PATTERN), "--grid", "1", "--block", "32",
             "--buffer", "zeros:512", "--out", f"0:{tmp_path / 'o.bin'}")
     assert r.code == 2 and "is not a gpu tinyhw booted" in r.err and not (tmp_path / "o.bin").exists()
+
+
+def test_the_library_one_call(booted: None) -> None:
+    from tinyhw.kernels import run_amd_probe
+
+    with tinyhw.open("mock:navi31,strict") as o:
+        doc = run_amd_probe("atomic", o.transport, n=512)
+    assert doc["check"]["ok"] and doc["n"] == 512 and doc["figure_kind"] == "modelled"

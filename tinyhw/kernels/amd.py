@@ -100,3 +100,10 @@ def run_amd(plan: AmdPlan, transport: Any, *, timeout: float = 10.0) -> dict:
                                           if emulated else ""),
             "kernels": 1, "grid": list(run.grid), "block": list(run.block),
             "binary": f"prebuilt gfx1100 code object from tinygrad {plan.manifest['tinygrad']} ({plan.folder})"}
+
+
+def run_amd_probe(name: str, transport: Any, *, n: int | None = None, repeats: int = 1, timeout: float = 10.0,
+                  build_dir: Path | None = None) -> dict:
+    """The library's one call: :func:`plan_amd` and :func:`run_amd` on an open transport (``tinyhw.open(...)``'s
+    ``.transport``), e.g. ``run_amd_probe("pattern", opened.transport, n=4096)``."""
+    return run_amd(plan_amd(name, repeats, n, build_dir), transport, timeout=timeout)
