@@ -206,9 +206,11 @@ BANDWIDTH = next((prebuilt_dir() / "gfx1100").glob("bandwidth.*.elf"))
 def test_exec_uploads_a_file_runs_and_writes_the_buffer_back(booted: None, tmp_path: Path) -> None:
     words = struct.pack("<1024I", *range(7, 7 + 1024 * 3, 3))
     (tmp_path / "in.bin").write_bytes(words)
-    doc = _doc("--device", "mock:navi31", "kernels", "exec", str(BANDWIDTH), "--grid", "2", "--block", "32",
-               "--buffer", "zeros:4096", "--buffer", str(tmp_path / "in.bin"), "--out", f"0:{tmp_path / 'o.bin'}",
-               "--out", f"1:{tmp_path / 'i.bin'}")
+    r = run("--device", "mock:navi31", "kernels", "exec", str(BANDWIDTH), "--grid", "2", "--block", "32",
+            "--buffer", "zeros:4096", "--buffer", str(tmp_path / "in.bin"), "--out", f"0:{tmp_path / 'o.bin'}",
+            "--out", f"1:{tmp_path / 'i.bin'}", "--timeout", "5", "--json")  # the interface of issue 23 item 3
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
     got = struct.unpack("<1024I", (tmp_path / "o.bin").read_bytes())
     want = struct.unpack("<1024I", words)
     assert all(g == w ^ 0x5A5A5A5A for g, w in zip(got[:256], want[:256], strict=True))  # 2 groups x 128 words

@@ -239,9 +239,10 @@ def run_cmd(app: App, name: str, device: str | None, repeats: int | None, n: int
               help="A pointer argument, in order: a file's bytes or N zero bytes (repeat).")
 @click.option("--out", "outs", multiple=True, metavar="INDEX:FILE", help="Write buffer INDEX back to FILE (repeat).")
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the fence.")
+@click.option("--json", "json_here", is_flag=True, help="Report as JSON (as the global --json does).")
 @click.pass_obj
 def exec_cmd(app: App, code_object: Path, kernel: str | None, grid: str, block: str, buffers: tuple[str, ...],
-             outs: tuple[str, ...], timeout: float) -> None:
+             outs: tuple[str, ...], timeout: float, json_here: bool) -> None:
     """Run a kernel of your own gfx1100 code object on an AMD board `am boot` brought up (the global --device:
     mock:navi31, mock:navi31-usb, usb, pci:, vfio:), with the buffers given, and write buffers back.
 
@@ -255,6 +256,7 @@ def exec_cmd(app: App, code_object: Path, kernel: str | None, grid: str, block: 
     from tinyhw.kernels.execute import plan_exec, run_exec
     from tinyhw.kernels.run import is_amd_device
 
+    app.json = app.json or json_here
     if app.device is None or not is_amd_device(app.device):
         raise Refused("kernels exec runs on an AMD board: give the global --device (mock:navi31, mock:navi31-usb, "
                       "usb, pci:, vfio:)", hint="tinyhw --device mock:navi31 kernels exec ...")
