@@ -1,10 +1,9 @@
 """A global --device that a command cannot use is refused with exit 2 naming what it does use, never silently
 ignored (ARCHITECTURE.md, CLI conventions; issue 20 item 3: `--device mock:navi31 kernels run pattern` ran on
-the cpu). $TINYHW_DEVICE is a default, not an option: commands that use no device ignore it."""
+the cpu; since issue 23 `kernels run` takes AMD boards, tests/test_kernels_amd.py). $TINYHW_DEVICE is a default,
+not an option: commands that use no device ignore it."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 from clihelp import run
@@ -15,8 +14,6 @@ ELF = str(next((prebuilt_dir() / "gfx1100").glob("pattern.*.elf")))
 
 
 @pytest.mark.parametrize("args,uses", [
-    (["kernels", "run", "pattern", "--n", "256"], "it runs on cpu or cuda:N only (AMD boards cannot run kernels"),
-    (["kernels", "run", "pattern", "--device", "cpu"], "it runs on cpu or cuda:N only"),
     (["kernels", "list"], "it reads the committed manifests only"),
     (["kernels", "build", "--target", "sm_90", "-o", "/tmp/tinyhw-no-such-dir/never"], "it compiles for --target"),
     (["firmware", "inspect", ELF], "it reads image files only"),
@@ -35,9 +32,21 @@ def test_global_device_the_command_cannot_use_is_refused(args: list[str], uses: 
     assert len(r.err.strip().splitlines()) == 1 and r.out == ""
 
 
-def test_kernels_run_refuses_before_importing_a_compiler(tmp_path: Path) -> None:
-    r = run("--json", "--device", "mock:navi31", "kernels", "run", "fma")
-    assert r.code == 2 and r.no_result
+@pytest.mark.parametrize("device", ["mock:ad102", "remote:127.0.0.1:1"])
+def test_kernels_run_refuses_a_device_that_is_no_amd_board(device: str) -> None:
+    for args in (["kernels", "run", "pattern", "--n", "256"], ["kernels", "run", "pattern", "--device", "cpu"]):
+        r = run("--device", device, *args)
+        assert r.code == 2, (r.out, r.err)
+        assert r.err.startswith(f"error: kernels run cannot use --device {device}: it runs on cpu, cuda:N or an AMD "
+                                "board only") and len(r.err.strip().splitlines()) == 1 and r.out == ""
+
+
+@pytest.mark.parametrize("device", ["mock:navi31", "mock:navi31-usb"])
+def test_kernels_run_on_an_amd_board_that_is_not_booted_is_refused(device: str) -> None:
+    r = run("--json", "--device", device, "kernels", "run", "fma")
+    assert r.code == 2 and r.no_result and "is not a gpu tinyhw booted" in r.err
+    r = run("--device", device, "kernels", "run", "pattern", "--device", "cpu")
+    assert r.code == 2 and "disagree" in r.err
 
 
 def test_global_and_local_devices_must_agree() -> None:

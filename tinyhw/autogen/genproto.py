@@ -85,6 +85,12 @@ PROTOCOLS: tuple[tuple[str, tuple[tuple[str, bool], ...], tuple[str, ...], tuple
          "SDMA_PKT_POLL_REGMEM_", "SDMA_PKT_FENCE_", "SDMA_PKT_TIMESTAMP_", "SDMA_PKT_TRAP_"),
         (),
     ),
+    (
+        "nvd",
+        ((f"{AMD}/amdgpu/nvd.h", True),),
+        ("PACKET_TYPE", "PACKET3_"),
+        (),
+    ),
 )
 
 NAMES: tuple[str, ...] = tuple(p[0] for p in PROTOCOLS)

@@ -42,7 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "reg": ("tinyhw.cli.reg_cmd:reg", "Registers by name: find, read, write, decode; IP discovery."),
     "bench": ("tinyhw.cli.bench_cmd:bench", "Measure copy bandwidth host<->device against the link limit."),
     "prof": ("tinyhw.cli.prof_cmd:prof", "Decode AMD SQ thread traces and performance counters (tinygrad)."),
-    "kernels": ("tinyhw.cli.kernels_cmd:kernels", "Probe kernels: list, build (gfx, sm_90, cpu), run (cpu, cuda:N)."),
+    "kernels": ("tinyhw.cli.kernels_cmd:kernels", "Probe kernels: list, build, run (cpu, cuda:N, AMD), exec (AMD)."),
     "serve": ("tinyhw.cli.serve_cmd:serve", "Serve a device to remote: clients, or to flashrom (serprog)."),
     "am": ("tinyhw.cli.am_cmd:am", "AMD bring-up without amdgpu: identify, boot the PSP and SMU, mode-1 reset."),
     "smi": ("tinyhw.cli.smi_cmd:smi", "SMU metrics of a tinyhw-booted AMD GPU: clocks, power, temperatures, fan."),

@@ -147,46 +147,67 @@ def _isa(target: str, binary: bytes, source: str) -> str:
 @kernels.command("run")
 @click.argument("name")
 @click.option("--device", "-d", "device", metavar="cpu|cuda:N",
-              help="Where to run (default: the global --device, which must then be cuda:N; else cpu).")
-@click.option("--repeats", "-r", default=5, show_default=True, help="Timed runs after a first, checked one.")
-@click.option("--n", "n", type=Number(minimum=1), help="Elements (cpu only; gpu binaries have a fixed size).")
+              help="Where to run (default: the global --device: cuda:N, or an AMD board; else cpu).")
+@click.option("--repeats", "-r", default=None, type=int,
+              help="Timed runs after a first, checked one (default 5; 1 on an AMD board).")
+@click.option("--n", "n", type=Number(minimum=1),
+              help="Elements (cpu; on an AMD board a multiple of one workgroup's up to the binary's size).")
 @click.option("--build-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
-              help="Use this `kernels build --target sm_90` folder instead of the committed PTX (cuda only).")
+              help="Use this `kernels build` folder instead of the committed binaries (cuda, AMD boards).")
+@click.option("--timeout", type=float, default=10.0, show_default=True,
+              help="Seconds to wait for an AMD board's dispatch fence.")
 @click.pass_obj
-def run_cmd(app: App, name: str, device: str | None, repeats: int, n: int | None, build_dir: Path | None) -> None:
-    """Run probe NAME, check its result against the host's expected answer, and report the measured
-    figure (GB/s or TFLOP/s) with the device's theoretical peak beside it.
+def run_cmd(app: App, name: str, device: str | None, repeats: int | None, n: int | None, build_dir: Path | None,
+            timeout: float) -> None:
+    """Run probe NAME, check its result against the host's expected answer, and report the figure
+    (GB/s or TFLOP/s) as measured, or as modelled on an emulated board.
 
     cpu: tinygrad's CPU device (needs the compile extra and clang). cuda:N: the committed sm_90 PTX,
     loaded and launched with the CUDA driver API through cuda-bindings (needs the cuda extra and an NVIDIA
-    driver), never through tinygrad's drivers. Exit 1 when the result check fails.
+    driver), never through tinygrad's drivers. An AMD board (the global --device mock:navi31, mock:navi31-usb,
+    usb, pci:, vfio:) that `am boot` brought up: the committed gfx1100 code object on a compute queue tinyhw
+    creates through registers. Exit 1 when the result check fails.
 
     \b
     Examples:
       tinyhw kernels run bandwidth --device cpu
       tinyhw --json kernels run pattern --device cpu --n 4096
       tinyhw kernels run fma --device cuda:0 --repeats 20
+      tinyhw --device mock:navi31 kernels run pattern --n 4096
     """
     from tinyhw.errors import Refused
-    from tinyhw.kernels.run import parse_run_device, plan_cuda, run_cuda, run_probe
+    from tinyhw.kernels.run import is_amd_device, parse_run_device, plan_cuda, run_cuda, run_probe
 
-    if app.device is not None:
-        if not app.device.strip().lower().startswith("cuda"):
-            # a register device (pci:, usb, mock:, remote:) cannot run kernels yet: never fall back to the cpu
-            app.refuse_device("it runs on cpu or cuda:N only (AMD boards cannot run kernels yet)")
-        if device is not None and parse_run_device(device) != parse_run_device(app.device):
+    if app.device is not None and is_amd_device(app.device):
+        from tinyhw.kernels.amd import plan_amd, run_amd
+
+        if device is not None:
             raise Refused(f"the global --device {app.device} and kernels run --device {device} disagree",
                           hint="give one of them")
-    device = device or app.device or "cpu"
-    kind, _ordinal = parse_run_device(device)
-    if kind == "cpu":
-        doc = run_probe(name, device, repeats=repeats, n=n)
+        if not 0 < timeout <= 3600:
+            raise Refused(f"--timeout {timeout:g}: 0 .. 3600 seconds")
+        plan = plan_amd(name, 1 if repeats is None else repeats, n, build_dir)  # refusals before the device opens
+        doc = run_amd(plan, app.open_transport(writes=True), timeout=timeout)
     else:
-        from tinyhw.connect import open_cuda
+        repeats = 5 if repeats is None else repeats
+        if app.device is not None:
+            if not app.device.strip().lower().startswith("cuda"):
+                # a register device that is no AMD board (mock:ad102, remote:) cannot run kernels: never the cpu
+                app.refuse_device("it runs on cpu, cuda:N or an AMD board only (mock:navi31, mock:navi31-usb, "
+                                  "usb, pci:, vfio:)")
+            if device is not None and parse_run_device(device) != parse_run_device(app.device):
+                raise Refused(f"the global --device {app.device} and kernels run --device {device} disagree",
+                              hint="give one of them")
+        device = device or app.device or "cpu"
+        kind, _ordinal = parse_run_device(device)
+        if kind == "cpu":
+            doc = run_probe(name, device, repeats=repeats, n=n)
+        else:
+            from tinyhw.connect import open_cuda
 
-        plan = plan_cuda(name, repeats, n, build_dir)  # refusals come before the driver is touched
-        with open_cuda(device) as gpu:
-            doc = run_cuda(plan, gpu)
+            plan = plan_cuda(name, repeats, n, build_dir)  # refusals come before the driver is touched
+            with open_cuda(device) as gpu:
+                doc = run_cuda(plan, gpu)
 
     def human() -> None:
         verdict = "pass" if doc["check"]["ok"] else "FAIL"
@@ -196,12 +217,57 @@ def run_cmd(app: App, name: str, device: str | None, repeats: int, n: int | None
         if doc["metric"]:
             peak = f"{doc['peak']} {doc['metric']} peak ({doc['peak_note']})" if doc["peak"] else doc["peak_note"]
             unit = "FLOPs" if doc["metric"] == "TFLOP/s" else "bytes"
-            print(f"measured: {doc['figure']:.4f} {doc['metric']} (best of {len(doc['seconds'])}, "
+            print(f"{doc.get('figure_kind') or 'measured'}: {doc['figure']:.4f} {doc['metric']} "
+                  f"(best of {len(doc['seconds'])}, "
                   f"{doc['best_s'] * 1e3:.3f} ms, {doc['work_per_run']:.0f} {unit} per run)   {peak}")
         else:
-            print(f"time: {doc['best_s'] * 1e3:.3f} ms (best of {len(doc['seconds'])})")
+            kind = f" {doc['figure_kind']}" if doc.get("figure_kind") == "modelled" else ""
+            print(f"time{kind}: {doc['best_s'] * 1e3:.3f} ms (best of {len(doc['seconds'])})")
         print(f"binary: {doc['binary']}")
 
     app.emit(doc, human)
     if not doc["check"]["ok"]:
         sys.exit(1)
+
+
+@kernels.command("exec")
+@click.argument("code_object", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--kernel", "kernel", help="Kernel name in the code object (default: its only kernel).")
+@click.option("--grid", required=True, metavar="X[,Y,Z]", help="Workgroups per dimension.")
+@click.option("--block", required=True, metavar="X[,Y,Z]", help="Work-items per workgroup.")
+@click.option("--buffer", "buffers", multiple=True, metavar="FILE|zeros:N",
+              help="A pointer argument, in order: a file's bytes or N zero bytes (repeat).")
+@click.option("--out", "outs", multiple=True, metavar="INDEX:FILE", help="Write buffer INDEX back to FILE (repeat).")
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the fence.")
+@click.option("--json", "json_here", is_flag=True, help="Report as JSON (as the global --json does).")
+@click.pass_obj
+def exec_cmd(app: App, code_object: Path, kernel: str | None, grid: str, block: str, buffers: tuple[str, ...],
+             outs: tuple[str, ...], timeout: float, json_here: bool) -> None:
+    """Run a kernel of your own gfx1100 code object on an AMD board `am boot` brought up (the global --device:
+    mock:navi31, mock:navi31-usb, usb, pci:, vfio:), with the buffers given, and write buffers back.
+
+    \b
+    Examples:
+      tinyhw --device mock:navi31 kernels exec k.elf --grid 4 --block 32 --buffer zeros:2048 --out 0:out.bin
+      tinyhw --device mock:navi31 --json kernels exec k.elf --kernel add --grid 8,2 --block 64 \\
+          --buffer a.bin --buffer b.bin --buffer zeros:4096 --out 2:sum.bin
+    """
+    from tinyhw.errors import Refused
+    from tinyhw.kernels.execute import plan_exec, run_exec
+    from tinyhw.kernels.run import is_amd_device
+
+    app.json = app.json or json_here
+    if app.device is None or not is_amd_device(app.device):
+        raise Refused("kernels exec runs on an AMD board: give the global --device (mock:navi31, mock:navi31-usb, "
+                      "usb, pci:, vfio:)", hint="tinyhw --device mock:navi31 kernels exec ...")
+    plan = plan_exec(code_object, kernel=kernel, grid=grid, block=block, buffers=list(buffers), outs=list(outs),
+                     timeout=timeout)  # every refusal before the device is opened
+    doc = run_exec(plan, app.open_transport(writes=True))
+
+    def human() -> None:
+        print(f"{doc['kernel']} ({doc['code_object']}): grid {tuple(doc['grid'])} block {tuple(doc['block'])}, "
+              f"{len(doc['buffers'])} buffer(s), dispatch {doc['dispatch_s'] * 1e3:.3f} ms ({doc['time_kind']})")
+        for o in doc["outputs"]:
+            print(f"wrote buffer {o['index']} ({o['bytes']} bytes) to {o['file']}")
+
+    app.emit(doc, human)

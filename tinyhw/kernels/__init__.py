@@ -6,5 +6,17 @@
 * :mod:`~tinyhw.kernels.run`: a probe on tinygrad's CPU device or on an NVIDIA GPU with the CUDA driver API,
   through the :class:`tinyhw.cuda.CudaDevice` the caller opens and hands in.
 
+* :mod:`~tinyhw.kernels.amd` / :mod:`~tinyhw.kernels.execute`: a probe, or a user's code object, on an AMD GPU
+  tinyhw booted, through the transport the caller opens (:func:`run_amd_probe`).
+
 Importing this package imports neither tinygrad nor cuda-bindings.
 """
+
+from typing import Any
+
+
+def run_amd_probe(name: str, transport: Any, **kw: Any) -> dict:
+    """Probe ``name`` on the AMD GPU behind ``transport`` (see :func:`tinyhw.kernels.amd.run_amd_probe`)."""
+    from tinyhw.kernels.amd import run_amd_probe as run
+
+    return run(name, transport, **kw)

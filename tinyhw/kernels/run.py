@@ -22,7 +22,21 @@ from tinyhw.errors import Refused
 from tinyhw.kernels.probes import get_probe
 from tinyhw.transport.devstr import parse_device
 
-__all__ = ["CudaPlan", "parse_run_device", "plan_cuda", "run_cuda", "run_probe"]
+__all__ = ["CudaPlan", "is_amd_device", "parse_run_device", "plan_cuda", "run_cuda", "run_probe"]
+
+#: emulated boards that are AMD GPUs (``kernels run`` takes them as the global --device)
+AMD_BOARDS = ("navi31", "navi31-usb")
+
+
+def is_amd_device(text: str) -> bool:
+    """Whether a global --device names a board ``kernels run`` drives as an AMD GPU: mock:navi31(-usb), usb, pci:,
+    vfio: (the GPU itself is checked once it is open). A malformed string is refused (exit 2) by the parser."""
+    if text.strip().lower() == "cpu":
+        return False
+    spec = parse_device(text)
+    if spec.kind == "mock":
+        return spec.target in AMD_BOARDS
+    return spec.kind in ("usb", "pci", "vfio")
 
 
 def parse_run_device(text: str) -> tuple[str, int]:

@@ -195,6 +195,9 @@ class Navi31Board:
         for more_r, more_w in ((fr, fw), (br, bw), (sr, sw)):
             reads.update(more_r)
             writes.update(more_w)
+        cr, cw = self.cp.handlers(set(self.regfile.known))  # GRBM_GFX_CNTL and the banked HQD registers
+        reads.update(cr)
+        writes.update(cw)
         self._rd5 = reads
         self._wr5 = writes
         for req in invalidate_requests(self.regs):  # a TLB invalidation drops the copy engine's cached translations
@@ -302,7 +305,7 @@ class Navi31Board:
         mem = self._plain.get(bar)
         if mem is not None and offset < self.pci.bar_size[bar] and (bar != 0 or offset < self.vram_size):
             mem.write32(offset, value)
-            if bar == 2:
+            if bar == 2 and not self.cp.on_doorbell(offset, value, self.doorbells.read32):
                 self.sdma.on_doorbell(offset, self.doorbells.read32)
             return
         self._uncovered(bar, offset, value)

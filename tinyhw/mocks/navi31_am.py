@@ -23,6 +23,7 @@ from typing import Protocol
 from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.mocks import boardstate
 from tinyhw.mocks.amregs import RegisterFile
+from tinyhw.mocks.cp import CommandProcessor, CpServices
 from tinyhw.mocks.gpuvm import GpuVm
 from tinyhw.mocks.pspboot import PspBoot, PspTiming
 from tinyhw.mocks.sdma import SdmaEngine
@@ -56,6 +57,12 @@ class EventQueue:
         self._seq += 1
         base = self._event_time if self._event_time is not None else self.clock.now()
         heapq.heappush(self._events, (base + delay, self._seq, fn))
+
+    def at(self, t: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` at this command's clock time ``t`` (or at once if that has passed): the command processor's
+        fence writes at a dispatch's modelled end."""
+        base = self._event_time if self._event_time is not None else self.clock.now()
+        self.schedule(max(0.0, t - base), fn)
 
     def due(self) -> bool:
         """An event is due at the clock's present."""
@@ -101,7 +108,6 @@ class AmBootPath:
         self.place_discovery = place_discovery
         self.time_base = 0.0  # virtual time the board had lived before this command
         self.resets: list[str] = []  # mode-1 resets this command, by trigger
-        self._cp_active = regs.offset("gc.CP_HQD_ACTIVE")
         o = options
         timing.sos_delay = o.sos_delay
         self.boot = PspBoot(services, regs, timing, on_sos_alive=self.on_sos_alive,
@@ -113,6 +119,10 @@ class AmBootPath:
         self.gpuvm = GpuVm(services, regs)
         self.sdma = SdmaEngine(services, regs, hang=o.sdma == "hang", strict=o.strict,
                                fault=None if o.sdma in ("normal", "hang") else o.sdma)
+        # the command processor's compute queues (mocks/cp.py), handed its services explicitly
+        self.cp = CommandProcessor(CpServices(
+            now=services.command_now, at=events.at, read=self.gpuvm.read, write=self.gpuvm.write,
+            regs=self.regfile.values, strict=bool(o.strict), ticks=lambda: int(services.now() * 1e8)))
         self._load_state()
         if o.psp in ("sos", "gated") and not self.boot.s.sos_alive:
             self.boot.s.sos_alive = 1
@@ -120,7 +130,7 @@ class AmBootPath:
 
     # -- the blocks' events -------------------------------------------------------------------------------------
     def compute_active(self) -> bool:
-        return bool(self.regfile.values.get(self._cp_active, 0) & 1)
+        return self.cp.any_active()
 
     def on_sos_alive(self) -> None:
         """sOS running: the early flash mailbox is gated (navi31-spi-flash.md §1 board states)."""
@@ -145,6 +155,8 @@ class AmBootPath:
         self.smu.power_on()
         self.regfile.power_on()
         self.mailbox.set_state("pbl")
+        self.cp.power_on()
+        self.cp.s.regs = self.regfile.values
         self.smuio.power_on()
         self.smuio.gated = False
         self.place_discovery()

@@ -1,0 +1,124 @@
+"""``kernels exec``: a user's own code object on an AMD GPU tinyhw booted (issue 23 item 3).
+
+:func:`plan_exec` reads and checks everything before the device is touched (exit 2 with the reason): the code
+object (bounded read; a gfx1100 AMDGPU ELF; the kernel by name, or the only one), the grid (workgroups per
+dimension) and block (work-items per workgroup, HIP launch semantics), each ``--buffer`` (a file's bytes or
+``zeros:N``; as many as the kernel's metadata lists pointer arguments), each ``--out INDEX:FILE`` (an index of a
+buffer, a file that may be written), the timeout. :func:`run_exec` is handed the open transport, runs the
+dispatch through :mod:`tinyhw.boot.compute` and writes the requested buffers back (atomically).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tinyhw.errors import Refused
+
+MAX_CODE_OBJECT = 16 << 20
+MAX_BUFFERS = 16
+MAX_TOTAL = 120 << 20  # what the compute region's buffer area holds (tinyhw.boot.compute: 126 MiB, some slack)
+
+
+@dataclass(frozen=True)
+class ExecPlan:
+    path: Path
+    kernel: Any  # tinyhw.boot.compute.Kernel
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    buffers: list[bytes]
+    sources: list[str]
+    outs: list[tuple[int, Path]]
+    timeout: float
+
+
+def _dims(text: str, what: str) -> tuple[int, ...]:
+    parts = text.split(",")
+    try:
+        dims = tuple(int(p.strip(), 0) for p in parts)
+    except ValueError:
+        raise Refused(f"{what} {text!r}: one to three whole numbers, X[,Y,Z]") from None
+    if not 1 <= len(dims) <= 3:
+        raise Refused(f"{what} {text!r}: one to three whole numbers, X[,Y,Z]")
+    return dims
+
+
+def _buffer(spec: str, index: int) -> bytes:
+    from tinyhw.fileio import read_input
+
+    if spec.startswith("zeros:"):
+        try:
+            n = int(spec[6:], 0)
+        except ValueError:
+            raise Refused(f"--buffer {spec!r}: zeros:N takes a byte count") from None
+        if not 1 <= n <= MAX_TOTAL:
+            raise Refused(f"--buffer {spec!r}: zeros:N takes 1 .. {MAX_TOTAL} bytes")
+        return bytes(n)
+    data = read_input(spec, MAX_TOTAL, f"buffer {index} file")
+    if not data:
+        raise Refused(f"--buffer {spec}: the file is empty (a buffer needs at least one byte)")
+    return data
+
+
+def plan_exec(code_object: str | Path, *, kernel: str | None, grid: str, block: str, buffers: list[str],
+              outs: list[str], timeout: float = 10.0) -> ExecPlan:
+    """Everything ``kernels exec`` refuses (exit 2), checked before the device is opened."""
+    from tinyhw.boot.compute import MAX_BLOCK, MAX_GROUPS, _check_dims, load_code_object
+    from tinyhw.fileio import check_output_path, read_input
+
+    if not 0 < timeout <= 3600:
+        raise Refused(f"--timeout {timeout:g}: 0 .. 3600 seconds")
+    grid3 = _check_dims("--grid", _dims(grid, "--grid"), MAX_GROUPS)
+    block3 = _check_dims("--block", _dims(block, "--block"), MAX_BLOCK)
+    if block3[0] * block3[1] * block3[2] > MAX_BLOCK:
+        raise Refused(f"--block {block}: {block3[0] * block3[1] * block3[2]} work-items; a workgroup holds at most "
+                      f"{MAX_BLOCK}")
+    path = Path(code_object)
+    k = load_code_object(read_input(path, MAX_CODE_OBJECT, "code object"), kernel)
+    if len(buffers) > MAX_BUFFERS:
+        raise Refused(f"{len(buffers)} --buffer options; at most {MAX_BUFFERS}")
+    if k.meta is not None and len(k.meta.buffers) != len(buffers):
+        raise Refused(f"kernel {k.name} takes {len(k.meta.buffers)} buffer argument(s) (its metadata), "
+                      f"{len(buffers)} --buffer given")
+    if k.meta is None and 8 * len(buffers) > max(k.kd.kernarg_size, 8):
+        raise Refused(f"kernel {k.name} has {k.kd.kernarg_size} kernarg bytes: {len(buffers)} buffer pointers do not "
+                      "fit")
+    data = [_buffer(b, i) for i, b in enumerate(buffers)]
+    if sum(-(-len(d) // 256) * 256 for d in data) > MAX_TOTAL:
+        raise Refused(f"the buffers take {sum(map(len, data))} bytes; at most {MAX_TOTAL} fit")
+    wanted: list[tuple[int, Path]] = []
+    for o in outs:
+        index, colon, file = o.partition(":")
+        if not colon or not index.strip().isdigit() or not file:
+            raise Refused(f"--out {o!r}: INDEX:FILE (INDEX a buffer's 0-based position)")
+        i = int(index)
+        if i >= len(data):
+            raise Refused(f"--out {o}: there are {len(data)} buffers (0 .. {len(data) - 1})")
+        if any(f == Path(file) for _, f in wanted):
+            raise Refused(f"--out {o}: {file} is named twice")
+        wanted.append((i, check_output_path(file, force=True, what=f"buffer {i} output")))
+    return ExecPlan(path, k, grid3, block3, data, list(buffers), wanted, timeout)
+
+
+def run_exec(plan: ExecPlan, transport: Any) -> dict:
+    """Run ``plan`` on the GPU behind ``transport`` (handed in, closed by the caller); write the ``--out`` files."""
+    from tinyhw.boot.compute import check_booted, open_compute
+    from tinyhw.fileio import atomic_write
+
+    gpu = check_booted(transport, "kernels exec runs on")
+    engine = open_compute(transport, timeout=plan.timeout, gpu=gpu)
+    try:
+        run = engine.run(plan.kernel, plan.grid, plan.block, plan.buffers)
+    finally:
+        engine.close()
+    written = []
+    for i, path in plan.outs:
+        atomic_write(path, run.outputs[i])
+        written.append({"index": i, "file": str(path), "bytes": len(run.outputs[i])})
+    emulated = bool(getattr(transport, "emulated", False))
+    return {"code_object": str(plan.path), "kernel": plan.kernel.name, "grid": list(run.grid),
+            "block": list(run.block), "buffers": [{"source": s, "bytes": len(b)} for s, b in
+                                                  zip(plan.sources, plan.buffers, strict=True)],
+            "dispatch_s": run.seconds, "time_kind": "modelled" if emulated else "measured", "outputs": written,
+            "kernarg_bytes": max(plan.kernel.kd.kernarg_size, plan.kernel.meta.kernarg_size if plan.kernel.meta else 0)}

@@ -1,0 +1,462 @@
+"""The emulated Navi31's command processor: MEC compute queues (HQDs), their rings and doorbells, PM4 execution.
+
+Facts: specs/amd-compute.md §0.2 (register offsets; the HQD registers CP_MQD_BASE_ADDR .. CP_HQD_PQ_WPTR_HI map
+one-to-one onto MQD dwords 128 .. 183), §1.2 (GRBM_GFX_CNTL selects the (me, pipe, queue) bank: PIPEID 1:0,
+MEID 3:2, QUEUEID 10:8), §1.5 (bit fields), §1.6 (b) (direct activation: CP_HQD_ACTIVE.ACTIVE=1 starts the queue,
+which reads its MQD), §1.7 (ring of 2^(QUEUE_SIZE+1) dwords at PQ_BASE << 8; a 64-bit doorbell write whose byte
+offset is 4 x DOORBELL_OFFSET sets WPTR and the CP runs packets from RPTR to WPTR, writing RPTR to its report
+address), §1.8 (DEQUEUE_REQUEST drains and clears ACTIVE), §2 (PM4 type-3 header, NOP incl. the 0xFFFF1000
+one-dword filler, SET_SH_REG, DISPATCH_DIRECT, ACQUIRE_MEM, RELEASE_MEM), §6 (every address the CP and the shader
+use is a GPU virtual address of the queue's VMID; only VMID0 is modelled), §7 (the fence write is the completion).
+
+What it does:
+
+* **Registers**: the HQD range (0xC824 .. 0xC900 bytes) is banked per (me, pipe, queue) through GRBM_GFX_CNTL;
+  GRBM_STATUS reads CP_BUSY (bit 29) and GUI_ACTIVE (31) while a queue is hung. Everything else stays the
+  register file's.
+* **Activation** (ACTIVE 0 -> 1): the MQD at CP_MQD_BASE_ADDR is read through GPUVM; its header must be
+  0xC0310800 (§1.4), else the queue stops with an error (``status()``). A zero MQD address is tolerated (the queue
+  runs from its registers).
+* **Doorbell**: a BAR2 write to the high dword of an active, enabled queue's doorbell (inside
+  CP_MEC_DOORBELL_RANGE_LOWER..UPPER) kicks the queue.
+* **PM4**: NOP, SET_SH_REG (the COMPUTE_* window), ACQUIRE_MEM (data caches are not modelled: counted; GLI_INV
+  drops the decoded-instruction cache, as does an activation),
+  DISPATCH_DIRECT (:func:`tinyhw.mocks.rdna3.run_dispatch` with memory through GPUVM), RELEASE_MEM (DATA_SEL 1/2
+  write of the data, 3/4 the board time in 10 ns ticks, at the time the earlier dispatches end). Any other packet
+  stops the queue (strict boards raise, naming the opcode).
+* **Time** (issue 23 item 4): the queue's cursor starts at the kick and advances 0.1 us per packet and, for a
+  dispatch, 2 us plus its modelled issue cycles at 2.5 GHz divided over the 96 CUs' share it can use (at most one
+  wave per CU at a time; all inferred, a functional model, not a performance one). The fence write is a board
+  event at the cursor: a host that polls sees it only after that much of its clock passed.
+* **Faults**: a GPUVM fault of a shader or packet access records the page address, VMID and read/write in
+  GCVM_L2_PROTECTION_FAULT_STATUS / _ADDR_LO32 / _ADDR_HI32 (fields of the database) and stops the queue; a
+  shader that runs past the watchdog stops the queue with the queue busy (GRBM_STATUS.CP_BUSY) until a dequeue.
+
+The CP takes a small explicit :class:`CpServices` (time, events, memory, strictness) and never imports the board.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tinyhw.autogen.nvd import CONSTANTS as PM4
+from tinyhw.errors import StrictEmulationError
+from tinyhw.mocks.gpuvm import VmFault
+from tinyhw.regs import asic
+
+if TYPE_CHECKING:
+    from tinyhw.mocks.rdna3 import DispatchRegs
+
+_A = asic("navi31")
+
+
+def _off(name: str) -> int:
+    return _A.offset(f"gc.{name}")
+
+
+def _fld(path: str) -> tuple[int, int]:
+    f = _A.field(f"gc.{path}")
+    return f.mask, f.shift
+
+
+GRBM_GFX_CNTL = _off("GRBM_GFX_CNTL")
+GRBM_STATUS = _off("GRBM_STATUS")
+HQD_FIRST, HQD_LAST = _off("CP_MQD_BASE_ADDR"), _off("CP_HQD_PQ_WPTR_HI")
+R = {n: _off(n) for n in (
+    "CP_MQD_BASE_ADDR", "CP_MQD_BASE_ADDR_HI", "CP_HQD_ACTIVE", "CP_HQD_VMID", "CP_HQD_PQ_BASE", "CP_HQD_PQ_BASE_HI",
+    "CP_HQD_PQ_RPTR", "CP_HQD_PQ_RPTR_REPORT_ADDR", "CP_HQD_PQ_RPTR_REPORT_ADDR_HI", "CP_HQD_PQ_DOORBELL_CONTROL",
+    "CP_HQD_PQ_CONTROL", "CP_HQD_DEQUEUE_REQUEST", "CP_HQD_PQ_WPTR_LO", "CP_HQD_PQ_WPTR_HI",
+    "CP_HQD_EOP_BASE_ADDR", "CP_HQD_EOP_CONTROL", "CP_MEC_DOORBELL_RANGE_LOWER", "CP_MEC_DOORBELL_RANGE_UPPER",
+    "GCVM_L2_PROTECTION_FAULT_STATUS", "GCVM_L2_PROTECTION_FAULT_ADDR_LO32", "GCVM_L2_PROTECTION_FAULT_ADDR_HI32",
+    "COMPUTE_PGM_LO", "COMPUTE_PGM_HI", "COMPUTE_PGM_RSRC1", "COMPUTE_PGM_RSRC2", "COMPUTE_PGM_RSRC3",
+    "COMPUTE_USER_DATA_0", "COMPUTE_NUM_THREAD_X", "COMPUTE_NUM_THREAD_Y", "COMPUTE_NUM_THREAD_Z",
+    "COMPUTE_START_X", "COMPUTE_START_Y", "COMPUTE_START_Z", "COMPUTE_TMPRING_SIZE", "COMPUTE_DISPATCH_INITIATOR")}
+PIPEID, MEID, QUEUEID = (_fld(f"GRBM_GFX_CNTL.{n}") for n in ("PIPEID", "MEID", "QUEUEID"))
+DB_OFFSET, DB_EN = _fld("CP_HQD_PQ_DOORBELL_CONTROL.DOORBELL_OFFSET"), _fld("CP_HQD_PQ_DOORBELL_CONTROL.DOORBELL_EN")
+QUEUE_SIZE = _fld("CP_HQD_PQ_CONTROL.QUEUE_SIZE")
+RANGE_LOWER = _fld("CP_MEC_DOORBELL_RANGE_LOWER.DOORBELL_RANGE_LOWER")
+RANGE_UPPER = _fld("CP_MEC_DOORBELL_RANGE_UPPER.DOORBELL_RANGE_UPPER")
+FAULT_STATUS_FIELDS = {n: _fld(f"GCVM_L2_PROTECTION_FAULT_STATUS.{n}") for n in ("VMID", "RW", "MORE_FAULTS")}
+CP_BUSY, GUI_ACTIVE = 1 << 29, 1 << 31  # GRBM_STATUS bits (specs/amd-compute.md §8)
+MQD_HEADER = 0xC0310800  # §1.4
+NOP_FILLER = 0xFFFF1000  # §2.3: PACKET3(NOP, 0x3FFF) is a one-dword packet
+SH_START = PM4["PACKET3_SET_SH_REG_START"]
+SH_END = PM4["PACKET3_SET_SH_REG_END"]
+OPCODES = {PM4[f"PACKET3_{n}"]: n for n in ("NOP", "SET_SH_REG", "ACQUIRE_MEM", "DISPATCH_DIRECT", "RELEASE_MEM")}
+PM4_NAMES = {v: k[len("PACKET3_"):] for k, v in reversed(list(PM4.items()))
+             if k.startswith("PACKET3_") and v < 0x100 and k.count("_") >= 1 and not k.endswith(("_START", "_END"))}
+#: RELEASE_MEM dw2 DATA_SEL bits 31:29 (§2.7; nvd.h gives the field as a function-like macro, not a constant)
+DATA_SEL_SHIFT = 29
+PACKET_COST_S = 0.1e-6    # per packet (inferred)
+DISPATCH_COST_S = 2e-6    # per dispatch launch (inferred)
+SHADER_HZ, CUS = 2.5e9, 96  # modelled issue rate, and the CUs waves spread over (discovery: 96 CUs)
+WATCHDOG = 4_000_000      # wave instructions of one dispatch before the queue is declared hung (``cp.watchdog``)
+
+
+def field_of(value: int, f: tuple[int, int]) -> int:
+    return (value & f[0]) >> f[1]
+
+
+@dataclass
+class CpServices:
+    """What the CP needs of its board (kept explicit so the board's own service layer can hand it in)."""
+
+    now: Callable[[], float]                         # the board clock (seconds, this command's clock)
+    at: Callable[[float, Callable[[], None]], None]  # run fn when the board clock reaches t (a board event)
+    read: Callable[[int, int], bytes]                # GPU VA (VMID0) -> bytes, through GPUVM; raises VmFault
+    write: Callable[[int, bytes], None]              # GPU VA (VMID0) <- bytes, through GPUVM; raises VmFault
+    regs: dict[int, int]                             # the register file's storage (fault status lands here)
+    strict: bool = True
+    ticks: Callable[[], int] = lambda: 0             # the board time in 10 ns ticks (RELEASE_MEM DATA_SEL 3/4)
+
+
+@dataclass
+class Hqd:
+    """One hardware queue descriptor: its register bank and what the CP keeps for it."""
+
+    key: tuple[int, int, int]
+    regs: dict[int, int] = field(default_factory=dict)
+    sh: dict[int, int] = field(default_factory=dict)  # SET_SH_REG values (absolute byte offsets)
+    error: str = ""
+    hung: bool = False
+    mqd: bytes = b""
+
+    def r(self, name: str) -> int:
+        return self.regs.get(R[name], 0)
+
+    @property
+    def active(self) -> bool:
+        return bool(self.r("CP_HQD_ACTIVE") & 1)
+
+    @property
+    def doorbell_dword(self) -> int | None:
+        ctl = self.r("CP_HQD_PQ_DOORBELL_CONTROL")
+        return field_of(ctl, DB_OFFSET) if field_of(ctl, DB_EN) else None
+
+    def addr64(self, lo: str, hi: str, shift: int = 0, hi_mask: int = 0xFFFFFFFF) -> int:
+        return ((self.r(hi) & hi_mask) << 32 | self.r(lo)) << shift
+
+
+class _Traced:
+    """GPUVM memory for the shader core that remembers the access that faulted (address, read or write)."""
+
+    def __init__(self, services: CpServices) -> None:
+        self.s = services
+        self.fault: tuple[int, bool] | None = None
+
+    def read(self, addr: int, n: int) -> bytes:
+        try:
+            return self.s.read(addr, n)
+        except VmFault:
+            self.fault = (addr, False)
+            raise
+
+    def write(self, addr: int, data: bytes) -> None:
+        try:
+            self.s.write(addr, data)
+        except VmFault:
+            self.fault = (addr, True)
+            raise
+
+
+class CommandProcessor:
+    """MEC1/MEC2 compute queues of the emulated Navi31 (see the module docstring)."""
+
+    def __init__(self, services: CpServices) -> None:
+        self.s = services
+        self.watchdog = WATCHDOG
+        self.power_on()
+
+    def power_on(self) -> None:
+        self.grbm_gfx_cntl = 0
+        self.hqds: dict[tuple[int, int, int], Hqd] = {}
+        self.now = 0.0
+        self.busy_s = 0.0
+        self.running = False
+        self.cache: Any = None  # the shader core's decoded code (numpy: imported at the first dispatch)
+        self.stats = {"doorbells": 0, "packets": 0, "dispatches": 0, "acquire_mem": 0, "release_mem": 0,
+                      "set_sh_reg": 0, "nops": 0, "activations": 0, "dequeues": 0, "wave_instructions": 0}
+        self.last_dispatch: Any = None
+
+    # -- registers ------------------------------------------------------------------------------------------------
+    def selected(self) -> Hqd:
+        v = self.grbm_gfx_cntl
+        key = (field_of(v, MEID), field_of(v, PIPEID), field_of(v, QUEUEID))
+        if key not in self.hqds:
+            self.hqds[key] = Hqd(key)
+        return self.hqds[key]
+
+    def handlers(self, known: set[int]) -> tuple[dict[int, Callable[[], int]], dict[int, Callable[[int], None]]]:
+        """BAR5 handlers for GRBM_GFX_CNTL, GRBM_STATUS and every database register of the HQD range."""
+        reads: dict[int, Callable[[], int]] = {GRBM_GFX_CNTL: lambda: self.grbm_gfx_cntl, GRBM_STATUS: self.grbm_status}
+        writes: dict[int, Callable[[int], None]] = {GRBM_GFX_CNTL: self._select, GRBM_STATUS: lambda v: None}
+        for off in sorted(known):
+            if HQD_FIRST <= off <= HQD_LAST:
+                reads[off] = lambda o=off: self.selected().regs.get(o, 0)
+                writes[off] = lambda v, o=off: self.hqd_write(o, v)
+        return reads, writes
+
+    def _select(self, value: int) -> None:
+        self.grbm_gfx_cntl = value & 0xFFFFFFFF
+
+    def grbm_status(self) -> int:
+        return CP_BUSY | GUI_ACTIVE if any(q.hung for q in self.hqds.values()) else 0
+
+    def any_active(self) -> bool:
+        return any(q.active for q in self.hqds.values())
+
+    def hqd_write(self, offset: int, value: int) -> None:
+        q = self.selected()
+        was = q.active
+        if offset == R["CP_HQD_DEQUEUE_REQUEST"] and value & 0xF and was:
+            q.regs[offset] = value
+            self.dequeue(q)
+            return
+        q.regs[offset] = value & 0xFFFFFFFF
+        if offset == R["CP_HQD_ACTIVE"] and value & 1 and not was:
+            self.activate(q)
+
+    def activate(self, q: Hqd) -> None:
+        """§1.6 (b) step 17: the queue starts; the CP reads its MQD (§1.4) from its VMID's memory."""
+        self.stats["activations"] += 1
+        q.error, q.hung, q.sh = "", False, {}
+        self.cache = None
+        mqd = q.addr64("CP_MQD_BASE_ADDR", "CP_MQD_BASE_ADDR_HI") & ~3
+        if not mqd:
+            return
+        try:
+            q.mqd = self.s.read(mqd, 512 * 4)
+        except VmFault as exc:
+            self._stop(q, f"the mqd at 0x{mqd:x} is not readable ({exc})")
+            return
+        header = int.from_bytes(q.mqd[:4], "little")
+        if header != MQD_HEADER:
+            self._stop(q, f"the mqd at 0x{mqd:x} has header 0x{header:08x}, not 0x{MQD_HEADER:08x}")
+
+    def dequeue(self, q: Hqd) -> None:
+        """§1.8: drain (nothing runs between packets here) or reset the waves; the queue stops."""
+        self.stats["dequeues"] += 1
+        q.regs[R["CP_HQD_ACTIVE"]] = q.r("CP_HQD_ACTIVE") & ~1
+        q.hung = False
+
+    def _stop(self, q: Hqd, why: str) -> None:
+        q.error = why
+
+    def status(self) -> list[dict[str, Any]]:
+        """Every queue the driver touched: its key, activity, pointers and error (for tests and notes)."""
+        return [{"me": k[0], "pipe": k[1], "queue": k[2], "active": q.active, "hung": q.hung, "error": q.error,
+                 "rptr": q.r("CP_HQD_PQ_RPTR"), "wptr": q.addr64("CP_HQD_PQ_WPTR_LO", "CP_HQD_PQ_WPTR_HI")}
+                for k, q in sorted(self.hqds.items())]
+
+    # -- doorbells ------------------------------------------------------------------------------------------------
+    def on_doorbell(self, offset: int, value: int, read32: Callable[[int], int]) -> bool:
+        """A BAR2 dword write at byte ``offset``; True when it was a compute queue's doorbell."""
+        lower = field_of(self.s.regs.get(R["CP_MEC_DOORBELL_RANGE_LOWER"], 0), RANGE_LOWER) << 2
+        upper = field_of(self.s.regs.get(R["CP_MEC_DOORBELL_RANGE_UPPER"], 0), RANGE_UPPER) << 2
+        for q in self.hqds.values():
+            dw = q.doorbell_dword
+            if dw is None or not q.active or offset not in (4 * dw, 4 * dw + 4):
+                continue
+            if not lower <= 4 * dw <= upper:
+                continue  # outside the MEC's doorbell range: the CP never sees it (§1.3 step 2)
+            if offset == 4 * dw + 4:
+                wptr = read32(4 * dw) | read32(4 * dw + 4) << 32
+                q.regs[R["CP_HQD_PQ_WPTR_LO"]] = wptr & 0xFFFFFFFF
+                q.regs[R["CP_HQD_PQ_WPTR_HI"]] = wptr >> 32
+                self.stats["doorbells"] += 1
+                self.kick(q)
+            return True
+        return False
+
+    # -- execution ------------------------------------------------------------------------------------------------
+    def kick(self, q: Hqd) -> None:
+        if self.running or q.error or q.hung or not q.active:
+            return
+        self.now = max(self.now, self.s.now())
+        self.running = True
+        try:
+            self._run(q)
+        finally:
+            self.running = False
+
+    def _ring(self, q: Hqd) -> tuple[int, int]:
+        base = q.addr64("CP_HQD_PQ_BASE", "CP_HQD_PQ_BASE_HI", 8) & ((1 << 48) - 1)
+        return base, 1 << (field_of(q.r("CP_HQD_PQ_CONTROL"), QUEUE_SIZE) + 1)
+
+    def _run(self, q: Hqd) -> None:
+        base, size = self._ring(q)
+        wptr = q.addr64("CP_HQD_PQ_WPTR_LO", "CP_HQD_PQ_WPTR_HI")
+        rptr = q.r("CP_HQD_PQ_RPTR")
+        # the 32-bit RPTR (§1.7) against the low bits of the 64-bit WPTR, both in dwords
+        while (rptr - wptr) & 0xFFFFFFFF and not q.error and not q.hung:
+            pending = (wptr - rptr) & 0xFFFFFFFF
+            if pending > size:
+                self._fail(q, f"write pointer 0x{wptr:x} is more than a ring ({size} dwords) past the read pointer "
+                              f"0x{rptr:x}")
+                return
+            try:
+                header = self._dword(base, size, rptr)
+                n = self._packet_len(header)
+                if n > pending:
+                    self._fail(q, f"packet 0x{header:08x} at read pointer 0x{rptr:x} needs {n} dwords, "
+                                  f"only {pending} were submitted")
+                    return
+                body = [self._dword(base, size, rptr + i) for i in range(1, n)]
+                self._execute(q, header, body, rptr)
+            except VmFault as exc:
+                self._vm_fault(q, None, exc)
+                return
+            rptr = (rptr + n) & 0xFFFFFFFF
+            q.regs[R["CP_HQD_PQ_RPTR"]] = rptr
+            self._report_rptr(q, rptr)
+
+    def _dword(self, base: int, size: int, index: int) -> int:
+        return int.from_bytes(self.s.read(base + 4 * (index % size), 4), "little")
+
+    @staticmethod
+    def _packet_len(header: int) -> int:
+        kind = header >> 30
+        if kind == PM4["PACKET_TYPE2"]:
+            return 1
+        if header == NOP_FILLER:
+            return 1
+        return ((header >> 16) & 0x3FFF) + 2
+
+    def _report_rptr(self, q: Hqd, rptr: int) -> None:
+        addr = q.addr64("CP_HQD_PQ_RPTR_REPORT_ADDR", "CP_HQD_PQ_RPTR_REPORT_ADDR_HI", 0, 0xFFFF) & ~3
+        if addr:
+            self.s.write(addr, rptr.to_bytes(4, "little"))
+
+    def _cost(self, dt: float) -> None:
+        self.now += dt
+        self.busy_s += dt
+
+    def _fail(self, q: Hqd, why: str, *, gap: bool = False) -> None:
+        """Stop the queue with ``why``; a model gap (an unknown packet, an unimplemented instruction) raises on
+        strict boards."""
+        q.error = why
+        if gap and self.s.strict:
+            raise StrictEmulationError(f"compute queue {q.key}: {why}",
+                                       hint="run without strict to see the queue stop instead")
+
+    def _execute(self, q: Hqd, header: int, body: list[int], at: int) -> None:
+        self.stats["packets"] += 1
+        self._cost(PACKET_COST_S)
+        kind = header >> 30
+        if kind == PM4["PACKET_TYPE2"]:
+            self.stats["nops"] += 1
+            return
+        op = (header >> 8) & 0xFF
+        if kind != PM4["PACKET_TYPE3"] or op not in OPCODES:
+            name = PM4_NAMES.get(op, "unknown") if kind == PM4["PACKET_TYPE3"] else f"type-{kind}"
+            self._fail(q, f"pm4 packet opcode 0x{op:02x} ({name}, header 0x{header:08x}) at read pointer 0x{at:x} "
+                          "is not modelled", gap=True)
+            return
+        getattr(self, f"_pm4_{OPCODES[op].lower()}")(q, body)
+
+    def _pm4_nop(self, q: Hqd, body: list[int]) -> None:
+        self.stats["nops"] += 1
+
+    def _pm4_acquire_mem(self, q: Hqd, body: list[int]) -> None:
+        self.stats["acquire_mem"] += 1  # data caches are not modelled (§2.6)
+        if len(body) >= 7 and body[6] & 3:  # GCR_CNTL.GLI_INV: the instruction cache, i.e. the decoded code
+            self.cache = None
+
+    def _pm4_set_sh_reg(self, q: Hqd, body: list[int]) -> None:
+        self.stats["set_sh_reg"] += 1
+        if not body:
+            return
+        first = SH_START + body[0]
+        for i, v in enumerate(body[1:]):
+            reg = first + i
+            if not SH_START <= reg < SH_END:
+                self._fail(q, f"SET_SH_REG writes dword 0x{reg:x}, outside the sh window", gap=True)
+                return
+            q.sh[4 * reg] = v
+
+    def _regs(self, q: Hqd, dim: tuple[int, int, int], initiator: int) -> DispatchRegs:
+        from tinyhw.mocks.rdna3 import DispatchRegs
+
+        sh = q.sh
+
+        def g(name: str) -> int:
+            return sh.get(R[name], 0)
+
+        return DispatchRegs(
+            pgm_lo=g("COMPUTE_PGM_LO"), pgm_hi=g("COMPUTE_PGM_HI"), rsrc1=g("COMPUTE_PGM_RSRC1"),
+            rsrc2=g("COMPUTE_PGM_RSRC2"), rsrc3=g("COMPUTE_PGM_RSRC3"),
+            user_data=tuple(sh.get(R["COMPUTE_USER_DATA_0"] + 4 * i, 0) for i in range(16)),
+            num_thread=tuple(g(f"COMPUTE_NUM_THREAD_{a}") & 0xFFFF for a in "XYZ"),  # type: ignore[arg-type]
+            dim=dim, start=tuple(g(f"COMPUTE_START_{a}") for a in "XYZ"),  # type: ignore[arg-type]
+            initiator=initiator, tmpring_size=g("COMPUTE_TMPRING_SIZE"))
+
+    def _pm4_dispatch_direct(self, q: Hqd, body: list[int]) -> None:
+        if len(body) < 4:
+            self._fail(q, f"DISPATCH_DIRECT with {len(body)} payload dwords (4 needed)")
+            return
+        from tinyhw.mocks.rdna3 import CodeCache, MemoryFault, ShaderError, Unimplemented, WatchdogExpired, run_dispatch
+
+        self.stats["dispatches"] += 1
+        if self.cache is None:
+            self.cache = CodeCache()
+        dim = (body[0], body[1], body[2])
+        regs = self._regs(q, dim, body[3])
+        mem = _Traced(self.s)
+        self._cost(DISPATCH_COST_S)
+        try:
+            res = run_dispatch(regs, mem, strict=self.s.strict, cache=self.cache, watchdog=self.watchdog)
+        except Unimplemented as exc:
+            self._fail(q, f"dispatch stopped: {exc}", gap=True)
+            return
+        except WatchdogExpired as exc:
+            q.hung = True
+            q.error = f"dispatch hung (the watchdog expired): {exc}"
+            return
+        except (VmFault, MemoryFault) as exc:
+            self._vm_fault(q, mem.fault, exc)
+            return
+        except (ShaderError, ValueError) as exc:
+            self._fail(q, f"dispatch stopped: {exc}")
+            return
+        self.last_dispatch = res
+        self.stats["wave_instructions"] += res.wave_instructions
+        parallel = max(1, min(res.waves, CUS))
+        self._cost(res.cycles / SHADER_HZ / parallel)
+
+    def _vm_fault(self, q: Hqd, where: tuple[int, bool] | None, exc: Exception) -> None:
+        """A GPUVM fault: the protection-fault registers name the page, VMID 0 and the direction; the queue stops."""
+        status = 1
+        if where is not None:
+            addr, write = where
+            m, s = FAULT_STATUS_FIELDS["RW"]
+            status |= (int(write) << s) & m
+            self.s.regs[R["GCVM_L2_PROTECTION_FAULT_ADDR_LO32"]] = (addr >> 12) & 0xFFFFFFFF
+            self.s.regs[R["GCVM_L2_PROTECTION_FAULT_ADDR_HI32"]] = (addr >> 44) & 0xF
+        self.s.regs[R["GCVM_L2_PROTECTION_FAULT_STATUS"]] = status
+        q.error = f"gpu vm fault: {exc}"
+
+    def _pm4_release_mem(self, q: Hqd, body: list[int]) -> None:
+        self.stats["release_mem"] += 1
+        if len(body) < 6:
+            self._fail(q, f"RELEASE_MEM with {len(body)} payload dwords (7 needed)")
+            return
+        data_sel = body[1] >> DATA_SEL_SHIFT & 7
+        addr = (body[3] << 32 | body[2]) & ((1 << 64) - 1)
+        data = body[5] << 32 | body[4]
+        if data_sel == 0:
+            return
+        size = 4 if data_sel == 1 else 8
+        if addr % size:
+            self._fail(q, f"RELEASE_MEM destination 0x{addr:x} is not {size}-byte aligned")
+            return
+
+        def land() -> None:
+            value = self.s.ticks() if data_sel in (3, 4) else data  # the time stamp is taken when it lands
+            try:
+                self.s.write(addr, (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little"))
+            except VmFault as exc:
+                self._vm_fault(q, (addr, True), exc)
+
+        self.s.at(self.now, land)
