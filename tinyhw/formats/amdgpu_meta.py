@@ -25,6 +25,8 @@ class MetadataError(ValueError):
 
 @dataclass(frozen=True)
 class KernelArg:
+    """One kernel argument of the code object's metadata (``.args``): where it sits in the kernarg segment."""
+
     offset: int
     size: int
     kind: str  # .value_kind: global_buffer, by_value, hidden_block_count_x, ...
@@ -33,12 +35,15 @@ class KernelArg:
 
 @dataclass(frozen=True)
 class KernelMeta:
+    """One kernel of the metadata note (``amdhsa.kernels``): its name, kernarg segment size and arguments."""
+
     name: str
     kernarg_size: int
     args: tuple[KernelArg, ...]
 
     @property
     def buffers(self) -> list[KernelArg]:
+        """The pointer arguments (``global_buffer``), in order: what ``kernels exec --buffer`` fills."""
         return [a for a in self.args if a.kind == "global_buffer"]
 
 

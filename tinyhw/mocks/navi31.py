@@ -176,7 +176,7 @@ class Navi31Board:
         # the AM boot path (amd-bringup.md §10.4): tinyhw.mocks.navi31_am
         self.am = am = AmBootPath(self, self.regs, self.regfile, self.events, options, model.boot, model.smu_delay,
                                   mailbox=self.psp, smuio=self.smuio, place_discovery=self._place_discovery)
-        self.boot, self.smu, self.gpuvm, self.sdma = am.boot, am.smu, am.gpuvm, am.sdma
+        self.boot, self.smu, self.gpuvm, self.sdma, self.cp = am.boot, am.smu, am.gpuvm, am.sdma, am.cp
         self._rebuild()
 
     # -- BAR5 dispatch ----------------------------------------------------------------------------------------
