@@ -156,19 +156,11 @@ def test_bad_firmware_refused_before_any_write(tmp_path, dev, damage, fwdir) -> 
 def test_disconnect_sweep_always_ends_booted_or_says_reset(fwdir) -> None:
     """A boot cut inside each phase (by USB transfer number), then a new boot: booted, or one clear error."""
     dev = "mock:navi31-usb"
-    full = boot(dev, fwdir)
-    doc = _json(full)
-    # where each step starts, in USB transfers from the start of the command
-    at = full.stats["usb_transfers"] - sum(s["usb_transfers"] for s in doc["steps"])
-    starts = {}
-    for s in doc["steps"]:
-        starts[s["step"]] = (at, s["usb_transfers"])
-        at += s["usb_transfers"]
+    starts = _step_starts(dev, fwdir)  # where each step starts, in USB transfers from the start of the command
     phases = ["psp firmware copy", "psp bootloader KDB", "psp bootloader SYS", "psp bootloader SOS", "km ring",
               "load toc", "firmware copy", "load smu", "setup tmr", "load rlc_g", "autoload rlc", "smu driver table",
               "clocks", "flags"]
     points = [starts[p][0] + max(1, starts[p][1] // 2) for p in phases] + [5]
-    assert _json(run("--device", dev, "--json", "am", "reset", "--yes"))["reset"]
     outcomes = []
     for n in points:
         cut = boot(f"{dev},faults=disconnect@{n}", fwdir)
