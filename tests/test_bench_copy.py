@@ -193,9 +193,8 @@ def test_sram_path_from_python_in_one_call() -> None:
     if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
         pytest.fail(f"firmware not extracted in {FW_DIR}: run bash tests/setup-system.sh", pytrace=False)
     assert run("--device", "mock:navi31-usb", "am", "reset", "--yes").code == 0
-    with tinyhw.open("mock:navi31-usb") as dev:
-        with pytest.raises(Refused, match="not a gpu tinyhw booted"):
-            sram_path(dev.transport)
+    with tinyhw.open("mock:navi31-usb") as dev, pytest.raises(Refused, match="not a gpu tinyhw booted"):
+        sram_path(dev.transport)
     assert run("--device", "mock:navi31-usb", "am", "boot", "--yes", "--firmware-dir", str(FW_DIR)).code == 0
     with tinyhw.open("mock:navi31-usb") as dev:
         path = sram_path(dev.transport)
