@@ -111,3 +111,29 @@ def test_bridge_sram_is_the_usb_transports_only() -> None:
             assert e.value.exit_code == 2
     finally:
         opened.close()
+
+
+def test_bridge_sram_operations_send_the_specs_requests() -> None:
+    """Each named operation is the §4.5/§4.2 request it names (read back from the emulated bridge's log and SRAM)."""
+    from tinyhw.errors import Refused
+
+    opened = open_device(parse_device("mock:navi31-usb"))
+    try:
+        t = opened.transport
+        emulated = t.found.device._ctx.backend.bridge
+        t.write_sram(1, b"\x5a" * 600)  # arm 2 sectors at slot 1 (one slot), one 1024-byte bulk OUT
+        arm, data = emulated.log[-2:]
+        assert (arm.setup.rt, arm.setup.req, arm.setup.wv, arm.setup.wi) == (0x40, 0xF2, 2, 1 | 1 << 8)
+        assert data.kind == "bulk_out" and data.length == 1024
+        assert bytes(emulated.memory.sram[0x4000:0x4000 + 601]) == b"\x5a" * 600 + b"\0"
+        t.arm_host_to_sram(16, 0x40000)  # the second copy-in window: 512 sectors from slot 16, 16 slots
+        setup = emulated.log[-1].setup
+        assert (setup.req, setup.wv, setup.wi) == (0xF2, 0x200, 16 | 16 << 8)
+        for slot, length in ((0, 1000), (31, 0x8000), (0, 0)):
+            with pytest.raises(Refused, match="must be a positive multiple of 512"):
+                t.arm_host_to_sram(slot, length)
+        t.write_xdata(0xA800, 0x42)
+        assert t.read_xdata(0xA800, 2)[0] == 0x42
+        assert t.sram_queue_kind() == "emulated"
+    finally:
+        opened.close()

@@ -279,8 +279,8 @@ class Asm24:
         value = sectors, index = first slot | slots << 8."""
         if length <= 0 or length % SRAM_SECTOR or not 0 <= slot < SRAM_SIZE // SRAM_SLOT \
                 or slot * SRAM_SLOT + length > SRAM_SIZE:
-            raise Refused(f"sram write arm of {length} bytes at slot {slot} is no whole number of 512-byte sectors "
-                          "inside the 512 kib sram")
+            raise Refused(f"sram write arm of {length} bytes at slot {slot}: the length must be a positive multiple "
+                          "of 512 that fits the 512 kib sram from that slot (32 slots of 16 kib)")
         slots = -(-length // SRAM_SLOT)
         self._ctrl(OUT, REQ_SRAM_DMA, length // SRAM_SECTOR, slot | (slots << 8), b"", TIMEOUT_XDATA,
                    f"sram write arm at slot {slot}")
