@@ -180,3 +180,25 @@ def test_sram_path_model_column_is_of_the_host_that_ran(monkeypatch: pytest.Monk
     bare = {h: usbcopy_model.copy_in(1 << 20, "tinyhw", host=h, host_costs=False)["mb_s"] for h in ("worker", "async")}
     assert row["model_mbps"] == pytest.approx(bare["worker"], abs=0.1)  # device costs only: no fitted host cost
     assert row["model_mbps"] < bare["async"]
+
+
+def test_sram_path_from_python_in_one_call() -> None:
+    """tinyhw.bench.sram_path(transport): the CLI's sram path and its refusals, without the CLI."""
+    from amfake import FW_DIR
+
+    import tinyhw
+    from tinyhw.bench import sram_path
+    from tinyhw.errors import Refused
+
+    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
+        pytest.fail(f"firmware not extracted in {FW_DIR}: run bash tests/setup-system.sh", pytrace=False)
+    assert run("--device", "mock:navi31-usb", "am", "reset", "--yes").code == 0
+    with tinyhw.open("mock:navi31-usb") as dev, pytest.raises(Refused, match="not a gpu tinyhw booted"):
+        sram_path(dev.transport)
+    assert run("--device", "mock:navi31-usb", "am", "boot", "--yes", "--firmware-dir", str(FW_DIR)).code == 0
+    with tinyhw.open("mock:navi31-usb") as dev:
+        path = sram_path(dev.transport)
+        data = bytes(range(256)) * 16
+        path.write(128 << 20, data)
+        assert path.read(128 << 20, len(data)) == data
+        assert path.label == "bridge sram + sdma (tinyhw copy-in)" and path.model_host("h2d") == "async"

@@ -104,10 +104,10 @@ class Independent:
 @dataclass
 class CopyPath:
     """How bytes move when not through the BAR mapping: ``write(offset, data)`` host->device and
-    ``read(offset, length)`` device->host (e.g. the bridge SRAM + SDMA protocols, which the CLI builds from
-    tinyhw.boot and hands in), its ``label``, and optionally ``model(direction, size)``: a modelled MB/s to print
-    beside the measured one (None when there is none) and ``model_host(direction)``: which host that model figure
-    is for (e.g. "async": a host that overlaps transfers, which the measured host may not be)."""
+    ``read(offset, length)`` device->host (e.g. the bridge SRAM + SDMA protocols:
+    :func:`tinyhw.bench.paths.sram_path`), its ``label``, and optionally ``model(direction, size)``: a modelled MB/s
+    to print beside the measured one (None when there is none) and ``model_host(direction)``: which host that model
+    figure is for (e.g. "async": a host that overlaps transfers, which the measured host may not be)."""
 
     label: str
     write: Callable[[int, bytes], object]

@@ -30,7 +30,7 @@ from typing import Any
 from tinyhw.bench.copy import DIRECTIONS, CopyPath, CopyResult, Independent, check_fits, copy_bench, pick_bar
 from tinyhw.errors import Refused
 from tinyhw.progress import NO_PROGRESS, Progress
-from tinyhw.transport.abilities import DmaBuffers
+from tinyhw.transport.abilities import BridgeSram, DmaBuffers
 from tinyhw.transport.base import Transport
 
 PATHS = ("auto", "bar", "sram", "dma", "staging")
@@ -52,15 +52,11 @@ class CopyPlan:
     gpu: Any = None  # the AmGpu of the engine paths (booted, checked)
 
 
-def _bridge(transport: Any) -> Any:
-    return getattr(transport, "bridge", None)
-
-
 def choose_path(transport: Transport) -> tuple[str, str, Any]:
     """(path, why, gpu) that ``auto`` picks for this device now; ``gpu`` is the checked AmGpu of an engine path."""
     from tinyhw.boot.dmacopy import booted_gpu
 
-    engine = "sram" if _bridge(transport) is not None else "dma" if isinstance(transport, DmaBuffers) else None
+    engine = "sram" if isinstance(transport, BridgeSram) else "dma" if isinstance(transport, DmaBuffers) else None
     if engine is None:
         return "bar", f"the {transport.name} transport has no copy engine path (no usb bridge, no dma buffers)", None
     try:
@@ -114,8 +110,9 @@ def _plan_engine(transport: Transport, sizes: list[int], path: str, offset: int 
 
     if gpu is None:
         if path == "sram":
-            if _bridge(transport) is None:
-                raise Refused("--path sram needs the usb bridge (usb or mock:navi31-usb); use --path bar here")
+            from tinyhw.boot.usbcopy import require_sram
+
+            require_sram(transport)
             gpu = booted_gpu(transport, "sram copies use")
         else:
             gpu = check_copy_engine(transport)
@@ -146,7 +143,7 @@ def open_path(transport: Transport, plan: CopyPlan, sizes: list[int],
         return
     check = _independent(plan.gpu, plan.offset + max(sizes))
     if plan.path == "sram":
-        yield _sram_path(transport, plan.gpu, protocol, check)
+        yield sram_path(transport, gpu=plan.gpu, protocol=protocol, check=check)
         return
     from tinyhw.boot.dmacopy import open_dma_copier
 
@@ -165,17 +162,29 @@ def _independent(gpu: Any, end: int) -> Independent:
                        gpu.vram_read, gpu.vram_write, gpu.hdp_flush, window=512 if inside else 16)
 
 
-def _sram_path(transport: Any, gpu: Any, protocol: str, check: Independent) -> CopyPath:
-    """The bridge SRAM + SDMA copy path (tinyhw.boot.usbcopy); the copy engine is brought up here (page tables, hubs,
-    SDMA ring) on a board `am boot` booted."""
+def sram_path(transport: Transport, *, gpu: Any = None, protocol: str = "tinyhw",
+              check: Independent | None = None) -> CopyPath:
+    """The bridge SRAM + SDMA copy path (:mod:`tinyhw.boot.usbcopy`) as a :class:`CopyPath`, in one call: refused
+    (exit 2) on a transport without the bridge-SRAM ability or a board no tinyhw boot brought up (``gpu``: the
+    checked AmGpu when the caller has one), then the copy engine is brought up (page tables, hubs, SDMA ring). Its
+    model column is of the host this run's copy-in really is (``sram_queue_kind``). ``check`` verifies copies
+    independently (default: the BAR0 VRAM aperture over the whole VRAM)."""
     from tinyhw.boot import usbcopy_model
     from tinyhw.boot.copyengine import bring_up
-    from tinyhw.boot.usbcopy import UsbCopier
+    from tinyhw.boot.dmacopy import booted_gpu
+    from tinyhw.boot.usbcopy import UsbCopier, require_sram
 
+    if protocol not in PROTOCOLS:
+        raise Refused(f"unknown copy-in protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
+    sram = require_sram(transport)
+    if gpu is None:
+        gpu = booted_gpu(transport, "sram copies use")
+    if check is None:
+        check = _independent(gpu, gpu.vram_size)
     copier = UsbCopier(bring_up(gpu))
     # the model of the host this run's copy-in really is: queued bulk transfers (libusb-async or the emulated
     # backend's queue) or the one-thread fallback; copy-out is synchronous either way
-    h2d_host = "worker" if transport.bridge.bulk_queue_kind() == "worker" else "async"
+    h2d_host = "worker" if sram.sram_queue_kind() == "worker" else "async"
 
     def host(direction: str) -> str:
         return h2d_host if direction == "h2d" else "sync"

@@ -2,7 +2,7 @@
 
 Layer 3: handed a transport (never constructing one, never importing mocks, usb or pci). Typical use::
 
-    gpu = AmGpu(transport)                           # ip discovery, registers placed with the found bases
+    gpu = preflight_boot(transport)                  # ip discovery; refused (vf, unknown part) before any write
     doc = identify.info(gpu, firmware_dir(None))     # `am info`, read-only
     fw = firmware.load(firmware_dir(None), gpu.discovery.versions())   # exit 2 before any write
     result = sequence.boot(gpu, fw, on_step=print)   # full, partial, or mode-1 reset then full
@@ -15,6 +15,7 @@ Copies host <-> VRAM after a boot: :mod:`tinyhw.boot.usbcopy` (the USB bridge's 
 from tinyhw.boot import firmware, identify, ids, layout, metrics, sequence
 from tinyhw.boot.firmware import FirmwareSet, firmware_dir
 from tinyhw.boot.gpu import AmGpu
+from tinyhw.boot.preflight import preflight_boot, preflight_reset
 from tinyhw.boot.psp import Psp, PspError
 from tinyhw.boot.smi import Smi
 from tinyhw.boot.smu import Smu, SmuError
@@ -22,5 +23,5 @@ from tinyhw.boot.state import BoardState, read_state
 
 __all__ = [
     "AmGpu", "BoardState", "FirmwareSet", "Psp", "PspError", "Smi", "Smu", "SmuError", "firmware", "firmware_dir",
-    "identify", "ids", "layout", "metrics", "read_state", "sequence",
+    "identify", "ids", "layout", "metrics", "preflight_boot", "preflight_reset", "read_state", "sequence",
 ]

@@ -4,8 +4,9 @@ Spec: specs/asm24-usb-bridge.md §4.5 (0xF2 arms: host->SRAM at first slot S, SR
 GPU write into 0x822000), §7.2 (SRAM at PCIe 0x200000, drain fence at 0x820800 = XDATA 0xA800, release word
 0x82200C), §9.2-§9.4 (windows, sentinel 0x51000000 | seq mod 2^24 in the last dword of the wire image, wire
 length round_up(payload + 4, 512), payload per full chunk 0x40000 - 4, fence = seq + 1 after chunk seq is in
-VRAM, first-use zeroing, window-reuse rule, copy-out in 512 KiB pieces). Layer 3: handed the transport (its
-``bridge``) and a :class:`~tinyhw.boot.copyengine.CopyEngine`.
+VRAM, first-use zeroing, window-reuse rule, copy-out in 512 KiB pieces). Layer 3: handed a
+:class:`~tinyhw.boot.copyengine.CopyEngine` on a transport with the bridge-SRAM ability
+(:class:`tinyhw.transport.abilities.BridgeSram`: the ``usb`` transport); nothing else of the transport is used.
 
 Two copy-in protocols share the GPU side (one submission per call: per chunk POLL sentinel, COPY, 64-bit
 WRITE of the fence) and differ on the host:
@@ -49,6 +50,8 @@ from typing import TYPE_CHECKING, Any
 from tinyhw.boot import sdmapkt as pk
 from tinyhw.boot.copyengine import CQ_BUF_BUS, SRAM_BUS, SRAM_SIZE, SYS_BUF_BUS, bridge_va
 from tinyhw.errors import DeviceTimeout, Refused
+from tinyhw.transport.abilities import BridgeSram
+from tinyhw.transport.base import require
 from tinyhw.transport.wait import poll
 
 if TYPE_CHECKING:
@@ -83,7 +86,7 @@ class UsbCopier:
     def __init__(self, engine: CopyEngine, *, timeout: float = 10.0) -> None:
         self.engine = engine
         self.gpu = engine.gpu
-        self.bridge = engine.gpu.transport.bridge
+        self.sram: BridgeSram = require_sram(engine.gpu.transport)
         self.clock = engine.gpu.clock
         self.timeout = timeout
         self.seq = 0
@@ -97,7 +100,7 @@ class UsbCopier:
     # -- helpers --------------------------------------------------------------------------------------------
     def _read_fence(self) -> int:
         self.stats["fence_reads"] += 1
-        self.fence_seen = int.from_bytes(self.bridge.xdata_read(FENCE_XDATA, 8), "little")
+        self.fence_seen = int.from_bytes(self.sram.read_xdata(FENCE_XDATA, 8), "little")
         return self.fence_seen
 
     def _wait_fence(self, target: int, what: str) -> None:
@@ -116,8 +119,8 @@ class UsbCopier:
         if self.primed:
             return
         for i in range(8):
-            self.bridge.xdata_write(FENCE_XDATA + i, 0)
-        self.bridge.sram_write(0, bytes(SRAM_SIZE))
+            self.sram.write_xdata(FENCE_XDATA + i, 0)
+        self.sram.write_sram(0, bytes(SRAM_SIZE))
         self.mirror = bytearray(SRAM_SIZE)  # what the SRAM holds, as far as this copier wrote it
         self.fence_seen = 0
         self.seq_base_fence = 0
@@ -125,9 +128,7 @@ class UsbCopier:
 
     def _arm(self, window: int, length: int) -> None:
         self.stats["arms"] += 1
-        slots = -(-length // SLOT)
-        self.bridge._ctrl(0x40, 0xF2, length // SECTOR, (16 * window) | (slots << 8), b"", 1.0,
-                          f"sram write arm at slot {16 * window}")
+        self.sram.arm_host_to_sram(WINDOW // SLOT * window, length)
 
     def _bulk(self, q: Any, data: bytes | bytearray | memoryview) -> int:
         """Queue one bulk OUT of copy-in data; its ticket."""
@@ -162,7 +163,7 @@ class UsbCopier:
             body += pk.write64(bridge_va(FENCE_BUS), seq + 1)
         self.engine.submit(body)
         last: dict[int, int] = {}  # seq -> ticket of its last bulk transfer
-        with self.bridge.bulk_out_queue(DEPTH, 10.0, "copy-in data") as q:
+        with self.sram.open_sram_queue(DEPTH, 10.0, "copy-in data") as q:
             self.stats["queue"] = q.kind
             for c, chunk in enumerate(chunks):
                 seq = base + c
@@ -254,7 +255,7 @@ class UsbCopier:
         follows; 0xA5A5A5A5 is no sentinel."""
         n = min(-(-length // SECTOR) * SECTOR, SRAM_SIZE)
         if n:
-            self.bridge.sram_write(0, bytes([byte]) * n)
+            self.sram.write_sram(0, bytes([byte]) * n)
             self.mirror[:n] = bytes([byte]) * n
 
     # -- copy-out --------------------------------------------------------------------------------------------
@@ -266,12 +267,12 @@ class UsbCopier:
         out = bytearray()
         while len(out) < length:
             n = min(OUT_PIECE, length - len(out))
-            self.bridge.sram_read_arm(n)
+            self.sram.arm_sram_to_host(n)
             body = pk.copy_linear(self.gpu.mc(src_offset + len(out)), bridge_va(SRAM_BUS), n)
             body += pk.fence(bridge_va(RELEASE_BUS), 0)
             self.engine.submit(body)
             try:
-                piece = self.bridge.sram_read_collect(n)
+                piece = self.sram.collect_sram(n)
             except DeviceTimeout as e:
                 raise DeviceTimeout(f"usb copy-out piece at vram 0x{src_offset + len(out):x} never arrived: the gpu "
                                     f"did not release the sram (sdma read pointer 0x{self.engine.rptr():x} of "
@@ -286,14 +287,20 @@ class UsbCopier:
 
 def open_copier(transport: object, *, timeout: float = 10.0) -> UsbCopier:
     """A ready copier for a booted GPU behind the USB bridge: finds the registers (discovery), brings the copy
-    engine up (:func:`tinyhw.boot.copyengine.bring_up`) and returns the copier. ``transport`` must be the USB
-    transport (it has a ``bridge``); anything else is refused."""
+    engine up (:func:`tinyhw.boot.copyengine.bring_up`) and returns the copier. ``transport`` must have the
+    bridge-SRAM ability (the usb transport); anything else is refused (:func:`require_sram`)."""
     from tinyhw.boot.copyengine import bring_up
     from tinyhw.boot.gpu import AmGpu
 
-    if getattr(transport, "bridge", None) is None:
-        raise Refused("sram copies need the usb bridge transport (usb: or mock:navi31-usb)")
+    require_sram(transport)
     return UsbCopier(bring_up(AmGpu(transport)), timeout=timeout)  # type: ignore[arg-type]
+
+
+def require_sram(transport: Any) -> BridgeSram:
+    """``transport`` as a :class:`~tinyhw.transport.abilities.BridgeSram`, or the refusal (exit 2) every sram copy
+    path gives on a transport without the usb bridge's sram (``pci:``, ``vfio:``, ``mock:navi31``, ``remote:``)."""
+    return require(transport, BridgeSram, "copy through the usb bridge's sram (usb: or mock:navi31-usb only)",
+                   refuse=True, hint="use --path bar (the bar mapping) or a device behind the usb bridge")
 
 
 def _image_bytes(chunk: memoryview, n: int, tag: int, pos: int) -> bytes:

@@ -12,8 +12,6 @@ from typing import Any
 
 import click
 
-from tinyhw.errors import OperationFailed, Refused
-
 _FW_HELP = "Directory of the amdgpu firmware files (default: $TINYHW_AMDGPU_FIRMWARE, else /lib/firmware/amdgpu)."
 
 
@@ -150,16 +148,6 @@ def _show_info(app: Any, doc: dict[str, Any]) -> None:
         out.print(f"firmware: {fw.get('problem')}")
 
 
-def _require_bootable(gpu: Any) -> None:
-    if gpu.discovery is None:
-        raise OperationFailed("the ip discovery table is unreadable, so the firmware the gpu needs is unknown",
-                              hint="check that the gpu is powered (tinyhw am info) and try again")
-    if gpu.is_vf():
-        raise Refused("this function is an sr-iov virtual function; its psp and smu belong to the host",
-                      hint="boot the physical function instead")
-    gpu.check_supported()
-
-
 @am.command("boot")
 @click.option("--yes", is_flag=True, help="Do it without asking (the plan is still printed).")
 @click.option("--firmware-dir", metavar="DIR", help=_FW_HELP)
@@ -182,10 +170,9 @@ def boot_cmd(app: Any, yes: bool, firmware_dir: str | None, allow_unknown_firmwa
     Example:
       tinyhw --device mock:navi31 am boot --yes --firmware-dir ~/.cache/tinyhw/firmware/amd/lib/firmware/amdgpu
     """
-    from tinyhw.boot import firmware, read_state, sequence
+    from tinyhw.boot import firmware, preflight_boot, read_state, sequence
 
-    gpu = _gpu(app, writes=True)
-    _require_bootable(gpu)
+    gpu = preflight_boot(_gpu(app, writes=True))
     directory = firmware.firmware_dir(firmware_dir)
     fw = firmware.load(directory, gpu.discovery.versions(), allow_unknown=allow_unknown_firmware)
     state = read_state(gpu)
@@ -223,12 +210,9 @@ def reset_cmd(app: Any, yes: bool) -> None:
     Example:
       tinyhw --device mock:navi31 am reset --yes
     """
-    from tinyhw.boot import read_state, sequence
+    from tinyhw.boot import preflight_reset, read_state, sequence
 
-    gpu = _gpu(app, writes=True)
-    if gpu.is_vf():
-        raise Refused("this function is an sr-iov virtual function; only the host can reset the gpu")
-    _require_bootable(gpu)
+    gpu = preflight_reset(_gpu(app, writes=True))
     state = read_state(gpu)
     app.confirm(yes, f"plan: mode-1 reset of {gpu.transport.identity().location} "
                      f"({'firmware running' if state.firmware_running else 'no firmware running'}), "

@@ -105,10 +105,10 @@ class Gd25:
 
     def _rdid_chained(self) -> bytes:
         sw = self.sw
-        sw._fire(RDID, None, 4, rx=True)
-        sw._finish(0)
-        sw._fire(RDSR1, None, 4, rx=True)
-        return sw._finish(4)[:4]
+        sw.fire(RDID, None, 4, rx=True)
+        sw.finish(0)
+        sw.fire(RDSR1, None, 4, rx=True)
+        return sw.finish(4)[:4]
 
     def sfdp(self, length: int = 24) -> tuple[bool, int | None, bytes]:
         """5Ah read of ``length`` bytes at 0, searched for the "SFDP" signature (§c.7): (present, offset, capture)."""

@@ -165,7 +165,9 @@ class RomSw:
         return None if self._saved is None else dict(self._saved)
 
     # -- one transaction -----------------------------------------------------------------------------------
-    def _fire(self, opcode: int, address: int | None, count: int, rx: bool) -> None:
+    def fire(self, opcode: int, address: int | None, count: int, rx: bool) -> None:
+        """Start one transaction: ``opcode``, a 3-byte ``address`` (None: none), ``count`` data bytes sent from the
+        window or (``rx``) received into it; :meth:`finish` waits for it."""
         if not 0 <= count <= WINDOW_BYTES:
             raise OperationFailed(f"rom_sw transaction of {count} data bytes (at most {WINDOW_BYTES})")
         r = self._reg
@@ -181,7 +183,7 @@ class RomSw:
         self._fired_bytes = 1 + addr_len + count
         self.transactions += 1
 
-    def _finish(self, window: int) -> bytes:
+    def finish(self, window: int) -> bytes:
         """Wait for DONE; return the first ``window`` bytes of the data window (rounded up to dwords)."""
         if self._batch is not None:
             ticket = self._batch.submit(self._finish_ops(window))
@@ -215,7 +217,7 @@ class RomSw:
         return self.bar.read(self._data, n) if n else b""
 
     def _finish_ops(self, window: int) -> list[Op]:
-        """The device-side form of :meth:`_finish`: poll DONE there, then read the window (batching transports)."""
+        """The device-side form of :meth:`finish`: poll DONE there, then read the window (batching transports)."""
         bar = self.bar.info.index
         ops: list[Op] = [Poll32(bar, self._status, self._done, self._done, DONE_TIMEOUT, DONE_INTERVAL,
                                 DONE_WHAT, DONE_HINT)]
@@ -231,16 +233,16 @@ class RomSw:
                 raise OperationFailed(f"rom_sw tx of {len(data)} bytes (at most {WINDOW_BYTES})")
             padded = bytes(data) + bytes(-len(data) % 4)
             self.bar.write(self._data, _swap32(padded))
-        self._fire(opcode, address, len(data), rx=False)
-        self._finish(0)
+        self.fire(opcode, address, len(data), rx=False)
+        self.finish(0)
 
     # -- reads ---------------------------------------------------------------------------------------------
     def receive(self, opcode: int, count: int, address: int | None = None) -> bytes:
         """One read, always primed by an identical transaction (§b.4): correct under either RX model."""
-        self._fire(opcode, address, count, rx=True)
-        self._finish(0)
-        self._fire(opcode, address, count, rx=True)
-        return self._finish(count)[:count]
+        self.fire(opcode, address, count, rx=True)
+        self.finish(0)
+        self.fire(opcode, address, count, rx=True)
+        return self.finish(count)[:count]
 
     def receive_stream(self, requests: Iterable[Rx]) -> Iterator[bytes]:
         """Data of each request in order. Chained: N + 1 transactions for N reads (the window after
@@ -254,14 +256,14 @@ class RomSw:
             return
         prev: Rx | None = None
         for req in requests:
-            self._fire(req.opcode, req.address, req.count, rx=True)
-            window = self._finish(prev.count if prev else 0)
+            self.fire(req.opcode, req.address, req.count, rx=True)
+            window = self.finish(prev.count if prev else 0)
             if prev is not None:
                 yield window[:prev.count]
             prev = req
         if prev is not None:
-            self._fire(prev.opcode, prev.address, prev.count, rx=True)  # the tail: shows the last request
-            yield self._finish(prev.count)[:prev.count]
+            self.fire(prev.opcode, prev.address, prev.count, rx=True)  # the tail: shows the last request
+            yield self.finish(prev.count)[:prev.count]
 
     def _stream_batched(self, requests: Iterable[Rx]) -> Iterator[bytes]:
         """Chained reads on a batching transport: BATCH_READS transactions per message (one round trip)."""
@@ -269,7 +271,7 @@ class RomSw:
         pending: list[tuple[Ticket, int]] = []
         prev: Rx | None = None
         for req in requests:
-            self._fire(req.opcode, req.address, req.count, rx=True)
+            self.fire(req.opcode, req.address, req.count, rx=True)
             ticket = self._batch.submit(self._finish_ops(prev.count if prev else 0))
             if prev is not None:
                 pending.append((ticket, prev.count))
@@ -279,7 +281,7 @@ class RomSw:
                 pending = []
             prev = req
         if prev is not None:
-            self._fire(prev.opcode, prev.address, prev.count, rx=True)  # the tail: shows the last request
+            self.fire(prev.opcode, prev.address, prev.count, rx=True)  # the tail: shows the last request
             pending.append((self._batch.submit(self._finish_ops(prev.count)), prev.count))
         for t, count in pending:
             yield t.get()[-1][:count]
@@ -295,12 +297,12 @@ class RomSw:
         if first_wait > 0:
             clock.sleep(first_wait)
         if self.chain:
-            self._fire(opcode, None, 4, rx=True)
-            self._finish(0)
+            self.fire(opcode, None, 4, rx=True)
+            self.finish(0)
 
             def probe() -> int:
-                self._fire(opcode, None, 4, rx=True)
-                return self._finish(4)[0]
+                self.fire(opcode, None, 4, rx=True)
+                return self.finish(4)[0]
         else:
             def probe() -> int:
                 return self.receive(opcode, 4)[0]

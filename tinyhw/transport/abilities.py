@@ -12,8 +12,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from tinyhw.transport.batch import Batching
 
-__all__ = ["RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BulkQueue", "DmaBuffers", "DeviceAttributes",
-           "Interrupts", "QueuedBulk", "ReadOnlyPeek", "Resettable", "device_awake"]
+__all__ = ["RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BridgeSram", "BulkQueue", "DmaBuffers",
+           "DeviceAttributes", "Interrupts", "QueuedBulk", "ReadOnlyPeek", "Resettable", "device_awake"]
 
 
 @runtime_checkable
@@ -114,3 +114,39 @@ class QueuedBulk(Protocol):
     queue_kind: str
 
     def open_bulk_queue(self, device: Any, ep: int, depth: int, timeout_ms: int) -> BulkQueue: ...
+
+
+@runtime_checkable
+class BridgeSram(Protocol):
+    """The ASM24 USB bridge's 512 KiB SRAM (32 slots of 16 KiB, at PCIe 0x200000 for the GPU), its 0xF2 DMA engine
+    and its XDATA (where the GPU's drain fence lands): specs/asm24-usb-bridge.md §4.2, §4.5, §7.2, §9. Only the
+    ``usb`` transport (``usb:``, ``mock:navi31-usb``) has it; the copy path of :mod:`tinyhw.boot.usbcopy` is built
+    on these operations alone.
+
+    * ``arm_host_to_sram(first_slot, length)``: arm the engine so that the next ``length`` bytes (a multiple of
+      512) of bulk OUT on the data endpoint land in the SRAM from ``first_slot`` on; nothing is sent.
+    * ``write_sram(slot, data)``: arm and send ``data`` (padded to 512 bytes) in one bulk OUT, waiting for it.
+    * ``open_sram_queue(depth, timeout, what)``: the queued bulk OUT seam on the data endpoint (several armed
+      transfers in flight, :mod:`tinyhw.usb.queued`): a context manager with ``kind``, ``submit(data) -> ticket``
+      and ``wait(ticket)``; ``sram_queue_kind()`` names what it opens ("libusb-async", "emulated", "worker").
+    * ``arm_sram_to_host(length)``: arm an SRAM -> host transfer of ``length`` bytes from slot 0, released by a
+      GPU write into 0x822000; ``collect_sram(length)``: the bulk IN of that transfer.
+    * ``read_xdata(address, length)`` / ``write_xdata(address, value)``: the bridge's 16-bit XDATA space, one byte
+      written per call (the fence at 0xA800 is PCIe 0x820800).
+    """
+
+    def arm_host_to_sram(self, first_slot: int, length: int) -> None: ...
+
+    def write_sram(self, slot: int, data: bytes) -> None: ...
+
+    def open_sram_queue(self, depth: int, timeout: float, what: str) -> Any: ...
+
+    def sram_queue_kind(self) -> str: ...
+
+    def arm_sram_to_host(self, length: int) -> None: ...
+
+    def collect_sram(self, length: int) -> bytes: ...
+
+    def read_xdata(self, address: int, length: int) -> bytes: ...
+
+    def write_xdata(self, address: int, value: int) -> None: ...

@@ -170,8 +170,11 @@ class Transport:
         self.close()
 
 
-def require(transport: Transport, ability: type, what: str) -> Any:
-    """Return ``transport`` if it implements the optional ``ability`` interface, else a clear error."""
+def require(transport: Transport, ability: type, what: str, *, refuse: bool = False, hint: str | None = None) -> Any:
+    """Return ``transport`` if it implements the optional ``ability`` interface, else a clear error: "the X
+    transport cannot ``what``" (:class:`NotAvailableYet`, exit 3; with ``refuse`` a :class:`Refused`, exit 2, for
+    a feature the user asked of a device that can never have it)."""
     if not isinstance(transport, ability):
-        raise NotAvailableYet(f"the {transport.name} transport cannot {what}")
+        error = Refused if refuse else NotAvailableYet
+        raise error(f"the {transport.name} transport cannot {what}", hint=hint)
     return transport

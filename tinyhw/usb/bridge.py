@@ -269,13 +269,21 @@ class Asm24:
         if not data:
             return
         padded = bytes(data) + bytes(-len(data) % SRAM_SECTOR)
-        slots = -(-len(padded) // SRAM_SLOT)
         if not 0 <= slot < SRAM_SIZE // SRAM_SLOT or slot * SRAM_SLOT + len(padded) > SRAM_SIZE:
             raise Refused(f"sram write of {len(data)} bytes at slot {slot} does not fit the 512 kib sram")
-        sectors = len(padded) // SRAM_SECTOR
-        self._ctrl(OUT, REQ_SRAM_DMA, sectors, slot | (slots << 8), b"", TIMEOUT_XDATA,
-                   f"sram write arm at slot {slot}")
+        self.sram_write_arm(slot, len(padded))
         self._bulk_out(padded, TIMEOUT_SRAM_BULK, f"sram write at slot {slot}")
+
+    def sram_write_arm(self, slot: int, length: int) -> None:
+        """Arm host -> SRAM (§4.5): the next ``length`` bytes (a multiple of 512) of bulk OUT land from ``slot`` on;
+        value = sectors, index = first slot | slots << 8."""
+        if length <= 0 or length % SRAM_SECTOR or not 0 <= slot < SRAM_SIZE // SRAM_SLOT \
+                or slot * SRAM_SLOT + length > SRAM_SIZE:
+            raise Refused(f"sram write arm of {length} bytes at slot {slot}: the length must be a positive multiple "
+                          "of 512 that fits the 512 kib sram from that slot (32 slots of 16 kib)")
+        slots = -(-length // SRAM_SLOT)
+        self._ctrl(OUT, REQ_SRAM_DMA, length // SRAM_SECTOR, slot | (slots << 8), b"", TIMEOUT_XDATA,
+                   f"sram write arm at slot {slot}")
 
     def sram_read_arm(self, length: int) -> None:
         """Arm an SRAM -> host transfer from slot 0; the data is released by a GPU write into 0x822000 (§4.5)."""

@@ -27,6 +27,7 @@ from tinyhw.usb.device import (
     usb_errors,
 )
 from tinyhw.usb.enumerate import Enumeration, enumerate_gpu
+from tinyhw.usb.queued import QueuedBulkOut
 
 
 class UsbBarRegion(BarRegion):
@@ -181,6 +182,39 @@ class UsbTransport(Transport):
                 "rebar_size": self.enumeration.rebar_size,
             },
         )
+
+    # -- the bridge-SRAM ability (tinyhw.transport.abilities.BridgeSram; asm24-usb-bridge.md §4.2, §4.5) ------------
+    def arm_host_to_sram(self, first_slot: int, length: int) -> None:
+        """Arm the 0xF2 engine: the next ``length`` bytes of bulk OUT land in the SRAM from ``first_slot`` on."""
+        self.bridge.sram_write_arm(first_slot, length)
+
+    def write_sram(self, slot: int, data: bytes) -> None:
+        """Arm and send ``data`` into the SRAM from ``slot`` on (one bulk OUT, padded to 512 bytes)."""
+        self.bridge.sram_write(slot, data)
+
+    def open_sram_queue(self, depth: int, timeout: float, what: str) -> QueuedBulkOut:
+        """Queued bulk OUT transfers on the data endpoint, up to ``depth`` in flight (:mod:`tinyhw.usb.queued`)."""
+        return self.bridge.bulk_out_queue(depth, timeout, what)
+
+    def sram_queue_kind(self) -> str:
+        """The queue :meth:`open_sram_queue` opens here: "libusb-async", "emulated" or "worker"."""
+        return self.bridge.bulk_queue_kind()
+
+    def arm_sram_to_host(self, length: int) -> None:
+        """Arm an SRAM -> host transfer of ``length`` bytes from slot 0 (released by a GPU write into 0x822000)."""
+        self.bridge.sram_read_arm(length)
+
+    def collect_sram(self, length: int) -> bytes:
+        """The bulk IN of an armed SRAM -> host transfer."""
+        return self.bridge.sram_read_collect(length)
+
+    def read_xdata(self, address: int, length: int) -> bytes:
+        """``length`` bytes of the bridge's XDATA from ``address`` on."""
+        return self.bridge.xdata_read(address, length)
+
+    def write_xdata(self, address: int, value: int) -> None:
+        """One byte of the bridge's XDATA."""
+        self.bridge.xdata_write(address, value)
 
     def close(self) -> None:
         if self._closed:
