@@ -148,7 +148,7 @@ def _isa(target: str, binary: bytes, source: str) -> str:
 @click.argument("name")
 @click.option("--device", "-d", "device", metavar="cpu|cuda:N",
               help="Where to run (default: the global --device: cuda:N, or an AMD board; else cpu).")
-@click.option("--repeats", "-r", default=None, type=int,
+@click.option("--repeats", "-r", default=None, type=Number(),
               help="Timed runs after a first, checked one (default 5; 1 on an AMD board).")
 @click.option("--n", "n", type=Number(minimum=1),
               help="Elements (cpu; on an AMD board a multiple of one workgroup's up to the binary's size).")
