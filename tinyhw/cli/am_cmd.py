@@ -12,6 +12,8 @@ from typing import Any
 
 import click
 
+from tinyhw.cli.app import App
+
 _FW_HELP = "Directory of the amdgpu firmware files (default: $TINYHW_AMDGPU_FIRMWARE, else /lib/firmware/amdgpu)."
 
 
@@ -20,7 +22,7 @@ class StepDisplay:
     elsewhere (a log file, a pipe) plain lines with -v (a ``step NAME ...`` line as each starts, so a log shows
     where a boot stopped, and an ``ok`` line as it ends). Nothing with -q."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: App) -> None:
         self.app = app
         self.live = not app.quiet and not app.json and app.err.is_terminal
         self.plain = not app.quiet and not self.live and app.verbose > 0
@@ -56,7 +58,7 @@ def _size(detail: dict[str, Any]) -> str:
     return f"  {detail['bytes']:,} bytes" if detail.get("bytes") else ""
 
 
-def _gpu(app: Any, *, writes: bool) -> Any:
+def _gpu(app: App, *, writes: bool) -> Any:
     from tinyhw.boot import AmGpu
 
     transport = app.open_transport(writes=writes)
@@ -79,7 +81,7 @@ def am() -> None:
 @click.option("--firmware-dir", metavar="DIR", help=_FW_HELP)
 @click.option("--probe-smu", is_flag=True, help="Also ask the SMU for its version (one mailbox message).")
 @click.pass_obj
-def info_cmd(app: Any, firmware_dir: str | None, probe_smu: bool) -> None:
+def info_cmd(app: App, firmware_dir: str | None, probe_smu: bool) -> None:
     """Identify the GPU (read-only): VRAM, IP discovery, GC info, gfx target, flags, sOS/SMU, firmware.
 
     Touches nothing: only register and VRAM reads (the discovery table at VRAM size - 64 KiB);
@@ -96,7 +98,7 @@ def info_cmd(app: Any, firmware_dir: str | None, probe_smu: bool) -> None:
     app.emit(doc, lambda: _show_info(app, doc))
 
 
-def _show_info(app: Any, doc: dict[str, Any]) -> None:
+def _show_info(app: App, doc: dict[str, Any]) -> None:
     from rich.table import Table
 
     out = app.out
@@ -156,7 +158,7 @@ def _show_info(app: Any, doc: dict[str, Any]) -> None:
 @click.option("--no-copy-engine", is_flag=True,
               help="Stop after the PSP/SMU boot: leave the page tables, GC/MM hubs, IH rings, MEC and SDMA0 alone.")
 @click.pass_obj
-def boot_cmd(app: Any, yes: bool, firmware_dir: str | None, allow_unknown_firmware: bool,
+def boot_cmd(app: App, yes: bool, firmware_dir: str | None, allow_unknown_firmware: bool,
              no_copy_engine: bool) -> None:
     """Boot the PSP secure OS and the SMU (full, partial, or after a mode-1 reset).
 
@@ -201,7 +203,7 @@ def boot_cmd(app: Any, yes: bool, firmware_dir: str | None, allow_unknown_firmwa
 @am.command("reset")
 @click.option("--yes", is_flag=True, help="Do it without asking (the plan is still printed).")
 @click.pass_obj
-def reset_cmd(app: Any, yes: bool) -> None:
+def reset_cmd(app: App, yes: bool) -> None:
     """Mode-1 reset the whole GPU (SMU debug mailbox; PSP fallback) and clear tinyhw's boot flags.
 
     Waits until the PSP bootloader answers again. Everything the firmware held is lost.

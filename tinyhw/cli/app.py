@@ -103,7 +103,7 @@ class App:
         if opened is not None:
             try:
                 stats = opened.transport.stats()
-                notes = opened.notes()
+                notes = opened.uncovered()
             finally:
                 opened.close()
         if notes:

@@ -14,13 +14,14 @@ from typing import Any
 
 import click
 
+from tinyhw.cli.app import App
 from tinyhw.cli.numbers import parse_number
 from tinyhw.errors import Refused
 
 _ASIC_HELP = "ASIC profile: navi31, gfx1200 (aliases gfx1100, navi48, navi44, gfx1201). Default: from the device."
 
 
-def _asic(app: Any, name: str | None, transport: Any = None) -> Any:
+def _asic(app: App, name: str | None, transport: Any = None) -> Any:
     """The ASIC from --asic, else from the device's PCI id (opening the device if needed)."""
     from tinyhw import regs
 
@@ -38,7 +39,7 @@ def _warn(line: str) -> None:
     click.echo(line, err=True)
 
 
-def _device_asic(app: Any, name: str | None, transport: Any) -> Any:
+def _device_asic(app: App, name: str | None, transport: Any) -> Any:
     """The device's register space with the bases of its IP discovery table (facts, with a warning, if unusable)."""
     from tinyhw.regs.discovery import asic_from_device
 
@@ -62,7 +63,7 @@ def _field_docs(reg: Any, value: int | None = None) -> list[dict[str, int | str]
     return docs
 
 
-def _print_fields(app: Any, reg: Any, value: int) -> None:
+def _print_fields(app: App, reg: Any, value: int) -> None:
     from rich.table import Table
 
     table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 2), show_header=True, header_style="bold")
@@ -98,7 +99,7 @@ def reg() -> None:
 @click.argument("pattern")
 @click.option("--asic", "asic_name", metavar="NAME", help=_ASIC_HELP)
 @click.pass_obj
-def find_cmd(app: Any, pattern: str, asic_name: str | None) -> None:
+def find_cmd(app: App, pattern: str, asic_name: str | None) -> None:
     """List the registers matching PATTERN with their byte offset and fields.
 
     PATTERN is a glob: REG (every block), block.REG, or block.REG.FIELD (only matching
@@ -133,7 +134,7 @@ def find_cmd(app: Any, pattern: str, asic_name: str | None) -> None:
 @click.argument("names", nargs=-1, required=True)
 @click.option("--asic", "asic_name", metavar="NAME", help=_ASIC_HELP)
 @click.pass_obj
-def read_cmd(app: Any, names: tuple[str, ...], asic_name: str | None) -> None:
+def read_cmd(app: App, names: tuple[str, ...], asic_name: str | None) -> None:
     """Read registers by name and show each value with its decoded fields.
 
     Reads one dword of the register BAR per NAME (a block.REGISTER.FIELD name reads its
@@ -176,7 +177,7 @@ def _only(reg_: Any, fld: Any) -> Any:
 @click.option("--asic", "asic_name", metavar="NAME", help=_ASIC_HELP)
 @click.option("--yes", is_flag=True, help="Do it without asking (needed when not on a terminal).")
 @click.pass_obj
-def write_cmd(app: Any, assignments: tuple[str, ...], asic_name: str | None, yes: bool) -> None:
+def write_cmd(app: App, assignments: tuple[str, ...], asic_name: str | None, yes: bool) -> None:
     """Write registers (NAME=VALUE) or single fields (NAME.FIELD=VALUE, read-modify-write).
 
     Changes device state: prints the plan and needs --yes (or a 'y' on a terminal; refused
@@ -233,7 +234,7 @@ def _plan_lines(plan: Any) -> list[str]:
 @click.argument("value")
 @click.option("--asic", "asic_name", metavar="NAME", help=_ASIC_HELP)
 @click.pass_obj
-def decode_cmd(app: Any, name: str, value: str, asic_name: str | None) -> None:
+def decode_cmd(app: App, name: str, value: str, asic_name: str | None) -> None:
     """Decode VALUE into the fields of register NAME, offline (no device is touched with --asic).
 
     NAME may also be block.REGISTER.FIELD to show one field.
@@ -254,7 +255,7 @@ def decode_cmd(app: Any, name: str, value: str, asic_name: str | None) -> None:
 @reg.command("discovery")
 @click.option("--asic", "asic_name", metavar="NAME", help=_ASIC_HELP)
 @click.pass_obj
-def discovery_cmd(app: Any, asic_name: str | None) -> None:
+def discovery_cmd(app: App, asic_name: str | None) -> None:
     """Read the device's IP discovery table: IP blocks, versions, segment bases, harvest.
 
     Reads RCC_CONFIG_MEMSIZE (VRAM size), then 10 KiB at VRAM size - 64 KiB: through BAR0

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from tinyhw.cli.app import App
 from tinyhw.cli.numbers import Number
 from tinyhw.errors import Refused
 
@@ -45,7 +46,7 @@ def _table(doc: dict[str, Any], title: str) -> Any:
 @click.option("--interval", type=float, default=1.0, show_default=True, metavar="S", help="Seconds between refreshes.")
 @click.option("--count", type=Number(), default=0, metavar="N", help="Stop after N refreshes (0: until Ctrl-C).")
 @click.pass_obj
-def smi(app: Any, once: bool, interval: float, count: int) -> None:
+def smi(app: App, once: bool, interval: float, count: int) -> None:
     """Show the SMU metrics of a tinyhw-booted AMD GPU: clocks, activity, power, temperatures, fan, throttling.
 
     Touches only the SMU mailbox (TransferTableSmu2Dram) and reads the table from VRAM; never

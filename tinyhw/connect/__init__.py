@@ -43,7 +43,7 @@ class Opened:
     transport: Transport
     spec: DeviceSpec
     closers: list[Callable[[], None]] = field(default_factory=list)
-    notes: Callable[[], list[str]] = list  # accesses an emulated board did not cover (non-strict)
+    uncovered: Callable[[], list[str]] = list  # accesses an emulated board did not model (non-strict)
     emulator_stats: Callable[[], dict] | None = None
 
     def close(self) -> None:
@@ -148,7 +148,7 @@ def _emulator(entry: registry.Entry) -> Any:
 def _open_direct(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Opened], None]) -> Opened:
     """An emulated board that is its own transport (``mock:navi31``, ``mock:ad102``); it takes the device lock."""
     t = _emulator(entry)(typed_options(spec, entry))
-    opened = Opened(t, spec, notes=lambda: list(t.board.uncovered))
+    opened = Opened(t, spec, uncovered=lambda: list(t.board.uncovered))
     register(opened)
     return opened
 
@@ -167,7 +167,7 @@ def _open_asm24(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Ope
     except BaseException:
         board.close()
         raise
-    opened = Opened(t, spec, closers=[board.close], notes=lambda: list(board.uncovered),
+    opened = Opened(t, spec, closers=[board.close], uncovered=lambda: list(board.uncovered),
                     emulator_stats=bridge.stats)
     register(opened)
     t.connect()

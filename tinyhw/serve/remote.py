@@ -272,6 +272,6 @@ def _safe_stats(opened: Opened) -> dict[str, Any]:
 
 def _safe_notes(opened: Opened) -> list[str]:
     try:
-        return list(opened.notes())
+        return list(opened.uncovered())
     except TinyhwError:
         return []
