@@ -8,6 +8,7 @@ so they cannot go stale; the opcode numbers the spec lists (§5.4) are checked a
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 from pathlib import Path
@@ -127,7 +128,8 @@ def test_vopd_y_destination_parity() -> None:
     assert inst.text.startswith("v_dual_add_f32 v1,") and ":: v_dual_add_f32 v0," in inst.text
 
 
-needs_llvm = pytest.mark.skipif(not (shutil.which("llvm-mc-19") and shutil.which("llvm-objdump-19")),
+needs_llvm = pytest.mark.skipif(not (shutil.which("llvm-mc-19") and shutil.which("llvm-objdump-19"))
+                                and os.environ.get("TINYHW_REQUIRE_COMPILE") != "1",  # CI: required
                                 reason="llvm-19 (llvm-mc-19, llvm-objdump-19) is not installed")
 
 

@@ -8,6 +8,7 @@ classes one by one through the final wave state.
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 import subprocess
@@ -210,7 +211,8 @@ def test_hand_programs_decode_as_written() -> None:
             assert inst.text == text and inst.size == 4 * len(words)
 
 
-@pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="llvm-mc-19 is not installed")
+@pytest.mark.skipif(not shutil.which("llvm-mc-19") and os.environ.get("TINYHW_REQUIRE_COMPILE") != "1",  # CI: required
+                    reason="llvm-mc-19 is not installed")
 def test_hand_programs_are_what_llvm_mc_assembles(tmp_path: Path) -> None:
     src = tmp_path / "p.s"
     rows = [row for program in PROGRAMS for row in program]

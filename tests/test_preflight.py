@@ -46,7 +46,7 @@ def test_an_unreadable_discovery_table_fails(transport) -> None:
 @pytest.mark.parametrize("command", ["boot", "reset"])
 def test_the_cli_gives_the_librarys_refusal(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(AmGpu, "is_vf", lambda self: True)
-    r = run("--device", "mock:navi31", "am", command, "--yes", "--firmware-dir", "/tmp/tinyhw-no-such-dir") if command == "boot" \
-        else run("--device", "mock:navi31", "am", command, "--yes")
+    extra = ["--firmware-dir", "/tmp/tinyhw-no-such-dir"] if command == "boot" else []
+    r = run("--device", "mock:navi31", "am", command, "--yes", *extra)
     assert r.code == 2 and "sr-iov virtual function" in r.err
     assert "plan:" not in r.out + r.err  # refused before the plan, so before any write
