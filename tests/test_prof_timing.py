@@ -42,6 +42,10 @@ def _traced_docs(path: Path) -> list[dict]:
     return out
 
 
+def _stream(cap: object, doc: dict) -> object:
+    return next(b for b in cap.sqtt if b.se == doc["se"] and (b.kern, b.exec_tag) == (doc["kern"], doc["exec_tag"]))
+
+
 def _mnemonic(row: dict) -> str:
     return str(row["instruction"] or "").split(" ")[0]
 
@@ -116,7 +120,7 @@ def test_empty_kernel_has_no_invented_row(arch: str) -> None:
             continue
         cap = load_capture(path)
         for doc in _traced_docs(path):
-            s = next(b for b in cap.sqtt if b.se == doc["se"] and (b.kern, b.exec_tag) == (doc["kern"], doc["exec_tag"]))
+            s = _stream(cap, doc)
             w = waves_of(s)[doc["wave_index"]]
             t = trace_of(s)
             packets = 0
@@ -158,8 +162,7 @@ def test_other_simd_vmem_records_are_reported(path: Path, tmp_path: Path) -> Non
     cap = load_capture(path)
     docs = _traced_docs(path)
     for doc in docs:
-        s = next(b for b in cap.sqtt if b.se == doc["se"] and (b.kern, b.exec_tag) == (doc["kern"], doc["exec_tag"]))
-        t = trace_of(s)
+        t = trace_of(_stream(cap, doc))
         idx = t.indices("INST", "INST_RDNA4")
         ops = [inst_op_name(t.arch, int(op)) for op in t.field_array("op", idx)]
         expect = [(int(t.time[i]), op) for i, op in zip(idx.tolist(), ops, strict=True) if op.startswith("OTHER_")]

@@ -196,6 +196,13 @@ def _off(v: int | None) -> str:
     return "-" if v is None else f"+0x{v:x}"
 
 
+def _col(name: str) -> dict[str, Any]:
+    """Column options: only the instruction text wraps (folding long words), the rest stay on one line."""
+    if name == "Instruction":
+        return {"overflow": "fold", "min_width": 16}
+    return {"no_wrap": True}
+
+
 def _print_insts(app: App, doc: dict, by_pc: bool) -> None:
     from rich import box
     from rich.table import Table
@@ -212,15 +219,14 @@ def _print_insts(app: App, doc: dict, by_pc: bool) -> None:
         t = Table(title="per instruction (PC)", box=box.SIMPLE_HEAD, pad_edge=False)
         for col in ("Offset", "Instruction", "Category", "Hits", "Dur total", "Dur mean", "Stall total"):
             t.add_column(col, justify="left" if col in ("Offset", "Instruction", "Category") else "right",
-                         no_wrap=col != "Instruction", overflow="fold", min_width=16 if col == "Instruction" else None)
+                         **_col(col))
         for e in doc["per_pc"]:
-            t.add_row(_off(e["offset"]), _dash(e["instruction"]), e["category"], str(e["hits"]), str(e["total_duration"]),
-                      f"{e['mean_duration']:g}", str(e["total_stall"]))
+            t.add_row(_off(e["offset"]), _dash(e["instruction"]), e["category"], str(e["hits"]),
+                      str(e["total_duration"]), f"{e['mean_duration']:g}", str(e["total_stall"]))
     else:
         t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
         for col in ("Time", "Stall", "Dur", "Offset", "Instruction", "Category", "Type"):
-            t.add_column(col, justify="right" if col in ("Time", "Stall", "Dur") else "left",
-                         no_wrap=col != "Instruction", overflow="fold", min_width=16 if col == "Instruction" else None)
+            t.add_column(col, justify="right" if col in ("Time", "Stall", "Dur") else "left", **_col(col))
         for r in doc["rows"]:
             stall = str(r["stall"]) if not r["stall"] else f"[bold]{r['stall']}[/bold]"
             t.add_row(str(r["time"]), stall, str(r["duration"]), _off(r["offset"]), _dash(r["instruction"]),

@@ -39,13 +39,6 @@ def export_doc(cap: Capture, kernel: str | None = None) -> dict[str, Any]:
                        "args": {"name": f"{cap.kernel_name(kern)} (dispatch {ex})"}})
         tids: dict[str, int] = {}
 
-        def tid_of(name: str) -> int:
-            if name not in tids:
-                tids[name] = len(tids) + 1
-                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tids[name],
-                               "args": {"name": name}})
-            return tids[name]
-
         for s in sorted(cap.sqtt, key=lambda s: s.se):
             if (s.kern, s.exec_tag) != (kern, ex):
                 continue
@@ -53,7 +46,7 @@ def export_doc(cap: Capture, kernel: str | None = None) -> dict[str, Any]:
             counters += _occupancy(events, pid, s, waves)
             others: list[dict[str, Any]] = []
             for n, w in enumerate(waves):
-                tid = tid_of(w.key)
+                tid = _track(events, pid, tids, w.key)
                 end = w.end if w.end is not None else w.start
                 events.append({"ph": "X", "name": f"wave {w.slot}", "cat": "wave", "pid": pid, "tid": tid,
                                "ts": w.start, "dur": max(end - w.start, 0),
@@ -75,13 +68,21 @@ def export_doc(cap: Capture, kernel: str | None = None) -> dict[str, Any]:
                                    "pid": pid, "tid": tid, "ts": r["time"], "dur": shown, "args": args})
                     slices += 1
             if others:
-                tid = tid_of(f"SE{s.se}/other SIMD")
+                tid = _track(events, pid, tids, f"SE{s.se}/other SIMD")
                 for o in others:
                     events.append({"ph": "i", "s": "t", "name": o["type"], "cat": o["category"], "pid": pid,
                                    "tid": tid, "ts": o["time"], "args": {"wave": o["wave"]}})
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"source": cap.source, "target": cap.target, "time_unit": "shader clock cycles",
                           "slices": slices, "counter_events": counters}}
+
+
+def _track(events: list[dict[str, Any]], pid: int, tids: dict[str, int], name: str) -> int:
+    """The thread id of track ``name`` in process ``pid``, named by a metadata event the first time."""
+    if name not in tids:
+        tids[name] = len(tids) + 1
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tids[name], "args": {"name": name}})
+    return tids[name]
 
 
 def _occupancy(events: list[dict[str, Any]], pid: int, s: Any, waves: list[Any]) -> int:

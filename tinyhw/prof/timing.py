@@ -16,8 +16,8 @@ measured): an instruction that holds the wave by itself -- the waits (``s_waitcn
 is its stall; any other instruction is attempted when it issued (the gap before it is idle:
 dependencies, arbitration, instruction fetch). Execution is the cost class the packet names (the
 ``_N`` suffix of VALUT_4, FLAT_WR_3, ... in cycles), else 1 cycle; on gfx9 the 4-cycle issue slot
-(the gfx9 duration is stall + issue time, and gfx9 packet times have a 4-cycle resolution). On the gfx1200 plus capture this
-gives the 14 times rocprof-trace-decoder reported (§6.2) exactly.
+(the gfx9 duration is stall + issue time, and gfx9 packet times have a 4-cycle resolution). On the
+gfx1200 plus capture this gives the 14 times rocprof-trace-decoder reported (§6.2) exactly.
 
 Barriers hold the wave until the other waves arrive: an RDNA3 ``s_barrier`` (its packet is written
 when the wave arrives) and a gfx12 ``s_barrier_wait`` (no packet of its own) last until the next
