@@ -88,7 +88,7 @@ def test_gfx950_packets_after_a_delta_overflow_take_the_timestamp_time() -> None
     """A saturated CDNA_MISC (misc_type 1, delta 255) only bounds the gap; the timestamp after it times the
     packets in between. Before that was handled, 11 gemm wave ends sat 2.2-2.5k cycles early, so those
     waves lived 1.0k-1.5k cycles while the other 1,013 waves of the same 58-instruction program lived
-    3.3k-4.2k. The rest of the decode still equals tinygrad's reference (the tests above)."""
+    3.4k-4.5k. The rest of the decode still equals tinygrad's reference (the tests above)."""
     import statistics
 
     from tinyhw.formats.sqtt import type_code
