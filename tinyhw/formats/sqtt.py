@@ -286,10 +286,10 @@ def _overflow_windows(code: np.ndarray, word: np.ndarray, time: np.ndarray, ts: 
     if not overflow.any():
         return
     ticking = misc & (((word >> np.uint64(4)) & np.uint64(0xFF)) != 0)
-    for j in ts.tolist():
-        k = j - 1
-        while k >= 0 and not overflow[k] and not ticking[k] and code[k] != _CDNA_TS:
-            k -= 1
+    stops = np.flatnonzero(overflow | ticking | (code == _CDNA_TS))   # what ends a window, looking back
+    before = np.searchsorted(stops, ts) - 1                         # the last such packet before each timestamp
+    for j, b in zip(ts.tolist(), before.tolist(), strict=True):
+        k = int(stops[b]) if b >= 0 else -1
         if k >= 0 and overflow[k] and k + 1 < j:
             time[k + 1:j] = time[j]
 
