@@ -64,13 +64,19 @@ def test_waves_and_insts_match_spec_figures() -> None:
     r = run("--json", "prof", "insts", PLUS12, "--se", "1", "--wave", "0")
     assert r.code == 0, r.err
     doc = json.loads(r.out)
-    assert [row["time"] for row in doc["rows"]] == [28178, 28179, 28180, 28181, 29881, 29882, 29883, 29884, 30965,
-                                                    30966, 30983, 30991, 30992, 31347]
+    # issue = the packet time; time = first attempt: rocprof-trace-decoder's 14 instruction times (§6.2)
+    assert [row["issue"] for row in doc["rows"]] == [28178, 28179, 28180, 28181, 29881, 29882, 29883, 29884, 30965,
+                                                     30966, 30983, 30991, 30992, 31347]
+    assert [row["time"] for row in doc["rows"]] == [28178, 28179, 28180, 28181, 28182, 29882, 29883, 29884, 29885,
+                                                    30966, 30983, 30985, 30992, 30993]
+    assert doc["rows"][4]["stall"] == 1699                       # the wait's stall, on the wait (§6.2)
     assert doc["rows"][0]["pc"] == "0x200001009600" and doc["rows"][-1]["instruction"] == "s_endpgm"
     assert [row["type"] for row in doc["rows"]][:4] == ["IMMEDIATE", "SMEM", "SMEM", "VALU"]
-    assert doc["rows"][3]["duration"] == 29881 - 28181 and doc["notes"] == []
+    assert doc["rows"][3]["duration"] == 1 and doc["notes"] == []
     r = run("prof", "insts", PLUS12, "--se", "1", "--wave", "0")
-    assert "Timestamp | PC" in r.out and "s_endpgm" in r.out
+    assert "Stall" in r.out and "Offset" in r.out and "s_endpgm" in r.out and "= lifetime 4377" in r.out
+    r = run("prof", "insts", PLUS12, "--se", "1", "--wave", "0", "--by-pc")
+    assert r.code == 0 and "Hits" in r.out and "s_wait_loadcnt" in r.out
     assert run("prof", "insts", PLUS12, "--se", "1", "--wave", "5").code == 2
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tinyhw.formats.sqtt import decode
@@ -81,3 +82,36 @@ def test_device_and_spec_figures() -> None:
     k = d["kernels"][0]
     assert k["derived"]["valu_util_pct"] == pytest.approx(100 * (30720 / 48) / (279707 * 4), abs=1e-3)
     assert [s["itrace"] for s in k["sqtt"]] == [True, True, False, False, False, False]
+
+
+def test_gfx950_packets_after_a_delta_overflow_take_the_timestamp_time() -> None:
+    """A saturated CDNA_MISC (misc_type 1, delta 255) only bounds the gap; the timestamp after it times the
+    packets in between. Before that was handled, 11 gemm wave ends sat 2.2-2.5k cycles early, so those
+    waves lived 1.0k-1.5k cycles while the other 1,013 waves of the same 58-instruction program lived
+    3.4k-4.5k. The rest of the decode still equals tinygrad's reference (the tests above)."""
+    import statistics
+
+    from tinyhw.formats.sqtt import type_code
+    from tinyhw.prof.analyze import waves_of
+
+    cap = load_capture(DATA / "gfx950" / "profile_gemm_run_0")
+    lives = [w.end - w.start for s in cap.sqtt for w in waves_of(s) if w.end is not None]
+    assert len(lives) == 1024
+    med = statistics.median(lives)
+    assert min(lives) > 0.8 * med and max(lives) < 1.3 * med, (min(lives), med, max(lives))
+    misc, ts = type_code("CDNA_MISC"), type_code("CDNA_TIMESTAMP")
+    windows = 0
+    for s in cap.sqtt:
+        t = decode(s.blob)
+        for i in np.flatnonzero(t.code == misc).tolist():
+            f = t.fields(i)
+            if f["misc_type"] != 1:
+                continue
+            assert f["delta"] == 255
+            j = i + 1
+            while t.code[j] != ts:
+                assert not (t.code[j] == misc and t.fields(j)["delta"]), "no cycles counted inside the window"
+                j += 1
+            assert (t.time[i + 1:j] == t.time[j]).all()
+            windows += int(j > i + 1)
+    assert windows > 300

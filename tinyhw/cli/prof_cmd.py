@@ -161,38 +161,85 @@ def _print_waves(doc: dict) -> None:
 @click.option("--se", "-s", type=Number(), required=True, metavar="S", help="Shader engine.")
 @click.option("--wave", "-w", type=Number(), required=True, metavar="W",
               help="Wave index on that SE (see `prof waves`).")
+@click.option("--by-pc", is_flag=True, help="Totals per instruction (PC) instead of one row per execution.")
 @click.pass_obj
-def insts_cmd(app: App, file: str, kernel: str | None, se: int, wave: int) -> None:
-    """Instruction table of one traced wave: Timestamp | PC | Instruction | Type | Duration.
+def insts_cmd(app: App, file: str, kernel: str | None, se: int, wave: int, by_pc: bool) -> None:
+    """Instruction table of one traced wave: Time | Stall | Dur | Offset | Instruction | Category | Type.
 
+    Time is the cycle the wave first attempted the instruction, Stall the cycles it could not issue
+    it, Duration stall + execution (rocprof's definitions; the attempt cycle is modelled from the
+    packets, see docs/prof-timing.md). Waits are charged to the waiting instruction (s_waitcnt,
+    s_wait_loadcnt, ...). Also the wave's time executing / waiting on a counter / stalled / idle,
+    which add up to its lifetime, and the other SIMD's memory ops seen in the same stream.
     PC and instruction come from walking the code object's .text (instruction lengths decoded by
     tinyhw for gfx11/gfx12/gfx9; mnemonics for program-control instructions, others as encoding +
-    opcode, or full text from an llvm-objdump that knows the target).
-    Duration = cycles to the wave's next instruction packet. What is unavailable is said, not guessed.
+    opcode, or full text from an llvm-objdump that knows the target). What is unavailable is said,
+    not guessed. --json always holds rows, states, timeline, per_pc and other_simd.
 
     \b
     Examples:
       tinyhw prof insts profile.pkl --se 1 --wave 0
+      tinyhw prof insts profile.pkl --se 0 --wave 0 --by-pc
       tinyhw --json prof insts tests/data/sqtt/gfx1200/profile_plus_run_0 --se 1 --wave 0
     """
     from tinyhw.prof.insts import insts_doc
 
     doc = insts_doc(_load(app, file), kernel, se, wave)
-    app.emit(doc, lambda: _print_insts(doc))
+    app.emit(doc, lambda: _print_insts(app, doc, by_pc))
 
 
-def _print_insts(doc: dict) -> None:
+def _dash(v: Any) -> str:
+    return "-" if v is None else str(v)
+
+
+def _off(v: int | None) -> str:
+    return "-" if v is None else f"+0x{v:x}"
+
+
+def _col(name: str) -> dict[str, Any]:
+    """Column options: only the instruction text wraps (folding long words), the rest stay on one line."""
+    if name == "Instruction":
+        return {"overflow": "fold", "min_width": 16}
+    return {"no_wrap": True}
+
+
+def _print_insts(app: App, doc: dict, by_pc: bool) -> None:
+    from rich import box
+    from rich.table import Table
+
     _out(f"{doc['kernel']} SE:{doc['se']} CU:{doc['cu']} SIMD:{doc['simd']} W:{doc['wave']} "
-         f"start {doc['start']} end {doc['end'] if doc['end'] is not None else '-'} "
-         f"cycles {doc['cycles'] if doc['cycles'] is not None else '-'}")
+         f"start {doc['start']} end {_dash(doc['end'])} cycles {_dash(doc['cycles'])}")
     for n in doc["notes"]:
         _out(f"note: {n}")
     if doc.get("disassembler"):
         _out(f"note: {doc['disassembler']}")
-    _out(f"{'Timestamp':>10} | {'PC':<16} | {'Instruction':<22} | {'Type':<16} | Duration")
-    for r in doc["rows"]:
-        _out(f"{r['time']:>10} | {r['pc'] or '-':<16} | {r['instruction'] or '-':<22} | {r['type']:<16} | "
-             f"{r['duration'] if r['duration'] is not None else '-'}")
+    if doc["rows"] and doc["rows"][0]["pc"]:
+        _out(f"offsets are from the first instruction, PC {doc['rows'][0]['pc']} (full PCs in --json)")
+    if by_pc:
+        t = Table(title="per instruction (PC)", box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in ("Offset", "Instruction", "Category", "Hits", "Dur total", "Dur mean", "Stall total"):
+            t.add_column(col, justify="left" if col in ("Offset", "Instruction", "Category") else "right",
+                         **_col(col))
+        for e in doc["per_pc"]:
+            t.add_row(_off(e["offset"]), _dash(e["instruction"]), e["category"], str(e["hits"]),
+                      str(e["total_duration"]), f"{e['mean_duration']:g}", str(e["total_stall"]))
+    else:
+        t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in ("Time", "Stall", "Dur", "Offset", "Instruction", "Category", "Type"):
+            t.add_column(col, justify="right" if col in ("Time", "Stall", "Dur") else "left", **_col(col))
+        for r in doc["rows"]:
+            stall = str(r["stall"]) if not r["stall"] else f"[bold]{r['stall']}[/bold]"
+            t.add_row(str(r["time"]), stall, str(r["duration"]), _off(r["offset"]), _dash(r["instruction"]),
+                      r["category"], r["type"])
+    app.out.print(t)
+    st = doc["states"]
+    life = doc["lifetime"]
+    _out("states: " + ", ".join(f"{k} {v}" for k, v in st.items())
+         + (f" (sum {sum(st.values())} = lifetime {life})" if life is not None else " (the wave has no end)"))
+    if doc["other_simd"]:
+        ops = ", ".join(f"{o['type']}@{o['time']} w{o['wave']}" for o in doc["other_simd"][:8])
+        more = f" and {len(doc['other_simd']) - 8} more" if len(doc["other_simd"]) > 8 else ""
+        _out(f"other SIMD ops in this stream: {len(doc['other_simd'])} ({ops}{more})")
 
 
 @prof.command("export")

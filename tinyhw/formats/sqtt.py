@@ -262,7 +262,36 @@ def _times(code: np.ndarray, word: np.ndarray) -> np.ndarray:
             jumps[j] += new - current
             adj += new - current
         time = time + np.cumsum(jumps)
+        _overflow_windows(code, word, time, ts)
     return time
+
+
+def _overflow_windows(code: np.ndarray, word: np.ndarray, time: np.ndarray, ts: np.ndarray) -> None:
+    """Stamp the packets between a CDNA delta overflow and the timestamp after it with that timestamp's time.
+
+    A CDNA_MISC packet carries the cycles since the previous MISC in an 8-bit field counted in 4-cycle
+    units, so it can say at most 255 × 4 = 1020 cycles. When more time passes the SQ writes a MISC
+    with misc_type 1 and the field saturated at 255, then the packets that were waiting, then an
+    absolute CDNA_TIMESTAMP (specs/sqtt-pmc.md §5.2, §5.7; in the vendored gfx950 captures every one
+    of the 1,033 misc_type-1 packets has delta 255 and is followed by a timestamp, with no MISC delta
+    in between, and the timestamp always lies 1,054 cycles or more past the saturated count). The
+    saturated 1020 is therefore only a lower bound: the packets written after it happened at the time
+    the timestamp gives, not 1020 cycles after the previous MISC. Summing 1020 (as tinygrad's decoder
+    does) put them up to the whole overflowed gap early: in the gfx950 gemm capture 11 wave ends came
+    2,196-2,456 cycles early and so did the register writes in such windows. Each window gets the
+    timestamp's (re-synchronised) time instead; a window that no timestamp closes keeps the lower bound.
+    """
+    misc = code == _CDNA_MISC
+    overflow = misc & (((word >> np.uint64(13)) & np.uint64(7)) == 1)
+    if not overflow.any():
+        return
+    ticking = misc & (((word >> np.uint64(4)) & np.uint64(0xFF)) != 0)
+    stops = np.flatnonzero(overflow | ticking | (code == _CDNA_TS))   # what ends a window, looking back
+    before = np.searchsorted(stops, ts) - 1                         # the last such packet before each timestamp
+    for j, b in zip(ts.tolist(), before.tolist(), strict=True):
+        k = int(stops[b]) if b >= 0 else -1
+        if k >= 0 and overflow[k] and k + 1 < j:
+            time[k + 1:j] = time[j]
 
 
 def inst_op_name(arch: str, op: int) -> str:

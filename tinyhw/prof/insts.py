@@ -1,20 +1,23 @@
-"""Per-wave instruction tables: Timestamp | PC | Instruction | Type | Duration (specs/sqtt-pmc.md §6.1, §14.4).
+"""Per-wave instruction tables: time, stall, duration, category, PC, instruction (specs/sqtt-pmc.md §6.1, §8, §14.4).
 
 RDNA (gfx11/gfx12): the instruction packets of a traced wave (INST without OTHER_* ops, VALUINST,
 IMMEDIATE, IMMEDIATE_MASK bits, then WAVEEND for ``s_endpgm``) are matched to the program counter
 walked through the code object's ``.text``: the wave starts at the first ``.text`` address,
-``s_delay_alu``/``s_wait_alu``/``s_barrier_wait`` are stepped over (they emit no packet), a branch
-must coincide with an INST JUMP (taken: PC += size + 4 × simm16) or JUMP_NO packet. When they disagree
-the PC column is left empty from there on and a note says where mapping stopped. Instruction text
-comes from llvm-objdump when one that knows the target is installed (:mod:`tinyhw.prof.disasm`),
-else from tinyhw's own decoder; ``disassembler`` in the document says which.
+``s_delay_alu``/``s_wait_alu`` are stepped over (they emit no packet), a gfx12 ``s_barrier_wait`` (no
+packet of its own either) becomes a row of its own, a branch must coincide with an INST JUMP (taken:
+PC += size + 4 × simm16) or JUMP_NO packet. When they disagree the PC column is left empty from there
+on and a note says where mapping stopped. Instruction text comes from llvm-objdump when one that
+knows the target is installed (:mod:`tinyhw.prof.disasm`), else from tinyhw's own decoder;
+``disassembler`` in the document says which. INST packets of the other SIMD (OTHER_LDS/FLAT/VMEM ops:
+the partner SIMD's waves, which are not instruction-traced) are listed under ``other_simd``.
 
 CDNA (gfx9): one row per instruction issued for the wave (CDNA_ISSUE codes 2 and 3), the type
 from the CDNA_INST packets, the PC walked through ``.text`` with JUMP/NEXT deciding branches
 (inferred from the shared gfx950 capture, see :func:`_cdna`).
 
-Timestamp is the packet time (rocprof's time + stall, §6.2); Duration is the cycles until the same
-wave's next instruction packet (issue-to-issue; the last row: until WAVEEND), not rocprof's latency.
+``issue`` is the packet time (rocprof's time + stall, §6.2); ``time`` (first attempt), ``stall``,
+``duration``, ``category``, the wave's state timeline and the per-PC totals come from
+:mod:`tinyhw.prof.timing` (definitions and their sources: docs/prof-timing.md).
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from tinyhw.formats.sqtt import inst_op_name
 from tinyhw.prof.analyze import select, trace_of, waves_of
 from tinyhw.prof.capture import Capture
 from tinyhw.prof.disasm import objdump_text
+from tinyhw.prof.timing import BARRIER_WAIT, apply_timing, category, per_pc
 
-__all__ = ["insts_doc"]
+__all__ = ["insts_doc", "other_simd_records"]
 
 _RDNA_INST = ("INST", "INST_RDNA4", "VALUINST", "IMMEDIATE", "IMMEDIATE_MASK", "WAVEEND", "WAVEEND_RDNA4")
 
@@ -50,20 +54,38 @@ def insts_doc(cap: Capture, kernel: str | None, se: int, wave: int) -> dict[str,
     doc: dict[str, Any] = {"source": cap.source, "kernel": cap.kernel_name(kern), "kern": kern, "exec_tag": ex,
                            "se": se, "wave_index": wave, "cu": w.cu, "simd": w.simd, "wave": w.slot,
                            "start": w.start, "end": w.end, "cycles": None if w.end is None else w.end - w.start,
-                           "notes": [], "rows": []}
+                           "notes": [], "rows": [], "other_simd": []}
+    doc["other_simd"] = other_simd_records(s)
     if not s.itrace:
         doc["notes"].append(f"instruction tracing was off on shader engine {se}; only the wave's start and end exist")
+        _finish(doc, w, cap.arch)
         return doc
     if cap.arch == "cdna":
         _cdna(cap, s, w, doc)
     else:
         _rdna(cap, kern, s, w, doc)
-    rows = doc["rows"]
-    for a, b in zip(rows, rows[1:], strict=False):
-        a["duration"] = b["time"] - a["time"]
-    if rows:
-        rows[-1]["duration"] = 0 if w.end is None else max(w.end - rows[-1]["time"], 0)
+    _finish(doc, w, cap.arch)
     return doc
+
+
+def _finish(doc: dict[str, Any], w: Any, arch: str) -> None:
+    timing = apply_timing(doc["rows"], w.start, w.end, arch)
+    doc.update(timing)
+    doc["per_pc"] = per_pc(doc["rows"])
+
+
+def other_simd_records(s: Any) -> list[dict[str, Any]]:
+    """The INST packets of one RDNA stream that report an op of the other SIMD (OTHER_* ops): time, op, wave slot."""
+    t = trace_of(s)
+    if t.arch == "cdna":
+        return []
+    out = []
+    for i in t.indices("INST", "INST_RDNA4").tolist():
+        f = t.fields(i)
+        op = inst_op_name(t.arch, f["op"])
+        if op.startswith("OTHER_"):
+            out.append({"time": int(t.time[i]), "type": op, "category": category(op), "wave": f["wave"]})
+    return out
 
 
 def _rdna(cap: Capture, kern: int, s: Any, w: Any, doc: dict[str, Any]) -> None:
@@ -108,12 +130,16 @@ def _rdna(cap: Capture, kern: int, s: Any, w: Any, doc: dict[str, Any]) -> None:
             else:
                 kinds = ["VALU" if name == "VALUINST" else "IMMEDIATE"]
         for kind in kinds:
-            row: dict[str, Any] = {"time": int(t.time[i]), "pc": None, "offset": None, "instruction": None,
-                                   "type": kind, "duration": None}
+            row = _row(int(t.time[i]), kind)
             if pc is not None and text is not None:
                 inst = decode_at(text[1], pc, fam)
                 guard = 0
                 while inst.name in SILENT and guard < 64:
+                    if inst.name == "s_barrier_wait":      # holds the wave, emits no packet: a row of its own
+                        bw = _row(None, BARRIER_WAIT)
+                        bw.update(pc=f"0x{base + pc:x}", offset=pc,
+                                  instruction=(names.get(text[0] + pc) if names else None) or inst.text)
+                        doc["rows"].append(bw)
                     pc += inst.size
                     inst = decode_at(text[1], pc, fam)
                     guard += 1
@@ -121,6 +147,12 @@ def _rdna(cap: Capture, kern: int, s: Any, w: Any, doc: dict[str, Any]) -> None:
                 row.update(pc=f"0x{base + pc:x}", offset=pc, instruction=full or inst.text)
                 pc = _advance(inst, kind, pc, doc, row["time"])
             doc["rows"].append(row)
+
+
+def _row(issue: int | None, kind: str) -> dict[str, Any]:
+    """A row with every key present (stable JSON): timing fields are filled by :func:`apply_timing`."""
+    return {"time": None, "issue": issue, "stall": None, "duration": None, "category": None, "state": None,
+            "pc": None, "offset": None, "instruction": None, "type": kind}
 
 
 def _own_decoder(fam: str, how: str) -> str:
@@ -202,8 +234,7 @@ def _cdna(cap: Capture, s: Any, w: Any, doc: dict[str, Any]) -> None:
         if code == 2:
             kind = ops[k] if k < len(ops) else "ISSUE"
             k += 1
-        row: dict[str, Any] = {"time": time, "pc": None, "offset": None, "instruction": None, "type": kind,
-                               "duration": None}
+        row = _row(time, kind)
         if pc is not None and text is not None:
             inst = decode_at(text[1], pc, "gfx9")
             full = names.get(text[0] + pc) if names else None
