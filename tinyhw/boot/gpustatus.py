@@ -27,7 +27,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "GRBM_STATUS_SE2", "GRBM_STATUS_SE3")),
     ("cp", ("CP_STAT", "CP_CPF_STATUS", "CP_CPF_BUSY_STAT")),
     ("mec", ("CP_CPC_STATUS", "CP_CPC_BUSY_STAT", "CP_CPC_BUSY_STAT2", "CP_CPC_STALLED_STAT1", "CP_MEC_RS64_CNTL")),
-    ("sdma0", ("SDMA0_STATUS_REG", "SDMA0_STATUS1_REG", "SDMA0_QUEUE0_RB_CNTL")),
+    ("sdma0", ("SDMA0_STATUS_REG", "SDMA0_QUEUE0_RB_CNTL")),
     ("vm", ("GCVM_L2_PROTECTION_FAULT_STATUS",)),
 )
 #: the compute queue tinyhw creates (tinyhw.boot.compute: MEC1 pipe 0 queue 0) and its registers
