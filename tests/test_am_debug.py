@@ -1,0 +1,206 @@
+"""`tinyhw am status|rings|waves|hang-report` and the library views behind them, on the emulated Navi31.
+
+A never-ending probe (s_add_u32 s0, s0, 1; s_branch back) is launched on a booted board; once it runs past the
+command processor's budget its waves stay resident, and the views must show the hung queue (busy bits), the
+unconsumed RELEASE_MEM after the DISPATCH_DIRECT, and the halted waves with their PC, SGPRs and VGPRs as the
+program and the initial wave state (specs/amd-compute.md §4) say.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+
+import pytest
+from amfake import FW_DIR
+from clihelp import run
+
+import tinyhw
+from tinyhw.boot import compute, gpustatus, hangreport, rings, waves
+from tinyhw.formats.amdgpu_code import KernelDescriptor
+from tinyhw.mocks import sqind
+
+#: s_add_u32 s0, s0, 1 ; s_branch -2 (back to the add) ; s_endpgm -- wave32, 16 VGPRs, no user SGPRs
+LOOP = compute.Kernel("loop", KernelDescriptor(0, 0, 0, 0, 0x40AF0081, 0, 0, 0x400),
+                      struct.pack("<III", 0x80008100, 0xBFA0FFFE, 0xBFB00000), 0)
+ENTRY = compute.va(compute.CODE)
+
+
+@pytest.fixture
+def booted() -> None:
+    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
+        pytest.fail(f"firmware missing in {FW_DIR}: run bash tests/fetch_firmware.sh", pytrace=False)
+    r = run("--device", "mock:navi31", "am", "boot", "--yes", "--firmware-dir", str(FW_DIR))
+    assert r.code == 0, r.err
+
+
+@pytest.fixture
+def hung(booted: None):
+    """(opened board, engine) with the loop probe resident: 64 work-items, two waves."""
+    with tinyhw.open("mock:navi31,strict") as o:
+        o.transport.board.cp.watchdog = 2000
+        eng = compute.open_compute(o.transport, timeout=0.2)
+        eng.launch(LOOP, (1,), (64,), [])
+        try:
+            yield o, eng
+        finally:
+            eng.close()
+
+
+def test_status_of_a_hung_queue_names_the_busy_bits(hung) -> None:
+    o, eng = hung
+    doc = gpustatus.read_status(eng.gpu)
+    grbm = doc["groups"]["grbm"][0]
+    assert grbm["name"] == "GRBM_STATUS" and {"CP_BUSY", "GUI_ACTIVE", "SPI_BUSY"} <= set(grbm["flagged"])
+    assert doc["queue"]["active"] and doc["queue"]["pending_dwords"] == 8  # the RELEASE_MEM
+    assert doc["verdict"].startswith("busy: ") and "8 dwords not consumed" in doc["verdict"]
+    eng.close()
+    idle = gpustatus.read_status(eng.gpu)
+    assert idle["groups"]["grbm"][0]["flagged"] == [] and idle["verdict"].startswith("gfx idle")
+
+
+def test_flag_rule() -> None:
+    assert gpustatus.flagged("CP_BUSY", 1) and not gpustatus.flagged("CP_BUSY", 0)
+    assert gpustatus.flagged("IDLE", 0) and not gpustatus.flagged("MC_RD_IDLE", 1)
+    assert not gpustatus.flagged("RB_SIZE", 5)
+
+
+def test_compute_ring_shows_the_unconsumed_fence_and_the_dispatch_before_it(hung) -> None:
+    o, eng = hung
+    doc = rings.read_ring(eng.gpu, "compute", last=3)
+    assert doc["problems"] == [] and doc["wptr"] == eng.wptr
+    [fence] = doc["pending"]
+    assert fence["name"] == "RELEASE_MEM" and fence["fields"]["addr"] == compute.va(compute.FENCE)
+    assert fence["fields"]["data"] == eng.seq and fence["fields"]["data_sel"] == 1
+    names = [p["name"] for p in doc["history"]]
+    assert names == ["SET_SH_REG", "SET_SH_REG", "DISPATCH_DIRECT"], names
+    d = doc["history"][-1]["fields"]
+    assert (d["dim_x"], d["dim_y"], d["dim_z"]) == (1, 1, 1)
+    regs = doc["history"][-2]["fields"]["registers"]
+    assert regs["gc.COMPUTE_NUM_THREAD_X"] == 64
+    full = rings.read_ring(eng.gpu, "compute", last=256)
+    assert full["history"][0]["name"] == "ACQUIRE_MEM" and full["history"][0]["at"] == 0
+    pgm = next(p for p in full["history"] if "gc.COMPUTE_PGM_LO" in p["fields"].get("registers", {}))
+    assert pgm["fields"]["registers"]["gc.COMPUTE_PGM_LO"] == (ENTRY >> 8) & 0xFFFFFFFF
+
+
+def test_an_indirect_buffer_is_followed(hung) -> None:
+    o, eng = hung
+    from tinyhw.boot import pm4
+
+    ib_at = compute.KERNARG + 0x8000
+    ib = pm4.nop(2) + pm4.dispatch_direct((3, 2, 1), pm4.INITIATOR_W32)
+    eng.gpu.vram_write(compute.REGION + ib_at, struct.pack(f"<{len(ib)}I", *ib))
+    va = compute.va(ib_at)
+    eng.submit([pm4.header(pm4.N["PACKET3_INDIRECT_BUFFER"], 3), va & 0xFFFFFFFC, va >> 32, len(ib) | 1 << 23])
+    doc = rings.read_ring(eng.gpu, "compute", last=0)
+    ibp = doc["pending"][-1]
+    assert ibp["name"] == "INDIRECT_BUFFER" and ibp["fields"]["ib_va"] == va
+    assert [p["name"] for p in ibp["ib"]] == ["NOP", "NOP", "DISPATCH_DIRECT"]
+    assert ibp["ib"][-1]["fields"]["dim_x"] == 3
+    text = "\n".join(hangreport.ring_lines(doc))
+    assert "ib 0x000002 DISPATCH_DIRECT" in text and "* 0x" in text
+
+
+def _s0(gpu) -> tuple[int, int]:
+    scan = waves.scan(gpu, sgprs=1, vgprs=0)
+    return tuple(w["sgprs"][0] for w in scan["waves"])  # type: ignore[return-value]
+
+
+def test_halted_waves_show_the_known_program_and_initial_state(hung) -> None:
+    o, eng = hung
+    g = eng.gpu
+    with waves.halted(g):
+        scan = waves.scan(g, vgprs=1)
+        again = _s0(g)
+    ws = scan["waves"]
+    assert len(ws) == 2 and scan["slots_scanned"] == 6 * 2 * 4 * 4 * 16
+    for i, w in enumerate(ws):
+        assert w["slot"] == sqind.slot_of(i).to_doc()
+        assert w["hw_id1"]["SIMD_ID"] == i % 4
+        assert "HALT" in w["status_flags"] and "VALID" in w["status_flags"]
+        assert w["pc"] in (ENTRY, ENTRY + 4)
+        assert w["instruction"]["text"] == ("s_add_u32 s0, s0, 1" if w["pc"] == ENTRY else "s_branch 65534")
+        assert w["exec"] == 0xFFFFFFFF
+        assert [lane[0] for lane in w["vgprs"]] == list(range(32 * i, 32 * i + 32))  # v0 = work-item id (§4.2)
+        assert w["sgprs"][0] > 0  # the loop counter ran
+    assert again == tuple(w["sgprs"][0] for w in ws), "a halted wave moved"
+    after = _s0(g)
+    assert all(b > a for a, b in zip(again, after, strict=True)), "resumed waves did not move"
+    assert o.transport.board.cp.sq.stats["halts"] == 1 and o.transport.board.cp.sq.stats["resumes"] == 1
+
+
+def test_halt_is_undone_after_an_error(hung) -> None:
+    o, eng = hung
+    with pytest.raises(KeyboardInterrupt), waves.halted(eng.gpu):
+        raise KeyboardInterrupt
+    assert not o.transport.board.cp.sq.halted
+
+
+def test_a_dequeue_drops_the_resident_waves(hung) -> None:
+    o, eng = hung
+    eng.close()
+    assert waves.scan(eng.gpu)["waves"] == []
+
+
+def test_hang_report_collects_everything_and_renders_text(hung) -> None:
+    o, eng = hung
+    doc = hangreport.collect(eng.gpu, marks=["mark one"], last=2)
+    assert doc["problems"] == [] and len(doc["waves"]["waves"]) == 2 and doc["waves"]["halted_while_read"]
+    assert doc["ring_compute"]["pending"][0]["name"] == "RELEASE_MEM" and doc["ring_sdma0"]["problems"] == []
+    assert not o.transport.board.cp.sq.halted  # resumed
+    text = hangreport.text(doc)
+    for want in ("status: busy:", "CP_BUSY", "ring compute", "RELEASE_MEM", "waves: 2 resident",
+                 "s_add_u32 s0, s0, 1", "mark one"):
+        assert want in text, want
+    json.loads(hangreport.to_json(doc))
+
+
+# -- the CLI, over the direct and the USB-bridged board ---------------------------------------------------------
+@pytest.mark.parametrize("device", ["mock:navi31", "mock:navi31-usb"])
+def test_cli_views_of_an_idle_board(booted: None, device: str) -> None:
+    r = run("--device", device, "--json", "am", "status")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["verdict"].startswith("gfx idle") and doc["groups"]["sdma0"][0]["flagged"] == []
+    r = run("--device", device, "--json", "am", "rings", "--ring", "sdma0", "--last", "4")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["ring"] == "sdma0"
+    r = run("--device", device, "am", "waves", "--halt")
+    assert r.code == 0 and "0 wave(s) resident" in r.out, r.err
+    r = run("--device", device, "am", "status")
+    assert r.code == 0 and "GRBM_STATUS" in r.out
+
+
+def test_cli_hang_report_writes_one_checked_file(booted: None, tmp_path: Path) -> None:
+    out = tmp_path / "hang.json"
+    r = run("--device", "mock:navi31", "--json", "am", "hang-report", "-o", str(out))
+    assert r.code == 0, r.err
+    doc = json.loads(out.read_text())
+    assert doc["tinyhw_hang_report"] == 1 and "status" in doc and "ring_compute" in doc and "waves" in doc
+    assert any(line.startswith("status: ") for line in doc["text"])
+    assert json.loads(r.out)["output"] == str(out)
+    r = run("--device", "mock:navi31", "am", "hang-report", "-o", str(out))
+    assert r.code == 2 and "exists" in r.err
+    r = run("--device", "mock:navi31", "am", "hang-report", "-o", str(out), "--force")
+    assert r.code == 0, r.err
+
+
+def test_cli_hang_report_never_replaces_a_fifo_or_a_device_behind_a_symlink(booted: None, tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    r = run("--device", "mock:navi31", "am", "hang-report", "-o", str(fifo), "--force")
+    assert r.code == 2 and "fifo" in r.err.lower(), r.err
+    link = tmp_path / "link"
+    link.symlink_to("/dev/null")
+    r = run("--device", "mock:navi31", "am", "hang-report", "-o", str(link), "--force")
+    assert r.code == 2 and Path("/dev/null").exists()
+
+
+@pytest.mark.parametrize("args", [["rings", "--last", "257"], ["rings", "--ring", "gfx"], ["waves", "--vgprs", "-1"],
+                                  ["hang-report"]])
+def test_cli_bad_input_is_refused(args: list[str]) -> None:
+    r = run("--device", "mock:navi31", "am", *args)
+    assert r.code == 2, (r.out, r.err)
