@@ -2,7 +2,8 @@
 
 Composes :mod:`tinyhw.boot.gpustatus`, :mod:`tinyhw.boot.rings` and :mod:`tinyhw.boot.waves` (halting the waves
 while they are read, then resuming them), plus the board state of :mod:`tinyhw.boot.state` and the recent marks
-the caller hands in (the boot steps and progress lines this session saw; no trace recorder exists yet). A part
+the caller hands in (:class:`MarkLog`: the boot steps and notes this session saw; there is no trace recorder to
+take them from yet) and a line on the board state. A part
 that cannot be read becomes a ``problem`` of the report instead of losing the rest. :func:`text` renders the
 same document for people.
 """
@@ -10,6 +11,7 @@ same document for people.
 from __future__ import annotations
 
 import json
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from tinyhw.boot import gpustatus, rings, waves
@@ -20,9 +22,33 @@ if TYPE_CHECKING:
     from tinyhw.boot.gpu import AmGpu
 
 VERSION = 1
+MAX_MARKS = 256
 
 
-def collect(gpu: AmGpu, *, marks: list[str] | None = None, last: int = 16, halt: bool = True,
+class MarkLog:
+    """The recent marks of a session, for the report: pass it as ``on_step`` to :func:`tinyhw.boot.sequence.boot`
+    (it takes the same ``(name, phase, detail)`` calls) and add lines with :meth:`note`; the last
+    :data:`MAX_MARKS` are kept, each with the transport clock's time."""
+
+    def __init__(self, clock: Any = None) -> None:
+        self.clock = clock
+        self.lines: deque[str] = deque(maxlen=MAX_MARKS)
+
+    def _stamp(self) -> str:
+        return f"{self.clock.now():12.6f} " if self.clock is not None else ""
+
+    def note(self, text: str) -> None:
+        """Record one line."""
+        self.lines.append(self._stamp() + text)
+
+    def __call__(self, name: str, phase: str, detail: dict[str, Any]) -> None:
+        if phase == "start":
+            self.note(f"step {name} started")
+        else:
+            self.note(f"step {name} done in {detail.get('seconds', 0):.6f} s")
+
+
+def collect(gpu: AmGpu, *, marks: MarkLog | list[str] | None = None, last: int = 16, halt: bool = True,
             vgprs: int = 4) -> dict[str, Any]:
     """The hang report of ``gpu`` (see the module docstring)."""
     ident = gpu.transport.identity()
@@ -30,8 +56,9 @@ def collect(gpu: AmGpu, *, marks: list[str] | None = None, last: int = 16, halt:
                            "pci_id": f"{ident.vendor_id:04x}:{ident.device_id:04x}",
                            "ip_versions": {k: ".".join(map(str, v)) for k, v in
                                            (gpu.discovery.versions() if gpu.discovery is not None else {}).items()},
-                           "problems": [], "marks": list(marks or [])}
-    parts = (("state", lambda: read_state(gpu).to_doc()), ("status", lambda: gpustatus.read_status(gpu)),
+                           "problems": [],
+                           "marks": list(marks.lines if isinstance(marks, MarkLog) else marks or [])}
+    parts = (("state", lambda: _state(gpu, doc["marks"])), ("status", lambda: gpustatus.read_status(gpu)),
              *((f"ring_{r}", lambda r=r: rings.read_ring(gpu, r, last=last)) for r in rings.RINGS))
     for key, fn in parts:
         try:
@@ -48,6 +75,13 @@ def collect(gpu: AmGpu, *, marks: list[str] | None = None, last: int = 16, halt:
     except TinyhwError as e:
         doc["problems"].append(f"waves: {e}")
     return doc
+
+
+def _state(gpu: AmGpu, marks: list[str]) -> dict[str, Any]:
+    state = read_state(gpu).to_doc()
+    marks.append(f"board state: {'tinyhw boot flags set' if state['tinyhw_booted'] else 'no tinyhw boot flags'}, "
+                 f"next boot {state['next_boot']} ({state['next_boot_reason']})")
+    return state
 
 
 def to_json(doc: dict[str, Any]) -> bytes:

@@ -34,17 +34,21 @@ BROADCAST = ("SE_BROADCAST_WRITES", "SA_BROADCAST_WRITES", "INSTANCE_BROADCAST_W
 
 
 def shape(gpu: AmGpu) -> tuple[int, int, int, int, int]:
-    """The slot grid to scan: from the discovery table's GC info when it is there, else :data:`DEFAULT_SHAPE`."""
+    """The slot grid to scan: from the discovery table's GC info when it is there, else :data:`DEFAULT_SHAPE`
+    (4 SIMDs per WGP; at most 32 wave slots per SIMD, what SQ_IND_INDEX.WAVE_ID can name)."""
+    from tinyhw.boot.identify import gc_info
+
     try:
-        gc = gpu.discovery.gc_info() if gpu.discovery is not None and hasattr(gpu.discovery, "gc_info") else None
+        derived = (gc_info(gpu) or {}).get("derived")
     except TinyhwError:
-        gc = None
-    derived = (gc or {}).get("derived") if isinstance(gc, dict) else None
-    if derived:
-        se, sa = derived["shader_engines"], derived["shader_arrays"]
-        wgps = max(1, derived["compute_units"] // max(1, se * sa) // 2)
-        return se, sa, wgps, 4, derived.get("max_waves_per_simd", 16)
-    return DEFAULT_SHAPE
+        derived = None
+    if not derived or not derived["shader_engines"] or not derived["shader_arrays"]:
+        return DEFAULT_SHAPE
+    se = derived["shader_engines"]
+    sa = max(1, derived["shader_arrays"] // se)
+    wgps = max(1, derived["cus_per_array"] // 2)
+    slots = derived["max_waves_per_simd"] or DEFAULT_SHAPE[4]
+    return min(se, 8), min(sa, 4), min(wgps, 16), 4, min(slots, 32)
 
 
 def select(gpu: AmGpu, se: int | None = None, sa: int = 0, inst: int = 0) -> None:
