@@ -204,3 +204,17 @@ def test_cli_hang_report_never_replaces_a_fifo_or_a_device_behind_a_symlink(boot
 def test_cli_bad_input_is_refused(args: list[str]) -> None:
     r = run("--device", "mock:navi31", "am", *args)
     assert r.code == 2, (r.out, r.err)
+
+
+def test_mark_log_keeps_the_recent_steps_for_the_report(hung) -> None:
+    o, eng = hung
+    marks = hangreport.MarkLog(eng.gpu.clock)
+    for i in range(hangreport.MAX_MARKS + 5):
+        marks("copy engine", "start", {})
+        marks("copy engine", "end", {"seconds": 0.5 * i})
+    marks.note("launched the loop probe")
+    doc = hangreport.collect(eng.gpu, marks=marks, halt=False)
+    assert len(doc["marks"]) == hangreport.MAX_MARKS + 1  # the kept marks, then the board state line
+    assert doc["marks"][-2].endswith("launched the loop probe") and "step copy engine done in" in doc["marks"][-3]
+    assert doc["marks"][-1].startswith("board state: tinyhw boot flags set")
+    assert not doc["waves"]["halted_while_read"]
