@@ -218,3 +218,33 @@ def test_mark_log_keeps_the_recent_steps_for_the_report(hung) -> None:
     assert doc["marks"][-2].endswith("launched the loop probe") and "step copy engine done in" in doc["marks"][-3]
     assert doc["marks"][-1].startswith("board state: tinyhw boot flags set")
     assert not doc["waves"]["halted_while_read"]
+
+
+def test_sdma_packets_decode_by_their_layout_names() -> None:
+    from tinyhw.boot import ringdecode, sdmapkt
+
+    copy = sdmapkt.copy_linear(0x1_2345_6780, 0x9_8765_4320, 0x100)
+    assert copy[0] == 0x00000001 and ringdecode.sdma_length(copy) == 7  # op COPY 1, sub-op COPY_LINEAR 0
+    d = ringdecode.decode_sdma(copy)["fields"]
+    assert d["count"] == 0xFF and d["src_addr_31_0"] == 0x23456780 and d["src_addr_63_32"] == 1
+    assert d["dst_addr_31_0"] == 0x87654320 and d["dst_addr_63_32"] == 9
+    w = sdmapkt.write64(0x4000, 0xAABBCCDD_11223344)
+    assert ringdecode.sdma_length(w) == 6 and ringdecode.decode_sdma(w)["name"] == "WRITE_UNTILED"
+    assert ringdecode.decode_sdma(w)["fields"]["data0"] == 0x11223344
+    assert ringdecode.sdma_length([0x00000004, 0, 0, 0]) is None  # INDIRECT: no layout, length unknown
+
+
+def test_sdma_ring_shows_what_the_copy_engine_ran(hung) -> None:
+    from tinyhw.boot import copyengine, sdmapkt
+
+    o, eng = hung
+    g = eng.gpu
+    ce = copyengine.start_sdma(g)
+    dst = g.mc(compute.REGION + 0x3000)
+    ce.submit(sdmapkt.write64(dst, 0x1234) + [0, 0])
+    ce.wait_idle()
+    doc = rings.read_ring(g, "sdma0", last=8)
+    assert doc["problems"] == [] and doc["pending"] == [] and doc["rptr"] == doc["wptr"] == 8
+    assert [p["name"] for p in doc["history"]] == ["WRITE_UNTILED", "NOP", "NOP"]
+    f = doc["history"][0]["fields"]
+    assert f["dst_addr_31_0"] | f["dst_addr_63_32"] << 32 == dst and f["data0"] == 0x1234
