@@ -232,6 +232,11 @@ def test_sdma_packets_decode_by_their_layout_names() -> None:
     assert ringdecode.sdma_length(w) == 6 and ringdecode.decode_sdma(w)["name"] == "WRITE_UNTILED"
     assert ringdecode.decode_sdma(w)["fields"]["data0"] == 0x11223344
     assert ringdecode.sdma_length([0x00000004, 0, 0, 0]) is None  # INDIRECT: no layout, length unknown
+    # POLL_REGMEM "memory equal", interval 4, retry 0xFFF (specs/asm24-usb-bridge.md §9.3): fields at high bits
+    poll = ringdecode.decode_sdma([0xB0000008, 0x1000, 0, 5, 0xFFFFFFFF, 0x0FFF0004])
+    assert poll["name"] == "POLL_REGMEM"
+    f = poll["fields"]
+    assert (f["func"], f["mem_poll"], f["value"], f["interval"], f["retry_count"]) == (3, 1, 5, 4, 0xFFF)
 
 
 def test_sdma_ring_shows_what_the_copy_engine_ran(hung) -> None:
