@@ -253,3 +253,17 @@ def test_sdma_ring_shows_what_the_copy_engine_ran(hung) -> None:
     assert [p["name"] for p in doc["history"]] == ["WRITE_UNTILED", "NOP", "NOP"]
     f = doc["history"][0]["fields"]
     assert f["dst_addr_31_0"] | f["dst_addr_63_32"] << 32 == dst and f["data0"] == 0x1234
+
+
+def test_cli_views_over_a_remote_board(booted: None, tmp_path: Path) -> None:
+    from remotehelp import served
+
+    with served("mock:navi31") as s:
+        r = run("--device", s.device(), "--json", "am", "status")
+        assert r.code == 0, r.err
+        assert json.loads(r.out)["verdict"].startswith("gfx idle")
+        r = run("--device", s.device(), "--json", "am", "waves", "--halt", "--sgprs", "0")
+        assert r.code == 0 and json.loads(r.out)["waves"] == [], r.err
+        out = tmp_path / "r.json"
+        r = run("--device", s.device(), "am", "hang-report", "-o", str(out))
+        assert r.code == 0 and json.loads(out.read_text())["ring_sdma0"]["ring"] == "sdma0", r.err
