@@ -14,7 +14,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from amfake import FW_DIR
+from amfake import boot_emulated_board
 from clihelp import run
 
 import tinyhw
@@ -30,10 +30,7 @@ ENTRY = compute.va(compute.CODE)
 
 @pytest.fixture
 def booted() -> None:
-    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
-        pytest.fail(f"firmware missing in {FW_DIR}: run bash tests/fetch_firmware.sh", pytrace=False)
-    r = run("--device", "mock:navi31", "am", "boot", "--yes", "--firmware-dir", str(FW_DIR))
-    assert r.code == 0, r.err
+    boot_emulated_board()
 
 
 @pytest.fixture

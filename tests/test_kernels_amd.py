@@ -11,7 +11,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from amfake import FW_DIR
+from amfake import FW_DIR, boot_emulated_board
 from clihelp import run
 
 import tinyhw
@@ -26,10 +26,7 @@ PATTERN = next((prebuilt_dir() / "gfx1100").glob("pattern.*.elf"))
 
 @pytest.fixture
 def booted() -> None:
-    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
-        pytest.fail(f"firmware missing in {FW_DIR}: run bash tests/fetch_firmware.sh", pytrace=False)
-    r = run("--device", "mock:navi31", "am", "boot", "--yes", "--firmware-dir", str(FW_DIR))
-    assert r.code == 0, r.err
+    boot_emulated_board()
 
 
 def _doc(*args: str) -> dict:
