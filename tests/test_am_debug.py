@@ -51,17 +51,23 @@ def test_status_of_a_hung_queue_names_the_busy_bits(hung) -> None:
     doc = gpustatus.read_status(eng.gpu)
     grbm = doc["groups"]["grbm"][0]
     assert grbm["name"] == "GRBM_STATUS" and {"CP_BUSY", "GUI_ACTIVE", "SPI_BUSY"} <= set(grbm["flagged"])
+    mec = {r["name"]: r["flagged"] for r in doc["groups"]["mec"]}
+    assert {"MEC1_BUSY", "CPC_BUSY"} <= set(mec["CP_CPC_STATUS"]) and mec["CP_CPC_BUSY_STAT"] == ["MEC1_PIPE0_BUSY"]
+    assert doc["groups"]["grbm"][1]["flagged"] == ["CPC_BUSY"]  # GRBM_STATUS2
     assert doc["queue"]["active"] and doc["queue"]["pending_dwords"] == 8  # the RELEASE_MEM
     assert doc["verdict"].startswith("busy: ") and "8 dwords not consumed" in doc["verdict"]
     eng.close()
     idle = gpustatus.read_status(eng.gpu)
     assert idle["groups"]["grbm"][0]["flagged"] == [] and idle["verdict"].startswith("gfx idle")
+    assert all(not r["flagged"] for r in idle["groups"]["mec"])
 
 
 def test_flag_rule() -> None:
     assert gpustatus.flagged("CP_BUSY", 1) and not gpustatus.flagged("CP_BUSY", 0)
     assert gpustatus.flagged("IDLE", 0) and not gpustatus.flagged("MC_RD_IDLE", 1)
     assert not gpustatus.flagged("RB_SIZE", 5)
+    assert not gpustatus.flagged("MEC_PIPE0_ACTIVE", 1, "CP_MEC_RS64_CNTL")
+    assert gpustatus.flagged("MEC_HALT", 1, "CP_MEC_RS64_CNTL")
 
 
 def test_compute_ring_shows_the_unconsumed_fence_and_the_dispatch_before_it(hung) -> None:
@@ -194,6 +200,11 @@ def test_cli_hang_report_never_replaces_a_fifo_or_a_device_behind_a_symlink(boot
     link.symlink_to("/dev/null")
     r = run("--device", "mock:navi31", "am", "hang-report", "-o", str(link), "--force")
     assert r.code == 2 and Path("/dev/null").exists()
+
+
+def test_cli_refuses_a_board_that_is_not_amd() -> None:
+    r = run("--device", "mock:ad102", "am", "status")
+    assert r.code == 2 and "is not an amd gpu" in r.err, r.err
 
 
 @pytest.mark.parametrize("args", [["rings", "--last", "257"], ["rings", "--ring", "gfx"], ["waves", "--vgprs", "-1"],

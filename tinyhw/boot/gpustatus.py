@@ -6,9 +6,10 @@ CP_HQD_ERROR selected through GRBM_GFX_CNTL), §1.2 (GRBM_GFX_CNTL), specs/amd-b
 Every register and field name comes from the generated database.
 
 A field is *flagged* (shown highlighted) when it says the block is working or waiting: a non-zero field whose
-name holds BUSY, PENDING, STALL, ACTIVE, WAIT, DECODING, HALT or ERROR, or a zero field named ..._IDLE (a block
-that is not idle). The registers are only read, except GRBM_GFX_CNTL, which selects the compute queue's bank
-and is put back to 0 afterwards (the same write every compute command makes).
+name holds BUSY, PENDING, STALL, ACTIVE, WAIT, DECODING, HALT, ERROR or FAULT, or a zero field named ..._IDLE (a
+block that is not idle); in a control register (CP_MEC_RS64_CNTL, SDMA0_QUEUE0_RB_CNTL) only a set HALT or RESET.
+The registers are only read, except GRBM_GFX_CNTL, which selects the compute queue's bank and is put back to 0
+afterwards (the same write every compute command makes).
 """
 
 from __future__ import annotations
@@ -37,8 +38,24 @@ QUEUE_REGS = ("CP_HQD_ACTIVE", "CP_HQD_PQ_RPTR", "CP_HQD_PQ_WPTR_LO", "CP_HQD_PQ
 _WORKING = re.compile(r"BUSY|PENDING|STALL|ACTIVE|WAIT|DECODING|HALT|ERROR|FAULT")
 
 
-def flagged(field: str, value: int) -> bool:
-    """True when ``field`` = ``value`` says the block is working, waiting or not idle (module docstring)."""
+def open_gpu(transport: Any, warn: Any = None) -> AmGpu:
+    """The :class:`~tinyhw.boot.gpu.AmGpu` of an AMD GPU for the views; refused (exit 2) from the device's
+    identity, before any register access, when it is not one."""
+    from tinyhw.boot.gpu import AmGpu
+    from tinyhw.errors import Refused
+
+    ident = transport.identity()
+    if ident.vendor_id != 0x1002 or ident.class_code >> 16 != 0x03:
+        raise Refused(f"{ident.location or transport.name} ({ident.vendor_id:04x}:{ident.device_id:04x}) is not an "
+                      "amd gpu; the am views read amd gpus only")
+    return AmGpu(transport, warn=warn)
+
+
+def flagged(field: str, value: int, register: str = "") -> bool:
+    """True when ``field`` = ``value`` says the block is working, waiting or not idle (module docstring); in a
+    control register (``..._CNTL``) only a set HALT or RESET field is flagged."""
+    if register.endswith("_CNTL"):
+        return value != 0 and ("HALT" in field or "RESET" in field)
     if field.endswith("_IDLE") or field == "IDLE":
         return value == 0
     return value != 0 and bool(_WORKING.search(field))
@@ -49,7 +66,7 @@ def decode(gpu: AmGpu, name: str, value: int) -> dict[str, Any]:
     reg = gpu.asic.reg(f"gc.{name}")
     fields = reg.decode(value)
     return {"name": name, "value": value, "fields": fields,
-            "flagged": [f for f, v in fields.items() if flagged(f, v)]}
+            "flagged": [f for f, v in fields.items() if flagged(f, v, name)]}
 
 
 def select_queue(gpu: AmGpu, key: tuple[int, int, int] | None) -> None:

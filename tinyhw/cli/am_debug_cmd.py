@@ -16,9 +16,9 @@ from tinyhw.cli.app import App
 
 
 def _gpu(app: App) -> Any:
-    from tinyhw.boot import AmGpu
+    from tinyhw.boot.gpustatus import open_gpu
 
-    return AmGpu(app.open_transport(writes=True), warn=lambda line: click.echo(line, err=True))
+    return open_gpu(app.open_transport(writes=True), warn=lambda line: click.echo(line, err=True))
 
 
 @click.command("status")
