@@ -74,6 +74,8 @@ def am() -> None:
       tinyhw --device mock:navi31 am info
       tinyhw --device mock:navi31-usb am boot --yes --firmware-dir ~/.cache/tinyhw/firmware/amd/lib/firmware/amdgpu
       tinyhw --device mock:navi31 am reset --yes
+      tinyhw --device mock:navi31 am status
+      tinyhw --device mock:navi31 am hang-report -o hang.json
     """
 
 
