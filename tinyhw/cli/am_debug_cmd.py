@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from tinyhw.cli.app import App
+from tinyhw.cli.numbers import Number
 
 
 def _gpu(app: App) -> Any:
@@ -70,7 +71,7 @@ def _show_status(app: App, doc: dict[str, Any]) -> None:
 @click.command("rings")
 @click.option("--ring", "ring", type=click.Choice(["compute", "sdma0"]), default="compute", show_default=True,
               help="Which ring: the compute queue tinyhw creates (MEC1 pipe 0 queue 0) or SDMA0 queue 0.")
-@click.option("--last", type=click.IntRange(0, 256), default=16, show_default=True, metavar="N",
+@click.option("--last", type=Number(maximum=256), default=16, show_default=True, metavar="N",
               help="Also show the last N packets before the read pointer (0 .. 256).")
 @click.pass_obj
 def rings_cmd(app: App, ring: str, last: int) -> None:
@@ -101,9 +102,9 @@ def rings_cmd(app: App, ring: str, last: int) -> None:
 @click.command("waves")
 @click.option("--halt", is_flag=True, help="Halt every wave (SQ_CMD) while they are read; resumed on exit, "
                                            "also after an error or Ctrl-C.")
-@click.option("--sgprs", type=click.IntRange(0, 106), default=106, show_default=True, metavar="N",
+@click.option("--sgprs", type=Number(maximum=106), default=106, show_default=True, metavar="N",
               help="SGPRs to read per wave (0 .. 106).")
-@click.option("--vgprs", type=click.IntRange(0, 256), default=4, show_default=True, metavar="N",
+@click.option("--vgprs", type=Number(maximum=256), default=4, show_default=True, metavar="N",
               help="VGPRs to read per wave, every lane (0 .. 256).")
 @click.pass_obj
 def waves_cmd(app: App, halt: bool, sgprs: int, vgprs: int) -> None:
@@ -147,7 +148,7 @@ def _show_waves(app: App, doc: dict[str, Any]) -> None:
 @click.command("hang-report")
 @click.option("-o", "--output", required=True, metavar="FILE", help="The report file to write (JSON).")
 @click.option("--force", is_flag=True, help="Replace FILE when it exists (a regular file only).")
-@click.option("--last", type=click.IntRange(0, 256), default=16, show_default=True, metavar="N",
+@click.option("--last", type=Number(maximum=256), default=16, show_default=True, metavar="N",
               help="Packets before each ring's read pointer to include.")
 @click.option("--no-halt", is_flag=True, help="Read the waves without halting them.")
 @click.pass_obj
