@@ -33,9 +33,28 @@ def booted() -> None:
     boot_emulated_board()
 
 
+class _Board:
+    """What the tests look at: ``transport.board`` (the emulator, beside the driver's view)."""
+
+    def __init__(self, board) -> None:
+        self.transport = type("T", (), {"board": board})()
+
+
 @pytest.fixture
-def hung(booted: None):
-    """(opened board, engine) with the loop probe resident: 64 work-items, two waves."""
+def hung(booted: None, request: pytest.FixtureRequest, tmp_path: Path):
+    """(board, engine) with the loop probe resident: 64 work-items, two waves. ``mock:navi31`` unless the test is
+    parametrized with ``mock:navi31-usb``: the same board behind the emulated bridge, through the real USB driver."""
+    if getattr(request, "param", "mock:navi31") == "mock:navi31-usb":
+        from usbcopyhelp import rig
+
+        with rig(tmp_path) as r:
+            r.board.cp.watchdog = 2000
+            eng = compute.ComputeEngine(r.gpu, timeout=0.2)
+            eng.create()
+            eng.launch(LOOP, (1,), (64,), [])
+            yield _Board(r.board), eng
+            eng.close()
+        return
     with tinyhw.open("mock:navi31,strict") as o:
         o.transport.board.cp.watchdog = 2000
         eng = compute.open_compute(o.transport, timeout=0.2)
@@ -70,6 +89,7 @@ def test_flag_rule() -> None:
     assert gpustatus.flagged("MEC_HALT", 1, "CP_MEC_RS64_CNTL")
 
 
+@pytest.mark.parametrize("hung", ["mock:navi31", "mock:navi31-usb"], indirect=True)
 def test_compute_ring_shows_the_unconsumed_fence_and_the_dispatch_before_it(hung) -> None:
     o, eng = hung
     doc = rings.read_ring(eng.gpu, "compute", last=3)
@@ -112,6 +132,7 @@ def _s0(gpu) -> tuple[int, int]:
     return tuple(w["sgprs"][0] for w in scan["waves"])  # type: ignore[return-value]
 
 
+@pytest.mark.parametrize("hung", ["mock:navi31", "mock:navi31-usb"], indirect=True)
 def test_halted_waves_show_the_known_program_and_initial_state(hung) -> None:
     o, eng = hung
     g = eng.gpu
@@ -148,6 +169,7 @@ def test_a_dequeue_drops_the_resident_waves(hung) -> None:
     assert waves.scan(eng.gpu)["waves"] == []
 
 
+@pytest.mark.parametrize("hung", ["mock:navi31", "mock:navi31-usb"], indirect=True)
 def test_hang_report_collects_everything_and_renders_text(hung) -> None:
     o, eng = hung
     doc = hangreport.collect(eng.gpu, marks=["mark one"], last=2)
