@@ -263,3 +263,14 @@ class FakeTransport(Transport):
 
     def identity(self) -> Identity:
         return Identity(0x1002, 0x744C, 0xC8, 0x030000, 0x1DA2, 0xE471, "fake:navi31")
+
+
+def boot_emulated_board(device: str = "mock:navi31") -> None:
+    """`tinyhw am boot --yes` on the emulated board with the test firmware (a test fails when it is missing)."""
+    import pytest
+    from clihelp import run
+
+    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
+        pytest.fail(f"firmware missing in {FW_DIR}: run bash tests/fetch_firmware.sh", pytrace=False)
+    r = run("--device", device, "am", "boot", "--yes", "--firmware-dir", str(FW_DIR))
+    assert r.code == 0, r.err

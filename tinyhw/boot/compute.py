@@ -398,6 +398,18 @@ class ComputeEngine:
     def run(self, kernel: Kernel, grid: tuple[int, ...], block: tuple[int, ...], buffers: list[bytes],
             *, timeout: float | None = None) -> DispatchRun:
         """Place, dispatch, wait for the fence, read every buffer back."""
+        grid3, block3, placed = self.launch(kernel, grid, block, buffers)
+        g = self.gpu
+        seconds = self.wait(self.seq, timeout)
+        self.stats["dispatches"] += 1
+        outputs = [g.vram_read(REGION + off, -(-n // 4) * 4)[:n] for off, n in placed]
+        return DispatchRun(kernel.name, grid3, block3, outputs, seconds,
+                           {"ring_dwords": self.wptr, "fence": self.seq})
+
+    def launch(self, kernel: Kernel, grid: tuple[int, ...], block: tuple[int, ...], buffers: list[bytes]
+               ) -> tuple[tuple[int, int, int], tuple[int, int, int], list[tuple[int, int]]]:
+        """Place and submit one dispatch without waiting for it (its fence value is :attr:`seq`): what a hang
+        investigation starts; (grid, block, [(buffer offset, size)])."""
         if not self.active:
             raise OperationFailed("the compute queue is not created (ComputeEngine.create first)")
         grid3 = _check_dims("--grid", tuple(grid), MAX_GROUPS)
@@ -412,11 +424,7 @@ class ComputeEngine:
         self.seq = (self.seq + 1) & 0xFFFFFFFF or 1
         g.vram_write(REGION + FENCE, struct.pack("<I", (self.seq - 1) & 0xFFFFFFFF))
         self.submit(self.packets(kernel, entry, grid3, block3, self.seq))
-        seconds = self.wait(self.seq, timeout)
-        self.stats["dispatches"] += 1
-        outputs = [g.vram_read(REGION + off, -(-n // 4) * 4)[:n] for off, n in placed]
-        return DispatchRun(kernel.name, grid3, block3, outputs, seconds,
-                           {"ring_dwords": self.wptr, "fence": self.seq})
+        return grid3, block3, placed
 
 
 def check_booted(transport: Any, what: str = "kernels run on") -> AmGpu:

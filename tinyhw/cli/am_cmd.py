@@ -67,13 +67,15 @@ def _gpu(app: App, *, writes: bool) -> Any:
 
 @click.group("am")
 def am() -> None:
-    """AMD GPUs without the amdgpu driver: identify, boot the PSP and SMU, reset.
+    """AMD GPUs without the amdgpu driver: identify, boot the PSP and SMU, reset; status, rings, waves, hang reports.
 
     \b
     Examples:
       tinyhw --device mock:navi31 am info
       tinyhw --device mock:navi31-usb am boot --yes --firmware-dir ~/.cache/tinyhw/firmware/amd/lib/firmware/amdgpu
       tinyhw --device mock:navi31 am reset --yes
+      tinyhw --device mock:navi31 am status
+      tinyhw --device mock:navi31 am hang-report -o hang.json
     """
 
 
@@ -226,3 +228,13 @@ def reset_cmd(app: App, yes: bool) -> None:
     how = {"smu": "through the smu", "psp": "through the psp", "function-reset": "by a pci function reset",
            "none": "not needed (no firmware answered)"}
     app.emit(doc, lambda: app.out.print(f"mode-1 reset {how[done['path']]}; bootloader ready, flags cleared"))
+
+
+def _views() -> None:
+    from tinyhw.cli.am_debug_cmd import COMMANDS
+
+    for command in COMMANDS:
+        am.add_command(command)
+
+
+_views()

@@ -12,8 +12,10 @@ use is a GPU virtual address of the queue's VMID; only VMID0 is modelled), §7 (
 What it does:
 
 * **Registers**: the HQD range (0xC824 .. 0xC900 bytes) is banked per (me, pipe, queue) through GRBM_GFX_CNTL;
-  GRBM_STATUS reads CP_BUSY (bit 29) and GUI_ACTIVE (31) while a queue is hung. Everything else stays the
-  register file's.
+  GRBM_STATUS reads CP_BUSY (bit 29) and GUI_ACTIVE (31) while a queue is hung, and SPI_BUSY (22) while waves
+  are resident (:mod:`tinyhw.mocks.sqind`); GRBM_STATUS2.CPC_BUSY, CP_CPC_STATUS MEC1_BUSY/CPC_BUSY and
+  CP_CPC_BUSY_STAT.MEC1_PIPE0_BUSY read set while a queue is hung (reads only: writes stay the register
+  file's). Everything else stays the register file's.
 * **Activation** (ACTIVE 0 -> 1): the MQD at CP_MQD_BASE_ADDR is read through GPUVM; its header must be
   0xC0310800 (§1.4), else the queue stops with an error (``status()``). A zero MQD address is tolerated (the queue
   runs from its registers).
@@ -44,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from tinyhw.autogen.nvd import CONSTANTS as PM4
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks.gpuvm import VmFault
+from tinyhw.mocks.sqind import ShaderArray
 from tinyhw.regs import asic
 
 if TYPE_CHECKING:
@@ -79,7 +82,12 @@ QUEUE_SIZE = _fld("CP_HQD_PQ_CONTROL.QUEUE_SIZE")
 RANGE_LOWER = _fld("CP_MEC_DOORBELL_RANGE_LOWER.DOORBELL_RANGE_LOWER")
 RANGE_UPPER = _fld("CP_MEC_DOORBELL_RANGE_UPPER.DOORBELL_RANGE_UPPER")
 FAULT_STATUS_FIELDS = {n: _fld(f"GCVM_L2_PROTECTION_FAULT_STATUS.{n}") for n in ("VMID", "RW", "MORE_FAULTS")}
-CP_BUSY, GUI_ACTIVE = 1 << 29, 1 << 31  # GRBM_STATUS bits (specs/amd-compute.md §8)
+CP_BUSY, GUI_ACTIVE, SPI_BUSY = 1 << 29, 1 << 31, 1 << 22  # GRBM_STATUS bits (specs/amd-compute.md §8)
+#: (offset, bits) the MEC's status registers read while a queue is hung: GRBM_STATUS2.CPC_BUSY, CP_CPC_STATUS
+#: MEC1_BUSY and CPC_BUSY, CP_CPC_BUSY_STAT.MEC1_PIPE0_BUSY (§8: MEC-side busy bits; which ones: inferred)
+MEC_BUSY = tuple((_off(reg), sum(_A.field(f"gc.{reg}.{f}").mask for f in names)) for reg, names in (
+    ("GRBM_STATUS2", ("CPC_BUSY",)), ("CP_CPC_STATUS", ("MEC1_BUSY", "CPC_BUSY")),
+    ("CP_CPC_BUSY_STAT", ("MEC1_PIPE0_BUSY",))))
 MQD_HEADER = 0xC0310800  # §1.4
 NOP_FILLER = 0xFFFF1000  # §2.3: PACKET3(NOP, 0x3FFF) is a one-dword packet
 SH_START = PM4["PACKET3_SET_SH_REG_START"]
@@ -167,6 +175,7 @@ class CommandProcessor:
     def __init__(self, services: CpServices) -> None:
         self.s = services
         self.watchdog = WATCHDOG
+        self.sq = ShaderArray(services.now, lambda: self.s.regs)
         self.power_on()
 
     def power_on(self) -> None:
@@ -179,6 +188,7 @@ class CommandProcessor:
         self.stats = {"doorbells": 0, "packets": 0, "dispatches": 0, "acquire_mem": 0, "release_mem": 0,
                       "set_sh_reg": 0, "nops": 0, "activations": 0, "dequeues": 0, "wave_instructions": 0}
         self.last_dispatch: Any = None
+        self.sq.power_on()
 
     # -- registers ------------------------------------------------------------------------------------------------
     def selected(self) -> Hqd:
@@ -190,7 +200,8 @@ class CommandProcessor:
 
     def handlers(self, known: set[int]) -> tuple[dict[int, Callable[[], int]], dict[int, Callable[[int], None]]]:
         """BAR5 handlers for GRBM_GFX_CNTL, GRBM_STATUS and every database register of the HQD range."""
-        reads: dict[int, Callable[[], int]] = {GRBM_GFX_CNTL: lambda: self.grbm_gfx_cntl, GRBM_STATUS: self.grbm_status}
+        reads: dict[int, Callable[[], int]] = {GRBM_GFX_CNTL: lambda: self.grbm_gfx_cntl, GRBM_STATUS: self.grbm_status,
+                                              **{o: (lambda bits=b: bits if self.hung() else 0) for o, b in MEC_BUSY}}
         writes: dict[int, Callable[[int], None]] = {GRBM_GFX_CNTL: self._select, GRBM_STATUS: lambda v: None}
         for off in sorted(known):
             if HQD_FIRST <= off <= HQD_LAST:
@@ -202,7 +213,12 @@ class CommandProcessor:
         self.grbm_gfx_cntl = value & 0xFFFFFFFF
 
     def grbm_status(self) -> int:
-        return CP_BUSY | GUI_ACTIVE if any(q.hung for q in self.hqds.values()) else 0
+        busy = CP_BUSY | GUI_ACTIVE if self.hung() else 0
+        return busy | (SPI_BUSY if self.sq.resident else 0)
+
+    def hung(self) -> bool:
+        """A queue is hung (its dispatch ran past the budget) until a dequeue."""
+        return any(q.hung for q in self.hqds.values())
 
     def any_active(self) -> bool:
         return any(q.active for q in self.hqds.values())
@@ -239,6 +255,8 @@ class CommandProcessor:
         """§1.8: drain (nothing runs between packets here) or reset the waves; the queue stops."""
         self.stats["dequeues"] += 1
         q.regs[R["CP_HQD_ACTIVE"]] = q.r("CP_HQD_ACTIVE") & ~1
+        if q.hung:
+            self.sq.drop()  # the resident waves of its hung dispatch are reset
         q.hung = False
 
     def _stop(self, q: Hqd, why: str) -> None:
@@ -413,6 +431,8 @@ class CommandProcessor:
         except WatchdogExpired as exc:
             q.hung = True
             q.error = f"dispatch hung (the watchdog expired): {exc}"
+            if exc.dispatch is not None:
+                self.sq.admit(exc.dispatch)  # its running workgroup's waves stay resident
             return
         except (VmFault, MemoryFault) as exc:
             self._vm_fault(q, mem.fault, exc)

@@ -198,6 +198,10 @@ class Navi31Board:
         cr, cw = self.cp.handlers(set(self.regfile.known))  # GRBM_GFX_CNTL and the banked HQD registers
         reads.update(cr)
         writes.update(cw)
+        qr, qw = self.cp.sq.handlers()  # SQ_IND_INDEX/DATA, SQ_CMD: the resident waves (mocks/sqind.py)
+        reads.update(qr)
+        writes.update(qw)
+        reads.update(self.sdma.handlers())  # SDMA0_STATUS_REG's idle bits
         self._rd5 = reads
         self._wr5 = writes
         for req in invalidate_requests(self.regs):  # a TLB invalidation drops the copy engine's cached translations

@@ -125,6 +125,11 @@ class SdmaEngine:
                                     "timestamps", "faulted_copies"), 0)
         self.busy_s = 0.0
         self.now = 0.0  # the engine's time cursor on the board clock (virtual seconds)
+        self._status_at = regs.offset("gc.SDMA0_STATUS_REG")
+        self._idle_bits = 0
+        for f in regs.reg("gc.SDMA0_STATUS_REG").fields:  # every ..._IDLE field, IDLE and RB_EMPTY
+            if f.name.endswith("IDLE") or f.name == "RB_EMPTY":
+                self._idle_bits |= f.mask
 
     def _spend(self, dt: float) -> None:
         self.busy_s += dt
@@ -137,6 +142,20 @@ class SdmaEngine:
     def _field(self, name: str) -> int:
         f = self.F[name]
         return (self._reg(name.split(".", maxsplit=1)[0]) & f.mask) >> f.shift
+
+    def status_reg(self) -> int:
+        """SDMA0_STATUS_REG: the idle bits (IDLE, RB_EMPTY and every other ..._IDLE field) when
+        the ring is drained and nothing waits; 0 while work is pending, parked on a POLL, stopped or hung
+        (inferred: the register is only a list of fields in the database)."""
+        rptr = self._reg("QUEUE0_RB_RPTR") | self._reg("QUEUE0_RB_RPTR_HI") << 32
+        wptr = self._reg("QUEUE0_RB_WPTR") | self._reg("QUEUE0_RB_WPTR_HI") << 32
+        if rptr != wptr or self.waiting or self.error or self.running:
+            return 0
+        return self._idle_bits
+
+    def handlers(self) -> dict[int, Callable[[], int]]:
+        """BAR5 read handlers: SDMA0_STATUS_REG."""
+        return {self._status_at: self.status_reg}
 
     def doorbell_offset(self) -> int | None:
         """Byte offset in BAR2 of the queue's doorbell, None while disabled."""

@@ -210,6 +210,7 @@ class _Dispatch:
         self.budget = watchdog
         self.res = DispatchResult()
         self.active = 0
+        self.waves: list[Wave] = []  # the running workgroup's waves (what stays resident when the budget runs out)
 
     def compile_at(self, pc: int) -> list[Any]:
         inst = _fetch(self.mem, pc)
@@ -290,6 +291,7 @@ class _Dispatch:
             w.pc = r.entry
             waves.append(w)
         self.res.waves += len(waves)
+        self.waves = waves
         while True:
             live = [w for w in waves if not w.done]
             if not live:
@@ -330,18 +332,23 @@ def run_dispatch(regs: DispatchRegs, memory: Memory, *, strict: bool = True, cac
     (default) stops at the first instruction the model does not implement (:class:`Unimplemented` with
     its mnemonic, encoding and PC); with ``strict=False`` such instructions are executed as no-ops and
     counted in ``DispatchResult.skipped`` (the result is then not exact). ``watchdog`` bounds the wave
-    instructions of the whole dispatch (:class:`WatchdogExpired`). ``cache`` may be kept by the caller
+    instructions of the whole dispatch (:class:`WatchdogExpired`, whose ``dispatch`` keeps the running
+    workgroup's waves for :mod:`tinyhw.mocks.sqind`). ``cache`` may be kept by the caller
     for repeated dispatches of the same, unchanged code. ``on_wave_end(wave)`` is called with each wave's
     final state (SGPRs ``wave.s``, VGPRs ``wave.v``, ``wave.wg``, ``wave.index``) when it executes ``s_endpgm``.
     """
     _check(regs)
     d = _Dispatch(regs, memory, strict, cache or CodeCache(), cost, watchdog, on_wave_end)
     with np.errstate(all="ignore"):
-        for z in range(regs.dim[2]):
-            for y in range(regs.dim[1]):
-                for x in range(regs.dim[0]):
-                    d.workgroup((regs.start[0] + x, regs.start[1] + y, regs.start[2] + z))
-                    d.res.workgroups += 1
+        try:
+            for z in range(regs.dim[2]):
+                for y in range(regs.dim[1]):
+                    for x in range(regs.dim[0]):
+                        d.workgroup((regs.start[0] + x, regs.start[1] + y, regs.start[2] + z))
+                        d.res.workgroups += 1
+        except WatchdogExpired as e:
+            e.dispatch = d  # the waves stay resident (tinyhw.mocks.sqind)
+            raise
     res = d.res
     res.lane_instructions = 32 * res.wave_instructions
     res.active_lane_instructions = d.active

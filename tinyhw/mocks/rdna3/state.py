@@ -48,7 +48,12 @@ class ShaderFault(ShaderError):
 
 
 class WatchdogExpired(ShaderError):
-    """The dispatch ran more wave instructions than its limit (a shader that never ends)."""
+    """The dispatch ran more wave instructions than its limit (a shader that never ends).
+
+    ``dispatch`` is the dispatch that ran out (set by :func:`~tinyhw.mocks.rdna3.run_dispatch`): its running
+    workgroup's waves can stay resident."""
+
+    dispatch: Any = None
 
 
 def inline_const(v: int) -> int | None:
