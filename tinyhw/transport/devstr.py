@@ -59,8 +59,8 @@ def _bad(text: str, why: str) -> BadDeviceString:
 
 
 def normalize_bdf(addr: str, text: str) -> str:
-    """``addr`` as a full lower-case PCI address ``dddd:bb:dd.f`` (domain 0000 added); raises BadDeviceString (``text`` is
-    the whole string, for the message)."""
+    """``addr`` as a full lower-case PCI address ``dddd:bb:dd.f`` (domain 0000 added); raises BadDeviceString (``text``
+    is the whole string, for the message)."""
     m = _BDF.match(addr)
     if not m:
         raise _bad(text, f"{addr!r} is not a PCI address like 0000:03:00.0")

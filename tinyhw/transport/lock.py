@@ -66,8 +66,8 @@ class DeviceLock:
         raise EnvironmentProblem("cannot create a lock file: " + "; ".join(errors))
 
     def acquire(self) -> DeviceLock:
-        """Take the lock without waiting; returns self. Raises DeviceLocked (naming the holder's pid and tool) when another
-        process holds it."""
+        """Take the lock without waiting; returns self. Raises DeviceLocked (naming the holder's pid and tool) when
+        another process holds it."""
         if self._fd is not None:
             return self
         fd, path = self._open()

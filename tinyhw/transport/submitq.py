@@ -101,8 +101,8 @@ class SubmitQueue(QueueLifetime):
 
     # -- caller side ---------------------------------------------------------------------------------------
     def submit(self, fn: Callable[..., Any], *args: Any) -> int:
-        """Queue ``fn(*args)`` for the worker; returns its ticket, blocking while ``depth`` items are outstanding; raises
-        an earlier item's failure."""
+        """Queue ``fn(*args)`` for the worker; returns its ticket, blocking while ``depth`` items are outstanding;
+        raises an earlier item's failure."""
         with self.handover:
             self.handover.wait_until(lambda: self.error is not None or self.submitted - self.finished < self.depth)
             self._raise()
