@@ -1,6 +1,6 @@
 """Copy bandwidth through a device's BAR mapping, verified, against the link's theoretical limit.
 
-Issue 12 ("numbers a user can trust"). A host->device copy writes a pattern into a window of the BAR with
+The aim is numbers a user can trust. A host->device copy writes a pattern into a window of the BAR with
 the transport's block write (streamed over the USB bridge, one mapping on ``pci:``/``vfio:``); a
 device->host copy reads it with the block read. Every copy is checked: after a host->device copy the
 window is read back (not timed) and compared; before a device->host copy the pattern is written (not timed) and
@@ -9,7 +9,7 @@ the timed read is compared with it.
 A copy path with an engine between host and memory (the bridge SRAM + SDMA, a pinned DMA buffer + SDMA) is also
 checked through an independent path (:class:`Independent`: the BAR0 VRAM aperture), so an engine that moves
 nothing, skips a direction or lands at the wrong address fails with the first differing offset instead of reading
-back what the host just handed it (issue 20):
+back what the host just handed it:
 
 * host->device: the destination is first poisoned through the independent path (the complement of the data, so
   every byte differs), the timed copy runs, and the destination is read back through the independent path; then,

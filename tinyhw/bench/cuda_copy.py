@@ -1,4 +1,4 @@
-"""Copy bandwidth host <-> an NVIDIA GPU through the CUDA driver: ``bench copy --device cuda:N`` (issue 12).
+"""Copy bandwidth host <-> an NVIDIA GPU through the CUDA driver: ``bench copy --device cuda:N``.
 
 The same measurement as the BAR bench (:mod:`tinyhw.bench.copy`, the same JSON keys), through the driver's
 copy engines instead of a BAR mapping. This feature is handed an open GPU (a :class:`tinyhw.cuda.CudaDevice`

@@ -265,6 +265,7 @@ class ComputeEngine:
         bar.write32(4 * DOORBELL_INDEX + 4, self.wptr >> 32)
 
     def fence(self) -> int:
+        """The compute queue's fence word in VRAM: the sequence number of the last dispatch that completed."""
         return self.gpu.vram_read32(REGION + FENCE)
 
     def status(self) -> str:

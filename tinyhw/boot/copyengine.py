@@ -81,6 +81,7 @@ class CopyEngine:
     stats: dict[str, int] = field(default_factory=lambda: {"submissions": 0, "dwords": 0, "wraps": 0})
 
     def mc(self, offset: int) -> int:
+        """The GPU's memory-controller address of VRAM byte ``offset`` (see :meth:`AmGpu.mc`)."""
         return self.gpu.mc(offset)
 
     def submit(self, dwords: list[int]) -> None:
@@ -106,6 +107,7 @@ class CopyEngine:
         bar.write32(self.doorbell_byte + 4, self.wptr >> 32)
 
     def rptr(self) -> int:
+        """The engine's ring read pointer in bytes, from its write-back slot in VRAM (one 8-byte VRAM read)."""
         return int.from_bytes(self.gpu.vram_read(RPTR_PAGE, 8), "little")
 
     def wait_idle(self, timeout: float = 10.0) -> None:
