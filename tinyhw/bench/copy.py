@@ -144,9 +144,14 @@ class CopyResult:
     verified_independent: int = 0  # bytes compared (or written, then copied out) through it
 
     def mbps(self) -> list[float]:
+        """The rate of each timed repeat in MB/s (decimal: 10**6 bytes per second); repeats of zero time are left out.
+        """
         return [self.size / s / 1e6 for s in self.seconds if s > 0]
 
     def as_dict(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict: direction, size, repeats, path, the min/median/max rate in MB/s, the link's
+        limit and the share of it the median reached, whether the time is measured or modelled (and on which clock), the
+        model's figure, and how the copy was verified."""
         rates = self.mbps()
         median = statistics.median(rates) if rates else None
         limit = self.link_limit_mbps

@@ -42,9 +42,11 @@ _API = {"h2d": "cuMemcpyHtoDAsync", "d2h": "cuMemcpyDtoHAsync"}
 
 @dataclass
 class CudaCopyResult(CopyResult):
+    """A copy bench result through the CUDA driver; ``memory`` says whether the host buffer was pinned or pageable."""
     memory: str = "pinned"
 
     def as_dict(self) -> dict[str, Any]:
+        """:meth:`CopyResult.as_dict` plus the host memory kind."""
         doc = super().as_dict()
         doc["memory"] = self.memory
         return doc

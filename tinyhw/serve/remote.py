@@ -234,6 +234,8 @@ def _for_client(e: TinyhwError) -> TinyhwError:
 
 
 def describe(t: Transport) -> dict[str, Any]:
+    """What a client learns about the served device at connect: identity, BARs, transport facts (made JSON-safe), the
+    device clock's time and kind."""
     info = t.info()
     return {
         "identity": asdict(t.identity()),
