@@ -70,6 +70,7 @@ def _matching_brace(toks: list[str], k: int) -> int:
 class Member:
     """One member of a struct or union: its name, base type (or an inline aggregate), array dimensions as unevaluated
     tokens, and bit-field width."""
+
     name: str
     ctype: str  # base type name, "enum", "struct NAME" / "union NAME" or an inline Aggregate
     dims: list[list[str]] = field(default_factory=list)  # unevaluated dimension token lists
@@ -80,6 +81,7 @@ class Member:
 @dataclass
 class Aggregate:
     """A struct or union definition: its kind, name, members and the ``#pragma pack`` in force where it was defined."""
+
     kind: str  # "struct" or "union"
     name: str
     members: list[Member] = field(default_factory=list)

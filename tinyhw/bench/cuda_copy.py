@@ -43,6 +43,7 @@ _API = {"h2d": "cuMemcpyHtoDAsync", "d2h": "cuMemcpyDtoHAsync"}
 @dataclass
 class CudaCopyResult(CopyResult):
     """A copy bench result through the CUDA driver; ``memory`` says whether the host buffer was pinned or pageable."""
+
     memory: str = "pinned"
 
     def as_dict(self) -> dict[str, Any]:

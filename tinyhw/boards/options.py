@@ -167,6 +167,7 @@ FAULT_KINDS_FLAG = ("stuck-busy",)
 @dataclass(frozen=True)
 class Fault:
     """One injected fault: its kind, and the transfer or access number (1-based) or flash byte address it fires at."""
+
     kind: str
     at: int | None = None  # transfer / access number (1-based), or flash byte address for bitflip
 

@@ -76,6 +76,7 @@ class Image:
 class FirmwareFile:
     """One firmware file of the boot set: its role (``psp``, ``smu``...), file name and path, bytes, parsed headers and
     SHA-256."""
+
     role: str
     name: str
     path: Path

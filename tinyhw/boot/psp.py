@@ -33,6 +33,7 @@ class PspError(OperationFailed):
 
 class Psp:
     """The PSP's bootloader mailbox (component loads) and the secure OS's KM ring (commands with a fence) on one GPU."""
+
     def __init__(self, gpu: AmGpu, timeout: float = TIMEOUT) -> None:
         self.gpu = gpu
         self.timeout = timeout

@@ -63,6 +63,7 @@ class StepLog:
 class BootResult:
     """What ``am boot`` did: the kind of boot ("full", "partial", "reset+full") and why, its steps, the TMR size, the
     pinned clocks, the SMU version and the firmware copied."""
+
     kind: str  # "full", "partial", "reset+full"
     reason: str
     steps: list[dict[str, Any]] = field(default_factory=list)

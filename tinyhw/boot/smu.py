@@ -39,6 +39,7 @@ def result_name(code: int) -> str:
 class Smu:
     """The SMU's message mailbox (C2PMSG_66/82/90) on one GPU: version, driver table, features, DPM clocks, metrics,
     reset."""
+
     def __init__(self, gpu: AmGpu, timeout: float = TIMEOUT) -> None:
         self.gpu = gpu
         self.timeout = timeout

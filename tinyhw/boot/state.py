@@ -22,6 +22,7 @@ class BoardState:
     """What the GPU's registers say about earlier boots, read without changing anything: tinyhw's boot flag and busy
     flag, the TMR size it recorded, the VM fault status, whether the PSP secure OS and bootloader and the SMU answer,
     and the KM ring's size."""
+
     magic: int  # SCRATCH_REG7
     busy: int  # SCRATCH_REG6
     tmr_size: int  # SCRATCH_REG5

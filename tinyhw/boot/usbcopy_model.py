@@ -43,6 +43,7 @@ WINDOW, CHUNK, SECTOR = 0x40000, 0x40000 - 4, 512
 class LinkModel:
     """The model's parameters, in seconds and bytes per second; each comment says where the figure comes from (spec,
     inferred or fitted)."""
+
     f2_rate: float = 700e6  # §1: 0xF2 SRAM DMA on a 10 Gbps port
     ctrl_s: float = 100e-6  # §1: one control round trip (inferred by the spec)
     bulk_gap_s: float = 10e-6  # per bulk transfer on the pipe when transfers are queued back to back (inferred)

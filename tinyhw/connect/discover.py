@@ -20,6 +20,7 @@ DISPLAY_CLASS = 0x03
 class Listed:
     """One device ``tinyhw list`` shows: its device string, kind, whether it is emulated, a description and
     kind-specific extras."""
+
     device: str
     kind: str
     emulated: bool

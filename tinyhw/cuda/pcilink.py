@@ -29,6 +29,7 @@ def gen_of(gts: float | None) -> int | None:
 @dataclass(frozen=True)
 class PciLink:
     """The PCIe link of one GPU from sysfs: current and maximum speed (GT/s) and width, None where unreadable."""
+
     address: str
     current_gts: float | None
     current_width: int | None

@@ -29,6 +29,7 @@ MAX_REPEATS = 100
 class AmdPlan:
     """A checked ``kernels run`` on an AMD GPU, before the device is opened: the probe, the build folder and its
     manifest (the probe's entry), the element count, timed repeats and work-items per workgroup."""
+
     probe: Any
     folder: Path
     manifest: dict

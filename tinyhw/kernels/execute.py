@@ -26,6 +26,7 @@ class ExecPlan:
     """A checked ``kernels exec``, before the device is opened: the code object's path and kernel, grid (workgroups) and
     block (work-items per workgroup), each buffer's initial bytes and where it came from, which buffers to write back to
     which files, and the time-out in seconds."""
+
     path: Path
     kernel: Any  # tinyhw.boot.compute.Kernel
     grid: tuple[int, int, int]

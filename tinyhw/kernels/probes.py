@@ -53,6 +53,7 @@ ATOMIC_CPU_THREADS = 4  # threads racing on the counter in a cpu run
 class Buffer:
     """One buffer of a probe: its name, element type (``u32`` or ``f32``, 4 bytes each), element count and role (``in``
     uploaded, ``out`` read back, ``inout`` both)."""
+
     name: str
     dtype: str  # "u32" or "f32" (4-byte elements)
     count: int
@@ -72,6 +73,7 @@ class Buffer:
 class Check:
     """The host's verdict on a run's outputs: ``ok``, and a one-line ``detail`` saying what matched or the first
     difference."""
+
     ok: bool
     detail: str
 
@@ -151,6 +153,7 @@ def _first_diff(got: bytes, want: bytes, fmt: str) -> str:
 class PatternProbe(Probe):
     """Known-answer fill: out[i] = i * 0x9e3779b1 + 0x1234567 (u32), checked by crc32; a mismatch names the first
     differing word."""
+
     name = "pattern"
     summary = "known-answer fill: out[i] = i*0x9e3779b1 + 0x1234567 (u32), checked by crc32"
     gpu_n = 1 << 20
@@ -180,6 +183,7 @@ class PatternProbe(Probe):
 
 class BandwidthProbe(Probe):
     """Streaming copy: out[i] = in[i] ^ 0x5a5a5a5a (u32); its GB/s counts bytes read plus bytes written."""
+
     name = "bandwidth"
     summary = "streaming copy: out[i] = in[i] ^ 0x5a5a5a5a (u32); GB/s counts read + write"
     metric = "GB/s"
@@ -227,6 +231,7 @@ def _f32(x: float) -> float:
 
 class FmaProbe(Probe):
     """FMA throughput: 64 dependent x = x * A + B steps (f32) per element from x = i mod 256; 2 FLOPs a step."""
+
     name = "fma"
     summary = (f"FMA throughput: {FMA_STEPS} dependent x = x*A + B (f32) per element, from x = i mod {FMA_PERIOD}; "
                "2 FLOPs each")
@@ -288,6 +293,7 @@ class FmaProbe(Probe):
 class AtomicProbe(Probe):
     """Atomic counter: each of n work-items takes out[i] = fetch_add(counter, 1); the tickets must be exactly 0..n-1. On
     the CPU, several threads race on the counter."""
+
     name = "atomic"
     summary = ("atomic counter: out[i] = fetch_add(counter, 1) (u32); tickets must be exactly 0..n-1; on the cpu "
                f"{ATOMIC_CPU_THREADS} threads race on the counter")

@@ -130,6 +130,7 @@ def loaded_driver_modules() -> list[str]:
 class CompiledKernel:
     """One kernel tinygrad rendered and compiled for a target: its name, grid and block sizes, the buffer bound to each
     pointer parameter, the rendered source and the binary (ELF, or PTX text for sm_90)."""
+
     name: str
     grid: tuple[int, int, int]  # workgroups / thread blocks (tinygrad's global_size)
     block: tuple[int, int, int]  # work-items / threads per group (tinygrad's local_size)
@@ -291,6 +292,7 @@ def compile_probe(probe: Probe, target: str, n: int | None = None) -> list[Compi
 class CpuRun:
     """A probe's run on tinygrad's CPU device: the outputs by buffer name, each timed repeat's seconds, the kernels per
     run, and for a concurrent run the threads, the contention seen and how many runs it took to see the threads race."""
+
     outputs: dict[str, bytes]
     seconds: list[float]  # kernel time of each timed repeat (all kernels of the probe)
     kernels: int

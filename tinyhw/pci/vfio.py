@@ -39,6 +39,7 @@ DEFAULT_IOVA_BASE = 0x10_0000  # 1 MiB: low enough for devices with narrow DMA m
 class RegionInfo:
     """One VFIO region of the device (VFIO_DEVICE_GET_REGION_INFO): its index, flags, size and offset in the device fd.
     """
+
     index: int
     flags: int
     size: int

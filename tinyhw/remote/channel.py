@@ -76,6 +76,7 @@ def peer_uid(sock: socket.socket) -> int | None:
 
 class SocketChannel(Channel):
     """A :class:`Channel` over a connected stream socket (TCP with Nagle off, or a unix socket)."""
+
     def __init__(self, sock: socket.socket, peer: str = "?") -> None:
         self.sock = sock
         self.peer = peer

@@ -33,6 +33,7 @@ MAX_BATCH_WAIT_S = 120.0
 
 class W32(NamedTuple):
     """Write the 32-bit ``value`` at ``offset`` of memory BAR ``bar``."""
+
     bar: int
     offset: int
     value: int
@@ -40,6 +41,7 @@ class W32(NamedTuple):
 
 class W(NamedTuple):
     """Write ``data`` (a multiple of 4 bytes) at ``offset`` of memory BAR ``bar``."""
+
     bar: int
     offset: int
     data: bytes
@@ -47,12 +49,14 @@ class W(NamedTuple):
 
 class R32(NamedTuple):
     """Read the 32-bit word at ``offset`` of memory BAR ``bar`` (result: an int)."""
+
     bar: int
     offset: int
 
 
 class R(NamedTuple):
     """Read ``length`` bytes at ``offset`` of memory BAR ``bar`` (result: bytes)."""
+
     bar: int
     offset: int
     length: int
@@ -60,6 +64,7 @@ class R(NamedTuple):
 
 class Sleep(NamedTuple):
     """Wait ``seconds`` on the device's clock, at most :data:`MAX_WAIT_S`."""
+
     seconds: float
 
 
@@ -78,12 +83,14 @@ class Poll32(NamedTuple):
 
 class CfgR(NamedTuple):
     """Read ``size`` (1, 2 or 4) bytes of config space at ``offset`` (result: an int)."""
+
     offset: int
     size: int
 
 
 class CfgW(NamedTuple):
     """Write the low ``size`` (1, 2 or 4) bytes of ``value`` at ``offset`` of config space."""
+
     offset: int
     size: int
     value: int
@@ -98,6 +105,7 @@ WRITE_OPS = (W32, W, CfgW)
 
 class Ticket(Protocol):
     """What :meth:`Batching.submit` returns: the handle on one submitted list's results."""
+
     def get(self) -> list[Any]:
         """Send what is queued (if not yet sent) and return the list's results in order; raises the first failed
         operation's error."""

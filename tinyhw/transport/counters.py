@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, fields
 class Counters:
     """What a transport has done since it opened (or the last :meth:`reset`): USB transfers, round trips, TLPs, register
     accesses and bytes each way."""
+
     usb_transfers: int = 0
     round_trips: int = 0
     tlp_reads: int = 0

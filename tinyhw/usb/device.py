@@ -105,6 +105,7 @@ def call(what: str, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
 class FoundBridge:
     """One ASM24 bridge found on the bus: its device-string name (``usb:BUS-ADDR``), bus, address, USB ids and the pyusb
     device."""
+
     name: str  # "usb:BUS-ADDR"
     bus: int
     address: int
@@ -160,6 +161,7 @@ def read_string(dev: Any, index: int, what: str) -> str | None:
 @dataclass(frozen=True)
 class Endpoints:
     """The bridge's bulk endpoint addresses and the packet sizes of the bulk endpoints and of endpoint 0."""
+
     bulk_in: int
     bulk_out: int
     in_packet: int

@@ -47,6 +47,7 @@ DECODE_ALL = COMMAND_IO | COMMAND_MEMORY | COMMAND_BUS_MASTER
 @dataclass(frozen=True)
 class Hop:
     """One PCIe bridge between the USB bridge and the GPU: the bus it sits on and its ids."""
+
     bus: int
     vendor_id: int
     device_id: int
@@ -56,6 +57,7 @@ class Hop:
 class Enumeration:
     """The PCIe tree behind the USB bridge after enumeration: the GPU's bus, the bridges on the way, the GPU's BARs as
     placed, and BAR0's Resizable BAR size (chosen and possible)."""
+
     gpu_bus: int
     hops: list[Hop]
     bars: list[BarInfo]

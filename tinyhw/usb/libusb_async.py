@@ -64,6 +64,7 @@ class Transfer(ctypes.Structure):
 
 class Timeval(ctypes.Structure):
     """libusb's ``struct timeval`` (seconds and microseconds) for ``libusb_handle_events_timeout``."""
+
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_usec", ctypes.c_long)]
 
 

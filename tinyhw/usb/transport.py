@@ -32,6 +32,7 @@ from tinyhw.usb.queued import QueuedBulkOut
 
 class UsbBarRegion(BarRegion):
     """A GPU BAR behind the ASM24 bridge: dword accesses are single TLPs, blocks are streamed (0xF0 modes 1 and 2)."""
+
     def __init__(self, info: BarInfo, bridge: Asm24) -> None:
         super().__init__(info)
         self._br = bridge
