@@ -3,10 +3,16 @@
 Three checks over ``tinyhw/``:
 
 - every public class, function and public method of the library packages in :data:`LIBRARY`
-  has a docstring (generated tables, which say "do not edit" at their top, are exempt);
+  has a docstring (generated tables, which say "do not edit" at their top, are exempt; so is
+  ``tinyhw/cli``, the front end, which is not library);
 - no module or imported name is aliased to one or two letters (``import x as P``), except
   :data:`ALIAS_ALLOWED` (``numpy as np``, the convention every numpy user reads);
-- no docstring or comment points at an issue number instead of saying the fact.
+- no docstring or comment points at an issue number (``issue 12``, ``(item 4)``) instead of saying
+  the fact; a spec section (``see amd-compute.md §4``) is fine.
+
+"Public": a module-level class or function, or a method of a public class, whose name does not start
+with ``_`` (dunder methods included in that), in a module whose name does not start with ``_``;
+``@overload`` stubs and property setters/deleters are covered by the definition they belong to.
 
 Run ``python tests/test_docstrings.py`` to list what is missing, per package, with the counts.
 """
@@ -27,8 +33,11 @@ LIBRARY = [
     "__init__.py", "__main__.py", "errors.py", "progress.py",
     "autogen", "bench", "boards", "boot", "connect", "cuda", "fileio", "firmware", "flash",
     "formats", "kernels", "pci", "probe", "prof", "regs", "remote", "serve", "transport", "usb",
-    # "mocks",  # enabled once the mocks docstring branch is merged
+    # "mocks",  # add here once the mocks docstring branch is merged (and empty PENDING below)
 ]
+# Packages the alias and issue-number checks skip for now: another branch is rewriting them. Remove an
+# entry once that branch is merged, so the checks cover all of tinyhw/.
+PENDING = {"mocks"}
 # Aliases of two letters or fewer that are still allowed: the ecosystem's own conventions.
 ALIAS_ALLOWED = {"np"}
 ISSUE_TEXT = re.compile(r"\bissues?\s*#?\d+|\(item \d+\)", re.IGNORECASE)
@@ -95,15 +104,21 @@ def missing_docstrings() -> dict[str, tuple[int, list[str]]]:
     return out
 
 
+def checked_files() -> list[Path]:
+    """Every module under tinyhw/ (generated ones too) except the packages in :data:`PENDING`."""
+    return [p for p in sorted(ROOT.rglob("*.py")) if p.relative_to(ROOT).parts[0] not in PENDING]
+
+
 def short_aliases() -> list[str]:
     """``file:line`` of every ``import x as Y`` / ``from m import x as Y`` with Y of two letters or fewer."""
     bad = []
-    for path in sorted(ROOT.rglob("*.py")):
+    for path in checked_files():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 for alias in node.names:
                     if alias.asname and len(alias.asname) <= 2 and alias.asname not in ALIAS_ALLOWED:
-                        bad.append(f"{path.relative_to(ROOT.parent)}:{node.lineno} {alias.name} as {alias.asname}")
+                        where = f"{path.relative_to(ROOT.parent)}:{node.lineno}"
+                        bad.append(f"{where} {alias.name} as {alias.asname}")
     return bad
 
 
@@ -118,11 +133,12 @@ def _docstring_texts(tree: ast.AST):
 def issue_references() -> list[str]:
     """``file:line`` of every docstring or comment under tinyhw/ that cites an issue number."""
     bad = []
-    for path in sorted(ROOT.rglob("*.py")):
+    for path in checked_files():
         text = path.read_text()
         rel = path.relative_to(ROOT.parent)
         for line, doc in _docstring_texts(ast.parse(text)):
-            bad += [f"{rel}:{line + doc[:m.start()].count(chr(10))} docstring: {m.group(0)}" for m in ISSUE_TEXT.finditer(doc)]
+            for m in ISSUE_TEXT.finditer(doc):
+                bad.append(f"{rel}:{line + doc[:m.start()].count(chr(10))} docstring: {m.group(0)}")
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.type == tokenize.COMMENT:
                 bad += [f"{rel}:{tok.start[0]} comment: {m.group(0)}" for m in ISSUE_TEXT.finditer(tok.string)]
@@ -144,11 +160,16 @@ def test_no_issue_numbers_in_docstrings_or_comments():
     assert not bad, "issue numbers in docstrings or comments:\n" + "\n".join(bad)
 
 
-def test_checker_sees_a_missing_docstring(tmp_path):
+def test_checker_sees_what_it_must(tmp_path):
+    """The checker's own rules on a small module: what counts as public, what an issue reference is."""
     src = tmp_path / "m.py"
-    src.write_text('def f():\n    """Doc."""\n\n\nclass C:\n    def g(self):\n        pass\n\n    def _h(self):\n        pass\n')
+    src.write_text('def f():\n    """Doc."""\n\n\nclass C:\n    def g(self):\n        pass\n\n'
+                   '    def _h(self):\n        pass\n\n    @property\n    def p(self):\n        """Doc."""\n\n'
+                   '    @p.setter\n    def p(self, v):\n        pass\n\n\ndef _private():\n    pass\n')
     names = [(name, ast.get_docstring(node) is None) for name, node in public_defs(src)]
-    assert names == [("f", False), ("C", True), ("C.g", True)]
+    assert names == [("f", False), ("C", True), ("C.g", True), ("C.p", False)]
+    assert ISSUE_TEXT.search("as asked in issue 12") and ISSUE_TEXT.search("done (item 4)")
+    assert not ISSUE_TEXT.search("see amd-compute.md §4 item") and not ISSUE_TEXT.search("the issued instruction")
 
 
 if __name__ == "__main__":

@@ -156,7 +156,9 @@ def map_vram_2m(gpu: AmGpu, va_offset: int, phys: int, size: int) -> None:
 
 
 def program_hub(gpu: AmGpu, hub: str) -> None:
-    """§4.2 step 3 for one hub: ``hub`` is "mmhub.MM" or "gc.GC" (register prefix)."""
+    """Program one memory hub (``hub``: the register prefix "mmhub.MM" or "gc.GC") as amd-bringup.md §4.2 step 3
+    says: AGP off, the system aperture over VRAM, the fault default pages, L1 TLB and L2, and VM context 0 over
+    tinyhw's VA range with its page-table root."""
     fb_top = gpu.fb_base + gpu.vram_size - 1
     gpu.wr(f"{hub}MC_VM_AGP_BASE", 0)
     gpu.wr(f"{hub}MC_VM_AGP_BOT", 0xFFFFFFFFFFFF >> 24)
