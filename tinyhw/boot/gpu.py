@@ -89,7 +89,7 @@ class AmGpu:
         self.regs.write(name, value & 0xFFFFFFFF)
 
     def offset(self, name: str) -> int:
-        """The byte offset of register ``name`` in BAR5 (MMIO)."""
+        """The byte offset of register ``name`` in the register BAR."""
         return self.asic.offset(name)
 
     # -- VRAM ----------------------------------------------------------------------------------------------

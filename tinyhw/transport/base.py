@@ -137,7 +137,7 @@ class Transport:
 
     # -- BARs -----------------------------------------------------------------------
     def bars(self) -> list[BarInfo]:
-        """The function's six BARs as :class:`BarInfo` (unimplemented ones with size 0)."""
+        """The function's BARs as :class:`BarInfo`: memory and I/O, each with its index, address and size."""
         raise NotImplementedError
 
     def bar(self, index: int) -> BarRegion:
