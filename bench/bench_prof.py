@@ -60,10 +60,10 @@ def pair_ratios(ta: list[float], tb: list[float]) -> list[float]:
 
 def tinygrad_decoder() -> tuple[Callable[[bytes], object] | None, str]:
     try:
-        import tinygrad.renderer.amd.sqtt as tg  # type: ignore[import-not-found]
+        from tinygrad.renderer.amd import sqtt  # type: ignore[import-not-found]
     except ImportError:
         return None, "tinygrad: not installed, no comparison"
-    fn = getattr(tg, "decode", None)
+    fn = getattr(sqtt, "decode", None)
     if not callable(fn):
         return None, "tinygrad: installed, but its sqtt module has no decode(); no comparison"
     return fn, ""

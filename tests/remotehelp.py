@@ -92,42 +92,40 @@ class RawClient:
     def __init__(self, sock: Any, secret: bytes | None = None) -> None:
         import os
 
-        from tinyhw.remote import protocol as P
-        from tinyhw.remote import session as S
+        from tinyhw.remote import protocol, session
 
         self.sock = sock
-        hello = recv_all(sock, P.HELLO.size)
-        head = P.CLIENT_HELLO.pack(P.MAGIC, P.VERSION, 0, os.urandom(32), bytes(32))[:-32]
+        hello = recv_all(sock, protocol.HELLO.size)
+        head = protocol.CLIENT_HELLO.pack(protocol.MAGIC, protocol.VERSION, 0, os.urandom(32), bytes(32))[:-32]
         self.transcript = hello + head
-        proof = S.client_proof(secret, self.transcript) if secret else bytes(32)
+        proof = session.client_proof(secret, self.transcript) if secret else bytes(32)
         sock.sendall(head + proof)
-        c2s, s2c = S.session_keys(secret or b"", self.transcript)
-        self.tx, self.rx = S.Direction(c2s), S.Direction(s2c)
+        c2s, s2c = session.session_keys(secret or b"", self.transcript)
+        self.tx, self.rx = session.Direction(c2s), session.Direction(s2c)
         self.first = self.reply()
 
     def frame(self, op: int, payload: bytes = b"", seq: int = 1) -> bytes:
-        from tinyhw.remote import protocol as P
+        from tinyhw.remote import protocol
 
-        return self.tx.seal(P.REQ.pack(op, 0, seq, len(payload)), payload)
+        return self.tx.seal(protocol.REQ.pack(op, 0, seq, len(payload)), payload)
 
     def send(self, op: int, payload: bytes = b"", seq: int = 1) -> None:
         self.sock.sendall(self.frame(op, payload, seq))
 
     def reply(self) -> tuple[int, bytes] | None:
         """(status, payload) of the next reply (its tags checked), or None when the server closed."""
-        from tinyhw.remote import protocol as P
-        from tinyhw.remote import session as S
+        from tinyhw.remote import protocol, session
 
-        raw = recv_all(self.sock, P.REPLY.size + S.TAG)
-        if len(raw) < P.REPLY.size + S.TAG:
+        raw = recv_all(self.sock, protocol.REPLY.size + session.TAG)
+        if len(raw) < protocol.REPLY.size + session.TAG:
             return None
-        header = raw[:P.REPLY.size]
-        status, _, _, length, _ = P.REPLY.unpack(header)
+        header = raw[:protocol.REPLY.size]
+        status, _, _, length, _ = protocol.REPLY.unpack(header)
         if not (status == 1 and self.rx.seq == 0):  # a refused handshake's error may not verify
-            self.rx.check_header(header, raw[P.REPLY.size:], "server")
+            self.rx.check_header(header, raw[protocol.REPLY.size:], "server")
         payload = recv_all(self.sock, length) if length else b""
         if length:
-            tag = recv_all(self.sock, S.TAG)
+            tag = recv_all(self.sock, session.TAG)
             if not (status == 1 and self.rx.seq == 0):
                 self.rx.check_payload(header, payload, tag, "server")
         self.rx.advance()

@@ -15,7 +15,7 @@ from test_formats_nvgsp import GSP, build_elf
 
 from tinyhw.errors import Refused
 from tinyhw.firmware import count_differences, detect, diff_bytes, inspect_bytes
-from tinyhw.mocks import ifwi_image as m
+from tinyhw.mocks import ifwi_image as ifwi
 from tinyhw.mocks.ifwi_image import build_image, build_vbios
 
 
@@ -49,7 +49,7 @@ def test_inspect_ifwi_json(files) -> None:
     doc = json.loads(r.out)
     assert (doc["type"], doc["size"], doc["magic_ok"], doc["problems"]) == ("ifwi", 0x200000, True, [])
     assert [d["offset"] for d in doc["psp_directories"]] == [0x2000, 0x3000]
-    assert doc["sgn_table"]["offset"] == m.SGN_TABLE and doc["sgn_pointer"] == m.SGN_TABLE
+    assert doc["sgn_table"]["offset"] == ifwi.SGN_TABLE and doc["sgn_pointer"] == ifwi.SGN_TABLE
     assert [i["item"] for i in doc["items"]] == [*range(1, 9), *range(0x80, 0x8A)]
     assert all(i["error"] is None for i in doc["items"])
     ident = doc["vbios"][0]["identity"]
@@ -121,15 +121,15 @@ def test_diff_equal_and_different(files, tmp_path: Path) -> None:
     r = run("firmware", "diff", str(files["ifwi"]), str(files["ifwi"]))
     assert r.code == 0 and "are identical" in r.out
     img = bytearray(build_image())
-    img[m.VBIOS_A + 0x90] ^= 1
-    img[m.SGN_BLOBS] ^= 0xFF
+    img[ifwi.VBIOS_A + 0x90] ^= 1
+    img[ifwi.SGN_BLOBS] ^= 0xFF
     img[0x1FFF00] = 0
     other = tmp_path / "other.bin"
     other.write_bytes(bytes(img))
     r = run("--json", "firmware", "diff", str(files["ifwi"]), str(other))
     assert r.code == 1, r.err
     doc = json.loads(r.out)
-    assert doc["equal"] is False and doc["differing_bytes"] == 3 and doc["first_difference"] == m.SGN_BLOBS
+    assert doc["equal"] is False and doc["differing_bytes"] == 3 and doc["first_difference"] == ifwi.SGN_BLOBS
     differs = {x["name"]: x for x in doc["regions"] if x["status"] != "same"}
     assert set(differs) == {"item 0x08 ISH A payload", "item 0x82 signature type 1",
                             "$PSP directory 1 entry 3 (type 0x62)", "vbios@0x40000 image 0 (x86)"}

@@ -22,11 +22,11 @@ from tinyhw.errors import Disconnected
 from tinyhw.flash import chip as chip_mod
 from tinyhw.flash.identity import probe_identity, read_identity
 from tinyhw.formats.vbios import vbios_identity
-from tinyhw.mocks import ifwi_image as m
+from tinyhw.mocks import ifwi_image as ifwi
 
-IMAGE = m.build_image()
+IMAGE = ifwi.build_image()
 SECTOR = 4096
-PART = m.PART_NUMBER.decode()
+PART = ifwi.PART_NUMBER.decode()
 
 
 @pytest.fixture(autouse=True)
@@ -38,18 +38,18 @@ def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def edit_vbios(mutate: Callable[[bytearray, int], None], image: bytes = IMAGE) -> bytes:
     """Apply ``mutate(img, vbios_base)`` to both VBIOS copies and fix each option-ROM checksum."""
     img = bytearray(image)
-    for base in (m.VBIOS_A, m.VBIOS_B):
+    for base in (ifwi.VBIOS_A, ifwi.VBIOS_B):
         mutate(img, base)
-        last = base + m.VBIOS_SIZE - 1
+        last = base + ifwi.VBIOS_SIZE - 1
         img[last] = 0
-        img[last] = -sum(img[base:base + m.VBIOS_SIZE]) & 0xFF
+        img[last] = -sum(img[base:base + ifwi.VBIOS_SIZE]) & 0xFF
     return bytes(img)
 
 
 def part_number(new: bytes) -> Callable[[bytearray, int], None]:
     def mutate(img: bytearray, base: int) -> None:
         at = base + struct.unpack_from("<H", img, base + 0x6E)[0]  # the strings pointer: the first is the part
-        assert img[at:at + len(m.PART_NUMBER)] == m.PART_NUMBER
+        assert img[at:at + len(ifwi.PART_NUMBER)] == ifwi.PART_NUMBER
         img[at:at + len(new)] = new
     return mutate
 
@@ -64,7 +64,7 @@ def device_id(new: int) -> Callable[[bytearray, int], None]:
 
 def version(new: bytes) -> Callable[[bytearray, int], None]:
     def mutate(img: bytearray, base: int) -> None:
-        at = img.find(m.VERSION, base, base + 0x1000)
+        at = img.find(ifwi.VERSION, base, base + 0x1000)
         img[at:at + len(new)] = new
     return mutate
 
@@ -114,7 +114,7 @@ def test_force_board_mismatch_writes_and_reports_both(tmp_path: Path) -> None:
                                     "subsystem_id", "version", "build_date", "name", "checksum_ok"]
     assert (board["match"], board["forced"], board["source"]) == (False, True, "flash")
     assert board["image"]["part_number"] == "113-FOREIGN-BOARD0" and board["flash"]["part_number"] == PART
-    assert board["flash"]["offset"] == m.VBIOS_A and board["image"]["device_id"] == 0x744C
+    assert board["flash"]["offset"] == ifwi.VBIOS_A and board["image"]["device_id"] == 0x744C
     assert "warning: writing an image for another board (--force-board-mismatch)" in r.err
     assert "board: another board (forced)" in r.err  # the plan shows both
 
@@ -153,7 +153,7 @@ def test_flash_without_vbios_warns_and_goes_on(tmp_path: Path, board: str) -> No
     (tmp_path / "flash.bin").write_bytes(edit_vbios(no_vbios))  # e.g. a board whose flash was half erased
     (tmp_path / "img.bin").write_bytes(IMAGE)
     r = run("--device", dev(tmp_path, board), "--json", "flash", "write", "img.bin", "--no-backup", "--yes",
-            "--start-sector", str(m.VBIOS_A // SECTOR), "--sector-count", "1")
+            "--start-sector", str(ifwi.VBIOS_A // SECTOR), "--sector-count", "1")
     assert r.code == 0, r.err
     assert "warning: the flash holds no atom vbios" in r.err and "read the whole flash" in r.err
     doc = json.loads(r.out)
@@ -184,7 +184,7 @@ def test_resume_compares_with_the_identity_recorded_before_the_job(tmp_path: Pat
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "foreign.bin").write_bytes(FOREIGN_PART)
     with monkeypatch.context() as mp:
-        interrupt_at_sector(mp, m.VBIOS_B // SECTOR)  # vbios A already foreign, vbios B still the old one
+        interrupt_at_sector(mp, ifwi.VBIOS_B // SECTOR)  # vbios A already foreign, vbios B still the old one
         r = run("--device", dev(tmp_path), "flash", "write", "foreign.bin", "--no-backup",
                 "--force-board-mismatch", "--yes")
     assert r.code == 1 and "--resume --yes" in r.err and "--force-board-mismatch" in r.err
@@ -209,7 +209,7 @@ def test_resume_of_a_same_board_write_over_a_torn_vbios(tmp_path: Path, monkeypa
     """The interrupted job erased vbios A's first sector: the flash looks vbios-less there, the journal knows."""
     img = edit_vbios(version(b"ATOMBIOSBK-AMD VER100.100.100.100.000001"))
     (tmp_path / "img.bin").write_bytes(img)
-    vbios_a = m.VBIOS_A // SECTOR
+    vbios_a = ifwi.VBIOS_A // SECTOR
     real_program = chip_mod.Gd25.program_page
 
     def program_page(self: chip_mod.Gd25, addr: int, data: bytes, sector: int | None = None) -> None:
@@ -223,7 +223,7 @@ def test_resume_of_a_same_board_write_over_a_torn_vbios(tmp_path: Path, monkeypa
                 "--start-sector", str(vbios_a), "--sector-count", "1")
     assert r.code == 1
     torn = flash_state(tmp_path)[0]
-    assert torn[m.VBIOS_A:m.VBIOS_A + SECTOR] == b"\xff" * SECTOR
+    assert torn[ifwi.VBIOS_A:ifwi.VBIOS_A + SECTOR] == b"\xff" * SECTOR
     r = run("--device", dev(tmp_path, "navi31-usb"), "--json", "flash", "write", "img.bin", "--resume", "--yes")
     assert r.code == 0, r.err
     assert "warning" not in r.err
@@ -234,7 +234,7 @@ def test_resume_of_a_same_board_write_over_a_torn_vbios(tmp_path: Path, monkeypa
 def test_resume_of_a_journal_without_a_record_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "img.bin").write_bytes(FOREIGN_PART)
     with monkeypatch.context() as mp:
-        interrupt_at_sector(mp, m.VBIOS_A // SECTOR)
+        interrupt_at_sector(mp, ifwi.VBIOS_A // SECTOR)
         r = run("--device", dev(tmp_path), "flash", "write", "img.bin", "--no-backup", "--force-board-mismatch",
                 "--yes")
     assert r.code == 1
@@ -255,7 +255,7 @@ def test_info_shows_the_board_identity(tmp_path: Path, board: str) -> None:
     assert r.code == 0, r.err
     ident = json.loads(r.out)["board_identity"]
     assert (ident["offset"], ident["part_number"], ident["vendor_id"], ident["device_id"]) == (
-        m.VBIOS_A, PART, 0x1002, 0x744C)
+        ifwi.VBIOS_A, PART, 0x1002, 0x744C)
     assert ident["version"] == "099.099.099.099.999999" and ident["checksum_ok"] is True
     r = run("--device", dev(tmp_path, board), "flash", "info")
     assert f"vbios at 0x40000: part {PART}, pci 1002:744c, version 099.099.099.099.999999" in r.out
@@ -277,17 +277,17 @@ def test_lookup_reads_little_and_scans_only_when_nothing_is_found() -> None:
             return data[addr:addr + n]
         return read
 
-    found, scanned = read_identity(reader(IMAGE), len(IMAGE), [m.VBIOS_A])
-    assert not scanned and found.offset == m.VBIOS_A and found.part_number == PART
-    assert sum(n for _, n in reads) == 3 * 0x200 + m.VBIOS_SIZE  # headers at 0, 0x20000, 0x40000, then the rom
+    found, scanned = read_identity(reader(IMAGE), len(IMAGE), [ifwi.VBIOS_A])
+    assert not scanned and found.offset == ifwi.VBIOS_A and found.part_number == PART
+    assert sum(n for _, n in reads) == 3 * 0x200 + ifwi.VBIOS_SIZE  # headers at 0, 0x20000, 0x40000, then the rom
     only_b = bytearray(IMAGE)
-    only_b[m.VBIOS_A:m.VBIOS_A + 2] = b"\0\0"
-    assert probe_identity(reader(bytes(only_b)), len(IMAGE)).offset == m.VBIOS_B
+    only_b[ifwi.VBIOS_A:ifwi.VBIOS_A + 2] = b"\0\0"
+    assert probe_identity(reader(bytes(only_b)), len(IMAGE)).offset == ifwi.VBIOS_B
     reads.clear()
     found, scanned = read_identity(reader(edit_vbios(no_vbios)), len(IMAGE))
     assert found is None and scanned and (0, len(IMAGE)) in reads
     # a vbios off the 128 KiB grid is found by the scan, at its offset
     moved = bytearray(b"\xff" * len(IMAGE))
-    moved[0x30200:0x30200 + m.VBIOS_SIZE] = IMAGE[m.VBIOS_A:m.VBIOS_A + m.VBIOS_SIZE]
+    moved[0x30200:0x30200 + ifwi.VBIOS_SIZE] = IMAGE[ifwi.VBIOS_A:ifwi.VBIOS_A + ifwi.VBIOS_SIZE]
     found, scanned = read_identity(reader(bytes(moved)), len(IMAGE))
     assert scanned and found.offset == 0x30200 and found.part_number == PART

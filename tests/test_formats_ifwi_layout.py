@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinyhw.formats.ifwi_layout import ITEMS, fletcher32, parse_ifwi, resolve_item
-from tinyhw.mocks import ifwi_image as m
+from tinyhw.mocks import ifwi_image as ifwi
 from tinyhw.mocks.ifwi_image import build_image
 
 
@@ -16,15 +16,17 @@ def test_synthetic_image_structure() -> None:
     lay = parse_ifwi(build_image())
     assert lay.problems == [] and lay.notes == [] and lay.magic_ok
     d1, d2 = lay.psp_directories
-    assert (d1.offset, d1.cookie, d1.count, d1.size, d1.checksum_ok) == (m.PSP_DIR_1, "$PSP", 4, 0x50, True)
-    assert d2.offset == m.PSP_DIR_2 and d2.checksum_ok
+    assert (d1.offset, d1.cookie, d1.count, d1.size, d1.checksum_ok) == (ifwi.PSP_DIR_1, "$PSP", 4, 0x50, True)
+    assert d2.offset == ifwi.PSP_DIR_2 and d2.checksum_ok
     assert [(e.type, e.size, e.location) for e in d1.entries] == [
-        (0x00, 0x400, m.ITEM_04), (0x01, 0x20, m.ISH_A), (0x08, 0x20000, m.PAYLOAD_A), (0x62, 0x10000, m.VBIOS_A)]
-    assert lay.sgn_pointer == m.SGN_TABLE and lay.sgn.count == 7 and lay.sgn.checksum_ok
+        (0x00, 0x400, ifwi.ITEM_04), (0x01, 0x20, ifwi.ISH_A), (0x08, 0x20000, ifwi.PAYLOAD_A),
+        (0x62, 0x10000, ifwi.VBIOS_A)]
+    assert lay.sgn_pointer == ifwi.SGN_TABLE and lay.sgn.count == 7 and lay.sgn.checksum_ok
     a, b = lay.ish
-    assert (a.payload_location, a.firmware_id, a.slot_max_size, a.boot_priority) == (m.PAYLOAD_A, 0x13C, m.SLOT_SIZE, 1)
-    assert b.payload_location == m.PAYLOAD_B
-    assert [v.offset for v in lay.vbios] == [m.VBIOS_A, m.VBIOS_B]
+    assert (a.payload_location, a.firmware_id, a.slot_max_size, a.boot_priority) == (
+        ifwi.PAYLOAD_A, 0x13C, ifwi.SLOT_SIZE, 1)
+    assert b.payload_location == ifwi.PAYLOAD_B
+    assert [v.offset for v in lay.vbios] == [ifwi.VBIOS_A, ifwi.VBIOS_B]
 
 
 def test_every_item_resolves_like_the_spec_table() -> None:
@@ -33,10 +35,10 @@ def test_every_item_resolves_like_the_spec_table() -> None:
     assert sorted(items) == sorted(ITEMS) == [*range(1, 9), *range(0x80, 0x8A)]
     assert items[0x01] == (0, 0x54, None) and items[0x80] == (0x1000, 4, None)
     assert items[0x89] == (0x1F0000, 0x100, None)
-    assert items[0x02] == (0x2000, 0x50, None) and items[0x08] == (m.PAYLOAD_A, m.SLOT_SIZE, None)
-    assert items[0x81] == (m.SGN_TABLE, 0x80, None)
-    off = m.SGN_BLOBS
-    for t, size in enumerate(m.SGN_SIZES, start=1):
+    assert items[0x02] == (0x2000, 0x50, None) and items[0x08] == (ifwi.PAYLOAD_A, ifwi.SLOT_SIZE, None)
+    assert items[0x81] == (ifwi.SGN_TABLE, 0x80, None)
+    off = ifwi.SGN_BLOBS
+    for t, size in enumerate(ifwi.SGN_SIZES, start=1):
         assert items[0x81 + t] == (off, size, None)
         off += size
     assert resolve_item(img, 0x42).error == "unsupported item"
@@ -53,7 +55,7 @@ def test_region_names_cover_items_payloads_and_vbios() -> None:
 def test_broken_landmarks_are_precise_problems() -> None:
     img = bytearray(build_image())
     img[0:4] = b"\0\0\0\0"
-    img[m.PSP_DIR_2:m.PSP_DIR_2 + 4] = b"XPSP"
+    img[ifwi.PSP_DIR_2:ifwi.PSP_DIR_2 + 4] = b"XPSP"
     lay = parse_ifwi(bytes(img))
     assert lay.problems == ["0x0: 00000000 (expected the ifwi magic aa55aa55)",
                             "0x3000: $PSP directory 2: 5850535 (expected $PSP)".replace("5850535", b"XPSP".hex())]
@@ -62,13 +64,13 @@ def test_broken_landmarks_are_precise_problems() -> None:
 
 def test_sgn_problems() -> None:
     img = bytearray(build_image())
-    struct.pack_into("<I", img, m.SGN_TABLE + 16 + 16, 1)  # entry 1 now also says type 1; type 2 has none
+    struct.pack_into("<I", img, ifwi.SGN_TABLE + 16 + 16, 1)  # entry 1 now also says type 1; type 2 has none
     lay = parse_ifwi(bytes(img))
     assert "item 0x82 (signature type 1): 2 $SGN entries of signature type 1 (expected exactly one)" in lay.problems
     assert "item 0x83 (signature type 2): 0 $SGN entries of signature type 2 (expected exactly one)" in lay.problems
     assert lay.sgn.checksum_ok is False  # the inferred checksum no longer matches: shown, not a problem
     img = bytearray(build_image())
-    struct.pack_into("<I", img, m.SGN_POINTER, 0x1FFFF0)
+    struct.pack_into("<I", img, ifwi.SGN_POINTER, 0x1FFFF0)
     lay = parse_ifwi(bytes(img))
     assert lay.sgn is None and lay.problems == ["0x1ffff0: $SGN table: ffffffff (expected $SGN)"]
     assert resolve_item(bytes(img), 0x85).error == "no $SGN at the pointer (0x1ffff0)"
@@ -81,7 +83,7 @@ def test_items_beyond_the_image_and_huge_counts() -> None:
     assert lay.problems == [
         "item 0x08 (ISH A payload): item extends beyond IFWI ([0x20000, 0x320000) of 0x200000 bytes)"]
     img = bytearray(build_image())
-    struct.pack_into("<I", img, m.PSP_DIR_1 + 8, 0xFFFFFF)
+    struct.pack_into("<I", img, ifwi.PSP_DIR_1 + 8, 0xFFFFFF)
     lay = parse_ifwi(bytes(img))
     assert lay.problems[0].startswith("0x2008: $PSP directory 1: 16777215 entries (item extends beyond IFWI")
     assert len(lay.problems) == 1  # the item's own error is not repeated
@@ -99,8 +101,8 @@ def test_truncated_and_wrong_sized_images() -> None:
 def test_first_ish_firmware_id_note_and_no_vbios_problem() -> None:
     img = bytearray(build_image())
     struct.pack_into("<I", img, 0x12014, 0x99)
-    img[m.VBIOS_A:m.VBIOS_A + 2] = b"\xff\xff"
-    img[m.VBIOS_B:m.VBIOS_B + 2] = b"\xff\xff"
+    img[ifwi.VBIOS_A:ifwi.VBIOS_A + 2] = b"\xff\xff"
+    img[ifwi.VBIOS_B:ifwi.VBIOS_B + 2] = b"\xff\xff"
     lay = parse_ifwi(bytes(img))
     assert lay.notes == ["0x12014: first ISH firmware id 0x99 (the spec expects 0x13c)"]
     # a flash image without its vbios is not one a board boots (and flash write refuses it): a problem
@@ -109,7 +111,7 @@ def test_first_ish_firmware_id_note_and_no_vbios_problem() -> None:
 
 def test_fletcher32_matches_the_mock_writer() -> None:
     data = bytes(range(256)) * 3
-    assert fletcher32(data) == m.fletcher32(data)
+    assert fletcher32(data) == ifwi.fletcher32(data)
 
 
 @settings(max_examples=200, deadline=None)
@@ -119,8 +121,8 @@ def test_random_bytes_never_crash(data: bytes) -> None:
 
 
 _IMG = build_image()
-_HOT = [0, 0x1000, 0x2000, 0x2008, 0x3008, m.SGN_TABLE + 8, m.SGN_TABLE + 0x18, 0x12010, 0x12018, m.VBIOS_A + 0x18,
-        m.VBIOS_A + 0x48, m.VBIOS_A + 0x1C0, m.VBIOS_A + 2]
+_HOT = [0, 0x1000, 0x2000, 0x2008, 0x3008, ifwi.SGN_TABLE + 8, ifwi.SGN_TABLE + 0x18, 0x12010, 0x12018,
+        ifwi.VBIOS_A + 0x18, ifwi.VBIOS_A + 0x48, ifwi.VBIOS_A + 0x1C0, ifwi.VBIOS_A + 2]
 
 
 @settings(max_examples=100, deadline=None)

@@ -14,13 +14,13 @@ import pytest
 from clihelp import run
 from flashhelp import dev, flash_state
 
-import tinyhw.mocks.ifwi_image as m
 from tinyhw.errors import Refused
 from tinyhw.formats.amdfw import MAX_DESCRIPTORS, parse_amdgpu
 from tinyhw.formats.ifwi import MAGIC, require_flashable
 from tinyhw.formats.ifwi_layout import MAX_ENTRIES, parse_ifwi, resolve_item
+from tinyhw.mocks import ifwi_image as ifwi
 
-IMAGE = m.build_image()
+IMAGE = ifwi.build_image()
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +52,7 @@ def test_unparsable_psp_directory_or_missing_vbios_each_named() -> None:
         require_flashable(bytes(img))
     assert "vbios" not in str(e.value)
     img = bytearray(IMAGE)
-    for off in (m.VBIOS_A, m.VBIOS_B):
+    for off in (ifwi.VBIOS_A, ifwi.VBIOS_B):
         img[off + 0x30:off + 0x3A] = b"x" * 10  # no ati magic: an option rom, not an atom vbios
     with pytest.raises(Refused, match="no atom vbios .option roms at 0x40000, 0x120000 have no ati magic") as e:
         require_flashable(bytes(img))
@@ -75,7 +75,7 @@ def test_flash_write_refuses_magic_only_before_touching_the_board(tmp_path: Path
 def test_inspect_exit_codes(tmp_path: Path) -> None:
     (tmp_path / "good.bin").write_bytes(IMAGE)
     (tmp_path / "magic.bin").write_bytes(magic_only())
-    vb = IMAGE[m.VBIOS_A:m.VBIOS_A + m.VBIOS_SIZE]
+    vb = IMAGE[ifwi.VBIOS_A:ifwi.VBIOS_A + ifwi.VBIOS_SIZE]
     (tmp_path / "vbios-cut.bin").write_bytes(vb[:0x2000])
     (tmp_path / "vbios.bin").write_bytes(vb)
     assert run("firmware", "inspect", "good.bin").code == 0
@@ -90,14 +90,14 @@ def test_inspect_exit_codes(tmp_path: Path) -> None:
 # -- item 6 --------------------------------------------------------------------------------------------------------
 def test_sgn_count_past_the_bound_is_malformed_and_not_scanned() -> None:
     img = bytearray(IMAGE)
-    struct.pack_into("<I", img, m.SGN_TABLE + 8, 0xFFFFFFFF)
+    struct.pack_into("<I", img, ifwi.SGN_TABLE + 8, 0xFFFFFFFF)
     t = time.perf_counter()
     lay = parse_ifwi(bytes(img))
     assert time.perf_counter() - t < 1.0
-    assert any(p.startswith(f"0x{m.SGN_TABLE + 8:x}: $SGN table: 4294967295 entries") for p in lay.problems)
+    assert any(p.startswith(f"0x{ifwi.SGN_TABLE + 8:x}: $SGN table: 4294967295 entries") for p in lay.problems)
     it = resolve_item(bytes(img), 0x82)
     assert it.error is not None and "4294967295 entries" in it.error
-    struct.pack_into("<I", img, m.SGN_TABLE + 8, MAX_ENTRIES + 1)  # fits in the image, but no sane table is that big
+    struct.pack_into("<I", img, ifwi.SGN_TABLE + 8, MAX_ENTRIES + 1)  # fits in the image, but no sane table is that big
     lay = parse_ifwi(bytes(img))
     assert any(f"{MAX_ENTRIES + 1} entries (malformed: more than {MAX_ENTRIES})" in p for p in lay.problems)
     assert resolve_item(bytes(img), 0x83).error.endswith(f"(malformed: more than {MAX_ENTRIES})")

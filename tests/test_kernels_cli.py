@@ -14,16 +14,17 @@ from clihelp import run
 ROOT = Path(__file__).parent.parent
 
 CHILD = """
-import importlib.metadata as md, json, sys
+import json, sys
+from importlib import metadata
 fake = sys.argv[1]
-real = md.version
+real = metadata.version
 def version(name):
     if name == "tinygrad":
         if fake == "missing":
-            raise md.PackageNotFoundError(name)
+            raise metadata.PackageNotFoundError(name)
         return fake
     return real(name)
-md.version = version
+metadata.version = version
 from tinyhw.cli import main
 try:
     main(sys.argv[2:])

@@ -120,20 +120,25 @@ def open_bridge(board: object | None = None, *, configure: bool = True, **opts: 
     return dev, backend.bridge, clock
 
 
-def e4(dev: usb.core.Device, addr: int, n: int, bank: int = 0) -> bytes:
+def xdata_read(dev: usb.core.Device, addr: int, n: int, bank: int = 0) -> bytes:
+    """Vendor request 0xE4: ``n`` bytes of the bridge's XDATA at ``addr`` (``bank`` in wIndex's high byte)."""
     return bytes(dev.ctrl_transfer(0xC0, 0xE4, addr, bank << 8, n, timeout=1000))
 
 
-def e5(dev: usb.core.Device, addr: int, value: int) -> None:
+def xdata_write(dev: usb.core.Device, addr: int, value: int) -> None:
+    """Vendor request 0xE5: write the byte ``value`` to XDATA at ``addr``."""
     dev.ctrl_transfer(0x40, 0xE5, addr, value, None, timeout=1000)
 
 
-def f0_out(dev: usb.core.Device, fmt_type: int, be: int, addr: int, value: int, *, mode: int = 0) -> None:
+def tlp_request(dev: usb.core.Device, fmt_type: int, be: int, addr: int, value: int, *, mode: int = 0) -> None:
+    """Vendor request 0xF0 OUT: hand the bridge one TLP (format/type, byte enables, 64-bit address, data; ``mode`` in
+    wIndex)."""
     payload = struct.pack("<III", addr & 0xFFFFFFFF, addr >> 32, value)
     assert dev.ctrl_transfer(0x40, 0xF0, fmt_type | be << 8, mode, payload, timeout=5000) == 12
 
 
-def f0_in(dev: usb.core.Device) -> bytes:
+def tlp_completion(dev: usb.core.Device) -> bytes:
+    """Vendor request 0xF0 IN: the 8-byte completion record of the last TLP."""
     return bytes(dev.ctrl_transfer(0xC0, 0xF0, 0, 0, 8, timeout=5000))
 
 
@@ -148,8 +153,8 @@ def cfg_addr(bus: int, dev: int, fn: int, reg: int) -> int:
 
 
 def cfg_read(dev: usb.core.Device, bus: int, d: int, fn: int, reg: int) -> tuple[int, int, int, bool, int]:
-    f0_out(dev, 0x04 if bus == 0 else 0x05, 0xF, cfg_addr(bus, d, fn, reg & ~3), 0)
-    return parse_record(f0_in(dev))
+    tlp_request(dev, 0x04 if bus == 0 else 0x05, 0xF, cfg_addr(bus, d, fn, reg & ~3), 0)
+    return parse_record(tlp_completion(dev))
 
 
 def cfg_write(dev: usb.core.Device, bdf: tuple[int, int, int], reg: int, value: int, *, size: int = 4,
@@ -158,8 +163,8 @@ def cfg_write(dev: usb.core.Device, bdf: tuple[int, int, int], reg: int, value: 
     bus, d, fn = bdf
     off = reg & 3
     be = ((1 << size) - 1) << off
-    f0_out(dev, 0x44 if bus == 0 else 0x45, be, cfg_addr(bus, d, fn, reg & ~3), value << (8 * off))
-    return parse_record(f0_in(dev))
+    tlp_request(dev, 0x44 if bus == 0 else 0x45, be, cfg_addr(bus, d, fn, reg & ~3), value << (8 * off))
+    return parse_record(tlp_completion(dev))
 
 
 def program_bridges(dev: usb.core.Device, gpu_bus: int = 4) -> None:
@@ -265,35 +270,35 @@ def test_high_speed_identity() -> None:
 
 def test_e4_e5_windows_alias_the_bridge_memory() -> None:
     dev, bridge, _ = open_bridge()
-    e5(dev, 0xF010, 0x5A)
+    xdata_write(dev, 0xF010, 0x5A)
     assert bridge.memory.sram[0x10] == 0x5A
     bridge.memory.sram[0x20:0x24] = b"\x01\x02\x03\x04"
-    assert e4(dev, 0xF020, 4) == b"\x01\x02\x03\x04"
+    assert xdata_read(dev, 0xF020, 4) == b"\x01\x02\x03\x04"
     for xaddr, pcie in ((0xA000, 0x820000), (0xB000, 0x800000), (0xB800, 0x822000), (0xF000, 0x200000)):
-        e5(dev, xaddr + 8, 0xC3)
+        xdata_write(dev, xaddr + 8, 0xC3)
         assert bridge.memory.pcie_read(pcie + 8, 1) == b"\xc3"
-    e5(dev, 0x8000, 0x11)
-    assert e4(dev, 0x8000, 1) == b"\x11"
+    xdata_write(dev, 0x8000, 0x11)
+    assert xdata_read(dev, 0x8000, 1) == b"\x11"
 
 
 def test_landing_page_is_read_only_and_e4_caps() -> None:
     dev, bridge, _ = open_bridge()
-    e5(dev, 0x7010, 0x99)
-    assert e4(dev, 0x7010, 1) == b"\x00"
-    assert len(e4(dev, 0xF000, 512)) == 512
-    assert len(e4(dev, 0xF000, 1000)) == 512  # SuperSpeed cap: fewer bytes come back
+    xdata_write(dev, 0x7010, 0x99)
+    assert xdata_read(dev, 0x7010, 1) == b"\x00"
+    assert len(xdata_read(dev, 0xF000, 512)) == 512
+    assert len(xdata_read(dev, 0xF000, 1000)) == 512  # SuperSpeed cap: fewer bytes come back
 
 
 def test_e4_high_speed_cap_times_out_or_is_short() -> None:
     dev, bridge, clock = open_bridge(speed="hs")
-    assert len(e4(dev, 0xF000, 64)) == 64
+    assert len(xdata_read(dev, 0xF000, 64)) == 64
     t0 = clock.now()
     with pytest.raises(usb.core.USBTimeoutError) as err:
-        e4(dev, 0xF000, 255)
+        xdata_read(dev, 0xF000, 255)
     assert (err.value.backend_error_code, err.value.errno) == (-7, errno.ETIMEDOUT)
     assert clock.now() - t0 == pytest.approx(1.0)  # the host waited its whole 1 s limit
     bridge.e4_overlong_hs = "short"
-    assert len(e4(dev, 0xF000, 255)) == 64
+    assert len(xdata_read(dev, 0xF000, 255)) == 64
 
 
 def test_strict_flags_unmodelled_xdata_writes() -> None:
@@ -301,47 +306,49 @@ def test_strict_flags_unmodelled_xdata_writes() -> None:
 
     dev, _, _ = open_bridge()
     with pytest.raises(StrictEmulationError):
-        e5(dev, 0x0100, 1)
+        xdata_write(dev, 0x0100, 1)
     dev2, bridge2, _ = open_bridge(strict=False)
-    e5(dev2, 0x0100, 1)
+    xdata_write(dev2, 0x0100, 1)
     assert bridge2.warnings and "0x0100" in bridge2.warnings[0]
 
 
 # -- link (§4.6, §12 item 4) ---------------------------------------------------------------------------------------
 
-def _f3(dev: usb.core.Device, on: int) -> None:
+def _link_power(dev: usb.core.Device, on: int) -> None:
+    """Vendor request 0xF3: PCIe side power on (1) or off (0)."""
     dev.ctrl_transfer(0x40, 0xF3, on, 0, None, timeout=10000)
 
 
 def test_link_up_at_power_on_and_power_off() -> None:
     dev, _, _ = open_bridge(link="up")
-    assert e4(dev, 0xB450, 1) == b"\x78"
-    _f3(dev, 0)
-    assert e4(dev, 0xB450, 1) == b"\x00" and e4(dev, 0xB480, 1) == b"\x01"
-    assert parse_record((f0_out(dev, 0x04, 0xF, 0, 0), f0_in(dev))[1])[4] == 0xFF  # link down: no completion
+    assert xdata_read(dev, 0xB450, 1) == b"\x78"
+    _link_power(dev, 0)
+    assert xdata_read(dev, 0xB450, 1) == b"\x00" and xdata_read(dev, 0xB480, 1) == b"\x01"
+    tlp_request(dev, 0x04, 0xF, 0, 0)
+    assert parse_record(tlp_completion(dev))[4] == 0xFF  # link down: no completion
 
 
 def test_link_down_until_f3_which_waits_for_training() -> None:
     dev, bridge, clock = open_bridge(link="down")
-    assert e4(dev, 0xB450, 1) == b"\x00"
-    f0_out(dev, 0x04, 0xF, 0, 0)
-    assert f0_in(dev)[7] == 0xFF
+    assert xdata_read(dev, 0xB450, 1) == b"\x00"
+    tlp_request(dev, 0x04, 0xF, 0, 0)
+    assert tlp_completion(dev)[7] == 0xFF
     t0 = clock.now()
-    _f3(dev, 1)
+    _link_power(dev, 1)
     assert 0.3 <= clock.now() - t0 < 0.31  # three stable 100 ms samples
-    assert e4(dev, 0xB450, 1) == b"\x78" and e4(dev, 0xB480, 1) == b"\x00"
+    assert xdata_read(dev, 0xB450, 1) == b"\x78" and xdata_read(dev, 0xB480, 1) == b"\x00"
     assert cfg_read(dev, 0, 0, 0, 0)[4] == 0
 
 
 def test_link_slow_returns_before_link_up() -> None:
     dev, _, clock = open_bridge(link="slow")
     t0 = clock.now()
-    _f3(dev, 1)
+    _link_power(dev, 1)
     assert clock.now() - t0 < 0.03
-    assert e4(dev, 0xB450, 1) in (b"\x01", b"\x10")
+    assert xdata_read(dev, 0xB450, 1) in (b"\x01", b"\x10")
     assert cfg_read(dev, 0, 0, 0, 0)[4] == 0xFF
     clock.advance(0.05)
-    assert e4(dev, 0xB450, 1) == b"\x78"
+    assert xdata_read(dev, 0xB450, 1) == b"\x78"
     assert cfg_read(dev, 0, 0, 0, 0)[:2] == (0x24641B21, 0)
 
 
@@ -349,10 +356,10 @@ def test_link_slow_returns_before_link_up() -> None:
 def test_link_never_trains(mode: str, ltssm: int) -> None:
     dev, _, clock = open_bridge(link=mode)
     t0 = clock.now()
-    _f3(dev, 1)
+    _link_power(dev, 1)
     assert clock.now() - t0 == pytest.approx(2.0, abs=0.01)  # 20 samples, none good
     clock.advance(5)
-    assert e4(dev, 0xB450, 1) == bytes([ltssm])
+    assert xdata_read(dev, 0xB450, 1) == bytes([ltssm])
     assert cfg_read(dev, 0, 0, 0, 0)[4] == 0xFF
 
 
@@ -360,7 +367,7 @@ def test_f3_pulses_perst_and_resets_the_card() -> None:
     gpu = StubGpu()
     dev, bridge, _ = open_bridge(gpu)
     enumerate_gpu(dev)
-    _f3(dev, 1)
+    _link_power(dev, 1)
     assert gpu.resets == 1 and gpu.command == 0
     assert bridge.hierarchy.bridges[0].secondary == 1  # ASMedia ports keep their bus numbers
     assert bridge.hierarchy.bridges[2].secondary == 0  # the GPU's own switch was reset
@@ -390,20 +397,20 @@ def test_wrong_wlength_is_stalled(rt: int, req: int, data: bytes | int) -> None:
     with pytest.raises(usb.core.USBError) as err:
         dev.ctrl_transfer(rt, req, 0, 0, data)
     assert (err.value.backend_error_code, err.value.errno) == (-9, errno.EPIPE)
-    assert e4(dev, 0xB450, 1) == b"\x78"  # a control stall does not halt anything
+    assert xdata_read(dev, 0xB450, 1) == b"\x78"  # a control stall does not halt anything
 
 
 # -- faults (§10, §12 item 13) ---------------------------------------------------------------------------------------
 
 def test_disconnect_fault_is_permanent() -> None:
     dev, bridge, _ = open_bridge(faults="disconnect@3")
-    e4(dev, 0xB450, 1)
-    e4(dev, 0xB450, 1)
+    xdata_read(dev, 0xB450, 1)
+    xdata_read(dev, 0xB450, 1)
     with pytest.raises(usb.core.USBError) as err:
-        e4(dev, 0xB450, 1)
+        xdata_read(dev, 0xB450, 1)
     assert (err.value.backend_error_code, err.value.errno) == (-4, errno.ENODEV)
     assert "No such device" in str(err.value)
-    for call in (lambda: dev.write(0x02, b"\x00" * 4), lambda: dev.clear_halt(0x81), lambda: e4(dev, 0, 1)):
+    for call in (lambda: dev.write(0x02, b"\x00" * 4), lambda: dev.clear_halt(0x81), lambda: xdata_read(dev, 0, 1)):
         with pytest.raises(usb.core.USBError) as err:
             call()
         assert err.value.backend_error_code == -4
@@ -419,14 +426,14 @@ def _backend_of(dev: usb.core.Device) -> Asm24Backend:
 
 def test_timeout_fault_waits_the_host_limit_then_recovers() -> None:
     dev, bridge, clock = open_bridge(faults="timeout@2")
-    e4(dev, 0xB450, 1)
+    xdata_read(dev, 0xB450, 1)
     t0 = clock.now()
     with pytest.raises(usb.core.USBTimeoutError) as err:
-        e5(dev, 0xF000, 0x42)
+        xdata_write(dev, 0xF000, 0x42)
     assert (err.value.backend_error_code, err.value.errno) == (-7, errno.ETIMEDOUT)
     assert clock.now() - t0 == pytest.approx(1.0)
     assert bridge.memory.sram[0] == 0  # the request never reached the firmware
-    e5(dev, 0xF000, 0x42)
+    xdata_write(dev, 0xF000, 0x42)
     assert bridge.memory.sram[0] == 0x42
 
 
@@ -447,8 +454,8 @@ def test_stats_and_log_count_only_driver_transfers() -> None:
     dev, bridge, clock = open_bridge()
     std = bridge.stats()["standard_requests"]
     t0 = clock.now()
-    e4(dev, 0xB450, 1)
-    e5(dev, 0xF000, 1)
+    xdata_read(dev, 0xB450, 1)
+    xdata_write(dev, 0xF000, 1)
     dev.clear_halt(0x81)
     st = bridge.stats()
     assert (st["usb_transfers"], st["control_transfers"], st["bulk_transfers"]) == (2, 2, 0)
@@ -469,6 +476,6 @@ def test_kernel_driver_detach_and_reset() -> None:
     dev.detach_kernel_driver(0)
     dev.reset()
     usb.util.claim_interface(dev, 0)
-    f0_out(dev, 0x20, 0xF, 0, 256, mode=2)  # a stream the reset below cancels
+    tlp_request(dev, 0x20, 0xF, 0, 256, mode=2)  # a stream the reset below cancels
     dev.reset()
     assert backend.bridge.configuration == 1 and not backend.bridge.endpoints.in_fifo

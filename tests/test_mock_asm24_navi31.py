@@ -12,7 +12,16 @@ from pathlib import Path
 
 import pytest
 import usb.core
-from test_mock_asm24 import assign_bars, cfg_read, cfg_write, f0_in, f0_out, open_bridge, parse_record, program_bridges
+from test_mock_asm24 import (
+    assign_bars,
+    cfg_read,
+    cfg_write,
+    open_bridge,
+    parse_record,
+    program_bridges,
+    tlp_completion,
+    tlp_request,
+)
 
 navi31 = pytest.importorskip("tinyhw.mocks.navi31")
 
@@ -58,13 +67,13 @@ def test_vram_stream_round_trip_counts_board_accesses(board: object) -> None:
     vram = assign_bars(dev)[0][0]
     data = bytes(range(256)) * 8
     before = board.accesses  # type: ignore[attr-defined]
-    f0_out(dev, 0x60, 0xF, vram + 0x2000, len(data) // 4, mode=1)
+    tlp_request(dev, 0x60, 0xF, vram + 0x2000, len(data) // 4, mode=1)
     assert dev.write(0x02, data) == len(data)
-    f0_out(dev, 0x20, 0xF, vram + 0x2000, len(data) // 4, mode=2)
+    tlp_request(dev, 0x20, 0xF, vram + 0x2000, len(data) // 4, mode=2)
     assert bytes(dev.read(0x81, len(data))) == data
     assert board.accesses - before == 2 * len(data) // 4  # type: ignore[attr-defined]
-    f0_out(dev, 0x20, 0xF, vram + 0x2004, 0)
-    assert parse_record(f0_in(dev))[:2] == (struct.unpack_from("<I", data, 4)[0], 0)
+    tlp_request(dev, 0x20, 0xF, vram + 0x2004, 0)
+    assert parse_record(tlp_completion(dev))[:2] == (struct.unpack_from("<I", data, 4)[0], 0)
     assert bridge.stats()["stream_dwords_written"] == 512
 
 

@@ -12,13 +12,13 @@ from test_mock_asm24 import (
     cfg_addr,
     cfg_read,
     cfg_write,
-    e4,
     enumerate_gpu,
-    f0_in,
-    f0_out,
     open_bridge,
     parse_record,
     program_bridges,
+    tlp_completion,
+    tlp_request,
+    xdata_read,
 )
 
 from tinyhw.mocks.asm24_tlp import POISON
@@ -70,28 +70,28 @@ def test_config_write_completion_and_byte_lanes() -> None:
 
 def test_engine_registers_reflect_the_last_tlp() -> None:
     dev, _, _ = open_bridge()
-    f0_out(dev, 0x44, 0x3, cfg_addr(0, 0, 0, 0x20), 0xABCD)
-    assert e4(dev, 0xB210, 1) == b"\x44" and e4(dev, 0xB217, 1) == b"\x03"
-    assert e4(dev, 0xB218, 8) == bytes.fromhex("0000002000000000")
-    assert e4(dev, 0xB220, 4) == bytes.fromhex("0000abcd")
-    assert e4(dev, 0xB296, 1) == b"\x02"  # complete
-    f0_in(dev)
-    f0_out(dev, 0x04, 0xF, cfg_addr(0, 0, 0, 0), 0)
-    assert e4(dev, 0xB220, 4) == bytes.fromhex("24641b21") and e4(dev, 0xB22A, 2) == b"\x00\x04"
-    assert e4(dev, 0xB284, 1) == b"\x01"
+    tlp_request(dev, 0x44, 0x3, cfg_addr(0, 0, 0, 0x20), 0xABCD)
+    assert xdata_read(dev, 0xB210, 1) == b"\x44" and xdata_read(dev, 0xB217, 1) == b"\x03"
+    assert xdata_read(dev, 0xB218, 8) == bytes.fromhex("0000002000000000")
+    assert xdata_read(dev, 0xB220, 4) == bytes.fromhex("0000abcd")
+    assert xdata_read(dev, 0xB296, 1) == b"\x02"  # complete
+    tlp_completion(dev)
+    tlp_request(dev, 0x04, 0xF, cfg_addr(0, 0, 0, 0), 0)
+    assert xdata_read(dev, 0xB220, 4) == bytes.fromhex("24641b21") and xdata_read(dev, 0xB22A, 2) == b"\x00\x04"
+    assert xdata_read(dev, 0xB284, 1) == b"\x01"
 
 
 def test_completion_only_after_non_posted_request() -> None:
     dev, _, clock = open_bridge()
     t0 = clock.now()
-    assert f0_in(dev) == bytes(7) + b"\xff"  # nothing was requested: the firmware polls out
+    assert tlp_completion(dev) == bytes(7) + b"\xff"  # nothing was requested: the firmware polls out
     assert clock.now() - t0 >= 0.05
-    f0_out(dev, 0x60, 0xF, 0x1000, 1)  # posted write: no completion
-    assert f0_in(dev)[7] == 0xFF
-    f0_out(dev, 0x34, 0x0, 0, 0)  # message: posted
-    assert f0_in(dev)[7] == 0xFF
+    tlp_request(dev, 0x60, 0xF, 0x1000, 1)  # posted write: no completion
+    assert tlp_completion(dev)[7] == 0xFF
+    tlp_request(dev, 0x34, 0x0, 0, 0)  # message: posted
+    assert tlp_completion(dev)[7] == 0xFF
     cfg_read(dev, 0, 0, 0, 0)
-    assert parse_record(f0_in(dev))[:2] == (0x24641B21, 0)  # the record stays until the next 0xF0 OUT
+    assert parse_record(tlp_completion(dev))[:2] == (0x24641B21, 0)  # the record stays until the next 0xF0 OUT
 
 
 def test_bar_sizing_and_memory_single_tlps() -> None:
@@ -99,16 +99,16 @@ def test_bar_sizing_and_memory_single_tlps() -> None:
     dev, bridge, _ = open_bridge(gpu)
     bars = enumerate_gpu(dev)
     assert bars == {0: (0x8_0000_0000, 256 << 20), 2: (0x8_1000_0000, 2 << 20), 5: (0x10000000, 1 << 20)}
-    f0_out(dev, 0x60, 0xF, 0x10000000 + 0x40, 0x12345678)  # posted 64-bit-format write into BAR5
+    tlp_request(dev, 0x60, 0xF, 0x10000000 + 0x40, 0x12345678)  # posted 64-bit-format write into BAR5
     assert gpu.mem[(5, 0x40)] == 0x12345678
-    f0_out(dev, 0x40, 0x4, 0x10000000 + 0x40, 0xAB << 16)  # 32-bit format, one byte lane
+    tlp_request(dev, 0x40, 0x4, 0x10000000 + 0x40, 0xAB << 16)  # 32-bit format, one byte lane
     assert gpu.mem[(5, 0x40)] == 0x12AB5678
-    f0_out(dev, 0x20, 0xF, 0x8_0000_0000 + 0x100, 0)
+    tlp_request(dev, 0x20, 0xF, 0x8_0000_0000 + 0x100, 0)
     gpu.mem[(0, 0x100)] = 0xCAFEF00D
-    f0_out(dev, 0x20, 0xF, 0x8_0000_0000 + 0x100, 0)
-    assert parse_record(f0_in(dev)) == (0xCAFEF00D, 0, 4, True, 0)
-    f0_out(dev, 0x00, 0x6, 0x10000000 + 0x40, 0)  # 32-bit read of two middle bytes
-    data, status, count, cpld, _ = parse_record(f0_in(dev))
+    tlp_request(dev, 0x20, 0xF, 0x8_0000_0000 + 0x100, 0)
+    assert parse_record(tlp_completion(dev)) == (0xCAFEF00D, 0, 4, True, 0)
+    tlp_request(dev, 0x00, 0x6, 0x10000000 + 0x40, 0)  # 32-bit read of two middle bytes
+    data, status, count, cpld, _ = parse_record(tlp_completion(dev))
     assert (data, status, count, cpld) == (0x12AB5678, 0, 2, True)
     assert bridge.stats()["tlp_reads"] >= 3 and bridge.stats()["config_reads"] > 0
 
@@ -116,26 +116,26 @@ def test_bar_sizing_and_memory_single_tlps() -> None:
 def test_memory_ur_outside_bars_windows_or_decode() -> None:
     gpu = StubGpu()
     dev, _, _ = open_bridge(gpu)
-    f0_out(dev, 0x20, 0xF, 0x10000000, 0)
-    assert parse_record(f0_in(dev))[1] == UR  # nothing assigned yet
+    tlp_request(dev, 0x20, 0xF, 0x10000000, 0)
+    assert parse_record(tlp_completion(dev))[1] == UR  # nothing assigned yet
     enumerate_gpu(dev)
     for addr in (0x10000000 + (1 << 20), 0x0800_0000, 0x7_FFFF_F000):  # past BAR5, below/outside windows
-        f0_out(dev, 0x20, 0xF, addr, 0)
-        data, status, _, cpld, result = parse_record(f0_in(dev))
+        tlp_request(dev, 0x20, 0xF, addr, 0)
+        data, status, _, cpld, result = parse_record(tlp_completion(dev))
         assert (status, cpld, result, data) == (UR, False, 0, POISON)
     cfg_write(dev, (1, 0, 0), 0x04, 0x05, size=1)  # memory enable off on one bridge
-    f0_out(dev, 0x20, 0xF, 0x10000000, 0)
-    assert parse_record(f0_in(dev))[1] == UR
+    tlp_request(dev, 0x20, 0xF, 0x10000000, 0)
+    assert parse_record(tlp_completion(dev))[1] == UR
     cfg_write(dev, (1, 0, 0), 0x04, 0x07, size=1)
     cfg_write(dev, (4, 0, 0), 0x04, 0x00, size=1)  # the GPU's own decode off
-    f0_out(dev, 0x20, 0xF, 0x10000000, 0)
-    assert parse_record(f0_in(dev))[1] == UR
+    tlp_request(dev, 0x20, 0xF, 0x10000000, 0)
+    assert parse_record(tlp_completion(dev))[1] == UR
 
 
 def test_malformed_byte_enables_are_ur() -> None:
     dev, _, _ = open_bridge()
-    f0_out(dev, 0x04, 0x1F, cfg_addr(0, 0, 0, 0), 0)
-    assert parse_record(f0_in(dev))[1] == UR
+    tlp_request(dev, 0x04, 0x1F, cfg_addr(0, 0, 0, 0), 0)
+    assert parse_record(tlp_completion(dev))[1] == UR
 
 
 @pytest.mark.parametrize(("fault", "status", "result"), [
@@ -143,7 +143,7 @@ def test_malformed_byte_enables_are_ur() -> None:
 def test_tlp_faults_hit_the_first_non_posted_request_from_transfer_n(fault: str, status: int, result: int) -> None:
     dev, bridge, _ = open_bridge(faults=f"{fault}@3")
     cfg_read(dev, 0, 0, 0, 0)  # transfers 1, 2
-    f0_out(dev, 0x60, 0xF, 0x1000, 0)  # transfer 3: posted, not affected
+    tlp_request(dev, 0x60, 0xF, 0x1000, 0)  # transfer 3: posted, not affected
     rec = cfg_read(dev, 0, 0, 0, 0)  # transfers 4, 5: hit
     assert (rec[1], rec[4]) == (status, result)
     if result:

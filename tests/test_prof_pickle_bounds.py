@@ -1,6 +1,6 @@
 """Bounds of the profile-pickle loader (issue 21 item 5): crafted files and fuzz tests, bounded in time and memory.
 
-The crafted files are assembled by the tests (tests/picklecraft.py) and run through ``tinyhw --json prof
+The crafted files are assembled by the tests (tests/craft.py) and run through ``tinyhw --json prof
 summary`` in a child process under RLIMIT_AS and RLIMIT_CPU (tests/boundedrun.py), so that a regressed
 bound fails the test instead of exhausting the machine. Before the bounds, the 9-byte memo file grew the
 process by 1 GiB, 2**32 asked for 64 GiB, the shared-tuple ``device``, the Decimal ``kern`` and the
@@ -13,7 +13,7 @@ import pickle
 import time
 from pathlib import Path
 
-import picklecraft as c
+import picklecraft as craft
 import pytest
 from boundedrun import memory_cap, run_bounded
 from hypothesis import HealthCheck, given, settings
@@ -28,27 +28,29 @@ DATA = Path(__file__).parent / "data" / "sqtt"
 SMALL_REAL = (DATA / "pickles" / "gfx1200" / "profile_empty_run_0.pkl").read_bytes()
 
 CRAFTED = {
-    "memo-2^26": (c.memo_index(1 << 26), "memo index 67108864 lies beyond the 0 values memoized"),
-    "memo-2^32": (c.memo_index((1 << 32) - 1), "memo index 4294967295 lies beyond"),
-    "tuple-tree-device": (c.profile(c.sqtt_event(device=c.shared_tuple_tree(90))),
+    "memo-2^26": (craft.memo_index(1 << 26), "memo index 67108864 lies beyond the 0 values memoized"),
+    "memo-2^32": (craft.memo_index((1 << 32) - 1), "memo index 4294967295 lies beyond"),
+    "tuple-tree-device": (craft.profile(craft.sqtt_event(device=craft.shared_tuple_tree(90))),
                           "field 'device' is a tuple, not a string"),
-    "decimal-kern": (c.profile(c.sqtt_event(kern=c.decimal_value("1e1000000000"))),
+    "decimal-kern": (craft.profile(craft.sqtt_event(kern=craft.decimal_value("1e1000000000"))),
                      "field 'kern' is a Decimal, not an integer"),
-    "huge-int-kern": (c.profile(c.sqtt_event(kern=c.integer(1 << 400))), "field 'kern' = a 401-bit integer"),
-    "record-kern": (c.profile(c.sqtt_event(kern=c.record("tinygrad.uop.ops", "UOp", []))),
+    "huge-int-kern": (craft.profile(craft.sqtt_event(kern=craft.integer(1 << 400))),
+                      "field 'kern' = a 401-bit integer"),
+    "record-kern": (craft.profile(craft.sqtt_event(kern=craft.record("tinygrad.uop.ops", "UOp", []))),
                     "field 'kern' is a UOp record, not an integer"),
-    "deep-list": (c.profile(c.sqtt_event(device=c.deep_list(5000))), "nests objects deeper than 1000"),
-    "colliding-int-keys": (c.profile(c.colliding_keys(40000), c.sqtt_event()), "as a dict key or set member"),
-    "tuple-tree-key": (c.profile(pickle.EMPTY_DICT + c.shared_tuple_tree(60) + pickle.NONE + pickle.SETITEM,
-                                 c.sqtt_event()), "value of type tuple as a dict key"),
-    "nested-marks": (c.profile(c.nested_marks(100_000)), "nests MARKs deeper than 256"),
-    "big-long4": (c.HEAD + pickle.LONG4 + (1 << 20).to_bytes(4, "little") + bytes(1 << 20) + pickle.STOP,
+    "deep-list": (craft.profile(craft.sqtt_event(device=craft.deep_list(5000))), "nests objects deeper than 1000"),
+    "colliding-int-keys": (craft.profile(craft.colliding_keys(40000), craft.sqtt_event()),
+                           "as a dict key or set member"),
+    "tuple-tree-key": (craft.profile(pickle.EMPTY_DICT + craft.shared_tuple_tree(60) + pickle.NONE + pickle.SETITEM,
+                                 craft.sqtt_event()), "value of type tuple as a dict key"),
+    "nested-marks": (craft.profile(craft.nested_marks(100_000)), "nests MARKs deeper than 256"),
+    "big-long4": (craft.HEAD + pickle.LONG4 + (1 << 20).to_bytes(4, "little") + bytes(1 << 20) + pickle.STOP,
                   "1048576-byte integer"),
-    "bytearray8-length": (c.HEAD + pickle.BYTEARRAY8 + (1 << 40).to_bytes(8, "little") + pickle.STOP,
+    "bytearray8-length": (craft.HEAD + pickle.BYTEARRAY8 + (1 << 40).to_bytes(8, "little") + pickle.STOP,
                           "announces a 1099511627776-byte bytearray"),
-    "extension": (c.HEAD + pickle.EXT4 + bytes(4) + pickle.STOP, "extension registry"),
-    "state-key-not-str": (c.profile(c.record("tinygrad.device", "ProfileDeviceEvent", []).replace(
-        pickle.EMPTY_DICT + pickle.MARK, pickle.EMPTY_DICT + pickle.MARK + c.integer(5) + pickle.NONE)),
+    "extension": (craft.HEAD + pickle.EXT4 + bytes(4) + pickle.STOP, "extension registry"),
+    "state-key-not-str": (craft.profile(craft.record("tinygrad.device", "ProfileDeviceEvent", []).replace(
+        pickle.EMPTY_DICT + pickle.MARK, pickle.EMPTY_DICT + pickle.MARK + craft.integer(5) + pickle.NONE)),
         "a field named by a int"),
 }
 
@@ -77,7 +79,7 @@ def test_the_opcode_cap_is_enforced() -> None:
 
 
 def test_memo_index_may_be_the_next_one_or_an_earlier_one() -> None:
-    ok = c.HEAD + pickle.EMPTY_LIST + pickle.BINPUT + b"\x00" + pickle.BINPUT + b"\x01" + pickle.BINPUT + b"\x00" \
+    ok = craft.HEAD + pickle.EMPTY_LIST + pickle.BINPUT + b"\x00" + pickle.BINPUT + b"\x01" + pickle.BINPUT + b"\x00" \
         + pickle.STOP
     assert loads_profile(ok) == []
     with pytest.raises(Refused, match="memo index 3 lies beyond the 2 values"):
@@ -86,10 +88,10 @@ def test_memo_index_may_be_the_next_one_or_an_earlier_one() -> None:
 
 def test_class_names_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tgpickle, "MAX_CLASSES", 3)
-    many = c.profile(*(c.record("tinygrad.x", f"C{i}", []) for i in range(4)))
+    many = craft.profile(*(craft.record("tinygrad.x", f"C{i}", []) for i in range(4)))
     with pytest.raises(Refused, match="more than 3 tinygrad classes"):
         loads_profile(many)
-    assert len(loads_profile(c.profile(*(c.record("tinygrad.x", "C", []) for _ in range(10))))) == 10
+    assert len(loads_profile(craft.profile(*(craft.record("tinygrad.x", "C", []) for _ in range(10))))) == 10
 
 
 def test_depth_walk_counts_shared_objects_once_and_survives_cycles() -> None:
@@ -107,7 +109,7 @@ def test_depth_walk_counts_shared_objects_once_and_survives_cycles() -> None:
 
 
 def test_records_never_format_their_contents() -> None:
-    out = loads_profile(c.profile(c.sqtt_event(device=c.shared_tuple_tree(200))), max_depth=300)
+    out = loads_profile(craft.profile(craft.sqtt_event(device=craft.shared_tuple_tree(200))), max_depth=300)
     t0 = time.process_time()
     text = repr(out)        # a 2**200-leaf tree inside: repr must not walk it
     assert "ProfileSQTTEvent record: 0 args, 6 fields" in text and time.process_time() - t0 < 1
@@ -144,18 +146,19 @@ def test_fuzz_mutated_real_profile(flips: list[tuple[int, int]], cut: int) -> No
 @given(st.lists(st.tuples(st.sampled_from(OPCODES), st.binary(max_size=9)), max_size=60))
 def test_fuzz_opcode_streams(ops: list[tuple[bytes, bytes]]) -> None:
     with memory_cap():
-        _check(c.HEAD + b"".join(op + arg for op, arg in ops) + pickle.STOP)
+        _check(craft.HEAD + b"".join(op + arg for op, arg in ops) + pickle.STOP)
 
 
 @settings(max_examples=60, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(field=st.sampled_from(["device", "kern", "exec_tag", "se", "itrace", "blob"]),
-       value=st.sampled_from([c.shared_tuple_tree(40), c.decimal_value("1e999999"), c.integer(-5), c.integer(1 << 70),
-                              c.text("x" * 300), pickle.NONE, pickle.NEWTRUE, c.deep_list(50),
-                              pickle.BINFLOAT + b"\x7f\xf0" + bytes(6), c.record("tinygrad.x", "Y", [])]))
+       value=st.sampled_from([craft.shared_tuple_tree(40), craft.decimal_value("1e999999"), craft.integer(-5),
+                              craft.integer(1 << 70),
+                              craft.text("x" * 300), pickle.NONE, pickle.NEWTRUE, craft.deep_list(50),
+                              pickle.BINFLOAT + b"\x7f\xf0" + bytes(6), craft.record("tinygrad.x", "Y", [])]))
 def test_fuzz_event_fields_are_checked(field: str, value: bytes, tmp_path: Path) -> None:
     f = tmp_path / "p.pkl"
-    f.write_bytes(c.profile(c.sqtt_event(**{field: value})))
+    f.write_bytes(craft.profile(craft.sqtt_event(**{field: value})))
     try:
         cap = load_capture(f)
         assert cap.sqtt or cap.pmc

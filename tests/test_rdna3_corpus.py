@@ -14,7 +14,7 @@ import json
 import re
 from collections import Counter
 
-import corpushelp as C
+import corpushelp
 import numpy as np
 import pytest
 from kernelshelp import need_clang, need_libllvm
@@ -34,14 +34,14 @@ from tinyhw.mocks.rdna3 import Unimplemented
 #: Everything else is exact integer or IEEE arithmetic and must match bit for bit (float reductions and matmuls
 #: use integer-valued data, so the order of a sum cannot matter).
 TOLERANCE_ULP = {"exp2": 1 + 1, "log2": 1 + 2, "sqrt": 1, "reciprocal": 1}
-GAPS_FILE = C.CORPUS / "known_gaps.json"
+GAPS_FILE = corpushelp.CORPUS / "known_gaps.json"
 SAMPLE_SEEDS = (1, 4, 17)   # int32 elementwise, sqrt, reduce through LDS with s_barrier: recompiled in CI
 _MNEMONIC = re.compile(r"\((\w+?)(?:_e32|_e64)?,")
 
 
 @pytest.fixture(scope="module")
 def corpus() -> tuple[dict, dict[str, np.ndarray]]:
-    return C.load_corpus()
+    return corpushelp.load_corpus()
 
 
 def _gaps() -> dict[str, str]:
@@ -52,7 +52,7 @@ def check_fixture(entry: dict, arrays: dict[str, np.ndarray], gaps: dict[str, st
     """('exact' | 'within' | 'gap' | 'FAIL', detail) for one fixture on the shader core."""
     seed = str(entry["seed"])
     try:
-        got, _ = C.run_on_core(entry, arrays)
+        got, _ = corpushelp.run_on_core(entry, arrays)
     except Unimplemented as e:
         m = _MNEMONIC.search(str(e))
         mnem = m.group(1) if m else str(e)
@@ -66,7 +66,7 @@ def check_fixture(entry: dict, arrays: dict[str, np.ndarray], gaps: dict[str, st
         return "exact", ""
     tol = TOLERANCE_ULP.get(entry.get("approx", ""), 0)
     if entry["out"] == "f32" and tol:
-        ulp = int(C.ulp_distance(got, exp).max())
+        ulp = int(corpushelp.ulp_distance(got, exp).max())
         if ulp <= tol:
             return "within", f"{ulp} ulp"
         return "FAIL", f"{entry['approx']}: {ulp} ulp from the cpu (allowed {tol})"
@@ -98,11 +98,11 @@ def test_corpus_size_and_kinds(corpus) -> None:
     assert len(ks) >= 200
     assert len({e["seed"] for e in ks}) == len(ks)
     assert len({arrays[f"k{e['seed']}_code"].tobytes() for e in ks}) >= 200      # distinct code objects
-    assert set(C.KINDS) <= {e["kind"] for e in ks}
+    assert set(corpushelp.KINDS) <= {e["kind"] for e in ks}
     assert any(e["block"][1] > 1 or e["grid"][2] > 1 for e in ks)                # 2D/3D launches
     barrier = [e for e in ks if {"s_barrier", "ds_store_b32"} <= seen_mnemonics(arrays[f"k{e['seed']}_code"].tobytes())]
     assert len(barrier) >= 10 and all(e["block"][0] > 32 for e in barrier)      # multi-wave LDS exchanges
-    size = sum(p.stat().st_size for p in C.CORPUS.iterdir())
+    size = sum(p.stat().st_size for p in corpushelp.CORPUS.iterdir())
     assert size < 3 << 20
 
 
@@ -127,10 +127,10 @@ def test_every_fixture_is_what_the_generator_makes(corpus) -> None:
     """Without compiling: make_spec(seed) still gives each committed kernel (the corpus and script agree)."""
     meta, arrays = corpus
     for e in meta["kernels"]:
-        spec = C.make_spec(e["seed"])
+        spec = corpushelp.make_spec(e["seed"])
         assert {k: spec[k] for k in ("kind", "inputs", "expr", "out")} == \
             {k: e[k] for k in ("kind", "inputs", "expr", "out")}, f"seed {e['seed']}"
-        for i, x in enumerate(C.make_inputs(spec)):
+        for i, x in enumerate(corpushelp.make_inputs(spec)):
             assert x.tobytes() == arrays[f"k{e['seed']}_in{i}"].tobytes(), f"seed {e['seed']} input {i}"
 
 
@@ -145,16 +145,16 @@ def test_sample_recompiles_to_the_committed_bytes(corpus, seed: int) -> None:
         pytest.skip(f"the corpus was compiled with libLLVM {meta['libllvm']}, this machine has {llvm}: "
                     "the generated code depends on the LLVM version")
     entry = next(e for e in meta["kernels"] if e["seed"] == seed)
-    spec = C.make_spec(seed)
+    spec = corpushelp.make_spec(seed)
     spec["opts"] = entry["opts"]        # the generator may have dropped options tinygrad refused
     assert {k: spec[k] for k in ("kind", "inputs", "expr", "out")} == \
         {k: entry[k] for k in ("kind", "inputs", "expr", "out")}, "make_spec no longer gives the committed kernel"
-    comp = C.compile_gfx1100(spec)
+    comp = corpushelp.compile_gfx1100(spec)
     assert comp["code"] == arrays[f"k{seed}_code"].tobytes()
     assert (comp["grid"], comp["block"], comp["args"]) == (entry["grid"], entry["block"], entry["args"])
     need_clang()
     data = [arrays[f"k{seed}_in{i}"] for i in range(len(entry["inputs"]))]
-    assert C.run_cpu(spec, data).tobytes() == arrays[f"k{seed}_out"].tobytes()
+    assert corpushelp.run_cpu(spec, data).tobytes() == arrays[f"k{seed}_out"].tobytes()
 
 
 def test_a_wrong_result_and_an_unlisted_gap_fail(corpus, monkeypatch) -> None:

@@ -22,8 +22,7 @@ from tests.flashhelp import dev as mockdev
 from tests.remotehelp import RawClient, recv_all, served
 from tinyhw.connect import open_device
 from tinyhw.errors import Disconnected, TinyhwError
-from tinyhw.remote import protocol as P
-from tinyhw.remote import session as S
+from tinyhw.remote import protocol, session
 from tinyhw.remote.secret import load_secret, write_secret
 
 KEEP = object()  # a hook's answer: forward the frame as it is
@@ -57,7 +56,7 @@ class Impostor:
         with c:
             c.settimeout(20)
             c.sendall(self._hello)
-            self.received = recv_all(c, P.CLIENT_HELLO.size)
+            self.received = recv_all(c, protocol.CLIENT_HELLO.size)
             try:
                 c.sendall(self._answer(self.hello_and(self.received)))
                 while chunk := c.recv(65536):  # anything after the client's hello would be a request
@@ -81,12 +80,12 @@ def _description(tmp_path: Path) -> dict:
 
 
 def _sealed_reply(secret: bytes, transcript: bytes, doc: dict) -> bytes:
-    _, s2c = S.session_keys(secret, transcript)
+    _, s2c = session.session_keys(secret, transcript)
     body = json.dumps(doc).encode()
-    return S.Direction(s2c).seal(P.REPLY.pack(0, 0, 0, len(body), 0.0), body)
+    return session.Direction(s2c).seal(protocol.REPLY.pack(0, 0, 0, len(body), 0.0), body)
 
 
-def _probe_refused(port: int, key: Path, imp: Impostor, what: str, sent: int = P.CLIENT_HELLO.size) -> None:
+def _probe_refused(port: int, key: Path, imp: Impostor, what: str, sent: int = protocol.CLIENT_HELLO.size) -> None:
     r = run("--device", f"remote:127.0.0.1:{port},key={key}", "probe")
     imp.close()
     assert r.code == 1 and what in r.err and r.err.count("\n") == 1, (r.code, r.err)
@@ -96,7 +95,7 @@ def _probe_refused(port: int, key: Path, imp: Impostor, what: str, sent: int = P
 def test_a_server_without_authentication_is_refused(tmp_path: Path) -> None:
     key = write_secret(tmp_path / "k.key")
     doc = _description(tmp_path)
-    imp = Impostor(P.HELLO.pack(P.MAGIC, P.VERSION, P.AUTH_NONE, 0, os.urandom(32)),
+    imp = Impostor(protocol.HELLO.pack(protocol.MAGIC, protocol.VERSION, protocol.AUTH_NONE, 0, os.urandom(32)),
                    lambda transcript: _sealed_reply(b"", transcript, doc))
     _probe_refused(imp.port, key, imp, "offers no authentication", sent=0)  # not even its hello
 
@@ -107,9 +106,9 @@ def test_a_server_with_the_wrong_key_is_refused(tmp_path: Path) -> None:
     doc = _description(tmp_path)
 
     def answer(transcript: bytes) -> bytes:
-        return _sealed_reply(wrong, transcript, {**doc, "server_proof": S.server_proof(wrong, transcript).hex()})
+        return _sealed_reply(wrong, transcript, {**doc, "server_proof": session.server_proof(wrong, transcript).hex()})
 
-    imp = Impostor(P.HELLO.pack(P.MAGIC, P.VERSION, P.AUTH_HMAC, 0, os.urandom(32)), answer)
+    imp = Impostor(protocol.HELLO.pack(protocol.MAGIC, protocol.VERSION, protocol.AUTH_HMAC, 0, os.urandom(32)), answer)
     _probe_refused(imp.port, key, imp, "could not prove that it holds the key")
 
 
@@ -123,7 +122,7 @@ def test_a_replayed_server_proof_is_refused(tmp_path: Path) -> None:
             o.transport.config_read(0)
         proxy.close()
     hello, first = rec["s2c-1"], rec["s2c0"]
-    assert P.HELLO.unpack(hello)[2] == P.AUTH_HMAC and b"server_proof" in first
+    assert protocol.HELLO.unpack(hello)[2] == protocol.AUTH_HMAC and b"server_proof" in first
     imp = Impostor(hello, lambda _transcript: first)
     _probe_refused(imp.port, key, imp, "could not prove that it holds the key")
 
@@ -163,7 +162,8 @@ class Proxy:
             except OSError:
                 return
             u = socket.create_connection(self.target, timeout=20)
-            for args in ((c, u, "c2s", P.CLIENT_HELLO.size, P.REQ), (u, c, "s2c", P.HELLO.size, P.REPLY)):
+            for args in ((c, u, "c2s", protocol.CLIENT_HELLO.size, protocol.REQ),
+                         (u, c, "s2c", protocol.HELLO.size, protocol.REPLY)):
                 t = threading.Thread(target=self._pump, args=args, daemon=True)
                 t.start()
                 self.threads.append(t)
@@ -189,11 +189,11 @@ class Proxy:
 
 
 def _frame(src: socket.socket, head: object) -> bytes:
-    h = recv_all(src, head.size + S.TAG)  # type: ignore[attr-defined]
-    if len(h) < head.size + S.TAG:  # type: ignore[attr-defined]
+    h = recv_all(src, head.size + session.TAG)  # type: ignore[attr-defined]
+    if len(h) < head.size + session.TAG:  # type: ignore[attr-defined]
         return b""
     length = head.unpack(h[:head.size])[3]  # type: ignore[attr-defined]
-    return h + (recv_all(src, length + S.TAG) if length else b"")
+    return h + (recv_all(src, length + session.TAG) if length else b"")
 
 
 def _flip(frame: bytes, at: int) -> bytes:
@@ -216,7 +216,7 @@ def _wait_audit(s, text: str) -> str:
 
 ATTACKS: dict[str, Callable[[int, bytes, dict], object]] = {
     # frame index 1 is the second request (or reply) after the handshake
-    "flip-payload": lambda i, f, st: [_flip(f, -S.TAG - 1)] if i == 1 else KEEP,  # the payload's last byte
+    "flip-payload": lambda i, f, st: [_flip(f, -session.TAG - 1)] if i == 1 else KEEP,  # the payload's last byte
     "flip-length": lambda i, f, st: [_flip(f, 6)] if i == 1 else KEEP,  # caught at once, not by a stalled read
     "replay": lambda i, f, st: [f, f] if i == 1 else KEEP,
     "truncate": lambda i, f, st: [f[:len(f) - 5], CLOSE] if i == 1 else KEEP,
@@ -248,7 +248,7 @@ def test_the_real_client_detects_or_the_server_rejects_a_tampered_stream(tmp_pat
         if direction == "c2s" and attack == "truncate":
             assert "in the middle of a frame" in line, line
         elif direction == "c2s":  # a flipped frame 1 fails as itself, a replayed one in the place of frame 2
-            assert len(proxy.seen[1]) > 8 + 2 * S.TAG  # the frame attacked had a payload
+            assert len(proxy.seen[1]) > 8 + 2 * session.TAG  # the frame attacked had a payload
             n = 2 if attack == "replay" else 1
             assert f"rejected a frame: frame {n} from the client failed authentication" in line, line
 
@@ -272,10 +272,10 @@ def test_a_dropped_or_reordered_frame_is_detected(tmp_path: Path, attack: str, d
         proxy = Proxy(s.address, lambda d, i, f: hook(i - skip, f, state) if d == direction else KEEP)
         c = RawClient(socket.create_connection(("127.0.0.1", proxy.port), timeout=20), key)
         assert c.first is not None and c.first[0] == 0
-        c.sock.sendall(b"".join(c.frame(P.OP_PING, b"", n) for n in (1, 2, 3)))
+        c.sock.sendall(b"".join(c.frame(protocol.OP_PING, b"", n) for n in (1, 2, 3)))
         assert c.reply() == (0, b"")  # frame 0 is untouched
         if direction == "s2c":
-            with pytest.raises(S.FrameRejected, match="frame 2 from server failed authentication"):
+            with pytest.raises(session.FrameRejected, match="frame 2 from server failed authentication"):
                 c.reply()
         else:
             assert c.reply() is None  # the server closed the session
@@ -287,7 +287,7 @@ def test_a_dropped_or_reordered_frame_is_detected(tmp_path: Path, attack: str, d
 def test_an_injected_frame_ends_the_session(tmp_path: Path) -> None:
     key = write_secret(tmp_path / "k.key")
     with served(mockdev(tmp_path), listen="127.0.0.1:0", secret=load_secret(key)) as s:
-        proxy = Proxy(s.address, lambda d, i, f: [P.REQ.pack(P.OP_PING, 0, 9, 0) + bytes(S.TAG), f]
+        proxy = Proxy(s.address, lambda d, i, f: [protocol.REQ.pack(protocol.OP_PING, 0, 9, 0) + bytes(session.TAG), f]
                       if (d, i) == ("c2s", 0) else KEEP)
         with pytest.raises(TinyhwError) as e, open_device(f"remote:127.0.0.1:{proxy.port},key={key}") as o:
             o.transport.config_read(0)
@@ -313,7 +313,7 @@ class Trickler:
 
         t0 = time.monotonic()
         try:
-            recv_all(self.sock, P.HELLO.size)
+            recv_all(self.sock, protocol.HELLO.size)
             self.sock.settimeout(every)
             while not self._stop.is_set():
                 self.sock.sendall(b"T")

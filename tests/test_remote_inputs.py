@@ -26,8 +26,7 @@ from tests.flashhelp import dev as mockdev
 from tests.remotehelp import RawClient, recv_all, served
 from tinyhw.connect import open_device
 from tinyhw.errors import TinyhwError
-from tinyhw.remote import protocol as P
-from tinyhw.remote import session as S
+from tinyhw.remote import protocol, session
 from tinyhw.remote.channel import SocketChannel
 from tinyhw.remote.client import RemoteTransport
 
@@ -41,16 +40,16 @@ def _keyed_fake(sock: socket.socket, first: bytes | Any, then: list[bytes] = ())
 
     def serve() -> None:
         try:
-            hello = P.HELLO.pack(P.MAGIC, P.VERSION, P.AUTH_HMAC, 0, os.urandom(32))
+            hello = protocol.HELLO.pack(protocol.MAGIC, protocol.VERSION, protocol.AUTH_HMAC, 0, os.urandom(32))
             sock.sendall(hello)
-            transcript = hello + recv_all(sock, P.CLIENT_HELLO.size)[:-32]
-            c2s, s2c = S.session_keys(SECRET, transcript)
-            tx, rx = S.Direction(s2c), S.Direction(c2s)
+            transcript = hello + recv_all(sock, protocol.CLIENT_HELLO.size)[:-32]
+            c2s, s2c = session.session_keys(SECRET, transcript)
+            tx, rx = session.Direction(s2c), session.Direction(c2s)
             body = first(transcript) if callable(first) else first
-            sock.sendall(tx.seal(P.REPLY.pack(0, 0, 0, len(body), 0.0), body))
+            sock.sendall(tx.seal(protocol.REPLY.pack(0, 0, 0, len(body), 0.0), body))
             for payload in then:
-                (_, _, seq, _), _ = P.recv_frame(SocketChannel(sock, "c"), rx, P.REQ, 10, 10, "client")
-                sock.sendall(tx.seal(P.REPLY.pack(0, 0, seq, len(payload), 0.0), payload))
+                (_, _, seq, _), _ = protocol.recv_frame(SocketChannel(sock, "c"), rx, protocol.REQ, 10, 10, "client")
+                sock.sendall(tx.seal(protocol.REPLY.pack(0, 0, seq, len(payload), 0.0), payload))
         except (OSError, TinyhwError):
             pass
         finally:
@@ -71,7 +70,7 @@ def _doc(tmp_path: Path | None = None) -> dict:
 def _proved(doc: Any) -> Any:
     def body(transcript: bytes) -> bytes:
         if isinstance(doc, dict):
-            return json.dumps({**doc, "server_proof": S.server_proof(SECRET, transcript).hex()}).encode()
+            return json.dumps({**doc, "server_proof": session.server_proof(SECRET, transcript).hex()}).encode()
         return doc if isinstance(doc, bytes) else json.dumps(doc).encode()
     return body
 
@@ -93,7 +92,7 @@ def test_a_malformed_description_is_a_clear_error(tmp_path: Path, bad: str) -> N
     body: Any = {"deep": b"[" * 100000 + b"]" * 100000, "no-info": {k: v for k, v in doc.items() if k != "info"},
                  "bars-not-list": {**doc, "bars": 7}, "clock-nan": {**doc, "clock": float("nan")},
                  "not-object": b"[1, 2]"}[bad]
-    with pytest.raises(P.ProtocolError, match="the server sent a malformed reply") as e:
+    with pytest.raises(protocol.ProtocolError, match="the server sent a malformed reply") as e:
         _connect(_proved(body) if isinstance(body, dict) else body)
     assert e.value.exit_code == 1 and "\n" not in str(e.value)
 
@@ -101,10 +100,10 @@ def test_a_malformed_description_is_a_clear_error(tmp_path: Path, bad: str) -> N
 def test_a_malformed_reply_after_the_handshake_is_a_clear_error(tmp_path: Path) -> None:
     deep = b"[" * 100000 + b"]" * 100000
     t = _connect(_proved(_doc(tmp_path)), [deep])
-    with pytest.raises(P.ProtocolError, match="the server sent a malformed reply"):
+    with pytest.raises(protocol.ProtocolError, match="the server sent a malformed reply"):
         t.server_stats()
     t.channel.close()
-    assert isinstance(P.decode_error(deep), P.ProtocolError)  # an error payload that deep, too
+    assert isinstance(protocol.decode_error(deep), protocol.ProtocolError)  # an error payload that deep, too
 
 
 def test_the_cli_shows_a_malformed_reply_in_one_line(tmp_path: Path) -> None:
@@ -117,10 +116,10 @@ def test_the_cli_shows_a_malformed_reply_in_one_line(tmp_path: Path) -> None:
 
     def answer(transcript: bytes) -> bytes:
         body = _proved(doc)(transcript)
-        _, s2c = S.session_keys(SECRET, transcript)
-        return S.Direction(s2c).seal(P.REPLY.pack(0, 0, 0, len(body), 0.0), body)
+        _, s2c = session.session_keys(SECRET, transcript)
+        return session.Direction(s2c).seal(protocol.REPLY.pack(0, 0, 0, len(body), 0.0), body)
 
-    imp = Impostor(P.HELLO.pack(P.MAGIC, P.VERSION, P.AUTH_HMAC, 0, os.urandom(32)), answer)
+    imp = Impostor(protocol.HELLO.pack(protocol.MAGIC, protocol.VERSION, protocol.AUTH_HMAC, 0, os.urandom(32)), answer)
     r = run("--device", f"remote:127.0.0.1:{imp.port},key={key}", "probe")
     imp.close()
     assert r.code == 1 and "the server sent a malformed reply" in r.err and r.err.count("\n") == 1, r.err
@@ -228,12 +227,12 @@ def test_fuzz_the_servers_frame_parsing(tmp_path: Path) -> None:
                 if raw:
                     c.sock.sendall(bytes([op, flags]) + payload)
                 else:
-                    c.sock.sendall(c.tx.seal(P.REQ.pack(op, flags, 1, len(payload)), payload))
+                    c.sock.sendall(c.tx.seal(protocol.REQ.pack(op, flags, 1, len(payload)), payload))
                 c.sock.shutdown(socket.SHUT_WR)
                 try:
                     while c.reply() is not None:
                         pass
-                except S.FrameRejected:
+                except session.FrameRejected:
                     raise AssertionError("the server sent a frame that fails its tag") from None
             finally:
                 c.sock.close()
@@ -242,7 +241,7 @@ def test_fuzz_the_servers_frame_parsing(tmp_path: Path) -> None:
         sv.wait_released()
         assert not [line for line in sv.audit.lines if "internal error" in line]
         c = _handshake(sv)
-        c.send(P.OP_PING)
+        c.send(protocol.OP_PING)
         assert c.reply() == (0, b"")
         c.sock.close()
 

@@ -14,7 +14,7 @@ from tests.clihelp import as_nobody
 from tests.flashhelp import dev as mockdev
 from tests.remotehelp import served
 from tinyhw.flash.romsw import Rx
-from tinyhw.serve import serprog as S
+from tinyhw.serve import serprog
 
 
 class Recorder:
@@ -38,20 +38,20 @@ class Recorder:
 
 def test_tx_operations_map_onto_one_transaction() -> None:
     sw = Recorder()
-    assert S.spi_op(sw, b"\x06", 0) == b""  # WREN
-    assert S.spi_op(sw, b"\x01\x00\x02", 0) == b""  # WRSR with two bytes: data, no address
+    assert serprog.spi_op(sw, b"\x06", 0) == b""  # WREN
+    assert serprog.spi_op(sw, b"\x01\x00\x02", 0) == b""  # WRSR with two bytes: data, no address
     page = bytes(range(256))
-    assert S.spi_op(sw, b"\x02\x12\x34\x00" + page, 0) == b""  # PP: address + 256 data bytes
-    assert S.spi_op(sw, b"\x20\x00\x10\x00", 0) == b""  # sector erase
+    assert serprog.spi_op(sw, b"\x02\x12\x34\x00" + page, 0) == b""  # PP: address + 256 data bytes
+    assert serprog.spi_op(sw, b"\x20\x00\x10\x00", 0) == b""  # sector erase
     assert sw.calls == [("tx", 0x06, None, b""), ("tx", 0x01, None, b"\x00\x02"),
                         ("tx", 0x02, 0x123400, page), ("tx", 0x20, 0x001000, b"")]
 
 
 def test_rx_operations_with_address_dummy_and_chaining() -> None:
     sw = Recorder()
-    assert S.spi_op(sw, b"\x9f", 3) == b"\x00\x01\x02"
-    assert S.spi_op(sw, b"\x5a\x00\x00\x00\xff", 8) == bytes(range(1, 9))  # the dummy byte read and dropped
-    data = S.spi_op(sw, b"\x03\x00\x01\x00", 600)  # three chained 256-byte-aligned transactions
+    assert serprog.spi_op(sw, b"\x9f", 3) == b"\x00\x01\x02"
+    assert serprog.spi_op(sw, b"\x5a\x00\x00\x00\xff", 8) == bytes(range(1, 9))  # the dummy byte read and dropped
+    data = serprog.spi_op(sw, b"\x03\x00\x01\x00", 600)  # three chained 256-byte-aligned transactions
     assert len(data) == 600
     assert sw.calls[2:] == [("stream", 3, 0x100, 256), ("stream", 3, 0x200, 256), ("stream", 3, 0x300, 88)]
     assert sw.calls[1] == ("rx", 0x5A, 0, 9)
@@ -64,8 +64,8 @@ def test_rx_operations_with_address_dummy_and_chaining() -> None:
     (b"\x05", 300, "only for array reads"),
 ])
 def test_what_the_engine_cannot_do_is_refused(write: bytes, rlen: int, why: str) -> None:
-    with pytest.raises(S.SpiOpRefused, match=why):
-        S.spi_op(Recorder(), write, rlen)
+    with pytest.raises(serprog.SpiOpRefused, match=why):
+        serprog.spi_op(Recorder(), write, rlen)
 
 
 def _cmd(s: socket.socket, data: bytes, n: int) -> bytes:
@@ -82,26 +82,28 @@ def test_protocol_against_the_emulated_board(tmp_path: Path) -> None:
     with served(mockdev(tmp_path), kind="serprog", listen="127.0.0.1:0") as sv:
         host, port = sv.address.rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=10) as s:
-            assert _cmd(s, b"\x10", 2) == S.NAK + S.ACK  # SYNCNOP
-            assert _cmd(s, b"\x01", 3) == S.ACK + b"\x01\x00"
+            assert _cmd(s, b"\x10", 2) == serprog.NAK + serprog.ACK  # SYNCNOP
+            assert _cmd(s, b"\x01", 3) == serprog.ACK + b"\x01\x00"
             cmdmap = _cmd(s, b"\x02", 33)[1:]
-            assert all(bool(cmdmap[op // 8] >> (op % 8) & 1) == (op in S.SUPPORTED) for op in range(256))
+            assert all(bool(cmdmap[op // 8] >> (op % 8) & 1) == (op in serprog.SUPPORTED) for op in range(256))
             assert _cmd(s, b"\x03", 17)[1:].rstrip(b"\0") == b"tinyhw-romsw"
-            assert _cmd(s, b"\x05", 2) == S.ACK + b"\x08"
-            assert _cmd(s, b"\x08", 4) == S.ACK + (256).to_bytes(3, "little")
-            assert _cmd(s, b"\x12\x08", 1) == S.ACK and _cmd(s, b"\x12\x01", 1) == S.NAK  # SPI only
+            assert _cmd(s, b"\x05", 2) == serprog.ACK + b"\x08"
+            assert _cmd(s, b"\x08", 4) == serprog.ACK + (256).to_bytes(3, "little")
+            assert _cmd(s, b"\x12\x08", 1) == serprog.ACK and _cmd(s, b"\x12\x01", 1) == serprog.NAK  # SPI only
             rdid = _cmd(s, b"\x13" + struct.pack("<I", 1)[:3] + struct.pack("<I", 3)[:3] + b"\x9f", 4)
-            assert rdid == S.ACK + bytes([0xC8, 0x60, 0x15])
+            assert rdid == serprog.ACK + bytes([0xC8, 0x60, 0x15])
             read = _cmd(s, b"\x13" + (4).to_bytes(3, "little") + (1024).to_bytes(3, "little") + b"\x03\x00\x00\x00",
                         1025)
-            assert read[0:1] == S.ACK
+            assert read[0:1] == serprog.ACK
             assert read[1:] == (tmp_path / "flash.bin").read_bytes()[:1024]
-            assert _cmd(s, b"\x0b", 1) == S.ACK  # O_INIT
-            assert _cmd(s, b"\x0e" + (2_000_000).to_bytes(4, "little"), 1) == S.ACK  # 2 s of O_DELAY ...
-            assert _cmd(s, b"\x0f", 1) == S.ACK  # ... executed on the board's virtual clock, no real sleep
-            assert _cmd(s, b"\x13" + (2).to_bytes(3, "little") + (1).to_bytes(3, "little") + b"\x9f\x00", 1) == S.NAK
-            assert _cmd(s, b"\x99", 1) == S.NAK  # unknown command
-            assert _cmd(s, b"\x13" + (1 << 20).to_bytes(3, "little") + bytes(3), 1) == S.NAK  # over the limit: closed
+            assert _cmd(s, b"\x0b", 1) == serprog.ACK  # O_INIT
+            assert _cmd(s, b"\x0e" + (2_000_000).to_bytes(4, "little"), 1) == serprog.ACK  # 2 s of O_DELAY ...
+            assert _cmd(s, b"\x0f", 1) == serprog.ACK  # ... executed on the board's virtual clock, no real sleep
+            spi_op = b"\x13" + (2).to_bytes(3, "little") + (1).to_bytes(3, "little") + b"\x9f\x00"
+            assert _cmd(s, spi_op, 1) == serprog.NAK
+            assert _cmd(s, b"\x99", 1) == serprog.NAK  # unknown command
+            # over the limit: closed
+            assert _cmd(s, b"\x13" + (1 << 20).to_bytes(3, "little") + bytes(3), 1) == serprog.NAK
             assert s.recv(1) == b""
         clock = sv.opened[0].transport.clock
         assert clock.virtual and clock.now() >= 2.0
@@ -131,7 +133,7 @@ def test_pty_mode(tmp_path: Path) -> None:
             got = b""
             while len(got) < 4:
                 got += os.read(fd, 4 - len(got))
-            assert got == S.ACK + bytes([0xC8, 0x60, 0x15])
+            assert got == serprog.ACK + bytes([0xC8, 0x60, 0x15])
         finally:
             os.close(fd)
         assert p.wait(timeout=30) == 0  # idle for 3 s: the device is released and the server ends
@@ -191,7 +193,7 @@ def test_the_same_uid_over_loopback_tcp_is_served_and_erases(tmp_path: Path) -> 
     import os
 
     with served(mockdev(tmp_path), kind="serprog", listen="127.0.0.1:0") as sv:
-        assert _erase_over_tcp(sv.address) == S.ACK + S.ACK
+        assert _erase_over_tcp(sv.address) == serprog.ACK + serprog.ACK
         sv.wait_released()
     assert (tmp_path / "flash.bin").read_bytes()[SECTOR] == b"\xff" * 0x1000  # the erase really happens
     assert any(f"uid {os.geteuid()}" in ln and "connect from 127.0.0.1:" in ln for ln in sv.audit.lines)
@@ -226,7 +228,7 @@ def test_a_real_other_uid_cannot_erase(tmp_path: Path) -> None:
     """The attack of issue 21 item 3, for real: a child process that is uid 65534 connects and erases."""
     flash = tmp_path / "flash.bin"
     with served(mockdev(tmp_path), kind="serprog", listen="127.0.0.1:0") as sv:
-        assert _erase_over_tcp(sv.address).startswith(S.ACK)  # the same uid (root) erases, and makes the file
+        assert _erase_over_tcp(sv.address).startswith(serprog.ACK)  # the same uid (root) erases, and makes the file
         sv.wait_released()
         before = flash.read_bytes()
         assert before[SECTOR] == b"\xff" * 0x1000
@@ -268,7 +270,7 @@ def test_pty_is_private_even_where_devpts_hands_out_0620(monkeypatch: pytest.Mon
         return m, s
 
     monkeypatch.setattr(os, "openpty", openpty_0620)
-    master, slave, path = S.open_pty()
+    master, slave, path = serprog.open_pty()
     try:
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     finally:
@@ -289,29 +291,31 @@ def _delay(us: int) -> bytes:
 
 
 def test_delay_limits() -> None:
-    assert S.delay_refusal(S.MAX_DELAY_US, 0, 0) is None
-    assert "per delay" in (S.delay_refusal(S.MAX_DELAY_US + 1, 0, 0) or "")
-    assert "per delay" in (S.delay_refusal(0xFFFFFFFF, 0, 0) or "")  # the largest u32: 71 minutes
-    assert "before o_exec" in (S.delay_refusal(6_000_000, 6_000_000, 6_000_000) or "")
-    assert "this session" in (S.delay_refusal(1, 0, S.MAX_SESSION_DELAY_US) or "")
-    assert S.delay_refusal(1, 0, S.MAX_SESSION_DELAY_US - 1) is None
+    assert serprog.delay_refusal(serprog.MAX_DELAY_US, 0, 0) is None
+    assert "per delay" in (serprog.delay_refusal(serprog.MAX_DELAY_US + 1, 0, 0) or "")
+    assert "per delay" in (serprog.delay_refusal(0xFFFFFFFF, 0, 0) or "")  # the largest u32: 71 minutes
+    assert "before o_exec" in (serprog.delay_refusal(6_000_000, 6_000_000, 6_000_000) or "")
+    assert "this session" in (serprog.delay_refusal(1, 0, serprog.MAX_SESSION_DELAY_US) or "")
+    assert serprog.delay_refusal(1, 0, serprog.MAX_SESSION_DELAY_US - 1) is None
 
 
 def test_o_delay_beyond_the_caps_is_naked_and_not_slept(tmp_path: Path) -> None:
     with served(mockdev(tmp_path), kind="serprog", listen="127.0.0.1:0") as sv:
         host, port = sv.address.rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=10) as s:
-            assert _cmd(s, _delay(0xFFFFFFFF), 1) == S.NAK  # one absurd delay
-            assert _cmd(s, _delay(6_000_000) + _delay(6_000_000), 2) == S.ACK + S.NAK  # 12 s queued before o_exec
-            assert _cmd(s, b"\x0f", 1) == S.ACK  # runs the 6 s that were accepted
+            assert _cmd(s, _delay(0xFFFFFFFF), 1) == serprog.NAK  # one absurd delay
+            # 12 s queued before o_exec
+            assert _cmd(s, _delay(6_000_000) + _delay(6_000_000), 2) == serprog.ACK + serprog.NAK
+            assert _cmd(s, b"\x0f", 1) == serprog.ACK  # runs the 6 s that were accepted
             clock = sv.opened[0].transport.clock
             start = clock.now()
-            rounds = S.MAX_SESSION_DELAY_US // S.MAX_DELAY_US - 1  # the 6 s above count too
-            assert _cmd(s, (_delay(S.MAX_DELAY_US) + b"\x0f") * rounds, 2 * rounds) == S.ACK * (2 * rounds)
-            assert _cmd(s, _delay(4_000_000), 1) == S.ACK  # exactly the session's total
-            assert _cmd(s, _delay(1) + b"\x0f", 2) == S.NAK + S.ACK  # one microsecond more is refused
+            rounds = serprog.MAX_SESSION_DELAY_US // serprog.MAX_DELAY_US - 1  # the 6 s above count too
+            assert _cmd(s, (_delay(serprog.MAX_DELAY_US) + b"\x0f") * rounds, 2 * rounds) == serprog.ACK * (2 * rounds)
+            assert _cmd(s, _delay(4_000_000), 1) == serprog.ACK  # exactly the session's total
+            assert _cmd(s, _delay(1) + b"\x0f", 2) == serprog.NAK + serprog.ACK  # one microsecond more is refused
             assert clock.now() - start == pytest.approx(rounds * 10.0 + 4.0, abs=1e-3)  # the NAKed delays never ran
-            assert _cmd(s, b"\x13" + (1).to_bytes(3, "little") + (3).to_bytes(3, "little") + b"\x9f", 4)[:1] == S.ACK
+            spi_op = b"\x13" + (1).to_bytes(3, "little") + (3).to_bytes(3, "little") + b"\x9f"
+            assert _cmd(s, spi_op, 4)[:1] == serprog.ACK
         sv.wait_released()
     naks = [ln for ln in sv.audit.lines if "nak: o_delay" in ln]
     assert len(naks) == 1 and "over the limit of 10000000 us per delay" in naks[0]  # the first in full ...
@@ -367,7 +371,7 @@ def test_fuzzed_command_streams_never_crash_the_session() -> None:
                       st.binary(max_size=300), st.integers(0, 1100))
     cmd = st.one_of(st.binary(min_size=1, max_size=8), spiop,
                     st.builds(_delay, st.integers(0, 0xFFFFFFFF)),
-                    st.sampled_from([bytes([op]) for op in S.SUPPORTED]))
+                    st.sampled_from([bytes([op]) for op in serprog.SUPPORTED]))
     stats: Counter[str] = Counter()
 
     @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
@@ -376,16 +380,16 @@ def test_fuzzed_command_streams_never_crash_the_session() -> None:
         sw = Recorder()
         sw.clock = _Clock()  # type: ignore[attr-defined]
         ch = _Bytes(b"".join(cmds))
-        server = S.SerprogServer(None, Audit(_Sink()))  # type: ignore[arg-type]
+        server = serprog.SerprogServer(None, Audit(_Sink()))  # type: ignore[arg-type]
         try:
             reason = server.session(ch, "fuzz", sw, Counter())  # type: ignore[arg-type]
             assert reason == "oversized spi operation"
             stats["closed oversized"] += 1
         except Disconnected:
             stats["end of input"] += 1
-        assert not ch.sent or ch.sent[:1] in (S.ACK, S.NAK)
-        assert all(0 <= s <= S.MAX_DELAY_US * 1e-6 for s in sw.clock.sleeps)
-        assert sum(sw.clock.sleeps) <= S.MAX_SESSION_DELAY_US * 1e-6
+        assert not ch.sent or ch.sent[:1] in (serprog.ACK, serprog.NAK)
+        assert all(0 <= s <= serprog.MAX_DELAY_US * 1e-6 for s in sw.clock.sleeps)
+        assert sum(sw.clock.sleeps) <= serprog.MAX_SESSION_DELAY_US * 1e-6
         stats["cases"] += 1
 
     stream()
@@ -406,12 +410,12 @@ def test_fuzzed_spi_operations_are_answered_or_refused() -> None:
     from hypothesis import strategies as st
 
     @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(st.binary(max_size=300), st.integers(0, S.MAX_READ))
+    @given(st.binary(max_size=300), st.integers(0, serprog.MAX_READ))
     def op(write: bytes, rlen: int) -> None:
         refused = False
         try:
-            data = S.spi_op(Recorder(), write, rlen)
-        except S.SpiOpRefused:
+            data = serprog.spi_op(Recorder(), write, rlen)
+        except serprog.SpiOpRefused:
             refused = True
         assert refused or len(data) == rlen
 

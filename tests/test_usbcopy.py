@@ -7,8 +7,7 @@ import os
 import pytest
 from usbcopyhelp import rig
 
-from tinyhw.boot import copyengine as ce
-from tinyhw.boot import sdmapkt as pk
+from tinyhw.boot import copyengine, sdmapkt
 from tinyhw.boot.usbcopy import CHUNK, SENTINEL, UsbCopier
 from tinyhw.boot.usbcopy_model import copy_in as model_in
 from tinyhw.errors import DeviceTimeout, Disconnected, TransportError
@@ -57,8 +56,8 @@ def test_gpu_poll_waits_until_data_lands(tmp_path):
     """The SDMA parks on its POLL until the bulk OUT carrying the sentinel lands, then copies."""
     with rig(tmp_path) as r:
         r.copier._prime()
-        r.engine.submit(pk.poll_mem_equal(ce.bridge_va(0x200000 + 508), 0x51000007) +
-                        pk.copy_linear(ce.bridge_va(0x200000), r.gpu.mc(DST), 508))
+        r.engine.submit(sdmapkt.poll_mem_equal(copyengine.bridge_va(0x200000 + 508), 0x51000007) +
+                        sdmapkt.copy_linear(copyengine.bridge_va(0x200000), r.gpu.mc(DST), 508))
         assert r.board.sdma.waiting
         payload = os.urandom(508) + (0x51000007).to_bytes(4, "little")
         r.t.bridge.sram_write(0, payload)
@@ -108,10 +107,10 @@ def test_hung_sdma_copy_out_times_out_clearly(tmp_path):
 def test_vm_2m_pages_and_timestamp(tmp_path):
     """A 2 MiB mapping (PDE-is-PTE) reaches VRAM; TIMESTAMP and TRAP execute."""
     with rig(tmp_path) as r:
-        ce.map_vram_2m(r.gpu, 2 << 20, 0x9000000, 4 << 20)
+        copyengine.map_vram_2m(r.gpu, 2 << 20, 0x9000000, 4 << 20)
         r.board.vram.write(0x9000000 + (3 << 20), b"Z" * 64)
-        r.engine.submit(pk.copy_linear(ce.VA_BASE + (2 << 20) + (3 << 20), r.gpu.mc(DST), 64) +
-                        pk.timestamp(r.gpu.mc(DST + 128)) + pk.trap())
+        r.engine.submit(sdmapkt.copy_linear(copyengine.VA_BASE + (2 << 20) + (3 << 20), r.gpu.mc(DST), 64) +
+                        sdmapkt.timestamp(r.gpu.mc(DST + 128)) + sdmapkt.trap())
         r.engine.wait_idle(0.5)
         assert r.board.vram.read(DST, 64) == b"Z" * 64
         assert int.from_bytes(r.board.vram.read(DST + 128, 8), "little") > 0
@@ -121,27 +120,27 @@ def test_vm_2m_pages_and_timestamp(tmp_path):
 
 def test_page_table_change_needs_invalidation(tmp_path):
     with rig(tmp_path) as r:
-        ce.map_vram_2m(r.gpu, 2 << 20, 0x9000000, 2 << 20)
+        copyengine.map_vram_2m(r.gpu, 2 << 20, 0x9000000, 2 << 20)
         r.board.vram.write(0x9000000, b"1" * 16)
         r.board.vram.write(0xA000000, b"2" * 16)
-        r.engine.submit(pk.copy_linear(ce.VA_BASE + (2 << 20), r.gpu.mc(DST), 16))
+        r.engine.submit(sdmapkt.copy_linear(copyengine.VA_BASE + (2 << 20), r.gpu.mc(DST), 16))
         r.engine.wait_idle(0.5)
-        pdb0 = ce.PT_BASE + 2 * 4096
-        entry = r.gpu.mc(0xA000000) | ce.RW | ce.HUGE | ce.MTYPE_UC
+        pdb0 = copyengine.PT_BASE + 2 * 4096
+        entry = r.gpu.mc(0xA000000) | copyengine.RW | copyengine.HUGE | copyengine.MTYPE_UC
         r.gpu.vram_write(pdb0 + 8, entry.to_bytes(8, "little"))  # remap without invalidating: old mapping
-        r.engine.submit(pk.copy_linear(ce.VA_BASE + (2 << 20), r.gpu.mc(DST + 16), 16))
+        r.engine.submit(sdmapkt.copy_linear(copyengine.VA_BASE + (2 << 20), r.gpu.mc(DST + 16), 16))
         r.engine.wait_idle(0.5)
-        ce.invalidate(r.gpu)
-        r.engine.submit(pk.copy_linear(ce.VA_BASE + (2 << 20), r.gpu.mc(DST + 32), 16))
+        copyengine.invalidate(r.gpu)
+        r.engine.submit(sdmapkt.copy_linear(copyengine.VA_BASE + (2 << 20), r.gpu.mc(DST + 32), 16))
         r.engine.wait_idle(0.5)
         assert r.board.vram.read(DST, 48) == b"1" * 32 + b"2" * 16
 
 
 def test_ring_wrap_fills_tail_with_nops(tmp_path):
     with rig(tmp_path) as r:
-        r.engine.wptr = ce.SDMA_RING_SIZE - 8  # pretend the ring is nearly full (engine rptr follows below)
-        r.board.regfile.values[r.gpu.offset("gc.SDMA0_QUEUE0_RB_RPTR")] = ce.SDMA_RING_SIZE - 8
-        r.engine.submit(pk.fence(r.gpu.mc(DST), 0x1234))
+        r.engine.wptr = copyengine.SDMA_RING_SIZE - 8  # pretend the ring is nearly full (engine rptr follows below)
+        r.board.regfile.values[r.gpu.offset("gc.SDMA0_QUEUE0_RB_RPTR")] = copyengine.SDMA_RING_SIZE - 8
+        r.engine.submit(sdmapkt.fence(r.gpu.mc(DST), 0x1234))
         r.engine.wait_idle(0.5)
         assert r.engine.stats["wraps"] == 1
         assert int.from_bytes(r.board.vram.read(DST, 4), "little") == 0x1234

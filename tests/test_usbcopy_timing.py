@@ -10,8 +10,7 @@ import os
 import pytest
 from usbcopyhelp import rig
 
-from tinyhw.boot import copyengine as ce
-from tinyhw.boot import sdmapkt as pk
+from tinyhw.boot import copyengine, sdmapkt
 from tinyhw.boot.usbcopy import FENCE_XDATA
 from tinyhw.boot.usbcopy_model import LinkModel, copy_in
 from tinyhw.mocks.sdma import SdmaTiming
@@ -30,9 +29,9 @@ def test_sdma_copy_takes_time_and_its_fence_lands_then(tmp_path):
     n = 256 * 1024
     with rig(tmp_path) as r:
         r.copier._prime()
-        r.engine.submit(pk.poll_mem_equal(ce.bridge_va(0x200000 + n - 4), 0x51000000) +
-                        pk.copy_linear(ce.bridge_va(0x200000), r.gpu.mc(DST), n - 4) +
-                        pk.write64(ce.bridge_va(0x820800), 7))
+        r.engine.submit(sdmapkt.poll_mem_equal(copyengine.bridge_va(0x200000 + n - 4), 0x51000000) +
+                        sdmapkt.copy_linear(copyengine.bridge_va(0x200000), r.gpu.mc(DST), n - 4) +
+                        sdmapkt.write64(copyengine.bridge_va(0x820800), 7))
         payload = os.urandom(n - 4) + (0x51000000).to_bytes(4, "little")
         r.t.bridge.sram_write(0, payload)
         landed = r.t.clock.now()
@@ -51,8 +50,8 @@ def test_fence_stays_invisible_until_the_engine_time_reaches_it(tmp_path):
         r.copier._prime()
         big = 64 << 20
         busy = r.board.sdma.busy_s
-        r.engine.submit(pk.copy_linear(r.gpu.mc(DST), r.gpu.mc(DST + big), big) +
-                        pk.write64(ce.bridge_va(0x820800), 5))
+        r.engine.submit(sdmapkt.copy_linear(r.gpu.mc(DST), r.gpu.mc(DST + big), big) +
+                        sdmapkt.write64(copyengine.bridge_va(0x820800), 5))
         assert r.board.sdma.busy_s - busy == pytest.approx(2 * big / SdmaTiming().vram_rate, rel=0.01)  # 336 us
         due = r.bridge.next_pending()
         assert due is not None and due - r.t.clock.now() > 250e-6
@@ -77,8 +76,8 @@ def test_a_real_host_front_end_lands_gpu_writes_at_once(tmp_path):
     with rig(tmp_path) as r:
         r.copier._prime()
         r.bridge.hold_bus_writes = False
-        r.engine.submit(pk.copy_linear(r.gpu.mc(DST), r.gpu.mc(DST + (64 << 20)), 64 << 20) +
-                        pk.write64(ce.bridge_va(0x820800), 5))
+        r.engine.submit(sdmapkt.copy_linear(r.gpu.mc(DST), r.gpu.mc(DST + (64 << 20)), 64 << 20) +
+                        sdmapkt.write64(copyengine.bridge_va(0x820800), 5))
         assert r.bridge.next_pending() is None and _fence(r) == 5
 
 

@@ -16,12 +16,15 @@ class Progress:
     subclasses draw. Use :meth:`task` rather than calling ``start``/``stop`` by hand."""
 
     def start(self, label: str, total: int) -> None:
+        """Begin a task called ``label`` of ``total`` units (bytes, sectors...); nothing in this base."""
         pass
 
     def advance(self, n: int) -> None:
+        """``n`` more units of the current task are done; nothing in this base."""
         pass
 
     def stop(self) -> None:
+        """The current task ended (done or failed); nothing in this base."""
         pass
 
     @contextmanager

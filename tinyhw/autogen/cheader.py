@@ -36,11 +36,14 @@ class CError(ValueError):
 
 
 def strip_comments(text: str) -> str:
+    """``text`` without its C comments; a block comment leaves its newlines, so line numbers stay right."""
     text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
     return re.sub(r"//[^\n]*", "", text)
 
 
 def tokenize(text: str) -> list[str]:
+    """The C tokens of ``text`` (names, numbers, operators, punctuation); raises CError at the first thing that is none
+    of them."""
     out, pos = [], 0
     text = text.rstrip()
     while pos < len(text):
@@ -65,6 +68,9 @@ def _matching_brace(toks: list[str], k: int) -> int:
 
 @dataclass
 class Member:
+    """One member of a struct or union: its name, base type (or an inline aggregate), array dimensions as unevaluated
+    tokens, and bit-field width."""
+
     name: str
     ctype: str  # base type name, "enum", "struct NAME" / "union NAME" or an inline Aggregate
     dims: list[list[str]] = field(default_factory=list)  # unevaluated dimension token lists
@@ -74,6 +80,8 @@ class Member:
 
 @dataclass
 class Aggregate:
+    """A struct or union definition: its kind, name, members and the ``#pragma pack`` in force where it was defined."""
+
     kind: str  # "struct" or "union"
     name: str
     members: list[Member] = field(default_factory=list)
@@ -271,6 +279,8 @@ class Header:
 
     # -- expressions -----------------------------------------------------------------------------
     def evaluate(self, toks: list[str]) -> int:
+        """The integer value of a constant expression ``toks`` (numbers, known constants, ``sizeof``, casts to base
+        types, ``| & << >> + - * /``, unary ``-`` and ``~``); raises CError for anything else."""
         pos = 0
 
         def atom() -> int:
@@ -406,6 +416,8 @@ class Header:
         return size, align
 
     def sizeof(self, name: str) -> int:
+        """The size in bytes of a base type or of a struct or union defined in the header (with its packing); raises
+        CError for an unknown type."""
         if name in BASE_TYPES:
             return BASE_TYPES[name]
         agg = self.aggregates.get(name)

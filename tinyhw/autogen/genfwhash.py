@@ -24,17 +24,22 @@ OUT = Path(__file__).with_name("amdgpu_fw_sha256.py")
 
 
 def default_dir() -> Path:
+    """Where ``tests/fetch_firmware.sh`` extracts the amdgpu firmware: under ``$TINYHW_FIRMWARE_DIR``, else the tinyhw
+    cache's ``firmware`` folder."""
     base = os.environ.get("TINYHW_FIRMWARE_DIR") or str(
         Path(os.environ.get("TINYHW_CACHE") or Path.home() / ".cache" / "tinyhw") / "firmware")
     return Path(base) / "amd" / "lib" / "firmware" / "amdgpu"
 
 
 def table(directory: Path) -> dict[str, str]:
+    """The SHA-256 (hex) of each boot firmware file in ``directory`` (PSP secure OS, SMU, SDMA and GC
+    PFP/ME/MEC/IMU/RLC), by file name."""
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(directory.iterdir()) if PATTERN.match(p.name)}
 
 
 def package_version(directory: Path) -> str:
+    """The Debian package version the extraction recorded in its ``.complete`` stamp, or "unknown"."""
     stamp = directory.parents[2] / ".complete" if len(directory.parents) > 2 else None
     if stamp is not None and stamp.is_file():
         for line in stamp.read_text().splitlines():
@@ -44,6 +49,7 @@ def package_version(directory: Path) -> str:
 
 
 def render(hashes: dict[str, str], version: str) -> str:
+    """The text of the generated ``amdgpu_fw_sha256.py`` for ``hashes`` from package version ``version``."""
     lines = [
         '"""SHA-256 of the boot firmware files of Debian\'s firmware-amd-graphics (generated; do not edit).',
         "",
@@ -61,6 +67,8 @@ def render(hashes: dict[str, str], version: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m tinyhw.autogen.genfwhash [DIR]``: rewrite ``amdgpu_fw_sha256.py`` from DIR; returns 3 when DIR is not
+    a folder."""
     args = sys.argv[1:] if argv is None else argv
     directory = Path(args[0]) if args else default_dir()
     if not directory.is_dir():

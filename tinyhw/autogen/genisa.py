@@ -168,6 +168,8 @@ def _disassemble(words: list[list[int]], exe: str) -> list[tuple[bytes, str]]:
 
 
 def generate(exe: str) -> str:
+    """The text of ``tinyhw/formats/rdna3_ops.py``: every gfx11 opcode's mnemonic and operand template as llvm-mc
+    ``exe`` decodes its candidate words."""
     items = _words()
     decoded = _disassemble([w for _, _, ws, _ in items for w in ws], exe)
     by_enc: dict[bytes, list[str]] = {}
@@ -213,6 +215,8 @@ def generate(exe: str) -> str:
 
 
 def main() -> int:
+    """``python -m tinyhw.autogen.genisa``: rewrite the opcode table with llvm-mc-19; returns 3 when it is not
+    installed."""
     exe = shutil.which("llvm-mc-19") or shutil.which("llvm-mc")
     if not exe:
         print("genisa: llvm-mc-19 is not installed (apt-get install llvm-19)", file=sys.stderr)

@@ -97,6 +97,7 @@ NAMES: tuple[str, ...] = tuple(p[0] for p in PROTOCOLS)
 
 
 def kernel_paths() -> list[str]:
+    """The kernel source paths every protocol module of :data:`PROTOCOLS` is generated from, sorted."""
     return sorted({path for _, files, _, _ in PROTOCOLS for path, _ in files})
 
 
@@ -162,6 +163,8 @@ def generate(root: Path, kernel: str) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m tinyhw.autogen.genproto``: regenerate the protocol modules from the kernel source; prints what
+    changed; returns 1 when reading or parsing fails."""
     args = genregs.source_parser(COMMAND, __doc__.split("\n\n")[0]).parse_args(argv)
     try:
         root, kernel = genregs.kernel_tree(args, extract)

@@ -221,6 +221,8 @@ def kernel_tree(args: argparse.Namespace, extractor: Callable[[Path, Path], Path
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m tinyhw.autogen.genregs``: regenerate the register databases from the kernel headers; prints what
+    changed; returns 1 when the register checker or reading fails (listing the checker's problems)."""
     args = source_parser(COMMAND, __doc__.split("\n\n")[0]).parse_args(argv)
     try:
         root, kernel = kernel_tree(args)

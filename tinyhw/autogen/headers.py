@@ -55,6 +55,7 @@ class Finding:
 
     @property
     def key(self) -> tuple[str, str, str]:
+        """What the quirk allow-list matches: (kind, register, detail)."""
         return (self.kind, self.register, self.detail)
 
 

@@ -1,6 +1,6 @@
 """Copy bandwidth through a device's BAR mapping, verified, against the link's theoretical limit.
 
-Issue 12 ("numbers a user can trust"). A host->device copy writes a pattern into a window of the BAR with
+The aim is numbers a user can trust. A host->device copy writes a pattern into a window of the BAR with
 the transport's block write (streamed over the USB bridge, one mapping on ``pci:``/``vfio:``); a
 device->host copy reads it with the block read. Every copy is checked: after a host->device copy the
 window is read back (not timed) and compared; before a device->host copy the pattern is written (not timed) and
@@ -9,7 +9,7 @@ the timed read is compared with it.
 A copy path with an engine between host and memory (the bridge SRAM + SDMA, a pinned DMA buffer + SDMA) is also
 checked through an independent path (:class:`Independent`: the BAR0 VRAM aperture), so an engine that moves
 nothing, skips a direction or lands at the wrong address fails with the first differing offset instead of reading
-back what the host just handed it (issue 20):
+back what the host just handed it:
 
 * host->device: the destination is first poisoned through the independent path (the complement of the data, so
   every byte differs), the timed copy runs, and the destination is read back through the independent path; then,
@@ -144,9 +144,14 @@ class CopyResult:
     verified_independent: int = 0  # bytes compared (or written, then copied out) through it
 
     def mbps(self) -> list[float]:
+        """The rate of each timed repeat in MB/s (decimal: 10**6 bytes per second); repeats of zero time are left out.
+        """
         return [self.size / s / 1e6 for s in self.seconds if s > 0]
 
     def as_dict(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict: direction, size, repeats, path, the min/median/max rate in MB/s, the link's
+        limit and the share of it the median reached, whether the time is measured or modelled (and on which clock), the
+        model's figure, and how the copy was verified."""
         rates = self.mbps()
         median = statistics.median(rates) if rates else None
         limit = self.link_limit_mbps

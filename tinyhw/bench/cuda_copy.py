@@ -1,4 +1,4 @@
-"""Copy bandwidth host <-> an NVIDIA GPU through the CUDA driver: ``bench copy --device cuda:N`` (issue 12).
+"""Copy bandwidth host <-> an NVIDIA GPU through the CUDA driver: ``bench copy --device cuda:N``.
 
 The same measurement as the BAR bench (:mod:`tinyhw.bench.copy`, the same JSON keys), through the driver's
 copy engines instead of a BAR mapping. This feature is handed an open GPU (a :class:`tinyhw.cuda.CudaDevice`
@@ -42,9 +42,12 @@ _API = {"h2d": "cuMemcpyHtoDAsync", "d2h": "cuMemcpyDtoHAsync"}
 
 @dataclass
 class CudaCopyResult(CopyResult):
+    """A copy bench result through the CUDA driver; ``memory`` says whether the host buffer was pinned or pageable."""
+
     memory: str = "pinned"
 
     def as_dict(self) -> dict[str, Any]:
+        """:meth:`CopyResult.as_dict` plus the host memory kind."""
         doc = super().as_dict()
         doc["memory"] = self.memory
         return doc

@@ -1,4 +1,4 @@
-"""Which way ``bench copy`` moves bytes, chosen and opened in one place (issue 20 item 11: ``--path auto``).
+"""Which way ``bench copy`` moves bytes, chosen and opened in one place (``--path auto`` included).
 
 Paths (the ``--path`` choices):
 

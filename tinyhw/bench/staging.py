@@ -34,9 +34,11 @@ class Staging:
         self.buf = transport.dma_alloc(size)
 
     def write(self, offset: int, data: bytes) -> None:
+        """Copy ``data`` into the pinned buffer at ``offset`` (host memory only; the device is not touched)."""
         self.buf.write(offset, data)
 
     def read(self, offset: int, length: int) -> bytes:
+        """``length`` bytes of the pinned buffer from ``offset``."""
         return self.buf.read(offset, length)
 
     def path(self) -> CopyPath:
@@ -45,6 +47,7 @@ class Staging:
                         clock=WallClock(), host_only=True)
 
     def close(self) -> None:
+        """Unmap and free the buffer (idempotent)."""
         if self.buf is not None:
             self.transport.dma_free(self.buf)
             self.buf = None

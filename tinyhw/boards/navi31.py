@@ -35,6 +35,9 @@ GiB = 1 << 30
 
 @dataclass(frozen=True)
 class BarSpec:
+    """One BAR of the board: its index, role (vram, doorbell, io, mmio), kind (memory or io), power-on size in bytes,
+    width and prefetchability."""
+
     index: int
     role: str  # "vram", "doorbell", "io", "mmio"
     kind: str  # "memory" or "io"
@@ -45,6 +48,8 @@ class BarSpec:
 
 @dataclass(frozen=True)
 class PciFunctionSpec:
+    """The ids the board's PCI function reports in config space."""
+
     vendor_id: int
     device_id: int
     revision: int
@@ -55,6 +60,9 @@ class PciFunctionSpec:
 
 @dataclass(frozen=True)
 class BoardSpec:
+    """A frozen description of one board: its name, PCI ids, BARs, the sizes BAR0 may take, the PCIe link's maximum
+    speed and width, and its SPI flash (size, JEDEC id, sector and page size)."""
+
     name: str
     function: PciFunctionSpec
     bars: tuple[BarSpec, ...]

@@ -71,6 +71,7 @@ class Boot0:
 
     @property
     def chipset(self) -> int:
+        """The chipset number: architecture << 4 | implementation (0x192 for AD102)."""
         return (self.architecture << 4) | self.implementation
 
 
@@ -87,15 +88,18 @@ class Boot42:
 
     @property
     def chipset(self) -> int:
+        """The chipset number, bits 29:20 of the raw value."""
         return (self.raw >> 20) & 0x3FF
 
 
 def decode_boot0(value: int) -> Boot0:
+    """The fields of an NV_PMC_BOOT_0 value (the architecture's 6th bit comes from bit 8)."""
     arch = ((value >> 24) & 0x1F) | (((value >> 8) & 1) << 5)
     return Boot0(value, value & 0xF, (value >> 4) & 0xF, arch, (value >> 20) & 0xF)
 
 
 def decode_boot42(value: int) -> Boot42:
+    """The fields of an NV_PMC_BOOT_42 value."""
     return Boot42(value, (value >> 8) & 0xF, (value >> 12) & 0xF, (value >> 16) & 0xF, (value >> 20) & 0xF,
                   (value >> 24) & 0x3F)
 
@@ -110,6 +114,7 @@ def register_problem(value: int) -> str | None:
 
 
 def chip_name(chipset: int) -> str | None:
+    """The chip's name for a chipset number (``AD102``...), or None when tinyhw does not know it."""
     return CHIPSETS.get(chipset)
 
 

@@ -166,6 +166,8 @@ FAULT_KINDS_FLAG = ("stuck-busy",)
 
 @dataclass(frozen=True)
 class Fault:
+    """One injected fault: its kind, and the transfer or access number (1-based) or flash byte address it fires at."""
+
     kind: str
     at: int | None = None  # transfer / access number (1-based), or flash byte address for bitflip
 
@@ -186,13 +188,17 @@ class FaultPlan:
     faults: list[Fault] = field(default_factory=list)
 
     def at(self, kind: str) -> list[int]:
+        """The numbers (or addresses) at which faults of ``kind`` fire."""
         return [f.at for f in self.faults if f.kind == kind and f.at is not None]
 
     def has(self, kind: str) -> bool:
+        """True when a fault of ``kind`` is planned."""
         return any(f.kind == kind for f in self.faults)
 
     @classmethod
     def parse(cls, text: str | None) -> FaultPlan:
+        """Parse a ``faults=`` value (``F1+F2+...``, each ``kind@N`` or a bare flag kind); raises BadDeviceString (exit
+        2) for an unknown kind or a missing or unexpected ``@N``."""
         plan = cls()
         if not text:
             return plan

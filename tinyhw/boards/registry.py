@@ -72,6 +72,7 @@ class Entry:
 
     @property
     def emulated(self) -> bool:
+        """True for an emulated board (``mock:...``), False for a real device kind."""
         return self.kind == "mock"
 
     @property

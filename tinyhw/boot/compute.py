@@ -265,6 +265,7 @@ class ComputeEngine:
         bar.write32(4 * DOORBELL_INDEX + 4, self.wptr >> 32)
 
     def fence(self) -> int:
+        """The compute queue's fence word in VRAM: the sequence number of the last dispatch that completed."""
         return self.gpu.vram_read32(REGION + FENCE)
 
     def status(self) -> str:
@@ -362,7 +363,9 @@ class ComputeEngine:
 
     def packets(self, kernel: Kernel, entry: int, grid: tuple[int, int, int], block: tuple[int, int, int],
                 seq: int) -> list[int]:
-        """§2.11 for one dispatch."""
+        """The PM4 stream of one dispatch (amd-compute.md §2.11): acquire memory, the kernel's program address and
+        resource words, its user SGPRs, DISPATCH_DIRECT of ``grid`` workgroups of ``block`` work-items, then an
+        end-of-pipe fence writing ``seq``; raises Refused when the kernel enables more user SGPRs than it loads."""
         kd = kernel.kd
         values = {"dispatch_ptr": va(AQL), "queue_ptr": 0, "kernarg_segment_ptr": va(KERNARG), "dispatch_id": 0}
         user: list[int] = []

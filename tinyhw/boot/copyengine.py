@@ -81,6 +81,7 @@ class CopyEngine:
     stats: dict[str, int] = field(default_factory=lambda: {"submissions": 0, "dwords": 0, "wraps": 0})
 
     def mc(self, offset: int) -> int:
+        """The GPU's memory-controller address of VRAM byte ``offset`` (see :meth:`AmGpu.mc`)."""
         return self.gpu.mc(offset)
 
     def submit(self, dwords: list[int]) -> None:
@@ -106,6 +107,7 @@ class CopyEngine:
         bar.write32(self.doorbell_byte + 4, self.wptr >> 32)
 
     def rptr(self) -> int:
+        """The engine's ring read pointer in bytes, from its write-back slot in VRAM (one 8-byte VRAM read)."""
         return int.from_bytes(self.gpu.vram_read(RPTR_PAGE, 8), "little")
 
     def wait_idle(self, timeout: float = 10.0) -> None:
@@ -154,7 +156,9 @@ def map_vram_2m(gpu: AmGpu, va_offset: int, phys: int, size: int) -> None:
 
 
 def program_hub(gpu: AmGpu, hub: str) -> None:
-    """§4.2 step 3 for one hub: ``hub`` is "mmhub.MM" or "gc.GC" (register prefix)."""
+    """Program one memory hub (``hub``: the register prefix "mmhub.MM" or "gc.GC") as amd-bringup.md §4.2 step 3
+    says: AGP off, the system aperture over VRAM, the fault default pages, L1 TLB and L2, and VM context 0 over
+    tinyhw's VA range with its page-table root."""
     fb_top = gpu.fb_base + gpu.vram_size - 1
     gpu.wr(f"{hub}MC_VM_AGP_BASE", 0)
     gpu.wr(f"{hub}MC_VM_AGP_BOT", 0xFFFFFFFFFFFF >> 24)

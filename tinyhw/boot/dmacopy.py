@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from tinyhw.boot import sdmapkt as pk
+from tinyhw.boot import sdmapkt
 from tinyhw.boot.copyengine import (
     IH_RING_SIZE,
     IH_RINGS,
@@ -56,6 +56,7 @@ SPIN = 2000  # fence reads before the waiter starts sleeping between them
 
 
 def window_va(offset: int = 0) -> int:
+    """The GPU virtual address ``offset`` bytes into the window where the host DMA buffer is mapped."""
     return VA_BASE + WINDOW_VA_OFFSET + offset
 
 
@@ -119,6 +120,7 @@ class DmaCopier:
 
     @property
     def iova(self) -> int:
+        """The bus (IOVA) address of the pinned host buffer the SDMA engine copies through."""
         return self.buf.iova
 
     # -- fences ----------------------------------------------------------------------------------------------
@@ -150,7 +152,7 @@ class DmaCopier:
 
     def _submit(self, body: list[int]) -> int:
         self.seq = (self.seq + 1) & 0xFFFFFFFF
-        self.engine.submit(body + pk.fence(window_va(self.fence_at), self.seq))
+        self.engine.submit(body + sdmapkt.fence(window_va(self.fence_at), self.seq))
         self.stats["pieces"] += 1
         return self.seq
 
@@ -170,7 +172,8 @@ class DmaCopier:
                 self._wait(pending[slot], f"dma copy-in piece {k - 2} (slot {slot})")
             n = min(self.half, len(view) - off)
             self.buf.write(slot * self.half, view[off:off + n])
-            pending[slot] = self._submit(pk.copy_linear(window_va(slot * self.half), self.gpu.mc(dst_offset + off), n))
+            packet = sdmapkt.copy_linear(window_va(slot * self.half), self.gpu.mc(dst_offset + off), n)
+            pending[slot] = self._submit(packet)
         if pieces:
             self._wait(self.seq, f"dma copy-in of {len(view)} bytes at vram 0x{dst_offset:x}")
         self.stats["bytes_in"] += len(view)
@@ -186,7 +189,8 @@ class DmaCopier:
         def issue(k: int) -> None:
             off = pieces[k]
             n = min(self.half, length - off)
-            seqs.append(self._submit(pk.copy_linear(self.gpu.mc(src_offset + off), window_va((k % 2) * self.half), n)))
+            packet = sdmapkt.copy_linear(self.gpu.mc(src_offset + off), window_va((k % 2) * self.half), n)
+            seqs.append(self._submit(packet))
 
         for k in range(min(2, len(pieces))):
             issue(k)

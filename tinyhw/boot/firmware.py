@@ -68,11 +68,15 @@ class Image:
     source: str  # file name
 
     def to_doc(self) -> dict[str, Any]:
+        """The image as a JSON-ready dict: label, command or firmware type, size in bytes and source file."""
         return {"label": self.label, "code": self.code, "size": len(self.data), "file": self.source}
 
 
 @dataclass
 class FirmwareFile:
+    """One firmware file of the boot set: its role (``psp``, ``smu``...), file name and path, bytes, parsed headers and
+    SHA-256."""
+
     role: str
     name: str
     path: Path
@@ -82,9 +86,11 @@ class FirmwareFile:
 
     @property
     def version(self) -> int:
+        """The file's ``ucode_version`` from its common header (0 when it has none)."""
         return self.parsed.common.ucode_version if self.parsed.common else 0
 
     def to_doc(self) -> dict[str, Any]:
+        """The file as a JSON-ready dict: role, name, path, size, ucode version, SHA-256 and its PSP components."""
         doc: dict[str, Any] = {"role": self.role, "file": self.name, "path": str(self.path), "size": len(self.data),
                                "ucode_version": self.version, "sha256": self.sha256}
         if self.parsed.components:
@@ -119,6 +125,7 @@ class FirmwareSet:
         return out
 
     def toc(self) -> bytes | None:
+        """The PSP firmware's table of contents (the LOAD_TOC payload), or None when the PSP file has none."""
         return self._component(ids.PSP_FW_TOC)
 
     def ip_images(self) -> list[Image]:
@@ -141,6 +148,7 @@ class FirmwareSet:
         return [i for i in out if i.data]
 
     def to_doc(self) -> list[dict[str, Any]]:
+        """Every file of the set as :meth:`FirmwareFile.to_doc` gives it."""
         return [f.to_doc() for f in self.files.values()]
 
 

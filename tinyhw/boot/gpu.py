@@ -81,12 +81,15 @@ class AmGpu:
 
     # -- registers ---------------------------------------------------------------------------------------
     def rd(self, name: str) -> int:
+        """Read the register ``name`` (``block.REG``, looked up in the ASIC's register database)."""
         return self.regs.read(name)
 
     def wr(self, name: str, value: int) -> None:
+        """Write the low 32 bits of ``value`` to the register ``name``."""
         self.regs.write(name, value & 0xFFFFFFFF)
 
     def offset(self, name: str) -> int:
+        """The byte offset of register ``name`` in the register BAR."""
         return self.asic.offset(name)
 
     # -- VRAM ----------------------------------------------------------------------------------------------
@@ -125,6 +128,8 @@ class AmGpu:
         return bytes(out)
 
     def vram_read32(self, offset: int) -> int:
+        """The 32-bit word at VRAM byte ``offset``: one BAR0 read when BAR0 covers it, else through the MM_INDEX window.
+        """
         if offset + 4 <= self.bar0_size:
             return self.transport.bar(VRAM_BAR).read32(offset)
         return int.from_bytes(self.vram_read(offset, 4), "little")
@@ -188,6 +193,8 @@ class AmGpu:
                                   hint="tinyhw am info still identifies it")
 
     def ip_version(self, block: str) -> tuple[int, int, int] | None:
+        """The (major, minor, revision) of IP block ``block`` (``gc``, ``mp0``...) from the IP discovery table, or None
+        when unknown."""
         if self.discovery is None:
             return None
         return self.discovery.versions().get(block)

@@ -9,14 +9,14 @@ ACQUIRE_MEM GCR_CNTL bits (§2.6) and CACHE_FLUSH_AND_INV_TS_EVENT = 0x14 (soc21
 
 from __future__ import annotations
 
-from tinyhw.autogen.nvd import CONSTANTS as N
+from tinyhw.autogen.nvd import CONSTANTS as NVD
 
-NOP = N["PACKET3_NOP"]
-SET_SH_REG = N["PACKET3_SET_SH_REG"]
-SH_START, SH_END = N["PACKET3_SET_SH_REG_START"], N["PACKET3_SET_SH_REG_END"]
-DISPATCH_DIRECT = N["PACKET3_DISPATCH_DIRECT"]
-ACQUIRE_MEM = N["PACKET3_ACQUIRE_MEM"]
-RELEASE_MEM = N["PACKET3_RELEASE_MEM"]
+NOP = NVD["PACKET3_NOP"]
+SET_SH_REG = NVD["PACKET3_SET_SH_REG"]
+SH_START, SH_END = NVD["PACKET3_SET_SH_REG_START"], NVD["PACKET3_SET_SH_REG_END"]
+DISPATCH_DIRECT = NVD["PACKET3_DISPATCH_DIRECT"]
+ACQUIRE_MEM = NVD["PACKET3_ACQUIRE_MEM"]
+RELEASE_MEM = NVD["PACKET3_RELEASE_MEM"]
 FILLER = 0xFFFF1000  # PACKET3(NOP, 0x3FFF): one dword (§2.3)
 
 #: ACQUIRE_MEM GCR_CNTL: GL2_INV | GL2_WB | GLM_INV | GLM_WB | GL1_INV | GLV_INV | GLK_INV | GLI_INV(1) (§2.6)
@@ -31,7 +31,7 @@ def header(op: int, payload: int) -> int:
     """Type-3 header (§2.1): type 3 in 31:30, COUNT = payload dwords - 1 in 29:16, opcode in 15:8."""
     if not 1 <= payload <= 0x3FFF:
         raise ValueError(f"a pm4 packet carries 1..16383 payload dwords, not {payload}")
-    return (N["PACKET_TYPE3"] << 30) | ((payload - 1) << 16) | (op << 8)
+    return (NVD["PACKET_TYPE3"] << 30) | ((payload - 1) << 16) | (op << 8)
 
 
 def set_sh_reg(byte_offset: int, values: list[int]) -> list[int]:
@@ -48,13 +48,15 @@ def acquire_mem() -> list[int]:
 
 
 def dispatch_direct(grid: tuple[int, int, int], initiator: int) -> list[int]:
+    """DISPATCH_DIRECT: run a ``grid`` of workgroups (x, y, z) with the ``initiator`` word (COMPUTE_DISPATCH_INITIATOR).
+    """
     return [header(DISPATCH_DIRECT, 4), *grid, initiator]
 
 
 def release_mem(addr: int, value: int, *, data_sel: int = 1, int_sel: int = 0) -> list[int]:
     """End-of-pipe fence (§2.7): write ``value`` (DATA_SEL 1: 32 bits, 2: 64 bits) at ``addr`` after earlier work."""
-    dw1 = (N["PACKET3_RELEASE_MEM_GCR_SEQ"] | N["PACKET3_RELEASE_MEM_GCR_GL2_WB"]
-           | N["PACKET3_RELEASE_MEM_GCR_GLM_INV"] | N["PACKET3_RELEASE_MEM_GCR_GLM_WB"]
+    dw1 = (NVD["PACKET3_RELEASE_MEM_GCR_SEQ"] | NVD["PACKET3_RELEASE_MEM_GCR_GL2_WB"]
+           | NVD["PACKET3_RELEASE_MEM_GCR_GLM_INV"] | NVD["PACKET3_RELEASE_MEM_GCR_GLM_WB"]
            | 3 << 25 | 5 << 8 | CACHE_FLUSH_AND_INV_TS_EVENT)
     dw2 = data_sel << 29 | int_sel << 24
     return [header(RELEASE_MEM, 7), dw1, dw2, addr & 0xFFFFFFFF, addr >> 32, value & 0xFFFFFFFF,

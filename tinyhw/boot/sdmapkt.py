@@ -7,22 +7,22 @@ and shifts come from :mod:`tinyhw.autogen.sdma_v6_0_0_pkt_open` (never typed by 
 
 from __future__ import annotations
 
-from tinyhw.autogen.sdma_v6_0_0_pkt_open import CONSTANTS as P
+from tinyhw.autogen.sdma_v6_0_0_pkt_open import CONSTANTS as SDMA_PKT
 
 POLL_EQUAL = 3
-COPY_MAX = P["SDMA_PKT_COPY_LINEAR_COUNT_count_mask"] + 1  # bytes per COPY_LINEAR packet
+COPY_MAX = SDMA_PKT["SDMA_PKT_COPY_LINEAR_COUNT_count_mask"] + 1  # bytes per COPY_LINEAR packet
 
 
 def _put(pkt: list[int], name: str, value: int) -> None:
     key = f"SDMA_PKT_{name}"
-    i = P[key + "_offset"]
-    pkt[i] |= (value & P[key + "_mask"]) << P[key + "_shift"]
+    i = SDMA_PKT[key + "_offset"]
+    pkt[i] |= (value & SDMA_PKT[key + "_mask"]) << SDMA_PKT[key + "_shift"]
 
 
 def _header(pkt: list[int], kind: str, op: str, sub: str | None = None) -> None:
-    _put(pkt, f"{kind}_HEADER_op", P[f"SDMA_OP_{op}"])
+    _put(pkt, f"{kind}_HEADER_op", SDMA_PKT[f"SDMA_OP_{op}"])
     if sub is not None:
-        _put(pkt, f"{kind}_HEADER_sub_op", P[f"SDMA_SUBOP_{sub}"])
+        _put(pkt, f"{kind}_HEADER_sub_op", SDMA_PKT[f"SDMA_SUBOP_{sub}"])
 
 
 def copy_linear(src: int, dst: int, size: int) -> list[int]:
@@ -55,6 +55,7 @@ def write_linear(dst: int, dwords: list[int]) -> list[int]:
 
 
 def write64(dst: int, value: int) -> list[int]:
+    """WRITE_UNTILED of one 64-bit ``value`` at ``dst`` (low dword first)."""
     return write_linear(dst, [value & 0xFFFFFFFF, value >> 32])
 
 
@@ -74,6 +75,7 @@ def poll_mem_equal(addr: int, value: int, mask: int = 0xFFFFFFFF, interval: int 
 
 
 def fence(addr: int, value: int) -> list[int]:
+    """FENCE: write the 32-bit ``value`` at ``addr`` once the packets before it completed."""
     pkt = [0] * 4
     _header(pkt, "FENCE", "FENCE")
     _put(pkt, "FENCE_ADDR_LO_addr_31_0", addr & 0xFFFFFFFF)
@@ -83,6 +85,7 @@ def fence(addr: int, value: int) -> list[int]:
 
 
 def timestamp(addr: int) -> list[int]:
+    """TIMESTAMP_GET_GLOBAL: write the GPU's 64-bit global timestamp at ``addr`` (8-byte aligned)."""
     pkt = [0] * 3
     _header(pkt, "TIMESTAMP_GET_GLOBAL", "TIMESTAMP", "TIMESTAMP_GET_GLOBAL")
     _put(pkt, "TIMESTAMP_GET_GLOBAL_WRITE_ADDR_LO_write_addr_31_3", (addr & 0xFFFFFFFF) >> 3)
@@ -91,6 +94,7 @@ def timestamp(addr: int) -> list[int]:
 
 
 def trap(context: int = 0) -> list[int]:
+    """TRAP: raise the engine's trap interrupt with ``context`` as its context id."""
     pkt = [0] * 2
     _header(pkt, "TRAP", "TRAP")
     _put(pkt, "TRAP_INT_CONTEXT_int_context", context)

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinyhw.boot import copyengine, layout
-from tinyhw.boot import gpu as g
 from tinyhw.boot.firmware import FirmwareSet
-from tinyhw.boot.gpu import AmGpu
+from tinyhw.boot.gpu import BOOTLOAD_COMPLETE, CP_STAT, SCRATCH5, SCRATCH6, SCRATCH7, AmGpu
 from tinyhw.boot.psp import RESET_HINT, Psp, PspError
 from tinyhw.boot.smu import Smu
 from tinyhw.boot.state import BoardState, read_state
@@ -40,6 +39,8 @@ class StepLog:
         self.steps: list[dict[str, Any]] = []
 
     def run(self, name: str, fn: Callable[[], Any], **detail: Any) -> Any:
+        """Run step ``name`` (``fn()``) and record its time on the transport clock, USB transfers and bytes out; a
+        tinyhw error gets the step's name added. Returns what ``fn`` returned."""
         t0 = self.gpu.clock.now()
         c0 = self.gpu.transport.counters.copy()
         self.on_step(name, "start", detail)
@@ -60,6 +61,9 @@ class StepLog:
 
 @dataclass
 class BootResult:
+    """What ``am boot`` did: the kind of boot ("full", "partial", "reset+full") and why, its steps, the TMR size, the
+    pinned clocks, the SMU version and the firmware copied."""
+
     kind: str  # "full", "partial", "reset+full"
     reason: str
     steps: list[dict[str, Any]] = field(default_factory=list)
@@ -71,6 +75,7 @@ class BootResult:
     copy_engine: bool = False  # also bring up page tables, hubs, IH, MEC and SDMA0 (tinyhw.boot.copyengine)
 
     def to_doc(self) -> dict[str, Any]:
+        """The result as a JSON-ready dict (what ``am boot`` reports)."""
         return {"boot": self.kind, "reason": self.reason, "tmr_size": self.tmr_size, "smu_version": self.smu_version,
                 "clocks_mhz": self.clocks, "firmware_bytes": self.firmware_bytes,
                 "firmware_copy": self.copy, "steps": self.steps}
@@ -103,7 +108,7 @@ def boot(gpu: AmGpu, fw: FirmwareSet, on_step: Callable[[str, str, dict[str, Any
 
 
 def _partial(gpu: AmGpu, smu: Smu, log: StepLog, result: BootResult, state: BoardState) -> None:
-    gpu.wr(g.SCRATCH6, 1)
+    gpu.wr(SCRATCH6, 1)
     result.tmr_size = state.tmr_size
     result.smu_version = log.run("smu version", lambda: {"smu_version": smu.version()})["smu_version"]
     result.clocks = log.run("clocks", lambda: {"clocks_mhz": smu.highest_clocks()})["clocks_mhz"]
@@ -196,15 +201,15 @@ def _load_toc(gpu: AmGpu, psp: Psp, toc: bytes) -> int:
 
 def _autoload(gpu: AmGpu, psp: Psp) -> None:
     psp.autoload_rlc()
-    poll(gpu.clock, lambda: (gpu.rd(g.CP_STAT), gpu.regs.read(g.BOOTLOAD_COMPLETE)),
+    poll(gpu.clock, lambda: (gpu.rd(CP_STAT), gpu.regs.read(BOOTLOAD_COMPLETE)),
          lambda v: v[0] == 0 and v[1] == 1, timeout=psp.timeout, interval=0.01,
          what="rlc autoload (cp_stat == 0 and bootload_complete == 1)", hint=RESET_HINT)
 
 
 def _flags(gpu: AmGpu, tmr: int) -> None:
-    gpu.wr(g.SCRATCH5, tmr)
-    gpu.wr(g.SCRATCH7, layout.BOOT_MAGIC)
-    gpu.wr(g.SCRATCH6, 0)
+    gpu.wr(SCRATCH5, tmr)
+    gpu.wr(SCRATCH7, layout.BOOT_MAGIC)
+    gpu.wr(SCRATCH6, 0)
 
 
 # -- reset (§7.2) ------------------------------------------------------------------------------------------------
@@ -254,7 +259,7 @@ def reset_gpu(gpu: AmGpu, psp: Psp | None = None, smu: Smu | None = None) -> dic
     if gpu.sos_alive():
         raise OperationFailed("the psp secure os still runs after the mode-1 reset",
                               hint="power-cycle the board (emulated boards: tinyhw mock reset --yes)")
-    for reg in (g.SCRATCH7, g.SCRATCH6, g.SCRATCH5):
+    for reg in (SCRATCH7, SCRATCH6, SCRATCH5):
         if gpu.rd(reg):
             gpu.wr(reg, 0)
     return {"path": path}

@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinyhw.boot import gpu as g
 from tinyhw.boot import ids, layout
-from tinyhw.boot.gpu import AmGpu
+from tinyhw.boot.gpu import SCRATCH7, AmGpu
 from tinyhw.boot.metrics import decode
 from tinyhw.boot.smu import Smu
 from tinyhw.errors import Refused
@@ -26,7 +25,7 @@ class Smi:
     def __init__(self, gpu: AmGpu) -> None:
         self.gpu = gpu
         gpu.check_supported()
-        magic = gpu.rd(g.SCRATCH7)
+        magic = gpu.rd(SCRATCH7)
         if magic != layout.BOOT_MAGIC:
             why = "scratch_reg7 is 0" if magic == 0 else f"scratch_reg7 is 0x{magic:08x}, not tinyhw's boot flag"
             raise Refused(f"no tinyhw boot has touched this gpu ({why}); its smu driver table is unknown",
@@ -40,6 +39,7 @@ class Smi:
         self._size = -(-ids.METRICS_SIZE // 4) * 4
 
     def refresh(self) -> dict[str, Any]:
+        """Ask the SMU to copy its metrics table to VRAM, read it and decode it (temperatures, clocks, power...)."""
         self.smu.transfer_metrics()
         data = self.gpu.vram_read(self.table, self._size)
         return decode(data)

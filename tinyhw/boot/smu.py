@@ -10,9 +10,8 @@ is retried a few times, every other non-OK code fails naming the message.
 
 from __future__ import annotations
 
-from tinyhw.boot import gpu as g
 from tinyhw.boot import ids
-from tinyhw.boot.gpu import AmGpu
+from tinyhw.boot.gpu import SMU_ARG, SMU_DBG_ARG, SMU_DBG_MSG, SMU_DBG_RESP, SMU_MSG, SMU_RESP, AmGpu
 from tinyhw.errors import DeviceTimeout, OperationFailed
 from tinyhw.transport.wait import poll
 
@@ -33,10 +32,14 @@ class SmuError(OperationFailed):
 
 
 def result_name(code: int) -> str:
+    """The SMU's answer code by name (``OK``, ``Failed``...), or its hex value when unknown."""
     return ids.RESULT_NAMES.get(code, f"0x{code:x}")
 
 
 class Smu:
+    """The SMU's message mailbox (C2PMSG_66/82/90) on one GPU: version, driver table, features, DPM clocks, metrics,
+    reset."""
+
     def __init__(self, gpu: AmGpu, timeout: float = TIMEOUT) -> None:
         self.gpu = gpu
         self.timeout = timeout
@@ -46,9 +49,9 @@ class Smu:
         """Send message ``name`` (a PPSMC_MSG_ suffix); return C2PMSG_82 after an OK answer (0 if not ``value``)."""
         msg = ids.msg(name)
         for attempt in range(BUSY_RETRIES + 1):
-            code = self._exchange(g.SMU_RESP, g.SMU_ARG, g.SMU_MSG, msg, arg, name, timeout)
+            code = self._exchange(SMU_RESP, SMU_ARG, SMU_MSG, msg, arg, name, timeout)
             if code == ids.RESULT_OK:
-                return self.gpu.rd(g.SMU_ARG) if value else 0
+                return self.gpu.rd(SMU_ARG) if value else 0
             if code == RESULT_BUSY and attempt < BUSY_RETRIES:
                 self.gpu.clock.sleep(BUSY_PAUSE)
                 continue
@@ -68,21 +71,25 @@ class Smu:
     def alive(self) -> bool:
         """§6.1: GetSmuVersion with a 100 ms timeout; any answer, even an error code, proves the firmware runs."""
         try:
-            self._exchange(g.SMU_RESP, g.SMU_ARG, g.SMU_MSG, ids.msg("GetSmuVersion"), 0, "GetSmuVersion",
+            self._exchange(SMU_RESP, SMU_ARG, SMU_MSG, ids.msg("GetSmuVersion"), 0, "GetSmuVersion",
                            ALIVE_TIMEOUT)
         except DeviceTimeout:
             return False
         return True
 
     def version(self) -> int:
+        """The SMU firmware's version (GetSmuVersion)."""
         return self.send("GetSmuVersion")
 
     # -- driver table and features (§4.2 step 8) --------------------------------------------------------------
     def set_driver_table(self, mc: int) -> None:
+        """Tell the SMU where its driver table lives: the memory-controller address ``mc`` (two messages, high then
+        low)."""
         self.send("SetDriverDramAddrHigh", mc >> 32, value=False)
         self.send("SetDriverDramAddrLow", mc & 0xFFFFFFFF, value=False)
 
     def enable_features(self) -> None:
+        """EnableAllSmuFeatures: start the SMU's power-management features."""
         self.send("EnableAllSmuFeatures", 0, value=False)
 
     # -- clocks (§6.3) ------------------------------------------------------------------------------------------
@@ -94,6 +101,7 @@ class Smu:
         return n
 
     def level_mhz(self, clk: int, level: int) -> int:
+        """The frequency in MHz of DPM level ``level`` of clock ``clk``."""
         return self.send("GetDpmFreqByIndex", (clk << 16) | level) & 0x7FFFFFFF
 
     def levels(self, clk: int) -> list[int]:
@@ -103,6 +111,7 @@ class Smu:
         return self._levels[clk]
 
     def pin(self, clk: int, mhz: int) -> None:
+        """Pin clock ``clk`` to ``mhz`` MHz (soft minimum and maximum both)."""
         self.send("SetSoftMinByFreq", (clk << 16) | (mhz & 0xFFFF), value=False)
         self.send("SetSoftMaxByFreq", (clk << 16) | (mhz & 0xFFFF), value=False)
 
@@ -121,12 +130,13 @@ class Smu:
 
     # -- metrics (§6.4) ------------------------------------------------------------------------------------------
     def transfer_metrics(self) -> None:
+        """Ask the SMU to copy its metrics table into the driver table in VRAM."""
         self.send("TransferTableSmu2Dram", ids.TABLE_SMU_METRICS, value=False)
 
     # -- mode-1 reset (§7.2) ---------------------------------------------------------------------------------------
     def mode1_reset(self) -> None:
         """Debug-mailbox message 2 (argument 0): no answer is awaited, the SMU resets the whole GPU."""
         gpu = self.gpu
-        gpu.wr(g.SMU_DBG_RESP, 0)
-        gpu.wr(g.SMU_DBG_ARG, 0)
-        gpu.wr(g.SMU_DBG_MSG, ids.DEBUG_MODE1_RESET)
+        gpu.wr(SMU_DBG_RESP, 0)
+        gpu.wr(SMU_DBG_ARG, 0)
+        gpu.wr(SMU_DBG_MSG, ids.DEBUG_MODE1_RESET)

@@ -13,13 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tinyhw.boot import gpu as g
-from tinyhw.boot.gpu import AmGpu
+from tinyhw.boot.gpu import PSP_BL_CMD, PSP_RING_SIZE, SCRATCH5, SCRATCH6, SCRATCH7, SMU_RESP, VM_FAULT, AmGpu
 from tinyhw.boot.layout import BOOT_MAGIC
 
 
 @dataclass(frozen=True)
 class BoardState:
+    """What the GPU's registers say about earlier boots, read without changing anything: tinyhw's boot flag and busy
+    flag, the TMR size it recorded, the VM fault status, whether the PSP secure OS and bootloader and the SMU answer,
+    and the KM ring's size."""
+
     magic: int  # SCRATCH_REG7
     busy: int  # SCRATCH_REG6
     tmr_size: int  # SCRATCH_REG5
@@ -31,10 +34,12 @@ class BoardState:
 
     @property
     def tinyhw_booted(self) -> bool:
+        """True when SCRATCH_REG7 holds tinyhw's boot flag."""
         return self.magic == BOOT_MAGIC
 
     @property
     def firmware_running(self) -> bool:
+        """True when the PSP secure OS or the SMU is running (firmware from an earlier boot)."""
         return self.sos_alive or self.smu_answered
 
     def decision(self) -> tuple[str, str]:
@@ -51,6 +56,7 @@ class BoardState:
         return "full", "the gpu is not initialised"
 
     def to_doc(self) -> dict[str, Any]:
+        """The state and the boot it leads to, as a JSON-ready dict (the keys the ``am`` commands print)."""
         kind, why = self.decision()
         return {"tinyhw_booted": self.tinyhw_booted, "scratch_reg7": self.magic, "scratch_reg6": self.busy,
                 "scratch_reg5_tmr_size": self.tmr_size, "vm_fault_status": self.vm_fault,
@@ -61,8 +67,8 @@ class BoardState:
 def read_state(gpu: AmGpu) -> BoardState:
     """Every probe of §7.1 that is a plain register read."""
     return BoardState(
-        magic=gpu.rd(g.SCRATCH7), busy=gpu.rd(g.SCRATCH6), tmr_size=gpu.rd(g.SCRATCH5),
-        vm_fault=gpu.rd(g.VM_FAULT), sos_alive=gpu.sos_alive(),
-        bootloader_ready=bool(gpu.rd(g.PSP_BL_CMD) & (1 << 31)), ring=gpu.rd(g.PSP_RING_SIZE),
-        smu_answered=gpu.rd(g.SMU_RESP) not in (0, 0xFFFFFFFF),
+        magic=gpu.rd(SCRATCH7), busy=gpu.rd(SCRATCH6), tmr_size=gpu.rd(SCRATCH5),
+        vm_fault=gpu.rd(VM_FAULT), sos_alive=gpu.sos_alive(),
+        bootloader_ready=bool(gpu.rd(PSP_BL_CMD) & (1 << 31)), ring=gpu.rd(PSP_RING_SIZE),
+        smu_answered=gpu.rd(SMU_RESP) not in (0, 0xFFFFFFFF),
     )

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tinyhw.boot import sdmapkt as pk
+from tinyhw.boot import sdmapkt
 from tinyhw.boot.copyengine import CQ_BUF_BUS, SRAM_BUS, SRAM_SIZE, SYS_BUF_BUS, bridge_va
 from tinyhw.errors import DeviceTimeout, Refused
 from tinyhw.transport.abilities import BridgeSram
@@ -73,10 +73,12 @@ DEPTH = 4  # bulk transfers in flight at most: two chunks of tinyhw's protocol (
 
 
 def wire_len(payload: int) -> int:
+    """Bytes on the wire for a chunk of ``payload`` bytes: payload plus its 4-byte sentinel, rounded up to 512."""
     return -(-(payload + 4) // SECTOR) * SECTOR
 
 
 def sentinel(seq: int) -> int:
+    """The sentinel word of chunk ``seq``: :data:`SENTINEL` with the low 24 bits of ``seq``."""
     return SENTINEL | (seq & 0xFFFFFF)
 
 
@@ -158,9 +160,9 @@ class UsbCopier:
         for c, chunk in enumerate(chunks):
             seq = base + c
             win = SRAM_BUS + WINDOW * (seq % 2)
-            body += pk.poll_mem_equal(bridge_va(win + wire_len(len(chunk)) - 4), tags[c])
-            body += pk.copy_linear(bridge_va(win), self.gpu.mc(dst_offset + c * CHUNK), len(chunk))
-            body += pk.write64(bridge_va(FENCE_BUS), seq + 1)
+            body += sdmapkt.poll_mem_equal(bridge_va(win + wire_len(len(chunk)) - 4), tags[c])
+            body += sdmapkt.copy_linear(bridge_va(win), self.gpu.mc(dst_offset + c * CHUNK), len(chunk))
+            body += sdmapkt.write64(bridge_va(FENCE_BUS), seq + 1)
         self.engine.submit(body)
         last: dict[int, int] = {}  # seq -> ticket of its last bulk transfer
         with self.sram.open_sram_queue(DEPTH, 10.0, "copy-in data") as q:
@@ -268,8 +270,8 @@ class UsbCopier:
         while len(out) < length:
             n = min(OUT_PIECE, length - len(out))
             self.sram.arm_sram_to_host(n)
-            body = pk.copy_linear(self.gpu.mc(src_offset + len(out)), bridge_va(SRAM_BUS), n)
-            body += pk.fence(bridge_va(RELEASE_BUS), 0)
+            body = sdmapkt.copy_linear(self.gpu.mc(src_offset + len(out)), bridge_va(SRAM_BUS), n)
+            body += sdmapkt.fence(bridge_va(RELEASE_BUS), 0)
             self.engine.submit(body)
             try:
                 piece = self.sram.collect_sram(n)

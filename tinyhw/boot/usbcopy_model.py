@@ -11,12 +11,13 @@ achieves. This model replays each protocol's host loop three ways (``host=``):
   the bulk-OUT transfers on one worker thread making synchronous pyusb calls (one bulk transfer in flight, so each
   pays the full ``bulk_latency_s``), arms and fence reads on the caller. With ``host_costs=False`` (no staging /
   submission CPU time, which the emulator cannot see) it is the cross-check of the emulator's fallback figure.
-* ``"sync"`` — tinyhw's host before issue 12's change: every transfer waited for, in order, on one thread.
+* ``"sync"`` — tinyhw's earlier host, before the queued bulk transfers: every transfer waited for, in order, on
+  one thread.
 * ``"async"`` — a libusb-async host (the published host's asynchronous layer, §4.7), which is tinyhw's host now
   (:mod:`tinyhw.usb.queued`, up to 4 bulk transfers in flight): a transfer submitted while the previous one is on
   the pipe pays ``bulk_gap_s``, one submitted to an idle pipe the full ``bulk_latency_s`` (as the emulator). This is
-  the figure issue 12's targets are about; with ``host_costs=False`` it is the cross-check of the emulator's figure
-  (tests: per chunk within 1 %, 64 MiB within 1 %).
+  the figure the copy-in targets are set against; with ``host_costs=False`` it is the cross-check of the emulator's
+  figure (tests: per chunk within 1 %, 64 MiB within 1 %).
 
 Resources: the host thread (per-transfer submission cost, staging copies), EP0 (control transfers one at a
 time, ``ctrl_s`` each), the bulk-OUT pipe (one transfer at a time, ``bulk_gap_s`` + bytes / ``f2_rate``; the
@@ -27,7 +28,7 @@ Parameters: ``f2_rate`` and ``ctrl_s`` are the spec's figures; ``gpu_rate``, ``p
 inferred; ``stage_rate`` (the host's staging copy, incl. the buffer conversions of a Python host) and
 ``submit_s`` are two host costs fitted so the seed protocol lands on the published 276-323 MB/s: with them the
 seed protocol is host-bound (staging copy + two round trips per chunk before its data may move). No headline
-figure uses them (issue 20 item 5): ``bench copy``'s model column and ``bench/bench_usbcopy.py`` use
+figure uses them: ``bench copy``'s model column and ``bench/bench_usbcopy.py`` use
 ``host_costs=False``, and the host's real CPU time comes from the hybrid clock (tinyhw.mocks.vclock), measured.
 """
 
@@ -40,6 +41,9 @@ WINDOW, CHUNK, SECTOR = 0x40000, 0x40000 - 4, 512
 
 @dataclass(frozen=True)
 class LinkModel:
+    """The model's parameters, in seconds and bytes per second; each comment says where the figure comes from (spec,
+    inferred or fitted)."""
+
     f2_rate: float = 700e6  # §1: 0xF2 SRAM DMA on a 10 Gbps port
     ctrl_s: float = 100e-6  # §1: one control round trip (inferred by the spec)
     bulk_gap_s: float = 10e-6  # per bulk transfer on the pipe when transfers are queued back to back (inferred)

@@ -63,14 +63,17 @@ class LazyGroup(click.Group):
     """A group whose subcommands are imported only when one of them runs (or a test asks for it)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every subcommand's name, the lazily imported ones included, sorted."""
         return sorted(set(super().list_commands(ctx)) | set(COMMANDS))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The subcommand ``cmd_name``, importing its module only now; None when there is none."""
         if cmd_name in COMMANDS:
             return load_command(cmd_name)
         return super().get_command(ctx, cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The "Commands" section of ``--help`` from the table of one-line summaries, importing nothing."""
         rows = [(name, COMMANDS[name][1]) for name in sorted(COMMANDS)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)

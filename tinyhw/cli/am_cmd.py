@@ -49,6 +49,7 @@ class StepDisplay:
             self.app.log(f"ok {name:<28} {detail['seconds']:9.3f} s{_size(detail)}")
 
     def stop(self) -> None:
+        """Remove the live status line, if one is shown."""
         if self._status is not None:
             self._status.stop()
             self._status = None

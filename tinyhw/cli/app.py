@@ -24,6 +24,8 @@ EMITTED: dict[str, bool] = {"json": False}
 
 
 class App:
+    """One CLI invocation's global options, its open device (closed by :meth:`finish`) and its output consoles."""
+
     def __init__(self, device: str | None, json_out: bool, stats: bool, verbose: int, quiet: bool) -> None:
         EMITTED["json"] = False
         self.device = device
@@ -39,6 +41,7 @@ class App:
     # -- consoles (rich is imported only when something is printed for humans) ----------------
     @property
     def out(self) -> Any:
+        """The rich console on stdout for human-readable output (created, and rich imported, on first use)."""
         if self._out is None:
             from rich.console import Console
 
@@ -47,6 +50,7 @@ class App:
 
     @property
     def err(self) -> Any:
+        """The rich console on stderr (created, and rich imported, on first use)."""
         if self._err is None:
             from rich.console import Console
 
@@ -72,6 +76,9 @@ class App:
                       hint=f"drop the global --device for {name}")
 
     def device_spec(self, *, writes: bool = False):  # DeviceSpec
+        """The device this command uses: the global ``--device`` (or ``$TINYHW_DEVICE``), else the single real device
+        present; raises Refused for a command that ``writes`` or when several are present, DeviceNotFound when none is.
+        """
         from tinyhw.connect.discover import pick_default_device
         from tinyhw.transport.devstr import given_device
 
@@ -93,6 +100,7 @@ class App:
 
     @property
     def opened(self) -> Any:
+        """What :meth:`open_transport` opened (the transport and its lock), or None."""
         return self._opened
 
     def finish(self) -> None:
@@ -123,6 +131,7 @@ class App:
 
     # -- output ------------------------------------------------------------------------------------
     def emit(self, doc: Any, human: Callable[[], None]) -> None:
+        """Print ``doc`` as JSON with ``--json``, else call ``human()`` to print it for people."""
         if self.json:
             sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
             EMITTED["json"] = True

@@ -34,6 +34,8 @@ FORCE_HELP = "Overwrite FILE if it exists (a regular file only; device nodes, fi
 
 @contextmanager
 def open_flash(app: App, *, writes: bool = False) -> Iterator[FlashDevice]:
+    """Context manager: open the device and its SPI flash driver with the ``flash`` group's options (chained reads,
+    clock prescale), logging the chip's notes; yields the :class:`FlashDevice`."""
     opts = click.get_current_context().meta.get(META, {})
     transport = app.open_transport(writes=writes)
     dev = FlashDevice(transport, chain=opts.get("chain", True), prescale=opts.get("prescale", 8))

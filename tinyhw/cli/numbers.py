@@ -77,6 +77,8 @@ class Number(click.ParamType):
         self.limits = {"minimum": minimum, "maximum": maximum, "align": align, "units": units}
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        """Parse ``value`` (ints pass through) with :func:`parse_number` and this option's limits; a bad value fails
+        with the option's name."""
         if isinstance(value, int):
             return value
         what = f"--{param.name.replace('_', '-')}" if param is not None and param.name else "number"

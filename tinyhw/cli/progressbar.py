@@ -18,6 +18,7 @@ class ProgressBar(Progress):
         self._task: Any = None
 
     def start(self, label: str, total: int) -> None:
+        """Show a bar for ``label`` with ``total`` bytes, only when stderr is a terminal and not ``-q``."""
         if self.app.quiet or not self.app.err.is_terminal:
             return
         from rich.progress import BarColumn, DownloadColumn, TextColumn, TimeRemainingColumn, TransferSpeedColumn
@@ -29,10 +30,12 @@ class ProgressBar(Progress):
         self._task = self._bar.add_task(label, total=total)
 
     def advance(self, n: int) -> None:
+        """Advance the bar by ``n`` bytes (nothing when no bar is shown)."""
         if self._bar is not None:
             self._bar.advance(self._task, n)
 
     def stop(self) -> None:
+        """Remove the bar (it is transient), if one is shown."""
         if self._bar is not None:
             self._bar.stop()
             self._bar = None

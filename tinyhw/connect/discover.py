@@ -18,6 +18,9 @@ DISPLAY_CLASS = 0x03
 
 @dataclass
 class Listed:
+    """One device ``tinyhw list`` shows: its device string, kind, whether it is emulated, a description and
+    kind-specific extras."""
+
     device: str
     kind: str
     emulated: bool
@@ -25,6 +28,7 @@ class Listed:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
+        """The entry as a JSON-ready dict (the extras merged in)."""
         return {"device": self.device, "kind": self.kind, "emulated": self.emulated,
                 "description": self.description, **self.extra}
 

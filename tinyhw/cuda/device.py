@@ -40,10 +40,13 @@ _LANES = {(7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128, (8, 9): 
 
 
 def fp32_lanes_per_sm(major: int, minor: int) -> int | None:
+    """FP32 lanes (CUDA cores) per SM of compute capability ``major.minor``, or None for one tinyhw does not know."""
     return _LANES.get((major, minor))
 
 
 def load_driver() -> Any:
+    """The CUDA driver API module of cuda-bindings (imported on first use); raises EnvironmentProblem (exit 3) when it
+    is not installed."""
     try:
         from cuda.bindings import driver
     except ImportError as e:
@@ -126,6 +129,7 @@ class CudaDevice:
 
     @property
     def label(self) -> str:
+        """The device string of this GPU: ``cuda:N``."""
         return f"cuda:{self.ordinal}"
 
     @property
@@ -164,6 +168,7 @@ class CudaDevice:
             return 0
 
     def name(self) -> str:
+        """The GPU's product name as the driver reports it (cuDeviceGetName)."""
         raw = self._call("cuDeviceGetName", 256, self.dev)
         return raw.split(b"\0", 1)[0].decode(errors="replace") if isinstance(raw, bytes) else str(raw)
 
@@ -185,6 +190,8 @@ class CudaDevice:
         return read_pci_link(self.sysfs, address) if address else None
 
     def peak(self) -> CudaPeak:
+        """The driver's device attributes behind the theoretical figures: compute capability, SM count, SM and memory
+        clocks (kHz; 0 where CUDA 13 dropped them) and memory bus width."""
         name = self.name()
         a = "CU_DEVICE_ATTRIBUTE_"
         return CudaPeak(name, (self._attr(a + "COMPUTE_CAPABILITY_MAJOR"), self._attr(a + "COMPUTE_CAPABILITY_MINOR")),
@@ -193,14 +200,18 @@ class CudaDevice:
 
     # -- memory, modules, launches ------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Any:
+        """``nbytes`` of device memory (cuMemAlloc), freed by :meth:`close`; raises OperationFailed when the driver
+        refuses."""
         ptr = self._call("cuMemAlloc", nbytes)
         self._allocs.append(ptr)
         return ptr
 
     def upload(self, ptr: Any, data: bytes) -> None:
+        """Copy ``data`` to device memory at ``ptr`` (synchronous cuMemcpyHtoD)."""
         self._call("cuMemcpyHtoD", ptr, data, len(data))
 
     def download(self, ptr: Any, nbytes: int) -> bytes:
+        """``nbytes`` of device memory from ``ptr`` (synchronous cuMemcpyDtoH)."""
         buf = bytearray(nbytes)
         self._call("cuMemcpyDtoH", buf, ptr, nbytes)
         return bytes(buf)
@@ -219,6 +230,7 @@ class CudaDevice:
         return HostBuffer(addr, nbytes, pinned, array)
 
     def stream(self) -> Any:
+        """A new CUDA stream, destroyed by :meth:`close`."""
         s = self._call("cuStreamCreate", 0)
         self._streams.append(s)
         return s
@@ -246,14 +258,19 @@ class CudaDevice:
             self._call("cuEventDestroy", end)
 
     def stream_synchronize(self, stream: Any) -> None:
+        """Block until everything enqueued on ``stream`` finished; raises OperationFailed on a failed operation."""
         self._call("cuStreamSynchronize", stream)
 
     def load_ptx(self, ptx: bytes, name: str) -> Any:
+        """Load the PTX text ``ptx`` as a module (the driver compiles it for this GPU) and return its kernel ``name``;
+        unloaded by :meth:`close`."""
         module = self._call("cuModuleLoadData", ptx if ptx.endswith(b"\0") else ptx + b"\0")
         self._modules.append(module)
         return self._call("cuModuleGetFunction", module, name.encode())
 
     def launch(self, func: Any, grid: tuple[int, ...], block: tuple[int, ...], ptrs: list[Any]) -> None:
+        """Launch ``func`` on a ``grid`` of blocks of ``block`` threads, one 64-bit pointer argument per entry of
+        ``ptrs`` (no shared memory, default stream; returns at once)."""
         values = (ctypes.c_uint64 * len(ptrs))(*[int(p) for p in ptrs])
         params = (ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(values) + 8 * i for i in range(len(ptrs))])
         self._call("cuLaunchKernel", func, *grid, *block, 0, 0, ctypes.addressof(params), 0)
@@ -275,6 +292,8 @@ class CudaDevice:
             self._call("cuEventDestroy", end)
 
     def synchronize(self) -> None:
+        """Block until all work in the context finished (cuCtxSynchronize); raises OperationFailed on a failed kernel.
+        """
         self._call("cuCtxSynchronize")
 
     def close(self) -> None:

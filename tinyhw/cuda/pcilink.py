@@ -28,6 +28,8 @@ def gen_of(gts: float | None) -> int | None:
 
 @dataclass(frozen=True)
 class PciLink:
+    """The PCIe link of one GPU from sysfs: current and maximum speed (GT/s) and width, None where unreadable."""
+
     address: str
     current_gts: float | None
     current_width: int | None
@@ -36,13 +38,16 @@ class PciLink:
 
     @property
     def current_gen(self) -> int | None:
+        """The PCIe generation of the current link speed (None when unknown)."""
         return gen_of(self.current_gts)
 
     @property
     def max_gen(self) -> int | None:
+        """The PCIe generation of the maximum link speed (None when unknown)."""
         return gen_of(self.max_gts)
 
     def describe(self) -> str:
+        """The link in words: "pcie genN xW at ADDRESS (max genN xW)"."""
         def one(gts: float | None, width: int | None) -> str:
             gen = gen_of(gts)
             return f"gen{gen} x{width}" if gen and width else "unknown"
@@ -50,6 +55,7 @@ class PciLink:
                 f"(max {one(self.max_gts, self.max_width)})")
 
     def as_dict(self) -> dict:
+        """The link as a JSON-ready dict (address, current and maximum generation and width)."""
         return {"address": self.address, "current_gen": self.current_gen, "current_width": self.current_width,
                 "max_gen": self.max_gen, "max_width": self.max_width}
 

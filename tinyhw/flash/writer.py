@@ -1,6 +1,6 @@
 """``flash write`` and ``flash erase``: safe, diff-only, journalled and resumable (specs/navi31-spi-flash.md §d).
 
-Order of a job (§d.1-§d.7 plus the issue's hardening):
+Order of a job (§d.1-§d.7, plus tinyhw's own hardening):
 
 1. preflight, touching nothing: the journal rule (an interrupted job of the same image/range must
    be finished with ``--resume``), the range (§d.3), the protection check against the §c.4 range

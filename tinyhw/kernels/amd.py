@@ -27,6 +27,9 @@ MAX_REPEATS = 100
 
 @dataclass(frozen=True)
 class AmdPlan:
+    """A checked ``kernels run`` on an AMD GPU, before the device is opened: the probe, the build folder and its
+    manifest (the probe's entry), the element count, timed repeats and work-items per workgroup."""
+
     probe: Any
     folder: Path
     manifest: dict

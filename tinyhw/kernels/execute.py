@@ -1,4 +1,4 @@
-"""``kernels exec``: a user's own code object on an AMD GPU tinyhw booted (issue 23 item 3).
+"""``kernels exec``: a user's own code object on an AMD GPU tinyhw booted.
 
 :func:`plan_exec` reads and checks everything before the device is touched (exit 2 with the reason): the code
 object (bounded read; a gfx1100 AMDGPU ELF; the kernel by name, or the only one), the grid (workgroups per
@@ -23,6 +23,10 @@ MAX_TOTAL = 120 << 20  # what the compute region's buffer area holds (tinyhw.boo
 
 @dataclass(frozen=True)
 class ExecPlan:
+    """A checked ``kernels exec``, before the device is opened: the code object's path and kernel, grid (workgroups) and
+    block (work-items per workgroup), each buffer's initial bytes and where it came from, which buffers to write back to
+    which files, and the time-out in seconds."""
+
     path: Path
     kernel: Any  # tinyhw.boot.compute.Kernel
     grid: tuple[int, int, int]

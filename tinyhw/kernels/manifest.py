@@ -1,4 +1,4 @@
-"""Built probe kernels on disk: one folder per target with the binaries and a ``manifest.json`` (issue 15).
+"""Built probe kernels on disk: one folder per target with the binaries and a ``manifest.json``.
 
 The manifest names, for each probe, its buffers (name, element type, count, in/out), the work per run, and
 for each kernel: name, file, grid (workgroups / thread blocks) and block (threads) sizes, the buffer bound to
@@ -35,6 +35,7 @@ SUFFIX = {"sm_90": "ptx", "gfx1100": "elf", "gfx1200": "elf", "cpu": "o"}
 
 
 def prebuilt_dir() -> Path:
+    """The folder of the committed probe binaries (``tinyhw/kernels/prebuilt``, one subfolder per target)."""
     return Path(__file__).parent / "prebuilt"
 
 

@@ -1,4 +1,4 @@
-"""Type and range checks of a kernel build's ``manifest.json`` before anything in it is used (issue 21 item 9).
+"""Type and range checks of a kernel build's ``manifest.json`` before anything in it is used.
 
 A manifest can come from the user (``kernels run --device cuda:N --build-dir DIR``), so every field that
 ``kernels run`` reads is checked here, and the first one that is missing, of the wrong type or out of range

@@ -5,7 +5,7 @@ A probe never imports tinygrad: :mod:`tinyhw.kernels.seam` hands ``graph`` a sma
 device (to run). ``graph`` returns the expression each output buffer receives. The host side (inputs,
 expected answer, work per run) is plain Python, so checking a GPU's result needs no compiler.
 
-Probes (issue 15; specs/compiler-library.md §4 for the seam):
+Probes (specs/compiler-library.md §4 for the seam):
 
 * ``pattern``: out[i] = i * 0x9e3779b1 + 0x1234567 (mod 2**32); the host compares a crc32 checksum and, on a
   mismatch, names the first differing word.
@@ -51,6 +51,9 @@ ATOMIC_CPU_THREADS = 4  # threads racing on the counter in a cpu run
 
 @dataclass(frozen=True)
 class Buffer:
+    """One buffer of a probe: its name, element type (``u32`` or ``f32``, 4 bytes each), element count and role (``in``
+    uploaded, ``out`` read back, ``inout`` both)."""
+
     name: str
     dtype: str  # "u32" or "f32" (4-byte elements)
     count: int
@@ -58,14 +61,19 @@ class Buffer:
 
     @property
     def nbytes(self) -> int:
+        """The buffer's size in bytes (4 per element)."""
         return 4 * self.count
 
     def to_doc(self) -> dict:
+        """The buffer as the ``manifest.json`` entry records it."""
         return {"name": self.name, "dtype": self.dtype, "count": self.count, "role": self.role}
 
 
 @dataclass(frozen=True)
 class Check:
+    """The host's verdict on a run's outputs: ``ok``, and a one-line ``detail`` saying what matched or the first
+    difference."""
+
     ok: bool
     detail: str
 
@@ -100,15 +108,20 @@ class Probe:
             raise Refused(f"probe {self.name} cannot take --n {n!r}", hint=f"--n for {self.name}: {self.allowed_n()}")
 
     def buffers(self, n: int) -> list[Buffer]:
+        """The probe's buffers for ``n`` elements, in the order the kernel's pointer parameters take them."""
         raise NotImplementedError
 
     def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:
+        """The tensor expression each output buffer receives, built with the seam's namespace ``T`` from the input
+        tensors ``bufs``."""
         raise NotImplementedError
 
     def inputs(self, n: int) -> dict[str, bytes]:
+        """The initial bytes of each input buffer for ``n`` elements, by name (none by default)."""
         return {}
 
     def check(self, n: int, outputs: dict[str, bytes]) -> Check:
+        """Compare a run's ``outputs`` (bytes by buffer name) with the host's answer for ``n`` elements."""
         raise NotImplementedError
 
     def work(self, n: int) -> float:
@@ -116,6 +129,8 @@ class Probe:
         return 0.0
 
     def figure(self, n: int, seconds: float) -> float | None:
+        """The run's figure in the probe's metric (GB/s or TFLOP/s, decimal units) from its work and ``seconds``; None
+        without a metric or time."""
         if not self.metric or seconds <= 0:
             return None
         scale = 1e9 if self.metric == "GB/s" else 1e12
@@ -136,21 +151,28 @@ def _first_diff(got: bytes, want: bytes, fmt: str) -> str:
 
 
 class PatternProbe(Probe):
+    """Known-answer fill: out[i] = i * 0x9e3779b1 + 0x1234567 (u32), checked by crc32; a mismatch names the first
+    differing word."""
+
     name = "pattern"
     summary = "known-answer fill: out[i] = i*0x9e3779b1 + 0x1234567 (u32), checked by crc32"
     gpu_n = 1 << 20
     cpu_n = 1 << 20
 
     def buffers(self, n: int) -> list[Buffer]:
+        """One u32 output of ``n`` elements."""
         return [Buffer("out", "u32", n, "out")]
 
     def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:
+        """out = arange(n) * 0x9e3779b1 + 0x1234567 (mod 2**32)."""
         return {"out": T.arange(n, T.u32) * GOLDEN + SEED}
 
     def expected(self, n: int) -> bytes:
+        """The host's answer for ``n`` elements, as little-endian u32 bytes."""
         return array.array("I", ((i * GOLDEN + SEED) & 0xFFFFFFFF for i in range(n))).tobytes()
 
     def check(self, n: int, outputs: dict[str, bytes]) -> Check:
+        """Compare ``out`` with the host's answer (crc32 of both; on a mismatch, the first differing word)."""
         want = self.expected(n)
         got = outputs["out"]
         crc_got, crc_want = zlib.crc32(got), zlib.crc32(want)
@@ -160,6 +182,8 @@ class PatternProbe(Probe):
 
 
 class BandwidthProbe(Probe):
+    """Streaming copy: out[i] = in[i] ^ 0x5a5a5a5a (u32); its GB/s counts bytes read plus bytes written."""
+
     name = "bandwidth"
     summary = "streaming copy: out[i] = in[i] ^ 0x5a5a5a5a (u32); GB/s counts read + write"
     metric = "GB/s"
@@ -167,9 +191,11 @@ class BandwidthProbe(Probe):
     cpu_n = 1 << 23  # 32 MiB each way
 
     def buffers(self, n: int) -> list[Buffer]:
+        """A u32 output and a u32 input of ``n`` elements each."""
         return [Buffer("out", "u32", n, "out"), Buffer("in", "u32", n, "in")]
 
     def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:
+        """out = in ^ 0x5a5a5a5a."""
         return {"out": bufs["in"] ^ XOR_KEY}
 
     @staticmethod
@@ -182,9 +208,12 @@ class BandwidthProbe(Probe):
         return array.array("I", (((i + 1) * GOLDEN) >> 3 & 0xFFFFFFFF for i in range(BLOCK_WORDS)))
 
     def inputs(self, n: int) -> dict[str, bytes]:
+        """``in``: a 4093-word pseudo-random block repeated to ``n`` words (a prime length, so an indexing slip shows).
+        """
         return {"in": self._repeat(self._block(), n)}
 
     def check(self, n: int, outputs: dict[str, bytes]) -> Check:
+        """True when every output word equals its input word XOR 0x5a5a5a5a; else the first difference."""
         want = self._repeat(array.array("I", (v ^ XOR_KEY for v in self._block())), n)
         got = outputs["out"]
         if got == want:
@@ -192,6 +221,7 @@ class BandwidthProbe(Probe):
         return Check(False, _first_diff(got, want, "I"))
 
     def work(self, n: int) -> float:
+        """Bytes moved per run: 4 read plus 4 written per element."""
         return 8.0 * n
 
 
@@ -200,6 +230,8 @@ def _f32(x: float) -> float:
 
 
 class FmaProbe(Probe):
+    """FMA throughput: 64 dependent x = x * A + B steps (f32) per element from x = i mod 256; 2 FLOPs a step."""
+
     name = "fma"
     summary = (f"FMA throughput: {FMA_STEPS} dependent x = x*A + B (f32) per element, from x = i mod {FMA_PERIOD}; "
                "2 FLOPs each")
@@ -209,9 +241,11 @@ class FmaProbe(Probe):
     n_step = n_min = FMA_PERIOD  # every starting value equally often; a smaller n lets the compiler fold it all
 
     def buffers(self, n: int) -> list[Buffer]:
+        """One f32 output of ``n`` elements."""
         return [Buffer("out", "f32", n, "out")]
 
     def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:
+        """x = float(i mod 256), then 64 times x = x * A + B."""
         x = (T.arange(n, T.u32) & (FMA_PERIOD - 1)).cast(T.f32)
         for _ in range(FMA_STEPS):
             x = x * FMA_A + FMA_B
@@ -221,6 +255,8 @@ class FmaProbe(Probe):
         return [float(k) for k in range(FMA_PERIOD)]
 
     def expected_values(self) -> list[float]:
+        """The host's float32 answer for each of the 256 starting values (unfused multiply and add, rounded each step).
+        """
         out = []
         for seed in self._seeds():
             x = seed
@@ -230,6 +266,8 @@ class FmaProbe(Probe):
         return out
 
     def check(self, n: int, outputs: dict[str, bytes]) -> Check:
+        """True when every result is within a relative 1e-4 of the host's answer for its starting value (a fused FMA
+        differs in the last bits); NaN fails."""
         got = array.array("f")
         got.frombytes(outputs["out"])
         want = self.expected_values()
@@ -248,10 +286,14 @@ class FmaProbe(Probe):
         return Check(False, f"element class {where}: relative error {worst:.1e} (expected <= 1e-4)")
 
     def work(self, n: int) -> float:
+        """Floating-point operations per run: 2 per step, 64 steps, ``n`` elements."""
         return 2.0 * FMA_STEPS * n
 
 
 class AtomicProbe(Probe):
+    """Atomic counter: each of n work-items takes out[i] = fetch_add(counter, 1); the tickets must be exactly 0..n-1. On
+    the CPU, several threads race on the counter."""
+
     name = "atomic"
     summary = ("atomic counter: out[i] = fetch_add(counter, 1) (u32); tickets must be exactly 0..n-1; on the cpu "
                f"{ATOMIC_CPU_THREADS} threads race on the counter")
@@ -266,17 +308,21 @@ class AtomicProbe(Probe):
     target_note = "tinygrad 0.14.0's ptx renderer has no atomic operation, so there is no sm_90 build"
 
     def buffers(self, n: int) -> list[Buffer]:
+        """The u32 tickets (``n``) and a two-word counter: word 0 counts, word 1 is the CPU threads' start gate."""
         # counter[0] is the counter; counter[1] the cpu threads' start gate (unused on a gpu)
         return [Buffer("out", "u32", n, "out"), Buffer("counter", "u32", 2, "inout")]
 
     def graph(self, T: Any, bufs: dict[str, Any], n: int) -> dict[str, Any]:
+        """The tickets and the final counter, from the seam's atomic fetch-and-add."""
         out, counter = T.atomic_tickets(bufs["out"], bufs["counter"], n)
         return {"out": out, "counter": counter}
 
     def inputs(self, n: int) -> dict[str, bytes]:
+        """The counter and the start gate both start at 0."""
         return {"counter": bytes(8)}
 
     def check(self, n: int, outputs: dict[str, bytes]) -> Check:
+        """True when the counter ends at ``n`` and every ticket 0..n-1 was handed out exactly once."""
         (counter,) = struct.unpack("<I", outputs["counter"][:4])
         tickets = array.array("I")
         tickets.frombytes(outputs["out"])
@@ -324,6 +370,7 @@ PROBES: dict[str, Probe] = {p.name: p for p in (PatternProbe(), BandwidthProbe()
 
 
 def get_probe(name: str) -> Probe:
+    """The probe called ``name``; raises Refused (exit 2) naming the known ones."""
     from tinyhw.errors import Refused
 
     if name not in PROBES:

@@ -45,6 +45,7 @@ _DRIVER_MODULES = ("tinygrad.runtime.ops_amd", "tinygrad.runtime.ops_nv", "tinyg
 
 
 def cache_dir() -> Path:
+    """tinyhw's cache folder: ``$XDG_CACHE_HOME/tinyhw`` (default ``~/.cache/tinyhw``)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "tinyhw"
 
@@ -127,6 +128,9 @@ def loaded_driver_modules() -> list[str]:
 
 @dataclass(frozen=True)
 class CompiledKernel:
+    """One kernel tinygrad rendered and compiled for a target: its name, grid and block sizes, the buffer bound to each
+    pointer parameter, the rendered source and the binary (ELF, or PTX text for sm_90)."""
+
     name: str
     grid: tuple[int, int, int]  # workgroups / thread blocks (tinygrad's global_size)
     block: tuple[int, int, int]  # work-items / threads per group (tinygrad's local_size)
@@ -286,6 +290,9 @@ def compile_probe(probe: Probe, target: str, n: int | None = None) -> list[Compi
 
 @dataclass(frozen=True)
 class CpuRun:
+    """A probe's run on tinygrad's CPU device: the outputs by buffer name, each timed repeat's seconds, the kernels per
+    run, and for a concurrent run the threads, the contention seen and how many runs it took to see the threads race."""
+
     outputs: dict[str, bytes]
     seconds: list[float]  # kernel time of each timed repeat (all kernels of the probe)
     kernels: int

@@ -35,9 +35,12 @@ class BindPlan:
 
     @property
     def needed(self) -> bool:
+        """True unless the function is already bound to the target driver."""
         return self.current != self.driver
 
     def lines(self) -> list[str]:
+        """The plan in words, one step a line, with a note for each IOMMU group member that stays bound to another
+        driver."""
         if not self.needed:
             return [f"{self.address} is already bound to {self.driver}; nothing to do"]
         out = [f"unbind {self.address} from {self.current}" if self.current else f"{self.address} has no driver"]
@@ -59,6 +62,8 @@ def _write(path: str, text: str) -> None:
 
 
 def plan(sysfs: str, address: str, driver: str = VFIO_DRIVER) -> BindPlan:
+    """What binding ``address`` to ``driver`` would do (its current driver and IOMMU group members), read from the sysfs
+    tree at ``sysfs``; writes nothing. Raises DeviceNotFound (exit 3) for an address that is not there."""
     fn = open_function(sysfs, address)
     members: list[tuple[str, str | None]] = []
     if fn.iommu_group is not None:

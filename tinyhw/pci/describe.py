@@ -44,6 +44,8 @@ def size_text(size: int) -> str:
 
 
 def region_line(b: BarInfo, command: int) -> str:
+    """One ``lspci -vv`` style "Region N:" line for BAR ``b``, marked ``[disabled]`` when the command register
+    ``command`` has its decode bit off."""
     disabled = "" if command & (1 if b.kind == "io" else 2) else " [disabled]"
     if b.kind == "io":
         return f"Region {b.index}: I/O ports at {b.address:04x}{disabled} [size={size_text(b.size)}]"
@@ -107,6 +109,7 @@ def cap_head(c: Capability) -> tuple[str, bool]:
 
 
 def cap_details(c: Capability) -> list[str]:
+    """The detail lines ``lspci -vv`` prints under capability ``c`` (empty for a kind without decoded fields)."""
     d = c.data
     if isinstance(d, PowerManagement):
         return _pm_lines(d)

@@ -32,10 +32,12 @@ class DmaBuffer:
         self.iova: int | None = None
 
     def read(self, offset: int = 0, length: int | None = None) -> bytes:
+        """``length`` bytes of the buffer from ``offset`` (default: to its end)."""
         end = self.size if length is None else offset + length
         return bytes(self.mem[offset:end])
 
     def write(self, offset: int, data: bytes) -> None:
+        """Copy ``data`` into the buffer at ``offset``."""
         self.mem[offset:offset + len(data)] = data
 
     def close(self) -> None:

@@ -59,6 +59,7 @@ class MappedRegion(BarRegion):
         return self._view
 
     def read32(self, offset: int) -> int:
+        """One 32-bit load from the mapping at ``offset`` (4-aligned); raises Refused outside the BAR."""
         self.check(offset, 4)
         value = self._view[offset >> 2]
         c = self.counters
@@ -69,6 +70,7 @@ class MappedRegion(BarRegion):
         return value
 
     def write32(self, offset: int, value: int) -> None:
+        """One 32-bit store of ``value`` into the mapping at ``offset`` (4-aligned); raises Refused outside the BAR."""
         self.check(offset, 4)
         self._view[offset >> 2] = value & ALL_ONES
         c = self.counters
@@ -77,6 +79,8 @@ class MappedRegion(BarRegion):
         c.bytes_out += 4
 
     def read(self, offset: int, length: int) -> bytes:
+        """``length`` bytes from ``offset``: one block copy on a prefetchable BAR, else one 32-bit load per dword (both
+        4-aligned)."""
         self.check(offset, length)
         v = self._view
         first = offset >> 2
@@ -91,6 +95,8 @@ class MappedRegion(BarRegion):
         return b"".join(w.to_bytes(4, "little") for w in words)
 
     def write(self, offset: int, data: bytes) -> None:
+        """Write ``data`` at ``offset``: one block copy on a prefetchable BAR (merged writes allowed), else one 32-bit
+        store per dword."""
         self.check(offset, len(data))
         v = self._view
         first = offset >> 2
@@ -120,6 +126,7 @@ class MappedRegion(BarRegion):
         return self.read32(offset)
 
     def close(self) -> None:
+        """Unmap the BAR (idempotent); later accesses fail."""
         if self._mm is not None:
             self._np = None  # drop the array's export of the mapping so it can be unmapped
             self._view.release()

@@ -65,6 +65,7 @@ class Resource:
 
     @property
     def kind(self) -> str | None:
+        """``"io"``, ``"memory"``, or None for a line whose flags are neither."""
         if self.flags & IORESOURCE_IO:
             return "io"
         if self.flags & IORESOURCE_MEM:
@@ -73,14 +74,17 @@ class Resource:
 
     @property
     def prefetchable(self) -> bool:
+        """True for prefetchable memory (no read side effects)."""
         return bool(self.flags & IORESOURCE_PREFETCH)
 
     @property
     def is_64bit(self) -> bool:
+        """True for a 64-bit memory BAR (it takes two BAR slots)."""
         return bool(self.flags & IORESOURCE_MEM_64)
 
     @property
     def assigned(self) -> bool:
+        """True when the kernel placed the resource (neither unset nor disabled)."""
         return not self.flags & (IORESOURCE_UNSET | IORESOURCE_DISABLED)
 
     def bar_info(self) -> BarInfo | None:
@@ -136,6 +140,7 @@ class PciFunction:
 
     @property
     def awake(self) -> bool:
+        """True when the function is in D0 and runtime-active: reading a waking sysfs attribute then resumes nothing."""
         return device_awake(self.power_state, self.runtime_status)
 
     @property
@@ -146,11 +151,13 @@ class PciFunction:
 
     @property
     def rom(self) -> Resource | None:
+        """The expansion ROM resource, or None when the function has none."""
         rom = next((r for r in self.resources if r.index == ROM_RESOURCE), None)
         return rom if rom is not None and rom.size else None
 
     @property
     def identity(self) -> Identity:
+        """The function's ids and address as a transport :class:`Identity` (from sysfs, not config space)."""
         return Identity(self.vendor_id, self.device_id, self.revision, self.class_code,
                         self.subsystem_vendor_id, self.subsystem_id, self.address)
 

@@ -56,6 +56,7 @@ def sysfs_root() -> str:
 
 
 def devices_dir(sysfs: str) -> str:
+    """``<sysfs>/bus/pci/devices``, the folder of one link per PCI function."""
     return os.path.join(sysfs, "bus", "pci", "devices")
 
 
@@ -155,6 +156,8 @@ class SysfsTransport(Transport):
             return 256
 
     def config_read(self, offset: int, size: int = 4) -> int:
+        """Read ``size`` (1, 2, 4; naturally aligned) bytes of config space through the ``config`` file; raises Refused
+        for a bad size or offset, EnvironmentProblem when the file is shorter (non-root sees only 64 bytes)."""
         if size not in (1, 2, 4) or offset % size or not 0 <= offset < CONFIG_MAX:
             raise Refused(f"config read of {size} bytes at 0x{offset:x} is not naturally aligned inside 0x1000")
         data = self.config_bytes(offset, size)
@@ -164,6 +167,8 @@ class SysfsTransport(Transport):
         return int.from_bytes(data, "little")
 
     def config_write(self, offset: int, size: int, value: int) -> None:
+        """Write ``size`` (1, 2, 4; naturally aligned) bytes of config space through the ``config`` file; refuses a
+        function a driver owns (unless forced) and bad sizes or offsets."""
         if size not in (1, 2, 4) or offset % size or not 0 <= offset < CONFIG_MAX:
             raise Refused(f"config write of {size} bytes at 0x{offset:x} is not naturally aligned inside 0x1000")
         self._claim(f"write its config space at 0x{offset:x}")
@@ -177,6 +182,7 @@ class SysfsTransport(Transport):
 
     # -- BARs (§6) ----------------------------------------------------------------------------------------------
     def bars(self) -> list[BarInfo]:
+        """The function's BARs as the kernel assigned them (from the ``resource`` file)."""
         return self.function.bars
 
     def _make_region(self, info: BarInfo) -> BarRegion:
@@ -337,14 +343,17 @@ class SysfsTransport(Transport):
 
     # -- identity, info, lifetime -----------------------------------------------------------------------------
     def identity(self) -> Identity:
+        """The function's ids and address, from sysfs."""
         return self.function.identity
 
     def info(self) -> TransportInfo:
+        """``probe`` facts: the bound driver, the IOMMU group and the sysfs path."""
         fn = self.function
         extra: dict[str, Any] = {"driver": fn.driver, "iommu_group": fn.iommu_group, "path": self.path}
         return TransportInfo(transport=self.name, emulated=False, extra=extra)
 
     def close(self) -> None:
+        """Unmap every BAR and peek page, close the config file and release the device lock (idempotent)."""
         for region in self._bar_regions.values():
             if isinstance(region, MappedRegion):
                 region.close()

@@ -37,6 +37,9 @@ DEFAULT_IOVA_BASE = 0x10_0000  # 1 MiB: low enough for devices with narrow DMA m
 
 @dataclass(frozen=True)
 class RegionInfo:
+    """One VFIO region of the device (VFIO_DEVICE_GET_REGION_INFO): its index, flags, size and offset in the device fd.
+    """
+
     index: int
     flags: int
     size: int
@@ -44,6 +47,7 @@ class RegionInfo:
 
     @property
     def mappable(self) -> bool:
+        """True when vfio-pci lets the region be mmapped."""
         return bool(self.flags & abi.REGION_INFO_FLAG_MMAP)
 
 
@@ -55,18 +59,22 @@ class PreadRegion(BarRegion):
         self.fd, self.base, self.t, self.path = fd, base, t, f"vfio region {info.index}"
 
     def read32(self, offset: int) -> int:
+        """One 4-byte pread of the device fd at ``offset`` (4-aligned) of the BAR."""
         self.check(offset, 4)
         return int.from_bytes(self.t._pread(self.base + offset, 4, "bar read"), "little")
 
     def write32(self, offset: int, value: int) -> None:
+        """One 4-byte pwrite of ``value`` at ``offset`` (4-aligned) of the BAR."""
         self.check(offset, 4)
         self.t._pwrite(self.base + offset, (value & ALL_ONES).to_bytes(4, "little"), "bar write")
 
     def read(self, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset``, one 4-byte pread per dword."""
         self.check(offset, length)
         return b"".join(self.read32(offset + i).to_bytes(4, "little") for i in range(0, length, 4))
 
     def write(self, offset: int, data: bytes) -> None:
+        """Write ``data`` at ``offset``, one 4-byte pwrite per dword."""
         self.check(offset, len(data))
         for i in range(0, len(data), 4):
             self.write32(offset + i, int.from_bytes(data[i:i + 4], "little"))
@@ -159,6 +167,8 @@ class VfioTransport(Transport):
 
     # -- regions --------------------------------------------------------------------------------------------
     def region(self, index: int) -> RegionInfo:
+        """The :class:`RegionInfo` of VFIO region ``index`` (asked once, then cached); raises TransportError when the
+        ioctl fails."""
         if index not in self._regions:
             buf = abi.buffer(abi.REGION_INFO, 0, index, 0, 0, 0)
             _ioctl(self.device, abi.VFIO_DEVICE_GET_REGION_INFO, buf, f"get region {index} info")
@@ -192,19 +202,25 @@ class VfioTransport(Transport):
 
     # -- config space (region 7, §8.6) ---------------------------------------------------------------------------
     def config_size(self) -> int:
+        """Bytes of config space vfio-pci exposes (the config region's size, at most 4096; 256 when it reports none)."""
         return min(self.region(abi.PCI_CONFIG_REGION_INDEX).size, CONFIG_MAX) or 256
 
     def config_bytes(self, offset: int = 0, length: int = 256) -> bytes:
+        """Up to ``length`` bytes of config space from ``offset`` (one pread of region 7), cut at the region's end."""
         region = self.region(abi.PCI_CONFIG_REGION_INDEX)
         length = max(0, min(length, region.size - offset))
         return self._pread(region.offset + offset, length, "config read") if length else b""
 
     def config_read(self, offset: int, size: int = 4) -> int:
+        """Read ``size`` (1, 2, 4; naturally aligned) bytes of config space (0xff past the region's end); raises Refused
+        for a bad size or offset."""
         if size not in (1, 2, 4) or offset % size or not 0 <= offset < CONFIG_MAX:
             raise Refused(f"config read of {size} bytes at 0x{offset:x} is not naturally aligned inside 0x1000")
         return int.from_bytes(self.config_bytes(offset, size).ljust(size, b"\xff"), "little")
 
     def config_write(self, offset: int, size: int, value: int) -> None:
+        """Write ``size`` (1, 2, 4; naturally aligned) bytes of config space through vfio-pci (which virtualizes some
+        fields); raises Refused for a bad size or offset."""
         if size not in (1, 2, 4) or offset % size or not 0 <= offset < CONFIG_MAX:
             raise Refused(f"config write of {size} bytes at 0x{offset:x} is not naturally aligned inside 0x1000")
         region = self.region(abi.PCI_CONFIG_REGION_INDEX)
@@ -218,6 +234,7 @@ class VfioTransport(Transport):
 
     # -- BARs -------------------------------------------------------------------------------------------------
     def bars(self) -> list[BarInfo]:
+        """The function's BARs, sized by their VFIO regions."""
         out = []
         for b in self.function.bars:
             size = self.region(b.index).size if b.index < self.num_regions else 0
@@ -235,11 +252,13 @@ class VfioTransport(Transport):
 
     # -- reset, interrupts (§8.7) ----------------------------------------------------------------------------
     def reset(self) -> None:
+        """VFIO_DEVICE_RESET; raises Refused when the device offers no VFIO reset."""
         if not self.device_flags & abi.DEVICE_FLAGS_RESET:
             raise Refused(f"{self.address} offers no vfio reset")
         _ioctl(self.device, abi.VFIO_DEVICE_RESET, 0, "device reset")
 
     def irq_count(self, kind: str = "msi") -> int:
+        """How many vectors of ``kind`` (intx, msi, msix) the device has."""
         buf = abi.buffer(abi.IRQ_INFO, 0, abi.IRQ_INDEX_NAMES[kind], 0)
         _ioctl(self.device, abi.VFIO_DEVICE_GET_IRQ_INFO, buf, f"get {kind} irq info")
         return abi.IRQ_INFO.unpack(buf)[3]
@@ -272,6 +291,7 @@ class VfioTransport(Transport):
         return os.eventfd_read(fd)
 
     def disable_irqs(self, kind: str = "msi") -> None:
+        """Stop routing ``kind`` interrupts and close their eventfds (nothing when none are enabled)."""
         index = abi.IRQ_INDEX_NAMES[kind]
         fds = self.eventfds.pop(index, None)
         if fds is None:
@@ -313,6 +333,7 @@ class VfioTransport(Transport):
         return buf
 
     def dma_free(self, buf: DmaBuffer) -> None:
+        """Unmap ``buf`` from the IOMMU (if this transport mapped it) and release its host memory."""
         if buf in self.dma:
             self.dma.remove(buf)
             arg = abi.buffer(abi.DMA_UNMAP, 0, buf.iova or 0, buf.size)
@@ -322,13 +343,17 @@ class VfioTransport(Transport):
 
     # -- identity, lifetime -----------------------------------------------------------------------------------
     def identity(self) -> Identity:
+        """The function's ids and address, from sysfs."""
         return self.function.identity
 
     def info(self) -> TransportInfo:
+        """``probe`` facts: the IOMMU group and the bound driver."""
         return TransportInfo(transport=self.name, extra={"iommu_group": self.function.iommu_group,
                                                          "driver": self.function.driver})
 
     def close(self) -> None:
+        """Disable interrupts, unmap DMA buffers and BARs, close the device, group and container fds, and release the
+        device lock (idempotent)."""
         for kind in list(abi.IRQ_INDEX_NAMES):
             if self.device >= 0:
                 self.disable_irqs(kind)

@@ -27,12 +27,16 @@ class Channel:
     authenticated = False
 
     def sendall(self, data: bytes) -> None:
+        """Send all of ``data``; raises Disconnected when the peer is gone (DeviceTimeout when it stops reading)."""
         raise NotImplementedError
 
     def recv_exact(self, n: int, timeout: float | None) -> bytes:
+        """Receive exactly ``n`` bytes within ``timeout`` seconds (None: no limit); raises DeviceTimeout, or
+        Disconnected when the peer closes first."""
         raise NotImplementedError
 
     def close(self) -> None:
+        """Close the connection (idempotent)."""
         raise NotImplementedError
 
     def abort(self) -> None:
@@ -71,6 +75,8 @@ def peer_uid(sock: socket.socket) -> int | None:
 
 
 class SocketChannel(Channel):
+    """A :class:`Channel` over a connected stream socket (TCP with Nagle off, or a unix socket)."""
+
     def __init__(self, sock: socket.socket, peer: str = "?") -> None:
         self.sock = sock
         self.peer = peer
@@ -78,6 +84,7 @@ class SocketChannel(Channel):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def sendall(self, data: bytes) -> None:
+        """Send all of ``data`` within 60 s; raises DeviceTimeout, or Disconnected when the peer is gone."""
         try:
             self.sock.settimeout(60.0)
             self.sock.sendall(data)
@@ -87,6 +94,8 @@ class SocketChannel(Channel):
             raise _gone(self.peer) from None
 
     def recv_exact(self, n: int, timeout: float | None) -> bytes:
+        """Receive exactly ``n`` bytes within ``timeout`` seconds (None: no limit); raises DeviceTimeout, or
+        Disconnected when the peer closes first."""
         buf = bytearray()
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -103,10 +112,12 @@ class SocketChannel(Channel):
         return bytes(buf)
 
     def close(self) -> None:
+        """Shut the socket down both ways and close it."""
         self.abort()
         self.sock.close()
 
     def abort(self) -> None:
+        """Shut the socket down both ways, so a receive blocked in another thread returns at once."""
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
 
@@ -118,6 +129,7 @@ class PipeChannel(Channel):
         self.rfd, self.wfd, self.peer, self.owns = rfd, wfd, peer, owns
 
     def sendall(self, data: bytes) -> None:
+        """Write all of ``data`` to ``wfd``; raises Disconnected when the reader is gone."""
         view = memoryview(data)
         try:
             while view:
@@ -126,6 +138,8 @@ class PipeChannel(Channel):
             raise _gone(self.peer) from None
 
     def recv_exact(self, n: int, timeout: float | None) -> bytes:
+        """Read exactly ``n`` bytes from ``rfd`` within ``timeout`` seconds (None: no limit); raises DeviceTimeout, or
+        Disconnected at end of file."""
         buf = bytearray()
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -144,6 +158,7 @@ class PipeChannel(Channel):
         return bytes(buf)
 
     def close(self) -> None:
+        """Close both descriptors when this channel owns them (not this process's own stdin/stdout)."""
         if self.owns:
             for fd in {self.rfd, self.wfd}:
                 with contextlib.suppress(OSError):

@@ -20,8 +20,7 @@ from dataclasses import astuple
 from typing import Any
 
 from tinyhw.errors import TinyhwError
-from tinyhw.remote import protocol as P
-from tinyhw.remote import session as S
+from tinyhw.remote import protocol, session
 from tinyhw.remote.channel import Channel
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
 from tinyhw.transport.batch import R32, RESULT_OPS, W32, CfgR, CfgW, Op, Poll32, R, Sleep, W
@@ -45,13 +44,18 @@ class RemoteClock(Clock):
         self._pending = 0.0
 
     def update(self, server_now: float) -> None:
+        """Take the server's clock reading ``server_now`` (seconds) from a reply; waits queued before it are now
+        included."""
         self._base, self._at, self._pending = server_now, time.monotonic(), 0.0
 
     def now(self) -> float:
+        """The server's time in seconds: its last reading, plus queued waits, plus wall time since when it is a wall
+        clock."""
         drift = 0.0 if self.virtual else time.monotonic() - self._at
         return self._base + drift + self._pending
 
     def sleep(self, seconds: float) -> None:
+        """Queue a wait of ``seconds`` on the server's clock (sent with the next batch); nothing for zero or less."""
         if seconds > 0:
             self._t.submit([Sleep(float(seconds))])
             self._pending += seconds
@@ -93,7 +97,7 @@ class RemoteTransport(Transport):
         self.description: dict[str, Any] = {}
         self._identity: Identity | None = None
         self._bars: list[BarInfo] = []
-        self._tx = self._rx = S.Direction(b"")
+        self._tx = self._rx = session.Direction(b"")
         self.reply_timeout = REPLY_TIMEOUT
 
     # -- handshake ------------------------------------------------------------------------------------------------
@@ -105,36 +109,37 @@ class RemoteTransport(Transport):
         before the server's proof has been checked.
         """
         ch = self.channel
-        hello = ch.recv_exact(P.HELLO.size, HANDSHAKE_TIMEOUT)
-        magic, version, auth, _, _snonce = P.HELLO.unpack(hello)
-        if magic != P.MAGIC:
-            raise P.ProtocolError(f"{self.where} is not a tinyhw remote server")
-        if version != P.VERSION:
-            raise P.ProtocolError(f"{self.where} speaks tinyhw remote protocol {version}, this client {P.VERSION}",
-                                  hint="install the same tinyhw version on both machines")
+        hello = ch.recv_exact(protocol.HELLO.size, HANDSHAKE_TIMEOUT)
+        magic, version, auth, _, _snonce = protocol.HELLO.unpack(hello)
+        if magic != protocol.MAGIC:
+            raise protocol.ProtocolError(f"{self.where} is not a tinyhw remote server")
+        if version != protocol.VERSION:
+            raise protocol.ProtocolError(
+                f"{self.where} speaks tinyhw remote protocol {version}, this client {protocol.VERSION}",
+                hint="install the same tinyhw version on both machines")
         secret = self._secret_loader() if self._secret_loader is not None else None
-        want = P.AUTH_HMAC if secret is not None else P.AUTH_NONE
+        want = protocol.AUTH_HMAC if secret is not None else protocol.AUTH_NONE
         if auth != want:
             raise ServerNotAuthenticated(
                 f"{self.where} offers no authentication, but this connection needs the server to prove it holds "
-                "the key; refusing it" if want == P.AUTH_HMAC else
+                "the key; refusing it" if want == protocol.AUTH_HMAC else
                 f"{self.where} asks for a key this kind of connection does not use; refusing it",
                 hint="check the address: it may not be your tinyhw server")
-        head = P.CLIENT_HELLO.pack(P.MAGIC, P.VERSION, 0, os.urandom(32), bytes(32))[:-32]
+        head = protocol.CLIENT_HELLO.pack(protocol.MAGIC, protocol.VERSION, 0, os.urandom(32), bytes(32))[:-32]
         transcript = hello + head
-        proof = S.client_proof(secret, transcript) if secret is not None else bytes(32)
+        proof = session.client_proof(secret, transcript) if secret is not None else bytes(32)
         ch.sendall(head + proof)
-        c2s, s2c = S.session_keys(secret or b"", transcript)
-        self._tx, self._rx = S.Direction(c2s), S.Direction(s2c)
+        c2s, s2c = session.session_keys(secret or b"", transcript)
+        self._tx, self._rx = session.Direction(c2s), session.Direction(s2c)
         try:
             doc = self._handshake_reply()
-        except S.FrameRejected:
+        except session.FrameRejected:
             raise ServerNotAuthenticated(f"{self.where} could not prove that it holds the key (its first frame "
                                          "fails authentication); refusing it",
                                          hint="check the address and that both sides hold the same key file") \
                 from None
         if secret is not None and not hmac.compare_digest(_unhex(doc.get("server_proof")),
-                                                          S.server_proof(secret, transcript)):
+                                                          session.server_proof(secret, transcript)):
             raise ServerNotAuthenticated(f"{self.where} could not prove that it holds the key; refusing it",
                                          hint="check the address and that both sides hold the same key file")
         self._describe(doc)
@@ -142,16 +147,16 @@ class RemoteTransport(Transport):
 
     def _handshake_reply(self) -> dict[str, Any]:
         """The server's first frame: an error ends here (unauthenticated, it can only stop us); else its JSON."""
-        head = self.channel.recv_exact(P.REPLY.size + S.TAG, HANDSHAKE_TIMEOUT)
-        status, _, rseq, length, _now = P.REPLY.unpack(head[:P.REPLY.size])
+        head = self.channel.recv_exact(protocol.REPLY.size + session.TAG, HANDSHAKE_TIMEOUT)
+        status, _, rseq, length, _now = protocol.REPLY.unpack(head[:protocol.REPLY.size])
         if status == 1 and rseq == 0 and length <= 4096:
-            raise P.decode_error(self.channel.recv_exact(length, HANDSHAKE_TIMEOUT))
-        self._rx.check_header(head[:P.REPLY.size], head[P.REPLY.size:], self.where)
-        if status != 0 or rseq != 0 or length > P.MAX_PAYLOAD:
+            raise protocol.decode_error(self.channel.recv_exact(length, HANDSHAKE_TIMEOUT))
+        self._rx.check_header(head[:protocol.REPLY.size], head[protocol.REPLY.size:], self.where)
+        if status != 0 or rseq != 0 or length > protocol.MAX_PAYLOAD:
             raise _malformed(f"{self.where} answered the handshake with status {status}, id {rseq}")
         payload = self.channel.recv_exact(length, HANDSHAKE_TIMEOUT) if length else b""
-        self._rx.check_payload(head[:P.REPLY.size], payload, self.channel.recv_exact(S.TAG, HANDSHAKE_TIMEOUT)
-                               if length else b"", self.where)
+        tag = self.channel.recv_exact(session.TAG, HANDSHAKE_TIMEOUT) if length else b""
+        self._rx.check_payload(head[:protocol.REPLY.size], payload, tag, self.where)
         self._rx.advance()
         self.counters.bytes_in += len(head) + length
         doc = _json(payload)
@@ -181,28 +186,28 @@ class RemoteTransport(Transport):
         self.clock.update(float(now))
 
     def _reply(self, seq: int, timeout: float) -> tuple[float, bytes]:
-        (status, _, rseq, _length, now), payload = P.recv_frame(self.channel, self._rx, P.REPLY, timeout, timeout,
-                                                                self.where)
-        self.counters.bytes_in += P.REPLY.size + 2 * S.TAG + len(payload)
+        (status, _, rseq, _length, now), payload = protocol.recv_frame(self.channel, self._rx, protocol.REPLY, timeout,
+                                                                       timeout, self.where)
+        self.counters.bytes_in += protocol.REPLY.size + 2 * session.TAG + len(payload)
         if rseq != seq or status not in (0, 1) or not math.isfinite(now):
             self._broken = True
             raise _malformed(f"{self.where} sent reply id {rseq} with status {status} where {seq} was expected")
         if status:
-            raise P.decode_error(payload)
+            raise protocol.decode_error(payload)
         return now, payload
 
     def request(self, op: int, payload: bytes = b"") -> bytes:
         """One framed request and its reply (one round trip)."""
         if self._broken:
-            raise P.ProtocolError(f"the connection to {self.where} is unusable after an earlier error")
+            raise protocol.ProtocolError(f"the connection to {self.where} is unusable after an earlier error")
         self._seq = (self._seq + 1) & 0xFFFF
-        frame = self._tx.seal(P.REQ.pack(op, 0, self._seq, len(payload)), payload)
+        frame = self._tx.seal(protocol.REQ.pack(op, 0, self._seq, len(payload)), payload)
         self.counters.round_trips += 1
         self.counters.bytes_out += len(frame)
         try:
             self.channel.sendall(frame)
             now, data = self._reply(self._seq, self.reply_timeout)
-        except P.ProtocolError:
+        except protocol.ProtocolError:
             self._broken = True
             raise
         except TinyhwError as e:
@@ -228,6 +233,8 @@ class RemoteTransport(Transport):
 
     # -- batching (the Batching ability) -----------------------------------------------------------------------
     def submit(self, ops: Sequence[Op]) -> _Ticket:
+        """Queue ``ops`` behind what is already queued (nothing is sent yet) and count them; returns the ticket of their
+        results."""
         ticket = _Ticket(self)
         self._ops.extend(ops)
         self._tickets.append((ticket, len(ops)))
@@ -243,7 +250,7 @@ class RemoteTransport(Transport):
                 c.reg_writes += len(op.data) // 4
                 self._queued += len(op.data)
         self._queued += 16 * len(ops)
-        if self._queued >= FLUSH_BYTES or len(self._ops) >= P.MAX_OPS // 2:
+        if self._queued >= FLUSH_BYTES or len(self._ops) >= protocol.MAX_OPS // 2:
             self.flush()
         return ticket
 
@@ -256,7 +263,7 @@ class RemoteTransport(Transport):
                 t.done = True
             return
         try:
-            results = P.decode_results(ops, self.request(P.OP_BATCH, P.encode_ops(ops)))
+            results = protocol.decode_results(ops, self.request(protocol.OP_BATCH, protocol.encode_ops(ops)))
         except TinyhwError as e:
             for t, _ in tickets:
                 t.done, t.error = True, e
@@ -271,42 +278,48 @@ class RemoteTransport(Transport):
     def ping(self) -> float:
         """One empty round trip; returns its wall time in seconds."""
         t0 = time.perf_counter()
-        self.request(P.OP_PING)
+        self.request(protocol.OP_PING)
         return time.perf_counter() - t0
 
     def server_stats(self) -> dict[str, Any]:
         """The server's counters for this connection (its transport to the device)."""
         self.flush()
-        doc = _json(self.request(P.OP_STATS))
+        doc = _json(self.request(protocol.OP_STATS))
         if not isinstance(doc, dict):
             raise _malformed("the server's counters are not a json object")
         return doc
 
     # -- the seam -------------------------------------------------------------------------------------------------
     def config_read(self, offset: int, size: int = 4) -> int:
+        """Read ``size`` (1, 2, 4) bytes of config space on the server (sends the queue, one round trip)."""
         return self.submit([CfgR(offset, size)]).get()[0]
 
     def config_write(self, offset: int, size: int, value: int) -> None:
+        """Queue a config write of the low ``size`` bytes of ``value`` at ``offset`` (sent with the next batch)."""
         self.submit([CfgW(offset, size, value & ((1 << (8 * size)) - 1))])
 
     def config_bytes(self, offset: int = 0, length: int = 256) -> bytes:
+        """``length`` bytes of config space from ``offset`` (dword aligned), all in one batch and one round trip."""
         ops = [CfgR(off, 4) for off in range(offset, offset + length, 4)]
         return b"".join(v.to_bytes(4, "little") for v in self.submit(ops).get())
 
     def bars(self) -> list[BarInfo]:
+        """The served device's BARs, as the server described them at connect."""
         return list(self._bars)
 
     def _make_region(self, info: BarInfo) -> BarRegion:
         return _RemoteRegion(info, self)
 
     def identity(self) -> Identity:
+        """The served device's identity, as the server described it at connect."""
         assert self._identity is not None, "connect() first"
         return self._identity
 
     def info(self) -> TransportInfo:
+        """``probe`` facts: the server's address, the protocol version and the served transport's own facts."""
         served = self.description["info"]
         return TransportInfo(transport="remote", emulated=self.emulated,
-                             extra={"server": self.where, "protocol": P.VERSION, "served": served})
+                             extra={"server": self.where, "protocol": protocol.VERSION, "served": served})
 
     def close(self) -> None:
         """Send what is still queued (so posted writes are not lost and their errors are seen), then say bye."""
@@ -316,18 +329,18 @@ class RemoteTransport(Transport):
         try:
             if not self._broken:
                 self.flush()
-                self.request(P.OP_BYE)
+                self.request(protocol.OP_BYE)
         finally:
             self.channel.close()
 
 
-class ServerNotAuthenticated(P.ProtocolError):
+class ServerNotAuthenticated(protocol.ProtocolError):
     """The server did not ask for the authentication this connection implies, or failed to prove its key."""
 
 
-def _malformed(what: str) -> P.ProtocolError:
-    return P.ProtocolError(f"the server sent a malformed reply: {what}",
-                           hint="install the same tinyhw version on both machines, or report a bug")
+def _malformed(what: str) -> protocol.ProtocolError:
+    return protocol.ProtocolError(f"the server sent a malformed reply: {what}",
+                                  hint="install the same tinyhw version on both machines, or report a bug")
 
 
 def _json(payload: bytes) -> Any:

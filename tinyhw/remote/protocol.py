@@ -97,6 +97,8 @@ def recv_frame(ch: Channel, d: Direction, head: struct.Struct, timeout: float | 
 
 # -- operations ---------------------------------------------------------------------------------------------------
 def encode_ops(ops: Sequence[Op]) -> bytes:
+    """The wire form of a batch: one kind byte and fixed fields per operation; a poll's repeated texts refer back to
+    their first use."""
     out = bytearray()
     texts: dict[str, int] = {}  # a poll's texts repeat: later uses refer back to the first (0xffff, index)
     for op in ops:
@@ -175,6 +177,8 @@ def decode_ops(payload: bytes) -> list[Op]:
 
 
 def encode_results(ops: Sequence[Op], results: Sequence[Any]) -> bytes:
+    """The wire form of a batch's results: each int as 4 little-endian bytes, each R's bytes as they are (``ops`` gives
+    the order)."""
     out = bytearray()
     for r in results:
         out += r if isinstance(r, (bytes, bytearray)) else (r & 0xFFFFFFFF).to_bytes(4, "little")
@@ -182,10 +186,13 @@ def encode_results(ops: Sequence[Op], results: Sequence[Any]) -> bytes:
 
 
 def result_size(ops: Sequence[Op]) -> int:
+    """How many bytes the results of ``ops`` take on the wire (4 per R32/Poll32/CfgR, ``length`` per R)."""
     return sum(op.length if isinstance(op, R) else 4 for op in ops if isinstance(op, (R, R32, Poll32, CfgR)))
 
 
 def decode_results(ops: Sequence[Op], payload: bytes) -> list[Any]:
+    """The results of ``ops`` from a reply payload (ints and bytes, in order); raises ProtocolError when its size does
+    not match."""
     if len(payload) != result_size(ops):
         raise ProtocolError(f"the server answered {len(payload)} bytes where {result_size(ops)} were expected")
     out: list[Any] = []
@@ -202,6 +209,8 @@ def decode_results(ops: Sequence[Op], payload: bytes) -> list[Any]:
 
 # -- errors -------------------------------------------------------------------------------------------------------
 def encode_error(e: BaseException, op: int | None = None) -> bytes:
+    """A JSON error reply: a tinyhw error's type, message and hint (anything else as a bare "server error" naming only
+    its type), and the index ``op`` of the failed operation."""
     if isinstance(e, errors.TinyhwError):
         doc = {"type": type(e).__name__, "message": e.message, "hint": e.hint, "op": op}
     else:

@@ -22,6 +22,8 @@ MAX_KEY_FILE = 4096  # the most a key file may hold (a keygen key is 65 bytes)
 
 
 def default_key_path() -> Path:
+    """The shared key's path: ``$TINYHW_REMOTE_KEY``, else ``$XDG_CONFIG_HOME/tinyhw/remote.key`` (default
+    ``~/.config``)."""
     env = os.environ.get("TINYHW_REMOTE_KEY")
     if env:
         return Path(env)
@@ -30,11 +32,13 @@ def default_key_path() -> Path:
 
 
 def runtime_dir() -> Path:
+    """``$XDG_RUNTIME_DIR/tinyhw``, or ``<tmp>/tinyhw-<uid>`` when it is not set (where the default socket lives)."""
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     return Path(xdg) / "tinyhw" if xdg else Path(tempfile.gettempdir()) / f"tinyhw-{os.getuid()}"
 
 
 def default_socket_path() -> Path:
+    """The unix socket a ``serve remote`` listens on by default: ``remote.sock`` in :func:`runtime_dir`."""
     return runtime_dir() / "remote.sock"
 
 

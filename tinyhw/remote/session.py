@@ -42,10 +42,13 @@ def _mac(key: bytes, data: bytes) -> bytes:
 
 
 def client_proof(secret: bytes, transcript: bytes) -> bytes:
+    """The client's HMAC-SHA256 proof of the shared ``secret`` over the handshake ``transcript``."""
     return _mac(secret, LABEL + b" client proof" + transcript)
 
 
 def server_proof(secret: bytes, transcript: bytes) -> bytes:
+    """The server's HMAC-SHA256 proof of the shared ``secret`` over the handshake ``transcript`` (a distinct label from
+    the client's)."""
     return _mac(secret, LABEL + b" server proof" + transcript)
 
 
@@ -78,14 +81,19 @@ class Direction:
         return frame
 
     def check_header(self, header: bytes, tag: bytes, peer: str) -> None:
+        """Raise FrameRejected (the session is closed) unless ``tag`` authenticates frame ``header`` at this direction's
+        sequence number."""
         if not hmac.compare_digest(tag, self._tag(b"H", header)):
             raise self._rejected(peer)
 
     def check_payload(self, header: bytes, payload: bytes, tag: bytes, peer: str) -> None:
+        """Raise FrameRejected unless ``tag`` authenticates ``payload`` with its ``header`` at this direction's sequence
+        number."""
         if not hmac.compare_digest(tag, self._tag(b"P", header, payload)):
             raise self._rejected(peer)
 
     def advance(self) -> None:
+        """Move to the next frame's sequence number (after a frame was sent or accepted)."""
         self.seq += 1
 
     def _rejected(self, peer: str) -> FrameRejected:

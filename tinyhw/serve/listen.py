@@ -64,6 +64,8 @@ class Audit:
 
 
 def parse_listen(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (IPv6 hosts in brackets) as (host, port); raises Refused (exit 2) for anything else or a port
+    outside 0..65535 (0 picks a free one)."""
     host, sep, port = text.rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
@@ -81,6 +83,8 @@ def check_network(host: str) -> None:
 
 
 def tcp_listener(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host``:``port``; raises Refused for a non-loopback host, EnvironmentProblem when the
+    address cannot be bound."""
     check_network(host)
     family, _, _, _, addr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -189,12 +193,15 @@ class Listener:
 
     @property
     def address(self) -> str:
+        """Where the listener is reachable: the socket path, or ``host:port`` (``[host]:port`` for IPv6)."""
         name = self.sock.getsockname()
         if isinstance(name, str):
             return name
         return f"[{name[0]}]:{name[1]}" if ":" in name[0] else f"{name[0]}:{name[1]}"
 
     def serve_forever(self) -> None:
+        """Accept connections until :meth:`stop`, each handled in its own thread; closes the listening socket on return.
+        """
         try:
             while not self._stop.is_set():
                 ready, _, _ = select.select([self.sock], [], [], 0.2)
@@ -256,6 +263,7 @@ class Listener:
             channel.close()
 
     def stop(self, wait: float = 5.0) -> None:
+        """Stop accepting, then wait up to ``wait`` seconds for each connection's thread to end."""
         self._stop.set()
         for t, _, _ in list(self._conns):
             t.join(wait)

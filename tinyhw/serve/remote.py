@@ -32,7 +32,7 @@ from tinyhw.connect import Opened, open_device
 from tinyhw.errors import DeviceLocked, DeviceTimeout, Refused, TinyhwError
 from tinyhw.formats.pciconfig import parse_config
 from tinyhw.formats.pciguard import guarded_ranges, refusal
-from tinyhw.remote import protocol as P
+from tinyhw.remote import protocol
 from tinyhw.remote.channel import Channel
 from tinyhw.remote.session import Direction, FrameRejected, client_proof, server_proof, session_keys
 from tinyhw.serve.listen import Audit, end_reason
@@ -63,8 +63,8 @@ class RemoteServer:
                  idle_timeout: float = IDLE_TIMEOUT, allow_config_writes: bool = False,
                  opener: Callable[[DeviceSpec], Opened] = open_device,
                  handshake_timeout: float = HANDSHAKE_TIMEOUT) -> None:
-        if secret is not None and len(secret) < P.MIN_SECRET:
-            raise Refused(f"the key must hold at least {P.MIN_SECRET} bytes")
+        if secret is not None and len(secret) < protocol.MIN_SECRET:
+            raise Refused(f"the key must hold at least {protocol.MIN_SECRET} bytes")
         for what, value in (("idle timeout", idle_timeout), ("handshake timeout", handshake_timeout)):
             check_timeout(what, value)
         self.spec = spec
@@ -110,25 +110,26 @@ class RemoteServer:
     def _handshake(self, conn: _Conn) -> Opened | None:
         """Hello, the client's hello and proof within one deadline; then the device, the proof and description."""
         ch, name = conn.ch, conn.name
-        auth = P.AUTH_HMAC if self.secret is not None else P.AUTH_NONE
-        hello = P.HELLO.pack(P.MAGIC, P.VERSION, auth, 0, os.urandom(32))
+        auth = protocol.AUTH_HMAC if self.secret is not None else protocol.AUTH_NONE
+        hello = protocol.HELLO.pack(protocol.MAGIC, protocol.VERSION, auth, 0, os.urandom(32))
         ch.sendall(hello)
         try:
-            raw = ch.recv_exact(P.CLIENT_HELLO.size, self.handshake_timeout)
+            raw = ch.recv_exact(protocol.CLIENT_HELLO.size, self.handshake_timeout)
         except DeviceTimeout:
             self.audit(name, f"handshake timed out: no complete hello within {self.handshake_timeout:g} s")
             return None
-        magic, version, _, _cnonce, proof = P.CLIENT_HELLO.unpack(raw)
-        if magic != P.MAGIC:
+        magic, version, _, _cnonce, proof = protocol.CLIENT_HELLO.unpack(raw)
+        if magic != protocol.MAGIC:
             self.audit(name, "refused: not a tinyhw client (bad magic)")
             return None
         transcript = hello + raw[:-32]
         c2s, s2c = session_keys(self.secret or b"", transcript)
         conn.rx, conn.tx = Direction(c2s), Direction(s2c)
-        if version != P.VERSION:
-            self.audit(name, f"refused: protocol version {version} (server {P.VERSION})")
-            self._error(conn, 0, P.ProtocolError(f"the server speaks protocol {P.VERSION}, the client {version}",
-                                                 hint="install the same tinyhw version on both machines"))
+        if version != protocol.VERSION:
+            self.audit(name, f"refused: protocol version {version} (server {protocol.VERSION})")
+            self._error(conn, 0, protocol.ProtocolError(
+                f"the server speaks protocol {protocol.VERSION}, the client {version}",
+                hint="install the same tinyhw version on both machines"))
             return None
         if self.secret is not None and not hmac.compare_digest(proof, client_proof(self.secret, transcript)):
             self.audit(name, "refused: authentication failed")
@@ -159,30 +160,30 @@ class RemoteServer:
         t = opened.transport
         while True:
             try:
-                (op, _, seq, _length), payload = P.recv_frame(conn.ch, conn.rx, P.REQ, self.idle_timeout,
-                                                              PAYLOAD_TIMEOUT, "the client")
+                (op, _, seq, _length), payload = protocol.recv_frame(conn.ch, conn.rx, protocol.REQ, self.idle_timeout,
+                                                                     PAYLOAD_TIMEOUT, "the client")
             except DeviceTimeout:
                 return f"idle for {self.idle_timeout:g} s"
             except FrameRejected as e:
                 return f"rejected a frame: {e.message}"
-            except P.ProtocolError as e:  # oversized: said to the client, then closed (no resynchronising)
+            except protocol.ProtocolError as e:  # oversized: said to the client, then closed (no resynchronising)
                 self._error(conn, 0, e)
                 return f"protocol error: {e.message}"
-            if op == P.OP_BATCH:
+            if op == protocol.OP_BATCH:
                 self._batch(conn, seq, t, payload)
-            elif op == P.OP_PING:
+            elif op == protocol.OP_PING:
                 self._reply(conn, seq, t, b"")
-            elif op == P.OP_STATS:
+            elif op == protocol.OP_STATS:
                 self._reply(conn, seq, t, json.dumps(_safe_stats(opened)).encode())
-            elif op == P.OP_BYE:
+            elif op == protocol.OP_BYE:
                 conn.bye = seq
                 return "client said bye"
             else:
-                self._error(conn, seq, P.ProtocolError(f"unknown request {op}"))
+                self._error(conn, seq, protocol.ProtocolError(f"unknown request {op}"))
 
     def _batch(self, conn: _Conn, seq: int, t: Transport, payload: bytes) -> None:
         try:
-            ops = P.decode_ops(payload)
+            ops = protocol.decode_ops(payload)
             check_ops(t, ops)
             self._check_config(ops, conn.guarded)
         except TinyhwError as e:
@@ -198,7 +199,7 @@ class RemoteServer:
         except TinyhwError as e:
             self._error(conn, seq, e)
             return
-        self._reply(conn, seq, t, P.encode_results(ops, results))
+        self._reply(conn, seq, t, protocol.encode_results(ops, results))
 
     def _check_config(self, ops: list[Op], guarded: list[tuple[int, int, str]]) -> None:
         for op in ops:
@@ -210,11 +211,11 @@ class RemoteServer:
     # -- frames ---------------------------------------------------------------------------------------------------
     def _reply(self, conn: _Conn, seq: int, t: Transport | None, payload: bytes) -> None:
         now = t.clock.now() if t is not None else 0.0
-        conn.ch.sendall(conn.tx.seal(P.REPLY.pack(0, 0, seq, len(payload), now), payload))
+        conn.ch.sendall(conn.tx.seal(protocol.REPLY.pack(0, 0, seq, len(payload), now), payload))
 
     def _error(self, conn: _Conn, seq: int, e: BaseException) -> None:
-        body = P.encode_error(e)
-        conn.ch.sendall(conn.tx.seal(P.REPLY.pack(1, 0, seq, len(body), 0.0), body))
+        body = protocol.encode_error(e)
+        conn.ch.sendall(conn.tx.seal(protocol.REPLY.pack(1, 0, seq, len(body), 0.0), body))
 
 
 def check_timeout(what: str, value: float) -> None:
@@ -233,6 +234,8 @@ def _for_client(e: TinyhwError) -> TinyhwError:
 
 
 def describe(t: Transport) -> dict[str, Any]:
+    """What a client learns about the served device at connect: identity, BARs, transport facts (made JSON-safe), the
+    device clock's time and kind."""
     info = t.info()
     return {
         "identity": asdict(t.identity()),

@@ -68,6 +68,7 @@ MAX_SESSION_DELAY_US = int(IDLE_TIMEOUT * 1e6)
 
 
 def command_map() -> bytes:
+    """The 32-byte serprog command bitmap (Q_CMDMAP answer): bit N set for each supported command N."""
     bits = bytearray(32)
     for op in SUPPORTED:
         bits[op // 8] |= 1 << (op % 8)
@@ -121,6 +122,8 @@ class SerprogServer:
         self._session = threading.Lock()
 
     def handle(self, ch: Channel, name: str) -> None:
+        """Serve one connection on ``ch`` (``name`` in the audit log): one at a time, so a second waits up to the idle
+        time-out for the first to end and then gives up."""
         if not self._session.acquire(timeout=self.idle_timeout):
             self.audit(name, "gave up waiting for the previous connection to end")
             return
@@ -149,6 +152,8 @@ class SerprogServer:
             self.audit(name, f"device released ({reason}); operations {dict(counts)}")
 
     def session(self, ch: Channel, name: str, sw: RomSw, counts: Counter[str]) -> str:
+        """Answer serprog commands from ``ch`` through the ROM_SW engine ``sw`` until the peer goes (the channel raises)
+        or asks for an oversized SPI operation; counts each kind of operation in ``counts``; returns why it ended."""
         delay_us = 0  # queued since O_INIT / the last O_EXEC
         total_us = 0  # this session's, executed or queued
         clock = sw.clock

@@ -20,25 +20,35 @@ __all__ = ["RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BridgeSram", "Bul
 class Resettable(Protocol):
     """A function-level reset the transport can issue (sysfs ``reset``, VFIO_DEVICE_RESET)."""
 
-    def reset(self) -> None: ...
+    def reset(self) -> None:
+        """Reset the function (sysfs ``reset``: the kernel picks the method; VFIO: VFIO_DEVICE_RESET); raises Refused
+        when the device offers no reset."""
 
 
 @runtime_checkable
 class DmaBuffers(Protocol):
     """Pinned host buffers mapped for device DMA at an IOVA (VFIO type1)."""
 
-    def dma_alloc(self, size: int, iova: int | None = None) -> Any: ...
+    def dma_alloc(self, size: int, iova: int | None = None) -> Any:
+        """Allocate ``size`` bytes (rounded up to pages) of pinned host memory visible to the device at ``iova`` (the
+        next free one when None); returns the buffer (``size``, ``read``/``write``); raises Refused for an unaligned
+        ``iova``."""
 
-    def dma_free(self, buf: Any) -> None: ...
+    def dma_free(self, buf: Any) -> None:
+        """Unmap ``buf`` from the device and release its host memory."""
 
 
 @runtime_checkable
 class Interrupts(Protocol):
     """Device interrupts delivered to the host (VFIO eventfds)."""
 
-    def enable_irqs(self, kind: str = "msi", count: int = 1) -> list[int]: ...
+    def enable_irqs(self, kind: str = "msi", count: int = 1) -> list[int]:
+        """Route ``count`` vectors of ``kind`` (``"intx"``, ``"msi"``, ``"msix"``) to new eventfds and return them;
+        raises Refused when the device has fewer."""
 
-    def wait_irq(self, fd: int, timeout_s: float) -> int: ...
+    def wait_irq(self, fd: int, timeout_s: float) -> int:
+        """Block until the eventfd ``fd`` fires or ``timeout_s`` seconds pass; returns how many interrupts arrived (0 on
+        time-out)."""
 
 
 #: Sysfs attributes whose read touches the device, from Linux 6.12 ``drivers/pci/pci-sysfs.c``: the show/read
@@ -69,9 +79,13 @@ class DeviceAttributes(Protocol):
     link's name), and the informational files of the driver that owns it (``/proc/driver/nvidia/...``).
     Exception: the :data:`WAKING_ATTRIBUTES` do touch the device; read them only when :func:`device_awake`."""
 
-    def attribute(self, name: str) -> str | None: ...
+    def attribute(self, name: str) -> str | None:
+        """The stripped text of sysfs attribute ``name`` of the function (``driver``/``iommu_group``: the link's target
+        name), or None when absent."""
 
-    def driver_files(self) -> dict[str, str]: ...
+    def driver_files(self) -> dict[str, str]:
+        """The host driver's own information files (for nvidia: module and driver version, per-GPU information) by name,
+        when present; never reads the device."""
 
 
 @runtime_checkable
@@ -79,7 +93,9 @@ class ReadOnlyPeek(Protocol):
     """Single 32-bit reads of a memory BAR through a read-only mapping of only the page holding the register:
     no write, no lock, no memory-decode change, allowed while a kernel driver owns the device."""
 
-    def peek32(self, bar: int, offset: int) -> int: ...
+    def peek32(self, bar: int, offset: int) -> int:
+        """Read the 32-bit register at byte ``offset`` (4-aligned) of memory BAR ``bar``; raises Refused outside the
+        BAR."""
 
 
 class BulkQueue(Protocol):
@@ -89,13 +105,17 @@ class BulkQueue(Protocol):
     (cancel what is outstanding, reap it, release; never raises, never hangs on a vanished device). The first
     failure is latched: every later call raises it. Errors are pyusb's (``usb.core.USBError``)."""
 
-    def submit(self, data: bytes | bytearray | memoryview) -> int: ...
+    def submit(self, data: bytes | bytearray | memoryview) -> int:
+        """Queue one bulk OUT transfer of ``data``; returns its ticket (1, 2, ...), blocking while the queue is full."""
 
-    def wait(self, ticket: int) -> None: ...
+    def wait(self, ticket: int) -> None:
+        """Block until transfer ``ticket`` and every one before it completed; raises the latched first failure."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Wait for every submitted transfer, then release the queue; raises the first failure not raised yet."""
 
-    def abort(self) -> None: ...
+    def abort(self) -> None:
+        """Cancel and reap the outstanding transfers and release the queue; never raises."""
 
 
 @runtime_checkable
@@ -113,7 +133,9 @@ class QueuedBulk(Protocol):
 
     queue_kind: str
 
-    def open_bulk_queue(self, device: Any, ep: int, depth: int, timeout_ms: int) -> BulkQueue: ...
+    def open_bulk_queue(self, device: Any, ep: int, depth: int, timeout_ms: int) -> BulkQueue:
+        """A :class:`BulkQueue` on endpoint ``ep`` of the opened pyusb ``device``, ``depth`` transfers in flight at
+        most, each limited to ``timeout_ms`` milliseconds."""
 
 
 @runtime_checkable
@@ -135,18 +157,30 @@ class BridgeSram(Protocol):
       written per call (the fence at 0xA800 is PCIe 0x820800).
     """
 
-    def arm_host_to_sram(self, first_slot: int, length: int) -> None: ...
+    def arm_host_to_sram(self, first_slot: int, length: int) -> None:
+        """Arm the 0xF2 engine: the next ``length`` bytes (a multiple of 512) of bulk OUT land in the SRAM from
+        ``first_slot`` on."""
 
-    def write_sram(self, slot: int, data: bytes) -> None: ...
+    def write_sram(self, slot: int, data: bytes) -> None:
+        """Arm and send ``data`` (padded to 512 bytes) into SRAM slot ``slot`` in one bulk OUT, waiting for it."""
 
-    def open_sram_queue(self, depth: int, timeout: float, what: str) -> Any: ...
+    def open_sram_queue(self, depth: int, timeout: float, what: str) -> Any:
+        """The queued bulk OUT seam on the data endpoint (``depth`` in flight, ``timeout`` seconds each, ``what`` names
+        it in errors)."""
 
-    def sram_queue_kind(self) -> str: ...
+    def sram_queue_kind(self) -> str:
+        """Which implementation :meth:`open_sram_queue` uses (``"libusb-async"``, ``"emulated"`` or ``"worker"``), for
+        stats and figures."""
 
-    def arm_sram_to_host(self, length: int) -> None: ...
+    def arm_sram_to_host(self, length: int) -> None:
+        """Arm an SRAM -> host transfer of ``length`` bytes from slot 0 (released by a GPU write into the bridge's
+        XDATA)."""
 
-    def collect_sram(self, length: int) -> bytes: ...
+    def collect_sram(self, length: int) -> bytes:
+        """Read the ``length`` bytes armed by :meth:`arm_sram_to_host` with bulk IN."""
 
-    def read_xdata(self, address: int, length: int) -> bytes: ...
+    def read_xdata(self, address: int, length: int) -> bytes:
+        """Read ``length`` bytes of the bridge's XDATA at ``address`` (one control transfer)."""
 
-    def write_xdata(self, address: int, value: int) -> None: ...
+    def write_xdata(self, address: int, value: int) -> None:
+        """Write the byte ``value`` to the bridge's XDATA at ``address`` (one control transfer)."""

@@ -28,6 +28,7 @@ class BarInfo:
     is_64bit: bool = False
 
     def as_dict(self) -> dict[str, Any]:
+        """The BAR as a JSON-ready dict (the keys of ``probe --json``)."""
         return {
             "index": self.index,
             "address": self.address,
@@ -65,9 +66,11 @@ class BarRegion:
 
     @property
     def size(self) -> int:
+        """The BAR's size in bytes."""
         return self.info.size
 
     def check(self, offset: int, length: int) -> None:
+        """Raise Refused unless ``length`` bytes at ``offset`` lie inside the BAR and both are multiples of 4."""
         # the range first: an offset past the bar is out of range whatever its alignment
         if offset < 0 or length < 0 or offset + length > self.info.size:
             raise Refused(
@@ -78,15 +81,19 @@ class BarRegion:
             raise Refused(f"bar{self.info.index} access at 0x{offset:x} of 0x{length:x} bytes is not dword aligned")
 
     def read32(self, offset: int) -> int:
+        """Read the 32-bit word at byte ``offset`` (4-aligned) of the BAR."""
         raise NotImplementedError
 
     def write32(self, offset: int, value: int) -> None:
+        """Write the 32-bit ``value`` at byte ``offset`` (4-aligned) of the BAR."""
         raise NotImplementedError
 
     def read(self, offset: int, length: int) -> bytes:
+        """Read ``length`` bytes (a multiple of 4) from byte ``offset`` (4-aligned) of the BAR."""
         raise NotImplementedError
 
     def write(self, offset: int, data: bytes) -> None:
+        """Write ``data`` (a multiple of 4 bytes) at byte ``offset`` (4-aligned) of the BAR."""
         raise NotImplementedError
 
 
@@ -118,6 +125,7 @@ class Transport:
         raise NotImplementedError
 
     def config_write(self, offset: int, size: int, value: int) -> None:
+        """Write the low ``size`` (1, 2 or 4) bytes of ``value`` at ``offset`` of the function's config space."""
         raise NotImplementedError
 
     def config_bytes(self, offset: int = 0, length: int = 256) -> bytes:
@@ -129,6 +137,7 @@ class Transport:
 
     # -- BARs -----------------------------------------------------------------------
     def bars(self) -> list[BarInfo]:
+        """The function's BARs as :class:`BarInfo`: memory and I/O, each with its index, address and size."""
         raise NotImplementedError
 
     def bar(self, index: int) -> BarRegion:
@@ -148,9 +157,11 @@ class Transport:
 
     # -- identity, info, lifetime ---------------------------------------------------------
     def identity(self) -> Identity:
+        """Who the device is: vendor/device/class ids from config space and where it sits."""
         raise NotImplementedError
 
     def info(self) -> TransportInfo:
+        """Extra facts for ``probe``: the transport's name, whether it is emulated, and per-transport details."""
         return TransportInfo(transport=self.name, emulated=self.emulated)
 
     def stats(self) -> dict[str, Any]:

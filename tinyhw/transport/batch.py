@@ -1,6 +1,6 @@
 """Batched register accesses: a list of independent operations run in order, in one message where it matters.
 
-The optional :class:`Batching` ability (ARCHITECTURE.md "The transport seam"; issue 16 item 2) lets a
+The optional :class:`Batching` ability (ARCHITECTURE.md "The transport seam") lets a
 driver hand a transport a sequence of accesses whose order matters but whose results it needs only
 later. Over a network (the ``remote:`` client) the whole sequence travels as one message, so a
 4 KiB flash read costs one round trip instead of sixteen. Only what a driver needs is here: 32-bit
@@ -10,7 +10,7 @@ the device side (so waiting for an engine's DONE bit needs no round trip of its 
 :func:`run_ops` executes a list on any transport through the plain seam; the remote server uses it.
 :func:`check_ops` validates a list against a transport's BARs before anything runs (the server
 rejects a bad batch without touching the device), and bounds the time the whole list may spend waiting
-(:data:`MAX_BATCH_WAIT_S`, issue 21 item 7), not only each operation's.
+(:data:`MAX_BATCH_WAIT_S`), not only each operation's.
 """
 
 from __future__ import annotations
@@ -32,29 +32,39 @@ MAX_BATCH_WAIT_S = 120.0
 
 
 class W32(NamedTuple):
+    """Write the 32-bit ``value`` at ``offset`` of memory BAR ``bar``."""
+
     bar: int
     offset: int
     value: int
 
 
 class W(NamedTuple):
+    """Write ``data`` (a multiple of 4 bytes) at ``offset`` of memory BAR ``bar``."""
+
     bar: int
     offset: int
     data: bytes
 
 
 class R32(NamedTuple):
+    """Read the 32-bit word at ``offset`` of memory BAR ``bar`` (result: an int)."""
+
     bar: int
     offset: int
 
 
 class R(NamedTuple):
+    """Read ``length`` bytes at ``offset`` of memory BAR ``bar`` (result: bytes)."""
+
     bar: int
     offset: int
     length: int
 
 
 class Sleep(NamedTuple):
+    """Wait ``seconds`` on the device's clock, at most :data:`MAX_WAIT_S`."""
+
     seconds: float
 
 
@@ -72,11 +82,15 @@ class Poll32(NamedTuple):
 
 
 class CfgR(NamedTuple):
+    """Read ``size`` (1, 2 or 4) bytes of config space at ``offset`` (result: an int)."""
+
     offset: int
     size: int
 
 
 class CfgW(NamedTuple):
+    """Write the low ``size`` (1, 2 or 4) bytes of ``value`` at ``offset`` of config space."""
+
     offset: int
     size: int
     value: int
@@ -90,7 +104,11 @@ WRITE_OPS = (W32, W, CfgW)
 
 
 class Ticket(Protocol):
-    def get(self) -> list[Any]: ...
+    """What :meth:`Batching.submit` returns: the handle on one submitted list's results."""
+
+    def get(self) -> list[Any]:
+        """Send what is queued (if not yet sent) and return the list's results in order; raises the first failed
+        operation's error."""
 
 
 @runtime_checkable
@@ -103,7 +121,8 @@ class Batching(Protocol):
     operation is raised by the ``get`` (or read) that sends it; the operations after it do not run.
     """
 
-    def submit(self, ops: Sequence[Op]) -> Ticket: ...
+    def submit(self, ops: Sequence[Op]) -> Ticket:
+        """Queue ``ops`` after everything queued before; returns the :class:`Ticket` of their results."""
 
 
 def batch_wait(ops: Sequence[Op]) -> float:

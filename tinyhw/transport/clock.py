@@ -75,10 +75,12 @@ class ThreadHandover:
         """Nothing to do (see :meth:`enlist`)."""
 
     def wait_until(self, ready: Callable[[], bool]) -> None:
+        """Block on the condition (releasing it while blocked) until ``ready()``."""
         while not ready():
             self._cond.wait()
 
     def notify(self) -> None:
+        """Wake every thread blocked in :meth:`wait_until` (call holding the lock)."""
         self._cond.notify_all()
 
     def catch_up(self, t: float) -> None:
@@ -91,9 +93,11 @@ class Clock:
     virtual = False
 
     def now(self) -> float:
+        """The time in seconds since an arbitrary start (monotonic)."""
         raise NotImplementedError
 
     def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` on this clock (a virtual clock just advances)."""
         raise NotImplementedError
 
     def handover(self) -> Handover:
@@ -105,9 +109,11 @@ class WallClock(Clock):
     """Real time (monotonic)."""
 
     def now(self) -> float:
+        """``time.monotonic()``, in seconds."""
         return time.monotonic()
 
     def sleep(self, seconds: float) -> None:
+        """``time.sleep(seconds)``; nothing for zero or negative."""
         if seconds > 0:
             time.sleep(seconds)
 
@@ -117,4 +123,5 @@ class Measuring(Protocol):
     """A clock with modes: ``with clock.measuring(preferred) as mode:`` runs one measurement in ``preferred``
     where the clock allows it (else its own mode), yields the mode in effect, and restores the previous one."""
 
-    def measuring(self, preferred: str = "hybrid") -> AbstractContextManager[str]: ...
+    def measuring(self, preferred: str = "hybrid") -> AbstractContextManager[str]:
+        """A context manager running one measurement in mode ``preferred`` where allowed; yields the mode in effect."""

@@ -16,6 +16,9 @@ from dataclasses import asdict, dataclass, fields
 
 @dataclass
 class Counters:
+    """What a transport has done since it opened (or the last :meth:`reset`): USB transfers, round trips, TLPs, register
+    accesses and bytes each way."""
+
     usb_transfers: int = 0
     round_trips: int = 0
     tlp_reads: int = 0
@@ -26,9 +29,11 @@ class Counters:
     bytes_out: int = 0
 
     def as_dict(self) -> dict[str, int]:
+        """The counters as a ``{name: count}`` dict (for ``--stats``)."""
         return asdict(self)
 
     def reset(self) -> None:
+        """Set every counter to 0."""
         for f in fields(self):
             setattr(self, f.name, 0)
 
@@ -36,4 +41,5 @@ class Counters:
         return Counters(**{f.name: getattr(self, f.name) - getattr(other, f.name) for f in fields(self)})
 
     def copy(self) -> Counters:
+        """An independent snapshot of the counters (subtract two to get one step's counts)."""
         return Counters(**asdict(self))

@@ -41,9 +41,11 @@ class DeviceSpec:
 
     @property
     def is_mock(self) -> bool:
+        """True for an emulated board (``mock:...``)."""
         return self.kind == "mock"
 
     def option(self, name: str, default: str | bool | None = None) -> str | bool | None:
+        """The value of option ``name`` (``True`` for a bare flag), or ``default`` when it was not given."""
         return self.options.get(name, default)
 
     def __str__(self) -> str:
@@ -57,6 +59,8 @@ def _bad(text: str, why: str) -> BadDeviceString:
 
 
 def normalize_bdf(addr: str, text: str) -> str:
+    """``addr`` as a full lower-case PCI address ``dddd:bb:dd.f`` (domain 0000 added); raises BadDeviceString (``text``
+    is the whole string, for the message)."""
     m = _BDF.match(addr)
     if not m:
         raise _bad(text, f"{addr!r} is not a PCI address like 0000:03:00.0")

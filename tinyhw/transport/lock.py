@@ -66,6 +66,8 @@ class DeviceLock:
         raise EnvironmentProblem("cannot create a lock file: " + "; ".join(errors))
 
     def acquire(self) -> DeviceLock:
+        """Take the lock without waiting; returns self. Raises DeviceLocked (naming the holder's pid and tool) when
+        another process holds it."""
         if self._fd is not None:
             return self
         fd, path = self._open()
@@ -90,6 +92,7 @@ class DeviceLock:
         return self
 
     def release(self) -> None:
+        """Release the lock and close its file; safe to call twice."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
             with contextlib.suppress(OSError):
@@ -98,6 +101,7 @@ class DeviceLock:
 
     @property
     def held(self) -> bool:
+        """True while this object holds the lock."""
         return self._fd is not None
 
     def __enter__(self) -> DeviceLock:

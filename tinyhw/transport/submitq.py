@@ -1,4 +1,4 @@
-"""A bounded, in-order submission queue served by one worker thread (issue 12: the USB copy-in's bulk transfers).
+"""A bounded, in-order submission queue served by one worker thread (the USB copy-in's bulk transfers).
 
 specs/asm24-usb-bridge.md §4.7 (the published host's asynchronous layer: transfers complete in submission order
 per endpoint; the first failure is latched and every later wait raises it) and §12 item 12 (control and bulk
@@ -33,9 +33,11 @@ class QueueLifetime:
     submitted = 0
 
     def wait(self, ticket: int) -> None:
+        """Block until item ``ticket`` and all before it finished; raises the queue's latched failure."""
         raise NotImplementedError
 
     def abort(self) -> None:
+        """Drop what has not started and release the queue; never raises."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -62,15 +64,19 @@ class WorkerBacked(QueueLifetime):
 
     @property
     def submitted(self) -> int:  # type: ignore[override]
+        """How many items were submitted so far (the last ticket handed out)."""
         return self.q.submitted
 
     def wait(self, ticket: int) -> None:
+        """Block until item ``ticket`` and all before it finished (the worker's :meth:`SubmitQueue.wait`)."""
         self.q.wait(ticket)
 
     def close(self) -> None:
+        """Wait for everything submitted, then end the worker; raises a failure not raised yet."""
         self.q.close()
 
     def abort(self) -> None:
+        """Drop what has not started and end the worker (idempotent)."""
         self.q.abort()
 
 
@@ -95,6 +101,8 @@ class SubmitQueue(QueueLifetime):
 
     # -- caller side ---------------------------------------------------------------------------------------
     def submit(self, fn: Callable[..., Any], *args: Any) -> int:
+        """Queue ``fn(*args)`` for the worker; returns its ticket, blocking while ``depth`` items are outstanding;
+        raises an earlier item's failure."""
         with self.handover:
             self.handover.wait_until(lambda: self.error is not None or self.submitted - self.finished < self.depth)
             self._raise()

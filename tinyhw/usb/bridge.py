@@ -127,6 +127,8 @@ class Asm24:
 
     # -- XDATA (§4.2) ------------------------------------------------------------------------
     def xdata_read(self, address: int, length: int) -> bytes:
+        """``length`` bytes of the bridge's 16-bit XDATA space from ``address`` (0xE4 control reads, split at the
+        firmware's cap); raises Refused outside 0x0000-0xFFFF."""
         if address < 0 or address + length > 0x10000:
             raise Refused(f"xdata range 0x{address:x}+0x{length:x} is outside the 16-bit space")
         out = bytearray()
@@ -141,12 +143,15 @@ class Asm24:
         return bytes(out)
 
     def xdata_write(self, address: int, value: int) -> None:
+        """Write one byte ``value`` of XDATA at ``address`` (one 0xE5 control write); raises Refused outside
+        0x0000-0xFFFF."""
         if not 0 <= address <= 0xFFFF:
             raise Refused(f"xdata address 0x{address:x} is outside the 16-bit space")
         self._ctrl(OUT, REQ_XDATA_WRITE, address, value & 0xFF, b"", TIMEOUT_XDATA, f"xdata write at 0x{address:04x}")
 
     # -- PCIe link (§2 step 6, §4.6) -----------------------------------------------------------
     def ltssm(self) -> int:
+        """The PCIe link's LTSSM state byte, read from XDATA (``LTSSM_UP`` when the link is up)."""
         return self.xdata_read(XDATA_LTSSM, 1)[0]
 
     def ensure_link(self, wait: float = 1.0) -> int:
@@ -205,6 +210,8 @@ class Asm24:
 
     # -- config space ------------------------------------------------------------------------
     def config_read(self, bus: int, dev: int, fn: int, reg: int, size: int = 4) -> int:
+        """Read ``size`` (1, 2, 4) bytes of config space at ``reg`` of ``bus:dev.fn`` with one type-0 (bus 0) or type-1
+        TLP; raises CompletionError for a non-successful completion."""
         addr, be = tlp.byte_enables(reg, size)
         word = tlp.config_address(bus, dev, fn, addr)
         fmt = tlp.CFG0_RD if bus == 0 else tlp.CFG1_RD
@@ -212,6 +219,8 @@ class Asm24:
         return tlp.extract_lanes(data or 0, reg, size)
 
     def config_write(self, bus: int, dev: int, fn: int, reg: int, size: int, value: int) -> None:
+        """Write ``size`` (1, 2, 4) bytes of ``value`` at ``reg`` of ``bus:dev.fn``'s config space with one type-0 (bus
+        0) or type-1 TLP."""
         addr, be = tlp.byte_enables(reg, size)
         word = tlp.config_address(bus, dev, fn, addr)
         fmt = tlp.CFG0_WR if bus == 0 else tlp.CFG1_WR
@@ -220,10 +229,13 @@ class Asm24:
 
     # -- memory --------------------------------------------------------------------------------
     def mem_read32(self, address: int) -> int:
+        """One 64-bit-address memory read TLP of the dword at PCIe ``address``; raises CompletionError for a
+        non-successful completion."""
         self.counters.reg_reads += 1
         return self.tlp(tlp.MRD64, address, 0, 0xF, what=f"memory read at 0x{address:x}") or 0
 
     def mem_write32(self, address: int, value: int) -> None:
+        """One posted memory write TLP of the 32-bit ``value`` at PCIe ``address``."""
         self.counters.reg_writes += 1
         self.tlp(tlp.MWR64, address, value, 0xF, what=f"memory write at 0x{address:x}")
 

@@ -82,6 +82,8 @@ def convert_usb_error(e: Exception, what: str) -> Exception:
 
 @contextmanager
 def usb_errors(what: str) -> Iterator[None]:
+    """Context manager: a ``usb.core.USBError`` raised inside becomes the matching tinyhw error, its message naming
+    ``what``."""
     usb = _usb()
     try:
         yield
@@ -101,6 +103,9 @@ def call(what: str, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
 
 @dataclass(frozen=True)
 class FoundBridge:
+    """One ASM24 bridge found on the bus: its device-string name (``usb:BUS-ADDR``), bus, address, USB ids and the pyusb
+    device."""
+
     name: str  # "usb:BUS-ADDR"
     bus: int
     address: int
@@ -144,6 +149,8 @@ def select_bridge(target: str, backend: Any | None = None) -> FoundBridge:
 
 
 def read_string(dev: Any, index: int, what: str) -> str | None:
+    """The USB string descriptor ``index`` of ``dev`` (None for index 0); USB errors become tinyhw errors naming
+    ``what``."""
     usb = _usb()
     if not index:
         return None
@@ -153,6 +160,8 @@ def read_string(dev: Any, index: int, what: str) -> str | None:
 
 @dataclass(frozen=True)
 class Endpoints:
+    """The bridge's bulk endpoint addresses and the packet sizes of the bulk endpoints and of endpoint 0."""
+
     bulk_in: int
     bulk_out: int
     in_packet: int

@@ -46,6 +46,8 @@ DECODE_ALL = COMMAND_IO | COMMAND_MEMORY | COMMAND_BUS_MASTER
 
 @dataclass(frozen=True)
 class Hop:
+    """One PCIe bridge between the USB bridge and the GPU: the bus it sits on and its ids."""
+
     bus: int
     vendor_id: int
     device_id: int
@@ -53,6 +55,9 @@ class Hop:
 
 @dataclass
 class Enumeration:
+    """The PCIe tree behind the USB bridge after enumeration: the GPU's bus, the bridges on the way, the GPU's BARs as
+    placed, and BAR0's Resizable BAR size (chosen and possible)."""
+
     gpu_bus: int
     hops: list[Hop]
     bars: list[BarInfo]
@@ -153,6 +158,8 @@ def size_and_place_bars(br: Asm24, bus: int) -> list[BarInfo]:
 
 
 def enumerate_gpu(br: Asm24, gpu_bus: int) -> Enumeration:
+    """Enumerate the PCIe tree behind the bridge (bus numbers, windows, Resizable BAR, BAR sizing and placement) for the
+    GPU at ``gpu_bus``:00.0; raises DeviceNotFound when nothing answers there."""
     hops = program_bridges(br, gpu_bus)
     try:
         ident = br.config_read(gpu_bus, 0, 0, REG_ID, 4)

@@ -1,4 +1,4 @@
-"""libusb-1.0's asynchronous bulk transfers through ctypes, on the device handle pyusb already opened (issue 12).
+"""libusb-1.0's asynchronous bulk transfers through ctypes, on the device handle pyusb already opened.
 
 Facts from libusb 1.0's public header and API documentation (specs/asm24-usb-bridge.md §4.7 names the published
 host's use of them): ``struct libusb_transfer`` is {dev_handle*, uint8 flags, uchar endpoint, uchar type, uint
@@ -63,6 +63,8 @@ class Transfer(ctypes.Structure):
 
 
 class Timeval(ctypes.Structure):
+    """libusb's ``struct timeval`` (seconds and microseconds) for ``libusb_handle_events_timeout``."""
+
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_usec", ctypes.c_long)]
 
 
@@ -122,6 +124,8 @@ class LibusbAsync:
         return device._ctx.managed_open().handle
 
     def open_bulk_queue(self, device: Any, ep: int, depth: int, timeout_ms: int) -> LibusbBulkQueue:
+        """A :class:`LibusbBulkQueue` on endpoint ``ep`` of ``device``'s libusb handle, ``depth`` transfers in flight,
+        ``timeout_ms`` ms each."""
         return LibusbBulkQueue(self.lib, self.ctx, self.device_handle(device), ep, depth, timeout_ms)
 
 
@@ -211,6 +215,8 @@ class LibusbBulkQueue(QueueLifetime):
 
     # -- the queue ---------------------------------------------------------------------------------------
     def submit(self, data: bytes | bytearray | memoryview) -> int:
+        """Submit one asynchronous bulk OUT of ``data``; returns its ticket, blocking while ``depth`` are in flight;
+        raises the latched failure, or a time-out as ``USBError``."""
         self._raise()
         if self.closed:
             raise _error(-2, "bulk queue is closed", errno.EINVAL)
@@ -246,6 +252,8 @@ class LibusbBulkQueue(QueueLifetime):
         return ticket
 
     def wait(self, ticket: int) -> None:
+        """Handle libusb events until transfer ``ticket`` and all before it completed; raises the latched failure, or a
+        time-out as ``USBError``."""
         limit = (ticket - self.finished) * (self.timeout_ms / 1000) + 1.0
         if not self._until(lambda: self.error is not None or self.finished >= ticket, limit):
             self._latch(_error(-7, "Operation timed out", errno.ETIMEDOUT))

@@ -1,4 +1,4 @@
-"""Queued bulk-OUT transfers on one endpoint (issue 12): several in flight, completing in submission order.
+"""Queued bulk-OUT transfers on one endpoint: several in flight, completing in submission order.
 
 Spec: specs/asm24-usb-bridge.md §4.7 (the published host's asynchronous layer: transfers on one endpoint complete
 in the order they were submitted; the first failure is latched and every later wait raises it) and §12 item 12
@@ -55,6 +55,7 @@ class QueuedBulkOut(QueueLifetime):
             raise self.convert(e) from e
 
     def submit(self, data: bytes | bytearray | memoryview) -> int:
+        """Queue one bulk OUT of ``data`` and return its ticket; pyusb errors become tinyhw errors."""
         with self._converted():
             self.submitted = self.inner.submit(data)
         if self.on_submit is not None:
@@ -62,15 +63,19 @@ class QueuedBulkOut(QueueLifetime):
         return self.submitted
 
     def wait(self, ticket: int) -> None:
+        """Block until transfer ``ticket`` and all before it completed (nothing for ticket 0); pyusb errors become
+        tinyhw errors."""
         if ticket > 0:
             with self._converted():
                 self.inner.wait(ticket)
 
     def close(self) -> None:
+        """Wait for every transfer, then release the queue; pyusb errors become tinyhw errors."""
         with self._converted():
             self.inner.close()
 
     def abort(self) -> None:
+        """Cancel what is outstanding and release the queue; never raises."""
         self.inner.abort()
 
 

@@ -79,10 +79,14 @@ class Completion:
 
     @property
     def status_name(self) -> str:
+        """The completion status in words ("successful", "unsupported request", "configuration request retry",
+        "completer abort"), or "reserved status 0bNNN"."""
         return CPL_NAMES.get(self.status, f"reserved status {self.status:#05b}")
 
 
 def parse_completion(record: bytes) -> Completion:
+    """Decode the 8-byte 0xF0 IN record (data, completion status, byte count, with-data flag, firmware result byte);
+    raises Refused for any other length."""
     if len(record) != 8:
         raise Refused(f"completion record must be 8 bytes, got {len(record)}")
     data = int.from_bytes(record[0:4], "little")

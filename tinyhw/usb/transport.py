@@ -31,23 +31,30 @@ from tinyhw.usb.queued import QueuedBulkOut
 
 
 class UsbBarRegion(BarRegion):
+    """A GPU BAR behind the ASM24 bridge: dword accesses are single TLPs, blocks are streamed (0xF0 modes 1 and 2)."""
+
     def __init__(self, info: BarInfo, bridge: Asm24) -> None:
         super().__init__(info)
         self._br = bridge
 
     def read32(self, offset: int) -> int:
+        """One memory read TLP at ``offset`` (4-aligned) of the BAR."""
         self.check(offset, 4)
         return self._br.mem_read32(self.info.address + offset)
 
     def write32(self, offset: int, value: int) -> None:
+        """One posted memory write TLP of ``value`` at ``offset`` (4-aligned) of the BAR."""
         self.check(offset, 4)
         self._br.mem_write32(self.info.address + offset, value)
 
     def read(self, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset`` by a streamed read (dword aligned; the firmware does not check completion
+        status)."""
         self.check(offset, length)
         return self._br.stream_read(self.info.address + offset, length) if length else b""
 
     def write(self, offset: int, data: bytes) -> None:
+        """Write ``data`` at ``offset`` by a streamed write (dword aligned)."""
         self.check(offset, len(data))
         if data:
             self._br.stream_write(self.info.address + offset, bytes(data))
@@ -137,18 +144,22 @@ class UsbTransport(Transport):
         return (self.enumeration.gpu_bus, 0, 0)
 
     def config_read(self, offset: int, size: int = 4) -> int:
+        """Read ``size`` (1, 2, 4) bytes of the GPU's config space at ``offset`` (one config TLP)."""
         return self.bridge.config_read(*self._gpu(), offset, size)
 
     def config_write(self, offset: int, size: int, value: int) -> None:
+        """Write ``size`` (1, 2, 4) bytes of ``value`` at ``offset`` of the GPU's config space (one config TLP)."""
         self.bridge.config_write(*self._gpu(), offset, size, value)
 
     def bars(self) -> list[BarInfo]:
+        """The GPU's BARs as placed during enumeration."""
         return list(self.enumeration.bars)
 
     def _make_region(self, info: BarInfo) -> BarRegion:
         return UsbBarRegion(info, self.bridge)
 
     def identity(self) -> Identity:
+        """The GPU's ids from its config space, and its address behind the bridge."""
         ids = self.config_read(0x00)
         rev_class = self.config_read(0x08)
         sub = self.config_read(0x2C)
@@ -164,6 +175,8 @@ class UsbTransport(Transport):
         )
 
     def info(self) -> TransportInfo:
+        """``probe`` facts: the bridge's name, USB ids, product string, link speed, GPU bus, bridges on the way and
+        BAR0's Resizable BAR size."""
         return TransportInfo(
             transport="usb",
             emulated=self.emulated,
@@ -217,6 +230,7 @@ class UsbTransport(Transport):
         self.bridge.xdata_write(address, value)
 
     def close(self) -> None:
+        """Release the pyusb device's resources and the device lock (idempotent; never masks an earlier error)."""
         if self._closed:
             return
         self._closed = True

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-import corpushelp as C
+import corpushelp
 
 
 def main() -> int:
@@ -33,11 +33,11 @@ def main() -> int:
     entries, arrays, skipped = [], {}, []
     t0 = time.time()
     for seed in range(start, stop):
-        spec = C.make_spec(seed)
+        spec = corpushelp.make_spec(seed)
         comp = None
         while comp is None:
             try:
-                comp = C.compile_gfx1100(spec)
+                comp = corpushelp.compile_gfx1100(spec)
             except KernelOptError:
                 if not spec["opts"]:
                     raise
@@ -48,8 +48,8 @@ def main() -> int:
                 break
         if comp is None:
             continue
-        data = C.make_inputs(spec)
-        expected = C.run_cpu(spec, data)
+        data = corpushelp.make_inputs(spec)
+        expected = corpushelp.run_cpu(spec, data)
         key = f"k{seed}"
         arrays[f"{key}_code"] = np.frombuffer(comp.pop("code"), dtype=np.uint8)
         for i, d in enumerate(data):
