@@ -117,7 +117,7 @@ def test_an_indirect_buffer_is_followed(hung) -> None:
     ib = pm4.nop(2) + pm4.dispatch_direct((3, 2, 1), pm4.INITIATOR_W32)
     eng.gpu.vram_write(compute.REGION + ib_at, struct.pack(f"<{len(ib)}I", *ib))
     va = compute.va(ib_at)
-    eng.submit([pm4.header(pm4.N["PACKET3_INDIRECT_BUFFER"], 3), va & 0xFFFFFFFC, va >> 32, len(ib) | 1 << 23])
+    eng.submit([pm4.header(pm4.NVD["PACKET3_INDIRECT_BUFFER"], 3), va & 0xFFFFFFFC, va >> 32, len(ib) | 1 << 23])
     doc = rings.read_ring(eng.gpu, "compute", last=0)
     ibp = doc["pending"][-1]
     assert ibp["name"] == "INDIRECT_BUFFER" and ibp["fields"]["ib_va"] == va
