@@ -25,10 +25,13 @@ from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.errors import OperationFailed
 from tinyhw.flash import aperture
 from tinyhw.mocks import navi31 as navi31_mod
-from tinyhw.mocks import navi31_regs as R
 from tinyhw.mocks.direct import DirectTransport
+from tinyhw.mocks.flashregs import flash_registers
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.smuio import Smuio
+from tinyhw.regs import asic
+
+R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
 
 IMAGE = build_image()
 SIZE = len(IMAGE)
@@ -47,9 +50,9 @@ def smuios(monkeypatch: pytest.MonkeyPatch) -> list[Smuio]:
     made: list[Smuio] = []
     real = navi31_mod.Smuio
 
-    def build(chip: Any, clock: Any, config: Any) -> Smuio:
-        config.power_on[R.ROM_CNTL] = ORIG_CNTL
-        s = real(chip, clock, config)
+    def build(layout: Any, chip: Any, clock: Any, config: Any) -> Smuio:
+        config.power_on["ROM_CNTL"] = ORIG_CNTL
+        s = real(layout, chip, clock, config)
         s.index = ORIG_INDEX
         made.append(s)
         return s

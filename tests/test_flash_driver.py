@@ -15,10 +15,14 @@ from tinyhw.flash import FlashDevice, protected_range
 from tinyhw.flash.chip import find_rotation
 from tinyhw.flash.protection import unprotected_status, writable_status
 from tinyhw.formats.ifwi import check_image, require_flashable
-from tinyhw.mocks import navi31_regs as R
 from tinyhw.mocks.direct import DirectTransport
+from tinyhw.mocks.flashregs import flash_registers
 from tinyhw.mocks.ifwi_image import build_image
-from tinyhw.mocks.smuio import POWER_ON
+from tinyhw.mocks.smuio import power_on_values
+from tinyhw.regs import asic
+
+R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
+POWER_ON = power_on_values(R)  # offset -> power-on value of the SMUIO control registers
 
 IMAGE = build_image()
 CONTROLS = (R.SMU_GPIOPAD_MASK, R.SMU_GPIOPAD_A, R.SMU_GPIOPAD_EN, R.PAGE_MIRROR_CNTL, R.ROM_CNTL)

@@ -19,8 +19,11 @@ from flashhelp import dev
 from tinyhw.errors import OperationFailed
 from tinyhw.flash import psp
 from tinyhw.mocks import navi31 as navi31_mod
-from tinyhw.mocks import navi31_regs as R
+from tinyhw.mocks.flashregs import flash_registers
 from tinyhw.mocks.psp import PspMailbox
+from tinyhw.regs import asic
+
+R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
 
 BOARDS = ["navi31", "navi31-usb"]
 PROBE = [0x01, 0x06, 0x0B, 0x07]
@@ -34,10 +37,10 @@ def models(monkeypatch: pytest.MonkeyPatch) -> tuple[list[PspMailbox], dict[str,
     overrides: dict[str, Any] = {}
     real = navi31_mod.PspMailbox
 
-    def build(clock: Any, state: str, config: Any) -> PspMailbox:
+    def build(layout: Any, clock: Any, state: str, config: Any) -> PspMailbox:
         for k, v in overrides.items():
             setattr(config, k, v)
-        m = real(clock, state, config)
+        m = real(layout, clock, state, config)
         made.append(m)
         return m
 
