@@ -17,7 +17,7 @@ import tinyhw
 from tinyhw.bench.copy import PCIE_LANE_MBPS
 from tinyhw.boot.dmacopy import open_dma_copier, window_va
 from tinyhw.errors import DeviceTimeout, Refused
-from tinyhw.mocks.gpuvm import R as VM_REGS
+from tinyhw.mocks.gpuvm import register_offsets
 from tinyhw.mocks.iommu import HostBuffer, link_rate
 from tinyhw.transport.abilities import DmaBuffers
 
@@ -165,7 +165,8 @@ def test_an_unmapped_iova_is_an_iommu_fault_and_a_clear_timeout() -> None:
         assert t.iommu.stats["faults"] >= 1 and "iommu fault" in t.iommu.faults[0]
         assert f"0x{c.iova:x}" in t.iommu.faults[0]
         assert t.board.sdma.error and "iommu fault" in t.board.sdma.error
-        assert t.board.regfile.values.get(VM_REGS["GCVM_L2_PROTECTION_FAULT_STATUS"], 0) == 0  # not a gpu vm fault
+        fault_status = register_offsets(t.board.regs)["GCVM_L2_PROTECTION_FAULT_STATUS"]
+        assert t.board.regfile.values.get(fault_status, 0) == 0  # not a gpu vm fault
 
 
 def test_a_hung_engine_times_out() -> None:

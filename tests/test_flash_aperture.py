@@ -25,10 +25,13 @@ from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.errors import OperationFailed
 from tinyhw.flash import aperture
 from tinyhw.mocks import navi31 as navi31_mod
-from tinyhw.mocks import navi31_regs as regs
 from tinyhw.mocks.direct import DirectTransport
+from tinyhw.mocks.flashregs import flash_registers
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.smuio import Smuio
+from tinyhw.regs import asic
+
+R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
 
 IMAGE = build_image()
 SIZE = len(IMAGE)
@@ -47,9 +50,9 @@ def smuios(monkeypatch: pytest.MonkeyPatch) -> list[Smuio]:
     made: list[Smuio] = []
     real = navi31_mod.Smuio
 
-    def build(chip: Any, clock: Any, config: Any) -> Smuio:
-        config.power_on[regs.ROM_CNTL] = ORIG_CNTL
-        s = real(chip, clock, config)
+    def build(layout: Any, chip: Any, clock: Any, config: Any) -> Smuio:
+        config.power_on["ROM_CNTL"] = ORIG_CNTL
+        s = real(layout, chip, clock, config)
         s.index = ORIG_INDEX
         made.append(s)
         return s
@@ -64,12 +67,12 @@ def left_over(tmp_path: Path, name: str) -> list[str]:
 
 def assert_restored(s: Smuio, *, full: bool = True) -> None:
     """ROM_CNTL written once (the restore, last), ROM_INDEX: plain page addresses, then the original."""
-    log = [(off, v) for off, v in s.write_log if off in (regs.ROM_CNTL, regs.ROM_INDEX)]
-    assert log[-2:] == [(regs.ROM_INDEX, ORIG_INDEX), (regs.ROM_CNTL, ORIG_CNTL)]
-    assert [off for off, _ in log].count(regs.ROM_CNTL) == 1  # ROM_CNTL left alone until the restore
+    log = [(off, v) for off, v in s.write_log if off in (R.ROM_CNTL, R.ROM_INDEX)]
+    assert log[-2:] == [(R.ROM_INDEX, ORIG_INDEX), (R.ROM_CNTL, ORIG_CNTL)]
+    assert [off for off, _ in log].count(R.ROM_CNTL) == 1  # ROM_CNTL left alone until the restore
     index_writes = [v for off, v in log[:-2]]
     assert index_writes == (PAGES if full else PAGES[:len(index_writes)]) and index_writes
-    assert s.regs[regs.ROM_CNTL] == ORIG_CNTL and s.index == ORIG_INDEX
+    assert s.regs[R.ROM_CNTL] == ORIG_CNTL and s.index == ORIG_INDEX
 
 
 # -- success ------------------------------------------------------------------------------------------------------
@@ -122,7 +125,7 @@ def test_one_dword_read_per_rom_data_read_never_a_block(tmp_path: Path) -> None:
     finally:
         t.close()
     assert out.data == IMAGE and out.reads == SIZE // 4
-    assert reads.count(regs.ROM_DATA) == SIZE // 4 and reads[:2] == [regs.ROM_CNTL, regs.ROM_INDEX]
+    assert reads.count(R.ROM_DATA) == SIZE // 4 and reads[:2] == [R.ROM_CNTL, R.ROM_INDEX]
 
 
 # -- refusals (nothing written) ----------------------------------------------------------------------------------
@@ -204,6 +207,5 @@ def test_usb_bridge_reads_one_tlp_per_dword_and_restores(tmp_path: Path, smuios:
     # one single TLP per register read (a streamed read would be one TLP for many), plus the three config
     # reads of the device identity check
     assert after["tlp_reads"] - before["tlp_reads"] == reads + 3
-    log = [(off, v) for off, v in smuios[0].write_log if off in (regs.ROM_CNTL, regs.ROM_INDEX)]
-    assert log == [(regs.ROM_INDEX, 0), (regs.ROM_INDEX, 0x10000), (regs.ROM_INDEX, ORIG_INDEX),
-                   (regs.ROM_CNTL, ORIG_CNTL)]
+    log = [(off, v) for off, v in smuios[0].write_log if off in (R.ROM_CNTL, R.ROM_INDEX)]
+    assert log == [(R.ROM_INDEX, 0), (R.ROM_INDEX, 0x10000), (R.ROM_INDEX, ORIG_INDEX), (R.ROM_CNTL, ORIG_CNTL)]

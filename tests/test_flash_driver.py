@@ -15,13 +15,17 @@ from tinyhw.flash import FlashDevice, protected_range
 from tinyhw.flash.chip import find_rotation
 from tinyhw.flash.protection import unprotected_status, writable_status
 from tinyhw.formats.ifwi import check_image, require_flashable
-from tinyhw.mocks import navi31_regs as regs
 from tinyhw.mocks.direct import DirectTransport
+from tinyhw.mocks.flashregs import flash_registers
 from tinyhw.mocks.ifwi_image import build_image
-from tinyhw.mocks.smuio import POWER_ON
+from tinyhw.mocks.smuio import power_on_values
+from tinyhw.regs import asic
+
+R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
+POWER_ON = power_on_values(R)  # offset -> power-on value of the SMUIO control registers
 
 IMAGE = build_image()
-CONTROLS = (regs.SMU_GPIOPAD_MASK, regs.SMU_GPIOPAD_A, regs.SMU_GPIOPAD_EN, regs.PAGE_MIRROR_CNTL, regs.ROM_CNTL)
+CONTROLS = (R.SMU_GPIOPAD_MASK, R.SMU_GPIOPAD_A, R.SMU_GPIOPAD_EN, R.PAGE_MIRROR_CNTL, R.ROM_CNTL)
 
 
 @pytest.fixture(autouse=True)
@@ -98,19 +102,18 @@ def test_session_sets_up_once_and_restores_exactly(board: DirectTransport) -> No
     assert controls(board) == {r: POWER_ON[r] for r in CONTROLS}
     with FlashDevice(board) as dev:
         inside = controls(board)
-        assert inside[regs.ROM_CNTL] & regs.ROM_CNTL_SCK_PRESCALE_OVERRIDE
-        assert (inside[regs.ROM_CNTL] & regs.ROM_CNTL_SCK_PRESCALE_MASK) >> regs.ROM_CNTL_SCK_PRESCALE_SHIFT == 8
-        assert not inside[regs.SMU_GPIOPAD_MASK] & 0x780
+        assert inside[R.ROM_CNTL] & R.ROM_CNTL_SCK_PRESCALE_OVERRIDE
+        assert (inside[R.ROM_CNTL] & R.ROM_CNTL_SCK_PRESCALE_MASK) >> R.ROM_CNTL_SCK_PRESCALE_SHIFT == 8
+        assert not inside[R.SMU_GPIOPAD_MASK] & 0x780
         assert board.board.smuio.pads_released()
         log_len = len(board.board.smuio.write_log)
         dev.chip.read(0, 0x1000)
         # no control register is touched between transactions (§i.2 step 1)
         assert {off for off, _ in list(board.board.smuio.write_log)[log_len:]} <= {
-            regs.ROM_SW_COMMAND, regs.ROM_SW_STATUS, regs.ROM_SW_CNTL}
+            R.ROM_SW_COMMAND, R.ROM_SW_STATUS, R.ROM_SW_CNTL}
     assert controls(board) == {r: POWER_ON[r] for r in CONTROLS}
     restore = [off for off, _ in list(board.board.smuio.write_log)[-5:]]
-    assert restore == [regs.ROM_CNTL, regs.PAGE_MIRROR_CNTL, regs.SMU_GPIOPAD_A, regs.SMU_GPIOPAD_EN,
-                       regs.SMU_GPIOPAD_MASK]
+    assert restore == [R.ROM_CNTL, R.PAGE_MIRROR_CNTL, R.SMU_GPIOPAD_A, R.SMU_GPIOPAD_EN, R.SMU_GPIOPAD_MASK]
 
 
 @pytest.mark.parametrize("exc", [RuntimeError, KeyboardInterrupt])

@@ -19,8 +19,11 @@ from flashhelp import dev
 from tinyhw.errors import OperationFailed
 from tinyhw.flash import psp
 from tinyhw.mocks import navi31 as navi31_mod
-from tinyhw.mocks import navi31_regs as regs
+from tinyhw.mocks.flashregs import flash_registers
 from tinyhw.mocks.psp import PspMailbox
+from tinyhw.regs import asic
+
+R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
 
 BOARDS = ["navi31", "navi31-usb"]
 PROBE = [0x01, 0x06, 0x0B, 0x07]
@@ -34,10 +37,10 @@ def models(monkeypatch: pytest.MonkeyPatch) -> tuple[list[PspMailbox], dict[str,
     overrides: dict[str, Any] = {}
     real = navi31_mod.PspMailbox
 
-    def build(clock: Any, state: str, config: Any) -> PspMailbox:
+    def build(layout: Any, clock: Any, state: str, config: Any) -> PspMailbox:
         for k, v in overrides.items():
             setattr(config, k, v)
-        m = real(clock, state, config)
+        m = real(layout, clock, state, config)
         made.append(m)
         return m
 
@@ -69,7 +72,7 @@ def test_early_boot_probe_decodes_the_transfer_type(tmp_path: Path, board: str, 
     assert boot["decoded"] is None and fb["decoded"] is None
     assert tt["response"] == 0x101
     assert tt["decoded"] == {"item": 0x01, "item_name": "ifwi header", "phase": 1, "phase_meaning": None}
-    assert tt["command_register"] == regs.PSP_READY | 0x07 << 16
+    assert tt["command_register"] == R.PSP_READY | 0x07 << 16
     assert doc["gated"] is False and doc["warnings"] == [] and doc["ready_before"] is True
     assert list(doc) == ["location", "command_register_before", "ready_before", "commands", "gated", "warnings"]
     assert all(list(c) == ["command", "name", "status", "status_name", "response", "command_register", "decoded"]
@@ -186,13 +189,13 @@ def test_mailbox_refuses_without_ready_and_uses_the_register_database(tmp_path: 
                                                   "strict": True}))
     try:
         mb = psp.Mailbox(t, asic("navi31"))
-        assert (mb.command_offset, mb.data_offset, mb.doorbell_offset) == (regs.PSP_COMMAND, regs.PSP_COMMAND_DATA,
-                                                                           regs.PSP_DOORBELL)
+        assert (mb.command_offset, mb.data_offset, mb.doorbell_offset) == (R.PSP_COMMAND, R.PSP_COMMAND_DATA,
+                                                                           R.PSP_DOORBELL)
         t.board.psp.command = 0  # busy: bit 31 clear
         with pytest.raises(OperationFailed, match="not ready"):
             mb.send(psp.GET_FB_STATE)
         assert mb.sent == [] and t.board.psp.log == []
-        t.board.psp.command = regs.PSP_READY
+        t.board.psp.command = R.PSP_READY
         reply = mb.send(psp.GET_FB_STATE, argument=0x1234)  # an argument goes to COMMAND_DATA first
         assert t.board.psp.log == [(0x06, 0x1234, 0, 0)] and reply.status == 0 and mb.sent == [0x06]
     finally:

@@ -45,5 +45,5 @@ def test_the_bridge_owns_one_endpoints_object(tmp_path) -> None:
     eps = bridge.endpoints
     assert isinstance(eps, BulkEndpoints)
     assert eps.counters is bridge.counters and eps.warnings is bridge.warnings and eps.busy is bridge.busy
-    eps.arm_f2_read(8)
+    eps.arm_sram_read(8)
     assert eps.in_pending() == 0 and eps.dma_release(0x822000, 4) and eps.in_pending() == 8

@@ -52,7 +52,7 @@ def test_sdma_packets_are_declared_by_opcode():
 def test_psp_commands_are_declared_by_id():
     from tinyhw.mocks import pspboot
 
-    g = pspboot.G
+    g = pspboot.PSP_GFX
     assert pspboot.CONTROL.names()[g["GFX_CTRL_CMD_ID_INIT_GPCOM_RING"]] == "create_km_ring"
     assert pspboot.RING.names()[g["GFX_CMD_ID_LOAD_IP_FW"]] == "load_ip_firmware"
     assert len(pspboot.CONTROL) == 5 and len(pspboot.RING) == 6

@@ -14,10 +14,13 @@ import pytest
 from tinyhw.boards.navi31 import Navi31Options, default_flash_path
 from tinyhw.boards.options import FaultPlan
 from tinyhw.errors import DeviceLocked, DeviceTimeout, Disconnected, Refused, StrictEmulationError
-from tinyhw.mocks import navi31_regs as R
 from tinyhw.mocks.direct import DirectTransport
+from tinyhw.mocks.flashregs import flash_registers
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.navi31 import Navi31Board, reset_flash
+from tinyhw.regs import asic
+
+R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
 
 IMAGE = build_image()
 GiB = 1 << 30

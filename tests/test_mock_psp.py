@@ -8,10 +8,13 @@ from pathlib import Path
 import pytest
 
 from tinyhw.boards.navi31 import Navi31Options
-from tinyhw.mocks import navi31_regs as R
+from tinyhw.mocks.flashregs import flash_registers
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.navi31 import Navi31Board, Navi31Model
 from tinyhw.mocks.psp import DEFAULT_SCRIPT, SCRIPT_DONE, PspConfig
+from tinyhw.regs import asic
+
+R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
 
 IMAGE = build_image()
 

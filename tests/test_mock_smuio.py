@@ -8,10 +8,14 @@ import pytest
 
 from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.errors import StrictEmulationError
-from tinyhw.mocks import navi31_regs as R
+from tinyhw.mocks.flashregs import flash_registers
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.navi31 import Navi31Board, Navi31Model
-from tinyhw.mocks.smuio import POWER_ON, SmuioConfig
+from tinyhw.mocks.smuio import SmuioConfig, power_on_values
+from tinyhw.regs import asic
+
+R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
+POWER_ON = power_on_values(R)  # offset -> power-on value of the SMUIO control registers
 
 IMAGE = build_image()
 RX = R.ROM_SW_CNTL_RETURN_DATA_ENABLE

@@ -63,9 +63,14 @@ class Ad102Board:
 
     @property
     def powered(self) -> bool:
+        """True while the function is in D0 (option ``power=d0``); in D3hot or suspended every BAR read returns all
+        ones."""
         return self.options.power == "d0"
 
     def mem_read32(self, bar: int, offset: int) -> int:
+        """One dword read of ``bar`` at byte ``offset``: the BOOT/VRAM/GFW/WPR2 registers or a dword of the PROM window
+        on BAR0; all ones when powered down or memory decode is off. Every read is logged in ``reads``; an offset the
+        model does not cover raises on strict boards, else reads 0xBADF5040 and is listed in ``uncovered``."""
         self.reads.append((bar, offset))
         if not self.powered or not self.cfg.command & 2:
             return 0xFFFFFFFF
@@ -90,6 +95,8 @@ class Ad102Board:
         return data + b"\xff" * (length - len(data))
 
     def mem_write32(self, bar: int, offset: int, value: int) -> None:
+        """A BAR write: the board models no writable register, so every write is an uncovered access (raises on strict
+        boards, listed otherwise)."""
         self._uncovered(f"bar{bar} write of 0x{value:08x} at 0x{offset:x}", 0)
 
     def _uncovered(self, what: str, value: int) -> int:
@@ -127,6 +134,7 @@ class Ad102Board:
         }
 
     def close(self) -> None:
+        """Release the device lock taken when the board was built; safe to call twice."""
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -146,6 +154,8 @@ class Ad102Transport(Transport):
 
     # -- config space ------------------------------------------------------------------------------------------
     def config_read(self, offset: int, size: int = 4) -> int:
+        """Read ``size`` (1, 2 or 4) bytes of config space at ``offset`` (naturally aligned, below 0x1000); one round
+        trip of 1 us of virtual time. Refused for a misaligned or out-of-range access."""
         if size not in (1, 2, 4) or offset % size or not 0 <= offset <= 0x1000 - size:
             raise Refused(f"config access of {size} bytes at 0x{offset:x} is not naturally aligned inside 0x1000")
         self.vclock.advance(ACCESS_LATENCY)
@@ -154,6 +164,8 @@ class Ad102Transport(Transport):
         return (self.board.cfg.read32(offset & ~3) >> (8 * (offset & 3))) & ((1 << (8 * size)) - 1)
 
     def config_write(self, offset: int, size: int, value: int) -> None:
+        """Write the low ``size`` bytes of ``value`` to config space at ``offset`` (only those byte lanes change); 1 us
+        of virtual time. Refused for a misaligned or out-of-range access."""
         if size not in (1, 2, 4) or offset % size or not 0 <= offset <= 0x1000 - size:
             raise Refused(f"config access of {size} bytes at 0x{offset:x} is not naturally aligned inside 0x1000")
         self.vclock.advance(ACCESS_LATENCY)
@@ -164,6 +176,7 @@ class Ad102Transport(Transport):
 
     # -- BARs ---------------------------------------------------------------------------------------------------
     def bars(self) -> list[BarInfo]:
+        """The function's BARs as config space places them now (address, size, I/O or memory, 64-bit, prefetchable)."""
         out = []
         for index, address, size, flags in self.board.cfg.resources():
             io = bool(flags & 1)
@@ -185,12 +198,17 @@ class Ad102Transport(Transport):
 
     # -- abilities: DeviceAttributes, ReadOnlyPeek --------------------------------------------------------------
     def attribute(self, name: str) -> str | None:
+        """The sysfs attribute ``name`` of the function (``vendor``, ``resource``, ``power_state``, ...) as the kernel
+        would cache it, or None; no device access."""
         return self.board.attributes().get(name)
 
     def driver_files(self) -> dict[str, str]:
+        """The driver-owned sysfs files of the function: none, no driver binds an emulated board."""
         return {}  # no driver owns the emulated board
 
     def peek32(self, bar: int, offset: int) -> int:
+        """One read-only dword of memory BAR ``bar`` at ``offset`` (dword aligned, inside the BAR), counted like any BAR
+        read; Refused otherwise."""
         info = next((b for b in self.bars() if b.index == bar and b.kind == "memory"), None)
         if info is None or offset % 4 or not 0 <= offset < info.size:
             raise Refused(f"bar{bar} offset 0x{offset:x} is not a dword inside a memory bar")
@@ -198,6 +216,7 @@ class Ad102Transport(Transport):
 
     # -- identity, info, lifetime -------------------------------------------------------------------------------
     def identity(self) -> Identity:
+        """Vendor, device, revision, class and subsystem ids read from config space, named ``mock:ad102``."""
         ids = self.config_read(0x00)
         rev_class = self.config_read(0x08)
         sub = self.config_read(0x2C)
@@ -205,9 +224,11 @@ class Ad102Transport(Transport):
                         "mock:ad102")
 
     def info(self) -> TransportInfo:
+        """What the transport is: emulated ``mock``, board ``ad102``, attached directly."""
         return TransportInfo(transport="mock", emulated=True, extra={"board": "ad102", "attach": "direct"})
 
     def close(self) -> None:
+        """Close the board (releases its device lock)."""
         self.board.close()
 
 

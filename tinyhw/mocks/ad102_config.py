@@ -83,9 +83,12 @@ class Ad102Config:
 
     @property
     def command(self) -> int:
+        """The COMMAND register (config offset 0x04, 16 bits): bit 1 memory decode, bit 2 bus master."""
         return int.from_bytes(self._cfg[4:6], "little")
 
     def read32(self, reg: int) -> int:
+        """The config dword at byte ``reg``; BAR registers read their current address with the BAR's type bits (the high
+        half of a 64-bit BAR reads address >> 32)."""
         slot = self._slots.get(reg)
         if slot is not None:
             idx, half = slot
@@ -94,6 +97,9 @@ class Ad102Config:
         return int.from_bytes(self._cfg[reg:reg + 4], "little")
 
     def write32(self, reg: int, value: int, byte_enable: int = 0xF) -> None:
+        """Write the enabled byte lanes of ``value`` at ``reg``: COMMAND keeps only its writable bits, a BAR register
+        takes an address aligned to the BAR's size (all ones reads back the size mask, the sizing probe); every other
+        register is read-only."""
         lanes = sum(0xFF << (8 * i) for i in range(4) if byte_enable >> i & 1)
         if reg == 0x04:
             old = self.read32(reg)
@@ -110,4 +116,6 @@ class Ad102Config:
                 self.bar_addr[idx] = (self.bar_addr[idx] & 0xFFFFFFFF) | ((merged & ~((size - 1) >> 32)) << 32)
 
     def resources(self) -> list[tuple[int, int, int, int]]:
+        """(index, address, size, flags) of every BAR, flags as sysfs' ``resource`` low bits: 1 I/O, 4 64-bit, 8
+        prefetchable."""
         return [(i, self.bar_addr[i], self.bar_size[i], self._flags[i]) for i, *_ in AD102_BARS]

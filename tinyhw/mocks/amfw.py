@@ -22,6 +22,8 @@ _BL = amdgpu_psp.CONSTANTS
 
 @dataclass(frozen=True)
 class Image:
+    """One firmware component the emulated PSP/SMU accepts: its name, psp_fw_type, version, size in bytes and the
+    SHA-256 of its bytes in the real Debian firmware file."""
     name: str
     fw_type: int  # psp_fw_type (§5.1) for sOS components
     version: int
@@ -44,7 +46,8 @@ SMU_13_0_0 = Image("SMU", 0x12, 0x004E4B00, 261632,
                    "c0e6123d3c570fbf7dfc84522f71aa51419e2f30047a4681d518700fd81e7094")
 
 #: Bootloader command -> the psp_fw_type(s) it accepts, in the §5.1 order. LOAD_TOS_SPL_TABLE takes the
-#: SPL component, or (MP0 < 14.0.0, open question Q6) the KDB image again, as tinygrad's AM sends.
+#: SPL component, or (MP0 < 14.0.0, an open question of specs/amd-bringup.md) the KDB image again, as tinygrad's
+#: AM sends.
 BOOTLOADER_ORDER: tuple[tuple[int, tuple[int, ...]], ...] = (
     (_BL["PSP_BL__LOAD_KEY_DATABASE"], (3,)),
     (_BL["PSP_BL__LOAD_TOS_SPL_TABLE"], (5, 3)),

@@ -4,7 +4,8 @@ Facts: specs/amd-bringup.md §3.3 (the key registers and what they mean), §3.4 
 §4.2 (every register the boot order writes, steps 2-13), §9 (how the passive registers answer:
 invalidation ACK/semaphore, RLC safe mode, CP_STAT, bootload status, HQD active/dequeue, FB
 location, HDP flush remap), §10.4 (the passive registers a faithful emulator must reproduce).
-Offsets come from the generated register database (``tinyhw.regs``, ASIC profile ``navi31``).
+Offsets come from the register database the board passes in (``tinyhw.regs.Asic``; ``navi31`` for the
+Navi31 board), looked up when the file is built, never at import.
 
 Behaviour (what a driver sees):
 
@@ -33,34 +34,12 @@ from collections.abc import Callable
 from functools import cache, partial
 
 from tinyhw.autogen import sources
-from tinyhw.regs import asic
+from tinyhw.regs.asic import Asic
 from tinyhw.regs.fixed import CONFIG_MEMSIZE, MM_DATA, MM_INDEX, MM_INDEX_HI, fixed
 
-_A = asic("navi31")
 BAR5_SIZE = 1 << 20
 BLOCKS = ("gc", "mmhub", "osssys", "hdp", "nbio", "mp0", "mp1")
-
-
-def off(name: str) -> int:
-    return _A.offset(name)
-
-
-SCRATCH = {n: off(f"gc.SCRATCH_REG{n}") for n in range(8)}
-CP_STAT = off("gc.CP_STAT")
-RLC_BOOTLOAD_STATUS = off("gc.RLC_RLCS_BOOTLOAD_STATUS")
-BOOTLOAD_COMPLETE = _A.field("gc.RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE").mask
-RLC_SAFE_MODE = off("gc.RLC_SAFE_MODE")
-RLC_SAFE_MODE_CMD = _A.field("gc.RLC_SAFE_MODE.CMD").mask
-CP_HQD_ACTIVE = off("gc.CP_HQD_ACTIVE")
-CP_HQD_DEQUEUE_REQUEST = off("gc.CP_HQD_DEQUEUE_REQUEST")
-FB_BASE = off("mmhub.MMMC_VM_FB_LOCATION_BASE")
-FB_TOP = off("mmhub.MMMC_VM_FB_LOCATION_TOP")
-GC_FB_BASE = off("gc.GCMC_VM_FB_LOCATION_BASE")
-GC_FB_TOP = off("gc.GCMC_VM_FB_LOCATION_TOP")
-HDP_FLUSH_REMAP = off("nbio.BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL")
 HDP_FLUSH_HOLE = 0x80000  # MMIO remap hole (inferred: Linux MMIO_REG_HOLE_OFFSET); +0 mem flush, +4 reg flush
-RSMU_INDEX = off("nbio.BIF_BX_PF0_RSMU_INDEX")
-RSMU_DATA = off("nbio.BIF_BX_PF0_RSMU_DATA")
 CP_STAT_BUSY = 0x84000000  # invented busy bits before RLC autoload
 
 #: Power-on FB placement (inferred), in 16 MiB units.
@@ -71,14 +50,14 @@ _OWNED = {fixed(n).offset for n in (MM_INDEX, MM_DATA, MM_INDEX_HI, CONFIG_MEMSI
 
 
 @cache
-def register_offsets() -> dict[int, str]:
-    """Byte offset -> name of every database register of :data:`BLOCKS` (first name wins).
+def register_offsets(regs: Asic) -> dict[int, str]:
+    """Byte offset -> name of every register of :data:`BLOCKS` in database ``regs`` (first name wins).
 
     Read straight from the generated tables' text (the placement rule of §3.1 with the profile's
     bases), not through per-register lookups: building the board must stay cheap."""
     out: dict[int, str] = {}
     for block in BLOCKS:
-        spec = _A.blocks[block]
+        spec = regs.blocks[block]
         bases = spec.bases
         prefix = spec.prefix.upper()
         for line in importlib.import_module(sources.module_name(spec.table)).REGS.split("\n"):
@@ -94,9 +73,9 @@ def register_offsets() -> dict[int, str]:
 
 
 @cache
-def _by_pattern() -> tuple[frozenset[int], frozenset[int]]:
+def _by_pattern(regs: Asic) -> tuple[frozenset[int], frozenset[int]]:
     acks, sems = set(), set()
-    for offset, name in register_offsets().items():
+    for offset, name in register_offsets(regs).items():
         bare = name.split(".", 1)[1]
         if "_INVALIDATE_ENG" in bare and bare.endswith("_ACK"):
             acks.add(offset)
@@ -106,12 +85,32 @@ def _by_pattern() -> tuple[frozenset[int], frozenset[int]]:
 
 
 class RegisterFile:
-    """Plain storage for the database registers of the boot path, plus the §9 passive behaviours."""
+    """Plain storage for the database registers of the boot path, plus the §9 passive behaviours.
 
-    def __init__(self, vram_size: int) -> None:
+    ``regs`` is the board's register database; every offset the file treats specially (CP_STAT, the RLC
+    bootload status and safe mode, the FB location, the HDP flush remap, the RSMU window) is looked up in it.
+    """
+
+    def __init__(self, regs: Asic, vram_size: int) -> None:
+        def off(name: str) -> int:
+            return regs.offset(name)
+
         self.vram_size = vram_size
-        self.known = register_offsets()
-        self.acks, self.sems = _by_pattern()
+        self.cp_stat = off("gc.CP_STAT")
+        self.rlc_bootload_status = off("gc.RLC_RLCS_BOOTLOAD_STATUS")
+        self.bootload_complete = regs.field("gc.RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE").mask
+        self.rlc_safe_mode = off("gc.RLC_SAFE_MODE")
+        self.rlc_safe_mode_cmd = regs.field("gc.RLC_SAFE_MODE.CMD").mask
+        self.cp_hqd_active = off("gc.CP_HQD_ACTIVE")
+        self.cp_hqd_dequeue_request = off("gc.CP_HQD_DEQUEUE_REQUEST")
+        self.fb_location = (off("mmhub.MMMC_VM_FB_LOCATION_BASE"), off("mmhub.MMMC_VM_FB_LOCATION_TOP"),
+                            off("gc.GCMC_VM_FB_LOCATION_BASE"), off("gc.GCMC_VM_FB_LOCATION_TOP"))
+        self.hdp_flush_remap = off("nbio.BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL")
+        #: BIF_BX_PF0_RSMU_INDEX / _DATA: the indirect window to registers past the BAR (§3.1)
+        self.rsmu_index_reg = off("nbio.BIF_BX_PF0_RSMU_INDEX")
+        self.rsmu_data_reg = off("nbio.BIF_BX_PF0_RSMU_DATA")
+        self.known = register_offsets(regs)
+        self.acks, self.sems = _by_pattern(regs)
         self.values: dict[int, int] = {}
         self.writes = 0  # register writes this process
         self.autoload_done = False
@@ -119,10 +118,11 @@ class RegisterFile:
         self.power_on()
 
     def power_on(self) -> None:
-        """Power-on / mode-1-reset values."""
+        """Power-on / mode-1-reset values: the FB placement of a 16 MiB-unit VRAM and the HDP remap hole."""
         top = FB_BASE_UNITS + (self.vram_size >> 24) - 1
-        self.values = {FB_BASE: FB_BASE_UNITS, FB_TOP: top, GC_FB_BASE: FB_BASE_UNITS, GC_FB_TOP: top,
-                       HDP_FLUSH_REMAP: HDP_FLUSH_HOLE}
+        base_mm, top_mm, base_gc, top_gc = self.fb_location
+        self.values = {base_mm: FB_BASE_UNITS, top_mm: top, base_gc: FB_BASE_UNITS, top_gc: top,
+                       self.hdp_flush_remap: HDP_FLUSH_HOLE}
         self.hdp_flushes = 0
         self.autoload_done = False
         self.rsmu_index = 0
@@ -130,49 +130,58 @@ class RegisterFile:
     @property
     def fb_base(self) -> int:
         """MC address of VRAM byte 0 (§4.5: (FB_LOCATION_BASE & 0xFFFFFF) << 24)."""
-        return (self.values.get(FB_BASE, 0) & 0xFFFFFF) << 24
+        return (self.values.get(self.fb_location[0], 0) & 0xFFFFFF) << 24
 
-    # -- state ---------------------------------------------------------------------------------------------
     def to_state(self) -> dict[str, object]:
+        """The stored values (hex offset -> value) and the autoload flag, for the board state file."""
         return {"values": {f"{k:x}": v for k, v in sorted(self.values.items())}, "autoload": self.autoload_done}
 
     def from_state(self, state: dict) -> None:
+        """Restore stored values and the autoload flag written by :meth:`to_state` (values masked to 32 bits)."""
         vals = state.get("values", {})
         self.values.update({int(k, 16): int(v) & 0xFFFFFFFF for k, v in vals.items()})
         self.autoload_done = bool(state.get("autoload", False))
 
     # -- access --------------------------------------------------------------------------------------------
     def covers(self, offset: int) -> bool:
+        """True when ``offset`` is a database register of the boot-path blocks that this file stores (not one another
+        model owns)."""
         return offset in self.known and offset not in _OWNED
 
     def read(self, offset: int) -> int:
+        """The value a driver reads at ``offset``: the passive answers (invalidation ACK 0xFFFF, semaphore 1, CP_STAT
+        busy until autoload, bootload-complete bit, RLC safe-mode CMD cleared, the RSMU window), else the stored
+        value (0 at power-on)."""
         if offset in self.acks:
             return 0xFFFF
         if offset in self.sems:
             return 1
-        if offset == CP_STAT:
+        if offset == self.cp_stat:
             return 0 if self.autoload_done else CP_STAT_BUSY
-        if offset == RLC_BOOTLOAD_STATUS:
-            return (self.values.get(offset, 0) & ~BOOTLOAD_COMPLETE) | (BOOTLOAD_COMPLETE if self.autoload_done else 0)
-        if offset == RLC_SAFE_MODE:
-            return self.values.get(offset, 0) & ~RLC_SAFE_MODE_CMD
-        if offset == RSMU_INDEX:
+        if offset == self.rlc_bootload_status:
+            done = self.bootload_complete if self.autoload_done else 0
+            return (self.values.get(offset, 0) & ~self.bootload_complete) | done
+        if offset == self.rlc_safe_mode:
+            return self.values.get(offset, 0) & ~self.rlc_safe_mode_cmd
+        if offset == self.rsmu_index_reg:
             return self.rsmu_index
-        if offset == RSMU_DATA:
+        if offset == self.rsmu_data_reg:
             return self.read(self.rsmu_index & ~3) if self.covers(self.rsmu_index & ~3) else 0
         return self.values.get(offset, 0)
 
     def write(self, offset: int, value: int) -> None:
+        """Store ``value`` at ``offset`` and count the write; RSMU_INDEX/DATA reach the register the index names, a
+        DEQUEUE_REQUEST clears CP_HQD_ACTIVE."""
         self.writes += 1
-        if offset == RSMU_INDEX:
+        if offset == self.rsmu_index_reg:
             self.rsmu_index = value
             return
-        if offset == RSMU_DATA:
+        if offset == self.rsmu_data_reg:
             if self.covers(self.rsmu_index & ~3):
                 self.write(self.rsmu_index & ~3, value)
             return
-        if offset == CP_HQD_DEQUEUE_REQUEST and value:
-            self.values[CP_HQD_ACTIVE] = self.values.get(CP_HQD_ACTIVE, 0) & ~1
+        if offset == self.cp_hqd_dequeue_request and value:
+            self.values[self.cp_hqd_active] = self.values.get(self.cp_hqd_active, 0) & ~1
         self.values[offset] = value & 0xFFFFFFFF
 
     def handlers(self, skip: set[int]) -> tuple[dict[int, Callable[[], int]], dict[int, Callable[[int], None]]]:

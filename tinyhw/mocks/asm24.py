@@ -1,7 +1,7 @@
 """The emulated ASM24 USB-to-PCIe bridge with the tinygrad custom firmware: the device core.
 
 Implements specs/asm24-usb-bridge.md §2-§8 as seen from the USB side, following the checklist of
-§12 (items 1-9, 13, 14; items 10-12 as far as synchronous transfers from several host threads
+§12 (the items on several host threads as far as synchronous transfers from them
 allow: per-pipe busy-until times, arms queued while a bulk OUT lands, the GPU's writes held until
 their modelled time) and the failure modes of §10 and edge cases of §13. Helpers: :mod:`.asm24_memory` (XDATA, SRAM,
 windows), :mod:`.asm24_tlp` (link, TLP engine), :mod:`.asm24_endpoints` (bulk endpoints,
@@ -106,17 +106,21 @@ class DataStage:
         return self.length
 
     def fetch(self) -> bytes:
+        """Take the host's OUT data stage now: ``length`` bytes from the host (may raise :class:`Timeout` when the host
+        already gave up)."""
         return bytes(self._fetch(self.length))
 
 
 _STATUS = {Stall: "stall", Timeout: "timeout", Disconnect: "disconnect", Overflow: "overflow"}
 
-REQ_E4, REQ_E5, REQ_F0, REQ_F2, REQ_F3 = 0xE4, 0xE5, 0xF0, 0xF2, 0xF3
-E4_CAP = {"ss": 512, "hs": 64}
+#: bRequest of the firmware's vendor requests (§4): read XDATA, write one XDATA byte, send a TLP (OUT) or read its
+#: completion (IN), arm an SRAM DMA, switch PCIe power
+REQ_READ_XDATA, REQ_WRITE_XDATA, REQ_TLP, REQ_SRAM_DMA, REQ_PCIE_POWER = 0xE4, 0xE5, 0xF0, 0xF2, 0xF3
+READ_XDATA_CAP = {"ss": 512, "hs": 64}
 #: the OUT data stage (bytes) each vendor OUT request of the firmware takes (§4.1); others take none
 #: the firmware's vendor requests by (bmRequestType, bRequest): one named handler each (§4)
 VENDOR_REQUESTS: CommandTable[tuple[int, int]] = CommandTable("vendor request")
-OUT_DATA_STAGE = {(0x40, REQ_F0): 12, (0x40, REQ_E5): 0, (0x40, REQ_F2): 0, (0x40, REQ_F3): 0}
+OUT_DATA_STAGE = {(0x40, REQ_TLP): 12, (0x40, REQ_WRITE_XDATA): 0, (0x40, REQ_SRAM_DMA): 0, (0x40, REQ_PCIE_POWER): 0}
 
 
 class Asm24Bridge:
@@ -182,7 +186,7 @@ class Asm24Bridge:
         self.pending: list[tuple[float, int, int, bytes]] = []
         self._pending_order = 0
         #: when each pipe (EP0, each bulk endpoint) is free again: a host's transfers on one pipe run one at a
-        #: time, whichever of its threads submits them; different pipes overlap (§12 item 12)
+        #: time, whichever of its threads submits them; different pipes overlap (§12)
         self.pipe_free: dict[str, float] = {}
         self._tlp_faults = sorted(
             (f.at, f.kind) for f in options.faults.faults if f.kind in ("ur", "ca", "crs", "tlp-error", "tlp-timeout")
@@ -413,11 +417,11 @@ class Asm24Bridge:
             budget.hang()  # present in the descriptors, never armed by the custom firmware
 
     # -- vendor requests --------------------------------------------------------------------------
-    @VENDOR_REQUESTS.handles((0xC0, REQ_E4))
+    @VENDOR_REQUESTS.handles((0xC0, REQ_READ_XDATA))
     def read_xdata(self, setup: Setup, payload: bytes, budget: Budget) -> bytes:
         """0xE4 XDATA read: up to 512 (SS) / 64 (HS) bytes; the high byte of wIndex picks the bank."""
         _, _, wv, wi, wlen = setup
-        cap = E4_CAP[self.speed]
+        cap = READ_XDATA_CAP[self.speed]
         if wlen > cap and self.speed == "hs" and self.e4_overlong_hs == "timeout":
             budget.hang()  # a full max-packet reply without a terminating ZLP: the host keeps waiting
         n = min(wlen, cap)
@@ -428,7 +432,7 @@ class Asm24Bridge:
         self.memory.xdata[REG_PERST] = 0 if self.link.powered else 1
         return self.memory.read(wv, n)
 
-    @VENDOR_REQUESTS.handles((0x40, REQ_E5))
+    @VENDOR_REQUESTS.handles((0x40, REQ_WRITE_XDATA))
     def write_xdata_byte(self, setup: Setup, payload: bytes, budget: Budget) -> int:
         """0xE5 XDATA write of one byte (wIndex low byte) at wValue; the landing page ignores it."""
         _, _, wv, wi, wlen = setup
@@ -441,7 +445,7 @@ class Asm24Bridge:
             self.memory.write(wv, bytes([wi & 0xFF]))
         return 0
 
-    @VENDOR_REQUESTS.handles((0x40, REQ_F0))
+    @VENDOR_REQUESTS.handles((0x40, REQ_TLP))
     def send_tlp(self, setup: Setup, payload: bytes, budget: Budget) -> int:
         """0xF0 OUT: cancel any stream, then one TLP (mode 0) or a stream setup (modes 1, 2)."""
         _, _, wv, wi, wlen = setup
@@ -472,7 +476,7 @@ class Asm24Bridge:
         self.pending_cpl = self.engine.single(fmt_type, byte_enable, addr, value, fault)
         budget.spend(self.timing.single_tlp_s)
 
-    @VENDOR_REQUESTS.handles((0xC0, REQ_F0))
+    @VENDOR_REQUESTS.handles((0xC0, REQ_TLP))
     def read_completion(self, setup: Setup, payload: bytes, budget: Budget) -> bytes:
         """0xF0 IN: the completion record; without a completion the firmware polls out: result 0xFF."""
         _, _, wv, wi, wlen = setup
@@ -483,7 +487,7 @@ class Asm24Bridge:
             budget.spend(self.timing.cpl_poll_budget_s)
         return cpl.record()
 
-    @VENDOR_REQUESTS.handles((0x40, REQ_F2))
+    @VENDOR_REQUESTS.handles((0x40, REQ_SRAM_DMA))
     def arm_sram_dma(self, setup: Setup, payload: bytes, budget: Budget) -> int:
         """0xF2 SRAM DMA arm: bit 15 direction, bits 14:0 sectors; wIndex = first slot | slots << 8."""
         _, _, wv, wi, wlen = setup
@@ -495,14 +499,14 @@ class Asm24Bridge:
         if to_host:
             if slot:
                 self.anomaly(f"f2 sram->host arm with first slot {slot}; reads start at slot 0")
-            self.endpoints.arm_f2_read(min(length, SRAM_SIZE))
+            self.endpoints.arm_sram_read(min(length, SRAM_SIZE))
         elif sectors:
             if slot * SLOT_SIZE + length > SRAM_SIZE:
                 self.warnings.append(f"f2 arm at slot {slot} of 0x{length:x} bytes runs past the sram end")
-            self.endpoints.arm_f2_write(slot * SLOT_SIZE, length)
+            self.endpoints.arm_sram_write(slot * SLOT_SIZE, length)
         return 0
 
-    @VENDOR_REQUESTS.handles((0x40, REQ_F3))
+    @VENDOR_REQUESTS.handles((0x40, REQ_PCIE_POWER))
     def set_pcie_power(self, setup: Setup, payload: bytes, budget: Budget) -> int:
         """0xF3 PCIe power: 1 = rails on, PERST# pulse, train (the status stage waits); 0 = off."""
         _, _, wv, wi, wlen = setup

@@ -3,7 +3,7 @@
 Implements specs/asm24-usb-bridge.md §3 (endpoints 0x81/0x02, packet sizes), §4.5 (0xF2 engine:
 slot arithmetic, exact length, release of SRAM->host data by a bus-master write into 0x822000),
 §6 (streaming modes 1 and 2: one dword counter, per-packet handling, chunked read prefetch,
-cancellation, overrun, stale IN data) and §12 items 8-9 and 13. Also the device-side exceptions
+cancellation, overrun, stale IN data) and §12. Also the device-side exceptions
 every front end maps to its own error codes, the timing parameters and the per-transfer budget.
 
 Model (synchronous transfers; choices marked inferred in the report):
@@ -60,7 +60,7 @@ class Overflow(UsbFault):
 
 @dataclass
 class Asm24Timing:
-    """Virtual-time costs (§1 cost model, §12 item 14); inferred defaults, all configurable."""
+    """Virtual-time costs (§1 cost model, §12); inferred defaults, all configurable."""
 
     control_rtt_s: float = 100e-6
     bulk_overhead_s: float = 100e-6
@@ -97,6 +97,8 @@ class Budget:
         self.start, self.limit = clock.now(), timeout
 
     def spend(self, dt: float) -> None:
+        """Advance the clock by ``dt`` seconds of modelled firmware work; when that passes the host's limit the firmware
+        stays busy until the work ends and the transfer times out (:meth:`hang`)."""
         end = self.clock.now() + dt
         if self.limit is not None and end - self.start > self.limit:
             self.busy.until = max(self.busy.until, end)
@@ -136,8 +138,8 @@ class BulkEndpoints:
         #: OUT arms so far (streamed-write setups and 0xF2 host->SRAM arms): tells a front end a fresh arm
         #: from one it already knows of, even when both expect the same byte count
         self.out_arms = 0
-        self.f2_out: deque[list[int]] = deque()  # [sram offset, length, received]
-        self.f2_read_len: int | None = None
+        self.sram_write_arms: deque[list[int]] = deque()  # [sram offset, length, received]
+        self.sram_read_length: int | None = None
 
     # -- resets and cancellation -------------------------------------------------------------------
     def cancel_stream(self) -> None:
@@ -149,8 +151,8 @@ class BulkEndpoints:
         self.cancel_stream()
         self.in_fifo.clear()
         self.halted.clear()
-        self.f2_out.clear()
-        self.f2_read_len = None
+        self.sram_write_arms.clear()
+        self.sram_read_length = None
 
     def halt_cleared(self, ep: int) -> None:
         """CLEAR_FEATURE(ENDPOINT_HALT): reset that endpoint (and its 0xF2 arms), cancel streaming."""
@@ -158,13 +160,17 @@ class BulkEndpoints:
         self.cancel_stream()
         if ep == EP_IN:
             self.in_fifo.clear()
-            self.f2_read_len = None
+            self.sram_read_length = None
         else:
-            self.f2_out.clear()
+            self.sram_write_arms.clear()
 
     # -- stream setup (from 0xF0 OUT modes 1 and 2) ----------------------------------------------------
     def stream_setup(self, mode: int, fmt_type: int, byte_enable: int, addr: int, count: int, *,
                      budget: Budget) -> None:
+        """Start a streaming transfer armed by the 0xF0 OUT request: mode 1 a streaming write (the next bulk OUT data
+        becomes ``count`` dword memory writes from ``addr``), mode 2 a streaming read (its first chunk is read and
+        queued on the bulk IN endpoint at once). A fmt/type or byte-enable the firmware does not stream is logged as
+        an anomaly; a count of 0 arms nothing."""
         want = 0x40 if mode == 1 else 0x00
         if byte_enable != 0xF or fmt_type & 0xDF != want:
             self.anomaly(f"stream mode {mode} with fmt/type 0x{fmt_type:02x} byte enables 0x{byte_enable:x}")
@@ -176,9 +182,9 @@ class BulkEndpoints:
         self.stream_id += 1
         if mode == 1:
             self.counters["tlp_writes"] += 1
-            if self.f2_out:
+            if self.sram_write_arms:
                 self.warnings.append("streaming write setup dropped a pending 0xf2 host->sram arm")
-                self.f2_out.clear()
+                self.sram_write_arms.clear()
             self.out_armed = True
             self.out_arms += 1
         else:
@@ -213,17 +219,21 @@ class BulkEndpoints:
             budget.spend(cost)
 
     # -- 0xF2 arms and release ---------------------------------------------------------------------------
-    def arm_f2_write(self, offset: int, length: int) -> None:
+    def arm_sram_write(self, offset: int, length: int) -> None:
+        """Arm a host -> SRAM transfer (0xF2 OUT direction): the next ``length`` bytes of bulk OUT land in bridge SRAM
+        at ``offset``; cancels a streaming write that was armed."""
         if self.stream_mode == 1:
             self.warnings.append("0xf2 host->sram arm cancelled a streaming write")
             self.cancel_stream()
-        self.f2_out.append([offset, length, 0])
+        self.sram_write_arms.append([offset, length, 0])
         self.out_arms += 1
 
-    def arm_f2_read(self, length: int) -> None:
-        if self.f2_read_len is not None:
+    def arm_sram_read(self, length: int) -> None:
+        """Arm an SRAM -> host transfer (0xF2 IN direction) of ``length`` bytes (0 disarms): the data is queued on bulk
+        IN once the GPU writes the release range (:meth:`dma_release`)."""
+        if self.sram_read_length is not None:
             self.warnings.append("0xf2 sram->host arm replaced one that was never released")
-        self.f2_read_len = length or None
+        self.sram_read_length = length or None
 
     def hits_release(self, addr: int, length: int) -> bool:
         """Whether a bus-master write at [addr, addr+length) falls in the 0x822000 release range."""
@@ -231,10 +241,10 @@ class BulkEndpoints:
 
     def dma_release(self, addr: int, length: int) -> bool:
         """A bus-master write at [addr, addr+length): releases a pending SRAM->host arm if it hits 0x822000."""
-        if self.f2_read_len is None or not self.hits_release(addr, length):
+        if self.sram_read_length is None or not self.hits_release(addr, length):
             return False
-        data = bytes(self.memory.sram[: self.f2_read_len])
-        self.f2_read_len = None
+        data = bytes(self.memory.sram[: self.sram_read_length])
+        self.sram_read_length = None
         for i in range(0, len(data), self.max_packet):
             self.in_fifo.append((data[i : i + self.max_packet], "f2", 0))
         self.counters["f2_bytes_in"] += len(data)
@@ -257,8 +267,8 @@ class BulkEndpoints:
     def out_pending(self) -> int:
         """Bytes the OUT endpoint accepts before it NAKs again: the open 0xF2 arms, else the rest of
         an armed streaming write; 0 when nothing is armed (the host's data then waits and times out)."""
-        if self.f2_out:
-            return sum(length - received for _, length, received in self.f2_out)
+        if self.sram_write_arms:
+            return sum(length - received for _, length, received in self.sram_write_arms)
         if self.stream_mode == 1 and self.out_armed:
             return 4 * self.stream_remaining
         return 0
@@ -271,10 +281,10 @@ class BulkEndpoints:
             self._accept(pkt, budget)
 
     def _accept(self, pkt: bytes, budget: Budget) -> None:
-        if self.f2_out:
+        if self.sram_write_arms:
             pos = 0
-            while pos < len(pkt) and self.f2_out:
-                arm = self.f2_out[0]
+            while pos < len(pkt) and self.sram_write_arms:
+                arm = self.sram_write_arms[0]
                 take = min(len(pkt) - pos, arm[1] - arm[2])
                 dst = arm[0] + arm[2]
                 if dst < SRAM_SIZE:
@@ -282,7 +292,7 @@ class BulkEndpoints:
                 arm[2] += take
                 pos += take
                 if arm[2] == arm[1]:
-                    self.f2_out.popleft()
+                    self.sram_write_arms.popleft()
             self.counters["f2_bytes_out"] += pos
             budget.spend(pos / self.timing.f2_rate[self.speed])
             if pos < len(pkt):

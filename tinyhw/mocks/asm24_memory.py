@@ -1,8 +1,8 @@
 """Memory of the emulated ASM24 bridge: the 8051's XDATA space, the SRAM and the queue pages.
 
 Implements specs/asm24-usb-bridge.md §7.1 (XDATA map), §7.2 (bridge-internal PCIe addresses the
-GPU reaches), §4.2 (E4/E5 semantics: read-only 0x7000 page, 16-bit addresses) and §12 items 3
-and 11 (the four windows alias the same backing memory that the bus-master side sees).
+GPU reaches), §4.2 (E4/E5 semantics: read-only 0x7000 page, 16-bit addresses) and §12
+(the four windows alias the same backing memory that the bus-master side sees).
 
 Backing stores and their aliases:
 
@@ -117,6 +117,8 @@ class BridgeMemory:
         return True
 
     def pcie_read(self, addr: int, length: int) -> bytes | None:
+        """Bridge memory at PCIe (bus-master) address ``addr``, ``length`` bytes; None when the range is not wholly
+        inside one backed region (the read gets no data)."""
         hit = self._region(addr, length)
         if hit is None:
             return None

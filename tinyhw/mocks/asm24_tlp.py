@@ -2,7 +2,7 @@
 
 Implements specs/asm24-usb-bridge.md §4.3 (single TLP), §4.6 (0xF3 power/training), §5.1-§5.5
 (Fmt/Type decode, config address word, byte enables, posted vs non-posted, the 8-byte completion
-record), §7.1 (engine registers 0xB210-0xB296, LTSSM 0xB450, PERST# 0xB480) and §12 items 4-5.
+record), §7.1 (engine registers 0xB210-0xB296, LTSSM 0xB450, PERST# 0xB480) and §12.
 
 Choices where the spec leaves room (all documented in the report of the change):
 
@@ -60,6 +60,8 @@ class TlpKind:
 
 
 def decode_fmt_type(fmt_type: int) -> TlpKind:
+    """Decode a TLP Fmt/Type byte (§5.1): its address space (memory, type-0/1 config, message, I/O or other), whether it
+    carries data and whether it has a 64-bit address."""
     typ = fmt_type & 0x1F
     has_data, addr64 = bool(fmt_type & 0x40), bool(fmt_type & 0x20)
     if typ == 0x00:
@@ -104,6 +106,9 @@ class Completion:
 
 @dataclass
 class LinkTiming:
+    """The link model's timing (seconds): training after PERST# release, the firmware's LTSSM sampling (every
+    ``sample_s``, at most ``samples`` times, done after ``stable`` readings of L0) and the ``slow`` mode's delays;
+    all inferred unless the field cites §4.6."""
     train_s: float = 0.05  # training time after PERST# release (inferred)
     sample_s: float = 0.1  # firmware samples LTSSM every 100 ms ...
     samples: int = 20  # ... up to 20 times ...
@@ -124,6 +129,8 @@ class LinkModel:
         self.up_at = -math.inf if self.powered else math.inf
 
     def ltssm(self) -> int:
+        """The LTSSM state byte the firmware reads now: off without power, detect with no GPU, the wedged value, else
+        detect then polling during training and L0 (0x78) once the link is up."""
         if not self.powered:
             return LTSSM_OFF
         if self.mode == "no-gpu":
@@ -136,6 +143,7 @@ class LinkModel:
         return LTSSM_DETECT if now < (self.train_start + self.up_at) / 2 else LTSSM_POLLING
 
     def is_up(self) -> bool:
+        """True when the link is in L0 (trained) now."""
         return self.ltssm() == LTSSM_UP
 
     def power_on(self) -> float:

@@ -26,7 +26,7 @@ What it does:
   DISPATCH_DIRECT (:func:`tinyhw.mocks.rdna3.run_dispatch` with memory through GPUVM), RELEASE_MEM (DATA_SEL 1/2
   write of the data, 3/4 the board time in 10 ns ticks, at the time the earlier dispatches end). Any other packet
   stops the queue (strict boards raise, naming the opcode).
-* **Time** (issue 23 item 4): the queue's cursor starts at the kick and advances 0.1 us per packet and, for a
+* **Time**: the queue's cursor starts at the kick and advances 0.1 us per packet and, for a
   dispatch, 2 us plus its modelled issue cycles at 2.5 GHz divided over the 96 CUs' share it can use (at most one
   wave per CU at a time; all inferred, a functional model, not a performance one). The fence write is a board
   event at the cursor: a host that polls sees it only after that much of its clock passed.
@@ -47,27 +47,13 @@ from tinyhw.autogen.nvd import CONSTANTS as PM4
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks.gpuvm import VmFault
 from tinyhw.mocks.sqind import ShaderArray
-from tinyhw.regs import asic
+from tinyhw.regs.asic import Asic
 
 if TYPE_CHECKING:
     from tinyhw.mocks.rdna3 import DispatchRegs
 
-_A = asic("navi31")
-
-
-def _off(name: str) -> int:
-    return _A.offset(f"gc.{name}")
-
-
-def _fld(path: str) -> tuple[int, int]:
-    f = _A.field(f"gc.{path}")
-    return f.mask, f.shift
-
-
-GRBM_GFX_CNTL = _off("GRBM_GFX_CNTL")
-GRBM_STATUS = _off("GRBM_STATUS")
-HQD_FIRST, HQD_LAST = _off("CP_MQD_BASE_ADDR"), _off("CP_HQD_PQ_WPTR_HI")
-R = {n: _off(n) for n in (
+#: The GC registers the CP reads or writes by name (offsets looked up in the board's database).
+REGISTERS = (
     "CP_MQD_BASE_ADDR", "CP_MQD_BASE_ADDR_HI", "CP_HQD_ACTIVE", "CP_HQD_VMID", "CP_HQD_PQ_BASE", "CP_HQD_PQ_BASE_HI",
     "CP_HQD_PQ_RPTR", "CP_HQD_PQ_RPTR_REPORT_ADDR", "CP_HQD_PQ_RPTR_REPORT_ADDR_HI", "CP_HQD_PQ_DOORBELL_CONTROL",
     "CP_HQD_PQ_CONTROL", "CP_HQD_DEQUEUE_REQUEST", "CP_HQD_PQ_WPTR_LO", "CP_HQD_PQ_WPTR_HI",
@@ -75,19 +61,41 @@ R = {n: _off(n) for n in (
     "GCVM_L2_PROTECTION_FAULT_STATUS", "GCVM_L2_PROTECTION_FAULT_ADDR_LO32", "GCVM_L2_PROTECTION_FAULT_ADDR_HI32",
     "COMPUTE_PGM_LO", "COMPUTE_PGM_HI", "COMPUTE_PGM_RSRC1", "COMPUTE_PGM_RSRC2", "COMPUTE_PGM_RSRC3",
     "COMPUTE_USER_DATA_0", "COMPUTE_NUM_THREAD_X", "COMPUTE_NUM_THREAD_Y", "COMPUTE_NUM_THREAD_Z",
-    "COMPUTE_START_X", "COMPUTE_START_Y", "COMPUTE_START_Z", "COMPUTE_TMPRING_SIZE", "COMPUTE_DISPATCH_INITIATOR")}
-PIPEID, MEID, QUEUEID = (_fld(f"GRBM_GFX_CNTL.{n}") for n in ("PIPEID", "MEID", "QUEUEID"))
-DB_OFFSET, DB_EN = _fld("CP_HQD_PQ_DOORBELL_CONTROL.DOORBELL_OFFSET"), _fld("CP_HQD_PQ_DOORBELL_CONTROL.DOORBELL_EN")
-QUEUE_SIZE = _fld("CP_HQD_PQ_CONTROL.QUEUE_SIZE")
-RANGE_LOWER = _fld("CP_MEC_DOORBELL_RANGE_LOWER.DOORBELL_RANGE_LOWER")
-RANGE_UPPER = _fld("CP_MEC_DOORBELL_RANGE_UPPER.DOORBELL_RANGE_UPPER")
-FAULT_STATUS_FIELDS = {n: _fld(f"GCVM_L2_PROTECTION_FAULT_STATUS.{n}") for n in ("VMID", "RW", "MORE_FAULTS")}
+    "COMPUTE_START_X", "COMPUTE_START_Y", "COMPUTE_START_Z", "COMPUTE_TMPRING_SIZE", "COMPUTE_DISPATCH_INITIATOR")
+
+
+class CpRegisters:
+    """The CP's GC register offsets (bytes into BAR5) and fields ((mask, shift) pairs) in one register database."""
+
+    def __init__(self, regs: Asic) -> None:
+        def off(name: str) -> int:
+            return regs.offset(f"gc.{name}")
+
+        def fld(path: str) -> tuple[int, int]:
+            f = regs.field(f"gc.{path}")
+            return f.mask, f.shift
+
+        self.grbm_gfx_cntl = off("GRBM_GFX_CNTL")
+        self.grbm_status = off("GRBM_STATUS")
+        #: first and last register of the per-queue HQD bank
+        self.hqd_first, self.hqd_last = off("CP_MQD_BASE_ADDR"), off("CP_HQD_PQ_WPTR_HI")
+        #: register name -> offset of every name in :data:`REGISTERS`
+        self.offset = {n: off(n) for n in REGISTERS}
+        self.pipeid, self.meid, self.queueid = (fld(f"GRBM_GFX_CNTL.{n}") for n in ("PIPEID", "MEID", "QUEUEID"))
+        self.doorbell_offset = fld("CP_HQD_PQ_DOORBELL_CONTROL.DOORBELL_OFFSET")
+        self.doorbell_en = fld("CP_HQD_PQ_DOORBELL_CONTROL.DOORBELL_EN")
+        self.queue_size = fld("CP_HQD_PQ_CONTROL.QUEUE_SIZE")
+        self.range_lower = fld("CP_MEC_DOORBELL_RANGE_LOWER.DOORBELL_RANGE_LOWER")
+        self.range_upper = fld("CP_MEC_DOORBELL_RANGE_UPPER.DOORBELL_RANGE_UPPER")
+        self.fault_status = {n: fld(f"GCVM_L2_PROTECTION_FAULT_STATUS.{n}") for n in ("VMID", "RW", "MORE_FAULTS")}
+        #: (offset, bits) the MEC's status registers read while a queue is hung: GRBM_STATUS2.CPC_BUSY, CP_CPC_STATUS
+        #: MEC1_BUSY and CPC_BUSY, CP_CPC_BUSY_STAT.MEC1_PIPE0_BUSY (§8: MEC-side busy bits; which ones: inferred)
+        self.mec_busy = tuple((off(reg), sum(regs.field(f"gc.{reg}.{f}").mask for f in names)) for reg, names in (
+            ("GRBM_STATUS2", ("CPC_BUSY",)), ("CP_CPC_STATUS", ("MEC1_BUSY", "CPC_BUSY")),
+            ("CP_CPC_BUSY_STAT", ("MEC1_PIPE0_BUSY",))))
+
+
 CP_BUSY, GUI_ACTIVE, SPI_BUSY = 1 << 29, 1 << 31, 1 << 22  # GRBM_STATUS bits (specs/amd-compute.md §8)
-#: (offset, bits) the MEC's status registers read while a queue is hung: GRBM_STATUS2.CPC_BUSY, CP_CPC_STATUS
-#: MEC1_BUSY and CPC_BUSY, CP_CPC_BUSY_STAT.MEC1_PIPE0_BUSY (§8: MEC-side busy bits; which ones: inferred)
-MEC_BUSY = tuple((_off(reg), sum(_A.field(f"gc.{reg}.{f}").mask for f in names)) for reg, names in (
-    ("GRBM_STATUS2", ("CPC_BUSY",)), ("CP_CPC_STATUS", ("MEC1_BUSY", "CPC_BUSY")),
-    ("CP_CPC_BUSY_STAT", ("MEC1_PIPE0_BUSY",))))
 MQD_HEADER = 0xC0310800  # §1.4
 NOP_FILLER = 0xFFFF1000  # §2.3: PACKET3(NOP, 0x3FFF) is a one-dword packet
 SH_START = PM4["PACKET3_SET_SH_REG_START"]
@@ -104,6 +112,7 @@ WATCHDOG = 4_000_000      # wave instructions of one dispatch before the queue i
 
 
 def field_of(value: int, f: tuple[int, int]) -> int:
+    """The value of field ``f`` (its (mask, shift) pair) in register value ``value``."""
     return (value & f[0]) >> f[1]
 
 
@@ -125,25 +134,34 @@ class Hqd:
     """One hardware queue descriptor: its register bank and what the CP keeps for it."""
 
     key: tuple[int, int, int]
+    offset: dict[str, int]  # register name -> BAR5 offset (:attr:`CpRegisters.offset`)
     regs: dict[int, int] = field(default_factory=dict)
     sh: dict[int, int] = field(default_factory=dict)  # SET_SH_REG values (absolute byte offsets)
     error: str = ""
     hung: bool = False
     mqd: bytes = b""
+    #: (DOORBELL_OFFSET, DOORBELL_EN) fields of CP_HQD_PQ_DOORBELL_CONTROL
+    doorbell_fields: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
 
     def r(self, name: str) -> int:
-        return self.regs.get(R[name], 0)
+        """The queue's stored value of HQD register ``name`` (0 until written)."""
+        return self.regs.get(self.offset[name], 0)
 
     @property
     def active(self) -> bool:
+        """CP_HQD_ACTIVE bit 0: the queue is running."""
         return bool(self.r("CP_HQD_ACTIVE") & 1)
 
     @property
     def doorbell_dword(self) -> int | None:
+        """The doorbell's dword index in BAR2 (CP_HQD_PQ_DOORBELL_CONTROL.DOORBELL_OFFSET), or None while DOORBELL_EN is
+        clear."""
         ctl = self.r("CP_HQD_PQ_DOORBELL_CONTROL")
-        return field_of(ctl, DB_OFFSET) if field_of(ctl, DB_EN) else None
+        return field_of(ctl, self.doorbell_fields[0]) if field_of(ctl, self.doorbell_fields[1]) else None
 
     def addr64(self, lo: str, hi: str, shift: int = 0, hi_mask: int = 0xFFFFFFFF) -> int:
+        """The 64-bit value of the register pair ``lo``/``hi`` (``hi`` masked by ``hi_mask``), shifted left by ``shift``
+        bits: a byte address from registers that hold it in 256-byte units or split in two."""
         return ((self.r(hi) & hi_mask) << 32 | self.r(lo)) << shift
 
 
@@ -172,13 +190,16 @@ class _Traced:
 class CommandProcessor:
     """MEC1/MEC2 compute queues of the emulated Navi31 (see the module docstring)."""
 
-    def __init__(self, services: CpServices) -> None:
+    def __init__(self, services: CpServices, regs: Asic) -> None:
         self.s = services
+        self.reg = CpRegisters(regs)
         self.watchdog = WATCHDOG
-        self.sq = ShaderArray(services.now, lambda: self.s.regs)
+        self.sq = ShaderArray(services.now, lambda: self.s.regs, regs)
         self.power_on()
 
     def power_on(self) -> None:
+        """Power-on / mode-1-reset state: no queues, GRBM_GFX_CNTL 0, the time cursor and the counters at zero, no
+        decoded code."""
         self.grbm_gfx_cntl = 0
         self.hqds: dict[tuple[int, int, int], Hqd] = {}
         self.now = 0.0
@@ -192,19 +213,22 @@ class CommandProcessor:
 
     # -- registers ------------------------------------------------------------------------------------------------
     def selected(self) -> Hqd:
+        """The HQD that GRBM_GFX_CNTL selects now (its ME, pipe and queue fields), created on first use."""
         v = self.grbm_gfx_cntl
-        key = (field_of(v, MEID), field_of(v, PIPEID), field_of(v, QUEUEID))
+        key = (field_of(v, self.reg.meid), field_of(v, self.reg.pipeid), field_of(v, self.reg.queueid))
         if key not in self.hqds:
-            self.hqds[key] = Hqd(key)
+            self.hqds[key] = Hqd(key, self.reg.offset,
+                                 doorbell_fields=(self.reg.doorbell_offset, self.reg.doorbell_en))
         return self.hqds[key]
 
     def handlers(self, known: set[int]) -> tuple[dict[int, Callable[[], int]], dict[int, Callable[[int], None]]]:
         """BAR5 handlers for GRBM_GFX_CNTL, GRBM_STATUS and every database register of the HQD range."""
-        reads: dict[int, Callable[[], int]] = {GRBM_GFX_CNTL: lambda: self.grbm_gfx_cntl, GRBM_STATUS: self.grbm_status,
-                                              **{o: (lambda bits=b: bits if self.hung() else 0) for o, b in MEC_BUSY}}
-        writes: dict[int, Callable[[int], None]] = {GRBM_GFX_CNTL: self._select, GRBM_STATUS: lambda v: None}
+        cntl, status = self.reg.grbm_gfx_cntl, self.reg.grbm_status
+        mec = {o: (lambda bits=b: bits if self.hung() else 0) for o, b in self.reg.mec_busy}
+        reads: dict[int, Callable[[], int]] = {cntl: lambda: self.grbm_gfx_cntl, status: self.grbm_status, **mec}
+        writes: dict[int, Callable[[int], None]] = {cntl: self._select, status: lambda v: None}
         for off in sorted(known):
-            if HQD_FIRST <= off <= HQD_LAST:
+            if self.reg.hqd_first <= off <= self.reg.hqd_last:
                 reads[off] = lambda o=off: self.selected().regs.get(o, 0)
                 writes[off] = lambda v, o=off: self.hqd_write(o, v)
         return reads, writes
@@ -213,6 +237,8 @@ class CommandProcessor:
         self.grbm_gfx_cntl = value & 0xFFFFFFFF
 
     def grbm_status(self) -> int:
+        """GRBM_STATUS as the driver reads it: CP_BUSY and GUI_ACTIVE while any queue is hung, SPI_BUSY while waves
+        are resident, else 0."""
         busy = CP_BUSY | GUI_ACTIVE if self.hung() else 0
         return busy | (SPI_BUSY if self.sq.resident else 0)
 
@@ -221,17 +247,20 @@ class CommandProcessor:
         return any(q.hung for q in self.hqds.values())
 
     def any_active(self) -> bool:
+        """True while any queue is active (the SMU's metrics then count the GFX engine busy)."""
         return any(q.active for q in self.hqds.values())
 
     def hqd_write(self, offset: int, value: int) -> None:
+        """A write to an HQD register of the selected queue: stored; DEQUEUE_REQUEST on an active queue dequeues it,
+        CP_HQD_ACTIVE 0 -> 1 activates it (reads its MQD)."""
         q = self.selected()
         was = q.active
-        if offset == R["CP_HQD_DEQUEUE_REQUEST"] and value & 0xF and was:
+        if offset == self.reg.offset["CP_HQD_DEQUEUE_REQUEST"] and value & 0xF and was:
             q.regs[offset] = value
             self.dequeue(q)
             return
         q.regs[offset] = value & 0xFFFFFFFF
-        if offset == R["CP_HQD_ACTIVE"] and value & 1 and not was:
+        if offset == self.reg.offset["CP_HQD_ACTIVE"] and value & 1 and not was:
             self.activate(q)
 
     def activate(self, q: Hqd) -> None:
@@ -254,7 +283,7 @@ class CommandProcessor:
     def dequeue(self, q: Hqd) -> None:
         """§1.8: drain (nothing runs between packets here) or reset the waves; the queue stops."""
         self.stats["dequeues"] += 1
-        q.regs[R["CP_HQD_ACTIVE"]] = q.r("CP_HQD_ACTIVE") & ~1
+        q.regs[self.reg.offset["CP_HQD_ACTIVE"]] = q.r("CP_HQD_ACTIVE") & ~1
         if q.hung:
             self.sq.drop()  # the resident waves of its hung dispatch are reset
         q.hung = False
@@ -271,8 +300,8 @@ class CommandProcessor:
     # -- doorbells ------------------------------------------------------------------------------------------------
     def on_doorbell(self, offset: int, value: int, read32: Callable[[int], int]) -> bool:
         """A BAR2 dword write at byte ``offset``; True when it was a compute queue's doorbell."""
-        lower = field_of(self.s.regs.get(R["CP_MEC_DOORBELL_RANGE_LOWER"], 0), RANGE_LOWER) << 2
-        upper = field_of(self.s.regs.get(R["CP_MEC_DOORBELL_RANGE_UPPER"], 0), RANGE_UPPER) << 2
+        lower = field_of(self.s.regs.get(self.reg.offset["CP_MEC_DOORBELL_RANGE_LOWER"], 0), self.reg.range_lower) << 2
+        upper = field_of(self.s.regs.get(self.reg.offset["CP_MEC_DOORBELL_RANGE_UPPER"], 0), self.reg.range_upper) << 2
         for q in self.hqds.values():
             dw = q.doorbell_dword
             if dw is None or not q.active or offset not in (4 * dw, 4 * dw + 4):
@@ -281,8 +310,8 @@ class CommandProcessor:
                 continue  # outside the MEC's doorbell range: the CP never sees it (§1.3 step 2)
             if offset == 4 * dw + 4:
                 wptr = read32(4 * dw) | read32(4 * dw + 4) << 32
-                q.regs[R["CP_HQD_PQ_WPTR_LO"]] = wptr & 0xFFFFFFFF
-                q.regs[R["CP_HQD_PQ_WPTR_HI"]] = wptr >> 32
+                q.regs[self.reg.offset["CP_HQD_PQ_WPTR_LO"]] = wptr & 0xFFFFFFFF
+                q.regs[self.reg.offset["CP_HQD_PQ_WPTR_HI"]] = wptr >> 32
                 self.stats["doorbells"] += 1
                 self.kick(q)
             return True
@@ -290,6 +319,9 @@ class CommandProcessor:
 
     # -- execution ------------------------------------------------------------------------------------------------
     def kick(self, q: Hqd) -> None:
+        """Run queue ``q`` from its read pointer to its write pointer, unless it is stopped, hung, inactive or the CP is
+        already running (a fence landing during a run does not re-enter). The time cursor starts at the board clock
+        if it lags behind."""
         if self.running or q.error or q.hung or not q.active:
             return
         self.now = max(self.now, self.s.now())
@@ -301,7 +333,7 @@ class CommandProcessor:
 
     def _ring(self, q: Hqd) -> tuple[int, int]:
         base = q.addr64("CP_HQD_PQ_BASE", "CP_HQD_PQ_BASE_HI", 8) & ((1 << 48) - 1)
-        return base, 1 << (field_of(q.r("CP_HQD_PQ_CONTROL"), QUEUE_SIZE) + 1)
+        return base, 1 << (field_of(q.r("CP_HQD_PQ_CONTROL"), self.reg.queue_size) + 1)
 
     def _run(self, q: Hqd) -> None:
         base, size = self._ring(q)
@@ -327,7 +359,7 @@ class CommandProcessor:
                 self._vm_fault(q, None, exc)
                 return
             rptr = (rptr + n) & 0xFFFFFFFF
-            q.regs[R["CP_HQD_PQ_RPTR"]] = rptr
+            q.regs[self.reg.offset["CP_HQD_PQ_RPTR"]] = rptr
             self._report_rptr(q, rptr)
 
     def _dword(self, base: int, size: int, index: int) -> int:
@@ -400,12 +432,12 @@ class CommandProcessor:
         sh = q.sh
 
         def g(name: str) -> int:
-            return sh.get(R[name], 0)
+            return sh.get(self.reg.offset[name], 0)
 
         return DispatchRegs(
             pgm_lo=g("COMPUTE_PGM_LO"), pgm_hi=g("COMPUTE_PGM_HI"), rsrc1=g("COMPUTE_PGM_RSRC1"),
             rsrc2=g("COMPUTE_PGM_RSRC2"), rsrc3=g("COMPUTE_PGM_RSRC3"),
-            user_data=tuple(sh.get(R["COMPUTE_USER_DATA_0"] + 4 * i, 0) for i in range(16)),
+            user_data=tuple(sh.get(self.reg.offset["COMPUTE_USER_DATA_0"] + 4 * i, 0) for i in range(16)),
             num_thread=tuple(g(f"COMPUTE_NUM_THREAD_{a}") & 0xFFFF for a in "XYZ"),  # type: ignore[arg-type]
             dim=dim, start=tuple(g(f"COMPUTE_START_{a}") for a in "XYZ"),  # type: ignore[arg-type]
             initiator=initiator, tmpring_size=g("COMPUTE_TMPRING_SIZE"))
@@ -450,11 +482,11 @@ class CommandProcessor:
         status = 1
         if where is not None:
             addr, write = where
-            m, s = FAULT_STATUS_FIELDS["RW"]
+            m, s = self.reg.fault_status["RW"]
             status |= (int(write) << s) & m
-            self.s.regs[R["GCVM_L2_PROTECTION_FAULT_ADDR_LO32"]] = (addr >> 12) & 0xFFFFFFFF
-            self.s.regs[R["GCVM_L2_PROTECTION_FAULT_ADDR_HI32"]] = (addr >> 44) & 0xF
-        self.s.regs[R["GCVM_L2_PROTECTION_FAULT_STATUS"]] = status
+            self.s.regs[self.reg.offset["GCVM_L2_PROTECTION_FAULT_ADDR_LO32"]] = (addr >> 12) & 0xFFFFFFFF
+            self.s.regs[self.reg.offset["GCVM_L2_PROTECTION_FAULT_ADDR_HI32"]] = (addr >> 44) & 0xF
+        self.s.regs[self.reg.offset["GCVM_L2_PROTECTION_FAULT_STATUS"]] = status
         q.error = f"gpu vm fault: {exc}"
 
     def _pm4_release_mem(self, q: Hqd, body: list[int]) -> None:

@@ -82,10 +82,13 @@ class DirectTransport(Transport):
         return buf
 
     def dma_free(self, buf: HostBuffer) -> None:
+        """Unmap host buffer ``buf`` from the emulated IOMMU and free it (the ``DmaBuffers`` ability)."""
         self.iommu.unmap(buf)
         buf.close()
 
     def burst_seconds(self, nbytes: int, *, write: bool) -> float:
+        """Modelled seconds of a VRAM burst of ``nbytes`` through the mapped BAR on this board's link (see
+        :func:`burst_seconds`; inferred)."""
         return burst_seconds(nbytes, write, *self.link)
 
     # -- faults ---------------------------------------------------------------------------------------------------
@@ -109,6 +112,8 @@ class DirectTransport(Transport):
 
     # -- config space ---------------------------------------------------------------------------------------------
     def config_read(self, offset: int, size: int = 4) -> int:
+        """Read ``size`` (1, 2 or 4) naturally aligned bytes of config space at ``offset``; one round trip of 1 us of
+        virtual time. Refused when misaligned or outside 4 KiB, Disconnected once the board is gone."""
         _check_cfg(offset, size)
         self._check_gone()
         self.vclock.advance(ACCESS_LATENCY)
@@ -119,6 +124,8 @@ class DirectTransport(Transport):
         return (self.board.cfg_read32(offset & ~3) >> shift) & ((1 << (8 * size)) - 1)
 
     def config_write(self, offset: int, size: int, value: int) -> None:
+        """Write the low ``size`` bytes of ``value`` to config space at ``offset`` (only those byte lanes change); 1 us
+        of virtual time. Refused when misaligned or outside 4 KiB, Disconnected once the board is gone."""
         _check_cfg(offset, size)
         self._check_gone()
         self.vclock.advance(ACCESS_LATENCY)
@@ -129,6 +136,7 @@ class DirectTransport(Transport):
 
     # -- BARs -------------------------------------------------------------------------------------------------------
     def bars(self) -> list[BarInfo]:
+        """The board's BARs as its config space places them now (address, size, memory or I/O, prefetchable, 64-bit)."""
         out = []
         for index, address, size, flags in self.board.resources():
             io = bool(flags & 1)
@@ -141,6 +149,8 @@ class DirectTransport(Transport):
 
     # -- identity, info, lifetime -------------------------------------------------------------------------------
     def identity(self) -> Identity:
+        """Vendor, device, revision, class and subsystem ids read from config space (three counted reads), located at
+        ``mock:navi31``."""
         ids = self.config_read(0x00)
         rev_class = self.config_read(0x08)
         sub = self.config_read(0x2C)
@@ -149,9 +159,12 @@ class DirectTransport(Transport):
                         location="mock:navi31")
 
     def info(self) -> TransportInfo:
+        """What the transport is: emulated ``mock``, board ``navi31``, attached directly."""
         return TransportInfo(transport="mock", emulated=True, extra={"board": "navi31", "attach": "direct"})
 
     def close(self) -> None:
+        """Free every host DMA buffer still mapped and close the board (flash file, state file, device lock); safe to
+        call twice."""
         if self._closed:
             return
         self._closed = True

@@ -145,6 +145,8 @@ class VramWindow:
         self.index_hi = value
 
     def handlers(self) -> tuple[dict[int, Callable[[], int]], dict[int, Callable[[int], None]]]:
+        """(reads, writes): BAR5 offset -> handler for MM_INDEX, MM_INDEX_HI, MM_DATA (the indirect VRAM window) and
+        RCC_CONFIG_MEMSIZE (VRAM size in MiB, read-only)."""
         reads: dict[int, Callable[[], int]] = {
             OFF_MM_INDEX: lambda: self.index,
             OFF_MM_INDEX_HI: lambda: self.index_hi,

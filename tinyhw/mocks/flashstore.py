@@ -51,10 +51,12 @@ class FlashStore:
             os.pwrite(self._fd, chunk, offset)
 
     def save_sr(self, sr: bytes) -> None:
+        """Keep ``sr`` (SR1, SR2, SR3) as the non-volatile status bits and write them to the sidecar file atomically."""
         self.sr_nv[:] = sr
         write_atomic(self.sr_path, bytes(sr))
 
     def close(self) -> None:
+        """Flush the flash file to disk (fsync) and close it; safe to call twice."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
             with contextlib.suppress(OSError):

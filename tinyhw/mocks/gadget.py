@@ -110,9 +110,12 @@ class WallPacedClock(VirtualClock):
         self._t0 = time.monotonic()
 
     def now(self) -> float:
+        """Seconds since the clock started: the wall time elapsed, or the modelled time when latencies pushed it further
+        ahead."""
         return max(self._t, time.monotonic() - self._t0)
 
     def advance(self, seconds: float) -> None:
+        """Move the modelled time ``seconds`` past now (never behind the wall clock); non-positive values do nothing."""
         if seconds > 0:
             self._t = self.now() + seconds
 
@@ -130,14 +133,19 @@ class Event:
 
     @classmethod
     def parse(cls, raw: bytes) -> Event:
+        """Decode one 12-byte ``usb_functionfs_event`` read from ep0 (setup packet fields, then the event type)."""
         rt, req, wv, wi, wlen, etype = struct.unpack("<BBHHHB3x", raw)
         return cls(etype, rt, req, wv, wi, wlen)
 
     def pack(self) -> bytes:
+        """The 12-byte ``usb_functionfs_event`` this event is (the inverse of :meth:`parse`).
+        """
         return struct.pack("<BBHHHB3x", self.rt, self.req, self.wv, self.wi, self.wlen, self.type)
 
     @property
     def name(self) -> str:
+        """The FunctionFS event's name (``bind``, ``setup``, ...), or ``event N`` for a type the kernel headers do not
+        name."""
         return EVENT_NAMES[self.type] if self.type < len(EVENT_NAMES) else f"event {self.type}"
 
 
@@ -203,6 +211,7 @@ class FunctionFsGadget:
         self._wait_new.register(self.ep0, select.EPOLLIN | select.EPOLLET)
 
     def start(self) -> None:
+        """Start the three daemon threads that serve ep0 (setup requests), the bulk IN and the bulk OUT endpoint."""
         for name, target in (("ep0", self._ep0_loop), ("ep1-in", self._in_loop), ("ep2-out", self._out_loop)):
             t = threading.Thread(target=target, name=f"gadget-{name}", daemon=True)
             t.start()
@@ -219,6 +228,7 @@ class FunctionFsGadget:
         return not any(t.is_alive() for t in self._threads)
 
     def close(self) -> None:
+        """Close the endpoint files and the wake-up pipe, which ends the serving threads; safe to call twice."""
         for fd in (self.ep_in, self.ep_out, self.ep0):
             if fd >= 0:
                 with contextlib.suppress(OSError):
@@ -233,6 +243,7 @@ class FunctionFsGadget:
 
     @property
     def running(self) -> bool:
+        """True while any of the serving threads is still alive."""
         return any(t.is_alive() for t in self._threads)
 
     def _note(self, message: str) -> None:

@@ -40,28 +40,35 @@ class SysOps:
     """The file-system operations of the set-up (the real ones; tests override them)."""
 
     def mkdir(self, path: Path) -> None:
+        """Create the configfs directory ``path`` (the kernel populates its attributes)."""
         path.mkdir()
 
     def write(self, path: Path, text: str) -> None:
+        """Write ``text`` to the configfs attribute ``path`` in one write, as configfs requires."""
         with open(path, "w") as f:  # configfs attributes take one write
             f.write(text)
 
     def symlink(self, target: Path, link: Path) -> None:
+        """Create the symlink ``link`` -> ``target`` (binds a function into a configuration)."""
         os.symlink(target, link)
 
     def unlink(self, path: Path) -> None:
+        """Remove the symlink or file ``path``."""
         os.unlink(path)
 
     def rmdir(self, path: Path) -> None:
+        """Remove the configfs directory ``path`` (the kernel tears down what it held)."""
         os.rmdir(path)
 
     def mount(self, source: str, target: Path, fstype: str) -> None:
+        """mount(2) ``source`` of type ``fstype`` on ``target`` through libc; OSError with the errno on failure."""
         libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
         if libc.mount(source.encode(), str(target).encode(), fstype.encode(), 0, None) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"mount -t {fstype} {source} {target}: {os.strerror(err)}")
 
     def umount(self, target: Path) -> None:
+        """umount2(2) ``target`` through libc; OSError with the errno on failure."""
         libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
         if libc.umount2(str(target).encode(), 0) != 0:
             err = ctypes.get_errno()

@@ -1,8 +1,8 @@
 """GD25LQ16E SPI NOR flash model: command state machine over a file-backed 2 MiB array.
 
 Implements specs/navi31-spi-flash.md §c (c.1 geometry, c.2 command set, c.3 status registers,
-c.4 protected-area table, c.5 state machine, c.6 timing, c.7 SFDP) and the emulator items
-F1-F9 of §h.3, plus 90h (manufacturer/device id, ``REMS_ID``: a GigaDevice datasheet fact the spec's
+c.4 protected-area table, c.5 state machine, c.6 timing, c.7 SFDP) and the emulator
+behaviour of §h.3, plus 90h (manufacturer/device id, ``REMS_ID``: a GigaDevice datasheet fact the spec's
 command table lacks; flashrom's probe sends it). The chip sees whole SPI transactions (CS# low ... CS#
 high): ``out`` bytes the host shifts in, then ``n_in`` byte slots it captures, during which MOSI carries a filler byte.
 A command executes at CS# rise only when it is complete (§c.5): write-type commands must end
@@ -53,7 +53,7 @@ TIMINGS: dict[str, dict[str, float]] = {
 
 
 def _build_sfdp() -> bytes:
-    """JESD216 SFDP table (§c.7, F8): header, one parameter header, a 16-dword BFPT at 0x30.
+    """JESD216 SFDP table (§c.7, §h.3): header, one parameter header, a 16-dword BFPT at 0x30.
 
     Dwords 1 (4 KiB erase, opcode 20h), 2 (density 0x00FFFFFF) and 8/9 (erase types 4K/20h,
     32K/52h, 64K/D8h) follow the spec; the remaining BFPT dwords are invented plausible values.
@@ -145,20 +145,28 @@ class GD25LQ16E:
         self.op_counts: dict[int, int] = {}
         #: (kind, address, length) of every program/erase/WRSR started, and "<kind>-rejected" ones
         self.events: list[tuple[str, int, int]] = []
+        #: opcode -> handler of each command of §c.2 (mnemonics in the comments)
         self._dispatch: dict[int, Callable[[bytes, int, int], bytes]] = {
-            0x9F: self._rdid, 0x05: self._rdsr, 0x35: self._rdsr, 0x15: self._rdsr,
-            0x06: self._wren, 0x04: self._wrdi, 0x50: self._vwren,
-            0x01: self._wrsr, 0x31: self._wrsr, 0x11: self._wrsr,
-            0x03: self._read, 0x0B: self._read, 0x5A: self._sfdp, 0x4B: self._uid, 0x48: self._secreg,
-            0x02: self._pp, 0x20: self._erase, 0x52: self._erase, 0xD8: self._erase, 0xC7: self._ce, 0x60: self._ce,
-            0xB9: self._dp_enter, 0xAB: self._rdp, 0x75: self._suspend, 0x7A: self._resume,
-            0x66: self._simple, 0x99: self._reset, 0x90: self._rems,
+            0x9F: self._read_jedec_id,  # RDID
+            0x90: self._read_manufacturer_id,  # REMS
+            0x05: self._read_status, 0x35: self._read_status, 0x15: self._read_status,  # RDSR1/2/3
+            0x06: self._write_enable, 0x04: self._write_disable,  # WREN, WRDI
+            0x50: self._volatile_write_enable,  # volatile SR write enable
+            0x01: self._write_status, 0x31: self._write_status, 0x11: self._write_status,  # WRSR1/2/3
+            0x03: self._read_data, 0x0B: self._read_data,  # READ, FAST_READ
+            0x5A: self._read_sfdp, 0x4B: self._read_unique_id, 0x48: self._read_security_registers,
+            0x02: self._page_program,  # PP
+            0x20: self._erase, 0x52: self._erase, 0xD8: self._erase,  # SE (4 KiB), BE32, BE64
+            0xC7: self._chip_erase, 0x60: self._chip_erase,  # CE
+            0xB9: self._deep_power_down, 0xAB: self._release_power_down,  # DP, RDP (and the legacy id)
+            0x75: self._suspend, 0x7A: self._resume,  # program/erase suspend, resume
+            0x66: self._enable_reset, 0x99: self._reset,  # RSTEN, RST
         }
         self.power_up()
 
     # -- power and lifetime ------------------------------------------------------------------------------
     def power_up(self) -> None:
-        """Power-on state: WEL, WIP, SUS and deep power-down clear; volatile SR copies reload from NV (F6)."""
+        """Power-on state: WEL, WIP, SUS and deep power-down clear; volatile SR copies reload from NV (§h.3)."""
         self._op: _Op | None = None
         self._wel = False
         self._dp = False
@@ -191,6 +199,7 @@ class GD25LQ16E:
     # -- status ---------------------------------------------------------------------------------------------
     @property
     def busy(self) -> bool:
+        """True while a program, erase or WRSR is running (WIP set) and not suspended; progress is applied first."""
         if self._op is not None:
             self._settle()
         return self._op is not None and self._op.paused_at is None
@@ -210,6 +219,7 @@ class GD25LQ16E:
         return sr1, sr2, self._sr[2]
 
     def protected(self) -> tuple[int, int]:
+        """The byte range ``[start, end)`` the status registers protect now (§c.4; empty when start == end)."""
         return protected_range(self._sr[0], self._sr[1], self.size)
 
     # -- controller-side array read (ROM aperture) ---------------------------------------------------------
@@ -303,10 +313,10 @@ class GD25LQ16E:
         op = out[0]
         self.op_counts[op] = self.op_counts.get(op, 0) + 1
         total = len(out) + n_in
-        if self._dp:  # F9: only ABh is recognised
-            return self._rdp(out, n_in, total) if op == 0xAB else b"\xff" * n_in
+        if self._dp:  # deep power-down: only ABh is recognised
+            return self._release_power_down(out, n_in, total) if op == 0xAB else b"\xff" * n_in
         busy = self._op is not None and self._op.paused_at is None
-        if busy and op not in _READS_WHILE_BUSY:  # F3: only RDSR and suspend while busy
+        if busy and op not in _READS_WHILE_BUSY:  # only RDSR and suspend while busy (§h.3)
             if op == 0x75 and total == 1:
                 self._suspend(out, n_in, total)
             return b"\xff" * n_in
@@ -337,57 +347,57 @@ class GD25LQ16E:
         body = bytes(pattern[(first + i) % len(pattern)] for i in range(n_in - lead))
         return b"\xff" * lead + body
 
-    def _rdid(self, out: bytes, n_in: int, total: int) -> bytes:
+    def _read_jedec_id(self, out: bytes, n_in: int, total: int) -> bytes:
         return self._repeat(out, n_in, 1, JEDEC_ID)
 
-    def _rems(self, out: bytes, n_in: int, total: int) -> bytes:
+    def _read_manufacturer_id(self, out: bytes, n_in: int, total: int) -> bytes:
         swap = self._stream(out, n_in, 3, 4)[0] & 1  # A0 picks the order of the pair
         return self._repeat(out, n_in, 4, REMS_ID[::-1] if swap else REMS_ID)
 
-    def _rdsr(self, out: bytes, n_in: int, total: int) -> bytes:
+    def _read_status(self, out: bytes, n_in: int, total: int) -> bytes:
         sr1, sr2, sr3 = self.status()
         value = {0x05: sr1, 0x35: sr2, 0x15: sr3}[out[0]]
         return self._repeat(out, n_in, 1, bytes([value]))
 
-    def _data_read(self, out: bytes, n_in: int, hdr: int, fetch: Callable[[int, int], bytes]) -> bytes:
+    def _read_after_header(self, out: bytes, n_in: int, hdr: int, fetch: Callable[[int, int], bytes]) -> bytes:
         lead = self._lead(out, n_in, hdr)
         first = max(0, len(out) - hdr)
         body = fetch(self._addr(out, n_in) + first, n_in - lead) if n_in > lead else b""
         return b"\xff" * lead + body
 
-    def _read(self, out: bytes, n_in: int, total: int) -> bytes:
-        # 03h: data right after the address; 0Bh: one dummy byte first (F7: a ROM_SW host sees FF there)
-        return self._data_read(out, n_in, 4 if out[0] == 0x03 else 5, self._read_array)
+    def _read_data(self, out: bytes, n_in: int, total: int) -> bytes:
+        # 03h: data right after the address; 0Bh: one dummy byte first (a ROM_SW host sees FF there, §h.3)
+        return self._read_after_header(out, n_in, 4 if out[0] == 0x03 else 5, self._read_array)
 
-    def _sfdp(self, out: bytes, n_in: int, total: int) -> bytes:
+    def _read_sfdp(self, out: bytes, n_in: int, total: int) -> bytes:
         def fetch(addr: int, n: int) -> bytes:
             chunk = SFDP_TABLE[addr:addr + n]
             return chunk + b"\xff" * (n - len(chunk))
 
-        return self._data_read(out, n_in, 5, fetch)
+        return self._read_after_header(out, n_in, 5, fetch)
 
-    def _uid(self, out: bytes, n_in: int, total: int) -> bytes:
+    def _read_unique_id(self, out: bytes, n_in: int, total: int) -> bytes:
         return self._repeat(out, n_in, 5, self.config.unique_id)
 
-    def _secreg(self, out: bytes, n_in: int, total: int) -> bytes:
+    def _read_security_registers(self, out: bytes, n_in: int, total: int) -> bytes:
         return b"\xff" * n_in  # security (OTP) registers are not modelled: they read erased
 
-    def _wren(self, out: bytes, n_in: int, total: int) -> bytes:
+    def _write_enable(self, out: bytes, n_in: int, total: int) -> bytes:
         if total == 1:
             self._wel = True
         return b"\xff" * n_in
 
-    def _wrdi(self, out: bytes, n_in: int, total: int) -> bytes:
+    def _write_disable(self, out: bytes, n_in: int, total: int) -> bytes:
         if total == 1:
             self._wel = False
         return b"\xff" * n_in
 
-    def _vwren(self, out: bytes, n_in: int, total: int) -> bytes:
+    def _volatile_write_enable(self, out: bytes, n_in: int, total: int) -> bytes:
         if total == 1:
-            self._vsr = True  # the next WRSR writes the volatile copies (F6, inferred)
+            self._vsr = True  # the next WRSR writes the volatile copies (§h.3, inferred)
         return b"\xff" * n_in
 
-    def _simple(self, out: bytes, n_in: int, total: int) -> bytes:
+    def _enable_reset(self, out: bytes, n_in: int, total: int) -> bytes:
         return b"\xff" * n_in  # 66h: enable reset, remembered as the previous opcode
 
     def _reset(self, out: bytes, n_in: int, total: int) -> bytes:
@@ -402,7 +412,7 @@ class GD25LQ16E:
             return True
         return bool(self._sr[0] & SR1_SRP0) and not self.config.wp_high
 
-    def _wrsr(self, out: bytes, n_in: int, total: int) -> bytes:
+    def _write_status(self, out: bytes, n_in: int, total: int) -> bytes:
         op = out[0]
         nbytes = total - 1
         if nbytes < 1 or nbytes > (2 if op == 0x01 else 1) or self._op is not None:
@@ -429,14 +439,14 @@ class GD25LQ16E:
             self._start("wrsr", 0, b"", bytes(sr))
         return b"\xff" * n_in
 
-    def _pp(self, out: bytes, n_in: int, total: int) -> bytes:
+    def _page_program(self, out: bytes, n_in: int, total: int) -> bytes:
         if total < 5 or not self._wel or self._op is not None:
             return b"\xff" * n_in
         addr = self._addr(out, n_in)
         data = self._stream(out, n_in, 4, total)
         page = addr & ~(PAGE - 1)
         pos = addr & (PAGE - 1)
-        if len(data) > PAGE:  # F4: only the last 256 bytes are kept
+        if len(data) > PAGE:  # only the last 256 bytes are kept (§h.3)
             pos = (pos + len(data) - PAGE) % PAGE
             data = data[-PAGE:]
         latch = bytearray(b"\xff" * PAGE)
@@ -463,22 +473,22 @@ class GD25LQ16E:
         self._start(kind, addr, b"\xff" * length)
         return b"\xff" * n_in
 
-    def _ce(self, out: bytes, n_in: int, total: int) -> bytes:
+    def _chip_erase(self, out: bytes, n_in: int, total: int) -> bytes:
         if total != 1 or not self._wel or self._op is not None:
             return b"\xff" * n_in
         lo, hi = self.protected()
-        if lo != hi:  # F5: CE with any protection is ignored
+        if lo != hi:  # CE with any protection is ignored (§c.4)
             self._reject("ce", 0, self.size)
             return b"\xff" * n_in
         self._start("ce", 0, b"\xff" * self.size)
         return b"\xff" * n_in
 
-    def _dp_enter(self, out: bytes, n_in: int, total: int) -> bytes:
+    def _deep_power_down(self, out: bytes, n_in: int, total: int) -> bytes:
         if total == 1:
             self._dp = True
         return b"\xff" * n_in
 
-    def _rdp(self, out: bytes, n_in: int, total: int) -> bytes:
+    def _release_power_down(self, out: bytes, n_in: int, total: int) -> bytes:
         self._dp = False  # ABh releases deep power-down; with 3 dummy bytes it also returns the device id
         return self._repeat(out, n_in, 4, bytes([self.config.device_id]))
 

@@ -24,8 +24,6 @@ as on hardware (inferred simplification: one TLB for every engine).
 
 from __future__ import annotations
 
-from typing import Any
-
 from tinyhw.mocks.services import BoardServices
 from tinyhw.regs.asic import Asic
 
@@ -50,14 +48,6 @@ def invalidate_requests(regs: Asic) -> tuple[int, ...]:
     return tuple(regs.offset(f"{hub}VM_INVALIDATE_ENG{i}_REQ") for hub in ("gc.GC", "mmhub.MM") for i in range(18))
 
 
-def __getattr__(name: str) -> Any:
-    """``R``: the Navi31 offsets, for tests that name the registers (blocks take the database instead)."""
-    if name == "R":
-        from tinyhw.regs import asic
-        return register_offsets(asic("navi31"))
-    raise AttributeError(name)
-
-
 class VmFault(Exception):
     """A GPU access with no valid translation."""
 
@@ -73,21 +63,25 @@ class GpuVm:
 
     def __init__(self, services: BoardServices, regs: Asic) -> None:
         self.services = services
-        self.R = register_offsets(regs)
+        self.offsets = register_offsets(regs)
         self.depth = regs.field("gc.GCVM_CONTEXT0_CNTL.PAGE_TABLE_DEPTH")
         self.tlb: dict[int, tuple[bool, int]] = {}
         self.walks = 0
         self.invalidations = 0
 
     def _reg(self, name: str) -> int:
-        return self.services.reg_read(self.R[name])
+        return self.services.reg_read(self.offsets[name])
 
     def invalidate(self, _value: int = 0) -> None:
+        """A TLB invalidation request (a write to any hub's ``*_INVALIDATE_ENG*_REQ``, value ignored): every cached
+        translation is dropped."""
         self.tlb.clear()
         self.invalidations += 1
 
     def fault(self, addr: int, why: str) -> VmFault:
-        self.services.reg_write(self.R["GCVM_L2_PROTECTION_FAULT_STATUS"], 1)
+        """Record a protection fault (GCVM_L2_PROTECTION_FAULT_STATUS := 1) and return the :class:`VmFault` to raise for
+        GPU address ``addr``."""
+        self.services.reg_write(self.offsets["GCVM_L2_PROTECTION_FAULT_STATUS"], 1)
         return VmFault(f"gpu vm fault at 0x{addr:x}: {why}")
 
     def translate(self, addr: int) -> tuple[bool, int]:
@@ -144,6 +138,9 @@ class GpuVm:
 
     # -- memory through the translation ------------------------------------------------------------------------
     def read(self, addr: int, length: int) -> bytes:
+        """``length`` bytes at GPU address ``addr``, page by page through the translation: VRAM pages from the board's
+        VRAM, system pages from its bus attachment. Raises :class:`VmFault` for an unmapped page or an unreachable
+        bus address."""
         out = bytearray()
         while length:
             n = min(length, PAGE - (addr & (PAGE - 1)))
@@ -159,6 +156,9 @@ class GpuVm:
         return bytes(out)
 
     def write(self, addr: int, data: bytes, at: float | None = None) -> None:
+        """Write ``data`` at GPU address ``addr`` page by page: VRAM pages into VRAM, system pages as posted bus writes
+        carrying the engine's time ``at``. Raises :class:`VmFault` for an unmapped page or an unreachable bus
+        address."""
         view = memoryview(data)
         while view:
             n = min(len(view), PAGE - (addr & (PAGE - 1)))
@@ -171,6 +171,8 @@ class GpuVm:
             addr, view = addr + n, view[n:]
 
     def is_system(self, addr: int) -> bool:
+        """True when GPU address ``addr`` translates to a system (bus) page; False for VRAM and for an address that
+        faults."""
         try:
             return self.translate(addr)[0]
         except VmFault:

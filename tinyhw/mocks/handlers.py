@@ -38,6 +38,7 @@ class Handler:
 
     @property
     def name(self) -> str:
+        """The handler's function name, which says what the command does (used in listings and errors)."""
         return self.fn.__name__
 
     def __call__(self, owner: object, *args: Any) -> Any:

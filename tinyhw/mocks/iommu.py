@@ -54,13 +54,16 @@ class HostBuffer:
         self.iova: int | None = None
 
     def read(self, offset: int = 0, length: int | None = None) -> bytes:
+        """Bytes of the buffer from ``offset``, ``length`` of them (to the end when None)."""
         end = self.size if length is None else offset + length
         return bytes(self.mem[offset:end])
 
     def write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
+        """Store ``data`` into the buffer at ``offset`` (the host side's CPU write)."""
         self.mem[offset:offset + len(data)] = data
 
     def close(self) -> None:
+        """Free the buffer's memory (it reads empty afterwards)."""
         self.mem = bytearray()
 
 
@@ -79,6 +82,8 @@ class EmulatedIommu:
 
     # -- the host side (the transport's dma_alloc / dma_free) ----------------------------------------------------
     def map(self, buf: HostBuffer, iova: int | None) -> None:
+        """Map ``buf`` at IOVA ``iova`` (when None: the first IOVA past every buffer mapped so far) and set
+        ``buf.iova``. Refused for an IOVA that is not page aligned or that overlaps a mapped buffer."""
         iova = self.next_iova if iova is None else iova
         if iova % PAGE or iova < 0:
             raise Refused(f"iova 0x{iova:x} is not page aligned")
@@ -92,6 +97,7 @@ class EmulatedIommu:
         self.next_iova = max(self.next_iova, iova + buf.size)
 
     def unmap(self, buf: HostBuffer) -> bool:
+        """Remove ``buf``'s mapping; True when it was mapped."""
         for i, b in enumerate(self._bufs):
             if b is buf:
                 del self._starts[i], self._bufs[i]
@@ -99,6 +105,7 @@ class EmulatedIommu:
         return False
 
     def buffers(self) -> list[HostBuffer]:
+        """The mapped buffers, in IOVA order."""
         return list(self._bufs)
 
     # -- the device side (bus-master accesses of system pages) -----------------------------------------------------
@@ -120,6 +127,9 @@ class EmulatedIommu:
         self.clock.advance(n / self.rate)
 
     def dma_read(self, addr: int, length: int) -> bytes:
+        """A device read of ``length`` bytes at IOVA ``addr``: the buffer's bytes, and the clock advances at the link's
+        DMA rate. Raises :class:`~tinyhw.mocks.gpuvm.BusFault` (logged and counted as a fault) while bus mastering is
+        off or when no buffer maps the whole range."""
         buf, off = self._find(addr, length, "read")
         self.stats["dma_reads"] += 1
         self.stats["bytes_read"] += length
@@ -127,6 +137,9 @@ class EmulatedIommu:
         return bytes(buf.mem[off:off + length])
 
     def dma_write(self, addr: int, data: bytes) -> bool:
+        """A device write of ``data`` at IOVA ``addr`` into the mapped buffer; the clock advances at the link's DMA
+        rate. Raises :class:`~tinyhw.mocks.gpuvm.BusFault` (logged and counted as a fault) while bus mastering is off
+        or when no buffer maps the whole range."""
         buf, off = self._find(addr, len(data), "write")
         self.stats["dma_writes"] += 1
         self.stats["bytes_written"] += len(data)

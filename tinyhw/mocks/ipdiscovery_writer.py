@@ -53,6 +53,8 @@ class IpSpec:
 
     @property
     def hw_id(self) -> int:
+        """The IP block's hardware id in the discovery table (the block's name looked up in the hw id table, or the
+        number given)."""
         return _hw_id(self.block)
 
 

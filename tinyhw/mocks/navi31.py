@@ -1,7 +1,7 @@
 """The emulated Navi31 board: one PCIe function and the contents of its BARs.
 
 Puts together specs/pci-vfio-remote.md §3 (config space, via :mod:`tinyhw.mocks.pcifunc`) and
-specs/navi31-spi-flash.md §h (BAR5: R1 register file, SMUIO ROM controller + ROM_SW engine + GPIO
+specs/navi31-spi-flash.md §h (BAR5: register file, SMUIO ROM controller + ROM_SW engine + GPIO
 pads in :mod:`tinyhw.mocks.smuio`, GD25LQ16E in :mod:`tinyhw.mocks.gd25`, PSP mailbox in
 :mod:`tinyhw.mocks.psp`, ROM aperture; §1 board states). Two attachments use it: the direct
 transport ``mock:navi31`` and the ASM24 USB bridge emulator ``mock:navi31-usb``.
@@ -29,7 +29,8 @@ from tinyhw.boards.navi31 import MMIO_BAR, NAVI31, BoardSpec, Navi31Options
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks import boardstate
 from tinyhw.mocks import discovery as mock_discovery
-from tinyhw.mocks.amregs import RSMU_INDEX, RegisterFile
+from tinyhw.mocks.amregs import RegisterFile
+from tinyhw.mocks.flashregs import flash_registers
 from tinyhw.mocks.flashstore import FlashStore, write_atomic
 from tinyhw.mocks.gd25 import GD25LQ16E, Gd25Config
 from tinyhw.mocks.gpuvm import VmFault, invalidate_requests
@@ -41,10 +42,9 @@ from tinyhw.mocks.pspboot import PspTiming
 from tinyhw.mocks.services import Translation
 from tinyhw.mocks.smuio import Smuio, SmuioConfig
 from tinyhw.mocks.vclock import VirtualClock
-from tinyhw.regs import asic
+from tinyhw.regs import asic_for_device
 from tinyhw.transport.lock import DeviceLock
 
-_INDEX_REGS = frozenset((mock_discovery.OFF_MM_INDEX, mock_discovery.OFF_MM_INDEX_HI, RSMU_INDEX))
 _LANES = [sum(0xFF << (8 * i) for i in range(4) if be >> i & 1) for be in range(16)]
 _PAGE = 4096
 
@@ -138,7 +138,8 @@ class Navi31Board:
         # the mode option (clock=device|hybrid) is the usb-attached board's: mock:navi31 offers device time only
         self.clock = clock or VirtualClock(mode=options.clock if attach == "usb" else None)
         self.spec: BoardSpec = NAVI31
-        self.regs = asic("navi31")  # the ASIC's register database, handed to every block
+        # the ASIC's register database, found from the board description's PCI identity and handed to every block
+        self.regs = asic_for_device(self.spec.function.vendor_id, self.spec.function.device_id)
         self.attach = attach
         self.accesses = 0
         self.uncovered: list[str] = []
@@ -155,8 +156,9 @@ class Navi31Board:
         self.pci = PciFunction(NAVI31, attach=attach, acs=model.acs)
         self.store = FlashStore(Path(options.flash), build_image, NAVI31.flash_size)
         self.chip = GD25LQ16E(self.store, self.clock, model.gd25)
-        self.smuio = Smuio(self.chip, self.clock, model.smuio)
-        self.psp = PspMailbox(self.clock, "pbl" if options.psp == "hang" else options.psp, model.psp)
+        self.flash_regs = flash_registers(self.regs)  # the flash side's offsets, from the same database
+        self.smuio = Smuio(self.flash_regs, self.chip, self.clock, model.smuio)
+        self.psp = PspMailbox(self.flash_regs, self.clock, "pbl" if options.psp == "hang" else options.psp, model.psp)
         self.vram = _Sparse()
         self.doorbells = _Sparse()
         # VRAM of the full size (BAR0 shows its low part), RCC_CONFIG_MEMSIZE, the MM_INDEX/MM_DATA window and
@@ -166,13 +168,16 @@ class Navi31Board:
                                                 self._window_reg_read, self._window_reg_write)
         self._place_discovery()
         self._plain = {0: self.vram, 2: self.doorbells}
-        self._other: dict[int, int] = {}  # non-strict storage of uncovered BAR5 dwords (R1)
+        self._other: dict[int, int] = {}  # non-strict storage of uncovered BAR5 dwords (navi31-spi-flash.md §h.1)
         self._closed = False
         self.bar5_writes = 0  # BAR5 register writes this command (every block)
         self.reg_writes = 0  # the same without the address registers of the indirect windows (MM_INDEX(_HI), RSMU)
         self.bus: object | None = None  # an attachment that reaches "system" bus addresses (the ASM24 bridge)
         self.events = EventQueue(self.clock)
-        self.regfile = RegisterFile(self.vram_size)
+        self.regfile = RegisterFile(self.regs, self.vram_size)
+        # the address registers of the indirect windows: their writes are not counted in reg_writes
+        self._index_regs = frozenset((mock_discovery.OFF_MM_INDEX, mock_discovery.OFF_MM_INDEX_HI,
+                                      self.regfile.rsmu_index_reg))
         # the AM boot path (amd-bringup.md §10.4): tinyhw.mocks.navi31_am
         self.am = am = AmBootPath(self, self.regs, self.regfile, self.events, options, model.boot, model.smu_delay,
                                   mailbox=self.psp, smuio=self.smuio, place_discovery=self._place_discovery)
@@ -209,14 +214,15 @@ class Navi31Board:
                 writes[req] = lambda v, h=writes[req]: (h(v), self.gpuvm.invalidate(v))[0]
 
     def set_psp_state(self, state: str) -> None:
-        """P6: move the board to ``pbl`` (ROM_SW available), ``early``, ``sos`` or ``gated`` (ROM_SW gated)."""
+        """Move the board to ``pbl`` (ROM_SW available), ``early``, ``sos`` or ``gated`` (ROM_SW gated)."""
         if state not in ("pbl", "early", "sos", "gated"):
             raise ValueError(f"unknown psp state {state!r}")
         self.psp.set_state(state)
         self.smuio.gated = state != "pbl"
 
     def set_aperture(self, mode: str) -> None:
-        """Switch the ROM aperture between ``normal``, ``mirrored`` and ``unavailable`` (R3/A2)."""
+        """Switch the ROM aperture between ``normal``, ``mirrored`` and ``unavailable`` (navi31-spi-flash.md §h.1,
+        §h.4)."""
         if mode not in ("normal", "mirrored", "unavailable"):
             raise ValueError(f"unknown aperture mode {mode!r}")
         self.smuio.aperture = mode
@@ -256,15 +262,19 @@ class Navi31Board:
 
     # -- config space -------------------------------------------------------------------------------------------
     def cfg_read32(self, reg: int) -> int:
+        """The config-space dword at byte ``reg`` (the PCIe side's ``Endpoint`` interface)."""
         return self.pci.read32(reg)
 
     def cfg_write32(self, reg: int, value: int, byte_enable: int = 0xF) -> None:
+        """Write the enabled byte lanes of ``value`` to config-space dword ``reg`` (BARs, COMMAND, capabilities)."""
         self.pci.write32(reg, value, byte_enable)
 
     def decode(self, addr: int) -> tuple[int, int] | None:
+        """(bar, offset) that bus address ``addr`` hits with memory decode on, or None."""
         return self.pci.decode(addr)
 
     def resources(self) -> list[tuple[int, int, int, int]]:
+        """(index, address, size, flags) of every BAR as config space places it now."""
         return self.pci.resources()
 
     # -- memory ---------------------------------------------------------------------------------------------------
@@ -294,7 +304,7 @@ class Navi31Board:
             return
         if bar == MMIO_BAR:
             self.bar5_writes += 1
-            if offset not in _INDEX_REGS:
+            if offset not in self._index_regs:
                 self.reg_writes += 1
         if byte_enable != 0xF:
             lanes = _LANES[byte_enable & 0xF]
@@ -320,6 +330,8 @@ class Navi31Board:
         self.bus = bus
 
     def bus_read(self, addr: int, length: int) -> bytes | None:
+        """A bus-master read of ``length`` bytes at bus address ``addr`` from the attachment (the bridge's SRAM, the
+        host's IOMMU); None when nothing is attached."""
         return None if self.bus is None else self.bus.dma_read(addr, length)  # type: ignore[attr-defined]
 
     def bus_write(self, addr: int, data: bytes, at: float | None = None) -> bool:
@@ -337,15 +349,22 @@ class Navi31Board:
         return self.am.time_base + self.clock.now()
 
     def command_now(self) -> float:
+        """This command's virtual time in seconds (the attachment's clock, from 0 at open)."""
         return self.clock.now()
 
     def schedule(self, delay: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` as a firmware event ``delay`` virtual seconds from now (on the first board access at or after that
+        time)."""
         self.events.schedule(delay, fn)
 
     def reg_read(self, offset: int) -> int:
+        """The register file's stored value at BAR5 ``offset`` (no passive behaviour, no counting): what a block sees of
+        another block's register."""
         return self.regfile.values.get(offset, 0)
 
     def reg_write(self, offset: int, value: int) -> None:
+        """Store ``value`` at BAR5 ``offset`` in the register file without counting it as a host write (a block updating
+        a register it owns, e.g. a read pointer)."""
         self.regfile.values[offset] = value
 
     def mc_to_vram(self, mc: int, length: int = 1) -> int | None:
@@ -354,9 +373,11 @@ class Navi31Board:
         return phys if phys >= 0 and phys + length <= self.vram_size else None
 
     def vram_read(self, phys: int, length: int) -> bytes:
+        """``length`` bytes of VRAM at byte offset ``phys`` (never-written pages read zero)."""
         return self.vram.read(phys, length)
 
     def vram_write(self, phys: int, data: bytes) -> None:
+        """Write ``data`` into VRAM at byte offset ``phys`` (counted in ``vram_bytes_written``)."""
         self.vram.write(phys, data)
 
     # -- the boot path's state, as tests and the counters see it --------------------------------------------
@@ -367,12 +388,16 @@ class Navi31Board:
 
     @property
     def time_base(self) -> float:
+        """Virtual seconds the board lived in earlier commands (from the board state file)."""
         return self.am.time_base
 
     def compute_active(self) -> bool:
+        """True while a compute queue of this command is active (the SMU's metrics then count 100 % GFX load)."""
         return self.am.compute_active()
 
     def mode1_reset(self, trigger: str) -> None:
+        """A mode-1 reset by ``trigger`` (``smu``, ``smu-debug``, ``psp``): firmware, rings, registers and the SMUIO ROM
+        block return to power-on values; VRAM and config space are kept."""
         self.am.mode1_reset(trigger)
 
     def save_state(self) -> None:
@@ -404,10 +429,14 @@ class Navi31Board:
         return Translation(*self.gpuvm.translate(va))
 
     def gpu_read(self, vmid: int, va: int, length: int) -> bytes:
+        """``length`` bytes at GPU virtual address ``va`` of ``vmid`` through the GPU VM (only VMID0; others raise
+        :class:`VmFault`)."""
         self._vmid0(vmid)
         return self.gpuvm.read(va, length)
 
     def gpu_write(self, vmid: int, va: int, data: bytes, at: float | None = None) -> None:
+        """Write ``data`` at GPU virtual address ``va`` of ``vmid`` through the GPU VM, bus writes carrying time ``at``
+        (only VMID0; others raise :class:`VmFault`)."""
         self._vmid0(vmid)
         self.gpuvm.write(va, data, at)
 

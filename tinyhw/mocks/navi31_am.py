@@ -1,6 +1,6 @@
 """The AM boot path of the emulated Navi31 board: a component the board owns (events, mode-1 reset, state file).
 
-specs/amd-bringup.md §4.5 (MC address = FB base + VRAM offset), §7.2 and §10.4 SMU item 4 (mode-1
+specs/amd-bringup.md §4.5 (MC address = FB base + VRAM offset), §7.2 and §10.4 (mode-1
 reset), §10.4 (firmware answers after configurable delays, so the driver's polling is exercised),
 ARCHITECTURE.md "Emulated boards" (state that outlives a command lives beside the flash file:
 :mod:`tinyhw.mocks.boardstate`).
@@ -34,13 +34,17 @@ from tinyhw.regs.asic import Asic
 
 
 class Clock(Protocol):
-    def now(self) -> float: ...
+    """What the event queue needs of a clock: the current virtual time in seconds."""
+
+    def now(self) -> float:
+        """The current virtual time in seconds."""
 
 
 class FlashMailbox(Protocol):
     """The early PSP flash mailbox (:class:`tinyhw.mocks.psp.PspMailbox`) as the boot path moves it."""
 
-    def set_state(self, state: str) -> None: ...
+    def set_state(self, state: str) -> None:
+        """Move the mailbox to board state ``state`` (``pbl``, ``early``, ``sos``, ``gated``)."""
 
 
 class EventQueue:
@@ -82,6 +86,7 @@ class EventQueue:
         return end
 
     def clear(self) -> None:
+        """Drop every pending event (a mode-1 reset cancels what the firmware had scheduled)."""
         self._events.clear()
 
     def _run(self, event: tuple[float, int, Callable[[], None]]) -> None:
@@ -122,7 +127,7 @@ class AmBootPath:
         # the command processor's compute queues (mocks/cp.py), handed its services explicitly
         self.cp = CommandProcessor(CpServices(
             now=services.command_now, at=events.at, read=self.gpuvm.read, write=self.gpuvm.write,
-            regs=self.regfile.values, strict=bool(o.strict), ticks=lambda: int(services.now() * 1e8)))
+            regs=self.regfile.values, strict=bool(o.strict), ticks=lambda: int(services.now() * 1e8)), regs)
         self._load_state()
         if o.psp in ("sos", "gated") and not self.boot.s.sos_alive:
             self.boot.s.sos_alive = 1
@@ -130,6 +135,7 @@ class AmBootPath:
 
     # -- the blocks' events -------------------------------------------------------------------------------------
     def compute_active(self) -> bool:
+        """True while any compute queue of the command processor is active."""
         return self.cp.any_active()
 
     def on_sos_alive(self) -> None:
@@ -138,14 +144,16 @@ class AmBootPath:
         self.smuio.gated = True
 
     def on_smu_loaded(self) -> None:
+        """The PSP loaded the SMU firmware: the SMU starts answering, its metrics run from now."""
         self.smu.s.loaded = True
         self.smu.s.last_t = self.services.now()
 
     def on_autoload_done(self) -> None:
+        """RLC autoload completed: CP_STAT reads 0 and bootload_complete is set from now on."""
         self.regfile.autoload_done = True
 
     def mode1_reset(self, trigger: str) -> None:
-        """Mode-1 reset (§7.2, §10.4 SMU item 4): firmware, ring, TMR, SMU, GC state and registers back to
+        """Mode-1 reset (§7.2, §10.4): firmware, ring, TMR, SMU, GC state and registers back to
         power-on; the bootloader is unavailable for ``reset_delay`` and then ready again. VRAM contents and
         PCI config space are kept (inferred simplifications); the discovery table is rewritten."""
         self.resets.append(trigger)
@@ -203,5 +211,7 @@ class AmBootPath:
         })
 
     def save_quietly(self, last_command: Callable[[], dict[str, int]]) -> None:
+        """Write the board state file like :meth:`save_state`, ignoring an OSError (a read-only cache directory must not
+        turn a close into an error)."""
         with contextlib.suppress(OSError):  # a read-only cache dir must not turn a close into an error
             self.save_state(last_command)

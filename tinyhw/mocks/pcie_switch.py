@@ -1,7 +1,7 @@
 """The emulated PCIe hierarchy behind the ASM24 bridge: type-1 bridges, routing, the GPU endpoint.
 
 Implements specs/asm24-usb-bridge.md §8 (topology: bridges on buses 0..gpu_bus-1, the GPU at
-``gpu_bus`` device 0 function 0), §12 items 6 and 7 (type-1 headers with bus-number, window and
+``gpu_bus`` device 0 function 0), §12 (type-1 headers with bus-number, window and
 command registers; UR until bus numbers are set; memory routing through the windows; UR for
 absent functions), with register layouts from specs/pci-vfio-remote.md §3.3, §3.4, §3.7.
 
@@ -52,11 +52,16 @@ _SECONDARY_BUS_RESET = 0x0040
 class Endpoint(Protocol):
     """What the hierarchy needs from the device at the bottom (the GPU function)."""
 
-    def cfg_read32(self, reg: int) -> int: ...
-    def cfg_write32(self, reg: int, value: int, byte_enable: int = 0xF) -> None: ...
-    def decode(self, addr: int) -> tuple[int, int] | None: ...
-    def mem_read32(self, bar: int, offset: int) -> int: ...
-    def mem_write32(self, bar: int, offset: int, value: int, byte_enable: int = 0xF) -> None: ...
+    def cfg_read32(self, reg: int) -> int:
+        """The config-space dword at byte ``reg``."""
+    def cfg_write32(self, reg: int, value: int, byte_enable: int = 0xF) -> None:
+        """Write the enabled byte lanes (``byte_enable`` bits 0-3) of ``value`` to config-space dword ``reg``."""
+    def decode(self, addr: int) -> tuple[int, int] | None:
+        """(bar, offset) that bus address ``addr`` hits, or None when no BAR decodes it."""
+    def mem_read32(self, bar: int, offset: int) -> int:
+        """One dword read of ``bar`` at byte ``offset`` (dword aligned)."""
+    def mem_write32(self, bar: int, offset: int, value: int, byte_enable: int = 0xF) -> None:
+        """One dword write of ``bar`` at byte ``offset``; only the enabled byte lanes change."""
 
 
 class Type1Bridge:
@@ -108,6 +113,7 @@ class Type1Bridge:
         self._update_routes()
 
     def read32(self, reg: int) -> int:
+        """The bridge's config-space dword at byte ``reg``."""
         return int.from_bytes(self.cfg[reg : reg + 4], "little")
 
     def write32(self, reg: int, value: int, byte_enable: int) -> bool:
@@ -133,14 +139,17 @@ class Type1Bridge:
 
     @property
     def command(self) -> int:
+        """The COMMAND register (bit 1 memory decode, bit 2 bus master)."""
         return self._u16(0x04)
 
     @property
     def secondary(self) -> int:
+        """The secondary bus number (config byte 0x19)."""
         return self.cfg[0x19]
 
     @property
     def subordinate(self) -> int:
+        """The subordinate bus number (config byte 0x1A): the highest bus behind the bridge."""
         return self.cfg[0x1A]
 
     def routes_bus(self, bus: int) -> bool:
@@ -148,10 +157,12 @@ class Type1Bridge:
         return 0 < self.secondary <= bus <= self.subordinate
 
     def memory_window(self) -> tuple[int, int]:
+        """(base, limit) bus addresses of the non-prefetchable memory window (1 MiB granularity, limit inclusive)."""
         base = (self._u16(0x20) & 0xFFF0) << 16
         return base, ((self._u16(0x22) & 0xFFF0) << 16) | 0xFFFFF
 
     def prefetch_window(self) -> tuple[int, int]:
+        """(base, limit) bus addresses of the 64-bit prefetchable memory window (1 MiB granularity, limit inclusive)."""
         base = (self._u16(0x24) & 0xFFF0) << 16 | int.from_bytes(self.cfg[0x28:0x2C], "little") << 32
         limit = (self._u16(0x26) & 0xFFF0) << 16 | 0xFFFFF | int.from_bytes(self.cfg[0x2C:0x30], "little") << 32
         return base, limit

@@ -5,7 +5,7 @@ status bits incl. RW1C, 3.5 BAR flag bits and all-ones sizing incl. the upper dw
 BAR, 3.6 capability list, 3.7 PCI Express capability, 3.8 extended capability walk, 3.9 Resizable
 BAR whose size field really resizes the BAR, 3.10 AER, 3.12 ACS) with the capability layout of the
 Navi31 example of §3.14 (PM 0x50 -> PCIe v2 0x64 -> MSI 0xA0; AER 0x100 -> ReBAR 0x200 -> ACS 0x240),
-and specs/asm24-usb-bridge.md §12 item 6 (command-register memory-decode gating).
+and specs/asm24-usb-bridge.md §12 (command-register memory-decode gating).
 
 Each dword has a value, a writable mask and a write-1-to-clear mask; BAR registers and the
 ReBAR control register have their own logic.
@@ -158,6 +158,8 @@ class PciFunction:
 
     # -- access ------------------------------------------------------------------------------------------------
     def read32(self, reg: int) -> int:
+        """The config-space dword at byte ``reg``; BAR registers read the current address with the BAR's type bits (the
+        high half of a 64-bit BAR reads address >> 32)."""
         slot = self._slots.get(reg)
         if slot is not None:
             idx, half = slot
@@ -166,6 +168,9 @@ class PciFunction:
         return int.from_bytes(self._val[reg:reg + 4], "little")
 
     def write32(self, reg: int, value: int, byte_enable: int = 0xF) -> None:
+        """Write the enabled byte lanes of ``value`` at ``reg`` as the hardware does: only writable bits change,
+        write-one-to-clear bits clear, self-clearing bits read back 0, a BAR takes an address aligned to its size and
+        the Resizable BAR control resizes BAR0."""
         lanes = _LANES[byte_enable & 0xF]
         slot = self._slots.get(reg)
         if slot is not None:
@@ -207,6 +212,7 @@ class PciFunction:
     # -- what the function decodes -------------------------------------------------------------------------
     @property
     def memory_enabled(self) -> bool:
+        """True while COMMAND bit 1 (memory space decode) is set."""
         return bool(self.command & CMD_MEMORY)
 
     def decode(self, addr: int) -> tuple[int, int] | None:

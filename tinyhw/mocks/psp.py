@@ -1,7 +1,7 @@
 """PSP (MP0) flash mailbox of the emulated Navi31: early-boot item streaming, probes, live update.
 
 Implements specs/navi31-spi-flash.md §e (e.1 handshake, e.2 command ids, e.3 status codes,
-e.4 probe, e.5/e.6 item streaming) and the emulator items P1-P6 of §h.5, in the board states of
+e.4 probe, e.5/e.6 item streaming) and the emulator behaviour of §h.5, in the board states of
 §1: ``pbl`` (stalled boot loader: probes answered, no streaming), ``early`` (healthy autonomous
 boot: scripted GET_TRANSFER_TYPE sequence and item streaming), ``sos``/``gated`` (SOS loaded:
 early commands rejected with 0x0A, the Linux live commands 2/3/4 accepted).
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tinyhw.mocks import navi31_regs as R
+from tinyhw.mocks.flashregs import FlashRegisters
 from tinyhw.transport.clock import Clock
 
 # §e.2 command ids
@@ -60,35 +60,37 @@ SCRIPT_DONE = 0x300
 class PspConfig:
     """Modelling choices of the mailbox (§h.5); every value here is inferred or invented."""
 
-    #: P1: time from the doorbell to the completed COMMAND (default 100 us).
+    #: Time from the doorbell to the completed COMMAND (default 100 us).
     delay: float = 100e-6
     #: the same for UPDATE_FLASH_IMAGE (invented; Linux allows it 60 s)
     live_delay: float = 0.2
-    #: P2: "normal", "not-ready" (COMMAND bit 31 stays 0) or "hang" (commands never complete)
+    #: Mailbox mode: "normal", "not-ready" (COMMAND bit 31 stays 0) or "hang" (commands never complete)
     mailbox: str = "normal"
-    #: P3: GET_TRANSFER_TYPE values (item in bits 7:0, phase in bits 8 and up; last has phase 2)
+    #: The early-boot script: GET_TRANSFER_TYPE values (item in bits 7:0, phase in bits 8 and up; last has phase 2)
     script: tuple[int, ...] = DEFAULT_SCRIPT
-    #: P5: (status, response) of the probe commands 0x01, 0x06, 0x0B (invented values)
+    #: (status, response) of the probe commands 0x01, 0x06, 0x0B (invented values)
     probe: dict[int, tuple[int, int]] = field(default_factory=lambda: {
         GET_BOOT_PARTITION: (OK, 0x00000000),
         GET_FB_STATE: (OK, 0x00000000),
         SPI_GET_MODEL_ID: (OK, 0x001560C8),
     })
-    #: P4 fault: UPDATE_FLASH_IMAGE fails with 0x0C, as the seed observed on stock hardware
+    #: Fault: UPDATE_FLASH_IMAGE fails with 0x0C, as the seed observed on stock hardware
     live_fail: bool = False
 
 
 class PspMailbox:
     """The three C2PMSG registers and the firmware behind them."""
 
-    def __init__(self, clock: Clock, state: str = "pbl", config: PspConfig | None = None) -> None:
+    def __init__(self, layout: FlashRegisters, clock: Clock, state: str = "pbl",
+                 config: PspConfig | None = None) -> None:
+        self.layout = layout
         if len(config.script if config else DEFAULT_SCRIPT) > 19:
             raise ValueError("a transfer-type script holds at most 19 entries (navi31's item count)")
         self.clock = clock
         self.config = config or PspConfig()
         #: (command, argument, status, response) of every command processed
         self.log: list[tuple[int, int, int, int]] = []
-        #: (item, payload) of every item streamed to completion (P3), for comparison with a resolver
+        #: (item, payload) of every item streamed to completion, for comparison with a resolver
         self.payloads: list[tuple[int, bytes]] = []
         #: (item, bytes received) of every aborted stream
         self.aborted: list[tuple[int, bytes]] = []
@@ -98,7 +100,9 @@ class PspMailbox:
         self.power_on()
 
     def power_on(self) -> None:
-        self.command = 0 if self.config.mailbox == "not-ready" else R.PSP_READY
+        """Power-on mailbox: COMMAND reads ready (0 with ``mailbox=not-ready``), data and doorbell 0, no command
+        pending, the transfer-type script back at its first item, no live-update address."""
+        self.command = 0 if self.config.mailbox == "not-ready" else self.layout.PSP_READY
         self.data = 0
         self.doorbell = 0
         self._pending: tuple[float, int, int, int | None] | None = None  # (done_at, cmd, status, response)
@@ -108,7 +112,7 @@ class PspMailbox:
         self._addr_hi = 0
 
     def set_state(self, state: str) -> None:
-        """P6: the test moves the board between pbl, early, sos and gated (hardware needs a power cycle)."""
+        """The test moves the board between pbl, early, sos and gated (hardware needs a power cycle)."""
         self.state = state
         self.power_on()
 
@@ -119,24 +123,29 @@ class PspMailbox:
 
     # -- registers --------------------------------------------------------------------------------------------
     def handlers(self) -> tuple[dict[int, Callable[[], int]], dict[int, Callable[[int], None]]]:
+        """(reads, writes): BAR5 offset -> handler for the mailbox's command, data and doorbell registers."""
+        lay = self.layout
         reads: dict[int, Callable[[], int]] = {
-            R.PSP_COMMAND: self._command_read, R.PSP_COMMAND_DATA: self._data_read, R.PSP_DOORBELL: self._bell_read,
+            lay.PSP_COMMAND: self._command_read, lay.PSP_COMMAND_DATA: self._data_read,
+            lay.PSP_DOORBELL: self._bell_read,
         }
         writes: dict[int, Callable[[int], None]] = {
-            R.PSP_COMMAND: self._command_write, R.PSP_COMMAND_DATA: self._data_write,
-            R.PSP_DOORBELL: self._bell_write,
+            lay.PSP_COMMAND: self._command_write, lay.PSP_COMMAND_DATA: self._data_write,
+            lay.PSP_DOORBELL: self._bell_write,
         }
         return reads, writes
 
     def peek(self, offset: int) -> int:
-        return {R.PSP_COMMAND: self.command, R.PSP_COMMAND_DATA: self.data, R.PSP_DOORBELL: self.doorbell}[offset]
+        """A mailbox register's value without side effects (no pending answer lands); KeyError for others."""
+        lay = self.layout
+        return {lay.PSP_COMMAND: self.command, lay.PSP_COMMAND_DATA: self.data, lay.PSP_DOORBELL: self.doorbell}[offset]
 
     def _poll(self) -> None:
         p = self._pending
         if p is not None and self.clock.now() >= p[0]:
             self._pending = None
             _, cmd, status, response = p
-            self.command = R.PSP_READY | (cmd << R.PSP_COMMAND_SHIFT) | status
+            self.command = self.layout.PSP_READY | (cmd << self.layout.PSP_COMMAND_SHIFT) | status
             if response is not None:
                 self.data = response
             self.doorbell = 0  # invented: the firmware clears the doorbell when it answers
@@ -149,7 +158,7 @@ class PspMailbox:
     def _command_write(self, value: int) -> None:
         if self._pending is not None:
             self._poll()
-        self.command = value & ~R.PSP_READY  # P1: storing a command clears "ready"
+        self.command = value & ~self.layout.PSP_READY  # storing a command clears "ready"
 
     def _data_read(self) -> int:
         if self._pending is not None:
@@ -168,7 +177,7 @@ class PspMailbox:
         self.doorbell = value
         if value != 1 or self.config.mailbox == "not-ready":
             return
-        cmd = (self.command & R.PSP_COMMAND_MASK) >> R.PSP_COMMAND_SHIFT
+        cmd = (self.command & self.layout.PSP_COMMAND_MASK) >> self.layout.PSP_COMMAND_SHIFT
         arg = self.data
         status, response = self._execute(cmd, arg)
         self.log.append((cmd, arg, status, response if response is not None else 0))
@@ -192,7 +201,7 @@ class PspMailbox:
 
     def _sos(self, cmd: int, arg: int) -> tuple[int, int | None]:
         if cmd in EARLY_COMMANDS:
-            return PARTITION_UPDATE_ERROR, None  # P4 / §e.3 "special reading": early commands gated
+            return PARTITION_UPDATE_ERROR, None  # §e.3 "special reading": early commands are gated
         if cmd == UPDATE_ROM_IMAGE_ADDR_LO:
             self._addr_lo = arg
             return OK, None

@@ -1,6 +1,6 @@
 """The emulated Navi31's PSP (MP0) boot path: bootloader, secure OS control, KM ring.
 
-Implements specs/amd-bringup.md §10.4 "PSP bootloader" items 1-6 with the protocol of §5.1
+Implements specs/amd-bringup.md §10.4 "PSP bootloader" with the protocol of §5.1
 (bootloader: C2PMSG_35 command/ready, C2PMSG_36 = MC >> 20, component order), §5.2 (sOS control
 through C2PMSG_64, ring registers 67/69/70/71, 64-byte frames, the 1 KiB command buffer with the
 response at +864, ring command payloads), §5.3 (TMR) and §7.1 (C2PMSG_81 = sOS alive). Ids and
@@ -17,7 +17,7 @@ What a driver sees:
   accepted SOS the bootloader stops acking and C2PMSG_81 becomes the sOS version (0x00310025)
   after ``sos_delay``; a rejected SOS leaves bit 31 with the error code and C2PMSG_81 at 0.
 * sOS control (C2PMSG_64): reads 0x80000000 | status once sOS is alive (0 before). A command write
-  clears bit 31; after ``ctrl_delay`` it reads 0x80000000 | status (§10.4 item 4; §5.2's command-id
+  clears bit 31; after ``ctrl_delay`` it reads 0x80000000 | status (§10.4; §5.2's command-id
   bits 19:16 are left 0, which the drivers' 0x8000FFFF mask ignores either way).
   INIT_GPCOM_RING needs C2PMSG_71 != 0 and no ring (status 0, else 0x0001, invented);
   DESTROY_RINGS / DESTROY_GPCOM_RING remove the ring and zero C2PMSG_71/67; CAN_INIT_RINGS answers 0;
@@ -49,12 +49,12 @@ from tinyhw.mocks.handlers import CommandTable
 from tinyhw.mocks.services import BoardServices
 from tinyhw.regs.asic import Asic
 
-G = psp_gfx_if.CONSTANTS
+PSP_GFX = psp_gfx_if.CONSTANTS  # psp_gfx_if.h: command ids, firmware types, statuses
 _RESP = psp_gfx_if.STRUCTS["struct psp_gfx_cmd_resp"][1]
 _FRAME = psp_gfx_if.STRUCTS["struct psp_gfx_rb_frame"][1]
 CMD_SIZE = psp_gfx_if.STRUCTS["struct psp_gfx_cmd_resp"][0]
 FRAME_SIZE = psp_gfx_if.STRUCTS["struct psp_gfx_rb_frame"][0]
-READY = G["GFX_FLAG_RESPONSE"]
+READY = PSP_GFX["GFX_FLAG_RESPONSE"]
 BL_ERROR = 0x0001  # invented bootloader error code (low 16 bits of C2PMSG_35)
 RING_ERROR = 0x0001  # invented sOS control error (ring already exists / no size)
 ST_BAD_IMAGE = 0xFFFF000F  # invented ring statuses
@@ -100,10 +100,12 @@ class PspState:
     smu_loaded: bool = False
 
     def to_json(self) -> dict[str, Any]:
+        """The state as JSON-ready values (tuples as lists), for the board state file."""
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PspState:
+        """The state :meth:`to_json` wrote (unknown keys ignored, tuples restored)."""
         s = cls()
         for k, v in data.items():
             if hasattr(s, k):
@@ -140,6 +142,8 @@ class PspBoot:
 
     # -- registers ----------------------------------------------------------------------------------------
     def handlers(self) -> tuple[dict[int, Any], dict[int, Any]]:
+        """(reads, writes): BAR5 offset -> handler for the MP0 C2PMSG registers of the bootloader (33, 35, 36), the sOS
+        control mailbox (64, 69-71), the KM ring's write pointer (67) and sOS alive (81)."""
         C2PMSG = self.c2pmsg
         def get(attr: str) -> Any:
             return lambda: getattr(self.s, attr)
@@ -232,16 +236,18 @@ class PspBoot:
         self.services.schedule(self.timing.ctrl_delay, lambda: self._ctrl_execute(value))
 
     def _ctrl_execute(self, value: int) -> None:
-        cmd = value & G["GFX_CMD_ID_MASK"]
+        cmd = value & PSP_GFX["GFX_CMD_ID_MASK"]
         handler = CONTROL.get(cmd)
-        status = G["PSP_ERR_UNKNOWN_COMMAND"] if handler is None else handler(self)
+        status = PSP_GFX["PSP_ERR_UNKNOWN_COMMAND"] if handler is None else handler(self)
         if status is None:  # the board was reset: no answer
             return
         self.log.append(("control", cmd, status))
-        self.s.ctrl = READY | status  # §10.4 item 4: "answers 0x80000000 (status 0)"
+        self.s.ctrl = READY | status  # §10.4: "answers 0x80000000 (status 0)"
 
-    @CONTROL.handles(G["GFX_CTRL_CMD_ID_INIT_GPCOM_RING"])
+    @CONTROL.handles(PSP_GFX["GFX_CTRL_CMD_ID_INIT_GPCOM_RING"])
     def create_km_ring(self) -> int | None:
+        """sOS control INIT_GPCOM_RING: create the KM ring at the MC address in C2PMSG_69/70 of C2PMSG_71 bytes;
+        RING_ERROR when a ring already exists, the size is 0 or the ring is not inside VRAM."""
         s = self.s
         mc = s.ring_hi << 32 | s.ring_lo
         if s.ring is not None or not s.ring_size or self.services.mc_to_vram(mc, s.ring_size) is None:
@@ -249,20 +255,24 @@ class PspBoot:
         s.ring, s.wptr = (mc, s.ring_size), 0
         return 0
 
-    @CONTROL.handles(G["GFX_CTRL_CMD_ID_DESTROY_RINGS"])
-    @CONTROL.handles(G["GFX_CTRL_CMD_ID_DESTROY_GPCOM_RING"])
+    @CONTROL.handles(PSP_GFX["GFX_CTRL_CMD_ID_DESTROY_RINGS"])
+    @CONTROL.handles(PSP_GFX["GFX_CTRL_CMD_ID_DESTROY_GPCOM_RING"])
     def destroy_km_ring(self) -> int | None:
+        """sOS control DESTROY_RINGS / DESTROY_GPCOM_RING: drop the KM ring and its write pointer."""
         s = self.s
         s.ring, s.ring_size, s.wptr = None, 0, 0
         return 0
 
-    @CONTROL.handles(G["GFX_CTRL_CMD_ID_CAN_INIT_RINGS"])
+    @CONTROL.handles(PSP_GFX["GFX_CTRL_CMD_ID_CAN_INIT_RINGS"])
     def allow_rings(self) -> int | None:
+        """sOS control CAN_INIT_RINGS: answers status 0 (rings may be created now)."""
         return 0
 
-    @CONTROL.handles(G["GFX_CTRL_CMD_ID_MODE1_RST"])
+    @CONTROL.handles(PSP_GFX["GFX_CTRL_CMD_ID_MODE1_RST"])
     def reset_board(self) -> int | None:
-        self.log.append(("control", G["GFX_CTRL_CMD_ID_MODE1_RST"], 0))
+        """sOS control MODE1_RST: the whole board is mode-1 reset; no answer is written (the reset clears the mailbox).
+        """
+        self.log.append(("control", PSP_GFX["GFX_CTRL_CMD_ID_MODE1_RST"], 0))
         self.on_reset("psp")
         return None
 
@@ -311,7 +321,7 @@ class PspBoot:
 
     def _command(self, cmd_id: int, buf: bytes) -> tuple[int, int | None]:
         handler = RING.get(cmd_id)
-        return (G["PSP_ERR_UNKNOWN_COMMAND"], None) if handler is None else handler(self, buf)
+        return (PSP_GFX["PSP_ERR_UNKNOWN_COMMAND"], None) if handler is None else handler(self, buf)
 
     @staticmethod
     def _arg(buf: bytes, name: str) -> int:
@@ -325,8 +335,10 @@ class PspBoot:
         phys = self.services.mc_to_vram(mc, max(n, 1))
         return None if phys is None else (n, self.services.vram_read(phys, n))
 
-    @RING.handles(G["GFX_CMD_ID_LOAD_TOC"])
+    @RING.handles(PSP_GFX["GFX_CMD_ID_LOAD_TOC"])
     def load_toc(self, buf: bytes) -> tuple[int, int | None]:
+        """KM ring LOAD_TOC: check the TOC image at the given MC address against the firmware's and answer the TMR size
+        (18 MiB); bad address or bytes fail."""
         got = self._image(buf, "cmd.cmd_load_toc", "toc_phy_addr_lo", "toc_phy_addr_hi", "toc_size")
         if got is None:
             return ST_BAD_ADDR, None
@@ -335,8 +347,10 @@ class PspBoot:
         self.s.toc = True
         return 0, amfw.TMR_SIZE
 
-    @RING.handles(G["GFX_CMD_ID_SETUP_TMR"])
+    @RING.handles(PSP_GFX["GFX_CMD_ID_SETUP_TMR"])
     def set_up_tmr(self, buf: bytes) -> tuple[int, int | None]:
+        """KM ring SETUP_TMR: reserve the TMR at the given MC address; it must be inside VRAM and, after LOAD_TOC, at
+        least the TOC's TMR size."""
         s = self.s
         mc = (self._arg(buf, "cmd.cmd_setup_tmr.buf_phy_addr_hi") << 32 |
               self._arg(buf, "cmd.cmd_setup_tmr.buf_phy_addr_lo"))
@@ -348,19 +362,22 @@ class PspBoot:
         s.tmr = (mc, size)
         return 0, None
 
-    @RING.handles(G["GFX_CMD_ID_DESTROY_TMR"])
+    @RING.handles(PSP_GFX["GFX_CMD_ID_DESTROY_TMR"])
     def destroy_tmr(self, buf: bytes) -> tuple[int, int | None]:
+        """KM ring DESTROY_TMR: release the TMR."""
         self.s.tmr = None
         return 0, None
 
-    @RING.handles(G["GFX_CMD_ID_LOAD_IP_FW"])
+    @RING.handles(PSP_GFX["GFX_CMD_ID_LOAD_IP_FW"])
     def load_ip_firmware(self, buf: bytes) -> tuple[int, int | None]:
+        """KM ring LOAD_IP_FW: the SMU image is checked and starts the SMU (allowed before SETUP_TMR); any other image
+        needs the TMR and is recorded (type, size, SHA-256) unchecked."""
         s = self.s
         fw_type = self._arg(buf, "cmd.cmd_load_ip_fw.fw_type")
         got = self._image(buf, "cmd.cmd_load_ip_fw", "fw_phy_addr_lo", "fw_phy_addr_hi", "fw_size")
         if got is None or got[0] == 0:
             return ST_BAD_ADDR, None
-        if fw_type == G["GFX_FW_TYPE_SMU"]:
+        if fw_type == PSP_GFX["GFX_FW_TYPE_SMU"]:
             if self.fwcheck and not _matches(got[1], amfw.SMU_13_0_0):
                 return ST_BAD_IMAGE, None
             s.smu_loaded = True
@@ -370,23 +387,28 @@ class PspBoot:
         s.fw.append((fw_type, got[0], hashlib.sha256(got[1]).hexdigest()))
         return 0, None
 
-    @RING.handles(G["GFX_CMD_ID_AUTOLOAD_RLC"])
+    @RING.handles(PSP_GFX["GFX_CMD_ID_AUTOLOAD_RLC"])
     def start_rlc_autoload(self, buf: bytes) -> tuple[int, int | None]:
+        """KM ring AUTOLOAD_RLC: needs the TMR and the RLC_G image; RLC autoload completes ``autoload_delay`` virtual
+        seconds later."""
         s = self.s
-        if s.tmr is None or not any(t == G["GFX_FW_TYPE_RLC_G"] for t, _, _ in s.fw):
+        if s.tmr is None or not any(t == PSP_GFX["GFX_FW_TYPE_RLC_G"] for t, _, _ in s.fw):
             return ST_PREREQ, None
         self.services.schedule(self.timing.autoload_delay, self.on_autoload_done)
         return 0, None
 
-    @RING.handles(G["GFX_CMD_ID_SRIOV_SPATIAL_PART"])
+    @RING.handles(PSP_GFX["GFX_CMD_ID_SRIOV_SPATIAL_PART"])
     def accept_spatial_partition(self, buf: bytes) -> tuple[int, int | None]:
+        """KM ring SRIOV_SPATIAL_PART: accepted with status 0 (one partition, nothing changes)."""
         return 0, None
 
     # -- state ------------------------------------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
+        """The PSP's state for the board state file."""
         return self.s.to_json()
 
     def from_state(self, data: dict[str, Any]) -> None:
+        """Restore the PSP's state from the board state file."""
         self.s = PspState.from_json(data)
 
 

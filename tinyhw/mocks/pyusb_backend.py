@@ -10,7 +10,7 @@ EPIPE; disconnect: -4 ENODEV; overflow: -8 EOVERFLOW), with libusb's messages.
 This is the only module of :mod:`tinyhw.mocks` that imports pyusb; the rest of the package (and
 any other front end) works without it.
 
-Queued bulk OUT (issue 12; libusb's asynchronous transfers as the published host uses them, §4.7): the backend
+Queued bulk OUT (libusb's asynchronous transfers as the published host uses them, §4.7): the backend
 provides the documented queued-bulk interface (:class:`tinyhw.transport.abilities.QueuedBulk`,
 ``queue_kind = "emulated"``), which ``tinyhw.usb.queued`` asks of the backend a device was opened with.
 :meth:`Asm24Backend.open_bulk_queue` takes the opened pyusb device and finds the handle pyusb opened on it by its
@@ -21,7 +21,7 @@ order at their modelled times, made by one enlisted worker thread (:class:`tinyh
 that passes the clock's gate like any transfer, so runs stay deterministic. Errors are pyusb's, as from
 ``bulk_write``.
 
-Hybrid clock (issue 20 item 5): everything this backend does on a driver's thread (the conversions, the queue's
+Hybrid clock: everything this backend does on a driver's thread (the conversions, the queue's
 bookkeeping, the core's work) is the emulator's, not the host's: each entry point runs inside
 ``clock.service()``, and the queue's worker is enlisted ``host=False``, so a hybrid clock charges the driver's
 threads only the CPU time they spend outside (tinyhw's and pyusb's own code). That is why the backend sets the
@@ -142,25 +142,32 @@ class Asm24Backend(usb.backend.IBackend):
         return [d for d in self.devices if not d.bridge.disconnected]
 
     def get_parent(self, dev: _Device) -> None:
+        """The device's parent hub: none is modelled (the bridge sits on a root port)."""
         return None
 
     def get_device_descriptor(self, dev: _Device) -> DeviceDesc:
+        """The bridge's device descriptor as pyusb expects it, with its bus, address, port path and speed
+        (SuperSpeedPlus on ``speed=ss``, else high speed)."""
         b = dev.bridge
         return parse_device(b.identity.device(), bus=dev.bus, address=dev.address, port_numbers=dev.port_numbers,
                             speed=SPEED_SUPER_PLUS if b.speed == "ss" else SPEED_HIGH)
 
     def get_configuration_descriptor(self, dev: _Device, config: int) -> ConfigDesc:
+        """The bridge's one configuration descriptor (index 0); IndexError for another index."""
         if config != 0:
             raise IndexError(f"invalid configuration index {config}")
         return parse_configuration(dev.bridge.identity.configuration())
 
     def get_interface_descriptor(self, dev: _Device, intf: int, alt: int, config: int) -> InterfaceDesc:
+        """Interface ``intf`` alternate setting ``alt`` of configuration ``config``; IndexError when it does not exist.
+        """
         cfg = self.get_configuration_descriptor(dev, config)
         if intf >= len(cfg.interfaces) or alt >= len(cfg.interfaces[intf]):
             raise IndexError(f"invalid interface {intf} alternate setting {alt}")
         return cfg.interfaces[intf][alt]
 
     def get_endpoint_descriptor(self, dev: _Device, ep: int, intf: int, alt: int, config: int) -> EndpointDesc:
+        """Endpoint ``ep`` (an index) of that interface setting; IndexError when it does not exist."""
         endpoints = self.get_interface_descriptor(dev, intf, alt, config).endpoints
         if ep >= len(endpoints):
             raise IndexError(f"invalid endpoint index {ep}")
@@ -176,12 +183,14 @@ class Asm24Backend(usb.backend.IBackend):
         return handle.device.bridge
 
     def open_device(self, dev: _Device) -> _Handle:
+        """Open a handle on the bridge (libusb_open); a disconnected bridge raises pyusb's no-device error."""
         if dev.bridge.disconnected:
             raise usb_error(Disconnect("gone"))
         handle = self.handles[id(dev)] = _Handle(dev)
         return handle
 
     def close_device(self, dev_handle: _Handle) -> None:
+        """Close the handle (libusb_close); its claimed interfaces go with it."""
         dev_handle.open = False
         if self.handles.get(id(dev_handle.device)) is dev_handle:
             del self.handles[id(dev_handle.device)]
@@ -195,16 +204,21 @@ class Asm24Backend(usb.backend.IBackend):
 
     @_serviced
     def set_configuration(self, dev_handle: _Handle, config_value: int) -> None:
+        """SET_CONFIGURATION as a standard control request the bridge answers."""
         self._control(dev_handle, (0x00, 9, config_value, 0), 0, 1000)
 
     def get_configuration(self, dev_handle: _Handle) -> int:
+        """The bridge's current configuration value, from libusb's cache (no transfer)."""
         return self._bridge(dev_handle).configuration  # libusb answers from its cache
 
     @_serviced
     def set_interface_altsetting(self, dev_handle: _Handle, intf: int, altsetting: int) -> None:
+        """SET_INTERFACE as a standard control request the bridge answers."""
         self._control(dev_handle, (0x01, 11, altsetting, intf), 0, 1000)
 
     def claim_interface(self, dev_handle: _Handle, intf: int) -> None:
+        """Claim interface ``intf``: only interface 0 of a configured bridge exists; busy while the emulated kernel
+        driver (uas) holds it."""
         bridge = self._bridge(dev_handle)
         if intf != 0 or bridge.configuration == 0:
             raise usb.core.USBError(_NOT_FOUND[1], _NOT_FOUND[0], _NOT_FOUND[2])
@@ -213,17 +227,21 @@ class Asm24Backend(usb.backend.IBackend):
         dev_handle.claimed.add(intf)
 
     def release_interface(self, dev_handle: _Handle, intf: int) -> None:
+        """Release interface ``intf`` on this handle."""
         dev_handle.claimed.discard(intf)
 
     def is_kernel_driver_active(self, dev_handle: _Handle, intf: int) -> bool:
+        """True while the emulated kernel driver is bound to the bridge's interface."""
         self._bridge(dev_handle)
         return self.kernel_driver[id(dev_handle.device)]
 
     def detach_kernel_driver(self, dev_handle: _Handle, intf: int) -> None:
+        """Unbind the emulated kernel driver from the bridge's interface."""
         self._bridge(dev_handle)
         self.kernel_driver[id(dev_handle.device)] = False
 
     def attach_kernel_driver(self, dev_handle: _Handle, intf: int) -> None:
+        """Bind the emulated kernel driver to the bridge's interface again."""
         self._bridge(dev_handle)
         self.kernel_driver[id(dev_handle.device)] = True
 
@@ -256,6 +274,9 @@ class Asm24Backend(usb.backend.IBackend):
 
     @_serviced
     def bulk_write(self, dev_handle: _Handle, ep: int, intf: int, data: array.array, timeout: int) -> int:
+        """A bulk OUT transfer of ``data`` on endpoint ``ep`` with pyusb's timeout in ms, through the virtual-time gate
+        and the queued-bulk path; returns the bytes written, raises pyusb's USBError for a stall, timeout or
+        disconnect."""
         bridge = self._bridge(dev_handle, transfer=True)
         return self._queued_write(dev_handle, ep, data.tobytes(), _seconds(timeout, bridge), False)
 
@@ -279,6 +300,8 @@ class Asm24Backend(usb.backend.IBackend):
 
     @_serviced
     def bulk_read(self, dev_handle: _Handle, ep: int, intf: int, buff: array.array, timeout: int) -> int:
+        """A bulk IN transfer of up to ``len(buff)`` bytes on endpoint ``ep`` into ``buff``, through the virtual-time
+        gate; returns the bytes read, raises pyusb's USBError for a stall, timeout or disconnect."""
         bridge = self._bridge(dev_handle, transfer=True)
         bridge.clock.gate()
         try:
@@ -291,6 +314,7 @@ class Asm24Backend(usb.backend.IBackend):
 
     @_serviced
     def clear_halt(self, dev_handle: _Handle, ep: int) -> None:
+        """CLEAR_FEATURE(ENDPOINT_HALT) on endpoint ``ep`` as a standard control request the bridge answers."""
         self._control(dev_handle, (0x02, 1, 0, ep), 0, 1000)
 
     @_serviced

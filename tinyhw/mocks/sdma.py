@@ -32,7 +32,7 @@ DMA buffer) into VRAM move nothing; ``skip-out``: copies from VRAM into system m
 the VRAM side of every copy (source or destination) is 1 MiB higher than the packet says. Fences, writes and polls
 still run, so the driver sees every copy "complete". Dropped or shifted copies are counted (``faulted_copies``).
 
-Timing (issue 12: the engine takes time on the board clock): ``SdmaTiming`` gives a cost per packet and per
+Timing (the engine takes time on the board clock): ``SdmaTiming`` gives a cost per packet and per
 byte by memory kind (VRAM, system = the bridge over PCIe Gen3 x4); all of them are inferred parameters (asm24 spec
 §1: "the PCIe side is never the bottleneck"; ``system_read_rate`` 3.0 GB/s is below the Gen3 x4 line rate). The
 engine keeps its own time cursor ``now`` on the board's virtual clock: a kick (doorbell, bus activity) at host time
@@ -52,7 +52,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tinyhw.autogen.sdma_v6_0_0_pkt_open import CONSTANTS as P
+from tinyhw.autogen.sdma_v6_0_0_pkt_open import CONSTANTS as SDMA_PACKET
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks.gpuvm import BusFault, VmFault
 from tinyhw.mocks.handlers import CommandTable
@@ -74,10 +74,9 @@ PACKETS: CommandTable[tuple[int, int | None]] = CommandTable("sdma packet")
 Dwords = Callable[[int], int]  # the i-th dword of the packet being executed
 
 OP_NOP, OP_COPY, OP_WRITE, OP_FENCE, OP_TRAP, OP_POLL, OP_TIMESTAMP = (
-    P["SDMA_OP_NOP"], P["SDMA_OP_COPY"], P["SDMA_OP_WRITE"], P["SDMA_OP_FENCE"], P["SDMA_OP_TRAP"],
-    P["SDMA_OP_POLL_REGMEM"], P["SDMA_OP_TIMESTAMP"])
-SUB_COPY_LINEAR, SUB_WRITE_LINEAR = P["SDMA_SUBOP_COPY_LINEAR"], P["SDMA_SUBOP_WRITE_LINEAR"]
-SUB_TS_GET, SUB_TS_GLOBAL = P["SDMA_SUBOP_TIMESTAMP_GET"], P["SDMA_SUBOP_TIMESTAMP_GET_GLOBAL"]
+    SDMA_PACKET[f"SDMA_OP_{name}"] for name in ("NOP", "COPY", "WRITE", "FENCE", "TRAP", "POLL_REGMEM", "TIMESTAMP"))
+SUB_COPY_LINEAR, SUB_WRITE_LINEAR = SDMA_PACKET["SDMA_SUBOP_COPY_LINEAR"], SDMA_PACKET["SDMA_SUBOP_WRITE_LINEAR"]
+SUB_TS_GET, SUB_TS_GLOBAL = SDMA_PACKET["SDMA_SUBOP_TIMESTAMP_GET"], SDMA_PACKET["SDMA_SUBOP_TIMESTAMP_GET_GLOBAL"]
 COPY_FAULTS = (None, "nop", "skip-in", "skip-out", "shift1m")  # injectable copy faults (``sdma=`` option)
 SHIFT = 1 << 20  # ``shift1m``: how far the VRAM side of a copy lands off
 
@@ -85,7 +84,7 @@ SHIFT = 1 << 20  # ``shift1m``: how far the VRAM side of a copy lands off
 def fld(dwords: list[int] | tuple[int, ...], name: str) -> int:
     """Field ``name`` (e.g. ``COPY_LINEAR_COUNT_count``) of a packet, from the generated offsets/masks/shifts."""
     key = f"SDMA_PKT_{name}"
-    return (dwords[P[key + "_offset"]] >> P[key + "_shift"]) & P[key + "_mask"]
+    return (dwords[SDMA_PACKET[key + "_offset"]] >> SDMA_PACKET[key + "_shift"]) & SDMA_PACKET[key + "_mask"]
 
 
 def _addr(dwords: list[int], lo: str, hi: str) -> int:
@@ -112,7 +111,7 @@ class SdmaEngine:
             raise ValueError(f"unknown sdma copy fault {fault!r}")
         self.services = services
         self.strict = strict
-        self.R = {n: regs.offset(f"gc.SDMA0_{n}") for n in REGISTERS}
+        self.offsets = {n: regs.offset(f"gc.SDMA0_{n}") for n in REGISTERS}
         self.F = {n: regs.field(f"gc.SDMA0_{n}") for n in FIELDS}
         self.hang = hang
         self.fault = fault
@@ -137,7 +136,7 @@ class SdmaEngine:
 
     # -- registers ----------------------------------------------------------------------------------------------
     def _reg(self, name: str) -> int:
-        return self.services.reg_read(self.R[name])
+        return self.services.reg_read(self.offsets[name])
 
     def _field(self, name: str) -> int:
         f = self.F[name]
@@ -170,8 +169,8 @@ class SdmaEngine:
         if where is None or offset not in (where, where + 4):
             return
         wptr = doorbell_read32(where) | doorbell_read32(where + 4) << 32
-        self.services.reg_write(self.R["QUEUE0_RB_WPTR"], wptr & 0xFFFFFFFF)
-        self.services.reg_write(self.R["QUEUE0_RB_WPTR_HI"], wptr >> 32)
+        self.services.reg_write(self.offsets["QUEUE0_RB_WPTR"], wptr & 0xFFFFFFFF)
+        self.services.reg_write(self.offsets["QUEUE0_RB_WPTR_HI"], wptr >> 32)
         if offset == where + 4:
             self.stats["doorbells"] += 1
             self.kick()
@@ -234,8 +233,8 @@ class SdmaEngine:
             self._set_rptr(rptr + 4 * n)
 
     def _set_rptr(self, rptr: int) -> None:
-        self.services.reg_write(self.R["QUEUE0_RB_RPTR"], rptr & 0xFFFFFFFF)
-        self.services.reg_write(self.R["QUEUE0_RB_RPTR_HI"], rptr >> 32)
+        self.services.reg_write(self.offsets["QUEUE0_RB_RPTR"], rptr & 0xFFFFFFFF)
+        self.services.reg_write(self.offsets["QUEUE0_RB_RPTR_HI"], rptr >> 32)
         if self._field("QUEUE0_RB_CNTL.RPTR_WRITEBACK_ENABLE"):
             addr = self._reg("QUEUE0_RB_RPTR_ADDR_LO") & ~3 | self._reg("QUEUE0_RB_RPTR_ADDR_HI") << 32
             if addr:
@@ -252,10 +251,13 @@ class SdmaEngine:
 
     @PACKETS.handles((OP_NOP, None))
     def skip_nop(self, hdr: int, dw: Dwords) -> int | None:
+        """NOP: skip the packet and the count of dwords its header names."""
         return 1 + ((hdr >> 16) & 0x3FFF)
 
     @PACKETS.handles((OP_COPY, SUB_COPY_LINEAR))
     def copy_linear(self, hdr: int, dw: Dwords) -> int | None:
+        """COPY_LINEAR: copy count + 1 bytes from the source to the destination GPU address (VRAM or system pages),
+        charging the time at the VRAM or system-memory rate of each side; 7 dwords."""
         d = [dw(i) for i in range(7)]
         count = fld(d, "COPY_LINEAR_COUNT_count") + 1
         src = _addr(d, "COPY_LINEAR_SRC_ADDR_LO_src_addr_31_0", "COPY_LINEAR_SRC_ADDR_HI_src_addr_63_32")
@@ -273,6 +275,8 @@ class SdmaEngine:
 
     @PACKETS.handles((OP_WRITE, SUB_WRITE_LINEAR))
     def write_linear(self, hdr: int, dw: Dwords) -> int | None:
+        """WRITE_UNTILED: write the packet's count + 1 data dwords at the destination GPU address; 4 + count + 1 dwords.
+        """
         d = [dw(i) for i in range(4)]
         ndw = fld(d, "WRITE_UNTILED_DW_3_count") + 1
         dst = _addr(d, "WRITE_UNTILED_DST_ADDR_LO_dst_addr_31_0", "WRITE_UNTILED_DST_ADDR_HI_dst_addr_63_32")
@@ -282,6 +286,7 @@ class SdmaEngine:
 
     @PACKETS.handles((OP_FENCE, None))
     def write_fence(self, hdr: int, dw: Dwords) -> int | None:
+        """FENCE: write the 32-bit fence value at the fence's GPU address; 4 dwords."""
         d = [dw(i) for i in range(4)]
         addr = fld(d, "FENCE_ADDR_LO_addr_31_0") | fld(d, "FENCE_ADDR_HI_addr_63_32") << 32
         self._write(addr, fld(d, "FENCE_DATA_data").to_bytes(4, "little"))
@@ -290,11 +295,15 @@ class SdmaEngine:
 
     @PACKETS.handles((OP_TRAP, None))
     def count_trap(self, hdr: int, dw: Dwords) -> int | None:
+        """TRAP: counted (no interrupt is modelled); 2 dwords."""
         self.stats["traps"] += 1
         return 2
 
     @PACKETS.handles((OP_POLL, None))
     def poll_memory(self, hdr: int, dw: Dwords) -> int | None:
+        """POLL_REGMEM on memory: compare (dword at the address) & mask with the value by the packet's function; on a
+        miss the engine parks (``waiting``) and retries on the next doorbell or bus activity. A register poll stops
+        the engine (not modelled). 6 dwords."""
         d = [dw(i) for i in range(6)]
         if not fld(d, "POLL_REGMEM_HEADER_mem_poll"):
             self._stop("poll_regmem on a register is not modelled")
@@ -313,6 +322,8 @@ class SdmaEngine:
     @PACKETS.handles((OP_TIMESTAMP, SUB_TS_GET))
     @PACKETS.handles((OP_TIMESTAMP, SUB_TS_GLOBAL))
     def write_timestamp(self, hdr: int, dw: Dwords) -> int | None:
+        """TIMESTAMP GET / GET_GLOBAL: write the engine's virtual time in 10 ns ticks (64 bits) at the packet's 8-byte
+        aligned address; 3 dwords."""
         d = [dw(i) for i in range(3)]
         addr = (fld(d, "TIMESTAMP_GET_WRITE_ADDR_LO_write_addr_31_3") << 3 |
                 fld(d, "TIMESTAMP_GET_WRITE_ADDR_HI_write_addr_63_32") << 32)
@@ -334,6 +345,8 @@ class SdmaEngine:
         self._write(dst, self._read(src, count))
 
     def counters(self) -> dict[str, object]:
+        """The engine's counters (doorbells, packets, copies, bytes, polls, fences, ...) with its busy time and cursor
+        in seconds, whether it waits on a poll, its error and its fault mode."""
         return {**self.stats, "busy_s": self.busy_s, "now_s": self.now, "waiting": self.waiting, "error": self.error,
                 "hang": self.hang, "fault": self.fault}
 

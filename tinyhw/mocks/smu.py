@@ -1,6 +1,6 @@
 """The emulated Navi31's SMU (MP1, PMFW 13.0.0): message mailbox, DPM tables, metrics table.
 
-Implements specs/amd-bringup.md §10.4 "SMU mailbox" items 1-5 with the protocol of §6.1 (C2PMSG_66
+Implements specs/amd-bringup.md §10.4 "SMU mailbox" with the protocol of §6.1 (C2PMSG_66
 message, 82 argument/value, 90 response; debug mailbox 75/53/54), the messages of §6.2/§6.3 and the
 metrics transfer of §6.4 (TransferTableSmu2Dram with TABLE_SMU_METRICS = 5 writes
 ``SmuMetricsExternal_t`` to the driver-table address). Message ids, response codes, table ids and
@@ -11,7 +11,7 @@ but plausible for an RX 7900 XTX.
 What a driver sees:
 
 * Before LOAD_IP_FW(SMU) has been processed (cold board, after a mode-1 reset) the SMU is silent:
-  writes are stored, C2PMSG_90 never changes (§10.4 item 5, inferred). ``smu=silent`` keeps it
+  writes are stored, C2PMSG_90 never changes (§10.4, inferred). ``smu=silent`` keeps it
   silent for good; ``smu=busy@N`` answers the N-th message of the process with 0xFC.
 * A write to C2PMSG_66 starts a message; C2PMSG_90 reads 0 until ``delay`` has passed, then the
   response: 0x1 OK, 0xFF failed (bad argument, table id other than 5, address outside VRAM),
@@ -47,11 +47,11 @@ from tinyhw.mocks.handlers import CommandTable
 from tinyhw.mocks.services import BoardServices
 from tinyhw.regs.asic import Asic
 
-M = PPSMC.CONSTANTS
-C = DIF.CONSTANTS
-OK, FAILED, UNKNOWN, PREREQ, BUSY = (M["PPSMC_Result_OK"], M["PPSMC_Result_Failed"], M["PPSMC_Result_UnknownCmd"],
-                                     M["PPSMC_Result_CmdRejectedPrereq"], M["PPSMC_Result_CmdRejectedBusy"])
-MSG_IDS = {v: k[len("PPSMC_MSG_"):] for k, v in M.items() if k.startswith("PPSMC_MSG_")}
+PPSMC_CONST = PPSMC.CONSTANTS  # PPSMC result codes and message ids
+DRIVER_IF = DIF.CONSTANTS  # smu13_driver_if_v13_0_0.h constants (feature, table and throttler counts)
+OK, FAILED, UNKNOWN, PREREQ, BUSY = (PPSMC_CONST[f"PPSMC_Result_{name}"] for name in (
+    "OK", "Failed", "UnknownCmd", "CmdRejectedPrereq", "CmdRejectedBusy"))
+MSG_IDS = {v: k[len("PPSMC_MSG_"):] for k, v in PPSMC_CONST.items() if k.startswith("PPSMC_MSG_")}
 METRICS_SIZE, METRICS = DIF.STRUCTS["SmuMetricsExternal_t"]
 _FMT = {"uint8_t": "B", "uint16_t": "H", "uint32_t": "I", "int16_t": "h", "int32_t": "i"}
 
@@ -74,6 +74,10 @@ MAILBOX = {"msg": 66, "arg": 82, "resp": 90, "dbg_msg": 75, "dbg_arg": 53, "dbg_
 
 @dataclass
 class SmuState:
+    """What the PMFW keeps between messages (and in the board state file): firmware loaded, allowed and enabled feature
+    masks, the driver and tools table addresses, soft/hard clock limits in MHz, the PPT limit in W, and the metrics'
+    integrators (energy, activity, thermal fraction, last update time)."""
+
     loaded: bool = False
     features: int = 0
     allowed: int = 0
@@ -116,11 +120,14 @@ class Smu:
         self.regs = dict.fromkeys(mb.values(), 0)
 
     def power_on(self) -> None:
+        """Power-on / mode-1-reset state: no firmware, no features, default limits; every mailbox register 0."""
         self.s = SmuState(last_t=self.services.now())
         for k in self.regs:
             self.regs[k] = 0
 
     def handlers(self) -> tuple[dict[int, Any], dict[int, Any]]:
+        """(reads, writes): BAR5 offset -> handler for the MP1 mailbox registers; a write of the message register (main
+        or debug) runs the message."""
         reads = {o: (lambda o=o: self.regs[o]) for o in self.regs}
         writes = {o: (lambda v, o=o: self._store(o, v)) for o in self.regs}
         writes[self.MSG] = self._msg_write
@@ -154,7 +161,7 @@ class Smu:
         self.regs[self.DBG_MSG] = value
         if self.silent or not self.s.loaded:
             return
-        if value == M["DEBUGSMC_MSG_Mode1Reset"]:
+        if value == PPSMC_CONST["DEBUGSMC_MSG_Mode1Reset"]:
             self.services.schedule(self.delay, self._debug_reset)
         else:
             self.services.schedule(self.delay, lambda: self.regs.__setitem__(self.DBG_RESP, UNKNOWN))
@@ -164,7 +171,7 @@ class Smu:
         self.regs[self.RESP] = OK  # the answer stays readable across the reset (inferred)
 
     def _debug_reset(self) -> None:
-        self.log.append((M["DEBUGSMC_MSG_Mode1Reset"], self.regs[self.DBG_ARG], OK))
+        self.log.append((PPSMC_CONST["DEBUGSMC_MSG_Mode1Reset"], self.regs[self.DBG_ARG], OK))
         self.on_reset("smu-debug")
         self.regs[self.DBG_RESP] = OK
 
@@ -179,30 +186,36 @@ class Smu:
 
     @MESSAGES.handles("TestMessage")
     def answer_test_message(self, arg: int) -> Answer:
+        """TestMessage: answers the argument plus one."""
         return OK, arg + 1
 
     @MESSAGES.handles("GetSmuVersion")
     def report_smu_version(self, arg: int) -> Answer:
+        """GetSmuVersion: the PMFW version of Debian's smu_13_0_0.bin."""
         return OK, amfw.SMU_VERSION
 
     @MESSAGES.handles("GetDriverIfVersion")
     def report_driver_if_version(self, arg: int) -> Answer:
+        """GetDriverIfVersion: the driver-interface version the PMFW speaks (0x3D)."""
         return OK, amfw.DRIVER_IF_VERSION
 
     @MESSAGES.handles("SetAllowedFeaturesMaskLow", shift=0)
     @MESSAGES.handles("SetAllowedFeaturesMaskHigh", shift=32)
     def set_allowed_features(self, arg: int, shift: int) -> Answer:
+        """SetAllowedFeaturesMaskLow/High: the 32 bits of the allowed-feature mask at ``shift``."""
         s = self.s
         s.allowed = (s.allowed & ~(0xFFFFFFFF << shift)) | (arg << shift)
         return OK, None
 
     @MESSAGES.handles("EnableAllSmuFeatures")
     def enable_all_features(self, arg: int) -> Answer:
-        self.s.features = (1 << C["NUM_FEATURES"]) - 1
+        """EnableAllSmuFeatures: every feature runs (clock limits and table transfers become possible)."""
+        self.s.features = (1 << DRIVER_IF["NUM_FEATURES"]) - 1
         return OK, None
 
     @MESSAGES.handles("DisableAllSmuFeatures")
     def disable_all_features(self, arg: int) -> Answer:
+        """DisableAllSmuFeatures: no feature runs."""
         self.s.features = 0
         return OK, None
 
@@ -211,6 +224,7 @@ class Smu:
     @MESSAGES.handles("DisableSmuFeaturesLow", shift=0, enable=False)
     @MESSAGES.handles("DisableSmuFeaturesHigh", shift=32, enable=False)
     def switch_features(self, arg: int, shift: int, enable: bool) -> Answer:
+        """Enable/DisableSmuFeaturesLow/High: set or clear the argument's 32 feature bits at ``shift``."""
         s = self.s
         mask = arg << shift
         s.features = s.features | mask if enable else s.features & ~mask
@@ -219,6 +233,7 @@ class Smu:
     @MESSAGES.handles("GetRunningSmuFeaturesLow", shift=0)
     @MESSAGES.handles("GetRunningSmuFeaturesHigh", shift=32)
     def report_running_features(self, arg: int, shift: int) -> Answer:
+        """GetRunningSmuFeaturesLow/High: 32 bits of the enabled-feature mask from ``shift``."""
         return OK, self.s.features >> shift & 0xFFFFFFFF
 
     @MESSAGES.handles("SetDriverDramAddrHigh", attr="dram_hi")
@@ -226,19 +241,25 @@ class Smu:
     @MESSAGES.handles("SetToolsDramAddrHigh", attr="tools_hi")
     @MESSAGES.handles("SetToolsDramAddrLow", attr="tools_lo")
     def latch_table_address(self, arg: int, attr: str) -> Answer:
+        """SetDriverDramAddrHigh/Low, SetToolsDramAddrHigh/Low: keep one half of a table's MC address in ``attr``."""
         setattr(self.s, attr, arg)
         return OK, None
 
     @MESSAGES.handles("TransferTableSmu2Dram")
     def transfer_table_to_dram(self, arg: int) -> Answer:
+        """TransferTableSmu2Dram: write the metrics table (id 5 only) at the driver table's MC address; needs the
+        features enabled and the address set, the address inside VRAM."""
         return self._transfer(arg & 0xFFFF), None
 
     @MESSAGES.handles("TransferTableDram2Smu")
     def accept_table_from_dram(self, arg: int) -> Answer:
-        return (OK if arg & 0xFFFF < C["TABLE_COUNT"] else FAILED), None
+        """TransferTableDram2Smu: accepted for any table id below TABLE_COUNT (the contents are not read)."""
+        return (OK if arg & 0xFFFF < DRIVER_IF["TABLE_COUNT"] else FAILED), None
 
     @MESSAGES.handles("GetDpmFreqByIndex")
     def report_dpm_level(self, arg: int) -> Answer:
+        """GetDpmFreqByIndex: the frequency in MHz of DPM level (arg & 0xFFFF) of clock (arg >> 16), or the level count
+        for index 0xFF."""
         clk, index = arg >> 16, arg & 0xFFFF
         if clk >= len(DPM):
             return FAILED, None
@@ -251,6 +272,7 @@ class Smu:
     @MESSAGES.handles("GetMaxDpmFreq", lowest=False)
     @MESSAGES.handles("GetDcModeMaxDpmFreq", lowest=False)
     def report_dpm_bound(self, arg: int, lowest: bool) -> Answer:
+        """GetMin/MaxDpmFreq, GetDcModeMaxDpmFreq: the lowest or highest DPM frequency in MHz of clock (arg >> 16)."""
         clk = arg >> 16
         if clk >= len(DPM):
             return FAILED, None
@@ -261,6 +283,8 @@ class Smu:
     @MESSAGES.handles("SetSoftMaxByFreq", limit="max")
     @MESSAGES.handles("SetHardMaxByFreq", limit="max")
     def set_clock_limit(self, arg: int, limit: str) -> Answer:
+        """SetSoft/HardMin/MaxByFreq: the ``min`` or ``max`` limit in MHz (arg & 0xFFFF) of clock (arg >> 16); needs the
+        features enabled."""
         clk, mhz = arg >> 16, arg & 0xFFFF
         if clk >= len(DPM):
             return FAILED, None
@@ -271,6 +295,7 @@ class Smu:
 
     @MESSAGES.handles("SetPptLimit")
     def set_power_limit(self, arg: int) -> Answer:
+        """SetPptLimit: the package power limit in W (1..402)."""
         if not 1 <= arg <= PPT_MAX:
             return FAILED, None
         self.s.ppt = arg
@@ -278,10 +303,12 @@ class Smu:
 
     @MESSAGES.handles("GetPptLimit")
     def report_power_limit(self, arg: int) -> Answer:
+        """GetPptLimit: the package power limit in W."""
         return OK, self.s.ppt
 
     @MESSAGES.handles("Mode1Reset")
     def start_mode1_reset(self, arg: int) -> Answer:
+        """Mode1Reset: answered OK, then the board is mode-1 reset as the next firmware event."""
         self.services.schedule(0, self._main_reset)
         return OK, None
 
@@ -292,11 +319,12 @@ class Smu:
     @MESSAGES.handles("BacoAudioD3PME")
     @MESSAGES.handles("TriggerVFFLR")
     def reject_unmodelled_reset(self, arg: int) -> Answer:
+        """Mode2Reset, BACO, D3 and VF FLR messages: not modelled, answered with the prerequisite error (0xFD)."""
         return PREREQ, None  # not modelled: rejected
 
     def _transfer(self, table: int) -> int:
         s = self.s
-        if table != C["TABLE_SMU_METRICS"]:
+        if table != DRIVER_IF["TABLE_SMU_METRICS"]:
             return FAILED
         if not s.features or not (s.dram_hi or s.dram_lo):
             return PREREQ
@@ -375,17 +403,19 @@ class Smu:
         pwm = 0 if hot < 55 else min(100, 20 + (hot - 55) * 3)
         put("AvgFanPwm", pwm)
         put("AvgFanRpm", pwm * 33)
-        throttle = [0] * C["THROTTLER_COUNT"]
+        throttle = [0] * DRIVER_IF["THROTTLER_COUNT"]
         if demanded > s.ppt:
-            throttle[C["THROTTLER_PPT0_BIT"]] = round((demanded - s.ppt) * 100 / demanded)
+            throttle[DRIVER_IF["THROTTLER_PPT0_BIT"]] = round((demanded - s.ppt) * 100 / demanded)
         put("ThrottlingPercentage", throttle)
         return bytes(buf)
 
     # -- state ---------------------------------------------------------------------------------------------------
     def to_state(self) -> dict[str, Any]:
+        """The PMFW state for the board state file."""
         return dict(self.s.__dict__)
 
     def from_state(self, data: dict[str, Any]) -> None:
+        """Restore the PMFW state from the board state file (unknown keys ignored)."""
         s = SmuState()
         for k, v in data.items():
             if hasattr(s, k):

@@ -28,26 +28,18 @@ from collections.abc import Callable
 from typing import Any
 
 from tinyhw.formats import sqwave
-from tinyhw.regs import asic
+from tinyhw.regs.asic import Asic
 
 __all__ = ["STEP_MAX", "ShaderArray"]
 
-_A = asic("navi31")
-SQ_IND_INDEX, SQ_IND_DATA, SQ_CMD = (_A.offset(f"gc.{n}") for n in ("SQ_IND_INDEX", "SQ_IND_DATA", "SQ_CMD"))
-GRBM_GFX_INDEX = _A.offset("gc.GRBM_GFX_INDEX")
-_F = {n: _A.field(f"gc.{n}") for n in ("SQ_IND_INDEX.WAVE_ID", "SQ_IND_INDEX.WORKITEM_ID", "SQ_IND_INDEX.AUTO_INCR",
-                                       "SQ_IND_INDEX.INDEX", "SQ_CMD.CMD", "SQ_CMD.MODE", "SQ_CMD.DATA",
-                                       "GRBM_GFX_INDEX.SE_INDEX", "GRBM_GFX_INDEX.SA_INDEX",
-                                       "GRBM_GFX_INDEX.INSTANCE_INDEX")}
+#: the register fields the SQ model decodes (names in the GC block of the board's register database)
+FIELDS = ("SQ_IND_INDEX.WAVE_ID", "SQ_IND_INDEX.WORKITEM_ID", "SQ_IND_INDEX.AUTO_INCR", "SQ_IND_INDEX.INDEX",
+          "SQ_CMD.CMD", "SQ_CMD.MODE", "SQ_CMD.DATA", "GRBM_GFX_INDEX.SE_INDEX", "GRBM_GFX_INDEX.SA_INDEX",
+          "GRBM_GFX_INDEX.INSTANCE_INDEX")
 SHADER_HZ = 2.5e9  # the command processor's modelled issue rate
 STEP_MAX = 64       # instructions a resident wave may run per SQ access (bounds the work of one access)
 SCC, EXECZ, IN_BARRIER = (1 << sqwave.STATUS_BITS[n] for n in ("SCC", "EXECZ", "IN_BARRIER"))
 _M0, _EXEC = 125, 126  # the wave's scalar file (tinyhw.mocks.rdna3.state)
-
-
-def _get(name: str, value: int) -> int:
-    f = _F[name]
-    return (value & f.mask) >> f.shift
 
 
 def slot_of(n: int) -> sqwave.Slot:
@@ -58,12 +50,21 @@ def slot_of(n: int) -> sqwave.Slot:
 class ShaderArray:
     """The SQ's view of the resident waves, answering SQ_IND_INDEX/DATA and SQ_CMD (see the module docstring).
 
-    ``now`` is the board clock, ``regs()`` the register file's storage (GRBM_GFX_INDEX is read from it)."""
+    ``now`` is the board clock, ``regs()`` the register file's storage (GRBM_GFX_INDEX is read from it), ``db``
+    the board's register database (the SQ and GRBM offsets and fields)."""
 
-    def __init__(self, now: Callable[[], float], regs: Callable[[], dict[int, int]]) -> None:
+    def __init__(self, now: Callable[[], float], regs: Callable[[], dict[int, int]], db: Asic) -> None:
         self.now = now
         self.regs = regs
+        self.sq_ind_index, self.sq_ind_data, self.sq_cmd, self.grbm_gfx_index = (
+            db.offset(f"gc.{n}") for n in ("SQ_IND_INDEX", "SQ_IND_DATA", "SQ_CMD", "GRBM_GFX_INDEX"))
+        self.fields = {n: db.field(f"gc.{n}") for n in FIELDS}
         self.power_on()
+
+    def _get(self, name: str, value: int) -> int:
+        """Field ``name`` (a :data:`FIELDS` entry) of the register value ``value``."""
+        f = self.fields[name]
+        return (value & f.mask) >> f.shift
 
     def power_on(self) -> None:
         """No resident waves, not halted, index 0."""
@@ -125,10 +126,9 @@ class ShaderArray:
     # -- registers ----------------------------------------------------------------------------------------------
     def handlers(self) -> tuple[dict[int, Callable[[], int]], dict[int, Callable[[int], None]]]:
         """BAR5 handlers for SQ_IND_INDEX, SQ_IND_DATA and SQ_CMD."""
-        reads: dict[int, Callable[[], int]] = {SQ_IND_INDEX: lambda: self.index, SQ_IND_DATA: self.read_data,
-                                              SQ_CMD: lambda: 0}
-        writes: dict[int, Callable[[int], None]] = {SQ_IND_INDEX: self._set_index, SQ_IND_DATA: self.write_data,
-                                                    SQ_CMD: self.command}
+        index, data, cmd = self.sq_ind_index, self.sq_ind_data, self.sq_cmd
+        reads: dict[int, Callable[[], int]] = {index: lambda: self.index, data: self.read_data, cmd: lambda: 0}
+        writes: dict[int, Callable[[int], None]] = {index: self._set_index, data: self.write_data, cmd: self.command}
         return reads, writes
 
     def _set_index(self, value: int) -> None:
@@ -137,18 +137,18 @@ class ShaderArray:
 
     def selected(self) -> Any:
         """The wave GRBM_GFX_INDEX and SQ_IND_INDEX.WAVE_ID name, or None for an empty slot."""
-        g = self.regs().get(GRBM_GFX_INDEX, 0)
-        inst = _get("GRBM_GFX_INDEX.INSTANCE_INDEX", g)
-        slot = sqwave.Slot(_get("GRBM_GFX_INDEX.SE_INDEX", g), _get("GRBM_GFX_INDEX.SA_INDEX", g), inst >> 2,
-                           inst & 3, _get("SQ_IND_INDEX.WAVE_ID", self.index))
+        g = self.regs().get(self.grbm_gfx_index, 0)
+        inst = self._get("GRBM_GFX_INDEX.INSTANCE_INDEX", g)
+        se, sa = self._get("GRBM_GFX_INDEX.SE_INDEX", g), self._get("GRBM_GFX_INDEX.SA_INDEX", g)
+        slot = sqwave.Slot(se, sa, inst >> 2, inst & 3, self._get("SQ_IND_INDEX.WAVE_ID", self.index))
         return self.slots.get(slot), slot
 
     def read_data(self) -> int:
         """SQ_IND_DATA: the selected wave's register at INDEX (then AUTO_INCR)."""
         self.advance()
         w, slot = self.selected()
-        index = _get("SQ_IND_INDEX.INDEX", self.index)
-        value = 0 if w is None else self._value(w, slot, index, _get("SQ_IND_INDEX.WORKITEM_ID", self.index))
+        index = self._get("SQ_IND_INDEX.INDEX", self.index)
+        value = 0 if w is None else self._value(w, slot, index, self._get("SQ_IND_INDEX.WORKITEM_ID", self.index))
         self._bump()
         return value & 0xFFFFFFFF
 
@@ -157,9 +157,9 @@ class ShaderArray:
         self._bump()
 
     def _bump(self) -> None:
-        if _get("SQ_IND_INDEX.AUTO_INCR", self.index):
-            f = _F["SQ_IND_INDEX.INDEX"]
-            index = (_get("SQ_IND_INDEX.INDEX", self.index) + 1) & (f.mask >> f.shift)
+        if self._get("SQ_IND_INDEX.AUTO_INCR", self.index):
+            f = self.fields["SQ_IND_INDEX.INDEX"]
+            index = (self._get("SQ_IND_INDEX.INDEX", self.index) + 1) & (f.mask >> f.shift)
             self.index = (self.index & ~f.mask) | index << f.shift
 
     def _value(self, w: Any, slot: sqwave.Slot, index: int, lane: int) -> int:
@@ -179,7 +179,8 @@ class ShaderArray:
     def command(self, value: int) -> None:
         """SQ_CMD: SETHALT in broadcast mode halts (DATA bit 0) or resumes every resident wave."""
         self.advance()
-        if _get("SQ_CMD.CMD", value) != sqwave.CMD_SETHALT or _get("SQ_CMD.MODE", value) != sqwave.MODE_BROADCAST:
+        cmd, mode = self._get("SQ_CMD.CMD", value), self._get("SQ_CMD.MODE", value)
+        if cmd != sqwave.CMD_SETHALT or mode != sqwave.MODE_BROADCAST:
             return
-        self.halted = bool(_get("SQ_CMD.DATA", value) & 1)
+        self.halted = bool(self._get("SQ_CMD.DATA", value) & 1)
         self.stats["halts" if self.halted else "resumes"] += 1

@@ -56,6 +56,8 @@ def ep0_max_packet(speed: str) -> int:
 
 
 def device_descriptor(speed: str, vendor_id: int = VENDOR_ID, product_id: int = PRODUCT_ID) -> bytes:
+    """The 18-byte device descriptor: USB 3.2 with a 512-byte EP0 (``ss``) or USB 2.0 with 64 bytes, the given ids,
+    string indexes 1-3, one configuration."""
     bcd_usb, mps0 = (0x0320, 9) if speed == "ss" else (0x0200, 64)
     return struct.pack("<BBHBBBBHHHBBBB", 18, DESC_DEVICE, bcd_usb, 0, 0, 0, mps0, vendor_id, product_id,
                        BCD_DEVICE, 1, 2, 3, 1)
@@ -99,6 +101,7 @@ def bos_descriptor() -> bytes:
 
 
 def string_descriptor(text: str) -> bytes:
+    """A string descriptor: length, type, then ``text`` in UTF-16LE."""
     raw = text.encode("utf-16-le")
     return bytes([2 + len(raw), DESC_STRING]) + raw
 
@@ -114,15 +117,19 @@ class UsbIdentity:
 
     @property
     def strings(self) -> dict[int, str]:
+        """String index -> text: manufacturer, product and this bridge's serial number."""
         return {1: MANUFACTURER, 2: PRODUCT, 3: self.serial}
 
     def device(self) -> bytes:
+        """The device descriptor for this speed and these ids."""
         return device_descriptor(self.speed, self.vendor_id, self.product_id)
 
     def configuration(self) -> bytes:
+        """The full configuration descriptor for this speed."""
         return configuration_descriptor(self.speed)
 
     def bos(self) -> bytes:
+        """The BOS descriptor (USB 2.0 extension and SuperSpeed capability)."""
         return bos_descriptor()
 
     def string(self, index: int) -> bytes | None:
@@ -149,6 +156,8 @@ class UsbIdentity:
 
 @dataclass
 class EndpointDesc:
+    """An endpoint descriptor's fields as pyusb's backends expose them (plus its class-specific extra bytes)."""
+
     bLength: int
     bDescriptorType: int
     bEndpointAddress: int
@@ -162,6 +171,8 @@ class EndpointDesc:
 
 @dataclass
 class InterfaceDesc:
+    """An interface descriptor's fields, with its parsed endpoints, as pyusb's backends expose them."""
+
     bLength: int
     bDescriptorType: int
     bInterfaceNumber: int
@@ -177,6 +188,9 @@ class InterfaceDesc:
 
 @dataclass
 class ConfigDesc:
+    """A configuration descriptor's fields, with its interfaces (each a list of alternate settings), as pyusb's backends
+    expose them."""
+
     bLength: int
     bDescriptorType: int
     wTotalLength: int
@@ -192,6 +206,9 @@ class ConfigDesc:
 
 @dataclass
 class DeviceDesc:
+    """A device descriptor's fields as pyusb's backends expose them, with the bus, address, port path and speed code of
+    where the device sits."""
+
     bLength: int
     bDescriptorType: int
     bcdUSB: int

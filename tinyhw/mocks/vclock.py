@@ -94,6 +94,8 @@ class ThreadGate:
         return None if lane is None else lane.cursor
 
     def enlist(self, thread: threading.Thread, *, host: bool = True) -> None:
+        """Give ``thread`` (about to start) its own time line starting at the caller's time, and put the caller on the
+        gate too; ``host=False`` marks an emulator's own thread, whose CPU time is never host time on a hybrid clock."""
         with self.cond:
             if not host:
                 self.clock.cpu_line(thread).device_side = True
@@ -104,6 +106,8 @@ class ThreadGate:
             self.lanes[thread] = Lane(order=len(self.lanes), cursor=self.clock.now())
 
     def delist(self, thread: threading.Thread | None = None) -> None:
+        """Take ``thread`` (the caller when None) off the gate; a thread that ends is forgotten by the clock. When only
+        one thread on the shared cursor is left the gate is dropped."""
         with self.cond:
             t = thread or threading.current_thread()
             self.lanes.pop(t, None)
@@ -114,11 +118,15 @@ class ThreadGate:
             self.cond.notify_all()
 
     def catch_up(self, t: float) -> None:
+        """Time handed across threads: the calling thread's time moves forward to ``t`` (seconds) when it is behind,
+        charged as waiting."""
         gap = t - self.clock.now()
         if gap > 0:
             self.clock.charge(threading.current_thread(), gap, "wait")
 
     def wait_until(self, ready: Callable[[], bool]) -> None:
+        """Block the calling thread until ``ready()`` holds, marked idle meanwhile so that threads at the gate may pass;
+        on a hybrid clock its CPU time so far is charged first."""
         if self.clock.hybrid:
             self.clock.charge_cpu()  # what the thread computed before it blocks happened before it blocked
         me = threading.current_thread()
@@ -133,6 +141,8 @@ class ThreadGate:
             lane.phase = Phase.RUN
 
     def notify(self) -> None:
+        """Wake every thread blocked in :meth:`wait_until` to look again (they count as running until they block again).
+        """
         for lane in self.lanes.values():
             if lane.phase is Phase.IDLE:
                 lane.phase = Phase.RUN  # it wakes and looks: until it blocks again nobody passes the gate
@@ -209,12 +219,16 @@ class VirtualClock(Clock):
 
     # -- time ------------------------------------------------------------------------------------------------
     def now(self) -> float:
+        """The calling thread's virtual time in seconds: its own time line when enlisted, else the shared cursor (on a
+        hybrid clock its host CPU time is charged first)."""
         if self.hybrid:
             self.charge_cpu()
         mine = self.threads.cursor(threading.current_thread())
         return self._t if mine is None else mine
 
     def sleep(self, seconds: float) -> None:
+        """Advance the calling thread's virtual time by ``seconds`` without waiting in wall time (on a hybrid clock its
+        host CPU time is charged first)."""
         if self.hybrid:
             self.charge_cpu()
         if seconds > 0:
@@ -241,6 +255,7 @@ class VirtualClock(Clock):
 
     # -- threads ---------------------------------------------------------------------------------------------
     def handover(self) -> ThreadGate:
+        """The clock's :class:`ThreadGate`, through which a driver enlists its worker threads."""
         return self.threads
 
     def gate(self) -> None:
@@ -250,9 +265,12 @@ class VirtualClock(Clock):
     # -- modes -----------------------------------------------------------------------------------------------
     @property
     def mode(self) -> str:
+        """``device`` (modelled time only) or ``hybrid`` (plus the host's measured CPU time)."""
         return "hybrid" if self.hybrid else "device"
 
     def set_mode(self, mode: str) -> None:
+        """Switch to ``device`` or ``hybrid``; CPU time counts from each thread's next contact with the clock.
+        ValueError for an unknown mode, or ``hybrid`` on a board whose emulator does not mark the work it services."""
         if mode not in MODES:
             raise ValueError(f"clock mode {mode!r} is not one of {', '.join(MODES)}")
         if mode == "hybrid" and not self.hybrid_ok:
@@ -286,6 +304,7 @@ class VirtualClock(Clock):
         return self._service if self.hybrid else _NO_SERVICE
 
     def cpu_line(self, thread: threading.Thread) -> CpuLine:
+        """``thread``'s host CPU bookkeeping, created on first use."""
         line = self._cpu.get(thread)
         if line is None:
             line = self._cpu.setdefault(thread, CpuLine())

@@ -1,4 +1,4 @@
-"""An emulated RDNA3 (gfx1100) wave32 shader core and dispatcher (issue 23 items 5-6).
+"""An emulated RDNA3 (gfx1100) wave32 shader core and dispatcher.
 
 Written from specs/amd-compute.md §3-§5 and the RDNA3 ISA reference, never from another emulator.
 The command processor model calls :func:`run_dispatch` at DISPATCH_DIRECT with the COMPUTE_* register

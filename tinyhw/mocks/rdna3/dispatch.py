@@ -35,9 +35,11 @@ DEFAULT_WATCHDOG = 50_000_000
 class Memory(Protocol):
     """What the shader core needs from memory: GPU-virtual-address reads and writes (GPUVM sits behind it)."""
 
-    def read(self, addr: int, n: int) -> bytes: ...
+    def read(self, addr: int, n: int) -> bytes:
+        """``n`` bytes at GPU virtual address ``addr``; raises a memory fault when it is not mapped."""
 
-    def write(self, addr: int, data: bytes) -> None: ...
+    def write(self, addr: int, data: bytes) -> None:
+        """Write ``data`` at GPU virtual address ``addr``; raises a memory fault when it is not mapped."""
 
 
 class MemoryFault(OperationFailed):
@@ -63,11 +65,13 @@ class FlatMemory:
         return off
 
     def read(self, addr: int, n: int) -> bytes:
+        """``n`` bytes at ``addr`` (counted in ``reads``); :class:`MemoryFault` outside the window."""
         off = self._off(addr, n, False)
         self.reads += 1
         return bytes(self.buf[off:off + n])
 
     def write(self, addr: int, data: bytes) -> None:
+        """Write ``data`` at ``addr`` (counted in ``writes``); :class:`MemoryFault` outside the window."""
         off = self._off(addr, len(data), True)
         self.writes += 1
         self.buf[off:off + len(data)] = data
@@ -100,18 +104,22 @@ class DispatchRegs:
 
     @property
     def entry(self) -> int:
+        """The kernel's code address: COMPUTE_PGM_HI/LO as a 48-bit GPU VA (256-byte units)."""
         return ((self.pgm_hi & 0xFF) << 40 | (self.pgm_lo & 0xFFFFFFFF) << 8) & ((1 << 48) - 1)
 
     @property
     def user_sgprs(self) -> int:
+        """COMPUTE_PGM_RSRC2.USER_SGPR: how many user-data SGPRs each wave starts with."""
         return self.rsrc2 >> 1 & 0x1F
 
     @property
     def vgprs(self) -> int:
+        """VGPRs per wave from COMPUTE_PGM_RSRC1.VGPRS (wave32 granule of 8)."""
         return ((self.rsrc1 & 0x3F) + 1) * 8          # wave32 granule 8 (§3.3)
 
     @property
     def lds_bytes(self) -> int:
+        """LDS bytes per workgroup from COMPUTE_PGM_RSRC2.LDS_SIZE (512-byte units, inferred)."""
         return (self.rsrc2 >> 15 & 0x1FF) * LDS_GRANULE
 
 
@@ -129,6 +137,8 @@ class DispatchResult:
     skipped: dict[str, int] = field(default_factory=dict)   # strict=False: unimplemented, executed as no-ops
 
     def to_doc(self) -> dict[str, Any]:
+        """The dispatch's counts as a JSON document: workgroups, waves, wave, lane and active-lane instructions,
+        modelled cycles, instructions per mnemonic and skipped instructions."""
         return {"workgroups": self.workgroups, "waves": self.waves, "wave_instructions": self.wave_instructions,
                 "lane_instructions": self.lane_instructions,
                 "active_lane_instructions": self.active_lane_instructions, "cycles_modelled": self.cycles,

@@ -43,6 +43,8 @@ def dispatch_regs(kd: KernelDescriptor, entry: int, kernarg: int, grid: tuple[in
 
 @dataclass(frozen=True)
 class LoadedKernel:
+    """A kernel copied into emulated memory: its name, its kernel descriptor and the GPU VA of its first instruction."""
+
     name: str
     kd: KernelDescriptor
     entry: int           # GPU VA of the first instruction

@@ -110,6 +110,8 @@ _CMP = {"eq": lambda a, b: a == b, "lg": lambda a, b: a != b, "gt": lambda a, b:
 
 
 def compile_sop2(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+    """Compile a SOP2 instruction (two scalar sources, one SGPR destination, SCC) into a function that runs it on a
+    wave; ``bad`` builds the error for an opcode or operand the model lacks."""
     f, m, lit = inst.fields, inst.mnemonic, inst.fields.get("literal")
     d = f["sdst"]
     if m in SOP2:
@@ -134,6 +136,8 @@ def compile_sop2(inst: Any, bad: Callable[[str], Exception]) -> Fn:
 
 
 def compile_sopc(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+    """Compile a SOPC compare (s_cmp_<op>_u32/i32) into a function that sets SCC; ``bad`` builds the error for one not
+    modelled."""
     f, m, lit = inst.fields, inst.mnemonic, inst.fields.get("literal")
     parts = m.split("_")   # s_cmp_lt_u32
     if len(parts) != 4 or parts[1] != "cmp" or parts[2] not in _CMP or parts[3] not in ("u32", "i32"):
@@ -148,6 +152,8 @@ def compile_sopc(inst: Any, bad: Callable[[str], Exception]) -> Fn:
 
 
 def compile_sopk(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+    """Compile a SOPK instruction (SGPR with a 16-bit immediate: s_movk, s_cmpk, s_addk, s_mulk) into a function that
+    runs it on a wave."""
     f, m = inst.fields, inst.mnemonic
     d, k = f["sdst"], f["simm16"]
     sk = k - 0x10000 if k & 0x8000 else k
@@ -174,6 +180,8 @@ def compile_sopk(inst: Any, bad: Callable[[str], Exception]) -> Fn:
 
 
 def compile_sop1(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+    """Compile a SOP1 instruction (one scalar source: moves, not, bit count, the saveexec forms) into a function that
+    runs it on a wave."""
     f, m, lit = inst.fields, inst.mnemonic, inst.fields.get("literal")
     d, src = f["sdst"], f["ssrc0"]
     if m == "s_mov_b32":
@@ -231,6 +239,8 @@ MSG_DEALLOC_VGPRS = 3
 
 
 def compile_sopp(inst: Any, pc: int, bad: Callable[[str], Exception]) -> Fn:
+    """Compile a SOPP instruction at ``pc``: waitcnt and hints are no-ops (memory completes at issue), s_endpgm and
+    s_barrier return their markers, branches return the target PC when taken."""
     m, simm = inst.mnemonic, inst.simm16
     if m in _HINTS:
         # s_waitcnt is a no-op: every memory operation completes when it is issued (§5.5)
@@ -253,6 +263,8 @@ _SLOAD = {"s_load_b32": 1, "s_load_b64": 2, "s_load_b128": 4, "s_load_b256": 8, 
 
 
 def compile_smem(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+    """Compile an s_load_b32..b512 into a function that reads the dwords at SGPR-pair base + offset (+ SOFFSET) into
+    SGPRs; other SMEM opcodes are not modelled."""
     f, m = inst.fields, inst.mnemonic
     if m not in _SLOAD:
         raise bad("SMEM opcode not modelled")

@@ -77,6 +77,9 @@ def inline_const64(v: int) -> int | None:
 
 
 class Wave:
+    """One wave32's architectural state: 128 SGPRs (EXEC, VCC, M0 among them), SCC, its VGPRs (32 lanes each), the
+    workgroup's LDS, the PC, and the memory it reaches."""
+
     __slots__ = ("s", "scc", "v", "lds", "pc", "_mval", "_m", "done", "at_barrier", "wg", "index", "mem")
 
     def __init__(self, vgprs: int, lds: np.ndarray, mem: Any, wg: tuple[int, int, int], index: int) -> None:
@@ -108,6 +111,7 @@ def bits_to_int(b: np.ndarray) -> int:
 
 
 def int_to_bits(x: int) -> np.ndarray:
+    """32-bit lane mask -> (32,) bool array (the inverse of :func:`bits_to_int`)."""
     return ((U32(x & M32) >> LANES) & U32(1)).astype(bool)
 
 
@@ -139,6 +143,8 @@ def s_get(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Get
 
 
 def s_get64(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Getter:
+    """A getter for a 64-bit scalar source operand: an even SGPR pair (or NULL), the literal, or an inline constant;
+    ``bad`` builds the error for one not modelled."""
     if src <= 127:                  # SGPRs, VCC, TTMP, NULL, M0, EXEC
         if src == NULL:
             return lambda w: 0
@@ -181,6 +187,7 @@ def v_get64(src: int, literal: int | None, bad: Callable[[str], Exception]) -> G
 
 
 def v_put(w: Wave, d: int, r: np.ndarray) -> None:
+    """Write VGPR ``d`` with the per-lane values ``r``, only in the lanes EXEC enables."""
     if w.s[EXEC] == FULL:
         w.v[d] = r
     else:
@@ -188,10 +195,12 @@ def v_put(w: Wave, d: int, r: np.ndarray) -> None:
 
 
 def v_put64(w: Wave, d: int, r: np.ndarray) -> None:
+    """Write the VGPR pair ``d``, ``d + 1`` with the 64-bit per-lane values ``r`` (low, high), only in EXEC's lanes."""
     v_put(w, d, (r & np.uint64(M32)).astype(np.uint32))
     v_put(w, d + 1, (r >> np.uint64(32)).astype(np.uint32))
 
 
 def s_put(w: Wave, d: int, x: int) -> None:
+    """Write SGPR ``d`` with ``x`` truncated to 32 bits (a write to NULL is dropped)."""
     if d != NULL:
         w.s[d] = x & M32

@@ -199,6 +199,7 @@ _ICMP: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 
 
 def base_name(m: str) -> str:
+    """The mnemonic without its ``_e32``/``_e64`` encoding suffix."""
     return m.removesuffix("_e32").removesuffix("_e64")
 
 
@@ -243,6 +244,8 @@ def _mask_getter(src: int, bad: Callable[[str], Exception]) -> Callable[[Wave], 
 
 
 def compile_valu(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+    """Compile a VOP1/VOP2/VOP3/VOPC instruction into a function that runs it on a wave's 32 lanes (under EXEC); ``bad``
+    builds the error for an opcode, modifier or operand the model lacks."""
     enc, f, m = inst.encoding, inst.fields, inst.mnemonic
     name = base_name(m)
     srcs = _Srcs(inst, bad)
@@ -437,6 +440,7 @@ def _dual_half(m: str, d: int, src0: int, vsrc1: int, lit: int | None,
 
 
 def compile_vopd(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+    """Compile a VOPD dual-issue instruction: both halves read their sources first, then write their destinations."""
     f, lit = inst.fields, inst.fields.get("literal")
     mx, my = inst.mnemonic.split("::")
     dx, dy = f["vdstx"], f["vdsty"]

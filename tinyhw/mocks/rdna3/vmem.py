@@ -84,6 +84,9 @@ def _widen(raw: np.ndarray, size: int, signed: bool) -> np.ndarray:
 
 
 def compile_global(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+    """Compile a global_load/store/atomic into a function that runs it on the wave's active lanes: address = 64-bit VGPR
+    pair (or SGPR pair + 32-bit VGPR offset) + offset, through the wave's memory; flat and scratch segments are not
+    modelled."""
     f, m = inst.fields, inst.mnemonic
     if f["seg"] != 2:
         raise bad("flat/scratch addressing (apertures, scratch) is not modelled; only global_*")
@@ -140,6 +143,8 @@ def compile_global(inst: Any, bad: Callable[[str], Exception]) -> Fn:
 
 
 def compile_ds(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+    """Compile an LDS (DS) load, store or ds_add_u32 into a function that runs it on the wave's active lanes;
+    out-of-range lanes read 0 and do not write; GDS is not modelled."""
     f, m = inst.fields, inst.mnemonic
     if f["gds"]:
         raise bad("GDS is not modelled")
@@ -185,6 +190,8 @@ def compile_ds(inst: Any, bad: Callable[[str], Exception]) -> Fn:
 
 
 def compile_mubuf(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+    """Buffer cache invalidations (buffer_gl0_inv, buffer_gl1_inv) are no-ops (no caches are modelled); any other MUBUF
+    instruction is not modelled."""
     if inst.mnemonic in ("buffer_gl0_inv", "buffer_gl1_inv"):
         return lambda w: None        # caches are not modelled: every access reaches memory
     raise bad("buffer (MUBUF) memory is not modelled")
