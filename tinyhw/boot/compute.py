@@ -361,8 +361,9 @@ class ComputeEngine:
         return bytes(seg)
 
     def packets(self, kernel: Kernel, entry: int, grid: tuple[int, int, int], block: tuple[int, int, int],
-                seq: int) -> list[int]:
-        """§2.11 for one dispatch."""
+                seq: int, before: list[int] | None = None, after: list[int] | None = None) -> list[int]:
+        """§2.11 for one dispatch; ``before``/``after``: packets right before DISPATCH_DIRECT and right after it
+        (before the fence), e.g. the thread trace's enable and finish (:mod:`tinyhw.boot.sqtt`)."""
         kd = kernel.kd
         values = {"dispatch_ptr": va(AQL), "queue_ptr": 0, "kernarg_segment_ptr": va(KERNARG), "dispatch_id": 0}
         user: list[int] = []
@@ -384,7 +385,9 @@ class ComputeEngine:
         out += pm4.set_sh_reg(g.offset("gc.COMPUTE_START_X"), [0, 0, 0, *block])  # START_X..Z, NUM_THREAD_X..Z
         if user:
             out += pm4.set_sh_reg(g.offset("gc.COMPUTE_USER_DATA_0"), user)
+        out += before or []
         out += pm4.dispatch_direct(grid, pm4.INITIATOR_W32 if kd.wave32 else pm4.INITIATOR_W64)
+        out += after or []
         out += pm4.release_mem(va(FENCE), seq)
         return out
 
@@ -396,8 +399,9 @@ class ComputeEngine:
                            0, kernel.kd.lds_bytes, entry, va(KERNARG), 0, 0)
 
     def run(self, kernel: Kernel, grid: tuple[int, ...], block: tuple[int, ...], buffers: list[bytes],
-            *, timeout: float | None = None) -> DispatchRun:
-        """Place, dispatch, wait for the fence, read every buffer back."""
+            *, timeout: float | None = None, before: list[int] | None = None,
+            after: list[int] | None = None) -> DispatchRun:
+        """Place, dispatch, wait for the fence, read every buffer back (``before``/``after``: see :meth:`packets`)."""
         if not self.active:
             raise OperationFailed("the compute queue is not created (ComputeEngine.create first)")
         grid3 = _check_dims("--grid", tuple(grid), MAX_GROUPS)
@@ -411,7 +415,7 @@ class ComputeEngine:
         g.vram_write(REGION + AQL, self.aql_packet(kernel, entry, grid3, block3))
         self.seq = (self.seq + 1) & 0xFFFFFFFF or 1
         g.vram_write(REGION + FENCE, struct.pack("<I", (self.seq - 1) & 0xFFFFFFFF))
-        self.submit(self.packets(kernel, entry, grid3, block3, self.seq))
+        self.submit(self.packets(kernel, entry, grid3, block3, self.seq, before, after))
         seconds = self.wait(self.seq, timeout)
         self.stats["dispatches"] += 1
         outputs = [g.vram_read(REGION + off, -(-n // 4) * 4)[:n] for off, n in placed]
