@@ -67,6 +67,11 @@ def test_capture_goes_through_every_prof_command(booted: None, tmp_path: Path) -
     rows = insts["rows"]
     assert rows[0]["offset"] == 0 and rows[-1]["instruction"] == "s_endpgm"
     assert all(r["pc"] for r in rows) and rows[0]["time"] == insts["start"]
+    # a straight-line kernel: every wave on every SE lives the cost of its instructions, traced or not
+    found = text_section(load_capture(out).programs[0].lib)
+    assert found is not None
+    lifetime = sum(default_cost(decode_at(found[1], r["offset"], "gfx11")) for r in rows)
+    assert {w["cycles"] for w in _doc("prof", "waves", str(out))["waves"]} == {lifetime}
     r = run("prof", "export", str(out), "-o", str(tmp_path / "trace.json"))
     assert r.code == 0, r.err
     events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
@@ -160,3 +165,16 @@ def test_an_empty_directory_is_filled(booted: None, tmp_path: Path) -> None:
     (tmp_path / "cap_pattern").mkdir()
     out, doc = _capture(tmp_path, "pattern", "--n", "128")
     assert (out / "capture.json").is_file() and doc["check"]["ok"]
+
+
+def test_a_full_buffer_is_reported_and_the_capture_still_decodes(booted: None, tmp_path: Path) -> None:
+    """3072 workgroups fill a 4 KiB buffer: the SE's trace is size - 32 bytes long, flagged as an overflow in the
+    document and capture.json, and the truncated stream still goes through `prof summary`."""
+    out, doc = _capture(tmp_path, "pattern", "--n", "393216", "--buffer-kib", "4")
+    assert doc["check"]["ok"]
+    se0 = doc["shader_engines"][0]
+    assert se0["overflow"] and se0["bytes"] == 4096 - 32
+    meta = json.loads((out / "capture.json").read_text())
+    assert meta["sqtt"][0]["overflow"] and meta["tinyhw"]["buffer_bytes"] == 4096
+    summary = _doc("prof", "summary", str(out))
+    assert summary["kernels"][0]["sqtt"][0]["waves"] > 100
