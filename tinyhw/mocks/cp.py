@@ -19,8 +19,8 @@ What it does:
   runs from its registers).
 * **Doorbell**: a BAR2 write to the high dword of an active, enabled queue's doorbell (inside
   CP_MEC_DOORBELL_RANGE_LOWER..UPPER) kicks the queue.
-* **PM4**: NOP, SET_SH_REG (the COMPUTE_* window), EVENT_WRITE (handed to the SQ thread trace), ACQUIRE_MEM (data caches are not modelled: counted; GLI_INV
-  drops the decoded-instruction cache, as does an activation),
+* **PM4**: NOP, SET_SH_REG (the COMPUTE_* window), EVENT_WRITE (handed to the SQ thread trace), ACQUIRE_MEM
+  (data caches are not modelled: counted; GLI_INV drops the decoded-instruction cache, as does an activation),
   DISPATCH_DIRECT (:func:`tinyhw.mocks.rdna3.run_dispatch` with memory through GPUVM), RELEASE_MEM (DATA_SEL 1/2
   write of the data, 3/4 the board time in 10 ns ticks, at the time the earlier dispatches end). Any other packet
   stops the queue (strict boards raise, naming the opcode).

@@ -234,7 +234,7 @@ class DispatchTrace:
         m = self.masks[se]
         on = self.streams[se] is not None and bool(m.wtype_include & WTYPE_CS)
         itrace = on and m.emits(EXCL_INST) and (sa, wgp, simd) == (m.sa_sel, m.wgp_sel, m.simd_sel)
-        self.waves[id(wave)] = tw = TracedWave(se, sa, wgp, simd, slot, itrace)
+        self.waves[id(wave)] = TracedWave(se, sa, wgp, simd, slot, itrace)
         self.started += 1
         s = self.streams[se]
         if on and s is not None and m.emits(EXCL_WAVESTARTEND):
