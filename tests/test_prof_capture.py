@@ -16,9 +16,8 @@ import json
 from pathlib import Path
 
 import pytest
-from amfake import FW_DIR
 from clihelp import run
-from kernelshelp import need_tinygrad
+from kernelshelp import boot_mock_navi31, json_doc, tinygrad_sqtt
 
 from tinyhw.formats.amdisa import decode_at, text_section
 from tinyhw.formats.sqtt import decode
@@ -28,16 +27,10 @@ from tinyhw.prof import load_capture
 
 @pytest.fixture
 def booted() -> None:
-    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
-        pytest.fail(f"firmware missing in {FW_DIR}: run bash tests/fetch_firmware.sh", pytrace=False)
-    r = run("--device", "mock:navi31", "am", "boot", "--yes", "--firmware-dir", str(FW_DIR))
-    assert r.code == 0, r.err
+    boot_mock_navi31()
 
 
-def _doc(*args: str) -> dict:
-    r = run("--json", *args)
-    assert r.code == 0, (r.out, r.err)
-    return json.loads(r.out)
+_doc = json_doc
 
 
 def _capture(tmp_path: Path, probe: str, *extra: str, device: str = "mock:navi31") -> tuple[Path, dict]:
@@ -109,8 +102,7 @@ def test_instruction_times_are_the_core_cost_model(booted: None, tmp_path: Path)
 
 
 def test_tinygrad_decoder_agrees_with_tinyhw(booted: None, tmp_path: Path) -> None:
-    need_tinygrad()
-    from tinygrad.renderer.amd import sqtt as tg
+    tg = tinygrad_sqtt()
 
     for probe in ("fma", "atomic"):
         out, _ = _capture(tmp_path, probe)

@@ -1,6 +1,6 @@
 """The emulated shader core's SQTT emitter (tinyhw/mocks/rdna3/sqtt.py) and the thread-trace registers
 (tinyhw/mocks/thread_trace.py), below the board: packets placed at arbitrary cycles decode (tinyhw's decoder, and
-tinygrad's where installed) to exactly those cycles and fields; the masks decide which waves are traced; a full
+and tinygrad's) to exactly those cycles and fields; the masks decide which waves are traced; a full
 buffer stops at size - 32 bytes, counts what it dropped and says so through WPTR; a write GPUVM refuses sets
 STATUS.WRITE_ERROR.
 
@@ -10,11 +10,12 @@ Sabotage shown red: TS_DELTA_SHORT carrying the gap without its -4 (the property
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kernelshelp import tinygrad_sqtt
 
 from tinyhw.formats.sqtt import decode
 from tinyhw.mocks.gpuvm import VmFault
@@ -39,19 +40,17 @@ def _packets(draw: st.DrawFn) -> list[tuple[str, int, dict[str, int]]]:
     return out
 
 
-def _tinygrad_decode() -> Callable[[bytes], list] | None:
-    if importlib.util.find_spec("tinygrad") is None:
-        return None
-    from tinygrad.renderer.amd import sqtt as tg
+@pytest.fixture(scope="module")
+def tg_decode() -> Callable[[bytes], list]:
+    """tinygrad's decoder, imported once before the property test runs (its import raises the recursion limit)."""
+    tg = tinygrad_sqtt()
     return lambda data: list(tg.decode(data))
-
-
-TG_DECODE = _tinygrad_decode()  # imported once, outside the property test (tinygrad raises the recursion limit)
 
 
 @SETTINGS
 @given(_packets())
-def test_packets_decode_at_their_cycles(packets: list[tuple[str, int, dict[str, int]]]) -> None:
+def test_packets_decode_at_their_cycles(tg_decode: Callable[[bytes], list],
+                                        packets: list[tuple[str, int, dict[str, int]]]) -> None:
     s = SeStream()
     s.header()
     for name, t, f in packets:
@@ -65,10 +64,9 @@ def test_packets_decode_at_their_cycles(packets: list[tuple[str, int, dict[str, 
     for i, (_, _, f) in zip(real, packets, strict=True):
         got = trace.fields(i)
         assert {k: got[k] for k in f} == f
-    if TG_DECODE is not None:
-        theirs = TG_DECODE(blob)
-        assert [(type(p).__name__, p._time) for p in theirs] == [(trace.name(i), int(trace.time[i]))
-                                                                 for i in range(len(trace))]
+    theirs = tg_decode(blob)
+    assert [(type(p).__name__, p._time) for p in theirs] == [(trace.name(i), int(trace.time[i]))
+                                                             for i in range(len(trace))]
 
 
 class _Board:
