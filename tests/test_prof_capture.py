@@ -170,3 +170,35 @@ def test_a_full_buffer_is_reported_and_the_capture_still_decodes(booted: None, t
     assert meta["sqtt"][0]["overflow"] and meta["tinyhw"]["buffer_bytes"] == 4096
     summary = _doc("prof", "summary", str(out))
     assert summary["kernels"][0]["sqtt"][0]["waves"] > 100
+
+
+def test_counters_of_the_same_dispatch_agree_with_its_trace(booted: None, tmp_path: Path) -> None:
+    """--counters default: SQ_WAVES is the trace's wave count, SQ_WAVE_CYCLES the sum of its wave lifetimes,
+    SQ_INSTS_VALU the traced wave's VALU rows times the waves (a straight-line kernel), GRBM_GUI_ACTIVE the longest
+    SE's span from first wave start to last wave end; `prof summary` reads them (48 SQ records: 6 SE x 2 SA x 4)."""
+    out, doc = _capture(tmp_path, "fma", "--counters", "default")
+    assert doc["counters"] == ["SQ_WAVES", "SQ_INSTS_VALU", "SQ_INSTS_SALU", "SQ_WAVE_CYCLES", "GRBM_GUI_ACTIVE"]
+    k = _doc("prof", "summary", str(out))["kernels"][0]
+    pmc = k["pmc"]
+    waves = _doc("prof", "waves", str(out))["waves"]
+    rows = _doc("prof", "insts", str(out), "--se", "0", "--wave", "0")["rows"]
+    assert pmc["SQ_WAVES"]["sum"] == len(waves) == 32 and pmc["SQ_WAVES"]["records"] == 48
+    assert pmc["SQ_WAVE_CYCLES"]["sum"] == sum(w["cycles"] for w in waves)
+    valu = sum(r["instruction"].startswith("v_") for r in rows)
+    assert valu > 100 and pmc["SQ_INSTS_VALU"]["sum"] == 32 * valu
+    salu = sum(r["instruction"].startswith("s_") and r["type"] == "SALU" for r in rows)
+    assert pmc["SQ_INSTS_SALU"]["sum"] == 32 * salu
+    spans = {}
+    for w in waves:
+        lo, hi = spans.get(w["se"], (w["start"], w["end"]))
+        spans[w["se"]] = (min(lo, w["start"]), max(hi, w["end"]))
+    assert pmc["GRBM_GUI_ACTIVE"] == {"block": "GRBM", "sum": max(b - a for a, b in spans.values()),
+                                      "max": max(b - a for a, b in spans.values()), "records": 1}
+
+
+@pytest.mark.parametrize("counters,says", [("SQ_NOPE", "unknown counter"), (",", "names no counter"),
+                                           ("SQ_WAVES,SQ_WAVES", "twice")])
+def test_bad_counters_are_refused(tmp_path: Path, counters: str, says: str) -> None:
+    r = run("--device", "mock:navi31", "prof", "capture", "pattern", "-o", str(tmp_path / "a"), "--counters", counters)
+    assert r.code == 2 and says in r.err, r.err
+    assert not (tmp_path / "a").exists()

@@ -7,7 +7,8 @@ probe, the element count, the output directory: exit 2); :func:`run_capture` is 
 checks the GPU (AMD, gc 11, booted by tinyhw: else exit 2), programs the trace, runs the probe once, stops the
 trace, checks the probe's result, and writes the directory in the plain-file form ``tinyhw prof`` reads
 (specs/sqtt-pmc.md §7 fields; the layout of tests/data/sqtt/*/*/): ``capture.json``, one
-``sqtt_kern0_exec1_se<N>.bin`` per shader engine and ``program_0_<kernel>.elf``. Times in the trace are shader
+``sqtt_kern0_exec1_se<N>.bin`` per shader engine and ``program_0_<kernel>.elf``, and with counters
+``pmc_kern0_exec1.bin`` (:mod:`tinyhw.boot.perfmon`, the same dispatch). Times in the trace are shader
 cycles: modelled by the emulated board's shader core, measured on hardware (``capture.json`` says which).
 """
 
@@ -36,20 +37,25 @@ class CapturePlan:
     out: Path
     buffer_bytes: int | None
     simd: int
+    counters: tuple[str, ...] = ()
 
 
 def plan_capture(name: str, out: str | Path, *, n: int | None = None, buffer_kib: int | None = None,
-                 simd: int = 0, build_dir: Path | None = None) -> CapturePlan:
+                 simd: int = 0, counters: str | None = None, build_dir: Path | None = None) -> CapturePlan:
     """Refusals before a device is opened (exit 2): an unknown probe or a bad ``n`` (as ``kernels run``), an
-    output directory that exists non-empty or is not a directory, a buffer size or SIMD out of range."""
+    output directory that exists non-empty or is not a directory, a buffer size or SIMD out of range, an unknown
+    counter or more than the block's counter registers (``counters``: comma-separated names or ``default``)."""
+    from tinyhw.boot.perfmon import parse_counters
+
     run = plan_amd(name, 1, n, build_dir)
+    names = parse_counters(counters) if counters is not None else ()
     target = check_output_dir(out, what="capture directory")
     if buffer_kib is not None and (isinstance(buffer_kib, bool) or not isinstance(buffer_kib, int)
                                    or not 4 <= buffer_kib <= 5 * 1024 or buffer_kib % 4):
         raise Refused(f"--buffer-kib {buffer_kib!r}: a multiple of 4 from 4 to 5120 (KiB per shader engine)")
     if isinstance(simd, bool) or not isinstance(simd, int) or not 0 <= simd <= 3:
         raise Refused(f"--simd {simd!r}: a WGP has SIMDs 0 .. 3")
-    return CapturePlan(run, target, None if buffer_kib is None else buffer_kib * KiB, simd)
+    return CapturePlan(run, target, None if buffer_kib is None else buffer_kib * KiB, simd, names)
 
 
 def _props(gpu: Any, shader_engines: int) -> dict[str, int]:
@@ -76,6 +82,7 @@ def _shader_engines(gpu: Any) -> int:
 def run_capture(plan: CapturePlan, transport: Any, *, timeout: float = 10.0) -> dict[str, Any]:
     """Run ``plan`` on the GPU behind ``transport`` (handed in and closed by the caller); write the capture."""
     from tinyhw.boot.compute import CODE, check_booted, load_code_object, open_compute, va
+    from tinyhw.boot.perfmon import PerfCounters
     from tinyhw.boot.sqtt import DEFAULT_BUFFER, ThreadTrace, TraceSetup
     from tinyhw.formats.elf import parse_elf
     from tinyhw.kernels.manifest_check import read_binary
@@ -96,12 +103,18 @@ def run_capture(plan: CapturePlan, transport: Any, *, timeout: float = 10.0) -> 
     order = [a["buffer"] for a in k["args"]]
     engine = open_compute(transport, timeout=timeout, gpu=gpu)
     trace = ThreadTrace(gpu, setup)
+    pmc = PerfCounters(gpu, plan.counters, ses) if plan.counters else None
     try:
         trace.start()
+        before = trace.before_dispatch()
+        if pmc is not None:
+            pmc.start()
+            before += pmc.before_dispatch()
         data = [host.get(name, bytes(bufs[name].nbytes)) for name in order]
         run = engine.run(kernel, (n // r.per_group, 1, 1), tuple(k["block"]), data,
-                         before=trace.before_dispatch(), after=trace.after_dispatch())
+                         before=before, after=trace.after_dispatch())
         ses_out = trace.stop()
+        pmc_blob, pmc_samples = pmc.read() if pmc is not None else (b"", [])
     finally:
         engine.close()
     outputs = {name: run.outputs[i] for i, name in enumerate(order) if bufs[name].role in ("out", "inout")}
@@ -119,6 +132,11 @@ def run_capture(plan: CapturePlan, transport: Any, *, timeout: float = 10.0) -> 
         files[fname] = s.data
         sqtt.append({"device": "AMD", "kern": 0, "exec_tag": 1, "se": s.se, "itrace": s.itrace, "file": fname,
                      "bytes": len(s.data), "overflow": s.overflow})
+    pmc_entries = []
+    if pmc is not None:
+        files["pmc_kern0_exec1.bin"] = pmc_blob
+        pmc_entries.append({"device": "AMD", "kern": 0, "exec_tag": 1, "samples": pmc_samples,
+                            "file": "pmc_kern0_exec1.bin"})
     meta = {"source": f"tinyhw prof capture {probe.name} on {device}",
             "tinyhw": {"probe": probe.name, "device": device, "n": n, "grid": list(run.grid),
                        "block": list(run.block), "check": {"ok": check.ok, "detail": check.detail},
@@ -126,18 +144,20 @@ def run_capture(plan: CapturePlan, transport: Any, *, timeout: float = 10.0) -> 
                        "itrace_se_mask": setup.itrace_se_mask},
             "devices": [{"device": "AMD", "props": _props(gpu, ses)}],
             "programs": [{"device": "AMD", "name": kernel.name, "base": base, "tag": 0, "file": program}],
-            "sqtt": sqtt, "pmc": []}
+            "sqtt": sqtt, "pmc": pmc_entries}
     files["capture.json"] = (json.dumps(meta, indent=1) + "\n").encode()
     atomic_write_dir(plan.out, files)
     return {"probe": probe.name, "device": device, "out": str(plan.out), "n": n, "kernel": kernel.name,
             "check": {"ok": check.ok, "detail": check.detail}, "cycles": kind,
             "shader_engines": [{"se": s.se, "itrace": s.itrace, "bytes": len(s.data), "overflow": s.overflow}
                                for s in ses_out],
-            "files": sorted(files)}
+            "counters": list(plan.counters), "files": sorted(files)}
 
 
 def capture_probe(name: str, out: str | Path, transport: Any, *, n: int | None = None,
-                  buffer_kib: int | None = None, simd: int = 0, timeout: float = 10.0) -> dict[str, Any]:
+                  buffer_kib: int | None = None, simd: int = 0, counters: str | None = None,
+                  timeout: float = 10.0) -> dict[str, Any]:
     """The library's one call: :func:`plan_capture` and :func:`run_capture` on an open transport
     (``tinyhw.open(...)``'s ``.transport``), e.g. ``capture_probe("pattern", "/tmp/cap", opened.transport)``."""
-    return run_capture(plan_capture(name, out, n=n, buffer_kib=buffer_kib, simd=simd), transport, timeout=timeout)
+    return run_capture(plan_capture(name, out, n=n, buffer_kib=buffer_kib, simd=simd, counters=counters), transport,
+                       timeout=timeout)

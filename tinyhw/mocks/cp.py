@@ -73,7 +73,7 @@ R = {n: _off(n) for n in (
     "COMPUTE_PGM_LO", "COMPUTE_PGM_HI", "COMPUTE_PGM_RSRC1", "COMPUTE_PGM_RSRC2", "COMPUTE_PGM_RSRC3",
     "COMPUTE_USER_DATA_0", "COMPUTE_NUM_THREAD_X", "COMPUTE_NUM_THREAD_Y", "COMPUTE_NUM_THREAD_Z",
     "COMPUTE_START_X", "COMPUTE_START_Y", "COMPUTE_START_Z", "COMPUTE_TMPRING_SIZE", "COMPUTE_DISPATCH_INITIATOR",
-    "COMPUTE_THREAD_TRACE_ENABLE")}
+    "COMPUTE_THREAD_TRACE_ENABLE", "COMPUTE_PERFCOUNT_ENABLE")}
 PIPEID, MEID, QUEUEID = (_fld(f"GRBM_GFX_CNTL.{n}") for n in ("PIPEID", "MEID", "QUEUEID"))
 DB_OFFSET, DB_EN = _fld("CP_HQD_PQ_DOORBELL_CONTROL.DOORBELL_OFFSET"), _fld("CP_HQD_PQ_DOORBELL_CONTROL.DOORBELL_EN")
 QUEUE_SIZE = _fld("CP_HQD_PQ_CONTROL.QUEUE_SIZE")
@@ -170,6 +170,7 @@ class CommandProcessor:
         self.s = services
         self.watchdog = WATCHDOG
         self.thread_trace: Any = None  # the SQ thread trace (tinyhw.mocks.thread_trace), when the board has one
+        self.perfmon: Any = None       # the performance counters (tinyhw.mocks.perfmon), when the board has one
         self.power_on()
 
     def power_on(self) -> None:
@@ -415,9 +416,7 @@ class CommandProcessor:
         regs = self._regs(q, dim, body[3])
         mem = _Traced(self.s)
         self._cost(DISPATCH_COST_S)
-        tt = self.thread_trace
-        trace = tt.for_dispatch(self.now) if tt is not None and q.sh.get(R["COMPUTE_THREAD_TRACE_ENABLE"], 0) & 1 \
-            else None
+        trace = self._observer(q)
         try:
             res = run_dispatch(regs, mem, strict=self.s.strict, cache=self.cache, watchdog=self.watchdog, trace=trace)
         except Unimplemented as exc:
@@ -435,10 +434,27 @@ class CommandProcessor:
             return
         self.last_dispatch = res
         if trace is not None:
-            tt.after_dispatch()
+            if self.thread_trace is not None:
+                self.thread_trace.after_dispatch()
+            if trace.counts is not None:
+                self.perfmon.add_dispatch(trace.counts, trace.cycles())
         self.stats["wave_instructions"] += res.wave_instructions
         parallel = max(1, min(res.waves, CUS))
         self._cost(res.cycles / SHADER_HZ / parallel)
+
+    def _observer(self, q: Hqd) -> Any:
+        """What watches the dispatch's waves: the thread trace (COMPUTE_THREAD_TRACE_ENABLE) and the performance
+        counters (COMPUTE_PERFCOUNT_ENABLE while CP_PERFMON_CNTL counts); None when neither is on."""
+        tt, pm = self.thread_trace, self.perfmon
+        trace = tt.for_dispatch(self.now) if tt is not None and q.sh.get(R["COMPUTE_THREAD_TRACE_ENABLE"], 0) & 1 \
+            else None
+        if pm is not None and pm.counting and q.sh.get(R["COMPUTE_PERFCOUNT_ENABLE"], 0) & 1:
+            if trace is None:
+                from tinyhw.mocks.rdna3.sqtt import DispatchTrace
+
+                trace = DispatchTrace.counting_only(tt.ses if tt is not None else 1)
+            trace.counts = {}
+        return trace
 
     def _vm_fault(self, q: Hqd, where: tuple[int, bool] | None, exc: Exception) -> None:
         """A GPUVM fault: the protection-fault registers name the page, VMID 0 and the direction; the queue stops."""

@@ -198,9 +198,10 @@ class Navi31Board:
         cr, cw = self.cp.handlers(set(self.regfile.known))  # GRBM_GFX_CNTL and the banked HQD registers
         reads.update(cr)
         writes.update(cw)
-        tr, tw = self.am.thread_trace.handlers()  # the per-SE SQ_THREAD_TRACE_* registers
-        reads.update(tr)
-        writes.update(tw)
+        for block in (self.am.thread_trace, self.am.perfmon):  # the SQ thread trace and performance counters
+            block_reads, block_writes = block.handlers()
+            reads.update(block_reads)
+            writes.update(block_writes)
         self._rd5 = reads
         self._wr5 = writes
         for req in invalidate_requests(self.regs):  # a TLB invalidation drops the copy engine's cached translations

@@ -58,6 +58,8 @@ EXCL_VMEMEXEC, EXCL_ALUEXEC, EXCL_VALUINST, EXCL_WAVESTARTEND, EXCL_IMMEDIATE, E
 WTYPE_CS = 1 << 6  # MASK.WTYPE_INCLUDE: compute waves (§2.1)
 WGPS_PER_SA, SAS_PER_SE, SIMDS_PER_WGP = 4, 2, 4
 
+_COUNTED = {**{e: "valu" for e in ("VOP1", "VOP2", "VOP3", "VOPC", "VOP3P", "VOPD")},
+            **{e: "salu" for e in ("SOP1", "SOP2", "SOPC", "SOPK")}}
 _IMMEDIATE = ("s_nop", "s_clause", "s_sleep", "s_set_inst_prefetch_distance", "s_wait_idle", "s_wait_event")
 _SILENT = ("s_delay_alu", "s_wait_alu", "s_barrier_wait")
 _TRANS = ("exp", "log", "rcp", "rsq", "sqrt", "sin", "cos", "ceil", "floor", "trunc", "rndne", "fract", "frexp")
@@ -204,6 +206,7 @@ class TracedWave:
     simd: int
     slot: int
     itrace: bool
+    start: int = 0
 
 
 @dataclass
@@ -211,7 +214,9 @@ class DispatchTrace:
     """The trace of one dispatch: per-SE streams (None where the SE does not trace), the masks, the clocks.
 
     ``streams[se]`` and ``masks[se]`` come from the thread-trace block (:mod:`tinyhw.mocks.thread_trace`); the
-    core calls :meth:`wave_start`, :meth:`issue` and :meth:`wave_end`.
+    core calls :meth:`wave_start`, :meth:`issue` and :meth:`wave_end`. With ``counts`` (a dict) it also counts,
+    per (SE, SA, WGP), the waves, VALU and SALU instructions and wave cycles the performance counters report
+    (:mod:`tinyhw.mocks.perfmon`).
     """
 
     streams: list[SeStream | None]
@@ -221,6 +226,16 @@ class DispatchTrace:
     waves: dict[int, TracedWave] = field(default_factory=dict)
     groups: int = 0
     started: int = 0
+    counts: dict[tuple[int, int, int], dict[str, int]] | None = None
+
+    @classmethod
+    def counting_only(cls, ses: int, start: int = 0) -> DispatchTrace:
+        """An observer that emits no packet and only counts (performance counters without the trace)."""
+        return cls([None] * ses, [Masks(0, 0, 0, 0, 0x7FF)] * ses, [start] * ses, counts={})
+
+    def cycles(self) -> int:
+        """The dispatch's cycles so far: the longest SE's."""
+        return max((c - s for c, s in zip(self.clock, self.start_cycle, strict=True)), default=0)
 
     def __post_init__(self) -> None:
         self.clock = [max(st, s.time if s else 0) for st, s in zip(self.start_cycle, self.streams, strict=True)]
@@ -234,7 +249,10 @@ class DispatchTrace:
         m = self.masks[se]
         on = self.streams[se] is not None and bool(m.wtype_include & WTYPE_CS)
         itrace = on and m.emits(EXCL_INST) and (sa, wgp, simd) == (m.sa_sel, m.wgp_sel, m.simd_sel)
-        self.waves[id(wave)] = TracedWave(se, sa, wgp, simd, slot, itrace)
+        self.waves[id(wave)] = TracedWave(se, sa, wgp, simd, slot, itrace, self.clock[se])
+        if self.counts is not None:
+            c = self.counts.setdefault((se, sa, wgp), {})
+            c["waves"] = c.get("waves", 0) + 1
         self.started += 1
         s = self.streams[se]
         if on and s is not None and m.emits(EXCL_WAVESTARTEND):
@@ -247,6 +265,11 @@ class DispatchTrace:
         se = tw.se
         at = self.clock[se]
         self.clock[se] = at + cost
+        if self.counts is not None:
+            kind = _COUNTED.get(inst.encoding)
+            if kind is not None:
+                c = self.counts.setdefault((se, tw.sa, tw.wgp), {})
+                c[kind] = c.get(kind, 0) + 1
         if not tw.itrace:
             return
         pkt = inst_packet(inst, taken)
@@ -265,6 +288,9 @@ class DispatchTrace:
     def wave_end(self, wave: Any) -> None:
         """The wave executed ``s_endpgm``: WAVEEND at its SE's clock."""
         tw = self.waves.pop(id(wave))
+        if self.counts is not None:
+            c = self.counts.setdefault((tw.se, tw.sa, tw.wgp), {})
+            c["wave_cycles"] = c.get("wave_cycles", 0) + self.clock[tw.se] - tw.start
         s, m = self.streams[tw.se], self.masks[tw.se]
         if s is not None and m.wtype_include & WTYPE_CS and m.emits(EXCL_WAVESTARTEND):
             s.put("WAVEEND", self.clock[tw.se], sa=tw.sa, simd=tw.simd, wgp=tw.wgp, wave=tw.slot)
