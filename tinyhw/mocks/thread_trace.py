@@ -14,9 +14,10 @@ Model (inferred where the spec is silent):
 * CTRL.MODE 0 -> 1 starts the SE's stream with a LAYOUT_HEADER at cycle 0 (time zero is that moment, board
   clock); packets come from :mod:`tinyhw.mocks.rdna3.sqtt` while a dispatch runs with COMPUTE_THREAD_TRACE_ENABLE
   set. After each dispatch the whole 32-byte chunks go to the buffer, through GPUVM (VMID0).
-* THREAD_TRACE_FINISH (EVENT_WRITE event 55) sets FINISH_PENDING on every tracing SE for :data:`FINISH_S`, then
-  FINISH_DONE counts up. CTRL.MODE 1 -> 0 flushes the rest (zero-padded to 32 bytes) and reads BUSY for
-  :data:`STOP_S`.
+* THREAD_TRACE_FINISH (EVENT_WRITE event 55) sets FINISH_PENDING on every tracing SE for :data:`FINISH_S`; then
+  the whole chunks it holds are written and FINISH_DONE counts up. CTRL.MODE 1 -> 0 reads BUSY for
+  :data:`STOP_S`; then the rest (zero-padded to 32 bytes) is written and WPTR moves: a host that reads WPTR
+  before BUSY clears gets a short trace.
 * Buffer full: nothing is written beyond size - 32 bytes; the packets that did not fit are counted in
   SQ_THREAD_TRACE_DROPPED_CNTR (in 32-byte chunks), and WPTR stays at the last 32-byte chunk. A write GPUVM refuses sets
   STATUS.WRITE_ERROR and stops that SE's writes.
@@ -35,7 +36,7 @@ from tinyhw.regs.asic import Asic
 __all__ = ["FINISH_S", "STOP_S", "ThreadTrace"]
 
 FINISH_S = 2e-6   # THREAD_TRACE_FINISH until FINISH_PENDING clears (inferred)
-STOP_S = 1e-6     # CTRL.MODE 0 until BUSY clears (inferred)
+STOP_S = 20e-6    # CTRL.MODE 0 until BUSY clears and the last bytes have landed (inferred)
 EVENT_THREAD_TRACE_FINISH = 55  # specs/sqtt-pmc.md §2.3
 CHUNK = 32
 _REGS = ("BUF0_BASE", "BUF0_SIZE", "CTRL", "MASK", "TOKEN_MASK", "WPTR", "STATUS", "DROPPED_CNTR")
@@ -153,18 +154,19 @@ class ThreadTrace:
         se.written, se.full, se.write_error, se.dropped, se.busy = 0, False, False, 0, False
 
     def _stop(self, se: _Se) -> None:
-        self._flush(se, final=True)
-        se.stream = None
+        stream, se.stream = se.stream, None
         se.busy = True
 
-        def idle() -> None:
+        def idle() -> None:  # the rest of the stream lands, then the SE goes idle
+            self._flush(se, final=True, stream=stream)
             se.busy = False
         self.s.schedule(STOP_S, idle)
 
-    def _flush(self, se: _Se, final: bool) -> None:
-        if se.stream is None:
+    def _flush(self, se: _Se, final: bool, stream: SeStream | None = None) -> None:
+        stream = stream or se.stream
+        if stream is None:
             return
-        data = se.stream.take(final)
+        data = stream.take(final)
         if not data:
             return
         room = max(0, self._size(se) - CHUNK - se.written) if not (se.full or se.write_error) else 0
@@ -212,10 +214,10 @@ class ThreadTrace:
         for se in self.se:
             if se.stream is None:
                 continue
-            self._flush(se, final=False)
             se.pending = 1
 
-            def done(se: _Se = se) -> None:
+            def done(se: _Se = se) -> None:  # what the SE holds lands, then the finish is done
+                self._flush(se, final=False)
                 se.pending = 0
                 se.done += 1
             self.s.schedule(FINISH_S, done)
