@@ -5,9 +5,12 @@ the per-SE buffers (tinyhw/mocks/thread_trace.py). The capture goes through `pro
 tinygrad's decoder (an independent implementation) decodes it to the same packets, times and fields as tinyhw's,
 and its instruction mapper walks the same PCs. Refusals exit 2 before anything is written.
 
-Sabotages shown red: the emitter carrying TS_DELTA_SHORT's field without the -4 (times drift: the emitter
-property test and the cost-model check fail); the instruction packets at the cycle after the cost instead of the
-issue cycle (the cost-model check fails); a buffer that ignores its size (the buffer-full test fails).
+Sabotages shown red: the emitter carrying TS_DELTA_SHORT's field without the -4 (the wave lifetimes drift: the
+every-command test fails, and the emitter property test); the instruction packets at the cycle after their cost
+instead of their issue cycle (the cost-model check fails); the driver's trace length without the gfx11.0
+absolute-WPTR correction (every capture test fails); the driver not waiting for STATUS.BUSY before reading WPTR
+(short traces: two tests fail); the driver reading SQ_PERFCOUNTER<2k>_LO for the k-th counter (the counters
+test fails).
 """
 
 from __future__ import annotations
