@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+from typing import Any
 
 import pytest
 
@@ -43,3 +44,39 @@ def need_libllvm() -> None:
 
     if find_libllvm() is None:
         _missing("libllvm", "no libLLVM >= 18 found")
+
+
+def tinygrad_sqtt() -> Any:
+    """tinygrad's SQTT module (``tinygrad.renderer.amd.sqtt``: the independent decoder and instruction mapper the
+    emulated captures are checked against), imported through tinyhw's seam so that tinygrad is pinned to its
+    NULL device first and later kernel tests in the same process still find it so."""
+    need_tinygrad()
+    import sys
+
+    from tinyhw.errors import EnvironmentProblem
+    from tinyhw.kernels import seam
+
+    try:
+        seam.load()
+    except EnvironmentProblem:
+        if "tinygrad" not in sys.modules:  # anything but "another test imported it first" is a real problem
+            raise
+    return importlib.import_module("tinygrad.renderer.amd.sqtt")
+
+
+def boot_mock_navi31() -> None:
+    """`tinyhw --device mock:navi31 am boot --yes` with Debian's firmware (what a kernel run on the board needs)."""
+    from amfake import boot_emulated_board
+
+    boot_emulated_board("mock:navi31")
+
+
+def json_doc(*args: str) -> dict:
+    """The --json document of a CLI command that must succeed."""
+    import json
+
+    from clihelp import run
+
+    r = run("--json", *args)
+    assert r.code == 0, (r.out, r.err)
+    return json.loads(r.out)

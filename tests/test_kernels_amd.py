@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from amfake import FW_DIR, boot_emulated_board
 from clihelp import run
+from kernelshelp import json_doc
 
 import tinyhw
 from tinyhw.boot import compute
@@ -29,10 +30,7 @@ def booted() -> None:
     boot_emulated_board()
 
 
-def _doc(*args: str) -> dict:
-    r = run("--json", *args)
-    assert r.code == 0, (r.out, r.err)
-    return json.loads(r.out)
+_doc = json_doc
 
 
 @pytest.mark.parametrize("name,n", [("pattern", 1024), ("bandwidth", 1024), ("fma", 1024), ("atomic", 2048)])

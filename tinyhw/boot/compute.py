@@ -362,10 +362,12 @@ class ComputeEngine:
         return bytes(seg)
 
     def packets(self, kernel: Kernel, entry: int, grid: tuple[int, int, int], block: tuple[int, int, int],
-                seq: int) -> list[int]:
+                seq: int, before: list[int] | None = None, after: list[int] | None = None) -> list[int]:
         """The PM4 stream of one dispatch (amd-compute.md §2.11): acquire memory, the kernel's program address and
         resource words, its user SGPRs, DISPATCH_DIRECT of ``grid`` workgroups of ``block`` work-items, then an
-        end-of-pipe fence writing ``seq``; raises Refused when the kernel enables more user SGPRs than it loads."""
+        end-of-pipe fence writing ``seq``; raises Refused when the kernel enables more user SGPRs than it loads.
+        ``before``/``after``: packets right before DISPATCH_DIRECT and right after it (before the fence), e.g. the
+        thread trace's enable and finish (:mod:`tinyhw.boot.sqtt`)."""
         kd = kernel.kd
         values = {"dispatch_ptr": va(AQL), "queue_ptr": 0, "kernarg_segment_ptr": va(KERNARG), "dispatch_id": 0}
         user: list[int] = []
@@ -387,7 +389,9 @@ class ComputeEngine:
         out += pm4.set_sh_reg(g.offset("gc.COMPUTE_START_X"), [0, 0, 0, *block])  # START_X..Z, NUM_THREAD_X..Z
         if user:
             out += pm4.set_sh_reg(g.offset("gc.COMPUTE_USER_DATA_0"), user)
+        out += before or []
         out += pm4.dispatch_direct(grid, pm4.INITIATOR_W32 if kd.wave32 else pm4.INITIATOR_W64)
+        out += after or []
         out += pm4.release_mem(va(FENCE), seq)
         return out
 
@@ -399,9 +403,10 @@ class ComputeEngine:
                            0, kernel.kd.lds_bytes, entry, va(KERNARG), 0, 0)
 
     def run(self, kernel: Kernel, grid: tuple[int, ...], block: tuple[int, ...], buffers: list[bytes],
-            *, timeout: float | None = None) -> DispatchRun:
-        """Place, dispatch, wait for the fence, read every buffer back."""
-        grid3, block3, placed = self.launch(kernel, grid, block, buffers)
+            *, timeout: float | None = None, before: list[int] | None = None,
+            after: list[int] | None = None) -> DispatchRun:
+        """Place, dispatch, wait for the fence, read every buffer back (``before``/``after``: see :meth:`packets`)."""
+        grid3, block3, placed = self.launch(kernel, grid, block, buffers, before=before, after=after)
         g = self.gpu
         seconds = self.wait(self.seq, timeout)
         self.stats["dispatches"] += 1
@@ -409,7 +414,8 @@ class ComputeEngine:
         return DispatchRun(kernel.name, grid3, block3, outputs, seconds,
                            {"ring_dwords": self.wptr, "fence": self.seq})
 
-    def launch(self, kernel: Kernel, grid: tuple[int, ...], block: tuple[int, ...], buffers: list[bytes]
+    def launch(self, kernel: Kernel, grid: tuple[int, ...], block: tuple[int, ...], buffers: list[bytes], *,
+               before: list[int] | None = None, after: list[int] | None = None
                ) -> tuple[tuple[int, int, int], tuple[int, int, int], list[tuple[int, int]]]:
         """Place and submit one dispatch without waiting for it (its fence value is :attr:`seq`): what a hang
         investigation starts; (grid, block, [(buffer offset, size)])."""
@@ -426,7 +432,7 @@ class ComputeEngine:
         g.vram_write(REGION + AQL, self.aql_packet(kernel, entry, grid3, block3))
         self.seq = (self.seq + 1) & 0xFFFFFFFF or 1
         g.vram_write(REGION + FENCE, struct.pack("<I", (self.seq - 1) & 0xFFFFFFFF))
-        self.submit(self.packets(kernel, entry, grid3, block3, self.seq))
+        self.submit(self.packets(kernel, entry, grid3, block3, self.seq, before, after))
         return grid3, block3, placed
 
 

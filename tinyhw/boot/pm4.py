@@ -17,6 +17,7 @@ SH_START, SH_END = NVD["PACKET3_SET_SH_REG_START"], NVD["PACKET3_SET_SH_REG_END"
 DISPATCH_DIRECT = NVD["PACKET3_DISPATCH_DIRECT"]
 ACQUIRE_MEM = NVD["PACKET3_ACQUIRE_MEM"]
 RELEASE_MEM = NVD["PACKET3_RELEASE_MEM"]
+EVENT_WRITE = NVD["PACKET3_EVENT_WRITE"]
 FILLER = 0xFFFF1000  # PACKET3(NOP, 0x3FFF): one dword (§2.3)
 
 #: ACQUIRE_MEM GCR_CNTL: GL2_INV | GL2_WB | GLM_INV | GLM_WB | GL1_INV | GLV_INV | GLK_INV | GLI_INV(1) (§2.6)
@@ -61,6 +62,12 @@ def release_mem(addr: int, value: int, *, data_sel: int = 1, int_sel: int = 0) -
     dw2 = data_sel << 29 | int_sel << 24
     return [header(RELEASE_MEM, 7), dw1, dw2, addr & 0xFFFFFFFF, addr >> 32, value & 0xFFFFFFFF,
             (value >> 32) & 0xFFFFFFFF, 0]
+
+
+def event_write(event_type: int, *, index: int = 0) -> list[int]:
+    """EVENT_WRITE of ``event_type`` (EVENT_TYPE 5:0, EVENT_INDEX 11:8; specs/sqtt-pmc.md §2.2-§2.3 name the
+    events and indices)."""
+    return [header(EVENT_WRITE, 1), (event_type & 0x3F) | (index & 0xF) << 8]
 
 
 def nop(n: int) -> list[int]:

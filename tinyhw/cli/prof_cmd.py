@@ -1,7 +1,7 @@
 """``tinyhw prof``: read tinygrad's AMD SQ thread trace and performance-counter captures offline.
 
 specs/sqtt-pmc.md §14. Self-contained click group (``tinyhw.cli.prof_cmd:prof``); reads files
-only, never opens a device.
+only, except ``prof capture`` (:mod:`tinyhw.kernels.capture`), which opens the global --device.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def prof() -> None:
 
     FILE is a tinygrad profile pickle (loaded without tinygrad; nothing in it is executed, foreign
     objects are refused with exit 2; at most 1 GiB) or a directory of plain files (capture.json,
-    sqtt_*.bin, pmc_*.bin, program_*.elf). Reads files only; no device is opened.
+    sqtt_*.bin, pmc_*.bin, program_*.elf). Reads files only; no device is opened, except by
+    `prof capture`, which takes such a capture on an AMD board tinyhw booted.
 
     \b
     Examples:
@@ -43,6 +44,7 @@ def prof() -> None:
       tinyhw --json prof summary tests/data/sqtt/gfx1100/profile_gemm_run_0
       tinyhw prof insts profile.pkl --se 1 --wave 0
       tinyhw prof export profile.pkl -o trace.json
+      tinyhw --device mock:navi31 prof capture pattern -o /tmp/cap
     """
 
 
@@ -268,3 +270,64 @@ def export_cmd(app: App, file: str, output: str, kernel: str | None, force: bool
     write_output(output, dumps(doc), force=force)
     info = {"output": output, "events": len(doc["traceEvents"]), "slices": doc["otherData"]["slices"]}
     app.emit(info, lambda: _out(f"wrote {output}: {info['slices']} slices ({info['events']} events)"))
+
+
+@prof.command("capture")
+@click.argument("probe")
+@click.option("-o", "--output", required=True, metavar="DIR", help="Capture directory to write (new or empty).")
+@click.option("--n", "n", type=Number(), metavar="N", help="Elements (as `kernels run --n`).")
+@click.option("--buffer-kib", type=Number(), metavar="KIB", help="Trace buffer per shader engine (default 4096).")
+@click.option("--simd", type=Number(), default=0, show_default=True, metavar="S",
+              help="The SIMD of WGP 0 (SA 0) whose waves are traced at instruction level.")
+@click.option("--counters", metavar="LIST",
+              help="Also sample performance counters for the dispatch: comma-separated names, or `default`.")
+@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the dispatch.")
+@click.pass_obj
+def capture_cmd(app: App, probe: str, output: str, n: int | None, buffer_kib: int | None, simd: int,
+                counters: str | None, timeout: float) -> None:
+    """Run probe PROBE once under the SQ thread trace on an AMD board `am boot` brought up, and write
+    DIR in the plain-file form the other `prof` commands read (capture.json, one sqtt_*.bin per shader
+    engine, the code object).
+
+    Needs the global --device (mock:navi31, mock:navi31-usb, usb, pci:, vfio:). Programs the per-SE
+    trace buffers in VRAM, instruction tracing on WGP 0 / SA 0 / SIMD --simd of SEs 0 and 1, runs
+    the probe's committed gfx1100 code object, stops the trace and copies it out; --counters samples
+    SQ/GRBM performance counters of the same dispatch (SQ_WAVES, SQ_INSTS_VALU, SQ_INSTS_SALU,
+    SQ_WAVE_CYCLES, SQ_BUSY_CYCLES, SQC_LDS_*, GRBM_GUI_ACTIVE; `default`: the first four and
+    GRBM_GUI_ACTIVE). Trace times are
+    shader cycles: modelled on an emulated board, measured on hardware. Refuses (exit 2) before the
+    device is touched: an unknown probe, DIR existing and not empty (or not a directory).
+
+    \b
+    Examples:
+      tinyhw --device mock:navi31 prof capture pattern -o /tmp/cap
+      tinyhw --device mock:navi31 prof capture fma -o /tmp/cap2 --counters default
+      tinyhw prof summary /tmp/cap && tinyhw prof insts /tmp/cap --se 0 --wave 0
+    """
+    from tinyhw.errors import Refused
+    from tinyhw.kernels.capture import plan_capture, run_capture
+    from tinyhw.kernels.run import is_amd_device
+
+    if app.device is None:
+        raise Refused("prof capture needs a device", hint="give the global --device (e.g. --device mock:navi31)")
+    if not is_amd_device(app.device):
+        app.refuse_device("it captures on an AMD board only (mock:navi31, mock:navi31-usb, usb, pci:, vfio:)")
+    if not 0 < timeout <= 3600:
+        raise Refused(f"--timeout {timeout:g}: 0 .. 3600 seconds")
+    plan = plan_capture(probe, output, n=n, buffer_kib=buffer_kib, simd=simd, counters=counters)  # before opening
+    doc = run_capture(plan, app.open_transport(writes=True), timeout=timeout)
+
+    def human() -> None:
+        verdict = "pass" if doc["check"]["ok"] else "FAIL"
+        _out(f"captured {doc['probe']} ({doc['kernel']}, {doc['n']} elements) on {doc['device']} into {doc['out']}")
+        _out(f"check: {verdict}: {doc['check']['detail']}")
+        for s in doc["shader_engines"]:
+            _out(f"  SE {s['se']}: {s['bytes']} bytes{' (itrace)' if s['itrace'] else ''}"
+                 f"{'  OVERFLOW: the buffer filled, raise --buffer-kib' if s['overflow'] else ''}")
+        _out(f"trace times: shader cycles, {doc['cycles']}")
+        if doc["counters"]:
+            _out(f"counters: {', '.join(doc['counters'])} (see `tinyhw prof summary {doc['out']}`)")
+
+    app.emit(doc, human)
+    if not doc["check"]["ok"]:
+        sys.exit(1)

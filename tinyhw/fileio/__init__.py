@@ -13,6 +13,9 @@ Layer 1 (stdlib and :mod:`tinyhw.errors` only), so every feature and the CLI use
   target (or, with ``overwrite=False``, a hard link that fails if the name exists meanwhile: a backup
   is never overwritten); the destination is checked again just before, so a device node, FIFO or
   socket that appeared meanwhile is never replaced.
+* :func:`check_output_dir` / :func:`atomic_write_dir` -- an output directory (a capture): refused when it
+  exists and is not an empty directory; written as a temporary directory beside it, then renamed into place,
+  so a failure leaves nothing half-written.
 * :func:`read_input` -- regular files only, the size checked by ``fstat`` on the opened file before
   a single byte is read, and the read bounded by ``max_size`` (a file that grows is refused too).
 * :func:`read_xz_input` -- the same for an xz file, whose decompression stops at ``max_size`` bytes
@@ -33,7 +36,8 @@ from pathlib import Path
 
 from tinyhw.errors import EnvironmentProblem, Refused
 
-__all__ = ["atomic_write", "check_output_path", "kind_of", "read_input", "read_xz_input", "resolve_target"]
+__all__ = ["atomic_write", "atomic_write_dir", "check_output_dir", "check_output_path", "kind_of", "read_input",
+           "read_xz_input", "resolve_target"]
 
 _READ_CHUNK = 1 << 20
 
@@ -120,6 +124,64 @@ def check_output_path(path: str | os.PathLike[str], *, force: bool = False, what
     if not stat.S_ISDIR(pst.st_mode):
         raise Refused(f"cannot write the {what} {text}: {parent} is not a directory")
     _probe_directory(parent, text, what)
+    return target
+
+
+def check_output_dir(path: str | os.PathLike[str], *, what: str = "output directory") -> Path:
+    """Refuse (exit 2) an output directory that exists and is not empty, or is not a directory, or whose parent
+    cannot take it; return it. Call it before reading anything from a device."""
+    text = _text(path)
+    target = Path(text.rstrip(os.sep) or os.sep)
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise Refused(f"cannot write the {what} {text}: {(e.strerror or str(e)).lower()}") from None
+    if st is not None:
+        if not stat.S_ISDIR(st.st_mode):
+            raise Refused(f"refusing to write the {what} {text}: it is {kind_of(st.st_mode)}",
+                          hint="name a new or empty directory")
+        try:
+            empty = not any(os.scandir(target))
+        except OSError as e:
+            raise Refused(f"cannot read the {what} {text}: {(e.strerror or str(e)).lower()}") from None
+        if not empty:
+            raise Refused(f"the {what} {text} exists and is not empty; refusing to write into it",
+                          hint="name a new or empty directory")
+    parent = target.parent
+    if not parent.is_dir():
+        raise Refused(f"cannot write the {what} {text}: the directory {parent} does not exist",
+                      hint="create it first or pick another directory")
+    _probe_directory(parent, text, what)
+    return target
+
+
+def atomic_write_dir(path: str | os.PathLike[str], files: dict[str, bytes]) -> Path:
+    """Write ``files`` (plain name -> bytes) as the directory ``path``: into a temporary directory beside it, then
+    renamed over ``path`` (which may be an empty directory); refused like :func:`check_output_dir`."""
+    target = check_output_dir(path)
+    for name in files:
+        if not name or "/" in name or name in (".", "..") or "\0" in name:
+            raise ValueError(f"not a plain file name: {name!r}")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        for name, data in files.items():
+            with open(tmp / name, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        _sync_directory(tmp)
+        check_output_dir(target)
+        os.rename(tmp, target)
+    except BaseException:
+        for child in tmp.iterdir() if tmp.exists() else ():
+            with contextlib.suppress(OSError):
+                child.unlink()
+        with contextlib.suppress(OSError):
+            tmp.rmdir()
+        raise
+    _sync_directory(target.parent)
     return target
 
 

@@ -21,8 +21,8 @@ What it does:
   runs from its registers).
 * **Doorbell**: a BAR2 write to the high dword of an active, enabled queue's doorbell (inside
   CP_MEC_DOORBELL_RANGE_LOWER..UPPER) kicks the queue.
-* **PM4**: NOP, SET_SH_REG (the COMPUTE_* window), ACQUIRE_MEM (data caches are not modelled: counted; GLI_INV
-  drops the decoded-instruction cache, as does an activation),
+* **PM4**: NOP, SET_SH_REG (the COMPUTE_* window), EVENT_WRITE (handed to the SQ thread trace), ACQUIRE_MEM
+  (data caches are not modelled: counted; GLI_INV drops the decoded-instruction cache, as does an activation),
   DISPATCH_DIRECT (:func:`tinyhw.mocks.rdna3.run_dispatch` with memory through GPUVM), RELEASE_MEM (DATA_SEL 1/2
   write of the data, 3/4 the board time in 10 ns ticks, at the time the earlier dispatches end). Any other packet
   stops the queue (strict boards raise, naming the opcode).
@@ -61,7 +61,8 @@ REGISTERS = (
     "GCVM_L2_PROTECTION_FAULT_STATUS", "GCVM_L2_PROTECTION_FAULT_ADDR_LO32", "GCVM_L2_PROTECTION_FAULT_ADDR_HI32",
     "COMPUTE_PGM_LO", "COMPUTE_PGM_HI", "COMPUTE_PGM_RSRC1", "COMPUTE_PGM_RSRC2", "COMPUTE_PGM_RSRC3",
     "COMPUTE_USER_DATA_0", "COMPUTE_NUM_THREAD_X", "COMPUTE_NUM_THREAD_Y", "COMPUTE_NUM_THREAD_Z",
-    "COMPUTE_START_X", "COMPUTE_START_Y", "COMPUTE_START_Z", "COMPUTE_TMPRING_SIZE", "COMPUTE_DISPATCH_INITIATOR")
+    "COMPUTE_START_X", "COMPUTE_START_Y", "COMPUTE_START_Z", "COMPUTE_TMPRING_SIZE", "COMPUTE_DISPATCH_INITIATOR",
+    "COMPUTE_THREAD_TRACE_ENABLE", "COMPUTE_PERFCOUNT_ENABLE")
 
 
 class CpRegisters:
@@ -100,7 +101,8 @@ MQD_HEADER = 0xC0310800  # §1.4
 NOP_FILLER = 0xFFFF1000  # §2.3: PACKET3(NOP, 0x3FFF) is a one-dword packet
 SH_START = PM4["PACKET3_SET_SH_REG_START"]
 SH_END = PM4["PACKET3_SET_SH_REG_END"]
-OPCODES = {PM4[f"PACKET3_{n}"]: n for n in ("NOP", "SET_SH_REG", "ACQUIRE_MEM", "DISPATCH_DIRECT", "RELEASE_MEM")}
+OPCODES = {PM4[f"PACKET3_{n}"]: n for n in ("NOP", "SET_SH_REG", "ACQUIRE_MEM", "DISPATCH_DIRECT", "RELEASE_MEM",
+                                            "EVENT_WRITE")}
 PM4_NAMES = {v: k[len("PACKET3_"):] for k, v in reversed(list(PM4.items()))
              if k.startswith("PACKET3_") and v < 0x100 and k.count("_") >= 1 and not k.endswith(("_START", "_END"))}
 #: RELEASE_MEM dw2 DATA_SEL bits 31:29 (§2.7; nvd.h gives the field as a function-like macro, not a constant)
@@ -195,6 +197,8 @@ class CommandProcessor:
         self.reg = CpRegisters(regs)
         self.watchdog = WATCHDOG
         self.sq = ShaderArray(services.now, lambda: self.s.regs, regs)
+        self.thread_trace: Any = None  # the SQ thread trace (tinyhw.mocks.thread_trace), when the board has one
+        self.perfmon: Any = None       # the performance counters (tinyhw.mocks.perfmon), when the board has one
         self.power_on()
 
     def power_on(self) -> None:
@@ -414,6 +418,13 @@ class CommandProcessor:
         if len(body) >= 7 and body[6] & 3:  # GCR_CNTL.GLI_INV: the instruction cache, i.e. the decoded code
             self.cache = None
 
+    def _pm4_event_write(self, q: Hqd, body: list[int]) -> None:
+        """EVENT_WRITE: EVENT_TYPE in bits 5:0 of the first payload dword; the thread trace hears every event
+        (THREAD_TRACE_FINISH matters to it), the others (CS_PARTIAL_FLUSH, ...) need no action here."""
+        self.stats["event_write"] = self.stats.get("event_write", 0) + 1
+        if body and self.thread_trace is not None:
+            self.thread_trace.on_event(body[0] & 0x3F)
+
     def _pm4_set_sh_reg(self, q: Hqd, body: list[int]) -> None:
         self.stats["set_sh_reg"] += 1
         if not body:
@@ -455,8 +466,9 @@ class CommandProcessor:
         regs = self._regs(q, dim, body[3])
         mem = _Traced(self.s)
         self._cost(DISPATCH_COST_S)
+        trace = self._observer(q)
         try:
-            res = run_dispatch(regs, mem, strict=self.s.strict, cache=self.cache, watchdog=self.watchdog)
+            res = run_dispatch(regs, mem, strict=self.s.strict, cache=self.cache, watchdog=self.watchdog, trace=trace)
         except Unimplemented as exc:
             self._fail(q, f"dispatch stopped: {exc}", gap=True)
             return
@@ -473,9 +485,28 @@ class CommandProcessor:
             self._fail(q, f"dispatch stopped: {exc}")
             return
         self.last_dispatch = res
+        if trace is not None:
+            if self.thread_trace is not None:
+                self.thread_trace.after_dispatch()
+            if trace.counts is not None:
+                self.perfmon.add_dispatch(trace.counts, trace.cycles())
         self.stats["wave_instructions"] += res.wave_instructions
         parallel = max(1, min(res.waves, CUS))
         self._cost(res.cycles / SHADER_HZ / parallel)
+
+    def _observer(self, q: Hqd) -> Any:
+        """What watches the dispatch's waves: the thread trace (COMPUTE_THREAD_TRACE_ENABLE) and the performance
+        counters (COMPUTE_PERFCOUNT_ENABLE while CP_PERFMON_CNTL counts); None when neither is on."""
+        tt, pm = self.thread_trace, self.perfmon
+        tracing = q.sh.get(self.reg.offset["COMPUTE_THREAD_TRACE_ENABLE"], 0) & 1
+        trace = tt.for_dispatch(self.now) if tt is not None and tracing else None
+        if pm is not None and pm.counting and q.sh.get(self.reg.offset["COMPUTE_PERFCOUNT_ENABLE"], 0) & 1:
+            if trace is None:
+                from tinyhw.mocks.rdna3.sqtt import DispatchTrace
+
+                trace = DispatchTrace.counting_only(tt.ses if tt is not None else 1)
+            trace.counts = {}
+        return trace
 
     def _vm_fault(self, q: Hqd, where: tuple[int, bool] | None, exc: Exception) -> None:
         """A GPUVM fault: the protection-fault registers name the page, VMID 0 and the direction; the queue stops."""

@@ -207,6 +207,10 @@ class Navi31Board:
         reads.update(qr)
         writes.update(qw)
         reads.update(self.sdma.handlers())  # SDMA0_STATUS_REG's idle bits
+        for block in (self.am.thread_trace, self.am.perfmon):  # the SQ thread trace and performance counters
+            block_reads, block_writes = block.handlers()
+            reads.update(block_reads)
+            writes.update(block_writes)
         self._rd5 = reads
         self._wr5 = writes
         for req in invalidate_requests(self.regs):  # a TLB invalidation drops the copy engine's cached translations

@@ -23,13 +23,16 @@ from typing import Protocol
 from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.mocks import boardstate
 from tinyhw.mocks.amregs import RegisterFile
-from tinyhw.mocks.cp import CommandProcessor, CpServices
+from tinyhw.mocks.cp import SHADER_HZ, CommandProcessor, CpServices
+from tinyhw.mocks.discovery import NAVI31_GC_INFO
 from tinyhw.mocks.gpuvm import GpuVm
+from tinyhw.mocks.perfmon import PerfMon
 from tinyhw.mocks.pspboot import PspBoot, PspTiming
 from tinyhw.mocks.sdma import SdmaEngine
 from tinyhw.mocks.services import BoardServices
 from tinyhw.mocks.smu import Smu
 from tinyhw.mocks.smuio import Smuio
+from tinyhw.mocks.thread_trace import ThreadTrace
 from tinyhw.regs.asic import Asic
 
 
@@ -128,6 +131,11 @@ class AmBootPath:
         self.cp = CommandProcessor(CpServices(
             now=services.command_now, at=events.at, read=self.gpuvm.read, write=self.gpuvm.write,
             regs=self.regfile.values, strict=bool(o.strict), ticks=lambda: int(services.now() * 1e8)), regs)
+        # the SQ thread trace (mocks/thread_trace.py): its per-SE registers, fed by the shader core's packets
+        self.thread_trace = ThreadTrace(services, regs, ses=NAVI31_GC_INFO["gc_num_se"], shader_hz=SHADER_HZ)
+        self.cp.thread_trace = self.thread_trace
+        self.perfmon = PerfMon(services, regs)  # the SQ / GRBM performance counters (mocks/perfmon.py)
+        self.cp.perfmon = self.perfmon
         self._load_state()
         if o.psp in ("sos", "gated") and not self.boot.s.sos_alive:
             self.boot.s.sos_alive = 1
@@ -164,6 +172,8 @@ class AmBootPath:
         self.regfile.power_on()
         self.mailbox.set_state("pbl")
         self.cp.power_on()
+        self.thread_trace.power_on()
+        self.perfmon.power_on()
         self.cp.s.regs = self.regfile.values
         self.smuio.power_on()
         self.smuio.gated = False

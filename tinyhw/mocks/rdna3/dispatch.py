@@ -21,6 +21,7 @@ import numpy as np
 from tinyhw.errors import OperationFailed
 from tinyhw.formats.amdisa import Inst, decode_at
 from tinyhw.mocks.rdna3 import salu, valu, vmem
+from tinyhw.mocks.rdna3.sqtt import DispatchTrace
 from tinyhw.mocks.rdna3.state import EXEC, FULL, ShaderError, ShaderFault, Unimplemented, WatchdogExpired, Wave
 
 __all__ = ["CodeCache", "DispatchRegs", "DispatchResult", "FlatMemory", "Memory", "MemoryFault", "run_dispatch"]
@@ -214,9 +215,11 @@ def _compile(inst: Inst, raw: bytes, pc: int, strict: bool, skipped: dict[str, i
 
 class _Dispatch:
     def __init__(self, regs: DispatchRegs, mem: Memory, strict: bool, cache: CodeCache,
-                 cost: Callable[[Inst], int], watchdog: int, on_wave_end: Callable[[Wave], None] | None) -> None:
+                 cost: Callable[[Inst], int], watchdog: int, on_wave_end: Callable[[Wave], None] | None,
+                 trace: DispatchTrace | None = None) -> None:
         self.regs, self.mem, self.strict, self.cache, self.cost = regs, mem, strict, cache, cost
         self.on_wave_end = on_wave_end
+        self.trace = trace
         self.budget = watchdog
         self.res = DispatchResult()
         self.active = 0
@@ -232,6 +235,7 @@ class _Dispatch:
     def run_wave(self, w: Wave) -> None:
         entries, pc, n = self.cache.entries, w.pc, 0
         active = 0
+        trace = self.trace
         try:
             while True:
                 ent = entries.get(pc)
@@ -242,12 +246,16 @@ class _Dispatch:
                 if ent[3]:
                     active += w.s[EXEC].bit_count()
                 r = ent[0](w)
+                if trace is not None:
+                    trace.issue(w, ent[6], ent[5], r is not None and r >= 0)
                 if r is None:
                     pc += ent[1]
                 elif r >= 0:
                     pc = r
                 elif r == salu.END:
                     w.done = True
+                    if trace is not None:
+                        trace.wave_end(w)
                     if self.on_wave_end is not None:
                         self.on_wave_end(w)
                     break
@@ -302,6 +310,9 @@ class _Dispatch:
             waves.append(w)
         self.res.waves += len(waves)
         self.waves = waves
+        if self.trace is not None:
+            for w in waves:
+                self.trace.wave_start(w, self.res.workgroups)
         while True:
             live = [w for w in waves if not w.done]
             if not live:
@@ -335,7 +346,8 @@ def _check(regs: DispatchRegs) -> None:
 
 def run_dispatch(regs: DispatchRegs, memory: Memory, *, strict: bool = True, cache: CodeCache | None = None,
                  cost: Callable[[Inst], int] = default_cost, watchdog: int = DEFAULT_WATCHDOG,
-                 on_wave_end: Callable[[Wave], None] | None = None) -> DispatchResult:
+                 on_wave_end: Callable[[Wave], None] | None = None,
+                 trace: DispatchTrace | None = None) -> DispatchResult:
     """Run one DISPATCH_DIRECT to completion on the emulated RDNA3 (gfx1100) wave32 shader core.
 
     ``memory`` serves the code fetch, SMEM, and global accesses (GPU virtual addresses). ``strict``
@@ -346,9 +358,11 @@ def run_dispatch(regs: DispatchRegs, memory: Memory, *, strict: bool = True, cac
     workgroup's waves for :mod:`tinyhw.mocks.sqind`). ``cache`` may be kept by the caller
     for repeated dispatches of the same, unchanged code. ``on_wave_end(wave)`` is called with each wave's
     final state (SGPRs ``wave.s``, VGPRs ``wave.v``, ``wave.wg``, ``wave.index``) when it executes ``s_endpgm``.
+    ``trace`` (a :class:`~tinyhw.mocks.rdna3.sqtt.DispatchTrace`) is told of every wave start, instruction issue
+    and wave end while the SQ thread trace is on.
     """
     _check(regs)
-    d = _Dispatch(regs, memory, strict, cache or CodeCache(), cost, watchdog, on_wave_end)
+    d = _Dispatch(regs, memory, strict, cache or CodeCache(), cost, watchdog, on_wave_end, trace)
     with np.errstate(all="ignore"):
         try:
             for z in range(regs.dim[2]):
