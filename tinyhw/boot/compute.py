@@ -17,13 +17,14 @@ virtual address of VMID0.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinyhw.boot import pm4
 from tinyhw.boot.copyengine import VA_BASE, fields, map_vram_2m
-from tinyhw.errors import DeviceTimeout, OperationFailed, Refused
+from tinyhw.errors import DeviceTimeout, OperationFailed, Refused, TinyhwError
 from tinyhw.formats.amdgpu_code import KernelDescriptor, parse_amdgpu_code
 from tinyhw.formats.amdgpu_meta import KernelMeta, MetadataError, kernel_metadata
 from tinyhw.formats.elf import symbols
@@ -228,6 +229,18 @@ class ComputeEngine:
         except DeviceTimeout as e:
             raise DeviceTimeout(f"the compute queue did not dequeue in 1 s ({self.status()})",
                                 hint="reset the gpu (`tinyhw am reset --yes`) and boot again") from e
+
+    def __enter__(self) -> ComputeEngine:
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        """Close the queue; when a dispatch already failed, a queue that does not dequeue (hung waves) keeps that
+        first error visible instead of replacing it (the queue stays for ``am reset`` to tear down)."""
+        if exc is None:
+            self.close()
+            return
+        with contextlib.suppress(TinyhwError):
+            self.close()
 
     def close(self) -> None:
         """Dequeue the queue (§1.8) and deselect; harmless when it was never created."""
