@@ -85,17 +85,19 @@ def test_corpus_sample_through_the_kernels_exec_cli(booted: None, corpus, tmp_pa
     for e in chosen:
         argv, out_i, inputs = C.exec_argv(e, arrays, tmp_path)
         out_file, echo = tmp_path / f"k{e['seed']}.out", tmp_path / f"k{e['seed']}.echo"
-        first_in = next(i for i, a in enumerate(e["args"]) if a != "out")
-        r = run("--device", "mock:navi31", "kernels", "exec", *argv, "--out", f"{out_i}:{out_file}",
-                "--out", f"{first_in}:{echo}", "--timeout", "20", "--json")
+        first_in = next((i for i, a in enumerate(e["args"]) if a != "out"), None)  # None: a kernel of no input
+        echo_out = [] if first_in is None else ["--out", f"{first_in}:{echo}"]
+        r = run("--device", "mock:navi31", "kernels", "exec", *argv, "--out", f"{out_i}:{out_file}", *echo_out,
+                "--timeout", "20", "--json")
         if r.code != 0:
             results[e["seed"]] = ("FAIL", f"exit {r.code}: {r.err.strip()}")
             continue
         doc = json.loads(r.out)
         assert doc["kernel"] == e["name"] and doc["grid"] == e["grid"] and doc["block"] == e["block"], doc
         assert len(doc["buffers"]) == len(e["args"]) and doc["time_kind"] == "modelled" and doc["dispatch_s"] > 0
-        assert [o["index"] for o in doc["outputs"]] == [out_i, first_in]
-        assert echo.read_bytes() == Path(inputs[0]).read_bytes(), f"seed {e['seed']}: an input buffer changed"
+        assert [o["index"] for o in doc["outputs"]] == [out_i] + ([] if first_in is None else [first_in])
+        if inputs:
+            assert echo.read_bytes() == Path(inputs[0]).read_bytes(), f"seed {e['seed']}: an input buffer changed"
         results[e["seed"]] = C.compare_output(e, _got(e, out_file.read_bytes()), _expected(e, arrays))
     _report(results, "cli")
 
@@ -130,3 +132,88 @@ def test_a_wrong_output_is_caught(booted: None, corpus, tmp_path: Path) -> None:
     assert r.code == 0, r.err
     got = _got(e, (tmp_path / "o.bin").read_bytes())
     assert C.compare_output(e, got, _expected(e, arrays))[0] == "FAIL"
+
+
+# -- the interface's refusals and its files -------------------------------------------------------------------
+def _fixture(corpus, tmp_path: Path, kind: str = "ew_f32") -> tuple[dict, list[str], int]:
+    meta, arrays = corpus
+    e = next(x for x in meta["kernels"] if x["kind"] == kind and len(x["args"]) == 3)
+    argv, out_i, _ = C.exec_argv(e, arrays, tmp_path)
+    return e, argv, out_i
+
+
+def _swap(argv: list[str], option: str, value: str, nth: int = 0) -> list[str]:
+    at = [i for i, a in enumerate(argv) if a == option][nth]
+    return argv[:at + 1] + [value] + argv[at + 2:]
+
+
+#: a board whose first register access disconnects: a refusal that gives exit 2 on it touched nothing
+UNTOUCHED = "mock:navi31,faults=disconnect@1"
+
+
+@pytest.mark.parametrize("change,says", [
+    (lambda a, t: _swap(a, "--kernel", "nope"), "kernel 'nope' is not in the code object"),
+    (lambda a, t: a[:-2], "takes 3 buffer argument(s) (its metadata), 2 --buffer given"),
+    (lambda a, t: a + ["--buffer", "zeros:4"], "takes 3 buffer argument(s) (its metadata), 4 --buffer given"),
+    (lambda a, t: _swap(a, "--buffer", str(t / "missing.bin"), 1), "missing.bin"),
+    (lambda a, t: _swap(a, "--buffer", str(t), 1), "buffer 1 file"),
+    (lambda a, t: _swap(a, "--buffer", "zeros:0"), "zeros:N takes 1 .."),
+    (lambda a, t: _swap(a, "--buffer", "zeros:lots"), "zeros:N takes a byte count"),
+    (lambda a, t: _swap(a, "--grid", "1,2,3,4"), "one to three whole numbers"),
+    (lambda a, t: _swap(a, "--block", "x"), "one to three whole numbers"),
+    (lambda a, t: a + ["--timeout", "0"], "--timeout 0"),
+    (lambda a, t: a + ["--out", "3:o.bin"], "there are 3 buffers"),
+    (lambda a, t: a + ["--out", "-1:o.bin"], "INDEX:FILE"),
+    (lambda a, t: a + ["--out", "0:/dev/null"], "it is a character device"),
+    (lambda a, t: a + ["--out", f"0:{t / 'no-dir' / 'o.bin'}"], "does not exist"),
+])
+def test_refusals_come_before_the_device_is_touched(corpus, tmp_path: Path, change, says: str) -> None:
+    _e, argv, _ = _fixture(corpus, tmp_path)
+    r = run("--device", UNTOUCHED, "kernels", "exec", *change(argv, tmp_path))
+    assert r.code == 2 and says in r.err, r.err
+
+
+def test_a_foreign_code_object_and_a_non_elf_are_refused_before_the_device(corpus, tmp_path: Path) -> None:
+    from tinyhw.kernels.manifest import prebuilt_dir
+
+    _e, argv, _ = _fixture(corpus, tmp_path)
+    other = next((prebuilt_dir() / "gfx1200").glob("pattern.*.elf"))
+    r = run("--device", UNTOUCHED, "kernels", "exec", str(other), "--grid", "1", "--block", "32",
+            "--buffer", "zeros:512")
+    assert r.code == 2 and "built for gfx1200" in r.err, r.err
+    junk = tmp_path / "junk.elf"
+    junk.write_bytes(b"\x7fELF" + bytes(60))
+    r = run("--device", UNTOUCHED, "kernels", "exec", str(junk), *argv[1:])
+    assert r.code == 2 and r.err.startswith("error:"), r.err
+    r = run("--device", UNTOUCHED, "kernels", "exec", str(tmp_path / "none.elf"), *argv[1:])
+    assert r.code == 2 and "none.elf" in r.err, r.err
+
+
+def test_out_never_replaces_a_fifo_or_a_symlink_and_writes_a_symlinks_target(booted: None, corpus,
+                                                                               tmp_path: Path) -> None:
+    e, argv, out_i = _fixture(corpus, tmp_path)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    r = run("--device", UNTOUCHED, "kernels", "exec", *argv, "--out", f"{out_i}:{fifo}")
+    assert r.code == 2 and "it is a fifo" in r.err.lower(), r.err
+    link = tmp_path / "link.bin"
+    link.symlink_to(fifo)
+    r = run("--device", UNTOUCHED, "kernels", "exec", *argv, "--out", f"{out_i}:{link}")
+    assert r.code == 2 and "symlink" in r.err, r.err
+    target = tmp_path / "target.bin"
+    target.write_bytes(b"old")
+    link.unlink()
+    link.symlink_to(target)
+    r = run("--device", "mock:navi31", "kernels", "exec", *argv, "--out", f"{out_i}:{link}")
+    assert r.code == 0, r.err
+    assert link.is_symlink() and os.readlink(link) == str(target)  # the link itself stays
+    _meta, arrays = corpus
+    assert C.compare_output(e, _got(e, target.read_bytes()), _expected(e, arrays))[0] != "FAIL"
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # no temporary file left
+
+
+def test_the_untouched_board_does_fail_when_touched(booted: None, corpus, tmp_path: Path) -> None:
+    """The premise of the refusal tests: a command that reaches the board fails on it (exit 1, not 2)."""
+    _e, argv, _ = _fixture(corpus, tmp_path)
+    r = run("--device", UNTOUCHED, "kernels", "exec", *argv)
+    assert r.code == 1 and "went away at register access 1" in r.err, r.err
