@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinyhw.boot import pm4
-from tinyhw.boot.copyengine import VA_BASE, fields, map_vram_2m
+from tinyhw.boot.copyengine import VA_BASE, fields, map_vram_2m, rd_far, wr_far
 from tinyhw.errors import DeviceTimeout, OperationFailed, Refused, TinyhwError
 from tinyhw.formats.amdgpu_code import KernelDescriptor, parse_amdgpu_code
 from tinyhw.formats.amdgpu_meta import KernelMeta, MetadataError, kernel_metadata
@@ -45,6 +45,9 @@ ME, PIPE, QUEUE = 1, 0, 0  # MEC1 pipe 0 queue 0 (§1.1: mec0 is me1)
 MEC_RING0 = 0x003           # §1.3: Navi10 doorbell layout
 DOORBELL_INDEX = MEC_RING0 << 1  # doorbell dword index of kernel compute ring 0 (§1.7)
 USERQUEUE_END = 0x08A
+#: the GC's doorbell ports of the NBIO (amd-bringup.md §4.2 step 9c, non-NBIO-7.9): (S2A entry, AWID), AWADDR[31:28]
+GC_DOORBELL_PORTS = ((0, 3), (3, 6))
+GC_DOORBELL_AWADDR = 0x3
 MQD_HEADER = 0xC0310800
 EOP_SIZE = 2048
 GFX11 = ("gfx1100",)
@@ -175,9 +178,34 @@ class ComputeEngine:
         m[167] = fields(g, "gc.CP_HQD_EOP_CONTROL", EOP_SIZE=(EOP_SIZE // 4).bit_length() - 2)
         return m
 
-    def create(self) -> None:
-        """Map the region, write the MQD, ring, EOP and pointers, and activate the queue (§1.6 (b))."""
+    def route_doorbells(self) -> None:
+        """Route the GC's doorbells through the NBIO to the CP (amd-bringup.md §4.2 step 9c: ports 0 and 3, AWID 3
+        and 6, AWADDR[31:28] 3; the doorbell aperture itself is on since the copy engine's bring-up, step 2)."""
         g = self.gpu
+        for port, awid in GC_DOORBELL_PORTS:
+            reg, f = f"nbio.S2A_DOORBELL_ENTRY_{port}_CTRL", f"S2A_DOORBELL_PORT{port}"
+            wr_far(g, reg, fields(g, reg, **{f"{f}_ENABLE": 1, f"{f}_AWID": awid,
+                                             f"{f}_AWADDR_31_28_VALUE": GC_DOORBELL_AWADDR}))
+
+    def doorbell_route(self) -> str:
+        """The doorbell path as programmed, in words (for an error that says the CP never saw the doorbell)."""
+        g = self.gpu
+        aper = g.rd("nbio.RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN")
+        parts = [f"RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN.BIF_DOORBELL_APER_EN={aper & 1}"]
+        for port, awid in GC_DOORBELL_PORTS:
+            reg, f = f"nbio.S2A_DOORBELL_ENTRY_{port}_CTRL", f"S2A_DOORBELL_PORT{port}"
+            v = rd_far(g, reg)
+            d = g.asic.reg(reg).decode(v)
+            ok = d.get(f"{f}_ENABLE") == 1 and d.get(f"{f}_AWID") == awid
+            parts.append(f"S2A_DOORBELL_ENTRY_{port}_CTRL 0x{v:08x} ({'routed' if ok else 'not routed'}: "
+                         f"ENABLE={d.get(f'{f}_ENABLE', 0)} AWID={d.get(f'{f}_AWID', 0)}, want AWID {awid})")
+        return ", ".join(parts)
+
+    def create(self) -> None:
+        """Route the doorbell, map the region, write the MQD, ring, EOP and pointers, and activate the queue
+        (§1.6 (b))."""
+        g = self.gpu
+        self.route_doorbells()
         map_vram_2m(g, REGION_VA - VA_BASE, REGION, REGION_SIZE)
         m = self.mqd()
         g.vram_write(REGION + MQD, struct.pack("<512I", *m))
@@ -298,6 +326,9 @@ class ComputeEngine:
                  + ("every packet consumed)" if rptr == wptr & 0xFFFFFFFF else f"{(wptr - rptr) & 0xFFFFFFFF} "
                                                                                 "not consumed)"),
                  f"GRBM_STATUS 0x{grbm:08x} ({' '.join(busy) or 'idle'})"]
+        if self.active and wptr != self.wptr:
+            parts.insert(1, f"the cp never saw the doorbell (CP_HQD_PQ_WPTR 0x{wptr:x}, the driver rang 0x{self.wptr:x} "
+                            f"at BAR2 byte 0x{4 * DOORBELL_INDEX:x}; doorbell route: {self.doorbell_route()})")
         if fault:
             addr = (g.rd("gc.GCVM_L2_PROTECTION_FAULT_ADDR_HI32") & 0xF) << 44 | \
                 g.rd("gc.GCVM_L2_PROTECTION_FAULT_ADDR_LO32") << 12

@@ -24,6 +24,7 @@ from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.mocks import boardstate
 from tinyhw.mocks.amregs import RegisterFile
 from tinyhw.mocks.cp import CommandProcessor, CpServices
+from tinyhw.mocks.doorbells import DoorbellRouter
 from tinyhw.mocks.gpuvm import GpuVm
 from tinyhw.mocks.pspboot import PspBoot, PspTiming
 from tinyhw.mocks.sdma import SdmaEngine
@@ -123,6 +124,7 @@ class AmBootPath:
         self.cp = CommandProcessor(CpServices(
             now=services.command_now, at=events.at, read=self.gpuvm.read, write=self.gpuvm.write,
             regs=self.regfile.values, strict=bool(o.strict), ticks=lambda: int(services.now() * 1e8)))
+        self.doorbells = DoorbellRouter(regs, regfile)  # which block a BAR2 doorbell reaches (the NBIO's routes)
         self._load_state()
         if o.psp in ("sos", "gated") and not self.boot.s.sos_alive:
             self.boot.s.sos_alive = 1
