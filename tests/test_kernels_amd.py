@@ -176,8 +176,11 @@ def test_a_shader_that_never_ends_hits_the_watchdog_and_the_queue_recovers(boote
         assert msg.startswith("the dispatch did not complete in 0.2 s; CP status:"), msg
         assert "GRBM_STATUS 0xa0000000 (GUI_ACTIVE CP_BUSY)" in msg or "(CP_BUSY GUI_ACTIVE)" in msg, msg
         assert "watchdog" in o.transport.board.cp.status()[0]["error"]
-        eng.close()  # the dequeue drops the hung waves
-        assert not o.transport.board.cp.status()[0]["hung"]
+        with pytest.raises(DeviceTimeout, match="did not dequeue in 1 s .CP_HQD_DEQUEUE_REQUEST DRAIN_PIPE"):
+            eng.close()  # a drain waits for waves that never end
+        assert o.transport.board.cp.status()[0]["hung"]
+        done = compute.teardown_compute(eng.gpu)  # what am reset does first: reset the waves
+        assert done["dequeued"] and not o.transport.board.cp.status()[0]["hung"]
         eng.create()
         res = eng.run(compute.load_code_object(PATTERN.read_bytes()), (2,), (32,), [bytes(1024)])
         assert _pattern_ok(res.outputs[0])

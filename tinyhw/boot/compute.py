@@ -50,6 +50,8 @@ GC_DOORBELL_PORTS = ((0, 3), (3, 6))
 GC_DOORBELL_AWADDR = 0x3
 MQD_HEADER = 0xC0310800
 EOP_SIZE = 2048
+DRAIN_PIPE, RESET_WAVES = 1, 2  # CP_HQD_DEQUEUE_REQUEST codes (§1.5: inferred values; amd-bringup.md §3.3: 2 resets)
+DEQUEUE_TIMEOUT = 1.0
 GFX11 = ("gfx1100",)
 LDS_GRANULE = 512  # RSRC2.LDS_SIZE granule on gfx11 (§3.4, conventional value, inferred)
 MAX_GROUPS = 1 << 31
@@ -248,15 +250,19 @@ class ComputeEngine:
         self.active = True
         self.wptr = 0
 
-    def _dequeue(self) -> None:
+    def _dequeue(self, request: int = DRAIN_PIPE, timeout: float = DEQUEUE_TIMEOUT,
+                 hint: str = "reset the gpu (`tinyhw am reset --yes`) and boot again") -> None:
+        """CP_HQD_DEQUEUE_REQUEST = ``request`` on the selected queue, then wait for CP_HQD_ACTIVE.ACTIVE to clear
+        (§1.8; 1 ms polls)."""
         g = self.gpu
-        g.wr("gc.CP_HQD_DEQUEUE_REQUEST", 1)  # DRAIN_PIPE (§1.5, inferred value)
+        g.wr("gc.CP_HQD_DEQUEUE_REQUEST", request)
         try:
-            poll(g.clock, lambda: g.rd("gc.CP_HQD_ACTIVE"), lambda v: not v & 1, timeout=1.0, interval=0.001,
+            poll(g.clock, lambda: g.rd("gc.CP_HQD_ACTIVE"), lambda v: not v & 1, timeout=timeout, interval=0.001,
                  what="the compute queue to dequeue")
         except DeviceTimeout as e:
-            raise DeviceTimeout(f"the compute queue did not dequeue in 1 s ({self.status()})",
-                                hint="reset the gpu (`tinyhw am reset --yes`) and boot again") from e
+            how = {DRAIN_PIPE: "DRAIN_PIPE", RESET_WAVES: "RESET_WAVES"}.get(request, str(request))
+            raise DeviceTimeout(f"the compute queue did not dequeue in {timeout:g} s (CP_HQD_DEQUEUE_REQUEST "
+                                f"{how}; {self.status()})", hint=hint) from e
 
     def __enter__(self) -> ComputeEngine:
         return self
@@ -461,6 +467,31 @@ class ComputeEngine:
         outputs = [g.vram_read(REGION + off, -(-n // 4) * 4)[:n] for off, n in placed]
         return DispatchRun(kernel.name, grid3, block3, outputs, seconds,
                            {"ring_dwords": self.wptr, "fence": self.seq})
+
+
+def teardown_compute(gpu: AmGpu, timeout: float = DEQUEUE_TIMEOUT) -> dict[str, Any]:
+    """Tear down tinyhw's compute queue before a reset (§1.8, amd-bringup.md §4.4 fini): when the queue is active,
+    CP_HQD_DEQUEUE_REQUEST = RESET_WAVES (hung waves are dropped, not waited for), wait for CP_HQD_ACTIVE.ACTIVE to
+    clear (``timeout`` s on the transport's clock: else :class:`DeviceTimeout` with the CP status, exit 1), then
+    DEQUEUE_REQUEST = 0. Only on a gc 11 GPU tinyhw booted (a queue exists only there); what it found, as a dict."""
+    from tinyhw.boot.state import read_state
+
+    where = {"me": ME, "pipe": PIPE, "queue": QUEUE}
+    gc = gpu.ip_version("gc")
+    if gc is None or gc[0] != 11 or not read_state(gpu).tinyhw_booted:
+        return {**where, "checked": False, "was_active": False, "dequeued": False}
+    engine = ComputeEngine(gpu)
+    engine.select()
+    try:
+        active = gpu.rd("gc.CP_HQD_ACTIVE")
+        was = active != 0xFFFFFFFF and bool(active & 1)
+        if was:
+            engine._dequeue(RESET_WAVES, timeout, hint="the gpu was not reset; power-cycle the board (emulated "
+                                                       "boards: tinyhw mock reset --yes)")
+            gpu.wr("gc.CP_HQD_DEQUEUE_REQUEST", 0)
+    finally:
+        engine.select(False)
+    return {**where, "checked": True, "was_active": was, "dequeued": was}
 
 
 def check_booted(transport: Any, what: str = "kernels run on") -> AmGpu:

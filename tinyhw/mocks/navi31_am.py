@@ -183,6 +183,7 @@ class AmBootPath:
         self.regfile.from_state(state.get("regs", {}))
         self.boot.from_state(state.get("psp", {}))
         self.smu.from_state(state.get("smu", {}))
+        self.cp.from_state(state.get("cp", {}))
         for key, value in state.get("smuio", {}).items():  # ROM block / GPIO pad storage written earlier
             if int(key, 16) in self.smuio.regs:
                 self.smuio.regs[int(key, 16)] = int(value) & 0xFFFFFFFF
@@ -199,7 +200,7 @@ class AmBootPath:
         end = self.events.drain(self.services.command_now())
         boardstate.save(self.options.flash, {
             "time": self.time_base + end, "regs": self.regfile.to_state(), "psp": self.boot.to_state(),
-            "smu": self.smu.to_state(), "last_command": last_command(),
+            "smu": self.smu.to_state(), "cp": self.cp.to_state(), "last_command": last_command(),
             "smuio": {f"{k:x}": v for k, v in sorted(self.smuio.regs.items())
                       if v != self.smuio.config.power_on.get(k)},
         })
