@@ -333,7 +333,8 @@ class ComputeEngine:
                                                                                 "not consumed)"),
                  f"GRBM_STATUS 0x{grbm:08x} ({' '.join(busy) or 'idle'})"]
         if self.active and wptr != self.wptr:
-            parts.insert(1, f"the cp never saw the doorbell (CP_HQD_PQ_WPTR 0x{wptr:x}, the driver rang 0x{self.wptr:x} "
+            parts.insert(1, f"the cp never saw the doorbell (CP_HQD_PQ_WPTR 0x{wptr:x}, the driver rang "
+                            f"0x{self.wptr:x} "
                             f"at BAR2 byte 0x{4 * DOORBELL_INDEX:x}; doorbell route: {self.doorbell_route()})")
         if fault:
             addr = (g.rd("gc.GCVM_L2_PROTECTION_FAULT_ADDR_HI32") & 0xF) << 44 | \

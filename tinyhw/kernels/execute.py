@@ -128,11 +128,12 @@ def _run(plan: ExecPlan, transport: Any) -> tuple[dict, list[bytes]]:
         atomic_write(path, run.outputs[i])
         written.append({"index": i, "file": str(path), "bytes": len(run.outputs[i])})
     emulated = bool(getattr(transport, "emulated", False))
+    meta = plan.kernel.meta
     return ({"code_object": str(plan.path), "kernel": plan.kernel.name, "grid": list(run.grid),
             "block": list(run.block), "buffers": [{"source": s, "bytes": len(b)} for s, b in
                                                   zip(plan.sources, plan.buffers, strict=True)],
             "dispatch_s": run.seconds, "time_kind": "modelled" if emulated else "measured", "outputs": written,
-            "kernarg_bytes": max(plan.kernel.kd.kernarg_size, plan.kernel.meta.kernarg_size if plan.kernel.meta else 0)},
+            "kernarg_bytes": max(plan.kernel.kd.kernarg_size, meta.kernarg_size if meta else 0)},
             run.outputs)
 
 

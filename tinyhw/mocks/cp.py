@@ -98,7 +98,7 @@ DATA_SEL_SHIFT = 29
 PACKET_COST_S = 0.1e-6    # per packet (inferred)
 DISPATCH_COST_S = 2e-6    # per dispatch launch (inferred)
 SHADER_HZ, CUS = 2.5e9, 96  # modelled issue rate, and the CUs waves spread over (discovery: 96 CUs)
-DRAIN_PIPE, RESET_WAVES = 1, 2  # CP_HQD_DEQUEUE_REQUEST.DEQUEUE_REQ codes (§1.5 inferred; amd-bringup.md §3.3: 2 resets)
+DRAIN_PIPE, RESET_WAVES = 1, 2  # CP_HQD_DEQUEUE_REQUEST codes (§1.5, inferred; amd-bringup.md §3.3: 2 resets waves)
 WATCHDOG = 4_000_000      # wave instructions of one dispatch before the queue is declared hung (``cp.watchdog``)
 
 
