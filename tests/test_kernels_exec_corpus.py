@@ -217,3 +217,45 @@ def test_the_untouched_board_does_fail_when_touched(booted: None, corpus, tmp_pa
     _e, argv, _ = _fixture(corpus, tmp_path)
     r = run("--device", UNTOUCHED, "kernels", "exec", *argv)
     assert r.code == 1 and "went away at register access 1" in r.err, r.err
+
+
+def test_an_odd_sized_buffer_comes_back_whole(booted: None, corpus, tmp_path: Path) -> None:
+    """A buffer of a size that is no multiple of 4 is uploaded padded and written back with exactly its bytes."""
+    e, argv, out_i = _fixture(corpus, tmp_path)
+    _meta, arrays = corpus
+    at = argv.index("--buffer", argv.index("--buffer") + 1) + 1 if out_i == 0 else argv.index("--buffer") + 1
+    odd = tmp_path / "odd.bin"
+    odd.write_bytes(Path(argv[at]).read_bytes() + b"\x01\x02\x03")
+    argv[at] = str(odd)
+    index = sum(1 for a in argv[:at] if a == "--buffer") - 1
+    r = run("--device", "mock:navi31", "kernels", "exec", *argv, "--out", f"{index}:{tmp_path / 'back.bin'}",
+            "--out", f"{out_i}:{tmp_path / 'o.bin'}")
+    assert r.code == 0, r.err
+    assert (tmp_path / "back.bin").read_bytes() == odd.read_bytes()
+    assert C.compare_output(e, _got(e, (tmp_path / "o.bin").read_bytes()), _expected(e, arrays))[0] != "FAIL"
+
+
+def test_hidden_arguments_are_filled_as_the_spec_says() -> None:
+    """§3.5: block counts, group sizes and grid dimensions where the metadata lists them; remainders and global
+    offsets zero (HIP launches are whole workgroups); explicit pointers at their offsets."""
+    import struct
+
+    from tinyhw.boot import compute
+    from tinyhw.formats.amdgpu_code import KernelDescriptor
+    from tinyhw.formats.amdgpu_meta import KernelArg, KernelMeta
+
+    args = (KernelArg(0, 8, "global_buffer"), KernelArg(8, 8, "global_buffer"), KernelArg(16, 4, "by_value"),
+            *(KernelArg(24 + 4 * i, 4, f"hidden_block_count_{a}") for i, a in enumerate("xyz")),
+            *(KernelArg(36 + 2 * i, 2, f"hidden_group_size_{a}") for i, a in enumerate("xyz")),
+            *(KernelArg(42 + 2 * i, 2, f"hidden_remainder_{a}") for i, a in enumerate("xyz")),
+            *(KernelArg(64 + 8 * i, 8, f"hidden_global_offset_{a}") for i, a in enumerate("xyz")),
+            KernelArg(88, 2, "hidden_grid_dims"))
+    k = compute.Kernel("k", KernelDescriptor(0, 0, 280, 0, 0, 0, 0, 0x408), b"", 0, KernelMeta("k", 280, args))
+    seg = compute.ComputeEngine.kernarg(None, k, [0x1000, 0x2000], (5, 3, 2), (7, 2, 1))  # type: ignore[arg-type]
+    assert len(seg) >= 280
+    assert struct.unpack_from("<QQI", seg, 0) == (0x1000, 0x2000, 0)
+    assert struct.unpack_from("<III", seg, 24) == (5, 3, 2)
+    assert struct.unpack_from("<HHH", seg, 36) == (7, 2, 1)
+    assert struct.unpack_from("<HHH", seg, 42) == (0, 0, 0)
+    assert struct.unpack_from("<QQQ", seg, 64) == (0, 0, 0)
+    assert struct.unpack_from("<H", seg, 88) == (3,)
