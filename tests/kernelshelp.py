@@ -43,3 +43,15 @@ def need_libllvm() -> None:
 
     if find_libllvm() is None:
         _missing("libllvm", "no libLLVM >= 18 found")
+
+
+def am_boot(device: str = "mock:navi31") -> None:
+    """``tinyhw --device DEVICE am boot --yes`` with the test firmware (a missing firmware folder is a failure that
+    names the fetch step): what every test of a kernel on an emulated AMD board starts with."""
+    from amfake import FW_DIR
+    from clihelp import run
+
+    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
+        pytest.fail(f"firmware missing in {FW_DIR}: run bash tests/fetch_firmware.sh", pytrace=False)
+    r = run("--device", device, "am", "boot", "--yes", "--firmware-dir", str(FW_DIR))
+    assert r.code == 0, r.err

@@ -8,8 +8,8 @@ skips the route (every run times out naming the route)."""
 from __future__ import annotations
 
 import pytest
-from amfake import FW_DIR
 from clihelp import run
+from kernelshelp import am_boot
 
 import tinyhw
 from tinyhw.boot import compute
@@ -25,10 +25,7 @@ A = asic("navi31")
 
 @pytest.fixture
 def booted() -> None:
-    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
-        pytest.fail(f"firmware missing in {FW_DIR}: run bash tests/fetch_firmware.sh", pytrace=False)
-    r = run("--device", "mock:navi31", "am", "boot", "--yes", "--firmware-dir", str(FW_DIR))
-    assert r.code == 0, r.err
+    am_boot()
 
 
 def _unroute(gpu, port: int) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from amfake import FW_DIR
 from clihelp import run
+from kernelshelp import am_boot
 
 import tinyhw
 from tinyhw.boot import compute
@@ -28,11 +29,8 @@ S_BRANCH_SELF = 0xBFA0FFFF  # s_branch -1: a branch to itself (amd-compute.md §
 
 @pytest.fixture
 def booted(monkeypatch: pytest.MonkeyPatch) -> None:
-    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
-        pytest.fail(f"firmware missing in {FW_DIR}: run bash tests/fetch_firmware.sh", pytrace=False)
     monkeypatch.setattr(mock_cp, "WATCHDOG", 2000)  # a never-ending wave is declared hung after 2000 instructions
-    r = run("--device", "mock:navi31", "am", "boot", "--yes", "--firmware-dir", str(FW_DIR))
-    assert r.code == 0, r.err
+    am_boot()
 
 
 def spin_object(folder: Path) -> Path:

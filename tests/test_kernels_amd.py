@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from amfake import FW_DIR
 from clihelp import run
+from kernelshelp import am_boot
 
 import tinyhw
 from tinyhw.boot import compute
@@ -26,10 +27,7 @@ PATTERN = next((prebuilt_dir() / "gfx1100").glob("pattern.*.elf"))
 
 @pytest.fixture
 def booted() -> None:
-    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
-        pytest.fail(f"firmware missing in {FW_DIR}: run bash tests/fetch_firmware.sh", pytrace=False)
-    r = run("--device", "mock:navi31", "am", "boot", "--yes", "--firmware-dir", str(FW_DIR))
-    assert r.code == 0, r.err
+    am_boot()
 
 
 def _doc(*args: str) -> dict:

@@ -22,8 +22,8 @@ from pathlib import Path
 import corpushelp as C
 import numpy as np
 import pytest
-from amfake import FW_DIR
 from clihelp import run
+from kernelshelp import am_boot
 
 import tinyhw
 from tinyhw.kernels import exec_kernel
@@ -55,10 +55,7 @@ def corpus() -> tuple[dict, dict[str, np.ndarray]]:
 
 @pytest.fixture
 def booted() -> None:
-    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
-        pytest.fail(f"firmware missing in {FW_DIR}: run bash tests/fetch_firmware.sh", pytrace=False)
-    r = run("--device", "mock:navi31", "am", "boot", "--yes", "--firmware-dir", str(FW_DIR))
-    assert r.code == 0, r.err
+    am_boot()
 
 
 def _expected(entry: dict, arrays: dict[str, np.ndarray]) -> np.ndarray:
