@@ -8,7 +8,7 @@ the shader core, then the buffers written back through ``--out``. Each output mu
 under the corpus test's precision rules (corpushelp.compare_output). The sample is stratified by kind (every kind,
 a 3-D block, a four-buffer kernel); its seed is printed. ``TINYHW_CORPUS_EXEC=all`` runs every fixture instead,
 ``TINYHW_CORPUS_EXEC_SEED=N`` draws another sample. The same sample also runs through the library's one call
-(``tinyhw.open`` + ``tinyhw.kernels.exec_kernel``).
+(``tinyhw.open`` + ``tinyhw.kernels.exec_kernel``), and a few of it on ``mock:navi31-usb``.
 """
 
 from __future__ import annotations
@@ -97,6 +97,19 @@ def test_corpus_sample_through_the_kernels_exec_cli(booted: None, corpus, tmp_pa
             assert echo.read_bytes() == Path(inputs[0]).read_bytes(), f"seed {e['seed']}: an input buffer changed"
         results[e["seed"]] = C.compare_output(e, _got(e, out_file.read_bytes()), _expected(e, arrays))
     _report(results, "cli")
+
+
+def test_corpus_sample_through_kernels_exec_on_the_usb_board(booted: None, corpus, tmp_path: Path) -> None:
+    """The same board behind the emulated USB bridge (the real USB driver code): a few kernels of the sample."""
+    meta, arrays = corpus
+    results = {}
+    for e in [x for x in sample(meta) if x["kind"] in ("grid3d", "reduce", "gather")][:4]:
+        argv, out_i, _ = C.exec_argv(e, arrays, tmp_path)
+        out_file = tmp_path / f"k{e['seed']}.out"
+        r = run("--device", "mock:navi31-usb", "kernels", "exec", *argv, "--out", f"{out_i}:{out_file}")
+        results[e["seed"]] = (C.compare_output(e, _got(e, out_file.read_bytes()), _expected(e, arrays))
+                              if r.code == 0 else ("FAIL", f"exit {r.code}: {r.err.strip()}"))
+    _report(results, "cli, mock:navi31-usb")
 
 
 def test_corpus_sample_through_the_library(booted: None, corpus, tmp_path: Path) -> None:
