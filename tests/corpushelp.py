@@ -1,4 +1,4 @@
-"""The shader-core corpus (issue 23 item 7): random small tinygrad kernels, compiled for gfx1100, with the
+"""The shader-core corpus: random small tinygrad kernels, compiled for gfx1100, with the
 inputs and the outputs tinygrad's CPU device computes for them.
 
 A kernel is described by a JSON-able *spec* made from its seed (:func:`make_spec`): buffer shapes and dtypes,

@@ -1,4 +1,4 @@
-"""``kernels exec``: a user's own code object on an AMD GPU tinyhw booted (issue 23 item 3).
+"""``kernels exec``: a user's own code object on an AMD GPU tinyhw booted.
 
 :func:`plan_exec` reads and checks everything before the device is touched (exit 2 with the reason): the code
 object (bounded read; a gfx1100 AMDGPU ELF; the kernel by name, or the only one), the grid (workgroups per

@@ -25,7 +25,7 @@ What it does:
   DISPATCH_DIRECT (:func:`tinyhw.mocks.rdna3.run_dispatch` with memory through GPUVM), RELEASE_MEM (DATA_SEL 1/2
   write of the data, 3/4 the board time in 10 ns ticks, at the time the earlier dispatches end). Any other packet
   stops the queue (strict boards raise, naming the opcode).
-* **Time** (issue 23 item 4): the queue's cursor starts at the kick and advances 0.1 us per packet and, for a
+* **Time**: the queue's cursor starts at the kick and advances 0.1 us per packet and, for a
   dispatch, 2 us plus its modelled issue cycles at 2.5 GHz divided over the 96 CUs' share it can use (at most one
   wave per CU at a time; all inferred, a functional model, not a performance one). The fence write is a board
   event at the cursor: a host that polls sees it only after that much of its clock passed.
