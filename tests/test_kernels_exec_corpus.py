@@ -175,6 +175,7 @@ UNTOUCHED = "mock:navi31,faults=disconnect@1"
     (lambda a, t: a + ["--out", "3:o.bin"], "there are 3 buffers"),
     (lambda a, t: a + ["--out", "-1:o.bin"], "INDEX:FILE"),
     (lambda a, t: a + ["--out", "0:/dev/null"], "it is a character device"),
+    (lambda a, t: a + ["--out", f"0:{t / 'o.bin'}", "--out", f"1:{t / '.' / 'o.bin'}"], "is named twice"),
     (lambda a, t: a + ["--out", f"0:{t / 'no-dir' / 'o.bin'}"], "does not exist"),
 ])
 def test_refusals_come_before_the_device_is_touched(corpus, tmp_path: Path, change, says: str) -> None:

@@ -103,9 +103,10 @@ def plan_exec(code_object: str | Path, *, kernel: str | None, grid: str | tuple[
         i = int(index)
         if i >= len(data):
             raise Refused(f"--out {o}: there are {len(data)} buffers (0 .. {len(data) - 1})")
-        if any(f == Path(file) for _, f in wanted):
-            raise Refused(f"--out {o}: {file} is named twice")
-        wanted.append((i, check_output_path(file, force=True, what=f"buffer {i} output")))
+        target = check_output_path(file, force=True, what=f"buffer {i} output")
+        if any(f.resolve() == target.resolve() for _, f in wanted):
+            raise Refused(f"--out {o}: {file} is named twice (two buffers cannot land in one file)")
+        wanted.append((i, target))
     sources = [b if isinstance(b, str) else f"bytes:{len(b)}" for b in buffers]
     return ExecPlan(path, k, grid3, block3, data, sources, wanted, timeout)
 
