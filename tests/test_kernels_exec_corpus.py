@@ -23,7 +23,7 @@ import corpushelp as C
 import numpy as np
 import pytest
 from clihelp import run
-from kernelshelp import am_boot
+from kernelshelp import am_boot, need_libllvm
 
 import tinyhw
 from tinyhw.kernels import exec_kernel
@@ -270,3 +270,47 @@ def test_hidden_arguments_are_filled_as_the_spec_says() -> None:
     assert struct.unpack_from("<HHH", seg, 42) == (0, 0, 0)
     assert struct.unpack_from("<QQQ", seg, 64) == (0, 0, 0)
     assert struct.unpack_from("<H", seg, 88) == (3,)
+
+
+# -- a kernel with several outputs (tests/data/kernels-exec, made by make_multi_output.py) -----------------------
+MULTI = Path(__file__).parent / "data" / "kernels-exec"
+
+
+def test_a_kernel_with_three_outputs_writes_each_back(booted: None, tmp_path: Path) -> None:
+    """a = x + 1, b = x * 2 (float32), c = int32(x): three output buffers, each written back by its own --out."""
+    meta = json.loads((MULTI / "multi_output.json").read_text())
+    n = meta["n"]
+    x = (np.random.default_rng(23).standard_normal(n) * 100).astype(np.float32)
+    (tmp_path / "x.bin").write_bytes(x.tobytes())
+    bufs = {"a": f"zeros:{4 * n}", "b": f"zeros:{4 * n}", "c": f"zeros:{4 * n}", "x": str(tmp_path / "x.bin")}
+    argv = [str(MULTI / "multi_output.elf"), "--kernel", meta["name"], "--grid", ",".join(map(str, meta["grid"])),
+            "--block", ",".join(map(str, meta["block"]))]
+    for name in meta["args"]:
+        argv += ["--buffer", bufs[name]]
+    outs = [a for i, name in enumerate(meta["args"]) if name != "x" for a in ("--out", f"{i}:{tmp_path / name}")]
+    r = run("--device", "mock:navi31", "--json", "kernels", "exec", *argv, *outs)
+    assert r.code == 0, r.err
+    assert len(json.loads(r.out)["outputs"]) == 3
+    got = {name: (tmp_path / name).read_bytes() for name in "abc"}
+    assert got["a"] == (x + np.float32(1)).tobytes()
+    assert got["b"] == (x * np.float32(2)).tobytes()
+    assert got["c"] == x.astype(np.int32).tobytes()
+
+
+def test_the_multi_output_fixture_recompiles_to_the_committed_bytes() -> None:
+    need_libllvm()
+    import importlib.util
+
+    from tinyhw.kernels import seam
+
+    meta = json.loads((MULTI / "multi_output.json").read_text())
+    llvm = seam.find_libllvm()
+    if llvm is None or llvm[1] != meta["libllvm"]:
+        pytest.skip(f"the fixture was compiled with libLLVM {meta['libllvm']}, this machine has {llvm}")
+    spec = importlib.util.spec_from_file_location("make_multi_output", MULTI / "make_multi_output.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    k = mod.compile_multi_output()
+    assert k.pop("code") == (MULTI / "multi_output.elf").read_bytes()
+    assert {key: k[key] for key in ("name", "grid", "block", "args", "n")} == \
+        {key: meta[key] for key in ("name", "grid", "block", "args", "n")}
