@@ -64,11 +64,15 @@ def tinygrad_sqtt() -> Any:
     return importlib.import_module("tinygrad.renderer.amd.sqtt")
 
 
-def boot_mock_navi31() -> None:
-    """`tinyhw --device mock:navi31 am boot --yes` with Debian's firmware (what a kernel run on the board needs)."""
+def am_boot(device: str = "mock:navi31") -> None:
+    """``tinyhw --device DEVICE am boot --yes`` with the test firmware (a missing firmware folder is a failure that
+    names the fetch step): what every test of a kernel on an emulated AMD board starts with."""
     from amfake import boot_emulated_board
 
-    boot_emulated_board("mock:navi31")
+    boot_emulated_board(device)
+
+
+boot_mock_navi31 = am_boot
 
 
 def json_doc(*args: str) -> dict:

@@ -40,6 +40,11 @@ class _Board:
         self.transport = type("T", (), {"board": board})()
 
 
+def _drop(eng: compute.ComputeEngine) -> None:
+    """Dequeue a hung queue the way ``am reset`` does (RESET_WAVES: a drain would wait for waves that never end)."""
+    eng.close(reset_waves=True)
+
+
 @pytest.fixture
 def hung(booted: None, request: pytest.FixtureRequest, tmp_path: Path):
     """(board, engine) with the loop probe resident: 64 work-items, two waves. ``mock:navi31`` unless the test is
@@ -53,7 +58,7 @@ def hung(booted: None, request: pytest.FixtureRequest, tmp_path: Path):
             eng.create()
             eng.launch(LOOP, (1,), (64,), [])
             yield _Board(r.board), eng
-            eng.close()
+            _drop(eng)
         return
     with tinyhw.open("mock:navi31,strict") as o:
         o.transport.board.cp.watchdog = 2000
@@ -62,7 +67,7 @@ def hung(booted: None, request: pytest.FixtureRequest, tmp_path: Path):
         try:
             yield o, eng
         finally:
-            eng.close()
+            _drop(eng)
 
 
 def test_status_of_a_hung_queue_names_the_busy_bits(hung) -> None:
@@ -75,7 +80,7 @@ def test_status_of_a_hung_queue_names_the_busy_bits(hung) -> None:
     assert doc["groups"]["grbm"][1]["flagged"] == ["CPC_BUSY"]  # GRBM_STATUS2
     assert doc["queue"]["active"] and doc["queue"]["pending_dwords"] == 8  # the RELEASE_MEM
     assert doc["verdict"].startswith("busy: ") and "8 dwords not consumed" in doc["verdict"]
-    eng.close()
+    _drop(eng)
     idle = gpustatus.read_status(eng.gpu)
     assert idle["groups"]["grbm"][0]["flagged"] == [] and idle["verdict"].startswith("gfx idle")
     assert all(not r["flagged"] for r in idle["groups"]["mec"])
@@ -165,7 +170,7 @@ def test_halt_is_undone_after_an_error(hung) -> None:
 
 def test_a_dequeue_drops_the_resident_waves(hung) -> None:
     o, eng = hung
-    eng.close()
+    _drop(eng)
     assert waves.scan(eng.gpu)["waves"] == []
 
 

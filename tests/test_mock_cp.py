@@ -56,9 +56,21 @@ def test_activation_reads_the_mqd_and_checks_its_header() -> None:
     with tinyhw.open("mock:navi31,strict") as o:
         st = _activate(o, 0xC0310800)
         assert st["active"] and not st["error"] and o.transport.board.compute_active()
-    with tinyhw.open("mock:navi31,strict") as o:
+    with tinyhw.open("mock:navi31,strict") as o:  # the queue outlives the command, as on hardware
+        b5 = o.transport.bar(5)
+        assert o.transport.board.compute_active()
+        select(b5, 1, 0, 0)
+        b5.write32(reg("CP_HQD_DEQUEUE_REQUEST"), 1)
+        b5.write32(reg("CP_HQD_DEQUEUE_REQUEST"), 0)
         st = _activate(o, 0xDEADBEEF)
         assert "has header 0xdeadbeef, not 0xc0310800" in st["error"]
+
+
+def route_gc_doorbells(b5) -> None:
+    """The NBIO's doorbell aperture and the GC's port 0 (AWID 3, no range), through the RSMU window."""
+    b5.write32(A.offset("nbio.RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN"), 1)
+    b5.write32(A.offset("nbio.BIF_BX_PF0_RSMU_INDEX"), A.offset("nbio.S2A_DOORBELL_ENTRY_0_CTRL"))
+    b5.write32(A.offset("nbio.BIF_BX_PF0_RSMU_DATA"), 1 | 3 << 1)
 
 
 def test_a_doorbell_outside_the_mec_range_never_reaches_the_queue() -> None:
@@ -69,6 +81,10 @@ def test_a_doorbell_outside_the_mec_range_never_reaches_the_queue() -> None:
         b2.write32(28, 0)  # range upper is 0: the doorbell at byte 24 is outside
         assert cp.stats["doorbells"] == 0
         b5.write32(reg("CP_MEC_DOORBELL_RANGE_UPPER"), 0x450)
+        b2.write32(24, 0)
+        b2.write32(28, 0)
+        assert cp.stats["doorbells"] == 0  # inside the range, but the NBIO routes it nowhere
+        route_gc_doorbells(b5)
         b2.write32(24, 0)
         b2.write32(28, 0)
         assert cp.stats["doorbells"] == 1

@@ -82,9 +82,10 @@ def test_capture_over_the_usb_bridge(booted: None, tmp_path: Path) -> None:
 
 
 def test_instruction_times_are_the_core_cost_model(booted: None, tmp_path: Path) -> None:
-    """The traced wave's instruction packets sit at the issue cycles of the core's cost model: each row's time
-    plus the cost of its instruction (and of the packet-less hints after it) is the next row's time; the last row,
-    s_endpgm, is the WAVEEND packet, at the end of s_endpgm's own cycles."""
+    """The traced wave's instruction packets sit at the issue cycles of the core's cost model: each row's issue
+    cycle (the packet's time; ``time`` is the modelled first attempt) plus the cost of its instruction (and of the
+    packet-less hints after it) is the next row's issue cycle; the last row, s_endpgm, is the WAVEEND packet, at the
+    end of s_endpgm's own cycles."""
     out, _ = _capture(tmp_path, "fma")
     cap = load_capture(out)
     found = text_section(cap.programs[0].lib)
@@ -101,7 +102,7 @@ def test_instruction_times_are_the_core_cost_model(booted: None, tmp_path: Path)
                 cost, off = cost + default_cost(hint), off + hint.size
             if b["instruction"] == "s_endpgm":  # its row is the WAVEEND packet: when the wave ended, after it issued
                 cost += default_cost(decode_at(code, b["offset"], "gfx11"))
-            assert b["time"] - a["time"] == cost, (a, b)
+            assert b["issue"] - a["issue"] == cost, (a, b)
 
 
 def test_tinygrad_decoder_agrees_with_tinyhw(booted: None, tmp_path: Path) -> None:

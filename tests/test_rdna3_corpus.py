@@ -22,18 +22,7 @@ from kernelshelp import need_clang, need_libllvm
 from tinyhw.formats.amdisa import decode_at
 from tinyhw.mocks.rdna3 import Unimplemented
 
-#: Allowed float32 distance from the CPU device, in units in the last place, for the approximate operation at
-#: the root of a ``unary`` kernel (its operand is exact IEEE arithmetic on both sides). LLVM compiles
-#: reciprocal to a bare v_rcp_f32, sqrt to v_sqrt_f32 with fma range scaling, exp2/log2 to v_exp_f32 /
-#: v_log_f32 with range scaling; the RDNA3 ISA documents v_rcp_f32, v_sqrt_f32, v_exp_f32 and v_log_f32 as
-#: accurate to 1 ULP, so hardware may differ from a correctly rounded answer by 1 ULP (the model returns the
-#: correctly rounded value). The reference is tinygrad's CPU device: its sqrt and 1/x are IEEE (correctly
-#: rounded), so the bound is the ISA's 1 ULP; its clang renderer has no exp2/log2 and computes them with
-#: tinygrad's own polynomial, whose distance from the correctly rounded value is no ISA figure: measured on this
-#: corpus (the model's result is correctly rounded) at most 1 ULP for exp2 and 2 for log2, which are added.
-#: Everything else is exact integer or IEEE arithmetic and must match bit for bit (float reductions and matmuls
-#: use integer-valued data, so the order of a sum cannot matter).
-TOLERANCE_ULP = {"exp2": 1 + 1, "log2": 1 + 2, "sqrt": 1, "reciprocal": 1}
+TOLERANCE_ULP = corpushelp.TOLERANCE_ULP  # the documented precision rules (shared with kernels exec)
 GAPS_FILE = corpushelp.CORPUS / "known_gaps.json"
 SAMPLE_SEEDS = (1, 4, 17)   # int32 elementwise, sqrt, reduce through LDS with s_barrier: recompiled in CI
 _MNEMONIC = re.compile(r"\((\w+?)(?:_e32|_e64)?,")
@@ -61,18 +50,7 @@ def check_fixture(entry: dict, arrays: dict[str, np.ndarray], gaps: dict[str, st
         return "FAIL", f"unimplemented {mnem} (not in known_gaps.json): {e}"
     if seed in gaps:
         return "FAIL", f"listed as a gap ({gaps[seed]}) but it ran: remove it from known_gaps.json"
-    exp = arrays[f"k{seed}_out"]
-    if got.tobytes() == exp.tobytes():
-        return "exact", ""
-    tol = TOLERANCE_ULP.get(entry.get("approx", ""), 0)
-    if entry["out"] == "f32" and tol:
-        ulp = int(corpushelp.ulp_distance(got, exp).max())
-        if ulp <= tol:
-            return "within", f"{ulp} ulp"
-        return "FAIL", f"{entry['approx']}: {ulp} ulp from the cpu (allowed {tol})"
-    bad = np.flatnonzero(got.reshape(-1) != exp.reshape(-1))
-    i = int(bad[0]) if bad.size else 0
-    return "FAIL", f"{bad.size} elements differ, first [{i}]: {got.reshape(-1)[i]!r} != {exp.reshape(-1)[i]!r}"
+    return corpushelp.compare_output(entry, got, arrays[f"k{seed}_out"])
 
 
 def seen_mnemonics(code: bytes) -> set[str]:

@@ -17,13 +17,14 @@ virtual address of VMID0.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinyhw.boot import pm4
-from tinyhw.boot.copyengine import VA_BASE, fields, map_vram_2m
-from tinyhw.errors import DeviceTimeout, OperationFailed, Refused
+from tinyhw.boot.copyengine import VA_BASE, fields, map_vram_2m, rd_far, wr_far
+from tinyhw.errors import DeviceTimeout, OperationFailed, Refused, TinyhwError
 from tinyhw.formats.amdgpu_code import KernelDescriptor, parse_amdgpu_code
 from tinyhw.formats.amdgpu_meta import KernelMeta, MetadataError, kernel_metadata
 from tinyhw.formats.elf import symbols
@@ -44,8 +45,13 @@ ME, PIPE, QUEUE = 1, 0, 0  # MEC1 pipe 0 queue 0 (§1.1: mec0 is me1)
 MEC_RING0 = 0x003           # §1.3: Navi10 doorbell layout
 DOORBELL_INDEX = MEC_RING0 << 1  # doorbell dword index of kernel compute ring 0 (§1.7)
 USERQUEUE_END = 0x08A
+#: the GC's doorbell ports of the NBIO (amd-bringup.md §4.2 step 9c, non-NBIO-7.9): (S2A entry, AWID), AWADDR[31:28]
+GC_DOORBELL_PORTS = ((0, 3), (3, 6))
+GC_DOORBELL_AWADDR = 0x3
 MQD_HEADER = 0xC0310800
 EOP_SIZE = 2048
+DRAIN_PIPE, RESET_WAVES = 1, 2  # CP_HQD_DEQUEUE_REQUEST codes (§1.5: inferred values; amd-bringup.md §3.3: 2 resets)
+DEQUEUE_TIMEOUT = 1.0
 GFX11 = ("gfx1100",)
 LDS_GRANULE = 512  # RSRC2.LDS_SIZE granule on gfx11 (§3.4, conventional value, inferred)
 MAX_GROUPS = 1 << 31
@@ -174,9 +180,34 @@ class ComputeEngine:
         m[167] = fields(g, "gc.CP_HQD_EOP_CONTROL", EOP_SIZE=(EOP_SIZE // 4).bit_length() - 2)
         return m
 
-    def create(self) -> None:
-        """Map the region, write the MQD, ring, EOP and pointers, and activate the queue (§1.6 (b))."""
+    def route_doorbells(self) -> None:
+        """Route the GC's doorbells through the NBIO to the CP (amd-bringup.md §4.2 step 9c: ports 0 and 3, AWID 3
+        and 6, AWADDR[31:28] 3; the doorbell aperture itself is on since the copy engine's bring-up, step 2)."""
         g = self.gpu
+        for port, awid in GC_DOORBELL_PORTS:
+            reg, f = f"nbio.S2A_DOORBELL_ENTRY_{port}_CTRL", f"S2A_DOORBELL_PORT{port}"
+            wr_far(g, reg, fields(g, reg, **{f"{f}_ENABLE": 1, f"{f}_AWID": awid,
+                                             f"{f}_AWADDR_31_28_VALUE": GC_DOORBELL_AWADDR}))
+
+    def doorbell_route(self) -> str:
+        """The doorbell path as programmed, in words (for an error that says the CP never saw the doorbell)."""
+        g = self.gpu
+        aper = g.rd("nbio.RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN")
+        parts = [f"RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN.BIF_DOORBELL_APER_EN={aper & 1}"]
+        for port, awid in GC_DOORBELL_PORTS:
+            reg, f = f"nbio.S2A_DOORBELL_ENTRY_{port}_CTRL", f"S2A_DOORBELL_PORT{port}"
+            v = rd_far(g, reg)
+            d = g.asic.reg(reg).decode(v)
+            ok = d.get(f"{f}_ENABLE") == 1 and d.get(f"{f}_AWID") == awid
+            parts.append(f"S2A_DOORBELL_ENTRY_{port}_CTRL 0x{v:08x} ({'routed' if ok else 'not routed'}: "
+                         f"ENABLE={d.get(f'{f}_ENABLE', 0)} AWID={d.get(f'{f}_AWID', 0)}, want AWID {awid})")
+        return ", ".join(parts)
+
+    def create(self) -> None:
+        """Route the doorbell, map the region, write the MQD, ring, EOP and pointers, and activate the queue
+        (§1.6 (b))."""
+        g = self.gpu
+        self.route_doorbells()
         map_vram_2m(g, REGION_VA - VA_BASE, REGION, REGION_SIZE)
         m = self.mqd()
         g.vram_write(REGION + MQD, struct.pack("<512I", *m))
@@ -219,25 +250,42 @@ class ComputeEngine:
         self.active = True
         self.wptr = 0
 
-    def _dequeue(self) -> None:
+    def _dequeue(self, request: int = DRAIN_PIPE, timeout: float = DEQUEUE_TIMEOUT,
+                 hint: str = "reset the gpu (`tinyhw am reset --yes`) and boot again") -> None:
+        """CP_HQD_DEQUEUE_REQUEST = ``request`` on the selected queue, then wait for CP_HQD_ACTIVE.ACTIVE to clear
+        (§1.8; 1 ms polls)."""
         g = self.gpu
-        g.wr("gc.CP_HQD_DEQUEUE_REQUEST", 1)  # DRAIN_PIPE (§1.5, inferred value)
+        g.wr("gc.CP_HQD_DEQUEUE_REQUEST", request)
         try:
-            poll(g.clock, lambda: g.rd("gc.CP_HQD_ACTIVE"), lambda v: not v & 1, timeout=1.0, interval=0.001,
+            poll(g.clock, lambda: g.rd("gc.CP_HQD_ACTIVE"), lambda v: not v & 1, timeout=timeout, interval=0.001,
                  what="the compute queue to dequeue")
         except DeviceTimeout as e:
-            raise DeviceTimeout(f"the compute queue did not dequeue in 1 s ({self.status()})",
-                                hint="reset the gpu (`tinyhw am reset --yes`) and boot again") from e
+            how = {DRAIN_PIPE: "DRAIN_PIPE", RESET_WAVES: "RESET_WAVES"}.get(request, str(request))
+            raise DeviceTimeout(f"the compute queue did not dequeue in {timeout:g} s (CP_HQD_DEQUEUE_REQUEST "
+                                f"{how}; {self.status()})", hint=hint) from e
 
-    def close(self) -> None:
-        """Dequeue the queue (§1.8) and deselect; harmless when it was never created."""
+    def __enter__(self) -> ComputeEngine:
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        """Close the queue; when a dispatch already failed, a queue that does not dequeue (hung waves) keeps that
+        first error visible instead of replacing it (the queue stays for ``am reset`` to tear down)."""
+        if exc is None:
+            self.close()
+            return
+        with contextlib.suppress(TinyhwError):
+            self.close()
+
+    def close(self, *, reset_waves: bool = False) -> None:
+        """Dequeue the queue (§1.8) and deselect; harmless when it was never created. The dequeue drains the pipe
+        (its waves finish first); ``reset_waves`` drops them instead, what a hung dispatch needs."""
         if not self.active:
             return
         self.active = False
         self.select()
         try:
             if self.gpu.rd("gc.CP_HQD_ACTIVE") & 1:
-                self._dequeue()
+                self._dequeue(RESET_WAVES if reset_waves else DRAIN_PIPE)
             self.gpu.wr("gc.CP_HQD_DEQUEUE_REQUEST", 0)
         finally:
             self.select(False)
@@ -286,6 +334,10 @@ class ComputeEngine:
                  + ("every packet consumed)" if rptr == wptr & 0xFFFFFFFF else f"{(wptr - rptr) & 0xFFFFFFFF} "
                                                                                 "not consumed)"),
                  f"GRBM_STATUS 0x{grbm:08x} ({' '.join(busy) or 'idle'})"]
+        if self.active and wptr != self.wptr:
+            parts.insert(1, f"the cp never saw the doorbell (CP_HQD_PQ_WPTR 0x{wptr:x}, the driver rang "
+                            f"0x{self.wptr:x} "
+                            f"at BAR2 byte 0x{4 * DOORBELL_INDEX:x}; doorbell route: {self.doorbell_route()})")
         if fault:
             addr = (g.rd("gc.GCVM_L2_PROTECTION_FAULT_ADDR_HI32") & 0xF) << 44 | \
                 g.rd("gc.GCVM_L2_PROTECTION_FAULT_ADDR_LO32") << 12
@@ -434,6 +486,31 @@ class ComputeEngine:
         g.vram_write(REGION + FENCE, struct.pack("<I", (self.seq - 1) & 0xFFFFFFFF))
         self.submit(self.packets(kernel, entry, grid3, block3, self.seq, before, after))
         return grid3, block3, placed
+
+
+def teardown_compute(gpu: AmGpu, timeout: float = DEQUEUE_TIMEOUT) -> dict[str, Any]:
+    """Tear down tinyhw's compute queue before a reset (§1.8, amd-bringup.md §4.4 fini): when the queue is active,
+    CP_HQD_DEQUEUE_REQUEST = RESET_WAVES (hung waves are dropped, not waited for), wait for CP_HQD_ACTIVE.ACTIVE to
+    clear (``timeout`` s on the transport's clock: else :class:`DeviceTimeout` with the CP status, exit 1), then
+    DEQUEUE_REQUEST = 0. Only on a gc 11 GPU tinyhw booted (a queue exists only there); what it found, as a dict."""
+    from tinyhw.boot.state import read_state
+
+    where = {"me": ME, "pipe": PIPE, "queue": QUEUE}
+    gc = gpu.ip_version("gc")
+    if gc is None or gc[0] != 11 or not read_state(gpu).tinyhw_booted:
+        return {**where, "checked": False, "was_active": False, "dequeued": False}
+    engine = ComputeEngine(gpu)
+    engine.select()
+    try:
+        active = gpu.rd("gc.CP_HQD_ACTIVE")
+        was = active != 0xFFFFFFFF and bool(active & 1)
+        if was:
+            engine._dequeue(RESET_WAVES, timeout, hint="the gpu was not reset; power-cycle the board (emulated "
+                                                       "boards: tinyhw mock reset --yes)")
+            gpu.wr("gc.CP_HQD_DEQUEUE_REQUEST", 0)
+    finally:
+        engine.select(False)
+    return {**where, "checked": True, "was_active": was, "dequeued": was}
 
 
 def check_booted(transport: Any, what: str = "kernels run on") -> AmGpu:

@@ -206,6 +206,15 @@ def wr_far(gpu: AmGpu, name: str, value: int) -> None:
     gpu.wr("nbio.BIF_BX_PF0_RSMU_DATA", value)
 
 
+def rd_far(gpu: AmGpu, name: str) -> int:
+    """Read a register past the register BAR through BIF_BX_PF0_RSMU_INDEX/DATA (amd-bringup.md §3.1)."""
+    at = gpu.offset(name)
+    if at + 4 <= gpu.mmio.size:
+        return gpu.rd(name)
+    gpu.wr("nbio.BIF_BX_PF0_RSMU_INDEX", at)
+    return gpu.rd("nbio.BIF_BX_PF0_RSMU_DATA")
+
+
 def setup_doorbells(gpu: AmGpu) -> None:
     """§4.2 step 2 (doorbell aperture on) and step 10's routing: port 2, awid 0xe, offset = SDMA index * 2, size 4."""
     gpu.wr("nbio.RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN", 1)

@@ -230,7 +230,12 @@ def _bus_master(gpu: AmGpu, on: bool) -> None:
 
 
 def reset_gpu(gpu: AmGpu, psp: Psp | None = None, smu: Smu | None = None) -> dict[str, Any]:
-    """Mode-1 reset: the SMU's debug message when it answers, else the PSP's MODE1_RST; then wait for the bootloader."""
+    """Mode-1 reset: first the compute queue is torn down (:func:`tinyhw.boot.compute.teardown_compute`: a queue
+    that does not dequeue stops here, exit 1), then the SMU's debug message when it answers, else the PSP's
+    MODE1_RST; then wait for the bootloader."""
+    from tinyhw.boot.compute import teardown_compute
+
+    queue = teardown_compute(gpu)
     psp, smu = psp or Psp(gpu), smu or Smu(gpu)
     if smu.alive():
         path = "smu"
@@ -262,4 +267,4 @@ def reset_gpu(gpu: AmGpu, psp: Psp | None = None, smu: Smu | None = None) -> dic
     for reg in (SCRATCH7, SCRATCH6, SCRATCH5):
         if gpu.rd(reg):
             gpu.wr(reg, 0)
-    return {"path": path}
+    return {"path": path, "compute_queue": queue}

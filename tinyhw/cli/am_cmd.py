@@ -209,6 +209,8 @@ def boot_cmd(app: App, yes: bool, firmware_dir: str | None, allow_unknown_firmwa
 def reset_cmd(app: App, yes: bool) -> None:
     """Mode-1 reset the whole GPU (SMU debug mailbox; PSP fallback) and clear tinyhw's boot flags.
 
+    An active compute queue is dequeued first (its waves reset); one that does not dequeue stops the command.
+
     Waits until the PSP bootloader answers again. Everything the firmware held is lost.
 
     \b
@@ -220,15 +222,17 @@ def reset_cmd(app: App, yes: bool) -> None:
     gpu = preflight_reset(_gpu(app, writes=True))
     state = read_state(gpu)
     app.confirm(yes, f"plan: mode-1 reset of {gpu.transport.identity().location} "
-                     f"({'firmware running' if state.firmware_running else 'no firmware running'}), "
-                     "wait for the psp bootloader, clear the boot flags")
+                     f"({'firmware running' if state.firmware_running else 'no firmware running'}) after dequeuing "
+                     "an active compute queue, wait for the psp bootloader, clear the boot flags")
     t0 = gpu.clock.now()
     done = sequence.reset_gpu(gpu)
-    doc = {"device": gpu.transport.identity().location, "reset": done["path"],
+    doc = {"device": gpu.transport.identity().location, "reset": done["path"], "compute_queue": done["compute_queue"],
            "seconds": round(gpu.clock.now() - t0, 6), "state": read_state(gpu).to_doc()}
     how = {"smu": "through the smu", "psp": "through the psp", "function-reset": "by a pci function reset",
            "none": "not needed (no firmware answered)"}
-    app.emit(doc, lambda: app.out.print(f"mode-1 reset {how[done['path']]}; bootloader ready, flags cleared"))
+    q = done["compute_queue"]
+    queue = f"compute queue me{q['me']} pipe{q['pipe']} queue{q['queue']} dequeued; " if q["dequeued"] else ""
+    app.emit(doc, lambda: app.out.print(f"{queue}mode-1 reset {how[done['path']]}; bootloader ready, flags cleared"))
 
 
 def _views() -> None:

@@ -20,3 +20,11 @@ def run_amd_probe(name: str, transport: Any, **kw: Any) -> dict:
     from tinyhw.kernels.amd import run_amd_probe as run
 
     return run(name, transport, **kw)
+
+
+def exec_kernel(transport: Any, code_object: Any, **kw: Any) -> Any:
+    """A kernel of a user's code object on the AMD GPU behind ``transport`` (see
+    :func:`tinyhw.kernels.execute.exec_kernel`)."""
+    from tinyhw.kernels.execute import exec_kernel as run
+
+    return run(transport, code_object, **kw)

@@ -79,15 +79,13 @@ def run_amd(plan: AmdPlan, transport: Any, *, timeout: float = 10.0) -> dict:
     bufs = {b.name: b for b in probe.buffers(n)}
     order = [a["buffer"] for a in k["args"]]
     engine = open_compute(transport, timeout=timeout, gpu=gpu)
-    try:
-        seconds = []
-        run = None
+    seconds = []
+    run = None
+    with engine:
         for _ in range(plan.repeats):
             data = [host.get(name, bytes(bufs[name].nbytes)) for name in order]
             run = engine.run(kernel, (n // plan.per_group, 1, 1), tuple(k["block"]), data)
             seconds.append(run.seconds)
-    finally:
-        engine.close()
     assert run is not None
     outputs = {name: run.outputs[i] for i, name in enumerate(order) if bufs[name].role in ("out", "inout")}
     check = probe.check(n, outputs)

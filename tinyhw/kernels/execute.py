@@ -37,7 +37,9 @@ class ExecPlan:
     timeout: float
 
 
-def _dims(text: str, what: str) -> tuple[int, ...]:
+def _dims(text: str | tuple[int, ...], what: str) -> tuple[int, ...]:
+    if isinstance(text, tuple | list):
+        return tuple(text)  # checked by _check_dims
     parts = text.split(",")
     try:
         dims = tuple(int(p.strip(), 0) for p in parts)
@@ -48,9 +50,13 @@ def _dims(text: str, what: str) -> tuple[int, ...]:
     return dims
 
 
-def _buffer(spec: str, index: int) -> bytes:
+def _buffer(spec: str | bytes, index: int) -> bytes:
     from tinyhw.fileio import read_input
 
+    if isinstance(spec, bytes | bytearray | memoryview):  # from Python: the bytes themselves
+        if not 1 <= len(spec) <= MAX_TOTAL:
+            raise Refused(f"buffer {index}: {len(spec)} bytes; a buffer takes 1 .. {MAX_TOTAL}")
+        return bytes(spec)
     if spec.startswith("zeros:"):
         try:
             n = int(spec[6:], 0)
@@ -65,9 +71,11 @@ def _buffer(spec: str, index: int) -> bytes:
     return data
 
 
-def plan_exec(code_object: str | Path, *, kernel: str | None, grid: str, block: str, buffers: list[str],
-              outs: list[str], timeout: float = 10.0) -> ExecPlan:
-    """Everything ``kernels exec`` refuses (exit 2), checked before the device is opened."""
+def plan_exec(code_object: str | Path, *, kernel: str | None, grid: str | tuple[int, ...],
+              block: str | tuple[int, ...], buffers: list[str] | list[bytes], outs: list[str],
+              timeout: float = 10.0) -> ExecPlan:
+    """Everything ``kernels exec`` refuses (exit 2), checked before the device is opened. ``grid``/``block`` are
+    ``"X[,Y,Z]"`` or tuples; each buffer is ``FILE``, ``zeros:N`` or (from Python) the bytes to upload."""
     from tinyhw.boot.compute import MAX_BLOCK, MAX_GROUPS, _check_dims, load_code_object
     from tinyhw.fileio import check_output_path, read_input
 
@@ -99,30 +107,58 @@ def plan_exec(code_object: str | Path, *, kernel: str | None, grid: str, block: 
         i = int(index)
         if i >= len(data):
             raise Refused(f"--out {o}: there are {len(data)} buffers (0 .. {len(data) - 1})")
-        if any(f == Path(file) for _, f in wanted):
-            raise Refused(f"--out {o}: {file} is named twice")
-        wanted.append((i, check_output_path(file, force=True, what=f"buffer {i} output")))
-    return ExecPlan(path, k, grid3, block3, data, list(buffers), wanted, timeout)
+        target = check_output_path(file, force=True, what=f"buffer {i} output")
+        if any(f.resolve() == target.resolve() for _, f in wanted):
+            raise Refused(f"--out {o}: {file} is named twice (two buffers cannot land in one file)")
+        wanted.append((i, target))
+    sources = [b if isinstance(b, str) else f"bytes:{len(b)}" for b in buffers]
+    return ExecPlan(path, k, grid3, block3, data, sources, wanted, timeout)
 
 
 def run_exec(plan: ExecPlan, transport: Any) -> dict:
     """Run ``plan`` on the GPU behind ``transport`` (handed in, closed by the caller); write the ``--out`` files."""
+    return _run(plan, transport)[0]
+
+
+def _run(plan: ExecPlan, transport: Any) -> tuple[dict, list[bytes]]:
     from tinyhw.boot.compute import check_booted, open_compute
     from tinyhw.fileio import atomic_write
 
     gpu = check_booted(transport, "kernels exec runs on")
     engine = open_compute(transport, timeout=plan.timeout, gpu=gpu)
-    try:
+    with engine:
         run = engine.run(plan.kernel, plan.grid, plan.block, plan.buffers)
-    finally:
-        engine.close()
     written = []
     for i, path in plan.outs:
         atomic_write(path, run.outputs[i])
         written.append({"index": i, "file": str(path), "bytes": len(run.outputs[i])})
     emulated = bool(getattr(transport, "emulated", False))
-    return {"code_object": str(plan.path), "kernel": plan.kernel.name, "grid": list(run.grid),
+    meta = plan.kernel.meta
+    return ({"code_object": str(plan.path), "kernel": plan.kernel.name, "grid": list(run.grid),
             "block": list(run.block), "buffers": [{"source": s, "bytes": len(b)} for s, b in
                                                   zip(plan.sources, plan.buffers, strict=True)],
             "dispatch_s": run.seconds, "time_kind": "modelled" if emulated else "measured", "outputs": written,
-            "kernarg_bytes": max(plan.kernel.kd.kernarg_size, plan.kernel.meta.kernarg_size if plan.kernel.meta else 0)}
+            "kernarg_bytes": max(plan.kernel.kd.kernarg_size, meta.kernarg_size if meta else 0)},
+            run.outputs)
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What :func:`exec_kernel` ran (the same document ``kernels exec --json`` prints) and every buffer's bytes
+    after the run."""
+
+    doc: dict
+    buffers: list[bytes]
+
+
+def exec_kernel(transport: Any, code_object: str | Path, *, grid: str | tuple[int, ...],
+                block: str | tuple[int, ...], buffers: list[str] | list[bytes], kernel: str | None = None,
+                outs: list[str] | None = None, timeout: float = 10.0) -> ExecResult:
+    """The library's one call behind ``kernels exec``: check everything (:func:`plan_exec`, refusals before the
+    device is touched), run it on the booted GPU behind ``transport`` (``tinyhw.open(...)``'s ``.transport``), write
+    any ``outs`` files, and return the document with the buffers' bytes, e.g.
+    ``exec_kernel(o.transport, "k.elf", grid=(4,), block=(32,), buffers=[b"...", "zeros:4096"]).buffers[1]``."""
+    plan = plan_exec(code_object, kernel=kernel, grid=grid, block=block, buffers=buffers, outs=list(outs or []),
+                     timeout=timeout)
+    doc, data = _run(plan, transport)
+    return ExecResult(doc, data)

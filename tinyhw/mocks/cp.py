@@ -20,7 +20,8 @@ What it does:
   0xC0310800 (§1.4), else the queue stops with an error (``status()``). A zero MQD address is tolerated (the queue
   runs from its registers).
 * **Doorbell**: a BAR2 write to the high dword of an active, enabled queue's doorbell (inside
-  CP_MEC_DOORBELL_RANGE_LOWER..UPPER) kicks the queue.
+  CP_MEC_DOORBELL_RANGE_LOWER..UPPER) kicks the queue; the board hands the CP only the doorbells the NBIO routes to
+  it (:mod:`tinyhw.mocks.doorbells`).
 * **PM4**: NOP, SET_SH_REG (the COMPUTE_* window), EVENT_WRITE (handed to the SQ thread trace), ACQUIRE_MEM
   (data caches are not modelled: counted; GLI_INV drops the decoded-instruction cache, as does an activation),
   DISPATCH_DIRECT (:func:`tinyhw.mocks.rdna3.run_dispatch` with memory through GPUVM), RELEASE_MEM (DATA_SEL 1/2
@@ -32,7 +33,12 @@ What it does:
   event at the cursor: a host that polls sees it only after that much of its clock passed.
 * **Faults**: a GPUVM fault of a shader or packet access records the page address, VMID and read/write in
   GCVM_L2_PROTECTION_FAULT_STATUS / _ADDR_LO32 / _ADDR_HI32 (fields of the database) and stops the queue; a
-  shader that runs past the watchdog stops the queue with the queue busy (GRBM_STATUS.CP_BUSY) until a dequeue.
+  shader that runs past the watchdog hangs the queue (GRBM_STATUS.CP_BUSY): a DRAIN_PIPE dequeue never completes
+  on it (its waves never finish), a RESET_WAVES dequeue drops the waves and stops it.
+* **Dequeue** (§1.8): CP_HQD_DEQUEUE_REQUEST 1 (DRAIN_PIPE) or 2 (RESET_WAVES) on an active queue clears
+  CP_HQD_ACTIVE.ACTIVE (see Faults for a hung queue).
+* **Across commands**: a queue left active or hung is kept in the board state file (:meth:`to_state`), as the
+  hardware keeps it between processes; a mode-1 reset powers the CP back on.
 
 The CP takes a small explicit :class:`CpServices` (time, events, memory, strictness) and never imports the board.
 """
@@ -110,6 +116,7 @@ DATA_SEL_SHIFT = 29
 PACKET_COST_S = 0.1e-6    # per packet (inferred)
 DISPATCH_COST_S = 2e-6    # per dispatch launch (inferred)
 SHADER_HZ, CUS = 2.5e9, 96  # modelled issue rate, and the CUs waves spread over (discovery: 96 CUs)
+DRAIN_PIPE, RESET_WAVES = 1, 2  # CP_HQD_DEQUEUE_REQUEST codes (§1.5, inferred; amd-bringup.md §3.3: 2 resets waves)
 WATCHDOG = 4_000_000      # wave instructions of one dispatch before the queue is declared hung (``cp.watchdog``)
 
 
@@ -211,7 +218,8 @@ class CommandProcessor:
         self.running = False
         self.cache: Any = None  # the shader core's decoded code (numpy: imported at the first dispatch)
         self.stats = {"doorbells": 0, "packets": 0, "dispatches": 0, "acquire_mem": 0, "release_mem": 0,
-                      "set_sh_reg": 0, "nops": 0, "activations": 0, "dequeues": 0, "wave_instructions": 0}
+                      "set_sh_reg": 0, "nops": 0, "activations": 0, "dequeues": 0, "drains_stuck": 0,
+                      "wave_instructions": 0}
         self.last_dispatch: Any = None
         self.sq.power_on()
 
@@ -260,8 +268,8 @@ class CommandProcessor:
         q = self.selected()
         was = q.active
         if offset == self.reg.offset["CP_HQD_DEQUEUE_REQUEST"] and value & 0xF and was:
-            q.regs[offset] = value
-            self.dequeue(q)
+            q.regs[offset] = value & 0xFFFFFFFF
+            self.dequeue(q, value & 0xF)
             return
         q.regs[offset] = value & 0xFFFFFFFF
         if offset == self.reg.offset["CP_HQD_ACTIVE"] and value & 1 and not was:
@@ -284,13 +292,34 @@ class CommandProcessor:
         if header != MQD_HEADER:
             self._stop(q, f"the mqd at 0x{mqd:x} has header 0x{header:08x}, not 0x{MQD_HEADER:08x}")
 
-    def dequeue(self, q: Hqd) -> None:
-        """§1.8: drain (nothing runs between packets here) or reset the waves; the queue stops."""
+    def dequeue(self, q: Hqd, request: int = DRAIN_PIPE) -> None:
+        """§1.8: DRAIN_PIPE lets the waves finish (nothing runs between packets here, so it completes at once --
+        except on a hung queue, whose waves never finish: the queue stays active with the request pending);
+        RESET_WAVES (or any other request) drops the waves; then the queue stops."""
+        if q.hung and request == DRAIN_PIPE:
+            self.stats["drains_stuck"] += 1
+            return
         self.stats["dequeues"] += 1
         q.regs[self.reg.offset["CP_HQD_ACTIVE"]] = q.r("CP_HQD_ACTIVE") & ~1
         if q.hung:
             self.sq.drop()  # the resident waves of its hung dispatch are reset
         q.hung = False
+
+    def to_state(self) -> dict[str, Any]:
+        """The queues a command leaves behind (the board state file): a queue outlives the process that made it."""
+        return {f"{k[0]}.{k[1]}.{k[2]}": {"regs": {f"{o:x}": v for o, v in sorted(q.regs.items())},
+                                          "hung": q.hung, "error": q.error}
+                for k, q in sorted(self.hqds.items()) if q.active or q.hung}
+
+    def from_state(self, state: dict[str, Any]) -> None:
+        """Queues an earlier command left (their rings and MQDs are gone with VRAM; a hung queue stays hung)."""
+        for key, ent in state.items():
+            me, pipe, queue = (int(x) for x in key.split("."))
+            q = self.hqds[(me, pipe, queue)] = Hqd((me, pipe, queue), self.reg.offset,
+                                                  doorbell_fields=(self.reg.doorbell_offset, self.reg.doorbell_en))
+            q.regs = {int(o, 16): int(v) & 0xFFFFFFFF for o, v in ent.get("regs", {}).items()
+                      if self.reg.hqd_first <= int(o, 16) <= self.reg.hqd_last}
+            q.hung, q.error = bool(ent.get("hung")), str(ent.get("error", ""))
 
     def _stop(self, q: Hqd, why: str) -> None:
         q.error = why

@@ -25,6 +25,7 @@ from tinyhw.mocks import boardstate
 from tinyhw.mocks.amregs import RegisterFile
 from tinyhw.mocks.cp import SHADER_HZ, CommandProcessor, CpServices
 from tinyhw.mocks.discovery import NAVI31_GC_INFO
+from tinyhw.mocks.doorbells import DoorbellRouter
 from tinyhw.mocks.gpuvm import GpuVm
 from tinyhw.mocks.perfmon import PerfMon
 from tinyhw.mocks.pspboot import PspBoot, PspTiming
@@ -136,6 +137,7 @@ class AmBootPath:
         self.cp.thread_trace = self.thread_trace
         self.perfmon = PerfMon(services, regs)  # the SQ / GRBM performance counters (mocks/perfmon.py)
         self.cp.perfmon = self.perfmon
+        self.doorbells = DoorbellRouter(regs, regfile)  # which block a BAR2 doorbell reaches (the NBIO's routes)
         self._load_state()
         if o.psp in ("sos", "gated") and not self.boot.s.sos_alive:
             self.boot.s.sos_alive = 1
@@ -199,6 +201,7 @@ class AmBootPath:
         self.regfile.from_state(state.get("regs", {}))
         self.boot.from_state(state.get("psp", {}))
         self.smu.from_state(state.get("smu", {}))
+        self.cp.from_state(state.get("cp", {}))
         for key, value in state.get("smuio", {}).items():  # ROM block / GPIO pad storage written earlier
             if int(key, 16) in self.smuio.regs:
                 self.smuio.regs[int(key, 16)] = int(value) & 0xFFFFFFFF
@@ -215,7 +218,7 @@ class AmBootPath:
         end = self.events.drain(self.services.command_now())
         boardstate.save(self.options.flash, {
             "time": self.time_base + end, "regs": self.regfile.to_state(), "psp": self.boot.to_state(),
-            "smu": self.smu.to_state(), "last_command": last_command(),
+            "smu": self.smu.to_state(), "cp": self.cp.to_state(), "last_command": last_command(),
             "smuio": {f"{k:x}": v for k, v in sorted(self.smuio.regs.items())
                       if v != self.smuio.config.power_on.get(k)},
         })
