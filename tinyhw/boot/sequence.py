@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinyhw import progress
 from tinyhw.boot import copyengine, layout
 from tinyhw.boot import gpu as g
 from tinyhw.boot.firmware import FirmwareSet
@@ -43,6 +44,7 @@ class StepLog:
         t0 = self.gpu.clock.now()
         c0 = self.gpu.transport.counters.copy()
         self.on_step(name, "start", detail)
+        progress.step(f"boot: {name}", "start")
         try:
             result = fn()
         except TinyhwError as e:  # a disconnect or timeout names the access; say which boot step it cut
@@ -54,6 +56,7 @@ class StepLog:
         if isinstance(result, dict):
             doc.update(result)
         self.steps.append(doc)
+        progress.step(f"boot: {name}", "done")
         self.on_step(name, "done", doc)
         return result
 

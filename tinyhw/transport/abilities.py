@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 from tinyhw.transport.batch import Batching
 
 __all__ = ["RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BridgeSram", "BulkQueue", "DmaBuffers",
-           "DeviceAttributes", "Interrupts", "QueuedBulk", "ReadOnlyPeek", "Resettable", "device_awake"]
+           "DeviceAttributes", "Interrupts", "QueuedBulk", "ReadOnlyPeek", "Resettable", "TransferTap", "device_awake"]
 
 
 @runtime_checkable
@@ -150,3 +150,14 @@ class BridgeSram(Protocol):
     def read_xdata(self, address: int, length: int) -> bytes: ...
 
     def write_xdata(self, address: int, value: int) -> None: ...
+
+
+@runtime_checkable
+class TransferTap(Protocol):
+    """A transport that reports its own wire transfers (the ASM24 bridge's vendor requests and bulk transfers) to
+    one callback, for a recording (:mod:`tinyhw.transport.record`). ``tap_transfers(tap)`` installs ``tap`` (None
+    removes it); the transport then calls ``tap(kind, fields, data)`` after each transfer: ``kind`` "control" with
+    fields ``request_type``, ``request``, ``value``, ``index``, ``length``, ``direction``; or "bulk" with
+    ``endpoint``, ``length``, ``direction``; ``data`` the bytes sent or received (empty when not at hand)."""
+
+    def tap_transfers(self, tap: Any) -> None: ...

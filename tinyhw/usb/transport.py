@@ -216,6 +216,10 @@ class UsbTransport(Transport):
         """One byte of the bridge's XDATA."""
         self.bridge.xdata_write(address, value)
 
+    def tap_transfers(self, tap: Any) -> None:
+        """Report every vendor request and bulk transfer to ``tap`` (the TransferTap ability; None: stop)."""
+        self.bridge.tap = tap
+
     def close(self) -> None:
         if self._closed:
             return
