@@ -10,8 +10,8 @@ obvious; any pcapng reader (Wireshark, scapy) can open it. Layout:
 * Interface Description Block: link type :data:`LINKTYPE` (LINKTYPE_USER0, 147, a private link type),
   ``if_name`` "tinyhw", ``if_tsresol`` 9 (nanoseconds).
 * One Enhanced Packet Block per record; its timestamp is wall time (ns since the epoch) taken after the operation
-  completed. The packet data is one record: :data:`HEAD` (op, bar, width, sequence number, virtual time in ns or
-  :data:`NO_VTIME`) and the op's own fields (:data:`BODY`), then a variable tail (bulk bytes, text).
+  completed. The packet data is one record: :data:`HEAD` (op, bar, width, sequence number, the emulated board's
+  virtual time in ns when the operation was issued, or :data:`NO_VTIME`) and the op's own fields (:data:`BODY`), then a variable tail (bulk bytes, text).
 
 Pure (layer 1 ``formats``): no transport; the reader takes bytes. Nothing here depends on a third-party package.
 """

@@ -68,7 +68,7 @@ class TraceWriter:
         self._lock = threading.Lock()
         self.header = {**header, "keep_write_bytes": keep_write, "keep_read_bytes": keep_read,
                        "clock": {"wall": "ns since the epoch, taken after the operation completed",
-                                 "virtual": "ns of the emulated board's clock after the operation, or absent"}}
+                                 "virtual": "ns of the emulated board's clock when the operation was issued, or absent"}}
         self._write(tf.file_start(self.header))
 
     def _write(self, blob: bytes) -> None:
@@ -148,6 +148,7 @@ class RecordingRegion(BarRegion):
 
     def read32(self, offset: int) -> int:
         rec = self._rec
+        vt = rec.vnow()
         try:
             value = self._inner.read32(offset)
         except TinyhwError as e:
@@ -155,23 +156,25 @@ class RecordingRegion(BarRegion):
             raise
         if rec.pending:
             rec.settle()
-        rec.emit(tf.READ32, self._bar, 4, (offset, value))
+        rec.emit(tf.READ32, self._bar, 4, (offset, value), b"", vt)
         return value
 
     def write32(self, offset: int, value: int) -> None:
         rec = self._rec
+        vt = rec.vnow()
         try:
             self._inner.write32(offset, value)
         except TinyhwError as e:
             rec.error(tf.WRITE32, e)
             raise
         if rec.pending:
-            rec.pending.append((tf.WRITE32, self._bar, 4, (offset, value & 0xFFFFFFFF), b""))
+            rec.pending.append((tf.WRITE32, self._bar, 4, (offset, value & 0xFFFFFFFF), vt))
         else:
-            rec.emit(tf.WRITE32, self._bar, 4, (offset, value & 0xFFFFFFFF))
+            rec.emit(tf.WRITE32, self._bar, 4, (offset, value & 0xFFFFFFFF), b"", vt)
 
     def read(self, offset: int, length: int) -> bytes:
         rec = self._rec
+        vt = rec.vnow()
         try:
             data = self._inner.read(offset, length)
         except TinyhwError as e:
@@ -179,20 +182,21 @@ class RecordingRegion(BarRegion):
             raise
         if rec.pending:
             rec.settle()
-        rec.bulk(tf.BULK_READ, self._bar, offset, data)
+        rec.bulk(tf.BULK_READ, self._bar, offset, data, vt)
         return data
 
     def write(self, offset: int, data: bytes) -> None:
         rec = self._rec
+        vt = rec.vnow()
         try:
             self._inner.write(offset, data)
         except TinyhwError as e:
             rec.error(tf.BULK_WRITE, e)
             raise
         if rec.pending:
-            rec.pending.append((tf.BULK_WRITE, self._bar, offset, bytes(data), None))
+            rec.pending.append((tf.BULK_WRITE, self._bar, offset, bytes(data), vt))
         else:
-            rec.bulk(tf.BULK_WRITE, self._bar, offset, data)
+            rec.bulk(tf.BULK_WRITE, self._bar, offset, data, vt)
 
 
 class RecordingTransport(Transport):
@@ -213,17 +217,24 @@ class RecordingTransport(Transport):
             inner.tap_transfers(self._transfer)
 
     # -- encoding -------------------------------------------------------------------------------------------------
-    def emit(self, op: int, bar: int | None, width: int, body: tuple[Any, ...], tail: bytes = b"") -> None:
-        """Append one record, stamped now (wall time, and the board's virtual time on an emulated board)."""
+    def vnow(self) -> int | None:
+        """The emulated board's virtual time in ns (taken when an operation is issued), or None on hardware."""
+        return int(self.clock.now() * 1e9) if self._virtual else None
+
+    def emit(self, op: int, bar: int | None, width: int, body: tuple[Any, ...], tail: bytes = b"",
+             vt: int | None = None) -> None:
+        """Append one record: ``vt`` the virtual time when the operation was issued (default: now), and the wall
+        time now (after it completed)."""
         w = self.writer
-        vt = int(self.clock.now() * 1e9) if self._virtual else None
+        if vt is None:
+            vt = self.vnow()
         w.add(tf.packet(op, w.next_seq(), time.time_ns(), vt, bar, width, body, tail))
 
-    def bulk(self, op: int, bar: int, offset: int, data: bytes) -> None:
+    def bulk(self, op: int, bar: int, offset: int, data: bytes, vt: int | None = None) -> None:
         """A bulk BAR transfer: its size, hash and the first bytes up to the writer's limit."""
         keep = self.writer.keep_read if op == tf.BULK_READ else self.writer.keep_write
         data = bytes(data)
-        self.emit(op, bar, 0, (offset, len(data), tf.digest(data)), data[:keep])
+        self.emit(op, bar, 0, (offset, len(data), tf.digest(data)), data[:keep], vt)
 
     def error(self, op: int, e: BaseException) -> None:
         """The access of kind ``op`` raised ``e``: recorded, then the error goes on to the caller."""
@@ -261,13 +272,11 @@ class RecordingTransport(Transport):
                     continue
                 self._record_ops(item.ops, results)
             else:
-                op, bar, a, b, _ = item
+                op, bar, a, b, vt = item
                 if op == tf.BULK_WRITE:
-                    self.bulk(op, bar, a, b)
-                elif op == tf.CFG_WRITE:
-                    self.emit(op, None, a, b)
+                    self.bulk(op, bar, a, b, vt)
                 else:
-                    self.emit(op, bar, a, b)
+                    self.emit(op, bar, a, b, b"", vt)
 
     def _settle_quietly(self) -> None:
         try:
@@ -298,6 +307,7 @@ class RecordingTransport(Transport):
 
     # -- the seam -----------------------------------------------------------------------------------------------------
     def config_read(self, offset: int, size: int = 4) -> int:
+        vt = self.vnow()
         try:
             value = self.inner.config_read(offset, size)
         except TinyhwError as e:
@@ -305,10 +315,11 @@ class RecordingTransport(Transport):
             raise
         if self.pending:
             self.settle()
-        self.emit(tf.CFG_READ, None, size, (offset, value))
+        self.emit(tf.CFG_READ, None, size, (offset, value), b"", vt)
         return value
 
     def config_write(self, offset: int, size: int, value: int) -> None:
+        vt = self.vnow()
         try:
             self.inner.config_write(offset, size, value)
         except TinyhwError as e:
@@ -316,11 +327,12 @@ class RecordingTransport(Transport):
             raise
         masked = value & ((1 << (8 * size)) - 1)
         if self.pending:
-            self.pending.append((tf.CFG_WRITE, None, size, (offset, masked), None))
+            self.pending.append((tf.CFG_WRITE, None, size, (offset, masked), vt))
         else:
-            self.emit(tf.CFG_WRITE, None, size, (offset, masked))
+            self.emit(tf.CFG_WRITE, None, size, (offset, masked), b"", vt)
 
     def config_bytes(self, offset: int = 0, length: int = 256) -> bytes:
+        vt = self.vnow()
         try:
             data = self.inner.config_bytes(offset, length)
         except TinyhwError as e:
@@ -329,7 +341,7 @@ class RecordingTransport(Transport):
         if self.pending:
             self.settle()
         for i in range(0, len(data) - 3, 4):
-            self.emit(tf.CFG_READ, None, 4, (offset + i, int.from_bytes(data[i:i + 4], "little")))
+            self.emit(tf.CFG_READ, None, 4, (offset + i, int.from_bytes(data[i:i + 4], "little")), b"", vt)
         return data
 
     def bars(self) -> list[BarInfo]:
