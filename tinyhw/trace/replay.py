@@ -79,9 +79,13 @@ def check_target(trace: Trace, transport: Transport) -> None:
                       "the recording names no device identity", hint="replay it on a board of the recorded kind")
 
 
-def _prepare(trace: Trace) -> None:
-    """Refuse (exit 2) before touching the device when the recording holds a write that cannot be replayed."""
+def _prepare(trace: Trace, transport: Transport) -> None:
+    """Refuse (exit 2) before touching the device when the recording holds a write that cannot be replayed, or an
+    access outside the device's BARs."""
     for rec in trace.records:
+        if rec.bar is not None and rec.op in (tf.READ32, tf.WRITE32, tf.POLL, tf.BULK_READ, tf.BULK_WRITE):
+            length = rec.fields["length"] if rec.op in (tf.BULK_READ, tf.BULK_WRITE) else 4
+            transport.bar(rec.bar).check(rec.fields["offset"], length)
         if rec.op == tf.BULK_WRITE and rec.data is not None and len(rec.data) < rec.fields["length"]:
             raise Refused(f"record {rec.index} ({rec.name} of 0x{rec.fields['length']:x} bytes at bar{rec.bar}+"
                           f"0x{rec.fields['offset']:x}) kept only {len(rec.data)} bytes; it cannot be replayed",
@@ -97,7 +101,7 @@ def replay(trace: Trace, transport: Transport, tolerate: Iterable[str] = (),
     ``block.REGISTER`` names whose reads are not compared. A device error during the replay raises (the access
     is named in the error's context)."""
     check_target(trace, transport)
-    _prepare(trace)
+    _prepare(trace, transport)
     decoder = Decoder(trace.header)
     tolerated = decoder.offsets(tolerate)
     result = ReplayResult()

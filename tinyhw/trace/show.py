@@ -33,8 +33,8 @@ def _matcher(decoder: Decoder, flt: Filter) -> Any:
     if flt.register:
         pattern = flt.register.strip()
         reg_re = names.glob_matcher(pattern if "." in pattern else f"*.{pattern}")
-        if not names.is_glob(pattern) and decoder.asic is not None and "." in pattern:
-            decoder.asic.reg(pattern)  # an unknown name is refused with the closest ones
+        if decoder.asic is not None:
+            decoder.asic.find(pattern)  # a name or glob no register matches is refused, with the closest names
 
     def keep(rec: tf.Record) -> bool:
         if rec.op in WIRE and not flt.usb:
