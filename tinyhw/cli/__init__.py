@@ -13,7 +13,7 @@ from typing import NoReturn
 import click
 
 from tinyhw import __version__
-from tinyhw.cli.app import EMITTED, App
+from tinyhw.cli.app import EMITTED, INVOCATION, App
 from tinyhw.errors import TinyhwError
 
 
@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run click, turn tinyhw errors into one line (and a JSON document with --json) and an exit code."""
     args = list(argv if argv is not None else sys.argv[1:])
     EMITTED["json"] = False
+    INVOCATION["argv"] = args
     json_mode, verbose = _global_flags(args)
     try:
         cli.main(args=args, prog_name="tinyhw", standalone_mode=False)

@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # imported when a device is opened, not for --help
 # Whether this invocation already wrote its JSON document: an error after it (a verify mismatch, exit 1)
 # must not add a second document to stdout.
 EMITTED: dict[str, bool] = {"json": False}
+# The arguments of this invocation (set by tinyhw.cli.main): a recording's header names the command line.
+INVOCATION: dict[str, list[str]] = {"argv": []}
 
 
 class App:
@@ -95,7 +97,7 @@ class App:
             def keep(opened: Any) -> None:
                 self._opened = opened
 
-            command = ["tinyhw", *sys.argv[1:]]
+            command = ["tinyhw", *INVOCATION["argv"]]
             open_device(self.device_spec(writes=writes), keep, record=self.record, command=command)
         return self._opened.transport
 

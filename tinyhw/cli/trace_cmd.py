@@ -202,12 +202,11 @@ def import_mmiotrace(app: App, log: str, output: str, pci: str | None, force: bo
     Example:
       tinyhw trace import mmiotrace amdgpu-load.txt -o amdgpu.pcapng
     """
-    import sys
-
+    from tinyhw.cli.app import INVOCATION
     from tinyhw.trace.mmio import import_log
 
     _no_device(app)
-    result = import_log(log, output, pci=pci, force=force, command=["tinyhw", *sys.argv[1:]])
+    result = import_log(log, output, pci=pci, force=force, command=["tinyhw", *INVOCATION["argv"]])
     for n, problem in result.problems[:20]:
         click.echo(f"warning: {log}:{n}: {problem}", err=True)
     extra = len(result.problems) - 20 + result.more_problems
