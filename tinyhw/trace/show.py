@@ -28,7 +28,10 @@ class Filter:
 def _matcher(decoder: Decoder, flt: Filter) -> Any:
     if (flt.block or flt.register) and decoder.asic is None:
         raise Refused("--block and --register need a device with a register profile; this recording has none")
-    block = decoder.asic.block(flt.block).name if flt.block and decoder.asic else None
+    block = None
+    if flt.block and decoder.asic is not None:
+        decoder.asic.block(flt.block)  # an unknown block is refused with the closest names
+        block = flt.block.lower()
     reg_re = None
     if flt.register:
         pattern = flt.register.strip()
