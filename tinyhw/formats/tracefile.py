@@ -11,7 +11,7 @@ obvious; any pcapng reader (Wireshark, scapy) can open it. Layout:
   ``if_name`` "tinyhw", ``if_tsresol`` 9 (nanoseconds).
 * One Enhanced Packet Block per record; its timestamp is wall time (ns since the epoch) taken after the operation
   completed. The packet data is one record: :data:`HEAD` (op, bar, width, sequence number, the emulated board's
-  virtual time in ns when the operation was issued, or :data:`NO_VTIME`) and the op's own fields (:data:`BODY`), then a variable tail (bulk bytes, text).
+  virtual time in ns when the operation was issued, or :data:`NO_VTIME` on hardware and on USB wire records) and the op's own fields (:data:`BODY`), then a variable tail (bulk bytes, text).
 
 Pure (layer 1 ``formats``): no transport; the reader takes bytes. Nothing here depends on a third-party package.
 """
@@ -83,9 +83,17 @@ class TraceError(Refused):
     """A trace file that cannot be read (exit 2): names the byte offset and what is wrong."""
 
 
+NO_SHA = bytes(16)
+
+
 def digest(data: bytes) -> bytes:
     """The 16-byte hash recorded for a bulk transfer: the first half of its SHA-256."""
     return hashlib.sha256(data).digest()[:16]
+
+
+def _sha_of(stored: bytes, kept: bytes, length: int) -> bytes:
+    """A record's hash: a writer may leave it zero when it kept the bytes whole (the reader computes it then)."""
+    return digest(kept) if stored == NO_SHA and len(kept) == length else stored
 
 
 @dataclass
@@ -157,11 +165,26 @@ def file_start(header: dict[str, Any]) -> bytes:
 _EPB_HEAD = struct.Struct("<IIIIIII")  # type, total length, interface, ts high, ts low, captured, original
 
 
+def _whole(op: int) -> tuple[struct.Struct, int, int]:
+    """One struct for a whole block of a record without a tail: EPB head, record head, body, padding, trailer."""
+    n = HEAD.size + BODY[op].size
+    pad = -n % 4
+    return struct.Struct("<IIIIIII" + HEAD.format[1:] + BODY[op].format[1:] + f"{pad}xI"), n, 32 + n + pad
+
+
+_WHOLE = {op: _whole(op) for op in BODY}
+
+
 def packet(op: int, seq: int, wall_ns: int, vtime_ns: int | None, bar: int | None, width: int,
            body: tuple[Any, ...], tail: bytes = b"") -> bytes:
-    """One Enhanced Packet Block holding one record (the hot path of recording: two struct packs and a join)."""
-    payload = (HEAD.pack(op, NO_BAR if bar is None else bar, width, seq & 0xFFFFFFFF,
-                         NO_VTIME if vtime_ns is None else vtime_ns) + BODY[op].pack(*body) + tail)
+    """One Enhanced Packet Block holding one record (the hot path of recording: one struct pack without a tail)."""
+    bar = NO_BAR if bar is None else bar
+    vtime = NO_VTIME if vtime_ns is None else vtime_ns
+    if not tail:
+        whole, n, total = _WHOLE[op]
+        return whole.pack(EPB, total, 0, wall_ns >> 32, wall_ns & 0xFFFFFFFF, n, n, op, bar, width,
+                          seq & 0xFFFFFFFF, vtime, *body, total)
+    payload = HEAD.pack(op, bar, width, seq & 0xFFFFFFFF, vtime) + BODY[op].pack(*body) + tail
     n = len(payload)
     pad = -n % 4
     total = 32 + n + pad
@@ -249,8 +272,9 @@ def decode_record(payload: bytes, wall_ns: int, at: int = 0) -> Record:
     if op in (CFG_READ, CFG_WRITE, READ32, WRITE32):
         f["offset"], f["value"] = values
     elif op in (BULK_READ, BULK_WRITE):
-        f["offset"], f["length"], f["sha"] = values
+        f["offset"], f["length"], sha = values
         rec.data = tail
+        f["sha"] = _sha_of(sha, tail, f["length"])
         if len(tail) > f["length"]:
             raise TraceError(f"trace file: {OP_NAMES[op]} record at byte {at} keeps {len(tail)} bytes of a "
                              f"{f['length']}-byte transfer")
@@ -259,13 +283,15 @@ def decode_record(payload: bytes, wall_ns: int, at: int = 0) -> Record:
     elif op == SLEEP:
         f["ns"] = values[0]
     elif op == USB_CONTROL:
-        f["request_type"], f["request"], f["value"], f["index"], f["length"], f["sha"] = values
+        f["request_type"], f["request"], f["value"], f["index"], f["length"], sha = values
         f["direction"] = "in" if values[0] & 0x80 else "out"
         rec.data = tail
+        f["sha"] = _sha_of(sha, tail, f["length"])
     elif op == USB_BULK:
-        f["endpoint"], f["length"], f["sha"] = values
+        f["endpoint"], f["length"], sha = values
         f["direction"] = "in" if values[0] & 0x80 else "out"
         rec.data = tail
+        f["sha"] = _sha_of(sha, tail, f["length"])
     elif op == MARK:
         if values[0] >= len(MARK_PHASES):
             raise TraceError(f"trace file: mark at byte {at} has unknown phase {values[0]}")

@@ -16,6 +16,7 @@ happens (the m1n1 hypervisor's "unbuffered" mode), for sessions that may take th
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import os
 import stat
@@ -59,7 +60,7 @@ class TraceWriter:
             raise Refused(f"refusing to record into {self.path}: not a regular file")
         self.keep_write, self.keep_read = keep_write, keep_read
         self.flush_each = flush_each
-        self.seq = 0
+        self._seq = itertools.count()  # next() on it is atomic under the GIL: no lock on the hot path
         self.records = 0
         self.lost = 0
         self.failure: str | None = None
@@ -96,10 +97,7 @@ class TraceWriter:
 
     def next_seq(self) -> int:
         """The sequence number of the next record (one counter for the whole file)."""
-        with self._lock:
-            n = self.seq
-            self.seq += 1
-            return n
+        return next(self._seq)
 
     def _flush_locked(self) -> None:
         if self._buf:
@@ -231,10 +229,12 @@ class RecordingTransport(Transport):
         w.add(tf.packet(op, w.next_seq(), time.time_ns(), vt, bar, width, body, tail))
 
     def bulk(self, op: int, bar: int, offset: int, data: bytes, vt: int | None = None) -> None:
-        """A bulk BAR transfer: its size, hash and the first bytes up to the writer's limit."""
+        """A bulk BAR transfer: its size, hash and the first bytes up to the writer's limit (the hash is left zero
+        when the bytes are kept whole: the reader computes it)."""
         keep = self.writer.keep_read if op == tf.BULK_READ else self.writer.keep_write
         data = bytes(data)
-        self.emit(op, bar, 0, (offset, len(data), tf.digest(data)), data[:keep], vt)
+        sha = tf.NO_SHA if len(data) <= keep else tf.digest(data)
+        self.emit(op, bar, 0, (offset, len(data), sha), data[:keep], vt)
 
     def error(self, op: int, e: BaseException) -> None:
         """The access of kind ``op`` raised ``e``: recorded, then the error goes on to the caller."""
@@ -249,15 +249,18 @@ class RecordingTransport(Transport):
         self.writer.flush()
 
     def _transfer(self, kind: str, fields: dict[str, Any], data: bytes) -> None:
-        """One USB vendor request or bulk transfer of the bridge (the TransferTap callback)."""
-        direction_in = fields.get("direction") == "in"
-        keep = self.writer.keep_read if direction_in else self.writer.keep_write
-        sha = tf.digest(data)
+        """One USB vendor request or bulk transfer of the bridge (the TransferTap callback). Wall time only: the
+        transfer is part of the register access or bulk transfer recorded after it, which carries the virtual time."""
+        w = self.writer
+        keep = w.keep_read if fields["direction"] == "in" else w.keep_write
+        sha = tf.NO_SHA if len(data) <= keep else tf.digest(data)
         if kind == "control":
-            self.emit(tf.USB_CONTROL, None, 0, (fields["request_type"], fields["request"], fields["value"],
-                                                 fields["index"], fields.get("length", len(data)), sha), data[:keep])
+            body: tuple[Any, ...] = (fields["request_type"], fields["request"], fields["value"], fields["index"],
+                                     fields["length"], sha)
+            op = tf.USB_CONTROL
         else:
-            self.emit(tf.USB_BULK, None, 0, (fields["endpoint"], fields.get("length", len(data)), sha), data[:keep])
+            body, op = (fields["endpoint"], fields["length"], sha), tf.USB_BULK
+        w.add(tf.packet(op, w.next_seq(), time.time_ns(), None, None, 0, body, data[:keep]))
 
     # -- batched operations -----------------------------------------------------------------------------------------
     def settle(self) -> None:

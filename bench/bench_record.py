@@ -1,0 +1,94 @@
+"""What recording a session costs: `--record FILE` on `flash dump` and `am boot` over mock:navi31-usb.
+
+Measured, on this machine: each command runs with and without `--record`, alternated (plain, recorded, plain,
+recorded, ...), the same number of times each, every run on a fresh emulated board; the figure is the ratio of
+the medians of the command's own time (`--stats` elapsed_s: from the CLI's start to the end of the command, so
+Python's start-up is left out). Exact: records per access kind and bytes per access of the trace file, against
+the same accesses written as Linux mmiotrace text lines (`tinyhw trace export mmiotrace`, the kernel's layout).
+The emulated board runs on its device clock, so the modelled work is identical in every run.
+
+Usage: python bench/bench_record.py [--repeats N] [--only 'flash dump'|'am boot']   (default: 5 repeats, both)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tinyhw.formats import tracefile as tf
+
+FW_DIR = os.environ.get("TINYHW_FIRMWARE_DIR", str(Path.home() / ".cache/tinyhw/firmware/amd/lib/firmware/amdgpu"))
+COMMANDS = {"flash dump": ["flash", "dump", "{tmp}/dump.bin"],
+            "am boot": ["am", "boot", "--yes", "--firmware-dir", FW_DIR]}
+
+
+def _run(args: list[str], env: dict[str, str], tmp: Path, record: Path | None) -> float:
+    flash = tmp / "flash.bin"
+    for leftover in (flash, tmp / "flash.bin.board.json", tmp / "dump.bin"):
+        leftover.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "tinyhw", "--device", f"mock:navi31-usb,strict,flash={flash}", "--stats"]
+    if record is not None:
+        record.unlink(missing_ok=True)
+        cmd += ["--record", str(record)]
+    r = subprocess.run(cmd + [a.format(tmp=tmp) for a in args], capture_output=True, text=True, env=env,
+                       cwd=tmp, check=False)
+    if r.returncode != 0:
+        sys.exit(f"bench: {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()[-400:]}")
+    stats = [ln for ln in r.stderr.splitlines() if ln.startswith("{")]
+    return float(json.loads(stats[-1])["elapsed_s"])
+
+
+def _sizes(path: Path, tmp: Path, env: dict[str, str]) -> dict[str, float]:
+    trace = tf.read_trace(path.read_bytes())
+    regs = [r for r in trace.records if r.op in (tf.READ32, tf.WRITE32)]
+    text = tmp / "export.txt"
+    text.unlink(missing_ok=True)
+    subprocess.run([sys.executable, "-m", "tinyhw", "trace", "export", "mmiotrace", str(path), "-o", str(text)],
+                   check=True, capture_output=True, env=env, cwd=tmp)
+    lines = [ln for ln in text.read_text().splitlines() if ln.startswith(("R ", "W "))]
+    kinds: dict[str, int] = {}
+    for r in trace.records:
+        kinds[r.name] = kinds.get(r.name, 0) + 1
+    one = len(tf.packet(tf.READ32, 0, 0, 0, 5, 4, (0x5A3A0, 0)))
+    return {"records": len(trace.records), "file_bytes": path.stat().st_size, "register_accesses": len(regs),
+            "bytes_per_register_record": one,
+            "mmiotrace_bytes_per_line": round(sum(len(ln) + 1 for ln in lines) / max(1, len(lines)), 1),
+            "file_bytes_per_record": round(path.stat().st_size / max(1, len(trace.records)), 1), "kinds": kinds}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--only", choices=sorted(COMMANDS), help="Measure one command only.")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="tinyhw-bench-record-") as d:
+        tmp = Path(d)
+        env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "cache"), "XDG_STATE_HOME": str(tmp / "state"),
+               "TINYHW_LOCK_DIR": str(tmp / "locks"), "TINYHW_CLOCK": "device", "TINYHW_STRICT": "1"}
+        out: dict[str, dict] = {}
+        for name, cmd in COMMANDS.items():
+            if args.only and name != args.only:
+                continue
+            plain, recorded = [], []
+            record = tmp / "rec.pcapng"
+            _run(cmd, env, tmp, None)  # warm the page cache and the firmware reads
+            for _ in range(args.repeats):
+                plain.append(_run(cmd, env, tmp, None))
+                recorded.append(_run(cmd, env, tmp, record))
+            ratio = statistics.median(recorded) / statistics.median(plain)
+            out[name] = {"repeats": args.repeats, "plain_median_s": round(statistics.median(plain), 4),
+                         "recorded_median_s": round(statistics.median(recorded), 4),
+                         "ratio": round(ratio, 3), "overhead_percent": round(100 * (ratio - 1), 1),
+                         **_sizes(record, tmp, env)}
+        print(json.dumps({"measured": "wall time of the command on this machine (medians of alternated runs); "
+                                      "sizes exact", **out}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
