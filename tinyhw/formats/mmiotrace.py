@@ -157,14 +157,14 @@ def parse(text: str) -> Log:
             log.problem(number, f"the log has more than {MAX_LINES} lines; the rest is not read")
             break
         log.lines = number
-        line = line.rstrip("\r")
-        if not line.strip():
+        text_line = line.rstrip("\r")
+        if not text_line.strip():
             continue
-        if len(line) > MAX_LINE:
-            log.problem(number, f"line of {len(line)} characters is longer than {MAX_LINE}")
+        if len(text_line) > MAX_LINE:
+            log.problem(number, f"line of {len(text_line)} characters is longer than {MAX_LINE}")
             continue
         try:
-            _line(log, number, line)
+            _line(log, number, text_line)
         except ValueError as e:
             log.problem(number, str(e))
     return log

@@ -11,7 +11,8 @@ obvious; any pcapng reader (Wireshark, scapy) can open it. Layout:
   ``if_name`` "tinyhw", ``if_tsresol`` 9 (nanoseconds).
 * One Enhanced Packet Block per record; its timestamp is wall time (ns since the epoch) taken after the operation
   completed. The packet data is one record: :data:`HEAD` (op, bar, width, sequence number, the emulated board's
-  virtual time in ns when the operation was issued, or :data:`NO_VTIME` on hardware and on USB wire records) and the op's own fields (:data:`BODY`), then a variable tail (bulk bytes, text).
+  virtual time in ns when the operation was issued, or :data:`NO_VTIME` on hardware and on USB wire records) and
+  the op's own fields (:data:`BODY`), then a variable tail (bulk bytes, text).
 
 Pure (layer 1 ``formats``): no transport; the reader takes bytes. Nothing here depends on a third-party package.
 """
@@ -173,6 +174,23 @@ def _whole(op: int) -> tuple[struct.Struct, int, int]:
 
 
 _WHOLE = {op: _whole(op) for op in BODY}
+#: Tails up to this many bytes are packed with the block in one struct (cached per op and tail length).
+_TAIL_CACHED = 4096
+_TAILED: dict[tuple[int, int], tuple[struct.Struct, int, int]] = {}
+
+
+def _tailed(op: int, n_tail: int) -> tuple[struct.Struct, int, int]:
+    n = HEAD.size + BODY[op].size + n_tail
+    pad = -n % 4
+    return (struct.Struct("<IIIIIII" + HEAD.format[1:] + BODY[op].format[1:] + f"{n_tail}s{pad}xI"), n,
+            32 + n + pad)
+
+
+def fixed_packer(op: int) -> tuple[struct.Struct, int, int]:
+    """(struct, record size, block size) that packs a whole block of a tail-less ``op`` record from: EPB, block
+    size, 0, wall ns high, wall ns low, record size, record size, op, bar, width, seq, vtime, the op's fields,
+    block size. The recorder's hot path packs with it directly; :func:`packet` is the general form."""
+    return _WHOLE[op]
 
 
 def packet(op: int, seq: int, wall_ns: int, vtime_ns: int | None, bar: int | None, width: int,
@@ -184,6 +202,14 @@ def packet(op: int, seq: int, wall_ns: int, vtime_ns: int | None, bar: int | Non
         whole, n, total = _WHOLE[op]
         return whole.pack(EPB, total, 0, wall_ns >> 32, wall_ns & 0xFFFFFFFF, n, n, op, bar, width,
                           seq & 0xFFFFFFFF, vtime, *body, total)
+    n_tail = len(tail)
+    if n_tail <= _TAIL_CACHED:
+        entry = _TAILED.get((op, n_tail))
+        if entry is None:
+            entry = _TAILED[(op, n_tail)] = _tailed(op, n_tail)
+        whole, n, total = entry
+        return whole.pack(EPB, total, 0, wall_ns >> 32, wall_ns & 0xFFFFFFFF, n, n, op, bar, width,
+                          seq & 0xFFFFFFFF, vtime, *body, tail, total)
     payload = HEAD.pack(op, bar, width, seq & 0xFFFFFFFF, vtime) + BODY[op].pack(*body) + tail
     n = len(payload)
     pad = -n % 4

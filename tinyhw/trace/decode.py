@@ -83,11 +83,10 @@ def mark_path(trace: Trace) -> Iterator[tuple[list[str], Record]]:
             elif phase == "done":
                 if rec.text in stack:
                     del stack[len(stack) - 1 - stack[::-1].index(rec.text):]
+            elif stack:
+                stack[-1] = rec.text
             else:
-                if stack:
-                    stack[-1] = rec.text
-                else:
-                    stack.append(rec.text)
+                stack.append(rec.text)
             continue
         yield list(stack), rec
 

@@ -65,7 +65,7 @@ def _compare(label: str, ga: Group, gb: Group, da: Decoder, db: Decoder) -> list
     writes_a: dict[str, list[int]] = defaultdict(list)
     writes_b: dict[str, list[int]] = defaultdict(list)
     for writes, acc in ((writes_a, acc_a), (writes_b, acc_b)):
-        for name, w, r in acc:
+        for _name, w, r in acc:
             if r.op in (tf.WRITE32, tf.CFG_WRITE):
                 writes[w].append(r.fields["value"])
             elif r.op == tf.BULK_WRITE:

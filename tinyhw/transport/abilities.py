@@ -155,9 +155,9 @@ class BridgeSram(Protocol):
 @runtime_checkable
 class TransferTap(Protocol):
     """A transport that reports its own wire transfers (the ASM24 bridge's vendor requests and bulk transfers) to
-    one callback, for a recording (:mod:`tinyhw.transport.record`). ``tap_transfers(tap)`` installs ``tap`` (None
-    removes it); the transport then calls ``tap(kind, fields, data)`` after each transfer: ``kind`` "control" with
-    fields ``request_type``, ``request``, ``value``, ``index``, ``length``, ``direction``; or "bulk" with
-    ``endpoint``, ``length``, ``direction``; ``data`` the bytes sent or received (empty when not at hand)."""
+    one object, for a recording (:mod:`tinyhw.transport.record`). ``tap_transfers(tap)`` installs ``tap`` (None
+    removes it); after each transfer the transport calls ``tap.control(request_type, request, value, index, data)``
+    for a vendor request (bit 7 of ``request_type``: IN) or ``tap.bulk(endpoint, length, data)`` for a bulk
+    transfer (bit 7 of ``endpoint``: IN); ``data`` the bytes sent or received (empty when not at hand)."""
 
     def tap_transfers(self, tap: Any) -> None: ...

@@ -15,6 +15,8 @@ happens (the m1n1 hypervisor's "unbuffered" mode), for sessions that may take th
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import errno
 import itertools
 import json
@@ -32,7 +34,7 @@ from tinyhw.fileio import check_output_path
 from tinyhw.formats import tracefile as tf
 from tinyhw.transport import abilities as ab
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
-from tinyhw.transport.batch import CfgR, CfgW, Op, Poll32, R, R32, Sleep, W, W32
+from tinyhw.transport.batch import R32, W32, CfgR, CfgW, Op, Poll32, R, Sleep, W
 
 #: Bytes of records held before they are written out (and at every mark, and on close).
 FLUSH_BYTES = 64 << 10
@@ -64,11 +66,13 @@ class TraceWriter:
         self.records = 0
         self.lost = 0
         self.failure: str | None = None
-        self._buf: list[bytes] = []
-        self._size = 0
+        # appended without a lock (deque.append is atomic under the GIL); drained by count under the lock, so a
+        # record another thread appends while a flush runs waits for the next one instead of being lost
+        self._buf: collections.deque[bytes] = collections.deque()
+        self._size = 0  # bytes queued, approximate when threads add at once: only a threshold
         self._lock = threading.Lock()
         self.header = {**header, "keep_write_bytes": keep_write, "keep_read_bytes": keep_read,
-                       "clock": {"wall": "ns since the epoch, taken after the operation completed",
+                       "clock": {"wall": "ns since the epoch, after the operation completed",
                                  "virtual": "ns of the emulated board's clock when the operation was issued, or absent"}}
         self._write(tf.file_start(self.header))
 
@@ -85,24 +89,30 @@ class TraceWriter:
 
     def add(self, blob: bytes) -> None:
         """Queue one encoded record (:func:`tinyhw.formats.tracefile.packet`)."""
-        with self._lock:
-            if self.failure is not None:
-                self.lost += 1
-                return
-            self.records += 1
-            self._buf.append(blob)
-            self._size += len(blob)
-            if self.flush_each or self._size >= FLUSH_BYTES:
-                self._flush_locked()
+        if self.failure is not None:
+            self.lost += 1
+            return
+        self._buf.append(blob)
+        self._size += len(blob)
+        if self._size >= FLUSH_BYTES or self.flush_each:
+            self.flush()
 
     def next_seq(self) -> int:
         """The sequence number of the next record (one counter for the whole file)."""
         return next(self._seq)
 
     def _flush_locked(self) -> None:
-        if self._buf:
-            blob, self._buf, self._size = b"".join(self._buf), [], 0
+        buf = self._buf
+        n = len(buf)
+        if n and self._fd >= 0:
+            pop = buf.popleft
+            blob = b"".join([pop() for _ in range(n)])
+            self._size = 0
             self._write(blob)
+            if self.failure is None:
+                self.records += n
+            else:
+                self.lost += n
 
     def flush(self) -> None:
         """Write what is queued."""
@@ -115,10 +125,9 @@ class TraceWriter:
             if self._fd < 0:
                 return
             self._flush_locked()
-            try:
-                os.fsync(self._fd)
-            except OSError:
-                pass
+            if self.flush_each:  # the mode for sessions that may take the machine down: on the disk, not only cached
+                with contextlib.suppress(OSError):
+                    os.fsync(self._fd)
             os.close(self._fd)
             self._fd = -1
 
@@ -135,6 +144,14 @@ def _summary(value: Any) -> Any:
     return type(value).__name__
 
 
+_READ32, _R32_N, _R32_TOTAL = tf.fixed_packer(tf.READ32)
+_WRITE32, _W32_N, _W32_TOTAL = tf.fixed_packer(tf.WRITE32)
+
+
+def _vt(vt: int) -> int | None:
+    return None if vt == tf.NO_VTIME else vt
+
+
 class RecordingRegion(BarRegion):
     """A BAR region whose accesses are passed to the wrapped transport's region and recorded."""
 
@@ -146,7 +163,7 @@ class RecordingRegion(BarRegion):
 
     def read32(self, offset: int) -> int:
         rec = self._rec
-        vt = rec.vnow()
+        vt = int(rec.now() * 1e9) if rec.virtual else tf.NO_VTIME
         try:
             value = self._inner.read32(offset)
         except TinyhwError as e:
@@ -154,21 +171,25 @@ class RecordingRegion(BarRegion):
             raise
         if rec.pending:
             rec.settle()
-        rec.emit(tf.READ32, self._bar, 4, (offset, value), b"", vt)
+        wall = time.time_ns()
+        rec.add(_READ32.pack(tf.EPB, _R32_TOTAL, 0, wall >> 32, wall & 0xFFFFFFFF, _R32_N, _R32_N, tf.READ32,
+                             self._bar, 4, next(rec.seq) & 0xFFFFFFFF, vt, offset, value, _R32_TOTAL))
         return value
 
     def write32(self, offset: int, value: int) -> None:
         rec = self._rec
-        vt = rec.vnow()
+        vt = int(rec.now() * 1e9) if rec.virtual else tf.NO_VTIME
         try:
             self._inner.write32(offset, value)
         except TinyhwError as e:
             rec.error(tf.WRITE32, e)
             raise
         if rec.pending:
-            rec.pending.append((tf.WRITE32, self._bar, 4, (offset, value & 0xFFFFFFFF), vt))
-        else:
-            rec.emit(tf.WRITE32, self._bar, 4, (offset, value & 0xFFFFFFFF), b"", vt)
+            rec.pending.append((tf.WRITE32, self._bar, 4, (offset, value & 0xFFFFFFFF), _vt(vt)))
+            return
+        wall = time.time_ns()
+        rec.add(_WRITE32.pack(tf.EPB, _W32_TOTAL, 0, wall >> 32, wall & 0xFFFFFFFF, _W32_N, _W32_N, tf.WRITE32,
+                              self._bar, 4, next(rec.seq) & 0xFFFFFFFF, vt, offset, value & 0xFFFFFFFF, _W32_TOTAL))
 
     def read(self, offset: int, length: int) -> bytes:
         rec = self._rec
@@ -209,15 +230,18 @@ class RecordingTransport(Transport):
         self.name = inner.name
         self.emulated = inner.emulated
         self.pending: list[Any] = []  # batched operations (and writes queued after them) not yet known to have run
-        self._virtual = bool(getattr(inner.clock, "virtual", False))
+        self.virtual = bool(getattr(inner.clock, "virtual", False))
+        self.now = inner.clock.now  # the hot path's shortcuts: the clock, the writer's queue and counter
+        self.add = writer.add
+        self.seq = writer._seq
         self._stop_marks = progress.listen(self.mark)
         if isinstance(inner, ab.TransferTap):
-            inner.tap_transfers(self._transfer)
+            inner.tap_transfers(_Tap(self))
 
     # -- encoding -------------------------------------------------------------------------------------------------
     def vnow(self) -> int | None:
         """The emulated board's virtual time in ns (taken when an operation is issued), or None on hardware."""
-        return int(self.clock.now() * 1e9) if self._virtual else None
+        return int(self.now() * 1e9) if self.virtual else None
 
     def emit(self, op: int, bar: int | None, width: int, body: tuple[Any, ...], tail: bytes = b"",
              vt: int | None = None) -> None:
@@ -248,20 +272,6 @@ class RecordingTransport(Transport):
         self.emit(tf.MARK, None, 0, (code,), text.encode()[:tf.TEXT_LIMIT])
         self.writer.flush()
 
-    def _transfer(self, kind: str, fields: dict[str, Any], data: bytes) -> None:
-        """One USB vendor request or bulk transfer of the bridge (the TransferTap callback). Wall time only: the
-        transfer is part of the register access or bulk transfer recorded after it, which carries the virtual time."""
-        w = self.writer
-        keep = w.keep_read if fields["direction"] == "in" else w.keep_write
-        sha = tf.NO_SHA if len(data) <= keep else tf.digest(data)
-        if kind == "control":
-            body: tuple[Any, ...] = (fields["request_type"], fields["request"], fields["value"], fields["index"],
-                                     fields["length"], sha)
-            op = tf.USB_CONTROL
-        else:
-            body, op = (fields["endpoint"], fields["length"], sha), tf.USB_BULK
-        w.add(tf.packet(op, w.next_seq(), time.time_ns(), None, None, 0, body, data[:keep]))
-
     # -- batched operations -----------------------------------------------------------------------------------------
     def settle(self) -> None:
         """Everything submitted before has run (a read returned, or a ticket was collected): record it, in order."""
@@ -282,10 +292,8 @@ class RecordingTransport(Transport):
                     self.emit(op, bar, a, b, b"", vt)
 
     def _settle_quietly(self) -> None:
-        try:
+        with contextlib.suppress(TinyhwError):
             self.settle()
-        except TinyhwError:
-            pass
 
     def _record_ops(self, ops: Sequence[Op], results: list[Any]) -> None:
         it = iter(results)
@@ -382,6 +390,31 @@ class RecordingTransport(Transport):
         if name.startswith("_") or name in ("inner", "writer", "pending"):
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+
+class _Tap:
+    """The TransferTap the recording installs: each USB vendor request and bulk transfer as one record, with wall
+    time only (the register access or bulk transfer it is part of, recorded after it, carries the virtual time)."""
+
+    def __init__(self, rec: RecordingTransport) -> None:
+        self.w = rec.writer
+        self.add = rec.add
+        self.seq = rec.seq
+
+    def control(self, request_type: int, request: int, value: int, index: int, data: bytes) -> None:
+        """One vendor request (``data``: its data stage)."""
+        keep = self.w.keep_read if request_type & 0x80 else self.w.keep_write
+        n = len(data)
+        sha = tf.NO_SHA if n <= keep else tf.digest(data)
+        self.add(tf.packet(tf.USB_CONTROL, next(self.seq), time.time_ns(), None, None, 0,
+                           (request_type, request, value, index, n, sha), data[:keep] if n > keep else data))
+
+    def bulk(self, endpoint: int, length: int, data: bytes) -> None:
+        """One bulk transfer of ``length`` bytes (``data``: what was moved, or empty when not at hand)."""
+        keep = self.w.keep_read if endpoint & 0x80 else self.w.keep_write
+        sha = tf.NO_SHA if len(data) <= keep else tf.digest(data)
+        self.add(tf.packet(tf.USB_BULK, next(self.seq), time.time_ns(), None, None, 0, (endpoint, length, sha),
+                           bytes(data[:keep])))
 
 
 class _Submitted:

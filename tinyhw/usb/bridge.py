@@ -54,7 +54,7 @@ class Asm24:
         self.counters = counters
         self.clock = clock
         self._count_lock = threading.Lock()  # transfers may come from a worker thread too (tinyhw.boot.usbcopy)
-        self.tap: Any = None  # a recording's callback, told of every vendor request and bulk transfer (TransferTap)
+        self.tap: Any = None  # a recording's tap, told of every vendor request and bulk transfer (TransferTap)
 
     def _count(self, **add: int) -> None:
         with self._count_lock:
@@ -88,14 +88,12 @@ class Asm24:
             got = bytes(result)
             self._count(bytes_in=len(got))
             if self.tap is not None:
-                self.tap("control", {"request_type": req_type, "request": req, "value": value, "index": index,
-                                     "length": len(got), "direction": "in"}, got)
+                self.tap.control(req_type, req, value, index, got)
             return got
         sent = bytes(data) if isinstance(data, (bytes, bytearray)) else b""
         self._count(bytes_out=len(sent))
         if self.tap is not None:
-            self.tap("control", {"request_type": req_type, "request": req, "value": value, "index": index,
-                                 "length": len(sent), "direction": "out"}, sent)
+            self.tap.control(req_type, req, value, index, sent)
         return result
 
     def _bulk_out(self, data: bytes, timeout: float, what: str) -> None:
@@ -103,7 +101,7 @@ class Asm24:
         n = self._call(what, self.dev.write, self.ep.bulk_out, data, _ms(timeout))
         self._count(bytes_out=n)
         if self.tap is not None:
-            self.tap("bulk", {"endpoint": self.ep.bulk_out, "length": n, "direction": "out"}, bytes(data))
+            self.tap.bulk(self.ep.bulk_out, n, data)
         if n != len(data):
             raise TransportError(f"short bulk write during {what}: {n} of {len(data)} bytes")
 
@@ -130,14 +128,14 @@ class Asm24:
     def _queued_submit(self, n: int) -> None:
         self._count(usb_transfers=1, bytes_out=n)
         if self.tap is not None:  # the queue hands over only the size
-            self.tap("bulk", {"endpoint": self.ep.bulk_out, "length": n, "direction": "out"}, b"")
+            self.tap.bulk(self.ep.bulk_out, n, b"")
 
     def _bulk_in(self, length: int, timeout: float, what: str) -> bytes:
         self._count(usb_transfers=1, round_trips=1)
         data = bytes(self._call(what, self.dev.read, self.ep.bulk_in, length, _ms(timeout)))
         self._count(bytes_in=len(data))
         if self.tap is not None:
-            self.tap("bulk", {"endpoint": self.ep.bulk_in, "length": len(data), "direction": "in"}, data)
+            self.tap.bulk(self.ep.bulk_in, len(data), data)
         if len(data) != length:
             raise TransportError(f"short bulk read during {what}: {len(data)} of {length} bytes")
         return data

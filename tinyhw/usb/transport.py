@@ -217,7 +217,8 @@ class UsbTransport(Transport):
         self.bridge.xdata_write(address, value)
 
     def tap_transfers(self, tap: Any) -> None:
-        """Report every vendor request and bulk transfer to ``tap`` (the TransferTap ability; None: stop)."""
+        """Report every vendor request and bulk transfer to ``tap`` (the TransferTap ability; None: stop): its
+        ``control(request_type, request, value, index, data)`` and ``bulk(endpoint, length, data)``."""
         self.bridge.tap = tap
 
     def close(self) -> None:
