@@ -95,8 +95,9 @@ def main() -> None:
                              "recorded_median_s": round(statistics.median(b), 3),
                              "ratio_of_median": round(statistics.median(b) / statistics.median(a), 3)}
             out[name] = {**doc, **_sizes(record, tmp, env)}
-        print(json.dumps({"measured": "wall time of the command on this machine (medians of alternated runs); "
-                                      "sizes exact", **out}, indent=1))
+        print(json.dumps({"measured": "on this machine, alternated runs on fresh boards: wall = the command's own "
+                                      "time (--stats elapsed_s), cpu = the process's user+system time (start-up "
+                                      "included); sizes and record counts exact", **out}, indent=1))
 
 
 if __name__ == "__main__":

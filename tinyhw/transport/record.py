@@ -73,7 +73,7 @@ class TraceWriter:
         self._lock = threading.Lock()
         self.header = {**header, "keep_write_bytes": keep_write, "keep_read_bytes": keep_read,
                        "clock": {"wall": "ns since the epoch, after the operation completed",
-                                 "virtual": "ns of the emulated board's clock when the operation was issued, or absent"}}
+                                 "virtual": "ns of the emulated board's clock when it was issued, or absent"}}
         self._write(tf.file_start(self.header))
 
     def _write(self, blob: bytes) -> None:
@@ -192,16 +192,8 @@ class RecordingRegion(BarRegion):
                               self._bar, 4, next(rec.seq) & 0xFFFFFFFF, vt, offset, value & 0xFFFFFFFF, _W32_TOTAL))
 
     def read(self, offset: int, length: int) -> bytes:
-        rec = self._rec
-        vt = rec.vnow()
-        try:
-            data = self._inner.read(offset, length)
-        except TinyhwError as e:
-            rec.error(tf.BULK_READ, e)
-            raise
-        if rec.pending:
-            rec.settle()
-        rec.bulk(tf.BULK_READ, self._bar, offset, data, vt)
+        data, vt = self._rec.through(tf.BULK_READ, self._inner.read, offset, length)
+        self._rec.bulk(tf.BULK_READ, self._bar, offset, data, vt)
         return data
 
     def write(self, offset: int, data: bytes) -> None:
@@ -317,15 +309,21 @@ class RecordingTransport(Transport):
                 self.emit(tf.CFG_WRITE, None, op.size, (op.offset, op.value))
 
     # -- the seam -----------------------------------------------------------------------------------------------------
-    def config_read(self, offset: int, size: int = 4) -> int:
+    def through(self, op: int, fn: Callable[..., Any], *args: Any) -> tuple[Any, int | None]:
+        """``fn(*args)`` (a reading operation of kind ``op`` of the wrapped transport) and the virtual time it was
+        issued at; an error is recorded and raised; what a batch queued before it is recorded first."""
         vt = self.vnow()
         try:
-            value = self.inner.config_read(offset, size)
+            result = fn(*args)
         except TinyhwError as e:
-            self.error(tf.CFG_READ, e)
+            self.error(op, e)
             raise
         if self.pending:
             self.settle()
+        return result, vt
+
+    def config_read(self, offset: int, size: int = 4) -> int:
+        value, vt = self.through(tf.CFG_READ, self.inner.config_read, offset, size)
         self.emit(tf.CFG_READ, None, size, (offset, value), b"", vt)
         return value
 
@@ -343,14 +341,7 @@ class RecordingTransport(Transport):
             self.emit(tf.CFG_WRITE, None, size, (offset, masked), b"", vt)
 
     def config_bytes(self, offset: int = 0, length: int = 256) -> bytes:
-        vt = self.vnow()
-        try:
-            data = self.inner.config_bytes(offset, length)
-        except TinyhwError as e:
-            self.error(tf.CFG_READ, e)
-            raise
-        if self.pending:
-            self.settle()
+        data, vt = self.through(tf.CFG_READ, self.inner.config_bytes, offset, length)
         for i in range(0, len(data) - 3, 4):
             self.emit(tf.CFG_READ, None, 4, (offset + i, int.from_bytes(data[i:i + 4], "little")), b"", vt)
         return data
@@ -384,12 +375,6 @@ class RecordingTransport(Transport):
             self.writer.close()
         finally:
             self.inner.close()
-
-    def __getattr__(self, name: str) -> Any:
-        # attributes a caller reads off a transport that are not part of the seam (``found``, ``product`` on usb)
-        if name.startswith("_") or name in ("inner", "writer", "pending"):
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
 
 class _Tap:
@@ -440,13 +425,7 @@ class _Ticket:
 
 def _call(name: str) -> Callable[..., Any]:
     def forward(self: RecordingTransport, *args: Any, **kwargs: Any) -> Any:
-        try:
-            result = getattr(self.inner, name)(*args, **kwargs)
-        except TinyhwError as e:
-            self.error(tf.ABILITY, e)
-            raise
-        if self.pending:
-            self.settle()
+        result, _ = self.through(tf.ABILITY, lambda: getattr(self.inner, name)(*args, **kwargs))
         doc = {"name": name, "args": [_summary(a) for a in args], "result": _summary(result)}
         self.emit(tf.ABILITY, None, 0, (0,), json.dumps(doc).encode()[:tf.TEXT_LIMIT])
         return result
