@@ -320,3 +320,21 @@ def test_record_through_a_symlink_writes_its_target_and_keeps_the_link(tmp_path:
 def test_record_with_a_command_that_opens_no_device_is_refused(tmp_path: Path) -> None:
     r = run("--record", str(tmp_path / "x.pcapng"), "trace", "show", str(tmp_path / "none.pcapng"))
     assert r.code == 2 and "--record" in r.err
+
+
+def test_a_flash_read_over_remote_records_its_batches_and_replays_locally(tmp_path: Path) -> None:
+    from tests.flashhelp import dev as mockdev
+    from tests.remotehelp import served
+
+    out = tmp_path / "remote.pcapng"
+    with served(mockdev(tmp_path)) as s:
+        r = run("--device", s.device(), "--record", str(out), "flash", "read", "0", "16384", "-o",
+                str(tmp_path / "r.bin"))
+        assert r.code == 0, r.err
+    trace = load(out)
+    kinds = Counter(x.name for x in trace.records)
+    assert kinds["poll"] > 0 and kinds["bulk_read"] > 0 and trace.header["transport"] == "remote"
+    assert [x.seq for x in trace.records] == list(range(len(trace.records)))
+    with tinyhw.open(f"mock:navi31,strict,flash={tmp_path / 'fresh.bin'}") as dev:
+        result = replay.replay(trace, dev.transport)
+    assert result.divergence is None and result.reads_checked > 10
