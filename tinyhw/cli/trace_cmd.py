@@ -107,10 +107,10 @@ def replay_cmd(app: App, file: str, tolerate: tuple[str, ...]) -> None:
     Examples:
       tinyhw --device mock:navi31,flash=/tmp/fresh.bin trace replay boot.pcapng
       tinyhw --device mock:navi31 trace replay boot.pcapng --tolerate smuio.SMUIO_MCM_CONFIG
+      tinyhw --device mock:navi31 --record again.pcapng trace replay boot.pcapng   # the replay, recorded
     """
     from tinyhw.trace import load, replay
 
-    app.refuse_record()
     tr = load(file)
     names = [n.strip() for item in tolerate for n in item.split(",") if n.strip()]
     transport = app.open_transport(writes=True)

@@ -27,8 +27,8 @@ from tinyhw.formats import mmiotrace as mt
 from tinyhw.formats import tracefile as tf
 from tinyhw.formats.tracefile import Trace
 
-#: Largest log read (bytes).
-MAX_LOG_BYTES = 2 << 30
+#: Largest log read (bytes): about 11 million kernel lines.
+MAX_LOG_BYTES = 512 << 20
 GPU_VENDORS = (0x1002, 0x10DE)
 
 

@@ -162,6 +162,7 @@ class RecordingRegion(BarRegion):
         self._bar = info.index
 
     def read32(self, offset: int) -> int:
+        """The wrapped region's read32, recorded with its value."""
         rec = self._rec
         vt = int(rec.now() * 1e9) if rec.virtual else tf.NO_VTIME
         try:
@@ -177,6 +178,7 @@ class RecordingRegion(BarRegion):
         return value
 
     def write32(self, offset: int, value: int) -> None:
+        """The wrapped region's write32, recorded (after a pending batch, in its place)."""
         rec = self._rec
         vt = int(rec.now() * 1e9) if rec.virtual else tf.NO_VTIME
         try:
@@ -192,11 +194,13 @@ class RecordingRegion(BarRegion):
                               self._bar, 4, next(rec.seq) & 0xFFFFFFFF, vt, offset, value & 0xFFFFFFFF, _W32_TOTAL))
 
     def read(self, offset: int, length: int) -> bytes:
+        """The wrapped region's bulk read, recorded (size, hash, the first bytes)."""
         data, vt = self._rec.through(tf.BULK_READ, self._inner.read, offset, length)
         self._rec.bulk(tf.BULK_READ, self._bar, offset, data, vt)
         return data
 
     def write(self, offset: int, data: bytes) -> None:
+        """The wrapped region's bulk write, recorded (size, hash, the first bytes)."""
         rec = self._rec
         vt = rec.vnow()
         try:
@@ -323,11 +327,13 @@ class RecordingTransport(Transport):
         return result, vt
 
     def config_read(self, offset: int, size: int = 4) -> int:
+        """The wrapped transport's config read, recorded with its value."""
         value, vt = self.through(tf.CFG_READ, self.inner.config_read, offset, size)
         self.emit(tf.CFG_READ, None, size, (offset, value), b"", vt)
         return value
 
     def config_write(self, offset: int, size: int, value: int) -> None:
+        """The wrapped transport's config write, recorded."""
         vt = self.vnow()
         try:
             self.inner.config_write(offset, size, value)
@@ -341,24 +347,29 @@ class RecordingTransport(Transport):
             self.emit(tf.CFG_WRITE, None, size, (offset, masked), b"", vt)
 
     def config_bytes(self, offset: int = 0, length: int = 256) -> bytes:
+        """The wrapped transport's config block read, recorded as one cfg_read per dword."""
         data, vt = self.through(tf.CFG_READ, self.inner.config_bytes, offset, length)
         for i in range(0, len(data) - 3, 4):
             self.emit(tf.CFG_READ, None, 4, (offset + i, int.from_bytes(data[i:i + 4], "little")), b"", vt)
         return data
 
     def bars(self) -> list[BarInfo]:
+        """The wrapped transport's BARs."""
         return self.inner.bars()
 
     def _make_region(self, info: BarInfo) -> BarRegion:
         return RecordingRegion(info, self.inner.bar(info.index), self)
 
     def identity(self) -> Identity:
+        """The wrapped transport's identity."""
         return self.inner.identity()
 
     def info(self) -> TransportInfo:
+        """The wrapped transport's info."""
         return self.inner.info()
 
     def stats(self) -> dict[str, Any]:
+        """The wrapped transport's counters."""
         return self.inner.stats()
 
     def close(self) -> None:
@@ -415,6 +426,7 @@ class _Ticket:
         self._rec, self._item = rec, item
 
     def get(self) -> list[Any]:
+        """The wrapped ticket's results; what ran up to it is recorded."""
         try:
             results = self._item.ticket.get()
         finally:
