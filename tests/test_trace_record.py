@@ -338,3 +338,17 @@ def test_a_flash_read_over_remote_records_its_batches_and_replays_locally(tmp_pa
     with tinyhw.open(f"mock:navi31,strict,flash={tmp_path / 'fresh.bin'}") as dev:
         result = replay.replay(trace, dev.transport)
     assert result.divergence is None and result.reads_checked > 10
+
+
+def test_a_hardware_recording_is_paced_on_its_wall_time_on_an_emulated_board(tmp_path: Path) -> None:
+    # a recording with no virtual time (as made on hardware): two reads 50 ms apart on its wall clock
+    header = {"identity": {"vendor_id": 0x1002, "device_id": 0x744C}, "bars": []}
+    blob = tf.file_start(header) + b"".join(
+        tf.packet(tf.READ32, i, 1_000_000_000 + i * 50_000_000, None, 5, 4, (SCRATCH, 0)) for i in range(2))
+    trace = tf.read_trace(blob)
+    with tinyhw.open(f"mock:navi31,strict,flash={tmp_path / 'f.bin'}") as dev:
+        t0 = dev.transport.clock.now()
+        result = replay.replay(trace, dev.transport)
+        elapsed = dev.transport.clock.now() - t0
+    assert result.reads_checked == 2 and result.divergence is None
+    assert 0.05 <= elapsed < 0.06
