@@ -143,18 +143,25 @@ def replay(trace: Trace, transport: Transport, tolerate: Iterable[str] = (),
 
 
 def _pacer(trace: Trace, transport: Transport) -> Callable[[Record], None]:
-    """On an emulated board (virtual clock) replaying a recording made on one: wait before each access until the
-    board's clock is as far past the replay's start as the recorded access was past the recording's first, so that
-    every wait the driver did (not an access, so not recorded) is done again and polled registers read the same."""
-    first = next((r.vtime_ns for r in trace.records if r.vtime_ns is not None), None)
+    """On an emulated board (virtual clock): wait before each access until the board's clock is as far past the
+    replay's start as the recorded access was past the recording's first, so that every wait the driver did (not
+    an access, so not recorded) is done again and polled registers read alike. The timeline is the recorded virtual
+    time when the recording was made on an emulated board, else (hardware, an mmiotrace import) its wall time."""
     clock = transport.clock
-    if first is None or not getattr(clock, "virtual", False):
+    if not getattr(clock, "virtual", False) or not trace.records:
         return lambda _rec: None
+    virtual = any(r.vtime_ns is not None for r in trace.records)
+
+    def stamp(rec: Record) -> int | None:
+        return rec.vtime_ns if virtual else rec.wall_ns
+
+    first = next(s for r in trace.records if (s := stamp(r)) is not None)
     start = clock.now()
 
     def pace(rec: Record) -> None:
-        if rec.vtime_ns is not None:
-            wait = start + (rec.vtime_ns - first) / 1e9 - clock.now()
+        at = stamp(rec)
+        if at is not None:
+            wait = start + (at - first) / 1e9 - clock.now()
             if wait > 0:
                 clock.sleep(wait)
 
