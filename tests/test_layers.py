@@ -21,7 +21,7 @@ DATA = {"autogen"}
 CORE = {"errors", "fileio", "transport", "regs", "formats", "progress", "boards"}
 TRANSPORTS = {"pci", "usb", "remote", "mocks", "cuda"}  # cuda: the cuda:N device object (driver API)
 ENGINES = {"flash", "firmware", "probe", "boot"}  # layer 3a
-TOOLS = {"bench", "prof", "kernels"}  # layer 3b: "layers 0-1 and 3a; never each other"
+TOOLS = {"bench", "prof", "kernels", "trace"}  # layer 3b: "layers 0-1 and 3a; never each other"
 FEATURES = ENGINES | TOOLS
 
 # package -> the tinyhw packages it may import (itself always allowed). "" is tinyhw/__init__.py and __main__.py.

@@ -16,7 +16,7 @@ From Python::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tinyhw.connect import Opened
@@ -25,16 +25,17 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 
-def open(device: str) -> Opened:
+def open(device: str, *, record: str | None = None, **record_options: Any) -> Opened:
     """Open the device named by ``device`` (``mock:navi31``, ``usb``, ``pci:0000:03:00.0``, ...).
 
     Returns a context manager with ``.transport`` (the transport seam: config space, BARs, identity,
     counters) that releases the device and its lock on exit. Raises a :class:`tinyhw.errors.TinyhwError`
-    (``DeviceLocked`` when another process holds the device).
+    (``DeviceLocked`` when another process holds the device). ``record``: a new trace file every operation is
+    appended to (docs/trace-format.md); ``record_options`` are those of :func:`tinyhw.transport.record.recording`.
     """
     from tinyhw.connect import open_device
 
-    return open_device(device)
+    return open_device(device, record=record, **record_options)
 
 
 def list_devices() -> list[Listed]:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinyhw import progress
 from tinyhw.boot import copyengine, layout
 from tinyhw.boot.firmware import FirmwareSet
 from tinyhw.boot.gpu import BOOTLOAD_COMPLETE, CP_STAT, SCRATCH5, SCRATCH6, SCRATCH7, AmGpu
@@ -44,6 +45,7 @@ class StepLog:
         t0 = self.gpu.clock.now()
         c0 = self.gpu.transport.counters.copy()
         self.on_step(name, "start", detail)
+        progress.step(f"boot: {name}", "start")
         try:
             result = fn()
         except TinyhwError as e:  # a disconnect or timeout names the access; say which boot step it cut
@@ -55,6 +57,7 @@ class StepLog:
         if isinstance(result, dict):
             doc.update(result)
         self.steps.append(doc)
+        progress.step(f"boot: {name}", "done")
         self.on_step(name, "done", doc)
         return result
 

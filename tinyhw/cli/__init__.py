@@ -13,7 +13,7 @@ from typing import NoReturn
 import click
 
 from tinyhw import __version__
-from tinyhw.cli.app import EMITTED, App
+from tinyhw.cli.app import EMITTED, INVOCATION, App
 from tinyhw.errors import TinyhwError
 
 
@@ -46,6 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("tinyhw.cli.serve_cmd:serve", "Serve a device to remote: clients, or to flashrom (serprog)."),
     "am": ("tinyhw.cli.am_cmd:am", "AMD bring-up without amdgpu: identify, boot the PSP and SMU, mode-1 reset."),
     "smi": ("tinyhw.cli.smi_cmd:smi", "SMU metrics of a tinyhw-booted AMD GPU: clocks, power, temperatures, fan."),
+    "trace": ("tinyhw.cli.trace_cmd:trace", "Recorded sessions: show, replay on a device, diff, import mmiotrace."),
 }
 
 
@@ -85,16 +86,19 @@ class LazyGroup(click.Group):
               help="Device string (default: $TINYHW_DEVICE, else the single device present).")
 @click.option("--json", "json_out", is_flag=True, help="One JSON document on stdout instead of text.")
 @click.option("--stats", is_flag=True, help="Write transport counters as one JSON line to stderr at the end.")
+@click.option("--record", metavar="FILE", type=click.Path(dir_okay=False),
+              help="Append every device operation of the command to a new trace file (see tinyhw trace).")
 @click.option("-v", "--verbose", count=True, help="Show tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or status lines on stderr.")
 @click.version_option(__version__, prog_name="tinyhw")
 @click.pass_context
-def cli(ctx: click.Context, device: str | None, json_out: bool, stats: bool, verbose: int, quiet: bool) -> None:
+def cli(ctx: click.Context, device: str | None, json_out: bool, stats: bool, record: str | None, verbose: int,
+        quiet: bool) -> None:
     """Bring up and rescue GPUs from user space: identify boards, recover SPI flash, read registers.
 
     Every command also runs against an emulated board (mock:navi31, mock:navi31-usb).
     """
-    app = App(device, json_out, stats, verbose, quiet)
+    app = App(device, json_out, stats, verbose, quiet, record)
     ctx.obj = app
     ctx.call_on_close(app.finish)
 
@@ -128,6 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run click, turn tinyhw errors into one line (and a JSON document with --json) and an exit code."""
     args = list(argv if argv is not None else sys.argv[1:])
     EMITTED["json"] = False
+    INVOCATION["argv"] = args
     json_mode, verbose = _global_flags(args)
     try:
         cli.main(args=args, prog_name="tinyhw", standalone_mode=False)

@@ -21,14 +21,18 @@ if TYPE_CHECKING:  # imported when a device is opened, not for --help
 # Whether this invocation already wrote its JSON document: an error after it (a verify mismatch, exit 1)
 # must not add a second document to stdout.
 EMITTED: dict[str, bool] = {"json": False}
+# The arguments of this invocation (set by tinyhw.cli.main): a recording's header names the command line.
+INVOCATION: dict[str, list[str]] = {"argv": []}
 
 
 class App:
     """One CLI invocation's global options, its open device (closed by :meth:`finish`) and its output consoles."""
 
-    def __init__(self, device: str | None, json_out: bool, stats: bool, verbose: int, quiet: bool) -> None:
+    def __init__(self, device: str | None, json_out: bool, stats: bool, verbose: int, quiet: bool,
+                 record: str | None = None) -> None:
         EMITTED["json"] = False
         self.device = device
+        self.record = record
         self.json = json_out
         self.want_stats = stats
         self.verbose = verbose
@@ -63,6 +67,11 @@ class App:
             print(message, file=sys.stderr)
 
     # -- device ---------------------------------------------------------------------------------
+    def refuse_record(self) -> None:
+        """Refuse (exit 2) a global ``--record`` for a command that opens no device to record."""
+        if self.record is not None:
+            raise Refused("--record needs a command that opens a device", hint="drop the global --record")
+
     def refuse_device(self, why: str) -> None:
         """Refuse (exit 2) a global ``--device`` this command cannot honour, before it does anything
         (ARCHITECTURE.md: never silently ignored). ``$TINYHW_DEVICE`` is a default, not an option: ignored."""
@@ -95,7 +104,8 @@ class App:
             def keep(opened: Any) -> None:
                 self._opened = opened
 
-            open_device(self.device_spec(writes=writes), keep)
+            command = ["tinyhw", *INVOCATION["argv"]]
+            open_device(self.device_spec(writes=writes), keep, record=self.record, command=command)
         return self._opened.transport
 
     @property
@@ -114,6 +124,12 @@ class App:
                 notes = opened.uncovered()
             finally:
                 opened.close()
+            from tinyhw.transport.record import finish_note
+
+            if (lost := finish_note(opened.transport)) is not None:
+                print(f"warning: {lost}", file=sys.stderr)
+        elif self.record is not None:
+            print(f"note: this command opened no device; nothing was recorded to {self.record}", file=sys.stderr)
         if notes:
             shown = notes[:20]
             print(f"note: the emulated board does not model {len(notes)} access(es):", file=sys.stderr)

@@ -20,13 +20,15 @@ Example::
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinyhw.boards import registry
 from tinyhw.boards.options import DeviceOptions, Raw
 from tinyhw.errors import BadDeviceString, Refused
+from tinyhw.fileio import check_output_path
 from tinyhw.transport.base import Transport
 from tinyhw.transport.devstr import DeviceSpec, parse_device
 
@@ -66,15 +68,33 @@ class Opened:
         self.close()
 
 
-def open_device(spec: DeviceSpec | str, register: Callable[[Opened], None] | None = None) -> Opened:
+def open_device(spec: DeviceSpec | str, register: Callable[[Opened], None] | None = None, *,
+                record: str | os.PathLike[str] | None = None, command: Sequence[str] | None = None,
+                **record_options: Any) -> Opened:
     """Open ``spec`` (a :class:`DeviceSpec` or a device string). ``register`` receives the :class:`Opened`
     before the device is connected, so the caller can report counters (``--stats``) and release everything
     even when opening fails. The device's entry in the board registry names its opener (:data:`OPENERS`) and
-    types its options; a kind or board the registry does not list is refused (exit 2)."""
+    types its options; a kind or board the registry does not list is refused (exit 2).
+
+    ``record``: a new trace file that every operation after the open is appended to (the transport is wrapped
+    by :func:`tinyhw.transport.record.recording`, with ``command`` and ``record_options``); the path is checked
+    before the device is touched (exit 2 for one that exists, a device node, a FIFO or a directory)."""
     if isinstance(spec, str):
         spec = parse_device(spec)
     entry = entry_of(spec)
-    return OPENERS[entry.opener](spec, entry, register or (lambda _o: None))
+    if record is not None:
+        check_output_path(record, force=bool(record_options.get("force")), what="recording")
+    opened = OPENERS[entry.opener](spec, entry, register or (lambda _o: None))
+    if record is not None:
+        from tinyhw.transport.record import recording
+
+        try:
+            opened.transport = recording(opened.transport, record, command=command, device=str(spec),
+                                         **record_options)
+        except BaseException:
+            opened.close()
+            raise
+    return opened
 
 
 def entry_of(spec: DeviceSpec) -> registry.Entry:

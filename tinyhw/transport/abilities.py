@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 from tinyhw.transport.batch import Batching
 
 __all__ = ["RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BridgeSram", "BulkQueue", "DmaBuffers",
-           "DeviceAttributes", "Interrupts", "QueuedBulk", "ReadOnlyPeek", "Resettable", "device_awake"]
+           "DeviceAttributes", "Interrupts", "QueuedBulk", "ReadOnlyPeek", "Resettable", "TransferTap", "device_awake"]
 
 
 @runtime_checkable
@@ -184,3 +184,15 @@ class BridgeSram(Protocol):
 
     def write_xdata(self, address: int, value: int) -> None:
         """Write the byte ``value`` to the bridge's XDATA at ``address`` (one control transfer)."""
+
+
+@runtime_checkable
+class TransferTap(Protocol):
+    """A transport that reports its own wire transfers (the ASM24 bridge's vendor requests and bulk transfers) to
+    one object, for a recording (:mod:`tinyhw.transport.record`). ``tap_transfers(tap)`` installs ``tap`` (None
+    removes it); after each transfer the transport calls ``tap.control(request_type, request, value, index, data)``
+    for a vendor request (bit 7 of ``request_type``: IN) or ``tap.bulk(endpoint, length, data)`` for a bulk
+    transfer (bit 7 of ``endpoint``: IN); ``data`` the bytes sent or received (empty when not at hand)."""
+
+    def tap_transfers(self, tap: Any) -> None:
+        """Install ``tap`` (None removes it) to be told of every wire transfer from now on."""

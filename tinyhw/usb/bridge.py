@@ -54,6 +54,7 @@ class Asm24:
         self.counters = counters
         self.clock = clock
         self._count_lock = threading.Lock()  # transfers may come from a worker thread too (tinyhw.boot.usbcopy)
+        self.tap: Any = None  # a recording's tap, told of every vendor request and bulk transfer (TransferTap)
 
     def _count(self, **add: int) -> None:
         with self._count_lock:
@@ -86,14 +87,21 @@ class Asm24:
         if req_type & 0x80:
             got = bytes(result)
             self._count(bytes_in=len(got))
+            if self.tap is not None:
+                self.tap.control(req_type, req, value, index, got)
             return got
-        self._count(bytes_out=len(data) if isinstance(data, (bytes, bytearray)) else 0)
+        sent = bytes(data) if isinstance(data, (bytes, bytearray)) else b""
+        self._count(bytes_out=len(sent))
+        if self.tap is not None:
+            self.tap.control(req_type, req, value, index, sent)
         return result
 
     def _bulk_out(self, data: bytes, timeout: float, what: str) -> None:
         self._count(usb_transfers=1, round_trips=1)
         n = self._call(what, self.dev.write, self.ep.bulk_out, data, _ms(timeout))
         self._count(bytes_out=n)
+        if self.tap is not None:
+            self.tap.bulk(self.ep.bulk_out, n, data)
         if n != len(data):
             raise TransportError(f"short bulk write during {what}: {n} of {len(data)} bytes")
 
@@ -115,12 +123,19 @@ class Asm24:
             return err
 
         return open_bulk_queue(self.dev, self.ep.bulk_out, depth, clock=self.clock, timeout=timeout, what=what,
-                               convert=convert, on_submit=lambda n: self._count(usb_transfers=1, bytes_out=n))
+                               convert=convert, on_submit=self._queued_submit)
+
+    def _queued_submit(self, n: int) -> None:
+        self._count(usb_transfers=1, bytes_out=n)
+        if self.tap is not None:  # the queue hands over only the size
+            self.tap.bulk(self.ep.bulk_out, n, b"")
 
     def _bulk_in(self, length: int, timeout: float, what: str) -> bytes:
         self._count(usb_transfers=1, round_trips=1)
         data = bytes(self._call(what, self.dev.read, self.ep.bulk_in, length, _ms(timeout)))
         self._count(bytes_in=len(data))
+        if self.tap is not None:
+            self.tap.bulk(self.ep.bulk_in, len(data), data)
         if len(data) != length:
             raise TransportError(f"short bulk read during {what}: {len(data)} of {length} bytes")
         return data

@@ -229,6 +229,11 @@ class UsbTransport(Transport):
         """One byte of the bridge's XDATA."""
         self.bridge.xdata_write(address, value)
 
+    def tap_transfers(self, tap: Any) -> None:
+        """Report every vendor request and bulk transfer to ``tap`` (the TransferTap ability; None: stop): its
+        ``control(request_type, request, value, index, data)`` and ``bulk(endpoint, length, data)``."""
+        self.bridge.tap = tap
+
     def close(self) -> None:
         """Release the pyusb device's resources and the device lock (idempotent; never masks an earlier error)."""
         if self._closed:
