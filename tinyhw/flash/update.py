@@ -41,7 +41,16 @@ from tinyhw.flash import aperture
 from tinyhw.flash.device import require_navi31
 from tinyhw.flash.files import sha256
 from tinyhw.flash.identity import BoardCheck, compare, image_vbios_offsets, read_identity
-from tinyhw.flash.psp import GATED_STATUS, GET_TRANSFER_TYPE, PHASE_COMPLETE, READY, STATUS_MASK, Mailbox, status_name
+from tinyhw.flash.psp import (
+    GATED_STATUS,
+    GET_TRANSFER_TYPE,
+    PHASE_COMPLETE,
+    POLL_INTERVAL,
+    READY,
+    STATUS_MASK,
+    Mailbox,
+    status_name,
+)
 from tinyhw.formats.fwregion import Region
 from tinyhw.formats.ifwi import require_flashable
 from tinyhw.formats.ifwi_layout import ISH_OFFSETS, ITEMS, METADATA, resolve_item
@@ -63,8 +72,9 @@ ABORT_END_TIMEOUT = 10.0
 REPORT_BYTES = 0x1000
 #: §e.5: a 24-bit length
 MAX_LENGTH = 0xFFFFFF
-#: polls of COMMAND between the learned answer time and the spec's 1 ms interval
+#: polls of COMMAND every 100 us for the first millisecond after the doorbell, then at the spec's 1 ms interval
 FAST_INTERVAL = 1e-4
+SLOW_AFTER = 1e-3
 GATED_HINT = "reset the card and do not boot it first (no amdgpu, no tinyhw am boot) before running flash update"
 ROM_SW_HINT = ("the psp has not booted from this flash (its boot loader stalled?): recover through the rom_sw path "
                "instead: tinyhw flash write IMAGE --yes")
@@ -276,14 +286,15 @@ class Updater:
         data = self.image[it.offset:it.offset + it.size]
         last = phase == PHASE_COMPLETE
         t0, rt0 = self.clock.now(), self.transport.counters.round_trips
-        sent = 0
+        self.sent = 0  # bytes of this item the psp has answered (the abort rule's count)
         self.log(f"item 0x{item:02x} ({name}): {len(data)} bytes from 0x{it.offset:06x}")
         try:
             with self.progress.task(f"item 0x{item:02x}", len(data)) as advance:
                 self._command(START_TRANSFER, len(data) << 8 | item, COMMAND_TIMEOUT, f"START_TRANSFER of item "
                               f"0x{item:02x}")
-                sent = self._data(data, advance, t0)
+                self._data(data, advance)
         except (TinyhwError, KeyboardInterrupt) as e:
+            sent = self.sent
             self._abort_end(item, sent)
             if isinstance(e, KeyboardInterrupt):
                 raise Interrupted(f"flash update interrupted during item 0x{item:02x} at byte {sent}",
@@ -291,6 +302,7 @@ class Updater:
             assert isinstance(e, TinyhwError)
             raise self._failed(f"item 0x{item:02x} ({name}) at byte {sent} of {len(data)}: {e.message}", item, sent,
                                last=False) from e
+        sent = self.sent
         try:  # all data sent: END_TRANSFER once, never again (the abort rule's second half)
             self._command(END_TRANSFER, sent << 8 | item, END_TIMEOUT, f"END_TRANSFER of item 0x{item:02x}")
         except TinyhwError as e:
@@ -307,14 +319,14 @@ class Updater:
         if reply.status != 0:
             raise _StatusError(f"{what} answered status 0x{reply.status:02x} ({status_name(reply.status)})")
 
-    def _data(self, data: bytes, advance: Callable[[int], None], t0: float) -> int:
-        """One DATA_TRANSFER per dword (§e.5 step 2); returns the bytes sent. Progress every 4 KiB."""
+    def _data(self, data: bytes, advance: Callable[[int], None]) -> None:
+        """One DATA_TRANSFER per dword (§e.5 step 2), counting the answered bytes in ``self.sent``. Progress
+        every 4 KiB."""
         words = struct.unpack(f"<{len(data) // 4}I", data)
         batch = self.transport if isinstance(self.transport, Batching) else None
         bar = self.mailbox.bar
         c_off, d_off, b_off = self.mailbox.command_offset, self.mailbox.data_offset, self.mailbox.doorbell_offset
         cmd = DATA_TRANSFER << 16
-        sent = 0
         for word in words:
             if batch is not None:
                 index = bar.info.index
@@ -330,10 +342,9 @@ class Updater:
             if value & STATUS_MASK:
                 status = value & STATUS_MASK
                 raise _StatusError(f"DATA_TRANSFER answered status 0x{status:02x} ({status_name(status)})")
-            sent += 4
-            if sent % REPORT_BYTES == 0 or sent == len(data):
-                advance(REPORT_BYTES if sent % REPORT_BYTES == 0 else sent % REPORT_BYTES)
-        return sent
+            self.sent += 4
+            if self.sent % REPORT_BYTES == 0 or self.sent == len(data):
+                advance(REPORT_BYTES if self.sent % REPORT_BYTES == 0 else self.sent % REPORT_BYTES)
 
     def _answer(self, read32: Callable[[int], int], offset: int) -> int:
         """Poll COMMAND for bit 31 (§e.1 step 5): first after the learned answer time, then every
@@ -352,11 +363,12 @@ class Updater:
                     self.lead = max(self.lead, asked - rung)
                 return value
             missed = True
+            waited = clock.now() - rung
             if clock.now() >= deadline:
                 raise DeviceTimeout(f"timed out after {COMMAND_TIMEOUT:g} s waiting for the psp to answer "
                                     f"DATA_TRANSFER (0x09) (last value 0x{value:x})",
                                     hint="the psp firmware did not complete the command; power-cycle the board")
-            clock.sleep(FAST_INTERVAL)
+            clock.sleep(FAST_INTERVAL if waited < SLOW_AFTER else POLL_INTERVAL)
 
     def _abort_end(self, item: int, sent: int) -> None:
         """§e.5 abort rule: a best-effort END_TRANSFER with the bytes actually sent, 10 s, errors ignored."""

@@ -163,7 +163,8 @@ class Navi31Board:
         self.chip = GD25LQ16E(self.store, self.clock, model.gd25)
         self.smuio = Smuio(self.chip, self.clock, model.smuio)
         f = options.faults
-        model.psp.script = ORDERS[options.psp_order]
+        if options.psp_order != "default":  # a test's own script (Navi31Model) stays unless an order is named
+            model.psp.script = ORDERS[options.psp_order]
         model.psp.disconnect_at = min(f.at("psp-disconnect"), default=None)
         model.psp.timeout_at = min(f.at("psp-timeout"), default=None)
         model.psp.cut_commit = f.has("psp-cut-commit")
@@ -395,6 +396,8 @@ class Navi31Board:
         am = self.am.counters()
         return {"vram_bytes_written": self.vram.bytes_written, "bar5_writes": self.bar5_writes,
                 "reg_writes": self.reg_writes, "regfile_writes": am["regfile_writes"], "accesses": self.accesses,
+                "psp_mailbox_writes": self.psp.register_writes, "psp_transfer_commands": self.psp.transfer_commands,
+                "psp_data_transfers": self.psp.data_transfers, "psp_sector_writes": self.update.sector_writes,
                 **{k: am[k] for k in ("smu_messages", "psp_commands", "mode1_resets", "sdma_packets",
                                       "sdma_bytes_copied")}}
 

@@ -217,6 +217,8 @@ class PspMailbox:
             return
         cmd = (self.command & R.PSP_COMMAND_MASK) >> R.PSP_COMMAND_SHIFT
         arg = self.data
+        if cmd in (START_TRANSFER, DATA_TRANSFER, END_TRANSFER, *LIVE_COMMANDS):
+            self.transfer_commands += 1  # rung, whatever the board state answers
         if cmd == DATA_TRANSFER and self.state == "early":
             self.data_transfers += 1
             if self.data_transfers == self.config.disconnect_at:
@@ -265,8 +267,6 @@ class PspMailbox:
         return INVALID_COMMAND, None
 
     def _early(self, cmd: int, arg: int) -> tuple[int, int | None]:
-        if cmd in (START_TRANSFER, DATA_TRANSFER, END_TRANSFER):
-            self.transfer_commands += 1
         if cmd == GET_TRANSFER_TYPE:
             return OK, self.transfer_type
         if cmd == START_TRANSFER:
