@@ -220,13 +220,18 @@ def test_a_failed_end_transfer_is_not_sent_again(tmp_path: Path, mailboxes: list
 
 
 # -- the post-update verify -------------------------------------------------------------------------------------------
+#: §e.6: the ISH B (0x13000, §g.1) checksum at +0 and update counter at +8; the metadata sector at 0x1ef000
+PSP_REWRITES = [(0x13000, 4), (0x13008, 4), (0x1EF000, 0x1000)]
+
+
 def test_after_update_tolerates_exactly_the_psp_regions() -> None:
+    assert [(r.offset, r.size) for r in TOLERATED] == PSP_REWRITES
     flash = bytearray(NEW)
-    for r in TOLERATED:
-        flash[r.offset:r.end] = bytes(r.size)
+    for start, size in PSP_REWRITES:
+        flash[start:start + size] = bytes(size)
     assert compare_after_update(bytes(flash), NEW).match
-    for r in TOLERATED:  # one byte past each tolerated region is not tolerated
-        for off in (r.offset - 1, r.end):
+    for start, size in PSP_REWRITES:  # one byte past each tolerated region is not tolerated
+        for off in (start - 1, start + size):
             changed = bytearray(flash)
             changed[off] ^= 0x01
             result = compare_after_update(bytes(changed), NEW)
