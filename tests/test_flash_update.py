@@ -12,10 +12,10 @@ import struct
 from pathlib import Path
 
 import pytest
-import tinyhw
 from clihelp import run
 from updatehelp import NEW, OLD, board_files, device, last_command, mailboxes  # noqa: F401 (fixture)
 
+import tinyhw
 from tinyhw.errors import Refused
 from tinyhw.flash import update as update_mod
 from tinyhw.flash.update import TOLERATED, Updater, check_image, compare_after_update
@@ -67,7 +67,7 @@ def test_update_power_cycle_verify(tmp_path: Path, board: str) -> None:
 STREAMED = [v & 0xFF for v in ORDERS["default"]]
 
 
-def NEW_ITEM(item: int) -> bytes:  # noqa: N802 - reads as a table lookup
+def NEW_ITEM(item: int) -> bytes:
     from tinyhw.formats.ifwi_layout import resolve_item
 
     it = resolve_item(NEW, item)
@@ -188,15 +188,15 @@ def test_without_yes_nothing_is_sent(tmp_path: Path) -> None:
 def test_abort_sends_one_best_effort_end_with_the_bytes_sent(tmp_path: Path, mailboxes: list) -> None:  # noqa: F811
     # a dry run finds the register access of the 100th DATA_TRANSFER's answer (psp-disconnect stops right there)
     flash = board_files(tmp_path / "dry")
-    with tinyhw.open(device(flash, extra="psp=early,faults=psp-disconnect@100")) as o:
-        with pytest.raises(update_mod.UpdateFailed):
-            Updater(o.transport, NEW, confirm=lambda plan: None).run()
-        n = o.transport.accesses - 1  # the abort END_TRANSFER failed at its first access, after the poll
+    with tinyhw.open(device(flash, extra="psp=early,faults=psp-disconnect@100")) as o, \
+            pytest.raises(update_mod.UpdateFailed):
+        Updater(o.transport, NEW, confirm=lambda plan: None).run()
+    n = o.transport.accesses - 1  # the abort END_TRANSFER failed at its first access, after the poll
     # that one read times out on a fresh board: the PSP got dword 100, the host counted 99
     flash = board_files(tmp_path / "real")
-    with tinyhw.open(device(flash, extra=f"psp=early,faults=timeout@{n}")) as o:
-        with pytest.raises(update_mod.UpdateFailed) as info:
-            Updater(o.transport, NEW, confirm=lambda plan: None).run()
+    with tinyhw.open(device(flash, extra=f"psp=early,faults=timeout@{n}")) as o, \
+            pytest.raises(update_mod.UpdateFailed) as info:
+        Updater(o.transport, NEW, confirm=lambda plan: None).run()
     assert info.value.outcome == "old" and info.value.exit_code == 1
     log = [(c, a) for c, a, _s, _r in mailboxes[-1].log]
     start = max(i for i, (c, _a) in enumerate(log) if c == START_TRANSFER)
@@ -210,9 +210,9 @@ def test_abort_sends_one_best_effort_end_with_the_bytes_sent(tmp_path: Path, mai
 
 def test_a_failed_end_transfer_is_not_sent_again(tmp_path: Path, mailboxes: list) -> None:  # noqa: F811
     flash = board_files(tmp_path)
-    with tinyhw.open(device(flash, extra="psp=early,faults=psp-badsig")) as o:
-        with pytest.raises(update_mod.UpdateFailed, match="0x0d"):
-            Updater(o.transport, NEW, confirm=lambda plan: None).run()
+    with tinyhw.open(device(flash, extra="psp=early,faults=psp-badsig")) as o, \
+            pytest.raises(update_mod.UpdateFailed, match="0x0d"):
+        Updater(o.transport, NEW, confirm=lambda plan: None).run()
     log = mailboxes[-1].log
     last_start = max(i for i, e in enumerate(log) if e[0] == START_TRANSFER)
     ends = [e for e in log[last_start:] if e[0] == END_TRANSFER]

@@ -14,9 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import tinyhw
 from updatehelp import NEW, OLD, board_files, device
 
+import tinyhw
 from tinyhw.flash.update import UpdateFailed, Updater, compare_after_update
 from tinyhw.formats.ifwi_layout import resolve_item
 from tinyhw.mocks.navi31 import power_cycle_flash

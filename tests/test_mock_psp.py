@@ -11,7 +11,7 @@ from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.mocks import navi31_regs as R
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.navi31 import Navi31Board, Navi31Model
-from tinyhw.mocks.psp import DEFAULT_SCRIPT, SCRIPT_DONE, PspConfig
+from tinyhw.mocks.psp import DEFAULT_SCRIPT, PspConfig
 
 IMAGE = build_image()
 

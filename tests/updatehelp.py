@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 
-from tinyhw.mocks import ifwi_image
+from tinyhw.mocks import boardstate, ifwi_image
 from tinyhw.mocks import navi31 as navi31_mod
-from tinyhw.mocks import boardstate
 from tinyhw.mocks.psp import PspMailbox
 
 SLOT = 0x1000

@@ -56,7 +56,7 @@ from tinyhw.formats.ifwi import require_flashable
 from tinyhw.formats.ifwi_layout import ISH_OFFSETS, ITEMS, METADATA, resolve_item
 from tinyhw.progress import NO_PROGRESS, Progress
 from tinyhw.transport.base import Transport
-from tinyhw.transport.batch import Batching, Poll32, W32
+from tinyhw.transport.batch import W32, Batching, Poll32
 
 # §e.2 transfer command ids
 START_TRANSFER = 0x08

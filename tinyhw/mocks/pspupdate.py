@@ -63,7 +63,7 @@ def ish_valid(flash: bytes | bytearray, off: int) -> bool:
     if all(w == 0xFFFFFFFF for w in words) or sum(words) & 0xFFFFFFFF:
         return False
     location, size = words[4], words[6]
-    return 0 < size and location + size <= len(flash)
+    return size > 0 and location + size <= len(flash)
 
 
 def cookie(flash: bytes | bytearray) -> tuple[str, bool, int] | None:
@@ -91,7 +91,7 @@ def select(flash: bytes | bytearray) -> tuple[str | None, str]:
 
 
 def _metadata(flash: bytes | bytearray, selected: str, pending: bool, seq: int) -> bytes:
-    """The metadata sector the PSP generates: ``$MET``, the SHA-256 of the selected payload, the sequence, the cookie."""
+    """The metadata sector the PSP generates: ``$MET``, the selected payload's SHA-256, the sequence, the cookie."""
     ish = PARTITIONS[selected]
     location, size = _u32(flash, ish + 0x10), _u32(flash, ish + 0x18)
     sector = bytearray(b"\xff" * SECTOR)
