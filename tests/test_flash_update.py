@@ -252,3 +252,19 @@ def test_other_psp_write_paths_stay_disabled(tmp_path: Path, name: str) -> None:
     r = run("flash", name, "--help")
     assert r.code == 0 and "Disabled" in r.out
     assert not any(hasattr(update_mod, f) for f in ("stream", "ifwi_step", "live_flash", "stream_item"))
+
+
+# -- over remote: one batch (one round trip) per dword ---------------------------------------------------------------
+def test_update_over_remote_is_one_round_trip_per_dword(tmp_path: Path) -> None:
+    from remotehelp import served
+
+    from tinyhw.mocks.navi31 import power_cycle_flash
+
+    flash = board_files(tmp_path)
+    power_cycle_flash(flash)
+    with served(device(flash)) as s, tinyhw.open(s.device()) as o:
+        result = Updater(o.transport, NEW, confirm=lambda plan: None).run()
+    assert result.data_transfers == sum(len(NEW_ITEM(i)) for i in STREAMED) // 4
+    # START + END + GET_TRANSFER_TYPE per item cost a few round trips each; every dword exactly one
+    assert result.data_transfers <= result.round_trips < result.data_transfers + 16 * len(result.items)
+    assert last_command(flash)["psp_data_transfers"] == result.data_transfers

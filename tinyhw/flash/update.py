@@ -17,7 +17,9 @@ Cost (§i.1: "≥ 7 accesses per 4 bytes"): a DATA_TRANSFER here is three writes
 DOORBELL) and the reads of COMMAND until bit 31 returns. §e.1 step 1 (ready before sending) is the
 previous reply's last read of the same register, with nothing in between; DATA_TRANSFER has no response
 (§e.2), so COMMAND_DATA is not read back. On a transport that batches (``remote:``) the four operations
-travel as one message: one round trip per dword. The first poll waits for the PSP's answer time as
+travel as one message with the poll on the server's side: one round trip per dword however long the PSP
+takes to answer (measured on the emulated board, whose PSP answers within one round trip, the plain path
+costs the same there: the client already sends queued writes with the next read). The first poll waits for the PSP's answer time as
 learned from earlier dwords, so that it usually finds the answer (as the ROM_SW reads do, §i.2 step 4).
 
 After a failure the error says which partition the next boot selects, as far as the host can know: the
