@@ -37,7 +37,8 @@ def flash(ctx: click.Context, no_chain: bool, prescale: int) -> None:
     gates the engine and is refused. The engine's controls are restored when the command ends.
 
     The ROM aperture dump (flash dump --method aperture) and the PSP mailbox probe (flash
-    psp-status) also work on a booted board.
+    psp-status) also work on a booted board; flash update rewrites a healthy board's flash through
+    its PSP (right after a power-on, before any driver).
 
     \b
     Examples:
@@ -45,6 +46,7 @@ def flash(ctx: click.Context, no_chain: bool, prescale: int) -> None:
       tinyhw --device mock:navi31-usb flash dump backup.bin
       tinyhw --device usb flash write image.bin --yes
       tinyhw --device mock:navi31,psp=sos flash psp-status
+      tinyhw --device usb flash update image.bin --yes
     """
     ctx.meta[META] = {"chain": not no_chain, "prescale": prescale}
 
