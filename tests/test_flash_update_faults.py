@@ -71,6 +71,7 @@ def _check(tmp_path: Path, faults: str, board: str = "navi31") -> tuple[str | No
     data = flash.read_bytes()
     after = compare_after_update(data, NEW)
     if err.outcome == "old":
+        assert "the next boot selects the old partition" in str(err)
         assert booted == "A", f"{faults}: tinyhw said the old partition, the board booted {booted} ({why})"
         assert data[0x20000:0x21000] == OLD[0x20000:0x21000]  # the old payload in A
     else:

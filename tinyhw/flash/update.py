@@ -19,8 +19,9 @@ previous reply's last read of the same register, with nothing in between; DATA_T
 (§e.2), so COMMAND_DATA is not read back. On a transport that batches (``remote:``) the four operations
 travel as one message with the poll on the server's side: one round trip per dword however long the PSP
 takes to answer (measured on the emulated board, whose PSP answers within one round trip, the plain path
-costs the same there: the client already sends queued writes with the next read). The first poll waits for the PSP's answer time as
-learned from earlier dwords, so that it usually finds the answer (as the ROM_SW reads do, §i.2 step 4).
+costs the same there: the client already sends queued writes with the next read). The first poll waits
+for the PSP's answer time as learned from earlier dwords, so that it usually finds the answer (as the
+ROM_SW reads do, §i.2 step 4).
 
 After a failure the error says which partition the next boot selects, as far as the host can know: the
 PSP switches partitions only when the phase-2 item's END_TRANSFER succeeds (on stock hardware the update
@@ -380,9 +381,8 @@ class Updater:
     # -- what a failure leaves --------------------------------------------------------------------------------
     @staticmethod
     def _old_hint() -> str:
-        return ("the psp had not finished the stream, so the next boot selects the old partition: hard power-cycle "
-                "the card (do not boot a driver) and run flash update again; if the card no longer comes up, recover "
-                "through the rom_sw path after a power cycle (flash write IMAGE --yes)")
+        return ("hard power-cycle the card (do not boot a driver) and run flash update again; if the card no longer "
+                "comes up, recover through the rom_sw path after a power cycle (flash write IMAGE --yes)")
 
     def _failed(self, what: str, item: int | None, sent: int, *, last: bool, lost: bool = False) -> UpdateFailed:
         if last and lost:
@@ -391,7 +391,8 @@ class Updater:
                 "partition", outcome="unknown", item=item, sent=sent,
                 hint="hard power-cycle the card, then run flash verify IMAGE --after-update: a match means the new "
                      "partition is in place; otherwise the old one boots and flash update can run again")
-        return UpdateFailed(f"flash update stopped: {what}; the next boot selects the old partition",
+        return UpdateFailed(f"flash update stopped: {what}; the psp had not finished the stream, so the next boot "
+                            "selects the old partition",
                             outcome="old", item=item, sent=sent, hint=self._old_hint())
 
 
