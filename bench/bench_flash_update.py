@@ -19,26 +19,20 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from bench_flash import run_cli
 
 #: §i.1 handshake per DATA_TRANSFER over the bridge: 3 reads x 2 transfers (TLP out, completion in) + 3 writes
 SEED_TRANSFERS_PER_DWORD = 3 * 2 + 3
 
 
 def tinyhw(args: list[str], env: dict[str, str], cwd: str) -> tuple[float, dict, dict | None]:
-    t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "tinyhw", "--device", "mock:navi31-usb", "--stats", *args],
-                       capture_output=True, text=True, env=env, cwd=cwd, check=False)
-    wall = time.perf_counter() - t0
-    if r.returncode != 0:
-        sys.exit(f"bench: tinyhw {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}")
-    stats = json.loads([ln for ln in r.stderr.splitlines() if ln.startswith("{")][-1])
-    doc = json.loads(r.stdout) if "--json" in args else None
-    return wall, stats, doc
+    """One CLI run on mock:navi31-usb (bench_flash.run_cli), its --json document parsed when asked for."""
+    wall, stats, out = run_cli(args, env, cwd)
+    return wall, stats, json.loads(out) if "--json" in args else None
 
 
 def main() -> None:
