@@ -272,3 +272,16 @@ def test_update_over_remote_is_one_round_trip_per_dword(tmp_path: Path) -> None:
     # START + END + GET_TRANSFER_TYPE per item cost a few round trips each; every dword exactly one
     assert result.data_transfers <= result.round_trips < result.data_transfers + 16 * len(result.items)
     assert last_command(flash)["psp_data_transfers"] == result.data_transfers
+
+
+def test_the_psp_refuses_a_payload_its_signature_does_not_cover(tmp_path: Path) -> None:
+    from tinyhw.mocks.navi31 import power_cycle_flash
+
+    unsigned = bytearray(NEW)
+    unsigned[ifwi_image.PAYLOAD_A + 0x300] ^= 0xFF  # changed after signing
+    flash = board_files(tmp_path)
+    power_cycle_flash(flash)
+    with tinyhw.open(device(flash)) as o, pytest.raises(update_mod.UpdateFailed, match="0x0d") as info:
+        Updater(o.transport, bytes(unsigned), confirm=lambda plan: None).run()
+    assert info.value.outcome == "old" and last_command(flash)["psp_sector_writes"] == 0
+    assert power_cycle_flash(flash)[0] == "A" and flash.read_bytes()[:0x1EF000] == OLD[:0x1EF000]
