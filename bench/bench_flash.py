@@ -31,7 +31,8 @@ CHUNKS = SIZE // 256
 SECTOR = 4096
 
 
-def tinyhw(args: list[str], env: dict[str, str], cwd: str) -> tuple[float, dict]:
+def run_cli(args: list[str], env: dict[str, str], cwd: str) -> tuple[float, dict, str]:
+    """`tinyhw --device mock:navi31-usb --stats ARGS`: (wall seconds, --stats counters, stdout); exits on failure."""
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "tinyhw", "--device", "mock:navi31-usb", "--stats", *args],
                        capture_output=True, text=True, env=env, cwd=cwd, check=False)
@@ -39,6 +40,11 @@ def tinyhw(args: list[str], env: dict[str, str], cwd: str) -> tuple[float, dict]
     if r.returncode != 0:
         sys.exit(f"bench: tinyhw {' '.join(args)} failed ({r.returncode}): {r.stderr.strip()}")
     stats = json.loads([ln for ln in r.stderr.splitlines() if ln.startswith("{")][-1])
+    return wall, stats, r.stdout
+
+
+def tinyhw(args: list[str], env: dict[str, str], cwd: str) -> tuple[float, dict]:
+    wall, stats, _ = run_cli(args, env, cwd)
     return wall, stats
 
 

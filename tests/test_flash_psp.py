@@ -37,10 +37,10 @@ def models(monkeypatch: pytest.MonkeyPatch) -> tuple[list[PspMailbox], dict[str,
     overrides: dict[str, Any] = {}
     real = navi31_mod.PspMailbox
 
-    def build(layout: Any, clock: Any, state: str, config: Any) -> PspMailbox:
+    def build(layout: Any, clock: Any, state: str, config: Any, **more: Any) -> PspMailbox:
         for k, v in overrides.items():
             setattr(config, k, v)
-        m = real(layout, clock, state, config)
+        m = real(layout, clock, state, config, **more)
         made.append(m)
         return m
 

@@ -9,7 +9,7 @@ from tinyhw.mocks import ifwi_image
 from tinyhw.mocks.ifwi_image import build_image, build_vbios, fletcher32
 
 #: Guards determinism: any change to the synthetic image must be deliberate (update this constant).
-IMAGE_SHA256 = "f5019a3ccbfecd1791fc24c3350399c4faa18a62f3c4652e0c5b958d1164dd9b"
+IMAGE_SHA256 = "610db667ffe572b84ed7c2cdea143db302a5712cca064b6142344cb8e64ca874"
 
 IMAGE = build_image()
 

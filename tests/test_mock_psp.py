@@ -11,7 +11,7 @@ from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.mocks.flashregs import flash_registers
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.navi31 import Navi31Board, Navi31Model
-from tinyhw.mocks.psp import DEFAULT_SCRIPT, SCRIPT_DONE, PspConfig
+from tinyhw.mocks.psp import DEFAULT_SCRIPT, PspConfig
 from tinyhw.regs import asic
 
 R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
@@ -142,8 +142,10 @@ def test_stream_protocol_errors(tmp_path: Path) -> None:
     assert h.send(0x0A, 4 << 8 | 0x01)[0] == 0
     assert board.psp.payloads == [(0x01, b"\x01\x00\x00\x00")]
     assert h.send(0x07) == (0, 0x280)
-    assert h.stream(0x80, b"abcd") == 0
-    assert h.send(0x07) == (0, SCRIPT_DONE)
+    # the phase-2 item ends the stream: the PSP checks the payload's signature first (tinyhw.mocks.pspupdate);
+    # this stream holds neither, so it is refused with "signature not found" and nothing is written
+    assert h.stream(0x80, b"abcd") == 0x0F
+    assert h.send(0x07) == (0, 0x280)
 
 
 def test_full_ifwi_stream_matches_the_resolver(tmp_path: Path) -> None:

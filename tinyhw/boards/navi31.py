@@ -127,9 +127,15 @@ class Navi31Options(DeviceOptions):
     faults: FaultPlan = option(faults(), None, "fault plan for one command (disconnect@N, timeout@N, stuck-busy, "
                                "bitflip@ADDR, ...)", factory=FaultPlan)
     timing: str = option(choice("instant", "typical", "max"), "typical", "flash operation durations")
-    psp: str = option(choice("pbl", "early", "gated", "sos", "hang"), "pbl",
-                      "board state for the PSP mailbox and ROM_SW gating: pbl, the stalled boot loader with ROM_SW "
-                      "available; sos/gated: the secure OS is running; hang: the PSP never answers a boot command")
+    psp: str | None = option(choice("pbl", "early", "gated", "sos", "hang"), None,
+                             "board state for the PSP mailbox and ROM_SW gating: pbl, the stalled boot loader with "
+                             "ROM_SW available; early, a healthy autonomous boot (ROM_SW gated, early flash mailbox "
+                             "open); sos/gated: the secure OS is running; hang: the PSP never answers a boot command. "
+                             "Default: what the last 'tinyhw mock power-cycle' booted into (early, or pbl when no "
+                             "partition boots), else pbl")
+    psp_order: str = option(choice("default", "layout", "payload-last"), "default",
+                            "the order in which the emulated PSP requests the IFWI's items during an early-boot "
+                            "update (the real order is unknown): default, layout (by image offset), payload-last")
     aperture: str = option(choice("normal", "mirrored", "unavailable"), "normal", "ROM_INDEX/ROM_DATA behaviour")
     stray: str = option(choice("on", "off"), "on", "ROM_SW model option S8: CNTL writes fire stray transactions")
     fwcheck: str = option(choice("on", "off"), "on", "the PSP checks firmware images against the real Debian files")

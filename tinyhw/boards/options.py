@@ -160,8 +160,9 @@ def pattern(text: str, regex: str, what: str) -> OptionType:
 
 
 # -- fault plans (the faults= option of the emulated boards) --------------------------------------------------------
-FAULT_KINDS_AT = ("disconnect", "timeout", "bitflip", "ur", "ca", "crs", "tlp-error", "tlp-timeout", "stall")
-FAULT_KINDS_FLAG = ("stuck-busy",)
+FAULT_KINDS_AT = ("disconnect", "timeout", "bitflip", "ur", "ca", "crs", "tlp-error", "tlp-timeout", "stall",
+                  "psp-disconnect", "psp-timeout", "psp-spi")
+FAULT_KINDS_FLAG = ("stuck-busy", "psp-badsig", "psp-cut-commit")
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,11 @@ class FaultPlan:
     completes with that status (``tlp-error``: engine error, result 1;
     ``tlp-timeout``: result 0xff). ``stuck-busy``: the flash never leaves BUSY.
     ``bitflip@ADDR``: the first read covering flash byte ADDR gets one bit flipped.
+    The emulated Navi31's early-boot flash update (tinyhw.mocks.pspupdate): ``psp-disconnect@K`` /
+    ``psp-timeout@K``: the board loses power / the PSP never answers at the K-th DATA_TRANSFER of the
+    command; ``psp-badsig``: the payload's signature check fails (status 0x0D); ``psp-spi@N``: the N-th
+    sector the PSP writes fails (status 0x0C); ``psp-cut-commit``: the board loses power right after
+    the PSP committed an update, before it answers.
     """
 
     faults: list[Fault] = field(default_factory=list)
@@ -222,7 +228,8 @@ class FaultPlan:
 
 _FAULT_HINT = (
     "faults are joined with '+': disconnect@N, timeout@N, stall@N, ur@N, ca@N, crs@N, tlp-error@N, "
-    "tlp-timeout@N, stuck-busy, bitflip@ADDR"
+    "tlp-timeout@N, stuck-busy, bitflip@ADDR, psp-disconnect@K, psp-timeout@K, psp-spi@N, psp-badsig, "
+    "psp-cut-commit"
 )
 
 

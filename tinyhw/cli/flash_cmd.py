@@ -15,9 +15,10 @@ import click
 from tinyhw.cli.app import App
 from tinyhw.cli.flash_common import FORCE_HELP, META, load_image, open_flash, say
 from tinyhw.cli.flash_jobs import erase, write
+from tinyhw.cli.flash_update import DISABLED, update
 from tinyhw.cli.numbers import Number, parse_number
 from tinyhw.cli.progressbar import ProgressBar
-from tinyhw.errors import OperationFailed
+from tinyhw.errors import OperationFailed, Refused
 from tinyhw.fileio import atomic_write, check_output_path
 from tinyhw.flash import ops
 from tinyhw.flash.files import sha256
@@ -36,7 +37,8 @@ def flash(ctx: click.Context, no_chain: bool, prescale: int) -> None:
     gates the engine and is refused. The engine's controls are restored when the command ends.
 
     The ROM aperture dump (flash dump --method aperture) and the PSP mailbox probe (flash
-    psp-status) also work on a booted board.
+    psp-status) also work on a booted board; flash update rewrites a healthy board's flash through
+    its PSP (right after a power-on, before any driver).
 
     \b
     Examples:
@@ -44,6 +46,7 @@ def flash(ctx: click.Context, no_chain: bool, prescale: int) -> None:
       tinyhw --device mock:navi31-usb flash dump backup.bin
       tinyhw --device usb flash write image.bin --yes
       tinyhw --device mock:navi31,psp=sos flash psp-status
+      tinyhw --device usb flash update image.bin --yes
     """
     ctx.meta[META] = {"chain": not no_chain, "prescale": prescale}
 
@@ -232,10 +235,18 @@ def psp_status(app: App) -> None:
 @click.argument("image", type=click.Path())
 @click.option("--start-sector", type=Number(), help="Compare only from this 4 KiB sector (default 0).")
 @click.option("--sector-count", type=Number(minimum=1), help="Compare only this many sectors (default: to the end).")
+@click.option("--after-update", is_flag=True,
+              help="After flash update and a hard power cycle: read through the ROM aperture (works on a booted "
+                   "board) and tolerate exactly the regions the PSP rewrites, listing them.")
 @click.pass_obj
-def verify(app: App, image: str, start_sector: int | None, sector_count: int | None) -> None:
+def verify(app: App, image: str, start_sector: int | None, sector_count: int | None, after_update: bool) -> None:
     """Compare the flash with IMAGE (a full 2 MiB image): exit 0 when equal, 1 otherwise (first
     differing address shown). With --start-sector/--sector-count only that range is read and compared.
+
+    With --after-update (after flash update and a hard power cycle) the A and B payloads are
+    compared with the image and exactly the regions a PSP update rewrites are tolerated (the ISH B
+    checksum and update counter, the update cookie and metadata sector near 0x1ef000); anything
+    else that differs is exit 1 with its first offset.
 
     Read-only.
 
@@ -243,8 +254,14 @@ def verify(app: App, image: str, start_sector: int | None, sector_count: int | N
     Examples:
       tinyhw --device mock:navi31 flash verify board.bin
       tinyhw --device usb flash verify board.bin --start-sector 64 --sector-count 16
+      tinyhw --device usb flash verify image.bin --after-update
     """
     data = load_image(image)
+    if after_update:
+        if start_sector is not None or sector_count is not None:
+            raise Refused("--after-update compares the whole flash: drop --start-sector/--sector-count")
+        _verify_after_update(app, image, data)
+        return
     with open_flash(app) as dev:
         result = ops.verify(dev, data, ProgressBar(app), start_sector, sector_count)
     doc = result.as_dict()
@@ -263,5 +280,35 @@ def verify(app: App, image: str, start_sector: int | None, sector_count: int | N
                               f"({len(result.mismatched_sectors)} sector(s))")
 
 
+def _verify_after_update(app: App, image: str, data: bytes) -> None:
+    from tinyhw.boards.navi31 import NAVI31
+    from tinyhw.flash.update import verify_after_update
+
+    with ProgressBar(app).task("verify", NAVI31.flash_size) as advance:
+        result = verify_after_update(app.open_transport(), data, advance=advance)
+    doc = result.as_dict()
+
+    def human() -> None:
+        payloads = ", ".join(f"{k} {'matches' if v else 'differs'}" for k, v in result.payloads.items())
+        say(app, f"payloads: {payloads}")
+        for t in result.tolerated:
+            say(app, f"  tolerated 0x{t['offset']:06x}-0x{t['end'] - 1:06x} {t['name']}: "
+                      f"{'rewritten by the psp' if t['differs'] else 'unchanged'}")
+        if result.match:
+            say(app, f"flash matches {image} outside the regions the psp rewrites: the update is in place")
+        else:
+            say(app, f"flash differs from {image} at 0x{result.first_mismatch:06x} (flash 0x{result.flash_byte:02x}, "
+                      f"image 0x{result.image_byte:02x}), outside the regions the psp rewrites")
+
+    app.emit(doc, human)
+    if not result.match:
+        raise OperationFailed(f"flash differs from {image} at 0x{result.first_mismatch:06x} outside the regions a "
+                              "psp update rewrites", hint="the update did not complete: on a board that boots, run "
+                              "flash update again; otherwise recover with flash write IMAGE --yes")
+
+
 flash.add_command(write)
 flash.add_command(erase)
+flash.add_command(update)
+for _cmd in DISABLED:
+    flash.add_command(_cmd)

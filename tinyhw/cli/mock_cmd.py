@@ -67,3 +67,40 @@ def reset(app: App, yes: bool, force: bool) -> None:
         sha = reset_flash(path)
     app.emit({"path": str(path), "sha256": sha, "backup": str(backup) if keep else None},
              lambda: app.out.print(f"emulated flash reset: {path} (sha256 {sha})", markup=False, emoji=False))
+
+
+@mock.command("power-cycle")
+@click.pass_obj
+def power_cycle(app: App) -> None:
+    """Hard power-cycle the emulated Navi31: the flash is kept, everything else starts cold, and the PSP boots.
+
+    The emulated PSP boots the partition its update cookie selects (else the valid one of the
+    highest priority; a first boot after flash update copies the new payload into the other slot).
+    The next command finds the PSP in the early state (ROM_SW gated, flash update possible) when a
+    partition booted, else the stalled boot loader (ROM_SW available). Says which partition booted.
+    tinyhw mock reset restores the image instead.
+
+    \b
+    Example:
+      tinyhw mock power-cycle
+      tinyhw --device mock:navi31-usb,flash=/tmp/board.bin mock power-cycle
+    """
+    from tinyhw.connect import typed_options
+    from tinyhw.mocks.navi31 import power_cycle_flash
+    from tinyhw.transport.devstr import given_device, parse_device
+    from tinyhw.transport.lock import DeviceLock
+
+    spec = given_device(app.device) or parse_device("mock:navi31")
+    if not spec.is_mock:
+        raise Refused(f"mock power-cycle works on emulated boards only, not {spec.kind}:")
+    options = typed_options(spec)
+    path: Path | None = getattr(options, "flash", None)
+    if path is None:
+        raise Refused(f"mock:{spec.target} keeps no flash file: there is nothing to power-cycle")
+    with DeviceLock(str(path.resolve()), backend="mock"):
+        booted, why = power_cycle_flash(path, getattr(options, "timing", "typical"))
+    state = "early (rom_sw gated; flash update possible)" if booted else "pbl (the boot loader stalled; rom_sw open)"
+    doc = {"path": str(path), "booted": booted, "why": why, "psp": "early" if booted else "pbl"}
+    app.emit(doc, lambda: app.out.print(
+        f"power-cycled {path}: {'booted partition ' + booted if booted else 'nothing boots'} ({why}); psp {state}",
+        markup=False, emoji=False))

@@ -1,7 +1,8 @@
 """SPI flash recovery for Navi31 boards through the GPU's SMUIO ROM_SW engine (specs/navi31-spi-flash.md).
 
 Also, engine-independent: :mod:`~tinyhw.flash.aperture` (the read-only ROM_INDEX/ROM_DATA dump, §f),
-:mod:`~tinyhw.flash.psp` (the read-only PSP early-boot mailbox probe, §e.4) and
+:mod:`~tinyhw.flash.psp` (the read-only PSP early-boot mailbox probe, §e.4),
+:mod:`~tinyhw.flash.update` (a healthy board's update through that mailbox, §e.5-§e.6) and
 :mod:`~tinyhw.flash.identity` (board identity from the VBIOS, §g.3, checked before a write).
 
 Layer 3: handed a :class:`~tinyhw.transport.Transport`, never constructing one. Typical use::
@@ -12,7 +13,7 @@ Layer 3: handed a :class:`~tinyhw.transport.Transport`, never constructing one. 
         Writer(dev, Job("write", image=image), confirm=lambda plan: None).run()
 """
 
-from tinyhw.flash import aperture, identity, ops, psp
+from tinyhw.flash import aperture, identity, ops, psp, update
 from tinyhw.flash.chip import CHIP_NAME, Gd25, Status
 from tinyhw.flash.device import FlashDevice
 from tinyhw.flash.journal import Journal, state_dir
@@ -43,4 +44,5 @@ __all__ = [
     "protected_range",
     "psp",
     "state_dir",
+    "update",
 ]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tinyhw.boards.navi31 import NAVI31
@@ -111,3 +111,39 @@ def _restore(bar: BarRegion, index_off: int, rom_index: int, cntl_off: int, rom_
     """§f step 5: ROM_INDEX, then ROM_CNTL, the exact originals."""
     bar.write32(index_off, rom_index)
     bar.write32(cntl_off, rom_cntl)
+
+
+@contextlib.contextmanager
+def reader(transport: Transport) -> Iterator[Callable[[int, int], bytes]]:
+    """A ``read(address, length)`` of the flash through ROM_INDEX/ROM_DATA, for small reads on a booted board
+    (the board identity before a PSP update): ROM_CNTL and ROM_INDEX kept and restored exactly (§f steps 1, 4),
+    one ROM_INDEX write per read and one ROM_DATA read per dword. Refused like :func:`dump` when the controller
+    reads 0xffffffff."""
+    asic, _ = require_navi31(transport)
+    bar = transport.bar(asic.bar)
+    cntl_off, index_off = asic.offset("smuio.ROM_CNTL"), asic.offset("smuio.ROM_INDEX")
+    data_off = asic.offset("smuio.ROM_DATA")
+    rom_cntl = bar.read32(cntl_off)
+    rom_index = bar.read32(index_off)
+    if rom_cntl == UNAVAILABLE:
+        raise OperationFailed("rom_cntl reads 0xffffffff: the smuio rom controller is unavailable, the flash cannot "
+                              "be read through the aperture", hint="check that the board is powered and bar5 is mapped")
+    read32 = bar.read32
+
+    def read(address: int, length: int) -> bytes:
+        start = address & ~3
+        count = (address + length - start + 3) // 4
+        bar.write32(index_off, start)
+        raw = struct.pack(f"<{count}I", *[read32(data_off) for _ in range(count)])
+        return raw[address - start:address - start + length]
+
+    failed = True
+    try:
+        yield read
+        failed = False
+    finally:
+        if failed:
+            with contextlib.suppress(TinyhwError, OSError):
+                _restore(bar, index_off, rom_index, cntl_off, rom_cntl)
+        else:
+            _restore(bar, index_off, rom_index, cntl_off, rom_cntl)

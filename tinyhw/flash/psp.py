@@ -14,8 +14,9 @@ command masks are psp_v13_0.c's (§a.4), the headers carry no fields for these r
 Decoding is limited to what the spec knows: the transfer type (item in bits 7:0, named from the
 §g.2 item table, phase in bits 8 and up; phase 2 = stream complete, §e.6). The response formats of
 GET_BOOT_PARTITION, GET_FB_STATE and SPI_GET_MODEL_ID are an open question (spec, open question 7):
-only their raw values are shown. There is deliberately no write path here (no item streaming, no
-live update).
+only their raw values are shown. There is no write path here: the validated item stream (``ifwi-all``)
+is :mod:`tinyhw.flash.update`, which uses this handshake; single-item streaming and the live update
+stay disabled (§e.7).
 """
 
 from __future__ import annotations

@@ -230,6 +230,9 @@ class Asm24Bridge:
         self._record = TransferRecord(n, kind, setup, ep, length, 0, "ok", 0)
         budget = Budget(self.clock, timeout, self.busy)
         self._pipe = "ep0" if kind == "control" else f"ep{ep:02x}"
+        if getattr(self.board, "lost", False) and not self.disconnected:  # the gpu lost power: the bridge sees it go
+            self.disconnected = True
+            self.pending.clear()
         if self.disconnected:
             raise Disconnect("device disconnected")
         busy_until = self.pipe_free.get(self._pipe, 0.0)

@@ -60,7 +60,8 @@ class DirectTransport(Transport):
         self._disconnect_at = min(disconnects) if disconnects else None
         self._timeouts = set(options.faults.at("timeout"))
         self._gone = False
-        self._faulty = self._disconnect_at is not None or bool(self._timeouts)
+        self._faulty = (self._disconnect_at is not None or bool(self._timeouts)
+                        or options.faults.has("psp-disconnect") or options.faults.has("psp-cut-commit"))
         self.link = self._link_status()
         self.iommu = EmulatedIommu(clock, link_rate(*self.link), master=lambda: bool(self.board.pci.command & 4))
         self.board.attach_bus(self.iommu)  # the gpu's system pages are host memory behind the iommu
@@ -95,6 +96,10 @@ class DirectTransport(Transport):
     def _fault(self, bar: int, offset: int) -> None:
         """Called for every access while a fault is planned or the board is gone; raises when it hits."""
         n = self.accesses
+        if self.board.lost and not self._gone:
+            self._gone = True
+            raise Disconnected(f"the emulated navi31 lost power (register access {n}, bar{bar} offset 0x{offset:x})",
+                               hint="power-cycle the board and rerun the command")
         if self._gone:
             raise Disconnected("the emulated navi31 has gone away", hint="reconnect the board and rerun the command")
         if n == self._disconnect_at:

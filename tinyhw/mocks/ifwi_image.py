@@ -41,6 +41,10 @@ NVRAM = 0x180000  # invented: a 32 KiB pseudo-random area in the otherwise erase
 METADATA = 0x1EF000  # §g.1: firmware-generated metadata
 ITEM_89 = 0x1F0000  # 0x100 bytes
 SGN_SIZES = (0x100, 0x200, 0x200, 0x180, 0x400, 0x100, 0x300)  # invented sizes of types 1..7
+#: Invented signature rule the emulated PSP checks a streamed payload by (nothing like AMD's real RSA scheme):
+#: the first 32 bytes of the signature-type-1 blob are the SHA-256 of the ISH A payload (item 0x08: the slot's
+#: ``slot max size`` bytes at its payload location).
+PAYLOAD_SIGNATURE_TYPE = 1
 
 PART_NUMBER = b"113-TINYHW31-SYNTH"  # invented, deliberately not an AMD part number
 VERSION = b"ATOMBIOSBK-AMD VER099.099.099.099.999999"  # invented version string
@@ -116,6 +120,45 @@ def build_vbios() -> bytes:
     return bytes(img)
 
 
+def payload_digest(image: bytes) -> bytes:
+    """SHA-256 of the ISH A payload of ``image`` (item 0x08), the invented signature of :func:`sign`."""
+    location, size = struct.unpack_from("<I", image, ISH_A + 0x10)[0], struct.unpack_from("<I", image, ISH_A + 0x18)[0]
+    return hashlib.sha256(image[location:location + size]).digest()
+
+
+def signature_blob(image: bytes, sig_type: int) -> tuple[int, int] | None:
+    """(offset, size) of the $SGN entry of ``sig_type`` in ``image`` (the first one), None when there is none."""
+    table = struct.unpack_from("<I", image, SGN_POINTER)[0]
+    if image[table:table + 4] != b"$SGN":
+        return None
+    count = struct.unpack_from("<I", image, table + 8)[0]
+    for i in range(min(count, 0x100)):
+        t, _, size, off = struct.unpack_from("<4I", image, table + 16 + 16 * i)
+        if t == sig_type:
+            return off, size
+    return None
+
+
+def sign(image: bytes) -> bytes:
+    """``image`` with its payload signature (:data:`PAYLOAD_SIGNATURE_TYPE`) recomputed: what the vendor's signing
+    would do to a changed payload, in this model's invented scheme."""
+    out = bytearray(image)
+    blob = signature_blob(image, PAYLOAD_SIGNATURE_TYPE)
+    if blob is not None:
+        out[blob[0]:blob[0] + 32] = payload_digest(image)
+    return bytes(out)
+
+
+def with_slot_size(image: bytes, slot: int) -> bytes:
+    """``image`` with both ISH slot sizes set to ``slot`` (checksums fixed) and re-signed: a smaller item 0x08,
+    so that a test streams a whole IFWI in a fraction of the time."""
+    out = bytearray(image)
+    for ish in (ISH_A, ISH_B):
+        struct.pack_into("<I", out, ish + 0x18, slot)
+        struct.pack_into("<I", out, ish, (-sum(struct.unpack_from("<7I", out, ish + 4))) & 0xFFFFFFFF)
+    return sign(bytes(out))
+
+
 @lru_cache(maxsize=1)
 def build_image() -> bytes:
     """The synthetic 2 MiB raw IFWI image (deterministic; see the module docstring)."""
@@ -160,4 +203,4 @@ def build_image() -> bytes:
     img[METADATA:METADATA + 0x100] = b"$MET" + prng("metadata", 0xFC)  # invented tag
     img[ITEM_89:ITEM_89 + 0x100] = prng("item-89", 0x100)
     assert len(img) == SIZE
-    return bytes(img)
+    return sign(bytes(img))

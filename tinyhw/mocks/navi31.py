@@ -32,13 +32,14 @@ from tinyhw.mocks import discovery as mock_discovery
 from tinyhw.mocks.amregs import RegisterFile
 from tinyhw.mocks.flashregs import flash_registers
 from tinyhw.mocks.flashstore import FlashStore, write_atomic
-from tinyhw.mocks.gd25 import GD25LQ16E, Gd25Config
+from tinyhw.mocks.gd25 import GD25LQ16E, TIMINGS, Gd25Config
 from tinyhw.mocks.gpuvm import VmFault, invalidate_requests
 from tinyhw.mocks.ifwi_image import build_image
 from tinyhw.mocks.navi31_am import AmBootPath, EventQueue
 from tinyhw.mocks.pcifunc import PciFunction
-from tinyhw.mocks.psp import PspConfig, PspMailbox
+from tinyhw.mocks.psp import ORDERS, PspConfig, PspMailbox
 from tinyhw.mocks.pspboot import PspTiming
+from tinyhw.mocks.pspupdate import FlashUpdate, UpdateFaults
 from tinyhw.mocks.services import Translation
 from tinyhw.mocks.smuio import Smuio, SmuioConfig
 from tinyhw.mocks.vclock import VirtualClock
@@ -145,6 +146,11 @@ class Navi31Board:
         self.uncovered: list[str] = []
         self._uncovered_seen: set[str] = set()
         self._strict = options.strict
+        saved_mailbox = boardstate.load(options.flash).get("mailbox", {})
+        if options.psp is None:  # the state the last power cycle booted into (tinyhw mock power-cycle), else pbl
+            state = saved_mailbox.get("state")
+            options.psp = state if state in ("pbl", "early") else "pbl"
+        self.lost = False  # the board lost power (a psp-disconnect fault): every later access fails
         self.model = model = model or Navi31Model()
         model.gd25.timing = options.timing
         model.gd25.stuck_busy = options.faults.has("stuck-busy")
@@ -158,7 +164,17 @@ class Navi31Board:
         self.chip = GD25LQ16E(self.store, self.clock, model.gd25)
         self.flash_regs = flash_registers(self.regs)  # the flash side's offsets, from the same database
         self.smuio = Smuio(self.flash_regs, self.chip, self.clock, model.smuio)
-        self.psp = PspMailbox(self.flash_regs, self.clock, "pbl" if options.psp == "hang" else options.psp, model.psp)
+        f = options.faults
+        if options.psp_order != "default":  # a test's own script (Navi31Model) stays unless an order is named
+            model.psp.script = ORDERS[options.psp_order]
+        model.psp.disconnect_at = min(f.at("psp-disconnect"), default=None)
+        model.psp.timeout_at = min(f.at("psp-timeout"), default=None)
+        model.psp.cut_commit = f.has("psp-cut-commit")
+        self.update = FlashUpdate(lambda: self.store.data, self.store.write, TIMINGS[options.timing],
+                                  UpdateFaults(badsig=f.has("psp-badsig"), spi_at=min(f.at("psp-spi"), default=None)))
+        self.psp = PspMailbox(self.flash_regs, self.clock, "pbl" if options.psp == "hang" else options.psp, model.psp,
+                              update=self.update, on_lost=self._lose_power)
+        self.psp.from_state(saved_mailbox)
         self.vram = _Sparse()
         self.doorbells = _Sparse()
         # VRAM of the full size (BAR0 shows its low part), RCC_CONFIG_MEMSIZE, the MM_INDEX/MM_DATA window and
@@ -415,6 +431,8 @@ class Navi31Board:
         am = self.am.counters()
         return {"vram_bytes_written": self.vram.bytes_written, "bar5_writes": self.bar5_writes,
                 "reg_writes": self.reg_writes, "regfile_writes": am["regfile_writes"], "accesses": self.accesses,
+                "psp_mailbox_writes": self.psp.register_writes, "psp_transfer_commands": self.psp.transfer_commands,
+                "psp_data_transfers": self.psp.data_transfers, "psp_sector_writes": self.update.sector_writes,
                 **{k: am[k] for k in ("smu_messages", "psp_commands", "mode1_resets", "sdma_packets",
                                       "sdma_bytes_copied")}}
 
@@ -510,6 +528,12 @@ class Navi31Board:
         return self._other.get(offset, 0) if inside else 0
 
     # -- lifetime -----------------------------------------------------------------------------------------------
+    def _lose_power(self) -> None:
+        """The board loses power (a psp-disconnect fault): the flash keeps what was written, the link goes away."""
+        if not self.lost:
+            self.lost = True
+            self.disconnect()
+
     def disconnect(self) -> None:
         """Power lost mid-operation (a disconnect fault): a running program/erase stays torn."""
         self.chip.freeze()
@@ -533,6 +557,25 @@ class Navi31Board:
         lock, self._lock = self._lock, None
         if lock is not None:
             lock.release()
+
+
+def power_cycle_flash(path: Path | str, timing: str = "typical") -> tuple[str | None, str]:
+    """A hard power cycle of the emulated Navi31 whose flash file is ``path``: the flash is kept, everything else
+    is cold, and the PSP boots from the flash as it finds it (tinyhw.mocks.pspupdate: the update cookie, the ISH
+    descriptors, the first-boot sync). Returns (partition booted: "A", "B" or None when the boot loader stalls,
+    why in words). The next command finds the PSP in the early state when a partition booted (ROM_SW gated), else
+    in the stalled boot loader (ROM_SW available). The caller holds the device lock (``tinyhw mock
+    power-cycle`` does)."""
+    path = Path(path)
+    store = FlashStore(path, build_image, NAVI31.flash_size)
+    try:
+        chosen, why = FlashUpdate(lambda: store.data, store.write, TIMINGS[timing]).boot()
+    finally:
+        store.close()
+    boardstate.clear(path)
+    boardstate.save(path, {"mailbox": {"state": "early" if chosen else "pbl", "step": 0, "hung": False},
+                           "booted": chosen})
+    return chosen, why
 
 
 def reset_flash(path: Path | str) -> str:

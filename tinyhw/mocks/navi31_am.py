@@ -50,6 +50,9 @@ class FlashMailbox(Protocol):
     def set_state(self, state: str) -> None:
         """Move the mailbox to board state ``state`` (``pbl``, ``early``, ``sos``, ``gated``)."""
 
+    def to_state(self) -> dict[str, object]:
+        """What of the mailbox outlives a command (saved in the board state file)."""
+
 
 class EventQueue:
     """Firmware events in virtual time: each runs at the first board access at or after its due time."""
@@ -195,6 +198,7 @@ class AmBootPath:
     # -- board state file ----------------------------------------------------------------------------------------
     def _load_state(self) -> None:
         state = boardstate.load(self.options.flash)
+        self.booted = state.get("booted")  # the partition the last power cycle booted (None: unknown, or none)
         if not state:
             return
         self.time_base = float(state.get("time", 0.0))
@@ -219,6 +223,7 @@ class AmBootPath:
         boardstate.save(self.options.flash, {
             "time": self.time_base + end, "regs": self.regfile.to_state(), "psp": self.boot.to_state(),
             "smu": self.smu.to_state(), "cp": self.cp.to_state(), "last_command": last_command(),
+            "mailbox": self.mailbox.to_state(), "booted": self.booted,
             "smuio": {f"{k:x}": v for k, v in sorted(self.smuio.regs.items())
                       if v != self.smuio.config.power_on.get(k)},
         })

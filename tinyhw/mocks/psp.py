@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tinyhw.mocks.flashregs import FlashRegisters
+from tinyhw.mocks.pspupdate import FlashUpdate
 from tinyhw.transport.clock import Clock
 
 # §e.2 command ids
@@ -54,6 +55,16 @@ DEFAULT_SCRIPT: tuple[int, ...] = (
 )
 #: Invented value GET_TRANSFER_TYPE returns after the last scripted item: phase 3, item 0.
 SCRIPT_DONE = 0x300
+#: The item orders the emulated PSP can request (board option ``psp-order``; the real order is an open question,
+#: §e.6): ``default`` (above: the IFWI header, the signatures, the directories, the rest, the payload, item 0x89),
+#: ``layout`` (by offset in the image) and ``payload-last`` (the payload is the phase-2 item). All invented.
+ORDERS: dict[str, tuple[int, ...]] = {
+    "default": DEFAULT_SCRIPT,
+    "layout": (*(0x100 | item for item in (0x01, 0x80, 0x02, 0x03, 0x81, 0x82, 0x83, 0x84, 0x85, 0x86, 0x87,
+                                           0x88, 0x04, 0x05, 0x06, 0x07, 0x08)), 0x200 | 0x89),
+    "payload-last": (*(0x100 | item for item in (0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x80, 0x81, 0x82, 0x83,
+                                                 0x84, 0x85, 0x86, 0x87, 0x88, 0x89)), 0x200 | 0x08),
+}
 
 
 @dataclass
@@ -76,18 +87,36 @@ class PspConfig:
     })
     #: Fault: UPDATE_FLASH_IMAGE fails with 0x0C, as the seed observed on stock hardware
     live_fail: bool = False
+    #: faults ``psp-disconnect@K`` / ``psp-timeout@K``: at the K-th DATA_TRANSFER of the command (1-based) the board
+    #: loses power / the PSP never answers
+    disconnect_at: int | None = None
+    timeout_at: int | None = None
+    #: fault ``psp-cut-commit``: the board loses power right after the PSP committed an update, before it answers
+    cut_commit: bool = False
 
 
 class PspMailbox:
     """The three C2PMSG registers and the firmware behind them."""
 
-    def __init__(self, layout: FlashRegisters, clock: Clock, state: str = "pbl",
-                 config: PspConfig | None = None) -> None:
+    def __init__(self, layout: FlashRegisters, clock: Clock, state: str = "pbl", config: PspConfig | None = None, *,
+                 update: FlashUpdate | None = None, on_lost: Callable[[], None] = lambda: None) -> None:
         self.layout = layout
         if len(config.script if config else DEFAULT_SCRIPT) > 19:
             raise ValueError("a transfer-type script holds at most 19 entries (navi31's item count)")
         self.clock = clock
         self.config = config or PspConfig()
+        #: the early-boot update behind the mailbox (tinyhw.mocks.pspupdate); None: items are only logged
+        self.update = update
+        self.on_lost = on_lost
+        #: host writes to COMMAND, COMMAND_DATA and DOORBELL this command (a refusal proves it wrote none)
+        self.register_writes = 0
+        #: START/DATA/END_TRANSFER commands executed this command, and DATA_TRANSFERs alone (fault numbering)
+        self.transfer_commands = 0
+        self.data_transfers = 0
+        #: the status of the last commit (None: none ran); "committed" after a successful one
+        self.commit_status: int | None = None
+        self.commits = 0
+        self.hung = False
         #: (command, argument, status, response) of every command processed
         self.log: list[tuple[int, int, int, int]] = []
         #: (item, payload) of every item streamed to completion, for comparison with a resolver
@@ -110,6 +139,20 @@ class PspMailbox:
         self._active: tuple[int, int, bytearray] | None = None
         self._addr_lo = 0
         self._addr_hi = 0
+        self._staged: dict[int, bytes] = {}
+        self._extra = 0.0
+        self.hung = False
+
+    def to_state(self) -> dict[str, object]:
+        """What outlives a command (the board state file): the board state, the script position, a hang."""
+        return {"state": self.state, "step": self._step, "hung": self.hung}
+
+    def from_state(self, saved: dict[str, object]) -> None:
+        """Take up the script position a previous command left (same board state only; staged items are lost)."""
+        if saved.get("state") == self.state:
+            step = saved.get("step", 0)
+            self._step = step if isinstance(step, int) and 0 <= step <= len(self.config.script) else 0
+            self.hung = bool(saved.get("hung", False))
 
     def set_state(self, state: str) -> None:
         """The test moves the board between pbl, early, sos and gated (hardware needs a power cycle)."""
@@ -156,6 +199,7 @@ class PspMailbox:
         return self.command
 
     def _command_write(self, value: int) -> None:
+        self.register_writes += 1
         if self._pending is not None:
             self._poll()
         self.command = value & ~self.layout.PSP_READY  # storing a command clears "ready"
@@ -166,6 +210,7 @@ class PspMailbox:
         return self.data
 
     def _data_write(self, value: int) -> None:
+        self.register_writes += 1
         self.data = value
 
     def _bell_read(self) -> int:
@@ -174,17 +219,33 @@ class PspMailbox:
         return self.doorbell
 
     def _bell_write(self, value: int) -> None:
+        self.register_writes += 1
         self.doorbell = value
-        if value != 1 or self.config.mailbox == "not-ready":
+        if value != 1 or self.config.mailbox == "not-ready" or self.hung:
             return
         cmd = (self.command & self.layout.PSP_COMMAND_MASK) >> self.layout.PSP_COMMAND_SHIFT
         arg = self.data
+        if cmd in (START_TRANSFER, DATA_TRANSFER, END_TRANSFER, *LIVE_COMMANDS):
+            self.transfer_commands += 1  # rung, whatever the board state answers
+        if cmd == DATA_TRANSFER and self.state == "early":
+            self.data_transfers += 1
+            if self.data_transfers == self.config.disconnect_at:
+                self.on_lost()  # power lost while the PSP takes this dword: nothing more happens
+                return
+            if self.data_transfers == self.config.timeout_at:
+                self.hung = True  # the PSP never answers again until a power cycle
+                return
+        self._extra = 0.0
+        commits = self.commits
         status, response = self._execute(cmd, arg)
         self.log.append((cmd, arg, status, response if response is not None else 0))
         if self.config.mailbox == "hang":
             return
+        if self.commits > commits and self.config.cut_commit:
+            self.on_lost()
+            return
         live = cmd == UPDATE_FLASH_IMAGE and self.state in ("sos", "gated")
-        delay = self.config.live_delay if live else self.config.delay
+        delay = (self.config.live_delay if live else self.config.delay) + self._extra
         self._pending = (self.clock.now() + delay, cmd, status, response)
 
     # -- firmware -------------------------------------------------------------------------------------------------
@@ -249,5 +310,13 @@ class PspMailbox:
             self.aborted.append((item, bytes(buf)))
             return SM_TRANSFER_ERROR, None  # fewer bytes than START announced: aborted (inferred code)
         self.payloads.append((item, bytes(buf)))
+        self._staged[item] = bytes(buf)
+        if self.transfer_type >> 8 == 2 and self.update is not None:
+            status, seconds = self.update.commit(self._staged)
+            self.commit_status = status
+            self.commits += status == OK
+            self._extra = seconds  # the answer comes when the flash writes are done (modelled time)
+            if status != OK:
+                return status, None  # the stream stays at this item; a power cycle starts over
         self._step += 1
         return OK, None
