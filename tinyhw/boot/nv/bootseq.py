@@ -37,7 +37,7 @@ from tinyhw.boards.nvidia import (
 from tinyhw.boot.nv import layout, record, rpc, sequencer
 from tinyhw.boot.nv.falcon import Falcon, HsUcode
 from tinyhw.boot.nv.fwfiles import NvFirmware
-from tinyhw.boot.nv.gpu import RESET_HINT, NvGpu
+from tinyhw.boot.nv.gpu import NvGpu, reset_hint
 from tinyhw.boot.nv.gspmem import HostMemory, libos_arguments, queue_arguments, radix3
 from tinyhw.boot.sequence import StepLog, set_bus_master
 from tinyhw.errors import OperationFailed, Refused, TinyhwError
@@ -94,11 +94,12 @@ def boot(gpu: NvGpu, fw: NvFirmware, on_step: Callable[[str, str, dict[str, Any]
     log = StepLog(gpu, on_step)  # type: ignore[arg-type]  # StepLog needs .clock and .transport only
     result = BootResult(firmware=fw.to_doc())
     mem = HostMemory(gpu.transport)
+    location = gpu.transport.identity().location
     try:
-        _boot(gpu, fw, log, result, mem)
+        _boot(gpu, fw, log, result, mem, location)
     except TinyhwError as e:
-        if e.exit_code == 1 and "nv reset" not in (e.hint or ""):
-            e.hint = RESET_HINT
+        if e.exit_code == 1:
+            e.hint = reset_hint(location)
         raise
     finally:
         result.steps = log.steps
@@ -106,12 +107,14 @@ def boot(gpu: NvGpu, fw: NvFirmware, on_step: Callable[[str, str, dict[str, Any]
     return result
 
 
-def _boot(gpu: NvGpu, fw: NvFirmware, log: StepLog, result: BootResult, mem: HostMemory) -> None:
+def _boot(gpu: NvGpu, fw: NvFirmware, log: StepLog, result: BootResult, mem: HostMemory, location: str) -> None:
     chip = gpu.chip
     assert chip is not None
     rom = log.run("read vbios", lambda: gpu.bar0.read(PROM_WINDOW, PROM_SIZE), bytes=PROM_SIZE)
     frts_offset = gpu.vram_size - chip.vga_workspace_size - chip.frts_size
-    fwsec, ucode = log.run("patch fwsec", lambda: _patch_fwsec(rom, frts_offset))
+    held: dict[str, Any] = {}
+    log.run("patch fwsec", lambda: _patch_fwsec(rom, frts_offset, held))
+    fwsec, ucode = held["image"], held["ucode"]
     gsp, sec2 = Falcon(gpu, FALCON_GSP, "gsp"), Falcon(gpu, FALCON_SEC2, "sec2")
     set_bus_master(gpu.transport, True)
     result.wpr2 = log.run("fwsec-frts", lambda: _run_fwsec(gpu, gsp, fwsec, ucode), bytes=len(fwsec))["wpr2"]
@@ -122,7 +125,8 @@ def _boot(gpu: NvGpu, fw: NvFirmware, log: StepLog, result: BootResult, mem: Hos
     result.layout = wpr.to_doc()
     sources = log.run("load firmware", lambda: _load_firmware(gpu, fw, mem),
                       bytes=len(fw.gsp_image) + len(fw.booter_image))
-    args = log.run("gsp arguments", lambda: _arguments(gpu, mem, wpr, sources))
+    args: dict[str, Any] = {}
+    log.run("gsp arguments", lambda: _arguments(gpu, mem, wpr, sources, args))
     log.run("start gsp", lambda: _start(gpu, gsp, sec2, fw, args))
     queues: rpc.GspQueues = args["queues"]
     log.run("status queue", queues.wait_status_queue)
@@ -140,7 +144,7 @@ def _boot(gpu: NvGpu, fw: NvFirmware, log: StepLog, result: BootResult, mem: Hos
     info = log.run("static info", lambda: rpc.parse_static_info(queues_call(queues, on_event)))
     result.gsp = info
     result.wpr2 = gpu.wpr2()
-    record.save(gpu.transport.identity().location, {"gsp": info, "wpr2": list(result.wpr2),
+    record.save(location, {"gsp": info, "wpr2": list(result.wpr2),
                                                     "firmware_version": fw.version})
 
 
@@ -150,7 +154,7 @@ def queues_call(queues: rpc.GspQueues, on_event: Callable[[rpc.Message], None]) 
     return queues.wait_for(rpc.GET_GSP_STATIC_INFO, on_event).payload
 
 
-def _patch_fwsec(rom: bytes, frts_offset: int) -> tuple[tuple[bytes, HsUcode], dict[str, Any]]:
+def _patch_fwsec(rom: bytes, frts_offset: int, held: dict[str, Any]) -> dict[str, Any]:
     v = parse_nv_vbios(rom)
     d = v.fwsec("FWSEC_PROD")
     if d is None or not d.fields:
@@ -164,7 +168,8 @@ def _patch_fwsec(rom: bytes, frts_offset: int) -> tuple[tuple[bytes, HsUcode], d
     f = d.fields
     u = HsUcode(FWSEC_AT, 0, f["imem_load_size"], f["imem_phys_base"], f["imem_virt_base"], f["imem_load_size"],
                 f["dmem_phys_base"], f["dmem_load_size"], f["pkc_data_offset"], f["engine_id_mask"], f["ucode_id"])
-    return (image, u), {"frts_offset": frts_offset, "image_bytes": len(image), "vbios": v.bios_version}
+    held.update(image=image, ucode=u)
+    return {"frts_offset": frts_offset, "image_bytes": len(image), "vbios": v.bios_version}
 
 
 def _run_fwsec(gpu: NvGpu, gsp: Falcon, image: bytes, u: HsUcode) -> dict[str, Any]:
@@ -189,7 +194,8 @@ def _load_firmware(gpu: NvGpu, fw: NvFirmware, mem: HostMemory) -> layout.WprSou
                              d["monitor_code_offset"], d["monitor_data_offset"], d["manifest_offset"], sig.iova)
 
 
-def _arguments(gpu: NvGpu, mem: HostMemory, wpr: layout.WprLayout, src: layout.WprSources) -> dict[str, Any]:
+def _arguments(gpu: NvGpu, mem: HostMemory, wpr: layout.WprLayout, src: layout.WprSources,
+               args: dict[str, Any]) -> dict[str, Any]:
     shared = mem.alloc(rpc.SHARED_SIZE)
     queues = rpc.GspQueues(gpu, shared)
     t = gpu.transport
@@ -201,7 +207,8 @@ def _arguments(gpu: NvGpu, mem: HostMemory, wpr: layout.WprLayout, src: layout.W
     args_page, _ = libos_arguments(mem, queue_arguments(shared_at, cmd_at, stat_at, entries))
     meta = mem.alloc(layout.WPR_META_SIZE)
     meta.write(0, layout.pack(wpr, src))
-    return {"queues": queues, "libos": args_page.iova, "wpr_meta": meta.iova}
+    args.update(queues=queues, libos=args_page.iova, wpr_meta=meta.iova)
+    return {"libos_args": args_page.iova, "wpr_meta": meta.iova, "queues": shared.iova}
 
 
 def _start(gpu: NvGpu, gsp: Falcon, sec2: Falcon, fw: NvFirmware, args: dict[str, Any]) -> dict[str, Any]:

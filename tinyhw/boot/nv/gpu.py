@@ -35,8 +35,13 @@ from tinyhw.transport.wait import poll
 OWNING_DRIVERS = ("nvidia", "nouveau")
 #: The one driver a function may be bound to for ``nv boot``: vfio-pci hands it to user space.
 USER_SPACE_DRIVERS = ("vfio-pci",)
-RESET_HINT = ("reset the function: tinyhw --device D nv reset --yes (a function-level reset through vfio or the "
-              "sysfs reset file), then boot again")
+RESET_HINT = ("reset the function: tinyhw --device {device} nv reset --yes (a function-level reset through vfio "
+              "or the sysfs reset file), then boot again")
+
+
+def reset_hint(device: str) -> str:
+    """The hint that names the reset clearing what a boot left on ``device``."""
+    return RESET_HINT.format(device=device)
 GFW_TIMEOUT = 4.0  # seconds to wait for the VBIOS devinit (GFW) to finish (inferred: it completes at power-on)
 
 
@@ -147,7 +152,7 @@ def preflight_boot(t: Transport) -> NvGpu:
     _, hi = gpu.wpr2()
     if hi:
         raise Refused(f"wpr2 is already up (wpr2_addr_hi 0x{hi:08x}): a driver or an earlier boot left the gsp "
-                      "running or its region locked", hint=RESET_HINT)
+                      "running or its region locked", hint=reset_hint(t.identity().location))
     poll(gpu.clock, lambda: (gpu.rd(REG_GFW_PRIV_LEVEL_MASK), gpu.rd(REG_GFW_PROGRESS)),
          lambda v: bool(v[0] & 1) and (v[1] & 0xFF) == GFW_COMPLETED, timeout=GFW_TIMEOUT, interval=0.01,
          what="the vbios devinit (gfw boot progress 0xff)", hint="power-cycle the gpu: its vbios did not finish")
