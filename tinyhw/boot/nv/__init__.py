@@ -8,9 +8,9 @@ Spec: specs/nv-bringup.md §4-§13. From Python::
         result = nv.boot(gpu, fw)                   # the GSP's static info in result.gsp
 """
 
-from tinyhw.boot.nv.bootseq import BootResult, boot, reset
+from tinyhw.boot.nv.bootseq import STEPS, BootResult, boot, reset
 from tinyhw.boot.nv.fwfiles import NvFirmware, firmware_dir, load_firmware
 from tinyhw.boot.nv.gpu import NvGpu, preflight_boot, preflight_reset
 
-__all__ = ["BootResult", "NvFirmware", "NvGpu", "boot", "firmware_dir", "load_firmware", "preflight_boot",
+__all__ = ["STEPS", "BootResult", "NvFirmware", "NvGpu", "boot", "firmware_dir", "load_firmware", "preflight_boot",
            "preflight_reset", "reset"]

@@ -47,7 +47,7 @@ NAMES = {GSP_SET_SYSTEM_INFO: "gsp_set_system_info", SET_REGISTRY: "set_registry
          GET_GSP_STATIC_INFO: "get_gsp_static_info", EVENT_INIT_DONE: "gsp_init_done",
          EVENT_RUN_CPU_SEQUENCER: "run_cpu_sequencer"}
 RPC_TIMEOUT = 10.0  # §13.3: tinygrad waits up to 10 s for a function
-QUEUE_HINT = "the gsp stopped answering; reset the gpu (tinyhw --device D nv reset --yes) and boot again"
+QUEUE_HINT = "the gsp stopped answering; reset the gpu (nv reset) and boot again"
 
 
 def checksum(data: bytes) -> int:
