@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from tinyhw.boards.nvidia import (
     AD102_BOOT_0,
@@ -134,7 +135,12 @@ class Ad102Board:
         self._load_state()
 
     # -- the board-state file ---------------------------------------------------------------------------------
+    def _state_doc(self) -> dict[str, Any]:
+        return {"wpr2": [self.registers[REG_WPR2_ADDR_LO], self.registers[REG_WPR2_ADDR_HI]],
+                "gsp_running": self.gsp.running}
+
     def _load_state(self) -> None:
+        self._saved = self._state_doc()
         try:
             doc = json.loads(Path(self.options.state).read_text())
         except (OSError, ValueError, TypeError):
@@ -145,17 +151,21 @@ class Ad102Board:
         self.registers[REG_WPR2_ADDR_LO], self.registers[REG_WPR2_ADDR_HI] = int(lo), int(hi)
         self.gsp.running = bool(doc.get("gsp_running"))
         self.gsp.riscv = self.gsp.running
+        self._saved = self._state_doc()
 
     def save_state(self) -> None:
-        """Write WPR2 and whether GSP-RM runs to the board-state file (atomically)."""
+        """Write WPR2 and whether GSP-RM runs to the board-state file (atomically) when they changed in this command;
+        never for ``gsp=running`` (that option describes one command's board, not a state to keep)."""
+        doc = self._state_doc()
+        if doc == self._saved or self.options.gsp == "running":
+            return
         p = Path(self.options.state)
-        doc = {"wpr2": [self.registers[REG_WPR2_ADDR_LO], self.registers[REG_WPR2_ADDR_HI]],
-               "gsp_running": self.gsp.running}
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
             tmp = p.with_name(p.name + ".tmp")
             tmp.write_text(json.dumps(doc))
             os.replace(tmp, p)
+            self._saved = doc
         except OSError:
             pass
 
