@@ -80,11 +80,11 @@ def test_fwsec_black_box_accepts_the_patched_image_and_raises_wpr2(tmp_path: Pat
 
 @pytest.mark.parametrize(("image", "brom", "fbif", "code"), [
     (lambda: fwsec(patch=False), BROM_FWSEC, True, nv_gsp.FWSEC_SIGNATURE),  # no signature copied in
-    (lambda: fwsec(), (nv_vbios.PKC_OFFSET, 0x0400, 0x13, 1), True, nv_gsp.FWSEC_BROM),  # another ucode id
+    (fwsec, (nv_vbios.PKC_OFFSET, 0x0400, 0x13, 1), True, nv_gsp.FWSEC_BROM),  # another ucode id
     (lambda: fwsec(FRTS - 0x1000), BROM_FWSEC, True, nv_gsp.FWSEC_REGION),  # FRTS not at VRAM - 2 MiB
-    (lambda: fwsec(), BROM_FWSEC, False, nv_gsp.FWSEC_SIGNATURE),  # no FBIF setup: the DMA copied nothing
+    (fwsec, BROM_FWSEC, False, nv_gsp.FWSEC_SIGNATURE),  # no FBIF setup: the DMA copied nothing
 ])
-def test_fwsec_black_box_error_codes(tmp_path: Path, image, brom: tuple, fbif: bool, code: int) -> None:  # noqa: ANN001
+def test_fwsec_black_box_error_codes(tmp_path: Path, image, brom: tuple, fbif: bool, code: int) -> None:
     t = board(tmp_path)
     t.config_write(4, 2, 6)
     assert run_fwsec(t, image(), brom, fbif) == code
