@@ -179,7 +179,7 @@ def test_registry_and_system_info_packing() -> None:
 
 
 def test_sequencer_interpreter_on_a_fake_register_file() -> None:
-    regs = {0x10: 0xFFFF0000, 0x20: 0x5}
+    regs = {0x10: 0xFFFF00F0, 0x20: 0x5}
     clock = VirtualClock()
     calls: list[int] = []
     cmds = [0, 0x30, 0x1234, 1, 0x10, 0x00AB, 0x00FF, 2, 0x20, 0x4, 0x4, 100, 0x77, 3, 50, 4, 0x20, 7, 5, 6, 7, 8]
