@@ -241,7 +241,7 @@ class SecureBoot:
                 or r.get(PARAADDR0) != nv_vbios.PKC_OFFSET):
             return FWSEC_BROM
         ucode = nv_vbios._ucode(app)
-        sigs = nv_vbios._stream(f"signatures {app:#x}", nv_vbios.SIG_COUNT * nv_vbios.SIG_SIZE)
+        sigs = nv_vbios.invented_stream(f"signatures {app:#x}", nv_vbios.SIG_COUNT * nv_vbios.SIG_SIZE)
         pkc = nv_vbios.PKC_OFFSET
         if bytes(f.imem[:256]) != ucode[:256] or bytes(f.dmem[pkc:pkc + 384]) != sigs[-384:]:
             return FWSEC_SIGNATURE

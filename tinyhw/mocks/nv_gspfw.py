@@ -19,9 +19,10 @@ Written from the spec, independently of the loader it exercises.
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from functools import cache
+
+from tinyhw.mocks.nv_vbios import invented_stream
 
 VERSION = "535.261.03"
 SIG_SIZE, NUM_SIG = 384, 2
@@ -35,32 +36,23 @@ GSPRM_MARKER = b"TINYHW-GSPRM "
 GSP_IMAGE_SIZE = 0x23000  # 140 KiB: 35 pages, a two-level radix table is not needed (one page per level)
 
 
-def _stream(seed: str, n: int) -> bytes:
-    out = bytearray()
-    block = seed.encode()
-    while len(out) < n:
-        block = hashlib.sha256(block).digest()
-        out += block
-    return bytes(out[:n])
-
-
 def _bin_header(total: int, header_offset: int, data_offset: int, data_size: int) -> bytes:
     return struct.pack("<6I", 0x10DE, 1, (total + 255) & ~255, header_offset, data_offset, data_size)
 
 
 #: the signature the emulated booter's boot ROM accepts (the production one of the invented file)
-BOOTER_SIGNATURE = _stream(f"booter signature {PATCH_SIG_INDEX}", SIG_SIZE)
+BOOTER_SIGNATURE = invented_stream(f"booter signature {PATCH_SIG_INDEX}", SIG_SIZE)
 
 
 @cache
 def booter_load() -> bytes:
     """``booter_load-535.261.03.bin`` (invented content, real layout)."""
-    sigs = b"".join(_stream(f"booter signature {i}", SIG_SIZE) for i in range(NUM_SIG))
+    sigs = b"".join(invented_stream(f"booter signature {i}", SIG_SIZE) for i in range(NUM_SIG))
     meta_at = 60 + len(sigs)  # patch_loc, patch_sig, fuse_ver, engine_id, ucode_id, num_sigs
     load_at = meta_at + 24
     data_offset = load_at + 36  # = 120 + signatures
     image_size = DATA_OFFSET + DATA_SIZE
-    image = bytearray(_stream("booter image", image_size))
+    image = bytearray(invented_stream("booter image", image_size))
     image[BOOTER_PATCH_LOC:BOOTER_PATCH_LOC + SIG_SIZE] = bytes(SIG_SIZE)  # the loader patches the signature in
     total = data_offset + image_size
     out = bytearray(_bin_header(total, 24, data_offset, image_size))
@@ -86,7 +78,7 @@ def bootloader() -> bytes:
     desc[8], desc[9] = MANIFEST, 0x400
     desc[10], desc[11], desc[12], desc[13] = MONITOR_DATA, 0x800, MONITOR_CODE, 0x1000
     desc[14] = 1
-    body = struct.pack("<21I", *desc) + _stream("gsp bootloader", BOOTLOADER_IMAGE)
+    body = struct.pack("<21I", *desc) + invented_stream("gsp bootloader", BOOTLOADER_IMAGE)
     out = _bin_header(24 + len(body), 24, 24 + 84, BOOTLOADER_IMAGE) + body
     return out + bytes(-len(out) % 256)
 
@@ -119,12 +111,12 @@ def _elf(sections: list[tuple[str, bytes]]) -> bytes:
 def gsp_rm(version: str = VERSION) -> bytes:
     """A GSP-RM file in ``gsp_ga10x.bin``'s form: ``.fwimage`` starting with the marker and version, the version
     string, and a 4 KiB signature per family (invented content)."""
-    image = bytearray(_stream("gsp-rm image", GSP_IMAGE_SIZE))
+    image = bytearray(invented_stream("gsp-rm image", GSP_IMAGE_SIZE))
     head = GSPRM_MARKER + version.encode() + b"\0"
     image[:len(head)] = head
     return _elf([(".fwimage", bytes(image)), (".fwversion", version.encode() + b"\0"),
-                 (".fwsignature_ad10x", _stream("gsp-rm signature ad10x", 0x1000)),
-                 (".fwsignature_ga10x", _stream("gsp-rm signature ga10x", 0x1000))])
+                 (".fwsignature_ad10x", invented_stream("gsp-rm signature ad10x", 0x1000)),
+                 (".fwsignature_ga10x", invented_stream("gsp-rm signature ga10x", 0x1000))])
 
 
 def write_set(directory: str, version: str = VERSION) -> dict[str, str]:
