@@ -95,6 +95,21 @@ def test_firmware_checks(tmp_path: Path) -> None:
         load_firmware(fw, chip, allow_unknown=True)
 
 
+def test_firmware_refusal_comes_before_any_write_and_amd_boards_are_refused(tmp_path: Path) -> None:
+    from tinyhw.connect import open_device
+
+    opened = open_device(device(tmp_path))
+    try:
+        gpu = nv.preflight_boot(opened.transport)
+        with pytest.raises(Refused, match="no gsp-rm 9.9"):
+            load_firmware(firmware_set(tmp_path), gpu.chip, version="9.9")
+        assert opened.transport.board.writes == [] and opened.transport.counters.reg_writes == 0
+    finally:
+        opened.close()
+    r = run("--device", "mock:navi31", "nv", "boot", "--yes")
+    assert r.code == 2 and "not an nvidia gpu" in r.err
+
+
 def test_real_debian_gsp_rm_is_a_known_release(tmp_path: Path) -> None:
     import os
 

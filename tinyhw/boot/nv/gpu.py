@@ -15,6 +15,7 @@ from typing import Any
 
 from tinyhw.boards.nvidia import (
     GFW_COMPLETED,
+    NVIDIA_VENDOR,
     REG_BOOT_0,
     REG_BOOT_42,
     REG_GFW_PRIV_LEVEL_MASK,
@@ -119,7 +120,11 @@ def check_binding(t: Transport, *, action: str = "boot") -> dict[str, str | None
     attributes only (no device access)."""
     b = _binding(t)
     drv = b["driver"]
-    where = t.identity().location
+    ident = t.identity()
+    where = ident.location
+    if ident.vendor_id != NVIDIA_VENDOR:
+        raise Refused(f"{where} is not an nvidia gpu (vendor 0x{ident.vendor_id:04x})",
+                      hint="tinyhw am boots amd gpus; tinyhw list shows the devices")
     if drv in OWNING_DRIVERS:
         raise Refused(f"{where} is bound to the {drv} driver; tinyhw does not {action} a gpu a driver owns",
                       hint=f"unbind {drv} and bind vfio-pci (or unload {drv}), then open it as vfio:ADDR")
