@@ -280,10 +280,10 @@ class SecureBoot:
                          struct.unpack_from("<25Q", meta), strict=True))
             if not self._meta_ok(m):
                 return BOOTER_META
-            l0 = struct.unpack("<Q", b.bus_read(m["radix3"], 8))[0]
-            l1 = struct.unpack("<Q", b.bus_read(l0, 8))[0]
-            l2 = struct.unpack("<Q", b.bus_read(l1, 8))[0]
-            head = b.bus_read(l2, 64)
+            head = b.bus_read(self._radix3_page(m["radix3"], 0), 64)
+            last = (m["radix3_size"] - 1) // PAGE
+            tail = m["radix3_size"] - last * PAGE
+            b.bus_read(self._radix3_page(m["radix3"], last), tail)
             b.bus_read(m["bl"], m["bl_size"])
             b.bus_read(m["sig"], m["sig_size"])
         except BusError:
@@ -300,6 +300,13 @@ class SecureBoot:
             return BOOTER_UNREADABLE
         gsp.running = True
         return 0
+
+    def _radix3_page(self, level0: int, index: int) -> int:
+        """The bus address of image page ``index`` through the three table levels (512 entries per page, §11)."""
+        addr = level0
+        for shift in (18, 9, 0):
+            addr = struct.unpack("<Q", self.board.bus_read(addr + 8 * ((index >> shift) & 511), 8))[0]
+        return addr
 
     def _meta_ok(self, m: dict[str, int]) -> bool:
         vram = self.board.vram_size
