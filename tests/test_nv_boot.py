@@ -170,3 +170,12 @@ def test_cli_boot_info_reset_with_json(tmp_path: Path) -> None:
     r = run("--device", dev + ",driver=nvidia", "nv", "boot", "--yes", "--firmware-dir", fw)
     assert r.code == 2 and "nvidia driver" in r.err
 
+
+
+def test_a_gpu_reading_all_ones_is_refused_as_not_in_d0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transport without sysfs attributes (vfio) still learns that the gpu is not in D0: BAR0 reads all ones."""
+    from tinyhw.mocks.ad102 import Ad102Board
+
+    monkeypatch.setattr(Ad102Board, "attributes", lambda self: {})  # no power_state to read, as over vfio
+    _, err, board = boot(tmp_path, "power=d3hot")
+    assert isinstance(err, Refused) and "not in d0" in str(err) and board.writes == []

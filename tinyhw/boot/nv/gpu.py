@@ -143,6 +143,9 @@ def preflight_boot(t: Transport) -> NvGpu:
     check_binding(t)
     gpu = NvGpu(t)
     boot42 = gpu.rd(REG_BOOT_42)
+    if boot42 == 0xFFFFFFFF:  # §15: all ones = a function not in D0 (or gone); the attributes may not say (vfio)
+        raise Refused(f"{t.identity().location}: pmc_boot_42 reads 0xffffffff, the gpu is not in d0 (or gone)",
+                      hint="wake it (power/control = on) or re-seat it, then retry")
     problem = register_problem(boot42)
     if problem:
         raise OperationFailed(f"pmc_boot_42 {problem}", hint="check that the gpu is powered and its bars enabled")
