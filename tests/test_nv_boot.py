@@ -169,6 +169,10 @@ def test_cli_boot_info_reset_with_json(tmp_path: Path) -> None:
     assert r.code == 1 and "(in boot step 'fwsec-frts')" in r.err
     r = run("--device", dev + ",driver=nvidia", "nv", "boot", "--yes", "--firmware-dir", fw)
     assert r.code == 2 and "nvidia driver" in r.err
+    r = run("--device", dev + ",driver=nouveau", "nv", "info")
+    assert r.code == 2 and "nouveau driver" in r.err and "tinyhw probe" in r.err
+    r = run("--device", dev + ",driver=nvidia", "nv", "reset", "--yes")
+    assert r.code == 2 and "does not reset a gpu a driver owns" in r.err
 
 
 

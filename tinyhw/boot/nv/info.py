@@ -25,13 +25,17 @@ from tinyhw.boards.nvidia import (
 from tinyhw.boot.nv import record
 from tinyhw.boot.nv.fwfiles import gsp_candidates
 from tinyhw.boot.nv.gpu import NvGpu, check_binding
+from tinyhw.errors import Refused
 from tinyhw.formats.nvbios import parse_nv_vbios
 from tinyhw.transport.base import Transport
 
 
 def info(t: Transport, firmware_dir: Path | None = None) -> dict[str, Any]:
     """The ``nv info`` document (reads only)."""
-    b = check_binding(t, action="read the registers of")
+    try:
+        b = check_binding(t, action="read the registers of")
+    except Refused as e:
+        raise Refused(e.message, hint="tinyhw probe identifies a gpu a driver owns without disturbing it") from None
     gpu = NvGpu(t)
     ident = t.identity()
     chip = describe_chip(gpu.rd(REG_BOOT_42), ident.device_id)
