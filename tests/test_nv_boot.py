@@ -163,6 +163,9 @@ def test_cli_boot_info_reset_with_json(tmp_path: Path) -> None:
     assert r.code == 2 and "wpr2 is already up" in r.err and "nv reset --yes" in r.err
     r = run("--device", dev, "--json", "nv", "reset", "--yes")
     assert r.code == 0 and json.loads(r.out)["wpr2_after"] == [0, 0]
+    r = run("--device", dev, "-v", "nv", "boot", "--yes", "--firmware-dir", fw, "--allow-unknown-firmware")
+    assert r.code == 0 and all(f"step {s} ..." in r.err and f"ok {s}" in r.err for s in nv.STEPS), r.err
+    assert run("--device", dev, "nv", "reset", "--yes").code == 0
     assert json.loads(run("--device", dev, "--json", "nv", "info").out)["gsp"] is None
     r = run("--device", dev + ",gsp-fault=fwsec-error", "nv", "boot", "--yes", "--firmware-dir", fw,
             "--allow-unknown-firmware")
