@@ -12,10 +12,12 @@ device-string options (:class:`Ad102Options`) are declared here too, for the boa
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from tinyhw.boards.options import DeviceOptions, choice, option, strict_option
+from tinyhw.boards.options import DeviceOptions, FaultPlan, choice, faults, option, path, strict_option
 
 NVIDIA_VENDOR = 0x10DE
 REG_BOOT_0 = 0x000000
@@ -28,6 +30,32 @@ PROM_WINDOW = 0x300000  # §6.1: the VBIOS PROM window in BAR0
 PROM_SIZE = 1 << 20  # §6.1: tinygrad reads 1 MiB
 GFW_COMPLETED = 0xFF
 NOT_READABLE = 0xFFFFFFFF
+REG_WPR2_ADDR_LO = 0x1FA824  # §4: WPR2 start (field val 31:4, 4 KiB units; inferred from the HI field's layout)
+
+# -- the boot path's registers (§8 falcons, §11 mailboxes, §12.1, §13.3 doorbell, §13.5 sequencer) ---------------
+FALCON_GSP = 0x110000  # §8: GSP falcon base
+FALCON_SEC2 = 0x840000  # §8: SEC2 falcon base
+#: §8: engine reset registers (absolute), bit 0 = reset
+FALCON_ENGINE = {FALCON_GSP: 0x1103C0, FALCON_SEC2: 0x8403C0}
+#: §8: offsets from a falcon's base
+FALCON_MAILBOX0, FALCON_MAILBOX1, FALCON_OS, FALCON_RM = 0x040, 0x044, 0x080, 0x084
+FALCON_HWCFG2, FALCON_CPUCTL, FALCON_BOOTVEC, FALCON_DMACTL = 0x0F4, 0x100, 0x104, 0x10C
+FALCON_DMATRFBASE, FALCON_DMATRFMOFFS, FALCON_DMATRFCMD, FALCON_DMATRFFBOFFS = 0x110, 0x114, 0x118, 0x11C
+FALCON_DMATRFBASE1, FALCON_CPUCTL_ALIAS = 0x128, 0x130
+FBIF_TRANSCFG0, FBIF_CTL = 0x600, 0x624
+RISCV_CPUCTL, RISCV_BCR_CTRL = 0x1388, 0x1668
+FALCON2_MOD_SEL, FALCON2_BROM_UCODE_ID, FALCON2_BROM_ENGIDMASK, FALCON2_BROM_PARAADDR0 = 0x1180, 0x1198, 0x119C, 0x1210
+#: §8 field bits
+HWCFG2_RISCV, HWCFG2_MEM_SCRUBBING, HWCFG2_RESET_READY = 1 << 10, 1 << 12, 1 << 31
+CPUCTL_STARTCPU, CPUCTL_HALTED, CPUCTL_ALIAS_EN = 1 << 1, 1 << 4, 1 << 6
+RISCV_CPUCTL_HALTED, RISCV_CPUCTL_ACTIVE = 1 << 4, 1 << 7
+BCR_VALID, BCR_CORE_RISCV, BCR_BRFETCH = 1 << 0, 1 << 4, 1 << 8
+DMATRF_FULL, DMATRF_IDLE, DMATRF_IMEM, DMATRF_SIZE_256 = 1 << 0, 1 << 1, 1 << 4, 6 << 8
+FBIF_ALLOW_PHYS_NO_CTX = 1 << 7
+MOD_SEL_RSA3K = 1
+GSP_QUEUE_HEAD0 = 0x110C00  # §13.3: the doorbell (NV_PGSP_QUEUE_HEAD[0])
+BSI_SECURE_SCRATCH_14 = 0x1180F8  # §13.5 opcode 8: bit 26 boot_stage_3_handoff
+PBUS_BAR1_BLOCK = 0x001704  # §12.1 step 9
 
 #: §3.2, BOOT_42 ``architecture`` codes.
 ARCHITECTURES = {
@@ -158,6 +186,12 @@ AD102_BOOT_42 = 0x192A1000  # architecture 0x19, implementation 2, major 0xa, mi
 AD102_VRAM_MIB = 24576
 
 
+def default_state_path() -> Path:
+    """The emulated AD102's board-state file (WPR2 and GSP state that outlive one command), in the user cache dir."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tinyhw" / "ad102-board.json"
+
+
 @dataclass
 class Ad102Options(DeviceOptions):
     """Options of ``mock:ad102``, the emulated AD102 attached directly (one field per option)."""
@@ -165,3 +199,11 @@ class Ad102Options(DeviceOptions):
     strict: bool = strict_option()
     gsp: str = option(choice("off", "running"), "off", "WPR2 up (a driver booted GSP) or not")
     power: str = option(choice("d0", "d3hot", "suspended"), "d0", "the power state its attributes report")
+    driver: str = option(choice("none", "vfio-pci", "nvidia", "nouveau"), "none",
+                         "the kernel driver its attributes report as bound")
+    faults: FaultPlan = option(faults(), None, "fault plan for one command (disconnect@N, timeout@N: the N-th BAR "
+                               "access)", factory=FaultPlan)
+    gsp_fault: str = option(choice("none", "fwsec-error", "booter-timeout", "queue-silent"), "none",
+                            "boot fault: fwsec reports an error, the booter never halts, or the gsp's status "
+                            "queue never answers", name="gsp-fault")
+    state: Path = option(path(), None, "the board-state file (default: user cache dir)", factory=default_state_path)

@@ -45,6 +45,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kernels": ("tinyhw.cli.kernels_cmd:kernels", "Probe kernels: list, build, run (cpu, cuda:N, AMD), exec (AMD)."),
     "serve": ("tinyhw.cli.serve_cmd:serve", "Serve a device to remote: clients, or to flashrom (serprog)."),
     "am": ("tinyhw.cli.am_cmd:am", "AMD bring-up without amdgpu: identify, boot the PSP and SMU, mode-1 reset."),
+    "nv": ("tinyhw.cli.nv_cmd:nv", "NVIDIA bring-up without a driver: boot GSP-RM (FWSEC, booter), info, reset."),
     "smi": ("tinyhw.cli.smi_cmd:smi", "SMU metrics of a tinyhw-booted AMD GPU: clocks, power, temperatures, fan."),
     "trace": ("tinyhw.cli.trace_cmd:trace", "Recorded sessions: show, replay on a device, diff, import mmiotrace."),
 }

@@ -9,13 +9,31 @@ it. Config space: :mod:`tinyhw.mocks.ad102_config`. Like the ``pci:`` transport 
 no kernel driver, power state per the ``power=`` option) and
 :class:`~tinyhw.transport.abilities.ReadOnlyPeek` abilities.
 
+The boot path (§7-§13): the GSP and SEC2 falcons (:mod:`tinyhw.mocks.nv_falcon`), the FWSEC and booter
+black boxes and a scripted GSP-RM (:mod:`tinyhw.mocks.nv_gsp`), WPR2_ADDR_LO/HI, BSI_SECURE_SCRATCH_14,
+PBUS_BAR1_BLOCK and the GSP doorbell (QUEUE_HEAD[0]); BAR1 is a window onto the first 256 MiB of a 24 GiB
+VRAM (sparse, zero where never written); host DMA buffers behind an emulated IOMMU (the ``DmaBuffers``
+ability, as VFIO gives; :mod:`tinyhw.mocks.iommu`), reached by the GSP and booter only while bus mastering is
+on; a function-level reset (the ``Resettable`` ability: falcons, WPR2 and GSP-RM back to power-on, config space
+kept, as VFIO and the kernel restore it). WPR2 and whether GSP-RM runs outlive a command in the board-state
+file (option ``state=``, default ``~/.cache/tinyhw/ad102-board.json``), written when the board closes or goes
+away; VRAM and host memory do not (inferred simplification).
+
 Options: ``strict`` (an uncovered access raises), ``gsp=off|running`` (WPR2 up as after a driver booted
-GSP), ``power=d0|d3hot|suspended`` (in D3hot BAR0 reads all ones, as a powered-down function does).
-Every access advances the virtual clock by 1 us; register reads are counted. NVIDIA boards are reached
-over native PCIe only, so there is no ``-usb`` variant. The board takes the device lock ``mock:ad102``.
+GSP), ``power=d0|d3hot|suspended`` (in D3hot BAR0 reads all ones, as a powered-down function does),
+``driver=none|vfio-pci|nvidia|nouveau`` (the binding its attributes report), ``faults=disconnect@N+timeout@N``
+(the N-th BAR dword access, 1-based, from the start of the process; a block of k dwords is k accesses),
+``gsp-fault=fwsec-error|booter-timeout|queue-silent``.
+Every access advances the virtual clock by 1 us; register reads and writes are counted. NVIDIA boards are
+reached over native PCIe only, so there is no ``-usb`` variant. The board takes the device lock ``mock:ad102``.
 """
 
 from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
 
 from tinyhw.boards.nvidia import (
     AD102_BOOT_0,
@@ -31,8 +49,12 @@ from tinyhw.boards.nvidia import (
     REG_WPR2_ADDR_HI,
     Ad102Options,
 )
-from tinyhw.errors import Refused, StrictEmulationError
+from tinyhw.errors import DeviceTimeout, Disconnected, Refused, StrictEmulationError
 from tinyhw.mocks.ad102_config import LINK_SPEED, LINK_WIDTH, Ad102Config
+from tinyhw.mocks.gpuvm import BusFault
+from tinyhw.mocks.iommu import EmulatedIommu, HostBuffer, link_rate
+from tinyhw.mocks.nv_falcon import COVERED, OS, EmulatedFalcon
+from tinyhw.mocks.nv_gsp import BusError, SecureBoot
 from tinyhw.mocks.nv_vbios import vbios_image
 from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
@@ -41,25 +63,147 @@ from tinyhw.transport.lock import DeviceLock
 ACCESS_LATENCY = 1e-6
 WPR2_RUNNING = 0x00FFFF00  # an invented non-zero WPR2 end address (field val 31:4)
 _SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe"}
+REG_WPR2_ADDR_LO = 0x1FA824
+GSP_BASE, SEC2_BASE = 0x110000, 0x840000
+ENGINE_RESET = {0x1103C0: "gsp", 0x8403C0: "sec2"}
+REG_BSI_SCRATCH_14, REG_BAR1_BLOCK, REG_GSP_DOORBELL = 0x1180F8, 0x001704, 0x110C00
+CHUNK = 1 << 16
+
+
+class SparseVram:
+    """The board's VRAM: 64 KiB chunks made on first write, zero elsewhere."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.chunks: dict[int, bytearray] = {}
+        self.bytes_written = 0
+
+    def read(self, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset`` (zeros beyond VRAM or where never written)."""
+        out = bytearray()
+        while length > 0:
+            k = min(length, CHUNK - offset % CHUNK)
+            c = self.chunks.get(offset // CHUNK)
+            out += c[offset % CHUNK:offset % CHUNK + k] if c is not None else bytes(k)
+            offset, length = offset + k, length - k
+        return bytes(out)
+
+    def write(self, offset: int, data: bytes) -> None:
+        """Store ``data`` at ``offset`` (writes beyond VRAM are dropped)."""
+        self.bytes_written += len(data)
+        while data and offset < self.size:
+            k = min(len(data), CHUNK - offset % CHUNK)
+            c = self.chunks.setdefault(offset // CHUNK, bytearray(CHUNK))
+            c[offset % CHUNK:offset % CHUNK + k] = data[:k]
+            offset, data = offset + k, data[k:]
+
+
+def _wpr2_field(address: int) -> int:
+    """An FB address as WPR2_ADDR_LO/HI hold it: 4 KiB units in bits 31:4 (inferred units)."""
+    return ((address >> 12) << 4) & 0xFFFFFFF0
 
 
 class Ad102Board:
-    """Config space, BAR0 registers and the PROM window of the emulated AD102."""
+    """Config space, BAR0 registers, the PROM window, the falcons, VRAM and GSP-RM of the emulated AD102."""
 
-    def __init__(self, options: Ad102Options, *, lock: bool = True) -> None:
+    def __init__(self, options: Ad102Options, *, lock: bool = True, clock: VirtualClock | None = None) -> None:
         self.options = options
         self._lock = DeviceLock("mock:ad102", backend="mock").acquire() if lock else None
         self.cfg = Ad102Config()
         self.rom = vbios_image()
         self.uncovered: list[str] = []
         self.reads: list[tuple[int, int]] = []  # (bar, offset) of every single BAR read, for tests
+        self.writes: list[tuple[int, int, int]] = []  # (bar, offset, value) of every BAR dword write, for tests
         self.prom_bytes = 0  # bytes served by block reads of the PROM window
         self._strict = options.strict
+        self.vram_size = AD102_VRAM_MIB << 20
+        self.vram = SparseVram(self.vram_size)
         self.registers = {
             REG_BOOT_0: AD102_BOOT_0, REG_BOOT_42: AD102_BOOT_42, REG_VRAM_MIB: AD102_VRAM_MIB,
-            REG_GFW_PRIV_LEVEL_MASK: 0x1, REG_GFW_PROGRESS: 0xFF,
+            REG_GFW_PRIV_LEVEL_MASK: 0x1, REG_GFW_PROGRESS: 0xFF, REG_WPR2_ADDR_LO: 0,
             REG_WPR2_ADDR_HI: WPR2_RUNNING if options.gsp == "running" else 0,
+            REG_BSI_SCRATCH_14: 0, REG_BAR1_BLOCK: 0,
         }
+        self.pci_ids = self.cfg.read32(0)
+        self.secure = SecureBoot(self)
+        self.gsp = EmulatedFalcon("gsp", self.vram.read, self.secure.on_start)
+        self.sec2 = EmulatedFalcon("sec2", self.vram.read, self.secure.on_start)
+        self.iommu = EmulatedIommu(clock or VirtualClock(), link_rate(LINK_SPEED, LINK_WIDTH),
+                                   master=lambda: bool(self.cfg.command & 4))
+        self.resets = 0
+        self.gone = False
+        self._load_state()
+
+    # -- the board-state file ---------------------------------------------------------------------------------
+    def _state_doc(self) -> dict[str, Any]:
+        return {"wpr2": [self.registers[REG_WPR2_ADDR_LO], self.registers[REG_WPR2_ADDR_HI]],
+                "gsp_running": self.gsp.running}
+
+    def _load_state(self) -> None:
+        self._saved = self._state_doc()
+        try:
+            doc = json.loads(Path(self.options.state).read_text())
+        except (OSError, ValueError, TypeError):
+            return
+        if not isinstance(doc, dict) or self.options.gsp == "running":
+            return
+        lo, hi = doc.get("wpr2", [0, 0])
+        self.registers[REG_WPR2_ADDR_LO], self.registers[REG_WPR2_ADDR_HI] = int(lo), int(hi)
+        self.gsp.running = bool(doc.get("gsp_running"))
+        self.gsp.riscv = self.gsp.running
+        self._saved = self._state_doc()
+
+    def save_state(self) -> None:
+        """Write WPR2 and whether GSP-RM runs to the board-state file (atomically) when they changed in this command;
+        never for ``gsp=running`` (that option describes one command's board, not a state to keep)."""
+        doc = self._state_doc()
+        if doc == self._saved or self.options.gsp == "running":
+            return
+        p = Path(self.options.state)
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+            tmp = p.with_name(p.name + ".tmp")
+            tmp.write_text(json.dumps(doc))
+            os.replace(tmp, p)
+            self._saved = doc
+        except OSError:
+            pass
+
+    # -- what the secure-boot model asks of the board --------------------------------------------------------
+    def wpr2(self) -> tuple[int, int]:
+        """(WPR2_ADDR_LO, WPR2_ADDR_HI) as the registers hold them."""
+        return self.registers[REG_WPR2_ADDR_LO], self.registers[REG_WPR2_ADDR_HI]
+
+    def set_wpr2(self, start: int, end: int) -> None:
+        """Protect FB ``start`` .. ``end`` (what FWSEC and the booter do)."""
+        self.registers[REG_WPR2_ADDR_LO] = _wpr2_field(start)
+        self.registers[REG_WPR2_ADDR_HI] = _wpr2_field(end - 1) or 0x10
+
+    def vram_read(self, offset: int, length: int) -> bytes:
+        """FB bytes for a falcon's DMA."""
+        return self.vram.read(offset, length)
+
+    def bus_read(self, addr: int, length: int) -> bytes:
+        """Host memory at bus address ``addr`` through the IOMMU (BusError when it faults)."""
+        try:
+            return self.iommu.dma_read(addr, length)
+        except BusFault as e:
+            raise BusError(str(e)) from None
+
+    def bus_write(self, addr: int, data: bytes) -> None:
+        """Write host memory at bus address ``addr`` through the IOMMU (BusError when it faults)."""
+        try:
+            self.iommu.dma_write(addr, data)
+        except BusFault as e:
+            raise BusError(str(e)) from None
+
+    def function_reset(self) -> None:
+        """A function-level reset: falcons, WPR2, GSP-RM and BSI scratch back to power-on; config space kept."""
+        self.resets += 1
+        self.gsp.power_on()
+        self.sec2.power_on()
+        self.secure.gsp_rm = None
+        self.registers.update({REG_WPR2_ADDR_LO: 0, REG_WPR2_ADDR_HI: 0, REG_BSI_SCRATCH_14: 0, REG_BAR1_BLOCK: 0})
 
     @property
     def powered(self) -> bool:
@@ -67,16 +211,30 @@ class Ad102Board:
         ones."""
         return self.options.power == "d0"
 
+    def _falcon(self, offset: int) -> tuple[EmulatedFalcon, int] | None:
+        for base, f in ((GSP_BASE, self.gsp), (SEC2_BASE, self.sec2)):
+            if base <= offset < base + 0x2000 and offset - base in COVERED:
+                return f, offset - base
+        return None
+
     def mem_read32(self, bar: int, offset: int) -> int:
-        """One dword read of ``bar`` at byte ``offset``: the BOOT/VRAM/GFW/WPR2 registers or a dword of the PROM window
-        on BAR0; all ones when powered down or memory decode is off. Every read is logged in ``reads``; an offset the
-        model does not cover raises on strict boards, else reads 0xBADF5040 and is listed in ``uncovered``."""
+        """One dword read of ``bar`` at byte ``offset``: BAR0 registers (identity, GFW, VRAM size, WPR2, falcons, BSI
+        scratch) or a dword of the PROM window; BAR1 the VRAM window. All ones when powered down or memory decode is
+        off. Every read is logged in ``reads``; an offset the model does not cover raises on strict boards, else
+        reads 0xBADF5040 and is listed in ``uncovered``."""
         self.reads.append((bar, offset))
         if not self.powered or not self.cfg.command & 2:
             return 0xFFFFFFFF
+        if bar == 1:
+            return int.from_bytes(self.vram.read(offset, 4), "little")
         if bar == 0:
             if offset in self.registers:
                 return self.registers[offset]
+            hit = self._falcon(offset)
+            if hit is not None:
+                return hit[0].read(hit[1])
+            if offset in ENGINE_RESET:
+                return int((self.gsp if ENGINE_RESET[offset] == "gsp" else self.sec2).in_reset)
             if PROM_WINDOW <= offset < PROM_WINDOW + PROM_SIZE:
                 o = offset - PROM_WINDOW
                 word = self.rom[o:o + 4]
@@ -95,9 +253,43 @@ class Ad102Board:
         return data + b"\xff" * (length - len(data))
 
     def mem_write32(self, bar: int, offset: int, value: int) -> None:
-        """A BAR write: the board models no writable register, so every write is an uncovered access (raises on strict
-        boards, listed otherwise)."""
+        """A BAR dword write: BAR1 stores into VRAM; BAR0 the falcons' registers, their engine resets, BSI scratch 14,
+        PBUS_BAR1_BLOCK and the GSP doorbell; anything else is an uncovered access. Logged in ``writes``."""
+        self.writes.append((bar, offset, value))
+        if not self.powered or not self.cfg.command & 2:
+            return
+        if bar == 1:
+            self.vram.write(offset, value.to_bytes(4, "little"))
+            return
+        if bar == 0:
+            hit = self._falcon(offset)
+            if hit is not None:
+                hit[0].write(hit[1], value)
+                if hit[0] is self.gsp and hit[1] == OS and self.secure.gsp_rm is not None:
+                    self.secure.gsp_rm.on_register_write(offset, value)
+                return
+            if offset in ENGINE_RESET:
+                (self.gsp if ENGINE_RESET[offset] == "gsp" else self.sec2).engine_reset(bool(value & 1))
+                return
+            if offset in (REG_BSI_SCRATCH_14, REG_BAR1_BLOCK):
+                self.registers[offset] = value
+                return
+            if offset == REG_GSP_DOORBELL:
+                if self.secure.gsp_rm is not None:
+                    try:
+                        self.secure.gsp_rm.doorbell()
+                    except BusError as e:
+                        self.secure.gsp_rm.problems.append(str(e))
+                return
         self._uncovered(f"bar{bar} write of 0x{value:08x} at 0x{offset:x}", 0)
+
+    def block_write(self, bar: int, offset: int, data: bytes) -> bool:
+        """A block write into the BAR1 VRAM window served at once (the same dword writes); False elsewhere."""
+        if bar != 1 or not (self.powered and self.cfg.command & 2):
+            return False
+        self.vram.write(offset, data)
+        self.writes.append((bar, offset, -len(data)))
+        return True
 
     def _uncovered(self, what: str, value: int) -> int:
         if self._strict:
@@ -131,11 +323,13 @@ class Ad102Board:
             "numa_node": "-1", "current_link_speed": _SPEEDS[LINK_SPEED], "max_link_speed": _SPEEDS[LINK_SPEED],
             "current_link_width": str(LINK_WIDTH), "max_link_width": str(LINK_WIDTH), "power_state": state,
             "power/runtime_status": runtime,
+            **({"driver": self.options.driver} if self.options.driver != "none" else {}),
         }
 
     def close(self) -> None:
-        """Release the device lock taken when the board was built; safe to call twice."""
+        """Save the board state and release the device lock taken when the board was built; safe to call twice."""
         if self._lock is not None:
+            self.save_state()
             self._lock.release()
             self._lock = None
 
@@ -150,7 +344,51 @@ class Ad102Transport(Transport):
         clock = VirtualClock()
         super().__init__(clock)
         self.vclock = clock
-        self.board = Ad102Board(options, lock=lock)
+        self.board = Ad102Board(options, lock=lock, clock=clock)
+        self.accesses = 0
+        disconnects = options.faults.at("disconnect")
+        self._disconnect_at = min(disconnects) if disconnects else None
+        self._timeouts = sorted(options.faults.at("timeout"))
+
+    # -- faults ---------------------------------------------------------------------------------------------------
+    def _count(self, bar: int, offset: int, n: int = 1) -> None:
+        """Count ``n`` BAR dword accesses; raise when a planned fault falls among them or the board is gone."""
+        self._check_gone()
+        first = self.accesses + 1
+        self.accesses += n
+        cut = self._disconnect_at
+        if cut is not None and first <= cut <= self.accesses:
+            self.board.gone = True
+            self.board.save_state()
+            raise Disconnected(f"the emulated ad102 went away at bar access {cut} (bar{bar} offset "
+                               f"0x{offset + 4 * (cut - first):x})", hint="reconnect the board and rerun the command")
+        hit = next((k for k in self._timeouts if first <= k <= self.accesses), None)
+        if hit is not None:
+            raise DeviceTimeout(f"bar access {hit} (bar{bar} offset 0x{offset + 4 * (hit - first):x}) timed out",
+                                hint="check the board and rerun the command")
+
+    def _check_gone(self) -> None:
+        if self.board.gone:
+            raise Disconnected("the emulated ad102 has gone away", hint="reconnect the board and rerun the command")
+
+    # -- abilities: DmaBuffers, Resettable ------------------------------------------------------------------------
+    def dma_alloc(self, size: int, iova: int | None = None) -> HostBuffer:
+        """Host memory visible to the emulated gpu at ``iova`` (the next free one from 1 MiB when None)."""
+        self._check_gone()
+        buf = HostBuffer(size)
+        self.board.iommu.map(buf, iova)
+        return buf
+
+    def dma_free(self, buf: HostBuffer) -> None:
+        """Unmap host buffer ``buf`` from the emulated IOMMU and free it."""
+        self.board.iommu.unmap(buf)
+        buf.close()
+
+    def reset(self) -> None:
+        """A function-level reset (as VFIO_DEVICE_RESET): falcons, WPR2 and GSP-RM back to power-on."""
+        self._check_gone()
+        self.vclock.advance(ACCESS_LATENCY)
+        self.board.function_reset()
 
     # -- config space ------------------------------------------------------------------------------------------
     def config_read(self, offset: int, size: int = 4) -> int:
@@ -158,6 +396,7 @@ class Ad102Transport(Transport):
         trip of 1 us of virtual time. Refused for a misaligned or out-of-range access."""
         if size not in (1, 2, 4) or offset % size or not 0 <= offset <= 0x1000 - size:
             raise Refused(f"config access of {size} bytes at 0x{offset:x} is not naturally aligned inside 0x1000")
+        self._check_gone()
         self.vclock.advance(ACCESS_LATENCY)
         self.counters.round_trips += 1
         self.counters.bytes_in += size
@@ -168,6 +407,7 @@ class Ad102Transport(Transport):
         of virtual time. Refused for a misaligned or out-of-range access."""
         if size not in (1, 2, 4) or offset % size or not 0 <= offset <= 0x1000 - size:
             raise Refused(f"config access of {size} bytes at 0x{offset:x} is not naturally aligned inside 0x1000")
+        self._check_gone()
         self.vclock.advance(ACCESS_LATENCY)
         self.counters.bytes_out += size
         shift = 8 * (offset & 3)
@@ -188,6 +428,7 @@ class Ad102Transport(Transport):
         return _Region(info, self)
 
     def _read(self, bar: int, offset: int) -> int:
+        self._count(bar, offset)
         self.vclock.advance(ACCESS_LATENCY)
         c = self.counters
         c.reg_reads += 1
@@ -243,6 +484,7 @@ class _Region(BarRegion):
 
     def write32(self, offset: int, value: int) -> None:
         self.check(offset, 4)
+        self._t._count(self.info.index, offset)
         self._t.vclock.advance(ACCESS_LATENCY)
         self._t.counters.reg_writes += 1
         self._t.counters.bytes_out += 4
@@ -254,6 +496,7 @@ class _Region(BarRegion):
         block = t.board.prom_block(offset, length) if self.info.index == 0 else None
         if block is not None:  # the same dword reads, counted as such, served at once
             n = length // 4
+            t._count(self.info.index, offset, n)
             t.vclock.advance(ACCESS_LATENCY * n)
             c = t.counters
             c.reg_reads += n
@@ -266,5 +509,15 @@ class _Region(BarRegion):
 
     def write(self, offset: int, data: bytes) -> None:
         self.check(offset, len(data))
+        t = self._t
+        if self.info.index == 1 and len(data) % 4 == 0 and t.board.powered and t.board.cfg.command & 2:
+            n = len(data) // 4  # the same dword writes, counted as such, stored at once
+            t._count(1, offset, n)
+            t.vclock.advance(ACCESS_LATENCY * n)
+            t.counters.reg_writes += n
+            t.counters.tlp_writes += n
+            t.counters.bytes_out += len(data)
+            t.board.block_write(1, offset, data)
+            return
         for i in range(0, len(data), 4):
             self.write32(offset + i, int.from_bytes(data[i:i + 4], "little"))

@@ -55,8 +55,9 @@ STRINGS = (b"NVIDIA AD102 emulated VGA BIOS (tinyhw, invented)", b"Version " + V
 DEVICE_ID = 0x2684
 
 
-def _stream(seed: str, n: int) -> bytes:
-    """Invented filler bytes, deterministic."""
+def invented_stream(seed: str, n: int) -> bytes:
+    """Invented filler bytes, deterministic: a SHA-256 chain seeded with ``seed`` (the emulated NVIDIA board's
+    ucode, signature and firmware contents)."""
     out = bytearray()
     block = seed.encode()
     while len(out) < n:
@@ -80,7 +81,7 @@ def _rom_image(size: int, pcir_at: int, code_type: int, last: bool) -> bytearray
 
 def _ucode(app: int) -> bytes:
     """The invented ucode image of one application with its DMEM part's §7.2 structures in place."""
-    img = bytearray(_stream(f"ucode {app:#x}", STORED_SIZE))
+    img = bytearray(invented_stream(f"ucode {app:#x}", STORED_SIZE))
     dmem = IMEM_LOAD
     img[dmem + PKC_OFFSET:dmem + PKC_OFFSET + 384] = bytes(384)  # the patch copies the signature here
     # application-interface header (version 1, header 4 bytes, entries 8 bytes, 2 entries), then entries
@@ -107,7 +108,7 @@ def _base_image() -> bytearray:
         struct.pack_into("<HB", base, STRINGS_AT + 3 * i, at, len(text) + 1)
         base[at:at + len(text)] = text
         at += len(text) + 1
-    base[0x1000:0x3000] = _stream("base image body", 0x2000)
+    base[0x1000:0x3000] = invented_stream("base image body", 0x2000)
     return base
 
 
@@ -120,7 +121,7 @@ def vbios_image() -> bytes:
     # type x64, no compression, EFI image at 0x100 (the body is invented, not a PE image)
     struct.pack_into("<HIHHH", efi, 2, EFI_SIZE // 512, 0x0EF1, 0x0B, 0x8664, 0)
     struct.pack_into("<H", efi, 0x16, 0x100)
-    efi[0x100:EFI_SIZE] = _stream("efi image body", EFI_SIZE - 0x100)
+    efi[0x100:EFI_SIZE] = invented_stream("efi image body", EFI_SIZE - 0x100)
     ext = _rom_image(EXT_SIZE, 0x1C, 0xE0, True)
     ext_start = BASE_SIZE + EFI_SIZE
     rom_off = ext_start - BASE_SIZE  # expansion_rom_off (§6.2): EXT start - last base image length
@@ -135,7 +136,7 @@ def vbios_image() -> bytes:
         vdesc = 0x1 | (3 << 8) | (desc_size << 16)
         struct.pack_into("<9IHBBHH", ext, at, vdesc, STORED_SIZE, PKC_OFFSET, INTERFACE_OFFSET, 0, IMEM_LOAD, 0,
                          0, STORED_SIZE - IMEM_LOAD, 0x0400, ucode_id, SIG_COUNT, 0x0007, 0)
-        ext[at + 44:at + desc_size] = _stream(f"signatures {app:#x}", SIG_COUNT * SIG_SIZE)
+        ext[at + 44:at + desc_size] = invented_stream(f"signatures {app:#x}", SIG_COUNT * SIG_SIZE)
         ext[at + desc_size:at + desc_size + STORED_SIZE] = _ucode(app)
         at = (at + desc_size + ucode_size + 0xFF) & ~0xFF
     for k, (app, target) in enumerate(UNUSED_ENTRIES):

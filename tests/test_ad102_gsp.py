@@ -1,0 +1,180 @@
+"""The emulated AD102's GPU side of the boot, driven register by register from the spec (no tinyhw.boot):
+falcon reset and DMA, the FWSEC and booter black boxes and their error codes, WPR2, the function reset, the
+board-state file, faults; and the safety promise on a fake sysfs (a pci: GPU bound to nvidia gets no write)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+from test_pci_scan import ZERO, Fake, make_tree
+
+from tinyhw.boards.nvidia import Ad102Options
+from tinyhw.boot import nv
+from tinyhw.errors import Disconnected, Refused
+from tinyhw.formats.nvbios import fwsec_frts_image, parse_nv_vbios
+from tinyhw.mocks import nv_gsp, nv_vbios
+from tinyhw.mocks.ad102 import Ad102Transport
+from tinyhw.pci.sysfs import SysfsTransport
+
+GSP, SEC2 = 0x110000, 0x840000
+FRTS = (24 << 30) - (2 << 20)
+
+
+def board(tmp_path: Path, **kw: object) -> Ad102Transport:
+    return Ad102Transport(Ad102Options(strict=True, state=tmp_path / "state.json", **kw), lock=False)
+
+
+def load_and_start(t: Ad102Transport, base: int, image: bytes, imem: int, dmem_at: int, dmem: int, brom: tuple,
+                   fbif: bool = True) -> int:
+    """Reset the falcon, DMA ``image`` (placed at FB 2 MiB) into IMEM/DMEM 256 bytes at a time, start it."""
+    bar0, bar1 = t.bar(0), t.bar(1)
+    bar1.write(0x200000, image + bytes(-len(image) % 4))
+    engine = base + 0x3C0
+    bar0.write32(engine, 1)
+    assert bar0.read32(base + 0xF4) & (1 << 12)  # scrubbing while held in reset
+    bar0.write32(engine, 0)
+    assert not bar0.read32(base + 0xF4) & (1 << 12)
+    if fbif:
+        bar0.write32(base + 0x624, 1 << 7)
+        bar0.write32(base + 0x600, 1 << 2)
+    for (size, src, cmd) in ((imem, 0x200000, 0x14 | 0x600), (dmem, 0x200000 + dmem_at, 0x600)):
+        bar0.write32(base + 0x110, src >> 8)
+        bar0.write32(base + 0x128, 0)
+        for n in range(0, size, 256):
+            bar0.write32(base + 0x114, n)
+            bar0.write32(base + 0x11C, n)
+            bar0.write32(base + 0x118, cmd)
+    for off, value in zip((0x1210, 0x119C, 0x1198, 0x1180), brom, strict=True):
+        bar0.write32(base + off, value)
+    bar0.write32(base + 0x100, 2)
+    assert bar0.read32(base + 0x100) & (1 << 4)  # halted
+    return bar0.read32(base + 0x40)
+
+
+def fwsec(frts: int = FRTS, patch: bool = True) -> bytes:
+    rom = nv_vbios.vbios_image()
+    v = parse_nv_vbios(rom)
+    if patch:
+        return fwsec_frts_image(rom, v, frts)
+    d = v.fwsec()
+    return rom[d.ucode[0]:d.ucode[0] + d.ucode[1]]
+
+
+BROM_FWSEC = (nv_vbios.PKC_OFFSET, 0x0400, 0x12, 1)
+
+
+def run_fwsec(t: Ad102Transport, image: bytes, brom: tuple = BROM_FWSEC, fbif: bool = True) -> int:
+    return load_and_start(t, GSP, image, nv_vbios.IMEM_LOAD, nv_vbios.IMEM_LOAD, 0x340, brom, fbif)
+
+
+def test_fwsec_black_box_accepts_the_patched_image_and_raises_wpr2(tmp_path: Path) -> None:
+    t = board(tmp_path)
+    t.config_write(4, 2, 6)
+    assert t.bar(0).read32(0x1FA828) == 0
+    assert run_fwsec(t, fwsec()) == 0
+    lo, hi = t.bar(0).read32(0x1FA824), t.bar(0).read32(0x1FA828)
+    assert lo == (FRTS >> 12) << 4 and hi > lo
+
+
+@pytest.mark.parametrize(("image", "brom", "fbif", "code"), [
+    (lambda: fwsec(patch=False), BROM_FWSEC, True, nv_gsp.FWSEC_SIGNATURE),  # no signature copied in
+    (fwsec, (nv_vbios.PKC_OFFSET, 0x0400, 0x13, 1), True, nv_gsp.FWSEC_BROM),  # another ucode id
+    (lambda: fwsec(FRTS - 0x1000), BROM_FWSEC, True, nv_gsp.FWSEC_REGION),  # FRTS not at VRAM - 2 MiB
+    (fwsec, BROM_FWSEC, False, nv_gsp.FWSEC_SIGNATURE),  # no FBIF setup: the DMA copied nothing
+])
+def test_fwsec_black_box_error_codes(tmp_path: Path, image, brom: tuple, fbif: bool, code: int) -> None:
+    t = board(tmp_path)
+    t.config_write(4, 2, 6)
+    assert run_fwsec(t, image(), brom, fbif) == code
+    assert t.bar(0).read32(0x1FA828) == 0
+
+
+def test_fwsec_not_frts_command(tmp_path: Path) -> None:
+    t = board(tmp_path)
+    t.config_write(4, 2, 6)
+    img = bytearray(fwsec())
+    struct.pack_into("<I", img, nv_vbios.IMEM_LOAD + nv_vbios.DMAP_OFFSET + 44, 0x14)
+    assert run_fwsec(t, bytes(img)) == nv_gsp.FWSEC_NOT_FRTS
+
+
+def test_booter_refuses_without_wpr2_or_signature(tmp_path: Path) -> None:
+    from tinyhw.mocks import nv_gspfw
+
+    t = board(tmp_path)
+    t.config_write(4, 2, 6)
+    data = nv_gspfw.booter_load()
+    image = bytearray(data[120 + 2 * 384:])
+    brom = (0x10, 1, 3, 1)
+    args = (nv_gspfw.APP_OFFSET, nv_gspfw.DATA_OFFSET, nv_gspfw.DATA_SIZE)
+    code = load_and_start(t, SEC2, bytes(image), args[0] + 0x1000, args[1], args[2], brom)
+    assert code == nv_gsp.BOOTER_SIGNATURE  # the signature slot is still empty
+    at = nv_gspfw.BOOTER_PATCH_LOC
+    image[at:at + 384] = nv_gspfw.BOOTER_SIGNATURE
+    assert load_and_start(t, SEC2, bytes(image), args[0] + 0x1000, args[1], args[2], brom) == nv_gsp.BOOTER_NO_WPR2
+
+
+def test_function_reset_and_state_file(tmp_path: Path) -> None:
+    t = board(tmp_path)
+    t.config_write(4, 2, 6)
+    run_fwsec(t, fwsec())
+    t.board.close()
+    t.board.save_state()
+    t2 = board(tmp_path)
+    assert t2.bar(0).read32(0x1FA828)  # WPR2 outlives the command
+    t2.reset()
+    assert t2.bar(0).read32(0x1FA828) == 0 and t2.board.resets == 1
+    t2.board.save_state()
+    assert board(tmp_path).bar(0).read32(0x1FA828) == 0
+
+
+def test_disconnect_fault_and_gone_board(tmp_path: Path) -> None:
+    t = board(tmp_path, faults=Ad102Options.declared()["faults"].read("disconnect@3"))
+    t.bar(0).read32(0)
+    t.bar(0).read32(0)
+    with pytest.raises(Disconnected, match="bar access 3"):
+        t.bar(0).read32(0xA00)
+    with pytest.raises(Disconnected):
+        t.config_read(0)
+
+
+def _nvidia_tree(tmp_path: Path, driver: str | None) -> tuple[Path, Path]:
+    res = ["0x00000000fb000000 0x00000000fbffffff 0x0000000000040200"] + [ZERO] * 6
+    cfg = bytearray(256)
+    cfg[0:4] = bytes.fromhex("de108426")
+    cfg[4:6] = (6).to_bytes(2, "little")
+    cfg[8:12] = bytes.fromhex("a1000003")
+    sysfs = tmp_path / "sys"
+    bdf = "0000:01:00.0"
+    make_tree(sysfs, [Fake(bdf, 0x10DE, 0x2684, 0x030000, 0xA1, (0x10DE, 0x167C), driver, resources=res,
+                           config=bytes(cfg))])
+    r0 = sysfs / "devices" / "pci0000:01" / bdf / "resource0"
+    with open(r0, "wb") as f:
+        f.truncate(16 << 20)
+    with open(r0, "r+b") as f:  # an AD102's registers, as the probe reads them
+        for off, value in ((0xA00, 0x192A1000), (0x118128, 1), (0x118234, 0xFF), (0x1183A4, 24576)):
+            f.seek(off)
+            f.write(struct.pack("<I", value))
+    return sysfs, r0
+
+
+@pytest.mark.parametrize("driver", ["nvidia", "nouveau"])
+def test_pci_gpu_bound_to_a_driver_gets_no_bar_write(tmp_path: Path, driver: str) -> None:
+    sysfs, r0 = _nvidia_tree(tmp_path, driver)
+    before = r0.read_bytes()
+    with SysfsTransport("0000:01:00.0", sysfs=str(sysfs), force_bound=True) as t:
+        with pytest.raises(Refused, match=f"bound to the {driver} driver") as e:
+            nv.preflight_boot(t)
+        assert e.value.exit_code == 2 and t.counters.reg_writes == 0 and t.counters.reg_reads == 0
+    assert r0.read_bytes() == before
+
+
+def test_pci_gpu_without_dma_is_refused_after_reads_only(tmp_path: Path) -> None:
+    sysfs, r0 = _nvidia_tree(tmp_path, None)
+    before = r0.read_bytes()
+    with SysfsTransport("0000:01:00.0", sysfs=str(sysfs)) as t:
+        with pytest.raises(Refused, match="gives no dma buffers") as e:
+            nv.preflight_boot(t)
+        assert "vfio:" in e.value.hint and t.counters.reg_writes == 0 and t.counters.reg_reads > 0
+    assert r0.read_bytes() == before

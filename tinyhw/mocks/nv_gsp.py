@@ -1,0 +1,317 @@
+"""The emulated AD102's secure boot: FWSEC and booter as black boxes, and a scripted GSP-RM.
+
+From specs/nv-bringup.md §7, §9.3, §10-§13 and §16's "scripted BAR0 model". Nothing here runs ucode: each HS
+ucode is a check of what the host gave the falcon, answered with success or an error code in MAILBOX0.
+
+**FWSEC-FRTS** (GSP falcon, falcon core): the boot-ROM parameters must be MOD_SEL RSA3K, the FWSEC_PROD
+descriptor's ucode id and engine mask, PARAADDR[0] = its PKCDataOffset; IMEM must hold the ucode's code;
+DMEM must hold at the PKC offset the last 384 bytes of the descriptor's signatures, the DMEM mapper's
+init_cmd must be 0x15 and its command-in buffer the FRTS command (READ_VBIOS v1/24 flags 2, then FRTS region
+v1/20 at (VRAM - 2 MiB) >> 12, 0x100 pages, media type 2). Then WPR2 covers the FRTS region.
+**Booter** (SEC2): PARAADDR[0] 0x10, engine mask 1, ucode id 3, DMEM at 0x10 holding the invented booter's
+production signature (:data:`tinyhw.mocks.nv_gspfw.BOOTER_SIGNATURE`); WPR2 up; the GSP falcon reset into
+RISC-V mode with a LibOS argument address in its mailboxes; MAILBOX0/1 pointing at a valid WPR meta (magic,
+revision 1, fbSize, frtsOffset = VRAM - 2 MiB, the §10.1 order of offsets, a readable radix-3 chain, bootloader
+and signature). Then WPR2 spans gspFwWprStart .. gspFwWprEnd and GSP-RM runs.
+
+Error codes (MAILBOX0; invented, the spec documents only "non-zero = booter error code"): FWSEC 0xF5EC0001
+signature, 0xF5EC0002 not the FRTS command, 0xF5EC0003 bad FRTS region, 0xF5EC0004 boot-ROM parameters,
+0xF5EC0005 the injected ``fwsec-error``; booter 0xB0070001 signature / boot-ROM parameters, 0xB0070002 WPR2
+down, 0xB0070003 bad WPR meta, 0xB0070004 GSP not in RISC-V mode or no LibOS arguments, 0xB0070005 the
+radix-3 image, bootloader or signature unreadable (IOMMU fault).
+
+**GSP-RM** (scripted): finds RMARGS among the LibOS entries, the queue arguments and the shared page table;
+initialises the status queue (§13.2); consumes the command queue (element checksum, RPC header, then
+GSP_SET_SYSTEM_INFO: 928 bytes with the board's PCI ids; SET_REGISTRY: a well-formed table); posts a CPU
+sequencer event whose script saves BOOT_0, sets and polls BSI_SECURE_SCRATCH_14 bit 26, delays 20 us and
+writes :data:`SEQUENCER_DONE` to the GSP's FALCON_OS; on that write posts GSP_INIT_DONE. At each doorbell
+it answers GET_GSP_STATIC_INFO (function 65) in tinyhw's reading of its reply (fb size u64 @0, name @8,
+version @72; unverified layout, docs/nv-boot.md) and any other function with rpc_result 0x1.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from tinyhw.mocks import nv_gspfw, nv_vbios
+from tinyhw.mocks.handlers import CommandTable
+from tinyhw.mocks.nv_falcon import ENGIDMASK, MAILBOX0, MAILBOX1, MOD_SEL, PARAADDR0, UCODE_ID, EmulatedFalcon
+
+FWSEC_SIGNATURE, FWSEC_NOT_FRTS, FWSEC_REGION, FWSEC_BROM, FWSEC_INJECTED = (0xF5EC0001, 0xF5EC0002, 0xF5EC0003,
+                                                                             0xF5EC0004, 0xF5EC0005)
+BOOTER_SIGNATURE, BOOTER_NO_WPR2, BOOTER_META, BOOTER_NO_GSP, BOOTER_UNREADABLE = (0xB0070001, 0xB0070002, 0xB0070003,
+                                                                                   0xB0070004, 0xB0070005)
+SEQUENCER_DONE = 0x5E9D0E
+BSI_SCRATCH_14 = 0x1180F8
+BOOT_0 = 0x0
+PAGE = 0x1000
+GPU_NAME = "NVIDIA GeForce RTX 4090 (emulated AD102)"
+RPCS: CommandTable[int] = CommandTable("gsp rpc")
+WPR_MAGIC = 0xDC3AAE21371A60B3
+
+
+class BusError(Exception):
+    """The GSP's access to host memory failed (IOMMU fault, bus mastering off)."""
+
+
+def _checksum(data: bytes) -> int:
+    data = data + bytes(-len(data) % 8)
+    acc = 0
+    for i in range(0, len(data), 8):
+        acc ^= int.from_bytes(data[i:i + 8], "little")
+    return ((acc >> 32) ^ acc) & 0xFFFFFFFF
+
+
+class GspRm:
+    """The scripted GSP-RM: reads ``bus_read``/writes ``bus_write`` host memory at bus addresses."""
+
+    def __init__(self, bus_read: Callable[[int, int], bytes], bus_write: Callable[[int, bytes], None],
+                 vram_size: int, pci_ids: int, version: str, silent: bool) -> None:
+        self.bus_read = bus_read
+        self.bus_write = bus_write
+        self.vram_size = vram_size
+        self.pci_ids = pci_ids
+        self.version = version
+        self.silent = silent
+        self.pt: list[int] = []
+        self.seq = 0
+        self.sequencer_posted = False
+        self.init_done = False
+        self.received: list[int] = []  # functions consumed from the command queue
+        self.problems: list[str] = []
+
+    # -- shared memory through the queue page table (§13.1) ---------------------------------------------------
+    def _pa(self, off: int) -> int:
+        return self.pt[off // PAGE] + off % PAGE
+
+    def _rd(self, off: int, n: int) -> bytes:
+        out = b""
+        while n:
+            k = min(n, PAGE - off % PAGE)
+            out += self.bus_read(self._pa(off), k)
+            off, n = off + k, n - k
+        return out
+
+    def _wr(self, off: int, data: bytes) -> None:
+        while data:
+            k = min(len(data), PAGE - off % PAGE)
+            self.bus_write(self._pa(off), data[:k])
+            off, data = off + k, data[k:]
+
+    def _u32(self, off: int) -> int:
+        return int.from_bytes(self._rd(off, 4), "little")
+
+    def start(self, libos_args: int) -> None:
+        """Boot: parse the LibOS arguments, attach to the queues, read what the CPU pre-filled."""
+        entries = self.bus_read(libos_args, 6 * 32)
+        rmargs = None
+        for i in range(6):
+            name, pa, size = struct.unpack_from("<QQQ", entries, 32 * i)
+            if name == int.from_bytes(b"RMARGS".rjust(8, b"\0"), "big"):
+                rmargs = pa
+        if rmargs is None:
+            raise BusError("no RMARGS entry among the libos arguments")
+        shared, count, self.cmd, self.stat = struct.unpack_from("<QI4xQQ", self.bus_read(rmargs, 32))
+        if not 1 <= count <= 1024:
+            raise BusError(f"queue page table of {count} entries")
+        self.pt = list(struct.unpack(f"<{count}Q", self.bus_read(shared, 8 * count)))
+        if self.silent:
+            return
+        # status queue header: version 0, size, msgSize, msgCount, writePtr 0, flags 0, rxHdrOff 32, entryOff
+        self._wr(self.stat, struct.pack("<8I", 0, 0x40000, PAGE, 63, 0, 0, 32, 0x1000))
+        self._wr(self.stat + 32, struct.pack("<I", 0))  # GSP's read pointer of the command queue
+        self.doorbell()
+        self._post(0x1002, self._sequencer_script())
+        self.sequencer_posted = True
+
+    def _sequencer_script(self) -> bytes:
+        cmds = [4, BOOT_0, 0,
+                1, BSI_SCRATCH_14, 1 << 26, 1 << 26,
+                2, BSI_SCRATCH_14, 1 << 26, 1 << 26, 1000, 0x55,
+                3, 20,
+                0, 0x110000 + 0x80, SEQUENCER_DONE]
+        return struct.pack("<II8I", 64, len(cmds), *([0] * 8)) + struct.pack(f"<{len(cmds)}I", *cmds)
+
+    def on_register_write(self, addr: int, value: int) -> None:
+        """A host write the GSP watches: the sequencer's last write ends the boot with GSP_INIT_DONE."""
+        if addr == 0x110080 and value == SEQUENCER_DONE and self.sequencer_posted and not self.init_done:
+            self.init_done = True
+            self._post(0x1001, bytes(16))
+
+    # -- queues (§13.2-§13.3) --------------------------------------------------------------------------------
+    def _post(self, function: int, payload: bytes, result: int = 0) -> None:
+        rpc = struct.pack("<8I", 0x03000000, 0x43505256, 32 + len(payload), function, result, 0, 0, 0)
+        count = -(-(48 + 32 + len(payload)) // PAGE)
+        head = bytearray(48)
+        struct.pack_into("<III", head, 36, self.seq, count, 0)
+        struct.pack_into("<I", head, 32, _checksum(bytes(head) + rpc + payload))
+        data = bytes(head) + rpc + payload
+        data += bytes(count * PAGE - len(data))
+        wp = self._u32(self.stat + 16)
+        for i in range(count):
+            self._wr(self.stat + 0x1000 + ((wp + i) % 63) * PAGE, data[i * PAGE:(i + 1) * PAGE])
+        self._wr(self.stat + 16, struct.pack("<I", (wp + count) % 63))
+        self.seq += 1
+
+    def doorbell(self) -> None:
+        """Consume every record of the command queue and answer it."""
+        if self.silent or not self.pt:
+            return
+        for _ in range(64):
+            rp, wp = self._u32(self.stat + 32), self._u32(self.cmd + 16)
+            if rp == wp:
+                return
+            slot = self.cmd + 0x1000 + rp * PAGE
+            head = self._rd(slot, 80)
+            count = struct.unpack_from("<I", head, 40)[0]
+            _, sig, length, function = struct.unpack_from("<4I", head, 48)
+            count = max(1, min(count, 16))
+            whole = b"".join(self._rd(self.cmd + 0x1000 + ((rp + i) % 63) * PAGE, PAGE) for i in range(count))
+            whole = whole[:48 + length]
+            body = whole[:32] + bytes(4) + whole[36:]
+            if sig != 0x43505256 or _checksum(body) != struct.unpack_from("<I", whole, 32)[0]:
+                self.problems.append(f"command record at slot {rp}: bad signature or checksum")
+            self._wr(self.stat + 32, struct.pack("<I", (rp + count) % 63))
+            self.received.append(function)
+            payload = whole[80:]
+            if function in RPCS:
+                RPCS.dispatch(self, function, payload)
+            else:
+                self._post(function, b"", result=1)
+
+    @RPCS.handles(72)
+    def set_system_info(self, payload: bytes) -> None:
+        """GSP_SET_SYSTEM_INFO: 928 bytes carrying the board's PCI vendor/device word (no reply)."""
+        if len(payload) != 928 or self.pci_ids not in struct.unpack(f"<{928 // 4}I", payload):
+            self.problems.append("gsp_set_system_info is not 928 bytes with the board's pci ids")
+
+    @RPCS.handles(73)
+    def set_registry(self, payload: bytes) -> None:
+        """SET_REGISTRY: a packed table whose size and entries fit (no reply)."""
+        if len(payload) < 8:
+            self.problems.append("set_registry shorter than its header")
+            return
+        size, n = struct.unpack_from("<II", payload)
+        if size != len(payload) or 8 + 16 * n > size:
+            self.problems.append(f"set_registry table of {size} bytes / {n} entries in {len(payload)}")
+
+    @RPCS.handles(65)
+    def static_info(self, payload: bytes) -> None:
+        """GET_GSP_STATIC_INFO: fb size, GPU name and version in tinyhw's (unverified) layout."""
+        out = bytearray(128)
+        struct.pack_into("<Q", out, 0, self.vram_size)
+        name = GPU_NAME.encode()[:63]
+        out[8:8 + len(name)] = name
+        ver = self.version.encode()[:31]
+        out[72:72 + len(ver)] = ver
+        self._post(65, bytes(out))
+
+
+class SecureBoot:
+    """FWSEC and booter black boxes, and the GSP-RM they start (see the module docstring)."""
+
+    def __init__(self, board: Any) -> None:
+        self.board = board  # vram_size, vram_read, bus_read, bus_write, set_wpr2, wpr2, gsp, sec2, options
+        self.gsp_rm: GspRm | None = None
+        self.results: list[tuple[str, int]] = []
+
+    def on_start(self, falcon: EmulatedFalcon) -> None:
+        """A falcon's CPU was started: run the black box for what it is."""
+        b = self.board
+        if falcon is b.sec2:
+            if b.options.gsp_fault == "booter-timeout":
+                return  # never halts
+            code = self._booter(falcon)
+        elif not falcon.riscv:
+            code = self._fwsec(falcon)
+        else:
+            code = 0
+        falcon.regs[MAILBOX0] = code
+        falcon.halted = True
+        self.results.append((falcon.name, code))
+
+    # -- FWSEC-FRTS --------------------------------------------------------------------------------------------
+    def _fwsec(self, f: EmulatedFalcon) -> int:
+        b = self.board
+        app, ucode_id = nv_vbios.APPS[1]
+        r = f.regs
+        if (r.get(MOD_SEL) != 1 or r.get(UCODE_ID) != ucode_id or r.get(ENGIDMASK) != 0x0400
+                or r.get(PARAADDR0) != nv_vbios.PKC_OFFSET):
+            return FWSEC_BROM
+        ucode = nv_vbios._ucode(app)
+        sigs = nv_vbios.invented_stream(f"signatures {app:#x}", nv_vbios.SIG_COUNT * nv_vbios.SIG_SIZE)
+        pkc = nv_vbios.PKC_OFFSET
+        if bytes(f.imem[:256]) != ucode[:256] or bytes(f.dmem[pkc:pkc + 384]) != sigs[-384:]:
+            return FWSEC_SIGNATURE
+        if b.options.gsp_fault == "fwsec-error":
+            return FWSEC_INJECTED
+        dmap = nv_vbios.DMAP_OFFSET
+        if struct.unpack_from("<I", f.dmem, dmap + 44)[0] != 0x15:
+            return FWSEC_NOT_FRTS
+        cmd = struct.unpack_from("<5I4x5I", f.dmem, nv_vbios.CMD_IN)
+        frts = b.vram_size - (2 << 20)
+        if cmd != (1, 24, 0, 0, 2, 1, 20, frts >> 12, 0x100, 2):
+            return FWSEC_REGION
+        b.set_wpr2(frts, frts + (1 << 20))
+        return 0
+
+    # -- booter --------------------------------------------------------------------------------------------------
+    def _booter(self, f: EmulatedFalcon) -> int:
+        b = self.board
+        r = f.regs
+        pkc = nv_gspfw.BOOTER_PKC
+        if (r.get(PARAADDR0) != pkc or r.get(ENGIDMASK) != 1 or r.get(UCODE_ID) != 3 or r.get(MOD_SEL) != 1
+                or bytes(f.dmem[pkc:pkc + nv_gspfw.SIG_SIZE]) != nv_gspfw.BOOTER_SIGNATURE):
+            return BOOTER_SIGNATURE
+        if not b.wpr2()[1]:
+            return BOOTER_NO_WPR2
+        gsp = b.gsp
+        libos = gsp.regs.get(MAILBOX0, 0) | gsp.regs.get(MAILBOX1, 0) << 32
+        if not gsp.riscv or not libos:
+            return BOOTER_NO_GSP
+        meta_at = r.get(MAILBOX0, 0) | r.get(MAILBOX1, 0) << 32
+        try:
+            meta = b.bus_read(meta_at, 256)
+            m = dict(zip(("magic", "revision", "radix3", "radix3_size", "bl", "bl_size", "bl_code", "bl_data",
+                          "bl_manifest", "sig", "sig_size", "rsvd", "nonwpr", "nonwpr_size", "wpr_start", "heap",
+                          "heap_size", "fw", "boot_bin", "frts", "frts_size", "wpr_end", "fb", "vga", "vga_size"),
+                         struct.unpack_from("<25Q", meta), strict=True))
+            if not self._meta_ok(m):
+                return BOOTER_META
+            head = b.bus_read(self._radix3_page(m["radix3"], 0), 64)
+            last = (m["radix3_size"] - 1) // PAGE
+            tail = m["radix3_size"] - last * PAGE
+            b.bus_read(self._radix3_page(m["radix3"], last), tail)
+            b.bus_read(m["bl"], m["bl_size"])
+            b.bus_read(m["sig"], m["sig_size"])
+        except BusError:
+            return BOOTER_UNREADABLE
+        version = "unknown"
+        if head.startswith(nv_gspfw.GSPRM_MARKER):
+            version = head[len(nv_gspfw.GSPRM_MARKER):].split(b"\0")[0].decode("ascii", "replace")
+        b.set_wpr2(m["wpr_start"], m["wpr_end"])
+        self.gsp_rm = GspRm(b.bus_read, b.bus_write, b.vram_size, b.pci_ids, version,
+                            b.options.gsp_fault == "queue-silent")
+        try:
+            self.gsp_rm.start(libos)
+        except BusError:
+            return BOOTER_UNREADABLE
+        gsp.running = True
+        return 0
+
+    def _radix3_page(self, level0: int, index: int) -> int:
+        """The bus address of image page ``index`` through the three table levels (512 entries per page, §11)."""
+        addr = level0
+        for shift in (18, 9, 0):
+            addr = struct.unpack("<Q", self.board.bus_read(addr + 8 * ((index >> shift) & 511), 8))[0]
+        return addr
+
+    def _meta_ok(self, m: dict[str, int]) -> bool:
+        vram = self.board.vram_size
+        order = (m["nonwpr"] < m["wpr_start"] < m["heap"] < m["fw"] < m["boot_bin"] < m["frts"] < m["wpr_end"]
+                 <= m["fb"])
+        return (m["magic"] == WPR_MAGIC and m["revision"] == 1 and m["fb"] == vram and order
+                and m["frts"] == vram - (2 << 20) and m["frts_size"] == 1 << 20 and m["sig_size"] == PAGE
+                and m["radix3_size"] > 0 and m["bl_size"] > 0 and m["boot_bin"] + m["bl_size"] <= m["frts"])
