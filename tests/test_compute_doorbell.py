@@ -13,8 +13,7 @@ from clihelp import run
 from kernelshelp import am_boot
 
 import tinyhw
-from tinyhw.boot import compute
-from tinyhw.boot import copyengine
+from tinyhw.boot import compute, copyengine
 from tinyhw.boot.copyengine import SDMA_DOORBELL_INDEX, fields, wr_far
 from tinyhw.errors import DeviceTimeout
 from tinyhw.kernels.manifest import prebuilt_dir
