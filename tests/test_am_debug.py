@@ -324,6 +324,31 @@ def test_sdma_ring_follows_an_indirect_buffer_the_engine_ran(hung) -> None:
     assert "ib 0x000006 FENCE" in text, text
 
 
+def test_a_poll_parked_inside_an_indirect_buffer_resumes_there(hung) -> None:
+    """A POLL that fails inside an indirect buffer parks the engine with the ring's read pointer on the INDIRECT; the
+    next kick resumes at the POLL, so the write before it runs once and the buffer counts once."""
+    from tinyhw.boot import copyengine, sdmapkt
+
+    o, eng = hung
+    g = eng.gpu
+    sdma = o.transport.board.sdma
+    ce = copyengine.start_sdma(g)
+    ib_at, flag, dst = compute.REGION + 0x4000, compute.REGION + 0x3100, compute.REGION + 0x3000
+    g.vram_write(flag, bytes(4))
+    g.vram_write(dst, bytes(16))
+    ib = (sdmapkt.write64(g.mc(dst), 1) + sdmapkt.poll_mem_equal(g.mc(flag), 5) + sdmapkt.write64(g.mc(dst + 8), 2))
+    g.vram_write(ib_at, struct.pack(f"<{len(ib)}I", *ib))
+    ce.submit(sdmapkt.indirect(g.mc(ib_at), len(ib)))
+    assert sdma.waiting and g.vram_read(dst, 16) == struct.pack("<QQ", 1, 0)
+    writes = sdma.stats["writes"]
+    assert rings.read_ring(g, "sdma0", last=0)["pending"][0]["name"] == "INDIRECT"  # the read pointer stays on it
+    g.vram_write(flag, struct.pack("<I", 5))
+    ce.submit([0])  # any doorbell kicks the parked engine
+    ce.wait_idle()
+    assert g.vram_read(dst, 16) == struct.pack("<QQ", 1, 2) and not sdma.waiting
+    assert sdma.stats["writes"] == writes + 1 and sdma.stats["indirect_buffers"] == 1
+
+
 def test_sdma_indirect_buffers_are_bounded(hung) -> None:
     """A buffer that does not end on a packet boundary is a problem of the packet; the emulated engine stops at a
     packet that runs past its indirect buffer, and at an INDIRECT inside one (one level deep)."""
