@@ -266,7 +266,11 @@ def test_sdma_packets_decode_by_their_layout_names() -> None:
     w = sdmapkt.write64(0x4000, 0xAABBCCDD_11223344)
     assert ringdecode.sdma_length(w) == 6 and ringdecode.decode_sdma(w)["name"] == "WRITE_UNTILED"
     assert ringdecode.decode_sdma(w)["fields"]["data0"] == 0x11223344
-    assert ringdecode.sdma_length([0x00000004, 0, 0, 0]) is None  # INDIRECT: no layout, length unknown
+    ib = sdmapkt.indirect(0x1_0000_2000, 24)
+    assert ib[0] == 0x00000004 and ringdecode.sdma_length(ib) == 6  # INDIRECT: op 4, 6 dwords (generated layout)
+    d = ringdecode.decode_sdma(ib)
+    assert d["name"] == "INDIRECT" and ringdecode.sdma_ib(d) == (0x1_0000_2000, 24, 0)
+    assert ringdecode.sdma_length([0x00000003, 0, 0, 0]) is None  # op 3: no layout, length unknown
     # POLL_REGMEM "memory equal", interval 4, retry 0xFFF (specs/asm24-usb-bridge.md §9.3): fields at high bits
     poll = ringdecode.decode_sdma([0xB0000008, 0x1000, 0, 5, 0xFFFFFFFF, 0x0FFF0004])
     assert poll["name"] == "POLL_REGMEM"
@@ -288,6 +292,89 @@ def test_sdma_ring_shows_what_the_copy_engine_ran(hung) -> None:
     assert [p["name"] for p in doc["history"]] == ["WRITE_UNTILED", "NOP", "NOP"]
     f = doc["history"][0]["fields"]
     assert f["dst_addr_31_0"] | f["dst_addr_63_32"] << 32 == dst and f["data0"] == 0x1234
+
+
+def test_sdma_ring_follows_an_indirect_buffer_the_engine_ran(hung) -> None:
+    """An INDIRECT submitted through SDMA0's ring: the emulated engine runs the buffer's packets (a write and a fence
+    land), and ``am rings --ring sdma0`` decodes the INDIRECT by its fields and the buffer's packets inside it,
+    then goes on after it."""
+    from tinyhw.boot import copyengine, sdmapkt
+
+    o, eng = hung
+    g = eng.gpu
+    ce = copyengine.start_sdma(g)
+    ib_at, dst, fence = compute.REGION + 0x4000, compute.REGION + 0x3000, compute.REGION + 0x3100
+    ib = sdmapkt.write64(g.mc(dst), 0xAABB_CCDD_0000_1234) + sdmapkt.fence(g.mc(fence), 7)
+    g.vram_write(ib_at, struct.pack(f"<{len(ib)}I", *ib))
+    g.vram_write(fence, bytes(4))
+    ce.submit(sdmapkt.indirect(g.mc(ib_at), len(ib)) + sdmapkt.write64(g.mc(dst + 8), 0x55))
+    ce.wait_idle()
+    assert g.vram_read(dst, 16) == struct.pack("<QQ", 0xAABB_CCDD_0000_1234, 0x55)  # the buffer ran, then the ring
+    assert g.vram_read(fence, 4) == struct.pack("<I", 7)
+    assert o.transport.board.sdma.stats["indirect_buffers"] == 1
+    doc = rings.read_ring(g, "sdma0", last=8)
+    assert doc["problems"] == [], doc["problems"]
+    names = [p["name"] for p in doc["history"]]
+    assert names == ["INDIRECT", "WRITE_UNTILED"], names
+    ind = doc["history"][0]
+    assert ind["fields"]["ib_size"] == len(ib) and "ib_problem" not in ind
+    assert [p["name"] for p in ind["ib"]] == ["WRITE_UNTILED", "FENCE"]
+    assert ind["ib"][0]["fields"]["data0"] == 0x1234 and ind["ib"][1]["fields"]["data"] == 7
+    text = "\n".join(hangreport.ring_lines(doc))
+    assert "ib 0x000006 FENCE" in text, text
+
+
+def test_a_poll_parked_inside_an_indirect_buffer_resumes_there(hung) -> None:
+    """A POLL that fails inside an indirect buffer parks the engine with the ring's read pointer on the INDIRECT; the
+    next kick resumes at the POLL, so the write before it runs once and the buffer counts once."""
+    from tinyhw.boot import copyengine, sdmapkt
+
+    o, eng = hung
+    g = eng.gpu
+    sdma = o.transport.board.sdma
+    ce = copyengine.start_sdma(g)
+    ib_at, flag, dst = compute.REGION + 0x4000, compute.REGION + 0x3100, compute.REGION + 0x3000
+    g.vram_write(flag, bytes(4))
+    g.vram_write(dst, bytes(16))
+    ib = (sdmapkt.write64(g.mc(dst), 1) + sdmapkt.poll_mem_equal(g.mc(flag), 5) + sdmapkt.write64(g.mc(dst + 8), 2))
+    g.vram_write(ib_at, struct.pack(f"<{len(ib)}I", *ib))
+    ce.submit(sdmapkt.indirect(g.mc(ib_at), len(ib)))
+    assert sdma.waiting and g.vram_read(dst, 16) == struct.pack("<QQ", 1, 0)
+    writes = sdma.stats["writes"]
+    assert rings.read_ring(g, "sdma0", last=0)["pending"][0]["name"] == "INDIRECT"  # the read pointer stays on it
+    g.vram_write(flag, struct.pack("<I", 5))
+    ce.submit([0])  # any doorbell kicks the parked engine
+    ce.wait_idle()
+    assert g.vram_read(dst, 16) == struct.pack("<QQ", 1, 2) and not sdma.waiting
+    assert sdma.stats["writes"] == writes + 1 and sdma.stats["indirect_buffers"] == 1
+
+
+def test_sdma_indirect_buffers_are_bounded(hung) -> None:
+    """A buffer that does not end on a packet boundary is a problem of the packet; the emulated engine stops at a
+    packet that runs past its indirect buffer, and at an INDIRECT inside one (one level deep)."""
+    from tinyhw.boot import copyengine, sdmapkt
+
+    o, eng = hung
+    g = eng.gpu
+    sdma = o.transport.board.sdma
+    sdma.strict = False  # a stop is the expected outcome here
+    ce = copyengine.start_sdma(g)
+    ib_at = compute.REGION + 0x4000
+    ib = sdmapkt.write64(g.mc(compute.REGION + 0x3000), 1)
+    g.vram_write(ib_at, struct.pack(f"<{len(ib)}I", *ib))
+    ce.submit(sdmapkt.indirect(g.mc(ib_at), 4))  # the 6-dword write cut at 4
+    assert sdma.error and "runs past its 4 dwords" in sdma.error
+    doc = rings.read_ring(g, "sdma0", last=0)
+    [ind] = doc["pending"]
+    assert ind["name"] == "INDIRECT" and "needs 6 dwords, only 4 are there" in ind["ib"][0]["problem"]
+    sdma.error = None
+    g.vram_write(ib_at, struct.pack("<6I", *sdmapkt.indirect(g.mc(ib_at), 6)))  # an IB that names itself
+    ce2 = copyengine.start_sdma(g)
+    ce2.submit(sdmapkt.indirect(g.mc(ib_at), 6))
+    assert sdma.error == "an INDIRECT inside an indirect buffer is not modelled"
+    doc = rings.read_ring(g, "sdma0", last=0)
+    inner = doc["pending"][0]["ib"][0]["ib"][0]
+    assert inner["name"] == "INDIRECT" and inner["ib_problem"].startswith("not followed: deeper than 2 levels")
 
 
 def test_cli_views_over_a_remote_board(booted: None, tmp_path: Path) -> None:

@@ -2,8 +2,9 @@
 (tinyhw/boot/compute.py ``route_doorbells``, amd-bringup.md §4.2 step 9c), the emulated board delivers a BAR2
 doorbell write to the command processor only when the route reaches it (tinyhw/mocks/doorbells.py), and a doorbell
 that reaches nothing is a timeout whose message says the CP never saw it and shows the route.
-Sabotages: a board that delivers every doorbell (the unrouted test fails: the dispatch completes); a driver that
-skips the route (every run times out naming the route)."""
+The same for SDMA0's doorbell (NBIO port 2, amd-bringup.md §4.2 step 10).
+Sabotages: a board that delivers every doorbell (the unrouted tests fail: the dispatch / the copy completes); a
+driver that skips the route (every run times out naming the route)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from clihelp import run
 from kernelshelp import am_boot
 
 import tinyhw
-from tinyhw.boot import compute
+from tinyhw.boot import compute, copyengine
 from tinyhw.boot.copyengine import SDMA_DOORBELL_INDEX, fields, wr_far
 from tinyhw.errors import DeviceTimeout
 from tinyhw.kernels.manifest import prebuilt_dir
@@ -21,6 +22,7 @@ from tinyhw.regs import asic
 
 PATTERN = next((prebuilt_dir() / "gfx1100").glob("pattern.*.elf"))
 A = asic("navi31")
+DST = 128 << 20  # a VRAM offset the copy paths accept
 
 
 @pytest.fixture
@@ -84,6 +86,41 @@ def test_without_the_drivers_route_kernels_run_names_it(booted: None, monkeypatc
     monkeypatch.setattr(compute.ComputeEngine, "route_doorbells", lambda self: None)
     r = run("--device", "mock:navi31", "kernels", "run", "pattern", "--n", "256", "--timeout", "0.2")
     assert r.code == 1 and "the cp never saw the doorbell" in r.err and "not routed" in r.err, r.err
+
+
+@pytest.mark.parametrize("cut", ["port 2", "aperture"])
+def test_an_unrouted_sdma_doorbell_moves_nothing_and_the_error_says_so(booted: None, cut: str) -> None:
+    """SDMA0's doorbell goes through NBIO port 2 like the CP's through ports 0/3: cut it and the engine never sees
+    the doorbell (no doorbell counted, the copy not made) and the driver's timeout says so, showing the route."""
+    import os
+
+    from tinyhw.boot.dmacopy import open_dma_copier
+
+    with tinyhw.open("mock:navi31,strict") as o:
+        t = o.transport
+        c = open_dma_copier(t, window=16 * 1024, timeout=0.2)
+        assert "(routed: ENABLE=1 AWID=0xe" in copyengine.doorbell_route(c.gpu)
+        c.copy_in(DST, b"x" * 64)  # routed: the engine runs
+        seen = t.board.sdma.stats["doorbells"]
+        assert seen >= 1 and c.engine.missed_doorbell() is None
+        if cut == "aperture":
+            c.gpu.wr("nbio.RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN", 0)
+        else:
+            _unroute(c.gpu, 2)
+        before = t.board.vram.read(DST + 4096, 4096)
+        with pytest.raises(DeviceTimeout) as e:
+            c.copy_in(DST + 4096, os.urandom(4096))
+        assert t.board.sdma.stats["doorbells"] == seen and t.board.vram.read(DST + 4096, 4096) == before
+        msg = e.value.message
+        assert "did not signal fence 2" in msg and "sdma0 never saw the doorbell (SDMA0_QUEUE0_RB_WPTR 0x" in msg, msg
+        assert f"at BAR2 byte 0x{8 * SDMA_DOORBELL_INDEX:x}" in msg and "iommu" not in msg, msg
+        if cut == "aperture":
+            assert "BIF_DOORBELL_APER_EN=0" in msg, msg
+        else:
+            assert "S2A_DOORBELL_ENTRY_2_CTRL 0x00000000 (not routed" in msg, msg
+        with pytest.raises(DeviceTimeout, match="sdma0 did not consume its ring in 0.1 s .*: sdma0 never saw the "
+                                                "doorbell"):
+            c.engine.wait_idle(0.1)
 
 
 class _Regs:

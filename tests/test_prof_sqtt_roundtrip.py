@@ -31,27 +31,45 @@ def _packet(table: Table) -> st.SearchStrategy:
             # reserved = 0: absolute timestamp. Otherwise keep bits 6:4 != 001, which would make the low
             # byte read as LAYOUT_HEADER (spec §15 open question 4: the encoding is ambiguous there).
             fields["reserved"] = draw(st.sampled_from([0, 0, 2, 0x100, 0xFF0]))
+            fields["delta"] = fields["reserved"] & 1   # bit 4: both fields
             fields["timestamp"] = draw(st.integers(1 << 20, 1 << 40))
         return t.name, fields
     return build()
 
 
+def _closing_stamp(packets: list[tuple[str, dict[str, int]]], i: int) -> int | None:
+    """The TIMESTAMP after the TIME_RESET at ``i``, unless another TIME_RESET comes first."""
+    for j in range(i + 1, len(packets)):
+        name, f = packets[j]
+        if name == "CDNA_TIMESTAMP":
+            return j
+        if name == "CDNA_MISC" and f.get("misc_type") == 1:
+            return None
+    return None
+
+
 def _expected_times(packets: list[tuple[str, dict[str, int]]]) -> list[int]:
-    t, offset, out = 0, None, []
-    for name, f in packets:
-        if name == "TS_DELTA_SHORT":
+    """RDNA: the spec's §5.2 rules. CDNA: AMD's gfx9 decoder's (tinyhw/formats/sqtt.py ``_cdna_times``): every
+    token adds 4 x its delta (MISC 11:4, the others bit 4); a TIME_RESET (MISC type 1) re-bases the time on the
+    TIMESTAMP that closes it (which adds nothing), the first one anchoring base = absolute - time + 4."""
+    t, base, closing, out = 0, 0, set(), []
+    for i, (name, f) in enumerate(packets):
+        if name.startswith("CDNA_"):
+            if i not in closing:
+                t += 4 * f.get("delta", 0)
+            j = _closing_stamp(packets, i) if name == "CDNA_MISC" and f.get("misc_type") == 1 else None
+            if j is not None:
+                closing.add(j)
+                absolute = packets[j][1]["timestamp"]
+                if base == 0:
+                    base = absolute - t + 4
+                if absolute > base:
+                    t = (absolute - base) & ~3
+        elif name == "TS_DELTA_SHORT":
             t += f["delta"] + 4
         elif name.startswith("TS_DELTA_OR_MARK"):
             if not (f["rt"] == 1 and f["pl"] == 0):
                 t += f["delta"]
-        elif name == "CDNA_MISC":
-            t += 4 * f["delta"]
-        elif name == "CDNA_TIMESTAMP":
-            if f["reserved"] == 0:
-                if offset is None:
-                    offset = f["timestamp"] - t
-                else:
-                    t = ((f["timestamp"] - offset) & ~3) - 4
         elif "delta" in f:
             t += f["delta"]
         out.append(t)
@@ -104,7 +122,7 @@ def test_every_type_examples() -> None:
     for arch, table in (("rdna3", RDNA3), ("rdna4", RDNA4), ("cdna", CDNA)):
         body = [(typ.name, {n: (1 << (min(hi, 63) - lo + 1)) - 1 for n, hi, lo in typ.fields})
                 for typ in table.types if typ.name != "LAYOUT_HEADER"]
-        body = [(n, {**f, "reserved": 0}) if n == "CDNA_TIMESTAMP" else (n, f) for n, f in body]
+        body = [(n, {**f, "reserved": 0, "delta": 0}) if n == "CDNA_TIMESTAMP" else (n, f) for n, f in body]
         if arch != "cdna":
             body.insert(0, ("VALUINST", {"delta": 7}))   # 12-bit packet: what follows starts at an odd nibble
             mark = "TS_DELTA_OR_MARK" if arch == "rdna3" else "TS_DELTA_OR_MARK_RDNA4"
@@ -112,7 +130,10 @@ def test_every_type_examples() -> None:
                      ("TS_DELTA_S8_W3", {"delta": 5}), ("TS_DELTA_SHORT", {"delta": 0})]
         else:
             body += [("CDNA_MISC", {"delta": 3}), ("CDNA_TIMESTAMP", {"reserved": 0, "timestamp": 10_000}),
-                     ("CDNA_MISC", {"delta": 1}), ("CDNA_TIMESTAMP", {"reserved": 0, "timestamp": 20_003})]
+                     ("CDNA_MISC", {"delta": 255, "misc_type": 1}), ("CDNA_REG", {"delta": 1}),
+                     ("CDNA_TIMESTAMP", {"reserved": 0, "timestamp": 20_003}), ("CDNA_MISC", {"delta": 1}),
+                     ("CDNA_MISC", {"delta": 255, "misc_type": 1}), ("CDNA_MISC", {"delta": 255, "misc_type": 1}),
+                     ("CDNA_WAVEEND", {"delta": 1}), ("CDNA_TIMESTAMP", {"reserved": 0, "timestamp": 30_001})]
         _roundtrip(arch, table, body)
 
 

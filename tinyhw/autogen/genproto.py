@@ -22,7 +22,7 @@ it records. What they hold (specs/amd-bringup.md §5.1, §5.2, §6.1, §6.2, §6
 * ``amd_discovery``: discovery signatures and the GC info table layouts (``gc_info_v1_0`` .. ``v2_1``).
 * ``sdma_v6_0_0_pkt_open``: SDMA 6 packet opcodes and sub-opcodes and the dword/field offsets, masks
   and shifts of the packets the copy paths use (COPY_LINEAR, WRITE_UNTILED, POLL_REGMEM, FENCE,
-  TIMESTAMP, TRAP) (specs/asm24-usb-bridge.md §9.3, packet formats of the header).
+  TIMESTAMP, TRAP, INDIRECT) (specs/asm24-usb-bridge.md §9.3, packet formats of the header).
 
 Module format: ``CONSTANTS`` maps each kept name to its integer value, in header order;
 ``STRUCTS`` maps a struct name to ``(size, {path: (offset, ctype, count)})`` where nested
@@ -82,7 +82,7 @@ PROTOCOLS: tuple[tuple[str, tuple[tuple[str, bool], ...], tuple[str, ...], tuple
         "sdma_v6_0_0_pkt_open",
         ((f"{AMD}/amdgpu/sdma_v6_0_0_pkt_open.h", True),),
         ("SDMA_OP_", "SDMA_SUBOP_", "SDMA_PKT_COPY_LINEAR_", "SDMA_PKT_WRITE_UNTILED_",
-         "SDMA_PKT_POLL_REGMEM_", "SDMA_PKT_FENCE_", "SDMA_PKT_TIMESTAMP_", "SDMA_PKT_TRAP_"),
+         "SDMA_PKT_POLL_REGMEM_", "SDMA_PKT_FENCE_", "SDMA_PKT_TIMESTAMP_", "SDMA_PKT_TRAP_", "SDMA_PKT_INDIRECT_"),
         (),
     ),
     (

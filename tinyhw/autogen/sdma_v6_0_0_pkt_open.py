@@ -1,7 +1,7 @@
 # Generated from the Linux amdgpu headers by tinyhw/autogen/genproto.py; do not edit.
 # Command: python -m tinyhw.autogen.genproto   (reads /usr/src/linux-source-6.12.tar.xz of Debian's linux-source-6.12)
 # Source: drivers/gpu/drm/amd/amdgpu/sdma_v6_0_0_pkt_open.h (#define lines only)
-# Contents: 536 constants, 0 struct layouts; constant prefixes:
+# Contents: 563 constants, 0 struct layouts; constant prefixes:
 #   SDMA_OP_
 #   SDMA_SUBOP_
 #   SDMA_PKT_COPY_LINEAR_
@@ -10,6 +10,7 @@
 #   SDMA_PKT_FENCE_
 #   SDMA_PKT_TIMESTAMP_
 #   SDMA_PKT_TRAP_
+#   SDMA_PKT_INDIRECT_
 """sdma_v6_0_0_pkt_open: protocol constants and layouts; see tinyhw/autogen/genproto.py for the format."""
 
 KERNEL = "Linux 6.12.117 (Debian linux-source-6.12 6.12.117-1~deb12u1)"
@@ -413,6 +414,33 @@ CONSTANTS = {
     "SDMA_PKT_WRITE_UNTILED_DATA0_data0_offset": 0x4,
     "SDMA_PKT_WRITE_UNTILED_DATA0_data0_mask": 0xFFFFFFFF,
     "SDMA_PKT_WRITE_UNTILED_DATA0_data0_shift": 0x0,
+    "SDMA_PKT_INDIRECT_HEADER_op_offset": 0x0,
+    "SDMA_PKT_INDIRECT_HEADER_op_mask": 0xFF,
+    "SDMA_PKT_INDIRECT_HEADER_op_shift": 0x0,
+    "SDMA_PKT_INDIRECT_HEADER_sub_op_offset": 0x0,
+    "SDMA_PKT_INDIRECT_HEADER_sub_op_mask": 0xFF,
+    "SDMA_PKT_INDIRECT_HEADER_sub_op_shift": 0x8,
+    "SDMA_PKT_INDIRECT_HEADER_vmid_offset": 0x0,
+    "SDMA_PKT_INDIRECT_HEADER_vmid_mask": 0xF,
+    "SDMA_PKT_INDIRECT_HEADER_vmid_shift": 0x10,
+    "SDMA_PKT_INDIRECT_HEADER_priv_offset": 0x0,
+    "SDMA_PKT_INDIRECT_HEADER_priv_mask": 0x1,
+    "SDMA_PKT_INDIRECT_HEADER_priv_shift": 0x1F,
+    "SDMA_PKT_INDIRECT_BASE_LO_ib_base_31_0_offset": 0x1,
+    "SDMA_PKT_INDIRECT_BASE_LO_ib_base_31_0_mask": 0xFFFFFFFF,
+    "SDMA_PKT_INDIRECT_BASE_LO_ib_base_31_0_shift": 0x0,
+    "SDMA_PKT_INDIRECT_BASE_HI_ib_base_63_32_offset": 0x2,
+    "SDMA_PKT_INDIRECT_BASE_HI_ib_base_63_32_mask": 0xFFFFFFFF,
+    "SDMA_PKT_INDIRECT_BASE_HI_ib_base_63_32_shift": 0x0,
+    "SDMA_PKT_INDIRECT_IB_SIZE_ib_size_offset": 0x3,
+    "SDMA_PKT_INDIRECT_IB_SIZE_ib_size_mask": 0xFFFFF,
+    "SDMA_PKT_INDIRECT_IB_SIZE_ib_size_shift": 0x0,
+    "SDMA_PKT_INDIRECT_CSA_ADDR_LO_csa_addr_31_0_offset": 0x4,
+    "SDMA_PKT_INDIRECT_CSA_ADDR_LO_csa_addr_31_0_mask": 0xFFFFFFFF,
+    "SDMA_PKT_INDIRECT_CSA_ADDR_LO_csa_addr_31_0_shift": 0x0,
+    "SDMA_PKT_INDIRECT_CSA_ADDR_HI_csa_addr_63_32_offset": 0x5,
+    "SDMA_PKT_INDIRECT_CSA_ADDR_HI_csa_addr_63_32_mask": 0xFFFFFFFF,
+    "SDMA_PKT_INDIRECT_CSA_ADDR_HI_csa_addr_63_32_shift": 0x0,
     "SDMA_PKT_FENCE_HEADER_op_offset": 0x0,
     "SDMA_PKT_FENCE_HEADER_op_mask": 0xFF,
     "SDMA_PKT_FENCE_HEADER_op_shift": 0x0,

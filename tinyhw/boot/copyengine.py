@@ -116,9 +116,20 @@ class CopyEngine:
             poll(self.gpu.clock, self.rptr, lambda r: r >= self.wptr, timeout=timeout, interval=0.0,
                  what="the sdma engine to drain its ring")
         except DeviceTimeout as e:
+            missed = self.missed_doorbell()
             raise DeviceTimeout(f"sdma0 did not consume its ring in {timeout:g} s (read pointer 0x{self.rptr():x}, "
-                                f"write pointer 0x{self.wptr:x}): the copy engine is hung",
+                                f"write pointer 0x{self.wptr:x}): " + (missed or "the copy engine is hung"),
                                 hint="reset the gpu (`tinyhw am reset`) and boot again") from e
+
+    def missed_doorbell(self) -> str | None:
+        """When the engine's write pointer (SDMA0_QUEUE0_RB_WPTR) is not what the driver rang, say so with the
+        doorbell route as programmed (the NBIO delivered the doorbell nowhere); None when the engine saw it."""
+        g = self.gpu
+        seen = g.rd("gc.SDMA0_QUEUE0_RB_WPTR_HI") << 32 | g.rd("gc.SDMA0_QUEUE0_RB_WPTR")
+        if seen == self.wptr:
+            return None
+        return (f"sdma0 never saw the doorbell (SDMA0_QUEUE0_RB_WPTR 0x{seen:x}, the driver rang 0x{self.wptr:x} at "
+                f"BAR2 byte 0x{self.doorbell_byte:x}; doorbell route: {doorbell_route(g)})")
 
 
 def _pte_table(entries: dict[int, int]) -> bytes:
@@ -221,6 +232,21 @@ def setup_doorbells(gpu: AmGpu) -> None:
     reg = "nbio.S2A_DOORBELL_ENTRY_2_CTRL"
     wr_far(gpu, reg, fields(gpu, reg, S2A_DOORBELL_PORT2_ENABLE=1, S2A_DOORBELL_PORT2_AWID=0xE,
                             S2A_DOORBELL_PORT2_RANGE_OFFSET=SDMA_DOORBELL_INDEX * 2, S2A_DOORBELL_PORT2_RANGE_SIZE=4))
+
+
+def doorbell_route(gpu: AmGpu) -> str:
+    """The SDMA doorbell's path as programmed, in words: the doorbell aperture and NBIO port 2 (want enabled, AWID
+    0xE, a range covering the queue's doorbell dwords)."""
+    aper = gpu.rd("nbio.RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN")
+    reg, f = "nbio.S2A_DOORBELL_ENTRY_2_CTRL", "S2A_DOORBELL_PORT2"
+    v = rd_far(gpu, reg)
+    d = gpu.asic.reg(reg).decode(v)
+    first, count = d.get(f"{f}_RANGE_OFFSET", 0), d.get(f"{f}_RANGE_SIZE", 0)
+    want = SDMA_DOORBELL_INDEX * 2
+    ok = d.get(f"{f}_ENABLE") == 1 and d.get(f"{f}_AWID") == 0xE and first <= want and want + 1 < first + count
+    return (f"RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN.BIF_DOORBELL_APER_EN={aper & 1}, {reg[5:]} 0x{v:08x} "
+            f"({'routed' if ok else 'not routed'}: ENABLE={d.get(f'{f}_ENABLE', 0)} AWID=0x{d.get(f'{f}_AWID', 0):x} "
+            f"RANGE_OFFSET=0x{first:x} RANGE_SIZE={count}, want AWID 0xe over dwords 0x{want:x}-0x{want + 1:x})")
 
 
 def setup_ih(gpu: AmGpu) -> None:

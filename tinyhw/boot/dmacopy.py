@@ -137,10 +137,11 @@ class DmaCopier:
         while not self._done(seq):
             if self.clock.now() >= deadline:
                 rptr = self.engine.rptr()
+                missed = self.engine.missed_doorbell()
                 raise DeviceTimeout(
                     f"{what}: sdma0 did not signal fence {seq} in {self.timeout:g} s (fence {self._fence()}, "
-                    f"read pointer 0x{rptr:x} of 0x{self.engine.wptr:x}); an iommu fault (dma buffer not mapped "
-                    f"at iova 0x{self.buf.iova:x}) or a hung copy engine",
+                    f"read pointer 0x{rptr:x} of 0x{self.engine.wptr:x}); " + (missed or (
+                        f"an iommu fault (dma buffer not mapped at iova 0x{self.buf.iova:x}) or a hung copy engine")),
                     hint="check the kernel log for iommu faults; reset the gpu (`tinyhw am reset`) and boot again")
             spins += 1
             if self.clock.virtual:

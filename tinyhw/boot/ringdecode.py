@@ -5,8 +5,9 @@ one-dword filler 0xFFFF1000), §2.3-§2.10 (the fields of NOP, SET_SH_REG, DISPA
 RELEASE_MEM, WRITE_DATA, WAIT_REG_MEM, INDIRECT_BUFFER); opcode names from the generated ``nvd.h``
 (:mod:`tinyhw.autogen.nvd`). SDMA: the packet layouts of the generated ``sdma_v6_0_0_pkt_open.h``
 (:mod:`tinyhw.autogen.sdma_v6_0_0_pkt_open`: every field by name, the length from the last dword the layout
-names) and specs/asm24-usb-bridge.md §9.1 (a zero dword is a one-dword no-op). A packet whose length cannot be
-known (an SDMA opcode without a layout) ends the decoding, saying so.
+names; INDIRECT names the indirect buffer's address and size) and specs/asm24-usb-bridge.md §9.1 (a zero dword
+is a one-dword no-op). A packet whose length cannot be known (an SDMA opcode without a layout) ends the decoding,
+saying so.
 
 Pure functions of dwords; reading the ring is :mod:`tinyhw.boot.rings`.
 """
@@ -93,7 +94,7 @@ _OPS = {v: k[len("SDMA_OP_"):] for k, v in SDMA.items() if k.startswith("SDMA_OP
 SDMA_LAYOUTS = {("COPY", "COPY_LINEAR"): "COPY_LINEAR", ("WRITE", "WRITE_LINEAR"): "WRITE_UNTILED",
                 ("FENCE", None): "FENCE", ("POLL_REGMEM", None): "POLL_REGMEM", ("TRAP", None): "TRAP",
                 ("TIMESTAMP", "TIMESTAMP_SET"): "TIMESTAMP_SET", ("TIMESTAMP", "TIMESTAMP_GET"): "TIMESTAMP_GET",
-                ("TIMESTAMP", "TIMESTAMP_GET_GLOBAL"): "TIMESTAMP_GET_GLOBAL"}
+                ("TIMESTAMP", "TIMESTAMP_GET_GLOBAL"): "TIMESTAMP_GET_GLOBAL", ("INDIRECT", None): "INDIRECT"}
 #: every packet layout the generated header describes
 ALL_LAYOUTS = frozenset(k[len("SDMA_PKT_"):-len("_HEADER_op_offset")] for k in SDMA if k.endswith("_HEADER_op_offset"))
 _FIELD = re.compile(r"^([A-Z0-9_]+?)_([a-z][a-z0-9_]*)_offset$")
@@ -161,3 +162,13 @@ def decode_sdma(dwords: list[int]) -> dict[str, Any]:
         doc["fields"] = {f: (dwords[o] >> s) & m for f, o, m, s in fields
                          if o < len(dwords) and f not in ("op", "sub_op")}
     return doc
+
+
+def sdma_ib(packet: dict[str, Any]) -> tuple[int, int, int] | None:
+    """(GPU address, dwords, vmid) of the indirect buffer a decoded SDMA INDIRECT packet names, None for any other
+    packet (or an INDIRECT cut short). The header's ``ib_size`` counts dwords (inferred: amdgpu's SDMA 6 ring code
+    writes the IB's length in dwords there)."""
+    f = packet.get("fields", {})
+    if packet.get("name") != "INDIRECT" or not {"ib_base_31_0", "ib_base_63_32", "ib_size"} <= f.keys():
+        return None
+    return f["ib_base_63_32"] << 32 | f["ib_base_31_0"], f["ib_size"], f.get("vmid", 0)

@@ -7,7 +7,8 @@ Rings (the ones tinyhw creates):
   :mod:`tinyhw.boot.vmread`) of 2^(CP_HQD_PQ_CONTROL.QUEUE_SIZE + 1) dwords, CP_HQD_PQ_RPTR (32 bits) and
   CP_HQD_PQ_WPTR_LO/HI (64 bits), both in dwords (§1.7); PM4 packets, INDIRECT_BUFFER followed (§2.10).
 * ``sdma0``: SDMA0 queue 0 (:mod:`tinyhw.boot.copyengine`): ring at the MC address SDMA0_QUEUE0_RB_BASE << 8 of
-  2^RB_CNTL.RB_SIZE dwords, RB_RPTR/WPTR (+ _HI) in bytes (specs/amd-bringup.md §4.2 step 10); SDMA packets.
+  2^RB_CNTL.RB_SIZE dwords, RB_RPTR/WPTR (+ _HI) in bytes (specs/amd-bringup.md §4.2 step 10); SDMA packets,
+  INDIRECT followed (its buffer at a VMID0 GPU address: VRAM through the system aperture, else the page tables).
 
 Only what is still in the ring can be shown: the history starts at the oldest dword the ring still holds (the
 ring's start before the first wrap), so after a wrap its first packet may be cut (said in ``problems``).
@@ -89,7 +90,8 @@ def _packets(words: list[int], start: int, end: int, kind: str, sh: dict[int, st
 
 def read_ring(gpu: AmGpu, ring: str = "compute", *, last: int = 16, follow_ibs: bool = True) -> dict[str, Any]:
     """The ring's pointers, its pending packets (read .. write pointer) and the ``last`` packets before the read
-    pointer, decoded; indirect buffers of the compute ring are read and decoded inside their packet."""
+    pointer, decoded; indirect buffers (PM4 INDIRECT_BUFFER, SDMA INDIRECT) are read and decoded inside their
+    packet."""
     if ring not in RINGS:
         raise Refused(f"unknown ring {ring!r}", hint=f"name one of {', '.join(RINGS)}")
     if not 0 <= last <= MAX_LAST:
@@ -128,31 +130,64 @@ def read_ring(gpu: AmGpu, ring: str = "compute", *, last: int = 16, follow_ibs: 
         doc["problems"].append(f"the ring wrapped: the history starts at dword 0x{oldest:x} and its first packet "
                                "may be cut")
     doc["pending"], doc["history"] = pending, history[len(history) - last:] if last else []
-    if follow_ibs and vm is not None:
+    if follow_ibs:
+        reader = vm if vm is not None else _SdmaReader(gpu)
         for p in doc["pending"] + doc["history"]:
-            _follow(vm, p, sh, 1)
+            _follow(reader, p, kind, sh, 1)
     return doc
 
 
-def _follow(vm: VmReader, packet: dict[str, Any], sh: dict[int, str], depth: int) -> None:
-    if packet.get("name") != "INDIRECT_BUFFER" or "fields" not in packet:
+class _SdmaReader:
+    """Reads at the GPU addresses SDMA0's queue uses (VMID0): an address in the frame buffer's MC range is VRAM
+    (the system aperture covers VRAM, :func:`tinyhw.boot.copyengine.program_hub`), any other goes through VMID0's
+    page tables."""
+
+    def __init__(self, gpu: AmGpu) -> None:
+        self.gpu = gpu
+        self.vm: VmReader | None = None
+
+    def read(self, addr: int, length: int) -> bytes:
+        off = addr - self.gpu.fb_base
+        if off >= 0 and off + length <= self.gpu.vram_size:
+            return self.gpu.vram_read(off, length)
+        self.vm = self.vm or VmReader(self.gpu)
+        return self.vm.read(addr, length)
+
+
+def _ib_of(packet: dict[str, Any], kind: str) -> tuple[int, int] | None:
+    """(address, dwords) of the indirect buffer a decoded packet names (PM4 INDIRECT_BUFFER, SDMA INDIRECT)."""
+    if kind == "pm4":
+        if packet.get("name") != "INDIRECT_BUFFER" or "fields" not in packet:
+            return None
+        return packet["fields"]["ib_va"], packet["fields"]["ib_dwords"]
+    ib = ringdecode.sdma_ib(packet)
+    return None if ib is None else ib[:2]
+
+
+def _follow(reader: VmReader | _SdmaReader, packet: dict[str, Any], kind: str, sh: dict[int, str],
+            depth: int) -> None:
+    ib = _ib_of(packet, kind)
+    if ib is None:
         return
-    f = packet["fields"]
+    addr, dwords = ib
     if depth > MAX_IB_DEPTH:
         packet["ib_problem"] = f"not followed: deeper than {MAX_IB_DEPTH} levels"
         return
-    n = min(f["ib_dwords"], MAX_IB_DWORDS)
+    n = min(dwords, MAX_IB_DWORDS)
     try:
-        words = list(struct.unpack(f"<{n}I", vm.read(f["ib_va"], 4 * n))) if n else []
+        words = list(struct.unpack(f"<{n}I", reader.read(addr, 4 * n))) if n else []
     except TinyhwError as e:
-        packet["ib_problem"] = f"the indirect buffer at 0x{f['ib_va']:x} cannot be read: {e}"
+        packet["ib_problem"] = f"the indirect buffer at 0x{addr:x} cannot be read: {e}"
         return
-    ib, stop = _packets(words + [0], 0, n, "pm4", sh, MAX_PENDING)
-    packet["ib"] = ib
-    if f["ib_dwords"] > n:
-        packet["ib_problem"] = f"only the first {n} of {f['ib_dwords']} dwords shown"
-    for p in ib:
-        _follow(vm, p, sh, depth + 1)
+    body, stop = _packets(words + [0] * 3, 0, n, kind, sh, MAX_PENDING)
+    packet["ib"] = body
+    problems = [stop] if stop else []
+    if dwords > n:
+        problems.append(f"only the first {n} of {dwords} dwords shown")
+    if problems:
+        packet["ib_problem"] = "; ".join(problems)
+    for p in body:
+        _follow(reader, p, kind, sh, depth + 1)
 
 
 def _sh_names(gpu: AmGpu) -> dict[int, str]:

@@ -104,3 +104,15 @@ def trap(context: int = 0) -> list[int]:
 def nop_fill(dwords: int) -> list[int]:
     """``dwords`` zero dwords: each is a one-dword NOP (§9.1 tail fill)."""
     return [0] * dwords
+
+
+def indirect(addr: int, dwords: int, vmid: int = 0) -> list[int]:
+    """INDIRECT: run the ``dwords`` dwords of SDMA packets at GPU address ``addr`` (in ``vmid``), then go on; 6
+    dwords (no context save area)."""
+    pkt = [0] * 6
+    _header(pkt, "INDIRECT", "INDIRECT")
+    _put(pkt, "INDIRECT_HEADER_vmid", vmid)
+    _put(pkt, "INDIRECT_BASE_LO_ib_base_31_0", addr & 0xFFFFFFFF)
+    _put(pkt, "INDIRECT_BASE_HI_ib_base_63_32", addr >> 32)
+    _put(pkt, "INDIRECT_IB_SIZE_ib_size", dwords)
+    return pkt

@@ -1,7 +1,8 @@
 """Decoder (and encoder, for synthetic streams) of AMD SQ thread trace byte streams.
 
 Implements specs/sqtt-pmc.md §5.1 (nibble framing, classification by the low byte, layout switch),
-§5.2 (timestamps) with the tables of :mod:`tinyhw.formats.sqtt_tables`.
+§5.2 (timestamps; CDNA times by the rules of AMD's own gfx9 decoder instead, see :func:`_cdna_times`) with the
+tables of :mod:`tinyhw.formats.sqtt_tables`.
 
 The stream is a sequence of nibbles (low nibble of each byte first); a packet at nibble ``p`` is
 decoded while ``p + 16`` nibbles exist (the 64-bit look-ahead window must be full), so the last
@@ -231,6 +232,7 @@ def decode(data: bytes) -> Trace:
 
 _IS_MARK = np.zeros(len(TYPES), dtype=bool)
 _IS_MARK[list(_MARKS)] = True
+_IS_CDNA = np.array([t.name.startswith("CDNA_") for t in TYPES], dtype=bool)
 
 
 def _times(code: np.ndarray, word: np.ndarray) -> np.ndarray:
@@ -245,53 +247,61 @@ def _times(code: np.ndarray, word: np.ndarray) -> np.ndarray:
         d = delta[marks]
         d[is_marker] = 0
         delta[marks] = d
-    delta[code == _CDNA_MISC] *= 4
-    time = np.cumsum(delta, dtype=np.int64)
-    ts = np.flatnonzero((code == _CDNA_TS) & (((word >> np.uint64(4)) & np.uint64(0xFFF)) == 0))
-    if len(ts):
-        jumps = np.zeros(len(code), dtype=np.int64)
-        adj = 0
-        offset = None
-        for j in ts.tolist():
-            absolute = int(word[j] >> np.uint64(16))
-            current = int(time[j]) + adj
-            if offset is None:
-                offset = absolute - current
-                continue
-            new = ((absolute - offset) & ~3) - 4
-            jumps[j] += new - current
-            adj += new - current
-        time = time + np.cumsum(jumps)
-        _overflow_windows(code, word, time, ts)
-    return time
+    cdna = _IS_CDNA[code]
+    if not cdna.any():
+        return np.cumsum(delta, dtype=np.int64)
+    delta[cdna] *= 4
+    return _cdna_times(code, word, delta)
 
 
-def _overflow_windows(code: np.ndarray, word: np.ndarray, time: np.ndarray, ts: np.ndarray) -> None:
-    """Stamp the packets between a CDNA delta overflow and the timestamp after it with that timestamp's time.
+def _cdna_times(code: np.ndarray, word: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    """Times of a CDNA stream, by the rules of AMD's own gfx9 decoder (ROCm rocprof-trace-decoder, whose source is
+    public in ROCm/rocm-systems: its gfx9 token generator), the authority on what the hardware's fields mean:
 
-    A CDNA_MISC packet carries the cycles since the previous MISC in an 8-bit field counted in 4-cycle
-    units, so it can say at most 255 × 4 = 1020 cycles. When more time passes the SQ writes a MISC
-    with misc_type 1 and the field saturated at 255, then the packets that were waiting, then an
-    absolute CDNA_TIMESTAMP (specs/sqtt-pmc.md §5.2, §5.7; in the vendored gfx950 captures every one
-    of the 1,033 misc_type-1 packets has delta 255 and is followed by a timestamp, with no MISC delta
-    in between, and the timestamp always lies 1,054 cycles or more past the saturated count). The
-    saturated 1020 is therefore only a lower bound: the packets written after it happened at the time
-    the timestamp gives, not 1020 cycles after the previous MISC. Summing 1020 (as tinygrad's decoder
-    does) put them up to the whole overflowed gap early: in the gfx950 gemm capture 11 wave ends came
-    2,196-2,456 cycles early and so did the register writes in such windows. Each window gets the
-    timestamp's (re-synchronised) time instead; a window that no timestamp closes keeps the lower bound.
+    * Every token adds its delta in 4-cycle ticks before taking its time: MISC its 8-bit field (11:4), every other
+      token the one bit at bit 4 (:mod:`tinyhw.formats.sqtt_tables`). tinygrad's decoder (the spec's §5.2 rule)
+      adds only the MISC deltas, so each tick carried by a WAVESTART, WAVEEND, REG, INST, ISSUE ... packet was lost
+      until the next re-synchronisation: in the gfx950 gemm capture 942 of the 1,024 wave starts came 4-56 cycles
+      early, the very drift seen against AMD's decoder. (The captures alone cannot settle it: between two
+      re-synchronisations nothing absolute is written.)
+    * A MISC with misc_type 1 (TIME_RESET: the 8-bit delta overflowed, so it is saturated at 255 and only a lower
+      bound) is closed by the next TIMESTAMP, unless another TIME_RESET comes first. The tokens between the two were
+      written after the unknown gap, so they take the timestamp's time plus their own deltas; the timestamp adds
+      nothing. The first such timestamp anchors the absolute clock: base = absolute - running time + 4; every one
+      sets the running time to (absolute - base) & ~3 when absolute > base. So the first anchor moves time back
+      4 cycles; later ones equal tinygrad's ((absolute - offset) & ~3) - 4. A TIMESTAMP that closes no TIME_RESET
+      re-synchronises nothing (tinygrad's rule re-synchronised at every one whose reserved bits are 0; in the
+      vendored captures every timestamp closes one). Summing the saturated 1020 cycles instead (tinygrad's rule)
+      put the tokens of such a window up to the whole gap early: 11 wave ends of the gfx950 gemm capture by
+      2.2-2.5k cycles.
+    * AMD's decoder emits neither the TIME_RESET nor the TIMESTAMP; tinyhw keeps both, each at the re-based time
+      (the window's start), so times stay non-decreasing across the first anchor's 4-cycle step back.
     """
     misc = code == _CDNA_MISC
-    overflow = misc & (((word >> np.uint64(13)) & np.uint64(7)) == 1)
-    if not overflow.any():
-        return
-    ticking = misc & (((word >> np.uint64(4)) & np.uint64(0xFF)) != 0)
-    stops = np.flatnonzero(overflow | ticking | (code == _CDNA_TS))   # what ends a window, looking back
-    before = np.searchsorted(stops, ts) - 1                         # the last such packet before each timestamp
-    for j, b in zip(ts.tolist(), before.tolist(), strict=True):
-        k = int(stops[b]) if b >= 0 else -1
-        if k >= 0 and overflow[k] and k + 1 < j:
-            time[k + 1:j] = time[j]
+    resets = np.flatnonzero(misc & (((word >> np.uint64(13)) & np.uint64(7)) == 1))
+    stamps = np.flatnonzero(code == _CDNA_TS)
+    windows: list[tuple[int, int]] = []   # (TIME_RESET, the TIMESTAMP that closes it)
+    if len(resets) and len(stamps):
+        nxt = np.searchsorted(stamps, resets, side="right")
+        for k, (r, s) in enumerate(zip(resets.tolist(), nxt.tolist(), strict=True)):
+            if s < len(stamps) and (k + 1 == len(resets) or stamps[s] < resets[k + 1]):
+                windows.append((r, int(stamps[s])))
+    for _, j in windows:
+        delta[j] = 0
+    time = np.cumsum(delta, dtype=np.int64)
+    if not windows:
+        return time
+    jumps = np.zeros(len(code), dtype=np.int64)
+    adj, base = 0, 0
+    for r, j in windows:
+        now = int(time[r]) + adj   # the running time at the TIME_RESET (its saturated delta included)
+        absolute = int(word[j] >> np.uint64(16))
+        if base == 0:
+            base = absolute - now + 4
+        new = (absolute - base) & ~3 if absolute > base else now
+        jumps[r] += new - now   # the TIME_RESET itself too: its own time is only a lower bound
+        adj += new - now
+    return time + np.cumsum(jumps)
 
 
 def inst_op_name(arch: str, op: int) -> str:

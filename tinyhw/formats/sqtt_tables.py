@@ -85,24 +85,29 @@ _RDNA4_CHANGES = [
 ]
 
 _WAVE = {"sh": 5, "cu": (9, 6), "wave": (13, 10), "simd": (15, 14)}
+# Every CDNA token but MISC carries a one-bit time delta at bit 4 (one 4-cycle tick), MISC an 8-bit one at 11:4:
+# so AMD's own decoder reads them (ROCm/rocm-systems, projects/rocprof-trace-decoder/source/gfx9/gfx9token.h, the
+# token's delta). The spec's §5.7 table, taken from tinygrad's decoder, leaves bit 4 out. On TIMESTAMP it lies
+# inside ``reserved``.
+_TICK = {"delta": 4}
 _CDNA = [
     _t("CDNA_MISC", 0, "0000", 16, delta=(11, 4), sh=12, misc_type=(15, 13)),
-    _t("CDNA_TIMESTAMP", 1, "0001", 64, reserved=(15, 4), timestamp=(63, 16)),
-    _t("CDNA_REG", 2, "0010", 64, pipe=(6, 5), me=(8, 7), regaddr=(31, 16), regdata=(63, 32)),
-    _t("CDNA_WAVESTART", 3, "0011", 32, **_WAVE, pipe=(17, 16), me=(19, 18), count=(28, 22)),
-    _t("CDNA_WAVEALLOC", 4, "0100", 16, **_WAVE),
-    _t("CDNA_REG_CS", 5, "0101", 48, pipe=(6, 5), me=(8, 7), regaddr=(15, 9), regdata=(47, 16)),
-    _t("CDNA_WAVEEND", 6, "0110", 16, **_WAVE),
-    _t("CDNA_EVENT", 7, "0111", 16),
-    _t("CDNA_EVENT_CS", 8, "1000", 16),
-    _t("CDNA_EVENT_GFX1", 9, "1001", 16),
-    _t("CDNA_INST", 10, "1010", 16, wave=(8, 5), simd=(10, 9), op=(15, 11)),
-    _t("CDNA_INST_PC", 11, "1011", 64, wave=(8, 5), simd=(10, 9), err=15, pc=(63, 16)),
-    _t("CDNA_USERDATA", 12, "1100", 48, **_WAVE, data=(47, 16)),
-    _t("CDNA_ISSUE", 13, "1101", 32, simd=(6, 5), issue=(27, 8)),
-    _t("CDNA_PERF", 14, "1110", 64, sh=5, cu=(9, 6), cntr_bank=(11, 10), cntr0=(24, 12), cntr1=(37, 25),
+    _t("CDNA_TIMESTAMP", 1, "0001", 64, **_TICK, reserved=(15, 4), timestamp=(63, 16)),
+    _t("CDNA_REG", 2, "0010", 64, **_TICK, pipe=(6, 5), me=(8, 7), regaddr=(31, 16), regdata=(63, 32)),
+    _t("CDNA_WAVESTART", 3, "0011", 32, **_TICK, **_WAVE, pipe=(17, 16), me=(19, 18), count=(28, 22)),
+    _t("CDNA_WAVEALLOC", 4, "0100", 16, **_TICK, **_WAVE),
+    _t("CDNA_REG_CS", 5, "0101", 48, **_TICK, pipe=(6, 5), me=(8, 7), regaddr=(15, 9), regdata=(47, 16)),
+    _t("CDNA_WAVEEND", 6, "0110", 16, **_TICK, **_WAVE),
+    _t("CDNA_EVENT", 7, "0111", 16, **_TICK),
+    _t("CDNA_EVENT_CS", 8, "1000", 16, **_TICK),
+    _t("CDNA_EVENT_GFX1", 9, "1001", 16, **_TICK),
+    _t("CDNA_INST", 10, "1010", 16, **_TICK, wave=(8, 5), simd=(10, 9), op=(15, 11)),
+    _t("CDNA_INST_PC", 11, "1011", 64, **_TICK, wave=(8, 5), simd=(10, 9), err=15, pc=(63, 16)),
+    _t("CDNA_USERDATA", 12, "1100", 48, **_TICK, **_WAVE, data=(47, 16)),
+    _t("CDNA_ISSUE", 13, "1101", 32, **_TICK, simd=(6, 5), issue=(27, 8)),
+    _t("CDNA_PERF", 14, "1110", 64, **_TICK, sh=5, cu=(9, 6), cntr_bank=(11, 10), cntr0=(24, 12), cntr1=(37, 25),
        cntr2=(50, 38), cntr3=(63, 51)),
-    _t("CDNA_REG_CS_PRIV", 15, "1111", 48, pipe=(6, 5), me=(8, 7), regaddr=(15, 9), regdata=(47, 16)),
+    _t("CDNA_REG_CS_PRIV", 15, "1111", 48, **_TICK, pipe=(6, 5), me=(8, 7), regaddr=(15, 9), regdata=(47, 16)),
     PacketType("LAYOUT_HEADER", 16, 7, 0b0010001, 64, LAYOUT_HEADER.fields),
 ]
 

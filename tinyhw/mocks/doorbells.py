@@ -14,8 +14,8 @@ The model (the range and AWID semantics are inferred from how §4.2 programs the
 * The AWID names the block: 3 and 6 (the GC's ports) reach the command processor (``"cp"``), 0xE reaches SDMA0
   (``"sdma"``); any other AWID reaches no modelled block.
 
-Only the command processor's doorbells are gated by the route; SDMA0 keeps taking its doorbell directly, as before
-the route was modelled.
+Both the command processor's and SDMA0's doorbells are gated by the route: a doorbell write reaches the block its
+route names and no other (an SDMA doorbell outside any SDMA range, or with the aperture off, moves nothing).
 """
 
 from __future__ import annotations

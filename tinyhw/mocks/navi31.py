@@ -340,8 +340,10 @@ class Navi31Board:
         if mem is not None and offset < self.pci.bar_size[bar] and (bar != 0 or offset < self.vram_size):
             mem.write32(offset, value)
             if bar == 2:
-                to_cp = self.am.doorbells.block(offset) == "cp"  # the NBIO's doorbell route (mocks/doorbells.py)
-                if not (to_cp and self.cp.on_doorbell(offset, value, self.doorbells.read32)):
+                block = self.am.doorbells.block(offset)  # the NBIO's doorbell route (mocks/doorbells.py)
+                if block == "cp":
+                    self.cp.on_doorbell(offset, value, self.doorbells.read32)
+                elif block == "sdma":
                     self.sdma.on_doorbell(offset, self.doorbells.read32)
             return
         self._uncovered(bar, offset, value)

@@ -18,7 +18,8 @@ Packets executed (everything else stops the engine with ``error``; strict boards
 NOP (op 0, with its count of extra dwords; a zero dword is a one-dword NOP), COPY_LINEAR (op 1/0: count =
 bytes - 1), WRITE_UNTILED (op 2/0: count = dwords - 1), FENCE (op 5: one dword), TRAP (op 6: counted),
 POLL_REGMEM with mem_poll (op 8: functions always/<, <=, ==, !=, >=, > on (value & mask)), TIMESTAMP
-GET/GET_GLOBAL (op 13/1, 13/2: the board's virtual time in 10 ns ticks, inferred 100 MHz).
+GET/GET_GLOBAL (op 13/1, 13/2: the board's virtual time in 10 ns ticks, inferred 100 MHz), INDIRECT (op 4: the
+packets of an indirect buffer in VMID0, one level deep; its layout from the same generated header).
 
 A POLL whose condition fails parks the engine; it re-checks on every later doorbell and whenever the board
 reports bus activity (the bridge calls :meth:`Navi31Board.bus_activity` after each USB transfer), i.e. the
@@ -73,8 +74,9 @@ VMID = 0  # the queue's addresses go through VMID0 (§4.5)
 PACKETS: CommandTable[tuple[int, int | None]] = CommandTable("sdma packet")
 Dwords = Callable[[int], int]  # the i-th dword of the packet being executed
 
-OP_NOP, OP_COPY, OP_WRITE, OP_FENCE, OP_TRAP, OP_POLL, OP_TIMESTAMP = (
-    SDMA_PACKET[f"SDMA_OP_{name}"] for name in ("NOP", "COPY", "WRITE", "FENCE", "TRAP", "POLL_REGMEM", "TIMESTAMP"))
+OP_NOP, OP_COPY, OP_WRITE, OP_FENCE, OP_TRAP, OP_POLL, OP_TIMESTAMP, OP_INDIRECT = (
+    SDMA_PACKET[f"SDMA_OP_{name}"] for name in ("NOP", "COPY", "WRITE", "FENCE", "TRAP", "POLL_REGMEM", "TIMESTAMP",
+                                                "INDIRECT"))
 SUB_COPY_LINEAR, SUB_WRITE_LINEAR = SDMA_PACKET["SDMA_SUBOP_COPY_LINEAR"], SDMA_PACKET["SDMA_SUBOP_WRITE_LINEAR"]
 SUB_TS_GET, SUB_TS_GLOBAL = SDMA_PACKET["SDMA_SUBOP_TIMESTAMP_GET"], SDMA_PACKET["SDMA_SUBOP_TIMESTAMP_GET_GLOBAL"]
 COPY_FAULTS = (None, "nop", "skip-in", "skip-out", "shift1m")  # injectable copy faults (``sdma=`` option)
@@ -121,7 +123,10 @@ class SdmaEngine:
         self.running = False
         self.stats = dict.fromkeys(("doorbells", "packets", "copies", "bytes_copied", "system_bytes_read",
                                     "system_bytes_written", "polls", "poll_retries", "fences", "traps", "writes",
-                                    "timestamps", "faulted_copies"), 0)
+                                    "timestamps", "faulted_copies", "indirect_buffers"), 0)
+        self._ring_at = 0  # the ring read pointer of the packet being executed
+        self._in_ib = False
+        self._ib_resume: tuple[int, int] | None = None  # (ring read pointer of an INDIRECT, dword to resume at)
         self.busy_s = 0.0
         self.now = 0.0  # the engine's time cursor on the board clock (virtual seconds)
         self._status_at = regs.offset("gc.SDMA0_STATUS_REG")
@@ -225,6 +230,7 @@ class SdmaEngine:
                 return int.from_bytes(self._read(base + (rptr + 4 * i) % size, 4), "little")
 
             hdr = dw(0)
+            self._ring_at = rptr
             n = self._execute(hdr & 0xFF, (hdr >> 8) & 0xFF, hdr, dw)
             if n is None:  # parked on a poll, or stopped
                 return
@@ -331,6 +337,57 @@ class SdmaEngine:
         self.stats["timestamps"] += 1
         return 3
 
+    @PACKETS.handles((OP_INDIRECT, None))
+    def run_indirect(self, hdr: int, dw: Dwords) -> int | None:
+        """INDIRECT: run the packets of the indirect buffer at the packet's GPU address (VMID0), ``ib_size`` dwords
+        (inferred unit, as amdgpu's SDMA 6 code fills it), then go on after the packet; 6 dwords. A POLL that parks
+        inside the buffer keeps the ring's read pointer on the INDIRECT and resumes at that packet of the buffer
+        (inferred). Stops the engine (not modelled): another VMID, an INDIRECT inside an indirect buffer, a packet
+        that runs past the buffer's end."""
+        d = [dw(i) for i in range(6)]
+        if self._in_ib:
+            self._stop("an INDIRECT inside an indirect buffer is not modelled")
+            return None
+        if fld(d, "INDIRECT_HEADER_vmid") != VMID:
+            self._stop(f"an indirect buffer in vmid {fld(d, 'INDIRECT_HEADER_vmid')} is not modelled (only vmid 0)")
+            return None
+        base = _addr(d, "INDIRECT_BASE_LO_ib_base_31_0", "INDIRECT_BASE_HI_ib_base_63_32")
+        size = fld(d, "INDIRECT_IB_SIZE_ib_size")
+        resume = self._ib_resume
+        pos = resume[1] if resume is not None and resume[0] == self._ring_at else 0
+        self._ib_resume = None
+        if pos == 0:
+            self.stats["indirect_buffers"] += 1
+        self._in_ib = True
+        try:
+            while pos < size:
+                def ib_dw(i: int, at: int = pos) -> int:
+                    if at + i >= size:
+                        raise _PastEnd
+                    return int.from_bytes(self._read(base + 4 * (at + i), 4), "little")
+
+                ib_hdr = ib_dw(0)
+                try:
+                    n = self._execute(ib_hdr & 0xFF, (ib_hdr >> 8) & 0xFF, ib_hdr, ib_dw)
+                except _PastEnd:
+                    n = None
+                    self._stop(f"the packet at dword {pos} of the indirect buffer at 0x{base:x} runs past its "
+                               f"{size} dwords")
+                if n is None:
+                    if self.waiting:
+                        self._ib_resume = (self._ring_at, pos)
+                    return None
+                if pos + n > size:
+                    self._stop(f"the packet at dword {pos} of the indirect buffer at 0x{base:x} runs past its "
+                               f"{size} dwords")
+                    return None
+                self.stats["packets"] += 1
+                self._spend(self.timing.packet_s)
+                pos += n
+        finally:
+            self._in_ib = False
+        return 6
+
     def _copy(self, src: int, dst: int, count: int, src_sys: bool, dst_sys: bool) -> None:
         """Move ``count`` bytes, or not, or to the wrong place, as the injected copy fault says."""
         fault = self.fault
@@ -349,6 +406,10 @@ class SdmaEngine:
         in seconds, whether it waits on a poll, its error and its fault mode."""
         return {**self.stats, "busy_s": self.busy_s, "now_s": self.now, "waiting": self.waiting, "error": self.error,
                 "hang": self.hang, "fault": self.fault}
+
+
+class _PastEnd(Exception):
+    """A packet of an indirect buffer reads past the buffer's last dword."""
 
 
 def _compare(func: int, got: int, value: int) -> bool:
