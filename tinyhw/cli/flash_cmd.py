@@ -17,7 +17,7 @@ from tinyhw.cli.flash_common import FORCE_HELP, META, load_image, open_flash, sa
 from tinyhw.cli.flash_jobs import erase, write
 from tinyhw.cli.numbers import Number, parse_number
 from tinyhw.cli.progressbar import ProgressBar
-from tinyhw.errors import OperationFailed
+from tinyhw.errors import OperationFailed, Refused
 from tinyhw.fileio import atomic_write, check_output_path
 from tinyhw.flash import ops
 from tinyhw.flash.files import sha256
@@ -136,9 +136,20 @@ def read(app: App, address: str, size: str, output: str | None, force: bool) -> 
               help="rom_sw: raw SPI reads through the ROM_SW engine (board not booted). aperture: dword reads "
                    "through ROM_INDEX/ROM_DATA, which also work once the PSP has booted. prom: an NVIDIA "
                    "board's VBIOS (1 MiB) through the BAR0 PROM window; refused while a driver owns it.")
+@click.option("--reads", type=Number(minimum=1, maximum=15), default=1, show_default=True,
+              help="Read every sector this many times (3..15) and keep each byte's majority value; fails, "
+                   "writing nothing, when a byte has no majority (rom_sw only).")
+@click.option("--region", metavar="NAME", help="Dump only this region of the flash's IFWI layout (flash layout "
+              "lists them); FILE then holds the region's bytes (rom_sw only).")
 @click.pass_obj
-def dump(app: App, file: str, force: bool, method: str) -> None:
+def dump(app: App, file: str, force: bool, method: str, reads: int, region: str | None) -> None:
     """Read the whole flash into FILE (written atomically: a temporary file, then a rename); print its sha256.
+
+    With --reads N (3 or more, like flashrom's --read-repeated) every sector is read N times and
+    each byte is the value more than half of the reads returned; sectors whose reads disagreed are
+    listed with "X/N reads matched". A byte without a majority fails the dump (exit 1) before
+    FILE is written. With --region NAME only that region of the layout the flash's own tables
+    describe is read (flash layout lists the names; an unknown name is refused, exit 2).
 
     With --method aperture the flash is read one dword per ROM_DATA read from plain byte addresses
     in ROM_INDEX; ROM_CNTL is left alone and ROM_INDEX and ROM_CNTL are restored exactly. The dump
@@ -158,10 +169,19 @@ def dump(app: App, file: str, force: bool, method: str) -> None:
     \b
     Examples:
       tinyhw --device mock:navi31-usb flash dump board.bin
+      tinyhw --device usb flash dump board.bin --reads 3
+      tinyhw --device usb flash dump vbios.bin --region vbios-1
       tinyhw --device mock:navi31,psp=sos flash dump board.bin --method aperture
       tinyhw --device mock:ad102 flash dump vbios.rom --method prom
     """
+    from tinyhw.flash import vote
+
+    vote.check_reads(reads)
+    if method != "rom_sw" and (reads != 1 or region is not None):
+        raise Refused(f"--{'reads' if reads != 1 else 'region'} works with --method rom_sw only")
     check_output_path(file, force=force, what="dump")
+    voted: vote.VotedRead | None = None
+    where = None
     if method == "prom":
         from tinyhw.boards.nvidia import PROM_SIZE
         from tinyhw.flash.prom import dump_prom
@@ -178,11 +198,34 @@ def dump(app: App, file: str, force: bool, method: str) -> None:
         app.log(f"aperture: {result.reads} rom_data reads; rom_index 0x{result.rom_index:08x} and rom_cntl "
                 f"0x{result.rom_cntl:08x} restored")
     else:
+        from tinyhw.flash.layout import chip_layout
+
         with open_flash(app) as dev:
-            data = ops.dump(dev, ProgressBar(app))
+            lo, size = 0, dev.size
+            if region is not None:
+                where = chip_layout(dev, reads).find(region)
+                lo, size = where.start, where.size
+            voted = vote.read(dev, lo, size, reads, ProgressBar(app), label="dump")
+        data = voted.data
     atomic_write(file, data)
-    doc = {"path": file, "bytes": len(data), "sha256": sha256(data)}
-    app.emit(doc, lambda: say(app, f"dumped {len(data)} bytes to {file}\nsha256 {doc['sha256']}"))
+    doc = {"path": file, "bytes": len(data), "sha256": sha256(data), "reads": reads,
+           "region": None if where is None else where.to_doc(),
+           "sectors_disagreed": [] if voted is None else [s.as_dict() for s in voted.disagreed]}
+
+    def human() -> None:
+        what = "" if where is None else f" (region {where.name}, 0x{where.start:06x}-0x{where.end - 1:06x})"
+        say(app, f"dumped {len(data)} bytes{what} to {file}\nsha256 {doc['sha256']}")
+        if voted is not None and reads > 1:
+            rows = voted.disagreed
+            say(app, f"{reads} reads per sector: " + (f"{len(rows)} sector(s) disagreed, each byte taken from the "
+                                                       "majority" if rows else f"all {reads} reads matched"))
+            for s in rows[:16]:
+                say(app, f"  sector {s.sector} (0x{s.address:06x}): {s.matched}/{s.reads} reads matched, "
+                          f"{s.bytes_disagreed} byte(s) disagreed")
+            if len(rows) > 16:
+                say(app, f"  ... and {len(rows) - 16} more (--json lists all)")
+
+    app.emit(doc, human)
 
 
 @flash.command("psp-status")
