@@ -15,6 +15,7 @@ import click
 from tinyhw.cli.app import App
 from tinyhw.cli.flash_common import FORCE_HELP, META, load_image, open_flash, say
 from tinyhw.cli.flash_jobs import erase, write
+from tinyhw.cli.flash_layout import layout
 from tinyhw.cli.numbers import Number, parse_number
 from tinyhw.cli.progressbar import ProgressBar
 from tinyhw.errors import OperationFailed, Refused
@@ -44,6 +45,7 @@ def flash(ctx: click.Context, no_chain: bool, prescale: int) -> None:
       tinyhw --device mock:navi31-usb flash dump backup.bin
       tinyhw --device usb flash write image.bin --yes
       tinyhw --device mock:navi31,psp=sos flash psp-status
+      tinyhw flash layout image.bin
     """
     ctx.meta[META] = {"chain": not no_chain, "prescale": prescale}
 
@@ -226,6 +228,9 @@ def dump(app: App, file: str, force: bool, method: str, reads: int, region: str 
                 say(app, f"  ... and {len(rows) - 16} more (--json lists all)")
 
     app.emit(doc, human)
+
+
+flash.add_command(layout)
 
 
 @flash.command("psp-status")

@@ -31,23 +31,27 @@ def chip_layout(dev: FlashDevice, reads: int = 1) -> FlashLayout:
 
 @dataclass(frozen=True)
 class LayoutCheck:
-    """The image's layout against the chip's: the first difference (None: equal) and whether it was forced."""
+    """The image's layout against the chip's: the first difference (None: none), the image's regions the flash
+    lacks (damaged or erased there: the write restores them) and whether a difference was forced."""
 
     difference: str | None
+    flash_lacks: tuple[str, ...]
     forced: bool
 
     def as_dict(self) -> dict[str, Any]:
         """The check as a JSON-ready dict."""
-        return {"match": self.difference is None, "difference": self.difference, "forced": self.forced}
+        return {"match": self.difference is None, "difference": self.difference,
+                "flash_lacks": list(self.flash_lacks), "forced": self.forced}
 
 
 def check_layout(image: bytes, dev: FlashDevice, *, force: bool = False) -> LayoutCheck:
-    """Refuse (exit 2) an image whose region layout differs from the chip's, unless ``force``."""
-    diff = layout_difference(image_layout(image), chip_layout(dev))
+    """Refuse (exit 2) an image whose region layout differs from the chip's, unless ``force``: a region that sits
+    elsewhere, or one the flash has and the image lacks. Regions only the image has are no conflict."""
+    diff, lacking = layout_difference(image_layout(image), chip_layout(dev))
     if diff is not None and not force:
         raise Refused(f"refusing the image: its region layout differs from the flash's ({diff})",
                       hint="an image for another layout is likely the wrong image; --force writes it anyway")
-    return LayoutCheck(diff, force)
+    return LayoutCheck(diff, tuple(lacking), force)
 
 
 def region_sectors(region: FlashRegion, sector_size: int) -> tuple[int, int]:

@@ -138,13 +138,15 @@ def flash_regions(data: bytes | LazyImage) -> FlashLayout:
     return lay
 
 
-def layout_difference(image: FlashLayout, flash: FlashLayout) -> str | None:
-    """The first region (lowest start) whose place differs between two layouts, in words; None when equal."""
+def layout_difference(image: FlashLayout, flash: FlashLayout) -> tuple[str | None, list[str]]:
+    """Compare two layouts region by region: (the first region, by start, that sits elsewhere in the two or that
+    only the flash has, in words; None when there is none) and the names of the regions only the image has
+    (a damaged or erased flash lacks them; writing the image restores them, so they are no conflict)."""
     a, b = {r.name: r for r in image.regions}, {r.name: r for r in flash.regions}
     diffs = []
     for name in a.keys() | b.keys():
         x, y = a.get(name), b.get(name)
-        if x is not None and y is not None and (x.start, x.end) == (y.start, y.end):
+        if y is None or (x is not None and (x.start, x.end) == (y.start, y.end)):
             continue
         at = min(r.start for r in (x, y) if r is not None)
 
@@ -152,4 +154,5 @@ def layout_difference(image: FlashLayout, flash: FlashLayout) -> str | None:
             return "absent" if r is None else f"0x{r.start:06x}-0x{r.end - 1:06x}"
 
         diffs.append((at, name, f"region {name}: image {where(x)}, flash {where(y)}"))
-    return min(diffs)[2] if diffs else None
+    lacking = [r.name for r in image.regions if r.name not in b]
+    return (min(diffs)[2] if diffs else None), lacking
