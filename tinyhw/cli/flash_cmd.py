@@ -9,6 +9,7 @@ terminal, prints text or JSON.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -210,9 +211,10 @@ def dump(app: App, file: str, force: bool, method: str, reads: int, region: str 
             voted = vote.read(dev, lo, size, reads, ProgressBar(app), label="dump")
         data = voted.data
     atomic_write(file, data)
-    doc = {"path": file, "bytes": len(data), "sha256": sha256(data), "reads": reads,
-           "region": None if where is None else where.to_doc(),
-           "sectors_disagreed": [] if voted is None else [s.as_dict() for s in voted.disagreed]}
+    doc: dict[str, Any] = {"path": file, "bytes": len(data), "sha256": sha256(data)}
+    if voted is not None:  # the rom_sw method: the vote and the region
+        doc |= {"reads": reads, "region": None if where is None else where.to_doc(),
+                "sectors_disagreed": [s.as_dict() for s in voted.disagreed]}
 
     def human() -> None:
         what = "" if where is None else f" (region {where.name}, 0x{where.start:06x}-0x{where.end - 1:06x})"
