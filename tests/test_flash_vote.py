@@ -63,15 +63,15 @@ def test_flaky_option_is_checked(tmp_path: Path) -> None:
 
 # -- a bit flipped on the chip side (direct board): the vote outvotes it ----------------------------------------------
 def test_a_flipped_read_is_outvoted_and_reported(tmp_path: Path) -> None:
-    device = dev(tmp_path, "navi31", "faults=bitflip@0x41234")  # inside vbios-1, past what the layout reads
+    device = dev(tmp_path, "navi31", "faults=bitflip@0x41234")  # inside vbios-a, past what the layout reads
     lo, hi = 0x40000, 0x50000
-    r = run("--device", device, "--json", "flash", "dump", "one.bin", "--region", "vbios-1")
+    r = run("--device", device, "--json", "flash", "dump", "one.bin", "--region", "vbios-a")
     assert r.code == 0 and (tmp_path / "one.bin").read_bytes() != IMAGE[lo:hi]  # a plain read is wrong
-    r = run("--device", device, "--json", "flash", "dump", "three.bin", "--reads", "3", "--region", "vbios-1")
+    r = run("--device", device, "--json", "flash", "dump", "three.bin", "--reads", "3", "--region", "vbios-a")
     assert r.code == 0, r.err
     assert (tmp_path / "three.bin").read_bytes() == IMAGE[lo:hi]
     doc = json.loads(r.out)
-    assert doc["reads"] == 3 and doc["region"]["name"] == "vbios-1"
+    assert doc["reads"] == 3 and doc["region"]["name"] == "vbios-a"
     assert doc["sectors_disagreed"] == [{"sector": 0x41, "address": 0x41000, "matched": 2, "reads": 3,
                                          "bytes_disagreed": 1, "text": "2/3 reads matched"}]
 

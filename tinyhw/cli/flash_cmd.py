@@ -173,7 +173,7 @@ def dump(app: App, file: str, force: bool, method: str, reads: int, region: str 
     Examples:
       tinyhw --device mock:navi31-usb flash dump board.bin
       tinyhw --device usb flash dump board.bin --reads 3
-      tinyhw --device usb flash dump vbios.bin --region vbios-1
+      tinyhw --device usb flash dump vbios.bin --region vbios-a
       tinyhw --device mock:navi31,psp=sos flash dump board.bin --method aperture
       tinyhw --device mock:ad102 flash dump vbios.rom --method prom
     """

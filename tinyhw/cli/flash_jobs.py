@@ -146,7 +146,7 @@ def write(app: App, image: str, backup: str | None, no_backup: bool, start_secto
     Examples:
       tinyhw --device usb flash write image.bin --yes
       tinyhw --device usb flash write image.bin --start-sector 64 --sector-count 16 --yes
-      tinyhw --device usb flash write image.bin --region vbios-1 --yes
+      tinyhw --device usb flash write image.bin --region vbios-a --yes
       tinyhw --device usb flash write image.bin --resume --yes
       tinyhw --device usb flash write image.bin --abandon --yes
     """

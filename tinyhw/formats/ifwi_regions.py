@@ -125,13 +125,16 @@ def flash_regions(data: bytes | LazyImage) -> FlashLayout:
     loc, slot = _u32(data, ISH_OFFSETS[1] + 0x10), _u32(data, ISH_OFFSETS[1] + 0x18)
     if loc is not None and slot and loc + slot <= size:
         out.append(FlashRegion("ish-b-payload", loc, loc + slot, "payload named by ISH B"))
-    n = 0
+    payloads = {r.name[4]: r for r in out if r.name in ("ish-a-payload", "ish-b-payload")}
     for off in range(0, size, VBIOS_ALIGN):
         head = data[off:off + 0x40]
         if is_vbios(head) and head[2]:
-            n += 1
-            out.append(FlashRegion(f"vbios-{n}", off, min(size, off + head[2] * 512),
-                                   "ATOM VBIOS option ROM (length byte x 512)"))
+            # named by the payload that holds it (vbios-a, vbios-b), else by its offset
+            slot = next((k for k, p in payloads.items() if p.start <= off < p.end), None)
+            name = f"vbios-{slot}" if slot and all(r.name != f"vbios-{slot}" for r in out) else f"vbios-{off:06x}"
+            where = f" in the ISH {slot.upper()} payload" if slot else ""
+            out.append(FlashRegion(name, off, min(size, off + head[2] * 512),
+                                   f"ATOM VBIOS option ROM{where} (length byte x 512)"))
     if size >= METADATA.end:
         out.append(FlashRegion("metadata", METADATA.offset, METADATA.end, "metadata a PSP update rewrites"))
     lay.regions = sorted(out, key=lambda r: (r.start, r.end, r.name))
