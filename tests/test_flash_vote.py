@@ -130,3 +130,21 @@ def test_library_vote_reports_progress_per_read(tmp_path: Path) -> None:
     with tinyhw.open(flaky(tmp_path, 1.0)) as d, FlashDevice(d.transport) as flash, \
             pytest.raises(OperationFailed, match="no majority"):
         vote.read(flash, 0, 64 * SECTOR, 3)
+
+
+def test_write_with_votes_over_a_flaky_link(tmp_path: Path) -> None:
+    """flash write on a flaky link: the plain job stops at its backup (two reads and a third disagree); resumed with
+    --reads 3, backup, sector read-backs and the final verify are voted and the job finishes exactly."""
+    img = bytearray(IMAGE)
+    img[0x30010:0x30030] = hashlib.sha256(b"new").digest()
+    (tmp_path / "img.bin").write_bytes(bytes(img))
+    device = flaky(tmp_path, 0.02, seed=5)
+    r = run("--device", device, "flash", "write", "img.bin", "--start-sector", "0x30", "--sector-count", "8",
+            "--backup", "b.bin", "--yes")
+    assert r.code == 1 and "flash reads are unreliable" in r.err and not (tmp_path / "b.bin").exists(), r.err
+    r = run("--device", device, "--json", "flash", "write", "img.bin", "--reads", "3", "--resume", "--yes")
+    assert r.code == 0, r.err
+    assert (tmp_path / "flash.bin").read_bytes() == bytes(img) and (tmp_path / "b.bin").read_bytes() == IMAGE
+    assert json.loads(r.out)["sectors_changed"] == 1
+    r = run("--device", device, "flash", "write", "img.bin", "--reads", "2", "--yes", "--no-backup")
+    assert r.code == 2 and "cannot outvote" in r.err

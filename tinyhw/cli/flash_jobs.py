@@ -33,6 +33,9 @@ def _job_options(f: Any) -> Any:
         click.option("--resume", is_flag=True, help="Finish an interrupted job recorded in the journal."),
         click.option("--abandon", is_flag=True, help="Discard the journal of an interrupted job (with --yes) after "
                      "showing what it recorded and the state of the flash; the flash is left as it is."),
+        click.option("--reads", type=Number(minimum=1, maximum=15), default=1, show_default=True,
+                     help="Read every sector this many times (3..15) wherever the job reads the flash (backup, "
+                     "verifies) and keep each byte's majority value: for an unreliable link."),
         click.option("--yes", is_flag=True, help="Do it without asking."),
     ]
     for opt in reversed(options):
@@ -124,7 +127,7 @@ def _resume_cmd(app: App, what: str) -> str:
               help="Write even when the image's VBIOS names another board (part number, PCI ids) than the flash's.")
 @click.pass_obj
 def write(app: App, image: str, backup: str | None, no_backup: bool, start_sector: int | None,
-          sector_count: int | None, clear_protection: bool, resume: bool, abandon: bool, yes: bool,
+          sector_count: int | None, clear_protection: bool, resume: bool, abandon: bool, reads: int, yes: bool,
           region: str | None, force: bool, force_board_mismatch: bool) -> None:
     """Write IMAGE (a full 2 MiB raw flash image) to the flash: only differing sectors, each verified.
 
@@ -140,7 +143,9 @@ def write(app: App, image: str, backup: str | None, no_backup: bool, start_secto
     whole flash to a new file (--backup, checked before anything is read; never overwritten),
     keeps a journal in $XDG_STATE_HOME/tinyhw so an interrupted write is finished with --resume
     (a different --backup is used if the backup was not made yet) or discarded with --abandon,
-    restores protection bits it had to clear, and verifies at the end. Changes the flash.
+    restores protection bits it had to clear, and verifies at the end. With --reads N every read
+    of the flash (backup, each sector's read-back, the final verify) is a majority vote of N reads,
+    for a link that returns a wrong byte now and then. Changes the flash.
 
     \b
     Examples:
@@ -160,12 +165,13 @@ def write(app: App, image: str, backup: str | None, no_backup: bool, start_secto
             app.log(f"note: {note}")
     if region is not None:
         region = image_layout(data).find(region).name  # exit 2 with the names, before the device is opened
-    flags = ((f" --region {region}" if region else "") + (" --force" if force else "")
+    flags = ((f" --region {region}" if region else "") + (f" --reads {reads}" if reads != 1 else "")
+             + (" --force" if force else "")
              + (" --force-board-mismatch" if force_board_mismatch else ""))
     _run_job(app, Job("write", image=data, image_path=str(Path(image).resolve()), start_sector=start_sector,
                       sector_count=sector_count, backup=Path(backup) if backup else None, no_backup=no_backup,
                       clear_protection=clear_protection, resume=resume, abandon=abandon, device=device_text(app),
-                      force_board_mismatch=force_board_mismatch, region=region, force_layout=force),
+                      force_board_mismatch=force_board_mismatch, region=region, force_layout=force, reads=reads),
              _resume_cmd(app, f"write {image}{flags}"))
 
 
@@ -173,7 +179,7 @@ def write(app: App, image: str, backup: str | None, no_backup: bool, start_secto
 @_job_options
 @click.pass_obj
 def erase(app: App, backup: str | None, no_backup: bool, start_sector: int | None, sector_count: int | None,
-          clear_protection: bool, resume: bool, abandon: bool, yes: bool) -> None:
+          clear_protection: bool, resume: bool, abandon: bool, reads: int, yes: bool) -> None:
     """Erase sectors of the flash (default: all of it), with the same backup, journal and protection rules as write.
 
     Changes the flash. --abandon discards an interrupted erase's journal (after showing it).
@@ -188,7 +194,9 @@ def erase(app: App, backup: str | None, no_backup: bool, start_sector: int | Non
         rng += f" --start-sector {start_sector}"
     if sector_count is not None:
         rng += f" --sector-count {sector_count}"
+    if reads != 1:
+        rng += f" --reads {reads}"
     _run_job(app, Job("erase", start_sector=start_sector, sector_count=sector_count,
                       backup=Path(backup) if backup else None, no_backup=no_backup,
-                      clear_protection=clear_protection, resume=resume, abandon=abandon, device=device_text(app)),
-             _resume_cmd(app, f"erase{rng}"))
+                      clear_protection=clear_protection, resume=resume, abandon=abandon, device=device_text(app),
+                      reads=reads), _resume_cmd(app, f"erase{rng}"))

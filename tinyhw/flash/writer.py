@@ -67,6 +67,9 @@ class Job:
     region: str | None = None
     #: write an image whose region layout differs from the flash's
     force_layout: bool = False
+    #: reads per sector of every flash read the job makes (backup, sector and final verify), majority-voted
+    #: (:mod:`tinyhw.flash.vote`); 1: the backup is read twice and compared, the verifies once
+    reads: int = 1
 
 
 @dataclass
@@ -119,6 +122,7 @@ class Writer:
         job = self.job
         if job.abandon:
             raise Refused("an --abandon job is never run", hint="tinyhw.flash.jobfiles.journal_state describes it")
+        vote.check_reads(job.reads)
         region = self._region()
         check_backup(job, self.total)
         key, journal = find_job_journal(job, self.total)
@@ -289,7 +293,10 @@ class Writer:
         """Phase "backup": the whole flash, written atomically and read back (never overwriting a file)."""
         if journal.backup_sha256 is not None or not journal.backup_wanted:
             return None
-        data = self._read_twice()
+        if self.job.reads > 1:
+            data = vote.read(self.dev, 0, self.dev.size, self.job.reads, self.progress, label="backup").data
+        else:
+            data = self._read_twice()
         path = Path(journal.backup) if journal.backup else default_backup_name(data)
         if path.is_file():  # a resumed run whose earlier backup was linked into place: keep it if it is the same
             try:
@@ -358,8 +365,7 @@ class Writer:
         if fresh is not None:
             current = fresh[lo:hi]
         else:
-            with self.progress.task("read", hi - lo) as advance:
-                current = chip.read(lo, hi - lo, advance)
+            current = vote.read(self.dev, lo, hi - lo, self.job.reads, self.progress).data
         before = self._before(journal, fresh)
         changed = [s for s in range(start, start + count)
                    if current[(s - start) * ss:(s - start + 1) * ss] != self._target(s)]
@@ -372,7 +378,7 @@ class Writer:
             if chip.protection(st.sr1, st.sr2).overlaps(lo, hi):
                 raise OperationFailed(f"protection did not clear (sr1 0x{st.sr1:02x}, sr2 0x{st.sr2:02x} after the "
                                       "write): srp0/srp1 or the wp# pin lock the status registers")
-        with self.progress.task(self.job.kind, len(changed) * ss) as advance:
+        with self.progress.task(self.job.kind, len(changed) * ss):
             for s in changed:
                 self._sector(journal, s, current[(s - start) * ss:(s - start + 1) * ss])
         restored = False
@@ -410,7 +416,7 @@ class Writer:
             if data != b"\xff" * page:
                 chip.program_page(addr + off, data, sector=s)
         journal.save(phase="verify")
-        back = chip.read(addr, ss)
+        back = vote.read(self.dev, addr, ss, self.job.reads).data
         if back != want:
             i = next(i for i in range(ss) if back[i] != want[i])
             raise OperationFailed(f"verify failed at 0x{addr + i:06x} in sector {s}: flash 0x{back[i]:02x}, "
@@ -428,8 +434,7 @@ class Writer:
         """
         journal.save(phase="final-verify", sector=None)
         size = self.dev.size
-        with self.progress.task("final verify", hi - lo) as advance:
-            flash = self.chip.read(lo, hi - lo, advance)
+        flash = vote.read(self.dev, lo, hi - lo, self.job.reads, self.progress, label="final verify").data
         target = b"".join(self._target(s) for s in range(lo // self.ss, hi // self.ss))
         res = compare(flash, target, self.ss, base=lo)
         if not res.match:
