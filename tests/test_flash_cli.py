@@ -30,7 +30,7 @@ def changed_image(sectors: list[int], seed: int = 1) -> bytes:
 
 
 # -- help ---------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("cmd", [[], ["info"], ["read"], ["dump"], ["verify"], ["write"], ["erase"]])
+@pytest.mark.parametrize("cmd", [[], ["info"], ["read"], ["dump"], ["verify"], ["write"], ["erase"], ["layout"]])
 def test_help_has_examples(cmd: list[str]) -> None:
     r = run("flash", *cmd, "--help")
     assert r.code == 0 and "Example" in r.out
