@@ -96,6 +96,10 @@ def test_verify_with_votes_ignores_the_links_errors(tmp_path: Path) -> None:
         plain = ops.verify(flash, IMAGE, start_sector=32, sector_count=16)
         voted = ops.verify(flash, IMAGE, start_sector=32, sector_count=16, reads=3)
     assert not plain.match and voted.match
+    (tmp_path / "img.bin").write_bytes(IMAGE)
+    r = run("--device", flaky(tmp_path, 0.05, seed=3), "--json", "flash", "verify", "img.bin", "--reads", "3",
+            "--start-sector", "32", "--sector-count", "16")
+    assert r.code == 0 and json.loads(r.out)["match"] is True, r.err
 
 
 def test_no_majority_fails_and_writes_nothing(tmp_path: Path) -> None:

@@ -282,10 +282,14 @@ def psp_status(app: App) -> None:
 @click.argument("image", type=click.Path())
 @click.option("--start-sector", type=Number(), help="Compare only from this 4 KiB sector (default 0).")
 @click.option("--sector-count", type=Number(minimum=1), help="Compare only this many sectors (default: to the end).")
+@click.option("--reads", type=Number(minimum=1, maximum=15), default=1, show_default=True,
+              help="Read every sector this many times (3..15) and compare each byte's majority value.")
 @click.pass_obj
-def verify(app: App, image: str, start_sector: int | None, sector_count: int | None) -> None:
+def verify(app: App, image: str, start_sector: int | None, sector_count: int | None, reads: int) -> None:
     """Compare the flash with IMAGE (a full 2 MiB image): exit 0 when equal, 1 otherwise (first
     differing address shown). With --start-sector/--sector-count only that range is read and compared.
+    With --reads N each sector is read N times and voted per byte first, so a read that arrived wrong
+    is no mismatch (a byte without a majority fails, exit 1).
 
     Read-only.
 
@@ -296,7 +300,7 @@ def verify(app: App, image: str, start_sector: int | None, sector_count: int | N
     """
     data = load_image(image)
     with open_flash(app) as dev:
-        result = ops.verify(dev, data, ProgressBar(app), start_sector, sector_count)
+        result = ops.verify(dev, data, ProgressBar(app), start_sector, sector_count, reads)
     doc = result.as_dict()
 
     def human() -> None:
