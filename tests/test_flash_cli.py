@@ -30,7 +30,7 @@ def changed_image(sectors: list[int], seed: int = 1) -> bytes:
 
 
 # -- help ---------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("cmd", [[], ["info"], ["read"], ["dump"], ["verify"], ["write"], ["erase"]])
+@pytest.mark.parametrize("cmd", [[], ["info"], ["read"], ["dump"], ["verify"], ["write"], ["erase"], ["layout"]])
 def test_help_has_examples(cmd: list[str]) -> None:
     r = run("flash", *cmd, "--help")
     assert r.code == 0 and "Example" in r.out
@@ -71,7 +71,8 @@ def test_dump_and_verify_direct(tmp_path: Path) -> None:
     assert r.code == 0, r.err
     doc = json.loads(r.out)
     data = (tmp_path / "d.bin").read_bytes()
-    assert data == IMAGE and doc == {"path": "d.bin", "bytes": 0x200000, "sha256": hashlib.sha256(IMAGE).hexdigest()}
+    assert data == IMAGE and doc == {"path": "d.bin", "bytes": 0x200000, "sha256": hashlib.sha256(IMAGE).hexdigest(),
+                                     "reads": 1, "region": None, "sectors_disagreed": []}
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".d.bin")] == []  # no temporary left
     r = run("--device", dev(tmp_path), "--json", "flash", "verify", "d.bin")
     assert r.code == 0 and json.loads(r.out)["match"] is True

@@ -37,7 +37,8 @@ def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def make_image() -> bytes:
     img = bytearray(IMAGE)
     for s in CHANGED:
-        img[s * SECTOR:s * SECTOR + 0x300] = hashlib.sha256(bytes([s])).digest() * 24
+        # 0x40 into the sector: the image keeps its region layout (ISH B heads sector 19)
+        img[s * SECTOR + 0x40:s * SECTOR + 0x340] = hashlib.sha256(bytes([s])).digest() * 24
     return bytes(img)
 
 

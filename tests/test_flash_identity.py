@@ -107,7 +107,7 @@ def test_force_board_mismatch_writes_and_reports_both(tmp_path: Path) -> None:
     assert flash_state(tmp_path)[0] == FOREIGN_PART
     doc = json.loads(r.out)
     assert list(doc) == ["sectors_total", "sectors_changed", "sectors_skipped", "sha256_after", "backup", "resumed",
-                         "start_sector", "sector_count", "protection_restored", "board"]
+                         "start_sector", "sector_count", "protection_restored", "board", "region", "layout"]
     board = doc["board"]
     assert list(board) == ["image", "flash", "source", "match", "forced"]
     assert list(board["image"]) == ["offset", "part_number", "vendor_id", "device_id", "subsystem_vendor_id",

@@ -111,7 +111,7 @@ def test_a_board_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_each_board_has_its_own_options() -> None:
     navi, usb, ada = (set(c.declared()) for c in (Navi31Options, Navi31UsbOptions, Ad102Options))
     assert ada == {"strict", "gsp", "power", "driver", "faults", "gsp-fault", "state"}
-    assert usb - navi == {"speed", "link"} and "gsp" not in navi
+    assert usb - navi == {"speed", "link", "flaky", "flaky-seed"} and "gsp" not in navi
     o = Navi31Options.from_options({"smu": "busy@3", "sosdelay": "1.5", "load": "busy", "flash": "~/f.bin"},
                                    environ={})
     assert (o.smu_busy_at, o.sos_delay, o.load, o.flash) == (3, 1.5, 100, Path("~/f.bin").expanduser())

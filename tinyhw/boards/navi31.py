@@ -21,6 +21,7 @@ from tinyhw.boards.options import (
     FaultPlan,
     choice,
     faults,
+    integer,
     number,
     option,
     path,
@@ -170,3 +171,8 @@ class Navi31UsbOptions(Navi31Options):
     speed: str = option(choice("ss", "hs"), "ss", "USB link speed of the emulated bridge (SuperSpeed, High-Speed)")
     link: str = option(choice("up", "down", "slow", "wedged", "no-gpu"), "up",
                        "PCIe link behaviour behind the emulated bridge")
+    flaky: float = option(number(0, 1, "rate"), 0.0,
+                          "a flaky USB link: each bulk IN transfer (the streamed reads that carry BAR block reads, "
+                          "such as the ROM_SW data window) comes back with one byte changed at this rate (0..1)")
+    flaky_seed: int = option(integer(0, 2**32 - 1, "seed"), 1,
+                             "the seed of the flaky link's corruption (the same seed corrupts the same transfers)")

@@ -134,6 +134,17 @@ def number(lo: float, hi: float, unit: str) -> OptionType:
     return OptionType(unit[0].upper(), parse)
 
 
+def integer(lo: int, hi: int, what: str) -> OptionType:
+    """A whole decimal number in ``lo..hi`` (``what`` names it in help texts)."""
+
+    def parse(text: str) -> int:
+        if not text.isdigit() or not lo <= int(text) <= hi:
+            raise ValueError(f"a whole number {lo}..{hi}")
+        return int(text)
+
+    return OptionType(what.upper(), parse)
+
+
 def percent(named: Mapping[str, int]) -> OptionType:
     """A percentage 0..100, or one of the ``named`` ones."""
 

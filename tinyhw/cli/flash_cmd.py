@@ -9,12 +9,14 @@ terminal, prints text or JSON.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from tinyhw.cli.app import App
 from tinyhw.cli.flash_common import FORCE_HELP, META, load_image, open_flash, say
 from tinyhw.cli.flash_jobs import erase, write
+from tinyhw.cli.flash_layout import layout
 from tinyhw.cli.flash_update import DISABLED, update
 from tinyhw.cli.numbers import Number, parse_number
 from tinyhw.cli.progressbar import ProgressBar
@@ -47,6 +49,7 @@ def flash(ctx: click.Context, no_chain: bool, prescale: int) -> None:
       tinyhw --device usb flash write image.bin --yes
       tinyhw --device mock:navi31,psp=sos flash psp-status
       tinyhw --device usb flash update image.bin --yes
+      tinyhw flash layout image.bin
     """
     ctx.meta[META] = {"chain": not no_chain, "prescale": prescale}
 
@@ -139,9 +142,20 @@ def read(app: App, address: str, size: str, output: str | None, force: bool) -> 
               help="rom_sw: raw SPI reads through the ROM_SW engine (board not booted). aperture: dword reads "
                    "through ROM_INDEX/ROM_DATA, which also work once the PSP has booted. prom: an NVIDIA "
                    "board's VBIOS (1 MiB) through the BAR0 PROM window; refused while a driver owns it.")
+@click.option("--reads", type=Number(minimum=1, maximum=15), default=1, show_default=True,
+              help="Read every sector this many times (3..15) and keep each byte's majority value; fails, "
+                   "writing nothing, when a byte has no majority (rom_sw only).")
+@click.option("--region", metavar="NAME", help="Dump only this region of the flash's IFWI layout (flash layout "
+              "lists them); FILE then holds the region's bytes (rom_sw only).")
 @click.pass_obj
-def dump(app: App, file: str, force: bool, method: str) -> None:
+def dump(app: App, file: str, force: bool, method: str, reads: int, region: str | None) -> None:
     """Read the whole flash into FILE (written atomically: a temporary file, then a rename); print its sha256.
+
+    With --reads N (3 or more, like flashrom's --read-repeated) every sector is read N times and
+    each byte is the value more than half of the reads returned; sectors whose reads disagreed are
+    listed with "X/N reads matched". A byte without a majority fails the dump (exit 1) before
+    FILE is written. With --region NAME only that region of the layout the flash's own tables
+    describe is read (flash layout lists the names; an unknown name is refused, exit 2).
 
     With --method aperture the flash is read one dword per ROM_DATA read from plain byte addresses
     in ROM_INDEX; ROM_CNTL is left alone and ROM_INDEX and ROM_CNTL are restored exactly. The dump
@@ -161,10 +175,19 @@ def dump(app: App, file: str, force: bool, method: str) -> None:
     \b
     Examples:
       tinyhw --device mock:navi31-usb flash dump board.bin
+      tinyhw --device usb flash dump board.bin --reads 3
+      tinyhw --device usb flash dump vbios.bin --region vbios-a
       tinyhw --device mock:navi31,psp=sos flash dump board.bin --method aperture
       tinyhw --device mock:ad102 flash dump vbios.rom --method prom
     """
+    from tinyhw.flash import vote
+
+    vote.check_reads(reads)
+    if method != "rom_sw" and (reads != 1 or region is not None):
+        raise Refused(f"--{'reads' if reads != 1 else 'region'} works with --method rom_sw only")
     check_output_path(file, force=force, what="dump")
+    voted: vote.VotedRead | None = None
+    where = None
     if method == "prom":
         from tinyhw.boards.nvidia import PROM_SIZE
         from tinyhw.flash.prom import dump_prom
@@ -181,11 +204,38 @@ def dump(app: App, file: str, force: bool, method: str) -> None:
         app.log(f"aperture: {result.reads} rom_data reads; rom_index 0x{result.rom_index:08x} and rom_cntl "
                 f"0x{result.rom_cntl:08x} restored")
     else:
+        from tinyhw.flash.layout import chip_layout
+
         with open_flash(app) as dev:
-            data = ops.dump(dev, ProgressBar(app))
+            lo, size = 0, dev.size
+            if region is not None:
+                where = chip_layout(dev, reads).find(region)
+                lo, size = where.start, where.size
+            voted = vote.read(dev, lo, size, reads, ProgressBar(app), label="dump")
+        data = voted.data
     atomic_write(file, data)
-    doc = {"path": file, "bytes": len(data), "sha256": sha256(data)}
-    app.emit(doc, lambda: say(app, f"dumped {len(data)} bytes to {file}\nsha256 {doc['sha256']}"))
+    doc: dict[str, Any] = {"path": file, "bytes": len(data), "sha256": sha256(data)}
+    if voted is not None:  # the rom_sw method: the vote and the region
+        doc |= {"reads": reads, "region": None if where is None else where.to_doc(),
+                "sectors_disagreed": [s.as_dict() for s in voted.disagreed]}
+
+    def human() -> None:
+        what = "" if where is None else f" (region {where.name}, 0x{where.start:06x}-0x{where.end - 1:06x})"
+        say(app, f"dumped {len(data)} bytes{what} to {file}\nsha256 {doc['sha256']}")
+        if voted is not None and reads > 1:
+            rows = voted.disagreed
+            say(app, f"{reads} reads per sector: " + (f"{len(rows)} sector(s) disagreed, each byte taken from the "
+                                                       "majority" if rows else f"all {reads} reads matched"))
+            for s in rows[:16]:
+                say(app, f"  sector {s.sector} (0x{s.address:06x}): {s.matched}/{s.reads} reads matched, "
+                          f"{s.bytes_disagreed} byte(s) disagreed")
+            if len(rows) > 16:
+                say(app, f"  ... and {len(rows) - 16} more (--json lists all)")
+
+    app.emit(doc, human)
+
+
+flash.add_command(layout)
 
 
 @flash.command("psp-status")
@@ -238,10 +288,15 @@ def psp_status(app: App) -> None:
 @click.option("--after-update", is_flag=True,
               help="After flash update and a hard power cycle: read through the ROM aperture (works on a booted "
                    "board) and tolerate exactly the regions the PSP rewrites, listing them.")
+@click.option("--reads", type=Number(minimum=1, maximum=15), default=1, show_default=True,
+              help="Read every sector this many times (3..15) and compare each byte's majority value.")
 @click.pass_obj
-def verify(app: App, image: str, start_sector: int | None, sector_count: int | None, after_update: bool) -> None:
+def verify(app: App, image: str, start_sector: int | None, sector_count: int | None, after_update: bool,
+           reads: int) -> None:
     """Compare the flash with IMAGE (a full 2 MiB image): exit 0 when equal, 1 otherwise (first
     differing address shown). With --start-sector/--sector-count only that range is read and compared.
+    With --reads N each sector is read N times and voted per byte first, so a read that arrived wrong
+    is no mismatch (a byte without a majority fails, exit 1).
 
     With --after-update (after flash update and a hard power cycle) the A and B payloads are
     compared with the image and exactly the regions a PSP update rewrites are tolerated (the ISH B
@@ -260,10 +315,12 @@ def verify(app: App, image: str, start_sector: int | None, sector_count: int | N
     if after_update:
         if start_sector is not None or sector_count is not None:
             raise Refused("--after-update compares the whole flash: drop --start-sector/--sector-count")
+        if reads != 1:
+            raise Refused("--after-update reads through the ROM aperture once: drop --reads")
         _verify_after_update(app, image, data)
         return
     with open_flash(app) as dev:
-        result = ops.verify(dev, data, ProgressBar(app), start_sector, sector_count)
+        result = ops.verify(dev, data, ProgressBar(app), start_sector, sector_count, reads)
     doc = result.as_dict()
 
     def human() -> None:

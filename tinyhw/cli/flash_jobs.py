@@ -33,6 +33,9 @@ def _job_options(f: Any) -> Any:
         click.option("--resume", is_flag=True, help="Finish an interrupted job recorded in the journal."),
         click.option("--abandon", is_flag=True, help="Discard the journal of an interrupted job (with --yes) after "
                      "showing what it recorded and the state of the flash; the flash is left as it is."),
+        click.option("--reads", type=Number(minimum=1, maximum=15), default=1, show_default=True,
+                     help="Read every sector this many times (3..15) wherever the job reads the flash (backup, "
+                     "verifies) and keep each byte's majority value: for an unreliable link."),
         click.option("--yes", is_flag=True, help="Do it without asking."),
     ]
     for opt in reversed(options):
@@ -68,6 +71,9 @@ def _run_job(app: App, job: Job, resume: str) -> None:
     def human() -> None:
         say(app, f"{job.kind} done{' (resumed)' if result.resumed else ''}: {result.sectors_changed} of "
                   f"{result.sectors_total} sector(s) changed, {result.sectors_skipped} already equal")
+        if result.region:
+            r = result.region
+            say(app, f"  region {r['name']} (0x{r['start']:06x}-0x{r['end'] - 1:06x}); bytes around it kept")
         say(app, f"  backup: {result.backup or 'none'}")
         if result.protection_restored:
             say(app, "  protection restored")
@@ -81,7 +87,7 @@ def _run_job(app: App, job: Job, resume: str) -> None:
 
 def _abandon(app: App, job: Job, yes: bool) -> None:
     """Show the interrupted job's journal and the flash's state in its range, then remove the journal."""
-    from tinyhw.flash.jobfiles import describe_state, find_job_journal, journal_state
+    from tinyhw.flash.jobfiles import describe_state, find_job_journal, job_target, journal_state
 
     _, journal = find_job_journal(job, _total_sectors())
     what = "write of this image" if job.kind == "write" else "erase of this range"
@@ -89,7 +95,7 @@ def _abandon(app: App, job: Job, yes: bool) -> None:
         raise Refused(f"nothing to abandon: no interrupted {what} is recorded")
     ss = 4096
     lo, hi = journal.start_sector * ss, (journal.start_sector + journal.sector_count) * ss
-    target = job.image[lo:hi] if job.image is not None else b"\xff" * (hi - lo)
+    target = job_target(journal, job.image, ss)
     current, error = None, None
     try:
         with open_flash(app) as dev:
@@ -112,34 +118,44 @@ def _resume_cmd(app: App, what: str) -> str:
 @click.command()
 @click.argument("image", type=click.Path())
 @_job_options
+@click.option("--region", metavar="NAME", help="Write only this region of the image's IFWI layout (flash layout "
+              "IMAGE lists them): the bytes inside it, every other byte of the flash kept.")
 @click.option("--force", is_flag=True,
-              help="Write even without the IFWI magic at offset 0, a parsable $PSP directory or an ATOM VBIOS "
-                   "(the size is always checked).")
+              help="Write even without the IFWI magic at offset 0, a parsable $PSP directory or an ATOM VBIOS, "
+                   "or when the image's region layout differs from the flash's (the size is always checked).")
 @click.option("--force-board-mismatch", is_flag=True,
               help="Write even when the image's VBIOS names another board (part number, PCI ids) than the flash's.")
 @click.pass_obj
 def write(app: App, image: str, backup: str | None, no_backup: bool, start_sector: int | None,
-          sector_count: int | None, clear_protection: bool, resume: bool, abandon: bool, yes: bool, force: bool,
-          force_board_mismatch: bool) -> None:
+          sector_count: int | None, clear_protection: bool, resume: bool, abandon: bool, reads: int, yes: bool,
+          region: str | None, force: bool, force_board_mismatch: bool) -> None:
     """Write IMAGE (a full 2 MiB raw flash image) to the flash: only differing sectors, each verified.
 
     Checks the image before the device is opened: a regular file of exactly 2 MiB with AA55AA55
     at offset 0, a parsable $PSP directory at 0x2000 or 0x3000 and an ATOM VBIOS (--force skips
     all but the size); and that it is for this board: the part number and PCI ids of its VBIOS
     must match the flash's (--force-board-mismatch overrides; a side without a VBIOS is a
-    warning; a resumed write compares against the identity its journal recorded). Backs up the
+    warning; a resumed write compares against the identity its journal recorded); and that its
+    region layout (the regions its own tables describe: flash layout) is the flash's (--force
+    overrides; the first differing region is named). With --region NAME only that region is
+    written: the sectors it touches are rewritten with the image's bytes inside the region and
+    the flash's own bytes around it (journaled, backed up and verified like any write). Backs up the
     whole flash to a new file (--backup, checked before anything is read; never overwritten),
     keeps a journal in $XDG_STATE_HOME/tinyhw so an interrupted write is finished with --resume
     (a different --backup is used if the backup was not made yet) or discarded with --abandon,
-    restores protection bits it had to clear, and verifies at the end. Changes the flash.
+    restores protection bits it had to clear, and verifies at the end. With --reads N every read
+    of the flash (backup, each sector's read-back, the final verify) is a majority vote of N reads,
+    for a link that returns a wrong byte now and then. Changes the flash.
 
     \b
     Examples:
       tinyhw --device usb flash write image.bin --yes
       tinyhw --device usb flash write image.bin --start-sector 64 --sector-count 16 --yes
+      tinyhw --device usb flash write image.bin --region vbios-a --yes
       tinyhw --device usb flash write image.bin --resume --yes
       tinyhw --device usb flash write image.bin --abandon --yes
     """
+    from tinyhw.flash.layout import image_layout
     from tinyhw.formats.ifwi import require_flashable
 
     data = load_image(image)
@@ -147,18 +163,23 @@ def write(app: App, image: str, backup: str | None, no_backup: bool, start_secto
         check = require_flashable(data, force=force)
         for note in check.notes:
             app.log(f"note: {note}")
-    flags = (" --force" if force else "") + (" --force-board-mismatch" if force_board_mismatch else "")
+    if region is not None:
+        region = image_layout(data).find(region).name  # exit 2 with the names, before the device is opened
+    flags = ((f" --region {region}" if region else "") + (f" --reads {reads}" if reads != 1 else "")
+             + (" --force" if force else "")
+             + (" --force-board-mismatch" if force_board_mismatch else ""))
     _run_job(app, Job("write", image=data, image_path=str(Path(image).resolve()), start_sector=start_sector,
                       sector_count=sector_count, backup=Path(backup) if backup else None, no_backup=no_backup,
                       clear_protection=clear_protection, resume=resume, abandon=abandon, device=device_text(app),
-                      force_board_mismatch=force_board_mismatch), _resume_cmd(app, f"write {image}{flags}"))
+                      force_board_mismatch=force_board_mismatch, region=region, force_layout=force, reads=reads),
+             _resume_cmd(app, f"write {image}{flags}"))
 
 
 @click.command()
 @_job_options
 @click.pass_obj
 def erase(app: App, backup: str | None, no_backup: bool, start_sector: int | None, sector_count: int | None,
-          clear_protection: bool, resume: bool, abandon: bool, yes: bool) -> None:
+          clear_protection: bool, resume: bool, abandon: bool, reads: int, yes: bool) -> None:
     """Erase sectors of the flash (default: all of it), with the same backup, journal and protection rules as write.
 
     Changes the flash. --abandon discards an interrupted erase's journal (after showing it).
@@ -173,7 +194,9 @@ def erase(app: App, backup: str | None, no_backup: bool, start_sector: int | Non
         rng += f" --start-sector {start_sector}"
     if sector_count is not None:
         rng += f" --sector-count {sector_count}"
+    if reads != 1:
+        rng += f" --reads {reads}"
     _run_job(app, Job("erase", start_sector=start_sector, sector_count=sector_count,
                       backup=Path(backup) if backup else None, no_backup=no_backup,
-                      clear_protection=clear_protection, resume=resume, abandon=abandon, device=device_text(app)),
-             _resume_cmd(app, f"erase{rng}"))
+                      clear_protection=clear_protection, resume=resume, abandon=abandon, device=device_text(app),
+                      reads=reads), _resume_cmd(app, f"erase{rng}"))

@@ -2,18 +2,22 @@
 
 Also, engine-independent: :mod:`~tinyhw.flash.aperture` (the read-only ROM_INDEX/ROM_DATA dump, §f),
 :mod:`~tinyhw.flash.psp` (the read-only PSP early-boot mailbox probe, §e.4),
-:mod:`~tinyhw.flash.update` (a healthy board's update through that mailbox, §e.5-§e.6) and
-:mod:`~tinyhw.flash.identity` (board identity from the VBIOS, §g.3, checked before a write).
+:mod:`~tinyhw.flash.update` (a healthy board's update through that mailbox, §e.5-§e.6),
+:mod:`~tinyhw.flash.identity` (board identity from the VBIOS, §g.3, checked before a write),
+:mod:`~tinyhw.flash.vote` (majority-vote reads: every sector read N times) and
+:mod:`~tinyhw.flash.layout` (the IFWI's regions as a flash layout, the layout check before a write).
 
 Layer 3: handed a :class:`~tinyhw.transport.Transport`, never constructing one. Typical use::
 
     with FlashDevice(transport) as dev:          # engine set up once, chip identified (JEDEC first)
         data = ops.dump(dev)                     # chained priming: N + 1 transactions for N reads
+        voted = vote.read(dev, 0, dev.size, 3)   # each sector read 3 times, each byte's majority
+        region = layout.chip_layout(dev).find("vbios-a")
         result = ops.verify(dev, image)
         Writer(dev, Job("write", image=image), confirm=lambda plan: None).run()
 """
 
-from tinyhw.flash import aperture, identity, ops, psp, update
+from tinyhw.flash import aperture, identity, layout, ops, psp, update, vote
 from tinyhw.flash.chip import CHIP_NAME, Gd25, Status
 from tinyhw.flash.device import FlashDevice
 from tinyhw.flash.journal import Journal, state_dir
@@ -40,9 +44,11 @@ __all__ = [
     "check_sector_range",
     "aperture",
     "identity",
+    "layout",
     "ops",
     "protected_range",
     "psp",
     "state_dir",
     "update",
+    "vote",
 ]

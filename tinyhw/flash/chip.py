@@ -183,6 +183,12 @@ class Gd25:
     # -- reads -------------------------------------------------------------------------------------------------
     def read(self, addr: int, length: int, progress: Callable[[int], None] | None = None) -> bytes:
         """``length`` bytes from ``addr`` with 03h reads of up to 256 bytes, page aligned where possible."""
+        return self.read_repeated(addr, length, 1, progress)[0]
+
+    def read_repeated(self, addr: int, length: int, times: int,
+                      progress: Callable[[int], None] | None = None) -> list[bytes]:
+        """The same range read ``times`` times in one stream of 03h reads (one chain, so a repeat costs no
+        extra priming transaction); one bytes object per read, for a majority vote."""
         if addr < 0 or length < 0 or addr + length > self.size:
             raise OperationFailed(f"read of 0x{length:x} bytes at 0x{addr:x} runs past the flash (0x{self.size:x})")
         reqs = []
@@ -192,8 +198,8 @@ class Gd25:
             reqs.append(Rx(READ, a, n))
             a += n
         out = bytearray()
-        for chunk in self.sw.receive_stream(reqs):
+        for chunk in self.sw.receive_stream(reqs * times):
             out += chunk
             if progress is not None:
                 progress(len(chunk))
-        return bytes(out)
+        return [bytes(out[i * length:(i + 1) * length]) for i in range(times)]

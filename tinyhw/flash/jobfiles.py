@@ -32,7 +32,7 @@ def find_job_journal(job: Job, total: int) -> tuple[str, Journal | None]:
     """The journal key of ``job`` and its journal, if one is recorded (write: by image; erase: by range)."""
     if job.kind == "write":
         assert job.image is not None
-        key = write_key(sha256(job.image))
+        key = write_key(sha256(job.image), job.region)
     elif (job.resume or job.abandon) and job.start_sector is None and job.sector_count is None:
         found = find_journals("erase")
         if len(found) > 1:
@@ -42,6 +42,28 @@ def find_job_journal(job: Job, total: int) -> tuple[str, Journal | None]:
     else:
         key = erase_key(*check_sector_range(total, job.start_sector, job.sector_count))
     return key, Journal.load(key)
+
+
+def sector_target(image: bytes | None, sector: int, sector_size: int, region: dict[str, Any] | None = None) -> bytes:
+    """What sector ``sector`` must hold after a job: erased for an erase (no ``image``), the image's bytes for a
+    write; for a region write the image's bytes inside the region and, in a sector the region only partly
+    covers, the sector's pre-job bytes (recorded in the journal's ``region``) outside it."""
+    if image is None:
+        return b"\xff" * sector_size
+    lo = sector * sector_size
+    want = image[lo:lo + sector_size]
+    if region is None or (region["start"] <= lo and lo + sector_size <= region["end"]):
+        return want
+    out = bytearray.fromhex(region["edges"][str(sector)])
+    a, b = max(region["start"], lo) - lo, min(region["end"], lo + sector_size) - lo
+    out[a:b] = want[a:b]
+    return bytes(out)
+
+
+def job_target(journal: Journal, image: bytes | None, sector_size: int) -> bytes:
+    """The bytes the journal's whole sector range must hold after the job (:func:`sector_target` per sector)."""
+    return b"".join(sector_target(image, s, sector_size, journal.region)
+                    for s in range(journal.start_sector, journal.start_sector + journal.sector_count))
 
 
 def _same(a: str | Path | None, b: str | Path | None) -> bool:

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinyhw.errors import OperationFailed
+from tinyhw.errors import OperationFailed, Refused
 from tinyhw.fileio import atomic_write
 
 VERSION = 1
@@ -32,9 +33,12 @@ def state_dir() -> Path:
     return Path(base) / "tinyhw"
 
 
-def write_key(image_sha256: str) -> str:
-    """The journal key of a write job, named by the image's SHA-256."""
-    return f"write-{image_sha256}"
+def write_key(image_sha256: str, region: str | None = None) -> str:
+    """The journal key of a write job, named by the image's SHA-256 (and the region of a region write)."""
+    if region is not None and not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,63}", region):
+        raise Refused(f"region name {region!r} is not a layout region name (lower-case letters, digits, '-')",
+                      hint="tinyhw flash layout lists the names")
+    return f"write-{image_sha256}" + (f"-region-{region}" if region else "")
 
 
 def erase_key(start: int, count: int) -> str:
@@ -69,6 +73,9 @@ class Journal:
     #: image against this, never against the half-written flash); ``board_checked`` False: not read
     board_identity: dict[str, Any] | None = None
     board_checked: bool = False
+    #: a region write (``flash write --region``): the region's name, start and end (exclusive) and, in hex, the
+    #: pre-job bytes of the sectors it only partly covers (what those sectors keep outside the region)
+    region: dict[str, Any] | None = None
     sectors_done: list[int] = field(default_factory=list)
     sector: int | None = None
     phase: str = "backup"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinyhw.errors import Refused
+from tinyhw.flash import vote
 from tinyhw.flash.chip import CHIP_NAME
 from tinyhw.flash.device import FlashDevice
 from tinyhw.flash.files import sha256
@@ -121,14 +122,15 @@ def check_sector_range(total: int, start: int | None, count: int | None) -> tupl
 
 
 def verify(dev: FlashDevice, image: bytes, progress: Progress = NO_PROGRESS,
-           start_sector: int | None = None, sector_count: int | None = None) -> VerifyResult:
+           start_sector: int | None = None, sector_count: int | None = None, reads: int = 1) -> VerifyResult:
     """Compare the flash with ``image`` (a full raw image, exactly the flash size): the whole of it,
-    or only the sectors ``start_sector`` .. ``start_sector + sector_count - 1``."""
+    or only the sectors ``start_sector`` .. ``start_sector + sector_count - 1``; with ``reads`` >= 3 the
+    flash side is a majority-vote read (:mod:`tinyhw.flash.vote`), so a bad read is not a mismatch."""
     if len(image) != dev.size:
         raise Refused(f"the image is 0x{len(image):x} bytes, the flash 0x{dev.size:x}",
                       hint="verify compares a full raw flash image")
     start, count = check_sector_range(dev.size // dev.sector_size, start_sector, sector_count)
     lo, hi = start * dev.sector_size, (start + count) * dev.sector_size
-    with progress.task("verify", hi - lo) as advance:
-        flash = dev.chip.read(lo, hi - lo, advance)
+    vote.check_reads(reads)
+    flash = vote.read(dev, lo, hi - lo, reads, progress, label="verify").data
     return compare(flash, image[lo:hi], dev.sector_size, base=lo)

@@ -30,14 +30,17 @@ from typing import Any
 
 from tinyhw.errors import EnvironmentProblem, Interrupted, OperationFailed, Refused, TinyhwError
 from tinyhw.fileio import read_input
+from tinyhw.flash import vote
 from tinyhw.flash.device import FlashDevice
 from tinyhw.flash.files import default_backup_name, sha256, write_verified
 from tinyhw.flash.identity import BoardCheck, image_vbios_offsets, read_identity
 from tinyhw.flash.identity import compare as compare_identity
-from tinyhw.flash.jobfiles import backup_note, check_backup, find_job_journal
+from tinyhw.flash.jobfiles import backup_note, check_backup, find_job_journal, sector_target
 from tinyhw.flash.journal import Journal, find_journals
+from tinyhw.flash.layout import LayoutCheck, check_layout, image_layout, region_sectors
 from tinyhw.flash.ops import check_sector_range, compare
 from tinyhw.flash.protection import protected_range, unprotected_status, writable_status
+from tinyhw.formats.ifwi_regions import FlashRegion
 from tinyhw.formats.vbios import VbiosIdentity, vbios_identity
 from tinyhw.progress import NO_PROGRESS, Progress
 
@@ -60,6 +63,13 @@ class Job:
     force_board_mismatch: bool = False
     #: the job is only looked up (``--abandon``), never run
     abandon: bool = False
+    #: write only this region of the image's layout (``flash layout`` names; a write only)
+    region: str | None = None
+    #: write an image whose region layout differs from the flash's
+    force_layout: bool = False
+    #: reads per sector of every flash read the job makes (backup, sector and final verify), majority-voted
+    #: (:mod:`tinyhw.flash.vote`); 1: the backup is read twice and compared, the verifies once
+    reads: int = 1
 
 
 @dataclass
@@ -76,6 +86,10 @@ class JobResult:
     protection_restored: bool
     #: the board identity check of a write (:meth:`BoardCheck.as_dict`), None for an erase
     board: dict[str, Any] | None = None
+    #: the region of a region write (name, start, end), None otherwise
+    region: dict[str, Any] | None = None
+    #: the layout check of a write (:meth:`LayoutCheck.as_dict`); None for an erase and a resumed write
+    layout: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The result as a JSON-ready dict."""
@@ -101,12 +115,15 @@ class Writer:
         self.total = dev.size // self.ss
         self.journal: Journal | None = None
         self.board: BoardCheck | None = None
+        self.layout: LayoutCheck | None = None
 
     # -- preflight ------------------------------------------------------------------------------------------
     def _preflight(self) -> tuple[Journal, bool]:
         job = self.job
         if job.abandon:
             raise Refused("an --abandon job is never run", hint="tinyhw.flash.jobfiles.journal_state describes it")
+        vote.check_reads(job.reads)
+        region = self._region()
         check_backup(job, self.total)
         key, journal = find_job_journal(job, self.total)
         what = "write of this image" if job.kind == "write" else "erase of this range"
@@ -130,11 +147,13 @@ class Writer:
             if note is not None:
                 self.log(f"note: {note}")
                 journal.backup, journal.backup_failed = str(job.backup), None
+        elif region is not None:
+            start, count = region_sectors(region, self.ss)
         else:
             start, count = check_sector_range(self.total, job.start_sector, job.sector_count)
-            if job.backup is not None and not job.no_backup and job.backup.exists():
-                raise Refused(f"backup file {job.backup} exists; a backup never overwrites a file",
-                              hint="give another --backup file name")
+        if journal is None and job.backup is not None and not job.no_backup and job.backup.exists():
+            raise Refused(f"backup file {job.backup} exists; a backup never overwrites a file",
+                          hint="give another --backup file name")
         st = self.chip.status()
         lo, hi = start * self.ss, (start + count) * self.ss
         prot = protected_range(st.sr1, st.sr2, self.dev.size)
@@ -145,6 +164,14 @@ class Writer:
                           f"(sr1 0x{st.sr1:02x}, sr2 0x{st.sr2:02x})",
                           hint="--clear-protection clears it for this job and restores it afterwards")
         board = self.board = self._board(journal)
+        if journal is None and job.kind == "write" and job.image is not None:
+            self.layout = check_layout(job.image, self.dev, force=job.force_layout)
+            if self.layout.difference is not None:
+                self.log(f"warning: writing an image with another region layout (--force): {self.layout.difference}")
+            if self.layout.flash_lacks:
+                self.log(f"note: the flash lacks region(s) {', '.join(self.layout.flash_lacks)} of the image "
+                         "(damaged or erased there); the write restores them")
+        edges = None if region is None or journal is not None else self._edges(region, start, count)
         self.confirm(self._plan(start, count, prot.words(), blocked, journal))
         if journal is None:
             checked = board is not None and board.source == "flash"
@@ -153,9 +180,36 @@ class Writer:
                               image_path=job.image_path, backup=None if job.backup is None else str(job.backup),
                               protection={"sr1": st.sr1, "sr2": st.sr2, "cleared": False}, clear_protection=allow,
                               backup_wanted=not job.no_backup, phase="backup", board_checked=checked,
-                              board_identity=board.flash.to_doc() if checked and board and board.flash else None)
+                              board_identity=board.flash.to_doc() if checked and board and board.flash else None,
+                              region=None if region is None else {"name": region.name, "start": region.start,
+                                                                  "end": region.end, "edges": edges})
         journal.save(interrupted=None)
         return journal, blocked
+
+    def _region(self) -> FlashRegion | None:
+        """The region of a region write, from the image's own layout (refused, exit 2, naming the regions)."""
+        job = self.job
+        if job.region is None:
+            return None
+        if job.kind != "write" or job.image is None:
+            raise Refused("a region is written from an image: only flash write takes a region")
+        if job.start_sector is not None or job.sector_count is not None:
+            raise Refused("--region and --start-sector/--sector-count contradict each other",
+                          hint="the region decides the sectors")
+        region = image_layout(job.image).find(job.region)
+        job.region = region.name
+        return region
+
+    def _edges(self, region: FlashRegion, start: int, count: int) -> dict[str, str]:
+        """The pre-job bytes of the sectors ``region`` only partly covers, read with a majority vote (they are
+        written back around the region, so a bad read must not reach them)."""
+        ss = self.ss
+        out = {}
+        for s in dict.fromkeys((start, start + count - 1)):
+            lo = s * ss
+            if not (region.start <= lo and lo + ss <= region.end):
+                out[str(s)] = vote.read(self.dev, lo, ss, vote.MIN_VOTE).data.hex()
+        return out
 
     def _board(self, journal: Journal | None) -> BoardCheck | None:
         """§g.3 board identity of a write: the image's VBIOS against the flash's (read now), or on a resume
@@ -196,6 +250,12 @@ class Writer:
             lines.append("  no backup (--no-backup)")
         else:
             lines.append(f"  backup of the whole flash first, to {job.backup or 'a new file in the current directory'}")
+        if job.region is not None:
+            lines.append(f"  region {job.region} only: the image's bytes inside it, every other byte kept")
+        if self.layout is not None:
+            diff = self.layout.difference
+            lines.append("  layout: " + ("the image's regions sit where the flash's do" if diff is None
+                                         else f"differs, written anyway (--force): {diff}"))
         if self.board is not None and self.board.image is not None:
             verdict = {True: "same board", False: "another board (forced)", None: "not checked"}[self.board.match]
             lines.append(f"  board: {verdict}; {self.board.describe()}")
@@ -227,15 +287,16 @@ class Writer:
             journal.save(interrupted=why, **more)
 
     def _target(self, s: int) -> bytes:
-        if self.job.image is None:
-            return b"\xff" * self.ss
-        return self.job.image[s * self.ss:(s + 1) * self.ss]
+        return sector_target(self.job.image, s, self.ss, self.journal.region if self.journal else None)
 
     def _backup(self, journal: Journal) -> bytes | None:
         """Phase "backup": the whole flash, written atomically and read back (never overwriting a file)."""
         if journal.backup_sha256 is not None or not journal.backup_wanted:
             return None
-        data = self._read_twice()
+        if self.job.reads > 1:
+            data = vote.read(self.dev, 0, self.dev.size, self.job.reads, self.progress, label="backup").data
+        else:
+            data = self._read_twice()
         path = Path(journal.backup) if journal.backup else default_backup_name(data)
         if path.is_file():  # a resumed run whose earlier backup was linked into place: keep it if it is the same
             try:
@@ -304,8 +365,7 @@ class Writer:
         if fresh is not None:
             current = fresh[lo:hi]
         else:
-            with self.progress.task("read", hi - lo) as advance:
-                current = chip.read(lo, hi - lo, advance)
+            current = vote.read(self.dev, lo, hi - lo, self.job.reads, self.progress).data
         before = self._before(journal, fresh)
         changed = [s for s in range(start, start + count)
                    if current[(s - start) * ss:(s - start + 1) * ss] != self._target(s)]
@@ -318,7 +378,7 @@ class Writer:
             if chip.protection(st.sr1, st.sr2).overlaps(lo, hi):
                 raise OperationFailed(f"protection did not clear (sr1 0x{st.sr1:02x}, sr2 0x{st.sr2:02x} after the "
                                       "write): srp0/srp1 or the wp# pin lock the status registers")
-        with self.progress.task(self.job.kind, len(changed) * ss) as advance:
+        with self.progress.task(self.job.kind, len(changed) * ss):
             for s in changed:
                 self._sector(journal, s, current[(s - start) * ss:(s - start + 1) * ss])
         restored = False
@@ -337,7 +397,10 @@ class Writer:
         return JobResult(sectors_total=count, sectors_changed=len(changed), sectors_skipped=count - len(changed),
                          sha256_after=sha_after, backup=journal.backup, resumed=resumed, start_sector=start,
                          sector_count=count, protection_restored=restored,
-                         board=None if self.board is None else self.board.as_dict())
+                         board=None if self.board is None else self.board.as_dict(),
+                         region=None if journal.region is None else
+                         {k: v for k, v in journal.region.items() if k != "edges"},
+                         layout=None if self.layout is None else self.layout.as_dict())
 
     def _sector(self, journal: Journal, s: int, current: bytes) -> None:
         """Erase (unless erased), program the non-0xFF pages, read back and compare (§d.6)."""
@@ -353,7 +416,7 @@ class Writer:
             if data != b"\xff" * page:
                 chip.program_page(addr + off, data, sector=s)
         journal.save(phase="verify")
-        back = chip.read(addr, ss)
+        back = vote.read(self.dev, addr, ss, self.job.reads).data
         if back != want:
             i = next(i for i in range(ss) if back[i] != want[i])
             raise OperationFailed(f"verify failed at 0x{addr + i:06x} in sector {s}: flash 0x{back[i]:02x}, "
@@ -371,8 +434,7 @@ class Writer:
         """
         journal.save(phase="final-verify", sector=None)
         size = self.dev.size
-        with self.progress.task("final verify", hi - lo) as advance:
-            flash = self.chip.read(lo, hi - lo, advance)
+        flash = vote.read(self.dev, lo, hi - lo, self.job.reads, self.progress, label="final verify").data
         target = b"".join(self._target(s) for s in range(lo // self.ss, hi // self.ss))
         res = compare(flash, target, self.ss, base=lo)
         if not res.match:

@@ -19,6 +19,7 @@ injection live here. Decisions the spec leaves open are listed in the docstrings
 from __future__ import annotations
 
 import heapq
+import random
 import zlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -138,7 +139,10 @@ class Asm24Bridge:
     data-stage bytes of vendor requests plus bulk payload of transfers that succeeded. A
     ``disconnect@N`` fault fails transfer N and everything after (standard requests too) and calls
     ``board.disconnect()`` when the board has one; ``timeout@N`` drops transfer N unseen;
-    ``stall@N`` stalls it (a bulk endpoint then stays halted until CLEAR_FEATURE(halt)).
+    ``stall@N`` stalls it (a bulk endpoint then stays halted until CLEAR_FEATURE(halt)). ``flaky=RATE``
+    (with ``flaky-seed``) changes one byte of a bulk IN transfer at that rate on its way to the host
+    (counted in ``flaky_corrupted``): a link whose reads are occasionally wrong, as over the custom
+    firmware's USB 2.0 path.
 
     Choices where the firmware is not documented: requests the firmware does not handle (GET_STATUS,
     unknown descriptor types, unknown vendor requests, vendor requests with another recipient)
@@ -194,7 +198,9 @@ class Asm24Bridge:
         self.counters = dict.fromkeys(
             ("usb_transfers", "control_transfers", "bulk_transfers", "standard_requests", "tlp_reads", "tlp_writes",
              "config_reads", "config_writes", "bytes_in", "bytes_out", "stream_dwords_read", "stream_dwords_written",
-             "f2_bytes_in", "f2_bytes_out"), 0)
+             "f2_bytes_in", "f2_bytes_out", "flaky_corrupted"), 0)
+        #: the flaky link (option ``flaky=RATE``): a seeded generator, so a seed corrupts the same transfers
+        self._flaky_rng = random.Random(options.flaky_seed) if options.flaky > 0 else None
         self.endpoints = BulkEndpoints(
             clock=clock, timing=self.timing, speed=self.speed, max_packet=self.max_packet, memory=self.memory,
             engine=self.engine, counters=self.counters, warnings=self.warnings, busy=self.busy,
@@ -401,7 +407,7 @@ class Asm24Bridge:
                 self.endpoints.receive(data, budget)
                 moved = data
             else:
-                moved = self.endpoints.send(length, budget)
+                moved = self._flaky(self.endpoints.send(length, budget))
             self.counters["bytes_out" if kind == "bulk_out" else "bytes_in"] += len(moved)
             return moved
         except BaseException as exc:
@@ -409,6 +415,18 @@ class Asm24Bridge:
             raise
         finally:
             self._end(error, moved)
+
+    def _flaky(self, data: bytes) -> bytes:
+        """A flaky link (``flaky=RATE``): at that rate a bulk IN transfer reaches the host with one byte changed,
+        at a seeded position and to a seeded other value (the data the device sent is not affected)."""
+        rng = self._flaky_rng
+        if rng is None or not data or rng.random() >= self.options.flaky:
+            return data
+        out = bytearray(data)
+        at = rng.randrange(len(out))
+        out[at] ^= rng.randrange(1, 256)
+        self.counters["flaky_corrupted"] += 1
+        return bytes(out)
 
     def _check_ep(self, ep: int, out: bool, budget: Budget) -> None:
         valid = {EP_IN, EP_OUT}
