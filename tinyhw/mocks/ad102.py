@@ -67,6 +67,22 @@ GSP_BASE, SEC2_BASE = 0x110000, 0x840000
 ENGINE_RESET = {0x1103C0: "gsp", 0x8403C0: "sec2"}
 REG_BSI_SCRATCH_14, REG_BAR1_BLOCK, REG_GSP_DOORBELL = 0x1180F8, 0x001704, 0x110C00
 CHUNK = 1 << 16
+#: the device lock every mock:ad102 board takes (one emulated AD102 per user, whatever its state file)
+LOCK_KEY = "mock:ad102"
+
+
+def reset_state(path: Path | str) -> bool:
+    """Return the emulated AD102 kept in board-state file ``path`` to power-on (WPR2 down, GSP-RM not running, as
+    after a cold boot) by deleting the file; True when there was one. The caller holds the device lock
+    (:data:`LOCK_KEY`; ``tinyhw mock reset`` does). A path that is not a regular file is refused and left alone."""
+    p = Path(path)
+    if not p.exists() and not p.is_symlink():
+        return False
+    if p.is_symlink() or not p.is_file():
+        raise Refused(f"the ad102 board-state file {p} is not a regular file: not deleting it",
+                      hint="name another file with state=FILE, or remove it yourself")
+    p.unlink()
+    return True
 
 
 class SparseVram:
@@ -105,7 +121,7 @@ class Ad102Board:
 
     def __init__(self, options: Ad102Options, *, lock: bool = True, clock: VirtualClock | None = None) -> None:
         self.options = options
-        self._lock = DeviceLock("mock:ad102", backend="mock").acquire() if lock else None
+        self._lock = DeviceLock(LOCK_KEY, backend="mock").acquire() if lock else None
         self.cfg = Ad102Config()
         self.rom = vbios_image()
         self.uncovered: list[str] = []
