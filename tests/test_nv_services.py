@@ -77,7 +77,7 @@ class Guard:
 
 
 def test_the_board_and_the_stub_provide_the_services(tmp_path: Path) -> None:
-    assert MEMBERS == {"vram_size", "pci_ids", "vram_read", "reg_read", "reg_write", "bus_read", "bus_write"}
+    assert {"vram_size", "pci_ids", "vram_read", "reg_read", "reg_write", "bus_read", "bus_write"} == MEMBERS
     assert isinstance(StubNv(), NvServices)
     board = ad102.Ad102Board(Ad102Options(strict=True, state=tmp_path / "s.json"), lock=False)
     try:

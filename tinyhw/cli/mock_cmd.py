@@ -79,9 +79,10 @@ def reset(app: App, yes: bool, force: bool) -> None:
 
 def _reset_ad102(app: App, yes: bool, state: Path) -> None:
     """``mock reset`` of the emulated AD102: delete its board-state file under the board's device lock."""
-    from tinyhw.mocks.ad102 import LOCK_KEY, reset_state
+    from tinyhw.mocks.ad102 import LOCK_KEY, reset_state, state_kept
     from tinyhw.transport.lock import DeviceLock
 
+    state_kept(state)  # a path that is not a regular file is refused before the plan
     app.confirm(yes, f"reset the emulated ad102 to power-on: delete its board state {state} (wpr2 down, gsp-rm "
                      "stopped)")
     with DeviceLock(LOCK_KEY, backend="mock"):

@@ -71,17 +71,25 @@ CHUNK = 1 << 16
 LOCK_KEY = "mock:ad102"
 
 
-def reset_state(path: Path | str) -> bool:
-    """Return the emulated AD102 kept in board-state file ``path`` to power-on (WPR2 down, GSP-RM not running, as
-    after a cold boot) by deleting the file; True when there was one. The caller holds the device lock
-    (:data:`LOCK_KEY`; ``tinyhw mock reset`` does). A path that is not a regular file is refused and left alone."""
+def state_kept(path: Path | str) -> bool:
+    """Whether board-state file ``path`` holds a state to forget: False when there is none; Refused (exit 2) for a
+    path that is not a regular file (a directory, a link, a device node), which :func:`reset_state` never deletes."""
     p = Path(path)
     if not p.exists() and not p.is_symlink():
         return False
     if p.is_symlink() or not p.is_file():
         raise Refused(f"the ad102 board-state file {p} is not a regular file: not deleting it",
                       hint="name another file with state=FILE, or remove it yourself")
-    p.unlink()
+    return True
+
+
+def reset_state(path: Path | str) -> bool:
+    """Return the emulated AD102 kept in board-state file ``path`` to power-on (WPR2 down, GSP-RM not running, as
+    after a cold boot) by deleting the file; True when there was one. The caller holds the device lock
+    (:data:`LOCK_KEY`; ``tinyhw mock reset`` does). A path that is not a regular file is refused and left alone."""
+    if not state_kept(path):
+        return False
+    Path(path).unlink()
     return True
 
 
