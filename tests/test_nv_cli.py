@@ -47,6 +47,8 @@ def test_mock_reset_returns_the_ad102_to_power_on(tmp_path: Path) -> None:
     assert r.code == 0 and "reset to power-on" in r.out
     r = run("--device", "mock:ad102", "--json", "mock", "reset", "--yes")
     assert r.code == 0 and json.loads(r.out)["deleted"] is False  # already at power-on
+    r = run("--device", "mock:ad102", "mock", "power-cycle")
+    assert r.code == 2 and _one_line(r.err) and "mock:ad102 mock reset --yes" in r.err
 
 
 def test_mock_reset_of_an_ad102_with_its_own_state_file(tmp_path: Path) -> None:

@@ -119,7 +119,8 @@ def power_cycle(app: App) -> None:
     options = typed_options(spec)
     path: Path | None = getattr(options, "flash", None)
     if path is None:
-        raise Refused(f"mock:{spec.target} keeps no flash file: there is nothing to power-cycle")
+        raise Refused(f"mock:{spec.target} keeps no flash file: there is nothing to power-cycle",
+                      hint=f"tinyhw --device mock:{spec.target} mock reset --yes returns it to power-on")
     with DeviceLock(str(path.resolve()), backend="mock"):
         booted, why = power_cycle_flash(path, getattr(options, "timing", "typical"))
     state = "early (rom_sw gated; flash update possible)" if booted else "pbl (the boot loader stalled; rom_sw open)"
