@@ -84,9 +84,10 @@ class App:
         raise Refused(f"{name} cannot use --device {self.device}: {why}",
                       hint=f"drop the global --device for {name}")
 
-    def device_spec(self, *, writes: bool = False):  # DeviceSpec
+    def device_spec(self, *, writes: bool = False, example: str = "mock:navi31"):  # DeviceSpec
         """The device this command uses: the global ``--device`` (or ``$TINYHW_DEVICE``), else the single real device
-        present; raises Refused for a command that ``writes`` or when several are present, DeviceNotFound when none is.
+        present; raises Refused for a command that ``writes`` or when several are present, DeviceNotFound when none is
+        (their hint shows ``--device example``).
         """
         from tinyhw.connect.discover import pick_default_device
         from tinyhw.transport.devstr import given_device
@@ -94,10 +95,10 @@ class App:
         spec = given_device(self.device)
         if spec is not None:
             return spec
-        return pick_default_device(self.log, writes=writes)
+        return pick_default_device(self.log, writes=writes, example=example)
 
-    def open_transport(self, *, writes: bool = False) -> Transport:
-        """Open the chosen device; it is closed when the command ends."""
+    def open_transport(self, *, writes: bool = False, example: str = "mock:navi31") -> Transport:
+        """Open the chosen device; it is closed when the command ends (``example``: see :meth:`device_spec`)."""
         if self._opened is None:
             from tinyhw.connect import open_device
 
@@ -105,7 +106,7 @@ class App:
                 self._opened = opened
 
             command = ["tinyhw", *INVOCATION["argv"]]
-            open_device(self.device_spec(writes=writes), keep, record=self.record, command=command)
+            open_device(self.device_spec(writes=writes, example=example), keep, record=self.record, command=command)
         return self._opened.transport
 
     @property

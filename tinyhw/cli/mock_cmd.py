@@ -28,20 +28,24 @@ mock.add_command(gadget)
 @click.option("--force", is_flag=True, help="Replace an existing FILE.bak (otherwise a backup is never overwritten).")
 @click.pass_obj
 def reset(app: App, yes: bool, force: bool) -> None:
-    """Restore the emulated Navi31's flash file (and status registers) to the pristine synthetic image.
+    """Restore an emulated board to its power-on state (default: the emulated Navi31's pristine flash image).
 
-    Touches only the emulated board's files: the flash file named by the device's
-    flash= option, else the default one in the user's cache directory. The previous
-    contents are kept beside it as FILE.bak; an existing FILE.bak is replaced only with
-    --force, and one that is not a regular file (a device node, fifo, directory) never.
-    The board state file beside it (FILE.board.json: firmware running, register values)
-    is deleted: a cold board.
+    Touches only the emulated board's files. Navi31 (mock:navi31, mock:navi31-usb): the flash
+    file named by the device's flash= option, else the default one in the user's cache
+    directory, gets the synthetic image; the previous contents are kept beside it as FILE.bak;
+    an existing FILE.bak is replaced only with --force, and one that is not a regular file (a
+    device node, fifo, directory) never. The board state file beside it (FILE.board.json:
+    firmware running, register values) is deleted: a cold board. AD102 (mock:ad102): its
+    board-state file (state= option, else the default in the user's cache directory: WPR2,
+    GSP-RM running) is deleted, so the next command finds WPR2 down and GSP-RM stopped.
 
     \b
-    Example:
+    Examples:
       tinyhw mock reset --yes
       tinyhw --device mock:navi31,flash=/tmp/board.bin mock reset --yes
+      tinyhw --device mock:ad102 mock reset --yes
     """
+    from tinyhw.boards.nvidia import Ad102Options
     from tinyhw.connect import typed_options
     from tinyhw.mocks.navi31 import reset_flash
     from tinyhw.transport.devstr import given_device, parse_device
@@ -50,7 +54,11 @@ def reset(app: App, yes: bool, force: bool) -> None:
     spec = given_device(app.device) or parse_device("mock:navi31")
     if not spec.is_mock:
         raise Refused(f"mock reset works on emulated boards only, not {spec.kind}:")
-    path: Path | None = getattr(typed_options(spec), "flash", None)
+    options = typed_options(spec)
+    if isinstance(options, Ad102Options):
+        _reset_ad102(app, yes, options.state)
+        return
+    path: Path | None = getattr(options, "flash", None)
     if path is None:
         raise Refused(f"mock:{spec.target} keeps no flash file: there is nothing to reset")
     backup = path.with_name(path.name + ".bak")
@@ -67,6 +75,21 @@ def reset(app: App, yes: bool, force: bool) -> None:
         sha = reset_flash(path)
     app.emit({"path": str(path), "sha256": sha, "backup": str(backup) if keep else None},
              lambda: app.out.print(f"emulated flash reset: {path} (sha256 {sha})", markup=False, emoji=False))
+
+
+def _reset_ad102(app: App, yes: bool, state: Path) -> None:
+    """``mock reset`` of the emulated AD102: delete its board-state file under the board's device lock."""
+    from tinyhw.mocks.ad102 import LOCK_KEY, reset_state, state_kept
+    from tinyhw.transport.lock import DeviceLock
+
+    state_kept(state)  # a path that is not a regular file is refused before the plan
+    app.confirm(yes, f"reset the emulated ad102 to power-on: delete its board state {state} (wpr2 down, gsp-rm "
+                     "stopped)")
+    with DeviceLock(LOCK_KEY, backend="mock"):
+        deleted = reset_state(state)
+    what = "board state deleted" if deleted else "no board state was kept: already at power-on"
+    app.emit({"board": "ad102", "path": str(state), "deleted": deleted},
+             lambda: app.out.print(f"emulated ad102 reset to power-on: {state} ({what})", markup=False, emoji=False))
 
 
 @mock.command("power-cycle")
@@ -96,7 +119,8 @@ def power_cycle(app: App) -> None:
     options = typed_options(spec)
     path: Path | None = getattr(options, "flash", None)
     if path is None:
-        raise Refused(f"mock:{spec.target} keeps no flash file: there is nothing to power-cycle")
+        raise Refused(f"mock:{spec.target} keeps no flash file: there is nothing to power-cycle",
+                      hint=f"tinyhw --device mock:{spec.target} mock reset --yes returns it to power-on")
     with DeviceLock(str(path.resolve()), backend="mock"):
         booted, why = power_cycle_flash(path, getattr(options, "timing", "typical"))
     state = "early (rom_sw gated; flash update possible)" if booted else "pbl (the boot loader stalled; rom_sw open)"

@@ -15,6 +15,8 @@ import click
 from tinyhw.cli.am_cmd import StepDisplay
 from tinyhw.cli.app import App
 
+#: the device the errors' hints show when no --device was given
+EXAMPLE_DEVICE = "mock:ad102"
 _FW_HELP = ("Directory of the NVIDIA firmware (default: $TINYHW_NVIDIA_FIRMWARE, else /lib/firmware/nvidia): "
             "<version>/gsp_ga10x.bin or ga102/gsp/gsp-<version>.bin, and <chip>/gsp/booter_load-<version>.bin, "
             "bootloader-<version>.bin.")
@@ -48,8 +50,9 @@ def info_cmd(app: App, firmware_dir: str | None) -> None:
     from tinyhw.boot.nv import firmware_dir as fw_dir
     from tinyhw.boot.nv.info import info
 
-    t = app.open_transport(writes=False)
-    doc = info(t, fw_dir(firmware_dir))
+    directory = fw_dir(firmware_dir)
+    t = app.open_transport(writes=False, example=EXAMPLE_DEVICE)
+    doc = info(t, directory)
     app.emit(doc, lambda: _show_info(app, doc))
 
 
@@ -90,14 +93,16 @@ def boot_cmd(app: App, yes: bool, firmware_dir: str | None, gsp_version: str | N
     the GSP; the GSP-RM then owns the top of VRAM (WPR2).
 
     \b
-    Example:
+    Examples:
       tinyhw --device vfio:0000:01:00.0 nv boot --yes --firmware-dir /lib/firmware/nvidia
+      tinyhw --device mock:ad102 nv boot --yes --firmware-dir /tmp/nvfw --allow-unknown-firmware
+    (the emulated board's invented firmware set: see docs/nv-boot.md)
     """
     from tinyhw.boot import nv as engine
 
-    t = app.open_transport(writes=True)
-    gpu = engine.preflight_boot(t)
     directory = engine.firmware_dir(firmware_dir)
+    t = app.open_transport(writes=True, example=EXAMPLE_DEVICE)
+    gpu = engine.preflight_boot(t)
     fw = engine.load_firmware(directory, gpu.chip, version=gsp_version, allow_unknown=allow_unknown_firmware)
     assert gpu.chip is not None
     app.confirm(yes, "\n".join([
@@ -131,7 +136,7 @@ def reset_cmd(app: App, yes: bool) -> None:
     """
     from tinyhw.boot import nv as engine
 
-    t = app.open_transport(writes=True)
+    t = app.open_transport(writes=True, example=EXAMPLE_DEVICE)
     gpu = engine.preflight_reset(t)
     lo, hi = gpu.wpr2()
     app.confirm(yes, f"plan: function-level reset of {t.identity().location} (wpr2 {'up' if hi else 'down'}), "

@@ -100,14 +100,16 @@ def list_devices(warn: bool = True, device: DeviceSpec | str | None = None) -> l
     return list_pci() + list_usb(warn=warn) + list_mocks()
 
 
-def pick_default_device(log: Callable[[str], None] = lambda _m: None, *, writes: bool) -> DeviceSpec:
-    """With no --device: a read-only command may use the single real device present; writes never guess."""
+def pick_default_device(log: Callable[[str], None] = lambda _m: None, *, writes: bool,
+                        example: str = "mock:navi31") -> DeviceSpec:
+    """With no --device: a read-only command may use the single real device present; writes never guess.
+    ``example`` is the device string the error's hint shows (an emulated board the command works on)."""
     if writes:
         raise Refused("this command changes the device: name it with --device",
-                      hint="tinyhw list shows the devices; e.g. --device mock:navi31")
+                      hint=f"tinyhw list shows the devices; e.g. --device {example}")
     real = list_pci() + list_usb(warn=False)
     if not real:
-        raise DeviceNotFound("no gpu or usb bridge found", hint="name one with --device, e.g. --device mock:navi31")
+        raise DeviceNotFound("no gpu or usb bridge found", hint=f"name one with --device, e.g. --device {example}")
     if len(real) > 1:
         names = ", ".join(r.device for r in real)
         raise Refused(f"several devices are present ({names}): choose one with --device")

@@ -47,14 +47,14 @@ from tinyhw.boards.nvidia import (
     REG_GFW_PROGRESS,
     REG_VRAM_MIB,
     REG_WPR2_ADDR_HI,
+    REG_WPR2_ADDR_LO,
     Ad102Options,
 )
 from tinyhw.errors import DeviceTimeout, Disconnected, Refused, StrictEmulationError
 from tinyhw.mocks.ad102_config import LINK_SPEED, LINK_WIDTH, Ad102Config
-from tinyhw.mocks.gpuvm import BusFault
 from tinyhw.mocks.iommu import EmulatedIommu, HostBuffer, link_rate
-from tinyhw.mocks.nv_falcon import COVERED, OS, EmulatedFalcon
-from tinyhw.mocks.nv_gsp import BusError, SecureBoot
+from tinyhw.mocks.nv_falcon import COVERED, EmulatedFalcon
+from tinyhw.mocks.nv_gsp import SecureBoot
 from tinyhw.mocks.nv_vbios import vbios_image
 from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
@@ -63,11 +63,34 @@ from tinyhw.transport.lock import DeviceLock
 ACCESS_LATENCY = 1e-6
 WPR2_RUNNING = 0x00FFFF00  # an invented non-zero WPR2 end address (field val 31:4)
 _SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 GT/s PCIe"}
-REG_WPR2_ADDR_LO = 0x1FA824
 GSP_BASE, SEC2_BASE = 0x110000, 0x840000
 ENGINE_RESET = {0x1103C0: "gsp", 0x8403C0: "sec2"}
 REG_BSI_SCRATCH_14, REG_BAR1_BLOCK, REG_GSP_DOORBELL = 0x1180F8, 0x001704, 0x110C00
 CHUNK = 1 << 16
+#: the device lock every mock:ad102 board takes (one emulated AD102 per user, whatever its state file)
+LOCK_KEY = "mock:ad102"
+
+
+def state_kept(path: Path | str) -> bool:
+    """Whether board-state file ``path`` holds a state to forget: False when there is none; Refused (exit 2) for a
+    path that is not a regular file (a directory, a link, a device node), which :func:`reset_state` never deletes."""
+    p = Path(path)
+    if not p.exists() and not p.is_symlink():
+        return False
+    if p.is_symlink() or not p.is_file():
+        raise Refused(f"the ad102 board-state file {p} is not a regular file: not deleting it",
+                      hint="name another file with state=FILE, or remove it yourself")
+    return True
+
+
+def reset_state(path: Path | str) -> bool:
+    """Return the emulated AD102 kept in board-state file ``path`` to power-on (WPR2 down, GSP-RM not running, as
+    after a cold boot) by deleting the file; True when there was one. The caller holds the device lock
+    (:data:`LOCK_KEY`; ``tinyhw mock reset`` does). A path that is not a regular file is refused and left alone."""
+    if not state_kept(path):
+        return False
+    Path(path).unlink()
+    return True
 
 
 class SparseVram:
@@ -98,17 +121,15 @@ class SparseVram:
             offset, data = offset + k, data[k:]
 
 
-def _wpr2_field(address: int) -> int:
-    """An FB address as WPR2_ADDR_LO/HI hold it: 4 KiB units in bits 31:4 (inferred units)."""
-    return ((address >> 12) << 4) & 0xFFFFFFF0
-
-
 class Ad102Board:
-    """Config space, BAR0 registers, the PROM window, the falcons, VRAM and GSP-RM of the emulated AD102."""
+    """Config space, BAR0 registers, the PROM window, the falcons, VRAM and GSP-RM of the emulated AD102.
+
+    It implements :class:`~tinyhw.mocks.services.NvServices` for its GPU blocks (the secure-boot component,
+    which owns the GSP and SEC2 falcons and the GSP-RM)."""
 
     def __init__(self, options: Ad102Options, *, lock: bool = True, clock: VirtualClock | None = None) -> None:
         self.options = options
-        self._lock = DeviceLock("mock:ad102", backend="mock").acquire() if lock else None
+        self._lock = DeviceLock(LOCK_KEY, backend="mock").acquire() if lock else None
         self.cfg = Ad102Config()
         self.rom = vbios_image()
         self.uncovered: list[str] = []
@@ -125,9 +146,8 @@ class Ad102Board:
             REG_BSI_SCRATCH_14: 0, REG_BAR1_BLOCK: 0,
         }
         self.pci_ids = self.cfg.read32(0)
-        self.secure = SecureBoot(self)
-        self.gsp = EmulatedFalcon("gsp", self.vram.read, self.secure.on_start)
-        self.sec2 = EmulatedFalcon("sec2", self.vram.read, self.secure.on_start)
+        self.secure = SecureBoot(self, options.gsp_fault)
+        self.gsp, self.sec2 = self.secure.gsp, self.secure.sec2
         self.iommu = EmulatedIommu(clock or VirtualClock(), link_rate(LINK_SPEED, LINK_WIDTH),
                                    master=lambda: bool(self.cfg.command & 4))
         self.resets = 0
@@ -149,8 +169,7 @@ class Ad102Board:
             return
         lo, hi = doc.get("wpr2", [0, 0])
         self.registers[REG_WPR2_ADDR_LO], self.registers[REG_WPR2_ADDR_HI] = int(lo), int(hi)
-        self.gsp.running = bool(doc.get("gsp_running"))
-        self.gsp.riscv = self.gsp.running
+        self.secure.restore(bool(doc.get("gsp_running")))
         self._saved = self._state_doc()
 
     def save_state(self) -> None:
@@ -169,40 +188,31 @@ class Ad102Board:
         except OSError:
             pass
 
-    # -- what the secure-boot model asks of the board --------------------------------------------------------
-    def wpr2(self) -> tuple[int, int]:
-        """(WPR2_ADDR_LO, WPR2_ADDR_HI) as the registers hold them."""
-        return self.registers[REG_WPR2_ADDR_LO], self.registers[REG_WPR2_ADDR_HI]
-
-    def set_wpr2(self, start: int, end: int) -> None:
-        """Protect FB ``start`` .. ``end`` (what FWSEC and the booter do)."""
-        self.registers[REG_WPR2_ADDR_LO] = _wpr2_field(start)
-        self.registers[REG_WPR2_ADDR_HI] = _wpr2_field(end - 1) or 0x10
-
+    # -- NvServices: what the GPU blocks ask of the board -------------------------------------------------------
     def vram_read(self, offset: int, length: int) -> bytes:
         """FB bytes for a falcon's DMA."""
         return self.vram.read(offset, length)
 
+    def reg_read(self, offset: int) -> int:
+        """The stored BAR0 register at ``offset`` (WPR2, BSI scratch, identity; 0 where the board keeps none)."""
+        return self.registers.get(offset, 0)
+
+    def reg_write(self, offset: int, value: int) -> None:
+        """A block's own update of BAR0 register ``offset`` (FWSEC and the booter raising WPR2); not a host write."""
+        self.registers[offset] = value & 0xFFFFFFFF
+
     def bus_read(self, addr: int, length: int) -> bytes:
-        """Host memory at bus address ``addr`` through the IOMMU (BusError when it faults)."""
-        try:
-            return self.iommu.dma_read(addr, length)
-        except BusFault as e:
-            raise BusError(str(e)) from None
+        """Host memory at bus address ``addr`` through the IOMMU (``BusFault`` when it faults)."""
+        return self.iommu.dma_read(addr, length)
 
     def bus_write(self, addr: int, data: bytes) -> None:
-        """Write host memory at bus address ``addr`` through the IOMMU (BusError when it faults)."""
-        try:
-            self.iommu.dma_write(addr, data)
-        except BusFault as e:
-            raise BusError(str(e)) from None
+        """Write host memory at bus address ``addr`` through the IOMMU (``BusFault`` when it faults)."""
+        self.iommu.dma_write(addr, data)
 
     def function_reset(self) -> None:
         """A function-level reset: falcons, WPR2, GSP-RM and BSI scratch back to power-on; config space kept."""
         self.resets += 1
-        self.gsp.power_on()
-        self.sec2.power_on()
-        self.secure.gsp_rm = None
+        self.secure.power_on()
         self.registers.update({REG_WPR2_ADDR_LO: 0, REG_WPR2_ADDR_HI: 0, REG_BSI_SCRATCH_14: 0, REG_BAR1_BLOCK: 0})
 
     @property
@@ -265,8 +275,8 @@ class Ad102Board:
             hit = self._falcon(offset)
             if hit is not None:
                 hit[0].write(hit[1], value)
-                if hit[0] is self.gsp and hit[1] == OS and self.secure.gsp_rm is not None:
-                    self.secure.gsp_rm.on_register_write(offset, value)
+                if hit[0] is self.gsp:
+                    self.secure.on_gsp_register_write(hit[1], value)
                 return
             if offset in ENGINE_RESET:
                 (self.gsp if ENGINE_RESET[offset] == "gsp" else self.sec2).engine_reset(bool(value & 1))
@@ -275,11 +285,7 @@ class Ad102Board:
                 self.registers[offset] = value
                 return
             if offset == REG_GSP_DOORBELL:
-                if self.secure.gsp_rm is not None:
-                    try:
-                        self.secure.gsp_rm.doorbell()
-                    except BusError as e:
-                        self.secure.gsp_rm.problems.append(str(e))
+                self.secure.doorbell()
                 return
         self._uncovered(f"bar{bar} write of 0x{value:08x} at 0x{offset:x}", 0)
 

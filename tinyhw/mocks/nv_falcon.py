@@ -10,6 +10,9 @@ BOOTVEC, MAILBOX0/1, CPUCTL (startcpu 1 / halted 4; CPUCTL_ALIAS, alias_en 6 rea
 (active_stat 7). Starting the CPU hands the falcon to ``on_start`` (the board's HS black box or GSP
 model), which decides whether it halts and what the mailboxes say. IMEM and DMEM are 64 KiB each (inferred).
 
+The falcon reaches the board only through :class:`~tinyhw.mocks.services.NvServices` (its DMA reads FB memory
+with ``vram_read``); what its CPU runs is the ``on_start`` callback of its owner.
+
 A DMA whose FBIF setup is missing copies nothing (the HS check that follows then fails, as on hardware the
 ucode would not authenticate; inferred).
 """
@@ -20,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinyhw.mocks.handlers import CommandTable
+from tinyhw.mocks.services import NvServices
 
 MEM_SIZE = 64 << 10
 MAILBOX0, MAILBOX1, OS, RM, HWCFG2, CPUCTL, BOOTVEC, DMACTL = 0x40, 0x44, 0x80, 0x84, 0xF4, 0x100, 0x104, 0x10C
@@ -35,12 +39,11 @@ WRITES: CommandTable[int] = CommandTable("falcon register write")
 
 
 class EmulatedFalcon:
-    """One falcon; ``vram_read(addr, n)`` reads FB memory for its DMA, ``on_start(falcon)`` runs what it loaded."""
+    """One falcon; its DMA reads FB memory through ``services``, ``on_start(falcon)`` runs what it loaded."""
 
-    def __init__(self, name: str, vram_read: Callable[[int, int], bytes],
-                 on_start: Callable[[EmulatedFalcon], None]) -> None:
+    def __init__(self, name: str, services: NvServices, on_start: Callable[[EmulatedFalcon], None]) -> None:
         self.name = name
-        self._vram_read = vram_read
+        self.services = services
         self._on_start = on_start
         self.dma_bytes = 0
         self.starts = 0
@@ -101,7 +104,7 @@ class EmulatedFalcon:
         dst = r.get(DMATRFMOFFS, 0)
         mem = self.imem if value & (1 << 4) else self.dmem
         if dst + 256 <= MEM_SIZE:
-            mem[dst:dst + 256] = self._vram_read(src, 256)
+            mem[dst:dst + 256] = self.services.vram_read(src, 256)
             self.dma_bytes += 256
 
     @WRITES.handles(CPUCTL)

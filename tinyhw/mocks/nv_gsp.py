@@ -27,17 +27,22 @@ sequencer event whose script saves BOOT_0, sets and polls BSI_SECURE_SCRATCH_14 
 writes :data:`SEQUENCER_DONE` to the GSP's FALCON_OS; on that write posts GSP_INIT_DONE. At each doorbell
 it answers GET_GSP_STATIC_INFO (function 65) in tinyhw's reading of its reply (fb size u64 @0, name @8,
 version @72; unverified layout, docs/nv-boot.md) and any other function with rpc_result 0x1.
+
+These blocks reach the board only through :class:`~tinyhw.mocks.services.NvServices` (FB reads for the falcons'
+DMA, WPR2 as BAR0 register storage, host memory through the IOMMU, the VRAM size and PCI ids); the secure-boot
+component owns the GSP and SEC2 falcons and the GSP-RM it starts. It never holds the board.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
-from typing import Any
 
+from tinyhw.boards.nvidia import REG_WPR2_ADDR_HI, REG_WPR2_ADDR_LO
 from tinyhw.mocks import nv_gspfw, nv_vbios
+from tinyhw.mocks.gpuvm import BusFault
 from tinyhw.mocks.handlers import CommandTable
-from tinyhw.mocks.nv_falcon import ENGIDMASK, MAILBOX0, MAILBOX1, MOD_SEL, PARAADDR0, UCODE_ID, EmulatedFalcon
+from tinyhw.mocks.nv_falcon import ENGIDMASK, MAILBOX0, MAILBOX1, MOD_SEL, OS, PARAADDR0, UCODE_ID, EmulatedFalcon
+from tinyhw.mocks.services import NvServices
 
 FWSEC_SIGNATURE, FWSEC_NOT_FRTS, FWSEC_REGION, FWSEC_BROM, FWSEC_INJECTED = (0xF5EC0001, 0xF5EC0002, 0xF5EC0003,
                                                                              0xF5EC0004, 0xF5EC0005)
@@ -52,8 +57,14 @@ RPCS: CommandTable[int] = CommandTable("gsp rpc")
 WPR_MAGIC = 0xDC3AAE21371A60B3
 
 
-class BusError(Exception):
-    """The GSP's access to host memory failed (IOMMU fault, bus mastering off)."""
+class BusError(BusFault):
+    """What GSP-RM found in host memory is unusable (no RMARGS entry, a queue page table out of bounds); the
+    IOMMU's own refusals are :class:`~tinyhw.mocks.gpuvm.BusFault`, which this derives from."""
+
+
+def wpr2_field(address: int) -> int:
+    """An FB address as WPR2_ADDR_LO/HI hold it: 4 KiB units in bits 31:4 (inferred units)."""
+    return ((address >> 12) << 4) & 0xFFFFFFF0
 
 
 def _checksum(data: bytes) -> int:
@@ -65,14 +76,12 @@ def _checksum(data: bytes) -> int:
 
 
 class GspRm:
-    """The scripted GSP-RM: reads ``bus_read``/writes ``bus_write`` host memory at bus addresses."""
+    """The scripted GSP-RM: reads and writes host memory at bus addresses through ``services``."""
 
-    def __init__(self, bus_read: Callable[[int, int], bytes], bus_write: Callable[[int, bytes], None],
-                 vram_size: int, pci_ids: int, version: str, silent: bool) -> None:
-        self.bus_read = bus_read
-        self.bus_write = bus_write
-        self.vram_size = vram_size
-        self.pci_ids = pci_ids
+    def __init__(self, services: NvServices, version: str, silent: bool) -> None:
+        self.services = services
+        self.vram_size = services.vram_size
+        self.pci_ids = services.pci_ids
         self.version = version
         self.silent = silent
         self.pt: list[int] = []
@@ -90,14 +99,14 @@ class GspRm:
         out = b""
         while n:
             k = min(n, PAGE - off % PAGE)
-            out += self.bus_read(self._pa(off), k)
+            out += self.services.bus_read(self._pa(off), k)
             off, n = off + k, n - k
         return out
 
     def _wr(self, off: int, data: bytes) -> None:
         while data:
             k = min(len(data), PAGE - off % PAGE)
-            self.bus_write(self._pa(off), data[:k])
+            self.services.bus_write(self._pa(off), data[:k])
             off, data = off + k, data[k:]
 
     def _u32(self, off: int) -> int:
@@ -105,7 +114,7 @@ class GspRm:
 
     def start(self, libos_args: int) -> None:
         """Boot: parse the LibOS arguments, attach to the queues, read what the CPU pre-filled."""
-        entries = self.bus_read(libos_args, 6 * 32)
+        entries = self.services.bus_read(libos_args, 6 * 32)
         rmargs = None
         for i in range(6):
             name, pa, size = struct.unpack_from("<QQQ", entries, 32 * i)
@@ -113,10 +122,10 @@ class GspRm:
                 rmargs = pa
         if rmargs is None:
             raise BusError("no RMARGS entry among the libos arguments")
-        shared, count, self.cmd, self.stat = struct.unpack_from("<QI4xQQ", self.bus_read(rmargs, 32))
+        shared, count, self.cmd, self.stat = struct.unpack_from("<QI4xQQ", self.services.bus_read(rmargs, 32))
         if not 1 <= count <= 1024:
             raise BusError(f"queue page table of {count} entries")
-        self.pt = list(struct.unpack(f"<{count}Q", self.bus_read(shared, 8 * count)))
+        self.pt = list(struct.unpack(f"<{count}Q", self.services.bus_read(shared, 8 * count)))
         if self.silent:
             return
         # status queue header: version 0, size, msgSize, msgCount, writePtr 0, flags 0, rxHdrOff 32, entryOff
@@ -210,18 +219,57 @@ class GspRm:
 
 
 class SecureBoot:
-    """FWSEC and booter black boxes, and the GSP-RM they start (see the module docstring)."""
+    """The GSP and SEC2 falcons, the FWSEC and booter black boxes, and the GSP-RM they start (see the module
+    docstring); ``fault`` is the board's ``gsp-fault`` option (``none``, ``fwsec-error``, ``booter-timeout``,
+    ``queue-silent``)."""
 
-    def __init__(self, board: Any) -> None:
-        self.board = board  # vram_size, vram_read, bus_read, bus_write, set_wpr2, wpr2, gsp, sec2, options
+    def __init__(self, services: NvServices, fault: str = "none") -> None:
+        self.services = services
+        self.fault = fault
+        self.gsp = EmulatedFalcon("gsp", services, self.on_start)
+        self.sec2 = EmulatedFalcon("sec2", services, self.on_start)
         self.gsp_rm: GspRm | None = None
         self.results: list[tuple[str, int]] = []
 
+    def power_on(self) -> None:
+        """A function-level reset: both falcons back to power-on, GSP-RM gone (WPR2 is the board's register)."""
+        self.gsp.power_on()
+        self.sec2.power_on()
+        self.gsp_rm = None
+
+    def restore(self, running: bool) -> None:
+        """Take up the state a board-state file kept: GSP-RM running on the GSP's RISC-V core, or not."""
+        self.gsp.running = running
+        self.gsp.riscv = running
+
+    def on_gsp_register_write(self, off: int, value: int) -> None:
+        """A host write of GSP falcon register ``off`` (after the falcon stored it): GSP-RM watches FALCON_OS."""
+        if off == OS and self.gsp_rm is not None:
+            self.gsp_rm.on_register_write(0x110000 + off, value)
+
+    def doorbell(self) -> None:
+        """The GSP doorbell (QUEUE_HEAD[0]) was written: GSP-RM consumes its command queue; a host-memory
+        fault on the way is noted among its problems (the reply never comes)."""
+        if self.gsp_rm is None:
+            return
+        try:
+            self.gsp_rm.doorbell()
+        except BusFault as e:
+            self.gsp_rm.problems.append(str(e))
+
+    def wpr2(self) -> tuple[int, int]:
+        """(WPR2_ADDR_LO, WPR2_ADDR_HI) as the board's registers hold them."""
+        return self.services.reg_read(REG_WPR2_ADDR_LO), self.services.reg_read(REG_WPR2_ADDR_HI)
+
+    def set_wpr2(self, start: int, end: int) -> None:
+        """Protect FB ``start`` .. ``end`` (what FWSEC and the booter do)."""
+        self.services.reg_write(REG_WPR2_ADDR_LO, wpr2_field(start))
+        self.services.reg_write(REG_WPR2_ADDR_HI, wpr2_field(end - 1) or 0x10)
+
     def on_start(self, falcon: EmulatedFalcon) -> None:
         """A falcon's CPU was started: run the black box for what it is."""
-        b = self.board
-        if falcon is b.sec2:
-            if b.options.gsp_fault == "booter-timeout":
+        if falcon is self.sec2:
+            if self.fault == "booter-timeout":
                 return  # never halts
             code = self._booter(falcon)
         elif not falcon.riscv:
@@ -234,7 +282,6 @@ class SecureBoot:
 
     # -- FWSEC-FRTS --------------------------------------------------------------------------------------------
     def _fwsec(self, f: EmulatedFalcon) -> int:
-        b = self.board
         app, ucode_id = nv_vbios.APPS[1]
         r = f.regs
         if (r.get(MOD_SEL) != 1 or r.get(UCODE_ID) != ucode_id or r.get(ENGIDMASK) != 0x0400
@@ -245,58 +292,57 @@ class SecureBoot:
         pkc = nv_vbios.PKC_OFFSET
         if bytes(f.imem[:256]) != ucode[:256] or bytes(f.dmem[pkc:pkc + 384]) != sigs[-384:]:
             return FWSEC_SIGNATURE
-        if b.options.gsp_fault == "fwsec-error":
+        if self.fault == "fwsec-error":
             return FWSEC_INJECTED
         dmap = nv_vbios.DMAP_OFFSET
         if struct.unpack_from("<I", f.dmem, dmap + 44)[0] != 0x15:
             return FWSEC_NOT_FRTS
         cmd = struct.unpack_from("<5I4x5I", f.dmem, nv_vbios.CMD_IN)
-        frts = b.vram_size - (2 << 20)
+        frts = self.services.vram_size - (2 << 20)
         if cmd != (1, 24, 0, 0, 2, 1, 20, frts >> 12, 0x100, 2):
             return FWSEC_REGION
-        b.set_wpr2(frts, frts + (1 << 20))
+        self.set_wpr2(frts, frts + (1 << 20))
         return 0
 
     # -- booter --------------------------------------------------------------------------------------------------
     def _booter(self, f: EmulatedFalcon) -> int:
-        b = self.board
+        bus = self.services
         r = f.regs
         pkc = nv_gspfw.BOOTER_PKC
         if (r.get(PARAADDR0) != pkc or r.get(ENGIDMASK) != 1 or r.get(UCODE_ID) != 3 or r.get(MOD_SEL) != 1
                 or bytes(f.dmem[pkc:pkc + nv_gspfw.SIG_SIZE]) != nv_gspfw.BOOTER_SIGNATURE):
             return BOOTER_SIGNATURE
-        if not b.wpr2()[1]:
+        if not self.wpr2()[1]:
             return BOOTER_NO_WPR2
-        gsp = b.gsp
+        gsp = self.gsp
         libos = gsp.regs.get(MAILBOX0, 0) | gsp.regs.get(MAILBOX1, 0) << 32
         if not gsp.riscv or not libos:
             return BOOTER_NO_GSP
         meta_at = r.get(MAILBOX0, 0) | r.get(MAILBOX1, 0) << 32
         try:
-            meta = b.bus_read(meta_at, 256)
+            meta = bus.bus_read(meta_at, 256)
             m = dict(zip(("magic", "revision", "radix3", "radix3_size", "bl", "bl_size", "bl_code", "bl_data",
                           "bl_manifest", "sig", "sig_size", "rsvd", "nonwpr", "nonwpr_size", "wpr_start", "heap",
                           "heap_size", "fw", "boot_bin", "frts", "frts_size", "wpr_end", "fb", "vga", "vga_size"),
                          struct.unpack_from("<25Q", meta), strict=True))
             if not self._meta_ok(m):
                 return BOOTER_META
-            head = b.bus_read(self._radix3_page(m["radix3"], 0), 64)
+            head = bus.bus_read(self._radix3_page(m["radix3"], 0), 64)
             last = (m["radix3_size"] - 1) // PAGE
             tail = m["radix3_size"] - last * PAGE
-            b.bus_read(self._radix3_page(m["radix3"], last), tail)
-            b.bus_read(m["bl"], m["bl_size"])
-            b.bus_read(m["sig"], m["sig_size"])
-        except BusError:
+            bus.bus_read(self._radix3_page(m["radix3"], last), tail)
+            bus.bus_read(m["bl"], m["bl_size"])
+            bus.bus_read(m["sig"], m["sig_size"])
+        except BusFault:
             return BOOTER_UNREADABLE
         version = "unknown"
         if head.startswith(nv_gspfw.GSPRM_MARKER):
             version = head[len(nv_gspfw.GSPRM_MARKER):].split(b"\0")[0].decode("ascii", "replace")
-        b.set_wpr2(m["wpr_start"], m["wpr_end"])
-        self.gsp_rm = GspRm(b.bus_read, b.bus_write, b.vram_size, b.pci_ids, version,
-                            b.options.gsp_fault == "queue-silent")
+        self.set_wpr2(m["wpr_start"], m["wpr_end"])
+        self.gsp_rm = GspRm(self.services, version, self.fault == "queue-silent")
         try:
             self.gsp_rm.start(libos)
-        except BusError:
+        except BusFault:
             return BOOTER_UNREADABLE
         gsp.running = True
         return 0
@@ -305,11 +351,11 @@ class SecureBoot:
         """The bus address of image page ``index`` through the three table levels (512 entries per page, §11)."""
         addr = level0
         for shift in (18, 9, 0):
-            addr = struct.unpack("<Q", self.board.bus_read(addr + 8 * ((index >> shift) & 511), 8))[0]
+            addr = struct.unpack("<Q", self.services.bus_read(addr + 8 * ((index >> shift) & 511), 8))[0]
         return addr
 
     def _meta_ok(self, m: dict[str, int]) -> bool:
-        vram = self.board.vram_size
+        vram = self.services.vram_size
         order = (m["nonwpr"] < m["wpr_start"] < m["heap"] < m["fw"] < m["boot_bin"] < m["frts"] < m["wpr_end"]
                  <= m["fb"])
         return (m["magic"] == WPR_MAGIC and m["revision"] == 1 and m["fb"] == vram and order

@@ -28,6 +28,8 @@ Plus the **register file** the blocks share (:meth:`~BoardServices.reg_read`/:me
 the storage behind BAR5, by dword offset; a block's own writes, e.g. a read pointer, are not host writes and
 are not counted) and the register database (:attr:`~BoardServices.regs`) the offsets come from.
 
+The NVIDIA blocks take :class:`NvServices` (below) instead: no MC aperture, VMIDs or BAR5 register file there.
+
 What is *not* here: board-specific events (sOS alive gates the flash mailbox, a mode-1 reset, "a compute queue
 is active") are plain callbacks the board passes to the one block that raises or needs them, so this interface
 does not grow with every block.
@@ -115,4 +117,51 @@ class BoardServices(Protocol):
     def bus_write(self, addr: int, data: bytes, at: float | None = None) -> bool:
         """A posted write to bus address ``addr``; False when no attachment answers there. ``at``: see
         :meth:`gpu_write`."""
+        ...
+
+
+@runtime_checkable
+class NvServices(Protocol):
+    """The board as the emulated NVIDIA blocks (falcons, the FWSEC/booter black boxes, the scripted GSP-RM) see it.
+
+    :class:`BoardServices` is AMD-shaped (an MC aperture, VMIDs, a BAR5 register file); an NVIDIA board has none of
+    those, so its blocks get this smaller interface, named like :class:`BoardServices` where the meaning is the
+    same. What the blocks actually ask of the board, in four concerns:
+
+    * **facts** -- :attr:`vram_size` (the FB size the FRTS region and the WPR meta are placed against) and
+      :attr:`pci_ids` (config dword 0, which GSP_SET_SYSTEM_INFO must carry);
+    * **FB memory** -- :meth:`vram_read` (what a falcon's DMA copies into IMEM/DMEM);
+    * **BAR0 register storage** -- :meth:`reg_read`/:meth:`reg_write` by BAR0 byte offset (WPR2_ADDR_LO/HI, which
+      FWSEC and the booter raise): a block's own update, not a host write, not counted;
+    * **host memory through the emulated IOMMU** -- :meth:`bus_read`/:meth:`bus_write` at bus addresses (IOVAs):
+      the GSP and booter as bus masters. An access the IOMMU refuses (no buffer maps it, bus mastering off)
+      raises :class:`tinyhw.mocks.gpuvm.BusFault`; nothing is moved.
+
+    No time or scheduling: these blocks answer at the host access that starts them (the IOMMU charges its own
+    DMA time to the board's clock). A block never holds the board.
+    """
+
+    #: FB (VRAM) size in bytes
+    vram_size: int
+    #: PCI vendor id | device id << 16, as config space dword 0 reads
+    pci_ids: int
+
+    def vram_read(self, offset: int, length: int) -> bytes:
+        """``length`` bytes of FB memory at byte ``offset`` (never-written memory reads 0)."""
+        ...
+
+    def reg_read(self, offset: int) -> int:
+        """The stored value of the BAR0 register at byte ``offset`` (0 when the board keeps none there)."""
+        ...
+
+    def reg_write(self, offset: int, value: int) -> None:
+        """Store ``value`` in the BAR0 register at byte ``offset`` as a block's own update (not a host write)."""
+        ...
+
+    def bus_read(self, addr: int, length: int) -> bytes:
+        """``length`` bytes of host memory at bus address ``addr`` (raises ``BusFault`` when the IOMMU refuses)."""
+        ...
+
+    def bus_write(self, addr: int, data: bytes) -> None:
+        """Write ``data`` to host memory at bus address ``addr`` (raises ``BusFault`` when the IOMMU refuses)."""
         ...

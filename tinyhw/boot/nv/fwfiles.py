@@ -51,9 +51,32 @@ MAX_VERSIONS = 64
 
 
 def firmware_dir(given: str | os.PathLike[str] | None) -> Path:
-    """``--firmware-dir``, else $TINYHW_NVIDIA_FIRMWARE, else /lib/firmware/nvidia."""
-    text = given or os.environ.get("TINYHW_NVIDIA_FIRMWARE")
-    return Path(text).expanduser() if text else DEFAULT_DIR
+    """``--firmware-dir``, else $TINYHW_NVIDIA_FIRMWARE, else /lib/firmware/nvidia. A directory the user named
+    (option or variable) must exist and be a directory, and an empty ``given`` is refused (exit 2): a typo never
+    falls back to another directory. The default is checked only when a boot reads it (:func:`load_firmware`)."""
+    if given is not None and not os.fspath(given).strip():
+        raise Refused("--firmware-dir is empty", hint="name the directory holding the nvidia firmware")
+    source = "--firmware-dir" if given is not None else "$TINYHW_NVIDIA_FIRMWARE"
+    text = given if given is not None else os.environ.get("TINYHW_NVIDIA_FIRMWARE")
+    if not text:
+        return DEFAULT_DIR
+    path = Path(text).expanduser()
+    check_firmware_dir(path, source)
+    return path
+
+
+def check_firmware_dir(path: Path, source: str = "the nvidia firmware directory") -> None:
+    """Refuse (exit 2) a firmware directory ``path`` that does not exist or is not a directory; ``source`` names
+    where it came from in the message (``--firmware-dir``, ``$TINYHW_NVIDIA_FIRMWARE``)."""
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except (OSError, ValueError) as e:
+        raise Refused(f"{source} {path} cannot be read ({e})", hint=PKG_HINT) from None
+    if not exists:
+        raise Refused(f"{source} {path} does not exist", hint=PKG_HINT)
+    if not is_dir:
+        raise Refused(f"{source} {path} is not a directory",
+                      hint="name the directory holding <version>/gsp_ga10x.bin and <chip>/gsp/, not a file in it")
 
 
 @dataclass
@@ -193,6 +216,7 @@ def load_firmware(directory: Path, chip: ChipParams | None, *, version: str | No
     """Find and check the boot set for ``chip`` under ``directory`` (exit 2 on the first bad or missing file)."""
     if chip is None:
         raise Refused("the chip is not known; run the preflight first")
+    check_firmware_dir(directory)
     found = gsp_candidates(directory)
     if version is None:
         if not found:
