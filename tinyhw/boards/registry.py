@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tinyhw.boards.navi31 import Navi31Options, Navi31UsbOptions
 from tinyhw.boards.nvidia import Ad102Options
-from tinyhw.boards.options import DeviceOptions, NoOptions, flag, option, path
+from tinyhw.boards.options import DeviceOptions, NoOptions, flag, option, path, pattern
 
 
 @dataclass
@@ -38,9 +38,17 @@ class RemoteOptions(DeviceOptions):
                               "else ~/.config/tinyhw/remote.key)")
 
 
+@dataclass
+class LabgridOptions(DeviceOptions):
+    """Options of ``labgrid:PLACE``: where the coordinator is and how long a refused place is waited for."""
+
+    coordinator: str | None = option(pattern("HOST:PORT", r"[a-z0-9.\-\[\]:]{1,255}", "a coordinator address HOST[:PORT]"),
+                                     None, "the labgrid coordinator (default $LG_COORDINATOR, else 127.0.0.1:20408)")
+
+
 #: openers ``tinyhw.connect`` binds (connect.OPENERS): native PCIe, the USB bridge, a server, the CUDA driver, an
-#: emulated board that is its own transport, and an emulated board behind the emulated ASM24 bridge.
-OPENERS = ("pci", "vfio", "usb", "remote", "cuda", "direct", "asm24")
+#: emulated board that is its own transport, an emulated board behind the emulated ASM24 bridge, and a labgrid place.
+OPENERS = ("pci", "vfio", "usb", "remote", "cuda", "direct", "asm24", "labgrid")
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,7 @@ class Entry:
 
     @property
     def kind(self) -> str:
-        """The device kind: ``pci``, ``vfio``, ``usb``, ``remote``, ``cuda`` or ``mock``."""
+        """The device kind: ``pci``, ``vfio``, ``usb``, ``remote``, ``labgrid``, ``cuda`` or ``mock``."""
         return self.name.partition(":")[0]
 
     @property
@@ -93,6 +101,8 @@ REGISTRY: tuple[Entry, ...] = (
           emulator="tinyhw.mocks.navi31:Navi31Board", board="navi31"),
     Entry("mock:ad102", "direct", Ad102Options, "emulated nvidia ada (ad102, rtx 4090) board, attached directly",
           emulator="tinyhw.mocks.ad102:Ad102Transport", board="ad102"),
+    Entry("labgrid", "labgrid", LabgridOptions, "a labgrid place: acquired through the coordinator, its tinyhw server "
+          "reached through the remote transport (the labgrid extra)", forms="labgrid:PLACE"),
     Entry("cuda", "cuda", NoOptions, "an NVIDIA GPU through the CUDA driver (bench copy and kernels run only)",
           forms="cuda:N"),
 )
