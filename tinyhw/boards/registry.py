@@ -40,10 +40,11 @@ class RemoteOptions(DeviceOptions):
 
 @dataclass
 class LabgridOptions(DeviceOptions):
-    """Options of ``labgrid:PLACE``: where the coordinator is and how long a refused place is waited for."""
+    """Options of ``labgrid:PLACE``: where the coordinator is."""
 
-    coordinator: str | None = option(pattern("HOST:PORT", r"[a-z0-9.\-\[\]:]{1,255}", "a coordinator address HOST[:PORT]"),
-                                     None, "the labgrid coordinator (default $LG_COORDINATOR, else 127.0.0.1:20408)")
+    coordinator: str | None = option(pattern("HOST:PORT", r"[a-z0-9.\-\[\]:]{1,255}",
+                                             "a coordinator address HOST[:PORT]"), None,
+                                     "the labgrid coordinator (default $LG_COORDINATOR, else 127.0.0.1:20408)")
 
 
 #: openers ``tinyhw.connect`` binds (connect.OPENERS): native PCIe, the USB bridge, a server, the CUDA driver, an
@@ -95,14 +96,14 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("usb", "usb", NoOptions, "the ASM24 bridge with the custom firmware", forms="usb, usb:N, usb:BUS-ADDR"),
     Entry("remote", "remote", RemoteOptions, "a tinyhw serve remote on another machine (ssh runs it over stdio)",
           forms="remote:HOST:PORT, remote:unix[:PATH], remote:ssh://[user@]host/DEV"),
+    Entry("labgrid", "labgrid", LabgridOptions, "a labgrid place: acquired through the coordinator, its tinyhw server "
+          "reached through the remote transport (the labgrid extra)", forms="labgrid:PLACE"),
     Entry("mock:navi31", "direct", Navi31Options, "emulated navi31 (rx 7900) board, attached directly",
           emulator="tinyhw.mocks.direct:DirectTransport", board="navi31"),
     Entry("mock:navi31-usb", "asm24", Navi31UsbOptions, "emulated navi31 board behind an emulated asm24 usb bridge",
           emulator="tinyhw.mocks.navi31:Navi31Board", board="navi31"),
     Entry("mock:ad102", "direct", Ad102Options, "emulated nvidia ada (ad102, rtx 4090) board, attached directly",
           emulator="tinyhw.mocks.ad102:Ad102Transport", board="ad102"),
-    Entry("labgrid", "labgrid", LabgridOptions, "a labgrid place: acquired through the coordinator, its tinyhw server "
-          "reached through the remote transport (the labgrid extra)", forms="labgrid:PLACE"),
     Entry("cuda", "cuda", NoOptions, "an NVIDIA GPU through the CUDA driver (bench copy and kernels run only)",
           forms="cuda:N"),
 )

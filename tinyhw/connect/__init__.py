@@ -231,7 +231,15 @@ def _open_labgrid(spec: DeviceSpec, entry: registry.Entry, register: Callable[[O
         with contextlib.suppress(TinyhwError):  # the server's refusal is the error to show
             place.release(lease)
         raise
-    opened = Opened(transport, spec, closers=[lambda: place.release(lease)])
+
+    def release() -> None:
+        try:
+            place.release(lease)
+        except TinyhwError:
+            if not transport.broken:  # after a lost connection, that error is the one to show, not this one
+                raise
+
+    opened = Opened(transport, spec, closers=[release])
     register(opened)
     return opened
 

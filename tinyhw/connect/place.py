@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import threading
 from collections.abc import Callable, Coroutine
@@ -31,8 +32,9 @@ from tinyhw.transport.devstr import DeviceSpec
 DEFAULT_COORDINATOR = "127.0.0.1:20408"
 #: the resource class a place must hold (tinyhw.labgrid.resources.TinyhwRemote)
 REMOTE_CLASS = "TinyhwRemote"
-#: seconds one conversation with the coordinator may take (connect, sync, acquire or release)
-COORDINATOR_TIMEOUT = 10.0
+#: seconds one conversation with the coordinator may take (connect, sync, acquire or release); the coordinator
+#: itself waits up to 10 s for an exporter to confirm an acquire or release, so this is more
+COORDINATOR_TIMEOUT = 30.0
 INSTALL_HINT = "install the labgrid extra: pip install 'tinyhw[labgrid]'"
 
 
@@ -71,8 +73,26 @@ def _labgrid() -> Any:
     return client
 
 
+WORKER = "tinyhw-labgrid"
+
+
+class _QuietWorker(logging.Filter):
+    """Drops the records labgrid's client logs on the root logger from :data:`WORKER` threads: tinyhw says what
+    went wrong in its one error line (``ERROR:root:coordinator is unavailable`` would be a second)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.threadName != WORKER
+
+
+def _quiet_root_logger() -> None:
+    root = logging.getLogger()
+    if not any(isinstance(f, _QuietWorker) for f in root.filters):
+        root.addFilter(_QuietWorker())
+
+
 def _in_thread(make: Callable[[], Coroutine[Any, Any, Any]], timeout: float) -> Any:
     """Run one coroutine on a fresh event loop in its own thread (the caller may run a loop of its own)."""
+    _quiet_root_logger()
     box: dict[str, Any] = {}
 
     def run() -> None:
@@ -81,7 +101,7 @@ def _in_thread(make: Callable[[], Coroutine[Any, Any, Any]], timeout: float) -> 
         except BaseException as e:  # handed to the caller's thread
             box["error"] = e
 
-    worker = threading.Thread(target=run, name="tinyhw-labgrid", daemon=True)
+    worker = threading.Thread(target=run, name=WORKER, daemon=True)
     worker.start()
     worker.join(timeout + 5)
     if worker.is_alive():
@@ -101,9 +121,9 @@ async def _session(address: str, place: str) -> Any:
     except asyncio.CancelledError:
         await _close(session)
         raise
-    except Exception as e:
+    except Exception:
         await _close(session)
-        raise DeviceNotFound(f"cannot reach the labgrid coordinator at {address}: {e}",
+        raise DeviceNotFound(f"cannot reach the labgrid coordinator at {address}",
                              hint="start labgrid-coordinator, or set LG_COORDINATOR (or coordinator=HOST:PORT)") \
             from None
     return session
@@ -164,11 +184,12 @@ async def _acquire(address: str, name: str) -> Lease:
             try:
                 await session.stub.AcquirePlace(pb2.AcquirePlaceRequest(placename=name))
             except Exception as e:  # grpc's refusal: someone won the race, or a resource is held elsewhere
+                detail = e.details() if hasattr(e, "details") else str(e)
                 await session.sync_with_coordinator()
                 held = _find_place(session, name, address).acquired
                 if held and held != me:
                     raise _refusal(name, held) from None
-                raise DeviceLocked(f"labgrid refused to acquire place {name}: {getattr(e, 'details', lambda: e)()}",
+                raise DeviceLocked(f"labgrid refused to acquire place {name}: {detail}",
                                    hint="another place may hold one of its resources (labgrid-client who)") \
                     from None
             ours = True
@@ -204,7 +225,7 @@ def acquire(place: str, coordinator: str | None = None, timeout: float = COORDIN
     _labgrid()
     try:
         return _in_thread(lambda: _acquire(address, place), timeout)
-    except (asyncio.TimeoutError, TimeoutError):
+    except TimeoutError:
         raise DeviceNotFound(f"the labgrid coordinator at {address} did not answer within {timeout:g} s",
                              hint="check that labgrid-coordinator runs there (LG_COORDINATOR)") from None
 
@@ -218,7 +239,7 @@ def release(lease: Lease, timeout: float = COORDINATOR_TIMEOUT) -> None:
     except TinyhwError as e:
         raise OperationFailed(f"could not release labgrid place {lease.place}: {e.message}",
                               hint=f"release it by hand: labgrid-client -p {lease.place} release") from None
-    except (asyncio.TimeoutError, TimeoutError):
+    except TimeoutError:
         raise OperationFailed(f"could not release labgrid place {lease.place}: the coordinator did not answer",
                               hint=f"release it by hand: labgrid-client -p {lease.place} release") from None
 

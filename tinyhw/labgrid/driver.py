@@ -35,7 +35,7 @@ REMOTE_FIELDS = ("host", "port", "key_file", "device", "via", "ssh_user")
 class TinyhwDriver(Driver, MMIOProtocol, BootstrapProtocol):
     """tinyhw on the target's board: MMIO, flash load, probe, flash dump/verify, am boot, bench copy."""
 
-    bindings = {  # noqa: RUF012  (labgrid reads it from the class)
+    bindings = {
         "remote": "TinyhwRemote",
         "bridge": {"NetworkTinyhwBridge", "TinyhwBridge", None},
         "pci": {"TinyhwPCI", None},

@@ -40,13 +40,13 @@ class Status(enum.Enum):
 class TinyhwStrategy(Strategy):
     """Walks a tinyhw board through :class:`Status`."""
 
-    bindings = {"tinyhw": "TinyhwDriver", "power": {"PowerProtocol", None}}  # noqa: RUF012
+    bindings = {"tinyhw": "TinyhwDriver", "power": {"PowerProtocol", None}}
     image = attr.ib(default=None, validator=attr.validators.optional(attr.validators.instance_of(str)))
     status = attr.ib(default=Status.unknown)
 
     @never_retry
     @step(args=["status"])
-    def transition(self, status: Status | str, *, step: object = None) -> None:  # noqa: ARG002  (labgrid's step)
+    def transition(self, status: Status | str, *, step: object = None) -> None:
         """Bring the target to ``status`` (a :class:`Status` or its name)."""
         if not isinstance(status, Status):
             try:
@@ -57,9 +57,7 @@ class TinyhwStrategy(Strategy):
             raise StrategyError("cannot transition to unknown")
         if status is self.status:
             return
-        if status is Status.off:
-            self._off()
-        elif self.status.value > status.value:  # backwards: off first, then up again
+        if status is Status.off or self.status.value > status.value:
             self._off()
         for wanted in list(Status)[max(self.status.value + 1, Status.link_up.value):status.value + 1]:
             {Status.link_up: self._link_up, Status.firmware_verified: self._firmware,
