@@ -330,3 +330,36 @@ def test_the_exporter_entry_point_exports_bridges_and_pci_functions(farm: Farm) 
         assert out.split("ci2/bench2/NetworkTinyhwBridge")[1].split("Resource")[0].count("'avail': False") == 1, out
     finally:
         p.stop(signal.SIGTERM)
+
+
+def test_a_place_whose_server_is_reached_over_a_real_sshd(farm: Farm, tmp_path: Path) -> None:
+    """A TinyhwRemote with ``via: ssh``: the place's board through remote:ssh:// and a real sshd on loopback."""
+    import shlex
+
+    from farmhelp import start, tool
+    from sshdhelp import running_sshd
+
+    flash = tmp_path / "ssh-board.bin"
+    served = f"mock:navi31,flash={flash},timing=instant"
+    with running_sshd() as sshd:
+        cfg = tmp_path / "ssh-exporter.yaml"
+        cfg.write_text(f'bench3:\n  TinyhwRemote:\n    host: 127.0.0.1\n    via: ssh\n    ssh_user: {sshd.user}\n'
+                       f'    device: "{served}"\n')
+        p = start("ssh-exporter", [tool("labgrid-exporter"), "-c", farm.coordinator, "-n", "ci3", str(cfg)],
+                  tmp_path, farm.env)
+        try:
+            p.wait_for("Exporter ready")
+            for args in (("-p", "gpu-ssh", "create"), ("-p", "gpu-ssh", "add-match", "ci3/bench3/*")):
+                _ok(farm.client(*args))
+            far = shlex.join(["env", *(f"{k}={farm.env[k]}" for k in ("TINYHW_LOCK_DIR", "XDG_STATE_HOME",
+                                                                       "TINYHW_STRICT", "TINYHW_CLOCK")),
+                              tool("tinyhw")])
+            env = {"TINYHW_SSH": sshd.ssh_command(), "TINYHW_REMOTE_TINYHW": far}
+            out, direct = tmp_path / "via-ssh.bin", tmp_path / "direct.bin"
+            _ok(farm.tinyhw("--device", "labgrid:gpu-ssh", "flash", "dump", str(out), env=env))
+            _ok(farm.tinyhw("--device", served, "flash", "dump", str(direct)))
+            assert out.read_bytes() == direct.read_bytes() and len(direct.read_bytes()) == 2 << 20
+            assert "Accepted publickey for" in (sshd.root / "sshd.log").read_text()
+        finally:
+            farm.client("-p", "gpu-ssh", "delete")
+            p.stop()
