@@ -363,3 +363,81 @@ def test_a_place_whose_server_is_reached_over_a_real_sshd(farm: Farm, tmp_path: 
         finally:
             farm.client("-p", "gpu-ssh", "delete")
             p.stop()
+
+
+def test_a_failed_release_is_reported_unless_the_connection_already_failed(farm: Farm,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The place that could not be released is an error after a good run; after a lost connection, that loss is
+    the error the user sees (the release failure would hide it)."""
+    import tinyhw
+    from tinyhw.connect import place
+    from tinyhw.errors import Disconnected, OperationFailed
+
+    real = place.release
+
+    def failing(lease: place.Lease, timeout: float = 1.0) -> None:
+        real(lease)
+        raise OperationFailed(f"could not release labgrid place {lease.place}: sabotaged")
+
+    monkeypatch.setenv("LG_COORDINATOR", farm.coordinator)
+    monkeypatch.setattr(place, "release", failing)
+    dev = tinyhw.open(_place(farm))
+    with pytest.raises(OperationFailed, match="could not release"):
+        dev.close()
+    dev = tinyhw.open(_place(farm))
+    dev.transport.channel.abort()  # the connection is lost
+    with pytest.raises(Disconnected):
+        dev.transport.config_read(0, 4)
+    dev.close()  # no second error over the first
+    assert farm.holder() == "None"
+
+
+def test_the_driver_loads_an_image_and_finishes_an_interrupted_load(farm: Farm) -> None:
+    """BootstrapProtocol.load is the journaled, verified write: cut mid-write, loading the image again resumes."""
+    from labgrid import Target
+
+    from tinyhw.labgrid import TinyhwDriver, TinyhwRemote
+
+    before = farm.root / "load-before.bin"
+    _ok(farm.tinyhw("--device", farm.served, "flash", "dump", str(before), "--force"))
+    image = bytearray(before.read_bytes())
+    for sector in range(0x1A0, 0x1C0):
+        image[sector * 4096:sector * 4096 + 16] = b"driver-load-test"
+    path = farm.root / "load-image.bin"
+    path.write_bytes(bytes(image))
+
+    targets: list[Target] = []
+
+    def driver() -> TinyhwDriver:
+        assert farm.relay is not None
+        target = Target(f"load-{time.monotonic_ns()}")
+        targets.append(target)
+        TinyhwRemote(target, "board", host="127.0.0.1", port=farm.relay.port, key_file=str(farm.key))
+        board = TinyhwDriver(target, "tinyhw")
+        target.activate(board)
+        return board
+
+    env_before = dict(os.environ)
+    os.environ.update({k: farm.env[k] for k in ("XDG_STATE_HOME", "TINYHW_STRICT", "TINYHW_CLOCK")})
+    os.chdir(farm.root)  # the backup goes to the working directory
+    try:
+        assert farm.relay is not None
+        farm.relay.arm("up", 64 * 1024, lambda: (farm.kill("server"), farm.kill("exporter")))
+        board = driver()
+        from tinyhw.errors import TinyhwError
+
+        with pytest.raises(TinyhwError, match="closed"):
+            board.load(str(path))
+        _restart_exporter_host(farm)
+        done = driver().load(str(path))
+        assert done["resumed"] is True and 0 < done["sectors_changed"] <= 32, done
+    finally:
+        for target in targets:
+            target.cleanup()  # deactivates the drivers: the sessions end
+        os.chdir(ROOT)
+        os.environ.clear()
+        os.environ.update(env_before)
+    after = farm.root / "load-after.bin"
+    _ok(farm.tinyhw("--device", farm.served, "flash", "dump", str(after), "--force"))
+    assert after.read_bytes() == bytes(image)
+    _cold(farm)

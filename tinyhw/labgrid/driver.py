@@ -24,7 +24,7 @@ from labgrid.step import step
 
 from tinyhw.connect import Opened, open_device
 from tinyhw.connect.place import PlaceResource, remote_spec
-from tinyhw.errors import Refused
+from tinyhw.errors import Refused, TinyhwError
 from tinyhw.transport.base import Transport
 
 REMOTE_FIELDS = ("host", "port", "key_file", "device", "via", "ssh_user")
@@ -60,10 +60,15 @@ class TinyhwDriver(Driver, MMIOProtocol, BootstrapProtocol):
         self.opened = open_device(self.device_spec())
 
     def on_deactivate(self) -> None:
-        """Close the session (the server releases the device lock)."""
+        """Close the session (the server releases the device lock); a session whose connection was lost is only
+        dropped (its error was raised where it was lost)."""
         opened, self.opened = self.opened, None
         if opened is not None:
-            opened.close()
+            try:
+                opened.close()
+            except TinyhwError:
+                if not getattr(opened.transport, "broken", False):
+                    raise
 
     @property
     def transport(self) -> Transport:
