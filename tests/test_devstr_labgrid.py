@@ -85,3 +85,8 @@ def test_without_labgrid_a_place_is_exit_3_with_the_install_hint() -> None:
     assert r.returncode == 3, r.stderr
     assert "labgrid: devices need the labgrid package" in r.stderr and "pip install 'tinyhw[labgrid]'" in r.stderr
     assert r.stderr.count("\n") == 1, r.stderr
+
+
+def test_a_bad_ssh_device_in_a_resource_is_an_environment_problem() -> None:
+    with pytest.raises(EnvironmentProblem, match="names a bad ssh device"):
+        remote_spec(_res(host="lab1", via="ssh", device="mock:navi31,,strict"))

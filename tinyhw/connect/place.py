@@ -26,8 +26,15 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from tinyhw.errors import DeviceLocked, DeviceNotFound, EnvironmentProblem, OperationFailed, TinyhwError
-from tinyhw.transport.devstr import DeviceSpec
+from tinyhw.errors import (
+    BadDeviceString,
+    DeviceLocked,
+    DeviceNotFound,
+    EnvironmentProblem,
+    OperationFailed,
+    TinyhwError,
+)
+from tinyhw.transport.devstr import DeviceSpec, parse_device
 
 DEFAULT_COORDINATOR = "127.0.0.1:20408"
 #: the resource class a place must hold (tinyhw.labgrid.resources.TinyhwRemote)
@@ -257,9 +264,11 @@ def remote_spec(resource: PlaceResource) -> DeviceSpec:
         if not device:
             raise EnvironmentProblem(f"labgrid resource {resource.path} has via: ssh but names no device")
         user = params.get("ssh_user")
-        head, *opts = device.split(",")
-        target = f"ssh://{user + '@' if user else ''}{host}/{head}"
-        return DeviceSpec("remote", target, dict(_options(opts)), f"remote:{target}")
+        try:  # the options after commas belong to the device there, as in any remote:ssh:// string
+            return parse_device(f"remote:ssh://{user + '@' if user else ''}{host}/{device}")
+        except BadDeviceString as e:
+            raise EnvironmentProblem(f"labgrid resource {resource.path} names a bad ssh device: {e.message}") \
+                from None
     if via != "tcp":
         raise EnvironmentProblem(f"labgrid resource {resource.path} has via: {via} (tcp or ssh)")
     port = params.get("port")
@@ -276,10 +285,3 @@ def remote_spec(resource: PlaceResource) -> DeviceSpec:
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return DeviceSpec("remote", target, options, f"remote:{target}")
 
-
-def _options(parts: list[str]) -> list[tuple[str, str | bool]]:
-    out: list[tuple[str, str | bool]] = []
-    for part in parts:
-        key, eq, value = part.partition("=")
-        out.append((key, value if eq else True))
-    return out
