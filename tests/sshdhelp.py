@@ -80,7 +80,7 @@ def running_sshd() -> Iterator[Sshd]:
             "PidFile none", "StrictModes no", "UsePAM no", "PasswordAuthentication no",
             "KbdInteractiveAuthentication no", "PubkeyAuthentication yes", f"AllowUsers {user}",
             "PermitRootLogin prohibit-password", "X11Forwarding no", "AllowTcpForwarding yes", "PrintMotd no",
-            "LogLevel VERBOSE", ""]))
+            "LogLevel DEBUG1", ""]))  # DEBUG1 logs each forwarded connection (direct-tcpip)
         pub = (root / "host_ed25519.pub").read_text().split()
         known = root / "known_hosts"
         known.write_text(f"[127.0.0.1]:{port} {pub[0]} {pub[1]}\n")

@@ -441,3 +441,40 @@ def test_the_driver_loads_an_image_and_finishes_an_interrupted_load(farm: Farm) 
     _ok(farm.tinyhw("--device", farm.served, "flash", "dump", str(after), "--force"))
     assert after.read_bytes() == bytes(image)
     _cold(farm)
+
+
+def test_an_isolated_exporter_is_reached_through_labgrids_ssh_forward(farm: Farm, tmp_path: Path) -> None:
+    """Exporter ``-i``: clients must tunnel; labgrid's ssh manager forwards the TinyhwRemote's port through a real
+    sshd (an ``ssh`` on PATH that adds this test's client config: port, key, host key), and tinyhw's TCP client
+    reaches the loopback end of the forward."""
+    from farmhelp import start, tool
+    from sshdhelp import running_sshd
+
+    with running_sshd() as sshd:
+        config = tmp_path / "ssh_config"
+        config.write_text(f"Host *\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"
+                          f"  IdentityFile {sshd.key}\n  IdentitiesOnly yes\n  UserKnownHostsFile {sshd.known_hosts}\n"
+                          "  BatchMode yes\n")
+        bindir = tmp_path / "bin"
+        bindir.mkdir()
+        (bindir / "ssh").write_text(f"#!/bin/sh\nexec /usr/bin/ssh -F {config} \"$@\"\n")
+        (bindir / "ssh").chmod(0o755)
+        assert farm.relay is not None
+        cfg = tmp_path / "isolated.yaml"
+        cfg.write_text(f"bench4:\n  TinyhwRemote:\n    host: 127.0.0.1\n    port: {farm.relay.port}\n"
+                       f"    key_file: {farm.key}\n")
+        p = start("isolated-exporter", [tool("labgrid-exporter"), "-c", farm.coordinator, "-n", "ci4", "-i",
+                                        str(cfg)], tmp_path, farm.env)
+        try:
+            p.wait_for("Exporter ready")
+            for args in (("-p", "gpu-isolated", "create"), ("-p", "gpu-isolated", "add-match", "ci4/bench4/*")):
+                _ok(farm.client(*args))
+            env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
+            r = _ok(farm.tinyhw("--device", "labgrid:gpu-isolated", "--json", "probe", env=env))
+            assert json.loads(r.stdout)["device_id"] == 0x744C
+            log = (sshd.root / "sshd.log").read_text()
+            assert "Accepted publickey for" in log, log
+            assert f"target 127.0.0.1 port {farm.relay.port}" in log, log  # sshd opened the forward to the server
+        finally:
+            farm.client("-p", "gpu-isolated", "delete")
+            p.stop()
