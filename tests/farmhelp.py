@@ -33,6 +33,7 @@ def tool(name: str) -> str:
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -47,9 +48,11 @@ class Proc:
     log: Path
 
     def text(self) -> str:
+        """The log so far."""
         return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     def wait_for(self, needle: str, timeout: float = START_TIMEOUT) -> None:
+        """Wait until the log holds ``needle``; fail (with the log) when the process exits or the time is up."""
         deadline = time.monotonic() + timeout
         while needle not in self.text():
             if self.popen.poll() is not None:
@@ -59,6 +62,7 @@ class Proc:
             time.sleep(0.05)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Send ``sig`` to this process (by its pid), wait for it; SIGKILL after 10 s."""
         if self.popen.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.popen.pid, sig)
@@ -70,6 +74,7 @@ class Proc:
 
 
 def start(name: str, argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> Proc:
+    """Start ``argv`` in ``cwd`` with stdout and stderr in ``cwd/NAME.log``."""
     log = cwd / f"{name}.log"
     out = log.open("ab")
     popen = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -93,6 +98,8 @@ class Relay:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def arm(self, direction: str, threshold: int, trip: Callable[[], None]) -> None:
+        """Call ``trip`` once ``direction`` (``up``: to the server, ``down``: to the client) carried ``threshold``
+        bytes from now on."""
         with self.lock:
             self.counts = {"up": 0, "down": 0}
             self.armed = (direction, threshold, trip)
@@ -136,6 +143,7 @@ class Relay:
                 s.close()
 
     def close(self) -> None:
+        """Stop accepting connections."""
         self.closed = True
         self.sock.close()
 
@@ -156,6 +164,7 @@ class Farm:
 
     @property
     def coordinator(self) -> str:
+        """The coordinator's address, HOST:PORT."""
         return f"127.0.0.1:{self.coordinator_port}"
 
     @property
@@ -174,12 +183,14 @@ class Farm:
                               env={**self.env, "LG_COORDINATOR": self.coordinator, **(env or {})}, cwd=self.root)
 
     def start_coordinator(self) -> None:
+        """labgrid-coordinator on a free loopback port, in the farm's directory (its places.yaml lives there)."""
         self.coordinator_port = free_port()
         p = start("coordinator", [tool("labgrid-coordinator"), "-l", self.coordinator], self.root, self.env)
         self.procs["coordinator"] = p
         p.wait_for("listening on")
 
     def start_server(self) -> None:
+        """tinyhw serve remote on a free loopback port with the farm's key, and a fresh relay in front of it."""
         self.server_port = free_port()
         p = start("server", [tool("tinyhw"), "serve", "remote", "--device", self.served, "--listen",
                              f"127.0.0.1:{self.server_port}", "--key", str(self.key), "--audit", "-"],
@@ -191,6 +202,7 @@ class Farm:
         self.relay = Relay(self.server_port)
 
     def exporter_config(self) -> Path:
+        """The exporter's YAML: one group with the TinyhwRemote at the relay's port."""
         assert self.relay is not None
         cfg = self.root / "exporter.yaml"
         cfg.write_text(f"""bench1:
@@ -204,6 +216,7 @@ class Farm:
         return cfg
 
     def start_exporter(self) -> None:
+        """labgrid-exporter (no -i) named ci; returns once the coordinator lists the resource."""
         cfg = self.exporter_config()
         p = start("exporter", [tool("labgrid-exporter"), "-c", self.coordinator, "-n", "ci", str(cfg)], self.root,
                   self.env)
@@ -222,6 +235,7 @@ class Farm:
             time.sleep(0.2)
 
     def create_place(self) -> None:
+        """The place, its match on the exporter's group and its tags."""
         for args in (("-p", self.place, "create"), ("-p", self.place, "add-match", "ci/bench1/*"),
                      ("-p", self.place, "set-tags", "board=navi31", "gpu=emu")):
             r = self.client(*args)
@@ -239,6 +253,7 @@ class Farm:
         return "?"
 
     def stop(self) -> None:
+        """Stop the exporter, the server and the coordinator, in that order, and the relay."""
         for name in ("exporter", "server", "coordinator"):
             if name in self.procs:
                 self.procs[name].stop()
