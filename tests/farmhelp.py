@@ -190,7 +190,10 @@ class Farm:
         p.wait_for("listening on")
 
     def start_server(self) -> None:
-        """tinyhw serve remote on a free loopback port with the farm's key, and a fresh relay in front of it."""
+        """tinyhw serve remote on a free loopback port with the farm's key, and a fresh relay in front of it (a
+        server still running from before is stopped first: none is left behind)."""
+        if "server" in self.procs:
+            self.procs["server"].stop()
         self.server_port = free_port()
         p = start("server", [tool("tinyhw"), "serve", "remote", "--device", self.served, "--listen",
                              f"127.0.0.1:{self.server_port}", "--key", str(self.key), "--audit", "-"],
@@ -216,7 +219,10 @@ class Farm:
         return cfg
 
     def start_exporter(self) -> None:
-        """labgrid-exporter (no -i) named ci; returns once the coordinator lists the resource."""
+        """labgrid-exporter (no -i) named ci (one still running is stopped first); returns once the coordinator
+        lists the resource."""
+        if "exporter" in self.procs:
+            self.procs["exporter"].stop()
         cfg = self.exporter_config()
         p = start("exporter", [tool("labgrid-exporter"), "-c", self.coordinator, "-n", "ci", str(cfg)], self.root,
                   self.env)
