@@ -28,6 +28,7 @@ PACKAGES=(
     llvm-19               # llvm-objdump-19 and llvm-mc-19: the independent disassembler the RDNA3 decoder is checked against
     gcc                   # the protocol-constant tests compile the kernel headers to cross-check offsets
     flashrom              # the flashrom interop tier drives `tinyhw serve serprog` with Debian's flashrom
+    openssh-server openssh-client  # remote:ssh:// through a real sshd on 127.0.0.1 (tests/test_remote_sshd.py)
 )
 
 missing=()
@@ -50,6 +51,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
     $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
     echo "setup-system: all ${#PACKAGES[@]} packages present"
+fi
+
+# sshd run as root refuses to start without its privilege separation directory, which Debian's service creates
+# when it starts (the tests run their own sshd on 127.0.0.1 with their own config, never the system's service).
+if [ "$(id -u)" -eq 0 ] && [ ! -d /run/sshd ]; then
+    install -d -m 0755 /run/sshd
 fi
 
 # Real firmware inputs (Debian non-free-firmware), extracted into the user's cache, never committed.

@@ -42,11 +42,16 @@ MAY_IMPORT: dict[str, set[str]] = {
     # servers in front of a device (tinyhw serve): open it through connect, serve the remote protocol, and
     # drive the flash engine for serprog; only the cli imports them.
     "serve": DATA | CORE | TRANSPORTS | {"connect", "flash"},
+    # the labgrid integration (3 1/2, beside the servers): opens boards through connect and drives the engines and
+    # tools as labgrid driver steps (bench copy is a 3b tool); only a user's labgrid environment imports it.
+    "labgrid": DATA | CORE | TRANSPORTS | {"connect"} | FEATURES,
     # layer 4: everything.
     "cli": DATA | CORE | TRANSPORTS | {"connect", "serve"} | FEATURES,
     "": {"errors", "connect", "cli"},
 }
 FRONT_END_ONLY = {"click", "rich"}  # third-party packages only tinyhw.cli may import
+#: third-party labgrid: only the labgrid integration and the labgrid: opener (inside its functions) import it
+LABGRID_ONLY = {"labgrid": ("labgrid", "connect/place.py")}
 
 
 def _package(module: str) -> str | None:
@@ -104,6 +109,8 @@ def violations() -> list[str]:
             top = name.split(".")[0]
             if top in FRONT_END_ONLY and src != "cli":
                 found.append(f"{rel}: imports {top} (only tinyhw.cli may)")
+            if top in LABGRID_ONLY and src not in LABGRID_ONLY[top] and str(rel) not in LABGRID_ONLY[top]:
+                found.append(f"{rel}: imports {top} (only tinyhw.labgrid and the labgrid: opener may)")
             dst = _package(name)
             if dst is None or dst == src:
                 continue
@@ -140,6 +147,8 @@ BAD = {
     "regs/up.py": ("from tinyhw.pci import sysfs\n", "regs may not import tinyhw.pci"),
     "bench/side.py": ("from tinyhw.prof import capture\n", "bench may not import tinyhw.prof"),  # tool -> tool
     "boot/up.py": ("from tinyhw.bench import copy\n", "boot may not import tinyhw.bench"),  # engine -> tool
+    "probe/lg.py": ("def f():\n    import labgrid.factory\n", "imports labgrid (only tinyhw.labgrid"),
+    "connect/up.py": ("from tinyhw.labgrid import TinyhwDriver\n", "connect may not import tinyhw.labgrid"),
 }
 
 
@@ -166,3 +175,18 @@ def test_relative_imports_resolve() -> None:
     assert _resolve(ROOT / "flash" / "ops.py", 1, None) == "tinyhw.flash"
     assert _resolve(ROOT / "flash" / "__init__.py", 1, "ops") == "tinyhw.flash.ops"
     assert _resolve(ROOT / "__init__.py", 1, "connect") == "tinyhw.connect"
+
+
+def test_labgrid_is_loaded_only_by_the_labgrid_feature() -> None:
+    """The CLI, tinyhw.open and the connect layer (the labgrid: opener included) run without loading labgrid:
+    it is imported inside the opener's functions only."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tinyhw, tinyhw.cli.app, tinyhw.connect, tinyhw.connect.place, tinyhw.boards.registry\n"
+            "from tinyhw.transport.devstr import parse_device\n"
+            "parse_device('labgrid:gpu-bench')\n"
+            "with tinyhw.open('mock:ad102') as d: d.transport.identity()\n"
+            "print(sorted(m for m in sys.modules if m == 'labgrid' or m.startswith('labgrid.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

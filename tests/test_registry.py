@@ -50,7 +50,7 @@ def test_every_entry_is_bound_and_reachable() -> None:
         if e.emulated:
             assert parse_device(e.name).target == e.target
             assert isinstance(connect._emulator(e), type) and e.board
-    assert registry.kinds() == ["pci", "vfio", "usb", "remote", "mock", "cuda"]
+    assert registry.kinds() == ["pci", "vfio", "usb", "remote", "labgrid", "mock", "cuda"]
     assert [e.name for e in registry.boards()] == ["mock:navi31", "mock:navi31-usb", "mock:ad102"]
 
 

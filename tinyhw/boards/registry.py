@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tinyhw.boards.navi31 import Navi31Options, Navi31UsbOptions
 from tinyhw.boards.nvidia import Ad102Options
-from tinyhw.boards.options import DeviceOptions, NoOptions, flag, option, path
+from tinyhw.boards.options import DeviceOptions, NoOptions, flag, option, path, pattern
 
 
 @dataclass
@@ -38,9 +38,18 @@ class RemoteOptions(DeviceOptions):
                               "else ~/.config/tinyhw/remote.key)")
 
 
+@dataclass
+class LabgridOptions(DeviceOptions):
+    """Options of ``labgrid:PLACE``: where the coordinator is."""
+
+    coordinator: str | None = option(pattern("HOST:PORT", r"[a-z0-9.\-\[\]:]{1,255}",
+                                             "a coordinator address HOST[:PORT]"), None,
+                                     "the labgrid coordinator (default $LG_COORDINATOR, else 127.0.0.1:20408)")
+
+
 #: openers ``tinyhw.connect`` binds (connect.OPENERS): native PCIe, the USB bridge, a server, the CUDA driver, an
-#: emulated board that is its own transport, and an emulated board behind the emulated ASM24 bridge.
-OPENERS = ("pci", "vfio", "usb", "remote", "cuda", "direct", "asm24")
+#: emulated board that is its own transport, an emulated board behind the emulated ASM24 bridge, and a labgrid place.
+OPENERS = ("pci", "vfio", "usb", "remote", "cuda", "direct", "asm24", "labgrid")
 
 
 @dataclass(frozen=True)
@@ -62,7 +71,7 @@ class Entry:
 
     @property
     def kind(self) -> str:
-        """The device kind: ``pci``, ``vfio``, ``usb``, ``remote``, ``cuda`` or ``mock``."""
+        """The device kind: ``pci``, ``vfio``, ``usb``, ``remote``, ``labgrid``, ``cuda`` or ``mock``."""
         return self.name.partition(":")[0]
 
     @property
@@ -88,6 +97,8 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("usb", "usb", NoOptions, "the ASM24 bridge with the custom firmware", forms="usb, usb:N, usb:BUS-ADDR"),
     Entry("remote", "remote", RemoteOptions, "a tinyhw serve remote on another machine (ssh runs it over stdio)",
           forms="remote:HOST:PORT, remote:unix[:PATH], remote:ssh://[user@]host/DEV"),
+    Entry("labgrid", "labgrid", LabgridOptions, "a labgrid place: acquired through the coordinator, its tinyhw server "
+          "reached through the remote transport (the labgrid extra)", forms="labgrid:PLACE"),
     Entry("mock:navi31", "direct", Navi31Options, "emulated navi31 (rx 7900) board, attached directly",
           emulator="tinyhw.mocks.direct:DirectTransport", board="navi31"),
     Entry("mock:navi31-usb", "asm24", Navi31UsbOptions, "emulated navi31 board behind an emulated asm24 usb bridge",

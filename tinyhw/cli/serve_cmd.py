@@ -40,8 +40,8 @@ def _spec(app: App, device: str | None) -> Any:
         raise Refused("serve needs an explicit device (serving allows writes, so it never guesses)",
                       hint="pass --device, e.g. tinyhw serve remote --device mock:navi31")
     spec = parse_device(text)
-    if spec.kind == "remote":
-        raise Refused("serve serves a local device, not a remote: one")
+    if spec.kind in ("remote", "labgrid"):
+        raise Refused(f"serve serves a local device, not a {spec.kind}: one")
     return spec
 
 

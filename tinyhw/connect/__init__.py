@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinyhw.boards import registry
 from tinyhw.boards.options import DeviceOptions, Raw
-from tinyhw.errors import BadDeviceString, Refused
+from tinyhw.errors import BadDeviceString, Refused, TinyhwError
 from tinyhw.fileio import check_output_path
 from tinyhw.transport.base import Transport
 from tinyhw.transport.devstr import DeviceSpec, parse_device
@@ -236,6 +237,33 @@ def _open_remote(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Op
     return opened
 
 
+def _open_labgrid(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Opened], None]) -> Opened:
+    """A labgrid place (tinyhw.connect.place): the place first, then its server's session and device lock;
+    closing ends the session, then releases the place (if this process acquired it)."""
+    from tinyhw.connect import place
+    from tinyhw.remote import open_remote
+
+    options = typed_options(spec, entry)
+    lease = place.acquire(spec.target, options.coordinator)
+    try:
+        transport = open_remote(place.remote_spec(lease.resource))
+    except BaseException:
+        with contextlib.suppress(TinyhwError):  # the server's refusal is the error to show
+            place.release(lease)
+        raise
+
+    def release() -> None:
+        try:
+            place.release(lease)
+        except TinyhwError:
+            if not transport.broken:  # after a lost connection, that error is the one to show, not this one
+                raise
+
+    opened = Opened(transport, spec, closers=[release])
+    register(opened)
+    return opened
+
+
 def _refuse_cuda(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Opened], None]) -> Opened:
     raise Refused("cuda: devices serve only `bench copy` and `kernels run`",
                   hint="register commands need pci:, vfio:, usb or mock: devices")
@@ -244,5 +272,5 @@ def _refuse_cuda(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Op
 #: the openers the board registry's entries name (tinyhw.boards.registry.OPENERS), bound here
 OPENERS: dict[str, Callable[[DeviceSpec, registry.Entry, Callable[[Opened], None]], Opened]] = {
     "pci": _open_native, "vfio": _open_native, "usb": _open_usb, "remote": _open_remote, "cuda": _refuse_cuda,
-    "direct": _open_direct, "asm24": _open_asm24,
+    "direct": _open_direct, "asm24": _open_asm24, "labgrid": _open_labgrid,
 }

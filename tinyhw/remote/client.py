@@ -100,6 +100,12 @@ class RemoteTransport(Transport):
         self._tx = self._rx = session.Direction(b"")
         self.reply_timeout = REPLY_TIMEOUT
 
+    @property
+    def broken(self) -> bool:
+        """Whether the connection failed (the server went away, or a frame did not verify): nothing more gets
+        through it."""
+        return self._broken
+
     # -- handshake ------------------------------------------------------------------------------------------------
     def connect(self) -> RemoteTransport:
         """The handshake: the auth mode this connection implies, the server's proof, then the description.

@@ -3,7 +3,7 @@
 The kinds and emulated boards, the forms their strings take and the options each takes are listed in the board
 registry (:mod:`tinyhw.boards.registry`): ``pci:0000:03:00.0`` (or the bare address), ``vfio:0000:03:00.0``,
 ``usb``, ``usb:N``, ``usb:BUS-ADDR``, ``remote:HOST:PORT``, ``remote:unix[:PATH]``, ``remote:ssh://[user@]host/DEV``,
-``mock:BOARD`` (``mock:navi31``, ``mock:navi31-usb``, ``mock:ad102``) and ``cuda:N``.
+``labgrid:PLACE``, ``mock:BOARD`` (``mock:navi31``, ``mock:navi31-usb``, ``mock:ad102``) and ``cuda:N``.
 
 Options follow after commas: ``mock:navi31-usb,flash=FILE,faults=timeout@5+stuck-busy,strict``. Parsing checks
 the syntax and that the kind and board exist; the options' names and values are typed by the entry's options
@@ -21,6 +21,7 @@ from tinyhw.boards import registry
 from tinyhw.errors import BadDeviceString
 
 _BDF = re.compile(r"^(?:(?P<dom>[0-9a-fA-F]{4,8}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-9a-fA-F]{2})\.(?P<fn>[0-7])$")
+_PLACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")  # a labgrid place name, as tinyhw accepts it
 _OPTION_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
 
 
@@ -28,7 +29,7 @@ _OPTION_KEY = re.compile(r"^[a-z][a-z0-9_-]*$")
 class DeviceSpec:
     """A parsed device string.
 
-    ``kind`` is one of pci, vfio, usb, remote, mock, cuda. ``target`` is the canonical
+    ``kind`` is one of pci, vfio, usb, remote, labgrid, mock, cuda. ``target`` is the canonical
     address: a full BDF for pci/vfio; for usb ``""`` (any), ``"N"`` (index) or
     ``"BUS-ADDR"``; ``"HOST:PORT"``, ``"unix[:PATH]"`` or ``"ssh://[user@]host/DEV"`` for remote;
     the board name for mock; the ordinal ``"N"`` for cuda.
@@ -107,6 +108,10 @@ def parse_device(text: str) -> DeviceSpec:
         raise _bad(raw, "usb takes an index (usb:0) or a bus-address pair (usb:2-7)")
     if kind == "remote":
         return DeviceSpec("remote", _remote_target(rest if colon else "", raw), options, raw)
+    if kind == "labgrid":
+        if not colon or not _PLACE.fullmatch(rest):
+            raise _bad(raw, "labgrid needs a place name (letters, digits, . _ -; at most 64), e.g. labgrid:gpu-bench")
+        return DeviceSpec("labgrid", rest, options, raw)
     if kind == "mock":
         board = rest.lower()
         if registry.find("mock", board) is None:

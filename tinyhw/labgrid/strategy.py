@@ -1,0 +1,98 @@
+"""``TinyhwStrategy``: off -> link_up -> firmware_verified -> booted, each reached idempotently (docs/labgrid.md).
+
+* ``off``: the tinyhw driver deactivated (its session closed, the device lock released); a bound
+  ``PowerProtocol`` driver (the farm's own switch: tinyhw has no power off) turns the board off.
+* ``link_up``: powered (if a power driver is bound), the tinyhw driver activated, and the board answers config
+  reads.
+* ``firmware_verified``: the flash equals ``image`` (written with the journaled, verified ``load`` when it
+  does not); without an ``image`` attribute, a dump of the flash passes tinyhw's image checks (IFWI magic, a
+  ``$PSP`` directory, an ATOM VBIOS).
+* ``booted``: ``am boot`` done; a board tinyhw already booted gets the partial boot (a re-check), never a second
+  full one.
+
+Asking for the state the target is in does nothing; asking for a later one walks through the states before it
+that are not reached yet; ``off`` always goes back. A failure marks the strategy broken (labgrid's
+``never_retry``): a board that failed to boot is looked at, not booted again blindly.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import attr
+from labgrid.factory import target_factory
+from labgrid.step import step
+from labgrid.strategy import Strategy, StrategyError, never_retry
+
+
+class Status(enum.Enum):
+    """The states, in order."""
+
+    unknown = 0
+    off = 1
+    link_up = 2
+    firmware_verified = 3
+    booted = 4
+
+
+@target_factory.reg_driver
+@attr.s(eq=False)
+class TinyhwStrategy(Strategy):
+    """Walks a tinyhw board through :class:`Status`."""
+
+    bindings = {"tinyhw": "TinyhwDriver", "power": {"PowerProtocol", None}}
+    image = attr.ib(default=None, validator=attr.validators.optional(attr.validators.instance_of(str)))
+    status = attr.ib(default=Status.unknown)
+
+    @never_retry
+    @step(args=["status"])
+    def transition(self, status: Status | str, *, step: object = None) -> None:
+        """Bring the target to ``status`` (a :class:`Status` or its name)."""
+        if not isinstance(status, Status):
+            try:
+                status = Status[str(status)]
+            except KeyError:
+                raise StrategyError(f"no state {status!r} (states: {', '.join(s.name for s in Status)})") from None
+        if status is Status.unknown:
+            raise StrategyError("cannot transition to unknown")
+        if status is self.status:
+            return
+        if status is Status.off or self.status.value > status.value:
+            self._off()
+        for wanted in list(Status)[max(self.status.value + 1, Status.link_up.value):status.value + 1]:
+            {Status.link_up: self._link_up, Status.firmware_verified: self._firmware,
+             Status.booted: self._boot}[wanted]()
+            self.status = wanted
+
+    def _off(self) -> None:
+        self.target.deactivate(self.tinyhw)
+        if self.power is not None:
+            self.target.activate(self.power)
+            self.power.off()
+        self.status = Status.off
+
+    def _link_up(self) -> None:
+        if self.power is not None:
+            self.target.activate(self.power)
+            self.power.on()
+        self.target.activate(self.tinyhw)
+        if not self.tinyhw.link_up():
+            raise StrategyError("the board does not answer config reads (link down)")
+
+    def _firmware(self) -> None:
+        if self.image is None:
+            from tinyhw.errors import TinyhwError
+            from tinyhw.formats.ifwi import require_flashable
+
+            try:
+                require_flashable(self.tinyhw.flash_dump())
+            except TinyhwError as e:
+                raise StrategyError(f"the flash does not hold a bootable image: {e.message}") from None
+            return
+        if not self.tinyhw.flash_verify(self.image)["match"]:
+            self.tinyhw.load(self.image)
+            if not self.tinyhw.flash_verify(self.image)["match"]:
+                raise StrategyError(f"the flash does not equal {self.image} after writing it")
+
+    def _boot(self) -> None:
+        self.tinyhw.am_boot()
