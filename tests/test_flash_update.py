@@ -285,3 +285,13 @@ def test_the_psp_refuses_a_payload_its_signature_does_not_cover(tmp_path: Path) 
         Updater(o.transport, bytes(unsigned), confirm=lambda plan: None).run()
     assert info.value.outcome == "old" and last_command(flash)["psp_sector_writes"] == 0
     assert power_cycle_flash(flash)[0] == "A" and flash.read_bytes()[:0x1EF000] == OLD[:0x1EF000]
+
+
+def test_refusal_hints_name_no_option_flash_update_lacks(tmp_path: Path) -> None:
+    """``flash write``'s refusals offer --force / --force-board-mismatch; flash update has neither, so its
+    refusals must not send the user to them."""
+    garbage = bytearray(NEW)
+    garbage[:4] = b"\x00\x11\x22\x33"
+    for name, data in (("magic", bytes(garbage)), ("board", _other_board(NEW))):
+        err, _ = _refused(tmp_path / name, "navi31", data)
+        assert "refusing the image" in err and "--force" not in err, err

@@ -179,8 +179,13 @@ class UpdateResult:
 
 def check_image(image: bytes) -> int:
     """The image-only preconditions (exit 2): ``flash write``'s checks, then every §g.2 item resolvable with a
-    length §e.5 can carry. Returns the bytes of all items."""
-    require_flashable(image)
+    length §e.5 can carry. Returns the bytes of all items. ``flash write``'s hints name its --force options,
+    which this command does not have, so its refusals carry a hint of their own."""
+    try:
+        require_flashable(image)
+    except Refused as err:
+        raise Refused(err.message, hint="flash update takes only a complete raw navi31 ifwi image (a dump of a "
+                      "healthy board)") from None
     problems, total = [], 0
     for item in ITEMS:
         it = resolve_item(image, item)
@@ -244,7 +249,11 @@ class Updater:
         image_id = vbios_identity(self.image)
         with aperture.reader(self.transport) as read:
             flash_id, _ = read_identity(read, NAVI31.flash_size, image_vbios_offsets(self.image))
-        check = compare(image_id, flash_id, source="flash")
+        try:
+            check = compare(image_id, flash_id, source="flash")
+        except Refused as err:
+            raise Refused(err.message, hint="check that the image belongs to this board; flash update does not "
+                          "write another board's image") from None
         for w in check.warnings():
             self.log(f"warning: {w}")
         return check
