@@ -295,3 +295,15 @@ def test_refusal_hints_name_no_option_flash_update_lacks(tmp_path: Path) -> None
     for name, data in (("magic", bytes(garbage)), ("board", _other_board(NEW))):
         err, _ = _refused(tmp_path / name, "navi31", data)
         assert "refusing the image" in err and "--force" not in err, err
+
+
+def test_the_next_steps_name_the_device(tmp_path: Path) -> None:
+    """The printed next steps are copy-paste commands: they name the device (a bare ``tinyhw flash verify``
+    would look for another device), and on the emulated board the power cycle is ``mock power-cycle``."""
+    flash = board_files(tmp_path / "board")
+    img = _write(tmp_path, "img.bin", NEW)
+    d = device(flash, extra="psp=early")
+    r = run("--device", d, "flash", "update", str(img), "--yes")
+    assert r.code == 0, r.err
+    assert f"tinyhw --device {d} mock power-cycle" in r.out
+    assert f"tinyhw --device {d} flash verify {img} --after-update" in r.out
