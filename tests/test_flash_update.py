@@ -307,3 +307,13 @@ def test_the_next_steps_name_the_device(tmp_path: Path) -> None:
     assert r.code == 0, r.err
     assert f"tinyhw --device {d} mock power-cycle" in r.out
     assert f"tinyhw --device {d} flash verify {img} --after-update" in r.out
+
+
+def test_verify_after_update_refuses_a_foreign_file_without_a_force_hint(tmp_path: Path) -> None:
+    """A file that is no ifwi is refused (exit 2) without pointing at a --force the command does not have."""
+    flash = board_files(tmp_path / "board")
+    img = bytearray(NEW)
+    img[:4] = b"\x00\x11\x22\x33"
+    path = _write(tmp_path, "img.bin", bytes(img))
+    r = run("--device", device(flash), "flash", "verify", str(path), "--after-update")
+    assert r.code == 2 and "ifwi magic" in r.err and "--force" not in r.err, (r.code, r.err)

@@ -177,15 +177,19 @@ class UpdateResult:
                 "final_transfer_type": self.final_state, "power_cycle_required": True, "next_boot": self.next_boot}
 
 
-def check_image(image: bytes) -> int:
-    """The image-only preconditions (exit 2): ``flash write``'s checks, then every §g.2 item resolvable with a
-    length §e.5 can carry. Returns the bytes of all items. ``flash write``'s hints name its --force options,
-    which this command does not have, so its refusals carry a hint of their own."""
+def require_image(image: bytes) -> None:
+    """``flash write``'s image checks (exit 2) with a hint of their own: ``flash write``'s name its --force
+    options, which neither ``flash update`` nor ``flash verify --after-update`` has."""
     try:
         require_flashable(image)
     except Refused as err:
-        raise Refused(err.message, hint="flash update takes only a complete raw navi31 ifwi image (a dump of a "
-                      "healthy board)") from None
+        raise Refused(err.message, hint="give a complete raw navi31 ifwi image (a dump of a healthy board)") from None
+
+
+def check_image(image: bytes) -> int:
+    """The image-only preconditions (exit 2): ``flash write``'s checks, then every §g.2 item resolvable with a
+    length §e.5 can carry. Returns the bytes of all items."""
+    require_image(image)
     problems, total = [], 0
     for item in ITEMS:
         it = resolve_item(image, item)
@@ -457,6 +461,6 @@ def compare_after_update(flash: bytes, image: bytes) -> AfterUpdate:
 def verify_after_update(transport: Transport, image: bytes, *,
                         advance: Callable[[int], None] = lambda n: None) -> AfterUpdate:
     """Read the whole flash through the ROM aperture (every board state) and :func:`compare_after_update`."""
-    require_flashable(image)
+    require_image(image)
     dump = aperture.dump(transport, advance=advance)
     return compare_after_update(dump.data, image)
