@@ -352,3 +352,20 @@ def test_a_hardware_recording_is_paced_on_its_wall_time_on_an_emulated_board(tmp
         elapsed = dev.transport.clock.now() - t0
     assert result.reads_checked == 2 and result.divergence is None
     assert 0.05 <= elapsed < 0.06
+
+
+def test_replaying_a_cut_recording_says_it_replayed_only_a_part(boot_direct: Path, tmp_path: Path) -> None:
+    """A recording cut short (a killed command) replays up to its last complete record; replay must say so,
+    in text and in --json, instead of a bare "no divergence"."""
+    cut = tmp_path / "cut.pcapng"
+    cut.write_bytes(boot_direct.read_bytes()[:200_000])
+    dev = f"mock:navi31,strict,flash={tmp_path / 'fresh.bin'}"
+    r = run("--device", dev, "trace", "replay", str(cut))
+    assert r.code == 0, r.err
+    assert "cut short" in r.err
+    r = run("--device", f"mock:navi31,strict,flash={tmp_path / 'fresh2.bin'}", "--json", "trace", "replay", str(cut))
+    doc = json.loads(r.out)
+    assert doc["truncated"] and "cut inside" in doc["truncated"]
+    full = run("--device", f"mock:navi31,strict,flash={tmp_path / 'fresh3.bin'}", "--json", "trace", "replay",
+               str(boot_direct))
+    assert json.loads(full.out)["truncated"] is None

@@ -116,6 +116,8 @@ def replay_cmd(app: App, file: str, tolerate: tuple[str, ...]) -> None:
     transport = app.open_transport(writes=True)
     result = replay.replay(tr, transport, names)
     doc = result.as_dict()
+    if result.truncated:
+        app.log(f"note: the recording is cut short; replayed up to its last complete record ({result.truncated})")
 
     def human() -> None:
         click.echo(f"replayed {result.replayed} accesses, checked {result.reads_checked} reads"

@@ -59,13 +59,14 @@ class ReplayResult:
     skipped: int = 0
     divergence: Divergence | None = None
     stopped_at_error: str | None = None
+    truncated: str | None = None  # the recording was cut short: where (only its complete records were replayed)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"replayed": self.replayed, "reads_checked": self.reads_checked, "tolerated": self.tolerated,
                 "skipped": self.skipped, "divergences": 0 if self.divergence is None else 1,
                 "divergence": None if self.divergence is None else self.divergence.as_dict(),
-                "stopped_at_recorded_error": self.stopped_at_error}
+                "stopped_at_recorded_error": self.stopped_at_error, "truncated": self.truncated}
 
 
 def check_target(trace: Trace, transport: Transport) -> None:
@@ -105,7 +106,7 @@ def replay(trace: Trace, transport: Transport, tolerate: Iterable[str] = (),
     _prepare(trace, transport)
     decoder = Decoder(trace.header)
     tolerated = decoder.offsets(tolerate)
-    result = ReplayResult()
+    result = ReplayResult(truncated=trace.truncated)
     current = ""
     pace = _pacer(trace, transport)
     for path, rec in mark_path(trace):
