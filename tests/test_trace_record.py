@@ -369,3 +369,15 @@ def test_replaying_a_cut_recording_says_it_replayed_only_a_part(boot_direct: Pat
     full = run("--device", f"mock:navi31,strict,flash={tmp_path / 'fresh3.bin'}", "--json", "trace", "replay",
                str(boot_direct))
     assert json.loads(full.out)["truncated"] is None
+
+
+def test_a_refused_record_file_is_one_line_naming_no_option_tinyhw_lacks(tmp_path: Path) -> None:
+    """Refusing --record FILE is one error line: no hint at a --force the global options lack, no "opened no
+    device" note (the device was not opened because of the refusal), no click usage text for a directory."""
+    existing = tmp_path / "exists.pcapng"
+    existing.write_bytes(b"keep")
+    for target in (existing, tmp_path):
+        r = run("--device", f"mock:navi31,flash={tmp_path / 'f.bin'}", "--record", str(target), "probe")
+        assert r.code == 2, (target, r.err)
+        lines = r.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and "--force" not in r.err, r.err

@@ -86,7 +86,7 @@ class LazyGroup(click.Group):
               help="Device string (default: $TINYHW_DEVICE, else the single device present).")
 @click.option("--json", "json_out", is_flag=True, help="One JSON document on stdout instead of text.")
 @click.option("--stats", is_flag=True, help="Write transport counters as one JSON line to stderr at the end.")
-@click.option("--record", metavar="FILE", type=click.Path(dir_okay=False),
+@click.option("--record", metavar="FILE", type=click.Path(),
               help="Append every device operation of the command to a new trace file (see tinyhw trace).")
 @click.option("-v", "--verbose", count=True, help="Show tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or status lines on stderr.")

@@ -33,6 +33,7 @@ class App:
         EMITTED["json"] = False
         self.device = device
         self.record = record
+        self._open_tried = False  # open_transport was called (a refused --record FILE is not "opened no device")
         self.json = json_out
         self.want_stats = stats
         self.verbose = verbose
@@ -105,6 +106,7 @@ class App:
                 self._opened = opened
 
             command = ["tinyhw", *INVOCATION["argv"]]
+            self._open_tried = True
             open_device(self.device_spec(writes=writes), keep, record=self.record, command=command)
         return self._opened.transport
 
@@ -128,7 +130,7 @@ class App:
 
             if (lost := finish_note(opened.transport)) is not None:
                 print(f"warning: {lost}", file=sys.stderr)
-        elif self.record is not None:
+        elif self.record is not None and not self._open_tried:
             print(f"note: this command opened no device; nothing was recorded to {self.record}", file=sys.stderr)
         if notes:
             shown = notes[:20]
