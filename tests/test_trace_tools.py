@@ -213,3 +213,19 @@ def test_named_damage_gives_named_errors(small: bytes) -> None:
 def test_a_trace_that_is_not_a_regular_file_or_too_big_is_refused(tmp_path: Path) -> None:
     r = run("trace", "show", "/dev/zero")
     assert r.code == 2 and "/dev/zero" in r.err
+
+
+def test_a_directory_for_a_trace_file_is_one_error_line(tmp_path: Path) -> None:
+    """A directory given as the recording, the log or the output is refused in the same one-line form as a FIFO
+    (not click's usage text), exit 2."""
+    from clihelp import run as cli_run
+
+    some = tmp_path / "some.pcapng"
+    some.write_bytes(b"")
+    for args in (["trace", "show", str(tmp_path)], ["trace", "diff", str(tmp_path), str(tmp_path)],
+                 ["trace", "import", "mmiotrace", str(tmp_path), "-o", str(tmp_path / "x.pcapng")],
+                 ["trace", "export", "mmiotrace", str(some), "-o", str(tmp_path)],
+                 ["--device", f"mock:navi31,flash={tmp_path / 'f.bin'}", "trace", "replay", str(tmp_path)]):
+        r = cli_run(*args)
+        lines = r.err.strip().splitlines()
+        assert r.code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (args, r.err)

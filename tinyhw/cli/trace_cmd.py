@@ -48,7 +48,7 @@ def _print_header(app: App, doc: dict[str, Any]) -> None:
 
 
 @trace.command("show")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path())
 @click.option("--block", metavar="BLOCK", help="Only registers of this block (e.g. smuio).")
 @click.option("--register", metavar="NAME", help="Only this register (block.REGISTER or REGISTER; globs allowed).")
 @click.option("--writes", is_flag=True, help="Only writes.")
@@ -92,7 +92,7 @@ def show_cmd(app: App, file: str, block: str | None, register: str | None, write
 
 
 @trace.command("replay")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path())
 @click.option("--tolerate", "tolerate", multiple=True, metavar="REGISTERS",
               help="block.REGISTER names (comma-separated, repeatable) whose reads may differ.")
 @click.pass_obj
@@ -149,8 +149,8 @@ def replay_cmd(app: App, file: str, tolerate: tuple[str, ...]) -> None:
 
 
 @trace.command("diff")
-@click.argument("a", type=click.Path(dir_okay=False))
-@click.argument("b", type=click.Path(dir_okay=False))
+@click.argument("a", type=click.Path())
+@click.argument("b", type=click.Path())
 @click.pass_obj
 def diff_cmd(app: App, a: str, b: str) -> None:
     """Compare two recordings aligned by their marks: order, registers touched, values written.
@@ -189,8 +189,8 @@ def import_group() -> None:
 
 
 @import_group.command("mmiotrace")
-@click.argument("log", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="The trace file to write.")
+@click.argument("log", type=click.Path())
+@click.option("-o", "--output", required=True, type=click.Path(), help="The trace file to write.")
 @click.option("--pci", metavar="BB:DD.F", help="The GPU, when the log lists several.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.pass_obj
@@ -225,8 +225,8 @@ def export_group() -> None:
 
 
 @export_group.command("mmiotrace")
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="The text log to write.")
+@click.argument("file", type=click.Path())
+@click.option("-o", "--output", required=True, type=click.Path(), help="The text log to write.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.pass_obj
 def export_mmiotrace(app: App, file: str, output: str, force: bool) -> None:
