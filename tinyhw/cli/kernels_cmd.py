@@ -185,7 +185,7 @@ def run_cmd(app: App, name: str, device: str | None, repeats: int | None, n: int
             raise Refused(f"the global --device {app.device} and kernels run --device {device} disagree",
                           hint="give one of them")
         if not 0 < timeout <= 3600:
-            raise Refused(f"--timeout {timeout:g}: 0 .. 3600 seconds")
+            raise Refused(f"--timeout {timeout:g}: more than 0 and at most 3600 seconds")
         plan = plan_amd(name, 1 if repeats is None else repeats, n, build_dir)  # refusals before the device opens
         doc = run_amd(plan, app.open_transport(writes=True), timeout=timeout)
     else:
@@ -231,7 +231,7 @@ def run_cmd(app: App, name: str, device: str | None, repeats: int | None, n: int
 
 
 @kernels.command("exec")
-@click.argument("code_object", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("code_object", type=click.Path(path_type=Path))
 @click.option("--kernel", "kernel", help="Kernel name in the code object (default: its only kernel).")
 @click.option("--grid", required=True, metavar="X[,Y,Z]", help="Workgroups per dimension.")
 @click.option("--block", required=True, metavar="X[,Y,Z]", help="Work-items per workgroup.")
