@@ -73,9 +73,10 @@ class App:
         if self.record is not None:
             raise Refused("--record needs a command that opens a device", hint="drop the global --record")
 
-    def refuse_device(self, why: str) -> None:
+    def refuse_device(self, why: str, hint: str | None = None) -> None:
         """Refuse (exit 2) a global ``--device`` this command cannot honour, before it does anything
-        (ARCHITECTURE.md: never silently ignored). ``$TINYHW_DEVICE`` is a default, not an option: ignored."""
+        (ARCHITECTURE.md: never silently ignored). ``$TINYHW_DEVICE`` is a default, not an option: ignored.
+        ``hint``: what to do instead, for a command that needs another device (default: drop --device)."""
         if self.device is None:
             return
         import click
@@ -83,7 +84,7 @@ class App:
         ctx = click.get_current_context(silent=True)
         name = " ".join(ctx.command_path.split()[1:]) if ctx else "this command"
         raise Refused(f"{name} cannot use --device {self.device}: {why}",
-                      hint=f"drop the global --device for {name}")
+                      hint=hint or f"drop the global --device for {name}")
 
     def device_spec(self, *, writes: bool = False):  # DeviceSpec
         """The device this command uses: the global ``--device`` (or ``$TINYHW_DEVICE``), else the single real device
