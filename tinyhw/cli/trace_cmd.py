@@ -15,7 +15,7 @@ from tinyhw.errors import OperationFailed
 
 @click.group("trace")
 def trace() -> None:
-    """Recorded sessions: show them decoded, replay them on a device, diff two, import mmiotrace logs.
+    """Recorded sessions: show them decoded, replay them on a device, diff two, import and export mmiotrace logs.
 
     Record any command with the global --record FILE (a pcapng file, see docs/trace-format.md).
 
@@ -26,6 +26,7 @@ def trace() -> None:
       tinyhw --device mock:navi31,flash=/tmp/fresh.bin trace replay boot.pcapng
       tinyhw trace diff boot.pcapng boot2.pcapng
       tinyhw trace import mmiotrace amdgpu-load.txt -o amdgpu.pcapng
+      tinyhw trace export mmiotrace boot.pcapng -o boot.txt
     """
 
 
@@ -185,7 +186,12 @@ def diff_cmd(app: App, a: str, b: str) -> None:
 
 @trace.group("import")
 def import_group() -> None:
-    """Convert logs of other tools into tinyhw trace files."""
+    """Convert logs of other tools into tinyhw trace files.
+
+    \b
+    Example:
+      tinyhw trace import mmiotrace amdgpu-load.txt -o amdgpu.pcapng
+    """
 
 
 @import_group.command("mmiotrace")
@@ -221,7 +227,12 @@ def import_mmiotrace(app: App, log: str, output: str, pci: str | None, force: bo
 
 @trace.group("export")
 def export_group() -> None:
-    """Write tinyhw trace files in other tools' formats."""
+    """Write tinyhw trace files in other tools' formats.
+
+    \b
+    Example:
+      tinyhw trace export mmiotrace boot.pcapng -o boot.txt
+    """
 
 
 @export_group.command("mmiotrace")
