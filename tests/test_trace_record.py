@@ -381,3 +381,13 @@ def test_a_refused_record_file_is_one_line_naming_no_option_tinyhw_lacks(tmp_pat
         assert r.code == 2, (target, r.err)
         lines = r.err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and "--force" not in r.err, r.err
+
+
+def test_an_unknown_tolerated_register_is_refused_before_the_board_is_opened(boot_direct: Path, tmp_path: Path) -> None:
+    """``--tolerate`` names are checked against the recording's register database before the device is opened
+    (exit 2, the emulated board's flash file never created)."""
+    flash = tmp_path / "never.bin"
+    r = run("--device", f"mock:navi31,strict,flash={flash}", "trace", "replay", str(boot_direct),
+            "--tolerate", "nope.NOPE")
+    assert r.code == 2 and "no register block 'nope'" in r.err, r.err
+    assert not flash.exists()

@@ -114,6 +114,7 @@ def replay_cmd(app: App, file: str, tolerate: tuple[str, ...]) -> None:
 
     tr = load(file)
     names = [n.strip() for item in tolerate for n in item.split(",") if n.strip()]
+    replay.tolerated_offsets(tr, names)  # an unknown name is refused before the device is opened
     transport = app.open_transport(writes=True)
     result = replay.replay(tr, transport, names)
     doc = result.as_dict()

@@ -97,15 +97,21 @@ def _prepare(trace: Trace, transport: Transport) -> None:
                           "cannot issue", hint="replay recordings of register, config and bulk accesses")
 
 
+def tolerated_offsets(trace: Trace, tolerate: Iterable[str]) -> set[int]:
+    """The register offsets ``tolerate`` (``block.REGISTER`` names) names in the recorded device's register database;
+    an unknown name is refused (exit 2). Needs no device: callers check the names before opening one."""
+    return Decoder(trace.header).offsets(tolerate)
+
+
 def replay(trace: Trace, transport: Transport, tolerate: Iterable[str] = (),
            on_mark: Callable[[str], None] | None = None) -> ReplayResult:
     """Replay ``trace`` on ``transport`` (module docstring); stop at the first divergence. ``tolerate``:
     ``block.REGISTER`` names whose reads are not compared. A device error during the replay raises (the access
     is named in the error's context)."""
+    tolerated = tolerated_offsets(trace, tolerate)
     check_target(trace, transport)
     _prepare(trace, transport)
     decoder = Decoder(trace.header)
-    tolerated = decoder.offsets(tolerate)
     result = ReplayResult(truncated=trace.truncated)
     current = ""
     pace = _pacer(trace, transport)
