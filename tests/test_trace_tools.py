@@ -145,7 +145,7 @@ def test_an_emulator_recording_exported_to_mmiotrace_imports_to_the_same_accesse
 
     assert accesses(back) == accesses(path) and len(accesses(path)) == 7
     assert diff.diff(load(path), load(back))["rows"] == [
-        {"mark": "(before the first mark)", "kind": "mark only in a", "what": "-", "a": "1 records",
+        {"mark": "(outside any mark)", "kind": "mark only in a", "what": "-", "a": "1 records",
          "b": "-"}]  # the config read after the step: config space is not in mmiotrace
 
 
@@ -229,3 +229,11 @@ def test_a_directory_for_a_trace_file_is_one_error_line(tmp_path: Path) -> None:
         r = cli_run(*args)
         lines = r.err.strip().splitlines()
         assert r.code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (args, r.err)
+
+
+def test_a_record_after_the_marks_closed_is_not_labelled_before_the_first_mark(tmp_path: Path) -> None:
+    """The config read after the step's ``done`` comes after the first mark: its group is "outside any mark"."""
+    doc = show(load(_session(tmp_path, "s", [1])))
+    labels = [g["mark"] for g in doc["groups"]]
+    assert labels[0] == "step" and len(labels) == 2, labels
+    assert "before the first mark" not in labels[-1] and labels[-1] == "(outside any mark)", labels

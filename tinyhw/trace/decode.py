@@ -17,7 +17,7 @@ from tinyhw.formats import tracefile
 from tinyhw.formats.tracefile import Record, Trace
 from tinyhw.regs import Asic, Register, asic_for_device
 
-NO_MARK = "(before the first mark)"
+NO_MARK = "(outside any mark)"  # before the first mark, or after every mark closed
 
 
 class Decoder:

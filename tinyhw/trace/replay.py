@@ -20,7 +20,7 @@ from typing import Any
 from tinyhw.errors import OperationFailed, Refused, TinyhwError
 from tinyhw.formats import tracefile
 from tinyhw.formats.tracefile import Record, Trace
-from tinyhw.trace.decode import Decoder, fields_changed, mark_path
+from tinyhw.trace.decode import NO_MARK, Decoder, fields_changed, mark_path
 from tinyhw.transport.base import Transport
 from tinyhw.transport.wait import poll
 
@@ -144,7 +144,7 @@ def replay(trace: Trace, transport: Transport, tolerate: Iterable[str] = (),
         if actual != expected:
             reg = decoder.register(rec)
             changed = fields_changed(reg, expected, actual) if isinstance(actual, int) else {}
-            result.divergence = Divergence(rec, label or "(before the first mark)", expected, actual,
+            result.divergence = Divergence(rec, label or NO_MARK, expected, actual,
                                            reg.name if reg else None, changed,
                                            "bulk read hash differs" if rec.op == tracefile.BULK_READ
                                            else "value differs")
