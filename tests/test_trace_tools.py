@@ -237,3 +237,16 @@ def test_a_record_after_the_marks_closed_is_not_labelled_before_the_first_mark(t
     labels = [g["mark"] for g in doc["groups"]]
     assert labels[0] == "step" and len(labels) == 2, labels
     assert "before the first mark" not in labels[-1] and labels[-1] == "(outside any mark)", labels
+
+
+def test_a_usb_control_records_windex_does_not_replace_its_record_index(tmp_path: Path) -> None:
+    """A vendor request's wIndex is a field of its own (``w_index``): the record's ``index`` (its position in the
+    file, which ``trace show`` prints and --json carries) stays the position for every record."""
+    path = tmp_path / "u.pcapng"
+    assert run("--device", f"mock:navi31-usb,flash={tmp_path / 'f.bin'}", "--record", str(path),
+               "probe").code == 0
+    doc = show(load(path), Filter(usb=True))
+    records = [r for g in doc["groups"] for r in g["records"]]
+    assert any(r["op"] == "usb_control" for r in records)
+    assert [r["index"] for r in records] == [r["seq"] for r in records] == list(range(len(records)))
+    assert all("w_index" in r for r in records if r["op"] == "usb_control")
