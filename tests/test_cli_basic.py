@@ -118,3 +118,12 @@ def test_top_level_help_names_each_groups_newer_commands() -> None:
 def test_new_commands_help_has_an_example(cmd: list[str]) -> None:
     r = run(*cmd, "--help")
     assert r.code == 0 and "Example" in r.out
+
+
+def test_top_level_help_names_every_emulated_board() -> None:
+    """The description above the options names every board of the registry, not only the first two."""
+    from tinyhw.boards.registry import boards
+
+    out = run("--help").out.split("Options:")[0]
+    for entry in boards():
+        assert f"mock:{entry.target}" in out, entry.target

@@ -98,9 +98,10 @@ class LazyGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, device: str | None, json_out: bool, stats: bool, record: str | None, verbose: int,
         quiet: bool) -> None:
-    """Bring up and rescue GPUs from user space: identify boards, recover SPI flash, read registers.
+    """Bring up and rescue GPUs from user space: identify boards, recover and update SPI flash, read
+    registers, boot AMD GPUs, run and profile kernels, record and replay sessions.
 
-    Every command also runs against an emulated board (mock:navi31, mock:navi31-usb).
+    Every command also runs against an emulated board (mock:navi31, mock:navi31-usb, mock:ad102).
     """
     app = App(device, json_out, stats, verbose, quiet, record)
     ctx.obj = app
