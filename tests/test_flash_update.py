@@ -317,3 +317,18 @@ def test_verify_after_update_refuses_a_foreign_file_without_a_force_hint(tmp_pat
     path = _write(tmp_path, "img.bin", bytes(img))
     r = run("--device", device(flash), "flash", "verify", str(path), "--after-update")
     assert r.code == 2 and "ifwi magic" in r.err and "--force" not in r.err, (r.code, r.err)
+
+
+def test_mock_power_cycle_and_reset_refuse_a_global_record(tmp_path: Path) -> None:
+    """They open no device, so there is nothing to record: --record is refused (exit 2) before the board's files
+    change, as every command that cannot honour a global option does."""
+    flash = board_files(tmp_path / "board")
+    def files() -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in flash.parent.iterdir()}
+
+    before = files()
+    for cmd in (["mock", "power-cycle"], ["mock", "reset", "--yes"]):
+        r = run("--device", device(flash), "--record", str(tmp_path / "r.pcapng"), *cmd)
+        assert r.code == 2 and "--record" in r.err, (cmd, r.code, r.err)
+    assert files() == before
+    assert not (tmp_path / "r.pcapng").exists()
