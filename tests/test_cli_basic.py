@@ -91,3 +91,39 @@ def test_help_imports_nothing_heavy() -> None:
             f"print(sorted(m for m in {heavy} if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_top_level_help_names_each_groups_newer_commands() -> None:
+    """``tinyhw --help`` lists a group on one line; that line names the group's commands a user looks for."""
+    lines: dict[str, str] = {}
+    current = ""
+    for line in run("--help").out.split("Commands:")[1].split("Devices")[0].splitlines():
+        if not line.strip():
+            continue
+        if line.startswith("  ") and not line.startswith("   "):
+            current = line.split()[0]
+            lines[current] = line
+        elif current:
+            lines[current] += " " + line.strip()
+    wanted = {"am": ["status", "rings", "waves", "hang-report"], "flash": ["update"], "mock": ["power-cycle"],
+              "trace": ["replay", "diff", "export"], "prof": ["capture"], "kernels": ["exec"]}
+    for group, subs in wanted.items():
+        for sub in subs:
+            assert sub in lines[group], (group, sub, lines[group])
+
+
+@pytest.mark.parametrize("cmd", [["trace", "import"], ["trace", "export"], ["kernels"], ["flash", "update"],
+                                 ["mock", "power-cycle"], ["kernels", "exec"], ["prof", "capture"],
+                                 ["am", "hang-report"]])
+def test_new_commands_help_has_an_example(cmd: list[str]) -> None:
+    r = run(*cmd, "--help")
+    assert r.code == 0 and "Example" in r.out
+
+
+def test_top_level_help_names_every_emulated_board() -> None:
+    """The description above the options names every board of the registry, not only the first two."""
+    from tinyhw.boards.registry import boards
+
+    out = run("--help").out.split("Options:")[0]
+    for entry in boards():
+        assert f"mock:{entry.target}" in out, entry.target

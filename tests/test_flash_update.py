@@ -285,3 +285,50 @@ def test_the_psp_refuses_a_payload_its_signature_does_not_cover(tmp_path: Path) 
         Updater(o.transport, bytes(unsigned), confirm=lambda plan: None).run()
     assert info.value.outcome == "old" and last_command(flash)["psp_sector_writes"] == 0
     assert power_cycle_flash(flash)[0] == "A" and flash.read_bytes()[:0x1EF000] == OLD[:0x1EF000]
+
+
+def test_refusal_hints_name_no_option_flash_update_lacks(tmp_path: Path) -> None:
+    """``flash write``'s refusals offer --force / --force-board-mismatch; flash update has neither, so its
+    refusals must not send the user to them."""
+    garbage = bytearray(NEW)
+    garbage[:4] = b"\x00\x11\x22\x33"
+    for name, data in (("magic", bytes(garbage)), ("board", _other_board(NEW))):
+        err, _ = _refused(tmp_path / name, "navi31", data)
+        assert "refusing the image" in err and "--force" not in err, err
+
+
+def test_the_next_steps_name_the_device(tmp_path: Path) -> None:
+    """The printed next steps are copy-paste commands: they name the device (a bare ``tinyhw flash verify``
+    would look for another device), and on the emulated board the power cycle is ``mock power-cycle``."""
+    flash = board_files(tmp_path / "board")
+    img = _write(tmp_path, "img.bin", NEW)
+    d = device(flash, extra="psp=early")
+    r = run("--device", d, "flash", "update", str(img), "--yes")
+    assert r.code == 0, r.err
+    assert f"tinyhw --device {d} mock power-cycle" in r.out
+    assert f"tinyhw --device {d} flash verify {img} --after-update" in r.out
+
+
+def test_verify_after_update_refuses_a_foreign_file_without_a_force_hint(tmp_path: Path) -> None:
+    """A file that is no ifwi is refused (exit 2) without pointing at a --force the command does not have."""
+    flash = board_files(tmp_path / "board")
+    img = bytearray(NEW)
+    img[:4] = b"\x00\x11\x22\x33"
+    path = _write(tmp_path, "img.bin", bytes(img))
+    r = run("--device", device(flash), "flash", "verify", str(path), "--after-update")
+    assert r.code == 2 and "ifwi magic" in r.err and "--force" not in r.err, (r.code, r.err)
+
+
+def test_mock_power_cycle_and_reset_refuse_a_global_record(tmp_path: Path) -> None:
+    """They open no device, so there is nothing to record: --record is refused (exit 2) before the board's files
+    change, as every command that cannot honour a global option does."""
+    flash = board_files(tmp_path / "board")
+    def files() -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in flash.parent.iterdir()}
+
+    before = files()
+    for cmd in (["mock", "power-cycle"], ["mock", "reset", "--yes"]):
+        r = run("--device", device(flash), "--record", str(tmp_path / "r.pcapng"), *cmd)
+        assert r.code == 2 and "--record" in r.err, (cmd, r.code, r.err)
+    assert files() == before
+    assert not (tmp_path / "r.pcapng").exists()

@@ -314,3 +314,22 @@ def test_the_multi_output_fixture_recompiles_to_the_committed_bytes() -> None:
     assert k.pop("code") == (MULTI / "multi_output.elf").read_bytes()
     assert {key: k[key] for key in ("name", "grid", "block", "args", "n")} == \
         {key: meta[key] for key in ("name", "grid", "block", "args", "n")}
+
+
+def test_zeros_takes_the_command_lines_size_units_and_refusals_are_one_line(tmp_path: Path) -> None:
+    """``zeros:2k`` is 2048 bytes (sizes take k/m/g everywhere on the command line); a directory as the code object is
+    tinyhw's one-line refusal; a zero time-out is not described as inside the allowed range."""
+    from tinyhw.kernels.execute import plan_exec
+    from tinyhw.kernels.manifest import prebuilt_dir
+
+    elf = next((prebuilt_dir() / "gfx1100").glob("pattern.*.elf"))
+    plan = plan_exec(elf, kernel=None, grid="4", block="32", buffers=["zeros:2k"], outs=[])
+    assert [len(b) for b in plan.buffers] == [2048]
+    assert len(plan_exec(elf, kernel=None, grid="4", block="32", buffers=["zeros:0x800"], outs=[]).buffers[0]) == 2048
+    r = run("--device", UNTOUCHED, "kernels", "exec", str(tmp_path), "--grid", "1", "--block", "32",
+            "--buffer", "zeros:512")
+    lines = r.err.strip().splitlines()
+    assert r.code == 2 and len(lines) == 1 and "it is a directory" in lines[0], r.err
+    r = run("--device", UNTOUCHED, "kernels", "exec", str(elf), "--grid", "1", "--block", "32", "--buffer",
+            "zeros:512", "--timeout", "0")
+    assert r.code == 2 and "more than 0" in r.err, r.err

@@ -206,3 +206,11 @@ def test_bad_counters_are_refused(tmp_path: Path, counters: str, says: str) -> N
     r = run("--device", "mock:navi31", "prof", "capture", "pattern", "-o", str(tmp_path / "a"), "--counters", counters)
     assert r.code == 2 and says in r.err, r.err
     assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize("device", ["mock:ad102", "cpu"])
+def test_a_device_that_is_no_amd_board_is_not_told_to_drop_the_device(tmp_path: Path, device: str) -> None:
+    """prof capture needs a device: refusing a non-AMD one must point at an AMD board, not at dropping --device
+    (which only gives the next refusal, "needs a device")."""
+    r = run("--device", device, "prof", "capture", "pattern", "-o", str(tmp_path / "a"))
+    assert r.code == 2 and "drop the global --device" not in r.err and "--device mock:navi31" in r.err, r.err

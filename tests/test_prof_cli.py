@@ -281,3 +281,13 @@ def test_fuzz_pmc_samples_through_the_cli(tmp_path_factory: pytest.TempPathFacto
     r = run("--json", "prof", "summary", str(_capture_copy(tmp_path_factory.mktemp("f"), edit)))
     assert r.code in (0, 2), r.err
     assert r.code == 0 or len(r.err.strip().splitlines()) == 1
+
+
+def test_an_empty_or_missing_file_is_named_so(tmp_path) -> None:
+    """An empty file is "empty", not an unpickler's bare ``EOFError:``; a missing one says "no such file"."""
+    empty = tmp_path / "profile.pkl"
+    empty.write_bytes(b"")
+    r = run("prof", "summary", str(empty))
+    assert r.code == 2 and "is empty" in r.err and "EOFError" not in r.err, r.err
+    r = run("prof", "summary", str(tmp_path / "missing.pkl"))
+    assert r.code == 2 and "no such file" in r.err, r.err

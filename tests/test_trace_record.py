@@ -352,3 +352,42 @@ def test_a_hardware_recording_is_paced_on_its_wall_time_on_an_emulated_board(tmp
         elapsed = dev.transport.clock.now() - t0
     assert result.reads_checked == 2 and result.divergence is None
     assert 0.05 <= elapsed < 0.06
+
+
+def test_replaying_a_cut_recording_says_it_replayed_only_a_part(boot_direct: Path, tmp_path: Path) -> None:
+    """A recording cut short (a killed command) replays up to its last complete record; replay must say so,
+    in text and in --json, instead of a bare "no divergence"."""
+    cut = tmp_path / "cut.pcapng"
+    cut.write_bytes(boot_direct.read_bytes()[:200_000])
+    dev = f"mock:navi31,strict,flash={tmp_path / 'fresh.bin'}"
+    r = run("--device", dev, "trace", "replay", str(cut))
+    assert r.code == 0, r.err
+    assert "cut short" in r.err
+    r = run("--device", f"mock:navi31,strict,flash={tmp_path / 'fresh2.bin'}", "--json", "trace", "replay", str(cut))
+    doc = json.loads(r.out)
+    assert doc["truncated"] and "cut inside" in doc["truncated"]
+    full = run("--device", f"mock:navi31,strict,flash={tmp_path / 'fresh3.bin'}", "--json", "trace", "replay",
+               str(boot_direct))
+    assert json.loads(full.out)["truncated"] is None
+
+
+def test_a_refused_record_file_is_one_line_naming_no_option_tinyhw_lacks(tmp_path: Path) -> None:
+    """Refusing --record FILE is one error line: no hint at a --force the global options lack, no "opened no
+    device" note (the device was not opened because of the refusal), no click usage text for a directory."""
+    existing = tmp_path / "exists.pcapng"
+    existing.write_bytes(b"keep")
+    for target in (existing, tmp_path):
+        r = run("--device", f"mock:navi31,flash={tmp_path / 'f.bin'}", "--record", str(target), "probe")
+        assert r.code == 2, (target, r.err)
+        lines = r.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and "--force" not in r.err, r.err
+
+
+def test_an_unknown_tolerated_register_is_refused_before_the_board_is_opened(boot_direct: Path, tmp_path: Path) -> None:
+    """``--tolerate`` names are checked against the recording's register database before the device is opened
+    (exit 2, the emulated board's flash file never created)."""
+    flash = tmp_path / "never.bin"
+    r = run("--device", f"mock:navi31,strict,flash={flash}", "trace", "replay", str(boot_direct),
+            "--tolerate", "nope.NOPE")
+    assert r.code == 2 and "no register block 'nope'" in r.err, r.err
+    assert not flash.exists()

@@ -145,7 +145,7 @@ def test_an_emulator_recording_exported_to_mmiotrace_imports_to_the_same_accesse
 
     assert accesses(back) == accesses(path) and len(accesses(path)) == 7
     assert diff.diff(load(path), load(back))["rows"] == [
-        {"mark": "(before the first mark)", "kind": "mark only in a", "what": "-", "a": "1 records",
+        {"mark": "(outside any mark)", "kind": "mark only in a", "what": "-", "a": "1 records",
          "b": "-"}]  # the config read after the step: config space is not in mmiotrace
 
 
@@ -213,3 +213,40 @@ def test_named_damage_gives_named_errors(small: bytes) -> None:
 def test_a_trace_that_is_not_a_regular_file_or_too_big_is_refused(tmp_path: Path) -> None:
     r = run("trace", "show", "/dev/zero")
     assert r.code == 2 and "/dev/zero" in r.err
+
+
+def test_a_directory_for_a_trace_file_is_one_error_line(tmp_path: Path) -> None:
+    """A directory given as the recording, the log or the output is refused in the same one-line form as a FIFO
+    (not click's usage text), exit 2."""
+    from clihelp import run as cli_run
+
+    some = tmp_path / "some.pcapng"
+    some.write_bytes(b"")
+    for args in (["trace", "show", str(tmp_path)], ["trace", "diff", str(tmp_path), str(tmp_path)],
+                 ["trace", "import", "mmiotrace", str(tmp_path), "-o", str(tmp_path / "x.pcapng")],
+                 ["trace", "export", "mmiotrace", str(some), "-o", str(tmp_path)],
+                 ["--device", f"mock:navi31,flash={tmp_path / 'f.bin'}", "trace", "replay", str(tmp_path)]):
+        r = cli_run(*args)
+        lines = r.err.strip().splitlines()
+        assert r.code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (args, r.err)
+
+
+def test_a_record_after_the_marks_closed_is_not_labelled_before_the_first_mark(tmp_path: Path) -> None:
+    """The config read after the step's ``done`` comes after the first mark: its group is "outside any mark"."""
+    doc = show(load(_session(tmp_path, "s", [1])))
+    labels = [g["mark"] for g in doc["groups"]]
+    assert labels[0] == "step" and len(labels) == 2, labels
+    assert "before the first mark" not in labels[-1] and labels[-1] == "(outside any mark)", labels
+
+
+def test_a_usb_control_records_windex_does_not_replace_its_record_index(tmp_path: Path) -> None:
+    """A vendor request's wIndex is a field of its own (``w_index``): the record's ``index`` (its position in the
+    file, which ``trace show`` prints and --json carries) stays the position for every record."""
+    path = tmp_path / "u.pcapng"
+    assert run("--device", f"mock:navi31-usb,flash={tmp_path / 'f.bin'}", "--record", str(path),
+               "probe").code == 0
+    doc = show(load(path), Filter(usb=True))
+    records = [r for g in doc["groups"] for r in g["records"]]
+    assert any(r["op"] == "usb_control" for r in records)
+    assert [r["index"] for r in records] == [r["seq"] for r in records] == list(range(len(records)))
+    assert all("w_index" in r for r in records if r["op"] == "usb_control")

@@ -35,19 +35,23 @@ def epilog() -> str:
 COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("tinyhw.cli.list_cmd:list_cmd", "List GPUs in sysfs, ASM24 USB bridges and the emulated boards."),
     "probe": ("tinyhw.cli.probe_cmd:probe", "Identify the device: ids, names, BARs, PCIe link, Resizable BAR."),
-    "mock": ("tinyhw.cli.mock_cmd:mock", "Manage the built-in emulated boards (flash file, USB gadget)."),
+    "mock": ("tinyhw.cli.mock_cmd:mock", "Emulated boards: reset the flash file, power-cycle, serve as a USB gadget."),
     "firmware": ("tinyhw.cli.firmware_cmd:firmware", "Inspect and compare firmware images (IFWI, VBIOS, amdgpu, GSP)."),
-    "flash": ("tinyhw.cli.flash_cmd:flash", "Read, back up, verify and rewrite a Navi31 board's SPI flash."),
+    "flash": ("tinyhw.cli.flash_cmd:flash",
+              "Navi31 SPI flash: read, back up, verify, rewrite; update through the PSP."),
     "pci": ("tinyhw.cli.pci_cmd:pci", "Native PCIe: list, decode config space, peek/poke BARs, bind vfio."),
     "reg": ("tinyhw.cli.reg_cmd:reg", "Registers by name: find, read, write, decode; IP discovery."),
     "bench": ("tinyhw.cli.bench_cmd:bench", "Measure copy bandwidth host<->device against the link limit."),
-    "prof": ("tinyhw.cli.prof_cmd:prof", "Decode AMD SQ thread traces and performance counters (tinygrad)."),
+    "prof": ("tinyhw.cli.prof_cmd:prof",
+             "AMD SQ thread traces and counters: capture on a board, decode (tinygrad's too)."),
     "kernels": ("tinyhw.cli.kernels_cmd:kernels", "Probe kernels: list, build, run (cpu, cuda:N, AMD), exec (AMD)."),
     "serve": ("tinyhw.cli.serve_cmd:serve", "Serve a device to remote: clients, or to flashrom (serprog)."),
-    "am": ("tinyhw.cli.am_cmd:am", "AMD bring-up without amdgpu: identify, boot the PSP and SMU, mode-1 reset."),
+    "am": ("tinyhw.cli.am_cmd:am",
+           "AMD GPUs without amdgpu: identify, boot, reset; status, rings, waves, hang-report."),
     "nv": ("tinyhw.cli.nv_cmd:nv", "NVIDIA bring-up without a driver: boot GSP-RM (FWSEC, booter), info, reset."),
     "smi": ("tinyhw.cli.smi_cmd:smi", "SMU metrics of a tinyhw-booted AMD GPU: clocks, power, temperatures, fan."),
-    "trace": ("tinyhw.cli.trace_cmd:trace", "Recorded sessions: show, replay on a device, diff, import mmiotrace."),
+    "trace": ("tinyhw.cli.trace_cmd:trace",
+              "Recorded sessions (--record): show, replay, diff, import/export mmiotrace."),
 }
 
 
@@ -87,7 +91,7 @@ class LazyGroup(click.Group):
               help="Device string (default: $TINYHW_DEVICE, else the single device present).")
 @click.option("--json", "json_out", is_flag=True, help="One JSON document on stdout instead of text.")
 @click.option("--stats", is_flag=True, help="Write transport counters as one JSON line to stderr at the end.")
-@click.option("--record", metavar="FILE", type=click.Path(dir_okay=False),
+@click.option("--record", metavar="FILE", type=click.Path(),
               help="Append every device operation of the command to a new trace file (see tinyhw trace).")
 @click.option("-v", "--verbose", count=True, help="Show tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or status lines on stderr.")
@@ -95,9 +99,10 @@ class LazyGroup(click.Group):
 @click.pass_context
 def cli(ctx: click.Context, device: str | None, json_out: bool, stats: bool, record: str | None, verbose: int,
         quiet: bool) -> None:
-    """Bring up and rescue GPUs from user space: identify boards, recover SPI flash, read registers.
+    """Bring up and rescue GPUs from user space: identify boards, recover and update SPI flash, read
+    registers, boot AMD GPUs, run and profile kernels, record and replay sessions.
 
-    Every command also runs against an emulated board (mock:navi31, mock:navi31-usb).
+    Every command also runs against an emulated board (mock:navi31, mock:navi31-usb, mock:ad102).
     """
     app = App(device, json_out, stats, verbose, quiet, record)
     ctx.obj = app

@@ -33,6 +33,7 @@ class App:
         EMITTED["json"] = False
         self.device = device
         self.record = record
+        self._open_tried = False  # open_transport was called (a refused --record FILE is not "opened no device")
         self.json = json_out
         self.want_stats = stats
         self.verbose = verbose
@@ -72,9 +73,10 @@ class App:
         if self.record is not None:
             raise Refused("--record needs a command that opens a device", hint="drop the global --record")
 
-    def refuse_device(self, why: str) -> None:
+    def refuse_device(self, why: str, hint: str | None = None) -> None:
         """Refuse (exit 2) a global ``--device`` this command cannot honour, before it does anything
-        (ARCHITECTURE.md: never silently ignored). ``$TINYHW_DEVICE`` is a default, not an option: ignored."""
+        (ARCHITECTURE.md: never silently ignored). ``$TINYHW_DEVICE`` is a default, not an option: ignored.
+        ``hint``: what to do instead, for a command that needs another device (default: drop --device)."""
         if self.device is None:
             return
         import click
@@ -82,7 +84,7 @@ class App:
         ctx = click.get_current_context(silent=True)
         name = " ".join(ctx.command_path.split()[1:]) if ctx else "this command"
         raise Refused(f"{name} cannot use --device {self.device}: {why}",
-                      hint=f"drop the global --device for {name}")
+                      hint=hint or f"drop the global --device for {name}")
 
     def device_spec(self, *, writes: bool = False, example: str = "mock:navi31"):  # DeviceSpec
         """The device this command uses: the global ``--device`` (or ``$TINYHW_DEVICE``), else the single real device
@@ -106,6 +108,7 @@ class App:
                 self._opened = opened
 
             command = ["tinyhw", *INVOCATION["argv"]]
+            self._open_tried = True
             open_device(self.device_spec(writes=writes, example=example), keep, record=self.record, command=command)
         return self._opened.transport
 
@@ -129,7 +132,7 @@ class App:
 
             if (lost := finish_note(opened.transport)) is not None:
                 print(f"warning: {lost}", file=sys.stderr)
-        elif self.record is not None:
+        elif self.record is not None and not self._open_tried:
             print(f"note: this command opened no device; nothing was recorded to {self.record}", file=sys.stderr)
         if notes:
             shown = notes[:20]

@@ -339,10 +339,12 @@ def verify(app: App, image: str, start_sector: int | None, sector_count: int | N
 
 def _verify_after_update(app: App, image: str, data: bytes) -> None:
     from tinyhw.boards.navi31 import NAVI31
-    from tinyhw.flash.update import verify_after_update
+    from tinyhw.flash.update import require_image, verify_after_update
 
+    require_image(data)  # before the device is opened
+    transport = app.open_transport()
     with ProgressBar(app).task("verify", NAVI31.flash_size) as advance:
-        result = verify_after_update(app.open_transport(), data, advance=advance)
+        result = verify_after_update(transport, data, advance=advance)
     doc = result.as_dict()
 
     def human() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from tinyhw.cli.app import App
-from tinyhw.cli.flash_common import load_image, say
+from tinyhw.cli.flash_common import device_text, load_image, say
 from tinyhw.cli.progressbar import ProgressBar
 from tinyhw.errors import Refused
 
@@ -53,7 +53,10 @@ def update(app: App, image: str, yes: bool) -> None:
                   f"{result.seconds:.2f} s: {result.rate / 1024:.1f} KiB/s, {result.round_trips_per_kib:.0f} round "
                   f"trips per KiB ({result.data_transfers} DATA_TRANSFERs; time {where})")
         say(app, f"the psp reports phase 2 (transfer type 0x{result.final_state:x}): {result.next_boot}")
-        say(app, f"then check it: tinyhw flash verify {image} --after-update")
+        dev = device_text(app)
+        if transport.emulated:
+            say(app, f"on the emulated board the power cycle is: tinyhw --device {dev} mock power-cycle")
+        say(app, f"then check it: tinyhw --device {dev} flash verify {image} --after-update")
 
     app.emit({**doc, "time": where}, human)
 

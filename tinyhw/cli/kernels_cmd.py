@@ -21,10 +21,12 @@ TARGET_CHOICES = ("gfx1100", "gfx1200", "sm_90", "cpu")
 @click.group()
 def kernels() -> None:
     """Probe kernels (pattern fill, copy bandwidth, FMA throughput, atomic counter), written once with
-    tinygrad: list them, build them for a GPU target, run them on the CPU or an NVIDIA GPU.
+    tinygrad: list them, build them for a GPU target, run them on the CPU, an NVIDIA GPU or an AMD board
+    tinyhw booted; exec runs your own gfx1100 code object on such a board.
 
     Building needs the compile extra (pip install 'tinyhw[compile]'; libLLVM >= 18 for gfx targets);
-    running on cuda:N needs the cuda extra and uses the committed PTX. No register device is touched.
+    running on cuda:N needs the cuda extra and uses the committed PTX. On an AMD board (the global --device)
+    run and exec create a compute queue through its registers and write its VRAM.
 
     \b
     Examples:
@@ -32,6 +34,8 @@ def kernels() -> None:
       tinyhw kernels build --target gfx1100 -o build/gfx1100 --show-isa
       tinyhw kernels run bandwidth --device cpu
       tinyhw kernels run fma --device cuda:0
+      tinyhw --device mock:navi31 kernels run pattern
+      tinyhw --device mock:navi31 kernels exec k.elf --grid 4 --block 32 --buffer zeros:2048 --out 0:o.bin
     """
 
 
@@ -185,7 +189,7 @@ def run_cmd(app: App, name: str, device: str | None, repeats: int | None, n: int
             raise Refused(f"the global --device {app.device} and kernels run --device {device} disagree",
                           hint="give one of them")
         if not 0 < timeout <= 3600:
-            raise Refused(f"--timeout {timeout:g}: 0 .. 3600 seconds")
+            raise Refused(f"--timeout {timeout:g}: more than 0 and at most 3600 seconds")
         plan = plan_amd(name, 1 if repeats is None else repeats, n, build_dir)  # refusals before the device opens
         doc = run_amd(plan, app.open_transport(writes=True), timeout=timeout)
     else:
@@ -231,7 +235,7 @@ def run_cmd(app: App, name: str, device: str | None, repeats: int | None, n: int
 
 
 @kernels.command("exec")
-@click.argument("code_object", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("code_object", type=click.Path(path_type=Path))
 @click.option("--kernel", "kernel", help="Kernel name in the code object (default: its only kernel).")
 @click.option("--grid", required=True, metavar="X[,Y,Z]", help="Workgroups per dimension.")
 @click.option("--block", required=True, metavar="X[,Y,Z]", help="Work-items per workgroup.")

@@ -51,6 +51,7 @@ def reset(app: App, yes: bool, force: bool) -> None:
     from tinyhw.transport.devstr import given_device, parse_device
     from tinyhw.transport.lock import DeviceLock
 
+    app.refuse_record()  # the reset rewrites the board's files; no device operation to record
     spec = given_device(app.device) or parse_device("mock:navi31")
     if not spec.is_mock:
         raise Refused(f"mock reset works on emulated boards only, not {spec.kind}:")
@@ -113,6 +114,7 @@ def power_cycle(app: App) -> None:
     from tinyhw.transport.devstr import given_device, parse_device
     from tinyhw.transport.lock import DeviceLock
 
+    app.refuse_record()  # the power cycle rewrites the board's files; no device operation to record
     spec = given_device(app.device) or parse_device("mock:navi31")
     if not spec.is_mock:
         raise Refused(f"mock power-cycle works on emulated boards only, not {spec.kind}:")

@@ -311,9 +311,10 @@ def capture_cmd(app: App, probe: str, output: str, n: int | None, buffer_kib: in
     if app.device is None:
         raise Refused("prof capture needs a device", hint="give the global --device (e.g. --device mock:navi31)")
     if not is_amd_device(app.device):
-        app.refuse_device("it captures on an AMD board only (mock:navi31, mock:navi31-usb, usb, pci:, vfio:)")
+        app.refuse_device("it captures on an AMD board only (mock:navi31, mock:navi31-usb, usb, pci:, vfio:)",
+                          hint="name an AMD board that tinyhw am boot brought up, e.g. --device mock:navi31")
     if not 0 < timeout <= 3600:
-        raise Refused(f"--timeout {timeout:g}: 0 .. 3600 seconds")
+        raise Refused(f"--timeout {timeout:g}: more than 0 and at most 3600 seconds")
     plan = plan_capture(probe, output, n=n, buffer_kib=buffer_kib, simd=simd, counters=counters)  # before opening
     doc = run_capture(plan, app.open_transport(writes=True), timeout=timeout)
 

@@ -15,7 +15,7 @@ from tinyhw.errors import OperationFailed
 
 @click.group("trace")
 def trace() -> None:
-    """Recorded sessions: show them decoded, replay them on a device, diff two, import mmiotrace logs.
+    """Recorded sessions: show them decoded, replay them on a device, diff two, import and export mmiotrace logs.
 
     Record any command with the global --record FILE (a pcapng file, see docs/trace-format.md).
 
@@ -26,6 +26,7 @@ def trace() -> None:
       tinyhw --device mock:navi31,flash=/tmp/fresh.bin trace replay boot.pcapng
       tinyhw trace diff boot.pcapng boot2.pcapng
       tinyhw trace import mmiotrace amdgpu-load.txt -o amdgpu.pcapng
+      tinyhw trace export mmiotrace boot.pcapng -o boot.txt
     """
 
 
@@ -48,7 +49,7 @@ def _print_header(app: App, doc: dict[str, Any]) -> None:
 
 
 @trace.command("show")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path())
 @click.option("--block", metavar="BLOCK", help="Only registers of this block (e.g. smuio).")
 @click.option("--register", metavar="NAME", help="Only this register (block.REGISTER or REGISTER; globs allowed).")
 @click.option("--writes", is_flag=True, help="Only writes.")
@@ -92,7 +93,7 @@ def show_cmd(app: App, file: str, block: str | None, register: str | None, write
 
 
 @trace.command("replay")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path())
 @click.option("--tolerate", "tolerate", multiple=True, metavar="REGISTERS",
               help="block.REGISTER names (comma-separated, repeatable) whose reads may differ.")
 @click.pass_obj
@@ -113,9 +114,12 @@ def replay_cmd(app: App, file: str, tolerate: tuple[str, ...]) -> None:
 
     tr = load(file)
     names = [n.strip() for item in tolerate for n in item.split(",") if n.strip()]
+    replay.tolerated_offsets(tr, names)  # an unknown name is refused before the device is opened
     transport = app.open_transport(writes=True)
     result = replay.replay(tr, transport, names)
     doc = result.as_dict()
+    if result.truncated:
+        app.log(f"note: the recording is cut short; replayed up to its last complete record ({result.truncated})")
 
     def human() -> None:
         click.echo(f"replayed {result.replayed} accesses, checked {result.reads_checked} reads"
@@ -147,8 +151,8 @@ def replay_cmd(app: App, file: str, tolerate: tuple[str, ...]) -> None:
 
 
 @trace.command("diff")
-@click.argument("a", type=click.Path(dir_okay=False))
-@click.argument("b", type=click.Path(dir_okay=False))
+@click.argument("a", type=click.Path())
+@click.argument("b", type=click.Path())
 @click.pass_obj
 def diff_cmd(app: App, a: str, b: str) -> None:
     """Compare two recordings aligned by their marks: order, registers touched, values written.
@@ -183,12 +187,17 @@ def diff_cmd(app: App, a: str, b: str) -> None:
 
 @trace.group("import")
 def import_group() -> None:
-    """Convert logs of other tools into tinyhw trace files."""
+    """Convert logs of other tools into tinyhw trace files.
+
+    \b
+    Example:
+      tinyhw trace import mmiotrace amdgpu-load.txt -o amdgpu.pcapng
+    """
 
 
 @import_group.command("mmiotrace")
-@click.argument("log", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="The trace file to write.")
+@click.argument("log", type=click.Path())
+@click.option("-o", "--output", required=True, type=click.Path(), help="The trace file to write.")
 @click.option("--pci", metavar="BB:DD.F", help="The GPU, when the log lists several.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.pass_obj
@@ -219,12 +228,17 @@ def import_mmiotrace(app: App, log: str, output: str, pci: str | None, force: bo
 
 @trace.group("export")
 def export_group() -> None:
-    """Write tinyhw trace files in other tools' formats."""
+    """Write tinyhw trace files in other tools' formats.
+
+    \b
+    Example:
+      tinyhw trace export mmiotrace boot.pcapng -o boot.txt
+    """
 
 
 @export_group.command("mmiotrace")
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="The text log to write.")
+@click.argument("file", type=click.Path())
+@click.option("-o", "--output", required=True, type=click.Path(), help="The text log to write.")
 @click.option("--force", is_flag=True, help="Overwrite an existing output file.")
 @click.pass_obj
 def export_mmiotrace(app: App, file: str, output: str, force: bool) -> None:

@@ -84,7 +84,7 @@ def open_device(spec: DeviceSpec | str, register: Callable[[Opened], None] | Non
         spec = parse_device(spec)
     entry = entry_of(spec)
     if record is not None:
-        check_output_path(record, force=bool(record_options.get("force")), what="recording")
+        check_output_path(record, force=bool(record_options.get("force")), what="recording", force_hint=None)
     opened = OPENERS[entry.opener](spec, entry, register or (lambda _o: None))
     if record is not None:
         from tinyhw.transport.record import recording

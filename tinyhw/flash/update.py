@@ -177,10 +177,19 @@ class UpdateResult:
                 "final_transfer_type": self.final_state, "power_cycle_required": True, "next_boot": self.next_boot}
 
 
+def require_image(image: bytes) -> None:
+    """``flash write``'s image checks (exit 2) with a hint of their own: ``flash write``'s name its --force
+    options, which neither ``flash update`` nor ``flash verify --after-update`` has."""
+    try:
+        require_flashable(image)
+    except Refused as err:
+        raise Refused(err.message, hint="give a complete raw navi31 ifwi image (a dump of a healthy board)") from None
+
+
 def check_image(image: bytes) -> int:
     """The image-only preconditions (exit 2): ``flash write``'s checks, then every §g.2 item resolvable with a
     length §e.5 can carry. Returns the bytes of all items."""
-    require_flashable(image)
+    require_image(image)
     problems, total = [], 0
     for item in ITEMS:
         it = resolve_item(image, item)
@@ -244,7 +253,11 @@ class Updater:
         image_id = vbios_identity(self.image)
         with aperture.reader(self.transport) as read:
             flash_id, _ = read_identity(read, NAVI31.flash_size, image_vbios_offsets(self.image))
-        check = compare(image_id, flash_id, source="flash")
+        try:
+            check = compare(image_id, flash_id, source="flash")
+        except Refused as err:
+            raise Refused(err.message, hint="check that the image belongs to this board; flash update does not "
+                          "write another board's image") from None
         for w in check.warnings():
             self.log(f"warning: {w}")
         return check
@@ -448,6 +461,6 @@ def compare_after_update(flash: bytes, image: bytes) -> AfterUpdate:
 def verify_after_update(transport: Transport, image: bytes, *,
                         advance: Callable[[int], None] = lambda n: None) -> AfterUpdate:
     """Read the whole flash through the ROM aperture (every board state) and :func:`compare_after_update`."""
-    require_flashable(image)
+    require_image(image)
     dump = aperture.dump(transport, advance=advance)
     return compare_after_update(dump.data, image)

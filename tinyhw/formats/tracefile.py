@@ -308,8 +308,8 @@ def decode_record(payload: bytes, wall_ns: int, at: int = 0) -> Record:
         f["offset"], f["mask"], f["expect"], f["value"], f["timeout_us"], f["interval_us"] = values
     elif op == SLEEP:
         f["ns"] = values[0]
-    elif op == USB_CONTROL:
-        f["request_type"], f["request"], f["value"], f["index"], f["length"], sha = values
+    elif op == USB_CONTROL:  # wIndex is "w_index": "index" is the record's position (Record.as_dict)
+        f["request_type"], f["request"], f["value"], f["w_index"], f["length"], sha = values
         f["direction"] = "in" if values[0] & 0x80 else "out"
         rec.data = tail
         f["sha"] = _sha_of(sha, tail, f["length"])

@@ -18,6 +18,7 @@ from tinyhw.errors import Refused
 
 MAX_CODE_OBJECT = 16 << 20
 MAX_BUFFERS = 16
+_UNITS = {"k": 10, "m": 20, "g": 30}  # binary units after a decimal byte count, as everywhere on the command line
 MAX_TOTAL = 120 << 20  # what the compute region's buffer area holds (tinyhw.boot.compute: 126 MiB, some slack)
 
 
@@ -58,8 +59,10 @@ def _buffer(spec: str | bytes, index: int) -> bytes:
             raise Refused(f"buffer {index}: {len(spec)} bytes; a buffer takes 1 .. {MAX_TOTAL}")
         return bytes(spec)
     if spec.startswith("zeros:"):
+        body = spec[6:].strip().lower().replace("_", "")
+        shift = _UNITS.get(body[-1:], 0) if body[:-1].isdigit() else 0  # 64k, 2m: the command line's size units
         try:
-            n = int(spec[6:], 0)
+            n = int(body[:-1] if shift else body, 0) << shift
         except ValueError:
             raise Refused(f"--buffer {spec!r}: zeros:N takes a byte count") from None
         if not 1 <= n <= MAX_TOTAL:
@@ -80,7 +83,7 @@ def plan_exec(code_object: str | Path, *, kernel: str | None, grid: str | tuple[
     from tinyhw.fileio import check_output_path, read_input
 
     if not 0 < timeout <= 3600:
-        raise Refused(f"--timeout {timeout:g}: 0 .. 3600 seconds")
+        raise Refused(f"--timeout {timeout:g}: more than 0 and at most 3600 seconds")
     grid3 = _check_dims("--grid", _dims(grid, "--grid"), MAX_GROUPS)
     block3 = _check_dims("--block", _dims(block, "--block"), MAX_BLOCK)
     if block3[0] * block3[1] * block3[2] > MAX_BLOCK:

@@ -105,7 +105,7 @@ def _regular_size(path: Path) -> int:
     try:
         st = path.stat()
     except OSError as e:
-        raise Refused(f"cannot read {path}: {e.strerror or e}") from None
+        raise Refused(f"cannot read {path}: {(e.strerror or str(e)).lower()}", hint="check the path") from None
     if not stat.S_ISREG(st.st_mode):
         raise Refused(f"{path} is not a regular file")
     return st.st_size
@@ -125,6 +125,9 @@ def load_capture(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYT
         data = p.read_bytes()
     except OSError as e:
         raise Refused(f"cannot read {p}: {e.strerror or e}") from None
+    if not data:
+        raise Refused(f"{p} is empty: not a profile pickle",
+                      hint="pass a tinygrad profile pickle or a capture directory")
     if data.lstrip()[:1] == b"{":
         raise Refused(f"{p} is JSON; pass the capture directory that holds it")
     return _from_events(str(p), loads_profile(data, max_bytes=max_bytes))

@@ -17,7 +17,7 @@ from tinyhw.formats import tracefile
 from tinyhw.formats.tracefile import Record, Trace
 from tinyhw.regs import Asic, Register, asic_for_device
 
-NO_MARK = "(before the first mark)"
+NO_MARK = "(outside any mark)"  # before the first mark, or after every mark closed
 
 
 class Decoder:
@@ -153,7 +153,7 @@ def brief(rec: Record, decoder: Decoder) -> str:
                 f"0x{f['value']:08x}")
     if rec.op == tracefile.USB_CONTROL:
         return (f"usb control {f['direction']} type 0x{f['request_type']:02x} request 0x{f['request']:02x} "
-                f"value 0x{f['value']:04x} index 0x{f['index']:04x} {f['length']} bytes")
+                f"value 0x{f['value']:04x} index 0x{f['w_index']:04x} {f['length']} bytes")
     if rec.op == tracefile.USB_BULK:
         return f"usb bulk {f['direction']} ep 0x{f['endpoint']:02x} {f['length']} bytes"
     if rec.op == tracefile.ERROR:

@@ -20,7 +20,7 @@ from typing import Any
 from tinyhw.errors import OperationFailed, Refused, TinyhwError
 from tinyhw.formats import tracefile
 from tinyhw.formats.tracefile import Record, Trace
-from tinyhw.trace.decode import Decoder, fields_changed, mark_path
+from tinyhw.trace.decode import NO_MARK, Decoder, fields_changed, mark_path
 from tinyhw.transport.base import Transport
 from tinyhw.transport.wait import poll
 
@@ -59,13 +59,14 @@ class ReplayResult:
     skipped: int = 0
     divergence: Divergence | None = None
     stopped_at_error: str | None = None
+    truncated: str | None = None  # the recording was cut short: where (only its complete records were replayed)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"replayed": self.replayed, "reads_checked": self.reads_checked, "tolerated": self.tolerated,
                 "skipped": self.skipped, "divergences": 0 if self.divergence is None else 1,
                 "divergence": None if self.divergence is None else self.divergence.as_dict(),
-                "stopped_at_recorded_error": self.stopped_at_error}
+                "stopped_at_recorded_error": self.stopped_at_error, "truncated": self.truncated}
 
 
 def check_target(trace: Trace, transport: Transport) -> None:
@@ -96,16 +97,22 @@ def _prepare(trace: Trace, transport: Transport) -> None:
                           "cannot issue", hint="replay recordings of register, config and bulk accesses")
 
 
+def tolerated_offsets(trace: Trace, tolerate: Iterable[str]) -> set[int]:
+    """The register offsets ``tolerate`` (``block.REGISTER`` names) names in the recorded device's register database;
+    an unknown name is refused (exit 2). Needs no device: callers check the names before opening one."""
+    return Decoder(trace.header).offsets(tolerate)
+
+
 def replay(trace: Trace, transport: Transport, tolerate: Iterable[str] = (),
            on_mark: Callable[[str], None] | None = None) -> ReplayResult:
     """Replay ``trace`` on ``transport`` (module docstring); stop at the first divergence. ``tolerate``:
     ``block.REGISTER`` names whose reads are not compared. A device error during the replay raises (the access
     is named in the error's context)."""
+    tolerated = tolerated_offsets(trace, tolerate)
     check_target(trace, transport)
     _prepare(trace, transport)
     decoder = Decoder(trace.header)
-    tolerated = decoder.offsets(tolerate)
-    result = ReplayResult()
+    result = ReplayResult(truncated=trace.truncated)
     current = ""
     pace = _pacer(trace, transport)
     for path, rec in mark_path(trace):
@@ -137,7 +144,7 @@ def replay(trace: Trace, transport: Transport, tolerate: Iterable[str] = (),
         if actual != expected:
             reg = decoder.register(rec)
             changed = fields_changed(reg, expected, actual) if isinstance(actual, int) else {}
-            result.divergence = Divergence(rec, label or "(before the first mark)", expected, actual,
+            result.divergence = Divergence(rec, label or NO_MARK, expected, actual,
                                            reg.name if reg else None, changed,
                                            "bulk read hash differs" if rec.op == tracefile.BULK_READ
                                            else "value differs")

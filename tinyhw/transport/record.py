@@ -49,7 +49,7 @@ class TraceWriter:
                  keep_read: int = tracefile.KEEP_READ) -> None:
         if not (0 <= keep_write <= tracefile.MAX_KEEP and 0 <= keep_read <= tracefile.MAX_KEEP):
             raise Refused(f"recorded bytes per transfer must be 0..{tracefile.MAX_KEEP}")
-        self.path = check_output_path(path, force=force, what="recording")
+        self.path = check_output_path(path, force=force, what="recording", force_hint=None)
         flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         flags |= os.O_TRUNC if force else os.O_EXCL
         try:
