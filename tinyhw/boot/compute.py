@@ -223,7 +223,7 @@ class ComputeEngine:
             g.wr("gc.CP_HQD_EOP_CONTROL", m[167])
             g.wr("gc.CP_HQD_PQ_DOORBELL_CONTROL", m[143])
             if g.rd("gc.CP_HQD_ACTIVE") & 1:  # 5: a queue left active: drain it first
-                self._dequeue()
+                self.dequeue()
                 g.wr("gc.CP_HQD_DEQUEUE_REQUEST", 0)
             g.wr("gc.CP_HQD_PQ_RPTR", 0)
             g.wr("gc.CP_HQD_PQ_WPTR_LO", 0)
@@ -250,7 +250,7 @@ class ComputeEngine:
         self.active = True
         self.wptr = 0
 
-    def _dequeue(self, request: int = DRAIN_PIPE, timeout: float = DEQUEUE_TIMEOUT,
+    def dequeue(self, request: int = DRAIN_PIPE, timeout: float = DEQUEUE_TIMEOUT,
                  hint: str = "reset the gpu (`tinyhw am reset --yes`) and boot again") -> None:
         """CP_HQD_DEQUEUE_REQUEST = ``request`` on the selected queue, then wait for CP_HQD_ACTIVE.ACTIVE to clear
         (§1.8; 1 ms polls)."""
@@ -285,7 +285,7 @@ class ComputeEngine:
         self.select()
         try:
             if self.gpu.rd("gc.CP_HQD_ACTIVE") & 1:
-                self._dequeue(RESET_WAVES if reset_waves else DRAIN_PIPE)
+                self.dequeue(RESET_WAVES if reset_waves else DRAIN_PIPE)
             self.gpu.wr("gc.CP_HQD_DEQUEUE_REQUEST", 0)
         finally:
             self.select(False)
@@ -505,7 +505,7 @@ def teardown_compute(gpu: AmGpu, timeout: float = DEQUEUE_TIMEOUT) -> dict[str, 
         active = gpu.rd("gc.CP_HQD_ACTIVE")
         was = active != 0xFFFFFFFF and bool(active & 1)
         if was:
-            engine._dequeue(RESET_WAVES, timeout, hint="the gpu was not reset; power-cycle the board (emulated "
+            engine.dequeue(RESET_WAVES, timeout, hint="the gpu was not reset; power-cycle the board (emulated "
                                                        "boards: tinyhw mock reset --yes)")
             gpu.wr("gc.CP_HQD_DEQUEUE_REQUEST", 0)
     finally:
