@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mock": ("tinyhw.cli.mock_cmd:mock", "Manage the built-in emulated boards (flash file, USB gadget)."),
     "firmware": ("tinyhw.cli.firmware_cmd:firmware", "Inspect and compare firmware images (IFWI, VBIOS, amdgpu, GSP)."),
     "flash": ("tinyhw.cli.flash_cmd:flash", "Read, back up, verify and rewrite a Navi31 board's SPI flash."),
+    "link": ("tinyhw.cli.link_cmd:link", "The PCIe link behind the ASM24 USB bridge: power on/off, LTSSM state."),
     "pci": ("tinyhw.cli.pci_cmd:pci", "Native PCIe: list, decode config space, peek/poke BARs, bind vfio."),
     "reg": ("tinyhw.cli.reg_cmd:reg", "Registers by name: find, read, write, decode; IP discovery."),
     "bench": ("tinyhw.cli.bench_cmd:bench", "Measure copy bandwidth host<->device against the link limit."),
