@@ -60,9 +60,9 @@ def test_power_off_is_checked_against_the_bridge(tmp_path: Path, monkeypatch: py
     from tinyhw.mocks.asm24_tlp import LinkModel
 
     monkeypatch.setattr(LinkModel, "power_off", lambda self: None)
-    with open_device(parse_device(_usb(tmp_path))) as opened:
-        with pytest.raises(OperationFailed, match="still reports a trained pcie link"):
-            opened.transport.power_off(timeout=0.5)
+    with open_device(parse_device(_usb(tmp_path))) as opened, \
+            pytest.raises(OperationFailed, match="still reports a trained pcie link"):
+        opened.transport.power_off(timeout=0.5)
 
 
 def test_power_on_fails_clearly_when_the_link_does_not_train(tmp_path: Path,

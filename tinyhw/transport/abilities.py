@@ -13,8 +13,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from tinyhw.transport.batch import Batching
 
-__all__ = ["RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BridgeSram", "BulkQueue", "DmaBuffers",
-           "DeviceAttributes", "Interrupts", "LinkState", "PciePower", "QueuedBulk", "ReadOnlyPeek", "Resettable", "TransferTap", "device_awake"]
+__all__ = ["LTSSM_LINK_UP", "LTSSM_STATES", "RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BridgeSram",
+           "BulkQueue", "DmaBuffers", "DeviceAttributes", "Interrupts", "LinkState", "PciePower", "QueuedBulk",
+           "ReadOnlyPeek", "Resettable", "TransferTap", "device_awake"]
 
 
 @runtime_checkable

@@ -10,7 +10,15 @@ import contextlib
 import threading
 from typing import Any
 
-from tinyhw.errors import CompletionError, DeviceTimeout, Disconnected, LinkDown, OperationFailed, Refused, TransportError
+from tinyhw.errors import (
+    CompletionError,
+    DeviceTimeout,
+    Disconnected,
+    LinkDown,
+    OperationFailed,
+    Refused,
+    TransportError,
+)
 from tinyhw.transport.abilities import LTSSM_LINK_UP, LTSSM_STATES
 from tinyhw.transport.clock import Clock
 from tinyhw.transport.counters import Counters
