@@ -286,19 +286,26 @@ def test_pytest_fixtures_give_a_booted_navi31(farm: Farm) -> None:
     _ok(farm.tinyhw("--device", farm.served, "flash", "dump", str(image), "--force"))
     work = farm.root / "userproj"
     work.mkdir(exist_ok=True)
-    (work / "env.yaml").write_text(ENV_YAML.format(coordinator=farm.coordinator, place=farm.place, image=image))
-    (work / "test_board.py").write_text(BOARD_TEST)
     _ok(farm.client("-p", farm.place, "acquire"))  # labgrid's RemotePlace wants the place acquired
     try:
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(work),
-                            "--lg-env", str(work / "env.yaml"), "--lg-coordinator", farm.coordinator,
-                            str(work / "test_board.py")], capture_output=True, text=True, timeout=300,
-                           cwd=work, env=farm.env, check=False)
-        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
-        assert "1 passed" in r.stdout
+        _board_tests(farm, work, ENV_YAML.format(coordinator=farm.coordinator, place=farm.place, image=image),
+                     BOARD_TEST)
     finally:
         _ok(farm.client("-p", farm.place, "release"))
         _cold(farm)
+
+
+def _board_tests(farm: Farm, work: Path, env_yaml: str, test_source: str) -> None:
+    """Run ``test_source`` as a user's test module with labgrid's pytest plugin and ``env_yaml`` (its one test must
+    pass)."""
+    (work / "env.yaml").write_text(env_yaml)
+    (work / "test_board.py").write_text(test_source)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(work),
+                        "--lg-env", str(work / "env.yaml"), "--lg-coordinator", farm.coordinator,
+                        str(work / "test_board.py")], capture_output=True, text=True, timeout=300,
+                       cwd=work, env=farm.env, check=False)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert "1 passed" in r.stdout
 
 
 BRIDGE_EXPORT = """\
@@ -480,19 +487,8 @@ def test_an_isolated_exporter_is_reached_through_labgrids_ssh_forward(farm: Farm
             p.stop()
 
 
-POWER_ENV_YAML = """\
-imports: [tinyhw.labgrid]
-options:
-  coordinator_address: {coordinator}
-targets:
-  main:
-    resources:
-      RemotePlace:
-        name: {place}
-    drivers:
-      TinyhwDriver: {{}}
-      TinyhwStrategy: {{}}
-"""
+#: the same environment with no image and no power driver: the strategy makes its TinyhwPowerDriver
+POWER_ENV_YAML = ENV_YAML.replace("TinyhwStrategy:\n        image: {image}", "TinyhwStrategy: {{}}")
 
 POWER_TEST = '''\
 import pytest
@@ -542,14 +538,7 @@ def test_the_bridges_pcie_power_through_a_place(farm: Farm, tmp_path: Path) -> N
         for args in (("-p", "gpu-usb", "create"), ("-p", "gpu-usb", "add-match", "ci5/bench5/*"),
                      ("-p", "gpu-usb", "acquire")):
             _ok(farm.client(*args))
-        (work / "env.yaml").write_text(POWER_ENV_YAML.format(coordinator=farm.coordinator, place="gpu-usb"))
-        (work / "test_power.py").write_text(POWER_TEST)
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(work),
-                            "--lg-env", str(work / "env.yaml"), "--lg-coordinator", farm.coordinator,
-                            str(work / "test_power.py")], capture_output=True, text=True, timeout=120,
-                           cwd=work, env=farm.env, check=False)
-        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
-        assert "1 passed" in r.stdout
+        _board_tests(farm, work, POWER_ENV_YAML.format(coordinator=farm.coordinator, place="gpu-usb"), POWER_TEST)
         audit = server.text()
         assert audit.count("pcie power off") == 3, audit  # off, the cycle's off, the strategy's off
     finally:
