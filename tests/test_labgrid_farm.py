@@ -286,19 +286,26 @@ def test_pytest_fixtures_give_a_booted_navi31(farm: Farm) -> None:
     _ok(farm.tinyhw("--device", farm.served, "flash", "dump", str(image), "--force"))
     work = farm.root / "userproj"
     work.mkdir(exist_ok=True)
-    (work / "env.yaml").write_text(ENV_YAML.format(coordinator=farm.coordinator, place=farm.place, image=image))
-    (work / "test_board.py").write_text(BOARD_TEST)
     _ok(farm.client("-p", farm.place, "acquire"))  # labgrid's RemotePlace wants the place acquired
     try:
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(work),
-                            "--lg-env", str(work / "env.yaml"), "--lg-coordinator", farm.coordinator,
-                            str(work / "test_board.py")], capture_output=True, text=True, timeout=300,
-                           cwd=work, env=farm.env, check=False)
-        assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
-        assert "1 passed" in r.stdout
+        _board_tests(farm, work, ENV_YAML.format(coordinator=farm.coordinator, place=farm.place, image=image),
+                     BOARD_TEST)
     finally:
         _ok(farm.client("-p", farm.place, "release"))
         _cold(farm)
+
+
+def _board_tests(farm: Farm, work: Path, env_yaml: str, test_source: str) -> None:
+    """Run ``test_source`` as a user's test module with labgrid's pytest plugin and ``env_yaml`` (its one test must
+    pass)."""
+    (work / "env.yaml").write_text(env_yaml)
+    (work / "test_board.py").write_text(test_source)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(work),
+                        "--lg-env", str(work / "env.yaml"), "--lg-coordinator", farm.coordinator,
+                        str(work / "test_board.py")], capture_output=True, text=True, timeout=300,
+                       cwd=work, env=farm.env, check=False)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert "1 passed" in r.stdout
 
 
 BRIDGE_EXPORT = """\
@@ -478,3 +485,65 @@ def test_an_isolated_exporter_is_reached_through_labgrids_ssh_forward(farm: Farm
         finally:
             farm.client("-p", "gpu-isolated", "delete")
             p.stop()
+
+
+#: the same environment with no image and no power driver: the strategy makes its TinyhwPowerDriver
+POWER_ENV_YAML = ENV_YAML.replace("TinyhwStrategy:\n        image: {image}", "TinyhwStrategy: {{}}")
+
+POWER_TEST = '''\
+import pytest
+
+from tinyhw.errors import LinkDown
+
+pytest_plugins = ["tinyhw.labgrid.fixtures"]
+
+
+def test_bridge_power_through_the_place(tinyhw_board, target):
+    power = target.get_driver("TinyhwPowerDriver")  # made by the strategy: no farm power driver is given
+    assert power.get() is True
+    assert power.off().powered is False
+    with pytest.raises(LinkDown, match="the bridge's pcie side is powered off"):
+        tinyhw_board.read(0, 4, 1)
+    assert power.on().up is True
+    assert tinyhw_board.probe()["device_id"] == 0x744C
+    assert power.cycle().up is True and tinyhw_board.link_up()
+    strategy = target.get_driver("TinyhwStrategy")
+    strategy.transition("off")
+    assert tinyhw_board.opened is None
+    strategy.transition("link_up")
+    assert tinyhw_board.link_up()
+'''
+
+
+def test_the_bridges_pcie_power_through_a_place(farm: Farm, tmp_path: Path) -> None:
+    """TinyhwPowerDriver through a place whose server serves a GPU behind the emulated bridge: off, a register read
+    fails clearly, on, probe works; the strategy switches it by default, and the server audits each switch."""
+    from farmhelp import free_port, start, tool
+
+    port = free_port()
+    served = f"mock:navi31-usb,flash={tmp_path / 'usb-board.bin'},timing=instant"
+    server = start("usb-server", [tool("tinyhw"), "serve", "remote", "--device", served, "--listen",
+                                  f"127.0.0.1:{port}", "--key", str(farm.key), "--audit", "-"], tmp_path, farm.env)
+    cfg = tmp_path / "usb-exporter.yaml"
+    cfg.write_text(f"bench5:\n  TinyhwRemote:\n    host: 127.0.0.1\n    port: {port}\n    key_file: {farm.key}\n"
+                   f"    device: \"mock:navi31-usb\"\n")
+    exporter = None
+    work = tmp_path / "powerproj"
+    work.mkdir()
+    try:
+        server.wait_for(f"on 127.0.0.1:{port}")
+        exporter = start("usb-exporter", [tool("labgrid-exporter"), "-c", farm.coordinator, "-n", "ci5", str(cfg)],
+                         tmp_path, farm.env)
+        exporter.wait_for("Exporter ready")
+        for args in (("-p", "gpu-usb", "create"), ("-p", "gpu-usb", "add-match", "ci5/bench5/*"),
+                     ("-p", "gpu-usb", "acquire")):
+            _ok(farm.client(*args))
+        _board_tests(farm, work, POWER_ENV_YAML.format(coordinator=farm.coordinator, place="gpu-usb"), POWER_TEST)
+        audit = server.text()
+        assert audit.count("pcie power off") == 3, audit  # off, the cycle's off, the strategy's off
+    finally:
+        farm.client("-p", "gpu-usb", "release")
+        farm.client("-p", "gpu-usb", "delete")
+        if exporter is not None:
+            exporter.stop()
+        server.stop()

@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "firmware": ("tinyhw.cli.firmware_cmd:firmware", "Inspect and compare firmware images (IFWI, VBIOS, amdgpu, GSP)."),
     "flash": ("tinyhw.cli.flash_cmd:flash",
               "Navi31 SPI flash: read, back up, verify, rewrite; update through the PSP."),
+    "link": ("tinyhw.cli.link_cmd:link", "The PCIe link behind the ASM24 USB bridge: power on/off, LTSSM state."),
     "pci": ("tinyhw.cli.pci_cmd:pci", "Native PCIe: list, decode config space, peek/poke BARs, bind vfio."),
     "reg": ("tinyhw.cli.reg_cmd:reg", "Registers by name: find, read, write, decode; IP discovery."),
     "bench": ("tinyhw.cli.bench_cmd:bench", "Measure copy bandwidth host<->device against the link limit."),

@@ -11,12 +11,15 @@ labgrid lazily. Design notes: docs/labgrid.md.
 * :mod:`tinyhw.labgrid.exporter`: ``python -m tinyhw.labgrid.exporter`` runs ``labgrid-exporter`` with the bridge
   export added.
 * :mod:`tinyhw.labgrid.driver`: ``TinyhwDriver`` (MMIOProtocol, BootstrapProtocol, tinyhw's operations as steps).
+* :mod:`tinyhw.labgrid.power`: ``TinyhwPowerDriver`` (PowerProtocol: the bridge's PCIe power toggle).
 * :mod:`tinyhw.labgrid.strategy`: ``TinyhwStrategy`` (off -> link_up -> firmware_verified -> booted).
 * :mod:`tinyhw.labgrid.fixtures`: pytest fixtures (``pytest_plugins = ["tinyhw.labgrid.fixtures"]``).
 """
 
 from tinyhw.labgrid.driver import TinyhwDriver
+from tinyhw.labgrid.power import TinyhwPowerDriver
 from tinyhw.labgrid.resources import NetworkTinyhwBridge, TinyhwBridge, TinyhwPCI, TinyhwRemote
 from tinyhw.labgrid.strategy import TinyhwStrategy
 
-__all__ = ["NetworkTinyhwBridge", "TinyhwBridge", "TinyhwDriver", "TinyhwPCI", "TinyhwRemote", "TinyhwStrategy"]
+__all__ = ["NetworkTinyhwBridge", "TinyhwBridge", "TinyhwDriver", "TinyhwPCI", "TinyhwPowerDriver", "TinyhwRemote",
+           "TinyhwStrategy"]

@@ -6,9 +6,9 @@ the place is already acquired, as labgrid's ``RemotePlace`` requires); deactivat
 
 Protocols: ``MMIOProtocol`` (``read``/``write`` are aligned dword accesses to BAR ``mmio_bar``, default 5, the
 AMD register BAR) and ``BootstrapProtocol`` (``load(image)`` is tinyhw's journaled, verified flash write, resumed
-when its journal says an earlier one was interrupted). Not ``PowerProtocol``: tinyhw powers the bridge's PCIe
-side on only as part of opening it (the 0xF3 request inside the usb transport) and has no off; the strategy takes
-a farm's own power driver instead. tinyhw's operations are steps, so they show in labgrid's step log.
+when its journal says an earlier one was interrupted). ``PowerProtocol`` is :class:`~tinyhw.labgrid.power.
+TinyhwPowerDriver`, bound to this driver (the bridge's PCIe power toggle through this session). tinyhw's operations
+are steps, so they show in labgrid's step log.
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
 """``TinyhwStrategy``: off -> link_up -> firmware_verified -> booted, each reached idempotently (docs/labgrid.md).
 
-* ``off``: the tinyhw driver deactivated (its session closed, the device lock released); a bound
-  ``PowerProtocol`` driver (the farm's own switch: tinyhw has no power off) turns the board off.
-* ``link_up``: powered (if a power driver is bound), the tinyhw driver activated, and the board answers config
-  reads.
+* ``off``: the board powered off and the tinyhw driver deactivated (its session closed, the device lock released).
+  With a farm's own ``PowerProtocol`` driver bound, the session is closed first and that driver turns the board
+  off; without one, the strategy uses the target's ``TinyhwPowerDriver`` (made when the environment names none):
+  the bridge's PCIe power toggle, switched off through the session before it is closed (a board without the
+  bridge only has its session closed).
+* ``link_up``: powered (the farm's power driver on; the bridge's PCIe side is powered on by opening the session,
+  and checked on), the tinyhw driver activated, and the board answers config reads.
 * ``firmware_verified``: the flash equals ``image`` (written with the journaled, verified ``load`` when it
   does not); without an ``image`` attribute, a dump of the flash passes tinyhw's image checks (IFWI magic, a
   ``$PSP`` directory, an ATOM VBIOS).
@@ -23,6 +26,8 @@ import attr
 from labgrid.factory import target_factory
 from labgrid.step import step
 from labgrid.strategy import Strategy, StrategyError, never_retry
+
+from tinyhw.labgrid.power import TinyhwPowerDriver, default_power
 
 
 class Status(enum.Enum):
@@ -64,18 +69,37 @@ class TinyhwStrategy(Strategy):
              Status.booted: self._boot}[wanted]()
             self.status = wanted
 
+    def _bridge_power(self) -> TinyhwPowerDriver | None:
+        """The bridge's PCIe toggle when no farm power driver is bound (or the bound one is tinyhw's), if the board
+        has it."""
+        power = self.power if self.power is not None else default_power(self.target)
+        if not isinstance(power, TinyhwPowerDriver):
+            return None
+        return power if power.available() else None
+
     def _off(self) -> None:
-        self.target.deactivate(self.tinyhw)
-        if self.power is not None:
+        if self.power is None or isinstance(self.power, TinyhwPowerDriver):
+            bridge = self._bridge_power()
+            if bridge is not None:
+                self.target.activate(bridge)
+                bridge.off()
+            self.target.deactivate(self.tinyhw)
+        else:
+            self.target.deactivate(self.tinyhw)
             self.target.activate(self.power)
             self.power.off()
         self.status = Status.off
 
     def _link_up(self) -> None:
-        if self.power is not None:
+        if self.power is not None and not isinstance(self.power, TinyhwPowerDriver):
             self.target.activate(self.power)
             self.power.on()
         self.target.activate(self.tinyhw)
+        if self.power is None or isinstance(self.power, TinyhwPowerDriver):
+            bridge = self._bridge_power()
+            if bridge is not None:
+                self.target.activate(bridge)
+                bridge.on()
         if not self.tinyhw.link_up():
             raise StrategyError("the board does not answer config reads (link down)")
 

@@ -22,6 +22,7 @@ from typing import Any
 from tinyhw.errors import TinyhwError
 from tinyhw.remote import protocol, session
 from tinyhw.remote.channel import Channel
+from tinyhw.transport.abilities import LinkState
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
 from tinyhw.transport.batch import R32, RESULT_OPS, W32, CfgR, CfgW, Op, Poll32, R, Sleep, W
 from tinyhw.transport.clock import Clock
@@ -149,6 +150,9 @@ class RemoteTransport(Transport):
             raise ServerNotAuthenticated(f"{self.where} could not prove that it holds the key; refusing it",
                                          hint="check the address and that both sides hold the same key file")
         self._describe(doc)
+        abilities = doc.get("abilities")
+        if isinstance(abilities, list) and protocol.ABILITY_PCIE_POWER in abilities:
+            self.__class__ = PoweredRemoteTransport  # the served transport's PCIe power toggle, forwarded
         return self
 
     def _handshake_reply(self) -> dict[str, Any]:
@@ -338,6 +342,35 @@ class RemoteTransport(Transport):
                 self.request(protocol.OP_BYE)
         finally:
             self.channel.close()
+
+
+class PoweredRemoteTransport(RemoteTransport):
+    """A ``remote:`` transport whose served device has the bridge's PCIe power toggle (the
+    :class:`~tinyhw.transport.abilities.PciePower` ability), each call one ``OP_POWER`` round trip after what is
+    queued has been sent."""
+
+    def _power(self, action: int, wait: float) -> LinkState:
+        self.flush()
+        doc = _json(self.request(protocol.OP_POWER, protocol.POWER.pack(action, float(wait))))
+        try:
+            ltssm, up, powered = doc["ltssm"], doc["up"], doc["powered"]
+            if not (isinstance(ltssm, int) and isinstance(up, bool) and isinstance(powered, bool)):
+                raise TypeError
+        except (KeyError, TypeError):
+            raise _malformed("the link state lacks or mistypes a field") from None
+        return LinkState(ltssm=ltssm, up=up, powered=powered)
+
+    def power_on(self, timeout: float = 5.0) -> LinkState:
+        """Power the served bridge's PCIe side on, train the link and enumerate the GPU again (on the server)."""
+        return self._power(protocol.POWER_ON, timeout)
+
+    def power_off(self, timeout: float = 2.0) -> LinkState:
+        """Power the served bridge's PCIe side off (the GPU loses its state); accesses fail until power on."""
+        return self._power(protocol.POWER_OFF, timeout)
+
+    def link_state(self) -> LinkState:
+        """The served bridge's LTSSM register now and whether its PCIe side is left powered."""
+        return self._power(protocol.POWER_STATUS, 1.0)
 
 
 class ServerNotAuthenticated(protocol.ProtocolError):

@@ -25,6 +25,12 @@ Status 0 ok, 1 error (payload: JSON ``{"type", "message", "hint", "op"}``). Leng
 Operations (op ``BATCH``): the :mod:`tinyhw.transport.batch` list, each item a kind byte plus fixed
 fields (:data:`_FIXED`), W carries its data, Poll32 two u16-prefixed UTF-8 strings. The reply payload is
 the results concatenated: 4 bytes per R32/Poll32/CfgR, ``length`` bytes per R.
+
+Optional abilities of the served transport, added to version 2 compatibly: the description lists them under
+``abilities`` (absent from older servers, ignored by older clients), and each has its own op, sent only when listed.
+``OP_POWER`` (the bridge's PCIe power toggle, :class:`~tinyhw.transport.abilities.PciePower`): payload
+:data:`POWER` (action 0 off, 1 on, 2 status; the wait in seconds), reply the link state as JSON (``ltssm``,
+``state``, ``up``, ``powered``).
 """
 
 from __future__ import annotations
@@ -47,8 +53,14 @@ CLIENT_HELLO = struct.Struct("<8sHH32s32s")
 REQ = struct.Struct("<BBHI")
 REPLY = struct.Struct("<BBHId")
 AUTH_NONE, AUTH_HMAC = 0, 1
-OP_BATCH, OP_PING, OP_STATS, OP_BYE = 1, 2, 3, 4
-OPS = {OP_BATCH: "batch", OP_PING: "ping", OP_STATS: "stats", OP_BYE: "bye"}
+OP_BATCH, OP_PING, OP_STATS, OP_BYE, OP_POWER = 1, 2, 3, 4, 5
+OPS = {OP_BATCH: "batch", OP_PING: "ping", OP_STATS: "stats", OP_BYE: "bye", OP_POWER: "power"}
+#: OP_POWER's payload (action, wait in seconds) and actions; the reply is the link state's JSON document
+POWER = struct.Struct("<Bd")
+POWER_OFF, POWER_ON, POWER_STATUS = 0, 1, 2
+POWER_ACTIONS = {POWER_OFF: "off", POWER_ON: "on", POWER_STATUS: "status"}
+#: the optional abilities a server may list in its description's ``abilities`` (each carried by its own op)
+ABILITY_PCIE_POWER = "pcie_power"
 
 #: Largest request or reply payload (bytes), checked before it is read.
 MAX_PAYLOAD = 16 << 20

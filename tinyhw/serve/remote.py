@@ -36,7 +36,8 @@ from tinyhw.remote import protocol
 from tinyhw.remote.channel import Channel
 from tinyhw.remote.session import Direction, FrameRejected, client_proof, server_proof, session_keys
 from tinyhw.serve.listen import Audit, end_reason
-from tinyhw.transport.base import Transport
+from tinyhw.transport.abilities import PciePower
+from tinyhw.transport.base import Transport, require
 from tinyhw.transport.batch import WRITE_OPS, CfgW, Op, check_ops, run_ops
 from tinyhw.transport.devstr import DeviceSpec
 
@@ -175,6 +176,8 @@ class RemoteServer:
                 self._reply(conn, seq, t, b"")
             elif op == protocol.OP_STATS:
                 self._reply(conn, seq, t, json.dumps(_safe_stats(opened)).encode())
+            elif op == protocol.OP_POWER:
+                self._power(conn, seq, t, payload)
             elif op == protocol.OP_BYE:
                 conn.bye = seq
                 return "client said bye"
@@ -200,6 +203,26 @@ class RemoteServer:
             self._error(conn, seq, e)
             return
         self._reply(conn, seq, t, protocol.encode_results(ops, results))
+
+    def _power(self, conn: _Conn, seq: int, t: Transport, payload: bytes) -> None:
+        """The bridge's PCIe power toggle (audited when it changes state); refused for a device without it."""
+        try:
+            if len(payload) != protocol.POWER.size:
+                raise protocol.ProtocolError(f"a power request holds {len(payload)} bytes, not {protocol.POWER.size}")
+            action, wait = protocol.POWER.unpack(payload)
+            name = protocol.POWER_ACTIONS.get(action)
+            if name is None:
+                raise protocol.ProtocolError(f"unknown power action {action}")
+            check_timeout("power wait", wait)
+            powered = require(t, PciePower, "switch the pcie power (only a usb bridge can)", refuse=True)
+            if name != "status":
+                self.audit(conn.name, f"power #{seq}: pcie power {name}")
+            state = (powered.link_state() if name == "status" else
+                     powered.power_on(wait) if name == "on" else powered.power_off(wait))
+        except TinyhwError as e:
+            self._error(conn, seq, e)
+            return
+        self._reply(conn, seq, t, json.dumps(state.as_dict()).encode())
 
     def _check_config(self, ops: list[Op], guarded: list[tuple[int, int, str]]) -> None:
         for op in ops:
@@ -235,7 +258,7 @@ def _for_client(e: TinyhwError) -> TinyhwError:
 
 def describe(t: Transport) -> dict[str, Any]:
     """What a client learns about the served device at connect: identity, BARs, transport facts (made JSON-safe), the
-    device clock's time and kind."""
+    device clock's time and kind, and the optional abilities it forwards (:data:`protocol.ABILITY_PCIE_POWER`)."""
     info = t.info()
     return {
         "identity": asdict(t.identity()),
@@ -243,6 +266,7 @@ def describe(t: Transport) -> dict[str, Any]:
         "info": {"transport": info.transport, "emulated": info.emulated, "extra": _jsonable(info.extra)},
         "clock": t.clock.now(),
         "clock_virtual": bool(t.clock.virtual),
+        "abilities": [protocol.ABILITY_PCIE_POWER] if isinstance(t, PciePower) else [],
     }
 
 

@@ -8,12 +8,14 @@ class or reaches into its internals. :class:`Batching` (queued accesses sent tog
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from tinyhw.transport.batch import Batching
 
-__all__ = ["RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BridgeSram", "BulkQueue", "DmaBuffers",
-           "DeviceAttributes", "Interrupts", "QueuedBulk", "ReadOnlyPeek", "Resettable", "TransferTap", "device_awake"]
+__all__ = ["LTSSM_LINK_UP", "LTSSM_STATES", "RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BridgeSram",
+           "BulkQueue", "DmaBuffers", "DeviceAttributes", "Interrupts", "LinkState", "PciePower", "QueuedBulk",
+           "ReadOnlyPeek", "Resettable", "TransferTap", "device_awake"]
 
 
 @runtime_checkable
@@ -196,3 +198,49 @@ class TransferTap(Protocol):
 
     def tap_transfers(self, tap: Any) -> None:
         """Install ``tap`` (None removes it) to be told of every wire transfer from now on."""
+
+
+#: The LTSSM byte of a trained link on the bridge's custom firmware (specs/asm24-usb-bridge.md §4 table, XDATA 0xB450).
+LTSSM_LINK_UP = 0x78
+#: What the LTSSM values the bridge's firmware is known to show mean (specs/asm24-usb-bridge.md, XDATA map).
+LTSSM_STATES = {0x00: "detect.quiet", 0x01: "detect.active", 0x4C: "training wedged in configuration",
+                0x78: "link up"}
+
+
+@dataclass(frozen=True)
+class LinkState:
+    """The PCIe link behind the bridge as its LTSSM register shows it: ``ltssm`` the byte, ``up`` whether it is
+    trained (0x78), ``powered`` whether the host left the PCIe side on (False after :meth:`PciePower.power_off`)."""
+
+    ltssm: int
+    up: bool
+    powered: bool
+
+    @property
+    def name(self) -> str:
+        """The LTSSM value's meaning ("link up", "detect.quiet", ...; "training" for other values)."""
+        return LTSSM_STATES.get(self.ltssm, "training")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON form (``ltssm`` an integer, ``state`` its name, ``up``, ``powered``)."""
+        return {"ltssm": self.ltssm, "state": self.name, "up": self.up, "powered": self.powered}
+
+
+@runtime_checkable
+class PciePower(Protocol):
+    """The ASM24 bridge's PCIe power toggle (vendor request 0xF3, specs/asm24-usb-bridge.md §4.6): off asserts
+    PERST#, stops link training and drops the 3.3 V and 12 V rails, so the GPU loses all its state; on powers the
+    rails, trains the link and enumerates the GPU again (its BARs placed anew). While the PCIe side is off every
+    config and BAR access fails with one clear error instead of reaching the dead link."""
+
+    def power_on(self, timeout: float = 5.0) -> LinkState:
+        """Power the PCIe side on (nothing sent when the link is already up and powered), wait up to ``timeout``
+        seconds for the link to train and enumerate the GPU; raises LinkDown naming the LTSSM state when it does
+        not come up."""
+
+    def power_off(self, timeout: float = 2.0) -> LinkState:
+        """Power the PCIe side off and check, for up to ``timeout`` seconds, that the link left L0; raises
+        OperationFailed when the bridge still reports a trained link."""
+
+    def link_state(self) -> LinkState:
+        """The LTSSM register now (one XDATA read) and whether the host left the PCIe side powered."""

@@ -463,6 +463,7 @@ FORWARDED: dict[type, tuple[str, ...]] = {
     abilities.DeviceAttributes: ("attribute", "driver_files"), abilities.ReadOnlyPeek: ("peek32",),
     abilities.BridgeSram: ("arm_host_to_sram", "write_sram", "open_sram_queue", "sram_queue_kind", "arm_sram_to_host",
                            "collect_sram", "read_xdata", "write_xdata"),
+    abilities.PciePower: ("power_on", "power_off", "link_state"),
 }
 _CLASSES: dict[frozenset[str], type[RecordingTransport]] = {}
 

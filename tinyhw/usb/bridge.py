@@ -10,7 +10,16 @@ import contextlib
 import threading
 from typing import Any
 
-from tinyhw.errors import CompletionError, DeviceTimeout, Disconnected, LinkDown, Refused, TransportError
+from tinyhw.errors import (
+    CompletionError,
+    DeviceTimeout,
+    Disconnected,
+    LinkDown,
+    OperationFailed,
+    Refused,
+    TransportError,
+)
+from tinyhw.transport.abilities import LTSSM_LINK_UP, LTSSM_STATES
 from tinyhw.transport.clock import Clock
 from tinyhw.transport.counters import Counters
 from tinyhw.transport.wait import poll
@@ -22,8 +31,8 @@ REQ_XDATA_READ, REQ_XDATA_WRITE, REQ_TLP, REQ_SRAM_DMA, REQ_PCIE_POWER = 0xE4, 0
 OUT, IN = 0x40, 0xC0
 
 XDATA_LTSSM = 0xB450
-LTSSM_UP = 0x78
-LTSSM_NAMES = {0x00: "detect.quiet", 0x01: "detect.active", 0x4C: "training wedged in configuration", 0x78: "link up"}
+LTSSM_UP = LTSSM_LINK_UP
+LTSSM_NAMES = LTSSM_STATES
 
 #: host time-outs per request, seconds (§4.1)
 TIMEOUT_XDATA, TIMEOUT_TLP, TIMEOUT_POWER = 1.0, 5.0, 10.0
@@ -55,6 +64,8 @@ class Asm24:
         self.clock = clock
         self._count_lock = threading.Lock()  # transfers may come from a worker thread too (tinyhw.boot.usbcopy)
         self.tap: Any = None  # a recording's tap, told of every vendor request and bulk transfer (TransferTap)
+        #: True after :meth:`power_off`: every TLP and stream is refused until :meth:`ensure_link` powers it on
+        self.pcie_off = False
 
     def _count(self, **add: int) -> None:
         with self._count_lock:
@@ -170,11 +181,13 @@ class Asm24:
         return self.xdata_read(XDATA_LTSSM, 1)[0]
 
     def ensure_link(self, wait: float = 1.0) -> int:
-        """Power the PCIe side on if the link is not up; raise :class:`LinkDown` naming the LTSSM state."""
+        """Power the PCIe side on if the link is not up (or the host powered it off); raise :class:`LinkDown` naming
+        the LTSSM state when it does not train within ``wait`` seconds."""
         state = self.ltssm()
-        if state == LTSSM_UP:
+        if state == LTSSM_UP and not self.pcie_off:
             return state
         self._ctrl(OUT, REQ_PCIE_POWER, 1, 0, b"", TIMEOUT_POWER, "pcie power on")
+        self.pcie_off = False
         # The request may return before the link trains (tinygrad PR #17380): poll briefly.
         try:
             return poll(self.clock, self.ltssm, lambda s: s == LTSSM_UP, timeout=wait, interval=0.05, what="pcie link")
@@ -186,9 +199,30 @@ class Asm24:
                 hint="check that the gpu is seated and its power connectors are plugged, then replug the bridge",
             ) from None
 
+    def power_off(self, wait: float = 2.0) -> int:
+        """0xF3 with wValue 0 (§4.6: PERST# asserted, training stopped, rails dropped); from then on every TLP is
+        refused. Polls the LTSSM for up to ``wait`` seconds until it leaves L0 and returns it; raises
+        :class:`OperationFailed` when the bridge still reports a trained link."""
+        self._ctrl(OUT, REQ_PCIE_POWER, 0, 0, b"", TIMEOUT_POWER, "pcie power off")
+        self.pcie_off = True
+        try:
+            return poll(self.clock, self.ltssm, lambda s: s != LTSSM_UP, timeout=wait, interval=0.05,
+                        what="pcie power off")
+        except DeviceTimeout:
+            raise OperationFailed(
+                f"the bridge still reports a trained pcie link (ltssm 0x{LTSSM_UP:02x}) {wait:g} s after power off",
+                hint="the bridge firmware may not support 0xF3 power off; replug the bridge to cut the gpu's power",
+            ) from None
+
+    def _check_powered(self, what: str) -> None:
+        if self.pcie_off:
+            raise LinkDown(f"the bridge's pcie side is powered off: {what} refused",
+                           hint="power it on: tinyhw --device DEV link power on")
+
     # -- single TLPs (§4.3, §5) ----------------------------------------------------------------
     def tlp(self, fmt_type: int, address: int, value: int = 0, be: int = 0xF, *, what: str) -> int | None:
         """Issue one TLP; for non-posted requests collect the completion, with the spec's retry rules."""
+        self._check_powered(what)
         w_value, w_index, data = tlp.setup_packet(fmt_type, be, tlp.MODE_SINGLE, address, value)
         is_read = fmt_type in (tlp.MRD32, tlp.MRD64, tlp.CFG0_RD, tlp.CFG1_RD)
         if is_read:
@@ -258,6 +292,7 @@ class Asm24:
         """Streamed read (0xF0 mode 2, §6): dword aligned; completion status is not checked by the firmware."""
         if address % 4 or length % 4:
             raise Refused(f"streamed read at 0x{address:x} of {length} bytes is not dword aligned")
+        self._check_powered(f"streamed read at 0x{address:x}")
         out = bytearray()
         while len(out) < length:
             n = min(STREAM_READ_MAX, length - len(out))
@@ -277,6 +312,7 @@ class Asm24:
         """Streamed write (0xF0 mode 1, §6), split so each bulk OUT fits the 1 s time-out."""
         if address % 4 or len(data) % 4:
             raise Refused(f"streamed write at 0x{address:x} of {len(data)} bytes is not dword aligned")
+        self._check_powered(f"streamed write at 0x{address:x}")
         for start in range(0, len(data), STREAM_WRITE_MAX):
             piece = data[start:start + STREAM_WRITE_MAX]
             a = address + start

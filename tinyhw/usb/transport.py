@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from tinyhw.boards.navi31 import USB_GPU_BUS
-from tinyhw.errors import TransportError
+from tinyhw.errors import Refused, TransportError
+from tinyhw.transport.abilities import LinkState
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
 from tinyhw.transport.clock import Clock
 from tinyhw.transport.lock import DeviceLock
-from tinyhw.usb.bridge import LTSSM_NAMES, Asm24
+from tinyhw.usb.bridge import LTSSM_NAMES, LTSSM_UP, Asm24
 from tinyhw.usb.device import (
     PRODUCT_PREFIXES,
     FoundBridge,
@@ -229,6 +230,32 @@ class UsbTransport(Transport):
         """One byte of the bridge's XDATA."""
         self.bridge.xdata_write(address, value)
 
+    # -- the PCIe power ability (tinyhw.transport.abilities.PciePower; asm24-usb-bridge.md §4.6) --------------------
+    def power_on(self, timeout: float = 5.0) -> LinkState:
+        """Power the PCIe side on and train the link (nothing sent when it is up and was not powered off), then
+        enumerate the GPU again: PERST# reset it, so its bus numbers and BARs are placed anew."""
+        _check_wait("power on", timeout)
+        was_off = self.bridge.pcie_off
+        state = self.bridge.ltssm()
+        if state != LTSSM_UP or was_off:
+            self.ltssm = self.bridge.ensure_link(wait=timeout)
+            self.enumeration = enumerate_gpu(self.bridge, self._gpu_bus)
+            self._bar_regions.clear()  # placement is deterministic; new region objects carry the new BarInfo
+        return self.link_state()
+
+    def power_off(self, timeout: float = 2.0) -> LinkState:
+        """Power the PCIe side off (PERST#, rails dropped: the GPU loses its state) and check the link left L0; until
+        :meth:`power_on`, every config and BAR access raises LinkDown."""
+        _check_wait("power off", timeout)
+        self.ltssm = self.bridge.power_off(wait=timeout)
+        return self.link_state()
+
+    def link_state(self) -> LinkState:
+        """The LTSSM register now (one XDATA read) and whether the PCIe side is left powered."""
+        state = self.bridge.ltssm()
+        return LinkState(ltssm=state, up=state == LTSSM_UP and not self.bridge.pcie_off,
+                         powered=not self.bridge.pcie_off)
+
     def tap_transfers(self, tap: Any) -> None:
         """Report every vendor request and bulk transfer to ``tap`` (the TransferTap ability; None: stop): its
         ``control(request_type, request, value, index, data)`` and ``bulk(endpoint, length, data)``."""
@@ -248,3 +275,12 @@ class UsbTransport(Transport):
                 pass
         if self._lock is not None:
             self._lock.release()
+
+
+#: the longest power on/off wait accepted, seconds (the firmware's own link wait is about 2 s, §4.6)
+MAX_POWER_WAIT = 60.0
+
+
+def _check_wait(what: str, timeout: float) -> None:
+    if not (isinstance(timeout, (int, float)) and 0 < timeout <= MAX_POWER_WAIT):
+        raise Refused(f"the {what} wait must be more than 0 and at most {MAX_POWER_WAIT:g} seconds (got {timeout!r})")
