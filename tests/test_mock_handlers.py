@@ -46,7 +46,8 @@ def test_sdma_packets_are_declared_by_opcode():
     assert names[(sdma.OP_COPY, sdma.SUB_COPY_LINEAR)] == "copy_linear"
     assert names[(sdma.OP_FENCE, None)] == "write_fence"
     assert names[(sdma.OP_TIMESTAMP, sdma.SUB_TS_GET)] == names[(sdma.OP_TIMESTAMP, sdma.SUB_TS_GLOBAL)]
-    assert len(names) == 8
+    assert names[(sdma.OP_INDIRECT, None)] == "run_indirect"
+    assert len(names) == 9
 
 
 def test_psp_commands_are_declared_by_id():
