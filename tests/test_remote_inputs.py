@@ -234,6 +234,8 @@ def test_fuzz_the_servers_frame_parsing(tmp_path: Path) -> None:
                         pass
                 except session.FrameRejected:
                     raise AssertionError("the server sent a frame that fails its tag") from None
+                except ConnectionResetError:
+                    pass  # the server closed with the bad frame partly unread: a reset, still a close
             finally:
                 c.sock.close()
 
