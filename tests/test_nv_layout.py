@@ -27,7 +27,7 @@ class FakeMemory:
         self.next = MIB
         self.buffers: list[HostBuffer] = []
 
-    def alloc(self, size: int) -> HostBuffer:
+    def alloc(self, size: int, **kw: object) -> HostBuffer:
         buf = HostBuffer(size)
         buf.iova = self.next
         self.next += buf.size

@@ -206,4 +206,7 @@ class Ad102Options(DeviceOptions):
     gsp_fault: str = option(choice("none", "fwsec-error", "booter-timeout", "queue-silent"), "none",
                             "boot fault: fwsec reports an error, the booter never halts, or the gsp's status "
                             "queue never answers", name="gsp-fault")
+    dma: str = option(choice("iommu", "physical"), "iommu",
+                      "how host memory reaches the gpu: at iovas through an emulated iommu (as vfio:), or at invented "
+                      "physical addresses with no iommu (as pci:)")
     state: Path = option(path(), None, "the board-state file (default: user cache dir)", factory=default_state_path)

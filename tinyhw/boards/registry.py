@@ -104,7 +104,7 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("mock:navi31-usb", "asm24", Navi31UsbOptions, "emulated navi31 board behind an emulated asm24 usb bridge",
           emulator="tinyhw.mocks.navi31:Navi31Board", board="navi31"),
     Entry("mock:ad102", "direct", Ad102Options, "emulated nvidia ada (ad102, rtx 4090) board, attached directly",
-          emulator="tinyhw.mocks.ad102:Ad102Transport", board="ad102"),
+          emulator="tinyhw.mocks.ad102:ad102_transport", board="ad102"),
     Entry("cuda", "cuda", NoOptions, "an NVIDIA GPU through the CUDA driver (bench copy and kernels run only)",
           forms="cuda:N"),
 )

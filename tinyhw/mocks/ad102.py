@@ -30,6 +30,7 @@ reached over native PCIe only, so there is no ``-usb`` variant. The board takes 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -50,15 +51,17 @@ from tinyhw.boards.nvidia import (
     REG_WPR2_ADDR_LO,
     Ad102Options,
 )
-from tinyhw.errors import DeviceTimeout, Disconnected, Refused, StrictEmulationError
+from tinyhw.errors import DeviceTimeout, Disconnected, Refused, StrictEmulationError, TinyhwError
 from tinyhw.mocks.ad102_config import LINK_SPEED, LINK_WIDTH, Ad102Config
 from tinyhw.mocks.iommu import EmulatedIommu, HostBuffer, link_rate
 from tinyhw.mocks.nv_falcon import COVERED, EmulatedFalcon
 from tinyhw.mocks.nv_gsp import SecureBoot
 from tinyhw.mocks.nv_vbios import vbios_image
+from tinyhw.mocks.physram import EmulatedRam
 from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
 from tinyhw.transport.lock import DeviceLock
+from tinyhw.transport.physmem import PhysicalMemory
 
 ACCESS_LATENCY = 1e-6
 WPR2_RUNNING = 0x00FFFF00  # an invented non-zero WPR2 end address (field val 31:4)
@@ -150,6 +153,10 @@ class Ad102Board:
         self.gsp, self.sec2 = self.secure.gsp, self.secure.sec2
         self.iommu = EmulatedIommu(clock or VirtualClock(), link_rate(LINK_SPEED, LINK_WIDTH),
                                    master=lambda: bool(self.cfg.command & 4))
+        # host ram with no iommu (dma=physical); a device that has gone away sends nothing
+        self.ram = EmulatedRam(self.iommu.clock, self.iommu.rate,
+                               master=lambda: bool(self.cfg.command & 4) and not self.gone)
+        self.physical = options.dma == "physical"
         self.resets = 0
         self.gone = False
         self._load_state()
@@ -202,12 +209,17 @@ class Ad102Board:
         self.registers[offset] = value & 0xFFFFFFFF
 
     def bus_read(self, addr: int, length: int) -> bytes:
-        """Host memory at bus address ``addr`` through the IOMMU (``BusFault`` when it faults)."""
-        return self.iommu.dma_read(addr, length)
+        """Host memory at bus address ``addr``: through the IOMMU, or physical with ``dma=physical`` (``BusFault``
+        when it faults)."""
+        return self.ram.dma_read(addr, length) if self.physical else self.iommu.dma_read(addr, length)
 
     def bus_write(self, addr: int, data: bytes) -> None:
-        """Write host memory at bus address ``addr`` through the IOMMU (``BusFault`` when it faults)."""
-        self.iommu.dma_write(addr, data)
+        """Write host memory at bus address ``addr``: through the IOMMU, or physical with ``dma=physical``
+        (``BusFault`` when it faults)."""
+        if self.physical:
+            self.ram.dma_write(addr, data)
+        else:
+            self.iommu.dma_write(addr, data)
 
     def function_reset(self) -> None:
         """A function-level reset: falcons, WPR2, GSP-RM and BSI scratch back to power-on; config space kept."""
@@ -340,8 +352,10 @@ class Ad102Board:
             self._lock = None
 
 
-class Ad102Transport(Transport):
-    """The emulated AD102 reached with no bridge in between (transport name ``mock``)."""
+class Ad102Function(Transport):
+    """The emulated AD102 reached with no bridge in between (transport name ``mock``), without host memory: see
+    :class:`Ad102Transport` (an IOMMU, as ``vfio:``) and :class:`Ad102PhysicalTransport` (physical addresses, as
+    ``pci:``)."""
 
     name = "mock"
     emulated = True
@@ -355,6 +369,7 @@ class Ad102Transport(Transport):
         disconnects = options.faults.at("disconnect")
         self._disconnect_at = min(disconnects) if disconnects else None
         self._timeouts = sorted(options.faults.at("timeout"))
+        self._memories: list[PhysicalMemory] = []
 
     # -- faults ---------------------------------------------------------------------------------------------------
     def _count(self, bar: int, offset: int, n: int = 1) -> None:
@@ -377,19 +392,7 @@ class Ad102Transport(Transport):
         if self.board.gone:
             raise Disconnected("the emulated ad102 has gone away", hint="reconnect the board and rerun the command")
 
-    # -- abilities: DmaBuffers, Resettable ------------------------------------------------------------------------
-    def dma_alloc(self, size: int, iova: int | None = None) -> HostBuffer:
-        """Host memory visible to the emulated gpu at ``iova`` (the next free one from 1 MiB when None)."""
-        self._check_gone()
-        buf = HostBuffer(size)
-        self.board.iommu.map(buf, iova)
-        return buf
-
-    def dma_free(self, buf: HostBuffer) -> None:
-        """Unmap host buffer ``buf`` from the emulated IOMMU and free it."""
-        self.board.iommu.unmap(buf)
-        buf.close()
-
+    # -- abilities: Resettable ------------------------------------------------------------------------------------
     def reset(self) -> None:
         """A function-level reset (as VFIO_DEVICE_RESET): falcons, WPR2 and GSP-RM back to power-on."""
         self._check_gone()
@@ -527,3 +530,58 @@ class _Region(BarRegion):
             return
         for i in range(0, len(data), 4):
             self.write32(offset + i, int.from_bytes(data[i:i + 4], "little"))
+
+
+class Ad102Transport(Ad102Function):
+    """The emulated AD102 with its host memory behind an emulated IOMMU, at IOVAs (what ``vfio:`` gives)."""
+
+    # -- ability: DmaBuffers ----------------------------------------------------------------------------
+    def dma_alloc(self, size: int, iova: int | None = None) -> HostBuffer:
+        """Host memory visible to the emulated gpu at ``iova`` (the next free one from 1 MiB when None)."""
+        self._check_gone()
+        buf = HostBuffer(size)
+        self.board.iommu.map(buf, iova)
+        return buf
+
+    def dma_free(self, buf: HostBuffer) -> None:
+        """Unmap host buffer ``buf`` from the emulated IOMMU and free it."""
+        self.board.iommu.unmap(buf)
+        buf.close()
+
+
+class Ad102PhysicalTransport(Ad102Function):
+    """The emulated AD102 with no IOMMU: host memory at (invented) physical addresses of emulated RAM, the way a
+    ``pci:`` function reaches it (option ``dma=physical``)."""
+
+    def physical_memory(self) -> PhysicalMemory:
+        """Physical-address DMA buffers over the board's emulated RAM; closing them turns bus mastering off first,
+        as the ``pci:`` transport does."""
+        self._check_gone()
+        memory = PhysicalMemory(self.board.ram, quiesce=lambda: set_command_master(self, False))
+        self._memories.append(memory)
+        return memory
+
+    def close(self) -> None:
+        """Free host memory (bus mastering off first), then close the board."""
+        for memory in self._memories:
+            with contextlib.suppress(TinyhwError):
+                memory.close()
+        self._memories.clear()
+        super().close()
+
+
+def set_command_master(t: Transport, on: bool) -> None:
+    """COMMAND bit 2 (bus master) of ``t``'s config space on or off, read back."""
+    command = t.config_read(0x04, 2)
+    want = command | 4 if on else command & ~4
+    if want != command:
+        t.config_write(0x04, 2, want)
+        t.config_read(0x04, 2)
+
+
+def ad102_transport(options: Ad102Options, *, lock: bool = True) -> Ad102Function:
+    """The emulated AD102 as its ``dma=`` option asks: :class:`Ad102Transport` (iommu) or
+    :class:`Ad102PhysicalTransport` (physical)."""
+    if options.dma == "physical":
+        return Ad102PhysicalTransport(options, lock=lock)
+    return Ad102Transport(options, lock=lock)

@@ -53,6 +53,15 @@ class HostBuffer:
         self.mem = bytearray(self.size)
         self.iova: int | None = None
 
+    #: an IOVA range is contiguous for the device whatever the host pages are
+    contiguous = True
+
+    def addr(self, offset: int = 0) -> int:
+        """The device address (IOVA) of the byte at ``offset``."""
+        if self.iova is None:
+            raise ValueError("the buffer is not mapped for the device")
+        return self.iova + offset
+
     def read(self, offset: int = 0, length: int | None = None) -> bytes:
         """Bytes of the buffer from ``offset``, ``length`` of them (to the end when None)."""
         end = self.size if length is None else offset + length

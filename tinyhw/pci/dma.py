@@ -31,6 +31,15 @@ class DmaBuffer:
         self.vaddr = ctypes.addressof(self._anchor)
         self.iova: int | None = None
 
+    #: an IOVA range is contiguous for the device whatever the host pages are
+    contiguous = True
+
+    def addr(self, offset: int = 0) -> int:
+        """The device address (IOVA) of the byte at ``offset``."""
+        if self.iova is None:
+            raise ValueError("the buffer is not mapped for the device")
+        return self.iova + offset
+
     def read(self, offset: int = 0, length: int | None = None) -> bytes:
         """``length`` bytes of the buffer from ``offset`` (default: to its end)."""
         end = self.size if length is None else offset + length

@@ -32,10 +32,11 @@ from tinyhw.pci.mmio import MappedRegion, open_readwrite
 from tinyhw.pci.scan import PciFunction, read_function
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
 from tinyhw.transport.lock import DeviceLock
+from tinyhw.transport.physmem import RESERVE_HINT, HugetlbBackend, PhysicalMemory, check_iommu, free_hugepages
 
 DEFAULT_SYSFS = "/sys"
 CONFIG_MAX = 4096
-COMMAND_MEMORY = 0x2
+COMMAND_MEMORY, COMMAND_BUS_MASTER = 0x2, 0x4
 FORCE_BOUND_RISK = (
     "the kernel driver keeps programming the device too: registers written behind its back can corrupt its "
     "state, hang the device or the machine, and lose data on storage or network devices"
@@ -104,6 +105,7 @@ class SysfsTransport(Transport):
         self._config_fd: int | None = None
         self._config_writable = False
         self._peek_pages: dict[tuple[int, int], mmap.mmap] = {}
+        self._memories: list[PhysicalMemory] = []
 
     # -- helpers ------------------------------------------------------------------------------------------
     def _file(self, name: str) -> str:
@@ -341,6 +343,30 @@ class SysfsTransport(Transport):
         c.bytes_in += 4
         return value
 
+    # -- host memory at physical addresses (§9) ---------------------------------------------------------------
+    def physical_memory(self) -> PhysicalMemory:
+        """Physical-address DMA buffers for this function (:mod:`tinyhw.transport.physmem`), after the checks:
+        not driver-bound (the lock is taken), no IOMMU translating its requests, pagemap readable with physical
+        frames (root), at least one free 2 MiB huge page. Closing the transport (or the memory) turns bus
+        mastering off before the pages are freed."""
+        self._claim("give it host memory")
+        check_iommu(self.sysfs, self.address, self.refresh().iommu_group)
+        free = free_hugepages(self.sysfs)
+        if not free:
+            raise EnvironmentProblem(f"no free 2 MiB huge pages ({'none' if free == 0 else 'no hugetlb support'}) "
+                                     f"for {self.address}'s host memory", hint=RESERVE_HINT)
+        backend = HugetlbBackend(os.path.join(procfs_root(), "self", "pagemap"))
+        backend.probe()
+        memory = PhysicalMemory(backend, quiesce=self._bus_master_off)
+        self._memories.append(memory)
+        return memory
+
+    def _bus_master_off(self) -> None:
+        command = self.config_read(0x04, 2)
+        if command & COMMAND_BUS_MASTER:
+            self.config_write(0x04, 2, command & ~COMMAND_BUS_MASTER)
+            self.config_read(0x04, 2)
+
     # -- identity, info, lifetime -----------------------------------------------------------------------------
     def identity(self) -> Identity:
         """The function's ids and address, from sysfs."""
@@ -353,7 +379,12 @@ class SysfsTransport(Transport):
         return TransportInfo(transport=self.name, emulated=False, extra=extra)
 
     def close(self) -> None:
-        """Unmap every BAR and peek page, close the config file and release the device lock (idempotent)."""
+        """Free host memory (bus mastering off first), unmap every BAR and peek page, close the config file and
+        release the device lock (idempotent)."""
+        for memory in self._memories:
+            with contextlib.suppress(OSError, TransportError):
+                memory.close()
+        self._memories.clear()
         for region in self._bar_regions.values():
             if isinstance(region, MappedRegion):
                 region.close()

@@ -14,8 +14,8 @@ from typing import Any, Protocol, runtime_checkable
 from tinyhw.transport.batch import Batching
 
 __all__ = ["LTSSM_LINK_UP", "LTSSM_STATES", "RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BridgeSram",
-           "BulkQueue", "DmaBuffers", "DeviceAttributes", "Interrupts", "LinkState", "PciePower", "QueuedBulk",
-           "ReadOnlyPeek", "Resettable", "TransferTap", "device_awake"]
+           "BulkQueue", "DmaBuffers", "DeviceAttributes", "Interrupts", "LinkState", "PciePower", "PhysicalDma",
+           "QueuedBulk", "ReadOnlyPeek", "Resettable", "TransferTap", "device_awake"]
 
 
 @runtime_checkable
@@ -38,6 +38,18 @@ class DmaBuffers(Protocol):
 
     def dma_free(self, buf: Any) -> None:
         """Unmap ``buf`` from the device and release its host memory."""
+
+
+@runtime_checkable
+class PhysicalDma(Protocol):
+    """Host memory the device reaches at physical addresses (``pci:`` with no IOMMU translating its requests:
+    :mod:`tinyhw.transport.physmem`), for features that need DMA where no IOMMU mapping is available."""
+
+    def physical_memory(self) -> Any:
+        """Check what physical-address DMA needs (no translating IOMMU, CAP_SYS_ADMIN for pagemap, free 2 MiB huge
+        pages; Refused or EnvironmentProblem naming the fix otherwise) and return a new
+        :class:`~tinyhw.transport.physmem.PhysicalMemory` (``dma_alloc``/``dma_free``/``reserve``/``close``), whose
+        ``close`` turns the function's bus mastering off before it frees anything."""
 
 
 @runtime_checkable

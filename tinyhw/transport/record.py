@@ -459,6 +459,7 @@ def _submit(self: RecordingTransport, ops: Sequence[Op]) -> _Ticket:
 #: the optional abilities a recording passes on, with the methods each consists of (Batching: recorded by op)
 FORWARDED: dict[type, tuple[str, ...]] = {
     abilities.Resettable: ("reset",), abilities.DmaBuffers: ("dma_alloc", "dma_free"),
+    abilities.PhysicalDma: ("physical_memory",),
     abilities.Interrupts: ("enable_irqs", "wait_irq"),
     abilities.DeviceAttributes: ("attribute", "driver_files"), abilities.ReadOnlyPeek: ("peek32",),
     abilities.BridgeSram: ("arm_host_to_sram", "write_sram", "open_sram_queue", "sram_queue_kind", "arm_sram_to_host",

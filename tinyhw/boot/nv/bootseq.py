@@ -15,6 +15,7 @@ host memory the GSP's queues live in is freed when the booting process ends.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +39,7 @@ from tinyhw.boot.nv import layout, record, rpc, sequencer
 from tinyhw.boot.nv.falcon import Falcon, HsUcode
 from tinyhw.boot.nv.fwfiles import NvFirmware
 from tinyhw.boot.nv.gpu import NvGpu, reset_hint
-from tinyhw.boot.nv.gspmem import HostMemory, libos_arguments, queue_arguments, radix3
+from tinyhw.boot.nv.gspmem import HostMemory, host_sizes, libos_arguments, queue_arguments, radix3
 from tinyhw.boot.sequence import StepLog, set_bus_master
 from tinyhw.errors import OperationFailed, Refused, TinyhwError
 from tinyhw.formats.nvbios import fwsec_frts_image, parse_nv_vbios
@@ -93,9 +94,10 @@ def boot(gpu: NvGpu, fw: NvFirmware, on_step: Callable[[str, str, dict[str, Any]
         raise Refused("the gpu has not passed the boot preflight (preflight_boot)")
     log = StepLog(gpu, on_step)  # type: ignore[arg-type]  # StepLog needs .clock and .transport only
     result = BootResult(firmware=fw.to_doc())
-    mem = HostMemory(gpu.transport)
+    mem = HostMemory(gpu.transport, None if gpu.host is gpu.transport else gpu.host)
     location = gpu.transport.identity().location
     try:
+        mem.reserve(host_sizes(len(fw.gsp_image), len(fw.bootloader_image), rpc.SHARED_SIZE))
         _boot(gpu, fw, log, result, mem, location)
     except TinyhwError as e:
         if e.exit_code == 1:
@@ -103,6 +105,8 @@ def boot(gpu: NvGpu, fw: NvFirmware, on_step: Callable[[str, str, dict[str, Any]
         raise
     finally:
         result.steps = log.steps
+        with contextlib.suppress(TinyhwError):  # a gone device: its memory is freed all the same
+            set_bus_master(gpu.transport, False)  # the gsp's queues are freed now: no dma may reach them after
         mem.release()
     return result
 
@@ -185,13 +189,13 @@ def _run_fwsec(gpu: NvGpu, gsp: Falcon, image: bytes, u: HsUcode) -> dict[str, A
 def _load_firmware(gpu: NvGpu, fw: NvFirmware, mem: HostMemory) -> layout.WprSources:
     gpu.vram_write(BOOTER_AT, fw.booter_image)
     r3, pages = radix3(mem, fw.gsp_image)
-    bl = mem.alloc(len(fw.bootloader_image))
+    bl = mem.alloc(len(fw.bootloader_image), contiguous=True, what="gsp bootloader")
     bl.write(0, fw.bootloader_image)
-    sig = mem.alloc(layout.SIGNATURE_SIZE)
+    sig = mem.alloc(layout.SIGNATURE_SIZE, contiguous=True, what="gsp-rm signature")
     sig.write(0, fw.gsp_signature[:layout.SIGNATURE_SIZE])
     d = fw.bootloader_desc
-    return layout.WprSources(r3.iova, len(fw.gsp_image), bl.iova, len(fw.bootloader_image),
-                             d["monitor_code_offset"], d["monitor_data_offset"], d["manifest_offset"], sig.iova)
+    return layout.WprSources(r3.addr(0), len(fw.gsp_image), bl.addr(0), len(fw.bootloader_image),
+                             d["monitor_code_offset"], d["monitor_data_offset"], d["manifest_offset"], sig.addr(0))
 
 
 def _arguments(gpu: NvGpu, mem: HostMemory, wpr: layout.WprLayout, src: layout.WprSources,
@@ -207,8 +211,8 @@ def _arguments(gpu: NvGpu, mem: HostMemory, wpr: layout.WprLayout, src: layout.W
     args_page, _ = libos_arguments(mem, queue_arguments(shared_at, cmd_at, stat_at, entries))
     meta = mem.alloc(layout.WPR_META_SIZE)
     meta.write(0, layout.pack(wpr, src))
-    args.update(queues=queues, libos=args_page.iova, wpr_meta=meta.iova)
-    return {"libos_args": args_page.iova, "wpr_meta": meta.iova, "queues": shared.iova}
+    args.update(queues=queues, libos=args_page.addr(0), wpr_meta=meta.addr(0))
+    return {"libos_args": args_page.addr(0), "wpr_meta": meta.addr(0), "queues": shared.addr(0)}
 
 
 def _start(gpu: NvGpu, gsp: Falcon, sec2: Falcon, fw: NvFirmware, args: dict[str, Any]) -> dict[str, Any]:

@@ -4,8 +4,9 @@ Spec: specs/nv-bringup.md §4 (early state checks: WPR2_ADDR_HI non-zero means a
 WPR2 locked; GFW boot finished; VRAM size in MiB), §3 (chip identification) and §15 (a GPU a driver owns is
 never written). :func:`preflight_boot` reads sysfs-style attributes and BAR0 registers only: the binding
 (no ``nvidia``/``nouveau``, nor any driver but ``vfio-pci``), the power state (D0, runtime-active), the
-chip (an Ampere GA10x or Ada AD10x: the FWSEC + booter flavour), GFW completion and WPR2. Only when all
-pass does the caller get an :class:`NvGpu` whose writes are allowed.
+chip (an Ampere GA10x or Ada AD10x: the FWSEC + booter flavour), GFW completion and WPR2, then where host
+memory for the GSP comes from (a transport that maps DMA buffers, or physical addresses on ``pci:``). Only
+when all pass does the caller get an :class:`NvGpu` whose writes are allowed.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tinyhw.boards.nvidia import (
     register_problem,
 )
 from tinyhw.errors import OperationFailed, Refused
-from tinyhw.transport.abilities import DeviceAttributes, DmaBuffers
+from tinyhw.transport.abilities import DeviceAttributes, DmaBuffers, PhysicalDma
 from tinyhw.transport.base import Transport
 from tinyhw.transport.wait import poll
 
@@ -82,6 +83,9 @@ class NvGpu:
         self.chip: ChipParams | None = None
         self.boot0 = 0
         self.vram_size = 0
+        #: where the GSP's host memory comes from: the transport (DmaBuffers: IOVAs) or, on ``pci:``, the
+        #: physical-address allocator :func:`preflight_boot` checked (PhysicalDma)
+        self.host: Any = None
 
     def rd(self, reg: int) -> int:
         """One BAR0 dword read."""
@@ -168,11 +172,21 @@ def preflight_boot(t: Transport) -> NvGpu:
     if not mib or register_problem(mib):
         raise OperationFailed(f"the vram size register reads 0x{mib:x}", hint="power-cycle the gpu")
     gpu.vram_size = mib << 20
-    if not isinstance(t, DmaBuffers):
-        raise Refused(f"{t.identity().location}: the {t.name} transport gives no dma buffers, and the gsp's queues "
-                      "and arguments live in host memory",
-                      hint="open the gpu through vfio (vfio:ADDR) so tinyhw can map host memory for it")
+    gpu.host = host_memory_source(t)
     return gpu
+
+
+def host_memory_source(t: Transport) -> Any:
+    """What gives the GSP host memory on ``t``: the transport itself when it maps DMA buffers (vfio:, IOVAs), else
+    its physical-address allocator (pci:, after that allocator's own checks: no translating IOMMU, root, free huge
+    pages); refused (exit 2) when it has neither. Touches no BAR."""
+    if isinstance(t, DmaBuffers):
+        return t
+    if isinstance(t, PhysicalDma):
+        return t.physical_memory()
+    raise Refused(f"{t.identity().location}: the {t.name} transport gives no dma buffers, and the gsp's queues "
+                  "and arguments live in host memory",
+                  hint="open the gpu through vfio (vfio:ADDR) so tinyhw can map host memory for it")
 
 
 def preflight_reset(t: Transport) -> NvGpu:

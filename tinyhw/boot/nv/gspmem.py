@@ -4,8 +4,10 @@ Spec: specs/nv-bringup.md §11 (five 64 KiB log regions in one 2 MiB buffer, an 
 ``GSP_ARGUMENTS_CACHED``, every ``LibosMemoryRegionInitArgument`` back to back in one 4 KiB page whose address
 goes to the GSP falcon's MAILBOX0/1; the radix-3 table: level 0, 1, 2 pages then the image pages in one
 contiguous allocation, each level listing the next level's page addresses) and §13.1 (the queue
-arguments inside ``GSP_ARGUMENTS_CACHED``). Memory comes from the transport's ``DmaBuffers`` ability: host
-pages the device reaches at their IOVA, as VFIO maps them.
+arguments inside ``GSP_ARGUMENTS_CACHED``). Memory comes from the transport's ``DmaBuffers`` ability (host
+pages the device reaches at their IOVA, as VFIO maps them) or, on ``pci:``, from physical-address huge pages
+(:mod:`tinyhw.transport.physmem`): every address handed to the GSP is a buffer's ``addr(offset)``, so the
+page-listing structures (the radix-3 levels, the queues' page table) work on scatter lists too.
 
 ``GSP_ARGUMENTS_CACHED`` beyond its first 32 bytes (srInitArguments, gpuInstance, bDmemStack, profilerArgs)
 is laid out here as 12 + 4 + 8 + 16 bytes (inferred: the spec names the fields and the 72-byte total only).
@@ -13,10 +15,11 @@ is laid out here as 12 + 4 + 8 + 16 bytes (inferred: the spec names the fields a
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from typing import Any
 
-from tinyhw.errors import Refused
+from tinyhw.errors import OperationFailed, Refused, TinyhwError
 from tinyhw.formats.nvgsp import radix3_pages
 from tinyhw.transport.abilities import DmaBuffers
 from tinyhw.transport.base import Transport
@@ -35,39 +38,69 @@ def id8(name: str) -> int:
 
 
 class HostMemory:
-    """DMA buffers of one boot, freed together (``DmaBuffers`` ability of the transport)."""
+    """DMA buffers of one boot, freed together: from the transport (``DmaBuffers``: IOVAs, as VFIO maps them) or from
+    ``source``, the physical-address allocator a ``pci:`` transport gave (``PhysicalDma``, checked by the preflight);
+    every buffer has ``addr(offset)``, the device address of a byte, and ``contiguous``."""
 
-    def __init__(self, transport: Transport) -> None:
-        if not isinstance(transport, DmaBuffers):
-            raise Refused(f"{transport.identity().location}: the {transport.name} transport gives no dma buffers, "
-                          "and the gsp's queues and arguments live in host memory",
-                          hint="open the gpu through vfio (vfio:ADDR) so tinyhw can map host memory for it")
+    def __init__(self, transport: Transport, source: Any = None) -> None:
+        if source is None:
+            if not isinstance(transport, DmaBuffers):
+                raise Refused(f"{transport.identity().location}: the {transport.name} transport gives no dma "
+                              "buffers, and the gsp's queues and arguments live in host memory",
+                              hint="open the gpu through vfio (vfio:ADDR) so tinyhw can map host memory for it")
+            source = transport
         self.transport = transport
+        self.source = source
+        self.physical = source is not transport
         self.buffers: list[Any] = []
+        self.reserved = 0
 
-    def alloc(self, size: int) -> Any:
-        """A zeroed host buffer of ``size`` bytes (page rounded) mapped for the device; ``.iova`` is its address."""
-        buf = self.transport.dma_alloc(size)
+    def reserve(self, sizes: list[int]) -> int:
+        """Before the first write to the gpu: map every chunk the allocations ``sizes`` need when memory is physical
+        (running out of huge pages is then found before anything changed); returns the chunks mapped (0 for IOVAs)."""
+        if self.physical:
+            self.reserved = self.source.reserve(sizes)
+        return self.reserved
+
+    def alloc(self, size: int, *, contiguous: bool = False, what: str = "buffer") -> Any:
+        """A zeroed host buffer of ``size`` bytes (page rounded) the device reaches; ``contiguous`` refuses a scatter
+        list (the device is handed one address for all of it)."""
+        buf = self.source.dma_alloc(size)
         self.buffers.append(buf)
+        if contiguous and not getattr(buf, "contiguous", True):
+            raise OperationFailed(f"the {what} ({size} bytes) is not contiguous in host memory",
+                                  hint="the device is given one address for it")
         return buf
 
     def release(self) -> None:
-        """Unmap and free every buffer (the GSP must not run on after this: reset it first)."""
+        """Unmap and free every buffer; physical memory turns the function's bus mastering off first (the GSP must
+        not run on after this: reset it before use)."""
         for buf in self.buffers:
-            self.transport.dma_free(buf)
+            self.source.dma_free(buf)
         self.buffers.clear()
+        if self.physical:
+            with contextlib.suppress(TinyhwError):  # a gone device cannot be quiesced; its pages are freed all the same
+                self.source.close()
+
+
+def host_sizes(image: int, bootloader: int, shared: int) -> list[int]:
+    """The sizes one boot allocates, in its order (radix-3 table and image, bootloader, signature, queues, logs,
+    RM arguments, LibOS arguments, WPR meta), for :meth:`HostMemory.reserve`."""
+    from tinyhw.boot.nv import layout
+
+    return [radix3_pages(image)["total"] * PAGE, bootloader, layout.SIGNATURE_SIZE, shared, LOG_BUFFER, PAGE, PAGE,
+            layout.WPR_META_SIZE]
 
 
 def radix3(mem: HostMemory, image: bytes) -> tuple[Any, dict[str, int]]:
     """Build the radix-3 table for ``image`` (§11) in one allocation; returns it and the page counts. The WPR meta
     points at its first (level-0) page."""
     n = radix3_pages(len(image))
-    buf = mem.alloc(n["total"] * PAGE)
-    base = buf.iova
+    buf = mem.alloc(n["total"] * PAGE, what="radix-3 table")  # each level lists pages: a scatter list is fine
     first = {"level0": 0, "level1": n["level0"], "level2": n["level0"] + n["level1"],
              "image": n["level0"] + n["level1"] + n["level2"]}
     for level, nxt in (("level0", "level1"), ("level1", "level2"), ("level2", "image")):
-        addrs = [base + (first[nxt] + i) * PAGE for i in range(n[nxt])]
+        addrs = [buf.addr((first[nxt] + i) * PAGE) for i in range(n[nxt])]
         buf.write(first[level] * PAGE, struct.pack(f"<{len(addrs)}Q", *addrs))
     buf.write(first["image"] * PAGE, image)
     return buf, n
@@ -87,12 +120,12 @@ def rm_arguments(queues: bytes) -> bytes:
 def libos_arguments(mem: HostMemory, queues: bytes) -> tuple[Any, Any]:
     """The LibOS argument page (five log regions + RMARGS) and the RM-arguments page; returns (args page, logs).
     The args page's IOVA goes to the GSP's MAILBOX0/1."""
-    logs = mem.alloc(LOG_BUFFER)
+    logs = mem.alloc(LOG_BUFFER, contiguous=True, what="log buffer")
     rm = mem.alloc(PAGE)
     rm.write(0, rm_arguments(queues))
     page = mem.alloc(PAGE)
-    entries = [ENTRY.pack(id8(name), logs.iova + i * LOG_REGION, LOG_REGION, KIND_CONTIGUOUS, LOC_SYSMEM)
+    entries = [ENTRY.pack(id8(name), logs.addr(i * LOG_REGION), LOG_REGION, KIND_CONTIGUOUS, LOC_SYSMEM)
                for i, name in enumerate(LOG_NAMES)]
-    entries.append(ENTRY.pack(id8("RMARGS"), rm.iova, PAGE, KIND_CONTIGUOUS, LOC_SYSMEM))
+    entries.append(ENTRY.pack(id8("RMARGS"), rm.addr(0), PAGE, KIND_CONTIGUOUS, LOC_SYSMEM))
     page.write(0, b"".join(entries))
     return page, logs

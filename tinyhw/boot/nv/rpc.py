@@ -90,12 +90,12 @@ class GspQueues:
         self.gpu = gpu
         self.buf = buf
         self.seq = 0
-        buf.write(0, struct.pack(f"<{PT_ENTRIES}Q", *(buf.iova + i * PAGE for i in range(PT_ENTRIES))))
+        buf.write(0, struct.pack(f"<{PT_ENTRIES}Q", *(buf.addr(i * PAGE) for i in range(PT_ENTRIES))))
         buf.write(CMD_OFFSET, TX.pack(0, QUEUE_SIZE, PAGE, MSG_COUNT, 0, 1, RX_HDR_OFF, ENTRY_OFF))
 
     def arguments(self) -> tuple[int, int, int, int]:
         """(sharedMemPhysAddr, pageTableEntryCount, cmdQueueOffset, statQueueOffset) for the RM arguments."""
-        return self.buf.iova, PT_ENTRIES, CMD_OFFSET, STAT_OFFSET
+        return self.buf.addr(0), PT_ENTRIES, CMD_OFFSET, STAT_OFFSET
 
     def _u32(self, off: int) -> int:
         return int.from_bytes(self.buf.read(off, 4), "little")
