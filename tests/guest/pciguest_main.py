@@ -367,6 +367,94 @@ def run_all() -> None:  # one linear script, in the order the issue lists the pr
         r["id_again"] = cli("-d", f"pci:{EDU}", "pci", "read", "0", "0")
         return r
 
+    @step("physmem")
+    def _() -> Any:
+        """Host memory at physical addresses on pci: (tinyhw.transport.physmem) with the real kernel: refused behind a
+        translating IOMMU and without huge pages; then, with edu's group in identity mode and 4 huge pages reserved,
+        edu DMAs from and to pagemap-derived physical addresses of a 3 MiB scatter buffer (inside each of its two
+        huge pages, at their edges), and closing the transport clears bus mastering and gives the pages back."""
+        from tinyhw.errors import TinyhwError
+        from tinyhw.pci.sysfs import SysfsTransport
+        from tinyhw.transport.physmem import CHUNK, HugetlbBackend, free_hugepages
+
+        out: dict[str, Any] = {}
+        group = os.path.basename(os.readlink(f"/sys/bus/pci/devices/{EDU}/iommu_group"))
+        type_path = f"/sys/kernel/iommu_groups/{group}/type"
+        nr_path = "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages"
+        out["type_before"] = Path(type_path).read_text().strip()
+
+        def attempt() -> Any:
+            with SysfsTransport(EDU) as t:
+                try:
+                    t.physical_memory()
+                    return "accepted"
+                except TinyhwError as e:
+                    return {"code": e.exit_code, "text": str(e), "hint": e.hint}
+
+        out["translated"] = attempt()
+        try:
+            Path(type_path).write_text("identity")
+        except OSError as e:
+            out["type_error"] = str(e)
+        out["type_set"] = Path(type_path).read_text().strip()
+        try:
+            Path(nr_path).write_text("0")
+            out["no_hugepages"] = attempt()
+            Path(nr_path).write_text("4")
+            out["reserved"] = free_hugepages()
+            with SysfsTransport(EDU) as t:
+                memory = t.physical_memory()
+                region = t.bar(0)
+                t.config_write(0x04, 2, t.config_read(0x04, 2) | 0x4)  # bus mastering on, as a boot does
+                buf, dst = memory.dma_alloc(3 << 20), memory.dma_alloc(8192)
+                out["scatter"] = {"contiguous": buf.contiguous, "chunks": len(memory.chunks),
+                                  "first_pages": [hex(p) for p in buf.pages[:2]],
+                                  "chunk_starts": [hex(buf.addr(0)), hex(buf.addr(CHUNK))],
+                                  "free_while_held": free_hugepages()}
+                checks = []
+                for n, off in enumerate((0, CHUNK - DMA_LEN, CHUNK, (3 << 20) - DMA_LEN)):
+                    pattern = bytes(((i * 29 + n * 53) >> 1) & 0xFF for i in range(DMA_LEN))
+                    buf.write(off, pattern)
+                    dst.write(0, bytes(DMA_LEN))
+                    done = []
+                    for src_addr, dst_addr, cmd in ((buf.addr(off), DMA_BUF, 1), (DMA_BUF, dst.addr(0), 3)):
+                        region.write32(0x80, src_addr)  # a 32-bit store sets the whole register: ram is below 4 GiB
+                        region.write32(0x88, dst_addr)
+                        region.write32(0x90, DMA_LEN)
+                        region.write32(0x98, cmd)
+                        done.append(wait_clear(region, 0x98, 1))
+                    got = dst.read(0, DMA_LEN)
+                    checks.append({"offset": off, "done": all(done), "equal": got == pattern,
+                                   "first_diff": next((i for i in range(DMA_LEN) if got[i] != pattern[i]), None)})
+                out["dma"] = checks
+            with SysfsTransport(EDU) as t:
+                out["master_after_close"] = bool(t.config_read(0x04, 2) & 0x4)
+            out["free_after_close"] = free_hugepages()
+            rd, wr = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # as user nobody, pagemap hides the frames: refused, never frame 0
+                os.close(rd)
+                try:
+                    os.setgid(65534)
+                    os.setuid(65534)
+                    try:
+                        HugetlbBackend().probe()
+                        res: Any = "accepted"
+                    except TinyhwError as e:
+                        res = {"code": e.exit_code, "text": str(e)}
+                    os.write(wr, json.dumps(res).encode())
+                finally:
+                    os._exit(0)
+            os.close(wr)
+            data = os.read(rd, 65536)
+            os.waitpid(pid, 0)
+            out["nobody"] = json.loads(data or b"null")
+        finally:
+            Path(nr_path).write_text("0")
+            with contextlib.suppress(OSError):
+                Path(type_path).write_text(out["type_before"])
+        return out
+
     @step("nobody")
     def _() -> Any:
         """Missing permission: the same read as user nobody (65534) in a forked child."""

@@ -43,7 +43,7 @@ def qemu_command(guest: Guest, outdir: Path, memory_mb: int = 1024) -> list[str]
         "-append", "console=ttyS0 quiet panic=-1 intel_iommu=on",
         "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
         "-virtfs", f"local,path={outdir},mount_tag=outdir,security_model=none",
-        "-device", "edu,addr=05.0",
+        "-device", "edu,addr=05.0,dma_mask=0xffffffff",  # dma below 4 GiB, not 256 MiB: physical addresses too
         # ivshmem-plain: a 64 MiB prefetchable memory BAR (bar2) backed by host memory, for bench copy
         "-object", "memory-backend-ram,id=ivshm,size=64M", "-device", "ivshmem-plain,memdev=ivshm,addr=06.0",
     ]

@@ -193,6 +193,30 @@ def test_dma_window_of_the_bench_is_real_type1_dma(guest: dict[str, Any]) -> Non
     refused(r["dma_refused_sysfs"], 2, r"dma copies need host dma buffers")
 
 
+def test_physical_memory_with_a_real_kernel_and_device(guest: dict[str, Any]) -> None:
+    """pci: DMA at physical addresses (huge pages + /proc/self/pagemap) with the real kernel and edu's real DMA."""
+    r = step(guest, "physmem")
+    translated = r["translated"]
+    assert r["type_before"] in ("DMA", "DMA-FQ") and translated["code"] == 2, r
+    assert f"type {r['type_before']}" in translated["text"] and "vfio:" in translated["hint"]
+    assert r["type_set"] == "identity", r.get("type_error")
+    assert r["no_hugepages"]["code"] == 3 and "no free 2 MiB huge pages" in r["no_hugepages"]["text"]
+    assert r["reserved"] == 4
+    sc = r["scatter"]
+    assert sc["chunks"] == 2 and sc["free_while_held"] == 2  # a 3 MiB buffer + 8 KiB: two huge pages
+    first = [int(p, 16) for p in sc["first_pages"]]
+    assert first[1] - first[0] == 0x1000 and all(int(a, 16) % (2 << 20) == 0 for a in sc["chunk_starts"])
+    assert all(0 < a < 1 << 32 for a in first)
+    # edu copied from and to the pagemap-derived addresses: the bytes it moved are the bytes written there
+    assert [c["offset"] for c in r["dma"]] == [0, (2 << 20) - 4092, 2 << 20, (3 << 20) - 4092]
+    assert all(c["done"] and c["equal"] for c in r["dma"]), r["dma"]
+    assert r["master_after_close"] is False and r["free_after_close"] == 4
+    # as user nobody: frames hidden (pfn 0) or, after setuid, the file unreadable; either way refused, with the fix
+    nobody = r["nobody"]
+    assert nobody["code"] == 3 and ("hides physical addresses" in nobody["text"] or "cannot read" in nobody["text"])
+    assert "run as root" in nobody["text"]
+
+
 def test_unbind_restores(guest: dict[str, Any]) -> None:
     r = step(guest, "unbind")
     assert ok(r["unbind"]) == f"{EDU}: unbound vfio-pci, now no driver\n"

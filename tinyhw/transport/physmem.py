@@ -264,8 +264,12 @@ class PhysicalMemory:
         """Map, up front, every chunk the allocations ``sizes`` (in order) will need, so that running out of huge
         pages is found before the device is touched; returns how many chunks are mapped."""
         need = self.chunks_for(sizes, [CHUNK - c.used for c in self.chunks])
-        for _ in range(need):
-            self._new_chunk()
+        for got in range(need):
+            try:
+                self._new_chunk()
+            except EnvironmentProblem as e:
+                raise EnvironmentProblem(f"this needs {need} free 2 MiB huge pages ({need * 2} MiB) of host memory "
+                                         f"for the device; {got} could be had ({e.message})", hint=RESERVE_HINT) from e
         return len(self.chunks)
 
     @staticmethod
