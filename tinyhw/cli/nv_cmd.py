@@ -90,11 +90,15 @@ def boot_cmd(app: App, yes: bool, firmware_dir: str | None, gsp_version: str | N
     Refused (exit 2) before any BAR write for a GPU bound to nvidia or nouveau, one not in D0, one whose WPR2
     is already up (reset it first: nv reset), and for a missing, damaged or unknown firmware file. Writes the
     GSP and SEC2 falcons, VRAM at 2 MiB and 4 MiB (the FWSEC and booter images) and host memory it maps for
-    the GSP; the GSP-RM then owns the top of VRAM (WPR2).
+    the GSP; the GSP-RM then owns the top of VRAM (WPR2). Over vfio: the IOMMU maps that memory; over pci:
+    (as root) it is 2 MiB huge pages at physical addresses, refused behind an IOMMU that translates the GPU's
+    DMA. It ends with bus mastering off, before the host memory is freed.
 
     \b
     Examples:
       tinyhw --device vfio:0000:01:00.0 nv boot --yes --firmware-dir /lib/firmware/nvidia
+      echo 32 > /sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
+      tinyhw --device pci:0000:01:00.0 nv boot --yes --firmware-dir /lib/firmware/nvidia
       tinyhw --device mock:ad102 nv boot --yes --firmware-dir /tmp/nvfw --allow-unknown-firmware
     (the emulated board's invented firmware set: see docs/nv-boot.md)
     """
