@@ -11,7 +11,7 @@ import pytest
 from nvboothelp import boot, firmware_set
 
 from tinyhw.boot.nv import rpc
-from tinyhw.boot.nv.gspmem import ENTRY, queue_arguments, rm_arguments
+from tinyhw.boot.nv.gspmem import ENTRY, id8, queue_arguments, rm_arguments
 from tinyhw.boot.nv.structs import BRANCH_535, BRANCH_570, GspLayouts, layouts_for
 from tinyhw.errors import OperationFailed, Refused
 from tinyhw.mocks import nv_gsp, nv_gspfw
@@ -236,3 +236,17 @@ def test_a_570_set_boots_the_emulated_board_in_the_570_layouts(tmp_path: Path) -
     gsp = board.secure.gsp_rm
     assert gsp.layout is nv_gsp.LAYOUTS[570] and not gsp.problems
     assert result.gsp["gpu_name"] == nv_gsp.GPU_NAME and result.gsp["fb_size"] == 24 << 30
+
+
+def test_libos_entry_queue_header_and_element_bytes() -> None:
+    """The structures both branches share, against bytes laid out by hand at the documented offsets."""
+    entry = ENTRY.pack(id8("RMARGS"), 0x12345000, 0x1000, 1, 1)
+    # id8 is the name packed big-endian into a u64, so little-endian in memory it reads backwards
+    assert entry == b"SGRAMR\0\0" + bytes.fromhex("0050341200000000" "0010000000000000") + b"\x01\x01" + bytes(6)
+    tx = rpc.TX.pack(0, 0x40000, 0x1000, 63, 5, 1, 32, 0x1000)
+    assert tx[16:20] == (5).to_bytes(4, "little") and tx[24:28] == (32).to_bytes(4, "little")
+    assert tx[28:32] == (0x1000).to_bytes(4, "little") and len(tx) == 32
+    e = rpc.element(9, 65, b"")
+    assert e[36:40] == (9).to_bytes(4, "little") and e[40:44] == (1).to_bytes(4, "little")
+    assert e[48:52] == (0x03000000).to_bytes(4, "little") and e[52:56] == b"VRPC"
+    assert e[56:60] == (32).to_bytes(4, "little") and e[60:64] == (65).to_bytes(4, "little") and len(e) == 80
