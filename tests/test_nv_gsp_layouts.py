@@ -8,6 +8,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from clihelp import run
 from nvboothelp import boot, firmware_set
 
 from tinyhw.boot.nv import rpc
@@ -250,3 +251,12 @@ def test_libos_entry_queue_header_and_element_bytes() -> None:
     assert e[36:40] == (9).to_bytes(4, "little") and e[40:44] == (1).to_bytes(4, "little")
     assert e[48:52] == (0x03000000).to_bytes(4, "little") and e[52:56] == b"VRPC"
     assert e[56:60] == (32).to_bytes(4, "little") and e[60:64] == (65).to_bytes(4, "little") and len(e) == 80
+
+
+def test_cli_refuses_a_firmware_set_of_an_unknown_branch_before_touching_the_board(tmp_path: Path) -> None:
+    nv_gspfw.write_set(str(tmp_path / "fw"), version="550.40.82")
+    state = tmp_path / "ad102.json"
+    r = run("--device", f"mock:ad102,strict,state={state}", "nv", "boot", "--yes", "--firmware-dir",
+            str(tmp_path / "fw"), "--allow-unknown-firmware")
+    assert r.code == 2 and r.err.count("\n") == 1 and "550.40.82 is of a release branch" in r.err, r.err
+    assert not state.exists()  # nothing booted, nothing written
