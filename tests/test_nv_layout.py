@@ -12,6 +12,7 @@ from tinyhw.boot.nv import layout, rpc, sequencer
 from tinyhw.boot.nv.fwfiles import cut_booter, cut_bootloader
 from tinyhw.boot.nv.gpu import chip_params
 from tinyhw.boot.nv.gspmem import ENTRY, id8, libos_arguments, radix3
+from tinyhw.boot.nv.structs import BRANCH_535
 from tinyhw.errors import DeviceTimeout, OperationFailed, Refused
 from tinyhw.mocks import nv_gspfw
 from tinyhw.mocks.iommu import HostBuffer
@@ -79,13 +80,13 @@ def test_radix3_levels_point_at_the_next_level() -> None:
 
 def test_libos_arguments_page() -> None:
     mem = FakeMemory()
-    page, logs = libos_arguments(mem, b"Q" * 32)  # type: ignore[arg-type]
+    page, logs = libos_arguments(mem, b"Q" * 48, BRANCH_535)  # type: ignore[arg-type]
     entries = [ENTRY.unpack_from(page.read(0, 6 * 32), 32 * i) for i in range(6)]
     assert [e[0] for e in entries] == [id8(n) for n in ("LOGINIT", "LOGINTR", "LOGRM", "LOGMNOC", "LOGKRNL", "RMARGS")]
     assert id8("LOGINIT") == 0x004C4F47494E4954
     assert [e[1] for e in entries[:5]] == [logs.iova + i * 0x10000 for i in range(5)]
     assert all(e[2] == 0x10000 and e[3:] == (1, 1) for e in entries[:5])
-    assert mem.read(entries[5][1], 32) == b"Q" * 32 and entries[5][2] == 0x1000
+    assert mem.read(entries[5][1], 48) == b"Q" * 48 and entries[5][2] == 0x1000
 
 
 def test_checksum_and_element_framing() -> None:
@@ -164,7 +165,7 @@ def test_receive_services_events_and_checks_results() -> None:
         q.wait_for(65, events.append)
 
 
-def test_registry_and_system_info_packing() -> None:
+def test_registry_packing() -> None:
     reg = rpc.registry({"RMForcePcieConfigSave": 1, "RMSecBusResetEnable": 1})
     size, n = struct.unpack_from("<II", reg)
     assert size == len(reg) and n == 2
@@ -172,10 +173,7 @@ def test_registry_and_system_info_packing() -> None:
     assert (typ, data, length) == (1, 1, 4) and reg[name_off:].startswith(b"RMForcePcieConfigSave\0")
     name_off = struct.unpack_from("<I", reg, 24)[0]
     assert reg[name_off:] == b"RMSecBusResetEnable\0"
-    si = rpc.system_info({0: 0xFB000000, 1: 0x6000000000, 3: 0x6010000000}, (3, 0, 1),
-                         {"pci_device_id": 0x268410DE, "pci_sub_device_id": 0x167C10DE, "pci_revision_id": 0xA1})
-    assert len(si) == 928 and struct.unpack_from("<3Q", si) == (0xFB000000, 0x6000000000, 0x6010000000)
-    assert struct.unpack_from("<Q", si, 40)[0] == (3 << 8) + 1
+    # GspSystemInfo per branch: tests/test_nv_gsp_layouts.py
 
 
 def test_sequencer_interpreter_on_a_fake_register_file() -> None:

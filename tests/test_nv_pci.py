@@ -200,7 +200,7 @@ def test_nv_boot_with_physical_memory_end_to_end(tmp_path: Path) -> None:
     assert json.loads(r.out)["gsp"]["gpu_name"].startswith("NVIDIA GeForce RTX 4090")
     result, err, board = boot(tmp_path / "again", "dma=physical")
     assert err is None, err
-    assert result.gsp["gsp_version"] == "535.261.03"
+    assert result.gsp["gpu_short_name"] == "AD102" and result.gsp["fb_size"] == 24 << 30
     ram_ = board.ram
     assert ram_.faults == [] and ram_.violations == [] and ram_.stats["dma_reads"] > 0
     assert ram_.stats["chunks"] >= 2 and ram_.live_chunks() == 0  # everything given back

@@ -65,7 +65,7 @@ def _show_info(app: App, doc: dict[str, Any]) -> None:
     gsp = doc["gsp"] or {}
     rows = [("gpu name", chip["name"] or "?", gsp.get("gpu_name")),
             ("memory", f"{doc['vram_mib']} MiB", f"{gsp['fb_size'] >> 20} MiB" if gsp else None),
-            ("gsp version", doc.get("gsp_firmware_version") or "-", gsp.get("gsp_version")),
+            ("gsp version", doc.get("gsp_firmware_version") or "-", None),  # the static info carries none
             ("vbios", doc["vbios_version"] or "?", None)]
     out.print(f"{'':12} {'tinyhw read':28} gsp reported")
     for name, own, theirs in rows:
@@ -122,8 +122,8 @@ def boot_cmd(app: App, yes: bool, firmware_dir: str | None, gsp_version: str | N
     total = sum(s["seconds"] for s in result.steps)
     g = result.gsp
     app.emit(doc, lambda: app.out.print(
-        f"gsp-rm {fw.version} up in {total:.3f} s: {g['gpu_name']}, {g['fb_size'] >> 20} MiB, gsp reports version "
-        f"{g['gsp_version']}; wpr2 0x{result.wpr2[0]:08x}..0x{result.wpr2[1]:08x}"))
+        f"gsp-rm {fw.version} up in {total:.3f} s: {g['gpu_name']}, {g['fb_size'] >> 20} MiB; "
+        f"wpr2 0x{result.wpr2[0]:08x}..0x{result.wpr2[1]:08x}"))
 
 
 @nv.command("reset")

@@ -22,11 +22,17 @@ radix-3 image, bootloader or signature unreadable (IOMMU fault).
 
 **GSP-RM** (scripted): finds RMARGS among the LibOS entries, the queue arguments and the shared page table;
 initialises the status queue (§13.2); consumes the command queue (element checksum, RPC header, then
-GSP_SET_SYSTEM_INFO: 928 bytes with the board's PCI ids; SET_REGISTRY: a well-formed table); posts a CPU
-sequencer event whose script saves BOOT_0, sets and polls BSI_SECURE_SCRATCH_14 bit 26, delays 20 us and
-writes :data:`SEQUENCER_DONE` to the GSP's FALCON_OS; on that write posts GSP_INIT_DONE. At each doorbell
-it answers GET_GSP_STATIC_INFO (function 65) in tinyhw's reading of its reply (fb size u64 @0, name @8,
-version @72; unverified layout, docs/nv-boot.md) and any other function with rpc_result 0x1.
+GSP_SET_SYSTEM_INFO: a ``GspSystemInfo`` of its branch's size with the §13.6 config mirror and, on 570, the
+board's PCI ids; SET_REGISTRY: a well-formed table); posts a CPU sequencer event whose script saves BOOT_0,
+sets and polls BSI_SECURE_SCRATCH_14 bit 26, delays 20 us and writes :data:`SEQUENCER_DONE` to the GSP's
+FALCON_OS; on that write posts GSP_INIT_DONE. At each doorbell it answers GET_GSP_STATIC_INFO (function 65)
+with a ``GspStaticConfigInfo`` (gpuNameString, gpuShortNameString, fb_length, one FB region) and any other
+function with rpc_result 0x1.
+
+The structures follow the GSP-RM branch the emulated GSP-RM runs (:data:`LAYOUTS`, the offsets derived in
+docs/nv-gsp-layouts.md from NVIDIA's published 535.113.01 and 570.144 headers): its version is what the
+invented image's marker names; an image without the marker (a real GSP-RM) is taken as 535, the branch of the
+only real image the tests boot (Debian's 535.261.03).
 
 These blocks reach the board only through :class:`~tinyhw.mocks.services.NvServices` (FB reads for the falcons'
 DMA, WPR2 as BAR0 register storage, host memory through the IOMMU, the VRAM size and PCI ids); the secure-boot
@@ -55,6 +61,23 @@ PAGE = 0x1000
 GPU_NAME = "NVIDIA GeForce RTX 4090 (emulated AD102)"
 RPCS: CommandTable[int] = CommandTable("gsp rpc")
 WPR_MAGIC = 0xDC3AAE21371A60B3
+GPU_SHORT_NAME = "AD102"
+CONFIG_MIRROR = (0x88000, 0x1000)  # §13.6: pciConfigMirrorBase, pciConfigMirrorSize
+#: docs/nv-gsp-layouts.md, per branch: MESSAGE_QUEUE_INIT_ARGUMENTS size; GspSystemInfo size and the offsets of
+#: pciConfigMirrorBase and PCIDeviceID (None: 535 has no PCI id fields); GspStaticConfigInfo size and the offsets
+#: of fbRegionInfoParams, fb_length, gpuNameString and gpuShortNameString
+LAYOUTS: dict[int, dict[str, int | None]] = {
+    535: {"queue_args": 48, "system_info": 664, "config_mirror": 64, "pci_ids": None, "static_info": 2168,
+          "fb_regions": 840, "fb_length": 1752, "name": 1820, "short_name": 1884},
+    570: {"queue_args": 32, "system_info": 928, "config_mirror": 80, "pci_ids": 88, "static_info": 1656,
+          "fb_regions": 344, "fb_length": 1224, "name": 1260, "short_name": 1324},
+}
+
+
+def branch_of(version: str) -> int:
+    """The GSP-RM branch whose structures a GSP-RM of ``version`` uses (535 for an unknown version)."""
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() and int(head) in LAYOUTS else 535
 
 
 class BusError(BusFault):
@@ -83,6 +106,7 @@ class GspRm:
         self.vram_size = services.vram_size
         self.pci_ids = services.pci_ids
         self.version = version
+        self.layout = LAYOUTS[branch_of(version)]
         self.silent = silent
         self.pt: list[int] = []
         self.seq = 0
@@ -122,7 +146,10 @@ class GspRm:
                 rmargs = pa
         if rmargs is None:
             raise BusError("no RMARGS entry among the libos arguments")
-        shared, count, self.cmd, self.stat = struct.unpack_from("<QI4xQQ", self.services.bus_read(rmargs, 32))
+        queue_args = self.services.bus_read(rmargs, int(self.layout["queue_args"] or 0))
+        shared, count, self.cmd, self.stat = struct.unpack_from("<QI4xQQ", queue_args)
+        if any(queue_args[32:]):  # 535's lockless queue offsets: the CPU made no lockless queues
+            self.problems.append("the rm arguments name lockless queues")
         if not 1 <= count <= 1024:
             raise BusError(f"queue page table of {count} entries")
         self.pt = list(struct.unpack(f"<{count}Q", self.services.bus_read(shared, 8 * count)))
@@ -192,9 +219,17 @@ class GspRm:
 
     @RPCS.handles(72)
     def set_system_info(self, payload: bytes) -> None:
-        """GSP_SET_SYSTEM_INFO: 928 bytes carrying the board's PCI vendor/device word (no reply)."""
-        if len(payload) != 928 or self.pci_ids not in struct.unpack(f"<{928 // 4}I", payload):
-            self.problems.append("gsp_set_system_info is not 928 bytes with the board's pci ids")
+        """GSP_SET_SYSTEM_INFO: a ``GspSystemInfo`` of the branch's size, the §13.6 PCI config mirror at its
+        offset and, where the branch has the field (570), the board's vendor/device word in PCIDeviceID (no reply)."""
+        lay = self.layout
+        size, mirror, ids = int(lay["system_info"] or 0), int(lay["config_mirror"] or 0), lay["pci_ids"]
+        if len(payload) != size:
+            self.problems.append(f"gsp_set_system_info is {len(payload)} bytes, not {size}")
+            return
+        if struct.unpack_from("<II", payload, mirror) != CONFIG_MIRROR:
+            self.problems.append("gsp_set_system_info holds no pci config mirror at pciConfigMirrorBase")
+        if ids is not None and struct.unpack_from("<I", payload, ids)[0] != self.pci_ids:
+            self.problems.append("gsp_set_system_info's PCIDeviceID is not the board's")
 
     @RPCS.handles(73)
     def set_registry(self, payload: bytes) -> None:
@@ -208,13 +243,15 @@ class GspRm:
 
     @RPCS.handles(65)
     def static_info(self, payload: bytes) -> None:
-        """GET_GSP_STATIC_INFO: fb size, GPU name and version in tinyhw's (unverified) layout."""
-        out = bytearray(128)
-        struct.pack_into("<Q", out, 0, self.vram_size)
-        name = GPU_NAME.encode()[:63]
-        out[8:8 + len(name)] = name
-        ver = self.version.encode()[:31]
-        out[72:72 + len(ver)] = ver
+        """GET_GSP_STATIC_INFO: a ``GspStaticConfigInfo`` with the GPU's names, fb_length (the VRAM size) and
+        one FB region (base 0, limit the last VRAM byte); every other field zero."""
+        lay = {k: int(v or 0) for k, v in self.layout.items()}
+        out = bytearray(lay["static_info"])
+        struct.pack_into("<I4xQQ", out, lay["fb_regions"], 1, 0, self.vram_size - 1)
+        struct.pack_into("<Q", out, lay["fb_length"], self.vram_size)
+        for key, text in (("name", GPU_NAME), ("short_name", GPU_SHORT_NAME)):
+            raw = text.encode()[:63]
+            out[lay[key]:lay[key] + len(raw)] = raw
         self._post(65, bytes(out))
 
 

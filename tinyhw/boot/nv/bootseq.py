@@ -40,6 +40,7 @@ from tinyhw.boot.nv.falcon import Falcon, HsUcode
 from tinyhw.boot.nv.fwfiles import NvFirmware
 from tinyhw.boot.nv.gpu import NvGpu, reset_hint
 from tinyhw.boot.nv.gspmem import HostMemory, host_sizes, libos_arguments, queue_arguments, radix3
+from tinyhw.boot.nv.structs import GspLayouts, layouts_for
 from tinyhw.boot.sequence import StepLog, set_bus_master
 from tinyhw.errors import OperationFailed, Refused, TinyhwError
 from tinyhw.formats.nvbios import fwsec_frts_image, parse_nv_vbios
@@ -92,6 +93,7 @@ def boot(gpu: NvGpu, fw: NvFirmware, on_step: Callable[[str, str, dict[str, Any]
     """Boot GSP-RM on a GPU that passed :func:`~tinyhw.boot.nv.gpu.preflight_boot`, up to its static info."""
     if gpu.chip is None or not gpu.vram_size:
         raise Refused("the gpu has not passed the boot preflight (preflight_boot)")
+    layouts_for(fw.version)  # refused before any access for a branch whose structures tinyhw does not know
     log = StepLog(gpu, on_step)  # type: ignore[arg-type]  # StepLog needs .clock and .transport only
     result = BootResult(firmware=fw.to_doc())
     mem = HostMemory(gpu.transport, None if gpu.host is gpu.transport else gpu.host)
@@ -130,7 +132,7 @@ def _boot(gpu: NvGpu, fw: NvFirmware, log: StepLog, result: BootResult, mem: Hos
     sources = log.run("load firmware", lambda: _load_firmware(gpu, fw, mem),
                       bytes=len(fw.gsp_image) + len(fw.booter_image))
     args: dict[str, Any] = {}
-    log.run("gsp arguments", lambda: _arguments(gpu, mem, wpr, sources, args))
+    log.run("gsp arguments", lambda: _arguments(gpu, mem, wpr, sources, args, fw.version))
     log.run("start gsp", lambda: _start(gpu, gsp, sec2, fw, args))
     queues: rpc.GspQueues = args["queues"]
     log.run("status queue", queues.wait_status_queue)
@@ -145,16 +147,17 @@ def _boot(gpu: NvGpu, fw: NvFirmware, log: StepLog, result: BootResult, mem: Hos
             raise OperationFailed(f"the gsp reported {what} while booting: {text or msg.name}")
 
     log.run("init done", lambda: _init_done(gpu, queues, on_event))
-    info = log.run("static info", lambda: rpc.parse_static_info(queues_call(queues, on_event)))
+    abi = layouts_for(fw.version)
+    info = log.run("static info", lambda: rpc.parse_static_info(queues_call(queues, on_event, abi), abi))
     result.gsp = info
     result.wpr2 = gpu.wpr2()
     record.save(location, {"gsp": info, "wpr2": list(result.wpr2),
                                                     "firmware_version": fw.version})
 
 
-def queues_call(queues: rpc.GspQueues, on_event: Callable[[rpc.Message], None]) -> bytes:
-    """Send GET_GSP_STATIC_INFO and return its reply payload."""
-    queues.send(rpc.GET_GSP_STATIC_INFO, b"")
+def queues_call(queues: rpc.GspQueues, on_event: Callable[[rpc.Message], None], abi: GspLayouts) -> bytes:
+    """Send GET_GSP_STATIC_INFO (a zeroed ``GspStaticConfigInfo`` of ``abi``'s branch) and return its reply."""
+    queues.send(rpc.GET_GSP_STATIC_INFO, rpc.static_info_request(abi))
     return queues.wait_for(rpc.GET_GSP_STATIC_INFO, on_event).payload
 
 
@@ -199,16 +202,17 @@ def _load_firmware(gpu: NvGpu, fw: NvFirmware, mem: HostMemory) -> layout.WprSou
 
 
 def _arguments(gpu: NvGpu, mem: HostMemory, wpr: layout.WprLayout, src: layout.WprSources,
-               args: dict[str, Any]) -> dict[str, Any]:
+               args: dict[str, Any], fw_version: str) -> dict[str, Any]:
+    abi = layouts_for(fw_version)
     shared = mem.alloc(rpc.SHARED_SIZE)
     queues = rpc.GspQueues(gpu, shared)
     t = gpu.transport
     bar_bus = {b.index: b.address for b in t.bars()}
     queues.post(rpc.GSP_SET_SYSTEM_INFO, rpc.system_info(bar_bus, _bdf(t.identity().location),
-                                                         _identity_words(gpu)))
+                                                         _identity_words(gpu), abi))
     queues.post(rpc.SET_REGISTRY, rpc.registry(REGISTRY))
     shared_at, entries, cmd_at, stat_at = queues.arguments()
-    args_page, _ = libos_arguments(mem, queue_arguments(shared_at, cmd_at, stat_at, entries))
+    args_page, _ = libos_arguments(mem, queue_arguments(shared_at, cmd_at, stat_at, entries, abi), abi)
     meta = mem.alloc(layout.WPR_META_SIZE)
     meta.write(0, layout.pack(wpr, src))
     args.update(queues=queues, libos=args_page.addr(0), wpr_meta=meta.addr(0))

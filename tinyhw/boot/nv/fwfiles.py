@@ -27,6 +27,7 @@ from typing import Any
 
 from tinyhw.boot.nv.falcon import HsUcode
 from tinyhw.boot.nv.gpu import ChipParams
+from tinyhw.boot.nv.structs import layouts_for
 from tinyhw.errors import Refused
 from tinyhw.fileio import read_input
 from tinyhw.formats.nvgsp import parse_gsp
@@ -229,6 +230,7 @@ def load_firmware(directory: Path, chip: ChipParams | None, *, version: str | No
     if version not in found:
         raise Refused(f"no gsp-rm {version} under {directory} (found: {', '.join(sorted(found)) or 'none'})",
                       hint=PKG_HINT)
+    layouts_for(version)  # a branch whose boot structures tinyhw does not know is refused here
     fw = NvFirmware(version, directory)
     gsp = fw.files["gsp-rm"] = _read("gsp-rm", found[version], allow_unknown)
     parsed = parse_gsp(gsp.data, str(gsp.path))

@@ -9,8 +9,10 @@ pages the device reaches at their IOVA, as VFIO maps them) or, on ``pci:``, from
 (:mod:`tinyhw.transport.physmem`): every address handed to the GSP is a buffer's ``addr(offset)``, so the
 page-listing structures (the radix-3 levels, the queues' page table) work on scatter lists too.
 
-``GSP_ARGUMENTS_CACHED`` beyond its first 32 bytes (srInitArguments, gpuInstance, bDmemStack, profilerArgs)
-is laid out here as 12 + 4 + 8 + 16 bytes (inferred: the spec names the fields and the 72-byte total only).
+``MESSAGE_QUEUE_INIT_ARGUMENTS`` and ``GSP_ARGUMENTS_CACHED`` differ between GSP-RM branches (535: 48 and 80
+bytes, lockless-queue offsets and no bDmemStack; 570: 32 and 72 bytes, as the spec gives them): their offsets
+come from :mod:`~tinyhw.boot.nv.structs`, derived in docs/nv-gsp-layouts.md from NVIDIA's published headers.
+``LibosMemoryRegionInitArgument`` (:data:`ENTRY`) is the same 32 bytes in both.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import contextlib
 import struct
 from typing import Any
 
+from tinyhw.boot.nv.structs import GspLayouts
 from tinyhw.errors import OperationFailed, Refused, TinyhwError
 from tinyhw.formats.nvgsp import radix3_pages
 from tinyhw.transport.abilities import DmaBuffers
@@ -29,7 +32,7 @@ LOG_NAMES = ("LOGINIT", "LOGINTR", "LOGRM", "LOGMNOC", "LOGKRNL")
 LOG_REGION = 64 << 10
 LOG_BUFFER = 2 << 20
 KIND_CONTIGUOUS, LOC_SYSMEM = 1, 1
-ENTRY = struct.Struct("<QQQBB6x")  # id8, pa, size, kind, loc: 32 bytes
+ENTRY = struct.Struct("<QQQBB6x")  # LibosMemoryRegionInitArgument: id8, pa, size u64, kind u8 @24, loc u8 @25
 
 
 def id8(name: str) -> int:
@@ -106,23 +109,36 @@ def radix3(mem: HostMemory, image: bytes) -> tuple[Any, dict[str, int]]:
     return buf, n
 
 
-def queue_arguments(shared: int, cmd_offset: int, stat_offset: int, entries: int) -> bytes:
-    """``MESSAGE_QUEUE_INIT_ARGUMENTS`` (32 bytes, §11, §13.1)."""
-    return struct.pack("<QI4xQQ", shared, entries, cmd_offset, stat_offset)
+def queue_arguments(shared: int, cmd_offset: int, stat_offset: int, entries: int, abi: GspLayouts) -> bytes:
+    """``MESSAGE_QUEUE_INIT_ARGUMENTS``: sharedMemPhysAddr u64 @0, pageTableEntryCount u32 @8, cmdQueueOffset u64
+    @16, statQueueOffset u64 @24; on 535 the lockless queue offsets @32 and @40 stay 0 (no lockless queues)."""
+    out = bytearray(abi.queue_args_size)
+    struct.pack_into("<QI4xQQ", out, 0, shared, entries, cmd_offset, stat_offset)
+    return bytes(out)
 
 
-def rm_arguments(queues: bytes) -> bytes:
-    """``GSP_ARGUMENTS_CACHED`` (72 bytes): the queue arguments, srInitArguments zero, gpuInstance 0, bDmemStack
-    true, no profiler buffer (layout after byte 32 inferred, see the module docstring)."""
-    return queues + bytes(12) + struct.pack("<I", 0) + struct.pack("<B7x", 1) + bytes(16)
+def rm_arguments(queues: bytes, abi: GspLayouts) -> bytes:
+    """``GSP_ARGUMENTS_CACHED`` for a cold boot: the queue arguments, srInitArguments (oldLevel, flags,
+    bInPMTransition) zero, gpuInstance 0, bDmemStack true where the branch has it (570), no profiler buffer."""
+    if len(queues) != abi.queue_args_size:
+        raise ValueError(f"{len(queues)} bytes of queue arguments, the {abi.branch} branch's are "
+                         f"{abi.queue_args_size}")
+    out = bytearray(abi.rm_args_size)
+    out[:len(queues)] = queues
+    struct.pack_into("<IIB", out, abi.sr_init_at, 0, 0, 0)
+    struct.pack_into("<I", out, abi.gpu_instance_at, 0)
+    if abi.dmem_stack_at is not None:
+        out[abi.dmem_stack_at] = 1
+    struct.pack_into("<QQ", out, abi.profiler_at, 0, 0)
+    return bytes(out)
 
 
-def libos_arguments(mem: HostMemory, queues: bytes) -> tuple[Any, Any]:
+def libos_arguments(mem: HostMemory, queues: bytes, abi: GspLayouts) -> tuple[Any, Any]:
     """The LibOS argument page (five log regions + RMARGS) and the RM-arguments page; returns (args page, logs).
     The args page's IOVA goes to the GSP's MAILBOX0/1."""
     logs = mem.alloc(LOG_BUFFER, contiguous=True, what="log buffer")
     rm = mem.alloc(PAGE)
-    rm.write(0, rm_arguments(queues))
+    rm.write(0, rm_arguments(queues, abi))
     page = mem.alloc(PAGE)
     entries = [ENTRY.pack(id8(name), logs.addr(i * LOG_REGION), LOG_REGION, KIND_CONTIGUOUS, LOC_SYSMEM)
                for i, name in enumerate(LOG_NAMES)]

@@ -1,7 +1,9 @@
 """The WPR meta (``GspFwWprMeta``) and the WPR2/FRTS layout the CPU computes on Ampere and Ada.
 
 Spec: specs/nv-bringup.md §10 (the 256-byte structure: magic, revision, then u64 fields in the order listed,
-pmuReservedSize u32 @244, verified u64 @248) and §10.1 (the layout from the top of VRAM downwards). The
+pmuReservedSize u32 @244, verified u64 @248) and §10.1 (the layout from the top of VRAM downwards). NVIDIA's
+535.113.01 and 570.144 headers agree on the 24 u64 from @16 that :func:`pack` writes; only the tail differs
+(570's pmuReservedSize @244 is padding on 535), and tinyhw leaves it zero (docs/nv-gsp-layouts.md). The
 sizes come from the chip's :class:`~tinyhw.boot.nv.gpu.ChipParams`, so another family only changes those.
 §7.1: the FRTS offset FWSEC carves must equal ``frtsOffset`` (VRAM - 2 MiB on both families).
 """

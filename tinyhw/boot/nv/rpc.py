@@ -8,10 +8,13 @@ CPU waits for the status header's ``entryOff`` to read 0x1000), §13.3 (the 48-b
 ``NV_PGSP_QUEUE_HEAD[0]``, continuation records above 65456 bytes; receiving advances by the element's
 ``elemCount``, the robust choice), §13.4 (function and event numbers) and §13.6 (the first two RPCs).
 
-``GET_GSP_STATIC_INFO`` (function 65) is not in the spec: its number is from NVIDIA's published
-``rpc_global_enums.h``; the reply layout read by :func:`parse_static_info` (fb size u64 @0, GPU name 64 bytes
-@8, GSP-RM version 32 bytes @72) is tinyhw's and has not been checked against a real GSP-RM (see
-docs/nv-boot.md).
+The element header (authTagBuffer[16], aadBuffer[16], checkSum u32 @32, seqNum @36, elemCount @40, the RPC
+header 8-aligned @48), the RPC header (header_version, signature, length, function, rpc_result,
+rpc_result_private, sequence, a spare u32: 32 bytes) and ``msgqTxHeader`` (eight u32) are the same in the 535
+and 570 headers. ``GET_GSP_STATIC_INFO`` (function 65) is not in the spec: its number is from NVIDIA's
+published ``rpc_global_enums.h``; its reply is a ``GspStaticConfigInfo``, and it and ``GspSystemInfo`` lay
+their fields out by GSP-RM branch (:mod:`~tinyhw.boot.nv.structs`; the derivation is docs/nv-gsp-layouts.md).
+None of it has met a real GSP-RM.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tinyhw.boards.nvidia import GSP_QUEUE_HEAD0
+from tinyhw.boot.nv.structs import GspLayouts
 from tinyhw.errors import DeviceTimeout, OperationFailed
 
 PAGE = 0x1000
@@ -48,6 +52,9 @@ NAMES = {GSP_SET_SYSTEM_INFO: "gsp_set_system_info", SET_REGISTRY: "set_registry
          EVENT_RUN_CPU_SEQUENCER: "run_cpu_sequencer"}
 RPC_TIMEOUT = 10.0  # §13.3: tinygrad waits up to 10 s for a function
 QUEUE_HINT = "the gsp stopped answering; reset the gpu (nv reset) and boot again"
+MAX_USER_VA = 0x7FFFFFFFF000  # §13.6
+CONFIG_MIRROR_BASE, CONFIG_MIRROR_SIZE = 0x88000, 0x1000  # §13.6, pre-Blackwell
+NAME_LENGTH = 64  # NV2080_GPU_MAX_NAME_STRING_LENGTH
 
 
 def checksum(data: bytes) -> int:
@@ -177,15 +184,20 @@ class GspQueues:
             on_event(msg)
 
 
-def system_info(bar_bus: dict[int, int], bdf: tuple[int, int, int], ids: dict[str, int]) -> bytes:
-    """``GspSystemInfo`` (928 bytes, §13.6) with the fields tinygrad sets; the offsets inside the structure after
-    the three BAR addresses are tinyhw's (inferred: the spec lists the fields, not their offsets)."""
-    out = bytearray(928)
+def system_info(bar_bus: dict[int, int], bdf: tuple[int, int, int], ids: dict[str, int], abi: GspLayouts) -> bytes:
+    """``GspSystemInfo`` of the ``abi`` branch with the fields of §13.6: the BAR0/BAR1/BAR3 bus addresses (u64
+    @0, @8, @16), nvDomainBusDeviceFunc, maxUserVa, the PCI config mirror (base, size), bIsPassthru, and on 570
+    the PCI ids (PCIDeviceID, PCISubDeviceID, PCIRevisionID); 535's structure has no PCI id fields."""
+    out = bytearray(abi.system_info_size)
     bus, dev, fn = bdf
-    struct.pack_into("<QQQQQ", out, 0, bar_bus.get(0, 0), bar_bus.get(1, 0), bar_bus.get(3, 0), 0x88000, 0x1000)
-    struct.pack_into("<QB", out, 40, (bus << 8) + (dev << 3) + fn, 1)
-    struct.pack_into("<IIIQ", out, 56, ids["pci_device_id"], ids["pci_sub_device_id"], ids["pci_revision_id"],
-                     0x7FFFFFFFF000)
+    struct.pack_into("<QQQ", out, 0, bar_bus.get(0, 0), bar_bus.get(1, 0), bar_bus.get(3, 0))
+    struct.pack_into("<Q", out, abi.sys_bdf_at, (bus << 8) + (dev << 3) + fn)
+    struct.pack_into("<Q", out, abi.sys_max_user_va_at, MAX_USER_VA)
+    struct.pack_into("<II", out, abi.sys_config_mirror_at, CONFIG_MIRROR_BASE, CONFIG_MIRROR_SIZE)
+    if abi.sys_pci_ids_at is not None:
+        struct.pack_into("<III", out, abi.sys_pci_ids_at, ids["pci_device_id"], ids["pci_sub_device_id"],
+                         ids["pci_revision_id"])
+    out[abi.sys_passthru_at] = 1
     return bytes(out)
 
 
@@ -201,14 +213,23 @@ def registry(entries: dict[str, int]) -> bytes:
     return bytes(out + names)
 
 
-def parse_static_info(payload: bytes) -> dict[str, Any]:
-    """The GET_GSP_STATIC_INFO reply as tinyhw reads it (see the module docstring: unverified layout)."""
-    if len(payload) < 104:
-        raise OperationFailed(f"the gsp's static info is {len(payload)} bytes, expected at least 104",
-                              hint=QUEUE_HINT)
-    fb = struct.unpack_from("<Q", payload, 0)[0]
+def static_info_request(abi: GspLayouts) -> bytes:
+    """The GET_GSP_STATIC_INFO request: a zeroed ``GspStaticConfigInfo`` the GSP fills in (nouveau sends the
+    structure's size in the request; an empty request is not known to work)."""
+    return bytes(abi.static_info_size)
 
-    def text(at: int, n: int) -> str:
-        return payload[at:at + n].split(b"\0")[0].decode("ascii", "replace")
 
-    return {"gpu_name": text(8, 64), "fb_size": fb, "gsp_version": text(72, 32)}
+def parse_static_info(payload: bytes, abi: GspLayouts) -> dict[str, Any]:
+    """The GET_GSP_STATIC_INFO reply, a ``GspStaticConfigInfo`` of the ``abi`` branch: gpuNameString and
+    gpuShortNameString (64 bytes each), fb_length (the FB size, u64) and fbRegionInfoParams.numFBRegions. The
+    structure carries no GSP-RM version: that is the firmware file's ``.fwversion``."""
+    if len(payload) < abi.static_info_size:
+        raise OperationFailed(f"the gsp's static info is {len(payload)} bytes, the {abi.branch} branch's "
+                              f"GspStaticConfigInfo is {abi.static_info_size}", hint=QUEUE_HINT)
+
+    def text(at: int) -> str:
+        return payload[at:at + NAME_LENGTH].split(b"\0")[0].decode("ascii", "replace")
+
+    return {"gpu_name": text(abi.gpu_name_at), "gpu_short_name": text(abi.gpu_short_name_at),
+            "fb_size": struct.unpack_from("<Q", payload, abi.fb_length_at)[0],
+            "fb_regions": struct.unpack_from("<I", payload, abi.fb_regions_at)[0]}
