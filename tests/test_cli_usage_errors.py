@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 import pytest
-
 from clihelp import run
+
 from tinyhw.cli import cli
 
 BAD = "not-a-choice-xyz"

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from clihelp import run
+
 from tinyhw.kernels.manifest import prebuilt_dir
 
 #: a board whose first register access disconnects: exit 2 on it means nothing was touched

@@ -255,6 +255,12 @@ def exec_cmd(app: App, code_object: Path, kernel: str | None, grid: str, block: 
     """Run a kernel of your own gfx1100 code object on an AMD board `am boot` brought up (the global --device:
     mock:navi31, mock:navi31-usb, usb, pci:, vfio:), with the buffers given, and write buffers back.
 
+    Refused before the device is touched (exit 2): a buffer of 0 bytes or more than the compute region holds, an
+    --out INDEX that is not a buffer, an --out FILE that exists (without --force) or is a FIFO, device node or
+    socket. Only the buffers are mapped for the kernel: one that writes past every buffer faults, and the run
+    fails (exit 1) naming the address and the buffer; the --out files are written, atomically, only after a run
+    that completed.
+
     \b
     Examples:
       tinyhw --device mock:navi31 kernels exec k.elf --grid 4 --block 32 --buffer zeros:2048 --out 0:out.bin

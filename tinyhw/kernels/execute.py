@@ -61,13 +61,17 @@ def _buffer(spec: str | bytes, index: int) -> bytes:
         return bytes(spec)
     if spec.startswith("zeros:"):
         body = spec[6:].strip().lower().replace("_", "")
+        for suffix in ("ib", "b"):  # 4KiB, 4kb: the units the command line's sizes take
+            if body.endswith(suffix) and body[:-len(suffix)][-1:] in _UNITS:
+                body = body[:-len(suffix)]
         shift = _UNITS.get(body[-1:], 0) if body[:-1].isdigit() else 0  # 64k, 2m: the command line's size units
         try:
             n = int(body[:-1] if shift else body, 0) << shift
         except ValueError:
             raise Refused(f"--buffer {spec!r}: zeros:N takes a byte count") from None
         if not 1 <= n <= MAX_TOTAL:
-            raise Refused(f"--buffer {spec!r}: zeros:N takes 1 .. {MAX_TOTAL} bytes")
+            raise Refused(f"--buffer {spec!r}: zeros:N takes 1 .. {MAX_TOTAL} bytes (what the board's compute region "
+                          "holds for buffers)")
         return bytes(n)
     data = read_input(spec, MAX_TOTAL, f"buffer {index} file")
     if not data:

@@ -161,10 +161,11 @@ class Navi31Board:
         model.smuio.gated = options.psp not in ("pbl", "hang")
         self.pci = PciFunction(NAVI31, attach=attach, acs=model.acs)
         flash = Path(options.flash)
-        self.store = FlashStore(flash, build_image, NAVI31.flash_size, make_parents=flash == default_flash_path())
+        default = flash == default_flash_path()  # the shared file in the user's cache: created quietly on first use
+        self.store = FlashStore(flash, build_image, NAVI31.flash_size, make_parents=default)
         #: what opening the board did that its user should hear of (tinyhw.connect.Opened.notes; the CLI prints them)
         self.notes: list[str] = []
-        if self.store.created:
+        if self.store.created and not default:
             self.notes.append(f"the emulated flash file {flash} did not exist: it now holds a fresh factory image")
         self.chip = GD25LQ16E(self.store, self.clock, model.gd25)
         self.flash_regs = flash_registers(self.regs)  # the flash side's offsets, from the same database
