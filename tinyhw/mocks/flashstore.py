@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tinyhw.errors import EnvironmentProblem, Refused
-from tinyhw.fileio import kind_of, resolve_target
+from tinyhw.fileio import kind_of, stat_through
 
 SIZE = 0x200000
 
@@ -75,15 +75,7 @@ class FlashStore:
 def check_store_path(path: Path, make_parents: bool) -> Path | None:
     """Refuse (exit 2) a flash file that is not a regular file (also behind a symlink), or that is missing in a
     directory that is missing when ``make_parents`` is off; the file to create when it is missing, else None."""
-    target = resolve_target(path)
-    via = f" (the target of the symlink {path})" if target != path else ""
-    try:
-        st = os.stat(target)
-    except FileNotFoundError:
-        st = None
-    except OSError as e:
-        raise Refused(f"cannot use the emulated flash file {target}{via}: {(e.strerror or str(e)).lower()}",
-                      hint="pick another file with flash=FILE") from None
+    target, via, st = stat_through(path, "cannot use the emulated flash file", "pick another file with flash=FILE")
     if st is not None:
         if not stat.S_ISREG(st.st_mode):
             raise Refused(f"the emulated flash file {target}{via} is {kind_of(st.st_mode)}, not a regular file",
