@@ -201,7 +201,24 @@ def test_cli_views_of_an_idle_board(booted: None, device: str) -> None:
     r = run("--device", device, "am", "waves", "--halt")
     assert r.code == 0 and "0 wave(s) resident" in r.out, r.err
     r = run("--device", device, "am", "status")
-    assert r.code == 0 and "GRBM_STATUS" in r.out
+    assert r.code == 0 and "GRBM_STATUS" in r.out and "not booted" not in r.out
+
+
+@pytest.mark.parametrize("view", [["status"], ["rings"], ["rings", "--ring", "sdma0"], ["waves"]])
+def test_cli_views_say_a_cold_board_is_not_booted(view: list[str], tmp_path: Path) -> None:
+    """A board no tinyhw boot brought up reads idle: the views still read it, and say plainly it is not booted."""
+    device = f"mock:navi31,flash={tmp_path / 'flash.bin'}"
+    r = run("--device", device, "am", *view)
+    assert r.code == 0, r.err
+    assert r.out.splitlines()[0].endswith("not booted by tinyhw (run: tinyhw am boot --yes)"), r.out
+    r = run("--device", device, "--json", "am", *view)
+    doc = json.loads(r.out)
+    assert r.code == 0 and doc["booted"] is False and "tinyhw am boot --yes" in doc["boot_note"]
+    boot_emulated_board(device)
+    r = run("--device", device, "--json", "am", *view)
+    doc = json.loads(r.out)
+    assert r.code == 0 and doc["booted"] is True and doc["boot_note"] is None
+    assert "not booted" not in run("--device", device, "am", *view).out
 
 
 def test_cli_hang_report_writes_one_checked_file(booted: None, tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def _hang(tmp_path: Path) -> None:
     old = tmp_path / "old.bin"
     old.write_bytes(b"kept")
     r = run("--device", "mock:navi31", "kernels", "exec", str(spin_object(tmp_path)), "--grid", "1", "--block", "32",
-            "--buffer", "zeros:4096", "--out", f"0:{out}", "--out", f"0:{old}", "--timeout", "0.2")
+            "--buffer", "zeros:4096", "--out", f"0:{out}", "--out", f"0:{old}", "--force", "--timeout", "0.2")
     assert r.code == 1, r.err
     errors = [ln for ln in r.err.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and "the dispatch did not complete in 0.2 s" in errors[0] and "CP_BUSY" in errors[0], r.err

@@ -100,6 +100,12 @@ def test_build_output_never_replaces_a_fifo_and_writes_nothing_then(tmp_path) ->
         write_build(tmp_path, {"format": 1}, {"a.elf": b"\x7fELF"})
     assert not (tmp_path / "a.elf").exists()
     (tmp_path / "manifest.json").unlink()
-    (tmp_path / "a.elf").write_bytes(b"old")  # an earlier build's file is replaced, atomically
-    written = write_build(tmp_path, {"format": 1}, {"a.elf": b"new"})
+    (tmp_path / "a.elf").write_bytes(b"old")  # not a build folder: an existing file needs force
+    with _pytest.raises(Refused, match=r"a\.elf exists; refusing to overwrite it") as refused:
+        write_build(tmp_path, {"format": 1}, {"a.elf": b"new"})
+    assert "--force" in (refused.value.hint or "") and (tmp_path / "a.elf").read_bytes() == b"old"
+    assert not (tmp_path / "manifest.json").exists()
+    written = write_build(tmp_path, {"format": 1}, {"a.elf": b"new"}, force=True)
     assert (tmp_path / "a.elf").read_bytes() == b"new" and len(written) == 2
+    written = write_build(tmp_path, {"format": 1}, {"a.elf": b"newer"})  # an earlier build's files are replaced
+    assert (tmp_path / "a.elf").read_bytes() == b"newer" and len(written) == 2

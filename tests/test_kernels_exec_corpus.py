@@ -215,7 +215,9 @@ def test_out_never_replaces_a_fifo_or_a_symlink_and_writes_a_symlinks_target(boo
     target.write_bytes(b"old")
     link.unlink()
     link.symlink_to(target)
-    r = run("--device", "mock:navi31", "kernels", "exec", *argv, "--out", f"{out_i}:{link}")
+    r = run("--device", UNTOUCHED, "kernels", "exec", *argv, "--out", f"{out_i}:{link}")
+    assert r.code == 2 and "exists" in r.err and "--force" in r.err, r.err  # the target exists: --force replaces it
+    r = run("--device", "mock:navi31", "kernels", "exec", *argv, "--out", f"{out_i}:{link}", "--force")
     assert r.code == 0, r.err
     assert link.is_symlink() and os.readlink(link) == str(target)  # the link itself stays
     _meta, arrays = corpus

@@ -10,9 +10,12 @@ SET_SH_REG of the COMPUTE_* registers, DISPATCH_DIRECT, RELEASE_MEM), §3.4 (reg
 
 Layout (tinyhw's own): VRAM 96 MiB .. 224 MiB (inside a 256 MiB BAR0, above the copy engine's page tables and
 rings) is mapped with 2 MiB pages at VA base + 64 MiB (:func:`tinyhw.boot.copyengine.map_vram_2m`); in it the MQD,
-the EOP buffer, the read-pointer report, the WPTR shadow, the fence, the AQL dispatch packet, the 64 KiB ring, the
-code (1 MiB), the kernarg segment and, from 2 MiB, the buffers. Every address the CP and the shader see is a GPU
-virtual address of VMID0.
+the EOP buffer, the read-pointer report, the WPTR shadow, the fence, the AQL dispatch packet, the page table of the
+buffers' last 2 MiB page, the 64 KiB ring, the code (1 MiB), the kernarg segment and, from 2 MiB, the buffers.
+Every address the CP and the shader see is a GPU virtual address of VMID0. Each dispatch maps the buffer area only
+as far as its buffers reach (4 KiB pages at the end): a kernel that reads or writes past every buffer it was given
+faults (a GPU VM fault, on the emulated board as on hardware), and the fence wait names the address and the buffer
+it ran past instead of the run succeeding silently.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinyhw.boot import pm4
-from tinyhw.boot.copyengine import VA_BASE, fields, map_vram_2m, rd_far, wr_far
+from tinyhw.boot.copyengine import VA_BASE, fields, map_vram_2m, map_vram_bounded, rd_far, wr_far
 from tinyhw.errors import DeviceTimeout, OperationFailed, Refused, TinyhwError
 from tinyhw.formats.amdgpu_code import KernelDescriptor, parse_amdgpu_code
 from tinyhw.formats.amdgpu_meta import KernelMeta, MetadataError, kernel_metadata
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
 KiB, MiB = 1 << 10, 1 << 20
 REGION, REGION_SIZE, REGION_VA = 96 * MiB, 128 * MiB, VA_BASE + 64 * MiB
 MQD, EOP, RPTR, WPTR, FENCE, AQL = 0x0, 0x1000, 0x2000, 0x2008, 0x2100, 0x2200
+PTB = 0x4000  # the 4 KiB page table of the 2 MiB page where the buffers end (map_vram_bounded)
 RING, RING_SIZE = 0x10000, 64 * KiB
 CODE, CODE_MAX = 0x100000, 960 * KiB
 KERNARG, KERNARG_MAX = 0x1F0000, 64 * KiB
@@ -149,6 +153,7 @@ class ComputeEngine:
         self.seq = 0
         self.active = False
         self.stats = {"dispatches": 0, "dwords": 0}
+        self.placed: list[tuple[int, int]] = []  # the last dispatch's buffers: (region offset, bytes)
 
     # -- queue --------------------------------------------------------------------------------------------------
     def select(self, on: bool = True) -> None:
@@ -348,6 +353,22 @@ class ComputeEngine:
             parts.append("no gpu vm fault")
         return ", ".join(parts)
 
+    def fault_message(self) -> str:
+        """What a GPU VM fault during a dispatch means, in one line: past the end of the buffers (the faulting page
+        and the buffer whose end the kernel ran past, from the last :meth:`place`), else the CP status."""
+        g = self.gpu
+        addr = (g.rd("gc.GCVM_L2_PROTECTION_FAULT_ADDR_HI32") & 0xF) << 44 | \
+            g.rd("gc.GCVM_L2_PROTECTION_FAULT_ADDR_LO32") << 12
+        status = g.asic.reg("gc.GCVM_L2_PROTECTION_FAULT_STATUS").decode(g.rd("gc.GCVM_L2_PROTECTION_FAULT_STATUS"))
+        verb = "wrote" if status.get("RW") else "read"
+        ends = [(va(off) + n, i, off, n) for i, (off, n) in enumerate(self.placed)]
+        if ends and va(BUFFERS) <= addr < va(REGION_SIZE) and addr >= max(ends)[0] - max(ends)[0] % 4096:
+            end, i, off, n = max(ends)
+            return (f"the kernel {verb} at 0x{addr:x} (gpu vm fault on that page), past the end of buffer {i} "
+                    f"(0x{va(off):x} .. 0x{end - 1:x}, {n} bytes), the last of the {len(self.placed)} buffer(s) "
+                    "it was given: nothing is mapped there")
+        return f"the dispatch stopped on a gpu vm fault; CP status: {self.status()}"
+
     def wait(self, seq: int, timeout: float | None = None) -> float:
         """Poll the fence until it holds ``seq``; the seconds it took on the transport's clock."""
         g = self.gpu
@@ -357,7 +378,7 @@ class ComputeEngine:
         while self.fence() != seq:
             polls += 1
             if polls % FAULT_CHECK == 0 and g.rd("gc.GCVM_L2_PROTECTION_FAULT_STATUS"):
-                raise OperationFailed(f"the dispatch stopped on a gpu vm fault; CP status: {self.status()}",
+                raise OperationFailed(self.fault_message(),
                                       hint="fix the kernel's addresses; then reset the gpu (`tinyhw am reset --yes`) "
                                            "and boot again")
             waited = g.clock.now() - t0
@@ -370,7 +391,8 @@ class ComputeEngine:
 
     # -- a dispatch ---------------------------------------------------------------------------------------------
     def place(self, kernel: Kernel, buffers: list[bytes]) -> tuple[int, list[tuple[int, int]]]:
-        """Copy the code and the buffers into the region; (entry VA, [(buffer offset, size)])."""
+        """Copy the code and the buffers into the region and map the buffer area only as far as they reach (module
+        docstring); (entry VA, [(buffer offset, size)])."""
         g = self.gpu
         g.vram_write(REGION + CODE, kernel.text)
         at, placed = BUFFERS, []
@@ -382,6 +404,10 @@ class ComputeEngine:
             g.vram_write(REGION + at, bytes(b) + bytes(size - len(b)))
             placed.append((at, len(b)))
             at += -(-size // BUFFER_ALIGN) * BUFFER_ALIGN
+        reach = max((off + max(4, -(-n // 4) * 4) for off, n in placed), default=BUFFERS)
+        map_vram_bounded(g, REGION_VA - VA_BASE + BUFFERS, REGION + BUFFERS, REGION_SIZE - BUFFERS, reach - BUFFERS,
+                         REGION + PTB)
+        self.placed = placed
         return va(CODE) + kernel.entry, placed
 
     def kernarg(self, kernel: Kernel, pointers: list[int], grid: tuple[int, int, int] = (1, 1, 1),

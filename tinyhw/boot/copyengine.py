@@ -166,6 +166,32 @@ def map_vram_2m(gpu: AmGpu, va_offset: int, phys: int, size: int) -> None:
     invalidate(gpu)
 
 
+def map_vram_bounded(gpu: AmGpu, va_offset: int, phys: int, span: int, mapped: int, ptb: int) -> None:
+    """Map the first ``mapped`` bytes (rounded up to 4 KiB) of the ``span`` bytes of VRAM at ``phys`` to VA_BASE +
+    ``va_offset`` and leave the rest of ``span`` unmapped, so an access past them faults: 2 MiB pages (PDB0 entries
+    with PDE-is-PTE) where a whole one is mapped, the 4 KiB PTEs of the table at VRAM ``ptb`` (4 KiB, aligned) for
+    the 2 MiB page where the mapping ends, invalid PDB0 entries after it."""
+    if va_offset % (2 * MiB) or phys % (2 * MiB) or span % (2 * MiB) or ptb % (4 * KiB) or \
+            not 2 * MiB <= va_offset < va_offset + span <= 1 << 30 or not 0 <= mapped <= span:
+        raise ValueError("bounded mappings need 2 MiB alignment inside the first 1 GiB and a 4 KiB aligned table")
+    mapped = -(-mapped // (4 * KiB)) * 4 * KiB
+    entries, table = bytearray(), None
+    for i in range(0, span, 2 * MiB):
+        if i + 2 * MiB <= mapped:
+            entry = gpu.mc(phys + i) | RW | HUGE | MTYPE_UC
+        elif i < mapped:
+            entry = gpu.mc(ptb) | VALID
+            table = _pte_table({j: gpu.mc(phys + i + 4 * KiB * j) | RW | MTYPE_UC
+                                for j in range((mapped - i) // (4 * KiB))})
+        else:
+            entry = 0
+        entries += entry.to_bytes(8, "little")
+    if table is not None:
+        gpu.vram_write(ptb, table)
+    gpu.vram_write(PT_BASE + 2 * 4 * KiB + 8 * (va_offset >> 21), bytes(entries))
+    invalidate(gpu)
+
+
 def program_hub(gpu: AmGpu, hub: str) -> None:
     """Program one memory hub (``hub``: the register prefix "mmhub.MM" or "gc.GC") as amd-bringup.md §4.2 step 3
     says: AGP off, the system aperture over VRAM, the fault default pages, L1 TLB and L2, and VM context 0 over

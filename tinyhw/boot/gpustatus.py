@@ -81,8 +81,11 @@ def select_queue(gpu: AmGpu, key: tuple[int, int, int] | None) -> None:
 
 
 def read_status(gpu: AmGpu) -> dict[str, Any]:
-    """Every status register of :data:`GROUPS` and the compute queue's, decoded, with a one-line verdict."""
-    doc: dict[str, Any] = {"groups": {}, "problems": []}
+    """Every status register of :data:`GROUPS` and the compute queue's, decoded, with a one-line verdict; ``booted``
+    and ``boot_note`` say whether a tinyhw boot brought the board up (:func:`tinyhw.boot.state.boot_view`)."""
+    from tinyhw.boot.state import boot_view
+
+    doc: dict[str, Any] = {**boot_view(gpu), "groups": {}, "problems": []}
     for group, names in GROUPS:
         doc["groups"][group] = [decode(gpu, n, gpu.rd(f"gc.{n}")) for n in names]
     select_queue(gpu, QUEUE)
@@ -104,7 +107,8 @@ def read_status(gpu: AmGpu) -> dict[str, Any]:
 
 
 def verdict(doc: dict[str, Any]) -> str:
-    """One line: idle, or which blocks are busy (GRBM_STATUS / GRBM_STATUS2 flags) and the queue's backlog."""
+    """One line: idle, or which blocks are busy (GRBM_STATUS / GRBM_STATUS2 flags) and the queue's backlog; on a
+    board no tinyhw boot brought up it says so (an idle cold board is not an idle working one)."""
     grbm = {r["name"]: r for r in doc["groups"]["grbm"]}
     busy = grbm["GRBM_STATUS"]["flagged"] + grbm["GRBM_STATUS2"]["flagged"]
     parts = ["busy: " + " ".join(busy) if busy else "gfx idle"]
@@ -114,4 +118,6 @@ def verdict(doc: dict[str, Any]) -> str:
     vm = doc["groups"]["vm"][0]
     if vm["value"]:
         parts.append(f"gpu vm fault latched (GCVM_L2_PROTECTION_FAULT_STATUS 0x{vm['value']:08x})")
+    if doc.get("booted") is False:
+        parts.append(doc["boot_note"])
     return "; ".join(parts)

@@ -91,12 +91,14 @@ def _packets(words: list[int], start: int, end: int, kind: str, sh: dict[int, st
 def read_ring(gpu: AmGpu, ring: str = "compute", *, last: int = 16, follow_ibs: bool = True) -> dict[str, Any]:
     """The ring's pointers, its pending packets (read .. write pointer) and the ``last`` packets before the read
     pointer, decoded; indirect buffers (PM4 INDIRECT_BUFFER, SDMA INDIRECT) are read and decoded inside their
-    packet."""
+    packet. ``booted``/``boot_note``: whether a tinyhw boot brought the board up (a cold board's ring is empty)."""
+    from tinyhw.boot.state import boot_view
+
     if ring not in RINGS:
         raise Refused(f"unknown ring {ring!r}", hint=f"name one of {', '.join(RINGS)}")
     if not 0 <= last <= MAX_LAST:
         raise Refused(f"--last {last}: show 0 .. {MAX_LAST} packets before the read pointer")
-    doc = _compute_regs(gpu) if ring == "compute" else _sdma_regs(gpu)
+    doc = {**boot_view(gpu), **(_compute_regs(gpu) if ring == "compute" else _sdma_regs(gpu))}
     doc["problems"] = []
     doc["pending_dwords"] = doc["wptr"] - doc["rptr"]
     doc["pending"], doc["history"] = [], []

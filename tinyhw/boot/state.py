@@ -64,6 +64,21 @@ class BoardState:
                 "smu_answered": self.smu_answered, "next_boot": kind, "next_boot_reason": why}
 
 
+#: what the read-only views (status, rings, waves) say on a board no tinyhw boot brought up
+NOT_BOOTED = "not booted by tinyhw (run: tinyhw am boot --yes)"
+UNFINISHED = "a tinyhw boot did not finish (run: tinyhw am boot --yes)"
+
+
+def boot_view(gpu: AmGpu) -> dict[str, Any]:
+    """Whether a tinyhw boot brought the board up, for the read-only views that work on a cold board too:
+    ``{"booted": bool, "boot_note": None or the line to show}``. Two register reads (SCRATCH_REG7 and 6, §4.1):
+    an idle GPU that was never booted must not read as a healthy idle one."""
+    magic, busy = gpu.rd(SCRATCH7), gpu.rd(SCRATCH6)
+    if magic == BOOT_MAGIC and busy == 0:
+        return {"booted": True, "boot_note": None}
+    return {"booted": False, "boot_note": UNFINISHED if magic == BOOT_MAGIC else NOT_BOOTED}
+
+
 def read_state(gpu: AmGpu) -> BoardState:
     """Every probe of §7.1 that is a plain register read."""
     return BoardState(

@@ -97,7 +97,10 @@ def instruction_at(vm: VmReader | None, pc: int) -> dict[str, Any]:
 
 
 def scan(gpu: AmGpu, *, sgprs: int = sqwave.SGPRS, vgprs: int = 0) -> dict[str, Any]:
-    """Every resident wave: {"waves": [...], "slots_scanned", "shape"}."""
+    """Every resident wave: {"waves": [...], "slots_scanned", "shape", "booted", "boot_note"} (the last two: whether a
+    tinyhw boot brought the board up, :func:`tinyhw.boot.state.boot_view`)."""
+    from tinyhw.boot.state import boot_view
+
     if not 0 <= sgprs <= sqwave.SGPRS:
         raise Refused(f"--sgprs {sgprs}: read 0 .. {sqwave.SGPRS} sgprs")
     if not 0 <= vgprs <= MAX_VGPRS:
@@ -122,7 +125,7 @@ def scan(gpu: AmGpu, *, sgprs: int = sqwave.SGPRS, vgprs: int = 0) -> dict[str, 
                                                        sgprs=sgprs, vgprs=vgprs, vm=vm))
     finally:
         select(gpu)
-    return {"waves": waves, "slots_scanned": scanned, "shape": {"shader_engines": ses, "arrays": sas,
+    return {**boot_view(gpu), "waves": waves, "slots_scanned": scanned, "shape": {"shader_engines": ses, "arrays": sas,
                                                                 "wgps": wgps, "simds": simds, "slots": slots}}
 
 

@@ -135,6 +135,21 @@ def _global_flags(args: list[str]) -> tuple[bool, bool]:
     return json_mode, verbose
 
 
+def usage_message(e: click.ClickException) -> str:
+    """click's message for a bad command line (an unknown option or subcommand, a value not among an option's
+    choices, a missing argument) as one lowercase line: ``invalid value for '--ring': 'nope' is not one of ...``."""
+    text = " ".join(e.format_message().split()).replace(". Did you mean ", " (did you mean ")
+    if "(did you mean " in text:
+        text = text.rstrip(".") + ")"
+    return text[:1].lower() + text[1:].rstrip(".")
+
+
+def usage_hint(e: click.ClickException) -> str:
+    """Where to read the command's usage: ``see tinyhw am rings --help`` (the command the error came from)."""
+    ctx = getattr(e, "ctx", None)
+    return f"see {ctx.command_path} --help" if ctx is not None else "see --help"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run click, turn tinyhw errors into one line (and a JSON document with --json) and an exit code."""
     args = list(argv if argv is not None else sys.argv[1:])
@@ -154,12 +169,12 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except click.ClickException as e:
-        if json_mode:
-            no_args = type(e).__name__ == "NoArgsIsHelpError"  # a group run without its subcommand
-            message = "a subcommand is missing" if no_args else e.format_message()
-            _fail(message, e.exit_code, "see --help", json_mode)
-        e.show()
-        sys.exit(e.exit_code)
+        no_args = type(e).__name__ == "NoArgsIsHelpError"  # a group run without its subcommand
+        if no_args and not json_mode:
+            e.show()  # the group's help is the answer to a bare `tinyhw am`
+            sys.exit(e.exit_code)
+        message = "a subcommand is missing" if no_args else usage_message(e)
+        _fail(message, e.exit_code, usage_hint(e), json_mode)
     except BrokenPipeError:
         sys.exit(1)
     except Exception as e:  # a bug must still end in one line, the traceback only with -v

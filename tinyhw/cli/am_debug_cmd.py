@@ -29,7 +29,8 @@ def status_cmd(app: App) -> None:
 
     GRBM_STATUS/STATUS2/STATUS3, GRBM_STATUS_SE0..3, CP_STAT, CP_CPF_*, the MEC's CP_CPC_* status,
     SDMA0 status and the compute queue's HQD registers (selected through GRBM_GFX_CNTL, put back to 0
-    afterwards). Reads only, besides that selector.
+    afterwards). Reads only, besides that selector. On a board no tinyhw boot brought up the verdict says so
+    (JSON: "booted": false); the registers are read all the same.
 
     \b
     Example:
@@ -40,6 +41,12 @@ def status_cmd(app: App) -> None:
 
     doc = gpustatus.read_status(_gpu(app))
     app.emit(doc, lambda: _show_status(app, doc))
+
+
+def _boot_note(app: App, doc: dict[str, Any]) -> None:
+    """The view's first line on a board no tinyhw boot brought up (the views still read it)."""
+    if doc.get("boot_note"):
+        app.out.print(f"[yellow]board:[/yellow] {doc['boot_note']}")
 
 
 def _fields(r: dict[str, Any]) -> str:
@@ -79,7 +86,8 @@ def rings_cmd(app: App, ring: str, last: int) -> None:
     last N before the read pointer; PM4 opcode names and fields, SDMA packets by name; the compute
     ring's indirect buffers followed (two levels, 64 Ki dwords each).
 
-    Reads the ring through the page tables (compute) or VRAM (sdma0); writes only GRBM_GFX_CNTL.
+    Reads the ring through the page tables (compute) or VRAM (sdma0); writes only GRBM_GFX_CNTL. On a board no
+    tinyhw boot brought up the first line says so (JSON: "booted": false).
 
     \b
     Example:
@@ -90,6 +98,7 @@ def rings_cmd(app: App, ring: str, last: int) -> None:
     doc = rings.read_ring(_gpu(app), ring, last=last)
 
     def show() -> None:
+        _boot_note(app, doc)
         app.out.print(f"[bold]ring {doc['ring']}[/bold] at 0x{doc['base']:x} ({doc['address_space']}), "
                       f"{doc['size_dwords']} dwords, {'enabled' if doc['active'] else 'not active'}: "
                       f"rptr 0x{doc['rptr']:x} wptr 0x{doc['wptr']:x}, {doc['pending_dwords']} dwords pending")
@@ -111,7 +120,8 @@ def waves_cmd(app: App, halt: bool, sgprs: int, vgprs: int) -> None:
     """List the waves resident on the GPU: status, PC and the instruction there, EXEC, HW_ID1, SGPRs, VGPRs.
 
     Scans every wave slot's SQ_WAVE_STATUS through GRBM_GFX_INDEX and SQ_IND_INDEX/DATA. Without --halt
-    the waves keep running while they are read, so a wave's registers may come from different moments.
+    the waves keep running while they are read, so a wave's registers may come from different moments. On a
+    board no tinyhw boot brought up the first line says so (JSON: "booted": false).
 
     \b
     Example:
@@ -133,6 +143,7 @@ def _show_waves(app: App, doc: dict[str, Any]) -> None:
     from tinyhw.boot.hangreport import wave_line
 
     out = app.out
+    _boot_note(app, doc)
     out.print(f"{len(doc['waves'])} wave(s) resident ({doc['slots_scanned']} slots scanned"
               f"{', halted while read' if doc['halted_while_read'] else ''})")
     for w in doc["waves"]:

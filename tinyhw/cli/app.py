@@ -110,6 +110,8 @@ class App:
             command = ["tinyhw", *INVOCATION["argv"]]
             self._open_tried = True
             open_device(self.device_spec(writes=writes, example=example), keep, record=self.record, command=command)
+            for note in self._opened.notes():
+                print(f"note: {note}", file=sys.stderr)
         return self._opened.transport
 
     @property

@@ -84,15 +84,19 @@ def list_cmd(app: App) -> None:
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Folder for the binaries and manifest.json (default: ./kernels-TARGET).")
 @click.option("--probe", "names", multiple=True, help="Only this probe (repeatable; default: all).")
+@click.option("--force", is_flag=True, help="Replace files of the same names in a folder that holds no earlier build.")
 @click.option("--show-isa", is_flag=True, help="Print the code: RDNA disassembly (gfx), PTX (sm_90), C (cpu).")
 @click.pass_obj
-def build_cmd(app: App, target: str, out_dir: Path | None, names: tuple[str, ...], show_isa: bool) -> None:
+def build_cmd(app: App, target: str, out_dir: Path | None, names: tuple[str, ...], force: bool, show_isa: bool
+              ) -> None:
     """Compile the probe kernels for TARGET and write the binaries plus a manifest (kernel names,
     grid/block sizes, argument layout, source and binary sha256, tinygrad version).
 
     gfx1100/gfx1200: AMDGPU ELF objects (tinygrad's LLVM renderer; libLLVM >= 18), checked with tinyhw's
     own ELF parser; sm_90: PTX text (no CUDA toolkit needed); cpu: x86-64 ELF objects (clang).
-    Writes only into the output folder and tinyhw's compile cache (~/.cache/tinyhw).
+    Writes only into the output folder and tinyhw's compile cache (~/.cache/tinyhw). An earlier build's files
+    (the folder holds its manifest.json) are replaced; any other existing file of the same name only with --force
+    (a FIFO, device node or directory never); each file is written atomically.
 
     \b
     Examples:
@@ -109,7 +113,7 @@ def build_cmd(app: App, target: str, out_dir: Path | None, names: tuple[str, ...
     app.log(f"compiling {', '.join(names) or 'all probes'} for {target} with tinygrad ...")
     manifest, files, sources = build_target(target, list(names) or None)
     folder = out_dir or Path(f"kernels-{target}")
-    written = write_build(folder, manifest, files)
+    written = write_build(folder, manifest, files, force=force)
     isa = {f: _isa(target, files[f], sources[f]) for f in files} if show_isa else {}
     doc = {"target": target, "output": str(folder), "files": [str(p) for p in written], "manifest": manifest}
     if show_isa:
@@ -242,13 +246,20 @@ def run_cmd(app: App, name: str, device: str | None, repeats: int | None, n: int
 @click.option("--buffer", "buffers", multiple=True, metavar="FILE|zeros:N",
               help="A pointer argument, in order: a file's bytes or N zero bytes (repeat).")
 @click.option("--out", "outs", multiple=True, metavar="INDEX:FILE", help="Write buffer INDEX back to FILE (repeat).")
+@click.option("--force", is_flag=True, help="Let --out replace existing regular files (never a FIFO or device).")
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the fence.")
 @click.option("--json", "json_here", is_flag=True, help="Report as JSON (as the global --json does).")
 @click.pass_obj
 def exec_cmd(app: App, code_object: Path, kernel: str | None, grid: str, block: str, buffers: tuple[str, ...],
-             outs: tuple[str, ...], timeout: float, json_here: bool) -> None:
+             outs: tuple[str, ...], force: bool, timeout: float, json_here: bool) -> None:
     """Run a kernel of your own gfx1100 code object on an AMD board `am boot` brought up (the global --device:
     mock:navi31, mock:navi31-usb, usb, pci:, vfio:), with the buffers given, and write buffers back.
+
+    Refused before the device is touched (exit 2): a buffer of 0 bytes or more than the compute region holds, an
+    --out INDEX that is not a buffer, an --out FILE that exists (without --force) or is a FIFO, device node or
+    socket. Only the buffers are mapped for the kernel: one that writes past every buffer faults, and the run
+    fails (exit 1) naming the address and the buffer; the --out files are written, atomically, only after a run
+    that completed.
 
     \b
     Examples:
@@ -265,7 +276,7 @@ def exec_cmd(app: App, code_object: Path, kernel: str | None, grid: str, block: 
         raise Refused("kernels exec runs on an AMD board: give the global --device (mock:navi31, mock:navi31-usb, "
                       "usb, pci:, vfio:)", hint="tinyhw --device mock:navi31 kernels exec ...")
     plan = plan_exec(code_object, kernel=kernel, grid=grid, block=block, buffers=list(buffers), outs=list(outs),
-                     timeout=timeout)  # every refusal before the device is opened
+                     timeout=timeout, force=force)  # every refusal before the device is opened
     doc = run_exec(plan, app.open_transport(writes=True))
 
     def human() -> None:

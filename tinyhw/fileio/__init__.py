@@ -37,7 +37,7 @@ from pathlib import Path
 from tinyhw.errors import EnvironmentProblem, Refused
 
 __all__ = ["atomic_write", "atomic_write_dir", "check_output_dir", "check_output_path", "kind_of", "read_input",
-           "read_xz_input", "resolve_target"]
+           "read_xz_input", "resolve_target", "stat_through"]
 
 _READ_CHUNK = 1 << 20
 
@@ -74,6 +74,20 @@ def resolve_target(path: str | os.PathLike[str]) -> Path:
     return p
 
 
+def stat_through(path: str | os.PathLike[str], failure: str, hint: str) -> tuple[Path, str, os.stat_result | None]:
+    """(the file a write to ``path`` lands in, " (the target of the symlink PATH)" or "", its stat or None when it
+    does not exist); a stat that fails otherwise is refused (exit 2) as "``failure`` TARGET: why" with ``hint``."""
+    text = _text(path)
+    target = resolve_target(text)
+    via = f" (the target of the symlink {text})" if str(target) != text and Path(text).is_symlink() else ""
+    try:
+        return target, via, os.stat(target)
+    except FileNotFoundError:
+        return target, via, None
+    except OSError as e:
+        raise Refused(f"{failure} {target}{via}: {(e.strerror or str(e)).lower()}", hint=hint) from None
+
+
 def _probe_directory(parent: Path, text: str, what: str) -> None:
     """Create and remove a temporary file in ``parent``: the only test that holds for root and /proc too."""
     try:
@@ -97,15 +111,7 @@ def check_output_path(path: str | os.PathLike[str], *, force: bool = False, what
     text = _text(path)
     if text.endswith(os.sep):
         raise Refused(f"cannot write the {what} {text}: the path names a directory", hint="name a file in it")
-    target = resolve_target(text)
-    via = f" (the target of the symlink {text})" if str(target) != text and Path(text).is_symlink() else ""
-    try:
-        st = os.stat(target)
-    except FileNotFoundError:
-        st = None
-    except OSError as e:
-        raise Refused(f"cannot write the {what} {target}{via}: {(e.strerror or str(e)).lower()}",
-                      hint="name a regular file in a writable directory") from None
+    target, via, st = stat_through(text, f"cannot write the {what}", "name a regular file in a writable directory")
     if st is not None:
         if not stat.S_ISREG(st.st_mode):
             raise Refused(f"refusing to write the {what} to {target}{via}: it is {kind_of(st.st_mode)}",

@@ -4,7 +4,8 @@
 object (bounded read; a gfx1100 AMDGPU ELF; the kernel by name, or the only one), the grid (workgroups per
 dimension) and block (work-items per workgroup, HIP launch semantics), each ``--buffer`` (a file's bytes or
 ``zeros:N``; as many as the kernel's metadata lists pointer arguments), each ``--out INDEX:FILE`` (an index of a
-buffer, a file that may be written), the timeout. :func:`run_exec` is handed the open transport, runs the
+buffer, a file that may be written: an existing regular file only with ``force``, never a device node, FIFO or
+socket, also behind a symlink), the timeout. :func:`run_exec` is handed the open transport, runs the
 dispatch through :mod:`tinyhw.boot.compute` and writes the requested buffers back (atomically).
 """
 
@@ -60,13 +61,17 @@ def _buffer(spec: str | bytes, index: int) -> bytes:
         return bytes(spec)
     if spec.startswith("zeros:"):
         body = spec[6:].strip().lower().replace("_", "")
+        for suffix in ("ib", "b"):  # 4KiB, 4kb: the units the command line's sizes take
+            if body.endswith(suffix) and body[:-len(suffix)][-1:] in _UNITS:
+                body = body[:-len(suffix)]
         shift = _UNITS.get(body[-1:], 0) if body[:-1].isdigit() else 0  # 64k, 2m: the command line's size units
         try:
             n = int(body[:-1] if shift else body, 0) << shift
         except ValueError:
             raise Refused(f"--buffer {spec!r}: zeros:N takes a byte count") from None
         if not 1 <= n <= MAX_TOTAL:
-            raise Refused(f"--buffer {spec!r}: zeros:N takes 1 .. {MAX_TOTAL} bytes")
+            raise Refused(f"--buffer {spec!r}: zeros:N takes 1 .. {MAX_TOTAL} bytes (what the board's compute region "
+                          "holds for buffers)")
         return bytes(n)
     data = read_input(spec, MAX_TOTAL, f"buffer {index} file")
     if not data:
@@ -76,9 +81,10 @@ def _buffer(spec: str | bytes, index: int) -> bytes:
 
 def plan_exec(code_object: str | Path, *, kernel: str | None, grid: str | tuple[int, ...],
               block: str | tuple[int, ...], buffers: list[str] | list[bytes], outs: list[str],
-              timeout: float = 10.0) -> ExecPlan:
+              timeout: float = 10.0, force: bool = False) -> ExecPlan:
     """Everything ``kernels exec`` refuses (exit 2), checked before the device is opened. ``grid``/``block`` are
-    ``"X[,Y,Z]"`` or tuples; each buffer is ``FILE``, ``zeros:N`` or (from Python) the bytes to upload."""
+    ``"X[,Y,Z]"`` or tuples; each buffer is ``FILE``, ``zeros:N`` or (from Python) the bytes to upload; ``force``
+    lets an ``--out`` file replace an existing regular file."""
     from tinyhw.boot.compute import MAX_BLOCK, MAX_GROUPS, _check_dims, load_code_object
     from tinyhw.fileio import check_output_path, read_input
 
@@ -110,7 +116,7 @@ def plan_exec(code_object: str | Path, *, kernel: str | None, grid: str | tuple[
         i = int(index)
         if i >= len(data):
             raise Refused(f"--out {o}: there are {len(data)} buffers (0 .. {len(data) - 1})")
-        target = check_output_path(file, force=True, what=f"buffer {i} output")
+        target = check_output_path(file, force=force, what=f"buffer {i} output")
         if any(f.resolve() == target.resolve() for _, f in wanted):
             raise Refused(f"--out {o}: {file} is named twice (two buffers cannot land in one file)")
         wanted.append((i, target))
@@ -156,12 +162,12 @@ class ExecResult:
 
 def exec_kernel(transport: Any, code_object: str | Path, *, grid: str | tuple[int, ...],
                 block: str | tuple[int, ...], buffers: list[str] | list[bytes], kernel: str | None = None,
-                outs: list[str] | None = None, timeout: float = 10.0) -> ExecResult:
+                outs: list[str] | None = None, timeout: float = 10.0, force: bool = False) -> ExecResult:
     """The library's one call behind ``kernels exec``: check everything (:func:`plan_exec`, refusals before the
     device is touched), run it on the booted GPU behind ``transport`` (``tinyhw.open(...)``'s ``.transport``), write
-    any ``outs`` files, and return the document with the buffers' bytes, e.g.
+    any ``outs`` files (an existing one only with ``force``), and return the document with the buffers' bytes, e.g.
     ``exec_kernel(o.transport, "k.elf", grid=(4,), block=(32,), buffers=[b"...", "zeros:4096"]).buffers[1]``."""
     plan = plan_exec(code_object, kernel=kernel, grid=grid, block=block, buffers=buffers, outs=list(outs or []),
-                     timeout=timeout)
+                     timeout=timeout, force=force)
     doc, data = _run(plan, transport)
     return ExecResult(doc, data)

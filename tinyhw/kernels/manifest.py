@@ -143,13 +143,19 @@ def build_target(target: str, names: list[str] | None = None) -> tuple[dict, dic
     return manifest, files, sources
 
 
-def write_build(out_dir: Path, manifest: dict, files: dict[str, bytes]) -> list[Path]:
-    """Write a build into ``out_dir`` (created if missing): each file atomically, replacing an earlier build's
-    regular files but never a device node, FIFO, socket or directory of the same name (exit 2)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+def write_build(out_dir: Path, manifest: dict, files: dict[str, bytes], *, force: bool = False) -> list[Path]:
+    """Write a build into ``out_dir`` (created if missing): each file atomically. An existing regular file of the
+    same name is replaced only in an earlier build's folder (``out_dir`` holds a manifest.json) or with ``force``;
+    a device node, FIFO, socket or directory never (exit 2, before any file is written)."""
+    earlier = (out_dir / "manifest.json").is_file() and not (out_dir / "manifest.json").is_symlink()
     outputs = {**files, "manifest.json": (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()}
-    for name in outputs:  # every name checked before any is written
-        check_output_path(out_dir / name, force=True, what="build output")
+    hint = "--force overwrites it (the folder holds no earlier build: no manifest.json)"
+    if out_dir.is_dir():
+        for name in outputs:  # every name checked before the folder is created or any file written
+            check_output_path(out_dir / name, force=force or earlier, what="build output", force_hint=hint)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name in outputs:
+        check_output_path(out_dir / name, force=force or earlier, what="build output", force_hint=hint)
     return [atomic_write(out_dir / name, data) for name, data in sorted(outputs.items())]
 
 

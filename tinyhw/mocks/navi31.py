@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tinyhw.boards.navi31 import MMIO_BAR, NAVI31, BoardSpec, Navi31Options
+from tinyhw.boards.navi31 import MMIO_BAR, NAVI31, BoardSpec, Navi31Options, default_flash_path
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks import boardstate
 from tinyhw.mocks import discovery as mock_discovery
@@ -160,7 +160,13 @@ class Navi31Board:
         model.smuio.aperture = options.aperture
         model.smuio.gated = options.psp not in ("pbl", "hang")
         self.pci = PciFunction(NAVI31, attach=attach, acs=model.acs)
-        self.store = FlashStore(Path(options.flash), build_image, NAVI31.flash_size)
+        flash = Path(options.flash)
+        default = flash == default_flash_path()  # the shared file in the user's cache: created quietly on first use
+        self.store = FlashStore(flash, build_image, NAVI31.flash_size, make_parents=default)
+        #: what opening the board did that its user should hear of (tinyhw.connect.Opened.notes; the CLI prints them)
+        self.notes: list[str] = []
+        if self.store.created and not default:
+            self.notes.append(f"the emulated flash file {flash} did not exist: it now holds a fresh factory image")
         self.chip = GD25LQ16E(self.store, self.clock, model.gd25)
         self.flash_regs = flash_registers(self.regs)  # the flash side's offsets, from the same database
         self.smuio = Smuio(self.flash_regs, self.chip, self.clock, model.smuio)

@@ -88,21 +88,37 @@ def load_secret(path: Path | str) -> bytes:
 
 
 def write_secret(path: Path | str, *, force: bool = False) -> Path:
-    """Create ``path`` (mode 0600) with 32 random bytes as hex; refuse to overwrite unless ``force``."""
+    """Create ``path`` (mode 0600) with 32 random bytes as hex; refuse to overwrite unless ``force``.
+
+    Written atomically (a private temporary file in the same directory, then renamed over ``path``, or with
+    ``force`` off linked to it, failing if the name exists by then), so a failed write never leaves a torn key;
+    a symlink, FIFO, device node or socket at ``path`` is refused, even with ``force``."""
     p = Path(path)
     with contextlib.suppress(FileNotFoundError):
         if not stat.S_ISREG(os.lstat(p).st_mode):  # never open a fifo (it would block) or a device node for writing
             raise Refused(f"refusing to write the key to {p}: it is not a regular file", hint="name a regular file")
+        if not force:
+            raise Refused(f"{p} exists already", hint="pass --force to replace it (clients then need the new key)")
     p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_TRUNC if force else os.O_EXCL)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name[:64]}.", suffix=".tmp", dir=p.parent)  # mode 0600
     try:
-        fd = os.open(p, flags, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o600)
+            f.write(secrets.token_hex(MIN_SECRET).encode() + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+        with contextlib.suppress(FileNotFoundError):
+            if not stat.S_ISREG(os.lstat(p).st_mode):  # again: nothing may have appeared in its place meanwhile
+                raise Refused(f"refusing to write the key to {p}: it is not a regular file",
+                              hint="name a regular file")
+        if force:
+            os.replace(tmp, p)
+        else:
+            os.link(tmp, p)
     except FileExistsError:
         raise Refused(f"{p} exists already",
                       hint="pass --force to replace it (clients then need the new key)") from None
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, secrets.token_hex(MIN_SECRET).encode() + b"\n")
     finally:
-        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
     return p
