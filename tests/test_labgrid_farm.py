@@ -493,19 +493,25 @@ POWER_ENV_YAML = ENV_YAML.replace("TinyhwStrategy:\n        image: {image}", "Ti
 POWER_TEST = '''\
 import pytest
 
+from tinyhw import regs
+from tinyhw.boot.layout import BOOT_MAGIC
 from tinyhw.errors import LinkDown
 
 pytest_plugins = ["tinyhw.labgrid.fixtures"]
+SCRATCH7 = regs.asic("navi31").offset("gc.SCRATCH_REG7")  # tinyhw's boot flag, the record `am boot` leaves
 
 
 def test_bridge_power_through_the_place(tinyhw_board, target):
     power = target.get_driver("TinyhwPowerDriver")  # made by the strategy: no farm power driver is given
     assert power.get() is True
+    tinyhw_board.write(SCRATCH7, 4, BOOT_MAGIC.to_bytes(4, "little"))
+    assert tinyhw_board.read(SCRATCH7, 4, 1) == BOOT_MAGIC.to_bytes(4, "little")
     assert power.off().powered is False
     with pytest.raises(LinkDown, match="the bridge's pcie side is powered off"):
         tinyhw_board.read(0, 4, 1)
     assert power.on().up is True
     assert tinyhw_board.probe()["device_id"] == 0x744C
+    assert tinyhw_board.read(SCRATCH7, 4, 1) == bytes(4)  # the gpu lost its state with its power
     assert power.cycle().up is True and tinyhw_board.link_up()
     strategy = target.get_driver("TinyhwStrategy")
     strategy.transition("off")
