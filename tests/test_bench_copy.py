@@ -202,3 +202,63 @@ def test_sram_path_from_python_in_one_call() -> None:
         path.write(128 << 20, data)
         assert path.read(128 << 20, len(data)) == data
         assert path.label == "bridge sram + sdma (tinyhw copy-in)" and path.model_host("h2d") == "async"
+
+
+class _WireBytes:
+    """A stand-in for the client's wall clock that reads the bytes the remote transport moved so far: a copy's
+    "seconds" are then exactly the wire bytes inside its timed region (deterministic, no timed assertion)."""
+
+    virtual = False
+
+    def __init__(self, transport: object) -> None:
+        self.t = transport
+
+    def now(self) -> float:
+        c = self.t.counters
+        return float(c.bytes_out + c.bytes_in)
+
+    def sleep(self, seconds: float) -> None:
+        raise AssertionError("the bench does not wait on the client's clock")
+
+
+def test_remote_copies_time_each_whole_round_trip_on_the_client(tmp_path, monkeypatch) -> None:
+    """Over remote: each copy's timed region holds exactly its own batch round trip: the write until its batch was
+    answered (not just queued), the read without the untimed pattern fill queued before it."""
+    from remotehelp import served
+
+    import tinyhw.bench.copy as copy_mod
+
+    size = 65536
+    with served(f"mock:navi31,flash={tmp_path / 'f.bin'},timing=instant") as s, tinyhw.open(s.device()) as dev:
+        monkeypatch.setattr(copy_mod, "WallClock", lambda: _WireBytes(dev.transport))
+        rows = {r.direction: r for r in copy_bench(dev.transport, [size], repeat=2)}
+    for direction, r in rows.items():
+        assert r.timer == "client" and r.modelled is False and r.clock == "wall", r
+        assert len(r.seconds) == 2
+        for wire in r.seconds:  # the copy's payload and its frames' headers, and nothing queued before it
+            assert size < wire < size + 1024, (direction, r.seconds)
+
+
+def test_remote_bench_copy_shows_measured_client_rates(tmp_path) -> None:
+    """`bench copy` over a loopback remote server on an emulated board: every rate is a number, each row says it is
+    the client's measured wall time (not the server's modelled clock), in the table and in the JSON."""
+    from remotehelp import served
+
+    args = ("bench", "copy", "--sizes", "4K,64K", "--repeat", "2")
+    with served(f"mock:navi31,flash={tmp_path / 'f.bin'},timing=instant") as s:
+        doc = run("--device", s.device(), "--json", *args)
+        text = run("--device", s.device(), *args)
+    assert doc.code == 0 and text.code == 0, doc.err + text.err
+    rows = json.loads(doc.out)["results"]
+    assert len(rows) == 4
+    for x in rows:
+        assert x["timer"] == "client" and x["modelled"] is False and x["clock"] == "wall", x
+        assert all(isinstance(x[k], float) and x[k] > 0 for k in ("mbps_min", "mbps_median", "mbps_max")), x
+    table = [ln for ln in text.out.splitlines() if ln.startswith(("h2d", "d2h"))]
+    assert len(table) == 4 and all(ln.rstrip().endswith("client wall") and " - " not in ln for ln in table), table
+    assert "time: client wall = this client's measured wall time" in text.out
+
+
+def test_local_rows_say_the_host_timed_them() -> None:
+    with tinyhw.open("mock:navi31") as dev:
+        assert {r.timer for r in copy_bench(dev.transport, [4096], repeat=1)} == {"host"}

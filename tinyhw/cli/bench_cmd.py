@@ -191,6 +191,9 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
     if any(r.get("clock") == "hybrid" for r in rows):
         app.out.print("time: hybrid clock = the emulator's modelled device time plus this host's measured cpu time "
                       "between transfers (clock=device for the exact device-time figures)", markup=False)
+    if any(r.get("timer") == "client" for r in rows):
+        app.out.print("time: client wall = this client's measured wall time of each copy's whole batch round trip "
+                      "to the remote server (the link and the server included)", markup=False)
     hosts = sorted({f"{r['direction']} {r['model_host']}" for r in rows if r.get("model_host")})
     if hosts:
         app.out.print(f"model column: the timing model of this run's host, device costs only ({', '.join(hosts)}; "
@@ -200,7 +203,9 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
 
 
 def _timing(r: dict[str, Any]) -> str:
-    """How a row was timed: measured (wall), modelled (device clock), hybrid clock, host only."""
+    """How a row was timed: measured (wall), modelled (device clock), hybrid clock, host only, client wall (remote)."""
+    if r.get("timer") == "client":
+        return "client wall"
     if r["modelled"]:
         return "hybrid clock" if r.get("clock") == "hybrid" else "modelled"
     return "host only" if r.get("host_only") else "measured"
