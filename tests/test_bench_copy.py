@@ -237,6 +237,60 @@ def test_remote_copies_time_each_whole_round_trip_on_the_client(tmp_path, monkey
         assert len(r.seconds) == 2
         for wire in r.seconds:  # the copy's payload and its frames' headers, and nothing queued before it
             assert size < wire < size + 1024, (direction, r.seconds)
+        # the server timed the same batches on the emulated board's virtual clock (modelled there)
+        assert r.server_clock == "virtual" and len(r.server_seconds) == 2 and all(x > 0 for x in r.server_seconds)
+
+
+def test_the_servers_own_time_needs_every_batch_timed(tmp_path, monkeypatch) -> None:
+    """A batch whose results fill a whole reply goes plain (untimed, counted so); an older server (no batch_time in
+    its description) gets plain batches only, and the rows no server figure, the client's figure still."""
+    from remotehelp import served
+
+    import tinyhw.serve.remote as serve_remote
+    from tinyhw.remote import protocol
+    from tinyhw.transport.batch import R
+
+    sent: list[bool] = []
+    real_batch = serve_remote.RemoteServer._batch
+
+    def spy(self, conn, seq, t, payload, *, timed=False):
+        sent.append(timed)
+        return real_batch(self, conn, seq, t, payload, timed=timed)
+
+    monkeypatch.setattr(serve_remote.RemoteServer, "_batch", spy)
+    real_describe = serve_remote.describe
+    half = protocol.MAX_READ_BYTES // 2
+    with served(f"mock:navi31,flash={tmp_path / 'f.bin'},timing=instant") as s:
+        with tinyhw.open(s.device()) as dev:
+            t = dev.transport
+            seconds, untimed, virtual = t.batch_time()
+            assert (untimed, virtual) == (0, True)
+            assert [len(x) for x in t.submit([R(0, 0, half), R(0, half, half)]).get()] == [half, half]
+            assert t.batch_time()[1] == 1 and sent[-1] is False
+            t.bar(0).read32(0)
+            assert t.batch_time()[1] == 1 and t.batch_time()[0] > seconds and sent[-1] is True
+        monkeypatch.setattr(serve_remote, "describe", lambda t: {**real_describe(t), "abilities": []})
+        sent.clear()
+        with tinyhw.open(s.device()) as dev:
+            assert dev.transport.batch_time() is None
+            old = [r.as_dict() for r in copy_bench(dev.transport, [4096], repeat=1)]
+    assert sent and not any(sent)  # the older server was never sent a timed batch
+    for row in old:
+        assert row["server_mbps_median"] is None and row["server_clock"] is None and row["mbps_median"] > 0, row
+
+
+def test_remote_copies_of_16m_and_more_are_split_into_pieces(tmp_path) -> None:
+    """A BAR block write or read over remote larger than one frame may hold is queued in pieces, so a 16 MiB copy
+    works (it used to close the connection) and its row still carries the server's figure."""
+    from remotehelp import served
+
+    size = 16 << 20
+    with served(f"mock:navi31,flash={tmp_path / 'f.bin'},timing=instant") as s, tinyhw.open(s.device()) as dev:
+        rows = [r.as_dict() for r in copy_bench(dev.transport, [size], repeat=1)]
+        trips = dev.transport.counters.round_trips
+    assert [r["verified"] for r in rows] == [size, size]
+    assert all(r["mbps_median"] > 0 and r["server_mbps_median"] > 0 for r in rows), rows
+    assert trips >= 16 + 2  # 1 MiB pieces: the h2d write alone is 16 batches
 
 
 def test_remote_bench_copy_shows_measured_client_rates(tmp_path) -> None:
@@ -254,9 +308,11 @@ def test_remote_bench_copy_shows_measured_client_rates(tmp_path) -> None:
     for x in rows:
         assert x["timer"] == "client" and x["modelled"] is False and x["clock"] == "wall", x
         assert all(isinstance(x[k], float) and x[k] > 0 for k in ("mbps_min", "mbps_median", "mbps_max")), x
+        assert x["server_clock"] == "virtual" and isinstance(x["server_mbps_median"], float), x
     table = [ln for ln in text.out.splitlines() if ln.startswith(("h2d", "d2h"))]
-    assert len(table) == 4 and all(ln.rstrip().endswith("client wall") and " - " not in ln for ln in table), table
-    assert "time: client wall = this client's measured wall time" in text.out
+    assert len(table) == 4 and all(ln.rstrip().endswith("client") and " - " not in ln for ln in table), table
+    assert "time: client = this client's measured wall time" in text.out
+    assert "server column: median MB/s on the server's own time" in text.out and "modelled by the emulated" in text.out
 
 
 def test_local_rows_say_the_host_timed_them() -> None:

@@ -31,6 +31,10 @@ Optional abilities of the served transport, added to version 2 compatibly: the d
 ``OP_POWER`` (the bridge's PCIe power toggle, :class:`~tinyhw.transport.abilities.PciePower`): payload
 :data:`POWER` (action 0 off, 1 on, 2 status; the wait in seconds), reply the link state as JSON (``ltssm``,
 ``state``, ``up``, ``powered``).
+``OP_TIMED_BATCH`` (ability ``batch_time``, listed by every server that has it): a batch like ``OP_BATCH`` whose
+reply payload starts with :data:`BATCH_TIME`, the seconds the served transport's clock advanced while the server ran
+it (wall time on hardware, measured there; the board's virtual clock on an emulated board, modelled), then the
+results. A client sends it only while the results and the prefix fit :data:`MAX_PAYLOAD`, else a plain batch.
 """
 
 from __future__ import annotations
@@ -53,14 +57,18 @@ CLIENT_HELLO = struct.Struct("<8sHH32s32s")
 REQ = struct.Struct("<BBHI")
 REPLY = struct.Struct("<BBHId")
 AUTH_NONE, AUTH_HMAC = 0, 1
-OP_BATCH, OP_PING, OP_STATS, OP_BYE, OP_POWER = 1, 2, 3, 4, 5
-OPS = {OP_BATCH: "batch", OP_PING: "ping", OP_STATS: "stats", OP_BYE: "bye", OP_POWER: "power"}
+OP_BATCH, OP_PING, OP_STATS, OP_BYE, OP_POWER, OP_TIMED_BATCH = 1, 2, 3, 4, 5, 6
+OPS = {OP_BATCH: "batch", OP_PING: "ping", OP_STATS: "stats", OP_BYE: "bye", OP_POWER: "power",
+       OP_TIMED_BATCH: "timed batch"}
+#: what an OP_TIMED_BATCH reply starts with: the seconds the served device's clock advanced while the batch ran
+BATCH_TIME = struct.Struct("<d")
 #: OP_POWER's payload (action, wait in seconds) and actions; the reply is the link state's JSON document
 POWER = struct.Struct("<Bd")
 POWER_OFF, POWER_ON, POWER_STATUS = 0, 1, 2
 POWER_ACTIONS = {POWER_OFF: "off", POWER_ON: "on", POWER_STATUS: "status"}
 #: the optional abilities a server may list in its description's ``abilities`` (each carried by its own op)
 ABILITY_PCIE_POWER = "pcie_power"
+ABILITY_BATCH_TIME = "batch_time"
 
 #: Largest request or reply payload (bytes), checked before it is read.
 MAX_PAYLOAD = 16 << 20
