@@ -129,12 +129,15 @@ def _boot_and_copy(farm: Farm, fw: str) -> None:
     assert [(r["direction"], r["size"], r["path"], r["verified"]) for r in copies[0]] == \
            [("h2d", 4096, "bar", True), ("h2d", 65536, "bar", True), ("d2h", 4096, "bar", True),
             ("d2h", 65536, "bar", True)] or copies[0]
-    # the copies' results; the rates are not compared: the remote transport's clock does not advance inside a
-    # batched copy, so over any remote: device the rows carry no modelled rate (a remote transport limitation,
-    # the same through a plain remote:HOST:PORT)
-    results = ("direction", "size", "repeat", "path", "verified", "link_limit_mbps", "modelled", "verified_by",
+    # the copies' results; the rates are not compared: through the place (remote:) each copy is timed on the
+    # client's wall clock (measured, the link included), beside the server's own modelled time of its batches
+    results = ("direction", "size", "repeat", "path", "verified", "link_limit_mbps", "verified_by",
                "verified_independent", "path_name", "path_auto", "skipped")
     assert [{k: r[k] for k in results} for r in copies[0]] == [{k: r[k] for k in results} for r in copies[1]]
+    for placed, direct in zip(*copies, strict=True):
+        assert (placed["timer"], placed["modelled"], placed["server_clock"]) == ("client", False, "virtual"), placed
+        assert placed["mbps_median"] > 0 and placed["server_mbps_median"] > 0, placed
+        assert (direct["timer"], direct["modelled"], direct["server_clock"]) == ("host", True, None), direct
     assert farm.holder() == "None"
 
 

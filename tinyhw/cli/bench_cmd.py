@@ -57,6 +57,10 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
     hybrid clock: those modelled device costs plus this host's measured CPU time between transfers (each
     row's "clock": hybrid; the device option clock=device, or TINYHW_CLOCK=device, gives the exact,
     reproducible device-time figures instead).
+    Over remote: each copy is timed on this client's wall clock for its whole batch round trip, link and server
+    included (measured; "time": client, `"timer": "client"`), and the server's own time of the same batches, the
+    link excluded, is shown beside it where the server reports it (`server_mbps_median`, `server_clock`: wall,
+    measured there, or virtual, modelled by the emulated board it serves).
     The table title and every --json row name the path (`path`, `path_name`, `path_auto`).
 
     Verification: the sram and dma paths (SDMA between host and VRAM) are checked through the BAR0 VRAM

@@ -107,6 +107,7 @@ class RemoteTransport(Transport):
         self._tx = self._rx = session.Direction(b"")
         self.reply_timeout = REPLY_TIMEOUT
         self._timed = False  # the server times each batch (ability batch_time)
+        self._wide = False  # the server takes bar offsets of 4 GiB and more (ability offsets64)
         self._server_seconds = 0.0  # the server's time of the timed batches, summed
         self._untimed = 0  # batches sent while the server times batches, but plain (their results too large)
 
@@ -161,6 +162,7 @@ class RemoteTransport(Transport):
         self._describe(doc)
         abilities = doc.get("abilities")
         self._timed = isinstance(abilities, list) and protocol.ABILITY_BATCH_TIME in abilities
+        self._wide = isinstance(abilities, list) and protocol.ABILITY_WIDE_OFFSETS in abilities
         if isinstance(abilities, list) and protocol.ABILITY_PCIE_POWER in abilities:
             self.__class__ = PoweredRemoteTransport  # the served transport's PCIe power toggle, forwarded
         return self
@@ -302,8 +304,8 @@ class RemoteTransport(Transport):
         prefix = protocol.BATCH_TIME.size
         if not self._timed or protocol.result_size(ops) + prefix > protocol.MAX_PAYLOAD:
             self._untimed += self._timed
-            return self.request(protocol.OP_BATCH, protocol.encode_ops(ops))
-        reply = self.request(protocol.OP_TIMED_BATCH, protocol.encode_ops(ops))
+            return self.request(protocol.OP_BATCH, protocol.encode_ops(ops, wide=self._wide))
+        reply = self.request(protocol.OP_TIMED_BATCH, protocol.encode_ops(ops, wide=self._wide))
         (spent,) = protocol.BATCH_TIME.unpack_from(reply) if len(reply) >= prefix else (math.nan,)
         if not (math.isfinite(spent) and 0 <= spent <= REPLY_TIMEOUT):
             raise _malformed(f"a timed batch's reply holds no time the server could have spent ({spent!r})")

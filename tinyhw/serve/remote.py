@@ -263,8 +263,9 @@ def _for_client(e: TinyhwError) -> TinyhwError:
 
 def describe(t: Transport) -> dict[str, Any]:
     """What a client learns about the served device at connect: identity, BARs, transport facts (made JSON-safe), the
-    device clock's time and kind, and the optional abilities: timed batches (:data:`protocol.ABILITY_BATCH_TIME`,
-    always) and those it forwards (:data:`protocol.ABILITY_PCIE_POWER`)."""
+    device clock's time and kind, and the optional abilities: timed batches (:data:`protocol.ABILITY_BATCH_TIME`) and
+    wide offsets (:data:`protocol.ABILITY_WIDE_OFFSETS`), always, and those it forwards
+    (:data:`protocol.ABILITY_PCIE_POWER`)."""
     info = t.info()
     return {
         "identity": asdict(t.identity()),
@@ -272,7 +273,7 @@ def describe(t: Transport) -> dict[str, Any]:
         "info": {"transport": info.transport, "emulated": info.emulated, "extra": _jsonable(info.extra)},
         "clock": t.clock.now(),
         "clock_virtual": bool(t.clock.virtual),
-        "abilities": [protocol.ABILITY_BATCH_TIME]
+        "abilities": [protocol.ABILITY_BATCH_TIME, protocol.ABILITY_WIDE_OFFSETS]
         + ([protocol.ABILITY_PCIE_POWER] if isinstance(t, PciePower) else []),
     }
 
