@@ -509,14 +509,17 @@ def test_bridge_power_through_the_place(tinyhw_board, target):
     assert power.get() is True
     tinyhw_board.write(SCRATCH7, 4, BOOT_MAGIC.to_bytes(4, "little"))
     assert tinyhw_board.read(SCRATCH7, 4, 1) == BOOT_MAGIC.to_bytes(4, "little")
+    strategy = target.get_driver("TinyhwStrategy")
+    assert strategy.status.name == "link_up"
     assert power.off().powered is False
+    assert strategy.status.name == "unknown"  # the strategy no longer counts on what the gpu held
     with pytest.raises(LinkDown, match="the bridge's pcie side is powered off"):
         tinyhw_board.read(0, 4, 1)
     assert power.on().up is True
     assert tinyhw_board.probe()["device_id"] == 0x744C
     assert tinyhw_board.read(SCRATCH7, 4, 1) == bytes(4)  # the gpu lost its state with its power
-    assert power.cycle().up is True and tinyhw_board.link_up()
-    strategy = target.get_driver("TinyhwStrategy")
+    strategy.transition("link_up")
+    assert power.cycle().up is True and tinyhw_board.link_up() and strategy.status.name == "unknown"
     strategy.transition("off")
     assert tinyhw_board.opened is None
     strategy.transition("link_up")
