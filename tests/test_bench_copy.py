@@ -202,3 +202,119 @@ def test_sram_path_from_python_in_one_call() -> None:
         path.write(128 << 20, data)
         assert path.read(128 << 20, len(data)) == data
         assert path.label == "bridge sram + sdma (tinyhw copy-in)" and path.model_host("h2d") == "async"
+
+
+class _WireBytes:
+    """A stand-in for the client's wall clock that reads the bytes the remote transport moved so far: a copy's
+    "seconds" are then exactly the wire bytes inside its timed region (deterministic, no timed assertion)."""
+
+    virtual = False
+
+    def __init__(self, transport: object) -> None:
+        self.t = transport
+
+    def now(self) -> float:
+        c = self.t.counters
+        return float(c.bytes_out + c.bytes_in)
+
+    def sleep(self, seconds: float) -> None:
+        raise AssertionError("the bench does not wait on the client's clock")
+
+
+def test_remote_copies_time_each_whole_round_trip_on_the_client(tmp_path, monkeypatch) -> None:
+    """Over remote: each copy's timed region holds exactly its own batch round trip: the write until its batch was
+    answered (not just queued), the read without the untimed pattern fill queued before it."""
+    from remotehelp import served
+
+    import tinyhw.bench.copy as copy_mod
+
+    size = 65536
+    with served(f"mock:navi31,flash={tmp_path / 'f.bin'},timing=instant") as s, tinyhw.open(s.device()) as dev:
+        monkeypatch.setattr(copy_mod, "WallClock", lambda: _WireBytes(dev.transport))
+        rows = {r.direction: r for r in copy_bench(dev.transport, [size], repeat=2)}
+    for direction, r in rows.items():
+        assert r.timer == "client" and r.modelled is False and r.clock == "wall", r
+        assert len(r.seconds) == 2
+        for wire in r.seconds:  # the copy's payload and its frames' headers, and nothing queued before it
+            assert size < wire < size + 1024, (direction, r.seconds)
+        # the server timed the same batches on the emulated board's virtual clock (modelled there)
+        assert r.server_clock == "virtual" and len(r.server_seconds) == 2 and all(x > 0 for x in r.server_seconds)
+
+
+def test_the_servers_own_time_needs_every_batch_timed(tmp_path, monkeypatch) -> None:
+    """A batch whose results fill a whole reply goes plain (untimed, counted so); an older server (no batch_time in
+    its description) gets plain batches only, and the rows no server figure, the client's figure still."""
+    from remotehelp import served
+
+    import tinyhw.serve.remote as serve_remote
+    from tinyhw.remote import protocol
+    from tinyhw.transport.batch import R
+
+    sent: list[bool] = []
+    real_batch = serve_remote.RemoteServer._batch
+
+    def spy(self, conn, seq, t, payload, *, timed=False):
+        sent.append(timed)
+        return real_batch(self, conn, seq, t, payload, timed=timed)
+
+    monkeypatch.setattr(serve_remote.RemoteServer, "_batch", spy)
+    real_describe = serve_remote.describe
+    half = protocol.MAX_READ_BYTES // 2
+    with served(f"mock:navi31,flash={tmp_path / 'f.bin'},timing=instant") as s:
+        with tinyhw.open(s.device()) as dev:
+            t = dev.transport
+            seconds, untimed, virtual = t.batch_time()
+            assert (untimed, virtual) == (0, True)
+            assert [len(x) for x in t.submit([R(0, 0, half), R(0, half, half)]).get()] == [half, half]
+            assert t.batch_time()[1] == 1 and sent[-1] is False
+            t.bar(0).read32(0)
+            assert t.batch_time()[1] == 1 and t.batch_time()[0] > seconds and sent[-1] is True
+        monkeypatch.setattr(serve_remote, "describe", lambda t: {**real_describe(t), "abilities": []})
+        sent.clear()
+        with tinyhw.open(s.device()) as dev:
+            assert dev.transport.batch_time() is None
+            old = [r.as_dict() for r in copy_bench(dev.transport, [4096], repeat=1)]
+    assert sent and not any(sent)  # the older server was never sent a timed batch
+    for row in old:
+        assert row["server_mbps_median"] is None and row["server_clock"] is None and row["mbps_median"] > 0, row
+
+
+def test_remote_copies_of_16m_and_more_are_split_into_pieces(tmp_path) -> None:
+    """A BAR block write or read over remote larger than one frame may hold is queued in pieces, so a 16 MiB copy
+    works (it used to close the connection) and its row still carries the server's figure."""
+    from remotehelp import served
+
+    size = 16 << 20
+    with served(f"mock:navi31,flash={tmp_path / 'f.bin'},timing=instant") as s, tinyhw.open(s.device()) as dev:
+        rows = [r.as_dict() for r in copy_bench(dev.transport, [size], repeat=1)]
+        trips = dev.transport.counters.round_trips
+    assert [r["verified"] for r in rows] == [size, size]
+    assert all(r["mbps_median"] > 0 and r["server_mbps_median"] > 0 for r in rows), rows
+    assert trips >= 16 + 2  # 1 MiB pieces: the h2d write alone is 16 batches
+
+
+def test_remote_bench_copy_shows_measured_client_rates(tmp_path) -> None:
+    """`bench copy` over a loopback remote server on an emulated board: every rate is a number, each row says it is
+    the client's measured wall time (not the server's modelled clock), in the table and in the JSON."""
+    from remotehelp import served
+
+    args = ("bench", "copy", "--sizes", "4K,64K", "--repeat", "2")
+    with served(f"mock:navi31,flash={tmp_path / 'f.bin'},timing=instant") as s:
+        doc = run("--device", s.device(), "--json", *args)
+        text = run("--device", s.device(), *args)
+    assert doc.code == 0 and text.code == 0, doc.err + text.err
+    rows = json.loads(doc.out)["results"]
+    assert len(rows) == 4
+    for x in rows:
+        assert x["timer"] == "client" and x["modelled"] is False and x["clock"] == "wall", x
+        assert all(isinstance(x[k], float) and x[k] > 0 for k in ("mbps_min", "mbps_median", "mbps_max")), x
+        assert x["server_clock"] == "virtual" and isinstance(x["server_mbps_median"], float), x
+    table = [ln for ln in text.out.splitlines() if ln.startswith(("h2d", "d2h"))]
+    assert len(table) == 4 and all(ln.rstrip().endswith("client") and " - " not in ln for ln in table), table
+    assert "time: client = this client's measured wall time" in text.out
+    assert "server column: median MB/s on the server's own time" in text.out and "modelled by the emulated" in text.out
+
+
+def test_local_rows_say_the_host_timed_them() -> None:
+    with tinyhw.open("mock:navi31") as dev:
+        assert {r.timer for r in copy_bench(dev.transport, [4096], repeat=1)} == {"host"}

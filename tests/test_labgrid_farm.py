@@ -129,12 +129,15 @@ def _boot_and_copy(farm: Farm, fw: str) -> None:
     assert [(r["direction"], r["size"], r["path"], r["verified"]) for r in copies[0]] == \
            [("h2d", 4096, "bar", True), ("h2d", 65536, "bar", True), ("d2h", 4096, "bar", True),
             ("d2h", 65536, "bar", True)] or copies[0]
-    # the copies' results; the rates are not compared: the remote transport's clock does not advance inside a
-    # batched copy, so over any remote: device the rows carry no modelled rate (a remote transport limitation,
-    # the same through a plain remote:HOST:PORT)
-    results = ("direction", "size", "repeat", "path", "verified", "link_limit_mbps", "modelled", "verified_by",
+    # the copies' results; the rates are not compared: through the place (remote:) each copy is timed on the
+    # client's wall clock (measured, the link included), beside the server's own modelled time of its batches
+    results = ("direction", "size", "repeat", "path", "verified", "link_limit_mbps", "verified_by",
                "verified_independent", "path_name", "path_auto", "skipped")
     assert [{k: r[k] for k in results} for r in copies[0]] == [{k: r[k] for k in results} for r in copies[1]]
+    for placed, direct in zip(*copies, strict=True):
+        assert (placed["timer"], placed["modelled"], placed["server_clock"]) == ("client", False, "virtual"), placed
+        assert placed["mbps_median"] > 0 and placed["server_mbps_median"] > 0, placed
+        assert (direct["timer"], direct["modelled"], direct["server_clock"]) == ("host", True, None), direct
     assert farm.holder() == "None"
 
 
@@ -493,21 +496,30 @@ POWER_ENV_YAML = ENV_YAML.replace("TinyhwStrategy:\n        image: {image}", "Ti
 POWER_TEST = '''\
 import pytest
 
+from tinyhw import regs
+from tinyhw.boot.layout import BOOT_MAGIC
 from tinyhw.errors import LinkDown
 
 pytest_plugins = ["tinyhw.labgrid.fixtures"]
+SCRATCH7 = regs.asic("navi31").offset("gc.SCRATCH_REG7")  # tinyhw's boot flag, the record `am boot` leaves
 
 
 def test_bridge_power_through_the_place(tinyhw_board, target):
     power = target.get_driver("TinyhwPowerDriver")  # made by the strategy: no farm power driver is given
     assert power.get() is True
+    tinyhw_board.write(SCRATCH7, 4, BOOT_MAGIC.to_bytes(4, "little"))
+    assert tinyhw_board.read(SCRATCH7, 4, 1) == BOOT_MAGIC.to_bytes(4, "little")
+    strategy = target.get_driver("TinyhwStrategy")
+    assert strategy.status.name == "link_up"
     assert power.off().powered is False
+    assert strategy.status.name == "unknown"  # the strategy no longer counts on what the gpu held
     with pytest.raises(LinkDown, match="the bridge's pcie side is powered off"):
         tinyhw_board.read(0, 4, 1)
     assert power.on().up is True
     assert tinyhw_board.probe()["device_id"] == 0x744C
-    assert power.cycle().up is True and tinyhw_board.link_up()
-    strategy = target.get_driver("TinyhwStrategy")
+    assert tinyhw_board.read(SCRATCH7, 4, 1) == bytes(4)  # the gpu lost its state with its power
+    strategy.transition("link_up")
+    assert power.cycle().up is True and tinyhw_board.link_up() and strategy.status.name == "unknown"
     strategy.transition("off")
     assert tinyhw_board.opened is None
     strategy.transition("link_up")

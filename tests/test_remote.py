@@ -399,3 +399,31 @@ def test_guarded_ranges_walk_both_capability_lists() -> None:
     for c in cfg.ext_capabilities:
         assert refusal(c.offset + 2, 2, guards) is not None
     assert refusal(0x04, 2, guards) is None and refusal(0x10, 4, guards) == "bar registers"
+
+
+def test_bar_offsets_past_4g_travel_as_wide_operations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resized 32 GiB VRAM BAR (mock:navi31-usb) is reached past 4 GiB over remote (the offsets64 ability): block and
+    dword accesses, a poll, and the IP discovery table at VRAM size - 64 KiB, so AmGpu works; a server without the
+    ability gets a clear refusal (exit 2) instead of a broken frame."""
+    import tinyhw.serve.remote as serve_remote
+    from tinyhw.boot.gpu import AmGpu
+    from tinyhw.transport.batch import Poll32
+    from tinyhw.transport.devstr import parse_device
+
+    far = (5 << 30) + 0x40
+    with served(mockdev(tmp_path, board="navi31-usb")) as s:
+        with open_device(parse_device(s.device())) as opened:
+            t = opened.transport
+            assert next(b for b in t.bars() if b.index == 0).size > far
+            t.bar(0).write32(far, 0x5EED1234)
+            t.bar(0).write(far + 0x40, bytes(range(64)))
+            assert t.bar(0).read32(far) == 0x5EED1234 and t.bar(0).read(far + 0x40, 64) == bytes(range(64))
+            assert t.submit([Poll32(0, far, 0xFFFFFFFF, 0x5EED1234, 1.0, 0.001, "the far dword")]).get() == [0x5EED1234]
+            assert AmGpu(t).ip_version("gc")[0] == 11
+        real_describe = serve_remote.describe
+        monkeypatch.setattr(serve_remote, "describe", lambda dev: {
+            **real_describe(dev), "abilities": [a for a in real_describe(dev)["abilities"] if a != "offsets64"]})
+        with open_device(parse_device(s.device())) as opened:
+            with pytest.raises(Refused, match=r"bar0 offset 0x140000040 is past 4 GiB"):
+                opened.transport.bar(0).read32(far)
+            assert opened.transport.config_read(0) == 0x744C1002  # the connection is still good

@@ -104,7 +104,7 @@ def test_wrong_version_is_refused_before_opening() -> None:
 
 _valid = st.sampled_from([R32(5, 0x0), W32(5, 0x100, 1), R(5, 0, 64), Sleep(0.001)])
 _bad_tail = st.one_of(
-    st.binary(min_size=1, max_size=40).filter(lambda b: b[0] not in range(1, 9)),  # unknown kind
+    st.binary(min_size=1, max_size=40).filter(lambda b: b[0] not in range(1, 14)),  # unknown kind
     st.builds(lambda k: bytes([k]), st.integers(1, 8)),  # truncated operation
     st.just(protocol.encode_ops([R(5, 0xFFFFFFF0, 64)])),  # outside the bar
     st.just(protocol.encode_ops([R32(9, 0)])),  # no such bar

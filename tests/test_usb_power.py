@@ -152,3 +152,78 @@ def test_cli_link_power_refused_without_the_bridge(tmp_path: Path) -> None:
     with served(mockdev(tmp_path)) as s:
         r = run("--device", s.device(), "link", "power", "off", "--yes")
         assert r.code == 2 and "cannot switch the pcie power" in r.err, r.err
+
+
+def _scratch7() -> int:
+    from tinyhw import regs
+
+    return regs.asic("navi31").offset("gc.SCRATCH_REG7")
+
+
+def _mark_booted(t: object) -> None:
+    """Write tinyhw's boot flag (SCRATCH_REG7, the record read_state reads) and a VRAM dword, as a boot would."""
+    from tinyhw.boot.layout import BOOT_MAGIC
+
+    t.bar(5).write32(_scratch7(), BOOT_MAGIC)
+    t.bar(0).write32(0x1000, 0x5EED1234)
+
+
+def _flags(t: object) -> tuple[bool, int]:
+    """(tinyhw's boot flag is set, the VRAM dword), read by plain BAR reads (the same over remote:)."""
+    from tinyhw.boot.layout import BOOT_MAGIC
+
+    return t.bar(5).read32(_scratch7()) == BOOT_MAGIC, t.bar(0).read32(0x1000)
+
+
+@pytest.mark.parametrize("where", ["direct", "remote"])
+def test_power_off_loses_the_gpus_state_and_keeps_its_flash(tmp_path: Path, where: str) -> None:
+    """After power off and on the GPU is at power-on: tinyhw's boot flag gone, VRAM cleared; in the same session
+    and in the next one (the board state file); the flash file is untouched."""
+    device = _usb(tmp_path)
+    with open_device(parse_device(device)) as opened:  # a first open writes the flash file
+        _mark_booted(opened.transport)
+        assert _flags(opened.transport) == (True, 0x5EED1234)
+    flash = (tmp_path / "flash.bin").read_bytes()
+
+    def cycle(t: object) -> None:
+        assert _flags(t) == (True, 0)  # the flags outlive a command; VRAM is not kept between commands
+        _mark_booted(t)
+        assert _flags(t) == (True, 0x5EED1234)
+        t.power_off()
+        t.power_on()
+        assert _flags(t) == (False, 0)
+
+    if where == "direct":
+        with open_device(parse_device(device)) as opened:
+            cycle(opened.transport)
+    else:
+        with served(device) as s, open_device(parse_device(s.device())) as opened:
+            cycle(opened.transport)
+    with open_device(parse_device(device)) as opened:
+        assert _flags(opened.transport) == (False, 0)
+    assert (tmp_path / "flash.bin").read_bytes() == flash
+
+
+def test_cli_power_off_unboots_the_gpu_end_to_end(tmp_path: Path) -> None:
+    """am boot -> kernels run works -> link power off -> on -> kernels run refused (not booted) -> am boot works
+    again -> the flash reads back as before."""
+    from amfake import FW_DIR
+
+    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
+        pytest.fail(f"firmware not extracted in {FW_DIR}: run bash tests/setup-system.sh", pytrace=False)
+    device = _usb(tmp_path)
+    kernel = ("--device", device, "kernels", "run", "pattern", "--n", "1024")
+    assert (r := run("--device", device, "flash", "dump", str(tmp_path / "before.bin"))).code == 0, r.err
+    for _ in range(2):
+        r = run("--device", device, "am", "boot", "--yes", "--firmware-dir", str(FW_DIR))
+        assert r.code == 0 and "full boot done" in r.out, r.err
+        assert (r := run(*kernel)).code == 0 and "check: pass" in r.out, r.err
+        assert run("--device", device, "link", "power", "off", "--yes").code == 0
+        assert run("--device", device, "link", "power", "on").code == 0
+        r = run(*kernel)
+        assert r.code == 2 and "not a gpu tinyhw booted" in r.err and "am boot --yes first" in r.err, r.err
+        info = json.loads(run("--device", device, "--json", "am", "info").out)
+        assert info["state"]["tinyhw_booted"] is False and info["state"]["sos_alive"] is False, info["state"]
+    r = run("--device", device, "flash", "dump", "--method", "aperture", str(tmp_path / "after.bin"))
+    assert r.code == 0, r.err
+    assert (tmp_path / "after.bin").read_bytes() == (tmp_path / "before.bin").read_bytes()

@@ -30,6 +30,17 @@ per-transfer costs, which are the specs' measured figures). Every row names that
 measured CPU time between transfers, tinyhw.mocks.vclock), which the bench prefers on an emulated board that
 offers it unless the board's ``clock=`` option or ``TINYHW_CLOCK`` fixed the mode.
 
+Who timed a row is its ``"timer"``: ``host``, the transport's own clock on this host (as above), or ``client``, on a
+transport that queues accesses and sends them in batches (``remote:``, the Batching ability). There the transport's
+clock is the server's last reading plus what was queued since: it does not move while a write waits in the queue,
+so a timed write that is only queued would take no time at all (and a wall-clock server's reading would count the
+queueing only). Each copy there is therefore timed on this client's wall clock around the whole batch round trip,
+the link and the server included (measured, never modelled): what was queued before it (the pattern fill, the
+poison) is sent first, untimed, and a write is timed until its batch has been answered. Where the server also
+times each batch it runs (the BatchTimes ability: ``batch_time`` in protocol version 2), the row adds the server's
+own figure, the link excluded (``server_mbps_median``; ``server_clock``: ``wall``, measured on the server, or
+``virtual``, modelled by the emulated board it serves).
+
 The link limit: PCIe from the device's own Link Status (speed x width x encoding, specs/pci-vfio-remote.md
 §3.7), and for the USB bridge the USB link speed (specs/asm24-usb-bridge.md §1: 5 Gbps 8b/10b, 10 Gbps
 128b/132b, 480 Mbps), the lower of the two.
@@ -48,7 +59,8 @@ from tinyhw.errors import Refused
 from tinyhw.formats.pciconfig import parse_config
 from tinyhw.progress import NO_PROGRESS, Progress
 from tinyhw.transport.base import BarInfo, Transport
-from tinyhw.transport.clock import Clock, Measuring
+from tinyhw.transport.batch import Batching, BatchTimes
+from tinyhw.transport.clock import Clock, Measuring, WallClock
 
 # Payload MB/s of one PCIe lane per speed code: 2.5 and 5 GT/s use 8b/10b, 8 GT/s and up 128b/130b.
 PCIE_LANE_MBPS = {1: 250.0, 2: 500.0, 3: 8000 * 128 / 130 / 8, 4: 16000 * 128 / 130 / 8,
@@ -138,6 +150,9 @@ class CopyResult:
     host_only: bool = False
     model_host: str | None = None
     clock: str = "wall"  # wall | device | hybrid (tinyhw.mocks.vclock)
+    timer: str = "host"  # host: the transport's clock here; client: this client's wall clock per batch round trip
+    server_seconds: list[float] = field(default_factory=list)  # the server's own time of each repeat (remote:)
+    server_clock: str | None = None  # wall (measured on the server) | virtual (modelled there) | None (no figure)
     path_name: str | None = None  # the --path choice (bar, sram, dma, staging), when known
     path_auto: bool = False  # chosen by --path auto
     verified_by: str | None = None  # the independent path the copies were also checked through
@@ -147,6 +162,13 @@ class CopyResult:
         """The rate of each timed repeat in MB/s (decimal: 10**6 bytes per second); repeats of zero time are left out.
         """
         return [self.size / s / 1e6 for s in self.seconds if s > 0]
+
+    def _server_median(self) -> float | None:
+        """The median MB/s on the server's own time of the batches (None without a figure for every repeat)."""
+        rates = [self.size / s / 1e6 for s in self.server_seconds if s > 0]
+        if self.server_clock is None or not rates or len(self.server_seconds) != len(self.seconds):
+            return None
+        return round(statistics.median(rates), 3)
 
     def as_dict(self) -> dict[str, Any]:
         """The result as a JSON-ready dict: direction, size, repeats, path, the min/median/max rate in MB/s, the link's
@@ -169,6 +191,9 @@ class CopyResult:
             "host_only": self.host_only,
             "model_host": self.model_host,
             "clock": self.clock,
+            "timer": self.timer,
+            "server_mbps_median": self._server_median(),
+            "server_clock": self.server_clock,
             "path_name": self.path_name,
             "path_auto": self.path_auto,
             "verified_by": self.verified_by,
@@ -286,10 +311,46 @@ def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ..
     host_only = via is not None and via.host_only
     limit, how = (None, "no device transfer") if host_only else link_limit(transport)
     clock = via.clock if via is not None and via.clock is not None else transport.clock
-    modelled = bool(getattr(clock, "virtual", False))
-    with measuring(clock) as clock_mode:
+    timing = Timing(clock)
+    if isinstance(transport, Batching) and not host_only:  # queued accesses: time each batch's round trip here
+        timing = Timing(WallClock() if via is None or via.clock is None else clock, "client",
+                        lambda: transport.submit([]).get(),
+                        transport.batch_time if isinstance(transport, BatchTimes) else None)
+    with measuring(timing.clock) as clock_mode:
         return _copies(transport, sizes, directions, repeat, bar, offset, progress, log, via, host_only, limit,
-                       how, clock, modelled, clock_mode)
+                       how, timing, clock_mode)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How the copies are timed: on ``clock``, by ``timer`` (the row's ``"timer"``: ``host`` or ``client``), and
+    ``sync``: what sends every queued access and waits for its answer (a transport that batches accesses; None:
+    accesses complete when they return)."""
+
+    clock: Clock
+    timer: str = "host"
+    sync: Callable[[], object] | None = None
+    far: Callable[[], tuple[float, int, bool] | None] | None = None  # the far end's batch times (BatchTimes)
+
+    @property
+    def modelled(self) -> bool:
+        """True when the clock is an emulator's virtual one (the time is modelled, not measured)."""
+        return bool(getattr(self.clock, "virtual", False))
+
+    def settle(self) -> None:
+        """Send what is queued and wait for its answer (nothing where accesses are not queued)."""
+        if self.sync is not None:
+            self.sync()
+
+    def far_now(self) -> tuple[float, int, bool] | None:
+        """The far end's summed batch time now (see :class:`~tinyhw.transport.batch.BatchTimes`), or None."""
+        return self.far() if self.far is not None else None
+
+    def describe(self, clock_mode: str) -> str:
+        """The log's words for the time the rows show."""
+        if self.timer == "client":
+            return "measured wall time on this client of each copy's whole batch round trip (link and server included)"
+        return f"modelled time (emulated board, {clock_mode} clock)" if self.modelled else "measured wall time"
 
 
 def measuring(clock: Clock) -> Any:
@@ -302,7 +363,7 @@ def measuring(clock: Clock) -> Any:
 
 def _copies(transport: Transport, sizes: list[int], directions: tuple[str, ...], repeat: int, bar: int | None,
             offset: int, progress: Progress, log: Callable[[str], None], via: CopyPath | None, host_only: bool,
-            limit: float | None, how: str, clock: Clock, modelled: bool, clock_mode: str) -> list[CopyResult]:
+            limit: float | None, how: str, timing: Timing, clock_mode: str) -> list[CopyResult]:
 
     if via is None:
         info = pick_bar(transport, bar)
@@ -315,7 +376,7 @@ def _copies(transport: Transport, sizes: list[int], directions: tuple[str, ...],
         where = via.label
     log(f"copying through {where} at offset {offset:#x}; link limit "
         f"{'unknown' if limit is None else f'{limit:.0f} MB/s'} ({how}); "
-        f"{f'modelled time (emulated board, {clock_mode} clock)' if modelled else 'measured wall time'}"
+        f"{timing.describe(clock_mode)}"
         f"{' of host memory copies only' if host_only else ''}")
     check_fits(sizes, offset, room, where)
     results: list[CopyResult] = []
@@ -324,10 +385,10 @@ def _copies(transport: Transport, sizes: list[int], directions: tuple[str, ...],
     with progress.task("copy", total) as advance:
         for size in sizes:
             for direction in directions:
-                r = CopyResult(direction, size, repeat, path, link_limit_mbps=limit, modelled=modelled,
+                r = CopyResult(direction, size, repeat, path, link_limit_mbps=limit, modelled=timing.modelled,
                                host_only=host_only, path_name="bar" if via is None else None,
                                verified_by=check.label if check is not None else None,
-                               clock=clock_mode)
+                               clock=clock_mode, timer=timing.timer)
                 if via is not None and via.model is not None:
                     r.model_mbps = via.model(direction, size)
                     r.model_host = via.model_host(direction) if via.model_host is not None else None
@@ -339,7 +400,10 @@ def _copies(transport: Transport, sizes: list[int], directions: tuple[str, ...],
                 for i in range(repeat):
                     data = _pattern(size, (size << 8) | (i << 1) | (direction == "d2h"))
                     copy = _Copy(direction, size, offset, path, write, read, via)
-                    r.seconds.append(copy.run(data, clock))
+                    r.seconds.append(copy.run(data, timing))
+                    if copy.server_seconds is not None:
+                        r.server_seconds.append(copy.server_seconds)
+                        r.server_clock = copy.server_clock
                     r.verified += size
                     r.verified_independent += copy.independent
                     advance(size)
@@ -356,23 +420,40 @@ class _Copy:
         self.check = via.check if via is not None else None
         self.poison = via.poison if via is not None else None
         self.independent = 0
+        self.server_seconds: float | None = None  # the far end's own time of the timed region, where it reports one
+        self.server_clock: str | None = None
 
-    def run(self, data: bytes, clock: Clock) -> float:
-        """The copy's time on ``clock``; raises OperationFailed at the first wrong byte."""
+    def _timed(self, timing: Timing, work: Callable[[], object]) -> tuple[float, Any]:
+        """Run ``work`` timed: what was queued before is sent first (not this copy's time), and the timer stops once
+        everything ``work`` queued has been answered. Returns (seconds, what ``work`` returned); notes the far end's
+        own time of the region when it reports one for all of it."""
+        clock = timing.clock
+        timing.settle()
+        far0 = timing.far_now()
+        t0 = clock.now()
+        out = work()
+        timing.settle()
+        seconds = clock.now() - t0
+        far1 = timing.far_now()
+        if far0 is not None and far1 is not None and far1[1] == far0[1]:
+            self.server_seconds = far1[0] - far0[0]
+            self.server_clock = "virtual" if far1[2] else "wall"
+        return seconds, out
+
+    def run(self, data: bytes, timing: Timing) -> float:
+        """The copy's time on ``timing``'s clock; raises OperationFailed at the first wrong byte."""
         if self.direction == "h2d":
-            return self._h2d(data, clock)
-        return self._d2h(data, clock)
+            return self._h2d(data, timing)
+        return self._d2h(data, timing)
 
-    def _h2d(self, data: bytes, clock: Clock) -> float:
+    def _h2d(self, data: bytes, timing: Timing) -> float:
         check, off = self.check, self.offset
         wins = check.windows(self.size) if check is not None else []
         if check is not None:
             for s, n in wins:
                 check.write(off + s, data[s:s + n].translate(FLIP))
             check.flush()
-        t0 = clock.now()
-        self.write(off, data)
-        seconds = clock.now() - t0
+        seconds, _ = self._timed(timing, lambda: self.write(off, data))
         if check is not None:
             for s, n in wins:
                 self._compare(check.read(off + s, n), data[s:s + n], s, f"read back through {check.label}")
@@ -382,7 +463,7 @@ class _Copy:
         self._compare(self.read(off, self.size), data, 0, f"read back through {self.path}")
         return seconds
 
-    def _d2h(self, data: bytes, clock: Clock) -> float:
+    def _d2h(self, data: bytes, timing: Timing) -> float:
         check, off = self.check, self.offset
         want = data
         if check is not None:
@@ -400,9 +481,7 @@ class _Copy:
             self.write(off, data)
         if self.poison is not None:
             self.poison(self.size)
-        t0 = clock.now()
-        back = self.read(off, self.size)
-        seconds = clock.now() - t0
+        seconds, back = self._timed(timing, lambda: self.read(off, self.size))
         how = f"written through {check.label}, copied out" if check is not None else "copied out"
         self._compare(back, bytes(want), 0, how)
         return seconds

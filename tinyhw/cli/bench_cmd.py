@@ -57,6 +57,10 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
     hybrid clock: those modelled device costs plus this host's measured CPU time between transfers (each
     row's "clock": hybrid; the device option clock=device, or TINYHW_CLOCK=device, gives the exact,
     reproducible device-time figures instead).
+    Over remote: each copy is timed on this client's wall clock for its whole batch round trip, link and server
+    included (measured; "time": client, `"timer": "client"`), and the server's own time of the same batches, the
+    link excluded, is shown beside it where the server reports it (`server_mbps_median`, `server_clock`: wall,
+    measured there, or virtual, modelled by the emulated board it serves).
     The table title and every --json row name the path (`path`, `path_name`, `path_auto`).
 
     Verification: the sram and dma paths (SDMA between host and VRAM) are checked through the BAR0 VRAM
@@ -169,12 +173,15 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
     for col in ("dir", "memory") if gpu else cols:
         table.add_column(col)
     pipelined = any(r.get("model_mbps") is not None for r in rows)
+    served = any(r.get("server_mbps_median") is not None for r in rows)
     extra = ("model",) if pipelined else ()
+    extra += ("server",) if served else ()
     for col in ("size", "MB/s min", "median", "max", "verified", "of limit", *extra, "time"):
         table.add_column(col, justify="left" if col == "time" else "right")
     for r in rows:
         frac = r["fraction_of_limit"]
         model = (num(r.get("model_mbps")),) if pipelined else ()
+        model += (num(r.get("server_mbps_median")),) if served else ()
         table.add_row(*(r[c] for c in cols), _size(r["size"]), num(r["mbps_min"]), num(r["mbps_median"]),
                       num(r["mbps_max"]), _size(r["verified"]) if r["verified"] else "-",
                       "-" if frac is None else f"{frac:.1%}", *model,
@@ -191,6 +198,15 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
     if any(r.get("clock") == "hybrid" for r in rows):
         app.out.print("time: hybrid clock = the emulator's modelled device time plus this host's measured cpu time "
                       "between transfers (clock=device for the exact device-time figures)", markup=False)
+    if any(r.get("timer") == "client" for r in rows):
+        app.out.print("time: client = this client's measured wall time of each copy's whole batch round trip "
+                      "to the remote server (the link and the server included)", markup=False)
+    if served:
+        kinds = {r.get("server_clock") for r in rows if r.get("server_mbps_median") is not None}
+        how = " and ".join(sorted(("modelled by the emulated board it serves" if k == "virtual"
+                                   else "measured on its wall clock") for k in kinds))
+        app.out.print(f"server column: median MB/s on the server's own time of each copy's batches, the link "
+                      f"excluded ({how})", markup=False)
     hosts = sorted({f"{r['direction']} {r['model_host']}" for r in rows if r.get("model_host")})
     if hosts:
         app.out.print(f"model column: the timing model of this run's host, device costs only ({', '.join(hosts)}; "
@@ -200,7 +216,9 @@ def _human(app: App, rows: list[dict[str, Any]], gpu: dict[str, Any] | None = No
 
 
 def _timing(r: dict[str, Any]) -> str:
-    """How a row was timed: measured (wall), modelled (device clock), hybrid clock, host only."""
+    """How a row was timed: measured (wall), modelled (device clock), hybrid clock, host only, client wall (remote)."""
+    if r.get("timer") == "client":
+        return "client"
     if r["modelled"]:
         return "hybrid clock" if r.get("clock") == "hybrid" else "modelled"
     return "host only" if r.get("host_only") else "measured"

@@ -8,7 +8,10 @@ pcie side is powered off"), ``on`` trains the link and enumerates the GPU again,
 seconds on the device's clock, on. The power state lasts as long as nobody opens the device: opening it (a new
 session) powers the PCIe side on, as every tinyhw command does. A board without the bridge (a native PCI
 function, an emulated board attached directly) has no such toggle: ``on``/``off`` are refused with exit 2's
-error; :class:`~tinyhw.labgrid.strategy.TinyhwStrategy` then only closes and reopens the session.
+error; :class:`~tinyhw.labgrid.strategy.TinyhwStrategy` then only closes and reopens the session. Each ``off``
+(a ``cycle``'s too) tells the target's drivers that keep a record of the board's state (``power_lost()``: the
+strategy's status) that the GPU lost it, so a strategy that counted it booted walks link-up, firmware and boot
+again.
 """
 
 from __future__ import annotations
@@ -63,7 +66,18 @@ class TinyhwPowerDriver(Driver, PowerProtocol):
     @step(title="power_off")
     def off(self) -> LinkState:
         """Power the PCIe side off (PERST#, rails dropped); checked against the LTSSM register."""
-        return self._power().power_off()
+        state = self._power().power_off()
+        self._state_lost()
+        return state
+
+    def _state_lost(self) -> None:
+        """The GPU lost its state with its power: every other driver of the target that keeps a record of it
+        (``power_lost()``, :meth:`TinyhwStrategy.power_lost <tinyhw.labgrid.strategy.TinyhwStrategy.power_lost>`)
+        forgets it."""
+        for driver in list(self.target.drivers):
+            hook = getattr(driver, "power_lost", None)
+            if driver is not self and callable(hook):
+                hook()
 
     @Driver.check_active
     @step(title="power_cycle")
@@ -71,6 +85,7 @@ class TinyhwPowerDriver(Driver, PowerProtocol):
         """Off, ``delay`` seconds on the device's clock, on."""
         power = self._power()
         power.power_off()
+        self._state_lost()
         if self.delay:
             self.tinyhw.transport.clock.sleep(self.delay)
         return power.power_on()

@@ -69,6 +69,14 @@ class TinyhwStrategy(Strategy):
              Status.booted: self._boot}[wanted]()
             self.status = wanted
 
+    def power_lost(self) -> None:
+        """The board's power went off behind the strategy's back (:class:`TinyhwPowerDriver` ``off``/``cycle``): a
+        board counted past ``off`` is ``unknown`` again (its session may still be open), so the next transition
+        goes through ``off`` or links, checks the firmware and boots anew instead of trusting a boot the GPU no
+        longer holds."""
+        if self.status.value > Status.off.value:
+            self.status = Status.unknown
+
     def _bridge_power(self) -> TinyhwPowerDriver | None:
         """The bridge's PCIe toggle when no farm power driver is bound (or the bound one is tinyhw's), if the board
         has it."""

@@ -535,6 +535,11 @@ class Asm24Bridge:
             self.hierarchy.perst()
             budget.spend(self.link.power_on())
         else:
+            if self.link.powered:  # the rails drop: the GPU loses its state (its flash is kept)
+                self.pending.clear()  # its bus-master writes still in flight die with it
+                lose = getattr(self.board, "power_lost", None)
+                if callable(lose):
+                    lose()
             self.link.power_off()
         return 0
 

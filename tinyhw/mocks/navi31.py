@@ -542,6 +542,29 @@ class Navi31Board:
             self.lost = True
             self.disconnect()
 
+    def power_lost(self) -> None:
+        """The PCIe rails dropped (the bridge's 0xF3(0), ``tinyhw link power off``): everything but the flash is lost.
+
+        The one power-on path of ``tinyhw mock power-cycle`` (:func:`power_on_boot`) runs on this board's flash: a
+        program or erase that was running stays torn, the PSP boots from the flash as it finds it, and the board is
+        built again from the cold state that leaves, as the next command would find it: SMU and PSP sOS not running,
+        GC/CP/SDMA/GPU VM registers at their power-on values (tinyhw's boot flags in SCRATCH_REG5/6/7 with them), no
+        compute queue, PCI config space at power-on (BARs unassigned), VRAM cleared (reads zeros; the IP discovery
+        table is placed again). The board's time and its per-command counters start again from the power-on. The
+        attachment (the bridge) and the device lock stay."""
+        if self._closed:
+            return
+        uncovered, seen, bus = self.uncovered, self._uncovered_seen, self.bus
+        self.chip.freeze()
+        try:
+            power_on_boot(self.store, self.options.timing)
+        finally:
+            self.store.close()
+        self.options.psp = None  # the state the power-on boot left in the board state file
+        self._build(self.options, self.clock, self.attach, self.model)
+        self.am.time_base = -self.clock.now()  # the board's time counts from this power-on
+        self.uncovered, self._uncovered_seen, self.bus = uncovered, seen, bus
+
     def disconnect(self) -> None:
         """Power lost mid-operation (a disconnect fault): a running program/erase stays torn."""
         self.chip.freeze()
@@ -567,23 +590,29 @@ class Navi31Board:
             lock.release()
 
 
+def power_on_boot(store: FlashStore, timing: str = "typical") -> tuple[str | None, str]:
+    """What a power-on leaves of the emulated Navi31 whose flash is ``store``: the flash is kept, the board state
+    file is cleared (every volatile block cold), and the PSP boots from the flash as it finds it
+    (tinyhw.mocks.pspupdate: the update cookie, the ISH descriptors, the first-boot sync, which may write the flash).
+    Returns (partition booted: "A", "B" or None when the boot loader stalls, why in words). The one power-on path:
+    ``tinyhw mock power-cycle`` (:func:`power_cycle_flash`) and a board whose PCIe power is switched off
+    (:meth:`Navi31Board.power_lost`) both take it."""
+    chosen, why = FlashUpdate(lambda: store.data, store.write, TIMINGS[timing]).boot()
+    boardstate.clear(store.path)
+    boardstate.save(store.path, {"mailbox": {"state": "early" if chosen else "pbl", "step": 0, "hung": False},
+                                 "booted": chosen})
+    return chosen, why
+
+
 def power_cycle_flash(path: Path | str, timing: str = "typical") -> tuple[str | None, str]:
-    """A hard power cycle of the emulated Navi31 whose flash file is ``path``: the flash is kept, everything else
-    is cold, and the PSP boots from the flash as it finds it (tinyhw.mocks.pspupdate: the update cookie, the ISH
-    descriptors, the first-boot sync). Returns (partition booted: "A", "B" or None when the boot loader stalls,
-    why in words). The next command finds the PSP in the early state when a partition booted (ROM_SW gated), else
-    in the stalled boot loader (ROM_SW available). The caller holds the device lock (``tinyhw mock
-    power-cycle`` does)."""
-    path = Path(path)
-    store = FlashStore(path, build_image, NAVI31.flash_size)
+    """A hard power cycle of the emulated Navi31 whose flash file is ``path`` (:func:`power_on_boot` on it). The next
+    command finds the PSP in the early state when a partition booted (ROM_SW gated), else in the stalled boot loader
+    (ROM_SW available). The caller holds the device lock (``tinyhw mock power-cycle`` does)."""
+    store = FlashStore(Path(path), build_image, NAVI31.flash_size)
     try:
-        chosen, why = FlashUpdate(lambda: store.data, store.write, TIMINGS[timing]).boot()
+        return power_on_boot(store, timing)
     finally:
         store.close()
-    boardstate.clear(path)
-    boardstate.save(path, {"mailbox": {"state": "early" if chosen else "pbl", "step": 0, "hung": False},
-                           "booted": chosen})
-    return chosen, why
 
 
 def reset_flash(path: Path | str) -> str:

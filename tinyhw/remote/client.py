@@ -29,6 +29,11 @@ from tinyhw.transport.clock import Clock
 
 #: Queued bytes that force a send even before a result is needed.
 FLUSH_BYTES = 1 << 20
+#: Result bytes of the queued reads that force a send (a batch's results stay under the server's read cap).
+FLUSH_READ_BYTES = 8 << 20
+#: The largest piece of a BAR block read or write in one operation: a larger one is split into pieces, queued one
+#: after another (the batches they fill stay within the frame and read limits of the protocol).
+BLOCK_PIECE = 1 << 20
 HANDSHAKE_TIMEOUT = 20.0
 #: Longest wait for a reply: the longest wait one batch may hold, plus margin.
 REPLY_TIMEOUT = 300.0
@@ -92,6 +97,7 @@ class RemoteTransport(Transport):
         self._ops: list[Op] = []
         self._tickets: list[tuple[_Ticket, int]] = []
         self._queued = 0
+        self._reading = 0  # result bytes of the queued reads
         self._seq = 0
         self._broken = False
         self._closed = False
@@ -100,6 +106,10 @@ class RemoteTransport(Transport):
         self._bars: list[BarInfo] = []
         self._tx = self._rx = session.Direction(b"")
         self.reply_timeout = REPLY_TIMEOUT
+        self._timed = False  # the server times each batch (ability batch_time)
+        self._wide = False  # the server takes bar offsets of 4 GiB and more (ability offsets64)
+        self._server_seconds = 0.0  # the server's time of the timed batches, summed
+        self._untimed = 0  # batches sent while the server times batches, but plain (their results too large)
 
     @property
     def broken(self) -> bool:
@@ -151,6 +161,8 @@ class RemoteTransport(Transport):
                                          hint="check the address and that both sides hold the same key file")
         self._describe(doc)
         abilities = doc.get("abilities")
+        self._timed = isinstance(abilities, list) and protocol.ABILITY_BATCH_TIME in abilities
+        self._wide = isinstance(abilities, list) and protocol.ABILITY_WIDE_OFFSETS in abilities
         if isinstance(abilities, list) and protocol.ABILITY_PCIE_POWER in abilities:
             self.__class__ = PoweredRemoteTransport  # the served transport's PCIe power toggle, forwarded
         return self
@@ -256,24 +268,25 @@ class RemoteTransport(Transport):
                 c.reg_reads += 1
             elif isinstance(op, R):
                 c.reg_reads += op.length // 4
+                self._reading += op.length
             elif isinstance(op, W):
                 c.reg_writes += len(op.data) // 4
                 self._queued += len(op.data)
         self._queued += 16 * len(ops)
-        if self._queued >= FLUSH_BYTES or len(self._ops) >= protocol.MAX_OPS // 2:
+        if self._queued >= FLUSH_BYTES or self._reading >= FLUSH_READ_BYTES or len(self._ops) >= protocol.MAX_OPS // 2:
             self.flush()
         return ticket
 
     def flush(self) -> None:
         """Send everything queued as one batch and hand each ticket its results."""
         ops, tickets = self._ops, self._tickets
-        self._ops, self._tickets, self._queued = [], [], 0
+        self._ops, self._tickets, self._queued, self._reading = [], [], 0, 0
         if not ops:
             for t, _ in tickets:
                 t.done = True
             return
         try:
-            results = protocol.decode_results(ops, self.request(protocol.OP_BATCH, protocol.encode_ops(ops)))
+            results = protocol.decode_results(ops, self._send_batch(ops))
         except TinyhwError as e:
             for t, _ in tickets:
                 t.done, t.error = True, e
@@ -284,6 +297,28 @@ class RemoteTransport(Transport):
             t.results, t.done = results[:k], True
             results = results[k:]
             pos += n
+
+    def _send_batch(self, ops: list[Op]) -> bytes:
+        """One batch round trip; the results' bytes. Timed by the server where it can (its time summed for
+        :meth:`batch_time`), unless the results and the time would not fit one reply."""
+        prefix = protocol.BATCH_TIME.size
+        if not self._timed or protocol.result_size(ops) + prefix > protocol.MAX_PAYLOAD:
+            self._untimed += self._timed
+            return self.request(protocol.OP_BATCH, protocol.encode_ops(ops, wide=self._wide))
+        reply = self.request(protocol.OP_TIMED_BATCH, protocol.encode_ops(ops, wide=self._wide))
+        (spent,) = protocol.BATCH_TIME.unpack_from(reply) if len(reply) >= prefix else (math.nan,)
+        if not (math.isfinite(spent) and 0 <= spent <= REPLY_TIMEOUT):
+            raise _malformed(f"a timed batch's reply holds no time the server could have spent ({spent!r})")
+        self._server_seconds += spent
+        return reply[prefix:]
+
+    def batch_time(self) -> tuple[float, int, bool] | None:
+        """The server's own time of the batches sent so far (the BatchTimes ability): (seconds summed over the
+        batches it timed, how many it did not time, whether its clock is virtual: modelled, not measured); None
+        when the server does not time batches (an older one)."""
+        if not self._timed:
+            return None
+        return self._server_seconds, self._untimed, bool(self.clock.virtual)
 
     def ping(self) -> float:
         """One empty round trip; returns its wall time in seconds."""
@@ -412,8 +447,12 @@ class _RemoteRegion(BarRegion):
 
     def read(self, offset: int, length: int) -> bytes:
         self.check(offset, length)
-        return self._t.submit([R(self._i, offset, length)]).get()[0]
+        pieces = [self._t.submit([R(self._i, offset + o, min(BLOCK_PIECE, length - o))])
+                  for o in range(0, length, BLOCK_PIECE)] or [self._t.submit([R(self._i, offset, 0)])]
+        return b"".join(p.get()[0] for p in pieces)
 
     def write(self, offset: int, data: bytes) -> None:
         self.check(offset, len(data))
-        self._t.submit([W(self._i, offset, bytes(data))])
+        view = memoryview(data)
+        for o in range(0, len(data), BLOCK_PIECE):
+            self._t.submit([W(self._i, offset + o, bytes(view[o:o + BLOCK_PIECE]))])

@@ -31,6 +31,13 @@ Optional abilities of the served transport, added to version 2 compatibly: the d
 ``OP_POWER`` (the bridge's PCIe power toggle, :class:`~tinyhw.transport.abilities.PciePower`): payload
 :data:`POWER` (action 0 off, 1 on, 2 status; the wait in seconds), reply the link state as JSON (``ltssm``,
 ``state``, ``up``, ``powered``).
+``OP_TIMED_BATCH`` (ability ``batch_time``, listed by every server that has it): a batch like ``OP_BATCH`` whose
+reply payload starts with :data:`BATCH_TIME`, the seconds the served transport's clock advanced while the server ran
+it (wall time on hardware, measured there; the board's virtual clock on an emulated board, modelled), then the
+results. A client sends it only while the results and the prefix fit :data:`MAX_PAYLOAD`, else a plain batch.
+Wide offsets (ability ``offsets64``): BAR accesses at offsets of 4 GiB and more (a resized VRAM BAR) travel as the
+kinds 9-13, the W32, W, R32, R and Poll32 fields with a u64 offset (:data:`_WIDE`); a client uses them only when
+the server lists the ability, and refuses such an access otherwise.
 """
 
 from __future__ import annotations
@@ -53,14 +60,19 @@ CLIENT_HELLO = struct.Struct("<8sHH32s32s")
 REQ = struct.Struct("<BBHI")
 REPLY = struct.Struct("<BBHId")
 AUTH_NONE, AUTH_HMAC = 0, 1
-OP_BATCH, OP_PING, OP_STATS, OP_BYE, OP_POWER = 1, 2, 3, 4, 5
-OPS = {OP_BATCH: "batch", OP_PING: "ping", OP_STATS: "stats", OP_BYE: "bye", OP_POWER: "power"}
+OP_BATCH, OP_PING, OP_STATS, OP_BYE, OP_POWER, OP_TIMED_BATCH = 1, 2, 3, 4, 5, 6
+OPS = {OP_BATCH: "batch", OP_PING: "ping", OP_STATS: "stats", OP_BYE: "bye", OP_POWER: "power",
+       OP_TIMED_BATCH: "timed batch"}
+#: what an OP_TIMED_BATCH reply starts with: the seconds the served device's clock advanced while the batch ran
+BATCH_TIME = struct.Struct("<d")
 #: OP_POWER's payload (action, wait in seconds) and actions; the reply is the link state's JSON document
 POWER = struct.Struct("<Bd")
 POWER_OFF, POWER_ON, POWER_STATUS = 0, 1, 2
 POWER_ACTIONS = {POWER_OFF: "off", POWER_ON: "on", POWER_STATUS: "status"}
 #: the optional abilities a server may list in its description's ``abilities`` (each carried by its own op)
 ABILITY_PCIE_POWER = "pcie_power"
+ABILITY_BATCH_TIME = "batch_time"
+ABILITY_WIDE_OFFSETS = "offsets64"
 
 #: Largest request or reply payload (bytes), checked before it is read.
 MAX_PAYLOAD = 16 << 20
@@ -80,7 +92,15 @@ _FIXED = {
     6: struct.Struct("<BIIIdd"),   # Poll32 bar, offset, mask, expect, timeout, interval (+ what, hint)
     7: struct.Struct("<HB"),       # CfgR offset, size
     8: struct.Struct("<HBI"),      # CfgW offset, size, value
+    9: struct.Struct("<BQI"),      # W32 with a u64 offset (bar, offset, value)
+    10: struct.Struct("<BQI"),     # W with a u64 offset (+ data)
+    11: struct.Struct("<BQ"),      # R32 with a u64 offset
+    12: struct.Struct("<BQI"),     # R with a u64 offset
+    13: struct.Struct("<BQIIdd"),  # Poll32 with a u64 offset (+ what, hint)
 }
+#: the wide kinds (an offset of 4 GiB or more) and the kind each widens
+_WIDE = {9: 1, 10: 2, 11: 3, 12: 4, 13: 6}
+_WIDEN = {base: wide for wide, base in _WIDE.items()}
 _U16 = struct.Struct("<H")
 _BACKREF = 0xFFFF
 
@@ -108,18 +128,24 @@ def recv_frame(ch: Channel, d: Direction, head: struct.Struct, timeout: float | 
 
 
 # -- operations ---------------------------------------------------------------------------------------------------
-def encode_ops(ops: Sequence[Op]) -> bytes:
+def encode_ops(ops: Sequence[Op], *, wide: bool = False) -> bytes:
     """The wire form of a batch: one kind byte and fixed fields per operation; a poll's repeated texts refer back to
-    their first use."""
+    their first use. A BAR offset of 4 GiB or more takes its wide kind where ``wide`` (the server lists
+    ``offsets64``); else it is refused."""
     out = bytearray()
     texts: dict[str, int] = {}  # a poll's texts repeat: later uses refer back to the first (0xffff, index)
     for op in ops:
         kind = _KIND[type(op)]
+        if kind in _WIDEN and op.offset > 0xFFFFFFFF:
+            if not wide:
+                raise errors.Refused(f"bar{op.bar} offset 0x{op.offset:x} is past 4 GiB, which this server's "
+                                     "protocol cannot carry", hint="install the same tinyhw version on both machines")
+            kind = _WIDEN[kind]
         out.append(kind)
         if isinstance(op, W):
-            out += _FIXED[2].pack(op.bar, op.offset, len(op.data)) + bytes(op.data)
+            out += _FIXED[kind].pack(op.bar, op.offset, len(op.data)) + bytes(op.data)
         elif isinstance(op, Poll32):
-            out += _FIXED[6].pack(*op[:6])
+            out += _FIXED[kind].pack(*op[:6])
             for text in (op.what, op.hint):
                 if text in texts:
                     out += _U16.pack(_BACKREF) + _U16.pack(texts[text])
@@ -147,6 +173,7 @@ def decode_ops(payload: bytes) -> list[Op]:
                 raise ProtocolError(f"unknown operation kind {kind} at byte {pos - 1}")
             fields = fixed.unpack_from(payload, pos)
             pos += fixed.size
+            kind = _WIDE.get(kind, kind)
             op: Op
             if kind == 2:
                 length = fields[2]

@@ -170,8 +170,8 @@ class RemoteServer:
             except protocol.ProtocolError as e:  # oversized: said to the client, then closed (no resynchronising)
                 self._error(conn, 0, e)
                 return f"protocol error: {e.message}"
-            if op == protocol.OP_BATCH:
-                self._batch(conn, seq, t, payload)
+            if op in (protocol.OP_BATCH, protocol.OP_TIMED_BATCH):
+                self._batch(conn, seq, t, payload, timed=op == protocol.OP_TIMED_BATCH)
             elif op == protocol.OP_PING:
                 self._reply(conn, seq, t, b"")
             elif op == protocol.OP_STATS:
@@ -184,7 +184,9 @@ class RemoteServer:
             else:
                 self._error(conn, seq, protocol.ProtocolError(f"unknown request {op}"))
 
-    def _batch(self, conn: _Conn, seq: int, t: Transport, payload: bytes) -> None:
+    def _batch(self, conn: _Conn, seq: int, t: Transport, payload: bytes, *, timed: bool = False) -> None:
+        """Run one batch (checked whole first); ``timed``: the reply starts with the seconds the device's clock
+        advanced while it ran (``OP_TIMED_BATCH``)."""
         try:
             ops = protocol.decode_ops(payload)
             check_ops(t, ops)
@@ -198,11 +200,14 @@ class RemoteServer:
             self.audit(conn.name, f"batch #{seq}: {len(ops)} operations, {len(writes)} writes "
                                   f"(first {_show(writes[0])})")
         try:
+            start = t.clock.now()
             results = run_ops(t, ops)
+            spent = t.clock.now() - start
         except TinyhwError as e:
             self._error(conn, seq, e)
             return
-        self._reply(conn, seq, t, protocol.encode_results(ops, results))
+        body = protocol.encode_results(ops, results)
+        self._reply(conn, seq, t, protocol.BATCH_TIME.pack(max(0.0, spent)) + body if timed else body)
 
     def _power(self, conn: _Conn, seq: int, t: Transport, payload: bytes) -> None:
         """The bridge's PCIe power toggle (audited when it changes state); refused for a device without it."""
@@ -258,7 +263,9 @@ def _for_client(e: TinyhwError) -> TinyhwError:
 
 def describe(t: Transport) -> dict[str, Any]:
     """What a client learns about the served device at connect: identity, BARs, transport facts (made JSON-safe), the
-    device clock's time and kind, and the optional abilities it forwards (:data:`protocol.ABILITY_PCIE_POWER`)."""
+    device clock's time and kind, and the optional abilities: timed batches (:data:`protocol.ABILITY_BATCH_TIME`) and
+    wide offsets (:data:`protocol.ABILITY_WIDE_OFFSETS`), always, and those it forwards
+    (:data:`protocol.ABILITY_PCIE_POWER`)."""
     info = t.info()
     return {
         "identity": asdict(t.identity()),
@@ -266,7 +273,8 @@ def describe(t: Transport) -> dict[str, Any]:
         "info": {"transport": info.transport, "emulated": info.emulated, "extra": _jsonable(info.extra)},
         "clock": t.clock.now(),
         "clock_virtual": bool(t.clock.virtual),
-        "abilities": [protocol.ABILITY_PCIE_POWER] if isinstance(t, PciePower) else [],
+        "abilities": [protocol.ABILITY_BATCH_TIME, protocol.ABILITY_WIDE_OFFSETS]
+        + ([protocol.ABILITY_PCIE_POWER] if isinstance(t, PciePower) else []),
     }
 
 

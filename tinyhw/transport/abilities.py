@@ -3,7 +3,8 @@
 A feature that needs one asks with :func:`tinyhw.transport.base.require`, which returns the
 transport or raises a clear "the X transport cannot ..." error, so no feature tests a transport's
 class or reaches into its internals. :class:`Batching` (queued accesses sent together, the
-``remote:`` transport) lives with its operations in :mod:`tinyhw.transport.batch`.
+``remote:`` transport) and :class:`BatchTimes` (the far end's own time of each batch) live with their operations
+in :mod:`tinyhw.transport.batch`.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from tinyhw.transport.batch import Batching
+from tinyhw.transport.batch import Batching, BatchTimes
 
-__all__ = ["LTSSM_LINK_UP", "LTSSM_STATES", "RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BridgeSram",
-           "BulkQueue", "DmaBuffers", "DeviceAttributes", "Interrupts", "LinkState", "PciePower", "PhysicalDma",
-           "QueuedBulk", "ReadOnlyPeek", "Resettable", "TransferTap", "device_awake"]
+__all__ = ["LTSSM_LINK_UP", "LTSSM_STATES", "RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BatchTimes",
+           "BridgeSram", "BulkQueue", "DmaBuffers", "DeviceAttributes", "Interrupts", "LinkState", "PciePower",
+           "PhysicalDma", "QueuedBulk", "ReadOnlyPeek", "Resettable", "TransferTap", "device_awake"]
 
 
 @runtime_checkable

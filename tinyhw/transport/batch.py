@@ -125,6 +125,19 @@ class Batching(Protocol):
         """Queue ``ops`` after everything queued before; returns the :class:`Ticket` of their results."""
 
 
+@runtime_checkable
+class BatchTimes(Protocol):
+    """A batching transport whose far end times each batch it runs (``remote:``, a server listing ``batch_time``).
+
+    ``batch_time()`` is None when the far end does not (an older server); else (seconds its clock advanced running
+    the batches sent so far, summed; how many batches went untimed; whether that clock is virtual, i.e. the time is
+    an emulator's modelled time). The time of a stretch of work is the difference of two readings, valid when the
+    untimed count did not change in between."""
+
+    def batch_time(self) -> tuple[float, int, bool] | None:
+        """(summed far-end seconds, untimed batches, virtual clock) so far, or None (see the class)."""
+
+
 def batch_wait(ops: Sequence[Op]) -> float:
     """The longest ``ops`` can spend waiting: the sum of their sleeps and of their polls' timeouts (seconds)."""
     return sum(op.seconds if isinstance(op, Sleep) else op.timeout for op in ops if isinstance(op, (Sleep, Poll32)))
