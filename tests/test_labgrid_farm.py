@@ -118,6 +118,7 @@ def test_am_boot_and_bench_copy_through_the_place_equal_the_direct_run(farm: Far
 
 
 def _boot_and_copy(farm: Farm, fw: str) -> None:
+    (farm.root / "fresh").mkdir(exist_ok=True)
     fresh = f"mock:navi31,flash={farm.root / 'fresh' / 'flash.bin'},timing=instant"  # a second board, not booted
     boots = [json.loads(_ok(farm.tinyhw("--device", dev, "--json", "am", "boot", "--yes", "--firmware-dir", fw,
                                         timeout=300)).stdout) for dev in (_place(farm), fresh)]

@@ -20,6 +20,7 @@ IMAGE = build_image()
 
 
 def make_board(tmp_path: Path, psp: str = "early", **cfg: object) -> Navi31Board:
+    tmp_path.mkdir(parents=True, exist_ok=True)  # flash= refuses a file in a missing directory
     options = Navi31Options(strict=True, flash=tmp_path / "flash.bin", psp=psp, timing="instant")
     return Navi31Board(options, model=Navi31Model(psp=PspConfig(**cfg)))
 

@@ -30,6 +30,7 @@ class Rig:
 @contextmanager
 def rig(tmp: Path, *, boot=None, **options: str) -> Iterator[Rig]:
     """``boot``: a callable run on the AmGpu before the copy engine comes up (e.g. a full firmware boot)."""
+    tmp.mkdir(parents=True, exist_ok=True)  # flash= refuses a file in a missing directory
     opts = Navi31UsbOptions.from_options({"flash": str(tmp / "flash.bin"), "strict": True, **options})
     clock = VirtualClock(mode=opts.clock)  # clock=hybrid: host cpu time on the clock too
     board = Navi31Board(opts, clock, attach="usb")
