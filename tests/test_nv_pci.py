@@ -273,3 +273,55 @@ def test_pci_gpu_with_huge_pages_needs_pagemap_frames(tmp_path: Path, monkeypatc
         with pytest.raises(EnvironmentProblem, match="cannot read .*pagemap") as e:
             nv.preflight_boot(t)
         assert "root" in e.value.hint and t.counters.reg_writes == 0
+
+
+# -- the guardian: bus mastering off even when the process is killed ----------------------------------------------
+GUARDED = """
+import sys, time
+from tinyhw.transport.physmem import start_guardian
+start_guardian(sys.argv[1])
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def _command(config: Path) -> int:
+    return int.from_bytes(config.read_bytes()[4:6], "little")
+
+
+def test_a_killed_process_leaves_bus_mastering_off(tmp_path: Path) -> None:
+    """SIGKILL the process that holds physical memory: its guardian clears COMMAND bit 2 (a regular file stands for
+    the sysfs config file), keeping the other bits."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config = tmp_path / "config"
+    config.write_bytes(bytes(4) + (0x0406).to_bytes(2, "little") + bytes(250))  # memory, bus master, intx disable
+    child = subprocess.Popen([sys.executable, "-c", GUARDED, str(config)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        assert _command(config) == 0x0406
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+        deadline = time.monotonic() + 10
+        while _command(config) & 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _command(config) == 0x0402
+    finally:
+        child.kill()
+
+
+def test_closing_the_memory_stops_its_guardian(tmp_path: Path) -> None:
+    from tinyhw.transport.physmem import start_guardian
+
+    config = tmp_path / "config"
+    config.write_bytes(bytes(4) + (0x0006).to_bytes(2, "little") + bytes(250))
+    r = ram()
+    mem = PhysicalMemory(r, quiesce=lambda: r.bus.update(on=False),  # type: ignore[attr-defined]
+                         guardian=lambda: start_guardian(str(config)))
+    mem.reserve([PAGE])
+    assert _command(config) == 0x0006  # the guardian waits while this process holds the memory
+    mem.close()  # stop() reaps the guardian, which cleared the bit on its way out
+    assert _command(config) == 0x0002 and r.violations == []

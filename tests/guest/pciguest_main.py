@@ -33,6 +33,17 @@ DMA_BUF = 0x40000
 # bounds": at most 0xfff bytes per transfer. 4092 keeps it a whole number of dwords.
 DMA_LEN = 4092
 RESULTS: dict[str, Any] = {}
+#: a process that takes physical memory for edu, turns bus mastering on, says ready and waits to be killed
+KILLED_HOLDER = """
+import sys, time
+from tinyhw.pci.sysfs import SysfsTransport
+t = SysfsTransport(sys.argv[1])
+memory = t.physical_memory()
+memory.reserve([3 << 20])
+t.config_write(0x04, 2, t.config_read(0x04, 2) | 0x4)
+print("ready", flush=True)
+time.sleep(120)
+"""
 
 
 def cli(*args: str) -> dict[str, Any]:
@@ -430,6 +441,27 @@ def run_all() -> None:  # one linear script, in the order the issue lists the pr
             with SysfsTransport(EDU) as t:
                 out["master_after_close"] = bool(t.config_read(0x04, 2) & 0x4)
             out["free_after_close"] = free_hugepages()
+            # a process holding the memory with bus mastering on is killed: its guardian turns mastering off and
+            # only then lets the huge pages go
+            holder = subprocess.Popen([sys.executable, "-c", KILLED_HOLDER, EDU], stdout=subprocess.PIPE, text=True)
+            ready = holder.stdout.readline().strip() if holder.stdout else ""
+            config = f"/sys/bus/pci/devices/{EDU}/config"
+
+            def master() -> bool:
+                fd = os.open(config, os.O_RDONLY)
+                try:
+                    return bool(int.from_bytes(os.pread(fd, 2, 4), "little") & 0x4)
+                finally:
+                    os.close(fd)
+
+            killed = {"ready": ready, "master_while_held": master(), "free_while_held": free_hugepages()}
+            holder.kill()
+            holder.wait(10)
+            deadline = time.monotonic() + 10
+            while (master() or free_hugepages() != 4) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            killed.update(master_after_kill=master(), free_after_kill=free_hugepages())
+            out["killed"] = killed
             rd, wr = os.pipe()
             pid = os.fork()
             if pid == 0:  # as user nobody, pagemap hides the frames: refused, never frame 0

@@ -211,6 +211,9 @@ def test_physical_memory_with_a_real_kernel_and_device(guest: dict[str, Any]) ->
     assert [c["offset"] for c in r["dma"]] == [0, (2 << 20) - 4092, 2 << 20, (3 << 20) - 4092]
     assert all(c["done"] and c["equal"] for c in r["dma"]), r["dma"]
     assert r["master_after_close"] is False and r["free_after_close"] == 4
+    k = r["killed"]  # SIGKILL of a holder: its guardian turned bus mastering off, then the huge pages came back
+    assert k["ready"] == "ready" and k["master_while_held"] is True and k["free_while_held"] == 2, k
+    assert k["master_after_kill"] is False and k["free_after_kill"] == 4, k
     # as user nobody: frames hidden (pfn 0) or, after setuid, the file unreadable; either way refused, with the fix
     nobody = r["nobody"]
     assert nobody["code"] == 3 and ("hides physical addresses" in nobody["text"] or "cannot read" in nobody["text"])

@@ -32,7 +32,14 @@ from tinyhw.pci.mmio import MappedRegion, open_readwrite
 from tinyhw.pci.scan import PciFunction, read_function
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
 from tinyhw.transport.lock import DeviceLock
-from tinyhw.transport.physmem import RESERVE_HINT, HugetlbBackend, PhysicalMemory, check_iommu, free_hugepages
+from tinyhw.transport.physmem import (
+    RESERVE_HINT,
+    HugetlbBackend,
+    PhysicalMemory,
+    check_iommu,
+    free_hugepages,
+    start_guardian,
+)
 
 DEFAULT_SYSFS = "/sys"
 CONFIG_MAX = 4096
@@ -348,7 +355,8 @@ class SysfsTransport(Transport):
         """Physical-address DMA buffers for this function (:mod:`tinyhw.transport.physmem`), after the checks:
         not driver-bound (the lock is taken), no IOMMU translating its requests, pagemap readable with physical
         frames (root), at least one free 2 MiB huge page. Closing the transport (or the memory) turns bus
-        mastering off before the pages are freed."""
+        mastering off before the pages are freed; once the memory is reserved a guardian process does the same if
+        this process is killed (:func:`~tinyhw.transport.physmem.start_guardian`)."""
         self._claim("give it host memory")
         check_iommu(self.sysfs, self.address, self.refresh().iommu_group)
         free = free_hugepages(self.sysfs)
@@ -357,7 +365,8 @@ class SysfsTransport(Transport):
                                      f"for {self.address}'s host memory", hint=RESERVE_HINT)
         backend = HugetlbBackend(os.path.join(procfs_root(), "self", "pagemap"))
         backend.probe()
-        memory = PhysicalMemory(backend, quiesce=self._bus_master_off)
+        config = self._file("config")
+        memory = PhysicalMemory(backend, quiesce=self._bus_master_off, guardian=lambda: start_guardian(config))
         self._memories.append(memory)
         return memory
 

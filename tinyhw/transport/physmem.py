@@ -15,7 +15,12 @@ module does about the dangers of handing a device physical addresses (§9.3-§9.
   to the device as address 0 (§9.3).
 * **Quiesce before free.** :meth:`PhysicalMemory.close` first calls the ``quiesce`` hook the transport gives
   (clear the function's bus-master bit), then unmaps: no DMA can reach a page after it is released.
-* ``MADV_DONTFORK`` keeps a child process (a subprocess the tool runs) from sharing the pages.
+* **A guardian for a killed process.** After :meth:`PhysicalMemory.reserve` has mapped the chunks, a forked
+  watcher (:func:`start_guardian`, given by the ``pci:`` transport) shares them and holds the function's config
+  file. When this process ends in any way, SIGKILL included, the watcher sees its pipe close, clears bus
+  mastering, and only then exits and lets the pages go: no window in which the device can write into pages
+  someone else owns. The chunks are shared mappings, so a fork shares them rather than copying them: the
+  physical addresses stay the parent's (no copy-on-write to move them).
 
 A buffer up to 2 MiB is carved from one chunk and is contiguous (``buf.iova`` is its first byte's physical
 address, ``buf.addr(offset)`` any byte's); a larger one spans chunks and is a scatter list
@@ -49,7 +54,7 @@ RESERVE_HINT = ("reserve 2 MiB huge pages first, e.g. `echo 64 | sudo tee /sys/k
                 "nr_hugepages` (64 pages = 128 MiB), or use vfio:ADDR (the IOMMU then maps ordinary memory)")
 
 __all__ = ["CHUNK", "RESERVE_HINT", "HugetlbBackend", "PhysBuffer", "PhysicalBackend", "PhysicalMemory",
-           "check_iommu", "chunk_address", "free_hugepages", "translate_pagemap"]
+           "check_iommu", "chunk_address", "free_hugepages", "start_guardian", "translate_pagemap"]
 
 
 def chunk_address(mem: mmap.mmap) -> int:
@@ -133,8 +138,8 @@ def check_iommu(sysfs: str, address: str, group: int | None) -> None:
 
 
 class HugetlbBackend:
-    """Real huge pages: ``mmap(MAP_SHARED|MAP_ANONYMOUS|MAP_HUGETLB|MAP_HUGE_2MB|MAP_POPULATE)``, ``mlock``,
-    ``MADV_DONTFORK``, every page touched, translated through ``pagemap`` (default ``/proc/self/pagemap``)."""
+    """Real huge pages: ``mmap(MAP_SHARED|MAP_ANONYMOUS|MAP_HUGETLB|MAP_HUGE_2MB|MAP_POPULATE)``, ``mlock``, every
+    page touched, translated through ``pagemap`` (default ``/proc/self/pagemap``)."""
 
     def __init__(self, pagemap: str = "/proc/self/pagemap") -> None:
         self.pagemap = pagemap
@@ -164,8 +169,6 @@ class HugetlbBackend:
             mem.close()
             raise EnvironmentProblem(f"cannot lock a 2 MiB huge page in memory ({os.strerror(err).lower()})",
                                      hint="run as root or raise RLIMIT_MEMLOCK (ulimit -l)")
-        with contextlib.suppress(AttributeError, OSError):
-            mem.madvise(mmap.MADV_DONTFORK)
         for off in range(0, CHUNK, PAGE):
             mem[off] = 0
         return mem
@@ -181,6 +184,45 @@ class HugetlbBackend:
         """Unmap (the kernel returns the page to the huge-page pool)."""
         with contextlib.suppress(BufferError):
             chunk.close()
+
+
+def start_guardian(config_path: str, command_offset: int = 4) -> Callable[[], None]:
+    """Fork a watcher that clears the function's bus-master bit (COMMAND bit 2, through the sysfs ``config`` file at
+    ``config_path``) as soon as this process ends or calls the returned stop function, whichever comes first. It
+    shares every mapping this process has now (the reserved chunks among them) and exits only after the bit is
+    clear, so the memory outlives the device's last chance to write it. It leaves the terminal's session (no
+    Ctrl-C or hang-up reaches it) and holds nothing but the pipe and the config file open."""
+    fd = os.open(config_path, os.O_RDWR | os.O_CLOEXEC)
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(fd)
+        os.close(read_end)
+        os.close(write_end)
+        raise
+    if pid == 0:  # the watcher: only os calls from here (no locks, no Python-level cleanup)
+        code = 1
+        try:
+            os.close(write_end)
+            os.setsid()
+            while os.read(read_end, 64):
+                pass
+            command = int.from_bytes(os.pread(fd, 2, command_offset), "little")
+            if command & 0x4:
+                os.pwrite(fd, (command & ~0x4).to_bytes(2, "little"), command_offset)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(read_end)
+    os.close(fd)
+
+    def stop() -> None:
+        os.close(write_end)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+    return stop
 
 
 @dataclass
@@ -242,9 +284,12 @@ class PhysicalMemory:
     """DMA buffers at physical addresses (the ``DmaBuffers`` interface: ``dma_alloc``/``dma_free``), carved from 2 MiB
     chunks of ``backend``. ``quiesce`` stops the device's DMA (bus mastering off) before anything is unmapped."""
 
-    def __init__(self, backend: PhysicalBackend, quiesce: Callable[[], Any] | None = None) -> None:
+    def __init__(self, backend: PhysicalBackend, quiesce: Callable[[], Any] | None = None,
+                 guardian: Callable[[], Callable[[], None]] | None = None) -> None:
         self.backend = backend
         self.quiesce = quiesce
+        self.guardian = guardian  # started once the chunks are reserved; returns its stop function
+        self._stop_guardian: Callable[[], None] | None = None
         self.chunks: list[_Chunk] = []
         self.live: list[PhysBuffer] = []
 
@@ -270,6 +315,8 @@ class PhysicalMemory:
             except EnvironmentProblem as e:
                 raise EnvironmentProblem(f"this needs {need} free 2 MiB huge pages ({need * 2} MiB) of host memory "
                                          f"for the device; {got} could be had ({e.message})", hint=RESERVE_HINT) from e
+        if self.guardian is not None and self._stop_guardian is None:
+            self._stop_guardian = self.guardian()
         return len(self.chunks)
 
     @staticmethod
@@ -338,3 +385,6 @@ class PhysicalMemory:
             chunks, self.chunks = self.chunks, []
             for chunk in chunks:
                 self.backend.unmap_chunk(chunk.mem)
+            if self._stop_guardian is not None:
+                stop, self._stop_guardian = self._stop_guardian, None
+                stop()
