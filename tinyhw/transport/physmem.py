@@ -191,7 +191,7 @@ def start_guardian(config_path: str, command_offset: int = 4) -> Callable[[], No
     ``config_path``) as soon as this process ends or calls the returned stop function, whichever comes first. It
     shares every mapping this process has now (the reserved chunks among them) and exits only after the bit is
     clear, so the memory outlives the device's last chance to write it. It leaves the terminal's session (no
-    Ctrl-C or hang-up reaches it) and holds nothing but the pipe and the config file open."""
+    Ctrl-C or hang-up reaches it) and closes every descriptor it inherited but the pipe and the config file."""
     fd = os.open(config_path, os.O_RDWR | os.O_CLOEXEC)
     read_end, write_end = os.pipe()
     try:
@@ -204,7 +204,10 @@ def start_guardian(config_path: str, command_offset: int = 4) -> Callable[[], No
     if pid == 0:  # the watcher: only os calls from here (no locks, no Python-level cleanup)
         code = 1
         try:
-            os.close(write_end)
+            for name in os.listdir("/proc/self/fd"):  # drop what the fork inherited: sockets, pipes, the terminal
+                if int(name) not in (read_end, fd):
+                    with contextlib.suppress(OSError):
+                        os.close(int(name))
             os.setsid()
             while os.read(read_end, 64):
                 pass
