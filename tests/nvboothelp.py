@@ -1,9 +1,15 @@
-"""Shared pieces of the NVIDIA boot tests: the invented firmware set on disk, opening mock:ad102, booting it."""
+"""Shared pieces of the NVIDIA boot tests: the invented firmware set on disk (and with the real GSP-RM), opening
+mock:ad102, booting it, and a fake sysfs tree holding an AD102."""
 
 from __future__ import annotations
 
+import os
+import struct
 from pathlib import Path
 from typing import Any
+
+import pytest
+from test_pci_scan import ZERO, Fake, make_tree
 
 from tinyhw.boot import nv
 from tinyhw.connect import open_device
@@ -44,3 +50,37 @@ def reset(root: Path) -> dict[str, Any]:
         return nv.reset(nv.preflight_reset(opened.transport))
     finally:
         opened.close()
+
+
+def with_real_gsp_rm(tmp_path: Path) -> Path:
+    """The invented firmware set with Debian's real 535.261.03 gsp_ga10x.bin linked in (fails if not fetched)."""
+    src = Path(os.environ["TINYHW_FIRMWARE_DIR"]) / "nvidia-gsp" / "lib" / "firmware" / "nvidia"
+    real = src / "535.261.03" / "gsp_ga10x.bin"
+    if not real.is_file():
+        pytest.fail(f"{real} is missing: run `bash tests/fetch_firmware.sh` first", pytrace=False)
+    fw = firmware_set(tmp_path)
+    (fw / "535.261.03" / "gsp_ga10x.bin").unlink()
+    (fw / "535.261.03" / "gsp_ga10x.bin").symlink_to(real)
+    return fw
+
+
+def nvidia_sysfs_tree(tmp_path: Path, driver: str | None) -> tuple[Path, Path]:
+    """A fake sysfs tree with one unbound (or ``driver``-bound) AD102 whose resource0 holds the registers the preflight
+    reads; returns (sysfs root, resource0)."""
+    res = ["0x00000000fb000000 0x00000000fbffffff 0x0000000000040200"] + [ZERO] * 6
+    cfg = bytearray(256)
+    cfg[0:4] = bytes.fromhex("de108426")
+    cfg[4:6] = (6).to_bytes(2, "little")
+    cfg[8:12] = bytes.fromhex("a1000003")
+    sysfs = tmp_path / "sys"
+    bdf = "0000:01:00.0"
+    make_tree(sysfs, [Fake(bdf, 0x10DE, 0x2684, 0x030000, 0xA1, (0x10DE, 0x167C), driver, resources=res,
+                           config=bytes(cfg))])
+    r0 = sysfs / "devices" / "pci0000:01" / bdf / "resource0"
+    with open(r0, "wb") as f:
+        f.truncate(16 << 20)
+    with open(r0, "r+b") as f:  # an AD102's registers, as the probe reads them
+        for off, value in ((0xA00, 0x192A1000), (0x118128, 1), (0x118234, 0xFF), (0x1183A4, 24576)):
+            f.seek(off)
+            f.write(struct.pack("<I", value))
+    return sysfs, r0

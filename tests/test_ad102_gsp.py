@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from test_pci_scan import ZERO, Fake, make_tree
+from nvboothelp import nvidia_sysfs_tree
 
 from tinyhw.boards.nvidia import Ad102Options
 from tinyhw.boot import nv
@@ -139,29 +139,9 @@ def test_disconnect_fault_and_gone_board(tmp_path: Path) -> None:
         t.config_read(0)
 
 
-def _nvidia_tree(tmp_path: Path, driver: str | None) -> tuple[Path, Path]:
-    res = ["0x00000000fb000000 0x00000000fbffffff 0x0000000000040200"] + [ZERO] * 6
-    cfg = bytearray(256)
-    cfg[0:4] = bytes.fromhex("de108426")
-    cfg[4:6] = (6).to_bytes(2, "little")
-    cfg[8:12] = bytes.fromhex("a1000003")
-    sysfs = tmp_path / "sys"
-    bdf = "0000:01:00.0"
-    make_tree(sysfs, [Fake(bdf, 0x10DE, 0x2684, 0x030000, 0xA1, (0x10DE, 0x167C), driver, resources=res,
-                           config=bytes(cfg))])
-    r0 = sysfs / "devices" / "pci0000:01" / bdf / "resource0"
-    with open(r0, "wb") as f:
-        f.truncate(16 << 20)
-    with open(r0, "r+b") as f:  # an AD102's registers, as the probe reads them
-        for off, value in ((0xA00, 0x192A1000), (0x118128, 1), (0x118234, 0xFF), (0x1183A4, 24576)):
-            f.seek(off)
-            f.write(struct.pack("<I", value))
-    return sysfs, r0
-
-
 @pytest.mark.parametrize("driver", ["nvidia", "nouveau"])
 def test_pci_gpu_bound_to_a_driver_gets_no_bar_write(tmp_path: Path, driver: str) -> None:
-    sysfs, r0 = _nvidia_tree(tmp_path, driver)
+    sysfs, r0 = nvidia_sysfs_tree(tmp_path, driver)
     before = r0.read_bytes()
     with SysfsTransport("0000:01:00.0", sysfs=str(sysfs), force_bound=True) as t:
         with pytest.raises(Refused, match=f"bound to the {driver} driver") as e:

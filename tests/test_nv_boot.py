@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from clihelp import run
-from nvboothelp import boot, device, firmware_set, reset
+from nvboothelp import boot, device, firmware_set, reset, with_real_gsp_rm
 
 from tinyhw.boot import nv
 from tinyhw.boot.nv.fwfiles import KNOWN, load_firmware
@@ -111,23 +111,10 @@ def test_firmware_refusal_comes_before_any_write_and_amd_boards_are_refused(tmp_
     assert r.code == 2 and "not an nvidia gpu" in r.err
 
 
-def _with_real_gsp_rm(tmp_path: Path) -> Path:
-    import os
-
-    src = Path(os.environ["TINYHW_FIRMWARE_DIR"]) / "nvidia-gsp" / "lib" / "firmware" / "nvidia"
-    real = src / "535.261.03" / "gsp_ga10x.bin"
-    if not real.is_file():
-        pytest.fail(f"{real} is missing: run `bash tests/fetch_firmware.sh` first", pytrace=False)
-    fw = firmware_set(tmp_path)
-    (fw / "535.261.03" / "gsp_ga10x.bin").unlink()
-    (fw / "535.261.03" / "gsp_ga10x.bin").symlink_to(real)
-    return fw
-
-
 def test_real_debian_gsp_rm_boots_the_emulated_board(tmp_path: Path) -> None:
     """Debian's 36 MiB gsp_ga10x.bin: its .fwimage through a radix-3 table of several level-2 pages, its ad10x
     signature; the emulated booter walks the table to the image's last page."""
-    _with_real_gsp_rm(tmp_path)
+    with_real_gsp_rm(tmp_path)
     result, err, board = boot(tmp_path)
     assert err is None, err
     assert board.secure.gsp_rm.version == "unknown"  # the emulated gsp finds no invented marker in a real image
@@ -136,7 +123,7 @@ def test_real_debian_gsp_rm_boots_the_emulated_board(tmp_path: Path) -> None:
 
 
 def test_real_debian_gsp_rm_is_a_known_release(tmp_path: Path) -> None:
-    fw = _with_real_gsp_rm(tmp_path)
+    fw = with_real_gsp_rm(tmp_path)
     with pytest.raises(Refused, match="bootloader-535.261.03.bin is not a known release"):
         load_firmware(fw, chip_params(0x19, 2))  # gsp-rm passes its pin; the invented booter does not
     got = load_firmware(fw, chip_params(0x19, 2), allow_unknown=True)

@@ -17,15 +17,13 @@ from pathlib import Path
 
 import pytest
 from clihelp import run
-from nvboothelp import boot, device, firmware_set
-from test_ad102_gsp import _nvidia_tree
-from test_nv_boot import _with_real_gsp_rm
+from nvboothelp import boot, device, firmware_set, nvidia_sysfs_tree, with_real_gsp_rm
 
 from tinyhw.boot import nv
 from tinyhw.boot.nv.gspmem import HostMemory, host_sizes, radix3
 from tinyhw.boot.nv.rpc import SHARED_SIZE
 from tinyhw.connect import open_device
-from tinyhw.errors import Disconnected, EnvironmentProblem, Refused
+from tinyhw.errors import Disconnected, EnvironmentProblem, OperationFailed, Refused
 from tinyhw.mocks.physram import EmulatedRam
 from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.pci.sysfs import SysfsTransport
@@ -192,6 +190,18 @@ def test_radix3_over_a_scatter_list_lists_every_page() -> None:
     assert r.violations == []
 
 
+def test_a_buffer_the_gsp_gets_one_address_for_must_be_contiguous() -> None:
+    """The bootloader, signature and log buffer are handed over as one address: a scatter list is refused."""
+    class Transport:
+        name = "pci"
+
+    host = HostMemory(Transport(), PhysicalMemory(ram()))  # type: ignore[arg-type]
+    assert host.alloc(2 * MIB, contiguous=True, what="log buffer").contiguous
+    with pytest.raises(OperationFailed, match="the gsp bootloader .* is not contiguous"):
+        host.alloc(3 * MIB, contiguous=True, what="gsp bootloader")
+    assert not host.alloc(3 * MIB, what="radix-3 table").contiguous  # one that lists its pages may scatter
+
+
 # -- the whole boot with no iommu ---------------------------------------------------------------------------------
 def test_nv_boot_with_physical_memory_end_to_end(tmp_path: Path) -> None:
     r = run("--device", device(tmp_path, "dma=physical"), "--json", "nv", "boot", "--yes",
@@ -208,10 +218,13 @@ def test_nv_boot_with_physical_memory_end_to_end(tmp_path: Path) -> None:
 
 
 def test_the_real_gsp_rm_boots_through_a_scatter_list_of_huge_pages(tmp_path: Path) -> None:
-    _with_real_gsp_rm(tmp_path)
+    fw = nv.load_firmware(with_real_gsp_rm(tmp_path), nv.gpu.chip_params(0x19, 2), allow_unknown=True)
     result, err, board = boot(tmp_path, "dma=physical")
     assert err is None, err
-    assert board.ram.stats["chunks"] >= 19 and board.ram.faults == [] and board.ram.violations == []
+    assert board.ram.faults == [] and board.ram.violations == []
+    # every huge page was mapped by the up-front reserve: the boot's allocations match host_sizes, none came later
+    reserved = PhysicalMemory.chunks_for(host_sizes(len(fw.gsp_image), len(fw.bootloader_image), SHARED_SIZE))
+    assert board.ram.stats["chunks"] == reserved >= 19
 
 
 def test_a_disconnect_in_any_step_leaves_no_host_memory_behind(tmp_path: Path) -> None:
@@ -236,7 +249,7 @@ def test_a_disconnect_in_any_step_leaves_no_host_memory_behind(tmp_path: Path) -
 
 # -- the pci: transport's checks ----------------------------------------------------------------------------------
 def test_pci_gpu_without_huge_pages_is_refused_after_reads_only(tmp_path: Path) -> None:
-    sysfs, r0 = _nvidia_tree(tmp_path, None)
+    sysfs, r0 = nvidia_sysfs_tree(tmp_path, None)
     before = r0.read_bytes()
     with SysfsTransport("0000:01:00.0", sysfs=str(sysfs)) as t:
         with pytest.raises(EnvironmentProblem, match="no free 2 MiB huge pages") as e:
@@ -247,7 +260,7 @@ def test_pci_gpu_without_huge_pages_is_refused_after_reads_only(tmp_path: Path) 
 
 
 def test_pci_gpu_behind_a_translating_iommu_is_refused(tmp_path: Path) -> None:
-    sysfs, r0 = _nvidia_tree(tmp_path, None)
+    sysfs, r0 = nvidia_sysfs_tree(tmp_path, None)
     dev = sysfs / "devices" / "pci0000:01" / "0000:01:00.0"
     group = sysfs / "kernel" / "iommu_groups" / "12"
     (group / "devices").mkdir(parents=True)
@@ -262,7 +275,7 @@ def test_pci_gpu_behind_a_translating_iommu_is_refused(tmp_path: Path) -> None:
 
 
 def test_pci_gpu_with_huge_pages_needs_pagemap_frames(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    sysfs, r0 = _nvidia_tree(tmp_path, None)
+    sysfs, r0 = nvidia_sysfs_tree(tmp_path, None)
     pool = sysfs / "kernel" / "mm" / "hugepages" / "hugepages-2048kB"
     pool.mkdir(parents=True)
     (pool / "free_hugepages").write_text("64\n")
