@@ -237,6 +237,20 @@ def test_missing_tools_fail_with_what_to_install(monkeypatch: pytest.MonkeyPatch
         build_guest(tmp_path / "cache")
 
 
+def upper_quartile(xs: list[float]) -> float:
+    """The sample three quarters of the way up (nearest rank): TCG stalls a copy now and then, by up to ten times,
+    and once in a while lets one run fast; this statistic ignores both as long as a quarter of the copies are
+    undisturbed, where a best-of-N follows the one lucky copy."""
+    s = sorted(xs)
+    return s[(3 * len(s) + 3) // 4 - 1]
+
+
+def test_upper_quartile_is_the_nearest_rank_three_quarters_up() -> None:
+    assert upper_quartile([float(x) for x in range(1, 17)]) == 12.0
+    assert upper_quartile([9.0, 1.0, 5.0, 3.0]) == 5.0
+    assert upper_quartile([250.0] * 10 + [2000.0] * 5 + [2600.0]) == 2000.0
+
+
 def test_bench_copy_through_ivshmem_reaches_numpy_speed(guest: dict[str, Any]) -> None:
     """Issue 12: tinyhw's measured BAR bandwidth >= 0.8x a plain numpy copy into the same mapping."""
     r = step(guest, "ivshmem_bench")
@@ -246,9 +260,13 @@ def test_bench_copy_through_ivshmem_reaches_numpy_speed(guest: dict[str, Any]) -
     assert set(big) == {"h2d", "d2h"}
     for x in big.values():  # the CLI run: measured, every byte verified, the link limit read from config space
         assert x["modelled"] is False and x["verified"] == 3 * (16 << 20) and x["mbps_median"] > 0
-    for direction in ("h2d", "d2h"):  # interleaved library runs vs numpy, best of each (TCG timing is noisy)
-        ours, numpy = max(r["tinyhw_mbps"][direction]), max(r["numpy_mbps"][direction])
-        print(f"ivshmem {direction}: tinyhw {ours:.0f} MB/s, numpy {numpy:.0f} MB/s, ratio {ours / numpy:.2f}")
-        assert ours / numpy >= 0.8, (direction, r["tinyhw_mbps"], r["numpy_mbps"])
+    for direction in ("h2d", "d2h"):  # equal, alternated repeats of each side, compared at their upper quartiles
+        ours, numpy = r["tinyhw_mbps"][direction], r["numpy_mbps"][direction]
+        assert len(ours) == len(numpy) == 16
+        q_ours, q_numpy = upper_quartile(ours), upper_quartile(numpy)
+        print(f"ivshmem {direction}: tinyhw {q_ours:.0f} MB/s, numpy {q_numpy:.0f} MB/s (upper quartiles of 16 each), "
+              f"ratio {q_ours / q_numpy:.2f}; tinyhw {sorted(round(x) for x in ours)}, "
+              f"numpy {sorted(round(x) for x in numpy)}")
+        assert q_ours / q_numpy >= 0.8, (direction, ours, numpy)
     assert r["numpy_equal"] is True
     refused(r["refused_without_yes"], 2, "needs --yes")
