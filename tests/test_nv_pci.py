@@ -326,6 +326,54 @@ def test_a_killed_process_leaves_bus_mastering_off(tmp_path: Path) -> None:
         child.kill()
 
 
+def _children(pid: int) -> list[int]:
+    """The pids whose parent is ``pid`` (from /proc/*/stat)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = Path(f"/proc/{name}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(name))
+    return out
+
+
+def test_the_guardian_outlives_the_signals_that_reach_it_with_its_parent(tmp_path: Path) -> None:
+    """`pkill -f tinyhw` signals the guardian too (same command line): it must not die of SIGTERM, SIGINT, SIGHUP or
+    SIGQUIT, or a terminated holder would leave bus mastering on. The guardian is signalled first (it stays, the bit
+    stays on: its holder still lives), then the holder is terminated: the guardian clears the bit and exits."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config = tmp_path / "config"
+    config.write_bytes(bytes(4) + (0x0406).to_bytes(2, "little") + bytes(250))
+    child = subprocess.Popen([sys.executable, "-c", GUARDED, str(config)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        (guardian,) = _children(child.pid)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGTSTP):
+            os.kill(guardian, sig)
+        time.sleep(0.2)
+        assert Path(f"/proc/{guardian}/stat").read_text().rsplit(")", 1)[1].split()[0] in "SR"  # alive, not stopped
+        assert _command(config) == 0x0406
+        child.send_signal(signal.SIGTERM)
+        child.wait(10)
+        deadline = time.monotonic() + 10
+        while _command(config) & 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _command(config) == 0x0402
+        while Path(f"/proc/{guardian}").exists() and time.monotonic() < deadline:  # it exits once the bit is clear
+            time.sleep(0.01)
+        assert not Path(f"/proc/{guardian}").exists() or \
+            Path(f"/proc/{guardian}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    finally:
+        child.kill()
+
+
 def test_closing_the_memory_stops_its_guardian(tmp_path: Path) -> None:
     from tinyhw.transport.physmem import start_guardian
 

@@ -36,6 +36,7 @@ import ctypes
 import errno
 import mmap
 import os
+import signal
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -186,17 +187,29 @@ class HugetlbBackend:
             chunk.close()
 
 
+#: the signals the guardian keeps blocked for its whole life: every one that ends or stops a process by default and
+#: can be blocked (``pkill -f tinyhw`` or a ``kill`` of its pid reaches the guardian too, with its parent; only
+#: SIGKILL can end it before its work is done)
+GUARDIAN_BLOCKS = tuple(sorted({getattr(signal, n) for n in (
+    "SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTSTP", "SIGTTIN",
+    "SIGTTOU", "SIGVTALRM", "SIGPROF", "SIGXCPU", "SIGXFSZ", "SIGPOLL", "SIGPWR", "SIGSTKFLT") if hasattr(signal, n)}))
+
+
 def start_guardian(config_path: str, command_offset: int = 4) -> Callable[[], None]:
     """Fork a watcher that clears the function's bus-master bit (COMMAND bit 2, through the sysfs ``config`` file at
     ``config_path``) as soon as this process ends or calls the returned stop function, whichever comes first. It
     shares every mapping this process has now (the reserved chunks among them) and exits only after the bit is
     clear, so the memory outlives the device's last chance to write it. It leaves the terminal's session (no
-    Ctrl-C or hang-up reaches it) and closes every descriptor it inherited but the pipe and the config file."""
+    Ctrl-C or hang-up reaches it), keeps every blockable signal that would end or stop it blocked
+    (:data:`GUARDIAN_BLOCKS`, from before the fork on, so none lands in between), and closes every descriptor it
+    inherited but the pipe and the config file."""
     fd = os.open(config_path, os.O_RDWR | os.O_CLOEXEC)
     read_end, write_end = os.pipe()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, GUARDIAN_BLOCKS)
     try:
         pid = os.fork()
     except OSError:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.close(fd)
         os.close(read_end)
         os.close(write_end)
@@ -217,6 +230,7 @@ def start_guardian(config_path: str, command_offset: int = 4) -> Callable[[], No
             code = 0
         finally:
             os._exit(code)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     os.close(read_end)
     os.close(fd)
 
