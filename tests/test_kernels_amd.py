@@ -107,11 +107,14 @@ def test_engine_dispatches_and_reads_back(booted: None) -> None:
 def test_sabotage_wrong_kernarg_pointer_fails_the_check(booted: None) -> None:
     real = compute.ComputeEngine.kernarg
 
-    def shifted(kernel, pointers, *dims):  # every pointer 256 bytes too far: the kernel writes beside the buffer
-        return real(None, kernel, [p + 256 for p in pointers], *dims)  # type: ignore[arg-type]
+    def shifted(by: int):  # every pointer ``by`` bytes off: the kernel writes beside the buffer
+        return lambda kernel, pointers, *dims: real(None, kernel, [p + by for p in pointers], *dims)  # type: ignore
 
-    res = _engine_run(kernarg=shifted)
+    res = _engine_run(kernarg=shifted(-256))  # still inside the buffer's first page: only the check sees it
     assert not _pattern_ok(res.outputs[0])
+    with pytest.raises(OperationFailed, match=r"wrote at 0x[0-9a-f]+000 .* past the end of buffer 0 .* 2048 bytes"):
+        _engine_run(kernarg=shifted(256))  # past its end: the guard page faults
+    am_boot()  # (a reset and a fresh boot: the fault is latched)
     r = run("--device", "mock:navi31", "kernels", "run", "pattern", "--n", "512")
     assert r.code == 0  # and the unsabotaged tool passes on the same board
 

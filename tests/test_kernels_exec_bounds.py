@@ -2,8 +2,9 @@
 that writes past every buffer it was given faulting on the emulated board (exit 1, one line naming the address and
 the buffer) instead of the run succeeding silently.
 
-The kernel is the committed pattern probe (gfx1100, 4 floats per work-item: 16 bytes each, 512 bytes per 32-item
-workgroup), so its reach is known: grid G writes G x 512 bytes from the start of buffer 0.
+The kernels are committed probes (gfx1100, 4 dwords per work-item: 16 bytes each, 512 bytes per 32-item workgroup),
+so their reach is known: grid G of the pattern probe writes G x 512 bytes from the start of buffer 0; the bandwidth
+probe reads as much from buffer 1 and writes it to buffer 0.
 """
 
 from __future__ import annotations
@@ -21,12 +22,9 @@ from tinyhw.kernels.manifest import prebuilt_dir
 UNTOUCHED = "mock:navi31,faults=disconnect@1"
 
 
-def _pattern() -> str:
-    return str(next((prebuilt_dir() / "gfx1100").glob("pattern.*.elf")))
-
-
-def _exec(device: str, grid: int, *args: str):
-    return run("--device", device, "kernels", "exec", _pattern(), "--grid", str(grid), "--block", "32", *args)
+def _exec(device: str, grid: int, *args: str, kernel: str = "pattern"):
+    elf = str(next((prebuilt_dir() / "gfx1100").glob(f"{kernel}.*.elf")))
+    return run("--device", device, "kernels", "exec", elf, "--grid", str(grid), "--block", "32", *args)
 
 
 @pytest.mark.parametrize("args,says", [
@@ -72,3 +70,46 @@ def test_a_kernel_writing_past_every_buffer_faults_with_one_line(tmp_path: Path)
     assert not out.exists()  # a failed run writes nothing
     r = run("--device", device, "--json", "am", "status")
     assert json.loads(r.out)["groups"]["vm"][0]["value"] != 0  # the fault is latched, as on hardware
+
+
+def test_a_kernel_writing_into_the_next_buffer_or_within_the_last_page_faults(tmp_path: Path) -> None:
+    """Every buffer ends at its last page's end and has an unmapped page after it: running past buffer 0 into the
+    guard before buffer 1 faults naming both, and so does an overrun of 1 KiB by a 1 KiB buffer (which before
+    stayed inside its own page and passed silently)."""
+    device = f"mock:navi31,flash={tmp_path / 'flash.bin'}"
+    boot_emulated_board(device)
+    # the streaming copy: out (buffer 0) = in (buffer 1) ^ 0x5a5a5a5a, 512 bytes of each per workgroup
+    r = _exec(device, 16, "--buffer", "zeros:4096", "--buffer", "zeros:8192", kernel="bandwidth")
+    assert r.code == 1 and len(r.err.splitlines()) == 1, r.err
+    assert re.search(r"past the end of buffer 0 \(0x[0-9a-f]+ \.\. 0x[0-9a-f]+, 4096 bytes\), in the guard page "
+                     r"before buffer 1 \(from 0x[0-9a-f]+\): nothing is mapped there", r.err), r.err
+    addr = int(re.search(r"wrote at (0x[0-9a-f]+)", r.err).group(1), 16)
+    last, nxt = (int(x, 16) for x in re.search(r"\.\. (0x[0-9a-f]+), 4096 bytes.*from (0x[0-9a-f]+)", r.err).groups())
+    assert addr == last + 1 and nxt == addr + 4096  # the guard is the one page between them
+    run("--device", device, "am", "reset", "--yes")
+    boot_emulated_board(device)
+    fits = tmp_path / "fits.bin"
+    r = _exec(device, 2, "--buffer", "zeros:1024", "--out", f"0:{fits}")  # 2 x 512 bytes: exactly the buffer
+    assert r.code == 0, r.err
+    assert fits.read_bytes() != bytes(1024)
+    r = _exec(device, 4, "--buffer", "zeros:1024")  # 2048 bytes into a 1024-byte buffer
+    assert r.code == 1 and "past the end of buffer 0" in r.err and "the last of the 1 buffer(s)" in r.err, r.err
+
+
+def test_buffer_layout_ends_each_buffer_at_a_page_end_with_a_guard_after_it() -> None:
+    from tinyhw.boot.compute import BUFFER_ALIGN, BUFFERS, PAGE, REGION_SIZE, buffer_layout
+    from tinyhw.errors import Refused
+
+    sizes = [4096, 100, 0, 5000, 256, 1 << 20, 3]
+    layout = buffer_layout(sizes)
+    prev_end = None
+    for n, (off, lo, hi) in zip(sizes, layout, strict=True):
+        size = max(4, -(-n // 4) * 4)
+        assert off % BUFFER_ALIGN == 0 and lo % PAGE == 0 and hi % PAGE == 0
+        assert lo <= off and off + size <= hi and hi - (off + size) < BUFFER_ALIGN  # at the end, within the slack
+        assert hi - lo == -(-size // PAGE) * PAGE  # no more pages than it needs
+        assert lo == (BUFFERS if prev_end is None else prev_end + PAGE)  # one unmapped page between neighbours
+        prev_end = hi
+    assert buffer_layout([REGION_SIZE - BUFFERS])[0][2] == REGION_SIZE
+    with pytest.raises(Refused, match="buffer 1 .* does not fit"):
+        buffer_layout([REGION_SIZE - BUFFERS - PAGE, 1])

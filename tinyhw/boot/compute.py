@@ -10,12 +10,13 @@ SET_SH_REG of the COMPUTE_* registers, DISPATCH_DIRECT, RELEASE_MEM), §3.4 (reg
 
 Layout (tinyhw's own): VRAM 96 MiB .. 224 MiB (inside a 256 MiB BAR0, above the copy engine's page tables and
 rings) is mapped with 2 MiB pages at VA base + 64 MiB (:func:`tinyhw.boot.copyengine.map_vram_2m`); in it the MQD,
-the EOP buffer, the read-pointer report, the WPTR shadow, the fence, the AQL dispatch packet, the page table of the
-buffers' last 2 MiB page, the 64 KiB ring, the code (1 MiB), the kernarg segment and, from 2 MiB, the buffers.
-Every address the CP and the shader see is a GPU virtual address of VMID0. Each dispatch maps the buffer area only
-as far as its buffers reach (4 KiB pages at the end): a kernel that reads or writes past every buffer it was given
-faults (a GPU VM fault, on the emulated board as on hardware), and the fence wait names the address and the buffer
-it ran past instead of the run succeeding silently.
+the EOP buffer, the read-pointer report, the WPTR shadow, the fence, the AQL dispatch packet, the 64 KiB ring, the
+page tables of the buffer area, the code (1 MiB), the kernarg segment and, from 2 MiB, the buffers. Every address
+the CP and the shader see is a GPU virtual address of VMID0. Each dispatch maps only its buffers' pages
+(:func:`buffer_layout`): every buffer ends at the end of its last 4 KiB page (to within its 256-byte start
+alignment) and has an unmapped page after it, so a kernel that reads or writes past the end of any buffer it was
+given faults (a GPU VM fault, on the emulated board as on hardware), and the fence wait names the address and the
+buffer it ran past instead of the run succeeding silently.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinyhw.boot import pm4
-from tinyhw.boot.copyengine import VA_BASE, fields, map_vram_2m, map_vram_bounded, rd_far, wr_far
+from tinyhw.boot.copyengine import VA_BASE, fields, map_vram_2m, map_vram_pages, rd_far, wr_far
 from tinyhw.errors import DeviceTimeout, OperationFailed, Refused, TinyhwError
 from tinyhw.formats.amdgpu_code import KernelDescriptor, parse_amdgpu_code
 from tinyhw.formats.amdgpu_meta import KernelMeta, MetadataError, kernel_metadata
@@ -39,12 +40,14 @@ if TYPE_CHECKING:
 KiB, MiB = 1 << 10, 1 << 20
 REGION, REGION_SIZE, REGION_VA = 96 * MiB, 128 * MiB, VA_BASE + 64 * MiB
 MQD, EOP, RPTR, WPTR, FENCE, AQL = 0x0, 0x1000, 0x2000, 0x2008, 0x2100, 0x2200
-PTB = 0x4000  # the 4 KiB page table of the 2 MiB page where the buffers end (map_vram_bounded)
 RING, RING_SIZE = 0x10000, 64 * KiB
+TABLES = 0x20000  # the 4 KiB page tables of the buffer area's partly mapped 2 MiB pages (map_vram_pages), to CODE
 CODE, CODE_MAX = 0x100000, 960 * KiB
 KERNARG, KERNARG_MAX = 0x1F0000, 64 * KiB
 BUFFERS = 2 * MiB
 BUFFER_ALIGN = 256
+PAGE = 4 * KiB
+GUARD = PAGE  # the unmapped page after each buffer
 ME, PIPE, QUEUE = 1, 0, 0  # MEC1 pipe 0 queue 0 (§1.1: mec0 is me1)
 MEC_RING0 = 0x003           # §1.3: Navi10 doorbell layout
 DOORBELL_INDEX = MEC_RING0 << 1  # doorbell dword index of kernel compute ring 0 (§1.7)
@@ -122,6 +125,23 @@ def load_code_object(data: bytes, name: str | None = None, arch: tuple[str, ...]
     return Kernel(name, kd, bytes(data[text.offset:text.offset + text.size]), entry, meta)
 
 
+def buffer_layout(sizes: list[int]) -> list[tuple[int, int, int]]:
+    """Where the buffers of a dispatch lie in the region: [(offset, first page, end of its last page)] per buffer.
+    Each takes whole 4 KiB pages from the buffer area (region offset 2 MiB) on, lies at their end (its start
+    256-byte aligned, so at most 255 bytes after its end are still its page), and has one unmapped page after it:
+    a kernel running past any buffer's end by more than that slack faults. Raises Refused when they do not fit."""
+    at, out = BUFFERS, []
+    for i, n in enumerate(sizes):
+        size = max(4, -(-n // 4) * 4)
+        hi = at + -(-size // PAGE) * PAGE
+        if hi > REGION_SIZE:
+            raise Refused(f"buffer {i} ({n} bytes) does not fit: the buffers may take {REGION_SIZE - BUFFERS} bytes "
+                          "in all, each in whole 4 KiB pages with one unmapped 4 KiB page after it")
+        out.append(((hi - size) // BUFFER_ALIGN * BUFFER_ALIGN, at, hi))
+        at = hi + GUARD
+    return out
+
+
 def _check_dims(what: str, dims: tuple[int, ...], limit: int) -> tuple[int, int, int]:
     if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) for d in dims):
         raise Refused(f"{what} takes 1 to 3 whole numbers, not {dims!r}")
@@ -154,6 +174,7 @@ class ComputeEngine:
         self.active = False
         self.stats = {"dispatches": 0, "dwords": 0}
         self.placed: list[tuple[int, int]] = []  # the last dispatch's buffers: (region offset, bytes)
+        self.pages: list[tuple[int, int]] = []  # and the region offsets of their mapped pages: (start, end)
 
     # -- queue --------------------------------------------------------------------------------------------------
     def select(self, on: bool = True) -> None:
@@ -361,13 +382,24 @@ class ComputeEngine:
             g.rd("gc.GCVM_L2_PROTECTION_FAULT_ADDR_LO32") << 12
         status = g.asic.reg("gc.GCVM_L2_PROTECTION_FAULT_STATUS").decode(g.rd("gc.GCVM_L2_PROTECTION_FAULT_STATUS"))
         verb = "wrote" if status.get("RW") else "read"
-        ends = [(va(off) + n, i, off, n) for i, (off, n) in enumerate(self.placed)]
-        if ends and va(BUFFERS) <= addr < va(REGION_SIZE) and addr >= max(ends)[0] - max(ends)[0] % 4096:
-            end, i, off, n = max(ends)
-            return (f"the kernel {verb} at 0x{addr:x} (gpu vm fault on that page), past the end of buffer {i} "
-                    f"(0x{va(off):x} .. 0x{end - 1:x}, {n} bytes), the last of the {len(self.placed)} buffer(s) "
-                    "it was given: nothing is mapped there")
+        where = self.overrun(addr)
+        if where is not None:
+            return f"the kernel {verb} at 0x{addr:x} (gpu vm fault on that page), {where}: nothing is mapped there"
         return f"the dispatch stopped on a gpu vm fault; CP status: {self.status()}"
+
+    def overrun(self, addr: int) -> str | None:
+        """Which buffer of the last :meth:`place` a fault at VA ``addr`` ran past (the unmapped page after it), in
+        words; None when ``addr`` is no such page."""
+        n = len(self.placed)
+        for i, ((off, size), (_lo, hi)) in enumerate(zip(self.placed, self.pages, strict=True)):
+            nxt = self.pages[i + 1][0] if i + 1 < n else REGION_SIZE
+            if va(hi) <= addr < va(nxt):
+                what = (f"past the end of buffer {i} (0x{va(off):x} .. 0x{va(off) + max(size, 1) - 1:x}, {size} "
+                        f"bytes), ")
+                if i + 1 == n:
+                    return what + f"the last of the {n} buffer(s) it was given"
+                return what + f"in the guard page before buffer {i + 1} (from 0x{va(self.placed[i + 1][0]):x})"
+        return None
 
     def wait(self, seq: int, timeout: float | None = None) -> float:
         """Poll the fence until it holds ``seq``; the seconds it took on the transport's clock."""
@@ -391,24 +423,18 @@ class ComputeEngine:
 
     # -- a dispatch ---------------------------------------------------------------------------------------------
     def place(self, kernel: Kernel, buffers: list[bytes]) -> tuple[int, list[tuple[int, int]]]:
-        """Copy the code and the buffers into the region and map the buffer area only as far as they reach (module
-        docstring); (entry VA, [(buffer offset, size)])."""
+        """Copy the code and the buffers into the region (:func:`buffer_layout`) and map only the buffers' pages
+        (module docstring); (entry VA, [(buffer offset, size)])."""
         g = self.gpu
+        layout = buffer_layout([len(b) for b in buffers])
         g.vram_write(REGION + CODE, kernel.text)
-        at, placed = BUFFERS, []
-        for i, b in enumerate(buffers):
-            size = max(4, -(-len(b) // 4) * 4)
-            if at + size > REGION_SIZE:
-                raise Refused(f"buffer {i} ({len(b)} bytes) does not fit: the buffers may take "
-                              f"{REGION_SIZE - BUFFERS} bytes in all")
-            g.vram_write(REGION + at, bytes(b) + bytes(size - len(b)))
-            placed.append((at, len(b)))
-            at += -(-size // BUFFER_ALIGN) * BUFFER_ALIGN
-        reach = max((off + max(4, -(-n // 4) * 4) for off, n in placed), default=BUFFERS)
-        map_vram_bounded(g, REGION_VA - VA_BASE + BUFFERS, REGION + BUFFERS, REGION_SIZE - BUFFERS, reach - BUFFERS,
-                         REGION + PTB)
-        self.placed = placed
-        return va(CODE) + kernel.entry, placed
+        for b, (off, _lo, _hi) in zip(buffers, layout, strict=True):
+            g.vram_write(REGION + off, bytes(b) + bytes(max(4, -(-len(b) // 4) * 4) - len(b)))
+        map_vram_pages(g, REGION_VA - VA_BASE + BUFFERS, REGION + BUFFERS, REGION_SIZE - BUFFERS,
+                       [(lo - BUFFERS, hi - BUFFERS) for _off, lo, hi in layout], REGION + TABLES, CODE - TABLES)
+        self.placed = [(off, len(b)) for b, (off, _lo, _hi) in zip(buffers, layout, strict=True)]
+        self.pages = [(lo, hi) for _off, lo, hi in layout]
+        return va(CODE) + kernel.entry, self.placed
 
     def kernarg(self, kernel: Kernel, pointers: list[int], grid: tuple[int, int, int] = (1, 1, 1),
                 block: tuple[int, int, int] = (1, 1, 1)) -> bytes:

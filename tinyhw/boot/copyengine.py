@@ -166,30 +166,39 @@ def map_vram_2m(gpu: AmGpu, va_offset: int, phys: int, size: int) -> None:
     invalidate(gpu)
 
 
-def map_vram_bounded(gpu: AmGpu, va_offset: int, phys: int, span: int, mapped: int, ptb: int) -> None:
-    """Map the first ``mapped`` bytes (rounded up to 4 KiB) of the ``span`` bytes of VRAM at ``phys`` to VA_BASE +
-    ``va_offset`` and leave the rest of ``span`` unmapped, so an access past them faults: 2 MiB pages (PDB0 entries
-    with PDE-is-PTE) where a whole one is mapped, the 4 KiB PTEs of the table at VRAM ``ptb`` (4 KiB, aligned) for
-    the 2 MiB page where the mapping ends, invalid PDB0 entries after it."""
-    if va_offset % (2 * MiB) or phys % (2 * MiB) or span % (2 * MiB) or ptb % (4 * KiB) or \
-            not 2 * MiB <= va_offset < va_offset + span <= 1 << 30 or not 0 <= mapped <= span:
-        raise ValueError("bounded mappings need 2 MiB alignment inside the first 1 GiB and a 4 KiB aligned table")
-    mapped = -(-mapped // (4 * KiB)) * 4 * KiB
-    entries, table = bytearray(), None
+def map_vram_pages(gpu: AmGpu, va_offset: int, phys: int, span: int, ranges: list[tuple[int, int]], tables: int,
+                   room: int) -> int:
+    """Map only the byte ranges ``ranges`` ([(start, end)], 4 KiB aligned, relative to ``phys`` and the VA) of the
+    ``span`` bytes of VRAM at ``phys`` to VA_BASE + ``va_offset`` and leave every other page of ``span`` unmapped, so
+    an access there faults: 2 MiB pages (PDB0 entries with PDE-is-PTE) where a whole one is mapped, a 4 KiB table of
+    4 KiB PTEs (one after the other from VRAM ``tables``, at most ``room`` bytes of them) for each 2 MiB page that is
+    mapped in part, invalid PDB0 entries for the rest. Returns the number of 4 KiB tables written."""
+    if va_offset % (2 * MiB) or phys % (2 * MiB) or span % (2 * MiB) or tables % (4 * KiB) or \
+            not 2 * MiB <= va_offset < va_offset + span <= 1 << 30:
+        raise ValueError("bounded mappings need 2 MiB alignment inside the first 1 GiB and 4 KiB aligned tables")
+    pages: set[int] = set()
+    for lo, hi in ranges:
+        if lo % (4 * KiB) or hi % (4 * KiB) or not 0 <= lo <= hi <= span:
+            raise ValueError(f"range 0x{lo:x}..0x{hi:x} is not 4 KiB aligned inside the 0x{span:x}-byte span")
+        pages.update(range(lo >> 12, hi >> 12))
+    entries, written = bytearray(), bytearray()
     for i in range(0, span, 2 * MiB):
-        if i + 2 * MiB <= mapped:
+        here = [j for j in range(512) if (i >> 12) + j in pages]
+        if len(here) == 512:
             entry = gpu.mc(phys + i) | RW | HUGE | MTYPE_UC
-        elif i < mapped:
-            entry = gpu.mc(ptb) | VALID
-            table = _pte_table({j: gpu.mc(phys + i + 4 * KiB * j) | RW | MTYPE_UC
-                                for j in range((mapped - i) // (4 * KiB))})
+        elif here:
+            if len(written) + 4 * KiB > room:
+                raise ValueError(f"the mapping needs more than {room // (4 * KiB)} page tables")
+            entry = gpu.mc(tables + len(written)) | VALID
+            written += _pte_table({j: gpu.mc(phys + i + 4 * KiB * j) | RW | MTYPE_UC for j in here})
         else:
             entry = 0
         entries += entry.to_bytes(8, "little")
-    if table is not None:
-        gpu.vram_write(ptb, table)
+    if written:
+        gpu.vram_write(tables, bytes(written))
     gpu.vram_write(PT_BASE + 2 * 4 * KiB + 8 * (va_offset >> 21), bytes(entries))
     invalidate(gpu)
+    return len(written) // (4 * KiB)
 
 
 def program_hub(gpu: AmGpu, hub: str) -> None:

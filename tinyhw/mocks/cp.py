@@ -175,7 +175,8 @@ class Hqd:
 
 
 class _Traced:
-    """GPUVM memory for the shader core that remembers the access that faulted (address, read or write)."""
+    """GPUVM memory for the shader core that remembers the access that faulted (the address of the page that faulted,
+    read or write: a wave's access may span pages, and the mapped ones before it are not the fault)."""
 
     def __init__(self, services: CpServices) -> None:
         self.s = services
@@ -184,15 +185,15 @@ class _Traced:
     def read(self, addr: int, n: int) -> bytes:
         try:
             return self.s.read(addr, n)
-        except VmFault:
-            self.fault = (addr, False)
+        except VmFault as e:
+            self.fault = (addr if e.addr is None else e.addr, False)
             raise
 
     def write(self, addr: int, data: bytes) -> None:
         try:
             self.s.write(addr, data)
-        except VmFault:
-            self.fault = (addr, True)
+        except VmFault as e:
+            self.fault = (addr if e.addr is None else e.addr, True)
             raise
 
 

@@ -49,7 +49,12 @@ def invalidate_requests(regs: Asic) -> tuple[int, ...]:
 
 
 class VmFault(Exception):
-    """A GPU access with no valid translation."""
+    """A GPU access with no valid translation; ``addr``: the address whose page faulted (for an access over several
+    pages, the first one without a translation, as the hardware names it), None where no one page is to blame."""
+
+    def __init__(self, message: str, addr: int | None = None) -> None:
+        super().__init__(message)
+        self.addr = addr
 
 
 class BusFault(Exception):
@@ -82,7 +87,7 @@ class GpuVm:
         """Record a protection fault (GCVM_L2_PROTECTION_FAULT_STATUS := 1) and return the :class:`VmFault` to raise for
         GPU address ``addr``."""
         self.services.reg_write(self.offsets["GCVM_L2_PROTECTION_FAULT_STATUS"], 1)
-        return VmFault(f"gpu vm fault at 0x{addr:x}: {why}")
+        return VmFault(f"gpu vm fault at 0x{addr:x}: {why}", addr)
 
     def translate(self, addr: int) -> tuple[bool, int]:
         """(system, address) of GPU address ``addr``: a bus address, or a VRAM offset."""
