@@ -257,9 +257,10 @@ def exec_cmd(app: App, code_object: Path, kernel: str | None, grid: str, block: 
 
     Refused before the device is touched (exit 2): a buffer of 0 bytes or more than the compute region holds, an
     --out INDEX that is not a buffer, an --out FILE that exists (without --force) or is a FIFO, device node or
-    socket. Only the buffers are mapped for the kernel: one that writes past every buffer faults, and the run
-    fails (exit 1) naming the address and the buffer; the --out files are written, atomically, only after a run
-    that completed.
+    socket. Only the buffers are mapped for the kernel, each ending at a page's end (within its 256-byte
+    alignment) with an unmapped page after it: one that reads or writes past the end of any buffer faults, and the
+    run fails (exit 1) naming the address and the buffer; the --out files are written, atomically, only after a
+    run that completed.
 
     \b
     Examples:
