@@ -113,3 +113,37 @@ def test_buffer_layout_ends_each_buffer_at_a_page_end_with_a_guard_after_it() ->
     assert buffer_layout([REGION_SIZE - BUFFERS])[0][2] == REGION_SIZE
     with pytest.raises(Refused, match="buffer 1 .* does not fit"):
         buffer_layout([REGION_SIZE - BUFFERS - PAGE, 1])
+
+
+def test_an_overrun_is_caught_where_faulting_accesses_go_to_the_default_page(tmp_path: Path) -> None:
+    """With GCVM_L2_PROTECTION_FAULT_CNTL's *_ENABLE_DEFAULT bits on (a hub left so by its last driver), faulting
+    stores go to the dummy page and the dispatch finishes, fence and all: the fault is still found (the status is
+    read once more after the fence) and named, from Python and from the command line."""
+    import tinyhw
+    from tinyhw.boot import compute
+    from tinyhw.boot.copyengine import fields
+    from tinyhw.errors import OperationFailed
+
+    device = f"mock:navi31,flash={tmp_path / 'flash.bin'}"
+    boot_emulated_board(device)
+    cntl = "gc.GCVM_L2_PROTECTION_FAULT_CNTL"
+    with tinyhw.open(device) as o:
+        eng = compute.open_compute(o.transport)
+        g = eng.gpu
+        g.wr(cntl, fields(g, cntl, RANGE_PROTECTION_FAULT_ENABLE_DEFAULT=1, PDE0_PROTECTION_FAULT_ENABLE_DEFAULT=1,
+                          VALID_PROTECTION_FAULT_ENABLE_DEFAULT=1))
+        try:
+            kernel = compute.load_code_object(next((prebuilt_dir() / "gfx1100").glob("pattern.*.elf")).read_bytes())
+            with pytest.raises(OperationFailed, match=r"wrote at 0x[0-9a-f]+000 \(gpu vm fault on that page\), past "
+                                                      r"the end of buffer 0 .*, 4096 bytes\), the last of the 1"):
+                eng.run(kernel, (16,), (32,), [bytes(4096)])
+            assert eng.fence() == eng.seq  # the dispatch completed: only the check after the fence saw the fault
+        finally:
+            eng.close()
+    run("--device", device, "am", "reset", "--yes")
+    boot_emulated_board(device)
+    with tinyhw.open(device) as o:
+        g = compute.check_booted(o.transport)
+        g.wr(cntl, fields(g, cntl, VALID_PROTECTION_FAULT_ENABLE_DEFAULT=1, PDE0_PROTECTION_FAULT_ENABLE_DEFAULT=1))
+    r = _exec(device, 16, "--buffer", "zeros:4096", "--buffer", "zeros:8192", kernel="bandwidth")
+    assert r.code == 1 and "past the end of buffer 0" in r.err and "in the guard page before buffer 1" in r.err, r.err

@@ -131,3 +131,51 @@ def test_gpuvm_walks_through_the_services():
     stub.reg_write(aperture_lo, FB >> 18)
     stub.reg_write(aperture_hi, (FB + (1 << 20) - 1) >> 18)
     assert vm.translate(FB + 0x1234) == (False, 0x1234)
+
+
+def test_gpuvm_sends_a_fault_to_the_default_page_only_where_the_hub_says_so():
+    """A fault stops the access (VmFault) unless GCVM_L2_PROTECTION_FAULT_CNTL enables the default page for its kind:
+    then a write lands in the default page at the same page offset, a read comes from it, and the first fault's page
+    and direction stay latched until the status is cleared."""
+    import pytest
+
+    from tinyhw.mocks.gpuvm import VmFault
+
+    stub = StubBoard()
+    vm = GpuVm(stub, REGS)
+
+    def wr(name: str, value: int) -> None:
+        stub.reg_write(REGS.offset(f"gc.{name}"), value)
+
+    def rd(name: str) -> int:
+        return stub.reg_read(REGS.offset(f"gc.{name}"))
+
+    va_lo, va_hi = 1 << 40, (1 << 40) + (1 << 30)  # vmid0's range; accesses above it are range faults
+    wr("GCVM_CONTEXT0_CNTL", 1)
+    wr("GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32", (va_lo >> 12) & 0xFFFFFFFF)
+    wr("GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32", va_lo >> 44)
+    wr("GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32", ((va_hi >> 12) - 1) & 0xFFFFFFFF)
+    wr("GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32", va_hi >> 44)
+    dummy = 0x8000
+    wr("GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32", ((FB + dummy) >> 12) & 0xFFFFFFFF)
+    wr("GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", (FB + dummy) >> 44)
+    outside = va_hi + 0x5000
+    with pytest.raises(VmFault, match="outside vmid0's page table range"):
+        vm.write(outside + 0x10, b"\xaa" * 4)
+    assert rd("GCVM_L2_PROTECTION_FAULT_STATUS") == 1 and stub.mem[dummy + 0x10:dummy + 0x14] == bytes(4)
+    wr("GCVM_L2_PROTECTION_FAULT_STATUS", 0)
+    wr("GCVM_L2_PROTECTION_FAULT_CNTL",
+       REGS.field("gc.GCVM_L2_PROTECTION_FAULT_CNTL.PDE0_PROTECTION_FAULT_ENABLE_DEFAULT").mask)
+    with pytest.raises(VmFault):  # another kind's bit does not cover a range fault
+        vm.write(outside + 0x10, b"\xaa" * 4)
+    wr("GCVM_L2_PROTECTION_FAULT_STATUS", 0)
+    wr("GCVM_L2_PROTECTION_FAULT_CNTL",
+       REGS.field("gc.GCVM_L2_PROTECTION_FAULT_CNTL.RANGE_PROTECTION_FAULT_ENABLE_DEFAULT").mask)
+    vm.write(outside + 0x10, b"\xaa" * 4)
+    assert stub.mem[dummy + 0x10:dummy + 0x14] == b"\xaa" * 4 and vm.redirected == 1
+    rw = REGS.field("gc.GCVM_L2_PROTECTION_FAULT_STATUS.RW")
+    assert rd("GCVM_L2_PROTECTION_FAULT_STATUS") == 1 | rw.mask
+    assert rd("GCVM_L2_PROTECTION_FAULT_ADDR_LO32") == (outside >> 12) & 0xFFFFFFFF
+    assert vm.read(outside + 0x3010 + (1 << 20), 4) == b"\xaa" * 4  # a read of another page: the same default page
+    assert rd("GCVM_L2_PROTECTION_FAULT_ADDR_LO32") == (outside >> 12) & 0xFFFFFFFF  # the first fault stays latched
+    assert rd("GCVM_L2_PROTECTION_FAULT_STATUS") == 1 | rw.mask

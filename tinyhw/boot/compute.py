@@ -407,19 +407,23 @@ class ComputeEngine:
         timeout = self.timeout if timeout is None else timeout
         t0 = g.clock.now()
         step, polls = POLL_FIRST, 0
-        while self.fence() != seq:
+        while True:
+            done = self.fence() == seq
+            took = g.clock.now() - t0  # the fence's time, before the fault check below
             polls += 1
-            if polls % FAULT_CHECK == 0 and g.rd("gc.GCVM_L2_PROTECTION_FAULT_STATUS"):
+            # a fault stops the queue, or, where the hub sends faulting accesses to its default page, lets the
+            # dispatch finish with wrong data: so the status is looked at once more after the fence too
+            if (done or polls % FAULT_CHECK == 0) and g.rd("gc.GCVM_L2_PROTECTION_FAULT_STATUS"):
                 raise OperationFailed(self.fault_message(),
                                       hint="fix the kernel's addresses; then reset the gpu (`tinyhw am reset --yes`) "
                                            "and boot again")
-            waited = g.clock.now() - t0
-            if waited >= timeout:
+            if done:
+                return took
+            if took >= timeout:
                 raise DeviceTimeout(f"the dispatch did not complete in {timeout:g} s; CP status: {self.status()}",
                                     hint="reset the gpu (`tinyhw am reset --yes`) and boot again")
-            g.clock.sleep(min(step, timeout - waited))
+            g.clock.sleep(min(step, timeout - took))
             step = min(2 * step, POLL_MAX)  # 1 us doubling to 1 ms: short dispatches are timed finely
-        return g.clock.now() - t0
 
     # -- a dispatch ---------------------------------------------------------------------------------------------
     def place(self, kernel: Kernel, buffers: list[bytes]) -> tuple[int, list[tuple[int, int]]]:

@@ -15,7 +15,13 @@ Translation of a GPU address (what the engine is handed in a packet):
 * a system access the attachment refuses (``mock:navi31``'s emulated IOMMU: an unmapped IOVA) raises
   :class:`BusFault` from the attachment, untouched by the GPU's fault status;
 * anything else, or an invalid entry, is a VM fault: ``GCVM_L2_PROTECTION_FAULT_STATUS`` becomes non-zero
-  (bit 0, invented encoding) and the access raises :class:`VmFault`.
+  (bit 0, invented encoding) and the access raises :class:`VmFault` (the engine stops: what a driver that
+  leaves the fault defaults off gets, inferred) -- unless ``GCVM_L2_PROTECTION_FAULT_CNTL`` has the
+  ``*_PROTECTION_FAULT_ENABLE_DEFAULT`` bit of that kind of fault set (range: outside VMID0's range; PDE0: an
+  invalid PDE; valid: an invalid PTE): then the access goes to the default page
+  (``VM_L2_PROTECTION_FAULT_DEFAULT_ADDR``, amd-bringup.md §4.2 step 3: the dummy page) and the engine goes
+  on, with the fault latched in the status (its RW bit) and the address registers (the first fault's page,
+  until the status is cleared) for the driver to find afterwards.
 
 Walks are cached per 4 KiB page (the TLB) and the cache is dropped when the driver writes a GC or MM hub
 ``*_INVALIDATE_ENG*_REQ`` register, so a page table changed without an invalidation keeps its old mapping,
@@ -35,7 +41,12 @@ REGISTERS = (
     "GCVM_CONTEXT0_CNTL", "GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32", "GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32",
     "GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32", "GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32",
     "GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32", "GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32",
-    "GCMC_VM_SYSTEM_APERTURE_LOW_ADDR", "GCMC_VM_SYSTEM_APERTURE_HIGH_ADDR", "GCVM_L2_PROTECTION_FAULT_STATUS")
+    "GCMC_VM_SYSTEM_APERTURE_LOW_ADDR", "GCMC_VM_SYSTEM_APERTURE_HIGH_ADDR", "GCVM_L2_PROTECTION_FAULT_STATUS",
+    "GCVM_L2_PROTECTION_FAULT_CNTL", "GCVM_L2_PROTECTION_FAULT_ADDR_LO32", "GCVM_L2_PROTECTION_FAULT_ADDR_HI32",
+    "GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32", "GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32")
+#: the kind of a fault -> its GCVM_L2_PROTECTION_FAULT_CNTL bit that sends the access to the default page
+DEFAULT_FIELDS = {"range": "RANGE_PROTECTION_FAULT_ENABLE_DEFAULT", "pde0": "PDE0_PROTECTION_FAULT_ENABLE_DEFAULT",
+                  "valid": "VALID_PROTECTION_FAULT_ENABLE_DEFAULT"}
 
 
 def register_offsets(regs: Asic) -> dict[str, int]:
@@ -52,9 +63,9 @@ class VmFault(Exception):
     """A GPU access with no valid translation; ``addr``: the address whose page faulted (for an access over several
     pages, the first one without a translation, as the hardware names it), None where no one page is to blame."""
 
-    def __init__(self, message: str, addr: int | None = None) -> None:
+    def __init__(self, message: str, addr: int | None = None, kind: str | None = None, first: bool = True) -> None:
         super().__init__(message)
-        self.addr = addr
+        self.addr, self.kind, self.first = addr, kind, first  # kind: a key of DEFAULT_FIELDS, or None
 
 
 class BusFault(Exception):
@@ -70,6 +81,10 @@ class GpuVm:
         self.services = services
         self.offsets = register_offsets(regs)
         self.depth = regs.field("gc.GCVM_CONTEXT0_CNTL.PAGE_TABLE_DEPTH")
+        self.defaults = {kind: regs.field(f"gc.GCVM_L2_PROTECTION_FAULT_CNTL.{name}")
+                         for kind, name in DEFAULT_FIELDS.items()}
+        self.rw = regs.field("gc.GCVM_L2_PROTECTION_FAULT_STATUS.RW")
+        self.redirected = 0  # accesses sent to the default page
         self.tlb: dict[int, tuple[bool, int]] = {}
         self.walks = 0
         self.invalidations = 0
@@ -83,11 +98,40 @@ class GpuVm:
         self.tlb.clear()
         self.invalidations += 1
 
-    def fault(self, addr: int, why: str) -> VmFault:
+    def fault(self, addr: int, why: str, kind: str | None = None) -> VmFault:
         """Record a protection fault (GCVM_L2_PROTECTION_FAULT_STATUS := 1) and return the :class:`VmFault` to raise for
-        GPU address ``addr``."""
-        self.services.reg_write(self.offsets["GCVM_L2_PROTECTION_FAULT_STATUS"], 1)
-        return VmFault(f"gpu vm fault at 0x{addr:x}: {why}", addr)
+        GPU address ``addr`` (``kind``: see :data:`DEFAULT_FIELDS`)."""
+        first = not self._reg("GCVM_L2_PROTECTION_FAULT_STATUS")
+        if first:
+            self.services.reg_write(self.offsets["GCVM_L2_PROTECTION_FAULT_STATUS"], 1)
+        return VmFault(f"gpu vm fault at 0x{addr:x}: {why}", addr, kind, first)
+
+    def _default_page(self, e: VmFault, addr: int, write: bool) -> int:
+        """The VRAM offset the access at ``addr`` that raised ``e`` goes to instead when its kind of fault is set to
+        use the default page (the fault latched: status RW bit and address, for the first fault); else ``e``
+        again."""
+        field = self.defaults.get(e.kind or "")
+        if field is None or not self._reg("GCVM_L2_PROTECTION_FAULT_CNTL") & field.mask:
+            raise e
+        page = (self._reg("GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32") << 32 |
+                self._reg("GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32")) << 12
+        phys = self.services.mc_to_vram(page, PAGE)
+        if phys is None:
+            raise e
+        if e.first:
+            o = self.offsets
+            self.services.reg_write(o["GCVM_L2_PROTECTION_FAULT_STATUS"], 1 | (int(write) << self.rw.shift))
+            self.services.reg_write(o["GCVM_L2_PROTECTION_FAULT_ADDR_LO32"], (addr >> 12) & 0xFFFFFFFF)
+            self.services.reg_write(o["GCVM_L2_PROTECTION_FAULT_ADDR_HI32"], (addr >> 44) & 0xF)
+        self.redirected += 1
+        return phys + (addr & (PAGE - 1))
+
+    def _page(self, addr: int, write: bool) -> tuple[bool, int]:
+        """(system, address) of the page at ``addr`` for an access, the default page where the fault says so."""
+        try:
+            return self.translate(addr)
+        except VmFault as e:
+            return False, self._default_page(e, addr, write)
 
     def translate(self, addr: int) -> tuple[bool, int]:
         """(system, address) of GPU address ``addr``: a bus address, or a VRAM offset."""
@@ -113,7 +157,7 @@ class GpuVm:
         end = (self._reg("GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32") << 32 |
                self._reg("GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32")) << 12
         if not start <= addr < end + PAGE:
-            raise self.fault(addr, "outside vmid0's page table range")
+            raise self.fault(addr, "outside vmid0's page table range", "range")
         entry = (self._reg("GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32") << 32 |
                  self._reg("GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32"))
         if not entry & VALID:
@@ -129,7 +173,7 @@ class GpuVm:
             index = (va >> shift) & 0x1FF
             entry = int.from_bytes(self.services.vram_read(table + 8 * index, 8), "little")
             if not entry & VALID:
-                raise self.fault(addr, f"invalid entry at level {level}")
+                raise self.fault(addr, f"invalid entry at level {level}", "valid" if level == 0 else "pde0")
             if level == 0 or entry & HUGE:
                 size = 1 << shift
                 target = (entry & ADDR_MASK & ~(size - 1)) + (va & (size - 1) & ~(PAGE - 1))
@@ -149,7 +193,7 @@ class GpuVm:
         out = bytearray()
         while length:
             n = min(length, PAGE - (addr & (PAGE - 1)))
-            system, where = self.translate(addr)
+            system, where = self._page(addr, False)
             if system:
                 data = self.services.bus_read(where, n)
                 if data is None:
@@ -167,7 +211,7 @@ class GpuVm:
         view = memoryview(data)
         while view:
             n = min(len(view), PAGE - (addr & (PAGE - 1)))
-            system, where = self.translate(addr)
+            system, where = self._page(addr, True)
             if system:
                 if not self.services.bus_write(where, bytes(view[:n]), at):
                     raise self.fault(addr, f"system page at bus address 0x{where:x} is not reachable")
