@@ -111,6 +111,9 @@ def test_buffer_layout_ends_each_buffer_at_a_page_end_with_a_guard_after_it() ->
         assert lo == (BUFFERS if prev_end is None else prev_end + PAGE)  # one unmapped page between neighbours
         prev_end = hi
     assert buffer_layout([REGION_SIZE - BUFFERS])[0][2] == REGION_SIZE
+    from tinyhw.kernels.execute import MAX_BUFFERS, MAX_TOTAL  # what `kernels exec` lets through always fits
+    each = MAX_TOTAL // MAX_BUFFERS - 1  # the most pages and slack each: one byte short of a page multiple
+    assert buffer_layout([each] * MAX_BUFFERS)[-1][2] <= REGION_SIZE
     with pytest.raises(Refused, match="buffer 1 .* does not fit"):
         buffer_layout([REGION_SIZE - BUFFERS - PAGE, 1])
 
