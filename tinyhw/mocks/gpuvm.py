@@ -99,8 +99,8 @@ class GpuVm:
         self.invalidations += 1
 
     def fault(self, addr: int, why: str, kind: str | None = None) -> VmFault:
-        """Record a protection fault (GCVM_L2_PROTECTION_FAULT_STATUS := 1) and return the :class:`VmFault` to raise for
-        GPU address ``addr`` (``kind``: see :data:`DEFAULT_FIELDS`)."""
+        """Record a protection fault (GCVM_L2_PROTECTION_FAULT_STATUS := 1, unless a fault is latched there already)
+        and return the :class:`VmFault` to raise for GPU address ``addr`` (``kind``: see :data:`DEFAULT_FIELDS`)."""
         first = not self._reg("GCVM_L2_PROTECTION_FAULT_STATUS")
         if first:
             self.services.reg_write(self.offsets["GCVM_L2_PROTECTION_FAULT_STATUS"], 1)
