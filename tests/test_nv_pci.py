@@ -395,5 +395,9 @@ def test_closing_the_memory_stops_its_guardian(tmp_path: Path) -> None:
                          guardian=lambda: start_guardian(str(config)))
     mem.reserve([PAGE])
     assert _command(config) == 0x0006  # the guardian waits while this process holds the memory
+    mem.dma_alloc(PAGE)  # inside the reservation
+    with pytest.raises(OperationFailed, match="beyond what was reserved up front"):
+        mem.dma_alloc(2 << 20)  # a chunk the guardian, forked already, would not share
+    assert len(mem.chunks) == 1
     mem.close()  # stop() reaps the guardian, which cleared the bit on its way out
     assert _command(config) == 0x0002 and r.violations == []

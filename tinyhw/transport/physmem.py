@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tinyhw.errors import EnvironmentProblem, Refused
+from tinyhw.errors import EnvironmentProblem, OperationFailed, Refused
 
 PAGE = 4096
 CHUNK = 2 << 20
@@ -311,6 +311,11 @@ class PhysicalMemory:
         self.live: list[PhysBuffer] = []
 
     def _new_chunk(self) -> _Chunk:
+        if self._stop_guardian is not None:  # forked already: it would not share this chunk, nor guard it
+            raise OperationFailed("host memory beyond what was reserved up front: the guardian, forked after the "
+                                  "reservation, would not hold it, so a killed process could free it while the "
+                                  "device still writes there",
+                                  hint="reserve every allocation's size first (PhysicalMemory.reserve)")
         mem = self.backend.map_chunk()
         try:
             vaddr = chunk_address(mem)
@@ -324,7 +329,9 @@ class PhysicalMemory:
 
     def reserve(self, sizes: list[int]) -> int:
         """Map, up front, every chunk the allocations ``sizes`` (in order) will need, so that running out of huge
-        pages is found before the device is touched; returns how many chunks are mapped."""
+        pages is found before the device is touched, then start the guardian (when there is one): from then on an
+        allocation that needs a new chunk is refused, as the guardian would not share it; returns how many chunks
+        are mapped."""
         need = self.chunks_for(sizes, [CHUNK - c.used for c in self.chunks])
         for got in range(need):
             try:
