@@ -318,3 +318,21 @@ def test_remote_bench_copy_shows_measured_client_rates(tmp_path) -> None:
 def test_local_rows_say_the_host_timed_them() -> None:
     with tinyhw.open("mock:navi31") as dev:
         assert {r.timer for r in copy_bench(dev.transport, [4096], repeat=1)} == {"host"}
+
+
+def test_the_server_refuses_a_timed_batch_whose_reply_would_not_fit(tmp_path) -> None:
+    """A client that asks for a timed batch of a whole reply's worth of reads (ours never does) gets a refusal, not a
+    reply frame past the protocol's size limit, and the session goes on."""
+    from remotehelp import served
+
+    from tinyhw.errors import TinyhwError
+    from tinyhw.remote import protocol
+    from tinyhw.transport.batch import R
+
+    with served(f"mock:navi31,flash={tmp_path / 'f.bin'},timing=instant") as s, tinyhw.open(s.device()) as dev:
+        t = dev.transport
+        whole = [R(0, 0, protocol.MAX_READ_BYTES)]
+        with pytest.raises(TinyhwError, match="timed batch's results and time take more than"):
+            t.request(protocol.OP_TIMED_BATCH, protocol.encode_ops(whole))
+        reply = t.request(protocol.OP_TIMED_BATCH, protocol.encode_ops([R(0, 0, 4096)]))
+        assert len(reply) == protocol.BATCH_TIME.size + 4096

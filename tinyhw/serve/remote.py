@@ -189,6 +189,9 @@ class RemoteServer:
         advanced while it ran (``OP_TIMED_BATCH``)."""
         try:
             ops = protocol.decode_ops(payload)
+            if timed and protocol.result_size(ops) + protocol.BATCH_TIME.size > protocol.MAX_PAYLOAD:
+                raise protocol.ProtocolError(f"a timed batch's results and time take more than "
+                                             f"{protocol.MAX_PAYLOAD} bytes: send it as a plain batch")
             check_ops(t, ops)
             self._check_config(ops, conn.guarded)
         except TinyhwError as e:
