@@ -1,10 +1,7 @@
-"""The one number parser of the command line: addresses, sizes, counts, register values.
-
-Accepts decimal, ``0x`` hex, ``0b`` binary, ``0o`` octal and ``_`` separators (``0x1_0000``); with
-``units=True`` also a decimal number with a binary unit (``4k``, ``64KiB``, ``2M``, ``8G``). Every refusal is
-one line (exit 2), checked in this order: not a number, negative, outside the allowed range, misaligned,
-so an offset past the end is reported as such even when it is also misaligned. Options use the
-click type :class:`Number`, arguments call :func:`parse_number` with the name they show in the message.
+"""The command line's number option type: :class:`Number` parses with :func:`tinyhw.formats.numbers.parse_number`
+(decimal, ``0x`` hex, ``0b``, ``0o``, ``_`` separators, and with ``units=True`` ``4k``/``64KiB``/``2M``), so
+options and arguments take the same forms and get the same one-line messages (exit 2). Arguments call
+:func:`parse_number` with the name they show in the message.
 """
 
 from __future__ import annotations
@@ -13,59 +10,9 @@ from typing import Any
 
 import click
 
-from tinyhw.errors import Refused
+from tinyhw.formats.numbers import parse_number
 
-_UNITS = {"k": 10, "m": 20, "g": 30, "t": 40}
-
-
-def _hint(units: bool) -> str:
-    return "write decimal or 0x-hex" + (", optionally with a k/m/g unit (64k, 2M)" if units else "")
-
-
-def _split_unit(t: str) -> tuple[str, int]:
-    """``64kib`` -> (``64``, 10). Units only follow a decimal number (``0x1b`` is hex, not 1 byte)."""
-    if t.startswith(("0x", "0b", "0o")):
-        return t, 0
-    for suffix in ("ib", "b"):
-        if t.endswith(suffix) and t[:-len(suffix)][-1:] in _UNITS:
-            t = t[:-len(suffix)]
-            break
-    if t[-1:] in _UNITS:
-        return t[:-1], _UNITS[t[-1]]
-    return t, 0
-
-
-def parse_number(text: str, what: str = "number", *, minimum: int = 0, maximum: int | None = None,
-                 align: int = 1, units: bool = False) -> int:
-    """``text`` as an integer in ``[minimum, maximum]`` that is a multiple of ``align``, else :class:`Refused`.
-
-    ``what`` names the value in the message (``offset``, ``size``, ``value for smuio.ROM_CNTL``).
-    """
-    t = text.strip().lower().replace("_", "")
-    negative = t.startswith("-")
-    body = t[1:] if t[:1] in ("+", "-") else t
-    body, shift = _split_unit(body) if units else (body, 0)
-    try:
-        if not body.isascii() or body[:1] not in tuple("0123456789"):
-            raise ValueError(body)
-        magnitude = int(body, 0) if body.startswith(("0x", "0b", "0o")) else int(body, 10)
-    except ValueError:
-        raise Refused(f"{what} {text.strip()!r} is not a number", hint=_hint(units)) from None
-    value = -(magnitude << shift) if negative else magnitude << shift
-    if value < 0 <= minimum:
-        raise Refused(f"{what} {text.strip()} is negative", hint=f"write a number from {minimum}")
-    if maximum is not None and not minimum <= value <= maximum:
-        raise Refused(f"{what} {_hex(value)} is outside {_hex(minimum)}-{_hex(maximum)}")
-    if value < minimum:
-        raise Refused(f"{what} {_hex(value)} is below {_hex(minimum)}")
-    if align > 1 and value % align:
-        raise Refused(f"{what} {_hex(value)} is not a multiple of {align}",
-                      hint=f"round it down to {_hex(value - value % align)}")
-    return value
-
-
-def _hex(value: int) -> str:
-    return f"-0x{-value:x}" if value < 0 else f"0x{value:x}"
+__all__ = ["Number", "parse_number"]
 
 
 class Number(click.ParamType):

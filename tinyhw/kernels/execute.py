@@ -19,7 +19,6 @@ from tinyhw.errors import Refused
 
 MAX_CODE_OBJECT = 16 << 20
 MAX_BUFFERS = 16
-_UNITS = {"k": 10, "m": 20, "g": 30}  # binary units after a decimal byte count, as everywhere on the command line
 MAX_TOTAL = 120 << 20  # what the compute region's buffer area holds (tinyhw.boot.compute: 126 MiB, some slack)
 
 
@@ -60,15 +59,13 @@ def _buffer(spec: str | bytes, index: int) -> bytes:
             raise Refused(f"buffer {index}: {len(spec)} bytes; a buffer takes 1 .. {MAX_TOTAL}")
         return bytes(spec)
     if spec.startswith("zeros:"):
-        body = spec[6:].strip().lower().replace("_", "")
-        for suffix in ("ib", "b"):  # 4KiB, 4kb: the units the command line's sizes take
-            if body.endswith(suffix) and body[:-len(suffix)][-1:] in _UNITS:
-                body = body[:-len(suffix)]
-        shift = _UNITS.get(body[-1:], 0) if body[:-1].isdigit() else 0  # 64k, 2m: the command line's size units
-        try:
-            n = int(body[:-1] if shift else body, 0) << shift
-        except ValueError:
-            raise Refused(f"--buffer {spec!r}: zeros:N takes a byte count") from None
+        from tinyhw.formats.numbers import parse_number
+
+        try:  # 4096, 0x1000, 4k, 4KiB: the command line's one number syntax
+            n = parse_number(spec[6:], "zeros:N", units=True)
+        except Refused:
+            raise Refused(f"--buffer {spec!r}: zeros:N takes a byte count",
+                          hint="write decimal or 0x-hex, optionally with a k/m/g unit (64k, 2M)") from None
         if not 1 <= n <= MAX_TOTAL:
             raise Refused(f"--buffer {spec!r}: zeros:N takes 1 .. {MAX_TOTAL} bytes (what the board's compute region "
                           "holds for buffers)")
