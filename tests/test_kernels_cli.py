@@ -109,3 +109,7 @@ def test_build_output_never_replaces_a_fifo_and_writes_nothing_then(tmp_path) ->
     assert (tmp_path / "a.elf").read_bytes() == b"new" and len(written) == 2
     written = write_build(tmp_path, {"format": 1}, {"a.elf": b"newer"})  # an earlier build's files are replaced
     assert (tmp_path / "a.elf").read_bytes() == b"newer" and len(written) == 2
+    with _pytest.raises(Refused, match="it is not a directory"):  # the folder named is a file
+        write_build(tmp_path / "a.elf", {"format": 1}, {"b.elf": b"x"})
+    fresh = tmp_path / "new" / "dir"
+    assert len(write_build(fresh, {"format": 1}, {"b.elf": b"x"})) == 2 and (fresh / "b.elf").read_bytes() == b"x"

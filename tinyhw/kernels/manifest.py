@@ -151,11 +151,16 @@ def write_build(out_dir: Path, manifest: dict, files: dict[str, bytes], *, force
     outputs = {**files, "manifest.json": (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()}
     hint = "--force overwrites it (the folder holds no earlier build: no manifest.json)"
     if out_dir.is_dir():
-        for name in outputs:  # every name checked before the folder is created or any file written
+        for name in outputs:  # every name checked before any file is written
             check_output_path(out_dir / name, force=force or earlier, what="build output", force_hint=hint)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for name in outputs:
-        check_output_path(out_dir / name, force=force or earlier, what="build output", force_hint=hint)
+    elif out_dir.exists() or out_dir.is_symlink():
+        raise Refused(f"cannot write the build into {out_dir}: it is not a directory", hint="name a folder")
+    else:  # a folder of its own: no name in it can be taken
+        try:
+            out_dir.mkdir(parents=True)
+        except OSError as e:
+            raise Refused(f"cannot create the build folder {out_dir}: {(e.strerror or str(e)).lower()}",
+                          hint="name a folder in a writable place") from None
     return [atomic_write(out_dir / name, data) for name, data in sorted(outputs.items())]
 
 
