@@ -27,6 +27,7 @@ from typing import Any
 
 from tinyhw.errors import Refused
 from tinyhw.mocks.gpuvm import BusFault
+from tinyhw.transport.dmabuf import IovaBuffer
 
 PAGE = 4096
 #: GT/s per speed code and the share of the line that is data after encoding
@@ -43,33 +44,12 @@ def link_rate(speed: int, width: int, payload: int = TLP_PAYLOAD) -> float:
     return gts * 1e9 * encoding / 8 * max(width, 1) * payload / (payload + TLP_OVERHEAD)
 
 
-class HostBuffer:
+class HostBuffer(IovaBuffer):
     """Host memory mapped for the emulated device at ``iova`` (the interface of ``tinyhw.pci.dma.DmaBuffer``)."""
 
     def __init__(self, size: int) -> None:
-        if size <= 0:
-            raise ValueError("a dma buffer needs a positive size")
-        self.size = (size + PAGE - 1) & ~(PAGE - 1)
+        super().__init__(size)
         self.mem = bytearray(self.size)
-        self.iova: int | None = None
-
-    #: an IOVA range is contiguous for the device whatever the host pages are
-    contiguous = True
-
-    def addr(self, offset: int = 0) -> int:
-        """The device address (IOVA) of the byte at ``offset``."""
-        if self.iova is None:
-            raise ValueError("the buffer is not mapped for the device")
-        return self.iova + offset
-
-    def read(self, offset: int = 0, length: int | None = None) -> bytes:
-        """Bytes of the buffer from ``offset``, ``length`` of them (to the end when None)."""
-        end = self.size if length is None else offset + length
-        return bytes(self.mem[offset:end])
-
-    def write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
-        """Store ``data`` into the buffer at ``offset`` (the host side's CPU write)."""
-        self.mem[offset:offset + len(data)] = data
 
     def close(self) -> None:
         """Free the buffer's memory (it reads empty afterwards)."""

@@ -13,41 +13,24 @@ import contextlib
 import ctypes
 import mmap
 
+from tinyhw.transport.dmabuf import IovaBuffer
+
 PAGE = mmap.PAGESIZE
 
 
-class DmaBuffer:
+class DmaBuffer(IovaBuffer):
     """``size`` bytes of host memory mapped for a device at ``iova`` (set by the transport that maps it)."""
 
+    page = PAGE
+
     def __init__(self, size: int) -> None:
-        if size <= 0:
-            raise ValueError("a dma buffer needs a positive size")
-        self.size = (size + PAGE - 1) & ~(PAGE - 1)
+        super().__init__(size)
         self.mem = mmap.mmap(-1, self.size, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS,
                              prot=mmap.PROT_READ | mmap.PROT_WRITE)
         for off in range(0, self.size, PAGE):  # populate every page before the kernel pins it
             self.mem[off] = 0
         self._anchor: ctypes.c_char | None = ctypes.c_char.from_buffer(self.mem)
         self.vaddr = ctypes.addressof(self._anchor)
-        self.iova: int | None = None
-
-    #: an IOVA range is contiguous for the device whatever the host pages are
-    contiguous = True
-
-    def addr(self, offset: int = 0) -> int:
-        """The device address (IOVA) of the byte at ``offset``."""
-        if self.iova is None:
-            raise ValueError("the buffer is not mapped for the device")
-        return self.iova + offset
-
-    def read(self, offset: int = 0, length: int | None = None) -> bytes:
-        """``length`` bytes of the buffer from ``offset`` (default: to its end)."""
-        end = self.size if length is None else offset + length
-        return bytes(self.mem[offset:end])
-
-    def write(self, offset: int, data: bytes) -> None:
-        """Copy ``data`` into the buffer at ``offset``."""
-        self.mem[offset:offset + len(data)] = data
 
     def close(self) -> None:
         """Unmap the host memory (the transport unmaps it from the device first)."""
