@@ -24,8 +24,8 @@ from tinyhw.boot.psp import RESET_HINT, Psp, PspError
 from tinyhw.boot.smu import Smu
 from tinyhw.boot.state import BoardState, read_state
 from tinyhw.errors import DeviceTimeout, OperationFailed, TinyhwError
-from tinyhw.formats.pciconfig import COMMAND_BUS_MASTER, REG_COMMAND
 from tinyhw.transport.abilities import Resettable
+from tinyhw.transport.base import set_bus_master
 from tinyhw.transport.wait import poll
 
 RESET_SETTLE = 0.5  # §7.2: sleep 500 ms after the reset message
@@ -216,18 +216,6 @@ def _flags(gpu: AmGpu, tmr: int) -> None:
 
 
 # -- reset (§7.2) ------------------------------------------------------------------------------------------------
-def set_bus_master(t: Any, on: bool) -> bool:
-    """COMMAND bit 2 (specs/pci-vfio-remote.md §3.4) on or off, read back to flush the write; True when it changed
-    (vfio-pci hands a freshly opened function over with bus mastering off: no DMA leaves the device then)."""
-    cmd = t.config_read(REG_COMMAND, 2)
-    want = (cmd | COMMAND_BUS_MASTER) if on else (cmd & ~COMMAND_BUS_MASTER)
-    if want == cmd:
-        return False
-    t.config_write(REG_COMMAND, 2, want)
-    t.config_read(REG_COMMAND, 2)
-    return True
-
-
 def _bus_master(gpu: AmGpu, on: bool) -> None:
     set_bus_master(gpu.transport, on)
 

@@ -59,7 +59,7 @@ from tinyhw.mocks.nv_gsp import SecureBoot
 from tinyhw.mocks.nv_vbios import vbios_image
 from tinyhw.mocks.physram import EmulatedRam
 from tinyhw.mocks.vclock import VirtualClock
-from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
+from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo, set_bus_master
 from tinyhw.transport.lock import DeviceLock
 from tinyhw.transport.physmem import PhysicalMemory
 
@@ -557,7 +557,7 @@ class Ad102PhysicalTransport(Ad102Function):
         """Physical-address DMA buffers over the board's emulated RAM; closing them turns bus mastering off first,
         as the ``pci:`` transport does."""
         self._check_gone()
-        memory = PhysicalMemory(self.board.ram, quiesce=lambda: set_command_master(self, False))
+        memory = PhysicalMemory(self.board.ram, quiesce=lambda: set_bus_master(self, False))
         self._memories.append(memory)
         return memory
 
@@ -568,15 +568,6 @@ class Ad102PhysicalTransport(Ad102Function):
                 memory.close()
         self._memories.clear()
         super().close()
-
-
-def set_command_master(t: Transport, on: bool) -> None:
-    """COMMAND bit 2 (bus master) of ``t``'s config space on or off, read back."""
-    command = t.config_read(0x04, 2)
-    want = command | 4 if on else command & ~4
-    if want != command:
-        t.config_write(0x04, 2, want)
-        t.config_read(0x04, 2)
 
 
 def ad102_transport(options: Ad102Options, *, lock: bool = True) -> Ad102Function:

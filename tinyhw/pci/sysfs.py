@@ -30,7 +30,7 @@ from typing import Any
 from tinyhw.errors import DeviceNotFound, EnvironmentProblem, Refused, TransportError
 from tinyhw.pci.mmio import MappedRegion, open_readwrite
 from tinyhw.pci.scan import PciFunction, read_function
-from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
+from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo, set_bus_master
 from tinyhw.transport.lock import DeviceLock
 from tinyhw.transport.physmem import (
     RESERVE_HINT,
@@ -43,7 +43,7 @@ from tinyhw.transport.physmem import (
 
 DEFAULT_SYSFS = "/sys"
 CONFIG_MAX = 4096
-COMMAND_MEMORY, COMMAND_BUS_MASTER = 0x2, 0x4
+COMMAND_MEMORY = 0x2
 FORCE_BOUND_RISK = (
     "the kernel driver keeps programming the device too: registers written behind its back can corrupt its "
     "state, hang the device or the machine, and lose data on storage or network devices"
@@ -366,15 +366,10 @@ class SysfsTransport(Transport):
         backend = HugetlbBackend(os.path.join(procfs_root(), "self", "pagemap"))
         backend.probe()
         config = self._file("config")
-        memory = PhysicalMemory(backend, quiesce=self._bus_master_off, guardian=lambda: start_guardian(config))
+        memory = PhysicalMemory(backend, quiesce=lambda: set_bus_master(self, False),
+                                guardian=lambda: start_guardian(config))
         self._memories.append(memory)
         return memory
-
-    def _bus_master_off(self) -> None:
-        command = self.config_read(0x04, 2)
-        if command & COMMAND_BUS_MASTER:
-            self.config_write(0x04, 2, command & ~COMMAND_BUS_MASTER)
-            self.config_read(0x04, 2)
 
     # -- identity, info, lifetime -----------------------------------------------------------------------------
     def identity(self) -> Identity:

@@ -28,7 +28,7 @@ from tinyhw.pci.bind import VFIO_DRIVER
 from tinyhw.pci.dma import PAGE, DmaBuffer
 from tinyhw.pci.mmio import ALL_ONES, MappedRegion
 from tinyhw.pci.sysfs import DEFAULT_SYSFS, open_function, permission_problem
-from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
+from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo, set_bus_master
 from tinyhw.transport.lock import DeviceLock
 
 CONFIG_MAX = 4096
@@ -229,8 +229,7 @@ class VfioTransport(Transport):
 
     def set_bus_master(self, enable: bool = True) -> None:
         """Set or clear COMMAND bit 2: without it the device's DMA never reaches host memory."""
-        cmd = self.config_read(0x04, 2)
-        self.config_write(0x04, 2, (cmd | 0x4) if enable else (cmd & ~0x4))
+        set_bus_master(self, enable)
 
     # -- BARs -------------------------------------------------------------------------------------------------
     def bars(self) -> list[BarInfo]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinyhw.errors import NotAvailableYet, Refused
+from tinyhw.formats.pciconfig import COMMAND_BUS_MASTER, REG_COMMAND
 from tinyhw.transport.clock import Clock, WallClock
 from tinyhw.transport.counters import Counters
 
@@ -189,3 +190,16 @@ def require(transport: Transport, ability: type, what: str, *, refuse: bool = Fa
         error = Refused if refuse else NotAvailableYet
         raise error(f"the {transport.name} transport cannot {what}", hint=hint)
     return transport
+
+
+def set_bus_master(t: Transport, on: bool) -> bool:
+    """COMMAND bit 2 (specs/pci-vfio-remote.md §3.4) of ``t``'s config space on or off, read back to flush the write;
+    True when it changed (vfio-pci hands a freshly opened function over with bus mastering off: no DMA leaves the
+    device then)."""
+    cmd = t.config_read(REG_COMMAND, 2)
+    want = (cmd | COMMAND_BUS_MASTER) if on else (cmd & ~COMMAND_BUS_MASTER)
+    if want == cmd:
+        return False
+    t.config_write(REG_COMMAND, 2, want)
+    t.config_read(REG_COMMAND, 2)
+    return True

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tinyhw.errors import EnvironmentProblem, OperationFailed, Refused
+from tinyhw.formats.pciconfig import COMMAND_BUS_MASTER, REG_COMMAND
 
 PAGE = 4096
 CHUNK = 2 << 20
@@ -195,7 +196,7 @@ GUARDIAN_BLOCKS = tuple(sorted({getattr(signal, n) for n in (
     "SIGTTOU", "SIGVTALRM", "SIGPROF", "SIGXCPU", "SIGXFSZ", "SIGPOLL", "SIGPWR", "SIGSTKFLT") if hasattr(signal, n)}))
 
 
-def start_guardian(config_path: str, command_offset: int = 4) -> Callable[[], None]:
+def start_guardian(config_path: str, command_offset: int = REG_COMMAND) -> Callable[[], None]:
     """Fork a watcher that clears the function's bus-master bit (COMMAND bit 2, through the sysfs ``config`` file at
     ``config_path``) as soon as this process ends or calls the returned stop function, whichever comes first. It
     shares every mapping this process has now (the reserved chunks among them) and exits only after the bit is
@@ -225,8 +226,8 @@ def start_guardian(config_path: str, command_offset: int = 4) -> Callable[[], No
             while os.read(read_end, 64):
                 pass
             command = int.from_bytes(os.pread(fd, 2, command_offset), "little")
-            if command & 0x4:
-                os.pwrite(fd, (command & ~0x4).to_bytes(2, "little"), command_offset)
+            if command & COMMAND_BUS_MASTER:
+                os.pwrite(fd, (command & ~COMMAND_BUS_MASTER).to_bytes(2, "little"), command_offset)
             code = 0
         finally:
             os._exit(code)
