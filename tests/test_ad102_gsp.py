@@ -99,6 +99,20 @@ def test_fwsec_not_frts_command(tmp_path: Path) -> None:
     assert run_fwsec(t, bytes(img)) == nv_gsp.FWSEC_NOT_FRTS
 
 
+def test_fwsec_refuses_flags_at_byte_16(tmp_path: Path) -> None:
+    """A READ_VBIOS descriptor read as five u32 (flags @16, 4 bytes of padding @20) is not the FRTS command: the
+    emulated FWSEC reads gfwImageOffset as a u64 @8 and flags @20 as NVIDIA's header has them (§7.1)."""
+    t = board(tmp_path)
+    t.config_write(4, 2, 6)
+    assert run_fwsec(t, fwsec()) == 0
+    t = board(tmp_path / "old")
+    t.config_write(4, 2, 6)
+    img = bytearray(fwsec())
+    at = nv_vbios.IMEM_LOAD + nv_vbios.CMD_IN
+    img[at + 16:at + 24] = struct.pack("<II", 2, 0)
+    assert run_fwsec(t, bytes(img)) == nv_gsp.FWSEC_REGION
+
+
 def test_booter_refuses_without_wpr2_or_signature(tmp_path: Path) -> None:
     from tinyhw.mocks import nv_gspfw
 

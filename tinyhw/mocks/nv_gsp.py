@@ -6,8 +6,8 @@ ucode is a check of what the host gave the falcon, answered with success or an e
 **FWSEC-FRTS** (GSP falcon, falcon core): the boot-ROM parameters must be MOD_SEL RSA3K, the FWSEC_PROD
 descriptor's ucode id and engine mask, PARAADDR[0] = its PKCDataOffset; IMEM must hold the ucode's code;
 DMEM must hold at the PKC offset the last 384 bytes of the descriptor's signatures, the DMEM mapper's
-init_cmd must be 0x15 and its command-in buffer the FRTS command (READ_VBIOS v1/24 flags 2, then FRTS region
-v1/20 at (VRAM - 2 MiB) >> 12, 0x100 pages, media type 2). Then WPR2 covers the FRTS region.
+init_cmd must be 0x15 and its command-in buffer the FRTS command (READ_VBIOS v1/24, gfw image offset u64 @8 and
+size @16 zero, flags @20 = 2, then FRTS region v1/20 at (VRAM - 2 MiB) >> 12, 0x100 pages, media type 2). Then WPR2 covers the FRTS region.
 **Booter** (SEC2): PARAADDR[0] 0x10, engine mask 1, ucode id 3, DMEM at 0x10 holding the invented booter's
 production signature (:data:`tinyhw.mocks.nv_gspfw.BOOTER_SIGNATURE`); WPR2 up; the GSP falcon reset into
 RISC-V mode with a LibOS argument address in its mailboxes; MAILBOX0/1 pointing at a valid WPR meta (magic,
@@ -334,9 +334,12 @@ class SecureBoot:
         dmap = nv_vbios.DMAP_OFFSET
         if struct.unpack_from("<I", f.dmem, dmap + 44)[0] != 0x15:
             return FWSEC_NOT_FRTS
-        cmd = struct.unpack_from("<5I4x5I", f.dmem, nv_vbios.CMD_IN)
+        # FWSECLIC_READ_VBIOS_DESC: version u32 @0, size u32 @4, gfwImageOffset u64 @8, gfwImageSize u32 @16,
+        # flags u32 @20; the FRTS region descriptor (five u32) follows at +24 (§7.1)
+        read_vbios = struct.unpack_from("<IIQII", f.dmem, nv_vbios.CMD_IN)
+        region = struct.unpack_from("<5I", f.dmem, nv_vbios.CMD_IN + 24)
         frts = self.services.vram_size - (2 << 20)
-        if cmd != (1, 24, 0, 0, 2, 1, 20, frts >> 12, 0x100, 2):
+        if read_vbios != (1, 24, 0, 0, 2) or region != (1, 20, frts >> 12, 0x100, 2):
             return FWSEC_REGION
         self.set_wpr2(frts, frts + (1 << 20))
         return 0
