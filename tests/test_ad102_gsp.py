@@ -121,12 +121,18 @@ def test_booter_refuses_without_wpr2_or_signature(tmp_path: Path) -> None:
     data = nv_gspfw.booter_load()
     image = bytearray(data[120 + 2 * 384:])
     brom = (0x10, 1, 3, 1)
-    args = (nv_gspfw.APP_OFFSET, nv_gspfw.DATA_OFFSET, nv_gspfw.DATA_SIZE)
-    code = load_and_start(t, SEC2, bytes(image), args[0] + 0x1000, args[1], args[2], brom)
+    # IMEM gets the application's code (from APP_OFFSET), DMEM the data part, as the loaders place them (§9.3)
+    args = (nv_gspfw.CODE_SIZE, nv_gspfw.DATA_OFFSET - nv_gspfw.APP_OFFSET, nv_gspfw.DATA_SIZE)
+    code = load_and_start(t, SEC2, bytes(image[nv_gspfw.APP_OFFSET:]), *args, brom)
     assert code == nv_gsp.BOOTER_SIGNATURE  # the signature slot is still empty
     at = nv_gspfw.BOOTER_PATCH_LOC
     image[at:at + 384] = nv_gspfw.BOOTER_SIGNATURE
-    assert load_and_start(t, SEC2, bytes(image), args[0] + 0x1000, args[1], args[2], brom) == nv_gsp.BOOTER_NO_WPR2
+    assert load_and_start(t, SEC2, bytes(image[nv_gspfw.APP_OFFSET:]), *args, brom) == nv_gsp.BOOTER_NO_WPR2
+    image[at] ^= 1  # one bit of the signature changed
+    assert load_and_start(t, SEC2, bytes(image[nv_gspfw.APP_OFFSET:]), *args, brom) == nv_gsp.BOOTER_SIGNATURE
+    image[at] ^= 1
+    image[nv_gspfw.APP_OFFSET] ^= 1  # the signature over other code
+    assert load_and_start(t, SEC2, bytes(image[nv_gspfw.APP_OFFSET:]), *args, brom) == nv_gsp.BOOTER_SIGNATURE
 
 
 def test_function_reset_and_state_file(tmp_path: Path) -> None:

@@ -69,6 +69,9 @@ _SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 
 GSP_BASE, SEC2_BASE = 0x110000, 0x840000
 ENGINE_RESET = {0x1103C0: "gsp", 0x8403C0: "sec2"}
 REG_BSI_SCRATCH_14, REG_BAR1_BLOCK, REG_GSP_DOORBELL = 0x1180F8, 0x001704, 0x110C00
+#: NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE (specs/nv-bringup.md §5): a write with trigger (bit 31) set invalidates
+#: the GPU's TLBs; the emulated MMU caches nothing, so the invalidate completes at once (trigger reads back 0)
+REG_MMU_INVALIDATE, MMU_INVALIDATE_TRIGGER = 0xB830B0, 1 << 31
 CHUNK = 1 << 16
 #: the device lock every mock:ad102 board takes (one emulated AD102 per user, whatever its state file)
 LOCK_KEY = "mock:ad102"
@@ -157,6 +160,7 @@ class Ad102Board:
         self.ram = EmulatedRam(self.iommu.clock, self.iommu.rate,
                                master=lambda: bool(self.cfg.command & 4) and not self.gone)
         self.physical = options.dma == "physical"
+        self.tlb_invalidates = 0  # MMU invalidates the host triggered
         self.resets = 0
         self.gone = False
         self._load_state()
@@ -295,6 +299,10 @@ class Ad102Board:
                 return
             if offset in (REG_BSI_SCRATCH_14, REG_BAR1_BLOCK):
                 self.registers[offset] = value
+                return
+            if offset == REG_MMU_INVALIDATE:
+                self.registers[offset] = value & ~MMU_INVALIDATE_TRIGGER
+                self.tlb_invalidates += bool(value & MMU_INVALIDATE_TRIGGER)
                 return
             if offset == REG_GSP_DOORBELL:
                 self.secure.doorbell()
