@@ -168,3 +168,26 @@ def test_pci_gpu_bound_to_a_driver_gets_no_bar_write(tmp_path: Path, driver: str
             nv.preflight_boot(t)
         assert e.value.exit_code == 2 and t.counters.reg_writes == 0 and t.counters.reg_reads == 0
     assert r0.read_bytes() == before
+
+
+def test_bar1_is_resizable(tmp_path: Path) -> None:
+    """The Resizable BAR capability at 0xBB0 (BAR1, 64 MiB .. 32 GiB) takes a listed size in control bits 13:8;
+    BAR1 then decodes it (specs/pci-vfio-remote.md §3.9); an unlisted size is ignored."""
+    t = board(tmp_path)
+    assert t.config_read(0xBB0) & 0xFFFF == 0x15 and t.config_read(0xBB8) & 7 == 1
+    sizes = t.config_read(0xBB4) >> 4
+    assert {b.index: b.size for b in t.bars()}[1] == 256 << 20
+    t.config_write(0xBB8, 4, (t.config_read(0xBB8) & ~0x3F00) | ((sizes.bit_length() - 1) << 8))
+    bar1 = {b.index: b for b in t.bars()}[1]
+    assert bar1.size == 32 << 30 and bar1.address % bar1.size == 0
+    t.config_write(0xBB8, 4, (t.config_read(0xBB8) & ~0x3F00) | (20 << 8))  # 1 TiB: not listed
+    assert {b.index: b.size for b in t.bars()}[1] == 32 << 30
+
+
+def test_the_gpu_reaches_its_own_vram_through_its_bar1_address(tmp_path: Path) -> None:
+    """A VRAM structure handed to GSP as a BAR1 bus address (nv-bringup §5, large BAR) reads the VRAM."""
+    t = board(tmp_path)
+    t.config_write(4, 2, 6)
+    t.bar(1).write(0x3000, b"wpr meta")
+    base = {b.index: b.address for b in t.bars()}[1]
+    assert t.board.bus_read(base + 0x3000, 8) == b"wpr meta"
