@@ -19,6 +19,9 @@ import pytest
 
 from tests.clihelp import run
 
+#: the falcon starts of a boot: FWSEC, the booter, then the sequencer's core start and core resume
+SEQUENCED = [("gsp", 0), ("sec2", 0), ("gsp", 0), ("sec2", 0)]
+
 REQUIRED = os.environ.get("TINYHW_REQUIRE_COMPILE") == "1"
 
 
@@ -66,7 +69,7 @@ def test_tinygrad_nvdev_builds_the_golden_image(tmp_path: Path, firmware: Path, 
         board = dev.t.board
         try:
             nvdev = tinygrad_nv.boot_nvdev(dev)
-        except Exception as e:  # noqa: BLE001 - any stop is reported with where it happened
+        except Exception as e:
             pytest.fail(divergence(e, dev, board), pytrace=False)
         gsp = board.secure.gsp_rm
         assert nvdev.chip_name == "AD102" and nvdev.large_bar  # BAR1 resized to cover the 24 GiB
@@ -77,7 +80,8 @@ def test_tinygrad_nvdev_builds_the_golden_image(tmp_path: Path, firmware: Path, 
         controls = [s for f, s in gsp.statuses if f == 76]
         assert allocs == [0] * 7 and controls == [0] * 4, gsp.statuses
         assert sorted(set(gsp.objects.values())) == [0x0, 0x80, 0x2080, 0x90F1, 0xC56F, 0xC7B5, 0xC9C0]
-        assert board.secure.results == [("gsp", 0), ("sec2", 0)] and not board.uncovered
+        assert board.secure.results == SEQUENCED
+        assert not board.uncovered
         assert board.tlb_invalidates > 0
         if dma == "iommu":
             assert board.iommu.stats["faults"] == 0

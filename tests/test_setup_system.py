@@ -8,7 +8,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from cachedirs import firmware_dir, guest_cache
 
 ROOT = Path(__file__).resolve().parent.parent

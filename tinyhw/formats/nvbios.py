@@ -43,8 +43,8 @@ from typing import Any
 from tinyhw.formats.fwregion import Reader, Region, cstring
 
 __all__ = ["FALCON_APPS", "BitTable", "BitToken", "FalconDesc", "FalconEntry", "FalconTable", "NvImage",
-           "NvVbios", "bit_checksum", "find_bit", "find_chain", "frts_command", "fwsec_frts_image", "looks_like_nv_vbios",
-           "parse_nv_vbios"]
+           "NvVbios", "bit_checksum", "find_bit", "find_chain", "frts_command", "fwsec_frts_image",
+           "looks_like_nv_vbios", "parse_nv_vbios"]
 
 ROM_SIGNATURES = {0xAA55: "55aa", 0x4E56: "VN", 0xBB77: "77bb"}
 PCI_DATA_SIGNATURES = {b"PCIR": "PCIR", b"NPDS": "NPDS", b"RGIS": "RGIS"}

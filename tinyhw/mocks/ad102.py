@@ -123,7 +123,7 @@ class SparseVram:
         """Store ``data`` at ``offset`` (writes beyond VRAM are dropped)."""
         self.bytes_written += len(data)
         view = memoryview(data)  # slices without copying the rest each chunk
-        while len(view) and offset < self.size:
+        while view and offset < self.size:
             k = min(len(view), CHUNK - offset % CHUNK)
             c = self.chunks.setdefault(offset // CHUNK, bytearray(CHUNK))
             c[offset % CHUNK:offset % CHUNK + k] = view[:k]

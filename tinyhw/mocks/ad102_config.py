@@ -10,7 +10,8 @@ boards show (inferred: not in the spec); register values inside the capabilities
 well-formed (Gen4 x16 link, BAR1 resizable 64 MiB .. 32 GiB).
 
 Only the command register (memory/bus-master/... bits), the BAR registers' sizing and the Resizable BAR control
-(BAR1's size, as on AD102 boards) behave; everything else reads back as built and ignores writes. The board's sysfs-style attributes are derived from here.
+(BAR1's size, as on AD102 boards) behave; everything else reads back as built and ignores writes. The board's
+sysfs-style attributes are derived from here.
 """
 
 from __future__ import annotations

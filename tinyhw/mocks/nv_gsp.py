@@ -7,7 +7,8 @@ ucode is a check of what the host gave the falcon, answered with success or an e
 descriptor's ucode id and engine mask, PARAADDR[0] = its PKCDataOffset; IMEM must hold the ucode's code;
 DMEM must hold at the PKC offset the last 384 bytes of the descriptor's signatures, the DMEM mapper's
 init_cmd must be 0x15 and its command-in buffer the FRTS command (READ_VBIOS v1/24, gfw image offset u64 @8 and
-size @16 zero, flags @20 = 2, then FRTS region v1/20 at (VRAM - 2 MiB) >> 12, 0x100 pages, media type 2). Then WPR2 covers the FRTS region.
+size @16 zero, flags @20 = 2, then FRTS region v1/20 at (VRAM - 2 MiB) >> 12, 0x100 pages, media type 2). Then
+WPR2 covers the FRTS region.
 **Booter** (SEC2): PARAADDR[0] 0x10, engine mask 1, ucode id 3, DMEM at 0x10 holding the invented booter's
 production signature (:data:`tinyhw.mocks.nv_gspfw.BOOTER_SIGNATURE`); WPR2 up; the GSP falcon reset into
 RISC-V mode with a LibOS argument address in its mailboxes; MAILBOX0/1 pointing at a valid WPR meta (magic,
@@ -20,17 +21,20 @@ signature, 0xF5EC0002 not the FRTS command, 0xF5EC0003 bad FRTS region, 0xF5EC00
 down, 0xB0070003 bad WPR meta, 0xB0070004 GSP not in RISC-V mode or no LibOS arguments, 0xB0070005 the
 radix-3 image, bootloader or signature unreadable (IOMMU fault).
 
-**GSP-RM** (scripted): finds RMARGS among the LibOS entries, the queue arguments and the shared page table;
-initialises the status queue (§13.2); consumes the command queue (element checksum, RPC header, then
-GSP_SET_SYSTEM_INFO: a ``GspSystemInfo`` of its branch's size with the §13.6 config mirror and, on 570, the
-board's PCI ids; SET_REGISTRY: a well-formed table); posts a CPU sequencer event whose script saves BOOT_0,
-sets and polls BSI_SECURE_SCRATCH_14 bit 26, delays 20 us and writes :data:`SEQUENCER_DONE` to the GSP's
-FALCON_OS; on that write posts GSP_INIT_DONE. At each doorbell it answers GET_GSP_STATIC_INFO (function 65)
-with a ``GspStaticConfigInfo`` (gpuNameString, gpuShortNameString, fb_length, one FB region); GSP_RM_ALLOC (103)
-and GSP_RM_CONTROL (76) through a small RM object model (clients, devices, subdevices, VA spaces, channels and their
-compute and copy objects; the controls of a golden-image setup) answered NV_OK or the NV_STATUS the RM gives a bad
-request; ALLOC_MEMORY, SET_PAGE_DIRECTORY and UNLOADING_GUEST_DRIVER NV_OK; any other function
-NV_ERR_NOT_SUPPORTED (nvstatuscodes.h).
+**GSP-RM** (scripted): finds RMARGS among the LibOS entries, the queue arguments and the shared page table; initialises
+the status queue (§13.2); consumes the command queue (element checksum, RPC header, then GSP_SET_SYSTEM_INFO: a
+``GspSystemInfo`` of its branch's size with the §13.6 config mirror and, on 570, the board's PCI ids; SET_REGISTRY: a
+well-formed table); posts a CPU sequencer event whose script saves BOOT_0, runs the core operations (core reset: the GSP
+falcon reset, then its DMA context requirement off; core start and wait for halt; core resume: the GSP reset into RISC-V
+with the LibOS arguments, SEC2 started through CPUCTL_ALIAS since the booter left SEC2's CPUCTL aliased, the handoff bit
+26 of BSI_SECURE_SCRATCH_14 raised), polls the GSP's RISC-V active_stat with timeout 0 (the default timeout; the core
+comes up only after :data:`RISCV_WAKE_READS` reads), sets bit 26 by a read-modify-write, delays 20 us and writes
+:data:`SEQUENCER_DONE` to the GSP's FALCON_OS; on that write, when every core operation was done as asked, posts
+GSP_INIT_DONE. At each doorbell it answers GET_GSP_STATIC_INFO (function 65) with a ``GspStaticConfigInfo``
+(gpuNameString, gpuShortNameString, fb_length, one FB region); GSP_RM_ALLOC (103) and GSP_RM_CONTROL (76) through a
+small RM object model (clients, devices, subdevices, VA spaces, channels and their compute and copy objects; the
+controls of a golden-image setup) answered NV_OK or the NV_STATUS the RM gives a bad request; ALLOC_MEMORY,
+SET_PAGE_DIRECTORY and UNLOADING_GUEST_DRIVER NV_OK; any other function NV_ERR_NOT_SUPPORTED (nvstatuscodes.h).
 
 The structures follow the GSP-RM branch the emulated GSP-RM runs (:data:`LAYOUTS`, the offsets derived in
 docs/nv-gsp-layouts.md from NVIDIA's published 535.113.01 and 570.144 headers): its version is what the
@@ -51,7 +55,19 @@ from tinyhw.boards.nvidia import REG_WPR2_ADDR_HI, REG_WPR2_ADDR_LO
 from tinyhw.mocks import nv_gspfw, nv_vbios
 from tinyhw.mocks.gpuvm import BusFault
 from tinyhw.mocks.handlers import CommandTable
-from tinyhw.mocks.nv_falcon import ENGIDMASK, MAILBOX0, MAILBOX1, MOD_SEL, OS, PARAADDR0, UCODE_ID, EmulatedFalcon
+from tinyhw.mocks.nv_falcon import (
+    DMACTL,
+    ENGIDMASK,
+    FBIF_CTL,
+    MAILBOX0,
+    MAILBOX1,
+    MOD_SEL,
+    OS,
+    PARAADDR0,
+    RISCV_CPUCTL,
+    UCODE_ID,
+    EmulatedFalcon,
+)
 from tinyhw.mocks.services import NvServices
 
 FWSEC_SIGNATURE, FWSEC_NOT_FRTS, FWSEC_REGION, FWSEC_BROM, FWSEC_INJECTED = (0xF5EC0001, 0xF5EC0002, 0xF5EC0003,
@@ -100,6 +116,7 @@ def gsp_rm_version(head: bytes, signature: bytes, first_page: bytes) -> str | No
         return known[0]
     return None
 SEQUENCER_DONE = 0x5E9D0E
+RISCV_WAKE_READS = 8  # RISC-V CPUCTL reads after a core resume before active_stat reads 1 (invented start-up)
 BSI_SCRATCH_14 = 0x1180F8
 BOOT_0 = 0x0
 PAGE = 0x1000
@@ -241,9 +258,13 @@ class GspRm:
         self.sequencer_posted = True
 
     def _sequencer_script(self) -> bytes:
+        # save BOOT_0; core reset, core start, wait for halt, core resume (the GSP falcon's reset with its DMA
+        # context requirement off, starts honouring CPUCTL_ALIAS); poll the GSP's RISC-V active_stat with timeout 0
+        # (the default timeout: the core takes a few reads to come up); a read-modify-write, a delay; FALCON_OS done.
         cmds = [4, BOOT_0, 0,
+                5, 6, 7, 8,
+                2, 0x110000 + RISCV_CPUCTL, 1 << 7, 1 << 7, 0, 0x55,
                 1, BSI_SCRATCH_14, 1 << 26, 1 << 26,
-                2, BSI_SCRATCH_14, 1 << 26, 1 << 26, 1000, 0x55,
                 3, 20,
                 0, 0x110000 + 0x80, SEQUENCER_DONE]
         return struct.pack("<II8I", 64, len(cmds), *([0] * 8)) + struct.pack(f"<{len(cmds)}I", *cmds)
@@ -423,6 +444,8 @@ class SecureBoot:
         self.sec2 = EmulatedFalcon("sec2", services, self.on_start)
         self.gsp_rm: GspRm | None = None
         self.results: list[tuple[str, int]] = []
+        self.libos = 0  # the LibOS argument address GSP-RM was started with
+        self.sequenced: dict[str, int] = {}  # what the sequencer script's core operations found
 
     def power_on(self) -> None:
         """A function-level reset: both falcons back to power-on, GSP-RM gone (WPR2 is the board's register)."""
@@ -436,9 +459,36 @@ class SecureBoot:
         self.gsp.riscv = running
 
     def on_gsp_register_write(self, off: int, value: int) -> None:
-        """A host write of GSP falcon register ``off`` (after the falcon stored it): GSP-RM watches FALCON_OS."""
+        """A host write of GSP falcon register ``off`` (after the falcon stored it): GSP-RM watches FALCON_OS. The
+        sequencer's last write ends the boot only when the script's core operations were done as §13.5 says
+        (a problem is noted otherwise, and GSP_INIT_DONE never comes)."""
         if off == OS and self.gsp_rm is not None:
+            if value == SEQUENCER_DONE and not self.gsp_rm.init_done:
+                missing = [k for k in ("core reset", "core start", "core resume") if not self.sequenced.get(k)]
+                if missing:
+                    self.gsp_rm.problems.append(f"the cpu sequencer's {', '.join(missing)} was not done as asked")
+                    return
             self.gsp_rm.on_register_write(0x110000 + off, value)
+
+    def _sequenced(self, falcon: EmulatedFalcon) -> int:
+        """A falcon started while the CPU runs GSP-RM's sequencer script (§13.5): the GSP in falcon mode is the
+        script's core start (its reset must have been followed by the DMA context requirement off: FBIF_CTL
+        allow_phys_no_ctx, DMACTL 0); SEC2 is its core resume (the GSP back in RISC-V mode with the LibOS
+        arguments in its mailboxes): the handoff bit rises, GSP-RM runs again after a few RISC-V CPUCTL reads."""
+        gsp = self.gsp
+        if falcon is gsp and not gsp.riscv:
+            self.sequenced["core reset"] = gsp.resets > self.sequenced.get("resets at post", 0)
+            self.sequenced["core start"] = bool(gsp.regs.get(FBIF_CTL, 0) & (1 << 7)) and gsp.regs.get(DMACTL) == 0
+            return 0
+        if falcon is self.sec2:
+            libos = gsp.regs.get(MAILBOX0, 0) | gsp.regs.get(MAILBOX1, 0) << 32
+            if not gsp.riscv or libos != self.libos:
+                return BOOTER_NO_GSP
+            self.services.reg_write(BSI_SCRATCH_14, self.services.reg_read(BSI_SCRATCH_14) | 1 << 26)
+            gsp.running, gsp.wake_after_reads = True, RISCV_WAKE_READS
+            self.sequenced["core resume"] = True
+            return 0
+        return 0
 
     def doorbell(self) -> None:
         """The GSP doorbell (QUEUE_HEAD[0]) was written: GSP-RM consumes its command queue; a host-memory
@@ -460,11 +510,16 @@ class SecureBoot:
         self.services.reg_write(REG_WPR2_ADDR_HI, wpr2_field(end - 1) or 0x10)
 
     def on_start(self, falcon: EmulatedFalcon) -> None:
-        """A falcon's CPU was started: run the black box for what it is."""
-        if falcon is self.sec2:
+        """A falcon's CPU was started: run the black box for what it is (a booter that succeeds leaves SEC2's CPUCTL
+        aliased: its next start must go through CPUCTL_ALIAS)."""
+        rm = self.gsp_rm
+        if rm is not None and rm.sequencer_posted and not rm.init_done:
+            code = self._sequenced(falcon)
+        elif falcon is self.sec2:
             if self.fault == "booter-timeout":
                 return  # never halts
             code = self._booter(falcon)
+            falcon.alias_en = code == 0
         elif not falcon.riscv:
             code = self._fwsec(falcon)
         else:
@@ -536,6 +591,8 @@ class SecureBoot:
             return BOOTER_GSP_UNSIGNED
         self.set_wpr2(m["wpr_start"], m["wpr_end"])
         self.gsp_rm = GspRm(self.services, version, self.fault == "queue-silent")
+        self.libos = libos
+        self.sequenced = {"resets at post": gsp.resets}
         try:
             self.gsp_rm.start(libos)
         except BusFault:
