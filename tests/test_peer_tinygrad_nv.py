@@ -10,6 +10,7 @@ firmware-nvidia-graphics): missing, the test fails in CI (``TINYHW_REQUIRE_COMPI
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -33,9 +34,7 @@ def _unavailable(why: str) -> None:
 
 @pytest.fixture(scope="module")
 def firmware() -> Path:
-    try:
-        import tinygrad  # noqa: F401  (the compile extra)
-    except ImportError:
+    if importlib.util.find_spec("tinygrad") is None:
         _unavailable("tinygrad (the compile extra) is not installed")
     from tinyhw.peers import tinygrad_nv
 
@@ -89,3 +88,10 @@ def test_tinygrad_nvdev_builds_the_golden_image(tmp_path: Path, firmware: Path, 
     assert r.code == 0, r.err
     doc = json.loads(r.out)
     assert doc["chip"]["name"] == "AD102" and doc["wpr2_up"] and doc["gsp_riscv_active"]
+    if dma == "physical":  # once: a second attach finds WPR2 up; tinygrad resets the function and boots again
+        with tinygrad_nv.attached(device) as dev:
+            try:
+                tinygrad_nv.boot_nvdev(dev)
+            except Exception as e:  # any stop is reported with where it happened
+                pytest.fail(divergence(e, dev, dev.t.board), pytrace=False)
+            assert dev.t.board.resets == 1 and dev.t.board.secure.gsp_rm.init_done
