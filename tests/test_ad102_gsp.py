@@ -99,6 +99,20 @@ def test_fwsec_not_frts_command(tmp_path: Path) -> None:
     assert run_fwsec(t, bytes(img)) == nv_gsp.FWSEC_NOT_FRTS
 
 
+def test_fwsec_refuses_flags_at_byte_16(tmp_path: Path) -> None:
+    """A READ_VBIOS descriptor read as five u32 (flags @16, 4 bytes of padding @20) is not the FRTS command: the
+    emulated FWSEC reads gfwImageOffset as a u64 @8 and flags @20 as NVIDIA's header has them (§7.1)."""
+    t = board(tmp_path)
+    t.config_write(4, 2, 6)
+    assert run_fwsec(t, fwsec()) == 0
+    t = board(tmp_path / "old")
+    t.config_write(4, 2, 6)
+    img = bytearray(fwsec())
+    at = nv_vbios.IMEM_LOAD + nv_vbios.CMD_IN
+    img[at + 16:at + 24] = struct.pack("<II", 2, 0)
+    assert run_fwsec(t, bytes(img)) == nv_gsp.FWSEC_REGION
+
+
 def test_booter_refuses_without_wpr2_or_signature(tmp_path: Path) -> None:
     from tinyhw.mocks import nv_gspfw
 
@@ -107,12 +121,18 @@ def test_booter_refuses_without_wpr2_or_signature(tmp_path: Path) -> None:
     data = nv_gspfw.booter_load()
     image = bytearray(data[120 + 2 * 384:])
     brom = (0x10, 1, 3, 1)
-    args = (nv_gspfw.APP_OFFSET, nv_gspfw.DATA_OFFSET, nv_gspfw.DATA_SIZE)
-    code = load_and_start(t, SEC2, bytes(image), args[0] + 0x1000, args[1], args[2], brom)
+    # IMEM gets the application's code (from APP_OFFSET), DMEM the data part, as the loaders place them (§9.3)
+    args = (nv_gspfw.CODE_SIZE, nv_gspfw.DATA_OFFSET - nv_gspfw.APP_OFFSET, nv_gspfw.DATA_SIZE)
+    code = load_and_start(t, SEC2, bytes(image[nv_gspfw.APP_OFFSET:]), *args, brom)
     assert code == nv_gsp.BOOTER_SIGNATURE  # the signature slot is still empty
     at = nv_gspfw.BOOTER_PATCH_LOC
     image[at:at + 384] = nv_gspfw.BOOTER_SIGNATURE
-    assert load_and_start(t, SEC2, bytes(image), args[0] + 0x1000, args[1], args[2], brom) == nv_gsp.BOOTER_NO_WPR2
+    assert load_and_start(t, SEC2, bytes(image[nv_gspfw.APP_OFFSET:]), *args, brom) == nv_gsp.BOOTER_NO_WPR2
+    image[at] ^= 1  # one bit of the signature changed
+    assert load_and_start(t, SEC2, bytes(image[nv_gspfw.APP_OFFSET:]), *args, brom) == nv_gsp.BOOTER_SIGNATURE
+    image[at] ^= 1
+    image[nv_gspfw.APP_OFFSET] ^= 1  # the signature over other code
+    assert load_and_start(t, SEC2, bytes(image[nv_gspfw.APP_OFFSET:]), *args, brom) == nv_gsp.BOOTER_SIGNATURE
 
 
 def test_function_reset_and_state_file(tmp_path: Path) -> None:
@@ -148,3 +168,26 @@ def test_pci_gpu_bound_to_a_driver_gets_no_bar_write(tmp_path: Path, driver: str
             nv.preflight_boot(t)
         assert e.value.exit_code == 2 and t.counters.reg_writes == 0 and t.counters.reg_reads == 0
     assert r0.read_bytes() == before
+
+
+def test_bar1_is_resizable(tmp_path: Path) -> None:
+    """The Resizable BAR capability at 0xBB0 (BAR1, 64 MiB .. 32 GiB) takes a listed size in control bits 13:8;
+    BAR1 then decodes it (specs/pci-vfio-remote.md §3.9); an unlisted size is ignored."""
+    t = board(tmp_path)
+    assert t.config_read(0xBB0) & 0xFFFF == 0x15 and t.config_read(0xBB8) & 7 == 1
+    sizes = t.config_read(0xBB4) >> 4
+    assert {b.index: b.size for b in t.bars()}[1] == 256 << 20
+    t.config_write(0xBB8, 4, (t.config_read(0xBB8) & ~0x3F00) | ((sizes.bit_length() - 1) << 8))
+    bar1 = {b.index: b for b in t.bars()}[1]
+    assert bar1.size == 32 << 30 and bar1.address % bar1.size == 0
+    t.config_write(0xBB8, 4, (t.config_read(0xBB8) & ~0x3F00) | (20 << 8))  # 1 TiB: not listed
+    assert {b.index: b.size for b in t.bars()}[1] == 32 << 30
+
+
+def test_the_gpu_reaches_its_own_vram_through_its_bar1_address(tmp_path: Path) -> None:
+    """A VRAM structure handed to GSP as a BAR1 bus address (nv-bringup §5, large BAR) reads the VRAM."""
+    t = board(tmp_path)
+    t.config_write(4, 2, 6)
+    t.bar(1).write(0x3000, b"wpr meta")
+    base = {b.index: b.address for b in t.bars()}[1]
+    assert t.board.bus_read(base + 0x3000, 8) == b"wpr meta"

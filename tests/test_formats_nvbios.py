@@ -228,6 +228,26 @@ def test_image_header_sabotage_is_a_problem(offset: int, value: int, words: str)
     assert any(words in p for p in parse_nv_vbios(bytes(bad)).problems)
 
 
+def frts_command_bytes(frts_offset: int) -> bytes:
+    """The FRTS command byte by byte, from the offsets of NVIDIA's header (open-gpu-kernel-modules
+    src/nvidia/src/kernel/gpu/gsp/arch/turing/kernel_gsp_frts_tu102.c): FWSECLIC_READ_VBIOS_DESC = version u32 @0,
+    size u32 @4, gfwImageOffset NvU64 @8, gfwImageSize u32 @16, flags u32 @20 (24 bytes); then
+    FWSECLIC_FRTS_REGION_DESC @24 = version, size, frtsRegionOffset4K, frtsRegionSize, frtsRegionMediaType."""
+    b = bytearray(44)
+    for at, width, value in ((0, 4, 1), (4, 4, 24), (8, 8, 0), (16, 4, 0), (20, 4, 2),
+                             (24, 4, 1), (28, 4, 20), (32, 4, frts_offset >> 12), (36, 4, 0x100), (40, 4, 2)):
+        b[at:at + width] = value.to_bytes(width, "little")
+    return bytes(b)
+
+
+def test_frts_command_has_flags_at_byte_20() -> None:
+    from tinyhw.formats.nvbios import frts_command
+
+    cmd = frts_command(0x5FFE00000)
+    assert cmd == frts_command_bytes(0x5FFE00000)
+    assert cmd[16:20] == bytes(4) and cmd[20:24] == (2).to_bytes(4, "little")  # gfwImageSize 0, flags 2
+
+
 def test_fwsec_frts_patch_on_the_emulated_rom() -> None:
     from tinyhw.formats.nvbios import fwsec_frts_image
     from tinyhw.mocks.nv_vbios import CMD_IN, IMEM_LOAD, PKC_OFFSET, vbios_image
@@ -240,8 +260,7 @@ def test_fwsec_frts_patch_on_the_emulated_rom() -> None:
     vram = 24 << 30
     img = fwsec_frts_image(rom, v, vram - (2 << 20))
     assert len(img) == prod.ucode[1]
-    cmd = struct.unpack_from("<5I4x5I", img, IMEM_LOAD + CMD_IN)
-    assert cmd == (1, 24, 0, 0, 2, 1, 20, (vram - (2 << 20)) >> 12, 0x100, 2)  # §7.1
+    assert img[IMEM_LOAD + CMD_IN:IMEM_LOAD + CMD_IN + 44] == frts_command_bytes(vram - (2 << 20))  # §7.1
     assert struct.unpack_from("<I", img, m["offset"] - prod.ucode[0] + 44)[0] == 0x15  # init_cmd
     last_sig = prod.signatures[-1]
     assert img[IMEM_LOAD + PKC_OFFSET:IMEM_LOAD + PKC_OFFSET + 384] == rom[last_sig[0]:last_sig[0] + 384]

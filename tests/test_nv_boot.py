@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,9 @@ from tinyhw.boot.nv.fwfiles import KNOWN, load_firmware
 from tinyhw.boot.nv.gpu import chip_params
 from tinyhw.errors import OperationFailed, Refused, TinyhwError
 from tinyhw.mocks import nv_gsp
+
+#: the falcon starts of a boot: FWSEC, the booter, then the sequencer's core start and core resume
+SEQUENCED = [("gsp", 0), ("sec2", 0), ("gsp", 0), ("sec2", 0)]
 
 STEP_NAMES = set(nv.STEPS)
 
@@ -29,7 +33,7 @@ def test_boot_reaches_the_first_rpcs_and_names_every_step(tmp_path: Path) -> Non
     gsp = board.secure.gsp_rm
     assert gsp.received[:2] == [72, 73] and 65 in gsp.received and not gsp.problems
     assert board.registers[0x1180F8] & (1 << 26)  # the sequencer's read-modify-write landed
-    assert board.secure.results == [("gsp", 0), ("sec2", 0)]
+    assert board.secure.results == SEQUENCED
     lo, hi = result.wpr2
     assert hi and lo == (result.layout["wpr_start"] >> 12) << 4
     json.dumps(result.to_doc())
@@ -71,7 +75,7 @@ def test_faults_give_one_line_naming_the_step_and_the_reset(tmp_path: Path, opti
 
 
 def test_a_boot_stops_where_the_booter_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nv_gsp.nv_gspfw, "BOOTER_SIGNATURE", bytes(384))  # the board expects another signature
+    monkeypatch.setattr(nv_gsp, "BOOTER_SIGNED", {})  # the board trusts no signature
     _, err, _ = boot(tmp_path)
     assert isinstance(err, OperationFailed) and "sec2 mailbox0 0xb0070001" in str(err)
 
@@ -117,7 +121,8 @@ def test_real_debian_gsp_rm_boots_the_emulated_board(tmp_path: Path) -> None:
     with_real_gsp_rm(tmp_path)
     result, err, board = boot(tmp_path)
     assert err is None, err
-    assert board.secure.gsp_rm.version == "unknown"  # the emulated gsp finds no invented marker in a real image
+    # a real image has no invented marker: the emulated booter knows it by its signature, as a release
+    assert board.secure.gsp_rm.version == "535.261.03"
     assert result.gsp["fb_size"] == 24 << 30  # ... and answers in the 535 layout, the real image's branch
     assert board.iommu.stats["faults"] == 0
 
@@ -175,3 +180,33 @@ def test_a_gpu_reading_all_ones_is_refused_as_not_in_d0(tmp_path: Path, monkeypa
     monkeypatch.setattr(Ad102Board, "attributes", lambda self: {})  # no power_state to read, as over vfio
     _, err, board = boot(tmp_path, "power=d3hot")
     assert isinstance(err, Refused) and "not in d0" in str(err) and board.writes == []
+
+
+def _nv570() -> Path:
+    fw = Path(os.environ["TINYHW_FIRMWARE_DIR"]) / "nvidia-570" / "nvidia"
+    if not (fw / "ad102" / "gsp" / "booter_load-570.144.bin").is_file():
+        pytest.fail(f"{fw} lacks the 570.144 set: run `bash tests/fetch_firmware.sh` first", pytrace=False)
+    return fw
+
+
+def test_nv_boot_with_the_real_570_files(tmp_path: Path) -> None:
+    """linux-firmware's 570.144 set (Debian sid's firmware-nvidia-graphics, tinygrad's pins): the production-signed
+    booter passes the emulated boot ROM, the real GSP-RM is known as 570.144 and answers in the 570 layout."""
+    fw = _nv570()
+    r = run("--device", f"mock:ad102,strict,state={tmp_path / 'ad102.json'}", "--json", "nv", "boot", "--yes",
+            "--firmware-dir", str(fw))
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["firmware"]["version"] == "570.144"
+    assert all(f["known_release"] == "570.144" for f in doc["firmware"]["files"])
+    assert doc["gsp"] == {"gpu_name": nv_gsp.GPU_NAME, "gpu_short_name": "AD102", "fb_size": 24 << 30,
+                          "fb_regions": 1}
+
+
+def test_a_570_boot_answered_in_535_s_layout_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The emulated GSP-RM taking the real 570 image for 535 (as it did before it knew real images by their
+    signature) answers a 535-sized static info: the boot fails instead of reporting an empty name."""
+    monkeypatch.setattr(nv_gsp, "GSP_RM_SIGNED", {k: ("535.261.03", v[1]) for k, v in nv_gsp.GSP_RM_SIGNED.items()})
+    r = run("--device", f"mock:ad102,strict,state={tmp_path / 'ad102.json'}", "nv", "boot", "--yes",
+            "--firmware-dir", str(_nv570()))
+    assert r.code == 1 and "static info is 2168 bytes, the 570 branch's gspstaticconfiginfo is 1656" in r.err.lower()

@@ -183,6 +183,17 @@ def test_static_info_reply_built_by_hand_570() -> None:
     assert rpc.parse_static_info(bytes(reply), BRANCH_570)["fb_size"] == 24 << 30
 
 
+def test_a_reply_in_another_branch_s_layout_is_refused() -> None:
+    """A 570 boot answered with 535's (longer) GspStaticConfigInfo would read an empty name and 0 bytes of
+    memory at the 570 offsets: refused, as is a reply with trailing bytes."""
+    reply_535 = bytearray(2168)
+    reply_535[1820:1820 + 8] = b"RTX 4090"
+    with pytest.raises(OperationFailed, match="2168 bytes, the 570 branch's GspStaticConfigInfo is 1656"):
+        rpc.parse_static_info(bytes(reply_535), BRANCH_570)
+    with pytest.raises(OperationFailed, match="1657 bytes, the 570 branch's"):
+        rpc.parse_static_info(bytes(1657), BRANCH_570)
+
+
 IDS = {"pci_device_id": 0x268410DE, "pci_sub_device_id": 0x167C10DE, "pci_revision_id": 0xA1}
 BARS = {0: 0xFB000000, 1: 0x6000000000, 3: 0x6010000000}
 

@@ -180,7 +180,8 @@ def test_sequencer_interpreter_on_a_fake_register_file() -> None:
     regs = {0x10: 0xFFFF00F0, 0x20: 0x5}
     clock = VirtualClock()
     calls: list[int] = []
-    cmds = [0, 0x30, 0x1234, 1, 0x10, 0x00AB, 0x00FF, 2, 0x20, 0x4, 0x4, 100, 0x77, 3, 50, 4, 0x20, 7, 5, 6, 7, 8]
+    # REG_MODIFY is addr, mask, val (NVIDIA's rmgspseq.h GSP_SEQ_BUF_PAYLOAD_REG_MODIFY): mask 0xFF, val 0xAB
+    cmds = [0, 0x30, 0x1234, 1, 0x10, 0x00FF, 0x00AB, 2, 0x20, 0x4, 0x4, 100, 0x77, 3, 50, 4, 0x20, 7, 5, 6, 7, 8]
     payload = struct.pack("<II8I", 64, len(cmds), *[0] * 8) + struct.pack(f"<{len(cmds)}I", *cmds)
     t0 = clock.now()
     got = sequencer.run(payload, regs.__getitem__, regs.__setitem__, clock,
@@ -208,3 +209,20 @@ def test_booter_and_bootloader_cutting(tmp_path: Path) -> None:
     struct.pack_into("<I", bad, 60 + 2 * 384 + 20, 0)  # num_sig 0
     with pytest.raises(Refused, match="says 0 signatures"):
         cut_booter(tmp_path / "b", bytes(bad))
+
+
+def test_sequencer_poll_timeout_zero_is_the_default_timeout() -> None:
+    """A REG_POLL with timeout 0 waits the default (nouveau's r535 sequencer: 4 s), not 1 us."""
+    clock = VirtualClock()
+    t0 = clock.now()
+
+    def rd(addr: int) -> int:
+        return 0x4 if clock.now() - t0 >= 1e-3 else 0  # ready after 1 ms
+
+    payload = struct.pack("<II8I", 64, 6, *[0] * 8) + struct.pack("<6I", 2, 0x20, 0x4, 0x4, 0, 0x66)
+    assert sequencer.run(payload, rd, lambda a, v: None, clock)["commands"] == {"poll": 1}
+    assert clock.now() - t0 < 0.1
+    never = struct.pack("<II8I", 64, 6, *[0] * 8) + struct.pack("<6I", 2, 0x20, 0x8, 0x8, 0, 0x66)
+    with pytest.raises(DeviceTimeout, match="sequencer error 0x66"):
+        sequencer.run(never, rd, lambda a, v: None, clock)
+    assert clock.now() - t0 >= sequencer.DEFAULT_POLL_US / 1e6

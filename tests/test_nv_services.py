@@ -18,6 +18,9 @@ from tinyhw.mocks.gpuvm import BusFault
 from tinyhw.mocks.nv_gsp import PAGE, GspRm, SecureBoot
 from tinyhw.mocks.services import NvServices
 
+#: the falcon starts of a boot: FWSEC, the booter, then the sequencer's core start and core resume
+SEQUENCED = [("gsp", 0), ("sec2", 0), ("gsp", 0), ("sec2", 0)]
+
 MOCKS = Path(ad102.__file__).parent
 #: the names NvServices declares (attributes and methods), what a block may touch on its services
 MEMBERS = frozenset(typing.get_type_hints(NvServices)) | {
@@ -167,7 +170,7 @@ def test_a_whole_boot_reaches_the_board_only_through_nvservices(tmp_path: Path, 
     result, err, board = boot(tmp_path)
     assert err is None, err
     assert result is not None and result.gsp["gpu_name"] == nv_gsp.GPU_NAME
-    assert board.secure.results == [("gsp", 0), ("sec2", 0)]
+    assert board.secure.results == SEQUENCED
     assert guards[0].used == MEMBERS  # every member is used: the interface holds nothing the blocks do not need
 
 

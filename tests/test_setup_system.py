@@ -7,6 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 from cachedirs import firmware_dir, guest_cache
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,7 +49,7 @@ def test_setup_script_has_one_package_list() -> None:
 
 def test_fetch_firmware_follows_xdg_cache_home(tmp_path: Path) -> None:
     cache = tmp_path / "xdg"
-    for sub in ("amd", "nvidia-gsp"):
+    for sub in ("amd", "nvidia-gsp", "nvidia-570"):
         (cache / "tinyhw" / "firmware" / sub).mkdir(parents=True)
         (cache / "tinyhw" / "firmware" / sub / ".complete").write_text("Package: x\n")
     env = {k: v for k, v in os.environ.items() if k not in ("TINYHW_FIRMWARE_DIR", "TINYHW_CACHE")}
@@ -91,7 +92,7 @@ def _shims(tmp_path: Path, uid: int, installed: bool) -> tuple[dict[str, str], P
 
 
 def _complete_firmware(cache: Path) -> None:
-    for sub in ("amd", "nvidia-gsp"):
+    for sub in ("amd", "nvidia-gsp", "nvidia-570"):
         (cache / "tinyhw" / "firmware" / sub).mkdir(parents=True)
         (cache / "tinyhw" / "firmware" / sub / ".complete").write_text("Package: x\n")
 
@@ -146,3 +147,72 @@ def test_readme_quick_start_runs_on_the_emulated_board() -> None:
     for argv in commands:
         r = run(*argv)
         assert r.code == 0 and r.out.strip(), (argv, r.err)
+
+
+SCRIPTS = ("tests/setup-system.sh", "tests/fetch_firmware.sh")
+
+
+def test_no_archive_host_is_written_into_the_scripts() -> None:
+    """The apt archive is the machine's own: no URL with a host name appears in the setup scripts."""
+    for name in SCRIPTS:
+        text = (ROOT / name).read_text()
+        hosts = re.findall(r"[a-z][a-z0-9+.-]*://[^\s'\"$/]+", text)
+        assert not hosts, f"{name} names hosts: {hosts}"
+
+
+def _apt_etc(tmp_path: Path, files: dict[str, str]) -> dict[str, str]:
+    etc = tmp_path / "apt"
+    (etc / "sources.list.d").mkdir(parents=True)
+    for name, text in files.items():
+        (etc / name).write_text(text)
+    (tmp_path / "os-release").write_text('ID=debian\nVERSION_CODENAME=bookworm\n')
+    env = {k: v for k, v in os.environ.items() if k not in ("TINYHW_FIRMWARE_DIR", "TINYHW_CACHE")}
+    env.update(TINYHW_APT_ETC=str(etc), TINYHW_OS_RELEASE=str(tmp_path / "os-release"),
+               TINYHW_FIRMWARE_PRINT_ARCHIVE="1", XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    return env
+
+
+DEB822 = """Types: deb
+URIs: http://mirror.example.invalid/debian-security
+Suites: bookworm-security
+Components: main
+
+Types: deb
+# a comment
+URIs: https://mirror.example.invalid/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /k/archive.gpg
+"""
+
+
+@pytest.mark.parametrize(("files", "want"), [
+    ({"sources.list.d/debian.sources": DEB822}, "https://mirror.example.invalid/debian /k/archive.gpg"),
+    ({"sources.list": "# deb http://old.invalid/debian bookworm main\n"
+                      "deb http://sec.invalid/debian-security bookworm-security main\n"
+                      "deb [arch=amd64 signed-by=/k/x.gpg] http://one.invalid/debian bookworm main contrib\n"},
+     "http://one.invalid/debian /k/x.gpg"),
+    ({"sources.list": "deb http://two.invalid/debian bookworm main\n"},
+     "http://two.invalid/debian /usr/share/keyrings/debian-archive-keyring.gpg"),
+])
+def test_fetch_firmware_uses_the_archive_apt_already_uses(tmp_path: Path, files: dict[str, str], want: str) -> None:
+    env = _apt_etc(tmp_path, files)
+    r = subprocess.run(["bash", str(ROOT / "tests" / "fetch_firmware.sh")], env=env, capture_output=True,
+                       text=True, check=False, timeout=60)
+    assert (r.returncode, r.stdout.strip()) == (0, want), r.stderr
+
+
+def test_fetch_firmware_without_an_entry_for_the_release_stops(tmp_path: Path) -> None:
+    env = _apt_etc(tmp_path, {"sources.list": "deb http://x.invalid/debian trixie main\n"})
+    r = subprocess.run(["bash", str(ROOT / "tests" / "fetch_firmware.sh")], env=env, capture_output=True,
+                       text=True, check=False, timeout=60)
+    assert r.returncode == 3 and r.stderr.strip() == f"fetch_firmware: no apt entry for bookworm under {tmp_path}/apt"
+
+
+def test_fetch_firmware_checks_the_570_pins() -> None:
+    """The 570.144 set is checked against the SHA-256 values tinygrad pins (specs/data-sources.md)."""
+    text = (ROOT / "tests" / "fetch_firmware.sh").read_text()
+    from tinyhw.boot.nv.fwfiles import KNOWN
+    pins = {k for k, (rel, _) in KNOWN.items() if rel == "570.144"}
+    assert pins and all(p in text for p in pins) and "sha256sum --quiet -c" in text
+    assert "Dir::Etc::sourcelist=" in text and "Dir::State=" in text and "Dir::Cache=" in text

@@ -43,8 +43,8 @@ from typing import Any
 from tinyhw.formats.fwregion import Reader, Region, cstring
 
 __all__ = ["FALCON_APPS", "BitTable", "BitToken", "FalconDesc", "FalconEntry", "FalconTable", "NvImage",
-           "NvVbios", "bit_checksum", "find_bit", "find_chain", "fwsec_frts_image", "looks_like_nv_vbios",
-           "parse_nv_vbios"]
+           "NvVbios", "bit_checksum", "find_bit", "find_chain", "frts_command", "fwsec_frts_image",
+           "looks_like_nv_vbios", "parse_nv_vbios"]
 
 ROM_SIGNATURES = {0xAA55: "55aa", 0x4E56: "VN", 0xBB77: "77bb"}
 PCI_DATA_SIGNATURES = {b"PCIR": "PCIR", b"NPDS": "NPDS", b"RGIS": "RGIS"}
@@ -67,6 +67,14 @@ DMEMMAPPER_ID = 4  # §7.2: application-interface entry id of the DMEM mapper
 DMAP_SIGNATURE = b"DMAP"
 DMAP_SIZE = 64
 FRTS_COMMAND = 0x15  # §7.1
+#: §7.1's FRTS command: ``FWSECLIC_READ_VBIOS_DESC`` (24 bytes: version u32 @0, size u32 @4, gfwImageOffset u64 @8,
+#: gfwImageSize u32 @16, flags u32 @20) then ``FWSECLIC_FRTS_REGION_DESC`` (20 bytes: version, size,
+#: frtsRegionOffset4K, frtsRegionSize, frtsRegionMediaType, u32 each). Layout of NVIDIA's open-gpu-kernel-modules
+#: (src/nvidia/src/kernel/gpu/gsp/arch/turing/kernel_gsp_frts_tu102.c, the typedefs of both descriptors and
+#: FWSECLIC_READ_VBIOS_STRUCT_FLAGS = 2, FWSECLIC_FRTS_REGION_MEDIA_FB = 2, ..._SIZE_1MB_IN_4K = 0x100).
+READ_VBIOS_DESC = struct.Struct("<IIQII")
+FRTS_REGION_DESC = struct.Struct("<5I")
+READ_VBIOS_FLAGS, FRTS_MEDIA_FB, FRTS_SIZE_1MB_IN_4K = 2, 2, 0x100
 PKC_SIGNATURE_SIZE = 384  # §7.2 step 5: the RSA-3K signature copied into the image
 
 
@@ -626,6 +634,13 @@ def parse_nv_vbios(data: bytes) -> NvVbios:
     return v
 
 
+def frts_command(frts_offset: int) -> bytes:
+    """The 44-byte FRTS command of §7.1 for an FRTS region at ``frts_offset`` (bytes, 4 KiB aligned): READ_VBIOS
+    v1 (gfw image offset and size 0, flags 2) then the FRTS region v1 (1 MiB in FB)."""
+    return (READ_VBIOS_DESC.pack(1, READ_VBIOS_DESC.size, 0, 0, READ_VBIOS_FLAGS)
+            + FRTS_REGION_DESC.pack(1, FRTS_REGION_DESC.size, frts_offset >> 12, FRTS_SIZE_1MB_IN_4K, FRTS_MEDIA_FB))
+
+
 def fwsec_frts_image(data: bytes, v: NvVbios, frts_offset: int, application: str = "FWSEC_PROD") -> bytes:
     """The FWSEC ucode image patched to carve FRTS at ``frts_offset`` (§7.1-§7.2): the DMEM mapper's init_cmd
     set to 0x15, the FRTS command (READ_VBIOS descriptor then FRTS region descriptor) copied to its
@@ -642,8 +657,7 @@ def fwsec_frts_image(data: bytes, v: NvVbios, frts_offset: int, application: str
     f, (u0, usize) = d.fields, d.ucode
     img = bytearray(data[u0:u0 + usize])
     dmem = f["imem_load_size"]
-    cmd = struct.pack("<IIIII", 1, 24, 0, 0, 2) + bytes(4) + struct.pack("<IIIII", 1, 20, frts_offset >> 12,
-                                                                          0x100, 2)
+    cmd = frts_command(frts_offset)
     cmd_at = dmem + mapper["cmd_in_buffer_offset"]
     if len(cmd) > mapper["cmd_in_buffer_size"] or cmd_at + len(cmd) > len(img):
         raise ValueError(f"the {len(cmd)}-byte frts command does not fit the cmd_in buffer")

@@ -69,6 +69,9 @@ _SPEEDS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe", 4: "16.0 
 GSP_BASE, SEC2_BASE = 0x110000, 0x840000
 ENGINE_RESET = {0x1103C0: "gsp", 0x8403C0: "sec2"}
 REG_BSI_SCRATCH_14, REG_BAR1_BLOCK, REG_GSP_DOORBELL = 0x1180F8, 0x001704, 0x110C00
+#: NV_VIRTUAL_FUNCTION_PRIV_MMU_INVALIDATE (specs/nv-bringup.md §5): a write with trigger (bit 31) set invalidates
+#: the GPU's TLBs; the emulated MMU caches nothing, so the invalidate completes at once (trigger reads back 0)
+REG_MMU_INVALIDATE, MMU_INVALIDATE_TRIGGER = 0xB830B0, 1 << 31
 CHUNK = 1 << 16
 #: the device lock every mock:ad102 board takes (one emulated AD102 per user, whatever its state file)
 LOCK_KEY = "mock:ad102"
@@ -106,22 +109,25 @@ class SparseVram:
 
     def read(self, offset: int, length: int) -> bytes:
         """``length`` bytes at ``offset`` (zeros beyond VRAM or where never written)."""
-        out = bytearray()
+        out = bytearray(length)
+        at = 0
         while length > 0:
             k = min(length, CHUNK - offset % CHUNK)
             c = self.chunks.get(offset // CHUNK)
-            out += c[offset % CHUNK:offset % CHUNK + k] if c is not None else bytes(k)
-            offset, length = offset + k, length - k
+            if c is not None:
+                out[at:at + k] = c[offset % CHUNK:offset % CHUNK + k]
+            offset, length, at = offset + k, length - k, at + k
         return bytes(out)
 
     def write(self, offset: int, data: bytes) -> None:
         """Store ``data`` at ``offset`` (writes beyond VRAM are dropped)."""
         self.bytes_written += len(data)
-        while data and offset < self.size:
-            k = min(len(data), CHUNK - offset % CHUNK)
+        view = memoryview(data)  # slices without copying the rest each chunk
+        while view and offset < self.size:
+            k = min(len(view), CHUNK - offset % CHUNK)
             c = self.chunks.setdefault(offset // CHUNK, bytearray(CHUNK))
-            c[offset % CHUNK:offset % CHUNK + k] = data[:k]
-            offset, data = offset + k, data[k:]
+            c[offset % CHUNK:offset % CHUNK + k] = view[:k]
+            offset, view = offset + k, view[k:]
 
 
 class Ad102Board:
@@ -157,6 +163,7 @@ class Ad102Board:
         self.ram = EmulatedRam(self.iommu.clock, self.iommu.rate,
                                master=lambda: bool(self.cfg.command & 4) and not self.gone)
         self.physical = options.dma == "physical"
+        self.tlb_invalidates = 0  # MMU invalidates the host triggered
         self.resets = 0
         self.gone = False
         self._load_state()
@@ -208,15 +215,30 @@ class Ad102Board:
         """A block's own update of BAR0 register ``offset`` (FWSEC and the booter raising WPR2); not a host write."""
         self.registers[offset] = value & 0xFFFFFFFF
 
+    def _own_bar1(self, addr: int, length: int) -> int | None:
+        """The VRAM offset of bus range ``addr .. addr+length`` when it lies inside the board's own BAR1 window:
+        a VRAM-resident boot structure handed to GSP as a BAR1 bus address (specs/nv-bringup.md §5, with a large
+        BAR) is decoded by the GPU itself (inferred there: GSP reaches its own VRAM through the BAR)."""
+        base, size = self.cfg.bar_addr[1], self.cfg.bar_size[1]
+        if base <= addr and addr + length <= base + size and addr - base + length <= self.vram_size:
+            return addr - base
+        return None
+
     def bus_read(self, addr: int, length: int) -> bytes:
         """Host memory at bus address ``addr``: through the IOMMU, or physical with ``dma=physical`` (``BusFault``
-        when it faults)."""
+        when it faults); the board's own BAR1 window reads VRAM."""
+        own = self._own_bar1(addr, length)
+        if own is not None:
+            return self.vram.read(own, length)
         return self.ram.dma_read(addr, length) if self.physical else self.iommu.dma_read(addr, length)
 
     def bus_write(self, addr: int, data: bytes) -> None:
         """Write host memory at bus address ``addr``: through the IOMMU, or physical with ``dma=physical``
-        (``BusFault`` when it faults)."""
-        if self.physical:
+        (``BusFault`` when it faults); the board's own BAR1 window writes VRAM."""
+        own = self._own_bar1(addr, len(data))
+        if own is not None:
+            self.vram.write(own, data)
+        elif self.physical:
             self.ram.dma_write(addr, data)
         else:
             self.iommu.dma_write(addr, data)
@@ -295,6 +317,10 @@ class Ad102Board:
                 return
             if offset in (REG_BSI_SCRATCH_14, REG_BAR1_BLOCK):
                 self.registers[offset] = value
+                return
+            if offset == REG_MMU_INVALIDATE:
+                self.registers[offset] = value & ~MMU_INVALIDATE_TRIGGER
+                self.tlb_invalidates += bool(value & MMU_INVALIDATE_TRIGGER)
                 return
             if offset == REG_GSP_DOORBELL:
                 self.secure.doorbell()

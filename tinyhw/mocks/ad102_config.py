@@ -9,8 +9,9 @@ Data Link Feature 0xE00. The offsets and order are those published ``lspci -vvv`
 boards show (inferred: not in the spec); register values inside the capabilities are invented but
 well-formed (Gen4 x16 link, BAR1 resizable 64 MiB .. 32 GiB).
 
-Only the command register (memory/bus-master/... bits) and the BAR registers' sizing behave; everything
-else reads back as built and ignores writes. The board's sysfs-style attributes are derived from here.
+Only the command register (memory/bus-master/... bits), the BAR registers' sizing and the Resizable BAR control
+(BAR1's size, as on AD102 boards) behave; everything else reads back as built and ignores writes. The board's
+sysfs-style attributes are derived from here.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ ADDRESSES = {0: 0xFB00_0000, 1: 0x60_0000_0000, 3: 0x60_1000_0000, 5: 0xF000}
 LINK_SPEED, LINK_WIDTH = 4, 16  # 16 GT/s x16
 REBAR_SIZES = tuple(64 << 20 << k for k in range(10))  # 64 MiB .. 32 GiB
 _CMD_WRITABLE = 0x0547
+REBAR_CAP = 0xBB0
+REBAR_CTRL = REBAR_CAP + 8  # the control dword of the one entry (BAR1)
 
 
 def _caps(cfg: bytearray) -> None:
@@ -105,6 +108,15 @@ class Ad102Config:
             old = self.read32(reg)
             wm = _CMD_WRITABLE & lanes
             self._cfg[4:8] = (((old & ~wm) | (value & wm)) & 0xFFFF | (old & 0xFFFF0000)).to_bytes(4, "little")
+        elif reg == REBAR_CTRL:
+            # Resizable BAR control (specs/pci-vfio-remote.md §3.9): bits 13:8 take a size the capability lists;
+            # BAR1 then decodes that size, its address aligned to it (low bits read back zero)
+            enc = ((value & lanes) >> 8) & 0x3F if lanes & 0xFF00 else None
+            if enc is not None and (1 << (enc + 20)) in REBAR_SIZES:
+                ctrl = int.from_bytes(self._cfg[reg:reg + 4], "little")
+                self._cfg[reg:reg + 4] = ((ctrl & ~0x3F00) | (enc << 8)).to_bytes(4, "little")
+                self.bar_size[1] = 1 << (enc + 20)
+                self.bar_addr[1] &= ~(self.bar_size[1] - 1)
         elif reg in self._slots:
             idx, half = self._slots[reg]
             merged = (self.read32(reg) & ~lanes) | (value & lanes)

@@ -6,9 +6,11 @@ once written), FALCON_RM, FBIF_CTL / TRANSCFG[0] (a DMA needs allow_phys_no_ctx 
 physical), DMACTL, the DMA registers (each DMATRFCMD write copies 256 bytes from FB address
 ``DMATRFBASE << 8 | BASE1 << 40`` + FBOFFS into IMEM when bit 4 is set, else DMEM, at MOFFS; the queue is
 never full and reads idle), the boot-ROM parameters (PARAADDR[0], ENGIDMASK, CURR_UCODE_ID, MOD_SEL),
-BOOTVEC, MAILBOX0/1, CPUCTL (startcpu 1 / halted 4; CPUCTL_ALIAS, alias_en 6 reads 0) and RISCV_CPUCTL
-(active_stat 7). Starting the CPU hands the falcon to ``on_start`` (the board's HS black box or GSP
-model), which decides whether it halts and what the mailboxes say. IMEM and DMEM are 64 KiB each (inferred).
+BOOTVEC, MAILBOX0/1, CPUCTL (startcpu 1 / halted 4 / alias_en 6: while alias_en reads 1 a CPUCTL startcpu write
+is ignored and only CPUCTL_ALIAS starts the CPU; the owner sets it, an engine reset clears it) and RISCV_CPUCTL
+(active_stat 7; after a resume the owner may hold it at 0 for a number of reads, the core's start-up). Starting
+the CPU hands the falcon to ``on_start`` (the board's HS black box or GSP model), which decides whether it halts
+and what the mailboxes say. IMEM and DMEM are 64 KiB each (inferred).
 
 The falcon reaches the board only through :class:`~tinyhw.mocks.services.NvServices` (its DMA reads FB memory
 with ``vram_read``); what its CPU runs is the ``on_start`` callback of its owner.
@@ -47,6 +49,8 @@ class EmulatedFalcon:
         self._on_start = on_start
         self.dma_bytes = 0
         self.starts = 0
+        self.resets = 0  # engine resets asserted
+        self.ignored_starts = 0  # CPUCTL startcpu writes while CPUCTL was aliased
         self.power_on()
 
     def power_on(self) -> None:
@@ -58,18 +62,23 @@ class EmulatedFalcon:
         self.riscv = False
         self.running = False  # the RISC-V core runs (GSP-RM)
         self.halted = False
+        self.alias_en = False  # CPUCTL is aliased: only CPUCTL_ALIAS starts the CPU
+        self.wake_after_reads = 0  # RISCV_CPUCTL reads that still see the core starting up
 
     def read(self, off: int) -> int:
         """A host read of register ``off`` (offset from the falcon base)."""
         if off == HWCFG2:
             return (1 << 10) | ((1 << 12) if self.in_reset else 0)
         if off == CPUCTL:
-            return (1 << 4) if self.halted else 0
+            return ((1 << 4) if self.halted else 0) | ((1 << 6) if self.alias_en else 0)
         if off == DMATRFCMD:
             return (self.regs.get(DMATRFCMD, 0) & ~1) | 2  # never full, always idle
         if off == BCR_CTRL:
             return self.regs.get(BCR_CTRL, 0) | 1  # valid
         if off == RISCV_CPUCTL:
+            if self.running and self.wake_after_reads:
+                self.wake_after_reads -= 1
+                return 0
             return (1 << 7) if self.running else ((1 << 4) if self.riscv else 0)
         return self.regs.get(off, 0)
 
@@ -84,6 +93,7 @@ class EmulatedFalcon:
         if asserted:
             self.power_on()
             self.in_reset = True
+            self.resets += 1
         else:
             self.in_reset = False
 
@@ -109,9 +119,12 @@ class EmulatedFalcon:
 
     @WRITES.handles(CPUCTL)
     def cpuctl(self, value: int) -> None:
-        """CPUCTL: startcpu (bit 1) runs what is loaded."""
+        """CPUCTL: startcpu (bit 1) runs what is loaded, unless CPUCTL is aliased (then the write is ignored)."""
         if value & 2:
-            self._start()
+            if self.alias_en:
+                self.ignored_starts += 1
+            else:
+                self._start()
 
     @WRITES.handles(CPUCTL_ALIAS)
     def cpuctl_alias(self, value: int) -> None:

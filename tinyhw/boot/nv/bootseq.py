@@ -22,9 +22,6 @@ from typing import Any
 
 from tinyhw.boards.nvidia import (
     BSI_SECURE_SCRATCH_14,
-    CPUCTL_HALTED,
-    CPUCTL_STARTCPU,
-    FALCON_CPUCTL,
     FALCON_GSP,
     FALCON_MAILBOX0,
     FALCON_OS,
@@ -241,19 +238,20 @@ def _start(gpu: NvGpu, gsp: Falcon, sec2: Falcon, fw: NvFirmware, args: dict[str
 
 
 def _sequencer(gpu: NvGpu, gsp: Falcon, sec2: Falcon, msg: rpc.Message, args: dict[str, Any]) -> dict[str, Any]:
-    def resume() -> None:
+    def core_reset() -> None:  # §13.5 opcode 5: reset, then the DMA context requirement off (§8 steps 1-2)
+        gsp.reset()
+        gsp.disable_ctx_req()
+
+    def resume() -> None:  # opcode 8; SEC2 still runs the booter, its CPUCTL may be aliased (§8 step 8)
         gsp.reset(riscv=True)
         gsp.set_mailboxes(args["libos"])
-        sec2.wr(FALCON_CPUCTL, CPUCTL_STARTCPU)
+        sec2.start()
         poll(gpu.clock, lambda: gpu.rd(BSI_SECURE_SCRATCH_14), lambda v: bool(v >> 26 & 1), timeout=2.0, interval=0.001,
              what="boot stage 3 handoff (bsi secure scratch 14 bit 26)")
         if sec2.rd(FALCON_MAILBOX0):
             raise OperationFailed(f"sec2 mailbox0 0x{sec2.rd(FALCON_MAILBOX0):08x} after the core resume")
 
-    core = {5: gsp.reset, 6: lambda: gsp.wr(FALCON_CPUCTL, CPUCTL_STARTCPU),
-            7: lambda: poll(gpu.clock, lambda: gsp.rd(FALCON_CPUCTL), lambda v: bool(v & CPUCTL_HALTED), timeout=2.0,
-                            interval=0.001, what="the gsp falcon to halt"),
-            8: resume}
+    core = {5: core_reset, 6: gsp.start, 7: lambda: gsp.wait_halted(2.0), 8: resume}
     return sequencer.run(msg.payload, gpu.rd, gpu.wr, gpu.clock, core)
 
 

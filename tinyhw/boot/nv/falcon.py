@@ -124,10 +124,26 @@ class Falcon:
             self.wr(FALCON_DMATRFCMD, cmd)
         self._wait(FALCON_DMATRFCMD, lambda v: bool(v & DMATRF_IDLE), "dma idle")
 
-    def run_hs(self, u: HsUcode, mailbox: int | None = None, *, halt_timeout: float = TIMEOUT) -> tuple[int, int]:
-        """§8 steps 2-9 (the falcon is reset already): load ``u`` and run it until it halts; returns MAILBOX0/1."""
+    def disable_ctx_req(self) -> None:
+        """§8 step 2: the DMA context requirement off (FBIF_CTL.allow_phys_no_ctx, DMACTL 0)."""
         self.wr(FBIF_CTL, self.rd(FBIF_CTL) | FBIF_ALLOW_PHYS_NO_CTX)
         self.wr(FALCON_DMACTL, 0)
+
+    def start(self) -> None:
+        """§8 step 8: start the CPU through CPUCTL_ALIAS when CPUCTL.alias_en says CPUCTL is aliased, else through
+        CPUCTL.startcpu."""
+        if self.rd(FALCON_CPUCTL) & CPUCTL_ALIAS_EN:
+            self.wr(FALCON_CPUCTL_ALIAS, CPUCTL_STARTCPU)
+        else:
+            self.wr(FALCON_CPUCTL, CPUCTL_STARTCPU)
+
+    def wait_halted(self, timeout: float = TIMEOUT) -> None:
+        """§8 step 9: poll CPUCTL.halted."""
+        self._wait(FALCON_CPUCTL, lambda v: bool(v & CPUCTL_HALTED), "halt", timeout)
+
+    def run_hs(self, u: HsUcode, mailbox: int | None = None, *, halt_timeout: float = TIMEOUT) -> tuple[int, int]:
+        """§8 steps 2-9 (the falcon is reset already): load ``u`` and run it until it halts; returns MAILBOX0/1."""
+        self.disable_ctx_req()
         self.wr(FBIF_TRANSCFG0, 1 << 2)  # target 0 (local FB), mem_type 1 (physical)
         self._dma(u.fb_address + u.code_offset - u.imem_virt, u.imem_size, u.imem_phys, u.imem_virt,
                   DMATRF_IMEM | DMA_SEC | DMATRF_SIZE_256)
@@ -140,9 +156,6 @@ class Falcon:
         self.wr(FALCON_BOOTVEC, u.imem_virt)
         if mailbox is not None:
             self.set_mailboxes(mailbox)
-        if self.rd(FALCON_CPUCTL) & CPUCTL_ALIAS_EN:
-            self.wr(FALCON_CPUCTL_ALIAS, CPUCTL_STARTCPU)
-        else:
-            self.wr(FALCON_CPUCTL, CPUCTL_STARTCPU)
-        self._wait(FALCON_CPUCTL, lambda v: bool(v & CPUCTL_HALTED), "halt", halt_timeout)
+        self.start()
+        self.wait_halted(halt_timeout)
         return self.rd(FALCON_MAILBOX0), self.rd(FALCON_MAILBOX1)

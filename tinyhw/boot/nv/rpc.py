@@ -221,11 +221,13 @@ def static_info_request(abi: GspLayouts) -> bytes:
 
 def parse_static_info(payload: bytes, abi: GspLayouts) -> dict[str, Any]:
     """The GET_GSP_STATIC_INFO reply, a ``GspStaticConfigInfo`` of the ``abi`` branch: gpuNameString and
-    gpuShortNameString (64 bytes each), fb_length (the FB size, u64) and fbRegionInfoParams.numFBRegions. The
-    structure carries no GSP-RM version: that is the firmware file's ``.fwversion``."""
-    if len(payload) < abi.static_info_size:
+    gpuShortNameString (64 bytes each), fb_length (the FB size, u64) and fbRegionInfoParams.numFBRegions. A reply
+    of any other size than the branch's structure is refused. The structure carries no GSP-RM version: that is the
+    firmware file's ``.fwversion``."""
+    if len(payload) != abi.static_info_size:  # another branch's structure reads as zeros or garbage here
         raise OperationFailed(f"the gsp's static info is {len(payload)} bytes, the {abi.branch} branch's "
-                              f"GspStaticConfigInfo is {abi.static_info_size}", hint=QUEUE_HINT)
+                              f"GspStaticConfigInfo is {abi.static_info_size}: the gsp-rm runs another branch's "
+                              "layout than the one booted", hint=QUEUE_HINT)
 
     def text(at: int) -> str:
         return payload[at:at + NAME_LENGTH].split(b"\0")[0].decode("ascii", "replace")

@@ -3,8 +3,11 @@
 Spec: specs/nv-bringup.md §13.5: the ``rpc_run_cpu_sequencer_v17_00`` header (40 bytes: bufferSizeDWord,
 cmdIndex = the number of command dwords used, regSaveArea[8]) then u32 commands: 0 write, 1
 read-modify-write, 2 poll, 3 delay, 4 save into regSaveArea, 5 GSP core reset, 6 start, 7 wait for halt,
-8 core resume. The falcon operations (5-8) are handed in as callables so the interpreter is testable on a
-fake register file.
+8 core resume. The payload layouts are NVIDIA's ``rmgspseq.h`` (open-gpu-kernel-modules
+src/nvidia/arch/nvalloc/common/inc/rmgspseq.h): REG_MODIFY is addr, **mask**, val (the spec's table and tinygrad
+read value before mask) and sets ``(reg & ~mask) | val``; REG_POLL is addr, mask, val, timeout (us), error, and a
+timeout of 0 means the default (nouveau's r535 sequencer: 4 s). The falcon operations (5-8) are handed in as
+callables so the interpreter is testable on a fake register file.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ HEADER = 40
 OPCODES = {0: ("write", 2), 1: ("modify", 3), 2: ("poll", 5), 3: ("delay", 1), 4: ("save", 2),
            5: ("core reset", 0), 6: ("core start", 0), 7: ("core wait halt", 0), 8: ("core resume", 0)}
 MAX_COMMANDS = 4096
+#: A poll whose timeout is 0 waits this long (us): nouveau's r535 sequencer takes 0 as "the default", 4 s
+DEFAULT_POLL_US = 4_000_000
 
 
 def run(payload: bytes, rd: Callable[[int], int], wr: Callable[[int, int], None], clock: Any,
@@ -48,12 +53,13 @@ def run(payload: bytes, rd: Callable[[int], int], wr: Callable[[int, int], None]
         if op == 0:
             wr(a[0], a[1])
         elif op == 1:
-            wr(a[0], (rd(a[0]) & ~a[2]) | (a[1] & a[2]))
+            addr, mask, value = a  # GSP_SEQ_BUF_PAYLOAD_REG_MODIFY: addr, mask, val
+            wr(addr, (rd(addr) & ~mask) | value)
         elif op == 2:
             addr, mask, value, timeout_us, error = a
             try:
                 poll(clock, lambda addr=addr: rd(addr), lambda v, m=mask, w=value: (v & m) == w,
-                     timeout=max(timeout_us, 1) / 1e6, interval=1e-5,
+                     timeout=(timeout_us or DEFAULT_POLL_US) / 1e6, interval=1e-5,
                      what=f"sequencer poll of 0x{addr:x} & 0x{mask:x} == 0x{value:x}")
             except DeviceTimeout as e:
                 raise DeviceTimeout(f"{e.message} (sequencer error 0x{error:x})") from None
