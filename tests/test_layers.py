@@ -45,6 +45,9 @@ MAY_IMPORT: dict[str, set[str]] = {
     # the labgrid integration (3 1/2, beside the servers): opens boards through connect and drives the engines and
     # tools as labgrid driver steps (bench copy is a 3b tool); only a user's labgrid environment imports it.
     "labgrid": DATA | CORE | TRANSPORTS | {"connect"} | FEATURES,
+    # peer drivers (ARCHITECTURE.md testing tier 5, beside the servers): adapters that put a peer driver's lowest
+    # layer on an emulated board, opened through connect; only tests and a user's own code import them.
+    "peers": DATA | CORE | TRANSPORTS | {"connect"},
     # layer 4: everything.
     "cli": DATA | CORE | TRANSPORTS | {"connect", "serve"} | FEATURES,
     "": {"errors", "connect", "cli"},
