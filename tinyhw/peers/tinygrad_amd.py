@@ -56,6 +56,10 @@ BRIDGE_IDS = ((0xADD1, 0x0001), (0x3801, 0x0001))
 NAVI31_FIRMWARE = ("psp_13_0_0_sos.bin", "smu_13_0_0.bin", "sdma_6_0_0.bin", "gc_11_0_0_pfp.bin", "gc_11_0_0_me.bin",
                    "gc_11_0_0_mec.bin", "gc_11_0_0_imu.bin", "gc_11_0_0_rlc.bin")
 _REBAR = 0x15  # PCIe extended capability id of Resizable BAR
+#: Where tinygrad 0.14.0's ``fetch_fw`` downloads amdgpu firmware from (linux-firmware at a pinned commit); its
+#: ``fetch`` caches a download as ``<cache>/downloads/fw/<md5 of this url>``.
+FIRMWARE_URL = ("https://gitlab.com/kernel-firmware/linux-firmware/-/raw/0a6871b19abf5d6e024b5d208b101ae53e7fa0de/"
+                "amdgpu/{name}")
 
 
 @dataclass
@@ -326,7 +330,7 @@ class EmulatedUsb3:
 # -- firmware --------------------------------------------------------------------------------------------------------
 def provide_firmware(firmware_dir: Path, names: tuple[str, ...] = NAVI31_FIRMWARE) -> dict[str, str]:
     """Give tinygrad Debian's amdgpu firmware without network: copy each file into tinygrad's download cache
-    (``<tinygrad cache>/downloads/fw/<name>``, where its ``fetch_fw`` looks first) and pin its SHA-256 in
+    (``<tinygrad cache>/downloads/fw/<md5 of its url>``, where ``fetch_fw`` looks first) and pin its SHA-256 in
     ``tinygrad.runtime.autogen.am.fw.hashes``. Returns the pins it replaced (for :func:`restore_firmware_pins`).
     Exit 3 when a file is missing."""
     from tinygrad.helpers import _ensure_downloads_dir
@@ -341,8 +345,9 @@ def provide_firmware(firmware_dir: Path, names: tuple[str, ...] = NAVI31_FIRMWAR
             raise NotAvailableYet(f"amdgpu firmware {name} is not in {firmware_dir}",
                                   hint="install the debian package firmware-amd-graphics (tests/setup-system.sh)")
         data = src.read_bytes()
-        if not (target / name).is_file() or (target / name).read_bytes() != data:
-            shutil.copyfile(src, target / name)
+        cached = target / hashlib.md5(FIRMWARE_URL.format(name=name).encode()).hexdigest()
+        if not cached.is_file() or cached.read_bytes() != data:
+            shutil.copyfile(src, cached)
         old[name] = fw.hashes.get(name, "")
         fw.hashes[name] = hashlib.sha256(data).hexdigest()
     return old
