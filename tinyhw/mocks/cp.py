@@ -11,7 +11,7 @@ use is a GPU virtual address of the queue's VMID; only VMID0 is modelled), §7 (
 
 What it does:
 
-* **Registers**: the HQD range (0xC824 .. 0xC900 bytes) is banked per (me, pipe, queue) through GRBM_GFX_CNTL;
+* **Registers**: the HQD range (0xC824 .. 0xC900 bytes, every dword of it, named in the database or not) is banked per (me, pipe, queue) through GRBM_GFX_CNTL;
   GRBM_STATUS reads CP_BUSY (bit 29) and GUI_ACTIVE (31) while a queue is hung, and SPI_BUSY (22) while waves
   are resident (:mod:`tinyhw.mocks.sqind`); GRBM_STATUS2.CPC_BUSY, CP_CPC_STATUS MEC1_BUSY/CPC_BUSY and
   CP_CPC_BUSY_STAT.MEC1_PIPE0_BUSY read set while a queue is hung (reads only: writes stay the register
@@ -235,15 +235,16 @@ class CommandProcessor:
         return self.hqds[key]
 
     def handlers(self, known: set[int]) -> tuple[dict[int, Callable[[], int]], dict[int, Callable[[int], None]]]:
-        """BAR5 handlers for GRBM_GFX_CNTL, GRBM_STATUS and every database register of the HQD range."""
+        """BAR5 handlers for GRBM_GFX_CNTL, GRBM_STATUS and every dword of the HQD block (its first and last register
+        from the database: a driver writes the block whole from an MQD image, dwords the database names nothing at
+        included)."""
         cntl, status = self.reg.grbm_gfx_cntl, self.reg.grbm_status
         mec = {o: (lambda bits=b: bits if self.hung() else 0) for o, b in self.reg.mec_busy}
         reads: dict[int, Callable[[], int]] = {cntl: lambda: self.grbm_gfx_cntl, status: self.grbm_status, **mec}
         writes: dict[int, Callable[[int], None]] = {cntl: self._select, status: lambda v: None}
-        for off in sorted(known):
-            if self.reg.hqd_first <= off <= self.reg.hqd_last:
-                reads[off] = lambda o=off: self.selected().regs.get(o, 0)
-                writes[off] = lambda v, o=off: self.hqd_write(o, v)
+        for off in range(self.reg.hqd_first, self.reg.hqd_last + 4, 4):
+            reads[off] = lambda o=off: self.selected().regs.get(o, 0)
+            writes[off] = lambda v, o=off: self.hqd_write(o, v)
         return reads, writes
 
     def _select(self, value: int) -> None:
