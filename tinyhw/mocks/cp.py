@@ -11,11 +11,11 @@ use is a GPU virtual address of the queue's VMID; only VMID0 is modelled), §7 (
 
 What it does:
 
-* **Registers**: the HQD range (0xC824 .. 0xC900 bytes, every dword of it, named in the database or not) is banked per (me, pipe, queue) through GRBM_GFX_CNTL;
-  GRBM_STATUS reads CP_BUSY (bit 29) and GUI_ACTIVE (31) while a queue is hung, and SPI_BUSY (22) while waves
-  are resident (:mod:`tinyhw.mocks.sqind`); GRBM_STATUS2.CPC_BUSY, CP_CPC_STATUS MEC1_BUSY/CPC_BUSY and
-  CP_CPC_BUSY_STAT.MEC1_PIPE0_BUSY read set while a queue is hung (reads only: writes stay the register
-  file's). Everything else stays the register file's.
+* **Registers**: the HQD range (0xC824 .. 0xC900 bytes, every dword of it, named in the database or not) is
+  banked per (me, pipe, queue) through GRBM_GFX_CNTL; GRBM_STATUS reads CP_BUSY (bit 29) and GUI_ACTIVE (31)
+  while a queue is hung, and SPI_BUSY (22) while waves are resident (:mod:`tinyhw.mocks.sqind`);
+  GRBM_STATUS2.CPC_BUSY, CP_CPC_STATUS MEC1_BUSY/CPC_BUSY and CP_CPC_BUSY_STAT.MEC1_PIPE0_BUSY read set while a
+  queue is hung (reads only: writes stay the register file's). Everything else stays the register file's.
 * **Activation** (ACTIVE 0 -> 1): the MQD at CP_MQD_BASE_ADDR is read through GPUVM; its header must be
   0xC0310800 (§1.4), else the queue stops with an error (``status()``). A zero MQD address is tolerated (the queue
   runs from its registers).
