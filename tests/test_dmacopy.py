@@ -15,6 +15,7 @@ from clihelp import run
 
 import tinyhw
 from tinyhw.bench.copy import PCIE_LANE_MBPS
+from tinyhw.boot.copyengine import PT_BASE
 from tinyhw.boot.dmacopy import open_dma_copier, window_va
 from tinyhw.errors import DeviceTimeout, Refused
 from tinyhw.mocks.gpuvm import register_offsets
@@ -148,6 +149,25 @@ def test_system_ptes_point_at_the_iova() -> None:
         for off in (0, 4096, 64 * 1024):
             system, bus = t.board.gpuvm.translate(window_va(off) + 12)
             assert system and bus == c.iova + off + 12
+        c.close()
+
+
+def test_am_boot_and_the_dma_window_put_physical_vram_addresses_in_the_page_tables() -> None:
+    """After `am boot` on mock:navi31 and a dma copier's window, read from the emulator's side: the hubs' page-table
+    base, default-address and aperture registers (amd-bringup.md §4.5) and the window's PDEs hold physical VRAM
+    addresses, not MC addresses."""
+    from vmregs import check_physical_vm
+
+    from tinyhw.boot.dmacopy import PDB0_DMA, PTB_DMA, WINDOW_VA_OFFSET
+
+    _boot()
+    with tinyhw.open("mock:navi31") as dev:
+        t = dev.transport
+        c = open_dma_copier(t, window=64 * 1024)
+        check_physical_vm(t.board, c.gpu.vram_size)
+        pdb1 = PT_BASE + 4096 + 8 * (WINDOW_VA_OFFSET >> 30)
+        assert int.from_bytes(t.board.vram.read(pdb1, 8), "little") == PDB0_DMA | 1
+        assert int.from_bytes(t.board.vram.read(PDB0_DMA, 8), "little") == PTB_DMA | 1
         c.close()
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tinyhw.mocks.gpuvm import GpuVm
+import pytest
+
+from tinyhw.mocks.gpuvm import GpuVm, VmFault
 from tinyhw.mocks.navi31 import Navi31Board
 from tinyhw.mocks.sdma import OP_FENCE, SdmaEngine
 from tinyhw.mocks.services import BoardServices, Translation
@@ -133,14 +135,85 @@ def test_gpuvm_walks_through_the_services():
     assert vm.translate(FB + 0x1234) == (False, 0x1234)
 
 
+def _fb_location(stub: StubBoard, block: str = "gc.GC") -> None:
+    """The stub's FB placement in a hub's FB_LOCATION registers (16 MiB units): FB .. FB + 16 MiB - 1."""
+    stub.reg_write(REGS.offset(f"{block}MC_VM_FB_LOCATION_BASE"), FB >> 24)
+    stub.reg_write(REGS.offset(f"{block}MC_VM_FB_LOCATION_TOP"), FB >> 24)
+
+
+def _tables(stub: StubBoard, root: int, addr_of) -> tuple[int, int]:
+    """Four 4 KiB tables from VRAM offset ``root`` (PDB2, PDB1, PDB0, PTB), each PDE naming the next table by
+    ``addr_of(vram offset)``; the PTB maps VA page 0 to VRAM 0x40000 and page 1 to bus page 0x7000 (system bit);
+    PDB0 entry 1 is a 2 MiB page (PDE-is-PTE) at VRAM 0x200000. Returns (VRAM page of VA 0, of VA 2 MiB)."""
+    for level in range(3):
+        stub.mem[root + level * 0x1000:root + level * 0x1000 + 8] = \
+            (addr_of(root + (level + 1) * 0x1000) | 1).to_bytes(8, "little")
+    ptb = root + 3 * 0x1000
+    stub.mem[ptb:ptb + 8] = (addr_of(0x40000) | 0x61).to_bytes(8, "little")
+    stub.mem[ptb + 8:ptb + 16] = (0x7000 | 0x63).to_bytes(8, "little")
+    pdb0 = root + 2 * 0x1000
+    stub.mem[pdb0 + 8:pdb0 + 16] = (addr_of(0x200000) | 0x61 | 1 << 54).to_bytes(8, "little")
+    return 0x40000, 0x200000
+
+
+def _vmid0(stub: StubBoard, root_entry: int, block: str = "gc.GC", va: int = 1 << 40) -> None:
+    def wr(name: str, value: int) -> None:
+        stub.reg_write(REGS.offset(f"{block}{name}"), value)
+
+    wr("VM_CONTEXT0_CNTL", 1 | 3 << REGS.field(f"{block}VM_CONTEXT0_CNTL.PAGE_TABLE_DEPTH").shift)
+    wr("VM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32", (va >> 12) & 0xFFFFFFFF)
+    wr("VM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32", va >> 44)
+    end = (va + (1 << 30)) >> 12
+    wr("VM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32", end & 0xFFFFFFFF)
+    wr("VM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32", end >> 32)
+    wr("VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32", root_entry & 0xFFFFFFFF)
+    wr("VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32", root_entry >> 32)
+
+
+@pytest.mark.parametrize("hub", ["gc", "mmhub"])
+def test_gpuvm_page_tables_hold_physical_vram_addresses(hub):
+    """amd-bringup.md §4.5: the PAGE_TABLE_BASE_ADDR, every PDE and every VRAM PTE hold the physical VRAM address (the
+    offset from VRAM's start), not the MC address; a system PTE holds the bus address. The same tables built with MC
+    addresses (FB base + offset) do not translate: the walk faults and latches the hub's fault status."""
+    block = {"gc": "gc.GC", "mmhub": "mmhub.MM"}[hub]
+    va = 1 << 40
+    stub = StubBoard()
+    stub.mem = bytearray(4 << 20)  # room for a 2 MiB page
+    _fb_location(stub, block)
+    root = 0x10000
+    page0, huge = _tables(stub, root, lambda off: off)
+    _vmid0(stub, root | 1, block, va)
+    vm = GpuVm(stub, REGS, hub=hub)
+    assert vm.translate(va + 0x123) == (False, page0 + 0x123)
+    assert vm.translate(va + 0x1010) == (True, 0x7010)  # system PTE: a bus address, unchanged
+    assert vm.translate(va + (2 << 20) + 0x5008) == (False, huge + 0x5008)
+    assert vm.walks == 3
+    stub.mem[0x40000:0x40004] = b"abcd"
+    assert vm.read(va, 4) == b"abcd"
+
+    mc_stub = StubBoard()  # the misreading: MC addresses inside the tables
+    mc_stub.mem = bytearray(4 << 20)
+    _fb_location(mc_stub, block)
+    _tables(mc_stub, root, lambda off: FB + off)
+    _vmid0(mc_stub, root | 1, block, va)
+    mc_vm = GpuVm(mc_stub, REGS, hub=hub)
+    status = REGS.offset(f"{block}VM_L2_PROTECTION_FAULT_STATUS")
+    with pytest.raises(VmFault, match="physical address 0x8000011000 outside vram"):
+        mc_vm.translate(va)
+    assert mc_stub.reg_read(status) == 1
+    mc_stub.reg_write(status, 0)
+    _vmid0(mc_stub, (FB + root) | 1, block, va)  # an MC root too: the root itself is outside vram
+    with pytest.raises(VmFault, match=f"physical address 0x{FB + root:x} outside vram"):
+        mc_vm.translate(va)
+    assert mc_stub.reg_read(status) == 1
+    other = REGS.offset(("mmhub.MM" if hub == "gc" else "gc.GC") + "VM_L2_PROTECTION_FAULT_STATUS")
+    assert mc_stub.reg_read(other) == 0  # each hub latches its own faults
+
+
 def test_gpuvm_sends_a_fault_to_the_default_page_only_where_the_hub_says_so():
     """A fault stops the access (VmFault) unless GCVM_L2_PROTECTION_FAULT_CNTL enables the default page for its kind:
     then a write lands in the default page at the same page offset, a read comes from it, and the first fault's page
     and direction stay latched until the status is cleared."""
-    import pytest
-
-    from tinyhw.mocks.gpuvm import VmFault
-
     stub = StubBoard()
     vm = GpuVm(stub, REGS)
 
@@ -157,8 +230,9 @@ def test_gpuvm_sends_a_fault_to_the_default_page_only_where_the_hub_says_so():
     wr("GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32", ((va_hi >> 12) - 1) & 0xFFFFFFFF)
     wr("GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32", va_hi >> 44)
     dummy = 0x8000
-    wr("GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32", ((FB + dummy) >> 12) & 0xFFFFFFFF)
-    wr("GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", (FB + dummy) >> 44)
+    _fb_location(stub)
+    wr("GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32", dummy >> 12)  # a physical page number (amd-bringup.md §4.5)
+    wr("GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", 0)
     outside = va_hi + 0x5000
     with pytest.raises(VmFault, match="outside vmid0's page table range"):
         vm.write(outside + 0x10, b"\xaa" * 4)

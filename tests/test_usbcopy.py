@@ -118,6 +118,29 @@ def test_vm_2m_pages_and_timestamp(tmp_path):
         assert r.board.gpuvm.invalidations >= 2
 
 
+def test_the_copy_engine_puts_physical_vram_addresses_in_the_page_tables(tmp_path):
+    """amd-bringup.md §4.5, read back from the emulator's own register file and VRAM after the copy engine came up on
+    mock:navi31-usb: both hubs' PAGE_TABLE_BASE_ADDR, the PDEs and the default-address registers hold physical VRAM
+    addresses (here: offsets), the system aperture MC addresses (FB base + offset) >> 18."""
+    from vmregs import check_physical_vm
+
+    with rig(tmp_path) as r:
+        check_physical_vm(r.board, r.gpu.vram_size)
+        assert copyengine.summary(r.engine)["page_table"] == copyengine.PT_BASE
+
+
+def test_the_host_side_walker_reads_physical_page_tables(tmp_path):
+    """tinyhw.boot.vmread walks the same tables from the host: PT base and PDEs as physical VRAM addresses (§4.5)."""
+    from tinyhw.boot.vmread import VmReader
+
+    with rig(tmp_path) as r:
+        copyengine.map_vram_2m(r.gpu, 2 << 20, 0x9000000, 2 << 20)
+        r.board.vram.write(0x9000000 + 0x1230, b"walk")
+        vm = VmReader(r.gpu)
+        assert vm.translate(copyengine.VA_BASE + (2 << 20) + 0x1230) == 0x9001230
+        assert vm.read(copyengine.VA_BASE + (2 << 20) + 0x1230, 4) == b"walk"
+
+
 def test_page_table_change_needs_invalidation(tmp_path):
     with rig(tmp_path) as r:
         copyengine.map_vram_2m(r.gpu, 2 << 20, 0x9000000, 2 << 20)
@@ -126,7 +149,7 @@ def test_page_table_change_needs_invalidation(tmp_path):
         r.engine.submit(sdmapkt.copy_linear(copyengine.VA_BASE + (2 << 20), r.gpu.mc(DST), 16))
         r.engine.wait_idle(0.5)
         pdb0 = copyengine.PT_BASE + 2 * 4096
-        entry = r.gpu.mc(0xA000000) | copyengine.RW | copyengine.HUGE | copyengine.MTYPE_UC
+        entry = copyengine.phys(0xA000000) | copyengine.RW | copyengine.HUGE | copyengine.MTYPE_UC
         r.gpu.vram_write(pdb0 + 8, entry.to_bytes(8, "little"))  # remap without invalidating: old mapping
         r.engine.submit(sdmapkt.copy_linear(copyengine.VA_BASE + (2 << 20), r.gpu.mc(DST + 16), 16))
         r.engine.wait_idle(0.5)

@@ -4,6 +4,12 @@ Order (:func:`bring_up`): page tables, MMHUB (step 3), GC hub (9a), TLB invalida
 aperture + routing (2, 10), SDMA (10). The emulated board keeps no VRAM between commands, so a process that
 copies runs :func:`bring_up` itself after the board is booted (`tinyhw am boot` runs it as its last step too).
 
+Which address goes where (amd-bringup.md §4.5): inside page tables -- the hubs' PAGE_TABLE_BASE_ADDR, every PDE and
+every PTE into VRAM -- and in the two default-address registers (system aperture default, L2 protection fault
+default: page numbers) the *physical* VRAM address (:func:`phys`, the offset from VRAM's start on a single board);
+the system aperture bounds, ring bases, write-back addresses and every address in a packet the *MC* address
+(:meth:`AmGpu.mc`, FB base + offset).
+
 Spec: specs/amd-bringup.md §4.2 steps 3 (hub programming), 4 (IH rings), 9a (GC hub = step 3), 9d (MEC enable),
 10 (SDMA ≥ 6 start and doorbell routing) and the queue facts after the table (one SDMA queue, engine 0 queue 0,
 doorbell 256 + (pipe + 4·queue)·10 → index 0x100 for queue 0); §4.5 (VA base 0x2000_0000_0000, root at PDB2,
@@ -51,6 +57,12 @@ RW = VALID | READ | WRITE | EXE
 SRAM_BUS, SRAM_SIZE = 0x200000, 512 * KiB
 SYS_BUF_BUS, CQ_BUF_BUS = 0x820000, 0x822000
 BRIDGE_PAGES = ((SRAM_BUS, SRAM_SIZE, 0), (SYS_BUF_BUS, 4 * KiB, 0x80000), (CQ_BUF_BUS, 4 * KiB, 0x82000))
+
+
+def phys(offset: int) -> int:
+    """The physical VRAM address of VRAM byte ``offset``, what a page table, a PDE, a VRAM PTE and the default-address
+    registers hold (amd-bringup.md §4.5: physical offset + XGMI offset, and the XGMI offset is 0 off a hive)."""
+    return offset
 
 
 def bridge_va(bus: int) -> int:
@@ -140,12 +152,13 @@ def _pte_table(entries: dict[int, int]) -> bytes:
 
 
 def build_page_tables(gpu: AmGpu) -> None:
-    """VMID0: PDB2 -> PDB1 -> PDB0 -> one PTB whose 4 KiB system PTEs name the bridge pages (§4.5)."""
+    """VMID0: PDB2 -> PDB1 -> PDB0 -> one PTB whose 4 KiB system PTEs name the bridge pages (§4.5; each PDE holds its
+    table's physical VRAM address)."""
     pdb2, pdb1, pdb0, ptb = (PT_BASE + i * 4 * KiB for i in range(4))
     tables = bytearray()
-    tables += _pte_table({0: gpu.mc(pdb1) | VALID})
-    tables += _pte_table({0: gpu.mc(pdb0) | VALID})
-    tables += _pte_table({0: gpu.mc(ptb) | VALID})
+    tables += _pte_table({0: phys(pdb1) | VALID})
+    tables += _pte_table({0: phys(pdb0) | VALID})
+    tables += _pte_table({0: phys(ptb) | VALID})
     ptes = {}
     for bus, size, off in BRIDGE_PAGES:
         for p in range(0, size, 4 * KiB):
@@ -155,25 +168,27 @@ def build_page_tables(gpu: AmGpu) -> None:
     gpu.vram_write(PT_BASE, bytes(tables))
 
 
-def map_vram_2m(gpu: AmGpu, va_offset: int, phys: int, size: int) -> None:
-    """Map VRAM ``phys`` at VA_BASE + ``va_offset`` with 2 MiB pages (PDB0 entries with PDE-is-PTE)."""
-    if va_offset % (2 * MiB) or phys % (2 * MiB) or not 2 * MiB <= va_offset < 1 << 30:
+def map_vram_2m(gpu: AmGpu, va_offset: int, vram: int, size: int) -> None:
+    """Map VRAM ``vram`` at VA_BASE + ``va_offset`` with 2 MiB pages (PDB0 entries with PDE-is-PTE, holding physical
+    VRAM addresses)."""
+    if va_offset % (2 * MiB) or vram % (2 * MiB) or not 2 * MiB <= va_offset < 1 << 30:
         raise ValueError("2 MiB mappings need 2 MiB alignment inside the first 1 GiB (one PDB0) above the bridge pages")
     pdb0 = PT_BASE + 2 * 4 * KiB
     for i in range(0, size, 2 * MiB):
-        entry = gpu.mc(phys + i) | RW | HUGE | MTYPE_UC
+        entry = phys(vram + i) | RW | HUGE | MTYPE_UC
         gpu.vram_write(pdb0 + 8 * ((va_offset + i) >> 21), entry.to_bytes(8, "little"))
     invalidate(gpu)
 
 
-def map_vram_pages(gpu: AmGpu, va_offset: int, phys: int, span: int, ranges: list[tuple[int, int]], tables: int,
+def map_vram_pages(gpu: AmGpu, va_offset: int, vram: int, span: int, ranges: list[tuple[int, int]], tables: int,
                    room: int) -> int:
-    """Map only the byte ranges ``ranges`` ([(start, end)], 4 KiB aligned, relative to ``phys`` and the VA) of the
-    ``span`` bytes of VRAM at ``phys`` to VA_BASE + ``va_offset`` and leave every other page of ``span`` unmapped, so
+    """Map only the byte ranges ``ranges`` ([(start, end)], 4 KiB aligned, relative to ``vram`` and the VA) of the
+    ``span`` bytes of VRAM at offset ``vram`` to VA_BASE + ``va_offset`` (entries hold physical VRAM addresses, §4.5)
+    and leave every other page of ``span`` unmapped, so
     an access there faults: 2 MiB pages (PDB0 entries with PDE-is-PTE) where a whole one is mapped, a 4 KiB table of
     4 KiB PTEs (one after the other from VRAM ``tables``, at most ``room`` bytes of them) for each 2 MiB page that is
     mapped in part, invalid PDB0 entries for the rest. Returns the number of 4 KiB tables written."""
-    if va_offset % (2 * MiB) or phys % (2 * MiB) or span % (2 * MiB) or tables % (4 * KiB) or \
+    if va_offset % (2 * MiB) or vram % (2 * MiB) or span % (2 * MiB) or tables % (4 * KiB) or \
             not 2 * MiB <= va_offset < va_offset + span <= 1 << 30:
         raise ValueError("bounded mappings need 2 MiB alignment inside the first 1 GiB and 4 KiB aligned tables")
     pages: set[int] = set()
@@ -185,12 +200,12 @@ def map_vram_pages(gpu: AmGpu, va_offset: int, phys: int, span: int, ranges: lis
     for i in range(0, span, 2 * MiB):
         here = [j for j in range(512) if (i >> 12) + j in pages]
         if len(here) == 512:
-            entry = gpu.mc(phys + i) | RW | HUGE | MTYPE_UC
+            entry = phys(vram + i) | RW | HUGE | MTYPE_UC
         elif here:
             if len(written) + 4 * KiB > room:
                 raise ValueError(f"the mapping needs more than {room // (4 * KiB)} page tables")
-            entry = gpu.mc(tables + len(written)) | VALID
-            written += _pte_table({j: gpu.mc(phys + i + 4 * KiB * j) | RW | MTYPE_UC for j in here})
+            entry = phys(tables + len(written)) | VALID
+            written += _pte_table({j: phys(vram + i + 4 * KiB * j) | RW | MTYPE_UC for j in here})
         else:
             entry = 0
         entries += entry.to_bytes(8, "little")
@@ -203,18 +218,19 @@ def map_vram_pages(gpu: AmGpu, va_offset: int, phys: int, span: int, ranges: lis
 
 def program_hub(gpu: AmGpu, hub: str) -> None:
     """Program one memory hub (``hub``: the register prefix "mmhub.MM" or "gc.GC") as amd-bringup.md §4.2 step 3
-    says: AGP off, the system aperture over VRAM, the fault default pages, L1 TLB and L2, and VM context 0 over
-    tinyhw's VA range with its page-table root."""
+    says: AGP off, the system aperture over VRAM (MC addresses >> 18), the default pages (physical page numbers,
+    §4.5), L1 TLB and L2, and VM context 0 over tinyhw's VA range with its page-table root (physical address | valid,
+    §4.5)."""
     fb_top = gpu.fb_base + gpu.vram_size - 1
     gpu.wr(f"{hub}MC_VM_AGP_BASE", 0)
     gpu.wr(f"{hub}MC_VM_AGP_BOT", 0xFFFFFFFFFFFF >> 24)
     gpu.wr(f"{hub}MC_VM_AGP_TOP", 0)
     gpu.wr(f"{hub}MC_VM_SYSTEM_APERTURE_LOW_ADDR", gpu.fb_base >> 18)
     gpu.wr(f"{hub}MC_VM_SYSTEM_APERTURE_HIGH_ADDR", fb_top >> 18)
-    gpu.wr(f"{hub}MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB", gpu.mc(SCRATCH_PAGE) >> 12)
-    gpu.wr(f"{hub}MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_MSB", gpu.mc(SCRATCH_PAGE) >> 44)
-    gpu.wr(f"{hub}VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32", gpu.mc(DUMMY_PAGE) >> 12)
-    gpu.wr(f"{hub}VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", gpu.mc(DUMMY_PAGE) >> 44)
+    gpu.wr(f"{hub}MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB", phys(SCRATCH_PAGE) >> 12)
+    gpu.wr(f"{hub}MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_MSB", phys(SCRATCH_PAGE) >> 44)
+    gpu.wr(f"{hub}VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32", phys(DUMMY_PAGE) >> 12)
+    gpu.wr(f"{hub}VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", phys(DUMMY_PAGE) >> 44)
     gpu.wr(f"{hub}VM_L2_PROTECTION_FAULT_CNTL2",
            fields(gpu, f"{hub}VM_L2_PROTECTION_FAULT_CNTL2", ACTIVE_PAGE_MIGRATION_PTE_READ_RETRY=1))
     gpu.wr(f"{hub}MC_VM_MX_L1_TLB_CNTL", fields(gpu, f"{hub}MC_VM_MX_L1_TLB_CNTL", ENABLE_L1_TLB=1,
@@ -225,7 +241,7 @@ def program_hub(gpu: AmGpu, hub: str) -> None:
     gpu.wr(f"{hub}VM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32", start >> 32)
     gpu.wr(f"{hub}VM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32", end & 0xFFFFFFFF)
     gpu.wr(f"{hub}VM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32", end >> 32)
-    root = gpu.mc(PT_BASE) | VALID
+    root = phys(PT_BASE) | VALID
     gpu.wr(f"{hub}VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32", root & 0xFFFFFFFF)
     gpu.wr(f"{hub}VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32", root >> 32)
     gpu.wr(f"{hub}VM_CONTEXT0_CNTL", fields(gpu, f"{hub}VM_CONTEXT0_CNTL", ENABLE_CONTEXT=1, PAGE_TABLE_DEPTH=3))
@@ -353,4 +369,4 @@ def check_engine(engine: CopyEngine) -> None:
 
 def summary(engine: CopyEngine) -> dict[str, int]:
     """The ``--json`` detail of the boot step "copy engine"."""
-    return {"sdma_ring": engine.ring_mc, "sdma_doorbell": engine.doorbell_byte, "page_table": engine.gpu.mc(PT_BASE)}
+    return {"sdma_ring": engine.ring_mc, "sdma_doorbell": engine.doorbell_byte, "page_table": phys(PT_BASE)}

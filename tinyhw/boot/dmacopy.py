@@ -32,6 +32,7 @@ from tinyhw.boot.copyengine import (
     VA_BASE,
     VALID,
     invalidate,
+    phys,
 )
 from tinyhw.errors import DeviceTimeout, Refused
 from tinyhw.transport.abilities import DmaBuffers
@@ -67,11 +68,11 @@ def map_system(gpu: AmGpu, bus: int, size: int) -> None:
     if bus % PAGE or ptbs > MAX_PTBS:
         raise Refused(f"a dma window of 0x{size:x} bytes at iova 0x{bus:x} cannot be mapped (page aligned, at most "
                       f"{MAX_PTBS * 2} MiB)")
-    pdb1_entry = gpu.mc(PDB0_DMA) | VALID
+    pdb1_entry = phys(PDB0_DMA) | VALID  # PDEs hold physical VRAM addresses (amd-bringup.md §4.5)
     gpu.vram_write(PT_BASE + PAGE + 8 * (WINDOW_VA_OFFSET >> 30), pdb1_entry.to_bytes(8, "little"))
     pdb0 = bytearray(PAGE)
     for i in range(ptbs):
-        pdb0[8 * i:8 * i + 8] = (gpu.mc(PTB_DMA + i * PAGE) | VALID).to_bytes(8, "little")
+        pdb0[8 * i:8 * i + 8] = (phys(PTB_DMA + i * PAGE) | VALID).to_bytes(8, "little")
     gpu.vram_write(PDB0_DMA, bytes(pdb0))
     ptes = bytearray(ptbs * PAGE)
     flags = RW | SYSTEM | SNOOPED | MTYPE_UC

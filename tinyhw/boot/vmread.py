@@ -2,7 +2,8 @@
 
 Spec: specs/amd-bringup.md §4.5 (one VA range from GCVM_CONTEXT0_PAGE_TABLE_START_ADDR, root at PDB2 from
 GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR, four levels of 512 entries over 4 KiB pages, PDE-is-PTE bit 54 for 2 MiB
-and 1 GiB pages, address bits 47:12, bit 0 valid, bit 1 system; MC address = FB base + VRAM offset). Used
+and 1 GiB pages, address bits 47:12, bit 0 valid, bit 1 system; the root, every PDE and every VRAM PTE hold the
+*physical* VRAM address, the offset from VRAM's start on a single board, never the MC address). Used
 for what the command processor reads at a GPU address: ring buffers and indirect buffers.
 """
 
@@ -33,11 +34,11 @@ class VmReader:
                       | rd("gc.GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32")) << 12
         self._cache: dict[int, int] = {}
 
-    def _vram(self, mc: int, what: str) -> int:
-        off = mc - self.gpu.fb_base
-        if not 0 <= off < self.gpu.vram_size:
-            raise OperationFailed(f"{what}: mc address 0x{mc:x} is not in vram")
-        return off
+    def _vram(self, phys: int, what: str) -> int:
+        """The VRAM offset of physical VRAM address ``phys`` (a page-table address, §4.5)."""
+        if not 0 <= phys < self.gpu.vram_size:
+            raise OperationFailed(f"{what}: physical address 0x{phys:x} is not in vram")
+        return phys
 
     def translate(self, va: int) -> int:
         """The VRAM byte offset behind ``va``; :class:`OperationFailed` when it is unmapped or system memory."""

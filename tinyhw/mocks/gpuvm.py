@@ -1,17 +1,24 @@
-"""GPU virtual memory of the emulated Navi31 as its SDMA engine sees it: VMID0 on the GC hub.
+"""GPU virtual memory of the emulated Navi31: VMID0 of one memory hub (the GC hub, which the SDMA engine and the
+command processor use, or the MMHUB).
 
 Facts: specs/amd-bringup.md §4.2 step 3/9a (system aperture = FB base..top >> 18, VMID0 page table
-start/end in 4 KiB pages, base = root table MC address with bit 0 valid, CONTEXT0_CNTL enable and
-page_table_depth), §4.5 (MC address = FB base + VRAM offset; PTE bits on gfx10/11: 0 valid, 1 system,
-12-47 address, 54 PDE-is-PTE; 4 KiB / 2 MiB / 1 GiB pages; root at PDB2), and
-specs/asm24-usb-bridge.md §7.2 (system pages are bridge-internal PCIe addresses).
+start/end in 4 KiB pages, base = root table address with bit 0 valid, CONTEXT0_CNTL enable and
+page_table_depth), §4.5 (MC address = FB base + VRAM offset; **inside page tables** -- the PAGE_TABLE_BASE_ADDR,
+every PDE and every PTE into VRAM -- and in the fault default address the *physical* VRAM address, the offset from
+VRAM's start on a single board, never the MC address; PTE bits on gfx10/11: 0 valid, 1 system, 12-47 address, 54
+PDE-is-PTE; 4 KiB / 2 MiB / 1 GiB pages; root at PDB2), and specs/asm24-usb-bridge.md §7.2 (system pages are
+bridge-internal PCIe addresses).
 
 Translation of a GPU address (what the engine is handed in a packet):
 
-* inside the system aperture (``GCMC_VM_SYSTEM_APERTURE_LOW/HIGH_ADDR`` << 18): VRAM, MC - FB base;
-* else inside VMID0's range with ``GCVM_CONTEXT0_CNTL`` bit 0 set: a walk of ``depth`` PDE levels (9 bits
-  each) and one PTE level; a PDE with bit 54 set is a huge page (2 MiB at PDB0, 1 GiB at PDB1). A PTE with
-  the system bit names a bus address (the bridge's memory over USB), else an MC address in VRAM;
+* inside the system aperture (``*MC_VM_SYSTEM_APERTURE_LOW/HIGH_ADDR`` << 18, MC addresses): VRAM, MC - FB base;
+* else inside VMID0's range with ``*VM_CONTEXT0_CNTL`` bit 0 set: a walk of ``depth`` PDE levels (9 bits
+  each) and one PTE level from the root at the physical VRAM address in ``*VM_CONTEXT0_PAGE_TABLE_BASE_ADDR``;
+  a PDE with bit 54 set is a huge page (2 MiB at PDB0, 1 GiB at PDB1). Every PDE names its table by physical VRAM
+  address; a PTE with the system bit names a bus address (the bridge's memory over USB), else a physical VRAM
+  address. A table or page whose physical address lies past the hub's FB size (``*MC_VM_FB_LOCATION_TOP -
+  BASE``), e.g. an MC address written where a physical one belongs, is a VM fault (inferred: what real hardware
+  reads there is not known; it is not the VRAM the driver meant);
 * a system access the attachment refuses (``mock:navi31``'s emulated IOMMU: an unmapped IOVA) raises
   :class:`BusFault` from the attachment, untouched by the GPU's fault status;
 * anything else, or an invalid entry, is a VM fault: ``GCVM_L2_PROTECTION_FAULT_STATUS`` becomes non-zero
@@ -19,7 +26,8 @@ Translation of a GPU address (what the engine is handed in a packet):
   leaves the fault defaults off gets, inferred) -- unless ``GCVM_L2_PROTECTION_FAULT_CNTL`` has the
   ``*_PROTECTION_FAULT_ENABLE_DEFAULT`` bit of that kind of fault set (range: outside VMID0's range; PDE0: an
   invalid PDE; valid: an invalid PTE): then the access goes to the default page
-  (``VM_L2_PROTECTION_FAULT_DEFAULT_ADDR``, amd-bringup.md §4.2 step 3: the dummy page) and the engine goes
+  (``VM_L2_PROTECTION_FAULT_DEFAULT_ADDR``, a physical page number, amd-bringup.md §4.2 step 3 and §4.5: the dummy
+  page) and the engine goes
   on, with the fault latched in the status (its RW bit) and the address registers (the first fault's page,
   until the status is cleared) for the driver to find afterwards.
 
@@ -36,22 +44,33 @@ from tinyhw.regs.asic import Asic
 PAGE = 4096
 VALID, SYSTEM, HUGE = 1 << 0, 1 << 1, 1 << 54
 ADDR_MASK = ((1 << 48) - 1) & ~(PAGE - 1)
-#: the GC hub registers the translation reads (register database names in the gc block)
+#: the hub registers the translation reads (register database names of the gc block; the MMHUB's are the same names
+#: with ``MM`` for ``GC``, in the mmhub block)
 REGISTERS = (
     "GCVM_CONTEXT0_CNTL", "GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32", "GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32",
     "GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32", "GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32",
     "GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32", "GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32",
     "GCMC_VM_SYSTEM_APERTURE_LOW_ADDR", "GCMC_VM_SYSTEM_APERTURE_HIGH_ADDR", "GCVM_L2_PROTECTION_FAULT_STATUS",
     "GCVM_L2_PROTECTION_FAULT_CNTL", "GCVM_L2_PROTECTION_FAULT_ADDR_LO32", "GCVM_L2_PROTECTION_FAULT_ADDR_HI32",
-    "GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32", "GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32")
+    "GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32", "GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32",
+    "GCMC_VM_FB_LOCATION_BASE", "GCMC_VM_FB_LOCATION_TOP")
+#: hub name -> (register database block, the prefix its registers have where the gc block's have ``GC``)
+HUBS = {"gc": ("gc", "GC"), "mmhub": ("mmhub", "MM")}
 #: the kind of a fault -> its GCVM_L2_PROTECTION_FAULT_CNTL bit that sends the access to the default page
 DEFAULT_FIELDS = {"range": "RANGE_PROTECTION_FAULT_ENABLE_DEFAULT", "pde0": "PDE0_PROTECTION_FAULT_ENABLE_DEFAULT",
                   "valid": "VALID_PROTECTION_FAULT_ENABLE_DEFAULT"}
 
 
-def register_offsets(regs: Asic) -> dict[str, int]:
-    """Offsets of :data:`REGISTERS` in the register database ``regs``."""
-    return {n: regs.offset(f"gc.{n}") for n in REGISTERS}
+def hub_name(name: str, hub: str = "gc") -> str:
+    """The register database name (``block.REGISTER``) of GC hub register ``name`` on ``hub`` (a key of
+    :data:`HUBS`)."""
+    block, prefix = HUBS[hub]
+    return f"{block}.{prefix}{name[2:]}"
+
+
+def register_offsets(regs: Asic, hub: str = "gc") -> dict[str, int]:
+    """Offsets of :data:`REGISTERS` (keyed by their GC names) on ``hub`` in the register database ``regs``."""
+    return {n: regs.offset(hub_name(n, hub)) for n in REGISTERS}
 
 
 def invalidate_requests(regs: Asic) -> tuple[int, ...]:
@@ -75,15 +94,17 @@ class BusFault(Exception):
 
 
 class GpuVm:
-    """VMID0 translation for the emulated engines, on the board's services (VRAM, bus, register file)."""
+    """VMID0 translation of memory hub ``hub`` (``gc`` or ``mmhub``) for the emulated engines, on the board's services
+    (VRAM, bus, register file)."""
 
-    def __init__(self, services: BoardServices, regs: Asic) -> None:
+    def __init__(self, services: BoardServices, regs: Asic, hub: str = "gc") -> None:
         self.services = services
-        self.offsets = register_offsets(regs)
-        self.depth = regs.field("gc.GCVM_CONTEXT0_CNTL.PAGE_TABLE_DEPTH")
-        self.defaults = {kind: regs.field(f"gc.GCVM_L2_PROTECTION_FAULT_CNTL.{name}")
+        self.hub = hub
+        self.offsets = register_offsets(regs, hub)
+        self.depth = regs.field(hub_name("GCVM_CONTEXT0_CNTL.PAGE_TABLE_DEPTH", hub))
+        self.defaults = {kind: regs.field(hub_name(f"GCVM_L2_PROTECTION_FAULT_CNTL.{name}", hub))
                          for kind, name in DEFAULT_FIELDS.items()}
-        self.rw = regs.field("gc.GCVM_L2_PROTECTION_FAULT_STATUS.RW")
+        self.rw = regs.field(hub_name("GCVM_L2_PROTECTION_FAULT_STATUS.RW", hub))
         self.redirected = 0  # accesses sent to the default page
         self.tlb: dict[int, tuple[bool, int]] = {}
         self.walks = 0
@@ -91,6 +112,16 @@ class GpuVm:
 
     def _reg(self, name: str) -> int:
         return self.services.reg_read(self.offsets[name])
+
+    def phys_to_vram(self, phys: int, length: int = PAGE) -> int | None:
+        """VRAM offset of the physical VRAM address ``phys`` a page table holds (amd-bringup.md §4.5: the offset from
+        VRAM's start; the XGMI offset is 0 on a single board), None where ``phys`` .. ``phys + length`` is not inside
+        the hub's FB (``FB_LOCATION_TOP - FB_LOCATION_BASE``, 16 MiB units) and the board's VRAM."""
+        base = self._reg("GCMC_VM_FB_LOCATION_BASE") & 0xFFFFFF
+        top = self._reg("GCMC_VM_FB_LOCATION_TOP") & 0xFFFFFF
+        if phys < 0 or top < base or phys + length > (top - base + 1) << 24:
+            return None
+        return self.services.mc_to_vram((base << 24) + phys, length)
 
     def invalidate(self, _value: int = 0) -> None:
         """A TLB invalidation request (a write to any hub's ``*_INVALIDATE_ENG*_REQ``, value ignored): every cached
@@ -115,7 +146,7 @@ class GpuVm:
             raise e
         page = (self._reg("GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32") << 32 |
                 self._reg("GCVM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32")) << 12
-        phys = self.services.mc_to_vram(page, PAGE)
+        phys = self.phys_to_vram(page)
         if phys is None:
             raise e
         if e.first:
@@ -135,7 +166,7 @@ class GpuVm:
 
     def translate(self, addr: int) -> tuple[bool, int]:
         """(system, address) of GPU address ``addr``: a bus address, or a VRAM offset."""
-        lo = (self._reg("GCMC_VM_SYSTEM_APERTURE_LOW_ADDR") & 0x3FFFFFFF) << 18
+        lo = (self._reg("GCMC_VM_SYSTEM_APERTURE_LOW_ADDR") & 0x3FFFFFFF) << 18  # MC addresses (§4.2 step 3)
         hi = ((self._reg("GCMC_VM_SYSTEM_APERTURE_HIGH_ADDR") & 0x3FFFFFFF) << 18) | ((1 << 18) - 1)
         if lo and lo <= addr <= hi:
             phys = self.services.mc_to_vram(addr)
@@ -166,9 +197,9 @@ class GpuVm:
         va = addr - start
         self.walks += 1
         for level in range(depth, -1, -1):  # level 0 is the PTE level
-            table = self.services.mc_to_vram(entry & ADDR_MASK, PAGE)
+            table = self.phys_to_vram(entry & ADDR_MASK)
             if table is None:
-                raise self.fault(addr, f"page table at mc 0x{entry & ADDR_MASK:x} outside vram")
+                raise self.fault(addr, f"page table at physical address 0x{entry & ADDR_MASK:x} outside vram")
             shift = 12 + 9 * level
             index = (va >> shift) & 0x1FF
             entry = int.from_bytes(self.services.vram_read(table + 8 * index, 8), "little")
@@ -179,9 +210,9 @@ class GpuVm:
                 target = (entry & ADDR_MASK & ~(size - 1)) + (va & (size - 1) & ~(PAGE - 1))
                 if entry & SYSTEM:
                     return True, target
-                phys = self.services.mc_to_vram(target, PAGE)
+                phys = self.phys_to_vram(target)
                 if phys is None:
-                    raise self.fault(addr, f"pte names mc 0x{target:x} outside vram")
+                    raise self.fault(addr, f"pte names physical address 0x{target:x} outside vram")
                 return False, phys
         raise self.fault(addr, "walk ended without a pte")  # pragma: no cover - the loop always returns
 

@@ -235,9 +235,9 @@ class Navi31Board:
             writes.update(block_writes)
         self._rd5 = reads
         self._wr5 = writes
-        for req in invalidate_requests(self.regs):  # a TLB invalidation drops the copy engine's cached translations
+        for req in invalidate_requests(self.regs):  # a TLB invalidation drops both hubs' cached translations
             if req in writes:
-                writes[req] = lambda v, h=writes[req]: (h(v), self.gpuvm.invalidate(v))[0]
+                writes[req] = lambda v, h=writes[req]: (h(v), self.gpuvm.invalidate(v), self.am.mmvm.invalidate(v))[0]
 
     def set_psp_state(self, state: str) -> None:
         """Move the board to ``pbl`` (ROM_SW available), ``early``, ``sos`` or ``gated`` (ROM_SW gated)."""
