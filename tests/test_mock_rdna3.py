@@ -8,6 +8,7 @@ classes one by one through the final wave state.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import struct
@@ -182,6 +183,18 @@ def test_unimplemented_instruction_stops_with_mnemonic_encoding_and_pc() -> None
     assert "v_sin_f32_e32" in str(e.value) and f"0x{entry:x}" in str(e.value)
     res = run_dispatch(_regs(entry, (), (32, 1, 1)), mem, strict=False)
     assert res.skipped == {"v_sin_f32_e32": 1}
+
+
+def test_a_scratch_ring_size_is_refused_only_for_a_kernel_that_enables_scratch() -> None:
+    """COMPUTE_TMPRING_SIZE is the queue's scratch ring (WAVES, WAVESIZE; amd-compute.md §2.4), which a driver may set
+    for every dispatch; a kernel uses scratch only with RSRC2.SCRATCH_EN (= ENABLE_PRIVATE_SEGMENT, §3.3). A ring
+    size with SCRATCH_EN clear runs; SCRATCH_EN set is refused (scratch is not modelled)."""
+    mem = FlatMemory(BASE, 1 << 16)
+    regs = _regs(_flat_program(mem, [0xBFB00000]), (), (32, 1, 1))  # s_endpgm
+    ring = 0x40 << 12 | 32  # WAVESIZE 0x40, WAVES 32
+    assert run_dispatch(dataclasses.replace(regs, tmpring_size=ring), mem).waves == 1
+    with pytest.raises(Unimplemented, match="scratch"):
+        run_dispatch(dataclasses.replace(regs, rsrc2=regs.rsrc2 | 1, tmpring_size=ring), mem)
 
 
 def test_watchdog_stops_a_shader_that_never_ends() -> None:
