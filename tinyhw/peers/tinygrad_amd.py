@@ -392,6 +392,8 @@ class EmulatedGpu:
         self.usb_device: Any = None
         self.board: Any = None
         self._closers: list[Any] = []
+        #: errors of tinygrad devices that could not finalize when the context ended
+        self.finalize_errors: list[str] = []
 
     def open(self) -> None:
         """Open the emulated board (it takes the device lock)."""
@@ -469,15 +471,22 @@ def installed(gpu: EmulatedGpu) -> Iterator[None]:
         EmulatedGpu.active = previous
 
 
-def _finalize_amd() -> None:
+def _finalize_amd() -> list[str]:
     """tinygrad's process-exit step for the AMD devices opened so far (synchronize, then the AM driver's fini),
-    then forget them, so the process's own exit does not finalize them a second time on a closed board."""
+    then forget them, so the process's own exit does not finalize them a second time on a closed board. Returns the
+    errors of devices that could not finalize (a device left in an error state)."""
     from tinygrad.device import Device
 
+    errors = []
     for name in [d for d in list(Device._opened_devices) if d.split(":")[0] == "AMD"]:
-        Device[name].finalize()
-        Device._opened_devices.discard(name)
+        try:
+            Device[name].finalize()
+        except Exception as exc:  # a device that failed cannot finalize cleanly: say so, forget it all the same
+            errors.append(f"{name}: {type(exc).__name__}: {exc}")
+        finally:
+            Device._opened_devices.discard(name)
     Device._Device__get_canonicalized_item.cache_clear()  # type: ignore[attr-defined]
+    return errors
 
 
 @contextlib.contextmanager
@@ -500,7 +509,7 @@ def emulated_gpu(device: str = "mock:navi31,strict", *, firmware_dir: Path | str
                 try:
                     yield gpu
                 finally:
-                    _finalize_amd()
+                    gpu.finalize_errors = _finalize_amd()
         finally:
             gpu.close()
     finally:
