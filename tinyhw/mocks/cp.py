@@ -25,7 +25,9 @@ What it does:
 * **PM4**: NOP, SET_SH_REG (the COMPUTE_* window), EVENT_WRITE (handed to the SQ thread trace), ACQUIRE_MEM
   (data caches are not modelled: counted; GLI_INV drops the decoded-instruction cache, as does an activation),
   DISPATCH_DIRECT (:func:`tinyhw.mocks.rdna3.run_dispatch` with memory through GPUVM), RELEASE_MEM (DATA_SEL 1/2
-  write of the data, 3/4 the board time in 10 ns ticks, at the time the earlier dispatches end). Any other packet
+  write of the data, 3/4 the board time in 10 ns ticks at the queue's time cursor when the packet runs, i.e. when the
+  earlier dispatches end in modelled time, so a time stamp after a dispatch is later than one before it by the
+  dispatch's modelled time, however late the host looks). Any other packet
   stops the queue (strict boards raise, naming the opcode).
 * **Time**: the queue's cursor starts at the kick and advances 0.1 us per packet and, for a
   dispatch, 2 us plus its modelled issue cycles at 2.5 GHz divided over the 96 CUs' share it can use (at most one
@@ -135,7 +137,8 @@ class CpServices:
     write: Callable[[int, bytes], None]              # GPU VA (VMID0) <- bytes, through GPUVM; raises VmFault
     regs: dict[int, int]                             # the register file's storage (fault status lands here)
     strict: bool = True
-    ticks: Callable[[], int] = lambda: 0             # the board time in 10 ns ticks (RELEASE_MEM DATA_SEL 3/4)
+    #: the board time in 10 ns ticks at this command's clock time t (RELEASE_MEM DATA_SEL 3/4)
+    ticks: Callable[[float], int] = lambda t: 0
 
 
 @dataclass
@@ -566,11 +569,13 @@ class CommandProcessor:
             self._fail(q, f"RELEASE_MEM destination 0x{addr:x} is not {size}-byte aligned")
             return
 
+        when = self.now  # the end of every earlier packet's modelled time: the time stamp is taken then
+
         def land() -> None:
-            value = self.s.ticks() if data_sel in (3, 4) else data  # the time stamp is taken when it lands
+            value = self.s.ticks(when) if data_sel in (3, 4) else data
             try:
                 self.s.write(addr, (value & ((1 << (8 * size)) - 1)).to_bytes(size, "little"))
             except VmFault as exc:
                 self._vm_fault(q, (addr, True), exc)
 
-        self.s.at(self.now, land)
+        self.s.at(when, land)
