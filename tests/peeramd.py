@@ -12,6 +12,7 @@ carries the error and the last accesses).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -74,8 +75,10 @@ def ops(board: Any) -> list[tuple[str, Callable[[], tuple[np.ndarray, np.ndarray
         want = ((ints * 3 + 7) // 4) ^ (ints & 0xFF)
         return want.astype(np.int32), got, 0, 0
 
-    return [("add", add), ("matmul64", matmul), ("sum_max", sum_max), ("lds_reduce", lds), ("f16", f16),
+    work = [("add", add), ("matmul64", matmul), ("sum_max", sum_max), ("lds_reduce", lds), ("f16", f16),
             ("int_math", int_math)]
+    only = os.environ.get("PEERAMD_OPS")  # a comma list of op names, to run a subset by hand
+    return [w for w in work if not only or w[0] in only.split(",")]
 
 
 def main(argv: list[str]) -> int:
@@ -96,7 +99,9 @@ def main(argv: list[str]) -> int:
                         bad = first_divergence(np.asarray(want), np.asarray(got), rtol, atol)
                         out["ops"][name] = {"ok": bad is None, "detail": bad or ""}
                     except Exception as exc:  # one op's failure must not hide the others'
-                        out["ops"][name] = {"ok": False, "detail": f"{type(exc).__name__}: {exc}\n{gpu.log.report()}"}
+                        queues = [q for q in gpu.board.cp.status() if q.get("error")]
+                        out["ops"][name] = {"ok": False, "detail": f"{type(exc).__name__}: {exc}\n"
+                                            f"compute queues with an error: {queues}\n{gpu.log.report()}"}
         except Exception as exc:
             out["boot"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc(),
                            "last": gpu.log.report(40)}

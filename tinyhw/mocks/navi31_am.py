@@ -129,8 +129,8 @@ class AmBootPath:
         self.smu = Smu(services, regs, on_reset=self.mode1_reset, compute_active=self.compute_active,
                        delay=smu_delay, silent=o.smu == "silent", busy_at=o.smu_busy_at, load=o.load)
         # the copy engine (SDMA0 queue 0, VMID0 translation); its system pages are the board's bus
-        self.gpuvm = GpuVm(services, regs)
-        self.mmvm = GpuVm(services, regs, hub="mmhub")  # MMHUB VMID0: the same walk over the MMHUB's registers
+        self.gpuvm = GpuVm(services, regs, huge=o.hugepage)
+        self.mmvm = GpuVm(services, regs, hub="mmhub", huge=o.hugepage)  # MMHUB VMID0: the same walk, its registers
         self.sdma = SdmaEngine(services, regs, hang=o.sdma == "hang", strict=o.strict,
                                fault=None if o.sdma in ("normal", "hang") else o.sdma)
         # the command processor's compute queues (mocks/cp.py), handed its services explicitly
