@@ -22,7 +22,10 @@ Behaviour (what a driver sees):
   ``CP_HQD_DEQUEUE_REQUEST`` clears ``CP_HQD_ACTIVE``, ``GCVM_L2_PROTECTION_FAULT_STATUS`` reads 0
   until written. ``BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL`` powers on holding 0x80000, the MMIO remap hole
   (inferred: Linux's ``MMIO_REG_HOLE_OFFSET``); a write of any value to BAR5 0x80000 (memory flush) or
-  0x80004 (register flush) is an HDP flush (counted in ``hdp_flushes``).
+  0x80004 (register flush) is an HDP flush (counted in ``hdp_flushes``). So is a write to the NBIO's
+  ``BIF_BX_PF0_GPU_HDP_FLUSH_REQ`` (what the CP's WAIT_REG_MEM write-then-wait writes), which completes at once:
+  ``BIF_BX_PF0_GPU_HDP_FLUSH_DONE`` then holds the requested bits (inferred: amdgpu waits for the request's bit
+  there).
 * ``CP_STAT`` reads busy (0x84000000, invented bits) and ``RLC_RLCS_BOOTLOAD_STATUS`` 0 until RLC
   autoload completes (:mod:`tinyhw.mocks.pspboot`); then 0 and bit 31 (``bootload_complete``).
 """
@@ -106,6 +109,9 @@ class RegisterFile:
         self.fb_location = (off("mmhub.MMMC_VM_FB_LOCATION_BASE"), off("mmhub.MMMC_VM_FB_LOCATION_TOP"),
                             off("gc.GCMC_VM_FB_LOCATION_BASE"), off("gc.GCMC_VM_FB_LOCATION_TOP"))
         self.hdp_flush_remap = off("nbio.BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL")
+        #: GPU_HDP_FLUSH_REQ -> GPU_HDP_FLUSH_DONE: a request is an HDP flush, done at once (the CP's write-then-wait)
+        self.hdp_flush_req = off("nbio.BIF_BX_PF0_GPU_HDP_FLUSH_REQ")
+        self.hdp_flush_done = off("nbio.BIF_BX_PF0_GPU_HDP_FLUSH_DONE")
         #: BIF_BX_PF0_RSMU_INDEX / _DATA: the indirect window to registers past the BAR (§3.1)
         self.rsmu_index_reg = off("nbio.BIF_BX_PF0_RSMU_INDEX")
         self.rsmu_data_reg = off("nbio.BIF_BX_PF0_RSMU_DATA")
@@ -182,6 +188,9 @@ class RegisterFile:
             return
         if offset == self.cp_hqd_dequeue_request and value:
             self.values[self.cp_hqd_active] = self.values.get(self.cp_hqd_active, 0) & ~1
+        if offset == self.hdp_flush_req:  # the flush completes at once: DONE shows the requested bits (inferred)
+            self.hdp_flushes += 1
+            self.values[self.hdp_flush_done] = value & 0xFFFFFFFF
         self.values[offset] = value & 0xFFFFFFFF
 
     def handlers(self, skip: set[int]) -> tuple[dict[int, Callable[[], int]], dict[int, Callable[[int], None]]]:

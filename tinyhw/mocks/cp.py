@@ -29,6 +29,19 @@ What it does:
   earlier dispatches end in modelled time, so a time stamp after a dispatch is later than one before it by the
   dispatch's modelled time, however late the host looks). Any other packet
   stops the queue (strict boards raise, naming the opcode).
+* **WAIT_REG_MEM** (§2.9): FUNCTION (0 always, 1 <, 2 <=, 3 ==, 4 !=, 5 >=, 6 >) of ``(value & mask)`` against the
+  reference; MEM_SPACE 1 polls a dword at a GPU address (dword-aligned, through GPUVM), MEM_SPACE 0 a register
+  (dw2 = its dword address); OPERATION 1 (registers only) first writes the reference into reg0 (dw2; what is
+  written is inferred: amdgpu's HDP flush passes the request bit as both reference and mask), then polls reg1
+  (dw3). Register accesses go through the board's register handlers (:attr:`CpServices.reg_read`/``reg_write``),
+  e.g. the NBIO's GPU_HDP_FLUSH_REQ/DONE pair. A check that fails parks the queue at the packet: the read pointer
+  stays there, GRBM_STATUS reads CP_BUSY/GUI_ACTIVE (and the MEC busy bits), later packets do not run and the board
+  looks again at every host access (:meth:`CommandProcessor.retry`; the hardware polls continuously), each look
+  counted in ``wait_polls``. When the condition holds the queue goes on after the packet's poll interval (dw6, in
+  10 ns units: inferred). A wait that never completes is a hung queue, as on hardware: the driver's fence times
+  out; a dequeue (either kind) stops a waiting queue (inferred: the wait is a preemption point). FUNCTION 7, other
+  MEM_SPACE/OPERATION values, a write-then-wait on memory and an unknown register are model gaps (strict boards
+  raise).
 * **Time**: the queue's cursor starts at the kick and advances 0.1 us per packet and, for a
   dispatch, 2 us plus its modelled issue cycles at 2.5 GHz divided over the 96 CUs' share it can use (at most one
   wave per CU at a time; all inferred, a functional model, not a performance one). The fence write is a board
@@ -110,7 +123,7 @@ NOP_FILLER = 0xFFFF1000  # §2.3: PACKET3(NOP, 0x3FFF) is a one-dword packet
 SH_START = PM4["PACKET3_SET_SH_REG_START"]
 SH_END = PM4["PACKET3_SET_SH_REG_END"]
 OPCODES = {PM4[f"PACKET3_{n}"]: n for n in ("NOP", "SET_SH_REG", "ACQUIRE_MEM", "DISPATCH_DIRECT", "RELEASE_MEM",
-                                            "EVENT_WRITE")}
+                                            "EVENT_WRITE", "WAIT_REG_MEM")}
 PM4_NAMES = {v: k[len("PACKET3_"):] for k, v in reversed(list(PM4.items()))
              if k.startswith("PACKET3_") and v < 0x100 and k.count("_") >= 1 and not k.endswith(("_START", "_END"))}
 #: RELEASE_MEM dw2 DATA_SEL bits 31:29 (§2.7; nvd.h gives the field as a function-like macro, not a constant)
@@ -120,6 +133,13 @@ DISPATCH_COST_S = 2e-6    # per dispatch launch (inferred)
 SHADER_HZ, CUS = 2.5e9, 96  # modelled issue rate, and the CUs waves spread over (discovery: 96 CUs)
 DRAIN_PIPE, RESET_WAVES = 1, 2  # CP_HQD_DEQUEUE_REQUEST codes (§1.5, inferred; amd-bringup.md §3.3: 2 resets waves)
 WATCHDOG = 4_000_000      # wave instructions of one dispatch before the queue is declared hung (``cp.watchdog``)
+POLL_UNIT_S = 10e-9       # WAIT_REG_MEM's poll interval unit (dw6; inferred: one 100 MHz reference-clock tick)
+#: WAIT_REG_MEM FUNCTION (dw1 bits 2:0, §2.9): (masked value, reference) -> condition met
+COMPARE: dict[int, Callable[[int, int], bool]] = {
+    0: lambda v, r: True, 1: lambda v, r: v < r, 2: lambda v, r: v <= r, 3: lambda v, r: v == r,
+    4: lambda v, r: v != r, 5: lambda v, r: v >= r, 6: lambda v, r: v > r}
+MEM_SPACE_REGISTER, MEM_SPACE_MEMORY = 0, 1  # dw1 bits 5:4
+OPERATION_WAIT, OPERATION_WRITE_WAIT = 0, 1  # dw1 bits 7:6
 
 
 def field_of(value: int, f: tuple[int, int]) -> int:
@@ -139,6 +159,10 @@ class CpServices:
     strict: bool = True
     #: the board time in 10 ns ticks at this command's clock time t (RELEASE_MEM DATA_SEL 3/4)
     ticks: Callable[[float], int] = lambda t: 0
+    #: a register read by the CP at a BAR5 byte offset through the board's handlers; None: no register there
+    reg_read: Callable[[int], int | None] | None = None
+    #: a register write by the CP through the board's handlers; False: no register there
+    reg_write: Callable[[int, int], bool] | None = None
 
 
 @dataclass
@@ -151,6 +175,8 @@ class Hqd:
     sh: dict[int, int] = field(default_factory=dict)  # SET_SH_REG values (absolute byte offsets)
     error: str = ""
     hung: bool = False
+    #: a WAIT_REG_MEM the queue is parked on: (packet dwords, its payload), None while it runs
+    wait: tuple[int, list[int]] | None = None
     mqd: bytes = b""
     #: (DOORBELL_OFFSET, DOORBELL_EN) fields of CP_HQD_PQ_DOORBELL_CONTROL
     doorbell_fields: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
@@ -223,7 +249,7 @@ class CommandProcessor:
         self.cache: Any = None  # the shader core's decoded code (numpy: imported at the first dispatch)
         self.stats = {"doorbells": 0, "packets": 0, "dispatches": 0, "acquire_mem": 0, "release_mem": 0,
                       "set_sh_reg": 0, "nops": 0, "activations": 0, "dequeues": 0, "drains_stuck": 0,
-                      "wave_instructions": 0}
+                      "wave_instructions": 0, "wait_reg_mem": 0, "wait_polls": 0}
         self.last_dispatch: Any = None
         self.sq.power_on()
 
@@ -260,8 +286,21 @@ class CommandProcessor:
         return busy | (SPI_BUSY if self.sq.resident else 0)
 
     def hung(self) -> bool:
-        """A queue is hung (its dispatch ran past the budget) until a dequeue."""
-        return any(q.hung for q in self.hqds.values())
+        """A queue is hung (its dispatch ran past the budget) or parked on a WAIT_REG_MEM, until a dequeue (or, for a
+        wait, until its condition holds)."""
+        return any(q.hung or q.wait is not None for q in self.hqds.values())
+
+    @property
+    def waiting(self) -> bool:
+        """Some active queue is parked on a WAIT_REG_MEM (the board then calls :meth:`retry` at each host access)."""
+        return any(q.wait is not None and q.active for q in self.hqds.values())
+
+    def retry(self) -> None:
+        """Look again at every parked WAIT_REG_MEM (what the hardware's continuous polling sees): a queue whose
+        condition holds now goes on with its next packets."""
+        for q in list(self.hqds.values()):
+            if q.wait is not None:
+                self.kick(q)
 
     def any_active(self) -> bool:
         """True while any queue is active (the SMU's metrics then count the GFX engine busy)."""
@@ -305,6 +344,7 @@ class CommandProcessor:
             self.stats["drains_stuck"] += 1
             return
         self.stats["dequeues"] += 1
+        q.wait = None
         q.regs[self.reg.offset["CP_HQD_ACTIVE"]] = q.r("CP_HQD_ACTIVE") & ~1
         if q.hung:
             self.sq.drop()  # the resident waves of its hung dispatch are reset
@@ -330,8 +370,10 @@ class CommandProcessor:
         q.error = why
 
     def status(self) -> list[dict[str, Any]]:
-        """Every queue the driver touched: its key, activity, pointers and error (for tests and notes)."""
+        """Every queue the driver touched: its key, activity, parked WAIT_REG_MEM, pointers and error (for tests and
+        notes)."""
         return [{"me": k[0], "pipe": k[1], "queue": k[2], "active": q.active, "hung": q.hung, "error": q.error,
+                 "waiting": q.wait is not None,
                  "rptr": q.r("CP_HQD_PQ_RPTR"), "wptr": q.addr64("CP_HQD_PQ_WPTR_LO", "CP_HQD_PQ_WPTR_HI")}
                 for k, q in sorted(self.hqds.items())]
 
@@ -377,6 +419,20 @@ class CommandProcessor:
         base, size = self._ring(q)
         wptr = q.addr64("CP_HQD_PQ_WPTR_LO", "CP_HQD_PQ_WPTR_HI")
         rptr = q.r("CP_HQD_PQ_RPTR")
+        if q.wait is not None:  # parked on a WAIT_REG_MEM at rptr: look again
+            n, body = q.wait
+            try:
+                met = self._wait_check(q, body)
+            except VmFault as exc:
+                self._vm_fault(q, None, exc)
+                return
+            if not met:
+                return
+            q.wait = None
+            self._cost(body[5] * POLL_UNIT_S)  # the CP notices at its next poll
+            rptr = (rptr + n) & 0xFFFFFFFF
+            q.regs[self.reg.offset["CP_HQD_PQ_RPTR"]] = rptr
+            self._report_rptr(q, rptr)
         # the 32-bit RPTR (§1.7) against the low bits of the 64-bit WPTR, both in dwords
         while (rptr - wptr) & 0xFFFFFFFF and not q.error and not q.hung:
             pending = (wptr - rptr) & 0xFFFFFFFF
@@ -395,6 +451,9 @@ class CommandProcessor:
                 self._execute(q, header, body, rptr)
             except VmFault as exc:
                 self._vm_fault(q, None, exc)
+                return
+            if q.wait is not None:  # a WAIT_REG_MEM whose condition does not hold: the queue stays at the packet
+                q.wait = (n, q.wait[1])
                 return
             rptr = (rptr + n) & 0xFFFFFFFF
             q.regs[self.reg.offset["CP_HQD_PQ_RPTR"]] = rptr
@@ -553,6 +612,60 @@ class CommandProcessor:
             self.s.regs[self.reg.offset["GCVM_L2_PROTECTION_FAULT_ADDR_HI32"]] = (addr >> 44) & 0xF
         self.s.regs[self.reg.offset["GCVM_L2_PROTECTION_FAULT_STATUS"]] = status
         q.error = f"gpu vm fault: {exc}"
+
+    def _pm4_wait_reg_mem(self, q: Hqd, body: list[int]) -> None:
+        """WAIT_REG_MEM (§2.9): check once (after OPERATION 1's register write); park the queue when it fails."""
+        self.stats["wait_reg_mem"] += 1
+        if len(body) < 6:
+            self._fail(q, f"WAIT_REG_MEM with {len(body)} payload dwords (6 needed)")
+            return
+        ctl = body[0]
+        function, space, operation = ctl & 7, ctl >> 4 & 3, ctl >> 6 & 3
+        if function not in COMPARE or space not in (MEM_SPACE_REGISTER, MEM_SPACE_MEMORY) or \
+                operation not in (OPERATION_WAIT, OPERATION_WRITE_WAIT) or \
+                (operation == OPERATION_WRITE_WAIT and space != MEM_SPACE_REGISTER):
+            self._fail(q, f"WAIT_REG_MEM control 0x{ctl:08x} (function {function}, mem_space {space}, operation "
+                          f"{operation}) is not modelled", gap=True)
+            return
+        if space == MEM_SPACE_MEMORY and body[1] & 3:
+            self._fail(q, f"WAIT_REG_MEM address 0x{body[2] << 32 | body[1]:x} is not dword aligned")
+            return
+        if operation == OPERATION_WRITE_WAIT and not self._reg_write(q, body[1], body[3]):
+            return
+        if not self._wait_check(q, body):
+            q.wait = (0, body)  # the packet length is filled in by the ring loop
+
+    def _wait_check(self, q: Hqd, body: list[int]) -> bool:
+        """One poll of a WAIT_REG_MEM (``body``: its payload): ``(value & mask) FUNCTION reference``; counted in
+        ``wait_polls``. A register that is not there fails the queue (a model gap) and counts as met."""
+        self.stats["wait_polls"] += 1
+        ctl = body[0]
+        if ctl >> 4 & 3 == MEM_SPACE_MEMORY:
+            value = int.from_bytes(self.s.read((body[2] << 32 | body[1]) & ((1 << 64) - 1), 4), "little")
+        else:
+            reg = body[2] if ctl >> 6 & 3 == OPERATION_WRITE_WAIT else body[1]
+            got = self._reg_read(q, reg)
+            if got is None:
+                return True
+            value = got
+        return COMPARE[ctl & 7](value & body[4], body[3])
+
+    def _reg_read(self, q: Hqd, dword: int) -> int | None:
+        value = self.s.reg_read(4 * dword) if self.s.reg_read is not None else self.s.regs.get(4 * dword)
+        if value is None:
+            self._fail(q, f"WAIT_REG_MEM polls register dword 0x{dword:x}, which the board does not model", gap=True)
+        return value
+
+    def _reg_write(self, q: Hqd, dword: int, value: int) -> bool:
+        if self.s.reg_write is not None:
+            ok = self.s.reg_write(4 * dword, value & 0xFFFFFFFF)
+        else:
+            ok = 4 * dword in self.s.regs
+            if ok:
+                self.s.regs[4 * dword] = value & 0xFFFFFFFF
+        if not ok:
+            self._fail(q, f"WAIT_REG_MEM writes register dword 0x{dword:x}, which the board does not model", gap=True)
+        return ok
 
     def _pm4_release_mem(self, q: Hqd, body: list[int]) -> None:
         self.stats["release_mem"] += 1

@@ -204,6 +204,7 @@ class Navi31Board:
         self.am = am = AmBootPath(self, self.regs, self.regfile, self.events, options, model.boot, model.smu_delay,
                                   mailbox=self.psp, smuio=self.smuio, place_discovery=self._place_discovery)
         self.boot, self.smu, self.gpuvm, self.sdma, self.cp = am.boot, am.smu, am.gpuvm, am.sdma, am.cp
+        self.cp.s.reg_read, self.cp.s.reg_write = self._engine_reg_read, self._engine_reg_write  # WAIT_REG_MEM
         self._rebuild()
 
     # -- BAR5 dispatch ----------------------------------------------------------------------------------------
@@ -238,6 +239,26 @@ class Navi31Board:
         for req in invalidate_requests(self.regs):  # a TLB invalidation drops both hubs' cached translations
             if req in writes:
                 writes[req] = lambda v, h=writes[req]: (h(v), self.gpuvm.invalidate(v), self.am.mmvm.invalidate(v))[0]
+
+    def _engine_reg_read(self, offset: int) -> int | None:
+        """A register read by an engine (the CP's WAIT_REG_MEM) through the BAR5 handlers, not a host access; None
+        where no register is modelled."""
+        h = self._rd5.get(offset)
+        return None if h is None else h()
+
+    def _engine_reg_write(self, offset: int, value: int) -> bool:
+        """A register write by an engine through the BAR5 handlers, not a host access; False where none is
+        modelled."""
+        h = self._wr5.get(offset)
+        if h is not None:
+            h(value)
+        return h is not None
+
+    def _cp_poll(self) -> None:
+        """A compute queue parked on WAIT_REG_MEM looks again (the hardware polls all the time; the model at every
+        host access)."""
+        if self.cp.waiting:
+            self.cp.retry()
 
     def set_psp_state(self, state: str) -> None:
         """Move the board to ``pbl`` (ROM_SW available), ``early``, ``sos`` or ``gated`` (ROM_SW gated)."""
@@ -311,6 +332,7 @@ class Navi31Board:
             self.events.run_due()
         if not self.pci.command & 2:
             return 0xFFFFFFFF
+        self._cp_poll()
         if bar == MMIO_BAR:
             h = self._rd5.get(offset)
             if h is not None:
@@ -339,6 +361,7 @@ class Navi31Board:
             h = self._wr5.get(offset)
             if h is not None:
                 h(value)
+                self._cp_poll()
                 return
             self._uncovered(bar, offset, value)
             return
@@ -351,6 +374,7 @@ class Navi31Board:
                     self.cp.on_doorbell(offset, value, self.doorbells.read32)
                 elif block == "sdma":
                     self.sdma.on_doorbell(offset, self.doorbells.read32)
+            self._cp_poll()
             return
         self._uncovered(bar, offset, value)
 
@@ -476,6 +500,7 @@ class Navi31Board:
         """The attachment moved data (a USB transfer ended): an engine parked on a POLL looks again."""
         if self.sdma.waiting:
             self.sdma.kick()
+        self._cp_poll()
 
     def mem_write_block(self, bar: int, offset: int, data: bytes) -> bool:
         """A burst of dword writes to VRAM (streamed or bulk); False when it is not plain VRAM (caller loops)."""
@@ -487,6 +512,7 @@ class Navi31Board:
         if self.events.due():
             self.events.run_due()
         self.vram.write(offset, data)
+        self._cp_poll()
         return True
 
     def mem_read_block(self, bar: int, offset: int, length: int) -> bytes | None:
@@ -498,6 +524,7 @@ class Navi31Board:
         self.accesses += length // 4
         if self.events.due():
             self.events.run_due()
+        self._cp_poll()
         return self.vram.read(offset, length)
 
     def _peek(self, bar: int, offset: int) -> int:
