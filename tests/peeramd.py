@@ -99,9 +99,9 @@ def main(argv: list[str]) -> int:
                         bad = first_divergence(np.asarray(want), np.asarray(got), rtol, atol)
                         out["ops"][name] = {"ok": bad is None, "detail": bad or ""}
                     except Exception as exc:  # one op's failure must not hide the others'
-                        queues = [q for q in gpu.board.cp.status() if q.get("error")]
+                        errors = gpu.board.cp.errors  # the queue errors, kept after the driver's recovery
                         out["ops"][name] = {"ok": False, "detail": f"{type(exc).__name__}: {exc}\n"
-                                            f"compute queues with an error: {queues}\n{gpu.log.report()}"}
+                                            f"compute queue errors: {errors}\n{gpu.log.report()}"}
         except Exception as exc:
             out["boot"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc(),
                            "last": gpu.log.report(40)}

@@ -80,6 +80,10 @@ def test_activation_reads_the_mqd_and_checks_its_header() -> None:
         b5.write32(reg("CP_HQD_DEQUEUE_REQUEST"), 0)
         st = _activate(o, 0xDEADBEEF)
         assert "has header 0xdeadbeef, not 0xc0310800" in st["error"]
+        select(b5, 1, 0, 0)  # a driver's recovery dequeues and re-activates: the history keeps the first error
+        b5.write32(reg("CP_HQD_DEQUEUE_REQUEST"), 2)
+        st = _activate(o, 0xC0310800)
+        assert not st["error"] and ["has header 0xdeadbeef" in e for e in o.transport.board.cp.errors] == [True]
 
 
 def route_gc_doorbells(b5) -> None:

@@ -247,6 +247,8 @@ class CommandProcessor:
         self.busy_s = 0.0
         self.running = False
         self.cache: Any = None  # the shader core's decoded code (numpy: imported at the first dispatch)
+        #: every queue error of this command, oldest first (a dequeue clears a queue's error, not this list)
+        self.errors: list[str] = []
         self.stats = {"doorbells": 0, "packets": 0, "dispatches": 0, "acquire_mem": 0, "release_mem": 0,
                       "set_sh_reg": 0, "nops": 0, "activations": 0, "dequeues": 0, "drains_stuck": 0,
                       "wave_instructions": 0, "wait_reg_mem": 0, "wait_polls": 0}
@@ -367,7 +369,12 @@ class CommandProcessor:
             q.hung, q.error = bool(ent.get("hung")), str(ent.get("error", ""))
 
     def _stop(self, q: Hqd, why: str) -> None:
+        self._error(q, why)
+
+    def _error(self, q: Hqd, why: str) -> None:
+        """Stop queue ``q`` with ``why``, and keep it in :attr:`errors` (a dequeue clears the queue's, not that)."""
         q.error = why
+        self.errors.append(f"queue {q.key}: {why}")
 
     def status(self) -> list[dict[str, Any]]:
         """Every queue the driver touched: its key, activity, parked WAIT_REG_MEM, pointers and error (for tests and
@@ -483,7 +490,7 @@ class CommandProcessor:
     def _fail(self, q: Hqd, why: str, *, gap: bool = False) -> None:
         """Stop the queue with ``why``; a model gap (an unknown packet, an unimplemented instruction) raises on
         strict boards."""
-        q.error = why
+        self._error(q, why)
         if gap and self.s.strict:
             raise StrictEmulationError(f"compute queue {q.key}: {why}",
                                        hint="run without strict to see the queue stop instead")
@@ -567,7 +574,7 @@ class CommandProcessor:
             return
         except WatchdogExpired as exc:
             q.hung = True
-            q.error = f"dispatch hung (the watchdog expired): {exc}"
+            self._error(q, f"dispatch hung (the watchdog expired): {exc}")
             if exc.dispatch is not None:
                 self.sq.admit(exc.dispatch)  # its running workgroup's waves stay resident
             return
@@ -611,7 +618,7 @@ class CommandProcessor:
             self.s.regs[self.reg.offset["GCVM_L2_PROTECTION_FAULT_ADDR_LO32"]] = (addr >> 12) & 0xFFFFFFFF
             self.s.regs[self.reg.offset["GCVM_L2_PROTECTION_FAULT_ADDR_HI32"]] = (addr >> 44) & 0xF
         self.s.regs[self.reg.offset["GCVM_L2_PROTECTION_FAULT_STATUS"]] = status
-        q.error = f"gpu vm fault: {exc}"
+        self._error(q, f"gpu vm fault: {exc}")
 
     def _pm4_wait_reg_mem(self, q: Hqd, body: list[int]) -> None:
         """WAIT_REG_MEM (§2.9): check once (after OPERATION 1's register write); park the queue when it fails."""
