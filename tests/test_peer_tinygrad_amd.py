@@ -50,7 +50,7 @@ def _run(device: str, cache: Path, *args: str) -> dict[str, Any]:
     for k in ("DEBUG", "AM_DEBUG", "AM_RESET", "HCQ2"):
         env.pop(k, None)
     p = subprocess.run([sys.executable, str(ROOT / "tests" / "peeramd.py"), device, *args], env=env,
-                       capture_output=True, text=True, timeout=1500)
+                       capture_output=True, text=True, timeout=1500, check=False)
     lines = p.stdout.strip().splitlines()
     try:
         return json.loads(lines[-1])
@@ -77,7 +77,7 @@ def _boot_failure(run: dict[str, Any]) -> str:
 
 
 def test_full_boot_strict(session: dict[str, Any]) -> None:
-    """A cold board: tinygrad's full boot (mode-1 reset, PSP bootloader and KM ring, SMU), strict, every PSP status 0."""
+    """A cold board: tinygrad's full boot (PSP bootloader and KM ring, SMU, GFX, SDMA), strict, every PSP status 0."""
     first = session["first"]
     assert first["boot"]["ok"], _boot_failure(first)
     assert not first["boot"]["partial"] and first["boot"]["usb"] == (session["attach"] == "usb")
@@ -117,6 +117,7 @@ def test_readme_tinygrad_example_runs_as_written(tmp_path: Path) -> None:
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
     env.pop("DEV", None)
-    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=1500)
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=1500,
+                       check=False)
     assert p.returncode == 0, p.stderr[-6000:]
     assert p.stdout.strip().splitlines()[-1] == "[3.0, 5.0, 7.0]"
