@@ -20,6 +20,8 @@ import pytest
 
 from tests.clihelp import run
 
+pytestmark = pytest.mark.peer
+
 #: the falcon starts of a boot: FWSEC, the booter, then the sequencer's core start and core resume
 SEQUENCED = [("gsp", 0), ("sec2", 0), ("gsp", 0), ("sec2", 0)]
 
