@@ -456,16 +456,12 @@ def _submit(self: RecordingTransport, ops: Sequence[Op]) -> _Ticket:
     return _Ticket(self, item)
 
 
-#: the optional abilities a recording passes on, with the methods each consists of (Batching: recorded by op)
+#: the optional abilities a recording passes on, with the methods each consists of, derived from the one list of them
+#: (:data:`tinyhw.transport.abilities.TRANSPORT_ABILITIES`); Batching is recorded by operation (:func:`_submit`) and
+#: TransferTap is the recording's own use of the wrapped transport (its taps become USB records), not passed on
 FORWARDED: dict[type, tuple[str, ...]] = {
-    abilities.Resettable: ("reset",), abilities.DmaBuffers: ("dma_alloc", "dma_free"),
-    abilities.PhysicalDma: ("physical_memory",),
-    abilities.Interrupts: ("enable_irqs", "wait_irq"),
-    abilities.DeviceAttributes: ("attribute", "driver_files"), abilities.ReadOnlyPeek: ("peek32",),
-    abilities.BridgeSram: ("arm_host_to_sram", "write_sram", "open_sram_queue", "sram_queue_kind", "arm_sram_to_host",
-                           "collect_sram", "read_xdata", "write_xdata"),
-    abilities.PciePower: ("power_on", "power_off", "link_state"),
-}
+    ability: abilities.ability_methods(ability) for ability in abilities.TRANSPORT_ABILITIES
+    if ability not in (abilities.Batching, abilities.TransferTap)}
 _CLASSES: dict[frozenset[str], type[RecordingTransport]] = {}
 
 
