@@ -430,16 +430,47 @@ def test_replaying_a_cut_recording_says_it_replayed_only_a_part(boot_direct: Pat
     assert json.loads(full.out)["truncated"] is None
 
 
-def test_a_refused_record_file_is_one_line_naming_no_option_tinyhw_lacks(tmp_path: Path) -> None:
-    """Refusing --record FILE is one error line: no hint at a --force the global options lack, no "opened no
-    device" note (the device was not opened because of the refusal), no click usage text for a directory."""
+def test_a_refused_record_file_is_one_line_naming_the_option_that_replaces_it(tmp_path: Path) -> None:
+    """Refusing --record FILE is one error line: an existing file names --force-record (which exists), a directory
+    no option at all; no "opened no device" note (the device was not opened because of the refusal), no click
+    usage text for a directory."""
     existing = tmp_path / "exists.pcapng"
     existing.write_bytes(b"keep")
     for target in (existing, tmp_path):
         r = run("--device", f"mock:navi31,flash={tmp_path / 'f.bin'}", "--record", str(target), "probe")
         assert r.code == 2, (target, r.err)
         lines = r.err.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: ") and "--force" not in r.err, r.err
+        assert len(lines) == 1 and lines[0].startswith("error: "), r.err
+        assert ("--force-record replaces it" in r.err) == (target == existing), r.err
+    assert existing.read_bytes() == b"keep"
+    r = run("--device", f"mock:navi31,flash={tmp_path / 'f.bin'}", "--record", str(existing), "--force-record", "probe")
+    assert r.code == 0 and load(existing).records
+    r = run("--device", f"mock:navi31,flash={tmp_path / 'f.bin'}", "--force-record", "--record", str(tmp_path), "probe")
+    assert r.code == 2 and "--force" not in r.err  # --force-record replaces a regular file only
+
+
+def test_a_command_refused_after_the_device_opened_leaves_no_recording_and_the_retry_runs(tmp_path: Path) -> None:
+    """flash write without --yes opens the board to show its plan, then is refused (exit 2): the recording it
+    started is removed (saying so), so the same command line with --yes is not blocked by it."""
+    flash = tmp_path / "f.bin"
+    out = tmp_path / "w.pcapng"
+    image = tmp_path / "img.bin"
+    assert run("--device", f"mock:navi31,flash={flash}", "flash", "dump", str(image)).code == 0
+    args = ["--device", f"mock:navi31,flash={flash}", "--record", str(out), "flash", "write", str(image),
+            "--backup", str(tmp_path / "b.bin")]
+    r = run(*args)
+    assert r.code == 2 and "needs --yes" in r.err, r.err
+    assert not out.exists() and f"its recording {out} was removed" in r.err
+    r = run(*args, "--yes")
+    assert r.code == 0, r.err
+    assert load(out).records
+    # a failed command (exit 1) keeps its recording: that session is what one wants to look at
+    other = tmp_path / "other.bin"
+    other.write_bytes(bytes(2 << 20))
+    failed = tmp_path / "v.pcapng"
+    r = run("--device", f"mock:navi31,flash={flash}", "--record", str(failed), "flash", "verify", str(other),
+            "--sector-count", "1")
+    assert r.code == 1 and load(failed).records
 
 
 def test_an_unknown_tolerated_register_is_refused_before_the_board_is_opened(boot_direct: Path, tmp_path: Path) -> None:

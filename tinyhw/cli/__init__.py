@@ -59,7 +59,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 #: the global options' parameter names and the :class:`App` attribute each sets
 GLOBAL_ATTRS = {"device": "device", "json_out": "json", "stats": "want_stats", "record": "record",
-                "verbose": "verbose", "quiet": "quiet"}
+                "force_record": "force_record", "verbose": "verbose", "quiet": "quiet"}
 
 
 def _global_after(ctx: click.Context, param: click.Parameter, value: Any) -> None:
@@ -142,13 +142,15 @@ class LazyGroup(click.Group):
 @click.option("--json", "json_out", is_flag=True, help="One JSON document on stdout instead of text.")
 @click.option("--stats", is_flag=True, help="Write transport counters as one JSON line to stderr at the end.")
 @click.option("--record", metavar="FILE", type=click.Path(),
-              help="Append every device operation of the command to a new trace file (see tinyhw trace).")
+              help="Append every device operation of the command to a new trace file (see tinyhw trace); a "
+                   "command refused after the device opened removes it again.")
+@click.option("--force-record", is_flag=True, help="Let --record FILE replace an existing file.")
 @click.option("-v", "--verbose", count=True, help="Show tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or status lines on stderr.")
 @click.version_option(__version__, prog_name="tinyhw")
 @click.pass_context
-def cli(ctx: click.Context, device: str | None, json_out: bool, stats: bool, record: str | None, verbose: int,
-        quiet: bool) -> None:
+def cli(ctx: click.Context, device: str | None, json_out: bool, stats: bool, record: str | None,
+        force_record: bool, verbose: int, quiet: bool) -> None:
     """Bring up and rescue GPUs from user space: identify boards, recover and update SPI flash, read
     registers, boot AMD GPUs, run and profile kernels, record and replay sessions.
 
@@ -159,7 +161,7 @@ def cli(ctx: click.Context, device: str | None, json_out: bool, stats: bool, rec
     Exit codes: 0 done (diff and verify: alike), 1 failed or differs, 2 refused before touching
     anything, 3 device missing or locked or another environment problem, 130 interrupted.
     """
-    app = App(device, json_out, stats, verbose, quiet, record)
+    app = App(device, json_out, stats, verbose, quiet, record, force_record)
     ctx.obj = app
     ctx.call_on_close(app.finish)
 
