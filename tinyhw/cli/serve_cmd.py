@@ -93,7 +93,9 @@ def remote(app: App, socket_path: str | None, listen: str | None, stdio: bool,
            key: str | None, idle_timeout: float, audit_path: str | None, allow_config_writes: bool) -> None:
     """Serve one device to remote: clients. Each connection opens the device (with the same device lock
     as local users: a second client, or a local tinyhw, is refused while one holds it) and releases it
-    on disconnect. What clients do goes through the device as if they ran tinyhw locally.
+    on disconnect. What clients do goes through the device as if they ran tinyhw locally. The device
+    is opened once at start, so a missing one is said at once (exit 3), not when a client connects.
+    The audit log has a line per connection, refusal and error; -v adds one per batch that writes.
 
     \b
     Unix socket (default): only this user's processes may connect (peer uid checked both ways).
@@ -126,7 +128,8 @@ def remote(app: App, socket_path: str | None, listen: str | None, stdio: bool,
     audit = Audit(audit_stream(audit_path, stdio))
     secret = load_secret(Path(key) if key else default_key_path()) if listen else None
     server = RemoteServer(spec, audit, secret=secret, idle_timeout=idle_timeout,
-                          allow_config_writes=allow_config_writes)
+                          allow_config_writes=allow_config_writes, log_batches=app.verbose > 0)
+    server.check_device()  # a missing device is said now (exit 3), not to the first client
     path = Path(socket_path) if socket_path else default_socket_path()
     listener = make_listener(server.handle, audit, listen=listen, socket_path=path, handshakes=True)
     _run(app, listener, str(spec), {"auth": "hmac-sha256" if listen else "peer-uid"})
@@ -150,7 +153,7 @@ def _serve_stdio(app: App, audit_path: str | None, idle_timeout: float,
         def opener(_spec: Any) -> Any:
             raise problem
     server = RemoteServer(spec, audit, idle_timeout=idle_timeout, allow_config_writes=allow_config_writes,
-                          **({"opener": opener} if opener else {}))
+                          log_batches=app.verbose > 0, **({"opener": opener} if opener else {}))
     serve_stdio(server.handle, audit)
 
 
