@@ -179,7 +179,8 @@ class Writer:
                               image_sha256=sha256(job.image) if job.image is not None else None,
                               image_path=job.image_path, backup=None if job.backup is None else str(job.backup),
                               protection={"sr1": st.sr1, "sr2": st.sr2, "cleared": False}, clear_protection=allow,
-                              backup_wanted=not job.no_backup, phase="backup", board_checked=checked,
+                              backup_wanted=not job.no_backup, phase="compare" if job.no_backup else "backup",
+                              board_checked=checked,
                               board_identity=board.flash.to_doc() if checked and board and board.flash else None,
                               region=None if region is None else {"name": region.name, "start": region.start,
                                                                   "end": region.end, "edges": edges})
@@ -365,6 +366,7 @@ class Writer:
         if fresh is not None:
             current = fresh[lo:hi]
         else:
+            journal.save(phase="compare", sector=None)
             current = vote.read(self.dev, lo, hi - lo, self.job.reads, self.progress).data
         before = self._before(journal, fresh)
         changed = [s for s in range(start, start + count)
