@@ -32,7 +32,7 @@ from tinyhw.errors import EnvironmentProblem, Interrupted, OperationFailed, Refu
 from tinyhw.fileio import read_input
 from tinyhw.flash import vote
 from tinyhw.flash.device import FlashDevice
-from tinyhw.flash.files import default_backup_name, sha256, write_verified
+from tinyhw.flash.files import backup_dir, default_backup_name, sha256, write_verified
 from tinyhw.flash.identity import BoardCheck, image_vbios_offsets, read_identity
 from tinyhw.flash.identity import compare as compare_identity
 from tinyhw.flash.jobfiles import backup_note, check_backup, find_job_journal, sector_target
@@ -250,7 +250,7 @@ class Writer:
         elif job.no_backup:
             lines.append("  no backup (--no-backup)")
         else:
-            lines.append(f"  backup of the whole flash first, to {job.backup or 'a new file in the current directory'}")
+            lines.append(f"  backup of the whole flash first, to {job.backup or f'a new file in {backup_dir()}'}")
         if job.region is not None:
             lines.append(f"  region {job.region} only: the image's bytes inside it, every other byte kept")
         if self.layout is not None:
@@ -298,7 +298,7 @@ class Writer:
             data = vote.read(self.dev, 0, self.dev.size, self.job.reads, self.progress, label="backup").data
         else:
             data = self._read_twice()
-        path = Path(journal.backup) if journal.backup else default_backup_name(data)
+        path = Path(journal.backup) if journal.backup else default_backup_name(data, self.chip.jedec)
         if path.is_file():  # a resumed run whose earlier backup was linked into place: keep it if it is the same
             try:
                 same = read_input(path, len(data), "backup") == data
