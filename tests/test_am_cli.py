@@ -114,6 +114,38 @@ def test_smi_live_refreshes_and_human_table(fwdir) -> None:
     assert r.out.count("smu metrics") == 2 and "gfx" in r.out
 
 
+def test_smi_off_a_terminal_is_one_refresh_and_the_interval_is_wall_time(fwdir, monkeypatch) -> None:
+    """Off a terminal (a pipe, a log) smi prints one refresh unless --watch or --count asks for more, and waits
+    --interval wall seconds between refreshes on an emulated board too (its clock would let it spin)."""
+    from types import SimpleNamespace
+
+    from tinyhw.boot import Smi
+    from tinyhw.cli import smi_cmd
+
+    _json(boot("mock:navi31", fwdir))
+    waits: list[float] = []
+    monkeypatch.setattr(smi_cmd, "time", SimpleNamespace(sleep=waits.append))
+    refresh, refreshes = Smi.refresh, []
+
+    def counted(self):
+        refreshes.append(1)
+        if len(refreshes) > 5:  # bounds the old endless loop: it ends the command as a ctrl-c would
+            raise KeyboardInterrupt
+        return refresh(self)
+
+    monkeypatch.setattr(Smi, "refresh", counted)
+    r = run("--device", "mock:navi31", "smi")
+    assert r.code == 0 and r.out.count("smu metrics") == 1 and waits == [], r.err
+    refreshes.clear()
+    r = run("--device", "mock:navi31", "smi", "--count", "3", "--interval", "0.25")
+    assert r.code == 0 and r.out.count("smu metrics") == 3 and waits == [0.25, 0.25], r.err
+    refreshes.clear()
+    r = run("--device", "mock:navi31", "smi", "--watch", "--interval", "2")
+    assert r.code == 130 and r.out.count("smu metrics") == 5  # until ctrl-c
+    assert run("--device", "mock:navi31", "--json", "smi", "--watch").code == 2
+    assert run("--device", "mock:navi31", "smi", "--once", "--count", "2").code == 2
+
+
 def test_boot_needs_yes_and_writes_nothing_without_it(fwdir) -> None:
     r = run("--device", "mock:navi31", "--stats", "am", "boot", "--firmware-dir", fwdir)
     assert r.code == 2 and "needs --yes" in r.err and "plan: full boot" in r.err

@@ -30,12 +30,15 @@ def test_global_device_the_command_cannot_use_is_refused(args: list[str], uses: 
     name = " ".join(a for a in args[:2] if not a.startswith(("-", "/", "pattern"))) if args[0] != "list" else "list"
     assert r.err.startswith(f"error: {name} cannot use --device {device}: ") and uses in r.err
     assert len(r.err.strip().splitlines()) == 1 and r.out == ""
+    after = run(*args, "--device", device)  # the same rule after the command's name
+    assert (after.code, after.out, after.err) == (r.code, r.out, r.err)
 
 
 @pytest.mark.parametrize("device", ["mock:ad102", "remote:127.0.0.1:1"])
 def test_kernels_run_refuses_a_device_that_is_no_amd_board(device: str) -> None:
-    for args in (["kernels", "run", "pattern", "--n", "256"], ["kernels", "run", "pattern", "--device", "cpu"]):
-        r = run("--device", device, *args)
+    for args in (["--device", device, "kernels", "run", "pattern", "--n", "256"],
+                 ["kernels", "run", "pattern", "--device", device]):
+        r = run(*args)
         assert r.code == 2, (r.out, r.err)
         assert r.err.startswith(f"error: kernels run cannot use --device {device}: it runs on cpu, cuda:N or an AMD "
                                 "board only") and len(r.err.strip().splitlines()) == 1 and r.out == ""
@@ -49,9 +52,13 @@ def test_kernels_run_on_an_amd_board_that_is_not_booted_is_refused(device: str) 
     assert r.code == 2 and "disagree" in r.err
 
 
-def test_global_and_local_devices_must_agree() -> None:
+def test_a_device_given_before_and_after_the_command_must_agree() -> None:
     r = run("--device", "cuda:0", "kernels", "run", "pattern", "--device", "cpu")
-    assert r.code == 2 and "the global --device cuda:0 and kernels run --device cpu disagree" in r.err
+    assert r.code == 2 and r.err == ("error: --device cuda:0 before the command and --device cpu after it disagree; "
+                                     "give it once\n")
+    r = run("--device", "mock:navi31", "probe", "--device", "mock:navi31-usb")
+    assert r.code == 2 and "disagree" in r.err and r.out == ""
+    assert run("--device", "mock:navi31", "reg", "find", "smuio.ROM_CNTL", "--device", "mock:navi31").code == 0
 
 
 def test_the_environment_default_is_not_an_option(monkeypatch: pytest.MonkeyPatch) -> None:

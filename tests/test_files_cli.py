@@ -168,7 +168,8 @@ def test_inputs_larger_than_the_command_takes(tmp_path: Path) -> None:
 
 
 # -- item 3: backups -----------------------------------------------------------------------------------------------
-def test_backup_path_checked_before_anything_is_read(tmp_path: Path, specials) -> None:
+def test_backup_path_checked_before_anything_is_read(tmp_path: Path, specials,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "img.bin").write_bytes(changed([3]))
     (tmp_path / "old.bin").write_bytes(b"old backup")
     for backup, words in ((specials["fifo"][0], "a fifo"), ("old.bin", "exists"), ("no/b.bin", "does not exist"),
@@ -177,10 +178,10 @@ def test_backup_path_checked_before_anything_is_read(tmp_path: Path, specials) -
         assert r.code == 2 and words in r.err, r.err
         _untouched(r)
     assert (tmp_path / "old.bin").read_bytes() == b"old backup" and not journals(tmp_path)
-    # the default backup goes to the current directory: it must take a new file
-    os.chdir("/proc")
+    # the default backup goes to tinyhw's state directory: it must take a new file
+    monkeypatch.setenv("XDG_STATE_HOME", "/proc")
     r = run("--device", dev(tmp_path), "--stats", "flash", "write", str(tmp_path / "img.bin"), "--yes")
-    assert r.code == 2 and "cannot create a file in /proc" in r.err
+    assert r.code == 2 and "cannot create the backup directory /proc/tinyhw/backups" in r.err, r.err
     _untouched(r)
 
 

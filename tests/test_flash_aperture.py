@@ -142,7 +142,8 @@ def test_mirrored_aperture_is_refused(tmp_path: Path, smuios: list[Smuio]) -> No
     r = run("--device", dev(tmp_path, extra="aperture=mirrored"), "--json", "flash", "dump", "m.bin", "--method",
             "aperture")
     assert r.code == 1 and r.no_result and "both 0x100000-byte halves are equal" in r.err
-    errors = [line for line in r.err.splitlines() if not line.startswith("note: ")]  # a fresh flash file is noted
+    # a fresh flash file is noted, the estimate said before the dump
+    errors = [line for line in r.err.splitlines() if not line.startswith(("note: ", "aperture dump: "))]
     assert len(errors) == 1 and left_over(tmp_path, "m.bin") == []
     assert_restored(smuios[0])
 
@@ -210,3 +211,34 @@ def test_usb_bridge_reads_one_tlp_per_dword_and_restores(tmp_path: Path, smuios:
     assert after["tlp_reads"] - before["tlp_reads"] == reads + 3
     log = [(off, v) for off, v in smuios[0].write_log if off in (R.ROM_CNTL, R.ROM_INDEX)]
     assert log == [(R.ROM_INDEX, 0), (R.ROM_INDEX, 0x10000), (R.ROM_INDEX, ORIG_INDEX), (R.ROM_CNTL, ORIG_CNTL)]
+
+
+# -- the cost, said before the dump starts -------------------------------------------------------------------------
+def test_the_estimate_is_said_before_the_dump_and_matches_the_modelled_time(tmp_path: Path) -> None:
+    """An aperture dump is one register read per dword (over USB each its own round trip, far slower than
+    rom_sw's bulk reads): the command says its estimate before it starts, and the estimate is the emulated
+    board's modelled time of the dump (virtual clock, exact counters, no wall time)."""
+    from tinyhw.connect import open_device
+    from tinyhw.transport.devstr import parse_device
+
+    size = 0x20000
+    opened = open_device(parse_device(dev(tmp_path, "navi31-usb", "strict")))
+    told: list[tuple[aperture.ApertureEstimate, int]] = []
+    try:
+        t = opened.transport
+        t0 = t.clock.now()
+        aperture.dump(t, size=size, advance=lambda n: told.append((told[-1][0], n)),
+                      on_estimate=lambda e: told.append((e, 0)))
+        spent = t.clock.now() - t0
+    finally:
+        opened.close()
+    est = told[0][0]
+    assert told[0][1] == 0 and len(told) == size // 0x10000 + 1  # said before the first page completed
+    assert est.kind == "modelled" and est.reads == size // 4 + 2
+    assert abs(est.seconds - spent) <= 0.02 * spent, (est, spent)
+    r = run("--device", dev(tmp_path), "flash", "dump", "e.bin", "--method", "aperture")
+    assert r.code == 0, r.err
+    lines = r.err.splitlines()
+    first = next(i for i, x in enumerate(lines) if x.startswith("aperture dump: 524,290 register reads"))
+    assert "(modelled): about" in lines[first] and "--method rom_sw" in lines[first]
+    assert first < next(i for i, x in enumerate(lines) if x.startswith("aperture: 524288 rom_data reads"))

@@ -169,9 +169,13 @@ def test_write_full_with_default_backup(tmp_path: Path) -> None:
     r = run("--device", dev(tmp_path), "--json", "flash", "write", "img.bin", "--yes")
     assert r.code == 0, r.err
     doc = json.loads(r.out)
+    assert f"backup: {doc['backup']} (sha256 " in r.err  # the message says where
     assert (doc["sectors_total"], doc["sectors_changed"], doc["sectors_skipped"]) == (512, 4, 508)
     backup = Path(doc["backup"])
-    assert backup.parent == tmp_path and backup.name.startswith("navi31-flash-backup-")
+    # tinyhw's state directory, never the current one; named by the chip (jedec id), the board (vbios part
+    # number), the time and the content
+    assert backup.parent == tmp_path / "state" / "tinyhw" / "backups" and not list(tmp_path.glob("*backup*"))
+    assert backup.name.startswith("navi31-c86015-113-TINYHW31-SYNTH-")
     assert backup.name.endswith(hashlib.sha256(IMAGE).hexdigest()[:8] + ".bin") and backup.read_bytes() == IMAGE
     assert flash_state(tmp_path)[0] == img and doc["sha256_after"] == hashlib.sha256(img).hexdigest()
     assert journals(tmp_path) == []

@@ -207,6 +207,32 @@ def test_disconnect_over_usb_then_resume(tmp_path: Path, where: str) -> None:
     assert flash.read_bytes() == IMAGE[:16 * SECTOR] + NEW[16 * SECTOR:17 * SECTOR] + IMAGE[17 * SECTOR:]
 
 
+@pytest.mark.parametrize("where,words", [("compare", "compare read of sectors 16..16"),
+                                         ("erase", "erase of sector 16"), ("program", "program of sector 16"),
+                                         ("verify", "verify of sector 16")])
+def test_a_no_backup_write_cut_by_a_disconnect_names_the_phase_it_was_in(tmp_path: Path, where: str,
+                                                                          words: str) -> None:
+    """A --no-backup write has no backup phase: cut while it reads the range to compare (before the first erase)
+    or inside a sector, the error names that phase, never "backup"."""
+    flash = tmp_path / "u.bin"
+    base_flash(flash, b"\x00\x00\x00")
+    (tmp_path / "new.bin").write_bytes(NEW)
+    device = f"mock:navi31-usb,flash={flash},timing=typical"
+    starts = usb_phase_starts(tmp_path, flash, device)
+    base_flash(flash, b"\x00\x00\x00")
+    first, erase = min(starts.values()), starts["erase"]
+    n = (first + erase) // 2 if where == "compare" else starts[where] + 3
+    args = ["flash", "write", str(tmp_path / "new.bin"), "--start-sector", "16", "--sector-count", "1", "--no-backup"]
+    r = run("--device", f"{device},faults=disconnect@{n}", *args, "--yes")
+    assert r.code == 1, r.err
+    last = r.err.splitlines()[-1]
+    assert last.startswith(f"error: flash write stopped during {words}: ") and "during backup" not in last, last
+    doc = json.loads(next((tmp_path / "state" / "tinyhw").glob("flash-write-*.json")).read_text())
+    assert doc["phase"] == where
+    assert run("--device", device, *args, "--resume", "--yes").code == 0
+    assert flash.read_bytes() == IMAGE[:16 * SECTOR] + NEW[16 * SECTOR:17 * SECTOR] + IMAGE[17 * SECTOR:]
+
+
 def test_timeout_fault_is_reported_and_resumable(tmp_path: Path) -> None:
     (tmp_path / "new.bin").write_bytes(NEW)
     flash = tmp_path / "t.bin"

@@ -427,3 +427,28 @@ def test_bar_offsets_past_4g_travel_as_wide_operations(tmp_path: Path, monkeypat
             with pytest.raises(Refused, match=r"bar0 offset 0x140000040 is past 4 GiB"):
                 opened.transport.bar(0).read32(far)
             assert opened.transport.config_read(0) == 0x744C1002  # the connection is still good
+
+
+def test_serve_remote_checks_the_device_at_start(tmp_path: Path) -> None:
+    """A device that is not there (usb:0 with no bridge plugged in) is said at start, one line, exit 3, before
+    anything listens; not when the first client connects."""
+    sock = tmp_path / "rt" / "s.sock"
+    rc, err = _tinyhw_subprocess("serve", "remote", "--device", "usb:0", "--socket", str(sock), timeout=120)
+    assert rc == 3 and err.count("\n") == 1 and err.startswith("error: no asm24 usb bridge"), err
+    assert not sock.exists()
+
+
+def test_the_audit_has_connections_and_errors_and_batches_only_when_asked(tmp_path: Path) -> None:
+    """By default the server audits connections, refusals and errors, not every batch (a flash read is hundreds
+    of batches); ``log_batches`` (serve remote -v) adds a line per batch that writes."""
+    def lines(**kwargs: object) -> list[str]:
+        with served(mockdev(tmp_path), **kwargs) as s:
+            r = run("--device", s.device(), "flash", "read", "0", "64k", "-o", str(tmp_path / "r.bin"), "--force")
+            assert r.code == 0, r.err
+            s.wait_released()
+            return s.audit.lines
+
+    quiet = lines()
+    assert not [x for x in quiet if "batch #" in x] and len(quiet) <= 4, quiet
+    assert any("authenticated; opened" in x for x in quiet) and any("device released" in x for x in quiet)
+    assert len([x for x in lines(log_batches=True) if "batch #" in x]) > 4

@@ -27,7 +27,7 @@ import tinyhw
 from tinyhw.formats import tracefile as tf
 from tinyhw.trace import load, replay
 from tinyhw.transport import record as rec_mod
-from tinyhw.transport.abilities import BridgeSram, DmaBuffers, TransferTap
+from tinyhw.transport.abilities import TRANSPORT_ABILITIES, BridgeSram, DmaBuffers, TransferTap, ability_methods
 from tinyhw.transport.base import Transport, require
 from tinyhw.transport.batch import R32, W32, Batching, CfgW, run_ops
 
@@ -158,6 +158,65 @@ def test_the_recording_keeps_the_wrapped_transports_abilities(tmp_path: Path) ->
     with tinyhw.open(f"mock:navi31,flash={tmp_path / 'd.bin'}", record=tmp_path / "d.pcapng") as dev:
         assert isinstance(dev.transport, DmaBuffers) and not isinstance(dev.transport, BridgeSram)
         assert not isinstance(dev.transport.inner, TransferTap)
+
+
+def _fake_with(ability: type, opened: list) -> Transport:
+    """The emulated board's transport seen through a stand-in that has exactly ``ability`` (its methods answer a
+    marker), to check what a recording passes on."""
+    from tinyhw.connect import open_device
+    from tinyhw.transport.devstr import parse_device
+
+    methods = {m: (lambda self, *a, _m=m, **k: f"answer of {_m}") for m in ability_methods(ability)}
+    cls = type(f"With{ability.__name__}", (FakeBatching,), methods)
+    if ability is not Batching:  # FakeBatching batches; another ability's stand-in must not
+        cls.submit = None
+        cls.__abstractmethods__ = frozenset()
+    opened.append(open_device(parse_device("mock:navi31-usb")))
+    return cls(opened[-1].transport)
+
+
+@pytest.mark.parametrize("ability", [a for a in TRANSPORT_ABILITIES if a is not TransferTap],
+                         ids=lambda a: a.__name__)
+def test_every_ability_of_the_wrapped_transport_survives_recording(ability: type, tmp_path: Path) -> None:
+    """Every ability in the one list of them (:data:`TRANSPORT_ABILITIES`) that the wrapped transport has, the
+    recording has too, and its calls reach the wrapped transport; TransferTap is the recording's own use of it."""
+    opened: list = []
+    inner = _fake_with(ability, opened)
+    assert isinstance(inner, ability)
+    t = rec_mod.recording(inner, tmp_path / "a.pcapng")
+    try:
+        assert isinstance(t, ability), ability.__name__
+        if ability is not Batching:
+            first = ability_methods(ability)[0]
+            assert getattr(t, first)() == f"answer of {first}"
+    finally:
+        t.writer.close()
+        opened[0].close()
+    others = [a for a in TRANSPORT_ABILITIES if a not in (ability, Batching, TransferTap)]
+    assert not any(isinstance(t, a) for a in others)
+
+
+def test_the_list_of_abilities_names_every_ability_of_the_module() -> None:
+    """Every runtime-checkable protocol of :mod:`tinyhw.transport.abilities` is in its one list (or is a pyusb
+    backend's, not a transport's), so a new ability cannot be forgotten by a wrapper."""
+    from tinyhw.transport import abilities
+
+    protocols = {v for v in vars(abilities).values()
+                 if isinstance(v, type) and getattr(v, "_is_runtime_protocol", False)}
+    assert protocols - {abilities.QueuedBulk} == set(TRANSPORT_ABILITIES)
+
+
+def test_a_recording_over_remote_keeps_its_batch_timing(tmp_path: Path) -> None:
+    from tests.remotehelp import served
+    from tinyhw.transport.batch import BatchTimes
+
+    with served(f"mock:navi31,flash={tmp_path / 'f.bin'}") as s, \
+            tinyhw.open(s.device(), record=tmp_path / "r.pcapng") as dev:
+        t = dev.transport
+        assert isinstance(t.inner, BatchTimes) and isinstance(t, BatchTimes)
+        t.submit([R32(0, SCRATCH)]).get()
+        timed = t.batch_time()
+        assert timed is not None and timed[1] == 0 and timed[2] is True
 
 
 class FakeBatching(Transport):
@@ -371,16 +430,47 @@ def test_replaying_a_cut_recording_says_it_replayed_only_a_part(boot_direct: Pat
     assert json.loads(full.out)["truncated"] is None
 
 
-def test_a_refused_record_file_is_one_line_naming_no_option_tinyhw_lacks(tmp_path: Path) -> None:
-    """Refusing --record FILE is one error line: no hint at a --force the global options lack, no "opened no
-    device" note (the device was not opened because of the refusal), no click usage text for a directory."""
+def test_a_refused_record_file_is_one_line_naming_the_option_that_replaces_it(tmp_path: Path) -> None:
+    """Refusing --record FILE is one error line: an existing file names --force-record (which exists), a directory
+    no option at all; no "opened no device" note (the device was not opened because of the refusal), no click
+    usage text for a directory."""
     existing = tmp_path / "exists.pcapng"
     existing.write_bytes(b"keep")
     for target in (existing, tmp_path):
         r = run("--device", f"mock:navi31,flash={tmp_path / 'f.bin'}", "--record", str(target), "probe")
         assert r.code == 2, (target, r.err)
         lines = r.err.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: ") and "--force" not in r.err, r.err
+        assert len(lines) == 1 and lines[0].startswith("error: "), r.err
+        assert ("--force-record replaces it" in r.err) == (target == existing), r.err
+    assert existing.read_bytes() == b"keep"
+    r = run("--device", f"mock:navi31,flash={tmp_path / 'f.bin'}", "--record", str(existing), "--force-record", "probe")
+    assert r.code == 0 and load(existing).records
+    r = run("--device", f"mock:navi31,flash={tmp_path / 'f.bin'}", "--force-record", "--record", str(tmp_path), "probe")
+    assert r.code == 2 and "--force" not in r.err  # --force-record replaces a regular file only
+
+
+def test_a_command_refused_after_the_device_opened_leaves_no_recording_and_the_retry_runs(tmp_path: Path) -> None:
+    """flash write without --yes opens the board to show its plan, then is refused (exit 2): the recording it
+    started is removed (saying so), so the same command line with --yes is not blocked by it."""
+    flash = tmp_path / "f.bin"
+    out = tmp_path / "w.pcapng"
+    image = tmp_path / "img.bin"
+    assert run("--device", f"mock:navi31,flash={flash}", "flash", "dump", str(image)).code == 0
+    args = ["--device", f"mock:navi31,flash={flash}", "--record", str(out), "flash", "write", str(image),
+            "--backup", str(tmp_path / "b.bin")]
+    r = run(*args)
+    assert r.code == 2 and "needs --yes" in r.err, r.err
+    assert not out.exists() and f"its recording {out} was removed" in r.err
+    r = run(*args, "--yes")
+    assert r.code == 0, r.err
+    assert load(out).records
+    # a failed command (exit 1) keeps its recording: that session is what one wants to look at
+    other = tmp_path / "other.bin"
+    other.write_bytes(bytes(2 << 20))
+    failed = tmp_path / "v.pcapng"
+    r = run("--device", f"mock:navi31,flash={flash}", "--record", str(failed), "flash", "verify", str(other),
+            "--sector-count", "1")
+    assert r.code == 1 and load(failed).records
 
 
 def test_an_unknown_tolerated_register_is_refused_before_the_board_is_opened(boot_direct: Path, tmp_path: Path) -> None:

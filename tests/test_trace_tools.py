@@ -84,8 +84,32 @@ def test_diff_of_equal_sessions_is_empty_and_a_changed_write_is_one_row(tmp_path
     kinds = {r["kind"] for r in diff.diff(load(a), load(d))["rows"]}
     assert kinds == {"mark only in a", "mark only in b"}
     r = run("--json", "trace", "diff", str(a), str(c))
-    assert r.code == 0 and json.loads(r.out)["differences"] == 1
+    assert r.code == 1 and json.loads(r.out)["differences"] == 1
     assert "gc.SCRATCH_REG6" in run("trace", "diff", str(a), str(c)).out
+
+
+def test_every_compare_command_exits_1_on_a_difference_and_0_when_alike(tmp_path: Path) -> None:
+    """One rule for diff, verify and compare commands: alike exit 0, different exit 1 (the document still written),
+    and each says so in its --help."""
+    a = _session(tmp_path, "a", [1, 2])
+    b = _session(tmp_path, "b", [1, 2])
+    c = _session(tmp_path, "c", [1, 7])
+    assert run("trace", "diff", str(a), str(b)).code == 0
+    r = run("trace", "diff", str(a), str(c))
+    assert r.code == 1 and "1 differences" in r.out, r.err
+    assert json.loads(run("--json", "trace", "diff", str(a), str(c)).out)["differences"] == 1
+    flash = tmp_path / "a.bin"  # the emulated board's flash file (an ifwi image) the session above made
+    other = tmp_path / "other.bin"
+    image = bytearray(flash.read_bytes())
+    image[5] ^= 0xFF  # in the first sector
+    other.write_bytes(bytes(image))
+    assert run("firmware", "diff", str(flash), str(flash)).code == 0
+    assert run("firmware", "diff", str(flash), str(other)).code == 1
+    assert run("--device", f"mock:navi31,flash={flash}", "flash", "verify", str(flash), "--sector-count", "1").code == 0
+    assert run("--device", f"mock:navi31,flash={flash}", "flash", "verify", str(other), "--sector-count", "1").code == 1
+    for cmd in (["trace", "diff"], ["firmware", "diff"], ["flash", "verify"]):
+        text = " ".join(run(*cmd, "--help").out.split())
+        assert "1 when they differ" in text or "1 otherwise" in text, cmd
 
 
 def test_the_handwritten_mmiotrace_log_parses_with_its_malformed_lines_reported() -> None:

@@ -1,6 +1,7 @@
 """The ``tinyhw`` command line (click + rich; the only layer that imports them).
 
-Global options: ``tinyhw [--device STR] [--json] [--stats] [-v|-q] COMMAND ...``.
+Global options: ``tinyhw [--device STR] [--json] [--stats] [--record FILE] [-v|-q] COMMAND ...``; every command
+also takes them after its name (``tinyhw flash dump out.bin --device mock:navi31``), one rule for all.
 Exit codes: 0 ok, 1 failed while running, 2 refused before touching anything,
 3 device not found / locked / environment problem, 130 interrupted.
 """
@@ -8,7 +9,7 @@ Exit codes: 0 ok, 1 failed while running, 2 refused before touching anything,
 from __future__ import annotations
 
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -56,14 +57,62 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: the global options' parameter names and the :class:`App` attribute each sets
+GLOBAL_ATTRS = {"device": "device", "json_out": "json", "stats": "want_stats", "record": "record",
+                "force_record": "force_record", "verbose": "verbose", "quiet": "quiet"}
+
+
+def _global_after(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    """A global option given after a command's name: set on the invocation's App as if given before it; a value
+    given on both sides must be the same (refused, exit 2, otherwise)."""
+    if value is None or value is False or value == 0:
+        return
+    from tinyhw.errors import Refused
+
+    app = ctx.find_object(App)
+    if app is None:  # a command run outside the tinyhw group (a test invoking it alone): nothing to set
+        return
+    attr = GLOBAL_ATTRS[param.name or ""]
+    before = getattr(app, attr)
+    if attr == "verbose":
+        app.verbose = before + value
+    elif isinstance(value, bool):
+        setattr(app, attr, True)
+    elif before is not None and before != value:
+        flag = param.opts[-1] if param.opts[-1].startswith("--") else param.opts[0]
+        raise Refused(f"{flag} {before} before the command and {flag} {value} after it disagree",
+                      hint="give it once")
+    else:
+        setattr(app, attr, value)
+
+
+def add_global_options(command: click.Command) -> click.Command:
+    """Give ``command`` and every command under it the global options too (hidden in their --help, which the
+    top-level help documents): one rule, every command accepts them before or after its name."""
+    if not getattr(command, "_tinyhw_globals", False):
+        have = {o for p in command.params for o in getattr(p, "opts", ())}
+        for p in cli.params:
+            if isinstance(p, click.Option) and not have & set(p.opts):
+                kw: dict[str, Any] = {"count": True} if p.count else {"is_flag": True} if p.is_flag else {
+                    "metavar": p.metavar, "type": p.type}
+                command.params.append(click.Option([p.name or "", *p.opts], hidden=True, expose_value=False,
+                                                   callback=_global_after, **kw))
+        command._tinyhw_globals = True  # type: ignore[attr-defined]
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            add_global_options(sub)
+    return command
+
+
 def load_command(name: str) -> click.Command:
-    """Import the module that defines subcommand ``name`` and return the command."""
+    """Import the module that defines subcommand ``name`` and return the command (with the global options after
+    it too, :func:`add_global_options`)."""
     import importlib
 
     module, attr = COMMANDS[name][0].split(":")
     command: click.Command = getattr(importlib.import_module(module), attr)
     command.short_help = COMMANDS[name][1]  # one source for the line --help shows without importing
-    return command
+    return add_global_options(command)
 
 
 class LazyGroup(click.Group):
@@ -93,19 +142,26 @@ class LazyGroup(click.Group):
 @click.option("--json", "json_out", is_flag=True, help="One JSON document on stdout instead of text.")
 @click.option("--stats", is_flag=True, help="Write transport counters as one JSON line to stderr at the end.")
 @click.option("--record", metavar="FILE", type=click.Path(),
-              help="Append every device operation of the command to a new trace file (see tinyhw trace).")
+              help="Append every device operation of the command to a new trace file (see tinyhw trace); a "
+                   "command refused after the device opened removes it again.")
+@click.option("--force-record", is_flag=True, help="Let --record FILE replace an existing file.")
 @click.option("-v", "--verbose", count=True, help="Show tracebacks on errors.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or status lines on stderr.")
 @click.version_option(__version__, prog_name="tinyhw")
 @click.pass_context
-def cli(ctx: click.Context, device: str | None, json_out: bool, stats: bool, record: str | None, verbose: int,
-        quiet: bool) -> None:
+def cli(ctx: click.Context, device: str | None, json_out: bool, stats: bool, record: str | None,
+        force_record: bool, verbose: int, quiet: bool) -> None:
     """Bring up and rescue GPUs from user space: identify boards, recover and update SPI flash, read
     registers, boot AMD GPUs, run and profile kernels, record and replay sessions.
 
     Every command also runs against an emulated board (mock:navi31, mock:navi31-usb, mock:ad102).
+
+    The options below are global: give them before the command or after it (tinyhw --device
+    mock:navi31 probe, or tinyhw probe --device mock:navi31); given on both sides they must agree.
+    Exit codes: 0 done (diff and verify: alike), 1 failed or differs, 2 refused before touching
+    anything, 3 device missing or locked or another environment problem, 130 interrupted.
     """
-    app = App(device, json_out, stats, verbose, quiet, record)
+    app = App(device, json_out, stats, verbose, quiet, record, force_record)
     ctx.obj = app
     ctx.call_on_close(app.finish)
 

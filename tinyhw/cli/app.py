@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tinyhw.errors import Refused
+from tinyhw.errors import Refused, TinyhwError
 
 if TYPE_CHECKING:  # imported when a device is opened, not for --help
     from tinyhw.transport.base import Transport
@@ -29,10 +29,11 @@ class App:
     """One CLI invocation's global options, its open device (closed by :meth:`finish`) and its output consoles."""
 
     def __init__(self, device: str | None, json_out: bool, stats: bool, verbose: int, quiet: bool,
-                 record: str | None = None) -> None:
+                 record: str | None = None, force_record: bool = False) -> None:
         EMITTED["json"] = False
         self.device = device
         self.record = record
+        self.force_record = force_record  # --force-record: --record FILE may replace an existing file
         self._open_tried = False  # open_transport was called (a refused --record FILE is not "opened no device")
         self.json = json_out
         self.want_stats = stats
@@ -109,7 +110,8 @@ class App:
 
             command = ["tinyhw", *INVOCATION["argv"]]
             self._open_tried = True
-            open_device(self.device_spec(writes=writes, example=example), keep, record=self.record, command=command)
+            open_device(self.device_spec(writes=writes, example=example), keep, record=self.record, command=command,
+                        **({"force": True} if self.force_record else {"force_hint": "--force-record replaces it"}))
             for note in self._opened.notes():
                 print(f"note: {note}", file=sys.stderr)
         return self._opened.transport
@@ -120,7 +122,11 @@ class App:
         return self._opened
 
     def finish(self) -> None:
-        """Close the device, then report ``--stats`` and uncovered emulator accesses (also after errors)."""
+        """Close the device, then report ``--stats`` and uncovered emulator accesses (also after errors). Run as
+        the command's context closes, also while its error propagates: a command refused (exit 2) after the
+        device opened removes the ``--record`` file it started, so the same command line can be run again."""
+        error = sys.exc_info()[1]
+        refused = isinstance(error, TinyhwError) and error.exit_code == 2
         opened, self._opened = self._opened, None
         notes: list[str] = []
         stats: dict[str, Any] | None = None
@@ -130,9 +136,11 @@ class App:
                 notes = opened.uncovered()
             finally:
                 opened.close()
-            from tinyhw.transport.record import finish_note
+            from tinyhw.transport.record import discard_recording, finish_note
 
-            if (lost := finish_note(opened.transport)) is not None:
+            if refused and (removed := discard_recording(opened.transport)) is not None:
+                print(f"note: the command was refused; its recording {removed} was removed", file=sys.stderr)
+            elif (lost := finish_note(opened.transport)) is not None:
                 print(f"warning: {lost}", file=sys.stderr)
         elif self.record is not None and not self._open_tried:
             print(f"note: this command opened no device; nothing was recorded to {self.record}", file=sys.stderr)

@@ -198,8 +198,12 @@ def dump(app: App, file: str, force: bool, method: str, reads: int, region: str 
         from tinyhw.boards.navi31 import NAVI31
         from tinyhw.flash import aperture
 
+        def said(estimate: aperture.ApertureEstimate) -> None:
+            app.log(estimate.words() + "; --method rom_sw reads in bulk, much faster, on a board whose psp has "
+                    "not booted")
+
         with ProgressBar(app).task("dump", NAVI31.flash_size) as advance:
-            result = aperture.dump(app.open_transport(), advance=advance)
+            result = aperture.dump(app.open_transport(), advance=advance, on_estimate=said)
         data = result.data
         app.log(f"aperture: {result.reads} rom_data reads; rom_index 0x{result.rom_index:08x} and rom_cntl "
                 f"0x{result.rom_cntl:08x} restored")

@@ -23,8 +23,11 @@ from tinyhw.flash import Job, Writer
 
 def _job_options(f: Any) -> Any:
     options = [
-        click.option("--backup", type=click.Path(), help="Back up the whole flash to this new file first (default: "
-                     "navi31-flash-backup-DATE-HASH.bin in the current directory); never overwrites a file."),
+        click.option("--backup", type=click.Path(),
+                     help="Back up the whole flash to this new file first (default: a new file named by the chip, "
+                          "the board's vbios part number, the time and the content's hash in "
+                          "$XDG_STATE_HOME/tinyhw/backups, else ~/.local/state/tinyhw/backups); never overwrites "
+                          "a file."),
         click.option("--no-backup", is_flag=True, help="Do not back up first."),
         click.option("--start-sector", type=Number(), help="First 4 KiB sector of the range (default 0)."),
         click.option("--sector-count", type=Number(minimum=1), help="Number of sectors (default: to the end)."),

@@ -154,8 +154,6 @@ def _isa(target: str, binary: bytes, source: str) -> str:
 
 @kernels.command("run")
 @click.argument("name")
-@click.option("--device", "-d", "device", metavar="cpu|cuda:N",
-              help="Where to run (default: the global --device: cuda:N, or an AMD board; else cpu).")
 @click.option("--repeats", "-r", default=None, type=Number(),
               help="Timed runs after a first, checked one (default 5; 1 on an AMD board).")
 @click.option("--n", "n", type=Number(minimum=1),
@@ -165,11 +163,12 @@ def _isa(target: str, binary: bytes, source: str) -> str:
 @click.option("--timeout", type=float, default=10.0, show_default=True,
               help="Seconds to wait for an AMD board's dispatch fence.")
 @click.pass_obj
-def run_cmd(app: App, name: str, device: str | None, repeats: int | None, n: int | None, build_dir: Path | None,
+def run_cmd(app: App, name: str, repeats: int | None, n: int | None, build_dir: Path | None,
             timeout: float) -> None:
     """Run probe NAME, check its result against the host's expected answer, and report the figure
     (GB/s or TFLOP/s) as measured, or as modelled on an emulated board.
 
+    Where it runs is the --device (before or after the command; default cpu).
     cpu: tinygrad's CPU device (needs the compile extra and clang). cuda:N: the committed sm_90 PTX,
     loaded and launched with the CUDA driver API through cuda-bindings (needs the cuda extra and an NVIDIA
     driver), never through tinygrad's drivers. An AMD board (the global --device mock:navi31, mock:navi31-usb,
@@ -186,27 +185,21 @@ def run_cmd(app: App, name: str, device: str | None, repeats: int | None, n: int
     from tinyhw.errors import Refused
     from tinyhw.kernels.run import is_amd_device, parse_run_device, plan_cuda, run_cuda, run_probe
 
-    if app.device is not None and is_amd_device(app.device):
+    device = app.device  # where to run: the global --device (cpu, cuda:N or an AMD board); else cpu
+    if device is not None and is_amd_device(device):
         from tinyhw.kernels.amd import plan_amd, run_amd
 
-        if device is not None:
-            raise Refused(f"the global --device {app.device} and kernels run --device {device} disagree",
-                          hint="give one of them")
         if not 0 < timeout <= 3600:
             raise Refused(f"--timeout {timeout:g}: more than 0 and at most 3600 seconds")
         plan = plan_amd(name, 1 if repeats is None else repeats, n, build_dir)  # refusals before the device opens
         doc = run_amd(plan, app.open_transport(writes=True), timeout=timeout)
     else:
         repeats = 5 if repeats is None else repeats
-        if app.device is not None:
-            if not app.device.strip().lower().startswith("cuda"):
-                # a register device that is no AMD board (mock:ad102, remote:) cannot run kernels: never the cpu
-                app.refuse_device("it runs on cpu, cuda:N or an AMD board only (mock:navi31, mock:navi31-usb, "
-                                  "usb, pci:, vfio:)")
-            if device is not None and parse_run_device(device) != parse_run_device(app.device):
-                raise Refused(f"the global --device {app.device} and kernels run --device {device} disagree",
-                              hint="give one of them")
-        device = device or app.device or "cpu"
+        if device is not None and not device.strip().lower().startswith(("cuda", "cpu")):
+            # a register device that is no AMD board (mock:ad102, remote:) cannot run kernels: never the cpu
+            app.refuse_device("it runs on cpu, cuda:N or an AMD board only (mock:navi31, mock:navi31-usb, "
+                              "usb, pci:, vfio:)")
+        device = device or "cpu"
         kind, _ordinal = parse_run_device(device)
         if kind == "cpu":
             doc = run_probe(name, device, repeats=repeats, n=n)
@@ -248,10 +241,9 @@ def run_cmd(app: App, name: str, device: str | None, repeats: int | None, n: int
 @click.option("--out", "outs", multiple=True, metavar="INDEX:FILE", help="Write buffer INDEX back to FILE (repeat).")
 @click.option("--force", is_flag=True, help="Let --out replace existing regular files (never a FIFO or device).")
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the fence.")
-@click.option("--json", "json_here", is_flag=True, help="Report as JSON (as the global --json does).")
 @click.pass_obj
 def exec_cmd(app: App, code_object: Path, kernel: str | None, grid: str, block: str, buffers: tuple[str, ...],
-             outs: tuple[str, ...], force: bool, timeout: float, json_here: bool) -> None:
+             outs: tuple[str, ...], force: bool, timeout: float) -> None:
     """Run a kernel of your own gfx1100 code object on an AMD board `am boot` brought up (the global --device:
     mock:navi31, mock:navi31-usb, usb, pci:, vfio:), with the buffers given, and write buffers back.
 
@@ -272,7 +264,6 @@ def exec_cmd(app: App, code_object: Path, kernel: str | None, grid: str, block: 
     from tinyhw.kernels.execute import plan_exec, run_exec
     from tinyhw.kernels.run import is_amd_device
 
-    app.json = app.json or json_here
     if app.device is None or not is_amd_device(app.device):
         raise Refused("kernels exec runs on an AMD board: give the global --device (mock:navi31, mock:navi31-usb, "
                       "usb, pci:, vfio:)", hint="tinyhw --device mock:navi31 kernels exec ...")

@@ -32,10 +32,10 @@ def serve() -> None:
     """
 
 
-def _spec(app: App, device: str | None) -> Any:
+def _spec(app: App) -> Any:
     from tinyhw.transport.devstr import parse_device
 
-    text = device or app.device
+    text = app.device
     if not text:
         raise Refused("serve needs an explicit device (serving allows writes, so it never guesses)",
                       hint="pass --device, e.g. tinyhw serve remote --device mock:navi31")
@@ -65,9 +65,6 @@ def _run(app: App, listener: Any, what: str, extra: dict[str, Any]) -> None:
             signal.signal(signal.SIGTERM, old)
 
 
-DEVICE_HELP = "The device to serve (overrides the global --device)."
-
-
 def _timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
     """--idle-timeout: a positive finite number of seconds (nan, inf, 0 and negatives are refused, exit 2)."""
     from tinyhw.serve.remote import check_timeout
@@ -77,7 +74,6 @@ def _timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> floa
 
 
 @serve.command("remote")
-@click.option("--device", "device", metavar="STR", help=DEVICE_HELP)
 @click.option("--socket", "socket_path", type=click.Path(dir_okay=False), help="Unix socket path "
               "(default $XDG_RUNTIME_DIR/tinyhw/remote.sock).")
 @click.option("--listen", metavar="HOST:PORT", help="Listen on loopback TCP instead (a non-loopback address is "
@@ -93,11 +89,13 @@ def _timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> floa
               "ROM BAR, the capability pointer and capability headers, MSI/MSI-X/PM, PCIe link control (link "
               "disable) and Resizable BAR control (refused by default).")
 @click.pass_obj
-def remote(app: App, device: str | None, socket_path: str | None, listen: str | None, stdio: bool,
+def remote(app: App, socket_path: str | None, listen: str | None, stdio: bool,
            key: str | None, idle_timeout: float, audit_path: str | None, allow_config_writes: bool) -> None:
     """Serve one device to remote: clients. Each connection opens the device (with the same device lock
     as local users: a second client, or a local tinyhw, is refused while one holds it) and releases it
-    on disconnect. What clients do goes through the device as if they ran tinyhw locally.
+    on disconnect. What clients do goes through the device as if they ran tinyhw locally. The device
+    is opened once at start, so a missing one is said at once (exit 3), not when a client connects.
+    The audit log has a line per connection, refusal and error; -v adds one per batch that writes.
 
     \b
     Unix socket (default): only this user's processes may connect (peer uid checked both ways).
@@ -118,9 +116,9 @@ def remote(app: App, device: str | None, socket_path: str | None, listen: str | 
     from tinyhw.serve.remote import RemoteServer
 
     if stdio:
-        _serve_stdio(app, device, audit_path, idle_timeout, allow_config_writes)
+        _serve_stdio(app, audit_path, idle_timeout, allow_config_writes)
         return
-    spec = _spec(app, device)
+    spec = _spec(app)
     if sum(bool(x) for x in (socket_path, listen, stdio)) > 1:
         raise Refused("choose one of --socket, --listen and --stdio")
     if listen:
@@ -130,13 +128,14 @@ def remote(app: App, device: str | None, socket_path: str | None, listen: str | 
     audit = Audit(audit_stream(audit_path, stdio))
     secret = load_secret(Path(key) if key else default_key_path()) if listen else None
     server = RemoteServer(spec, audit, secret=secret, idle_timeout=idle_timeout,
-                          allow_config_writes=allow_config_writes)
+                          allow_config_writes=allow_config_writes, log_batches=app.verbose > 0)
+    server.check_device()  # a missing device is said now (exit 3), not to the first client
     path = Path(socket_path) if socket_path else default_socket_path()
     listener = make_listener(server.handle, audit, listen=listen, socket_path=path, handshakes=True)
     _run(app, listener, str(spec), {"auth": "hmac-sha256" if listen else "peer-uid"})
 
 
-def _serve_stdio(app: App, device: str | None, audit_path: str | None, idle_timeout: float,
+def _serve_stdio(app: App, audit_path: str | None, idle_timeout: float,
                  allow_config_writes: bool) -> None:
     """One client on stdin/stdout; an error in the device string reaches the client through the protocol."""
     from tinyhw.errors import TinyhwError
@@ -146,7 +145,7 @@ def _serve_stdio(app: App, device: str | None, audit_path: str | None, idle_time
 
     audit = Audit(audit_stream(audit_path, True))
     try:
-        spec = _spec(app, device)
+        spec = _spec(app)
         opener = None
     except TinyhwError as e:
         spec, problem = None, e
@@ -154,12 +153,11 @@ def _serve_stdio(app: App, device: str | None, audit_path: str | None, idle_time
         def opener(_spec: Any) -> Any:
             raise problem
     server = RemoteServer(spec, audit, idle_timeout=idle_timeout, allow_config_writes=allow_config_writes,
-                          **({"opener": opener} if opener else {}))
+                          log_batches=app.verbose > 0, **({"opener": opener} if opener else {}))
     serve_stdio(server.handle, audit)
 
 
 @serve.command("serprog")
-@click.option("--device", "device", metavar="STR", help=DEVICE_HELP)
 @click.option("--listen", metavar="HOST:PORT", help="Serve on loopback TCP instead, for flashrom -p "
               "serprog:ip=HOST:PORT (loopback only; only this user's uid may connect; port 0 picks a free one).")
 @click.option("--pty", is_flag=True, help="Serve on a mode-0600 pseudo-terminal (the default): flashrom -p "
@@ -168,7 +166,7 @@ def _serve_stdio(app: App, device: str | None, audit_path: str | None, idle_time
               help="Close a connection idle this long (s, more than 0, at most a day).")
 @click.option("--audit", "audit_path", metavar="FILE", help="Audit log (default stderr).")
 @click.pass_obj
-def serprog(app: App, device: str | None, listen: str | None, pty: bool, idle_timeout: float,
+def serprog(app: App, listen: str | None, pty: bool, idle_timeout: float,
             audit_path: str | None) -> None:
     """A flashrom serprog programmer backed by the board's SMUIO ROM_SW engine: flashrom reads,
     writes, verifies and erases the GPU's SPI flash through it. Works on every transport (usb:,
@@ -193,7 +191,7 @@ def serprog(app: App, device: str | None, listen: str | None, pty: bool, idle_ti
 
     if pty and listen:
         raise Refused("choose one of --pty and --listen")
-    spec = _spec(app, device)
+    spec = _spec(app)
     audit = Audit(audit_stream(audit_path or "-", False))
     server = SerprogServer(spec, audit, idle_timeout=idle_timeout)
     if not listen:

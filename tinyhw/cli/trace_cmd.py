@@ -5,6 +5,7 @@ A session is recorded with the global ``--record FILE`` of any command that open
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -158,6 +159,8 @@ def diff_cmd(app: App, a: str, b: str) -> None:
     """Compare two recordings aligned by their marks: order, registers touched, values written.
 
     Reads both files only. Each difference is one row: the mark, what differs, and each side.
+    Exit 0 when the sessions are alike, 1 when they differ (as firmware diff and flash verify),
+    2 when either file cannot be read.
 
     \b
     Examples:
@@ -183,6 +186,8 @@ def diff_cmd(app: App, a: str, b: str) -> None:
         app.out.print(t)
 
     app.emit(doc, human)
+    if doc["differences"]:
+        sys.exit(1)
 
 
 @trace.group("import")

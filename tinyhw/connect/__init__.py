@@ -74,7 +74,7 @@ class Opened:
 
 def open_device(spec: DeviceSpec | str, register: Callable[[Opened], None] | None = None, *,
                 record: str | os.PathLike[str] | None = None, command: Sequence[str] | None = None,
-                **record_options: Any) -> Opened:
+                force_hint: str | None = None, **record_options: Any) -> Opened:
     """Open ``spec`` (a :class:`DeviceSpec` or a device string). ``register`` receives the :class:`Opened`
     before the device is connected, so the caller can report counters (``--stats``) and release everything
     even when opening fails. The device's entry in the board registry names its opener (:data:`OPENERS`) and
@@ -82,12 +82,13 @@ def open_device(spec: DeviceSpec | str, register: Callable[[Opened], None] | Non
 
     ``record``: a new trace file that every operation after the open is appended to (the transport is wrapped
     by :func:`tinyhw.transport.record.recording`, with ``command`` and ``record_options``); the path is checked
-    before the device is touched (exit 2 for one that exists, a device node, a FIFO or a directory)."""
+    before the device is touched (exit 2 for one that exists, a device node, a FIFO or a directory; ``force_hint``
+    names what replaces an existing file, ``record_options`` ``force=True`` does)."""
     if isinstance(spec, str):
         spec = parse_device(spec)
     entry = entry_of(spec)
     if record is not None:
-        check_output_path(record, force=bool(record_options.get("force")), what="recording", force_hint=None)
+        check_output_path(record, force=bool(record_options.get("force")), what="recording", force_hint=force_hint)
     opened = OPENERS[entry.opener](spec, entry, register or (lambda _o: None))
     if record is not None:
         from tinyhw.transport.record import recording

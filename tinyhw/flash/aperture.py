@@ -68,9 +68,45 @@ def check_dump(data: bytes, size: int = NAVI31.flash_size) -> None:
                                    "has not booted")
 
 
+#: The first ROM_DATA reads of a dump, timed to estimate the whole (32 of a 2 MiB dump's 524,288).
+SAMPLE_READS = 32
+
+
+@dataclass(frozen=True)
+class ApertureEstimate:
+    """What a whole aperture dump will cost: ``reads`` register reads (one per dword, each its own round trip over
+    USB or a network) at ``per_read_s`` seconds each, ``seconds`` in all; ``kind`` "modelled" (an emulated board's
+    virtual clock) or "measured" (the wall clock, on hardware)."""
+
+    reads: int
+    per_read_s: float
+    seconds: float
+    kind: str
+
+    def words(self) -> str:
+        """One line for the user, said before the dump starts."""
+        return (f"aperture dump: {self.reads:,} register reads (one per dword) at {self.per_read_s * 1e6:.1f} us each "
+                f"({self.kind}): about {_duration(self.seconds)}")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def _estimate(sample_s: float, samples: int, size: int, virtual: bool) -> ApertureEstimate:
+    """The whole dump's cost from ``samples`` ROM_DATA reads that took ``sample_s`` on the device's clock."""
+    per = max(0.0, sample_s) / samples
+    reads = size // 4 + 2  # one per dword, plus the two originals
+    accesses = reads + size // PAGE + 2  # and one ROM_INDEX write per page, and the two restores
+    return ApertureEstimate(reads, per, per * accesses, "modelled" if virtual else "measured")
+
+
 def dump(transport: Transport, *, size: int = NAVI31.flash_size,
-         advance: Callable[[int], None] = lambda n: None) -> ApertureDump:
-    """Read ``size`` bytes of the flash through ROM_INDEX/ROM_DATA, restore both registers, check the result."""
+         advance: Callable[[int], None] = lambda n: None,
+         on_estimate: Callable[[ApertureEstimate], None] | None = None) -> ApertureDump:
+    """Read ``size`` bytes of the flash through ROM_INDEX/ROM_DATA, restore both registers, check the result.
+    ``on_estimate`` is told the whole dump's cost once the first :data:`SAMPLE_READS` ROM_DATA reads are timed on
+    the device's clock (no access is added for it), before the rest of the dump runs."""
     asic, _ = require_navi31(transport)
     bar = transport.bar(asic.bar)
     cntl_off, index_off = asic.offset("smuio.ROM_CNTL"), asic.offset("smuio.ROM_INDEX")
@@ -92,7 +128,14 @@ def dump(transport: Transport, *, size: int = NAVI31.flash_size,
     try:
         for page in range(0, size, PAGE):
             bar.write32(index_off, page)  # a plain byte address (§f byte-swap analysis)
-            out += _DWORDS.pack(*[read32(data_off) for _ in range(n)])
+            if page == 0 and on_estimate is not None:
+                clock = transport.clock
+                t0 = clock.now()
+                first = [read32(data_off) for _ in range(SAMPLE_READS)]
+                on_estimate(_estimate(clock.now() - t0, SAMPLE_READS, size, clock.virtual))
+                out += _DWORDS.pack(*first, *[read32(data_off) for _ in range(n - SAMPLE_READS)])
+            else:
+                out += _DWORDS.pack(*[read32(data_off) for _ in range(n)])
             reads += n
             advance(PAGE)
         failed = False

@@ -9,10 +9,11 @@ and compared before it is trusted.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from pathlib import Path
 
-from tinyhw.errors import EnvironmentProblem, OperationFailed
+from tinyhw.errors import EnvironmentProblem, OperationFailed, Refused
 from tinyhw.fileio import atomic_write
 
 #: The largest flash image a command reads (the whole 2 MiB flash of the Navi31 board).
@@ -38,7 +39,30 @@ def write_verified(path: Path, data: bytes) -> str:
     return digest
 
 
-def default_backup_name(data: bytes, now: float | None = None) -> Path:
-    """``navi31-flash-backup-YYYYmmdd-HHMMSS-<sha8>.bin`` in the current directory."""
+def backup_dir() -> Path:
+    """Where backups go when no ``--backup FILE`` is named: ``backups/`` in tinyhw's state directory (beside the
+    flash journals, :func:`tinyhw.flash.journal.state_dir`: ``$XDG_STATE_HOME/tinyhw``, else
+    ``~/.local/state/tinyhw``); created (mode 0700) when missing."""
+    from tinyhw.flash.journal import state_dir
+
+    path = state_dir() / "backups"
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as e:
+        raise Refused(f"cannot create the backup directory {path}: {(e.strerror or str(e)).lower()}",
+                      hint="name the backup file with --backup FILE, or set XDG_STATE_HOME to a writable "
+                           "directory") from None
+    return path
+
+
+def default_backup_name(data: bytes, jedec: bytes = b"", now: float | None = None) -> Path:
+    """``navi31-<jedec>-<vbios part number>-YYYYmmdd-HHMMSS-<sha8>.bin`` in :func:`backup_dir`: the flash chip's
+    JEDEC id and the board's VBIOS part number (read from ``data``; ``novbios`` without one) name the board, the
+    local time and the content's hash the moment."""
+    from tinyhw.formats.vbios import vbios_identity
+
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
-    return Path.cwd() / f"navi31-flash-backup-{stamp}-{sha256(data)[:8]}.bin"
+    ident = vbios_identity(data)
+    part = re.sub(r"[^A-Za-z0-9.]+", "-", ident.part_number).strip("-.")[:40] if ident is not None else ""
+    chip = jedec.hex() or "flash"
+    return backup_dir() / f"navi31-{chip}-{part or 'novbios'}-{stamp}-{sha256(data)[:8]}.bin"

@@ -4,7 +4,7 @@ On top of specs/navi31-spi-flash.md §d (backup first) and :mod:`tinyhw.flash.jo
 
 * :func:`check_backup` runs before the device is opened: the backup path the job will write must
   pass :func:`tinyhw.fileio.check_output_path` (a backup is never overwritten), or for the default
-  name the current directory must take a new file.
+  name tinyhw's backup directory (:func:`tinyhw.flash.files.backup_dir`) must take a new file.
 * On ``--resume`` the journal's recorded backup path rules: a different ``--backup`` is used instead
   while the backup is not yet made (and :func:`backup_note` says so); once the backup exists a
   different ``--backup`` is refused naming the recorded one; a recorded path whose backup write
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from tinyhw.errors import Refused
 from tinyhw.fileio import check_output_path
-from tinyhw.flash.files import sha256
+from tinyhw.flash.files import backup_dir, sha256
 from tinyhw.flash.journal import Journal, erase_key, find_journals, write_key
 from tinyhw.flash.ops import check_sector_range
 
@@ -72,7 +72,7 @@ def _same(a: str | Path | None, b: str | Path | None) -> bool:
 
 def check_backup(job: Job, total: int) -> Path | None:
     """Refuse (exit 2), before the device is opened, a backup the job could not write; return the backup path
-    the job will use (None: the default name in the current directory, or no backup)."""
+    the job will use (None: the default name in the backup directory, or no backup)."""
     if job.no_backup or job.abandon:
         return None
     _, journal = find_job_journal(job, total)
@@ -89,7 +89,7 @@ def check_backup(job: Job, total: int) -> Path | None:
                               "differs", hint=f"resume without --backup (or with --backup {recorded})")
             return Path(recorded) if recorded else None
         if job.backup is None and journal.backup_failed:
-            raise Refused(f"the interrupted job's backup to {recorded or 'the current directory'} failed "
+            raise Refused(f"the interrupted job's backup to {recorded or backup_dir()} failed "
                           f"({journal.backup_failed})", hint="name the backup file again with --backup "
                           "(the same path to retry it, or another)")
         if job.backup is None and recorded is not None:
@@ -101,7 +101,7 @@ def check_backup(job: Job, total: int) -> Path | None:
     if job.backup is not None:
         check_output_path(job.backup, what="backup", force_hint=None)
         return job.backup
-    check_output_path(Path.cwd() / "navi31-flash-backup.bin", what="backup", force_hint=None)
+    check_output_path(backup_dir() / "navi31-flash-backup.bin", what="backup", force_hint=None)
     return None
 
 
@@ -109,7 +109,7 @@ def backup_note(job: Job, journal: Journal) -> str | None:
     """The note a resumed job shows when it backs up to a new path instead of the recorded one."""
     if job.backup is None or journal.backup_sha256 is not None or _same(job.backup, journal.backup):
         return None
-    return (f"backing up to {job.backup} instead of {journal.backup or 'a new file in the current directory'} "
+    return (f"backing up to {job.backup} instead of {journal.backup or f'a new file in {backup_dir()}'} "
             "(recorded by the interrupted job)")
 
 

@@ -23,8 +23,9 @@ from tinyhw.errors import OperationFailed, Refused
 from tinyhw.fileio import atomic_write
 
 VERSION = 1
-#: Phases, in order: backup, unprotect, then per sector erase/program/verify, restore-protection, final-verify.
-PHASES = ("backup", "unprotect", "erase", "program", "verify", "restore-protection", "final-verify")
+#: Phases, in order: backup (skipped with --no-backup), compare (reading the range to find the sectors that differ,
+#: when no backup read gives it), unprotect, then per sector erase/program/verify, restore-protection, final-verify.
+PHASES = ("backup", "compare", "unprotect", "erase", "program", "verify", "restore-protection", "final-verify")
 
 
 def state_dir() -> Path:
@@ -104,9 +105,11 @@ class Journal:
         self.path.unlink(missing_ok=True)
 
     def where(self) -> str:
-        """The phase in words, for messages: "erase of sector 17", "backup"."""
+        """The phase in words, for messages: "erase of sector 17", "backup", "compare read of sectors 16..23"."""
         if self.sector is not None and self.phase in ("erase", "program", "verify"):
             return f"{self.phase} of sector {self.sector}"
+        if self.phase == "compare":
+            return f"compare read of sectors {self.start_sector}..{self.start_sector + self.sector_count - 1}"
         return self.phase
 
     @classmethod

@@ -32,7 +32,7 @@ from tinyhw.errors import EnvironmentProblem, Interrupted, OperationFailed, Refu
 from tinyhw.fileio import read_input
 from tinyhw.flash import vote
 from tinyhw.flash.device import FlashDevice
-from tinyhw.flash.files import default_backup_name, sha256, write_verified
+from tinyhw.flash.files import backup_dir, default_backup_name, sha256, write_verified
 from tinyhw.flash.identity import BoardCheck, image_vbios_offsets, read_identity
 from tinyhw.flash.identity import compare as compare_identity
 from tinyhw.flash.jobfiles import backup_note, check_backup, find_job_journal, sector_target
@@ -179,7 +179,8 @@ class Writer:
                               image_sha256=sha256(job.image) if job.image is not None else None,
                               image_path=job.image_path, backup=None if job.backup is None else str(job.backup),
                               protection={"sr1": st.sr1, "sr2": st.sr2, "cleared": False}, clear_protection=allow,
-                              backup_wanted=not job.no_backup, phase="backup", board_checked=checked,
+                              backup_wanted=not job.no_backup, phase="compare" if job.no_backup else "backup",
+                              board_checked=checked,
                               board_identity=board.flash.to_doc() if checked and board and board.flash else None,
                               region=None if region is None else {"name": region.name, "start": region.start,
                                                                   "end": region.end, "edges": edges})
@@ -249,7 +250,7 @@ class Writer:
         elif job.no_backup:
             lines.append("  no backup (--no-backup)")
         else:
-            lines.append(f"  backup of the whole flash first, to {job.backup or 'a new file in the current directory'}")
+            lines.append(f"  backup of the whole flash first, to {job.backup or f'a new file in {backup_dir()}'}")
         if job.region is not None:
             lines.append(f"  region {job.region} only: the image's bytes inside it, every other byte kept")
         if self.layout is not None:
@@ -297,7 +298,7 @@ class Writer:
             data = vote.read(self.dev, 0, self.dev.size, self.job.reads, self.progress, label="backup").data
         else:
             data = self._read_twice()
-        path = Path(journal.backup) if journal.backup else default_backup_name(data)
+        path = Path(journal.backup) if journal.backup else default_backup_name(data, self.chip.jedec)
         if path.is_file():  # a resumed run whose earlier backup was linked into place: keep it if it is the same
             try:
                 same = read_input(path, len(data), "backup") == data
@@ -365,6 +366,7 @@ class Writer:
         if fresh is not None:
             current = fresh[lo:hi]
         else:
+            journal.save(phase="compare", sector=None)
             current = vote.read(self.dev, lo, hi - lo, self.job.reads, self.progress).data
         before = self._before(journal, fresh)
         changed = [s for s in range(start, start + count)

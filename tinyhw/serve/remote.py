@@ -63,7 +63,7 @@ class RemoteServer:
     def __init__(self, spec: DeviceSpec, audit: Audit, *, secret: bytes | None = None,
                  idle_timeout: float = IDLE_TIMEOUT, allow_config_writes: bool = False,
                  opener: Callable[[DeviceSpec], Opened] = open_device,
-                 handshake_timeout: float = HANDSHAKE_TIMEOUT) -> None:
+                 handshake_timeout: float = HANDSHAKE_TIMEOUT, log_batches: bool = False) -> None:
         if secret is not None and len(secret) < protocol.MIN_SECRET:
             raise Refused(f"the key must hold at least {protocol.MIN_SECRET} bytes")
         for what, value in (("idle timeout", idle_timeout), ("handshake timeout", handshake_timeout)):
@@ -75,8 +75,19 @@ class RemoteServer:
         self.handshake_timeout = handshake_timeout
         self.allow_config_writes = allow_config_writes
         self.opener = opener
+        #: audit every batch that writes (``serve remote -v``); by default connections, refusals and errors only
+        self.log_batches = log_batches
         #: connections whose device was opened (tests use it to check that garbage never opens it)
         self.opened_count = 0
+
+    def check_device(self) -> str:
+        """Open the device once and release it, before serving, so a missing or unusable one is said at start
+        (raises what a client would get: DeviceNotFound, exit 3, for an absent bridge); returns where it is."""
+        opened = self.opener(self.spec)
+        try:
+            return opened.transport.identity().location
+        finally:
+            opened.close()
 
     # -- one connection -------------------------------------------------------------------------------------
     def handle(self, ch: Channel, name: str) -> bool:
@@ -198,7 +209,7 @@ class RemoteServer:
             self.audit(conn.name, f"batch #{seq} refused: {e.message}")
             self._error(conn, seq, e)
             return
-        writes = [op for op in ops if isinstance(op, WRITE_OPS)]
+        writes = [op for op in ops if isinstance(op, WRITE_OPS)] if self.log_batches else []
         if writes:
             self.audit(conn.name, f"batch #{seq}: {len(ops)} operations, {len(writes)} writes "
                                   f"(first {_show(writes[0])})")
@@ -207,6 +218,7 @@ class RemoteServer:
             results = run_ops(t, ops)
             spent = t.clock.now() - start
         except TinyhwError as e:
+            self.audit(conn.name, f"batch #{seq} failed: {e.message}")
             self._error(conn, seq, e)
             return
         body = protocol.encode_results(ops, results)

@@ -16,7 +16,8 @@ from tinyhw.transport.batch import Batching, BatchTimes
 
 __all__ = ["LTSSM_LINK_UP", "LTSSM_STATES", "RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BatchTimes",
            "BridgeSram", "BulkQueue", "DmaBuffers", "DeviceAttributes", "Interrupts", "LinkState", "PciePower",
-           "PhysicalDma", "QueuedBulk", "ReadOnlyPeek", "Resettable", "TransferTap", "device_awake"]
+           "PhysicalDma", "QueuedBulk", "ReadOnlyPeek", "Resettable", "TRANSPORT_ABILITIES", "TransferTap",
+           "ability_methods", "device_awake"]
 
 
 @runtime_checkable
@@ -257,3 +258,16 @@ class PciePower(Protocol):
 
     def link_state(self) -> LinkState:
         """The LTSSM register now (one XDATA read) and whether the host left the PCIe side powered."""
+
+
+#: Every optional ability a transport may have, the one list of them: a wrapper that stands in for a transport (a
+#: recording, :mod:`tinyhw.transport.record`) offers exactly those of these the wrapped transport has.
+#: (:class:`QueuedBulk` and :class:`BulkQueue` are abilities of a pyusb backend and of its queue, not of a transport.)
+TRANSPORT_ABILITIES: tuple[type, ...] = (Resettable, DmaBuffers, PhysicalDma, Interrupts, DeviceAttributes,
+                                         ReadOnlyPeek, BridgeSram, PciePower, TransferTap, Batching, BatchTimes)
+
+
+def ability_methods(ability: type) -> tuple[str, ...]:
+    """The public methods that make up ``ability`` (one of :data:`TRANSPORT_ABILITIES`), read from the class itself
+    so that a method added to an ability is known everywhere at once."""
+    return tuple(name for name, value in vars(ability).items() if not name.startswith("_") and callable(value))

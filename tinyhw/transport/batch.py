@@ -99,7 +99,7 @@ class CfgW(NamedTuple):
 Op = W32 | W | R32 | R | Sleep | Poll32 | CfgR | CfgW
 #: Operations that produce a result (an int, or bytes for R).
 RESULT_OPS = (R32, R, Poll32, CfgR)
-#: Operations that change device state (the server writes an audit line for a batch holding one).
+#: Operations that change device state (``serve remote -v`` writes an audit line for a batch holding one).
 WRITE_OPS = (W32, W, CfgW)
 
 

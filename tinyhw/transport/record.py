@@ -58,9 +58,11 @@ class TraceWriter:
             raise Refused(f"the recording {self.path} appeared meanwhile; refusing to overwrite it") from None
         except OSError as e:
             raise Refused(f"cannot create the recording {self.path}: {(e.strerror or str(e)).lower()}") from None
-        if not stat.S_ISREG(os.fstat(self._fd).st_mode):  # never write into something that is not a plain file
+        st = os.fstat(self._fd)
+        if not stat.S_ISREG(st.st_mode):  # never write into something that is not a plain file
             os.close(self._fd)
             raise Refused(f"refusing to record into {self.path}: not a regular file")
+        self._made = (st.st_dev, st.st_ino)  # the file this writer wrote: the only one discard() removes
         self.keep_write, self.keep_read = keep_write, keep_read
         self.flush_each = flush_each
         self._seq = itertools.count()  # next() on it is atomic under the GIL: no lock on the hot path
@@ -131,6 +133,20 @@ class TraceWriter:
                     os.fsync(self._fd)
             os.close(self._fd)
             self._fd = -1
+
+    def discard(self) -> bool:
+        """Close, then remove the file this writer created (for a command that was refused: nothing worth keeping,
+        and the name free for the retry). A path that meanwhile names another file is left alone; returns whether
+        the file was removed."""
+        self.close()
+        try:
+            st = os.lstat(self.path)
+            if (st.st_dev, st.st_ino) != self._made:
+                return False
+            os.unlink(self.path)
+        except OSError:
+            return False
+        return True
 
 
 def _summary(value: Any) -> Any:
@@ -456,16 +472,12 @@ def _submit(self: RecordingTransport, ops: Sequence[Op]) -> _Ticket:
     return _Ticket(self, item)
 
 
-#: the optional abilities a recording passes on, with the methods each consists of (Batching: recorded by op)
+#: the optional abilities a recording passes on, with the methods each consists of, derived from the one list of them
+#: (:data:`tinyhw.transport.abilities.TRANSPORT_ABILITIES`); Batching is recorded by operation (:func:`_submit`) and
+#: TransferTap is the recording's own use of the wrapped transport (its taps become USB records), not passed on
 FORWARDED: dict[type, tuple[str, ...]] = {
-    abilities.Resettable: ("reset",), abilities.DmaBuffers: ("dma_alloc", "dma_free"),
-    abilities.PhysicalDma: ("physical_memory",),
-    abilities.Interrupts: ("enable_irqs", "wait_irq"),
-    abilities.DeviceAttributes: ("attribute", "driver_files"), abilities.ReadOnlyPeek: ("peek32",),
-    abilities.BridgeSram: ("arm_host_to_sram", "write_sram", "open_sram_queue", "sram_queue_kind", "arm_sram_to_host",
-                           "collect_sram", "read_xdata", "write_xdata"),
-    abilities.PciePower: ("power_on", "power_off", "link_state"),
-}
+    ability: abilities.ability_methods(ability) for ability in abilities.TRANSPORT_ABILITIES
+    if ability not in (abilities.Batching, abilities.TransferTap)}
 _CLASSES: dict[frozenset[str], type[RecordingTransport]] = {}
 
 
@@ -509,6 +521,15 @@ def recording(inner: Transport, path: str | os.PathLike[str], *, command: Sequen
     return _class_for(inner)(inner, writer)
 
 
+def discard_recording(transport: Any) -> str | None:
+    """Remove the trace file of the recording ``transport`` (closing it first) when it is still the file the
+    recording created; returns its path when removed, None otherwise (no recording, or not removed)."""
+    writer = getattr(transport, "writer", None)
+    if isinstance(writer, TraceWriter) and writer.discard():
+        return str(writer.path)
+    return None
+
+
 def finish_note(transport: Any) -> str | None:
     """A line for the user when a recording lost records (its file could not be written), else None."""
     writer = getattr(transport, "writer", None)
@@ -518,4 +539,4 @@ def finish_note(transport: Any) -> str | None:
     return None
 
 
-__all__ = ["FLUSH_BYTES", "RecordingTransport", "TraceWriter", "finish_note", "recording"]
+__all__ = ["FLUSH_BYTES", "RecordingTransport", "TraceWriter", "discard_recording", "finish_note", "recording"]
