@@ -264,3 +264,31 @@ def test_copy_out_model_matches_the_emulator(tmp_path):
     per_piece = (times[1] - times[0]) / 3
     model = copy_out(512 * 1024, LinkModel())["seconds"]
     assert abs(per_piece - model) / model < 0.03, (per_piece, model)
+
+
+def test_whole_window_chunk_with_a_colliding_data_tag_falls_back(tmp_path):
+    """tinyhw sends a full chunk as one transfer of the caller's 256 KiB (payload + the next dword as its tag); when
+    that dword is what the SRAM already holds where the GPU polls (zeroed SRAM, tag 0), the GPU would copy the
+    stale window at once: the chunk falls back to the 0x51000000 | seq sentinel and still lands whole."""
+    data = bytearray(os.urandom(3 * CHUNK + 1000))
+    data[CHUNK:CHUNK + 4] = bytes(4)  # chunk 0's data tag = 0 = the primed SRAM's last dword of window 0
+    with rig(tmp_path) as r:
+        r.copier.copy_in(DST, bytes(data), "tinyhw")
+        assert r.board.vram.read(DST, len(data)) == data
+        assert r.copier.stats["data_tags"] == 2  # chunks 1 and 2; chunk 0 collided, chunk 3 is the short last one
+        assert r.copier.stats["bulk_out"] == 5  # chunk 0: body + tail; 1, 2: one each; 3: one staged image
+        assert r.board.sdma.error is None
+
+
+def test_packets_go_over_the_fast_path_as_an_indirect_buffer(tmp_path):
+    """From 8 chunks on, tinyhw streams only 25 dwords into the ring (the first chunk's packets and an INDIRECT); the
+    other packets travel through the SRAM as that first chunk and run from VRAM."""
+    data = os.urandom(8 * CHUNK)
+    with rig(tmp_path) as r:
+        dwords = r.engine.stats["dwords"]
+        got = r.copier.copy_in(DST, data, "tinyhw")
+        assert got["chunks"] == 8
+        assert r.engine.stats["dwords"] - dwords == 25
+        assert r.board.sdma.stats["indirect_buffers"] >= 1
+        assert r.board.vram.read(DST, len(data)) == data
+        assert r.copier.copy_out(DST, len(data)) == data
