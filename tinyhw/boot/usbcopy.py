@@ -68,6 +68,9 @@ SECTOR = 512
 FENCE_XDATA = 0xA800  # PCIe 0x820800 (§7.2)
 FENCE_BUS = SYS_BUF_BUS + 0x800
 RELEASE_BUS = CQ_BUF_BUS + 12
+GO_XDATA = FENCE_XDATA + 0x10  # tinyhw's copy-out: the go byte the host writes per piece (PCIe 0x820810)
+GO_BUS = FENCE_BUS + 0x10
+OUT_BATCH = 1024  # copy-out pieces per SDMA submission (17 dwords each: 68 KiB of the 1 MiB ring)
 OUT_PIECE = SRAM_SIZE
 SENTINEL = 0x51000000
 ALT_SENTINEL = 0x52000000  # tinyhw's protocol: used when the stale SRAM already holds SENTINEL | seq
@@ -104,6 +107,7 @@ class UsbCopier:
         self.seq = 0
         self.fence_seen = 0
         self.primed = False
+        self.go = None  # the copy-out go byte last written (None: not written by this copier yet)
         self.mirror = bytearray(SRAM_SIZE)
         self._staging: tuple[bytearray, bytearray] | None = None  # the seed protocol's two staging buffers
         self.stats = {"chunks": 0, "fence_reads": 0, "arms": 0, "bulk_out": 0, "staged_bytes": 0, "pieces_out": 0,
@@ -322,30 +326,75 @@ class UsbCopier:
             self.mirror[:n] = bytes([byte]) * n
 
     # -- copy-out --------------------------------------------------------------------------------------------
-    def copy_out(self, src_offset: int, length: int) -> bytes:
-        """Read ``length`` bytes of VRAM at ``src_offset`` through the SRAM (§9.4), 512 KiB per piece."""
+    def copy_out(self, src_offset: int, length: int, into: Any = None, protocol: str = "tinyhw"
+                 ) -> bytearray | memoryview:
+        """Read ``length`` bytes of VRAM at ``src_offset`` through the SRAM (§9.4), 512 KiB per piece, into one
+        result allocated once (a ``bytearray``), or into ``into`` (a writable buffer of ``length`` bytes, returned as
+        a byte memoryview). Each piece is read into a reused receive buffer and copied once into its place; nothing
+        is allocated per piece. The mirror keeps only what a tag check can ask (each sector's last dword).
+
+        ``protocol``: ``"seed"`` submits each piece's SDMA packets after its read arm (§9.4 as published: per piece
+        the arm, a streamed ring write, an HDP flush and a doorbell, then the bulk IN); ``"tinyhw"`` (default)
+        submits the packets of up to :data:`OUT_BATCH` pieces at once, each piece's copy behind a POLL on a go byte
+        in the bridge's ``sys_buf`` page (XDATA 0xA810 = PCIe 0x820810, beside the copy-in fence), and per piece
+        sends only the read arm, one E5 write of the go byte and the bulk IN (3 transfers instead of 7; that the
+        GPU may read the ``sys_buf`` page the host writes with E5 is the fence's path backwards: inferred)."""
+        if protocol not in PROTOCOLS:
+            raise Refused(f"unknown copy-out protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")
         if src_offset < 0 or length < 0 or src_offset + length > self.gpu.vram_size:
             raise Refused(f"copy-out of {length} bytes at vram 0x{src_offset:x} is outside vram")
+        out = bytearray(length) if into is None else memoryview(into).cast("B")
+        if len(out) < length:
+            raise Refused(f"copy-out of {length} bytes into a buffer of {len(out)} bytes")
+        view = memoryview(out)
         self.engine.wait_idle(self.timeout)
-        out = bytearray()
-        while len(out) < length:
-            n = min(OUT_PIECE, length - len(out))
-            self.sram.arm_sram_to_host(n)
-            body = sdmapkt.copy_linear(self.gpu.mc(src_offset + len(out)), bridge_va(SRAM_BUS), n)
-            body += sdmapkt.fence(bridge_va(RELEASE_BUS), 0)
-            self.engine.submit(body)
-            try:
-                piece = self.sram.collect_sram(n)
-            except DeviceTimeout as e:
-                raise DeviceTimeout(f"usb copy-out piece at vram 0x{src_offset + len(out):x} never arrived: the gpu "
-                                    f"did not release the sram (sdma read pointer 0x{self.engine.rptr():x} of "
-                                    f"0x{self.engine.wptr:x})",
-                                    hint="the copy engine is hung: reset the gpu (`tinyhw am reset`) and boot again"
-                                    ) from e
-            out += piece
-            self.mirror[:n] = piece  # the GPU wrote n bytes from SRAM offset 0 (slot 0)
-            self.stats["pieces_out"] += 1
-        return bytes(out)
+        pieces = [(o, min(OUT_PIECE, length - o)) for o in range(0, length, OUT_PIECE)]
+        batched = protocol == "tinyhw"
+        if batched and pieces and self.go is None:
+            self.sram.write_xdata(GO_XDATA, 0)  # the host is the go byte's only writer from here on
+            self.go = 0
+        for first in range(0, len(pieces), OUT_BATCH if batched else 1):
+            batch = pieces[first:first + (OUT_BATCH if batched else 1)]
+            if batched:
+                body: list[int] = []
+                for k, (o, n) in enumerate(batch):
+                    body += sdmapkt.poll_mem_equal(bridge_va(GO_BUS), (self.go + 1 + k) & 0xFF, mask=0xFF)
+                    body += self._piece_packets(src_offset + o, n)
+                self.engine.submit(body)
+            for o, n in batch:
+                self.sram.arm_sram_to_host(n)
+                if batched:
+                    self.go = (self.go + 1) & 0xFF
+                    self.sram.write_xdata(GO_XDATA, self.go)  # the GPU's POLL sees it: this piece goes
+                else:
+                    self.engine.submit(self._piece_packets(src_offset + o, n))
+                piece = view[o:o + n]
+                try:
+                    self.sram.collect_sram(n, into=piece)
+                except DeviceTimeout as e:
+                    raise DeviceTimeout(f"usb copy-out piece at vram 0x{src_offset + o:x} never arrived: the gpu "
+                                        f"did not release the sram (sdma read pointer 0x{self.engine.rptr():x} of "
+                                        f"0x{self.engine.wptr:x})",
+                                        hint="the copy engine is hung: reset the gpu (`tinyhw am reset`) and boot "
+                                        "again") from e
+                self._mirror_piece(piece)  # the GPU wrote n bytes from SRAM offset 0 (slot 0)
+                self.stats["pieces_out"] += 1
+        return out if into is None else view[:length]
+
+    def _piece_packets(self, src: int, n: int) -> list[int]:
+        """One copy-out piece's SDMA packets (§9.4): COPY ``n`` bytes of VRAM at ``src`` into SRAM slot 0, then the
+        32-bit release write into 0x82200C."""
+        return (sdmapkt.copy_linear(self.gpu.mc(src), bridge_va(SRAM_BUS), n)
+                + sdmapkt.fence(bridge_va(RELEASE_BUS), 0))
+
+    def _mirror_piece(self, piece: memoryview) -> None:
+        """The mirror after the GPU wrote ``piece`` at SRAM offset 0: the last dword of every whole sector (where a
+        chunk's tag can sit) and the bytes of a last, partial sector."""
+        whole = len(piece) // SECTOR * SECTOR
+        if whole:
+            dwords = memoryview(self.mirror).cast("I")
+            dwords[SECTOR // 4 - 1:whole // 4:SECTOR // 4] = piece[:whole].cast("I")[SECTOR // 4 - 1::SECTOR // 4]
+        self.mirror[whole:len(piece)] = piece[whole:]
 
 
 def open_copier(transport: object, *, timeout: float = 10.0) -> UsbCopier:

@@ -226,15 +226,26 @@ def _known_drained(need: int, drained: list[float], host: float, m: LinkModel) -
     return drained[need] + m.ctrl_s <= host
 
 
-def copy_out(size: int, m: LinkModel | None = None) -> dict[str, float]:
-    """Modelled copy-out (§9.4, synchronous piece by piece as published and as tinyhw runs it): per 512 KiB piece
-    the 0xF2 read arm, the SDMA submission (streamed ring write of 11 dwords: setup + bulk; HDP flush; 64-bit
-    doorbell as two TLPs, the second one starts the engine half way through its round trip), then one bulk IN whose
-    data flows once both its fixed cost has passed and the GPU's copy into the SRAM (``gpu_rate``) is done."""
+def copy_out(size: int, m: LinkModel | None = None, protocol: str = "tinyhw") -> dict[str, float]:
+    """Modelled copy-out (§9.4), piece by piece (one bulk IN of up to 512 KiB at a time). ``"seed"`` (as published):
+    per piece the 0xF2 read arm, the SDMA submission (streamed ring write of 11 dwords: setup + bulk; HDP flush;
+    64-bit doorbell as two TLPs, the second one starts the engine half way through its round trip), then one bulk
+    IN whose data flows once both its fixed cost has passed and the GPU's copy into the SRAM (``gpu_rate``) is done.
+    ``"tinyhw"``: one submission up front (the engine's read pointer read, a streamed ring write of 17 dwords per
+    piece, HDP flush, doorbell), then per piece the read arm and one E5 write of the go byte the GPU polls for (it
+    sees it when that control transfer ends), then the bulk IN as above."""
     m = m or LinkModel()
+    sizes = [min(512 * 1024, size - o) for o in range(0, size, 512 * 1024)]
     t = 0.0
-    for o in range(0, size, 512 * 1024):
-        n = min(512 * 1024, size - o)
+    if protocol == "tinyhw":
+        if sizes:
+            t = m.ctrl_s + 2 * m.ctrl_s + m.bulk_latency_s + 17 * len(sizes) * m.stream_dword_s + 3 * m.ctrl_s
+        for n in sizes:
+            kick = t + 2 * m.ctrl_s
+            gpu_done = kick + n / m.gpu_rate
+            t = max(kick + m.bulk_latency_s, gpu_done) + _wire(n - 4) / m.f2_rate
+        return {"seconds": t, "mb_s": size / t / 1e6 if t else 0.0}
+    for n in sizes:
         kick = t + m.ctrl_s + m.ctrl_s + m.bulk_latency_s + 11 * m.stream_dword_s + 2 * m.ctrl_s + m.ctrl_s / 2
         gpu_done = kick + n / m.gpu_rate
         t = max(kick + m.ctrl_s / 2 + m.bulk_latency_s, gpu_done) + _wire(n - 4) / m.f2_rate
