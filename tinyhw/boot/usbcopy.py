@@ -49,6 +49,7 @@ of what it put into the SRAM (wire images, copy-out pieces) and switches that ch
 
 from __future__ import annotations
 
+import array
 from typing import TYPE_CHECKING, Any
 
 from tinyhw.boot import sdmapkt
@@ -108,6 +109,7 @@ class UsbCopier:
         self.fence_seen = 0
         self.primed = False
         self.go = None  # the copy-out go byte last written (None: not written by this copier yet)
+        self._recv: dict[int, array.array] = {}  # copy-out receive buffers by wire length
         self.mirror = bytearray(SRAM_SIZE)
         self._staging: tuple[bytearray, bytearray] | None = None  # the seed protocol's two staging buffers
         self.stats = {"chunks": 0, "fence_reads": 0, "arms": 0, "bulk_out": 0, "staged_bytes": 0, "pieces_out": 0,
@@ -349,6 +351,7 @@ class UsbCopier:
         view = memoryview(out)
         self.engine.wait_idle(self.timeout)
         pieces = [(o, min(OUT_PIECE, length - o)) for o in range(0, length, OUT_PIECE)]
+        pending: tuple[int, int, array.array] | None = None  # the piece in the receive buffer, not yet in place
         batched = protocol == "tinyhw"
         if batched and pieces and self.go is None:
             self.sram.write_xdata(GO_XDATA, 0)  # the host is the go byte's only writer from here on
@@ -368,17 +371,21 @@ class UsbCopier:
                     self.sram.write_xdata(GO_XDATA, self.go)  # the GPU's POLL sees it: this piece goes
                 else:
                     self.engine.submit(self._piece_packets(src_offset + o, n))
-                piece = view[o:o + n]
+                # the previous piece is in the receive buffer and the sram is the gpu's again: its copy into the
+                # result (and the mirror) overlaps this piece's copy into the sram
+                self._land(pending, view)
+                recv = self._receive_buffer(-(-n // SECTOR) * SECTOR)
                 try:
-                    self.sram.collect_sram(n, into=piece)
+                    self.sram.collect_sram(n, into=recv)
                 except DeviceTimeout as e:
                     raise DeviceTimeout(f"usb copy-out piece at vram 0x{src_offset + o:x} never arrived: the gpu "
                                         f"did not release the sram (sdma read pointer 0x{self.engine.rptr():x} of "
                                         f"0x{self.engine.wptr:x})",
                                         hint="the copy engine is hung: reset the gpu (`tinyhw am reset`) and boot "
                                         "again") from e
-                self._mirror_piece(piece)  # the GPU wrote n bytes from SRAM offset 0 (slot 0)
+                pending = (o, n, recv)
                 self.stats["pieces_out"] += 1
+        self._land(pending, view)
         return out if into is None else view[:length]
 
     def _piece_packets(self, src: int, n: int) -> list[int]:
@@ -386,6 +393,24 @@ class UsbCopier:
         32-bit release write into 0x82200C."""
         return (sdmapkt.copy_linear(self.gpu.mc(src), bridge_va(SRAM_BUS), n)
                 + sdmapkt.fence(bridge_va(RELEASE_BUS), 0))
+
+    def _receive_buffer(self, wire: int) -> array.array:
+        """The copier's bulk-IN receive buffer of ``wire`` bytes (kept per length: full pieces and a last one), which
+        pyusb fills in place."""
+        buf = self._recv.get(wire)
+        if buf is None:
+            if len(self._recv) >= 2:
+                self._recv.clear()
+            buf = self._recv[wire] = array.array("B", bytes(wire))
+        return buf
+
+    def _land(self, pending: tuple[int, int, array.array] | None, view: memoryview) -> None:
+        """Copy a received piece (offset, length, receive buffer) into its place in the result and the mirror."""
+        if pending is not None:
+            o, n, recv = pending
+            piece = memoryview(recv)[:n]
+            view[o:o + n] = piece
+            self._mirror_piece(piece)  # the GPU wrote n bytes from SRAM offset 0 (slot 0)
 
     def _mirror_piece(self, piece: memoryview) -> None:
         """The mirror after the GPU wrote ``piece`` at SRAM offset 0: the last dword of every whole sector (where a

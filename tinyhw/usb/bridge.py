@@ -361,13 +361,15 @@ class Asm24:
     def sram_read_collect(self, length: int, into: Any = None) -> bytes | int:
         """The bulk IN of an armed SRAM read (rounded up to 512 bytes, truncated to ``length``). With ``into`` (a
         writable buffer of at least ``length`` bytes) the bytes land there and the count is returned: pyusb reads
-        into a receive buffer kept per wire length (pyusb fills only an ``array.array``; no allocation per read),
-        then one copy moves them into ``into``."""
+        into ``into`` itself when it is an ``array.array`` of bytes of the wire length (pyusb fills only an
+        ``array.array``), else into a receive buffer kept per wire length (no allocation per read) and one copy
+        moves them into ``into``."""
         wire = -(-length // SRAM_SECTOR) * SRAM_SECTOR
         if into is None:
             data = self._bulk_in(wire, TIMEOUT_SRAM_BULK, "sram read")
             return data[:length]
-        buf = self._in_buffers.get(wire)
+        direct = isinstance(into, array.array) and into.itemsize == 1 and len(into) == wire
+        buf = into if direct else self._in_buffers.get(wire)
         if buf is None:
             if len(self._in_buffers) >= 4:  # a copy-out uses two lengths at most (full pieces, the last one)
                 self._in_buffers.clear()
@@ -380,7 +382,8 @@ class Asm24:
             self.tap.bulk(self.ep.bulk_in, got, bytes(view[:got]))
         if got != wire:
             raise TransportError(f"short bulk read during sram read: {got} of {wire} bytes")
-        memoryview(into).cast("B")[:length] = view[:length]
+        if not direct:
+            memoryview(into).cast("B")[:length] = view[:length]
         return length
 
     def recover_endpoints(self) -> None:
