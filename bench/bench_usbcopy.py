@@ -134,7 +134,6 @@ def main() -> int:
         device = {p: one_copy(r, p, data) for p in PROTOCOLS}
         device_out = {s: one_copy_out(r, s, data) for s in OUT_SIZES}
     ratios = [o["mb_s"] / s["mb_s"] for s, o in zip(runs["seed"], runs["tinyhw"], strict=True)]
-    med = {p: statistics.median(x["mb_s"] for x in runs[p]) for p in PROTOCOLS}
     out_med = {key: statistics.median(x["mb_s"] for x in v) for key, v in outs.items()}
     ceiling = timing.f2_rate["ss"] / 1e6
 
@@ -150,11 +149,11 @@ def main() -> int:
             print(line)
     print(f"copy-out on the same board, hybrid clock (measured + modelled), {repeats} alternated runs per size, MB/s "
           "median (min, max):")
-    for size, kind in outs:
-        cpu = statistics.median(x["acc"].get(CALLER, {}).get("cpu", 0.0) for x in outs[size, kind])
+    for (size, kind), done in outs.items():
+        cpu = statistics.median(x["acc"].get(CALLER, {}).get("cpu", 0.0) for x in done)
         pieces = -(-size // (512 << 10))
         what = "a fresh result" if kind == "fresh" else "a preallocated result"
-        print(f"  {size >> 20:3d} MiB into {what:21s}: {spread([x['mb_s'] for x in outs[size, kind]])}; host cpu "
+        print(f"  {size >> 20:3d} MiB into {what:21s}: {spread([x['mb_s'] for x in done])}; host cpu "
               f"{cpu * 1e3:.2f} ms (measured, median), {cpu / pieces * 1e6:.0f} us per 512 KiB piece")
     print("other hosts and clocks (one run each):")
     for p in PROTOCOLS:
