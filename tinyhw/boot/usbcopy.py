@@ -108,12 +108,13 @@ class UsbCopier:
         self.seq = 0
         self.fence_seen = 0
         self.primed = False
+        self.fence_synced = False  # copy_in_sync read the fence (instead of zeroing it, as priming does)
         self.go = None  # the copy-out go byte last written (None: not written by this copier yet)
         self._recv: dict[int, array.array] = {}  # copy-out receive buffers by wire length
         self.mirror = bytearray(SRAM_SIZE)
         self._staging: tuple[bytearray, bytearray] | None = None  # the seed protocol's two staging buffers
         self.stats = {"chunks": 0, "fence_reads": 0, "arms": 0, "bulk_out": 0, "staged_bytes": 0, "pieces_out": 0,
-                      "alt_sentinels": 0, "data_tags": 0, "ib_dwords": 0}
+                      "alt_sentinels": 0, "data_tags": 0, "ib_dwords": 0, "pieces_in": 0}
 
     # -- helpers --------------------------------------------------------------------------------------------
     def _read_fence(self) -> int:
@@ -317,6 +318,33 @@ class UsbCopier:
         last[tail - 4:] = tag.to_bytes(4, "little")
         self.stats["staged_bytes"] += tail
         return self._bulk(q, last)
+
+    # -- synchronous copy-in (small buffers: a dispatch's) ------------------------------------------------------
+    def copy_in_sync(self, dst_offset: int, data: bytes | bytearray | memoryview) -> dict:
+        """Copy ``data`` to VRAM byte ``dst_offset`` in pieces of up to 512 KiB, each written whole into the SRAM
+        (one 0xF2 arm and one bulk OUT, waited for) before its SDMA COPY and fence WRITE are submitted, then the
+        fence read until it shows the piece drained. No sentinel, no priming (the piece is in the SRAM before the
+        GPU is told): for buffers of a few hundred KiB this costs less than the pipelined protocol's first-use
+        zeroing of the SRAM. The first call reads the fence once, so a value a previous process left there never
+        passes for a drain."""
+        view = memoryview(data).cast("B") if isinstance(data, memoryview) else memoryview(data)
+        if dst_offset < 0 or dst_offset + len(view) > self.gpu.vram_size:
+            raise Refused(f"copy-in of {len(view)} bytes at vram 0x{dst_offset:x} is outside vram")
+        if view and not self.primed and not self.fence_synced:
+            self.seq = max(self.seq, self._read_fence())  # fence targets from here on are above what it holds
+            self.fence_synced = True
+        for o in range(0, len(view), SRAM_SIZE):
+            piece = view[o:o + SRAM_SIZE]
+            self.sram.write_sram(0, piece)
+            wire = -(-len(piece) // SECTOR) * SECTOR
+            self._mirror_piece(piece)
+            self.mirror[len(piece):wire] = bytes(wire - len(piece))  # write_sram pads the last sector with zeros
+            self.engine.submit(sdmapkt.copy_linear(bridge_va(SRAM_BUS), self.gpu.mc(dst_offset + o), len(piece))
+                               + sdmapkt.write64(bridge_va(FENCE_BUS), self.seq + 1))
+            self.seq += 1
+            self._wait_fence(self.seq, f"gpu failed to copy the sram piece at vram 0x{dst_offset + o:x} in")
+            self.stats["pieces_in"] += 1
+        return {"bytes": len(view), "pieces": -(-len(view) // SRAM_SIZE)}
 
     def poison(self, length: int, byte: int = 0xA5) -> None:
         """Fill the SRAM a copy-out of ``length`` bytes lands in (slot 0 on, at most the whole SRAM) with ``byte``, so a
