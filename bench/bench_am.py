@@ -52,7 +52,8 @@ def main() -> None:
             print(f"  usb_transfers {st['usb_transfers']:,} in all, {copy['usb_transfers']:,} for the firmware copy "
                   f"-> {per / 1024:,.1f} KiB per usb transfer" if st["usb_transfers"] else
                   f"  register accesses {st['reg_reads'] + st['reg_writes']:,} (no usb)")
-            print(f"  modelled_s {st['modelled_s']:.3f}, wall {wall:.2f} s, steps {len(doc['steps'])}")
+            print(f"  modelled_s {st['modelled_s']:.3f} (modelled, exact), wall {wall:.2f} s (measured, one run), "
+                  f"steps {len(doc['steps'])}")
             if st["usb_transfers"]:
                 ok = ok and per >= 16 * 1024
             _, smi, st2 = tinyhw(device, ["smi", "--once"], env)

@@ -51,7 +51,7 @@ def main() -> None:
             print(f"flash dump --method aperture (2 MiB) on {board}: reg_reads {st['reg_reads']:,} "
                   f"(ROM_DATA dwords {SIZE // 4:,} + 2 originals), reg_writes {st['reg_writes']:,}, "
                   f"round_trips {st['round_trips']:,}, usb_transfers {st['usb_transfers']:,}")
-            print(f"  modelled_s {st['modelled_s']:.3f}, wall {wall:.2f} s, "
+            print(f"  modelled_s {st['modelled_s']:.3f} (modelled, exact), wall {wall:.2f} s (measured, one run), "
                   f"{'equals' if same else 'DIFFERS from'} the rom_sw dump (sha256 {reference[:16]})")
         print("result:", "ok" if ok else "unexpected")
 

@@ -28,7 +28,8 @@ def main() -> None:
         stats = json.loads([ln for ln in proc.stderr.splitlines() if ln.startswith("{")][-1])
         print(f"reg discovery on {board}: via {doc.get('path')}, {len(doc.get('ips', []))} ips, "
               f"reg_reads {stats['reg_reads']:,}, reg_writes {stats['reg_writes']:,}, "
-              f"usb_transfers {stats['usb_transfers']:,}, modelled {stats['modelled_s']:.4f} s, wall {wall:.2f} s")
+              f"usb_transfers {stats['usb_transfers']:,} (exact), modelled {stats['modelled_s']:.4f} s (exact), "
+              f"wall {wall:.2f} s (measured, one run: no spread)")
     print("result:", "ok" if ok else "failed")
 
 

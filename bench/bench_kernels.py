@@ -59,7 +59,8 @@ def main() -> None:
         sys.exit(f"bandwidth probe failed its check: {doc['check']['detail']}")
     np_xor, np_copy = numpy_best(args.n, args.repeats)
     mib = 4 * args.n / 2**20
-    print(f"buffers: 2 x {mib:.0f} MiB (u32 x {args.n}), best of {args.repeats}; GB/s counts read + write")
+    print(f"buffers: 2 x {mib:.0f} MiB (u32 x {args.n}), best of {args.repeats} (measured; the spread of the tinyhw "
+          f"runs: {min(doc['seconds']) * 1e3:.3f}-{max(doc['seconds']) * 1e3:.3f} ms); GB/s counts read + write")
     print(f"tinyhw kernels run bandwidth --device cpu : {doc['figure']:8.2f} GB/s  (check: pass)")
     print(f"numpy bitwise_xor(a, K, out=b)            : {np_xor:8.2f} GB/s")
     print(f"numpy copyto(b, a)                        : {np_copy:8.2f} GB/s")

@@ -62,7 +62,8 @@ def main() -> None:
     for board in ("mock:navi31", "mock:navi31-usb"):
         r = run(board)
         print(f"{board}: firmware {r['fw_bytes']} B into VRAM, VRAM written {r['vram_bytes_written']} B, "
-              f"BAR5 writes {r['bar5_writes']}, modelled {r['modelled_s']:.3f} s, wall {r['wall_s']:.2f} s")
+              f"BAR5 writes {r['bar5_writes']}, modelled {r['modelled_s']:.3f} s (modelled, exact), "
+              f"wall {r['wall_s']:.2f} s (measured, one run)")
         if board.endswith("usb"):
             per = r["fw_bytes"] / max(1, r["fw_usb_transfers"])
             print(f"  USB transfers: boot {r['usb_transfers']}, firmware copies {r['fw_usb_transfers']} "

@@ -72,7 +72,7 @@ def main() -> None:
             print(f"flash dump over remote:unix (2 MiB): round_trips={s['round_trips']}  "
                   f"round_trips/4KiB={s['round_trips'] / per:.2f} (target <= 2)  "
                   f"bytes_out/4KiB={s['bytes_out'] / per:,.0f}  bytes_in/4KiB={s['bytes_in'] / per:,.0f}  "
-                  f"wall={wall:.1f}s")
+                  f"wall={wall:.1f}s (counts exact; wall measured, one run)")
             lwall, ls = tinyhw(board, ["flash", "dump", f"{tmp}/local.bin"], env)
             same = Path(out).read_bytes() == Path(f"{tmp}/local.bin").read_bytes()
             print(f"flash dump locally on {board}: wall={lwall:.1f}s  register round_trips={ls['round_trips']:,}  "

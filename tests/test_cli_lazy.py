@@ -28,6 +28,40 @@ def test_help_imports_no_feature_package() -> None:
         assert name in r.stdout
 
 
+#: what ``tinyhw --help`` must not import: the emulators, numpy, rich, the shader core, the options classes of the
+#: board registry (dataclass-heavy; the help lists the registry's names and descriptions only), json
+HELP_HEAVY = ("numpy", "rich", "tinyhw.mocks", "tinyhw.boards.options", "tinyhw.boards.navi31", "tinyhw.boards.nvidia",
+              "tinyhw.boards.kinds", "json", "tinyhw.formats", "usb")
+
+
+def _modules_after(args: list[str], env: dict[str, str] | None = None) -> set[str]:
+    """The modules loaded after ``tinyhw ARGS`` ran in a fresh interpreter."""
+    code = ("import sys\nfrom tinyhw.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print(' '.join(sorted(sys.modules)), file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True, env=env)
+    return set(r.stderr.strip().splitlines()[-1].split())
+
+
+def test_help_imports_nothing_heavy() -> None:
+    loaded = _modules_after(["--help"])
+    heavy = sorted(m for m in loaded if any(m == h or m.startswith(h + ".") for h in HELP_HEAVY))
+    assert heavy == [], heavy
+
+
+def test_probe_on_an_emulated_board_imports_only_that_boards_blocks(tmp_path) -> None:
+    """probe on mock:navi31-usb builds the navi31 board behind the bridge: none of the shader core (and numpy), the
+    instruction decoder or the other boards' emulators is imported."""
+    import os
+
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), TINYHW_LOCK_DIR=str(tmp_path / "locks"))
+    loaded = _modules_after(["--device", "mock:navi31-usb", "probe"], env)
+    assert "tinyhw.mocks.navi31_am" in loaded  # the board was built
+    unused = sorted(m for m in loaded if m.split(".")[0] == "numpy" or m in (
+        "tinyhw.mocks.rdna3.dispatch", "tinyhw.mocks.rdna3.state", "tinyhw.formats.amdisa", "tinyhw.formats.rdna3_ops",
+        "tinyhw.mocks.ad102", "tinyhw.mocks.nv_gsp", "tinyhw.mocks.nv_falcon"))
+    assert unused == [], unused
+
+
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_lazy_entry_loads_the_named_command(name: str) -> None:
     command = load_command(name)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import random
+import sys
 import threading
 from types import SimpleNamespace
 
@@ -175,3 +177,53 @@ def test_copy_in_counters_agree_on_both_sides(tmp_path):
     bulk = e1["bulk_transfers"] - e0["bulk_transfers"]
     assert bulk == r.copier.stats["bulk_out"] + 1  # + the ring write's streamed bulk out
     assert d1["round_trips"] - d0["round_trips"] == e1["usb_transfers"] - e0["usb_transfers"] - bulk + 1
+
+
+def _fake_libusb_queue():
+    """A LibusbBulkQueue on the machine's libusb whose alloc/submit/free/event calls are stand-ins: each submitted
+    transfer is recorded (its buffer address and length) and completes at the next event pump."""
+    name = ctypes.util.find_library("usb-1.0")
+    if name is None:
+        pytest.skip("libusb-1.0 is not installed here")
+    q = libusb_async.LibusbBulkQueue(ctypes.CDLL(name), None, None, 0x02, 4, 1000)
+    structs: dict[int, libusb_async.Transfer] = {}
+    seen: list[tuple[int, int]] = []
+
+    def alloc(_iso):
+        t = libusb_async.Transfer()
+        structs[ctypes.addressof(t)] = t
+        return ctypes.addressof(t)
+
+    def submit(addr):
+        t = structs[addr]
+        seen.append((t.buffer, t.length))
+        return 0
+
+    def events(_ctx, _tv, _completed):
+        for addr, t in structs.items():
+            if addr in q.by_addr and q.slots[q.by_addr[addr]][2] is None:
+                t.status, t.actual_length = libusb_async.COMPLETED, t.length
+                q._done(addr)
+        return 0
+
+    q._alloc, q._submit, q._free, q._events = alloc, submit, lambda addr: structs.pop(addr, None), events
+    return q, seen
+
+
+def test_libusb_submit_reads_the_callers_bytes_in_place():
+    """Zero-copy: libusb is handed the address of the caller's own bytes (bytes, bytearray, a slice of either), not a
+    copy, and the buffer is pinned (a bytearray cannot be resized) until its transfer reported back."""
+    q, seen = _fake_libusb_queue()
+    big = bytearray(os.urandom(1 << 20))
+    base = ctypes.addressof((ctypes.c_char * len(big)).from_buffer(big))
+    frozen = bytes(os.urandom(4096))
+    tickets = [q.submit(memoryview(big)[4096:4096 + 262144]), q.submit(big), q.submit(frozen)]
+    assert seen[0] == (base + 4096, 262144)
+    assert seen[1] == (base, len(big))
+    assert seen[2] == (id(frozen) + sys.getsizeof(b"") - 1, 4096)  # CPython's bytes: the data after the header
+    assert q.copies == 0
+    with pytest.raises(BufferError):
+        big.append(0)  # pinned while in flight
+    q.wait(tickets[-1])
+    big.append(0)  # released once reported
+    q.abort()

@@ -13,38 +13,12 @@ and options class in ``tinyhw/boards/``, and one :class:`Entry` in :data:`REGIST
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tinyhw.boards.navi31 import Navi31Options, Navi31UsbOptions
-from tinyhw.boards.nvidia import Ad102Options
-from tinyhw.boards.options import DeviceOptions, NoOptions, flag, option, path, pattern
-
-
-@dataclass
-class PciOptions(DeviceOptions):
-    """Options of ``pci:`` (sysfs)."""
-
-    force_bound: bool = option(flag(), False, "open the function although a kernel driver is bound to it")
-    nowc: bool = option(flag(), False, "map prefetchable BARs uncached (no write combining)")
-
-
-@dataclass
-class RemoteOptions(DeviceOptions):
-    """Options of ``remote:HOST:PORT`` and ``remote:unix``; over ssh the options belong to the device there."""
-
-
-    key: Path | None = option(path(), None, "the shared HMAC key of remote:HOST:PORT (default $TINYHW_REMOTE_KEY, "
-                              "else ~/.config/tinyhw/remote.key)")
-
-
-@dataclass
-class LabgridOptions(DeviceOptions):
-    """Options of ``labgrid:PLACE``: where the coordinator is."""
-
-    coordinator: str | None = option(pattern("HOST:PORT", r"[a-z0-9.\-\[\]:]{1,255}",
-                                             "a coordinator address HOST[:PORT]"), None,
-                                     "the labgrid coordinator (default $LG_COORDINATOR, else 127.0.0.1:20408)")
+if TYPE_CHECKING:  # the options classes are imported when an entry's options are asked for (not for --help)
+    from tinyhw.boards.options import DeviceOptions
 
 
 #: openers ``tinyhw.connect`` binds (connect.OPENERS): native PCIe, the USB bridge, a server, the CUDA driver, an
@@ -58,11 +32,20 @@ class Entry:
 
     name: str  # "pci", "usb", "mock:navi31": the device string's head
     opener: str  # one of OPENERS
-    options: type[DeviceOptions]
+    options_at: str | type[DeviceOptions]  # "module:Class" of its options class (imported on first use), or the class
     description: str
     forms: str = ""  # how its strings are written, for help texts (default: the name)
     emulator: str = ""  # emulated boards: "module:Class" that connect constructs (a transport, or a board)
     board: str = ""  # emulated boards: the board modelled (mock:navi31 and mock:navi31-usb are one board)
+
+    @property
+    def options(self) -> type[DeviceOptions]:
+        """Its options (a :class:`~tinyhw.boards.options.DeviceOptions` class), imported now: listing the registry
+        (``tinyhw --help``) imports no options class."""
+        if not isinstance(self.options_at, str):
+            return self.options_at
+        module, _, attr = self.options_at.partition(":")
+        return getattr(importlib.import_module(module), attr)
 
     @property
     def usage(self) -> str:
@@ -91,22 +74,28 @@ class Entry:
 
 
 REGISTRY: tuple[Entry, ...] = (
-    Entry("pci", "pci", PciOptions, "native PCIe through sysfs resource files",
+    Entry("pci", "pci", "tinyhw.boards.kinds:PciOptions", "native PCIe through sysfs resource files",
           forms="pci:DDDD:BB:DD.F (or a bare BB:DD.F)"),
-    Entry("vfio", "vfio", NoOptions, "native PCIe through VFIO", forms="vfio:DDDD:BB:DD.F"),
-    Entry("usb", "usb", NoOptions, "the ASM24 bridge with the custom firmware", forms="usb, usb:N, usb:BUS-ADDR"),
-    Entry("remote", "remote", RemoteOptions, "a tinyhw serve remote on another machine (ssh runs it over stdio)",
+    Entry("vfio", "vfio", "tinyhw.boards.options:NoOptions", "native PCIe through VFIO", forms="vfio:DDDD:BB:DD.F"),
+    Entry("usb", "usb", "tinyhw.boards.options:NoOptions", "the ASM24 bridge with the custom firmware",
+          forms="usb, usb:N, usb:BUS-ADDR"),
+    Entry("remote", "remote", "tinyhw.boards.kinds:RemoteOptions",
+          "a tinyhw serve remote on another machine (ssh runs it over stdio)",
           forms="remote:HOST:PORT, remote:unix[:PATH], remote:ssh://[user@]host/DEV"),
-    Entry("labgrid", "labgrid", LabgridOptions, "a labgrid place: acquired through the coordinator, its tinyhw server "
-          "reached through the remote transport (the labgrid extra)", forms="labgrid:PLACE"),
-    Entry("mock:navi31", "direct", Navi31Options, "emulated navi31 (rx 7900) board, attached directly",
+    Entry("labgrid", "labgrid", "tinyhw.boards.kinds:LabgridOptions", "a labgrid place: acquired through the "
+          "coordinator, its tinyhw server reached through the remote transport (the labgrid extra)",
+          forms="labgrid:PLACE"),
+    Entry("mock:navi31", "direct", "tinyhw.boards.navi31:Navi31Options",
+          "emulated navi31 (rx 7900) board, attached directly",
           emulator="tinyhw.mocks.direct:DirectTransport", board="navi31"),
-    Entry("mock:navi31-usb", "asm24", Navi31UsbOptions, "emulated navi31 board behind an emulated asm24 usb bridge",
+    Entry("mock:navi31-usb", "asm24", "tinyhw.boards.navi31:Navi31UsbOptions",
+          "emulated navi31 board behind an emulated asm24 usb bridge",
           emulator="tinyhw.mocks.navi31:Navi31Board", board="navi31"),
-    Entry("mock:ad102", "direct", Ad102Options, "emulated nvidia ada (ad102, rtx 4090) board, attached directly",
+    Entry("mock:ad102", "direct", "tinyhw.boards.nvidia:Ad102Options",
+          "emulated nvidia ada (ad102, rtx 4090) board, attached directly",
           emulator="tinyhw.mocks.ad102:ad102_transport", board="ad102"),
-    Entry("cuda", "cuda", NoOptions, "an NVIDIA GPU through the CUDA driver (bench copy and kernels run only)",
-          forms="cuda:N"),
+    Entry("cuda", "cuda", "tinyhw.boards.options:NoOptions",
+          "an NVIDIA GPU through the CUDA driver (bench copy and kernels run only)", forms="cuda:N"),
 )
 
 

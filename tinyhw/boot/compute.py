@@ -175,6 +175,9 @@ class ComputeEngine:
         self.stats = {"dispatches": 0, "dwords": 0}
         self.placed: list[tuple[int, int]] = []  # the last dispatch's buffers: (region offset, bytes)
         self.pages: list[tuple[int, int]] = []  # and the region offsets of their mapped pages: (start, end)
+        #: how the buffers go in and come out (:class:`tinyhw.boot.buffers.BufferPath`; None: BAR writes and reads)
+        self.buffers: Any = None
+        self.copy_engine: Any = None  # the copy engine open_compute brought up (for a buffer path over it)
 
     # -- queue --------------------------------------------------------------------------------------------------
     def select(self, on: bool = True) -> None:
@@ -432,8 +435,9 @@ class ComputeEngine:
         g = self.gpu
         layout = buffer_layout([len(b) for b in buffers])
         g.vram_write(REGION + CODE, kernel.text)
+        put = self.buffers.write if self.buffers is not None else g.vram_write
         for b, (off, _lo, _hi) in zip(buffers, layout, strict=True):
-            g.vram_write(REGION + off, bytes(b) + bytes(max(4, -(-len(b) // 4) * 4) - len(b)))
+            put(REGION + off, bytes(b) + bytes(max(4, -(-len(b) // 4) * 4) - len(b)))
         map_vram_pages(g, REGION_VA - VA_BASE + BUFFERS, REGION + BUFFERS, REGION_SIZE - BUFFERS,
                        [(lo - BUFFERS, hi - BUFFERS) for _off, lo, hi in layout], REGION + TABLES, CODE - TABLES)
         self.placed = [(off, len(b)) for b, (off, _lo, _hi) in zip(buffers, layout, strict=True)]
@@ -518,7 +522,8 @@ class ComputeEngine:
         g = self.gpu
         seconds = self.wait(self.seq, timeout)
         self.stats["dispatches"] += 1
-        outputs = [g.vram_read(REGION + off, -(-n // 4) * 4)[:n] for off, n in placed]
+        get = self.buffers.read if self.buffers is not None else g.vram_read
+        outputs = [get(REGION + off, -(-n // 4) * 4)[:n] for off, n in placed]
         return DispatchRun(kernel.name, grid3, block3, outputs, seconds,
                            {"ring_dwords": self.wptr, "fence": self.seq})
 
@@ -601,7 +606,8 @@ def open_compute(transport: Any, *, timeout: float = DEFAULT_TIMEOUT, gpu: AmGpu
     if gpu.rd("gc.GCVM_L2_PROTECTION_FAULT_STATUS"):
         raise Refused("a gpu vm fault is pending (GCVM_L2_PROTECTION_FAULT_STATUS != 0): an earlier dispatch faulted",
                       hint="reset the gpu (`tinyhw am reset --yes`) and boot again")
-    bring_up(gpu)
+    copy = bring_up(gpu)
     engine = ComputeEngine(gpu, timeout=timeout)
+    engine.copy_engine = copy
     engine.create()
     return engine

@@ -37,6 +37,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 WINDOW, CHUNK, SECTOR = 0x40000, 0x40000 - 4, 512
+IB_MIN_CHUNKS, STAGE_MAX = 8, 64 * 1024  # as tinyhw.boot.usbcopy (the model imports nothing of the driver)
+RING_IB_DWORDS = 25  # tinyhw with an indirect buffer: one chunk's 19 packets dwords + the 6-dword INDIRECT
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,34 @@ def _wire(n: int) -> int:
 HOSTS = ("sync", "worker", "async")
 
 
+def plan(size: int, protocol: str, m: LinkModel) -> tuple[int, list[tuple[int, list[int], int]]]:
+    """What a copy-in of ``size`` bytes sends: the dwords streamed into the ring, and per chunk (payload bytes,
+    its bulk transfers' lengths, bytes built on the host). The seed: every chunk staged whole, one transfer, all
+    packets streamed. tinyhw: from :data:`IB_MIN_CHUNKS` chunks on, the packets go as a first chunk (an indirect
+    buffer, built whole) and the ring gets only that chunk's packets and the INDIRECT; a full chunk followed by
+    more data is one transfer from the caller's buffer (its tag is the next dword: random data never collides with
+    the stale one); a short last chunk is built whole up to :data:`STAGE_MAX`, else body + tail."""
+    sizes = [min(CHUNK, size - o) for o in range(0, size, CHUNK)]
+    if protocol == "seed":
+        return len(sizes) * m.ring_dwords, [(n, [_wire(n)], _wire(n)) for n in sizes]
+    out: list[tuple[int, list[int], int]] = []
+    ring = len(sizes) * m.ring_dwords
+    if len(sizes) >= IB_MIN_CHUNKS:
+        ib = 4 * ring
+        out.append((ib, [_wire(ib)], _wire(ib)))
+        ring = RING_IB_DWORDS
+    for k, n in enumerate(sizes):
+        wire = _wire(n)
+        if n == CHUNK and k + 1 < len(sizes):
+            out.append((n, [wire], 0))
+        elif wire <= STAGE_MAX:
+            out.append((n, [wire], wire))
+        else:
+            body = min(wire - 512, n) // 1024 * 1024
+            out.append((n, [body, wire - body], wire - body))
+    return ring, out
+
+
 def copy_in(size: int, protocol: str, m: LinkModel | None = None, host: str = "async",
             host_costs: bool = True) -> dict[str, float]:
     """Modelled seconds and MB/s of one copy-in of ``size`` bytes with ``protocol`` ("seed" or "tinyhw") on a
@@ -74,10 +104,10 @@ def copy_in(size: int, protocol: str, m: LinkModel | None = None, host: str = "a
         return _copy_in_host(size, protocol, m, worker=host == "worker")
     if host != "async":
         raise ValueError(f"unknown host {host!r}; known: {', '.join(HOSTS)}")
-    sizes = [min(CHUNK, size - o) for o in range(0, size, CHUNK)]
+    ring, chunks = plan(size, protocol, m)
     host = ep0 = pipe = 0.0
     # the one SDMA submission before any chunk: streamed ring write (setup + bulk), HDP flush, doorbell (2 TLPs)
-    host += m.submit_s + 2 * m.ctrl_s + len(sizes) * m.ring_dwords * m.stream_dword_s + 3 * m.ctrl_s
+    host += m.submit_s + 2 * m.ctrl_s + ring * m.stream_dword_s + 3 * m.ctrl_s
     ep0 = host
     bulk_done: list[float] = []
     drained: list[float] = []
@@ -102,12 +132,11 @@ def copy_in(size: int, protocol: str, m: LinkModel | None = None, host: str = "a
                 return done
             t = done
 
-    for k, n in enumerate(sizes):
-        wire = _wire(n)
+    for k, (n, transfers, staged) in enumerate(chunks):
         if k >= 2:
             host = max(host, bulk_done[k - 2])
         if protocol == "seed":
-            host += wire / m.stage_rate + 2 * m.submit_s
+            host += staged / m.stage_rate + 2 * m.submit_s
             arm_done = control(host)
             if k >= 2:
                 host = fence_ok(k - 2, host)
@@ -115,16 +144,12 @@ def copy_in(size: int, protocol: str, m: LinkModel | None = None, host: str = "a
                 fence_reads += 1
                 host = control(host)
             host = max(host, arm_done) + m.submit_s
-            transfers = [wire]
         else:
             host += m.submit_s
             arm_done = control(host)  # arming before the drain is safe (PR #17663); the fence read queues behind it
             if k >= 2 and not _known_drained(k - 2, drained, host, m):
                 host = fence_ok(k - 2, host)
-            wire_body = min(wire - 512, n) // 1024 * 1024
-            tail = wire - wire_body
-            host += tail / m.stage_rate + 2 * m.submit_s
-            transfers = [wire_body, tail] if wire_body else [wire]
+            host += staged / m.stage_rate + len(transfers) * m.submit_s
         # a transfer submitted while the previous one is still on the pipe pays only the gap; one submitted to an
         # idle pipe pays the full fixed cost (as the emulator's queued bulk OUT does)
         idle = host >= pipe
@@ -135,8 +160,8 @@ def copy_in(size: int, protocol: str, m: LinkModel | None = None, host: str = "a
         bulk_done.append(pipe)
         gpu_start = max(pipe + m.poll_s, drained[-1] if drained else 0.0)
         drained.append(gpu_start + n / m.gpu_rate + 1e-6)
-    end = fence_ok(len(sizes) - 1, max(host, bulk_done[-1]))
-    return {"seconds": end, "mb_s": size / end / 1e6, "chunks": len(sizes), "fence_reads": fence_reads}
+    end = fence_ok(len(chunks) - 1, max(host, bulk_done[-1]))
+    return {"seconds": end, "mb_s": size / end / 1e6, "chunks": len(chunks), "fence_reads": fence_reads}
 
 
 def _copy_in_host(size: int, protocol: str, m: LinkModel, worker: bool) -> dict[str, float]:
@@ -145,8 +170,8 @@ def _copy_in_host(size: int, protocol: str, m: LinkModel, worker: bool) -> dict[
     thread (one synchronous transfer at a time, each starting when handed over and the previous one finished).
     Window reuse waits for chunk seq-2's transfers and a fence showing it drained. The GPU drains a chunk
     ``poll_s`` after its last byte landed, at ``gpu_rate``; a fence read sees the drains of its midpoint."""
-    sizes = [min(CHUNK, size - o) for o in range(0, size, CHUNK)]
-    t = m.submit_s + 2 * m.ctrl_s + len(sizes) * m.ring_dwords * m.stream_dword_s + 3 * m.ctrl_s  # the caller
+    ring, chunks = plan(size, protocol, m)
+    t = m.submit_s + 2 * m.ctrl_s + ring * m.stream_dword_s + 3 * m.ctrl_s  # the caller
     free = t  # when the worker (or, without one, the caller) may start the next bulk transfer
     drained: list[float] = []
     done: list[float] = []
@@ -172,29 +197,27 @@ def _copy_in_host(size: int, protocol: str, m: LinkModel, worker: bool) -> dict[
             t = free
         return free
 
-    for k, n in enumerate(sizes):
-        wire = _wire(n)
+    for k, (n, transfers, staged) in enumerate(chunks):
         if k >= 2:
             t = max(t, done[k - 2])
         if protocol == "seed":
-            t += wire / m.stage_rate
+            t += staged / m.stage_rate
             t += m.submit_s + m.ctrl_s  # arm
             read_fence()
             wait_fence(k - 1)
-            end = bulk(wire)
+            end = bulk(transfers[0])
         else:
             t += m.submit_s + m.ctrl_s  # arm
             wait_fence(k - 1)
-            body = min(wire - 512, n) // 1024 * 1024
-            if body:
-                bulk(body)
-            t += (wire - body) / m.stage_rate
-            end = bulk(wire - body)
+            if len(transfers) == 2:
+                bulk(transfers[0])
+            t += staged / m.stage_rate
+            end = bulk(transfers[-1])
         done.append(end)
         drained.append(max(end + m.poll_s, drained[-1] if drained else 0.0) + n / m.gpu_rate + 1e-6)
     t = max(t, done[-1])
-    wait_fence(len(sizes))
-    return {"seconds": t, "mb_s": size / t / 1e6, "chunks": len(sizes), "fence_reads": reads}
+    wait_fence(len(chunks))
+    return {"seconds": t, "mb_s": size / t / 1e6, "chunks": len(chunks), "fence_reads": reads}
 
 
 def _known_drained(need: int, drained: list[float], host: float, m: LinkModel) -> bool:
@@ -203,15 +226,26 @@ def _known_drained(need: int, drained: list[float], host: float, m: LinkModel) -
     return drained[need] + m.ctrl_s <= host
 
 
-def copy_out(size: int, m: LinkModel | None = None) -> dict[str, float]:
-    """Modelled copy-out (§9.4, synchronous piece by piece as published and as tinyhw runs it): per 512 KiB piece
-    the 0xF2 read arm, the SDMA submission (streamed ring write of 11 dwords: setup + bulk; HDP flush; 64-bit
-    doorbell as two TLPs, the second one starts the engine half way through its round trip), then one bulk IN whose
-    data flows once both its fixed cost has passed and the GPU's copy into the SRAM (``gpu_rate``) is done."""
+def copy_out(size: int, m: LinkModel | None = None, protocol: str = "tinyhw") -> dict[str, float]:
+    """Modelled copy-out (§9.4), piece by piece (one bulk IN of up to 512 KiB at a time). ``"seed"`` (as published):
+    per piece the 0xF2 read arm, the SDMA submission (streamed ring write of 11 dwords: setup + bulk; HDP flush;
+    64-bit doorbell as two TLPs, the second one starts the engine half way through its round trip), then one bulk
+    IN whose data flows once both its fixed cost has passed and the GPU's copy into the SRAM (``gpu_rate``) is done.
+    ``"tinyhw"``: one submission up front (the engine's read pointer read, a streamed ring write of 17 dwords per
+    piece, HDP flush, doorbell), then per piece the read arm and one E5 write of the go byte the GPU polls for (it
+    sees it when that control transfer ends), then the bulk IN as above."""
     m = m or LinkModel()
+    sizes = [min(512 * 1024, size - o) for o in range(0, size, 512 * 1024)]
     t = 0.0
-    for o in range(0, size, 512 * 1024):
-        n = min(512 * 1024, size - o)
+    if protocol == "tinyhw":
+        if sizes:
+            t = m.ctrl_s + 2 * m.ctrl_s + m.bulk_latency_s + 17 * len(sizes) * m.stream_dword_s + 3 * m.ctrl_s
+        for n in sizes:
+            kick = t + 2 * m.ctrl_s
+            gpu_done = kick + n / m.gpu_rate
+            t = max(kick + m.bulk_latency_s, gpu_done) + _wire(n - 4) / m.f2_rate
+        return {"seconds": t, "mb_s": size / t / 1e6 if t else 0.0}
+    for n in sizes:
         kick = t + m.ctrl_s + m.ctrl_s + m.bulk_latency_s + 11 * m.stream_dword_s + 2 * m.ctrl_s + m.ctrl_s / 2
         gpu_done = kick + n / m.gpu_rate
         t = max(kick + m.ctrl_s / 2 + m.bulk_latency_s, gpu_done) + _wire(n - 4) / m.f2_rate

@@ -6,7 +6,6 @@ prints JSON or human output, asks for confirmation, and writes ``--stats``.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -157,12 +156,16 @@ class App:
                 "reg_reads": 0, "reg_writes": 0, "bytes_in": 0, "bytes_out": 0,
             })
             doc["elapsed_s"] = round(time.monotonic() - self.started, 6)
+            import json
+
             print(json.dumps(doc, sort_keys=True), file=sys.stderr)
 
     # -- output ------------------------------------------------------------------------------------
     def emit(self, doc: Any, human: Callable[[], None]) -> None:
         """Print ``doc`` as JSON with ``--json``, else call ``human()`` to print it for people."""
         if self.json:
+            import json
+
             sys.stdout.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
             EMITTED["json"] = True
         else:

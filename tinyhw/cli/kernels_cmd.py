@@ -241,9 +241,12 @@ def run_cmd(app: App, name: str, repeats: int | None, n: int | None, build_dir: 
 @click.option("--out", "outs", multiple=True, metavar="INDEX:FILE", help="Write buffer INDEX back to FILE (repeat).")
 @click.option("--force", is_flag=True, help="Let --out replace existing regular files (never a FIFO or device).")
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the fence.")
+@click.option("--buffer-path", type=click.Choice(["auto", "sram", "dma", "bar"]), default="auto", show_default=True,
+              help="How buffers travel: the copy engine (sram behind the usb bridge, dma with dma buffers, verified "
+                   "through the bar) or bar writes and reads.")
 @click.pass_obj
 def exec_cmd(app: App, code_object: Path, kernel: str | None, grid: str, block: str, buffers: tuple[str, ...],
-             outs: tuple[str, ...], force: bool, timeout: float) -> None:
+             outs: tuple[str, ...], force: bool, timeout: float, buffer_path: str) -> None:
     """Run a kernel of your own gfx1100 code object on an AMD board `am boot` brought up (the global --device:
     mock:navi31, mock:navi31-usb, usb, pci:, vfio:), with the buffers given, and write buffers back.
 
@@ -269,11 +272,15 @@ def exec_cmd(app: App, code_object: Path, kernel: str | None, grid: str, block: 
                       "usb, pci:, vfio:)", hint="tinyhw --device mock:navi31 kernels exec ...")
     plan = plan_exec(code_object, kernel=kernel, grid=grid, block=block, buffers=list(buffers), outs=list(outs),
                      timeout=timeout, force=force)  # every refusal before the device is opened
-    doc = run_exec(plan, app.open_transport(writes=True))
+    doc = run_exec(plan, app.open_transport(writes=True), buffer_path=buffer_path)
 
     def human() -> None:
         print(f"{doc['kernel']} ({doc['code_object']}): grid {tuple(doc['grid'])} block {tuple(doc['block'])}, "
               f"{len(doc['buffers'])} buffer(s), dispatch {doc['dispatch_s'] * 1e3:.3f} ms ({doc['time_kind']})")
+        bp = doc["buffer_path"]
+        print(f"buffers over {bp['label']}: in {bp['in']['bytes']} bytes in {bp['in']['seconds'] * 1e3:.3f} ms, out "
+              f"{bp['out']['bytes']} bytes in {bp['out']['seconds'] * 1e3:.3f} ms ({bp['time_kind']}); "
+              f"{bp['verified_bytes']} bytes verified through the bar")
         for o in doc["outputs"]:
             print(f"wrote buffer {o['index']} ({o['bytes']} bytes) to {o['file']}")
 

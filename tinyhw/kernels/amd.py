@@ -64,8 +64,10 @@ def plan_amd(name: str, repeats: int = 1, n: int | None = None, build_dir: Path 
     return AmdPlan(probe, folder, man, entry, n, repeats, per)
 
 
-def run_amd(plan: AmdPlan, transport: Any, *, timeout: float = 10.0) -> dict:
-    """Run ``plan`` on the GPU behind ``transport`` (handed in and closed by the caller)."""
+def run_amd(plan: AmdPlan, transport: Any, *, timeout: float = 10.0, buffer_path: str = "auto") -> dict:
+    """Run ``plan`` on the GPU behind ``transport`` (handed in and closed by the caller); the buffers travel over
+    ``buffer_path`` (:mod:`tinyhw.boot.buffers`: the copy engine where there is one, verified through the BAR)."""
+    from tinyhw.boot.buffers import open_buffer_path
     from tinyhw.boot.compute import check_booted, load_code_object, open_compute
     from tinyhw.kernels.manifest_check import read_binary
 
@@ -82,10 +84,14 @@ def run_amd(plan: AmdPlan, transport: Any, *, timeout: float = 10.0) -> dict:
     seconds = []
     run = None
     with engine:
-        for _ in range(plan.repeats):
-            data = [host.get(name, bytes(bufs[name].nbytes)) for name in order]
-            run = engine.run(kernel, (n // plan.per_group, 1, 1), tuple(k["block"]), data)
-            seconds.append(run.seconds)
+        path = engine.buffers = open_buffer_path(transport, gpu, engine.copy_engine, buffer_path)
+        try:
+            for _ in range(plan.repeats):
+                data = [host.get(name, bytes(bufs[name].nbytes)) for name in order]
+                run = engine.run(kernel, (n // plan.per_group, 1, 1), tuple(k["block"]), data)
+                seconds.append(run.seconds)
+        finally:
+            path.close()
     assert run is not None
     outputs = {name: run.outputs[i] for i, name in enumerate(order) if bufs[name].role in ("out", "inout")}
     check = probe.check(n, outputs)
@@ -100,7 +106,8 @@ def run_amd(plan: AmdPlan, transport: Any, *, timeout: float = 10.0) -> dict:
                                        + (" (the emulator's board clock, not a performance model)"
                                           if emulated else ""),
             "kernels": 1, "grid": list(run.grid), "block": list(run.block),
-            "binary": f"prebuilt gfx1100 code object from tinygrad {plan.manifest['tinygrad']} ({plan.folder})"}
+            "binary": f"prebuilt gfx1100 code object from tinygrad {plan.manifest['tinygrad']} ({plan.folder})",
+            "buffer_path": {**path.summary(), "time_kind": kind}}
 
 
 def run_amd_probe(name: str, transport: Any, *, n: int | None = None, repeats: int = 1, timeout: float = 10.0,

@@ -121,19 +121,27 @@ def plan_exec(code_object: str | Path, *, kernel: str | None, grid: str | tuple[
     return ExecPlan(path, k, grid3, block3, data, sources, wanted, timeout)
 
 
-def run_exec(plan: ExecPlan, transport: Any) -> dict:
-    """Run ``plan`` on the GPU behind ``transport`` (handed in, closed by the caller); write the ``--out`` files."""
-    return _run(plan, transport)[0]
+def run_exec(plan: ExecPlan, transport: Any, *, buffer_path: str = "auto") -> dict:
+    """Run ``plan`` on the GPU behind ``transport`` (handed in, closed by the caller); write the ``--out`` files.
+    ``buffer_path``: how the buffers travel (:mod:`tinyhw.boot.buffers`: auto, sram, dma, bar)."""
+    return _run(plan, transport, buffer_path)[0]
 
 
-def _run(plan: ExecPlan, transport: Any) -> tuple[dict, list[bytes]]:
+def _run(plan: ExecPlan, transport: Any, buffer_path: str = "auto") -> tuple[dict, list[bytes]]:
+    from tinyhw.boot.buffers import PATHS, open_buffer_path
     from tinyhw.boot.compute import check_booted, open_compute
     from tinyhw.fileio import atomic_write
 
+    if buffer_path not in PATHS:
+        raise Refused(f"unknown buffer path {buffer_path!r}; known: {', '.join(PATHS)}")
     gpu = check_booted(transport, "kernels exec runs on")
     engine = open_compute(transport, timeout=plan.timeout, gpu=gpu)
     with engine:
-        run = engine.run(plan.kernel, plan.grid, plan.block, plan.buffers)
+        moved = engine.buffers = open_buffer_path(transport, gpu, engine.copy_engine, buffer_path)
+        try:
+            run = engine.run(plan.kernel, plan.grid, plan.block, plan.buffers)
+        finally:
+            moved.close()
     written = []
     for i, path in plan.outs:
         atomic_write(path, run.outputs[i])
@@ -144,7 +152,8 @@ def _run(plan: ExecPlan, transport: Any) -> tuple[dict, list[bytes]]:
             "block": list(run.block), "buffers": [{"source": s, "bytes": len(b)} for s, b in
                                                   zip(plan.sources, plan.buffers, strict=True)],
             "dispatch_s": run.seconds, "time_kind": "modelled" if emulated else "measured", "outputs": written,
-            "kernarg_bytes": max(plan.kernel.kd.kernarg_size, meta.kernarg_size if meta else 0)},
+            "kernarg_bytes": max(plan.kernel.kd.kernarg_size, meta.kernarg_size if meta else 0),
+            "buffer_path": {**moved.summary(), "time_kind": "modelled" if emulated else "measured"}},
             run.outputs)
 
 
@@ -159,12 +168,13 @@ class ExecResult:
 
 def exec_kernel(transport: Any, code_object: str | Path, *, grid: str | tuple[int, ...],
                 block: str | tuple[int, ...], buffers: list[str] | list[bytes], kernel: str | None = None,
-                outs: list[str] | None = None, timeout: float = 10.0, force: bool = False) -> ExecResult:
+                outs: list[str] | None = None, timeout: float = 10.0, force: bool = False,
+                buffer_path: str = "auto") -> ExecResult:
     """The library's one call behind ``kernels exec``: check everything (:func:`plan_exec`, refusals before the
     device is touched), run it on the booted GPU behind ``transport`` (``tinyhw.open(...)``'s ``.transport``), write
     any ``outs`` files (an existing one only with ``force``), and return the document with the buffers' bytes, e.g.
     ``exec_kernel(o.transport, "k.elf", grid=(4,), block=(32,), buffers=[b"...", "zeros:4096"]).buffers[1]``."""
     plan = plan_exec(code_object, kernel=kernel, grid=grid, block=block, buffers=buffers, outs=list(outs or []),
                      timeout=timeout, force=force)
-    doc, data = _run(plan, transport)
+    doc, data = _run(plan, transport, buffer_path)
     return ExecResult(doc, data)

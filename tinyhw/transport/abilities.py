@@ -168,7 +168,8 @@ class BridgeSram(Protocol):
       transfers in flight, :mod:`tinyhw.usb.queued`): a context manager with ``kind``, ``submit(data) -> ticket``
       and ``wait(ticket)``; ``sram_queue_kind()`` names what it opens ("libusb-async", "emulated", "worker").
     * ``arm_sram_to_host(length)``: arm an SRAM -> host transfer of ``length`` bytes from slot 0, released by a
-      GPU write into 0x822000; ``collect_sram(length)``: the bulk IN of that transfer.
+      GPU write into 0x822000; ``collect_sram(length, into=None)``: the bulk IN of that transfer (into ``into``
+      when given).
     * ``read_xdata(address, length)`` / ``write_xdata(address, value)``: the bridge's 16-bit XDATA space, one byte
       written per call (the fence at 0xA800 is PCIe 0x820800).
     """
@@ -192,8 +193,10 @@ class BridgeSram(Protocol):
         """Arm an SRAM -> host transfer of ``length`` bytes from slot 0 (released by a GPU write into the bridge's
         XDATA)."""
 
-    def collect_sram(self, length: int) -> bytes:
-        """Read the ``length`` bytes armed by :meth:`arm_sram_to_host` with bulk IN."""
+    def collect_sram(self, length: int, into: Any = None) -> bytes | int:
+        """Read the ``length`` bytes armed by :meth:`arm_sram_to_host` with bulk IN: returned, or with ``into`` (a
+        writable buffer of at least ``length`` bytes) put there without a buffer allocated per read (the count is
+        returned)."""
 
     def read_xdata(self, address: int, length: int) -> bytes:
         """Read ``length`` bytes of the bridge's XDATA at ``address`` (one control transfer)."""

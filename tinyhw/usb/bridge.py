@@ -6,6 +6,7 @@ nothing about emulation: the emulated bridge is just another pyusb backend.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import threading
 from typing import Any
@@ -66,6 +67,7 @@ class Asm24:
         self.tap: Any = None  # a recording's tap, told of every vendor request and bulk transfer (TransferTap)
         #: True after :meth:`power_off`: every TLP and stream is refused until :meth:`ensure_link` powers it on
         self.pcie_off = False
+        self._in_buffers: dict[int, array.array] = {}  # reused bulk-IN receive buffers by length (sram reads)
 
     def _count(self, **add: int) -> None:
         with self._count_lock:
@@ -356,10 +358,33 @@ class Asm24:
         slots = -(-length // SRAM_SLOT)
         self._ctrl(OUT, REQ_SRAM_DMA, 0x8000 | sectors, slots << 8, b"", TIMEOUT_XDATA, "sram read arm")
 
-    def sram_read_collect(self, length: int) -> bytes:
-        """The bulk IN of an armed SRAM read (rounded up to 512 bytes, truncated to ``length``)."""
-        data = self._bulk_in(-(-length // SRAM_SECTOR) * SRAM_SECTOR, TIMEOUT_SRAM_BULK, "sram read")
-        return data[:length]
+    def sram_read_collect(self, length: int, into: Any = None) -> bytes | int:
+        """The bulk IN of an armed SRAM read (rounded up to 512 bytes, truncated to ``length``). With ``into`` (a
+        writable buffer of at least ``length`` bytes) the bytes land there and the count is returned: pyusb reads
+        into ``into`` itself when it is an ``array.array`` of bytes of the wire length (pyusb fills only an
+        ``array.array``), else into a receive buffer kept per wire length (no allocation per read) and one copy
+        moves them into ``into``."""
+        wire = -(-length // SRAM_SECTOR) * SRAM_SECTOR
+        if into is None:
+            data = self._bulk_in(wire, TIMEOUT_SRAM_BULK, "sram read")
+            return data[:length]
+        direct = isinstance(into, array.array) and into.itemsize == 1 and len(into) == wire
+        buf = into if direct else self._in_buffers.get(wire)
+        if buf is None:
+            if len(self._in_buffers) >= 4:  # a copy-out uses two lengths at most (full pieces, the last one)
+                self._in_buffers.clear()
+            buf = self._in_buffers[wire] = array.array("B", bytes(wire))
+        self._count(usb_transfers=1, round_trips=1)
+        got = self._call("sram read", self.dev.read, self.ep.bulk_in, buf, _ms(TIMEOUT_SRAM_BULK))
+        self._count(bytes_in=got)
+        view = memoryview(buf)
+        if self.tap is not None:
+            self.tap.bulk(self.ep.bulk_in, got, bytes(view[:got]))
+        if got != wire:
+            raise TransportError(f"short bulk read during sram read: {got} of {wire} bytes")
+        if not direct:
+            memoryview(into).cast("B")[:length] = view[:length]
+        return length
 
     def recover_endpoints(self) -> None:
         """Best-effort recovery after an abandoned stream (§6, §10 #9): clear halts, drain stale IN data."""

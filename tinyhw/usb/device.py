@@ -92,13 +92,14 @@ def usb_errors(what: str) -> Iterator[None]:
 
 
 def call(what: str, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-    """``fn(*args, **kw)`` with pyusb's errors converted (as :func:`usb_errors`, without a generator per call:
-    every transfer comes through here)."""
-    usb = _usb()
+    """``fn(*args, **kw)`` with pyusb's errors converted (as :func:`usb_errors`, without a generator or an import per
+    call: every transfer comes through here)."""
     try:
         return fn(*args, **kw)
-    except usb.core.USBError as e:
-        raise convert_usb_error(e, what) from e
+    except Exception as e:
+        if isinstance(e, _usb().core.USBError):
+            raise convert_usb_error(e, what) from e
+        raise
 
 
 @dataclass(frozen=True)

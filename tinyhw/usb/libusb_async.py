@@ -71,6 +71,61 @@ class Timeval(ctypes.Structure):
 CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
+class PyBuffer(ctypes.Structure):
+    """CPython's ``Py_buffer`` (the buffer protocol's view struct, Include/pybuffer.h): ``buf`` is the first byte."""
+
+    _fields_ = [
+        ("buf", ctypes.c_void_p),
+        ("obj", ctypes.c_void_p),
+        ("len", ctypes.c_ssize_t),
+        ("itemsize", ctypes.c_ssize_t),
+        ("readonly", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("format", ctypes.c_char_p),
+        ("shape", ctypes.c_void_p),
+        ("strides", ctypes.c_void_p),
+        ("suboffsets", ctypes.c_void_p),
+        ("internal", ctypes.c_void_p),
+    ]
+
+
+_GET_BUFFER = ctypes.pythonapi.PyObject_GetBuffer
+_GET_BUFFER.argtypes = (ctypes.py_object, ctypes.POINTER(PyBuffer), ctypes.c_int)
+_GET_BUFFER.restype = ctypes.c_int
+_RELEASE_BUFFER = ctypes.pythonapi.PyBuffer_Release
+_RELEASE_BUFFER.argtypes = (ctypes.POINTER(PyBuffer),)
+_RELEASE_BUFFER.restype = None
+PYBUF_SIMPLE = 0  # a contiguous run of bytes, read-only is fine
+
+
+class Pinned:
+    """``data``'s bytes held in place for libusb: a buffer-protocol export of ``data`` itself (bytes, bytearray, a
+    contiguous memoryview slice of either, an array), so the transfer reads the caller's memory with no copy and the
+    exporter cannot be resized or freed until :meth:`release` (after the transfer reported back). Only what exports
+    no contiguous buffer is copied once (``copied``)."""
+
+    def __init__(self, data: Any) -> None:
+        self.view = PyBuffer()
+        self.copied = False
+        try:
+            if _GET_BUFFER(data, ctypes.byref(self.view), PYBUF_SIMPLE) != 0:  # pragma: no cover - raises instead
+                raise BufferError("no simple buffer")
+            self.held = True
+        except (BufferError, TypeError):
+            data = bytes(memoryview(data).cast("B")) if isinstance(data, memoryview) else bytes(data)
+            _GET_BUFFER(data, ctypes.byref(self.view), PYBUF_SIMPLE)
+            self.held, self.copied = True, True
+        self.data = data  # the exporter stays alive as long as the pin
+        self.length = self.view.len
+        self.address = self.view.buf
+
+    def release(self) -> None:
+        """Give the export back (once)."""
+        if self.held:
+            self.held = False
+            _RELEASE_BUFFER(ctypes.byref(self.view))
+
+
 def _bind(lib: Any, name: str, restype: Any, *argtypes: Any) -> Any:
     """Our own prototype of a libusb function (pyusb's function objects keep their own argtypes)."""
     return ctypes.CFUNCTYPE(restype, *argtypes)((name, lib))
@@ -144,9 +199,10 @@ class LibusbBulkQueue(QueueLifetime):
         self._events = _bind(lib, "libusb_handle_events_timeout_completed", ctypes.c_int, vp,
                              ctypes.POINTER(Timeval), ctypes.POINTER(ctypes.c_int))
         self._cb = CALLBACK(self._done)  # kept alive as long as this queue
-        self.slots: dict[int, list] = {}  # ticket -> [transfer address, buffer, status or None, actual]
+        self.slots: dict[int, list] = {}  # ticket -> [transfer address, length, status or None, actual, pin]
         self.by_addr: dict[int, int] = {}
         self.submitted = 0
+        self.copies = 0  # transfers whose data had to be copied (no contiguous buffer to pin); 0 for bytes and views
         self.finished = 0  # every ticket up to this one completed without error
         self.error: Exception | None = None
         self.closed = False
@@ -175,10 +231,10 @@ class LibusbBulkQueue(QueueLifetime):
                 break
             status, actual = slot[2], slot[3]
             self._release(self.finished + 1)
-            if status != COMPLETED or actual != len(slot[1]):
+            if status != COMPLETED or actual != slot[1]:
                 if self.error is None:
                     if status == COMPLETED:
-                        self._latch(_error(-1, f"short bulk write: {actual} of {len(slot[1])} bytes", errno.EIO))
+                        self._latch(_error(-1, f"short bulk write: {actual} of {slot[1]} bytes", errno.EIO))
                     else:
                         self._latch(_error(*_STATUS_ERRORS.get(status, (-99, f"status {status}", errno.EIO))))
                 return
@@ -188,6 +244,7 @@ class LibusbBulkQueue(QueueLifetime):
         slot = self.slots.pop(ticket)
         self.by_addr.pop(slot[0], None)
         self._free(slot[0])
+        slot[4].release()
 
     def _latch(self, e: Exception) -> None:
         if self.error is None:
@@ -224,26 +281,28 @@ class LibusbBulkQueue(QueueLifetime):
         if not self._until(lambda: self.error is not None or self.submitted - self.finished < self.depth, limit):
             self._latch(_error(-7, "Operation timed out", errno.ETIMEDOUT))
         self._raise()
-        # one immutable copy at most (none for bytes); libusb reads it in place while the slot keeps it alive
-        raw = data if isinstance(data, bytes) else bytes(data)
-        keep = raw or b"\0"  # a valid address even for a zero-length transfer
-        buf = ctypes.cast(ctypes.c_char_p(keep), ctypes.c_void_p).value
+        # zero-copy: libusb reads the caller's bytes in place, pinned (a buffer export) until the transfer reported
+        pin = Pinned(data if len(data) else b"\0")  # a valid address even for a zero-length transfer
+        length = pin.length if len(data) else 0
         addr = self._alloc(0)
         if not addr:
+            pin.release()
             raise _error(-11, "Insufficient memory", errno.ENOMEM)
         t = Transfer.from_address(addr)
         t.dev_handle, t.flags, t.endpoint, t.type = self.handle, 0, self.ep, TRANSFER_TYPE_BULK
-        t.timeout, t.status, t.length, t.actual_length = self.timeout_ms, 0, len(raw), 0
+        t.timeout, t.status, t.length, t.actual_length = self.timeout_ms, 0, length, 0
         t.callback = ctypes.cast(self._cb, ctypes.c_void_p).value
-        t.user_data, t.buffer, t.num_iso_packets = None, buf, 0
+        t.user_data, t.buffer, t.num_iso_packets = None, pin.address, 0
         ticket = self.submitted + 1
-        self.slots[ticket] = [addr, raw, None, 0, keep]
+        self.slots[ticket] = [addr, length, None, 0, pin]
         self.by_addr[addr] = ticket
+        self.copies += pin.copied
         rc = self._submit(addr)
         if rc != 0:
             self.slots.pop(ticket)
             self.by_addr.pop(addr, None)
             self._free(addr)
+            pin.release()
             err = _error(rc, "No such device (it may have been disconnected)", errno.ENODEV) if rc == ERROR_NO_DEVICE \
                 else _error(rc, f"libusb_submit_transfer failed ({rc})", errno.EIO)
             self._latch(err)

@@ -218,9 +218,10 @@ class UsbTransport(Transport):
         """Arm an SRAM -> host transfer of ``length`` bytes from slot 0 (released by a GPU write into 0x822000)."""
         self.bridge.sram_read_arm(length)
 
-    def collect_sram(self, length: int) -> bytes:
-        """The bulk IN of an armed SRAM -> host transfer."""
-        return self.bridge.sram_read_collect(length)
+    def collect_sram(self, length: int, into: Any = None) -> bytes | int:
+        """The bulk IN of an armed SRAM -> host transfer: its bytes, or with ``into`` (a writable buffer) the count
+        of bytes put there."""
+        return self.bridge.sram_read_collect(length, into)
 
     def read_xdata(self, address: int, length: int) -> bytes:
         """``length`` bytes of the bridge's XDATA from ``address`` on."""

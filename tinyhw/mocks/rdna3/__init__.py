@@ -11,18 +11,30 @@ scalar loads), ``valu`` (VOP1/2/C/3, VOPD), ``vmem`` (LDS, global memory), ``dis
 waves, barriers, the decode cache), ``launch`` (registers from a kernel descriptor, for tests).
 """
 
-from tinyhw.mocks.rdna3.dispatch import (
-    CodeCache,
-    DispatchRegs,
-    DispatchResult,
-    FlatMemory,
-    Memory,
-    MemoryFault,
-    default_cost,
-    run_dispatch,
-)
-from tinyhw.mocks.rdna3.launch import LoadedKernel, dispatch_regs, load_kernel
-from tinyhw.mocks.rdna3.state import ShaderError, ShaderFault, Unimplemented, WatchdogExpired
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: where each name of the package lives; imported on first use (PEP 562), so that importing one module of the
+#: package (``tinyhw.mocks.rdna3.sqtt``: the thread trace's packet writer) does not import the shader core and numpy
+_WHERE = {
+    **dict.fromkeys(("CodeCache", "DispatchRegs", "DispatchResult", "FlatMemory", "Memory", "MemoryFault",
+                     "default_cost", "run_dispatch"), "dispatch"),
+    **dict.fromkeys(("LoadedKernel", "dispatch_regs", "load_kernel"), "launch"),
+    **dict.fromkeys(("ShaderError", "ShaderFault", "Unimplemented", "WatchdogExpired"), "state"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The package's names, each imported from its module when first asked for."""
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["CodeCache", "DispatchRegs", "DispatchResult", "FlatMemory", "LoadedKernel", "Memory", "MemoryFault",
            "ShaderError", "ShaderFault", "Unimplemented", "WatchdogExpired", "default_cost", "dispatch_regs",
