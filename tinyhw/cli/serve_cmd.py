@@ -178,7 +178,8 @@ def serprog(app: App, device: str | None, listen: str | None, pty: bool, idle_ti
     \b
     flashrom cannot authenticate, so only this user may connect: by default the server makes a
     pseudo-terminal of mode 0600; with --listen it serves loopback TCP and refuses (and audits) a
-    connection from any other uid (looked up in /proc/net/tcp), or one whose uid cannot be told.
+    connection from any other uid (asked of the kernel's sock_diag: the client's socket must be
+    established and owned, so a closing socket names no one), or one whose uid cannot be told.
     Delays flashrom asks for (O_DELAY) are capped at 10 s each and per O_EXEC, 600 s per session.
 
     \b

@@ -8,12 +8,16 @@ connections; an audit line per connection. Connections that have not authenticat
 slow or silent peers can neither hold every slot nor keep the owner out (each handshake also has a
 deadline of its own, :class:`tinyhw.serve.remote.RemoteServer`).
 A server whose clients cannot authenticate (serprog: flashrom has no way to) also checks the uid of a loopback
-TCP peer, looked up in /proc/net/tcp{,6}, and refuses the connection when that fails.
+TCP peer: it asks the kernel (sock_diag, an exact 4-tuple lookup whose cost does not depend on how many other
+sockets are open) for the server's end, which must be the accepted socket itself (same inode) and established,
+and for the client's end, which must be established and owned (a closing socket's leftover is listed with uid 0);
+anything else, or a lookup that fails, refuses the connection (:func:`tcp_peer_uid`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import socket
@@ -26,12 +30,12 @@ from pathlib import Path
 from typing import TextIO
 
 from tinyhw.errors import DeviceTimeout, Disconnected, EnvironmentProblem, Refused, TinyhwError
-from tinyhw.formats.procnet import socket_uid
+from tinyhw.formats import inetdiag
 from tinyhw.remote.channel import Channel, SocketChannel, is_loopback, peer_uid
 
 MAX_CONNECTIONS = 8
-#: Largest /proc/net/tcp{,6} read for a peer lookup (about 400,000 sockets); beyond it the lookup fails (closed).
-PROC_NET_LIMIT = 64 << 20
+#: seconds a sock_diag lookup may take before the connection is refused
+DIAG_TIMEOUT = 2.0
 
 
 def end_reason(e: BaseException) -> str:
@@ -128,46 +132,94 @@ def unix_listener(path: Path) -> socket.socket:
     return sock
 
 
-def read_proc_net(name: str) -> str:
-    """The text of ``/proc/net/NAME`` (``tcp`` or ``tcp6``), at most :data:`PROC_NET_LIMIT` bytes; else OSError."""
-    with open(f"/proc/net/{name}", "rb") as f:
-        data = f.read(PROC_NET_LIMIT + 1)
-    if len(data) > PROC_NET_LIMIT:
-        raise OSError(f"/proc/net/{name} is larger than {PROC_NET_LIMIT} bytes")
-    return data.decode("ascii", "replace")
-
-
 class PeerUnknown(Exception):
     """The uid at the other end of a TCP connection could not be determined (the connection is refused)."""
 
 
-def tcp_peer_uid(conn: socket.socket, read_table: Callable[[str], str] = read_proc_net) -> int:
+class SockDiag:
+    """Exact TCP socket lookups over the kernel's sock_diag netlink (:mod:`tinyhw.formats.inetdiag`).
+
+    ``messages`` counts the netlink messages read over every lookup: one per lookup, however many sockets the
+    machine has (tests check that the cost stays independent of other users' sockets).
+    """
+
+    def __init__(self) -> None:
+        self.messages = 0
+        self.lookups = 0
+        self._seq = 0
+        self._lock = threading.Lock()
+
+    def lookup(self, family: int, local: tuple[str, int], remote: tuple[str, int]) -> inetdiag.DiagEntry | None:
+        """The socket whose own end is ``local`` and other end ``remote`` (host, port), or None when the kernel has
+        none; raises OSError when the kernel cannot be asked (no sock_diag) or answers something else."""
+        with self._lock:
+            self._seq = (self._seq + 1) & 0xFFFFFFFF
+            seq = self._seq
+            self.lookups += 1
+        want_local, want_remote = inetdiag.endpoint(*local), inetdiag.endpoint(*remote)
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, inetdiag.NETLINK_SOCK_DIAG) as nl:
+            nl.settimeout(DIAG_TIMEOUT)
+            nl.sendto(inetdiag.request(family, want_local, want_remote, seq), (0, 0))
+            data = nl.recv(8192)
+        try:
+            reply = inetdiag.parse(data, seq)
+        except TinyhwError as e:
+            raise OSError(e.message) from None
+        with self._lock:
+            self.messages += reply.messages
+        if reply.errno:
+            if reply.errno == errno.ENOENT:
+                return None
+            raise OSError(reply.errno, os.strerror(reply.errno))
+        found = [e for e in reply.entries if e.local == want_local and e.remote == want_remote]
+        if len(found) != 1:
+            return None
+        return found[0]
+
+
+def _state(entry: inetdiag.DiagEntry) -> str:
+    return inetdiag.STATES.get(entry.state, f"state {entry.state}")
+
+
+def tcp_peer_uid(conn: socket.socket, diag: SockDiag | None = None) -> int:
     """The uid owning the client's end of the loopback connection ``conn`` (the server's accepted socket).
 
-    The client's socket is the table entry whose local end is the client's address and whose remote end is
-    the server's (the server's own entry is the mirror image). :class:`PeerUnknown` says why it failed.
+    Two exact lookups: the server's end (local = server, remote = client) must be ``conn`` itself (the inode
+    ``fstat`` gives) and established; the client's end (the mirror image) must be established and belong to a
+    file (inode not 0). A closing client (its end a timewait leftover listed with uid 0) or anything unexpected
+    raises :class:`PeerUnknown`, which says why.
     """
-    table = "tcp6" if conn.family == socket.AF_INET6 else "tcp"
+    diag = diag if diag is not None else SockDiag()
     try:
         server, client = conn.getsockname()[:2], conn.getpeername()[:2]
+        inode = os.fstat(conn.fileno()).st_ino
     except OSError as e:
         raise PeerUnknown(f"the connection is gone ({(e.strerror or str(e)).lower()})") from None
+    where = f"{client[0]}:{client[1]} -> {server[0]}:{server[1]}"
     try:
-        text = read_table(table)
-    except OSError as e:
-        raise PeerUnknown(f"cannot read /proc/net/{table}: {(e.strerror or str(e)).lower()}") from None
-    uid = socket_uid(text, local=client, remote=server)
-    if uid is None:
-        raise PeerUnknown(f"no socket {client[0]}:{client[1]} -> {server[0]}:{server[1]} owned by one uid "
-                          f"in /proc/net/{table}")
-    return uid
+        mine = diag.lookup(conn.family, server, client)
+        theirs = diag.lookup(conn.family, client, server)
+    except (OSError, ValueError) as e:
+        raise PeerUnknown(f"cannot ask the kernel (sock_diag) who owns {where}: "
+                          f"{(getattr(e, 'strerror', None) or str(e)).lower()}") from None
+    if mine is None or mine.inode != inode:
+        raise PeerUnknown(f"the kernel lists no socket {server[0]}:{server[1]} -> {client[0]}:{client[1]} with the "
+                          f"accepted socket's inode {inode}")
+    if mine.state != inetdiag.TCP_ESTABLISHED:
+        raise PeerUnknown(f"the connection is {_state(mine)} already, not established")
+    if theirs is None:
+        raise PeerUnknown(f"the kernel lists no socket {where}")
+    if theirs.state != inetdiag.TCP_ESTABLISHED or theirs.inode == 0:
+        raise PeerUnknown(f"the client's socket {where} is {_state(theirs)} (inode {theirs.inode}), not an "
+                          "established socket with an owner")
+    return theirs.uid
 
 
 class Listener:
     """Accept connections and run ``handle(channel, name)`` for each in a thread, until :meth:`stop`.
 
     A Unix socket peer must be this process's uid (SO_PEERCRED). With ``same_uid``, so must a TCP peer
-    (looked up through ``read_table``, :func:`read_proc_net` unless a test injects one); a peer whose uid
+    (looked up through ``diag``, a :class:`SockDiag` unless a test injects one); a peer whose uid
     cannot be determined is refused too.
 
     With ``max_pending`` (servers whose connections authenticate first, and say so by setting the
@@ -178,10 +230,10 @@ class Listener:
 
     def __init__(self, sock: socket.socket, handle: Callable[[Channel, str], object], audit: Audit,
                  *, max_connections: int = MAX_CONNECTIONS, max_pending: int | None = None, same_uid: bool = False,
-                 read_table: Callable[[str], str] = read_proc_net) -> None:
+                 diag: SockDiag | None = None) -> None:
         self.sock = sock
         self.same_uid = same_uid
-        self.read_table = read_table
+        self.diag = diag if diag is not None else SockDiag()
         self.handle = handle
         self.audit = audit
         self.max_connections = max_connections
@@ -228,7 +280,7 @@ class Listener:
             peer = f"unix uid {uid}"
         elif self.same_uid:
             try:
-                uid = tcp_peer_uid(conn, self.read_table)
+                uid = tcp_peer_uid(conn, self.diag)
             except PeerUnknown as e:
                 self.audit(name, f"refused {peer}: cannot tell which uid connected ({e}); refusing (fail closed)")
                 conn.close()
