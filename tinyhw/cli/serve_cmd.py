@@ -89,9 +89,10 @@ def _timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> floa
               help="Close a connection idle this long (s, more than 0, at most a day).")
 @click.option("--audit", "audit_path", metavar="FILE", help="Audit log (- for stderr; default stderr, or "
               "~/.local/state/tinyhw/serve-audit.log with --stdio).")
-@click.option("--allow-config-writes", is_flag=True, help="Let clients write the guarded config registers: BARs, "
-              "ROM BAR, the capability pointer and capability headers, MSI/MSI-X/PM, PCIe link control (link "
-              "disable) and Resizable BAR control (refused by default).")
+@click.option("--allow-config-writes", is_flag=True, help="Let clients write any config register. By default only "
+              "COMMAND's bus master and INTx disable bits may change; every other config write (BARs, capability "
+              "headers, COMMAND's decode bits, PCIe device control with FLR, AER, ACS, link control, Resizable BAR) "
+              "is refused.")
 @click.pass_obj
 def remote(app: App, device: str | None, socket_path: str | None, listen: str | None, stdio: bool,
            key: str | None, idle_timeout: float, audit_path: str | None, allow_config_writes: bool) -> None:
