@@ -4,9 +4,12 @@ specs/pci-vfio-remote.md §12.2 items 1 and 9: local-only (a Unix socket in a 07
 the peer's uid checked with SO_PEERCRED; or TCP on a loopback address: plain TCP off this machine is
 refused: it would be readable on the network, and ssh is the way there); bounded concurrent
 connections; an audit line per connection. Connections that have not authenticated yet may hold at most
-``max_connections - 1`` slots, and a new connection evicts the oldest of them when they are full, so
-slow or silent peers can neither hold every slot nor keep the owner out (each handshake also has a
-deadline of its own, :class:`tinyhw.serve.remote.RemoteServer`).
+``max_connections - 1`` slots, and at most :data:`MAX_PENDING_PER_SOURCE` of them one source (the uid owning a
+loopback TCP client's socket, else its address): a source's next connection replaces its own oldest, and when
+every slot is taken the source holding the most loses its oldest, so a flood from one source never cuts
+another's handshake, and slow or silent peers can neither hold every slot nor keep the owner out (each
+handshake also has a deadline of its own, :class:`tinyhw.serve.remote.RemoteServer`). The kernel queues up to
+:data:`BACKLOG` connections and the accept loop drains them, so a flood does not time the owner's connect out.
 A server whose clients cannot authenticate (serprog: flashrom has no way to) also checks the uid of a loopback
 TCP peer: it asks the kernel (sock_diag, an exact 4-tuple lookup whose cost does not depend on how many other
 sockets are open) for the server's end, which must be the accepted socket itself (same inode) and established,
@@ -36,6 +39,12 @@ from tinyhw.remote.channel import Channel, SocketChannel, is_loopback, peer_uid
 MAX_CONNECTIONS = 8
 #: seconds a sock_diag lookup may take before the connection is refused
 DIAG_TIMEOUT = 2.0
+#: connections the kernel queues for a loopback TCP listener before accept (a flood drains through the accept loop,
+#: which closes what it cannot keep at once, instead of filling a short queue and timing the owner's connect out)
+BACKLOG = 128
+#: unauthenticated connections one source (a uid on loopback TCP, else an address) may hold at once; its next one
+#: replaces its oldest, so a flood from one source never cuts another source's handshake
+MAX_PENDING_PER_SOURCE = 4
 
 
 def end_reason(e: BaseException) -> str:
@@ -98,7 +107,7 @@ def tcp_listener(host: str, port: int) -> socket.socket:
     except OSError as e:
         sock.close()
         raise EnvironmentProblem(f"cannot listen on {host}:{port}: {(e.strerror or str(e)).lower()}") from None
-    sock.listen(MAX_CONNECTIONS)
+    sock.listen(BACKLOG)
     return sock
 
 
@@ -238,8 +247,10 @@ class Listener:
         self.audit = audit
         self.max_connections = max_connections
         self.max_pending = max_pending
+        self.max_pending_per_source = MAX_PENDING_PER_SOURCE
         self._stop = threading.Event()
         self._conns: list[tuple[threading.Thread, Channel, str]] = []
+        self._source: dict[str, str] = {}  # connection name -> its source (for the per-source limit)
         self._n = 0
         self.unix = sock.family == socket.AF_UNIX
 
@@ -257,16 +268,26 @@ class Listener:
         try:
             while not self._stop.is_set():
                 ready, _, _ = select.select([self.sock], [], [], 0.2)
-                if ready:
-                    self._accept()
+                for _ in range(BACKLOG if ready else 0):  # drain what queued up, then look at the stop flag again
+                    if not self._accept():
+                        break
         finally:
             self.sock.close()
 
-    def _accept(self) -> None:
+    def _accept(self) -> bool:
+        """Accept one queued connection (False when none was waiting) and keep it, or refuse it."""
+        self.sock.setblocking(False)
         try:
             conn, addr = self.sock.accept()
         except OSError:
-            return
+            return False
+        finally:
+            self.sock.setblocking(True)
+        conn.setblocking(True)
+        self._admit(conn, addr)
+        return True
+
+    def _admit(self, conn: socket.socket, addr: object) -> None:
         self._n += 1
         name = f"c{self._n}"
         peer = addr if isinstance(addr, str) and addr else (f"{addr[0]}:{addr[1]}" if addr else "unix")
@@ -291,13 +312,7 @@ class Listener:
                 return
             peer = f"{peer} uid {uid}"
         if self.max_pending is not None:
-            pending = [c for c in self._conns if not c[1].authenticated]
-            if len(pending) >= self.max_pending and not pending[0][1].authenticated:
-                _, oldest, oname = pending[0]
-                self.audit(oname, f"handshake cut: {len(pending)} connections were not authenticated yet and "
-                                  f"{name} arrived")
-                oldest.abort()
-                self._conns = [c for c in self._conns if c[1] is not oldest]
+            self._make_room(name, self._source_of(conn, addr))
         if len(self._conns) >= self.max_connections:
             self.audit(name, f"refused {peer}: {self.max_connections} connections already open")
             conn.close()
@@ -308,14 +323,51 @@ class Listener:
         self._conns.append((t, ch, name))
         t.start()
 
+    def _source_of(self, conn: socket.socket, addr: object) -> str:
+        """Who a connection comes from, for the per-source limit: the uid owning a loopback TCP client's socket (an
+        exact sock_diag lookup), else its address; a Unix socket's peers are all this uid."""
+        if self.unix or not isinstance(addr, tuple):
+            return "unix"
+        with contextlib.suppress(OSError, ValueError):
+            entry = self.diag.lookup(conn.family, conn.getpeername()[:2], conn.getsockname()[:2])
+            if entry is not None and entry.state == inetdiag.TCP_ESTABLISHED and entry.inode:
+                return f"uid {entry.uid}"
+        return f"address {addr[0]}"
+
+    def _make_room(self, name: str, source: str) -> None:
+        """Before ``name`` (from ``source``) starts its handshake: a source at its limit of unauthenticated
+        connections loses its oldest; when all pending slots are taken, the source holding the most loses its
+        oldest. Another source's handshake is never cut for it."""
+        pending = [c for c in self._conns if not c[1].authenticated]
+        mine = [c for c in pending if self._source.get(c[2]) == source]
+        victim = None
+        if len(mine) >= self.max_pending_per_source:
+            victim, why = mine[0], f"{len(mine)} connections from {source} were not authenticated yet (its limit)"
+        elif self.max_pending is not None and len(pending) >= self.max_pending:
+            counts: dict[str, int] = {}
+            for c in pending:
+                counts[self._source.get(c[2], "")] = counts.get(self._source.get(c[2], ""), 0) + 1
+            top = max(counts, key=lambda k: counts[k])
+            victim = next(c for c in pending if self._source.get(c[2], "") == top)
+            why = f"{len(pending)} connections were not authenticated yet, {counts[top]} of them from {top}"
+        if victim is not None and not victim[1].authenticated:
+            _, oldest, oname = victim
+            self.audit(oname, f"handshake cut: {why}, and {name} arrived")
+            oldest.abort()
+            self._conns = [c for c in self._conns if c[1] is not oldest]
+            self._source.pop(oname, None)
+        self._source[name] = source
+
     def _run(self, channel: Channel, name: str) -> None:
         try:
             self.handle(channel, name)
         finally:
             channel.close()
+            self._source.pop(name, None)
 
     def stop(self, wait: float = 5.0) -> None:
         """Stop accepting, then wait up to ``wait`` seconds for each connection's thread to end."""
         self._stop.set()
         for t, _, _ in list(self._conns):
-            t.join(wait)
+            if t.ident is not None:  # the accept loop may be between listing a connection and starting its thread
+                t.join(wait)
