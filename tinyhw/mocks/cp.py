@@ -205,9 +205,9 @@ class CommandProcessor:
         self.reg = CpRegisters(regs)
         self.watchdog = WATCHDOG
         #: wall seconds one dispatch may take to emulate before the queue is declared hung like the instruction
-        #: watchdog (a grid of many short workgroups never reaches that one; 4M instructions of the heaviest kinds
-        #: emulate in well under this on a loaded machine)
-        self.wall_watchdog: float | None = 30.0
+        #: watchdog (a grid of many short workgroups never reaches that one). Measured on a loaded 2-core machine:
+        #: a VALU loop reaches the 4M-instruction watchdog in 27 s, so this leaves every such dispatch its time
+        self.wall_watchdog: float | None = 60.0
         self.sq = ShaderArray(services.now, lambda: self.s.regs, regs)
         self.thread_trace: Any = None  # the SQ thread trace (tinyhw.mocks.thread_trace), when the board has one
         self.perfmon: Any = None       # the performance counters (tinyhw.mocks.perfmon), when the board has one
