@@ -10,6 +10,9 @@ from repoguard import install as guard_reads
 from repoguard import reads_stay_in_repo  # noqa: F401  (autouse fixture: no reads outside the repository)
 
 os.environ["TINYHW_STRICT"] = "1"
+# The test hooks ($TINYHW_SYSFS, $TINYHW_PROCFS: fake trees) are ignored by a privileged process unless this
+# test-only switch is set; CI runs the suite as root.
+os.environ["TINYHW_TEST_HOOKS"] = "1"
 # Virtual clocks in device mode: exact, reproducible figures (a test of the hybrid clock asks for it itself).
 os.environ["TINYHW_CLOCK"] = "device"
 # Every test gets a private XDG_CACHE_HOME (below); what setup-system.sh fetched into the user's cache
@@ -28,5 +31,6 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
     monkeypatch.setenv("TINYHW_LOCK_DIR", str(base / "locks"))
     monkeypatch.setenv("TINYHW_STRICT", "1")
+    monkeypatch.setenv("TINYHW_TEST_HOOKS", "1")
     monkeypatch.setenv("TINYHW_CLOCK", "device")
     monkeypatch.delenv("TINYHW_DEVICE", raising=False)

@@ -51,7 +51,7 @@ class Served:
 def served(device: str = "mock:navi31", *, listen: str | None = None, kind: str = "remote",
            listener_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> Iterator[Served]:
     """A server for ``device`` in a thread; the Unix socket lives in a short temporary directory.
-    ``listener_kwargs`` go to the serprog listener (a test's /proc/net reader)."""
+    ``listener_kwargs`` go to the serprog listener (a test's kernel socket lookup)."""
     listener_kwargs = listener_kwargs or {}
     audit = Audit(_Sink())  # type: ignore[arg-type]
     opened: list[Opened] = []

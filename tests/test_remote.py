@@ -370,35 +370,82 @@ def test_guarded_config_writes_are_refused_unless_allowed(tmp_path: Path, offset
         assert t.config_read(offset, size) == value
 
 
-def test_unguarded_config_writes_still_pass(tmp_path: Path) -> None:
-    """The command register (bus mastering: am boot, the dma copier) and PCIe device control stay writable."""
+def test_bus_mastering_stays_writable_without_allow_config_writes(tmp_path: Path) -> None:
+    """COMMAND's bus master bit (the boot, the dma copier: set_bus_master) is in the safe set, and so is writing
+    COMMAND back unchanged."""
+    from tinyhw.transport.base import set_bus_master
+
     with served(mockdev(tmp_path)) as s, open_device(s.device()) as o:
         t = o.transport
-        for offset, size in ((0x04, 2), (0x64 + 0x08, 2)):
-            value = t.config_read(offset, size)
-            t.config_write(offset, size, value)
-            assert t.config_read(offset, size) == value
+        value = t.config_read(0x04, 2)
+        t.config_write(0x04, 2, value)
+        assert t.config_read(0x04, 2) == value
+        set_bus_master(t, not value & 0x4)
+        assert t.config_read(0x04, 2) == value ^ 0x4
+        set_bus_master(t, bool(value & 0x4))
+        assert t.config_read(0x04, 2) == value
 
 
-def test_guarded_ranges_walk_both_capability_lists() -> None:
-    """The pure walker on the emulated board's config image: every capability header, link control and the
-    whole Resizable BAR capability, besides the BARs."""
+# What issue-listed writes did without --allow-config-writes (emulated Navi31: Express at 0x64, AER at 0x100, ACS
+# at 0x240): (offset, size, value from the current one, what the refusal names).
+OUTSIDE_THE_SAFE_SET = [
+    (0x04, 2, lambda v: v & ~0x6, "command"),  # memory decode and bus master off (0x6 -> 0x0)
+    (0x04, 1, lambda v: v & ~0x2, "command"),  # memory decode off, one byte wide
+    (0x04, 2, lambda v: v ^ 0x4 ^ 0x100, "command"),  # bus master together with serr enable
+    (0x06, 2, lambda v: 0xFFFF, "status"),  # rw1c: clears every error bit
+    (0x64 + 0x08, 2, lambda v: v | 0x8000, "pcie device control"),  # initiate flr
+    (0x64 + 0x08, 2, lambda v: v, "pcie device control"),  # even unchanged: not in the safe set
+    (0x64 + 0x28, 2, lambda v: v ^ 0xF, "pcie device control 2"),  # completion timeout
+    (0x100 + 0x08, 4, lambda v: 0xFFFFFFFF, "aer"),  # uncorrectable error mask
+    (0x100 + 0x14, 4, lambda v: 0xFFFFFFFF, "aer"),  # correctable error mask
+    (0x240 + 0x06, 2, lambda v: 0, "acs control"),
+    (0x3C, 1, lambda v: v, "interrupt line/pin"),
+]
+
+
+@pytest.mark.parametrize(("offset", "size", "value", "what"), OUTSIDE_THE_SAFE_SET)
+def test_writes_outside_the_safe_set_are_refused(tmp_path: Path, offset: int, size: int, value, what: str) -> None:
+    with served(mockdev(tmp_path)) as s, open_device(s.device()) as o:
+        t = o.transport
+        before = t.config_read(offset, size)
+        t.config_write(offset, size, value(before))
+        with pytest.raises(Refused, match=f"config write at 0x{offset:x} \\({what}\\) is refused") as e:
+            t.config_read(0x00)
+        assert e.value.exit_code == 2 and "--allow-config-writes" in str(e.value)
+        assert t.config_read(offset, size) == before  # nothing was written; the connection goes on
+
+
+def test_the_safe_set_is_one_table_of_disjoint_rows() -> None:
+    from tinyhw.formats.pciguard import SAFE_WRITES, write_refusal
+
+    rows = sorted(SAFE_WRITES)
+    assert all(a.offset + a.size <= b.offset for a, b in zip(rows, rows[1:], strict=False))
+    def never(off: int, n: int) -> int:
+        raise AssertionError("read outside the safe set")
+
+    assert write_refusal(0x64 + 0x08, 2, 0, never) == "not in the safe set"
+    assert write_refusal(0x04, 2, 0x0406, lambda off, n: 0x0002) is None
+    assert write_refusal(0x05, 1, 0x04, lambda off, n: 0x00) is None  # the high byte: intx disable
+    assert "bits 0x2 of command" in write_refusal(0x04, 2, 0x0004, lambda off, n: 0x0006)
+
+
+def test_refused_writes_are_named_from_both_capability_lists() -> None:
+    """The pure namer on the emulated board's config image: header registers, capability headers, PCI Express
+    registers and extended capabilities."""
     from tinyhw.formats.pciconfig import parse_config
-    from tinyhw.formats.pciguard import guarded_ranges, refusal
+    from tinyhw.formats.pciguard import register_name
 
     with open_device("mock:navi31") as o:
         cfg = parse_config(o.transport.config_bytes(0, 4096))
-    guards = guarded_ranges(cfg)
-    assert refusal(0x208, 4, guards) == "resizable bar control"
-    assert refusal(0x20C, 4, guards) is None  # past the one entry of the capability
-    assert refusal(0x74, 2, guards) == "pcie link control" and refusal(0x76, 2, guards) is None  # status: rw1c
-    assert refusal(0x94, 2, guards) == "pcie link control 2"
-    assert refusal(0x34, 1, guards) == "capability pointer" and refusal(0x35, 1, guards) is None
+    assert register_name(0x208, 4, cfg) == "resizable bar control"
+    assert register_name(0x74, 2, cfg) == "pcie link control"
+    assert register_name(0x94, 2, cfg) == "pcie link control 2"
+    assert register_name(0x34, 1, cfg) == "capability pointer"
     for c in cfg.capabilities:
-        assert refusal(c.offset + 1, 1, guards) is not None  # each next pointer
+        assert "header and next pointer" in register_name(c.offset + 1, 1, cfg)
     for c in cfg.ext_capabilities:
-        assert refusal(c.offset + 2, 2, guards) is not None
-    assert refusal(0x04, 2, guards) is None and refusal(0x10, 4, guards) == "bar registers"
+        assert "header and next pointer" in register_name(c.offset + 2, 2, cfg)
+    assert register_name(0x04, 2, cfg) == "command" and register_name(0x10, 4, cfg) == "bar registers"
 
 
 def test_bar_offsets_past_4g_travel_as_wide_operations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

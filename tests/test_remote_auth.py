@@ -360,3 +360,36 @@ def test_slow_peers_holding_every_slot_do_not_lock_the_owner_out(tmp_path: Path)
             for t in slow:
                 t.stop()
         assert not any("already open" in line for line in s.audit.lines), s.audit.lines
+
+
+HOSTILE = "\x1b]0;owned\x07\x1b[2J\x1b[31mdevice on fire\x1b[0m\nerror: fake second line\u202e" + "A" * 5000
+
+
+@pytest.mark.parametrize("kind", ["DeviceLocked", "Interrupted", "Refused"])
+def test_an_impostors_error_is_escaped_bounded_and_does_not_pick_the_exit_code(tmp_path: Path, kind: str) -> None:
+    """An impostor (no key) answers the handshake with an unauthenticated error full of terminal escapes, a second
+    line and a bidi override, naming an error class with another exit code: the client prints it escaped, cut to
+    a bounded length, on one line, and exits 2 (its own code: refused before anything was touched)."""
+    key = write_secret(tmp_path / "k.key")
+    body = json.dumps({"type": kind, "message": HOSTILE[:1500], "hint": HOSTILE[:1500], "op": None}).encode()
+    frame = protocol.REPLY.pack(1, 0, 0, len(body), 0.0) + os.urandom(session.TAG) + body + os.urandom(session.TAG)
+    imp = Impostor(protocol.HELLO.pack(protocol.MAGIC, protocol.VERSION, protocol.AUTH_HMAC, 0, os.urandom(32)),
+                   lambda transcript: frame)
+    r = run("--device", f"remote:127.0.0.1:{imp.port},key={key}", "probe")
+    imp.close()
+    assert r.code == 2, (r.code, r.err)
+    assert "\x1b" not in r.err and "\x07" not in r.err and "\u202e" not in r.err, repr(r.err)
+    assert r.err.count("\n") == 1 and r.err.startswith("error: ")
+    assert "\\x1b]0;owned\\x07" in r.err and "\\u202e" in r.err
+    assert "before proving it holds the key" in r.err
+    assert len(r.err) < 2 * protocol.PEER_TEXT_LIMIT + 400, len(r.err)
+    assert len(imp.received) == protocol.CLIENT_HELLO.size  # no request reached the impostor
+
+
+def test_an_authenticated_servers_error_keeps_its_exit_code_but_is_escaped() -> None:
+    err = protocol.decode_error(json.dumps({"type": "DeviceLocked", "message": "in use \x1b[2J", "hint": None})
+                                .encode())
+    assert err.exit_code == 3 and "\x1b" not in err.message and "\\x1b[2J" in err.message
+    err = protocol.decode_error(json.dumps({"type": "DeviceLocked", "message": "x", "hint": None}).encode(),
+                                trusted=False)
+    assert err.exit_code == 2

@@ -174,19 +174,15 @@ def _erase_over_tcp(address: str) -> bytes:
 
 
 def _all_uids(uid: int):
-    """A /proc/net reader that reports every socket as owned by ``uid`` (another user, simulated)."""
-    from tinyhw.serve.listen import read_proc_net
+    """A kernel lookup that reports every socket as owned by ``uid`` (another user, simulated)."""
+    from tinyhw.serve.listen import SockDiag
 
-    def read(name: str) -> str:
-        out = []
-        for ln in read_proc_net(name).splitlines():
-            parts = ln.split()
-            if len(parts) > 7 and parts[0].endswith(":"):
-                parts[7] = str(uid)
-            out.append(" ".join(parts))
-        return "\n".join(out)
+    class Other(SockDiag):
+        def lookup(self, family, local, remote):
+            got = super().lookup(family, local, remote)
+            return got._replace(uid=uid) if got is not None else None
 
-    return read
+    return Other()
 
 
 def test_the_same_uid_over_loopback_tcp_is_served_and_erases(tmp_path: Path) -> None:
@@ -205,19 +201,30 @@ def test_another_uid_is_refused_before_the_device_is_opened(tmp_path: Path, list
     import os
 
     with served(mockdev(tmp_path), kind="serprog", listen=listen,
-                listener_kwargs={"read_table": _all_uids(os.geteuid() + 4242)}) as sv:
+                listener_kwargs={"diag": _all_uids(os.geteuid() + 4242)}) as sv:
         assert _erase_over_tcp(sv.address) == b""  # closed without an answer
         assert sv.opened == []  # the device was never opened
     assert any(f"tcp peer uid {os.geteuid() + 4242} is not the server's uid {os.geteuid()}" in ln
                for ln in sv.audit.lines), sv.audit.lines
 
 
-@pytest.mark.parametrize(("reader", "why"), [
-    (lambda name: (_ for _ in ()).throw(PermissionError(13, "Permission denied")), "cannot read /proc/net/tcp"),
-    (lambda name: "  sl  local_address rem_address   st\n", "no socket 127.0.0.1:"),  # the entry is not there
+class _Failing:
+    """A kernel lookup that fails (no sock_diag) or finds nothing."""
+
+    def __init__(self, error: OSError | None) -> None:
+        self.error = error
+
+    def lookup(self, family, local, remote):
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.mark.parametrize(("diag", "why"), [
+    (_Failing(PermissionError(13, "Permission denied")), "cannot ask the kernel (sock_diag) who owns 127.0.0.1:"),
+    (_Failing(None), "the kernel lists no socket 127.0.0.1:"),  # the entry is not there
 ])
-def test_a_failed_lookup_refuses_the_connection(tmp_path: Path, reader, why: str) -> None:
-    with served(mockdev(tmp_path), kind="serprog", listen="127.0.0.1:0", listener_kwargs={"read_table": reader}) as sv:
+def test_a_failed_lookup_refuses_the_connection(tmp_path: Path, diag, why: str) -> None:
+    with served(mockdev(tmp_path), kind="serprog", listen="127.0.0.1:0", listener_kwargs={"diag": diag}) as sv:
         assert _erase_over_tcp(sv.address) == b""
         assert sv.opened == []
     assert any(why in ln and "refusing (fail closed)" in ln for ln in sv.audit.lines), sv.audit.lines
@@ -256,7 +263,7 @@ def test_help_says_who_may_connect() -> None:
     r = run("serve", "serprog", "--help")
     assert r.code == 0
     text = " ".join(r.out.split())
-    assert "mode 0600" in text and "other uid" in text and "/proc/net/tcp" in text
+    assert "mode 0600" in text and "other uid" in text and "sock_diag" in text
 
 
 def test_pty_is_private_even_where_devpts_hands_out_0620(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -151,6 +151,23 @@ def _check_dims(what: str, dims: tuple[int, ...], limit: int) -> tuple[int, int,
     return out  # type: ignore[return-value]
 
 
+#: work-items per dimension a dispatch can name: its grid size in work-items is a 32-bit field (the HSA kernel
+#: dispatch packet's grid_size_x/y/z, :meth:`ComputeEngine.aql_packet`; amd-compute.md §2.5 DIM_* and §3.5 hidden
+#: block counts are u32 too) and a kernel's global id (workgroup id x size + local id) is 32-bit arithmetic
+MAX_WORK_ITEMS = 0xFFFFFFFF
+
+
+def check_grid(grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
+    """Refuse (exit 2) a grid whose work-items in some dimension (workgroups x workgroup size) do not fit the
+    dispatch's 32-bit grid size (:data:`MAX_WORK_ITEMS`): the board cannot be given it."""
+    for axis, g, b in zip("xyz", grid, block, strict=True):
+        if g * b > MAX_WORK_ITEMS:
+            raise Refused(f"--grid {','.join(map(str, grid))} --block {','.join(map(str, block))}: {g} workgroups "
+                          f"of {b} work-items in {axis} are {g * b} work-items; a dispatch holds at most "
+                          f"{MAX_WORK_ITEMS} (32 bits) per dimension",
+                          hint="split the work over several dispatches or use fewer workgroups")
+
+
 @dataclass
 class DispatchRun:
     """What one dispatch did: the buffers' bytes after it, and its time on the transport's clock."""
@@ -539,6 +556,7 @@ class ComputeEngine:
         if block3[0] * block3[1] * block3[2] > MAX_BLOCK:
             raise Refused(f"--block {','.join(map(str, block3))} is {block3[0] * block3[1] * block3[2]} work-items; "
                           f"a workgroup holds at most {MAX_BLOCK}")
+        check_grid(grid3, block3)
         entry, placed = self.place(kernel, buffers)
         g = self.gpu
         g.vram_write(REGION + KERNARG, self.kernarg(kernel, [va(off) for off, _ in placed], grid3, block3))

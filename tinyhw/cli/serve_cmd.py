@@ -85,9 +85,10 @@ def _timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> floa
               help="Close a connection idle this long (s, more than 0, at most a day).")
 @click.option("--audit", "audit_path", metavar="FILE", help="Audit log (- for stderr; default stderr, or "
               "~/.local/state/tinyhw/serve-audit.log with --stdio).")
-@click.option("--allow-config-writes", is_flag=True, help="Let clients write the guarded config registers: BARs, "
-              "ROM BAR, the capability pointer and capability headers, MSI/MSI-X/PM, PCIe link control (link "
-              "disable) and Resizable BAR control (refused by default).")
+@click.option("--allow-config-writes", is_flag=True, help="Let clients write any config register. By default only "
+              "COMMAND's bus master and INTx disable bits may change; every other config write (BARs, capability "
+              "headers, COMMAND's decode bits, PCIe device control with FLR, AER, ACS, link control, Resizable BAR) "
+              "is refused.")
 @click.pass_obj
 def remote(app: App, socket_path: str | None, listen: str | None, stdio: bool,
            key: str | None, idle_timeout: float, audit_path: str | None, allow_config_writes: bool) -> None:
@@ -176,7 +177,8 @@ def serprog(app: App, listen: str | None, pty: bool, idle_timeout: float,
     \b
     flashrom cannot authenticate, so only this user may connect: by default the server makes a
     pseudo-terminal of mode 0600; with --listen it serves loopback TCP and refuses (and audits) a
-    connection from any other uid (looked up in /proc/net/tcp), or one whose uid cannot be told.
+    connection from any other uid (asked of the kernel's sock_diag: the client's socket must be
+    established and owned, so a closing socket names no one), or one whose uid cannot be told.
     Delays flashrom asks for (O_DELAY) are capped at 10 s each and per O_EXEC, 600 s per session.
 
     \b

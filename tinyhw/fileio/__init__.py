@@ -12,7 +12,8 @@ Layer 1 (stdlib and :mod:`tinyhw.errors` only), so every feature and the CLI use
 * :func:`atomic_write` -- a temporary file in the target's directory, fsync, then a rename over the
   target (or, with ``overwrite=False``, a hard link that fails if the name exists meanwhile: a backup
   is never overwritten); the destination is checked again just before, so a device node, FIFO or
-  socket that appeared meanwhile is never replaced.
+  socket that appeared meanwhile is never replaced. The temporary file's name carries the writer's pid, so
+  :func:`remove_stale_temps` can remove what a killed writer left (its process gone) on a later run.
 * :func:`check_output_dir` / :func:`atomic_write_dir` -- an output directory (a capture): refused when it
   exists and is not an empty directory; written as a temporary directory beside it, then renamed into place,
   so a failure leaves nothing half-written.
@@ -29,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterable
@@ -37,7 +39,7 @@ from pathlib import Path
 from tinyhw.errors import EnvironmentProblem, Refused
 
 __all__ = ["atomic_write", "atomic_write_dir", "check_output_dir", "check_output_path", "kind_of", "read_input",
-           "read_xz_input", "resolve_target", "stat_through"]
+           "read_xz_input", "remove_stale_temps", "resolve_target", "stat_through"]
 
 _READ_CHUNK = 1 << 20
 
@@ -218,7 +220,7 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | Iterable[bytes], *,
     chunks = [data] if isinstance(data, bytes | bytearray | memoryview) else data
     tmp: str | None = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:64]}.{os.getpid()}.", suffix=".tmp", dir=target.parent)
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
                 f.write(chunk)
@@ -243,6 +245,43 @@ def atomic_write(path: str | os.PathLike[str], data: bytes | Iterable[bytes], *,
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
     return target
+
+
+#: an :func:`atomic_write` temporary file: ``.NAME.PID.RANDOM.tmp`` (RANDOM is mkstemp's, without dots)
+_TEMP_PID = re.compile(r"\.(\d+)\.[^.]+\.tmp$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, as another user
+        return True
+    return True
+
+
+def remove_stale_temps(directory: str | os.PathLike[str], name_prefix: str) -> list[Path]:
+    """Remove the temporary files that :func:`atomic_write` left in ``directory`` for targets named
+    ``name_prefix...`` when its process was killed: regular files of this user whose writer (the pid in the name)
+    is gone. A live writer's file, a file of another user, a link or anything else is left alone; returns what
+    was removed."""
+    removed: list[Path] = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(directory):
+            if not entry.name.startswith(f".{name_prefix}") or not entry.name.endswith(".tmp"):
+                continue
+            m = _TEMP_PID.search(entry.name)
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if m is None or not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or _alive(int(m.group(1))):
+                continue
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+    return removed
 
 
 def _sync_directory(directory: Path) -> None:

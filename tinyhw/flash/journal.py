@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyhw.errors import OperationFailed, Refused
-from tinyhw.fileio import atomic_write
+from tinyhw.fileio import atomic_write, remove_stale_temps
 
 VERSION = 1
 #: Phases, in order: backup (skipped with --no-backup), compare (reading the range to find the sectors that differ,
@@ -29,9 +29,18 @@ PHASES = ("backup", "compare", "unprotect", "erase", "program", "verify", "resto
 
 
 def state_dir() -> Path:
-    """Where flash journals live: ``$XDG_STATE_HOME/tinyhw``, else ``~/.local/state/tinyhw``."""
+    """Where flash journals live: ``$XDG_STATE_HOME/tinyhw``, else ``~/.local/state/tinyhw``. The first call for a
+    directory removes the temporary journal files a killed ``flash write`` or ``erase`` left there, once their
+    process is gone (:func:`tinyhw.fileio.remove_stale_temps`)."""
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "tinyhw"
+    directory = Path(base) / "tinyhw"
+    if directory not in _SWEPT:
+        _SWEPT.add(directory)
+        remove_stale_temps(directory, "flash-")
+    return directory
+
+
+_SWEPT: set[Path] = set()
 
 
 def write_key(image_sha256: str, region: str | None = None) -> str:

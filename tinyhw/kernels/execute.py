@@ -82,7 +82,7 @@ def plan_exec(code_object: str | Path, *, kernel: str | None, grid: str | tuple[
     """Everything ``kernels exec`` refuses (exit 2), checked before the device is opened. ``grid``/``block`` are
     ``"X[,Y,Z]"`` or tuples; each buffer is ``FILE``, ``zeros:N`` or (from Python) the bytes to upload; ``force``
     lets an ``--out`` file replace an existing regular file."""
-    from tinyhw.boot.compute import MAX_BLOCK, MAX_GROUPS, _check_dims, load_code_object
+    from tinyhw.boot.compute import MAX_BLOCK, MAX_GROUPS, _check_dims, check_grid, load_code_object
     from tinyhw.fileio import check_output_path, read_input
 
     if not 0 < timeout <= 3600:
@@ -92,6 +92,7 @@ def plan_exec(code_object: str | Path, *, kernel: str | None, grid: str | tuple[
     if block3[0] * block3[1] * block3[2] > MAX_BLOCK:
         raise Refused(f"--block {block}: {block3[0] * block3[1] * block3[2]} work-items; a workgroup holds at most "
                       f"{MAX_BLOCK}")
+    check_grid(grid3, block3)
     path = Path(code_object)
     k = load_code_object(read_input(path, MAX_CODE_OBJECT, "code object"), kernel)
     if len(buffers) > MAX_BUFFERS:

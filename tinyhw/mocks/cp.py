@@ -233,6 +233,10 @@ class CommandProcessor:
         self.s = services
         self.reg = CpRegisters(regs)
         self.watchdog = WATCHDOG
+        #: wall seconds one dispatch may take to emulate before the queue is declared hung like the instruction
+        #: watchdog (a grid of many short workgroups never reaches that one). Measured on a loaded 2-core machine:
+        #: a VALU loop reaches the 4M-instruction watchdog in 27 s, so this leaves every such dispatch its time
+        self.wall_watchdog: float | None = 60.0
         self.sq = ShaderArray(services.now, lambda: self.s.regs, regs)
         self.thread_trace: Any = None  # the SQ thread trace (tinyhw.mocks.thread_trace), when the board has one
         self.perfmon: Any = None       # the performance counters (tinyhw.mocks.perfmon), when the board has one
@@ -568,7 +572,8 @@ class CommandProcessor:
         self._cost(DISPATCH_COST_S)
         trace = self._observer(q)
         try:
-            res = run_dispatch(regs, mem, strict=self.s.strict, cache=self.cache, watchdog=self.watchdog, trace=trace)
+            res = run_dispatch(regs, mem, strict=self.s.strict, cache=self.cache, watchdog=self.watchdog, trace=trace,
+                               wall_limit=self.wall_watchdog)
         except Unimplemented as exc:
             self._fail(q, f"dispatch stopped: {exc}", gap=True)
             return

@@ -50,17 +50,37 @@ FORCE_BOUND_RISK = (
 )
 
 __all__ = ["DEFAULT_SYSFS", "FORCE_BOUND_RISK", "SysfsTransport", "devices_dir", "open_function",
-           "permission_problem", "procfs_root", "sysfs_root", "write_attr"]
+           "permission_problem", "procfs_root", "sysfs_root", "test_hook", "write_attr"]
+
+
+#: the explicit, test-only switch that lets a privileged process honour the test hooks below (the test suite sets it)
+TEST_HOOKS_SWITCH = "TINYHW_TEST_HOOKS"
+
+
+def test_hook(name: str) -> str | None:
+    """The value of the test hook ``$name`` (a fake tree's path), or None when unset or not honoured.
+
+    A privileged process (euid 0, or set-uid) ignores the hooks unless ``$TINYHW_TEST_HOOKS`` is ``1``: under
+    ``sudo`` with the environment kept they would otherwise redirect the config file opened read-write and the
+    pagemap whose physical addresses are handed to the device.
+    """
+    value = os.environ.get(name)
+    if not value:
+        return None
+    privileged = os.geteuid() == 0 or os.geteuid() != os.getuid()
+    if privileged and os.environ.get(TEST_HOOKS_SWITCH) != "1":
+        return None
+    return value
 
 
 def procfs_root() -> str:
-    """Where procfs is mounted: ``$TINYHW_PROCFS`` (a fake tree in tests) or ``/proc``."""
-    return os.environ.get("TINYHW_PROCFS") or "/proc"
+    """Where procfs is mounted: ``$TINYHW_PROCFS`` (a fake tree in tests; see :func:`test_hook`) or ``/proc``."""
+    return test_hook("TINYHW_PROCFS") or "/proc"
 
 
 def sysfs_root() -> str:
-    """Where sysfs is mounted: ``$TINYHW_SYSFS`` (a fake tree in tests, §13.1) or ``/sys``."""
-    return os.environ.get("TINYHW_SYSFS") or DEFAULT_SYSFS
+    """Where sysfs is mounted: ``$TINYHW_SYSFS`` (a fake tree in tests, §13.1; see :func:`test_hook`) or ``/sys``."""
+    return test_hook("TINYHW_SYSFS") or DEFAULT_SYSFS
 
 
 def devices_dir(sysfs: str) -> str:

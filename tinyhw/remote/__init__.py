@@ -27,18 +27,22 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import random
 import shlex
 import socket
 import subprocess
+import time
 from pathlib import Path
 
-from tinyhw.errors import BadDeviceString, DeviceNotFound, Refused
+from tinyhw.errors import BadDeviceString, DeviceNotFound, DeviceTimeout, Disconnected, Refused, TinyhwError
 from tinyhw.remote.channel import PipeChannel, SocketChannel, peer_uid
 from tinyhw.remote.client import RemoteTransport
 from tinyhw.remote.secret import default_key_path, default_socket_path, load_secret
 from tinyhw.transport.devstr import DeviceSpec
 
 CONNECT_TIMEOUT = 10.0
+#: tries at a loopback TCP server's connect and handshake, and the first pause between two (:func:`_tcp`)
+TCP_ATTEMPTS, TCP_BACKOFF = 5, 0.2
 
 __all__ = ["RemoteTransport", "open_remote", "ssh_argv"]
 
@@ -75,14 +79,44 @@ def open_remote(spec: DeviceSpec) -> RemoteTransport:
             raise Refused(f"{host} is not a loopback address: plain tcp off this machine is refused (it would be "
                           "readable and alterable on the network)",
                           hint=f"use remote:ssh://{host}/DEVICE, or forward the port with ssh -L")
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        _connect(sock, addr, f"remote {target}")
-        t = RemoteTransport(SocketChannel(sock, target), where=target, secret_loader=lambda: secret)
+        return _tcp(family, addr, target, secret)
     try:
         return t.connect()
     except BaseException:
         t.channel.close()
         raise
+
+
+def _tcp(family: int, addr: object, target: str, secret: bytes) -> RemoteTransport:
+    """Connect to a loopback TCP server and complete the handshake, retrying with backoff (:data:`TCP_ATTEMPTS`,
+    pauses from :data:`TCP_BACKOFF` s doubling, with jitter) when a connect times out or the handshake is cut or
+    stalls: what a server under an unauthenticated connection flood may do to the owner. Nothing has reached the
+    device then. A refused connect (no server there) and every other error end it at once."""
+    delay = TCP_BACKOFF
+    last: TinyhwError | None = None
+    for attempt in range(TCP_ATTEMPTS):
+        if attempt:
+            time.sleep(delay * (1 + random.random()))  # the network's backoff, in wall time: no device involved
+            delay *= 2
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            _connect(sock, addr, f"remote {target}")
+        except DeviceNotFound as e:
+            if isinstance(e.__context__, ConnectionRefusedError):
+                raise
+            last = e
+            continue
+        t = RemoteTransport(SocketChannel(sock, target), where=target, secret_loader=lambda: secret)
+        try:
+            return t.connect()
+        except (Disconnected, DeviceTimeout) as e:
+            t.channel.close()
+            last = e
+        except BaseException:
+            t.channel.close()
+            raise
+    assert last is not None
+    raise last
 
 
 def _connect(sock: socket.socket, addr: object, what: str) -> None:

@@ -16,7 +16,7 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import astuple
+from dataclasses import astuple, replace
 from typing import Any
 
 from tinyhw.errors import TinyhwError
@@ -149,7 +149,7 @@ class RemoteTransport(Transport):
         c2s, s2c = session.session_keys(secret or b"", transcript)
         self._tx, self._rx = session.Direction(c2s), session.Direction(s2c)
         try:
-            doc = self._handshake_reply()
+            doc = self._handshake_reply(secret is not None)
         except session.FrameRejected:
             raise ServerNotAuthenticated(f"{self.where} could not prove that it holds the key (its first frame "
                                          "fails authentication); refusing it",
@@ -167,12 +167,16 @@ class RemoteTransport(Transport):
             self.__class__ = PoweredRemoteTransport  # the served transport's PCIe power toggle, forwarded
         return self
 
-    def _handshake_reply(self) -> dict[str, Any]:
-        """The server's first frame: an error ends here (unauthenticated, it can only stop us); else its JSON."""
+    def _handshake_reply(self, keyed: bool) -> dict[str, Any]:
+        """The server's first frame: an error ends here (it can only stop us); else its JSON.
+
+        A keyed connection's error keeps the server's exit code only when both its tags verify (a server with the
+        key sent it); otherwise it is shown, escaped, as :class:`~tinyhw.remote.protocol.ServerRefused`.
+        """
         head = self.channel.recv_exact(protocol.REPLY.size + session.TAG, HANDSHAKE_TIMEOUT)
         status, _, rseq, length, _now = protocol.REPLY.unpack(head[:protocol.REPLY.size])
         if status == 1 and rseq == 0 and length <= 4096:
-            raise protocol.decode_error(self.channel.recv_exact(length, HANDSHAKE_TIMEOUT))
+            raise self._handshake_error(head, length, keyed)
         self._rx.check_header(head[:protocol.REPLY.size], head[protocol.REPLY.size:], self.where)
         if status != 0 or rseq != 0 or length > protocol.MAX_PAYLOAD:
             raise _malformed(f"{self.where} answered the handshake with status {status}, id {rseq}")
@@ -185,6 +189,21 @@ class RemoteTransport(Transport):
         if not isinstance(doc, dict):
             raise _malformed("the handshake reply is not a json object")
         return doc
+
+    def _handshake_error(self, head: bytes, length: int, keyed: bool) -> TinyhwError:
+        """The error a server answered the handshake with (``head`` is its header and header tag)."""
+        header, tag = head[:protocol.REPLY.size], head[protocol.REPLY.size:]
+        trusted = not keyed or self._rx.verifies(header, tag)
+        try:
+            payload = self.channel.recv_exact(length, HANDSHAKE_TIMEOUT) if length else b""
+            if keyed and trusted and length:
+                trusted = self._rx.verifies(header, self.channel.recv_exact(session.TAG, HANDSHAKE_TIMEOUT), payload)
+        except TinyhwError:
+            if not trusted:
+                return protocol.ServerRefused(f"{self.where} refused the connection before proving it holds the key",
+                                              hint="check the address and that both sides hold the same key file")
+            raise
+        return protocol.decode_error(payload, trusted=trusted)
 
     def _describe(self, doc: dict[str, Any]) -> None:
         """Check the description's shape once, so later accessors cannot fail on a server's bad document."""
@@ -202,7 +221,7 @@ class RemoteTransport(Transport):
         except (KeyError, TypeError) as e:
             raise _malformed(f"the device description lacks or mistypes {e}") from None
         self.description = doc
-        self._identity, self._bars = ident, bars
+        self._identity, self._bars = replace(ident, location=protocol.printable(ident.location, 200)), bars
         self.emulated = emulated
         self.clock = RemoteClock(virtual, self)
         self.clock.update(float(now))

@@ -109,6 +109,11 @@ class ProtocolError(OperationFailed):
     """The peer broke the protocol (bad magic, version, frame or length)."""
 
 
+class ServerRefused(errors.Refused):
+    """A server that had not proved its key refused the connection: its words are shown (escaped), its exit code is
+    not taken: exit 2, refused before anything was touched (a wrong key file, or not the user's server)."""
+
+
 def recv_frame(ch: Channel, d: Direction, head: struct.Struct, timeout: float | None, payload_timeout: float,
                peer: str) -> tuple[tuple[Any, ...], bytes]:
     """One sealed frame: its header fields and payload, both checked against their tags before use."""
@@ -257,14 +262,40 @@ def encode_error(e: BaseException, op: int | None = None) -> bytes:
     return json.dumps(doc).encode()
 
 
-def decode_error(payload: bytes) -> errors.TinyhwError:
-    """The server's error as the same tinyhw error class (exit code kept), prefixed so the user sees where."""
+#: the most characters of a peer's text (an error message or hint) a client prints
+PEER_TEXT_LIMIT = 300
+
+
+def printable(text: str, limit: int = PEER_TEXT_LIMIT) -> str:
+    """Peer-supplied ``text`` safe for a terminal: every character that is not printable (ESC and other controls,
+    line breaks, Unicode format characters such as bidi overrides) escaped as Python writes it (``\\x1b``,
+    ``\\u202e``), a backslash doubled, and at most ``limit`` characters kept (the rest counted)."""
+    out: list[str] = []
+    for i, ch in enumerate(text):
+        if i >= limit:
+            out.append(f"... ({len(text) - limit} more characters)")
+            break
+        out.append("\\\\" if ch == "\\" else ch if ch.isprintable() else ascii(ch)[1:-1])
+    return "".join(out)
+
+
+def decode_error(payload: bytes, *, trusted: bool = True) -> errors.TinyhwError:
+    """The server's error, prefixed so the user sees where, its text escaped and bounded (:func:`printable`).
+
+    From a ``trusted`` server (one that proved its key, or one reached over a channel whose owner was checked) it
+    keeps its tinyhw error class, so its exit code; an untrusted one (an error before the server proved anything)
+    becomes :class:`ServerRefused`, whose exit code is the client's own.
+    """
     try:
         doc = json.loads(payload.decode())
         cls = getattr(errors, str(doc.get("type")), None)
-        message, hint = str(doc.get("message")), doc.get("hint")
+        message, hint = printable(str(doc.get("message"))), doc.get("hint")
     except (ValueError, UnicodeDecodeError, AttributeError, RecursionError):
         return ProtocolError("the server sent a malformed reply: an unreadable error")
+    hint = printable(str(hint)) if hint else None
+    if not trusted:
+        return ServerRefused(f"remote: the server refused the connection before proving it holds the key; it said: "
+                             f"{message}", hint=hint)
     if not (isinstance(cls, type) and issubclass(cls, errors.TinyhwError)) or cls is errors.CompletionError:
         cls = errors.TransportError if cls is errors.CompletionError else errors.OperationFailed
-    return cls(f"remote: {message}", hint=str(hint) if hint else None)
+    return cls(f"remote: {message}", hint=hint)

@@ -92,6 +92,12 @@ class Direction:
         if not hmac.compare_digest(tag, self._tag(b"P", header, payload)):
             raise self._rejected(peer)
 
+    def verifies(self, header: bytes, tag: bytes, payload: bytes | None = None) -> bool:
+        """Whether ``tag`` authenticates ``header`` (or, with ``payload``, the payload with its header) at this
+        direction's sequence number; nothing is raised or closed."""
+        want = self._tag(b"H", header) if payload is None else self._tag(b"P", header, payload)
+        return hmac.compare_digest(tag, want)
+
     def advance(self) -> None:
         """Move to the next frame's sequence number (after a frame was sent or accepted)."""
         self.seq += 1

@@ -4,16 +4,23 @@ specs/pci-vfio-remote.md §12.2 items 1 and 9: local-only (a Unix socket in a 07
 the peer's uid checked with SO_PEERCRED; or TCP on a loopback address: plain TCP off this machine is
 refused: it would be readable on the network, and ssh is the way there); bounded concurrent
 connections; an audit line per connection. Connections that have not authenticated yet may hold at most
-``max_connections - 1`` slots, and a new connection evicts the oldest of them when they are full, so
-slow or silent peers can neither hold every slot nor keep the owner out (each handshake also has a
-deadline of its own, :class:`tinyhw.serve.remote.RemoteServer`).
+``max_connections - 1`` slots, and at most :data:`MAX_PENDING_PER_SOURCE` of them one source (the uid owning a
+loopback TCP client's socket, else its address): a source's next connection replaces its own oldest, and when
+every slot is taken the source holding the most loses its oldest, so a flood from one source never cuts
+another's handshake, and slow or silent peers can neither hold every slot nor keep the owner out (each
+handshake also has a deadline of its own, :class:`tinyhw.serve.remote.RemoteServer`). The kernel queues up to
+:data:`BACKLOG` connections and the accept loop drains them, so a flood does not time the owner's connect out.
 A server whose clients cannot authenticate (serprog: flashrom has no way to) also checks the uid of a loopback
-TCP peer, looked up in /proc/net/tcp{,6}, and refuses the connection when that fails.
+TCP peer: it asks the kernel (sock_diag, an exact 4-tuple lookup whose cost does not depend on how many other
+sockets are open) for the server's end, which must be the accepted socket itself (same inode) and established,
+and for the client's end, which must be established and owned (a closing socket's leftover is listed with uid 0);
+anything else, or a lookup that fails, refuses the connection (:func:`tcp_peer_uid`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import socket
@@ -26,12 +33,18 @@ from pathlib import Path
 from typing import TextIO
 
 from tinyhw.errors import DeviceTimeout, Disconnected, EnvironmentProblem, Refused, TinyhwError
-from tinyhw.formats.procnet import socket_uid
+from tinyhw.formats import inetdiag
 from tinyhw.remote.channel import Channel, SocketChannel, is_loopback, peer_uid
 
 MAX_CONNECTIONS = 8
-#: Largest /proc/net/tcp{,6} read for a peer lookup (about 400,000 sockets); beyond it the lookup fails (closed).
-PROC_NET_LIMIT = 64 << 20
+#: seconds a sock_diag lookup may take before the connection is refused
+DIAG_TIMEOUT = 2.0
+#: connections the kernel queues for a loopback TCP listener before accept (a flood drains through the accept loop,
+#: which closes what it cannot keep at once, instead of filling a short queue and timing the owner's connect out)
+BACKLOG = 128
+#: unauthenticated connections one source (a uid on loopback TCP, else an address) may hold at once; its next one
+#: replaces its oldest, so a flood from one source never cuts another source's handshake
+MAX_PENDING_PER_SOURCE = 4
 
 
 def end_reason(e: BaseException) -> str:
@@ -94,7 +107,7 @@ def tcp_listener(host: str, port: int) -> socket.socket:
     except OSError as e:
         sock.close()
         raise EnvironmentProblem(f"cannot listen on {host}:{port}: {(e.strerror or str(e)).lower()}") from None
-    sock.listen(MAX_CONNECTIONS)
+    sock.listen(BACKLOG)
     return sock
 
 
@@ -128,46 +141,94 @@ def unix_listener(path: Path) -> socket.socket:
     return sock
 
 
-def read_proc_net(name: str) -> str:
-    """The text of ``/proc/net/NAME`` (``tcp`` or ``tcp6``), at most :data:`PROC_NET_LIMIT` bytes; else OSError."""
-    with open(f"/proc/net/{name}", "rb") as f:
-        data = f.read(PROC_NET_LIMIT + 1)
-    if len(data) > PROC_NET_LIMIT:
-        raise OSError(f"/proc/net/{name} is larger than {PROC_NET_LIMIT} bytes")
-    return data.decode("ascii", "replace")
-
-
 class PeerUnknown(Exception):
     """The uid at the other end of a TCP connection could not be determined (the connection is refused)."""
 
 
-def tcp_peer_uid(conn: socket.socket, read_table: Callable[[str], str] = read_proc_net) -> int:
+class SockDiag:
+    """Exact TCP socket lookups over the kernel's sock_diag netlink (:mod:`tinyhw.formats.inetdiag`).
+
+    ``messages`` counts the netlink messages read over every lookup: one per lookup, however many sockets the
+    machine has (tests check that the cost stays independent of other users' sockets).
+    """
+
+    def __init__(self) -> None:
+        self.messages = 0
+        self.lookups = 0
+        self._seq = 0
+        self._lock = threading.Lock()
+
+    def lookup(self, family: int, local: tuple[str, int], remote: tuple[str, int]) -> inetdiag.DiagEntry | None:
+        """The socket whose own end is ``local`` and other end ``remote`` (host, port), or None when the kernel has
+        none; raises OSError when the kernel cannot be asked (no sock_diag) or answers something else."""
+        with self._lock:
+            self._seq = (self._seq + 1) & 0xFFFFFFFF
+            seq = self._seq
+            self.lookups += 1
+        want_local, want_remote = inetdiag.endpoint(*local), inetdiag.endpoint(*remote)
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, inetdiag.NETLINK_SOCK_DIAG) as nl:
+            nl.settimeout(DIAG_TIMEOUT)
+            nl.sendto(inetdiag.request(family, want_local, want_remote, seq), (0, 0))
+            data = nl.recv(8192)
+        try:
+            reply = inetdiag.parse(data, seq)
+        except TinyhwError as e:
+            raise OSError(e.message) from None
+        with self._lock:
+            self.messages += reply.messages
+        if reply.errno:
+            if reply.errno == errno.ENOENT:
+                return None
+            raise OSError(reply.errno, os.strerror(reply.errno))
+        found = [e for e in reply.entries if e.local == want_local and e.remote == want_remote]
+        if len(found) != 1:
+            return None
+        return found[0]
+
+
+def _state(entry: inetdiag.DiagEntry) -> str:
+    return inetdiag.STATES.get(entry.state, f"state {entry.state}")
+
+
+def tcp_peer_uid(conn: socket.socket, diag: SockDiag | None = None) -> int:
     """The uid owning the client's end of the loopback connection ``conn`` (the server's accepted socket).
 
-    The client's socket is the table entry whose local end is the client's address and whose remote end is
-    the server's (the server's own entry is the mirror image). :class:`PeerUnknown` says why it failed.
+    Two exact lookups: the server's end (local = server, remote = client) must be ``conn`` itself (the inode
+    ``fstat`` gives) and established; the client's end (the mirror image) must be established and belong to a
+    file (inode not 0). A closing client (its end a timewait leftover listed with uid 0) or anything unexpected
+    raises :class:`PeerUnknown`, which says why.
     """
-    table = "tcp6" if conn.family == socket.AF_INET6 else "tcp"
+    diag = diag if diag is not None else SockDiag()
     try:
         server, client = conn.getsockname()[:2], conn.getpeername()[:2]
+        inode = os.fstat(conn.fileno()).st_ino
     except OSError as e:
         raise PeerUnknown(f"the connection is gone ({(e.strerror or str(e)).lower()})") from None
+    where = f"{client[0]}:{client[1]} -> {server[0]}:{server[1]}"
     try:
-        text = read_table(table)
-    except OSError as e:
-        raise PeerUnknown(f"cannot read /proc/net/{table}: {(e.strerror or str(e)).lower()}") from None
-    uid = socket_uid(text, local=client, remote=server)
-    if uid is None:
-        raise PeerUnknown(f"no socket {client[0]}:{client[1]} -> {server[0]}:{server[1]} owned by one uid "
-                          f"in /proc/net/{table}")
-    return uid
+        mine = diag.lookup(conn.family, server, client)
+        theirs = diag.lookup(conn.family, client, server)
+    except (OSError, ValueError) as e:
+        raise PeerUnknown(f"cannot ask the kernel (sock_diag) who owns {where}: "
+                          f"{(getattr(e, 'strerror', None) or str(e)).lower()}") from None
+    if mine is None or mine.inode != inode:
+        raise PeerUnknown(f"the kernel lists no socket {server[0]}:{server[1]} -> {client[0]}:{client[1]} with the "
+                          f"accepted socket's inode {inode}")
+    if mine.state != inetdiag.TCP_ESTABLISHED:
+        raise PeerUnknown(f"the connection is {_state(mine)} already, not established")
+    if theirs is None:
+        raise PeerUnknown(f"the kernel lists no socket {where}")
+    if theirs.state != inetdiag.TCP_ESTABLISHED or theirs.inode == 0:
+        raise PeerUnknown(f"the client's socket {where} is {_state(theirs)} (inode {theirs.inode}), not an "
+                          "established socket with an owner")
+    return theirs.uid
 
 
 class Listener:
     """Accept connections and run ``handle(channel, name)`` for each in a thread, until :meth:`stop`.
 
     A Unix socket peer must be this process's uid (SO_PEERCRED). With ``same_uid``, so must a TCP peer
-    (looked up through ``read_table``, :func:`read_proc_net` unless a test injects one); a peer whose uid
+    (looked up through ``diag``, a :class:`SockDiag` unless a test injects one); a peer whose uid
     cannot be determined is refused too.
 
     With ``max_pending`` (servers whose connections authenticate first, and say so by setting the
@@ -178,16 +239,18 @@ class Listener:
 
     def __init__(self, sock: socket.socket, handle: Callable[[Channel, str], object], audit: Audit,
                  *, max_connections: int = MAX_CONNECTIONS, max_pending: int | None = None, same_uid: bool = False,
-                 read_table: Callable[[str], str] = read_proc_net) -> None:
+                 diag: SockDiag | None = None) -> None:
         self.sock = sock
         self.same_uid = same_uid
-        self.read_table = read_table
+        self.diag = diag if diag is not None else SockDiag()
         self.handle = handle
         self.audit = audit
         self.max_connections = max_connections
         self.max_pending = max_pending
+        self.max_pending_per_source = MAX_PENDING_PER_SOURCE
         self._stop = threading.Event()
         self._conns: list[tuple[threading.Thread, Channel, str]] = []
+        self._source: dict[str, str] = {}  # connection name -> its source (for the per-source limit)
         self._n = 0
         self.unix = sock.family == socket.AF_UNIX
 
@@ -205,16 +268,26 @@ class Listener:
         try:
             while not self._stop.is_set():
                 ready, _, _ = select.select([self.sock], [], [], 0.2)
-                if ready:
-                    self._accept()
+                for _ in range(BACKLOG if ready else 0):  # drain what queued up, then look at the stop flag again
+                    if not self._accept():
+                        break
         finally:
             self.sock.close()
 
-    def _accept(self) -> None:
+    def _accept(self) -> bool:
+        """Accept one queued connection (False when none was waiting) and keep it, or refuse it."""
+        self.sock.setblocking(False)
         try:
             conn, addr = self.sock.accept()
         except OSError:
-            return
+            return False
+        finally:
+            self.sock.setblocking(True)
+        conn.setblocking(True)
+        self._admit(conn, addr)
+        return True
+
+    def _admit(self, conn: socket.socket, addr: object) -> None:
         self._n += 1
         name = f"c{self._n}"
         peer = addr if isinstance(addr, str) and addr else (f"{addr[0]}:{addr[1]}" if addr else "unix")
@@ -228,7 +301,7 @@ class Listener:
             peer = f"unix uid {uid}"
         elif self.same_uid:
             try:
-                uid = tcp_peer_uid(conn, self.read_table)
+                uid = tcp_peer_uid(conn, self.diag)
             except PeerUnknown as e:
                 self.audit(name, f"refused {peer}: cannot tell which uid connected ({e}); refusing (fail closed)")
                 conn.close()
@@ -239,13 +312,7 @@ class Listener:
                 return
             peer = f"{peer} uid {uid}"
         if self.max_pending is not None:
-            pending = [c for c in self._conns if not c[1].authenticated]
-            if len(pending) >= self.max_pending and not pending[0][1].authenticated:
-                _, oldest, oname = pending[0]
-                self.audit(oname, f"handshake cut: {len(pending)} connections were not authenticated yet and "
-                                  f"{name} arrived")
-                oldest.abort()
-                self._conns = [c for c in self._conns if c[1] is not oldest]
+            self._make_room(name, self._source_of(conn, addr))
         if len(self._conns) >= self.max_connections:
             self.audit(name, f"refused {peer}: {self.max_connections} connections already open")
             conn.close()
@@ -256,14 +323,51 @@ class Listener:
         self._conns.append((t, ch, name))
         t.start()
 
+    def _source_of(self, conn: socket.socket, addr: object) -> str:
+        """Who a connection comes from, for the per-source limit: the uid owning a loopback TCP client's socket (an
+        exact sock_diag lookup), else its address; a Unix socket's peers are all this uid."""
+        if self.unix or not isinstance(addr, tuple):
+            return "unix"
+        with contextlib.suppress(OSError, ValueError):
+            entry = self.diag.lookup(conn.family, conn.getpeername()[:2], conn.getsockname()[:2])
+            if entry is not None and entry.state == inetdiag.TCP_ESTABLISHED and entry.inode:
+                return f"uid {entry.uid}"
+        return f"address {addr[0]}"
+
+    def _make_room(self, name: str, source: str) -> None:
+        """Before ``name`` (from ``source``) starts its handshake: a source at its limit of unauthenticated
+        connections loses its oldest; when all pending slots are taken, the source holding the most loses its
+        oldest. Another source's handshake is never cut for it."""
+        pending = [c for c in self._conns if not c[1].authenticated]
+        mine = [c for c in pending if self._source.get(c[2]) == source]
+        victim = None
+        if len(mine) >= self.max_pending_per_source:
+            victim, why = mine[0], f"{len(mine)} connections from {source} were not authenticated yet (its limit)"
+        elif self.max_pending is not None and len(pending) >= self.max_pending:
+            counts: dict[str, int] = {}
+            for c in pending:
+                counts[self._source.get(c[2], "")] = counts.get(self._source.get(c[2], ""), 0) + 1
+            top = max(counts, key=lambda k: counts[k])
+            victim = next(c for c in pending if self._source.get(c[2], "") == top)
+            why = f"{len(pending)} connections were not authenticated yet, {counts[top]} of them from {top}"
+        if victim is not None and not victim[1].authenticated:
+            _, oldest, oname = victim
+            self.audit(oname, f"handshake cut: {why}, and {name} arrived")
+            oldest.abort()
+            self._conns = [c for c in self._conns if c[1] is not oldest]
+            self._source.pop(oname, None)
+        self._source[name] = source
+
     def _run(self, channel: Channel, name: str) -> None:
         try:
             self.handle(channel, name)
         finally:
             channel.close()
+            self._source.pop(name, None)
 
     def stop(self, wait: float = 5.0) -> None:
         """Stop accepting, then wait up to ``wait`` seconds for each connection's thread to end."""
         self._stop.set()
         for t, _, _ in list(self._conns):
-            t.join(wait)
+            if t.ident is not None:  # the accept loop may be between listing a connection and starting its thread
+                t.join(wait)

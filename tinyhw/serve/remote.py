@@ -30,8 +30,8 @@ from typing import Any
 
 from tinyhw.connect import Opened, open_device
 from tinyhw.errors import DeviceLocked, DeviceTimeout, Refused, TinyhwError
-from tinyhw.formats.pciconfig import parse_config
-from tinyhw.formats.pciguard import guarded_ranges, refusal
+from tinyhw.formats.pciconfig import PciConfig, parse_config
+from tinyhw.formats.pciguard import register_name, write_refusal
 from tinyhw.remote import protocol
 from tinyhw.remote.channel import Channel
 from tinyhw.remote.session import Direction, FrameRejected, client_proof, server_proof, session_keys
@@ -53,7 +53,7 @@ class _Conn:
     def __init__(self, ch: Channel, name: str) -> None:
         self.ch, self.name = ch, name
         self.tx = self.rx = Direction(b"")
-        self.guarded: list[tuple[int, int, str]] = []
+        self.config: PciConfig | None = None  # the function's capabilities, to name a refused config write
         self.bye: int | None = None
 
 
@@ -158,7 +158,7 @@ class RemoteServer:
         self.opened_count += 1
         try:
             doc = describe(opened.transport)
-            conn.guarded = [] if self.allow_config_writes else _guarded_config(opened.transport)
+            conn.config = None if self.allow_config_writes else parse_config(opened.transport.config_bytes)
             if self.secret is not None:
                 doc["server_proof"] = server_proof(self.secret, transcript).hex()
             self._reply(conn, 0, opened.transport, json.dumps(doc).encode())
@@ -204,7 +204,7 @@ class RemoteServer:
                 raise protocol.ProtocolError(f"a timed batch's results and time take more than "
                                              f"{protocol.MAX_PAYLOAD} bytes: send it as a plain batch")
             check_ops(t, ops)
-            self._check_config(ops, conn.guarded)
+            self._check_config(t, ops, conn)
         except TinyhwError as e:
             self.audit(conn.name, f"batch #{seq} refused: {e.message}")
             self._error(conn, seq, e)
@@ -244,11 +244,18 @@ class RemoteServer:
             return
         self._reply(conn, seq, t, json.dumps(state.as_dict()).encode())
 
-    def _check_config(self, ops: list[Op], guarded: list[tuple[int, int, str]]) -> None:
+    def _check_config(self, t: Transport, ops: list[Op], conn: _Conn) -> None:
+        """Refuse the batch when one of its config writes is outside the safe set
+        (:data:`tinyhw.formats.pciguard.SAFE_WRITES`), unless the server allows config writes."""
+        if self.allow_config_writes:
+            return
         for op in ops:
-            what = refusal(op.offset, op.size, guarded) if isinstance(op, CfgW) else None
-            if what is not None:
-                raise Refused(f"config write at 0x{op.offset:x} ({what}) is refused by the server",
+            if not isinstance(op, CfgW):
+                continue
+            why = write_refusal(op.offset, op.size, op.value, t.config_read)
+            if why is not None:
+                what = register_name(op.offset, op.size, conn.config)
+                raise Refused(f"config write at 0x{op.offset:x} ({what}) is refused by the server: {why}",
                               hint="start the server with --allow-config-writes if this is intended")
 
     # -- frames ---------------------------------------------------------------------------------------------------
@@ -299,12 +306,6 @@ def _jsonable(x: Any) -> Any:
         return x
     except (TypeError, ValueError):
         return str(x)
-
-
-def _guarded_config(t: Transport) -> list[tuple[int, int, str]]:
-    """Config ranges a client may not write (:func:`tinyhw.formats.pciguard.guarded_ranges`), found by walking
-    the function's conventional and extended capabilities (read lazily, a dword at a time)."""
-    return guarded_ranges(parse_config(t.config_bytes))
 
 
 def _show(op: Op) -> str:

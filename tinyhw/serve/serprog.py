@@ -17,8 +17,9 @@ largest write (256 data bytes) and read (:data:`MAX_READ`) per operation, and bu
 and O_EXEC advance the device's clock (virtual on an emulated board, so nothing sleeps needlessly).
 
 Access: flashrom cannot authenticate, so only the server's own uid may connect: the default
-pseudo-terminal is mode 0600, and on loopback TCP (the only TCP there is) the client's socket is looked up in
-/proc/net/tcp{,6} and any other uid, or a lookup that fails, is refused and audited (:func:`serprog_listener`).
+pseudo-terminal is mode 0600, and on loopback TCP (the only TCP there is) the client's socket is looked up with
+the kernel's sock_diag (an exact lookup; it must be established and owned, so a closing socket cannot pass for
+root) and any other uid, or a lookup that fails, is refused and audited (:func:`serprog_listener`).
 Delays: one O_DELAY (microseconds, u32) may ask for at most :data:`MAX_DELAY_US`, the delays queued
 before one O_EXEC as much, and a session :data:`MAX_SESSION_DELAY_US` in all; beyond that O_DELAY is answered NAK.
 """
@@ -36,7 +37,7 @@ from tinyhw.errors import DeviceTimeout, Refused, TinyhwError
 from tinyhw.flash.device import require_navi31
 from tinyhw.flash.romsw import WINDOW_BYTES, RomSw, Rx
 from tinyhw.remote.channel import Channel
-from tinyhw.serve.listen import Audit, Listener, end_reason, is_loopback, parse_listen, read_proc_net, tcp_listener
+from tinyhw.serve.listen import Audit, Listener, SockDiag, end_reason, is_loopback, parse_listen, tcp_listener
 from tinyhw.transport.devstr import DeviceSpec
 
 ACK, NAK = b"\x06", b"\x15"
@@ -247,17 +248,16 @@ def delay_refusal(us: int, queued_us: int, session_us: int) -> str | None:
 
 
 def serprog_listener(handle: Callable[[Channel, str], None], audit: Audit, listen: str,
-                     *, read_table: Callable[[str], str] = read_proc_net) -> Listener:
+                     *, diag: SockDiag | None = None) -> Listener:
     """A loopback TCP listener that serves only this uid (flashrom cannot authenticate, so no other address
-    is allowed and no other local user either); ``read_table`` is for tests (the /proc/net reader)."""
+    is allowed and no other local user either); ``diag`` is for tests (the kernel socket lookup)."""
     host, port = parse_listen(listen)
     if not is_loopback(host):
         raise Refused(f"{host} is not a loopback address; serve serprog listens on loopback only, because flashrom "
                       "cannot authenticate",
                       hint="use --listen 127.0.0.1:PORT, or the default pseudo-terminal (no --listen); for a board "
                            "on another machine, run serve serprog and flashrom there (over ssh)")
-    return Listener(tcp_listener(host, port), handle, audit, same_uid=True,
-                    read_table=read_table)
+    return Listener(tcp_listener(host, port), handle, audit, same_uid=True, diag=diag)
 
 
 def open_pty() -> tuple[int, int, str]:

@@ -196,6 +196,21 @@ GUARDIAN_BLOCKS = tuple(sorted({getattr(signal, n) for n in (
     "SIGTTOU", "SIGVTALRM", "SIGPROF", "SIGXCPU", "SIGXFSZ", "SIGPOLL", "SIGPWR", "SIGSTKFLT") if hasattr(signal, n)}))
 
 
+def _clear_bus_master(fd: int, command_offset: int) -> None:
+    command = int.from_bytes(os.pread(fd, 2, command_offset), "little")
+    if command & COMMAND_BUS_MASTER:
+        os.pwrite(fd, (command & ~COMMAND_BUS_MASTER).to_bytes(2, "little"), command_offset)
+
+
+def _close_all_but(keep: tuple[int, ...]) -> None:
+    """Close every descriptor but ``keep`` (close_range: nothing is listed, so nothing can fail to be)."""
+    low = 0
+    for k in sorted(keep):
+        os.closerange(low, k)
+        low = k + 1
+    os.closerange(low, max(os.sysconf("SC_OPEN_MAX"), low + 1, 1 << 20))
+
+
 def start_guardian(config_path: str, command_offset: int = REG_COMMAND) -> Callable[[], None]:
     """Fork a watcher that clears the function's bus-master bit (COMMAND bit 2, through the sysfs ``config`` file at
     ``config_path``) as soon as this process ends or calls the returned stop function, whichever comes first. It
@@ -203,37 +218,60 @@ def start_guardian(config_path: str, command_offset: int = REG_COMMAND) -> Calla
     clear, so the memory outlives the device's last chance to write it. It leaves the terminal's session (no
     Ctrl-C or hang-up reaches it), keeps every blockable signal that would end or stop it blocked
     (:data:`GUARDIAN_BLOCKS`, from before the fork on, so none lands in between), and closes every descriptor it
-    inherited but the pipe and the config file."""
+    inherited but the pipe and the config file.
+
+    The watcher reports once it is set up; one that cannot set itself up clears the bit at once and exits, and this
+    function then raises :class:`OperationFailed` (the holder is told, never left with bus mastering unguarded).
+    """
     fd = os.open(config_path, os.O_RDWR | os.O_CLOEXEC)
     read_end, write_end = os.pipe()
+    ready_read, ready_write = os.pipe()
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, GUARDIAN_BLOCKS)
     try:
         pid = os.fork()
     except OSError:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        os.close(fd)
-        os.close(read_end)
-        os.close(write_end)
+        for d in (fd, read_end, write_end, ready_read, ready_write):
+            os.close(d)
         raise
     if pid == 0:  # the watcher: only os calls from here (no locks, no Python-level cleanup)
         code = 1
         try:
-            for name in os.listdir("/proc/self/fd"):  # drop what the fork inherited: sockets, pipes, the terminal
-                if int(name) not in (read_end, fd):
-                    with contextlib.suppress(OSError):
-                        os.close(int(name))
-            os.setsid()
+            try:
+                _close_all_but((read_end, fd, ready_write))  # sockets, pipes, the terminal, our own write end
+                os.setsid()
+                os.write(ready_write, b"1")
+                os.close(ready_write)
+            except BaseException:
+                _clear_bus_master(fd, command_offset)  # unguarded from here on: stop the device's dma now
+                raise
             while os.read(read_end, 64):
                 pass
-            command = int.from_bytes(os.pread(fd, 2, command_offset), "little")
-            if command & COMMAND_BUS_MASTER:
-                os.pwrite(fd, (command & ~COMMAND_BUS_MASTER).to_bytes(2, "little"), command_offset)
+            _clear_bus_master(fd, command_offset)
             code = 0
         finally:
             os._exit(code)
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     os.close(read_end)
     os.close(fd)
+    os.close(ready_write)
+    try:
+        ready = os.read(ready_read, 1)
+    finally:
+        os.close(ready_read)
+    if ready != b"1":
+        os.close(write_end)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        with contextlib.suppress(OSError):  # the watcher cleared it on its way out; make sure
+            cfg = os.open(config_path, os.O_RDWR | os.O_CLOEXEC)
+            try:
+                _clear_bus_master(cfg, command_offset)
+            finally:
+                os.close(cfg)
+        raise OperationFailed("the guardian that clears bus mastering if this process dies could not start; bus "
+                              "mastering was cleared and the device is not used",
+                              hint="rerun; if it persists, run with -v and report it")
 
     def stop() -> None:
         os.close(write_end)

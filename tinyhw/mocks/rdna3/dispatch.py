@@ -12,6 +12,7 @@ memory object at the wave's PC and decoded once per code address (:class:`CodeCa
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -348,7 +349,7 @@ def _check(regs: DispatchRegs) -> None:
 def run_dispatch(regs: DispatchRegs, memory: Memory, *, strict: bool = True, cache: CodeCache | None = None,
                  cost: Callable[[Inst], int] = default_cost, watchdog: int = DEFAULT_WATCHDOG,
                  on_wave_end: Callable[[Wave], None] | None = None,
-                 trace: DispatchTrace | None = None) -> DispatchResult:
+                 trace: DispatchTrace | None = None, wall_limit: float | None = None) -> DispatchResult:
     """Run one DISPATCH_DIRECT to completion on the emulated RDNA3 (gfx1100) wave32 shader core.
 
     ``memory`` serves the code fetch, SMEM, and global accesses (GPU virtual addresses). ``strict``
@@ -360,10 +361,13 @@ def run_dispatch(regs: DispatchRegs, memory: Memory, *, strict: bool = True, cac
     for repeated dispatches of the same, unchanged code. ``on_wave_end(wave)`` is called with each wave's
     final state (SGPRs ``wave.s``, VGPRs ``wave.v``, ``wave.wg``, ``wave.index``) when it executes ``s_endpgm``.
     ``trace`` (a :class:`~tinyhw.mocks.rdna3.sqtt.DispatchTrace`) is told of every wave start, instruction issue
-    and wave end while the SQ thread trace is on.
+    and wave end while the SQ thread trace is on. ``wall_limit`` bounds the dispatch's wall time in seconds, looked
+    at after every workgroup (a grid of many short workgroups never reaches the instruction watchdog, yet
+    emulating it could take hours): past it, :class:`WatchdogExpired` as for the instruction limit.
     """
     _check(regs)
     d = _Dispatch(regs, memory, strict, cache or CodeCache(), cost, watchdog, on_wave_end, trace)
+    deadline = None if wall_limit is None else time.monotonic() + wall_limit
     with np.errstate(all="ignore"):
         try:
             for z in range(regs.dim[2]):
@@ -371,6 +375,12 @@ def run_dispatch(regs: DispatchRegs, memory: Memory, *, strict: bool = True, cac
                     for x in range(regs.dim[0]):
                         d.workgroup((regs.start[0] + x, regs.start[1] + y, regs.start[2] + z))
                         d.res.workgroups += 1
+                        if deadline is not None and time.monotonic() > deadline:
+                            raise WatchdogExpired(
+                                f"the dispatch ran past its wall-time limit of {wall_limit:g} s after "
+                                f"{d.res.workgroups} of {regs.dim[0] * regs.dim[1] * regs.dim[2]} workgroups "
+                                "(the emulator's limit; a grid this large takes too long to emulate)",
+                                pc=regs.entry, mnemonic="(dispatch)", encoding="-")
         except WatchdogExpired as e:
             e.dispatch = d  # the waves stay resident (tinyhw.mocks.sqind)
             raise
