@@ -23,7 +23,7 @@ from tinyhw.boot.gpu import BOOTLOAD_COMPLETE, CP_STAT, SCRATCH5, SCRATCH6, SCRA
 from tinyhw.boot.psp import RESET_HINT, Psp, PspError
 from tinyhw.boot.smu import Smu
 from tinyhw.boot.state import BoardState, read_state
-from tinyhw.errors import DeviceTimeout, OperationFailed, Refused, TinyhwError
+from tinyhw.errors import DeviceTimeout, OperationFailed, TinyhwError
 from tinyhw.transport.abilities import Resettable
 from tinyhw.transport.base import set_bus_master
 from tinyhw.transport.wait import poll
@@ -100,8 +100,7 @@ def boot(gpu: AmGpu, fw: FirmwareSet, on_step: Callable[[str, str, dict[str, Any
     log = StepLog(gpu, on_step)
     state = state or read_state(gpu)
     kind, reason = plan(state)
-    if firmware_path not in fwstage.PATHS:
-        raise Refused(f"unknown firmware path {firmware_path!r}; known: {', '.join(fwstage.PATHS)}")
+    fwstage.open_stage(gpu, firmware_path)  # unknown, or "sram" without the bridge sram: refused before any write
     psp, smu = Psp(gpu), Smu(gpu)
     result = BootResult(kind, reason, copy_engine=copy_engine, firmware_path=firmware_path)
     if kind == "partial":
