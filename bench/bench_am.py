@@ -5,8 +5,9 @@ firmware moved to VRAM, the USB transfers of the whole boot and of the firmware 
 per USB transfer of the firmware copy (goal >= 16 KiB), the modelled seconds of the boot, and the USB
 transfers of one ``smi --once`` refresh (goal <= 20). Over mock:navi31-usb the boot runs twice: with the firmware
 staged in the bridge sram (the default, ``--firmware-path auto``) and streamed into vram (``--firmware-path bar``),
-with the register/streamed dword writes of each (exact). The same boot on mock:navi31 is shown for comparison. Uses Debian's firmware-amd-graphics as extracted by ``bash tests/fetch_firmware.sh`` and a
-private cache/state/lock directory, so it never touches the user's emulated board.
+with the register/streamed dword writes of each (exact). The same boot on mock:navi31 is shown for comparison.
+Uses Debian's firmware-amd-graphics as extracted by ``bash tests/fetch_firmware.sh`` and a private cache/state/lock
+directory, so it never touches the user's emulated board.
 
     python bench/bench_am.py
 """
