@@ -3,9 +3,11 @@
 Prints, from the exact counters of the commands (``--json`` boot document and ``--stats``): bytes of
 firmware moved to VRAM, the USB transfers of the whole boot and of the firmware copies alone, bytes
 per USB transfer of the firmware copy (goal >= 16 KiB), the modelled seconds of the boot, and the USB
-transfers of one ``smi --once`` refresh (goal <= 20). The same boot on mock:navi31 is shown for
-comparison. Uses Debian's firmware-amd-graphics as extracted by ``bash tests/fetch_firmware.sh`` and a
-private cache/state/lock directory, so it never touches the user's emulated board.
+transfers of one ``smi --once`` refresh (goal <= 20). Over mock:navi31-usb the boot runs twice: with the firmware
+staged in the bridge sram (the default, ``--firmware-path auto``) and streamed into vram (``--firmware-path bar``),
+with the register/streamed dword writes of each (exact). The same boot on mock:navi31 is shown for comparison.
+Uses Debian's firmware-amd-graphics as extracted by ``bash tests/fetch_firmware.sh`` and a private cache/state/lock
+directory, so it never touches the user's emulated board.
 
     python bench/bench_am.py
 """
@@ -40,15 +42,17 @@ def main() -> None:
     if not (FW / "psp_13_0_0_sos.bin").is_file():
         sys.exit(f"bench: no firmware under {FW}; run bash tests/fetch_firmware.sh")
     ok = True
-    for device in ("mock:navi31-usb", "mock:navi31"):
+    for device, path in (("mock:navi31-usb", "auto"), ("mock:navi31-usb", "bar"), ("mock:navi31", "auto")):
         with tempfile.TemporaryDirectory() as tmp:
             env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, "cache"),
                        XDG_STATE_HOME=os.path.join(tmp, "state"), TINYHW_LOCK_DIR=os.path.join(tmp, "locks"))
-            wall, doc, st = tinyhw(device, ["am", "boot", "--yes", "--firmware-dir", str(FW)], env)
+            wall, doc, st = tinyhw(device, ["am", "boot", "--yes", "--firmware-dir", str(FW), "--firmware-path", path],
+                                   env)
             copy = doc["firmware_copy"]
             per = copy["bytes"] / copy["usb_transfers"] if copy.get("usb_transfers") else 0.0
-            print(f"am boot on {device} ({doc['boot']}): firmware {doc['firmware_bytes']:,} bytes in "
-                  f"{copy['copies']} copies ({copy['bytes']:,} bytes with padding)")
+            print(f"am boot on {device} ({doc['boot']}, firmware path {copy.get('path')}): firmware "
+                  f"{doc['firmware_bytes']:,} bytes in {copy['copies']} copies ({copy['bytes']:,} bytes with padding), "
+                  f"{st['reg_writes']:,} register/streamed dword writes")
             print(f"  usb_transfers {st['usb_transfers']:,} in all, {copy['usb_transfers']:,} for the firmware copy "
                   f"-> {per / 1024:,.1f} KiB per usb transfer" if st["usb_transfers"] else
                   f"  register accesses {st['reg_reads'] + st['reg_writes']:,} (no usb)")

@@ -45,6 +45,8 @@ RPTR_PAGE = PT_BASE + 0x6000
 IH_WPTR = PT_BASE + 0x7000
 SDMA_RING, SDMA_RING_SIZE = PT_BASE + 1 * MiB, 1 * MiB
 IH_RINGS, IH_RING_SIZE = PT_BASE + 2 * MiB, 256 * KiB
+#: PTBs of :func:`build_page_tables`' extra windows (free until the copy engine's DMA windows use the same pages)
+EXTRA_PTBS, EXTRA_PTB_COUNT = PT_BASE + 0x8000, 8
 SDMA_DOORBELL_INDEX = 0x100  # 256 + (pipe 0 + 4 * queue 0) * 10 (§4.2)
 
 #: PTE bits (§4.5, gfx10/11)
@@ -151,21 +153,35 @@ def _pte_table(entries: dict[int, int]) -> bytes:
     return bytes(out)
 
 
-def build_page_tables(gpu: AmGpu) -> None:
+def build_page_tables(gpu: AmGpu, windows: tuple[tuple[int, int, int], ...] = ()) -> None:
     """VMID0: PDB2 -> PDB1 -> PDB0 -> one PTB whose 4 KiB system PTEs name the bridge pages (§4.5; each PDE holds its
-    table's physical VRAM address)."""
+    table's physical VRAM address). ``windows`` ((offset from VA_BASE, bus address, size), 4 KiB aligned, inside the
+    first 1 GiB) map more bridge pages as system pages; a 2 MiB VA region past the first gets its own PTB from
+    :data:`EXTRA_PTBS` on (the boot's firmware staging uses them; :func:`bring_up` rebuilds the tables without them)."""
     pdb2, pdb1, pdb0, ptb = (PT_BASE + i * 4 * KiB for i in range(4))
+    regions: dict[int, dict[int, int]] = {0: {}}
+    for bus, size, off in BRIDGE_PAGES:
+        for p in range(0, size, 4 * KiB):
+            regions[0][(off + p) >> 12] = (bus + p) | RW | SYSTEM | SNOOPED | MTYPE_UC
+    for off, bus, size in windows:
+        if off % (4 * KiB) or bus % (4 * KiB) or not 0 <= off < off + size <= 1 << 30:
+            raise ValueError(f"window at va offset 0x{off:x} is not 4 KiB aligned inside the first 1 GiB")
+        for p in range(0, size, 4 * KiB):
+            page = (off + p) >> 12
+            regions.setdefault(page >> 9, {})[page & 511] = (bus + p) | RW | SYSTEM | SNOOPED | MTYPE_UC
+    extra = sorted(r for r in regions if r)
+    if len(extra) > EXTRA_PTB_COUNT:
+        raise ValueError(f"the windows need more than {EXTRA_PTB_COUNT} extra page tables")
+    where = {0: ptb, **{r: EXTRA_PTBS + i * 4 * KiB for i, r in enumerate(extra)}}
     tables = bytearray()
     tables += _pte_table({0: phys(pdb1) | VALID})
     tables += _pte_table({0: phys(pdb0) | VALID})
-    tables += _pte_table({0: phys(ptb) | VALID})
-    ptes = {}
-    for bus, size, off in BRIDGE_PAGES:
-        for p in range(0, size, 4 * KiB):
-            ptes[(off + p) >> 12] = (bus + p) | RW | SYSTEM | SNOOPED | MTYPE_UC
-    tables += _pte_table(ptes)
+    tables += _pte_table({r: phys(where[r]) | VALID for r in regions})
+    tables += _pte_table(regions[0])
     tables += bytes(8 * KiB)  # scratch + dummy pages
     gpu.vram_write(PT_BASE, bytes(tables))
+    if extra:
+        gpu.vram_write(EXTRA_PTBS, b"".join(_pte_table(regions[r]) for r in extra))
 
 
 def map_vram_2m(gpu: AmGpu, va_offset: int, vram: int, size: int) -> None:
@@ -250,9 +266,9 @@ def program_hub(gpu: AmGpu, hub: str) -> None:
         gpu.wr(f"{hub}VM_INVALIDATE_ENG{i}_ADDR_RANGE_HI32", 0x1F)
 
 
-def invalidate(gpu: AmGpu) -> None:
-    """Flush both hubs' TLBs for VMID0 through engine 17 and wait for the acknowledgement."""
-    for hub in ("mmhub.MM", "gc.GC"):
+def invalidate(gpu: AmGpu, hubs: tuple[str, ...] = ("mmhub.MM", "gc.GC")) -> None:
+    """Flush the TLBs of ``hubs`` (both by default) for VMID0 through engine 17 and wait for the acknowledgement."""
+    for hub in hubs:
         gpu.wr(f"{hub}VM_INVALIDATE_ENG17_REQ", fields(gpu, f"{hub}VM_INVALIDATE_ENG17_REQ", PER_VMID_INVALIDATE_REQ=1))
         poll(gpu.clock, lambda hub=hub: gpu.rd(f"{hub}VM_INVALIDATE_ENG17_ACK"), lambda v: bool(v & 1),
              timeout=1.0, interval=0.0, what=f"the {hub[:-2]} tlb invalidation")

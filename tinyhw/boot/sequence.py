@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinyhw import progress
-from tinyhw.boot import copyengine, layout
+from tinyhw.boot import copyengine, fwstage, layout
 from tinyhw.boot.firmware import FirmwareSet
 from tinyhw.boot.gpu import BOOTLOAD_COMPLETE, CP_STAT, SCRATCH5, SCRATCH6, SCRATCH7, AmGpu
 from tinyhw.boot.psp import RESET_HINT, Psp, PspError
@@ -76,12 +76,13 @@ class BootResult:
     firmware_bytes: int = 0
     copy: dict[str, int] = field(default_factory=dict)
     copy_engine: bool = False  # also bring up page tables, hubs, IH, MEC and SDMA0 (tinyhw.boot.copyengine)
+    firmware_path: str = "auto"  # where the PSP reads firmware: the bridge sram ("sram") or vram ("bar")
 
     def to_doc(self) -> dict[str, Any]:
         """The result as a JSON-ready dict (what ``am boot`` reports)."""
         return {"boot": self.kind, "reason": self.reason, "tmr_size": self.tmr_size, "smu_version": self.smu_version,
                 "clocks_mhz": self.clocks, "firmware_bytes": self.firmware_bytes,
-                "firmware_copy": self.copy, "steps": self.steps}
+                "firmware_copy": {**self.copy, "path": self.firmware_path}, "steps": self.steps}
 
 
 def plan(state: BoardState) -> tuple[str, str]:
@@ -90,13 +91,18 @@ def plan(state: BoardState) -> tuple[str, str]:
 
 
 def boot(gpu: AmGpu, fw: FirmwareSet, on_step: Callable[[str, str, dict[str, Any]], None] | None = None,
-         state: BoardState | None = None, *, copy_engine: bool = False) -> BootResult:
-    """Bring the PSP secure OS and the SMU up (full boot), or re-check a board tinyhw booted (partial)."""
+         state: BoardState | None = None, *, copy_engine: bool = False, firmware_path: str = "auto") -> BootResult:
+    """Bring the PSP secure OS and the SMU up (full boot), or re-check a board tinyhw booted (partial).
+
+    ``firmware_path`` says where the PSP reads the firmware of a full boot (:mod:`tinyhw.boot.fwstage`): "auto" (the
+    usb bridge's sram when the transport has it, else vram), "sram" (refused without it) or "bar" (vram, written
+    through the bar)."""
     log = StepLog(gpu, on_step)
     state = state or read_state(gpu)
     kind, reason = plan(state)
+    fwstage.open_stage(gpu, firmware_path)  # unknown, or "sram" without the bridge sram: refused before any write
     psp, smu = Psp(gpu), Smu(gpu)
-    result = BootResult(kind, reason, copy_engine=copy_engine)
+    result = BootResult(kind, reason, copy_engine=copy_engine, firmware_path=firmware_path)
     if kind == "partial":
         if log.run("smu alive", lambda: {"alive": smu.alive()})["alive"]:
             _partial(gpu, smu, log, result, state)
@@ -122,43 +128,51 @@ def _partial(gpu: AmGpu, smu: Smu, log: StepLog, result: BootResult, state: Boar
 
 def _full(gpu: AmGpu, fw: FirmwareSet, psp: Psp, smu: Smu, log: StepLog, result: BootResult) -> None:
     moved = 0
+    stage = fwstage.open_stage(gpu, result.firmware_path)
+    result.firmware_path = "bar" if stage is None else "sram"
     if not gpu.sos_alive():
         comps = fw.bootloader()
-        slots = _bootloader_copy(gpu, comps, log)
+        if stage is not None and stage.bootloader_fits(comps):
+            slots: dict[str, int] = {}
+            log.run("psp firmware copy", lambda: {"components": len(comps), "slots": len(set(
+                    slots.update(stage.bootloader(comps)) or slots.values()))},
+                    path="sram", bytes=sum(len(d) for d in {c.data for c in comps}))
+        else:
+            slots = _bootloader_copy(gpu, comps, log)
         moved += sum(len(d) for d in {c.data for c in comps})
         for i, img in enumerate(comps):
             last = i == len(comps) - 1
             log.run(f"psp bootloader {img.label}",
-                    lambda img=img, last=last: psp.load_component(img.label, img.code, gpu.mc(slots[img.label]),
-                                                                  last=last))
+                    lambda img=img, last=last: psp.load_component(img.label, img.code, slots[img.label], last=last))
     log.run("km ring", psp.create_ring)
     toc = fw.toc()
     tmr = 0
     if toc is not None:
         moved += len(toc)
-        tmr = log.run("load toc", lambda: {"tmr_size": _load_toc(gpu, psp, toc)}, bytes=len(toc))["tmr_size"]
+        tmr = log.run("load toc", lambda: {"tmr_size": _load_toc(gpu, psp, toc, stage)}, bytes=len(toc))["tmr_size"]
     if tmr > layout.TMR_MAX:
         raise PspError(f"the psp asks for a tmr of 0x{tmr:x} bytes, more than the 0x{layout.TMR_MAX:x} reserved",
                        hint=RESET_HINT)
     images = fw.ip_images()
-    offsets = layout.stage([len(i.data) for i in images])
-    end = offsets[-1] + len(images[-1].data)
-    blob = bytearray(end)
-    for img, off in zip(images, offsets, strict=True):
-        blob[off:off + len(img.data)] = img.data
-    log.run("firmware copy", lambda: gpu.copy_firmware(layout.STAGING, bytes(blob)), bytes=len(blob))
-    gpu.hdp_flush()
-    moved += sum(len(i.data) for i in images)
-    for img, off in zip(images, offsets, strict=True):
-        if img.label == "SMU":
-            log.run("load smu", lambda img=img, off=off: psp.load_ip_fw(gpu.mc(layout.STAGING + off), len(img.data),
-                                                                       img.code, img.label), bytes=len(img.data))
-            if tmr:
+    # the SMU first, then SETUP_TMR, then every other image in its order (§4.2 step 7)
+    order = [i for i in images if i.label == "SMU"] + [i for i in images if i.label != "SMU"]
+    batches = _sram_batches(stage, order)
+    if batches is None:
+        addrs = _vram_copy(gpu, images, log)
+        batches = [list(range(len(order)))]
+    for b, batch in enumerate(batches):
+        if stage is not None:
+            datas = [order[i].data for i in batch]
+            vas = log.run("firmware copy" if b == 0 else f"firmware copy {b + 1}",
+                          lambda datas=datas: stage.place(datas), path="sram", bytes=sum(len(d) for d in datas))
+            addrs = {id(order[i]): va for i, va in zip(batch, vas, strict=True)}
+        for i in batch:
+            img, at = order[i], addrs[id(order[i])]
+            log.run(f"load {img.label.lower()}", lambda img=img, at=at: psp.load_ip_fw(at, len(img.data), img.code,
+                                                                                     img.label), bytes=len(img.data))
+            if img.label == "SMU" and tmr:
                 log.run("setup tmr", lambda: psp.setup_tmr(gpu.mc(layout.TMR), tmr), tmr_size=tmr)
-    for img, off in zip(images, offsets, strict=True):
-        if img.label != "SMU":
-            log.run(f"load {img.label.lower()}", lambda img=img, off=off: psp.load_ip_fw(
-                gpu.mc(layout.STAGING + off), len(img.data), img.code, img.label), bytes=len(img.data))
+    moved += sum(len(i.data) for i in images)
     log.run("autoload rlc", lambda: _autoload(gpu, psp))
     result.smu_version = log.run("smu alive", lambda: {"smu_version": smu.version()})["smu_version"]
     log.run("smu driver table", lambda: smu.set_driver_table(gpu.mc(layout.SMU_TABLE)),
@@ -173,8 +187,32 @@ def _full(gpu: AmGpu, fw: FirmwareSet, psp: Psp, smu: Smu, log: StepLog, result:
     result.copy = dict(gpu.copy_stats)
 
 
+def _sram_batches(stage: fwstage.SramStage | None, order: list) -> list[list[int]] | None:
+    """The LOAD_IP_FW images (in ``order``) in batches that fit the bridge sram, or None for the vram path (no sram
+    stage, or an image larger than the sram)."""
+    if stage is None:
+        return None
+    try:
+        return fwstage.pack([len(i.data) for i in order])
+    except ValueError:
+        return None
+
+
+def _vram_copy(gpu: AmGpu, images: list, log: StepLog) -> dict[int, int]:
+    """Every LOAD_IP_FW image into the vram staging area in one streamed write; their MC addresses by ``id``."""
+    offsets = layout.stage([len(i.data) for i in images])
+    end = offsets[-1] + len(images[-1].data)
+    blob = bytearray(end)
+    for img, off in zip(images, offsets, strict=True):
+        blob[off:off + len(img.data)] = img.data
+    log.run("firmware copy", lambda: gpu.copy_firmware(layout.STAGING, bytes(blob)), bytes=len(blob))
+    gpu.hdp_flush()
+    return {id(img): gpu.mc(layout.STAGING + off) for img, off in zip(images, offsets, strict=True)}
+
+
 def _bootloader_copy(gpu: AmGpu, comps: list, log: StepLog) -> dict[str, int]:
-    """Copy every bootloader component to its own 1 MiB slot before the first command; same bytes share a slot."""
+    """Copy every bootloader component to its own 1 MiB slot before the first command; same bytes share a slot.
+    Returns each component's MC address by label."""
     slots: dict[str, int] = {}
     placed: dict[bytes, int] = {}
 
@@ -192,10 +230,12 @@ def _bootloader_copy(gpu: AmGpu, comps: list, log: StepLog) -> dict[str, int]:
         return {"components": len(comps), "slots": len(placed)}
 
     log.run("psp firmware copy", copy, bytes=sum(len(d) for d in {i.data for i in comps}))
-    return slots
+    return {label: gpu.mc(at) for label, at in slots.items()}
 
 
-def _load_toc(gpu: AmGpu, psp: Psp, toc: bytes) -> int:
+def _load_toc(gpu: AmGpu, psp: Psp, toc: bytes, stage: fwstage.SramStage | None) -> int:
+    if stage is not None:
+        return psp.load_toc(stage.place([toc])[0], len(toc))
     at = layout.MSG_BUF
     gpu.copy_firmware(at, toc)
     gpu.hdp_flush()

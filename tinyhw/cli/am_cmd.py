@@ -160,9 +160,12 @@ def _show_info(app: App, doc: dict[str, Any]) -> None:
               help="Load files whose sha256 is not the Debian package's (newer linux-firmware releases).")
 @click.option("--no-copy-engine", is_flag=True,
               help="Stop after the PSP/SMU boot: leave the page tables, GC/MM hubs, IH rings, MEC and SDMA0 alone.")
+@click.option("--firmware-path", type=click.Choice(["auto", "sram", "bar"]), default="auto", show_default=True,
+              help="Where the PSP reads the firmware: the usb bridge's sram through MMHUB VMID0 (auto: when the "
+                   "transport has it) or vram written through the bar.")
 @click.pass_obj
 def boot_cmd(app: App, yes: bool, firmware_dir: str | None, allow_unknown_firmware: bool,
-             no_copy_engine: bool) -> None:
+             no_copy_engine: bool, firmware_path: str) -> None:
     """Boot the PSP secure OS and the SMU (full, partial, or after a mode-1 reset).
 
     Every firmware file is checked before anything is written; a missing, truncated, damaged or
@@ -170,14 +173,17 @@ def boot_cmd(app: App, yes: bool, firmware_dir: str | None, allow_unknown_firmwa
     engine's page tables and rings below 83 MiB) and PSP, SMU, GC, MMHUB, IH and SDMA registers. The
     last step before the flags brings up the copy engine (VMID0 page tables, GC/MM hubs, IH rings, MEC
     enable, SDMA0 ring and doorbell: amd-bringup.md §4.2 steps 3-4, 9a, 9d, 10) unless --no-copy-engine.
+    Behind the usb bridge the firmware goes into the bridge's sram (one bulk transfer per batch instead of
+    streamed bar writes) and the PSP reads it through MMHUB VMID0 (docs/usb-copy.md).
 
     \b
     Example:
       tinyhw --device mock:navi31 am boot --yes --firmware-dir ~/.cache/tinyhw/firmware/amd/lib/firmware/amdgpu
     """
-    from tinyhw.boot import firmware, preflight_boot, read_state, sequence
+    from tinyhw.boot import firmware, fwstage, preflight_boot, read_state, sequence
 
     gpu = preflight_boot(_gpu(app, writes=True))
+    fwstage.open_stage(gpu, firmware_path)  # --firmware-path sram without the bridge's sram: refused before anything
     directory = firmware.firmware_dir(firmware_dir)
     fw = firmware.load(directory, gpu.discovery.versions(), allow_unknown=allow_unknown_firmware)
     state = read_state(gpu)
@@ -193,7 +199,8 @@ def boot_cmd(app: App, yes: bool, firmware_dir: str | None, allow_unknown_firmwa
     app.confirm(yes, "\n".join(lines))
     display = StepDisplay(app)
     try:
-        result = sequence.boot(gpu, fw, on_step=display, state=state, copy_engine=not no_copy_engine)
+        result = sequence.boot(gpu, fw, on_step=display, state=state, copy_engine=not no_copy_engine,
+                               firmware_path=firmware_path)
     finally:
         display.stop()
     doc = {"device": gpu.transport.identity().location, **result.to_doc()}
