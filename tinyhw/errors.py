@@ -7,6 +7,8 @@ Messages are one line, lowercase, values in hex, and say what to do next.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class TinyhwError(Exception):
     """Base of all tinyhw errors. ``exit_code`` is what the CLI exits with."""
@@ -60,6 +62,8 @@ class DeviceNotFound(EnvironmentProblem):
 
 class DeviceLocked(EnvironmentProblem):
     """Another process holds the device lock."""
+
+    holder: dict[str, Any] | None = None  # what a remote client may learn: key, pid and tool of the holder
 
 
 class NotAvailableYet(EnvironmentProblem):

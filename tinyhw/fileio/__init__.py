@@ -103,7 +103,7 @@ def _probe_directory(parent: Path, text: str, what: str) -> None:
 
 
 def check_output_path(path: str | os.PathLike[str], *, force: bool = False, what: str = "output file",
-                      force_hint: str = "--force overwrites it") -> Path:
+                      force_hint: str | None = "--force overwrites it") -> Path:
     """Refuse (exit 2) a path that must not be written; return the file the write will land in.
 
     Call it before reading anything from a device. ``force`` allows replacing an existing regular

@@ -195,9 +195,10 @@ def resolve_item(data: bytes, item: int) -> Item:
         if count is not None and count > MAX_ENTRIES and off + size <= len(data):
             return fail(f"$PSP at 0x{off:x}: {count} entries (malformed: more than {MAX_ENTRIES})")
     elif item == 0x08:
-        off, size = u32(0x12010), u32(0x12018)
-        if off is None or size is None:
+        ish_off, ish_size = u32(0x12010), u32(0x12018)
+        if ish_off is None or ish_size is None:
             return fail("ISH A is beyond the data")
+        off, size = ish_off, ish_size
     elif 0x81 <= item <= 0x88:
         t = u32(SGN_POINTER)
         if t is None or data[t:t + 4] != b"$SGN":
@@ -212,8 +213,9 @@ def resolve_item(data: bytes, item: int) -> Item:
                        if u32(e) == item - 0x81]
             if len(matches) != 1:
                 return fail(f"{len(matches)} $SGN entries of signature type {item - 0x81} (expected exactly one)")
-            size, off = matches[0]
-            assert off is not None and size is not None
+            found_size, found_off = matches[0]
+            assert found_off is not None and found_size is not None
+            off, size = found_off, found_size
     else:
         return fail("unsupported item")
     if off + size > len(data) or size < 0:

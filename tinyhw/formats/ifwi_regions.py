@@ -130,9 +130,10 @@ def flash_regions(data: bytes | LazyImage) -> FlashLayout:
         head = data[off:off + 0x40]
         if is_vbios(head) and head[2]:
             # named by the payload that holds it (vbios-a, vbios-b), else by its offset
-            slot = next((k for k, p in payloads.items() if p.start <= off < p.end), None)
-            name = f"vbios-{slot}" if slot and all(r.name != f"vbios-{slot}" for r in out) else f"vbios-{off:06x}"
-            where = f" in the ISH {slot.upper()} payload" if slot else ""
+            holder = next((k for k, p in payloads.items() if p.start <= off < p.end), None)
+            name = f"vbios-{holder}" if holder and all(r.name != f"vbios-{holder}" for r in out) \
+                else f"vbios-{off:06x}"
+            where = f" in the ISH {holder.upper()} payload" if holder else ""
             out.append(FlashRegion(name, off, min(size, off + head[2] * 512),
                                    f"ATOM VBIOS option ROM{where} (length byte x 512)"))
     if size >= METADATA.end:

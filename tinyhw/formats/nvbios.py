@@ -520,15 +520,15 @@ def _falcon(data: bytes, r: Reader, v: NvVbios) -> None:
     if h is None:
         return
     ver, hsize, esize, count, dver, dsize = h
-    entries = []
+    entries: list[FalconEntry] = []
     if esize < 6:
         v.problems.append(f"0x{off:x}: falcon table entry size {esize} (expected at least 6)")
     else:
         for i in range(count):
-            e = r.unpack("BBI", off + hsize + i * esize, f"falcon table entry {i}")
-            if e is None:
+            raw = r.unpack("BBI", off + hsize + i * esize, f"falcon table entry {i}")
+            if raw is None:
                 break
-            entries.append(FalconEntry(*e))
+            entries.append(FalconEntry(*raw))
     v.falcon_table = FalconTable(off, ver, hsize, esize, count, dver, dsize, tuple(entries))
     unused = [i for i, e in enumerate(entries) if e.desc_ptr == 0]
     if unused:

@@ -14,7 +14,7 @@ line, so a malformed or short image never crashes the parser.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 ReadFn = Callable[[int, int], bytes]
 CONFIG_MAX = 4096
@@ -429,7 +429,8 @@ def decode_aer(src: ConfigSource, off: int, problems: list[str], root: bool = Fa
     r = [src.u32(off + 4 * i) for i in range(1, 11)]
     aer = Aer(r[0], r[1], r[2], r[3], r[4], r[5], (r[6], r[7], r[8], r[9]))
     if root:
-        aer = Aer(*r[:6], (r[6], r[7], r[8], r[9]), src.u32(off + 0x2C), src.u32(off + 0x30), src.u32(off + 0x34))
+        aer = replace(aer, root_command=src.u32(off + 0x2C), root_status=src.u32(off + 0x30),
+                      error_source=src.u32(off + 0x34))
     return aer
 
 

@@ -140,7 +140,7 @@ def _walk(lens: np.ndarray, start: int, limit: int, zeros_from: int) -> np.ndarr
     if start > limit:
         return np.zeros(0, dtype=np.int64)
     nxt = (np.arange(limit + 1, dtype=np.int64) + lens[:limit + 1]).tolist()
-    out = []
+    out: list[int] = []
     append = out.append
     p = start
     stop = min(limit + 1, zeros_from)

@@ -84,12 +84,12 @@ _RDNA4_CHANGES = [
     _t("INST_RDNA4", 24, "010", 20, delta=(5, 3), w64h=6, wave=(11, 7), op=(19, 12)),
 ]
 
-_WAVE = {"sh": 5, "cu": (9, 6), "wave": (13, 10), "simd": (15, 14)}
+_WAVE: dict[str, tuple[int, int] | int] = {"sh": 5, "cu": (9, 6), "wave": (13, 10), "simd": (15, 14)}
 # Every CDNA token but MISC carries a one-bit time delta at bit 4 (one 4-cycle tick), MISC an 8-bit one at 11:4:
 # so AMD's own decoder reads them (ROCm/rocm-systems, projects/rocprof-trace-decoder/source/gfx9/gfx9token.h, the
 # token's delta). The spec's §5.7 table, taken from tinygrad's decoder, leaves bit 4 out. On TIMESTAMP it lies
 # inside ``reserved``.
-_TICK = {"delta": 4}
+_TICK: dict[str, tuple[int, int] | int] = {"delta": 4}
 _CDNA = [
     _t("CDNA_MISC", 0, "0000", 16, delta=(11, 4), sh=12, misc_type=(15, 13)),
     _t("CDNA_TIMESTAMP", 1, "0001", 64, **_TICK, reserved=(15, 4), timestamp=(63, 16)),

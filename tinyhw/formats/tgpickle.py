@@ -65,6 +65,8 @@ class Record:
 
     _module = ""
     _qualname = ""
+    args: tuple[Any, ...]       # set in __new__ (past __setattr__, which stores fields)
+    fields: dict[str, Any]
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Record:
         self = object.__new__(cls)
@@ -155,10 +157,15 @@ def _load_long_binput(self: SafeUnpickler) -> None:
     _put(self, struct.unpack("<I", self.read(4))[0])
 
 
+def _base_op(code: bytes) -> Callable[[Any], None]:
+    """The pure-Python unpickler's own handler of opcode ``code``."""
+    return _BASE.dispatch[code[0]]
+
+
 def _load_mark(self: SafeUnpickler) -> None:
     if len(self.metastack) >= MAX_MARKS:
         raise Refused(f"pickle nests MARKs deeper than {MAX_MARKS}; not loaded")
-    _BASE.dispatch[pickle.MARK[0]](self)
+    _base_op(pickle.MARK)(self)
 
 
 def _check_keys(items: list[Any], step: int) -> None:
@@ -170,12 +177,12 @@ def _check_keys(items: list[Any], step: int) -> None:
 def _load_setitem(self: SafeUnpickler) -> None:
     if len(self.stack) >= 2 and not _key_ok(self.stack[-2]):
         _refuse_key(self.stack[-2])
-    _BASE.dispatch[pickle.SETITEM[0]](self)
+    _base_op(pickle.SETITEM)(self)
 
 
 def _with_mark_items_checked(code: bytes, step: int) -> Callable[[Any], None]:
     """SETITEMS / DICT (keys at even places since the MARK), ADDITEMS / FROZENSET (every member)."""
-    original = _BASE.dispatch[code[0]]
+    original = _base_op(code)
 
     def op(self: SafeUnpickler) -> None:
         _check_keys(self.stack, step)   # self.stack holds what was pushed since the MARK
@@ -209,7 +216,7 @@ def _refuse_extension(self: SafeUnpickler) -> None:
 
 
 def _dispatch() -> dict[int, Callable[[Any], None]]:
-    table = dict(_BASE.dispatch)
+    table: dict[int, Callable[[Any], None]] = dict(_BASE.dispatch)
     table.update({
         pickle.PUT[0]: _load_put, pickle.BINPUT[0]: _load_binput, pickle.LONG_BINPUT[0]: _load_long_binput,
         pickle.MARK[0]: _load_mark, pickle.SETITEM[0]: _load_setitem,
@@ -227,6 +234,13 @@ class SafeUnpickler(_BASE):
     """Unpickler with an allow-list and bounds; tinygrad classes become :class:`Record` placeholders."""
 
     dispatch = _dispatch()
+    # set by the pure-Python unpickler (its __init__ and load()), which typeshed does not describe
+    memo: dict[int, Any]
+    stack: list[Any]
+    metastack: list[list[Any]]
+    read: Callable[[int], bytes]
+    readline: Callable[[], bytes]
+    append: Callable[[Any], None]
 
     def __init__(self, file: Any, *, size: int, max_ops: int = MAX_OPS) -> None:
         super().__init__(file)
@@ -281,8 +295,7 @@ def graph_depth(root: Any, limit: int = MAX_DEPTH) -> int:
         o, done = work.pop()
         k = id(o)
         if done:
-            kids = _children(o) or ()
-            d = 1 + max((depth.get(id(c), 0) for c in kids), default=0)
+            d = 1 + max((depth.get(id(c), 0) for c in _children(o) or ()), default=0)
             if d > limit:
                 raise Refused(f"pickle nests objects deeper than {limit}; not loaded")
             depth[k] = d

@@ -123,7 +123,8 @@ class VbiosIdentity:
     @classmethod
     def from_doc(cls, doc: dict[str, Any]) -> VbiosIdentity:
         """The identity from its JSON document (as a flash job's journal stores it)."""
-        return cls(**{k: doc.get(k) for k in _IDENTITY_FIELDS})
+        fields: dict[str, Any] = {k: doc.get(k) for k in _IDENTITY_FIELDS}
+        return cls(**fields)
 
 
 _IDENTITY_FIELDS = ("offset", "part_number", "vendor_id", "device_id", "subsystem_vendor_id", "subsystem_id",
@@ -239,7 +240,8 @@ def _atom(vb: Vbios, rd: Reader, data: bytes, base: int) -> None:
             vb.problems.append(f"0x{base + atom_ptr + 4:x}: atom rom header signature {sig!r} (expected b'ATOM')")
         else:
             psp = rd.u32(base + atom_ptr + 0x24, "psp directory table offset") if hdr[0] >= 0x28 else None
-            vb.atom = AtomRomHeader(base + atom_ptr, hdr[0], hdr[1], hdr[2], sig.decode("latin-1"), *hdr[4:17], psp)
+            fields = (base + atom_ptr, hdr[0], hdr[1], hdr[2], sig.decode("latin-1"), *hdr[4:17], psp)
+            vb.atom = AtomRomHeader(*fields)
     vb.part_number = _part_number(vb, data, base)
     vb.version = _version(data, base, vb.strings_offset, atom_ptr)
     vb.name = _name(vb, data, base)

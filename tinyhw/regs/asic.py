@@ -44,7 +44,7 @@ class Asic:
 
     def with_bases(self, bases: Bases) -> Asic:
         """A copy whose listed blocks use ``bases`` (dword base per segment, e.g. from IP discovery)."""
-        merged = {b: s.bases for b, s in self.blocks.items() if not s.inferred}
+        merged: dict[str, Sequence[int | None]] = {b: s.bases for b, s in self.blocks.items() if not s.inferred}
         merged.update(bases)
         return Asic(self.profile, merged)
 
@@ -90,6 +90,7 @@ class Asic:
 
     def _unknown(self, block: str, reg: str) -> Refused:
         hits = [h for h in self._elsewhere(reg) if not h.startswith(f"{block.lower()}.")]
+        hint: str | None
         if hits:
             hint = f"it is {' and '.join(hits)}"
         else:

@@ -171,6 +171,12 @@ def check_ops(transport: Transport, ops: Sequence[Op]) -> None:
                       hint="send the waits in several batches")
 
 
+def _poll32(transport: Transport, op: Poll32) -> int:
+    region = transport.bar(op.bar)
+    return poll(transport.clock, lambda: region.read32(op.offset), lambda v: v & op.mask == op.expect,
+                timeout=op.timeout, interval=op.interval, what=op.what, hint=op.hint or None)
+
+
 def run_ops(transport: Transport, ops: Sequence[Op]) -> list[Any]:
     """Execute ``ops`` in order through the plain seam; return the results of the result-producing ones."""
     out: list[Any] = []
@@ -186,10 +192,7 @@ def run_ops(transport: Transport, ops: Sequence[Op]) -> list[Any]:
         elif isinstance(op, Sleep):
             transport.clock.sleep(op.seconds)
         elif isinstance(op, Poll32):
-            region = transport.bar(op.bar)
-            out.append(poll(transport.clock, lambda r=region, o=op.offset: r.read32(o),
-                            lambda v, m=op.mask, e=op.expect: v & m == e, timeout=op.timeout,
-                            interval=op.interval, what=op.what, hint=op.hint or None))
+            out.append(_poll32(transport, op))
         elif isinstance(op, CfgR):
             out.append(transport.config_read(op.offset, op.size))
         elif isinstance(op, CfgW):

@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from types import TracebackType
 from typing import Protocol, runtime_checkable
 
 
@@ -37,7 +38,8 @@ class Handover(Protocol):
 
     def __enter__(self) -> object: ...
 
-    def __exit__(self, *exc: object) -> None: ...
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None: ...
 
     def enlist(self, thread: threading.Thread, *, host: bool = True) -> None:
         """``thread`` and the calling thread take part from now on; ``host=False``: ``thread`` stands in for the
@@ -65,8 +67,9 @@ class ThreadHandover:
     def __enter__(self) -> object:
         return self._cond.__enter__()
 
-    def __exit__(self, *exc: object) -> None:
-        self._cond.__exit__(*exc)
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._cond.__exit__(exc_type, exc, tb)
 
     def enlist(self, thread: threading.Thread, *, host: bool = True) -> None:
         """Nothing to do: real time needs no bookkeeping of who takes part."""

@@ -521,7 +521,7 @@ def recording(inner: Transport, path: str | os.PathLike[str], *, command: Sequen
     return _class_for(inner)(inner, writer)
 
 
-def discard_recording(transport: Any) -> str | None:
+def discard_recording(transport: Transport) -> str | None:
     """Remove the trace file of the recording ``transport`` (closing it first) when it is still the file the
     recording created; returns its path when removed, None otherwise (no recording, or not removed)."""
     writer = getattr(transport, "writer", None)
@@ -530,7 +530,7 @@ def discard_recording(transport: Any) -> str | None:
     return None
 
 
-def finish_note(transport: Any) -> str | None:
+def finish_note(transport: Transport) -> str | None:
     """A line for the user when a recording lost records (its file could not be written), else None."""
     writer = getattr(transport, "writer", None)
     if isinstance(writer, TraceWriter) and writer.failure is not None:
