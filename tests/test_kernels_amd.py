@@ -17,6 +17,7 @@ from kernelshelp import am_boot, json_doc
 
 import tinyhw
 from tinyhw.boot import compute
+from tinyhw.commands import Handler
 from tinyhw.errors import DeviceTimeout, OperationFailed, Refused, StrictEmulationError
 from tinyhw.formats.amdgpu_code import KernelDescriptor
 from tinyhw.kernels.manifest import prebuilt_dir
@@ -121,7 +122,8 @@ def test_sabotage_wrong_kernarg_pointer_fails_the_check(booted: None) -> None:
 
 def test_sabotage_cp_skipping_release_mem_times_out_with_decoded_status(booted: None,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(mock_cp.CommandProcessor, "_pm4_release_mem", lambda self, q, body: None)
+    release_mem = mock_cp.PM4["PACKET3_RELEASE_MEM"]  # the CP's packet table answers it with nothing
+    monkeypatch.setitem(mock_cp.PACKETS._entries, release_mem, Handler(lambda self, q, body: None))
     with pytest.raises(DeviceTimeout) as e:
         _engine_run(timeout=0.25)
     msg = e.value.message

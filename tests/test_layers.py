@@ -18,7 +18,7 @@ import tinyhw
 ROOT = Path(tinyhw.__file__).parent
 
 DATA = {"autogen"}
-CORE = {"errors", "fileio", "transport", "regs", "formats", "progress", "boards"}
+CORE = {"errors", "fileio", "transport", "regs", "formats", "progress", "boards", "commands"}
 TRANSPORTS = {"pci", "usb", "remote", "mocks", "cuda"}  # cuda: the cuda:N device object (driver API)
 ENGINES = {"flash", "firmware", "probe", "boot"}  # layer 3a
 TOOLS = {"bench", "prof", "kernels", "trace"}  # layer 3b: "layers 0-1 and 3a; never each other"

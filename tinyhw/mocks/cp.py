@@ -65,6 +65,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinyhw.autogen.nvd import CONSTANTS as PM4
+from tinyhw.commands import CommandTable
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks.gpuvm import VmFault
 from tinyhw.mocks.sqind import ShaderArray
@@ -122,8 +123,8 @@ MQD_HEADER = 0xC0310800  # §1.4
 NOP_FILLER = 0xFFFF1000  # §2.3: PACKET3(NOP, 0x3FFF) is a one-dword packet
 SH_START = PM4["PACKET3_SET_SH_REG_START"]
 SH_END = PM4["PACKET3_SET_SH_REG_END"]
-OPCODES = {PM4[f"PACKET3_{n}"]: n for n in ("NOP", "SET_SH_REG", "ACQUIRE_MEM", "DISPATCH_DIRECT", "RELEASE_MEM",
-                                            "EVENT_WRITE", "WAIT_REG_MEM")}
+#: The PM4 type-3 packets the CP executes: opcode -> handler (the methods below, each registered with its opcode)
+PACKETS: CommandTable[int] = CommandTable("pm4 packet")
 PM4_NAMES = {v: k[len("PACKET3_"):] for k, v in reversed(list(PM4.items()))
              if k.startswith("PACKET3_") and v < 0x100 and k.count("_") >= 1 and not k.endswith(("_START", "_END"))}
 #: RELEASE_MEM dw2 DATA_SEL bits 31:29 (§2.7; nvd.h gives the field as a function-like macro, not a constant)
@@ -507,21 +508,24 @@ class CommandProcessor:
             self.stats["nops"] += 1
             return
         op = (header >> 8) & 0xFF
-        if kind != PM4["PACKET_TYPE3"] or op not in OPCODES:
+        if kind != PM4["PACKET_TYPE3"] or op not in PACKETS:
             name = PM4_NAMES.get(op, "unknown") if kind == PM4["PACKET_TYPE3"] else f"type-{kind}"
             self._fail(q, f"pm4 packet opcode 0x{op:02x} ({name}, header 0x{header:08x}) at read pointer 0x{at:x} "
                           "is not modelled", gap=True)
             return
-        getattr(self, f"_pm4_{OPCODES[op].lower()}")(q, body)
+        PACKETS.dispatch(self, op, q, body)
 
+    @PACKETS.handles(PM4["PACKET3_NOP"])
     def _pm4_nop(self, q: Hqd, body: list[int]) -> None:
         self.stats["nops"] += 1
 
+    @PACKETS.handles(PM4["PACKET3_ACQUIRE_MEM"])
     def _pm4_acquire_mem(self, q: Hqd, body: list[int]) -> None:
         self.stats["acquire_mem"] += 1  # data caches are not modelled (§2.6)
         if len(body) >= 7 and body[6] & 3:  # GCR_CNTL.GLI_INV: the instruction cache, i.e. the decoded code
             self.cache = None
 
+    @PACKETS.handles(PM4["PACKET3_EVENT_WRITE"])
     def _pm4_event_write(self, q: Hqd, body: list[int]) -> None:
         """EVENT_WRITE: EVENT_TYPE in bits 5:0 of the first payload dword; the thread trace hears every event
         (THREAD_TRACE_FINISH matters to it), the others (CS_PARTIAL_FLUSH, ...) need no action here."""
@@ -529,6 +533,7 @@ class CommandProcessor:
         if body and self.thread_trace is not None:
             self.thread_trace.on_event(body[0] & 0x3F)
 
+    @PACKETS.handles(PM4["PACKET3_SET_SH_REG"])
     def _pm4_set_sh_reg(self, q: Hqd, body: list[int]) -> None:
         self.stats["set_sh_reg"] += 1
         if not body:
@@ -557,6 +562,7 @@ class CommandProcessor:
             dim=dim, start=tuple(g(f"COMPUTE_START_{a}") for a in "XYZ"),  # type: ignore[arg-type]
             initiator=initiator, tmpring_size=g("COMPUTE_TMPRING_SIZE"))
 
+    @PACKETS.handles(PM4["PACKET3_DISPATCH_DIRECT"])
     def _pm4_dispatch_direct(self, q: Hqd, body: list[int]) -> None:
         if len(body) < 4:
             self._fail(q, f"DISPATCH_DIRECT with {len(body)} payload dwords (4 needed)")
@@ -625,6 +631,7 @@ class CommandProcessor:
         self.s.regs[self.reg.offset["GCVM_L2_PROTECTION_FAULT_STATUS"]] = status
         self._error(q, f"gpu vm fault: {exc}")
 
+    @PACKETS.handles(PM4["PACKET3_WAIT_REG_MEM"])
     def _pm4_wait_reg_mem(self, q: Hqd, body: list[int]) -> None:
         """WAIT_REG_MEM (§2.9): check once (after OPERATION 1's register write); park the queue when it fails."""
         self.stats["wait_reg_mem"] += 1
@@ -679,6 +686,7 @@ class CommandProcessor:
             self._fail(q, f"WAIT_REG_MEM writes register dword 0x{dword:x}, which the board does not model", gap=True)
         return ok
 
+    @PACKETS.handles(PM4["PACKET3_RELEASE_MEM"])
     def _pm4_release_mem(self, q: Hqd, body: list[int]) -> None:
         self.stats["release_mem"] += 1
         if len(body) < 6:

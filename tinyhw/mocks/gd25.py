@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tinyhw.commands import CommandTable
 from tinyhw.mocks.flashstore import FlashStore
 from tinyhw.transport.clock import Clock
 
@@ -116,6 +117,10 @@ class Gd25Config:
     unique_id: bytes = bytes(range(0x31, 0x41))
 
 
+#: The commands of §c.2: opcode -> handler (the chip's methods, each registered with its opcodes and mnemonics)
+COMMANDS: CommandTable[int] = CommandTable("gd25 command")
+
+
 class _Op:
     """A program, erase or WRSR in progress: ``new`` replaces ``[addr, addr+len(new))`` over ``dur``."""
 
@@ -145,23 +150,6 @@ class GD25LQ16E:
         self.op_counts: dict[int, int] = {}
         #: (kind, address, length) of every program/erase/WRSR started, and "<kind>-rejected" ones
         self.events: list[tuple[str, int, int]] = []
-        #: opcode -> handler of each command of §c.2 (mnemonics in the comments)
-        self._dispatch: dict[int, Callable[[bytes, int, int], bytes]] = {
-            0x9F: self._read_jedec_id,  # RDID
-            0x90: self._read_manufacturer_id,  # REMS
-            0x05: self._read_status, 0x35: self._read_status, 0x15: self._read_status,  # RDSR1/2/3
-            0x06: self._write_enable, 0x04: self._write_disable,  # WREN, WRDI
-            0x50: self._volatile_write_enable,  # volatile SR write enable
-            0x01: self._write_status, 0x31: self._write_status, 0x11: self._write_status,  # WRSR1/2/3
-            0x03: self._read_data, 0x0B: self._read_data,  # READ, FAST_READ
-            0x5A: self._read_sfdp, 0x4B: self._read_unique_id, 0x48: self._read_security_registers,
-            0x02: self._page_program,  # PP
-            0x20: self._erase, 0x52: self._erase, 0xD8: self._erase,  # SE (4 KiB), BE32, BE64
-            0xC7: self._chip_erase, 0x60: self._chip_erase,  # CE
-            0xB9: self._deep_power_down, 0xAB: self._release_power_down,  # DP, RDP (and the legacy id)
-            0x75: self._suspend, 0x7A: self._resume,  # program/erase suspend, resume
-            0x66: self._enable_reset, 0x99: self._reset,  # RSTEN, RST
-        }
         self.power_up()
 
     # -- power and lifetime ------------------------------------------------------------------------------
@@ -320,12 +308,12 @@ class GD25LQ16E:
             if op == 0x75 and total == 1:
                 self._suspend(out, n_in, total)
             return b"\xff" * n_in
-        handler = self._dispatch.get(op)
+        handler = COMMANDS.get(op)
         self._armed_vsr, self._vsr = self._vsr, False
         self._last, self._prev = self._prev, op
         if handler is None:
             return b"\xff" * n_in
-        return handler(out, n_in, total)
+        return handler(self, out, n_in, total)
 
     def _stream(self, out: bytes, n_in: int, start: int, end: int) -> bytes:
         """MOSI bytes at positions ``[start, end)`` of the transaction (filler during the RX phase)."""
@@ -347,13 +335,18 @@ class GD25LQ16E:
         body = bytes(pattern[(first + i) % len(pattern)] for i in range(n_in - lead))
         return b"\xff" * lead + body
 
+    @COMMANDS.handles(0x9F)  # RDID
     def _read_jedec_id(self, out: bytes, n_in: int, total: int) -> bytes:
         return self._repeat(out, n_in, 1, JEDEC_ID)
 
+    @COMMANDS.handles(0x90)  # REMS
     def _read_manufacturer_id(self, out: bytes, n_in: int, total: int) -> bytes:
         swap = self._stream(out, n_in, 3, 4)[0] & 1  # A0 picks the order of the pair
         return self._repeat(out, n_in, 4, REMS_ID[::-1] if swap else REMS_ID)
 
+    @COMMANDS.handles(0x05)  # RDSR1
+    @COMMANDS.handles(0x35)  # RDSR2
+    @COMMANDS.handles(0x15)  # RDSR3
     def _read_status(self, out: bytes, n_in: int, total: int) -> bytes:
         sr1, sr2, sr3 = self.status()
         value = {0x05: sr1, 0x35: sr2, 0x15: sr3}[out[0]]
@@ -365,10 +358,13 @@ class GD25LQ16E:
         body = fetch(self._addr(out, n_in) + first, n_in - lead) if n_in > lead else b""
         return b"\xff" * lead + body
 
+    @COMMANDS.handles(0x03)  # READ
+    @COMMANDS.handles(0x0B)  # FAST_READ
     def _read_data(self, out: bytes, n_in: int, total: int) -> bytes:
         # 03h: data right after the address; 0Bh: one dummy byte first (a ROM_SW host sees FF there, §h.3)
         return self._read_after_header(out, n_in, 4 if out[0] == 0x03 else 5, self._read_array)
 
+    @COMMANDS.handles(0x5A)  # RDSFDP
     def _read_sfdp(self, out: bytes, n_in: int, total: int) -> bytes:
         def fetch(addr: int, n: int) -> bytes:
             chunk = SFDP_TABLE[addr:addr + n]
@@ -376,30 +372,37 @@ class GD25LQ16E:
 
         return self._read_after_header(out, n_in, 5, fetch)
 
+    @COMMANDS.handles(0x4B)  # unique id
     def _read_unique_id(self, out: bytes, n_in: int, total: int) -> bytes:
         return self._repeat(out, n_in, 5, self.config.unique_id)
 
+    @COMMANDS.handles(0x48)  # security registers
     def _read_security_registers(self, out: bytes, n_in: int, total: int) -> bytes:
         return b"\xff" * n_in  # security (OTP) registers are not modelled: they read erased
 
+    @COMMANDS.handles(0x06)  # WREN
     def _write_enable(self, out: bytes, n_in: int, total: int) -> bytes:
         if total == 1:
             self._wel = True
         return b"\xff" * n_in
 
+    @COMMANDS.handles(0x04)  # WRDI
     def _write_disable(self, out: bytes, n_in: int, total: int) -> bytes:
         if total == 1:
             self._wel = False
         return b"\xff" * n_in
 
+    @COMMANDS.handles(0x50)  # volatile SR write enable
     def _volatile_write_enable(self, out: bytes, n_in: int, total: int) -> bytes:
         if total == 1:
             self._vsr = True  # the next WRSR writes the volatile copies (§h.3, inferred)
         return b"\xff" * n_in
 
+    @COMMANDS.handles(0x66)  # RSTEN
     def _enable_reset(self, out: bytes, n_in: int, total: int) -> bytes:
         return b"\xff" * n_in  # 66h: enable reset, remembered as the previous opcode
 
+    @COMMANDS.handles(0x99)  # RST
     def _reset(self, out: bytes, n_in: int, total: int) -> bytes:
         if total == 1 and self._last == 0x66:
             self._op = None
@@ -412,6 +415,9 @@ class GD25LQ16E:
             return True
         return bool(self._sr[0] & SR1_SRP0) and not self.config.wp_high
 
+    @COMMANDS.handles(0x01)  # WRSR1
+    @COMMANDS.handles(0x31)  # WRSR2
+    @COMMANDS.handles(0x11)  # WRSR3
     def _write_status(self, out: bytes, n_in: int, total: int) -> bytes:
         op = out[0]
         nbytes = total - 1
@@ -439,6 +445,7 @@ class GD25LQ16E:
             self._start("wrsr", 0, b"", bytes(sr))
         return b"\xff" * n_in
 
+    @COMMANDS.handles(0x02)  # PP
     def _page_program(self, out: bytes, n_in: int, total: int) -> bytes:
         if total < 5 or not self._wel or self._op is not None:
             return b"\xff" * n_in
@@ -461,6 +468,9 @@ class GD25LQ16E:
         self._start("pp", page, (old & int.from_bytes(latch, "big")).to_bytes(PAGE, "big"))
         return b"\xff" * n_in
 
+    @COMMANDS.handles(0x20)  # SE (4 KiB)
+    @COMMANDS.handles(0x52)  # BE32
+    @COMMANDS.handles(0xD8)  # BE64
     def _erase(self, out: bytes, n_in: int, total: int) -> bytes:
         if total != 4 or not self._wel or self._op is not None:
             return b"\xff" * n_in
@@ -473,6 +483,8 @@ class GD25LQ16E:
         self._start(kind, addr, b"\xff" * length)
         return b"\xff" * n_in
 
+    @COMMANDS.handles(0xC7)  # CE
+    @COMMANDS.handles(0x60)  # CE
     def _chip_erase(self, out: bytes, n_in: int, total: int) -> bytes:
         if total != 1 or not self._wel or self._op is not None:
             return b"\xff" * n_in
@@ -483,15 +495,18 @@ class GD25LQ16E:
         self._start("ce", 0, b"\xff" * self.size)
         return b"\xff" * n_in
 
+    @COMMANDS.handles(0xB9)  # DP
     def _deep_power_down(self, out: bytes, n_in: int, total: int) -> bytes:
         if total == 1:
             self._dp = True
         return b"\xff" * n_in
 
+    @COMMANDS.handles(0xAB)  # RDP (and the legacy id)
     def _release_power_down(self, out: bytes, n_in: int, total: int) -> bytes:
         self._dp = False  # ABh releases deep power-down; with 3 dummy bytes it also returns the device id
         return self._repeat(out, n_in, 4, bytes([self.config.device_id]))
 
+    @COMMANDS.handles(0x75)  # program/erase suspend
     def _suspend(self, out: bytes, n_in: int, total: int) -> bytes:
         op = self._op
         if total == 1 and op is not None and op.paused_at is None and op.kind in ("pp", "se", "be32", "be64"):
@@ -500,6 +515,7 @@ class GD25LQ16E:
                 op.paused_at = self.clock.now()
         return b"\xff" * n_in
 
+    @COMMANDS.handles(0x7A)  # resume
     def _resume(self, out: bytes, n_in: int, total: int) -> bytes:
         op = self._op
         if total == 1 and op is not None and op.paused_at is not None:

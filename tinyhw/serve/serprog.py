@@ -32,6 +32,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 
+from tinyhw.commands import CommandTable
 from tinyhw.connect import Opened, open_device
 from tinyhw.errors import DeviceTimeout, Refused, TinyhwError
 from tinyhw.flash.device import require_navi31
@@ -44,8 +45,9 @@ ACK, NAK = b"\x06", b"\x15"
 (NOP, Q_IFACE, Q_CMDMAP, Q_PGMNAME, Q_SERBUF, Q_BUSTYPE, Q_OPBUF, Q_WRNMAXLEN, O_INIT, O_DELAY, O_EXEC,
  SYNCNOP, Q_RDNMAXLEN, S_BUSTYPE, O_SPIOP) = (0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x07, 0x08, 0x0B, 0x0E, 0x0F,
                                               0x10, 0x11, 0x12, 0x13)
-SUPPORTED = (NOP, Q_IFACE, Q_CMDMAP, Q_PGMNAME, Q_SERBUF, Q_BUSTYPE, Q_OPBUF, Q_WRNMAXLEN, O_INIT, O_DELAY,
-             O_EXEC, SYNCNOP, Q_RDNMAXLEN, S_BUSTYPE, O_SPIOP)
+#: The commands this programmer answers: command byte -> handler (:class:`Session`'s methods); the supported list
+#: (:data:`SUPPORTED`, the Q_CMDMAP bitmap) is what this table holds.
+COMMANDS: CommandTable[int] = CommandTable("serprog command")
 BUS_SPI = 0x08
 PROGRAMMER_NAME = b"tinyhw-romsw"
 SERIAL_BUFFER = 4096
@@ -71,7 +73,7 @@ MAX_SESSION_DELAY_US = int(IDLE_TIMEOUT * 1e6)
 def command_map() -> bytes:
     """The 32-byte serprog command bitmap (Q_CMDMAP answer): bit N set for each supported command N."""
     bits = bytearray(32)
-    for op in SUPPORTED:
+    for op in COMMANDS:
         bits[op // 8] |= 1 << (op % 8)
     return bytes(bits)
 
@@ -155,84 +157,129 @@ class SerprogServer:
     def session(self, ch: Channel, name: str, sw: RomSw, counts: Counter[str]) -> str:
         """Answer serprog commands from ``ch`` through the ROM_SW engine ``sw`` until the peer goes (the channel raises)
         or asks for an oversized SPI operation; counts each kind of operation in ``counts``; returns why it ended."""
-        delay_us = 0  # queued since O_INIT / the last O_EXEC
-        total_us = 0  # this session's, executed or queued
-        clock = sw.clock
+        state = Session(self, ch, name, sw, counts)
         while True:
             cmd = ch.recv_exact(1, self.idle_timeout)[0]
-            if cmd == NOP:
-                ch.sendall(ACK)
-            elif cmd == Q_IFACE:
-                ch.sendall(ACK + struct.pack("<H", 1))
-            elif cmd == Q_CMDMAP:
-                ch.sendall(ACK + command_map())
-            elif cmd == Q_PGMNAME:
-                ch.sendall(ACK + PROGRAMMER_NAME.ljust(16, b"\0"))
-            elif cmd == Q_SERBUF:
-                ch.sendall(ACK + struct.pack("<H", SERIAL_BUFFER))
-            elif cmd == Q_OPBUF:
-                ch.sendall(ACK + struct.pack("<H", OP_BUFFER))
-            elif cmd == Q_BUSTYPE:
-                ch.sendall(ACK + bytes([BUS_SPI]))
-            elif cmd == Q_WRNMAXLEN:
-                ch.sendall(ACK + WINDOW_BYTES.to_bytes(3, "little"))
-            elif cmd == Q_RDNMAXLEN:
-                ch.sendall(ACK + MAX_READ.to_bytes(3, "little"))
-            elif cmd == SYNCNOP:
-                ch.sendall(NAK + ACK)
-            elif cmd == S_BUSTYPE:
-                bus = ch.recv_exact(1, self.idle_timeout)[0]
-                ch.sendall(ACK if bus and not bus & ~BUS_SPI else NAK)
-            elif cmd == O_INIT:
-                delay_us = 0
-                ch.sendall(ACK)
-            elif cmd == O_DELAY:
-                us = int.from_bytes(ch.recv_exact(4, self.idle_timeout), "little")
-                why = delay_refusal(us, delay_us, total_us)
-                if why:
-                    counts["delay refused"] += 1
-                    if counts["delay refused"] == 1:  # the first in full, the rest counted at release
-                        self.audit(name, f"nak: {why}")
-                    ch.sendall(NAK)
-                    continue
-                delay_us, total_us = delay_us + us, total_us + us
-                ch.sendall(ACK)
-            elif cmd == O_EXEC:
-                clock.sleep(delay_us * 1e-6)  # the device's clock: virtual on an emulated board
-                delay_us = 0
-                ch.sendall(ACK)
-            elif cmd == O_SPIOP:
-                if not self._spiop(ch, name, sw, counts):
-                    return "oversized spi operation"
-            else:
+            handler = COMMANDS.get(cmd)
+            if handler is None:
                 counts["unsupported"] += 1
                 ch.sendall(NAK)
+            elif (end := handler(state)) is not None:
+                return end
 
-    def _spiop(self, ch: Channel, name: str, sw: RomSw, counts: Counter[str]) -> bool:
-        head = ch.recv_exact(6, self.idle_timeout)
+
+class Session:
+    """One connection's serprog state: the delays queued and used, and a handler per command (:data:`COMMANDS`).
+
+    Each handler answers one command (reading its parameters from the channel first) and returns None to go on,
+    or why the session ends.
+    """
+
+    def __init__(self, server: SerprogServer, ch: Channel, name: str, sw: RomSw, counts: Counter[str]) -> None:
+        self.server = server
+        self.ch = ch
+        self.name = name
+        self.sw = sw
+        self.counts = counts
+        self.delay_us = 0  # queued since O_INIT / the last O_EXEC
+        self.total_us = 0  # this session's, executed or queued
+
+    @COMMANDS.handles(NOP, answer=b"")
+    @COMMANDS.handles(Q_IFACE, answer=struct.pack("<H", 1))
+    @COMMANDS.handles(Q_PGMNAME, answer=PROGRAMMER_NAME.ljust(16, b"\0"))
+    @COMMANDS.handles(Q_SERBUF, answer=struct.pack("<H", SERIAL_BUFFER))
+    @COMMANDS.handles(Q_OPBUF, answer=struct.pack("<H", OP_BUFFER))
+    @COMMANDS.handles(Q_BUSTYPE, answer=bytes([BUS_SPI]))
+    @COMMANDS.handles(Q_WRNMAXLEN, answer=WINDOW_BYTES.to_bytes(3, "little"))
+    @COMMANDS.handles(Q_RDNMAXLEN, answer=MAX_READ.to_bytes(3, "little"))
+    def answer(self, answer: bytes) -> str | None:
+        """A query (or NOP): ACK and the fixed ``answer``."""
+        self.ch.sendall(ACK + answer)
+        return None
+
+    @COMMANDS.handles(Q_CMDMAP)
+    def query_command_map(self) -> str | None:
+        """Q_CMDMAP: ACK and the bitmap of :data:`COMMANDS`."""
+        self.ch.sendall(ACK + command_map())
+        return None
+
+    @COMMANDS.handles(SYNCNOP)
+    def sync_nop(self) -> str | None:
+        """SYNCNOP: NAK then ACK (what flashrom synchronises on)."""
+        self.ch.sendall(NAK + ACK)
+        return None
+
+    @COMMANDS.handles(S_BUSTYPE)
+    def set_bus_type(self) -> str | None:
+        """S_BUSTYPE: ACK when the requested buses are SPI only, else NAK."""
+        bus = self.ch.recv_exact(1, self.server.idle_timeout)[0]
+        self.ch.sendall(ACK if bus and not bus & ~BUS_SPI else NAK)
+        return None
+
+    @COMMANDS.handles(O_INIT)
+    def init_buffer(self) -> str | None:
+        """O_INIT: drop the queued delays."""
+        self.delay_us = 0
+        self.ch.sendall(ACK)
+        return None
+
+    @COMMANDS.handles(O_DELAY)
+    def delay(self) -> str | None:
+        """O_DELAY: queue a delay (microseconds, u32), or NAK one over the limits (:func:`delay_refusal`)."""
+        us = int.from_bytes(self.ch.recv_exact(4, self.server.idle_timeout), "little")
+        why = delay_refusal(us, self.delay_us, self.total_us)
+        if why:
+            self.counts["delay refused"] += 1
+            if self.counts["delay refused"] == 1:  # the first in full, the rest counted at release
+                self.server.audit(self.name, f"nak: {why}")
+            self.ch.sendall(NAK)
+            return None
+        self.delay_us, self.total_us = self.delay_us + us, self.total_us + us
+        self.ch.sendall(ACK)
+        return None
+
+    @COMMANDS.handles(O_EXEC)
+    def execute(self) -> str | None:
+        """O_EXEC: wait out the queued delays on the device's clock (virtual on an emulated board)."""
+        self.sw.clock.sleep(self.delay_us * 1e-6)
+        self.delay_us = 0
+        self.ch.sendall(ACK)
+        return None
+
+    @COMMANDS.handles(O_SPIOP)
+    def spi_operation(self) -> str | None:
+        """O_SPIOP: one SPI operation through the engine; an oversized one ends the session (NAK, the stream
+        cannot go on), one the engine cannot do or that times out is answered NAK."""
+        ch, name, counts = self.ch, self.name, self.counts
+        head = ch.recv_exact(6, self.server.idle_timeout)
         wlen, rlen = int.from_bytes(head[:3], "little"), int.from_bytes(head[3:], "little")
         if wlen > MAX_WRITE or rlen > MAX_READ:  # refused before reading the data; the stream cannot go on
-            self.audit(name, f"refused spi operation of {wlen} bytes out, {rlen} in (limits {MAX_WRITE}, {MAX_READ})")
+            self.server.audit(name, f"refused spi operation of {wlen} bytes out, {rlen} in (limits {MAX_WRITE}, "
+                                    f"{MAX_READ})")
             ch.sendall(NAK)
-            return False
-        write = ch.recv_exact(wlen, self.idle_timeout) if wlen else b""
+            return "oversized spi operation"
+        write = ch.recv_exact(wlen, self.server.idle_timeout) if wlen else b""
         if write and write[0] in ERASES:
-            self.audit(name, f"{ERASES[write[0]]} ({write[:4].hex()})")
+            self.server.audit(name, f"{ERASES[write[0]]} ({write[:4].hex()})")
         try:
-            data = spi_op(sw, write, rlen)
+            data = spi_op(self.sw, write, rlen)
         except SpiOpRefused as e:
             counts["refused"] += 1
-            self.audit(name, f"nak: {e}")
+            self.server.audit(name, f"nak: {e}")
             ch.sendall(NAK)
-            return True
+            return None
         except DeviceTimeout as e:
             counts["failed"] += 1
-            self.audit(name, f"nak: {e.message}")
+            self.server.audit(name, f"nak: {e.message}")
             ch.sendall(NAK)
-            return True
+            return None
         counts[f"{write[0]:02x}"] += 1
         ch.sendall(ACK + data)
-        return True
+        return None
+
+
+#: The supported commands, in order: what :data:`COMMANDS` holds.
+SUPPORTED = tuple(sorted(COMMANDS))
 
 
 def delay_refusal(us: int, queued_us: int, session_us: int) -> str | None:
