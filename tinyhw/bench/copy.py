@@ -58,7 +58,7 @@ from typing import Any
 from tinyhw.errors import Refused
 from tinyhw.formats.pciconfig import parse_config
 from tinyhw.progress import NO_PROGRESS, Progress
-from tinyhw.transport.base import BarInfo, Transport
+from tinyhw.transport.base import BarInfo, Transport, has
 from tinyhw.transport.batch import Batching, BatchTimes
 from tinyhw.transport.clock import Clock, Measuring, WallClock
 
@@ -312,10 +312,10 @@ def copy_bench(transport: Transport, sizes: list[int], directions: tuple[str, ..
     limit, how = (None, "no device transfer") if host_only else link_limit(transport)
     clock = via.clock if via is not None and via.clock is not None else transport.clock
     timing = Timing(clock)
-    if isinstance(transport, Batching) and not host_only:  # queued accesses: time each batch's round trip here
+    if has(transport, Batching) and not host_only:  # queued accesses: time each batch's round trip here
         timing = Timing(WallClock() if via is None or via.clock is None else clock, "client",
                         lambda: transport.submit([]).get(),
-                        transport.batch_time if isinstance(transport, BatchTimes) else None)
+                        transport.batch_time if has(transport, BatchTimes) else None)
     with measuring(timing.clock) as clock_mode:
         return _copies(transport, sizes, directions, repeat, bar, offset, progress, log, via, host_only, limit,
                        how, timing, clock_mode)
@@ -356,7 +356,7 @@ class Timing:
 def measuring(clock: Clock) -> Any:
     """The clock's mode for a measurement: ``wall`` on a real clock; on a virtual one with modes
     (:class:`tinyhw.transport.clock.Measuring`) the hybrid mode where the board offers it and nobody fixed the mode."""
-    if getattr(clock, "virtual", False) and isinstance(clock, Measuring):
+    if getattr(clock, "virtual", False) and has(clock, Measuring):
         return clock.measuring("hybrid")
     return nullcontext("wall")
 

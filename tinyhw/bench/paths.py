@@ -31,7 +31,7 @@ from tinyhw.bench.copy import DIRECTIONS, CopyPath, CopyResult, Independent, che
 from tinyhw.errors import Refused
 from tinyhw.progress import NO_PROGRESS, Progress
 from tinyhw.transport.abilities import BridgeSram, DmaBuffers
-from tinyhw.transport.base import Transport
+from tinyhw.transport.base import Transport, has
 
 PATHS = ("auto", "bar", "sram", "dma", "staging")
 PROTOCOLS = ("tinyhw", "seed")
@@ -56,7 +56,7 @@ def choose_path(transport: Transport) -> tuple[str, str, Any]:
     """(path, why, gpu) that ``auto`` picks for this device now; ``gpu`` is the checked AmGpu of an engine path."""
     from tinyhw.boot.dmacopy import booted_gpu
 
-    engine = "sram" if isinstance(transport, BridgeSram) else "dma" if isinstance(transport, DmaBuffers) else None
+    engine = "sram" if has(transport, BridgeSram) else "dma" if has(transport, DmaBuffers) else None
     if engine is None:
         return "bar", f"the {transport.name} transport has no copy engine path (no usb bridge, no dma buffers)", None
     try:
@@ -95,7 +95,7 @@ def plan_copy(transport: Transport, sizes: list[int], path: str = "auto", *, off
     if path == "staging":
         from tinyhw.bench.staging import LABEL, MAX_BUFFER
 
-        if not isinstance(transport, DmaBuffers):
+        if not has(transport, DmaBuffers):
             raise Refused(f"--path staging needs host dma buffers, which the {transport.name} transport cannot map",
                           hint="bind the device to vfio-pci (tinyhw --device pci:ADDR pci bind --yes), use vfio:ADDR")
         start = offset or 0

@@ -15,6 +15,7 @@ from typing import Any
 from tinyhw.bench.copy import CopyPath
 from tinyhw.errors import Refused
 from tinyhw.transport.abilities import DmaBuffers
+from tinyhw.transport.base import has
 from tinyhw.transport.clock import WallClock
 
 MAX_BUFFER = 256 << 20
@@ -25,7 +26,7 @@ class Staging:
     """One pinned DMA buffer of ``size`` bytes on ``transport``; ``close()`` unmaps and frees it."""
 
     def __init__(self, transport: Any, size: int) -> None:
-        if not isinstance(transport, DmaBuffers):
+        if not has(transport, DmaBuffers):
             raise Refused(f"--path staging needs host dma buffers, which the {transport.name} transport cannot map",
                           hint="bind the device to vfio-pci (tinyhw --device pci:ADDR pci bind --yes), use vfio:ADDR")
         if not 0 < size <= MAX_BUFFER:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinyhw.errors import OperationFailed, Refused
+from tinyhw.transport.base import has
 
 if TYPE_CHECKING:
     from tinyhw.boot.copyengine import CopyEngine
@@ -140,7 +141,7 @@ def open_buffer_path(transport: Any, gpu: AmGpu, engine: CopyEngine, path: str =
     if path not in PATHS:
         raise Refused(f"unknown buffer path {path!r}; known: {', '.join(PATHS)}")
     if path == "auto":
-        path = "sram" if isinstance(transport, BridgeSram) else "dma" if isinstance(transport, DmaBuffers) else "bar"
+        path = "sram" if has(transport, BridgeSram) else "dma" if has(transport, DmaBuffers) else "bar"
     if path == "bar":
         return BufferPath(gpu, "bar", "bar writes and reads")
     if path == "sram":
@@ -149,7 +150,7 @@ def open_buffer_path(transport: Any, gpu: AmGpu, engine: CopyEngine, path: str =
         require_sram(transport)
         copier = UsbCopier(engine)
         return BufferPath(gpu, "sram", "bridge sram + sdma0", copier.copy_in_sync, copier.copy_out, copier.poison)
-    if not isinstance(transport, DmaBuffers):
+    if not has(transport, DmaBuffers):
         raise Refused(f"buffer path dma needs host dma buffers, which the {transport.name} transport cannot map",
                       hint="use --buffer-path auto")
     from tinyhw.boot.dmacopy import DmaCopier

@@ -36,6 +36,7 @@ from tinyhw.boot.copyengine import (
 )
 from tinyhw.errors import DeviceTimeout, Refused
 from tinyhw.transport.abilities import DmaBuffers
+from tinyhw.transport.base import has
 
 if TYPE_CHECKING:
     from tinyhw.boot.copyengine import CopyEngine
@@ -221,7 +222,7 @@ def check_copy_engine(transport: Any) -> AmGpu:
     """Refuse (exit 2), before any register access, a transport without DMA buffers or a function that is no GPU
     whose SDMA0 tinyhw drives; then the :class:`AmGpu` of a board a tinyhw boot brought up (else refuse, hinting
     at ``am boot``)."""
-    if not isinstance(transport, DmaBuffers):
+    if not has(transport, DmaBuffers):
         raise Refused(f"dma copies need host dma buffers, which the {transport.name} transport cannot map",
                       hint="bind the device to vfio-pci (tinyhw --device pci:ADDR pci bind --yes) and use vfio:ADDR")
     return booted_gpu(transport)

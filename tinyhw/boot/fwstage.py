@@ -32,7 +32,7 @@ from tinyhw.boot import copyengine
 from tinyhw.boot.copyengine import SRAM_BUS, SRAM_SIZE, VA_BASE, MiB
 from tinyhw.errors import Refused
 from tinyhw.transport.abilities import BridgeSram
-from tinyhw.transport.base import require
+from tinyhw.transport.base import has, require
 
 if TYPE_CHECKING:
     from tinyhw.boot.gpu import AmGpu
@@ -146,6 +146,6 @@ def open_stage(gpu: AmGpu, path: str = "auto") -> SramStage | None:
     it; "bar": None, the VRAM path)."""
     if path not in PATHS:
         raise Refused(f"unknown firmware path {path!r}; known: {', '.join(PATHS)}")
-    if path == "bar" or (path == "auto" and not isinstance(gpu.transport, BridgeSram)):
+    if path == "bar" or (path == "auto" and not has(gpu.transport, BridgeSram)):
         return None
     return SramStage(gpu)

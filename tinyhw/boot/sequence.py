@@ -25,7 +25,7 @@ from tinyhw.boot.smu import Smu
 from tinyhw.boot.state import BoardState, read_state
 from tinyhw.errors import DeviceTimeout, OperationFailed, TinyhwError
 from tinyhw.transport.abilities import Resettable
-from tinyhw.transport.base import set_bus_master
+from tinyhw.transport.base import has, set_bus_master
 from tinyhw.transport.wait import poll
 
 RESET_SETTLE = 0.5  # §7.2: sleep 500 ms after the reset message
@@ -272,7 +272,7 @@ def reset_gpu(gpu: AmGpu, psp: Psp | None = None, smu: Smu | None = None) -> dic
         path = "smu"
     elif gpu.sos_alive():
         path = "psp"
-    elif isinstance(gpu.transport, Resettable):
+    elif has(gpu.transport, Resettable):
         path = "function-reset"  # no firmware to ask: the transport's pci reset, in case the bootloader is mid-way
     else:
         path = "none"

@@ -13,6 +13,8 @@ import click
 from tinyhw.cli.app import App
 from tinyhw.cli.numbers import parse_number
 from tinyhw.errors import Refused
+from tinyhw.transport.abilities import ConfigSize, ResizableBars
+from tinyhw.transport.base import has
 
 FORCE_BOUND_HELP = ("Map or write a function even though a kernel driver is bound to it. RISKY: that driver keeps "
                     "programming the device too; writing behind its back can corrupt its state, hang the device or "
@@ -113,7 +115,7 @@ def _config_and_function(app: App) -> tuple[Any, bytes, Any]:
                          vendor_id=ident.vendor_id, device_id=ident.device_id, class_code=ident.class_code,
                          revision=ident.revision, subsystem_vendor_id=ident.subsystem_vendor_id,
                          subsystem_id=ident.subsystem_id)
-    size = t.config_size() if hasattr(t, "config_size") else 4096
+    size = t.config_size() if has(t, ConfigSize) else 4096
     return t, t.config_bytes(0, size), fn
 
 
@@ -305,7 +307,7 @@ def resize(app: App, bar: str, size: str, yes: bool) -> None:
     """
     nbytes = parse_number(size, "size", minimum=1, units=True)
     t = _open(app, writes=True)
-    if not hasattr(t, "resize_bar"):
+    if not has(t, ResizableBars):
         raise Refused(f"resize needs a pci: device, not {t.name}")
     index = parse_number(bar, "bar", maximum=5)
     sizes = t.resizable_sizes(index)

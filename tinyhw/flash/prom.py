@@ -16,7 +16,7 @@ from tinyhw.boards.nvidia import NVIDIA_VENDOR, PROM_SIZE, PROM_WINDOW
 from tinyhw.errors import OperationFailed, Refused
 from tinyhw.formats.nvbios import parse_nv_vbios
 from tinyhw.transport.abilities import DeviceAttributes
-from tinyhw.transport.base import Transport
+from tinyhw.transport.base import Transport, has
 
 CHUNK = 0x1000
 
@@ -27,7 +27,7 @@ def check_owner(t: Transport) -> None:
     if ident.vendor_id != NVIDIA_VENDOR:
         raise Refused(f"--method prom reads an nvidia gpu's vbios; {ident.location} is "
                       f"{ident.vendor_id:04x}:{ident.device_id:04x}")
-    driver = t.attribute("driver") if isinstance(t, DeviceAttributes) else None
+    driver = t.attribute("driver") if has(t, DeviceAttributes) else None
     if driver is not None:
         raise Refused(f"{ident.location} is owned by the kernel driver {driver}: its prom window is not read",
                       hint="the driver keeps a copy: `tinyhw probe` shows the vbios version; unbind it only if "

@@ -27,7 +27,7 @@ from types import TracebackType
 
 from tinyhw.errors import OperationFailed, TinyhwError
 from tinyhw.regs import Asic
-from tinyhw.transport.base import Transport
+from tinyhw.transport.base import Transport, has
 from tinyhw.transport.batch import Batching, Op, Poll32, R, Ticket
 from tinyhw.transport.wait import poll
 
@@ -102,7 +102,7 @@ class RomSw:
         self._lead: dict[int, float] = {}
         #: a transport that sends queued accesses together (remote:): DONE is polled on the device side and
         #: reads travel in groups; None: every access as it comes (the seed's order)
-        self._batch = transport if isinstance(transport, Batching) else None
+        self._batch = transport if has(transport, Batching) else None
 
     # -- session -------------------------------------------------------------------------------------------
     def open(self) -> RomSw:

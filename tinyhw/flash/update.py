@@ -58,7 +58,7 @@ from tinyhw.formats.fwregion import Region
 from tinyhw.formats.ifwi import require_flashable
 from tinyhw.formats.ifwi_layout import ISH_OFFSETS, ITEMS, METADATA, resolve_item
 from tinyhw.progress import NO_PROGRESS, Progress
-from tinyhw.transport.base import Transport
+from tinyhw.transport.base import Transport, has
 from tinyhw.transport.batch import W32, Batching, Poll32
 
 # §e.2 transfer command ids
@@ -339,7 +339,7 @@ class Updater:
         """One DATA_TRANSFER per dword (§e.5 step 2), counting the answered bytes in ``self.sent``. Progress
         every 4 KiB."""
         words = struct.unpack(f"<{len(data) // 4}I", data)
-        batch = self.transport if isinstance(self.transport, Batching) else None
+        batch = self.transport if has(self.transport, Batching) else None
         bar = self.mailbox.bar
         c_off, d_off, b_off = self.mailbox.command_offset, self.mailbox.data_offset, self.mailbox.doorbell_offset
         cmd = DATA_TRANSFER << 16

@@ -28,7 +28,7 @@ from labgrid.step import step
 
 from tinyhw.errors import Refused
 from tinyhw.transport.abilities import LinkState, PciePower
-from tinyhw.transport.base import require
+from tinyhw.transport.base import has, require
 
 MAX_DELAY = 60.0
 
@@ -50,7 +50,7 @@ class TinyhwPowerDriver(Driver, PowerProtocol):
         """Whether the board has the toggle (the served transport forwards the PciePower ability); activates the
         tinyhw driver to ask."""
         self.target.activate(self.tinyhw)
-        return isinstance(self.tinyhw.transport, PciePower)
+        return has(self.tinyhw.transport, PciePower)
 
     def _power(self) -> Any:
         return require(self.tinyhw.transport, PciePower, "switch the pcie power", refuse=True,

@@ -29,6 +29,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from tinyhw.transport.abilities import Resettable
+from tinyhw.transport.base import has
+
 #: Completion status codes (spec §5.5).
 CPL_SC = 0b000
 CPL_UR = 0b001
@@ -204,9 +207,8 @@ class PcieHierarchy:
             if br.bus > bus:
                 br.reset()
         self._update_path()
-        reset = getattr(self.endpoint, "reset", None)
-        if callable(reset):
-            reset()
+        if has(self.endpoint, Resettable):  # an endpoint with a reset of its own
+            self.endpoint.reset()
 
     # -- configuration requests ------------------------------------------------------------------
     def _device(self, bus: int, dev: int, fn: int, on_bus0: bool) -> Type1Bridge | Endpoint | None:

@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from tinyhw.errors import NotAvailableYet, Refused
-from tinyhw.transport.base import Transport
+from tinyhw.transport.abilities import DmaBuffers
+from tinyhw.transport.base import Transport, has
 
 _REBAR = 0x15  # PCIe extended capability id of Resizable BAR (specs/pci-vfio-remote.md §3.9)
 #: The linux-firmware tree tinygrad 0.14.0 downloads from (specs/nv-bringup.md §9.1).
@@ -239,7 +240,7 @@ class EmulatedNvPciDevice:
         from tinygrad.runtime.support.hcq import MMIOInterface
 
         size = (size + 0xFFF) & ~0xFFF
-        if hasattr(self.t, "dma_alloc"):
+        if has(self.t, DmaBuffers):
             buf = self.t.dma_alloc(size)
             host = (ctypes.c_char * size).from_buffer(buf.mem)
             pages = [buf.iova + i for i in range(0, size, 0x1000)]

@@ -15,7 +15,7 @@ from typing import Any
 from tinyhw.formats.pcicaps import speed_name
 from tinyhw.formats.pciconfig import parse_config
 from tinyhw.formats.pciids import PciIds
-from tinyhw.transport.base import Transport
+from tinyhw.transport.base import Transport, has
 
 CONFIG_SIZE = 4096
 
@@ -97,7 +97,7 @@ def probe_device(t: Transport, ids: PciIds | None = None, *, registers: bool = F
 
     # only a transport with sysfs-style attributes can be an NVIDIA board probed in tiers: others are not asked
     # for their identity here (over the usb bridge that would cost three more config reads)
-    if isinstance(t, DeviceAttributes) and t.identity().vendor_id == NVIDIA_VENDOR:
+    if has(t, DeviceAttributes) and t.identity().vendor_id == NVIDIA_VENDOR:
         return probe_nvidia(t, ids, registers=registers)
     if registers:
         ident = t.identity()

@@ -37,7 +37,7 @@ from tinyhw.remote.channel import Channel
 from tinyhw.remote.session import Direction, FrameRejected, client_proof, server_proof, session_keys
 from tinyhw.serve.listen import Audit, end_reason
 from tinyhw.transport.abilities import PciePower
-from tinyhw.transport.base import Transport, require
+from tinyhw.transport.base import Transport, has, require
 from tinyhw.transport.batch import WRITE_OPS, CfgW, Op, check_ops, run_ops
 from tinyhw.transport.devstr import DeviceSpec
 
@@ -296,7 +296,7 @@ def describe(t: Transport) -> dict[str, Any]:
         "clock": t.clock.now(),
         "clock_virtual": bool(t.clock.virtual),
         "abilities": [protocol.ABILITY_BATCH_TIME, protocol.ABILITY_WIDE_OFFSETS]
-        + ([protocol.ABILITY_PCIE_POWER] if isinstance(t, PciePower) else []),
+        + ([protocol.ABILITY_PCIE_POWER] if has(t, PciePower) else []),
     }
 
 

@@ -25,7 +25,7 @@ from tinyhw.transport.base import Transport
 from tinyhw.transport.wait import poll
 
 #: ability calls that only ask the transport something: skipped by a replay
-QUERIES = {"sram_queue_kind", "attribute", "driver_files", "batch_time"}
+QUERIES = {"sram_queue_kind", "attribute", "driver_files", "batch_time", "config_size", "resizable_sizes"}
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """Optional abilities of a transport, each its own small interface (ARCHITECTURE.md, "The transport seam").
 
 A feature that needs one asks with :func:`tinyhw.transport.base.require`, which returns the
-transport or raises a clear "the X transport cannot ..." error, so no feature tests a transport's
-class or reaches into its internals. :class:`Batching` (queued accesses sent together, the
+transport or raises a clear "the X transport cannot ..." error, and one that can do without asks with
+:func:`tinyhw.transport.base.has`, so no feature tests a transport's class (``isinstance``, ``hasattr``) or
+reaches into its internals. :class:`Batching` (queued accesses sent together, the
 ``remote:`` transport) and :class:`BatchTimes` (the far end's own time of each batch) live with their operations
 in :mod:`tinyhw.transport.batch`.
 """
@@ -12,12 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from tinyhw.transport.base import BarInfo
 from tinyhw.transport.batch import Batching, BatchTimes
 
 __all__ = ["LTSSM_LINK_UP", "LTSSM_STATES", "RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BatchTimes",
-           "BridgeSram", "BulkQueue", "DmaBuffers", "DeviceAttributes", "Interrupts", "LinkState", "PciePower",
-           "PhysicalDma", "QueuedBulk", "ReadOnlyPeek", "Resettable", "TRANSPORT_ABILITIES", "TransferTap",
-           "ability_methods", "device_awake"]
+           "BridgeSram", "BulkQueue", "ConfigSize", "DmaBuffers", "DeviceAttributes", "Interrupts", "LinkState",
+           "PciePower", "PhysicalDma", "QueuedBulk", "ReadOnlyPeek", "ResizableBars", "Resettable",
+           "TRANSPORT_ABILITIES", "TransferTap", "ability_methods", "device_awake"]
 
 
 @runtime_checkable
@@ -102,6 +104,25 @@ class DeviceAttributes(Protocol):
     def driver_files(self) -> dict[str, str]:
         """The host driver's own information files (for nvidia: module and driver version, per-GPU information) by name,
         when present; never reads the device."""
+
+
+@runtime_checkable
+class ConfigSize(Protocol):
+    """The size of the function's config space as the OS exposes it (``pci:`` sysfs, ``vfio:``)."""
+
+    def config_size(self) -> int:
+        """256 (conventional) or 4096 (extended config space): the bytes of config space that can be read."""
+
+
+@runtime_checkable
+class ResizableBars(Protocol):
+    """BAR resizing through the OS's Resizable BAR files (``pci:`` sysfs ``resourceN_resize``)."""
+
+    def resizable_sizes(self, index: int) -> list[int] | None:
+        """The sizes in bytes BAR ``index`` can take; None when it is not resizable."""
+
+    def resize_bar(self, index: int, size: int) -> BarInfo:
+        """Resize BAR ``index`` to ``size`` bytes (the function must have no driver); returns the new BarInfo."""
 
 
 @runtime_checkable
@@ -267,7 +288,8 @@ class PciePower(Protocol):
 #: recording, :mod:`tinyhw.transport.record`) offers exactly those of these the wrapped transport has.
 #: (:class:`QueuedBulk` and :class:`BulkQueue` are abilities of a pyusb backend and of its queue, not of a transport.)
 TRANSPORT_ABILITIES: tuple[type, ...] = (Resettable, DmaBuffers, PhysicalDma, Interrupts, DeviceAttributes,
-                                         ReadOnlyPeek, BridgeSram, PciePower, TransferTap, Batching, BatchTimes)
+                                         ReadOnlyPeek, BridgeSram, PciePower, TransferTap, Batching, BatchTimes,
+                                         ConfigSize, ResizableBars)
 
 
 def ability_methods(ability: type) -> tuple[str, ...]:

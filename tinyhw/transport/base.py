@@ -3,18 +3,24 @@
 A transport gives config-space access, BAR regions (aligned 32-bit and bulk
 accesses), BAR information, the device identity, counters, a clock and ``close()``.
 Optional abilities (DMA host buffers, bridge SRAM, reset) are separate small
-interfaces checked with :func:`require`.
+interfaces checked with :func:`require` (the feature needs it) or :func:`has` (the feature asks), never with
+``isinstance`` or ``hasattr`` at the feature (``tests/test_ability_checks.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tinyhw.errors import NotAvailableYet, Refused
 from tinyhw.formats.pciconfig import COMMAND_BUS_MASTER, REG_COMMAND
 from tinyhw.transport.clock import Clock, WallClock
 from tinyhw.transport.counters import Counters
+
+if TYPE_CHECKING:  # TypeIs is typing's from Python 3.13; the checker reads typing_extensions' (no runtime import)
+    from typing_extensions import TypeIs
+
+A = TypeVar("A")
 
 
 @dataclass(frozen=True)
@@ -190,6 +196,12 @@ def require(transport: Transport, ability: type, what: str, *, refuse: bool = Fa
         error = Refused if refuse else NotAvailableYet
         raise error(f"the {transport.name} transport cannot {what}", hint=hint)
     return transport
+
+
+def has(obj: object, ability: type[A]) -> TypeIs[A]:
+    """True when ``obj`` (a transport, a pyusb backend, a clock) offers the optional ``ability`` interface of
+    :mod:`tinyhw.transport.abilities`; the one way a feature asks, where :func:`require` is the one way it insists."""
+    return isinstance(obj, ability)
 
 
 def set_bus_master(t: Transport, on: bool) -> bool:

@@ -33,7 +33,7 @@ from tinyhw.errors import Refused, TinyhwError
 from tinyhw.fileio import check_output_path
 from tinyhw.formats import tracefile
 from tinyhw.transport import abilities
-from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
+from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo, has
 from tinyhw.transport.batch import R32, W32, CfgR, CfgW, Op, Poll32, R, Sleep, W
 
 #: Bytes of records held before they are written out (and at every mark, and on close).
@@ -249,7 +249,7 @@ class RecordingTransport(Transport):
         self.add = writer.add
         self.seq = writer._seq
         self._stop_marks = progress.listen(self.mark)
-        if isinstance(inner, abilities.TransferTap):
+        if has(inner, abilities.TransferTap):
             inner.tap_transfers(_Tap(self))
 
     # -- encoding -------------------------------------------------------------------------------------------------
@@ -396,7 +396,7 @@ class RecordingTransport(Transport):
             if self.pending:
                 self._settle_quietly()
             self._stop_marks()
-            if isinstance(self.inner, abilities.TransferTap):
+            if has(self.inner, abilities.TransferTap):
                 self.inner.tap_transfers(None)
             if self.writer.lost:
                 self.writer.add(tracefile.packet(tracefile.DROPPED, self.writer.next_seq(), time.time_ns(), None,
@@ -483,8 +483,8 @@ _CLASSES: dict[frozenset[str], type[RecordingTransport]] = {}
 
 def _class_for(inner: Transport) -> type[RecordingTransport]:
     """A RecordingTransport subclass with exactly the abilities ``inner`` has (so ``require`` answers the same)."""
-    methods = {m for ability, names in FORWARDED.items() if isinstance(inner, ability) for m in names}
-    if isinstance(inner, abilities.Batching):
+    methods = {m for ability, names in FORWARDED.items() if has(inner, ability) for m in names}
+    if has(inner, abilities.Batching):
         methods.add("submit")
     key = frozenset(methods)
     if key not in _CLASSES:

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from tinyhw.transport.abilities import BulkQueue, QueuedBulk
+from tinyhw.transport.base import has
 from tinyhw.transport.clock import Clock
 from tinyhw.transport.submitq import QueueLifetime, SubmitQueue, WorkerBacked
 from tinyhw.usb.device import _usb, convert_usb_error
@@ -108,7 +109,7 @@ def queued_bulk(dev: Any) -> QueuedBulk | None:
     if os.environ.get("TINYHW_USB_QUEUE") == "worker":
         return None
     backend = dev.backend
-    if isinstance(backend, QueuedBulk):
+    if has(backend, QueuedBulk):
         return backend
     from tinyhw.usb.libusb_async import LibusbAsync
 

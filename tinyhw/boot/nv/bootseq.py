@@ -42,6 +42,7 @@ from tinyhw.boot.sequence import StepLog, set_bus_master
 from tinyhw.errors import OperationFailed, Refused, TinyhwError
 from tinyhw.formats.nvbios import fwsec_frts_image, parse_nv_vbios
 from tinyhw.transport.abilities import Resettable
+from tinyhw.transport.base import has
 from tinyhw.transport.wait import poll
 
 FWSEC_AT = 0x200000  # FB offset of the patched FWSEC image (the 2 MiB boot area, §5; inferred placement)
@@ -265,7 +266,7 @@ def reset(gpu: NvGpu) -> dict[str, Any]:
     """§4: bus mastering off, a function reset (VFIO_DEVICE_RESET or sysfs ``reset``), 100 ms, then WPR2 must read
     0. Forgets the record of what the GSP reported."""
     t = gpu.transport
-    if not isinstance(t, Resettable):
+    if not has(t, Resettable):
         raise Refused(f"the {t.name} transport cannot reset the function",
                       hint="open the gpu as vfio:ADDR (a function-level reset through vfio)")
     before = gpu.wpr2()

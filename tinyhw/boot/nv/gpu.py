@@ -30,7 +30,7 @@ from tinyhw.boards.nvidia import (
 )
 from tinyhw.errors import OperationFailed, Refused
 from tinyhw.transport.abilities import DeviceAttributes, DmaBuffers, PhysicalDma
-from tinyhw.transport.base import Transport
+from tinyhw.transport.base import Transport, has
 from tinyhw.transport.wait import poll
 
 #: Drivers that own an NVIDIA GPU: a boot would fight them (§15).
@@ -113,7 +113,7 @@ class NvGpu:
 
 
 def _binding(t: Transport) -> dict[str, str | None]:
-    if not isinstance(t, DeviceAttributes):
+    if not has(t, DeviceAttributes):
         return {"driver": None, "power_state": None, "runtime": None}
     return {"driver": t.attribute("driver"), "power_state": t.attribute("power_state"),
             "runtime": t.attribute("power/runtime_status")}
@@ -180,9 +180,9 @@ def host_memory_source(t: Transport) -> Any:
     """What gives the GSP host memory on ``t``: the transport itself when it maps DMA buffers (vfio:, IOVAs), else
     its physical-address allocator (pci:, after that allocator's own checks: no translating IOMMU, root, free huge
     pages); refused (exit 2) when it has neither. Touches no BAR."""
-    if isinstance(t, DmaBuffers):
+    if has(t, DmaBuffers):
         return t
-    if isinstance(t, PhysicalDma):
+    if has(t, PhysicalDma):
         return t.physical_memory()
     raise Refused(f"{t.identity().location}: the {t.name} transport gives no dma buffers, and the gsp's queues "
                   "and arguments live in host memory",

@@ -25,7 +25,7 @@ from tinyhw.boot.nv.structs import GspLayouts
 from tinyhw.errors import OperationFailed, Refused, TinyhwError
 from tinyhw.formats.nvgsp import radix3_pages
 from tinyhw.transport.abilities import DmaBuffers
-from tinyhw.transport.base import Transport
+from tinyhw.transport.base import Transport, has
 
 PAGE = 0x1000
 LOG_NAMES = ("LOGINIT", "LOGINTR", "LOGRM", "LOGMNOC", "LOGKRNL")
@@ -47,7 +47,7 @@ class HostMemory:
 
     def __init__(self, transport: Transport, source: Any = None) -> None:
         if source is None:
-            if not isinstance(transport, DmaBuffers):
+            if not has(transport, DmaBuffers):
                 raise Refused(f"{transport.identity().location}: the {transport.name} transport gives no dma "
                               "buffers, and the gsp's queues and arguments live in host memory",
                               hint="open the gpu through vfio (vfio:ADDR) so tinyhw can map host memory for it")
