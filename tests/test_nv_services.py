@@ -14,7 +14,7 @@ from test_ad102_gsp import BROM_FWSEC, FRTS, fwsec
 
 from tinyhw.boards.nvidia import REG_WPR2_ADDR_HI, REG_WPR2_ADDR_LO, Ad102Options
 from tinyhw.mocks import ad102, nv_falcon, nv_gsp, nv_vbios
-from tinyhw.mocks.gpuvm import BusFault
+from tinyhw.mocks.faults import BusFault
 from tinyhw.mocks.nv_gsp import PAGE, GspRm, SecureBoot
 from tinyhw.mocks.services import NvServices
 

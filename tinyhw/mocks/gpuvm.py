@@ -24,7 +24,7 @@ Translation of a GPU address (what the engine is handed in a packet):
   BASE``), e.g. an MC address written where a physical one belongs, is a VM fault (inferred: what real hardware
   reads there is not known; it is not the VRAM the driver meant);
 * a system access the attachment refuses (``mock:navi31``'s emulated IOMMU: an unmapped IOVA) raises
-  :class:`BusFault` from the attachment, untouched by the GPU's fault status;
+  :class:`~tinyhw.mocks.faults.BusFault` from the attachment, untouched by the GPU's fault status;
 * anything else, or an invalid entry, is a VM fault: ``GCVM_L2_PROTECTION_FAULT_STATUS`` becomes non-zero
   (bit 0, invented encoding) and the access raises :class:`VmFault` (the engine stops: what a driver that
   leaves the fault defaults off gets, inferred) -- unless ``GCVM_L2_PROTECTION_FAULT_CNTL`` has the
@@ -89,12 +89,6 @@ class VmFault(Exception):
     def __init__(self, message: str, addr: int | None = None, kind: str | None = None, first: bool = True) -> None:
         super().__init__(message)
         self.addr, self.kind, self.first = addr, kind, first  # kind: a key of DEFAULT_FIELDS, or None
-
-
-class BusFault(Exception):
-    """The bus attachment refused a bus-master access the translation allowed (an IOMMU fault on the host side):
-    raised by the attachment, it stops the engine like a real fault, but it is modelled behaviour, not an access
-    the model does not cover (strict boards do not raise it further)."""
 
 
 class GpuVm:

@@ -8,7 +8,7 @@ The GPU's bus-master reads and writes of "system" pages (PTEs with the system bi
 arrive as :meth:`EmulatedIommu.dma_read` / :meth:`dma_write` (the board's bus attachment, as the ASM24
 bridge is on the usb board). An IOVA no buffer covers is an IOMMU fault: nothing is read or written, the
 fault is logged (as the kernel logs a DMAR/AMD-Vi fault) and the access raises
-:class:`~tinyhw.mocks.gpuvm.BusFault`, which stops the emulated SDMA engine without a fence: the driver
+:class:`~tinyhw.mocks.faults.BusFault`, which stops the emulated SDMA engine without a fence: the driver
 sees its copy time out, as on hardware. With the function's COMMAND bus-master bit clear (specs/pci-vfio-remote.md
 §3.4) no request leaves the device: the same stop, logged as dropped.
 
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinyhw.errors import Refused
-from tinyhw.mocks.gpuvm import BusFault
+from tinyhw.mocks.faults import BusFault
 from tinyhw.transport.dmabuf import IovaBuffer
 
 PAGE = 4096
@@ -117,7 +117,7 @@ class EmulatedIommu:
 
     def dma_read(self, addr: int, length: int) -> bytes:
         """A device read of ``length`` bytes at IOVA ``addr``: the buffer's bytes, and the clock advances at the link's
-        DMA rate. Raises :class:`~tinyhw.mocks.gpuvm.BusFault` (logged and counted as a fault) while bus mastering is
+        DMA rate. Raises :class:`~tinyhw.mocks.faults.BusFault` (logged and counted as a fault) while bus mastering is
         off or when no buffer maps the whole range."""
         buf, off = self._find(addr, length, "read")
         self.stats["dma_reads"] += 1
@@ -127,7 +127,7 @@ class EmulatedIommu:
 
     def dma_write(self, addr: int, data: bytes) -> bool:
         """A device write of ``data`` at IOVA ``addr`` into the mapped buffer; the clock advances at the link's DMA
-        rate. Raises :class:`~tinyhw.mocks.gpuvm.BusFault` (logged and counted as a fault) while bus mastering is off
+        rate. Raises :class:`~tinyhw.mocks.faults.BusFault` (logged and counted as a fault) while bus mastering is off
         or when no buffer maps the whole range."""
         buf, off = self._find(addr, len(data), "write")
         self.stats["dma_writes"] += 1

@@ -26,7 +26,8 @@ from tinyhw.mocks.amregs import RegisterFile
 from tinyhw.mocks.cp import SHADER_HZ, CommandProcessor, CpServices
 from tinyhw.mocks.discovery import NAVI31_GC_INFO
 from tinyhw.mocks.doorbells import DoorbellRouter
-from tinyhw.mocks.gpuvm import BusFault, GpuVm, VmFault
+from tinyhw.mocks.faults import BusFault
+from tinyhw.mocks.gpuvm import GpuVm, VmFault
 from tinyhw.mocks.perfmon import PerfMon
 from tinyhw.mocks.pspboot import PspBoot, PspTiming
 from tinyhw.mocks.sdma import SdmaEngine

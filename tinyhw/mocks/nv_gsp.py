@@ -53,7 +53,7 @@ import struct
 
 from tinyhw.boards.nvidia import REG_WPR2_ADDR_HI, REG_WPR2_ADDR_LO
 from tinyhw.mocks import nv_gspfw, nv_vbios
-from tinyhw.mocks.gpuvm import BusFault
+from tinyhw.mocks.faults import BusFault
 from tinyhw.mocks.handlers import CommandTable
 from tinyhw.mocks.nv_falcon import (
     DMACTL,
@@ -175,7 +175,7 @@ KGR_BUFFER_SIZE, KGR_BUFFER_ALIGN = 0x10000, 0x1000
 
 class BusError(BusFault):
     """What GSP-RM found in host memory is unusable (no RMARGS entry, a queue page table out of bounds); the
-    IOMMU's own refusals are :class:`~tinyhw.mocks.gpuvm.BusFault`, which this derives from."""
+    IOMMU's own refusals are :class:`~tinyhw.mocks.faults.BusFault`, which this derives from."""
 
 
 def wpr2_field(address: int) -> int:

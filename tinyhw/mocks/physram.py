@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinyhw.errors import EnvironmentProblem
-from tinyhw.mocks.gpuvm import BusFault
+from tinyhw.mocks.faults import BusFault
 
 PAGE = 4096
 CHUNK = 2 << 20

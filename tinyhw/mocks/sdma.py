@@ -44,7 +44,7 @@ pointer), but what the engine writes into the bridge over PCIe (the copy-in drai
 write) is handed to the bridge with its time ``now`` and becomes visible to the host only at that virtual time
 (:meth:`tinyhw.mocks.asm24.Asm24Bridge.dma_write`). ``busy_s`` is the sum of the costs.
 On ``mock:navi31`` the system pages are host memory behind the emulated IOMMU (:mod:`.iommu`), which charges
-every byte on the board clock at the link's DMA rate; an IOMMU fault (:class:`~.gpuvm.BusFault`) stops the
+every byte on the board clock at the link's DMA rate; an IOMMU fault (:class:`~.faults.BusFault`) stops the
 engine at that packet without a strict-mode error.
 """
 
@@ -55,7 +55,8 @@ from dataclasses import dataclass
 
 from tinyhw.autogen.sdma_v6_0_0_pkt_open import CONSTANTS as SDMA_PACKET
 from tinyhw.errors import StrictEmulationError
-from tinyhw.mocks.gpuvm import BusFault, VmFault
+from tinyhw.mocks.faults import BusFault
+from tinyhw.mocks.gpuvm import VmFault
 from tinyhw.mocks.handlers import CommandTable
 from tinyhw.mocks.services import BoardServices
 from tinyhw.regs.asic import Asic

@@ -22,7 +22,7 @@ The interface is deliberately small and stable. Four concerns:
 * **bus access** -- :meth:`~BoardServices.bus_read`/:meth:`~BoardServices.bus_write`: the GPU as a bus
   master on system memory (the ASM24 bridge's SRAM over USB, host buffers behind the emulated IOMMU on
   ``mock:navi31``). ``None``/``False`` when nothing answers that address; an attachment that refuses an
-  address it sees raises :class:`tinyhw.mocks.gpuvm.BusFault`.
+  address it sees raises :class:`tinyhw.mocks.faults.BusFault`.
 
 Plus the **register file** the blocks share (:meth:`~BoardServices.reg_read`/:meth:`~BoardServices.reg_write`:
 the storage behind BAR5, by dword offset; a block's own writes, e.g. a read pointer, are not host writes and
@@ -135,7 +135,7 @@ class NvServices(Protocol):
       FWSEC and the booter raise): a block's own update, not a host write, not counted;
     * **host memory through the emulated IOMMU** -- :meth:`bus_read`/:meth:`bus_write` at bus addresses (IOVAs):
       the GSP and booter as bus masters. An access the IOMMU refuses (no buffer maps it, bus mastering off)
-      raises :class:`tinyhw.mocks.gpuvm.BusFault`; nothing is moved.
+      raises :class:`tinyhw.mocks.faults.BusFault`; nothing is moved.
 
     No time or scheduling: these blocks answer at the host access that starts them (the IOMMU charges its own
     DMA time to the board's clock). A block never holds the board.
