@@ -43,9 +43,9 @@ def nv_vbios(v: NvVbios, title: str) -> tuple[dict[str, Any], Node]:
         if im.checksum is not None:
             n.add(f"x86 init size 0x{im.init_size:x}, checksum {'ok' if im.checksum == 0 else hex(im.checksum)}")
         if im.efi is not None:
-            e = im.efi
-            n.add(f"efi signature 0x{e['efi_signature']:x}, init size 0x{im.init_size:x}, subsystem "
-                  f"0x{e['subsystem']:x}, machine 0x{e['machine_type']:x}, compression {e['compression_type']}")
+            efi = im.efi
+            n.add(f"efi signature 0x{efi['efi_signature']:x}, init size 0x{im.init_size:x}, subsystem "
+                  f"0x{efi['subsystem']:x}, machine 0x{efi['machine_type']:x}, compression {efi['compression_type']}")
     root.add("expansion_rom_off " + (f"0x{v.expansion_rom_off:x}" if v.expansion_rom_off is not None
                                      else "none (no ext image)"))
     if v.bit:
@@ -60,28 +60,29 @@ def nv_vbios(v: NvVbios, title: str) -> tuple[dict[str, Any], Node]:
             for k, text in v.strings.items():
                 sn.add(f"{k}: {text}")
     if v.falcon_table:
-        t = v.falcon_table
-        tn = root.add(f"falcon ucode table @0x{t.offset:x}: v{t.version}, {t.entry_count} entries, "
-                      f"descriptor v{t.desc_version}")
-        for e in t.entries:
+        ft = v.falcon_table
+        tn = root.add(f"falcon ucode table @0x{ft.offset:x}: v{ft.version}, {ft.entry_count} entries, "
+                      f"descriptor v{ft.desc_version}")
+        for e in ft.entries:
             tn.add(f"{e.application} (0x{e.application_id:02x}) target 0x{e.target_id:02x} desc_ptr 0x{e.desc_ptr:x}")
     for d in v.descriptors:
         dn = root.add(f"falcon[{d.index}] {d.application} descriptor @0x{d.offset:x}: v{d.version}, "
                       f"{d.size} bytes{', encrypted' if d.encrypted else ''}")
         if d.fields:
-            f = d.fields
-            dn.add(f"stored_size 0x{f['stored_size']:x} imem 0x{f['imem_load_size']:x} dmem 0x{f['dmem_load_size']:x} "
-                   f"ucode_id 0x{f['ucode_id']:x} engine_id_mask 0x{f['engine_id_mask']:x}")
-            sig = dn.add(f"signatures ({len(d.signatures)}, versions 0x{f['signature_versions']:x})")
-            for k, (o, s) in enumerate(d.signatures):
-                sig.add(f"[{k}] {span(o, s)}")
+            df = d.fields
+            dn.add(f"stored_size 0x{df['stored_size']:x} imem 0x{df['imem_load_size']:x} "
+                   f"dmem 0x{df['dmem_load_size']:x} ucode_id 0x{df['ucode_id']:x} "
+                   f"engine_id_mask 0x{df['engine_id_mask']:x}")
+            sig = dn.add(f"signatures ({len(d.signatures)}, versions 0x{df['signature_versions']:x})")
+            for idx, (o, size) in enumerate(d.signatures):
+                sig.add(f"[{idx}] {span(o, size)}")
         if d.ucode:
             dn.add(f"ucode {span(*d.ucode)}")
         if d.interface:
-            i = d.interface
-            an = dn.add(f"application interface @0x{i['offset']:x}: v{i['version']}, "
-                        + ", ".join(f"id {e['id']} -> dmem 0x{e['dmem_offset']:x}" for e in i["entries"]))
-            m = i["dmem_mapper"]
+            iface = d.interface
+            an = dn.add(f"application interface @0x{iface['offset']:x}: v{iface['version']}, "
+                        + ", ".join(f"id {e['id']} -> dmem 0x{e['dmem_offset']:x}" for e in iface["entries"]))
+            m = iface["dmem_mapper"]
             if m:
                 an.add(f"DMAP @0x{m['offset']:x}: v{m['version']}, cmd_in 0x{m['cmd_in_buffer_offset']:x}+"
                        f"0x{m['cmd_in_buffer_size']:x}, init_cmd 0x{m['init_cmd']:x}")
