@@ -81,12 +81,13 @@ def decode_pmc(blob: bytes, samples: list[dict]) -> list[Counter]:
         block = _name(s, "block", where)
         off = _field(s, "off", where, 0, len(blob))
         size = _field(s, "size", where, 0, len(blob))
-        shape = tuple(_field(s, k, where, 1, MAX_DIM, 1) for k in _INDEX)
+        xcc, inst, se, sa, wgp = (_field(s, k, where, 1, MAX_DIM, 1) for k in _INDEX)
+        shape = (xcc, inst, se, sa, wgp)
         if size % 8 or off + size > len(blob):
             raise Refused(f"{where}: records at 0x{off:x}+0x{size:x} lie outside the "
                           f"0x{len(blob):x}-byte sample buffer")
         values = np.frombuffer(blob, dtype="<u8", count=size // 8, offset=off)
-        out.append(Counter(name, block, shape, values, off))  # type: ignore[arg-type]
+        out.append(Counter(name, block, shape, values, off))
     return out
 
 

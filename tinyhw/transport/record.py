@@ -33,7 +33,7 @@ from tinyhw.errors import Refused, TinyhwError
 from tinyhw.fileio import check_output_path
 from tinyhw.formats import tracefile
 from tinyhw.transport import abilities
-from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo, has
+from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo, has, require
 from tinyhw.transport.batch import R32, W32, CfgR, CfgW, Op, Poll32, R, Sleep, W
 
 #: Bytes of records held before they are written out (and at every mark, and on close).
@@ -467,7 +467,8 @@ def _call(name: str) -> Callable[..., Any]:
 
 def _submit(self: RecordingTransport, ops: Sequence[Op]) -> _Ticket:
     """The wrapped transport's ``submit``; the operations are recorded once they have run."""
-    item = _Submitted(ops, self.inner.submit(ops))  # type: ignore[attr-defined]
+    batching = require(self.inner, abilities.Batching, "send batches")  # what _class_for saw it has
+    item = _Submitted(ops, batching.submit(ops))
     self.pending.append(item)
     return _Ticket(self, item)
 
