@@ -199,6 +199,8 @@ def _compile(inst: Inst, raw: bytes, pc: int, strict: bool, skipped: dict[str, i
     try:
         if not inst.mnemonic:
             raise bad("an opcode LLVM's gfx11 table does not name")
+        if "dpp" in inst.fields:
+            raise bad(f"the DPP{inst.fields['dpp']} source form")
         handler = _HANDLERS.get(inst.encoding)
         if handler is None:
             raise bad(f"the {inst.encoding} encoding")
