@@ -22,7 +22,16 @@ from tinyhw.errors import OperationFailed
 from tinyhw.formats.amdisa import Inst, decode_at
 from tinyhw.mocks.rdna3 import salu, valu, vmem
 from tinyhw.mocks.rdna3.sqtt import DispatchTrace
-from tinyhw.mocks.rdna3.state import EXEC, FULL, ShaderError, ShaderFault, Unimplemented, WatchdogExpired, Wave
+from tinyhw.mocks.rdna3.state import (
+    EXEC,
+    FULL,
+    ShaderError,
+    ShaderFault,
+    Unimplemented,
+    WatchdogExpired,
+    Wave,
+    mode_from_rsrc1,
+)
 
 __all__ = ["CodeCache", "DispatchRegs", "DispatchResult", "FlatMemory", "Memory", "MemoryFault", "run_dispatch"]
 
@@ -177,9 +186,9 @@ Bad = Callable[[str], Exception]
 # encoding -> compiler of one instruction into a function of the wave (the handler table)
 _HANDLERS: dict[str, Callable[[Inst, int, Bad], Callable[[Wave], Any]]] = {
     "SOP2": lambda i, pc, bad: salu.compile_sop2(i, bad),
-    "SOP1": lambda i, pc, bad: salu.compile_sop1(i, bad),
+    "SOP1": lambda i, pc, bad: salu.compile_sop1(i, bad, pc),
     "SOPC": lambda i, pc, bad: salu.compile_sopc(i, bad),
-    "SOPK": lambda i, pc, bad: salu.compile_sopk(i, bad),
+    "SOPK": lambda i, pc, bad: salu.compile_sopk(i, bad, pc),
     "SOPP": salu.compile_sopp,
     "SMEM": lambda i, pc, bad: salu.compile_smem(i, bad),
     **{e: (lambda i, pc, bad: valu.compile_valu(i, bad)) for e in ("VOP1", "VOP2", "VOPC", "VOP3")},
@@ -295,6 +304,7 @@ class _Dispatch:
         tx, ty, tz = ids % nx, (ids // nx) % ny, ids // (nx * ny)
         packed = (tx | (ty << 10 if tidig >= 1 else 0) | (tz << 20 if tidig >= 2 else 0)).astype(np.uint32)
         waves = []
+        mode = mode_from_rsrc1(r.rsrc1)
         for wi in range((nthreads + 31) // 32):
             w = Wave(r.vgprs, lds, self.mem, gid, wi)
             lanes = min(32, nthreads - 32 * wi)
@@ -308,6 +318,7 @@ class _Dispatch:
                     w.s[k] = value & 0xFFFFFFFF
                     k += 1
             w.v[0, :lanes] = packed[32 * wi:32 * wi + lanes]
+            w.mode = mode
             w.pc = r.entry
             waves.append(w)
         self.res.waves += len(waves)

@@ -20,6 +20,13 @@ M32 = 0xFFFFFFFF
 M64 = (1 << 64) - 1
 FULL = M32          # EXEC_LO of a full wave32
 VCC, NULL, M0, EXEC = 106, 124, 125, 126
+MODE_DEFAULT = 0xF0 | 1 << 8 | 1 << 9
+
+
+def mode_from_rsrc1(rsrc1: int) -> int:
+    """The MODE register a wave starts with (specs/amd-compute.md §4): FP_ROUND/FP_DENORM from RSRC1.FLOAT_MODE
+    (bits 19:12), DX10_CLAMP from bit 21, IEEE from bit 23."""
+    return (rsrc1 >> 12 & 0xFF) | (rsrc1 >> 21 & 1) << 8 | (rsrc1 >> 23 & 1) << 9
 LANES = np.arange(32, dtype=np.uint32)
 BIT = np.uint32(1) << LANES
 U32 = np.uint32
@@ -80,7 +87,7 @@ class Wave:
     """One wave32's architectural state: 128 SGPRs (EXEC, VCC, M0 among them), SCC, its VGPRs (32 lanes each), the
     workgroup's LDS, the PC, and the memory it reaches."""
 
-    __slots__ = ("s", "scc", "v", "lds", "pc", "_mval", "_m", "done", "at_barrier", "wg", "index", "mem")
+    __slots__ = ("s", "scc", "v", "lds", "pc", "_mval", "_m", "done", "at_barrier", "wg", "index", "mem", "mode")
 
     def __init__(self, vgprs: int, lds: np.ndarray, mem: Any, wg: tuple[int, int, int], index: int) -> None:
         self.s: list[int] = [0] * 128
@@ -95,6 +102,9 @@ class Wave:
         self.at_barrier = False
         self.wg = wg
         self.index = index
+        # MODE register (hwreg 1): set from COMPUTE_PGM_RSRC1 by the dispatcher; this default is round to nearest
+        # even, f32/f16/f64 denormals kept, DX10_CLAMP and IEEE on (what LLVM's kernel descriptors ask for)
+        self.mode = MODE_DEFAULT
 
     def mask(self) -> np.ndarray:
         """EXEC_LO as a (32,) bool array (cached per value)."""
