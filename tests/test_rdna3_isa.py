@@ -114,12 +114,15 @@ def test_fma32_is_exactly_rounded_against_fractions() -> None:
     """Property test: fp.fma32 equals the exact a*b+c rounded once to nearest even (fractions.Fraction)."""
     rng = random.Random(34)
     cases = _hard_fma_cases(rng, 3000)
-    # products whose float64 sum is exactly an f32 midpoint while the exact sum is not (double rounding traps)
-    for _ in range(300):
-        a = f32(1.0 + rng.randrange(1, 1 << 23) / 2 ** 23)
-        b = f32(1.0 + rng.randrange(1, 1 << 23) / 2 ** 23)
-        p = exact(a, "f32") * exact(b, "f32")
-        c = round_float(Fraction(round(p * 2 ** 24) | 1, 2 ** 25) - p + Fraction(1, 2 ** 60), "f32")
+    # double-rounding traps: c + a*b = c + half an ulp of c - (2^-46 of that), so the float64 sum rounds to the
+    # exact f32 midpoint while the exact sum lies just below (or, with the signs flipped, just above) it
+    for _ in range(400):
+        e = rng.randrange(-100, 100)
+        c = (rng.getrandbits(1) << 31) | (e + 127) << 23 | rng.getrandbits(23)
+        i = rng.randrange(-20, 20)
+        sa = rng.choice([1.0, -1.0])
+        a = f32(sa * (1 + 2 ** -23) * 2.0 ** i)
+        b = f32(rng.choice([1.0, -1.0]) * (1 - 2 ** -23) * 2.0 ** (e - 23 - i - 1))
         cases.append((a, b, c))
     arr = np.array(cases, dtype=U32)
     got = fp.fma32(arr[:, 0].view(np.float32), arr[:, 1].view(np.float32), arr[:, 2].view(np.float32)).view(U32)
