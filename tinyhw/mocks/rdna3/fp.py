@@ -30,6 +30,7 @@ _M42, _H41 = U64((1 << 42) - 1), U64(1 << 41)          # the same for f16
 _EXP64 = U64(0x7FF << 52)
 _TINY32 = U64((1023 - 126) << 52)                        # |x| below 2^-126: f32 denormal range
 _TINY16 = U64((1023 - 14) << 52)                         # |x| below 2^-14: f16 denormal range
+_ONE, _TINY32X2 = U64(1), U64((1023 - 126) << 53) - U64(1)
 
 
 def _round_odd_sum(p: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -38,7 +39,7 @@ def _round_odd_sum(p: np.ndarray, c: np.ndarray) -> np.ndarray:
     bb = s - p
     err = (p - (s - bb)) + (c - bb)
     fix = (err != 0) & ((s.view(U64) & U64(1)) == 0) & np.isfinite(s)
-    if fix.any():
+    if np.count_nonzero(fix):
         s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
     return s
 
@@ -49,7 +50,9 @@ def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     c64 = c.astype(F64)
     s = p + c64
     u = s.view(U64)
-    if (((u & _M29) == _H28) | (((u & _EXP64) < _TINY32) & (s != 0))).any():
+    # suspicious lanes: the discarded 29 bits are exactly one half, or 0 < |s| < 2^-126 (u << 1 drops the sign;
+    # minus one sends zero to the top of the range)
+    if np.count_nonzero(((u & _M29) == _H28) | (((u << _ONE) - _ONE) < _TINY32X2)):
         s = _round_odd_sum(p, c64)
     return s.astype(F32)
 
@@ -117,7 +120,7 @@ def _minmax(a: np.ndarray, b: np.ndarray, is_max: bool, ieee: bool) -> np.ndarra
     r = np.where(fa > fb if is_max else fa < fb, a, b)
     r = np.where(fa == fb, (a & b) if is_max else (a | b), r)    # equal: only +0/-0 differ in bits
     na, nb = np.isnan(fa), np.isnan(fb)
-    if na.any() or nb.any():
+    if np.count_nonzero(na) or np.count_nonzero(nb):
         r = np.where(nb, a, r)
         r = np.where(na, b, r)                 # S0 NaN -> S1 (also when both are NaN)
         if ieee:

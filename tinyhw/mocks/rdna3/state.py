@@ -184,7 +184,14 @@ def v_get(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Get
         arr = np.full(32, c, dtype=np.uint32)
         return lambda w: arr
     g = s_get(src, literal, bad)
-    return lambda w: np.full(32, g(w), dtype=np.uint32)
+    last: list[Any] = [None, None]      # the last scalar value and its broadcast (sources are never modified)
+
+    def bcast(w: Wave) -> np.ndarray:
+        x = g(w)
+        if x != last[0]:
+            last[0], last[1] = x, np.full(32, x, dtype=np.uint32)
+        return last[1]
+    return bcast
 
 
 def v_get64(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Getter:

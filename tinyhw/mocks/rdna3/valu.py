@@ -132,10 +132,10 @@ OPS: dict[str, tuple[int, bool, Callable[..., np.ndarray]]] = {
     "v_cvt_u32_f32": (1, True, _cvt_u32),
     **{f"v_cvt_f32_ubyte{k}": (1, False, _cvt_f32_ubyte(k)) for k in range(4)},
     "v_cvt_i32_f32": (1, True, _cvt_i32),
-    "v_add_f32": (2, True, lambda a, b: _u(_f(a) + _f(b))),
-    "v_sub_f32": (2, True, lambda a, b: _u(_f(a) - _f(b))),
-    "v_subrev_f32": (2, True, lambda a, b: _u(_f(b) - _f(a))),
-    "v_mul_f32": (2, True, lambda a, b: _u(_f(a) * _f(b))),
+    "v_add_f32": (2, True, lambda a, b: (a.view(F32) + b.view(F32)).view(U32)),
+    "v_sub_f32": (2, True, lambda a, b: (a.view(F32) - b.view(F32)).view(U32)),
+    "v_subrev_f32": (2, True, lambda a, b: (b.view(F32) - a.view(F32)).view(U32)),
+    "v_mul_f32": (2, True, lambda a, b: (a.view(F32) * b.view(F32)).view(U32)),
     "v_max_f32": (2, True, _max),
     "v_min_f32": (2, True, _min),
     "v_add_nc_u32": (2, False, lambda a, b: a + b),
@@ -183,7 +183,7 @@ OPS: dict[str, tuple[int, bool, Callable[..., np.ndarray]]] = {
     "v_xad_u32": (3, False, lambda a, b, c: (a ^ b) + c),
     "v_alignbit_b32": (3, False, lambda a, b, c: (((a.astype(U64) << U64(32)) | b.astype(U64))
                                                    >> (c & U32(31)).astype(U64)).astype(U32)),
-    "v_fma_f32": (3, True, lambda a, b, c: _u(fma32(_f(a), _f(b), _f(c)))),
+    "v_fma_f32": (3, True, lambda a, b, c: fma32(a.view(F32), b.view(F32), c.view(F32)).view(U32)),
     "v_bfe_u32": (3, False, lambda a, b, c: (a >> (b & U32(31))) &
                   np.where((c & U32(31)) == 0, U32(0), (U32(1) << (c & U32(31))) - U32(1)).astype(U32)),
     "v_add3_u32": (3, False, lambda a, b, c: a + b + c),
@@ -600,6 +600,40 @@ def _moded(kinds: str, dk: str, fn: Callable[..., np.ndarray], bad: Callable[[st
     return slow
 
 
+def _run32(fn: Callable[..., np.ndarray], gs: list[Callable[[Wave], np.ndarray]], d: int, mask: int, want: int,
+           slow: Callable[[Wave, tuple[np.ndarray, ...]], np.ndarray] | None) -> Fn:
+    """The common float case, flattened: a 32-bit result written straight to VGPR ``d`` under EXEC."""
+    if len(gs) == 3:
+        a, b, c = gs
+
+        def run3(w: Wave) -> None:
+            r = fn(a(w), b(w), c(w)) if w.mode & mask == want else slow(w, (a(w), b(w), c(w)))  # type: ignore[misc]
+            if w.s[EXEC] == M32:
+                w.v[d] = r
+            else:
+                np.copyto(w.v[d], r, where=w.mask(), casting="unsafe")
+        return run3
+    if len(gs) == 2:
+        a, b = gs
+
+        def run2(w: Wave) -> None:
+            r = fn(a(w), b(w)) if w.mode & mask == want else slow(w, (a(w), b(w)))  # type: ignore[misc]
+            if w.s[EXEC] == M32:
+                w.v[d] = r
+            else:
+                np.copyto(w.v[d], r, where=w.mask(), casting="unsafe")
+        return run2
+    (a,) = gs
+
+    def run1(w: Wave) -> None:
+        r = fn(a(w)) if w.mode & mask == want else slow(w, (a(w),))  # type: ignore[misc]
+        if w.s[EXEC] == M32:
+            w.v[d] = r
+        else:
+            np.copyto(w.v[d], r, where=w.mask(), casting="unsafe")
+    return run1
+
+
 def _compile_typed(inst: Any, name: str, srcs: _Srcs, bad: Callable[[str], Exception],
                    ent: tuple[str, str, Callable[..., np.ndarray]] | None = None,
                    getters: list[Callable[[Wave], np.ndarray]] | None = None) -> Fn:
@@ -620,9 +654,11 @@ def _compile_typed(inst: Any, name: str, srcs: _Srcs, bad: Callable[[str], Excep
     else:
         post = _post(inst, name, dk, bad)
     gs = getters or [srcs.typed(i, k) for i, k in enumerate(kinds)]
-    put = _putter(inst, dk)
     mask, want = _mode_bits(kinds + dk, getattr(fn, "ieee_aware", False))
     slow = _moded(kinds, dk, fn, bad)
+    if dk in "wf" and post is None and mask:
+        return _run32(fn, gs, f.get("vdst", 0), mask, want, slow)
+    put = _putter(inst, dk)
     if len(gs) == 1:
         (a,) = gs
         if not mask and post is None:
