@@ -503,3 +503,31 @@ def test_scalar_buffer_load_bounds() -> None:
     _enc, op = OPC["s_buffer_load_b128"]
     run([0xF4000000 | op << 18 | 16 << 6 | 8 // 2, 0xF8000000 | 8], w)   # offset 8: dwords 2..5
     assert w.s[16:20] == [13, 14, 15, 0]
+
+
+def test_cvt_pk_rtz_f16_f32_truncates_toward_zero() -> None:
+    import bisect
+
+    finite = sorted(from16(b) for b in range(0x7C00))           # every non-negative finite f16, ascending
+
+    def rtz(x: float) -> int:
+        if math.isnan(x):
+            return -1
+        k = bisect.bisect_right(finite, abs(x)) - 1                 # the largest magnitude not above |x|
+        return f16(math.copysign(finite[k], x))
+
+    rng = random.Random(5)
+    xs = [1.0 + 2 ** -11, -(1.0 + 3 * 2 ** -12), 65519.0, 1e9, -1e9, 3e-8, -6.1e-5, float("inf")]
+    xs += [from32(rng.getrandbits(32) & 0x8FFFFFFF | rng.randrange(100, 145) << 23) for _ in range(24)]
+    ys = list(reversed(xs))
+    w = wave()
+    w.v[1] = [f32(x) for x in xs]
+    w.v[2] = [f32(y) for y in ys]
+    run(vop2("v_cvt_pk_rtz_f16_f32_e32", 3, v(1), 2), w)
+    for i in range(32):
+        lo, hi = rtz(from32(f32(xs[i]))), rtz(from32(f32(ys[i])))
+        if math.isinf(xs[i]):
+            lo = f16(xs[i])
+        if math.isinf(ys[i]):
+            hi = f16(ys[i])
+        assert int(w.v[3, i]) == hi << 16 | lo, (xs[i], ys[i])

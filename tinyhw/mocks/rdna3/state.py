@@ -83,6 +83,12 @@ def inline_const64(v: int) -> int | None:
     return None
 
 
+# lane masks by EXEC value, shared by every wave (read-only arrays)
+_MASKS: dict[int, np.ndarray] = {}
+_NO_LANES = np.zeros(32, dtype=bool)
+_NO_LANES.flags.writeable = False
+
+
 class Wave:
     """One wave32's architectural state: 128 SGPRs (EXEC, VCC, M0 among them), SCC, its VGPRs (32 lanes each), the
     workgroup's LDS, the PC, and the memory it reaches."""
@@ -97,7 +103,7 @@ class Wave:
         self.mem = mem
         self.pc = 0
         self._mval = -1
-        self._m = np.zeros(32, dtype=bool)
+        self._m = _NO_LANES
         self.done = False
         self.at_barrier = False
         self.wg = wg
@@ -111,7 +117,13 @@ class Wave:
         e = self.s[EXEC]
         if e != self._mval:
             self._mval = e
-            self._m = ((U32(e) >> LANES) & U32(1)).astype(bool)
+            m = _MASKS.get(e)
+            if m is None:
+                if len(_MASKS) > 4096:
+                    _MASKS.clear()
+                m = _MASKS[e] = ((U32(e) >> LANES) & U32(1)).astype(bool)
+                m.flags.writeable = False
+            self._m = m
         return self._m
 
 

@@ -303,6 +303,13 @@ def _ldexp_any(view: Callable[[np.ndarray], np.ndarray], back: Callable[[np.ndar
     return op
 
 
+def _f16_rtz(x: np.ndarray) -> np.ndarray:
+    """f32 -> f16 rounded toward zero (overflow gives the largest finite f16, NaN stays NaN)."""
+    r = x.astype(F16)
+    away = np.abs(r.astype(F32)) > np.abs(x)        # rounded to nearest away from zero (or overflowed to inf)
+    return np.where(away, r.view(U16) - U16(1), r.view(U16)).astype(U16)
+
+
 _S16 = {"b16": False, "u16": False, "i16": True}
 TYPED: dict[str, tuple[str, str, Callable[..., np.ndarray]]] = {
     # f16 arithmetic: numpy float16 computes in float32 and rounds once more; for +, -, * of f16 operands the
@@ -322,6 +329,8 @@ TYPED: dict[str, tuple[str, str, Callable[..., np.ndarray]]] = {
     "v_cvt_u32_u16": ("s", "w", lambda a: a.astype(U32)),
     "v_cvt_i32_i16": ("s", "w", lambda a: a.view(I16).astype(I32).view(U32)),
     "v_pack_b32_f16": ("hh", "w", lambda a, b: a.astype(U32) | b.astype(U32) << U32(16)),
+    "v_cvt_pk_rtz_f16_f32": ("ff", "w", lambda a, b: _f16_rtz(_f(a)).astype(U32) | _f16_rtz(_f(b)).astype(U32)
+                             << U32(16)),
     "v_sqrt_f16": ("h", "h", _round_to(np.sqrt, _h, _uh)),
     "v_rcp_f16": ("h", "h", _round_to(lambda x: 1.0 / x, _h, _uh)),
     "v_rsq_f16": ("h", "h", _round_to(lambda x: 1.0 / np.sqrt(x), _h, _uh)),
