@@ -531,3 +531,100 @@ def test_cvt_pk_rtz_f16_f32_truncates_toward_zero() -> None:
         if math.isinf(ys[i]):
             hi = f16(ys[i])
         assert int(w.v[3, i]) == hi << 16 | lo, (xs[i], ys[i])
+
+
+# ---- memory: LDS and global/flat atomics, 2addr forms, FLAT ---------------------------------------------------------
+
+def _ds(m: str, vdst: int, addr: int, data0: int = 0, data1: int = 0, offset: int = 0, off1: int = 0) -> list[int]:
+    from rdna3isa import OPC
+
+    _enc, op = OPC[m]
+    return [0xD8000000 | op << 18 | off1 << 8 | offset, vdst << 24 | data1 << 16 | data0 << 8 | addr]
+
+
+ATOMIC32 = {  # name: (old, data, data2) -> new, from the ISA pseudocode
+    "add": lambda o, d, e: o + d, "sub": lambda o, d, e: o - d, "rsub": lambda o, d, e: d - o,
+    "inc": lambda o, d, e: 0 if o >= d else o + 1, "dec": lambda o, d, e: d if o == 0 or o > d else o - 1,
+    "min_i32": lambda o, d, e: min(o - (o >> 31 << 32), d - (d >> 31 << 32)),
+    "max_u32": lambda o, d, e: max(o, d), "and": lambda o, d, e: o & d, "xor": lambda o, d, e: o ^ d,
+    "cmpstore": lambda o, d, e: d if o == e else o, "mskor": lambda o, d, e: (o & ~d) | e,
+}
+
+
+@pytest.mark.parametrize("op", sorted(ATOMIC32))
+def test_ds_atomics_with_return_in_lane_order(op: str) -> None:
+    name = {"min_i32": "ds_min_rtn_i32", "max_u32": "ds_max_rtn_u32", "and": "ds_and_rtn_b32",
+            "xor": "ds_xor_rtn_b32", "cmpstore": "ds_cmpstore_rtn_b32", "mskor": "ds_mskor_rtn_b32"}.get(
+        op, f"ds_{op}_rtn_u32")
+    w = wave()
+    w.s[126] = 0x0000000F
+    mem0 = [5, 0xFFFFFFF0, 7, 0]
+    w.lds[:16] = np.array(mem0, dtype="<u4").view(np.uint8)
+    addrs, d0, d1 = [0, 4, 8, 0], [3, 0x20, 7, 9], [5, 1, 99, 2]        # lanes 0 and 3 hit the same dword
+    _lanes(w, 1, addrs)
+    _lanes(w, 2, d0)
+    _lanes(w, 3, d1)
+    run(_ds(name, 4, 1, 2, 3), w)
+    mem, rets = list(mem0), []
+    for lane in range(4):
+        i = addrs[lane] // 4
+        rets.append(mem[i])
+        mem[i] = ATOMIC32[op](mem[i], d0[lane], d1[lane]) & 0xFFFFFFFF
+    assert list(w.lds[:16].view("<u4")) == mem
+    assert _vals(w, 4, 4) == rets
+
+
+def test_ds_2addr_loads_and_stores_and_64_bit_add() -> None:
+    w = wave()
+    w.lds[:] = np.arange(256, dtype=np.uint8)
+    _lanes(w, 1, [0, 16])
+    w.s[126] = 0x3
+    run(_ds("ds_load_2addr_b32", 4, 1, offset=1, off1=3), w)           # dwords at +4 and +12
+    words = np.arange(256, dtype=np.uint8).view("<u4")
+    assert _vals(w, 4, 2) == [int(words[1]), int(words[5])] and _vals(w, 5, 2) == [int(words[3]), int(words[7])]
+    _lanes(w, 2, [0xAAAA, 0xBBBB])
+    _lanes(w, 3, [0xCCCC, 0xDDDD])
+    run(_ds("ds_store_2addr_stride64_b32", 0, 1, 2, 3, offset=0, off1=1), w)      # +0 and +256 (out of range)
+    assert int(w.lds[0:4].view("<u4")[0]) == 0xAAAA and int(w.lds[16:20].view("<u4")[0]) == 0xBBBB
+    assert bytes(w.lds[4:16]) == bytes(range(4, 16))
+    w.lds[32:40] = np.frombuffer((2 ** 32 - 1).to_bytes(8, "little"), dtype=np.uint8)
+    _lanes(w, 1, [32])
+    _lanes(w, 6, [1])
+    _lanes(w, 7, [0])
+    w.s[126] = 1
+    run(_ds("ds_add_rtn_u64", 8, 1, 6), w)
+    assert int.from_bytes(w.lds[32:40].tobytes(), "little") == 2 ** 32 and _vals(w, 8, 1) == [2 ** 32 - 1]
+
+
+def test_global_and_flat_atomics_64_bit_and_cmpswap() -> None:
+    from rdna3isa import OPC
+
+    from tinyhw.mocks.rdna3 import FlatMemory, Unimplemented
+
+    mem = FlatMemory(0x10000, 0x1000)
+    buf = mem.alloc(struct.pack("<QII", 2 ** 40, 7, 9))
+    w = wave(mem=mem)
+    w.s[126] = 1
+    _lanes(w, 2, [buf & 0xFFFFFFFF])
+    _lanes(w, 3, [buf >> 32])
+    _lanes(w, 4, [5])
+    _lanes(w, 5, [1])                                         # data = 2^32 + 5
+
+    def flat(m: str, seg: int, vdst: int, data: int, offset: int = 0, glc: int = 1) -> list[int]:
+        _enc, op = OPC[m]
+        return [0xDC000000 | op << 18 | seg << 16 | glc << 14 | offset, vdst << 24 | 0x7C << 16 | data << 8 | 2]
+
+    run(flat("global_atomic_add_u64", 2, 8, 4), w)
+    assert struct.unpack_from("<Q", mem.read(buf, 8))[0] == 2 ** 40 + 2 ** 32 + 5
+    assert _vals(w, 8, 1) == [0] and _vals(w, 9, 1) == [2 ** 40 >> 32]
+    _lanes(w, 6, [100])                                       # new value
+    _lanes(w, 7, [7])                                         # compare value: matches
+    run(flat("flat_atomic_cmpswap_b32", 0, 10, 6, offset=8), w)
+    assert struct.unpack_from("<I", mem.read(buf + 8, 4))[0] == 100 and _vals(w, 10, 1) == [7]
+    run(flat("flat_atomic_cmpswap_b32", 0, 10, 6, offset=12), w)   # 9 != 7: unchanged
+    assert struct.unpack_from("<I", mem.read(buf + 12, 4))[0] == 9 and _vals(w, 10, 1) == [9]
+    run(flat("flat_load_b32", 0, 11, 0, offset=8), w)
+    assert _vals(w, 11, 1) == [100]
+    _lanes(w, 3, [0x8000_0000])                               # bit 63 set, not canonical: an aperture
+    with pytest.raises(Unimplemented, match="aperture"):
+        run(flat("flat_load_b32", 0, 11, 0), w)
