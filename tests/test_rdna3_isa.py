@@ -628,3 +628,58 @@ def test_global_and_flat_atomics_64_bit_and_cmpswap() -> None:
     _lanes(w, 3, [0x8000_0000])                               # bit 63 set, not canonical: an aperture
     with pytest.raises(Unimplemented, match="aperture"):
         run(flat("flat_load_b32", 0, 11, 0), w)
+
+
+# ---- VOP3P packed 16-bit math ------------------------------------------------------------------------------------
+
+def _vop3p(m: str, vdst: int, s0: int, s1: int, s2: int = 0, *, opsel: int = 0, opsel_hi: int = 7, neg_lo: int = 0,
+           neg_hi: int = 0, clamp: int = 0) -> list[int]:
+    from rdna3isa import OPC
+
+    enc, op = OPC[m]
+    assert enc == "VOP3P"
+    w0 = 0xCC000000 | op << 16 | clamp << 15 | (opsel_hi >> 2 & 1) << 14 | opsel << 11 | neg_hi << 8 | vdst
+    return [w0, neg_lo << 29 | (opsel_hi & 3) << 27 | s2 << 18 | s1 << 9 | s0]
+
+
+def _halves(x: int) -> tuple[int, int]:
+    return x & 0xFFFF, x >> 16
+
+
+def test_packed_f16_math_with_op_sel_and_neg() -> None:
+    rng = random.Random(11)
+    a = [rng.getrandbits(16) & 0x5BFF | rng.getrandbits(16) << 16 & 0x5BFF0000 for _ in range(32)]
+    b = [rng.getrandbits(16) & 0x5BFF | rng.getrandbits(16) << 16 & 0x5BFF0000 for _ in range(32)]
+    c = [rng.getrandbits(16) & 0x5BFF | rng.getrandbits(16) << 16 & 0x5BFF0000 for _ in range(32)]
+    for opsel, opsel_hi, neg_lo, neg_hi in ((0, 7, 0, 0), (0b011, 0b100, 0b001, 0b010), (0b110, 0b001, 0b111, 0)):
+        w = wave()
+        w.v[1], w.v[2], w.v[3] = a, b, c
+        run(_vop3p("v_pk_fma_f16", 4, v(1), v(2), v(3), opsel=opsel, opsel_hi=opsel_hi, neg_lo=neg_lo,
+                   neg_hi=neg_hi), w)
+        for i in range(32):
+            srcs = [_halves(x[i]) for x in (a, b, c)]
+
+            def pick(sel: int, neg: int, srcs: list[tuple[int, int]] = srcs) -> list[Fraction]:
+                return [exact(s[sel >> k & 1], "f16") * (-1 if neg >> k & 1 else 1) for k, s in enumerate(srcs)]
+            lo, hi = pick(opsel, neg_lo), pick(opsel_hi, neg_hi)
+            want_lo = round_float(lo[0] * lo[1] + lo[2], "f16")
+            want_hi = round_float(hi[0] * hi[1] + hi[2], "f16")
+            got_lo, got_hi = _halves(int(w.v[4, i]))
+            for g, want in ((got_lo, want_lo), (got_hi, want_hi)):
+                assert g == want or (g & 0x7FFF == 0 and want & 0x7FFF == 0), (i, opsel, opsel_hi)
+
+
+def test_packed_integer_math_and_clamp() -> None:
+    w = wave()
+    _lanes(w, 1, [0xFFFF_0001, 0x8000_7FFF])
+    _lanes(w, 2, [0x0002_FFFF, 0x0003_0002])
+    run(_vop3p("v_pk_add_u16", 3, v(1), v(2)), w)
+    assert _vals(w, 3, 2) == [0x0001_0000, 0x8003_8001]
+    run(_vop3p("v_pk_add_u16", 3, v(1), v(2), clamp=1), w)
+    assert _vals(w, 3, 2) == [0xFFFF_FFFF, 0x8003_8001]
+    run(_vop3p("v_pk_mul_lo_u16", 3, v(1), v(2), opsel=0b01, opsel_hi=0b10), w)   # lo: a.hi*b.lo, hi: a.lo*b.hi
+    assert _vals(w, 3, 2) == [(0xFFFF * 0xFFFF & 0xFFFF) | (1 * 2) << 16, (0x8000 * 2 & 0xFFFF) | (0x7FFF * 3 & 0xFFFF) << 16]
+    from tinyhw.mocks.rdna3 import Unimplemented
+
+    with pytest.raises(Unimplemented, match="packed operand"):
+        run(_vop3p("v_pk_add_u16", 3, 128 + 1, v(2)), w)

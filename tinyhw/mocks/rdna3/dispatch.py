@@ -201,6 +201,7 @@ _HANDLERS: dict[str, Callable[[Inst, int, Bad], Callable[[Wave], Any]]] = {
     "SMEM": lambda i, pc, bad: salu.compile_smem(i, bad),
     **{e: (lambda i, pc, bad: valu.compile_valu(i, bad)) for e in ("VOP1", "VOP2", "VOPC", "VOP3")},
     "VOPD": lambda i, pc, bad: valu.compile_vopd(i, bad),
+    "VOP3P": lambda i, pc, bad: valu.compile_vop3p(i, bad),
     "DS": lambda i, pc, bad: vmem.compile_ds(i, bad),
     "FLAT": lambda i, pc, bad: vmem.compile_global(i, bad),
     "MUBUF": lambda i, pc, bad: vmem.compile_mubuf(i, bad),

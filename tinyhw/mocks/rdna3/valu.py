@@ -33,7 +33,8 @@ from tinyhw.mocks.rdna3.state import (
     v_put64,
 )
 
-__all__ = ["CARRY", "CARRY_CI", "OPS", "SHIFT64", "TYPED", "base_name", "compile_valu", "compile_vopd", "fma32"]
+__all__ = ["CARRY", "CARRY_CI", "OPS", "SHIFT64", "TYPED", "base_name", "compile_valu", "compile_vop3p", "compile_vopd",
+           "fma32"]
 
 F32, U32, I32, U64, F64 = np.float32, np.uint32, np.int32, np.uint64, np.float64
 Fn = Callable[[Wave], Any]
@@ -978,4 +979,76 @@ def compile_vopd(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         rx, ry = x(w), y(w)
         v_put(w, dx, rx)
         v_put(w, dy, ry)
+    return run
+
+
+# ---- VOP3P packed 16-bit math ---------------------------------------------------------------------------------------
+
+_PK = {"v_pk_add_f16": "v_add_f16", "v_pk_mul_f16": "v_mul_f16", "v_pk_fma_f16": "v_fma_f16",
+       "v_pk_min_f16": "v_min_f16", "v_pk_max_f16": "v_max_f16", "v_pk_add_u16": "v_add_nc_u16",
+       "v_pk_sub_u16": "v_sub_nc_u16", "v_pk_add_i16": "v_add_nc_i16", "v_pk_sub_i16": "v_sub_nc_i16",
+       "v_pk_mul_lo_u16": "v_mul_lo_u16", "v_pk_lshlrev_b16": "v_lshlrev_b16", "v_pk_lshrrev_b16": "v_lshrrev_b16",
+       "v_pk_ashrrev_i16": "v_ashrrev_i16", "v_pk_max_i16": "v_max_i16", "v_pk_min_i16": "v_min_i16",
+       "v_pk_max_u16": "v_max_u16", "v_pk_min_u16": "v_min_u16", "v_pk_mad_u16": "v_mad_u16",
+       "v_pk_mad_i16": "v_mad_i16"}
+
+
+def compile_vop3p(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+    """Compile a packed 16-bit VOP3P operation: each half of the result is the 16-bit operation on the source halves
+    OP_SEL (low result) and OP_SEL_HI (high result) pick, NEG_LO / NEG_HI negating float sources of that half;
+    CLAMP clamps float halves to [0, 1] and saturates the integer adds. Sources must be VGPRs or SGPRs (the
+    packed reading of inline constants and literals is not modelled)."""
+    f, m = inst.fields, inst.mnemonic
+    if m not in _PK:
+        raise bad("VOP3P opcode not modelled")
+    base = _PK[m]
+    kinds, _dk, fn = TYPED[base]
+    n = len(kinds)
+    isf = kinds[0] == "h"
+    # VOP3P fields in the VOP3 layout: NEG_HI = "abs" (bits 10:8), OP_SEL = bits 13:11, OP_SEL_HI[2] = bit 14,
+    # OP_SEL_HI[1:0] = "omod" (bits 60:59), NEG_LO = "neg"
+    sel_lo, sel_hi = f["opsel"] & 7, (f["omod"] & 3) | (f["opsel"] >> 3 & 1) << 2
+    neg_lo, neg_hi = f["neg"], f["abs"]
+    if (neg_lo or neg_hi) and not isf:
+        raise bad("neg on an integer packed operation")
+    if f["clamp"] and not isf and base not in _SAT:
+        raise bad("clamp on this packed integer operation")
+    if f["clamp"] and not isf:
+        fn = _SAT[base]
+    srcs = []
+    for i in range(n):
+        s = f[f"src{i}"]
+        if not (s >= 256 or s <= 105 or s in (VCC, VCC + 1, EXEC, EXEC + 1, 125)):
+            raise bad("packed operand that is not a register (inline constant or literal)")
+        srcs.append(v_get(s, f.get("literal"), bad))
+    d = f["vdst"]
+
+    def half(w: Wave, vals: list[np.ndarray], sel: int, neg: int) -> list[np.ndarray]:
+        out = []
+        for i, x in enumerate(vals):
+            h = (x >> U32(16) if sel >> i & 1 else x).astype(U16)
+            if neg >> i & 1:
+                h = h ^ U16(0x8000)
+            out.append(h)
+        return out
+
+    mask, want = _mode_bits("h", getattr(fn, "ieee_aware", False))
+    slow = _moded("h" * n, "h" if isf else "s", fn, bad)
+    clamp = bool(f["clamp"]) and isf
+
+    def one(w: Wave, args: list[np.ndarray]) -> np.ndarray:
+        r = fn(*args) if not isf or w.mode & mask == want else slow(w, tuple(args))
+        if clamp:
+            x = r.view(F16)
+            c = np.where(x > 1, F16(1.0), np.where(x > 0, x, F16(0.0))).astype(F16)
+            if not w.mode & MODE_DX10:
+                c = np.where(np.isnan(x), x, c)
+            r = c.view(U16)
+        return r
+
+    def run(w: Wave) -> None:
+        vals = [g(w) for g in srcs]
+        lo = one(w, half(w, vals, sel_lo, neg_lo))
+        hi = one(w, half(w, vals, sel_hi, neg_hi))
+        v_put(w, d, lo.astype(U32) | hi.astype(U32) << U32(16))
     return run
