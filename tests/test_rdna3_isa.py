@@ -678,7 +678,8 @@ def test_packed_integer_math_and_clamp() -> None:
     run(_vop3p("v_pk_add_u16", 3, v(1), v(2), clamp=1), w)
     assert _vals(w, 3, 2) == [0xFFFF_FFFF, 0x8003_8001]
     run(_vop3p("v_pk_mul_lo_u16", 3, v(1), v(2), opsel=0b01, opsel_hi=0b10), w)   # lo: a.hi*b.lo, hi: a.lo*b.hi
-    assert _vals(w, 3, 2) == [(0xFFFF * 0xFFFF & 0xFFFF) | (1 * 2) << 16, (0x8000 * 2 & 0xFFFF) | (0x7FFF * 3 & 0xFFFF) << 16]
+    assert _vals(w, 3, 2) == [(0xFFFF * 0xFFFF & 0xFFFF) | (1 * 2) << 16,
+                              (0x8000 * 2 & 0xFFFF) | (0x7FFF * 3 & 0xFFFF) << 16]
     from tinyhw.mocks.rdna3 import Unimplemented
 
     with pytest.raises(Unimplemented, match="packed operand"):
