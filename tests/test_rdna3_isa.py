@@ -684,3 +684,19 @@ def test_packed_integer_math_and_clamp() -> None:
 
     with pytest.raises(Unimplemented, match="packed operand"):
         run(_vop3p("v_pk_add_u16", 3, 128 + 1, v(2)), w)
+
+
+def test_frexp_mant_and_exp() -> None:
+    xs = [1.0, 0.75, -6.0, 1e-40, -3e38, 0.0, -0.0, float("inf"), float("nan"), 2.0 ** -149]
+    w = wave()
+    _lanes(w, 1, [f32(x) for x in xs])
+    run(vop1("v_frexp_mant_f32_e32", 2, v(1)), w)
+    run(vop1("v_frexp_exp_i32_f32_e32", 3, v(1)), w)
+    for i, x in enumerate(xs):
+        x32 = from32(f32(x))
+        if not math.isfinite(x32):
+            assert int(w.v[2, i]) == f32(x32) or math.isnan(from32(int(w.v[2, i])))
+            assert int(w.v[3, i]) == 0
+            continue
+        m, e = math.frexp(x32)                              # Python's frexp: m in [0.5, 1), exact
+        assert int(w.v[2, i]) == f32(m) and int(w.v[3, i]) == e & 0xFFFFFFFF, x

@@ -311,6 +311,26 @@ def _f16_rtz(x: np.ndarray) -> np.ndarray:
     return np.where(away, r.view(U16) - U16(1), r.view(U16)).astype(U16)
 
 
+def _frexp_mant(view: Callable[[np.ndarray], np.ndarray], back: Callable[[np.ndarray], np.ndarray]
+                ) -> Callable[[np.ndarray], np.ndarray]:
+    """v_frexp_mant_*: the significand in [0.5, 1) with the sign of S0 (denormals normalised); infinity and NaN
+    give S0 itself."""
+    def op(a: np.ndarray) -> np.ndarray:
+        x = view(a)
+        m, _e = np.frexp(x)
+        return np.where(np.isfinite(x), back(m.astype(x.dtype)), a).astype(a.dtype)
+    return op
+
+
+def _frexp_exp(view: Callable[[np.ndarray], np.ndarray], dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """v_frexp_exp_*: the exponent e with S0 = mantissa * 2**e, mantissa in [0.5, 1); 0 for zero, infinity, NaN."""
+    def op(a: np.ndarray) -> np.ndarray:
+        x = view(a)
+        _m, e = np.frexp(x)
+        return np.where(np.isfinite(x), e, 0).astype(np.int64).astype(dtype)
+    return op
+
+
 _S16 = {"b16": False, "u16": False, "i16": True}
 TYPED: dict[str, tuple[str, str, Callable[..., np.ndarray]]] = {
     # f16 arithmetic: numpy float16 computes in float32 and rounds once more; for +, -, * of f16 operands the
@@ -365,6 +385,12 @@ TYPED: dict[str, tuple[str, str, Callable[..., np.ndarray]]] = {
     "v_ldexp_f64": ("dw", "d", _ldexp_any(_d, _ud)),
     # f32 additions
     "v_fract_f32": ("f", "f", _fract(_f, _u)),
+    "v_frexp_mant_f32": ("f", "f", _frexp_mant(_f, _u)),
+    "v_frexp_exp_i32_f32": ("f", "w", _frexp_exp(_f, U32)),
+    "v_frexp_mant_f64": ("d", "d", _frexp_mant(_d, _ud)),
+    "v_frexp_exp_i32_f64": ("d", "w", _frexp_exp(_d, U32)),
+    "v_frexp_mant_f16": ("h", "h", _frexp_mant(_h, _uh)),
+    "v_frexp_exp_i16_f16": ("h", "s", _frexp_exp(_h, U16)),
     "v_cvt_floor_i32_f32": ("f", "w", lambda a: _to_int(np.floor(_f(a)), -2147483648.0, 2147483647.0,
                                                         I32).view(U32)),
     "v_cvt_nearest_i32_f32": ("f", "w", lambda a: _to_int(np.floor(_f(a).astype(F64) + 0.5), -2147483648.0,
