@@ -23,7 +23,16 @@ from tinyhw.errors import OperationFailed
 from tinyhw.formats.amdisa import Inst, decode_at
 from tinyhw.mocks.rdna3 import salu, valu, vmem
 from tinyhw.mocks.rdna3.sqtt import DispatchTrace
-from tinyhw.mocks.rdna3.state import EXEC, FULL, ShaderError, ShaderFault, Unimplemented, WatchdogExpired, Wave
+from tinyhw.mocks.rdna3.state import (
+    EXEC,
+    FULL,
+    ShaderError,
+    ShaderFault,
+    Unimplemented,
+    WatchdogExpired,
+    Wave,
+    mode_from_rsrc1,
+)
 
 __all__ = ["CodeCache", "DispatchRegs", "DispatchResult", "FlatMemory", "Memory", "MemoryFault", "run_dispatch"]
 
@@ -156,6 +165,14 @@ def default_cost(inst: Inst) -> int:
     return 1
 
 
+# Decoded and compiled instructions shared by every dispatch: (code address, first dword) -> (the instruction's
+# bytes, size, compiled function, Inst). A dispatch reuses an entry only when the bytes at the address are still
+# the same (compared on every dispatch's first visit to the address), so code objects loaded again at the same
+# address are decoded and specialised once; an instruction compiled as a skipped no-op (strict=False) is not kept.
+_COMPILED: dict[tuple[int, bytes], tuple[bytes, int, Callable[[Wave], Any], Inst]] = {}
+_COMPILED_MAX = 1 << 16
+
+
 class CodeCache:
     """Decoded, compiled instructions by code address; reusable across dispatches of unchanged code."""
 
@@ -178,9 +195,9 @@ Bad = Callable[[str], Exception]
 # encoding -> compiler of one instruction into a function of the wave (the handler table)
 _HANDLERS: dict[str, Callable[[Inst, int, Bad], Callable[[Wave], Any]]] = {
     "SOP2": lambda i, pc, bad: salu.compile_sop2(i, bad),
-    "SOP1": lambda i, pc, bad: salu.compile_sop1(i, bad),
+    "SOP1": lambda i, pc, bad: salu.compile_sop1(i, bad, pc),
     "SOPC": lambda i, pc, bad: salu.compile_sopc(i, bad),
-    "SOPK": lambda i, pc, bad: salu.compile_sopk(i, bad),
+    "SOPK": lambda i, pc, bad: salu.compile_sopk(i, bad, pc),
     "SOPP": salu.compile_sopp,
     "SMEM": lambda i, pc, bad: salu.compile_smem(i, bad),
     **{e: (lambda i, pc, bad: valu.compile_valu(i, bad)) for e in ("VOP1", "VOP2", "VOPC", "VOP3")},
@@ -201,6 +218,8 @@ def _compile(inst: Inst, raw: bytes, pc: int, strict: bool, skipped: dict[str, i
     try:
         if not inst.mnemonic:
             raise bad("an opcode LLVM's gfx11 table does not name")
+        if "dpp" in inst.fields:
+            raise bad(f"the DPP{inst.fields['dpp']} source form")
         handler = _HANDLERS.get(inst.encoding)
         if handler is None:
             raise bad(f"the {inst.encoding} encoding")
@@ -212,6 +231,7 @@ def _compile(inst: Inst, raw: bytes, pc: int, strict: bool, skipped: dict[str, i
 
         def skip(w: Wave) -> None:
             skipped[name] = skipped.get(name, 0) + 1
+        skip.cacheable = False      # type: ignore[attr-defined]
         return skip
 
 
@@ -226,10 +246,21 @@ class _Dispatch:
         self.res = DispatchResult()
         self.active = 0
         self.waves: list[Wave] = []  # the running workgroup's waves (what stays resident when the budget runs out)
+        self.packed: np.ndarray | None = None
 
     def compile_at(self, pc: int) -> list[Any]:
-        inst = _fetch(self.mem, pc)
-        fn = _compile(inst, self.mem.read(pc, inst.size), pc, self.strict, self.res.skipped)
+        first = self.mem.read(pc, 4)
+        hit = _COMPILED.get((pc, first))
+        if hit is not None and (hit[1] == 4 or self.mem.read(pc, hit[1]) == hit[0]):
+            raw, size, fn, inst = hit
+        else:
+            inst = _fetch(self.mem, pc)
+            raw = self.mem.read(pc, inst.size)
+            fn = _compile(inst, raw, pc, self.strict, self.res.skipped)
+            if getattr(fn, "cacheable", True):
+                if len(_COMPILED) >= _COMPILED_MAX:
+                    _COMPILED.clear()
+                _COMPILED[(pc, raw[:4])] = (raw, inst.size, fn, inst)
         ent = [fn, inst.size, inst.name, inst.encoding in _VECTOR, 0, self.cost(inst), inst]
         self.cache.entries[pc] = ent
         return ent
@@ -291,10 +322,14 @@ class _Dispatch:
         nthreads = nx * ny * nz
         lds = np.zeros(max(r.lds_bytes, 0), dtype=np.uint8)
         tidig = r.rsrc2 >> 11 & 3
-        ids = np.arange(nthreads)
-        tx, ty, tz = ids % nx, (ids // nx) % ny, ids // (nx * ny)
-        packed = (tx | (ty << 10 if tidig >= 1 else 0) | (tz << 20 if tidig >= 2 else 0)).astype(np.uint32)
+        packed = self.packed
+        if packed is None:      # the packed work-item ids of VGPR0: the same for every workgroup of the dispatch
+            ids = np.arange(nthreads)
+            tx, ty, tz = ids % nx, (ids // nx) % ny, ids // (nx * ny)
+            packed = (tx | (ty << 10 if tidig >= 1 else 0) | (tz << 20 if tidig >= 2 else 0)).astype(np.uint32)
+            self.packed = packed
         waves = []
+        mode = mode_from_rsrc1(r.rsrc1)
         for wi in range((nthreads + 31) // 32):
             w = Wave(r.vgprs, lds, self.mem, gid, wi)
             lanes = min(32, nthreads - 32 * wi)
@@ -308,6 +343,7 @@ class _Dispatch:
                     w.s[k] = value & 0xFFFFFFFF
                     k += 1
             w.v[0, :lanes] = packed[32 * wi:32 * wi + lanes]
+            w.mode = mode
             w.pc = r.entry
             waves.append(w)
         self.res.waves += len(waves)
