@@ -291,3 +291,64 @@ def test_an_empty_or_missing_file_is_named_so(tmp_path) -> None:
     assert r.code == 2 and "is empty" in r.err and "EOFError" not in r.err, r.err
     r = run("prof", "summary", str(tmp_path / "missing.pkl"))
     assert r.code == 2 and "no such file" in r.err, r.err
+
+
+U64_MAX = (1 << 64) - 1
+
+
+def test_64_bit_ids_handles_and_properties_load(tmp_path: Path) -> None:
+    """What tinygrad really writes: KFD properties such as unique_id are 64-bit, ids and addresses too."""
+    def edit(meta: dict) -> None:
+        for dev in meta["devices"]:
+            if dev["props"]:
+                dev["props"].update(unique_id=U64_MAX, local_mem_size=U64_MAX, signed=-(1 << 63))
+        for key in ("programs", "sqtt", "pmc"):
+            for e in meta[key]:
+                e["tag" if key == "programs" else "kern"] = U64_MAX
+                if key == "programs":
+                    e["base"] = U64_MAX
+                else:
+                    e["exec_tag"] = U64_MAX
+    r = run("--json", "prof", "summary", str(_capture_copy(tmp_path, edit)))
+    assert r.code == 0, r.err
+    (k,) = json.loads(r.out)["kernels"]
+    assert k["kern"] == U64_MAX and k["exec_tag"] == U64_MAX and k["name"] == "E"
+
+
+def test_64_bit_ids_in_a_tinygrad_pickle_load(tmp_path: Path) -> None:
+    """The same through the pickle: tinygrad's own event classes with ids at 2**64-1."""
+    import pickle
+
+    from tinygrad.device import ProfileDeviceEvent, ProfileProgramEvent
+    from tinygrad.runtime.ops_amd import ProfileSQTTEvent
+
+    d = DATA / "gfx1200" / "profile_plus_run_0"
+    meta = json.loads((d / "capture.json").read_text())
+    props = next(dev["props"] for dev in meta["devices"] if dev["device"] == "AMD")
+    s = meta["sqtt"][0]
+    events = [ProfileDeviceEvent("AMD", props={**props, "unique_id": 14926949083218300728, "gpu_id": U64_MAX}),
+              ProfileProgramEvent("AMD", "E_3", (d / meta["programs"][0]["file"]).read_bytes(), U64_MAX, U64_MAX),
+              ProfileSQTTEvent("AMD", U64_MAX, s["se"], (d / s["file"]).read_bytes(), s["itrace"], U64_MAX)]
+    f = tmp_path / "profile.pkl"
+    f.write_bytes(pickle.dumps(events))
+    r = run("--json", "prof", "summary", str(f))
+    assert r.code == 0, r.err
+    (k,) = json.loads(r.out)["kernels"]
+    assert k["kern"] == U64_MAX and k["name"] == "E_3"
+    assert json.loads(r.out)["device"]["target"] == "gfx1201"
+
+
+@pytest.mark.parametrize(("path", "value", "says"), [
+    (("devices", 1, "props", "unique_id"), 1 << 64, "'unique_id' = a 65-bit integer"),
+    (("sqtt", 0, "exec_tag"), -1, "'exec_tag' = -1"),
+    (("sqtt", 0, "se"), 1 << 11, "'se' = 2048"),
+    (("pmc", 0, "samples", 0, "off"), U64_MAX, "'off' = 18446744073709551615"),
+])
+def test_sizes_counts_and_beyond_64_bits_stay_refused(tmp_path: Path, path: tuple, value, says: str) -> None:
+    def edit(meta: dict) -> None:
+        node = meta
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    r = run("--json", "prof", "summary", str(_capture_copy(tmp_path, edit)))
+    assert r.code == 2 and says in r.err and len(r.err.strip().splitlines()) == 1, r.err
