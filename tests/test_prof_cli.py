@@ -352,3 +352,44 @@ def test_sizes_counts_and_beyond_64_bits_stay_refused(tmp_path: Path, path: tupl
         node[path[-1]] = value
     r = run("--json", "prof", "summary", str(_capture_copy(tmp_path, edit)))
     assert r.code == 2 and says in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def _fake_objdump(d: Path, name: str, knows: bool, tag: str) -> None:
+    """A stand-in llvm-objdump that knows gfx1201 (printing ``tag`` as the first instruction) or no gfx12 at all."""
+    knowing = FAKE_OBJDUMP.replace("s_clause 0x1", tag).replace("#!/bin/sh\n", "#!/bin/sh\nPATH=/usr/bin:/bin\n")
+    script = knowing if knows else \
+        "#!/bin/sh\necho \"'gfx1201' is not a recognized processor for this target (ignoring processor)\" >&2\n"
+    (d / name).write_text(script)
+    (d / name).chmod(0o755)
+
+
+@pytest.mark.parametrize(("tools", "used"), [
+    # the distribution's plain llvm-objdump is LLVM 14; setup installed llvm-objdump-19
+    ({"llvm-objdump": False, "llvm-objdump-14": False, "llvm-objdump-19": True}, "llvm-objdump-19"),
+    # the highest version that knows the target, not merely the highest
+    ({"llvm-objdump-19": True, "llvm-objdump-21": False, "llvm-objdump-9": True}, "llvm-objdump-19"),
+    ({"llvm-objdump-18": True, "llvm-objdump-20": True}, "llvm-objdump-20"),
+    ({"llvm-objdump": True, "llvm-objdump-14": False}, "llvm-objdump"),
+])
+def test_the_newest_llvm_objdump_that_knows_the_target_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               tools: dict, used: str) -> None:
+    for name, knows in tools.items():
+        _fake_objdump(tmp_path, name, knows, f"s_nop {name.removeprefix('llvm-objdump').lstrip('-') or 0}")
+    (tmp_path / "llvm-objdump-99").write_text("not executable")
+    monkeypatch.delenv("TINYHW_LLVM_OBJDUMP")
+    monkeypatch.setenv("PATH", str(tmp_path))   # only the fakes: whatever LLVM this machine has is not seen
+    doc = json.loads(run("--json", "prof", "insts", PLUS12, "--se", "1", "--wave", "0").out)
+    assert doc["disassembler"] == f"instruction text from {used} --mcpu=gfx1201", doc["disassembler"]
+    assert doc["rows"][0]["instruction"] == f"s_nop {used.removeprefix('llvm-objdump').lstrip('-') or 0}"
+
+
+def test_no_llvm_objdump_that_knows_the_target_names_each_tried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) \
+        -> None:
+    _fake_objdump(tmp_path, "llvm-objdump", False, "")
+    _fake_objdump(tmp_path, "llvm-objdump-14", False, "")
+    monkeypatch.delenv("TINYHW_LLVM_OBJDUMP")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    doc = json.loads(run("--json", "prof", "insts", PLUS12, "--se", "1", "--wave", "0").out)
+    assert doc["disassembler"].endswith("(llvm-objdump-14 cannot disassemble gfx1201 (exit 0); "
+                                        "llvm-objdump cannot disassemble gfx1201 (exit 0))"), doc["disassembler"]
+    assert doc["rows"][-1]["instruction"] == "s_endpgm"      # tinyhw's own decoder

@@ -41,7 +41,8 @@ from typing import Any
 
 from tinyhw.errors import Refused
 
-__all__ = ["MAX_DEPTH", "MAX_OPS", "MAX_PICKLE_BYTES", "Record", "SafeUnpickler", "graph_depth", "loads_profile"]
+__all__ = ["MAX_DEPTH", "MAX_OPS", "MAX_PICKLE_BYTES", "Record", "SafeUnpickler", "describe", "graph_depth",
+           "loads_profile"]
 
 # A profile holds one trace per shader engine per traced kernel (SQTT_BUFFER_SIZE defaults to 256 MiB
 # per SE, but real traces are far smaller); 1 GiB bounds the memory the loader can be made to use.
@@ -301,9 +302,49 @@ def graph_depth(root: Any, limit: int = MAX_DEPTH) -> int:
     return depth[id(root)]
 
 
+_MAGIC = ((b"\x7fELF", "an ELF file"), (b"\x1f\x8b", "gzip-compressed"), (b"\xfd7zXZ\x00", "xz-compressed"),
+          (b"PK\x03\x04", "a zip archive"), (b"\x0a\x0d\x0d\x0a", "a pcapng file"), (b"BZh", "bzip2-compressed"),
+          (b"\x28\xb5\x2f\xfd", "zstd-compressed"))
+
+
+def describe(data: bytes) -> str:
+    """What a file that does not unpickle is, in words, for "X is not a tinygrad profile pickle: it is ..."."""
+    for magic, words in _MAGIC:
+        if data.startswith(magic):
+            return f"it is {words}"
+    head = data[:4096]
+    if data[:1] == pickle.PROTO and len(data) > 1 and 2 <= data[1] <= pickle.HIGHEST_PROTOCOL:
+        return "its pickle data is damaged"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        text = head[:e.start].decode("utf-8") if e.start > len(head) - 4 else None
+    if text is not None and sum(c.isprintable() or c in "\t\r\n" for c in text) >= 0.95 * max(len(text), 1):
+        return "it is text" + (" (json)" if text.lstrip()[:1] in ("{", "[") else "")
+    return "it holds bytes that are not a pickle"
+
+
+def _why(e: BaseException, data: bytes) -> str:
+    """Why unpickling stopped, in words (never the exception's own text)."""
+    kind = describe(data)
+    if kind != "its pickle data is damaged" and not data.startswith(pickle.PROTO):
+        return kind
+    text = str(e).lower()
+    if isinstance(e, EOFError | IndexError | struct.error) or "truncated" in text or "exhausted" in text:   # short read
+        return f"it ends early, after {len(data)} bytes (a truncated pickle?)"
+    if "memo" in text:
+        return "its pickle data is damaged (it refers to a value it never stored)"
+    if isinstance(e, KeyError):
+        return "its pickle data is damaged (an opcode no pickle has)"
+    return "its pickle data is damaged"
+
+
 def loads_profile(data: bytes, *, max_bytes: int = MAX_PICKLE_BYTES, max_ops: int = MAX_OPS,
-                  max_depth: int = MAX_DEPTH) -> list[Any]:
-    """Unpickle a tinygrad profile without importing or executing anything, within bounds; a list of events."""
+                  max_depth: int = MAX_DEPTH, source: str = "the file") -> list[Any]:
+    """Unpickle a tinygrad profile without importing or executing anything, within bounds; a list of events.
+
+    A file that does not unpickle is refused saying what it is instead (``source`` names it): text, JSON, an ELF
+    file, compressed data, a truncated or damaged pickle, bytes that are no pickle."""
     if len(data) > max_bytes:
         raise Refused(f"pickle is {len(data)} bytes, over the {max_bytes}-byte limit")
     try:
@@ -312,7 +353,9 @@ def loads_profile(data: bytes, *, max_bytes: int = MAX_PICKLE_BYTES, max_ops: in
         raise
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, LookupError, AttributeError, struct.error,
             ArithmeticError) as e:  # no MemoryError or RecursionError: the bounds above make both a bug
-        raise Refused(f"not a readable profile pickle: {type(e).__name__}: {str(e)[:200]}") from None
+        raise Refused(f"{source} is not a tinygrad profile pickle: {_why(e, data)}",
+                      hint="pass a tinygrad profile pickle (VIZ=-2 or PROFILE=1 writes one) or a capture "
+                           "directory") from None
     if not isinstance(obj, list):
         raise Refused(f"pickle holds a {type(obj).__name__}, not a list of profile events")
     graph_depth(obj, max_depth)

@@ -130,7 +130,7 @@ def load_capture(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYT
                       hint="pass a tinygrad profile pickle or a capture directory")
     if data.lstrip()[:1] == b"{":
         raise Refused(f"{p} is JSON; pass the capture directory that holds it")
-    return _from_events(str(p), loads_profile(data, max_bytes=max_bytes))
+    return _from_events(str(p), loads_profile(data, max_bytes=max_bytes, source=str(p)))
 
 
 _MISSING = MISSING
