@@ -17,7 +17,9 @@ loader spend is bounded by what the file holds or by a fixed cap, each refused w
 - the memo is a dict (the pure-Python unpickler's), and a memo index may be at most the number of
   values memoized so far (what a pickler writes), so an index of 2**32 in an 11-byte file costs nothing
   (the C unpickler would size an array to it);
-- opcodes (so objects built): :data:`MAX_OPS`; MARK nesting: :data:`MAX_MARKS`; the nesting depth
+- opcodes: :data:`MAX_OPS`; the objects they build, estimated per opcode in bytes (a set 224, a tinygrad
+  record 320, ...): :data:`BUILT_PER_BYTE` per byte of the file plus :data:`BUILT_BASE`, so memory stays
+  proportional to the input, refused as soon as it is passed; MARK nesting: :data:`MAX_MARKS`; the nesting depth
   of the loaded object graph, walked without recursion and counting each shared object once:
   :data:`MAX_DEPTH`; distinct tinygrad class names: :data:`MAX_CLASSES`; integer opcodes: at most
   :data:`MAX_LONG_BYTES` bytes; a bytearray no longer than the file (the pure-Python unpickler would
@@ -51,6 +53,13 @@ MAX_PICKLE_BYTES = 1 << 30
 # <= 24, <= 31 tinygrad class names and integers of <= 8 bytes; the caps leave room for profiles of
 # whole models (a range event is about 15 opcodes) and stay far below what a machine can hold.
 MAX_OPS = 1 << 22
+# The objects a profile builds, bounded by its size: tinygrad's own profiles build 5-30 bytes of Python objects per
+# byte of pickle (measured with tracemalloc: the vendored ones 5-6, 100,000 range events 24-30; the estimate below
+# says 5-8 and 35-44 for them); a file of one-byte EMPTY_SET opcodes would build 224 per byte (4 MiB of them held
+# 1.5 GB). Refused past BUILT_PER_BYTE per byte: twice what the range events are estimated at, and a set-per-byte
+# file is stopped at under half its cost.
+BUILT_PER_BYTE = 96
+BUILT_BASE = 32 << 20
 MAX_MARKS = 256
 MAX_DEPTH = 1000
 MAX_CLASSES = 4096
@@ -123,11 +132,28 @@ def _refuse_key(k: Any) -> None:
 _BASE = pickle._Unpickler  # the pure-Python unpickler: a dict memo and a dispatch table per opcode
 
 
-def _counted(fn: Callable[[Any], None]) -> Callable[[Any], None]:
+# What each opcode builds, in bytes of Python objects (about sys.getsizeof of what it makes, plus its stack or
+# memo slot); every other opcode 32. A string's or bytes' contents are not counted: they are bounded by the file.
+_BUILDS = {
+    **dict.fromkeys((pickle.EMPTY_SET, pickle.FROZENSET), 224),
+    **dict.fromkeys((pickle.EMPTY_DICT, pickle.DICT), 72),
+    **dict.fromkeys((pickle.EMPTY_LIST, pickle.LIST), 64),
+    **dict.fromkeys((pickle.NEWOBJ, pickle.NEWOBJ_EX, pickle.REDUCE, pickle.OBJ, pickle.INST), 320),   # a Record
+    **dict.fromkeys((pickle.MEMOIZE, pickle.PUT, pickle.BINPUT, pickle.LONG_BINPUT), 80),   # a memo entry
+    **dict.fromkeys((pickle.SETITEM, pickle.SETITEMS, pickle.BUILD), 48),
+}
+_COST = {code[0]: cost for code, cost in _BUILDS.items()}
+
+
+def _counted(fn: Callable[[Any], None], cost: int) -> Callable[[Any], None]:
     def op(self: SafeUnpickler) -> None:
         self.ops += 1
+        self.cost += cost
         if self.ops > self.max_ops:
             raise Refused(f"pickle has more than {self.max_ops} opcodes; not loaded")
+        if self.cost > self.max_cost:
+            raise Refused(f"pickle builds more objects than a {self.size}-byte profile can hold (about "
+                          f"{self.max_cost >> 20} MiB of them); not loaded")
         fn(self)
     return op
 
@@ -221,7 +247,7 @@ def _dispatch() -> dict[int, Callable[[Any], None]]:
         pickle.LONG4[0]: _load_long4, pickle.BYTEARRAY8[0]: _load_bytearray8,
         pickle.EXT1[0]: _refuse_extension, pickle.EXT2[0]: _refuse_extension, pickle.EXT4[0]: _refuse_extension,
     })
-    return {code: _counted(fn) for code, fn in table.items()}
+    return {code: _counted(fn, _COST.get(code, 32)) for code, fn in table.items()}
 
 
 class SafeUnpickler(_BASE):
@@ -234,6 +260,8 @@ class SafeUnpickler(_BASE):
         self.size = size        # bytes in the input: no string, bytes or bytearray can be longer
         self.ops = 0
         self.max_ops = max_ops
+        self.cost = 0           # bytes of objects built so far (estimated per opcode, see _BUILDS)
+        self.max_cost = BUILT_PER_BYTE * size + BUILT_BASE
         self._classes: dict[tuple[str, str], type] = {}   # per load: nothing outlives the result
 
     def find_class(self, module: str, name: str) -> Any:
