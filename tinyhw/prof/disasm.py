@@ -24,27 +24,16 @@ __all__ = ["candidates", "objdump_text"]
 _LINE = re.compile(r"^\s+(\S.*?)\s*//\s*([0-9A-Fa-f]{6,16}):")
 
 
-_VERSIONED = re.compile(r"^llvm-objdump-(\d{1,4})$")
+VERSIONS = range(99, 6, -1)   # llvm-objdump-NN looked for on PATH, newest first (LLVM 7 is the oldest packaged)
 
 
 def candidates(path: str | None = None) -> list[str]:
     """The llvm-objdump executables on ``path`` (default ``$PATH``) to try, best first: ``llvm-objdump-NN`` from
-    the highest NN down (the first directory on PATH wins for one name), then plain ``llvm-objdump``."""
+    the highest NN down (each found as ``which`` finds it), then plain ``llvm-objdump``."""
     path = os.environ.get("PATH", "") if path is None else path
-    versioned: dict[int, str] = {}
-    for d in path.split(os.pathsep):
-        try:
-            names = os.listdir(d or ".")
-        except OSError:
-            continue
-        for name in names:
-            m = _VERSIONED.match(name)
-            full = os.path.join(d or ".", name)
-            if m and int(m.group(1)) not in versioned and os.path.isfile(full) and os.access(full, os.X_OK):
-                versioned[int(m.group(1))] = full
-    out = [versioned[v] for v in sorted(versioned, reverse=True)]
+    found = [shutil.which(f"llvm-objdump-{v}", path=path) for v in VERSIONS]
     plain = shutil.which("llvm-objdump", path=path)
-    return out + ([plain] if plain else [])
+    return [f for f in found if f] + ([plain] if plain else [])
 
 
 def objdump_text(lib: bytes, target: str) -> tuple[dict[int, str] | None, str]:
