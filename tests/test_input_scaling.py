@@ -228,3 +228,11 @@ def test_streamed_json_is_the_document_show_builds(tmp_path: Path) -> None:
             out = io.StringIO()
             write_json(Streamed(load_bytes(path), flt), out.write)
             assert out.getvalue() == json.dumps(show(load(path), flt), indent=2) + "\n"
+
+
+def test_an_xz_header_claiming_a_huge_dictionary_is_refused(tmp_path: Path) -> None:
+    """A 100-byte file whose LZMA2 filter names a 1.5 GiB dictionary: refused before the decoder allocates it."""
+    p = tmp_path / "big-dict.xz"
+    p.write_bytes(lzma.compress(b"x", filters=[{"id": lzma.FILTER_LZMA2, "dict_size": 1536 << 20}]))
+    with pytest.raises(Refused, match="needs more than 256 mib of memory"):
+        read_xz_input(p, MIB)

@@ -309,6 +309,7 @@ def read_input(path: str | os.PathLike[str], max_size: int, what: str = "input f
 
 
 MAX_XZ_STREAMS = 64     # concatenated xz streams in one file (a kernel firmware file holds one)
+XZ_MEMLIMIT = 256 << 20   # the decoder's memory for one stream (xz -9e needs 65 MiB; the kernel's files 2-8 MiB)
 _XZ_PIECE = (1 << 12, 1 << 20)   # compressed bytes handed over at a time: the first of a stream, the most
 _NOT_NUL = re.compile(rb"[^\x00]")
 
@@ -340,7 +341,7 @@ def read_xz_input(path: str | os.PathLike[str], max_size: int, what: str = "inpu
             if streams > MAX_XZ_STREAMS:
                 raise Refused(f"refusing to read the {what} {text}: it holds more than {MAX_XZ_STREAMS} "
                               "concatenated xz streams", hint="give the right file")
-            dec = lzma.LZMADecompressor()
+            dec = lzma.LZMADecompressor(memlimit=XZ_MEMLIMIT)   # a header cannot claim a 1.5 GiB dictionary
             size = _XZ_PIECE[0]   # doubled while the stream goes on: at most twice its length is handed over
             while not dec.eof:
                 piece = view[off:off + size] if dec.needs_input else b""
@@ -360,5 +361,8 @@ def read_xz_input(path: str | os.PathLike[str], max_size: int, what: str = "inpu
                 return bytes(out)
             off = m.start()
     except lzma.LZMAError as e:
+        if "memory usage limit" in str(e).lower():
+            raise Refused(f"refusing to read the {what} {text}: decoding it needs more than {XZ_MEMLIMIT >> 20} mib "
+                          "of memory (its dictionary)", hint="give the right file") from None
         raise Refused(f"the {what} {text} is not valid xz data ({str(e).lower()})",
                       hint="give the right file") from None
