@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.clihelp import run
+from tests.fuzzbudget import MIB, budget
 
 DATA = Path(__file__).parent / "data" / "sqtt"
 PLUS12 = str(DATA / "gfx1200" / "profile_plus_run_0")
@@ -278,7 +279,8 @@ def test_fuzz_pmc_samples_through_the_cli(tmp_path_factory: pytest.TempPathFacto
         samples = meta["pmc"][0]["samples"]
         for key, i, value in edits:
             samples[i % len(samples)][key] = value
-    r = run("--json", "prof", "summary", str(_capture_copy(tmp_path_factory.mktemp("f"), edit)))
+    with budget(cpu_s=5.0, mem=128 * MIB, what="prof summary of fuzzed pmc samples"):
+        r = run("--json", "prof", "summary", str(_capture_copy(tmp_path_factory.mktemp("f"), edit)))
     assert r.code in (0, 2), r.err
     assert r.code == 0 or len(r.err.strip().splitlines()) == 1
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from clihelp import run
+from fuzzbudget import MIB, budget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -181,7 +182,8 @@ def test_a_truncated_or_corrupted_file_reads_or_fails_with_a_clear_error(small: 
         if data:
             data[at % len(data)] ^= x
     try:
-        trace = tf.read_trace(bytes(data))
+        with budget(cpu_s=1.0, mem=16 * MIB, what="reading a damaged trace"):
+            trace = tf.read_trace(bytes(data))
     except tf.TraceError as e:
         assert e.message.startswith("trace file: ") and e.exit_code == 2
         return
