@@ -232,7 +232,14 @@ def test_streamed_json_is_the_document_show_builds(tmp_path: Path) -> None:
 
 def test_an_xz_header_claiming_a_huge_dictionary_is_refused(tmp_path: Path) -> None:
     """A 100-byte file whose LZMA2 filter names a 1.5 GiB dictionary: refused before the decoder allocates it."""
+    import zlib
+
+    raw = bytearray(lzma.compress(b"x", filters=[{"id": lzma.FILTER_LZMA2, "dict_size": 4096}]))
+    size = (raw[12] + 1) * 4   # the block header after the 12-byte stream header: its LZMA2 dictionary property
+    at = raw.index(b"\x21\x01", 12, 12 + size) + 2
+    raw[at] = 40               # 1.5 GiB, the largest xz can name (encoding one would need gigabytes)
+    raw[12 + size - 4:12 + size] = zlib.crc32(raw[12:12 + size - 4]).to_bytes(4, "little")
     p = tmp_path / "big-dict.xz"
-    p.write_bytes(lzma.compress(b"x", filters=[{"id": lzma.FILTER_LZMA2, "dict_size": 1536 << 20}]))
+    p.write_bytes(bytes(raw))
     with pytest.raises(Refused, match="needs more than 256 mib of memory"):
         read_xz_input(p, MIB)
