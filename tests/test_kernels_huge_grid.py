@@ -130,3 +130,22 @@ def test_a_dispatch_longer_than_its_slice_completes_exactly_beside_the_host() ->
             results.append((running, data, res.wave_instructions, res.per_mnemonic, res.workgroups))
     assert results[0][0] is False and results[1][0] is True, results
     assert results[0][1:] == results[1][1:] and results[0][4] == 4 and any(results[0][1])
+
+
+def test_the_fence_wait_on_an_emulated_board_is_bounded_in_wall_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a virtual clock the fence wait also ends when the user's timeout has passed in wall time (the emulation
+    of a long dispatch costs wall time the board clock does not see): here wall time is made to run 1 s per look,
+    so the wait gives up after about 10 looks while the board clock moved far less than the 10 s timeout."""
+    am_boot()
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(compute, "time", type("FakeTime", (), {"monotonic": staticmethod(lambda: next(ticks))}))
+    with tinyhw.open("mock:navi31,strict") as o:
+        o.transport.board.cp.dispatch_slice = 0.0
+        eng = compute.open_compute(o.transport, timeout=10)
+        t0 = eng.gpu.clock.now()
+        with pytest.raises(DeviceTimeout, match="did not complete in 10 s"):
+            eng.run(ENDPGM, (4194303,), (1024,), [])
+        assert eng.gpu.clock.now() - t0 < 1.0
+        assert o.transport.board.cp.status()[0]["running"]
+        compute.teardown_compute(eng.gpu)
+        assert not o.transport.board.cp.status()[0]["active"]
