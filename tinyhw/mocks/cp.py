@@ -53,9 +53,10 @@ What it does:
   on it (its waves never finish), a RESET_WAVES dequeue drops the waves and stops it.
 * **Beside the host**: a dispatch runs inside its doorbell write for at most ``dispatch_slice`` wall seconds (whole
   workgroups); a longer one stays running (the queue at its DISPATCH_DIRECT, GRBM_STATUS.CP_BUSY) and goes on at each
-  later host access (:meth:`CommandProcessor.retry`) for as long as the board clock moved since its last slice, so a
-  driver's timeout on the board clock bounds its wall time too (a pacing model, inferred: the GPU computes while the
-  host polls). A DRAIN_PIPE dequeue completes when it ends, RESET_WAVES drops it.
+  later host access (:meth:`CommandProcessor.retry`) for as long as the board clock or, when further, real time moved
+  since its last slice, so a driver's timeout on the board clock bounds its wall time too, and a host that touches
+  the board seldom still sees it progress (a pacing model, inferred: the GPU computes while the host runs). A
+  DRAIN_PIPE dequeue completes when it ends, RESET_WAVES drops it.
 * **Dequeue** (§1.8): CP_HQD_DEQUEUE_REQUEST 1 (DRAIN_PIPE) or 2 (RESET_WAVES) on an active queue clears
   CP_HQD_ACTIVE.ACTIVE (see Faults for a hung queue).
 * **Across commands**: a queue left active or hung is kept in the board state file (:meth:`to_state`), as the
@@ -66,6 +67,7 @@ The CP takes a small explicit :class:`CpServices` (time, events, memory, strictn
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -220,13 +222,14 @@ class Hqd:
 class Running:
     """A dispatch that runs beside the host: its :class:`~tinyhw.mocks.rdna3.DispatchJob`, memory and observer, the
     DISPATCH_DIRECT's length in dwords, and its pacing: ``credit`` wall seconds it may still run, ``mark`` the board
-    time up to which the board clock's progress was added to the credit."""
+    time and ``wall_mark`` the wall time (``time.monotonic()``) of its last slice's end."""
 
     job: Any
     mem: Any
     trace: Any
     credit: float
     mark: float
+    wall_mark: float = field(default_factory=time.monotonic)
     n: int = 0
 
 
@@ -265,8 +268,8 @@ class CommandProcessor:
         #: a VALU loop reaches the 4M-instruction watchdog in 27 s, so this leaves every such dispatch its time
         self.wall_watchdog: float | None = 60.0
         #: wall seconds a dispatch runs inside its doorbell write; a longer one goes on at the host's later accesses,
-        #: each time for as long as the board clock moved since (the GPU runs beside the host, so a driver's fence
-        #: timeout on the board clock also bounds the wall time spent emulating)
+        #: each time for as long as the board clock (or real time, when further) moved since (the GPU runs beside the
+        #: host, so a driver's fence timeout on the board clock also bounds the wall time spent emulating)
         self.dispatch_slice = DISPATCH_SLICE_S
         self.sq = ShaderArray(services.now, lambda: self.s.regs, regs)
         self.thread_trace: Any = None  # the SQ thread trace (tinyhw.mocks.thread_trace), when the board has one
@@ -634,15 +637,16 @@ class CommandProcessor:
         self._step(q)
 
     def _step(self, q: Hqd) -> bool:
-        """Run queue ``q``'s dispatch for the wall time it has (its credit plus how far the board clock moved since
-        its last slice); True when it ended (completed, hung or stopped), False while it goes on."""
+        """Run queue ``q``'s dispatch for the wall time it has: its credit plus how far the board clock or, when
+        further, real time moved since its last slice (the GPU runs while the host does too, also where the host
+        touches the board seldom); True when it ended (completed, hung or stopped), False while it goes on."""
         from tinyhw.mocks.rdna3 import MemoryFault, ShaderError, Unimplemented, WatchdogExpired
 
         run = q.job
         assert run is not None
-        t = self.s.now()
-        run.credit += t - run.mark
-        run.mark = t
+        t, w = self.s.now(), time.monotonic()
+        run.credit += max(t - run.mark, w - run.wall_mark)
+        run.mark, run.wall_mark = t, w
         if run.credit <= 0:
             return False
         spent = run.job.wall
@@ -651,6 +655,7 @@ class CommandProcessor:
             res = run.job.step(run.credit)
             if res is None:
                 run.credit -= run.job.wall - spent
+                run.wall_mark = time.monotonic()  # the emulation's own time is not the host's
                 return False
         except Unimplemented as exc:
             q.job = None
