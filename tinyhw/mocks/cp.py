@@ -338,8 +338,7 @@ class CommandProcessor:
 
     def retry(self) -> None:
         """Look again at every parked WAIT_REG_MEM (what the hardware's continuous polling sees): a queue whose
-        condition holds now goes on with its next packets; a running dispatch runs on for as long as the board clock
-        moved since its last slice."""
+        condition holds now goes on with its next packets; a running dispatch runs on (:meth:`_step`)."""
         for q in list(self.hqds.values()):
             if q.wait is not None or q.job is not None:
                 self.kick(q)
