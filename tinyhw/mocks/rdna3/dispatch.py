@@ -34,7 +34,8 @@ from tinyhw.mocks.rdna3.state import (
     mode_from_rsrc1,
 )
 
-__all__ = ["CodeCache", "DispatchRegs", "DispatchResult", "FlatMemory", "Memory", "MemoryFault", "run_dispatch"]
+__all__ = ["CodeCache", "DispatchJob", "DispatchRegs", "DispatchResult", "FlatMemory", "Memory", "MemoryFault",
+           "run_dispatch"]
 
 CS_W32_EN = 1 << 15
 LDS_GRANULE = 512          # bytes per RSRC2.LDS_SIZE unit on gfx11 (128 dwords; spec §3.4, inferred)
@@ -400,32 +401,71 @@ def run_dispatch(regs: DispatchRegs, memory: Memory, *, strict: bool = True, cac
     and wave end while the SQ thread trace is on. ``wall_limit`` bounds the dispatch's wall time in seconds, looked
     at after every workgroup (a grid of many short workgroups never reaches the instruction watchdog, yet
     emulating it could take hours): past it, :class:`WatchdogExpired` as for the instruction limit.
+    :class:`DispatchJob` runs the same dispatch in slices.
     """
-    _check(regs)
-    d = _Dispatch(regs, memory, strict, cache or CodeCache(), cost, watchdog, on_wave_end, trace)
-    deadline = None if wall_limit is None else time.monotonic() + wall_limit
-    with np.errstate(all="ignore"):
-        try:
-            for z in range(regs.dim[2]):
-                for y in range(regs.dim[1]):
-                    for x in range(regs.dim[0]):
-                        d.workgroup((regs.start[0] + x, regs.start[1] + y, regs.start[2] + z))
-                        d.res.workgroups += 1
-                        if deadline is not None and time.monotonic() > deadline:
-                            raise WatchdogExpired(
-                                f"the dispatch ran past its wall-time limit of {wall_limit:g} s after "
-                                f"{d.res.workgroups} of {regs.dim[0] * regs.dim[1] * regs.dim[2]} workgroups "
-                                "(the emulator's limit; a grid this large takes too long to emulate)",
-                                pc=regs.entry, mnemonic="(dispatch)", encoding="-")
-        except WatchdogExpired as e:
-            e.dispatch = d  # the waves stay resident (tinyhw.mocks.sqind)
-            raise
-    res = d.res
-    res.lane_instructions = 32 * res.wave_instructions
-    res.active_lane_instructions = d.active
-    for ent in d.cache.entries.values():
-        if ent[4]:
-            res.per_mnemonic[ent[2]] = res.per_mnemonic.get(ent[2], 0) + ent[4]
-            res.cycles += ent[4] * ent[5]
-            ent[4] = 0
+    res = DispatchJob(regs, memory, strict=strict, cache=cache, cost=cost, watchdog=watchdog,
+                      on_wave_end=on_wave_end, trace=trace, wall_limit=wall_limit).step()
+    assert res is not None
     return res
+
+
+class DispatchJob:
+    """One dispatch in progress, run in slices of whole workgroups (what a command processor that lets the host go
+    on while its GPU computes needs): :meth:`step` runs workgroups, in the order of :func:`run_dispatch`, until the
+    grid is done or a slice of wall time has passed; the next call goes on where it stopped. The arguments are
+    :func:`run_dispatch`'s (refusals of :func:`run_dispatch` are raised here); ``wall_limit`` counts the wall time
+    of every slice together."""
+
+    def __init__(self, regs: DispatchRegs, memory: Memory, *, strict: bool = True, cache: CodeCache | None = None,
+                 cost: Callable[[Inst], int] = default_cost, watchdog: int = DEFAULT_WATCHDOG,
+                 on_wave_end: Callable[[Wave], None] | None = None,
+                 trace: DispatchTrace | None = None, wall_limit: float | None = None) -> None:
+        _check(regs)
+        self.regs = regs
+        self.d = _Dispatch(regs, memory, strict, cache or CodeCache(), cost, watchdog, on_wave_end, trace)
+        self.wall_limit = wall_limit
+        #: wall seconds spent emulating it so far, every slice together
+        self.wall = 0.0
+        self._groups = self._ids()
+
+    def _ids(self) -> Any:
+        r = self.regs
+        for z in range(r.dim[2]):
+            for y in range(r.dim[1]):
+                for x in range(r.dim[0]):
+                    yield (r.start[0] + x, r.start[1] + y, r.start[2] + z)
+
+    def step(self, slice_s: float | None = None) -> DispatchResult | None:
+        """Run workgroups until the dispatch ends (its :class:`DispatchResult`) or, after a workgroup, ``slice_s``
+        wall seconds have passed in this call (None: the dispatch goes on at the next call; ``slice_s`` None runs it
+        to the end). Raises what :func:`run_dispatch` raises; the job is then over."""
+        d, regs = self.d, self.regs
+        t0 = time.monotonic()
+        with np.errstate(all="ignore"):
+            try:
+                for gid in self._groups:
+                    d.workgroup(gid)
+                    d.res.workgroups += 1
+                    spent = time.monotonic() - t0
+                    if self.wall_limit is not None and self.wall + spent > self.wall_limit:
+                        raise WatchdogExpired(
+                            f"the dispatch ran past its wall-time limit of {self.wall_limit:g} s after "
+                            f"{d.res.workgroups} of {regs.dim[0] * regs.dim[1] * regs.dim[2]} workgroups "
+                            "(the emulator's limit; a grid this large takes too long to emulate)",
+                            pc=regs.entry, mnemonic="(dispatch)", encoding="-")
+                    if slice_s is not None and spent >= slice_s:
+                        self.wall += spent
+                        return None
+            except WatchdogExpired as e:
+                e.dispatch = d  # the waves stay resident (tinyhw.mocks.sqind)
+                raise
+        self.wall += time.monotonic() - t0
+        res = d.res
+        res.lane_instructions = 32 * res.wave_instructions
+        res.active_lane_instructions = d.active
+        for ent in d.cache.entries.values():
+            if ent[4]:
+                res.per_mnemonic[ent[2]] = res.per_mnemonic.get(ent[2], 0) + ent[4]
+                res.cycles += ent[4] * ent[5]
+                ent[4] = 0
+        return res
