@@ -615,6 +615,15 @@ def power_cycle_flash(path: Path | str, timing: str = "typical") -> tuple[str | 
         store.close()
 
 
+def flash_backup_needed(current: bytes, backup: bytes | None) -> bool:
+    """Whether ``mock reset`` must keep ``current`` (the flash file's contents) before restoring the factory image.
+
+    Not when it is the factory image (nothing of the user's would be lost) or what ``backup`` (the one
+    backup kept beside the file, None: none) already holds; otherwise the backup is replaced with it.
+    """
+    return current != build_image() and current != backup
+
+
 def reset_flash(path: Path | str) -> str:
     """Write the pristine synthetic image to ``path``, clear its status sidecar and board state; returns its sha256.
 
