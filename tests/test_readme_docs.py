@@ -14,6 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 ISSUE = re.compile(r"\bissues?\s+\d", re.I)
 #: Markdown links [text](target); targets with a scheme or a bare #anchor are not files
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+#: a path a page cites as part of this repository (tinyhw/..., tests/..., docs/..., specs/..., ARCHITECTURE.md), in
+#: prose or code spans: it must be a file or folder the repository holds, so the docs stand alone
+CITE = re.compile(r"(?<![\w./~-])((?:tinyhw|tests|bench|docs|specs|shared|\.ci)/[\w./-]*[\w/]"
+                  r"|[A-Z][A-Z_]{2,}\.md)(?![\w*<])")
 #: packages whose every public class and function carries a docstring
 DOCUMENTED = ("formats", "flash", "firmware", "regs", "probe", "prof")
 
@@ -32,6 +36,42 @@ def broken_links(md: Path) -> list[str]:
         if not (md.parent / path).is_file():
             out.append(target)
     return out
+
+
+def missing_citations(md: Path, root: Path = ROOT) -> list[str]:
+    """Repository paths ``md`` cites (see :data:`CITE`) that name nothing in ``root`` or beside ``md``; a path
+    ending in an upper-case placeholder (``prebuilt/T``) or a glob is not a citation."""
+    out = []
+    for line in md.read_text().splitlines():
+        for m in CITE.finditer(line):
+            path = m.group(1).rstrip("./")
+            if re.search(r"/[A-Z]$", path):
+                continue
+            if not ((root / path).exists() or (md.parent / path).exists()):
+                out.append(path)
+    return out
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    """README, docs/ and every other Markdown page the repository holds (build outputs and venvs aside)."""
+    skip = {"build", "dist", ".venv", "venv", ".git", "node_modules"}
+    return sorted(p for p in root.rglob("*.md") if not skip & set(p.relative_to(root).parts))
+
+
+def test_pages_cite_only_files_the_repository_holds() -> None:
+    bad = {str(p.relative_to(ROOT)): missing_citations(p) for p in pages()}
+    assert {k: v for k, v in bad.items() if v} == {}, "pages citing files the repository does not hold"
+
+
+def test_missing_citations_sees_a_spec_the_repository_lacks(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "tinyhw" / "boot").mkdir(parents=True)
+    (tmp_path / "tinyhw" / "boot" / "sqtt.py").write_text("")
+    md = tmp_path / "docs" / "page.md"
+    md.write_text("from specs/amd-bringup.md §1, the layering of ARCHITECTURE.md; `tinyhw/boot/sqtt.py` and\n"
+                  "tinyhw/boot/ exist; tests/test_prof_*.py is a glob, -o tinyhw/kernels/prebuilt/T a placeholder;\n"
+                  "[x](https://example.org/specs/a.md) is a web page, ~/.cache/tinyhw/firmware a user path.")
+    assert missing_citations(md, tmp_path) == ["specs/amd-bringup.md", "ARCHITECTURE.md"]
 
 
 def test_readme_names_no_issue_numbers() -> None:
