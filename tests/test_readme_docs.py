@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import click
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: "issue 12", "Issue 20 item 5", "issues 3-4": development history, not something a user can look up
@@ -151,3 +152,26 @@ def test_undocumented_sees_a_missing_docstring(tmp_path: Path) -> None:
     (pkg / "m.py").write_text('class A:\n    """A."""\n    def f(self):\n        return 1\n    def _g(self):\n'
                               '        return 2\n\ndef h():\n    """H."""\n')
     assert undocumented(pkg, tmp_path) == ["pkg/m.py:3 A.f"]
+
+
+def test_readme_examples_run_in_the_order_written_on_one_board(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every README command that an emulated board can run, in README's order, on one board and flash file
+    (tests/readmerun.py says what is mapped and what skipped): each ends as README says."""
+    from amfake import FW_DIR
+    from clihelp import run
+    from readmerun import walk
+
+    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
+        pytest.fail(f"Debian's firmware-amd-graphics is not extracted in {FW_DIR}: run bash tests/fetch_firmware.sh",
+                    pytrace=False)
+    monkeypatch.chdir(tmp_path)
+    w = walk(ROOT / "README.md", tmp_path, FW_DIR, run)
+    ran = [s for s in w.steps if s.args is not None]
+    print(f"{len(ran)} README commands ran, {len(w.steps) - len(ran)} skipped:")
+    for s in w.steps:
+        if s.args is None:
+            print(f"  skipped ({s.skip}): {s.line}")
+    assert len(ran) >= 50, [s.line for s in ran]
+    assert {" ".join(s.line.split()[1:4]) for s in ran} >= {"--device usb flash", "--device usb link"}
+    assert w.failed == [], "\n".join(f"{s.line}  -> exit {s.code}: {s.err.strip()[-300:]}" for s in w.failed)
