@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -58,6 +59,12 @@ class Bounded:
         return self.peak_kib - self.base_kib
 
 
+def _private_dirs() -> dict[str, str]:
+    """The test's private cache, state, config and lock folders (never the user's, which a bare env falls back to)."""
+    names = ("XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "TINYHW_LOCK_DIR")
+    return {k: os.environ[k] for k in names if k in os.environ}
+
+
 def run_bounded(args: list[str], workdir: Path, *, mem: int = 512 << 20, cpu: int = 20,
                 wall: float = 60) -> Bounded:
     out = workdir / "bounded-result.json"
@@ -65,7 +72,8 @@ def run_bounded(args: list[str], workdir: Path, *, mem: int = 512 << 20, cpu: in
     try:
         subprocess.run([sys.executable, "-c", CHILD, str(mem), str(cpu), str(out), *args], check=False,
                        capture_output=True, timeout=wall, env={"OPENBLAS_NUM_THREADS": "1", "PATH": "/usr/bin:/bin",
-                                                              "TINYHW_STRICT": "1", "PYTHONPATH": ":".join(sys.path)})
+                                                              "TINYHW_STRICT": "1", "PYTHONPATH": ":".join(sys.path),
+                                                              **_private_dirs()})
     except subprocess.TimeoutExpired:
         return Bounded("timeout", "", wall, 0, 0)
     if not out.exists():

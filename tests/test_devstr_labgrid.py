@@ -92,7 +92,7 @@ def test_without_labgrid_a_place_is_exit_3_with_the_install_hint() -> None:
             "main(['--device', 'labgrid:gpu-bench', 'probe'])\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 3, r.stderr
-    assert "labgrid: devices need the labgrid package" in r.stderr and "pip install 'tinyhw[labgrid]'" in r.stderr
+    assert "labgrid: devices need the labgrid package" in r.stderr and "pip install -e '.[labgrid]'" in r.stderr
     assert r.stderr.count("\n") == 1, r.stderr
 
 

@@ -24,7 +24,7 @@ def kernels() -> None:
     tinygrad: list them, build them for a GPU target, run them on the CPU, an NVIDIA GPU or an AMD board
     tinyhw booted; exec runs your own gfx1100 code object on such a board.
 
-    Building needs the compile extra (pip install 'tinyhw[compile]'; libLLVM >= 18 for gfx targets);
+    Building needs the compile extra (pip install -e '.[compile]' from the checkout; libLLVM >= 18 for gfx targets);
     running on cuda:N needs the cuda extra and uses the committed PTX. On an AMD board (the global --device)
     run and exec create a compute queue through its registers and write its VRAM.
 

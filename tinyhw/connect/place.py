@@ -33,6 +33,7 @@ from tinyhw.errors import (
     EnvironmentProblem,
     OperationFailed,
     TinyhwError,
+    install_hint,
 )
 from tinyhw.transport.devstr import DeviceSpec, parse_device
 
@@ -42,7 +43,7 @@ REMOTE_CLASS = "TinyhwRemote"
 #: seconds one conversation with the coordinator may take (connect, sync, acquire or release); the coordinator
 #: itself waits up to 10 s for an exporter to confirm an acquire or release, so this is more
 COORDINATOR_TIMEOUT = 30.0
-INSTALL_HINT = "install the labgrid extra: pip install 'tinyhw[labgrid]'"
+INSTALL_HINT = install_hint("labgrid")
 
 
 @dataclass(frozen=True)
