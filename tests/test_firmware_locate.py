@@ -81,3 +81,16 @@ def test_nv_boot_without_firmware_dir_uses_tinyhws_cache(tmp_path: Path, monkeyp
     dev = f"mock:ad102,strict,state={tmp_path / 'ad102.json'}"
     r = run("--device", dev, "nv", "boot", "--yes", "--allow-unknown-firmware")
     assert r.code == 0 and f"firmware from {d} ({firmware.CACHE_SOURCE})" in r.err, r.err
+
+
+def test_nv_prefers_the_complete_570_set_over_debians_gsp_only_package(tmp_path: Path) -> None:
+    """Debian's firmware-nvidia-gsp has no booter, so the 570.144 set fetched from firmware-nvidia-graphics (which
+    has gsp, booter and bootloader) is looked in first."""
+    gsp_only = tmp_path / "nvidia-gsp" / "lib" / "firmware" / "nvidia" / "535.261.03"
+    full = tmp_path / "nvidia-570" / "nvidia" / "ga102" / "gsp"
+    gsp_only.mkdir(parents=True)
+    (gsp_only / "gsp_ga10x.bin").write_bytes(b"")
+    full.mkdir(parents=True)
+    (full / "gsp-570.144.bin").write_bytes(b"")
+    where = fwfiles.locate(None, {"TINYHW_FIRMWARE_DIR": str(tmp_path)})
+    assert (where.path, where.source) == (tmp_path / "nvidia-570" / "nvidia", fwfiles.CACHE_SOURCE)

@@ -73,7 +73,8 @@ def search_dirs(env: dict[str, str] | os._Environ[str] = os.environ) -> list[tup
     ``firmware-nvidia-gsp`` extracted there by tests/fetch_firmware.sh: ``nvidia-gsp/lib/firmware/nvidia``, or
     ``.../usr/lib/...``), then the system's (``/lib/firmware/nvidia``, ``/usr/lib/firmware/nvidia``)."""
     gsp = cache_root(env) / "nvidia-gsp"
-    return [(cache_root(env) / "nvidia-570" / "nvidia", CACHE_SOURCE), (gsp / "lib" / "firmware" / "nvidia", CACHE_SOURCE), (gsp / "usr" / "lib" / "firmware" / "nvidia",
+    return [(cache_root(env) / "nvidia-570" / "nvidia", CACHE_SOURCE),
+            (gsp / "lib" / "firmware" / "nvidia", CACHE_SOURCE), (gsp / "usr" / "lib" / "firmware" / "nvidia",
             CACHE_SOURCE), (DEFAULT_DIR, SYSTEM_SOURCE), (Path("/usr/lib/firmware/nvidia"), SYSTEM_SOURCE)]
 
 
