@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -20,7 +21,10 @@ import contextlib, io, json, resource, sys, time
 mem, cpu, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
 from tinyhw.cli import main  # imported before the memory limit: imports are not the input's cost
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def hwm():  # this process image's peak RSS in KiB: ru_maxrss keeps the forking parent's peak across exec
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+base = hwm()
 soft, hard = resource.getrlimit(resource.RLIMIT_AS)
 with open("/proc/self/status") as f:
     vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
@@ -35,7 +39,7 @@ with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         code = e.code if isinstance(e.code, int) else 1
     except MemoryError:
         code = "MemoryError"
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = hwm()
 json.dump({"code": code, "err": err.getvalue(), "cpu_s": time.process_time() - t0,
            "peak_kib": peak, "base_kib": base}, open(out, "w"))
 """
@@ -46,12 +50,19 @@ class Bounded:
     code: int | str          # exit code; "MemoryError", "killed" or "timeout" when a limit stopped it
     err: str
     cpu_s: float
-    peak_kib: int            # the child's peak resident memory ...
+    peak_kib: int            # the child's peak resident memory (VmHWM: ru_maxrss would be the pytest parent's
+                             # peak when that is larger, as Linux keeps it across exec) ...
     base_kib: int            # ... and what it was before the command ran (interpreter + imports)
 
     @property
     def grew_kib(self) -> int:
         return self.peak_kib - self.base_kib
+
+
+def _private_dirs() -> dict[str, str]:
+    """The test's private cache, state, config and lock folders (never the user's, which a bare env falls back to)."""
+    names = ("XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "TINYHW_LOCK_DIR")
+    return {k: os.environ[k] for k in names if k in os.environ}
 
 
 def run_bounded(args: list[str], workdir: Path, *, mem: int = 512 << 20, cpu: int = 20,
@@ -61,7 +72,8 @@ def run_bounded(args: list[str], workdir: Path, *, mem: int = 512 << 20, cpu: in
     try:
         subprocess.run([sys.executable, "-c", CHILD, str(mem), str(cpu), str(out), *args], check=False,
                        capture_output=True, timeout=wall, env={"OPENBLAS_NUM_THREADS": "1", "PATH": "/usr/bin:/bin",
-                                                              "TINYHW_STRICT": "1", "PYTHONPATH": ":".join(sys.path)})
+                                                              "TINYHW_STRICT": "1", "PYTHONPATH": ":".join(sys.path),
+                                                              **_private_dirs()})
     except subprocess.TimeoutExpired:
         return Bounded("timeout", "", wall, 0, 0)
     if not out.exists():

@@ -23,7 +23,7 @@ from pathlib import Path
 from subprocess import CompletedProcess
 
 VENV_BIN = Path(sys.executable).parent
-START_TIMEOUT = 30.0  # seconds a coordinator, exporter or server may take to say it is ready (2 shared cores)
+START_TIMEOUT = 60.0  # seconds a coordinator, exporter or server may take to say it is ready (2 shared cores)
 
 
 def tool(name: str) -> str:

@@ -35,7 +35,7 @@ class Served:
     address: str
     opened: list[Opened] = field(default_factory=list)
 
-    def wait_released(self, timeout: float = 30.0) -> None:
+    def wait_released(self, timeout: float = 60.0) -> None:
         """Wait until every connection that opened the device has released it (a peer that just went away)."""
         deadline = time.monotonic() + timeout
         while sum("device released" in line for line in self.audit.lines) < len(self.opened):

@@ -24,7 +24,7 @@ import pytest
 
 SSHD = Path("/usr/sbin/sshd")
 PRIVSEP_DIR = Path("/run/sshd")  # sshd run as root needs it (Debian's service creates it; so does setup-system.sh)
-READY_TIMEOUT = 20.0
+READY_TIMEOUT = 60.0
 
 
 @dataclass
@@ -92,7 +92,7 @@ def running_sshd() -> Iterator[Sshd]:
             deadline = time.monotonic() + READY_TIMEOUT
             while "Server listening on 127.0.0.1" not in (root / "sshd.log").read_text(errors="replace"):
                 assert proc.poll() is None, (root / "sshd.log").read_text(errors="replace")
-                assert time.monotonic() < deadline, "sshd did not start within 20 s"
+                assert time.monotonic() < deadline, f"sshd did not start within {READY_TIMEOUT:.0f} s"
                 time.sleep(0.05)
             yield Sshd(root, port, user, user_key, known, proc)
         finally:

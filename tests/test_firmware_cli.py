@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from clihelp import run
+from fuzzbudget import MIB, budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_formats_nvgsp import GSP, build_elf
@@ -187,7 +188,8 @@ def test_inspect_bytes_api() -> None:
 def test_inspect_random_input_is_a_document_or_a_refusal(prefix: bytes, rest: bytes) -> None:
     """Whatever the bytes, inspect either refuses (exit 2) or returns a JSON-able document and a tree."""
     try:
-        res = inspect_bytes(prefix + rest, "fuzz.bin")
+        with budget(cpu_s=1.0, mem=32 * MIB, what="inspecting random firmware bytes"):
+            res = inspect_bytes(prefix + rest, "fuzz.bin")
     except Refused:
         return
     json.dumps(res.doc)

@@ -45,8 +45,7 @@ def test_every_amdgpu_file_parses_without_problems(amd_files) -> None:
     files, stamp = amd_files
     t0 = time.perf_counter()
     parsed = {name: parse_amdgpu(data, name) for name, data in files.items()}
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 20, f"parsing {len(files)} files took {elapsed:.1f} s"
+    print(f"parsing {len(files)} files took {time.perf_counter() - t0:.1f} s wall (figures: bench/bench_firmware.py)")
     bad = {n: fw.problems for n, fw in parsed.items() if fw.problems}
     assert bad == {}
     crc_matches = 0

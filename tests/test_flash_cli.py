@@ -270,3 +270,35 @@ def test_no_chain_uses_paired_reads_for_everything(tmp_path: Path) -> None:
     assert r.code == 0, r.err
     assert json.loads(r.out)["sectors_changed"] == 1 and flash_state(tmp_path)[0] == img
     assert (tmp_path / "bk.bin").read_bytes() == IMAGE
+
+
+@pytest.mark.parametrize("how", ["power-cycle", "link-power", "am-boot"])
+def test_a_gated_refusal_names_what_works_and_that_works(tmp_path: Path, how: str) -> None:
+    """After a power cycle (mock power-cycle, link power off/on) or am boot the PSP gates ROM_SW: the refusal names
+    the aperture read, flash update and, on the emulated board, mock reset; the aperture read and mock reset work."""
+    from amfake import FW_DIR
+
+    d = dev(tmp_path, "navi31-usb")
+    assert run("--device", d, "flash", "info").code == 0  # a cold board: the boot loader stalls, rom_sw open
+    if how == "power-cycle":
+        assert run("--device", d, "mock", "power-cycle").code == 0
+    elif how == "link-power":
+        assert run("--device", d, "link", "power", "off", "--yes").code == 0
+        assert run("--device", d, "link", "power", "on").code == 0
+    else:
+        assert run("--device", d, "am", "boot", "--yes", "--firmware-dir", str(FW_DIR)).code == 0
+    r = run("--device", d, "flash", "dump", "rom.bin")
+    lines = [ln for ln in r.err.splitlines() if ln.strip()]
+    assert r.code == 1 and len(lines) == 1 and "gated" in r.err, r.err
+    assert "--method aperture" in r.err and "flash update" in r.err and "tinyhw mock reset --yes" in r.err, r.err
+    assert run("--device", d, "flash", "dump", "rom.bin", "--method", "aperture").code == 0
+    assert (tmp_path / "rom.bin").read_bytes() == build_image()
+    assert run("--device", d, "mock", "reset", "--yes").code == 0
+    assert run("--device", d, "flash", "dump", "again.bin").code == 0
+
+
+def test_the_gated_hint_names_mock_reset_only_on_an_emulated_board() -> None:
+    from tinyhw.flash.romsw import gated_hint
+
+    assert "mock reset" in gated_hint(True) and "mock reset" not in gated_hint(False)
+    assert "--method aperture" in gated_hint(False) and "flash update" in gated_hint(False)

@@ -147,7 +147,7 @@ def test_refusals_write_nothing_to_the_mailbox(tmp_path: Path, board: str) -> No
     err, counts = _refused(tmp_path / "board", board, _other_board(NEW))
     assert "another board" in err and counts["psp_mailbox_writes"] == 0
     err, counts = _refused(tmp_path / "gated", board, NEW, "psp=sos")
-    assert "reset the card and do not boot it first" in err and "0x0a" in err
+    assert "power-cycle the card (off, not a reset) and do not boot it" in err and "0x0a" in err
     assert counts["psp_transfer_commands"] == 0 and counts["psp_mailbox_writes"] == 2  # one GET_TRANSFER_TYPE
     err, counts = _refused(tmp_path / "pbl", board, NEW, "psp=pbl")
     assert "rom_sw path" in err and counts["psp_transfer_commands"] == 0

@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from fuzzbudget import MIB, budget
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -90,5 +91,6 @@ def test_damaged_binary_never_raises(where: float, value: int) -> None:
     data = bytearray(elf_of("gfx1100", "bandwidth").read_bytes())
     pos = int(where * len(data))
     data[pos] = value
-    parse_amdgpu_code(bytes(data))
-    parse_amdgpu_code(bytes(data[:pos]))
+    with budget(cpu_s=1.0, mem=32 * MIB, what="parsing a damaged code object"):
+        parse_amdgpu_code(bytes(data))
+        parse_amdgpu_code(bytes(data[:pos]))

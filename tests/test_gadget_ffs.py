@@ -209,7 +209,7 @@ def test_nothing_moves_while_the_core_would_nak(rig) -> None:
 def test_disable_unbind_and_enable_reconfigure(rig) -> None:
     gadget, ffs, bridge = rig()
     ffs.event(DISABLE)
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 60  # a hang bound, not a speed check
     while bridge.configuration and time.monotonic() < deadline:
         time.sleep(0.01)
     assert bridge.configuration == 0 and not gadget.enabled
@@ -235,7 +235,7 @@ def test_disconnect_fault_takes_the_device_off_the_bus(rig) -> None:
 def test_ep0_closed_by_the_kernel_ends_the_service(rig) -> None:
     gadget, ffs, bridge = rig()
     ffs.kernel["ep0"].close()
-    deadline = time.monotonic() + 2
+    deadline = time.monotonic() + 60  # a hang bound, not a speed check
     while gadget.running and time.monotonic() < deadline:
         time.sleep(0.01)
     assert gadget.stopping and not any(t.name == "gadget-ep0" and t.is_alive() for t in threading.enumerate())

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from clihelp import run
+from fuzzbudget import MIB, budget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -218,7 +219,8 @@ def mutate(doc: dict, data: st.DataObject) -> dict:
 
 def _only_tinyhw_errors(folder: Path, probe: str) -> None:
     try:
-        attempt(folder, probe)
+        with budget(cpu_s=2.0, mem=64 * MIB, what="checking a fuzzed manifest"):
+            attempt(folder, probe)
     except TinyhwError as e:
         assert e.exit_code in (2, 3) and "\n" not in str(e)
 

@@ -310,3 +310,22 @@ def test_bitflip_fault_through_the_aperture(tmp_path: Path) -> None:
     assert bar5.read32(R.ROM_DATA) == int.from_bytes(IMAGE[0x40000:0x40004], "little")
     assert first == int.from_bytes(IMAGE[0x40000:0x40004], "little") ^ 0x100
     t.close()
+
+
+def test_a_named_psp_state_is_never_silently_overridden_by_the_saved_state(tmp_path: Path) -> None:
+    from clihelp import run
+
+    flash = tmp_path / "board.bin"
+    assert run("--device", f"mock:navi31,psp=sos,flash={flash}", "flash", "psp-status").code == 0
+    for dev in (f"mock:navi31-usb,psp=early,flash={flash}", f"mock:navi31,psp=pbl,flash={flash}"):
+        r = run("--device", dev, "flash", "psp-status")
+        lines = [ln for ln in r.err.splitlines() if ln.strip()]
+        assert r.code == 2 and len(lines) == 1 and "contradicts the saved state" in r.err, r.err
+        assert "mock power-cycle" in r.err and "mock reset --yes" in r.err and "leave psp= out" in r.err
+    r = run("--device", f"mock:navi31,flash={flash}", "flash", "psp-status")  # left out: the saved state goes on
+    assert r.code == 0 and "gated" in r.out, r.out
+    assert run("--device", f"mock:navi31,flash={flash}", "mock", "power-cycle").code == 0
+    r = run("--device", f"mock:navi31-usb,psp=early,flash={flash}", "flash", "psp-status")
+    assert r.code == 0 and "gated" not in r.out and "success" in r.out, r.out + r.err
+    r = run("--device", f"mock:navi31,psp=sos,flash={flash}", "flash", "psp-status")  # named, and it holds
+    assert r.code == 0 and "gated" in r.out, r.out

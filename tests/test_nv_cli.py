@@ -126,6 +126,7 @@ def test_a_bad_firmware_variable_is_refused_and_the_default_directory_is_named(t
 
     monkeypatch.delenv("TINYHW_NVIDIA_FIRMWARE")
     monkeypatch.setattr(fwfiles, "DEFAULT_DIR", tmp_path / "lib-firmware-nvidia")
+    monkeypatch.setenv("TINYHW_FIRMWARE_DIR", str(tmp_path / "no-cache"))  # and nothing in tinyhw's cache
     r = run("--device", "mock:ad102", "nv", "boot", "--yes")
     assert r.code == 2 and _one_line(r.err) and "lib-firmware-nvidia does not exist" in r.err
     r = run("--device", "mock:ad102", "--json", "nv", "info")  # info does not need the default directory

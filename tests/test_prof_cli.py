@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.clihelp import run
+from tests.fuzzbudget import MIB, budget
 
 DATA = Path(__file__).parent / "data" / "sqtt"
 PLUS12 = str(DATA / "gfx1200" / "profile_plus_run_0")
@@ -263,7 +264,7 @@ def test_deep_capture_json_is_refused(tmp_path: Path) -> None:
     d.mkdir()
     (d / "capture.json").write_text('{"pmc": ' + "[" * 100_000 + "]" * 100_000 + "}")
     r = run("prof", "summary", str(d))
-    assert r.code == 2 and "not json" in r.err
+    assert r.code == 2 and "nests json deeper than 64 levels" in r.err and len(r.err.strip().splitlines()) == 1
 
 
 _junk = st.sampled_from([float("inf"), float("-inf"), float("nan"), 1.5, True, None, "8", [], {}, 1 << 70, -1, 0, 8])
@@ -278,7 +279,8 @@ def test_fuzz_pmc_samples_through_the_cli(tmp_path_factory: pytest.TempPathFacto
         samples = meta["pmc"][0]["samples"]
         for key, i, value in edits:
             samples[i % len(samples)][key] = value
-    r = run("--json", "prof", "summary", str(_capture_copy(tmp_path_factory.mktemp("f"), edit)))
+    with budget(cpu_s=5.0, mem=128 * MIB, what="prof summary of fuzzed pmc samples"):
+        r = run("--json", "prof", "summary", str(_capture_copy(tmp_path_factory.mktemp("f"), edit)))
     assert r.code in (0, 2), r.err
     assert r.code == 0 or len(r.err.strip().splitlines()) == 1
 
@@ -291,3 +293,105 @@ def test_an_empty_or_missing_file_is_named_so(tmp_path) -> None:
     assert r.code == 2 and "is empty" in r.err and "EOFError" not in r.err, r.err
     r = run("prof", "summary", str(tmp_path / "missing.pkl"))
     assert r.code == 2 and "no such file" in r.err, r.err
+
+
+U64_MAX = (1 << 64) - 1
+
+
+def test_64_bit_ids_handles_and_properties_load(tmp_path: Path) -> None:
+    """What tinygrad really writes: KFD properties such as unique_id are 64-bit, ids and addresses too."""
+    def edit(meta: dict) -> None:
+        for dev in meta["devices"]:
+            if dev["props"]:
+                dev["props"].update(unique_id=U64_MAX, local_mem_size=U64_MAX, signed=-(1 << 63))
+        for key in ("programs", "sqtt", "pmc"):
+            for e in meta[key]:
+                e["tag" if key == "programs" else "kern"] = U64_MAX
+                if key == "programs":
+                    e["base"] = U64_MAX
+                else:
+                    e["exec_tag"] = U64_MAX
+    r = run("--json", "prof", "summary", str(_capture_copy(tmp_path, edit)))
+    assert r.code == 0, r.err
+    (k,) = json.loads(r.out)["kernels"]
+    assert k["kern"] == U64_MAX and k["exec_tag"] == U64_MAX and k["name"] == "E"
+
+
+def test_64_bit_ids_in_a_tinygrad_pickle_load(tmp_path: Path) -> None:
+    """The same through the pickle: tinygrad's own event classes with ids at 2**64-1."""
+    import pickle
+
+    from tinygrad.device import ProfileDeviceEvent, ProfileProgramEvent
+    from tinygrad.runtime.ops_amd import ProfileSQTTEvent
+
+    d = DATA / "gfx1200" / "profile_plus_run_0"
+    meta = json.loads((d / "capture.json").read_text())
+    props = next(dev["props"] for dev in meta["devices"] if dev["device"] == "AMD")
+    s = meta["sqtt"][0]
+    events = [ProfileDeviceEvent("AMD", props={**props, "unique_id": 14926949083218300728, "gpu_id": U64_MAX}),
+              ProfileProgramEvent("AMD", "E_3", (d / meta["programs"][0]["file"]).read_bytes(), U64_MAX, U64_MAX),
+              ProfileSQTTEvent("AMD", U64_MAX, s["se"], (d / s["file"]).read_bytes(), s["itrace"], U64_MAX)]
+    f = tmp_path / "profile.pkl"
+    f.write_bytes(pickle.dumps(events))
+    r = run("--json", "prof", "summary", str(f))
+    assert r.code == 0, r.err
+    (k,) = json.loads(r.out)["kernels"]
+    assert k["kern"] == U64_MAX and k["name"] == "E_3"
+    assert json.loads(r.out)["device"]["target"] == "gfx1201"
+
+
+@pytest.mark.parametrize(("path", "value", "says"), [
+    (("devices", 1, "props", "unique_id"), 1 << 64, "'unique_id' = a 65-bit integer"),
+    (("sqtt", 0, "exec_tag"), -1, "'exec_tag' = -1"),
+    (("sqtt", 0, "se"), 1 << 11, "'se' = 2048"),
+    (("pmc", 0, "samples", 0, "off"), U64_MAX, "'off' = 18446744073709551615"),
+])
+def test_sizes_counts_and_beyond_64_bits_stay_refused(tmp_path: Path, path: tuple, value, says: str) -> None:
+    def edit(meta: dict) -> None:
+        node = meta
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    r = run("--json", "prof", "summary", str(_capture_copy(tmp_path, edit)))
+    assert r.code == 2 and says in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def _fake_objdump(d: Path, name: str, knows: bool, tag: str) -> None:
+    """A stand-in llvm-objdump that knows gfx1201 (printing ``tag`` as the first instruction) or no gfx12 at all."""
+    knowing = FAKE_OBJDUMP.replace("s_clause 0x1", tag).replace("#!/bin/sh\n", "#!/bin/sh\nPATH=/usr/bin:/bin\n")
+    script = knowing if knows else \
+        "#!/bin/sh\necho \"'gfx1201' is not a recognized processor for this target (ignoring processor)\" >&2\n"
+    (d / name).write_text(script)
+    (d / name).chmod(0o755)
+
+
+@pytest.mark.parametrize(("tools", "used"), [
+    # the distribution's plain llvm-objdump is LLVM 14; setup installed llvm-objdump-19
+    ({"llvm-objdump": False, "llvm-objdump-14": False, "llvm-objdump-19": True}, "llvm-objdump-19"),
+    # the highest version that knows the target, not merely the highest
+    ({"llvm-objdump-19": True, "llvm-objdump-21": False, "llvm-objdump-9": True}, "llvm-objdump-19"),
+    ({"llvm-objdump-18": True, "llvm-objdump-20": True}, "llvm-objdump-20"),
+    ({"llvm-objdump": True, "llvm-objdump-14": False}, "llvm-objdump"),
+])
+def test_the_newest_llvm_objdump_that_knows_the_target_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               tools: dict, used: str) -> None:
+    for name, knows in tools.items():
+        _fake_objdump(tmp_path, name, knows, f"s_nop {name.removeprefix('llvm-objdump').lstrip('-') or 0}")
+    (tmp_path / "llvm-objdump-99").write_text("not executable")
+    monkeypatch.delenv("TINYHW_LLVM_OBJDUMP")
+    monkeypatch.setenv("PATH", str(tmp_path))   # only the fakes: whatever LLVM this machine has is not seen
+    doc = json.loads(run("--json", "prof", "insts", PLUS12, "--se", "1", "--wave", "0").out)
+    assert doc["disassembler"] == f"instruction text from {used} --mcpu=gfx1201", doc["disassembler"]
+    assert doc["rows"][0]["instruction"] == f"s_nop {used.removeprefix('llvm-objdump').lstrip('-') or 0}"
+
+
+def test_no_llvm_objdump_that_knows_the_target_names_each_tried(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) \
+        -> None:
+    _fake_objdump(tmp_path, "llvm-objdump", False, "")
+    _fake_objdump(tmp_path, "llvm-objdump-14", False, "")
+    monkeypatch.delenv("TINYHW_LLVM_OBJDUMP")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    doc = json.loads(run("--json", "prof", "insts", PLUS12, "--se", "1", "--wave", "0").out)
+    assert doc["disassembler"].endswith("(llvm-objdump-14 cannot disassemble gfx1201 (exit 0); "
+                                        "llvm-objdump cannot disassemble gfx1201 (exit 0))"), doc["disassembler"]
+    assert doc["rows"][-1]["instruction"] == "s_endpgm"      # tinyhw's own decoder

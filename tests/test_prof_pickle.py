@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import random
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,28 @@ def test_directory_capture_names_only_plain_files(tmp_path: Path) -> None:
     assert r.code == 2 and "plain name" in r.err
     r = run("prof", "summary", str(tmp_path / "missing"))
     assert r.code == 2
+
+
+def _truncated() -> bytes:
+    blob = (DATA / "pickles" / "gfx1200" / "profile_empty_run_0.pkl").read_bytes()
+    return blob[:len(blob) // 2]
+
+
+@pytest.mark.parametrize(("blob", "says"), [
+    (random.Random(1).randbytes(3000), "it holds bytes that are not a pickle"),
+    (_truncated(), "it ends early, after"),
+    (b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00h\xaa.", "damaged (it refers to a value it never stored)"),
+    (b"\x80\x04\xff.", "damaged (an opcode no pickle has)"),
+    (b'[{"a": 1}]\n', "it is text (json)"),
+    (b"hello, this is a readme\n", "it is text"),
+    (b"\x7fELF\x02\x01\x01" + bytes(100), "it is an ELF file"),
+    (b"\xfd7zXZ\x00" + bytes(30), "it is xz-compressed"),
+])
+def test_a_wrong_file_says_what_it_is_not_in_one_line(blob: bytes, says: str, tmp_path: Path) -> None:
+    """Not ``KeyError: 170`` or ``UnpicklingError: Memo value not found``: what the file is not, and what it is."""
+    f = tmp_path / "p.pkl"
+    f.write_bytes(blob)
+    r = run("prof", "summary", str(f))
+    assert r.code == 2 and r.err.count("\n") == 1, r.err
+    assert r.err.startswith(f"error: {f} is not a tinygrad profile pickle: ") and says in r.err, r.err
+    assert "Error" not in r.err and "KeyError" not in r.err, r.err

@@ -145,8 +145,9 @@ def test_a_wrong_result_and_an_unlisted_gap_fail(corpus, monkeypatch) -> None:
     assert check_fixture(entry, wrong, {})[0] == "FAIL"
     assert check_fixture(entry, arrays, {str(entry["seed"]): "v_add_nc_u32"})[0] == "FAIL"   # stale gap
 
-    from tinyhw.mocks.rdna3 import valu
+    from tinyhw.mocks.rdna3 import dispatch, valu
     monkeypatch.delitem(valu.OPS, "v_exp_f32")
+    monkeypatch.setattr(dispatch, "_COMPILED", {})     # compiled code is kept across dispatches: start afresh
     unary = next(e for e in meta["kernels"] if e.get("approx") == "exp2")
     kind, detail = check_fixture(unary, arrays, {})
     assert kind == "FAIL" and "v_exp_f32" in detail

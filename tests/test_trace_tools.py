@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from clihelp import run
+from fuzzbudget import MIB, budget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -205,7 +206,8 @@ def test_a_truncated_or_corrupted_file_reads_or_fails_with_a_clear_error(small: 
         if data:
             data[at % len(data)] ^= x
     try:
-        trace = tf.read_trace(bytes(data))
+        with budget(cpu_s=1.0, mem=16 * MIB, what="reading a damaged trace"):
+            trace = tf.read_trace(bytes(data))
     except tf.TraceError as e:
         assert e.message.startswith("trace file: ") and e.exit_code == 2
         return
@@ -274,3 +276,19 @@ def test_a_usb_control_records_windex_does_not_replace_its_record_index(tmp_path
     assert any(r["op"] == "usb_control" for r in records)
     assert [r["index"] for r in records] == [r["seq"] for r in records] == list(range(len(records)))
     assert all("w_index" in r for r in records if r["op"] == "usb_control")
+
+
+def test_a_timestamp_beyond_64_bit_nanoseconds_is_a_malformed_line(tmp_path: Path) -> None:
+    """A 20-digit timestamp cannot be kept in the trace file's 64-bit nanoseconds: the line is reported, the rest
+    imports (it ended in ``internal error: argument out of range``)."""
+    head = (DATA / "handwritten.txt").read_text().splitlines()[:5]
+    log = tmp_path / "big.txt"
+    log.write_text("\n".join([*head, "R 4 99999999999999999999.000011 1 0xfcb5a3a0 0x0 0x0 0",
+                              "MARK 18446744073.709551 late", "W 4 18446744072.000000 1 0xfcb5a3a0 0x1 0x0 0"]) + "\n")
+    out = tmp_path / "o.pcapng"
+    r = run("trace", "import", "mmiotrace", str(log), "-o", str(out))
+    assert r.code == 0, r.err
+    assert "big.txt:6: timestamp 99999999999999999999.000011 lies beyond" in r.err and "big.txt:7:" in r.err
+    assert "internal error" not in r.err
+    (w,) = [x for x in load(out).records if x.op == tf.WRITE32]
+    assert w.fields.get("value") == 1

@@ -10,6 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 
+def install_hint(extra: str | None, detail: str = "") -> str:
+    """The one wording of "install what is missing": tinyhw is installed from its checkout (no package index
+    serves it), so ``pip install -e '.[EXTRA]'`` run there; ``extra`` None: the package itself (a declared
+    dependency is missing); ``detail`` (e.g. the pinned version) is added in parentheses."""
+    what = f"the {extra} extra" if extra else "tinyhw and its dependencies"
+    spec = f"'.[{extra}]'" if extra else "."
+    return f"install {what} from the tinyhw checkout: pip install -e {spec}" + (f" ({detail})" if detail else "")
+
+
 class TinyhwError(Exception):
     """Base of all tinyhw errors. ``exit_code`` is what the CLI exits with."""
 

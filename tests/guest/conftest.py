@@ -31,7 +31,7 @@ def guest() -> dict[str, Any]:
         pytest.fail(f"the real-kernel guest cannot be built: {e}", pytrace=False)
     try:
         return run_in_guest(g, REPO, "tests/guest/pciguest_main.py",
-                            env="unset TINYHW_LOCK_DIR TINYHW_SYSFS TINYHW_DEVICE\n", timeout_s=300)
+                            env="unset TINYHW_LOCK_DIR TINYHW_SYSFS TINYHW_DEVICE\n", timeout_s=900)
     except GuestRunFailed as e:
         pytest.fail(str(e), pytrace=False)
 

@@ -469,7 +469,7 @@ def run_all() -> None:  # one linear script, in the order the issue lists the pr
             killed = {"ready": ready, "master_while_held": master(), "free_while_held": free_hugepages()}
             holder.kill()
             holder.wait(10)
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 60  # a hang bound, not a speed check
             while (master() or free_hugepages() != 4) and time.monotonic() < deadline:
                 time.sleep(0.01)
             killed.update(master_after_kill=master(), free_after_kill=free_hugepages())

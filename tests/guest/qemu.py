@@ -49,7 +49,7 @@ def qemu_command(guest: Guest, outdir: Path, memory_mb: int = 1024) -> list[str]
     ]
 
 
-def boot(guest: Guest, outdir: Path, script: str, timeout_s: float = 240) -> BootResult:
+def boot(guest: Guest, outdir: Path, script: str, timeout_s: float = 900) -> BootResult:
     """Write ``script`` as the guest's ``/run/out/run.sh``, boot, wait for power-off."""
     outdir.mkdir(parents=True, exist_ok=True)
     (outdir / "run.sh").write_text(script)
@@ -69,7 +69,7 @@ class GuestRunFailed(Exception):
     """The guest ran but wrote no results; the message has the serial console and the script's output."""
 
 
-def run_in_guest(guest: Guest, repo: Path, main: str, *, env: str = "", timeout_s: float = 300,
+def run_in_guest(guest: Guest, repo: Path, main: str, *, env: str = "", timeout_s: float = 900,
                  prefix: str = "tinyhw-guest-") -> dict[str, Any]:
     """Boot once, run ``python main /run/out`` from the checkout ``repo`` (``env``: extra shell lines
     before it), and return its results.json plus ``_boot`` (wall time, return code, console tails)."""

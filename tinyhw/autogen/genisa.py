@@ -84,7 +84,7 @@ def _words() -> list[Candidate]:
                                for d, d1, d0, a in _pick([16, 0], [64, 0], [48, 0], [32, 0])],
                     {16: "vdst", 32: "addr", 48: "data0", 64: "data1"}))
         out.append(("MUBUF", op, [[0xE0000000 | op << 18, 0]], {}))
-    for op in range(64):                                        # VOP2 [31]=0, OP[30:25]
+    for op in range(62):                                        # VOP2 [31]=0, OP[30:25] (62, 63: VOPC, VOP1)
         out.append(("VOP2", op, [[op << 25 | 16 << 17 | b << 9 | (v + 32), LIT] for (b,) in _pick([48, 0])], v_rev))
     for op in range(1024):                                      # VOP3 [31:26]=110101, OP[25:16]
         out.append(("VOP3", op, [[0xD4000000 | op << 16 | 16, c << 18 | b << 9 | a, LIT]
@@ -96,6 +96,8 @@ def _words() -> list[Candidate]:
             # VDST=16, SADDR=off(0x7C), DATA=48, ADDR=32 (a pair for flat/global)
             w0 = 0xDC000000 | op << 18 | seg << 16
             cands = [[w0, d << 24 | 0x7C << 16 | dd << 8 | 32] for d, dd in _pick([16, 0], [48, 0])]
+            if name == "SCRATCH":   # SVE (bit 55): the VGPR address is used
+                cands = [[w0, c[1] | 1 << 23] for c in cands] + cands
             out.append((name, op, cands, {16: "vdst", 32: "addr", 48: "data"}))
     vx = {16: "vdstx", 32: "src0x", 48: "vsrc1x", 65: "vdsty", 34: "src0y", 50: "vsrc1y"}
     for op in range(16):                                        # VOPD [31:26]=110010: X half, Y = v_dual_mov_b32
@@ -104,6 +106,31 @@ def _words() -> list[Candidate]:
     for op in range(32):                                        # Y half, X = v_dual_mov_b32
         out.append(("VOPDY", op, [[0xC8000000 | 8 << 22 | op << 17 | (v + 32),
                                    16 << 24 | 32 << 17 | b << 9 | (v + 34), LIT] for (b,) in _pick([50, 0])], vx))
+    # DPP source forms (specs/amd-compute.md §5.2): SRC0 = 250 (DPP16, one more dword: quad_perm identity,
+    # row/bank masks 0xf) or 233 (DPP8: lane selects identity); the VGPR source moves into that dword
+    dpp16, dpp8 = 0xFF00E400 | 32, 0xFAC688 << 8 | 32
+    for op in range(256):
+        for form, src, dw in (("DPP16", 250, dpp16), ("DPP8", 233, dpp8)):
+            out.append((f"VOP1_{form}", op, [[0x7E000000 | d << 17 | op << 9 | src, dw] for (d,) in _pick([16, 0])],
+                        v_rev))
+            out.append((f"VOPC_{form}", op, [[0x7C000000 | op << 17 | 48 << 9 | src, dw]], v_rev))
+    for op in range(62):
+        for form, src, dw in (("DPP16", 250, dpp16), ("DPP8", 233, dpp8)):
+            out.append((f"VOP2_{form}", op, [[op << 25 | 16 << 17 | b << 9 | src, dw] for (b,) in _pick([48, 0])],
+                        v_rev))
+    for op in range(1024):
+        for form, src, dw in (("DPP16", 250, dpp16), ("DPP8", 233, dpp8)):
+            out.append((f"VOP3_{form}", op, [[0xD4000000 | op << 16 | 16, c << 18 | b << 9 | src, dw]
+                                             for b, c in _pick([v + 48, 0], [v + 64, 64, 0])], v_rev))
+    for op in range(128):                                       # VINTERP [31:24]=0xCD, OP[22:16]
+        out.append(("VINTERP", op, [[0xCD000000 | op << 16 | 16, c << 18 | b << 9 | a]
+                                    for a, b, c in _pick([v + 32, 0], [v + 48, 0], [v + 64, 0])], v_rev))
+    for op in range(4):                                         # LDSDIR [31:24]=0xCE, OP[21:20]
+        out.append(("LDSDIR", op, [[0xCE000000 | op << 20 | 16]], {16: "vdst"}))
+    for op in range(16):                                        # MTBUF [31:26]=111010, OP[18:15]
+        out.append(("MTBUF", op, [[0xE8000000 | op << 15, 0]], {}))
+    for op in range(256):                                       # MIMG [31:26]=111100, OP[25:18], DMASK 1
+        out.append(("MIMG", op, [[0xF0000000 | op << 18 | 1 << 8, 0], [0xF0000000 | op << 18 | 0xF << 8, 0]], {}))
     return out
 
 
@@ -143,7 +170,7 @@ def _parse(line: str) -> tuple[str, list[str], list[str]] | None:
     head, _, rest = text.partition(" ")
     if " :: " in text:
         return head, [text], []
-    ops = [o.strip() for o in rest.split(",")] if rest else []
+    ops = [o.strip() for o in rest.split(", ")] if rest else []
     mods: list[str] = []
     if ops:
         last = ops[-1].split(" ")
@@ -152,18 +179,43 @@ def _parse(line: str) -> tuple[str, list[str], list[str]] | None:
     return head, ops, mods
 
 
-def _disassemble(words: list[list[int]], exe: str) -> list[tuple[bytes, str]]:
-    # llvm-mc reads its input as one byte stream: an instruction longer than its line would swallow the
-    # next line, so each candidate is followed by two s_nop words that only such an instruction eats
+MARK = 0xBEE900FF   # s_mov_b32 s105, <literal>: the marker after each candidate (no candidate uses s105)
+MARK_TAG = 0x7A000000   # keeps the marker's literal printed in hex (small ones would print as decimal)
+
+
+def _disassemble(words: list[list[int]], exe: str) -> list[str | None]:
+    """For each candidate word list, the line llvm-mc prints for its first instruction, or None when LLVM calls the
+    first dword an invalid encoding.
+
+    Each candidate is one input line, followed by a line holding a marker instruction (``s_mov_b32 s105`` with
+    the candidate's index in its literal): llvm-mc reads its input as one byte stream, so the candidate is padded with
+    two s_nop words that only an instruction longer than its line would eat, and its output is everything before
+    the next marker. LLVM may print a canonical encoding that differs from the input (a field it ignores is
+    printed as zero), so lines are matched by position, never by their encoding bytes.
+    """
     pad = [0xBF800000, 0xBF800000]
-    lines = [" ".join(f"0x{b:02x}" for b in struct.pack(f"<{len(w) + 2}I", *w, *pad)) for w in words]
+    lines = []
+    for i, w in enumerate(words):
+        lines.append(" ".join(f"0x{b:02x}" for b in struct.pack(f"<{len(w) + 2}I", *w, *pad)))
+        lines.append(" ".join(f"0x{b:02x}" for b in struct.pack("<2I", MARK, MARK_TAG | i)))
     r = subprocess.run([exe, "--disassemble", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"],
                        input="\n".join(lines) + "\n", capture_output=True, text=True, check=True)
-    out = []
+    invalid = {int(m.group(1)) for m in re.finditer(r"<stdin>:(\d+):1: warning: invalid instruction encoding",
+                                                     r.stderr)}
+    out: list[str | None] = [None] * len(words)
+    first: str | None = None
+    marker = re.compile(r"^\s*s_mov_b32 s105, 0x([0-9a-f]+)\s*;")
     for line in r.stdout.splitlines():
-        m = re.search(r";\s*encoding:\s*\[([^\]]*)\]", line)
+        if ";" not in line or "encoding:" not in line:
+            continue
+        m = marker.match(line)
         if m:
-            out.append((bytes(int(x, 16) for x in m.group(1).split(",")), line))
+            i = int(m.group(1), 16) & ~MARK_TAG
+            if i < len(words) and 2 * i + 1 not in invalid:
+                out[i] = first
+            first = None
+        elif first is None:
+            first = line
     return out
 
 
@@ -171,21 +223,17 @@ def generate(exe: str) -> str:
     """The text of ``tinyhw/formats/rdna3_ops.py``: every gfx11 opcode's mnemonic and operand template as llvm-mc
     ``exe`` decodes its candidate words."""
     items = _words()
-    decoded = _disassemble([w for _, _, ws, _ in items for w in ws], exe)
-    by_enc: dict[bytes, list[str]] = {}
-    for enc_bytes, line in decoded:
-        by_enc.setdefault(enc_bytes, []).append(line)
+    flat = [w for _, _, ws, _ in items for w in ws]
+    decoded = _disassemble(flat, exe)
     table: dict[tuple[str, int], tuple[str, tuple[str, ...] | None]] = {}
+    k = 0
     for enc, op, ws, fields in items:
         hit = None
-        for w in ws:
-            raw = struct.pack(f"<{len(w)}I", *w)
-            for n in (len(raw), len(raw) - 4, 8, 4):
-                if n > 0 and raw[:n] in by_enc and "v_illegal" not in by_enc[raw[:n]][0]:
-                    hit = by_enc[raw[:n]][0]
-                    break
-            if hit is not None:
+        for line in decoded[k:k + len(ws)]:
+            if line is not None and "v_illegal" not in line:
+                hit = line
                 break
+        k += len(ws)
         if hit is None:
             continue
         parsed = _parse(hit)
@@ -199,7 +247,7 @@ def generate(exe: str) -> str:
             hops = [o.strip() for o in hrest.split(",")] if hrest else []
             table[(enc, op)] = (hm, _template(enc, hops, fields))
             continue
-        if enc in ("SOPP", "SMEM", "MUBUF"):      # rendered by the decoder from the mnemonic
+        if enc in ("SOPP", "SMEM", "MUBUF", "MTBUF", "MIMG", "LDSDIR"):   # rendered by the decoder
             table[(enc, op)] = (mnem, None)
             continue
         table[(enc, op)] = (mnem, _template(enc, ops, fields) if ops and ops != [""] else ())

@@ -133,7 +133,8 @@ class Navi31Options(DeviceOptions):
                              "ROM_SW available; early, a healthy autonomous boot (ROM_SW gated, early flash mailbox "
                              "open); sos/gated: the secure OS is running; hang: the PSP never answers a boot command. "
                              "Default: what the last 'tinyhw mock power-cycle' booted into (early, or pbl when no "
-                             "partition boots), else pbl")
+                             "partition boots), else pbl. pbl/early/hang on a board whose saved state has the sos "
+                             "running is refused (power-cycle or reset it first)")
     psp_order: str = option(choice("default", "layout", "payload-last"), "default",
                             "the order in which the emulated PSP requests the IFWI's items during an early-boot "
                             "update (the real order is unknown): default, layout (by image offset), payload-last")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -421,11 +422,15 @@ class ComputeEngine:
                 return what + f"in the guard page before buffer {i + 1} (from 0x{va(self.placed[i + 1][0]):x})"
         return None
 
-    def wait(self, seq: int, timeout: float | None = None) -> float:
-        """Poll the fence until it holds ``seq``; the seconds it took on the transport's clock."""
+    def wait(self, seq: int, timeout: float | None = None, since: float | None = None) -> float:
+        """Poll the fence until it holds ``seq``; the seconds it took on the transport's clock. ``timeout`` bounds the
+        wait on that clock and, where the clock is virtual (an emulated board), in wall time too, counted from
+        ``since`` (a ``time.monotonic()`` value, e.g. taken before the submission) or from now."""
         g = self.gpu
         timeout = self.timeout if timeout is None else timeout
         t0 = g.clock.now()
+        wall0 = time.monotonic() if since is None else since
+        virtual = getattr(g.clock, "virtual", False)
         step, polls = POLL_FIRST, 0
         while True:
             done = self.fence() == seq
@@ -439,7 +444,7 @@ class ComputeEngine:
                                            "and boot again")
             if done:
                 return took
-            if took >= timeout:
+            if took >= timeout or (virtual and time.monotonic() - wall0 >= timeout):
                 raise DeviceTimeout(f"the dispatch did not complete in {timeout:g} s; CP status: {self.status()}",
                                     hint="reset the gpu (`tinyhw am reset --yes`) and boot again")
             g.clock.sleep(min(step, timeout - took))
@@ -535,9 +540,10 @@ class ComputeEngine:
             *, timeout: float | None = None, before: list[int] | None = None,
             after: list[int] | None = None) -> DispatchRun:
         """Place, dispatch, wait for the fence, read every buffer back (``before``/``after``: see :meth:`packets`)."""
+        wall0 = time.monotonic()  # an emulated board's dispatch may run inside the doorbell write: count it too
         grid3, block3, placed = self.launch(kernel, grid, block, buffers, before=before, after=after)
         g = self.gpu
-        seconds = self.wait(self.seq, timeout)
+        seconds = self.wait(self.seq, timeout, wall0)
         self.stats["dispatches"] += 1
         get = self.buffers.read if self.buffers is not None else g.vram_read
         outputs = [get(REGION + off, -(-n // 4) * 4)[:n] for off, n in placed]

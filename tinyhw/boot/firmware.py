@@ -28,13 +28,81 @@ DEFAULT_DIR = Path("/lib/firmware/amdgpu")
 #: The largest firmware file read (and the most an xz file may decompress to): amdgpu's files are 0.6 MiB at
 #: most in Debian's firmware-amd-graphics; 16 MiB leaves room for newer releases and stops an 8 GiB file.
 MAX_FILE = 16 << 20
-PKG_HINT = f"install the debian package {PACKAGE} (or pass --firmware-dir DIR holding the files)"
+PKG_HINT = (f"install the debian package {PACKAGE} or run bash tests/fetch_firmware.sh (or pass --firmware-dir "
+            "DIR holding the files)")
+
+
+def cache_root(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
+    """tinyhw's firmware cache, where ``tests/fetch_firmware.sh`` extracts Debian's packages (one folder each,
+    as ``dpkg-deb -x`` lays them out): $TINYHW_FIRMWARE_DIR, else $TINYHW_CACHE/firmware, else
+    ${XDG_CACHE_HOME:-~/.cache}/tinyhw/firmware."""
+    if env.get("TINYHW_FIRMWARE_DIR"):
+        return Path(env["TINYHW_FIRMWARE_DIR"]).expanduser()
+    if env.get("TINYHW_CACHE"):
+        return Path(env["TINYHW_CACHE"]).expanduser() / "firmware"
+    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tinyhw" / "firmware"
+
+
+CACHE_SOURCE = "tinyhw's firmware cache, filled by bash tests/fetch_firmware.sh"
+SYSTEM_SOURCE = "the system's firmware"
+
+
+@dataclass(frozen=True)
+class FirmwareDir:
+    """The firmware directory a command uses, why (``source``), and every folder looked at to find it."""
+
+    path: Path
+    source: str
+    searched: tuple[Path, ...] = ()
+
+    def describe(self) -> str:
+        """``DIR (why)``, as the CLI prints it."""
+        return f"{self.path} ({self.source})"
+
+
+def search_dirs(env: dict[str, str] | os._Environ[str] = os.environ) -> list[tuple[Path, str]]:
+    """Where the amdgpu files are looked for when no directory is named, in order: tinyhw's cache (Debian's
+    ``firmware-amd-graphics`` extracted there: ``amd/lib/firmware/amdgpu``, or ``amd/usr/lib/...`` for a
+    merged-/usr package), then the system's (``/lib/firmware/amdgpu``, ``/usr/lib/firmware/amdgpu``)."""
+    amd = cache_root(env) / "amd"
+    return [(amd / "lib" / "firmware" / "amdgpu", CACHE_SOURCE), (amd / "usr" / "lib" / "firmware" / "amdgpu",
+            CACHE_SOURCE), (DEFAULT_DIR, SYSTEM_SOURCE), (Path("/usr/lib/firmware/amdgpu"), SYSTEM_SOURCE)]
+
+
+def _holds(directory: Path, names: list[str]) -> bool:
+    return all(any(_exists(directory / (n + ext)) for ext in ("", ".xz", ".zst")) for n in names)
+
+
+def locate(given: str | os.PathLike[str] | None, versions: dict[str, tuple[int, int, int]] | None = None,
+           env: dict[str, str] | os._Environ[str] = os.environ) -> FirmwareDir:
+    """The firmware directory: ``--firmware-dir`` (``given``), else $TINYHW_AMDGPU_FIRMWARE, else the first of
+    :func:`search_dirs` that holds every file the board needs (``versions``: its discovered IP versions; None:
+    the first that exists), else the first that exists, else /lib/firmware/amdgpu (whose missing files the boot
+    then names)."""
+    if given:
+        return FirmwareDir(Path(given).expanduser(), "--firmware-dir")
+    if env.get("TINYHW_AMDGPU_FIRMWARE"):
+        return FirmwareDir(Path(env["TINYHW_AMDGPU_FIRMWARE"]).expanduser(), "$TINYHW_AMDGPU_FIRMWARE")
+    found = search_dirs(env)
+    searched = tuple(d for d, _ in found)
+    names: list[str] | None = None
+    if versions is not None:
+        try:
+            names = [n for _, n in needed_files(versions)]
+        except Refused:
+            names = None
+    existing = [(d, why) for d, why in found if d.is_dir()]
+    for d, why in existing:
+        if names is None or _holds(d, names):
+            return FirmwareDir(d, why, searched)
+    if existing:
+        return FirmwareDir(*existing[0], searched)
+    return FirmwareDir(DEFAULT_DIR, "the default: none in tinyhw's cache either", searched)
 
 
 def firmware_dir(given: str | os.PathLike[str] | None) -> Path:
-    """``--firmware-dir``, else $TINYHW_AMDGPU_FIRMWARE, else /lib/firmware/amdgpu."""
-    text = given or os.environ.get("TINYHW_AMDGPU_FIRMWARE")
-    return Path(text).expanduser() if text else DEFAULT_DIR
+    """The directory :func:`locate` picks (without the board's versions: the first that exists)."""
+    return locate(given).path
 
 
 def _v(version: tuple[int, int, int]) -> str:

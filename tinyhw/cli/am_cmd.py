@@ -14,7 +14,8 @@ import click
 
 from tinyhw.cli.app import App
 
-_FW_HELP = "Directory of the amdgpu firmware files (default: $TINYHW_AMDGPU_FIRMWARE, else /lib/firmware/amdgpu)."
+_FW_HELP = ("Directory of the amdgpu firmware files (default: $TINYHW_AMDGPU_FIRMWARE, else the first of tinyhw's "
+            "firmware cache, where tests/fetch_firmware.sh puts them, and /lib/firmware/amdgpu that holds them).")
 
 
 class StepDisplay:
@@ -97,7 +98,9 @@ def info_cmd(app: App, firmware_dir: str | None, probe_smu: bool) -> None:
     from tinyhw.boot import firmware, identify
 
     gpu = _gpu(app, writes=False)
-    doc = identify.info(gpu, firmware.firmware_dir(firmware_dir), smu_probe=probe_smu)
+    where = firmware.locate(firmware_dir, gpu.discovery.versions())
+    doc = identify.info(gpu, where.path, smu_probe=probe_smu)
+    doc["firmware"]["source"] = where.source
     app.emit(doc, lambda: _show_info(app, doc))
 
 
@@ -142,7 +145,7 @@ def _show_info(app: App, doc: dict[str, Any]) -> None:
                                    else "alive" if smu["alive"] else "no answer in 100 ms"))
     fw = doc.get("firmware") or {}
     if "files" in fw:
-        t = Table(title=f"firmware ({fw['directory']})")
+        t = Table(title=f"firmware ({fw['directory']}" + (f", {fw['source']})" if fw.get("source") else ")"))
         for col in ("file", "status", "version"):
             t.add_column(col)
         for f in fw["files"]:
@@ -181,11 +184,19 @@ def boot_cmd(app: App, yes: bool, firmware_dir: str | None, allow_unknown_firmwa
       tinyhw --device mock:navi31 am boot --yes --firmware-dir ~/.cache/tinyhw/firmware/amd/lib/firmware/amdgpu
     """
     from tinyhw.boot import firmware, fwstage, preflight_boot, read_state, sequence
+    from tinyhw.errors import Refused
 
     gpu = preflight_boot(_gpu(app, writes=True))
     fwstage.open_stage(gpu, firmware_path)  # --firmware-path sram without the bridge's sram: refused before anything
-    directory = firmware.firmware_dir(firmware_dir)
-    fw = firmware.load(directory, gpu.discovery.versions(), allow_unknown=allow_unknown_firmware)
+    where = firmware.locate(firmware_dir, gpu.discovery.versions())
+    directory = where.path
+    try:
+        fw = firmware.load(directory, gpu.discovery.versions(), allow_unknown=allow_unknown_firmware)
+    except Refused as e:
+        if where.searched:  # no directory was named: say where it looked
+            e.add_context("firmware_dir", str(directory), f"(firmware from {where.describe()}; looked in "
+                          + ", ".join(str(d) for d in where.searched) + ")")
+        raise
     state = read_state(gpu)
     kind, reason = sequence.plan(state)
     steps = {"partial": "check the smu, pin clocks to the highest dpm level, "
@@ -195,7 +206,7 @@ def boot_cmd(app: App, yes: bool, firmware_dir: str | None, allow_unknown_firmwa
              "reset+full": "mode-1 reset, then the full boot"}[kind]
     lines = [f"plan: {kind} boot of {gpu.transport.identity().location} ({reason})", f"  {steps}"]
     if kind != "partial":
-        lines.append(f"  firmware from {directory}: " + ", ".join(f.name for f in fw.files.values()))
+        lines.append(f"  firmware from {where.describe()}: " + ", ".join(f.name for f in fw.files.values()))
     app.confirm(yes, "\n".join(lines))
     display = StepDisplay(app)
     try:
@@ -203,7 +214,8 @@ def boot_cmd(app: App, yes: bool, firmware_dir: str | None, allow_unknown_firmwa
                                firmware_path=firmware_path)
     finally:
         display.stop()
-    doc = {"device": gpu.transport.identity().location, **result.to_doc()}
+    doc = {"device": gpu.transport.identity().location, **result.to_doc(),
+           "firmware": {"directory": str(directory), "source": where.source}}
     total = sum(s["seconds"] for s in result.steps)
     app.emit(doc, lambda: app.out.print(
         f"{result.kind} boot done in {total:.3f} s: psp sos alive, smu 0x{result.smu_version:08x}, "

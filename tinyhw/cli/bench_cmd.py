@@ -70,7 +70,7 @@ def copy_cmd(app: App, direction: str, sizes: str | None, repeat: int, bar_index
     (first, last, one per 256 KiB), the rest through the path's own read-back (rows: `verified_by`,
     `verified_independent`). A wrong byte fails the command (exit 1) naming its offset.
 
-    cuda:N (the cuda extra: pip install 'tinyhw[cuda]'): cuMemcpyHtoDAsync/cuMemcpyDtoHAsync from pinned
+    cuda:N (the cuda extra: pip install -e '.[cuda]' from the checkout): cuMemcpyHtoDAsync/cuMemcpyDtoHAsync from pinned
     and pageable host memory, timed with CUDA events, each copy verified by hash; the limit is the GPU's
     current PCIe link from sysfs. It copies into buffers it allocates (no --yes, --bar, --offset or --path).
 

@@ -24,7 +24,7 @@ def kernels() -> None:
     tinygrad: list them, build them for a GPU target, run them on the CPU, an NVIDIA GPU or an AMD board
     tinyhw booted; exec runs your own gfx1100 code object on such a board.
 
-    Building needs the compile extra (pip install 'tinyhw[compile]'; libLLVM >= 18 for gfx targets);
+    Building needs the compile extra (pip install -e '.[compile]' from the checkout; libLLVM >= 18 for gfx targets);
     running on cuda:N needs the cuda extra and uses the committed PTX. On an AMD board (the global --device)
     run and exec create a compute queue through its registers and write its VRAM.
 
@@ -161,7 +161,8 @@ def _isa(target: str, binary: bytes, source: str) -> str:
 @click.option("--build-dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
               help="Use this `kernels build` folder instead of the committed binaries (cuda, AMD boards).")
 @click.option("--timeout", type=float, default=10.0, show_default=True,
-              help="Seconds to wait for an AMD board's dispatch fence.")
+              help="Seconds an AMD board's dispatch may take, from its submission to its fence (on an emulated "
+                   "board: in wall time too).")
 @click.pass_obj
 def run_cmd(app: App, name: str, repeats: int | None, n: int | None, build_dir: Path | None,
             timeout: float) -> None:
@@ -240,7 +241,9 @@ def run_cmd(app: App, name: str, repeats: int | None, n: int | None, build_dir: 
               help="A pointer argument, in order: a file's bytes or N zero bytes (repeat).")
 @click.option("--out", "outs", multiple=True, metavar="INDEX:FILE", help="Write buffer INDEX back to FILE (repeat).")
 @click.option("--force", is_flag=True, help="Let --out replace existing regular files (never a FIFO or device).")
-@click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to wait for the fence.")
+@click.option("--timeout", type=float, default=10.0, show_default=True,
+              help="Seconds the dispatch may take, from its submission to its fence (on an emulated board: in wall "
+                   "time too); past it: exit 1, the queue left for `am reset`.")
 @click.option("--buffer-path", type=click.Choice(["auto", "sram", "dma", "bar"]), default="auto", show_default=True,
               help="How buffers travel: the copy engine (sram behind the usb bridge, dma with dma buffers, verified "
                    "through the bar) or bar writes and reads.")

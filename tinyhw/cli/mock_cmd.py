@@ -25,16 +25,17 @@ mock.add_command(gadget)
 
 @mock.command("reset")
 @click.option("--yes", is_flag=True, help="Do it without asking.")
-@click.option("--force", is_flag=True, help="Replace an existing FILE.bak (otherwise a backup is never overwritten).")
+@click.option("--force", is_flag=True, hidden=True)  # accepted as before; the one backup is replaced anyway
 @click.pass_obj
 def reset(app: App, yes: bool, force: bool) -> None:
     """Restore an emulated board to its power-on state (default: the emulated Navi31's pristine flash image).
 
     Touches only the emulated board's files. Navi31 (mock:navi31, mock:navi31-usb): the flash
     file named by the device's flash= option, else the default one in the user's cache
-    directory, gets the synthetic image; the previous contents are kept beside it as FILE.bak;
-    an existing FILE.bak is replaced only with --force, and one that is not a regular file (a
-    device node, fifo, directory) never. The board state file beside it (FILE.board.json:
+    directory, gets the factory (synthetic) image, as often as you like. Contents of your own
+    (anything but the factory image) are kept beside it in ONE backup, FILE.bak, which the next
+    reset of other contents replaces (the plan says so); a FILE.bak that is not a regular file (a
+    device node, fifo, directory) is refused. The board state file beside it (FILE.board.json:
     firmware running, register values) is deleted: a cold board. AD102 (mock:ad102): its
     board-state file (state= option, else the default in the user's cache directory: WPR2,
     GSP-RM running) is deleted, so the next command finds WPR2 down and GSP-RM stopped.
@@ -47,7 +48,7 @@ def reset(app: App, yes: bool, force: bool) -> None:
     """
     from tinyhw.boards.nvidia import Ad102Options
     from tinyhw.connect import typed_options
-    from tinyhw.mocks.navi31 import reset_flash
+    from tinyhw.mocks.navi31 import flash_backup_needed, reset_flash
     from tinyhw.transport.devstr import given_device, parse_device
     from tinyhw.transport.lock import DeviceLock
 
@@ -63,19 +64,23 @@ def reset(app: App, yes: bool, force: bool) -> None:
     if path is None:
         raise Refused(f"mock:{spec.target} keeps no flash file: there is nothing to reset")
     backup = path.with_name(path.name + ".bak")
-    keep = path.is_file()
+    current = read_input(path, MAX_FLASH_FILE, "emulated flash file") if path.is_file() else None
+    check_output_path(backup, force=True, what="backup")  # replaced when needed, but never a fifo or device
+    old = read_input(backup, MAX_FLASH_FILE, "backup") if backup.is_file() else None
+    keep = current is not None and flash_backup_needed(current, old)
+    plan = f"reset the emulated flash {path} to the factory image and forget the board state (a cold board)"
     if keep:
-        check_output_path(backup, force=force, what="backup", force_hint="--force replaces it")
-    plan = f"reset the emulated flash {path} to the synthetic image and forget the board state (a cold board)"
-    if keep:
-        plan += f" (current contents kept as {backup})"
+        plan += f" (your contents kept as {backup}{', replacing the earlier backup' if old is not None else ''})"
+    elif current is not None:
+        plan += " (no backup: " + ("it holds the factory image)" if old != current else f"already kept as {backup})")
     app.confirm(yes, plan)
     with DeviceLock(str(path.resolve()), backend="mock"):
         if keep:
-            atomic_write(backup, read_input(path, MAX_FLASH_FILE, "emulated flash file"))
+            atomic_write(backup, current)
         sha = reset_flash(path)
     app.emit({"path": str(path), "sha256": sha, "backup": str(backup) if keep else None},
-             lambda: app.out.print(f"emulated flash reset: {path} (sha256 {sha})", markup=False, emoji=False))
+             lambda: app.out.print(f"emulated flash reset: {path} (sha256 {sha})"
+                                   + (f"; your contents kept as {backup}" if keep else ""), markup=False, emoji=False))
 
 
 def _reset_ad102(app: App, yes: bool, state: Path) -> None:

@@ -17,7 +17,8 @@ from tinyhw.cli.app import App
 
 #: the device the errors' hints show when no --device was given
 EXAMPLE_DEVICE = "mock:ad102"
-_FW_HELP = ("Directory of the NVIDIA firmware (default: $TINYHW_NVIDIA_FIRMWARE, else /lib/firmware/nvidia): "
+_FW_HELP = ("Directory of the NVIDIA firmware (default: $TINYHW_NVIDIA_FIRMWARE, else the first of tinyhw's firmware "
+            "cache, where tests/fetch_firmware.sh puts Debian's files, and /lib/firmware/nvidia that holds gsp-rm): "
             "<version>/gsp_ga10x.bin or ga102/gsp/gsp-<version>.bin, and <chip>/gsp/booter_load-<version>.bin, "
             "bootloader-<version>.bin.")
 
@@ -47,12 +48,14 @@ def info_cmd(app: App, firmware_dir: str | None) -> None:
     Example:
       tinyhw --device mock:ad102 --json nv info
     """
-    from tinyhw.boot.nv import firmware_dir as fw_dir
+    from tinyhw.boot.nv import locate_firmware
     from tinyhw.boot.nv.info import info
 
-    directory = fw_dir(firmware_dir)
+    where = locate_firmware(firmware_dir)
     t = app.open_transport(writes=False, example=EXAMPLE_DEVICE)
-    doc = info(t, directory)
+    doc = info(t, where.path)
+    if isinstance(doc.get("firmware"), dict):
+        doc["firmware"]["source"] = where.source
     app.emit(doc, lambda: _show_info(app, doc))
 
 
@@ -103,22 +106,31 @@ def boot_cmd(app: App, yes: bool, firmware_dir: str | None, gsp_version: str | N
     (the emulated board's invented firmware set: see docs/nv-boot.md)
     """
     from tinyhw.boot import nv as engine
+    from tinyhw.errors import Refused
 
-    directory = engine.firmware_dir(firmware_dir)
+    where = engine.locate_firmware(firmware_dir)
+    directory = where.path
     t = app.open_transport(writes=True, example=EXAMPLE_DEVICE)
     gpu = engine.preflight_boot(t)
-    fw = engine.load_firmware(directory, gpu.chip, version=gsp_version, allow_unknown=allow_unknown_firmware)
+    try:
+        fw = engine.load_firmware(directory, gpu.chip, version=gsp_version, allow_unknown=allow_unknown_firmware)
+    except Refused as e:
+        if where.searched:  # no directory was named: say where it looked
+            e.add_context("firmware_dir", str(directory), f"(firmware from {where.describe()}; looked in "
+                          + ", ".join(str(d) for d in where.searched) + ")")
+        raise
     assert gpu.chip is not None
     app.confirm(yes, "\n".join([
         f"plan: boot gsp-rm {fw.version} on {t.identity().location} ({gpu.chip.name}, {gpu.vram_size >> 20} MiB)",
         "  " + ", ".join(engine.STEPS),
-        f"  firmware from {directory}: " + ", ".join(f.path.name for f in fw.files.values())]))
+        f"  firmware from {where.describe()}: " + ", ".join(f.path.name for f in fw.files.values())]))
     display = StepDisplay(app)
     try:
         result = engine.boot(gpu, fw, on_step=display)
     finally:
         display.stop()
-    doc = {"device": t.identity().location, **result.to_doc()}
+    doc = {"device": t.identity().location, **result.to_doc(),
+           "firmware": {"directory": str(directory), "source": where.source}}
     total = sum(s["seconds"] for s in result.steps)
     g = result.gsp
     app.emit(doc, lambda: app.out.print(

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from tinyhw.cli.app import App
+from tinyhw.cli.app import EMITTED, App
 from tinyhw.errors import OperationFailed
 
 
@@ -68,29 +68,28 @@ def show_cmd(app: App, file: str, block: str | None, register: str | None, write
       tinyhw trace show boot.pcapng --block smuio --writes
       tinyhw --json trace show boot.pcapng --register mp0.MP0_SMN_C2PMSG_64
     """
-    from tinyhw.trace import decode, load
-    from tinyhw.trace.show import Filter, show
+    from tinyhw.trace import decode, load_bytes
+    from tinyhw.trace.show import Filter, Streamed, write_json
 
     _no_device(app)
-    tr = load(file)
-    doc = show(tr, Filter(block, register, writes, usb))
-
-    def human() -> None:
-        _print_header(app, doc)
-        decoder = decode.Decoder(tr.header)
-        by_index = {r.index: r for r in tr.records}
-        for g in doc["groups"]:
-            click.echo(f"== {g['mark']}")
-            for rdoc in g["records"]:
-                rec = by_index[rdoc["index"]]
-                line = f"  {rec.index:>7} {decode.brief(rec, decoder)}"
-                changed = rdoc.get("fields")
-                if changed:
-                    parts = [f"{k}={v[1]:#x}" if isinstance(v, list) else f"{k}={v:#x}" for k, v in changed.items()]
-                    line += "  [" + " ".join(parts[:8]) + (" ..." if len(parts) > 8 else "") + "]"
-                click.echo(line)
-
-    app.emit(doc, human)
+    streamed = Streamed(load_bytes(file), Filter(block, register, writes, usb))   # refuses a damaged file here
+    if app.json:   # streamed: records are written as they are read, never all held at once
+        write_json(streamed, sys.stdout.write)
+        EMITTED["json"] = True
+        return
+    _print_header(app, streamed.head())
+    decoder = streamed.decoder
+    path: list[str] | None = None
+    for p, rec, rdoc in streamed.kept():
+        if p != path:
+            click.echo(f"== {' > '.join(p) or decode.NO_MARK}")
+            path = p
+        line = f"  {rec.index:>7} {decode.brief(rec, decoder)}"
+        changed = rdoc.get("fields")
+        if changed:
+            parts = [f"{k}={v[1]:#x}" if isinstance(v, list) else f"{k}={v:#x}" for k, v in changed.items()]
+            line += "  [" + " ".join(parts[:8]) + (" ..." if len(parts) > 8 else "") + "]"
+        click.echo(line)
 
 
 @trace.command("replay")

@@ -33,6 +33,7 @@ from tinyhw.errors import (
     EnvironmentProblem,
     OperationFailed,
     TinyhwError,
+    install_hint,
 )
 from tinyhw.transport.devstr import DeviceSpec, parse_device
 
@@ -42,7 +43,7 @@ REMOTE_CLASS = "TinyhwRemote"
 #: seconds one conversation with the coordinator may take (connect, sync, acquire or release); the coordinator
 #: itself waits up to 10 s for an exporter to confirm an acquire or release, so this is more
 COORDINATOR_TIMEOUT = 30.0
-INSTALL_HINT = "install the labgrid extra: pip install 'tinyhw[labgrid]'"
+INSTALL_HINT = install_hint("labgrid")
 
 
 @dataclass(frozen=True)
@@ -251,19 +252,39 @@ def release(lease: Lease, timeout: float = COORDINATOR_TIMEOUT) -> None:
                               hint=f"release it by hand: labgrid-client -p {lease.place} release") from None
 
 
+MAX_PARAM = 1024   # characters of one text parameter of a resource
+
+
+def _text_param(resource: PlaceResource, name: str, default: str = "") -> str:
+    """Parameter ``name`` of the resource: a short string (or unset: ``default``); anything else exit 3."""
+    v = resource.params.get(name)
+    if v is None or v == "":
+        return default
+    if not isinstance(v, str):
+        kind = type(v).__name__
+        raise EnvironmentProblem(f"labgrid resource {resource.path} has {name}: {'an' if kind[0] in 'aeiou' else 'a'} "
+                                 f"{kind}, not a string",
+                                 hint="fix the exporter's configuration")
+    if len(v) > MAX_PARAM or not v.isprintable():
+        raise EnvironmentProblem(f"labgrid resource {resource.path} has a {name} that is not a short printable "
+                                 "string", hint="fix the exporter's configuration")
+    return v
+
+
 def remote_spec(resource: PlaceResource) -> DeviceSpec:
     """The ``remote:`` device the resource names: TCP ``HOST:PORT`` with ``key=`` (forwarded over ssh when the
-    exporter is isolated or ``$LG_PROXY`` is set), or ``ssh://[user@]host/DEVICE`` for ``via: ssh``."""
+    exporter is isolated or ``$LG_PROXY`` is set), or ``ssh://[user@]host/DEVICE`` for ``via: ssh``; a parameter of
+    the wrong type is an environment problem (exit 3) naming it."""
     params = resource.params
-    via = str(params.get("via") or "tcp")
-    host = str(params.get("host") or "")
+    via = _text_param(resource, "via", "tcp")
+    host = _text_param(resource, "host")
     if not host:
         raise EnvironmentProblem(f"labgrid resource {resource.path} names no host")
     if via == "ssh":
-        device = str(params.get("device") or "")
+        device = _text_param(resource, "device")
         if not device:
             raise EnvironmentProblem(f"labgrid resource {resource.path} has via: ssh but names no device")
-        user = params.get("ssh_user")
+        user = _text_param(resource, "ssh_user")
         try:  # the options after commas belong to the device there, as in any remote:ssh:// string
             return parse_device(f"remote:ssh://{user + '@' if user else ''}{host}/{device}")
         except BadDeviceString as e:
@@ -272,16 +293,20 @@ def remote_spec(resource: PlaceResource) -> DeviceSpec:
     if via != "tcp":
         raise EnvironmentProblem(f"labgrid resource {resource.path} has via: {via} (tcp or ssh)")
     port = params.get("port")
-    if not isinstance(port, int) or not 0 < port < 65536:
-        raise EnvironmentProblem(f"labgrid resource {resource.path} has no valid port ({port!r})")
+    if type(port) is not int or not 0 < port < 65536:
+        kind = type(port).__name__
+        shown = repr(port) if type(port) is int and port.bit_length() <= 64 else \
+            f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+        raise EnvironmentProblem(f"labgrid resource {resource.path} has no valid port ({shown})")
     proxy = resource.extra.get("proxy") if resource.extra.get("proxy_required") else os.environ.get("LG_PROXY")
     if proxy:
         from labgrid.util.ssh import sshmanager
 
         port, host = sshmanager.request_forward(proxy, host, port), "localhost"
     options: dict[str, str | bool] = {}
-    if params.get("key_file"):
-        options["key"] = str(params["key_file"])
+    key_file = _text_param(resource, "key_file")
+    if key_file:
+        options["key"] = key_file
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return DeviceSpec("remote", target, options, f"remote:{target}")
 

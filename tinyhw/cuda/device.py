@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 
 from tinyhw.cuda.pcilink import PciLink, read_pci_link
-from tinyhw.errors import DeviceNotFound, EnvironmentProblem, OperationFailed
+from tinyhw.errors import DeviceNotFound, EnvironmentProblem, OperationFailed, install_hint
 
 __all__ = ["INSTALL_HINT", "CudaDevice", "CudaPeak", "HostBuffer", "fp32_lanes_per_sm", "load_driver"]
 
-INSTALL_HINT = "install the cuda extra: pip install 'tinyhw[cuda]' (cuda-bindings)"
+INSTALL_HINT = install_hint("cuda", "cuda-bindings")
 # FP32 lanes per SM by compute capability (NVIDIA's CUDA C programming guide, "arithmetic instructions" table)
 _LANES = {(7, 0): 64, (7, 5): 64, (8, 0): 64, (8, 6): 128, (8, 7): 128, (8, 9): 128, (9, 0): 128, (10, 0): 128,
           (12, 0): 128}

@@ -346,30 +346,61 @@ def read_input(path: str | os.PathLike[str], max_size: int, what: str = "input f
     return bytes(out)
 
 
+MAX_XZ_STREAMS = 64     # concatenated xz streams in one file (a kernel firmware file holds one)
+XZ_MEMLIMIT = 256 << 20   # the decoder's memory for one stream (xz -9e needs 65 MiB; the kernel's files 2-8 MiB)
+_XZ_PIECE = (1 << 12, 1 << 20)   # compressed bytes handed over at a time: the first of a stream, the most
+_NOT_NUL = re.compile(rb"[^\x00]")
+
+#: Work counters of :func:`read_xz_input` since import (tests compare them at two input sizes).
+XZ_WORK = {"streams": 0, "fed_bytes": 0}
+
+
 def read_xz_input(path: str | os.PathLike[str], max_size: int, what: str = "input file") -> bytes:
     """The decompressed bytes of an xz (or lzma-alone) regular file, at most ``max_size`` of them (exit 2 beyond).
 
     The compressed file is read with :func:`read_input` (bounded by ``max_size`` too); decompression is
     streamed with an output limit of ``max_size + 1`` bytes, so it stops there however far the data
-    would expand. Concatenated streams are decompressed as ``xz -d`` does; data that is not xz is refused.
+    would expand. Concatenated streams are decompressed as ``xz -d`` does, at most :data:`MAX_XZ_STREAMS` of
+    them; the input is handed over in pieces, so the work per stream is bounded (no copy of the rest of the file
+    per stream) and the whole is linear in the file. Data that is not xz is refused.
     """
     import lzma
 
     text = _text(path)
     data = read_input(text, max_size, what)
+    view = memoryview(data)
     out = bytearray()
+    off = 0
+    streams = 0
     try:
         while True:
-            dec = lzma.LZMADecompressor()
-            out += dec.decompress(data, max_length=max_size + 1 - len(out))
-            if len(out) > max_size:
-                raise Refused(f"refusing to read the {what} {text}: it decompresses to more than the "
-                              f"{_size_text(max_size)} this command accepts", hint="give the right file")
-            if not dec.eof:
-                raise lzma.LZMAError("compressed data ended before the end-of-stream marker")
-            data = dec.unused_data.lstrip(b"\0")  # stream padding
-            if not data:
+            streams += 1
+            XZ_WORK["streams"] += 1
+            if streams > MAX_XZ_STREAMS:
+                raise Refused(f"refusing to read the {what} {text}: it holds more than {MAX_XZ_STREAMS} "
+                              "concatenated xz streams", hint="give the right file")
+            dec = lzma.LZMADecompressor(memlimit=XZ_MEMLIMIT)   # a header cannot claim a 1.5 GiB dictionary
+            size = _XZ_PIECE[0]   # doubled while the stream goes on: at most twice its length is handed over
+            while not dec.eof:
+                piece = view[off:off + size] if dec.needs_input else b""
+                if dec.needs_input:
+                    if not piece:
+                        raise lzma.LZMAError("compressed data ended before the end-of-stream marker")
+                    off += len(piece)
+                    size = min(2 * size, _XZ_PIECE[1])
+                    XZ_WORK["fed_bytes"] += len(piece)
+                out += dec.decompress(piece, max_length=max_size + 1 - len(out))
+                if len(out) > max_size:
+                    raise Refused(f"refusing to read the {what} {text}: it decompresses to more than the "
+                                  f"{_size_text(max_size)} this command accepts", hint="give the right file")
+            off -= len(dec.unused_data)   # what the last piece held beyond the stream
+            m = _NOT_NUL.search(data, off)   # stream padding
+            if m is None:
                 return bytes(out)
+            off = m.start()
     except lzma.LZMAError as e:
+        if "memory usage limit" in str(e).lower():
+            raise Refused(f"refusing to read the {what} {text}: decoding it needs more than {XZ_MEMLIMIT >> 20} mib "
+                          "of memory (its dictionary)", hint="give the right file") from None
         raise Refused(f"the {what} {text} is not valid xz data ({str(e).lower()})",
                       hint="give the right file") from None

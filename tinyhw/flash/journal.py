@@ -21,8 +21,10 @@ from typing import Any
 
 from tinyhw.errors import OperationFailed, Refused
 from tinyhw.fileio import atomic_write, remove_stale_temps
+from tinyhw.formats import boundedjson
 
 VERSION = 1
+MAX_JOURNAL_BYTES = 1 << 20   # a journal holds a few fields and the list of sectors done
 #: Phases, in order: backup (skipped with --no-backup), compare (reading the range to find the sectors that differ,
 #: when no backup read gives it), unprotect, then per sector erase/program/verify, restore-protection, final-verify.
 PHASES = ("backup", "compare", "unprotect", "erase", "program", "verify", "restore-protection", "final-verify")
@@ -126,12 +128,17 @@ class Journal:
         """The journal saved under ``key``, or None; an unreadable one or another version raises OperationFailed."""
         path = journal_path(key)
         try:
-            doc = json.loads(path.read_text())
+            doc = boundedjson.loads(path.read_bytes(), f"the flash journal {path}", max_bytes=MAX_JOURNAL_BYTES)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as e:
-            raise OperationFailed(f"cannot read the flash journal {path}: {e}",
+        except OSError as e:
+            raise OperationFailed(f"cannot read the flash journal {path}: {(e.strerror or str(e)).lower()}",
                                   hint="inspect or remove it, then rerun") from None
+        except Refused as e:   # not json, too deep or too large: the state is unreadable, as for an OSError
+            raise OperationFailed(e.message, hint="inspect or remove it, then rerun") from None
+        if not isinstance(doc, dict):
+            raise OperationFailed(f"the flash journal {path} holds a json {type(doc).__name__}, not an object",
+                          hint="inspect or remove it, then rerun")
         if doc.get("version") != VERSION:
             raise OperationFailed(f"flash journal {path} has version {doc.get('version')}, not {VERSION}")
         known = {f for f in cls.__dataclass_fields__}

@@ -46,6 +46,19 @@ DONE_INTERVAL = 10e-6
 BATCH_READS = 32
 DONE_WHAT = "the rom_sw transaction to finish"
 DONE_HINT = f"the engine may be gated (rom_sw_status 0x{GATED_STATUS:08x} means gated); power-cycle the board"
+#: What works on a board whose PSP has booted (ROM_SW gated): said by every ROM_SW refusal of that state.
+GATED_WORKS = ("what works in this state: reading through the rom aperture (flash dump --method aperture, flash "
+               "verify --after-update), and "
+               "writing through the psp with flash update IMAGE --yes (its early mailbox, open after a power cycle "
+               "until a driver or am boot starts the secure os); rom_sw itself needs a board whose boot loader "
+               "stalled")
+#: ... and on an emulated board, the command that brings it back to a cold board with ROM_SW open.
+EMULATED_WORKS = "; on an emulated board also tinyhw mock reset --yes (the factory image, a cold board, rom_sw open)"
+
+
+def gated_hint(emulated: bool) -> str:
+    """The hint of a ROM_SW refusal on a gated engine: what works in that state (``emulated``: also mock reset)."""
+    return GATED_WORKS + (EMULATED_WORKS if emulated else "")
 
 _CONTROLS = ("SMU_GPIOPAD_MASK", "SMU_GPIOPAD_A", "SMU_GPIOPAD_EN", "PAGE_MIRROR_CNTL", "ROM_CNTL")
 #: Restore order of §b.2 step 13: ROM_CNTL, PAGE_MIRROR_CNTL, A, EN, MASK.
@@ -103,6 +116,7 @@ class RomSw:
         #: a transport that sends queued accesses together (remote:): DONE is polled on the device side and
         #: reads travel in groups; None: every access as it comes (the seed's order)
         self._batch = transport if has(transport, Batching) else None
+        self.emulated = bool(getattr(transport, "emulated", False))
 
     # -- session -------------------------------------------------------------------------------------------
     def open(self) -> RomSw:
@@ -134,11 +148,10 @@ class RomSw:
         if status == GATED_STATUS:
             raise OperationFailed(
                 f"the rom_sw engine is gated (rom_sw_status 0x{status:08x}): the psp has booted this board",
-                hint="power-cycle the board and access the flash before any driver loads, or use a board "
-                     "stalled in its boot loader")
+                hint=gated_hint(self.emulated))
         if status != 0:
-            raise OperationFailed(f"rom_sw_status did not clear (0x{status:08x})",
-                                  hint="the engine may be gated or held by firmware; power-cycle the board")
+            raise OperationFailed(f"rom_sw_status did not clear (0x{status:08x}): the engine may be gated or held "
+                                  "by firmware", hint=gated_hint(self.emulated))
 
     def close(self) -> None:
         """Restore the five controls exactly as they were (§b.2 step 13 order)."""

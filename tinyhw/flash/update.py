@@ -78,7 +78,11 @@ MAX_LENGTH = 0xFFFFFF
 #: polls of COMMAND every 100 us for the first millisecond after the doorbell, then at the spec's 1 ms interval
 FAST_INTERVAL = 1e-4
 SLOW_AFTER = 1e-3
-GATED_HINT = "reset the card and do not boot it first (no amdgpu, no tinyhw am boot) before running flash update"
+GATED_HINT = ("power-cycle the card (off, not a reset) and do not boot it (no amdgpu, no tinyhw am boot) before "
+              "running flash update; reading works in this state through the rom aperture (flash dump --method "
+              "aperture)")
+#: the same on an emulated board, where the power cycle is a command
+EMULATED_GATED_HINT = GATED_HINT + "; on an emulated board: tinyhw mock power-cycle, or mock reset --yes"
 ROM_SW_HINT = ("the psp has not booted from this flash (its boot loader stalled?): recover through the rom_sw path "
                "instead: tinyhw flash write IMAGE --yes")
 
@@ -220,6 +224,10 @@ class Updater:
         self.data_transfers = 0
 
     # -- preflight -----------------------------------------------------------------------------------------
+    def _gated_hint(self) -> str:
+        """What to do about a gated mailbox: power-cycle (a command on an emulated board), and what works meanwhile."""
+        return EMULATED_GATED_HINT if getattr(self.transport, "emulated", False) else GATED_HINT
+
     def preflight(self) -> UpdatePlan:
         """Every precondition, in order; nothing is written to the mailbox before the last one."""
         total = check_image(self.image)
@@ -229,11 +237,11 @@ class Updater:
         current = self.mailbox.read_command()
         if not current & READY:
             raise Refused(f"the psp mailbox is not ready (c2pmsg_115 reads 0x{current:08x}, bit 31 clear); nothing "
-                          "was sent", hint=GATED_HINT)
+                          "was sent", hint=self._gated_hint())
         reply = self.mailbox.send(GET_TRANSFER_TYPE, timeout=COMMAND_TIMEOUT)
         if reply.status == GATED_STATUS:
             raise Refused("the psp early-boot mailbox is gated (GET_TRANSFER_TYPE status 0x0a): a host driver or the "
-                          "psp's secure os already runs", hint=GATED_HINT)
+                          "psp's secure os already runs", hint=self._gated_hint())
         if reply.status != 0:
             raise Refused(f"the psp does not take an update: GET_TRANSFER_TYPE answers status 0x{reply.status:02x} "
                           f"({reply.status_name})", hint=ROM_SW_HINT)

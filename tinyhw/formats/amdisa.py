@@ -170,6 +170,8 @@ def _classify(w0: int, w1: int, fam: str) -> tuple[str, int, int]:
         enc = table11.get(top6, "unknown")
         if enc == "MIMG":
             return enc, (w0 >> 18) & 0xFF, 8 + 4 * ((w0 >> 1) & 0x3)
+        if enc == "MTBUF":
+            return enc, (w0 >> 15) & 0xF, 8
         return enc, (w0 >> 18) & 0x7F, 8 if enc != "unknown" else 4
     table12 = {0xEC: "VFLAT", 0xED: "VSCRATCH", 0xEE: "VGLOBAL"}
     if top8 in table12:
@@ -340,11 +342,55 @@ def _fields11(enc: str, w: tuple[int, ...]) -> dict[str, int]:
     if enc == "DS":
         return {"offset0": w0 & 0xFF, "offset1": w0 >> 8 & 0xFF, "gds": w0 >> 17 & 1, "vdst": w1 >> 24 & 0xFF,
                 "data1": w1 >> 16 & 0xFF, "data0": w1 >> 8 & 0xFF, "addr": w1 & 0xFF}
+    if enc == "VINTERP":
+        return {"vdst": w0 & 0xFF, "waitexp": w0 >> 8 & 7, "opsel": w0 >> 11 & 0xF, "clamp": w0 >> 15 & 1,
+                "src0": w1 & 0x1FF, "src1": w1 >> 9 & 0x1FF, "src2": w1 >> 18 & 0x1FF, "neg": w1 >> 29 & 7}
+    if enc == "LDSDIR":
+        return {"vdst": w0 & 0xFF, "attrchan": w0 >> 8 & 3, "attr": w0 >> 10 & 0x3F, "waitvdst": w0 >> 16 & 0xF}
     if enc == "FLAT":
         return {"offset": _sext(w0 & 0x1FFF, 13), "dlc": w0 >> 13 & 1, "glc": w0 >> 14 & 1, "slc": w0 >> 15 & 1,
                 "seg": w0 >> 16 & 3, "vdst": w1 >> 24 & 0xFF, "saddr": w1 >> 16 & 0x7F, "data": w1 >> 8 & 0xFF,
-                "addr": w1 & 0xFF}
+                "addr": w1 & 0xFF, "sve": w1 >> 23 & 1}
     return {}
+
+
+_DPP_SRC = {250: 16, 233: 8, 234: 8}     # SRC0 values that announce a DPP dword: DPP16, DPP8, DPP8 with FI
+
+
+def _dpp_fields(f: dict[str, int], dw: int, form: int, src0: int, vop3: bool) -> None:
+    """Fold the DPP dword ``dw`` into the fields (RDNA3 ISA "DPP16"/"DPP8" microcode formats): ``src0`` becomes
+    the VGPR it names; DPP16 adds ``dpp_ctrl``, ``row_mask``, ``bank_mask``, ``bound_ctrl``, ``fi`` (and, for
+    the 32-bit encodings, the source ``neg``/``abs`` bits); DPP8 adds ``dpp8`` (eight 3-bit lane selects)."""
+    f["dpp"] = form
+    f["src0"] = 256 + (dw & 0xFF)
+    if form == 8:
+        f["dpp8"] = dw >> 8 & 0xFFFFFF
+        f["fi"] = int(src0 == 234)
+        return
+    f.update(dpp_ctrl=dw >> 8 & 0x1FF, fi=dw >> 18 & 1, bound_ctrl=dw >> 19 & 1, bank_mask=dw >> 24 & 0xF,
+             row_mask=dw >> 28 & 0xF)
+    if not vop3:
+        f["neg"] = (dw >> 20 & 1) | (dw >> 22 & 1) << 1
+        f["abs"] = (dw >> 21 & 1) | (dw >> 23 & 1) << 1
+
+
+def _dpp_text(f: dict[str, int]) -> str:
+    """The DPP modifiers as LLVM writes them (``quad_perm:[0,1,2,3] row_mask:0xf bank_mask:0xf``, ``dpp8:[...]``)."""
+    if f["dpp"] == 8:
+        sel = ",".join(str(f["dpp8"] >> (3 * i) & 7) for i in range(8))
+        return f" dpp8:[{sel}]" + (" fi:1" if f["fi"] else "")
+    c = f["dpp_ctrl"]
+    if c <= 0xFF:
+        ctrl = "quad_perm:[" + ",".join(str(c >> (2 * i) & 3) for i in range(4)) + "]"
+    elif c == 0x140:
+        ctrl = "row_mirror"
+    elif c == 0x141:
+        ctrl = "row_half_mirror"
+    else:
+        names = {0x10: "row_shl", 0x11: "row_shr", 0x12: "row_ror", 0x15: "row_share", 0x16: "row_xmask"}
+        ctrl = f"{names.get(c >> 4, f'dpp_ctrl_{c >> 4:x}')}:{c & 0xF}"
+    tail = f" {ctrl} row_mask:0x{f['row_mask']:x} bank_mask:0x{f['bank_mask']:x}"
+    return tail + (" bound_ctrl:1" if f["bound_ctrl"] else "") + (" fi:1" if f["fi"] else "")
 
 
 def _tok(tok: str, f: dict[str, int], lit: int | None, enc: str) -> str:
@@ -374,6 +420,8 @@ def _text11(enc: str, key: tuple[str, int], mnem: str, tpl: tuple[str, ...] | No
             lit: int | None) -> str:
     if enc == "SOPP":
         return mnem + _sopp_args(mnem, f["simm16"])
+    if enc == "SMEM" and mnem in ("s_gl1_inv", "s_dcache_inv"):
+        return mnem
     if enc == "SMEM":
         width = {"b32": 1, "b64": 2, "b128": 4, "b256": 8, "b512": 16}.get(mnem.rsplit("_", 1)[-1], 1)
         args = [operand_text(f["sdata"], width), operand_text(f["sbase"], 2)]
@@ -399,7 +447,9 @@ def _text11(enc: str, key: tuple[str, int], mnem: str, tpl: tuple[str, ...] | No
         parts = []
         for t in toks:
             if t == "=off":
-                parts.append(operand_text(f["saddr"], 2) if saddr else "off")
+                parts.append(operand_text(f["saddr"], 1 if f["seg"] == 1 else 2) if saddr else "off")
+            elif t.startswith("addr") and f["seg"] == 1 and not f["sve"]:
+                parts.append("off")                     # scratch without SVE: no VGPR address
             elif t.startswith("addr") and saddr:
                 parts.append(operand_text(f["addr"] + 256))
             else:
@@ -431,7 +481,16 @@ def _text11(enc: str, key: tuple[str, int], mnem: str, tpl: tuple[str, ...] | No
             bits = [str(f["opsel"] >> i & 1) for i in range(n)] + [str(f["opsel"] >> 3 & 1)]
             tail += f" op_sel:[{','.join(bits)}]"
         return f"{mnem} {', '.join(parts)}{tail}" if parts else mnem
+    if enc == "VINTERP":
+        parts = [_tok(t, f, lit, enc) for t in tpl]
+        parts = [("-" + x if t[:3] == "src" and f["neg"] >> int(t[3]) & 1 else x) for t, x in zip(tpl, parts,
+                                                                                                  strict=True)]
+        tail = f" wait_exp:{f['waitexp']}" + (" clamp" if f["clamp"] else "")
+        return f"{mnem} {', '.join(parts)}{tail}"
     parts = [_tok(t, f, lit, enc) for t in tpl]
+    if f.get("dpp") == 16:
+        parts = [(_mods3(int(t[3]), x, f) if t[:4] in ("src0", "src1") else x) for t, x in zip(tpl, parts,
+                                                                                                  strict=True)]
     return f"{mnem} {', '.join(parts)}" if parts else mnem
 
 
@@ -465,7 +524,11 @@ def _decode11(text: bytes, offset: int, enc: str, op: int, size: int) -> Inst:
     key = (("FLAT", "SCRATCH", "GLOBAL", "FLAT")[f["seg"]], op) if enc == "FLAT" else (enc, op)
     lit: int | None = None
     base = {"SOP2": 1, "SOPK": 1, "SOP1": 1, "SOPC": 1, "VOP1": 1, "VOP2": 1, "VOPC": 1}.get(enc, 2)
-    if n > base:
+    if enc in ("VOP1", "VOP2", "VOPC", "VOP3") and f["src0"] in _DPP_SRC and n > base:
+        form = _DPP_SRC[f["src0"]]
+        _dpp_fields(f, w[base], form, f["src0"], enc == "VOP3")
+        key = (f"{enc}_DPP{form}", op)
+    elif n > base:
         lit = w[base]
         f["literal"] = lit
     simm = _sext(f["simm16"], 16) if enc == "SOPP" else 0
@@ -483,4 +546,7 @@ def _decode11(text: bytes, offset: int, enc: str, op: int, size: int) -> Inst:
     if entry is None:
         return Inst(offset, size, enc, op, f"{enc} op 0x{op:x}", simm, "", f, key)
     mnem, tpl = entry
-    return Inst(offset, size, enc, op, _text11(enc, key, mnem, tpl, f, lit), simm, mnem, f, key)
+    asm = _text11(enc, key, mnem, tpl, f, lit)
+    if "dpp" in f:
+        asm += _dpp_text(f)
+    return Inst(offset, size, enc, op, asm, simm, mnem, f, key)

@@ -58,6 +58,9 @@ class Event:
     text: str = ""
 
 
+MAX_TS_SECONDS = ((1 << 64) - 1) // 1_000_000_000 - 1   # whole seconds whose nanoseconds fit 64 bits
+
+
 @dataclass
 class Log:
     """A parsed log: its version, devices, mappings (id -> (phys, length)), events, and the lines it rejected."""
@@ -81,7 +84,9 @@ class Log:
 def _ts(text: str) -> int:
     secs, dot, frac = text.partition(".")
     if not secs.isdigit() or (dot and not (frac.isdigit() and len(frac) <= 9)):
-        raise ValueError(f"bad timestamp {text!r}")
+        raise ValueError(f"bad timestamp {text[:40]!r}")
+    if int(secs) > MAX_TS_SECONDS:   # a trace file keeps 64-bit nanoseconds
+        raise ValueError(f"timestamp {text[:40]} lies beyond {MAX_TS_SECONDS} seconds (64-bit nanoseconds)")
     return int(secs) * 1_000_000_000 + (int(frac.ljust(9, "0")) if frac else 0)
 
 

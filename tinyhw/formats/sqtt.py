@@ -8,10 +8,11 @@ The stream is a sequence of nibbles (low nibble of each byte first); a packet at
 decoded while ``p + 16`` nibbles exist (the 64-bit look-ahead window must be full), so the last
 fewer-than-16 nibbles are never decoded (tinygrad's decoder stops at the same place; the reference
 counts in tests/test_prof_reference.py depend on it). Packet boundaries
-are found table-driven: the packet length at every nibble position is computed at once with numpy,
-then the chain of packet starts is followed in one tight loop; fields and timestamps are computed
+are found table-driven: the packet length at every nibble position of a window is computed at once with
+numpy, then the chain of packet starts is followed in one tight loop; fields and timestamps are computed
 for all packets at once from their 64-bit windows. A LAYOUT_HEADER selects the table for what follows
-(layout 3 RDNA3, 4 RDNA4, anything else CDNA); decoding starts with the RDNA3 table.
+(layout 3 RDNA3, 4 RDNA4, anything else CDNA); decoding starts with the RDNA3 table. The walk is one pass
+whatever the headers do (:data:`WORK` counts it), so time and memory are linear in the stream.
 
 Nothing here raises on bad input: any byte string decodes, and :attr:`Trace.stop` says where and
 why decoding ended.
@@ -19,6 +20,7 @@ why decoding ended.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,26 +133,94 @@ class Trace:
 _FIELD_CACHE: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
 
-def _walk(lens: np.ndarray, start: int, limit: int, zeros_from: int) -> np.ndarray:
-    """Follow the chain of packet starts from ``start`` (``lens``: packet length at every nibble).
+# The walk, table by table: row k of each array is table k (RDNA3, RDNA4, CDNA), indexed by a packet's low byte.
+_TABLES = (RDNA3, LAYOUTS[4], CDNA)
+_CODES = np.stack([_TABLE_ARRAYS[t.name][0] for t in _TABLES])
+_NIBS = np.stack([_TABLE_ARRAYS[t.name][1] for t in _TABLES])
+_HEADER = _CODES == _LAYOUT_CODE
+_INDEX = {t.name: k for k, t in enumerate(_TABLES)}
+_CHUNK = 1 << 16           # nibbles per walk window: the walk's own memory is a few times this, whatever the input
+_FLUSH = 1 << 16           # packet starts gathered in Python before they move into a numpy block
+_AT_HEADER = 1 << 40       # a window's "next" of a LAYOUT_HEADER: past any window, so the walk stops there
 
-    A plain loop over a Python list (measured faster than numpy pointer doubling on real traces);
-    from ``zeros_from`` on the stream is all zero padding, whose packets are evenly spaced.
+#: Work counters of :func:`decode` since import (tests compare them at two input sizes: the walk is linear).
+WORK = {"window_nibbles": 0, "packets": 0, "table_switches": 0}
+
+
+def _layout_at(data: bytes, p: int) -> int:
+    """The layout field (bits 12:7) of the LAYOUT_HEADER at nibble ``p``."""
+    b = p >> 1
+    return (int.from_bytes(data[b:b + 3], "little") >> (4 * (p & 1) + 7)) & 0x3F
+
+
+def _walk(data: bytes, low: np.ndarray, limit: int, zeros_from: int) -> tuple[np.ndarray, np.ndarray, int | None]:
+    """(packet starts, table index of each, layout of the first LAYOUT_HEADER) of the whole stream, in one pass.
+
+    Windows of :data:`_CHUNK` nibbles hold the next packet start of every nibble for one table (a Python list:
+    a plain loop over it was measured faster than numpy pointer doubling on real traces). A LAYOUT_HEADER's
+    entry stops the loop; its layout picks the table the walk goes on with, 16 nibbles on. Each table's current
+    window is kept, so a stream that switches tables at every packet still computes each (table, window) once:
+    the work is linear in the stream. From ``zeros_from`` on the stream is all zero padding, whose packets are
+    evenly spaced.
     """
-    if start > limit:
-        return np.zeros(0, dtype=np.int64)
-    nxt = (np.arange(limit + 1, dtype=np.int64) + lens[:limit + 1]).tolist()
-    out: list[int] = []
-    append = out.append
-    p = start
     stop = min(limit + 1, zeros_from)
+    windows: dict[int, tuple[int, list[int]]] = {}
+    out: list[int] = []
+    runs_at, runs_base, runs_table = array("q"), array("q"), array("q")   # where each run of ``out`` starts
+    blocks_pos: list[np.ndarray] = []
+    blocks_tab: list[np.ndarray] = []
+
+    def flush() -> None:
+        if not out:
+            return
+        lengths = np.diff(np.append(np.frombuffer(runs_at, dtype=np.int64), len(out)))
+        blocks_pos.append(np.array(out, dtype=np.int64) + np.repeat(np.frombuffer(runs_base, dtype=np.int64), lengths))
+        blocks_tab.append(np.repeat(np.frombuffer(runs_table, dtype=np.int64).astype(np.uint8), lengths))
+        out.clear()
+        del runs_at[:], runs_base[:], runs_table[:]
+
+    t, layout, p = 0, None, 0
     while p < stop:
-        append(p)
-        p = nxt[p]
-    head = np.array(out, dtype=np.int64)
-    if p > limit:
-        return head
-    return np.concatenate([head, np.arange(p, limit + 1, int(lens[p]), dtype=np.int64)])
+        w0 = p - p % _CHUNK
+        win = windows.get(t)
+        if win is None or win[0] != w0:
+            w1 = min(w0 + _CHUNK, stop)
+            seg = low[w0:w1]
+            local = np.arange(w1 - w0, dtype=np.int64) + _NIBS[t][seg]
+            local[_HEADER[t][seg]] = _AT_HEADER
+            win = windows[t] = (w0, local.tolist())
+            WORK["window_nibbles"] += w1 - w0
+        nxt = win[1]
+        end = len(nxt)
+        runs_at.append(len(out))
+        runs_base.append(w0)
+        runs_table.append(t)
+        append = out.append
+        q = p - w0
+        while q < end:
+            append(q)
+            q = nxt[q]
+        if q == _AT_HEADER:   # the last packet appended is a LAYOUT_HEADER
+            h = w0 + out[-1]
+            lay = _layout_at(data, h)
+            layout = lay if layout is None else layout
+            new = _INDEX[LAYOUTS.get(lay, CDNA).name]
+            WORK["table_switches"] += new != t
+            t, p = new, h + 16
+        else:
+            p = w0 + q
+        if len(out) >= _FLUSH:
+            flush()
+    flush()
+    if stop <= p <= limit:   # the zero padding
+        blocks_pos.append(np.arange(p, limit + 1, int(_NIBS[t][0]), dtype=np.int64))
+        blocks_tab.append(np.full(len(blocks_pos[-1]), t, dtype=np.uint8))
+    if not blocks_pos:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8), layout
+    pos = np.concatenate(blocks_pos) if len(blocks_pos) > 1 else blocks_pos[0]
+    tab = np.concatenate(blocks_tab) if len(blocks_tab) > 1 else blocks_tab[0]
+    WORK["packets"] += len(pos)
+    return pos, tab, layout
 
 
 def _windows(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
@@ -166,14 +236,15 @@ def _windows(buf: np.ndarray, pos: np.ndarray) -> np.ndarray:
 
 
 def decode(data: bytes) -> Trace:
-    """Decode one SE's SQTT byte stream (any bytes; never raises)."""
+    """Decode one SE's SQTT byte stream (any bytes; never raises); time and memory linear in its length."""
+    data = bytes(data)
     raw = np.frombuffer(data, dtype=np.uint8)
     buf = np.zeros(len(raw) + 9, dtype=np.uint8)
     buf[:len(raw)] = raw
     n = 2 * len(data)
     limit = n - WINDOW
     # low byte of a packet starting at every nibble offset
-    low = np.empty(n + 1, dtype=np.int64)
+    low = np.empty(n + 1, dtype=np.uint8)
     low[0:n:2] = raw
     low[1:n - 1:2] = (raw[:-1] >> 4) | ((raw[1:] & 15) << 4)
     if n:
@@ -181,46 +252,12 @@ def decode(data: bytes) -> Trace:
     low[n] = 0
     nz = np.flatnonzero(raw)
     zeros_from = 2 * (int(nz[-1]) + 1) if len(nz) else 0   # nibble offset where the zero padding starts
-    table, layout = RDNA3, None
-    parts_pos: list[np.ndarray] = []
-    parts_code: list[np.ndarray] = []
-    start = 0
-    end = 0
-    while True:
-        codes_t, nibs_t = _TABLE_ARRAYS[table.name]
-        if start <= limit and codes_t[low[start]] == _LAYOUT_CODE:
-            # a header at the segment start: take it alone and pick the table before walking on
-            lay = int(_windows(buf, np.array([start]))[0] >> np.uint64(7)) & 0x3F
-            layout = lay if layout is None else layout
-            parts_pos.append(np.array([start], dtype=np.int64))
-            parts_code.append(np.array([_LAYOUT_CODE], dtype=np.int16))
-            end = start + 16
-            table, start = LAYOUTS.get(lay, CDNA), start + 16
-            codes_t, nibs_t = _TABLE_ARRAYS[table.name]
-        pos = _walk(nibs_t[low], start, limit, zeros_from)
-        code = codes_t[low[pos]]
-        # a later LAYOUT_HEADER whose layout selects another table ends this segment
-        switch = None
-        for h in np.flatnonzero(code == _LAYOUT_CODE).tolist():
-            lay = int(_windows(buf, pos[h:h + 1])[0] >> np.uint64(7)) & 0x3F
-            if layout is None:
-                layout = lay
-            new = LAYOUTS.get(lay, CDNA)
-            if new is not table:
-                switch = (h, new)
-                break
-        if switch is None:
-            parts_pos.append(pos)
-            parts_code.append(code)
-            if len(pos):
-                end = int(pos[-1]) + int(nibs_t[low[pos[-1]]])
-            break
-        h, table = switch
-        parts_pos.append(pos[:h + 1])
-        parts_code.append(code[:h + 1])
-        start = int(pos[h]) + 16
-    pos = np.concatenate(parts_pos) if len(parts_pos) > 1 else parts_pos[0]
-    code = np.concatenate(parts_code) if len(parts_code) > 1 else parts_code[0]
+    del nz
+    pos, tab, layout = _walk(data, low, limit, zeros_from)
+    lows = low[pos]
+    code = _CODES[tab, lows]
+    end = int(pos[-1]) + int(_NIBS[tab[-1], lows[-1]]) if len(pos) else 0
+    del low, lows, tab
     word = _windows(buf, pos)
     time = _times(code, word)
     if len(pos) and end > n:

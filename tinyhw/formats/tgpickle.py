@@ -17,7 +17,9 @@ loader spend is bounded by what the file holds or by a fixed cap, each refused w
 - the memo is a dict (the pure-Python unpickler's), and a memo index may be at most the number of
   values memoized so far (what a pickler writes), so an index of 2**32 in an 11-byte file costs nothing
   (the C unpickler would size an array to it);
-- opcodes (so objects built): :data:`MAX_OPS`; MARK nesting: :data:`MAX_MARKS`; the nesting depth
+- opcodes: :data:`MAX_OPS`; the objects they build, estimated per opcode in bytes (a set 224, a tinygrad
+  record 320, ...): :data:`BUILT_PER_BYTE` per byte of the file plus :data:`BUILT_BASE`, so memory stays
+  proportional to the input, refused as soon as it is passed; MARK nesting: :data:`MAX_MARKS`; the nesting depth
   of the loaded object graph, walked without recursion and counting each shared object once:
   :data:`MAX_DEPTH`; distinct tinygrad class names: :data:`MAX_CLASSES`; integer opcodes: at most
   :data:`MAX_LONG_BYTES` bytes; a bytearray no longer than the file (the pure-Python unpickler would
@@ -41,7 +43,8 @@ from typing import Any
 
 from tinyhw.errors import Refused
 
-__all__ = ["MAX_DEPTH", "MAX_OPS", "MAX_PICKLE_BYTES", "Record", "SafeUnpickler", "graph_depth", "loads_profile"]
+__all__ = ["MAX_DEPTH", "MAX_OPS", "MAX_PICKLE_BYTES", "Record", "SafeUnpickler", "describe", "graph_depth",
+           "loads_profile"]
 
 # A profile holds one trace per shader engine per traced kernel (SQTT_BUFFER_SIZE defaults to 256 MiB
 # per SE, but real traces are far smaller); 1 GiB bounds the memory the loader can be made to use.
@@ -50,6 +53,13 @@ MAX_PICKLE_BYTES = 1 << 30
 # <= 24, <= 31 tinygrad class names and integers of <= 8 bytes; the caps leave room for profiles of
 # whole models (a range event is about 15 opcodes) and stay far below what a machine can hold.
 MAX_OPS = 1 << 22
+# The objects a profile builds, bounded by its size: tinygrad's own profiles build 5-30 bytes of Python objects per
+# byte of pickle (measured with tracemalloc: the vendored ones 5-6, 100,000 range events 24-30; the estimate below
+# says 5-8 and 35-44 for them); a file of one-byte EMPTY_SET opcodes would build 224 per byte (4 MiB of them held
+# 1.5 GB). Refused past BUILT_PER_BYTE per byte: twice what the range events are estimated at, and a set-per-byte
+# file is stopped at under half its cost.
+BUILT_PER_BYTE = 96
+BUILT_BASE = 32 << 20
 MAX_MARKS = 256
 MAX_DEPTH = 1000
 MAX_CLASSES = 4096
@@ -124,11 +134,28 @@ def _refuse_key(k: Any) -> None:
 _BASE = pickle._Unpickler  # the pure-Python unpickler: a dict memo and a dispatch table per opcode
 
 
-def _counted(fn: Callable[[Any], None]) -> Callable[[Any], None]:
+# What each opcode builds, in bytes of Python objects (about sys.getsizeof of what it makes, plus its stack or
+# memo slot); every other opcode 32. A string's or bytes' contents are not counted: they are bounded by the file.
+_BUILDS = {
+    **dict.fromkeys((pickle.EMPTY_SET, pickle.FROZENSET), 224),
+    **dict.fromkeys((pickle.EMPTY_DICT, pickle.DICT), 72),
+    **dict.fromkeys((pickle.EMPTY_LIST, pickle.LIST), 64),
+    **dict.fromkeys((pickle.NEWOBJ, pickle.NEWOBJ_EX, pickle.REDUCE, pickle.OBJ, pickle.INST), 320),   # a Record
+    **dict.fromkeys((pickle.MEMOIZE, pickle.PUT, pickle.BINPUT, pickle.LONG_BINPUT), 80),   # a memo entry
+    **dict.fromkeys((pickle.SETITEM, pickle.SETITEMS, pickle.BUILD), 48),
+}
+_COST = {code[0]: cost for code, cost in _BUILDS.items()}
+
+
+def _counted(fn: Callable[[Any], None], cost: int) -> Callable[[Any], None]:
     def op(self: SafeUnpickler) -> None:
         self.ops += 1
+        self.cost += cost
         if self.ops > self.max_ops:
             raise Refused(f"pickle has more than {self.max_ops} opcodes; not loaded")
+        if self.cost > self.max_cost:
+            raise Refused(f"pickle builds more objects than a {self.size}-byte profile can hold (about "
+                          f"{self.max_cost >> 20} MiB of them); not loaded")
         fn(self)
     return op
 
@@ -227,7 +254,7 @@ def _dispatch() -> dict[int, Callable[[Any], None]]:
         pickle.LONG4[0]: _load_long4, pickle.BYTEARRAY8[0]: _load_bytearray8,
         pickle.EXT1[0]: _refuse_extension, pickle.EXT2[0]: _refuse_extension, pickle.EXT4[0]: _refuse_extension,
     })
-    return {code: _counted(fn) for code, fn in table.items()}
+    return {code: _counted(fn, _COST.get(code, 32)) for code, fn in table.items()}
 
 
 class SafeUnpickler(_BASE):
@@ -247,6 +274,8 @@ class SafeUnpickler(_BASE):
         self.size = size        # bytes in the input: no string, bytes or bytearray can be longer
         self.ops = 0
         self.max_ops = max_ops
+        self.cost = 0           # bytes of objects built so far (estimated per opcode, see _BUILDS)
+        self.max_cost = BUILT_PER_BYTE * size + BUILT_BASE
         self._classes: dict[tuple[str, str], type] = {}   # per load: nothing outlives the result
 
     def find_class(self, module: str, name: str) -> Any:
@@ -314,9 +343,50 @@ def graph_depth(root: Any, limit: int = MAX_DEPTH) -> int:
     return depth[id(root)]
 
 
+_MAGIC = ((b"\x7fELF", "an ELF file"), (b"\x1f\x8b", "gzip-compressed"), (b"\xfd7zXZ\x00", "xz-compressed"),
+          (b"PK\x03\x04", "a zip archive"), (b"\x0a\x0d\x0d\x0a", "a pcapng file"), (b"BZh", "bzip2-compressed"),
+          (b"\x28\xb5\x2f\xfd", "zstd-compressed"))
+
+
+def describe(data: bytes) -> str:
+    """What a file that does not unpickle is, in words, for "X is not a tinygrad profile pickle: it is ..."."""
+    for magic, words in _MAGIC:
+        if data.startswith(magic):
+            return f"it is {words}"
+    head = data[:4096]
+    if data[:1] == pickle.PROTO and len(data) > 1 and 2 <= data[1] <= pickle.HIGHEST_PROTOCOL:
+        return "its pickle data is damaged"
+    text: str | None
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        text = head[:e.start].decode("utf-8") if e.start > len(head) - 4 else None
+    if text is not None and sum(c.isprintable() or c in "\t\r\n" for c in text) >= 0.95 * max(len(text), 1):
+        return "it is text" + (" (json)" if text.lstrip()[:1] in ("{", "[") else "")
+    return "it holds bytes that are not a pickle"
+
+
+def _why(e: BaseException, data: bytes) -> str:
+    """Why unpickling stopped, in words (never the exception's own text)."""
+    kind = describe(data)
+    if kind != "its pickle data is damaged" and not data.startswith(pickle.PROTO):
+        return kind
+    text = str(e).lower()
+    if isinstance(e, EOFError | IndexError | struct.error) or "truncated" in text or "exhausted" in text:   # short read
+        return f"it ends early, after {len(data)} bytes (a truncated pickle?)"
+    if "memo" in text:
+        return "its pickle data is damaged (it refers to a value it never stored)"
+    if isinstance(e, KeyError):
+        return "its pickle data is damaged (an opcode no pickle has)"
+    return "its pickle data is damaged"
+
+
 def loads_profile(data: bytes, *, max_bytes: int = MAX_PICKLE_BYTES, max_ops: int = MAX_OPS,
-                  max_depth: int = MAX_DEPTH) -> list[Any]:
-    """Unpickle a tinygrad profile without importing or executing anything, within bounds; a list of events."""
+                  max_depth: int = MAX_DEPTH, source: str = "the file") -> list[Any]:
+    """Unpickle a tinygrad profile without importing or executing anything, within bounds; a list of events.
+
+    A file that does not unpickle is refused saying what it is instead (``source`` names it): text, JSON, an ELF
+    file, compressed data, a truncated or damaged pickle, bytes that are no pickle."""
     if len(data) > max_bytes:
         raise Refused(f"pickle is {len(data)} bytes, over the {max_bytes}-byte limit")
     try:
@@ -325,7 +395,9 @@ def loads_profile(data: bytes, *, max_bytes: int = MAX_PICKLE_BYTES, max_ops: in
         raise
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, LookupError, AttributeError, struct.error,
             ArithmeticError) as e:  # no MemoryError or RecursionError: the bounds above make both a bug
-        raise Refused(f"not a readable profile pickle: {type(e).__name__}: {str(e)[:200]}") from None
+        raise Refused(f"{source} is not a tinygrad profile pickle: {_why(e, data)}",
+                      hint="pass a tinygrad profile pickle (VIZ=-2 or PROFILE=1 writes one) or a capture "
+                           "directory") from None
     if not isinstance(obj, list):
         raise Refused(f"pickle holds a {type(obj).__name__}, not a list of profile events")
     graph_depth(obj, max_depth)

@@ -357,51 +357,76 @@ def iter_blocks(data: bytes) -> Iterator[tuple[int, int, bytes]]:
         pos += total
 
 
+class Reader:
+    """A trace file's records one at a time, so a reader of any size holds one record, not all of them.
+
+    ``header`` is parsed at once (refused when the file is not a tinyhw trace); :meth:`records` yields each
+    record in order and, once exhausted, ``truncated``, ``dropped`` and ``count`` describe the file as
+    :class:`Trace` does. The rules are :func:`read_trace`'s (which collects what this yields).
+    """
+
+    def __init__(self, data: bytes, *, strict: bool = False) -> None:
+        if len(data) < 12 or struct.unpack_from("<I", data, 0)[0] != SHB:
+            raise TraceError("trace file: not a pcapng file (no section header block at the start)",
+                             hint="tinyhw trace files are written by tinyhw --record FILE")
+        self.data = data
+        self.strict = strict
+        self.truncated: str | None = None  # why reading stopped before the end of the file, or None
+        self.dropped = 0
+        self.count = 0
+        try:
+            at, kind, body = next(iter_blocks(data))
+        except TraceError as e:
+            if strict or "cut inside" not in e.message:
+                raise
+            raise TraceError("trace file: no section header block") from None
+        self.header = _header(body, at)
+
+    def records(self) -> Iterator[Record]:
+        """Every record, in order (reading again starts from the beginning)."""
+        self.truncated, self.dropped, self.count = None, 0, 0
+        linktype_ok = False
+        first = True
+        blocks = iter_blocks(self.data)
+        while True:
+            try:
+                at, kind, body = next(blocks)
+            except StopIteration:
+                break
+            except TraceError as e:
+                if self.strict or "cut inside" not in e.message:
+                    raise
+                self.truncated = e.message
+                break
+            if kind == SHB:
+                if not first:
+                    raise TraceError(f"trace file: a second section starts at byte {at}; one session per file")
+            elif kind == IDB:
+                if len(body) < 8 or struct.unpack_from("<H", body, 0)[0] != LINKTYPE:
+                    raise TraceError(f"trace file: interface at byte {at} is not link type {LINKTYPE} (tinyhw records)")
+                linktype_ok = True
+            elif kind == EPB:
+                if not linktype_ok:
+                    raise TraceError(f"trace file: packet at byte {at} before the header and interface blocks")
+                if len(body) < 20:
+                    raise TraceError(f"trace file: packet block at byte {at} is too short")
+                _iface, hi, lo, captured, _orig = struct.unpack_from("<IIIII", body, 0)
+                if captured > len(body) - 20:
+                    raise TraceError(f"trace file: packet at byte {at} claims {captured} bytes, more than its block")
+                rec = decode_record(body[20:20 + captured], (hi << 32) | lo, at)
+                rec.index, rec.at = self.count, at
+                if rec.op == DROPPED:
+                    self.dropped += rec.fields["count"]
+                self.count += 1
+                yield rec
+            # other block types (a pcapng reader may add e.g. statistics blocks) are skipped, as pcapng allows
+            first = False
+
+
 def read_trace(data: bytes, *, strict: bool = False) -> Trace:
     """Parse a trace file's bytes. A file cut short (a torn last block) is read up to its last complete record and
     ``truncated`` says where it stopped; with ``strict`` that, like any other damage, raises :class:`TraceError`.
     Damage before the last block (a corrupt length, an unknown op) always raises."""
-    if len(data) < 12 or struct.unpack_from("<I", data, 0)[0] != SHB:
-        raise TraceError("trace file: not a pcapng file (no section header block at the start)",
-                         hint="tinyhw trace files are written by tinyhw --record FILE")
-    header: dict[str, Any] | None = None
-    records: list[Record] = []
-    truncated: str | None = None
-    dropped = 0
-    linktype_ok = False
-    blocks = iter_blocks(data)
-    while True:
-        try:
-            at, kind, body = next(blocks)
-        except StopIteration:
-            break
-        except TraceError as e:
-            if strict or "cut inside" not in e.message:
-                raise
-            truncated = e.message
-            break
-        if kind == SHB:
-            if header is not None:
-                raise TraceError(f"trace file: a second section starts at byte {at}; one session per file")
-            header = _header(body, at)
-        elif kind == IDB:
-            if len(body) < 8 or struct.unpack_from("<H", body, 0)[0] != LINKTYPE:
-                raise TraceError(f"trace file: interface at byte {at} is not link type {LINKTYPE} (tinyhw records)")
-            linktype_ok = True
-        elif kind == EPB:
-            if header is None or not linktype_ok:
-                raise TraceError(f"trace file: packet at byte {at} before the header and interface blocks")
-            if len(body) < 20:
-                raise TraceError(f"trace file: packet block at byte {at} is too short")
-            _iface, hi, lo, captured, _orig = struct.unpack_from("<IIIII", body, 0)
-            if captured > len(body) - 20:
-                raise TraceError(f"trace file: packet at byte {at} claims {captured} bytes, more than its block")
-            rec = decode_record(body[20:20 + captured], (hi << 32) | lo, at)
-            rec.index, rec.at = len(records), at
-            if rec.op == DROPPED:
-                dropped += rec.fields["count"]
-            records.append(rec)
-        # other block types (a pcapng reader may add e.g. statistics blocks) are skipped, as pcapng allows
-    if header is None:
-        raise TraceError("trace file: no section header block")
-    return Trace(header, records, truncated, dropped)
+    reader = Reader(data, strict=strict)
+    records = list(reader.records())
+    return Trace(reader.header, records, reader.truncated, reader.dropped)

@@ -24,14 +24,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tinyhw.errors import EnvironmentProblem, OperationFailed, Refused
+from tinyhw.errors import EnvironmentProblem, OperationFailed, Refused, install_hint
 from tinyhw.kernels.probes import ATOMIC_CPU_THREADS, Probe
 
 __all__ = ["PIN", "TARGETS", "CompiledKernel", "CpuRun", "compile_probe", "disassemble_amd", "find_libllvm", "load",
            "run_cpu"]
 
 PIN = "0.14.0"
-INSTALL_HINT = "install the compile extra: pip install 'tinyhw[compile]' (tinygrad==0.14.0)"
+INSTALL_HINT = install_hint("compile", f"tinygrad=={PIN}")
 # target -> (tinygrad device, renderer, arch, disassembler family)
 TARGETS: dict[str, tuple[str, str, str, str | None]] = {
     "gfx1100": ("AMD", "LLVM", "gfx1100", "rdna3"),

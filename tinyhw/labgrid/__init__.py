@@ -1,9 +1,9 @@
 """tinyhw in a labgrid board farm: resources, exporter support, a driver, a strategy and pytest fixtures.
 
-The labgrid extra (``pip install 'tinyhw[labgrid]'``). Importing this package imports labgrid and registers the
-classes with labgrid's target factory, so a labgrid environment file loads them with ``imports: [tinyhw.labgrid]``.
-Nothing else in tinyhw imports it; ``labgrid:PLACE`` device strings use :mod:`tinyhw.connect.place`, which imports
-labgrid lazily. Design notes: docs/labgrid.md.
+The labgrid extra (``pip install -e '.[labgrid]'`` from the tinyhw checkout). Importing this package imports labgrid
+and registers the classes with labgrid's target factory, so a labgrid environment file loads them with ``imports:
+[tinyhw.labgrid]``. Nothing else in tinyhw imports it; ``labgrid:PLACE`` device strings use
+:mod:`tinyhw.connect.place`, which imports labgrid lazily. Design notes: docs/labgrid.md.
 
 * :mod:`tinyhw.labgrid.resources`: ``TinyhwRemote`` (a ``tinyhw serve remote`` on the exporter host: host, port,
   key file path, served device, tcp or ssh), ``TinyhwBridge``/``NetworkTinyhwBridge`` (the ASM24 bridge, matched by

@@ -52,6 +52,7 @@ from tinyhw.boards.nvidia import (
     Ad102Options,
 )
 from tinyhw.errors import DeviceTimeout, Disconnected, Refused, StrictEmulationError, TinyhwError
+from tinyhw.formats import boundedjson
 from tinyhw.mocks.ad102_config import LINK_SPEED, LINK_WIDTH, Ad102Config
 from tinyhw.mocks.iommu import EmulatedIommu, HostBuffer, link_rate
 from tinyhw.mocks.nv_falcon import COVERED, EmulatedFalcon
@@ -175,15 +176,19 @@ class Ad102Board:
 
     def _load_state(self) -> None:
         self._saved = self._state_doc()
-        try:
-            doc = json.loads(Path(self.options.state).read_text())
-        except (OSError, ValueError, TypeError):
+        path = Path(self.options.state)
+        try:   # missing, unreadable, not json, too deep or too large: a cold board, as for the navi31 board state
+            doc = boundedjson.loads(path.read_bytes(), f"the board state file {path}", max_bytes=1 << 20)
+        except (OSError, Refused):
             return
         if not isinstance(doc, dict) or self.options.gsp == "running":
             return
-        lo, hi = doc.get("wpr2", [0, 0])
-        self.registers[REG_WPR2_ADDR_LO], self.registers[REG_WPR2_ADDR_HI] = int(lo), int(hi)
-        self.secure.restore(bool(doc.get("gsp_running")))
+        wpr2 = doc.get("wpr2", [0, 0])
+        if not (isinstance(wpr2, list) and len(wpr2) == 2
+                and all(type(v) is int and 0 <= v <= 0xFFFFFFFF for v in wpr2)):
+            return   # a field that no save wrote: a cold board too
+        self.registers[REG_WPR2_ADDR_LO], self.registers[REG_WPR2_ADDR_HI] = wpr2
+        self.secure.restore(doc.get("gsp_running") is True)
         self._saved = self._state_doc()
 
     def save_state(self) -> None:

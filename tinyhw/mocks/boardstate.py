@@ -16,7 +16,8 @@ MM_INDEX, MM_INDEX_HI and RSMU_INDEX of the indirect windows), ``regfile_writes`
 It is written when the board closes or disconnects (atomically: a torn write is impossible);
 ``tinyhw mock reset --yes`` deletes it (a cold board). VRAM contents are not kept (inferred
 simplification: the boot region is rebuilt by whoever needs it; the discovery table is
-rewritten at every start). A file that cannot be read is ignored, as a cold board.
+rewritten at every start). A file that cannot be read (missing, not JSON, nested deeper than
+:data:`tinyhw.formats.boundedjson.MAX_DEPTH` or larger than :data:`MAX_STATE_BYTES`) is ignored, as a cold board.
 """
 
 from __future__ import annotations
@@ -25,9 +26,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tinyhw.errors import Refused
+from tinyhw.formats import boundedjson
 from tinyhw.mocks.flashstore import write_atomic
 
 VERSION = 1
+MAX_STATE_BYTES = 64 << 20      # the register file, firmware blocks and counters: far below this
+MAX_STATE_VALUES = 1 << 22
 
 
 def state_path(flash: Path | str) -> Path:
@@ -40,8 +45,9 @@ def load(flash: Path | str) -> dict[str, Any]:
     """The saved state, or ``{}`` for a cold board (no file, unreadable file, other version)."""
     path = state_path(flash)
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = boundedjson.loads(path.read_bytes(), f"the board state file {path}", max_bytes=MAX_STATE_BYTES,
+                                 max_values=MAX_STATE_VALUES)
+    except (OSError, Refused):   # missing, unreadable, not json, too deep or too large: a cold board
         return {}
     if not isinstance(data, dict) or data.get("version") != VERSION:
         return {}

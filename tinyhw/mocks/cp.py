@@ -24,7 +24,8 @@ What it does:
   it (:mod:`tinyhw.mocks.doorbells`).
 * **PM4**: NOP, SET_SH_REG (the COMPUTE_* window), EVENT_WRITE (handed to the SQ thread trace), ACQUIRE_MEM
   (data caches are not modelled: counted; GLI_INV drops the decoded-instruction cache, as does an activation),
-  DISPATCH_DIRECT (:func:`tinyhw.mocks.rdna3.run_dispatch` with memory through GPUVM), RELEASE_MEM (DATA_SEL 1/2
+  DISPATCH_DIRECT (:class:`tinyhw.mocks.rdna3.DispatchJob` with memory through GPUVM: see Beside the host),
+  RELEASE_MEM (DATA_SEL 1/2
   write of the data, 3/4 the board time in 10 ns ticks at the queue's time cursor when the packet runs, i.e. when the
   earlier dispatches end in modelled time, so a time stamp after a dispatch is later than one before it by the
   dispatch's modelled time, however late the host looks). Any other packet
@@ -50,6 +51,12 @@ What it does:
   GCVM_L2_PROTECTION_FAULT_STATUS / _ADDR_LO32 / _ADDR_HI32 (fields of the database) and stops the queue; a
   shader that runs past the watchdog hangs the queue (GRBM_STATUS.CP_BUSY): a DRAIN_PIPE dequeue never completes
   on it (its waves never finish), a RESET_WAVES dequeue drops the waves and stops it.
+* **Beside the host**: a dispatch runs inside its doorbell write for at most ``dispatch_slice`` wall seconds (whole
+  workgroups); a longer one stays running (the queue at its DISPATCH_DIRECT, GRBM_STATUS.CP_BUSY) and goes on at each
+  later host access (:meth:`CommandProcessor.retry`) for as long as the board clock or, when further, real time moved
+  since its last slice, so a driver's timeout on the board clock bounds its wall time too, and a host that touches
+  the board seldom still sees it progress (a pacing model, inferred: the GPU computes while the host runs). A
+  DRAIN_PIPE dequeue completes when it ends, RESET_WAVES drops it.
 * **Dequeue** (§1.8): CP_HQD_DEQUEUE_REQUEST 1 (DRAIN_PIPE) or 2 (RESET_WAVES) on an active queue clears
   CP_HQD_ACTIVE.ACTIVE (see Faults for a hung queue).
 * **Across commands**: a queue left active or hung is kept in the board state file (:meth:`to_state`), as the
@@ -60,6 +67,7 @@ The CP takes a small explicit :class:`CpServices` (time, events, memory, strictn
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -133,6 +141,9 @@ PACKET_COST_S = 0.1e-6    # per packet (inferred)
 DISPATCH_COST_S = 2e-6    # per dispatch launch (inferred)
 SHADER_HZ, CUS = 2.5e9, 96  # modelled issue rate, and the CUs waves spread over (discovery: 96 CUs)
 DRAIN_PIPE, RESET_WAVES = 1, 2  # CP_HQD_DEQUEUE_REQUEST codes (§1.5, inferred; amd-bringup.md §3.3: 2 resets waves)
+#: wall seconds a dispatch runs at its doorbell before it goes on beside the host (``cp.dispatch_slice``; inferred:
+#: a pacing choice so that every ordinary dispatch completes inside its doorbell write)
+DISPATCH_SLICE_S = 1.0
 WATCHDOG = 4_000_000      # wave instructions of one dispatch before the queue is declared hung (``cp.watchdog``)
 POLL_UNIT_S = 10e-9       # WAIT_REG_MEM's poll interval unit (dw6; inferred: one 100 MHz reference-clock tick)
 #: WAIT_REG_MEM FUNCTION (dw1 bits 2:0, §2.9): (masked value, reference) -> condition met
@@ -178,6 +189,10 @@ class Hqd:
     hung: bool = False
     #: a WAIT_REG_MEM the queue is parked on: (packet dwords, its payload), None while it runs
     wait: tuple[int, list[int]] | None = None
+    #: the dispatch the queue is running (it stays at its DISPATCH_DIRECT until it ends), None when none
+    job: Running | None = None
+    #: a DRAIN_PIPE dequeue waits for the running dispatch to end
+    drain: bool = False
     mqd: bytes = b""
     #: (DOORBELL_OFFSET, DOORBELL_EN) fields of CP_HQD_PQ_DOORBELL_CONTROL
     doorbell_fields: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))
@@ -202,6 +217,21 @@ class Hqd:
         """The 64-bit value of the register pair ``lo``/``hi`` (``hi`` masked by ``hi_mask``), shifted left by ``shift``
         bits: a byte address from registers that hold it in 256-byte units or split in two."""
         return ((self.r(hi) & hi_mask) << 32 | self.r(lo)) << shift
+
+
+@dataclass
+class Running:
+    """A dispatch that runs beside the host: its :class:`~tinyhw.mocks.rdna3.DispatchJob`, memory and observer, the
+    DISPATCH_DIRECT's length in dwords, and its pacing: ``credit`` wall seconds it may still run, ``mark`` the board
+    time and ``wall_mark`` the wall time (``time.monotonic()``) of its last slice's end."""
+
+    job: Any
+    mem: Any
+    trace: Any
+    credit: float
+    mark: float
+    wall_mark: float = field(default_factory=time.monotonic)
+    n: int = 0
 
 
 class _Traced:
@@ -238,6 +268,10 @@ class CommandProcessor:
         #: watchdog (a grid of many short workgroups never reaches that one). Measured on a loaded 2-core machine:
         #: a VALU loop reaches the 4M-instruction watchdog in 27 s, so this leaves every such dispatch its time
         self.wall_watchdog: float | None = 60.0
+        #: wall seconds a dispatch runs inside its doorbell write; a longer one goes on at the host's later accesses,
+        #: each time for as long as the board clock (or real time, when further) moved since (the GPU runs beside the
+        #: host, so a driver's fence timeout on the board clock also bounds the wall time spent emulating)
+        self.dispatch_slice = DISPATCH_SLICE_S
         self.sq = ShaderArray(services.now, lambda: self.s.regs, regs)
         self.thread_trace: Any = None  # the SQ thread trace (tinyhw.mocks.thread_trace), when the board has one
         self.perfmon: Any = None       # the performance counters (tinyhw.mocks.perfmon), when the board has one
@@ -293,20 +327,21 @@ class CommandProcessor:
         return busy | (SPI_BUSY if self.sq.resident else 0)
 
     def hung(self) -> bool:
-        """A queue is hung (its dispatch ran past the budget) or parked on a WAIT_REG_MEM, until a dequeue (or, for a
-        wait, until its condition holds)."""
-        return any(q.hung or q.wait is not None for q in self.hqds.values())
+        """A queue is hung (its dispatch ran past the budget), parked on a WAIT_REG_MEM or running a dispatch, until a
+        dequeue (or, for a wait, until its condition holds; for a dispatch, until it ends)."""
+        return any(q.hung or q.wait is not None or q.job is not None for q in self.hqds.values())
 
     @property
     def waiting(self) -> bool:
-        """Some active queue is parked on a WAIT_REG_MEM (the board then calls :meth:`retry` at each host access)."""
-        return any(q.wait is not None and q.active for q in self.hqds.values())
+        """Some active queue is parked on a WAIT_REG_MEM or runs a dispatch (the board then calls :meth:`retry` at
+        each host access)."""
+        return any((q.wait is not None or q.job is not None) and q.active for q in self.hqds.values())
 
     def retry(self) -> None:
         """Look again at every parked WAIT_REG_MEM (what the hardware's continuous polling sees): a queue whose
-        condition holds now goes on with its next packets."""
+        condition holds now goes on with its next packets; a running dispatch runs on (:meth:`_step`)."""
         for q in list(self.hqds.values()):
-            if q.wait is not None:
+            if q.wait is not None or q.job is not None:
                 self.kick(q)
 
     def any_active(self) -> bool:
@@ -329,7 +364,7 @@ class CommandProcessor:
     def activate(self, q: Hqd) -> None:
         """§1.6 (b) step 17: the queue starts; the CP reads its MQD (§1.4) from its VMID's memory."""
         self.stats["activations"] += 1
-        q.error, q.hung, q.sh = "", False, {}
+        q.error, q.hung, q.sh, q.job, q.drain = "", False, {}, None, False
         self.cache = None
         mqd = q.addr64("CP_MQD_BASE_ADDR", "CP_MQD_BASE_ADDR_HI") & ~3
         if not mqd:
@@ -345,22 +380,29 @@ class CommandProcessor:
 
     def dequeue(self, q: Hqd, request: int = DRAIN_PIPE) -> None:
         """§1.8: DRAIN_PIPE lets the waves finish (nothing runs between packets here, so it completes at once --
-        except on a hung queue, whose waves never finish: the queue stays active with the request pending);
-        RESET_WAVES (or any other request) drops the waves; then the queue stops."""
+        except on a hung queue, whose waves never finish: the queue stays active with the request pending, and on a
+        queue running a dispatch: it completes when the dispatch ends); RESET_WAVES (or any other request) drops the
+        waves; then the queue stops."""
         if q.hung and request == DRAIN_PIPE:
             self.stats["drains_stuck"] += 1
             return
+        if q.job is not None and request == DRAIN_PIPE:
+            q.drain = True
+            return
         self.stats["dequeues"] += 1
-        q.wait = None
+        q.wait, q.job, q.drain = None, None, False
         q.regs[self.reg.offset["CP_HQD_ACTIVE"]] = q.r("CP_HQD_ACTIVE") & ~1
         if q.hung:
             self.sq.drop()  # the resident waves of its hung dispatch are reset
         q.hung = False
 
     def to_state(self) -> dict[str, Any]:
-        """The queues a command leaves behind (the board state file): a queue outlives the process that made it."""
+        """The queues a command leaves behind (the board state file): a queue outlives the process that made it; one
+        still running a dispatch is kept hung (nothing emulates it once the process is gone)."""
         return {f"{k[0]}.{k[1]}.{k[2]}": {"regs": {f"{o:x}": v for o, v in sorted(q.regs.items())},
-                                          "hung": q.hung, "error": q.error}
+                                          "hung": q.hung or q.job is not None,
+                                          "error": q.error or ("a dispatch was still running when the process that "
+                                                               "submitted it ended" if q.job is not None else "")}
                 for k, q in sorted(self.hqds.items()) if q.active or q.hung}
 
     def from_state(self, state: dict[str, Any]) -> None:
@@ -382,10 +424,10 @@ class CommandProcessor:
         self.errors.append(f"queue {q.key}: {why}")
 
     def status(self) -> list[dict[str, Any]]:
-        """Every queue the driver touched: its key, activity, parked WAIT_REG_MEM, pointers and error (for tests and
-        notes)."""
+        """Every queue the driver touched: its key, activity, parked WAIT_REG_MEM, running dispatch, pointers and error
+        (for tests and notes)."""
         return [{"me": k[0], "pipe": k[1], "queue": k[2], "active": q.active, "hung": q.hung, "error": q.error,
-                 "waiting": q.wait is not None,
+                 "waiting": q.wait is not None, "running": q.job is not None,
                  "rptr": q.r("CP_HQD_PQ_RPTR"), "wptr": q.addr64("CP_HQD_PQ_WPTR_LO", "CP_HQD_PQ_WPTR_HI")}
                 for k, q in sorted(self.hqds.items())]
 
@@ -431,6 +473,16 @@ class CommandProcessor:
         base, size = self._ring(q)
         wptr = q.addr64("CP_HQD_PQ_WPTR_LO", "CP_HQD_PQ_WPTR_HI")
         rptr = q.r("CP_HQD_PQ_RPTR")
+        if q.job is not None:  # running a dispatch (its DISPATCH_DIRECT at rptr): run on
+            n = q.job.n
+            if not self._step(q):
+                return
+            rptr = (rptr + n) & 0xFFFFFFFF
+            q.regs[self.reg.offset["CP_HQD_PQ_RPTR"]] = rptr
+            self._report_rptr(q, rptr)
+            if q.drain:  # a DRAIN_PIPE waited for it
+                self.dequeue(q, DRAIN_PIPE)
+                return
         if q.wait is not None:  # parked on a WAIT_REG_MEM at rptr: look again
             n, body = q.wait
             try:
@@ -466,6 +518,9 @@ class CommandProcessor:
                 return
             if q.wait is not None:  # a WAIT_REG_MEM whose condition does not hold: the queue stays at the packet
                 q.wait = (n, q.wait[1])
+                return
+            if q.job is not None:  # a dispatch that goes on beside the host: the queue stays at its packet
+                q.job.n = n
                 return
             rptr = (rptr + n) & 0xFFFFFFFF
             q.regs[self.reg.offset["CP_HQD_PQ_RPTR"]] = rptr
@@ -567,7 +622,7 @@ class CommandProcessor:
         if len(body) < 4:
             self._fail(q, f"DISPATCH_DIRECT with {len(body)} payload dwords (4 needed)")
             return
-        from tinyhw.mocks.rdna3 import CodeCache, MemoryFault, ShaderError, Unimplemented, WatchdogExpired, run_dispatch
+        from tinyhw.mocks.rdna3 import CodeCache, DispatchJob, Unimplemented
 
         self.stats["dispatches"] += 1
         if self.cache is None:
@@ -578,23 +633,55 @@ class CommandProcessor:
         self._cost(DISPATCH_COST_S)
         trace = self._observer(q)
         try:
-            res = run_dispatch(regs, mem, strict=self.s.strict, cache=self.cache, watchdog=self.watchdog, trace=trace,
-                               wall_limit=self.wall_watchdog)
+            job = DispatchJob(regs, mem, strict=self.s.strict, cache=self.cache, watchdog=self.watchdog, trace=trace,
+                              wall_limit=self.wall_watchdog)
         except Unimplemented as exc:
             self._fail(q, f"dispatch stopped: {exc}", gap=True)
             return
+        q.job = Running(job, mem, trace, self.dispatch_slice, self.s.now())
+        self._step(q)
+
+    def _step(self, q: Hqd) -> bool:
+        """Run queue ``q``'s dispatch for the wall time it has: its credit plus how far the board clock or, when
+        further, real time moved since its last slice (the GPU runs while the host does too, also where the host
+        touches the board seldom); True when it ended (completed, hung or stopped), False while it goes on."""
+        from tinyhw.mocks.rdna3 import MemoryFault, ShaderError, Unimplemented, WatchdogExpired
+
+        run = q.job
+        assert run is not None
+        t, w = self.s.now(), time.monotonic()
+        run.credit += max(t - run.mark, w - run.wall_mark)
+        run.mark, run.wall_mark = t, w
+        if run.credit <= 0:
+            return False
+        spent = run.job.wall
+        mem, trace = run.mem, run.trace
+        try:
+            res = run.job.step(run.credit)
+            if res is None:
+                run.credit -= run.job.wall - spent
+                run.wall_mark = time.monotonic()  # the emulation's own time is not the host's
+                return False
+        except Unimplemented as exc:
+            q.job = None
+            self._fail(q, f"dispatch stopped: {exc}", gap=True)
+            return True
         except WatchdogExpired as exc:
+            q.job = None
             q.hung = True
             self._error(q, f"dispatch hung (the watchdog expired): {exc}")
             if exc.dispatch is not None:
                 self.sq.admit(exc.dispatch)  # its running workgroup's waves stay resident
-            return
+            return True
         except (VmFault, MemoryFault) as exc:
+            q.job = None
             self._vm_fault(q, mem.fault, exc)
-            return
+            return True
         except (ShaderError, ValueError) as exc:
+            q.job = None
             self._fail(q, f"dispatch stopped: {exc}")
-            return
+            return True
+        q.job = None
         self.last_dispatch = res
         if trace is not None:
             if self.thread_trace is not None:
@@ -604,6 +691,7 @@ class CommandProcessor:
         self.stats["wave_instructions"] += res.wave_instructions
         parallel = max(1, min(res.waves, CUS))
         self._cost(res.cycles / SHADER_HZ / parallel)
+        return True
 
     def _observer(self, q: Hqd) -> Any:
         """What watches the dispatch's waves: the thread trace (COMPUTE_THREAD_TRACE_ENABLE) and the performance

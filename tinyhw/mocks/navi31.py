@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyhw.boards.navi31 import MMIO_BAR, NAVI31, BoardSpec, Navi31Options, default_flash_path
-from tinyhw.errors import StrictEmulationError
+from tinyhw.errors import Refused, StrictEmulationError
 from tinyhw.mocks import boardstate
 from tinyhw.mocks import discovery as mock_discovery
 from tinyhw.mocks.amregs import RegisterFile
@@ -146,7 +146,9 @@ class Navi31Board:
         self.uncovered: list[str] = []
         self._uncovered_seen: set[str] = set()
         self._strict = options.strict
-        saved_mailbox = boardstate.load(options.flash).get("mailbox", {})
+        saved = boardstate.load(options.flash)
+        saved_mailbox = saved.get("mailbox", {})
+        _check_named_psp(options, saved)
         if options.psp is None:  # the state the last power cycle booted into (tinyhw mock power-cycle), else pbl
             state = saved_mailbox.get("state")
             options.psp = state if state in ("pbl", "early") else "pbl"
@@ -640,6 +642,33 @@ def power_cycle_flash(path: Path | str, timing: str = "typical") -> tuple[str | 
         return power_on_boot(store, timing)
     finally:
         store.close()
+
+
+def flash_backup_needed(current: bytes, backup: bytes | None) -> bool:
+    """Whether ``mock reset`` must keep ``current`` (the flash file's contents) before restoring the factory image.
+
+    Not when it is the factory image (nothing of the user's would be lost) or what ``backup`` (the one
+    backup kept beside the file, None: none) already holds; otherwise the backup is replaced with it.
+    """
+    return current != build_image() and current != backup
+
+
+def _check_named_psp(options: Navi31Options, saved: dict[str, object]) -> None:
+    """Refuse (exit 2) a ``psp=`` the user named that the saved board state contradicts, rather than ignore it.
+
+    ``psp=sos``/``gated`` always hold (they start the secure OS); ``pbl``, ``early`` and ``hang`` mean the secure
+    OS is not running, which a board whose saved state has it running (an earlier ``psp=sos``, ``am boot``) can
+    only reach through a power cycle or a reset of the emulated board."""
+    named = options.psp
+    psp = saved.get("psp")
+    if named not in ("pbl", "early", "hang") or not isinstance(psp, dict) or not psp.get("sos_alive"):
+        return
+    flash = Path(options.flash)
+    raise Refused(f"psp={named} contradicts the saved state of the emulated board {flash} (its secure os is "
+                  "running since an earlier command: psp=sos, am boot)",
+                  hint=f"leave psp= out to go on from the saved state, or power the board off first: tinyhw "
+                       f"--device mock:navi31,flash={flash} mock power-cycle (the psp boots to early), or mock reset "
+                       "--yes (the factory image, pbl)")
 
 
 def reset_flash(path: Path | str) -> str:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinyhw.errors import NotAvailableYet, Refused
+from tinyhw.errors import NotAvailableYet, Refused, install_hint
 from tinyhw.transport.base import Transport
 
 #: The PCI function tinygrad's PCIIface looks for (Navi31) and the id its USBIface looks for (the bridge).
@@ -499,7 +499,7 @@ def emulated_gpu(device: str = "mock:navi31,strict", *, firmware_dir: Path | str
     try:
         import tinygrad  # noqa: F401  (a clear exit-3 error instead of an ImportError deep inside)
     except ImportError as e:
-        raise NotAvailableYet("tinygrad is not installed", hint="pip install 'tinyhw[compile]'") from e
+        raise NotAvailableYet("tinygrad is not installed", hint=install_hint("compile")) from e
     gpu = EmulatedGpu(device, log_size)
     pins = provide_firmware(Path(firmware_dir) if firmware_dir else default_firmware_dir())
     try:

@@ -9,7 +9,6 @@ refused by name (exit 2) otherwise; nothing loaded is ever formatted with ``str`
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyhw.errors import Refused
+from tinyhw.formats import boundedjson
 from tinyhw.formats.fields import MISSING, int_field, kind
 from tinyhw.formats.tgpickle import MAX_PICKLE_BYTES, loads_profile
 
@@ -130,14 +130,24 @@ def load_capture(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYT
                       hint="pass a tinygrad profile pickle or a capture directory")
     if data.lstrip()[:1] == b"{":
         raise Refused(f"{p} is JSON; pass the capture directory that holds it")
-    return _from_events(str(p), loads_profile(data, max_bytes=max_bytes))
+    return _from_events(str(p), loads_profile(data, max_bytes=max_bytes, source=str(p)))
 
 
 _MISSING = MISSING
 _kind = kind
 U64 = (1 << 64) - 1
+# Identifiers, handles, addresses and properties are bounded only by what the producer can write: tinygrad reads
+# KFD's topology properties as Python ints of up to 64 bits (unique_id, local_mem_size, ...) and numbers programs
+# and dispatches with unbounded counters; a value outside signed/unsigned 64 bits is refused. Sizes, counts and
+# indices (se, entries) keep their tight bounds.
+ID_LO, ID_HI = -1, U64
+PROP_LO = -(1 << 63)
 MAX_ENTRIES = 1 << 16      # events of one kind, schedule entries of one dispatch
-PROPS_INT = {"gfx_target_version": 999_999}   # others: 0 .. 2**32
+# capture.json: the JSON values it may hold bound the objects parsing builds (a file of empty objects would
+# otherwise cost about 25 times its size); every list it holds is bounded by MAX_ENTRIES anyway.
+MAX_META_BYTES = 64 << 20
+MAX_META_VALUES = 1 << 21
+PROPS_INT = {"gfx_target_version": 999_999}   # others: any signed or unsigned 64-bit value
 
 
 def _get(f: Any, key: str, where: str) -> Any:
@@ -201,7 +211,8 @@ def _props(f: Any, where: str) -> dict[str, Any] | None:
     for k in v:
         if not isinstance(k, str) or len(k) > 64:
             raise Refused(f"{where}: field 'props' has a key that is not a short string")
-        out[k] = _int_field(v, k, f"{where} props", hi=PROPS_INT.get(k, 1 << 32), default=None)
+        out[k] = _int_field(v, k, f"{where} props", lo=PROP_LO,
+                             hi=PROPS_INT.get(k, U64), default=None)
     return out
 
 
@@ -235,13 +246,13 @@ def _from_events(source: str, events: list[Any]) -> Capture:
                 props.setdefault(dev, p)
         elif kind == "ProfileProgramEvent":
             lib = _bytes_field(f, "lib", where)
-            programs.append(Program(_int_field(f, "tag", where, lo=-1, hi=1 << 31, default=-1),
+            programs.append(Program(_int_field(f, "tag", where, lo=ID_LO, hi=ID_HI, default=-1),
                                     _str_field(f, "name", where), _int_field(f, "base", where, default=0),
                                     lib or b"", dev))
         elif kind == "ProfileSQTTEvent":
             blob = _bytes_field(f, "blob", where)
             if blob is not None:
-                cap.sqtt.append(SqttBlob(_int_field(f, "kern", where, lo=-1, hi=1 << 31, default=-1),
+                cap.sqtt.append(SqttBlob(_int_field(f, "kern", where, lo=ID_LO, hi=ID_HI, default=-1),
                                          _int_field(f, "exec_tag", where, default=0),
                                          _int_field(f, "se", where, hi=1 << 10, default=0),
                                          _bool_field(f, "itrace", where), blob, dev))
@@ -249,7 +260,7 @@ def _from_events(source: str, events: list[Any]) -> Capture:
             blob = _bytes_field(f, "blob", where)
             samples = _samples(_list_field(f, "sched", where), where, "sched")
             if blob is not None:
-                cap.pmc.append(PmcBlob(_int_field(f, "kern", where, lo=-1, hi=1 << 31, default=-1),
+                cap.pmc.append(PmcBlob(_int_field(f, "kern", where, lo=ID_LO, hi=ID_HI, default=-1),
                                        _int_field(f, "exec_tag", where, default=0), samples, blob, dev))
         if len(cap.sqtt) > MAX_ENTRIES or len(programs) > MAX_ENTRIES or len(cap.pmc) > MAX_ENTRIES:
             raise Refused(f"{source} has more than {MAX_ENTRIES} events of one kind")
@@ -290,10 +301,10 @@ def _load_dir(d: Path, max_bytes: int) -> Capture:
             raise Refused(f"the files of {d} exceed the {max_bytes}-byte input limit")
         return fp.read_bytes()
 
-    try:
-        meta = json.loads(read("capture.json"))
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:   # JSONDecodeError is a ValueError
-        raise Refused(f"{meta_path}: not json ({type(e).__name__}: {str(e)[:120]})") from None
+    if _regular_size(meta_path) > MAX_META_BYTES:
+        raise Refused(f"{meta_path} is over the {MAX_META_BYTES}-byte limit for a capture's json")
+    meta = boundedjson.loads(read("capture.json"), str(meta_path), max_bytes=MAX_META_BYTES,
+                             max_values=MAX_META_VALUES, allow_nan=True)
     if not isinstance(meta, dict):
         raise Refused(f"{meta_path}: expected an object")
     cap = Capture(str(d), {})
@@ -308,19 +319,19 @@ def _load_dir(d: Path, max_bytes: int) -> Capture:
     for i, pr in enumerate(_list_field(meta, "programs", top)):
         where = f"{meta_path}: programs[{i}]"
         file = _get(pr, "file", where)
-        programs.append(Program(_int_field(pr, "tag", where, lo=-1, hi=1 << 31), _str_field(pr, "name", where),
+        programs.append(Program(_int_field(pr, "tag", where, lo=ID_LO, hi=ID_HI), _str_field(pr, "name", where),
                                 _int_field(pr, "base", where, default=0),
                                 read(file) if file not in (_MISSING, None, "") else b"",
                                 _str_field(pr, "device", where)))
     for i, s in enumerate(_list_field(meta, "sqtt", top)):
         where = f"{meta_path}: sqtt[{i}]"
-        cap.sqtt.append(SqttBlob(_int_field(s, "kern", where, lo=-1, hi=1 << 31),
+        cap.sqtt.append(SqttBlob(_int_field(s, "kern", where, lo=ID_LO, hi=ID_HI),
                                  _int_field(s, "exec_tag", where, default=0), _int_field(s, "se", where, hi=1 << 10),
                                  _bool_field(s, "itrace", where), read(_get(s, "file", where)),
                                  _str_field(s, "device", where)))
     for i, pm in enumerate(_list_field(meta, "pmc", top)):
         where = f"{meta_path}: pmc[{i}]"
-        cap.pmc.append(PmcBlob(_int_field(pm, "kern", where, lo=-1, hi=1 << 31),
+        cap.pmc.append(PmcBlob(_int_field(pm, "kern", where, lo=ID_LO, hi=ID_HI),
                                _int_field(pm, "exec_tag", where, default=0),
                                _samples(_list_field(pm, "samples", where), where, "samples"),
                                read(_get(pm, "file", where)),

@@ -32,4 +32,9 @@ def load(path: str | os.PathLike[str], *, strict: bool = False) -> Trace:
     return read_trace(read_input(path, MAX_TRACE_BYTES, what="trace file"), strict=strict)
 
 
-__all__ = ["MAX_TRACE_BYTES", "Trace", "load"]
+def load_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of the trace file at ``path``, read as :func:`load` reads them (for a reader that streams them)."""
+    return read_input(path, MAX_TRACE_BYTES, what="trace file")
+
+
+__all__ = ["MAX_TRACE_BYTES", "Trace", "load", "load_bytes"]

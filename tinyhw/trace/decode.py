@@ -73,10 +73,11 @@ class Group:
         return " > ".join(self.path) or NO_MARK
 
 
-def mark_path(trace: Trace) -> Iterator[tuple[list[str], Record]]:
-    """(the open marks, record) for every record that is not a mark, in order."""
+def mark_path(trace: Trace | Iterable[Record]) -> Iterator[tuple[list[str], Record]]:
+    """(the open marks, record) for every record that is not a mark, in order (of a trace, or of records as they
+    are read)."""
     stack: list[str] = []
-    for rec in trace.records:
+    for rec in trace.records if isinstance(trace, Trace) else trace:
         if rec.op == tracefile.MARK:
             phase = rec.fields["phase"]
             if phase == "start":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,7 +11,7 @@ from tinyhw.errors import Refused
 from tinyhw.formats import tracefile
 from tinyhw.formats.tracefile import Trace
 from tinyhw.regs import names
-from tinyhw.trace.decode import Decoder, describe, groups, mark_path
+from tinyhw.trace.decode import NO_MARK, Decoder, describe, groups, mark_path
 
 WIRE = (tracefile.USB_CONTROL, tracefile.USB_BULK)
 
@@ -71,3 +73,52 @@ def show(trace: Trace, flt: Filter = Filter()) -> dict[str, Any]:
         out_groups.append({"mark": g.label, "records": [docs[id(r)] for r in g.records]})
     return {"header": trace.header, "records": len(trace.records), "shown": len(kept),
             "truncated": trace.truncated, "dropped": trace.dropped, "groups": out_groups}
+
+
+class Streamed:
+    """``trace show`` of a file of any size, record by record: the first pass over the file counts what will be
+    shown (and refuses a damaged file before anything is printed), :meth:`kept` then yields the shown records one
+    at a time. Memory is the file's bytes plus one record, not every record decoded at once."""
+
+    def __init__(self, data: bytes, flt: Filter = Filter()) -> None:
+        self.reader = tracefile.Reader(data)
+        self.header = self.reader.header
+        self.decoder = Decoder(self.header)
+        self._keep = _matcher(self.decoder, flt)
+        self.shown = sum(1 for _, rec in mark_path(self.reader.records()) if self._keep(rec))
+        self.records, self.truncated, self.dropped = self.reader.count, self.reader.truncated, self.reader.dropped
+
+    def head(self) -> dict[str, Any]:
+        """The document's fields other than ``groups``, as :func:`show` gives them."""
+        return {"header": self.header, "records": self.records, "shown": self.shown, "truncated": self.truncated,
+                "dropped": self.dropped}
+
+    def kept(self) -> Iterator[tuple[list[str], tracefile.Record, dict[str, Any]]]:
+        """(open marks, record, its document as :func:`show` gives it) of each shown record, in order."""
+        last: dict[tuple[int | None, int], int] = {}
+        for path, rec in mark_path(self.reader.records()):
+            doc = describe(rec, self.decoder, last) if rec.op in (tracefile.READ32, tracefile.WRITE32,
+                                                                  tracefile.POLL) else None
+            if self._keep(rec):
+                yield path, rec, doc if doc is not None else describe(rec, self.decoder)
+
+
+def _indented(value: Any, prefix: str) -> str:
+    return json.dumps(value, indent=2).replace("\n", "\n" + prefix)
+
+
+def write_json(streamed: Streamed, write: Callable[[str], Any]) -> None:
+    """Write :meth:`Streamed.head` and the groups of shown records as the JSON document ``json.dumps(show(...),
+    indent=2)`` would be, record by record."""
+    write("{\n" + "".join(f'  {json.dumps(k)}: {_indented(v, "  ")},\n' for k, v in streamed.head().items()))
+    write('  "groups": [')
+    path: list[str] | None = None
+    for p, _rec, doc in streamed.kept():
+        if p != path:
+            write(("\n      ]\n    }," if path is not None else "") + "\n    {\n      \"mark\": "
+                  + json.dumps(" > ".join(p) or NO_MARK) + ',\n      "records": [\n        ')
+            path = p
+        else:
+            write(",\n        ")
+        write(_indented(doc, "        "))
+    write("\n      ]\n    }\n  ]\n}\n" if path is not None else "]\n}\n")

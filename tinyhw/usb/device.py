@@ -18,6 +18,7 @@ from tinyhw.errors import (
     Disconnected,
     EnvironmentProblem,
     TransportError,
+    install_hint,
 )
 
 #: (vendor, product) pairs of the custom firmware, in the order they are searched (§2)
@@ -38,7 +39,7 @@ def _usb() -> Any:
         import usb.core
         import usb.util
     except ImportError as e:  # pragma: no cover - pyusb is a declared dependency
-        raise EnvironmentProblem("pyusb is not installed", hint="pip install pyusb") from e
+        raise EnvironmentProblem("pyusb is not installed", hint=install_hint(None, "pyusb")) from e
     return usb
 
 

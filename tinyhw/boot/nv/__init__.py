@@ -10,7 +10,8 @@ Spec: specs/nv-bringup.md §4-§13. From Python::
 
 from tinyhw.boot.nv.bootseq import STEPS, BootResult, boot, reset
 from tinyhw.boot.nv.fwfiles import NvFirmware, firmware_dir, load_firmware
+from tinyhw.boot.nv.fwfiles import locate as locate_firmware
 from tinyhw.boot.nv.gpu import NvGpu, preflight_boot, preflight_reset
 
-__all__ = ["STEPS", "BootResult", "NvFirmware", "NvGpu", "boot", "firmware_dir", "load_firmware", "preflight_boot",
-           "preflight_reset", "reset"]
+__all__ = ["STEPS", "BootResult", "NvFirmware", "NvGpu", "boot", "firmware_dir", "load_firmware", "locate_firmware",
+           "preflight_boot", "preflight_reset", "reset"]

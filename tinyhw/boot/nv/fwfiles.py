@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tinyhw.boot.firmware import CACHE_SOURCE, SYSTEM_SOURCE, FirmwareDir, cache_root
 from tinyhw.boot.nv.falcon import HsUcode
 from tinyhw.boot.nv.gpu import ChipParams
 from tinyhw.boot.nv.structs import layouts_for
@@ -64,6 +65,34 @@ def firmware_dir(given: str | os.PathLike[str] | None) -> Path:
     path = Path(text).expanduser()
     check_firmware_dir(path, source)
     return path
+
+
+def search_dirs(env: dict[str, str] | os._Environ[str] = os.environ) -> list[tuple[Path, str]]:
+    """Where the nvidia files are looked for when no directory is named, in order: tinyhw's cache (the complete
+    570.144 set from Debian's ``firmware-nvidia-graphics``, ``nvidia-570/nvidia``, then Debian's
+    ``firmware-nvidia-gsp`` extracted there by tests/fetch_firmware.sh: ``nvidia-gsp/lib/firmware/nvidia``, or
+    ``.../usr/lib/...``), then the system's (``/lib/firmware/nvidia``, ``/usr/lib/firmware/nvidia``)."""
+    gsp = cache_root(env) / "nvidia-gsp"
+    return [(cache_root(env) / "nvidia-570" / "nvidia", CACHE_SOURCE),
+            (gsp / "lib" / "firmware" / "nvidia", CACHE_SOURCE), (gsp / "usr" / "lib" / "firmware" / "nvidia",
+            CACHE_SOURCE), (DEFAULT_DIR, SYSTEM_SOURCE), (Path("/usr/lib/firmware/nvidia"), SYSTEM_SOURCE)]
+
+
+def locate(given: str | os.PathLike[str] | None, env: dict[str, str] | os._Environ[str] = os.environ) -> FirmwareDir:
+    """The firmware directory: ``--firmware-dir`` or $TINYHW_NVIDIA_FIRMWARE (checked as :func:`firmware_dir`
+    does), else the first of :func:`search_dirs` that holds a gsp-rm file, else the first that exists, else
+    /lib/firmware/nvidia (whose missing files the boot then names)."""
+    if given is not None or env.get("TINYHW_NVIDIA_FIRMWARE"):
+        return FirmwareDir(firmware_dir(given), "--firmware-dir" if given is not None else "$TINYHW_NVIDIA_FIRMWARE")
+    found = search_dirs(env)
+    searched = tuple(d for d, _ in found)
+    existing = [(d, why) for d, why in found if d.is_dir()]
+    for d, why in existing:
+        if gsp_candidates(d):
+            return FirmwareDir(d, why, searched)
+    if existing:
+        return FirmwareDir(*existing[0], searched)
+    return FirmwareDir(DEFAULT_DIR, "the default: none in tinyhw's cache either", searched)
 
 
 def check_firmware_dir(path: Path, source: str = "the nvidia firmware directory") -> None:

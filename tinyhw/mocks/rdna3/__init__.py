@@ -19,8 +19,8 @@ from typing import Any
 #: where each name of the package lives; imported on first use (PEP 562), so that importing one module of the
 #: package (``tinyhw.mocks.rdna3.sqtt``: the thread trace's packet writer) does not import the shader core and numpy
 _WHERE = {
-    **dict.fromkeys(("CodeCache", "DispatchRegs", "DispatchResult", "FlatMemory", "Memory", "MemoryFault",
-                     "default_cost", "run_dispatch"), "dispatch"),
+    **dict.fromkeys(("CodeCache", "DispatchJob", "DispatchRegs", "DispatchResult", "FlatMemory", "Memory",
+                     "MemoryFault", "default_cost", "run_dispatch"), "dispatch"),
     **dict.fromkeys(("LoadedKernel", "dispatch_regs", "load_kernel"), "launch"),
     **dict.fromkeys(("ShaderError", "ShaderFault", "Unimplemented", "WatchdogExpired"), "state"),
 }
@@ -36,6 +36,6 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["CodeCache", "DispatchRegs", "DispatchResult", "FlatMemory", "LoadedKernel", "Memory", "MemoryFault",
-           "ShaderError", "ShaderFault", "Unimplemented", "WatchdogExpired", "default_cost", "dispatch_regs",
-           "load_kernel", "run_dispatch"]
+__all__ = ["CodeCache", "DispatchJob", "DispatchRegs", "DispatchResult", "FlatMemory", "LoadedKernel", "Memory",
+           "MemoryFault", "ShaderError", "ShaderFault", "Unimplemented", "WatchdogExpired", "default_cost",
+           "dispatch_regs", "load_kernel", "run_dispatch"]

@@ -23,9 +23,19 @@ from tinyhw.errors import OperationFailed
 from tinyhw.formats.amdisa import Inst, decode_at
 from tinyhw.mocks.rdna3 import salu, valu, vmem
 from tinyhw.mocks.rdna3.sqtt import DispatchTrace
-from tinyhw.mocks.rdna3.state import EXEC, FULL, ShaderError, ShaderFault, Unimplemented, WatchdogExpired, Wave
+from tinyhw.mocks.rdna3.state import (
+    EXEC,
+    FULL,
+    ShaderError,
+    ShaderFault,
+    Unimplemented,
+    WatchdogExpired,
+    Wave,
+    mode_from_rsrc1,
+)
 
-__all__ = ["CodeCache", "DispatchRegs", "DispatchResult", "FlatMemory", "Memory", "MemoryFault", "run_dispatch"]
+__all__ = ["CodeCache", "DispatchJob", "DispatchRegs", "DispatchResult", "FlatMemory", "Memory", "MemoryFault",
+           "run_dispatch"]
 
 CS_W32_EN = 1 << 15
 LDS_GRANULE = 512          # bytes per RSRC2.LDS_SIZE unit on gfx11 (128 dwords; spec §3.4, inferred)
@@ -156,6 +166,14 @@ def default_cost(inst: Inst) -> int:
     return 1
 
 
+# Decoded and compiled instructions shared by every dispatch: (code address, first dword) -> (the instruction's
+# bytes, size, compiled function, Inst). A dispatch reuses an entry only when the bytes at the address are still
+# the same (compared on every dispatch's first visit to the address), so code objects loaded again at the same
+# address are decoded and specialised once; an instruction compiled as a skipped no-op (strict=False) is not kept.
+_COMPILED: dict[tuple[int, bytes], tuple[bytes, int, Callable[[Wave], Any], Inst]] = {}
+_COMPILED_MAX = 1 << 16
+
+
 class CodeCache:
     """Decoded, compiled instructions by code address; reusable across dispatches of unchanged code."""
 
@@ -178,9 +196,9 @@ Bad = Callable[[str], Exception]
 # encoding -> compiler of one instruction into a function of the wave (the handler table)
 _HANDLERS: dict[str, Callable[[Inst, int, Bad], Callable[[Wave], Any]]] = {
     "SOP2": lambda i, pc, bad: salu.compile_sop2(i, bad),
-    "SOP1": lambda i, pc, bad: salu.compile_sop1(i, bad),
+    "SOP1": lambda i, pc, bad: salu.compile_sop1(i, bad, pc),
     "SOPC": lambda i, pc, bad: salu.compile_sopc(i, bad),
-    "SOPK": lambda i, pc, bad: salu.compile_sopk(i, bad),
+    "SOPK": lambda i, pc, bad: salu.compile_sopk(i, bad, pc),
     "SOPP": salu.compile_sopp,
     "SMEM": lambda i, pc, bad: salu.compile_smem(i, bad),
     **{e: (lambda i, pc, bad: valu.compile_valu(i, bad)) for e in ("VOP1", "VOP2", "VOPC", "VOP3")},
@@ -201,6 +219,8 @@ def _compile(inst: Inst, raw: bytes, pc: int, strict: bool, skipped: dict[str, i
     try:
         if not inst.mnemonic:
             raise bad("an opcode LLVM's gfx11 table does not name")
+        if "dpp" in inst.fields:
+            raise bad(f"the DPP{inst.fields['dpp']} source form")
         handler = _HANDLERS.get(inst.encoding)
         if handler is None:
             raise bad(f"the {inst.encoding} encoding")
@@ -212,6 +232,7 @@ def _compile(inst: Inst, raw: bytes, pc: int, strict: bool, skipped: dict[str, i
 
         def skip(w: Wave) -> None:
             skipped[name] = skipped.get(name, 0) + 1
+        skip.cacheable = False      # type: ignore[attr-defined]
         return skip
 
 
@@ -226,10 +247,21 @@ class _Dispatch:
         self.res = DispatchResult()
         self.active = 0
         self.waves: list[Wave] = []  # the running workgroup's waves (what stays resident when the budget runs out)
+        self.packed: np.ndarray | None = None
 
     def compile_at(self, pc: int) -> list[Any]:
-        inst = _fetch(self.mem, pc)
-        fn = _compile(inst, self.mem.read(pc, inst.size), pc, self.strict, self.res.skipped)
+        first = self.mem.read(pc, 4)
+        hit = _COMPILED.get((pc, first))
+        if hit is not None and (hit[1] == 4 or self.mem.read(pc, hit[1]) == hit[0]):
+            raw, size, fn, inst = hit
+        else:
+            inst = _fetch(self.mem, pc)
+            raw = self.mem.read(pc, inst.size)
+            fn = _compile(inst, raw, pc, self.strict, self.res.skipped)
+            if getattr(fn, "cacheable", True):
+                if len(_COMPILED) >= _COMPILED_MAX:
+                    _COMPILED.clear()
+                _COMPILED[(pc, raw[:4])] = (raw, inst.size, fn, inst)
         ent = [fn, inst.size, inst.name, inst.encoding in _VECTOR, 0, self.cost(inst), inst]
         self.cache.entries[pc] = ent
         return ent
@@ -291,10 +323,14 @@ class _Dispatch:
         nthreads = nx * ny * nz
         lds = np.zeros(max(r.lds_bytes, 0), dtype=np.uint8)
         tidig = r.rsrc2 >> 11 & 3
-        ids = np.arange(nthreads)
-        tx, ty, tz = ids % nx, (ids // nx) % ny, ids // (nx * ny)
-        packed = (tx | (ty << 10 if tidig >= 1 else 0) | (tz << 20 if tidig >= 2 else 0)).astype(np.uint32)
+        packed = self.packed
+        if packed is None:      # the packed work-item ids of VGPR0: the same for every workgroup of the dispatch
+            ids = np.arange(nthreads)
+            tx, ty, tz = ids % nx, (ids // nx) % ny, ids // (nx * ny)
+            packed = (tx | (ty << 10 if tidig >= 1 else 0) | (tz << 20 if tidig >= 2 else 0)).astype(np.uint32)
+            self.packed = packed
         waves = []
+        mode = mode_from_rsrc1(r.rsrc1)
         for wi in range((nthreads + 31) // 32):
             w = Wave(r.vgprs, lds, self.mem, gid, wi)
             lanes = min(32, nthreads - 32 * wi)
@@ -308,6 +344,7 @@ class _Dispatch:
                     w.s[k] = value & 0xFFFFFFFF
                     k += 1
             w.v[0, :lanes] = packed[32 * wi:32 * wi + lanes]
+            w.mode = mode
             w.pc = r.entry
             waves.append(w)
         self.res.waves += len(waves)
@@ -364,32 +401,71 @@ def run_dispatch(regs: DispatchRegs, memory: Memory, *, strict: bool = True, cac
     and wave end while the SQ thread trace is on. ``wall_limit`` bounds the dispatch's wall time in seconds, looked
     at after every workgroup (a grid of many short workgroups never reaches the instruction watchdog, yet
     emulating it could take hours): past it, :class:`WatchdogExpired` as for the instruction limit.
+    :class:`DispatchJob` runs the same dispatch in slices.
     """
-    _check(regs)
-    d = _Dispatch(regs, memory, strict, cache or CodeCache(), cost, watchdog, on_wave_end, trace)
-    deadline = None if wall_limit is None else time.monotonic() + wall_limit
-    with np.errstate(all="ignore"):
-        try:
-            for z in range(regs.dim[2]):
-                for y in range(regs.dim[1]):
-                    for x in range(regs.dim[0]):
-                        d.workgroup((regs.start[0] + x, regs.start[1] + y, regs.start[2] + z))
-                        d.res.workgroups += 1
-                        if deadline is not None and time.monotonic() > deadline:
-                            raise WatchdogExpired(
-                                f"the dispatch ran past its wall-time limit of {wall_limit:g} s after "
-                                f"{d.res.workgroups} of {regs.dim[0] * regs.dim[1] * regs.dim[2]} workgroups "
-                                "(the emulator's limit; a grid this large takes too long to emulate)",
-                                pc=regs.entry, mnemonic="(dispatch)", encoding="-")
-        except WatchdogExpired as e:
-            e.dispatch = d  # the waves stay resident (tinyhw.mocks.sqind)
-            raise
-    res = d.res
-    res.lane_instructions = 32 * res.wave_instructions
-    res.active_lane_instructions = d.active
-    for ent in d.cache.entries.values():
-        if ent[4]:
-            res.per_mnemonic[ent[2]] = res.per_mnemonic.get(ent[2], 0) + ent[4]
-            res.cycles += ent[4] * ent[5]
-            ent[4] = 0
+    res = DispatchJob(regs, memory, strict=strict, cache=cache, cost=cost, watchdog=watchdog,
+                      on_wave_end=on_wave_end, trace=trace, wall_limit=wall_limit).step()
+    assert res is not None
     return res
+
+
+class DispatchJob:
+    """One dispatch in progress, run in slices of whole workgroups (what a command processor that lets the host go
+    on while its GPU computes needs): :meth:`step` runs workgroups, in the order of :func:`run_dispatch`, until the
+    grid is done or a slice of wall time has passed; the next call goes on where it stopped. The arguments are
+    :func:`run_dispatch`'s (refusals of :func:`run_dispatch` are raised here); ``wall_limit`` counts the wall time
+    of every slice together."""
+
+    def __init__(self, regs: DispatchRegs, memory: Memory, *, strict: bool = True, cache: CodeCache | None = None,
+                 cost: Callable[[Inst], int] = default_cost, watchdog: int = DEFAULT_WATCHDOG,
+                 on_wave_end: Callable[[Wave], None] | None = None,
+                 trace: DispatchTrace | None = None, wall_limit: float | None = None) -> None:
+        _check(regs)
+        self.regs = regs
+        self.d = _Dispatch(regs, memory, strict, cache or CodeCache(), cost, watchdog, on_wave_end, trace)
+        self.wall_limit = wall_limit
+        #: wall seconds spent emulating it so far, every slice together
+        self.wall = 0.0
+        self._groups = self._ids()
+
+    def _ids(self) -> Any:
+        r = self.regs
+        for z in range(r.dim[2]):
+            for y in range(r.dim[1]):
+                for x in range(r.dim[0]):
+                    yield (r.start[0] + x, r.start[1] + y, r.start[2] + z)
+
+    def step(self, slice_s: float | None = None) -> DispatchResult | None:
+        """Run workgroups until the dispatch ends (its :class:`DispatchResult`) or, after a workgroup, ``slice_s``
+        wall seconds have passed in this call (None: the dispatch goes on at the next call; ``slice_s`` None runs it
+        to the end). Raises what :func:`run_dispatch` raises; the job is then over."""
+        d, regs = self.d, self.regs
+        t0 = time.monotonic()
+        with np.errstate(all="ignore"):
+            try:
+                for gid in self._groups:
+                    d.workgroup(gid)
+                    d.res.workgroups += 1
+                    spent = time.monotonic() - t0
+                    if self.wall_limit is not None and self.wall + spent > self.wall_limit:
+                        raise WatchdogExpired(
+                            f"the dispatch ran past its wall-time limit of {self.wall_limit:g} s after "
+                            f"{d.res.workgroups} of {regs.dim[0] * regs.dim[1] * regs.dim[2]} workgroups "
+                            "(the emulator's limit; a grid this large takes too long to emulate)",
+                            pc=regs.entry, mnemonic="(dispatch)", encoding="-")
+                    if slice_s is not None and spent >= slice_s:
+                        self.wall += spent
+                        return None
+            except WatchdogExpired as e:
+                e.dispatch = d  # the waves stay resident (tinyhw.mocks.sqind)
+                raise
+        self.wall += time.monotonic() - t0
+        res = d.res
+        res.lane_instructions = 32 * res.wave_instructions
+        res.active_lane_instructions = d.active
+        for ent in d.cache.entries.values():
+            if ent[4]:
+                res.per_mnemonic[ent[2]] = res.per_mnemonic.get(ent[2], 0) + ent[4]
+                res.cycles += ent[4] * ent[5]
+                ent[4] = 0
+        return res

@@ -20,6 +20,13 @@ M32 = 0xFFFFFFFF
 M64 = (1 << 64) - 1
 FULL = M32          # EXEC_LO of a full wave32
 VCC, NULL, M0, EXEC = 106, 124, 125, 126
+MODE_DEFAULT = 0xF0 | 1 << 8 | 1 << 9
+
+
+def mode_from_rsrc1(rsrc1: int) -> int:
+    """The MODE register a wave starts with (specs/amd-compute.md §4): FP_ROUND/FP_DENORM from RSRC1.FLOAT_MODE
+    (bits 19:12), DX10_CLAMP from bit 21, IEEE from bit 23."""
+    return (rsrc1 >> 12 & 0xFF) | (rsrc1 >> 21 & 1) << 8 | (rsrc1 >> 23 & 1) << 9
 LANES = np.arange(32, dtype=np.uint32)
 BIT = np.uint32(1) << LANES
 U32 = np.uint32
@@ -76,11 +83,17 @@ def inline_const64(v: int) -> int | None:
     return None
 
 
+# lane masks by EXEC value, shared by every wave (read-only arrays)
+_MASKS: dict[int, np.ndarray] = {}
+_NO_LANES = np.zeros(32, dtype=bool)
+_NO_LANES.flags.writeable = False
+
+
 class Wave:
     """One wave32's architectural state: 128 SGPRs (EXEC, VCC, M0 among them), SCC, its VGPRs (32 lanes each), the
     workgroup's LDS, the PC, and the memory it reaches."""
 
-    __slots__ = ("s", "scc", "v", "lds", "pc", "_mval", "_m", "done", "at_barrier", "wg", "index", "mem")
+    __slots__ = ("s", "scc", "v", "lds", "pc", "_mval", "_m", "done", "at_barrier", "wg", "index", "mem", "mode")
 
     def __init__(self, vgprs: int, lds: np.ndarray, mem: Any, wg: tuple[int, int, int], index: int) -> None:
         self.s: list[int] = [0] * 128
@@ -90,18 +103,27 @@ class Wave:
         self.mem = mem
         self.pc = 0
         self._mval = -1
-        self._m = np.zeros(32, dtype=bool)
+        self._m = _NO_LANES
         self.done = False
         self.at_barrier = False
         self.wg = wg
         self.index = index
+        # MODE register (hwreg 1): set from COMPUTE_PGM_RSRC1 by the dispatcher; this default is round to nearest
+        # even, f32/f16/f64 denormals kept, DX10_CLAMP and IEEE on (what LLVM's kernel descriptors ask for)
+        self.mode = MODE_DEFAULT
 
     def mask(self) -> np.ndarray:
         """EXEC_LO as a (32,) bool array (cached per value)."""
         e = self.s[EXEC]
         if e != self._mval:
             self._mval = e
-            self._m = ((U32(e) >> LANES) & U32(1)).astype(bool)
+            m = _MASKS.get(e)
+            if m is None:
+                if len(_MASKS) > 4096:
+                    _MASKS.clear()
+                m = _MASKS[e] = ((U32(e) >> LANES) & U32(1)).astype(bool)
+                m.flags.writeable = False
+            self._m = m
         return self._m
 
 
@@ -174,7 +196,14 @@ def v_get(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Get
         arr = np.full(32, c, dtype=np.uint32)
         return lambda w: arr
     g = s_get(src, literal, bad)
-    return lambda w: np.full(32, g(w), dtype=np.uint32)
+    last: list[Any] = [None, None]      # the last scalar value and its broadcast (sources are never modified)
+
+    def bcast(w: Wave) -> np.ndarray:
+        x = g(w)
+        if x != last[0]:
+            last[0], last[1] = x, np.full(32, x, dtype=np.uint32)
+        return last[1]
+    return bcast
 
 
 def v_get64(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Getter:

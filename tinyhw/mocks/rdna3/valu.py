@@ -1,5 +1,4 @@
-"""Vector ALU: VOP1, VOP2, VOPC, VOP3/VOP3SD, VOPD dual issue (specs/amd-compute.md §5.2-§5.4) and the packed
-16-bit float operations of VOP3P (:func:`compile_vop3p`).
+"""Vector ALU: VOP1, VOP2, VOPC, VOP3/VOP3SD and VOPD dual issue (specs/amd-compute.md §5.2-§5.4).
 
 Every operation works on (32,) uint32 lane arrays; float operations view them as float32 (IEEE, round to
 nearest even, denormals kept, as the probes' MODE asks). ``v_fma_f32`` / ``v_fmac_f32`` are fused: the
@@ -10,15 +9,19 @@ single correct rounding a fused multiply-add makes. VOP3 ``neg``/``abs`` are app
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from tinyhw.mocks.rdna3 import fp
+from tinyhw.mocks.rdna3.fp import fma32
 from tinyhw.mocks.rdna3.state import (
     EXEC,
     LANES,
     M32,
+    NULL,
     VCC,
     Wave,
     bits_to_int,
@@ -29,6 +32,9 @@ from tinyhw.mocks.rdna3.state import (
     v_put,
     v_put64,
 )
+
+__all__ = ["CARRY", "CARRY_CI", "OPS", "SHIFT64", "TYPED", "base_name", "compile_valu", "compile_vop3p", "compile_vopd",
+           "fma32"]
 
 F32, U32, I32, U64, F64 = np.float32, np.uint32, np.int32, np.uint64, np.float64
 Fn = Callable[[Wave], Any]
@@ -43,19 +49,6 @@ def _f(x: np.ndarray) -> np.ndarray:
 
 def _u(x: np.ndarray) -> np.ndarray:
     return np.asarray(x, dtype=F32).view(U32)
-
-
-def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Fused multiply-add of float32 arrays with one rounding (exact product, round-to-odd sum in float64)."""
-    p = a.astype(F64) * b.astype(F64)
-    c64 = c.astype(F64)
-    s = p + c64
-    bb = s - p
-    err = (p - (s - bb)) + (c64 - bb)
-    fix = (err != 0) & ((s.view(U64) & U64(1)) == 0) & np.isfinite(s)
-    if fix.any():
-        s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
-    return s.astype(F32)
 
 
 def _cvt_u32(x: np.ndarray) -> np.ndarray:
@@ -98,8 +91,31 @@ def _med3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
 
 
-def _fmed3(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    return np.fmax(np.fmin(a, b), np.fmin(np.fmax(a, b), c))
+def _fmed3(a: np.ndarray, b: np.ndarray, c: np.ndarray, ieee: bool = True) -> np.ndarray:
+    """v_med3_f*: with a NaN operand, min3; else the max of the two operands that are not the max3 (ISA pseudocode,
+    comparisons as floats, so +0 and -0 compare equal)."""
+    t = a.dtype.type
+    fl = fp._FL[t]
+    mx, mn = fp.fmax_bits, fp.fmin_bits
+    m3 = mx(mx(a, b, ieee), c, ieee).view(fl)
+    r = np.where(m3 == a.view(fl), mx(b, c, ieee), np.where(m3 == b.view(fl), mx(a, c, ieee), mx(a, b, ieee)))
+    nan = np.isnan(a.view(fl)) | np.isnan(b.view(fl)) | np.isnan(c.view(fl))
+    if nan.any():
+        r = np.where(nan, mn(mn(a, b, ieee), c, ieee), r)
+    return r.astype(t)
+
+
+def _ieee(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """Mark an operation whose result depends on MODE.IEEE (it takes ``ieee=``)."""
+    fn.ieee_aware = True        # type: ignore[attr-defined]
+    return fn
+
+
+_max = _ieee(lambda a, b, ieee=True: fp.fmax_bits(a, b, ieee))
+_min = _ieee(lambda a, b, ieee=True: fp.fmin_bits(a, b, ieee))
+_max3 = _ieee(lambda a, b, c, ieee=True: fp.fmax_bits(fp.fmax_bits(a, b, ieee), c, ieee))
+_min3 = _ieee(lambda a, b, c, ieee=True: fp.fmin_bits(fp.fmin_bits(a, b, ieee), c, ieee))
+_med3f = _ieee(_fmed3)
 
 
 def _s24(x: np.ndarray) -> np.ndarray:
@@ -117,12 +133,12 @@ OPS: dict[str, tuple[int, bool, Callable[..., np.ndarray]]] = {
     "v_cvt_u32_f32": (1, True, _cvt_u32),
     **{f"v_cvt_f32_ubyte{k}": (1, False, _cvt_f32_ubyte(k)) for k in range(4)},
     "v_cvt_i32_f32": (1, True, _cvt_i32),
-    "v_add_f32": (2, True, lambda a, b: _u(_f(a) + _f(b))),
-    "v_sub_f32": (2, True, lambda a, b: _u(_f(a) - _f(b))),
-    "v_subrev_f32": (2, True, lambda a, b: _u(_f(b) - _f(a))),
-    "v_mul_f32": (2, True, lambda a, b: _u(_f(a) * _f(b))),
-    "v_max_f32": (2, True, lambda a, b: _u(np.fmax(_f(a), _f(b)))),
-    "v_min_f32": (2, True, lambda a, b: _u(np.fmin(_f(a), _f(b)))),
+    "v_add_f32": (2, True, lambda a, b: (a.view(F32) + b.view(F32)).view(U32)),
+    "v_sub_f32": (2, True, lambda a, b: (a.view(F32) - b.view(F32)).view(U32)),
+    "v_subrev_f32": (2, True, lambda a, b: (b.view(F32) - a.view(F32)).view(U32)),
+    "v_mul_f32": (2, True, lambda a, b: (a.view(F32) * b.view(F32)).view(U32)),
+    "v_max_f32": (2, True, _max),
+    "v_min_f32": (2, True, _min),
     "v_add_nc_u32": (2, False, lambda a, b: a + b),
     "v_sub_nc_u32": (2, False, lambda a, b: a - b),
     "v_subrev_nc_u32": (2, False, lambda a, b: b - a),
@@ -162,13 +178,13 @@ OPS: dict[str, tuple[int, bool, Callable[..., np.ndarray]]] = {
     "v_max3_i32": (3, False, lambda a, b, c: np.maximum(np.maximum(a.view(I32), b.view(I32)), c.view(I32)).view(U32)),
     "v_min3_i32": (3, False, lambda a, b, c: np.minimum(np.minimum(a.view(I32), b.view(I32)), c.view(I32)).view(U32)),
     "v_med3_i32": (3, False, lambda a, b, c: _med3(a.view(I32), b.view(I32), c.view(I32)).view(U32)),
-    "v_max3_f32": (3, True, lambda a, b, c: _u(np.fmax(np.fmax(_f(a), _f(b)), _f(c)))),
-    "v_min3_f32": (3, True, lambda a, b, c: _u(np.fmin(np.fmin(_f(a), _f(b)), _f(c)))),
-    "v_med3_f32": (3, True, lambda a, b, c: _u(_fmed3(_f(a), _f(b), _f(c)))),
+    "v_max3_f32": (3, True, _max3),
+    "v_min3_f32": (3, True, _min3),
+    "v_med3_f32": (3, True, _med3f),
     "v_xad_u32": (3, False, lambda a, b, c: (a ^ b) + c),
     "v_alignbit_b32": (3, False, lambda a, b, c: (((a.astype(U64) << U64(32)) | b.astype(U64))
                                                    >> (c & U32(31)).astype(U64)).astype(U32)),
-    "v_fma_f32": (3, True, lambda a, b, c: _u(fma32(_f(a), _f(b), _f(c)))),
+    "v_fma_f32": (3, True, lambda a, b, c: fma32(a.view(F32), b.view(F32), c.view(F32)).view(U32)),
     "v_bfe_u32": (3, False, lambda a, b, c: (a >> (b & U32(31))) &
                   np.where((c & U32(31)) == 0, U32(0), (U32(1) << (c & U32(31))) - U32(1)).astype(U32)),
     "v_add3_u32": (3, False, lambda a, b, c: a + b + c),
@@ -180,6 +196,272 @@ OPS: dict[str, tuple[int, bool, Callable[..., np.ndarray]]] = {
     "v_xor3_b32": (3, False, lambda a, b, c: a ^ b ^ c),
     "v_bfi_b32": (3, False, lambda a, b, c: (a & b) | (~a & c)),
 }
+# ---- typed operations: f16, f64, 16- and 64-bit integers, and every OPS entry --------------------------------------
+# Operand kinds: "w" 32-bit word, "f" f32, "h" f16 and "s" 16-bit integer (the low half of the VGPR, the high half
+# with VOP3 OP_SEL), "d" f64 and "q" 64-bit integer (a VGPR pair). Functions take and return raw bit arrays:
+# uint32 for w/f, uint16 for h/s, uint64 for d/q. Float kinds (f, h, d) take the neg/abs modifiers, are flushed
+# per MODE.FP_DENORM, and a float result takes OMOD and CLAMP.
+F16, U16, I16, I64 = np.float16, np.uint16, np.int16, np.int64
+
+
+def _h(x: np.ndarray) -> np.ndarray:
+    return x.view(F16)
+
+
+def _uh(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=F16).view(U16)
+
+
+def _d(x: np.ndarray) -> np.ndarray:
+    return x.view(F64)
+
+
+def _ud(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=F64).view(U64)
+
+
+def _to_int(x: np.ndarray, lo: float, hi: float, dtype: Any) -> np.ndarray:
+    """Float -> integer conversion of the ISA: toward zero, saturated to [lo, hi], NaN gives 0."""
+    f = np.nan_to_num(x.astype(F64), nan=0.0, posinf=hi, neginf=lo)
+    return np.clip(np.trunc(f), lo, hi).astype(np.int64).astype(dtype)
+
+
+def _round_to(fn: Callable[[np.ndarray], np.ndarray], view: Callable[[np.ndarray], np.ndarray],
+              back: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """A unary float operation computed in float64 and rounded once to the operand's format (see _round64)."""
+    def op(a: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return back(fn(view(a).astype(F64)))
+    return op
+
+
+def _fract(view: Callable[[np.ndarray], np.ndarray], back: Callable[[np.ndarray], np.ndarray]
+           ) -> Callable[[np.ndarray], np.ndarray]:
+    """v_fract_*: S0 + -floor(S0) in the operand's format (one rounding; inf gives NaN)."""
+    def op(a: np.ndarray) -> np.ndarray:
+        x = view(a)
+        with np.errstate(all="ignore"):
+            return back(x + -np.floor(x))
+    return op
+
+
+def _clz(a: np.ndarray) -> np.ndarray:
+    """v_clz_i32_u32: leading zeros counted from bit 31; 0xFFFFFFFF when the value is 0."""
+    n = np.full(32, 32, dtype=np.int64)
+    x = a.astype(np.int64)
+    nz = x != 0
+    n[nz] = 31 - np.floor(np.log2(x[nz].astype(F64))).astype(np.int64)
+    # log2 may round up just below a power of two: correct by checking the top bit position
+    bad = nz & ((x >> (31 - n)) == 0)
+    n[bad] += 1
+    return np.where(nz, n, -1).astype(np.int64).astype(U32)
+
+
+def _ctz(a: np.ndarray) -> np.ndarray:
+    """v_ctz_i32_b32: trailing zeros; 0xFFFFFFFF when the value is 0."""
+    x = a.astype(np.int64)
+    low = x & -x
+    n = np.where(x != 0, np.log2(np.where(x != 0, low, 1).astype(F64)).astype(np.int64), -1)
+    return n.astype(np.int64).astype(U32)
+
+
+def _cls(a: np.ndarray) -> np.ndarray:
+    """v_cls_i32: the position (from bit 31, as 0) of the first bit that differs from the sign bit, i.e. the leading
+    bits equal to the sign bit including it; -1 (0xFFFFFFFF) for 0 and -1 (ISA pseudocode)."""
+    x = a.view(I32)
+    return _clz(np.where(x < 0, ~x, x).view(U32))
+
+
+def _bfrev32(a: np.ndarray) -> np.ndarray:
+    """v_bfrev_b32: the bits in reverse order."""
+    bits = ((a[:, None] >> np.arange(32, dtype=U32)) & U32(1)).astype(U64)
+    return (bits * (U64(1) << np.arange(31, -1, -1, dtype=U64))).sum(axis=1).astype(U32)
+
+
+def _sat_u32(x: np.ndarray) -> np.ndarray:
+    return np.clip(x, 0, M32).astype(U32)
+
+
+def _sat_i32(x: np.ndarray) -> np.ndarray:
+    return np.clip(x, -(1 << 31), (1 << 31) - 1).astype(I32).view(U32)
+
+
+def _cvt_f16_int(signed: bool) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda a: _uh((a.view(I16) if signed else a).astype(F16))
+
+
+def _ldexp_any(view: Callable[[np.ndarray], np.ndarray], back: Callable[[np.ndarray], np.ndarray]
+               ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """v_ldexp_*: S0 * 2**S1 with one rounding (computed exactly in float64 where it fits)."""
+    def op(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        e = np.clip(b.astype(np.int64) if b.dtype != U32 else b.view(I32).astype(np.int64), -2200, 2200)
+        x = view(a)
+        with np.errstate(all="ignore"):
+            if x.dtype == F64:
+                return back(np.array([math.ldexp(v, int(k)) if math.isfinite(v) else v
+                                      for v, k in zip(x.tolist(), e.tolist(), strict=True)]))
+            return back(np.ldexp(x.astype(F64), np.clip(e, -400, 400)))
+    return op
+
+
+def _f16_rtz(x: np.ndarray) -> np.ndarray:
+    """f32 -> f16 rounded toward zero (overflow gives the largest finite f16, NaN stays NaN)."""
+    r = x.astype(F16)
+    away = np.abs(r.astype(F32)) > np.abs(x)        # rounded to nearest away from zero (or overflowed to inf)
+    return np.where(away, r.view(U16) - U16(1), r.view(U16)).astype(U16)
+
+
+def _frexp_mant(view: Callable[[np.ndarray], np.ndarray], back: Callable[[np.ndarray], np.ndarray]
+                ) -> Callable[[np.ndarray], np.ndarray]:
+    """v_frexp_mant_*: the significand in [0.5, 1) with the sign of S0 (denormals normalised); infinity and NaN
+    give S0 itself."""
+    def op(a: np.ndarray) -> np.ndarray:
+        x = view(a)
+        m, _e = np.frexp(x)
+        return np.where(np.isfinite(x), back(m.astype(x.dtype)), a).astype(a.dtype)
+    return op
+
+
+def _frexp_exp(view: Callable[[np.ndarray], np.ndarray], dtype: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """v_frexp_exp_*: the exponent e with S0 = mantissa * 2**e, mantissa in [0.5, 1); 0 for zero, infinity, NaN."""
+    def op(a: np.ndarray) -> np.ndarray:
+        x = view(a)
+        _m, e = np.frexp(x)
+        return np.where(np.isfinite(x), e, 0).astype(np.int64).astype(dtype)
+    return op
+
+
+_S16 = {"b16": False, "u16": False, "i16": True}
+TYPED: dict[str, tuple[str, str, Callable[..., np.ndarray]]] = {
+    # f16 arithmetic: numpy float16 computes in float32 and rounds once more; for +, -, * of f16 operands the
+    # float32 result is exact or its double rounding is innocuous (24 >= 2*11 + 2), so the result is correct
+    "v_add_f16": ("hh", "h", lambda a, b: _uh(_h(a) + _h(b))),
+    "v_sub_f16": ("hh", "h", lambda a, b: _uh(_h(a) - _h(b))),
+    "v_subrev_f16": ("hh", "h", lambda a, b: _uh(_h(b) - _h(a))),
+    "v_mul_f16": ("hh", "h", lambda a, b: _uh(_h(a) * _h(b))),
+    "v_fma_f16": ("hhh", "h", lambda a, b, c: fp.fma16(_h(a), _h(b), _h(c)).view(U16)),
+    "v_max_f16": ("hh", "h", _max), "v_min_f16": ("hh", "h", _min),
+    "v_max3_f16": ("hhh", "h", _max3), "v_min3_f16": ("hhh", "h", _min3), "v_med3_f16": ("hhh", "h", _med3f),
+    "v_cvt_f16_f32": ("f", "h", lambda a: _uh(_f(a).astype(F16))),
+    "v_cvt_f32_f16": ("h", "f", lambda a: _u(_h(a).astype(F32))),
+    "v_cvt_f16_u16": ("s", "h", _cvt_f16_int(False)), "v_cvt_f16_i16": ("s", "h", _cvt_f16_int(True)),
+    "v_cvt_u16_f16": ("h", "s", lambda a: _to_int(_h(a), 0, 65535, U16)),
+    "v_cvt_i16_f16": ("h", "s", lambda a: _to_int(_h(a), -32768, 32767, I16).view(U16)),
+    "v_cvt_u32_u16": ("s", "w", lambda a: a.astype(U32)),
+    "v_cvt_i32_i16": ("s", "w", lambda a: a.view(I16).astype(I32).view(U32)),
+    "v_pack_b32_f16": ("hh", "w", lambda a, b: a.astype(U32) | b.astype(U32) << U32(16)),
+    "v_cvt_pk_rtz_f16_f32": ("ff", "w", lambda a, b: _f16_rtz(_f(a)).astype(U32) | _f16_rtz(_f(b)).astype(U32)
+                             << U32(16)),
+    "v_sqrt_f16": ("h", "h", _round_to(np.sqrt, _h, _uh)),
+    "v_rcp_f16": ("h", "h", _round_to(lambda x: 1.0 / x, _h, _uh)),
+    "v_rsq_f16": ("h", "h", _round_to(lambda x: 1.0 / np.sqrt(x), _h, _uh)),
+    "v_exp_f16": ("h", "h", _round_to(np.exp2, _h, _uh)),
+    "v_log_f16": ("h", "h", _round_to(np.log2, _h, _uh)),
+    "v_trunc_f16": ("h", "h", lambda a: _uh(np.trunc(_h(a)))),
+    "v_floor_f16": ("h", "h", lambda a: _uh(np.floor(_h(a)))),
+    "v_ceil_f16": ("h", "h", lambda a: _uh(np.ceil(_h(a)))),
+    "v_rndne_f16": ("h", "h", lambda a: _uh(np.rint(_h(a)))),
+    "v_fract_f16": ("h", "h", _fract(_h, _uh)),
+    "v_ldexp_f16": ("hs", "h", _ldexp_any(_h, _uh)),
+    # f64
+    "v_add_f64": ("dd", "d", lambda a, b: _ud(_d(a) + _d(b))),
+    "v_mul_f64": ("dd", "d", lambda a, b: _ud(_d(a) * _d(b))),
+    "v_fma_f64": ("ddd", "d", lambda a, b, c: _ud(fp.fma64(_d(a), _d(b), _d(c)))),
+    "v_max_f64": ("dd", "d", _max), "v_min_f64": ("dd", "d", _min),
+    "v_cvt_f64_f32": ("f", "d", lambda a: _ud(_f(a).astype(F64))),
+    "v_cvt_f32_f64": ("d", "f", lambda a: _u(_d(a).astype(F32))),
+    "v_cvt_f64_i32": ("w", "d", lambda a: _ud(a.view(I32).astype(F64))),
+    "v_cvt_f64_u32": ("w", "d", lambda a: _ud(a.astype(F64))),
+    "v_cvt_i32_f64": ("d", "w", lambda a: _to_int(_d(a), -2147483648.0, 2147483647.0, I32).view(U32)),
+    "v_cvt_u32_f64": ("d", "w", lambda a: _to_int(_d(a), 0.0, 4294967295.0, U32)),
+    "v_sqrt_f64": ("d", "d", lambda a: _ud(np.sqrt(_d(a)))),
+    "v_rcp_f64": ("d", "d", lambda a: _ud(1.0 / _d(a))),
+    "v_rsq_f64": ("d", "d", lambda a: _ud(1.0 / np.sqrt(_d(a)))),
+    "v_trunc_f64": ("d", "d", lambda a: _ud(np.trunc(_d(a)))),
+    "v_floor_f64": ("d", "d", lambda a: _ud(np.floor(_d(a)))),
+    "v_ceil_f64": ("d", "d", lambda a: _ud(np.ceil(_d(a)))),
+    "v_rndne_f64": ("d", "d", lambda a: _ud(np.rint(_d(a)))),
+    "v_fract_f64": ("d", "d", _fract(_d, _ud)),
+    "v_ldexp_f64": ("dw", "d", _ldexp_any(_d, _ud)),
+    # f32 additions
+    "v_fract_f32": ("f", "f", _fract(_f, _u)),
+    "v_frexp_mant_f32": ("f", "f", _frexp_mant(_f, _u)),
+    "v_frexp_exp_i32_f32": ("f", "w", _frexp_exp(_f, U32)),
+    "v_frexp_mant_f64": ("d", "d", _frexp_mant(_d, _ud)),
+    "v_frexp_exp_i32_f64": ("d", "w", _frexp_exp(_d, U32)),
+    "v_frexp_mant_f16": ("h", "h", _frexp_mant(_h, _uh)),
+    "v_frexp_exp_i16_f16": ("h", "s", _frexp_exp(_h, U16)),
+    "v_cvt_floor_i32_f32": ("f", "w", lambda a: _to_int(np.floor(_f(a)), -2147483648.0, 2147483647.0,
+                                                        I32).view(U32)),
+    "v_cvt_nearest_i32_f32": ("f", "w", lambda a: _to_int(np.floor(_f(a).astype(F64) + 0.5), -2147483648.0,
+                                                          2147483647.0, I32).view(U32)),
+    "v_ldexp_f32": ("fw", "f", _ldexp),
+    # 32-bit integer additions
+    "v_xnor_b32": ("ww", "w", lambda a, b: ~(a ^ b)),
+    "v_bfrev_b32": ("w", "w", _bfrev32),
+    "v_clz_i32_u32": ("w", "w", _clz),
+    "v_ctz_i32_b32": ("w", "w", _ctz),
+    "v_cls_i32": ("w", "w", _cls),
+    "v_bcnt_u32_b32": ("ww", "w", lambda a, b: np.bitwise_count(a).astype(U32) + b),
+    "v_bfe_i32": ("www", "w", lambda a, b, c: np.where(
+        (c & U32(31)) == 0, 0, ((a.view(I32).astype(np.int64) << (64 - (b & U32(31)).astype(np.int64)
+                                                                  - (c & U32(31)).astype(np.int64)))
+                                >> (64 - (c & U32(31)).astype(np.int64)))).astype(np.int64).astype(U32)),
+    "v_mul_hi_u32_u24": ("ww", "w", lambda a, b: (((a & _M24).astype(U64) * (b & _M24).astype(U64))
+                                                  >> U64(32)).astype(U32)),
+    "v_mul_hi_i32_i24": ("ww", "w", lambda a, b: ((_s24(a) * _s24(b)) >> 32).astype(U32)),
+    "v_alignbyte_b32": ("www", "w", lambda a, b, c: (((a.astype(U64) << U64(32)) | b.astype(U64))
+                                                     >> (U64(8) * (c & U32(3)).astype(U64))).astype(U32)),
+    "v_add_nc_i32": ("ww", "w", lambda a, b: a + b),
+    "v_sub_nc_i32": ("ww", "w", lambda a, b: a - b),
+    # 16-bit integers
+    "v_add_nc_u16": ("ss", "s", lambda a, b: a + b), "v_sub_nc_u16": ("ss", "s", lambda a, b: a - b),
+    "v_add_nc_i16": ("ss", "s", lambda a, b: a + b), "v_sub_nc_i16": ("ss", "s", lambda a, b: a - b),
+    "v_mul_lo_u16": ("ss", "s", lambda a, b: a * b),
+    "v_lshlrev_b16": ("ss", "s", lambda a, b: b << (a & U16(15))),
+    "v_lshrrev_b16": ("ss", "s", lambda a, b: b >> (a & U16(15))),
+    "v_ashrrev_i16": ("ss", "s", lambda a, b: (b.view(I16) >> (a & U16(15)).astype(I16)).view(U16)),
+    "v_max_u16": ("ss", "s", np.maximum), "v_min_u16": ("ss", "s", np.minimum),
+    "v_max_i16": ("ss", "s", lambda a, b: np.maximum(a.view(I16), b.view(I16)).view(U16)),
+    "v_min_i16": ("ss", "s", lambda a, b: np.minimum(a.view(I16), b.view(I16)).view(U16)),
+    "v_and_b16": ("ss", "s", lambda a, b: a & b), "v_or_b16": ("ss", "s", lambda a, b: a | b),
+    "v_xor_b16": ("ss", "s", lambda a, b: a ^ b), "v_not_b16": ("s", "s", lambda a: ~a),
+    "v_mov_b16": ("s", "s", lambda a: a),
+    "v_mad_u16": ("sss", "s", lambda a, b, c: a * b + c),
+    "v_mad_i16": ("sss", "s", lambda a, b, c: a * b + c),
+    "v_mad_u32_u16": ("ssw", "w", lambda a, b, c: a.astype(U32) * b.astype(U32) + c),
+    "v_mad_i32_i16": ("ssw", "w", lambda a, b, c: (a.view(I16).astype(I32) * b.view(I16).astype(I32)
+                                                   + c.view(I32)).view(U32)),
+}
+# saturating (CLAMP) forms of the integer adds: the exact result clipped to the destination's range
+_SAT: dict[str, Callable[..., np.ndarray]] = {
+    "v_add_nc_u32": lambda a, b: _sat_u32(a.astype(I64) + b.astype(I64)),
+    "v_sub_nc_u32": lambda a, b: _sat_u32(a.astype(I64) - b.astype(I64)),
+    "v_subrev_nc_u32": lambda a, b: _sat_u32(b.astype(I64) - a.astype(I64)),
+    "v_add_nc_i32": lambda a, b: _sat_i32(a.view(I32).astype(I64) + b.view(I32).astype(I64)),
+    "v_sub_nc_i32": lambda a, b: _sat_i32(a.view(I32).astype(I64) - b.view(I32).astype(I64)),
+    "v_add_nc_u16": lambda a, b: np.clip(a.astype(I64) + b.astype(I64), 0, 0xFFFF).astype(U16),
+    "v_sub_nc_u16": lambda a, b: np.clip(a.astype(I64) - b.astype(I64), 0, 0xFFFF).astype(U16),
+    "v_add_nc_i16": lambda a, b: np.clip(a.view(I16).astype(I64) + b.view(I16).astype(I64), -32768,
+                                         32767).astype(I16).view(U16),
+    "v_sub_nc_i16": lambda a, b: np.clip(a.view(I16).astype(I64) - b.view(I16).astype(I64), -32768,
+                                         32767).astype(I16).view(U16),
+}
+_FLOAT_RESULT = ("f32", "f16", "f64")
+
+
+def _kinds_of(name: str) -> tuple[str, str, Callable[..., np.ndarray]] | None:
+    """(source kinds, destination kind, function) of a VALU operation, None when it is not modelled."""
+    if name in TYPED:
+        return TYPED[name]
+    if name not in OPS:
+        return None
+    arity, isf, fn = OPS[name]
+    parts = name.split("_")
+    res = parts[2] if parts[1] == "cvt" and len(parts) > 3 else parts[-1]
+    return ("f" if isf else "w") * arity, "f" if res in _FLOAT_RESULT else "w", fn
+
+
 SHIFT64 = {"v_lshlrev_b64": lambda a, b: b << (a & U64(63)), "v_lshrrev_b64": lambda a, b: b >> (a & U64(63)),
            "v_ashrrev_i64": lambda a, b: (b.view(np.int64) >> (a & U64(63)).astype(np.int64)).view(U64)}
 # carry ops: (sign of S1, reversed operands)
@@ -229,6 +511,218 @@ class _Srcs:
         return lambda w: g(w) ^ _SIGN
 
 
+    def typed(self, i: int, kind: str) -> Callable[[Wave], np.ndarray]:
+        """Source ``i`` as an operand of ``kind`` (see TYPED), with OP_SEL and the float modifiers applied."""
+        f, vop3 = self.f, self.enc == "VOP3"
+        src = f[f"src{i}"]
+        neg = f["neg"] >> i & 1 if vop3 or "dpp" in f else 0
+        ab = f["abs"] >> i & 1 if (vop3 and not self.sd) else 0
+        if (neg or ab) and kind not in "fhd":
+            raise self.bad("neg/abs modifier on an integer operand")
+        if kind in "wf":
+            return self.src(i, kind == "f")
+        if kind in "dq":
+            if src == 255:
+                lit = self.lit or 0
+                arr = np.full(32, lit << 32 if kind == "d" else lit, dtype=U64)   # f64: the literal's high dword
+                def g(w: Wave) -> np.ndarray:
+                    return arr
+            else:
+                g = v_get64(src, self.lit, self.bad)
+            sign = U64(1 << 63)
+        else:
+            hi = vop3 and not self.sd and f["opsel"] >> i & 1
+            if kind == "h" and src in _F16_CONST:
+                arr16 = np.full(32, _F16_CONST[src], dtype=U16)
+                def g(w):
+                    return arr16
+            else:
+                g32 = v_get(src, self.lit, self.bad)
+                g = (lambda w: (g32(w) >> U32(16)).astype(U16)) if hi else (lambda w: g32(w).astype(U16))
+            sign = U16(0x8000)
+        if not (neg or ab):
+            return g
+        mag = ~sign
+        if ab and neg:
+            return lambda w: (g(w) & mag) | sign
+        if ab:
+            return lambda w: g(w) & mag
+        return lambda w: g(w) ^ sign
+
+
+# 16-bit float operations read the inline float constants as f16 values (ISA "inline constants")
+_F16_CONST = {240: 0x3800, 241: 0xB800, 242: 0x3C00, 243: 0xBC00, 244: 0x4000, 245: 0xC000, 246: 0x4400,
+              247: 0xC400, 248: 0x3118}
+# MODE register bits (hwreg MODE): FP_ROUND 3:0 (f32 1:0, f16/f64 3:2), FP_DENORM 7:4 (f32 5:4, f16/f64 7:6; bit 0
+# of each pair keeps input denormals, bit 1 keeps output denormals), DX10_CLAMP 8, IEEE 9
+MODE_DX10, MODE_IEEE = 1 << 8, 1 << 9
+
+
+def _putter(inst: Any, kind: str) -> Callable[[Wave, np.ndarray], None]:
+    """Writes a result of ``kind`` to VDST: a 16-bit result replaces one half (OP_SEL[3]: the high one) and keeps
+    the other (gfx10+ 16-bit results preserve the rest of the register, inferred from LLVM's codegen), a 64-bit
+    one a register pair."""
+    d = inst.fields.get("vdst", 0)
+    if kind in "wf":
+        return lambda w, r: v_put(w, d, r)
+    if kind in "dq":
+        return lambda w, r: v_put64(w, d, r)
+    if inst.encoding == "VOP3" and inst.fields["opsel"] >> 3 & 1:
+        return lambda w, r: v_put(w, d, (w.v[d] & U32(0xFFFF)) | (r.astype(U32) << U32(16)))
+    return lambda w, r: v_put(w, d, (w.v[d] & U32(0xFFFF0000)) | r.astype(U32))
+
+
+_FLOAT_OF = {"f": (U32, F32), "h": (U16, F16), "d": (U64, F64)}
+
+
+def _post(inst: Any, name: str, kind: str, bad: Callable[[str], Exception]
+          ) -> Callable[[Wave, np.ndarray], np.ndarray] | None:
+    """VOP3 OMOD (x2, x4, /2) then CLAMP ([0, 1]; NaN -> 0 under MODE.DX10_CLAMP) on a float result."""
+    f = inst.fields
+    if inst.encoding != "VOP3" or not (f["clamp"] or f["omod"]):
+        return None
+    if kind not in _FLOAT_OF:
+        raise bad("clamp/omod on an integer result")
+    ut, ft = _FLOAT_OF[kind]
+    scale = {0: None, 1: ft(2.0), 2: ft(4.0), 3: ft(0.5)}[f["omod"]]
+    clamp = bool(f["clamp"])
+
+    def post(w: Wave, r: np.ndarray) -> np.ndarray:
+        x = r.view(ft)
+        if scale is not None:
+            x = (x * scale).astype(ft)
+        if clamp:
+            c = np.where(x > 1, ft(1.0), np.where(x > 0, x, ft(0.0))).astype(ft)     # -0 and NaN -> +0
+            if not w.mode & MODE_DX10:
+                c = np.where(np.isnan(x), x, c)
+            x = c
+        return x.view(ut)
+    return post
+
+
+def _mode_bits(kinds: str, ieee: bool) -> tuple[int, int]:
+    """(mask, value) of the MODE bits under which an operation on ``kinds`` needs no flushing or special casing:
+    round to nearest even, denormals kept, and (for IEEE-aware operations) IEEE mode."""
+    mask = want = 0
+    if "f" in kinds:
+        mask, want = mask | 0x33, want | 0x30
+    if "h" in kinds or "d" in kinds:
+        mask, want = mask | 0xCC, want | 0xC0
+    if ieee:
+        mask, want = mask | MODE_IEEE, want | MODE_IEEE
+    return mask, want
+
+
+def _moded(kinds: str, dk: str, fn: Callable[..., np.ndarray], bad: Callable[[str], Exception]
+           ) -> Callable[[Wave, tuple[np.ndarray, ...]], np.ndarray]:
+    """The operation under a MODE other than the plain one: round modes other than nearest-even stop the
+    dispatch (not modelled); denormal inputs/outputs are flushed per FP_DENORM; IEEE mode is passed on."""
+    ieee_aware = getattr(fn, "ieee_aware", False)
+
+    def slow(w: Wave, args: tuple[np.ndarray, ...]) -> np.ndarray:
+        m = w.mode
+        for k in set(kinds + dk) & set("fhd"):
+            rnd, den = (m & 3, m >> 4 & 3) if k == "f" else (m >> 2 & 3, m >> 6 & 3)
+            if rnd:
+                raise bad(f"MODE round mode {rnd} (only round-to-nearest-even is modelled)")
+        a = list(args)
+        for i, k in enumerate(kinds):
+            if k in "fhd" and not (m >> (4 if k == "f" else 6) & 1):
+                a[i] = fp.flush_bits(a[i])
+        r = fn(*a, ieee=bool(m & MODE_IEEE)) if ieee_aware else fn(*a)
+        if dk in "fhd" and not (m >> (5 if dk == "f" else 7) & 1):
+            r = fp.flush_bits(r)
+        return r
+    return slow
+
+
+def _run32(fn: Callable[..., np.ndarray], gs: list[Callable[[Wave], np.ndarray]], d: int, mask: int, want: int,
+           slow: Callable[[Wave, tuple[np.ndarray, ...]], np.ndarray] | None) -> Fn:
+    """The common float case, flattened: a 32-bit result written straight to VGPR ``d`` under EXEC."""
+    if len(gs) == 3:
+        a, b, c = gs
+
+        def run3(w: Wave) -> None:
+            r = fn(a(w), b(w), c(w)) if w.mode & mask == want else slow(w, (a(w), b(w), c(w)))  # type: ignore[misc]
+            if w.s[EXEC] == M32:
+                w.v[d] = r
+            else:
+                np.copyto(w.v[d], r, where=w.mask(), casting="unsafe")
+        return run3
+    if len(gs) == 2:
+        a, b = gs
+
+        def run2(w: Wave) -> None:
+            r = fn(a(w), b(w)) if w.mode & mask == want else slow(w, (a(w), b(w)))  # type: ignore[misc]
+            if w.s[EXEC] == M32:
+                w.v[d] = r
+            else:
+                np.copyto(w.v[d], r, where=w.mask(), casting="unsafe")
+        return run2
+    (a,) = gs
+
+    def run1(w: Wave) -> None:
+        r = fn(a(w)) if w.mode & mask == want else slow(w, (a(w),))  # type: ignore[misc]
+        if w.s[EXEC] == M32:
+            w.v[d] = r
+        else:
+            np.copyto(w.v[d], r, where=w.mask(), casting="unsafe")
+    return run1
+
+
+def _compile_typed(inst: Any, name: str, srcs: _Srcs, bad: Callable[[str], Exception],
+                   ent: tuple[str, str, Callable[..., np.ndarray]] | None = None,
+                   getters: list[Callable[[Wave], np.ndarray]] | None = None) -> Fn:
+    """A VALU operation from its kinds: sources, MODE handling, OMOD/CLAMP, the destination write (``ent`` and
+    ``getters`` override the table entry and the source getters, for the accumulate and constant forms)."""
+    ent = ent or _kinds_of(name)
+    if ent is None:
+        raise bad("VALU opcode not modelled")
+    kinds, dk, fn = ent
+    f, vop3 = inst.fields, inst.encoding == "VOP3"
+    if len(kinds) == 3 and not vop3 and getters is None:
+        raise bad("three-source operation outside VOP3")
+    if vop3 and f["opsel"] and not (set(kinds + dk) & set("hs")):
+        raise bad("op_sel on an operation without 16-bit operands")
+    post = None
+    if vop3 and f["clamp"] and name in _SAT and not f["omod"]:
+        fn = _SAT[name]
+    else:
+        post = _post(inst, name, dk, bad)
+    gs = getters or [srcs.typed(i, k) for i, k in enumerate(kinds)]
+    mask, want = _mode_bits(kinds + dk, getattr(fn, "ieee_aware", False))
+    slow = _moded(kinds, dk, fn, bad)
+    if dk in "wf" and post is None and mask:
+        return _run32(fn, gs, f.get("vdst", 0), mask, want, slow)
+    put = _putter(inst, dk)
+    if len(gs) == 1:
+        (a,) = gs
+        if not mask and post is None:
+            return lambda w: put(w, fn(a(w)))
+
+        def run1(w: Wave) -> None:
+            r = fn(a(w)) if w.mode & mask == want else slow(w, (a(w),))
+            put(w, r if post is None else post(w, r))
+        return run1
+    if len(gs) == 2:
+        a, b = gs
+        if not mask and post is None:
+            return lambda w: put(w, fn(a(w), b(w)))
+
+        def run2(w: Wave) -> None:
+            r = fn(a(w), b(w)) if w.mode & mask == want else slow(w, (a(w), b(w)))
+            put(w, r if post is None else post(w, r))
+        return run2
+    a, b, c = gs
+    if not mask and post is None:
+        return lambda w: put(w, fn(a(w), b(w), c(w)))
+
+    def run3(w: Wave) -> None:
+        r = fn(a(w), b(w), c(w)) if w.mode & mask == want else slow(w, (a(w), b(w), c(w)))
+        put(w, r if post is None else post(w, r))
+    return run3
+
+
 def _check_vop3(inst: Any, bad: Callable[[str], Exception], sd: bool) -> None:
     f = inst.fields
     if inst.encoding != "VOP3":
@@ -258,6 +752,25 @@ def compile_valu(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         return _compile_mad64(inst, name == "v_mad_i64_i32", bad)
     if name in CARRY or name in CARRY_CI:
         return _compile_carry(inst, name, srcs, bad)
+    if name == "v_readlane_b32":     # SGPR D = S0 (a VGPR) in lane S1[4:0] (an SGPR or constant); EXEC ignored
+        if vop3 and (f["clamp"] or f["omod"] or f["neg"] or f["abs"] or f["opsel"]):
+            raise bad("modifiers on v_readlane_b32")
+        if f["src0"] < 256:
+            raise bad("v_readlane_b32 of a non-VGPR source")
+        vs, lane = f["src0"] - 256, s_get(f["src1"], srcs.lit, bad)
+
+        def readlane(w: Wave) -> None:
+            if d != NULL:
+                w.s[d] = int(w.v[vs, lane(w) & 31])
+        return readlane
+    if name == "v_writelane_b32":    # VGPR D lane S1[4:0] = S0 (an SGPR or constant); EXEC ignored
+        if vop3 and (f["clamp"] or f["omod"] or f["neg"] or f["abs"] or f["opsel"]):
+            raise bad("modifiers on v_writelane_b32")
+        val, lane = s_get(f["src0"], srcs.lit, bad), s_get(f["src1"], srcs.lit, bad)
+
+        def writelane(w: Wave) -> None:
+            w.v[d, lane(w) & 31] = val(w) & M32
+        return writelane
     if name == "v_readfirstlane_b32":
         _check_vop3(inst, bad, False)
         a = srcs.src(0, False)
@@ -278,78 +791,105 @@ def compile_valu(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         op64, sh = SHIFT64[name], v_get(f["src0"], srcs.lit, bad)
         b64 = v_get64(f["src1"], srcs.lit, bad)
         return lambda w: v_put64(w, d, op64(sh(w).astype(U64), b64(w)))
-    if name == "v_fmac_f32":
-        _check_vop3(inst, bad, False)
-        a, b = srcs.src(0, True), srcs.src(1, True)
-        if vop3 and f["neg"] & 4 or vop3 and f["abs"] & 4:
-            raise bad("modifiers on the accumulator of v_fmac_f32")
-        return lambda w: v_put(w, d, _u(fma32(_f(a(w)), _f(b(w)), _f(w.v[d]))))
-    if name in ("v_fmamk_f32", "v_fmaak_f32"):
-        k = np.full(32, srcs.lit or 0, dtype=U32).view(F32)
-        a, b = srcs.src(0, True), srcs.src(1, True)
-        if name == "v_fmamk_f32":
-            return lambda w: v_put(w, d, _u(fma32(_f(a(w)), k, _f(b(w)))))
-        return lambda w: v_put(w, d, _u(fma32(_f(a(w)), _f(b(w)), k)))
-    if name not in OPS:
-        raise bad("VALU opcode not modelled")
-    _check_vop3(inst, bad, False)
-    arity, isf, op = OPS[name]
-    if arity == 1:
-        a = srcs.src(0, isf)
-        return lambda w: v_put(w, d, op(a(w)))
-    if arity == 2:
-        a, b = srcs.src(0, isf), srcs.src(1, isf)
-        return lambda w: v_put(w, d, op(a(w), b(w)))
-    if not vop3:
-        raise bad("three-source operation outside VOP3")
-    a, b, c = srcs.src(0, isf), srcs.src(1, isf), srcs.src(2, isf)
-    return lambda w: v_put(w, d, op(a(w), b(w), c(w)))
+    if name in ("v_fmac_f32", "v_fmac_f16", "v_fmamk_f32", "v_fmaak_f32", "v_fmamk_f16", "v_fmaak_f16"):
+        return _compile_fmac(inst, name, srcs, bad)
+    return _compile_typed(inst, name, srcs, bad)
+
+
+def _compile_fmac(inst: Any, name: str, srcs: _Srcs, bad: Callable[[str], Exception]) -> Fn:
+    """v_fmac_* (D = S0 * S1 + D), v_fmamk_* (D = S0 * K + S1) and v_fmaak_* (D = S0 * S1 + K), K the literal."""
+    f = inst.fields
+    half = name.endswith("f16")
+    k = "h" if half else "f"
+    fn = TYPED["v_fma_f16"][2] if half else OPS["v_fma_f32"][2]
+    d = f["vdst"]
+    a, b = srcs.typed(0, k), srcs.typed(1, k)
+    if name.startswith("v_fmac"):
+        if inst.encoding == "VOP3" and (f["neg"] & 4 or f["abs"] & 4):
+            raise bad("modifiers on the accumulator of v_fmac")
+        if half:
+            hi = inst.encoding == "VOP3" and f["opsel"] >> 3 & 1
+            c: Callable[[Wave], np.ndarray] = ((lambda w: (w.v[d] >> U32(16)).astype(U16)) if hi
+                                               else (lambda w: w.v[d].astype(U16)))
+        else:
+            def c(w):
+                return w.v[d]
+        gs = [a, b, c]
+    else:
+        lit = srcs.lit or 0
+        karr = np.full(32, lit & 0xFFFF if half else lit, dtype=U16 if half else U32)
+        def kg(w: Wave) -> np.ndarray:
+            return karr
+        gs = [a, kg, b] if name.startswith("v_fmamk") else [a, b, kg]
+    return _compile_typed(inst, name, srcs, bad, (k * 3, k, fn), gs)
+
+
+_CMP_KIND = {"f16": ("h", F16), "f32": ("f", F32), "f64": ("d", F64), "i16": ("s", I16), "u16": ("s", U16),
+             "i32": ("w", I32), "u32": ("w", U32), "i64": ("q", np.int64), "u64": ("q", U64)}
 
 
 def _compile_cmp(inst: Any, name: str, srcs: _Srcs, bad: Callable[[str], Exception]) -> Fn:
+    """v_cmp_* / v_cmpx_* of every type (16-, 32-, 64-bit floats and integers) and their VOP3 forms: VOPC writes
+    VCC_LO, VOP3 the SGPR named by VDST, v_cmpx EXEC (gfx11); inactive lanes get 0."""
     parts = name.split("_")     # v_cmp_lt_f32 / v_cmpx_eq_u32
-    if name in ("v_cmp_class_f32", "v_cmpx_class_f32"):
+    if len(parts) == 4 and parts[2] == "class":
         return _compile_class(inst, name, srcs, bad)
-    if len(parts) != 4 or parts[3] not in ("f32", "u32", "i32"):
+    if len(parts) != 4 or parts[3] not in _CMP_KIND:
         raise bad("compare type not modelled")
     kind, cond, typ = parts[1], parts[2], parts[3]
-    table = _FCMP if typ == "f32" else _ICMP
+    table = _FCMP if typ[0] == "f" else _ICMP
     if cond not in table:
         raise bad("compare condition not modelled")
     cmp = table[cond]
-    _check_vop3(inst, bad, False)
-    a, b = srcs.src(0, typ == "f32"), srcs.src(1, typ == "f32")
-    view = {"f32": F32, "u32": U32, "i32": I32}[typ]
-    # VOPC writes VCC_LO, its VOP3 form the SGPR named by VDST; v_cmpx writes EXEC (gfx11)
-    dst = EXEC if kind == "cmpx" else (inst.fields["vdst"] if inst.encoding == "VOP3" else VCC)
+    f = inst.fields
+    if inst.encoding == "VOP3" and (f["clamp"] or f["omod"] or (f["opsel"] and typ[1:] != "16")):
+        raise bad("clamp/omod/op_sel on a compare")
+    k, view = _CMP_KIND[typ]
+    a, b = srcs.typed(0, k), srcs.typed(1, k)
+    dst = EXEC if kind == "cmpx" else (f["vdst"] if inst.encoding == "VOP3" else VCC)
+    flush_bit = {"f": 4, "h": 6, "d": 6}.get(k)
 
     def run(w: Wave) -> None:
-        r = cmp(a(w).view(view), b(w).view(view)) & w.mask()
-        if dst != 124:
+        x, y = a(w), b(w)
+        if flush_bit is not None and not (w.mode >> flush_bit & 1):
+            x, y = fp.flush_bits(x), fp.flush_bits(y)
+        r = cmp(x.view(view), y.view(view)) & w.mask()
+        if dst != NULL:
             w.s[dst] = bits_to_int(r)
     return run
 
 
+_CLASS_FMT = {"f16": (U16, 10, 0x1F), "f32": (U32, 23, 0xFF), "f64": (U64, 52, 0x7FF)}
+
+
 def _fclass(x: np.ndarray) -> np.ndarray:
-    """The v_cmp_class_f32 class bit of each float32 lane: 0 signalling NaN, 1 quiet NaN, 2 -inf, 3 -normal,
-    4 -denormal, 5 -0, 6 +0, 7 +denormal, 8 +normal, 9 +inf (RDNA3 ISA, VOPC class compares)."""
-    u = x.view(U32)
-    neg = (u >> U32(31)) == 1
-    exp, man = (u >> U32(23)) & U32(0xFF), u & U32(0x7FFFFF)
-    cls = np.where(exp == 0, np.where(man == 0, 6, 7), np.where(exp == 0xFF, np.where(man == 0, 9, -1), 8))
+    """The v_cmp_class_* class bit of each lane (float16/32/64 array): 0 signalling NaN, 1 quiet NaN, 2 -inf,
+    3 -normal, 4 -denormal, 5 -0, 6 +0, 7 +denormal, 8 +normal, 9 +inf (RDNA3 ISA, VOPC class compares)."""
+    t = {np.dtype(F16): U16, np.dtype(F32): U32, np.dtype(F64): U64}[x.dtype]
+    _, mbits, emax = next(v for v in _CLASS_FMT.values() if v[0] is t)
+    u = x.view(t)
+    neg = (u >> t(mbits + {U16: 5, U32: 8, U64: 11}[t])) == 1
+    exp, man = (u >> t(mbits)) & t(emax), u & t((1 << mbits) - 1)
+    cls = np.where(exp == 0, np.where(man == 0, 6, 7), np.where(exp == emax, np.where(man == 0, 9, -1), 8))
     cls = np.where(neg & (cls >= 6), 11 - cls, cls)    # -0 5, -denormal 4, -normal 3, -inf 2
-    nan = (exp == 0xFF) & (man != 0)
-    return np.where(nan, np.where(man & U32(0x400000), 1, 0), cls).astype(U32)
+    nan = (exp == emax) & (man != 0)
+    return np.where(nan, np.where(man & t(1 << (mbits - 1)), 1, 0), cls).astype(U32)
 
 
 def _compile_class(inst: Any, name: str, srcs: _Srcs, bad: Callable[[str], Exception]) -> Fn:
-    _check_vop3(inst, bad, False)
-    a, b = srcs.src(0, True), srcs.src(1, False)
-    dst = EXEC if name.startswith("v_cmpx") else (inst.fields["vdst"] if inst.encoding == "VOP3" else VCC)
+    typ = name.rsplit("_", 1)[1]
+    if typ not in _CLASS_FMT:
+        raise bad("class compare type not modelled")
+    f = inst.fields
+    if inst.encoding == "VOP3" and (f["clamp"] or f["omod"] or (f["opsel"] and typ != "f16")):
+        raise bad("clamp/omod/op_sel on a compare")
+    k, view = _CMP_KIND[typ]
+    a, b = srcs.typed(0, k), srcs.src(1, False)
+    dst = EXEC if name.startswith("v_cmpx") else (f["vdst"] if inst.encoding == "VOP3" else VCC)
 
     def run(w: Wave) -> None:
-        r = ((b(w) >> _fclass(a(w))) & U32(1)).astype(bool) & w.mask()
-        if dst != 124:
+        r = ((b(w) >> _fclass(a(w).view(view))) & U32(1)).astype(bool) & w.mask()
+        if dst != NULL:
             w.s[dst] = bits_to_int(r)
     return run
 
@@ -424,20 +964,33 @@ def _dual_half(m: str, d: int, src0: int, vsrc1: int, lit: int | None,
     if m == "v_dual_mov_b32":
         return a
     b = v_get(vsrc1, lit, bad)
-    if m == "v_dual_fmac_f32":
-        return lambda w: _u(fma32(_f(a(w)), _f(b(w)), _f(w.v[d])))
-    if m == "v_dual_fmaak_f32":
-        k = np.full(32, lit or 0, dtype=U32).view(F32)
-        return lambda w: _u(fma32(_f(a(w)), _f(b(w)), k))
-    if m == "v_dual_fmamk_f32":
-        k = np.full(32, lit or 0, dtype=U32).view(F32)
-        return lambda w: _u(fma32(_f(a(w)), k, _f(b(w))))
     if m == "v_dual_cndmask_b32":
         return lambda w: np.where(int_to_bits(w.s[VCC]), b(w), a(w))
-    if m in _DUAL2:
-        op = OPS[_DUAL2[m]][2]
-        return lambda w: op(a(w), b(w))
-    raise bad(f"VOPD half {m} not modelled")
+    k = np.full(32, lit or 0, dtype=U32)
+    fma = OPS["v_fma_f32"][2]
+    three = {"v_dual_fmac_f32": (lambda w: w.v[d], 2), "v_dual_fmaak_f32": (lambda w: k, 2),
+             "v_dual_fmamk_f32": (lambda w: k, 1)}
+    if m in three:
+        g, pos = three[m]
+        gs = [a, b]
+        gs.insert(pos, g)
+        fn: Callable[..., np.ndarray] = fma
+        kinds = "fff"
+    elif m in _DUAL2:
+        gs = [a, b]
+        _arity, isf, fn = OPS[_DUAL2[m]]
+        if not isf:
+            return lambda w: fn(a(w), b(w))
+        kinds = "ff"
+    else:
+        raise bad(f"VOPD half {m} not modelled")
+    mask, want = _mode_bits(kinds, getattr(fn, "ieee_aware", False))
+    slow = _moded(kinds, "f", fn, bad)
+    if len(gs) == 2:
+        x, y = gs
+        return lambda w: fn(x(w), y(w)) if w.mode & mask == want else slow(w, (x(w), y(w)))
+    x, y, z = gs
+    return lambda w: fn(x(w), y(w), z(w)) if w.mode & mask == want else slow(w, (x(w), y(w), z(w)))
 
 
 def compile_vopd(inst: Any, bad: Callable[[str], Exception]) -> Fn:
@@ -455,51 +1008,73 @@ def compile_vopd(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     return run
 
 
-# VOP3P packed 16-bit float operations: name -> (arity, function of float64 halves -> float64); the result of each
-# half is rounded once to float16 (the product and sum are exact or rounded to nearest in float64 first, inferred:
-# a double rounding can differ from the fused result only at extreme exponent gaps).
-PACKED_F16: dict[str, tuple[int, Callable[..., np.ndarray]]] = {
-    "v_pk_fma_f16": (3, lambda a, b, c: a * b + c),
-    "v_pk_add_f16": (2, lambda a, b: a + b),
-    "v_pk_mul_f16": (2, lambda a, b: a * b),
-}
-_F16 = np.float16
+# ---- VOP3P packed 16-bit math ---------------------------------------------------------------------------------------
+
+_PK = {"v_pk_add_f16": "v_add_f16", "v_pk_mul_f16": "v_mul_f16", "v_pk_fma_f16": "v_fma_f16",
+       "v_pk_min_f16": "v_min_f16", "v_pk_max_f16": "v_max_f16", "v_pk_add_u16": "v_add_nc_u16",
+       "v_pk_sub_u16": "v_sub_nc_u16", "v_pk_add_i16": "v_add_nc_i16", "v_pk_sub_i16": "v_sub_nc_i16",
+       "v_pk_mul_lo_u16": "v_mul_lo_u16", "v_pk_lshlrev_b16": "v_lshlrev_b16", "v_pk_lshrrev_b16": "v_lshrrev_b16",
+       "v_pk_ashrrev_i16": "v_ashrrev_i16", "v_pk_max_i16": "v_max_i16", "v_pk_min_i16": "v_min_i16",
+       "v_pk_max_u16": "v_max_u16", "v_pk_min_u16": "v_min_u16", "v_pk_mad_u16": "v_mad_u16",
+       "v_pk_mad_i16": "v_mad_i16"}
 
 
 def compile_vop3p(inst: Any, bad: Callable[[str], Exception]) -> Fn:
-    """Compile a VOP3P packed-f16 instruction (:data:`PACKED_F16`): each source's low or high half (OP_SEL for the
-    result's low half, OP_SEL_HI for its high half), NEG_LO / NEG_HI flip the sign of the half they apply to, and
-    the two results are packed low | high << 16. Field positions (RDNA3 ISA, VOP3P): NEG_HI 10:8, OP_SEL 13:11,
-    OP_SEL_HI[2] 14, CLAMP 15 in the first dword; OP_SEL_HI[1:0] 28:27, NEG_LO 31:29 in the second (the decoder's
-    ``abs``, ``opsel``, ``omod`` and ``neg`` fields hold those bits). CLAMP and inline float constants (which are
-    16-bit for these operations) are not modelled and stop the dispatch."""
-    f, name = inst.fields, base_name(inst.mnemonic)
-    if name not in PACKED_F16:
+    """Compile a packed 16-bit VOP3P operation: each half of the result is the 16-bit operation on the source halves
+    OP_SEL (low result) and OP_SEL_HI (high result) pick, NEG_LO / NEG_HI negating float sources of that half;
+    CLAMP clamps float halves to [0, 1] and saturates the integer adds. Sources must be VGPRs or SGPRs (the
+    packed reading of inline constants and literals is not modelled)."""
+    f, m = inst.fields, inst.mnemonic
+    if m not in _PK:
         raise bad("VOP3P opcode not modelled")
-    if f["clamp"]:
-        raise bad("clamp on a packed operation is not modelled")
-    arity, op = PACKED_F16[name]
-    sel_lo, sel_hi = f["opsel"] & 7, f["omod"] | (f["opsel"] >> 3 & 1) << 2
+    base = _PK[m]
+    kinds, _dk, fn = TYPED[base]
+    n = len(kinds)
+    isf = kinds[0] == "h"
+    # VOP3P fields in the VOP3 layout: NEG_HI = "abs" (bits 10:8), OP_SEL = bits 13:11, OP_SEL_HI[2] = bit 14,
+    # OP_SEL_HI[1:0] = "omod" (bits 60:59), NEG_LO = "neg"
+    sel_lo, sel_hi = f["opsel"] & 7, (f["omod"] & 3) | (f["opsel"] >> 3 & 1) << 2
     neg_lo, neg_hi = f["neg"], f["abs"]
-    lit = f.get("literal")
-    getters = []
-    for i in range(arity):
-        src = f[f"src{i}"]
-        if 128 <= src <= 254:
-            raise bad("an inline constant on a packed f16 operation is not modelled")
-        getters.append(v_get(src, lit, bad))
+    if (neg_lo or neg_hi) and not isf:
+        raise bad("neg on an integer packed operation")
+    if f["clamp"] and not isf and base not in _SAT:
+        raise bad("clamp on this packed integer operation")
+    if f["clamp"] and not isf:
+        fn = _SAT[base]
+    srcs = []
+    for i in range(n):
+        s = f[f"src{i}"]
+        if not (s >= 256 or s <= 105 or s in (VCC, VCC + 1, EXEC, EXEC + 1, 125)):
+            raise bad("packed operand that is not a register (inline constant or literal)")
+        srcs.append(v_get(s, f.get("literal"), bad))
     d = f["vdst"]
 
-    def half(x: np.ndarray, hi: int, neg: int) -> np.ndarray:
-        h = ((x >> U32(16)) if hi else x) & U32(0xFFFF)
-        v = h.astype(np.uint16).view(_F16).astype(F64)
-        return -v if neg else v
+    def half(w: Wave, vals: list[np.ndarray], sel: int, neg: int) -> list[np.ndarray]:
+        out = []
+        for i, x in enumerate(vals):
+            h = (x >> U32(16) if sel >> i & 1 else x).astype(U16)
+            if neg >> i & 1:
+                h = h ^ U16(0x8000)
+            out.append(h)
+        return out
+
+    mask, want = _mode_bits("h", getattr(fn, "ieee_aware", False))
+    slow = _moded("h" * n, "h" if isf else "s", fn, bad)
+    clamp = bool(f["clamp"]) and isf
+
+    def one(w: Wave, args: list[np.ndarray]) -> np.ndarray:
+        r = fn(*args) if not isf or w.mode & mask == want else slow(w, tuple(args))
+        if clamp:
+            x = r.view(F16)
+            c = np.where(x > 1, F16(1.0), np.where(x > 0, x, F16(0.0))).astype(F16)
+            if not w.mode & MODE_DX10:
+                c = np.where(np.isnan(x), x, c)
+            r = c.view(U16)
+        return r
 
     def run(w: Wave) -> None:
-        xs = [g(w) for g in getters]
-        lo = op(*(half(x, sel_lo >> i & 1, neg_lo >> i & 1) for i, x in enumerate(xs)))
-        hi = op(*(half(x, sel_hi >> i & 1, neg_hi >> i & 1) for i, x in enumerate(xs)))
-        lo16 = lo.astype(_F16).view(np.uint16).astype(U32)
-        hi16 = hi.astype(_F16).view(np.uint16).astype(U32)
-        v_put(w, d, lo16 | hi16 << U32(16))
+        vals = [g(w) for g in srcs]
+        lo = one(w, half(w, vals, sel_lo, neg_lo))
+        hi = one(w, half(w, vals, sel_hi, neg_hi))
+        v_put(w, d, lo.astype(U32) | hi.astype(U32) << U32(16))
     return run

@@ -1,10 +1,12 @@
-"""Vector memory: LDS (DS), global loads/stores/atomics (GLOBAL, SEG=2) and the GL0 invalidate (MUBUF).
+"""Vector memory: LDS (DS), global and flat loads/stores/atomics (GLOBAL, FLAT) and the cache invalidates (MUBUF).
 
 specs/amd-compute.md §5.4. Global addresses are GPU virtual addresses handed to the dispatch's memory
 object (``read(addr, n) -> bytes``, ``write(addr, data)``; the board's GPUVM translation sits behind it):
 the active lanes' addresses are sorted and cut into runs of adjacent elements, so a coalesced access is
 one ``read``/``write`` call. A store where two lanes hit the same address leaves the higher lane's data.
-Atomics are applied lane by lane in lane order (read, modify, write), returning the old value with GLC.
+Atomics (32- and 64-bit) are applied lane by lane in lane order (read, modify, write), returning the old
+value with GLC (DS: the _rtn forms). A FLAT address is a global one unless it lies in the LDS or private
+aperture (not a canonical 48-bit address), which stops the dispatch (apertures are not modelled).
 LDS is the workgroup's byte array (RSRC2.LDS_SIZE granules); as on the hardware, DS accesses are
 bounds-checked against it: an out-of-range lane reads 0 and its write is dropped (ISA "Data Share
 Operations", inferred for the exact granule).
@@ -26,13 +28,36 @@ U8, U32, U64 = np.uint8, np.uint32, np.uint64
 _LOADS = {"b32": (4, 1, False), "b64": (8, 2, False), "b96": (12, 3, False), "b128": (16, 4, False),
           "u8": (1, 1, False), "i8": (1, 1, True), "u16": (2, 1, False), "i16": (2, 1, True)}
 _STORES = {"b32": 4, "b64": 8, "b96": 12, "b128": 16, "b8": 1, "b16": 2}
-_ATOMIC: dict[str, Callable[[int, int], int]] = {
-    "add_u32": lambda o, d: o + d, "sub_u32": lambda o, d: o - d, "and_b32": lambda o, d: o & d,
-    "or_b32": lambda o, d: o | d, "xor_b32": lambda o, d: o ^ d, "swap_b32": lambda o, d: d,
-    "min_u32": min, "max_u32": max,
-    "min_i32": lambda o, d: o if (o ^ 0x80000000) < (d ^ 0x80000000) else d,
-    "max_i32": lambda o, d: o if (o ^ 0x80000000) > (d ^ 0x80000000) else d,
-}
+
+
+def _atomic_op(name: str) -> tuple[Callable[[int, int, int], int], int, int] | None:
+    """(function of (old, data, data2) -> new, bits, data registers) of an atomic suffix such as ``add_u32`` or
+    ``cmpswap_b64`` (RDNA3 ISA pseudocode; cmpswap/cmpstore: DATA = the new value, DATA2 = the compare value, the
+    gfx11 operand order), None when not modelled."""
+    op, _, typ = name.rpartition("_")
+    bits = 64 if typ.endswith("64") else 32
+    if typ not in ("u32", "i32", "b32", "u64", "i64", "b64"):
+        return None
+    m = (1 << bits) - 1
+
+    def sgn(x: int) -> int:
+        return x - (1 << bits) if x >> (bits - 1) else x
+    table: dict[str, Callable[[int, int, int], int]] = {
+        "add": lambda o, d, e: o + d, "sub": lambda o, d, e: o - d, "rsub": lambda o, d, e: d - o,
+        "csub": lambda o, d, e: max(o - d, 0),
+        "inc": lambda o, d, e: 0 if o >= d else o + 1, "dec": lambda o, d, e: d if o == 0 or o > d else o - 1,
+        "and": lambda o, d, e: o & d, "or": lambda o, d, e: o | d, "xor": lambda o, d, e: o ^ d,
+        "swap": lambda o, d, e: d, "storexchg": lambda o, d, e: d,
+        "mskor": lambda o, d, e: (o & ~d) | e,
+        "cmpswap": lambda o, d, e: d if o == e else o, "cmpstore": lambda o, d, e: d if o == e else o,
+        "min": (lambda o, d, e: o if sgn(o) < sgn(d) else d) if typ[0] == "i" else (lambda o, d, e: min(o, d)),
+        "max": (lambda o, d, e: o if sgn(o) > sgn(d) else d) if typ[0] == "i" else (lambda o, d, e: max(o, d)),
+    }
+    fn = table.get(op)
+    if fn is None:
+        return None
+    two = op in ("cmpswap", "cmpstore", "mskor")
+    return (lambda o, d, e: fn(o, d, e) & m), bits, 2 if two else 1
 
 
 def _runs(addrs: np.ndarray, size: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
@@ -88,14 +113,20 @@ def compile_global(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     pair (or SGPR pair + 32-bit VGPR offset) + offset, through the wave's memory; flat and scratch segments are not
     modelled."""
     f, m = inst.fields, inst.mnemonic
-    if f["seg"] != 2:
-        raise bad("flat/scratch addressing (apertures, scratch) is not modelled; only global_*")
+    if f["seg"] not in (0, 2):
+        raise bad("scratch (private segment) addressing is not modelled")
     off, saddr, va, vd, data = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
+    flat = f["seg"] == 0
+    if flat and saddr != 0x7C:
+        raise bad("FLAT with an SADDR")
 
     if saddr == 0x7C:
         def addr(w: Wave, lanes: np.ndarray) -> np.ndarray:
             lo, hi = w.v[va, lanes].astype(U64), w.v[va + 1, lanes].astype(U64)
-            return (lo | hi << U64(32)) + U64(off & ((1 << 64) - 1))
+            a = (lo | hi << U64(32)) + U64(off & ((1 << 64) - 1))
+            if flat and np.count_nonzero(_aperture(a)):
+                raise bad("a FLAT address in the LDS or private aperture (only global memory is modelled)")
+            return a
     else:
         if saddr & 1 or saddr > 105:
             raise bad("SADDR must be an aligned SGPR pair")
@@ -104,7 +135,7 @@ def compile_global(inst: Any, bad: Callable[[str], Exception]) -> Fn:
             base = (w.s[saddr] | w.s[saddr + 1] << 32) + off
             return w.v[va, lanes].astype(U64) + U64(base & ((1 << 64) - 1))
 
-    kind, _, suffix = m.removeprefix("global_").partition("_")
+    kind, _, suffix = m.removeprefix("flat_" if flat else "global_").partition("_")
     if kind == "load" and suffix in _LOADS:
         size, n, signed = _LOADS[suffix]
 
@@ -122,29 +153,53 @@ def compile_global(inst: Any, bad: Callable[[str], Exception]) -> Fn:
             if len(lanes):
                 scatter(w.mem, addr(w, lanes), _lane_bytes(w, data, lanes, size))
         return store
-    if kind == "atomic" and suffix in _ATOMIC:
-        op, ret = _ATOMIC[suffix], bool(f["glc"])
+    if kind == "atomic" and _atomic_op(suffix) is not None:
+        fn, bits, nd = _atomic_op(suffix)        # type: ignore[misc]
+        ret, nb, words = bool(f["glc"]), bits // 8, bits // 32
 
         def atomic(w: Wave) -> None:
             lanes = _active(w)
             if not len(lanes):
                 return
             addrs = addr(w, lanes).tolist()
-            src = w.v[data, lanes].tolist()
+            d1 = _lane_ints(w, data, lanes, words)
+            d2 = _lane_ints(w, data + words, lanes, words) if nd == 2 else [0] * len(d1)
             olds = []
-            for a, x in zip(addrs, src, strict=True):
-                old = int.from_bytes(w.mem.read(a, 4), "little")
-                w.mem.write(a, (op(old, x) & M32).to_bytes(4, "little"))
+            for a, x, y in zip(addrs, d1, d2, strict=True):        # lane order, one read-modify-write each
+                old = int.from_bytes(w.mem.read(a, nb), "little")
+                w.mem.write(a, fn(old, x, y).to_bytes(nb, "little"))
                 olds.append(old)
             if ret:
-                w.v[vd, lanes] = np.array(olds, dtype=U32)
+                _put_lane_ints(w, vd, lanes, words, olds)
         return atomic
     raise bad("global memory opcode not modelled")
 
 
+def _aperture(a: np.ndarray) -> np.ndarray:
+    """Lanes whose 64-bit flat address is not a canonical 48-bit global address (bits 63:47 all 0 or all 1): the
+    LDS and private apertures live there (SH_MEM_BASES)."""
+    top = a >> U64(47)
+    return (top != U64(0)) & (top != U64((1 << 17) - 1))
+
+
+def _lane_ints(w: Wave, reg: int, lanes: np.ndarray, words: int) -> list[int]:
+    """The active lanes' 32- or 64-bit values of register ``reg`` (a pair for 64) as Python ints."""
+    lo = w.v[reg, lanes].tolist()
+    if words == 1:
+        return lo
+    return [x | y << 32 for x, y in zip(lo, w.v[reg + 1, lanes].tolist(), strict=True)]
+
+
+def _put_lane_ints(w: Wave, reg: int, lanes: np.ndarray, words: int, vals: list[int]) -> None:
+    w.v[reg, lanes] = np.array([x & M32 for x in vals], dtype=U32)
+    if words == 2:
+        w.v[reg + 1, lanes] = np.array([x >> 32 for x in vals], dtype=U32)
+
+
 def compile_ds(inst: Any, bad: Callable[[str], Exception]) -> Fn:
-    """Compile an LDS (DS) load, store or ds_add_u32 into a function that runs it on the wave's active lanes;
-    out-of-range lanes read 0 and do not write; GDS is not modelled."""
+    """Compile an LDS (DS) load, store (also the 2addr forms) or atomic (with or without return, 32 and 64 bits)
+    into a function that runs it on the wave's active lanes; out-of-range lanes read 0 and do not write; GDS is
+    not modelled."""
     f, m = inst.fields, inst.mnemonic
     if f["gds"]:
         raise bad("GDS is not modelled")
@@ -177,16 +232,59 @@ def compile_ds(inst: Any, bad: Callable[[str], Exception]) -> Fn:
                 idx, ok = index(w, lanes, size)
                 w.lds[idx[ok]] = _lane_bytes(w, d0, lanes, size)[ok]
         return store
-    if kind == "add" and suffix == "u32":
-        def add(w: Wave) -> None:
-            for lane in _active(w).tolist():
+    if kind in ("load", "store") and suffix.startswith("2addr_"):
+        return _ds_2addr(inst, kind == "load", suffix)
+    rtn = suffix.startswith("rtn_")
+    at = _atomic_op(f"{kind}_{suffix.removeprefix('rtn_')}")
+    if at is not None:
+        fn, bits, nd = at
+        nb, words, d1 = bits // 8, bits // 32, f["data1"]
+
+        def atomic(w: Wave) -> None:
+            lanes = _active(w)
+            if not len(lanes):
+                return
+            x1 = _lane_ints(w, d0, lanes, words)
+            x2 = _lane_ints(w, d1, lanes, words) if nd == 2 else [0] * len(x1)
+            olds = []
+            for lane, x, y in zip(lanes.tolist(), x1, x2, strict=True):      # lane order
                 a = int(w.v[va, lane]) + off
-                if a < 0 or a + 4 > len(w.lds):
-                    continue                        # out of range: no effect
-                cell = w.lds[a:a + 4].view("<u4")
-                cell[0] = (int(cell[0]) + int(w.v[d0, lane])) & M32
-        return add
+                if a < 0 or a + nb > len(w.lds):
+                    olds.append(0)                  # out of range: no effect, returns 0
+                    continue
+                cell = w.lds[a:a + nb]
+                old = int.from_bytes(cell.tobytes(), "little")
+                cell[:] = np.frombuffer(fn(old, x, y).to_bytes(nb, "little"), dtype=U8)
+                olds.append(old)
+            if rtn:
+                _put_lane_ints(w, vd, lanes, words, olds)
+        return atomic
     raise bad("LDS opcode not modelled")
+
+
+def _ds_2addr(inst: Any, load: bool, suffix: str) -> Fn:
+    """ds_load_2addr / ds_store_2addr (and the _stride64 forms), b32 or b64: two elements at ADDR + OFFSET0 * size
+    and ADDR + OFFSET1 * size (size times 64 for stride64); out-of-range elements read 0 and are not written."""
+    f = inst.fields
+    size = 8 if suffix.endswith("b64") else 4
+    unit = size * (64 if "stride64" in suffix else 1)
+    offs = (f["offset0"] * unit, f["offset1"] * unit)
+    va, vd, d0, d1, words = f["addr"], f["vdst"], f["data0"], f["data1"], size // 4
+
+    def run(w: Wave) -> None:
+        for lane in _active(w).tolist():
+            base = int(w.v[va, lane])
+            for k, o in enumerate(offs):
+                a = base + o
+                ok = a >= 0 and a + size <= len(w.lds)
+                if load:
+                    raw = w.lds[a:a + size].tobytes() if ok else bytes(size)
+                    for j in range(words):
+                        w.v[vd + k * words + j, lane] = int.from_bytes(raw[4 * j:4 * j + 4], "little")
+                elif ok:
+                    src = d0 if k == 0 else d1
+                    w.lds[a:a + size] = np.array([w.v[src + j, lane] for j in range(words)], dtype="<u4").view(U8)
+    return run
 
 
 def compile_mubuf(inst: Any, bad: Callable[[str], Exception]) -> Fn:
