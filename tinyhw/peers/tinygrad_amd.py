@@ -39,15 +39,14 @@ import hashlib
 import itertools
 import os
 import shutil
-import struct
-from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tinyhw.errors import NotAvailableYet, Refused, install_hint
-from tinyhw.transport.base import Transport
+from tinyhw.peers.tinygrad_pci import AccessLog, PeerPciDevice
+from tinyhw.transport.abilities import DmaBuffers
+from tinyhw.transport.base import Transport, require
 
 #: The PCI function tinygrad's PCIIface looks for (Navi31) and the id its USBIface looks for (the bridge).
 AMD_VENDOR = 0x1002
@@ -55,181 +54,31 @@ BRIDGE_IDS = ((0xADD1, 0x0001), (0x3801, 0x0001))
 #: Firmware files tinygrad's AM driver loads for Navi31 (gc 11.0.0, psp 13.0.0, smu 13.0.0, sdma 6.0.0).
 NAVI31_FIRMWARE = ("psp_13_0_0_sos.bin", "smu_13_0_0.bin", "sdma_6_0_0.bin", "gc_11_0_0_pfp.bin", "gc_11_0_0_me.bin",
                    "gc_11_0_0_mec.bin", "gc_11_0_0_imu.bin", "gc_11_0_0_rlc.bin")
-_REBAR = 0x15  # PCIe extended capability id of Resizable BAR
 #: Where tinygrad 0.14.0's ``fetch_fw`` downloads amdgpu firmware from (linux-firmware at a pinned commit); its
 #: ``fetch`` caches a download as ``<cache>/downloads/fw/<md5 of this url>``.
 FIRMWARE_URL = ("https://gitlab.com/kernel-firmware/linux-firmware/-/raw/0a6871b19abf5d6e024b5d208b101ae53e7fa0de/"
                 "amdgpu/{name}")
 
 
-@dataclass
-class AccessLog:
-    """The last accesses the peer driver made through the adapter (newest last), for failure reports."""
-
-    size: int = 256
-    entries: deque[str] = field(default_factory=deque)
-    count: int = 0
-
-    def add(self, text: str) -> None:
-        """Record one access (``text`` says what, where and the value)."""
-        self.count += 1
-        self.entries.append(f"#{self.count} {text}")
-        if len(self.entries) > self.size:
-            self.entries.popleft()
-
-    def tail(self, n: int = 24) -> list[str]:
-        """The last ``n`` accesses, oldest first."""
-        return list(self.entries)[-n:]
-
-    def report(self, n: int = 24) -> str:
-        """The last ``n`` accesses as lines, for an assertion message."""
-        return "\n".join([f"last {min(n, len(self.entries))} of {self.count} accesses:", *self.tail(n)])
-
-
 # -- mock:navi31: tinygrad's PCIDevice ----------------------------------------------------------------------------
-class BarView:
-    """A tinygrad ``MMIOInterface``-shaped view of ``nbytes`` at ``offset`` of one BAR of a tinyhw transport.
-
-    Indexing is by elements of ``fmt`` (``B``, ``H``, ``I``, ``Q``, little endian), as tinygrad's views index; an
-    element reads or writes the BAR through :meth:`tinyhw.transport.base.BarRegion.read32` / ``write32`` (one
-    access per dword, 64-bit elements low dword first), a slice as one block. Bytes that do not fill whole dwords
-    are merged into the dwords around them (read, modify, write)."""
-
-    def __init__(self, dev: EmulatedPciDevice, bar: int, offset: int, nbytes: int, fmt: str = "B") -> None:
-        self.dev, self.bar, self.offset, self.nbytes, self.fmt = dev, bar, offset, nbytes, fmt
-        self.el = struct.calcsize("<" + fmt)
-
-    def __len__(self) -> int:
-        return self.nbytes // self.el
-
-    def view(self, offset: int = 0, size: int | None = None, fmt: str | None = None) -> BarView:
-        """A view of ``size`` bytes (default: to the end) at ``offset`` bytes into this one."""
-        return BarView(self.dev, self.bar, self.offset + offset, self.nbytes - offset if size is None else size,
-                       fmt or self.fmt)
-
-    def _span(self, index: int | slice) -> tuple[int, int]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(len(self))
-            if step != 1:
-                raise Refused("a bar view takes contiguous slices only")
-            return start * self.el, max(stop - start, 0) * self.el
-        if index < 0:
-            index += len(self)
-        return index * self.el, self.el
-
-    def __getitem__(self, index: int | slice) -> Any:
-        off, n = self._span(index)
-        data = self.dev.bar_read(self.bar, self.offset + off, n)
-        if isinstance(index, slice):
-            return memoryview(data) if self.fmt == "B" else list(struct.unpack(f"<{n // self.el}{self.fmt}", data))
-        return int.from_bytes(data, "little")
-
-    def __setitem__(self, index: int | slice, value: Any) -> None:
-        off, n = self._span(index)
-        if isinstance(value, int):
-            data = (value & ((1 << (8 * self.el)) - 1)).to_bytes(self.el, "little")
-        elif isinstance(value, (bytes, bytearray, memoryview)) or hasattr(value, "tobytes"):
-            data = bytes(memoryview(value).cast("B")) if not isinstance(value, bytes) else value
-        else:
-            data = struct.pack(f"<{len(value)}{self.fmt}", *value)
-        if isinstance(index, slice) and len(data) > n:
-            raise Refused(f"{len(data)} bytes do not fit a slice of {n} bytes")
-        self.dev.bar_write(self.bar, self.offset + off, data)
-
-
-class EmulatedPciDevice:
+class EmulatedPciDevice(PeerPciDevice):
     """tinygrad's ``PCIDevice`` interface over the emulated function of the active :class:`EmulatedGpu`.
 
     Built by tinygrad as ``PCIDevice(devpref, pcibus)`` (from the bus scan this module installs). Config space and
-    BARs go to the tinyhw transport; ``alloc_sysmem`` returns host buffers of the transport's emulated IOMMU (their
-    IOVAs are the addresses the GPU's system pages carry); ``resize_bar`` does what the kernel's resource resize
-    does: the largest size the function's Resizable BAR capability offers is written to its control register."""
+    BARs go to the tinyhw transport (:class:`~tinyhw.peers.tinygrad_pci.PeerPciDevice`); ``alloc_sysmem`` returns
+    host buffers of the transport's emulated IOMMU (their IOVAs are the addresses the GPU's system pages carry)."""
 
     def __init__(self, devpref: str, pcibus: str, *args: Any, **kwargs: Any) -> None:
         gpu = EmulatedGpu.active
         if gpu is None or gpu.transport is None or pcibus != gpu.name:
             raise NotAvailableYet(f"no emulated pci function {pcibus!r} is attached")
-        self.gpu, self.t, self.log = gpu, gpu.transport, gpu.log
-        self.pcibus, self.irq_poller, self.lock_fd = pcibus, None, None
+        super().__init__(gpu.transport, pcibus, gpu.log)
+        self.gpu = gpu
         self._bufs: list[Any] = []
 
-    # config space
-    def read_config(self, offset: int, size: int) -> int:
-        """``size`` bytes of config space at ``offset``."""
-        value = self.t.config_read(offset, size)
-        self.log.add(f"cfg read {offset:#x}/{size} -> {value:#x}")
-        return value
-
-    def write_config(self, offset: int, value: int, size: int) -> None:
-        """Write ``size`` bytes of config space at ``offset``."""
-        self.log.add(f"cfg write {offset:#x}/{size} <- {value:#x}")
-        self.t.config_write(offset, size, value)
-
-    def write_config_flush(self, offset: int, value: int, size: int) -> None:
-        """Write config space, then read it back (the flush a posted write needs)."""
-        self.write_config(offset, value, size)
-        self.read_config(offset, size)
-
-    # BARs
-    def bar_info(self, bar_idx: int) -> tuple[int, int]:
-        """(bus address, size) of BAR ``bar_idx``."""
-        info = {b.index: b for b in self.t.bars()}[bar_idx]
-        return info.address, info.size
-
-    def map_bar(self, bar: int, off: int = 0, addr: int = 0, size: int | None = None, fmt: str = "B") -> BarView:
-        """A view of BAR ``bar`` from ``off`` (``addr``, a fixed host mapping address, means nothing here)."""
-        return BarView(self, bar, off, size if size is not None else self.bar_info(bar)[1] - off, fmt)
-
-    def resize_bar(self, bar_idx: int) -> None:
-        """Resize BAR ``bar_idx`` to the largest size its Resizable BAR capability supports."""
-        cap = 0x100
-        while cap:
-            hdr = self.t.config_read(cap, 4)
-            if hdr & 0xFFFF == _REBAR:
-                count = (self.t.config_read(cap + 8, 4) >> 5) & 7
-                for i in range(max(count, 1)):
-                    ctrl = self.t.config_read(cap + 8 + 8 * i, 4)
-                    if ctrl & 7 == bar_idx:
-                        sizes = self.t.config_read(cap + 4 + 8 * i, 4) >> 4
-                        self.write_config(cap + 8 + 8 * i, (ctrl & ~0x3F00) | ((sizes.bit_length() - 1) << 8), 4)
-                        self.t._bar_regions.pop(bar_idx, None)  # the region object carries the old size
-                        return
-            cap = hdr >> 20
-        raise Refused(f"bar{bar_idx} is not resizable")
-
-    def bar_read(self, bar: int, addr: int, n: int) -> bytes:
-        """``n`` bytes of BAR ``bar`` at byte ``addr`` (dword accesses; partial dwords are read whole)."""
-        region = self.t.bar(bar)
-        start, end = addr & ~3, (addr + n + 3) & ~3
-        if end - start == 4:
-            value = region.read32(start)
-            self.log.add(f"bar{bar} read {start:#x} -> {value:#010x}")
-            data = value.to_bytes(4, "little")
-        elif end - start == 8 and bar != 0:
-            lo, hi = region.read32(start), region.read32(start + 4)
-            self.log.add(f"bar{bar} read {start:#x} -> {lo:#010x} {hi:#010x}")
-            data = lo.to_bytes(4, "little") + hi.to_bytes(4, "little")
-        else:
-            data = region.read(start, end - start)
-            self.log.add(f"bar{bar} block read {start:#x}+{end - start:#x}")
-        return data[addr - start:addr - start + n]
-
-    def bar_write(self, bar: int, addr: int, data: bytes) -> None:
-        """Write ``data`` to BAR ``bar`` at byte ``addr`` (dword accesses; partial dwords read, merged, written)."""
-        region = self.t.bar(bar)
-        start, end = addr & ~3, (addr + len(data) + 3) & ~3
-        if (start, end) != (addr, addr + len(data)):
-            whole = bytearray(self.bar_read(bar, start, end - start))
-            whole[addr - start:addr - start + len(data)] = data
-            data = bytes(whole)
-        if len(data) <= 8 or bar != 0:
-            for i in range(0, len(data), 4):
-                value = int.from_bytes(data[i:i + 4], "little")
-                self.log.add(f"bar{bar} write {start + i:#x} <- {value:#010x}")
-                region.write32(start + i, value)
-        else:
-            self.log.add(f"bar{bar} block write {start:#x}+{len(data):#x}")
-            region.write(start, data)
+    def dword_bar(self, bar: int) -> bool:
+        """Every BAR but the VRAM aperture (BAR0) is a register file: its writes go dword by dword."""
+        return bar != 0
 
     # host memory
     def alloc_sysmem(self, size: int, vaddr: int = 0, contiguous: bool = False) -> tuple[Any, list[int]]:
@@ -237,7 +86,7 @@ class EmulatedPciDevice:
         from tinygrad.runtime.support.hcq import MMIOInterface
 
         size = (size + 0xFFF) & ~0xFFF
-        buf = self.t.dma_alloc(size)  # type: ignore[attr-defined]
+        buf = require(self.t, DmaBuffers, "give tinygrad host memory").dma_alloc(size)
         self._bufs.append(buf)
         self.log.add(f"sysmem {size:#x} bytes at iova {buf.iova:#x}")
         host = (ctypes.c_char * size).from_buffer(buf.mem)

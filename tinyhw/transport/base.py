@@ -159,6 +159,11 @@ class Transport:
             self._bar_regions[index] = self._make_region(info)
         return self._bar_regions[index]
 
+    def bars_changed(self) -> None:
+        """Forget the BAR region objects: the function's BAR sizes or addresses changed (a Resizable BAR write, a
+        reassignment), so the next :meth:`bar` builds each anew from :meth:`bars`."""
+        self._bar_regions.clear()
+
     def _make_region(self, info: BarInfo) -> BarRegion:
         raise NotImplementedError
 
