@@ -24,6 +24,7 @@ from amfake import FW_DIR
 from clihelp import run
 
 import tinyhw
+from tinyhw.errors import Refused
 from tinyhw.formats import tracefile as tf
 from tinyhw.trace import load, replay
 from tinyhw.transport import record as rec_mod
@@ -35,10 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = 0x30118  # gc.SCRATCH_REG6 on navi31 (a plain register of the model)
 
 
-def _boot(tmp: Path, name: str, device: str = "mock:navi31") -> Path:
+def _boot(tmp: Path, name: str, device: str = "mock:navi31", *extra: str) -> Path:
     out = tmp / f"{name}.pcapng"
     r = run("--device", f"{device},strict,flash={tmp / name}.bin", "--record", str(out), "am", "boot", "--yes",
-            "--firmware-dir", str(FW_DIR))
+            "--firmware-dir", str(FW_DIR), *extra)
     assert r.code == 0, r.err
     return out
 
@@ -134,7 +135,9 @@ def test_replay_refuses_another_kind_of_device_before_touching_it(boot_direct: P
 
 
 def test_a_boot_over_the_usb_bridge_records_the_vendor_requests_and_replays(tmp_path: Path) -> None:
-    path = _boot(tmp_path, "usb", "mock:navi31-usb")
+    # the firmware through the bridge controller: staging it in the bridge's sram (the default) is an ability call
+    # a replay cannot issue (the next test)
+    path = _boot(tmp_path, "usb", "mock:navi31-usb", "--firmware-path", "bar")
     trace = load(path)
     kinds = Counter(r.name for r in trace.records)
     assert kinds["usb_control"] > 100 and kinds["usb_bulk"] > 10
@@ -143,6 +146,15 @@ def test_a_boot_over_the_usb_bridge_records_the_vendor_requests_and_replays(tmp_
     with tinyhw.open(f"mock:navi31-usb,strict,flash={tmp_path / 'fresh.bin'}") as dev:
         result = replay.replay(trace, dev.transport)
     assert result.divergence is None and result.reads_checked > 100
+
+
+def test_a_usb_boot_that_staged_firmware_in_the_bridge_sram_is_refused_by_replay_saying_how_to_record(
+        tmp_path: Path) -> None:
+    path = _boot(tmp_path, "usb-sram", "mock:navi31-usb")
+    fresh = f"mock:navi31-usb,strict,flash={tmp_path / 'fresh.bin'}"
+    with tinyhw.open(fresh) as dev, pytest.raises(Refused) as e:
+        replay.replay(load(path), dev.transport)
+    assert "write_sram" in str(e.value) and "--firmware-path bar" in (e.value.hint or "")
 
 
 def test_the_recording_keeps_the_wrapped_transports_abilities(tmp_path: Path) -> None:

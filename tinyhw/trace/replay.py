@@ -93,8 +93,11 @@ def _prepare(trace: Trace, transport: Transport) -> None:
                           f"0x{rec.fields['offset']:x}) kept only {len(rec.data)} bytes; it cannot be replayed",
                           hint="record again with a larger keep_write limit")
         if rec.op == tracefile.ABILITY and rec.fields["call"] not in QUERIES:
+            hint = "replay recordings of register, config and bulk accesses"
+            if rec.fields["call"] == "write_sram":  # am boot over a usb bridge stages firmware in its sram
+                hint = "record `am boot` over a usb bridge with --firmware-path bar to replay it"
             raise Refused(f"record {rec.index} is a call of the {rec.fields['call']} ability, which a replay "
-                          "cannot issue", hint="replay recordings of register, config and bulk accesses")
+                          "cannot issue", hint=hint)
 
 
 def tolerated_offsets(trace: Trace, tolerate: Iterable[str]) -> set[int]:
