@@ -7,6 +7,7 @@ The driver is tests/mockboot.py (test side, from the spec). Both attachments: ``
 from __future__ import annotations
 
 import hashlib
+import struct
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,39 @@ def test_full_boot_brings_up_sos_ring_tmr_firmware_and_autoload(board: str, tmp_
         assert am.board.smuio.gated  # sOS gates the ROM_SW engine (navi31-spi-flash.md §1)
     saved = boardstate.load(tmp_path / "flash.bin")
     assert saved["psp"]["sos_alive"] and saved["regs"]["autoload"]
+
+
+def test_the_bootloader_reads_a_component_mapped_through_mmhub_vmid0(tmp_path: Path) -> None:
+    """The PSP is an MMHUB client (amd-bringup.md §4.5): C2PMSG_36 naming a VA outside the FB that MMHUB VMID0 maps
+    to host memory (how a driver over USB stages firmware, at VA 0x2000_0000_0000) reads the component there and
+    acks with status 0; an unmapped VA is refused."""
+    with open_am(dev("mock:navi31", tmp_path)) as am:
+        kdb = psp_components(firmware("psp_13_0_0_sos.bin"))[3]
+        pages = -(-len(kdb) // 4096)
+        am.t.config_write(0x04, 2, am.t.config_read(0x04, 2) | 0x6)  # memory and bus master on
+        host = am.t.dma_alloc(pages * 4096)  # host memory behind the emulated iommu
+        host.mem[:len(kdb)] = kdb
+        va, table = 0x2000_0000_0000, 0x400000  # the PTE table (depth 0: the root) at a physical VRAM address
+        am.vram_write(table, b"".join(struct.pack("<Q", (host.iova + 4096 * i) | 0b11) for i in range(pages)))
+
+        def mm(name: str, value: int) -> None:
+            am.bar5.write32(reg(f"mmhub.MMVM_CONTEXT0_{name}"), value)
+
+        mm("PAGE_TABLE_BASE_ADDR_LO32", table | 1)
+        mm("PAGE_TABLE_BASE_ADDR_HI32", 0)
+        mm("PAGE_TABLE_START_ADDR_LO32", (va >> 12) & 0xFFFFFFFF)
+        mm("PAGE_TABLE_START_ADDR_HI32", va >> 44)
+        mm("PAGE_TABLE_END_ADDR_LO32", ((va >> 12) + pages - 1) & 0xFFFFFFFF)
+        mm("PAGE_TABLE_END_ADDR_HI32", va >> 44)
+        mm("CNTL", 1)
+        c35, c36 = reg("mp0.MP0_SMN_C2PMSG_35"), reg("mp0.MP0_SMN_C2PMSG_36")
+        am.bar5.write32(c36, (va + (1 << 30)) >> 20)  # unmapped: refused
+        am.bar5.write32(c35, BL["PSP_BL__LOAD_KEY_DATABASE"])
+        assert am.wait(c35, lambda v: v & 0x80000000, "ack") != 0x80000000
+        am.bar5.write32(c36, va >> 20)
+        am.bar5.write32(c35, BL["PSP_BL__LOAD_KEY_DATABASE"])
+        assert am.wait(c35, lambda v: v & 0x80000000, "ack") == 0x80000000
+        assert [x.split(":")[1] for x in am.board.boot.s.loaded] == ["KDB"]
 
 
 def test_bootloader_polling_is_exercised_by_the_delays(tmp_path: Path) -> None:

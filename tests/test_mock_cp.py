@@ -34,6 +34,22 @@ def test_hqd_registers_are_banked_per_queue() -> None:
         assert b5.read32(reg("CP_HQD_PQ_BASE")) == 0x99
 
 
+def test_every_dword_of_the_hqd_block_is_banked_storage_in_strict_mode() -> None:
+    """Drivers write the HQD block whole from an MQD image (CP_MQD_BASE_ADDR .. CP_HQD_PQ_WPTR_HI, amd-compute.md
+    §0.2), including dwords the register database names nothing at (0xC864, between PQ_DOORBELL_CONTROL and
+    PQ_CONTROL): a strict board keeps them, per queue, like the named ones."""
+    gap = reg("CP_HQD_PQ_DOORBELL_CONTROL") + 4
+    assert gap == 0xC864 and gap + 4 == reg("CP_HQD_PQ_CONTROL")
+    with tinyhw.open("mock:navi31,strict") as o:
+        b5 = o.transport.bar(5)
+        select(b5, 1, 0, 1)
+        b5.write32(gap, 0x5A5A)
+        select(b5, 1, 0, 2)
+        assert b5.read32(gap) == 0
+        select(b5, 1, 0, 1)
+        assert b5.read32(gap) == 0x5A5A
+
+
 def _activate(o, header: int) -> dict:
     """An MQD in VRAM at 1 MiB, reached through the system aperture (MC = FB base + offset), then ACTIVE=1."""
     t = o.transport
@@ -64,6 +80,10 @@ def test_activation_reads_the_mqd_and_checks_its_header() -> None:
         b5.write32(reg("CP_HQD_DEQUEUE_REQUEST"), 0)
         st = _activate(o, 0xDEADBEEF)
         assert "has header 0xdeadbeef, not 0xc0310800" in st["error"]
+        select(b5, 1, 0, 0)  # a driver's recovery dequeues and re-activates: the history keeps the first error
+        b5.write32(reg("CP_HQD_DEQUEUE_REQUEST"), 2)
+        st = _activate(o, 0xC0310800)
+        assert not st["error"] and ["has header 0xdeadbeef" in e for e in o.transport.board.cp.errors] == [True]
 
 
 def route_gc_doorbells(b5) -> None:

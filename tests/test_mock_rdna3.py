@@ -8,6 +8,7 @@ classes one by one through the final wave state.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import struct
@@ -138,6 +139,16 @@ PROGRAM_VECTOR = [
 PROGRAM_SIN = [("v_sin_f32_e32 v1, v2", (0x7E026B02,)), ("s_endpgm", (0xBFB00000,))]
 PROGRAM_HANG = [("s_branch 65535", (0xBFA0FFFF,))]
 PROGRAMS = (PROGRAM_SCALAR, PROGRAM_VECTOR, PROGRAM_SIN, PROGRAM_HANG)
+#: packed f16 (VOP3P); op_sel / op_sel_hi / neg_lo are in the words (the decoder's text leaves them out)
+PROGRAM_PACKED = [
+    ("v_mov_b32_e32 v0, 0x40003c00", (0x7E0002FF, 0x40003C00)),   # lo 1.0, hi 2.0
+    ("v_mov_b32_e32 v1, 0x42004400", (0x7E0202FF, 0x42004400)),   # lo 4.0, hi 3.0
+    ("v_mov_b32_e32 v2, 0xbc003800", (0x7E0402FF, 0xBC003800)),   # lo 0.5, hi -1.0
+    ("v_pk_fma_f16 v3, v0, v1, v2", (0xCC0E4003, 0x1C0A0300)),
+    ("v_pk_fma_f16 v4, v0, v1, v2 op_sel:[1,0,0] op_sel_hi:[0,1,1]", (0xCC0E4804, 0x140A0300)),
+    ("v_pk_mul_f16 v5, v0, v1 neg_lo:[1,0]", (0xCC104005, 0x38020300)),
+    ("s_endpgm", (0xBFB00000,)),
+]
 
 
 def _run(program: list[tuple[str, tuple[int, ...]]], user: tuple[int, ...], block: tuple[int, int, int],
@@ -173,6 +184,15 @@ def test_vector_alu_exec_masking_carry_vopd_fma_and_partial_wave() -> None:
     assert not w1.v[1:, 8:].any()                                  # lanes beyond the work-items never written
 
 
+def test_packed_f16_fma_and_mul_with_op_sel_and_neg() -> None:
+    """VOP3P v_pk_fma_f16 / v_pk_mul_f16 (what tinygrad's f16 kernels use): each half of the result from the halves
+    OP_SEL (low) and OP_SEL_HI (high) pick, NEG_LO negating the low half's operand, packed low | high << 16."""
+    (w,) = _run(PROGRAM_PACKED, (), (32, 1, 1))
+    assert w.v[3, 0] == 0x45004480   # lo 1*4+0.5 = 4.5, hi 2*3-1 = 5
+    assert w.v[4, 0] == 0x40004840   # lo v0.hi*v1.lo+v2.lo = 8.5, hi v0.lo*v1.hi+v2.hi = 2
+    assert w.v[5, 0] == 0x4600C400   # lo -(1)*4 = -4, hi 2*3 = 6
+
+
 def test_unimplemented_instruction_stops_with_mnemonic_encoding_and_pc() -> None:
     mem = FlatMemory(BASE, 1 << 16)
     entry = _flat_program(mem, [w for _, ws in PROGRAM_SIN for w in ws])
@@ -182,6 +202,18 @@ def test_unimplemented_instruction_stops_with_mnemonic_encoding_and_pc() -> None
     assert "v_sin_f32_e32" in str(e.value) and f"0x{entry:x}" in str(e.value)
     res = run_dispatch(_regs(entry, (), (32, 1, 1)), mem, strict=False)
     assert res.skipped == {"v_sin_f32_e32": 1}
+
+
+def test_a_scratch_ring_size_is_refused_only_for_a_kernel_that_enables_scratch() -> None:
+    """COMPUTE_TMPRING_SIZE is the queue's scratch ring (WAVES, WAVESIZE; amd-compute.md §2.4), which a driver may set
+    for every dispatch; a kernel uses scratch only with RSRC2.SCRATCH_EN (= ENABLE_PRIVATE_SEGMENT, §3.3). A ring
+    size with SCRATCH_EN clear runs; SCRATCH_EN set is refused (scratch is not modelled)."""
+    mem = FlatMemory(BASE, 1 << 16)
+    regs = _regs(_flat_program(mem, [0xBFB00000]), (), (32, 1, 1))  # s_endpgm
+    ring = 0x40 << 12 | 32  # WAVESIZE 0x40, WAVES 32
+    assert run_dispatch(dataclasses.replace(regs, tmpring_size=ring), mem).waves == 1
+    with pytest.raises(Unimplemented, match="scratch"):
+        run_dispatch(dataclasses.replace(regs, rsrc2=regs.rsrc2 | 1, tmpring_size=ring), mem)
 
 
 def test_watchdog_stops_a_shader_that_never_ends() -> None:
@@ -215,14 +247,14 @@ def test_hand_programs_decode_as_written() -> None:
                     reason="llvm-mc-19 is not installed")
 def test_hand_programs_are_what_llvm_mc_assembles(tmp_path: Path) -> None:
     src = tmp_path / "p.s"
-    rows = [row for program in PROGRAMS for row in program]
+    rows = [row for program in (*PROGRAMS, PROGRAM_PACKED) for row in program]
     src.write_text("\n".join(t for t, _ in rows) + "\n")
     r = subprocess.run(["llvm-mc-19", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding", str(src)],
                        capture_output=True, text=True, check=True, timeout=60)
     got = []
     for line in r.stdout.splitlines():
         if "encoding:" in line:
-            raw = bytes(int(x, 16) for x in line.split("[")[1].rstrip("]").split(","))
+            raw = bytes(int(x, 16) for x in line.split("encoding: [")[1].rstrip("]").split(","))
             got.append(struct.unpack(f"<{len(raw) // 4}I", raw))
     assert got == [ws for _, ws in rows]
 

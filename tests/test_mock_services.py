@@ -210,6 +210,25 @@ def test_gpuvm_page_tables_hold_physical_vram_addresses(hub):
     assert mc_stub.reg_read(other) == 0  # each hub latches its own faults
 
 
+@pytest.mark.parametrize("huge", ["offset", "aligned"])
+def test_gpuvm_huge_page_at_an_unaligned_address(huge):
+    """A 2 MiB page (PDB0 entry with bit 54) whose physical address is 4 KiB- but not 2 MiB-aligned, as tinygrad's AM
+    maps its contiguous buffers: by default the address is taken whole and the access's offset inside the page is
+    added (``hugepage=offset``); ``hugepage=aligned`` drops the address's low bits first."""
+    va = 1 << 40
+    stub = StubBoard()
+    stub.mem = bytearray(4 << 20)
+    _fb_location(stub)
+    root = 0x10000
+    _tables(stub, root, lambda off: off)
+    pdb0 = root + 2 * 0x1000
+    stub.mem[pdb0 + 8:pdb0 + 16] = (0x234000 | 0x61 | 1 << 54).to_bytes(8, "little")
+    _vmid0(stub, root | 1, "gc.GC", va)
+    vm = GpuVm(stub, REGS, huge=huge)
+    want = 0x234000 + 0x5008 if huge == "offset" else 0x200000 + 0x5008
+    assert vm.translate(va + (2 << 20) + 0x5008) == (False, want)
+
+
 def test_gpuvm_sends_a_fault_to_the_default_page_only_where_the_hub_says_so():
     """A fault stops the access (VmFault) unless GCVM_L2_PROTECTION_FAULT_CNTL enables the default page for its kind:
     then a write lands in the default page at the same page offset, a read comes from it, and the first fault's page

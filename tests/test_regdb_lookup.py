@@ -123,13 +123,15 @@ def test_find_globs() -> None:
 
 
 def test_bases_from_a_device_replace_the_offline_ones() -> None:
+    g12 = regs.asic("gfx1200")  # its MP1 bases of segments 2-7 are unknown offline
+    found = next(r for r in g12.find("mp1.*") if r.offset is None)
+    assert found.segment >= 2
+    with pytest.raises(Refused, match=f"segment {found.segment} of mp1, whose base gfx1200 does not know"):
+        g12.reg(found.name)
     n31 = regs.asic("navi31")
-    with pytest.raises(Refused, match="segment 5 of nbio, whose base navi31 does not know"):
-        n31.reg("nbio.RCC_DEV0_EPF2_STRAP2")
-    found = n31.find("nbio.RCC_DEV0_EPF2_STRAP2")
-    assert found[0].offset is None and found[0].segment == 5
-    dev = regs.asic("navi31", bases={"nbio": (0x0, 0x14, 0xD20, 0x10400, 0x241B000, 0x4040000), "smuio": (0x17000,)})
-    assert dev.offset("nbio.RCC_DEV0_EPF2_STRAP2") == 4 * (0x4040000 + 0xD102)
+    assert n31.offset("nbio.RCC_DEV0_EPF2_STRAP2") == 4 * (0x4040000 + 0xD102)  # the offline seg5 (profiles [navi2x])
+    dev = regs.asic("navi31", bases={"nbio": (0x0, 0x14, 0xD20, 0x10400, 0x241B000, 0x5050000), "smuio": (0x17000,)})
+    assert dev.offset("nbio.RCC_DEV0_EPF2_STRAP2") == 4 * (0x5050000 + 0xD102)
     assert dev.offset("smuio.ROM_SW_CNTL") == 4 * (0x17000 + 0xE8)
     assert not dev.block("smuio").inferred and dev.block("mp0").inferred
     assert regs.asic("navi31").offset("smuio.ROM_SW_CNTL") == 0x5A3A0  # the cached profile is untouched

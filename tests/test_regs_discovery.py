@@ -66,6 +66,16 @@ def test_bases_read_from_the_board_equal_the_profile_facts(transport: Transport)
         assert d.path == "indirect" and cost["reg_reads"] == 1 + 2560 and cost["reg_writes"] == 1 + 2560
 
 
+def test_navi31_nbio_lists_six_bases_like_the_kernels_navi2x_tables(transport: Transport) -> None:
+    """NBIO 4.3.0 registers of segment 5 exist (RCC_DEV0_EPF2_STRAP2, BIF_BX_PF1_GPU_HDP_FLUSH_REQ): the board's
+    table gives the sixth base a driver building every NBIO register needs (Linux 6.12 beige_goby_ip_offset.h and
+    dimgrey_cavefish_ip_offset.h: 0x04040000), and the register resolves through it."""
+    d = read_discovery(transport)
+    assert d.bases("nbio") == (0x0, 0x14, 0xD20, 0x10400, 0x241B000, 0x4040000)
+    asic = asic_from_device(transport)
+    assert asic.offset("nbio.RCC_DEV0_EPF2_STRAP2") == 4 * (0x4040000 + 0xD102)  # nbio_4_3_0: seg 5, dword 0xD102
+
+
 def test_asic_from_device_resolves_the_spec_constants(transport: Transport) -> None:
     warnings: list[str] = []
     a = asic_from_device(transport, warn=warnings.append)

@@ -145,6 +145,9 @@ class Navi31Options(DeviceOptions):
     load: int = option(percent({"idle": 0, "busy": 100}), 0, "GFX load in percent the SMU metrics follow")
     sos_delay: float = option(number(0, 60, "seconds"), 0.3, "virtual seconds from the SOS load to sOS alive",
                               name="sosdelay")
+    hugepage: str = option(choice("offset", "aligned"), "offset",
+                           "a 2 MiB / 1 GiB page whose entry's address is not aligned to its size: offset, the address "
+                           "is taken whole (inferred default); aligned, its low bits are dropped")
     sdma: str = option(choice("normal", "hang", "nop", "skip-in", "skip-out", "shift1m"), "normal",
                        "hang: SDMA0 never executes its ring (copies time out); nop/skip-in/skip-out/shift1m: copy "
                        "faults (every copy, or copies into / out of VRAM, move nothing; the VRAM side lands 1 MiB "

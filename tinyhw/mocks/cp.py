@@ -11,11 +11,11 @@ use is a GPU virtual address of the queue's VMID; only VMID0 is modelled), §7 (
 
 What it does:
 
-* **Registers**: the HQD range (0xC824 .. 0xC900 bytes) is banked per (me, pipe, queue) through GRBM_GFX_CNTL;
-  GRBM_STATUS reads CP_BUSY (bit 29) and GUI_ACTIVE (31) while a queue is hung, and SPI_BUSY (22) while waves
-  are resident (:mod:`tinyhw.mocks.sqind`); GRBM_STATUS2.CPC_BUSY, CP_CPC_STATUS MEC1_BUSY/CPC_BUSY and
-  CP_CPC_BUSY_STAT.MEC1_PIPE0_BUSY read set while a queue is hung (reads only: writes stay the register
-  file's). Everything else stays the register file's.
+* **Registers**: the HQD range (0xC824 .. 0xC900 bytes, every dword of it, named in the database or not) is
+  banked per (me, pipe, queue) through GRBM_GFX_CNTL; GRBM_STATUS reads CP_BUSY (bit 29) and GUI_ACTIVE (31)
+  while a queue is hung, and SPI_BUSY (22) while waves are resident (:mod:`tinyhw.mocks.sqind`);
+  GRBM_STATUS2.CPC_BUSY, CP_CPC_STATUS MEC1_BUSY/CPC_BUSY and CP_CPC_BUSY_STAT.MEC1_PIPE0_BUSY read set while a
+  queue is hung (reads only: writes stay the register file's). Everything else stays the register file's.
 * **Activation** (ACTIVE 0 -> 1): the MQD at CP_MQD_BASE_ADDR is read through GPUVM; its header must be
   0xC0310800 (§1.4), else the queue stops with an error (``status()``). A zero MQD address is tolerated (the queue
   runs from its registers).
@@ -247,6 +247,8 @@ class CommandProcessor:
         self.busy_s = 0.0
         self.running = False
         self.cache: Any = None  # the shader core's decoded code (numpy: imported at the first dispatch)
+        #: every queue error of this command, oldest first (a dequeue clears a queue's error, not this list)
+        self.errors: list[str] = []
         self.stats = {"doorbells": 0, "packets": 0, "dispatches": 0, "acquire_mem": 0, "release_mem": 0,
                       "set_sh_reg": 0, "nops": 0, "activations": 0, "dequeues": 0, "drains_stuck": 0,
                       "wave_instructions": 0, "wait_reg_mem": 0, "wait_polls": 0}
@@ -264,15 +266,16 @@ class CommandProcessor:
         return self.hqds[key]
 
     def handlers(self, known: set[int]) -> tuple[dict[int, Callable[[], int]], dict[int, Callable[[int], None]]]:
-        """BAR5 handlers for GRBM_GFX_CNTL, GRBM_STATUS and every database register of the HQD range."""
+        """BAR5 handlers for GRBM_GFX_CNTL, GRBM_STATUS and every dword of the HQD block (its first and last register
+        from the database: a driver writes the block whole from an MQD image, dwords the database names nothing at
+        included)."""
         cntl, status = self.reg.grbm_gfx_cntl, self.reg.grbm_status
         mec = {o: (lambda bits=b: bits if self.hung() else 0) for o, b in self.reg.mec_busy}
         reads: dict[int, Callable[[], int]] = {cntl: lambda: self.grbm_gfx_cntl, status: self.grbm_status, **mec}
         writes: dict[int, Callable[[int], None]] = {cntl: self._select, status: lambda v: None}
-        for off in sorted(known):
-            if self.reg.hqd_first <= off <= self.reg.hqd_last:
-                reads[off] = lambda o=off: self.selected().regs.get(o, 0)
-                writes[off] = lambda v, o=off: self.hqd_write(o, v)
+        for off in range(self.reg.hqd_first, self.reg.hqd_last + 4, 4):
+            reads[off] = lambda o=off: self.selected().regs.get(o, 0)
+            writes[off] = lambda v, o=off: self.hqd_write(o, v)
         return reads, writes
 
     def _select(self, value: int) -> None:
@@ -366,7 +369,12 @@ class CommandProcessor:
             q.hung, q.error = bool(ent.get("hung")), str(ent.get("error", ""))
 
     def _stop(self, q: Hqd, why: str) -> None:
+        self._error(q, why)
+
+    def _error(self, q: Hqd, why: str) -> None:
+        """Stop queue ``q`` with ``why``, and keep it in :attr:`errors` (a dequeue clears the queue's, not that)."""
         q.error = why
+        self.errors.append(f"queue {q.key}: {why}")
 
     def status(self) -> list[dict[str, Any]]:
         """Every queue the driver touched: its key, activity, parked WAIT_REG_MEM, pointers and error (for tests and
@@ -482,7 +490,7 @@ class CommandProcessor:
     def _fail(self, q: Hqd, why: str, *, gap: bool = False) -> None:
         """Stop the queue with ``why``; a model gap (an unknown packet, an unimplemented instruction) raises on
         strict boards."""
-        q.error = why
+        self._error(q, why)
         if gap and self.s.strict:
             raise StrictEmulationError(f"compute queue {q.key}: {why}",
                                        hint="run without strict to see the queue stop instead")
@@ -566,7 +574,7 @@ class CommandProcessor:
             return
         except WatchdogExpired as exc:
             q.hung = True
-            q.error = f"dispatch hung (the watchdog expired): {exc}"
+            self._error(q, f"dispatch hung (the watchdog expired): {exc}")
             if exc.dispatch is not None:
                 self.sq.admit(exc.dispatch)  # its running workgroup's waves stay resident
             return
@@ -610,7 +618,7 @@ class CommandProcessor:
             self.s.regs[self.reg.offset["GCVM_L2_PROTECTION_FAULT_ADDR_LO32"]] = (addr >> 12) & 0xFFFFFFFF
             self.s.regs[self.reg.offset["GCVM_L2_PROTECTION_FAULT_ADDR_HI32"]] = (addr >> 44) & 0xF
         self.s.regs[self.reg.offset["GCVM_L2_PROTECTION_FAULT_STATUS"]] = status
-        q.error = f"gpu vm fault: {exc}"
+        self._error(q, f"gpu vm fault: {exc}")
 
     def _pm4_wait_reg_mem(self, q: Hqd, body: list[int]) -> None:
         """WAIT_REG_MEM (§2.9): check once (after OPERATION 1's register write); park the queue when it fails."""

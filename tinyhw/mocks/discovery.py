@@ -57,7 +57,7 @@ def profile_ips(profile: AsicProfile = NAVI31) -> list[IpSpec]:
         if spec.ip.lower() not in BLOCK_HW_IDS:
             continue
         bases = list(spec.bases)
-        while bases and bases[-1] is None:  # an unknown trailing segment (Navi31 NBIO seg5) is not written
+        while bases and bases[-1] is None:  # an unknown trailing segment is not written
             bases.pop()
         known = tuple(b for b in bases if b is not None)
         if len(known) == len(bases):  # a block with an unknown middle segment is left out

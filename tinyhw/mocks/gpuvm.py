@@ -14,7 +14,11 @@ Translation of a GPU address (what the engine is handed in a packet):
 * inside the system aperture (``*MC_VM_SYSTEM_APERTURE_LOW/HIGH_ADDR`` << 18, MC addresses): VRAM, MC - FB base;
 * else inside VMID0's range with ``*VM_CONTEXT0_CNTL`` bit 0 set: a walk of ``depth`` PDE levels (9 bits
   each) and one PTE level from the root at the physical VRAM address in ``*VM_CONTEXT0_PAGE_TABLE_BASE_ADDR``;
-  a PDE with bit 54 set is a huge page (2 MiB at PDB0, 1 GiB at PDB1). Every PDE names its table by physical VRAM
+  a PDE with bit 54 set is a huge page (2 MiB at PDB0, 1 GiB at PDB1), at the entry's address plus the access's offset
+  inside the page (the specs do not say what hardware does with an entry whose address is not aligned to the page
+  size; a driver proven on Navi31, tinygrad's AM, maps 2 MiB pages at 4 KiB-aligned physical addresses and its
+  kernels read what it wrote, so by default the address is taken whole (inferred); the ``hugepage=aligned`` board
+  option drops its low bits instead). Every PDE names its table by physical VRAM
   address; a PTE with the system bit names a bus address (the bridge's memory over USB), else a physical VRAM
   address. A table or page whose physical address lies past the hub's FB size (``*MC_VM_FB_LOCATION_TOP -
   BASE``), e.g. an MC address written where a physical one belongs, is a VM fault (inferred: what real hardware
@@ -97,9 +101,13 @@ class GpuVm:
     """VMID0 translation of memory hub ``hub`` (``gc`` or ``mmhub``) for the emulated engines, on the board's services
     (VRAM, bus, register file)."""
 
-    def __init__(self, services: BoardServices, regs: Asic, hub: str = "gc") -> None:
+    def __init__(self, services: BoardServices, regs: Asic, hub: str = "gc", huge: str = "offset") -> None:
         self.services = services
         self.hub = hub
+        #: how a huge page (a PDE with bit 54) whose address is not aligned to its size resolves: "offset" adds the
+        #: access's offset inside the page to the entry's 4 KiB-aligned address, "aligned" drops the entry's address
+        #: bits below the page size first (see the module docstring; the board option ``hugepage``)
+        self.huge_mask = ~0 if huge == "offset" else None
         self.offsets = register_offsets(regs, hub)
         self.depth = regs.field(hub_name("GCVM_CONTEXT0_CNTL.PAGE_TABLE_DEPTH", hub))
         self.defaults = {kind: regs.field(hub_name(f"GCVM_L2_PROTECTION_FAULT_CNTL.{name}", hub))
@@ -207,7 +215,8 @@ class GpuVm:
                 raise self.fault(addr, f"invalid entry at level {level}", "valid" if level == 0 else "pde0")
             if level == 0 or entry & HUGE:
                 size = 1 << shift
-                target = (entry & ADDR_MASK & ~(size - 1)) + (va & (size - 1) & ~(PAGE - 1))
+                base = entry & ADDR_MASK & (self.huge_mask if self.huge_mask is not None else ~(size - 1))
+                target = base + (va & (size - 1) & ~(PAGE - 1))
                 if entry & SYSTEM:
                     return True, target
                 phys = self.phys_to_vram(target)

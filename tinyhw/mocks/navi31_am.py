@@ -26,7 +26,7 @@ from tinyhw.mocks.amregs import RegisterFile
 from tinyhw.mocks.cp import SHADER_HZ, CommandProcessor, CpServices
 from tinyhw.mocks.discovery import NAVI31_GC_INFO
 from tinyhw.mocks.doorbells import DoorbellRouter
-from tinyhw.mocks.gpuvm import GpuVm
+from tinyhw.mocks.gpuvm import BusFault, GpuVm, VmFault
 from tinyhw.mocks.perfmon import PerfMon
 from tinyhw.mocks.pspboot import PspBoot, PspTiming
 from tinyhw.mocks.sdma import SdmaEngine
@@ -124,12 +124,13 @@ class AmBootPath:
         timing.sos_delay = o.sos_delay
         self.boot = PspBoot(services, regs, timing, on_sos_alive=self.on_sos_alive,
                             on_smu_loaded=self.on_smu_loaded, on_autoload_done=self.on_autoload_done,
-                            on_reset=self.mode1_reset, hang=o.psp == "hang", fwcheck=o.fwcheck == "on")
+                            on_reset=self.mode1_reset, hang=o.psp == "hang", fwcheck=o.fwcheck == "on",
+                            client_read=self.mmhub_client_read)
         self.smu = Smu(services, regs, on_reset=self.mode1_reset, compute_active=self.compute_active,
                        delay=smu_delay, silent=o.smu == "silent", busy_at=o.smu_busy_at, load=o.load)
         # the copy engine (SDMA0 queue 0, VMID0 translation); its system pages are the board's bus
-        self.gpuvm = GpuVm(services, regs)
-        self.mmvm = GpuVm(services, regs, hub="mmhub")  # MMHUB VMID0: the same walk over the MMHUB's registers
+        self.gpuvm = GpuVm(services, regs, huge=o.hugepage)
+        self.mmvm = GpuVm(services, regs, hub="mmhub", huge=o.hugepage)  # MMHUB VMID0: the same walk, its registers
         self.sdma = SdmaEngine(services, regs, hang=o.sdma == "hang", strict=o.strict,
                                fault=None if o.sdma in ("normal", "hang") else o.sdma)
         # the command processor's compute queues (mocks/cp.py), handed its services explicitly
@@ -151,6 +152,18 @@ class AmBootPath:
     def compute_active(self) -> bool:
         """True while any compute queue of the command processor is active."""
         return self.cp.any_active()
+
+    def mmhub_client_read(self, mc: int, length: int) -> bytes | None:
+        """What an MMHUB client (the PSP) reads at MC address ``mc`` (amd-bringup.md §4.5): VRAM inside the FB, else
+        through MMHUB VMID0 (its system aperture and page table; system pages from the board's bus attachment);
+        None when the translation faults (the fault is latched in the MMHUB's status as for any client)."""
+        phys = self.services.mc_to_vram(mc, length)
+        if phys is not None:
+            return self.services.vram_read(phys, length)
+        try:
+            return self.mmvm.read(mc, length)
+        except (VmFault, BusFault):
+            return None
 
     def on_sos_alive(self) -> None:
         """sOS running: the early flash mailbox is gated (navi31-spi-flash.md §1 board states)."""

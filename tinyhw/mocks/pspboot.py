@@ -9,6 +9,10 @@ bootloader accepts are the facts of :mod:`tinyhw.mocks.amfw`.
 
 What a driver sees:
 
+* Addresses: the PSP is an MMHUB client (§4.5): an MC address it is handed (C2PMSG_36, LOAD_TOC's and
+  LOAD_IP_FW's images) inside the FB is VRAM, anything else is translated through MMHUB VMID0 (system aperture,
+  page table: a system page is host memory behind the board's attachment, e.g. the bridge's over USB); the board
+  hands that walk in as ``client_read``. An address that does not translate fails as below.
 * Bootloader: C2PMSG_35 reads 0x80000000 when idle. A command write clears bit 31; after
   ``bl_delay`` the component at MC ``C2PMSG_36 << 20`` is checked (SHA-256 of the expected size
   against the real component; order KDB, SPL, SYS, SOC, INTF, DBG, RAS, SOS of those present) and
@@ -31,7 +35,7 @@ What a driver sees:
   AUTOLOAD_RLC (needs RLC_G loaded) completes RLC autoload after ``autoload_delay``;
   SRIOV_SPATIAL_PART and DESTROY_TMR answer 0; anything else PSP_ERR_UNKNOWN_COMMAND (0x100).
   Invented failure statuses: 0xFFFF000F (image bytes do not match), 0xFFFF0010 (prerequisite missing,
-  e.g. LOAD_IP_FW before SETUP_TMR), 0xFFFF0011 (address outside VRAM).
+  e.g. LOAD_IP_FW before SETUP_TMR), 0xFFFF0011 (an address that does not translate).
 * ``psp=hang``: the PSP never answers (bit 31 never returns, sOS never alive, ring never fenced).
 * State (sOS alive, ring, TMR, loaded firmware) persists in the board state file until a mode-1 reset.
 """
@@ -126,8 +130,12 @@ class PspBoot:
 
     def __init__(self, services: BoardServices, regs: Asic, timing: PspTiming, *, on_sos_alive: Callable[[], None],
                  on_smu_loaded: Callable[[], None], on_autoload_done: Callable[[], None],
-                 on_reset: Callable[[str], None], hang: bool = False, fwcheck: bool = True) -> None:
+                 on_reset: Callable[[str], None], hang: bool = False, fwcheck: bool = True,
+                 client_read: Callable[[int, int], bytes | None] | None = None) -> None:
         self.services = services
+        #: how the PSP reads memory at an MC address it is handed (an MMHUB client: VRAM inside the FB, else through
+        #: MMHUB VMID0; the board passes that walk); None when the address is unreachable. Default: VRAM only.
+        self.client_read = client_read or self._vram_read
         self.on_sos_alive = on_sos_alive
         self.on_smu_loaded = on_smu_loaded
         self.on_autoload_done = on_autoload_done
@@ -139,6 +147,10 @@ class PspBoot:
         self.s = PspState()
         self.log: list[tuple[str, int, int]] = []  # (what, command id, status) of everything executed
         self._bl_busy = False
+
+    def _vram_read(self, mc: int, length: int) -> bytes | None:
+        phys = self.services.mc_to_vram(mc, length)
+        return None if phys is None else self.services.vram_read(phys, length)
 
     # -- registers ----------------------------------------------------------------------------------------
     def handlers(self) -> tuple[dict[int, Any], dict[int, Any]]:
@@ -213,10 +225,10 @@ class PspBoot:
         mc = s.bl_arg << 20
         for t in present:
             img = amfw.PSP_13_0_0_SOS[t]
-            phys = self.services.mc_to_vram(mc, img.size)
-            if phys is None:
+            data = self.client_read(mc, img.size)
+            if data is None:
                 return BL_ERROR
-            if not self.fwcheck or hashlib.sha256(self.services.vram_read(phys, img.size)).hexdigest() == img.sha256:
+            if not self.fwcheck or hashlib.sha256(data).hexdigest() == img.sha256:
                 s.loaded.append(f"{cmd:x}:{img.name}")
                 return 0
         return BL_ERROR
@@ -329,11 +341,12 @@ class PspBoot:
         return int.from_bytes(buf[o:o + 4], "little")
 
     def _image(self, buf: bytes, prefix: str, lo: str, hi: str, size: str) -> tuple[int, bytes] | None:
-        """(size, bytes) of the image a command names by MC address, None when it is outside VRAM."""
+        """(size, bytes) of the image a command names by MC address (read as :attr:`client_read` reads), None when
+        the address is unreachable."""
         mc = self._arg(buf, f"{prefix}.{hi}") << 32 | self._arg(buf, f"{prefix}.{lo}")
         n = self._arg(buf, f"{prefix}.{size}")
-        phys = self.services.mc_to_vram(mc, max(n, 1))
-        return None if phys is None else (n, self.services.vram_read(phys, n))
+        data = self.client_read(mc, max(n, 1))
+        return None if data is None else (n, data[:n])
 
     @RING.handles(PSP_GFX["GFX_CMD_ID_LOAD_TOC"])
     def load_toc(self, buf: bytes) -> tuple[int, int | None]:

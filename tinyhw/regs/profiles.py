@@ -18,6 +18,10 @@ Sources of the bases (dwords):
   absolute byte address (misc 0x5a000 = 4 x 0x16800, tsc 0x5a8a0 = 4 x (0x16A00 + 0x28)).
 * [mock] amd-bringup.md §3.4, tinygrad's RDNA4 emulator (GC 12.0.0): the [sc] values, plus NBIO
   seg5 0x4040000.
+* [navi2x] Linux 6.12 ``beige_goby_ip_offset.h`` (Navi24) and ``dimgrey_cavefish_ip_offset.h`` (Navi23): NBIO has
+  six bases, the [sc] five plus seg5 0x04040000. NBIO 4.3.0 has registers in segment 5 (RCC_DEV0_EPF2_STRAP2,
+  BIF_BX_PF1_GPU_HDP_FLUSH_REQ/DONE; amd-bringup.md §4.5), so Navi31's table lists six too; the value is the
+  Navi2x one (inferred: no Navi31 dump), kept here only.
 * [am-mp1] amd-bringup.md §3.2: tinygrad's AM driver, which runs on Navi48, addresses MP1 with
   the mp 11.0.0 table at MP1 seg0 (C2PMSG_66 at 0x282 -> dword 0x16282). mp_14_0_2, which the
   kernel uses for MP1 14.0.x, puts C2PMSG_66 at segment 1 + 0x82, hence MP1 seg1 = 0x16200
@@ -107,7 +111,9 @@ NAVI31 = AsicProfile(
             "SDMA",
             bases_ip="GC",
         ),
-        "nbio": BlockSpec("nbio_4_3_0", (*_SC_NBIO, None), "NBIO", "4.3.0", f"nbio_v4_3.c; bases {SC}, seg5 unknown"),
+        "nbio": BlockSpec(
+            "nbio_4_3_0", (*_SC_NBIO, 0x4040000), "NBIO", "4.3.0", f"nbio_v4_3.c; bases {SC}, seg5 [navi2x]"
+        ),
         "mmhub": BlockSpec("mmhub_3_0_0", _SC_MMHUB, "MMHUB", "3.0.0", f"mmhub_v3_0.c; bases {SC}"),
         "osssys": BlockSpec("osssys_6_0_0", _SC_OSSSYS, "OSSSYS", "6.0.0", f"ih_v6_0.c; bases {SC}"),
         "hdp": BlockSpec("hdp_6_0_0", _SC_HDP, "HDP", "6.0.0", f"hdp_v6_0.c; bases {SC}"),

@@ -101,7 +101,7 @@ class DispatchRegs:
     dim: tuple[int, int, int] = (1, 1, 1)          # DISPATCH_DIRECT DIM_X/Y/Z (workgroups)
     start: tuple[int, int, int] = (0, 0, 0)        # COMPUTE_START_X/Y/Z
     initiator: int = 0x8005                        # COMPUTE_DISPATCH_INITIATOR (CS_W32_EN bit 15)
-    tmpring_size: int = 0                          # COMPUTE_TMPRING_SIZE (scratch is not modelled: must be 0)
+    tmpring_size: int = 0                          # COMPUTE_TMPRING_SIZE (the queue's scratch ring; unused)
 
     @property
     def entry(self) -> int:
@@ -184,6 +184,7 @@ _HANDLERS: dict[str, Callable[[Inst, int, Bad], Callable[[Wave], Any]]] = {
     "SMEM": lambda i, pc, bad: salu.compile_smem(i, bad),
     **{e: (lambda i, pc, bad: valu.compile_valu(i, bad)) for e in ("VOP1", "VOP2", "VOPC", "VOP3")},
     "VOPD": lambda i, pc, bad: valu.compile_vopd(i, bad),
+    "VOP3P": lambda i, pc, bad: valu.compile_vop3p(i, bad),
     "DS": lambda i, pc, bad: vmem.compile_ds(i, bad),
     "FLAT": lambda i, pc, bad: vmem.compile_global(i, bad),
     "MUBUF": lambda i, pc, bad: vmem.compile_mubuf(i, bad),
@@ -331,8 +332,8 @@ def _check(regs: DispatchRegs) -> None:
         return Unimplemented(msg, pc=regs.entry, mnemonic="(dispatch)", encoding="-")
     if not regs.initiator & CS_W32_EN:
         raise refuse("wave64 dispatch (CS_W32_EN = 0) is not modelled")
-    if regs.rsrc2 & 1 or regs.tmpring_size:
-        raise refuse("scratch (SCRATCH_EN / COMPUTE_TMPRING_SIZE) is not modelled")
+    if regs.rsrc2 & 1:  # SCRATCH_EN: the kernel enables the private segment (a ring size alone uses nothing)
+        raise refuse("scratch (RSRC2.SCRATCH_EN) is not modelled")
     if regs.rsrc2 >> 10 & 1:
         raise refuse("the workgroup-info SGPR (TG_SIZE_EN) is not modelled")
     if regs.user_sgprs > 16 or len(regs.user_data) > 16:

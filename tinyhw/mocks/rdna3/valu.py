@@ -1,4 +1,5 @@
-"""Vector ALU: VOP1, VOP2, VOPC, VOP3/VOP3SD and VOPD dual issue (specs/amd-compute.md §5.2-§5.4).
+"""Vector ALU: VOP1, VOP2, VOPC, VOP3/VOP3SD, VOPD dual issue (specs/amd-compute.md §5.2-§5.4) and the packed
+16-bit float operations of VOP3P (:func:`compile_vop3p`).
 
 Every operation works on (32,) uint32 lane arrays; float operations view them as float32 (IEEE, round to
 nearest even, denormals kept, as the probes' MODE asks). ``v_fma_f32`` / ``v_fmac_f32`` are fused: the
@@ -451,4 +452,54 @@ def compile_vopd(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         rx, ry = x(w), y(w)
         v_put(w, dx, rx)
         v_put(w, dy, ry)
+    return run
+
+
+# VOP3P packed 16-bit float operations: name -> (arity, function of float64 halves -> float64); the result of each
+# half is rounded once to float16 (the product and sum are exact or rounded to nearest in float64 first, inferred:
+# a double rounding can differ from the fused result only at extreme exponent gaps).
+PACKED_F16: dict[str, tuple[int, Callable[..., np.ndarray]]] = {
+    "v_pk_fma_f16": (3, lambda a, b, c: a * b + c),
+    "v_pk_add_f16": (2, lambda a, b: a + b),
+    "v_pk_mul_f16": (2, lambda a, b: a * b),
+}
+_F16 = np.float16
+
+
+def compile_vop3p(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+    """Compile a VOP3P packed-f16 instruction (:data:`PACKED_F16`): each source's low or high half (OP_SEL for the
+    result's low half, OP_SEL_HI for its high half), NEG_LO / NEG_HI flip the sign of the half they apply to, and
+    the two results are packed low | high << 16. Field positions (RDNA3 ISA, VOP3P): NEG_HI 10:8, OP_SEL 13:11,
+    OP_SEL_HI[2] 14, CLAMP 15 in the first dword; OP_SEL_HI[1:0] 28:27, NEG_LO 31:29 in the second (the decoder's
+    ``abs``, ``opsel``, ``omod`` and ``neg`` fields hold those bits). CLAMP and inline float constants (which are
+    16-bit for these operations) are not modelled and stop the dispatch."""
+    f, name = inst.fields, base_name(inst.mnemonic)
+    if name not in PACKED_F16:
+        raise bad("VOP3P opcode not modelled")
+    if f["clamp"]:
+        raise bad("clamp on a packed operation is not modelled")
+    arity, op = PACKED_F16[name]
+    sel_lo, sel_hi = f["opsel"] & 7, f["omod"] | (f["opsel"] >> 3 & 1) << 2
+    neg_lo, neg_hi = f["neg"], f["abs"]
+    lit = f.get("literal")
+    getters = []
+    for i in range(arity):
+        src = f[f"src{i}"]
+        if 128 <= src <= 254:
+            raise bad("an inline constant on a packed f16 operation is not modelled")
+        getters.append(v_get(src, lit, bad))
+    d = f["vdst"]
+
+    def half(x: np.ndarray, hi: int, neg: int) -> np.ndarray:
+        h = ((x >> U32(16)) if hi else x) & U32(0xFFFF)
+        v = h.astype(np.uint16).view(_F16).astype(F64)
+        return -v if neg else v
+
+    def run(w: Wave) -> None:
+        xs = [g(w) for g in getters]
+        lo = op(*(half(x, sel_lo >> i & 1, neg_lo >> i & 1) for i, x in enumerate(xs)))
+        hi = op(*(half(x, sel_hi >> i & 1, neg_hi >> i & 1) for i, x in enumerate(xs)))
+        lo16 = lo.astype(_F16).view(np.uint16).astype(U32)
+        hi16 = hi.astype(_F16).view(np.uint16).astype(U32)
+        v_put(w, d, lo16 | hi16 << U32(16))
     return run
