@@ -112,6 +112,7 @@ def main(argv: list[str]) -> int:
                       "nonzero": [[what, cmd, status] for what, cmd, status in log if status]}
         out["counters"] = board.counters()
         out["uncovered"] = gpu.uncovered
+    out["finalize_errors"] = gpu.finalize_errors  # tinygrad's fini (SDMA, GFX, SMU clocks, SCRATCH_REG6) at the end
     print(json.dumps(out))
     return rc
 

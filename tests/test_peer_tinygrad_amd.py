@@ -86,6 +86,7 @@ def test_full_boot_strict(session: dict[str, Any]) -> None:
     assert sum(1 for what, _, _ in psp["commands"] if what == "bootloader") == PSP_BOOTLOADER
     assert first["counters"]["psp_commands"] > 0 and first["counters"]["smu_messages"] > 0
     assert first["uncovered"] == []
+    assert first["finalize_errors"] == [], "tinygrad's fini failed on the board"
 
 
 def test_second_process_takes_the_partial_boot(session: dict[str, Any]) -> None:
