@@ -72,7 +72,7 @@ def test_strict_reaches_the_served_board_and_the_report_has_the_board(tmp_path: 
     seen: dict[str, bool] = {}
 
     @contextlib.contextmanager
-    def serve(bridge, udc, setup=None):  # noqa: ANN001, ANN202 - the real serve_gadget's signature
+    def serve(bridge, udc, setup=None):
         seen["bridge"] = bridge.options.strict
         seen["board"] = bridge.board.options.strict
         yield _Served()

@@ -104,9 +104,9 @@ def test_a_gadget_transfer_of_a_streamed_write_lands_as_one_block(tmp_path: Path
             dev, bridge, clock = open_bridge(b, speed="hs")
             program_bridges(dev)
             vram = assign_bars(dev)[0][0]
-            bursts = []
+            bursts: list[int] = []
             block = b.mem_write_block
-            b.mem_write_block = lambda bar, off, d, _b=block: bursts.append(len(d)) or _b(bar, off, d)  # type: ignore[method-assign]
+            b.mem_write_block = lambda bar, off, d, _b=block, _n=bursts: _n.append(len(d)) or _b(bar, off, d)  # type: ignore[method-assign]
             before = bridge.stats()
             tlp_request(dev, 0x60, 0xF, vram + 0x10000, len(data) // 4, mode=1)
             t1 = clock.now()
