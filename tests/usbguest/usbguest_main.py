@@ -28,6 +28,9 @@ GADGET_DIR = Path("/sys/kernel/config/usb_gadget/tinyhw")
 UDC = "dummy_udc.0"
 RANGE = (0x1F0000, 0x1000)  # sector 496: a small range, few transfers (about 1.7 ms each here)
 RESUME_SECTORS = (480, 3)  # the interrupted write: three sectors, unbound while programming
+#: how long a gadget may take to enumerate: its Python start-up and board set-up in the TCG guest took 30-50 s
+#: when the host was shared by other jobs (a 30 s bound failed the flash step there)
+GADGET_START_S = 120.0
 #: tinygrad's board: a cold Navi31 of its own (flash file and the board state kept beside it)
 TINYGRAD_FLASH = Path("/tmp/usbguest-tinygrad-flash.bin")
 #: how long tinygrad's process may run before it is cut (it then reports the step it was in)
@@ -152,7 +155,7 @@ class Gadget:
                                        "navi31", "--flash", str(flash), *extra],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             try:
-                self.appeared_s = wait_for_bridge()
+                self.appeared_s = wait_for_bridge(timeout_s=GADGET_START_S)
                 return
             except TimeoutError as e:
                 out, err = self._end()
