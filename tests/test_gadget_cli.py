@@ -49,3 +49,40 @@ def test_unknown_udc_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(gcfs, "PROC_FILESYSTEMS", tmp_path / "fs")
     r = run("mock", "gadget", "--udc", "musb-hdrc.0")
     assert r.code == 3 and "musb-hdrc.0" in r.err and "dummy_udc.0" in r.err
+
+
+class _Served:
+    """Stands in for the running FunctionFS gadget: it has already stopped (the command reports at once)."""
+
+    running = False
+    event_counts: dict[str, int] = {}
+    out_landing: dict[str, int] = {}
+    errors: list[str] = []
+    teardown_errors: list[str] = []
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_strict_reaches_the_served_board_and_the_report_has_the_board(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                      strict: bool) -> None:
+    """``--strict`` serves a strict board and bridge (an unmodelled access is an error, as with ``mock:...,strict``);
+    the --json report carries the board's counters and PSP command log next to the bridge's."""
+    import contextlib
+    import json
+
+    seen: dict[str, bool] = {}
+
+    @contextlib.contextmanager
+    def serve(bridge, udc, setup=None):
+        seen["bridge"] = bridge.options.strict
+        seen["board"] = bridge.board.options.strict
+        yield _Served()
+
+    monkeypatch.delenv("TINYHW_STRICT")  # the tests' default: the flag alone must decide here
+    monkeypatch.setattr(gcfs, "check_environment", lambda udc=None: "dummy_udc.0")
+    monkeypatch.setattr(gcfs, "serve_gadget", serve)
+    args = ["--json", "mock", "gadget", "--board", "navi31", "--flash", str(tmp_path / "flash.bin")]
+    r = run(*args, *(["--strict"] if strict else []))
+    assert r.code == 0, r.err
+    assert seen == {"bridge": strict, "board": strict}
+    board = json.loads(r.out)["board"]
+    assert board["counters"]["psp_commands"] == 0 and board["psp"] == [] and board["uncovered"] == []

@@ -84,3 +84,51 @@ def test_disconnect_fault_reaches_the_board(board: object, monkeypatch: pytest.M
     with pytest.raises(usb.core.USBError):
         cfg_read(dev, 0, 0, 0, 0)
     assert seen == [True]
+
+
+def test_a_gadget_transfer_of_a_streamed_write_lands_as_one_block(tmp_path: Path) -> None:
+    """FunctionFS hands the core a bulk OUT transfer the kernel has already completed, with no host time limit
+    (``timeout=None``, what ``tinyhw mock gadget`` passes). Its packets of an armed streaming write land as one burst
+    into VRAM, not one Python round per 512-byte packet (a megabyte packet by packet kept the core busy for seconds
+    in the emulated guest, past the 5 s tinygrad's libusb stack waits for its next 0xF0 request), with exactly the
+    effect of the packet-by-packet path a pyusb host (with a time limit) takes: VRAM, the landing page, the TLP
+    engine's registers, the counters and the modelled time."""
+    from tinyhw.boards.navi31 import Navi31UsbOptions
+    from tinyhw.mocks.asm24_memory import LANDING_BUF
+
+    data = bytes((i * 7 + i // 512) & 0xFF for i in range((1 << 20) + 200))  # 2048 packets and a short one
+    seen = {}
+    for how in ("pyusb", "gadget"):
+        b = navi31.Navi31Board(Navi31UsbOptions(strict=True, speed="hs", flash=tmp_path / f"{how}.bin"), attach="usb")
+        try:
+            dev, bridge, clock = open_bridge(b, speed="hs")
+            program_bridges(dev)
+            vram = assign_bars(dev)[0][0]
+            bursts: list[int] = []
+            block = b.mem_write_block
+            b.mem_write_block = lambda bar, off, d, _b=block, _n=bursts: _n.append(len(d)) or _b(bar, off, d)  # type: ignore[method-assign]
+            before = bridge.stats()
+            tlp_request(dev, 0x60, 0xF, vram + 0x10000, len(data) // 4, mode=1)
+            t1 = clock.now()
+            sent = dev.write(0x02, data, timeout=5000) if how == "pyusb" else bridge.bulk_out(0x02, data)
+            after, t2 = bridge.stats(), clock.now()
+            assert sent == len(data)
+            seen[how] = {
+                "vram": b.vram.read(0x10000, len(data)),  # type: ignore[attr-defined]
+                "landing": bytes(bridge.memory.read(LANDING_BUF, 512)),
+                "engine": bytes(bridge.memory.read(0xB210, 0x90)),
+                "counters": {k: after[k] - before[k] for k in ("stream_dwords_written", "tlp_writes", "bytes_out")},
+                "remaining": bridge.endpoints.stream_remaining,
+                "bursts": bursts,
+                "write_s": t2 - t1,
+            }
+        finally:
+            b.close()
+    pyusb, gadget = seen["pyusb"], seen["gadget"]
+    assert pyusb["vram"] == gadget["vram"] == data
+    assert pyusb["landing"] == gadget["landing"]
+    assert pyusb["engine"] == gadget["engine"]
+    assert pyusb["counters"] == gadget["counters"]
+    assert pyusb["remaining"] == gadget["remaining"] == 0
+    assert gadget["write_s"] == pytest.approx(pyusb["write_s"], rel=1e-9)
+    assert len(pyusb["bursts"]) == 2049 and gadget["bursts"] == [len(data)]

@@ -7,6 +7,8 @@ tier with what to install (CI installs them): a skip would hide a tier that neve
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,10 @@ def usb_guest() -> dict[str, Any]:
         pytest.fail(f"the usb-gadget guest cannot be built: {e}", pytrace=False)
     env = ("unset TINYHW_LOCK_DIR TINYHW_DEVICE TINYHW_STRICT XDG_CACHE_HOME XDG_STATE_HOME\n"
            "export XDG_STATE_HOME=/tmp/state XDG_CACHE_HOME=/tmp/cache\n")
+    # the firmware where this session found it (the host's root is the guest's); a step selection when given
+    for name in ("TINYHW_FIRMWARE_DIR", "USBGUEST_STEPS", "USBGUEST_TINYGRAD_LIMIT_S"):
+        if os.environ.get(name):
+            env += f"export {name}={shlex.quote(os.environ[name])}\n"
     try:
         return run_in_guest(g, REPO, "tests/usbguest/usbguest_main.py", env=env, timeout_s=2400,
                             prefix="tinyhw-usbguest-")

@@ -28,6 +28,13 @@ GADGET_DIR = Path("/sys/kernel/config/usb_gadget/tinyhw")
 UDC = "dummy_udc.0"
 RANGE = (0x1F0000, 0x1000)  # sector 496: a small range, few transfers (about 1.7 ms each here)
 RESUME_SECTORS = (480, 3)  # the interrupted write: three sectors, unbound while programming
+#: how long a gadget may take to enumerate: its Python start-up and board set-up in the TCG guest took 30-50 s
+#: when the host was shared by other jobs (a 30 s bound failed the flash step there)
+GADGET_START_S = 120.0
+#: tinygrad's board: a cold Navi31 of its own (flash file and the board state kept beside it)
+TINYGRAD_FLASH = Path("/tmp/usbguest-tinygrad-flash.bin")
+#: how long tinygrad's process may run before it is cut (it then reports the step it was in)
+TINYGRAD_LIMIT_S = float(os.environ.get("USBGUEST_TINYGRAD_LIMIT_S", "1200"))
 
 #: the driver sends a vendor request the firmware does not know (0xE7): IN with data, then OUT without
 UNKNOWN_REQUEST = """
@@ -91,8 +98,14 @@ def sh(*args: str) -> dict[str, Any]:
     return {"args": list(args), "code": r.returncode, "out": r.stdout, "err": r.stderr}
 
 
+#: a development aid: ``USBGUEST_STEPS=tinygrad`` (a comma list, on the host) runs only those steps and setup
+ONLY = {s for s in os.environ.get("USBGUEST_STEPS", "").split(",") if s}
+
+
 def step(name: str):  # decorator
     def wrap(fn):
+        if ONLY and name != "setup" and name not in ONLY:
+            return fn
         t0 = time.monotonic()
         try:
             RESULTS[name] = fn()
@@ -133,16 +146,16 @@ ENUMERATION_RETRIES: list[str] = []
 
 
 class Gadget:
-    """``tinyhw --json mock gadget`` as a background process."""
+    """``tinyhw --json mock gadget`` as a background process (``flash``: its flash file; ``extra``: more options)."""
 
-    def __init__(self) -> None:
+    def __init__(self, flash: Path = FLASH, extra: tuple[str, ...] = ()) -> None:
         for attempt in range(2):
             dmesg_before = len(sh("dmesg")["out"])
             self.p = subprocess.Popen([sys.executable, "-m", "tinyhw", "--json", "mock", "gadget", "--board",
-                                       "navi31", "--flash", str(FLASH)],
+                                       "navi31", "--flash", str(flash), *extra],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             try:
-                self.appeared_s = wait_for_bridge()
+                self.appeared_s = wait_for_bridge(timeout_s=GADGET_START_S)
                 return
             except TimeoutError as e:
                 out, err = self._end()
@@ -386,6 +399,48 @@ def run_all() -> None:  # one linear script, in the order the issue lists the pr
                 off += x["length"]
             r["landed"].append({"records": len(recs), "bytes": off, "total": len(data), "all_ok": bool(ok) and all(ok)})
         return r
+
+    step("tinygrad")(tinygrad_step)
+
+
+def tinygrad_step() -> dict[str, Any]:
+    """tinygrad 0.14.0's AMD driver, unmodified and with no adapter, through its own libusb ``USB3``: usbfs, dummy_hcd,
+    FunctionFS, ``tinyhw mock gadget --strict``, the emulated bridge and Navi31 (usbguest_tinygrad.py, its own
+    process). The gadget's report says what the board did (PSP commands and statuses, SMU messages) and what the
+    strict emulation refused; its transfer log is summarised (count, the transfers that did not complete, the
+    last ones)."""
+    import importlib.util
+
+    if importlib.util.find_spec("tinygrad") is None:
+        return {"unavailable": "tinygrad is not installed (the compile extra)"}
+    from tinyhw.peers.tinygrad_amd import NAVI31_FIRMWARE, default_firmware_dir
+
+    missing = [n for n in NAVI31_FIRMWARE if not (default_firmware_dir() / n).is_file()]
+    if missing:
+        return {"unavailable": f"amdgpu firmware {', '.join(missing)} not in {default_firmware_dir()}"}
+    out = Path("/tmp/usbguest-tinygrad.json")
+    g = Gadget(TINYGRAD_FLASH, ("--strict",))
+    r: dict[str, Any] = {"gadget_appeared_s": g.appeared_s, "limit_s": TINYGRAD_LIMIT_S}
+    env = dict(os.environ, DEV="USB+AMD", XDG_CACHE_HOME="/tmp/tinygrad-cache")
+    for k in ("DEBUG", "AM_DEBUG", "AM_RESET", "HCQ2", "DEV_ID"):
+        env.pop(k, None)
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run([sys.executable, str(Path(__file__).with_name("usbguest_tinygrad.py")), str(out),
+                            str(TINYGRAD_LIMIT_S)], env=env, check=False, capture_output=True, text=True,
+                           timeout=TINYGRAD_LIMIT_S + 300)
+        r["proc"] = {"code": p.returncode, "out": p.stdout[-3000:], "err": p.stderr[-6000:]}
+    except subprocess.TimeoutExpired as e:
+        r["proc"] = {"code": None, "out": "", "err": f"no exit within {e.timeout} s (its watchdog did not fire)"}
+    r["s"] = round(time.monotonic() - t0, 3)
+    r["run"] = json.loads(out.read_text()) if out.exists() else None
+    stopped = g.stop()
+    report = stopped.get("report") or {}
+    transfers = report.pop("transfers", [])
+    report["transfer_summary"] = {"count": len(transfers), "not_ok": [x for x in transfers if x["status"] != "ok"][:10],
+                                  "last": transfers[-12:]}
+    r["gadget"] = stopped
+    return r
 
 
 def main() -> None:

@@ -28,8 +28,12 @@ from tinyhw.cli.app import App
 @click.option("--faults", metavar="F1+F2",
               help="Fault plan, as the faults= device option (disconnect@N, timeout@N, ...).")
 @click.option("--name", default="tinyhw", show_default=True, help="Name of the gadget in configfs and FunctionFS.")
+@click.option("--strict", is_flag=True,
+              help="Strict emulation, as the strict device option: an access the board or bridge does not model is an "
+                   "error (the request stalls and the report names it) instead of a warning.")
 @click.pass_obj
-def gadget(app: App, board: str, flash: Path | None, udc: str | None, faults: str | None, name: str) -> None:
+def gadget(app: App, board: str, flash: Path | None, udc: str | None, faults: str | None, name: str,
+           strict: bool) -> None:
     """Serve the emulated Navi31 behind an ASM24 bridge as a real USB device (add1:0001, High-Speed).
 
     Uses the kernel's gadget framework (configfs + FunctionFS) on a USB device controller:
@@ -57,6 +61,8 @@ def gadget(app: App, board: str, flash: Path | None, udc: str | None, faults: st
         opts["flash"] = str(flash)
     if faults:
         opts["faults"] = faults
+    if strict:
+        opts["strict"] = True
     stop = threading.Event()
     served: dict[str, Any] = {}
     clock = WallPacedClock()  # the host times out on its wall clock
@@ -70,7 +76,7 @@ def gadget(app: App, board: str, flash: Path | None, udc: str | None, faults: st
                         f"{bridge.identity.serial}) on {chosen}; flash {emulated.options.flash}; Ctrl-C stops")
                 while g.running and not stop.wait(0.2):
                     pass
-            served = _report(bridge, g, chosen)
+            served = _report(bridge, g, chosen, emulated)
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
@@ -79,14 +85,23 @@ def gadget(app: App, board: str, flash: Path | None, udc: str | None, faults: st
     app.emit(served, lambda: _human(app, served))
 
 
-def _report(bridge: Any, g: Any, udc: str) -> dict[str, Any]:
+def _board_report(board: Any) -> dict[str, Any]:
+    """What the emulated board behind the bridge did: its counters and, where it keeps one, the PSP's command log
+    (what, command, status) - a driver's boot through the gadget is judged by them."""
+    counters = board.counters() if callable(getattr(board, "counters", None)) else {}
+    boot = getattr(getattr(board, "am", None), "boot", None)
+    psp = [list(entry) for entry in getattr(boot, "log", ())]
+    return {"counters": counters, "psp": psp, "uncovered": list(getattr(board, "uncovered", ()))}
+
+
+def _report(bridge: Any, g: Any, udc: str, board: Any) -> dict[str, Any]:
     stats = bridge.stats()
     transfers = [{"number": r.number, "kind": r.kind, "setup": list(r.setup) if r.setup else None,
                   "endpoint": r.endpoint, "length": r.length, "actual": r.actual, "status": r.status,
                   "crc32": r.crc32} for r in stats.pop("transfers")]
     return {"udc": udc, "counters": stats, "events": dict(g.event_counts), "out_landing": dict(g.out_landing),
             "errors": list(g.errors), "warnings": list(bridge.warnings), "teardown_errors": list(g.teardown_errors),
-            "transfers": transfers}
+            "transfers": transfers, "board": _board_report(board)}
 
 
 def _human(app: App, doc: dict[str, Any]) -> None:

@@ -231,15 +231,22 @@ class TlpEngine:
 
         Unclaimed dwords are dropped; the engine registers end up describing the last TLP.
         """
+        self.stream_write_bytes(addr, struct.pack(f"<{len(values)}I", *values))
+
+    def stream_write_bytes(self, addr: int, data: bytes) -> None:
+        """:meth:`stream_write` of the little-endian dwords in ``data`` (whole dwords), without unpacking them
+        when one BAR takes them as a burst."""
+        count = len(data) // 4
         up = self.link.is_up()
-        burst = up and len(values) > 1 and addr + 4 * len(values) <= MASK64
-        if burst and self.hierarchy.mem_write_burst(addr, struct.pack(f"<{len(values)}I", *values)):
+        burst = up and count > 1 and addr + 4 * count <= MASK64
+        if burst and self.hierarchy.mem_write_burst(addr, data[:4 * count]):
             up = False  # delivered as one burst (same effect as the per-dword loop below)
-        for i, value in enumerate(values):
-            if up:
+        if up:
+            for i, value in enumerate(struct.unpack_from(f"<{count}I", data)):
                 self.hierarchy.mem_write((addr + 4 * i) & MASK64, value, 0xF)
-        if values:
-            self._load(decode_fmt_type(0x60), 0xF, (addr + 4 * len(values) - 4) & MASK64, values[-1])
+        if count:
+            last = struct.unpack_from("<I", data, 4 * count - 4)[0]
+            self._load(decode_fmt_type(0x60), 0xF, (addr + 4 * count - 4) & MASK64, last)
 
     def stream_read(self, addr: int, count: int, faults: Callable[[], str | None]) -> list[int] | None:
         """Dwords of a streaming read: each the data register whatever the completion status.
