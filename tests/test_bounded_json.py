@@ -104,3 +104,30 @@ def test_a_bad_ad102_state_file_is_a_cold_board(tmp_path: Path, doc: bytes) -> N
     state.write_bytes(doc)
     r = run("--device", f"mock:ad102,state={state}", "probe")
     assert r.code == 0 and "internal error" not in r.err, r.err
+
+
+def test_the_small_input_loop_and_the_numpy_scan_count_alike() -> None:
+    """Small files (a board state, a journal) are scanned by a plain loop, larger ones with numpy: both give the same
+    depth and value count on JSON text with nesting, escaped quotes and backslashes inside strings."""
+    import json
+    import random
+
+    from tinyhw.formats import boundedjson
+
+    rng = random.Random(7)
+
+    def value(depth: int) -> object:
+        kind = rng.randrange(5 if depth < 6 else 3)
+        if kind == 0:
+            return rng.randrange(-5, 5)
+        if kind == 1:
+            return "".join(rng.choice('ab"\\[]{},: ') for _ in range(rng.randrange(6)))
+        if kind == 2:
+            return None
+        if kind == 3:
+            return [value(depth + 1) for _ in range(rng.randrange(4))]
+        return {f"k{i}\"\\": value(depth + 1) for i in range(rng.randrange(4))}
+
+    for _ in range(300):
+        text = json.dumps(value(0)).encode()
+        assert boundedjson._shape_loop(text) == boundedjson._shape_numpy(text), text

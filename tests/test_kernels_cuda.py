@@ -133,7 +133,7 @@ def test_no_cuda_bindings_is_exit_3(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "cuda", None)
     r = run("kernels", "run", "bandwidth", "--device", "cuda:0")
     assert r.code == 3
-    assert "cuda-bindings is not installed" in r.err and "tinyhw[cuda]" in r.err
+    assert "cuda-bindings is not installed" in r.err and "pip install -e '.[cuda]'" in r.err
 
 
 def test_no_driver_is_exit_3(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ PKG_HINT = (f"install the debian package {PACKAGE} or run bash tests/fetch_firmw
             "DIR holding the files)")
 
 
-def cache_root(env: dict[str, str] | os._Environ[str] = os.environ) -> Path:
+def cache_root(env: Mapping[str, str] = os.environ) -> Path:
     """tinyhw's firmware cache, where ``tests/fetch_firmware.sh`` extracts Debian's packages (one folder each,
     as ``dpkg-deb -x`` lays them out): $TINYHW_FIRMWARE_DIR, else $TINYHW_CACHE/firmware, else
     ${XDG_CACHE_HOME:-~/.cache}/tinyhw/firmware."""
@@ -60,7 +61,7 @@ class FirmwareDir:
         return f"{self.path} ({self.source})"
 
 
-def search_dirs(env: dict[str, str] | os._Environ[str] = os.environ) -> list[tuple[Path, str]]:
+def search_dirs(env: Mapping[str, str] = os.environ) -> list[tuple[Path, str]]:
     """Where the amdgpu files are looked for when no directory is named, in order: tinyhw's cache (Debian's
     ``firmware-amd-graphics`` extracted there: ``amd/lib/firmware/amdgpu``, or ``amd/usr/lib/...`` for a
     merged-/usr package), then the system's (``/lib/firmware/amdgpu``, ``/usr/lib/firmware/amdgpu``)."""
@@ -74,7 +75,7 @@ def _holds(directory: Path, names: list[str]) -> bool:
 
 
 def locate(given: str | os.PathLike[str] | None, versions: dict[str, tuple[int, int, int]] | None = None,
-           env: dict[str, str] | os._Environ[str] = os.environ) -> FirmwareDir:
+           env: Mapping[str, str] = os.environ) -> FirmwareDir:
     """The firmware directory: ``--firmware-dir`` (``given``), else $TINYHW_AMDGPU_FIRMWARE, else the first of
     :func:`search_dirs` that holds every file the board needs (``versions``: its discovered IP versions; None:
     the first that exists), else the first that exists, else /lib/firmware/amdgpu (whose missing files the boot

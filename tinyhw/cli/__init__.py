@@ -9,6 +9,7 @@ Exit codes: 0 ok, 1 failed while running, 2 refused before touching anything,
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import Any, NoReturn
 
 import click
@@ -86,10 +87,14 @@ def _global_after(ctx: click.Context, param: click.Parameter, value: Any) -> Non
         setattr(app, attr, value)
 
 
+#: the commands :func:`add_global_options` has given the global options already
+_WITH_GLOBALS: weakref.WeakSet[click.Command] = weakref.WeakSet()
+
+
 def add_global_options(command: click.Command) -> click.Command:
     """Give ``command`` and every command under it the global options too (hidden in their --help, which the
     top-level help documents): one rule, every command accepts them before or after its name."""
-    if not getattr(command, "_tinyhw_globals", False):
+    if command not in _WITH_GLOBALS:
         have = {o for p in command.params for o in getattr(p, "opts", ())}
         for p in cli.params:
             if isinstance(p, click.Option) and not have & set(p.opts):
@@ -97,7 +102,7 @@ def add_global_options(command: click.Command) -> click.Command:
                     "metavar": p.metavar, "type": p.type}
                 command.params.append(click.Option([p.name or "", *p.opts], hidden=True, expose_value=False,
                                                    callback=_global_after, **kw))
-        command._tinyhw_globals = True  # type: ignore[attr-defined]
+        _WITH_GLOBALS.add(command)
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             add_global_options(sub)

@@ -129,8 +129,9 @@ def boot_cmd(app: App, yes: bool, firmware_dir: str | None, gsp_version: str | N
         result = engine.boot(gpu, fw, on_step=display)
     finally:
         display.stop()
-    doc = {"device": t.identity().location, **result.to_doc(),
-           "firmware": {"directory": str(directory), "source": where.source}}
+    done = result.to_doc()
+    doc = {"device": t.identity().location, **done,
+           "firmware": {**done.get("firmware", {}), "directory": str(directory), "source": where.source}}
     total = sum(s["seconds"] for s in result.steps)
     g = result.gsp
     app.emit(doc, lambda: app.out.print(

@@ -17,10 +17,9 @@ Every refusal is :class:`~tinyhw.errors.Refused` (exit 2); callers that treat an
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
-
-import numpy as np
 
 from tinyhw.errors import Refused
 
@@ -30,17 +29,58 @@ MAX_BYTES = 16 << 20
 MAX_DEPTH = 64
 MAX_VALUES = 1 << 20
 
-_OPEN = np.zeros(256, dtype=np.int8)
-_OPEN[[ord("["), ord("{")]] = 1
-_CLOSE = np.zeros(256, dtype=np.int8)
-_CLOSE[[ord("]"), ord("}")]] = 1
-
-
 _CHUNK = 1 << 20   # bytes scanned at a time: the scan's own memory stays a few times this, whatever the input
+#: up to this size the scan is a plain loop (a board state file, a journal: no numpy imported for them)
+SMALL = 64 << 10
+
+
+@functools.cache
+def _brackets() -> tuple[Any, Any]:
+    """numpy tables: 1 at the bytes that open (``[``, ``{``) and that close (``]``, ``}``) a container."""
+    import numpy as np
+
+    opening = np.zeros(256, dtype=np.int8)
+    opening[[ord("["), ord("{")]] = 1
+    closing = np.zeros(256, dtype=np.int8)
+    closing[[ord("]"), ord("}")]] = 1
+    return opening, closing
 
 
 def shape(data: bytes) -> tuple[int, int]:
-    """(deepest nesting, values) of JSON text ``data``, counted outside strings in one linear pass."""
+    """(deepest nesting, values) of JSON text ``data``, counted outside strings in one linear pass (a plain loop up
+    to :data:`SMALL` bytes, whole-array numpy operations beyond)."""
+    return _shape_loop(data) if len(data) <= SMALL else _shape_numpy(data)
+
+
+def _shape_loop(data: bytes) -> tuple[int, int]:
+    depth = deepest = 0
+    values = 1
+    inside = escaped = False
+    for b in data:
+        if inside:
+            if escaped:
+                escaped = False
+            elif b == 0x5C:  # backslash
+                escaped = True
+            elif b == 0x22:  # quote
+                inside = False
+        elif b == 0x22:
+            inside = True
+        elif b in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+            values += 1
+        elif b in (0x5D, 0x7D):  # ] }
+            depth -= 1
+        elif b == 0x2C:  # comma
+            values += 1
+    return deepest, values if data else 0
+
+
+def _shape_numpy(data: bytes) -> tuple[int, int]:
+    import numpy as np
+
+    opening, closing = _brackets()
     raw_all = np.frombuffer(data, dtype=np.uint8)
     bs_run = 0         # backslashes just before the chunk
     inside = False     # whether the chunk starts inside a string
@@ -60,12 +100,12 @@ def shape(data: bytes) -> tuple[int, int]:
         count = np.cumsum(quote, dtype=np.int64) + int(inside)
         in_str = (count % 2 == 1) | quote
         structural = raw[~in_str]
-        step = _OPEN[structural].astype(np.int64) - _CLOSE[structural]
+        step = opening[structural].astype(np.int64) - closing[structural]
         if len(step):
             levels = np.cumsum(step) + depth
             deepest = max(deepest, int(levels.max()))
             depth = int(levels[-1])
-        values += int(_OPEN[structural].sum(dtype=np.int64)) + int(np.count_nonzero(structural == ord(",")))
+        values += int(opening[structural].sum(dtype=np.int64)) + int(np.count_nonzero(structural == ord(",")))
         inside = bool(count[-1] % 2)
         bs_run = int(n - 1 - last[-1]) if raw[-1] == ord("\\") else 0
     return deepest, values if len(raw_all) else 0

@@ -21,6 +21,7 @@ import hashlib
 import os
 import re
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ def firmware_dir(given: str | os.PathLike[str] | None) -> Path:
     return path
 
 
-def search_dirs(env: dict[str, str] | os._Environ[str] = os.environ) -> list[tuple[Path, str]]:
+def search_dirs(env: Mapping[str, str] = os.environ) -> list[tuple[Path, str]]:
     """Where the nvidia files are looked for when no directory is named, in order: tinyhw's cache (the complete
     570.144 set from Debian's ``firmware-nvidia-graphics``, ``nvidia-570/nvidia``, then Debian's
     ``firmware-nvidia-gsp`` extracted there by tests/fetch_firmware.sh: ``nvidia-gsp/lib/firmware/nvidia``, or
@@ -78,7 +79,7 @@ def search_dirs(env: dict[str, str] | os._Environ[str] = os.environ) -> list[tup
             CACHE_SOURCE), (DEFAULT_DIR, SYSTEM_SOURCE), (Path("/usr/lib/firmware/nvidia"), SYSTEM_SOURCE)]
 
 
-def locate(given: str | os.PathLike[str] | None, env: dict[str, str] | os._Environ[str] = os.environ) -> FirmwareDir:
+def locate(given: str | os.PathLike[str] | None, env: Mapping[str, str] = os.environ) -> FirmwareDir:
     """The firmware directory: ``--firmware-dir`` or $TINYHW_NVIDIA_FIRMWARE (checked as :func:`firmware_dir`
     does), else the first of :func:`search_dirs` that holds a gsp-rm file, else the first that exists, else
     /lib/firmware/nvidia (whose missing files the boot then names)."""
