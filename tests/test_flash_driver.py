@@ -187,20 +187,20 @@ def test_gated_engine_is_refused_and_restored(tmp_path: Path) -> None:
 
 
 def test_unexpected_jedec_id(board: DirectTransport) -> None:
-    board.board.chip._dispatch[0x9F] = lambda out, n_in, total: bytes.fromhex("ef4018ef")[:n_in]
+    board.board.chip.overrides[0x9F] = lambda out, n_in, total: bytes.fromhex("ef4018ef")[:n_in]
     with pytest.raises(OperationFailed, match="unexpected flash id ef4018"), FlashDevice(board):
         pass
     assert board.board.chip.events == []
 
 
 def test_rotated_jedec_capture_is_accepted(board: DirectTransport) -> None:
-    board.board.chip._dispatch[0x9F] = lambda out, n_in, total: bytes.fromhex("6015c860")[:n_in]
+    board.board.chip.overrides[0x9F] = lambda out, n_in, total: bytes.fromhex("6015c860")[:n_in]
     with FlashDevice(board) as dev:
         assert dev.chip.jedec.hex() == "c86015"
 
 
 def test_write_enable_is_checked(board: DirectTransport) -> None:
-    board.board.chip._dispatch[0x06] = lambda out, n_in, total: b"\xff" * n_in  # WREN ignored
+    board.board.chip.overrides[0x06] = lambda out, n_in, total: b"\xff" * n_in  # WREN ignored
     with FlashDevice(board) as dev, pytest.raises(OperationFailed, match="write enable did not take.*sector 7"):
         dev.chip.erase_sector(7)
     assert board.board.chip.events == []

@@ -281,12 +281,12 @@ def test_a_bad_program_is_caught_by_the_sector_verify(tmp_path: Path) -> None:
     flash = tmp_path / "p.bin"
     base_flash(flash, b"\x00\x00\x00")
     t = DirectTransport(Navi31Options.from_options({"flash": str(flash), "timing": "instant"}))
-    pp = t.board.chip._dispatch[0x02]
+    pp = t.board.chip.handler(0x02)
 
     def weak_pp(out: bytes, n_in: int, total: int) -> bytes:
         return pp(out[:10] + b"\xff" + out[11:], n_in, total)  # one byte of each page does not program
 
-    t.board.chip._dispatch[0x02] = weak_pp
+    t.board.chip.overrides[0x02] = weak_pp
     assert NEW[0x10006] != 0xFF
     try:
         with FlashDevice(t) as dev, pytest.raises(OperationFailed, match=r"verify failed at 0x010006 in sector 16"):
@@ -303,13 +303,13 @@ def test_ctrl_c_is_journalled(tmp_path: Path) -> None:
     base_flash(flash, b"\x00\x00\x00")
     t = DirectTransport(Navi31Options.from_options({"flash": str(flash), "timing": "instant"}))
     chip = t.board.chip
-    real = chip._dispatch[0x20]
+    real = chip.handler(0x20)
 
     def interrupt(out: bytes, n_in: int, total: int) -> bytes:
         real(out, n_in, total)
         raise KeyboardInterrupt
 
-    chip._dispatch[0x20] = interrupt
+    chip.overrides[0x20] = interrupt
 
     try:
         with FlashDevice(t) as dev, pytest.raises(Interrupted, match="erase of sector 16") as ei:

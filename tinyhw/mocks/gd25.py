@@ -150,7 +150,18 @@ class GD25LQ16E:
         self.op_counts: dict[int, int] = {}
         #: (kind, address, length) of every program/erase/WRSR started, and "<kind>-rejected" ones
         self.events: list[tuple[str, int, int]] = []
+        #: opcode -> a handler ``(mosi, n_in, total) -> miso`` that replaces the table's on this chip (a test's or a
+        #: fault model's seam: a chip that answers another id, a page program that drops a byte)
+        self.overrides: dict[int, Callable[[bytes, int, int], bytes]] = {}
         self.power_up()
+
+    def handler(self, op: int) -> Callable[[bytes, int, int], bytes] | None:
+        """The handler opcode ``op`` runs on this chip (an override, else the table's, bound to the chip), or None
+        for an opcode the chip ignores."""
+        if op in self.overrides:
+            return self.overrides[op]
+        fn = COMMANDS.get(op)
+        return None if fn is None else (lambda out, n_in, total: fn(self, out, n_in, total))
 
     # -- power and lifetime ------------------------------------------------------------------------------
     def power_up(self) -> None:
@@ -308,12 +319,12 @@ class GD25LQ16E:
             if op == 0x75 and total == 1:
                 self._suspend(out, n_in, total)
             return b"\xff" * n_in
-        handler = COMMANDS.get(op)
+        handler = self.handler(op)
         self._armed_vsr, self._vsr = self._vsr, False
         self._last, self._prev = self._prev, op
         if handler is None:
             return b"\xff" * n_in
-        return handler(self, out, n_in, total)
+        return handler(out, n_in, total)
 
     def _stream(self, out: bytes, n_in: int, start: int, end: int) -> bytes:
         """MOSI bytes at positions ``[start, end)`` of the transaction (filler during the RX phase)."""
