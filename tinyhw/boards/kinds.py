@@ -23,7 +23,7 @@ class RemoteOptions(DeviceOptions):
 
 
     key: Path | None = option(path(), None, "the shared HMAC key of remote:HOST:PORT (default $TINYHW_REMOTE_KEY, "
-                              "else ~/.config/tinyhw/remote.key)")
+                              "else ${XDG_CONFIG_HOME:-~/.config}/tinyhw/remote.key)")
 
 
 @dataclass

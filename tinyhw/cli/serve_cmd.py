@@ -80,7 +80,7 @@ def _timeout(_ctx: click.Context, _param: click.Parameter, value: float) -> floa
               "refused: reach other machines over ssh); clients must hold the key.")
 @click.option("--stdio", is_flag=True, help="Serve one client on stdin/stdout (what remote:ssh:// runs).")
 @click.option("--key", "key", type=click.Path(dir_okay=False), help="Secret for TCP clients (default "
-              "$TINYHW_REMOTE_KEY or ~/.config/tinyhw/remote.key).")
+              "$TINYHW_REMOTE_KEY or ${XDG_CONFIG_HOME:-~/.config}/tinyhw/remote.key).")
 @click.option("--idle-timeout", default=600.0, show_default=True, callback=_timeout,
               help="Close a connection idle this long (s, more than 0, at most a day).")
 @click.option("--audit", "audit_path", metavar="FILE", help="Audit log (- for stderr; default stderr, or "
@@ -218,7 +218,7 @@ def _serve_pty(app: App, server: Any, what: str) -> None:
 
 @serve.command("keygen")
 @click.option("--out", "out", type=click.Path(dir_okay=False), help="Where (default $TINYHW_REMOTE_KEY or "
-              "~/.config/tinyhw/remote.key).")
+              "${XDG_CONFIG_HOME:-~/.config}/tinyhw/remote.key).")
 @click.option("--force", is_flag=True, help="Replace an existing key.")
 @click.pass_obj
 def keygen(app: App, out: str | None, force: bool) -> None:

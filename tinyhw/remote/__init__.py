@@ -9,7 +9,7 @@ Layer 2: imports only the core. Three ways to reach a server, named by the devic
 ``remote:HOST:PORT``                    TCP on a loopback address only (plain TCP off this machine is
                                         refused: it would be readable on the network); both ends prove
                                         they hold the shared key (``key=FILE`` option,
-                                        ``$TINYHW_REMOTE_KEY``, or ``~/.config/tinyhw/remote.key``)
+                                        ``$TINYHW_REMOTE_KEY``, or ``${XDG_CONFIG_HOME:-~/.config}/tinyhw/remote.key``)
 ``remote:ssh://[user@]host/DEV``        runs ``tinyhw serve remote --stdio --device DEV`` there through
                                         the system ssh (``$TINYHW_SSH``, default ``ssh``); OpenSSH
                                         authenticates and encrypts; options after
