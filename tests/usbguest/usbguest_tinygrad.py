@@ -8,11 +8,12 @@ Debian's firmware without network (:func:`tinyhw.peers.tinygrad_amd.provide_firm
 download cache, the pins to their SHA-256). Nothing of tinygrad is replaced: its ``USB3`` is the libusb class it
 ships.
 
-Milestones are read off the driver without touching it: a sampler thread looks at the main thread's stack every
-20 ms and keeps the first time each tinygrad step (``USB3.__init__``, ``CustomASM24Controller.__init__``,
-``pci_setup_usb_bars``, the AM driver's IP discovery, each IP block's ``init_sw`` / ``init_hw``, PSP bootloader,
-...) was seen. When ``SECONDS`` pass first, the JSON names the step it was in and its stack (the run is then cut,
-and the host test says so). The JSON is written in every case: ``steps`` (name -> seconds since start), ``boot``
+Milestones are read off the driver without touching it: until the device is up, a profile hook on the main thread
+(``sys.setprofile``: every call is seen, however short, unlike a stack sampler) keeps the first time each tinygrad
+step (``USB3.__init__``, ``CustomASM24Controller.__init__``, ``pci_setup_usb_bars``, the AM driver's IP discovery,
+each IP block's ``init_sw`` / ``init_hw``, PSP bootloader, ...) was called; a sampler thread notes where the driver is
+every few seconds (a coarse profile). When ``SECONDS`` pass first, the JSON names the step it was in and its stack
+(the run is then cut, and the host test says so). The JSON is written in every case: ``steps`` (name -> seconds since start), ``boot``
 (ok, partial, usb, the error and its trace), ``ops`` (Tensor add vs numpy: the first differing element),
 ``timeout`` (null, or the stack where it stood).
 """
@@ -45,11 +46,33 @@ def _write(path: Path) -> None:
     path.write_text(json.dumps(OUT, default=str))
 
 
-class Sampler(threading.Thread):
-    """Keeps the first time each tinygrad function of interest is on the main thread's stack (cheap: it looks,
-    it does not trace)."""
+class Milestones:
+    """A profile hook (``sys.setprofile``) that keeps the first call of each tinygrad function of interest: a function
+    of the files :data:`MILESTONE_FILES` named by the class of its ``self`` (``AM_GMC.init_hw``). Each code object is
+    judged once; only the calls of the ones of interest cost more than a dictionary look-up."""
 
-    def __init__(self, main_id: int, period: float = 0.02) -> None:
+    def __init__(self) -> None:
+        self.wanted: dict[Any, bool] = {}
+
+    def __call__(self, frame: Any, event: str, arg: Any) -> None:
+        if event != "call":
+            return
+        code = frame.f_code
+        want = self.wanted.get(code)
+        if want is None:
+            want = self.wanted[code] = ("tinygrad" in code.co_filename
+                                        and Path(code.co_filename).stem in MILESTONE_FILES)
+        if want:
+            owner = frame.f_locals.get("self")
+            name = f"{type(owner).__name__}.{code.co_name}" if owner is not None else code.co_name
+            OUT["steps"].setdefault(name, _now())
+
+
+class Sampler(threading.Thread):
+    """Notes where the main thread is in tinygrad every :data:`PROFILE_EVERY_S` (a coarse profile, for a failure's
+    report; cheap: it looks, it does not trace)."""
+
+    def __init__(self, main_id: int, period: float = 0.5) -> None:
         super().__init__(name="milestones", daemon=True)
         self.main_id, self.period, self.stop = main_id, period, threading.Event()
 
@@ -64,13 +87,6 @@ class Sampler(threading.Thread):
                     inner = inner.f_back
                 where = inner or frame
                 OUT["profile"].append([_now(), f"{Path(where.f_code.co_filename).name}:{where.f_code.co_name}"])
-            while frame is not None:
-                code = frame.f_code
-                if "tinygrad" in code.co_filename and Path(code.co_filename).stem in MILESTONE_FILES:
-                    owner = frame.f_locals.get("self")
-                    name = f"{type(owner).__name__}.{code.co_name}" if owner is not None else code.co_name
-                    OUT["steps"].setdefault(name, _now())
-                frame = frame.f_back
 
 
 def watchdog(main_id: int, seconds: float, path: Path) -> None:
@@ -105,7 +121,11 @@ def main(argv: list[str]) -> int:
                          "dll": str(getattr(tg_usb.libusb.dll, "_name", ""))}
         OUT["steps"]["tinygrad imported"] = _now()
         try:
-            dev = Device["AMD"]
+            sys.setprofile(Milestones())  # this thread only: the boot runs here
+            try:
+                dev = Device["AMD"]
+            finally:
+                sys.setprofile(None)
             am = dev.iface.dev_impl
             OUT["boot"] = {"ok": True, "partial": bool(am.partial_boot), "usb": bool(dev.is_usb()),
                            "iface": type(dev.iface).__name__, "usb_class": type(dev.iface.pci_dev.usb.usb).__module__
