@@ -13,9 +13,9 @@ Milestones are read off the driver without touching it: until the device is up, 
 step (``USB3.__init__``, ``CustomASM24Controller.__init__``, ``pci_setup_usb_bars``, the AM driver's IP discovery,
 each IP block's ``init_sw`` / ``init_hw``, PSP bootloader, ...) was called; a sampler thread notes where the driver is
 every few seconds (a coarse profile). When ``SECONDS`` pass first, the JSON names the step it was in and its stack
-(the run is then cut, and the host test says so). The JSON is written in every case: ``steps`` (name -> seconds since start), ``boot``
-(ok, partial, usb, the error and its trace), ``ops`` (Tensor add vs numpy: the first differing element),
-``timeout`` (null, or the stack where it stood).
+(the run is then cut, and the host test says so). The JSON is written in every case: ``steps`` (name -> seconds
+since start), ``boot`` (ok, partial, usb, the error and its trace), ``ops`` (Tensor add vs numpy: the first
+differing element), ``timeout`` (null, or the stack where it stood).
 """
 
 from __future__ import annotations
