@@ -55,6 +55,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+from tinyhw.boot.buffers import windows as sample_windows
 from tinyhw.errors import Refused
 from tinyhw.formats.pciconfig import parse_config
 from tinyhw.progress import NO_PROGRESS, Progress
@@ -96,21 +97,8 @@ class Independent:
         overlap are merged): the first window starts at 0, the last ends at ``size``."""
         if size <= self.full:
             return [(0, size)]
-        w = self.window
         stride = max(self.stride, -(-size // MAX_WINDOWS // 4096) * 4096)
-        rng = random.Random(size)
-        picks = {0, size - w}
-        for start in range(0, size, stride):
-            room = min(stride, size - start) - w
-            picks.add(start + (rng.randrange(0, room // 4 + 1) * 4 if room > 0 else 0))
-        out: list[tuple[int, int]] = []
-        for p in sorted(min(p, size - w) for p in picks):
-            if out and p <= out[-1][0] + out[-1][1]:  # overlapping or touching: one longer window
-                start = out[-1][0]
-                out[-1] = (start, max(out[-1][1], p + w - start))
-            else:
-                out.append((p, w))
-        return out
+        return sample_windows(size, full=self.full, window=self.window, stride=stride)
 
 
 @dataclass

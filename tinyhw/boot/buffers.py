@@ -35,23 +35,24 @@ WINDOW, STRIDE, FULL = 512, 256 * 1024, 4096  # buffers up to FULL bytes are che
 FLIP = bytes(range(256)).translate(bytes(255 - i for i in range(256)))
 
 
-def windows(size: int) -> list[tuple[int, int]]:
-    """(offset, length) of what is checked of a ``size``-byte buffer, not overlapping: all of it up to
-    :data:`FULL` bytes, else the first and the last :data:`WINDOW` bytes and one window at a seeded dword in every
-    :data:`STRIDE` bytes."""
-    if size <= FULL:
+def windows(size: int, *, full: int = FULL, window: int = WINDOW, stride: int = STRIDE) -> list[tuple[int, int]]:
+    """(offset, length) of what is checked of a ``size``-byte buffer or copy, in order, not overlapping: all of it up
+    to ``full`` bytes, else the first and the last ``window`` bytes and one window at a seeded dword in every
+    ``stride`` bytes (windows that overlap or touch merge into one longer window). ``bench copy`` checks its copies
+    with the same windows."""
+    if size <= full:
         return [(0, size)] if size else []
     rng = random.Random(size)
-    picks = {0, size - WINDOW}
-    for start in range(0, size, STRIDE):
-        room = min(STRIDE, size - start) - WINDOW
+    picks = {0, size - window}
+    for start in range(0, size, stride):
+        room = min(stride, size - start) - window
         picks.add(start + (rng.randrange(0, room // 4 + 1) * 4 if room > 0 else 0))
     out: list[tuple[int, int]] = []
-    for p in sorted(min(p, size - WINDOW) for p in picks):
+    for p in sorted(min(p, size - window) for p in picks):
         if out and p <= out[-1][0] + out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], p + WINDOW - out[-1][0]))
+            out[-1] = (out[-1][0], max(out[-1][1], p + window - out[-1][0]))
         else:
-            out.append((p, WINDOW))
+            out.append((p, window))
     return out
 
 
