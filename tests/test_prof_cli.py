@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -237,6 +238,16 @@ def _capture_copy(tmp_path: Path, edit) -> Path:
     return d
 
 
+def _set_at(path: tuple, value: object) -> Callable[[dict], None]:
+    """An edit of capture.json that sets the field at ``path`` (keys and indices) to ``value``."""
+    def edit(meta: dict) -> None:
+        node = meta
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    return edit
+
+
 @pytest.mark.parametrize(("path", "value", "field"), [
     (("pmc", 0, "samples", 0, "size"), float("inf"), "'size' is a number inf"),
     (("pmc", 0, "samples", 0, "off"), float("nan"), "'off' is a number nan"),
@@ -250,12 +261,7 @@ def _capture_copy(tmp_path: Path, edit) -> Path:
     (("programs", 0, "tag"), None, "programs[0]: field 'tag' is missing"),
 ])
 def test_malformed_capture_json_is_refused_naming_the_field(tmp_path: Path, path: tuple, value, field: str) -> None:
-    def edit(meta: dict) -> None:
-        node = meta
-        for key in path[:-1]:
-            node = node[key]
-        node[path[-1]] = value
-    r = run("--json", "prof", "summary", str(_capture_copy(tmp_path, edit)))
+    r = run("--json", "prof", "summary", str(_capture_copy(tmp_path, _set_at(path, value))))
     assert r.code == 2 and field in r.err and len(r.err.strip().splitlines()) == 1, r.err
 
 
@@ -347,12 +353,7 @@ def test_64_bit_ids_in_a_tinygrad_pickle_load(tmp_path: Path) -> None:
     (("pmc", 0, "samples", 0, "off"), U64_MAX, "'off' = 18446744073709551615"),
 ])
 def test_sizes_counts_and_beyond_64_bits_stay_refused(tmp_path: Path, path: tuple, value, says: str) -> None:
-    def edit(meta: dict) -> None:
-        node = meta
-        for key in path[:-1]:
-            node = node[key]
-        node[path[-1]] = value
-    r = run("--json", "prof", "summary", str(_capture_copy(tmp_path, edit)))
+    r = run("--json", "prof", "summary", str(_capture_copy(tmp_path, _set_at(path, value))))
     assert r.code == 2 and says in r.err and len(r.err.strip().splitlines()) == 1, r.err
 
 
