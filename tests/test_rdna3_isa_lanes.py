@@ -76,15 +76,18 @@ def ref_source(ctrl: str, n: int, lane: int) -> int | None:
 
 def ref_dpp16(ctrl: str, n: int, src: list[int], old: list[int], exec_: int, row_mask: int, bank_mask: int,
               bc: int, fi: int) -> list[int]:
-    """v_mov_b32_dpp per lane: inactive or masked lanes keep the old value; an invalid source (outside the row, or
-    inactive without fi) gives 0 with bound_ctrl and leaves the lane alone without it."""
+    """v_mov_b32_dpp per lane, the guide's BC/FI table: inactive or masked lanes keep the old value; a source outside
+    the row gives 0 (the lane is left alone when neither bound_ctrl nor fi is set); an inactive source is read with
+    fi, gives 0 with bound_ctrl alone, and leaves the lane alone with neither."""
     out = []
     for lane in range(32):
         if not _on(exec_, lane) or not _on(row_mask, lane // 16) or not _on(bank_mask, lane % 16 // 4):
             out.append(old[lane])
             continue
         s = ref_source(ctrl, n, lane)
-        if s is not None and (fi or _on(exec_, s)):
+        if s is None:
+            out.append(0 if bc or fi else old[lane])
+        elif fi or _on(exec_, s):
             out.append(src[s])
         else:
             out.append(0 if bc else old[lane])
@@ -342,10 +345,16 @@ def test_permlane64_is_a_no_op_in_wave32() -> None:
 # ---- ds_swizzle_b32 / ds_permute_b32 / ds_bpermute_b32 -------------------------------------------------------------
 
 def ref_swizzle(offset: int, src: list[int], old: list[int], exec_: int) -> list[int]:
-    """ds_swizzle_b32: quad mode (offset bit 15) or bitmask mode; an inactive source lane gives 0."""
+    """ds_swizzle_b32 (the guide's pseudocode): FFT, rotate, quad or bitmask mode; an inactive source lane gives 0."""
     out = []
     for lane in range(32):
-        if offset & 0x8000:
+        if offset >= 0xE000:            # FFT: bit-reversed lane, shifted by the mask's population, masked bits kept
+            mask = offset & 0x1F
+            s = (int(f"{lane:05b}"[::-1], 2) >> bin(mask).count("1")) | (lane & mask)
+        elif offset >= 0xC000:          # rotate left (right with bit 10) by offset[9:5], masked bits kept
+            mask, rot = offset & 0x1F, (offset >> 5 & 0x1F) * (-1 if offset & 0x400 else 1)
+            s = ((lane & mask) | ((lane + rot) % 32 & ~mask)) & 0x1F
+        elif offset & 0x8000:
             s = lane // 4 * 4 + (offset >> (2 * (lane % 4)) & 3)
         else:
             s = ((lane & offset & 0x1F) | (offset >> 5 & 0x1F)) ^ (offset >> 10 & 0x1F)
@@ -355,7 +364,8 @@ def ref_swizzle(offset: int, src: list[int], old: list[int], exec_: int) -> list
 
 SWIZZLES = ["swizzle(QUAD_PERM,1,0,3,2)", "swizzle(QUAD_PERM,3,3,0,1)", 'swizzle(BITMASK_PERM,"01pip")',
             "swizzle(BROADCAST,8,3)", "swizzle(BROADCAST,32,17)", "swizzle(SWAP,4)", "swizzle(REVERSE,16)",
-            "swizzle(REVERSE,2)", "0x7fff", "0x1f", "0x3e0"]
+            "swizzle(REVERSE,2)", "0x7fff", "0x1f", "0x3e0",
+            "0xe000", "0xe010", "0xe01f", "0xe005", "0xc020", "0xc420", "0xc021", "0xc421", "0xc0e6", "0xc5e3"]
 
 
 @needs_llvm
@@ -420,3 +430,78 @@ def test_vinterp_p10_and_p2_f32() -> None:
         r = from32(round_float(x, "f32"))
         want.append(f32(min(max(r, 0.0), 1.0)))
     assert _get(w, 4) == want
+
+
+def _rtz(x, fmt: str) -> int:
+    """``x`` rounded toward zero: the nearest-even result, one step toward zero when it lies beyond ``x``."""
+    r = round_float(x, fmt)
+    inf = {"f16": 0x7C00, "f32": 0x7F800000}[fmt]
+    if (r & (inf | inf - 1)) == inf or abs(exact(r, fmt)) > abs(x):
+        r -= 1
+    return r
+
+
+@needs_llvm
+@pytest.mark.parametrize("rtz", ["", "_rtz"])
+def test_vinterp_f16_forms_op_sel_and_rounding(rtz: str) -> None:
+    import random
+
+    rng = random.Random(7)
+    p = [f16(rng.uniform(-8, 8)) | f16(rng.uniform(-8, 8)) << 16 for _ in range(32)]     # packed f16 P0/P10/P20
+    ij = [f32(rng.uniform(-2, 2)) for _ in range(32)]
+    acc = [f32(rng.uniform(-64, 64)) for _ in range(32)]
+    words = assemble([f"v_interp_p10{rtz}_f16_f32 v4, v1, v2, v1 op_sel:[1,0,0,0]",
+                      f"v_interp_p2{rtz}_f16_f32 v5, -v1, v2, v3 op_sel:[0,0,0,1]"])
+    w = wave()
+    _set(w, 1, p)
+    _set(w, 2, ij)
+    _set(w, 3, acc)
+    _set(w, 5, OLD)
+    run(words[0], w)
+    q = [i // 4 * 4 for i in range(32)]
+    rnd = _rtz if rtz else round_float
+    want = [rnd(exact(p[q[i] + 1] >> 16, "f16") * exact(ij[i], "f32") + exact(p[q[i]] & 0xFFFF, "f16"), "f32")
+            for i in range(32)]
+    assert _get(w, 4) == want
+    run(words[1], w)
+    want = []
+    for i in range(32):
+        x = -exact(p[q[i] + 2] & 0xFFFF, "f16") * exact(ij[i], "f32") + exact(acc[i], "f32")
+        h = _rtz(x, "f16") if rtz else round_float(exact(round_float(x, "f32"), "f32"), "f16")
+        want.append((OLD[i] & 0xFFFF) | h << 16)
+    assert _get(w, 5) == want
+
+
+GUIDE_SWIZZLES = {  # the guide's examples: lane l of input {1, 2, ..., 0x20} receives this value (hex)
+    0xE000: "1,11,9,19,5,15,d,1d,3,13,b,1b,7,17,f,1f,2,12,a,1a,6,16,e,1e,4,14,c,1c,8,18,10,20",
+    0xE010: "1,9,5,d,3,b,7,f,2,a,6,e,4,c,8,10,11,19,15,1d,13,1b,17,1f,12,1a,16,1e,14,1c,18,20",
+    0xE01F: ",".join(f"{i:x}" for i in range(1, 33)),
+    0xC020: ",".join(f"{i % 32 + 1:x}" for i in range(1, 33)),         # rotate left by 1
+    0xC420: ",".join(f"{(i - 2) % 32 + 1:x}" for i in range(1, 33)),   # rotate right by 1
+}
+
+
+@needs_llvm
+def test_ds_swizzle_fft_and_rotate_match_the_guide_examples() -> None:
+    words = assemble([f"ds_swizzle_b32 v3, v1 offset:0x{o:x}" for o in GUIDE_SWIZZLES])
+    for (o, text), wd in zip(GUIDE_SWIZZLES.items(), words, strict=True):
+        w = wave()
+        _set(w, 1, list(range(1, 33)))
+        run(wd, w)
+        assert _get(w, 3) == [int(x, 16) for x in text.split(",")], hex(o)
+
+
+@needs_llvm
+def test_ds_permute_and_bpermute_guide_examples() -> None:
+    """The guide's four-lane examples: SRC0 {A, B, C, D}, ADDR {0, 0, 12, 4}, EXEC 0xF and 0xA."""
+    a, b, c, d, old = 0xA, 0xB, 0xC, 0xD, 0x77
+    words = assemble(["ds_permute_b32 v3, v2, v1", "ds_bpermute_b32 v3, v2, v1"])
+    want = {(0, 0xF): [b, d, 0, c], (0, 0xA): [old, d, old, 0], (1, 0xF): [a, a, d, b], (1, 0xA): [old, 0, old, b]}
+    for (k, e), lanes in want.items():
+        w = wave()
+        w.s[EXEC] = e
+        _set(w, 1, [a, b, c, d])
+        _set(w, 2, [0, 0, 12, 4])
+        _set(w, 3, [old] * 4)
+        run(words[k], w)
+        assert _get(w, 3)[:4] == lanes, (k, e)

@@ -6,17 +6,21 @@ instruction pseudocode) and LLVM's AMDGPU modifier syntax (``bound_ctrl``, ``fi`
 DPP is a transform of a VALU instruction's first source: the instruction compiles through the same path as its
 plain form (:func:`compile_dpp` hands the VALU compiler a getter for SRC0), and the lanes DPP disables (row and
 bank masks, an invalid source lane without ``bound_ctrl``) are taken out of EXEC for that one instruction, so
-every destination write (VGPR, VCC, an SGPR mask) sees them as inactive lanes. For DPP16 a source lane is invalid
-when the control selects a lane outside its row (``row_shl``/``row_shr``) or, without ``fi`` (fetch inactive), a
-lane whose EXEC bit is clear; an invalid source reads 0 with ``bound_ctrl:1`` and disables the lane's write
-without it. DPP8 has no bounds: an inactive source lane reads 0 unless ``fi`` is set (model's reading of the
-guide's FI description).
+every destination write (VGPR, VCC, an SGPR mask) sees them as inactive lanes (the guide: "For VOPC, the SGPR/VCC
+bit associated with the disabled lane receives zero"). Invalid DPP16 sources follow the guide's "BC and FI
+Behavior" table: a source outside the lane's row of 16 (``row_shl``/``row_shr``) reads 0, or disables the write
+when neither ``bound_ctrl`` nor ``fi`` is set; an inactive source lane is read with ``fi``, reads 0 with
+``bound_ctrl`` alone, and disables the write with neither. (The table calls the out-of-range case with both bits
+set "normal" and the FI field's text says bound_ctrl decides it; the model reads 0 there, what the shifted-in
+lane carries with ``bound_ctrl`` alone.) DPP8 behaves as DPP16 with ``bound_ctrl`` and every source in range:
+an inactive source reads 0 unless ``fi`` (the DPP8FI source form) is set.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -68,25 +72,29 @@ def dpp8_lanes(sel: int) -> np.ndarray:
     return (_L & ~7) | (sel >> (3 * (_L & 7)) & 7)
 
 
-def _gather(src: np.ndarray, fi: bool, bc: bool, static: int, inrow: np.ndarray | None, wave_bits: bool) -> Any:
-    """A function of (wave, the source register's lanes) -> (the lanes' source values, the lanes allowed to
-    write): source lane ``src[l]``; a source is invalid when outside its row or (without ``fi``) inactive; an
-    invalid source reads 0 (``bc``) or disables the lane (otherwise); ``static`` is the row/bank write mask."""
+def _gather(src: np.ndarray, fi: bool, bc: bool, static: int, inrow: np.ndarray | None) -> Any:
+    """A function of (wave, the source register's lanes) -> (the lanes' source values, the lanes allowed to write),
+    the guide's BC/FI table (DPP16): a source lane outside the lane's row reads 0, and disables the lane's write
+    when neither ``bc`` nor ``fi`` is set; an inactive source lane in the row is read with ``fi``, else reads 0
+    with ``bc``, else disables the write. ``static`` is the row/bank write mask. DPP8 is ``bc`` with every source
+    in range."""
     allin = inrow is None or bool(inrow.all())
+    oor_zero = None if allin else ~inrow               # lanes whose source is outside their row
 
     def run(w: Wave, reg: np.ndarray) -> tuple[np.ndarray, int]:
         e = w.s[EXEC]
         val = reg[src]
+        enable = e & static
         if fi or e == FULL:
-            valid = inrow if not allin else None
+            bad_src = oor_zero
         else:
             act = w.mask()[src]
-            valid = act if allin else (act & inrow)
-        if valid is None:
-            return val, e & static
-        if bc or wave_bits:
-            return np.where(valid, val, _ZERO), e & static
-        return val, e & static & bits_to_int(valid)
+            bad_src = ~act if allin else (~act | oor_zero)
+        if bad_src is None:
+            return val, enable
+        if not bc and not fi:              # invalid sources disable the lane's write (its value is not used)
+            return val, enable & ~bits_to_int(bad_src) & FULL
+        return np.where(bad_src, _ZERO, val), enable
     return run
 
 
@@ -98,7 +106,7 @@ def compile_dpp(inst: Any, bad: Bad, compile_plain: Callable[[Any, Callable[[Wav
     reg = f["src0"] - 256
     if f["dpp"] == 8:
         src = dpp8_lanes(f["dpp8"])
-        gather = _gather(src, bool(f["fi"]), True, FULL, None, True)
+        gather = _gather(src, bool(f["fi"]), True, FULL, None)
     else:
         sel = dpp16_lanes(f["dpp_ctrl"])
         if sel is None:
@@ -107,7 +115,7 @@ def compile_dpp(inst: Any, bad: Bad, compile_plain: Callable[[Any, Callable[[Wav
         rows = (f["row_mask"] >> (_L >> 4)) & 1
         banks = (f["bank_mask"] >> ((_L >> 2) & 3)) & 1
         static = bits_to_int((rows & banks).astype(bool))
-        gather = _gather(src, bool(f["fi"]), bool(f["bound_ctrl"]), static, inrow, False)
+        gather = _gather(src, bool(f["fi"]), bool(f["bound_ctrl"]), static, inrow)
     name = inst.mnemonic.removesuffix("_dpp")
     writes_exec = name.startswith("v_cmpx") or (inst.encoding == "VOP3" and name.startswith("v_cmp")
                                                 and f.get("vdst") == EXEC)
@@ -180,13 +188,26 @@ def _compile_permlane64(inst: Any, bad: Bad) -> Fn:
 
 # ---- DS lane permutes -----------------------------------------------------------------------------------------------
 
-def swizzle_lanes(offset: int) -> np.ndarray | None:
-    """The source lane of each lane for a ds_swizzle_b32 offset: quad-permute mode (offset[15] = 1: offset[7:0]
-    holds four 2-bit lane selects within each quad) or bitmask mode (offset[15] = 0: lane ((l & and) | or) ^ xor
-    with the AND, OR and XOR masks in offset[4:0], [9:5], [14:10]); None for offsets from 0xC000 (the FFT and
-    rotate modes of older guides: not modelled)."""
+def _rev5(x: np.ndarray) -> np.ndarray:
+    """The 5-bit reversal of each value."""
+    return sum(((x >> b) & 1) << (4 - b) for b in range(5))
+
+
+def swizzle_lanes(offset: int) -> np.ndarray:
+    """The source lane of each lane for a ds_swizzle_b32 offset (the guide's pseudocode, within each group of 32):
+    FFT mode (offset >= 0xE000: the 5-bit reversal of the lane shifted right by the number of bits set in the mask
+    offset[4:0], OR the lane's masked bits), rotate mode (from 0xC000: by offset[9:5] lanes, to the left unless
+    offset[10], the lane bits the mask offset[4:0] selects kept), quad mode (offset[15]: offset[7:0] holds four
+    2-bit lane selects within each quad) or bitmask mode (lane ((l & and) | or) ^ xor, the AND, OR and XOR masks
+    in offset[4:0], [9:5], [14:10])."""
+    if offset >= 0xE000:
+        mask = offset & 0x1F
+        return (_rev5(_L) >> bin(mask).count("1")) | (_L & mask)
     if offset >= 0xC000:
-        return None
+        mask, rot = offset & 0x1F, offset >> 5 & 0x1F
+        if offset >> 10 & 1:
+            rot = -rot
+        return ((_L & mask) | ((_L + rot) & ~mask)) & 0x1F
     if offset >> 15:
         return (_L & ~3) | (offset >> (2 * (_L & 3)) & 3)
     a, o, x = offset & 0x1F, offset >> 5 & 0x1F, offset >> 10 & 0x1F
@@ -203,8 +224,6 @@ def _compile_ds_lane(inst: Any, bad: Bad) -> Fn:
     off, va, vd, d0 = f["offset1"] << 8 | f["offset0"], f["addr"], f["vdst"], f["data0"]
     if m == "ds_swizzle_b32":
         src = swizzle_lanes(off)
-        if src is None:
-            raise bad(f"ds_swizzle_b32 offset 0x{off:x} (FFT/rotate modes)")
 
         def swizzle(w: Wave) -> None:
             act = w.mask()
@@ -220,8 +239,9 @@ def _compile_ds_lane(inst: Any, bad: Bad) -> Fn:
         act = w.mask()
         lane = ((w.v[va].astype(np.int64) + off) >> 2) & 31
         tmp = np.zeros(32, dtype=U32)
-        idx = np.flatnonzero(act)
-        tmp[lane[idx]] = w.v[d0][idx]        # numpy assigns in index order: the highest lane wins
+        order = np.flatnonzero(act)[::-1]    # active lanes, highest first: the highest writer of a lane wins
+        dst, first = np.unique(lane[order], return_index=True)
+        tmp[dst] = w.v[d0][order[first]]
         v_put(w, vd, tmp)
     return permute
 
@@ -229,42 +249,124 @@ def _compile_ds_lane(inst: Any, bad: Bad) -> Fn:
 # ---- VINTERP --------------------------------------------------------------------------------------------------------
 
 _QUAD = _L & ~3
+_FMT = {16: (10, 5), 32: (23, 8)}
+
+
+def _rtz_bits(x: Fraction, bits: int) -> int:
+    """The exact nonzero rational ``x`` rounded toward zero to an f16/f32 bit pattern (past the range: the largest
+    finite value of that sign)."""
+    mbits, ebits = _FMT[bits]
+    bias = (1 << (ebits - 1)) - 1
+    sign = int(x < 0)
+    a = -x if sign else x
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    e = max(e, 1 - bias)
+    n = int(a / Fraction(2) ** (e - mbits))      # truncated significand
+    if e > bias:
+        return sign << (bits - 1) | ((1 << ebits) - 2) << mbits | ((1 << mbits) - 1)
+    if n >> mbits:
+        return sign << (bits - 1) | (e + bias) << mbits | (n & ((1 << mbits) - 1))
+    return sign << (bits - 1) | n
+
+
+def _exact(u: int, bits: int) -> Fraction:
+    """The exact value of finite f16/f32 bits."""
+    mbits, ebits = _FMT[bits]
+    bias = (1 << (ebits - 1)) - 1
+    e, m = u >> mbits & ((1 << ebits) - 1), u & ((1 << mbits) - 1)
+    v = Fraction(m, 1 << mbits) * Fraction(2) ** (1 - bias) if e == 0 else (1 + Fraction(m, 1 << mbits)) * \
+        Fraction(2) ** (e - bias)
+    return -v if u >> (bits - 1) & 1 else v
+
+
+def _fma_rtz(a: np.ndarray, b: np.ndarray, c: np.ndarray, rne: np.ndarray, out: int) -> np.ndarray:
+    """a * b + c (f32 bit arrays) rounded once toward zero to f32 (``out`` 32) or f16 (16) bits; lanes with a
+    non-finite operand or an exactly zero result take ``rne`` (the round-to-nearest result, the same there)."""
+    r = rne.astype(np.uint32).tolist()
+    for i, (x, y, z) in enumerate(zip(a.tolist(), b.tolist(), c.tolist(), strict=True)):
+        if any((v >> 23 & 0xFF) == 0xFF for v in (x, y, z)):
+            continue
+        t = _exact(x, 32) * _exact(y, 32) + _exact(z, 32)
+        if t:
+            r[i] = _rtz_bits(t, out)
+    return np.array(r, dtype=U32)
 
 
 def compile_vinterp(inst: Any, bad: Bad) -> Fn:
-    """v_interp_p10_f32 (D = fma(S0 of the quad's lane 1, S1, S2 of the quad's lane 0)) and v_interp_p2_f32
-    (D = fma(S0 of the quad's lane 2, S1, S2)), one rounding; NEG negates a source, CLAMP clamps to [0, 1];
-    WAIT_EXP waits for exports (none in compute: no effect). The f16 forms are not modelled."""
+    """VINTERP: a fused multiply-add whose S0 (and for the P10 forms S2) is read from a fixed lane of the lane's quad
+    (the guide's fixed DPP8 selects): v_interp_p10_f32 D = S0[quad lane 1] * S1 + S2[quad lane 0];
+    v_interp_p2_f32 D = S0[quad lane 2] * S1 + S2; the _f16_f32 forms read S0 (and S2 of P10) as f16 (OP_SEL
+    picks the half), P10 writes f32 and P2 an f16 (``16'F`` of the f32 result, OP_SEL[3] the half written, the
+    other half kept); the _rtz forms round toward zero (once: truncating to f32 then to f16 is truncating to
+    f16). NEG negates a source, CLAMP clamps to [0, 1]; WAIT_EXP waits for exports (none in compute). Denormals
+    follow MODE.FP_DENORM; a MODE round mode other than nearest even is refused."""
     f, m = inst.fields, inst.mnemonic
-    if m not in ("v_interp_p10_f32", "v_interp_p2_f32"):
-        raise bad("the f16 VINTERP forms are not modelled")
-    if f["opsel"]:
-        raise bad("op_sel on an f32 VINTERP")
     for i in range(3):
         if f[f"src{i}"] < 256:
             raise bad("VINTERP source that is not a VGPR")
     r0, r1, r2 = (f[f"src{i}"] - 256 for i in range(3))
-    p10 = m == "v_interp_p10_f32"
+    p10 = m.startswith("v_interp_p10")
+    half = "f16" in m
+    rtz = "rtz" in m
+    sel = f["opsel"]
+    if not half and sel:
+        raise bad("op_sel on an f32 VINTERP")
     lane0 = _QUAD + (1 if p10 else 2)
+    h0, h2, hd = sel & 1, bool(sel >> 2 & 1) and p10, sel >> 3 & 1
     neg = [U32(0x80000000 if f["neg"] >> i & 1 else 0) for i in range(3)]
     clamp, d = bool(f["clamp"]), f["vdst"]
+    out16 = half and not p10
+
+    def f16_to_f32(x: np.ndarray, hi: int, flush: bool) -> np.ndarray:
+        h = (x >> U32(16) if hi else x).astype(np.uint16)
+        if flush:
+            h = fp.flush_bits(h)
+        return h.view(np.float16).astype(np.float32).view(U32)
 
     def run(w: Wave) -> None:
-        a = w.v[r0][lane0] ^ neg[0]
-        b = w.v[r1] ^ neg[1]
-        c = (w.v[r2][_QUAD] if p10 else w.v[r2]) ^ neg[2]
-        if not (w.mode >> 4 & 1):
-            a, b, c = fp.flush_bits(a), fp.flush_bits(b), fp.flush_bits(c)
-        if w.mode & 3:
+        mode = w.mode
+        if mode & 0xF:
             raise bad("MODE round mode other than nearest even on VINTERP")
-        r = fp.fma32(a.view(np.float32), b.view(np.float32), c.view(np.float32))
+        fl32, fl16 = not (mode >> 4 & 1), not (mode >> 6 & 1)
+        a = w.v[r0][lane0]
+        c = w.v[r2][_QUAD] if p10 else w.v[r2]
+        if half:
+            a = f16_to_f32(a, h0, fl16)
+            if p10:
+                c = f16_to_f32(c, h2, fl16)
+        b = w.v[r1]
+        a, b, c = a ^ neg[0], b ^ neg[1], c ^ neg[2]
+        if fl32:
+            b = fp.flush_bits(b)
+            if not half:
+                a, c = fp.flush_bits(a), fp.flush_bits(c)
+            elif not p10:
+                c = fp.flush_bits(c)
+        r = np.asarray(fp.fma32(a.view(np.float32), b.view(np.float32), c.view(np.float32)), dtype=np.float32)
+        if out16:
+            u = r.astype(np.float16).view(np.uint16).astype(U32)
+            if rtz:
+                u = _fma_rtz(a, b, c, u, 16)
+            x = u.astype(np.uint16).view(np.float16)
+            ft, ut = np.float16, np.uint16
+        else:
+            u = r.view(U32)
+            if rtz:
+                u = _fma_rtz(a, b, c, u, 32)
+            x = u.view(np.float32)
+            ft, ut = np.float32, U32
         if clamp:      # [0, 1]; NaN gives 0 under MODE.DX10_CLAMP and stays NaN without it
-            c = np.where(r > 1, np.float32(1.0), np.where(r > 0, r, np.float32(0.0))).astype(np.float32)
-            r = c if w.mode >> 8 & 1 else np.where(np.isnan(r), r, c)
-        u = np.asarray(r, dtype=np.float32).view(U32)
-        if not (w.mode >> 5 & 1):
+            cl = np.where(x > 1, ft(1.0), np.where(x > 0, x, ft(0.0))).astype(ft)
+            x = cl if mode >> 8 & 1 else np.where(np.isnan(x), x, cl)
+        u = np.asarray(x, dtype=ft).view(ut)
+        if not (mode >> (7 if out16 else 5) & 1):
             u = fp.flush_bits(u)
-        v_put(w, d, u)
+        if out16:
+            keep = w.v[d] & U32(0x0000FFFF if hd else 0xFFFF0000)
+            u = keep | (u.astype(U32) << U32(16 if hd else 0))
+        v_put(w, d, u.astype(U32))
     return run
 
 
