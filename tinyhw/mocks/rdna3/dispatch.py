@@ -21,7 +21,7 @@ import numpy as np
 
 from tinyhw.errors import OperationFailed
 from tinyhw.formats.amdisa import Inst, decode_at
-from tinyhw.mocks.rdna3 import salu, valu, vmem
+from tinyhw.mocks.rdna3 import lanes, salu, valu, vmem
 from tinyhw.mocks.rdna3.sqtt import DispatchTrace
 from tinyhw.mocks.rdna3.state import (
     EXEC,
@@ -40,7 +40,7 @@ __all__ = ["CodeCache", "DispatchJob", "DispatchRegs", "DispatchResult", "FlatMe
 CS_W32_EN = 1 << 15
 LDS_GRANULE = 512          # bytes per RSRC2.LDS_SIZE unit on gfx11 (128 dwords; spec §3.4, inferred)
 LDS_MAX = 64 * 1024
-_VECTOR = frozenset({"VOP1", "VOP2", "VOPC", "VOP3", "VOP3P", "VOPD", "DS", "FLAT", "MUBUF"})
+_VECTOR = frozenset({"VOP1", "VOP2", "VOPC", "VOP3", "VOP3P", "VOPD", "DS", "FLAT", "MUBUF", "VINTERP"})
 DEFAULT_WATCHDOG = 50_000_000
 
 
@@ -207,6 +207,7 @@ _HANDLERS: dict[str, Callable[[Inst, int, Bad], Callable[[Wave], Any]]] = {
     "DS": lambda i, pc, bad: vmem.compile_ds(i, bad),
     "FLAT": lambda i, pc, bad: vmem.compile_global(i, bad),
     "MUBUF": lambda i, pc, bad: vmem.compile_mubuf(i, bad),
+    "VINTERP": lambda i, pc, bad: lanes.compile_vinterp(i, bad),
 }
 
 
@@ -219,8 +220,11 @@ def _compile(inst: Inst, raw: bytes, pc: int, strict: bool, skipped: dict[str, i
     try:
         if not inst.mnemonic:
             raise bad("an opcode LLVM's gfx11 table does not name")
-        if "dpp" in inst.fields:
-            raise bad(f"the DPP{inst.fields['dpp']} source form")
+        if "dpp" in inst.fields:     # a DPP16/DPP8 source: the plain form's compile path, SRC0 lane-selected
+            return lanes.compile_dpp(inst, bad, lambda i, src0: valu.compile_valu(i, bad, src0))
+        lane_op = lanes.COMPILERS.get(inst.mnemonic)
+        if lane_op is not None:
+            return lane_op(inst, bad)
         handler = _HANDLERS.get(inst.encoding)
         if handler is None:
             raise bad(f"the {inst.encoding} encoding")

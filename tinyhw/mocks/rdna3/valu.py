@@ -489,15 +489,23 @@ def base_name(m: str) -> str:
 class _Srcs:
     """Source getters of one VALU instruction, with VOP3 float modifiers folded in."""
 
-    def __init__(self, inst: Any, bad: Callable[[str], Exception], sd: bool = False) -> None:
+    def __init__(self, inst: Any, bad: Callable[[str], Exception], sd: bool = False,
+                 src0: Callable[[Wave], np.ndarray] | None = None) -> None:
         self.f, self.bad, self.enc = inst.fields, bad, inst.encoding
         self.lit = inst.fields.get("literal")
         self.sd = sd            # VOP3SD: bits 14:8 are the carry SDST, not ABS/OP_SEL
+        self.src0 = src0        # a DPP source: SRC0's lanes as the DPP control selects them (tinyhw.mocks.rdna3.lanes)
+
+    def _raw(self, i: int) -> Callable[[Wave], np.ndarray]:
+        """Source ``i``'s 32-bit lanes before modifiers (SRC0 through the DPP getter when there is one)."""
+        if i == 0 and self.src0 is not None:
+            return self.src0
+        return v_get(self.f[f"src{i}"], self.lit, self.bad)
 
     def src(self, i: int, float_op: bool) -> Callable[[Wave], np.ndarray]:
         f = self.f
-        g = v_get(f[f"src{i}"], self.lit, self.bad)
-        if self.enc != "VOP3":
+        g = self._raw(i)
+        if self.enc != "VOP3" and "neg" not in f:      # DPP16 VOP1/VOP2/VOPC carry SRC0/SRC1 neg and abs
             return g
         neg, ab = f["neg"] >> i & 1, 0 if self.sd else f["abs"] >> i & 1
         if not (neg or ab):
@@ -515,13 +523,15 @@ class _Srcs:
         """Source ``i`` as an operand of ``kind`` (see TYPED), with OP_SEL and the float modifiers applied."""
         f, vop3 = self.f, self.enc == "VOP3"
         src = f[f"src{i}"]
-        neg = f["neg"] >> i & 1 if vop3 or "dpp" in f else 0
-        ab = f["abs"] >> i & 1 if (vop3 and not self.sd) else 0
+        neg = f["neg"] >> i & 1 if vop3 or "neg" in f else 0
+        ab = f["abs"] >> i & 1 if (vop3 and not self.sd) or (not vop3 and "abs" in f) else 0
         if (neg or ab) and kind not in "fhd":
             raise self.bad("neg/abs modifier on an integer operand")
         if kind in "wf":
             return self.src(i, kind == "f")
         if kind in "dq":
+            if i == 0 and self.src0 is not None:
+                raise self.bad("a DPP source of a 64-bit operand")
             if src == 255:
                 lit = self.lit or 0
                 arr = np.full(32, lit << 32 if kind == "d" else lit, dtype=U64)   # f64: the literal's high dword
@@ -537,7 +547,7 @@ class _Srcs:
                 def g(w):
                     return arr16
             else:
-                g32 = v_get(src, self.lit, self.bad)
+                g32 = self._raw(i)
                 g = (lambda w: (g32(w) >> U32(16)).astype(U16)) if hi else (lambda w: g32(w).astype(U16))
             sign = U16(0x8000)
         if not (neg or ab):
@@ -738,12 +748,17 @@ def _mask_getter(src: int, bad: Callable[[str], Exception]) -> Callable[[Wave], 
     return lambda w: int_to_bits(g(w))
 
 
-def compile_valu(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+def compile_valu(inst: Any, bad: Callable[[str], Exception], src0: Callable[[Wave], np.ndarray] | None = None
+                 ) -> Fn:
     """Compile a VOP1/VOP2/VOP3/VOPC instruction into a function that runs it on a wave's 32 lanes (under EXEC); ``bad``
-    builds the error for an opcode, modifier or operand the model lacks."""
+    builds the error for an opcode, modifier or operand the model lacks. ``src0`` replaces SRC0's getter (a DPP
+    source, :func:`tinyhw.mocks.rdna3.lanes.compile_dpp`); operations that read SRC0 otherwise refuse it."""
     enc, f, m = inst.encoding, inst.fields, inst.mnemonic
     name = base_name(m)
-    srcs = _Srcs(inst, bad)
+    srcs = _Srcs(inst, bad, src0=src0)
+    if src0 is not None and (name in ("v_mad_u64_u32", "v_mad_i64_i32", "v_readlane_b32", "v_writelane_b32")
+                             or name in SHIFT64):
+        raise bad(f"a DPP source on {name}")
     vop3 = enc == "VOP3"
     d = f.get("vdst", 0)
     if name.startswith(("v_cmp_", "v_cmpx_")):
@@ -902,7 +917,7 @@ def _compile_carry(inst: Any, name: str, srcs: _Srcs, bad: Callable[[str], Excep
     if vop3 and (f["clamp"] or f["omod"] or f["neg"]):
         raise bad("modifiers on a carry operation")
     sdst = f["sdst"] if vop3 else VCC
-    srcs = _Srcs(inst, bad, sd=True)
+    srcs = _Srcs(inst, bad, sd=True, src0=srcs.src0)
     a, b = srcs.src(0, False), srcs.src(1, False)
     cin = (_mask_getter(f["src2"], bad) if vop3 else (lambda w: int_to_bits(w.s[VCC]))) if ci else None
 
