@@ -116,3 +116,28 @@ def test_a_dispatch_the_hardware_could_not_give_scratch_is_refused(kw: dict, why
     with pytest.raises(ShaderFault, match=why):
         run_dispatch(_regs(mem, **kw), mem)
     run_dispatch(_regs(mem, rsrc2=2 << 1 | 1 << 7, **kw), mem)      # without SCRATCH_EN the ring is not looked at
+
+
+def test_a_clang_kernel_with_a_private_array_runs_through_tinyhws_driver_on_the_emulated_board() -> None:
+    """tinyhw's own compute queue gives a kernel with a private segment a scratch ring (COMPUTE_TMPRING_SIZE and
+    COMPUTE_DISPATCH_SCRATCH_BASE, after its buffers, in pages of its own); the emulated CP hands them to the core and
+    the answer is the host's (tests/data/clcorpus, kernel scratch_i32: int a[256] indexed by data)."""
+    import clcorpushelp
+    from kernelshelp import am_boot
+
+    import tinyhw
+    from tinyhw.boot import compute
+
+    am_boot()
+    meta, arrays = clcorpushelp.load_corpus()
+    k = next(e for e in meta["kernels"] if e["name"] == "scratch_i32")
+    kernel = compute.load_code_object(arrays["scratch_i32_code"].tobytes())
+    assert kernel.kd.scratch_bytes >= 1024 and kernel.kd.scratch_enabled
+    ring, tmpring = compute.scratch_ring(kernel.kd, (k["block"], 1, 1))
+    assert tmpring & 0xFFF == 1 and ring >= 32 * 1024            # one wave; at least 1 KiB per lane
+    with tinyhw.open("mock:navi31,strict") as o:
+        eng = compute.open_compute(o.transport)
+        with eng:
+            run = eng.run(kernel, (k["grid"],), (k["block"],), [bytes(4 * k["out"][1]), arrays["scratch_i32_in0"]])
+    assert run.outputs[0] == arrays["scratch_i32_out"].tobytes()
+    assert len(run.outputs) == 2                                   # the ring is not one of the kernel's buffers
