@@ -111,3 +111,17 @@ def test_a_sample_recompiles_to_the_committed_bytes(corpus, name: str) -> None:
         assert clcorpushelp.compile_gfx1100(k, Path(d)) == arrays[f"{name}_code"].tobytes()
         inputs = [arrays[f"{name}_in{i}"] for i in range(len(k["ins"]))]
         assert clcorpushelp.run_host(k, inputs, Path(d)).tobytes() == arrays[f"{name}_out"].tobytes()
+
+
+def test_linked_code_objects_give_their_kernel_descriptor(corpus) -> None:
+    """ld.lld-19 links each kernel into a shared object (ET_DYN): its descriptor symbol holds a virtual address, not a
+    section offset, and the parser still finds the 64 bytes."""
+    from tinyhw.formats.amdgpu_code import parse_amdgpu_code
+
+    meta, arrays = corpus
+    for e in meta["kernels"]:
+        obj = parse_amdgpu_code(arrays[f"{e['name']}_code"].tobytes())
+        assert obj.elf.file_type == 3 and not obj.problems and list(obj.kernels) == ["k"], e["name"]
+        kd = obj.kernels["k"]
+        assert kd.wave32 and kd.kernarg_size >= 8 * (1 + len(e["ins"]))
+        assert (kd.scratch_bytes >= 768) == e["name"].startswith("scratch_"), e["name"]

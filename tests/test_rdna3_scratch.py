@@ -141,3 +141,29 @@ def test_a_clang_kernel_with_a_private_array_runs_through_tinyhws_driver_on_the_
             run = eng.run(kernel, (k["grid"],), (k["block"],), [bytes(4 * k["out"][1]), arrays["scratch_i32_in0"]])
     assert run.outputs[0] == arrays["scratch_i32_out"].tobytes()
     assert len(run.outputs) == 2                                   # the ring is not one of the kernel's buffers
+
+
+def test_d16_loads_write_one_half_and_keep_the_other_and_store_d16_hi_stores_the_high_half() -> None:
+    w, mem = scratch_wave()
+    for lane in range(32):                          # private dword 0 of each lane: bytes 0x80+lane, 0x7F, 0x34, 0x12
+        mem.buf[0x1000 + 4 * lane:0x1000 + 4 * lane + 4] = bytes([0x80 + lane, 0x7F, 0x34, 0x12])
+    w.v[1] = 0                                      # private address 0 (SVE)
+    w.v[2] = 0xAAAA5555
+    cases = {"scratch_load_d16_u8": lambda lane: 0xAAAA0000 | 0x80 + lane,
+             "scratch_load_d16_i8": lambda lane: 0xAAAA0000 | (0x80 + lane - 0x100) & 0xFFFF,
+             "scratch_load_d16_b16": lambda lane: 0xAAAA0000 | 0x7F00 | 0x80 + lane,
+             "scratch_load_d16_hi_u8": lambda lane: (0x80 + lane) << 16 | 0x5555,
+             "scratch_load_d16_hi_i8": lambda lane: ((0x80 + lane - 0x100) & 0xFFFF) << 16 | 0x5555,
+             "scratch_load_d16_hi_b16": lambda lane: (0x7F00 | 0x80 + lane) << 16 | 0x5555}
+    for m, want in cases.items():
+        w.v[3] = 0xAAAA5555
+        run(scratch(m, vdst=3, addr=1), w)
+        assert w.v[3].tolist() == [want(lane) for lane in range(32)], m
+    w.v[4] = np.arange(32, dtype=np.uint32) << 16 | 0xBEEF
+    w.v[1] = 8                                      # private dword 2
+    run(scratch("scratch_store_d16_hi_b16", addr=1, data=4), w)
+    w.v[1] = 12                                     # private dword 3
+    run(scratch("scratch_store_d16_hi_b8", addr=1, data=4), w)
+    for lane in range(32):
+        assert struct.unpack_from("<H", mem.buf, 0x1000 + 2 * 128 + 4 * lane)[0] == lane
+        assert mem.buf[0x1000 + 3 * 128 + 4 * lane:0x1000 + 3 * 128 + 4 * lane + 2] == bytes([lane, 0])

@@ -36,6 +36,11 @@ WAVESIZE_GRANULE = 256
 _LOADS = {"b32": (4, False), "b64": (8, False), "b96": (12, False), "b128": (16, False),
           "u8": (1, False), "i8": (1, True), "u16": (2, False), "i16": (2, True)}
 _STORES = {"b32": 4, "b64": 8, "b96": 12, "b128": 16, "b8": 1, "b16": 2}
+# D16 forms: (bytes, sign-extend, bit position of the register half): a load writes that 16-bit half and keeps the
+# other one (u8/i8 zero- or sign-extended to 16 bits), a store_d16_hi stores from bit 16 up (ISA "D16" loads/stores)
+_D16_LOADS = {"d16_u8": (1, False, 0), "d16_i8": (1, True, 0), "d16_b16": (2, False, 0),
+              "d16_hi_u8": (1, False, 16), "d16_hi_i8": (1, True, 16), "d16_hi_b16": (2, False, 16)}
+_D16_STORES = {"d16_hi_b8": 1, "d16_hi_b16": 2}
 
 
 def lane_bytes(wave_bytes: int) -> int:
@@ -50,8 +55,9 @@ def swizzle(base: int, private: np.ndarray, lanes: np.ndarray, size: int) -> np.
 
 
 def compile_scratch(inst: Any, bad: Callable[[str], Exception], pc: int = 0) -> Fn:
-    """Compile a scratch_load/scratch_store (SCRATCH segment of the FLAT encoding) into a function that runs it on
-    the wave's active lanes through the wave's private segment (the module docstring gives the address rule)."""
+    """Compile a scratch_load/scratch_store, the D16 forms too (SCRATCH segment of the FLAT encoding), into a function
+    that runs it on the wave's active lanes through the wave's private segment (the module docstring gives the
+    address rule)."""
     f, m = inst.fields, inst.mnemonic
     off = f["offset"]           # signed 13 bits (the decoder sign-extends it)
     saddr, va, vd, data, sve = f["saddr"], f["addr"], f["vdst"], f["data"], f["sve"]
@@ -113,6 +119,30 @@ def compile_scratch(inst: Any, bad: Callable[[str], Exception], pc: int = 0) -> 
             raw = vals.view(U8).reshape(len(lanes), 4 * n)[:, :size]
             _scatter(w.mem, addrs.reshape(-1), np.ascontiguousarray(raw).reshape(-1))
         return store
+    if kind == "load" and suffix in _D16_LOADS:
+        size, signed, shift = _D16_LOADS[suffix]
+        keep = U32(0xFFFF << (16 - shift))
+
+        def load_d16(w: Wave) -> None:
+            lanes = np.nonzero(w.mask())[0]
+            if not len(lanes):
+                return
+            raw = np.frombuffer(_gather(w.mem, where(w, lanes, size).reshape(-1)), dtype=U8).reshape(len(lanes), size)
+            val = raw.view("<u2" if size == 2 else "u1").reshape(len(lanes)).astype(U32)
+            if signed:
+                val = ((val ^ U32(0x80)) - U32(0x80)) & U32(0xFFFF)
+            w.v[vd, lanes] = (w.v[vd, lanes] & keep) | (val << U32(shift))
+        return load_d16
+    if kind == "store" and suffix in _D16_STORES:
+        size = _D16_STORES[suffix]
+
+        def store_d16(w: Wave) -> None:
+            lanes = np.nonzero(w.mask())[0]
+            if not len(lanes):
+                return
+            raw = np.ascontiguousarray(w.v[data, lanes]).view(U8).reshape(len(lanes), 4)[:, 2:2 + size]
+            _scatter(w.mem, where(w, lanes, size).reshape(-1), np.ascontiguousarray(raw).reshape(-1))
+        return store_d16
     raise bad("scratch opcode not modelled")
 
 
