@@ -25,7 +25,7 @@ from tinyhw.mocks.rdna3 import Unimplemented
 
 GAPS_FILE = clcorpushelp.CORPUS / "known_gaps.json"
 _MNEMONIC = re.compile(r"\((\w+?)(?:_e32|_e64)?,")
-FEATURES = ("i32_", "i64_", "u64_", "f32_", "f16_", "f64_", "atomic_", "scratch_", "lds_", "wave_", "wmma_")
+FEATURES = ("i32_", "i64_", "u64_", "f32_", "f16_", "bf16_", "f64_", "atomic_", "scratch_", "lds_", "wave_", "wmma_")
 
 
 @pytest.fixture(scope="module")
