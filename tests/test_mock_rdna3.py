@@ -25,6 +25,7 @@ from tinyhw.mocks.rdna3 import (
     DispatchRegs,
     FlatMemory,
     MemoryFault,
+    ShaderFault,
     Unimplemented,
     WatchdogExpired,
     run_dispatch,
@@ -207,13 +208,15 @@ def test_unimplemented_instruction_stops_with_mnemonic_encoding_and_pc() -> None
 def test_a_scratch_ring_size_is_refused_only_for_a_kernel_that_enables_scratch() -> None:
     """COMPUTE_TMPRING_SIZE is the queue's scratch ring (WAVES, WAVESIZE; amd-compute.md §2.4), which a driver may set
     for every dispatch; a kernel uses scratch only with RSRC2.SCRATCH_EN (= ENABLE_PRIVATE_SEGMENT, §3.3). A ring
-    size with SCRATCH_EN clear runs; SCRATCH_EN set is refused (scratch is not modelled)."""
+    size with SCRATCH_EN clear runs; SCRATCH_EN set needs the scratch base too (COMPUTE_DISPATCH_SCRATCH_BASE)."""
     mem = FlatMemory(BASE, 1 << 16)
     regs = _regs(_flat_program(mem, [0xBFB00000]), (), (32, 1, 1))  # s_endpgm
     ring = 0x40 << 12 | 32  # WAVESIZE 0x40, WAVES 32
     assert run_dispatch(dataclasses.replace(regs, tmpring_size=ring), mem).waves == 1
-    with pytest.raises(Unimplemented, match="scratch"):
+    with pytest.raises(ShaderFault, match="scratch_base is 0"):
         run_dispatch(dataclasses.replace(regs, rsrc2=regs.rsrc2 | 1, tmpring_size=ring), mem)
+    with_base = dataclasses.replace(regs, rsrc2=regs.rsrc2 | 1, tmpring_size=ring, scratch_base_lo=BASE >> 8)
+    assert run_dispatch(with_base, mem).waves == 1
 
 
 def test_watchdog_stops_a_shader_that_never_ends() -> None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from tinyhw.errors import OperationFailed
 from tinyhw.formats.amdisa import Inst, decode_at
-from tinyhw.mocks.rdna3 import lanes, salu, valu, vmem
+from tinyhw.mocks.rdna3 import lanes, salu, scratch, valu, vmem
 from tinyhw.mocks.rdna3.sqtt import DispatchTrace
 from tinyhw.mocks.rdna3.state import (
     EXEC,
@@ -112,7 +112,9 @@ class DispatchRegs:
     dim: tuple[int, int, int] = (1, 1, 1)          # DISPATCH_DIRECT DIM_X/Y/Z (workgroups)
     start: tuple[int, int, int] = (0, 0, 0)        # COMPUTE_START_X/Y/Z
     initiator: int = 0x8005                        # COMPUTE_DISPATCH_INITIATOR (CS_W32_EN bit 15)
-    tmpring_size: int = 0                          # COMPUTE_TMPRING_SIZE (the queue's scratch ring; unused)
+    tmpring_size: int = 0                          # COMPUTE_TMPRING_SIZE: WAVES 11:0, WAVESIZE 26:12
+    scratch_base_lo: int = 0                       # COMPUTE_DISPATCH_SCRATCH_BASE_LO: scratch VA bits 39:8
+    scratch_base_hi: int = 0                       # COMPUTE_DISPATCH_SCRATCH_BASE_HI: scratch VA bits 47:40
 
     @property
     def entry(self) -> int:
@@ -128,6 +130,21 @@ class DispatchRegs:
     def vgprs(self) -> int:
         """VGPRs per wave from COMPUTE_PGM_RSRC1.VGPRS (wave32 granule of 8)."""
         return ((self.rsrc1 & 0x3F) + 1) * 8          # wave32 granule 8 (§3.3)
+
+    @property
+    def scratch_base(self) -> int:
+        """The dispatch's private-segment base: COMPUTE_DISPATCH_SCRATCH_BASE_HI/LO as a GPU VA (256-byte units)."""
+        return ((self.scratch_base_hi & 0xFF) << 40 | (self.scratch_base_lo & 0xFFFFFFFF) << 8) & ((1 << 48) - 1)
+
+    @property
+    def scratch_waves(self) -> int:
+        """COMPUTE_TMPRING_SIZE.WAVES: how many waves' private segments the scratch ring holds."""
+        return self.tmpring_size & 0xFFF
+
+    @property
+    def scratch_wave_bytes(self) -> int:
+        """Bytes of private memory per wave: COMPUTE_TMPRING_SIZE.WAVESIZE in 256-byte units (gfx11)."""
+        return (self.tmpring_size >> 12 & 0x7FFF) * scratch.WAVESIZE_GRANULE
 
     @property
     def lds_bytes(self) -> int:
@@ -205,7 +222,8 @@ _HANDLERS: dict[str, Callable[[Inst, int, Bad], Callable[[Wave], Any]]] = {
     "VOPD": lambda i, pc, bad: valu.compile_vopd(i, bad),
     "VOP3P": lambda i, pc, bad: valu.compile_vop3p(i, bad),
     "DS": lambda i, pc, bad: vmem.compile_ds(i, bad),
-    "FLAT": lambda i, pc, bad: vmem.compile_global(i, bad),
+    "FLAT": lambda i, pc, bad: (scratch.compile_scratch(i, bad, pc) if i.fields["seg"] == 1
+                                else vmem.compile_global(i, bad)),
     "MUBUF": lambda i, pc, bad: vmem.compile_mubuf(i, bad),
     "VINTERP": lambda i, pc, bad: lanes.compile_vinterp(i, bad),
 }
@@ -347,6 +365,10 @@ class _Dispatch:
                 if r.rsrc2 >> bit & 1:
                     w.s[k] = value & 0xFFFFFFFF
                     k += 1
+            if r.rsrc2 & 1:     # SCRATCH_EN: the wave's slot in the scratch ring (waves of a workgroup: slots 0..)
+                offset = wi * r.scratch_wave_bytes
+                w.s[k] = offset           # the private segment wavefront offset SGPR (§4.1)
+                w.scratch, w.scratch_size = r.scratch_base + offset, r.scratch_wave_bytes
             w.v[0, :lanes] = packed[32 * wi:32 * wi + lanes]
             w.mode = mode
             w.pc = r.entry
@@ -374,17 +396,31 @@ def _check(regs: DispatchRegs) -> None:
         return Unimplemented(msg, pc=regs.entry, mnemonic="(dispatch)", encoding="-")
     if not regs.initiator & CS_W32_EN:
         raise refuse("wave64 dispatch (CS_W32_EN = 0) is not modelled")
+    nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
     if regs.rsrc2 & 1:  # SCRATCH_EN: the kernel enables the private segment (a ring size alone uses nothing)
-        raise refuse("scratch (RSRC2.SCRATCH_EN) is not modelled")
+        _check_scratch(regs, (nt + 31) // 32)
     if regs.rsrc2 >> 10 & 1:
         raise refuse("the workgroup-info SGPR (TG_SIZE_EN) is not modelled")
     if regs.user_sgprs > 16 or len(regs.user_data) > 16:
         raise refuse("more than 16 user SGPRs")
-    nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
     if not 1 <= nt <= 1024 or min(regs.num_thread) < 1 or max(regs.num_thread) > 1024:
         raise refuse(f"workgroup of {regs.num_thread} work-items (1..1024)")
     if min(regs.dim) < 0 or regs.lds_bytes > LDS_MAX:
         raise refuse("negative grid or LDS beyond 64 KiB")
+
+
+def _check_scratch(regs: DispatchRegs, waves: int) -> None:
+    """What a dispatch with RSRC2.SCRATCH_EN needs from the queue: a scratch base and a ring with room for every
+    wave of a workgroup (the waves of a workgroup are resident together; fewer slots would never launch it)."""
+    def fault(msg: str) -> ShaderFault:
+        return ShaderFault(msg, pc=regs.entry, mnemonic="(dispatch)", encoding="-")
+    if not regs.scratch_base:
+        raise fault("the kernel enables scratch (rsrc2.scratch_en) but compute_dispatch_scratch_base is 0")
+    if not regs.scratch_wave_bytes:
+        raise fault("the kernel enables scratch (rsrc2.scratch_en) but compute_tmpring_size.wavesize is 0")
+    if regs.scratch_waves < waves:
+        raise fault(f"compute_tmpring_size.waves is {regs.scratch_waves}, a workgroup has {waves} waves: "
+                    "its waves could never all get scratch")
 
 
 def run_dispatch(regs: DispatchRegs, memory: Memory, *, strict: bool = True, cache: CodeCache | None = None,
