@@ -193,7 +193,7 @@ class Transport:
         self.close()
 
 
-def require(transport: Transport, ability: type, what: str, *, refuse: bool = False, hint: str | None = None) -> Any:
+def require(transport: Transport, ability: type[A], what: str, *, refuse: bool = False, hint: str | None = None) -> A:
     """Return ``transport`` if it implements the optional ``ability`` interface, else a clear error: "the X
     transport cannot ``what``" (:class:`NotAvailableYet`, exit 3; with ``refuse`` a :class:`Refused`, exit 2, for
     a feature the user asked of a device that can never have it)."""
