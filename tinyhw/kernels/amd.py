@@ -72,7 +72,7 @@ def run_amd(plan: AmdPlan, transport: Transport, *, timeout: float = 10.0, buffe
     from tinyhw.boot.compute import check_booted, load_code_object, open_compute
     from tinyhw.kernels.manifest_check import read_binary
 
-    emulated = bool(getattr(transport, "emulated", False))
+    emulated = transport.emulated
     gpu = check_booted(transport)  # refusals (not amd, other gc, not booted) before anything is written
     probe, entry = plan.probe, plan.entry
     k = entry["kernels"][0]

@@ -91,7 +91,7 @@ def run_capture(plan: CapturePlan, transport: Transport, *, timeout: float = 10.
     from tinyhw.formats.elf import parse_elf
     from tinyhw.kernels.manifest_check import read_binary
 
-    emulated = bool(getattr(transport, "emulated", False))
+    emulated = transport.emulated
     gpu = check_booted(transport, "prof capture runs on")  # refusals (not amd, other gc, not booted) first
     r = plan.run
     probe, entry = r.probe, r.entry

@@ -149,7 +149,7 @@ def _run(plan: ExecPlan, transport: Transport, buffer_path: str = "auto") -> tup
     for i, path in plan.outs:
         atomic_write(path, run.outputs[i])
         written.append({"index": i, "file": str(path), "bytes": len(run.outputs[i])})
-    emulated = bool(getattr(transport, "emulated", False))
+    emulated = transport.emulated
     meta = plan.kernel.meta
     return ({"code_object": str(plan.path), "kernel": plan.kernel.name, "grid": list(run.grid),
             "block": list(run.block), "buffers": [{"source": s, "bytes": len(b)} for s, b in

@@ -126,6 +126,12 @@ class Transport:
         self.clock: Clock = clock or WallClock()
         self._bar_regions: dict[int, BarRegion] = {}
 
+    @property
+    def broken(self) -> bool:
+        """Whether the way to the device failed for good (a ``remote:`` session whose connection was lost): nothing
+        more gets through, and closing it only drops it. False unless a transport says otherwise."""
+        return False
+
     # -- config space -------------------------------------------------------------
     def config_read(self, offset: int, size: int = 4) -> int:
         """Read 1, 2 or 4 bytes of the function's config space (little-endian, not crossing a dword)."""
