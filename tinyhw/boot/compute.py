@@ -36,6 +36,7 @@ from tinyhw.formats.elf import symbols
 from tinyhw.transport.wait import poll
 
 if TYPE_CHECKING:
+    from tinyhw.boot.buffers import BufferPath
     from tinyhw.boot.gpu import AmGpu
     from tinyhw.transport.base import Transport
 
@@ -196,7 +197,7 @@ class ComputeEngine:
         self.placed: list[tuple[int, int]] = []  # the last dispatch's buffers: (region offset, bytes)
         self.pages: list[tuple[int, int]] = []  # and the region offsets of their mapped pages: (start, end)
         #: how the buffers go in and come out (:class:`tinyhw.boot.buffers.BufferPath`; None: BAR writes and reads)
-        self.buffers: Any = None
+        self.buffers: BufferPath | None = None
         self.copy_engine: Any = None  # the copy engine open_compute brought up (for a buffer path over it)
 
     # -- queue --------------------------------------------------------------------------------------------------
