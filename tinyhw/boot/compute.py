@@ -36,7 +36,9 @@ from tinyhw.formats.elf import symbols
 from tinyhw.transport.wait import poll
 
 if TYPE_CHECKING:
+    from tinyhw.boot.buffers import BufferPath
     from tinyhw.boot.gpu import AmGpu
+    from tinyhw.transport.base import Transport
 
 KiB, MiB = 1 << 10, 1 << 20
 REGION, REGION_SIZE, REGION_VA = 96 * MiB, 128 * MiB, VA_BASE + 64 * MiB
@@ -166,10 +168,11 @@ def scratch_ring(kd: KernelDescriptor, block: tuple[int, int, int]) -> tuple[int
 def _check_dims(what: str, dims: tuple[int, ...], limit: int) -> tuple[int, int, int]:
     if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) for d in dims):
         raise Refused(f"{what} takes 1 to 3 whole numbers, not {dims!r}")
-    out = tuple(dims) + (1,) * (3 - len(dims))
+    x, y, z = tuple(dims) + (1,) * (3 - len(dims))
+    out = (x, y, z)
     if any(not 1 <= d <= limit for d in out):
         raise Refused(f"{what} {','.join(map(str, out))}: each dimension must be 1 .. {limit}")
-    return out  # type: ignore[return-value]
+    return out
 
 
 #: work-items per dimension a dispatch can name: its grid size in work-items is a 32-bit field (the HSA kernel
@@ -214,7 +217,7 @@ class ComputeEngine:
         self.placed: list[tuple[int, int]] = []  # the last dispatch's buffers: (region offset, bytes)
         self.pages: list[tuple[int, int]] = []  # and the region offsets of their mapped pages: (start, end)
         #: how the buffers go in and come out (:class:`tinyhw.boot.buffers.BufferPath`; None: BAR writes and reads)
-        self.buffers: Any = None
+        self.buffers: BufferPath | None = None
         self.copy_engine: Any = None  # the copy engine open_compute brought up (for a buffer path over it)
 
     # -- queue --------------------------------------------------------------------------------------------------
@@ -628,7 +631,7 @@ def teardown_compute(gpu: AmGpu, timeout: float = DEQUEUE_TIMEOUT) -> dict[str, 
     return {**where, "checked": True, "was_active": was, "dequeued": was}
 
 
-def check_booted(transport: Any, what: str = "kernels run on") -> AmGpu:
+def check_booted(transport: Transport, what: str = "kernels run on") -> AmGpu:
     """The :class:`AmGpu` of a gc 11 GPU a tinyhw boot brought up; else refused (exit 2): not an AMD GPU (from its
     identity, before any register access), an unknown or other GC, not booted (hinting at ``am boot``)."""
     from tinyhw.boot.gpu import AmGpu
@@ -651,7 +654,7 @@ def check_booted(transport: Any, what: str = "kernels run on") -> AmGpu:
     return gpu
 
 
-def open_compute(transport: Any, *, timeout: float = DEFAULT_TIMEOUT, gpu: AmGpu | None = None) -> ComputeEngine:
+def open_compute(transport: Transport, *, timeout: float = DEFAULT_TIMEOUT, gpu: AmGpu | None = None) -> ComputeEngine:
     """A compute queue on a booted GPU: checks (:func:`check_booted`), brings VMID0 and the copy engine up again
     (the page tables live in VRAM, :func:`tinyhw.boot.copyengine.bring_up`), creates the queue."""
     from tinyhw.boot.copyengine import bring_up
