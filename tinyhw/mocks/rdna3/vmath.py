@@ -14,8 +14,11 @@ Choices where the guide leaves something open (each in the function's docstring)
 
 - ``v_div_fixup_*``: UNDERFLOW_F32/F64/F16 is not defined by the guide; the model returns a zero of the result's
   sign (the value reported measured on RDNA3.5 hardware), and the OVERFLOW branch is unreachable (an infinite or
-  NaN denominator was handled earlier). A NaN quotient in the last branch is returned as the pseudocode says
-  (``sign_out ? -abs(S0) : abs(S0)``).
+  NaN denominator was handled earlier). A NaN quotient in the last branch (what the division macro computes
+  for a quotient that overflows) gives the signed infinity, also as reported measured on RDNA3.5; the
+  pseudocode's ``sign_out ? -abs(S0) : abs(S0)`` would keep the NaN.
+- ``v_div_fmas_*``: the post-scale factor of the guide (2**32) cannot complete its division macro; see
+  :func:`_div_fmas` for the factor used.
 - ``v_div_scale_*``: when no branch assigns D0, D0 is S0 (the guide's pseudocode only writes the scaled cases);
   the NaN of the zero cases is the default quiet NaN (0x7FC00000 / 0x7FF8000000000000).
 - ``v_sin_f32``/``v_cos_f32``: sin(2*pi*S0) computed as the correctly rounded value of the float64 result after an
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -54,8 +58,8 @@ def _div_fixup(k: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndar
     """v_div_fixup_f16/f32/f64 (S0 quotient, S1 denominator, S2 numerator), the guide's chain of special cases:
     NaN numerator then denominator (quieted), 0/0 and inf/inf give the negative default NaN, x/0 and inf/y a
     signed infinity, x/inf and 0/y a signed zero, an underflowing quotient (exponent difference below -(bias +
-    mantissa + 2) ... the guide's -150 for f32, -1075 for f64, -25 for f16 by the same rule) a signed zero, else
-    the quotient's magnitude with the sign of S1 xor S2."""
+    mantissa + 2) ... the guide's -150 for f32, -1075 for f64, -25 for f16 by the same rule) a signed zero, a NaN
+    quotient a signed infinity, else the quotient's magnitude with the sign of S1 xor S2."""
     t, ft, mb, em, sign, _q = _FMT[k]
     quiet = t(1 << (mb - 1))
     inf = t(em << mb)
@@ -70,7 +74,8 @@ def _div_fixup(k: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndar
         conds = [np.isnan(fnum), np.isnan(fd), (fd == 0) & (fnum == 0), np.isinf(fd) & np.isinf(fnum),
                  (fd == 0) | np.isinf(fnum), np.isinf(fd) | (fnum == 0), (_exp(n, k) - _exp(d, k)) < limit]
         vals = [n | quiet, d | quiet, np.full_like(q, neg_nan), np.full_like(q, neg_nan), so | inf, so, so]
-        return np.select(conds, vals, so | (q & mag)).astype(t)
+        last = np.where(np.isnan(q.view(ft)), so | inf, so | (q & mag))
+        return np.select(conds, vals, last).astype(t)
     return op
 
 
@@ -127,15 +132,38 @@ def _f64_ldexp(x: float, e: int) -> float:
 
 
 def _div_fmas(k: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, vcc: np.ndarray) -> np.ndarray:
-    """v_div_fmas_f32/f64 as the guide writes it: fma(S0, S1, S2) (one rounding), then in lanes whose VCC bit is
-    set multiplied by 2**32 (f32) or 2**64 (f64) (exact unless it overflows)."""
+    """v_div_fmas_f32/f64: fma(S0, S1, S2); in lanes whose VCC bit is set the result is post-scaled. The guide's
+    pseudocode writes the scale as 2**32 (2**64 for f64), which cannot undo v_div_scale's 2**64 (2**128) in the
+    guide's own division macro; the model uses the rule reported measured on RDNA hardware: 2**64 when S2's
+    exponent field is above 127 (the quotient was scaled down), else 2**-64 (f64: 2**128 / 2**-128 around 1023).
+    The scaled fused multiply-add is rounded once (exact product and scaling, one rounding)."""
     if k == "f":
-        r = fp.fma32(a.view(F32), b.view(F32), c.view(F32))
+        up = _exp(c, "f") > 127
+        sc = np.where(vcc, np.where(up, 2.0 ** 64, 2.0 ** -64), 1.0)
+        p = a.view(F32).astype(F64) * b.view(F32).astype(F64) * sc        # exact: powers of two, f32 products
         with np.errstate(all="ignore"):
-            return np.where(vcc, (r * F32(2.0 ** 32)).astype(F32), r).astype(F32).view(U32)
-    r = fp.fma64(a.view(F64), b.view(F64), c.view(F64))
-    with np.errstate(all="ignore"):
-        return np.where(vcc, r * 2.0 ** 64, r).astype(F64).view(U64)
+            return fp._round_odd_sum(p, c.view(F32).astype(F64) * sc).astype(F32).view(U32)
+    up = _exp(c, "d") > 1023
+    out = []
+    for x, y, z, v, u in zip(a.view(F64).tolist(), b.view(F64).tolist(), c.view(F64).tolist(), vcc.tolist(),
+                             up.tolist(), strict=True):
+        out.append(_fma64_scaled(x, y, z, (128 if u else -128) if v else 0))
+    return np.array(out, dtype=F64).view(U64)
+
+
+def _fma64_scaled(a: float, b: float, c: float, e: int) -> float:
+    """2**e * fma(a, b, c) rounded once to f64 (exact rationals)."""
+    if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
+        return (a * b + c) * 2.0 ** e
+    if e == 0:
+        return fp._fma64_one(a, b, c)
+    r = (Fraction(a) * Fraction(b) + Fraction(c)) * Fraction(2) ** e
+    if r == 0:
+        return fp._fma64_one(a, b, c)
+    try:
+        return float(r)
+    except OverflowError:
+        return math.inf if r > 0 else -math.inf
 
 
 # ---- integer helpers ----------------------------------------------------------------------------------------------

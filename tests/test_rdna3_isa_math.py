@@ -1,0 +1,436 @@
+"""Table tests of the shader core's division helpers, VOP3 extras, VOP3P dot products, fma_mix and WMMA.
+
+Instructions are assembled by llvm-mc-19 from their text (skipped without it), decoded and compiled by the core and
+run on one wave. Expected values are computed here, independently of the core: ``fractions.Fraction`` with the
+correct-rounding reference rdna3isa.round_float for float results, Python integers for the rest, and the register
+layouts of the ISA reference / LLVM AMDGPUUsage written out element by element.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import subprocess
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from rdna3isa import exact, f16, f32, from16, from32, round_float, run, wave
+
+pytestmark = pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="llvm-mc-19 is not installed")
+_ASM: dict[str, list[int]] = {}
+
+
+def asm(text: str) -> list[int]:
+    """The dwords llvm-mc-19 encodes ``text`` to (gfx1100), cached per text."""
+    if text not in _ASM:
+        out = subprocess.run(["llvm-mc-19", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"], input=text + "\n",
+                             capture_output=True, text=True, check=True).stdout
+        enc = re.search(r"encoding: \[([^\]]*)\]", out)
+        assert enc, out
+        raw = bytes(int(x, 16) for x in enc.group(1).split(","))
+        _ASM[text] = [int.from_bytes(raw[i:i + 4], "little") for i in range(0, len(raw), 4)]
+    return _ASM[text]
+
+
+def go(w, text: str) -> None:
+    """Assemble and run one instruction."""
+    run(asm(text), w)
+
+
+def p2(e: int) -> int:
+    """The f32 bits of 2**e (normal range)."""
+    return (127 + e) << 23
+
+
+# ---- the division macro: v_div_scale, v_rcp, fma refinement, v_div_fmas, v_div_fixup -------------------------------
+
+DIV_MACRO = [  # LLVM's f32 division expansion (v0 = v0 / v1), as compilers emit it for gfx1100
+    "v_div_scale_f32 v2, null, v1, v1, v0", "v_div_scale_f32 v5, vcc_lo, v0, v1, v0", "v_rcp_f32_e32 v3, v2",
+    "v_fma_f32 v4, -v2, v3, 1.0", "v_fmac_f32_e32 v3, v4, v3", "v_mul_f32_e32 v4, v5, v3",
+    "v_fma_f32 v6, -v2, v4, v5", "v_fmac_f32_e32 v4, v6, v3", "v_fma_f32 v2, -v2, v4, v5",
+    "v_div_fmas_f32 v2, v2, v3, v4", "v_div_fixup_f32 v0, v2, v1, v0",
+]
+
+
+def test_division_macro_is_correctly_rounded_including_scaled_cases() -> None:
+    """The whole macro gives the correctly rounded quotient, also where v_div_scale scales (denormal and huge
+    quotients, denormal denominators) so v_div_fmas must post-scale; and the IEEE special cases via v_div_fixup."""
+    rng = random.Random(5)
+    pairs = [(1.0, 3.0), (-7.0, 2.0), (1e-40, 3.0), (3.0, 1e-40), (1e38, 1e-3), (1e-38, 1e30), (2.0 ** -149, 3.0),
+             (3e38, 7e-39), (1.0, 0.0), (0.0, 0.0), (-1.0, float("inf")), (float("inf"), float("inf")),
+             (5.0, -0.0), (float("nan"), 1.0)]
+    while len(pairs) < 32:
+        pairs.append((from32(rng.getrandbits(31) | rng.getrandbits(1) << 31),
+                      from32(rng.getrandbits(31) | rng.getrandbits(1) << 31)))
+    w = wave()
+    w.v[0] = [f32(n) for n, _d in pairs]
+    w.v[1] = [f32(d) for _n, d in pairs]
+    nb, db = [int(x) for x in w.v[0]], [int(x) for x in w.v[1]]
+    for line in DIV_MACRO:
+        go(w, line)
+    for i, (n, d) in enumerate(zip(nb, db, strict=True)):
+        got = int(w.v[0, i])
+        fn, fd = from32(n), from32(d)
+        if fn != fn or fd != fd or (fn == 0 and fd == 0) or (abs(fn) == abs(fd) == float("inf")):
+            assert got & 0x7F800000 == 0x7F800000 and got & 0x7FFFFF, (i, hex(got))        # a NaN
+            continue
+        sign = (n ^ d) & 0x80000000
+        if fd == 0 or abs(fn) == float("inf"):
+            assert got == sign | 0x7F800000, i
+        elif fn == 0 or abs(fd) == float("inf"):
+            assert got == sign, i
+        else:
+            assert got == round_float(exact(n, "f32") / exact(d, "f32"), "f32"), (i, fn, fd, hex(got))
+
+
+def test_div_scale_branches_and_vcc() -> None:
+    """Each branch of the guide's v_div_scale_f32 pseudocode (S0, S1 denominator, S2 numerator)."""
+    one, three = f32(1.0), f32(3.0)
+    cases = [  # (S0, S1, S2, D, VCC)
+        (three, three, one, three, 0),                            # nothing to do: D = S0
+        (one, 0, one, 0x7FC00000, 0),                              # zero denominator: NaN
+        (one, one, 0, 0x7FC00000, 0),                              # zero numerator: NaN
+        (p2(-100), p2(-100), p2(100), p2(-36), 1),                 # exponent(S2) - exponent(S1) >= 96, S0 == S1
+        (p2(100), p2(-100), p2(100), p2(100), 1),                  # ... S0 != S1: flag only
+        (0x00000100, 0x00000100, p2(-40), p2(-141 + 64), 0),       # denormal denominator: scaled up
+        (0x00000100, 0x00000100, one, p2(-141 + 64), 1),           # ... with a large numerator: the first branch
+        (p2(-120), p2(10), p2(-120), p2(-56), 1),                  # the quotient is denormal, S0 == S2
+        (p2(-110), p2(-20), p2(-110), p2(-46), 0),                 # exponent(S2) <= 23: the numerator is tiny
+    ]
+    w = wave()
+    for col, k in ((0, 1), (1, 2), (2, 3)):
+        w.v[k, :len(cases)] = [c[col] for c in cases]
+    go(w, "v_div_scale_f32 v4, s10, v1, v2, v3")
+    assert [int(x) for x in w.v[4, :len(cases)]] == [c[3] for c in cases]
+    assert w.s[10] == sum(c[4] << i for i, c in enumerate(cases))
+
+
+def test_div_fixup_special_cases_and_f16_f64_forms() -> None:
+    q = f32(1.0 / 3.0)
+    inf, nan = 0x7F800000, 0x7FC00000
+    cases = [  # (quotient, denominator, numerator, result)
+        (q, f32(3.0), f32(1.0), q), (q, f32(-3.0), f32(1.0), q | 1 << 31), (q, 0, 0, 0xFFC00000),
+        (q, inf, inf, 0xFFC00000), (q, 0, f32(-2.0), 0xFF800000), (q, f32(2.0), inf, inf), (q, inf, f32(1.0), 0),
+        (q, f32(-2.0), 0, 1 << 31), (q, f32(1.0), 0x7F800001, 0x7FC00001), (q, 0x7F800002, f32(1.0), 0x7FC00002),
+        (q, nan, 0x7FA00000, 0x7FE00000), (q, p2(100), p2(-100), 0),
+    ]
+    w = wave()
+    for col, k in ((0, 1), (1, 2), (2, 3)):
+        w.v[k, :len(cases)] = [c[col] for c in cases]
+    go(w, "v_div_fixup_f32 v4, v1, v2, v3")
+    assert [hex(int(x)) for x in w.v[4, :len(cases)]] == [hex(c[3]) for c in cases]
+    w = wave()
+    w.v[1, :3] = [f16(0.5), f16(0.5), f16(0.5)]
+    w.v[2, :3] = [f16(2.0), 0, 0x7C00]
+    w.v[3, :3] = [f16(-1.0), f16(1.0), 0]
+    w.v[4] = 0xABCD0000
+    go(w, "v_div_fixup_f16 v4, v1, v2, v3")
+    assert [int(x) for x in w.v[4, :3]] == [0xABCD0000 | f16(-0.5), 0xABCD7C00, 0xABCD0000]
+
+
+def test_div_fmas_post_scales_only_vcc_lanes() -> None:
+    w = wave()
+    w.v[1, :3] = [f32(2.0), f32(1.5), f32(1.0 / 3)]
+    w.v[2, :3] = [f32(3.0), f32(3.0), f32(3.0)]
+    w.v[3, :3] = [f32(1.0), p2(40), p2(-1)]
+    w.s[106] = 0b110
+    go(w, "v_div_fmas_f32 v4, v1, v2, v3")
+    want = [f32(7.0),
+            round_float((Fraction(9, 2) + Fraction(2) ** 40) * Fraction(2) ** 64, "f32"),
+            round_float((exact(f32(1.0 / 3), "f32") * 3 + Fraction(1, 2)) * Fraction(2) ** -64, "f32")]
+    assert [int(x) for x in w.v[4, :3]] == want
+
+
+# ---- VOP3 integer extras -----------------------------------------------------------------------------------------
+
+def _bytes(x: int) -> list[int]:
+    return [x >> 8 * i & 0xFF for i in range(4)]
+
+
+def test_sad_msad_perm_lerp_bfm() -> None:
+    rng = random.Random(3)
+    a, b, c = ([rng.getrandbits(32) for _ in range(32)] for _ in range(3))
+    b[0] &= 0xFF00FF00            # zero reference bytes for v_msad_u8
+    sel = [rng.choice([0, 3, 7, 8, 9, 10, 11, 12, 13, 0xFF]) | rng.getrandbits(3) << 8 | 0x0C << 16 | 0x0D << 24
+           for _ in range(32)]
+    w = wave()
+    w.v[1], w.v[2], w.v[3], w.v[9] = a, b, c, sel
+    want = {
+        "v_sad_u8": [(z + sum(abs(p - q) for p, q in zip(_bytes(x), _bytes(y), strict=True))) & 0xFFFFFFFF
+                     for x, y, z in zip(a, b, c, strict=True)],
+        "v_sad_hi_u8": [(z + (sum(abs(p - q) for p, q in zip(_bytes(x), _bytes(y), strict=True)) << 16)) & 0xFFFFFFFF
+                        for x, y, z in zip(a, b, c, strict=True)],
+        "v_msad_u8": [(z + sum(abs(p - q) for p, q in zip(_bytes(x), _bytes(y), strict=True) if q)) & 0xFFFFFFFF
+                      for x, y, z in zip(a, b, c, strict=True)],
+        "v_sad_u16": [(z + abs((x & 0xFFFF) - (y & 0xFFFF)) + abs((x >> 16) - (y >> 16))) & 0xFFFFFFFF
+                      for x, y, z in zip(a, b, c, strict=True)],
+        "v_sad_u32": [(abs(x - y) + z) & 0xFFFFFFFF for x, y, z in zip(a, b, c, strict=True)],
+        "v_lerp_u8": [sum(((p + q + (z >> 8 * i & 1)) >> 1) << 8 * i
+                          for i, (p, q) in enumerate(zip(_bytes(x), _bytes(y), strict=True)))
+                      for x, y, z in zip(a, b, c, strict=True)],
+    }
+    for name, exp in want.items():
+        go(w, f"{name} v4, v1, v2, v3")
+        assert [int(x) for x in w.v[4]] == exp, name
+
+    def perm(x: int, y: int, s: int) -> int:
+        data = (x << 32 | y).to_bytes(8, "little")
+        out = 0
+        for i in range(4):
+            k = s >> 8 * i & 0xFF
+            byte = (0xFF if k >= 13 else 0 if k == 12 else 0xFF * (data[2 * (k - 8) + 1] >> 7) if k >= 8
+                    else data[k])
+            out |= byte << 8 * i
+        return out
+    go(w, "v_perm_b32 v4, v1, v2, v9")
+    assert [int(x) for x in w.v[4]] == [perm(x, y, s) for x, y, s in zip(a, b, sel, strict=True)]
+    go(w, "v_bfm_b32 v4, v1, v2")
+    assert [int(x) for x in w.v[4]] == [((1 << (x & 31)) - 1) << (y & 31) & 0xFFFFFFFF for x, y in
+                                        zip(a, b, strict=True)]
+
+
+def test_16_bit_min3_max3_med3_keep_the_other_half_and_op_sel() -> None:
+    rng = random.Random(8)
+    a, b, c = ([rng.getrandbits(32) for _ in range(32)] for _ in range(3))
+    w = wave()
+    w.v[1], w.v[2], w.v[3], w.v[4] = a, b, c, [0x12345678] * 32
+
+    def s16(x: int) -> int:
+        return x - 0x10000 if x >> 15 else x
+    for name, fn in (("v_min3_i16", lambda *t: min(map(s16, t)) & 0xFFFF), ("v_max3_u16", max),
+                     ("v_med3_i16", lambda *t: sorted(map(s16, t))[1] & 0xFFFF),
+                     ("v_med3_u16", lambda *t: sorted(t)[1])):
+        go(w, f"{name} v4, v1, v2, v3 op_sel:[1,0,1,1]")          # S0 and S2 high halves, result to the high half
+        want = [0x5678 | fn(x >> 16, y & 0xFFFF, z >> 16) << 16 for x, y, z in zip(a, b, c, strict=True)]
+        assert [int(x) for x in w.v[4]] == want, name
+
+
+def test_maxmin_minmax_and_packed_converts() -> None:
+    w = wave()
+    xs = [(1.0, 5.0, 3.0), (-0.0, 0.0, 1.0), (7.0, 2.0, -1.0), (float("nan"), 2.0, 9.0)]
+    for col, k in ((0, 1), (1, 2), (2, 3)):
+        w.v[k, :4] = [f32(r[col]) for r in xs]
+    go(w, "v_maxmin_f32 v4, v1, v2, v3")
+    assert [int(x) for x in w.v[4, :4]] == [f32(3.0), 0, f32(-1.0), f32(2.0)]
+    go(w, "v_minmax_f32 v4, v1, v2, v3")
+    assert [int(x) for x in w.v[4, :4]] == [f32(3.0), f32(1.0), f32(2.0), f32(9.0)]
+    w.v[1, :4] = [f32(x) for x in (40000.0, -40000.0, -1.5, float("nan"))]
+    w.v[2, :4] = [f32(x) for x in (2.9, 70000.0, -0.5, 1.0)]
+    go(w, "v_cvt_pk_i16_f32 v4, v1, v2")
+    assert [int(x) for x in w.v[4, :4]] == [0x7FFF | 2 << 16, 0x8000 | 0x7FFF << 16, 0xFFFF, 1 << 16]
+    go(w, "v_cvt_pk_u16_f32 v4, v1, v2")
+    assert [int(x) for x in w.v[4, :4]] == [40000 | 2 << 16, 0 | 0xFFFF << 16, 0, 1 << 16]
+    w.v[1, :2] = [70000, 0xFFFF8000]
+    w.v[2, :2] = [5, 0x7FFFFFFF]
+    go(w, "v_cvt_pk_u16_u32 v4, v1, v2")
+    assert [int(x) for x in w.v[4, :2]] == [0xFFFF | 5 << 16, 0xFFFF | 0xFFFF << 16]
+    go(w, "v_cvt_pk_i16_i32 v4, v1, v2")
+    assert [int(x) for x in w.v[4, :2]] == [0x7FFF | 5 << 16, 0x8000 | 0x7FFF << 16]
+
+
+def test_dx9_zero_multiplies() -> None:
+    w = wave()
+    w.v[1, :4] = [0, 1 << 31, f32(2.0), f32(3.0)]
+    w.v[2, :4] = [0x7F800000, 0x7FC00000, f32(3.0), 1 << 31]
+    w.v[3, :4] = [f32(5.0)] * 4
+    go(w, "v_mul_dx9_zero_f32_e32 v4, v1, v2")
+    assert [int(x) for x in w.v[4, :4]] == [0, 0, f32(6.0), 0]
+    go(w, "v_fma_dx9_zero_f32 v4, v1, v2, v3")
+    assert [int(x) for x in w.v[4, :4]] == [f32(5.0), f32(5.0), f32(11.0), f32(5.0)]
+
+
+# ---- VOP3P dot products and fma_mix --------------------------------------------------------------------------------
+
+def _rand_h(rng: random.Random) -> int:
+    return rng.getrandbits(16) & 0xBBFF        # finite f16 values of moderate magnitude, both signs
+
+
+def test_dot2_f32_f16_sequential_rounding_neg_and_clamp() -> None:
+    rng = random.Random(21)
+    a = [_rand_h(rng) | _rand_h(rng) << 16 for _ in range(32)]
+    b = [_rand_h(rng) | _rand_h(rng) << 16 for _ in range(32)]
+    c = [f32(rng.uniform(-4, 4)) for _ in range(32)]
+    c[0] = f32(1.0)
+    a[0], b[0] = f16(2.0 ** -11) | f16(2.0 ** -11) << 16, f16(1.0) | f16(1.0) << 16   # 1 + 2^-11 + 2^-11: two adds
+    w = wave()
+    w.v[1], w.v[2], w.v[3] = a, b, c
+    for mods, na, clamp in (("", 0, False), (" neg_lo:[1,0,0] neg_hi:[0,1,0]", 1, False), (" clamp", 0, True)):
+        go(w, "v_dot2_f32_f16 v4, v1, v2, v3" + mods)
+        for i in range(32):
+            lo = exact(a[i] & 0xFFFF, "f16") * exact(b[i] & 0xFFFF, "f16") * (-1 if na else 1)
+            hi = exact(a[i] >> 16, "f16") * exact(b[i] >> 16, "f16") * (-1 if na else 1)
+            t = round_float(exact(c[i], "f32") + lo, "f32")
+            t = round_float(exact(t, "f32") + hi, "f32")
+            if clamp:
+                x = from32(t)
+                t = f32(min(max(x, 0.0), 1.0)) if x == x else 0
+            assert int(w.v[4, i]) == t or (int(w.v[4, i]) | t) == 1 << 31, (i, mods)
+
+
+def test_dot4_dot8_integer_signedness_and_clamp() -> None:
+    rng = random.Random(4)
+    a = [rng.getrandbits(32) for _ in range(32)]
+    b = [rng.getrandbits(32) for _ in range(32)]
+    c = [rng.getrandbits(32) for _ in range(32)]
+    a[0], b[0], c[0] = 0x7F7F7F7F, 0x7F7F7F7F, 0x7FFFFF00      # overflows: clamp saturates
+    w = wave()
+    w.v[1], w.v[2], w.v[3] = a, b, c
+
+    def el(x: int, bits: int, signed: bool) -> list[int]:
+        out = []
+        for k in range(32 // bits):
+            e = x >> bits * k & ((1 << bits) - 1)
+            out.append(e - (1 << bits) if signed and e >> (bits - 1) else e)
+        return out
+    for name, bits, sa, sb, clamp, mods in (("v_dot4_u32_u8", 8, 0, 0, 0, ""), ("v_dot4_i32_iu8", 8, 1, 1, 0,
+                                            " neg_lo:[1,1,0]"), ("v_dot4_i32_iu8", 8, 1, 0, 1,
+                                            " neg_lo:[1,0,0] clamp"), ("v_dot8_i32_iu4", 4, 0, 1, 0,
+                                            " neg_lo:[0,1,0]"), ("v_dot8_u32_u4", 4, 0, 0, 1, " clamp")):
+        go(w, f"{name} v4, v1, v2, v3{mods}")
+        signed_out = "_i32_" in name
+        for i in range(32):
+            acc = (c[i] - (1 << 32) if signed_out and c[i] >> 31 else c[i])
+            acc += sum(x * y for x, y in zip(el(a[i], bits, bool(sa)), el(b[i], bits, bool(sb)), strict=True))
+            if clamp:
+                acc = max(-(1 << 31), min((1 << 31) - 1, acc)) if signed_out else max(0, min(0xFFFFFFFF, acc))
+            assert int(w.v[4, i]) == acc & 0xFFFFFFFF, (name, mods, i)
+
+
+def test_fma_mix_single_rounding_and_halves() -> None:
+    rng = random.Random(9)
+    a = [_rand_h(rng) | _rand_h(rng) << 16 for _ in range(32)]
+    b = [f32(rng.uniform(-100, 100)) for _ in range(32)]
+    c = [_rand_h(rng) | _rand_h(rng) << 16 for _ in range(32)]
+    w = wave()
+    w.v[1], w.v[2], w.v[3], w.v[4] = a, b, c, [0xDEAD0000 | i for i in range(32)]
+    # S0: f16 high half, S1: f32 negated, S2: f16 low half with abs
+    go(w, "v_fma_mix_f32 v5, v1, -v2, |v3| op_sel:[1,0,0] op_sel_hi:[1,0,1]")
+    go(w, "v_fma_mixlo_f16 v4, v1, -v2, |v3| op_sel:[1,0,0] op_sel_hi:[1,0,1]")
+    for i in range(32):
+        x = exact(a[i] >> 16, "f16") * -exact(b[i], "f32") + abs(exact(c[i] & 0xFFFF, "f16"))
+        assert int(w.v[5, i]) == round_float(x, "f32"), i
+        assert int(w.v[4, i]) == 0xDEAD0000 | round_float(x, "f16"), i
+    go(w, "v_fma_mixhi_f16 v4, v1, v2, v3 op_sel_hi:[1,1,1] clamp")      # v2's low half read as f16
+    for i in range(32):
+        x = exact(a[i] & 0xFFFF, "f16") * exact(b[i] & 0xFFFF, "f16") + exact(c[i] & 0xFFFF, "f16")
+        r = round_float(x, "f16")
+        r = f16(min(max(from16(r), 0.0), 1.0))
+        assert int(w.v[4, i]) >> 16 == r and int(w.v[4, i]) & 0xFFFF == (0xDEAD0000 | round_float(
+            exact(a[i] >> 16, "f16") * -exact(b[i], "f32") + abs(exact(c[i] & 0xFFFF, "f16")), "f16")) & 0xFFFF, i
+
+
+# ---- WMMA ---------------------------------------------------------------------------------------------------------
+
+def _load_ab(w, base: int, m: list[list[int]], per_reg: int, bits: int, row_major: bool) -> None:
+    """Place a 16x16 operand in the gfx11 layout: lane l (and l + 16) holds row l (A) / column l (B), K element k
+    at VGPR base + k // per_reg, bit offset bits * (k % per_reg)."""
+    for lane in range(32):
+        for k in range(16):
+            val = m[lane % 16][k] if row_major else m[k][lane % 16]
+            r = base + k // per_reg
+            sh = bits * (k % per_reg)
+            w.v[r, lane] = (int(w.v[r, lane]) & ~(((1 << bits) - 1) << sh)) | (val & ((1 << bits) - 1)) << sh
+
+
+def _c_get(w, base: int, row: int, col: int) -> int:
+    """Element (row, col) of a C/D matrix: VGPR base + row // 2, lane col + 16 * (row % 2)."""
+    return int(w.v[base + row // 2, col + 16 * (row % 2)])
+
+
+def _c_put(w, base: int, row: int, col: int, val: int) -> None:
+    w.v[base + row // 2, col + 16 * (row % 2)] = val
+
+
+@pytest.mark.parametrize("kind", ["f16", "bf16"])
+def test_wmma_f32_layout_and_single_rounding(kind: str) -> None:
+    rng = random.Random(16 if kind == "f16" else 17)
+
+    def rnd() -> int:
+        x = rng.uniform(-3, 3) * 2.0 ** rng.randint(-8, 8)
+        return f16(x) if kind == "f16" else f32(x) >> 16
+
+    def val(h: int) -> Fraction:
+        return exact(h, "f16") if kind == "f16" else exact(h << 16, "f32")
+    A = [[rnd() for _ in range(16)] for _ in range(16)]
+    B = [[rnd() for _ in range(16)] for _ in range(16)]
+    C = [[f32(rng.uniform(-100, 100)) for _ in range(16)] for _ in range(16)]
+    A[0][0], B[0][0], C[0][0] = (f16(1.0), f16(2.0 ** -11), f32(1.0)) if kind == "f16" else (0x3F80, 0x3380, f32(1.0))
+    A[0][1:], B[1:16] = [0] * 15, [[0] * 16 for _ in range(15)]
+    w = wave()
+    _load_ab(w, 8, A, 2, 16, True)
+    _load_ab(w, 16, B, 2, 16, False)
+    for r in range(16):
+        for cc in range(16):
+            _c_put(w, 0, r, cc, C[r][cc])
+    go(w, f"v_wmma_f32_16x16x16_{kind} v[0:7], v[8:15], v[16:23], v[0:7]")
+    for r in range(16):
+        for cc in range(16):
+            x = sum(val(A[r][k]) * val(B[k][cc]) for k in range(16)) + exact(C[r][cc], "f32")
+            assert _c_get(w, 0, r, cc) == round_float(x, "f32"), (r, cc)
+
+
+def test_wmma_f16_output_op_sel_keeps_the_other_half() -> None:
+    rng = random.Random(18)
+    A = [[f16(rng.uniform(-2, 2)) for _ in range(16)] for _ in range(16)]
+    B = [[f16(rng.uniform(-2, 2)) for _ in range(16)] for _ in range(16)]
+    C = [[f16(rng.uniform(-8, 8)) for _ in range(16)] for _ in range(16)]
+    for hi in (0, 1):
+        w = wave()
+        _load_ab(w, 8, A, 2, 16, True)
+        _load_ab(w, 16, B, 2, 16, False)
+        for r in range(16):
+            for cc in range(16):
+                _c_put(w, 0, r, cc, (C[r][cc] << 16 | 0x1234) if hi else (0x5678 << 16 | C[r][cc]))
+        go(w, "v_wmma_f16_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]" + (" op_sel:[0,0,1]" if hi else ""))
+        for r in range(16):
+            for cc in range(16):
+                x = sum(exact(A[r][k], "f16") * exact(B[k][cc], "f16") for k in range(16)) + exact(C[r][cc], "f16")
+                want = round_float(x, "f16")
+                got = _c_get(w, 0, r, cc)
+                assert got == ((want << 16 | 0x1234) if hi else (0x5678 << 16 | want)), (hi, r, cc)
+
+
+@pytest.mark.parametrize("kind", ["iu8", "iu4"])
+def test_wmma_i32_signedness_and_clamp(kind: str) -> None:
+    rng = random.Random(19)
+    bits, per = (8, 4) if kind == "iu8" else (4, 8)
+    A = [[rng.getrandbits(bits) for _ in range(16)] for _ in range(16)]
+    B = [[rng.getrandbits(bits) for _ in range(16)] for _ in range(16)]
+    C = [[rng.getrandbits(32) for _ in range(16)] for _ in range(16)]
+    C[0][0] = 0x7FFFFFF0
+    A[0] = [(1 << (bits - 1)) - 1] * 16
+    for r in range(16):
+        B[r][0] = (1 << (bits - 1)) - 1
+
+    def sx(x: int, signed: bool) -> int:
+        return x - (1 << bits) if signed and x >> (bits - 1) else x
+    nb = 16 // per
+    text = f"v_wmma_i32_16x16x16_{kind} v[0:7], v[8:{7 + nb}], v[{8 + nb}:{7 + 2 * nb}], v[0:7]"
+    for sa, sb, clamp in ((0, 0, 0), (1, 0, 0), (1, 1, 1)):
+        w = wave()
+        _load_ab(w, 8, A, per, bits, True)
+        _load_ab(w, 8 + nb, B, per, bits, False)
+        for r in range(16):
+            for cc in range(16):
+                _c_put(w, 0, r, cc, C[r][cc])
+        mods = (f" neg_lo:[{sa},{sb},0]" if sa or sb else "") + (" clamp" if clamp else "")
+        go(w, text + mods)
+        for r in range(16):
+            for cc in range(16):
+                acc = (C[r][cc] - (1 << 32) if C[r][cc] >> 31 else C[r][cc])
+                acc += sum(sx(A[r][k], bool(sa)) * sx(B[k][cc], bool(sb)) for k in range(16))
+                if clamp:
+                    acc = max(-(1 << 31), min((1 << 31) - 1, acc))
+                assert _c_get(w, 0, r, cc) == acc & 0xFFFFFFFF, (mods, r, cc)
+
+
+def test_wmma_refuses_partial_exec() -> None:
+    from tinyhw.mocks.rdna3 import Unimplemented
+
+    w = wave()
+    w.s[126] = 0xFFFF
+    with pytest.raises(Unimplemented, match="EXEC"):
+        go(w, "v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]")
+    assert np.all(w.v[:8] == 0)
