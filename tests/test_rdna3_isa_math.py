@@ -8,6 +8,7 @@ layouts of the ISA reference / LLVM AMDGPUUsage written out element by element.
 
 from __future__ import annotations
 
+import math
 import random
 import re
 import shutil
@@ -73,7 +74,7 @@ def test_division_macro_is_correctly_rounded_including_scaled_cases() -> None:
     for i, (n, d) in enumerate(zip(nb, db, strict=True)):
         got = int(w.v[0, i])
         fn, fd = from32(n), from32(d)
-        if fn != fn or fd != fd or (fn == 0 and fd == 0) or (abs(fn) == abs(fd) == float("inf")):
+        if math.isnan(fn) or math.isnan(fd) or (fn == 0 and fd == 0) or (abs(fn) == abs(fd) == float("inf")):
             assert got & 0x7F800000 == 0x7F800000 and got & 0x7FFFFF, (i, hex(got))        # a NaN
             continue
         sign = (n ^ d) & 0x80000000
@@ -265,7 +266,7 @@ def test_dot2_f32_f16_sequential_rounding_neg_and_clamp() -> None:
             t = round_float(exact(t, "f32") + hi, "f32")
             if clamp:
                 x = from32(t)
-                t = f32(min(max(x, 0.0), 1.0)) if x == x else 0
+                t = f32(min(max(x, 0.0), 1.0)) if not math.isnan(x) else 0
             assert int(w.v[4, i]) == t or (int(w.v[4, i]) | t) == 1 << 31, (i, mods)
 
 
