@@ -435,3 +435,113 @@ def test_wmma_refuses_partial_exec() -> None:
     with pytest.raises(Unimplemented, match="EXEC"):
         go(w, "v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]")
     assert np.all(w.v[:8] == 0)
+
+
+# ---- memory: d16 loads/stores and float atomics --------------------------------------------------------------------
+
+def _mem_wave(data: bytes):
+    from tinyhw.mocks.rdna3 import FlatMemory
+
+    mem = FlatMemory(0x10000, 0x1000)
+    buf = mem.alloc(data)
+    w = wave(mem=mem)
+    w.v[2] = buf & 0xFFFFFFFF
+    w.v[3] = buf >> 32
+    return w, mem, buf
+
+
+def test_global_d16_loads_keep_the_other_half_and_hi_stores() -> None:
+    w, mem, buf = _mem_wave(bytes([0x81, 0x7F, 0x34, 0x12, 0, 0, 0, 0]))
+    w.s[126] = 1
+    w.v[4] = 0xAAAABBBB
+    for text, want in (("global_load_d16_u8 v4, v[2:3], off", 0xAAAA0081),
+                       ("global_load_d16_hi_i8 v4, v[2:3], off", 0xFF810081),
+                       ("global_load_d16_i8 v4, v[2:3], off offset:1", 0xFF81007F),
+                       ("global_load_d16_b16 v4, v[2:3], off offset:2", 0xFF811234),
+                       ("global_load_d16_hi_b16 v4, v[2:3], off offset:2", 0x12341234),
+                       ("global_load_d16_hi_u8 v4, v[2:3], off", 0x00811234)):
+        go(w, text)
+        assert int(w.v[4, 0]) == want, text
+    w.v[5] = 0xCAFEBEEF
+    go(w, "global_store_d16_hi_b16 v[2:3], v5, off offset:4")
+    go(w, "global_store_d16_hi_b8 v[2:3], v5, off offset:6")
+    assert mem.read(buf + 4, 4) == bytes([0xFE, 0xCA, 0xFE, 0])
+
+
+def test_ds_d16_loads_and_hi_stores() -> None:
+    w = wave()
+    w.lds[:4] = [0x80, 0x01, 0xFE, 0xFF]
+    w.v[1] = 0
+    w.v[4] = 0x11112222
+    w.s[126] = 1
+    for text, want in (("ds_load_u8_d16_hi v4, v1", 0x00802222), ("ds_load_i8_d16 v4, v1", 0x0080FF80),
+                       ("ds_load_u16_d16 v4, v1 offset:2", 0x0080FFFE),
+                       ("ds_load_i8_d16_hi v4, v1 offset:1", 0x0001FFFE),
+                       ("ds_load_u16_d16_hi v4, v1", 0x0180FFFE), ("ds_load_u8_d16 v4, v1 offset:3", 0x018000FF)):
+        go(w, text)
+        assert int(w.v[4, 0]) == want, text
+    w.v[5] = 0xABCD1234
+    go(w, "ds_store_b16_d16_hi v1, v5 offset:8")
+    go(w, "ds_store_b8_d16_hi v1, v5 offset:10")
+    assert list(w.lds[8:12]) == [0xCD, 0xAB, 0xCD, 0]
+
+
+F32_ATOMIC = {  # the ISA pseudocode on Python floats rounded through struct
+    "add": lambda o, d, e: f32(from32(o) + from32(d)),
+    "min": lambda o, d, e: d if from32(d) < from32(o) else o,
+    "max": lambda o, d, e: d if from32(d) > from32(o) else o,
+    "cmpswap": lambda o, d, e: d if from32(o) == from32(e) else o,
+}
+
+
+@pytest.mark.parametrize("op", sorted(F32_ATOMIC))
+def test_global_and_flat_float_atomics_in_lane_order(op: str) -> None:
+    import struct
+
+    olds = [f32(x) for x in (1.5, -0.0, 3.0, 1e30)] + [0x7FC00000]
+    w, mem, buf = _mem_wave(struct.pack("<5I", *olds))
+    w.s[126] = 0b111111
+    offs = [0, 4, 8, 12, 16, 0]                                # lanes 0 and 5 hit the same dword
+    w.v[2, :6] = [(buf + o) & 0xFFFFFFFF for o in offs]
+    w.v[3, :6] = [(buf + o) >> 32 for o in offs]
+    data = [f32(x) for x in (2.25, 0.0, 3.0, 1e-30, 1.0, 0.125)]
+    cmp = [f32(x) for x in (1.5, 0.0, 2.0, 1e30, 1.0, 3.75)]
+    w.v[6, :6] = data
+    w.v[7, :6] = cmp
+    src = "v[6:7]" if op == "cmpswap" else "v6"
+    prefix = "flat" if op == "min" else "global"
+    go(w, f"{prefix}_atomic_{op}_f32 v4, v[2:3], {src}{', off' if prefix == 'global' else ''} glc")
+    mem_now, rets = list(olds), []
+    for lane in range(6):
+        i = offs[lane] // 4
+        rets.append(mem_now[i])
+        mem_now[i] = F32_ATOMIC[op](mem_now[i], data[lane], cmp[lane])
+    assert list(struct.unpack("<5I", mem.read(buf, 20))) == mem_now
+    assert [int(x) for x in w.v[4, :6]] == rets
+
+
+def test_ds_float_atomics_f32_and_f64() -> None:
+    import struct
+
+    w = wave()
+    w.s[126] = 0b111
+    w.lds[:8] = np.frombuffer(struct.pack("<2f", 1.0, 2.0 ** 24), dtype=np.uint8)
+    w.v[1, :3] = [0, 4, 0]
+    w.v[2, :3] = [f32(0.5), f32(1.0), f32(0.25)]
+    go(w, "ds_add_rtn_f32 v4, v1, v2")
+    assert [int(x) for x in w.v[4, :3]] == [f32(1.0), f32(2.0 ** 24), f32(1.5)]
+    assert struct.unpack("<2f", w.lds[:8].tobytes()) == (1.75, 2.0 ** 24)        # 2^24 + 1 rounds to even
+    w.lds[16:32] = np.frombuffer(struct.pack("<2d", 5.0, -1.0), dtype=np.uint8)
+    w.v[1, :3] = [16, 24, 16]
+    w.v[2, :3] = [0, 0, 0]
+    w.v[3, :3] = [0x40200000, 0xC0000000, 0x40100000]         # high dwords: 8.0, -2.0, 4.0
+    go(w, "ds_max_rtn_f64 v[4:5], v1, v[2:3]")
+    assert struct.unpack("<2d", w.lds[16:32].tobytes()) == (8.0, -1.0)
+    go(w, "ds_min_f64 v1, v[2:3]")
+    assert struct.unpack("<2d", w.lds[16:32].tobytes()) == (4.0, -2.0)
+    w.v[1, :3] = [0, 0, 0]
+    w.v[2, :3] = [f32(9.0), 0, 0]                                # new value (DATA)
+    w.v[3, :3] = [f32(1.75), f32(1.0), f32(1.0)]                 # compare value (DATA2)
+    w.s[126] = 1
+    go(w, "ds_cmpstore_rtn_f32 v4, v1, v2, v3")
+    assert struct.unpack("<f", w.lds[:4].tobytes())[0] == 9.0 and int(w.v[4, 0]) == f32(1.75)

@@ -36,6 +36,8 @@ def _atomic_op(name: str) -> tuple[Callable[[int, int, int], int], int, int] | N
     gfx11 operand order), None when not modelled."""
     op, _, typ = name.rpartition("_")
     bits = 64 if typ.endswith("64") else 32
+    if typ in ("f32", "f64"):
+        return _float_atomic(op, typ)
     if typ not in ("u32", "i32", "b32", "u64", "i64", "b64"):
         return None
     m = (1 << bits) - 1
@@ -58,6 +60,44 @@ def _atomic_op(name: str) -> tuple[Callable[[int, int, int], int], int, int] | N
         return None
     two = op in ("cmpswap", "cmpstore", "mskor")
     return (lambda o, d, e: fn(o, d, e) & m), bits, 2 if two else 1
+
+
+def _float_atomic(op: str, typ: str) -> tuple[Callable[[int, int, int], int], int, int] | None:
+    """The float atomics of the ISA pseudocode on raw bits: add (one IEEE rounding), min (``src < tmp ? src :
+    tmp``), max (``src > tmp ? src : tmp``; so a NaN in memory stays and a NaN source is dropped, as the comparisons
+    say), cmpswap/cmpstore (``tmp == cmp ? src : tmp`` as a float compare: -0 equals +0, NaN never matches)."""
+    ut, ft = (np.uint32, np.float32) if typ == "f32" else (np.uint64, np.float64)
+
+    def f(x: int) -> Any:
+        return ut(x).view(ft)
+
+    def add(o: int, d: int, e: int) -> int:
+        with np.errstate(all="ignore"):
+            return int((f(o) + f(d)).view(ut))
+    table: dict[str, Callable[[int, int, int], int]] = {
+        "add": add, "min": lambda o, d, e: d if f(d) < f(o) else o, "max": lambda o, d, e: d if f(d) > f(o) else o,
+        "cmpswap": lambda o, d, e: d if f(o) == f(e) else o, "cmpstore": lambda o, d, e: d if f(o) == f(e) else o,
+    }
+    fn = table.get(op)
+    if fn is None:
+        return None
+    return fn, 64 if typ == "f64" else 32, 2 if op in ("cmpswap", "cmpstore") else 1
+
+
+# d16 loads: suffix -> (bytes, sign-extend, high half); d16 stores: suffix -> (bytes, from the high half)
+_D16_LOADS = {"d16_u8": (1, False, 0), "d16_i8": (1, True, 0), "d16_b16": (2, False, 0),
+              "d16_hi_u8": (1, False, 1), "d16_hi_i8": (1, True, 1), "d16_hi_b16": (2, False, 1),
+              "u8_d16": (1, False, 0), "i8_d16": (1, True, 0), "u16_d16": (2, False, 0),
+              "u8_d16_hi": (1, False, 1), "i8_d16_hi": (1, True, 1), "u16_d16_hi": (2, False, 1)}
+_D16_STORES = {"d16_hi_b8": 1, "d16_hi_b16": 2, "b8_d16_hi": 1, "b16_d16_hi": 2}
+
+
+def _d16_merge(w: Wave, vd: int, lanes: np.ndarray, raw: np.ndarray, size: int, signed: bool, hi: int) -> None:
+    """A d16 load's result: the element zero- or sign-extended to 16 bits into the low (or, ``hi``, the high) half
+    of VDST, the other half kept."""
+    v = _widen(raw, size, signed)[:, 0] & U32(0xFFFF)
+    old = w.v[vd, lanes]
+    w.v[vd, lanes] = (old & U32(0xFFFF)) | v << U32(16) if hi else (old & U32(0xFFFF0000)) | v
 
 
 def _runs(addrs: np.ndarray, size: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
@@ -172,6 +212,23 @@ def compile_global(inst: Any, bad: Callable[[str], Exception]) -> Fn:
             if ret:
                 _put_lane_ints(w, vd, lanes, words, olds)
         return atomic
+    if kind == "load" and suffix in _D16_LOADS:
+        size, signed, hi = _D16_LOADS[suffix]
+
+        def load16(w: Wave) -> None:
+            lanes = _active(w)
+            if len(lanes):
+                _d16_merge(w, vd, lanes, gather(w.mem, addr(w, lanes), size), size, signed, hi)
+        return load16
+    if kind == "store" and suffix in _D16_STORES:
+        size = _D16_STORES[suffix]
+
+        def store16(w: Wave) -> None:
+            lanes = _active(w)
+            if len(lanes):
+                hi16 = np.ascontiguousarray((w.v[data, lanes] >> U32(16)).astype("<u4"))
+                scatter(w.mem, addr(w, lanes), hi16.view(U8).reshape(len(lanes), 4)[:, :size].copy())
+        return store16
     raise bad("global memory opcode not modelled")
 
 
@@ -234,6 +291,27 @@ def compile_ds(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         return store
     if kind in ("load", "store") and suffix.startswith("2addr_"):
         return _ds_2addr(inst, kind == "load", suffix)
+    if kind == "load" and suffix in _D16_LOADS:
+        size16, signed16, hi16 = _D16_LOADS[suffix]
+
+        def load16(w: Wave) -> None:
+            lanes = _active(w)
+            if len(lanes):
+                idx, ok = index(w, lanes, size16)
+                raw = w.lds[idx] if len(w.lds) else np.zeros(idx.shape, dtype=U8)
+                raw[~ok] = 0
+                _d16_merge(w, vd, lanes, raw, size16, signed16, hi16)
+        return load16
+    if kind == "store" and suffix in _D16_STORES:
+        size16 = _D16_STORES[suffix]
+
+        def store16(w: Wave) -> None:
+            lanes = _active(w)
+            if len(lanes):
+                idx, ok = index(w, lanes, size16)
+                hi = np.ascontiguousarray((w.v[d0, lanes] >> U32(16)).astype("<u4"))
+                w.lds[idx[ok]] = hi.view(U8).reshape(len(lanes), 4)[:, :size16][ok]
+        return store16
     rtn = suffix.startswith("rtn_")
     at = _atomic_op(f"{kind}_{suffix.removeprefix('rtn_')}")
     if at is not None:
