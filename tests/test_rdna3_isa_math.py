@@ -545,3 +545,52 @@ def test_ds_float_atomics_f32_and_f64() -> None:
     w.s[126] = 1
     go(w, "ds_cmpstore_rtn_f32 v4, v1, v2, v3")
     assert struct.unpack("<f", w.lds[:4].tobytes())[0] == 9.0 and int(w.v[4, 0]) == f32(1.75)
+
+
+# ---- buffer (MUBUF) through a V# -----------------------------------------------------------------------------------
+
+def _vsharp(w, base: int, stride: int, nrec: int, oob: int, add_tid: int = 0) -> None:
+    """A V# in s[8:11]: BASE, STRIDE (dword 1 bits 29:16), NUM_RECORDS, ADD_TID_ENABLE (bit 23), OOB_SELECT (29:28)."""
+    w.s[8], w.s[9] = base & 0xFFFFFFFF, (base >> 32) & 0xFFFF | stride << 16
+    w.s[10], w.s[11] = nrec, 0x14 << 12 | add_tid << 23 | oob << 28
+
+
+def test_buffer_raw_loads_and_stores_are_range_checked_per_dword() -> None:
+    import struct
+
+    w, mem, buf = _mem_wave(struct.pack("<8I", *range(100, 108)))
+    _vsharp(w, buf, 0, 20, 3)                                  # raw: 20 bytes = dwords 0..4
+    w.s[126] = 0b111
+    w.s[2] = 4                                                 # SOFFSET: not part of the range check
+    w.v[1, :3] = [0, 8, 12]
+    go(w, "buffer_load_b64 v[4:5], v1, s[8:11], s2 offen offset:4")   # dwords at 8+off .. (soffset 4)
+    # lane 0: offset 4 (+4 soffset) -> dwords 2,3 ok; lane 1: offset 12 -> 3 ok, 16+4=20 ok; lane 2: 16 ok, 20 oob
+    assert [int(x) for x in w.v[4, :3]] == [102, 104, 105] and [int(x) for x in w.v[5, :3]] == [103, 105, 0]
+    w.v[6, :3] = [7, 8, 9]
+    go(w, "buffer_store_b32 v6, v1, s[8:11], 0 offen offset:8")      # offsets 8, 16, 20 (the last out of range)
+    assert list(struct.unpack("<8I", mem.read(buf, 32))) == [100, 101, 7, 103, 8, 105, 106, 107]
+    go(w, "buffer_load_u16 v7, v1, s[8:11], 0 offen offset:8")       # offsets 8, 16, 20: a 2-byte access at 20
+    assert [int(x) for x in w.v[7, :3]] == [7, 8, 0]
+
+
+def test_buffer_structured_index_stride_add_tid_and_atomics() -> None:
+    import struct
+
+    w, mem, buf = _mem_wave(struct.pack("<16I", *range(16)))
+    _vsharp(w, buf, 8, 3, 1)                                   # 8-byte records, 3 of them, index checked
+    w.s[126] = 0b1111
+    w.v[1, :4] = [0, 1, 2, 3]
+    go(w, "buffer_load_b32 v4, v1, s[8:11], 0 idxen offset:4")
+    assert [int(x) for x in w.v[4, :4]] == [1, 3, 5, 0]
+    w.v[5, :4] = [10, 20, 30, 40]
+    go(w, "buffer_atomic_add_u32 v5, v1, s[8:11], 0 idxen glc")
+    assert [int(x) for x in w.v[5, :4]] == [0, 2, 4, 0]
+    assert list(struct.unpack("<8I", mem.read(buf, 32))) == [10, 1, 22, 3, 34, 5, 6, 7]
+    _vsharp(w, buf, 4, 100, 1, add_tid=1)                      # ADD_TID_ENABLE: the lane id joins the index
+    w.v[1, :4] = [8, 8, 8, 8]
+    go(w, "buffer_load_b32 v6, v1, s[8:11], 0 idxen")
+    assert [int(x) for x in w.v[6, :4]] == [8, 9, 10, 11]
+    _vsharp(w, buf, 0, 0, 2)                                   # OOB_SELECT 2: no range check
+    w.v[1, :4] = [0, 4, 8, 12]
+    go(w, "buffer_load_b32 v6, v1, s[8:11], 0 offen")
+    assert [int(x) for x in w.v[6, :4]] == [10, 1, 22, 3]

@@ -366,8 +366,10 @@ def _ds_2addr(inst: Any, load: bool, suffix: str) -> Fn:
 
 
 def compile_mubuf(inst: Any, bad: Callable[[str], Exception]) -> Fn:
-    """Buffer cache invalidations (buffer_gl0_inv, buffer_gl1_inv) are no-ops (no caches are modelled); any other MUBUF
-    instruction is not modelled."""
+    """Buffer cache invalidations (buffer_gl0_inv, buffer_gl1_inv) are no-ops (no caches are modelled); loads,
+    stores and atomics through a V# are :func:`tinyhw.mocks.rdna3.buffer.compile_buffer`'s."""
     if inst.mnemonic in ("buffer_gl0_inv", "buffer_gl1_inv"):
         return lambda w: None        # caches are not modelled: every access reaches memory
-    raise bad("buffer (MUBUF) memory is not modelled")
+    from tinyhw.mocks.rdna3 import buffer
+
+    return buffer.compile_buffer(inst, bad)
