@@ -594,3 +594,203 @@ def test_buffer_structured_index_stride_add_tid_and_atomics() -> None:
     w.v[1, :4] = [0, 4, 8, 12]
     go(w, "buffer_load_b32 v6, v1, s[8:11], 0 offen")
     assert [int(x) for x in w.v[6, :4]] == [10, 1, 22, 3]
+
+
+# ---- the rest of VOP1/VOP3: trig_preop, qsad, norm converts, small forms ------------------------------------------
+
+def _two_over_pi_fraction_bits(n: int) -> int:
+    """floor(2/pi * 2**n) from a decimal-arithmetic pi (the series of the Python decimal module's recipe; a method
+    other than the core's)."""
+    import decimal
+
+    with decimal.localcontext() as ctx:
+        ctx.prec = n // 3 + 40
+        three = decimal.Decimal(3)
+        lasts, t, s, k, na, d, da = 0, three, 3, 1, 0, 0, 24
+        while s != lasts:
+            lasts = s
+            k, na = k + na, na + 8
+            d, da = d + da, da + 32
+            t = (t * k) / d
+            s += t
+        return int((decimal.Decimal(2) / s) * (decimal.Decimal(2) ** n))
+
+
+def test_trig_preop_segments_of_two_over_pi() -> None:
+    from rdna3isa import f64, from64
+
+    bits = _two_over_pi_fraction_bits(1201)
+    w = wave()
+    xs = [1.0, 1.0, 1.0, 2.0 ** 60, 1e300, -3.0]
+    segs = [0, 1, 2, 0, 1, 22]
+    for i, (x, k) in enumerate(zip(xs, segs, strict=True)):
+        u = f64(x)
+        w.v[2, i], w.v[3, i], w.v[4, i] = u & 0xFFFFFFFF, u >> 32, k
+    go(w, "v_trig_preop_f64 v[6:7], v[2:3], v4")
+    for i, (x, k) in enumerate(zip(xs, segs, strict=True)):
+        e = f64(x) >> 52 & 0x7FF
+        shift = 53 * k + max(e - 1077, 0)
+        chunk = (bits >> (1201 - 53 - shift) if 1201 - 53 - shift >= 0 else bits << (53 + shift - 1201)) & (2 ** 53 - 1)
+        want = Fraction(chunk) * Fraction(2) ** (-53 - shift + (128 if e >= 1968 else 0))
+        got = from64(int(w.v[6, i]) | int(w.v[7, i]) << 32)
+        assert Fraction(got) == Fraction(float(want)), (i, got, float(want))
+    seg = [from64(int(w.v[6, i]) | int(w.v[7, i]) << 32) for i in range(3)]
+    assert abs(Fraction(seg[0]) + Fraction(seg[1]) + Fraction(seg[2]) - Fraction(bits, 2 ** 1201)) < Fraction(2) ** -158
+
+
+def test_qsad_pk_and_norm_converts() -> None:
+    rng = random.Random(12)
+    a = [rng.getrandbits(64) for _ in range(32)]
+    b = [rng.getrandbits(32) for _ in range(32)]
+    c = [rng.getrandbits(64) for _ in range(32)]
+    w = wave()
+    w.v[2], w.v[3] = [x & 0xFFFFFFFF for x in a], [x >> 32 for x in a]
+    w.v[4] = b
+    w.v[6], w.v[7] = [x & 0xFFFFFFFF for x in c], [x >> 32 for x in c]
+    for name, masked in (("v_qsad_pk_u16_u8", False), ("v_mqsad_pk_u16_u8", True)):
+        go(w, f"{name} v[8:9], v[2:3], v4, v[6:7]")
+        for i in range(32):
+            want = 0
+            for k in range(4):
+                win, acc = a[i] >> 8 * k & 0xFFFFFFFF, c[i] >> 16 * k & 0xFFFF
+                sad = acc + sum(abs(p - q) for p, q in zip(_bytes(win), _bytes(b[i]), strict=True)
+                                if q or not masked)
+                want |= (sad & 0xFFFF) << 16 * k
+            assert int(w.v[8, i]) | int(w.v[9, i]) << 32 == want, (name, i)
+    xs = [0.5, -0.5, 1.5, -2.0, 0.0, float("nan"), 1.0 / 65535, 0.25 / 32767, 3.0 / 65535 / 2]
+    w.v[1, :len(xs)] = [f32(x) for x in xs]
+    w.v[5, :len(xs)] = [f16(x) for x in xs]
+
+    def rne(x: Fraction) -> int:
+        n = math.floor(x)
+        return n + (1 if x - n > Fraction(1, 2) or (x - n == Fraction(1, 2) and n & 1) else 0)
+
+    def snorm(bits: int, fmt: str) -> int:
+        x = exact(bits, fmt) if (bits >> (10 if fmt == "f16" else 23) & (0x1F if fmt == "f16" else 0xFF)) != (
+            0x1F if fmt == "f16" else 0xFF) else Fraction(0)
+        return rne(min(max(x, Fraction(-1)), Fraction(1)) * 32767) & 0xFFFF
+
+    def unorm(bits: int, fmt: str) -> int:
+        x = exact(bits, fmt) if (bits >> (10 if fmt == "f16" else 23) & (0x1F if fmt == "f16" else 0xFF)) != (
+            0x1F if fmt == "f16" else 0xFF) else Fraction(0)
+        return rne(min(max(x, Fraction(0)), Fraction(1)) * 65535)
+    go(w, "v_cvt_pk_norm_i16_f32 v8, v1, v1")
+    assert [int(x) & 0xFFFF for x in w.v[8, :len(xs)]] == [snorm(f32(x), "f32") for x in xs]
+    go(w, "v_cvt_pk_norm_u16_f16 v8, v5, v5")
+    assert [int(x) >> 16 for x in w.v[8, :len(xs)]] == [unorm(f16(x), "f16") for x in xs]
+    w.v[8] = 0xBEEF0000
+    go(w, "v_cvt_norm_i16_f16_e32 v8, v5")
+    assert [int(x) for x in w.v[8, :len(xs)]] == [0xBEEF0000 | snorm(f16(x), "f16") for x in xs]
+
+
+def test_small_vop1_vop3_forms() -> None:
+    w = wave()
+    w.v[1, :4] = [0x0, 0x7, 0x8, 0xF3]
+    go(w, "v_cvt_off_f32_i4_e32 v2, v1")
+    assert [int(x) for x in w.v[2, :4]] == [0, f32(7 / 16), f32(-0.5), f32(3 / 16)]
+    w.v[1, :3] = [0x8000_7FFF, 0x0100_00FF, 0xFFFF_0001]
+    w.v[2] = 0xAAAA0000
+    go(w, "v_sat_pk_u8_i16_e32 v2, v1")
+    assert [int(x) for x in w.v[2, :3]] == [0xAAAA00FF, 0xAAAAFFFF, 0xAAAA0001]
+    w.v[3, :2], w.v[4, :2] = [1, 2], [3, 4]
+    w.s[126] = 0b01
+    go(w, "v_swap_b32 v3, v4")
+    assert [int(x) for x in w.v[3, :2]] == [3, 2] and [int(x) for x in w.v[4, :2]] == [1, 4]
+    w.s[126] = 0xFFFFFFFF
+    w.v[10], w.v[11], w.v[12] = 10, 11, 12
+    w.s[125] = 2                                              # M0
+    go(w, "v_movrels_b32_e32 v5, v10")
+    go(w, "v_movreld_b32_e32 v6, v10")
+    assert int(w.v[5, 0]) == 12 and int(w.v[8, 0]) == 10
+    w.s[125] = 1 | 3 << 16
+    go(w, "v_movrelsd_2_b32_e32 v20, v10")
+    assert int(w.v[23, 0]) == 11
+    w.v[1, :2] = [f16(1.0) | f16(2.0) << 16, f16(-3.0) | f16(0.5) << 16]
+    w.v[2, :2] = [f16(5.0) | f16(6.0) << 16, f16(7.0) | f16(8.0) << 16]
+    w.v[3] = 0xFFFF0000
+    w.s[4] = 0b10
+    go(w, "v_cndmask_b16 v3, v1, v2, s4")                        # low halves; the high half of v3 kept
+    assert [int(x) for x in w.v[3, :2]] == [0xFFFF0000 | f16(1.0), 0xFFFF0000 | f16(7.0)]
+    w.v[1, :2] = [0, f32(0.25)]
+    go(w, "v_sin_f32_e32 v4, v1")
+    go(w, "v_cos_f32_e32 v5, v1")
+    assert [int(x) for x in w.v[4, :2]] == [0, f32(1.0)] and [int(x) for x in w.v[5, :2]] == [f32(1.0), f32(math.cos(
+        math.pi / 2))]
+
+
+def test_packed_vop2_and_vop3_dot2_forms_and_vopd_halves() -> None:
+    rng = random.Random(31)
+    a = [_rand_h(rng) | _rand_h(rng) << 16 for _ in range(32)]
+    b = [_rand_h(rng) | _rand_h(rng) << 16 for _ in range(32)]
+    c = [_rand_h(rng) | _rand_h(rng) << 16 for _ in range(32)]
+    w = wave()
+    w.v[1], w.v[2], w.v[3] = a, b, c
+    go(w, "v_pk_fmac_f16 v3, v1, v2")
+    for i in range(32):
+        for h in (0, 16):
+            x = exact(a[i] >> h & 0xFFFF, "f16") * exact(b[i] >> h & 0xFFFF, "f16") + exact(c[i] >> h & 0xFFFF, "f16")
+            got = int(w.v[3, i]) >> h & 0xFFFF
+            want = round_float(x, "f16")
+            assert got == want or (got | want) == 0x8000, (i, h)
+    w.v[3] = c
+    w.v[4] = 0x12340000
+    go(w, "v_dot2_f16_f16 v4, v1, v2, v3 op_sel:[0,0,1,0]")      # S2 from the high half, result to the low half
+    for i in range(32):
+        t = round_float(exact(c[i] >> 16, "f16") + exact(a[i] & 0xFFFF, "f16") * exact(b[i] & 0xFFFF, "f16"), "f16")
+        t = round_float(exact(t, "f16") + exact(a[i] >> 16, "f16") * exact(b[i] >> 16, "f16"), "f16")
+        got = int(w.v[4, i])
+        assert got >> 16 == 0x1234 and (got & 0xFFFF == t or ((got & 0xFFFF) | t) == 0x8000), i
+    # bf16: bits are the top halves of f32 values
+    ab = [f32(rng.uniform(-4, 4)) >> 16 | (f32(rng.uniform(-4, 4)) >> 16) << 16 for _ in range(32)]
+    bb = [f32(rng.uniform(-4, 4)) >> 16 | (f32(rng.uniform(-4, 4)) >> 16) << 16 for _ in range(32)]
+    acc = [f32(rng.uniform(-4, 4)) for _ in range(32)]
+    w.v[1], w.v[2], w.v[3] = ab, bb, acc
+
+    def bf(x: int) -> Fraction:
+        return exact((x & 0xFFFF) << 16, "f32")
+    go(w, "v_dot2_f32_bf16 v4, v1, v2, v3")
+    for i in range(32):
+        t = round_float(exact(acc[i], "f32") + bf(ab[i]) * bf(bb[i]), "f32")
+        t = round_float(exact(t, "f32") + bf(ab[i] >> 16) * bf(bb[i] >> 16), "f32")
+        assert int(w.v[4, i]) == t or (int(w.v[4, i]) | t) == 1 << 31, i
+    w.v[3] = [x >> 16 for x in acc]                               # a bf16 accumulator in the low half
+    go(w, "v_dot2_bf16_bf16 v4, v1, v2, v3")
+    for i in range(32):
+        s0 = _round_bf16_ref(exact(acc[i] >> 16 << 16, "f32") + bf(ab[i]) * bf(bb[i]))
+        s1 = _round_bf16_ref(exact(s0 << 16, "f32") + bf(ab[i] >> 16) * bf(bb[i] >> 16))
+        got = int(w.v[4, i]) & 0xFFFF
+        assert got == s1 or (got | s1) == 0x8000, i
+    # VOPD halves: v_dual_mul_dx9_zero_f32 and v_dual_dot2acc_f32_f16
+    w.v[1, :2] = [0, f32(2.0)]
+    w.v[2, :2] = [0x7F800000, f32(3.0)]
+    w.v[4, :2] = [f16(1.0) | f16(2.0) << 16, f16(0.5) | f16(0.25) << 16]
+    w.v[5, :2] = [f16(3.0) | f16(4.0) << 16, f16(8.0) | f16(4.0) << 16]
+    w.v[7, :2] = [f32(1.0), f32(-1.0)]
+    go(w, "v_dual_mul_dx9_zero_f32 v8, v1, v2 :: v_dual_dot2acc_f32_f16 v7, v4, v5")
+    assert [int(x) for x in w.v[8, :2]] == [0, f32(6.0)] and [int(x) for x in w.v[7, :2]] == [f32(12.0), f32(4.0)]
+
+
+def _round_bf16_ref(x: Fraction) -> int:
+    """Exact value -> bf16 bits, nearest even (bf16 is f32's exponent range with 7 fraction bits)."""
+    if x == 0:
+        return 0
+    sign = 0x8000 if x < 0 else 0
+    a = abs(x)
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    while Fraction(2) ** e > a:
+        e -= 1
+    while Fraction(2) ** (e + 1) <= a:
+        e += 1
+    e = max(e, -126)
+    q = a / Fraction(2) ** (e - 7)
+    n = math.floor(q)
+    if q - n > Fraction(1, 2) or (q - n == Fraction(1, 2) and n & 1):
+        n += 1
+    if n >> 8:
+        n >>= 1
+        e += 1
+    if e > 127:
+        return sign | 0x7F80
+    if n >> 7:
+        return sign | (e + 127) << 7 | (n & 0x7F)
+    return sign | n

@@ -979,6 +979,10 @@ def _dual_half(m: str, d: int, src0: int, vsrc1: int, lit: int | None,
     b = v_get(vsrc1, lit, bad)
     if m == "v_dual_cndmask_b32":
         return lambda w: np.where(int_to_bits(w.s[VCC]), b(w), a(w))
+    if m == "v_dual_mul_dx9_zero_f32":
+        return lambda w: vmath._mul_dx9(a(w), b(w))
+    if m == "v_dual_dot2acc_f32_f16":
+        return lambda w: wmma.dot2acc(a(w), b(w), w.v[d])
     k = np.full(32, lit or 0, dtype=U32)
     fma = OPS["v_fma_f32"][2]
     three = {"v_dual_fmac_f32": (lambda w: w.v[d], 2), "v_dual_fmaak_f32": (lambda w: k, 2),

@@ -300,7 +300,80 @@ def _sat_pk_u8_i16(a: np.ndarray) -> np.ndarray:
     return (lo | hi << 8).astype(U16)
 
 
+def _two_over_pi_bits(nbits: int = 1201) -> int:
+    """floor(2/pi * 2**nbits): the guide's 1201-bit table of 2/pi's fraction bits (pi from Machin's formula in
+    integer arithmetic with 64 guard bits)."""
+    prec = nbits + 64
+    one = 1 << prec
+
+    def atan_inv(x: int) -> int:
+        total, term, k, x2 = 0, one // x, 1, x * x
+        while term:
+            total += term // k if k % 4 == 1 else -(term // k)
+            term //= x2
+            k += 2
+        return total
+    pi = 16 * atan_inv(5) - 4 * atan_inv(239)
+    return (2 << (nbits + prec)) // pi
+
+
+_TWO_OVER_PI = _two_over_pi_bits()
+
+
+def _trig_preop_one(e_field: int, seg: int) -> float:
+    shift = (seg & 31) * 53
+    if e_field > 1077:
+        shift += e_field - 1077
+    # the 53 bits of 2/pi's fraction that the left shift brings into the whole part: bits shift+1 .. shift+53
+    drop = 1201 - 53 - shift
+    chunk = (_TWO_OVER_PI >> drop if drop >= 0 else _TWO_OVER_PI << -drop) & ((1 << 53) - 1)
+    scale = -53 - shift + (128 if e_field >= 1968 else 0)
+    return math.ldexp(float(chunk), scale)
+
+
+def _trig_preop(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """v_trig_preop_f64: segment S1[4:0] (53 bits each) of 2/pi for the argument reduction of S0, the guide's
+    pseudocode: shift = 53 * S1[4:0] (+ exponent(S0) - 1077 past 1077), the 53 bits of 2/pi's fraction below the
+    shift as an integer, scaled by 2**(-53 - shift) (+128 for exponent(S0) >= 1968)."""
+    e = _exp(a, "d").tolist()
+    return np.array([_trig_preop_one(ef, int(k)) for ef, k in zip(e, b.tolist(), strict=True)],
+                    dtype=F64).view(U64)
+
+
+def _qsad(masked: bool) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """v_qsad_pk_u16_u8 / v_mqsad_pk_u16_u8: four v_sad_u8 (v_msad_u8) of the 32-bit windows S0[31:0], [39:8],
+    [47:16], [55:24] against S1, each plus the matching 16-bit field of S2, truncated to 16 bits and packed."""
+    def op(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        fn = _msad_u8 if masked else _sad_u8
+        out = np.zeros(len(a), dtype=U64)
+        for i in range(4):
+            win = ((a >> U64(8 * i)) & U64(0xFFFFFFFF)).astype(U32)
+            acc = ((c >> U64(16 * i)) & U64(0xFFFF)).astype(U32)
+            out |= (fn(win, b, acc) & U32(0xFFFF)).astype(U64) << U64(16 * i)
+        return out
+    return op
+
+
+def _norm(x: np.ndarray, signed: bool) -> np.ndarray:
+    """f16/f32_to_snorm / _to_unorm: the value clamped to [-1, 1] ([0, 1]) times 32767 (65535), rounded to
+    nearest even (the guide: 0.5 ULP, "supports rounding"; the product is exact in float64); NaN gives 0."""
+    lo, k = (-1.0, 32767.0) if signed else (0.0, 65535.0)
+    f = np.nan_to_num(x.astype(F64), nan=0.0)
+    r = np.rint(np.clip(f, lo, 1.0) * k).astype(I64)
+    return (r & 0xFFFF).astype(U16)
+
+
 TYPED_EXTRA: dict[str, tuple[str, str, Callable[..., np.ndarray]]] = {
+    "v_cvt_norm_i16_f16": ("h", "s", lambda a: _norm(a.view(F16), True)),
+    "v_cvt_norm_u16_f16": ("h", "s", lambda a: _norm(a.view(F16), False)),
+    "v_cvt_pk_norm_i16_f16": ("hh", "w", lambda a, b: _pack16(_norm(a.view(F16), True), _norm(b.view(F16), True))),
+    "v_cvt_pk_norm_u16_f16": ("hh", "w", lambda a, b: _pack16(_norm(a.view(F16), False),
+                                                               _norm(b.view(F16), False))),
+    "v_cvt_pk_norm_i16_f32": ("ff", "w", lambda a, b: _pack16(_norm(a.view(F32), True), _norm(b.view(F32), True))),
+    "v_cvt_pk_norm_u16_f32": ("ff", "w", lambda a, b: _pack16(_norm(a.view(F32), False),
+                                                               _norm(b.view(F32), False))),
+    "v_trig_preop_f64": ("dw", "d", _trig_preop),
+    "v_qsad_pk_u16_u8": ("qwq", "q", _qsad(False)), "v_mqsad_pk_u16_u8": ("qwq", "q", _qsad(True)),
     "v_div_fixup_f32": ("fff", "f", _div_fixup("f")),
     "v_div_fixup_f64": ("ddd", "d", _div_fixup("d")),
     "v_div_fixup_f16": ("hhh", "h", _div_fixup("h")),

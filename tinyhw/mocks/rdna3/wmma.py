@@ -39,7 +39,7 @@ import numpy as np
 from tinyhw.mocks.rdna3 import fp
 from tinyhw.mocks.rdna3.state import EXEC, M32, Wave, v_get, v_put
 
-__all__ = ["DOT2_ORDER", "WMMA_ROUNDING", "compile_dot2_vop3", "compile_vop2_packed", "compile_vop3p_extra",
+__all__ = ["DOT2_ORDER", "WMMA_ROUNDING", "compile_dot2_vop3", "compile_vop2_packed", "compile_vop3p_extra", "dot2acc",
            "round_scaled"]
 
 F16, F32, F64 = np.float16, np.float32, np.float64
@@ -292,6 +292,13 @@ def _compile_mix(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     return run
 
 
+def dot2acc(x: np.ndarray, y: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    """v_dot2acc_f32_f16 (VOP2 and the VOPD half): acc.f32 + x.lo*y.lo + x.hi*y.hi in the dot2 order."""
+    r = _dot2_sum(acc.view(F32).astype(F64), [_to64(_half(x, 0), False), _to64(_half(x, 1), False)],
+                  [_to64(_half(y, 0), False), _to64(_half(y, 1), False)], "f32", False)
+    return r.astype(F32).view(U32)
+
+
 def compile_vop2_packed(inst: Any, name: str, bad: Callable[[str], Exception]) -> Fn:
     """The VOP2 forms: v_dot2acc_f32_f16 (D.f32 += S0 . S1 over two f16 pairs, the dot2 order) and v_pk_fmac_f16
     (each half of D = fma(S0, S1, D), one rounding per half)."""
@@ -304,12 +311,7 @@ def compile_vop2_packed(inst: Any, name: str, bad: Callable[[str], Exception]) -
     a, b = v_get(s0, f.get("literal"), bad), v_get(f["src1"], None, bad)
     d = f["vdst"]
     if name == "v_dot2acc_f32_f16":
-        def dot(w: Wave) -> None:
-            x, y = a(w), b(w)
-            r = _dot2_sum(w.v[d].view(F32).astype(F64), [_to64(_half(x, 0), False), _to64(_half(x, 1), False)],
-                          [_to64(_half(y, 0), False), _to64(_half(y, 1), False)], "f32", False)
-            v_put(w, d, r.astype(F32).view(U32))
-        return dot
+        return lambda w: v_put(w, d, dot2acc(a(w), b(w), w.v[d]))
     if name == "v_pk_fmac_f16":
         def pk(w: Wave) -> None:
             x, y, z = a(w), b(w), w.v[d]
