@@ -95,6 +95,7 @@ def test_div_scale_branches_and_vcc() -> None:
         (one, one, 0, 0x7FC00000, 0),                              # zero numerator: NaN
         (p2(-100), p2(-100), p2(100), p2(-36), 1),                 # exponent(S2) - exponent(S1) >= 96, S0 == S1
         (p2(100), p2(-100), p2(100), p2(100), 1),                  # ... S0 != S1: flag only
+        (p2(-100) | 1 << 31, p2(-100) | 1 << 31, p2(100), p2(-36) | 1 << 31, 1),   # signs kept (SDST is not ABS)
         (0x00000100, 0x00000100, p2(-40), p2(-141 + 64), 0),       # denormal denominator: scaled up
         (0x00000100, 0x00000100, one, p2(-141 + 64), 1),           # ... with a large numerator: the first branch
         (p2(-120), p2(10), p2(-120), p2(-56), 1),                  # the quotient is denormal, S0 == S2

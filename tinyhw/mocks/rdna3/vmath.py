@@ -8,7 +8,8 @@ compiler looks names up there when its own table lacks them, so the modifiers (n
 MODE denormal flushing and the EXEC-masked write come from the common path. :func:`compile_special` compiles the
 few that read or write more than one VGPR result: ``v_div_scale_*`` (VOP3SD: VDST and a lane mask in SDST),
 ``v_div_fmas_*`` (reads VCC), ``v_cndmask_b16`` (a lane mask source), ``v_swap_b32``, the ``v_movrel*`` indexed
-moves, and the no-ops ``v_nop``/``v_pipeflush``.
+moves, and the no-ops ``v_nop``/``v_pipeflush``; these take the neg/abs source modifiers but not the MODE
+denormal flushing (the guide: "input denormals are not flushed" for v_div_fmas).
 
 Choices where the guide leaves something open (each in the function's docstring):
 
@@ -425,7 +426,8 @@ def compile_special(inst: Any, name: str, srcs: Any, bad: Callable[[str], Except
         k = "f" if name.endswith("f32") else "d"
         if f["clamp"] or f["omod"]:
             raise bad("clamp/omod on v_div_scale")
-        a, b, c = (srcs.typed(i, k) for i in range(3))
+        sd = type(srcs)(inst, bad, sd=True)         # VOP3SD: bits 14:8 are SDST, not ABS/OP_SEL
+        a, b, c = (sd.typed(i, k) for i in range(3))
         d, sdst = f["vdst"], f["sdst"]
 
         def scale(w: Wave) -> None:
