@@ -124,12 +124,12 @@ def test_div_fixup_special_cases_and_f16_f64_forms() -> None:
     go(w, "v_div_fixup_f32 v4, v1, v2, v3")
     assert [hex(int(x)) for x in w.v[4, :len(cases)]] == [hex(c[3]) for c in cases]
     w = wave()
-    w.v[1, :3] = [f16(0.5), f16(0.5), f16(0.5)]
-    w.v[2, :3] = [f16(2.0), 0, 0x7C00]
-    w.v[3, :3] = [f16(-1.0), f16(1.0), 0]
+    w.v[1, :4] = [f16(0.5), f16(0.5), f16(0.5), 0x0001]
+    w.v[2, :4] = [f16(2.0), 0, 0x7C00, f16(2.0 ** 15)]
+    w.v[3, :4] = [f16(-1.0), f16(1.0), 0, f16(2.0 ** -14)]       # the last: the f16 pseudocode has no underflow
     w.v[4] = 0xABCD0000
     go(w, "v_div_fixup_f16 v4, v1, v2, v3")
-    assert [int(x) for x in w.v[4, :3]] == [0xABCD0000 | f16(-0.5), 0xABCD7C00, 0xABCD0000]
+    assert [int(x) for x in w.v[4, :4]] == [0xABCD0000 | f16(-0.5), 0xABCD7C00, 0xABCD0000, 0xABCD0001]
 
 
 def test_div_fmas_post_scales_only_vcc_lanes() -> None:

@@ -58,22 +58,23 @@ def _exp(u: np.ndarray, k: str) -> np.ndarray:
 def _div_fixup(k: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     """v_div_fixup_f16/f32/f64 (S0 quotient, S1 denominator, S2 numerator), the guide's chain of special cases:
     NaN numerator then denominator (quieted), 0/0 and inf/inf give the negative default NaN, x/0 and inf/y a
-    signed infinity, x/inf and 0/y a signed zero, an underflowing quotient (exponent difference below -(bias +
-    mantissa + 2) ... the guide's -150 for f32, -1075 for f64, -25 for f16 by the same rule) a signed zero, a NaN
-    quotient a signed infinity, else the quotient's magnitude with the sign of S1 xor S2."""
+    signed infinity, x/inf and 0/y a signed zero, an underflowing quotient (f32/f64: an exponent difference below
+    the guide's -150 / -1075; the f16 pseudocode has no such branch) a signed zero, a NaN quotient a signed
+    infinity, else the quotient's magnitude with the sign of S1 xor S2."""
     t, ft, mb, em, sign, _q = _FMT[k]
     quiet = t(1 << (mb - 1))
     inf = t(em << mb)
     neg_nan = t(sign | em << mb | 1 << (mb - 1))
-    limit = {"h": -25, "f": -150, "d": -1075}[k]
+    limit = {"h": None, "f": -150, "d": -1075}[k]      # the f16 pseudocode has no underflow branch
     ts = t(sign)
     mag = t(sign - 1)
 
     def op(q: np.ndarray, d: np.ndarray, n: np.ndarray) -> np.ndarray:
         fd, fnum = d.view(ft), n.view(ft)
         so = (d ^ n) & ts
+        under = (_exp(n, k) - _exp(d, k)) < limit if limit is not None else np.zeros(len(q), dtype=bool)
         conds = [np.isnan(fnum), np.isnan(fd), (fd == 0) & (fnum == 0), np.isinf(fd) & np.isinf(fnum),
-                 (fd == 0) | np.isinf(fnum), np.isinf(fd) | (fnum == 0), (_exp(n, k) - _exp(d, k)) < limit]
+                 (fd == 0) | np.isinf(fnum), np.isinf(fd) | (fnum == 0), under]
         vals = [n | quiet, d | quiet, np.full_like(q, neg_nan), np.full_like(q, neg_nan), so | inf, so, so]
         last = np.where(np.isnan(q.view(ft)), so | inf, so | (q & mag))
         return np.select(conds, vals, last).astype(t)
