@@ -795,3 +795,33 @@ def _round_bf16_ref(x: Fraction) -> int:
     if n >> 7:
         return sign | (e + 127) << 7 | (n & 0x7F)
     return sign | n
+
+
+DIV_MACRO_F64 = [  # LLVM's f64 division expansion (v[0:1] = v[0:1] / v[2:3])
+    "v_div_scale_f64 v[4:5], null, v[2:3], v[2:3], v[0:1]", "v_div_scale_f64 v[10:11], vcc_lo, v[0:1], v[2:3], v[0:1]",
+    "v_rcp_f64_e32 v[6:7], v[4:5]", "v_fma_f64 v[8:9], -v[4:5], v[6:7], 1.0", "v_fma_f64 v[6:7], v[6:7], v[8:9], v[6:7]",
+    "v_fma_f64 v[8:9], -v[4:5], v[6:7], 1.0", "v_fma_f64 v[6:7], v[6:7], v[8:9], v[6:7]",
+    "v_mul_f64 v[8:9], v[10:11], v[6:7]", "v_fma_f64 v[4:5], -v[4:5], v[8:9], v[10:11]",
+    "v_div_fmas_f64 v[4:5], v[4:5], v[6:7], v[8:9]", "v_div_fixup_f64 v[0:1], v[4:5], v[2:3], v[0:1]",
+]
+
+
+def test_f64_division_macro_is_correctly_rounded() -> None:
+    from rdna3isa import f64, from64
+
+    rng = random.Random(64)
+    pairs = [(1.0, 3.0), (-7.0, 2.0), (1e-310, 3.0), (3.0, 1e-310), (1e308, 1e-3), (1e-300, 1e30),
+             (5e-324, 3.0), (1.7e308, 7e-309), (2.0 ** -1000, 2.0 ** 60)]
+    while len(pairs) < 32:
+        pairs.append((from64(rng.getrandbits(63) | rng.getrandbits(1) << 63),
+                      from64(rng.getrandbits(63) | rng.getrandbits(1) << 63)))
+    pairs = [(n, d) for n, d in pairs if math.isfinite(n) and math.isfinite(d) and d != 0][:32]
+    w = wave()
+    for i, (n, d) in enumerate(pairs):
+        w.v[0, i], w.v[1, i] = f64(n) & 0xFFFFFFFF, f64(n) >> 32
+        w.v[2, i], w.v[3, i] = f64(d) & 0xFFFFFFFF, f64(d) >> 32
+    for line in DIV_MACRO_F64:
+        go(w, line)
+    for i, (n, d) in enumerate(pairs):
+        got = int(w.v[0, i]) | int(w.v[1, i]) << 32
+        assert got == round_float(Fraction(n) / Fraction(d), "f64"), (i, n, d, from64(got), n / d)
