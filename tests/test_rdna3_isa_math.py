@@ -800,7 +800,8 @@ def _round_bf16_ref(x: Fraction) -> int:
 DIV_MACRO_F64 = [  # LLVM's f64 division expansion (v[0:1] = v[0:1] / v[2:3])
     "v_div_scale_f64 v[4:5], null, v[2:3], v[2:3], v[0:1]",
     "v_div_scale_f64 v[10:11], vcc_lo, v[0:1], v[2:3], v[0:1]",
-    "v_rcp_f64_e32 v[6:7], v[4:5]", "v_fma_f64 v[8:9], -v[4:5], v[6:7], 1.0", "v_fma_f64 v[6:7], v[6:7], v[8:9], v[6:7]",
+    "v_rcp_f64_e32 v[6:7], v[4:5]", "v_fma_f64 v[8:9], -v[4:5], v[6:7], 1.0",
+    "v_fma_f64 v[6:7], v[6:7], v[8:9], v[6:7]",
     "v_fma_f64 v[8:9], -v[4:5], v[6:7], 1.0", "v_fma_f64 v[6:7], v[6:7], v[8:9], v[6:7]",
     "v_mul_f64 v[8:9], v[10:11], v[6:7]", "v_fma_f64 v[4:5], -v[4:5], v[8:9], v[10:11]",
     "v_div_fmas_f64 v[4:5], v[4:5], v[6:7], v[8:9]", "v_div_fixup_f64 v[0:1], v[4:5], v[2:3], v[0:1]",
