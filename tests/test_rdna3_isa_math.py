@@ -827,3 +827,27 @@ def test_f64_division_macro_is_correctly_rounded() -> None:
     for i, (n, d) in enumerate(pairs):
         got = int(w.v[0, i]) | int(w.v[1, i]) << 32
         assert got == round_float(Fraction(n) / Fraction(d), "f64"), (i, n, d, from64(got), n / d)
+
+
+def test_ds_storexchg_2addr_and_wrap() -> None:
+    import struct
+
+    w = wave()
+    w.lds[:] = np.arange(256, dtype=np.uint8)
+    words = list(struct.unpack("<64I", w.lds.tobytes()))
+    w.s[126] = 0b11
+    w.v[1, :2] = [0, 248]                                      # lane 1: the second element (+12) is out of range
+    w.v[2, :2] = [0xA0, 0xA1]
+    w.v[3, :2] = [0xB0, 0xB1]
+    go(w, "ds_storexchg_2addr_rtn_b32 v[4:5], v1, v2, v3 offset0:1 offset1:3")
+    assert [int(x) for x in w.v[4, :2]] == [words[1], words[63]] and [int(x) for x in w.v[5, :2]] == [words[3], 0]
+    now = list(struct.unpack("<64I", w.lds.tobytes()))
+    assert (now[1], now[3], now[63]) == (0xA0, 0xB0, 0xA1) and now[:1] + now[4:63] == words[:1] + words[4:63]
+    w.s[126] = 0b111
+    w.lds[:12] = np.frombuffer(struct.pack("<3I", 10, 3, 7), dtype=np.uint8)
+    w.v[1, :3] = [0, 4, 8]
+    w.v[2, :3] = [4, 4, 7]                                     # DATA: the wrap bound
+    w.v[3, :3] = [100, 100, 100]                               # DATA2: added below the bound
+    go(w, "ds_wrap_rtn_b32 v4, v1, v2, v3")
+    assert [int(x) for x in w.v[4, :3]] == [10, 3, 7]
+    assert struct.unpack("<3I", w.lds[:12].tobytes()) == (6, 103, 0)

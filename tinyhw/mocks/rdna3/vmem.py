@@ -51,6 +51,7 @@ def _atomic_op(name: str) -> tuple[Callable[[int, int, int], int], int, int] | N
         "and": lambda o, d, e: o & d, "or": lambda o, d, e: o | d, "xor": lambda o, d, e: o ^ d,
         "swap": lambda o, d, e: d, "storexchg": lambda o, d, e: d,
         "mskor": lambda o, d, e: (o & ~d) | e,
+        "wrap": lambda o, d, e: o - d if o >= d else o + e,
         "cmpswap": lambda o, d, e: d if o == e else o, "cmpstore": lambda o, d, e: d if o == e else o,
         "min": (lambda o, d, e: o if sgn(o) < sgn(d) else d) if typ[0] == "i" else (lambda o, d, e: min(o, d)),
         "max": (lambda o, d, e: o if sgn(o) > sgn(d) else d) if typ[0] == "i" else (lambda o, d, e: max(o, d)),
@@ -58,7 +59,7 @@ def _atomic_op(name: str) -> tuple[Callable[[int, int, int], int], int, int] | N
     fn = table.get(op)
     if fn is None:
         return None
-    two = op in ("cmpswap", "cmpstore", "mskor")
+    two = op in ("cmpswap", "cmpstore", "mskor", "wrap")
     return (lambda o, d, e: fn(o, d, e) & m), bits, 2 if two else 1
 
 
@@ -291,6 +292,10 @@ def compile_ds(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         return store
     if kind in ("load", "store") and suffix.startswith("2addr_"):
         return _ds_2addr(inst, kind == "load", suffix)
+    if m == "ds_nop":
+        return lambda w: None
+    if kind == "storexchg" and suffix.startswith("2addr_"):
+        return _ds_xchg2(inst, suffix)
     if kind == "load" and suffix in _D16_LOADS:
         size16, signed16, hi16 = _D16_LOADS[suffix]
 
@@ -338,6 +343,30 @@ def compile_ds(inst: Any, bad: Callable[[str], Exception]) -> Fn:
                 _put_lane_ints(w, vd, lanes, words, olds)
         return atomic
     raise bad("LDS opcode not modelled")
+
+
+def _ds_xchg2(inst: Any, suffix: str) -> Fn:
+    """ds_storexchg_2addr(_stride64)_rtn_b32/b64: per lane, in lane order, the two elements at ADDR + OFFSET0 *
+    size and ADDR + OFFSET1 * size (size times 64 for stride64) are returned in VDST (the first, then the second)
+    and replaced by DATA0 and DATA1; out-of-range elements return 0 and are not written."""
+    f = inst.fields
+    size = 8 if suffix.endswith("b64") else 4
+    unit = size * (64 if "stride64" in suffix else 1)
+    offs = (f["offset0"] * unit, f["offset1"] * unit)
+    va, vd, d0, d1, words = f["addr"], f["vdst"], f["data0"], f["data1"], size // 4
+
+    def run(w: Wave) -> None:
+        for lane in _active(w).tolist():
+            base = int(w.v[va, lane])
+            for k, (o, src) in enumerate(zip(offs, (d0, d1), strict=True)):
+                a = base + o
+                ok = a >= 0 and a + size <= len(w.lds)
+                raw = w.lds[a:a + size].tobytes() if ok else bytes(size)
+                if ok:
+                    w.lds[a:a + size] = np.array([w.v[src + j, lane] for j in range(words)], dtype="<u4").view(U8)
+                for j in range(words):
+                    w.v[vd + k * words + j, lane] = int.from_bytes(raw[4 * j:4 * j + 4], "little")
+    return run
 
 
 def _ds_2addr(inst: Any, load: bool, suffix: str) -> Fn:
