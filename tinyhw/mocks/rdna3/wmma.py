@@ -46,9 +46,11 @@ F16, F32, F64 = np.float16, np.float32, np.float64
 U16, U32, U64, I64 = np.uint16, np.uint32, np.uint64, np.int64
 Fn = Callable[[Wave], Any]
 
-#: the dot2 float accumulation: S2 first, then the low product, then the high one, one rounding after each add
+#: (a description of the model's choice, not a switch) the dot2 float accumulation: S2 first, then the low product,
+#: then the high one, one rounding after each add
 DOT2_ORDER = "sequential"
-#: the WMMA float result: the exact sum of the 16 products and C, rounded once to nearest even
+#: (a description of the model's choice, not a switch) the WMMA float result: the exact sum of the 16 products and C,
+#: rounded once to nearest even
 WMMA_ROUNDING = "single"
 
 _FMT = {"f32": (23, 8), "f16": (10, 5), "bf16": (7, 8)}
