@@ -851,3 +851,21 @@ def test_ds_storexchg_2addr_and_wrap() -> None:
     go(w, "ds_wrap_rtn_b32 v4, v1, v2, v3")
     assert [int(x) for x in w.v[4, :3]] == [10, 3, 7]
     assert struct.unpack("<3I", w.lds[:12].tobytes()) == (6, 103, 0)
+
+
+def test_cube_map_face_and_coordinates() -> None:
+    pts = [(1.0, 0.5, -0.25), (-2.0, 1.0, 1.5), (0.1, -0.7, 0.2), (0.1, 0.7, -0.2), (0.3, 0.2, 0.9), (0.3, 0.2, -0.9),
+           (1.0, 1.0, 1.0), (-1.0, 1.0, 0.5)]
+
+    def ref(x: float, y: float, z: float) -> tuple[float, float, float, float]:
+        if abs(z) >= abs(x) and abs(z) >= abs(y):
+            return (5.0 if z < 0 else 4.0), (-x if z < 0 else x), -y, 2 * z
+        if abs(y) >= abs(x):
+            return (3.0 if y < 0 else 2.0), x, (-z if y < 0 else z), 2 * y
+        return (1.0 if x < 0 else 0.0), (z if x < 0 else -z), -y, 2 * x
+    w = wave()
+    for k, col in ((1, 0), (2, 1), (3, 2)):
+        w.v[k, :len(pts)] = [f32(p[col]) for p in pts]
+    for j, name in enumerate(("v_cubeid_f32", "v_cubesc_f32", "v_cubetc_f32", "v_cubema_f32")):
+        go(w, f"{name} v4, v1, v2, v3")
+        assert [int(x) for x in w.v[4, :len(pts)]] == [f32(ref(*(from32(f32(c)) for c in p))[j]) for p in pts], name

@@ -356,6 +356,28 @@ def _qsad(masked: bool) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.nda
     return op
 
 
+def _cube(which: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """v_cubeid/cubesc/cubetc/cubema_f32 of the coordinate (S0, S1, S2) = (x, y, z), the guide's pseudocode: the
+    major axis is z when |z| >= |x| and |z| >= |y|, else y when |y| >= |x|, else x (a NaN fails every
+    comparison)."""
+    def op(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        x, y, z = a.view(F32), b.view(F32), c.view(F32)
+        zmaj = (np.abs(z) >= np.abs(x)) & (np.abs(z) >= np.abs(y))
+        ymaj = ~zmaj & (np.abs(y) >= np.abs(x))
+        with np.errstate(all="ignore"):
+            if which == "id":
+                r = np.where(zmaj, np.where(z < 0, F32(5), F32(4)),
+                             np.where(ymaj, np.where(y < 0, F32(3), F32(2)), np.where(x < 0, F32(1), F32(0))))
+            elif which == "sc":
+                r = np.where(zmaj, np.where(z < 0, -x, x), np.where(ymaj, x, np.where(x < 0, z, -z)))
+            elif which == "tc":
+                r = np.where(zmaj, -y, np.where(ymaj, np.where(y < 0, -z, z), -y))
+            else:
+                r = np.where(zmaj, z * F32(2), np.where(ymaj, y * F32(2), x * F32(2)))
+        return np.asarray(r, dtype=F32).view(U32)
+    return op
+
+
 def _norm(x: np.ndarray, signed: bool) -> np.ndarray:
     """f16/f32_to_snorm / _to_unorm: the value clamped to [-1, 1] ([0, 1]) times 32767 (65535), rounded to
     nearest even (the guide: 0.5 ULP, "supports rounding"; the product is exact in float64); NaN gives 0."""
@@ -366,6 +388,7 @@ def _norm(x: np.ndarray, signed: bool) -> np.ndarray:
 
 
 TYPED_EXTRA: dict[str, tuple[str, str, Callable[..., np.ndarray]]] = {
+    **{f"v_cube{k}_f32": ("fff", "f", _cube(k)) for k in ("id", "sc", "tc", "ma")},
     "v_cvt_norm_i16_f16": ("h", "s", lambda a: _norm(a.view(F16), True)),
     "v_cvt_norm_u16_f16": ("h", "s", lambda a: _norm(a.view(F16), False)),
     "v_cvt_pk_norm_i16_f16": ("hh", "w", lambda a, b: _pack16(_norm(a.view(F16), True), _norm(b.view(F16), True))),
