@@ -869,3 +869,26 @@ def test_cube_map_face_and_coordinates() -> None:
     for j, name in enumerate(("v_cubeid_f32", "v_cubesc_f32", "v_cubetc_f32", "v_cubema_f32")):
         go(w, f"{name} v4, v1, v2, v3")
         assert [int(x) for x in w.v[4, :len(pts)]] == [f32(ref(*(from32(f32(c)) for c in p))[j]) for p in pts], name
+
+
+def test_swaprel_and_mqsad_u32() -> None:
+    w = wave()
+    w.v[12], w.v[23] = 12, 23
+    w.s[125] = 2 | 3 << 16                                    # M0: source +2, destination +3
+    w.s[126] = 0b1
+    go(w, "v_swaprel_b32 v20, v10")
+    assert (int(w.v[23, 0]), int(w.v[12, 0]), int(w.v[23, 1]), int(w.v[12, 1])) == (12, 23, 23, 12)
+    rng = random.Random(13)
+    a = [rng.getrandbits(64) for _ in range(32)]
+    b = [rng.getrandbits(32) & 0xFF00FFFF for _ in range(32)]
+    c = [[rng.getrandbits(32) for _ in range(32)] for _ in range(4)]
+    w.s[126] = 0xFFFFFFFF
+    w.v[2], w.v[3], w.v[4] = [x & 0xFFFFFFFF for x in a], [x >> 32 for x in a], b
+    for i in range(4):
+        w.v[6 + i] = c[i]
+    go(w, "v_mqsad_u32_u8 v[10:13], v[2:3], v4, v[6:9]")
+    for i in range(4):
+        for lane in range(32):
+            win = a[lane] >> 8 * i & 0xFFFFFFFF
+            want = (c[i][lane] + sum(abs(p - q) for p, q in zip(_bytes(win), _bytes(b[lane]), strict=True) if q))
+            assert int(w.v[10 + i, lane]) == want & 0xFFFFFFFF, (i, lane)

@@ -8,8 +8,9 @@ compiler looks names up there when its own table lacks them, so the modifiers (n
 MODE denormal flushing and the EXEC-masked write come from the common path. :func:`compile_special` compiles the
 few that read or write more than one VGPR result: ``v_div_scale_*`` (VOP3SD: VDST and a lane mask in SDST),
 ``v_div_fmas_*`` (reads VCC), ``v_cndmask_b16`` (a lane mask source), ``v_swap_b32``, the ``v_movrel*`` indexed
-moves, and the no-ops ``v_nop``/``v_pipeflush``; these take the neg/abs source modifiers but not the MODE
-denormal flushing (the guide: "input denormals are not flushed" for v_div_fmas).
+moves and ``v_swaprel_b32``, ``v_mqsad_u32_u8`` (a 128-bit result), and the no-ops ``v_nop``/``v_pipeflush``;
+these take the neg/abs source modifiers but not the MODE denormal flushing (the guide: "input denormals are not
+flushed" for v_div_fmas).
 
 Choices where the guide leaves something open (each in the function's docstring):
 
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from tinyhw.mocks.rdna3 import fp
-from tinyhw.mocks.rdna3.state import M0, NULL, VCC, Wave, bits_to_int, int_to_bits, s_get, v_get, v_put
+from tinyhw.mocks.rdna3.state import M0, NULL, VCC, Wave, bits_to_int, int_to_bits, s_get, v_get, v_get64, v_put
 
 __all__ = ["TYPED_EXTRA", "compile_special"]
 
@@ -495,7 +496,51 @@ def compile_special(inst: Any, name: str, srcs: Any, bad: Callable[[str], Except
         return swap
     if name in ("v_movreld_b32", "v_movrels_b32", "v_movrelsd_b32", "v_movrelsd_2_b32"):
         return _movrel(inst, name, bad)
+    if name == "v_swaprel_b32":
+        return _swaprel(inst, bad)
+    if name == "v_mqsad_u32_u8":
+        return _mqsad_u32(inst, bad)
     return None
+
+
+def _swaprel(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+    """v_swaprel_b32: swap VGPR[D + M0[25:16]] and VGPR[S0 + M0[9:0]] in the lanes EXEC enables."""
+    f = inst.fields
+    if inst.encoding == "VOP3" or f["src0"] < 256:
+        raise bad("v_swaprel_b32 needs its VOP1 form with a VGPR source")
+    s0, d = f["src0"] - 256, f["vdst"]
+
+    def run(w: Wave) -> None:
+        m0 = w.s[M0]
+        a, b = d + (m0 >> 16 & 0x3FF), s0 + (m0 & 0x3FF)
+        if max(a, b) >= len(w.v):
+            raise IndexError(f"VGPR {max(a, b)} past the wave's {len(w.v)}")
+        m = w.mask()
+        old = w.v[a].copy()
+        w.v[a] = np.where(m, w.v[b], w.v[a])
+        w.v[b] = np.where(m, old, w.v[b])
+    return run
+
+
+def _mqsad_u32(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+    """v_mqsad_u32_u8: four v_msad_u8 of the 32-bit windows S0[31:0], [39:8], [47:16], [55:24] (S0 a 64-bit
+    operand) against S1, each plus the matching dword of the 128-bit S2 (four VGPRs), into the four VGPRs of D."""
+    f = inst.fields
+    if f["clamp"] or f["omod"] or f["neg"] or f["abs"] or f["opsel"]:
+        raise bad("modifiers on v_mqsad_u32_u8")
+    if f["src2"] < 256:
+        raise bad("v_mqsad_u32_u8 with a non-VGPR S2")
+    a = v_get64(f["src0"], f.get("literal"), bad)
+    b = v_get(f["src1"], f.get("literal"), bad)
+    c, d = f["src2"] - 256, f["vdst"]
+
+    def run(w: Wave) -> None:
+        x, y = a(w), b(w)
+        acc = [w.v[c + i].copy() for i in range(4)]
+        for i in range(4):
+            win = ((x >> U64(8 * i)) & U64(0xFFFFFFFF)).astype(U32)
+            v_put(w, d + i, _msad_u8(win, y, acc[i]))
+    return run
 
 
 def _movrel(inst: Any, name: str, bad: Callable[[str], Exception]) -> Fn:
