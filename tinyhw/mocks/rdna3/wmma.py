@@ -18,8 +18,10 @@ The RDNA3 ISA reference guide's definitions (read for facts; no code copied):
   AMDGPUUsage and AMD's "How to accelerate AI applications on RDNA 3 using WMMA"): lane l (0-15) holds row l of
   A and column l of B, K element k in VGPR ``k // per_reg`` (16-bit elements: low half first, two per VGPR; 8-bit:
   byte order, four per VGPR; 4-bit: nibble order, eight per VGPR); lanes 16-31 hold the same (the model reads lanes
-  0-15). C and D take 8 VGPRs: VGPR j of lane l holds element (row 2j + l // 16, column l % 16); the 16-bit
-  results use the low halves, or the high halves with OP_SEL[2], the other half kept. The guide does not give an
+  0-15). C and D take 8 VGPRs: VGPR j of lane l holds element (row 2j + l // 16, column l % 16) (also stated by
+  Modular's RDNA fragment-layout docs and ROCm FlyDSL's hardware-checked gfx11 WMMA atom); the 16-bit results use
+  the low halves, or the high halves with OP_SEL[2], the other half kept (LLVM review D158059 packs two f16
+  results into one register set that way). The guide does not give an
   accumulation order or intermediate rounding for WMMA: the model computes each element exactly (Python integers)
   and rounds once, to nearest even, to the result format (:data:`WMMA_ROUNDING`); an infinite or NaN operand
   makes the element the float64 evaluation's infinity or NaN. EXEC must be all ones (the guide's requirement).
