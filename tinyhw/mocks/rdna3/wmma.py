@@ -162,8 +162,8 @@ def _dot2_sum(c: np.ndarray, a: list[np.ndarray], b: list[np.ndarray], out: str,
 
 def _compile_dot2(inst: Any, bf: bool, out: str, bad: Callable[[str], Exception]) -> Fn:
     """v_dot2_f32_f16 / v_dot2_f32_bf16 (VOP3P): element 0 of each source from the half OP_SEL picks, element 1
-    from the half OP_SEL_HI picks, NEG_LO/NEG_HI negate them (f16 only: the guide allows no modifiers on the bf16
-    form); S2 an f32 (NEG_LO[2] negates, NEG_HI[2] takes abs); CLAMP to [0, 1]."""
+    from the half OP_SEL_HI picks, NEG_LO/NEG_HI negate them; S2 an f32 (NEG_LO[2] negates, NEG_HI[2] takes abs);
+    CLAMP to [0, 1]."""
     f = inst.fields
     sel, sel_hi, neg_lo, neg_hi = _vop3p_fields(f)
     a, b = _reg_src(f, 0, bad), _reg_src(f, 1, bad)
