@@ -137,7 +137,8 @@ PROGRAM_VECTOR = [
     ("v_readfirstlane_b32 s13, v0", (0x7E1A0500,)),
     ("s_endpgm", (0xBFB00000,)),
 ]
-PROGRAM_SIN = [("v_sin_f32_e32 v1, v2", (0x7E026B02,)), ("s_endpgm", (0xBFB00000,))]
+#: an instruction the core refuses (a graphics-only lighting multiply)
+PROGRAM_SIN = [("v_mullit_f32 v1, v2, v3, v4", (0xD6180001, 0x04120702)), ("s_endpgm", (0xBFB00000,))]
 PROGRAM_HANG = [("s_branch 65535", (0xBFA0FFFF,))]
 PROGRAMS = (PROGRAM_SCALAR, PROGRAM_VECTOR, PROGRAM_SIN, PROGRAM_HANG)
 #: packed f16 (VOP3P); op_sel / op_sel_hi / neg_lo are in the words (the decoder's text leaves them out)
@@ -199,10 +200,10 @@ def test_unimplemented_instruction_stops_with_mnemonic_encoding_and_pc() -> None
     entry = _flat_program(mem, [w for _, ws in PROGRAM_SIN for w in ws])
     with pytest.raises(Unimplemented) as e:
         run_dispatch(_regs(entry, (), (32, 1, 1)), mem)
-    assert (e.value.mnemonic, e.value.encoding, e.value.pc) == ("v_sin_f32_e32", "7e026b02", entry)
-    assert "v_sin_f32_e32" in str(e.value) and f"0x{entry:x}" in str(e.value)
+    assert (e.value.mnemonic, e.value.encoding, e.value.pc) == ("v_mullit_f32", "d6180001 04120702", entry)
+    assert "v_mullit_f32" in str(e.value) and f"0x{entry:x}" in str(e.value)
     res = run_dispatch(_regs(entry, (), (32, 1, 1)), mem, strict=False)
-    assert res.skipped == {"v_sin_f32_e32": 1}
+    assert res.skipped == {"v_mullit_f32": 1}
 
 
 def test_a_scratch_ring_size_is_refused_only_for_a_kernel_that_enables_scratch() -> None:

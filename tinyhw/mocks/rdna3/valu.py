@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyhw.mocks.rdna3 import fp
+from tinyhw.mocks.rdna3 import fp, vmath, wmma
 from tinyhw.mocks.rdna3.fp import fma32
 from tinyhw.mocks.rdna3.state import (
     EXEC,
@@ -454,6 +454,8 @@ def _kinds_of(name: str) -> tuple[str, str, Callable[..., np.ndarray]] | None:
     """(source kinds, destination kind, function) of a VALU operation, None when it is not modelled."""
     if name in TYPED:
         return TYPED[name]
+    if name in vmath.TYPED_EXTRA:
+        return vmath.TYPED_EXTRA[name]
     if name not in OPS:
         return None
     arity, isf, fn = OPS[name]
@@ -808,6 +810,17 @@ def compile_valu(inst: Any, bad: Callable[[str], Exception], src0: Callable[[Wav
         return lambda w: v_put64(w, d, op64(sh(w).astype(U64), b64(w)))
     if name in ("v_fmac_f32", "v_fmac_f16", "v_fmamk_f32", "v_fmaak_f32", "v_fmamk_f16", "v_fmaak_f16"):
         return _compile_fmac(inst, name, srcs, bad)
+    special = vmath.compile_special(inst, name, srcs, bad)
+    if special is not None:
+        return special
+    if name in ("v_dot2acc_f32_f16", "v_pk_fmac_f16"):
+        return wmma.compile_vop2_packed(inst, name, bad)
+    if name in ("v_dot2_f16_f16", "v_dot2_bf16_bf16"):
+        return wmma.compile_dot2_vop3(inst, bad)
+    if name == "v_fmac_dx9_zero_f32":
+        d = f["vdst"]
+        return _compile_typed(inst, name, srcs, bad, vmath.TYPED_EXTRA["v_fma_dx9_zero_f32"],
+                              [srcs.typed(0, "f"), srcs.typed(1, "f"), lambda w: w.v[d]])
     return _compile_typed(inst, name, srcs, bad)
 
 
@@ -981,6 +994,10 @@ def _dual_half(m: str, d: int, src0: int, vsrc1: int, lit: int | None,
     b = v_get(vsrc1, lit, bad)
     if m == "v_dual_cndmask_b32":
         return lambda w: np.where(int_to_bits(w.s[VCC]), b(w), a(w))
+    if m == "v_dual_mul_dx9_zero_f32":
+        return lambda w: vmath._mul_dx9(a(w), b(w))
+    if m == "v_dual_dot2acc_f32_f16":
+        return lambda w: wmma.dot2acc(a(w), b(w), w.v[d])
     k = np.full(32, lit or 0, dtype=U32)
     fma = OPS["v_fma_f32"][2]
     three = {"v_dual_fmac_f32": (lambda w: w.v[d], 2), "v_dual_fmaak_f32": (lambda w: k, 2),
@@ -1041,7 +1058,7 @@ def compile_vop3p(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     packed reading of inline constants and literals is not modelled)."""
     f, m = inst.fields, inst.mnemonic
     if m not in _PK:
-        raise bad("VOP3P opcode not modelled")
+        return wmma.compile_vop3p_extra(inst, bad)
     base = _PK[m]
     kinds, _dk, fn = TYPED[base]
     n = len(kinds)
