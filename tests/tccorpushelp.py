@@ -33,7 +33,8 @@ fuses a multiply and an add into one ``v_fma_f16``/``v_fmac_f16`` (tinygrad mark
 ``contract``). The two agree when each output has one inexact f16 rounding: a single operation on random
 (``normal``) data (float's 24 bits are at least twice f16's 11 plus 2, so rounding the float sum or product of two
 f16 values to f16 gives the correctly rounded f16 result), or a chain on ``coarse`` data (multiples of 1/8 up to 6,
-where every step but the last is exact in f16), or an exact operation (``pow2``: a multiply by a power of two).
+where every step but the last is exact in f16), a multiply-add on ``fine`` data (multiples of 1/64 up to 4: exact in
+float, so the CPU rounds it once, as the fused v_fma_f16 does, and an unfused one would not), or an exact operation (``pow2``: a multiply by a power of two).
 Random data through a chain of f16 operations would measure clang's ``__fp16`` promotion, not the core.
 """
 
@@ -84,6 +85,9 @@ KERNELS: list[dict] = [
     _k("tc_h_f_bias_relu", "(a.matmul(b, dtype=d.float) + c).relu()",
        [["f16", [32, 32], "int"], ["f16", [32, 32], "int"], ["f32", [32], "int"]], "f32", [TC],
        mnemonics=("v_wmma_f32_16x16x16_f16",)),
+    # 9-bit data: each product needs up to 17 bits (more than f16 has), every sum of 32 is exact in f32
+    _k("tc_h_f_fine_32", "a.matmul(b, dtype=d.float)", [["f16", [32, 32], "fine"], ["f16", [32, 32], "fine"]], "f32",
+       [TC], mnemonics=("v_wmma_f32_16x16x16_f16",)),
     _k("tc_h_f_normal_32", "a.matmul(b, dtype=d.float)", [["f16", [32, 32], "normal"], ["f16", [32, 32], "normal"]],
        "f32", [TC], tol="sum", acc="f32", prod="f16", mnemonics=("v_wmma_f32_16x16x16_f16",)),
     _k("tc_hacc_normal_16", "a.matmul(b, dtype=d.half)", [["f16", [16, 32], "normal"], ["f16", [32, 16], "normal"]],
@@ -95,6 +99,8 @@ KERNELS: list[dict] = [
        "f32", [], tol="sum", acc="f32", prod="f16", mnemonics=("v_mul_f16",)),
     _k("h_add_mul", "(a + b) * c - a", [["f16", [256], "coarse"]] * 3, "f16", [["LOCAL", 0, 32]],
        mnemonics=("v_add_f16", "v_fma_f16")),
+    _k("h_fma_fine", "a * b + c", [["f16", [256], "fine"]] * 3, "f16", [["LOCAL", 0, 32]],
+       mnemonics=("v_fmac_f16",)),
     _k("h_minmax_neg", "a.maximum(b) - a.minimum(c).abs() * -b", [["f16", [160], "coarse"]] * 3, "f16",
        [["LOCAL", 0, 32]], mnemonics=("v_cmp_gt_f16", "v_fmac_f16")),
     _k("h_where_cmp", "(a < b).where(a * c, b + c)", [["f16", [96], "normal"]] * 3, "f16", [["LOCAL", 0, 32]],
@@ -135,6 +141,8 @@ def make_input(name: str, i: int, spec: list) -> np.ndarray:
         return g.integers(-128, 128, size=shape).astype(np.int8)
     elif kind == "coarse":
         x = (g.integers(-48, 49, size=shape) / 8).astype(np.float32)
+    elif kind == "fine":
+        x = (g.integers(-256, 257, size=shape) / 64).astype(np.float32)
     elif kind == "pow2":
         x = np.exp2(g.integers(-3, 4, size=shape)) * g.choice([-1, 1], size=shape)
     elif kind == "normal":
