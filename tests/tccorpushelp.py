@@ -34,8 +34,9 @@ fuses a multiply and an add into one ``v_fma_f16``/``v_fmac_f16`` (tinygrad mark
 (``normal``) data (float's 24 bits are at least twice f16's 11 plus 2, so rounding the float sum or product of two
 f16 values to f16 gives the correctly rounded f16 result), or a chain on ``coarse`` data (multiples of 1/8 up to 6,
 where every step but the last is exact in f16), a multiply-add on ``fine`` data (multiples of 1/64 up to 4: exact in
-float, so the CPU rounds it once, as the fused v_fma_f16 does, and an unfused one would not), or an exact operation (``pow2``: a multiply by a power of two).
-Random data through a chain of f16 operations would measure clang's ``__fp16`` promotion, not the core.
+float, so the CPU rounds it once, as the fused v_fma_f16 does, and an unfused one would not), or an exact operation
+(``pow2``: a multiply by a power of two). Random data through a chain of f16 operations would measure clang's
+``__fp16`` promotion, not the core.
 """
 
 from __future__ import annotations
