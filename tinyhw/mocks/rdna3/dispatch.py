@@ -21,7 +21,7 @@ import numpy as np
 
 from tinyhw.errors import OperationFailed
 from tinyhw.formats.amdisa import Inst, decode_at
-from tinyhw.mocks.rdna3 import lanes, salu, scratch, valu, vmem
+from tinyhw.mocks.rdna3 import extra, lanes, salu, scratch, valu, vmem
 from tinyhw.mocks.rdna3.sqtt import DispatchTrace
 from tinyhw.mocks.rdna3.state import (
     EXEC,
@@ -243,6 +243,9 @@ def _compile(inst: Inst, raw: bytes, pc: int, strict: bool, skipped: dict[str, i
         lane_op = lanes.COMPILERS.get(inst.mnemonic)
         if lane_op is not None:
             return lane_op(inst, bad)
+        more = extra.COMPILERS.get(inst.mnemonic)
+        if more is not None:
+            return more(inst, pc, bad)
         handler = _HANDLERS.get(inst.encoding)
         if handler is None:
             raise bad(f"the {inst.encoding} encoding")
