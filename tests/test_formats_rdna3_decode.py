@@ -175,7 +175,8 @@ def _canonical() -> dict[tuple[str, int], tuple[bytes, object]]:
 
 # Entries whose sample encoding (the generator's first word) is not a valid instruction, so the core's refusal is the
 # right answer: a VGPR where the lane mask / carry-in SGPR (cndmask, *_co_ci) or the lane-select scalar (permlane,
-# readlane, writelane) must be, hardware register 52 (no gfx11 register has that id), message 0 (not a message).
+# readlane, writelane) must be, hardware register 52 (no gfx11 register has that id), message 0 (not a message),
+# MTBUF data format 0 (BUF_FMT_INVALID).
 _SAMPLE_INVALID = {
     **{(e, m): "a VGPR in a scalar-only operand" for e in ("VOP3", "VOP3_DPP16", "VOP3_DPP8")
        for m in ("v_cndmask_b32_e64", "v_add_co_ci_u32_e64", "v_sub_co_ci_u32_e64", "v_subrev_co_ci_u32_e64",
@@ -184,6 +185,8 @@ _SAMPLE_INVALID = {
                  "v_readlane_b32", "v_writelane_b32")},
     **{("SOPK", m): "hardware register 52" for m in ("s_getreg_b32", "s_setreg_b32", "s_setreg_imm32_b32")},
     ("SOPP", "s_sendmsg"): "message 0",
+    **{("MTBUF", f"tbuffer_{k}_{d}format_{c}"): "format 0" for k in ("load", "store") for d in ("", "d16_")
+       for c in ("x", "xy", "xyz", "xyzw")},
 }
 
 
@@ -218,7 +221,7 @@ def test_every_table_entry_decodes_and_coverage_is_printed(capsys: pytest.Captur
               + ", ".join(f"{e} {a}/{b}" for e, (a, b) in sorted(by_enc.items()))
               + f"\nrefused correctly (the sample encoding is invalid): {correct}; refused, not modelled (MIMG "
               f"aside): {', '.join(refused)}")
-    assert done >= 2415      # + the wave64 saveexec forms, s_trap, ds_append/consume, addtid, v_mullit, v_cvt_pk_u8
+    assert done >= 2433      # + wave64 saveexec, s_trap, ds_append, addtid, v_mullit, v_cvt_pk_u8, buffer formats
     assert correct == sum(1 for k in _SAMPLE_INVALID if k in {(e, i.mnemonic) for (e, _o), (_r, i) in canon.items()})
 
 

@@ -189,3 +189,103 @@ def test_cvt_pk_u8_packs_into_the_selected_byte() -> None:
         b = 0 if math.isnan(x) else max(0, min(255, round(x) if abs(x) != float("inf") else (255 if x > 0 else 0)))
         sh = 8 * (i % 4)
         assert int(w.v[4, i]) == (0x11223344 & ~(0xFF << sh) & M32) | b << sh, (i, x, hex(int(w.v[4, i])))
+
+
+# ---- buffer format conversions: the expected values from the format's definition, struct and Python integers --------
+
+IDENT = 4 | 5 << 3 | 6 << 6 | 7 << 9          # DST_SEL X, Y, Z, W
+
+
+def _buf_wave(data: bytes, fmt: int, stride: int, dst_sel: int = IDENT):
+    """A wave with a buffer of ``data`` and a structured V# (format ``fmt``) in s[8:11]."""
+    from tinyhw.mocks.rdna3 import FlatMemory
+
+    mem = FlatMemory(0x10000, 0x1000)
+    buf = mem.alloc(data)
+    w = wave(mem=mem)
+    w.s[8], w.s[9] = buf & M32, (buf >> 32) & 0xFFFF | stride << 16
+    w.s[10], w.s[11] = 1000, dst_sel | fmt << 12 | 1 << 28
+    return w, mem, buf
+
+
+def _round32(num: int, den: int) -> int:
+    """The f32 bits of num / den rounded to nearest even (Fraction-exact)."""
+    from fractions import Fraction
+
+    from rdna3isa import round_float
+
+    return round_float(Fraction(num, den), "f32")
+
+
+def test_buffer_load_format_unorm_snorm_uint_sint_from_the_v_sharp() -> None:
+    data = bytes([0, 1, 127, 128, 255, 200, 3, 4]) * 2
+    w, _mem, _buf = _buf_wave(data, 42, 4)        # BUF_FMT_8_8_8_8_UNORM, 4-byte records
+    w.s[EXEC_LO] = 0b11
+    w.v[1, :2] = [0, 1]
+    go(w, "buffer_load_format_xyzw v[4:7], v1, s[8:11], 0 idxen")
+    for lane in range(2):
+        for c in range(4):
+            assert int(w.v[4 + c, lane]) == _round32(data[4 * lane + c], 255), (lane, c)
+    w.s[11] = IDENT | 43 << 12 | 1 << 28            # 8_8_8_8_SNORM: -128 clamps to -1.0
+    go(w, "buffer_load_format_xyzw v[4:7], v1, s[8:11], 0 idxen")
+    for lane in range(2):
+        for c in range(4):
+            x = data[4 * lane + c] - (256 if data[4 * lane + c] > 127 else 0)
+            want = f32(-1.0) if x == -128 else (_round32(x, 127) if x >= 0 else _round32(-x, 127) | 1 << 31)
+            assert int(w.v[4 + c, lane]) == want, (lane, c, x)
+    w.s[11] = IDENT | 47 << 12 | 1 << 28            # 8_8_8_8_SINT
+    go(w, "buffer_load_format_xy v[4:5], v1, s[8:11], 0 idxen")
+    got = [int(w.v[4, 0]), int(w.v[5, 0]), int(w.v[4, 1]), int(w.v[5, 1])]
+    assert got == [0, 1, (255 - 256) & M32, (200 - 256) & M32]
+
+
+def test_buffer_load_format_defaults_dst_sel_and_float16() -> None:
+    halves = [1.5, -2.25, 65504.0, 2.0 ** -24]
+    data = struct.pack("<4e", *halves)
+    w, _mem, _buf = _buf_wave(data, 29, 8)        # BUF_FMT_16_16_FLOAT: two components, W defaults to 1.0
+    w.s[EXEC_LO] = 1
+    w.v[1] = 0
+    go(w, "buffer_load_format_xyzw v[4:7], v1, s[8:11], 0 idxen")
+    assert [int(w.v[r, 0]) for r in range(4, 8)] == [f32(1.5), f32(-2.25), 0, f32(1.0)]
+    w.s[11] = (7 | 4 << 3 | 0 << 6 | 1 << 9) | 29 << 12 | 1 << 28      # DST_SEL W, X, 0, 1
+    go(w, "buffer_load_format_xyzw v[4:7], v1, s[8:11], 0 idxen")
+    assert [int(w.v[r, 0]) for r in range(4, 8)] == [f32(1.0), f32(1.5), 0, f32(1.0)]
+    w.s[11] = IDENT | 11 << 12 | 1 << 28            # 16_UINT: the one of W is the integer 1
+    go(w, "buffer_load_format_xyzw v[4:7], v1, s[8:11], 0 idxen offset:2")
+    assert [int(w.v[r, 0]) for r in range(4, 8)] == [struct.unpack_from("<H", data, 2)[0], 0, 0, 1]
+
+
+def test_tbuffer_format_from_the_instruction_and_d16_forms() -> None:
+    data = struct.pack("<4H", 0, 65535, 32768, 12345)
+    w, _mem, _buf = _buf_wave(data, 22, 8)        # the V# says 32_FLOAT: MTBUF's own format wins
+    w.s[EXEC_LO] = 1
+    w.v[1] = 0
+    go(w, "tbuffer_load_format_xy v[4:5], v1, s[8:11], 0 format:[BUF_FMT_16_16_UNORM] idxen offset:4")
+    assert [int(w.v[4, 0]), int(w.v[5, 0])] == [_round32(32768, 65535), _round32(12345, 65535)]
+    w.v[6] = 0xAAAA5555
+    go(w, "tbuffer_load_d16_format_x v6, v1, s[8:11], 0 format:[BUF_FMT_16_16_UNORM] idxen offset:2")
+    want16 = struct.unpack("<H", struct.pack("<e", 1.0))[0]
+    assert int(w.v[6, 0]) == 0xAAAA0000 | want16
+    w.v[6] = 0x5555AAAA
+    go(w, "tbuffer_load_d16_format_xyz v[6:7], v1, s[8:11], 0 format:[BUF_FMT_16_16_16_16_SINT] idxen")
+    assert int(w.v[6, 0]) == 0xFFFF << 16 | 0 and int(w.v[7, 0]) & 0xFFFF == 32768
+
+
+def test_buffer_store_format_32_and_16_float_and_refused_conversions() -> None:
+    w, mem, buf = _buf_wave(bytes(32), 50, 8)     # BUF_FMT_32_32_FLOAT: only X and Y exist
+    w.s[EXEC_LO] = 0b11
+    w.v[1, :2] = [0, 1]
+    w.v[4, :2] = [11, 21]
+    w.v[5, :2] = [12, 22]
+    w.v[6, :2] = [13, 23]
+    go(w, "buffer_store_format_xyz v[4:6], v1, s[8:11], 0 idxen")
+    assert struct.unpack("<6I", mem.read(buf, 24)) == (11, 12, 21, 22, 0, 0)
+    w.s[11] = IDENT | 13 << 12 | 1 << 28            # 16_FLOAT: rounded to nearest even
+    w.v[4, :2] = [f32(1.0 + 2.0 ** -11), f32(1.0 + 3 * 2.0 ** -11)]
+    go(w, "buffer_store_format_x v4, v1, s[8:11], 0 idxen offset:16")
+    assert struct.unpack("<2e", mem.read(buf + 16, 2) + mem.read(buf + 24, 2)) == (1.0, 1.0 + 2 * 2.0 ** -10)
+    w.s[11] = IDENT | 1 << 12 | 1 << 28             # 8_UNORM store: not modelled
+    with pytest.raises(Unimplemented, match="store conversion"):
+        go(w, "buffer_store_format_x v4, v1, s[8:11], 0 idxen")
+    with pytest.raises(Unimplemented, match="data format 30"):
+        go(w, "tbuffer_load_format_x v4, v1, s[8:11], 0 format:[BUF_FMT_10_11_11_FLOAT] idxen")
