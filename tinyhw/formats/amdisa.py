@@ -351,6 +351,11 @@ def _fields11(enc: str, w: tuple[int, ...]) -> dict[str, int]:
         return {"offset": w0 & 0xFFF, "slc": w0 >> 12 & 1, "dlc": w0 >> 13 & 1, "glc": w0 >> 14 & 1,
                 "lds": w0 >> 16 & 1, "vaddr": w1 & 0xFF, "vdata": w1 >> 8 & 0xFF, "srsrc": (w1 >> 16 & 0x1F) * 4,
                 "tfe": w1 >> 21 & 1, "offen": w1 >> 22 & 1, "idxen": w1 >> 23 & 1, "soffset": w1 >> 24 & 0xFF}
+    if enc == "MTBUF":     # RDNA3 ISA "MTBUF": MUBUF's second dword, FORMAT in bits 25:19 of the first
+        return {"offset": w0 & 0xFFF, "slc": w0 >> 12 & 1, "dlc": w0 >> 13 & 1, "glc": w0 >> 14 & 1,
+                "format": w0 >> 19 & 0x7F, "lds": 0, "vaddr": w1 & 0xFF, "vdata": w1 >> 8 & 0xFF,
+                "srsrc": (w1 >> 16 & 0x1F) * 4, "tfe": w1 >> 21 & 1, "offen": w1 >> 22 & 1, "idxen": w1 >> 23 & 1,
+                "soffset": w1 >> 24 & 0xFF}
     if enc == "FLAT":
         return {"offset": _sext(w0 & 0x1FFF, 13), "dlc": w0 >> 13 & 1, "glc": w0 >> 14 & 1, "slc": w0 >> 15 & 1,
                 "seg": w0 >> 16 & 3, "vdst": w1 >> 24 & 0xFF, "saddr": w1 >> 16 & 0x7F, "data": w1 >> 8 & 0xFF,

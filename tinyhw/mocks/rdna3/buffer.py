@@ -10,8 +10,9 @@ index. Range checking by OOB_SELECT: 0 (structured with offset) index >= NUM_REC
 (structured) index >= NUM_RECORDS; 2 none; 3 (raw) each dword of the access past NUM_RECORDS bytes (offset + 4k +
 4 > NUM_RECORDS; a sub-dword access as a whole). Which offset the raw check uses is the model's choice where the
 guide is not explicit: the VGPR offset plus the instruction offset, without SOFFSET. Out-of-range loads return 0,
-stores and atomics are dropped (an atomic returns 0). Swizzled buffers, format conversions (``*_format_*``), the
-LDS-direct forms and TFE are refused.
+stores and atomics are dropped (an atomic returns 0). The format conversions (``*_format_*``, and MTBUF's
+``tbuffer_*``) are :mod:`tinyhw.mocks.rdna3.bufformat`'s; swizzled buffers, the LDS-direct forms and TFE are
+refused.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ def compile_buffer(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     f, m = inst.fields, inst.mnemonic
     if not f:
         raise bad("buffer (MUBUF) fields not decoded")
-    if "format" in m or m.startswith("buffer_load_lds") or f["lds"] or f["tfe"]:
-        raise bad("buffer format conversions, LDS-direct loads and TFE are not modelled")
+    if m.startswith("buffer_load_lds") or f["lds"] or f["tfe"]:
+        raise bad("LDS-direct buffer loads and TFE are not modelled")
     if f["srsrc"] > 104:
         raise bad("a V# outside the SGPRs")
     rs, inst_off, vaddr, vdata = f["srsrc"], f["offset"], f["vaddr"], f["vdata"]
@@ -80,6 +81,10 @@ def compile_buffer(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         addr = (base + soff(w) + stride * index)[:, None] + offs
         return addr.astype(U64), np.asarray(ok)
 
+    if "_format_" in m:       # buffer_*_format_* and tbuffer_*: tinyhw/mocks/rdna3/bufformat.py
+        from tinyhw.mocks.rdna3 import bufformat
+
+        return bufformat.compile_format(inst, bad, addresses, rs)
     if kind == "load" and suffix in vmem._LOADS:
         size, n, signed = vmem._LOADS[suffix]
 

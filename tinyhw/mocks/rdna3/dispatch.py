@@ -21,7 +21,7 @@ import numpy as np
 
 from tinyhw.errors import OperationFailed
 from tinyhw.formats.amdisa import Inst, decode_at
-from tinyhw.mocks.rdna3 import lanes, salu, scratch, valu, vmem
+from tinyhw.mocks.rdna3 import extra, lanes, salu, scratch, valu, vmem
 from tinyhw.mocks.rdna3.sqtt import DispatchTrace
 from tinyhw.mocks.rdna3.state import (
     EXEC,
@@ -40,7 +40,7 @@ __all__ = ["CodeCache", "DispatchJob", "DispatchRegs", "DispatchResult", "FlatMe
 CS_W32_EN = 1 << 15
 LDS_GRANULE = 512          # bytes per RSRC2.LDS_SIZE unit on gfx11 (128 dwords; spec §3.4, inferred)
 LDS_MAX = 64 * 1024
-_VECTOR = frozenset({"VOP1", "VOP2", "VOPC", "VOP3", "VOP3P", "VOPD", "DS", "FLAT", "MUBUF", "VINTERP"})
+_VECTOR = frozenset({"VOP1", "VOP2", "VOPC", "VOP3", "VOP3P", "VOPD", "DS", "FLAT", "MUBUF", "MTBUF", "VINTERP"})
 DEFAULT_WATCHDOG = 50_000_000
 
 
@@ -225,6 +225,7 @@ _HANDLERS: dict[str, Callable[[Inst, int, Bad], Callable[[Wave], Any]]] = {
     "FLAT": lambda i, pc, bad: (scratch.compile_scratch(i, bad, pc) if i.fields["seg"] == 1
                                 else vmem.compile_global(i, bad)),
     "MUBUF": lambda i, pc, bad: vmem.compile_mubuf(i, bad),
+    "MTBUF": lambda i, pc, bad: vmem.compile_mubuf(i, bad),
     "VINTERP": lambda i, pc, bad: lanes.compile_vinterp(i, bad),
 }
 
@@ -243,6 +244,9 @@ def _compile(inst: Inst, raw: bytes, pc: int, strict: bool, skipped: dict[str, i
         lane_op = lanes.COMPILERS.get(inst.mnemonic)
         if lane_op is not None:
             return lane_op(inst, bad)
+        more = extra.COMPILERS.get(inst.mnemonic)
+        if more is not None:
+            return more(inst, pc, bad)
         handler = _HANDLERS.get(inst.encoding)
         if handler is None:
             raise bad(f"the {inst.encoding} encoding")

@@ -279,6 +279,26 @@ def _fma_dx9(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.where((fa == 0) | (fb == 0), c, fp.fma32(fa, fb, c.view(F32)).view(U32)).astype(U32)
 
 
+_NEG_MAX_F32 = U32(0xFF7FFFFF)       # -MAX_FLOAT_F32
+
+
+def _mullit(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """v_mullit_f32: -MAX_FLOAT when S1 is -MAX_FLOAT, -inf or NaN, or S2 is NaN or <= 0 (either zero), else
+    S0 * S1."""
+    fb, fc = b.view(F32), c.view(F32)
+    lit = (b == _NEG_MAX_F32) | (fb == -np.inf) | np.isnan(fb) | np.isnan(fc) | (fc <= 0)
+    return np.where(lit, _NEG_MAX_F32, (a.view(F32) * fb).view(U32)).astype(U32)
+
+
+def _cvt_pk_u8(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """v_cvt_pk_u8_f32: byte S1[1:0] of S2 replaced by f32_to_u8(S0). The guide does not define f32_to_u8; the
+    model rounds to nearest even and saturates to [0, 255], NaN giving 0 (a choice, not a measured fact)."""
+    x = a.view(F32).astype(F64)
+    byte = np.clip(np.nan_to_num(np.rint(x), nan=0.0), 0, 255).astype(U32)
+    sh = (b & U32(3)) * U32(8)
+    return ((c & ~(U32(0xFF) << sh)) | byte << sh).astype(U32)
+
+
 def _trig(fn: Callable[[np.ndarray], np.ndarray], t: Any, ft: Any) -> Callable[[np.ndarray], np.ndarray]:
     """v_sin_*/v_cos_*: fn(2 * pi * S0), S0 reduced modulo 1 exactly first; infinities and NaN give NaN."""
     def op(a: np.ndarray) -> np.ndarray:
@@ -431,6 +451,8 @@ TYPED_EXTRA: dict[str, tuple[str, str, Callable[..., np.ndarray]]] = {
     "v_cvt_pk_i16_i32": ("ww", "w", lambda a, b: _pack16(_sat(a.view(I32), -32768, 32767, I64).astype(U32),
                                                           _sat(b.view(I32), -32768, 32767, I64).astype(U32))),
     "v_mul_dx9_zero_f32": ("ff", "f", _mul_dx9),
+    "v_mullit_f32": ("fff", "f", _mullit),
+    "v_cvt_pk_u8_f32": ("fww", "w", _cvt_pk_u8),
     "v_fma_dx9_zero_f32": ("fff", "f", _fma_dx9),
     "v_sin_f32": ("f", "f", _trig(np.sin, U32, F32)), "v_cos_f32": ("f", "f", _trig(np.cos, U32, F32)),
     "v_sin_f16": ("h", "h", _trig(np.sin, U16, F16)), "v_cos_f16": ("h", "h", _trig(np.cos, U16, F16)),
