@@ -7,6 +7,17 @@ waves share one LDS array and are stepped cooperatively, each until it reaches `
 ``s_endpgm``; when every live wave of the workgroup waits at the barrier they are released together.
 Workgroups run one after another in X, then Y, then Z order. Instructions are fetched through the
 memory object at the wave's PC and decoded once per code address (:class:`CodeCache`).
+
+Lockstep: where nothing can tell the difference, the waves of up to ``LOCKSTEP_WAVES`` waves' worth of workgroups
+run together, one instruction for all of them at a time. Their VGPRs are one (VGPRs, waves, 32) array (each
+wave's ``v`` a view of its row), so a VALU instruction that :func:`~tinyhw.mocks.rdna3.valu.lockstep_ok` accepts
+runs once over every lane; any other instruction (SALU, memory, lane-indexing VALU) runs wave by wave in wave
+order, and all waves must then agree on the next PC. The run is kept only when it is what running the workgroups
+one after another gives: every wave's memory accesses are logged (and writes journalled), and when a wave's access
+may touch bytes a later wave touched at an earlier step with one of them a write, or the waves part (another PC,
+an error, the instruction limit), the memory is restored and the workgroups run again one at a time. It needs a
+memory with ``peek``/``poke`` (:class:`FlatMemory`), no SQ trace, and LDS only in one-wave workgroups; the
+counters are the same either way.
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ from tinyhw.mocks.rdna3.state import (
     Unimplemented,
     WatchdogExpired,
     Wave,
+    int_to_bits,
     mode_from_rsrc1,
 )
 
@@ -42,6 +54,7 @@ LDS_GRANULE = 512          # bytes per RSRC2.LDS_SIZE unit on gfx11 (128 dwords;
 LDS_MAX = 64 * 1024
 _VECTOR = frozenset({"VOP1", "VOP2", "VOPC", "VOP3", "VOP3P", "VOPD", "DS", "FLAT", "MUBUF"})
 DEFAULT_WATCHDOG = 50_000_000
+LOCKSTEP_WAVES = 256       # the most waves one lockstep run steps together
 
 
 class Memory(Protocol):
@@ -86,6 +99,16 @@ class FlatMemory:
         """Write ``data`` at ``addr`` (counted in ``writes``); :class:`MemoryFault` outside the window."""
         off = self._off(addr, len(data), True)
         self.writes += 1
+        self.buf[off:off + len(data)] = data
+
+    def peek(self, addr: int, n: int) -> bytes:
+        """``n`` bytes at ``addr`` without counting a read (the dispatcher's undo journal of a lockstep run)."""
+        off = self._off(addr, n, False)
+        return bytes(self.buf[off:off + n])
+
+    def poke(self, addr: int, data: bytes) -> None:
+        """Write ``data`` at ``addr`` without counting a write (the undo of a lockstep run)."""
+        off = self._off(addr, len(data), True)
         self.buf[off:off + len(data)] = data
 
     def alloc(self, data: bytes | int, align: int = 256) -> int:
@@ -178,7 +201,7 @@ class CodeCache:
     """Decoded, compiled instructions by code address; reusable across dispatches of unchanged code."""
 
     def __init__(self) -> None:
-        # pc -> [function, size, mnemonic, is_vector, executions, cost]
+        # pc -> [function, size, mnemonic, is_vector, executions, cost, Inst, runs in lockstep]
         self.entries: dict[int, list[Any]] = {}
 
 
@@ -248,6 +271,7 @@ class _Dispatch:
         self.active = 0
         self.waves: list[Wave] = []  # the running workgroup's waves (what stays resident when the budget runs out)
         self.packed: np.ndarray | None = None
+        self.wide = [0, 0]      # lockstep runs kept, lockstep runs undone (run again one workgroup at a time)
 
     def compile_at(self, pc: int) -> list[Any]:
         first = self.mem.read(pc, 4)
@@ -262,7 +286,8 @@ class _Dispatch:
                 if len(_COMPILED) >= _COMPILED_MAX:
                     _COMPILED.clear()
                 _COMPILED[(pc, raw[:4])] = (raw, inst.size, fn, inst)
-        ent = [fn, inst.size, inst.name, inst.encoding in _VECTOR, 0, self.cost(inst), inst]
+        wide = getattr(fn, "cacheable", True) and valu.lockstep_ok(inst)
+        ent = [fn, inst.size, inst.name, inst.encoding in _VECTOR, 0, self.cost(inst), inst, wide]
         self.cache.entries[pc] = ent
         return ent
 
@@ -318,6 +343,20 @@ class _Dispatch:
             self.active += active
 
     def workgroup(self, gid: tuple[int, int, int]) -> None:
+        waves = self.make_waves(gid)
+        while True:
+            live = [w for w in waves if not w.done]
+            if not live:
+                break
+            for w in live:
+                if not w.at_barrier:
+                    self.run_wave(w)
+            live = [w for w in waves if not w.done]
+            if live and all(w.at_barrier for w in live):
+                for w in live:
+                    w.at_barrier = False
+
+    def make_waves(self, gid: tuple[int, int, int]) -> list[Wave]:
         r = self.regs
         nx, ny, nz = r.num_thread
         nthreads = nx * ny * nz
@@ -352,17 +391,241 @@ class _Dispatch:
         if self.trace is not None:
             for w in waves:
                 self.trace.wave_start(w, self.res.workgroups)
+        return waves
+
+    def run_groups(self, gids: list[tuple[int, int, int]]) -> None:
+        """Run workgroups ``gids``: all their waves in lockstep when there are several (see the module text), else,
+        or when the lockstep run is undone, one workgroup after another."""
+        if len(gids) > 1:
+            if self.lockstep(gids):
+                self.wide[0] += 1
+                self.res.workgroups += len(gids)
+                return
+            self.wide[1] += 1
+        for gid in gids:
+            self.workgroup(gid)
+            self.res.workgroups += 1
+
+    def lockstep(self, gids: list[tuple[int, int, int]]) -> bool:
+        """Run the waves of workgroups ``gids`` together; False (every effect undone) when that could differ from
+        running them one after another."""
+        res, mem = self.res, self.mem
+        saved = (res.waves, dict(res.skipped), getattr(mem, "reads", None), getattr(mem, "writes", None))
+        waves = [w for gid in gids for w in self.make_waves(gid)]
+        k = len(waves)
+        v = np.zeros((self.regs.vgprs, k, 32), dtype=np.uint32)
+        log: list[tuple[int, int, int, bool]] = []
+        undo: list[tuple[int, bytes]] = []
+        for i, w in enumerate(waves):
+            v[:, i] = w.v
+            w.v = v[:, i]
+            w.mem = _Logged(mem, i, log, undo)
+        try:
+            done = self._lockstep(waves, v, log)
+        except Exception:       # anything at all: undone, and run one workgroup after another instead
+            done = None
+        if done is None or _reordered(log, done[3], k):
+            for addr, old in reversed(undo):
+                mem.poke(addr, old)
+            res.waves, res.skipped = saved[0], saved[1]
+            if saved[2] is not None:
+                mem.reads, mem.writes = saved[2], saved[3]  # type: ignore[attr-defined]
+            return False
+        steps, active, counts, _marks, pc = done
+        n = steps * k
+        self.budget -= n
+        res.wave_instructions += n
+        self.active += active
+        entries = self.cache.entries
+        for at, c in counts.items():
+            entries[at][4] += c * k
+        for w in waves:
+            w.pc, w.done, w.mem = pc, True, mem
+        if self.on_wave_end is not None:
+            for w in waves:
+                self.on_wave_end(w)
+        self.waves = waves[k - k // len(gids):]
+        return True
+
+    def _lockstep(self, waves: list[Wave], v: np.ndarray, log: list[Any]
+                  ) -> tuple[int, int, dict[int, int], list[int], int]:
+        """Step every wave of ``waves`` (all at one PC) together until they end: (steps, active lanes, executions by
+        PC, log positions of wave-by-wave steps, the PC of s_endpgm). Raises _Diverged where they part."""
+        entries = self.cache.entries
+        wide = _Wide(waves, v)
+        k = len(waves)
+        first, rest = waves[0], waves[1:]
+        pc = first.pc
+        steps = active = 0
+        counts: dict[int, int] = {}
+        marks: list[int] = []
+        limit = self.budget // k
         while True:
-            live = [w for w in waves if not w.done]
-            if not live:
-                break
-            for w in live:
-                if not w.at_barrier:
-                    self.run_wave(w)
-            live = [w for w in waves if not w.done]
-            if live and all(w.at_barrier for w in live):
-                for w in live:
-                    w.at_barrier = False
+            ent = entries.get(pc)
+            if ent is None:
+                ent = self.compile_at(pc)
+            steps += 1
+            if steps > limit:
+                raise _Diverged
+            counts[pc] = counts.get(pc, 0) + 1
+            if ent[3]:
+                e = wide.s[EXEC]
+                active += e.bit_count() * k if type(e) is int else sum(x.bit_count() for x in e.ravel().tolist())
+            if ent[7]:
+                r = ent[0](wide)
+            else:
+                marks.append(len(log))
+                fn = ent[0]
+                r = fn(first)
+                for w in rest:
+                    if fn(w) != r:
+                        raise _Diverged
+            if r is None:
+                pc += ent[1]
+            elif r >= 0:
+                pc = r
+            elif r == salu.END:
+                return steps, active, counts, marks, pc
+            else:               # s_barrier: every wave of each workgroup is here at once, so all are released
+                pc += ent[1]
+
+
+class _Diverged(Exception):
+    """The waves of a lockstep run parted (another PC, the instruction limit): the run is undone."""
+
+
+class _Logged:
+    """The memory one wave of a lockstep run reaches: every access logged as (wave, start, end, write) and every
+    write's old bytes kept, so the run can be checked and undone."""
+
+    __slots__ = ("mem", "wave", "log", "undo")
+
+    def __init__(self, mem: Any, wave: int, log: list[tuple[int, int, int, bool]], undo: list[tuple[int, bytes]]
+                 ) -> None:
+        self.mem, self.wave, self.log, self.undo = mem, wave, log, undo
+
+    def read(self, addr: int, n: int) -> bytes:
+        """Read through to the memory, logged."""
+        data = self.mem.read(addr, n)
+        self.log.append((self.wave, addr, addr + n, False))
+        return data
+
+    def write(self, addr: int, data: bytes) -> None:
+        """Write through to the memory, logged, the old bytes kept."""
+        self.undo.append((addr, self.mem.peek(addr, len(data))))
+        self.mem.write(addr, data)
+        self.log.append((self.wave, addr, addr + len(data), True))
+
+
+class _Scalars:
+    """The SGPRs of waves in lockstep as one list: a register the waves agree on reads as an int, one they do not as a
+    (waves, 1) uint64 column; a write of an int goes to every wave, of a column to each wave its own value."""
+
+    __slots__ = ("lists",)
+
+    def __init__(self, lists: list[list[int]]) -> None:
+        self.lists = lists
+
+    def __getitem__(self, r: int) -> Any:
+        if type(r) is not int:
+            raise _Diverged
+        lists = self.lists
+        x = lists[0][r]
+        vals = [s[r] for s in lists]
+        if vals.count(x) == len(vals):
+            return x
+        return np.array(vals, dtype=np.uint64).reshape(-1, 1)
+
+    def __setitem__(self, r: int, x: Any) -> None:
+        if type(r) is not int:
+            raise _Diverged
+        if isinstance(x, (int, np.integer)):
+            x = int(x)
+            for s in self.lists:
+                s[r] = x
+            return
+        vals = np.asarray(x).ravel().tolist()
+        if len(vals) != len(self.lists):
+            raise _Diverged
+        for s, y in zip(self.lists, vals, strict=True):
+            s[r] = int(y)
+
+
+class _Wide:
+    """Several waves seen as one by a VALU function that runs in lockstep: ``v[n]`` is VGPR n of every wave as a
+    (waves, 32) array, ``s`` their SGPRs (:class:`_Scalars`), ``mask()`` EXEC as (32,) or (waves, 32) lanes."""
+
+    __slots__ = ("waves", "s", "v")
+
+    def __init__(self, waves: list[Wave], v: np.ndarray) -> None:
+        self.waves, self.s, self.v = waves, _Scalars([w.s for w in waves]), v
+
+    def _same(self, name: str) -> int:
+        vals = [getattr(w, name) for w in self.waves]
+        if vals.count(vals[0]) != len(vals):
+            raise _Diverged
+        return vals[0]
+
+    @property
+    def scc(self) -> int:
+        """SCC, when every wave has the same."""
+        return self._same("scc")
+
+    @property
+    def mode(self) -> int:
+        """The MODE register, when every wave has the same."""
+        return self._same("mode")
+
+    def mask(self) -> np.ndarray:
+        """EXEC_LO as lanes: (32,) when the waves agree, else (waves, 32)."""
+        e = self.s[EXEC]
+        if type(e) is int:
+            return self.waves[0].mask()
+        return int_to_bits(e)
+
+
+_NONE, _ALL = np.int64(1 << 62), np.int64(-1)
+
+
+def _spans(seg: list[tuple[int, int, int, bool]], k: int) -> tuple[np.ndarray, ...]:
+    """Per wave: the lowest start and highest end of its reads, then of its writes, in one step's accesses."""
+    rlo, rhi = np.full(k, _NONE), np.full(k, _ALL)
+    wlo, whi = rlo.copy(), rhi.copy()
+    for wv, lo, hi, wr in seg:
+        if wr:
+            wlo[wv], whi[wv] = min(wlo[wv], lo), max(whi[wv], hi)
+        else:
+            rlo[wv], rhi[wv] = min(rlo[wv], lo), max(rhi[wv], hi)
+    return rlo, rhi, wlo, whi
+
+
+def _later(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each wave j, the span covering what waves j+1.. touched (empty for the last)."""
+    slo = np.minimum.accumulate(lo[::-1])[::-1]
+    shi = np.maximum.accumulate(hi[::-1])[::-1]
+    return np.append(slo[1:], _NONE), np.append(shi[1:], _ALL)
+
+
+def _reordered(log: list[tuple[int, int, int, bool]], marks: list[int], k: int) -> bool:
+    """True when, in a lockstep run's memory log, a wave's access may conflict (same bytes, one a write) with one a
+    later wave made at an earlier step: run one after another, the earlier wave would have gone first. Within a
+    step the waves run in order, so only steps against earlier steps are compared (spans, conservatively)."""
+    if not log:
+        return False
+    bounds = [*marks, len(log)]
+    done: list[tuple[np.ndarray, ...]] = []
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        if a == b:
+            continue
+        rlo, rhi, wlo, whi = _spans(log[a:b], k)
+        for prlo, prhi, pwlo, pwhi in done:
+            lrlo, lrhi = _later(prlo, prhi)
+            lwlo, lwhi = _later(pwlo, pwhi)
+            if (((wlo < lrhi) & (lrlo < whi)) | ((wlo < lwhi) & (lwlo < whi))
+                    | ((rlo < lwhi) & (lwlo < rhi))).any():
+                return True
+        done.append((rlo, rhi, wlo, whi))
+    return False
 
 
 def _check(regs: DispatchRegs) -> None:
@@ -426,14 +689,25 @@ class DispatchJob:
         self.wall_limit = wall_limit
         #: wall seconds spent emulating it so far, every slice together
         self.wall = 0.0
-        self._groups = self._ids()
+        nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
+        per = (nt + 31) // 32
+        # workgroups run in lockstep when nothing observes the order of their instructions (no trace) and the memory
+        # can undo a run (peek/poke); with LDS only one-wave workgroups (their LDS is their own)
+        wide = trace is None and hasattr(memory, "peek") and (regs.lds_bytes == 0 or per == 1)
+        self._groups = self._ids(max(1, LOCKSTEP_WAVES // per) if wide else 1)
 
-    def _ids(self) -> Any:
+    def _ids(self, n: int) -> Any:
         r = self.regs
+        batch: list[tuple[int, int, int]] = []
         for z in range(r.dim[2]):
             for y in range(r.dim[1]):
                 for x in range(r.dim[0]):
-                    yield (r.start[0] + x, r.start[1] + y, r.start[2] + z)
+                    batch.append((r.start[0] + x, r.start[1] + y, r.start[2] + z))
+                    if len(batch) == n:
+                        yield batch
+                        batch = []
+        if batch:
+            yield batch
 
     def step(self, slice_s: float | None = None) -> DispatchResult | None:
         """Run workgroups until the dispatch ends (its :class:`DispatchResult`) or, after a workgroup, ``slice_s``
@@ -443,9 +717,8 @@ class DispatchJob:
         t0 = time.monotonic()
         with np.errstate(all="ignore"):
             try:
-                for gid in self._groups:
-                    d.workgroup(gid)
-                    d.res.workgroups += 1
+                for gids in self._groups:
+                    d.run_groups(gids)
                     spent = time.monotonic() - t0
                     if self.wall_limit is not None and self.wall + spent > self.wall_limit:
                         raise WatchdogExpired(

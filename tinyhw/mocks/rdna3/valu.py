@@ -34,7 +34,7 @@ from tinyhw.mocks.rdna3.state import (
 )
 
 __all__ = ["CARRY", "CARRY_CI", "OPS", "SHIFT64", "TYPED", "base_name", "compile_valu", "compile_vop3p", "compile_vopd",
-           "fma32"]
+           "fma32", "lockstep_ok"]
 
 F32, U32, I32, U64, F64 = np.float32, np.uint32, np.int32, np.uint64, np.float64
 Fn = Callable[[Wave], Any]
@@ -644,7 +644,8 @@ def _run32(fn: Callable[..., np.ndarray], gs: list[Callable[[Wave], np.ndarray]]
 
         def run3(w: Wave) -> None:
             r = fn(a(w), b(w), c(w)) if w.mode & mask == want else slow(w, (a(w), b(w), c(w)))  # type: ignore[misc]
-            if w.s[EXEC] == M32:
+            e = w.s[EXEC]
+            if type(e) is int and e == M32:
                 w.v[d] = r
             else:
                 np.copyto(w.v[d], r, where=w.mask(), casting="unsafe")
@@ -654,7 +655,8 @@ def _run32(fn: Callable[..., np.ndarray], gs: list[Callable[[Wave], np.ndarray]]
 
         def run2(w: Wave) -> None:
             r = fn(a(w), b(w)) if w.mode & mask == want else slow(w, (a(w), b(w)))  # type: ignore[misc]
-            if w.s[EXEC] == M32:
+            e = w.s[EXEC]
+            if type(e) is int and e == M32:
                 w.v[d] = r
             else:
                 np.copyto(w.v[d], r, where=w.mask(), casting="unsafe")
@@ -663,7 +665,8 @@ def _run32(fn: Callable[..., np.ndarray], gs: list[Callable[[Wave], np.ndarray]]
 
     def run1(w: Wave) -> None:
         r = fn(a(w)) if w.mode & mask == want else slow(w, (a(w),))  # type: ignore[misc]
-        if w.s[EXEC] == M32:
+        e = w.s[EXEC]
+        if type(e) is int and e == M32:
             w.v[d] = r
         else:
             np.copyto(w.v[d], r, where=w.mask(), casting="unsafe")
@@ -1078,3 +1081,27 @@ def compile_vop3p(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         hi = one(w, half(w, vals, sel_hi, neg_hi))
         v_put(w, d, lo.astype(U32) | hi.astype(U32) << U32(16))
     return run
+
+
+# ---- lockstep ------------------------------------------------------------------------------------------------------
+# VALU operations that may run once for several waves in lockstep (the dispatcher's wide path): their compiled
+# function works unchanged on (waves, 32) lane arrays, reads scalars only through the wave's ``s``/``mask()``/``mode``
+# (a scalar that differs between waves arrives as a (waves, 1) column) and writes SGPRs only with bits_to_int's
+# per-wave masks. Anything that indexes lanes (readlane, permutes, DPP, WMMA) or walks lanes in Python (f64 fma) is
+# left out: it runs wave by wave. A new operation is left out until it is added here.
+_LOCKSTEP_NOT = frozenset({"v_readlane_b32", "v_writelane_b32", "v_readfirstlane_b32", "v_clz_i32_u32",
+                           "v_ctz_i32_b32", "v_cls_i32", "v_bfrev_b32", "v_fma_f64", "v_ldexp_f64"})
+_LOCKSTEP_OK = (frozenset(OPS) | frozenset(TYPED) | frozenset(CARRY) | frozenset(CARRY_CI) | frozenset(SHIFT64)
+                | frozenset(_PK) | {"v_cndmask_b32", "v_mad_u64_u32", "v_mad_i64_i32", "v_fmac_f32", "v_fmac_f16",
+                                    "v_fmamk_f32", "v_fmaak_f32", "v_fmamk_f16", "v_fmaak_f16"}
+                | frozenset(_DUAL2) | {"v_dual_mov_b32", "v_dual_cndmask_b32", "v_dual_fmac_f32", "v_dual_fmaak_f32",
+                                      "v_dual_fmamk_f32"}) - _LOCKSTEP_NOT
+
+
+def lockstep_ok(inst: Any) -> bool:
+    """True when the compiled function of VALU instruction ``inst`` may run for several waves at once on their
+    (waves, 32) VGPR rows (see the note above); False: it runs wave by wave."""
+    if inst.encoding not in ("VOP1", "VOP2", "VOP3", "VOPC", "VOPD", "VOP3P") or "dpp" in inst.fields:
+        return False
+    names = inst.mnemonic.split("::") if inst.encoding == "VOPD" else [base_name(inst.mnemonic)]
+    return all(n in _LOCKSTEP_OK or (n.startswith(("v_cmp_", "v_cmpx_")) and n not in _LOCKSTEP_NOT) for n in names)
