@@ -37,6 +37,7 @@ from tinyhw.mocks.rdna3.sqtt import DispatchTrace
 from tinyhw.mocks.rdna3.state import (
     EXEC,
     FULL,
+    NULL,
     ShaderError,
     ShaderFault,
     Unimplemented,
@@ -190,10 +191,11 @@ def default_cost(inst: Inst) -> int:
 
 
 # Decoded and compiled instructions shared by every dispatch: (code address, first dword) -> (the instruction's
-# bytes, size, compiled function, Inst). A dispatch reuses an entry only when the bytes at the address are still
-# the same (compared on every dispatch's first visit to the address), so code objects loaded again at the same
-# address are decoded and specialised once; an instruction compiled as a skipped no-op (strict=False) is not kept.
-_COMPILED: dict[tuple[int, bytes], tuple[bytes, int, Callable[[Wave], Any], Inst]] = {}
+# bytes, size, compiled function, Inst, lockstep function or None). A dispatch reuses an entry only when the bytes
+# at the address are still the same (compared on every dispatch's first visit to the address), so code objects
+# loaded again at the same address are decoded and specialised once; an instruction compiled as a skipped no-op
+# (strict=False) is not kept.
+_COMPILED: dict[tuple[int, bytes], tuple[bytes, int, Callable[[Wave], Any], Inst, Any]] = {}
 _COMPILED_MAX = 1 << 16
 
 
@@ -201,7 +203,7 @@ class CodeCache:
     """Decoded, compiled instructions by code address; reusable across dispatches of unchanged code."""
 
     def __init__(self) -> None:
-        # pc -> [function, size, mnemonic, is_vector, executions, cost, Inst, runs in lockstep]
+        # pc -> [function, size, mnemonic, is_vector, executions, cost, Inst, lockstep function or None]
         self.entries: dict[int, list[Any]] = {}
 
 
@@ -277,16 +279,17 @@ class _Dispatch:
         first = self.mem.read(pc, 4)
         hit = _COMPILED.get((pc, first))
         if hit is not None and (hit[1] == 4 or self.mem.read(pc, hit[1]) == hit[0]):
-            raw, size, fn, inst = hit
+            raw, size, fn, inst, wide = hit
         else:
             inst = _fetch(self.mem, pc)
             raw = self.mem.read(pc, inst.size)
             fn = _compile(inst, raw, pc, self.strict, self.res.skipped)
+            wide = None
             if getattr(fn, "cacheable", True):
+                wide = _wide_of(inst, fn)
                 if len(_COMPILED) >= _COMPILED_MAX:
                     _COMPILED.clear()
-                _COMPILED[(pc, raw[:4])] = (raw, inst.size, fn, inst)
-        wide = getattr(fn, "cacheable", True) and valu.lockstep_ok(inst)
+                _COMPILED[(pc, raw[:4])] = (raw, inst.size, fn, inst, wide)
         ent = [fn, inst.size, inst.name, inst.encoding in _VECTOR, 0, self.cost(inst), inst, wide]
         self.cache.entries[pc] = ent
         return ent
@@ -422,9 +425,11 @@ class _Dispatch:
             w.mem = _Logged(mem, i, log, undo)
         try:
             done = self._lockstep(waves, v, log)
+            if _reordered(log, done[3], k):
+                done = None
         except Exception:       # anything at all: undone, and run one workgroup after another instead
             done = None
-        if done is None or _reordered(log, done[3], k):
+        if done is None:
             for addr, old in reversed(undo):
                 mem.poke(addr, old)
             res.waves, res.skipped = saved[0], saved[1]
@@ -452,7 +457,7 @@ class _Dispatch:
         """Step every wave of ``waves`` (all at one PC) together until they end: (steps, active lanes, executions by
         PC, log positions of wave-by-wave steps, the PC of s_endpgm). Raises _Diverged where they part."""
         entries = self.cache.entries
-        wide = _Wide(waves, v)
+        wide = _Wide(waves, v, _Logged(self.mem, -1, None, waves[0].mem.undo), log)
         k = len(waves)
         first, rest = waves[0], waves[1:]
         pc = first.pc
@@ -471,10 +476,10 @@ class _Dispatch:
             if ent[3]:
                 e = wide.s[EXEC]
                 active += e.bit_count() * k if type(e) is int else sum(x.bit_count() for x in e.ravel().tolist())
-            if ent[7]:
-                r = ent[0](wide)
-            else:
-                marks.append(len(log))
+            marks.append(len(log))
+            wf = ent[7]
+            r = vmem.PER_WAVE if wf is None else wf(wide)
+            if r == vmem.PER_WAVE:
                 fn = ent[0]
                 r = fn(first)
                 for w in rest:
@@ -500,21 +505,22 @@ class _Logged:
 
     __slots__ = ("mem", "wave", "log", "undo")
 
-    def __init__(self, mem: Any, wave: int, log: list[tuple[int, int, int, bool]], undo: list[tuple[int, bytes]]
-                 ) -> None:
+    def __init__(self, mem: Any, wave: int, log: list[Any] | None, undo: list[tuple[int, bytes]]) -> None:
         self.mem, self.wave, self.log, self.undo = mem, wave, log, undo
 
     def read(self, addr: int, n: int) -> bytes:
-        """Read through to the memory, logged."""
+        """Read through to the memory, logged (without a log: the lockstep function logs its spans itself)."""
         data = self.mem.read(addr, n)
-        self.log.append((self.wave, addr, addr + n, False))
+        if self.log is not None:
+            self.log.append((self.wave, addr, addr + n, False))
         return data
 
     def write(self, addr: int, data: bytes) -> None:
         """Write through to the memory, logged, the old bytes kept."""
         self.undo.append((addr, self.mem.peek(addr, len(data))))
         self.mem.write(addr, data)
-        self.log.append((self.wave, addr, addr + len(data), True))
+        if self.log is not None:
+            self.log.append((self.wave, addr, addr + len(data), True))
 
 
 class _Scalars:
@@ -555,10 +561,11 @@ class _Wide:
     """Several waves seen as one by a VALU function that runs in lockstep: ``v[n]`` is VGPR n of every wave as a
     (waves, 32) array, ``s`` their SGPRs (:class:`_Scalars`), ``mask()`` EXEC as (32,) or (waves, 32) lanes."""
 
-    __slots__ = ("waves", "s", "v")
+    __slots__ = ("waves", "s", "v", "mem", "log")
 
-    def __init__(self, waves: list[Wave], v: np.ndarray) -> None:
+    def __init__(self, waves: list[Wave], v: np.ndarray, mem: _Logged, log: list[Any]) -> None:
         self.waves, self.s, self.v = waves, _Scalars([w.s for w in waves]), v
+        self.mem, self.log = mem, log      # journalled memory; the log takes (None, starts, ends, write) per step
 
     def _same(self, name: str) -> int:
         vals = [getattr(w, name) for w in self.waves]
@@ -584,18 +591,26 @@ class _Wide:
         return int_to_bits(e)
 
 
-_NONE, _ALL = np.int64(1 << 62), np.int64(-1)
+_NONE, _ALL = np.uint64((1 << 64) - 1), np.uint64(0)
 
 
-def _spans(seg: list[tuple[int, int, int, bool]], k: int) -> tuple[np.ndarray, ...]:
-    """Per wave: the lowest start and highest end of its reads, then of its writes, in one step's accesses."""
+def _spans(seg: list[Any], k: int) -> tuple[np.ndarray, ...]:
+    """Per wave: the lowest start and highest end of its reads, then of its writes, in one step's accesses (events
+    (wave, start, end, write) of one wave, or (None, starts, ends, write) of every wave)."""
     rlo, rhi = np.full(k, _NONE), np.full(k, _ALL)
     wlo, whi = rlo.copy(), rhi.copy()
+    one = [e for e in seg if e[0] is not None]
+    if one:
+        wv, lo, hi, wr = (np.array(c) for c in zip(*one, strict=True))
+        lo, hi = lo.astype(np.uint64), hi.astype(np.uint64)
+        for sel, a, b in ((wr, wlo, whi), (~wr, rlo, rhi)):
+            np.minimum.at(a, wv[sel], lo[sel])
+            np.maximum.at(b, wv[sel], hi[sel])
     for wv, lo, hi, wr in seg:
-        if wr:
-            wlo[wv], whi[wv] = min(wlo[wv], lo), max(whi[wv], hi)
-        else:
-            rlo[wv], rhi[wv] = min(rlo[wv], lo), max(rhi[wv], hi)
+        if wv is None:
+            a, b = (wlo, whi) if wr else (rlo, rhi)
+            np.minimum(a, lo, out=a)
+            np.maximum(b, hi, out=b)
     return rlo, rhi, wlo, whi
 
 
@@ -626,6 +641,40 @@ def _reordered(log: list[tuple[int, int, int, bool]], marks: list[int], k: int) 
                 return True
         done.append((rlo, rhi, wlo, whi))
     return False
+
+
+def _wide_sload(inst: Inst) -> Callable[[Any], Any] | None:
+    """s_load_b32..b512 for several waves in lockstep: one read when their address SGPRs agree (else PER_WAVE)."""
+    m, f = inst.mnemonic, inst.fields
+    if m not in salu._SLOAD:
+        return None
+    n, d, base, off, so = salu._SLOAD[m], f["sdata"], f["sbase"], f["offset"], f["soffset"]
+    fmt = f"<{n}I"
+
+    def run(ww: _Wide) -> Any:
+        s = ww.s
+        lo, hi, x = s[base], s[base + 1], (0 if so == NULL else s[so])
+        if type(lo) is not int or type(hi) is not int or type(x) is not int:
+            return vmem.PER_WAVE
+        addr = ((lo | hi << 32) + off + x) & ~3 & ((1 << 64) - 1)
+        vals = struct.unpack(fmt, ww.mem.read(addr, 4 * n))
+        for i, y in enumerate(vals):
+            s[d + i] = y
+        k = len(ww.waves)
+        ww.log.append((None, np.full(k, addr, dtype=np.uint64), np.full(k, addr + 4 * n, dtype=np.uint64), False))
+        return None
+    return run
+
+
+def _wide_of(inst: Inst, fn: Callable[[Wave], Any]) -> Callable[[Any], Any] | None:
+    """The function that runs ``inst`` for several waves in lockstep, None when it runs wave by wave."""
+    if valu.lockstep_ok(inst) or salu.lockstep_ok(inst):
+        return fn
+    if inst.encoding == "SMEM":
+        return _wide_sload(inst)
+    if inst.encoding == "FLAT":
+        return vmem.wide_global(inst)
+    return None
 
 
 def _check(regs: DispatchRegs) -> None:

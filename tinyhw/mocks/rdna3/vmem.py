@@ -293,3 +293,60 @@ def compile_mubuf(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     if inst.mnemonic in ("buffer_gl0_inv", "buffer_gl1_inv"):
         return lambda w: None        # caches are not modelled: every access reaches memory
     raise bad("buffer (MUBUF) memory is not modelled")
+
+
+#: what a lockstep function returns to have the step run wave by wave instead
+PER_WAVE = -100
+_WIDE_SIZES = {"b32": 4, "b64": 8, "b96": 12, "b128": 16}
+
+
+def wide_global(inst: Any) -> Callable[[Any], Any] | None:
+    """A global_load/store_b32..b128 for several waves in lockstep (the dispatcher's wide path), or None: one gather
+    or scatter over every active lane of every wave, in wave order, through ``ww.mem``; each wave's span is logged in
+    ``ww.log``. A store whose lanes overlap without being equal runs wave by wave (PER_WAVE), so later waves win as
+    one after another."""
+    f, m = inst.fields, inst.mnemonic
+    if f["seg"] != 2 or not m.startswith(("global_load_b", "global_store_b")):
+        return None
+    kind, _, suffix = m.removeprefix("global_").partition("_")
+    if suffix not in _WIDE_SIZES:
+        return None
+    size = _WIDE_SIZES[suffix]
+    n = size // 4
+    off, saddr, va, vd, data = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
+    if saddr != 0x7C and (saddr & 1 or saddr > 105):
+        return None
+    store = kind == "store"
+
+    def run(ww: Any) -> Any:
+        v = ww.v
+        m2 = np.broadcast_to(ww.mask(), v.shape[1:])
+        if saddr == 0x7C:
+            a = (v[va].astype(U64) | v[va + 1].astype(U64) << U64(32)) + U64(off & ((1 << 64) - 1))
+        else:
+            lo, hi = ww.s[saddr], ww.s[saddr + 1]
+            if type(lo) is int and type(hi) is int:
+                base = U64(((lo | hi << 32) + off) & ((1 << 64) - 1))
+            else:
+                return PER_WAVE
+            a = v[va].astype(U64) + base
+        addrs = a[m2]
+        if not len(addrs):
+            return None
+        if int(addrs.max()) >= 1 << 62:
+            return PER_WAVE
+        if store:
+            sa = np.sort(addrs)
+            gap = np.diff(sa)
+            if np.count_nonzero((gap != 0) & (gap < size)):
+                return PER_WAVE
+            vals = np.ascontiguousarray(v[data:data + n][:, m2].T)
+            scatter(ww.mem, addrs, np.ascontiguousarray(vals.view(U8).reshape(len(addrs), 4 * n)[:, :size]))
+        else:
+            vals = gather(ww.mem, addrs, size).view("<u4")
+            v[vd:vd + n][:, m2] = vals.T
+        big = np.uint64((1 << 64) - 1)
+        ww.log.append((None, np.where(m2, a, big).min(axis=1), np.where(m2, a + U64(size), U64(0)).max(axis=1),
+                       store))
+        return None
+    return run
