@@ -114,3 +114,31 @@ def test_a_wave_reading_what_an_earlier_wave_wrote_undoes_the_lockstep_run(runs:
     assert value == 12                          # 6 workgroups x 2 waves, one after another
     _one_at_a_time(monkeypatch)
     assert _race(6) == (value, doc)
+
+
+# every workgroup (one lane): buf[64 - 4 * id] (8 bytes) = (id, id). Workgroup id + 1 stores 4 bytes below id, so the
+# two stores share a dword; one after another, the later workgroup's value stays there.
+OVERLAP = [0x84038202,              # s_lshl_b32 s3, s2, 2
+           0x7E020202,              # v_mov_b32_e32 v1, s2
+           0x7E040202,              # v_mov_b32_e32 v2, s2
+           0x7E060203,              # v_mov_b32_e32 v3, s3
+           0x4C0606C0,              # v_sub_nc_u32_e32 v3, 64, v3
+           0xDC6E0000, 0x00000103,  # global_store_b64 v3, v[1:2], s[0:1]
+           0xBFB00000]              # s_endpgm
+
+
+def _overlap(groups: int) -> tuple[list[int], dict]:
+    mem = FlatMemory(BASE, 1 << 16)
+    entry = _flat_program(mem, OVERLAP)
+    buf = mem.alloc(128)
+    res = run_dispatch(_regs(entry, (buf & 0xFFFFFFFF, buf >> 32), (1, 1, 1), (groups, 1, 1)), mem)
+    return list(struct.unpack("<32I", mem.read(buf, 128))), res.to_doc()
+
+
+def test_stores_that_overlap_unequally_keep_the_later_waves_bytes(runs: list[bool],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    got, doc = _overlap(6)
+    assert runs == [True]
+    assert got[11:18] == [5, 5, 4, 3, 2, 1, 0]      # dword 16 - id: id + 1 (its high half) where that one ran
+    _one_at_a_time(monkeypatch)
+    assert _overlap(6) == (got, doc)
