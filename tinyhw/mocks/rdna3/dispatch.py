@@ -26,6 +26,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Protocol
 
 import numpy as np
@@ -273,7 +274,11 @@ class _Dispatch:
         self.active = 0
         self.waves: list[Wave] = []  # the running workgroup's waves (what stays resident when the budget runs out)
         self.packed: np.ndarray | None = None
+        self.sgprs: list[int] | None = None     # a wave's initial SGPRs but for the workgroup ids
+        self.gid_sgprs: list[tuple[int, int]] = []
         self.wide = [0, 0]      # lockstep runs kept, lockstep runs undone (run again one workgroup at a time)
+        nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
+        self.per_group = (nt + 31) // 32        # waves per workgroup
 
     def compile_at(self, pc: int) -> list[Any]:
         first = self.mem.read(pc, 4)
@@ -359,7 +364,9 @@ class _Dispatch:
                 for w in live:
                     w.at_barrier = False
 
-    def make_waves(self, gid: tuple[int, int, int]) -> list[Wave]:
+    def make_waves(self, gid: tuple[int, int, int], v: np.ndarray | None = None, first: int = 0) -> list[Wave]:
+        """The waves of workgroup ``gid`` in their initial state; with ``v`` (a zeroed (VGPRs, waves, 32) array) their
+        VGPRs are its rows from ``first`` on."""
         r = self.regs
         nx, ny, nz = r.num_thread
         nthreads = nx * ny * nz
@@ -373,18 +380,19 @@ class _Dispatch:
             self.packed = packed
         waves = []
         mode = mode_from_rsrc1(r.rsrc1)
-        for wi in range((nthreads + 31) // 32):
-            w = Wave(r.vgprs, lds, self.mem, gid, wi)
-            lanes = min(32, nthreads - 32 * wi)
-            w.s[EXEC] = FULL if lanes == 32 else (1 << lanes) - 1
+        sgprs = self.sgprs
+        if sgprs is None:       # the user SGPRs, then the workgroup id SGPRs RSRC2 enables (filled per workgroup)
             us = r.user_sgprs
             ud = list(r.user_data) + [0] * 16
-            w.s[:us] = [x & 0xFFFFFFFF for x in ud[:us]]
-            k = us
-            for bit, value in ((7, gid[0]), (8, gid[1]), (9, gid[2])):
-                if r.rsrc2 >> bit & 1:
-                    w.s[k] = value & 0xFFFFFFFF
-                    k += 1
+            sgprs = self.sgprs = [x & 0xFFFFFFFF for x in ud[:us]] + [0] * (128 - us)
+            self.gid_sgprs = [(us + n, axis) for n, axis in enumerate(a for a in range(3) if r.rsrc2 >> (7 + a) & 1)]
+        for wi in range((nthreads + 31) // 32):
+            w = Wave(r.vgprs, lds, self.mem, gid, wi, None if v is None else v[:, first + wi])
+            lanes = min(32, nthreads - 32 * wi)
+            s = w.s = sgprs.copy()
+            s[EXEC] = FULL if lanes == 32 else (1 << lanes) - 1
+            for at, axis in self.gid_sgprs:
+                s[at] = gid[axis] & 0xFFFFFFFF
             w.v[0, :lanes] = packed[32 * wi:32 * wi + lanes]
             w.mode = mode
             w.pc = r.entry
@@ -414,14 +422,13 @@ class _Dispatch:
         running them one after another."""
         res, mem = self.res, self.mem
         saved = (res.waves, dict(res.skipped), getattr(mem, "reads", None), getattr(mem, "writes", None))
-        waves = [w for gid in gids for w in self.make_waves(gid)]
-        k = len(waves)
+        per = self.per_group
+        k = per * len(gids)
         v = np.zeros((self.regs.vgprs, k, 32), dtype=np.uint32)
+        waves = [w for i, gid in enumerate(gids) for w in self.make_waves(gid, v, i * per)]
         log: list[tuple[int, int, int, bool]] = []
         undo: list[tuple[int, bytes]] = []
         for i, w in enumerate(waves):
-            v[:, i] = w.v
-            w.v = v[:, i]
             w.mem = _Logged(mem, i, log, undo)
         try:
             done = self._lockstep(waves, v, log)
@@ -465,6 +472,7 @@ class _Dispatch:
         counts: dict[int, int] = {}
         marks: list[int] = []
         limit = self.budget // k
+        known = wide.s.known
         while True:
             ent = entries.get(pc)
             if ent is None:
@@ -485,6 +493,7 @@ class _Dispatch:
                 for w in rest:
                     if fn(w) != r:
                         raise _Diverged
+                known.clear()           # any SGPR, SCC or MODE may have changed
             if r is None:
                 pc += ent[1]
             elif r >= 0:
@@ -527,18 +536,23 @@ class _Scalars:
     """The SGPRs of waves in lockstep as one list: a register the waves agree on reads as an int, one they do not as a
     (waves, 1) uint64 column; a write of an int goes to every wave, of a column to each wave its own value."""
 
-    __slots__ = ("lists",)
+    __slots__ = ("lists", "known")
 
     def __init__(self, lists: list[list[int]]) -> None:
         self.lists = lists
+        self.known: dict[Any, int] = {}     # registers (and "scc", "mode") known to agree, until a wave-by-wave step
 
     def __getitem__(self, r: int) -> Any:
         if type(r) is not int:
             raise _Diverged
+        x = self.known.get(r)
+        if x is not None:
+            return x
         lists = self.lists
         x = lists[0][r]
-        vals = [s[r] for s in lists]
+        vals = list(map(itemgetter(r), lists))
         if vals.count(x) == len(vals):
+            self.known[r] = x
             return x
         return np.array(vals, dtype=np.uint64).reshape(-1, 1)
 
@@ -549,7 +563,9 @@ class _Scalars:
             x = int(x)
             for s in self.lists:
                 s[r] = x
+            self.known[r] = x
             return
+        self.known.pop(r, None)
         vals = np.asarray(x).ravel().tolist()
         if len(vals) != len(self.lists):
             raise _Diverged
@@ -568,10 +584,14 @@ class _Wide:
         self.mem, self.log = mem, log      # journalled memory; the log takes (None, starts, ends, write) per step
 
     def _same(self, name: str) -> int:
-        vals = [getattr(w, name) for w in self.waves]
-        if vals.count(vals[0]) != len(vals):
-            raise _Diverged
-        return vals[0]
+        known = self.s.known
+        x = known.get(name)
+        if x is None:
+            vals = [getattr(w, name) for w in self.waves]
+            if vals.count(vals[0]) != len(vals):
+                raise _Diverged
+            x = known[name] = vals[0]
+        return x
 
     @property
     def scc(self) -> int:
@@ -674,7 +694,33 @@ def _wide_of(inst: Inst, fn: Callable[[Wave], Any]) -> Callable[[Any], Any] | No
         return _wide_sload(inst)
     if inst.encoding == "FLAT":
         return vmem.wide_global(inst)
+    if inst.encoding == "VOP1" and valu.base_name(inst.mnemonic) == "v_readfirstlane_b32":
+        return _wide_readfirstlane(inst)
     return None
+
+
+def _wide_readfirstlane(inst: Inst) -> Callable[[Any], Any] | None:
+    """v_readfirstlane_b32 of a VGPR for several waves in lockstep: each wave's lowest active lane (lane 0 when none)
+    into the SGPR, a column when the waves differ."""
+    src, d = inst.fields["src0"], inst.fields["vdst"]
+    if src < 256:
+        return None
+    vs = src - 256
+
+    def run(ww: _Wide) -> Any:
+        e = ww.s[EXEC]
+        col = ww.v[vs]
+        if type(e) is int:
+            vals = col[:, (e & -e).bit_length() - 1 if e else 0]
+        else:
+            ev = e.ravel()
+            low = ev & (~ev + np.uint64(1))
+            lanes = np.where(ev == 0, 0, np.log2(np.maximum(low, np.uint64(1)).astype(np.float64))).astype(np.intp)
+            vals = col[np.arange(len(ev)), lanes]
+        if d != NULL:
+            ww.s[d] = vals.astype(np.uint64).reshape(-1, 1)
+        return None
+    return run
 
 
 def _check(regs: DispatchRegs) -> None:

@@ -95,10 +95,12 @@ class Wave:
 
     __slots__ = ("s", "scc", "v", "lds", "pc", "_mval", "_m", "done", "at_barrier", "wg", "index", "mem", "mode")
 
-    def __init__(self, vgprs: int, lds: np.ndarray, mem: Any, wg: tuple[int, int, int], index: int) -> None:
+    def __init__(self, vgprs: int, lds: np.ndarray, mem: Any, wg: tuple[int, int, int], index: int,
+                 v: np.ndarray | None = None) -> None:
         self.s: list[int] = [0] * 128
         self.scc = 0
-        self.v = np.zeros((vgprs, 32), dtype=np.uint32)
+        # the VGPRs (vgprs, 32), zeroed; ``v`` (a zeroed view of that shape) when the dispatcher keeps them elsewhere
+        self.v = np.zeros((vgprs, 32), dtype=np.uint32) if v is None else v
         self.lds = lds
         self.mem = mem
         self.pc = 0
