@@ -142,3 +142,27 @@ def test_stores_that_overlap_unequally_keep_the_later_waves_bytes(runs: list[boo
     assert got[11:18] == [5, 5, 4, 3, 2, 1, 0]      # dword 16 - id: id + 1 (its high half) where that one ran
     _one_at_a_time(monkeypatch)
     assert _overlap(6) == (got, doc)
+
+
+# workgroup 1 skips the v_mov: its waves take another PC than the others'
+BRANCH = [0xBF068100,               # s_cmp_eq_u32 s0, 1 (s0: the workgroup id X)
+          0xBFA20001,               # s_cbranch_scc1 1
+          0x7E020285,               # v_mov_b32_e32 v1, 5
+          0xBFB00000]               # s_endpgm
+
+
+def _branch_states() -> list[tuple]:
+    mem = FlatMemory(BASE, 1 << 16)
+    entry = _flat_program(mem, BRANCH)
+    waves: list = []
+    run_dispatch(_regs(entry, (), (32, 1, 1), (3, 1, 1)), mem, on_wave_end=waves.append)
+    return [(w.wg, w.index, list(w.s), w.scc, w.v.copy(), w.pc, w.mode) for w in waves]
+
+
+def test_waves_that_branch_apart_run_one_workgroup_at_a_time(runs: list[bool],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    got = _branch_states()
+    assert runs == [False]
+    assert [int(st[4][1, 0]) for st in got] == [5, 0, 5]
+    _one_at_a_time(monkeypatch)
+    assert _equal(got, _branch_states())
