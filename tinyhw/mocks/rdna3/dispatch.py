@@ -273,9 +273,7 @@ class _Dispatch:
         self.res = DispatchResult()
         self.active = 0
         self.waves: list[Wave] = []  # the running workgroup's waves (what stays resident when the budget runs out)
-        self.packed: np.ndarray | None = None
-        self.sgprs: list[int] | None = None     # a wave's initial SGPRs but for the workgroup ids
-        self.gid_sgprs: list[tuple[int, int]] = []
+        self.init: tuple[Any, ...] | None = None   # the initial wave state every workgroup shares (make_waves)
         self.wide = [0, 0]      # lockstep runs kept, lockstep runs undone (run again one workgroup at a time)
         nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
         self.per_group = (nt + 31) // 32        # waves per workgroup
@@ -368,34 +366,43 @@ class _Dispatch:
         """The waves of workgroup ``gid`` in their initial state; with ``v`` (a zeroed (VGPRs, waves, 32) array) their
         VGPRs are its rows from ``first`` on."""
         r = self.regs
-        nx, ny, nz = r.num_thread
-        nthreads = nx * ny * nz
         lds = np.zeros(max(r.lds_bytes, 0), dtype=np.uint8)
-        tidig = r.rsrc2 >> 11 & 3
-        packed = self.packed
-        if packed is None:      # the packed work-item ids of VGPR0: the same for every workgroup of the dispatch
-            ids = np.arange(nthreads)
+        init = self.init
+        if init is None:        # what every workgroup of the dispatch starts with but for its ids
+            nx, ny, nz = r.num_thread
+            nthreads = nx * ny * nz
+            tidig = r.rsrc2 >> 11 & 3
+            # the packed work-item ids of VGPR0, one row of 32 lanes per wave (zero past the last work-item)
+            ids = np.arange(self.per_group * 32)
             tx, ty, tz = ids % nx, (ids // nx) % ny, ids // (nx * ny)
             packed = (tx | (ty << 10 if tidig >= 1 else 0) | (tz << 20 if tidig >= 2 else 0)).astype(np.uint32)
-            self.packed = packed
-        waves = []
-        mode = mode_from_rsrc1(r.rsrc1)
-        sgprs = self.sgprs
-        if sgprs is None:       # the user SGPRs, then the workgroup id SGPRs RSRC2 enables (filled per workgroup)
+            packed[nthreads:] = 0
+            # the user SGPRs, then the workgroup id SGPRs RSRC2 enables (filled per workgroup); EXEC per wave
             us = r.user_sgprs
             ud = list(r.user_data) + [0] * 16
-            sgprs = self.sgprs = [x & 0xFFFFFFFF for x in ud[:us]] + [0] * (128 - us)
-            self.gid_sgprs = [(us + n, axis) for n, axis in enumerate(a for a in range(3) if r.rsrc2 >> (7 + a) & 1)]
-        for wi in range((nthreads + 31) // 32):
-            w = Wave(r.vgprs, lds, self.mem, gid, wi, None if v is None else v[:, first + wi])
-            lanes = min(32, nthreads - 32 * wi)
+            sgprs = [x & 0xFFFFFFFF for x in ud[:us]] + [0] * (128 - us)
+            gids = [(us + n, axis) for n, axis in enumerate(a for a in range(3) if r.rsrc2 >> (7 + a) & 1)]
+            execs = [FULL if nthreads - 32 * wi >= 32 else (1 << (nthreads - 32 * wi)) - 1
+                     for wi in range(self.per_group)]
+            init = self.init = (packed.reshape(-1, 32), sgprs, gids, execs, mode_from_rsrc1(r.rsrc1), r.entry,
+                                r.vgprs)
+        rows, sgprs, gids, execs, mode, entry, vgprs = init
+        if v is not None:
+            v[0, first:first + len(execs)] = rows
+        waves = []
+        mem = self.mem
+        for wi, ex in enumerate(execs):
+            if v is None:
+                w = Wave(vgprs, lds, mem, gid, wi)
+                w.v[0] = rows[wi]
+            else:
+                w = Wave(vgprs, lds, mem, gid, wi, v[:, first + wi])
             s = w.s = sgprs.copy()
-            s[EXEC] = FULL if lanes == 32 else (1 << lanes) - 1
-            for at, axis in self.gid_sgprs:
+            s[EXEC] = ex
+            for at, axis in gids:
                 s[at] = gid[axis] & 0xFFFFFFFF
-            w.v[0, :lanes] = packed[32 * wi:32 * wi + lanes]
             w.mode = mode
-            w.pc = r.entry
+            w.pc = entry
             waves.append(w)
         self.res.waves += len(waves)
         self.waves = waves
