@@ -761,7 +761,8 @@ def run_dispatch(regs: DispatchRegs, memory: Memory, *, strict: bool = True, cac
     instructions of the whole dispatch (:class:`WatchdogExpired`, whose ``dispatch`` keeps the running
     workgroup's waves for :mod:`tinyhw.mocks.sqind`). ``cache`` may be kept by the caller
     for repeated dispatches of the same, unchanged code. ``on_wave_end(wave)`` is called with each wave's
-    final state (SGPRs ``wave.s``, VGPRs ``wave.v``, ``wave.wg``, ``wave.index``) when it executes ``s_endpgm``.
+    final state (SGPRs ``wave.s``, VGPRs ``wave.v``, ``wave.wg``, ``wave.index``) when it executes ``s_endpgm`` (for
+    workgroups run in lockstep, see the module text: after the last of their waves ended, in wave order).
     ``trace`` (a :class:`~tinyhw.mocks.rdna3.sqtt.DispatchTrace`) is told of every wave start, instruction issue
     and wave end while the SQ thread trace is on. ``wall_limit`` bounds the dispatch's wall time in seconds, looked
     at after every workgroup (a grid of many short workgroups never reaches the instruction watchdog, yet
