@@ -795,8 +795,9 @@ class DispatchJob:
         nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
         per = (nt + 31) // 32
         # workgroups run in lockstep when nothing observes the order of their instructions (no trace) and the memory
-        # can undo a run (peek/poke); with LDS only one-wave workgroups (their LDS is their own)
-        wide = trace is None and hasattr(memory, "peek") and (regs.lds_bytes == 0 or per == 1)
+        # can undo a run (peek/poke); with LDS only one-wave workgroups (their LDS is their own); not with scratch
+        # (RSRC2.SCRATCH_EN: private memory outside ``memory`` would not be undone)
+        wide = trace is None and hasattr(memory, "peek") and (regs.lds_bytes == 0 or per == 1) and not regs.rsrc2 & 1
         self._groups = self._ids(max(1, LOCKSTEP_WAVES // per) if wide else 1)
 
     def _ids(self, n: int) -> Any:
