@@ -25,6 +25,7 @@ PACKAGES=(
     ca-certificates       # apt over https mirrors
     debian-archive-keyring  # Signed-By of the non-free-firmware sources entry fetch_firmware.sh adds
     clang libllvm19       # tinyhw kernels: tinygrad's CPU device compiles with clang, gfx targets with libLLVM 19
+    clang-19 lld-19       # tests/data/clcorpus: OpenCL C kernels for gfx1100 and the host (clang-19), linked by ld.lld-19
     llvm-19               # llvm-objdump-19 and llvm-mc-19: the independent disassembler the RDNA3 decoder is checked against
     gcc                   # the protocol-constant tests compile the kernel headers to cross-check offsets
     flashrom              # the flashrom interop tier drives `tinyhw serve serprog` with Debian's flashrom

@@ -25,6 +25,7 @@ from tinyhw.mocks.rdna3 import (
     DispatchRegs,
     FlatMemory,
     MemoryFault,
+    ShaderFault,
     Unimplemented,
     WatchdogExpired,
     run_dispatch,
@@ -136,7 +137,8 @@ PROGRAM_VECTOR = [
     ("v_readfirstlane_b32 s13, v0", (0x7E1A0500,)),
     ("s_endpgm", (0xBFB00000,)),
 ]
-PROGRAM_SIN = [("v_sin_f32_e32 v1, v2", (0x7E026B02,)), ("s_endpgm", (0xBFB00000,))]
+#: an instruction the core refuses (a graphics-only lighting multiply)
+PROGRAM_SIN = [("v_mullit_f32 v1, v2, v3, v4", (0xD6180001, 0x04120702)), ("s_endpgm", (0xBFB00000,))]
 PROGRAM_HANG = [("s_branch 65535", (0xBFA0FFFF,))]
 PROGRAMS = (PROGRAM_SCALAR, PROGRAM_VECTOR, PROGRAM_SIN, PROGRAM_HANG)
 #: packed f16 (VOP3P); op_sel / op_sel_hi / neg_lo are in the words (the decoder's text leaves them out)
@@ -198,22 +200,24 @@ def test_unimplemented_instruction_stops_with_mnemonic_encoding_and_pc() -> None
     entry = _flat_program(mem, [w for _, ws in PROGRAM_SIN for w in ws])
     with pytest.raises(Unimplemented) as e:
         run_dispatch(_regs(entry, (), (32, 1, 1)), mem)
-    assert (e.value.mnemonic, e.value.encoding, e.value.pc) == ("v_sin_f32_e32", "7e026b02", entry)
-    assert "v_sin_f32_e32" in str(e.value) and f"0x{entry:x}" in str(e.value)
+    assert (e.value.mnemonic, e.value.encoding, e.value.pc) == ("v_mullit_f32", "d6180001 04120702", entry)
+    assert "v_mullit_f32" in str(e.value) and f"0x{entry:x}" in str(e.value)
     res = run_dispatch(_regs(entry, (), (32, 1, 1)), mem, strict=False)
-    assert res.skipped == {"v_sin_f32_e32": 1}
+    assert res.skipped == {"v_mullit_f32": 1}
 
 
 def test_a_scratch_ring_size_is_refused_only_for_a_kernel_that_enables_scratch() -> None:
     """COMPUTE_TMPRING_SIZE is the queue's scratch ring (WAVES, WAVESIZE; amd-compute.md §2.4), which a driver may set
     for every dispatch; a kernel uses scratch only with RSRC2.SCRATCH_EN (= ENABLE_PRIVATE_SEGMENT, §3.3). A ring
-    size with SCRATCH_EN clear runs; SCRATCH_EN set is refused (scratch is not modelled)."""
+    size with SCRATCH_EN clear runs; SCRATCH_EN set needs the scratch base too (COMPUTE_DISPATCH_SCRATCH_BASE)."""
     mem = FlatMemory(BASE, 1 << 16)
     regs = _regs(_flat_program(mem, [0xBFB00000]), (), (32, 1, 1))  # s_endpgm
     ring = 0x40 << 12 | 32  # WAVESIZE 0x40, WAVES 32
     assert run_dispatch(dataclasses.replace(regs, tmpring_size=ring), mem).waves == 1
-    with pytest.raises(Unimplemented, match="scratch"):
+    with pytest.raises(ShaderFault, match="scratch_base is 0"):
         run_dispatch(dataclasses.replace(regs, rsrc2=regs.rsrc2 | 1, tmpring_size=ring), mem)
+    with_base = dataclasses.replace(regs, rsrc2=regs.rsrc2 | 1, tmpring_size=ring, scratch_base_lo=BASE >> 8)
+    assert run_dispatch(with_base, mem).waves == 1
 
 
 def test_watchdog_stops_a_shader_that_never_ends() -> None:

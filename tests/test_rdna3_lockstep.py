@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 
+import clcorpushelp
 import corpushelp
 import numpy as np
 import pytest
@@ -46,25 +47,23 @@ def test_probes_equal_one_workgroup_at_a_time(name: str, runs: list[bool], monke
     assert outs == outs1 and res.to_doc() == res1.to_doc()
 
 
-def test_corpus_equals_one_workgroup_at_a_time(runs: list[bool], monkeypatch: pytest.MonkeyPatch) -> None:
-    meta, arrays = corpushelp.load_corpus()
+@pytest.mark.parametrize("helper", [corpushelp, clcorpushelp], ids=["tinygrad", "clang"])
+def test_corpus_equals_one_workgroup_at_a_time(helper: object, runs: list[bool],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    meta, arrays = helper.load_corpus()      # type: ignore[attr-defined]
     entries = meta["kernels"]
-    got = []
-    for e in entries:
+
+    def outcome(e: dict) -> tuple:
         try:
-            out, res = corpushelp.run_on_core(e, arrays)
-            got.append((out.tobytes(), res.to_doc()))
+            out, res = helper.run_on_core(e, arrays)      # type: ignore[attr-defined]
+            return out.tobytes(), res.to_doc()
         except Exception as exc:        # a known gap: the same error either way
-            got.append((type(exc).__name__, str(exc)))
-    assert sum(runs) >= 100            # most fixtures have several workgroups and run in lockstep
+            return type(exc).__name__, str(exc)
+    got = [outcome(e) for e in entries]
+    assert sum(runs) >= len(entries) // 4      # many fixtures have several workgroups and run in lockstep
     _one_at_a_time(monkeypatch)
     for e, want in zip(entries, got, strict=True):
-        try:
-            out, res = corpushelp.run_on_core(e, arrays)
-            have = (out.tobytes(), res.to_doc())
-        except Exception as exc:        # the same error either way
-            have = (type(exc).__name__, str(exc))
-        assert have == want, e["seed"]
+        assert outcome(e) == want, e.get("seed", e.get("name"))
 
 
 def _vector_states(grid: tuple[int, int, int]) -> list[tuple]:

@@ -208,6 +208,34 @@ def test_every_ability_of_the_wrapped_transport_survives_recording(ability: type
     assert not any(isinstance(t, a) for a in others)
 
 
+def test_an_ability_added_to_the_list_is_passed_on_with_no_edit_of_the_recording(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new ability (a protocol added to :mod:`tinyhw.transport.abilities` and to its one list) is passed on by a
+    recording as it is: the recording reads the list, it keeps none of its own."""
+    from typing import Protocol, runtime_checkable
+
+    from tinyhw.transport import abilities
+
+    @runtime_checkable
+    class Dimming(Protocol):
+        def dim(self, level: int) -> int:
+            """Dim the board's lights to ``level``."""
+
+    monkeypatch.setattr(abilities, "Dimming", Dimming, raising=False)
+    monkeypatch.setattr(abilities, "TRANSPORT_ABILITIES", (*abilities.TRANSPORT_ABILITIES, Dimming))
+    opened: list = []
+    inner = _fake_with(Dimming, opened)
+    t = rec_mod.recording(inner, tmp_path / "n.pcapng")
+    try:
+        assert isinstance(t, Dimming)
+        assert require(t, Dimming, "dim").dim(3) == "answer of dim"
+    finally:
+        t.writer.close()
+        opened[0].close()
+    calls = [r for r in load(tmp_path / "n.pcapng").records if r.op == tf.ABILITY]
+    assert [(c.fields["call"], c.fields["args"]) for c in calls] == [("dim", [3])]
+
+
 def test_the_list_of_abilities_names_every_ability_of_the_module() -> None:
     """Every runtime-checkable protocol of :mod:`tinyhw.transport.abilities` is in its one list (or is a pyusb
     backend's, not a transport's), so a new ability cannot be forgotten by a wrapper."""

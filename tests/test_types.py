@@ -1,8 +1,8 @@
 """mypy, with the [tool.mypy] section of pyproject.toml, finds no type error in the packages it names.
 
-The section lists the packages (at least transport, boards, formats and regs); what they import is followed
-silently, so the run takes seconds. The cache lives in a temporary folder: a stale cache of another checkout
-never hides an error, and the run writes nothing into the repository.
+The section lists the packages (at least transport, boards, formats, regs, the engines and the tools); what they
+import is followed silently, so the run takes seconds. The cache lives in a temporary folder: a stale cache of
+another checkout never hides an error, and the run writes nothing into the repository.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKED = ("tinyhw/transport", "tinyhw/boards", "tinyhw/formats", "tinyhw/regs")
+CHECKED = ("tinyhw/transport", "tinyhw/boards", "tinyhw/formats", "tinyhw/regs", "tinyhw/boot", "tinyhw/flash",
+           "tinyhw/firmware", "tinyhw/probe", "tinyhw/bench", "tinyhw/kernels", "tinyhw/prof", "tinyhw/trace")
 
 
 def _config() -> dict:

@@ -111,7 +111,7 @@ class CopyPath:
 
     label: str
     write: Callable[[int, bytes], object]
-    read: Callable[[int, int], bytes]
+    read: Callable[[int, int], bytes | bytearray | memoryview]
     size_limit: int | None = None
     model: Callable[[str, int], float | None] | None = None
     clock: Clock | None = None  # time on this clock instead of the transport's (host-only paths: wall time)
@@ -268,7 +268,7 @@ def check_fits(sizes: list[int], offset: int, room: int | None, where: str) -> N
                   hint=f"use sizes up to {(room - offset) & ~3:#x} bytes or a smaller --offset")
 
 
-def _first_difference(got: bytes, want: bytes) -> int:
+def _first_difference(got: bytes | bytearray | memoryview, want: bytes | bytearray) -> int:
     """Index of the first differing byte (a length difference counts at the shorter end)."""
     lo, hi = 0, min(len(got), len(want))
     if got[:hi] == want[:hi]:
@@ -353,6 +353,9 @@ def _copies(transport: Transport, sizes: list[int], directions: tuple[str, ...],
             offset: int, progress: Progress, log: Callable[[str], None], via: CopyPath | None, host_only: bool,
             limit: float | None, how: str, timing: Timing, clock_mode: str) -> list[CopyResult]:
 
+    write: Callable[[int, bytes], object]
+    read: Callable[[int, int], bytes | bytearray | memoryview]
+    room: int | None
     if via is None:
         info = pick_bar(transport, bar)
         region = transport.bar(info.index)
@@ -402,7 +405,7 @@ class _Copy:
     """One timed copy and its checks (the module docstring says which)."""
 
     def __init__(self, direction: str, size: int, offset: int, path: str, write: Callable[[int, bytes], object],
-                 read: Callable[[int, int], bytes], via: CopyPath | None) -> None:
+                 read: Callable[[int, int], bytes | bytearray | memoryview], via: CopyPath | None) -> None:
         self.direction, self.size, self.offset, self.path = direction, size, offset, path
         self.write, self.read = write, read
         self.check = via.check if via is not None else None
@@ -453,7 +456,7 @@ class _Copy:
 
     def _d2h(self, data: bytes, timing: Timing) -> float:
         check, off = self.check, self.offset
-        want = data
+        want: bytes | bytearray = data
         if check is not None:
             wins = check.windows(self.size)
             if wins != [(0, self.size)]:
@@ -474,7 +477,7 @@ class _Copy:
         self._compare(back, bytes(want), 0, how)
         return seconds
 
-    def _compare(self, got: bytes, want: bytes, base: int, how: str) -> None:
+    def _compare(self, got: bytes | bytearray | memoryview, want: bytes | bytearray, base: int, how: str) -> None:
         from tinyhw.errors import OperationFailed
 
         if got == want:

@@ -66,7 +66,7 @@ def cuda_link_limit(gpu: Any) -> tuple[float | None, str, dict | None]:
 
 
 def _digest(a: np.ndarray) -> bytes:
-    return hashlib.blake2b(memoryview(a), digest_size=32).digest()
+    return hashlib.blake2b(a.data, digest_size=32).digest()
 
 
 def _first_difference(got: np.ndarray, want: np.ndarray) -> int:

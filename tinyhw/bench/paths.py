@@ -25,13 +25,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinyhw.bench.copy import DIRECTIONS, CopyPath, CopyResult, Independent, check_fits, copy_bench, pick_bar
 from tinyhw.errors import Refused
 from tinyhw.progress import NO_PROGRESS, Progress
 from tinyhw.transport.abilities import BridgeSram, DmaBuffers
 from tinyhw.transport.base import Transport, has
+
+if TYPE_CHECKING:
+    from tinyhw.boot.gpu import AmGpu
 
 PATHS = ("auto", "bar", "sram", "dma", "staging")
 PROTOCOLS = ("tinyhw", "seed")
@@ -49,7 +52,7 @@ class CopyPlan:
     why: str  # one line: why this path (for auto) or what it is
     overwrites: str  # what the copies overwrite, for a confirmation prompt
     bar: int | None = None
-    gpu: Any = None  # the AmGpu of the engine paths (booted, checked)
+    gpu: AmGpu | None = None  # the AmGpu of the engine paths (booted, checked)
 
 
 def choose_path(transport: Transport) -> tuple[str, str, Any]:
@@ -105,7 +108,7 @@ def plan_copy(transport: Transport, sizes: list[int], path: str = "auto", *, off
 
 
 def _plan_engine(transport: Transport, sizes: list[int], path: str, offset: int | None, auto: bool, why: str,
-                 gpu: Any) -> CopyPlan:
+                 gpu: AmGpu | None) -> CopyPlan:
     from tinyhw.boot.dmacopy import booted_gpu, check_copy_engine, check_range
 
     if gpu is None:
@@ -141,6 +144,7 @@ def open_path(transport: Transport, plan: CopyPlan, sizes: list[int],
         finally:
             holder.close()
         return
+    assert plan.gpu is not None  # an engine path's plan holds the checked gpu
     check = _independent(plan.gpu, plan.offset + max(sizes))
     if plan.path == "sram":
         yield sram_path(transport, gpu=plan.gpu, protocol=protocol, check=check)
@@ -155,14 +159,14 @@ def open_path(transport: Transport, plan: CopyPlan, sizes: list[int],
         copier.close()
 
 
-def _independent(gpu: Any, end: int) -> Independent:
+def _independent(gpu: AmGpu, end: int) -> Independent:
     """The BAR0 VRAM aperture of ``gpu`` (MM_INDEX/MM_DATA past BAR0, a few dwords per window there)."""
     inside = end <= gpu.bar0_size
     return Independent("bar0 vram aperture" if inside else "vram aperture (bar0, mm_index/mm_data)",
                        gpu.vram_read, gpu.vram_write, gpu.hdp_flush, window=512 if inside else 16)
 
 
-def sram_path(transport: Transport, *, gpu: Any = None, protocol: str = "tinyhw",
+def sram_path(transport: Transport, *, gpu: AmGpu | None = None, protocol: str = "tinyhw",
               check: Independent | None = None) -> CopyPath:
     """The bridge SRAM + SDMA copy path (:mod:`tinyhw.boot.usbcopy`) as a :class:`CopyPath`, in one call: refused
     (exit 2) on a transport without the bridge-SRAM ability or a board no tinyhw boot brought up (``gpu``: the

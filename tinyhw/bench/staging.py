@@ -10,12 +10,10 @@ device bandwidth. Offsets are byte offsets in the buffer; sizes larger than the 
 
 from __future__ import annotations
 
-from typing import Any
-
 from tinyhw.bench.copy import CopyPath
 from tinyhw.errors import Refused
 from tinyhw.transport.abilities import DmaBuffers
-from tinyhw.transport.base import has
+from tinyhw.transport.base import Transport, has
 from tinyhw.transport.clock import WallClock
 
 MAX_BUFFER = 256 << 20
@@ -25,7 +23,7 @@ LABEL = "host staging: user memory <-> pinned dma buffer (no device transfer)"
 class Staging:
     """One pinned DMA buffer of ``size`` bytes on ``transport``; ``close()`` unmaps and frees it."""
 
-    def __init__(self, transport: Any, size: int) -> None:
+    def __init__(self, transport: Transport, size: int) -> None:
         if not has(transport, DmaBuffers):
             raise Refused(f"--path staging needs host dma buffers, which the {transport.name} transport cannot map",
                           hint="bind the device to vfio-pci (tinyhw --device pci:ADDR pci bind --yes), use vfio:ADDR")

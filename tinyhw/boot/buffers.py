@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinyhw.errors import OperationFailed, Refused
-from tinyhw.transport.base import has
+from tinyhw.transport.base import Transport, has
 
 if TYPE_CHECKING:
     from tinyhw.boot.copyengine import CopyEngine
@@ -133,7 +133,7 @@ class BufferPath:
                 "verified_bytes": int(s["verified_bytes"])}
 
 
-def open_buffer_path(transport: Any, gpu: AmGpu, engine: CopyEngine, path: str = "auto") -> BufferPath:
+def open_buffer_path(transport: Transport, gpu: AmGpu, engine: CopyEngine, path: str = "auto") -> BufferPath:
     """The path a dispatch's buffers take on ``transport`` (the copy engine ``engine`` is up on ``gpu``): ``auto``
     picks ``sram`` behind the USB bridge, ``dma`` with DMA buffers, else ``bar``; asking for one the transport lacks
     is refused (exit 2)."""

@@ -36,7 +36,9 @@ from tinyhw.formats.elf import symbols
 from tinyhw.transport.wait import poll
 
 if TYPE_CHECKING:
+    from tinyhw.boot.buffers import BufferPath
     from tinyhw.boot.gpu import AmGpu
+    from tinyhw.transport.base import Transport
 
 KiB, MiB = 1 << 10, 1 << 20
 REGION, REGION_SIZE, REGION_VA = 96 * MiB, 128 * MiB, VA_BASE + 64 * MiB
@@ -91,7 +93,7 @@ class Kernel:
 
 def load_code_object(data: bytes, name: str | None = None, arch: tuple[str, ...] = GFX11) -> Kernel:
     """Parse an AMDGPU code object and pick kernel ``name`` (the only one when None); refused (exit 2) when it is
-    not a code object for this GPU, the kernel is not in it, or it needs scratch (not set up here)."""
+    not a code object for this GPU, the kernel is not in it, or it asks for scratch SGPRs gfx11 does not have."""
     obj = parse_amdgpu_code(data)
     if not obj.kernels:
         raise Refused(f"not a usable amdgpu code object: {'; '.join(obj.problems) or 'no kernel in it'}")
@@ -105,9 +107,9 @@ def load_code_object(data: bytes, name: str | None = None, arch: tuple[str, ...]
     if name not in obj.kernels:
         raise Refused(f"kernel {name!r} is not in the code object (it holds {', '.join(obj.kernels)})")
     kd = obj.kernels[name]
-    if kd.scratch_bytes or kd.scratch_enabled:
-        raise Refused(f"kernel {name} uses {kd.scratch_bytes} bytes of scratch per work-item; tinyhw does not set up "
-                      "scratch memory")
+    if kd.properties & 1 << 0 | kd.properties & 1 << 5:
+        raise Refused(f"kernel {name} asks for the private segment buffer or flat scratch init sgprs, which gfx11 "
+                      "(architected flat scratch) does not have")
     text = obj.elf.section(".text")
     if text is None or not text.size:
         raise Refused("the code object has no .text section")
@@ -143,13 +145,34 @@ def buffer_layout(sizes: list[int]) -> list[tuple[int, int, int]]:
     return out
 
 
+#: bytes per COMPUTE_TMPRING_SIZE.WAVESIZE unit on gfx11 (tinygrad's driver sizes gfx11 scratch in 256-byte units;
+#: inferred) and the shader engines whose scratch slots one ring holds (tinygrad divides the ring's waves by the SE
+#: count: WAVES is per shader engine; Navi3x has at most 6, 8 are allocated)
+SCRATCH_GRANULE, SCRATCH_SES = 256, 8
+
+
+def scratch_ring(kd: KernelDescriptor, block: tuple[int, int, int]) -> tuple[int, int]:
+    """(bytes of private-segment ring, COMPUTE_TMPRING_SIZE) for a launch of ``block`` work-items of a kernel with
+    a private segment (PRIVATE_SEGMENT_FIXED_SIZE or RSRC2.SCRATCH_EN, §3.4), (0, 0) for one without. WAVES is one
+    workgroup's waves (it must fit: its waves run together), WAVESIZE the per-work-item size in dwords for 64 lanes
+    (as tinygrad sizes it: enough for wave64 too)."""
+    if not kd.scratch_bytes and not kd.scratch_enabled:
+        return 0, 0
+    waves = -(-block[0] * block[1] * block[2] // (32 if kd.wave32 else 64))
+    units = max(1, -(-(-(-kd.scratch_bytes // 4) * 4) * 64 // SCRATCH_GRANULE))
+    if units >= 1 << 15 or waves * units * SCRATCH_GRANULE * SCRATCH_SES > 64 * MiB:
+        raise Refused(f"{kd.scratch_bytes} bytes of scratch per work-item are more than tinyhw sets up")
+    return waves * units * SCRATCH_GRANULE * SCRATCH_SES, waves | units << 12
+
+
 def _check_dims(what: str, dims: tuple[int, ...], limit: int) -> tuple[int, int, int]:
     if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) for d in dims):
         raise Refused(f"{what} takes 1 to 3 whole numbers, not {dims!r}")
-    out = tuple(dims) + (1,) * (3 - len(dims))
+    x, y, z = tuple(dims) + (1,) * (3 - len(dims))
+    out = (x, y, z)
     if any(not 1 <= d <= limit for d in out):
         raise Refused(f"{what} {','.join(map(str, out))}: each dimension must be 1 .. {limit}")
-    return out  # type: ignore[return-value]
+    return out
 
 
 #: work-items per dimension a dispatch can name: its grid size in work-items is a 32-bit field (the HSA kernel
@@ -194,7 +217,7 @@ class ComputeEngine:
         self.placed: list[tuple[int, int]] = []  # the last dispatch's buffers: (region offset, bytes)
         self.pages: list[tuple[int, int]] = []  # and the region offsets of their mapped pages: (start, end)
         #: how the buffers go in and come out (:class:`tinyhw.boot.buffers.BufferPath`; None: BAR writes and reads)
-        self.buffers: Any = None
+        self.buffers: BufferPath | None = None
         self.copy_engine: Any = None  # the copy engine open_compute brought up (for a buffer path over it)
 
     # -- queue --------------------------------------------------------------------------------------------------
@@ -496,12 +519,15 @@ class ComputeEngine:
         return bytes(seg)
 
     def packets(self, kernel: Kernel, entry: int, grid: tuple[int, int, int], block: tuple[int, int, int],
-                seq: int, before: list[int] | None = None, after: list[int] | None = None) -> list[int]:
+                seq: int, before: list[int] | None = None, after: list[int] | None = None,
+                scratch: tuple[int, int] | None = None) -> list[int]:
         """The PM4 stream of one dispatch (amd-compute.md §2.11): acquire memory, the kernel's program address and
         resource words, its user SGPRs, DISPATCH_DIRECT of ``grid`` workgroups of ``block`` work-items, then an
         end-of-pipe fence writing ``seq``; raises Refused when the kernel enables more user SGPRs than it loads.
         ``before``/``after``: packets right before DISPATCH_DIRECT and right after it (before the fence), e.g. the
-        thread trace's enable and finish (:mod:`tinyhw.boot.sqtt`)."""
+        thread trace's enable and finish (:mod:`tinyhw.boot.sqtt`). ``scratch``: (ring VA, COMPUTE_TMPRING_SIZE) of a
+        kernel with a private segment (:func:`scratch_ring`): COMPUTE_DISPATCH_SCRATCH_BASE points at the ring (gfx11
+        sets each wave's flat scratch from it, architected flat scratch)."""
         kd = kernel.kd
         values = {"dispatch_ptr": va(AQL), "queue_ptr": 0, "kernarg_segment_ptr": va(KERNARG), "dispatch_id": 0}
         user: list[int] = []
@@ -518,7 +544,11 @@ class ComputeEngine:
         out += pm4.set_sh_reg(g.offset("gc.COMPUTE_PGM_LO"), [(entry >> 8) & 0xFFFFFFFF, (entry >> 40) & 0xFF])
         out += pm4.set_sh_reg(g.offset("gc.COMPUTE_PGM_RSRC1"), [kd.rsrc1, rsrc2])
         out += pm4.set_sh_reg(g.offset("gc.COMPUTE_PGM_RSRC3"), [kd.rsrc3])
-        out += pm4.set_sh_reg(g.offset("gc.COMPUTE_TMPRING_SIZE"), [0])
+        ring_va, tmpring = scratch or (0, 0)
+        out += pm4.set_sh_reg(g.offset("gc.COMPUTE_TMPRING_SIZE"), [tmpring])
+        if scratch:
+            out += pm4.set_sh_reg(g.offset("gc.COMPUTE_DISPATCH_SCRATCH_BASE_LO"), [(ring_va >> 8) & 0xFFFFFFFF,
+                                                                                    (ring_va >> 40) & 0xFF])
         out += pm4.set_sh_reg(g.offset("gc.COMPUTE_RESOURCE_LIMITS"), [0])
         out += pm4.set_sh_reg(g.offset("gc.COMPUTE_START_X"), [0, 0, 0, *block])  # START_X..Z, NUM_THREAD_X..Z
         if user:
@@ -563,13 +593,16 @@ class ComputeEngine:
             raise Refused(f"--block {','.join(map(str, block3))} is {block3[0] * block3[1] * block3[2]} work-items; "
                           f"a workgroup holds at most {MAX_BLOCK}")
         check_grid(grid3, block3)
-        entry, placed = self.place(kernel, buffers)
+        ring, tmpring = scratch_ring(kernel.kd, block3)
+        entry, placed = self.place(kernel, [*buffers, bytes(ring)] if ring else buffers)
+        scratch = (va(placed[-1][0]), tmpring) if ring else None
+        placed = placed[:len(buffers)]       # the scratch ring (its own mapped pages) is no kernel argument
         g = self.gpu
         g.vram_write(REGION + KERNARG, self.kernarg(kernel, [va(off) for off, _ in placed], grid3, block3))
         g.vram_write(REGION + AQL, self.aql_packet(kernel, entry, grid3, block3))
         self.seq = (self.seq + 1) & 0xFFFFFFFF or 1
         g.vram_write(REGION + FENCE, struct.pack("<I", (self.seq - 1) & 0xFFFFFFFF))
-        self.submit(self.packets(kernel, entry, grid3, block3, self.seq, before, after))
+        self.submit(self.packets(kernel, entry, grid3, block3, self.seq, before, after, scratch=scratch))
         return grid3, block3, placed
 
 
@@ -598,7 +631,7 @@ def teardown_compute(gpu: AmGpu, timeout: float = DEQUEUE_TIMEOUT) -> dict[str, 
     return {**where, "checked": True, "was_active": was, "dequeued": was}
 
 
-def check_booted(transport: Any, what: str = "kernels run on") -> AmGpu:
+def check_booted(transport: Transport, what: str = "kernels run on") -> AmGpu:
     """The :class:`AmGpu` of a gc 11 GPU a tinyhw boot brought up; else refused (exit 2): not an AMD GPU (from its
     identity, before any register access), an unknown or other GC, not booted (hinting at ``am boot``)."""
     from tinyhw.boot.gpu import AmGpu
@@ -621,7 +654,7 @@ def check_booted(transport: Any, what: str = "kernels run on") -> AmGpu:
     return gpu
 
 
-def open_compute(transport: Any, *, timeout: float = DEFAULT_TIMEOUT, gpu: AmGpu | None = None) -> ComputeEngine:
+def open_compute(transport: Transport, *, timeout: float = DEFAULT_TIMEOUT, gpu: AmGpu | None = None) -> ComputeEngine:
     """A compute queue on a booted GPU: checks (:func:`check_booted`), brings VMID0 and the copy engine up again
     (the page tables live in VRAM, :func:`tinyhw.boot.copyengine.bring_up`), creates the queue."""
     from tinyhw.boot.copyengine import bring_up

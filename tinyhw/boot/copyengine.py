@@ -26,6 +26,7 @@ The bridge pages appear at VA base + their offsets: SRAM (512 KiB) at +0, ``sys_
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -270,7 +271,7 @@ def invalidate(gpu: AmGpu, hubs: tuple[str, ...] = ("mmhub.MM", "gc.GC")) -> Non
     """Flush the TLBs of ``hubs`` (both by default) for VMID0 through engine 17 and wait for the acknowledgement."""
     for hub in hubs:
         gpu.wr(f"{hub}VM_INVALIDATE_ENG17_REQ", fields(gpu, f"{hub}VM_INVALIDATE_ENG17_REQ", PER_VMID_INVALIDATE_REQ=1))
-        poll(gpu.clock, lambda hub=hub: gpu.rd(f"{hub}VM_INVALIDATE_ENG17_ACK"), lambda v: bool(v & 1),
+        poll(gpu.clock, functools.partial(gpu.rd, f"{hub}VM_INVALIDATE_ENG17_ACK"), lambda v: bool(v & 1),
              timeout=1.0, interval=0.0, what=f"the {hub[:-2]} tlb invalidation")
 
 

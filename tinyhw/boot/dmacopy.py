@@ -18,7 +18,7 @@ its own memory (no register reads). A piece whose fence never comes (an IOMMU fa
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tinyhw.boot import sdmapkt
 from tinyhw.boot.copyengine import (
@@ -36,7 +36,7 @@ from tinyhw.boot.copyengine import (
 )
 from tinyhw.errors import DeviceTimeout, Refused
 from tinyhw.transport.abilities import DmaBuffers
-from tinyhw.transport.base import has
+from tinyhw.transport.base import Transport, has, require
 
 if TYPE_CHECKING:
     from tinyhw.boot.copyengine import CopyEngine
@@ -105,7 +105,7 @@ class DmaCopier:
                           f"{MAX_WINDOW >> 20} MiB")
         self.engine = engine
         self.gpu = engine.gpu
-        self.transport: Any = engine.gpu.transport
+        self.transport = require(engine.gpu.transport, DmaBuffers, "map host dma buffers")
         self.clock = self.gpu.clock
         self.timeout = timeout
         self.half = window // 2
@@ -218,7 +218,7 @@ class DmaCopier:
             self.buf = None
 
 
-def check_copy_engine(transport: Any) -> AmGpu:
+def check_copy_engine(transport: Transport) -> AmGpu:
     """Refuse (exit 2), before any register access, a transport without DMA buffers or a function that is no GPU
     whose SDMA0 tinyhw drives; then the :class:`AmGpu` of a board a tinyhw boot brought up (else refuse, hinting
     at ``am boot``)."""
@@ -228,7 +228,7 @@ def check_copy_engine(transport: Any) -> AmGpu:
     return booted_gpu(transport)
 
 
-def booted_gpu(transport: Any, what: str = "dma copies use") -> AmGpu:
+def booted_gpu(transport: Transport, what: str = "dma copies use") -> AmGpu:
     """The :class:`AmGpu` of a navi3x GPU a tinyhw boot brought up, whose SDMA0 the copy paths drive; anything else
     is refused (exit 2): a function that is no AMD GPU (checked from its identity, before any register access), a
     GC other than 11, a board not booted (hinting at ``am boot``). Read-only."""
@@ -253,7 +253,7 @@ def booted_gpu(transport: Any, what: str = "dma copies use") -> AmGpu:
     return gpu
 
 
-def open_dma_copier(transport: Any, *, window: int = DEFAULT_WINDOW, timeout: float = 10.0,
+def open_dma_copier(transport: Transport, *, window: int = DEFAULT_WINDOW, timeout: float = 10.0,
                     gpu: AmGpu | None = None) -> DmaCopier:
     """A ready copier for a booted GPU on a transport with DMA buffers: checks (:func:`check_copy_engine`, unless
     its ``gpu`` is handed in), turns bus mastering on, brings the copy engine up

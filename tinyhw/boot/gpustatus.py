@@ -21,6 +21,7 @@ from tinyhw.errors import TinyhwError
 
 if TYPE_CHECKING:
     from tinyhw.boot.gpu import AmGpu
+    from tinyhw.transport.base import Transport
 
 #: (group, registers) in the order a status view shows them
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -38,7 +39,7 @@ QUEUE_REGS = ("CP_HQD_ACTIVE", "CP_HQD_PQ_RPTR", "CP_HQD_PQ_WPTR_LO", "CP_HQD_PQ
 _WORKING = re.compile(r"BUSY|PENDING|STALL|ACTIVE|WAIT|DECODING|HALT|ERROR|FAULT")
 
 
-def open_gpu(transport: Any, warn: Any = None) -> AmGpu:
+def open_gpu(transport: Transport, warn: Any = None) -> AmGpu:
     """The :class:`~tinyhw.boot.gpu.AmGpu` of an AMD GPU for the views; refused (exit 2) from the device's
     identity, before any register access, when it is not one."""
     from tinyhw.boot.gpu import AmGpu

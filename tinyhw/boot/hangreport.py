@@ -20,6 +20,7 @@ from tinyhw.errors import TinyhwError
 
 if TYPE_CHECKING:
     from tinyhw.boot.gpu import AmGpu
+    from tinyhw.transport.clock import Clock
 
 VERSION = 1
 MAX_MARKS = 256
@@ -30,7 +31,7 @@ class MarkLog:
     (it takes the same ``(name, phase, detail)`` calls) and add lines with :meth:`note`; the last
     :data:`MAX_MARKS` are kept, each with the transport clock's time."""
 
-    def __init__(self, clock: Any = None) -> None:
+    def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock
         self.lines: deque[str] = deque(maxlen=MAX_MARKS)
 

@@ -62,7 +62,7 @@ class Psp:
         if last:
             # sOS alive, or the bootloader back with error bits (it rejected the SOS image)
             poll(self.gpu.clock, lambda: (self.gpu.sos_alive(), self.gpu.rd(PSP_BL_CMD)),
-                 lambda v: v[0] or (v[1] != 0xFFFFFFFF and v[1] & READY and v[1] != READY), timeout=self.timeout,
+                 lambda v: v[0] or bool(v[1] != 0xFFFFFFFF and v[1] & READY and v[1] != READY), timeout=self.timeout,
                  interval=POLL * 20, what="the psp secure os to come alive (c2pmsg_81)", hint=POWER_HINT)
             if self.gpu.sos_alive():
                 return

@@ -12,9 +12,10 @@ clock gating (12) is not done. Firmware is checked (:mod:`tinyhw.boot.firmware`)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tinyhw import progress
 from tinyhw.boot import copyengine, fwstage, layout
@@ -25,16 +26,29 @@ from tinyhw.boot.smu import Smu
 from tinyhw.boot.state import BoardState, read_state
 from tinyhw.errors import DeviceTimeout, OperationFailed, TinyhwError
 from tinyhw.transport.abilities import Resettable
-from tinyhw.transport.base import has, set_bus_master
+from tinyhw.transport.base import Transport, has, require, set_bus_master
+from tinyhw.transport.clock import Clock
 from tinyhw.transport.wait import poll
 
 RESET_SETTLE = 0.5  # §7.2: sleep 500 ms after the reset message
 
 
+class Stepped(Protocol):
+    """What :class:`StepLog` needs of a GPU (:class:`AmGpu`, NVIDIA's ``NvGpu``): its transport and that one's clock."""
+
+    @property
+    def transport(self) -> Transport:
+        """The transport the GPU is reached through (its counters are read per step)."""
+
+    @property
+    def clock(self) -> Clock:
+        """The transport's clock (each step is timed on it)."""
+
+
 class StepLog:
     """Runs named steps, timing each on the transport clock; ``on_step(name, phase, detail)`` reports them."""
 
-    def __init__(self, gpu: AmGpu, on_step: Callable[[str, str, dict[str, Any]], None] | None = None) -> None:
+    def __init__(self, gpu: Stepped, on_step: Callable[[str, str, dict[str, Any]], None] | None = None) -> None:
         self.gpu = gpu
         self.on_step = on_step or (lambda *_: None)
         self.steps: list[dict[str, Any]] = []
@@ -143,7 +157,7 @@ def _full(gpu: AmGpu, fw: FirmwareSet, psp: Psp, smu: Smu, log: StepLog, result:
         for i, img in enumerate(comps):
             last = i == len(comps) - 1
             log.run(f"psp bootloader {img.label}",
-                    lambda img=img, last=last: psp.load_component(img.label, img.code, slots[img.label], last=last))
+                    functools.partial(psp.load_component, img.label, img.code, slots[img.label], last=last))
     log.run("km ring", psp.create_ring)
     toc = fw.toc()
     tmr = 0
@@ -164,12 +178,12 @@ def _full(gpu: AmGpu, fw: FirmwareSet, psp: Psp, smu: Smu, log: StepLog, result:
         if stage is not None:
             datas = [order[i].data for i in batch]
             vas = log.run("firmware copy" if b == 0 else f"firmware copy {b + 1}",
-                          lambda datas=datas: stage.place(datas), path="sram", bytes=sum(len(d) for d in datas))
+                          functools.partial(stage.place, datas), path="sram", bytes=sum(len(d) for d in datas))
             addrs = {id(order[i]): va for i, va in zip(batch, vas, strict=True)}
         for i in batch:
             img, at = order[i], addrs[id(order[i])]
-            log.run(f"load {img.label.lower()}", lambda img=img, at=at: psp.load_ip_fw(at, len(img.data), img.code,
-                                                                                     img.label), bytes=len(img.data))
+            log.run(f"load {img.label.lower()}",
+                    functools.partial(psp.load_ip_fw, at, len(img.data), img.code, img.label), bytes=len(img.data))
             if img.label == "SMU" and tmr:
                 log.run("setup tmr", lambda: psp.setup_tmr(gpu.mc(layout.TMR), tmr), tmr_size=tmr)
     moved += sum(len(i.data) for i in images)
@@ -277,7 +291,7 @@ def reset_gpu(gpu: AmGpu, psp: Psp | None = None, smu: Smu | None = None) -> dic
     else:
         path = "none"
     if path == "function-reset":
-        gpu.transport.reset()
+        require(gpu.transport, Resettable, "reset the function").reset()
     elif path != "none":
         _bus_master(gpu, False)
         if path == "smu":

@@ -56,7 +56,7 @@ from tinyhw.boot import sdmapkt
 from tinyhw.boot.copyengine import CQ_BUF_BUS, PT_BASE, SRAM_BUS, SRAM_SIZE, SYS_BUF_BUS, MiB, bridge_va
 from tinyhw.errors import DeviceTimeout, Refused
 from tinyhw.transport.abilities import BridgeSram
-from tinyhw.transport.base import require
+from tinyhw.transport.base import Transport, require
 from tinyhw.transport.wait import poll
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ class UsbCopier:
         self.fence_seen = 0
         self.primed = False
         self.fence_synced = False  # copy_in_sync read the fence (instead of zeroing it, as priming does)
-        self.go = None  # the copy-out go byte last written (None: not written by this copier yet)
+        self.go: int | None = None  # the copy-out go byte last written (None: not written by this copier yet)
         self._recv: dict[int, array.array] = {}  # copy-out receive buffers by wire length
         self.mirror = bytearray(SRAM_SIZE)
         self._staging: tuple[bytearray, bytearray] | None = None  # the seed protocol's two staging buffers
@@ -387,6 +387,7 @@ class UsbCopier:
         for first in range(0, len(pieces), OUT_BATCH if batched else 1):
             batch = pieces[first:first + (OUT_BATCH if batched else 1)]
             if batched:
+                assert self.go is not None  # written before the first batch
                 body: list[int] = []
                 for k, (o, n) in enumerate(batch):
                     body += sdmapkt.poll_mem_equal(bridge_va(GO_BUS), (self.go + 1 + k) & 0xFF, mask=0xFF)
@@ -395,6 +396,7 @@ class UsbCopier:
             for o, n in batch:
                 self.sram.arm_sram_to_host(n)
                 if batched:
+                    assert self.go is not None
                     self.go = (self.go + 1) & 0xFF
                     self.sram.write_xdata(GO_XDATA, self.go)  # the GPU's POLL sees it: this piece goes
                 else:
@@ -450,7 +452,7 @@ class UsbCopier:
         self.mirror[whole:len(piece)] = piece[whole:]
 
 
-def open_copier(transport: object, *, timeout: float = 10.0) -> UsbCopier:
+def open_copier(transport: Transport, *, timeout: float = 10.0) -> UsbCopier:
     """A ready copier for a booted GPU behind the USB bridge: finds the registers (discovery), brings the copy
     engine up (:func:`tinyhw.boot.copyengine.bring_up`) and returns the copier. ``transport`` must have the
     bridge-SRAM ability (the usb transport); anything else is refused (:func:`require_sram`)."""
@@ -458,10 +460,10 @@ def open_copier(transport: object, *, timeout: float = 10.0) -> UsbCopier:
     from tinyhw.boot.gpu import AmGpu
 
     require_sram(transport)
-    return UsbCopier(bring_up(AmGpu(transport)), timeout=timeout)  # type: ignore[arg-type]
+    return UsbCopier(bring_up(AmGpu(transport)), timeout=timeout)
 
 
-def require_sram(transport: Any) -> BridgeSram:
+def require_sram(transport: Transport) -> BridgeSram:
     """``transport`` as a :class:`~tinyhw.transport.abilities.BridgeSram`, or the refusal (exit 2) every sram copy
     path gives on a transport without the usb bridge's sram (``pci:``, ``vfio:``, ``mock:navi31``, ``remote:``)."""
     return require(transport, BridgeSram, "copy through the usb bridge's sram (usb: or mock:navi31-usb only)",

@@ -105,10 +105,10 @@ def copy_in(size: int, protocol: str, m: LinkModel | None = None, host: str = "a
     if host != "async":
         raise ValueError(f"unknown host {host!r}; known: {', '.join(HOSTS)}")
     ring, chunks = plan(size, protocol, m)
-    host = ep0 = pipe = 0.0
+    now = ep0 = pipe = 0.0
     # the one SDMA submission before any chunk: streamed ring write (setup + bulk), HDP flush, doorbell (2 TLPs)
-    host += m.submit_s + 2 * m.ctrl_s + ring * m.stream_dword_s + 3 * m.ctrl_s
-    ep0 = host
+    now += m.submit_s + 2 * m.ctrl_s + ring * m.stream_dword_s + 3 * m.ctrl_s
+    ep0 = now
     bulk_done: list[float] = []
     drained: list[float] = []
     fence_reads = 0
@@ -134,33 +134,33 @@ def copy_in(size: int, protocol: str, m: LinkModel | None = None, host: str = "a
 
     for k, (n, transfers, staged) in enumerate(chunks):
         if k >= 2:
-            host = max(host, bulk_done[k - 2])
+            now = max(now, bulk_done[k - 2])
         if protocol == "seed":
-            host += staged / m.stage_rate + 2 * m.submit_s
-            arm_done = control(host)
+            now += staged / m.stage_rate + 2 * m.submit_s
+            arm_done = control(now)
             if k >= 2:
-                host = fence_ok(k - 2, host)
+                now = fence_ok(k - 2, now)
             else:
                 fence_reads += 1
-                host = control(host)
-            host = max(host, arm_done) + m.submit_s
+                now = control(now)
+            now = max(now, arm_done) + m.submit_s
         else:
-            host += m.submit_s
-            arm_done = control(host)  # arming before the drain is safe (PR #17663); the fence read queues behind it
-            if k >= 2 and not _known_drained(k - 2, drained, host, m):
-                host = fence_ok(k - 2, host)
-            host += staged / m.stage_rate + len(transfers) * m.submit_s
+            now += m.submit_s
+            arm_done = control(now)  # arming before the drain is safe (PR #17663); the fence read queues behind it
+            if k >= 2 and not _known_drained(k - 2, drained, now, m):
+                now = fence_ok(k - 2, now)
+            now += staged / m.stage_rate + len(transfers) * m.submit_s
         # a transfer submitted while the previous one is still on the pipe pays only the gap; one submitted to an
         # idle pipe pays the full fixed cost (as the emulator's queued bulk OUT does)
-        idle = host >= pipe
-        start = max(pipe, arm_done, host)
+        idle = now >= pipe
+        start = max(pipe, arm_done, now)
         for i, b in enumerate(transfers):
             start += (m.bulk_latency_s if idle and i == 0 else m.bulk_gap_s) + b / m.f2_rate
         pipe = start
         bulk_done.append(pipe)
         gpu_start = max(pipe + m.poll_s, drained[-1] if drained else 0.0)
         drained.append(gpu_start + n / m.gpu_rate + 1e-6)
-    end = fence_ok(len(chunks) - 1, max(host, bulk_done[-1]))
+    end = fence_ok(len(chunks) - 1, max(now, bulk_done[-1]))
     return {"seconds": end, "mb_s": size / end / 1e6, "chunks": len(chunks), "fence_reads": fence_reads}
 
 

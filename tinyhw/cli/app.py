@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tinyhw.errors import Refused, TinyhwError
 
 if TYPE_CHECKING:  # imported when a device is opened, not for --help
+    from tinyhw.connect import Opened
     from tinyhw.transport.base import Transport
 
 
@@ -104,7 +105,7 @@ class App:
         if self._opened is None:
             from tinyhw.connect import open_device
 
-            def keep(opened: Any) -> None:
+            def keep(opened: Opened) -> None:
                 self._opened = opened
 
             command = ["tinyhw", *INVOCATION["argv"]]

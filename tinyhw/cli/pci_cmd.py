@@ -6,7 +6,7 @@ and need ``--yes``. Spec: specs/pci-vfio-remote.md §2, §4 (lspci formats), §6
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +15,9 @@ from tinyhw.cli.numbers import parse_number
 from tinyhw.errors import Refused
 from tinyhw.transport.abilities import ConfigSize, ResizableBars
 from tinyhw.transport.base import has
+
+if TYPE_CHECKING:
+    from tinyhw.transport.base import BarRegion, Transport
 
 FORCE_BOUND_HELP = ("Map or write a function even though a kernel driver is bound to it. RISKY: that driver keeps "
                     "programming the device too; writing behind its back can corrupt its state, hang the device or "
@@ -31,7 +34,7 @@ def _open(app: App, *, writes: bool = False, force_bound: bool = False) -> Any:
     return app.open_transport(writes=writes)
 
 
-def _checked_region(t: Any, index: int, offset: int, length: int) -> Any:
+def _checked_region(t: Transport, index: int, offset: int, length: int) -> BarRegion:
     """The BAR region, after checking the access against the BAR's size (before mapping anything)."""
     from tinyhw.transport.base import BarRegion
 

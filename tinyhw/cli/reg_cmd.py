@@ -10,7 +10,7 @@ find/read/write place registers with the segment bases of the device's IP discov
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,10 +18,13 @@ from tinyhw.cli.app import App
 from tinyhw.cli.numbers import parse_number
 from tinyhw.errors import Refused
 
+if TYPE_CHECKING:  # imported when a device is opened, not for --help
+    from tinyhw.transport.base import Transport
+
 _ASIC_HELP = "ASIC profile: navi31, gfx1200 (aliases gfx1100, navi48, navi44, gfx1201). Default: from the device."
 
 
-def _asic(app: App, name: str | None, transport: Any = None) -> Any:
+def _asic(app: App, name: str | None, transport: Transport | None = None) -> Any:
     """The ASIC from --asic, else from the device's PCI id (opening the device if needed)."""
     from tinyhw import regs
 
@@ -39,7 +42,7 @@ def _warn(line: str) -> None:
     click.echo(line, err=True)
 
 
-def _device_asic(app: App, name: str | None, transport: Any) -> Any:
+def _device_asic(app: App, name: str | None, transport: Transport) -> Any:
     """The device's register space with the bases of its IP discovery table (facts, with a warning, if unusable)."""
     from tinyhw.regs.discovery import asic_from_device
 

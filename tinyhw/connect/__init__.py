@@ -51,6 +51,9 @@ class Opened:
     #: what opening an emulated board did that its user should hear of (a fresh flash file); the CLI prints each
     #: as a ``note:`` line on stderr, a library caller reads them here
     notes: Callable[[], list[str]] = list
+    #: the emulated board behind the transport (``mock:`` devices; None on hardware), for a caller that drives the
+    #: emulator itself (a peer driver's adapter): what it reaches instead of the transport's own attributes
+    board: Any = None
 
     def close(self) -> None:
         """Close the transport, then release the board and the lock. Safe to call twice."""
@@ -173,7 +176,7 @@ def _emulator(entry: registry.Entry) -> Any:
 def _open_direct(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Opened], None]) -> Opened:
     """An emulated board that is its own transport (``mock:navi31``, ``mock:ad102``); it takes the device lock."""
     t = _emulator(entry)(typed_options(spec, entry))
-    opened = Opened(t, spec, uncovered=lambda: list(t.board.uncovered),
+    opened = Opened(t, spec, board=t.board, uncovered=lambda: list(t.board.uncovered),
                     notes=lambda: list(getattr(t.board, "notes", [])))
     register(opened)
     return opened
@@ -193,7 +196,7 @@ def _open_asm24(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Ope
     except BaseException:
         board.close()
         raise
-    opened = Opened(t, spec, closers=[board.close], uncovered=lambda: list(board.uncovered),
+    opened = Opened(t, spec, board=board, closers=[board.close], uncovered=lambda: list(board.uncovered),
                     emulator_stats=bridge.stats, notes=lambda: list(getattr(board, "notes", [])))
     register(opened)
     t.connect()

@@ -116,7 +116,7 @@ class RomSw:
         #: a transport that sends queued accesses together (remote:): DONE is polled on the device side and
         #: reads travel in groups; None: every access as it comes (the seed's order)
         self._batch = transport if has(transport, Batching) else None
-        self.emulated = bool(getattr(transport, "emulated", False))
+        self.emulated = transport.emulated
 
     # -- session -------------------------------------------------------------------------------------------
     def open(self) -> RomSw:

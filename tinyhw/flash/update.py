@@ -226,7 +226,7 @@ class Updater:
     # -- preflight -----------------------------------------------------------------------------------------
     def _gated_hint(self) -> str:
         """What to do about a gated mailbox: power-cycle (a command on an emulated board), and what works meanwhile."""
-        return EMULATED_GATED_HINT if getattr(self.transport, "emulated", False) else GATED_HINT
+        return EMULATED_GATED_HINT if self.transport.emulated else GATED_HINT
 
     def preflight(self) -> UpdatePlan:
         """Every precondition, in order; nothing is written to the mailbox before the last one."""

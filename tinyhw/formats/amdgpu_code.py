@@ -126,8 +126,9 @@ def parse_amdgpu_code(data: bytes | memoryview) -> AmdgpuCodeObject:
         if sec is None or not sec.has_data:
             obj.problems.append(f"kernel descriptor {sym.name} points at section {sym.shndx}, which holds no data")
             continue
-        start = sec.offset + sym.value
-        if sym.size < KD_SIZE or sym.value + KD_SIZE > sec.size or start + KD_SIZE > len(data):
+        rel = sym.value - (sec.addr if elf.file_type != 1 else 0)   # linked (ET_DYN): a VA, not a section offset
+        start = sec.offset + rel
+        if sym.size < KD_SIZE or rel < 0 or rel + KD_SIZE > sec.size or start + KD_SIZE > len(data):
             obj.problems.append(f"kernel descriptor {sym.name} at 0x{start:x} is cut short ({sym.size} bytes)")
             continue
         obj.kernels[sym.name[:-3]] = parse_kernel_descriptor(bytes(data[start:start + KD_SIZE]))

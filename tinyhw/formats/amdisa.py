@@ -347,6 +347,10 @@ def _fields11(enc: str, w: tuple[int, ...]) -> dict[str, int]:
                 "src0": w1 & 0x1FF, "src1": w1 >> 9 & 0x1FF, "src2": w1 >> 18 & 0x1FF, "neg": w1 >> 29 & 7}
     if enc == "LDSDIR":
         return {"vdst": w0 & 0xFF, "attrchan": w0 >> 8 & 3, "attr": w0 >> 10 & 0x3F, "waitvdst": w0 >> 16 & 0xF}
+    if enc == "MUBUF":     # RDNA3 ISA "MUBUF" microcode format (bit positions checked against llvm-mc-19's encodings)
+        return {"offset": w0 & 0xFFF, "slc": w0 >> 12 & 1, "dlc": w0 >> 13 & 1, "glc": w0 >> 14 & 1,
+                "lds": w0 >> 16 & 1, "vaddr": w1 & 0xFF, "vdata": w1 >> 8 & 0xFF, "srsrc": (w1 >> 16 & 0x1F) * 4,
+                "tfe": w1 >> 21 & 1, "offen": w1 >> 22 & 1, "idxen": w1 >> 23 & 1, "soffset": w1 >> 24 & 0xFF}
     if enc == "FLAT":
         return {"offset": _sext(w0 & 0x1FFF, 13), "dlc": w0 >> 13 & 1, "glc": w0 >> 14 & 1, "slc": w0 >> 15 & 1,
                 "seg": w0 >> 16 & 3, "vdst": w1 >> 24 & 0xFF, "saddr": w1 >> 16 & 0x7F, "data": w1 >> 8 & 0xFF,

@@ -13,6 +13,7 @@ parser :func:`tinyhw.formats.ifwi_layout.parse_ifwi` reports the same findings (
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from tinyhw.errors import Refused
 
@@ -23,6 +24,17 @@ MAGIC = bytes([0xAA, 0x55, 0xAA, 0x55])
 #: Offsets of the two $PSP directories (§g.1).
 PSP_DIRECTORIES = (0x2000, 0x3000)
 PSP_COOKIE = b"$PSP"
+
+
+class ByteSlices(Protocol):
+    """What the table readers need of an image: its length and contiguous slices (``bytes``, or a
+    :class:`~tinyhw.formats.ifwi_regions.LazyImage` that reads a device's flash only where it is sliced)."""
+
+    def __len__(self) -> int:
+        """The image's size in bytes."""
+
+    def __getitem__(self, key: slice, /) -> bytes:
+        """The bytes of a contiguous slice."""
 
 
 # -- the landmark checks (None: fine; else one precise problem) ------------------------------------------------
@@ -41,7 +53,7 @@ def size_problem(data: bytes, expected_size: int = IMAGE_SIZE) -> str | None:
     return f"0x{len(data):x}: the image is 0x{len(data):x} bytes (expected 0x{expected_size:x}, the whole flash)"
 
 
-def psp_directory_problem(data: bytes, index: int) -> str | None:
+def psp_directory_problem(data: ByteSlices, index: int) -> str | None:
     """The ``$PSP`` cookie of directory ``index`` (1 or 2) at its offset (§g.1, §g.2 items 0x02/0x03)."""
     off = PSP_DIRECTORIES[index - 1]
     found = bytes(data[off:off + 4])

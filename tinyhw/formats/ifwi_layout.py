@@ -18,7 +18,14 @@ import struct
 from dataclasses import dataclass, field
 
 from tinyhw.formats.fwregion import Reader, Region, unique_names
-from tinyhw.formats.ifwi import PSP_COOKIE, looks_like_ifwi, magic_problem, psp_directory_problem, size_problem
+from tinyhw.formats.ifwi import (
+    PSP_COOKIE,
+    ByteSlices,
+    looks_like_ifwi,
+    magic_problem,
+    psp_directory_problem,
+    size_problem,
+)
 from tinyhw.formats.ifwi import PSP_DIRECTORIES as PSP_DIRS
 from tinyhw.formats.vbios import Vbios, find_vbios, vbios_identities
 
@@ -163,7 +170,7 @@ def missing_structures(data: bytes) -> list[str]:
     return out
 
 
-def _count_problem(data: bytes, off: int, count: int) -> str | None:
+def _count_problem(data: ByteSlices, off: int, count: int) -> str | None:
     """Why the entry count of the directory at ``off`` cannot be right, or None: past :data:`MAX_ENTRIES`,
     or more entries than fit in the data (§g.2 "item extends beyond IFWI")."""
     room = max(0, (len(data) - off - 16) // 16)
@@ -174,7 +181,7 @@ def _count_problem(data: bytes, off: int, count: int) -> str | None:
     return None
 
 
-def resolve_item(data: bytes, item: int) -> Item:
+def resolve_item(data: ByteSlices, item: int) -> Item:
     """§g.2: the exact bytes the PSP asks for as ``item``: (offset, size), or an ``error``."""
     name = ITEMS.get(item, f"item 0x{item:02x}")
 

@@ -117,7 +117,7 @@ def flash_regions(data: bytes | LazyImage) -> FlashLayout:
     lay = FlashLayout(size)
     out: list[FlashRegion] = []
     for item, name in ITEM_NAMES.items():
-        it = resolve_item(data, item)  # type: ignore[arg-type]  # it only slices and takes len()
+        it = resolve_item(data, item)
         if it.error is None and it.offset is not None and it.size:
             out.append(FlashRegion(name, it.offset, it.offset + it.size, f"{ITEMS[item]} (item 0x{item:02x})"))
         elif item not in (0x04, 0x05, 0x89):  # the fixed items always resolve in a full-size image

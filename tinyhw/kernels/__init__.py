@@ -14,15 +14,17 @@ Importing this package imports neither tinygrad nor cuda-bindings.
 
 from typing import Any
 
+from tinyhw.transport.base import Transport
 
-def run_amd_probe(name: str, transport: Any, **kw: Any) -> dict:
+
+def run_amd_probe(name: str, transport: Transport, **kw: Any) -> dict:
     """Probe ``name`` on the AMD GPU behind ``transport`` (see :func:`tinyhw.kernels.amd.run_amd_probe`)."""
     from tinyhw.kernels.amd import run_amd_probe as run
 
     return run(name, transport, **kw)
 
 
-def exec_kernel(transport: Any, code_object: Any, **kw: Any) -> Any:
+def exec_kernel(transport: Transport, code_object: Any, **kw: Any) -> Any:
     """A kernel of a user's code object on the AMD GPU behind ``transport`` (see
     :func:`tinyhw.kernels.execute.exec_kernel`)."""
     from tinyhw.kernels.execute import exec_kernel as run

@@ -20,6 +20,7 @@ from typing import Any
 
 from tinyhw.errors import Refused
 from tinyhw.kernels.probes import get_probe
+from tinyhw.transport.base import Transport
 
 EMULATED_GROUPS = 32
 MAX_REPEATS = 100
@@ -64,14 +65,14 @@ def plan_amd(name: str, repeats: int = 1, n: int | None = None, build_dir: Path 
     return AmdPlan(probe, folder, man, entry, n, repeats, per)
 
 
-def run_amd(plan: AmdPlan, transport: Any, *, timeout: float = 10.0, buffer_path: str = "auto") -> dict:
+def run_amd(plan: AmdPlan, transport: Transport, *, timeout: float = 10.0, buffer_path: str = "auto") -> dict:
     """Run ``plan`` on the GPU behind ``transport`` (handed in and closed by the caller); the buffers travel over
     ``buffer_path`` (:mod:`tinyhw.boot.buffers`: the copy engine where there is one, verified through the BAR)."""
     from tinyhw.boot.buffers import open_buffer_path
     from tinyhw.boot.compute import check_booted, load_code_object, open_compute
     from tinyhw.kernels.manifest_check import read_binary
 
-    emulated = bool(getattr(transport, "emulated", False))
+    emulated = transport.emulated
     gpu = check_booted(transport)  # refusals (not amd, other gc, not booted) before anything is written
     probe, entry = plan.probe, plan.entry
     k = entry["kernels"][0]
@@ -110,7 +111,7 @@ def run_amd(plan: AmdPlan, transport: Any, *, timeout: float = 10.0, buffer_path
             "buffer_path": {**path.summary(), "time_kind": kind}}
 
 
-def run_amd_probe(name: str, transport: Any, *, n: int | None = None, repeats: int = 1, timeout: float = 10.0,
+def run_amd_probe(name: str, transport: Transport, *, n: int | None = None, repeats: int = 1, timeout: float = 10.0,
                   build_dir: Path | None = None) -> dict:
     """The library's one call: :func:`plan_amd` and :func:`run_amd` on an open transport (``tinyhw.open(...)``'s
     ``.transport``), e.g. ``run_amd_probe("pattern", opened.transport, n=4096)``."""

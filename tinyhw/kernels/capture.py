@@ -17,11 +17,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinyhw.errors import Refused
 from tinyhw.fileio import atomic_write_dir, check_output_dir
 from tinyhw.kernels.amd import EMULATED_GROUPS, AmdPlan, plan_amd
+from tinyhw.transport.base import Transport
+
+if TYPE_CHECKING:
+    from tinyhw.boot.gpu import AmGpu
 
 __all__ = ["CapturePlan", "capture_probe", "plan_capture", "run_capture"]
 
@@ -58,7 +62,7 @@ def plan_capture(name: str, out: str | Path, *, n: int | None = None, buffer_kib
     return CapturePlan(run, target, None if buffer_kib is None else buffer_kib * KiB, simd, names)
 
 
-def _props(gpu: Any, shader_engines: int) -> dict[str, int]:
+def _props(gpu: AmGpu, shader_engines: int) -> dict[str, int]:
     """The device properties ``prof`` reads (the names of tinygrad's ProfileDeviceEvent, §7), from discovery."""
     from tinyhw.boot.identify import gc_info
 
@@ -72,14 +76,14 @@ def _props(gpu: Any, shader_engines: int) -> dict[str, int]:
             "num_xcc": d.get("xccs") or 1}
 
 
-def _shader_engines(gpu: Any) -> int:
+def _shader_engines(gpu: AmGpu) -> int:
     from tinyhw.boot.identify import gc_info
 
     se = ((gc_info(gpu) or {}).get("derived") or {}).get("shader_engines") or 6
     return int(se)
 
 
-def run_capture(plan: CapturePlan, transport: Any, *, timeout: float = 10.0) -> dict[str, Any]:
+def run_capture(plan: CapturePlan, transport: Transport, *, timeout: float = 10.0) -> dict[str, Any]:
     """Run ``plan`` on the GPU behind ``transport`` (handed in and closed by the caller); write the capture."""
     from tinyhw.boot.compute import CODE, check_booted, load_code_object, open_compute, va
     from tinyhw.boot.perfmon import PerfCounters
@@ -87,7 +91,7 @@ def run_capture(plan: CapturePlan, transport: Any, *, timeout: float = 10.0) -> 
     from tinyhw.formats.elf import parse_elf
     from tinyhw.kernels.manifest_check import read_binary
 
-    emulated = bool(getattr(transport, "emulated", False))
+    emulated = transport.emulated
     gpu = check_booted(transport, "prof capture runs on")  # refusals (not amd, other gc, not booted) first
     r = plan.run
     probe, entry = r.probe, r.entry
@@ -154,7 +158,7 @@ def run_capture(plan: CapturePlan, transport: Any, *, timeout: float = 10.0) -> 
             "counters": list(plan.counters), "files": sorted(files)}
 
 
-def capture_probe(name: str, out: str | Path, transport: Any, *, n: int | None = None,
+def capture_probe(name: str, out: str | Path, transport: Transport, *, n: int | None = None,
                   buffer_kib: int | None = None, simd: int = 0, counters: str | None = None,
                   timeout: float = 10.0) -> dict[str, Any]:
     """The library's one call: :func:`plan_capture` and :func:`run_capture` on an open transport

@@ -11,11 +11,13 @@ dispatch through :mod:`tinyhw.boot.compute` and writes the requested buffers bac
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tinyhw.errors import Refused
+from tinyhw.transport.base import Transport
 
 MAX_CODE_OBJECT = 16 << 20
 MAX_BUFFERS = 16
@@ -77,7 +79,7 @@ def _buffer(spec: str | bytes, index: int) -> bytes:
 
 
 def plan_exec(code_object: str | Path, *, kernel: str | None, grid: str | tuple[int, ...],
-              block: str | tuple[int, ...], buffers: list[str] | list[bytes], outs: list[str],
+              block: str | tuple[int, ...], buffers: Sequence[str | bytes], outs: list[str],
               timeout: float = 10.0, force: bool = False) -> ExecPlan:
     """Everything ``kernels exec`` refuses (exit 2), checked before the device is opened. ``grid``/``block`` are
     ``"X[,Y,Z]"`` or tuples; each buffer is ``FILE``, ``zeros:N`` or (from Python) the bytes to upload; ``force``
@@ -122,13 +124,13 @@ def plan_exec(code_object: str | Path, *, kernel: str | None, grid: str | tuple[
     return ExecPlan(path, k, grid3, block3, data, sources, wanted, timeout)
 
 
-def run_exec(plan: ExecPlan, transport: Any, *, buffer_path: str = "auto") -> dict:
+def run_exec(plan: ExecPlan, transport: Transport, *, buffer_path: str = "auto") -> dict:
     """Run ``plan`` on the GPU behind ``transport`` (handed in, closed by the caller); write the ``--out`` files.
     ``buffer_path``: how the buffers travel (:mod:`tinyhw.boot.buffers`: auto, sram, dma, bar)."""
     return _run(plan, transport, buffer_path)[0]
 
 
-def _run(plan: ExecPlan, transport: Any, buffer_path: str = "auto") -> tuple[dict, list[bytes]]:
+def _run(plan: ExecPlan, transport: Transport, buffer_path: str = "auto") -> tuple[dict, list[bytes]]:
     from tinyhw.boot.buffers import PATHS, open_buffer_path
     from tinyhw.boot.compute import check_booted, open_compute
     from tinyhw.fileio import atomic_write
@@ -147,7 +149,7 @@ def _run(plan: ExecPlan, transport: Any, buffer_path: str = "auto") -> tuple[dic
     for i, path in plan.outs:
         atomic_write(path, run.outputs[i])
         written.append({"index": i, "file": str(path), "bytes": len(run.outputs[i])})
-    emulated = bool(getattr(transport, "emulated", False))
+    emulated = transport.emulated
     meta = plan.kernel.meta
     return ({"code_object": str(plan.path), "kernel": plan.kernel.name, "grid": list(run.grid),
             "block": list(run.block), "buffers": [{"source": s, "bytes": len(b)} for s, b in
@@ -167,8 +169,8 @@ class ExecResult:
     buffers: list[bytes]
 
 
-def exec_kernel(transport: Any, code_object: str | Path, *, grid: str | tuple[int, ...],
-                block: str | tuple[int, ...], buffers: list[str] | list[bytes], kernel: str | None = None,
+def exec_kernel(transport: Transport, code_object: str | Path, *, grid: str | tuple[int, ...],
+                block: str | tuple[int, ...], buffers: Sequence[str | bytes], kernel: str | None = None,
                 outs: list[str] | None = None, timeout: float = 10.0, force: bool = False,
                 buffer_path: str = "auto") -> ExecResult:
     """The library's one call behind ``kernels exec``: check everything (:func:`plan_exec`, refusals before the

@@ -104,9 +104,9 @@ def build_target(target: str, names: list[str] | None = None) -> tuple[dict, dic
 
     tg = seam.load()
     if names:
-        for n in names:
-            if target not in PROBES[n].targets:
-                raise Refused(f"probe {n} is not built for {target}", hint=PROBES[n].target_note)
+        for name in names:
+            if target not in PROBES[name].targets:
+                raise Refused(f"probe {name} is not built for {target}", hint=PROBES[name].target_note)
     probes: list[Probe] = [PROBES[n] for n in (names or list(PROBES)) if target in PROBES[n].targets]
     files: dict[str, bytes] = {}
     sources: dict[str, str] = {}

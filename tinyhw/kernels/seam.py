@@ -22,7 +22,8 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 from tinyhw.errors import EnvironmentProblem, OperationFailed, Refused, install_hint
 from tinyhw.kernels.probes import ATOMIC_CPU_THREADS, Probe
@@ -110,10 +111,7 @@ def load() -> Any:
     if Device.DEFAULT != "NULL":  # pragma: no cover - DEV=NULL is set above
         raise EnvironmentProblem(f"tinygrad's default device is {Device.DEFAULT}, not NULL")
 
-    class NS:
-        pass
-
-    ns = NS()
+    ns = SimpleNamespace()
     ns.version, ns.tinygrad, ns.libllvm = version, tinygrad, llvm
     ns.Tensor, ns.dtypes, ns.Device, ns.Target = Tensor, dtypes, Device, Target
     ns.to_program, ns.get_call_arg_uops, ns.run_linear, ns.time_call = to_program, get_call_arg_uops, run_linear, \
@@ -282,8 +280,10 @@ def compile_probe(probe: Probe, target: str, n: int | None = None) -> list[Compi
         if info.vars and target != "cpu":
             raise OperationFailed(f"probe {probe.name}: kernel {info.function_name} takes scalar parameters")
         binary = prg.src[3].arg
-        out.append(CompiledKernel(info.function_name, tuple(int(x) for x in info.global_size),
-                                  tuple(int(x) for x in info.local_size), tuple(args[i] for i in info.globals),
+        # tinygrad's global_size and local_size are three numbers each
+        grid = cast("tuple[int, int, int]", tuple(int(x) for x in info.global_size))
+        block = cast("tuple[int, int, int]", tuple(int(x) for x in info.local_size))
+        out.append(CompiledKernel(info.function_name, grid, block, tuple(args[i] for i in info.globals),
                                   prg.src[2].arg, bytes(binary)))
     return out
 

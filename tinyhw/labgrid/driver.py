@@ -67,7 +67,7 @@ class TinyhwDriver(Driver, MMIOProtocol, BootstrapProtocol):
             try:
                 opened.close()
             except TinyhwError:
-                if not getattr(opened.transport, "broken", False):
+                if not opened.transport.broken:
                     raise
 
     @property

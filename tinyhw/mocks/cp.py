@@ -92,7 +92,8 @@ REGISTERS = (
     "COMPUTE_PGM_LO", "COMPUTE_PGM_HI", "COMPUTE_PGM_RSRC1", "COMPUTE_PGM_RSRC2", "COMPUTE_PGM_RSRC3",
     "COMPUTE_USER_DATA_0", "COMPUTE_NUM_THREAD_X", "COMPUTE_NUM_THREAD_Y", "COMPUTE_NUM_THREAD_Z",
     "COMPUTE_START_X", "COMPUTE_START_Y", "COMPUTE_START_Z", "COMPUTE_TMPRING_SIZE", "COMPUTE_DISPATCH_INITIATOR",
-    "COMPUTE_THREAD_TRACE_ENABLE", "COMPUTE_PERFCOUNT_ENABLE")
+    "COMPUTE_THREAD_TRACE_ENABLE", "COMPUTE_PERFCOUNT_ENABLE", "COMPUTE_DISPATCH_SCRATCH_BASE_LO",
+    "COMPUTE_DISPATCH_SCRATCH_BASE_HI")
 
 
 class CpRegisters:
@@ -615,14 +616,16 @@ class CommandProcessor:
             user_data=tuple(sh.get(self.reg.offset["COMPUTE_USER_DATA_0"] + 4 * i, 0) for i in range(16)),
             num_thread=tuple(g(f"COMPUTE_NUM_THREAD_{a}") & 0xFFFF for a in "XYZ"),  # type: ignore[arg-type]
             dim=dim, start=tuple(g(f"COMPUTE_START_{a}") for a in "XYZ"),  # type: ignore[arg-type]
-            initiator=initiator, tmpring_size=g("COMPUTE_TMPRING_SIZE"))
+            initiator=initiator, tmpring_size=g("COMPUTE_TMPRING_SIZE"),
+            scratch_base_lo=g("COMPUTE_DISPATCH_SCRATCH_BASE_LO"),
+            scratch_base_hi=g("COMPUTE_DISPATCH_SCRATCH_BASE_HI"))
 
     @PACKETS.handles(PM4["PACKET3_DISPATCH_DIRECT"])
     def _pm4_dispatch_direct(self, q: Hqd, body: list[int]) -> None:
         if len(body) < 4:
             self._fail(q, f"DISPATCH_DIRECT with {len(body)} payload dwords (4 needed)")
             return
-        from tinyhw.mocks.rdna3 import CodeCache, DispatchJob, Unimplemented
+        from tinyhw.mocks.rdna3 import CodeCache, DispatchJob, ShaderError, Unimplemented
 
         self.stats["dispatches"] += 1
         if self.cache is None:
@@ -637,6 +640,9 @@ class CommandProcessor:
                               wall_limit=self.wall_watchdog)
         except Unimplemented as exc:
             self._fail(q, f"dispatch stopped: {exc}", gap=True)
+            return
+        except ShaderError as exc:      # a dispatch the hardware could not run (scratch without a ring)
+            self._fail(q, f"dispatch stopped: {exc}")
             return
         q.job = Running(job, mem, trace, self.dispatch_slice, self.s.now())
         self._step(q)

@@ -256,7 +256,7 @@ class EmulatedGpu:
             opened = open_device(spec)
             self._closers.append(opened.close)
             self.transport = opened.transport
-            self.board = opened.transport.board  # type: ignore[attr-defined]
+            self.board = opened.board
             return
         import usb.core
 

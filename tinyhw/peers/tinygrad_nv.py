@@ -37,8 +37,8 @@ from typing import Any
 
 from tinyhw.errors import NotAvailableYet, Refused
 from tinyhw.peers.tinygrad_pci import AccessLog, PeerPciDevice
-from tinyhw.transport.abilities import DmaBuffers
-from tinyhw.transport.base import Transport, has
+from tinyhw.transport.abilities import DmaBuffers, PhysicalDma, Resettable
+from tinyhw.transport.base import Transport, has, require
 
 #: The linux-firmware tree tinygrad 0.14.0 downloads from (specs/nv-bringup.md §9.1).
 LINUX_FIRMWARE = ("https://gitlab.com/kernel-firmware/linux-firmware/-/raw/"
@@ -73,7 +73,7 @@ class EmulatedNvPciDevice(PeerPciDevice):
             pages = [buf.iova + i for i in range(0, size, 0x1000)]
         else:
             if self._memory is None:
-                self._memory = self.t.physical_memory()  # type: ignore[attr-defined]
+                self._memory = require(self.t, PhysicalDma, "give tinygrad host memory").physical_memory()
             buf = self._memory.dma_alloc(size)
             if len(buf._parts) != 1:
                 raise Refused(f"a {size:#x}-byte host buffer spans two 2 MiB chunks of emulated ram")
@@ -88,7 +88,7 @@ class EmulatedNvPciDevice(PeerPciDevice):
     def reset(self) -> None:
         """A function-level reset (tinygrad writes sysfs ``reset``)."""
         self.log.add("function reset")
-        self.t.reset()  # type: ignore[attr-defined]
+        require(self.t, Resettable, "reset the function").reset()
 
     def close(self) -> None:
         """Forget the host buffers (the transport frees them when it closes)."""

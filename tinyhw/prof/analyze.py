@@ -71,7 +71,7 @@ def _se_doc(s: SqttBlob, t: Trace) -> dict[str, Any]:
         "se": s.se, "itrace": s.itrace, "bytes": len(s.blob), "packets": len(t),
         "waves": starts, "wave_ends": len(t.indices(*WAVEENDS)),
         "complete_waves": sum(w.end is not None for w in waves_of(s)) if starts else 0,
-        "first_time": first, "last_time": last, "span": None if first is None else last - first,
+        "first_time": first, "last_time": last, "span": None if first is None or last is None else last - first,
         "layout": t.layout, "by_type": dict(sorted(t.counts().items(), key=lambda kv: -kv[1])),
         "stop": {"nibble": t.stop, "of": t.nibbles, "reason": t.stop_reason},
     }
@@ -121,7 +121,7 @@ def packets_doc(cap: Capture, kernel: str | None, se: int | None, show_all: bool
             arch = t.arch
             idx = range(len(t)) if show_all else np.flatnonzero(~np.isin(t.code, [NAMES.index(n) for n in HIDDEN
                                                                                      if n in NAMES]))
-            rows = []
+            rows: list[dict[str, Any]] = []
             for i in idx:
                 if limit is not None and len(rows) >= limit:
                     break

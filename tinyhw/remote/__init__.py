@@ -87,7 +87,7 @@ def open_remote(spec: DeviceSpec) -> RemoteTransport:
         raise
 
 
-def _tcp(family: int, addr: object, target: str, secret: bytes) -> RemoteTransport:
+def _tcp(family: int, addr: tuple[object, ...], target: str, secret: bytes) -> RemoteTransport:
     """Connect to a loopback TCP server and complete the handshake, retrying with backoff (:data:`TCP_ATTEMPTS`,
     pauses from :data:`TCP_BACKOFF` s doubling, with jitter) when a connect times out or the handshake is cut or
     stalls: what a server under an unauthenticated connection flood may do to the owner. Nothing has reached the
@@ -119,7 +119,7 @@ def _tcp(family: int, addr: object, target: str, secret: bytes) -> RemoteTranspo
     raise last
 
 
-def _connect(sock: socket.socket, addr: object, what: str) -> None:
+def _connect(sock: socket.socket, addr: str | tuple[object, ...], what: str) -> None:
     sock.settimeout(CONNECT_TIMEOUT)
     try:
         sock.connect(addr)

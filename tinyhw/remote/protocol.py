@@ -101,6 +101,8 @@ _FIXED = {
 #: the wide kinds (an offset of 4 GiB or more) and the kind each widens
 _WIDE = {9: 1, 10: 2, 11: 3, 12: 4, 13: 6}
 _WIDEN = {base: wide for wide, base in _WIDE.items()}
+#: the operations on a BAR offset: those with a wide kind
+_BAR_OPS = (W32, W, R32, R, Poll32)
 _U16 = struct.Struct("<H")
 _BACKREF = 0xFFFF
 
@@ -141,7 +143,7 @@ def encode_ops(ops: Sequence[Op], *, wide: bool = False) -> bytes:
     texts: dict[str, int] = {}  # a poll's texts repeat: later uses refer back to the first (0xffff, index)
     for op in ops:
         kind = _KIND[type(op)]
-        if kind in _WIDEN and op.offset > 0xFFFFFFFF:
+        if isinstance(op, _BAR_OPS) and op.offset > 0xFFFFFFFF:
             if not wide:
                 raise errors.Refused(f"bar{op.bar} offset 0x{op.offset:x} is past 4 GiB, which this server's "
                                      "protocol cannot carry", hint="install the same tinyhw version on both machines")
@@ -205,7 +207,8 @@ def decode_ops(payload: bytes) -> list[Op]:
                         texts.append(text)
                     pair.append(text)
                     pos += ln
-                op = Poll32(*fields, pair[0], pair[1])
+                bar, offset, mask, expect, timeout, interval = fields
+                op = Poll32(bar, offset, mask, expect, timeout, interval, pair[0], pair[1])
             else:
                 op = {1: W32, 3: R32, 4: R, 5: Sleep, 7: CfgR, 8: CfgW}[kind](*fields)
             if isinstance(op, R):

@@ -287,7 +287,7 @@ class Listener:
         self._admit(conn, addr)
         return True
 
-    def _admit(self, conn: socket.socket, addr: object) -> None:
+    def _admit(self, conn: socket.socket, addr: str | tuple[object, ...]) -> None:
         self._n += 1
         name = f"c{self._n}"
         peer = addr if isinstance(addr, str) and addr else (f"{addr[0]}:{addr[1]}" if addr else "unix")

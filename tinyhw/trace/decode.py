@@ -111,12 +111,12 @@ def mark_of(trace: Trace, index: int) -> str:
     return NO_MARK
 
 
-def fields_changed(reg: Register | None, old: int | None, new: int) -> dict[str, list[int]]:
+def fields_changed(reg: Register | None, old: int | None, new: int) -> dict[str, list[int | None]]:
     """Field -> [old, new] for the fields of ``reg`` that differ between ``old`` and ``new`` (all, when no old)."""
     if reg is None:
         return {}
     return {f.name: [f.extract(old) if old is not None else None, f.extract(new)] for f in reg.fields
-            if old is None or f.extract(old) != f.extract(new)}  # type: ignore[misc]
+            if old is None or f.extract(old) != f.extract(new)}
 
 
 def describe(rec: Record, decoder: Decoder, last: dict[tuple[int | None, int], int] | None = None) -> dict[str, Any]:

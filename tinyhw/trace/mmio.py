@@ -159,7 +159,7 @@ def export(trace: Trace) -> str:
     lines += [mmiotrace.write_map(t0, i + 1, b["address"], b["size"]) for i, b in sorted(bars.items())]
     for rec in trace.records:
         f = rec.fields
-        if rec.op in (tracefile.READ32, tracefile.WRITE32, tracefile.POLL) and rec.bar in bars:
+        if rec.op in (tracefile.READ32, tracefile.WRITE32, tracefile.POLL) and rec.bar is not None and rec.bar in bars:
             kind = "W" if rec.op == tracefile.WRITE32 else "R"
             lines.append(mmiotrace.write_access(kind, rec.width or 4, rec.wall_ns, rec.bar + 1,
                                          bars[rec.bar]["address"] + f["offset"], f["value"]))

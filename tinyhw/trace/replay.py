@@ -21,7 +21,7 @@ from tinyhw.errors import OperationFailed, Refused, TinyhwError
 from tinyhw.formats import tracefile
 from tinyhw.formats.tracefile import Record, Trace
 from tinyhw.trace.decode import NO_MARK, Decoder, fields_changed, mark_path
-from tinyhw.transport.base import Transport
+from tinyhw.transport.base import BarRegion, Transport
 from tinyhw.transport.wait import poll
 
 #: ability calls that only ask the transport something: skipped by a replay
@@ -37,7 +37,7 @@ class Divergence:
     expected: Any
     actual: Any
     register: str | None = None
-    fields: dict[str, list[int]] = field(default_factory=dict)
+    fields: dict[str, list[int | None]] = field(default_factory=dict)
     why: str = ""
 
     def as_dict(self) -> dict[str, Any]:
@@ -181,27 +181,34 @@ def _pacer(trace: Trace, transport: Transport) -> Callable[[Record], None]:
     return pace
 
 
+def _region(t: Transport, rec: Record) -> BarRegion:
+    """The BAR region a recorded BAR access names (a record of a BAR access without a BAR number is refused)."""
+    if rec.bar is None:
+        raise Refused(f"record {rec.index}: a bar access that names no bar")
+    return t.bar(rec.bar)
+
+
 def _issue(t: Transport, rec: Record) -> Any:
     """Issue one recorded access; return what a read gave (a bulk read: its hash)."""
     f = rec.fields
     op = rec.op
     if op == tracefile.READ32:
-        return t.bar(rec.bar).read32(f["offset"])  # type: ignore[arg-type]
+        return _region(t, rec).read32(f["offset"])
     if op == tracefile.WRITE32:
-        return t.bar(rec.bar).write32(f["offset"], f["value"])  # type: ignore[arg-type]
+        return _region(t, rec).write32(f["offset"], f["value"])
     if op == tracefile.CFG_READ:
         return t.config_read(f["offset"], rec.width)
     if op == tracefile.CFG_WRITE:
         return t.config_write(f["offset"], rec.width, f["value"])
     if op == tracefile.BULK_READ:
-        return tracefile.digest(t.bar(rec.bar).read(f["offset"], f["length"]))  # type: ignore[arg-type]
+        return tracefile.digest(_region(t, rec).read(f["offset"], f["length"]))
     if op == tracefile.BULK_WRITE:
         data = rec.data or b""
         if tracefile.digest(data) != f["sha"]:
             raise OperationFailed(f"record {rec.index}: the kept bytes do not match the recorded hash (corrupt)")
-        return t.bar(rec.bar).write(f["offset"], data)  # type: ignore[arg-type]
+        return _region(t, rec).write(f["offset"], data)
     if op == tracefile.POLL:
-        region = t.bar(rec.bar)  # type: ignore[arg-type]
+        region = _region(t, rec)
         return poll(t.clock, lambda: region.read32(f["offset"]), lambda v: v & f["mask"] == f["expect"],
                     timeout=f["timeout_us"] / 1e6, interval=f["interval_us"] / 1e6, what=f"record {rec.index}")
     if op == tracefile.SLEEP:

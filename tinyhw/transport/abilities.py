@@ -199,7 +199,7 @@ class BridgeSram(Protocol):
         """Arm the 0xF2 engine: the next ``length`` bytes (a multiple of 512) of bulk OUT land in the SRAM from
         ``first_slot`` on."""
 
-    def write_sram(self, slot: int, data: bytes) -> None:
+    def write_sram(self, slot: int, data: bytes | bytearray | memoryview) -> None:
         """Arm and send ``data`` (padded to 512 bytes) into SRAM slot ``slot`` in one bulk OUT, waiting for it."""
 
     def open_sram_queue(self, depth: int, timeout: float, what: str) -> Any:

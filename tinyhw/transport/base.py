@@ -126,6 +126,12 @@ class Transport:
         self.clock: Clock = clock or WallClock()
         self._bar_regions: dict[int, BarRegion] = {}
 
+    @property
+    def broken(self) -> bool:
+        """Whether the way to the device failed for good (a ``remote:`` session whose connection was lost): nothing
+        more gets through, and closing it only drops it. False unless a transport says otherwise."""
+        return False
+
     # -- config space -------------------------------------------------------------
     def config_read(self, offset: int, size: int = 4) -> int:
         """Read 1, 2 or 4 bytes of the function's config space (little-endian, not crossing a dword)."""
@@ -193,7 +199,7 @@ class Transport:
         self.close()
 
 
-def require(transport: Transport, ability: type, what: str, *, refuse: bool = False, hint: str | None = None) -> Any:
+def require(transport: Transport, ability: type[A], what: str, *, refuse: bool = False, hint: str | None = None) -> A:
     """Return ``transport`` if it implements the optional ``ability`` interface, else a clear error: "the X
     transport cannot ``what``" (:class:`NotAvailableYet`, exit 3; with ``refuse`` a :class:`Refused`, exit 2, for
     a feature the user asked of a device that can never have it)."""

@@ -473,18 +473,21 @@ def _submit(self: RecordingTransport, ops: Sequence[Op]) -> _Ticket:
     return _Ticket(self, item)
 
 
-#: the optional abilities a recording passes on, with the methods each consists of, derived from the one list of them
-#: (:data:`tinyhw.transport.abilities.TRANSPORT_ABILITIES`); Batching is recorded by operation (:func:`_submit`) and
-#: TransferTap is the recording's own use of the wrapped transport (its taps become USB records), not passed on
-FORWARDED: dict[type, tuple[str, ...]] = {
-    ability: abilities.ability_methods(ability) for ability in abilities.TRANSPORT_ABILITIES
-    if ability not in (abilities.Batching, abilities.TransferTap)}
 _CLASSES: dict[frozenset[str], type[RecordingTransport]] = {}
+
+
+def forwarded() -> dict[type, tuple[str, ...]]:
+    """The optional abilities a recording passes on, with the methods each consists of, read from the one list of
+    them (:data:`tinyhw.transport.abilities.TRANSPORT_ABILITIES`) when a recording starts, so an ability added there
+    is passed on with no edit here; Batching is recorded by operation (:func:`_submit`) and TransferTap is the
+    recording's own use of the wrapped transport (its taps become USB records), not passed on."""
+    return {ability: abilities.ability_methods(ability) for ability in abilities.TRANSPORT_ABILITIES
+            if ability not in (abilities.Batching, abilities.TransferTap)}
 
 
 def _class_for(inner: Transport) -> type[RecordingTransport]:
     """A RecordingTransport subclass with exactly the abilities ``inner`` has (so ``require`` answers the same)."""
-    methods = {m for ability, names in FORWARDED.items() if has(inner, ability) for m in names}
+    methods = {m for ability, names in forwarded().items() if has(inner, ability) for m in names}
     if has(inner, abilities.Batching):
         methods.add("submit")
     key = frozenset(methods)

@@ -329,7 +329,7 @@ class Asm24:
                 raise
 
     # -- 0xF2 SRAM DMA engine (§4.5) -------------------------------------------------------------
-    def sram_write(self, slot: int, data: bytes) -> None:
+    def sram_write(self, slot: int, data: bytes | bytearray | memoryview) -> None:
         """Host -> SRAM: arm with (sectors, first slot | slots << 8), then one bulk OUT padded to 512 bytes."""
         if not data:
             return

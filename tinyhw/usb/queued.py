@@ -87,13 +87,13 @@ class _WorkerQueue(WorkerBacked):
         self.dev, self.ep, self.timeout_ms = dev, ep, timeout_ms
         self.q = SubmitQueue(clock, depth=depth, name="tinyhw-usb-bulk-worker")
 
-    def _write(self, data: bytes | bytearray | memoryview) -> None:
+    def _write(self, data: bytes | bytearray | memoryview | array.array) -> None:
         if isinstance(data, memoryview):
             # pyusb turns a memoryview into its array element by element (~10 ms per 256 KiB, the hybrid clock
             # showed it: 20 MB/s); one frombytes is a memcpy
             buf = array.array("B")
             buf.frombytes(data)
-            data = buf  # type: ignore[assignment]
+            data = buf
         n = self.dev.write(self.ep, data, self.timeout_ms)
         if n != len(data):
             usb = _usb()

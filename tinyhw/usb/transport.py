@@ -202,7 +202,7 @@ class UsbTransport(Transport):
         """Arm the 0xF2 engine: the next ``length`` bytes of bulk OUT land in the SRAM from ``first_slot`` on."""
         self.bridge.sram_write_arm(first_slot, length)
 
-    def write_sram(self, slot: int, data: bytes) -> None:
+    def write_sram(self, slot: int, data: bytes | bytearray | memoryview) -> None:
         """Arm and send ``data`` into the SRAM from ``slot`` on (one bulk OUT, padded to 512 bytes)."""
         self.bridge.sram_write(slot, data)
 

@@ -92,7 +92,7 @@ def boot(gpu: NvGpu, fw: NvFirmware, on_step: Callable[[str, str, dict[str, Any]
     if gpu.chip is None or not gpu.vram_size:
         raise Refused("the gpu has not passed the boot preflight (preflight_boot)")
     layouts_for(fw.version)  # refused before any access for a branch whose structures tinyhw does not know
-    log = StepLog(gpu, on_step)  # type: ignore[arg-type]  # StepLog needs .clock and .transport only
+    log = StepLog(gpu, on_step)
     result = BootResult(firmware=fw.to_doc())
     mem = HostMemory(gpu.transport, None if gpu.host is gpu.transport else gpu.host)
     location = gpu.transport.identity().location

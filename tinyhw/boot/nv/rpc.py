@@ -22,11 +22,14 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tinyhw.boards.nvidia import GSP_QUEUE_HEAD0
 from tinyhw.boot.nv.structs import GspLayouts
 from tinyhw.errors import DeviceTimeout, OperationFailed
+
+if TYPE_CHECKING:
+    from tinyhw.boot.nv.gpu import NvGpu
 
 PAGE = 0x1000
 QUEUE_SIZE = 0x40000
@@ -93,7 +96,7 @@ class Message:
 class GspQueues:
     """The command and status queues in one host buffer ``buf`` (§13.1), on ``gpu``'s clock."""
 
-    def __init__(self, gpu: Any, buf: Any) -> None:
+    def __init__(self, gpu: NvGpu, buf: Any) -> None:
         self.gpu = gpu
         self.buf = buf
         self.seq = 0

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tinyhw.errors import DeviceTimeout, OperationFailed
+from tinyhw.transport.clock import Clock
 from tinyhw.transport.wait import poll
 
 HEADER = 40
@@ -28,7 +29,17 @@ MAX_COMMANDS = 4096
 DEFAULT_POLL_US = 4_000_000
 
 
-def run(payload: bytes, rd: Callable[[int], int], wr: Callable[[int, int], None], clock: Any,
+def _poll(rd: Callable[[int], int], clock: Clock, addr: int, mask: int, value: int, timeout_us: int,
+          error: int) -> None:
+    """REG_POLL: wait until ``rd(addr) & mask == value`` (``timeout_us`` 0: the default); a time-out names ``error``."""
+    try:
+        poll(clock, lambda: rd(addr), lambda v: (v & mask) == value, timeout=(timeout_us or DEFAULT_POLL_US) / 1e6,
+             interval=1e-5, what=f"sequencer poll of 0x{addr:x} & 0x{mask:x} == 0x{value:x}")
+    except DeviceTimeout as e:
+        raise DeviceTimeout(f"{e.message} (sequencer error 0x{error:x})") from None
+
+
+def run(payload: bytes, rd: Callable[[int], int], wr: Callable[[int, int], None], clock: Clock,
         core: Mapping[int, Callable[[], None]] | None = None) -> dict[str, Any]:
     """Interpret a sequencer payload: registers through ``rd``/``wr``, waits on ``clock``, opcodes 5-8 through
     ``core``; returns the counts per opcode and the register save area."""
@@ -57,12 +68,7 @@ def run(payload: bytes, rd: Callable[[int], int], wr: Callable[[int, int], None]
             wr(addr, (rd(addr) & ~mask) | value)
         elif op == 2:
             addr, mask, value, timeout_us, error = a
-            try:
-                poll(clock, lambda addr=addr: rd(addr), lambda v, m=mask, w=value: (v & m) == w,
-                     timeout=(timeout_us or DEFAULT_POLL_US) / 1e6, interval=1e-5,
-                     what=f"sequencer poll of 0x{addr:x} & 0x{mask:x} == 0x{value:x}")
-            except DeviceTimeout as e:
-                raise DeviceTimeout(f"{e.message} (sequencer error 0x{error:x})") from None
+            _poll(rd, clock, addr, mask, value, timeout_us, error)
         elif op == 3:
             clock.sleep(a[0] / 1e6)
         elif op == 4:

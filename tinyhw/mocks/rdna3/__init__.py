@@ -21,7 +21,7 @@ from typing import Any
 _WHERE = {
     **dict.fromkeys(("CodeCache", "DispatchJob", "DispatchRegs", "DispatchResult", "FlatMemory", "Memory",
                      "MemoryFault", "default_cost", "run_dispatch"), "dispatch"),
-    **dict.fromkeys(("LoadedKernel", "dispatch_regs", "load_kernel"), "launch"),
+    **dict.fromkeys(("LoadedKernel", "dispatch_regs", "load_kernel", "scratch_ring_bytes"), "launch"),
     **dict.fromkeys(("ShaderError", "ShaderFault", "Unimplemented", "WatchdogExpired"), "state"),
 }
 
@@ -38,4 +38,4 @@ def __getattr__(name: str) -> Any:
 
 __all__ = ["CodeCache", "DispatchJob", "DispatchRegs", "DispatchResult", "FlatMemory", "LoadedKernel", "Memory",
            "MemoryFault", "ShaderError", "ShaderFault", "Unimplemented", "WatchdogExpired", "default_cost",
-           "dispatch_regs", "load_kernel", "run_dispatch"]
+           "dispatch_regs", "load_kernel", "run_dispatch", "scratch_ring_bytes"]

@@ -33,7 +33,7 @@ import numpy as np
 
 from tinyhw.errors import OperationFailed
 from tinyhw.formats.amdisa import Inst, decode_at
-from tinyhw.mocks.rdna3 import salu, valu, vmem
+from tinyhw.mocks.rdna3 import lanes, salu, scratch, valu, vmem
 from tinyhw.mocks.rdna3.sqtt import DispatchTrace
 from tinyhw.mocks.rdna3.state import (
     EXEC,
@@ -54,7 +54,7 @@ __all__ = ["CodeCache", "DispatchJob", "DispatchRegs", "DispatchResult", "FlatMe
 CS_W32_EN = 1 << 15
 LDS_GRANULE = 512          # bytes per RSRC2.LDS_SIZE unit on gfx11 (128 dwords; spec §3.4, inferred)
 LDS_MAX = 64 * 1024
-_VECTOR = frozenset({"VOP1", "VOP2", "VOPC", "VOP3", "VOP3P", "VOPD", "DS", "FLAT", "MUBUF"})
+_VECTOR = frozenset({"VOP1", "VOP2", "VOPC", "VOP3", "VOP3P", "VOPD", "DS", "FLAT", "MUBUF", "VINTERP"})
 DEFAULT_WATCHDOG = 50_000_000
 LOCKSTEP_WAVES = 256       # the most waves one lockstep run steps together
 
@@ -137,7 +137,9 @@ class DispatchRegs:
     dim: tuple[int, int, int] = (1, 1, 1)          # DISPATCH_DIRECT DIM_X/Y/Z (workgroups)
     start: tuple[int, int, int] = (0, 0, 0)        # COMPUTE_START_X/Y/Z
     initiator: int = 0x8005                        # COMPUTE_DISPATCH_INITIATOR (CS_W32_EN bit 15)
-    tmpring_size: int = 0                          # COMPUTE_TMPRING_SIZE (the queue's scratch ring; unused)
+    tmpring_size: int = 0                          # COMPUTE_TMPRING_SIZE: WAVES 11:0, WAVESIZE 26:12
+    scratch_base_lo: int = 0                       # COMPUTE_DISPATCH_SCRATCH_BASE_LO: scratch VA bits 39:8
+    scratch_base_hi: int = 0                       # COMPUTE_DISPATCH_SCRATCH_BASE_HI: scratch VA bits 47:40
 
     @property
     def entry(self) -> int:
@@ -153,6 +155,21 @@ class DispatchRegs:
     def vgprs(self) -> int:
         """VGPRs per wave from COMPUTE_PGM_RSRC1.VGPRS (wave32 granule of 8)."""
         return ((self.rsrc1 & 0x3F) + 1) * 8          # wave32 granule 8 (§3.3)
+
+    @property
+    def scratch_base(self) -> int:
+        """The dispatch's private-segment base: COMPUTE_DISPATCH_SCRATCH_BASE_HI/LO as a GPU VA (256-byte units)."""
+        return ((self.scratch_base_hi & 0xFF) << 40 | (self.scratch_base_lo & 0xFFFFFFFF) << 8) & ((1 << 48) - 1)
+
+    @property
+    def scratch_waves(self) -> int:
+        """COMPUTE_TMPRING_SIZE.WAVES: how many waves' private segments the scratch ring holds."""
+        return self.tmpring_size & 0xFFF
+
+    @property
+    def scratch_wave_bytes(self) -> int:
+        """Bytes of private memory per wave: COMPUTE_TMPRING_SIZE.WAVESIZE in 256-byte units (gfx11)."""
+        return (self.tmpring_size >> 12 & 0x7FFF) * scratch.WAVESIZE_GRANULE
 
     @property
     def lds_bytes(self) -> int:
@@ -231,8 +248,10 @@ _HANDLERS: dict[str, Callable[[Inst, int, Bad], Callable[[Wave], Any]]] = {
     "VOPD": lambda i, pc, bad: valu.compile_vopd(i, bad),
     "VOP3P": lambda i, pc, bad: valu.compile_vop3p(i, bad),
     "DS": lambda i, pc, bad: vmem.compile_ds(i, bad),
-    "FLAT": lambda i, pc, bad: vmem.compile_global(i, bad),
+    "FLAT": lambda i, pc, bad: (scratch.compile_scratch(i, bad, pc) if i.fields["seg"] == 1
+                                else vmem.compile_global(i, bad)),
     "MUBUF": lambda i, pc, bad: vmem.compile_mubuf(i, bad),
+    "VINTERP": lambda i, pc, bad: lanes.compile_vinterp(i, bad),
 }
 
 
@@ -245,8 +264,11 @@ def _compile(inst: Inst, raw: bytes, pc: int, strict: bool, skipped: dict[str, i
     try:
         if not inst.mnemonic:
             raise bad("an opcode LLVM's gfx11 table does not name")
-        if "dpp" in inst.fields:
-            raise bad(f"the DPP{inst.fields['dpp']} source form")
+        if "dpp" in inst.fields:     # a DPP16/DPP8 source: the plain form's compile path, SRC0 lane-selected
+            return lanes.compile_dpp(inst, bad, lambda i, src0: valu.compile_valu(i, bad, src0))
+        lane_op = lanes.COMPILERS.get(inst.mnemonic)
+        if lane_op is not None:
+            return lane_op(inst, bad)
         handler = _HANDLERS.get(inst.encoding)
         if handler is None:
             raise bad(f"the {inst.encoding} encoding")
@@ -387,6 +409,7 @@ class _Dispatch:
             init = self.init = (packed.reshape(-1, 32), sgprs, gids, execs, mode_from_rsrc1(r.rsrc1), r.entry,
                                 r.vgprs)
         rows, sgprs, gids, execs, mode, entry, vgprs = init
+        scratch_at = r.user_sgprs + len(gids)
         if v is not None:
             v[0, first:first + len(execs)] = rows
         waves = []
@@ -401,6 +424,10 @@ class _Dispatch:
             s[EXEC] = ex
             for at, axis in gids:
                 s[at] = gid[axis] & 0xFFFFFFFF
+            if r.rsrc2 & 1:     # SCRATCH_EN: the wave's slot in the scratch ring (waves of a workgroup: slots 0..)
+                offset = wi * r.scratch_wave_bytes
+                s[scratch_at] = offset    # the private segment wavefront offset SGPR (§4.1), after the ids
+                w.scratch, w.scratch_size = r.scratch_base + offset, r.scratch_wave_bytes
             w.mode = mode
             w.pc = entry
             waves.append(w)
@@ -735,17 +762,31 @@ def _check(regs: DispatchRegs) -> None:
         return Unimplemented(msg, pc=regs.entry, mnemonic="(dispatch)", encoding="-")
     if not regs.initiator & CS_W32_EN:
         raise refuse("wave64 dispatch (CS_W32_EN = 0) is not modelled")
+    nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
     if regs.rsrc2 & 1:  # SCRATCH_EN: the kernel enables the private segment (a ring size alone uses nothing)
-        raise refuse("scratch (RSRC2.SCRATCH_EN) is not modelled")
+        _check_scratch(regs, (nt + 31) // 32)
     if regs.rsrc2 >> 10 & 1:
         raise refuse("the workgroup-info SGPR (TG_SIZE_EN) is not modelled")
     if regs.user_sgprs > 16 or len(regs.user_data) > 16:
         raise refuse("more than 16 user SGPRs")
-    nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
     if not 1 <= nt <= 1024 or min(regs.num_thread) < 1 or max(regs.num_thread) > 1024:
         raise refuse(f"workgroup of {regs.num_thread} work-items (1..1024)")
     if min(regs.dim) < 0 or regs.lds_bytes > LDS_MAX:
         raise refuse("negative grid or LDS beyond 64 KiB")
+
+
+def _check_scratch(regs: DispatchRegs, waves: int) -> None:
+    """What a dispatch with RSRC2.SCRATCH_EN needs from the queue: a scratch base and a ring with room for every
+    wave of a workgroup (the waves of a workgroup are resident together; fewer slots would never launch it)."""
+    def fault(msg: str) -> ShaderFault:
+        return ShaderFault(msg, pc=regs.entry, mnemonic="(dispatch)", encoding="-")
+    if not regs.scratch_base:
+        raise fault("the kernel enables scratch (rsrc2.scratch_en) but compute_dispatch_scratch_base is 0")
+    if not regs.scratch_wave_bytes:
+        raise fault("the kernel enables scratch (rsrc2.scratch_en) but compute_tmpring_size.wavesize is 0")
+    if regs.scratch_waves < waves:
+        raise fault(f"compute_tmpring_size.waves is {regs.scratch_waves}, a workgroup has {waves} waves: "
+                    "its waves could never all get scratch")
 
 
 def run_dispatch(regs: DispatchRegs, memory: Memory, *, strict: bool = True, cache: CodeCache | None = None,

@@ -93,7 +93,8 @@ class Wave:
     """One wave32's architectural state: 128 SGPRs (EXEC, VCC, M0 among them), SCC, its VGPRs (32 lanes each), the
     workgroup's LDS, the PC, and the memory it reaches."""
 
-    __slots__ = ("s", "scc", "v", "lds", "pc", "_mval", "_m", "done", "at_barrier", "wg", "index", "mem", "mode")
+    __slots__ = ("s", "scc", "v", "lds", "pc", "_mval", "_m", "done", "at_barrier", "wg", "index", "mem", "mode",
+                 "scratch", "scratch_size")
 
     def __init__(self, vgprs: int, lds: np.ndarray, mem: Any, wg: tuple[int, int, int], index: int,
                  v: np.ndarray | None = None) -> None:
@@ -113,6 +114,10 @@ class Wave:
         # MODE register (hwreg 1): set from COMPUTE_PGM_RSRC1 by the dispatcher; this default is round to nearest
         # even, f32/f16/f64 denormals kept, DX10_CLAMP and IEEE on (what LLVM's kernel descriptors ask for)
         self.mode = MODE_DEFAULT
+        # FLAT_SCRATCH (architected on gfx11: set by the dispatcher, never by the program): the GPU VA of this
+        # wave's private segment, and its size in bytes (COMPUTE_TMPRING_SIZE.WAVESIZE); 0 without scratch
+        self.scratch = 0
+        self.scratch_size = 0
 
     def mask(self) -> np.ndarray:
         """EXEC_LO as a (32,) bool array (cached per value)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyhw.mocks.rdna3 import fp
+from tinyhw.mocks.rdna3 import fp, vmath, wmma
 from tinyhw.mocks.rdna3.fp import fma32
 from tinyhw.mocks.rdna3.state import (
     EXEC,
@@ -454,6 +454,8 @@ def _kinds_of(name: str) -> tuple[str, str, Callable[..., np.ndarray]] | None:
     """(source kinds, destination kind, function) of a VALU operation, None when it is not modelled."""
     if name in TYPED:
         return TYPED[name]
+    if name in vmath.TYPED_EXTRA:
+        return vmath.TYPED_EXTRA[name]
     if name not in OPS:
         return None
     arity, isf, fn = OPS[name]
@@ -489,15 +491,23 @@ def base_name(m: str) -> str:
 class _Srcs:
     """Source getters of one VALU instruction, with VOP3 float modifiers folded in."""
 
-    def __init__(self, inst: Any, bad: Callable[[str], Exception], sd: bool = False) -> None:
+    def __init__(self, inst: Any, bad: Callable[[str], Exception], sd: bool = False,
+                 src0: Callable[[Wave], np.ndarray] | None = None) -> None:
         self.f, self.bad, self.enc = inst.fields, bad, inst.encoding
         self.lit = inst.fields.get("literal")
         self.sd = sd            # VOP3SD: bits 14:8 are the carry SDST, not ABS/OP_SEL
+        self.src0 = src0        # a DPP source: SRC0's lanes as the DPP control selects them (tinyhw.mocks.rdna3.lanes)
+
+    def _raw(self, i: int) -> Callable[[Wave], np.ndarray]:
+        """Source ``i``'s 32-bit lanes before modifiers (SRC0 through the DPP getter when there is one)."""
+        if i == 0 and self.src0 is not None:
+            return self.src0
+        return v_get(self.f[f"src{i}"], self.lit, self.bad)
 
     def src(self, i: int, float_op: bool) -> Callable[[Wave], np.ndarray]:
         f = self.f
-        g = v_get(f[f"src{i}"], self.lit, self.bad)
-        if self.enc != "VOP3":
+        g = self._raw(i)
+        if self.enc != "VOP3" and "neg" not in f:      # DPP16 VOP1/VOP2/VOPC carry SRC0/SRC1 neg and abs
             return g
         neg, ab = f["neg"] >> i & 1, 0 if self.sd else f["abs"] >> i & 1
         if not (neg or ab):
@@ -515,13 +525,15 @@ class _Srcs:
         """Source ``i`` as an operand of ``kind`` (see TYPED), with OP_SEL and the float modifiers applied."""
         f, vop3 = self.f, self.enc == "VOP3"
         src = f[f"src{i}"]
-        neg = f["neg"] >> i & 1 if vop3 or "dpp" in f else 0
-        ab = f["abs"] >> i & 1 if (vop3 and not self.sd) else 0
+        neg = f["neg"] >> i & 1 if vop3 or "neg" in f else 0
+        ab = f["abs"] >> i & 1 if (vop3 and not self.sd) or (not vop3 and "abs" in f) else 0
         if (neg or ab) and kind not in "fhd":
             raise self.bad("neg/abs modifier on an integer operand")
         if kind in "wf":
             return self.src(i, kind == "f")
         if kind in "dq":
+            if i == 0 and self.src0 is not None:
+                raise self.bad("a DPP source of a 64-bit operand")
             if src == 255:
                 lit = self.lit or 0
                 arr = np.full(32, lit << 32 if kind == "d" else lit, dtype=U64)   # f64: the literal's high dword
@@ -537,7 +549,7 @@ class _Srcs:
                 def g(w):
                     return arr16
             else:
-                g32 = v_get(src, self.lit, self.bad)
+                g32 = self._raw(i)
                 g = (lambda w: (g32(w) >> U32(16)).astype(U16)) if hi else (lambda w: g32(w).astype(U16))
             sign = U16(0x8000)
         if not (neg or ab):
@@ -741,12 +753,17 @@ def _mask_getter(src: int, bad: Callable[[str], Exception]) -> Callable[[Wave], 
     return lambda w: int_to_bits(g(w))
 
 
-def compile_valu(inst: Any, bad: Callable[[str], Exception]) -> Fn:
+def compile_valu(inst: Any, bad: Callable[[str], Exception], src0: Callable[[Wave], np.ndarray] | None = None
+                 ) -> Fn:
     """Compile a VOP1/VOP2/VOP3/VOPC instruction into a function that runs it on a wave's 32 lanes (under EXEC); ``bad``
-    builds the error for an opcode, modifier or operand the model lacks."""
+    builds the error for an opcode, modifier or operand the model lacks. ``src0`` replaces SRC0's getter (a DPP
+    source, :func:`tinyhw.mocks.rdna3.lanes.compile_dpp`); operations that read SRC0 otherwise refuse it."""
     enc, f, m = inst.encoding, inst.fields, inst.mnemonic
     name = base_name(m)
-    srcs = _Srcs(inst, bad)
+    srcs = _Srcs(inst, bad, src0=src0)
+    if src0 is not None and (name in ("v_mad_u64_u32", "v_mad_i64_i32", "v_readlane_b32", "v_writelane_b32")
+                             or name in SHIFT64):
+        raise bad(f"a DPP source on {name}")
     vop3 = enc == "VOP3"
     d = f.get("vdst", 0)
     if name.startswith(("v_cmp_", "v_cmpx_")):
@@ -796,6 +813,17 @@ def compile_valu(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         return lambda w: v_put64(w, d, op64(sh(w).astype(U64), b64(w)))
     if name in ("v_fmac_f32", "v_fmac_f16", "v_fmamk_f32", "v_fmaak_f32", "v_fmamk_f16", "v_fmaak_f16"):
         return _compile_fmac(inst, name, srcs, bad)
+    special = vmath.compile_special(inst, name, srcs, bad)
+    if special is not None:
+        return special
+    if name in ("v_dot2acc_f32_f16", "v_pk_fmac_f16"):
+        return wmma.compile_vop2_packed(inst, name, bad)
+    if name in ("v_dot2_f16_f16", "v_dot2_bf16_bf16"):
+        return wmma.compile_dot2_vop3(inst, bad)
+    if name == "v_fmac_dx9_zero_f32":
+        d = f["vdst"]
+        return _compile_typed(inst, name, srcs, bad, vmath.TYPED_EXTRA["v_fma_dx9_zero_f32"],
+                              [srcs.typed(0, "f"), srcs.typed(1, "f"), lambda w: w.v[d]])
     return _compile_typed(inst, name, srcs, bad)
 
 
@@ -905,7 +933,7 @@ def _compile_carry(inst: Any, name: str, srcs: _Srcs, bad: Callable[[str], Excep
     if vop3 and (f["clamp"] or f["omod"] or f["neg"]):
         raise bad("modifiers on a carry operation")
     sdst = f["sdst"] if vop3 else VCC
-    srcs = _Srcs(inst, bad, sd=True)
+    srcs = _Srcs(inst, bad, sd=True, src0=srcs.src0)
     a, b = srcs.src(0, False), srcs.src(1, False)
     cin = (_mask_getter(f["src2"], bad) if vop3 else (lambda w: int_to_bits(w.s[VCC]))) if ci else None
 
@@ -969,6 +997,10 @@ def _dual_half(m: str, d: int, src0: int, vsrc1: int, lit: int | None,
     b = v_get(vsrc1, lit, bad)
     if m == "v_dual_cndmask_b32":
         return lambda w: np.where(int_to_bits(w.s[VCC]), b(w), a(w))
+    if m == "v_dual_mul_dx9_zero_f32":
+        return lambda w: vmath._mul_dx9(a(w), b(w))
+    if m == "v_dual_dot2acc_f32_f16":
+        return lambda w: wmma.dot2acc(a(w), b(w), w.v[d])
     k = np.full(32, lit or 0, dtype=U32)
     fma = OPS["v_fma_f32"][2]
     three = {"v_dual_fmac_f32": (lambda w: w.v[d], 2), "v_dual_fmaak_f32": (lambda w: k, 2),
@@ -1029,7 +1061,7 @@ def compile_vop3p(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     packed reading of inline constants and literals is not modelled)."""
     f, m = inst.fields, inst.mnemonic
     if m not in _PK:
-        raise bad("VOP3P opcode not modelled")
+        return wmma.compile_vop3p_extra(inst, bad)
     base = _PK[m]
     kinds, _dk, fn = TYPED[base]
     n = len(kinds)

@@ -36,6 +36,8 @@ def _atomic_op(name: str) -> tuple[Callable[[int, int, int], int], int, int] | N
     gfx11 operand order), None when not modelled."""
     op, _, typ = name.rpartition("_")
     bits = 64 if typ.endswith("64") else 32
+    if typ in ("f32", "f64"):
+        return _float_atomic(op, typ)
     if typ not in ("u32", "i32", "b32", "u64", "i64", "b64"):
         return None
     m = (1 << bits) - 1
@@ -49,6 +51,7 @@ def _atomic_op(name: str) -> tuple[Callable[[int, int, int], int], int, int] | N
         "and": lambda o, d, e: o & d, "or": lambda o, d, e: o | d, "xor": lambda o, d, e: o ^ d,
         "swap": lambda o, d, e: d, "storexchg": lambda o, d, e: d,
         "mskor": lambda o, d, e: (o & ~d) | e,
+        "wrap": lambda o, d, e: o - d if o >= d else o + e,
         "cmpswap": lambda o, d, e: d if o == e else o, "cmpstore": lambda o, d, e: d if o == e else o,
         "min": (lambda o, d, e: o if sgn(o) < sgn(d) else d) if typ[0] == "i" else (lambda o, d, e: min(o, d)),
         "max": (lambda o, d, e: o if sgn(o) > sgn(d) else d) if typ[0] == "i" else (lambda o, d, e: max(o, d)),
@@ -56,8 +59,46 @@ def _atomic_op(name: str) -> tuple[Callable[[int, int, int], int], int, int] | N
     fn = table.get(op)
     if fn is None:
         return None
-    two = op in ("cmpswap", "cmpstore", "mskor")
+    two = op in ("cmpswap", "cmpstore", "mskor", "wrap")
     return (lambda o, d, e: fn(o, d, e) & m), bits, 2 if two else 1
+
+
+def _float_atomic(op: str, typ: str) -> tuple[Callable[[int, int, int], int], int, int] | None:
+    """The float atomics of the ISA pseudocode on raw bits: add (one IEEE rounding), min (``src < tmp ? src :
+    tmp``), max (``src > tmp ? src : tmp``; so a NaN in memory stays and a NaN source is dropped, as the comparisons
+    say), cmpswap/cmpstore (``tmp == cmp ? src : tmp`` as a float compare: -0 equals +0, NaN never matches)."""
+    ut, ft = (np.uint32, np.float32) if typ == "f32" else (np.uint64, np.float64)
+
+    def f(x: int) -> Any:
+        return ut(x).view(ft)
+
+    def add(o: int, d: int, e: int) -> int:
+        with np.errstate(all="ignore"):
+            return int((f(o) + f(d)).view(ut))
+    table: dict[str, Callable[[int, int, int], int]] = {
+        "add": add, "min": lambda o, d, e: d if f(d) < f(o) else o, "max": lambda o, d, e: d if f(d) > f(o) else o,
+        "cmpswap": lambda o, d, e: d if f(o) == f(e) else o, "cmpstore": lambda o, d, e: d if f(o) == f(e) else o,
+    }
+    fn = table.get(op)
+    if fn is None:
+        return None
+    return fn, 64 if typ == "f64" else 32, 2 if op in ("cmpswap", "cmpstore") else 1
+
+
+# d16 loads: suffix -> (bytes, sign-extend, high half); d16 stores: suffix -> (bytes, from the high half)
+_D16_LOADS = {"d16_u8": (1, False, 0), "d16_i8": (1, True, 0), "d16_b16": (2, False, 0),
+              "d16_hi_u8": (1, False, 1), "d16_hi_i8": (1, True, 1), "d16_hi_b16": (2, False, 1),
+              "u8_d16": (1, False, 0), "i8_d16": (1, True, 0), "u16_d16": (2, False, 0),
+              "u8_d16_hi": (1, False, 1), "i8_d16_hi": (1, True, 1), "u16_d16_hi": (2, False, 1)}
+_D16_STORES = {"d16_hi_b8": 1, "d16_hi_b16": 2, "b8_d16_hi": 1, "b16_d16_hi": 2}
+
+
+def _d16_merge(w: Wave, vd: int, lanes: np.ndarray, raw: np.ndarray, size: int, signed: bool, hi: int) -> None:
+    """A d16 load's result: the element zero- or sign-extended to 16 bits into the low (or, ``hi``, the high) half
+    of VDST, the other half kept."""
+    v = _widen(raw, size, signed)[:, 0] & U32(0xFFFF)
+    old = w.v[vd, lanes]
+    w.v[vd, lanes] = (old & U32(0xFFFF)) | v << U32(16) if hi else (old & U32(0xFFFF0000)) | v
 
 
 def _runs(addrs: np.ndarray, size: int) -> tuple[np.ndarray, list[tuple[int, int]]]:
@@ -172,6 +213,23 @@ def compile_global(inst: Any, bad: Callable[[str], Exception]) -> Fn:
             if ret:
                 _put_lane_ints(w, vd, lanes, words, olds)
         return atomic
+    if kind == "load" and suffix in _D16_LOADS:
+        size, signed, hi = _D16_LOADS[suffix]
+
+        def load16(w: Wave) -> None:
+            lanes = _active(w)
+            if len(lanes):
+                _d16_merge(w, vd, lanes, gather(w.mem, addr(w, lanes), size), size, signed, hi)
+        return load16
+    if kind == "store" and suffix in _D16_STORES:
+        size = _D16_STORES[suffix]
+
+        def store16(w: Wave) -> None:
+            lanes = _active(w)
+            if len(lanes):
+                hi16 = np.ascontiguousarray((w.v[data, lanes] >> U32(16)).astype("<u4"))
+                scatter(w.mem, addr(w, lanes), hi16.view(U8).reshape(len(lanes), 4)[:, :size].copy())
+        return store16
     raise bad("global memory opcode not modelled")
 
 
@@ -234,6 +292,31 @@ def compile_ds(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         return store
     if kind in ("load", "store") and suffix.startswith("2addr_"):
         return _ds_2addr(inst, kind == "load", suffix)
+    if m == "ds_nop":
+        return lambda w: None
+    if kind == "storexchg" and suffix.startswith("2addr_"):
+        return _ds_xchg2(inst, suffix)
+    if kind == "load" and suffix in _D16_LOADS:
+        size16, signed16, hi16 = _D16_LOADS[suffix]
+
+        def load16(w: Wave) -> None:
+            lanes = _active(w)
+            if len(lanes):
+                idx, ok = index(w, lanes, size16)
+                raw = w.lds[idx] if len(w.lds) else np.zeros(idx.shape, dtype=U8)
+                raw[~ok] = 0
+                _d16_merge(w, vd, lanes, raw, size16, signed16, hi16)
+        return load16
+    if kind == "store" and suffix in _D16_STORES:
+        size16 = _D16_STORES[suffix]
+
+        def store16(w: Wave) -> None:
+            lanes = _active(w)
+            if len(lanes):
+                idx, ok = index(w, lanes, size16)
+                hi = np.ascontiguousarray((w.v[d0, lanes] >> U32(16)).astype("<u4"))
+                w.lds[idx[ok]] = hi.view(U8).reshape(len(lanes), 4)[:, :size16][ok]
+        return store16
     rtn = suffix.startswith("rtn_")
     at = _atomic_op(f"{kind}_{suffix.removeprefix('rtn_')}")
     if at is not None:
@@ -262,6 +345,30 @@ def compile_ds(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     raise bad("LDS opcode not modelled")
 
 
+def _ds_xchg2(inst: Any, suffix: str) -> Fn:
+    """ds_storexchg_2addr(_stride64)_rtn_b32/b64: per lane, in lane order, the two elements at ADDR + OFFSET0 *
+    size and ADDR + OFFSET1 * size (size times 64 for stride64) are returned in VDST (the first, then the second)
+    and replaced by DATA0 and DATA1; out-of-range elements return 0 and are not written."""
+    f = inst.fields
+    size = 8 if suffix.endswith("b64") else 4
+    unit = size * (64 if "stride64" in suffix else 1)
+    offs = (f["offset0"] * unit, f["offset1"] * unit)
+    va, vd, d0, d1, words = f["addr"], f["vdst"], f["data0"], f["data1"], size // 4
+
+    def run(w: Wave) -> None:
+        for lane in _active(w).tolist():
+            base = int(w.v[va, lane])
+            for k, (o, src) in enumerate(zip(offs, (d0, d1), strict=True)):
+                a = base + o
+                ok = a >= 0 and a + size <= len(w.lds)
+                raw = w.lds[a:a + size].tobytes() if ok else bytes(size)
+                if ok:
+                    w.lds[a:a + size] = np.array([w.v[src + j, lane] for j in range(words)], dtype="<u4").view(U8)
+                for j in range(words):
+                    w.v[vd + k * words + j, lane] = int.from_bytes(raw[4 * j:4 * j + 4], "little")
+    return run
+
+
 def _ds_2addr(inst: Any, load: bool, suffix: str) -> Fn:
     """ds_load_2addr / ds_store_2addr (and the _stride64 forms), b32 or b64: two elements at ADDR + OFFSET0 * size
     and ADDR + OFFSET1 * size (size times 64 for stride64); out-of-range elements read 0 and are not written."""
@@ -288,11 +395,13 @@ def _ds_2addr(inst: Any, load: bool, suffix: str) -> Fn:
 
 
 def compile_mubuf(inst: Any, bad: Callable[[str], Exception]) -> Fn:
-    """Buffer cache invalidations (buffer_gl0_inv, buffer_gl1_inv) are no-ops (no caches are modelled); any other MUBUF
-    instruction is not modelled."""
+    """Buffer cache invalidations (buffer_gl0_inv, buffer_gl1_inv) are no-ops (no caches are modelled); loads,
+    stores and atomics through a V# are :func:`tinyhw.mocks.rdna3.buffer.compile_buffer`'s."""
     if inst.mnemonic in ("buffer_gl0_inv", "buffer_gl1_inv"):
         return lambda w: None        # caches are not modelled: every access reaches memory
-    raise bad("buffer (MUBUF) memory is not modelled")
+    from tinyhw.mocks.rdna3 import buffer
+
+    return buffer.compile_buffer(inst, bad)
 
 
 #: what a lockstep function returns to have the step run wave by wave instead
