@@ -13,6 +13,7 @@ import clcorpushelp
 import corpushelp
 import numpy as np
 import pytest
+import tccorpushelp
 from rdna3help import run_probe
 from test_mock_rdna3 import PROGRAM_VECTOR, _flat_program, _regs
 
@@ -47,7 +48,7 @@ def test_probes_equal_one_workgroup_at_a_time(name: str, runs: list[bool], monke
     assert outs == outs1 and res.to_doc() == res1.to_doc()
 
 
-@pytest.mark.parametrize("helper", [corpushelp, clcorpushelp], ids=["tinygrad", "clang"])
+@pytest.mark.parametrize("helper", [corpushelp, clcorpushelp, tccorpushelp], ids=["tinygrad", "clang", "tensorcore"])
 def test_corpus_equals_one_workgroup_at_a_time(helper: object, runs: list[bool],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     meta, arrays = helper.load_corpus()      # type: ignore[attr-defined]
