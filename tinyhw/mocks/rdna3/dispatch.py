@@ -7,6 +7,17 @@ waves share one LDS array and are stepped cooperatively, each until it reaches `
 ``s_endpgm``; when every live wave of the workgroup waits at the barrier they are released together.
 Workgroups run one after another in X, then Y, then Z order. Instructions are fetched through the
 memory object at the wave's PC and decoded once per code address (:class:`CodeCache`).
+
+Lockstep: where nothing can tell the difference, the waves of up to ``LOCKSTEP_WAVES`` waves' worth of workgroups
+run together, one instruction for all of them at a time. Their VGPRs are one (VGPRs, waves, 32) array (each
+wave's ``v`` a view of its row), so a VALU instruction that :func:`~tinyhw.mocks.rdna3.valu.lockstep_ok` accepts
+runs once over every lane; any other instruction (SALU, memory, lane-indexing VALU) runs wave by wave in wave
+order, and all waves must then agree on the next PC. The run is kept only when it is what running the workgroups
+one after another gives: every wave's memory accesses are logged (and writes journalled), and when a wave's access
+may touch bytes a later wave touched at an earlier step with one of them a write, or the waves part (another PC,
+an error, the instruction limit), the memory is restored and the workgroups run again one at a time. It needs a
+memory with ``peek``/``poke`` (:class:`FlatMemory`), no SQ trace, and LDS only in one-wave workgroups; the
+counters are the same either way.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Protocol
 
 import numpy as np
@@ -26,11 +38,13 @@ from tinyhw.mocks.rdna3.sqtt import DispatchTrace
 from tinyhw.mocks.rdna3.state import (
     EXEC,
     FULL,
+    NULL,
     ShaderError,
     ShaderFault,
     Unimplemented,
     WatchdogExpired,
     Wave,
+    int_to_bits,
     mode_from_rsrc1,
 )
 
@@ -42,6 +56,7 @@ LDS_GRANULE = 512          # bytes per RSRC2.LDS_SIZE unit on gfx11 (128 dwords;
 LDS_MAX = 64 * 1024
 _VECTOR = frozenset({"VOP1", "VOP2", "VOPC", "VOP3", "VOP3P", "VOPD", "DS", "FLAT", "MUBUF", "MTBUF", "VINTERP"})
 DEFAULT_WATCHDOG = 50_000_000
+LOCKSTEP_WAVES = 256       # the most waves one lockstep run steps together
 
 
 class Memory(Protocol):
@@ -86,6 +101,16 @@ class FlatMemory:
         """Write ``data`` at ``addr`` (counted in ``writes``); :class:`MemoryFault` outside the window."""
         off = self._off(addr, len(data), True)
         self.writes += 1
+        self.buf[off:off + len(data)] = data
+
+    def peek(self, addr: int, n: int) -> bytes:
+        """``n`` bytes at ``addr`` without counting a read (the dispatcher's undo journal of a lockstep run)."""
+        off = self._off(addr, n, False)
+        return bytes(self.buf[off:off + n])
+
+    def poke(self, addr: int, data: bytes) -> None:
+        """Write ``data`` at ``addr`` without counting a write (the undo of a lockstep run)."""
+        off = self._off(addr, len(data), True)
         self.buf[off:off + len(data)] = data
 
     def alloc(self, data: bytes | int, align: int = 256) -> int:
@@ -184,10 +209,11 @@ def default_cost(inst: Inst) -> int:
 
 
 # Decoded and compiled instructions shared by every dispatch: (code address, first dword) -> (the instruction's
-# bytes, size, compiled function, Inst). A dispatch reuses an entry only when the bytes at the address are still
-# the same (compared on every dispatch's first visit to the address), so code objects loaded again at the same
-# address are decoded and specialised once; an instruction compiled as a skipped no-op (strict=False) is not kept.
-_COMPILED: dict[tuple[int, bytes], tuple[bytes, int, Callable[[Wave], Any], Inst]] = {}
+# bytes, size, compiled function, Inst, lockstep function or None). A dispatch reuses an entry only when the bytes
+# at the address are still the same (compared on every dispatch's first visit to the address), so code objects
+# loaded again at the same address are decoded and specialised once; an instruction compiled as a skipped no-op
+# (strict=False) is not kept.
+_COMPILED: dict[tuple[int, bytes], tuple[bytes, int, Callable[[Wave], Any], Inst, Any]] = {}
 _COMPILED_MAX = 1 << 16
 
 
@@ -195,7 +221,7 @@ class CodeCache:
     """Decoded, compiled instructions by code address; reusable across dispatches of unchanged code."""
 
     def __init__(self) -> None:
-        # pc -> [function, size, mnemonic, is_vector, executions, cost]
+        # pc -> [function, size, mnemonic, is_vector, executions, cost, Inst, lockstep function or None]
         self.entries: dict[int, list[Any]] = {}
 
 
@@ -273,22 +299,27 @@ class _Dispatch:
         self.res = DispatchResult()
         self.active = 0
         self.waves: list[Wave] = []  # the running workgroup's waves (what stays resident when the budget runs out)
-        self.packed: np.ndarray | None = None
+        self.init: tuple[Any, ...] | None = None   # the initial wave state every workgroup shares (make_waves)
+        self.wide = [0, 0]      # lockstep runs kept, lockstep runs undone (run again one workgroup at a time)
+        nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
+        self.per_group = (nt + 31) // 32        # waves per workgroup
 
     def compile_at(self, pc: int) -> list[Any]:
         first = self.mem.read(pc, 4)
         hit = _COMPILED.get((pc, first))
         if hit is not None and (hit[1] == 4 or self.mem.read(pc, hit[1]) == hit[0]):
-            raw, size, fn, inst = hit
+            raw, size, fn, inst, wide = hit
         else:
             inst = _fetch(self.mem, pc)
             raw = self.mem.read(pc, inst.size)
             fn = _compile(inst, raw, pc, self.strict, self.res.skipped)
+            wide = None
             if getattr(fn, "cacheable", True):
+                wide = _wide_of(inst, fn)
                 if len(_COMPILED) >= _COMPILED_MAX:
                     _COMPILED.clear()
-                _COMPILED[(pc, raw[:4])] = (raw, inst.size, fn, inst)
-        ent = [fn, inst.size, inst.name, inst.encoding in _VECTOR, 0, self.cost(inst), inst]
+                _COMPILED[(pc, raw[:4])] = (raw, inst.size, fn, inst, wide)
+        ent = [fn, inst.size, inst.name, inst.encoding in _VECTOR, 0, self.cost(inst), inst, wide]
         self.cache.entries[pc] = ent
         return ent
 
@@ -344,44 +375,7 @@ class _Dispatch:
             self.active += active
 
     def workgroup(self, gid: tuple[int, int, int]) -> None:
-        r = self.regs
-        nx, ny, nz = r.num_thread
-        nthreads = nx * ny * nz
-        lds = np.zeros(max(r.lds_bytes, 0), dtype=np.uint8)
-        tidig = r.rsrc2 >> 11 & 3
-        packed = self.packed
-        if packed is None:      # the packed work-item ids of VGPR0: the same for every workgroup of the dispatch
-            ids = np.arange(nthreads)
-            tx, ty, tz = ids % nx, (ids // nx) % ny, ids // (nx * ny)
-            packed = (tx | (ty << 10 if tidig >= 1 else 0) | (tz << 20 if tidig >= 2 else 0)).astype(np.uint32)
-            self.packed = packed
-        waves = []
-        mode = mode_from_rsrc1(r.rsrc1)
-        for wi in range((nthreads + 31) // 32):
-            w = Wave(r.vgprs, lds, self.mem, gid, wi)
-            lanes = min(32, nthreads - 32 * wi)
-            w.s[EXEC] = FULL if lanes == 32 else (1 << lanes) - 1
-            us = r.user_sgprs
-            ud = list(r.user_data) + [0] * 16
-            w.s[:us] = [x & 0xFFFFFFFF for x in ud[:us]]
-            k = us
-            for bit, value in ((7, gid[0]), (8, gid[1]), (9, gid[2])):
-                if r.rsrc2 >> bit & 1:
-                    w.s[k] = value & 0xFFFFFFFF
-                    k += 1
-            if r.rsrc2 & 1:     # SCRATCH_EN: the wave's slot in the scratch ring (waves of a workgroup: slots 0..)
-                offset = wi * r.scratch_wave_bytes
-                w.s[k] = offset           # the private segment wavefront offset SGPR (§4.1)
-                w.scratch, w.scratch_size = r.scratch_base + offset, r.scratch_wave_bytes
-            w.v[0, :lanes] = packed[32 * wi:32 * wi + lanes]
-            w.mode = mode
-            w.pc = r.entry
-            waves.append(w)
-        self.res.waves += len(waves)
-        self.waves = waves
-        if self.trace is not None:
-            for w in waves:
-                self.trace.wave_start(w, self.res.workgroups)
+        waves = self.make_waves(gid)
         while True:
             live = [w for w in waves if not w.done]
             if not live:
@@ -393,6 +387,378 @@ class _Dispatch:
             if live and all(w.at_barrier for w in live):
                 for w in live:
                     w.at_barrier = False
+
+    def make_waves(self, gid: tuple[int, int, int], v: np.ndarray | None = None, first: int = 0) -> list[Wave]:
+        """The waves of workgroup ``gid`` in their initial state; with ``v`` (a zeroed (VGPRs, waves, 32) array) their
+        VGPRs are its rows from ``first`` on."""
+        r = self.regs
+        lds = np.zeros(max(r.lds_bytes, 0), dtype=np.uint8)
+        init = self.init
+        if init is None:        # what every workgroup of the dispatch starts with but for its ids
+            nx, ny, nz = r.num_thread
+            nthreads = nx * ny * nz
+            tidig = r.rsrc2 >> 11 & 3
+            # the packed work-item ids of VGPR0, one row of 32 lanes per wave (zero past the last work-item)
+            ids = np.arange(self.per_group * 32)
+            tx, ty, tz = ids % nx, (ids // nx) % ny, ids // (nx * ny)
+            packed = (tx | (ty << 10 if tidig >= 1 else 0) | (tz << 20 if tidig >= 2 else 0)).astype(np.uint32)
+            packed[nthreads:] = 0
+            # the user SGPRs, then the workgroup id SGPRs RSRC2 enables (filled per workgroup); EXEC per wave
+            us = r.user_sgprs
+            ud = list(r.user_data) + [0] * 16
+            sgprs = [x & 0xFFFFFFFF for x in ud[:us]] + [0] * (128 - us)
+            gids = [(us + n, axis) for n, axis in enumerate(a for a in range(3) if r.rsrc2 >> (7 + a) & 1)]
+            execs = [FULL if nthreads - 32 * wi >= 32 else (1 << (nthreads - 32 * wi)) - 1
+                     for wi in range(self.per_group)]
+            init = self.init = (packed.reshape(-1, 32), sgprs, gids, execs, mode_from_rsrc1(r.rsrc1), r.entry,
+                                r.vgprs)
+        rows, sgprs, gids, execs, mode, entry, vgprs = init
+        scratch_at = r.user_sgprs + len(gids)
+        if v is not None:
+            v[0, first:first + len(execs)] = rows
+        waves = []
+        mem = self.mem
+        for wi, ex in enumerate(execs):
+            if v is None:
+                w = Wave(vgprs, lds, mem, gid, wi)
+                w.v[0] = rows[wi]
+            else:
+                w = Wave(vgprs, lds, mem, gid, wi, v[:, first + wi])
+            s = w.s = sgprs.copy()
+            s[EXEC] = ex
+            for at, axis in gids:
+                s[at] = gid[axis] & 0xFFFFFFFF
+            if r.rsrc2 & 1:     # SCRATCH_EN: the wave's slot in the scratch ring (waves of a workgroup: slots 0..)
+                offset = wi * r.scratch_wave_bytes
+                s[scratch_at] = offset    # the private segment wavefront offset SGPR (§4.1), after the ids
+                w.scratch, w.scratch_size = r.scratch_base + offset, r.scratch_wave_bytes
+            w.mode = mode
+            w.pc = entry
+            waves.append(w)
+        self.res.waves += len(waves)
+        self.waves = waves
+        if self.trace is not None:
+            for w in waves:
+                self.trace.wave_start(w, self.res.workgroups)
+        return waves
+
+    def run_groups(self, gids: list[tuple[int, int, int]]) -> None:
+        """Run workgroups ``gids``: all their waves in lockstep when there are several (see the module text), else,
+        or when the lockstep run is undone, one workgroup after another."""
+        if len(gids) > 1:
+            if self.lockstep(gids):
+                self.wide[0] += 1
+                self.res.workgroups += len(gids)
+                return
+            self.wide[1] += 1
+        for gid in gids:
+            self.workgroup(gid)
+            self.res.workgroups += 1
+
+    def lockstep(self, gids: list[tuple[int, int, int]]) -> bool:
+        """Run the waves of workgroups ``gids`` together; False (every effect undone) when that could differ from
+        running them one after another."""
+        res, mem = self.res, self.mem
+        saved = (res.waves, dict(res.skipped), getattr(mem, "reads", None), getattr(mem, "writes", None))
+        per = self.per_group
+        k = per * len(gids)
+        v = np.zeros((self.regs.vgprs, k, 32), dtype=np.uint32)
+        waves = [w for i, gid in enumerate(gids) for w in self.make_waves(gid, v, i * per)]
+        log: list[tuple[int, int, int, bool]] = []
+        undo: list[tuple[int, bytes]] = []
+        for i, w in enumerate(waves):
+            w.mem = _Logged(mem, i, log, undo)
+        try:
+            done = self._lockstep(waves, v, log)
+            if _reordered(log, done[3], k):
+                done = None
+        except Exception:       # anything at all: undone, and run one workgroup after another instead
+            done = None
+        if done is None:
+            for addr, old in reversed(undo):
+                mem.poke(addr, old)
+            res.waves, res.skipped = saved[0], saved[1]
+            if saved[2] is not None:
+                mem.reads, mem.writes = saved[2], saved[3]  # type: ignore[attr-defined]
+            return False
+        steps, active, counts, _marks, pc = done
+        n = steps * k
+        self.budget -= n
+        res.wave_instructions += n
+        self.active += active
+        entries = self.cache.entries
+        for at, c in counts.items():
+            entries[at][4] += c * k
+        for w in waves:
+            w.pc, w.done, w.mem = pc, True, mem
+        if self.on_wave_end is not None:
+            for w in waves:
+                self.on_wave_end(w)
+        self.waves = waves[k - k // len(gids):]
+        return True
+
+    def _lockstep(self, waves: list[Wave], v: np.ndarray, log: list[Any]
+                  ) -> tuple[int, int, dict[int, int], list[int], int]:
+        """Step every wave of ``waves`` (all at one PC) together until they end: (steps, active lanes, executions by
+        PC, log positions of wave-by-wave steps, the PC of s_endpgm). Raises _Diverged where they part."""
+        entries = self.cache.entries
+        wide = _Wide(waves, v, _Logged(self.mem, -1, None, waves[0].mem.undo), log)
+        k = len(waves)
+        first, rest = waves[0], waves[1:]
+        pc = first.pc
+        steps = active = 0
+        counts: dict[int, int] = {}
+        marks: list[int] = []
+        limit = self.budget // k
+        known = wide.s.known
+        while True:
+            ent = entries.get(pc)
+            if ent is None:
+                ent = self.compile_at(pc)
+            steps += 1
+            if steps > limit:
+                raise _Diverged
+            counts[pc] = counts.get(pc, 0) + 1
+            if ent[3]:
+                e = wide.s[EXEC]
+                active += e.bit_count() * k if type(e) is int else sum(x.bit_count() for x in e.ravel().tolist())
+            marks.append(len(log))
+            wf = ent[7]
+            r = vmem.PER_WAVE if wf is None else wf(wide)
+            if r == vmem.PER_WAVE:
+                fn = ent[0]
+                r = fn(first)
+                for w in rest:
+                    if fn(w) != r:
+                        raise _Diverged
+                known.clear()           # any SGPR, SCC or MODE may have changed
+            if r is None:
+                pc += ent[1]
+            elif r >= 0:
+                pc = r
+            elif r == salu.END:
+                return steps, active, counts, marks, pc
+            else:               # s_barrier: every wave of each workgroup is here at once, so all are released
+                pc += ent[1]
+
+
+class _Diverged(Exception):
+    """The waves of a lockstep run parted (another PC, the instruction limit): the run is undone."""
+
+
+class _Logged:
+    """The memory one wave of a lockstep run reaches: every access logged as (wave, start, end, write) and every
+    write's old bytes kept, so the run can be checked and undone."""
+
+    __slots__ = ("mem", "wave", "log", "undo")
+
+    def __init__(self, mem: Any, wave: int, log: list[Any] | None, undo: list[tuple[int, bytes]]) -> None:
+        self.mem, self.wave, self.log, self.undo = mem, wave, log, undo
+
+    def read(self, addr: int, n: int) -> bytes:
+        """Read through to the memory, logged (without a log: the lockstep function logs its spans itself)."""
+        data = self.mem.read(addr, n)
+        if self.log is not None:
+            self.log.append((self.wave, addr, addr + n, False))
+        return data
+
+    def write(self, addr: int, data: bytes) -> None:
+        """Write through to the memory, logged, the old bytes kept."""
+        self.undo.append((addr, self.mem.peek(addr, len(data))))
+        self.mem.write(addr, data)
+        if self.log is not None:
+            self.log.append((self.wave, addr, addr + len(data), True))
+
+
+class _Scalars:
+    """The SGPRs of waves in lockstep as one list: a register the waves agree on reads as an int, one they do not as a
+    (waves, 1) uint64 column; a write of an int goes to every wave, of a column to each wave its own value."""
+
+    __slots__ = ("lists", "known")
+
+    def __init__(self, lists: list[list[int]]) -> None:
+        self.lists = lists
+        self.known: dict[Any, int] = {}     # registers (and "scc", "mode") known to agree, until a wave-by-wave step
+
+    def __getitem__(self, r: int) -> Any:
+        if type(r) is not int:
+            raise _Diverged
+        x = self.known.get(r)
+        if x is not None:
+            return x
+        lists = self.lists
+        x = lists[0][r]
+        vals = list(map(itemgetter(r), lists))
+        if vals.count(x) == len(vals):
+            self.known[r] = x
+            return x
+        return np.array(vals, dtype=np.uint64).reshape(-1, 1)
+
+    def __setitem__(self, r: int, x: Any) -> None:
+        if type(r) is not int:
+            raise _Diverged
+        if isinstance(x, (int, np.integer)):
+            x = int(x)
+            for s in self.lists:
+                s[r] = x
+            self.known[r] = x
+            return
+        self.known.pop(r, None)
+        vals = np.asarray(x).ravel().tolist()
+        if len(vals) != len(self.lists):
+            raise _Diverged
+        for s, y in zip(self.lists, vals, strict=True):
+            s[r] = int(y)
+
+
+class _Wide:
+    """Several waves seen as one by a VALU function that runs in lockstep: ``v[n]`` is VGPR n of every wave as a
+    (waves, 32) array, ``s`` their SGPRs (:class:`_Scalars`), ``mask()`` EXEC as (32,) or (waves, 32) lanes."""
+
+    __slots__ = ("waves", "s", "v", "mem", "log")
+
+    def __init__(self, waves: list[Wave], v: np.ndarray, mem: _Logged, log: list[Any]) -> None:
+        self.waves, self.s, self.v = waves, _Scalars([w.s for w in waves]), v
+        self.mem, self.log = mem, log      # journalled memory; the log takes (None, starts, ends, write) per step
+
+    def _same(self, name: str) -> int:
+        known = self.s.known
+        x = known.get(name)
+        if x is None:
+            vals = [getattr(w, name) for w in self.waves]
+            if vals.count(vals[0]) != len(vals):
+                raise _Diverged
+            x = known[name] = vals[0]
+        return x
+
+    @property
+    def scc(self) -> int:
+        """SCC, when every wave has the same."""
+        return self._same("scc")
+
+    @property
+    def mode(self) -> int:
+        """The MODE register, when every wave has the same."""
+        return self._same("mode")
+
+    def mask(self) -> np.ndarray:
+        """EXEC_LO as lanes: (32,) when the waves agree, else (waves, 32)."""
+        e = self.s[EXEC]
+        if type(e) is int:
+            return self.waves[0].mask()
+        return int_to_bits(e)
+
+
+_NONE, _ALL = np.uint64((1 << 64) - 1), np.uint64(0)
+
+
+def _spans(seg: list[Any], k: int) -> tuple[np.ndarray, ...]:
+    """Per wave: the lowest start and highest end of its reads, then of its writes, in one step's accesses (events
+    (wave, start, end, write) of one wave, or (None, starts, ends, write) of every wave)."""
+    rlo, rhi = np.full(k, _NONE), np.full(k, _ALL)
+    wlo, whi = rlo.copy(), rhi.copy()
+    one = [e for e in seg if e[0] is not None]
+    if one:
+        wv, lo, hi, wr = (np.array(c) for c in zip(*one, strict=True))
+        lo, hi = lo.astype(np.uint64), hi.astype(np.uint64)
+        for sel, a, b in ((wr, wlo, whi), (~wr, rlo, rhi)):
+            np.minimum.at(a, wv[sel], lo[sel])
+            np.maximum.at(b, wv[sel], hi[sel])
+    for wv, lo, hi, wr in seg:
+        if wv is None:
+            a, b = (wlo, whi) if wr else (rlo, rhi)
+            np.minimum(a, lo, out=a)
+            np.maximum(b, hi, out=b)
+    return rlo, rhi, wlo, whi
+
+
+def _later(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each wave j, the span covering what waves j+1.. touched (empty for the last)."""
+    slo = np.minimum.accumulate(lo[::-1])[::-1]
+    shi = np.maximum.accumulate(hi[::-1])[::-1]
+    return np.append(slo[1:], _NONE), np.append(shi[1:], _ALL)
+
+
+def _reordered(log: list[tuple[int, int, int, bool]], marks: list[int], k: int) -> bool:
+    """True when, in a lockstep run's memory log, a wave's access may conflict (same bytes, one a write) with one a
+    later wave made at an earlier step: run one after another, the earlier wave would have gone first. Within a
+    step the waves run in order, so only steps against earlier steps are compared (spans, conservatively)."""
+    if not log:
+        return False
+    bounds = [*marks, len(log)]
+    done: list[tuple[np.ndarray, ...]] = []
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        if a == b:
+            continue
+        rlo, rhi, wlo, whi = _spans(log[a:b], k)
+        for prlo, prhi, pwlo, pwhi in done:
+            lrlo, lrhi = _later(prlo, prhi)
+            lwlo, lwhi = _later(pwlo, pwhi)
+            if (((wlo < lrhi) & (lrlo < whi)) | ((wlo < lwhi) & (lwlo < whi))
+                    | ((rlo < lwhi) & (lwlo < rhi))).any():
+                return True
+        done.append((rlo, rhi, wlo, whi))
+    return False
+
+
+def _wide_sload(inst: Inst) -> Callable[[Any], Any] | None:
+    """s_load_b32..b512 for several waves in lockstep: one read when their address SGPRs agree (else PER_WAVE)."""
+    m, f = inst.mnemonic, inst.fields
+    if m not in salu._SLOAD:
+        return None
+    n, d, base, off, so = salu._SLOAD[m], f["sdata"], f["sbase"], f["offset"], f["soffset"]
+    fmt = f"<{n}I"
+
+    def run(ww: _Wide) -> Any:
+        s = ww.s
+        lo, hi, x = s[base], s[base + 1], (0 if so == NULL else s[so])
+        if type(lo) is not int or type(hi) is not int or type(x) is not int:
+            return vmem.PER_WAVE
+        addr = ((lo | hi << 32) + off + x) & ~3 & ((1 << 64) - 1)
+        vals = struct.unpack(fmt, ww.mem.read(addr, 4 * n))
+        for i, y in enumerate(vals):
+            s[d + i] = y
+        k = len(ww.waves)
+        ww.log.append((None, np.full(k, addr, dtype=np.uint64), np.full(k, addr + 4 * n, dtype=np.uint64), False))
+        return None
+    return run
+
+
+def _wide_of(inst: Inst, fn: Callable[[Wave], Any]) -> Callable[[Any], Any] | None:
+    """The function that runs ``inst`` for several waves in lockstep, None when it runs wave by wave."""
+    if valu.lockstep_ok(inst) or salu.lockstep_ok(inst):
+        return fn
+    if inst.encoding == "SMEM":
+        return _wide_sload(inst)
+    if inst.encoding == "FLAT":
+        return vmem.wide_global(inst)
+    if inst.encoding == "VOP1" and valu.base_name(inst.mnemonic) == "v_readfirstlane_b32":
+        return _wide_readfirstlane(inst)
+    return None
+
+
+def _wide_readfirstlane(inst: Inst) -> Callable[[Any], Any] | None:
+    """v_readfirstlane_b32 of a VGPR for several waves in lockstep: each wave's lowest active lane (lane 0 when none)
+    into the SGPR, a column when the waves differ."""
+    src, d = inst.fields["src0"], inst.fields["vdst"]
+    if src < 256:
+        return None
+    vs = src - 256
+
+    def run(ww: _Wide) -> Any:
+        e = ww.s[EXEC]
+        col = ww.v[vs]
+        if type(e) is int:
+            vals = col[:, (e & -e).bit_length() - 1 if e else 0]
+        else:
+            ev = e.ravel()
+            low = ev & (~ev + np.uint64(1))
+            lanes = np.where(ev == 0, 0, np.log2(np.maximum(low, np.uint64(1)).astype(np.float64))).astype(np.intp)
+            vals = col[np.arange(len(ev)), lanes]
+        if d != NULL:
+            ww.s[d] = vals.astype(np.uint64).reshape(-1, 1)
+        return None
+    return run
 
 
 def _check(regs: DispatchRegs) -> None:
@@ -440,7 +806,8 @@ def run_dispatch(regs: DispatchRegs, memory: Memory, *, strict: bool = True, cac
     instructions of the whole dispatch (:class:`WatchdogExpired`, whose ``dispatch`` keeps the running
     workgroup's waves for :mod:`tinyhw.mocks.sqind`). ``cache`` may be kept by the caller
     for repeated dispatches of the same, unchanged code. ``on_wave_end(wave)`` is called with each wave's
-    final state (SGPRs ``wave.s``, VGPRs ``wave.v``, ``wave.wg``, ``wave.index``) when it executes ``s_endpgm``.
+    final state (SGPRs ``wave.s``, VGPRs ``wave.v``, ``wave.wg``, ``wave.index``) when it executes ``s_endpgm`` (for
+    workgroups run in lockstep, see the module text: after the last of their waves ended, in wave order).
     ``trace`` (a :class:`~tinyhw.mocks.rdna3.sqtt.DispatchTrace`) is told of every wave start, instruction issue
     and wave end while the SQ thread trace is on. ``wall_limit`` bounds the dispatch's wall time in seconds, looked
     at after every workgroup (a grid of many short workgroups never reaches the instruction watchdog, yet
@@ -470,14 +837,26 @@ class DispatchJob:
         self.wall_limit = wall_limit
         #: wall seconds spent emulating it so far, every slice together
         self.wall = 0.0
-        self._groups = self._ids()
+        nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
+        per = (nt + 31) // 32
+        # workgroups run in lockstep when nothing observes the order of their instructions (no trace) and the memory
+        # can undo a run (peek/poke); with LDS only one-wave workgroups (their LDS is their own); not with scratch
+        # (RSRC2.SCRATCH_EN: private memory outside ``memory`` would not be undone)
+        wide = trace is None and hasattr(memory, "peek") and (regs.lds_bytes == 0 or per == 1) and not regs.rsrc2 & 1
+        self._groups = self._ids(max(1, LOCKSTEP_WAVES // per) if wide else 1)
 
-    def _ids(self) -> Any:
+    def _ids(self, n: int) -> Any:
         r = self.regs
+        batch: list[tuple[int, int, int]] = []
         for z in range(r.dim[2]):
             for y in range(r.dim[1]):
                 for x in range(r.dim[0]):
-                    yield (r.start[0] + x, r.start[1] + y, r.start[2] + z)
+                    batch.append((r.start[0] + x, r.start[1] + y, r.start[2] + z))
+                    if len(batch) == n:
+                        yield batch
+                        batch = []
+        if batch:
+            yield batch
 
     def step(self, slice_s: float | None = None) -> DispatchResult | None:
         """Run workgroups until the dispatch ends (its :class:`DispatchResult`) or, after a workgroup, ``slice_s``
@@ -487,9 +866,8 @@ class DispatchJob:
         t0 = time.monotonic()
         with np.errstate(all="ignore"):
             try:
-                for gid in self._groups:
-                    d.workgroup(gid)
-                    d.res.workgroups += 1
+                for gids in self._groups:
+                    d.run_groups(gids)
                     spent = time.monotonic() - t0
                     if self.wall_limit is not None and self.wall + spent > self.wall_limit:
                         raise WatchdogExpired(

@@ -560,3 +560,11 @@ def _buffer_load(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         vals = list(struct.unpack(f"<{ok}I", w.mem.read((addr0 + rel) & M64, 4 * ok))) if ok else []
         s[d:d + n] = vals + [0] * (n - ok)
     return run
+
+
+def lockstep_ok(inst: Any) -> bool:
+    """True when the compiled function of SOPP instruction ``inst`` may run once for several waves in lockstep (hints,
+    s_endpgm, s_barrier, branches: they read SCC/VCC/EXEC only to pick the next PC, which the waves must agree on)."""
+    m = inst.mnemonic
+    return inst.encoding == "SOPP" and (m in _HINTS or m in _BRANCH or m in ("s_endpgm", "s_barrier", "s_sendmsg")
+                                        or m.startswith("s_cbranch_cdbg"))

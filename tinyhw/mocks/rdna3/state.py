@@ -96,10 +96,12 @@ class Wave:
     __slots__ = ("s", "scc", "v", "lds", "pc", "_mval", "_m", "done", "at_barrier", "wg", "index", "mem", "mode",
                  "scratch", "scratch_size")
 
-    def __init__(self, vgprs: int, lds: np.ndarray, mem: Any, wg: tuple[int, int, int], index: int) -> None:
+    def __init__(self, vgprs: int, lds: np.ndarray, mem: Any, wg: tuple[int, int, int], index: int,
+                 v: np.ndarray | None = None) -> None:
         self.s: list[int] = [0] * 128
         self.scc = 0
-        self.v = np.zeros((vgprs, 32), dtype=np.uint32)
+        # the VGPRs (vgprs, 32), zeroed; ``v`` (a zeroed view of that shape) when the dispatcher keeps them elsewhere
+        self.v = np.zeros((vgprs, 32), dtype=np.uint32) if v is None else v
         self.lds = lds
         self.mem = mem
         self.pc = 0
@@ -132,14 +134,20 @@ class Wave:
         return self._m
 
 
-def bits_to_int(b: np.ndarray) -> int:
-    """(32,) bool array -> 32-bit lane mask."""
-    return int(np.packbits(b, bitorder="little").view("<u4")[0])
+def bits_to_int(b: np.ndarray) -> Any:
+    """(32,) bool array -> 32-bit lane mask. A (waves, 32) array (waves run in lockstep) gives a (waves, 1) uint64
+    array of the masks, one per wave."""
+    if b.ndim == 1:
+        return int(np.packbits(b, bitorder="little").view("<u4")[0])
+    return np.packbits(b, axis=-1, bitorder="little").view("<u4").astype(np.uint64)
 
 
-def int_to_bits(x: int) -> np.ndarray:
-    """32-bit lane mask -> (32,) bool array (the inverse of :func:`bits_to_int`)."""
-    return ((U32(x & M32) >> LANES) & U32(1)).astype(bool)
+def int_to_bits(x: Any) -> np.ndarray:
+    """32-bit lane mask -> (32,) bool array (the inverse of :func:`bits_to_int`); a (waves, 1) array of masks gives
+    (waves, 32)."""
+    if type(x) is int:
+        return ((U32(x & M32) >> LANES) & U32(1)).astype(bool)
+    return ((np.asarray(x, dtype=np.uint64) & np.uint64(M32)).astype(U32) >> LANES & U32(1)).astype(bool)
 
 
 # ---- source getters: each returns a callable(wave) -> value --------------------------------------------------------
@@ -205,6 +213,8 @@ def v_get(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Get
 
     def bcast(w: Wave) -> np.ndarray:
         x = g(w)
+        if type(x) is not int:          # one value per wave (waves in lockstep): a (waves, 1) column
+            return (np.asarray(x, dtype=np.uint64) & np.uint64(M32)).astype(np.uint32)
         if x != last[0]:
             last[0], last[1] = x, np.full(32, x, dtype=np.uint32)
         return last[1]
@@ -217,12 +227,19 @@ def v_get64(src: int, literal: int | None, bad: Callable[[str], Exception]) -> G
         n = src - 256
         return lambda w: w.v[n].astype(np.uint64) | (w.v[n + 1].astype(np.uint64) << np.uint64(32))
     g = s_get64(src, literal, bad)
-    return lambda w: np.full(32, g(w), dtype=np.uint64)
+
+    def bcast64(w: Wave) -> np.ndarray:
+        x = g(w)
+        if type(x) is not int:          # one value per wave (waves in lockstep): a (waves, 1) column
+            return np.asarray(x, dtype=np.uint64)
+        return np.full(32, x, dtype=np.uint64)
+    return bcast64
 
 
 def v_put(w: Wave, d: int, r: np.ndarray) -> None:
     """Write VGPR ``d`` with the per-lane values ``r``, only in the lanes EXEC enables."""
-    if w.s[EXEC] == FULL:
+    e = w.s[EXEC]
+    if type(e) is int and e == FULL:
         w.v[d] = r
     else:
         np.copyto(w.v[d], r, where=w.mask(), casting="unsafe")

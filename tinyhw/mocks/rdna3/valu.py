@@ -34,7 +34,7 @@ from tinyhw.mocks.rdna3.state import (
 )
 
 __all__ = ["CARRY", "CARRY_CI", "OPS", "SHIFT64", "TYPED", "base_name", "compile_valu", "compile_vop3p", "compile_vopd",
-           "fma32"]
+           "fma32", "lockstep_ok"]
 
 F32, U32, I32, U64, F64 = np.float32, np.uint32, np.int32, np.uint64, np.float64
 Fn = Callable[[Wave], Any]
@@ -656,7 +656,8 @@ def _run32(fn: Callable[..., np.ndarray], gs: list[Callable[[Wave], np.ndarray]]
 
         def run3(w: Wave) -> None:
             r = fn(a(w), b(w), c(w)) if w.mode & mask == want else slow(w, (a(w), b(w), c(w)))  # type: ignore[misc]
-            if w.s[EXEC] == M32:
+            e = w.s[EXEC]
+            if type(e) is int and e == M32:
                 w.v[d] = r
             else:
                 np.copyto(w.v[d], r, where=w.mask(), casting="unsafe")
@@ -666,7 +667,8 @@ def _run32(fn: Callable[..., np.ndarray], gs: list[Callable[[Wave], np.ndarray]]
 
         def run2(w: Wave) -> None:
             r = fn(a(w), b(w)) if w.mode & mask == want else slow(w, (a(w), b(w)))  # type: ignore[misc]
-            if w.s[EXEC] == M32:
+            e = w.s[EXEC]
+            if type(e) is int and e == M32:
                 w.v[d] = r
             else:
                 np.copyto(w.v[d], r, where=w.mask(), casting="unsafe")
@@ -675,7 +677,8 @@ def _run32(fn: Callable[..., np.ndarray], gs: list[Callable[[Wave], np.ndarray]]
 
     def run1(w: Wave) -> None:
         r = fn(a(w)) if w.mode & mask == want else slow(w, (a(w),))  # type: ignore[misc]
-        if w.s[EXEC] == M32:
+        e = w.s[EXEC]
+        if type(e) is int and e == M32:
             w.v[d] = r
         else:
             np.copyto(w.v[d], r, where=w.mask(), casting="unsafe")
@@ -1110,3 +1113,57 @@ def compile_vop3p(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         hi = one(w, half(w, vals, sel_hi, neg_hi))
         v_put(w, d, lo.astype(U32) | hi.astype(U32) << U32(16))
     return run
+
+
+# ---- lockstep ------------------------------------------------------------------------------------------------------
+# VALU operations that may run once for several waves in lockstep (the dispatcher's wide path): their compiled
+# function works unchanged on (waves, 32) lane arrays, reads scalars only through the wave's ``s``/``mask()``/``mode``
+# (a scalar that differs between waves arrives as a (waves, 1) column) and writes SGPRs only with bits_to_int's
+# per-wave masks. Anything that indexes lanes (readlane, permutes, DPP, WMMA) or walks lanes in Python (f64 fma) is
+# left out: it runs wave by wave. The list is written out so that an operation added to OPS/TYPED runs wave by wave
+# until it is checked on (waves, 32) arrays and added here; v_cmp_*/v_cmpx_* (every type) are accepted by prefix.
+_LOCKSTEP_OK = frozenset({
+    "v_add3_u32", "v_add_co_ci_u32", "v_add_co_u32", "v_add_f16", "v_add_f32", "v_add_f64", "v_add_lshl_u32",
+    "v_add_nc_i16", "v_add_nc_i32", "v_add_nc_u16", "v_add_nc_u32", "v_alignbit_b32", "v_alignbyte_b32",
+    "v_and_b16", "v_and_b32", "v_and_or_b32", "v_ashrrev_i16", "v_ashrrev_i32", "v_ashrrev_i64",
+    "v_bcnt_u32_b32", "v_bfe_i32", "v_bfe_u32", "v_bfi_b32", "v_ceil_f16", "v_ceil_f32", "v_ceil_f64",
+    "v_cndmask_b32", "v_cvt_f16_f32", "v_cvt_f16_i16", "v_cvt_f16_u16", "v_cvt_f32_f16", "v_cvt_f32_f64",
+    "v_cvt_f32_i32", "v_cvt_f32_u32", "v_cvt_f32_ubyte0", "v_cvt_f32_ubyte1", "v_cvt_f32_ubyte2",
+    "v_cvt_f32_ubyte3", "v_cvt_f64_f32", "v_cvt_f64_i32", "v_cvt_f64_u32", "v_cvt_floor_i32_f32",
+    "v_cvt_i16_f16", "v_cvt_i32_f32", "v_cvt_i32_f64", "v_cvt_i32_i16", "v_cvt_nearest_i32_f32",
+    "v_cvt_pk_rtz_f16_f32", "v_cvt_u16_f16", "v_cvt_u32_f32", "v_cvt_u32_f64", "v_cvt_u32_u16",
+    "v_dual_add_f32", "v_dual_add_nc_u32", "v_dual_and_b32", "v_dual_cndmask_b32", "v_dual_fmaak_f32",
+    "v_dual_fmac_f32", "v_dual_fmamk_f32", "v_dual_lshlrev_b32", "v_dual_max_f32", "v_dual_min_f32",
+    "v_dual_mov_b32", "v_dual_mul_f32", "v_dual_sub_f32", "v_dual_subrev_f32", "v_exp_f16", "v_exp_f32",
+    "v_floor_f16", "v_floor_f32", "v_floor_f64", "v_fma_f16", "v_fma_f32", "v_fmaak_f16", "v_fmaak_f32",
+    "v_fmac_f16", "v_fmac_f32", "v_fmamk_f16", "v_fmamk_f32", "v_fract_f16", "v_fract_f32", "v_fract_f64",
+    "v_frexp_exp_i16_f16", "v_frexp_exp_i32_f32", "v_frexp_exp_i32_f64", "v_frexp_mant_f16", "v_frexp_mant_f32",
+    "v_frexp_mant_f64", "v_ldexp_f16", "v_ldexp_f32", "v_log_f16", "v_log_f32", "v_lshl_add_u32",
+    "v_lshl_or_b32", "v_lshlrev_b16", "v_lshlrev_b32", "v_lshlrev_b64", "v_lshrrev_b16", "v_lshrrev_b32",
+    "v_lshrrev_b64", "v_mad_i16", "v_mad_i32_i16", "v_mad_i32_i24", "v_mad_i64_i32", "v_mad_u16",
+    "v_mad_u32_u16", "v_mad_u32_u24", "v_mad_u64_u32", "v_max3_f16", "v_max3_f32", "v_max3_i32", "v_max3_u32",
+    "v_max_f16", "v_max_f32", "v_max_f64", "v_max_i16", "v_max_i32", "v_max_u16", "v_max_u32",
+    "v_mbcnt_hi_u32_b32", "v_mbcnt_lo_u32_b32", "v_med3_f16", "v_med3_f32", "v_med3_i32", "v_med3_u32",
+    "v_min3_f16", "v_min3_f32", "v_min3_i32", "v_min3_u32", "v_min_f16", "v_min_f32", "v_min_f64", "v_min_i16",
+    "v_min_i32", "v_min_u16", "v_min_u32", "v_mov_b16", "v_mov_b32", "v_mul_f16", "v_mul_f32", "v_mul_f64",
+    "v_mul_hi_i32", "v_mul_hi_i32_i24", "v_mul_hi_u32", "v_mul_hi_u32_u24", "v_mul_i32_i24", "v_mul_lo_u16",
+    "v_mul_lo_u32", "v_mul_u32_u24", "v_not_b16", "v_not_b32", "v_or3_b32", "v_or_b16", "v_or_b32",
+    "v_pack_b32_f16", "v_pk_add_f16", "v_pk_add_i16", "v_pk_add_u16", "v_pk_ashrrev_i16", "v_pk_fma_f16",
+    "v_pk_lshlrev_b16", "v_pk_lshrrev_b16", "v_pk_mad_i16", "v_pk_mad_u16", "v_pk_max_f16", "v_pk_max_i16",
+    "v_pk_max_u16", "v_pk_min_f16", "v_pk_min_i16", "v_pk_min_u16", "v_pk_mul_f16", "v_pk_mul_lo_u16",
+    "v_pk_sub_i16", "v_pk_sub_u16", "v_rcp_f16", "v_rcp_f32", "v_rcp_f64", "v_rcp_iflag_f32", "v_rndne_f16",
+    "v_rndne_f32", "v_rndne_f64", "v_rsq_f16", "v_rsq_f32", "v_rsq_f64", "v_sqrt_f16", "v_sqrt_f32",
+    "v_sqrt_f64", "v_sub_co_ci_u32", "v_sub_co_u32", "v_sub_f16", "v_sub_f32", "v_sub_nc_i16", "v_sub_nc_i32",
+    "v_sub_nc_u16", "v_sub_nc_u32", "v_subrev_co_ci_u32", "v_subrev_co_u32", "v_subrev_f16", "v_subrev_f32",
+    "v_subrev_nc_u32", "v_trunc_f16", "v_trunc_f32", "v_trunc_f64", "v_xad_u32", "v_xnor_b32", "v_xor3_b32",
+    "v_xor_b16", "v_xor_b32"
+})
+
+
+def lockstep_ok(inst: Any) -> bool:
+    """True when the compiled function of VALU instruction ``inst`` may run for several waves at once on their
+    (waves, 32) VGPR rows (see the note above); False: it runs wave by wave."""
+    if inst.encoding not in ("VOP1", "VOP2", "VOP3", "VOPC", "VOPD", "VOP3P") or "dpp" in inst.fields:
+        return False
+    names = inst.mnemonic.split("::") if inst.encoding == "VOPD" else [base_name(inst.mnemonic)]
+    return all(n in _LOCKSTEP_OK or n.startswith(("v_cmp_", "v_cmpx_")) for n in names)

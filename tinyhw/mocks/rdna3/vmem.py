@@ -402,3 +402,115 @@ def compile_mubuf(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     from tinyhw.mocks.rdna3 import buffer
 
     return buffer.compile_buffer(inst, bad)
+
+
+#: what a lockstep function returns to have the step run wave by wave instead
+PER_WAVE = -100
+_WIDE_SIZES = {"b32": 4, "b64": 8, "b96": 12, "b128": 16}
+
+
+def wide_global(inst: Any) -> Callable[[Any], Any] | None:
+    """A global_load/store_b32..b128 for several waves in lockstep (the dispatcher's wide path), or None: one gather
+    or scatter over every active lane of every wave, in wave order, through ``ww.mem``; each wave's span is logged in
+    ``ww.log``. A store whose lanes overlap without being equal runs wave by wave (PER_WAVE), so later waves win as
+    one after another."""
+    f, m = inst.fields, inst.mnemonic
+    if f["seg"] != 2 or not m.startswith(("global_load_b", "global_store_b", "global_atomic_")):
+        return None
+    kind, _, suffix = m.removeprefix("global_").partition("_")
+    off, saddr, va, vd, data = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
+    if saddr != 0x7C and (saddr & 1 or saddr > 105):
+        return None
+    if kind == "atomic":
+        return _wide_atomic(inst, suffix)
+    if suffix not in _WIDE_SIZES:
+        return None
+    size = _WIDE_SIZES[suffix]
+    n = size // 4
+    store = kind == "store"
+
+    def run(ww: Any) -> Any:
+        v = ww.v
+        got = _wide_addrs(ww, saddr, va, off)
+        if got is None:
+            return PER_WAVE
+        a, m2, addrs = got
+        if not len(addrs):
+            return None
+        if store:
+            sa = np.sort(addrs)
+            gap = np.diff(sa)
+            if np.count_nonzero((gap != 0) & (gap < size)):
+                return PER_WAVE
+            vals = np.ascontiguousarray(v[data:data + n][:, m2].T)
+            scatter(ww.mem, addrs, np.ascontiguousarray(vals.view(U8).reshape(len(addrs), 4 * n)[:, :size]))
+        else:
+            vals = gather(ww.mem, addrs, size).view("<u4")
+            v[vd:vd + n][:, m2] = vals.T
+        big = np.uint64((1 << 64) - 1)
+        ww.log.append((None, np.where(m2, a, big).min(axis=1), np.where(m2, a + U64(size), U64(0)).max(axis=1),
+                       store))
+        return None
+    return run
+
+
+def _wide_addrs(ww: Any, saddr: int, va: int, off: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(addresses (waves, 32), active lanes (waves, 32), the active lanes' addresses in wave order) of a global access
+    for waves in lockstep; None (run wave by wave) when the SADDR pair differs between waves or an address is huge."""
+    v = ww.v
+    m2 = np.broadcast_to(ww.mask(), v.shape[1:])
+    if saddr == 0x7C:
+        a = (v[va].astype(U64) | v[va + 1].astype(U64) << U64(32)) + U64(off & ((1 << 64) - 1))
+    else:
+        lo, hi = ww.s[saddr], ww.s[saddr + 1]
+        if type(lo) is not int or type(hi) is not int:
+            return None
+        a = v[va].astype(U64) + U64(((lo | hi << 32) + off) & ((1 << 64) - 1))
+    addrs = a[m2]
+    if len(addrs) and int(addrs.max()) >= 1 << 62:
+        return None
+    return a, m2, addrs
+
+
+def _wide_atomic(inst: Any, suffix: str) -> Callable[[Any], Any] | None:
+    """A global atomic for waves in lockstep: lane by lane in lane order, wave after wave (as one wave after another
+    would), through ``ww.mem``; the old values returned with GLC."""
+    op = _atomic_op(suffix)
+    if op is None:
+        return None
+    fn, bits, nd = op
+    f = inst.fields
+    off, saddr, va, vd, data = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
+    ret, nb, words = bool(f["glc"]), bits // 8, bits // 32
+
+    def ints(v: np.ndarray, reg: int, m2: np.ndarray) -> list[int]:
+        lo = v[reg][m2].tolist()
+        if words == 1:
+            return lo
+        return [x | y << 32 for x, y in zip(lo, v[reg + 1][m2].tolist(), strict=True)]
+
+    def run(ww: Any) -> Any:
+        v = ww.v
+        got = _wide_addrs(ww, saddr, va, off)
+        if got is None:
+            return PER_WAVE
+        a, m2, addrs = got
+        if not len(addrs):
+            return None
+        d1 = ints(v, data, m2)
+        d2 = ints(v, data + words, m2) if nd == 2 else [0] * len(d1)
+        mem, olds = ww.mem, []
+        for at, x, y in zip(addrs.tolist(), d1, d2, strict=True):
+            old = int.from_bytes(mem.read(at, nb), "little")
+            mem.write(at, fn(old, x, y).to_bytes(nb, "little"))
+            olds.append(old)
+        if ret:
+            v[vd][m2] = np.array([x & M32 for x in olds], dtype=U32)
+            if words == 2:
+                v[vd + 1][m2] = np.array([x >> 32 for x in olds], dtype=U32)
+        big = np.uint64((1 << 64) - 1)
+        lo, hi = np.where(m2, a, big).min(axis=1), np.where(m2, a + U64(nb), U64(0)).max(axis=1)
+        ww.log.append((None, lo, hi, False))
+        ww.log.append((None, lo, hi, True))
+        return None
+    return run
