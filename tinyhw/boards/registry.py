@@ -110,6 +110,7 @@ REGISTRY: tuple[Entry, ...] = (
           "coordinator, its tinyhw server reached through the remote transport (the labgrid extra)",
           forms="labgrid:PLACE"),
     *amd_board("navi31", "rx 7900"),
+    *amd_board("navi33", "rx 7600"),
     Entry("mock:ad102", "direct", "tinyhw.boards.nvidia:Ad102Options",
           "emulated nvidia ada (ad102, rtx 4090) board, attached directly",
           emulator="tinyhw.mocks.ad102:ad102_transport", board="ad102", spec_at="tinyhw.boards.nvidia:AD102"),
