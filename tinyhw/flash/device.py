@@ -18,8 +18,8 @@ from tinyhw.regs import Asic, asic_for_device
 from tinyhw.transport.base import Identity, Transport
 
 #: what each engine a flash feature needs is called in a refusal
-ENGINES = {"romsw_flash": "an smuio rom_sw engine that reaches its spi flash",
-           "psp_update": "a psp early-boot flash update mailbox"}
+ENGINES = {"romsw_flash": "smuio rom_sw engine that reaches its spi flash",
+           "psp_update": "psp early-boot flash update mailbox"}
 
 
 def require_flash(transport: Transport, engine: str = "romsw_flash") -> tuple[Asic, Identity, BoardSpec]:
