@@ -225,18 +225,15 @@ def default_firmware_dir() -> Path:
 
 # -- the session -----------------------------------------------------------------------------------------------------
 def _amd_entry(device: str) -> Any:
-    """The board registry's row of ``device``: an emulated board whose description has the AMD bring-up (exit 2
-    for another device)."""
+    """The board registry's row of ``device`` when it is an emulated board whose description has the AMD bring-up,
+    else None."""
     from tinyhw.boards.registry import find
     from tinyhw.transport.devstr import parse_device
 
     spec = parse_device(device)
     entry = find(spec.kind, spec.target) if spec.kind == "mock" else None
     board = entry.spec if entry is not None else None
-    if board is None or not board.engines.am_boot:
-        raise Refused(f"{device}: the tinygrad amd adapter takes an emulated amd board (mock:navi31, mock:navi33, "
-                      "their -usb forms)")
-    return entry
+    return entry if board is not None and board.engines.am_boot else None
 
 
 class EmulatedGpu:
@@ -251,8 +248,9 @@ class EmulatedGpu:
         self.device = device
         self.log = AccessLog(log_size)
         self.attach = "usb" if device.split(",", maxsplit=1)[0].endswith("-usb") else "pci"
-        self.entry = _amd_entry(device)  # the registry row of the emulated board, whose description is asked
-        self.name = f"mock-{self.entry.board}-{os.getpid()}" if self.attach == "pci" else f"usb:mock-{os.getpid()}"
+        self.entry = _amd_entry(device)  # the registry row of the emulated board (None: not one the adapter takes)
+        board = self.entry.board if self.entry is not None else "board"
+        self.name = f"mock-{board}-{os.getpid()}" if self.attach == "pci" else f"usb:mock-{os.getpid()}"
         self.transport: Transport | None = None
         self.usb_device: Any = None
         self.board: Any = None
@@ -266,6 +264,9 @@ class EmulatedGpu:
         from tinyhw.transport.devstr import parse_device
 
         spec = parse_device(self.device)
+        if self.entry is None:
+            raise Refused(f"{self.device}: the tinygrad amd adapter takes an emulated amd board (mock:navi31, "
+                          "mock:navi33, their -usb forms)")
         if self.attach == "pci":
             opened = open_device(spec)
             self._closers.append(opened.close)
@@ -364,7 +365,7 @@ def emulated_gpu(device: str = "mock:navi31,strict", *, firmware_dir: Path | str
     except ImportError as e:
         raise NotAvailableYet("tinygrad is not installed", hint=install_hint("compile")) from e
     gpu = EmulatedGpu(device, log_size)
-    board = gpu.entry.spec
+    board = gpu.entry.spec if gpu.entry is not None else None
     names = board.firmware.files if board is not None and board.firmware is not None else NAVI31_FIRMWARE
     pins = provide_firmware(Path(firmware_dir) if firmware_dir else default_firmware_dir(), names)
     try:
