@@ -20,11 +20,10 @@ from tinyhw.regs.profiles import NAVI31 as NAVI31_PROFILE
 from tinyhw.regs.profiles import AsicProfile
 
 _N31 = NAVI31_PROFILE.blocks
-_NO_TABLE = "inferred: no {0} register table is generated; the {1} offsets are used (same family)"
 
 #: Register profile: Linux programs every GC 11.0.x with the gc_11_0_0 headers and every MP0/MP1 13.0.x with mp_13_0_2,
-#: so Navi33 shares Navi31's tables; only the IP versions its discovery table states differ. MMHUB 3.0.2
-#: (mmhub_v3_0_2.c) has no generated table here: mmhub_3_0_0's offsets are used (inferred).
+#: so Navi33 shares those tables with Navi31; MMHUB 3.0.2 has its own (mmhub_v3_0_2.c: mmhub_3_0_2, whose VM
+#: registers sit elsewhere than mmhub_3_0_0's). The IP versions its discovery table states differ.
 PROFILE = AsicProfile(
     name="navi33",
     aliases=("gfx1102",),
@@ -38,8 +37,8 @@ PROFILE = AsicProfile(
         "gc": replace(_N31["gc"], version="11.0.2", source="gfx_v11_0.c (gc_11_0_0 headers for GC 11.0.2); bases "
                       "inferred as Navi31's"),
         "sdma": replace(_N31["sdma"], version="6.0.2"),
-        "mmhub": replace(_N31["mmhub"], version="3.0.2",
-                         source=_NO_TABLE.format("mmhub_3_0_2", "mmhub_3_0_0") + "; bases inferred as Navi31's"),
+        "mmhub": replace(_N31["mmhub"], table="mmhub_3_0_2", version="3.0.2",
+                         source="mmhub_v3_0_2.c (mmhub_3_0_2 headers); bases inferred as Navi31's"),
     },
 )
 
