@@ -137,3 +137,15 @@ def test_the_labgrid_fixtures_ask_the_description() -> None:
 
     assert bootable(0x1002, 0x7480) is None and bootable(0x1002, 0x744C) is None
     assert "ad102" in (bootable(0x10DE, 0x2684) or "") and "does not describe" in (bootable(0x1234, 0x1) or "")
+
+
+def test_its_mmhub_is_3_0_2_at_the_offsets_a_peer_driver_reads(tmp_path: Path) -> None:
+    """MMHUB 3.0.2 has its own register table (Linux mmhub_3_0_2): MMMC_VM_FB_LOCATION_BASE sits at 0x6a1b0, where
+    tinygrad's AMD driver reads it on a Navi33, not at mmhub_3_0_0's 0x6a3b0; the strict emulated board answers it."""
+    import tinyhw
+    from tinyhw import regs
+
+    assert regs.asic("navi33").offset("mmhub.MMMC_VM_FB_LOCATION_BASE") == 0x6A1B0
+    assert regs.asic("navi31").offset("mmhub.MMMC_VM_FB_LOCATION_BASE") == 0x6A3B0
+    with tinyhw.open(f"mock:navi33,strict,flash={tmp_path / 'f.bin'}") as dev:
+        dev.transport.bar(5).read32(0x6A1B0)  # strict: an offset the model does not cover would raise
