@@ -173,8 +173,8 @@ def _emulator(entry: registry.Entry) -> Any:
 
 def _open_direct(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Opened], None]) -> Opened:
     """An emulated board that is its own transport (``mock:navi31``, ``mock:ad102``); it takes the device lock."""
-    board = entry.spec  # the board's description, for the emulators built from one
-    t = _emulator(entry)(typed_options(spec, entry), **({"spec": board} if board is not None else {}))
+    described = entry.spec  # the board's description, for the emulators built from one
+    t = _emulator(entry)(typed_options(spec, entry), **({"spec": described} if described is not None else {}))
     opened = Opened(t, spec, uncovered=lambda: list(t.board.uncovered),
                     notes=lambda: list(getattr(t.board, "notes", [])))
     register(opened)
