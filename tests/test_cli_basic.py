@@ -69,7 +69,7 @@ def test_list_marks_emulated_boards() -> None:
     assert r.code == 0
     rows = json.loads(r.out)
     mocks = {row["device"]: row for row in rows if row["emulated"]}
-    assert set(mocks) == {"mock:navi31", "mock:navi31-usb", "mock:ad102"}
+    assert set(mocks) == {"mock:navi31", "mock:navi31-usb", "mock:navi33", "mock:navi33-usb", "mock:ad102"}
     assert all(not row["emulated"] for row in rows if row["device"] not in mocks)
     human = run("list")
     assert human.code == 0 and "mock:navi31-usb" in human.out and "emulated" in human.out

@@ -101,7 +101,7 @@ def test_unknown_names_are_refused_with_the_closest_matches() -> None:
         n31.reg("ROM_SW_CNTL")
     with pytest.raises(Refused, match="it is smuio.ROM_SW_CNTL"):
         n31.reg("gc.ROM_SW_CNTL")
-    with pytest.raises(Refused, match="unknown asic 'navi3'.*closest: navi31"):
+    with pytest.raises(Refused, match="unknown asic 'navi3'.*closest: .*navi31"):
         regs.asic("navi3")
     with pytest.raises(Refused, match="names a field"):
         n31.reg("smuio.ROM_SW_CNTL.DATA_SIZE")

@@ -51,7 +51,8 @@ def test_every_entry_is_bound_and_reachable() -> None:
             assert parse_device(e.name).target == e.target
             assert callable(connect._emulator(e)) and e.board  # a transport class, or a function choosing one
     assert registry.kinds() == ["pci", "vfio", "usb", "remote", "labgrid", "mock", "cuda"]
-    assert [e.name for e in registry.boards()] == ["mock:navi31", "mock:navi31-usb", "mock:ad102"]
+    assert [e.name for e in registry.boards()] == ["mock:navi31", "mock:navi31-usb", "mock:navi33", "mock:navi33-usb",
+                                                   "mock:ad102"]
 
 
 def test_discovery_lists_the_registry_boards() -> None:
@@ -67,7 +68,7 @@ def test_the_help_and_the_gadget_board_choices_are_the_table() -> None:
     for e in registry.REGISTRY:
         assert e.usage in out and e.description in out, e.name
     board = next(p for p in gadget.params if p.name == "board")
-    assert list(board.type.choices) == registry.bridged_boards() == ["navi31"]
+    assert list(board.type.choices) == registry.bridged_boards() == ["navi31", "navi33"]
 
 
 def test_a_new_registry_entry_shows_in_the_help_the_gadget_and_list() -> None:

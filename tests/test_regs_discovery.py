@@ -90,7 +90,7 @@ def test_asic_from_device_resolves_the_spec_constants(transport: Transport) -> N
 _PRISTINE = mock_discovery.discovery_image()
 
 
-def _corrupt() -> bytes:
+def _corrupt(*_board: object) -> bytes:  # the board passes its profile and gc info
     blob = bytearray(_PRISTINE)
     blob[-1] ^= 0x40  # a base byte: the checksums no longer match
     return bytes(blob)
@@ -117,7 +117,12 @@ def test_a_corrupted_table_falls_back_to_the_facts_with_one_warning(board: str, 
 
 
 def test_an_unreadable_vram_size_falls_back(monkeypatch) -> None:
-    monkeypatch.setattr(mock_discovery, "VRAM_MIB", 0)
+    from dataclasses import replace
+
+    from tinyhw.boards import navi31
+
+    # the description the board is built from says no vram
+    monkeypatch.setattr(navi31, "NAVI31", replace(navi31.NAVI31, vram_size=0))
     opened = open_device(parse_device("mock:navi31,strict"))
     try:
         warnings: list[str] = []
@@ -127,7 +132,7 @@ def test_an_unreadable_vram_size_falls_back(monkeypatch) -> None:
     assert "ip discovery unreadable (RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE reads 0x0" in warnings[0]
 
 
-def _moved() -> bytes:
+def _moved(*_board: object) -> bytes:
     """The board's table with SMUIO seg0 one dword higher: ROM_SW_CNTL then sits where ROM_SW_STATUS is."""
     ips = [IpSpec(i.block, i.version, (i.bases[0] + 1, *i.bases[1:]) if i.block == "smuio" else i.bases)
            for i in mock_discovery.profile_ips()]

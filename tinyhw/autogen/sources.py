@@ -13,6 +13,7 @@ Why these tables (the kernel's own choices, Linux 6.12):
   (mp_13_0_0 lacks MP0 C2PMSG_115/116; ``soc21.c`` includes it, so it is kept for reference);
   ``sdma_v6_0.c`` -> the SDMA registers of gc_11_0_0; ``nbio_v4_3.c`` -> nbio_4_3_0;
   ``mmhub_v3_0.c`` -> mmhub_3_0_0; ``ih_v6_0.c`` -> osssys_6_0_0; ``hdp_v6_0.c`` -> hdp_6_0_0.
+* Navi33 (GC 11.0.2, gfx1102): the Navi31 tables, except ``mmhub_v3_0_2.c`` (MMHUB 3.0.2) -> mmhub_3_0_2.
 * gfx1200 / Navi4x (GC 12.0.x): ``gfx_v12_0.c`` and ``sdma_v7_0.c`` -> gc_12_0_0;
   ``smuio_v14_0_2.c`` -> smuio_14_0_2; ``psp_v14_0.c`` and ``smu_v14_0_2_ppt.c`` -> mp_14_0_2;
   ``nbif_v6_3_1.c`` -> nbif_6_3_1; ``mmhub_v4_1_0.c`` -> mmhub_4_1_0; ``ih_v7_0.c`` ->
@@ -41,6 +42,7 @@ TABLES: tuple[tuple[str, str], ...] = (
     ("nbio", "nbio_4_3_0"),
     ("nbif", "nbif_6_3_1"),
     ("mmhub", "mmhub_3_0_0"),
+    ("mmhub", "mmhub_3_0_2"),
     ("mmhub", "mmhub_4_1_0"),
     ("oss", "osssys_6_0_0"),
     ("oss", "osssys_7_0_0"),

@@ -1,80 +1,75 @@
-"""Navi31 (RX 7900 series) board facts.
+"""Navi31 (RX 7900 series) board facts: its description (:data:`NAVI31`), which features and the emulator ask.
 
 Sources: specs/navi31-spi-flash.md §0 and §a (ids, BAR5 size, flash geometry, JEDEC id),
 specs/pci-vfio-remote.md §3.14 (BAR layout of a real Navi31: BAR0/BAR2 64-bit
-prefetchable, BAR4 I/O, BAR5 32-bit registers; ReBAR sizes), specs/asm24-usb-bridge.md §8
-(topology behind the ASM24 bridge: bridges on buses 0-3, the GPU at bus 4).
+prefetchable, BAR4 I/O, BAR5 32-bit registers; ReBAR sizes), specs/amd-bringup.md §2.8 (the GC info table),
+§5.4 (firmware headers), Debian ``firmware-amd-graphics`` 20230210-5 (the firmware facts below).
 
-These are facts only: both the drivers and the emulators may read them; no behaviour lives here. The emulated
-board's device-string options (:class:`Navi31Options`, :class:`Navi31UsbOptions`) are declared here too, one field
-per option, for the board registry (tinyhw.boards.registry).
+These are facts only: both the drivers and the emulators may read them; no behaviour lives here. The generic types
+are in :mod:`tinyhw.boards.spec`; the emulated board's options in :mod:`tinyhw.boards.amd` (the old names
+:class:`Navi31Options` / :class:`Navi31UsbOptions` stay as aliases), the bridge's in :mod:`tinyhw.boards.asm24`.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 from pathlib import Path
 
-from tinyhw.boards.options import (
-    DeviceOptions,
-    FaultPlan,
-    choice,
-    faults,
-    integer,
-    number,
-    option,
-    path,
-    pattern,
-    percent,
-    strict_option,
+from tinyhw.boards.amd import AmdBoardOptions, AmdBoardUsbOptions
+from tinyhw.boards.spec import (
+    AmdFirmware,
+    BarSpec,
+    BoardSpec,
+    Engines,
+    FirmwareImage,
+    GiB,
+    MiB,
+    PciFunctionSpec,
 )
+from tinyhw.regs.profiles import NAVI31 as NAVI31_PROFILE
 
-MiB = 1 << 20
-GiB = 1 << 30
-
-
-@dataclass(frozen=True)
-class BarSpec:
-    """One BAR of the board: its index, role (vram, doorbell, io, mmio), kind (memory or io), power-on size in bytes,
-    width and prefetchability."""
-
-    index: int
-    role: str  # "vram", "doorbell", "io", "mmio"
-    kind: str  # "memory" or "io"
-    size: int  # power-on size (BAR0 is resizable)
-    is_64bit: bool
-    prefetchable: bool
+__all__ = ["GC_INFO", "MMIO_BAR", "NAVI31", "BarSpec", "BoardSpec", "Navi31Options", "Navi31UsbOptions",
+           "PciFunctionSpec", "default_flash_path"]
 
 
-@dataclass(frozen=True)
-class PciFunctionSpec:
-    """The ids the board's PCI function reports in config space."""
+#: The GC info table of a full Navi31 (gc_info_v1_3 field -> value).
+GC_INFO: dict[str, int] = {
+    "gc_num_se": 6, "gc_num_wgp0_per_sa": 4, "gc_num_wgp1_per_sa": 0, "gc_num_rb_per_se": 4, "gc_num_gl2c": 24,
+    "gc_num_gprs": 1536, "gc_num_max_gs_thds": 32, "gc_gs_table_depth": 32, "gc_gsprim_buff_depth": 1792,
+    "gc_parameter_cache_depth": 1024, "gc_double_offchip_lds_buffer": 1, "gc_wave_size": 32,
+    "gc_max_waves_per_simd": 16, "gc_max_scratch_slots_per_cu": 32, "gc_lds_size": 64, "gc_num_sc_per_se": 2,
+    "gc_num_sa_per_se": 2, "gc_num_packer_per_sc": 4, "gc_num_gl2a": 4, "gc_num_tcp_per_sa": 8,
+    "gc_num_sdp_interface": 16, "gc_num_tcps": 96, "gc_num_tcp_per_wpg": 2, "gc_tcp_l1_size": 16,
+    "gc_num_sqc_per_wgp": 1, "gc_l1_instruction_cache_size_per_sqc": 32, "gc_l1_data_cache_size_per_sqc": 16,
+    "gc_gl1c_per_sa": 1, "gc_gl1c_size_per_instance": 256, "gc_gl2c_per_gpu": 24, "gc_tcp_size_per_cu": 32,
+    "gc_tcp_cache_line_size": 128, "gc_instruction_cache_size_per_sqc": 32, "gc_instruction_cache_line_size": 64,
+    "gc_scalar_data_cache_size_per_sqc": 16, "gc_scalar_data_cache_line_size": 64, "gc_tcc_size": 6144,
+    "gc_tcc_cache_line_size": 128,
+}
 
-    vendor_id: int
-    device_id: int
-    revision: int
-    class_code: int
-    subsystem_vendor_id: int
-    subsystem_id: int
 
-
-@dataclass(frozen=True)
-class BoardSpec:
-    """A frozen description of one board: its name, PCI ids, BARs, the sizes BAR0 may take, the PCIe link's maximum
-    speed and width, and its SPI flash (size, JEDEC id, sector and page size)."""
-
-    name: str
-    function: PciFunctionSpec
-    bars: tuple[BarSpec, ...]
-    rebar_sizes: tuple[int, ...]  # sizes BAR0 may take, in bytes
-    link_max_speed: int  # PCIe speed code (4 = 16 GT/s)
-    link_max_width: int
-    flash_size: int
-    flash_jedec: bytes
-    flash_sector: int
-    flash_page: int
-
+#: The firmware a Navi31 boot loads, and the facts of Debian's files the emulated PSP/SMU check images against:
+#: ``psp_13_0_0_sos.bin`` (PSP header v2.0: its ``psp_fw_bin_desc`` components by psp_fw_type: version, size,
+#: SHA-256) and ``smu_13_0_0.bin``'s ucode (offset 256, common header); the SMU's driver-interface version is
+#: smu13_driver_if_v13_0_0.h's SMU13_0_0_DRIVER_IF_VERSION. ``tests/test_mock_boot_psp.py`` re-derives them.
+FIRMWARE = AmdFirmware(
+    files=("psp_13_0_0_sos.bin", "smu_13_0_0.bin", "sdma_6_0_0.bin", "gc_11_0_0_pfp.bin", "gc_11_0_0_me.bin",
+           "gc_11_0_0_mec.bin", "gc_11_0_0_imu.bin", "gc_11_0_0_rlc.bin"),
+    sos={
+        2: FirmwareImage("SYS_DRV", 2, 0x00310025, 157584,
+                         "8ff372e135a0342b8d3b433efea9084e80d4a06e896e7388b37711acb63958d0"),
+        1: FirmwareImage("SOS", 1, 0x00310025, 99200,
+                         "d7dd89dbe13edbeac2f50363dff80af8dd672bbf932bb252d64dddfc8d417c0b"),
+        4: FirmwareImage("TOC", 4, 0x0000000C, 2304,
+                         "8d865fb30c90dee3ae5e7ee1d74a85b39b2516df3ccc84de68da100fab90c481"),
+        3: FirmwareImage("KDB", 3, 0x04003100, 5888,
+                         "c4854e032ba8783580508c216cf58ab8061cd4cda992de5ad80a36b9ce553bef"),
+        5: FirmwareImage("SPL", 5, 0x010031C0, 672, "021597a896603e375b023ffcae9d0dcc6444d02b6a0b45ba077dfc94061c9e9b"),
+        6: FirmwareImage("RL", 6, 0x07001C00, 2400, "6f128b3d364c3616dda145dc82363b61aa91b3928d86785c1f6fb6387d242bde"),
+    },
+    smu=FirmwareImage("SMU", 0x12, 0x004E4B00, 261632,
+                      "c0e6123d3c570fbf7dfc84522f71aa51419e2f30047a4681d518700fd81e7094"),
+    smu_driver_if=0x3D,  # smu13_driver_if_v13_0_0.h SMU13_0_0_DRIVER_IF_VERSION
+)
 
 NAVI31 = BoardSpec(
     name="navi31",
@@ -102,81 +97,28 @@ NAVI31 = BoardSpec(
     flash_jedec=bytes([0xC8, 0x60, 0x15]),
     flash_sector=4096,
     flash_page=256,
+    product="RX 7900 XTX",
+    #: VRAM of an RX 7900 XTX: 24 GiB GDDR6 (AMD's product specification), as RCC_CONFIG_MEMSIZE reports it.
+    vram_size=24 * GiB,
+    mmio_bar=5,  # navi31-spi-flash.md §0: BAR5 is the 1 MiB register aperture
+    profile=NAVI31_PROFILE,
+    gc_info=GC_INFO,
+    firmware=FIRMWARE,
+    engines=Engines(romsw_flash=True, psp_update=True, am_boot=True, shader_core="gfx11", sdma="6.0.0"),
+    vbios_name="NAVI31",
+    pci_name="Navi 31 [Radeon RX 7900 XT/7900 XTX]",
+    subsystem_vendor_name="Sapphire Technology Limited",
+    subsystem_name="NITRO+ RX 7900 XTX Vapor-X",
 )
 
 #: BAR index of the register aperture on Navi31.
-MMIO_BAR = 5
+MMIO_BAR = NAVI31.mmio_bar
 
-#: Where the GPU sits behind the ASM24 bridge (asm24-usb-bridge.md §8).
-USB_GPU_BUS = 4
+#: The emulated board's options (the names before every AMD board shared them).
+Navi31Options = AmdBoardOptions
+Navi31UsbOptions = AmdBoardUsbOptions
 
 
-# -- device-string options of the emulated board (tinyhw.boards.options; read by the registry) ----------------------
 def default_flash_path() -> Path:
     """The shared default flash file of the emulated Navi31 (``mock:navi31`` and ``mock:navi31-usb`` use it)."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tinyhw" / "navi31-flash.bin"
-
-
-@dataclass
-class Navi31Options(DeviceOptions):
-    """Options of ``mock:navi31``, the emulated Navi31 attached directly (one field per option)."""
-
-    strict: bool = strict_option()
-    flash: Path = option(path(), None, "the file that holds the flash contents (default: user cache dir)",
-                         factory=default_flash_path)
-    faults: FaultPlan = option(faults(), None, "fault plan for one command (disconnect@N, timeout@N, stuck-busy, "
-                               "bitflip@ADDR, ...)", factory=FaultPlan)
-    timing: str = option(choice("instant", "typical", "max"), "typical", "flash operation durations")
-    psp: str | None = option(choice("pbl", "early", "gated", "sos", "hang"), None,
-                             "board state for the PSP mailbox and ROM_SW gating: pbl, the stalled boot loader with "
-                             "ROM_SW available; early, a healthy autonomous boot (ROM_SW gated, early flash mailbox "
-                             "open); sos/gated: the secure OS is running; hang: the PSP never answers a boot command. "
-                             "Default: what the last 'tinyhw mock power-cycle' booted into (early, or pbl when no "
-                             "partition boots), else pbl. pbl/early/hang on a board whose saved state has the sos "
-                             "running is refused (power-cycle or reset it first)")
-    psp_order: str = option(choice("default", "layout", "payload-last"), "default",
-                            "the order in which the emulated PSP requests the IFWI's items during an early-boot "
-                            "update (the real order is unknown): default, layout (by image offset), payload-last")
-    aperture: str = option(choice("normal", "mirrored", "unavailable"), "normal", "ROM_INDEX/ROM_DATA behaviour")
-    stray: str = option(choice("on", "off"), "on", "ROM_SW model option S8: CNTL writes fire stray transactions")
-    fwcheck: str = option(choice("on", "off"), "on", "the PSP checks firmware images against the real Debian files")
-    smu: str = option(pattern("normal|silent|busy@N", r"normal|silent|busy@\d+", "one of normal, silent, busy@N"),
-                      "normal", "SMU fault: never answers, or answers message N (1-based, this process) with 0xFC")
-    load: int = option(percent({"idle": 0, "busy": 100}), 0, "GFX load in percent the SMU metrics follow")
-    sos_delay: float = option(number(0, 60, "seconds"), 0.3, "virtual seconds from the SOS load to sOS alive",
-                              name="sosdelay")
-    hugepage: str = option(choice("offset", "aligned"), "offset",
-                           "a 2 MiB / 1 GiB page whose entry's address is not aligned to its size: offset, the address "
-                           "is taken whole (inferred default); aligned, its low bits are dropped")
-    sdma: str = option(choice("normal", "hang", "nop", "skip-in", "skip-out", "shift1m"), "normal",
-                       "hang: SDMA0 never executes its ring (copies time out); nop/skip-in/skip-out/shift1m: copy "
-                       "faults (every copy, or copies into / out of VRAM, move nothing; the VRAM side lands 1 MiB "
-                       "higher), fences still written")
-    clock: str | None = option(choice("device"), None, "the virtual clock's mode: device only here (clock=hybrid "
-                               "is offered by mock:navi31-usb only: mock:navi31's emulator does not mark the work it "
-                               "does on the driver's thread)")
-
-    @property
-    def smu_busy_at(self) -> int | None:
-        """``smu=busy@N``: the message number N that answers busy (None otherwise)."""
-        return int(self.smu[5:]) if self.smu.startswith("busy@") else None
-
-
-@dataclass
-class Navi31UsbOptions(Navi31Options):
-    """Options of ``mock:navi31-usb``: the board's, plus the emulated ASM24 bridge's in front of it."""
-
-    clock: str | None = option(choice("device", "hybrid"), None,
-                               "the virtual clock's mode (tinyhw.mocks.vclock): device, modelled device time only "
-                               "(exact, reproducible); hybrid, plus the host's measured CPU time between transfers. "
-                               "Default: device, except that bench copy measures on the hybrid clock unless a mode "
-                               "was given", env="TINYHW_CLOCK")
-    speed: str = option(choice("ss", "hs"), "ss", "USB link speed of the emulated bridge (SuperSpeed, High-Speed)")
-    link: str = option(choice("up", "down", "slow", "wedged", "no-gpu"), "up",
-                       "PCIe link behaviour behind the emulated bridge")
-    flaky: float = option(number(0, 1, "rate"), 0.0,
-                          "a flaky USB link: each bulk IN transfer (the streamed reads that carry BAR block reads, "
-                          "such as the ROM_SW data window) comes back with one byte changed at this rate (0..1)")
-    flaky_seed: int = option(integer(0, 2**32 - 1, "seed"), 1,
-                             "the seed of the flaky link's corruption (the same seed corrupts the same transfers)")
+    return NAVI31.state_path()

@@ -12,12 +12,12 @@ device-string options (:class:`Ad102Options`) are declared here too, for the boa
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tinyhw.boards.options import DeviceOptions, FaultPlan, choice, faults, option, path, strict_option
+from tinyhw.boards.spec import BarSpec, BoardSpec, Engines, PciFunctionSpec
 
 NVIDIA_VENDOR = 0x10DE
 REG_BOOT_0 = 0x000000
@@ -173,23 +173,42 @@ def describe_chip(boot42: int, device_id: int | None = None) -> dict[str, Any]:
 
 
 # -- the emulated Ada board (mock:ad102) ---------------------------------------------------------------------
-#: PCI identity of an AD102 board: 10de:2684 is "AD102 [GeForce RTX 4090]" in pci.ids; revision 0xa1 and the
+#: The emulated Ada board's description: 10de:2684 is "AD102 [GeForce RTX 4090]" in pci.ids; revision 0xa1 and the
 #: subsystem 10de:167c (Founders Edition) are inferred from published ``lspci -nn`` output, not from the spec.
-AD102_IDS = {"vendor_id": NVIDIA_VENDOR, "device_id": 0x2684, "revision": 0xA1, "class_code": 0x030000,
-             "subsystem_vendor_id": NVIDIA_VENDOR, "subsystem_id": 0x167C}
-#: BARs (index, size, 64-bit, prefetchable; io for BAR5): BAR0 16 MiB registers, BAR1 VRAM aperture
-#: 256 MiB (resizable), BAR3 32 MiB, BAR5 128 I/O ports (spec §2 roles; sizes inferred from lspci output).
-AD102_BARS = ((0, 16 << 20, False, False, "memory"), (1, 256 << 20, True, True, "memory"),
-              (3, 32 << 20, True, True, "memory"), (5, 128, False, False, "io"))
+#: BARs: BAR0 16 MiB registers, BAR1 VRAM aperture 256 MiB (resizable 64 MiB .. 32 GiB), BAR3 32 MiB, BAR5 128 I/O
+#: ports (spec §2 roles; sizes inferred from lspci output); a Gen4 x16 link; 24 GiB VRAM; GSP booted by FWSEC and
+#: the booter (§3.4: architecture 0x19). No SPI flash tinyhw reaches (the VBIOS is read through the PROM window);
+#: its emulated state lives in a board-state file.
+AD102 = BoardSpec(
+    name="ad102",
+    function=PciFunctionSpec(vendor_id=NVIDIA_VENDOR, device_id=0x2684, revision=0xA1, class_code=0x030000,
+                             subsystem_vendor_id=NVIDIA_VENDOR, subsystem_id=0x167C),
+    bars=(BarSpec(0, "mmio", "memory", 16 << 20, False, False), BarSpec(1, "vram", "memory", 256 << 20, True, True),
+          BarSpec(3, "mmio", "memory", 32 << 20, True, True), BarSpec(5, "io", "io", 128, False, False)),
+    rebar_sizes=tuple(64 << 20 << k for k in range(10)),
+    link_max_speed=4,
+    link_max_width=16,
+    product="RTX 4090",
+    vram_size=24576 << 20,
+    mmio_bar=0,
+    engines=Engines(gsp_boot="fwsec-booter"),
+    state_name="ad102-board.json",
+    pci_name="AD102 [GeForce RTX 4090]",
+)
+_F = AD102.function
+#: The same facts in the shapes the NVIDIA code reads them.
+AD102_IDS = {"vendor_id": _F.vendor_id, "device_id": _F.device_id, "revision": _F.revision,
+             "class_code": _F.class_code, "subsystem_vendor_id": _F.subsystem_vendor_id,
+             "subsystem_id": _F.subsystem_id}
+AD102_BARS = tuple((b.index, b.size, b.is_64bit, b.prefetchable, b.kind) for b in AD102.bars)
 AD102_BOOT_0 = 0x192000A1  # architecture 0x19, implementation 2 (AD102), revision a1
 AD102_BOOT_42 = 0x192A1000  # architecture 0x19, implementation 2, major 0xa, minor 1
-AD102_VRAM_MIB = 24576
+AD102_VRAM_MIB = AD102.vram_size >> 20
 
 
 def default_state_path() -> Path:
     """The emulated AD102's board-state file (WPR2 and GSP state that outlive one command), in the user cache dir."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tinyhw" / "ad102-board.json"
+    return AD102.state_path()
 
 
 @dataclass

@@ -6,9 +6,11 @@ Device-string parsing (tinyhw.transport.devstr), ``tinyhw.connect`` (which binds
 facts and cannot import a transport or an emulator), discovery (``tinyhw list``), the CLI's help and
 ``tinyhw mock gadget`` read it.
 
-Adding an emulated board: its emulator in ``tinyhw/mocks/`` (see tinyhw/mocks/README.md, "A new board"), its facts
-and options class in ``tinyhw/boards/``, and one :class:`Entry` in :data:`REGISTRY` whose ``opener`` is ``direct``
-(the emulator is a transport) or ``asm24`` (the emulator is a board behind the emulated ASM24 bridge).
+Adding an emulated board of a known family: its description (a :class:`~tinyhw.boards.spec.BoardSpec` in
+``tinyhw/boards/<board>.py``) and one row in :data:`REGISTRY` naming it (``spec_at``; an AMD board's row is
+:func:`amd_board`: ``mock:<board>`` and ``mock:<board>-usb``), whose ``opener`` is ``direct`` (the emulator is a
+transport) or ``asm24`` (the emulator is a board behind the emulated ASM24 bridge); the family's emulator is built
+from the description. :func:`by_pci` and :func:`spec_named` find a description.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the options classes are imported when an entry's options are asked for (not for --help)
     from tinyhw.boards.options import DeviceOptions
+    from tinyhw.boards.spec import BoardSpec
 
 
 #: openers ``tinyhw.connect`` binds (connect.OPENERS): native PCIe, the USB bridge, a server, the CUDA driver, an
@@ -37,6 +40,15 @@ class Entry:
     forms: str = ""  # how its strings are written, for help texts (default: the name)
     emulator: str = ""  # emulated boards: "module:Class" that connect constructs (a transport, or a board)
     board: str = ""  # emulated boards: the board modelled (mock:navi31 and mock:navi31-usb are one board)
+    spec_at: str = ""  # emulated boards: "module:NAME" of its description (a tinyhw.boards.spec.BoardSpec)
+
+    @property
+    def spec(self) -> BoardSpec | None:
+        """The board's description (imported now), None for a device kind or a board without one."""
+        if not self.spec_at:
+            return None
+        module, _, attr = self.spec_at.partition(":")
+        return getattr(importlib.import_module(module), attr)
 
     @property
     def options(self) -> type[DeviceOptions]:
@@ -73,6 +85,18 @@ class Entry:
         return self.name if self.emulated else f"the {self.kind} transport"
 
 
+def amd_board(board: str, product: str) -> tuple[Entry, Entry]:
+    """The two rows of an emulated AMD board described by ``tinyhw.boards.<board>:<BOARD>``: ``mock:<board>``,
+    attached directly, and ``mock:<board>-usb``, behind the emulated ASM24 bridge (one board, one flash file)."""
+    spec_at = f"tinyhw.boards.{board}:{board.upper()}"
+    return (Entry(f"mock:{board}", "direct", "tinyhw.boards.amd:AmdBoardOptions",
+                  f"emulated {board} ({product}) board, attached directly",
+                  emulator="tinyhw.mocks.direct:DirectTransport", board=board, spec_at=spec_at),
+            Entry(f"mock:{board}-usb", "asm24", "tinyhw.boards.amd:AmdBoardUsbOptions",
+                  f"emulated {board} board behind an emulated asm24 usb bridge",
+                  emulator="tinyhw.mocks.navi31:AmdBoard", board=board, spec_at=spec_at))
+
+
 REGISTRY: tuple[Entry, ...] = (
     Entry("pci", "pci", "tinyhw.boards.kinds:PciOptions", "native PCIe through sysfs resource files",
           forms="pci:DDDD:BB:DD.F (or a bare BB:DD.F)"),
@@ -85,15 +109,11 @@ REGISTRY: tuple[Entry, ...] = (
     Entry("labgrid", "labgrid", "tinyhw.boards.kinds:LabgridOptions", "a labgrid place: acquired through the "
           "coordinator, its tinyhw server reached through the remote transport (the labgrid extra)",
           forms="labgrid:PLACE"),
-    Entry("mock:navi31", "direct", "tinyhw.boards.navi31:Navi31Options",
-          "emulated navi31 (rx 7900) board, attached directly",
-          emulator="tinyhw.mocks.direct:DirectTransport", board="navi31"),
-    Entry("mock:navi31-usb", "asm24", "tinyhw.boards.navi31:Navi31UsbOptions",
-          "emulated navi31 board behind an emulated asm24 usb bridge",
-          emulator="tinyhw.mocks.navi31:Navi31Board", board="navi31"),
+    *amd_board("navi31", "rx 7900"),
+    *amd_board("navi33", "rx 7600"),
     Entry("mock:ad102", "direct", "tinyhw.boards.nvidia:Ad102Options",
           "emulated nvidia ada (ad102, rtx 4090) board, attached directly",
-          emulator="tinyhw.mocks.ad102:ad102_transport", board="ad102"),
+          emulator="tinyhw.mocks.ad102:ad102_transport", board="ad102", spec_at="tinyhw.boards.nvidia:AD102"),
     Entry("cuda", "cuda", "tinyhw.boards.options:NoOptions",
           "an NVIDIA GPU through the CUDA driver (bench copy and kernels run only)", forms="cuda:N"),
 )
@@ -118,6 +138,26 @@ def find(kind: str, target: str = "") -> Entry | None:
     """The entry of a parsed device (``kind``, and for ``mock`` the board's name), None when there is none."""
     name = f"{kind}:{target}" if kind == "mock" else kind
     return next((e for e in REGISTRY if e.name == name), None)
+
+
+def specs() -> list[BoardSpec]:
+    """Every board description the registry names, once each, in table order."""
+    out: list[BoardSpec] = []
+    for e in boards():
+        spec = e.spec
+        if spec is not None and spec not in out:
+            out.append(spec)
+    return out
+
+
+def by_pci(vendor_id: int, device_id: int) -> BoardSpec | None:
+    """The description of the board whose PCI function is ``vendor_id:device_id``, None when no board has it."""
+    return next((s for s in specs() if s.ids == (vendor_id, device_id)), None)
+
+
+def spec_named(board: str) -> BoardSpec | None:
+    """The description of the board called ``board`` (``navi31``), None when there is none."""
+    return next((s for s in specs() if s.name == board), None)
 
 
 def accepted_forms() -> str:

@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 import click
 
 from tinyhw import __version__
+from tinyhw.boards import registry
 from tinyhw.cli.app import EMITTED, INVOCATION, App
 from tinyhw.errors import TinyhwError
 
@@ -159,7 +160,7 @@ def cli(ctx: click.Context, device: str | None, json_out: bool, stats: bool, rec
     """Bring up and rescue GPUs from user space: identify boards, recover and update SPI flash, read
     registers, boot AMD GPUs, run and profile kernels, record and replay sessions.
 
-    Every command also runs against an emulated board (mock:navi31, mock:navi31-usb, mock:ad102).
+    Every command also runs against an emulated board ({boards}).
 
     The options below are global: give them before the command or after it (tinyhw --device
     mock:navi31 probe, or tinyhw probe --device mock:navi31); given on both sides they must agree.
@@ -169,6 +170,10 @@ def cli(ctx: click.Context, device: str | None, json_out: bool, stats: bool, rec
     app = App(device, json_out, stats, verbose, quiet, record, force_record)
     ctx.obj = app
     ctx.call_on_close(app.finish)
+
+
+# the emulated boards the description names come from the board registry (a new board shows without an edit here)
+cli.help = (cli.help or "").replace("{boards}", ", ".join(e.name for e in registry.boards()))
 
 
 def _fail(message: str, exit_code: int, hint: str | None, json_mode: bool,

@@ -195,14 +195,14 @@ def dump(app: App, file: str, force: bool, method: str, reads: int, region: str 
         with ProgressBar(app).task("dump", PROM_SIZE) as advance:
             data = dump_prom(app.open_transport(), advance=advance)
     elif method == "aperture":
-        from tinyhw.boards.navi31 import NAVI31
         from tinyhw.flash import aperture
+        from tinyhw.formats.ifwi import IMAGE_SIZE
 
         def said(estimate: aperture.ApertureEstimate) -> None:
             app.log(estimate.words() + "; --method rom_sw reads in bulk, much faster, on a board whose psp has "
                     "not booted")
 
-        with ProgressBar(app).task("dump", NAVI31.flash_size) as advance:
+        with ProgressBar(app).task("dump", IMAGE_SIZE) as advance:  # a raw ifwi: the whole flash
             result = aperture.dump(app.open_transport(), advance=advance, on_estimate=said)
         data = result.data
         app.log(f"aperture: {result.reads} rom_data reads; rom_index 0x{result.rom_index:08x} and rom_cntl "
@@ -342,12 +342,12 @@ def verify(app: App, image: str, start_sector: int | None, sector_count: int | N
 
 
 def _verify_after_update(app: App, image: str, data: bytes) -> None:
-    from tinyhw.boards.navi31 import NAVI31
     from tinyhw.flash.update import require_image, verify_after_update
+    from tinyhw.formats.ifwi import IMAGE_SIZE
 
     require_image(data)  # before the device is opened
     transport = app.open_transport()
-    with ProgressBar(app).task("verify", NAVI31.flash_size) as advance:
+    with ProgressBar(app).task("verify", IMAGE_SIZE) as advance:  # the image is the whole flash
         result = verify_after_update(transport, data, advance=advance)
     doc = result.as_dict()
 

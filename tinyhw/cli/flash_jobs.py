@@ -47,9 +47,11 @@ def _job_options(f: Any) -> Any:
 
 
 def _total_sectors() -> int:
-    from tinyhw.boards.navi31 import NAVI31
+    """Sectors of a whole flash, known before the device is opened: a raw IFWI image's size in 4 KiB sectors (every
+    board tinyhw flashes holds one; the job checks the chip's own geometry once it is open)."""
+    from tinyhw.formats.ifwi import IMAGE_SIZE
 
-    return NAVI31.flash_size // NAVI31.flash_sector
+    return IMAGE_SIZE // 4096
 
 
 def _run_job(app: App, job: Job, resume: str) -> None:

@@ -198,8 +198,8 @@ def run_cmd(app: App, name: str, repeats: int | None, n: int | None, build_dir: 
         repeats = 5 if repeats is None else repeats
         if device is not None and not device.strip().lower().startswith(("cuda", "cpu")):
             # a register device that is no AMD board (mock:ad102, remote:) cannot run kernels: never the cpu
-            app.refuse_device("it runs on cpu, cuda:N or an AMD board only (mock:navi31, mock:navi31-usb, "
-                              "usb, pci:, vfio:)")
+            app.refuse_device("it runs on cpu, cuda:N or an AMD board only (an emulated one such as "
+                              "mock:navi31 or mock:navi33, usb, pci:, vfio:)")
         device = device or "cpu"
         kind, _ordinal = parse_run_device(device)
         if kind == "cpu":
@@ -271,8 +271,9 @@ def exec_cmd(app: App, code_object: Path, kernel: str | None, grid: str, block: 
     from tinyhw.kernels.run import is_amd_device
 
     if app.device is None or not is_amd_device(app.device):
-        raise Refused("kernels exec runs on an AMD board: give the global --device (mock:navi31, mock:navi31-usb, "
-                      "usb, pci:, vfio:)", hint="tinyhw --device mock:navi31 kernels exec ...")
+        raise Refused("kernels exec runs on an AMD board: give the global --device (an emulated one such as "
+                      "mock:navi31 or mock:navi33, usb, pci:, vfio:)",
+                      hint="tinyhw --device mock:navi31 kernels exec ...")
     plan = plan_exec(code_object, kernel=kernel, grid=grid, block=block, buffers=list(buffers), outs=list(outs),
                      timeout=timeout, force=force)  # every refusal before the device is opened
     doc = run_exec(plan, app.open_transport(writes=True), buffer_path=buffer_path)

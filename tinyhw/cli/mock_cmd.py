@@ -28,17 +28,18 @@ mock.add_command(gadget)
 @click.option("--force", is_flag=True, hidden=True)  # accepted as before; the one backup is replaced anyway
 @click.pass_obj
 def reset(app: App, yes: bool, force: bool) -> None:
-    """Restore an emulated board to its power-on state (default: the emulated Navi31's pristine flash image).
+    """Restore an emulated board to its power-on state (default: mock:navi31's pristine flash image).
 
-    Touches only the emulated board's files. Navi31 (mock:navi31, mock:navi31-usb): the flash
-    file named by the device's flash= option, else the default one in the user's cache
-    directory, gets the factory (synthetic) image, as often as you like. Contents of your own
-    (anything but the factory image) are kept beside it in ONE backup, FILE.bak, which the next
-    reset of other contents replaces (the plan says so); a FILE.bak that is not a regular file (a
-    device node, fifo, directory) is refused. The board state file beside it (FILE.board.json:
-    firmware running, register values) is deleted: a cold board. AD102 (mock:ad102): its
-    board-state file (state= option, else the default in the user's cache directory: WPR2,
-    GSP-RM running) is deleted, so the next command finds WPR2 down and GSP-RM stopped.
+    Touches only the emulated board's files. A board with a flash (mock:navi31, mock:navi33 and
+    their -usb forms): the flash file named by the device's flash= option, else the board's
+    default one in the user's cache directory, gets the board's factory (synthetic) image, as
+    often as you like. Contents of your own (anything but the factory image) are kept beside it
+    in ONE backup, FILE.bak, which the next reset of other contents replaces (the plan says so);
+    a FILE.bak that is not a regular file (a device node, fifo, directory) is refused. The board
+    state file beside it (FILE.board.json: firmware running, register values) is deleted: a cold
+    board. A board without one (mock:ad102): its board-state file (state= option, else the
+    default in the user's cache directory: WPR2, GSP-RM running) is deleted, so the next command
+    finds WPR2 down and GSP-RM stopped.
 
     \b
     Examples:
@@ -46,9 +47,8 @@ def reset(app: App, yes: bool, force: bool) -> None:
       tinyhw --device mock:navi31,flash=/tmp/board.bin mock reset --yes
       tinyhw --device mock:ad102 mock reset --yes
     """
-    from tinyhw.boards.nvidia import Ad102Options
-    from tinyhw.connect import typed_options
-    from tinyhw.mocks.navi31 import flash_backup_needed, reset_flash
+    from tinyhw.connect import entry_of, typed_options
+    from tinyhw.mocks.navi31 import flash_backup_needed, flash_path, reset_flash
     from tinyhw.transport.devstr import given_device, parse_device
     from tinyhw.transport.lock import DeviceLock
 
@@ -56,18 +56,20 @@ def reset(app: App, yes: bool, force: bool) -> None:
     spec = given_device(app.device) or parse_device("mock:navi31")
     if not spec.is_mock:
         raise Refused(f"mock reset works on emulated boards only, not {spec.kind}:")
-    options = typed_options(spec)
-    if isinstance(options, Ad102Options):
-        _reset_ad102(app, yes, options.state)
+    entry = entry_of(spec)
+    options = typed_options(spec, entry)
+    board = entry.spec
+    if board is None:
+        raise Refused(f"mock:{spec.target} has no board description: there is nothing to reset")
+    if not board.flash_size:  # its state is a board-state file (the state= option)
+        _reset_state(app, yes, options.state)
         return
-    path: Path | None = getattr(options, "flash", None)
-    if path is None:
-        raise Refused(f"mock:{spec.target} keeps no flash file: there is nothing to reset")
+    path = flash_path(options, board)
     backup = path.with_name(path.name + ".bak")
     current = read_input(path, MAX_FLASH_FILE, "emulated flash file") if path.is_file() else None
     check_output_path(backup, force=True, what="backup")  # replaced when needed, but never a fifo or device
     old = read_input(backup, MAX_FLASH_FILE, "backup") if backup.is_file() else None
-    keep = current is not None and flash_backup_needed(current, old)
+    keep = current is not None and flash_backup_needed(current, old, board)
     plan = f"reset the emulated flash {path} to the factory image and forget the board state (a cold board)"
     if keep:
         plan += f" (your contents kept as {backup}{', replacing the earlier backup' if old is not None else ''})"
@@ -77,14 +79,15 @@ def reset(app: App, yes: bool, force: bool) -> None:
     with DeviceLock(str(path.resolve()), backend="mock"):
         if keep:
             atomic_write(backup, current)
-        sha = reset_flash(path)
+        sha = reset_flash(path, board)
     app.emit({"path": str(path), "sha256": sha, "backup": str(backup) if keep else None},
              lambda: app.out.print(f"emulated flash reset: {path} (sha256 {sha})"
                                    + (f"; your contents kept as {backup}" if keep else ""), markup=False, emoji=False))
 
 
-def _reset_ad102(app: App, yes: bool, state: Path) -> None:
-    """``mock reset`` of the emulated AD102: delete its board-state file under the board's device lock."""
+def _reset_state(app: App, yes: bool, state: Path) -> None:
+    """``mock reset`` of an emulated board that keeps a board-state file and no flash (the emulated AD102): delete
+    the file under the board's device lock."""
     from tinyhw.mocks.ad102 import LOCK_KEY, reset_state, state_kept
     from tinyhw.transport.lock import DeviceLock
 
@@ -101,7 +104,7 @@ def _reset_ad102(app: App, yes: bool, state: Path) -> None:
 @mock.command("power-cycle")
 @click.pass_obj
 def power_cycle(app: App) -> None:
-    """Hard power-cycle the emulated Navi31: the flash is kept, everything else starts cold, and the PSP boots.
+    """Hard power-cycle an emulated AMD board: the flash is kept, everything else starts cold, and the PSP boots.
 
     The emulated PSP boots the partition its update cookie selects (else the valid one of the
     highest priority; a first boot after flash update copies the new payload into the other slot).
@@ -114,8 +117,8 @@ def power_cycle(app: App) -> None:
       tinyhw mock power-cycle
       tinyhw --device mock:navi31-usb,flash=/tmp/board.bin mock power-cycle
     """
-    from tinyhw.connect import typed_options
-    from tinyhw.mocks.navi31 import power_cycle_flash
+    from tinyhw.connect import entry_of, typed_options
+    from tinyhw.mocks.navi31 import flash_path, power_cycle_flash
     from tinyhw.transport.devstr import given_device, parse_device
     from tinyhw.transport.lock import DeviceLock
 
@@ -123,13 +126,15 @@ def power_cycle(app: App) -> None:
     spec = given_device(app.device) or parse_device("mock:navi31")
     if not spec.is_mock:
         raise Refused(f"mock power-cycle works on emulated boards only, not {spec.kind}:")
-    options = typed_options(spec)
-    path: Path | None = getattr(options, "flash", None)
-    if path is None:
+    entry = entry_of(spec)
+    options = typed_options(spec, entry)
+    board = entry.spec
+    if board is None or not board.engines.psp_update:  # no flash the psp boots from (mock:ad102)
         raise Refused(f"mock:{spec.target} keeps no flash file: there is nothing to power-cycle",
                       hint=f"tinyhw --device mock:{spec.target} mock reset --yes returns it to power-on")
+    path = flash_path(options, board)
     with DeviceLock(str(path.resolve()), backend="mock"):
-        booted, why = power_cycle_flash(path, getattr(options, "timing", "typical"))
+        booted, why = power_cycle_flash(path, options.timing, board)
     state = "early (rom_sw gated; flash update possible)" if booted else "pbl (the boot loader stalled; rom_sw open)"
     doc = {"path": str(path), "booted": booted, "why": why, "psp": "early" if booted else "pbl"}
     app.emit(doc, lambda: app.out.print(

@@ -32,7 +32,7 @@ def _asic(app: App, name: str | None, transport: Transport | None = None) -> Any
         return regs.asic(name)
     if transport is None:
         if app.device is None:
-            raise Refused("no asic given", hint=f"give --asic NAME ({', '.join(regs.PROFILES)}) or --device")
+            raise Refused("no asic given", hint=f"give --asic NAME ({', '.join(regs.all_profiles())}) or --device")
         transport = app.open_transport()
     ident = transport.identity()
     return regs.asic_for_device(ident.vendor_id, ident.device_id)

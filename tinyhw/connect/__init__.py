@@ -157,7 +157,8 @@ def bridged_board(board: str, options: Mapping[str, Raw], clock: Clock | None = 
 def _bridged(entry: registry.Entry, options: DeviceOptions, clock: Clock | None) -> tuple[Any, Asm24Bridge]:
     from tinyhw.mocks.asm24 import Asm24Bridge
 
-    board = _emulator(entry)(options, clock, attach="usb")  # takes the device lock; builds its clock if none given
+    # the board takes the device lock and builds its clock if none is given
+    board = _emulator(entry)(options, clock, attach="usb", spec=entry.spec)
     try:
         return board, Asm24Bridge(board, options, board.clock)
     except BaseException:
@@ -175,7 +176,8 @@ def _emulator(entry: registry.Entry) -> Any:
 
 def _open_direct(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Opened], None]) -> Opened:
     """An emulated board that is its own transport (``mock:navi31``, ``mock:ad102``); it takes the device lock."""
-    t = _emulator(entry)(typed_options(spec, entry))
+    described = entry.spec  # the board's description, for the emulators built from one
+    t = _emulator(entry)(typed_options(spec, entry), **({"spec": described} if described is not None else {}))
     opened = Opened(t, spec, board=t.board, uncovered=lambda: list(t.board.uncovered),
                     notes=lambda: list(getattr(t.board, "notes", [])))
     register(opened)

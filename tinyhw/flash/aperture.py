@@ -25,9 +25,8 @@ import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from tinyhw.boards.navi31 import NAVI31
 from tinyhw.errors import OperationFailed, TinyhwError
-from tinyhw.flash.device import require_navi31
+from tinyhw.flash.device import require_flash
 from tinyhw.formats.ifwi import magic_problem
 from tinyhw.transport.base import BarRegion, Transport
 
@@ -47,7 +46,7 @@ class ApertureDump:
     reads: int  # ROM_DATA reads (one dword each)
 
 
-def check_dump(data: bytes, size: int = NAVI31.flash_size) -> None:
+def check_dump(data: bytes, size: int = 2 << 20) -> None:
     """§f step 6 (and the inferred index check): raise :class:`OperationFailed` unless ``data`` is a raw dump."""
     if len(data) != size:
         raise OperationFailed(f"refusing the aperture dump: it has 0x{len(data):x} bytes, not 0x{size:x}")
@@ -101,13 +100,14 @@ def _estimate(sample_s: float, samples: int, size: int, virtual: bool) -> Apertu
     return ApertureEstimate(reads, per, per * accesses, "modelled" if virtual else "measured")
 
 
-def dump(transport: Transport, *, size: int = NAVI31.flash_size,
+def dump(transport: Transport, *, size: int | None = None,
          advance: Callable[[int], None] = lambda n: None,
          on_estimate: Callable[[ApertureEstimate], None] | None = None) -> ApertureDump:
     """Read ``size`` bytes of the flash through ROM_INDEX/ROM_DATA, restore both registers, check the result.
     ``on_estimate`` is told the whole dump's cost once the first :data:`SAMPLE_READS` ROM_DATA reads are timed on
     the device's clock (no access is added for it), before the rest of the dump runs."""
-    asic, _ = require_navi31(transport)
+    asic, _, spec = require_flash(transport)
+    size = spec.flash_size if size is None else size
     bar = transport.bar(asic.bar)
     cntl_off, index_off = asic.offset("smuio.ROM_CNTL"), asic.offset("smuio.ROM_INDEX")
     data_off = asic.offset("smuio.ROM_DATA")
@@ -162,7 +162,7 @@ def reader(transport: Transport) -> Iterator[Callable[[int, int], bytes]]:
     (the board identity before a PSP update): ROM_CNTL and ROM_INDEX kept and restored exactly (§f steps 1, 4),
     one ROM_INDEX write per read and one ROM_DATA read per dword. Refused like :func:`dump` when the controller
     reads 0xffffffff."""
-    asic, _ = require_navi31(transport)
+    asic, _, _ = require_flash(transport)
     bar = transport.bar(asic.bar)
     cntl_off, index_off = asic.offset("smuio.ROM_CNTL"), asic.offset("smuio.ROM_INDEX")
     data_off = asic.offset("smuio.ROM_DATA")

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tinyhw.boards.navi31 import NAVI31, BoardSpec
+from tinyhw.boards.navi31 import NAVI31
+from tinyhw.boards.spec import BoardSpec
 from tinyhw.errors import OperationFailed
 from tinyhw.flash.protection import SR1_WEL, SR1_WIP, Protection, protected_range
 from tinyhw.flash.romsw import WINDOW_BYTES, RomSw, Rx

@@ -9,22 +9,33 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from tinyhw.boards.navi31 import NAVI31
+from tinyhw.boards import by_pci
+from tinyhw.boards.spec import BoardSpec
 from tinyhw.errors import Refused
 from tinyhw.flash.chip import Gd25
 from tinyhw.flash.romsw import DEFAULT_PRESCALE, RomSw
 from tinyhw.regs import Asic, asic_for_device
 from tinyhw.transport.base import Identity, Transport
 
+#: what each engine a flash feature needs is called in a refusal
+ENGINES = {"romsw_flash": "smuio rom_sw engine that reaches its spi flash",
+           "psp_update": "psp early-boot flash update mailbox"}
 
-def require_navi31(transport: Transport) -> tuple[Asic, Identity]:
-    """Refuse (exit 2) a device that is not a Navi31; return its register database and identity."""
+
+def require_flash(transport: Transport, engine: str = "romsw_flash") -> tuple[Asic, Identity, BoardSpec]:
+    """The register database, identity and description of the device's board, asked whether it has ``engine``
+    (``romsw_flash`` or ``psp_update``: :class:`tinyhw.boards.spec.Engines`); exit 2 for a board tinyhw does not
+    describe or whose description lacks it."""
     ident = transport.identity()
-    fn = NAVI31.function
-    if (ident.vendor_id, ident.device_id) != (fn.vendor_id, fn.device_id):
-        raise Refused(f"device {ident.vendor_id:04x}:{ident.device_id:04x} at {ident.location} is not a navi31 "
-                      f"({fn.vendor_id:04x}:{fn.device_id:04x}); tinyhw flash supports navi31 boards only")
-    return asic_for_device(ident.vendor_id, ident.device_id), ident
+    ids = f"{ident.vendor_id:04x}:{ident.device_id:04x}"
+    spec = by_pci(ident.vendor_id, ident.device_id)
+    if spec is None or not getattr(spec.engines, engine):
+        from tinyhw.boards.registry import specs
+
+        able = ", ".join(f"{s.name} ({s.pci_id})" for s in specs() if getattr(s.engines, engine))
+        what = "tinyhw knows no board" if spec is None else f"the {spec.name} board has no {ENGINES[engine]}"
+        raise Refused(f"device {ids} at {ident.location}: {what}; tinyhw flash supports {able} only")
+    return asic_for_device(ident.vendor_id, ident.device_id), ident, spec
 
 
 class FlashDevice:
@@ -32,11 +43,12 @@ class FlashDevice:
 
     def __init__(self, transport: Transport, *, chain: bool = True, prescale: int = DEFAULT_PRESCALE,
                  merged: bool = True) -> None:
-        asic, ident = require_navi31(transport)
+        asic, ident, spec = require_flash(transport)
         self.transport = transport
         self.location = ident.location
+        self.spec = spec
         self.sw = RomSw(transport, asic, chain=chain, prescale=prescale, merged=merged)
-        self.chip = Gd25(self.sw, NAVI31)
+        self.chip = Gd25(self.sw, spec)
 
     @property
     def size(self) -> int:

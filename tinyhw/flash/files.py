@@ -56,13 +56,17 @@ def backup_dir() -> Path:
 
 
 def default_backup_name(data: bytes, jedec: bytes = b"", now: float | None = None) -> Path:
-    """``navi31-<jedec>-<vbios part number>-YYYYmmdd-HHMMSS-<sha8>.bin`` in :func:`backup_dir`: the flash chip's
-    JEDEC id and the board's VBIOS part number (read from ``data``; ``novbios`` without one) name the board, the
-    local time and the content's hash the moment."""
+    """``<board>-<jedec>-<vbios part number>-YYYYmmdd-HHMMSS-<sha8>.bin`` in :func:`backup_dir`: the board's name
+    (``navi31``: the description of the VBIOS's PCI ids, else ``flash``), the flash chip's JEDEC id and the board's
+    VBIOS part number (read from ``data``; ``novbios`` without one) name the board, the local time and the content's
+    hash the moment."""
+    from tinyhw.boards import by_pci
     from tinyhw.formats.vbios import vbios_identity
 
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
     ident = vbios_identity(data)
     part = re.sub(r"[^A-Za-z0-9.]+", "-", ident.part_number).strip("-.")[:40] if ident is not None else ""
     chip = jedec.hex() or "flash"
-    return backup_dir() / f"navi31-{chip}-{part or 'novbios'}-{stamp}-{sha256(data)[:8]}.bin"
+    board = by_pci(ident.vendor_id or 0, ident.device_id or 0) if ident is not None else None
+    name = board.name if board is not None else "flash"
+    return backup_dir() / f"{name}-{chip}-{part or 'novbios'}-{stamp}-{sha256(data)[:8]}.bin"

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinyhw.errors import OperationFailed
-from tinyhw.flash.device import require_navi31
+from tinyhw.flash.device import require_flash
 from tinyhw.formats.ifwi_layout import ITEMS
 from tinyhw.regs import Asic
 from tinyhw.transport.base import Transport
@@ -184,7 +184,7 @@ class PspStatus:
 
 def probe(transport: Transport, *, timeout: float = TIMEOUT) -> PspStatus:
     """§e.4: the four read-only commands in order, each status and response recorded."""
-    asic, ident = require_navi31(transport)
+    asic, ident, _ = require_flash(transport, "psp_update")
     mailbox = Mailbox(transport, asic)
     result = PspStatus(ident.location, mailbox.read_command())
     for command in PROBE_ORDER:

@@ -38,10 +38,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinyhw.boards.navi31 import NAVI31
 from tinyhw.errors import DeviceTimeout, Interrupted, OperationFailed, Refused, TinyhwError
 from tinyhw.flash import aperture
-from tinyhw.flash.device import require_navi31
+from tinyhw.flash.device import require_flash
 from tinyhw.flash.files import sha256
 from tinyhw.flash.identity import BoardCheck, compare, image_vbios_offsets, read_identity
 from tinyhw.flash.psp import (
@@ -231,7 +230,7 @@ class Updater:
     def preflight(self) -> UpdatePlan:
         """Every precondition, in order; nothing is written to the mailbox before the last one."""
         total = check_image(self.image)
-        asic, ident = require_navi31(self.transport)
+        asic, ident, self.spec = require_flash(self.transport, "psp_update")
         self.mailbox = Mailbox(self.transport, asic)
         board = self._board()
         current = self.mailbox.read_command()
@@ -260,7 +259,7 @@ class Updater:
 
         image_id = vbios_identity(self.image)
         with aperture.reader(self.transport) as read:
-            flash_id, _ = read_identity(read, NAVI31.flash_size, image_vbios_offsets(self.image))
+            flash_id, _ = read_identity(read, self.spec.flash_size, image_vbios_offsets(self.image))
         try:
             check = compare(image_id, flash_id, source="flash")
         except Refused as err:

@@ -98,7 +98,7 @@ def run_amd(plan: AmdPlan, transport: Transport, *, timeout: float = 10.0, buffe
     check = probe.check(n, outputs)
     best = min(seconds)
     kind = "modelled" if emulated else "measured"
-    return {"probe": probe.name, "device": transport.name if not emulated else "emulated navi31", "n": n,
+    return {"probe": probe.name, "device": transport.name if not emulated else f"emulated {gpu.asic.name}", "n": n,
             "metric": probe.metric, "check": {"ok": check.ok, "detail": check.detail},
             "seconds": [round(s, 9) for s in seconds], "best_s": best,
             "figure": round(probe.figure(n, best), 4) if probe.metric and best > 0 else None,

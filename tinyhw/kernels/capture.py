@@ -70,7 +70,9 @@ def _props(gpu: AmGpu, shader_engines: int) -> dict[str, int]:
     d = info.get("derived") or {}
     arrays = d.get("shader_arrays") or 2 * shader_engines
     cus = d.get("cus_per_array") or 8
-    return {"gfx_target_version": GFX1100, "array_count": arrays, "simd_arrays_per_engine": arrays // shader_engines,
+    gc = gpu.ip_version("gc")  # gfx_target_version is the GC version's digits: 11.0.2 -> 110002 (gfx1102)
+    target = gc[0] * 10000 + gc[1] * 100 + gc[2] if gc else GFX1100
+    return {"gfx_target_version": target, "array_count": arrays, "simd_arrays_per_engine": arrays // shader_engines,
             "cu_per_simd_array": cus, "simd_count": 2 * cus * arrays, "simd_per_cu": 2,
             "max_waves_per_simd": d.get("max_waves_per_simd") or 16, "lds_size_in_kb": d.get("lds_kib") or 64,
             "num_xcc": d.get("xccs") or 1}
@@ -127,7 +129,7 @@ def run_capture(plan: CapturePlan, transport: Transport, *, timeout: float = 10.
     text = elf.section(".text")
     base = va(CODE) - (text.addr if text is not None and elf.file_type != 1 else 0)
     kind = "modelled" if emulated else "measured"
-    device = "emulated navi31" if emulated else transport.name
+    device = f"emulated {gpu.asic.name}" if emulated else transport.name
     program = f"program_0_{kernel.name}.elf"
     files: dict[str, bytes] = {program: binary}
     sqtt = []

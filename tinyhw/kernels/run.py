@@ -18,24 +18,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tinyhw.boards import registry
 from tinyhw.errors import Refused
 from tinyhw.kernels.probes import get_probe
 from tinyhw.transport.devstr import parse_device
 
 __all__ = ["CudaPlan", "is_amd_device", "parse_run_device", "plan_cuda", "run_cuda", "run_probe"]
 
-#: emulated boards that are AMD GPUs (``kernels run`` takes them as the global --device)
-AMD_BOARDS = ("navi31", "navi31-usb")
-
+AMD_VENDOR = 0x1002  # PCI vendor id of AMD
 
 def is_amd_device(text: str) -> bool:
-    """Whether a global --device names a board ``kernels run`` drives as an AMD GPU: mock:navi31(-usb), usb, pci:,
-    vfio: (the GPU itself is checked once it is open). A malformed string is refused (exit 2) by the parser."""
+    """Whether a global --device names a board ``kernels run`` drives as an AMD GPU: an emulated board whose
+    description has an AMD shader core (mock:navi31, mock:navi33 and their -usb forms), usb, pci:, vfio: (the GPU
+    itself is checked once it is open). A malformed string is refused (exit 2) by the parser."""
     if text.strip().lower() == "cpu":
         return False
     spec = parse_device(text)
     if spec.kind == "mock":
-        return spec.target in AMD_BOARDS
+        entry = registry.find(spec.kind, spec.target)
+        board = entry.spec if entry is not None else None
+        return board is not None and board.function.vendor_id == AMD_VENDOR and bool(board.engines.shader_core)
     return spec.kind in ("usb", "pci", "vfio")
 
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tinyhw.boards.nvidia import (
+    AD102,
     AD102_BOOT_0,
     AD102_BOOT_42,
     AD102_VRAM_MIB,
@@ -51,6 +52,7 @@ from tinyhw.boards.nvidia import (
     REG_WPR2_ADDR_LO,
     Ad102Options,
 )
+from tinyhw.boards.spec import BoardSpec
 from tinyhw.errors import DeviceTimeout, Disconnected, Refused, StrictEmulationError, TinyhwError
 from tinyhw.formats import boundedjson
 from tinyhw.mocks.ad102_config import LINK_SPEED, LINK_WIDTH, Ad102Config
@@ -601,9 +603,10 @@ class Ad102PhysicalTransport(Ad102Function):
         super().close()
 
 
-def ad102_transport(options: Ad102Options, *, lock: bool = True) -> Ad102Function:
-    """The emulated AD102 as its ``dma=`` option asks: :class:`Ad102Transport` (iommu) or
+def ad102_transport(options: Ad102Options, *, lock: bool = True, spec: BoardSpec = AD102) -> Ad102Function:
+    """The emulated AD102 (described by ``spec``) as its ``dma=`` option asks: :class:`Ad102Transport` (iommu) or
     :class:`Ad102PhysicalTransport` (physical)."""
+    assert spec == AD102, f"{spec.name}: the emulated ada board models the ad102 only"
     if options.dma == "physical":
         return Ad102PhysicalTransport(options, lock=lock)
     return Ad102Transport(options, lock=lock)

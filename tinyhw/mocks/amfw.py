@@ -1,4 +1,7 @@
-"""Facts about the real Navi31 firmware the emulated PSP checks images against (hashes, sizes, versions).
+"""The emulated PSP's bootloader order and TMR size, and Navi31's firmware facts under their old names.
+
+Each board's firmware facts (hashes, sizes, versions of the real files) are part of its description
+(:class:`tinyhw.boards.spec.AmdFirmware`, e.g. tinyhw.boards.navi31.FIRMWARE); what follows describes Navi31's.
 
 Source: Debian ``firmware-amd-graphics`` 20230210-5 (``bash tests/fetch_firmware.sh``), files
 ``amdgpu/psp_13_0_0_sos.bin`` (PSP header v2.0: six ``psp_fw_bin_desc`` components) and
@@ -13,37 +16,25 @@ holds SYS_DRV, SOS, TOC, KDB, SPL and RL: the bootloader sequence is KDB, SPL, S
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tinyhw.autogen import amdgpu_psp, smu13_driver_if_v13_0_0
+from tinyhw.boards.navi31 import NAVI31
+from tinyhw.boards.spec import FirmwareImage
 
 _BL = amdgpu_psp.CONSTANTS
 
 
-@dataclass(frozen=True)
-class Image:
-    """One firmware component the emulated PSP/SMU accepts: its name, psp_fw_type, version, size in bytes and the
-    SHA-256 of its bytes in the real Debian firmware file."""
-    name: str
-    fw_type: int  # psp_fw_type (§5.1) for sOS components
-    version: int
-    size: int
-    sha256: str
+#: One firmware component the emulated PSP/SMU accepts (the type lives with the board descriptions).
+Image = FirmwareImage
 
+#: Navi31's firmware facts (tinyhw.boards.navi31.FIRMWARE): a board built from its description uses its own.
+NAVI31_FIRMWARE = NAVI31.firmware
+assert NAVI31_FIRMWARE is not None and NAVI31_FIRMWARE.smu is not None
 
 #: Components of Debian's psp_13_0_0_sos.bin, by psp_fw_type.
-PSP_13_0_0_SOS: dict[int, Image] = {
-    2: Image("SYS_DRV", 2, 0x00310025, 157584, "8ff372e135a0342b8d3b433efea9084e80d4a06e896e7388b37711acb63958d0"),
-    1: Image("SOS", 1, 0x00310025, 99200, "d7dd89dbe13edbeac2f50363dff80af8dd672bbf932bb252d64dddfc8d417c0b"),
-    4: Image("TOC", 4, 0x0000000C, 2304, "8d865fb30c90dee3ae5e7ee1d74a85b39b2516df3ccc84de68da100fab90c481"),
-    3: Image("KDB", 3, 0x04003100, 5888, "c4854e032ba8783580508c216cf58ab8061cd4cda992de5ad80a36b9ce553bef"),
-    5: Image("SPL", 5, 0x010031C0, 672, "021597a896603e375b023ffcae9d0dcc6444d02b6a0b45ba077dfc94061c9e9b"),
-    6: Image("RL", 6, 0x07001C00, 2400, "6f128b3d364c3616dda145dc82363b61aa91b3928d86785c1f6fb6387d242bde"),
-}
+PSP_13_0_0_SOS = NAVI31_FIRMWARE.sos
 
 #: The SMU firmware image LOAD_IP_FW(SMU) must carry: smu_13_0_0.bin's ucode (offset 256, common header).
-SMU_13_0_0 = Image("SMU", 0x12, 0x004E4B00, 261632,
-                   "c0e6123d3c570fbf7dfc84522f71aa51419e2f30047a4681d518700fd81e7094")
+SMU_13_0_0 = NAVI31_FIRMWARE.smu
 
 #: Bootloader command -> the psp_fw_type(s) it accepts, in the §5.1 order. LOAD_TOS_SPL_TABLE takes the
 #: SPL component, or (MP0 < 14.0.0, an open question of specs/amd-bringup.md) the KDB image again, as tinygrad's
@@ -62,6 +53,8 @@ BOOTLOADER_ORDER: tuple[tuple[int, tuple[int, ...]], ...] = (
 #: TMR size LOAD_TOC answers (invented: 18 MiB, under the 19 MiB bound tinygrad's master kept, §5.3).
 TMR_SIZE = 0x1200000
 
-#: What the SMU reports (GetSmuVersion: the ucode_version of smu_13_0_0.bin; GetDriverIfVersion: the header's).
+#: What the emulated Navi31's SMU reports (GetSmuVersion: the ucode_version of smu_13_0_0.bin; GetDriverIfVersion: the
+#: header's).
 SMU_VERSION = SMU_13_0_0.version
 DRIVER_IF_VERSION = smu13_driver_if_v13_0_0.CONSTANTS["SMU13_0_0_DRIVER_IF_VERSION"]
+assert NAVI31_FIRMWARE.smu_driver_if == DRIVER_IF_VERSION

@@ -24,7 +24,8 @@ import zlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from tinyhw.boards.navi31 import USB_GPU_BUS, Navi31UsbOptions
+from tinyhw.boards.amd import AmdBoardUsbOptions
+from tinyhw.boards.asm24 import USB_GPU_BUS
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks.asm24_endpoints import (
     Asm24Timing,
@@ -163,7 +164,7 @@ class Asm24Bridge:
     #: :meth:`dma_write` takes the writer's time (``at``); the board hands it the SDMA's
     timed_writes = True
 
-    def __init__(self, board: Endpoint, options: Navi31UsbOptions, clock: VirtualClock, *,
+    def __init__(self, board: Endpoint, options: AmdBoardUsbOptions, clock: VirtualClock, *,
                  timing: Asm24Timing | None = None, gpu_bus: int = USB_GPU_BUS, serial: str | None = None,
                  vendor_id: int = VENDOR_ID) -> None:
         self.board, self.options, self.clock = board, options, clock

@@ -6,7 +6,7 @@ record), §7.1 (engine registers 0xB210-0xB296, LTSSM 0xB450, PERST# 0xB480) and
 
 Choices where the spec leaves room (all documented in the report of the change):
 
-- Link modes (``Navi31UsbOptions.link``): ``up`` = trained at power-on (April firmware); ``down`` =
+- Link modes (``Asm24Options.link``): ``up`` = trained at power-on (April firmware); ``down`` =
   off until 0xF3(1), which returns once the firmware has seen three stable 0x78 samples;
   ``slow`` = 0xF3(1) returns after ``slow_return_s`` with LTSSM at 0x01/0x10 and the link reaches
   0x78 ``slow_link_s`` later; ``wedged`` = 0xF3(1) ends in 0x4C for good; ``no-gpu`` = LTSSM stays

@@ -1,8 +1,8 @@
-"""``mock:navi31``: the emulated Navi31 attached directly, as a native PCIe function would be.
+"""``mock:navi31``, ``mock:navi33``: an emulated AMD board attached directly, as a native PCIe function would be.
 
 The transport seam of ARCHITECTURE.md ("The transport seam", "Emulated boards", "Counters",
-"Device lock") over a :class:`~tinyhw.mocks.navi31.Navi31Board` with BARs assigned as a BIOS/OS
-would (specs/pci-vfio-remote.md §3.14). Every register or config access advances the board's
+"Device lock") over a :class:`~tinyhw.mocks.navi31.AmdBoard` (built from its description) with BARs assigned
+as a BIOS/OS would (specs/pci-vfio-remote.md §3.14). Every register or config access advances the board's
 virtual clock by 1 us. A block of plain VRAM through the mapped BAR (a memcpy, what ``bench copy``
 does; §6.1: a prefetchable BAR mapped write-combining) is timed as the link would carry it, not as
 a loop of register accesses (inferred, see :func:`burst_seconds`). Faults ``disconnect@N`` /
@@ -18,11 +18,13 @@ unmapped IOVA is an IOMMU fault. Their bytes cross the link at its Link Status r
 
 from __future__ import annotations
 
-from tinyhw.boards.navi31 import Navi31Options
+from tinyhw.boards.amd import AmdBoardOptions
+from tinyhw.boards.navi31 import NAVI31
+from tinyhw.boards.spec import BoardSpec
 from tinyhw.errors import DeviceTimeout, Disconnected, Refused
 from tinyhw.formats.pciconfig import parse_config
 from tinyhw.mocks.iommu import EmulatedIommu, HostBuffer, link_rate
-from tinyhw.mocks.navi31 import Navi31Board
+from tinyhw.mocks.navi31 import AmdBoard
 from tinyhw.mocks.vclock import VirtualClock
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
 
@@ -48,13 +50,13 @@ class DirectTransport(Transport):
     name = "mock"
     emulated = True
 
-    def __init__(self, options: Navi31Options, *, lock: bool = True) -> None:
+    def __init__(self, options: AmdBoardOptions, *, lock: bool = True, spec: BoardSpec = NAVI31) -> None:
         clock = VirtualClock()
         super().__init__(clock)
         self.vclock = clock
         self.options = options
         self._closed = False
-        self.board = Navi31Board(options, clock, attach="direct", lock=lock)  # the board takes the device lock
+        self.board = AmdBoard(options, clock, attach="direct", lock=lock, spec=spec)  # the board takes the device lock
         self.accesses = 0
         disconnects = options.faults.at("disconnect")
         self._disconnect_at = min(disconnects) if disconnects else None
@@ -98,14 +100,17 @@ class DirectTransport(Transport):
         n = self.accesses
         if self.board.lost and not self._gone:
             self._gone = True
-            raise Disconnected(f"the emulated navi31 lost power (register access {n}, bar{bar} offset 0x{offset:x})",
+            raise Disconnected(f"the emulated {self.board.spec.name} lost power (register access {n}, bar{bar} "
+                               f"offset 0x{offset:x})",
                                hint="power-cycle the board and rerun the command")
         if self._gone:
-            raise Disconnected("the emulated navi31 has gone away", hint="reconnect the board and rerun the command")
+            raise Disconnected(f"the emulated {self.board.spec.name} has gone away",
+                               hint="reconnect the board and rerun the command")
         if n == self._disconnect_at:
             self._gone = True
             self.board.disconnect()
-            raise Disconnected(f"the emulated navi31 went away at register access {n} (bar{bar} offset 0x{offset:x})",
+            raise Disconnected(f"the emulated {self.board.spec.name} went away at register access {n} (bar{bar} "
+                               f"offset 0x{offset:x})",
                                hint="reconnect the board and rerun the command")
         if n in self._timeouts:
             raise DeviceTimeout(f"register access {n} (bar{bar} offset 0x{offset:x}) timed out",
@@ -113,7 +118,8 @@ class DirectTransport(Transport):
 
     def _check_gone(self) -> None:
         if self._gone:
-            raise Disconnected("the emulated navi31 has gone away", hint="reconnect the board and rerun the command")
+            raise Disconnected(f"the emulated {self.board.spec.name} has gone away",
+                               hint="reconnect the board and rerun the command")
 
     # -- config space ---------------------------------------------------------------------------------------------
     def config_read(self, offset: int, size: int = 4) -> int:
@@ -155,17 +161,17 @@ class DirectTransport(Transport):
     # -- identity, info, lifetime -------------------------------------------------------------------------------
     def identity(self) -> Identity:
         """Vendor, device, revision, class and subsystem ids read from config space (three counted reads), located at
-        ``mock:navi31``."""
+        ``mock:<board>`` (``mock:navi31``)."""
         ids = self.config_read(0x00)
         rev_class = self.config_read(0x08)
         sub = self.config_read(0x2C)
         return Identity(vendor_id=ids & 0xFFFF, device_id=ids >> 16, revision=rev_class & 0xFF,
                         class_code=rev_class >> 8, subsystem_vendor_id=sub & 0xFFFF, subsystem_id=sub >> 16,
-                        location="mock:navi31")
+                        location=f"mock:{self.board.spec.name}")
 
     def info(self) -> TransportInfo:
-        """What the transport is: emulated ``mock``, board ``navi31``, attached directly."""
-        return TransportInfo(transport="mock", emulated=True, extra={"board": "navi31", "attach": "direct"})
+        """What the transport is: emulated ``mock``, its board (``navi31``), attached directly."""
+        return TransportInfo(transport="mock", emulated=True, extra={"board": self.board.spec.name, "attach": "direct"})
 
     def close(self) -> None:
         """Free every host DMA buffer still mapped and close the board (flash file, state file, device lock); safe to

@@ -22,13 +22,15 @@ import struct
 from collections.abc import Callable
 
 from tinyhw.autogen import amd_discovery
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.formats.ipdiscovery import BLOCK_HW_IDS, READ_SIZE, TMR_OFFSET, checksum16
 from tinyhw.mocks.ipdiscovery_writer import IpSpec, build_discovery
 from tinyhw.regs.fixed import CONFIG_MEMSIZE, MM_DATA, MM_INDEX, MM_INDEX_HI, fixed
-from tinyhw.regs.profiles import NAVI31, AsicProfile
+from tinyhw.regs.profiles import NAVI31 as NAVI31_PROFILE
+from tinyhw.regs.profiles import AsicProfile
 
-#: VRAM of an RX 7900 XTX: 24 GiB GDDR6 (AMD's product specification), as RCC_CONFIG_MEMSIZE reports it.
-VRAM_MIB = 24576
+#: VRAM of an RX 7900 XTX in MiB (tinyhw.boards.navi31; each board's is in its description).
+VRAM_MIB = NAVI31.vram_size >> 20
 
 OFF_MM_INDEX = fixed(MM_INDEX).offset
 OFF_MM_DATA = fixed(MM_DATA).offset
@@ -45,7 +47,7 @@ def _version(text: str, table: str) -> tuple[int, int, int]:
     return int(m[1]), int(m[2]), int(m[3])
 
 
-def profile_ips(profile: AsicProfile = NAVI31) -> list[IpSpec]:
+def profile_ips(profile: AsicProfile = NAVI31_PROFILE) -> list[IpSpec]:
     """One IP entry per block of ``profile``: its stated version and its fact-table bases.
 
     SMUIO is written as 13.0.6: the profile states a "13.0.6-style map" (inferred). SDMA0 gets
@@ -65,20 +67,8 @@ def profile_ips(profile: AsicProfile = NAVI31) -> list[IpSpec]:
     return out
 
 
-#: The GC info table of a full Navi31 (gc_info_v1_3 field -> value).
-NAVI31_GC_INFO: dict[str, int] = {
-    "gc_num_se": 6, "gc_num_wgp0_per_sa": 4, "gc_num_wgp1_per_sa": 0, "gc_num_rb_per_se": 4, "gc_num_gl2c": 24,
-    "gc_num_gprs": 1536, "gc_num_max_gs_thds": 32, "gc_gs_table_depth": 32, "gc_gsprim_buff_depth": 1792,
-    "gc_parameter_cache_depth": 1024, "gc_double_offchip_lds_buffer": 1, "gc_wave_size": 32,
-    "gc_max_waves_per_simd": 16, "gc_max_scratch_slots_per_cu": 32, "gc_lds_size": 64, "gc_num_sc_per_se": 2,
-    "gc_num_sa_per_se": 2, "gc_num_packer_per_sc": 4, "gc_num_gl2a": 4, "gc_num_tcp_per_sa": 8,
-    "gc_num_sdp_interface": 16, "gc_num_tcps": 96, "gc_num_tcp_per_wpg": 2, "gc_tcp_l1_size": 16,
-    "gc_num_sqc_per_wgp": 1, "gc_l1_instruction_cache_size_per_sqc": 32, "gc_l1_data_cache_size_per_sqc": 16,
-    "gc_gl1c_per_sa": 1, "gc_gl1c_size_per_instance": 256, "gc_gl2c_per_gpu": 24, "gc_tcp_size_per_cu": 32,
-    "gc_tcp_cache_line_size": 128, "gc_instruction_cache_size_per_sqc": 32, "gc_instruction_cache_line_size": 64,
-    "gc_scalar_data_cache_size_per_sqc": 16, "gc_scalar_data_cache_line_size": 64, "gc_tcc_size": 6144,
-    "gc_tcc_cache_line_size": 128,
-}
+#: The GC info table of a full Navi31 (gc_info_v1_3 field -> value; each board's is in its description).
+NAVI31_GC_INFO: dict[str, int] = dict(NAVI31.gc_info)
 
 
 def gc_info_table(values: dict[str, int] | None = None) -> bytes:
@@ -93,7 +83,7 @@ def gc_info_table(values: dict[str, int] | None = None) -> bytes:
     return bytes(buf)
 
 
-def discovery_image(profile: AsicProfile = NAVI31, gc_info: bytes | None = None) -> bytes:
+def discovery_image(profile: AsicProfile = NAVI31_PROFILE, gc_info: bytes | None = None) -> bytes:
     """The synthetic discovery binary the emulated board holds (v4 IP table, 32-bit bases: invented).
 
     The GC info table (``gc_info``, default :func:`gc_info_table`) follows the IP table; entry 1 of

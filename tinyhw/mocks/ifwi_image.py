@@ -15,6 +15,9 @@ import hashlib
 import struct
 from functools import lru_cache
 
+from tinyhw.boards.navi31 import NAVI31
+from tinyhw.boards.spec import BoardSpec
+
 SIZE = 0x200000
 
 # -- layout (offsets from §g.1; the ones marked invented are this model's choice) ---------------------
@@ -84,8 +87,11 @@ def _ish(payload: int, priority: int) -> bytes:
     return struct.pack("<I", checksum) + fields
 
 
-def build_vbios() -> bytes:
-    """A legacy option-ROM image with ATOM headers per §g.3 (64 KiB, checksum byte last)."""
+def build_vbios(board: BoardSpec = NAVI31) -> bytes:
+    """A legacy option-ROM image with ATOM headers per §g.3 (64 KiB, checksum byte last) naming ``board`` (its PCIR
+    ids, its chip name)."""
+    chip = (board.vbios_name or board.name.upper()).encode()
+    name = VBIOS_NAME.replace(b"NAVI31", chip)
     img = bytearray(VBIOS_SIZE)
     img[0:3] = bytes([0x55, 0xAA, VBIOS_SIZE // 512])
     pcir, atom, strings = 0x01C0, 0x0240, 0x0110
@@ -96,13 +102,13 @@ def build_vbios() -> bytes:
     img[0x50:0x50 + len(BUILD_DATE)] = BUILD_DATE
     struct.pack_into("<H", img, 0x6E, strings)
     img[0x80:0x80 + len(PART_NUMBER)] = PART_NUMBER
-    img[0x94:0x94 + 20] = b"NAVI31 PCI_EXP GDDR6"
-    text = PART_NUMBER + b"\x00\r\n" + VBIOS_NAME + b"  \x00" + VERSION + b"\x00"
+    img[0x94:0x94 + 20] = (chip + b" PCI_EXP GDDR6")[:20]
+    text = PART_NUMBER + b"\x00\r\n" + name + b"  \x00" + VERSION + b"\x00"
     img[strings:strings + len(text)] = text
     assert strings + len(text) < pcir
     # PCIR: signature, vendor, device, device list, length, revision, class (3 bytes), image length,
     # code revision, code type 0 (x86), indicator bit 7 (last image)
-    img[pcir:pcir + 0x18] = (b"PCIR" + struct.pack("<HHHHB", 0x1002, 0x744C, 0, 0x18, 0)
+    img[pcir:pcir + 0x18] = (b"PCIR" + struct.pack("<HHHHB", *board.ids, 0, 0x18, 0)
                              + bytes([0x00, 0x00, 0x03]) + struct.pack("<HHBBH", VBIOS_SIZE // 512, 0, 0, 0x80, 0))
     # ATOM ROM header v2.2: size, format/content revision, "ATOM", BIOS segment, offsets (invented)
     cmd_table, data_table = 0x0400, 0x0600
@@ -159,9 +165,9 @@ def with_slot_size(image: bytes, slot: int) -> bytes:
     return sign(bytes(out))
 
 
-@lru_cache(maxsize=1)
-def build_image() -> bytes:
-    """The synthetic 2 MiB raw IFWI image (deterministic; see the module docstring)."""
+@lru_cache(maxsize=8)
+def build_image(board: BoardSpec = NAVI31) -> bytes:
+    """The synthetic 2 MiB raw IFWI image of ``board`` (deterministic; see the module docstring)."""
     img = bytearray(b"\xff" * SIZE)
 
     header = bytearray(HEADER_SIZE)
@@ -194,7 +200,7 @@ def build_image() -> bytes:
 
     payload = bytearray(b"\xff" * SLOT_SIZE)
     payload[0:0x18000] = prng("payload-firmware", 0x18000)
-    payload[VBIOS_IN_PAYLOAD:VBIOS_IN_PAYLOAD + VBIOS_SIZE] = build_vbios()
+    payload[VBIOS_IN_PAYLOAD:VBIOS_IN_PAYLOAD + VBIOS_SIZE] = build_vbios(board)
     payload[0x38000:0x3A000] = prng("payload-tail", 0x2000)
     img[PAYLOAD_A:PAYLOAD_A + SLOT_SIZE] = payload
     img[PAYLOAD_B:PAYLOAD_B + SLOT_SIZE] = payload

@@ -1,4 +1,8 @@
-"""The emulated Navi31 board: one PCIe function and the contents of its BARs.
+"""The emulated AMD RDNA3 board (Navi31, Navi33, ...), built from its description: one PCIe function and its BARs.
+
+Every board fact (PCI identity and BARs, VRAM, register profile, IP discovery and GC info, flash chip and image,
+firmware facts, the state file's path) comes from the board's :class:`~tinyhw.boards.spec.BoardSpec`
+(tinyhw.boards.navi31, tinyhw.boards.navi33); nothing here names a board.
 
 Puts together specs/pci-vfio-remote.md §3 (config space, via :mod:`tinyhw.mocks.pcifunc`) and
 specs/navi31-spi-flash.md §h (BAR5: register file, SMUIO ROM controller + ROM_SW engine + GPIO
@@ -25,7 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tinyhw.boards.navi31 import MMIO_BAR, NAVI31, BoardSpec, Navi31Options, default_flash_path
+from tinyhw.boards.amd import AmdBoardOptions
+from tinyhw.boards.navi31 import NAVI31
+from tinyhw.boards.spec import BoardSpec
 from tinyhw.errors import Refused, StrictEmulationError
 from tinyhw.mocks import boardstate
 from tinyhw.mocks import discovery as mock_discovery
@@ -43,7 +49,7 @@ from tinyhw.mocks.pspupdate import FlashUpdate, UpdateFaults
 from tinyhw.mocks.services import Translation
 from tinyhw.mocks.smuio import Smuio, SmuioConfig
 from tinyhw.mocks.vclock import VirtualClock
-from tinyhw.regs import asic_for_device
+from tinyhw.regs.asic import Asic
 from tinyhw.transport.lock import DeviceLock
 
 _LANES = [sum(0xFF << (8 * i) for i in range(4) if be >> i & 1) for be in range(16)]
@@ -52,7 +58,7 @@ _PAGE = 4096
 
 @dataclass
 class Navi31Model:
-    """Modelling choices beyond :class:`Navi31Options` (the spec's (inferred) items), for tests.
+    """Modelling choices beyond :class:`~tinyhw.boards.amd.AmdBoardOptions` (the spec's (inferred) items), for tests.
 
     ``gd25.timing``, ``gd25.stuck_busy``/``bitflips``, ``smuio.instant``/``stray``/``aperture``/
     ``gated`` are overwritten from the options when the board is built.
@@ -113,16 +119,20 @@ class _Sparse:
             data = data[n:]
 
 
-class Navi31Board:
-    """PCIe function 1002:744c with VRAM (BAR0), doorbells (BAR2), I/O (BAR4) and registers (BAR5).
+class AmdBoard:
+    """The PCIe function of ``spec`` (default Navi31, 1002:744c) with VRAM (BAR0), doorbells (BAR2), I/O (BAR4) and
+    registers (BAR5).
 
     It implements :class:`~tinyhw.mocks.services.BoardServices` for its emulated blocks and owns the AM boot
     path (:class:`~tinyhw.mocks.navi31_am.AmBootPath`: PSP boot, SMU, GPU VM, SDMA0) as a component.
     """
 
-    def __init__(self, options: Navi31Options, clock: VirtualClock | None = None, *, attach: str = "direct",
-                 model: Navi31Model | None = None, lock: bool = True) -> None:
+    def __init__(self, options: AmdBoardOptions, clock: VirtualClock | None = None, *, attach: str = "direct",
+                 model: Navi31Model | None = None, lock: bool = True, spec: BoardSpec = NAVI31) -> None:
         self.options = options
+        self.spec: BoardSpec = spec
+        if options.flash is None:  # the board's own file in the user cache (its description names it)
+            options.flash = flash_path(options, spec)
         # The device lock (ARCHITECTURE.md "Device lock"): taken here, where every emulated board is built, so
         # no caller (the CLI, tinyhw.open, a script, the gadget) can reach a board another process holds.
         self._lock: DeviceLock | None = None
@@ -134,21 +144,23 @@ class Navi31Board:
             self._release_lock()
             raise
 
-    def _build(self, options: Navi31Options, clock: VirtualClock | None, attach: str,
+    def _build(self, options: AmdBoardOptions, clock: VirtualClock | None, attach: str,
                model: Navi31Model | None) -> None:
         # the mode option (clock=device|hybrid) is the usb-attached board's: mock:navi31 offers device time only
         self.clock = clock or VirtualClock(mode=options.clock if attach == "usb" else None)
-        self.spec: BoardSpec = NAVI31
-        # the ASIC's register database, found from the board description's PCI identity and handed to every block
-        self.regs = asic_for_device(self.spec.function.vendor_id, self.spec.function.device_id)
+        spec = self.spec
+        # the ASIC's register database, the board description's register profile, handed to every block
+        assert spec.profile is not None, f"{spec.name}: an emulated amd board needs a register profile"
+        self.regs = Asic(spec.profile)
         self.attach = attach
         self.accesses = 0
         self.uncovered: list[str] = []
         self._uncovered_seen: set[str] = set()
         self._strict = options.strict
+        assert options.flash is not None
         saved = boardstate.load(options.flash)
         saved_mailbox = saved.get("mailbox", {})
-        _check_named_psp(options, saved)
+        _check_named_psp(options, saved, spec)
         if options.psp is None:  # the state the last power cycle booted into (tinyhw mock power-cycle), else pbl
             state = saved_mailbox.get("state")
             options.psp = state if state in ("pbl", "early") else "pbl"
@@ -161,10 +173,10 @@ class Navi31Board:
         model.smuio.stray = options.stray == "on"
         model.smuio.aperture = options.aperture
         model.smuio.gated = options.psp not in ("pbl", "hang")
-        self.pci = PciFunction(NAVI31, attach=attach, acs=model.acs)
+        self.pci = PciFunction(spec, attach=attach, acs=model.acs)
         flash = Path(options.flash)
-        default = flash == default_flash_path()  # the shared file in the user's cache: created quietly on first use
-        self.store = FlashStore(flash, build_image, NAVI31.flash_size, make_parents=default)
+        default = flash == spec.state_path()  # the shared file in the user's cache: created quietly on first use
+        self.store = FlashStore(flash, lambda: build_image(spec), spec.flash_size, make_parents=default)
         #: what opening the board did that its user should hear of (tinyhw.connect.Opened.notes; the CLI prints them)
         self.notes: list[str] = []
         if self.store.created and not default:
@@ -187,8 +199,8 @@ class Navi31Board:
         self.doorbells = _Sparse()
         # VRAM of the full size (BAR0 shows its low part), RCC_CONFIG_MEMSIZE, the MM_INDEX/MM_DATA window and
         # the IP discovery binary at VRAM size - 64 KiB (tinyhw.mocks.discovery)
-        self.vram_size = mock_discovery.VRAM_MIB << 20
-        self.window = mock_discovery.VramWindow(mock_discovery.VRAM_MIB, self._vram_read, self._vram_write,
+        self.vram_size = spec.vram_size
+        self.window = mock_discovery.VramWindow(spec.vram_size >> 20, self._vram_read, self._vram_write,
                                                 self._window_reg_read, self._window_reg_write)
         self._place_discovery()
         self._plain = {0: self.vram, 2: self.doorbells}
@@ -204,7 +216,7 @@ class Navi31Board:
                                       self.regfile.rsmu_index_reg))
         # the AM boot path (amd-bringup.md §10.4): tinyhw.mocks.navi31_am
         self.am = am = AmBootPath(self, self.regs, self.regfile, self.events, options, model.boot, model.smu_delay,
-                                  mailbox=self.psp, smuio=self.smuio, place_discovery=self._place_discovery)
+                                  spec=spec, mailbox=self.psp, smuio=self.smuio, place_discovery=self._place_discovery)
         self.boot, self.smu, self.gpuvm, self.sdma, self.cp = am.boot, am.smu, am.gpuvm, am.sdma, am.cp
         self.cp.s.reg_read, self.cp.s.reg_write = self._engine_reg_read, self._engine_reg_write  # WAIT_REG_MEM
         self._rebuild()
@@ -300,14 +312,14 @@ class Navi31Board:
 
     def _window_reg_read(self, offset: int) -> int:
         h = None if offset in self._win_rd else self._rd5.get(offset)
-        return h() if h is not None else self._uncovered(MMIO_BAR, offset, None)
+        return h() if h is not None else self._uncovered(self.spec.mmio_bar, offset, None)
 
     def _window_reg_write(self, offset: int, value: int) -> None:
         h = None if offset in self._win_rd else self._wr5.get(offset)
         if h is not None:
             h(value)
         else:
-            self._uncovered(MMIO_BAR, offset, value)
+            self._uncovered(self.spec.mmio_bar, offset, value)
 
     # -- config space -------------------------------------------------------------------------------------------
     def cfg_read32(self, reg: int) -> int:
@@ -335,7 +347,7 @@ class Navi31Board:
         if not self.pci.command & 2:
             return 0xFFFFFFFF
         self._cp_poll()
-        if bar == MMIO_BAR:
+        if bar == self.spec.mmio_bar:
             h = self._rd5.get(offset)
             if h is not None:
                 return h()
@@ -352,14 +364,14 @@ class Navi31Board:
             self.events.run_due()
         if not self.pci.command & 2:
             return
-        if bar == MMIO_BAR:
+        if bar == self.spec.mmio_bar:
             self.bar5_writes += 1
             if offset not in self._index_regs:
                 self.reg_writes += 1
         if byte_enable != 0xF:
             lanes = _LANES[byte_enable & 0xF]
             value = (self._peek(bar, offset) & ~lanes) | (value & lanes)
-        if bar == MMIO_BAR:
+        if bar == self.spec.mmio_bar:
             h = self._wr5.get(offset)
             if h is not None:
                 h(value)
@@ -473,7 +485,9 @@ class Navi31Board:
     def _place_discovery(self) -> None:
         """The IP discovery binary at VRAM size - 64 KiB (written by the firmware: not counted as a host write)."""
         written = self.vram.bytes_written
-        mock_discovery.place(self.vram.write32, mock_discovery.VRAM_MIB, mock_discovery.discovery_image())
+        assert self.spec.profile is not None
+        image = mock_discovery.discovery_image(self.spec.profile, mock_discovery.gc_info_table(dict(self.spec.gc_info)))
+        mock_discovery.place(self.vram.write32, self.spec.vram_size >> 20, image)
         self.vram.bytes_written = written
 
     # -- translation through the GPU VM (BoardServices) ------------------------------------------------------
@@ -532,7 +546,7 @@ class Navi31Board:
     def _peek(self, bar: int, offset: int) -> int:
         if bar in self._plain:
             return self._plain[bar].read32(offset)
-        if bar == MMIO_BAR:
+        if bar == self.spec.mmio_bar:
             if offset in self._win_rd:
                 return self._win_rd[offset]()
             if offset in self._other:
@@ -548,13 +562,13 @@ class Navi31Board:
 
     def _uncovered(self, bar: int, offset: int, value: int | None) -> int:
         what = "write to" if value is not None else "read of"
-        inside = bar == MMIO_BAR and 0 <= offset < self.pci.bar_size[MMIO_BAR]
+        inside = bar == self.spec.mmio_bar and 0 <= offset < self.pci.bar_size[self.spec.mmio_bar]
         where = f"bar{bar} offset 0x{offset:x}"
         if self._strict:
             raise StrictEmulationError(
-                f"{what} {where} is not covered by the navi31 emulator",
+                f"{what} {where} is not covered by the {self.spec.name} emulator",
                 hint="run without strict to list such accesses instead")
-        note = f"{what} {where}" + ("" if inside or bar != MMIO_BAR else " (outside the bar)")
+        note = f"{what} {where}" + ("" if inside or bar != self.spec.mmio_bar else " (outside the bar)")
         if note not in self._uncovered_seen:
             self._uncovered_seen.add(note)
             self.uncovered.append(note)
@@ -620,12 +634,12 @@ class Navi31Board:
 
 
 def power_on_boot(store: FlashStore, timing: str = "typical") -> tuple[str | None, str]:
-    """What a power-on leaves of the emulated Navi31 whose flash is ``store``: the flash is kept, the board state
+    """What a power-on leaves of the emulated board whose flash is ``store``: the flash is kept, the board state
     file is cleared (every volatile block cold), and the PSP boots from the flash as it finds it
     (tinyhw.mocks.pspupdate: the update cookie, the ISH descriptors, the first-boot sync, which may write the flash).
     Returns (partition booted: "A", "B" or None when the boot loader stalls, why in words). The one power-on path:
     ``tinyhw mock power-cycle`` (:func:`power_cycle_flash`) and a board whose PCIe power is switched off
-    (:meth:`Navi31Board.power_lost`) both take it."""
+    (:meth:`AmdBoard.power_lost`) both take it."""
     chosen, why = FlashUpdate(lambda: store.data, store.write, TIMINGS[timing]).boot()
     boardstate.clear(store.path)
     boardstate.save(store.path, {"mailbox": {"state": "early" if chosen else "pbl", "step": 0, "hung": False},
@@ -633,27 +647,27 @@ def power_on_boot(store: FlashStore, timing: str = "typical") -> tuple[str | Non
     return chosen, why
 
 
-def power_cycle_flash(path: Path | str, timing: str = "typical") -> tuple[str | None, str]:
-    """A hard power cycle of the emulated Navi31 whose flash file is ``path`` (:func:`power_on_boot` on it). The next
-    command finds the PSP in the early state when a partition booted (ROM_SW gated), else in the stalled boot loader
-    (ROM_SW available). The caller holds the device lock (``tinyhw mock power-cycle`` does)."""
-    store = FlashStore(Path(path), build_image, NAVI31.flash_size)
+def power_cycle_flash(path: Path | str, timing: str = "typical", spec: BoardSpec = NAVI31) -> tuple[str | None, str]:
+    """A hard power cycle of the emulated board ``spec`` whose flash file is ``path`` (:func:`power_on_boot` on it).
+    The next command finds the PSP in the early state when a partition booted (ROM_SW gated), else in the stalled
+    boot loader (ROM_SW available). The caller holds the device lock (``tinyhw mock power-cycle`` does)."""
+    store = FlashStore(Path(path), lambda: build_image(spec), spec.flash_size)
     try:
         return power_on_boot(store, timing)
     finally:
         store.close()
 
 
-def flash_backup_needed(current: bytes, backup: bytes | None) -> bool:
+def flash_backup_needed(current: bytes, backup: bytes | None, spec: BoardSpec = NAVI31) -> bool:
     """Whether ``mock reset`` must keep ``current`` (the flash file's contents) before restoring the factory image.
 
     Not when it is the factory image (nothing of the user's would be lost) or what ``backup`` (the one
     backup kept beside the file, None: none) already holds; otherwise the backup is replaced with it.
     """
-    return current != build_image() and current != backup
+    return current != build_image(spec) and current != backup
 
 
-def _check_named_psp(options: Navi31Options, saved: dict[str, object]) -> None:
+def _check_named_psp(options: AmdBoardOptions, saved: dict[str, object], spec: BoardSpec) -> None:
     """Refuse (exit 2) a ``psp=`` the user named that the saved board state contradicts, rather than ignore it.
 
     ``psp=sos``/``gated`` always hold (they start the secure OS); ``pbl``, ``early`` and ``hang`` mean the secure
@@ -667,18 +681,29 @@ def _check_named_psp(options: Navi31Options, saved: dict[str, object]) -> None:
     raise Refused(f"psp={named} contradicts the saved state of the emulated board {flash} (its secure os is "
                   "running since an earlier command: psp=sos, am boot)",
                   hint=f"leave psp= out to go on from the saved state, or power the board off first: tinyhw "
-                       f"--device mock:navi31,flash={flash} mock power-cycle (the psp boots to early), or mock reset "
-                       "--yes (the factory image, pbl)")
+                       f"--device mock:{spec.name},flash={flash} mock power-cycle (the psp boots to early), or mock "
+                       "reset --yes (the factory image, pbl)")
 
 
-def reset_flash(path: Path | str) -> str:
-    """Write the pristine synthetic image to ``path``, clear its status sidecar and board state; returns its sha256.
+def reset_flash(path: Path | str, spec: BoardSpec = NAVI31) -> str:
+    """Write the pristine synthetic image of board ``spec`` to ``path``, clear its status sidecar and board state;
+    returns its sha256.
 
     The caller holds the device lock (``tinyhw mock reset`` does).
     """
     path = Path(path)
-    image = build_image()
+    image = build_image(spec)
     write_atomic(path, image)
     write_atomic(path.with_name(path.name + ".sr"), bytes(3))
     boardstate.clear(path)  # a cold board: no firmware running, registers at power-on values
     return hashlib.sha256(image).hexdigest()
+
+
+def flash_path(options: AmdBoardOptions, spec: BoardSpec = NAVI31) -> Path:
+    """The flash file of an emulated AMD board: its ``flash=`` option, else the board's default file in the user's
+    cache (:meth:`~tinyhw.boards.spec.BoardSpec.state_path`)."""
+    return Path(options.flash) if options.flash is not None else spec.state_path()
+
+
+#: The name the board had while it was only Navi31.
+Navi31Board = AmdBoard

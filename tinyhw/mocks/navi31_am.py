@@ -20,11 +20,12 @@ import heapq
 from collections.abc import Callable
 from typing import Protocol
 
-from tinyhw.boards.navi31 import Navi31Options
+from tinyhw.boards.amd import AmdBoardOptions
+from tinyhw.boards.navi31 import NAVI31
+from tinyhw.boards.spec import BoardSpec
 from tinyhw.mocks import boardstate
 from tinyhw.mocks.amregs import RegisterFile
 from tinyhw.mocks.cp import SHADER_HZ, CommandProcessor, CpServices
-from tinyhw.mocks.discovery import NAVI31_GC_INFO
 from tinyhw.mocks.doorbells import DoorbellRouter
 from tinyhw.mocks.faults import BusFault
 from tinyhw.mocks.gpuvm import GpuVm, VmFault
@@ -110,8 +111,8 @@ class AmBootPath:
     """The boot-path blocks of the board and the glue between them (events, reset, state file)."""
 
     def __init__(self, services: BoardServices, regs: Asic, regfile: RegisterFile, events: EventQueue,
-                 options: Navi31Options, timing: PspTiming, smu_delay: float, *, mailbox: FlashMailbox,
-                 smuio: Smuio, place_discovery: Callable[[], None]) -> None:
+                 options: AmdBoardOptions, timing: PspTiming, smu_delay: float, *, mailbox: FlashMailbox,
+                 smuio: Smuio, place_discovery: Callable[[], None], spec: BoardSpec = NAVI31) -> None:
         self.services = services
         self.regfile = regfile
         self.events = events
@@ -126,9 +127,10 @@ class AmBootPath:
         self.boot = PspBoot(services, regs, timing, on_sos_alive=self.on_sos_alive,
                             on_smu_loaded=self.on_smu_loaded, on_autoload_done=self.on_autoload_done,
                             on_reset=self.mode1_reset, hang=o.psp == "hang", fwcheck=o.fwcheck == "on",
-                            client_read=self.mmhub_client_read)
+                            client_read=self.mmhub_client_read, firmware=spec.firmware)
         self.smu = Smu(services, regs, on_reset=self.mode1_reset, compute_active=self.compute_active,
-                       delay=smu_delay, silent=o.smu == "silent", busy_at=o.smu_busy_at, load=o.load)
+                       delay=smu_delay, silent=o.smu == "silent", busy_at=o.smu_busy_at, load=o.load,
+                       firmware=spec.firmware)
         # the copy engine (SDMA0 queue 0, VMID0 translation); its system pages are the board's bus
         self.gpuvm = GpuVm(services, regs, huge=o.hugepage)
         self.mmvm = GpuVm(services, regs, hub="mmhub", huge=o.hugepage)  # MMHUB VMID0: the same walk, its registers
@@ -139,7 +141,7 @@ class AmBootPath:
             now=services.command_now, at=events.at, read=self.gpuvm.read, write=self.gpuvm.write,
             regs=self.regfile.values, strict=bool(o.strict), ticks=lambda t: int((self.time_base + t) * 1e8)), regs)
         # the SQ thread trace (mocks/thread_trace.py): its per-SE registers, fed by the shader core's packets
-        self.thread_trace = ThreadTrace(services, regs, ses=NAVI31_GC_INFO["gc_num_se"], shader_hz=SHADER_HZ)
+        self.thread_trace = ThreadTrace(services, regs, ses=spec.gc_info["gc_num_se"], shader_hz=SHADER_HZ)
         self.cp.thread_trace = self.thread_trace
         self.perfmon = PerfMon(services, regs)  # the SQ / GRBM performance counters (mocks/perfmon.py)
         self.cp.perfmon = self.perfmon

@@ -13,7 +13,7 @@ ReBAR control register have their own logic.
 
 from __future__ import annotations
 
-from tinyhw.boards.navi31 import BoardSpec
+from tinyhw.boards.spec import BoardSpec
 
 CAP_PM = 0x50
 CAP_PCIE = 0x64

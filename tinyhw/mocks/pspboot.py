@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tinyhw.autogen import psp_gfx_if
+from tinyhw.boards.spec import AmdFirmware
 from tinyhw.mocks import amfw
 from tinyhw.mocks.handlers import CommandTable
 from tinyhw.mocks.services import BoardServices
@@ -131,8 +132,12 @@ class PspBoot:
     def __init__(self, services: BoardServices, regs: Asic, timing: PspTiming, *, on_sos_alive: Callable[[], None],
                  on_smu_loaded: Callable[[], None], on_autoload_done: Callable[[], None],
                  on_reset: Callable[[str], None], hang: bool = False, fwcheck: bool = True,
-                 client_read: Callable[[int, int], bytes | None] | None = None) -> None:
+                 client_read: Callable[[int, int], bytes | None] | None = None,
+                 firmware: AmdFirmware | None = None) -> None:
         self.services = services
+        #: the board's firmware facts (its sOS components and SMU image; default: Navi31's)
+        self.firmware = firmware or amfw.NAVI31_FIRMWARE
+        self.sos = self.firmware.sos
         #: how the PSP reads memory at an MC address it is handed (an MMHUB client: VRAM inside the FB, else through
         #: MMHUB VMID0; the board passes that walk); None when the address is unreachable. Default: VRAM only.
         self.client_read = client_read or self._vram_read
@@ -209,7 +214,7 @@ class PspBoot:
             return BL_ERROR
         pos = order.index(cmd)
         types = amfw.BOOTLOADER_ORDER[pos][1]
-        present = [t for t in types if t in amfw.PSP_13_0_0_SOS]
+        present = [t for t in types if t in self.sos]
         if not present:
             return BL_ERROR  # a component this file does not have
         if pos == 0:
@@ -219,12 +224,12 @@ class PspBoot:
             return BL_ERROR  # out of order or repeated
         if pos == len(order) - 1:  # SOS needs every earlier component the file holds
             needed = [i for i, (_, ts) in enumerate(amfw.BOOTLOADER_ORDER[:-1])
-                      if any(t in amfw.PSP_13_0_0_SOS for t in ts)]
+                      if any(t in self.sos for t in ts)]
             if sorted(set(done)) != needed:
                 return BL_ERROR
         mc = s.bl_arg << 20
         for t in present:
-            img = amfw.PSP_13_0_0_SOS[t]
+            img = self.sos[t]
             data = self.client_read(mc, img.size)
             if data is None:
                 return BL_ERROR
@@ -235,7 +240,7 @@ class PspBoot:
 
     def _sos_up(self) -> None:
         s = self.s
-        s.sos_alive = amfw.PSP_13_0_0_SOS[1].version
+        s.sos_alive = self.sos[1].version
         s.ctrl = READY
         self.on_sos_alive()
 
@@ -355,7 +360,7 @@ class PspBoot:
         got = self._image(buf, "cmd.cmd_load_toc", "toc_phy_addr_lo", "toc_phy_addr_hi", "toc_size")
         if got is None:
             return ST_BAD_ADDR, None
-        if self.fwcheck and not _matches(got[1], amfw.PSP_13_0_0_SOS[4]):
+        if self.fwcheck and not _matches(got[1], self.sos[4]):
             return ST_BAD_IMAGE, None
         self.s.toc = True
         return 0, amfw.TMR_SIZE
@@ -391,7 +396,7 @@ class PspBoot:
         if got is None or got[0] == 0:
             return ST_BAD_ADDR, None
         if fw_type == PSP_GFX["GFX_FW_TYPE_SMU"]:
-            if self.fwcheck and not _matches(got[1], amfw.SMU_13_0_0):
+            if self.fwcheck and not _matches(got[1], self.firmware.smu):
                 return ST_BAD_IMAGE, None
             s.smu_loaded = True
             self.on_smu_loaded()
@@ -425,6 +430,8 @@ class PspBoot:
         self.s = PspState.from_json(data)
 
 
-def _matches(data: bytes, img: amfw.Image) -> bool:
+def _matches(data: bytes, img: amfw.Image | None) -> bool:
     """The image is the expected one: its first ``img.size`` bytes hash right (a larger size is allowed)."""
+    if img is None:  # a board without the facts of that file accepts any image
+        return True
     return len(data) >= img.size and hashlib.sha256(data[:img.size]).hexdigest() == img.sha256

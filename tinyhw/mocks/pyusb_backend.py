@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 import usb.backend
 import usb.core
 
-from tinyhw.boards.navi31 import Navi31UsbOptions
+from tinyhw.boards.amd import AmdBoardUsbOptions
 from tinyhw.mocks.asm24 import Asm24Bridge, Disconnect, Overflow, Stall, Timeout, UsbFault
 from tinyhw.mocks.pcie_switch import Endpoint
 from tinyhw.mocks.usb_descriptors import (
@@ -360,7 +360,7 @@ class _BulkQueue(WorkerBacked):
         self.last_done = self.clock.now()
 
 
-def make_backend(board: Endpoint, options: Navi31UsbOptions, clock: VirtualClock, **kwargs: Any) -> Asm24Backend:
+def make_backend(board: Endpoint, options: AmdBoardUsbOptions, clock: VirtualClock, **kwargs: Any) -> Asm24Backend:
     """One emulated bridge with ``board`` behind it, on a fresh pyusb backend (``backend.bridge``).
 
     ``kwargs`` go to :class:`Asm24Bridge` (``timing``, ``gpu_bus``, ``serial``, ``vendor_id``).

@@ -42,6 +42,7 @@ from typing import Any
 
 from tinyhw.autogen import smu13_driver_if_v13_0_0 as DIF
 from tinyhw.autogen import smu_v13_0_0_ppsmc as PPSMC
+from tinyhw.boards.spec import AmdFirmware
 from tinyhw.mocks import amfw
 from tinyhw.mocks.handlers import CommandTable
 from tinyhw.mocks.services import BoardServices
@@ -103,8 +104,9 @@ class Smu:
 
     def __init__(self, services: BoardServices, regs: Asic, *, on_reset: Callable[[str], None],
                  compute_active: Callable[[], bool] = lambda: False, delay: float = 100e-6, silent: bool = False,
-                 busy_at: int | None = None, load: int = 0) -> None:
+                 busy_at: int | None = None, load: int = 0, firmware: AmdFirmware | None = None) -> None:
         self.services = services
+        self.firmware = firmware or amfw.NAVI31_FIRMWARE  # the board's SMU image and driver-interface version
         self.on_reset = on_reset
         self.compute_active = compute_active
         mb = {k: regs.offset(f"mp1.MP1_SMN_C2PMSG_{n}") for k, n in MAILBOX.items()}
@@ -191,13 +193,14 @@ class Smu:
 
     @MESSAGES.handles("GetSmuVersion")
     def report_smu_version(self, arg: int) -> Answer:
-        """GetSmuVersion: the PMFW version of Debian's smu_13_0_0.bin."""
-        return OK, amfw.SMU_VERSION
+        """GetSmuVersion: the PMFW version of the board's Debian SMU file (smu_13_0_0.bin on Navi31)."""
+        assert self.firmware.smu is not None
+        return OK, self.firmware.smu.version
 
     @MESSAGES.handles("GetDriverIfVersion")
     def report_driver_if_version(self, arg: int) -> Answer:
-        """GetDriverIfVersion: the driver-interface version the PMFW speaks (0x3D)."""
-        return OK, amfw.DRIVER_IF_VERSION
+        """GetDriverIfVersion: the driver-interface version the PMFW speaks (0x3D on Navi31)."""
+        return OK, self.firmware.smu_driver_if
 
     @MESSAGES.handles("SetAllowedFeaturesMaskLow", shift=0)
     @MESSAGES.handles("SetAllowedFeaturesMaskHigh", shift=32)

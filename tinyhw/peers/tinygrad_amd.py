@@ -224,8 +224,20 @@ def default_firmware_dir() -> Path:
 
 
 # -- the session -----------------------------------------------------------------------------------------------------
+def _amd_entry(device: str) -> Any:
+    """The board registry's row of ``device`` when it is an emulated board whose description has the AMD bring-up,
+    else None."""
+    from tinyhw.boards.registry import find
+    from tinyhw.transport.devstr import parse_device
+
+    spec = parse_device(device)
+    entry = find(spec.kind, spec.target) if spec.kind == "mock" else None
+    board = entry.spec if entry is not None else None
+    return entry if board is not None and board.engines.am_boot else None
+
+
 class EmulatedGpu:
-    """One emulated Navi31 attached for tinygrad: the open board, the adapter's access log, what it replaced.
+    """One emulated AMD board attached for tinygrad: the open board, the adapter's access log, what it replaced.
 
     ``attach`` is ``"pci"`` (``mock:navi31``) or ``"usb"`` (``mock:navi31-usb``). ``transport`` is the tinyhw
     transport of a direct board (None over usb); ``board`` the emulated board (``uncovered``, counters)."""
@@ -236,7 +248,9 @@ class EmulatedGpu:
         self.device = device
         self.log = AccessLog(log_size)
         self.attach = "usb" if device.split(",", maxsplit=1)[0].endswith("-usb") else "pci"
-        self.name = f"mock-navi31-{os.getpid()}" if self.attach == "pci" else f"usb:mock-{os.getpid()}"
+        self.entry = _amd_entry(device)  # the registry row of the emulated board (None: not one the adapter takes)
+        board = self.entry.board if self.entry is not None else "board"
+        self.name = f"mock-{board}-{os.getpid()}" if self.attach == "pci" else f"usb:mock-{os.getpid()}"
         self.transport: Transport | None = None
         self.usb_device: Any = None
         self.board: Any = None
@@ -250,8 +264,9 @@ class EmulatedGpu:
         from tinyhw.transport.devstr import parse_device
 
         spec = parse_device(self.device)
-        if spec.kind != "mock" or spec.target not in ("navi31", "navi31-usb"):
-            raise Refused(f"{self.device}: the tinygrad amd adapter takes mock:navi31 or mock:navi31-usb")
+        if self.entry is None:
+            raise Refused(f"{self.device}: the tinygrad amd adapter takes an emulated amd board (mock:navi31, "
+                          "mock:navi33, their -usb forms)")
         if self.attach == "pci":
             opened = open_device(spec)
             self._closers.append(opened.close)
@@ -262,7 +277,7 @@ class EmulatedGpu:
 
         from tinyhw.mocks.pyusb_backend import Asm24Backend
 
-        board, bridge = bridged_board("navi31", spec.options)
+        board, bridge = bridged_board(self.entry.board, spec.options)
         self._closers.append(board.close)
         self.board = board
         backend = Asm24Backend(bridge)
@@ -350,7 +365,9 @@ def emulated_gpu(device: str = "mock:navi31,strict", *, firmware_dir: Path | str
     except ImportError as e:
         raise NotAvailableYet("tinygrad is not installed", hint=install_hint("compile")) from e
     gpu = EmulatedGpu(device, log_size)
-    pins = provide_firmware(Path(firmware_dir) if firmware_dir else default_firmware_dir())
+    board = gpu.entry.spec if gpu.entry is not None else None
+    names = board.firmware.files if board is not None and board.firmware is not None else NAVI31_FIRMWARE
+    pins = provide_firmware(Path(firmware_dir) if firmware_dir else default_firmware_dir(), names)
     try:
         gpu.open()
         try:

@@ -26,11 +26,12 @@ from tinyhw.regs.discovery import asic_from_device
 from tinyhw.regs.mmio import Mmio
 from tinyhw.regs.model import Field, Register
 from tinyhw.regs.plan import WritePlan, Written
-from tinyhw.regs.profiles import PROFILES, AsicProfile, BlockSpec, profile_for_pci, profile_names
+from tinyhw.regs.profiles import PROFILES, AsicProfile, BlockSpec, all_profiles, profile_for_pci, profile_names
 from tinyhw.regs.table import RegTable, table
 
 __all__ = [
     "PROFILES",
+    "all_profiles",
     "Asic",
     "AsicProfile",
     "BlockSpec",
@@ -58,6 +59,6 @@ def asic_for_device(vendor_id: int, device_id: int) -> Asic:
 
         raise Refused(
             f"no register profile for device {vendor_id:04x}:{device_id:04x}",
-            hint=f"give --asic ({', '.join(PROFILES)})",
+            hint=f"give --asic ({', '.join(all_profiles())})",
         )
     return asic(found.name)

@@ -19,7 +19,7 @@ from tinyhw.errors import OperationFailed, Refused
 from tinyhw.formats.ipdiscovery import READ_SIZE, TMR_OFFSET, Discovery, parse
 from tinyhw.regs.asic import Asic, asic
 from tinyhw.regs.fixed import CONFIG_MEMSIZE, MM_DATA, MM_INDEX, MM_INDEX_HI, fixed
-from tinyhw.regs.profiles import PROFILES, AsicProfile, profile_for_pci
+from tinyhw.regs.profiles import AsicProfile, all_profiles, profile_for_pci
 
 if TYPE_CHECKING:
     from tinyhw.transport.base import Transport
@@ -67,7 +67,7 @@ def device_profile(transport: Transport, name: str | None = None) -> AsicProfile
     found = profile_for_pci(ident.vendor_id, ident.device_id)
     if found is None:
         raise Refused(f"no register profile for device {ident.vendor_id:04x}:{ident.device_id:04x}",
-                      hint=f"give --asic ({', '.join(PROFILES)})")
+                      hint=f"give --asic ({', '.join(all_profiles())})")
     return found
 
 

@@ -157,15 +157,28 @@ GFX1200 = AsicProfile(
 PROFILES: dict[str, AsicProfile] = {p.name: p for p in (NAVI31, GFX1200)}
 
 
+def all_profiles() -> dict[str, AsicProfile]:
+    """Every profile by name: the ones above, then those of the board descriptions (tinyhw.boards: a board described
+    there brings its own register profile, e.g. tinyhw.boards.navi33)."""
+    from tinyhw.boards.registry import specs
+
+    out = dict(PROFILES)
+    for spec in specs():
+        if spec.profile is not None:
+            out.setdefault(spec.profile.name, spec.profile)
+    return out
+
+
 def profile_names() -> list[str]:
     """Every accepted ASIC name (profile names, then aliases)."""
-    return [*PROFILES, *(a for p in PROFILES.values() for a in p.aliases)]
+    found = all_profiles()
+    return [*found, *(a for p in found.values() for a in p.aliases)]
 
 
 def find_profile(name: str) -> AsicProfile | None:
     """The profile called ``name`` or with that alias (case-insensitive)."""
     want = name.strip().lower()
-    for p in PROFILES.values():
+    for p in all_profiles().values():
         if want == p.name or want in p.aliases:
             return p
     return None
@@ -173,7 +186,7 @@ def find_profile(name: str) -> AsicProfile | None:
 
 def profile_for_pci(vendor_id: int, device_id: int) -> AsicProfile | None:
     """The profile of PCI function ``vendor_id:device_id`` (1002:744c -> navi31), or None."""
-    for p in PROFILES.values():
+    for p in all_profiles().values():
         if (vendor_id, device_id) in p.pci_ids:
             return p
     return None

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from tinyhw.commands import CommandTable
 from tinyhw.connect import Opened, open_device
 from tinyhw.errors import DeviceTimeout, Refused, TinyhwError
-from tinyhw.flash.device import require_navi31
+from tinyhw.flash.device import require_flash
 from tinyhw.flash.romsw import WINDOW_BYTES, RomSw, Rx
 from tinyhw.remote.channel import Channel
 from tinyhw.serve.listen import Audit, Listener, SockDiag, end_reason, is_loopback, parse_listen, tcp_listener
@@ -144,7 +144,7 @@ class SerprogServer:
         counts: Counter[str] = Counter()
         reason = "closed"
         try:
-            asic, ident = require_navi31(opened.transport)
+            asic, ident, _ = require_flash(opened.transport)
             with RomSw(opened.transport, asic) as sw:
                 self.audit(name, f"opened {self.spec} ({ident.location}); rom_sw engine set up")
                 reason = self.session(ch, name, sw, counts)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinyhw.boards.navi31 import USB_GPU_BUS
+from tinyhw.boards.asm24 import USB_GPU_BUS
 from tinyhw.errors import Refused, TransportError
 from tinyhw.transport.abilities import LinkState
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo
