@@ -468,6 +468,9 @@ class _Dispatch:
         undo: list[tuple[int, bytes]] = []
         for i, w in enumerate(waves):
             w.mem = _Logged(mem, i, log, undo)
+        begin = getattr(mem, "lockstep_begin", None)    # a memory whose accesses have effects beyond their bytes
+        if begin is not None:                           # (the board's GPUVM) keeps them apart during the run
+            begin()
         try:
             done = self._lockstep(waves, v, log)
             if _reordered(log, done[3], k):
@@ -477,10 +480,14 @@ class _Dispatch:
         if done is None:
             for addr, old in reversed(undo):
                 mem.poke(addr, old)
+            if begin is not None:
+                mem.lockstep_end(False)
             res.waves, res.skipped = saved[0], saved[1]
             if saved[2] is not None:
                 mem.reads, mem.writes = saved[2], saved[3]  # type: ignore[attr-defined]
             return False
+        if begin is not None:
+            mem.lockstep_end(True)
         steps, active, counts, _marks, pc = done
         n = steps * k
         self.budget -= n
