@@ -268,7 +268,8 @@ class _Undoable(_Traced):
     fault status, no ``fault`` here, writes uncounted): a system page or an address without a translation raises,
     the core undoes the run and runs the workgroups one at a time, where the real accesses have their real effects.
     A run that is kept settles what it owes at its end: the walks of the pages it touched that the TLB lacked, and
-    its bytes in the VRAM write counter, the same as its accesses one at a time would have left."""
+    its bytes in the VRAM write counter, the same as its accesses one at a time would have left (an undone run: the
+    walks only, see :meth:`lockstep_end`)."""
 
     def __init__(self, services: CpServices) -> None:
         super().__init__(services)
@@ -308,10 +309,11 @@ class _Undoable(_Traced):
 
     def lockstep_end(self, kept: bool) -> None:
         """The lockstep run ended: kept, its accesses' effects are settled; undone (its bytes already restored by
-        :meth:`poke`), nothing is."""
+        :meth:`poke`), only the walks of the pages it looked up are: the code it fetched stays decoded, so the
+        workgroups run again one at a time fetch none of it, where without lockstep their fetches would have walked
+        those pages (the data pages they reach again anyway; a walk only caches what the tables say)."""
         self.wide = False
-        if kept:
-            self.vm.settle(self._seen, self._written)
+        self.vm.settle(self._seen, self._written if kept else 0)
         self._seen.clear()
         self._written = 0
 
