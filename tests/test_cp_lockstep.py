@@ -103,6 +103,16 @@ STRIDE = _kernel("stride", LOAD_BUF + bytes([
     0x00, 0x03, 0x00, 0x80,                                             # s_add_u32 s0, s0, s3
     0x01, 0x80, 0x01, 0x82,                                             # s_addc_u32 s1, s1, 0
     0x40, 0x00, 0x6A, 0xDC, 0x02, 0x01, 0x00, 0x00]) + END)             # global_store_b32 v2, v1, s[0:1] offset:64
+# the same with a load: buf[g] = buf[g * 64 KiB + 64]
+STRIDE_LOAD = _kernel("stride_load", LOAD_BUF + bytes([
+    0x02, 0x02, 0x02, 0x7E,                                             # v_mov_b32_e32 v1, s2
+    0x82, 0x02, 0x06, 0x30,                                             # v_lshlrev_b32_e32 v3, 2, v1
+    0x02, 0x90, 0x03, 0x84,                                             # s_lshl_b32 s3, s2, 16
+    0x00, 0x03, 0x04, 0x80,                                             # s_add_u32 s4, s0, s3
+    0x01, 0x80, 0x05, 0x82,                                             # s_addc_u32 s5, s1, 0
+    0x40, 0x00, 0x52, 0xDC, 0x02, 0x00, 0x04, 0x01,                     # global_load_b32 v1, v2, s[4:5] offset:64
+    0x07, 0xFC, 0x89, 0xBF,                                             # s_waitcnt (vmcnt form)
+    0x00, 0x00, 0x6A, 0xDC, 0x03, 0x01, 0x00, 0x00]) + END)             # global_store_b32 v3, v1, s[0:1]
 
 
 def _engine(kernel: compute.Kernel, grid: int, block: int, size: int) -> tuple[Any, dict]:
@@ -127,15 +137,16 @@ def test_a_racy_kernel_through_the_board_is_undone_and_run_one_workgroup_at_a_ti
     assert _engine(RACE, 6, 64, 64) == (out, state)
 
 
-def test_a_gpuvm_fault_inside_a_lockstep_run_is_the_fault_one_at_a_time_gives(runs: list[bool],
+@pytest.mark.parametrize("kernel", [STRIDE, STRIDE_LOAD], ids=["store", "load"])
+def test_a_gpuvm_fault_inside_a_lockstep_run_is_the_fault_one_at_a_time_gives(kernel: compute.Kernel, runs: list[bool],
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    msg, state = _engine(STRIDE, 8, 32, 3 << 16)
+    msg, state = _engine(kernel, 8, 32, 3 << 16)
     assert runs == [False]                      # the run met the fault: undone
     assert isinstance(msg, str) and "gpu vm fault" in msg, msg
     assert "gpu vm fault" in state["status"][0]["error"] and state["fault"]["GCVM_L2_PROTECTION_FAULT_STATUS"]
     monkeypatch.setattr(dispatch, "LOCKSTEP_WAVES", 1)
     am_boot()                                   # (a reset and a fresh boot: the fault is latched)
-    assert _engine(STRIDE, 8, 32, 3 << 16) == (msg, state)
+    assert _engine(kernel, 8, 32, 3 << 16) == (msg, state)
 
 
 def test_the_stride_kernel_runs_in_lockstep_where_it_stays_inside(runs: list[bool],
