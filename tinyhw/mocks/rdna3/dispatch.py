@@ -17,7 +17,9 @@ one after another gives: every wave's memory accesses are logged (and writes jou
 may touch bytes a later wave touched at an earlier step with one of them a write, or the waves part (another PC,
 an error, the instruction limit), the memory is restored and the workgroups run again one at a time. It needs a
 memory with ``peek``/``poke`` (:class:`FlatMemory`), no SQ trace, and LDS only in one-wave workgroups; the
-counters are the same either way.
+counters are the same either way. A memory whose accesses have effects beyond their bytes (the emulated board's
+GPUVM, ``tinyhw.mocks.cp``) also has ``lockstep_begin()`` and ``lockstep_end(kept)``, called around each run: it keeps
+the run's accesses free of effects and settles them when the run is kept.
 """
 
 from __future__ import annotations
