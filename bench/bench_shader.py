@@ -50,19 +50,65 @@ def _worker(groups: int, passes: int) -> dict[str, float]:
     return out
 
 
-def _run_worker(tree: Path, groups: int, passes: int) -> dict[str, float]:
+def _board_worker(groups: int, passes: int) -> dict[str, float]:
+    """Median thread-CPU seconds per dispatch of each probe through a booted ``mock:navi31`` of the tree on sys.path,
+    in the command processor's dispatch steps (run in a subprocess with a private XDG_CACHE_HOME)."""
+    from amfake import FW_DIR
+    from clihelp import run
+
+    import tinyhw
+    from tinyhw.kernels import run_amd_probe
+    from tinyhw.mocks import cp
+
+    r = run("--device", "mock:navi31", "am", "boot", "--yes", "--firmware-dir", str(FW_DIR))
+    if r.code:
+        raise SystemExit(f"am boot failed: {r.err.strip()}")
+    spent = [0.0]
+    step = cp.CommandProcessor._step
+
+    def timed(self: object, q: object) -> bool:
+        t0 = time.thread_time()
+        try:
+            return step(self, q)  # type: ignore[arg-type]
+        finally:
+            spent[0] += time.thread_time() - t0
+    cp.CommandProcessor._step = timed  # type: ignore[method-assign]
+    out = {}
+    with tinyhw.open("mock:navi31,strict") as o:
+        for name in PROBE_NAMES:
+            n = groups * (256 if name == "atomic" else 128)
+            doc = run_amd_probe(name, o.transport, n=n)          # warm-up
+            if not doc["check"]["ok"]:
+                raise SystemExit(f"{name}: wrong result on the board: {doc['check']}")
+            times: list[float] = []
+            for _ in range(passes):
+                spent[0] = 0.0
+                run_amd_probe(name, o.transport, n=n)
+                times.append(spent[0])
+            out[name] = statistics.median(times)
+    return out
+
+
+def _run_worker(tree: Path, groups: int, passes: int, board: bool = False) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(tree / "tests")])}
+    extra = []
+    if board:
+        import tempfile
+
+        env["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="bench-shader-board-")
+        extra = ["--board"]
     r = subprocess.run([sys.executable, str(HERE / "bench" / "bench_shader.py"), "--worker", "--groups", str(groups),
-                        "--passes", str(passes)], env=env, capture_output=True, text=True, cwd=tree, check=False)
+                        "--passes", str(passes), *extra], env=env, capture_output=True, text=True, cwd=tree,
+                       check=False)
     if r.returncode:
         raise SystemExit(f"bench worker in {tree} failed: {r.stderr.strip().splitlines()[-1:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def compare(other: Path, groups_list: list[int], passes: int, repeats: int) -> int:
+def compare(other: Path, groups_list: list[int], passes: int, repeats: int, board: bool = False) -> int:
     """Side-by-side rounds of this tree against ``other``; prints times and the speed-up with its spread."""
     print(f"this tree: {HERE}\nother tree: {other}\n(thread CPU time per dispatch, median of {passes} passes after a "
-          f"warm-up; {repeats} alternating rounds)")
+          f"warm-up; {repeats} alternating rounds{'; through a booted mock:navi31' if board else ''})")
     for groups in groups_list:
         ratios: list[float] = []
         per: dict[str, list[tuple[float, float]]] = {n: [] for n in PROBE_NAMES}
@@ -72,7 +118,7 @@ def compare(other: Path, groups_list: list[int], passes: int, repeats: int) -> i
             order = [(HERE, True), (other, False)] if r % 2 == 0 else [(other, False), (HERE, True)]
             res = {}
             for tree, is_mine in order:
-                res[is_mine] = _run_worker(tree, groups, passes)
+                res[is_mine] = _run_worker(tree, groups, passes, board)
             t_new, t_old = sum(res[True].values()), sum(res[False].values())
             mine.append(t_new)
             theirs.append(t_old)
@@ -98,17 +144,23 @@ def main() -> int:
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--compare", type=Path, help="another checkout to measure against, side by side")
     ap.add_argument("--repeats", type=int, default=4, help="alternating rounds with --compare")
+    ap.add_argument("--board", action="store_true", help="through a booted emulated board (mock:navi31), not a flat "
+                    "memory; with --compare")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if any(not 1 <= g <= 4096 for g in a.groups) or not 1 <= a.passes <= 100 or not 1 <= a.repeats <= 50:
         ap.error("--groups takes 1..4096, --passes 1..100, --repeats 1..50")
     if a.worker:
-        print(json.dumps(_worker(a.groups[0], a.passes)))
+        if a.board:
+            sys.path.insert(0, str(Path.cwd() / "tests"))
+        print(json.dumps((_board_worker if a.board else _worker)(a.groups[0], a.passes)))
         return 0
+    if a.board and a.compare is None:
+        ap.error("--board measures with --compare (run this tree against another)")
     if a.compare is not None:
         if not (a.compare / "tests" / "rdna3help.py").is_file():
             ap.error(f"{a.compare} is not a tinyhw checkout (no tests/rdna3help.py)")
-        return compare(a.compare.resolve(), a.groups, a.passes, a.repeats)
+        return compare(a.compare.resolve(), a.groups, a.passes, a.repeats, a.board)
     sys.path.insert(0, str(HERE / "tests"))
     from rdna3help import run_probe
 

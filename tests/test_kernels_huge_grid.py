@@ -109,9 +109,13 @@ def test_the_cli_timeout_bounds_a_huge_grid_and_am_reset_recovers(tmp_path: Path
     assert r.code == 0, r.err
 
 
-def test_a_dispatch_longer_than_its_slice_completes_exactly_beside_the_host() -> None:
+def test_a_dispatch_longer_than_its_slice_completes_exactly_beside_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
     """A dispatch that outlasts the CP's slice (made tiny here) goes on at the host's later accesses and completes
-    with the same result and counters as one run in one go; the CP reports it running meanwhile."""
+    with the same result and counters as one run in one go; the CP reports it running meanwhile. (A slice ends
+    between runs of workgroups: two workgroups in lockstep here, else the four would be one run.)"""
+    from tinyhw.mocks.rdna3 import dispatch
+
+    monkeypatch.setattr(dispatch, "LOCKSTEP_WAVES", 2)
     am_boot()
     kernel = compute.load_code_object(next((prebuilt_dir() / "gfx1100").glob("pattern.*.elf")).read_bytes())
     grid, block = (4,), (32,)

@@ -176,6 +176,9 @@ class CpServices:
     reg_read: Callable[[int], int | None] | None = None
     #: a register write by the CP through the board's handlers; False: no register there
     reg_write: Callable[[int, int], bool] | None = None
+    #: the GPUVM behind ``read``/``write`` (:class:`~tinyhw.mocks.gpuvm.GpuVm`), for side-effect-free access
+    #: (``lookup``/``peek``/``poke``/``settle``); None: the shader core runs workgroups one at a time
+    vm: Any = None
 
 
 @dataclass
@@ -256,6 +259,63 @@ class _Traced:
         except VmFault as e:
             self.fault = (addr if e.addr is None else e.addr, True)
             raise
+
+
+class _Undoable(_Traced):
+    """:class:`_Traced` that the shader core can run workgroups in lockstep on (``peek``/``poke`` and the
+    ``lockstep_begin``/``lockstep_end`` pair, :mod:`tinyhw.mocks.rdna3.dispatch`). Between the two every access is
+    side-effect-free (:meth:`tinyhw.mocks.gpuvm.GpuVm.peek`/``poke``: VRAM only, no TLB fill or walk count, no
+    fault status, no ``fault`` here, writes uncounted): a system page or an address without a translation raises,
+    the core undoes the run and runs the workgroups one at a time, where the real accesses have their real effects.
+    A run that is kept settles what it owes at its end: the walks of the pages it touched that the TLB lacked, and
+    its bytes in the VRAM write counter, the same as its accesses one at a time would have left (an undone run: the
+    walks only, see :meth:`lockstep_end`)."""
+
+    def __init__(self, services: CpServices) -> None:
+        super().__init__(services)
+        self.vm = services.vm
+        self.wide = False
+        self._seen: dict[int, tuple[bool, int]] = {}   # pages a lockstep run looked up that the TLB lacks
+        self._written = 0
+
+    def peek(self, addr: int, n: int) -> bytes:
+        """``n`` bytes at ``addr`` with no effect (raises :class:`VmFault`, recording nothing, where the real access
+        would fault or reach a system page)."""
+        return self.vm.peek(addr, n, self._seen)  # type: ignore[no-any-return]
+
+    def poke(self, addr: int, data: bytes) -> None:
+        """Write ``data`` at ``addr`` with no effect but the bytes (the undo of a lockstep run)."""
+        self.vm.poke(addr, data, self._seen)
+
+    def read(self, addr: int, n: int) -> bytes:
+        """Through GPUVM; inside a lockstep run without effects (see the class text)."""
+        if not self.wide:
+            return super().read(addr, n)
+        return self.vm.peek(addr, n, self._seen)  # type: ignore[no-any-return]
+
+    def write(self, addr: int, data: bytes) -> None:
+        """Through GPUVM; inside a lockstep run without effects but the bytes (counted when the run is kept)."""
+        if not self.wide:
+            super().write(addr, data)
+            return
+        self.vm.poke(addr, data, self._seen)
+        self._written += len(data)
+
+    def lockstep_begin(self) -> None:
+        """A lockstep run starts: accesses are side-effect-free until :meth:`lockstep_end`."""
+        self.wide = True
+        self._seen.clear()
+        self._written = 0
+
+    def lockstep_end(self, kept: bool) -> None:
+        """The lockstep run ended: kept, its accesses' effects are settled; undone (its bytes already restored by
+        :meth:`poke`), only the walks of the pages it looked up are: the code it fetched stays decoded, so the
+        workgroups run again one at a time fetch none of it, where without lockstep their fetches would have walked
+        those pages (the data pages they reach again anyway; a walk only caches what the tables say)."""
+        self.wide = False
+        self.vm.settle(self._seen, self._written if kept else 0)
+        self._seen.clear()
+        self._written = 0
 
 
 class CommandProcessor:
@@ -632,7 +692,7 @@ class CommandProcessor:
             self.cache = CodeCache()
         dim = (body[0], body[1], body[2])
         regs = self._regs(q, dim, body[3])
-        mem = _Traced(self.s)
+        mem = _Undoable(self.s) if self.s.vm is not None and self.s.vm.can_poke else _Traced(self.s)
         self._cost(DISPATCH_COST_S)
         trace = self._observer(q)
         try:

@@ -131,11 +131,12 @@ class GpuVm:
         self.tlb.clear()
         self.invalidations += 1
 
-    def fault(self, addr: int, why: str, kind: str | None = None) -> VmFault:
+    def fault(self, addr: int, why: str, kind: str | None = None, quiet: bool = False) -> VmFault:
         """Record a protection fault (GCVM_L2_PROTECTION_FAULT_STATUS := 1, unless a fault is latched there already)
-        and return the :class:`VmFault` to raise for GPU address ``addr`` (``kind``: see :data:`DEFAULT_FIELDS`)."""
+        and return the :class:`VmFault` to raise for GPU address ``addr`` (``kind``: see :data:`DEFAULT_FIELDS`);
+        ``quiet``: only the exception, nothing recorded (:meth:`lookup`)."""
         first = not self._reg("GCVM_L2_PROTECTION_FAULT_STATUS")
-        if first:
+        if first and not quiet:
             self.services.reg_write(self.offsets["GCVM_L2_PROTECTION_FAULT_STATUS"], 1)
         return VmFault(f"gpu vm fault at 0x{addr:x}: {why}", addr, kind, first)
 
@@ -166,47 +167,52 @@ class GpuVm:
         except VmFault as e:
             return False, self._default_page(e, addr, write)
 
-    def translate(self, addr: int) -> tuple[bool, int]:
-        """(system, address) of GPU address ``addr``: a bus address, or a VRAM offset."""
+    def translate(self, addr: int, quiet: bool = False) -> tuple[bool, int]:
+        """(system, address) of GPU address ``addr``: a bus address, or a VRAM offset (``quiet``: no effect, see
+        :meth:`lookup`)."""
         lo = (self._reg("GCMC_VM_SYSTEM_APERTURE_LOW_ADDR") & 0x3FFFFFFF) << 18  # MC addresses (§4.2 step 3)
         hi = ((self._reg("GCMC_VM_SYSTEM_APERTURE_HIGH_ADDR") & 0x3FFFFFFF) << 18) | ((1 << 18) - 1)
         if lo and lo <= addr <= hi:
             phys = self.services.mc_to_vram(addr)
             if phys is None:
-                raise self.fault(addr, "system aperture address outside vram")
+                raise self.fault(addr, "system aperture address outside vram", quiet=quiet)
             return False, phys
         page = addr >> 12
         hit = self.tlb.get(page)
         if hit is None:
-            hit = self.tlb[page] = self._walk(addr)
+            hit = self._walk(addr, quiet)
+            if not quiet:
+                self.tlb[page] = hit
         system, base = hit
         return system, base + (addr & (PAGE - 1))
 
-    def _walk(self, addr: int) -> tuple[bool, int]:
+    def _walk(self, addr: int, quiet: bool = False) -> tuple[bool, int]:
         if not self._reg("GCVM_CONTEXT0_CNTL") & 1:
-            raise self.fault(addr, "outside the system aperture and vmid0 is not enabled")
+            raise self.fault(addr, "outside the system aperture and vmid0 is not enabled", quiet=quiet)
         start = (self._reg("GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32") << 32 |
                  self._reg("GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32")) << 12
         end = (self._reg("GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32") << 32 |
                self._reg("GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32")) << 12
         if not start <= addr < end + PAGE:
-            raise self.fault(addr, "outside vmid0's page table range", "range")
+            raise self.fault(addr, "outside vmid0's page table range", "range", quiet=quiet)
         entry = (self._reg("GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32") << 32 |
                  self._reg("GCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32"))
         if not entry & VALID:
-            raise self.fault(addr, "vmid0 root page table not valid")
+            raise self.fault(addr, "vmid0 root page table not valid", quiet=quiet)
         depth = (self._reg("GCVM_CONTEXT0_CNTL") & self.depth.mask) >> self.depth.shift
         va = addr - start
-        self.walks += 1
+        self.walks += not quiet
         for level in range(depth, -1, -1):  # level 0 is the PTE level
             table = self.phys_to_vram(entry & ADDR_MASK)
             if table is None:
-                raise self.fault(addr, f"page table at physical address 0x{entry & ADDR_MASK:x} outside vram")
+                raise self.fault(addr, f"page table at physical address 0x{entry & ADDR_MASK:x} outside vram",
+                                 quiet=quiet)
             shift = 12 + 9 * level
             index = (va >> shift) & 0x1FF
             entry = int.from_bytes(self.services.vram_read(table + 8 * index, 8), "little")
             if not entry & VALID:
-                raise self.fault(addr, f"invalid entry at level {level}", "valid" if level == 0 else "pde0")
+                raise self.fault(addr, f"invalid entry at level {level}", "valid" if level == 0 else "pde0",
+                                 quiet=quiet)
             if level == 0 or entry & HUGE:
                 size = 1 << shift
                 base = entry & ADDR_MASK & (self.huge_mask if self.huge_mask is not None else ~(size - 1))
@@ -215,9 +221,9 @@ class GpuVm:
                     return True, target
                 phys = self.phys_to_vram(target)
                 if phys is None:
-                    raise self.fault(addr, f"pte names physical address 0x{target:x} outside vram")
+                    raise self.fault(addr, f"pte names physical address 0x{target:x} outside vram", quiet=quiet)
                 return False, phys
-        raise self.fault(addr, "walk ended without a pte")  # pragma: no cover - the loop always returns
+        raise self.fault(addr, "walk ended without a pte", quiet=quiet)  # pragma: no cover - the loop always returns
 
     # -- memory through the translation ------------------------------------------------------------------------
     def read(self, addr: int, length: int) -> bytes:
@@ -252,6 +258,72 @@ class GpuVm:
             else:
                 self.services.vram_write(where, bytes(view[:n]))
             addr, view = addr + n, view[n:]
+
+    # -- side-effect-free access (a lockstep run of the shader core, journalled and possibly undone) --------------
+    def lookup(self, addr: int, seen: dict[int, tuple[bool, int]] | None = None) -> tuple[bool, int]:
+        """(system, address) of GPU address ``addr`` as :meth:`translate` gives it, without an effect: a TLB miss walks
+        the tables without filling the TLB or counting the walk (the walk is kept in ``seen``, by 4 KiB page, when
+        given: see :meth:`settle`), and an address without a valid translation raises :class:`VmFault` with the fault
+        status untouched and no default page (what the real access does then is left to the real access)."""
+        page = addr >> 12
+        if seen is not None:
+            hit = self.tlb.get(page) or seen.get(page)
+            if hit is not None:
+                return hit[0], hit[1] + (addr & (PAGE - 1))
+        system, where = self.translate(addr, quiet=True)
+        if seen is not None and page not in self.tlb and not self._in_aperture(addr):
+            seen[page] = (system, where - (addr & (PAGE - 1)))
+        return system, where
+
+    def _in_aperture(self, addr: int) -> bool:
+        lo = (self._reg("GCMC_VM_SYSTEM_APERTURE_LOW_ADDR") & 0x3FFFFFFF) << 18
+        hi = ((self._reg("GCMC_VM_SYSTEM_APERTURE_HIGH_ADDR") & 0x3FFFFFFF) << 18) | ((1 << 18) - 1)
+        return bool(lo) and lo <= addr <= hi
+
+    @property
+    def can_poke(self) -> bool:
+        """True when the board can write VRAM uncounted (``vram_poke``) and count writes afterwards (``vram_count``):
+        :meth:`poke` and :meth:`settle` work."""
+        return all(callable(getattr(self.services, n, None)) for n in ("vram_poke", "vram_count"))
+
+    def _vram_pages(self, addr: int, length: int, seen: dict[int, tuple[bool, int]] | None) -> list[tuple[int, int]]:
+        """(VRAM offset, length) of each page of ``addr`` .. ``addr + length`` by :meth:`lookup`; a system page raises
+        :class:`VmFault` too (a bus access always has effects: the attachment's counters, the link's time)."""
+        out = []
+        while length:
+            n = min(length, PAGE - (addr & (PAGE - 1)))
+            system, where = self.lookup(addr, seen)
+            if system:
+                raise VmFault(f"gpu address 0x{addr:x} is a system page: no access without effects", addr)
+            out.append((where, n))
+            addr, length = addr + n, length - n
+        return out
+
+    def peek(self, addr: int, length: int, seen: dict[int, tuple[bool, int]] | None = None) -> bytes:
+        """``length`` bytes at GPU address ``addr`` with no effect at all (:meth:`lookup`; VRAM only)."""
+        pages = self._vram_pages(addr, length, seen)
+        if len(pages) == 1:
+            return self.services.vram_read(*pages[0])
+        return b"".join(self.services.vram_read(where, n) for where, n in pages)
+
+    def poke(self, addr: int, data: bytes, seen: dict[int, tuple[bool, int]] | None = None) -> None:
+        """Write ``data`` at GPU address ``addr`` with no effect but the bytes (:meth:`lookup`; VRAM only, not counted
+        in the board's VRAM write counter). Nothing is written when any page fails to translate."""
+        pages = self._vram_pages(addr, len(data), seen)
+        poke = self.services.vram_poke  # type: ignore[attr-defined]
+        at = 0
+        for where, n in pages:
+            poke(where, bytes(data[at:at + n]))
+            at += n
+
+    def settle(self, seen: dict[int, tuple[bool, int]], written: int) -> None:
+        """The effects a kept run of side-effect-free accesses owes: the walks of the pages it looked up that the TLB
+        lacked (``seen`` of :meth:`lookup`: walked, counted and cached now, as the real accesses would have) and
+        ``written`` bytes in the board's VRAM write counter."""
+        for page in sorted(seen):
+            self.translate(page << 12)
+        if written:
+            self.services.vram_count(written)  # type: ignore[attr-defined]
 
     def is_system(self, addr: int) -> bool:
         """True when GPU address ``addr`` translates to a system (bus) page; False for VRAM and for an address that

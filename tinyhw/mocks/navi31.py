@@ -448,6 +448,17 @@ class AmdBoard:
         """Write ``data`` into VRAM at byte offset ``phys`` (counted in ``vram_bytes_written``)."""
         self.vram.write(phys, data)
 
+    def vram_poke(self, phys: int, data: bytes) -> None:
+        """Write ``data`` into VRAM at byte offset ``phys`` without counting it (the shader core's journalled writes of
+        a lockstep run, and their undo: see :meth:`tinyhw.mocks.gpuvm.GpuVm.poke`)."""
+        written = self.vram.bytes_written
+        self.vram.write(phys, data)
+        self.vram.bytes_written = written
+
+    def vram_count(self, n: int) -> None:
+        """Count ``n`` bytes in ``vram_bytes_written`` (what the uncounted writes of a kept lockstep run owe)."""
+        self.vram.bytes_written += n
+
     # -- the boot path's state, as tests and the counters see it --------------------------------------------
     @property
     def resets(self) -> list[str]:

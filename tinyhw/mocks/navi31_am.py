@@ -139,7 +139,8 @@ class AmBootPath:
         # the command processor's compute queues (mocks/cp.py), handed its services explicitly
         self.cp = CommandProcessor(CpServices(
             now=services.command_now, at=events.at, read=self.gpuvm.read, write=self.gpuvm.write,
-            regs=self.regfile.values, strict=bool(o.strict), ticks=lambda t: int((self.time_base + t) * 1e8)), regs)
+            regs=self.regfile.values, strict=bool(o.strict), ticks=lambda t: int((self.time_base + t) * 1e8),
+            vm=self.gpuvm), regs)
         # the SQ thread trace (mocks/thread_trace.py): its per-SE registers, fed by the shader core's packets
         self.thread_trace = ThreadTrace(services, regs, ses=spec.gc_info["gc_num_se"], shader_hz=SHADER_HZ)
         self.cp.thread_trace = self.thread_trace

@@ -17,7 +17,9 @@ one after another gives: every wave's memory accesses are logged (and writes jou
 may touch bytes a later wave touched at an earlier step with one of them a write, or the waves part (another PC,
 an error, the instruction limit), the memory is restored and the workgroups run again one at a time. It needs a
 memory with ``peek``/``poke`` (:class:`FlatMemory`), no SQ trace, and LDS only in one-wave workgroups; the
-counters are the same either way.
+counters are the same either way. A memory whose accesses have effects beyond their bytes (the emulated board's
+GPUVM, ``tinyhw.mocks.cp``) also has ``lockstep_begin()`` and ``lockstep_end(kept)``, called around each run: it keeps
+the run's accesses free of effects and settles them when the run is kept.
 """
 
 from __future__ import annotations
@@ -468,6 +470,9 @@ class _Dispatch:
         undo: list[tuple[int, bytes]] = []
         for i, w in enumerate(waves):
             w.mem = _Logged(mem, i, log, undo)
+        begin = getattr(mem, "lockstep_begin", None)    # a memory whose accesses have effects beyond their bytes
+        if begin is not None:                           # (the board's GPUVM) keeps them apart during the run
+            begin()
         try:
             done = self._lockstep(waves, v, log)
             if _reordered(log, done[3], k):
@@ -477,10 +482,14 @@ class _Dispatch:
         if done is None:
             for addr, old in reversed(undo):
                 mem.poke(addr, old)
+            if begin is not None:
+                mem.lockstep_end(False)
             res.waves, res.skipped = saved[0], saved[1]
             if saved[2] is not None:
                 mem.reads, mem.writes = saved[2], saved[3]  # type: ignore[attr-defined]
             return False
+        if begin is not None:
+            mem.lockstep_end(True)
         steps, active, counts, _marks, pc = done
         n = steps * k
         self.budget -= n
