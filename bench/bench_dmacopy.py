@@ -27,7 +27,7 @@ os.environ["XDG_CACHE_HOME"] = _tmp + "/cache"  # a private emulated board (the 
 import tinyhw  # noqa: E402
 from tinyhw.bench import Staging  # noqa: E402
 from tinyhw.bench.copy import link_limit  # noqa: E402
-from tinyhw.boot.dmacopy import open_dma_copier  # noqa: E402
+from tinyhw.boot.amd.dmacopy import open_dma_copier  # noqa: E402
 
 SIZES = (4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
 DST = 128 << 20

@@ -37,7 +37,7 @@ def tinyhw(args: list[str], env: dict[str, str], cwd: str) -> tuple[float, dict,
 
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tinyhw.mocks.ifwi_image import build_image
+    from tinyhw.mocks.amd.ifwi_image import build_image
 
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, XDG_CACHE_HOME=os.path.join(tmp, "cache"), XDG_STATE_HOME=os.path.join(tmp, "state"),

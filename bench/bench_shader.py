@@ -58,7 +58,7 @@ def _board_worker(groups: int, passes: int) -> dict[str, float]:
 
     import tinyhw
     from tinyhw.kernels import run_amd_probe
-    from tinyhw.mocks import cp
+    from tinyhw.mocks.amd import cp
 
     r = run("--device", "mock:navi31", "am", "boot", "--yes", "--firmware-dir", str(FW_DIR))
     if r.code:

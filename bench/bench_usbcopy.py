@@ -5,7 +5,7 @@ What each figure is made of (every line says which):
 
 * measured: the host's CPU time (``time.thread_time()`` of each driver thread between its device interactions:
   staging copies, tinyhw's and pyusb's Python, queue bookkeeping), put on that thread's virtual time line by the
-  hybrid clock (tinyhw.mocks.vclock). The emulator's own work is not (it runs inside ``clock.service()``; the
+  hybrid clock (tinyhw.mocks.common.vclock). The emulator's own work is not (it runs inside ``clock.service()``; the
   emulated queue's worker is the device side). What is on no clock: libusb's and the kernel's CPU per transfer,
   which the emulated backend stands in for. Each timed copy starts with the clock's own reading, so the
   verification of the previous copy (a 64 MiB compare) is charged to nothing.
@@ -37,8 +37,8 @@ os.environ.setdefault("TINYHW_LOCK_DIR", tempfile.mkdtemp(prefix="tinyhw-bench-l
 
 from usbcopyhelp import rig
 
-from tinyhw.boot.usbcopy_model import copy_in as model_copy_in
-from tinyhw.boot.usbcopy_model import copy_out as model_copy_out
+from tinyhw.boot.amd.usbcopy_model import copy_in as model_copy_in
+from tinyhw.boot.amd.usbcopy_model import copy_out as model_copy_out
 
 SIZE = 64 << 20
 DST = 0x8000000

@@ -15,8 +15,8 @@ import struct
 from pathlib import Path
 
 from tinyhw import regs
-from tinyhw.mocks.discovery import VRAM_MIB, discovery_image
-from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.mocks.amd.discovery import VRAM_MIB, discovery_image
+from tinyhw.mocks.common.vclock import VirtualClock
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport
 
 #: Debian's amdgpu files as tests/fetch_firmware.sh extracts them (same variables as test_firmware_real.py)

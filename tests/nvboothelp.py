@@ -13,7 +13,7 @@ from test_pci_scan import ZERO, Fake, make_tree
 
 from tinyhw.boot import nv
 from tinyhw.connect import open_device
-from tinyhw.mocks import nv_gspfw
+from tinyhw.mocks.nvidia import nv_gspfw
 
 
 def firmware_set(root: Path) -> Path:

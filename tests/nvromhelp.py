@@ -1,7 +1,7 @@
 """Synthetic NVIDIA VBIOS images for the tests, built from the layouts of specs/nv-bringup.md §6.2-§6.4
 (and the NPDE layout of nouveau's npde.c facts). Everything here is invented content in a real layout:
 no byte of a vendor VBIOS. Kept independent of the parser (tinyhw.formats.nvbios) and of the emulated
-board's own image builder (tinyhw.mocks.nv_vbios).
+board's own image builder (tinyhw.mocks.nvidia.nv_vbios).
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def _is_output(args: list[str], i: int) -> bool:
 def walk(readme: Path, cwd: Path, fw: Path, run: Callable[..., Any]) -> Walk:
     """Plan and run every step in ``cwd``; ``run(*args)`` runs the CLI in-process."""
     shutil.copy(fw / "psp_13_0_0_sos.bin", cwd / "psp_13_0_0_sos.bin")
-    from tinyhw.mocks.ifwi_image import build_image
+    from tinyhw.mocks.amd.ifwi_image import build_image
 
     (cwd / "image.bin").write_bytes(build_image())
     w = Walk(commands(readme))

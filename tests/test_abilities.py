@@ -95,7 +95,7 @@ def test_bridge_sram_is_the_usb_transports_only() -> None:
     """The usb transport (mock:navi31-usb here) has the bridge-SRAM ability; a direct board and the remote
     transport (which forwards no vendor request) get the same one-line refusal (exit 2) from every sram path."""
     from tinyhw.bench import sram_path
-    from tinyhw.boot.usbcopy import open_copier
+    from tinyhw.boot.amd.usbcopy import open_copier
     from tinyhw.errors import Refused
     from tinyhw.remote.client import RemoteTransport
     from tinyhw.transport.abilities import BridgeSram

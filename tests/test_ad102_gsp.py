@@ -14,8 +14,8 @@ from tinyhw.boards.nvidia import Ad102Options
 from tinyhw.boot import nv
 from tinyhw.errors import Disconnected, Refused
 from tinyhw.formats.nvbios import fwsec_frts_image, parse_nv_vbios
-from tinyhw.mocks import nv_gsp, nv_vbios
-from tinyhw.mocks.ad102 import Ad102Transport
+from tinyhw.mocks.nvidia import nv_gsp, nv_vbios
+from tinyhw.mocks.nvidia.ad102 import Ad102Transport
 from tinyhw.pci.sysfs import SysfsTransport
 
 GSP, SEC2 = 0x110000, 0x840000
@@ -114,7 +114,7 @@ def test_fwsec_refuses_flags_at_byte_16(tmp_path: Path) -> None:
 
 
 def test_booter_refuses_without_wpr2_or_signature(tmp_path: Path) -> None:
-    from tinyhw.mocks import nv_gspfw
+    from tinyhw.mocks.nvidia import nv_gspfw
 
     t = board(tmp_path)
     t.config_write(4, 2, 6)

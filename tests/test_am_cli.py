@@ -20,7 +20,7 @@ from amfake import FW_DIR
 from clihelp import run
 
 from tinyhw.boards.navi31 import default_flash_path
-from tinyhw.mocks import boardstate
+from tinyhw.mocks.amd import boardstate
 
 BOARDS = ["mock:navi31", "mock:navi31-usb"]
 
@@ -119,7 +119,7 @@ def test_smi_off_a_terminal_is_one_refresh_and_the_interval_is_wall_time(fwdir, 
     --interval wall seconds between refreshes on an emulated board too (its clock would let it spin)."""
     from types import SimpleNamespace
 
-    from tinyhw.boot import Smi
+    from tinyhw.boot.amd import Smi
     from tinyhw.cli import smi_cmd
 
     _json(boot("mock:navi31", fwdir))

@@ -18,9 +18,9 @@ from amfake import boot_emulated_board
 from clihelp import run
 
 import tinyhw
-from tinyhw.boot import compute, gpustatus, hangreport, rings, waves
+from tinyhw.boot.amd import compute, gpustatus, hangreport, rings, waves
 from tinyhw.formats.amdgpu_code import KernelDescriptor
-from tinyhw.mocks import sqind
+from tinyhw.mocks.amd import sqind
 
 #: s_add_u32 s0, s0, 1 ; s_branch -2 (back to the add) ; s_endpgm -- wave32, 16 VGPRs, no user SGPRs
 LOOP = compute.Kernel("loop", KernelDescriptor(0, 0, 0, 0, 0x40AF0081, 0, 0, 0x400),
@@ -116,7 +116,7 @@ def test_compute_ring_shows_the_unconsumed_fence_and_the_dispatch_before_it(hung
 
 def test_an_indirect_buffer_is_followed(hung) -> None:
     o, eng = hung
-    from tinyhw.boot import pm4
+    from tinyhw.boot.amd import pm4
 
     ib_at = compute.KERNARG + 0x8000
     ib = pm4.nop(2) + pm4.dispatch_direct((3, 2, 1), pm4.INITIATOR_W32)
@@ -273,7 +273,7 @@ def test_mark_log_keeps_the_recent_steps_for_the_report(hung) -> None:
 
 
 def test_sdma_packets_decode_by_their_layout_names() -> None:
-    from tinyhw.boot import ringdecode, sdmapkt
+    from tinyhw.boot.amd import ringdecode, sdmapkt
 
     copy = sdmapkt.copy_linear(0x1_2345_6780, 0x9_8765_4320, 0x100)
     assert copy[0] == 0x00000001 and ringdecode.sdma_length(copy) == 7  # op COPY 1, sub-op COPY_LINEAR 0
@@ -296,7 +296,7 @@ def test_sdma_packets_decode_by_their_layout_names() -> None:
 
 
 def test_sdma_ring_shows_what_the_copy_engine_ran(hung) -> None:
-    from tinyhw.boot import copyengine, sdmapkt
+    from tinyhw.boot.amd import copyengine, sdmapkt
 
     o, eng = hung
     g = eng.gpu
@@ -315,7 +315,7 @@ def test_sdma_ring_follows_an_indirect_buffer_the_engine_ran(hung) -> None:
     """An INDIRECT submitted through SDMA0's ring: the emulated engine runs the buffer's packets (a write and a fence
     land), and ``am rings --ring sdma0`` decodes the INDIRECT by its fields and the buffer's packets inside it,
     then goes on after it."""
-    from tinyhw.boot import copyengine, sdmapkt
+    from tinyhw.boot.amd import copyengine, sdmapkt
 
     o, eng = hung
     g = eng.gpu
@@ -344,7 +344,7 @@ def test_sdma_ring_follows_an_indirect_buffer_the_engine_ran(hung) -> None:
 def test_a_poll_parked_inside_an_indirect_buffer_resumes_there(hung) -> None:
     """A POLL that fails inside an indirect buffer parks the engine with the ring's read pointer on the INDIRECT; the
     next kick resumes at the POLL, so the write before it runs once and the buffer counts once."""
-    from tinyhw.boot import copyengine, sdmapkt
+    from tinyhw.boot.amd import copyengine, sdmapkt
 
     o, eng = hung
     g = eng.gpu
@@ -369,7 +369,7 @@ def test_a_poll_parked_inside_an_indirect_buffer_resumes_there(hung) -> None:
 def test_sdma_indirect_buffers_are_bounded(hung) -> None:
     """A buffer that does not end on a packet boundary is a problem of the packet; the emulated engine stops at a
     packet that runs past its indirect buffer, and at an INDIRECT inside one (one level deep)."""
-    from tinyhw.boot import copyengine, sdmapkt
+    from tinyhw.boot.amd import copyengine, sdmapkt
 
     o, eng = hung
     g = eng.gpu

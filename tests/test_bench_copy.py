@@ -48,7 +48,7 @@ def test_direct_board_limit_is_its_pcie_link() -> None:
 
 def test_direct_board_times_a_bar_copy_as_a_memcpy_over_its_link() -> None:
     """mock:navi31: write-combined bursts stream at the link's rate less 64-byte TLP overhead; uncached reads
-    are 32-byte round trips of 1 us (tinyhw.mocks.direct.burst_seconds) -- not a loop of register accesses."""
+    are 32-byte round trips of 1 us (tinyhw.mocks.amd.direct.burst_seconds) -- not a loop of register accesses."""
     r = run("--device", "mock:navi31", "--json", "bench", "copy", "--sizes", "1M", "--repeat", "1")
     assert r.code == 0, r.err
     res = {x["direction"]: x for x in json.loads(r.out)["results"]}
@@ -166,7 +166,7 @@ def test_sram_path_model_column_is_of_the_host_that_ran(monkeypatch: pytest.Monk
     """With the one-thread fallback forced, copy-in's model figure is the worker host's, not the queued one's."""
     from amfake import FW_DIR
 
-    from tinyhw.boot import usbcopy_model
+    from tinyhw.boot.amd import usbcopy_model
 
     if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
         pytest.fail(f"firmware not extracted in {FW_DIR}: run bash tests/setup-system.sh", pytrace=False)

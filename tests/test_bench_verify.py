@@ -1,7 +1,7 @@
 """``bench copy`` checks engine copies through an independent path, and picks its path itself (issue 20 items 1, 11).
 
 The sabotages are the emulated SDMA engine's injectable copy faults (``sdma=nop|skip-in|skip-out|shift1m``,
-tinyhw/mocks/sdma.py): each must fail the run (exit 1) naming the first differing offset, on the dma path
+tinyhw/mocks/amd/sdma.py): each must fail the run (exit 1) naming the first differing offset, on the dma path
 (``mock:navi31``) and on the sram path (``mock:navi31-usb``), at a size checked whole (4K) and at one checked in
 windows (256K + 1028: not a multiple of the stride or the window).
 """
@@ -154,7 +154,7 @@ def test_shift_fault_lands_1m_off_in_the_emulator() -> None:
     """The fault itself, seen from the emulator's VRAM (not the driver's view)."""
     import os
 
-    from tinyhw.boot.dmacopy import open_dma_copier
+    from tinyhw.boot.amd.dmacopy import open_dma_copier
 
     _boot("mock:navi31")
     data = os.urandom(4096)

@@ -18,7 +18,7 @@ from tinyhw.boards import by_pci, registry
 from tinyhw.boards.navi31 import NAVI31
 from tinyhw.boards.navi33 import NAVI33
 from tinyhw.kernels.manifest import prebuilt_dir
-from tinyhw.mocks.ifwi_image import build_image
+from tinyhw.mocks.amd.ifwi_image import build_image
 
 BANDWIDTH = next((prebuilt_dir() / "gfx1100").glob("bandwidth.*.elf"))
 

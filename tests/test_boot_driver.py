@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from amfake import FB_BASE_MC, FW_DIR, SCRATCH, FakeBoard, FakeTransport
 
-from tinyhw.boot import AmGpu, Smi, firmware, ids, layout, read_state, sequence
-from tinyhw.boot.psp import PspError
+from tinyhw.boot.amd import AmGpu, Smi, firmware, ids, layout, read_state, sequence
+from tinyhw.boot.amd.psp import PspError
 from tinyhw.errors import DeviceTimeout, Refused
 
 NAVI31 = {"mp0": (13, 0, 0), "mp1": (13, 0, 0), "gc": (11, 0, 0), "sdma0": (6, 0, 0)}
@@ -180,7 +180,7 @@ def test_metrics_decoder_uses_generated_offsets() -> None:
     struct.pack_into("<H", data, off["AverageGfxclkFrequencyPreDs"][0], 2371)
     struct.pack_into("<H", data, off["AverageSocketPower"][0], 301)
     struct.pack_into("<B", data, off["ThrottlingPercentage"][0] + ids.THROTTLERS["PPT0"], 12)
-    from tinyhw.boot.metrics import decode
+    from tinyhw.boot.amd.metrics import decode
 
     doc = decode(bytes(data))
     assert doc["clocks_mhz"]["gfx"] == 2371 and doc["deep_sleep_view"]["gfx"] == "preds"
@@ -246,7 +246,7 @@ def test_staging_layout_is_aligned_and_bounded() -> None:
 
 def test_other_asics_are_identified_but_not_booted() -> None:
     from tinyhw.errors import NotAvailableYet
-    from tinyhw.mocks.discovery import discovery_image
+    from tinyhw.mocks.amd.discovery import discovery_image
     from tinyhw.regs.profiles import GFX1200
 
     gpu = AmGpu(FakeTransport(FakeBoard(discovery_image(GFX1200))))

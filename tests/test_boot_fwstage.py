@@ -1,5 +1,5 @@
 """`am boot` over the USB bridge stages firmware in the bridge SRAM, read by the PSP through MMHUB VMID0
-(tinyhw.boot.fwstage; specs/asm24-usb-bridge.md §4.5, §7.2, §9.5; specs/amd-bringup.md §4.5, §5.1).
+(tinyhw.boot.amd.fwstage; specs/asm24-usb-bridge.md §4.5, §7.2, §9.5; specs/amd-bringup.md §4.5, §5.1).
 
 Exact emulator counters on the device clock: the streamed dwords (the bridge controller's 0xF0 streaming writes)
 and the modelled boot time drop against the VRAM path on the same board; a wrong system PTE or a wrong SRAM
@@ -16,13 +16,13 @@ import pytest
 from amfake import FW_DIR, FakeBoard, FakeTransport
 
 from tinyhw.boards.navi31 import Navi31UsbOptions
-from tinyhw.boot import copyengine, firmware, fwstage, sequence
-from tinyhw.boot.gpu import AmGpu
-from tinyhw.boot.psp import PspError
+from tinyhw.boot.amd import copyengine, firmware, fwstage, sequence
+from tinyhw.boot.amd.gpu import AmGpu
+from tinyhw.boot.amd.psp import PspError
 from tinyhw.errors import Refused
-from tinyhw.mocks.navi31 import Navi31Board
-from tinyhw.mocks.pyusb_backend import make_backend
-from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.mocks.amd.navi31 import Navi31Board
+from tinyhw.mocks.bridge.pyusb_backend import make_backend
+from tinyhw.mocks.common.vclock import VirtualClock
 from tinyhw.usb.transport import UsbTransport
 
 NAVI31 = {"mp0": (13, 0, 0), "mp1": (13, 0, 0), "gc": (11, 0, 0), "sdma0": (6, 0, 0)}

@@ -20,8 +20,8 @@ from tinyhw.errors import OperationFailed, Refused
 from tinyhw.flash import Journal
 from tinyhw.flash import journal as journal_mod
 from tinyhw.formats import boundedjson
-from tinyhw.mocks import boardstate
-from tinyhw.mocks.ifwi_image import build_image
+from tinyhw.mocks.amd import boardstate
+from tinyhw.mocks.amd.ifwi_image import build_image
 
 DEEP = b'{"version": 1, "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
 

@@ -10,7 +10,7 @@ from clihelp import run
 from flashhelp import dev
 
 from tinyhw.boards.navi31 import Navi31Options
-from tinyhw.mocks.direct import DirectTransport
+from tinyhw.mocks.amd.direct import DirectTransport
 
 
 def test_pci_read_negative_offset_says_negative() -> None:

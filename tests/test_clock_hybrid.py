@@ -16,7 +16,7 @@ import pytest
 from clihelp import run
 from usbcopyhelp import rig
 
-from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.mocks.common.vclock import VirtualClock
 
 
 def burn(seconds: float) -> None:
@@ -110,7 +110,7 @@ def test_copy_in_on_the_hybrid_clock_charges_driver_cpu_only(tmp_path: Path, mon
     """The emulator's work is not the host's: an emulated bridge made 5 ms slower (cpu) per control transfer
     leaves the charged cpu far below those 5 ms per transfer, the emulated queue's worker is never charged, and
     the driver's own cpu makes the copy take longer than on device time."""
-    from tinyhw.mocks.asm24 import Asm24Bridge
+    from tinyhw.mocks.bridge.asm24 import Asm24Bridge
 
     data = os.urandom(1 << 20)
     took = {}

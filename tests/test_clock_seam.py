@@ -1,5 +1,6 @@
 """The core clock stays ``now``/``sleep`` (plus the one hand-over a driver's worker thread needs), the virtual-time
-machinery (per-thread lanes, the gate, the hybrid mode) is the emulator's (tinyhw/mocks/vclock.py), and the queued
+machinery (per-thread lanes, the gate, the hybrid mode) is the emulator's (tinyhw/mocks/common/vclock.py), and the
+queued
 bulk seam asks backends for one documented interface instead of probing pyusb's internals (ARCHITECTURE.md,
 "Emulated boards": virtual time for threads is the emulator's business)."""
 
@@ -15,8 +16,8 @@ import usb.backend.libusb1
 import tinyhw
 import tinyhw.transport.clock as core
 from tinyhw.boards.navi31 import Navi31UsbOptions
-from tinyhw.mocks.pyusb_backend import make_backend
-from tinyhw.mocks.vclock import Phase, VirtualClock
+from tinyhw.mocks.bridge.pyusb_backend import make_backend
+from tinyhw.mocks.common.vclock import Phase, VirtualClock
 from tinyhw.transport.abilities import QueuedBulk
 from tinyhw.usb.libusb_async import LibusbAsync
 from tinyhw.usb.queued import queue_kind, queued_bulk
@@ -35,7 +36,7 @@ def test_the_core_clock_is_now_and_sleep_and_the_handover():
     assert _public(core.WallClock) == _public(core.Clock)
     # the hand-over: a lock (``with``), two thread registrations, one condition and one time hand-over
     assert _public(core.Handover) == {"enlist", "delist", "wait_until", "notify", "catch_up"}
-    assert not hasattr(core, "VirtualClock")  # the virtual clock is the emulator's (tinyhw.mocks.vclock)
+    assert not hasattr(core, "VirtualClock")  # the virtual clock is the emulator's (tinyhw.mocks.common.vclock)
 
 
 def test_the_wall_clock_hands_over_with_a_plain_condition_and_no_time():
@@ -89,8 +90,8 @@ def test_no_module_outside_mocks_touches_the_gate():
             continue
         attrs, mods = _attributes_and_imports(path)
         touched = attrs & EMULATOR_ONLY
-        if touched or "tinyhw.mocks.vclock" in mods:
-            offenders.append(f"{rel}: {sorted(touched) or 'imports tinyhw.mocks.vclock'}")
+        if touched or "tinyhw.mocks.common.vclock" in mods:
+            offenders.append(f"{rel}: {sorted(touched) or 'imports tinyhw.mocks.common.vclock'}")
     assert not offenders
 
 
@@ -105,7 +106,7 @@ def test_only_the_libusb_adapter_reads_pyusb_internals():
 
 
 def test_both_backends_offer_the_one_queued_bulk_interface(tmp_path):
-    from tinyhw.mocks.navi31 import Navi31Board
+    from tinyhw.mocks.amd.navi31 import Navi31Board
 
     options = Navi31UsbOptions(flash=tmp_path / "f.bin", strict=True)
     board = Navi31Board(options, attach="usb")

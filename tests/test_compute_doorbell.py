@@ -1,6 +1,6 @@
 """The compute queue's doorbell goes through the NBIO's doorbell route: the driver programs the GC's ports
-(tinyhw/boot/compute.py ``route_doorbells``, amd-bringup.md §4.2 step 9c), the emulated board delivers a BAR2
-doorbell write to the command processor only when the route reaches it (tinyhw/mocks/doorbells.py), and a doorbell
+(tinyhw/boot/amd/compute.py ``route_doorbells``, amd-bringup.md §4.2 step 9c), the emulated board delivers a BAR2
+doorbell write to the command processor only when the route reaches it (tinyhw/mocks/amd/doorbells.py), and a doorbell
 that reaches nothing is a timeout whose message says the CP never saw it and shows the route.
 The same for SDMA0's doorbell (NBIO port 2, amd-bringup.md §4.2 step 10).
 Sabotages: a board that delivers every doorbell (the unrouted tests fail: the dispatch / the copy completes); a
@@ -13,11 +13,11 @@ from clihelp import run
 from kernelshelp import am_boot
 
 import tinyhw
-from tinyhw.boot import compute, copyengine
-from tinyhw.boot.copyengine import SDMA_DOORBELL_INDEX, fields, wr_far
+from tinyhw.boot.amd import compute, copyengine
+from tinyhw.boot.amd.copyengine import SDMA_DOORBELL_INDEX, fields, wr_far
 from tinyhw.errors import DeviceTimeout
 from tinyhw.kernels.manifest import prebuilt_dir
-from tinyhw.mocks.doorbells import DoorbellRouter
+from tinyhw.mocks.amd.doorbells import DoorbellRouter
 from tinyhw.regs import asic
 
 PATTERN = next((prebuilt_dir() / "gfx1100").glob("pattern.*.elf"))
@@ -94,7 +94,7 @@ def test_an_unrouted_sdma_doorbell_moves_nothing_and_the_error_says_so(booted: N
     the doorbell (no doorbell counted, the copy not made) and the driver's timeout says so, showing the route."""
     import os
 
-    from tinyhw.boot.dmacopy import open_dma_copier
+    from tinyhw.boot.amd.dmacopy import open_dma_copier
 
     with tinyhw.open("mock:navi31,strict") as o:
         t = o.transport

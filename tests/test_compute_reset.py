@@ -18,10 +18,10 @@ from clihelp import run
 from kernelshelp import am_boot
 
 import tinyhw
-from tinyhw.boot import compute
+from tinyhw.boot.amd import compute
 from tinyhw.formats.amdgpu_code import parse_amdgpu_code
 from tinyhw.kernels.manifest import prebuilt_dir
-from tinyhw.mocks import cp as mock_cp
+from tinyhw.mocks.amd import cp as mock_cp
 
 PATTERN = next((prebuilt_dir() / "gfx1100").glob("pattern.*.elf"))
 S_BRANCH_SELF = 0xBFA0FFFF  # s_branch -1: a branch to itself (amd-compute.md §5, SOPP)

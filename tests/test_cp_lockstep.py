@@ -3,7 +3,7 @@ bytes, errors and counters as one workgroup at a time.
 
 The shader core runs the waves of several workgroups together only on a memory that can undo a run
 (:mod:`tinyhw.mocks.rdna3.dispatch`); the board's dispatch memory (``cp._Undoable`` over
-:class:`tinyhw.mocks.gpuvm.GpuVm`) keeps a lockstep run's accesses free of effects (no TLB fill, no walk counted, no
+:class:`tinyhw.mocks.amd.gpuvm.GpuVm`) keeps a lockstep run's accesses free of effects (no TLB fill, no walk counted, no
 fault status, writes uncounted) and settles a kept run's effects at its end. Every comparison here is against
 ``LOCKSTEP_WAVES = 1`` (no lockstep at all): outputs, the board's counters, the GPUVM's walks and TLB, the CP's
 statistics and last dispatch, the fault registers and the queue's error.
@@ -21,7 +21,7 @@ import pytest
 from kernelshelp import am_boot
 
 import tinyhw
-from tinyhw.boot import compute
+from tinyhw.boot.amd import compute
 from tinyhw.errors import OperationFailed
 from tinyhw.formats.amdgpu_code import KernelDescriptor
 from tinyhw.kernels import exec_kernel

@@ -1,6 +1,6 @@
 """Host memory <-> VRAM through pinned DMA buffers and SDMA0 on ``mock:navi31`` (issue 12, ``bench copy --path dma``).
 
-The emulated board's host DMA memory (tinyhw/mocks/iommu.py) is checked from its own side: VRAM is read from the
+The emulated board's host DMA memory (tinyhw/mocks/common/iommu.py) is checked from its own side: VRAM is read from the
 emulator, not through the driver, so a mistake made the same way in both copy directions cannot hide.
 """
 
@@ -15,11 +15,11 @@ from clihelp import run
 
 import tinyhw
 from tinyhw.bench.copy import PCIE_LANE_MBPS
-from tinyhw.boot.copyengine import PT_BASE
-from tinyhw.boot.dmacopy import open_dma_copier, window_va
+from tinyhw.boot.amd.copyengine import PT_BASE
+from tinyhw.boot.amd.dmacopy import open_dma_copier, window_va
 from tinyhw.errors import DeviceTimeout, Refused
-from tinyhw.mocks.gpuvm import register_offsets
-from tinyhw.mocks.iommu import HostBuffer, link_rate
+from tinyhw.mocks.amd.gpuvm import register_offsets
+from tinyhw.mocks.common.iommu import HostBuffer, link_rate
 from tinyhw.transport.abilities import DmaBuffers
 
 KEYS = {"direction", "size", "repeat", "mbps_min", "mbps_median", "mbps_max", "verified", "link_limit_mbps",
@@ -158,7 +158,7 @@ def test_am_boot_and_the_dma_window_put_physical_vram_addresses_in_the_page_tabl
     addresses, not MC addresses."""
     from vmregs import check_physical_vm
 
-    from tinyhw.boot.dmacopy import PDB0_DMA, PTB_DMA, WINDOW_VA_OFFSET
+    from tinyhw.boot.amd.dmacopy import PDB0_DMA, PTB_DMA, WINDOW_VA_OFFSET
 
     _boot()
     with tinyhw.open("mock:navi31") as dev:

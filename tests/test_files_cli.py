@@ -16,7 +16,7 @@ from flashhelp import dev, flash_state, journals
 
 from tinyhw.errors import Disconnected, EnvironmentProblem
 from tinyhw.flash.chip import Gd25
-from tinyhw.mocks.ifwi_image import build_image
+from tinyhw.mocks.amd.ifwi_image import build_image
 
 IMAGE = build_image()
 SECTOR = 4096

@@ -16,8 +16,8 @@ from test_formats_nvgsp import GSP, build_elf
 
 from tinyhw.errors import Refused
 from tinyhw.firmware import count_differences, detect, diff_bytes, inspect_bytes
-from tinyhw.mocks import ifwi_image as ifwi
-from tinyhw.mocks.ifwi_image import build_image, build_vbios
+from tinyhw.mocks.amd import ifwi_image as ifwi
+from tinyhw.mocks.amd.ifwi_image import build_image, build_vbios
 
 
 def amdgpu_psp() -> bytes:

@@ -11,9 +11,9 @@ from amfake import FW_DIR
 from cachedirs import firmware_dir as cachedirs_firmware_dir
 from clihelp import run
 
-from tinyhw.boot import firmware
+from tinyhw.boot.amd import firmware
 from tinyhw.boot.nv import fwfiles
-from tinyhw.mocks import nv_gspfw
+from tinyhw.mocks.nvidia import nv_gspfw
 
 NAVI31 = {"mp0": (13, 0, 0), "mp1": (13, 0, 0), "gc": (11, 0, 0), "sdma0": (6, 0, 0)}
 

@@ -24,11 +24,11 @@ from flashhelp import dev
 from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.errors import OperationFailed
 from tinyhw.flash import aperture
-from tinyhw.mocks import navi31 as navi31_mod
-from tinyhw.mocks.direct import DirectTransport
-from tinyhw.mocks.flashregs import flash_registers
-from tinyhw.mocks.ifwi_image import build_image
-from tinyhw.mocks.smuio import Smuio
+from tinyhw.mocks.amd import navi31 as navi31_mod
+from tinyhw.mocks.amd.direct import DirectTransport
+from tinyhw.mocks.amd.flashregs import flash_registers
+from tinyhw.mocks.amd.ifwi_image import build_image
+from tinyhw.mocks.amd.smuio import Smuio
 from tinyhw.regs import asic
 
 R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets

@@ -17,8 +17,8 @@ import pytest
 from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.flash import FlashDevice
 from tinyhw.flash.writer import Job, Writer
-from tinyhw.mocks.direct import DirectTransport
-from tinyhw.mocks.ifwi_image import build_image
+from tinyhw.mocks.amd.direct import DirectTransport
+from tinyhw.mocks.amd.ifwi_image import build_image
 
 IMAGE = build_image()
 SECTOR = 482  # erased in the synthetic image, as in the usb tier's resume test

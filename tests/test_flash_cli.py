@@ -10,7 +10,7 @@ import pytest
 from clihelp import run
 from flashhelp import dev, flash_state, journals
 
-from tinyhw.mocks.ifwi_image import build_image
+from tinyhw.mocks.amd.ifwi_image import build_image
 
 IMAGE = build_image()
 SECTOR = 4096

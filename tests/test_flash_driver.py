@@ -15,10 +15,10 @@ from tinyhw.flash import FlashDevice, protected_range
 from tinyhw.flash.chip import find_rotation
 from tinyhw.flash.protection import unprotected_status, writable_status
 from tinyhw.formats.ifwi import check_image, require_flashable
-from tinyhw.mocks.direct import DirectTransport
-from tinyhw.mocks.flashregs import flash_registers
-from tinyhw.mocks.ifwi_image import build_image
-from tinyhw.mocks.smuio import power_on_values
+from tinyhw.mocks.amd.direct import DirectTransport
+from tinyhw.mocks.amd.flashregs import flash_registers
+from tinyhw.mocks.amd.ifwi_image import build_image
+from tinyhw.mocks.amd.smuio import power_on_values
 from tinyhw.regs import asic
 
 R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets

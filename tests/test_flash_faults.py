@@ -19,8 +19,8 @@ from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.errors import Interrupted, OperationFailed, Refused
 from tinyhw.flash import FlashDevice, Job, Journal, Writer
 from tinyhw.flash import journal as journal_mod
-from tinyhw.mocks.direct import DirectTransport
-from tinyhw.mocks.ifwi_image import build_image
+from tinyhw.mocks.amd.direct import DirectTransport
+from tinyhw.mocks.amd.ifwi_image import build_image
 
 IMAGE = build_image()
 SECTOR = 4096

@@ -22,7 +22,7 @@ from tinyhw.errors import Disconnected
 from tinyhw.flash import chip as chip_mod
 from tinyhw.flash.identity import probe_identity, read_identity
 from tinyhw.formats.vbios import vbios_identity
-from tinyhw.mocks import ifwi_image as ifwi
+from tinyhw.mocks.amd import ifwi_image as ifwi
 
 IMAGE = ifwi.build_image()
 SECTOR = 4096

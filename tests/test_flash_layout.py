@@ -11,13 +11,13 @@ import pytest
 from clihelp import run
 from flashhelp import dev, journals
 
-import tinyhw.mocks.navi31 as navi31_mod
+import tinyhw.mocks.amd.navi31 as navi31_mod
 from tinyhw.errors import Disconnected, Refused
 from tinyhw.flash import chip as chip_mod
 from tinyhw.formats.ifwi_regions import LazyImage, flash_regions, layout_difference
-from tinyhw.mocks import ifwi_image as m
-from tinyhw.mocks.gd25 import GD25LQ16E
-from tinyhw.mocks.ifwi_image import build_image
+from tinyhw.mocks.amd import ifwi_image as m
+from tinyhw.mocks.amd.gd25 import GD25LQ16E
+from tinyhw.mocks.amd.ifwi_image import build_image
 
 IMAGE = build_image()
 SECTOR = 4096

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.flash import FlashDevice, Job, Writer
-from tinyhw.mocks.direct import DirectTransport
-from tinyhw.mocks.ifwi_image import build_image
+from tinyhw.mocks.amd.direct import DirectTransport
+from tinyhw.mocks.amd.ifwi_image import build_image
 
 IMAGE = build_image()
 SECTOR, PAGE = 4096, 256

@@ -18,9 +18,9 @@ from flashhelp import dev
 
 from tinyhw.errors import OperationFailed
 from tinyhw.flash import psp
-from tinyhw.mocks import navi31 as navi31_mod
-from tinyhw.mocks.flashregs import flash_registers
-from tinyhw.mocks.psp import PspMailbox
+from tinyhw.mocks.amd import navi31 as navi31_mod
+from tinyhw.mocks.amd.flashregs import flash_registers
+from tinyhw.mocks.amd.psp import PspMailbox
 from tinyhw.regs import asic
 
 R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
@@ -182,7 +182,7 @@ def test_status_names_follow_the_spec_table() -> None:
 
 def test_mailbox_refuses_without_ready_and_uses_the_register_database(tmp_path: Path) -> None:
     from tinyhw.boards.navi31 import Navi31Options
-    from tinyhw.mocks.direct import DirectTransport
+    from tinyhw.mocks.amd.direct import DirectTransport
     from tinyhw.regs import asic
 
     t = DirectTransport(Navi31Options.from_options({"flash": str(tmp_path / "f.bin"), "timing": "instant",

@@ -20,8 +20,8 @@ from tinyhw.errors import Refused
 from tinyhw.flash import update as update_mod
 from tinyhw.flash.update import TOLERATED, Updater, check_image, compare_after_update
 from tinyhw.formats.ifwi_layout import ITEMS
-from tinyhw.mocks import ifwi_image
-from tinyhw.mocks.psp import DATA_TRANSFER, END_TRANSFER, ORDERS, START_TRANSFER
+from tinyhw.mocks.amd import ifwi_image
+from tinyhw.mocks.amd.psp import DATA_TRANSFER, END_TRANSFER, ORDERS, START_TRANSFER
 from tinyhw.progress import Progress
 
 BOARDS = ["navi31", "navi31-usb"]
@@ -262,7 +262,7 @@ def test_other_psp_write_paths_stay_disabled(tmp_path: Path, name: str) -> None:
 def test_update_over_remote_is_one_round_trip_per_dword(tmp_path: Path) -> None:
     from remotehelp import served
 
-    from tinyhw.mocks.navi31 import power_cycle_flash
+    from tinyhw.mocks.amd.navi31 import power_cycle_flash
 
     flash = board_files(tmp_path)
     power_cycle_flash(flash)
@@ -275,7 +275,7 @@ def test_update_over_remote_is_one_round_trip_per_dword(tmp_path: Path) -> None:
 
 
 def test_the_psp_refuses_a_payload_its_signature_does_not_cover(tmp_path: Path) -> None:
-    from tinyhw.mocks.navi31 import power_cycle_flash
+    from tinyhw.mocks.amd.navi31 import power_cycle_flash
 
     unsigned = bytearray(NEW)
     unsigned[ifwi_image.PAYLOAD_A + 0x300] ^= 0xFF  # changed after signing

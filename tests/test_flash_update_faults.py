@@ -19,8 +19,8 @@ from updatehelp import NEW, OLD, board_files, device
 import tinyhw
 from tinyhw.flash.update import UpdateFailed, Updater, compare_after_update
 from tinyhw.formats.ifwi_layout import resolve_item
-from tinyhw.mocks.navi31 import power_cycle_flash
-from tinyhw.mocks.psp import ORDERS
+from tinyhw.mocks.amd.navi31 import power_cycle_flash
+from tinyhw.mocks.amd.psp import ORDERS
 
 
 def _dwords(order: str = "default") -> list[int]:
@@ -37,7 +37,7 @@ def _dwords(order: str = "default") -> list[int]:
 STARTS = _dwords()
 TOTAL = STARTS[-1]
 PAYLOAD_START = STARTS[[v & 0xFF for v in ORDERS["default"]].index(0x08)]
-#: sector writes of one commit of NEW (tinyhw.mocks.pspupdate: ISH B blanked, payload, 17 items, ISH B, metadata)
+#: sector writes of one commit of NEW (tinyhw.mocks.amd.pspupdate: ISH B blanked, payload, 17 items, ISH B, metadata)
 COMMIT_WRITES = 20
 
 CUTS = (

@@ -13,7 +13,7 @@ from flashhelp import dev
 import tinyhw
 from tinyhw.errors import OperationFailed, Refused
 from tinyhw.flash import FlashDevice, ops, vote
-from tinyhw.mocks.ifwi_image import build_image
+from tinyhw.mocks.amd.ifwi_image import build_image
 from tinyhw.progress import Progress
 
 IMAGE = build_image()

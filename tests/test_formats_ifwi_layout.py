@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinyhw.formats.ifwi_layout import ITEMS, fletcher32, parse_ifwi, resolve_item
-from tinyhw.mocks import ifwi_image as ifwi
-from tinyhw.mocks.ifwi_image import build_image
+from tinyhw.mocks.amd import ifwi_image as ifwi
+from tinyhw.mocks.amd.ifwi_image import build_image
 
 
 def test_synthetic_image_structure() -> None:

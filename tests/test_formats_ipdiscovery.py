@@ -17,7 +17,7 @@ from tinyhw.formats.ipdiscovery import (
     checksum16,
     parse,
 )
-from tinyhw.mocks.ipdiscovery_writer import IpSpec, build_discovery
+from tinyhw.mocks.amd.ipdiscovery_writer import IpSpec, build_discovery
 
 NAVI31_LIKE = [
     IpSpec("gc", (11, 0, 0), (0x1260, 0xA000, 0x1C000, 0x2402C00)),

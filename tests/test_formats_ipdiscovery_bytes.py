@@ -1,7 +1,7 @@
 """The IP discovery parser on byte fixtures written by hand from the kernel's discovery.h layout.
 
 The fixtures (tests/data/ipdiscovery/*.hex, annotated field by field) were not produced by tinyhw's writer,
-so a misreading of the layout shared by parser and writer (tinyhw.mocks.ipdiscovery_writer) shows up here
+so a misreading of the layout shared by parser and writer (tinyhw.mocks.amd.ipdiscovery_writer) shows up here
 instead of cancelling itself out. The writer is then checked to reproduce the same bytes.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tinyhw.formats.ipdiscovery import parse
-from tinyhw.mocks.ipdiscovery_writer import IpSpec, build_discovery
+from tinyhw.mocks.amd.ipdiscovery_writer import IpSpec, build_discovery
 
 DATA = Path(__file__).parent / "data" / "ipdiscovery"
 

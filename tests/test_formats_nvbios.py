@@ -163,7 +163,7 @@ def test_an_nvflash_dump_is_recognised_and_its_chain_offset_reported(tmp_path) -
 
     from clihelp import run
 
-    from tinyhw.mocks.nv_vbios import vbios_image
+    from tinyhw.mocks.nvidia.nv_vbios import vbios_image
 
     dump = _nvflash_dump(vbios_image())
     assert looks_like_nv_vbios(dump)
@@ -183,7 +183,7 @@ def test_an_nvflash_dump_is_recognised_and_its_chain_offset_reported(tmp_path) -
 
 def test_the_bit_header_checksum_is_checked() -> None:
     from tinyhw.formats.nvbios import bit_checksum
-    from tinyhw.mocks.nv_vbios import BIT_OFFSET, vbios_image
+    from tinyhw.mocks.nvidia.nv_vbios import BIT_OFFSET, vbios_image
 
     for rom, at in ((vbios_image(), BIT_OFFSET), (build_rom()[0], 0x1B0)):
         assert bit_checksum(rom, at, 12) == 0  # the emulator and the test builder both checksum the header
@@ -203,7 +203,7 @@ def test_falcon_entries_without_a_descriptor_are_skipped() -> None:
 
 
 def test_bios_version_strings_and_image_headers_of_the_emulated_rom() -> None:
-    from tinyhw.mocks.nv_vbios import STRINGS, vbios_image
+    from tinyhw.mocks.nvidia.nv_vbios import STRINGS, vbios_image
 
     v = parse_nv_vbios(vbios_image())
     assert v.bios_version == "95.02.18.80.87" and v.notes == [
@@ -221,7 +221,7 @@ def test_bios_version_strings_and_image_headers_of_the_emulated_rom() -> None:
     (0xE004, 0xF2, "efi image signature 0xef2"),
 ])
 def test_image_header_sabotage_is_a_problem(offset: int, value: int, words: str) -> None:
-    from tinyhw.mocks.nv_vbios import vbios_image
+    from tinyhw.mocks.nvidia.nv_vbios import vbios_image
 
     bad = bytearray(vbios_image())
     bad[offset] = value if value != bad[offset] else value ^ 1
@@ -250,7 +250,7 @@ def test_frts_command_has_flags_at_byte_20() -> None:
 
 def test_fwsec_frts_patch_on_the_emulated_rom() -> None:
     from tinyhw.formats.nvbios import fwsec_frts_image
-    from tinyhw.mocks.nv_vbios import CMD_IN, IMEM_LOAD, PKC_OFFSET, vbios_image
+    from tinyhw.mocks.nvidia.nv_vbios import CMD_IN, IMEM_LOAD, PKC_OFFSET, vbios_image
 
     rom = vbios_image()
     v = parse_nv_vbios(rom)

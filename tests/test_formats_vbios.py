@@ -15,8 +15,8 @@ from tinyhw.formats.vbios import (
     vbios_identities,
     vbios_identity,
 )
-from tinyhw.mocks import ifwi_image
-from tinyhw.mocks.ifwi_image import build_image, build_vbios
+from tinyhw.mocks.amd import ifwi_image
+from tinyhw.mocks.amd.ifwi_image import build_image, build_vbios
 
 STRINGS, PCIR, ATOM = 0x110, 0x1C0, 0x240  # where build_vbios puts them
 

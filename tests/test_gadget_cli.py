@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from clihelp import run
 
-import tinyhw.mocks.gadget_configfs as gcfs
+import tinyhw.mocks.bridge.gadget_configfs as gcfs
 
 
 def test_help_says_what_and_shows_an_example() -> None:

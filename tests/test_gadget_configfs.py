@@ -12,11 +12,11 @@ import pytest
 
 from tinyhw.boards.navi31 import Navi31UsbOptions
 from tinyhw.errors import EnvironmentProblem
-from tinyhw.mocks.asm24 import Asm24Bridge
-from tinyhw.mocks.gadget import ENABLE, SETUP, Event, ffs_descriptors
-from tinyhw.mocks.gadget_configfs import GadgetSetup, SysOps, check_environment, serve_gadget
-from tinyhw.mocks.navi31 import Navi31Board
-from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.mocks.amd.navi31 import Navi31Board
+from tinyhw.mocks.bridge.asm24 import Asm24Bridge
+from tinyhw.mocks.bridge.gadget import ENABLE, SETUP, Event, ffs_descriptors
+from tinyhw.mocks.bridge.gadget_configfs import GadgetSetup, SysOps, check_environment, serve_gadget
+from tinyhw.mocks.common.vclock import VirtualClock
 
 
 class FakeOps(SysOps):
@@ -167,7 +167,7 @@ def _env(tmp_path: Path, *, configfs: bool = True, ffs: bool = True, udcs: tuple
 
 
 def test_environment_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tinyhw.mocks.gadget_configfs as gcfs
+    import tinyhw.mocks.bridge.gadget_configfs as gcfs
 
     monkeypatch.setattr(gcfs, "FFS_MODULE", tmp_path / "no-module")
     assert check_environment(**_env(tmp_path)) == "dummy_udc.0"

@@ -19,8 +19,9 @@ import pytest
 
 from tinyhw.boards.navi31 import Navi31UsbOptions
 from tinyhw.boards.options import FaultPlan
-from tinyhw.mocks.asm24 import Asm24Bridge
-from tinyhw.mocks.gadget import (
+from tinyhw.mocks.amd.navi31 import Navi31Board
+from tinyhw.mocks.bridge.asm24 import Asm24Bridge
+from tinyhw.mocks.bridge.gadget import (
     ALL_CTRL_RECIP,
     DISABLE,
     ENABLE,
@@ -31,8 +32,7 @@ from tinyhw.mocks.gadget import (
     ffs_descriptors,
     ffs_strings,
 )
-from tinyhw.mocks.navi31 import Navi31Board
-from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.mocks.common.vclock import VirtualClock
 
 
 def test_descriptor_blob_v2_fs_and_hs() -> None:
@@ -242,7 +242,7 @@ def test_ep0_closed_by_the_kernel_ends_the_service(rig) -> None:
 
 
 def test_wall_paced_clock_never_lags_wall_time() -> None:
-    from tinyhw.mocks.gadget import WallPacedClock
+    from tinyhw.mocks.bridge.gadget import WallPacedClock
 
     c = WallPacedClock()
     c.advance(5.0)
@@ -268,7 +268,7 @@ def test_both_front_ends_give_the_core_the_same_transfers(rig, tmp_path: Path) -
     """One device core, two front ends: the same requests leave the same transfer log."""
     import usb.core
 
-    from tinyhw.mocks.pyusb_backend import make_backend
+    from tinyhw.mocks.bridge.pyusb_backend import make_backend
 
     options = Navi31UsbOptions(flash=tmp_path / "flash.bin", speed="hs")
     clock = VirtualClock()

@@ -34,11 +34,11 @@ from test_gadget_ffs import FakeFfs
 
 from tinyhw.boards.navi31 import Navi31UsbOptions
 from tinyhw.flash.device import FlashDevice
-from tinyhw.mocks.asm24 import Asm24Bridge, Timeout
-from tinyhw.mocks.gadget import ENABLE, SETUP, Event, FunctionFsGadget, ffs_descriptors, ffs_strings
-from tinyhw.mocks.navi31 import Navi31Board
-from tinyhw.mocks.pyusb_backend import Asm24Backend, usb_error
-from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.mocks.amd.navi31 import Navi31Board
+from tinyhw.mocks.bridge.asm24 import Asm24Bridge, Timeout
+from tinyhw.mocks.bridge.gadget import ENABLE, SETUP, Event, FunctionFsGadget, ffs_descriptors, ffs_strings
+from tinyhw.mocks.bridge.pyusb_backend import Asm24Backend, usb_error
+from tinyhw.mocks.common.vclock import VirtualClock
 from tinyhw.usb import tlp
 from tinyhw.usb.transport import UsbTransport
 
@@ -242,6 +242,6 @@ def test_a_stream_whose_data_never_comes_delays_the_next_request_once(tmp_path: 
 def test_which_requests_wait_for_out_data(rt: int, req: int, addr: int, length: int, bank: int,
                                           independent: bool) -> None:
     """Only XDATA reads of bytes no bulk OUT data reaches or changes skip the wait (asm24-usb-bridge.md §4.2, §6)."""
-    from tinyhw.mocks.gadget import independent_of_out_data
+    from tinyhw.mocks.bridge.gadget import independent_of_out_data
 
     assert independent_of_out_data(Event(SETUP, rt, req, addr, bank << 8, length)) is independent

@@ -18,7 +18,7 @@ from tinyhw.errors import Refused
 from tinyhw.formats.amdfw import MAX_DESCRIPTORS, parse_amdgpu
 from tinyhw.formats.ifwi import MAGIC, require_flashable
 from tinyhw.formats.ifwi_layout import MAX_ENTRIES, parse_ifwi, resolve_item
-from tinyhw.mocks import ifwi_image as ifwi
+from tinyhw.mocks.amd import ifwi_image as ifwi
 
 IMAGE = ifwi.build_image()
 

@@ -1,6 +1,6 @@
 """`tinyhw --device mock:navi31 kernels run NAME` end to end (issue 23 items 1, 2, 4): `am boot`, then the probe's
-committed gfx1100 binary on a compute queue the driver (tinyhw/boot/compute.py) creates through registers, run by
-the emulated command processor (tinyhw/mocks/cp.py) and shader core; strict boards. Sabotages: a CP that skips
+committed gfx1100 binary on a compute queue the driver (tinyhw/boot/amd/compute.py) creates through registers, run by
+the emulated command processor (tinyhw/mocks/amd/cp.py) and shader core; strict boards. Sabotages: a CP that skips
 RELEASE_MEM (the driver times out naming the CP status), a wrong kernarg pointer (the probe's check fails)."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from clihelp import run
 from kernelshelp import am_boot, json_doc
 
 import tinyhw
-from tinyhw.boot import compute
+from tinyhw.boot.amd import compute
 from tinyhw.commands import Handler
 from tinyhw.errors import DeviceTimeout, OperationFailed, Refused, StrictEmulationError
 from tinyhw.formats.amdgpu_code import KernelDescriptor
 from tinyhw.kernels.manifest import prebuilt_dir
-from tinyhw.mocks import cp as mock_cp
+from tinyhw.mocks.amd import cp as mock_cp
 
 PATTERN = next((prebuilt_dir() / "gfx1100").glob("pattern.*.elf"))
 

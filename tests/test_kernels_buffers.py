@@ -1,6 +1,6 @@
 """`kernels exec` / `kernels run` on a booted board move their buffers over the copy engine (the bridge SRAM + SDMA
 behind the USB bridge, a DMA buffer + SDMA on mock:navi31), verified through the BAR as `bench copy` verifies, and
-name the path in --json (tinyhw.boot.buffers)."""
+name the path in --json (tinyhw.boot.amd.buffers)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from amfake import boot_emulated_board
 from clihelp import run
 
-from tinyhw.boot.buffers import windows
+from tinyhw.boot.amd.buffers import windows
 from tinyhw.kernels.manifest import prebuilt_dir
 
 SIZE = 512 * 1024

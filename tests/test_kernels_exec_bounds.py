@@ -97,7 +97,7 @@ def test_a_kernel_writing_into_the_next_buffer_or_within_the_last_page_faults(tm
 
 
 def test_buffer_layout_ends_each_buffer_at_a_page_end_with_a_guard_after_it() -> None:
-    from tinyhw.boot.compute import BUFFER_ALIGN, BUFFERS, PAGE, REGION_SIZE, buffer_layout
+    from tinyhw.boot.amd.compute import BUFFER_ALIGN, BUFFERS, PAGE, REGION_SIZE, buffer_layout
     from tinyhw.errors import Refused
 
     sizes = [4096, 100, 0, 5000, 256, 1 << 20, 3]
@@ -123,8 +123,8 @@ def test_an_overrun_is_caught_where_faulting_accesses_go_to_the_default_page(tmp
     stores go to the dummy page and the dispatch finishes, fence and all: the fault is still found (the status is
     read once more after the fence) and named, from Python and from the command line."""
     import tinyhw
-    from tinyhw.boot import compute
-    from tinyhw.boot.copyengine import fields
+    from tinyhw.boot.amd import compute
+    from tinyhw.boot.amd.copyengine import fields
     from tinyhw.errors import OperationFailed
 
     device = f"mock:navi31,flash={tmp_path / 'flash.bin'}"

@@ -253,7 +253,7 @@ def test_hidden_arguments_are_filled_as_the_spec_says() -> None:
     offsets zero (HIP launches are whole workgroups); explicit pointers at their offsets."""
     import struct
 
-    from tinyhw.boot import compute
+    from tinyhw.boot.amd import compute
     from tinyhw.formats.amdgpu_code import KernelDescriptor
     from tinyhw.formats.amdgpu_meta import KernelArg, KernelMeta
 

@@ -16,7 +16,7 @@ from clihelp import run
 from kernelshelp import am_boot
 
 import tinyhw
-from tinyhw.boot import compute
+from tinyhw.boot.amd import compute
 from tinyhw.errors import DeviceTimeout, Refused
 from tinyhw.formats.amdgpu_code import KernelDescriptor, parse_amdgpu_code
 from tinyhw.kernels.manifest import prebuilt_dir

@@ -498,7 +498,7 @@ POWER_TEST = '''\
 import pytest
 
 from tinyhw import regs
-from tinyhw.boot.layout import BOOT_MAGIC
+from tinyhw.boot.amd.layout import BOOT_MAGIC
 from tinyhw.errors import LinkDown
 
 pytest_plugins = ["tinyhw.labgrid.fixtures"]

@@ -143,7 +143,7 @@ BAD = {
     "firmware/open.py": ("import tinyhw.connect\n", "firmware may not import tinyhw.connect"),
     "probe/x.py": ("from tinyhw.flash import ops\n", "probe may not import tinyhw.flash"),
     "mocks/bad.py": ("from tinyhw.usb.bridge import Asm24\nimport click\n", "mocks may not import tinyhw.usb"),
-    "usb/dyn.py": ("import importlib\nimportlib.import_module('tinyhw.mocks.navi31')\n",
+    "usb/dyn.py": ("import importlib\nimportlib.import_module('tinyhw.mocks.amd.navi31')\n",
                    "usb may not import tinyhw.mocks"),
     "formats/impure.py": ("from . import x\nfrom ..transport import base\n", "formats may not import tinyhw.transport"),
     "pci/conn.py": ("from tinyhw.connect import open_device\n", "pci may not import tinyhw.connect"),
@@ -193,3 +193,54 @@ def test_labgrid_is_loaded_only_by_the_labgrid_feature() -> None:
             "print(sorted(m for m in sys.modules if m == 'labgrid' or m.startswith('labgrid.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+# --- packages by product (tinyhw/mocks, tinyhw/boot) ---
+#: sub-packages of a package -> the sibling sub-packages they may import. The emulators are packages by product:
+#: ``common`` imports no product; the bridge never imports a board (``connect.bridged_board`` joins them at the
+#: ``Endpoint`` seam); the AMD board owns the RDNA3 shader core; the NVIDIA board only shared parts. The root
+#: ``tinyhw/mocks/__init__.py`` imports none of them. The AMD driver never imports the NVIDIA one; the NVIDIA
+#: driver takes the step log (``boot.amd.sequence.StepLog``, ``set_bus_master``) and the firmware-folder lookup
+#: (``boot.amd.firmware``) from the AMD one, vendor-neutral parts that have no module of their own yet.
+PRODUCT_MAY_IMPORT: dict[str, dict[str, set[str]]] = {
+    "mocks": {"": set(), "common": set(), "rdna3": set(), "bridge": {"common"}, "amd": {"common", "rdna3"},
+              "nvidia": {"common"}},
+    "boot": {"": set(), "amd": set(), "nv": {"amd"}},
+}
+
+
+def product_violations(root: Path | None = None) -> list[str]:
+    """Imports between the sub-packages of ``mocks`` and ``boot`` that PRODUCT_MAY_IMPORT does not allow."""
+    root = root or ROOT
+    found = []
+    for package, table in PRODUCT_MAY_IMPORT.items():
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root / package)
+            src = rel.parts[0] if len(rel.parts) > 1 else ""
+            if src not in table:
+                found.append(f"{package}/{rel}: sub-package {src!r} has no row in PRODUCT_MAY_IMPORT")
+                continue
+            for name in _imports(path):
+                parts = name.split(".")
+                if parts[:2] != ["tinyhw", package] or len(parts) < 3 or parts[2] not in table:
+                    continue
+                if parts[2] != src and parts[2] not in table[src]:
+                    found.append(f"{package}/{rel}: {package}.{src or '__init__'} may not import {package}.{parts[2]}")
+    return sorted(set(found))
+
+
+def test_products_import_only_what_their_row_allows() -> None:
+    assert product_violations() == []
+
+
+def test_product_walker_sees_a_board_importing_another(tmp_path: Path) -> None:
+    for rel, source in {"mocks/nvidia/x.py": "from tinyhw.mocks.amd import gpuvm\n",
+                        "mocks/bridge/y.py": "def f():\n    import tinyhw.mocks.amd.navi31\n",
+                        "mocks/common/z.py": "from tinyhw.mocks.common import faults\n",
+                        "boot/amd/w.py": "from tinyhw.boot.nv import rpc\n"}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(source)
+    found = product_violations(tmp_path)
+    assert found == ["boot/amd/w.py: boot.amd may not import boot.nv",
+                     "mocks/bridge/y.py: mocks.bridge may not import mocks.amd",
+                     "mocks/nvidia/x.py: mocks.nvidia may not import mocks.amd"], found

@@ -103,7 +103,7 @@ def test_strict_lock_and_options() -> None:
 
 
 def test_the_served_vbios_is_the_spec_layout() -> None:
-    from tinyhw.mocks.nv_vbios import vbios_image
+    from tinyhw.mocks.nvidia.nv_vbios import vbios_image
 
     v = parse_nv_vbios(vbios_image())
     assert v.problems == [] and v.fwsec() is not None and v.fwsec().fields["signature_count"] == 3

@@ -16,9 +16,9 @@ import usb.util
 
 from tinyhw.boards.navi31 import Navi31UsbOptions
 from tinyhw.boards.options import FaultPlan
-from tinyhw.mocks.asm24 import Asm24Bridge, Stall
-from tinyhw.mocks.pyusb_backend import Asm24Backend, make_backend
-from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.mocks.bridge.asm24 import Asm24Bridge, Stall
+from tinyhw.mocks.bridge.pyusb_backend import Asm24Backend, make_backend
+from tinyhw.mocks.common.vclock import VirtualClock
 
 MiB = 1 << 20
 

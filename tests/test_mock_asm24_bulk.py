@@ -12,7 +12,7 @@ import pytest
 import usb.core
 from test_mock_asm24 import StubGpu, enumerate_gpu, open_bridge, parse_record, tlp_completion, tlp_request, xdata_read
 
-from tinyhw.mocks.asm24_tlp import POISON
+from tinyhw.mocks.bridge.asm24_tlp import POISON
 
 BAR0 = 0x8_0000_0000
 BAR5 = 0x10000000

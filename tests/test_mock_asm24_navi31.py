@@ -23,7 +23,7 @@ from test_mock_asm24 import (
     tlp_request,
 )
 
-navi31 = pytest.importorskip("tinyhw.mocks.navi31")
+navi31 = pytest.importorskip("tinyhw.mocks.amd.navi31")
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def test_a_gadget_transfer_of_a_streamed_write_lands_as_one_block(tmp_path: Path
     effect of the packet-by-packet path a pyusb host (with a time limit) takes: VRAM, the landing page, the TLP
     engine's registers, the counters and the modelled time."""
     from tinyhw.boards.navi31 import Navi31UsbOptions
-    from tinyhw.mocks.asm24_memory import LANDING_BUF
+    from tinyhw.mocks.bridge.asm24_memory import LANDING_BUF
 
     data = bytes((i * 7 + i // 512) & 0xFF for i in range((1 << 20) + 200))  # 2048 packets and a short one
     seen = {}

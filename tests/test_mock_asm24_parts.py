@@ -7,10 +7,10 @@ import ast
 import inspect
 
 from tinyhw.boards.navi31 import Navi31UsbOptions
-from tinyhw.mocks import asm24_endpoints
-from tinyhw.mocks.asm24 import Asm24Bridge
-from tinyhw.mocks.asm24_endpoints import BulkEndpoints
-from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.mocks.bridge import asm24_endpoints
+from tinyhw.mocks.bridge.asm24 import Asm24Bridge
+from tinyhw.mocks.bridge.asm24_endpoints import BulkEndpoints
+from tinyhw.mocks.common.vclock import VirtualClock
 
 
 def _undefined_self_attributes(cls: type) -> set[str]:
@@ -32,7 +32,7 @@ def test_endpoints_define_what_they_use() -> None:
 
 def test_no_mixin_and_no_import_back_to_the_bridge() -> None:
     source = inspect.getsource(asm24_endpoints)
-    assert "tinyhw.mocks.asm24 " not in source + " " and "from tinyhw.mocks.asm24 import" not in source
+    assert "tinyhw.mocks.bridge.asm24 " not in source + " " and "from tinyhw.mocks.bridge.asm24 import" not in source
     assert "Mixin" not in source
     assert Asm24Bridge.__mro__ == (Asm24Bridge, object)
 

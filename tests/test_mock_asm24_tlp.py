@@ -21,7 +21,7 @@ from test_mock_asm24 import (
     xdata_read,
 )
 
-from tinyhw.mocks.asm24_tlp import POISON
+from tinyhw.mocks.bridge.asm24_tlp import POISON
 
 UR, CRS, CA = 1, 2, 4
 

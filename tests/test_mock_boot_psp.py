@@ -27,7 +27,7 @@ from mockboot import (
 )
 
 from tinyhw.errors import DeviceTimeout
-from tinyhw.mocks import amfw, boardstate
+from tinyhw.mocks.amd import amfw, boardstate
 
 BOARDS = ["mock:navi31", "mock:navi31-usb"]
 

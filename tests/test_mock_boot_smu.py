@@ -11,7 +11,7 @@ import pytest
 from mockboot import DIF, MSG, SMU_TABLE, G, firmware, open_am, psp_components, reg, smu_image
 
 from tinyhw.errors import DeviceTimeout
-from tinyhw.mocks import amfw, boardstate
+from tinyhw.mocks.amd import amfw, boardstate
 
 BOARDS = ["mock:navi31", "mock:navi31-usb"]
 

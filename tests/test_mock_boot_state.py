@@ -15,7 +15,7 @@ from clihelp import run
 from mockboot import open_am, reg
 
 from tinyhw.errors import Disconnected
-from tinyhw.mocks import amfw, boardstate
+from tinyhw.mocks.amd import amfw, boardstate
 
 
 @pytest.mark.parametrize("first,second", [("mock:navi31", "mock:navi31"), ("mock:navi31", "mock:navi31-usb"),
@@ -148,7 +148,7 @@ def test_a_boot_interrupted_anywhere_is_recovered_by_the_next_boot(tmp_path: Pat
 def test_resizable_bar_exposes_all_of_vram_through_bar0(tmp_path: Path) -> None:
     """§1.1 step 5: resize BAR0 to its largest size; then VRAM (24 GiB) is reachable directly, discovery included."""
     from tinyhw.boards.navi31 import Navi31Options
-    from tinyhw.mocks.direct import DirectTransport
+    from tinyhw.mocks.amd.direct import DirectTransport
 
     t = DirectTransport(Navi31Options(strict=True, flash=tmp_path / "f.bin"))
     try:

@@ -1,4 +1,4 @@
-"""The emulated command processor's register interface (tinyhw/mocks/cp.py), written from specs/amd-compute.md
+"""The emulated command processor's register interface (tinyhw/mocks/amd/cp.py), written from specs/amd-compute.md
 §1.2 (GRBM_GFX_CNTL banks), §1.4 (MQD header read on activation), §1.3/§1.7 (doorbell range); strict board."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""PM4 packets of the emulated command processor (tinyhw/mocks/cp.py) beyond a plain dispatch, from
+"""PM4 packets of the emulated command processor (tinyhw/mocks/amd/cp.py) beyond a plain dispatch, from
 specs/amd-compute.md: RELEASE_MEM time stamps (§2.7, DATA_SEL 3) that follow the modelled time of the work between
 them; WAIT_REG_MEM (§2.9) in its memory and register forms, every compare function, the mask, the write-then-wait
 form of an HDP flush, and a wait that never completes (the queue hangs: the driver's timeout, no exception).
-Strict boards; the compute queue is tinyhw's own (tinyhw/boot/compute.py) on a booted mock:navi31."""
+Strict boards; the compute queue is tinyhw's own (tinyhw/boot/amd/compute.py) on a booted mock:navi31."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 from kernelshelp import am_boot
 
 import tinyhw
-from tinyhw.boot import compute, pm4
+from tinyhw.boot.amd import compute, pm4
 from tinyhw.kernels.manifest import prebuilt_dir
-from tinyhw.mocks import cp as mock_cp
+from tinyhw.mocks.amd import cp as mock_cp
 
 PATTERN = next((prebuilt_dir() / "gfx1100").glob("pattern.*.elf"))
 STAMPS = 0x2400  # two 64-bit time stamps in the compute region's first (mapped) page, after the AQL packet

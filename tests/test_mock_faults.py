@@ -1,4 +1,5 @@
-"""The faults every emulated product shares live in tinyhw/mocks/faults.py, apart from any one product's blocks."""
+"""The faults every emulated product shares live in tinyhw/mocks/common/faults.py, apart from any one product's
+blocks."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import ast
 from pathlib import Path
 
 import tinyhw
-from tinyhw.mocks import faults, gpuvm, iommu, nv_gsp, physram, sdma
+from tinyhw.mocks.amd import gpuvm, sdma
+from tinyhw.mocks.common import faults, iommu, physram
+from tinyhw.mocks.nvidia import nv_gsp
 
 MOCKS = Path(tinyhw.__file__).parent / "mocks"
 
@@ -22,6 +25,6 @@ def test_no_module_takes_the_bus_fault_from_a_product_module() -> None:
     for path in sorted(MOCKS.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and any(a.name == "BusFault" for a in node.names) \
-                    and node.module != "tinyhw.mocks.faults":
+                    and node.module != "tinyhw.mocks.common.faults":
                 found.append(f"{path.relative_to(MOCKS)}:{node.lineno}: from {node.module} import BusFault")
     assert not found, "\n".join(found)

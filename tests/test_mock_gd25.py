@@ -1,4 +1,4 @@
-"""GD25LQ16E model (tinyhw.mocks.gd25) against specs/navi31-spi-flash.md §c and §h.3 (F1-F9)."""
+"""GD25LQ16E model (tinyhw.mocks.amd.gd25) against specs/navi31-spi-flash.md §c and §h.3 (F1-F9)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinyhw.errors import Refused
-from tinyhw.mocks.flashstore import FlashStore
-from tinyhw.mocks.gd25 import (
+from tinyhw.mocks.amd.flashstore import FlashStore
+from tinyhw.mocks.amd.gd25 import (
     GD25LQ16E,
     SFDP_TABLE,
     SIZE,
@@ -18,7 +18,7 @@ from tinyhw.mocks.gd25 import (
     Gd25Config,
     protected_range,
 )
-from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.mocks.common.vclock import VirtualClock
 
 KiB = 1024
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tinyhw.commands import CommandTable
-from tinyhw.mocks import smu
+from tinyhw.mocks.amd import smu
 
 
 def test_table_dispatches_with_registered_keywords():
@@ -40,7 +40,7 @@ def test_smu_handlers_are_real_messages():
 
 
 def test_sdma_packets_are_declared_by_opcode():
-    from tinyhw.mocks import sdma
+    from tinyhw.mocks.amd import sdma
 
     names = sdma.PACKETS.names()
     assert names[(sdma.OP_COPY, sdma.SUB_COPY_LINEAR)] == "copy_linear"
@@ -51,7 +51,7 @@ def test_sdma_packets_are_declared_by_opcode():
 
 
 def test_psp_commands_are_declared_by_id():
-    from tinyhw.mocks import pspboot
+    from tinyhw.mocks.amd import pspboot
 
     g = pspboot.PSP_GFX
     assert pspboot.CONTROL.names()[g["GFX_CTRL_CMD_ID_INIT_GPCOM_RING"]] == "create_km_ring"
@@ -60,7 +60,7 @@ def test_psp_commands_are_declared_by_id():
 
 
 def test_bridge_vendor_requests_are_declared_once_per_class():
-    from tinyhw.mocks import asm24
+    from tinyhw.mocks.bridge import asm24
 
     assert asm24.VENDOR_REQUESTS.names() == {
         (0xC0, 0xE4): "read_xdata", (0x40, 0xE5): "write_xdata_byte", (0x40, 0xF0): "send_tlp",
@@ -68,7 +68,7 @@ def test_bridge_vendor_requests_are_declared_once_per_class():
 
 
 def test_pm4_packets_are_declared_by_opcode():
-    from tinyhw.mocks import cp
+    from tinyhw.mocks.amd import cp
 
     names = {cp.PM4_NAMES[op]: name for op, name in cp.PACKETS.names().items()}
     assert names == {"NOP": "_pm4_nop", "ACQUIRE_MEM": "_pm4_acquire_mem", "EVENT_WRITE": "_pm4_event_write",
@@ -77,7 +77,7 @@ def test_pm4_packets_are_declared_by_opcode():
 
 
 def test_gd25_commands_are_declared_by_opcode():
-    from tinyhw.mocks import gd25
+    from tinyhw.mocks.amd import gd25
 
     names = gd25.COMMANDS.names()
     assert set(names) == {0x9F, 0x90, 0x05, 0x35, 0x15, 0x06, 0x04, 0x50, 0x01, 0x31, 0x11, 0x03, 0x0B, 0x5A,

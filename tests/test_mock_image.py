@@ -1,12 +1,12 @@
-"""The synthetic flash image (tinyhw.mocks.ifwi_image) against specs/navi31-spi-flash.md §g."""
+"""The synthetic flash image (tinyhw.mocks.amd.ifwi_image) against specs/navi31-spi-flash.md §g."""
 
 from __future__ import annotations
 
 import hashlib
 import struct
 
-from tinyhw.mocks import ifwi_image
-from tinyhw.mocks.ifwi_image import build_image, build_vbios, fletcher32
+from tinyhw.mocks.amd import ifwi_image
+from tinyhw.mocks.amd.ifwi_image import build_image, build_vbios, fletcher32
 
 #: Guards determinism: any change to the synthetic image must be deliberate (update this constant).
 IMAGE_SHA256 = "610db667ffe572b84ed7c2cdea143db302a5712cca064b6142344cb8e64ca874"

@@ -1,4 +1,4 @@
-"""PSP mailbox model (tinyhw.mocks.psp) through BAR5: specs/navi31-spi-flash.md §e and §h.5 (P1-P6)."""
+"""PSP mailbox model (tinyhw.mocks.amd.psp) through BAR5: specs/navi31-spi-flash.md §e and §h.5 (P1-P6)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tinyhw.boards.navi31 import Navi31Options
-from tinyhw.mocks.flashregs import flash_registers
-from tinyhw.mocks.ifwi_image import build_image
-from tinyhw.mocks.navi31 import Navi31Board, Navi31Model
-from tinyhw.mocks.psp import DEFAULT_SCRIPT, PspConfig
+from tinyhw.mocks.amd.flashregs import flash_registers
+from tinyhw.mocks.amd.ifwi_image import build_image
+from tinyhw.mocks.amd.navi31 import Navi31Board, Navi31Model
+from tinyhw.mocks.amd.psp import DEFAULT_SCRIPT, PspConfig
 from tinyhw.regs import asic
 
 R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
@@ -143,7 +143,7 @@ def test_stream_protocol_errors(tmp_path: Path) -> None:
     assert h.send(0x0A, 4 << 8 | 0x01)[0] == 0
     assert board.psp.payloads == [(0x01, b"\x01\x00\x00\x00")]
     assert h.send(0x07) == (0, 0x280)
-    # the phase-2 item ends the stream: the PSP checks the payload's signature first (tinyhw.mocks.pspupdate);
+    # the phase-2 item ends the stream: the PSP checks the payload's signature first (tinyhw.mocks.amd.pspupdate);
     # this stream holds neither, so it is refused with "signature not found" and nothing is written
     assert h.stream(0x80, b"abcd") == 0x0F
     assert h.send(0x07) == (0, 0x280)

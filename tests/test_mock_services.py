@@ -1,4 +1,4 @@
-"""Emulated blocks run on BoardServices alone (tinyhw/mocks/services.py), not on a particular board."""
+"""Emulated blocks run on BoardServices alone (tinyhw/mocks/common/services.py), not on a particular board."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from collections.abc import Callable
 
 import pytest
 
-from tinyhw.mocks.gpuvm import GpuVm, VmFault
-from tinyhw.mocks.navi31 import Navi31Board
-from tinyhw.mocks.sdma import OP_FENCE, SdmaEngine
-from tinyhw.mocks.services import BoardServices, Translation
-from tinyhw.mocks.smu import MSG_IDS, Smu
+from tinyhw.mocks.amd.gpuvm import GpuVm, VmFault
+from tinyhw.mocks.amd.navi31 import Navi31Board
+from tinyhw.mocks.amd.sdma import OP_FENCE, SdmaEngine
+from tinyhw.mocks.amd.smu import MSG_IDS, Smu
+from tinyhw.mocks.common.services import BoardServices, Translation
 from tinyhw.regs import asic
 
 REGS = asic("navi31")

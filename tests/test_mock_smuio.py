@@ -1,4 +1,4 @@
-"""SMUIO model (tinyhw.mocks.smuio) through the board's BAR5: specs/navi31-spi-flash.md §a, §b, §f, §h R/S/A."""
+"""SMUIO model (tinyhw.mocks.amd.smuio) through the board's BAR5: specs/navi31-spi-flash.md §a, §b, §f, §h R/S/A."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pytest
 
 from tinyhw.boards.navi31 import Navi31Options
 from tinyhw.errors import StrictEmulationError
-from tinyhw.mocks.flashregs import flash_registers
-from tinyhw.mocks.ifwi_image import build_image
-from tinyhw.mocks.navi31 import Navi31Board, Navi31Model
-from tinyhw.mocks.smuio import SmuioConfig, power_on_values
+from tinyhw.mocks.amd.flashregs import flash_registers
+from tinyhw.mocks.amd.ifwi_image import build_image
+from tinyhw.mocks.amd.navi31 import Navi31Board, Navi31Model
+from tinyhw.mocks.amd.smuio import SmuioConfig, power_on_values
 from tinyhw.regs import asic
 
 R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets

@@ -89,11 +89,11 @@ def test_no_short_module_aliases(path: Path) -> None:
 
 
 def test_the_checks_catch_what_they_forbid() -> None:
-    src = ('import numpy as np\nfrom tinyhw.mocks import flashregs as R\nimport struct as pk\n'
+    src = ('import numpy as np\nfrom tinyhw.mocks.amd import flashregs as R\nimport struct as pk\n'
            'from tinyhw.autogen import psp_gfx_if\nG = psp_gfx_if.CONSTANTS\nPSP_GFX = psp_gfx_if.CONSTANTS\n'
            'class Board:\n    """The board, with its BARs."""\n\n    def read(self):\n        pass\n\n'
            '    def _private(self):\n        pass\n\n    def close(self):\n        """Close."""\n\n'
            'def helper():\n    """Helper."""\n\n    def inner():\n        pass\n')
-    assert short_aliases(src) == ["2: import tinyhw.mocks.flashregs as R", "3: import struct as pk",
+    assert short_aliases(src) == ["2: import tinyhw.mocks.amd.flashregs as R", "3: import struct as pk",
                                   "5: G = psp_gfx_if.CONSTANTS"]
     assert undocumented(src) == ["10: Board.read", "16: Board.close", "19: helper"]

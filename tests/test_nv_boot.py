@@ -14,7 +14,7 @@ from tinyhw.boot import nv
 from tinyhw.boot.nv.fwfiles import KNOWN, load_firmware
 from tinyhw.boot.nv.gpu import chip_params
 from tinyhw.errors import OperationFailed, Refused, TinyhwError
-from tinyhw.mocks import nv_gsp
+from tinyhw.mocks.nvidia import nv_gsp
 
 #: the falcon starts of a boot: FWSEC, the booter, then the sequencer's core start and core resume
 SEQUENCED = [("gsp", 0), ("sec2", 0), ("gsp", 0), ("sec2", 0)]
@@ -175,7 +175,7 @@ def test_cli_boot_info_reset_with_json(tmp_path: Path) -> None:
 
 def test_a_gpu_reading_all_ones_is_refused_as_not_in_d0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A transport without sysfs attributes (vfio) still learns that the gpu is not in D0: BAR0 reads all ones."""
-    from tinyhw.mocks.ad102 import Ad102Board
+    from tinyhw.mocks.nvidia.ad102 import Ad102Board
 
     monkeypatch.setattr(Ad102Board, "attributes", lambda self: {})  # no power_state to read, as over vfio
     _, err, board = boot(tmp_path, "power=d3hot")

@@ -12,7 +12,7 @@ from nvboothelp import firmware_set
 
 from tinyhw.boards.nvidia import Ad102Options, default_state_path
 from tinyhw.errors import DeviceLocked
-from tinyhw.mocks.ad102 import Ad102Transport
+from tinyhw.mocks.nvidia.ad102 import Ad102Transport
 
 
 def _one_line(err: str) -> bool:

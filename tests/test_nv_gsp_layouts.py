@@ -15,7 +15,7 @@ from tinyhw.boot.nv import rpc
 from tinyhw.boot.nv.gspmem import ENTRY, id8, queue_arguments, rm_arguments
 from tinyhw.boot.nv.structs import BRANCH_535, BRANCH_570, GspLayouts, layouts_for
 from tinyhw.errors import OperationFailed, Refused
-from tinyhw.mocks import nv_gsp, nv_gspfw
+from tinyhw.mocks.nvidia import nv_gsp, nv_gspfw
 
 Field = tuple[int, int]  # (size, alignment) of a C type
 U8, U16, U32, U64 = (1, 1), (2, 2), (4, 4), (8, 8)

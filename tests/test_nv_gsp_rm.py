@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tinyhw.mocks import nv_gsp, nv_gspfw
+from tinyhw.mocks.nvidia import nv_gsp, nv_gspfw
 
 CLIENT = 0xC1E00004
 

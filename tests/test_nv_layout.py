@@ -14,9 +14,9 @@ from tinyhw.boot.nv.gpu import chip_params
 from tinyhw.boot.nv.gspmem import ENTRY, id8, libos_arguments, radix3
 from tinyhw.boot.nv.structs import BRANCH_535
 from tinyhw.errors import DeviceTimeout, OperationFailed, Refused
-from tinyhw.mocks import nv_gspfw
-from tinyhw.mocks.iommu import HostBuffer
-from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.mocks.common.iommu import HostBuffer
+from tinyhw.mocks.common.vclock import VirtualClock
+from tinyhw.mocks.nvidia import nv_gspfw
 
 MIB = 1 << 20
 

@@ -25,8 +25,8 @@ from tinyhw.boot.nv.gspmem import HostMemory, host_sizes, radix3
 from tinyhw.boot.nv.rpc import SHARED_SIZE
 from tinyhw.connect import open_device
 from tinyhw.errors import Disconnected, EnvironmentProblem, OperationFailed, Refused
-from tinyhw.mocks.physram import EmulatedRam
-from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.mocks.common.physram import EmulatedRam
+from tinyhw.mocks.common.vclock import VirtualClock
 from tinyhw.pci.sysfs import SysfsTransport
 from tinyhw.transport.physmem import (
     CHUNK,

@@ -13,10 +13,10 @@ from nvboothelp import boot
 from test_ad102_gsp import BROM_FWSEC, FRTS, fwsec
 
 from tinyhw.boards.nvidia import REG_WPR2_ADDR_HI, REG_WPR2_ADDR_LO, Ad102Options
-from tinyhw.mocks import ad102, nv_falcon, nv_gsp, nv_vbios
-from tinyhw.mocks.faults import BusFault
-from tinyhw.mocks.nv_gsp import PAGE, GspRm, SecureBoot
-from tinyhw.mocks.services import NvServices
+from tinyhw.mocks.common.faults import BusFault
+from tinyhw.mocks.common.services import NvServices
+from tinyhw.mocks.nvidia import ad102, nv_falcon, nv_gsp, nv_vbios
+from tinyhw.mocks.nvidia.nv_gsp import PAGE, GspRm, SecureBoot
 
 #: the falcon starts of a boot: FWSEC, the booter, then the sequencer's core start and core resume
 SEQUENCED = [("gsp", 0), ("sec2", 0), ("gsp", 0), ("sec2", 0)]
@@ -189,7 +189,7 @@ def _imports(path: Path) -> set[str]:
 @pytest.mark.parametrize("module", ["nv_falcon.py", "nv_gsp.py"])
 def test_no_nvidia_block_imports_the_board_or_holds_it_untyped(module: str) -> None:
     path = MOCKS / module
-    assert not {m for m in _imports(path) if m.startswith("tinyhw.mocks.ad102")}
+    assert not {m for m in _imports(path) if m.startswith("tinyhw.mocks.nvidia.ad102")}
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.arg) and node.annotation is not None:

@@ -22,7 +22,7 @@ import subprocess
 
 import pytest
 
-from tinyhw.mocks.nv_vbios import vbios_image
+from tinyhw.mocks.nvidia.nv_vbios import vbios_image
 
 NVBIOS = shutil.which("nvbios")
 
@@ -88,7 +88,7 @@ def test_an_independent_decoder_reads_the_emulated_rom_as_a_real_one() -> None:
 @pytest.mark.parametrize(("what", "offset", "balance"), [("BIT table checksum mismatch", 0x1B0 + 11, True),
                                                          ("x86 image checksum fails", 0x2000, False)])
 def test_the_independent_decoder_rejects_a_sabotaged_rom(what: str, offset: int, balance: bool) -> None:
-    from tinyhw.mocks.nv_vbios import BASE_SIZE
+    from tinyhw.mocks.nvidia.nv_vbios import BASE_SIZE
 
     bad = bytearray(vbios_image())
     bad[offset] = (bad[offset] + 0x10) & 0xFF

@@ -1,4 +1,4 @@
-"""The checks before a boot or a reset writes anything: one library call (tinyhw.boot.preflight_boot /
+"""The checks before a boot or a reset writes anything: one library call (tinyhw.boot.amd.preflight_boot /
 preflight_reset) that `am boot` and `am reset` only call, so a Python user gets the same refusals."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from clihelp import run
 
-from tinyhw.boot import AmGpu, preflight_boot, preflight_reset
+from tinyhw.boot.amd import AmGpu, preflight_boot, preflight_reset
 from tinyhw.connect import open_device
 from tinyhw.errors import OperationFailed, Refused
 from tinyhw.transport.devstr import parse_device

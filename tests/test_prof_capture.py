@@ -1,7 +1,7 @@
 """`tinyhw --device mock:navi31 prof capture PROBE -o DIR` end to end: the driver programs the SQ thread trace
-(tinyhw/boot/sqtt.py), runs the probe (tinyhw/boot/compute.py), stops the trace and writes the capture directory
+(tinyhw/boot/amd/sqtt.py), runs the probe (tinyhw/boot/amd/compute.py), stops the trace and writes the capture directory
 (tinyhw/kernels/capture.py); the emulated shader core emits the gfx11 packets (tinyhw/mocks/rdna3/sqtt.py) into
-the per-SE buffers (tinyhw/mocks/thread_trace.py). The capture goes through `prof summary/waves/insts/export`;
+the per-SE buffers (tinyhw/mocks/amd/thread_trace.py). The capture goes through `prof summary/waves/insts/export`;
 tinygrad's decoder (an independent implementation) decodes it to the same packets, times and fields as tinyhw's,
 and its instruction mapper walks the same PCs. Refusals exit 2 before anything is written.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 
-from tinyhw.boot import waves
+from tinyhw.boot.amd import waves
 from tinyhw.formats import amdisa
 from tinyhw.formats.rdna3_ops import OPS
 from tinyhw.prof import insts

@@ -126,7 +126,7 @@ def test_a_clang_kernel_with_a_private_array_runs_through_tinyhws_driver_on_the_
     from kernelshelp import am_boot
 
     import tinyhw
-    from tinyhw.boot import compute
+    from tinyhw.boot.amd import compute
 
     am_boot()
     meta, arrays = clcorpushelp.load_corpus()

@@ -101,7 +101,7 @@ def test_a_board_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch) -> None:
         smu: str = option(choice("silent"), "silent", "this board's SMU never answers")
 
     entry = registry.Entry("mock:quiet", "direct", QuietOptions, "a quiet navi31",
-                           emulator="tinyhw.mocks.direct:DirectTransport", board="navi31")
+                           emulator="tinyhw.mocks.amd.direct:DirectTransport", board="navi31")
     monkeypatch.setattr(registry, "REGISTRY", (*registry.REGISTRY, entry))
     with tinyhw.open("mock:quiet") as dev:
         assert dev.transport.options.smu == "silent" and dev.transport.identity().vendor_id == 0x1002
@@ -142,7 +142,7 @@ def test_mock_gadget_serves_the_board_connect_builds(tmp_path: Path, monkeypatch
     import json
     import types
 
-    import tinyhw.mocks.gadget_configfs as gcfs
+    import tinyhw.mocks.bridge.gadget_configfs as gcfs
     from tinyhw.errors import DeviceLocked
 
     served: list[object] = []

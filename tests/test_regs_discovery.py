@@ -12,8 +12,8 @@ from clihelp import run as run_cli
 
 from tinyhw import regs
 from tinyhw.connect import open_device
-from tinyhw.mocks import discovery as mock_discovery
-from tinyhw.mocks.ipdiscovery_writer import IpSpec, build_discovery
+from tinyhw.mocks.amd import discovery as mock_discovery
+from tinyhw.mocks.amd.ipdiscovery_writer import IpSpec, build_discovery
 from tinyhw.regs.discovery import asic_from_device, discovered_bases, read_discovery
 from tinyhw.regs.fixed import FIXED_DWORDS, fixed
 from tinyhw.transport.base import Transport

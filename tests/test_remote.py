@@ -74,7 +74,7 @@ def test_flash_read_is_at_most_two_round_trips_per_4k(tmp_path: Path) -> None:
 
 
 def test_flash_write_through_remote(tmp_path: Path) -> None:
-    from tinyhw.mocks.ifwi_image import build_image
+    from tinyhw.mocks.amd.ifwi_image import build_image
 
     image = bytearray(build_image())
     image[0x1F0000:0x1F0010] = b"remote-write-ok!"
@@ -455,7 +455,7 @@ def test_bar_offsets_past_4g_travel_as_wide_operations(tmp_path: Path, monkeypat
     dword accesses, a poll, and the IP discovery table at VRAM size - 64 KiB, so AmGpu works; a server without the
     ability gets a clear refusal (exit 2) instead of a broken frame."""
     import tinyhw.serve.remote as serve_remote
-    from tinyhw.boot.gpu import AmGpu
+    from tinyhw.boot.amd.gpu import AmGpu
     from tinyhw.transport.batch import Poll32
     from tinyhw.transport.devstr import parse_device
 

@@ -1,5 +1,5 @@
 """The emulated shader core's SQTT emitter (tinyhw/mocks/rdna3/sqtt.py) and the thread-trace registers
-(tinyhw/mocks/thread_trace.py), below the board: packets placed at arbitrary cycles decode (tinyhw's decoder, and
+(tinyhw/mocks/amd/thread_trace.py), below the board: packets placed at arbitrary cycles decode (tinyhw's decoder, and
 and tinygrad's) to exactly those cycles and fields; the masks decide which waves are traced; a full
 buffer stops at size - 32 bytes, counts what it dropped and says so through WPTR; a write GPUVM refuses sets
 STATUS.WRITE_ERROR.
@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from kernelshelp import tinygrad_sqtt
 
 from tinyhw.formats.sqtt import decode
-from tinyhw.mocks.gpuvm import VmFault
+from tinyhw.mocks.amd.gpuvm import VmFault
+from tinyhw.mocks.amd.thread_trace import ThreadTrace
 from tinyhw.mocks.rdna3.sqtt import DispatchTrace, Masks, SeStream
-from tinyhw.mocks.thread_trace import ThreadTrace
 from tinyhw.regs import asic
 
 A = asic("navi31")

@@ -94,9 +94,9 @@ def test_packet_sizes_come_from_the_descriptors() -> None:
 
 def test_no_bridge_present_is_exit_3() -> None:
     from tinyhw.boards.navi31 import Navi31UsbOptions
-    from tinyhw.mocks.navi31 import Navi31Board
-    from tinyhw.mocks.pyusb_backend import make_backend
-    from tinyhw.mocks.vclock import VirtualClock
+    from tinyhw.mocks.amd.navi31 import Navi31Board
+    from tinyhw.mocks.bridge.pyusb_backend import make_backend
+    from tinyhw.mocks.common.vclock import VirtualClock
 
     clock = VirtualClock()
     board = Navi31Board(Navi31UsbOptions(), clock, attach="usb")
@@ -131,7 +131,7 @@ def test_io_error_of_a_vanished_device_is_a_disconnect() -> None:
     import usb.core
 
     from tinyhw.errors import Disconnected, TransportError
-    from tinyhw.mocks.vclock import VirtualClock
+    from tinyhw.mocks.common.vclock import VirtualClock
     from tinyhw.transport.counters import Counters
     from tinyhw.usb.bridge import Asm24
     from tinyhw.usb.device import Endpoints

@@ -57,7 +57,7 @@ def test_power_cycle_on_the_emulated_bridge(tmp_path: Path) -> None:
 
 def test_power_off_is_checked_against_the_bridge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bridge that ignores 0xF3(0) (the link stays trained) is an error, not a silent success."""
-    from tinyhw.mocks.asm24_tlp import LinkModel
+    from tinyhw.mocks.bridge.asm24_tlp import LinkModel
 
     monkeypatch.setattr(LinkModel, "power_off", lambda self: None)
     with open_device(parse_device(_usb(tmp_path))) as opened, \
@@ -70,7 +70,7 @@ def test_power_on_fails_clearly_when_the_link_does_not_train(tmp_path: Path,
     with open_device(parse_device(_usb(tmp_path))) as opened:
         t = opened.transport
         t.power_off()
-        from tinyhw.mocks.asm24_tlp import LinkModel
+        from tinyhw.mocks.bridge.asm24_tlp import LinkModel
 
         monkeypatch.setattr(LinkModel, "ltssm", lambda self: 0x4C)
         with pytest.raises(LinkDown, match=r"ltssm 0x4c: training wedged"):
@@ -163,7 +163,7 @@ def _scratch7() -> int:
 
 def _mark_booted(t: object) -> None:
     """Write tinyhw's boot flag (SCRATCH_REG7, the record read_state reads) and a VRAM dword, as a boot would."""
-    from tinyhw.boot.layout import BOOT_MAGIC
+    from tinyhw.boot.amd.layout import BOOT_MAGIC
 
     t.bar(5).write32(_scratch7(), BOOT_MAGIC)
     t.bar(0).write32(0x1000, 0x5EED1234)
@@ -171,7 +171,7 @@ def _mark_booted(t: object) -> None:
 
 def _flags(t: object) -> tuple[bool, int]:
     """(tinyhw's boot flag is set, the VRAM dword), read by plain BAR reads (the same over remote:)."""
-    from tinyhw.boot.layout import BOOT_MAGIC
+    from tinyhw.boot.amd.layout import BOOT_MAGIC
 
     return t.bar(5).read32(_scratch7()) == BOOT_MAGIC, t.bar(0).read32(0x1000)
 

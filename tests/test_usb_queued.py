@@ -16,8 +16,8 @@ import pytest
 from usbcopyhelp import rig
 
 from tinyhw.errors import DeviceTimeout, Disconnected
-from tinyhw.mocks.asm24_endpoints import Asm24Timing
-from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.mocks.bridge.asm24_endpoints import Asm24Timing
+from tinyhw.mocks.common.vclock import VirtualClock
 from tinyhw.usb import libusb_async
 from tinyhw.usb.queued import open_bulk_queue, queue_kind
 

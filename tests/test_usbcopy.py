@@ -7,9 +7,9 @@ import os
 import pytest
 from usbcopyhelp import rig
 
-from tinyhw.boot import copyengine, sdmapkt
-from tinyhw.boot.usbcopy import CHUNK, SENTINEL, UsbCopier
-from tinyhw.boot.usbcopy_model import copy_in as model_in
+from tinyhw.boot.amd import copyengine, sdmapkt
+from tinyhw.boot.amd.usbcopy import CHUNK, SENTINEL, UsbCopier
+from tinyhw.boot.amd.usbcopy_model import copy_in as model_in
 from tinyhw.errors import DeviceTimeout, Disconnected, TransportError
 
 DST = 0x8000000
@@ -130,8 +130,9 @@ def test_the_copy_engine_puts_physical_vram_addresses_in_the_page_tables(tmp_pat
 
 
 def test_the_host_side_walker_reads_physical_page_tables(tmp_path):
-    """tinyhw.boot.vmread walks the same tables from the host: PT base and PDEs as physical VRAM addresses (§4.5)."""
-    from tinyhw.boot.vmread import VmReader
+    """tinyhw.boot.amd.vmread walks the same tables from the host: PT base and PDEs as physical VRAM addresses
+    (§4.5)."""
+    from tinyhw.boot.amd.vmread import VmReader
 
     with rig(tmp_path) as r:
         copyengine.map_vram_2m(r.gpu, 2 << 20, 0x9000000, 2 << 20)
@@ -186,7 +187,7 @@ def test_full_boot_with_copy_engine_then_copy(tmp_path):
     """`boot(..., copy_engine=True)` on the emulated USB board: PSP/SMU boot, then the copy engine step; copies work."""
     from amfake import FW_DIR
 
-    from tinyhw.boot import firmware, sequence
+    from tinyhw.boot.amd import firmware, sequence
 
     if not (FW_DIR / "psp_13_0_0_sos.bin").is_file():
         pytest.fail(f"firmware missing in {FW_DIR}: run bash tests/fetch_firmware.sh", pytrace=False)
@@ -236,7 +237,7 @@ def test_older_payload_holding_a_later_sentinel(tmp_path, protocol):
 
 
 def test_large_copy_is_split_into_ring_sized_submissions(tmp_path, monkeypatch):
-    from tinyhw.boot import usbcopy
+    from tinyhw.boot.amd import usbcopy
 
     monkeypatch.setattr(usbcopy, "BATCH", 2)
     data = os.urandom(5 * CHUNK + 77)
@@ -277,7 +278,7 @@ def test_copy_out_model_matches_the_emulator(tmp_path, protocol):
     (3 GB/s, inferred) and the bulk IN's data waits for its release, so the model with its GPU rate equals the
     emulator's marginal cost per 512 KiB piece within 1 %: the seed's per-piece submission (7 transfers a piece)
     and tinyhw's one submission with a go byte per piece (3 transfers a piece)."""
-    from tinyhw.boot.usbcopy_model import LinkModel, copy_out
+    from tinyhw.boot.amd.usbcopy_model import LinkModel, copy_out
 
     times, transfers = [], []
     with rig(tmp_path) as r:

@@ -1,6 +1,6 @@
 """tinyhw's copy-in host with its bulk worker thread (issue 12): deterministic on the emulator, errors from the worker
 surface on the caller as one tinyhw error, the worker never outlives the call (tinyhw.transport.submitq,
-tinyhw.mocks.vclock; asm24-usb-bridge.md §4.7, §9.3, §12 item 12)."""
+tinyhw.mocks.common.vclock; asm24-usb-bridge.md §4.7, §9.3, §12 item 12)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import time
 import pytest
 from usbcopyhelp import rig
 
-from tinyhw.boot.usbcopy import CHUNK
+from tinyhw.boot.amd.usbcopy import CHUNK
 from tinyhw.errors import DeviceTimeout, Disconnected, TransportError
-from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.mocks.common.vclock import VirtualClock
 from tinyhw.transport.clock import WallClock
 from tinyhw.transport.submitq import SubmitQueue
 

@@ -1,7 +1,7 @@
 """Time of the USB copies on the emulator (issue 12): the SDMA takes time on the board clock, the host sees the GPU's
 writes into the bridge only at their modelled time, and the emulator's figure is tinyhw's real host (queued bulk
 transfers: the model's ``host="async"``; its fallback, one bulk worker thread: ``host="worker"``)
-(asm24-usb-bridge.md §1, §9.3, §9.4; tinyhw.boot.usbcopy_model)."""
+(asm24-usb-bridge.md §1, §9.3, §9.4; tinyhw.boot.amd.usbcopy_model)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import os
 import pytest
 from usbcopyhelp import rig
 
-from tinyhw.boot import copyengine, sdmapkt
-from tinyhw.boot.usbcopy import FENCE_XDATA
-from tinyhw.boot.usbcopy_model import LinkModel, copy_in
-from tinyhw.mocks.sdma import SdmaTiming
+from tinyhw.boot.amd import copyengine, sdmapkt
+from tinyhw.boot.amd.usbcopy import FENCE_XDATA
+from tinyhw.boot.amd.usbcopy_model import LinkModel, copy_in
+from tinyhw.mocks.amd.sdma import SdmaTiming
 
 DST = 0x8000000
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tinyhw.mocks import boardstate, ifwi_image
-from tinyhw.mocks import navi31 as navi31_mod
-from tinyhw.mocks.psp import PspMailbox
+from tinyhw.mocks.amd import boardstate, ifwi_image
+from tinyhw.mocks.amd import navi31 as navi31_mod
+from tinyhw.mocks.amd.psp import PspMailbox
 
 SLOT = 0x1000
 OLD = ifwi_image.with_slot_size(ifwi_image.build_image(), SLOT)

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tinyhw.boards.navi31 import Navi31UsbOptions
-from tinyhw.boot import copyengine
-from tinyhw.boot.gpu import AmGpu
-from tinyhw.boot.usbcopy import UsbCopier
-from tinyhw.mocks.navi31 import Navi31Board
-from tinyhw.mocks.pyusb_backend import make_backend
-from tinyhw.mocks.vclock import VirtualClock
+from tinyhw.boot.amd import copyengine
+from tinyhw.boot.amd.gpu import AmGpu
+from tinyhw.boot.amd.usbcopy import UsbCopier
+from tinyhw.mocks.amd.navi31 import Navi31Board
+from tinyhw.mocks.bridge.pyusb_backend import make_backend
+from tinyhw.mocks.common.vclock import VirtualClock
 from tinyhw.usb.transport import UsbTransport
 
 

@@ -3,8 +3,8 @@ emulator's side (its register file and VRAM), against amd-bringup.md §4.5."""
 
 from __future__ import annotations
 
-from tinyhw.boot import copyengine
-from tinyhw.mocks.amregs import FB_BASE_UNITS
+from tinyhw.boot.amd import copyengine
+from tinyhw.mocks.amd.amregs import FB_BASE_UNITS
 
 FB_BASE = FB_BASE_UNITS << 24  # the emulated board's MC address of VRAM byte 0
 

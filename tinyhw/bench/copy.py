@@ -27,7 +27,7 @@ too (random data), a dropped chunk at its window. Rows say what was checked (``v
 hardware ("measured"), the board's virtual clock on an emulated board ("modelled", from the emulator's
 per-transfer costs, which are the specs' measured figures). Every row names that clock (``"clock"``): ``wall``,
 ``device`` (modelled device time only: exact, reproducible) or ``hybrid`` (modelled device time plus this host's
-measured CPU time between transfers, tinyhw.mocks.vclock), which the bench prefers on an emulated board that
+measured CPU time between transfers, tinyhw.mocks.common.vclock), which the bench prefers on an emulated board that
 offers it unless the board's ``clock=`` option or ``TINYHW_CLOCK`` fixed the mode.
 
 Who timed a row is its ``"timer"``: ``host``, the transport's own clock on this host (as above), or ``client``, on a
@@ -55,7 +55,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from tinyhw.boot.buffers import windows as sample_windows
+from tinyhw.boot.amd.buffers import windows as sample_windows
 from tinyhw.errors import Refused
 from tinyhw.formats.pciconfig import parse_config
 from tinyhw.progress import NO_PROGRESS, Progress
@@ -137,7 +137,7 @@ class CopyResult:
     model_mbps: float | None = None
     host_only: bool = False
     model_host: str | None = None
-    clock: str = "wall"  # wall | device | hybrid (tinyhw.mocks.vclock)
+    clock: str = "wall"  # wall | device | hybrid (tinyhw.mocks.common.vclock)
     timer: str = "host"  # host: the transport's clock here; client: this client's wall clock per batch round trip
     server_seconds: list[float] = field(default_factory=list)  # the server's own time of each repeat (remote:)
     server_clock: str | None = None  # wall (measured on the server) | virtual (modelled there) | None (no figure)

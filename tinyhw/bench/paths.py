@@ -4,9 +4,9 @@ Paths (the ``--path`` choices):
 
 * ``bar`` — the transport's BAR mapping (streamed over the USB bridge, one mapping on ``pci:``/``vfio:``);
   :func:`tinyhw.bench.copy.copy_bench` with no ``via``. Works on every device.
-* ``sram`` — the USB bridge's 512 KiB SRAM and the GPU's SDMA0 (:mod:`tinyhw.boot.usbcopy`), a booted navi3x
+* ``sram`` — the USB bridge's 512 KiB SRAM and the GPU's SDMA0 (:mod:`tinyhw.boot.amd.usbcopy`), a booted navi3x
   behind the bridge; VRAM at 128 MiB by default.
-* ``dma`` — a pinned host DMA buffer and SDMA0 (:mod:`tinyhw.boot.dmacopy`), a booted navi3x on a transport with
+* ``dma`` — a pinned host DMA buffer and SDMA0 (:mod:`tinyhw.boot.amd.dmacopy`), a booted navi3x on a transport with
   DMA buffers (``vfio:``, ``mock:navi31``); VRAM at 128 MiB by default.
 * ``staging`` — the host memcpy into and out of a pinned DMA buffer alone (:mod:`tinyhw.bench.staging`).
 * ``auto`` (the default) — the fastest verified path the device supports in its current state: ``sram`` on a
@@ -34,7 +34,7 @@ from tinyhw.transport.abilities import BridgeSram, DmaBuffers
 from tinyhw.transport.base import Transport, has
 
 if TYPE_CHECKING:
-    from tinyhw.boot.gpu import AmGpu
+    from tinyhw.boot.amd.gpu import AmGpu
 
 PATHS = ("auto", "bar", "sram", "dma", "staging")
 PROTOCOLS = ("tinyhw", "seed")
@@ -57,7 +57,7 @@ class CopyPlan:
 
 def choose_path(transport: Transport) -> tuple[str, str, Any]:
     """(path, why, gpu) that ``auto`` picks for this device now; ``gpu`` is the checked AmGpu of an engine path."""
-    from tinyhw.boot.dmacopy import booted_gpu
+    from tinyhw.boot.amd.dmacopy import booted_gpu
 
     engine = "sram" if has(transport, BridgeSram) else "dma" if has(transport, DmaBuffers) else None
     if engine is None:
@@ -109,11 +109,11 @@ def plan_copy(transport: Transport, sizes: list[int], path: str = "auto", *, off
 
 def _plan_engine(transport: Transport, sizes: list[int], path: str, offset: int | None, auto: bool, why: str,
                  gpu: AmGpu | None) -> CopyPlan:
-    from tinyhw.boot.dmacopy import booted_gpu, check_copy_engine, check_range
+    from tinyhw.boot.amd.dmacopy import booted_gpu, check_copy_engine, check_range
 
     if gpu is None:
         if path == "sram":
-            from tinyhw.boot.usbcopy import require_sram
+            from tinyhw.boot.amd.usbcopy import require_sram
 
             require_sram(transport)
             gpu = booted_gpu(transport, "sram copies use")
@@ -149,7 +149,7 @@ def open_path(transport: Transport, plan: CopyPlan, sizes: list[int],
     if plan.path == "sram":
         yield sram_path(transport, gpu=plan.gpu, protocol=protocol, check=check)
         return
-    from tinyhw.boot.dmacopy import open_dma_copier
+    from tinyhw.boot.amd.dmacopy import open_dma_copier
 
     copier = open_dma_copier(transport, gpu=plan.gpu)
     try:
@@ -168,15 +168,15 @@ def _independent(gpu: AmGpu, end: int) -> Independent:
 
 def sram_path(transport: Transport, *, gpu: AmGpu | None = None, protocol: str = "tinyhw",
               check: Independent | None = None) -> CopyPath:
-    """The bridge SRAM + SDMA copy path (:mod:`tinyhw.boot.usbcopy`) as a :class:`CopyPath`, in one call: refused
+    """The bridge SRAM + SDMA copy path (:mod:`tinyhw.boot.amd.usbcopy`) as a :class:`CopyPath`, in one call: refused
     (exit 2) on a transport without the bridge-SRAM ability or a board no tinyhw boot brought up (``gpu``: the
     checked AmGpu when the caller has one), then the copy engine is brought up (page tables, hubs, SDMA ring). Its
     model column is of the host this run's copy-in really is (``sram_queue_kind``). ``check`` verifies copies
     independently (default: the BAR0 VRAM aperture over the whole VRAM)."""
-    from tinyhw.boot import usbcopy_model
-    from tinyhw.boot.copyengine import bring_up
-    from tinyhw.boot.dmacopy import booted_gpu
-    from tinyhw.boot.usbcopy import UsbCopier, require_sram
+    from tinyhw.boot.amd import usbcopy_model
+    from tinyhw.boot.amd.copyengine import bring_up
+    from tinyhw.boot.amd.dmacopy import booted_gpu
+    from tinyhw.boot.amd.usbcopy import UsbCopier, require_sram
 
     if protocol not in PROTOCOLS:
         raise Refused(f"unknown copy-in protocol {protocol!r}; known: {', '.join(PROTOCOLS)}")

@@ -1,7 +1,7 @@
 """The ASM2464/ASM2364 USB-to-PCIe bridge: where a GPU sits behind it, and the emulated bridge's device-string options.
 
 Source: specs/asm24-usb-bridge.md §8 (topology behind the bridge: bridges on buses 0-3, the GPU at bus 4).
-Facts and options only: the USB driver (tinyhw.usb) and the bridge emulator (tinyhw.mocks.asm24) read them; any
+Facts and options only: the USB driver (tinyhw.usb) and the bridge emulator (tinyhw.mocks.bridge.asm24) read them; any
 board may sit behind the bridge (its entry's options class adds :class:`Asm24Options` to the board's own).
 """
 
@@ -20,7 +20,8 @@ class Asm24Options(DeviceOptions):
     """Options of the emulated ASM24 bridge in front of a board (``mock:<board>-usb``)."""
 
     clock: str | None = option(choice("device", "hybrid"), None,
-                               "the virtual clock's mode (tinyhw.mocks.vclock): device, modelled device time only "
+                               "the virtual clock's mode (tinyhw.mocks.common.vclock): device, modelled device time "
+                               "only "
                                "(exact, reproducible); hybrid, plus the host's measured CPU time between transfers. "
                                "Default: device, except that bench copy measures on the hybrid clock unless a mode "
                                "was given", env="TINYHW_CLOCK")

@@ -195,7 +195,7 @@ class FaultPlan:
     completes with that status (``tlp-error``: engine error, result 1;
     ``tlp-timeout``: result 0xff). ``stuck-busy``: the flash never leaves BUSY.
     ``bitflip@ADDR``: the first read covering flash byte ADDR gets one bit flipped.
-    The emulated Navi31's early-boot flash update (tinyhw.mocks.pspupdate): ``psp-disconnect@K`` /
+    The emulated Navi31's early-boot flash update (tinyhw.mocks.amd.pspupdate): ``psp-disconnect@K`` /
     ``psp-timeout@K``: the board loses power / the PSP never answers at the K-th DATA_TRANSFER of the
     command; ``psp-badsig``: the payload's signature check fails (status 0x0D); ``psp-spi@N``: the N-th
     sector the PSP writes fails (status 0x0C); ``psp-cut-commit``: the board loses power right after

@@ -91,10 +91,10 @@ def amd_board(board: str, product: str) -> tuple[Entry, Entry]:
     spec_at = f"tinyhw.boards.{board}:{board.upper()}"
     return (Entry(f"mock:{board}", "direct", "tinyhw.boards.amd:AmdBoardOptions",
                   f"emulated {board} ({product}) board, attached directly",
-                  emulator="tinyhw.mocks.direct:DirectTransport", board=board, spec_at=spec_at),
+                  emulator="tinyhw.mocks.amd.direct:DirectTransport", board=board, spec_at=spec_at),
             Entry(f"mock:{board}-usb", "asm24", "tinyhw.boards.amd:AmdBoardUsbOptions",
                   f"emulated {board} board behind an emulated asm24 usb bridge",
-                  emulator="tinyhw.mocks.navi31:AmdBoard", board=board, spec_at=spec_at))
+                  emulator="tinyhw.mocks.amd.navi31:AmdBoard", board=board, spec_at=spec_at))
 
 
 REGISTRY: tuple[Entry, ...] = (
@@ -113,7 +113,7 @@ REGISTRY: tuple[Entry, ...] = (
     *amd_board("navi33", "rx 7600"),
     Entry("mock:ad102", "direct", "tinyhw.boards.nvidia:Ad102Options",
           "emulated nvidia ada (ad102, rtx 4090) board, attached directly",
-          emulator="tinyhw.mocks.ad102:ad102_transport", board="ad102", spec_at="tinyhw.boards.nvidia:AD102"),
+          emulator="tinyhw.mocks.nvidia.ad102:ad102_transport", board="ad102", spec_at="tinyhw.boards.nvidia:AD102"),
     Entry("cuda", "cuda", "tinyhw.boards.options:NoOptions",
           "an NVIDIA GPU through the CUDA driver (bench copy and kernels run only)", forms="cuda:N"),
 )

@@ -1,27 +1,6 @@
-"""AMD bring-up from user space: identify, PSP and SMU boot, mode-1 reset, SMU metrics (specs/amd-bringup.md §1-§7).
+"""Bring-up engines, one package per vendor (layer 3a: handed a transport, never constructing one).
 
-Layer 3: handed a transport (never constructing one, never importing mocks, usb or pci). Typical use::
-
-    gpu = preflight_boot(transport)                  # ip discovery; refused (vf, unknown part) before any write
-    doc = identify.info(gpu, firmware_dir(None))     # `am info`, read-only
-    fw = firmware.load(firmware_dir(None), gpu.discovery.versions())   # exit 2 before any write
-    result = sequence.boot(gpu, fw, on_step=print)   # full, partial, or mode-1 reset then full
-    Smi(gpu).refresh()                               # metrics of a board a tinyhw boot brought up
-
-Copies host <-> VRAM after a boot: :mod:`tinyhw.boot.usbcopy` (the USB bridge's SRAM + SDMA0) and
-:mod:`tinyhw.boot.dmacopy` (a pinned DMA buffer + SDMA0, on transports with DMA buffers: ``vfio:``, ``mock:navi31``).
+:mod:`tinyhw.boot.amd`: AMD bring-up (identify, PSP and SMU boot, mode-1 reset, metrics, SDMA copies,
+compute queues and dispatch). :mod:`tinyhw.boot.nv`: NVIDIA bring-up (FWSEC-FRTS, the booter, GSP-RM).
+The AMD driver never imports the NVIDIA one.
 """
-
-from tinyhw.boot import firmware, identify, ids, layout, metrics, sequence
-from tinyhw.boot.firmware import FirmwareSet, firmware_dir
-from tinyhw.boot.gpu import AmGpu
-from tinyhw.boot.preflight import preflight_boot, preflight_reset
-from tinyhw.boot.psp import Psp, PspError
-from tinyhw.boot.smi import Smi
-from tinyhw.boot.smu import Smu, SmuError
-from tinyhw.boot.state import BoardState, read_state
-
-__all__ = [
-    "AmGpu", "BoardState", "FirmwareSet", "Psp", "PspError", "Smi", "Smu", "SmuError", "firmware", "firmware_dir",
-    "identify", "ids", "layout", "metrics", "preflight_boot", "preflight_reset", "read_state", "sequence",
-]

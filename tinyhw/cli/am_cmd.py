@@ -61,7 +61,7 @@ def _size(detail: dict[str, Any]) -> str:
 
 
 def _gpu(app: App, *, writes: bool) -> Any:
-    from tinyhw.boot import AmGpu
+    from tinyhw.boot.amd import AmGpu
 
     transport = app.open_transport(writes=writes)
     return AmGpu(transport, warn=lambda line: click.echo(line, err=True))
@@ -95,7 +95,7 @@ def info_cmd(app: App, firmware_dir: str | None, probe_smu: bool) -> None:
     Example:
       tinyhw --device mock:navi31 --json am info
     """
-    from tinyhw.boot import firmware, identify
+    from tinyhw.boot.amd import firmware, identify
 
     gpu = _gpu(app, writes=False)
     where = firmware.locate(firmware_dir, gpu.discovery.versions())
@@ -183,7 +183,7 @@ def boot_cmd(app: App, yes: bool, firmware_dir: str | None, allow_unknown_firmwa
     Example:
       tinyhw --device mock:navi31 am boot --yes --firmware-dir ~/.cache/tinyhw/firmware/amd/lib/firmware/amdgpu
     """
-    from tinyhw.boot import firmware, fwstage, preflight_boot, read_state, sequence
+    from tinyhw.boot.amd import firmware, fwstage, preflight_boot, read_state, sequence
     from tinyhw.errors import Refused
 
     gpu = preflight_boot(_gpu(app, writes=True))
@@ -236,7 +236,7 @@ def reset_cmd(app: App, yes: bool) -> None:
     Example:
       tinyhw --device mock:navi31 am reset --yes
     """
-    from tinyhw.boot import preflight_reset, read_state, sequence
+    from tinyhw.boot.amd import preflight_reset, read_state, sequence
 
     gpu = preflight_reset(_gpu(app, writes=True))
     state = read_state(gpu)

@@ -1,7 +1,7 @@
 """``tinyhw am status|rings|waves|hang-report``: see inside a running or hung AMD GPU (front end of the boot views).
 
-The work is :mod:`tinyhw.boot.gpustatus`, :mod:`tinyhw.boot.rings`, :mod:`tinyhw.boot.waves` and
-:mod:`tinyhw.boot.hangreport`; this module parses the options and formats the documents. The views write only
+The work is :mod:`tinyhw.boot.amd.gpustatus`, :mod:`tinyhw.boot.amd.rings`, :mod:`tinyhw.boot.amd.waves` and
+:mod:`tinyhw.boot.amd.hangreport`; this module parses the options and formats the documents. The views write only
 selector registers (GRBM_GFX_CNTL, GRBM_GFX_INDEX, SQ_IND_INDEX) and, with ``--halt``, SQ_CMD; so they need a
 named ``--device``, like every command that writes.
 """
@@ -17,7 +17,7 @@ from tinyhw.cli.numbers import Number
 
 
 def _gpu(app: App) -> Any:
-    from tinyhw.boot.gpustatus import open_gpu
+    from tinyhw.boot.amd.gpustatus import open_gpu
 
     return open_gpu(app.open_transport(writes=True), warn=lambda line: click.echo(line, err=True))
 
@@ -37,7 +37,7 @@ def status_cmd(app: App) -> None:
       tinyhw --device mock:navi31 am status
       tinyhw --device mock:navi31 --json am status
     """
-    from tinyhw.boot import gpustatus
+    from tinyhw.boot.amd import gpustatus
 
     doc = gpustatus.read_status(_gpu(app))
     app.emit(doc, lambda: _show_status(app, doc))
@@ -93,7 +93,7 @@ def rings_cmd(app: App, ring: str, last: int) -> None:
     Example:
       tinyhw --device mock:navi31 am rings --ring compute --last 8
     """
-    from tinyhw.boot import hangreport, rings
+    from tinyhw.boot.amd import hangreport, rings
 
     doc = rings.read_ring(_gpu(app), ring, last=last)
 
@@ -127,7 +127,7 @@ def waves_cmd(app: App, halt: bool, sgprs: int, vgprs: int) -> None:
     Example:
       tinyhw --device mock:navi31 am waves --halt --vgprs 2
     """
-    from tinyhw.boot import waves
+    from tinyhw.boot.amd import waves
 
     gpu = _gpu(app)
     if halt:
@@ -140,7 +140,7 @@ def waves_cmd(app: App, halt: bool, sgprs: int, vgprs: int) -> None:
 
 
 def _show_waves(app: App, doc: dict[str, Any]) -> None:
-    from tinyhw.boot.hangreport import wave_line
+    from tinyhw.boot.amd.hangreport import wave_line
 
     out = app.out
     _boot_note(app, doc)
@@ -174,7 +174,7 @@ def hang_report_cmd(app: App, output: str, force: bool, last: int, no_halt: bool
     Example:
       tinyhw --device mock:navi31 am hang-report -o hang.json
     """
-    from tinyhw.boot import hangreport
+    from tinyhw.boot.amd import hangreport
     from tinyhw.fileio import atomic_write, check_output_path
 
     target = check_output_path(output, force=force, what="hang report")

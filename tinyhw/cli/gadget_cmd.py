@@ -1,6 +1,6 @@
 """``tinyhw mock gadget``: serve the emulated Navi31 behind the ASM24 bridge as a real USB device.
 
-Front end of :mod:`tinyhw.mocks.gadget` (FunctionFS) and :mod:`tinyhw.mocks.gadget_configfs`
+Front end of :mod:`tinyhw.mocks.bridge.gadget` (FunctionFS) and :mod:`tinyhw.mocks.bridge.gadget_configfs`
 (specs/usb-real-stack-harness.md): checks the gadget framework, takes the emulated board's lock,
 serves until Ctrl-C or SIGTERM, tears configfs down, and reports what the emulator served.
 """
@@ -52,8 +52,8 @@ def gadget(app: App, board: str, flash: Path | None, udc: str | None, faults: st
       kill -INT %1
     """
     from tinyhw.connect import bridged_board
-    from tinyhw.mocks.gadget import WallPacedClock
-    from tinyhw.mocks.gadget_configfs import GadgetSetup, check_environment, serve_gadget
+    from tinyhw.mocks.bridge.gadget import WallPacedClock
+    from tinyhw.mocks.bridge.gadget_configfs import GadgetSetup, check_environment, serve_gadget
 
     chosen = check_environment(udc)
     opts: dict[str, str | bool] = {"speed": "hs"}

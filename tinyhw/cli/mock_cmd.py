@@ -48,7 +48,7 @@ def reset(app: App, yes: bool, force: bool) -> None:
       tinyhw --device mock:ad102 mock reset --yes
     """
     from tinyhw.connect import entry_of, typed_options
-    from tinyhw.mocks.navi31 import flash_backup_needed, flash_path, reset_flash
+    from tinyhw.mocks.amd.navi31 import flash_backup_needed, flash_path, reset_flash
     from tinyhw.transport.devstr import given_device, parse_device
     from tinyhw.transport.lock import DeviceLock
 
@@ -88,7 +88,7 @@ def reset(app: App, yes: bool, force: bool) -> None:
 def _reset_state(app: App, yes: bool, state: Path) -> None:
     """``mock reset`` of an emulated board that keeps a board-state file and no flash (the emulated AD102): delete
     the file under the board's device lock."""
-    from tinyhw.mocks.ad102 import LOCK_KEY, reset_state, state_kept
+    from tinyhw.mocks.nvidia.ad102 import LOCK_KEY, reset_state, state_kept
     from tinyhw.transport.lock import DeviceLock
 
     state_kept(state)  # a path that is not a regular file is refused before the plan
@@ -118,7 +118,7 @@ def power_cycle(app: App) -> None:
       tinyhw --device mock:navi31-usb,flash=/tmp/board.bin mock power-cycle
     """
     from tinyhw.connect import entry_of, typed_options
-    from tinyhw.mocks.navi31 import flash_path, power_cycle_flash
+    from tinyhw.mocks.amd.navi31 import flash_path, power_cycle_flash
     from tinyhw.transport.devstr import given_device, parse_device
     from tinyhw.transport.lock import DeviceLock
 

@@ -1,4 +1,4 @@
-"""``tinyhw smi``: SMU metrics of a board a tinyhw boot brought up (front end of :mod:`tinyhw.boot.smi`).
+"""``tinyhw smi``: SMU metrics of a board a tinyhw boot brought up (front end of :mod:`tinyhw.boot.amd.smi`).
 
 specs/amd-bringup.md §6.4-§6.5: attaches without re-pointing the SMU (the driver-table address is
 recomputed from tinyhw's boot layout), refuses a board no tinyhw boot touched, refreshes live in a
@@ -65,7 +65,7 @@ def smi(app: App, once: bool, watch: bool, interval: float, count: int) -> None:
       tinyhw --device usb smi --interval 0.5
       tinyhw --device usb smi --watch --interval 5 >> metrics.log
     """
-    from tinyhw.boot import AmGpu, Smi
+    from tinyhw.boot.amd import AmGpu, Smi
 
     if not 0 < interval <= 86400:
         raise Refused(f"--interval {interval} must be more than 0 and at most 86400 seconds")

@@ -35,7 +35,7 @@ from tinyhw.transport.devstr import DeviceSpec, parse_device
 
 if TYPE_CHECKING:
     from tinyhw.cuda import CudaDevice
-    from tinyhw.mocks.asm24 import Asm24Bridge
+    from tinyhw.mocks.bridge.asm24 import Asm24Bridge
     from tinyhw.transport.clock import Clock
 
 
@@ -155,7 +155,7 @@ def bridged_board(board: str, options: Mapping[str, Raw], clock: Clock | None = 
 
 
 def _bridged(entry: registry.Entry, options: DeviceOptions, clock: Clock | None) -> tuple[Any, Asm24Bridge]:
-    from tinyhw.mocks.asm24 import Asm24Bridge
+    from tinyhw.mocks.bridge.asm24 import Asm24Bridge
 
     # the board takes the device lock and builds its clock if none is given
     board = _emulator(entry)(options, clock, attach="usb", spec=entry.spec)
@@ -186,7 +186,7 @@ def _open_direct(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Op
 
 def _open_asm24(spec: DeviceSpec, entry: registry.Entry, register: Callable[[Opened], None]) -> Opened:
     """An emulated board behind the emulated ASM24 bridge, reached by the real usb transport through pyusb."""
-    from tinyhw.mocks.pyusb_backend import Asm24Backend
+    from tinyhw.mocks.bridge.pyusb_backend import Asm24Backend
     from tinyhw.usb.transport import UsbTransport
 
     options = typed_options(spec, entry)

@@ -9,7 +9,7 @@ table. Offsets inside the binary are relative to the start of the binary header.
 
 :func:`parse` never raises on malformed input: every departure from the format is a
 :class:`Problem` (offset, what was expected) and parsing goes on as far as it safely can.
-The writer is the emulator's (:mod:`tinyhw.mocks.ipdiscovery_writer`); this parser is tested against
+The writer is the emulator's (:mod:`tinyhw.mocks.amd.ipdiscovery_writer`); this parser is tested against
 hand-written byte fixtures (tests/data/ipdiscovery/), not only against that writer.
 Imports only the standard library and ``tinyhw.errors``.
 """

@@ -1,7 +1,7 @@
 """The SQ indirect wave registers of RDNA3 (gfx11): indices, the STATUS bits, HW_ID1, SQ_CMD halt words.
 
-Facts shared by the driver side (:mod:`tinyhw.boot.waves`) and the emulated shader core
-(:mod:`tinyhw.mocks.sqind`), like the generated register database: vendor facts, no behaviour.
+Facts shared by the driver side (:mod:`tinyhw.boot.amd.waves`) and the emulated shader core
+(:mod:`tinyhw.mocks.amd.sqind`), like the generated register database: vendor facts, no behaviour.
 
 Spec: specs/amd-compute.md §8 ("Wave state via SQ_IND_INDEX / SQ_IND_DATA"): SQ_IND_INDEX =
 WAVE_ID[4:0] | WORKITEM_ID[10:5] | AUTO_INCR[11] | INDEX[31:16] (the fields are also in the register

@@ -1,4 +1,4 @@
-"""``kernels run`` on an AMD GPU tinyhw booted: the committed gfx1100 binary through :mod:`tinyhw.boot.compute`.
+"""``kernels run`` on an AMD GPU tinyhw booted: the committed gfx1100 binary through :mod:`tinyhw.boot.amd.compute`.
 
 :func:`plan_amd` checks everything that can be refused before a device is opened (the probe, its gfx1100 binary in
 the manifest, the element count); :func:`run_amd` is handed the open transport (this tool never opens one), checks
@@ -67,9 +67,9 @@ def plan_amd(name: str, repeats: int = 1, n: int | None = None, build_dir: Path 
 
 def run_amd(plan: AmdPlan, transport: Transport, *, timeout: float = 10.0, buffer_path: str = "auto") -> dict:
     """Run ``plan`` on the GPU behind ``transport`` (handed in and closed by the caller); the buffers travel over
-    ``buffer_path`` (:mod:`tinyhw.boot.buffers`: the copy engine where there is one, verified through the BAR)."""
-    from tinyhw.boot.buffers import open_buffer_path
-    from tinyhw.boot.compute import check_booted, load_code_object, open_compute
+    ``buffer_path`` (:mod:`tinyhw.boot.amd.buffers`: the copy engine where there is one, verified through the BAR)."""
+    from tinyhw.boot.amd.buffers import open_buffer_path
+    from tinyhw.boot.amd.compute import check_booted, load_code_object, open_compute
     from tinyhw.kernels.manifest_check import read_binary
 
     emulated = transport.emulated

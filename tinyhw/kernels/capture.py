@@ -1,14 +1,14 @@
 """``prof capture``: a probe kernel run under the SQ thread trace on an AMD GPU tinyhw booted, saved as a capture.
 
 The composition lives here because it needs both halves: the probe (its committed gfx1100 code object, inputs
-and check, :mod:`tinyhw.kernels.amd`) and the engines (the compute queue of :mod:`tinyhw.boot.compute`, the thread
-trace of :mod:`tinyhw.boot.sqtt`). :func:`plan_capture` refuses everything it can before a device is opened (the
+and check, :mod:`tinyhw.kernels.amd`) and the engines (the compute queue of :mod:`tinyhw.boot.amd.compute`, the thread
+trace of :mod:`tinyhw.boot.amd.sqtt`). :func:`plan_capture` refuses everything it can before a device is opened (the
 probe, the element count, the output directory: exit 2); :func:`run_capture` is handed the open transport,
 checks the GPU (AMD, gc 11, booted by tinyhw: else exit 2), programs the trace, runs the probe once, stops the
 trace, checks the probe's result, and writes the directory in the plain-file form ``tinyhw prof`` reads
 (specs/sqtt-pmc.md §7 fields; the layout of tests/data/sqtt/*/*/): ``capture.json``, one
 ``sqtt_kern0_exec1_se<N>.bin`` per shader engine and ``program_0_<kernel>.elf``, and with counters
-``pmc_kern0_exec1.bin`` (:mod:`tinyhw.boot.perfmon`, the same dispatch). Times in the trace are shader
+``pmc_kern0_exec1.bin`` (:mod:`tinyhw.boot.amd.perfmon`, the same dispatch). Times in the trace are shader
 cycles: modelled by the emulated board's shader core, measured on hardware (``capture.json`` says which).
 """
 
@@ -25,7 +25,7 @@ from tinyhw.kernels.amd import EMULATED_GROUPS, AmdPlan, plan_amd
 from tinyhw.transport.base import Transport
 
 if TYPE_CHECKING:
-    from tinyhw.boot.gpu import AmGpu
+    from tinyhw.boot.amd.gpu import AmGpu
 
 __all__ = ["CapturePlan", "capture_probe", "plan_capture", "run_capture"]
 
@@ -49,7 +49,7 @@ def plan_capture(name: str, out: str | Path, *, n: int | None = None, buffer_kib
     """Refusals before a device is opened (exit 2): an unknown probe or a bad ``n`` (as ``kernels run``), an
     output directory that exists non-empty or is not a directory, a buffer size or SIMD out of range, an unknown
     counter or more than the block's counter registers (``counters``: comma-separated names or ``default``)."""
-    from tinyhw.boot.perfmon import parse_counters
+    from tinyhw.boot.amd.perfmon import parse_counters
 
     run = plan_amd(name, 1, n, build_dir)
     names = parse_counters(counters) if counters is not None else ()
@@ -64,7 +64,7 @@ def plan_capture(name: str, out: str | Path, *, n: int | None = None, buffer_kib
 
 def _props(gpu: AmGpu, shader_engines: int) -> dict[str, int]:
     """The device properties ``prof`` reads (the names of tinygrad's ProfileDeviceEvent, §7), from discovery."""
-    from tinyhw.boot.identify import gc_info
+    from tinyhw.boot.amd.identify import gc_info
 
     info = gc_info(gpu) or {}
     d = info.get("derived") or {}
@@ -79,7 +79,7 @@ def _props(gpu: AmGpu, shader_engines: int) -> dict[str, int]:
 
 
 def _shader_engines(gpu: AmGpu) -> int:
-    from tinyhw.boot.identify import gc_info
+    from tinyhw.boot.amd.identify import gc_info
 
     se = ((gc_info(gpu) or {}).get("derived") or {}).get("shader_engines") or 6
     return int(se)
@@ -87,9 +87,9 @@ def _shader_engines(gpu: AmGpu) -> int:
 
 def run_capture(plan: CapturePlan, transport: Transport, *, timeout: float = 10.0) -> dict[str, Any]:
     """Run ``plan`` on the GPU behind ``transport`` (handed in and closed by the caller); write the capture."""
-    from tinyhw.boot.compute import CODE, check_booted, load_code_object, open_compute, va
-    from tinyhw.boot.perfmon import PerfCounters
-    from tinyhw.boot.sqtt import DEFAULT_BUFFER, ThreadTrace, TraceSetup
+    from tinyhw.boot.amd.compute import CODE, check_booted, load_code_object, open_compute, va
+    from tinyhw.boot.amd.perfmon import PerfCounters
+    from tinyhw.boot.amd.sqtt import DEFAULT_BUFFER, ThreadTrace, TraceSetup
     from tinyhw.formats.elf import parse_elf
     from tinyhw.kernels.manifest_check import read_binary
 

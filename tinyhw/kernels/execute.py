@@ -6,7 +6,7 @@ dimension) and block (work-items per workgroup, HIP launch semantics), each ``--
 ``zeros:N``; as many as the kernel's metadata lists pointer arguments), each ``--out INDEX:FILE`` (an index of a
 buffer, a file that may be written: an existing regular file only with ``force``, never a device node, FIFO or
 socket, also behind a symlink), the timeout. :func:`run_exec` is handed the open transport, runs the
-dispatch through :mod:`tinyhw.boot.compute` and writes the requested buffers back (atomically).
+dispatch through :mod:`tinyhw.boot.amd.compute` and writes the requested buffers back (atomically).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tinyhw.transport.base import Transport
 
 MAX_CODE_OBJECT = 16 << 20
 MAX_BUFFERS = 16
-MAX_TOTAL = 120 << 20  # what the compute region's buffer area holds (tinyhw.boot.compute: 126 MiB, some slack)
+MAX_TOTAL = 120 << 20  # what the compute region's buffer area holds (tinyhw.boot.amd.compute: 126 MiB, some slack)
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class ExecPlan:
     which files, and the time-out in seconds."""
 
     path: Path
-    kernel: Any  # tinyhw.boot.compute.Kernel
+    kernel: Any  # tinyhw.boot.amd.compute.Kernel
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     buffers: list[bytes]
@@ -84,7 +84,7 @@ def plan_exec(code_object: str | Path, *, kernel: str | None, grid: str | tuple[
     """Everything ``kernels exec`` refuses (exit 2), checked before the device is opened. ``grid``/``block`` are
     ``"X[,Y,Z]"`` or tuples; each buffer is ``FILE``, ``zeros:N`` or (from Python) the bytes to upload; ``force``
     lets an ``--out`` file replace an existing regular file."""
-    from tinyhw.boot.compute import MAX_BLOCK, MAX_GROUPS, _check_dims, check_grid, load_code_object
+    from tinyhw.boot.amd.compute import MAX_BLOCK, MAX_GROUPS, _check_dims, check_grid, load_code_object
     from tinyhw.fileio import check_output_path, read_input
 
     if not 0 < timeout <= 3600:
@@ -126,13 +126,13 @@ def plan_exec(code_object: str | Path, *, kernel: str | None, grid: str | tuple[
 
 def run_exec(plan: ExecPlan, transport: Transport, *, buffer_path: str = "auto") -> dict:
     """Run ``plan`` on the GPU behind ``transport`` (handed in, closed by the caller); write the ``--out`` files.
-    ``buffer_path``: how the buffers travel (:mod:`tinyhw.boot.buffers`: auto, sram, dma, bar)."""
+    ``buffer_path``: how the buffers travel (:mod:`tinyhw.boot.amd.buffers`: auto, sram, dma, bar)."""
     return _run(plan, transport, buffer_path)[0]
 
 
 def _run(plan: ExecPlan, transport: Transport, buffer_path: str = "auto") -> tuple[dict, list[bytes]]:
-    from tinyhw.boot.buffers import PATHS, open_buffer_path
-    from tinyhw.boot.compute import check_booted, open_compute
+    from tinyhw.boot.amd.buffers import PATHS, open_buffer_path
+    from tinyhw.boot.amd.compute import check_booted, open_compute
     from tinyhw.fileio import atomic_write
 
     if buffer_path not in PATHS:

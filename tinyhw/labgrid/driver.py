@@ -156,7 +156,7 @@ class TinyhwDriver(Driver, MMIOProtocol, BootstrapProtocol):
     def am_boot(self, copy_engine: bool = True) -> dict[str, Any]:
         """``tinyhw am boot``: the PSP and SMU (full, partial, or reset then full), firmware from ``firmware_dir``
         (else $TINYHW_AMDGPU_FIRMWARE, else /lib/firmware/amdgpu)."""
-        from tinyhw.boot import AmGpu, firmware, preflight_boot, read_state, sequence
+        from tinyhw.boot.amd import AmGpu, firmware, preflight_boot, read_state, sequence
 
         gpu = preflight_boot(AmGpu(self.transport, warn=self.logger.warning))
         fw = firmware.load(firmware.firmware_dir(self.firmware_dir), gpu.discovery.versions())
@@ -166,7 +166,7 @@ class TinyhwDriver(Driver, MMIOProtocol, BootstrapProtocol):
     @Driver.check_active
     def boot_state(self) -> str:
         """What ``am boot`` would do now: ``partial`` once booted, else ``full`` or ``reset+full``."""
-        from tinyhw.boot import AmGpu, preflight_boot, read_state, sequence
+        from tinyhw.boot.amd import AmGpu, preflight_boot, read_state, sequence
 
         return sequence.plan(read_state(preflight_boot(AmGpu(self.transport, warn=self.logger.warning))))[0]
 

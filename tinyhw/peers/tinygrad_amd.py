@@ -12,7 +12,7 @@ lowest layer, written from its interface only (docs/peer-drivers.md says precise
   (``dma_alloc``), so the GPU's system pages resolve through the IOMMU as with VFIO.
 * ``mock:navi31-usb``: :class:`EmulatedUsb3` stands in for tinygrad's ``USB3`` (libusb control, bulk and
   asynchronous transfers) over pyusb and the emulated ASM24 bridge's pyusb backend
-  (:mod:`tinyhw.mocks.pyusb_backend`); tinygrad's own ``CustomASM24Controller``, ``USBPCIDevice`` and
+  (:mod:`tinyhw.mocks.bridge.pyusb_backend`); tinygrad's own ``CustomASM24Controller``, ``USBPCIDevice`` and
   ``USBMMIOInterface`` run unmodified on top of it.
 
 Firmware: tinygrad pins linux-firmware files by SHA-256 and downloads them into its cache
@@ -275,7 +275,7 @@ class EmulatedGpu:
             return
         import usb.core
 
-        from tinyhw.mocks.pyusb_backend import Asm24Backend
+        from tinyhw.mocks.bridge.pyusb_backend import Asm24Backend
 
         board, bridge = bridged_board(self.entry.board, spec.options)
         self._closers.append(board.close)

@@ -160,7 +160,7 @@ class QueuedBulk(Protocol):
     """A pyusb backend that queues bulk OUT transfers itself (pyusb has only synchronous ones).
 
     The USB driver (:mod:`tinyhw.usb.queued`) asks the backend a device was opened with (pyusb's public
-    ``Device.backend``) for this interface: the emulated bridge's backend (:mod:`tinyhw.mocks.pyusb_backend`)
+    ``Device.backend``) for this interface: the emulated bridge's backend (:mod:`tinyhw.mocks.bridge.pyusb_backend`)
     provides it natively; pyusb's libusb-1.0 backend gets it through one adapter
     (:class:`tinyhw.usb.libusb_async.LibusbAsync`); any other backend gets a worker thread's synchronous writes.
     ``queue_kind`` names the implementation (in stats and figures); ``open_bulk_queue`` takes the opened pyusb
@@ -179,7 +179,7 @@ class QueuedBulk(Protocol):
 class BridgeSram(Protocol):
     """The ASM24 USB bridge's 512 KiB SRAM (32 slots of 16 KiB, at PCIe 0x200000 for the GPU), its 0xF2 DMA engine
     and its XDATA (where the GPU's drain fence lands): specs/asm24-usb-bridge.md §4.2, §4.5, §7.2, §9. Only the
-    ``usb`` transport (``usb:``, ``mock:navi31-usb``) has it; the copy path of :mod:`tinyhw.boot.usbcopy` is built
+    ``usb`` transport (``usb:``, ``mock:navi31-usb``) has it; the copy path of :mod:`tinyhw.boot.amd.usbcopy` is built
     on these operations alone.
 
     * ``arm_host_to_sram(first_slot, length)``: arm the engine so that the next ``length`` bytes (a multiple of

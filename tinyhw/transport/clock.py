@@ -2,7 +2,7 @@
 
 Drivers never call ``time.sleep`` or ``time.monotonic`` directly: they use the transport's clock, which has
 ``now()`` in seconds and ``sleep(seconds)``. On hardware that is :class:`WallClock`; on an emulated board it is
-the board's virtual clock (:mod:`tinyhw.mocks.vclock`), which every access advances by the modelled latency, so
+the board's virtual clock (:mod:`tinyhw.mocks.common.vclock`), which every access advances by the modelled latency, so
 waits and time-outs are deterministic and counts reproducible. ``virtual`` says which kind a clock is.
 
 One more thing a driver needs, and only where it runs a worker thread (the bulk queue's fallback,
@@ -10,7 +10,7 @@ One more thing a driver needs, and only where it runs a worker thread (the bulk 
 On the wall clock that is a plain condition variable (enlisting, delisting and handing time over do nothing);
 a virtual clock gives each enlisted thread its own time line and sees when each is blocked, which it needs to
 let the threads' transfers reach the emulator in virtual-time order. How it does that is the emulator's
-business (:mod:`tinyhw.mocks.vclock`); drivers see only the :class:`Handover` interface.
+business (:mod:`tinyhw.mocks.common.vclock`); drivers see only the :class:`Handover` interface.
 
 A clock with modes a measurement may choose between (the emulator's device or hybrid time) says so by
 providing :class:`Measuring`; the copy bench asks for it explicitly.

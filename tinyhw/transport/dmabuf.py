@@ -2,7 +2,7 @@
 
 :class:`IovaBuffer` is the DMA-buffer interface (``size``, ``iova``, ``contiguous``, ``addr``, ``read``,
 ``write``) over some host memory ``mem`` its subclass provides: VFIO's pinned mappings
-(:class:`tinyhw.pci.dma.DmaBuffer`) and an emulated board's buffers (:class:`tinyhw.mocks.iommu.HostBuffer`).
+(:class:`tinyhw.pci.dma.DmaBuffer`) and an emulated board's buffers (:class:`tinyhw.mocks.common.iommu.HostBuffer`).
 An IOVA range is contiguous for the device whatever the host pages behind it are. Physical-address buffers
 (:class:`tinyhw.transport.physmem.PhysBuffer`) have the same interface but one address per page.
 """

@@ -13,7 +13,8 @@ the caller's own code: the worker runs the caller's functions, which raise tinyh
 everything, ``abort`` drops what has not started; either way the worker has ended when they return (it never
 outlives the call that made it). All blocking and every hand-over of time goes through the clock's
 :class:`~tinyhw.transport.clock.Handover`, so on an emulated board the caller and the worker each keep their own
-virtual time and the run is deterministic (:mod:`tinyhw.mocks.vclock`); on the wall clock it is a plain condition.
+virtual time and the run is deterministic (:mod:`tinyhw.mocks.common.vclock`); on the wall clock it is a plain
+condition.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ class Asm24:
         self.ep = endpoints
         self.counters = counters
         self.clock = clock
-        self._count_lock = threading.Lock()  # transfers may come from a worker thread too (tinyhw.boot.usbcopy)
+        self._count_lock = threading.Lock()  # transfers may come from a worker thread too (tinyhw.boot.amd.usbcopy)
         self.tap: Any = None  # a recording's tap, told of every vendor request and bulk transfer (TransferTap)
         #: True after :meth:`power_off`: every TLP and stream is refused until :meth:`ensure_link` powers it on
         self.pcie_off = False

@@ -6,7 +6,7 @@ in the order they were submitted; the first failure is latched and every later w
 :func:`open_bulk_queue` asks the backend the device was opened with (pyusb's public ``Device.backend``) for the
 documented queued-bulk interface, :class:`tinyhw.transport.abilities.QueuedBulk` (:func:`queued_bulk`):
 
-* ``"emulated"`` — the emulated bridge's pyusb backend provides it (:mod:`tinyhw.mocks.pyusb_backend`; handed to
+* ``"emulated"`` — the emulated bridge's pyusb backend provides it (:mod:`tinyhw.mocks.bridge.pyusb_backend`; handed to
   us, never imported);
 * ``"libusb-async"`` — pyusb's libusb-1.0 backend gets it through one adapter, libusb's asynchronous API on the
   handle pyusb opened (:class:`tinyhw.usb.libusb_async.LibusbAsync`, which lists the pyusb internals it needs);

@@ -6,7 +6,7 @@ LibOS arguments in its mailboxes, the booter on SEC2 with the WPR meta address a
 FALCON_OS <- 0 and RISC-V active, the status queue, GSP_INIT_DONE servicing events, BAR1 physical mode),
 §7 (FWSEC-FRTS), §10.1 (layout), §11 (arguments), §13 (queues, sequencer, first RPCs) and §4 (a GPU whose
 WPR2 is up is reset: bus mastering off, function reset). Steps are run and timed by
-:class:`tinyhw.boot.sequence.StepLog`, as ``am boot``'s are: each is named in the progress output and in
+:class:`tinyhw.boot.amd.sequence.StepLog`, as ``am boot``'s are: each is named in the progress output and in
 any error. After the first write, a failure's hint names the reset that clears what the boot left.
 
 What GSP-RM reported is kept in a small record file (:mod:`tinyhw.boot.nv.record`) for ``nv info``: the
@@ -32,13 +32,13 @@ from tinyhw.boards.nvidia import (
     RISCV_CPUCTL,
     RISCV_CPUCTL_ACTIVE,
 )
+from tinyhw.boot.amd.sequence import StepLog, set_bus_master
 from tinyhw.boot.nv import layout, record, rpc, sequencer
 from tinyhw.boot.nv.falcon import Falcon, HsUcode
 from tinyhw.boot.nv.fwfiles import NvFirmware
 from tinyhw.boot.nv.gpu import NvGpu, reset_hint
 from tinyhw.boot.nv.gspmem import HostMemory, host_sizes, libos_arguments, queue_arguments, radix3
 from tinyhw.boot.nv.structs import GspLayouts, layouts_for
-from tinyhw.boot.sequence import StepLog, set_bus_master
 from tinyhw.errors import OperationFailed, Refused, TinyhwError
 from tinyhw.formats.nvbios import fwsec_frts_image, parse_nv_vbios
 from tinyhw.transport.abilities import Resettable

@@ -18,7 +18,8 @@ may touch bytes a later wave touched at an earlier step with one of them a write
 an error, the instruction limit), the memory is restored and the workgroups run again one at a time. It needs a
 memory with ``peek``/``poke`` (:class:`FlatMemory`), no SQ trace, and LDS only in one-wave workgroups; the
 counters are the same either way. A memory whose accesses have effects beyond their bytes (the emulated board's
-GPUVM, ``tinyhw.mocks.cp``) also has ``lockstep_begin()`` and ``lockstep_end(kept)``, called around each run: it keeps
+GPUVM, ``tinyhw.mocks.amd.cp``) also has ``lockstep_begin()`` and ``lockstep_end(kept)``, called around each run: it
+keeps
 the run's accesses free of effects and settles them when the run is kept.
 """
 
@@ -813,7 +814,7 @@ def run_dispatch(regs: DispatchRegs, memory: Memory, *, strict: bool = True, cac
     its mnemonic, encoding and PC); with ``strict=False`` such instructions are executed as no-ops and
     counted in ``DispatchResult.skipped`` (the result is then not exact). ``watchdog`` bounds the wave
     instructions of the whole dispatch (:class:`WatchdogExpired`, whose ``dispatch`` keeps the running
-    workgroup's waves for :mod:`tinyhw.mocks.sqind`). ``cache`` may be kept by the caller
+    workgroup's waves for :mod:`tinyhw.mocks.amd.sqind`). ``cache`` may be kept by the caller
     for repeated dispatches of the same, unchanged code. ``on_wave_end(wave)`` is called with each wave's
     final state (SGPRs ``wave.s``, VGPRs ``wave.v``, ``wave.wg``, ``wave.index``) when it executes ``s_endpgm`` (for
     workgroups run in lockstep, see the module text: after the last of their waves ended, in wave order).
@@ -888,7 +889,7 @@ class DispatchJob:
                         self.wall += spent
                         return None
             except WatchdogExpired as e:
-                e.dispatch = d  # the waves stay resident (tinyhw.mocks.sqind)
+                e.dispatch = d  # the waves stay resident (tinyhw.mocks.amd.sqind)
                 raise
         self.wall += time.monotonic() - t0
         res = d.res

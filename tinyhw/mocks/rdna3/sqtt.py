@@ -213,10 +213,10 @@ class TracedWave:
 class DispatchTrace:
     """The trace of one dispatch: per-SE streams (None where the SE does not trace), the masks, the clocks.
 
-    ``streams[se]`` and ``masks[se]`` come from the thread-trace block (:mod:`tinyhw.mocks.thread_trace`); the
+    ``streams[se]`` and ``masks[se]`` come from the thread-trace block (:mod:`tinyhw.mocks.amd.thread_trace`); the
     core calls :meth:`wave_start`, :meth:`issue` and :meth:`wave_end`. With ``counts`` (a dict) it also counts,
     per (SE, SA, WGP), the waves, VALU and SALU instructions and wave cycles the performance counters report
-    (:mod:`tinyhw.mocks.perfmon`).
+    (:mod:`tinyhw.mocks.amd.perfmon`).
     """
 
     streams: list[SeStream | None]
