@@ -1,8 +1,11 @@
-"""Emulated blocks run on BoardServices alone (tinyhw/mocks/common/services.py), not on a particular board."""
+"""Emulated blocks run on BoardServices alone (tinyhw/mocks/common/services.py), not on a particular board, and are
+handed what they reach of the board when they are built (never wired afterwards)."""
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,7 @@ from tinyhw.mocks.amd.smu import MSG_IDS, Smu
 from tinyhw.mocks.common.services import BoardServices, Translation
 from tinyhw.regs import asic
 
+MOCKS = Path(__file__).resolve().parent.parent / "tinyhw" / "mocks"
 REGS = asic("navi31")
 FB = 1 << 39  # this stub board's FB base (MC address of VRAM offset 0)
 
@@ -272,3 +276,53 @@ def test_gpuvm_sends_a_fault_to_the_default_page_only_where_the_hub_says_so():
     assert vm.read(outside + 0x3010 + (1 << 20), 4) == b"\xaa" * 4  # a read of another page: the same default page
     assert rd("GCVM_L2_PROTECTION_FAULT_ADDR_LO32") == (outside >> 12) & 0xFFFFFFFF  # the first fault stays latched
     assert rd("GCVM_L2_PROTECTION_FAULT_STATUS") == 1 | rw.mask
+
+
+# -- services: every block is handed what it reaches of the board when it is built ------------------------------------
+WIRED_AFTER = ("thread_trace", "perfmon")  # the command processor's peers: constructor arguments
+
+
+def wiring_after_construction(source: str) -> list[str]:
+    """``line: target`` of every assignment in ``source`` that reaches into the command processor after it was built:
+    its services (``<x>.cp.s.<name> = ...``, ``<x>.cp.s = ...``) or its peers (``<x>.cp.thread_trace = ...``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
+            if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        for target in targets:
+            for each in target.elts if isinstance(target, ast.Tuple) else [target]:
+                chain, t = [], each
+                while isinstance(t, ast.Attribute):
+                    chain.insert(0, t.attr)
+                    t = t.value
+                text = ".".join(chain)
+                if ".cp.s." in f".{text}." or text.endswith(("cp.s", *(f"cp.{a}" for a in WIRED_AFTER))):
+                    found.append(f"{node.lineno}: {text}")
+    return found
+
+
+def test_the_command_processor_gets_its_services_in_its_constructor() -> None:
+    found = {str(p.relative_to(MOCKS)): wiring_after_construction(p.read_text()) for p in sorted(MOCKS.rglob("*.py"))}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_the_wiring_scan_sees_each_form() -> None:
+    src = ("self.cp.s.reg_read, self.cp.s.reg_write = a, b\nself.cp.thread_trace = t\nboard.cp.s = s\n"
+           "self.cp.s.regs = r\nself.boot.s.sos_alive = 1\nself.cp = cp\n")
+    assert wiring_after_construction(src) == ["1: cp.s.reg_read", "1: cp.s.reg_write", "2: cp.thread_trace",
+                                              "3: cp.s", "4: cp.s.regs"]
+
+
+def test_a_reset_keeps_the_register_storage_the_blocks_were_handed(tmp_path: Path) -> None:
+    """A mode-1 reset restores the register file's power-on values in the storage the command processor was built with
+    (not a new one it would have to be handed again)."""
+    import tinyhw
+
+    with tinyhw.open(f"mock:navi31,strict,flash={tmp_path / 'flash.bin'}") as dev:
+        board = dev.transport.board
+        storage = board.regfile.values
+        assert board.cp.s.regs is storage
+        storage[0x1234] = 5
+        board.am.mode1_reset("test")
+        assert board.regfile.values is storage and board.cp.s.regs is storage and 0x1234 not in storage
+        assert board.cp.thread_trace is board.am.thread_trace and board.cp.perfmon is board.am.perfmon

@@ -127,8 +127,9 @@ class RegisterFile:
         """Power-on / mode-1-reset values: the FB placement of a 16 MiB-unit VRAM and the HDP remap hole."""
         top = FB_BASE_UNITS + (self.vram_size >> 24) - 1
         base_mm, top_mm, base_gc, top_gc = self.fb_location
-        self.values = {base_mm: FB_BASE_UNITS, top_mm: top, base_gc: FB_BASE_UNITS, top_gc: top,
-                       self.hdp_flush_remap: HDP_FLUSH_HOLE}
+        self.values.clear()  # in place: the blocks were handed this storage when they were built
+        self.values.update({base_mm: FB_BASE_UNITS, top_mm: top, base_gc: FB_BASE_UNITS, top_gc: top,
+                            self.hdp_flush_remap: HDP_FLUSH_HOLE})
         self.hdp_flushes = 0
         self.autoload_done = False
         self.rsmu_index = 0

@@ -321,7 +321,7 @@ class _Undoable(_Traced):
 class CommandProcessor:
     """MEC1/MEC2 compute queues of the emulated Navi31 (see the module docstring)."""
 
-    def __init__(self, services: CpServices, regs: Asic) -> None:
+    def __init__(self, services: CpServices, regs: Asic, *, thread_trace: Any = None, perfmon: Any = None) -> None:
         self.s = services
         self.reg = CpRegisters(regs)
         self.watchdog = WATCHDOG
@@ -334,8 +334,8 @@ class CommandProcessor:
         #: host, so a driver's fence timeout on the board clock also bounds the wall time spent emulating)
         self.dispatch_slice = DISPATCH_SLICE_S
         self.sq = ShaderArray(services.now, lambda: self.s.regs, regs)
-        self.thread_trace: Any = None  # the SQ thread trace (tinyhw.mocks.amd.thread_trace), when the board has one
-        self.perfmon: Any = None       # the performance counters (tinyhw.mocks.amd.perfmon), when the board has one
+        self.thread_trace = thread_trace  # the SQ thread trace (tinyhw.mocks.amd.thread_trace), when the board has one
+        self.perfmon = perfmon  # the performance counters (tinyhw.mocks.amd.perfmon), when the board has one
         self.power_on()
 
     def power_on(self) -> None:

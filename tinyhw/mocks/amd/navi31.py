@@ -216,9 +216,9 @@ class AmdBoard:
                                       self.regfile.rsmu_index_reg))
         # the AM boot path (amd-bringup.md §10.4): tinyhw.mocks.amd.navi31_am
         self.am = am = AmBootPath(self, self.regs, self.regfile, self.events, options, model.boot, model.smu_delay,
-                                  spec=spec, mailbox=self.psp, smuio=self.smuio, place_discovery=self._place_discovery)
+                                  spec=spec, mailbox=self.psp, smuio=self.smuio, place_discovery=self._place_discovery,
+                                  engine_regs=(self._engine_reg_read, self._engine_reg_write))
         self.boot, self.smu, self.gpuvm, self.sdma, self.cp = am.boot, am.smu, am.gpuvm, am.sdma, am.cp
-        self.cp.s.reg_read, self.cp.s.reg_write = self._engine_reg_read, self._engine_reg_write  # WAIT_REG_MEM
         self._rebuild()
 
     # -- BAR5 dispatch ----------------------------------------------------------------------------------------

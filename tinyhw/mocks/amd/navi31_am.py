@@ -113,7 +113,8 @@ class AmBootPath:
 
     def __init__(self, services: BoardServices, regs: Asic, regfile: RegisterFile, events: EventQueue,
                  options: AmdBoardOptions, timing: PspTiming, smu_delay: float, *, mailbox: FlashMailbox,
-                 smuio: Smuio, place_discovery: Callable[[], None], spec: BoardSpec = NAVI31) -> None:
+                 smuio: Smuio, place_discovery: Callable[[], None], spec: BoardSpec = NAVI31,
+                 engine_regs: tuple[Callable[[int], int | None], Callable[[int, int], bool]] | None = None) -> None:
         self.services = services
         self.regfile = regfile
         self.events = events
@@ -137,16 +138,17 @@ class AmBootPath:
         self.mmvm = GpuVm(services, regs, hub="mmhub", huge=o.hugepage)  # MMHUB VMID0: the same walk, its registers
         self.sdma = SdmaEngine(services, regs, hang=o.sdma == "hang", strict=o.strict,
                                fault=None if o.sdma in ("normal", "hang") else o.sdma)
-        # the command processor's compute queues (mocks/amd/cp.py), handed its services explicitly
+        # the SQ thread trace (mocks/amd/thread_trace.py): its per-SE registers, fed by the shader core's packets
+        self.thread_trace = ThreadTrace(services, regs, ses=spec.gc_info["gc_num_se"], shader_hz=SHADER_HZ)
+        self.perfmon = PerfMon(services, regs)  # the SQ / GRBM performance counters (mocks/amd/perfmon.py)
+        # the command processor's compute queues (mocks/amd/cp.py): its services, trace and counters, all given here;
+        # engine_regs: the board's register access for WAIT_REG_MEM / register writes from a queue
+        reg_read, reg_write = engine_regs or (None, None)
         self.cp = CommandProcessor(CpServices(
             now=services.command_now, at=events.at, read=self.gpuvm.read, write=self.gpuvm.write,
             regs=self.regfile.values, strict=bool(o.strict), ticks=lambda t: int((self.time_base + t) * 1e8),
-            vm=self.gpuvm), regs)
-        # the SQ thread trace (mocks/amd/thread_trace.py): its per-SE registers, fed by the shader core's packets
-        self.thread_trace = ThreadTrace(services, regs, ses=spec.gc_info["gc_num_se"], shader_hz=SHADER_HZ)
-        self.cp.thread_trace = self.thread_trace
-        self.perfmon = PerfMon(services, regs)  # the SQ / GRBM performance counters (mocks/amd/perfmon.py)
-        self.cp.perfmon = self.perfmon
+            reg_read=reg_read, reg_write=reg_write, vm=self.gpuvm), regs, thread_trace=self.thread_trace,
+            perfmon=self.perfmon)
         self.doorbells = DoorbellRouter(regs, regfile)  # which block a BAR2 doorbell reaches (the NBIO's routes)
         self._load_state()
         if o.psp in ("sos", "gated") and not self.boot.s.sos_alive:
@@ -198,7 +200,6 @@ class AmBootPath:
         self.cp.power_on()
         self.thread_trace.power_on()
         self.perfmon.power_on()
-        self.cp.s.regs = self.regfile.values
         self.smuio.power_on()
         self.smuio.gated = False
         self.place_discovery()
