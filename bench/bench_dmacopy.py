@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "helpers"))
 _tmp = tempfile.mkdtemp(prefix="tinyhw-bench-dma-")
 os.environ.setdefault("TINYHW_LOCK_DIR", _tmp + "/locks")
 os.environ["XDG_CACHE_HOME"] = _tmp + "/cache"  # a private emulated board (the firmware path is resolved below)

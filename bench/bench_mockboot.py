@@ -1,6 +1,6 @@
 """Emulator-side figures of the emulated Navi31 boot (issue 11 item 5), exact counters, no wall-clock noise.
 
-Drives both attachments with the spec-side test driver (tests/mockboot.py: the protocol steps of
+Drives both attachments with the spec-side test driver (tests/helpers/mockboot.py: the protocol steps of
 specs/amd-bringup.md §4.2 5-8, not the product's `tinyhw am boot`) and prints, per board:
 firmware bytes copied into VRAM, BAR5 register writes, USB transfers (mock:navi31-usb), bytes per
 USB transfer during the firmware copies, modelled seconds, and the USB transfers one metrics
@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "helpers"))
 
 from mockboot import Am, open_am
 

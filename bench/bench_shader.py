@@ -90,7 +90,7 @@ def _board_worker(groups: int, passes: int) -> dict[str, float]:
 
 
 def _run_worker(tree: Path, groups: int, passes: int, board: bool = False) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(tree / "tests")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(tree / "tests" / "helpers")])}
     extra = []
     if board:
         import tempfile
@@ -152,16 +152,16 @@ def main() -> int:
         ap.error("--groups takes 1..4096, --passes 1..100, --repeats 1..50")
     if a.worker:
         if a.board:
-            sys.path.insert(0, str(Path.cwd() / "tests"))
+            sys.path.insert(0, str(Path.cwd() / "tests" / "helpers"))
         print(json.dumps((_board_worker if a.board else _worker)(a.groups[0], a.passes)))
         return 0
     if a.board and a.compare is None:
         ap.error("--board measures with --compare (run this tree against another)")
     if a.compare is not None:
-        if not (a.compare / "tests" / "rdna3help.py").is_file():
-            ap.error(f"{a.compare} is not a tinyhw checkout (no tests/rdna3help.py)")
+        if not (a.compare / "tests" / "helpers" / "rdna3help.py").is_file():
+            ap.error(f"{a.compare} is not a tinyhw checkout (no tests/helpers/rdna3help.py)")
         return compare(a.compare.resolve(), a.groups, a.passes, a.repeats, a.board)
-    sys.path.insert(0, str(HERE / "tests"))
+    sys.path.insert(0, str(HERE / "tests" / "helpers"))
     from rdna3help import run_probe
 
     from tinyhw.kernels.probes import PROBES

@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "helpers"))
 os.environ.setdefault("TINYHW_LOCK_DIR", tempfile.mkdtemp(prefix="tinyhw-bench-locks-"))
 
 from usbcopyhelp import rig

@@ -39,7 +39,7 @@ for _var, _sub in (("XDG_CACHE_HOME", "cache"), ("XDG_STATE_HOME", "state"), ("X
                    ("TINYHW_LOCK_DIR", "locks")):
     os.environ[_var] = str(SESSION / _sub)
 # From here on, opening or listing a path outside the repository and outside what it installs fails the
-# test (tests/repoguard.py); the caches pinned just above are allowed.
+# test (tests/helpers/repoguard.py); the caches pinned just above are allowed.
 guard_reads()
 
 

@@ -5,7 +5,7 @@
 #   firmware-nvidia-graphics, the files tinygrad's NVIDIA driver pins by SHA-256 (checked here).
 # They are extracted into tinyhw's cache (the same rule as the rest of tinyhw), never into the repository:
 #   ${TINYHW_FIRMWARE_DIR:-${TINYHW_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tinyhw}/firmware}/{amd,nvidia-gsp,nvidia-570}
-# The tests find them there (tests/cachedirs.py resolves the same path once, when the session starts).
+# The tests find them there (tests/helpers/cachedirs.py resolves the same path once, when the session starts).
 # The archive is the one this machine's apt already uses: its URI is read from /etc/apt/sources.list(.d) (the
 # entry of this release's suite), never written here. The release's non-free-firmware component needs root (or
 # sudo) once, to add a sources entry with that URI and apt-get update; TINYHW_FIRMWARE_SOURCES_ONLY=1 does only

@@ -29,7 +29,7 @@ PACKAGES=(
     llvm-19               # llvm-objdump-19 and llvm-mc-19: the independent disassembler the RDNA3 decoder is checked against
     gcc                   # the protocol-constant tests compile the kernel headers to cross-check offsets
     flashrom              # the flashrom interop tier drives `tinyhw serve serprog` with Debian's flashrom
-    openssh-server openssh-client  # remote:ssh:// through a real sshd on 127.0.0.1 (tests/test_remote_sshd.py)
+    openssh-server openssh-client  # remote:ssh:// through a real sshd on 127.0.0.1 (tests/farm/test_remote_sshd.py)
 )
 
 missing=()

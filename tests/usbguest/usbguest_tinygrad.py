@@ -3,7 +3,7 @@ on the emulated Navi31 that ``tinyhw mock gadget --strict`` serves: tinygrad -> 
 dummy_hcd -> FunctionFS -> the gadget -> the emulated ASM24 bridge -> the emulated Navi31.
 
 Usage: ``python usbguest_tinygrad.py OUT.json [SECONDS]`` (``DEV=USB+AMD`` and a private ``XDG_CACHE_HOME`` are
-set by the caller). The only thing tinyhw does here is what tests/test_peer_tinygrad_amd.py does too: give tinygrad
+set by the caller). The only thing tinyhw does here is what tests/peer/test_peer_tinygrad_amd.py does too: give tinygrad
 Debian's firmware without network (:func:`tinyhw.peers.tinygrad_amd.provide_firmware`: the files into tinygrad's
 download cache, the pins to their SHA-256). Nothing of tinygrad is replaced: its ``USB3`` is the libusb class it
 ships.

@@ -50,7 +50,7 @@ GC_INFO: dict[str, int] = {
 #: The firmware a Navi31 boot loads, and the facts of Debian's files the emulated PSP/SMU check images against:
 #: ``psp_13_0_0_sos.bin`` (PSP header v2.0: its ``psp_fw_bin_desc`` components by psp_fw_type: version, size,
 #: SHA-256) and ``smu_13_0_0.bin``'s ucode (offset 256, common header); the SMU's driver-interface version is
-#: smu13_driver_if_v13_0_0.h's SMU13_0_0_DRIVER_IF_VERSION. ``tests/test_mock_boot_psp.py`` re-derives them.
+#: smu13_driver_if_v13_0_0.h's SMU13_0_0_DRIVER_IF_VERSION. ``tests/mocks/amd/test_mock_boot_psp.py`` re-derives them.
 FIRMWARE = AmdFirmware(
     files=("psp_13_0_0_sos.bin", "smu_13_0_0.bin", "sdma_6_0_0.bin", "gc_11_0_0_pfp.bin", "gc_11_0_0_me.bin",
            "gc_11_0_0_mec.bin", "gc_11_0_0_imu.bin", "gc_11_0_0_rlc.bin"),

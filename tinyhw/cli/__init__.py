@@ -33,7 +33,7 @@ def epilog() -> str:
 
 
 # Subcommands load lazily (click's lazy-group pattern): ``tinyhw --help`` imports no feature package. Each
-# entry: name -> ("module:attribute", short help shown by --help). tests/test_cli_lazy.py checks every entry
+# entry: name -> ("module:attribute", short help shown by --help). tests/cli/test_cli_lazy.py checks every entry
 # imports and is the command the entry names.
 COMMANDS: dict[str, tuple[str, str]] = {
     "list": ("tinyhw.cli.list_cmd:list_cmd", "List GPUs in sysfs, ASM24 USB bridges and the emulated boards."),

@@ -16,7 +16,7 @@ tinyhw error. Used by two features, which are handed the open device (built by
 
 The module is imported lazily; a machine without ``cuda-bindings`` or without a driver gets exit 3 with the
 reason. Untested on a real GPU in this repository: the tests drive it with a FAKE ``cuda.bindings.driver``
-(tests/fakecuda.py).
+(tests/helpers/fakecuda.py).
 """
 
 from __future__ import annotations

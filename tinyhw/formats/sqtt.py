@@ -7,7 +7,7 @@ tables of :mod:`tinyhw.formats.sqtt_tables`.
 The stream is a sequence of nibbles (low nibble of each byte first); a packet at nibble ``p`` is
 decoded while ``p + 16`` nibbles exist (the 64-bit look-ahead window must be full), so the last
 fewer-than-16 nibbles are never decoded (tinygrad's decoder stops at the same place; the reference
-counts in tests/test_prof_reference.py depend on it). Packet boundaries
+counts in tests/prof/test_prof_reference.py depend on it). Packet boundaries
 are found table-driven: the packet length at every nibble position of a window is computed at once with
 numpy, then the chain of packet starts is followed in one tight loop; fields and timestamps are computed
 for all packets at once from their 64-bit windows. A LAYOUT_HEADER selects the table for what follows

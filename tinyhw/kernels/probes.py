@@ -16,7 +16,7 @@ Probes (specs/compiler-library.md §4 for the seam):
   element is its own chain: the compiler cannot merge two elements (an earlier version broadcast a 64-word
   input, and tinygrad computed each of the 4 equal elements a thread held once: 4x fewer FMAs than counted),
   only the 4-byte store per element touches memory (32 FLOP/byte), and the host computes 256 answers. The
-  work per run is checked against the FMA instructions of the committed binaries (tests/test_kernels_work.py).
+  work per run is checked against the FMA instructions of the committed binaries (tests/kernels/test_kernels_work.py).
 * ``atomic``: n work-items each take a ticket, out[i] = atomic fetch-and-add(counter, 1); the host checks
   counter == n and that the tickets are exactly 0 .. n-1 (none lost, none repeated). tinygrad's tensor API
   has no atomics, so this one uses its custom-kernel API (one inline operation per renderer: C for cpu,

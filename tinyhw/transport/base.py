@@ -4,7 +4,7 @@ A transport gives config-space access, BAR regions (aligned 32-bit and bulk
 accesses), BAR information, the device identity, counters, a clock and ``close()``.
 Optional abilities (DMA host buffers, bridge SRAM, reset) are separate small
 interfaces checked with :func:`require` (the feature needs it) or :func:`has` (the feature asks), never with
-``isinstance`` or ``hasattr`` at the feature (``tests/test_ability_checks.py``).
+``isinstance`` or ``hasattr`` at the feature (``tests/repo/test_ability_checks.py``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
-"""Write the OpenCL C corpus: compile each kernel of tests/clcorpushelp.py for gfx1100 and answer it on the host.
+"""Write the OpenCL C corpus: compile each kernel of tests/helpers/clcorpushelp.py for gfx1100 and answer it on the
+host.
 
     .venv/bin/python tests/data/clcorpus/make_clcorpus.py
 
 Writes corpus.json (the compiler, and per kernel its launch, types, tolerance and the SHA-256 of its source) and
 corpus.npz (code objects, inputs, expected outputs) beside this file. Needs clang-19 and ld.lld-19
 (tests/setup-system.sh installs them). known_gaps.json (kernel -> the mnemonic that stops it on the shader core) is
-kept by hand: tests/test_rdna3_clcorpus.py says when an entry is new or stale.
+kept by hand: tests/mocks/rdna3/test_rdna3_clcorpus.py says when an entry is new or stale.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "helpers"))
 import clcorpushelp
 
 

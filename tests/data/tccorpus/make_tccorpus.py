@@ -1,5 +1,5 @@
-"""Write the tensor-core and half-precision corpus: compile each kernel of tests/tccorpushelp.py for gfx1100 with
-tinygrad and answer it on tinygrad's CPU device.
+"""Write the tensor-core and half-precision corpus: compile each kernel of tests/helpers/tccorpushelp.py for gfx1100
+with tinygrad and answer it on tinygrad's CPU device.
 
     .venv/bin/python tests/data/tccorpus/make_tccorpus.py
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "helpers"))
 import tccorpushelp
 
 

@@ -8,7 +8,7 @@ Source: Debian ``firmware-amd-graphics`` 20230210-5 (``bash tests/fetch_firmware
 ``amdgpu/smu_13_0_0.bin`` (SMC header v2.1), read once with the layouts of specs/amd-bringup.md
 §5.4 and recorded here as facts: each component's ``psp_fw_type`` (§5.1), firmware version,
 size in bytes and SHA-256 of its bytes. The emulator never needs the files themselves; the test
-``tests/test_mock_boot_psp.py`` re-derives these numbers from the files.
+``tests/mocks/amd/test_mock_boot_psp.py`` re-derives these numbers from the files.
 
 Bootloader order (§5.1): KDB, SPL, SYS, SOC, INTF, DBG, RAS, SOS, those present. This file
 holds SYS_DRV, SOS, TOC, KDB, SPL and RL: the bootloader sequence is KDB, SPL, SYS, SOS.

@@ -1,0 +1,1 @@
+"""tinyhw's tests, in folders by feature (docs/testing.md)."""

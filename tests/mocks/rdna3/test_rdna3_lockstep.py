@@ -1,0 +1,168 @@
+"""Workgroups in lockstep on the emulated RDNA3 core: the same memory, wave state and counters as one at a time.
+
+The dispatcher steps the waves of several workgroups together (a VALU instruction once over all their lanes) and
+keeps the run only when running them one workgroup after another could not have given anything else; otherwise it
+undoes the run and does exactly that. Every comparison here is against ``LOCKSTEP_WAVES = 1`` (no lockstep at all).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import clcorpushelp
+import corpushelp
+import numpy as np
+import pytest
+import tccorpushelp
+from rdna3help import run_probe
+
+from tests.mocks.rdna3.test_mock_rdna3 import PROGRAM_VECTOR, _flat_program, _regs
+from tinyhw.mocks.rdna3 import FlatMemory, dispatch, run_dispatch
+
+BASE = 0x10_0000_0000
+
+
+@pytest.fixture
+def runs(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each lockstep run of the test was kept (True) or undone (False)."""
+    seen: list[bool] = []
+    orig = dispatch._Dispatch.lockstep
+
+    def spy(self: dispatch._Dispatch, gids: list) -> bool:
+        seen.append(orig(self, gids))
+        return seen[-1]
+    monkeypatch.setattr(dispatch._Dispatch, "lockstep", spy)
+    return seen
+
+
+def _one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dispatch, "LOCKSTEP_WAVES", 1)
+
+
+@pytest.mark.parametrize("name", ["pattern", "bandwidth", "fma", "atomic"])
+def test_probes_equal_one_workgroup_at_a_time(name: str, runs: list[bool], monkeypatch: pytest.MonkeyPatch) -> None:
+    outs, _, res = run_probe(name, groups=5)
+    assert runs and all(runs)
+    _one_at_a_time(monkeypatch)
+    outs1, _, res1 = run_probe(name, groups=5)
+    assert outs == outs1 and res.to_doc() == res1.to_doc()
+
+
+@pytest.mark.parametrize("helper", [corpushelp, clcorpushelp, tccorpushelp], ids=["tinygrad", "clang", "tensorcore"])
+def test_corpus_equals_one_workgroup_at_a_time(helper: object, runs: list[bool],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    meta, arrays = helper.load_corpus()      # type: ignore[attr-defined]
+    entries = meta["kernels"]
+
+    def outcome(e: dict) -> tuple:
+        try:
+            out, res = helper.run_on_core(e, arrays)      # type: ignore[attr-defined]
+            return out.tobytes(), res.to_doc()
+        except Exception as exc:        # a known gap: the same error either way
+            return type(exc).__name__, str(exc)
+    got = [outcome(e) for e in entries]
+    assert sum(runs) >= len(entries) // 4      # many fixtures have several workgroups and run in lockstep
+    _one_at_a_time(monkeypatch)
+    for e, want in zip(entries, got, strict=True):
+        assert outcome(e) == want, e.get("seed", e.get("name"))
+
+
+def _vector_states(grid: tuple[int, int, int]) -> list[tuple]:
+    mem = FlatMemory(BASE, 1 << 16)
+    entry = _flat_program(mem, [w for _, ws in PROGRAM_VECTOR for w in ws])
+    waves: list = []
+    run_dispatch(_regs(entry, (0, 0, 0, 0, 0xFFFFFFF0), (40, 1, 1), grid), mem, on_wave_end=waves.append)
+    return [(w.wg, w.index, list(w.s), w.scc, w.v.copy(), w.pc, w.mode) for w in waves]
+
+
+def _equal(a: list[tuple], b: list[tuple]) -> bool:
+    return len(a) == len(b) and all(x[:4] == y[:4] and np.array_equal(x[4], y[4]) and x[5:] == y[5:]
+                                    for x, y in zip(a, b, strict=True))
+
+
+def test_partial_waves_per_wave_instructions_and_sgpr_writes(runs: list[bool],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two waves per workgroup, the second with 8 lanes (EXEC differs between the waves), v_cmpx and carries writing
+    SGPRs per wave, v_readfirstlane run wave by wave, the workgroup id read as a VALU source."""
+    got = _vector_states((3, 1, 1))
+    assert runs == [True]
+    _one_at_a_time(monkeypatch)
+    assert _equal(got, _vector_states((3, 1, 1)))
+
+
+# every wave: v1 = buf[0] + 1; buf[0] = v1 (all lanes the same address). One wave after another count up to the
+# number of waves; in lockstep every wave would read 0, so the run must be undone.
+RACE = [0xDC520000, 0x01000002,     # global_load_b32 v1, v2, s[0:1]
+        0xBF8903F7,                 # s_waitcnt vmcnt(0)
+        0x4A020281,                 # v_add_nc_u32_e32 v1, 1, v1
+        0xDC6A0000, 0x00000102,     # global_store_b32 v2, v1, s[0:1]
+        0xBFB00000]                 # s_endpgm
+
+
+def _race(groups: int) -> tuple[int, dict]:
+    mem = FlatMemory(BASE, 1 << 16)
+    entry = _flat_program(mem, RACE)
+    buf = mem.alloc(4)
+    res = run_dispatch(_regs(entry, (buf & 0xFFFFFFFF, buf >> 32), (64, 1, 1), (groups, 1, 1)), mem)
+    return struct.unpack("<I", mem.read(buf, 4))[0], res.to_doc()
+
+
+def test_a_wave_reading_what_an_earlier_wave_wrote_undoes_the_lockstep_run(runs: list[bool],
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    value, doc = _race(6)
+    assert runs == [False]                      # tried, found reordered, undone
+    assert value == 12                          # 6 workgroups x 2 waves, one after another
+    _one_at_a_time(monkeypatch)
+    assert _race(6) == (value, doc)
+
+
+# every workgroup (one lane): buf[64 - 4 * id] (8 bytes) = (id, id). Workgroup id + 1 stores 4 bytes below id, so the
+# two stores share a dword; one after another, the later workgroup's value stays there.
+OVERLAP = [0x84038202,              # s_lshl_b32 s3, s2, 2
+           0x7E020202,              # v_mov_b32_e32 v1, s2
+           0x7E040202,              # v_mov_b32_e32 v2, s2
+           0x7E060203,              # v_mov_b32_e32 v3, s3
+           0x4C0606C0,              # v_sub_nc_u32_e32 v3, 64, v3
+           0xDC6E0000, 0x00000103,  # global_store_b64 v3, v[1:2], s[0:1]
+           0xBFB00000]              # s_endpgm
+
+
+def _overlap(groups: int) -> tuple[list[int], dict]:
+    mem = FlatMemory(BASE, 1 << 16)
+    entry = _flat_program(mem, OVERLAP)
+    buf = mem.alloc(128)
+    res = run_dispatch(_regs(entry, (buf & 0xFFFFFFFF, buf >> 32), (1, 1, 1), (groups, 1, 1)), mem)
+    return list(struct.unpack("<32I", mem.read(buf, 128))), res.to_doc()
+
+
+def test_stores_that_overlap_unequally_keep_the_later_waves_bytes(runs: list[bool],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    got, doc = _overlap(6)
+    assert runs == [True]
+    assert got[11:18] == [5, 5, 4, 3, 2, 1, 0]      # dword 16 - id: id + 1 (its high half) where that one ran
+    _one_at_a_time(monkeypatch)
+    assert _overlap(6) == (got, doc)
+
+
+# workgroup 1 skips the v_mov: its waves take another PC than the others'
+BRANCH = [0xBF068100,               # s_cmp_eq_u32 s0, 1 (s0: the workgroup id X)
+          0xBFA20001,               # s_cbranch_scc1 1
+          0x7E020285,               # v_mov_b32_e32 v1, 5
+          0xBFB00000]               # s_endpgm
+
+
+def _branch_states() -> list[tuple]:
+    mem = FlatMemory(BASE, 1 << 16)
+    entry = _flat_program(mem, BRANCH)
+    waves: list = []
+    run_dispatch(_regs(entry, (), (32, 1, 1), (3, 1, 1)), mem, on_wave_end=waves.append)
+    return [(w.wg, w.index, list(w.s), w.scc, w.v.copy(), w.pc, w.mode) for w in waves]
+
+
+def test_waves_that_branch_apart_run_one_workgroup_at_a_time(runs: list[bool],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    got = _branch_states()
+    assert runs == [False]
+    assert [int(st[4][1, 0]) for st in got] == [5, 0, 5]
+    _one_at_a_time(monkeypatch)
+    assert _equal(got, _branch_states())
