@@ -39,11 +39,6 @@ PAGES = [p for p in range(0, SIZE, 0x10000)]
 ORIG_CNTL, ORIG_INDEX = 0x38000001, 0x00123454  # non-default originals (the §f swap example's value)
 
 
-@pytest.fixture(autouse=True)
-def _cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-
-
 @pytest.fixture
 def smuios(monkeypatch: pytest.MonkeyPatch) -> list[Smuio]:
     """Every SMUIO model built during the test, started with ROM_CNTL/ROM_INDEX at non-default originals."""

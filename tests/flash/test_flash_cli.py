@@ -16,12 +16,6 @@ IMAGE = build_image()
 SECTOR = 4096
 
 
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.chdir(tmp_path)
-
-
 def changed_image(sectors: list[int], seed: int = 1) -> bytes:
     img = bytearray(IMAGE)
     for s in sectors:

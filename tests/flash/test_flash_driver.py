@@ -28,11 +28,6 @@ IMAGE = build_image()
 CONTROLS = (R.SMU_GPIOPAD_MASK, R.SMU_GPIOPAD_A, R.SMU_GPIOPAD_EN, R.PAGE_MIRROR_CNTL, R.ROM_CNTL)
 
 
-@pytest.fixture(autouse=True)
-def _state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-
-
 def open_board(tmp_path: Path, **options: str) -> DirectTransport:
     opts: dict[str, str | bool] = {"flash": str(tmp_path / "flash.bin"), "timing": "instant", **options}
     return DirectTransport(Navi31Options.from_options(opts))

@@ -28,12 +28,6 @@ START, COUNT = 16, 8
 CHANGED = [16, 19, 22]  # 16 is full of data (a torn erase shows), 22 is erased (its erase is skipped)
 
 
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.chdir(tmp_path)
-
-
 def make_image() -> bytes:
     img = bytearray(IMAGE)
     for s in CHANGED:

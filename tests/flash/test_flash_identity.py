@@ -29,12 +29,6 @@ SECTOR = 4096
 PART = ifwi.PART_NUMBER.decode()
 
 
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.chdir(tmp_path)
-
-
 def edit_vbios(mutate: Callable[[bytearray, int], None], image: bytes = IMAGE) -> bytes:
     """Apply ``mutate(img, vbios_base)`` to both VBIOS copies and fix each option-ROM checksum."""
     img = bytearray(image)

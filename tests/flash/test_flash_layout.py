@@ -26,12 +26,6 @@ NAMES = ["ifwi-header", "sgn-pointer", "psp-dir-1", "psp-dir-2", "sgn-table", *(
          "item-89"]
 
 
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.chdir(tmp_path)
-
-
 @pytest.fixture
 def chips(monkeypatch: pytest.MonkeyPatch) -> list[GD25LQ16E]:
     """Every emulated flash chip built during the test (their ``events`` list each program and erase)."""

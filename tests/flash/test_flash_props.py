@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,11 +17,6 @@ from tinyhw.mocks.amd.ifwi_image import build_image
 IMAGE = build_image()
 SECTOR, PAGE = 4096, 256
 _counter = itertools.count()
-
-
-@pytest.fixture(autouse=True)
-def _state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
 
 
 def fresh_board(tmp_path: Path) -> DirectTransport:

@@ -20,12 +20,6 @@ IMAGE = build_image()
 SECTOR = 4096
 
 
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.chdir(tmp_path)
-
-
 def flaky(tmp_path: Path, rate: float, seed: int = 7) -> str:
     return dev(tmp_path, "navi31-usb", f"flaky={rate},flaky-seed={seed}")
 

@@ -23,12 +23,6 @@ from tinyhw.mocks.amd import ifwi_image as ifwi
 IMAGE = ifwi.build_image()
 
 
-@pytest.fixture(autouse=True)
-def _env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.chdir(tmp_path)
-
-
 def magic_only() -> bytes:
     return MAGIC + bytes(os.urandom(0x200000 - 4))
 

@@ -18,10 +18,6 @@ DATA = TEST_DATA / "sqtt"
 PLUS12 = str(DATA / "gfx1200" / "profile_plus_run_0")
 
 
-@pytest.fixture(autouse=True)
-def _own_decoder_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Instruction text from tinyhw's decoder, whatever llvm-objdump the machine has."""
-    monkeypatch.setenv("TINYHW_LLVM_OBJDUMP", "none")
 GEMM11 = str(DATA / "gfx1100" / "profile_gemm_run_0")
 
 

@@ -27,12 +27,6 @@ DATA = TEST_DATA / "sqtt"
 CAPTURES = sorted(p for p in DATA.glob("gfx*/*") if (p / "capture.json").is_file())
 
 
-@pytest.fixture(autouse=True)
-def _own_decoder_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Instruction text from tinyhw's decoder, whatever llvm-objdump the machine has."""
-    monkeypatch.setenv("TINYHW_LLVM_OBJDUMP", "none")
-
-
 def _traced_docs(path: Path) -> list[dict]:
     cap = load_capture(path)
     out = []
