@@ -74,3 +74,21 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     monkeypatch.setenv("TINYHW_TEST_HOOKS", "1")
     monkeypatch.setenv("TINYHW_CLOCK", "device")
     monkeypatch.delenv("TINYHW_DEVICE", raising=False)
+
+
+#: the tier of every test in a folder below tests/ (markers registered in pyproject.toml; docs/testing.md)
+TIER_OF_FOLDER = {"guest": "guest", "usbguest": "guest", "farm": "farm", "peer": "peer"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test with its folder's tier, so ``-m "not guest and not farm and not slow and not peer"`` is the
+    fast tier."""
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        try:
+            folder = item.path.resolve().relative_to(tests).parts[0]
+        except ValueError:
+            continue
+        tier = TIER_OF_FOLDER.get(folder)
+        if tier is not None:
+            item.add_marker(tier)
