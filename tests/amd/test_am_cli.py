@@ -186,6 +186,7 @@ def test_bad_firmware_refused_before_any_write(tmp_path, dev, damage, fwdir) -> 
     assert not info["state"]["sos_alive"] and info["state"]["bootloader_ready"]
 
 
+@pytest.mark.slow
 def test_disconnect_sweep_always_ends_booted_or_says_reset(fwdir) -> None:
     """A boot cut inside each phase (by USB transfer number), then a new boot: booted, or one clear error."""
     dev = "mock:navi31-usb"

@@ -61,6 +61,7 @@ CAUGHT = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("board, path", BOARDS)
 def test_every_engine_sabotage_fails_with_the_first_differing_offset(board: str, path: str) -> None:
     """A copy engine that does nothing, a skipped direction, an address 1 MiB off: exit 1, offset named. Each

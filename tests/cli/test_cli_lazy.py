@@ -140,6 +140,7 @@ def test_list_devices_names_the_emulated_boards() -> None:
     assert "mock:navi31" in names and "mock:navi31-usb" in names
 
 
+@pytest.mark.slow
 def test_readme_python_example_runs_as_written() -> None:
 
     text = (ROOT / "README.md").read_text()

@@ -197,6 +197,7 @@ def _interrupt_program(monkeypatch: pytest.MonkeyPatch, sector: int) -> None:
     monkeypatch.setattr(Gd25, "program_page", program_page)
 
 
+@pytest.mark.slow
 def test_resume_with_another_backup_before_the_backup_is_made(tmp_path: Path, monkeypatch) -> None:
     from tinyhw.flash import writer
 
@@ -216,6 +217,7 @@ def test_resume_with_another_backup_before_the_backup_is_made(tmp_path: Path, mo
     assert not (tmp_path / "b1.bin").exists() and flash_state(tmp_path)[0] == img
 
 
+@pytest.mark.slow
 def test_resume_with_another_backup_after_the_backup_is_refused(tmp_path: Path, monkeypatch) -> None:
     img = changed([3, 9])
     (tmp_path / "img.bin").write_bytes(img)
@@ -232,6 +234,7 @@ def test_resume_with_another_backup_after_the_backup_is_refused(tmp_path: Path, 
     assert flash_state(tmp_path)[0] == img and not (tmp_path / "b2.bin").exists()
 
 
+@pytest.mark.slow
 def test_a_failed_backup_path_is_not_silently_reused(tmp_path: Path, monkeypatch) -> None:
     from tinyhw.flash import writer
 
@@ -254,6 +257,7 @@ def test_a_failed_backup_path_is_not_silently_reused(tmp_path: Path, monkeypatch
 
 
 # -- item 3: --abandon -----------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_abandon_shows_the_journal_and_the_flash_then_removes_it(tmp_path: Path, monkeypatch) -> None:
     img = changed([3, 16, 40])
     (tmp_path / "img.bin").write_bytes(img)
@@ -280,6 +284,7 @@ def test_abandon_shows_the_journal_and_the_flash_then_removes_it(tmp_path: Path,
     assert r.code == 0, r.err  # a fresh write is possible again
 
 
+@pytest.mark.slow
 def test_abandon_without_a_device_still_shows_the_journal(tmp_path: Path, monkeypatch) -> None:
     img = changed([3])
     (tmp_path / "img.bin").write_bytes(img)

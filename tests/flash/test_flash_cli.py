@@ -157,6 +157,7 @@ def test_force_writes_an_image_without_magic(tmp_path: Path) -> None:
     assert doc["sha256_after"] is None and doc["backup"] is None
 
 
+@pytest.mark.slow
 def test_write_full_with_default_backup(tmp_path: Path) -> None:
     img = changed_image([0, 17, 255, 511])
     (tmp_path / "img.bin").write_bytes(img)
@@ -178,6 +179,7 @@ def test_write_full_with_default_backup(tmp_path: Path) -> None:
     assert r.code == 0 and json.loads(r.out)["sectors_changed"] == 0
 
 
+@pytest.mark.slow
 def test_partial_write_over_usb(tmp_path: Path) -> None:
     img = changed_image([40, 41, 47])
     (tmp_path / "img.bin").write_bytes(img)
@@ -266,6 +268,7 @@ def test_no_chain_uses_paired_reads_for_everything(tmp_path: Path) -> None:
     assert (tmp_path / "bk.bin").read_bytes() == IMAGE
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["power-cycle", "link-power", "am-boot"])
 def test_a_gated_refusal_names_what_works_and_that_works(tmp_path: Path, how: str) -> None:
     """After a power cycle (mock power-cycle, link power off/on) or am boot the PSP gates ROM_SW: the refusal names

@@ -113,6 +113,7 @@ def pick_points(rows: list[tuple[int, str, int | None, str | None, float]]) -> d
     return points
 
 
+@pytest.mark.slow
 def test_disconnect_anywhere_then_resume_gives_the_image(tmp_path: Path) -> None:
     (tmp_path / "new.bin").write_bytes(NEW)
     rows = trace(tmp_path)
@@ -227,6 +228,7 @@ def test_a_no_backup_write_cut_by_a_disconnect_names_the_phase_it_was_in(tmp_pat
     assert flash.read_bytes() == IMAGE[:16 * SECTOR] + NEW[16 * SECTOR:17 * SECTOR] + IMAGE[17 * SECTOR:]
 
 
+@pytest.mark.slow
 def test_timeout_fault_is_reported_and_resumable(tmp_path: Path) -> None:
     (tmp_path / "new.bin").write_bytes(NEW)
     flash = tmp_path / "t.bin"

@@ -174,6 +174,7 @@ def interrupt_at_sector(monkeypatch: pytest.MonkeyPatch, sector: int) -> None:
     monkeypatch.setattr(chip_mod.Gd25, "erase_sector", erase_sector)
 
 
+@pytest.mark.slow
 def test_resume_compares_with_the_identity_recorded_before_the_job(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "foreign.bin").write_bytes(FOREIGN_PART)
@@ -225,6 +226,7 @@ def test_resume_of_a_same_board_write_over_a_torn_vbios(tmp_path: Path, monkeypa
     assert (board["source"], board["match"]) == ("journal", True) and board["flash"]["part_number"] == PART
 
 
+@pytest.mark.slow
 def test_resume_of_a_journal_without_a_record_warns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "img.bin").write_bytes(FOREIGN_PART)
     with monkeypatch.context() as mp:

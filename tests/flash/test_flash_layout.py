@@ -163,6 +163,7 @@ def test_region_write_resumes_with_the_recorded_bytes_around_it(tmp_path: Path, 
 
 
 # -- the layout check ---------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_write_refuses_another_layout_and_force_writes_it(tmp_path: Path, chips: list[GD25LQ16E]) -> None:
     (tmp_path / "img.bin").write_bytes(moved_ish_b())
     r = run("--device", dev(tmp_path), "flash", "write", "img.bin", "--yes", "--no-backup")

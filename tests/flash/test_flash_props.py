@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -79,6 +80,7 @@ def test_write_ends_exact_and_touches_only_what_differs(tmp_path: Path, start: i
         t.close()
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(addr=st.integers(0, 0x200000 - 1), size=st.integers(1, 0x1400))
 def test_chained_and_paired_reads_agree(tmp_path: Path, addr: int, size: int) -> None:

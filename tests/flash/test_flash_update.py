@@ -34,6 +34,7 @@ def _write(tmp_path: Path, name: str, data: bytes) -> Path:
 
 
 # -- end to end ----------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("board", BOARDS)
 def test_update_power_cycle_verify(tmp_path: Path, board: str) -> None:
     """The update on each board; the 2 MiB after-update verify reads one dword per round trip through the

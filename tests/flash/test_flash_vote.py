@@ -71,6 +71,7 @@ def test_a_flipped_read_is_outvoted_and_reported(tmp_path: Path) -> None:
 
 
 # -- the flaky usb link ----------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_three_read_dump_of_a_flaky_link_is_exact_where_one_read_is_not(tmp_path: Path) -> None:
     """mock:navi31-usb with one read in a hundred corrupted on the link: a plain read of the 256 KiB ISH A
     payload is wrong in several places; a 3-read dump of the whole flash is exact."""
@@ -130,6 +131,7 @@ def test_library_vote_reports_progress_per_read(tmp_path: Path) -> None:
         vote.read(flash, 0, 64 * SECTOR, 3)
 
 
+@pytest.mark.slow
 def test_write_with_votes_over_a_flaky_link(tmp_path: Path) -> None:
     """flash write on a flaky link: the plain job stops at its backup (two reads and a third disagree); resumed with
     --reads 3, backup, sector read-backs and the final verify are voted and the job finishes exactly."""

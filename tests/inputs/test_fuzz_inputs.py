@@ -94,6 +94,7 @@ JSON_VALUES = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-2 **
                                                                                       max_size=4), max_leaves=12)
 
 
+@pytest.mark.slow
 @FAST
 @given(data=st.data(), seed=st.integers(0, 2 ** 32))
 def test_fuzz_capture_directory(tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, seed: int) -> None:

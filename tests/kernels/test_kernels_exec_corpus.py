@@ -75,6 +75,7 @@ def _report(results: dict[int, tuple[str, str]], how: str) -> None:
     assert not fails, "\n".join(f"seed {s}: {d}" for s, d in sorted(fails.items()))
 
 
+@pytest.mark.slow
 def test_corpus_sample_through_the_kernels_exec_cli(booted: None, corpus, tmp_path: Path) -> None:
     meta, arrays = corpus
     chosen = sample(meta)

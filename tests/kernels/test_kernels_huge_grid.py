@@ -79,6 +79,7 @@ def _endpgm_elf(tmp: Path) -> str:
     return str(out)
 
 
+@pytest.mark.slow
 def test_the_cli_timeout_bounds_a_huge_grid_and_am_reset_recovers(tmp_path: Path) -> None:
     """`kernels exec --timeout 10` of s_endpgm on 4194303 workgroups of 1024 (an allowed grid, hours to emulate)
     ends with exit 1 and the one-line timeout: the CP's dispatch was still running beside the host, not stopped by

@@ -272,6 +272,7 @@ def test_deep_capture_json_is_refused(tmp_path: Path) -> None:
 _junk = st.sampled_from([float("inf"), float("-inf"), float("nan"), 1.5, True, None, "8", [], {}, 1 << 70, -1, 0, 8])
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(edits=st.lists(st.tuples(st.sampled_from(["off", "size", "name", "block", "xcc", "se", "sa", "wgp", "inst"]),

@@ -50,6 +50,7 @@ def _without_version(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if not ln.startswith("KERNEL = ")]
 
 
+@pytest.mark.slow
 def test_committed_modules_match_a_fresh_generation(tree: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = subprocess.run(

@@ -25,6 +25,7 @@ def _without_version(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if not ln.startswith("KERNEL = ")]
 
 
+@pytest.mark.slow
 def test_committed_tables_match_a_fresh_generation(request: pytest.FixtureRequest, tmp_path: Path) -> None:
     tarball = genregs.default_tarball()
     if not tarball.is_file():

@@ -154,6 +154,7 @@ def test_undocumented_sees_a_missing_docstring(tmp_path: Path) -> None:
     assert undocumented(pkg, tmp_path) == ["pkg/m.py:3 A.f"]
 
 
+@pytest.mark.slow
 def test_readme_examples_run_in_the_order_written_on_one_board(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Every README command that an emulated board can run, in README's order, on one board and flash file

@@ -42,6 +42,7 @@ def _changed(image: bytes) -> bytes:
     return bytes(out)
 
 
+@pytest.mark.slow
 def test_flashrom_on_the_direct_board(tmp_path: Path) -> None:
     """mock:navi31, whole chip: probe, read == tinyhw flash dump, write + verify, verify, erase."""
     device = mockdev(tmp_path)
@@ -70,6 +71,7 @@ def test_flashrom_on_the_direct_board(tmp_path: Path) -> None:
     assert any("sector erase" in line or "chip erase" in line for line in sv.audit.lines)  # erases are audited
 
 
+@pytest.mark.slow
 def test_flashrom_through_the_usb_bridge(tmp_path: Path) -> None:
     """mock:navi31-usb (the real USB driver path; about 7x slower, so writes and erases stay in a 64 KiB
     region with -N): probe, read == tinyhw flash dump of the same board, write + verify, erase."""

@@ -214,6 +214,7 @@ def test_fuzz_the_clients_reply_parsing(tmp_path: Path) -> None:
     print(f"client reply fuzz: {counts}")
 
 
+@pytest.mark.slow
 def test_fuzz_the_servers_frame_parsing(tmp_path: Path) -> None:
     """Sealed frames with arbitrary headers and payloads, and raw bytes, after a genuine handshake: the
     server answers or closes, never an internal error, and keeps serving."""

@@ -490,6 +490,7 @@ def test_a_refused_record_file_is_one_line_naming_the_option_that_replaces_it(tm
     assert r.code == 2 and "--force" not in r.err  # --force-record replaces a regular file only
 
 
+@pytest.mark.slow
 def test_a_command_refused_after_the_device_opened_leaves_no_recording_and_the_retry_runs(tmp_path: Path) -> None:
     """flash write without --yes opens the board to show its plan, then is refused (exit 2): the recording it
     started is removed (saying so), so the same command line with --yes is not blocked by it."""

@@ -205,6 +205,7 @@ def test_power_off_loses_the_gpus_state_and_keeps_its_flash(tmp_path: Path, wher
     assert (tmp_path / "flash.bin").read_bytes() == flash
 
 
+@pytest.mark.slow
 def test_cli_power_off_unboots_the_gpu_end_to_end(tmp_path: Path) -> None:
     """am boot -> kernels run works -> link power off -> on -> kernels run refused (not booted) -> am boot works
     again -> the flash reads back as before."""

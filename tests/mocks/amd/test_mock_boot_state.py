@@ -127,6 +127,7 @@ def test_boot_register_file_answers_the_passive_registers(tmp_path: Path) -> Non
         assert am.board.regfile.values[far] == 0x12345678
 
 
+@pytest.mark.slow
 def test_a_boot_interrupted_anywhere_is_recovered_by_the_next_boot(tmp_path: Path) -> None:
     """Disconnect faults at many points of a boot; the next command (§4.1 decision, mode-1 reset when the
     firmware runs) always ends with a booted board: the state file carries what the PSP/SMU had done."""
