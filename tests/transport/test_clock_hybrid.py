@@ -177,7 +177,7 @@ def test_bench_copy_measures_on_the_hybrid_clock_unless_told_otherwise(monkeypat
 
 def test_bad_clock_choices_are_refused_before_anything_runs(monkeypatch: pytest.MonkeyPatch) -> None:
     r = run("--device", "mock:navi31,clock=hybrid", "bench", "copy", "--sizes", "4K")
-    assert r.code == 2 and "mock:navi31-usb only" in r.err and r.no_result
+    assert r.code == 2 and "the -usb boards only" in r.err and r.no_result
     r = run("--device", "mock:navi31-usb,clock=wall", "bench", "copy", "--sizes", "4K")
     assert r.code == 2 and "clock=wall is not one of device, hybrid" in r.err and r.no_result
     monkeypatch.setenv("TINYHW_CLOCK", "fast")

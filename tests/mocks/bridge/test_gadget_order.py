@@ -13,7 +13,7 @@ WEL): 0x02 where 0xe2 belonged. The chip was idle throughout; the flash driver d
 read-back caught the bad page and the job stopped resumable).
 
 Here the real usb and flash drivers run against the front end through a fake kernel (socket pairs, as in
-tests/mocks/asm24/test_gadget_ffs.py) whose ep2 thread is held back after its read until the ep0 thread has begun
+tests/mocks/bridge/test_gadget_ffs.py) whose ep2 thread is held back after its read until the ep0 thread has begun
 serving the next request: the late delivery is forced, so the test is deterministic.
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from tests.mocks.asm24.test_gadget_ffs import FakeFfs
+from tests.mocks.bridge.test_gadget_ffs import FakeFfs
 from tinyhw.boards.navi31 import Navi31UsbOptions
 from tinyhw.flash.device import FlashDevice
 from tinyhw.mocks.amd.navi31 import Navi31Board

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.mocks.asm24.test_mock_asm24 import (
+from tests.mocks.bridge.test_mock_asm24 import (
     StubGpu,
     cfg_addr,
     cfg_read,

@@ -11,7 +11,7 @@ import struct
 import pytest
 import usb.core
 
-from tests.mocks.asm24.test_mock_asm24 import (
+from tests.mocks.bridge.test_mock_asm24 import (
     StubGpu,
     enumerate_gpu,
     open_bridge,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import usb.core
 
-from tests.mocks.asm24.test_mock_asm24 import (
+from tests.mocks.bridge.test_mock_asm24 import (
     assign_bars,
     cfg_read,
     cfg_write,
