@@ -29,17 +29,10 @@ from tinyhw.mocks.rdna3 import dispatch
 
 
 @pytest.fixture
-def runs(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+def runs(lockstep_runs: list[bool]) -> list[bool]:
     """Whether each lockstep run was kept (True) or undone (False); the board booted."""
-    seen: list[bool] = []
-    orig = dispatch._Dispatch.lockstep
-
-    def spy(self: dispatch._Dispatch, gids: list) -> bool:
-        seen.append(orig(self, gids))
-        return seen[-1]
-    monkeypatch.setattr(dispatch._Dispatch, "lockstep", spy)
     am_boot()
-    return seen
+    return lockstep_runs
 
 
 def _state(o: Any) -> dict:

@@ -23,16 +23,9 @@ BASE = 0x10_0000_0000
 
 
 @pytest.fixture
-def runs(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+def runs(lockstep_runs: list[bool]) -> list[bool]:
     """Whether each lockstep run of the test was kept (True) or undone (False)."""
-    seen: list[bool] = []
-    orig = dispatch._Dispatch.lockstep
-
-    def spy(self: dispatch._Dispatch, gids: list) -> bool:
-        seen.append(orig(self, gids))
-        return seen[-1]
-    monkeypatch.setattr(dispatch._Dispatch, "lockstep", spy)
-    return seen
+    return lockstep_runs
 
 
 def _one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
