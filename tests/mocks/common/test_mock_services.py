@@ -73,6 +73,12 @@ class StubBoard:
     def vram_write(self, offset: int, data: bytes) -> None:
         self.mem[offset:offset + len(data)] = data
 
+    def vram_poke(self, offset: int, data: bytes) -> None:
+        self.mem[offset:offset + len(data)] = data
+
+    def vram_count(self, nbytes: int) -> None:
+        pass
+
     def bus_read(self, addr: int, length: int) -> bytes | None:
         return None
 

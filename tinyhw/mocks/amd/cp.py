@@ -281,7 +281,8 @@ class _Undoable(_Traced):
     def peek(self, addr: int, n: int) -> bytes:
         """``n`` bytes at ``addr`` with no effect (raises :class:`VmFault`, recording nothing, where the real access
         would fault or reach a system page)."""
-        return self.vm.peek(addr, n, self._seen)  # type: ignore[no-any-return]
+        data: bytes = self.vm.peek(addr, n, self._seen)
+        return data
 
     def poke(self, addr: int, data: bytes) -> None:
         """Write ``data`` at ``addr`` with no effect but the bytes (the undo of a lockstep run)."""
@@ -291,7 +292,8 @@ class _Undoable(_Traced):
         """Through GPUVM; inside a lockstep run without effects (see the class text)."""
         if not self.wide:
             return super().read(addr, n)
-        return self.vm.peek(addr, n, self._seen)  # type: ignore[no-any-return]
+        data: bytes = self.vm.peek(addr, n, self._seen)
+        return data
 
     def write(self, addr: int, data: bytes) -> None:
         """Through GPUVM; inside a lockstep run without effects but the bytes (counted when the run is kept)."""

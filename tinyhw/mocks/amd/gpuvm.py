@@ -310,7 +310,7 @@ class GpuVm:
         """Write ``data`` at GPU address ``addr`` with no effect but the bytes (:meth:`lookup`; VRAM only, not counted
         in the board's VRAM write counter). Nothing is written when any page fails to translate."""
         pages = self._vram_pages(addr, len(data), seen)
-        poke = self.services.vram_poke  # type: ignore[attr-defined]
+        poke = self.services.vram_poke
         at = 0
         for where, n in pages:
             poke(where, bytes(data[at:at + n]))
@@ -323,7 +323,7 @@ class GpuVm:
         for page in sorted(seen):
             self.translate(page << 12)
         if written:
-            self.services.vram_count(written)  # type: ignore[attr-defined]
+            self.services.vram_count(written)
 
     def is_system(self, addr: int) -> bool:
         """True when GPU address ``addr`` translates to a system (bus) page; False for VRAM and for an address that

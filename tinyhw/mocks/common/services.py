@@ -109,6 +109,14 @@ class BoardServices(Protocol):
         """Write ``data`` into VRAM at byte ``offset`` (counted in the board's VRAM write counter)."""
         ...
 
+    def vram_poke(self, offset: int, data: bytes) -> None:
+        """Write ``data`` into VRAM at byte ``offset`` without counting it (the undo of a shader-core lockstep run)."""
+        ...
+
+    def vram_count(self, nbytes: int) -> None:
+        """Count ``nbytes`` written into VRAM by accesses that were made without effects and then kept."""
+        ...
+
     # -- bus access (the GPU as a bus master on system memory) ----------------------------------------------
     def bus_read(self, addr: int, length: int) -> bytes | None:
         """``length`` bytes at bus address ``addr``; None when no attachment answers there."""

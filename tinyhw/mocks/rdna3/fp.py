@@ -18,6 +18,7 @@ on the matching float views. The rules are the RDNA3 ISA reference's:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -135,3 +136,9 @@ def flush_bits(u: np.ndarray) -> np.ndarray:
     t = u.dtype.type
     exp = {U16: 0x7C00, U32: 0x7F800000, U64: 0x7FF << 52}[t]
     return np.where((u & t(exp)) == 0, u & t(_SIGN[t]), u).astype(t)
+
+
+def ieee_aware(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """Mark an operation whose result depends on MODE.IEEE (it takes ``ieee=``)."""
+    fn.__dict__["ieee_aware"] = True
+    return fn

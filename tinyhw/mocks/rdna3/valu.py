@@ -105,10 +105,7 @@ def _fmed3(a: np.ndarray, b: np.ndarray, c: np.ndarray, ieee: bool = True) -> np
     return r.astype(t)
 
 
-def _ieee(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
-    """Mark an operation whose result depends on MODE.IEEE (it takes ``ieee=``)."""
-    fn.ieee_aware = True        # type: ignore[attr-defined]
-    return fn
+_ieee = fp.ieee_aware
 
 
 _max = _ieee(lambda a, b, ieee=True: fp.fmax_bits(a, b, ieee))

@@ -258,9 +258,7 @@ def _med3i(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
 
 
-def _ieee(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
-    fn.ieee_aware = True        # type: ignore[attr-defined]
-    return fn
+_ieee = fp.ieee_aware
 
 
 _maxmin = _ieee(lambda a, b, c, ieee=True: fp.fmin_bits(fp.fmax_bits(a, b, ieee), c, ieee))
