@@ -42,5 +42,6 @@ def test_config_writes() -> None:
         cfg.write32(reg, value, be)
         log.append((reg, cfg.command, cfg.read32(reg), sorted(cfg.bar_addr.items()), sorted(cfg.bar_size.items()),
                     cfg.resources()))
-    assert hashlib.sha256(repr(log).encode()).hexdigest() == "8990ab69ed3347c59def5571913fc09db5d21d8a00665756fb3e7871e0f77dac"
+    assert hashlib.sha256(repr(log).encode()).hexdigest() == (
+        "8990ab69ed3347c59def5571913fc09db5d21d8a00665756fb3e7871e0f77dac")
     assert hashlib.sha256(_space(cfg)).hexdigest() == "0162fe0f51eb51dc2bfbbb73d5d4b7287021f61cd504083bf3035df0c2348bf7"
