@@ -183,3 +183,17 @@ def test_mock_commands_default_to_the_tables_first_board(monkeypatch: pytest.Mon
     assert r.code == 0, r.err
     assert json.loads(r.out)["path"] == str(tmp_path / "tinyhw" / "navi33-flash.bin")
     assert _default_board() == "navi33"  # what --board defaults to when the cli is imported with this table
+
+
+def test_refusals_list_the_amd_boards_of_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kernels and prof refusals name the emulated AMD boards the registry has, a board added to it included."""
+    navi33 = registry.find("mock", "navi33")
+    assert navi33 is not None
+    extra = dataclasses.replace(navi33, name="mock:navi34")
+    monkeypatch.setattr(registry, "REGISTRY", (*registry.REGISTRY, extra))
+    r = run("kernels", "exec", "k.elf", "--grid", "1", "--block", "1")
+    assert r.code == 2 and "mock:navi31 or mock:navi33 or mock:navi34, usb, pci:, vfio:" in r.err, r.err
+    r = run("--device", "mock:ad102", "kernels", "run", "pattern")
+    assert r.code == 2 and "mock:navi31 or mock:navi33 or mock:navi34, usb" in r.err, r.err
+    r = run("--device", "mock:ad102", "prof", "capture", "pattern", "-o", "cap")
+    assert r.code == 2 and "(mock:navi31, mock:navi33, mock:navi34, their -usb forms" in r.err, r.err
