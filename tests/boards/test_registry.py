@@ -183,6 +183,8 @@ def test_mock_commands_default_to_the_tables_first_board(monkeypatch: pytest.Mon
     assert r.code == 0, r.err
     assert json.loads(r.out)["path"] == str(tmp_path / "tinyhw" / "navi33-flash.bin")
     assert _default_board() == "navi33"  # what --board defaults to when the cli is imported with this table
+    r = run("am", "status")  # a command that needs a device names the first board in its hint
+    assert r.code == 2 and "e.g. --device mock:navi33" in r.err, r.err
 
 
 def test_refusals_list_the_amd_boards_of_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
