@@ -199,3 +199,8 @@ def test_refusals_list_the_amd_boards_of_the_table(monkeypatch: pytest.MonkeyPat
     assert r.code == 2 and "mock:navi31 or mock:navi33 or mock:navi34, usb" in r.err, r.err
     r = run("--device", "mock:ad102", "prof", "capture", "pattern", "-o", "cap")
     assert r.code == 2 and "(mock:navi31, mock:navi33, mock:navi34, their -usb forms" in r.err, r.err
+    from tinyhw.errors import Refused
+    from tinyhw.peers.tinygrad_amd import EmulatedGpu
+
+    with pytest.raises(Refused, match=r"emulated amd board \(mock:navi31, mock:navi33, mock:navi34, their -usb"):
+        EmulatedGpu("mock:ad102").open()
