@@ -180,7 +180,7 @@ class Ad102Board:
     def _load_state(self) -> None:
         self._saved = self._state_doc()
         path = Path(self.options.state)
-        try:   # missing, unreadable, not json, too deep or too large: a cold board, as for the navi31 board state
+        try:   # missing, unreadable, not json, too deep or too large: a cold board, as for an AMD board's board state
             doc = boundedjson.loads(path.read_bytes(), f"the board state file {path}", max_bytes=1 << 20)
         except (OSError, Refused):
             return
