@@ -4,6 +4,7 @@ parsing, tinyhw.open, discovery, the CLI's help and ``mock gadget`` read; each b
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -164,3 +165,42 @@ def test_mock_gadget_serves_the_board_connect_builds(tmp_path: Path, monkeypatch
     tinyhw.open(f"mock:navi31,flash={tmp_path / 'g.bin'}").close()  # released when it stopped
     r = run("mock", "gadget", "--board", "navi99")
     assert r.code == 2 and "navi99" in r.err
+
+
+def test_mock_commands_default_to_the_tables_first_board(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``mock reset`` and ``mock power-cycle`` without --device, and ``mock gadget`` without --board, take the
+    registry's first emulated board (``mock:navi31`` today); with another board first they take that one."""
+    from tinyhw.cli.gadget_cmd import _default_board, gadget
+
+    assert registry.default_board().name == "mock:navi31"
+    assert next(p for p in gadget.params if p.name == "board").default == "navi31" == _default_board()
+    monkeypatch.delenv("TINYHW_DEVICE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    first = [e for e in registry.REGISTRY if e.board == "navi33"]
+    monkeypatch.setattr(registry, "REGISTRY", (*first, *(e for e in registry.REGISTRY if e not in first)))
+    assert registry.default_board().name == "mock:navi33"
+    r = run("--json", "mock", "reset", "--yes")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["path"] == str(tmp_path / "tinyhw" / "navi33-flash.bin")
+    assert _default_board() == "navi33"  # what --board defaults to when the cli is imported with this table
+    r = run("am", "status")  # a command that needs a device names the first board in its hint
+    assert r.code == 2 and "e.g. --device mock:navi33" in r.err, r.err
+
+
+def test_refusals_list_the_amd_boards_of_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """kernels and prof refusals name the emulated AMD boards the registry has, a board added to it included."""
+    navi33 = registry.find("mock", "navi33")
+    assert navi33 is not None
+    extra = dataclasses.replace(navi33, name="mock:navi34")
+    monkeypatch.setattr(registry, "REGISTRY", (*registry.REGISTRY, extra))
+    r = run("kernels", "exec", "k.elf", "--grid", "1", "--block", "1")
+    assert r.code == 2 and "mock:navi31 or mock:navi33 or mock:navi34, usb, pci:, vfio:" in r.err, r.err
+    r = run("--device", "mock:ad102", "kernels", "run", "pattern")
+    assert r.code == 2 and "mock:navi31 or mock:navi33 or mock:navi34, usb" in r.err, r.err
+    r = run("--device", "mock:ad102", "prof", "capture", "pattern", "-o", "cap")
+    assert r.code == 2 and "(mock:navi31, mock:navi33, mock:navi34, their -usb forms" in r.err, r.err
+    from tinyhw.errors import Refused
+    from tinyhw.peers.tinygrad_amd import EmulatedGpu
+
+    with pytest.raises(Refused, match=r"emulated amd board \(mock:navi31, mock:navi33, mock:navi34, their -usb"):
+        EmulatedGpu("mock:ad102").open()

@@ -194,3 +194,19 @@ def test_inspect_random_input_is_a_document_or_a_refusal(prefix: bytes, rest: by
         return
     json.dumps(res.doc)
     assert res.tree.lines() and isinstance(res.doc["problems"], list)
+
+
+def test_an_ifwi_is_labelled_by_the_board_its_vbios_names(tmp_path: Path) -> None:
+    """The tree's title names the board whose description has the embedded VBIOS's PCI ids (``navi33 ifwi`` for a
+    Navi33 image), ``amd ifwi`` when no board tinyhw describes has them."""
+    from tinyhw.boards.navi33 import NAVI33
+
+    (tmp_path / "n33.bin").write_bytes(build_image(NAVI33))
+    r = run("firmware", "inspect", str(tmp_path / "n33.bin"))
+    assert r.code == 0 and "navi33 ifwi n33.bin (" in r.out and "navi31" not in r.out, r.out
+    img = bytearray(build_image())
+    at = img.find(b"PCIR")
+    img[at + 6:at + 8] = (0x73FF).to_bytes(2, "little")  # a device id no description has
+    (tmp_path / "other.bin").write_bytes(bytes(img))
+    r = run("firmware", "inspect", str(tmp_path / "other.bin"))
+    assert r.code == 0 and "amd ifwi other.bin (" in r.out, r.out

@@ -299,3 +299,16 @@ def test_the_gated_hint_names_mock_reset_only_on_an_emulated_board() -> None:
 
     assert "mock reset" in gated_hint(True) and "mock reset" not in gated_hint(False)
     assert "--method aperture" in gated_hint(False) and "flash update" in gated_hint(False)
+
+
+def test_default_backup_check_probes_the_backup_directory_not_a_board_named_file(tmp_path: Path) -> None:
+    """Before the device is opened only the backup directory is checked: the default backup is named after the board
+    the flash's VBIOS describes, so no fixed (board-named) file in the directory stands in its way."""
+    from tinyhw.flash.files import backup_dir
+    from tinyhw.flash.jobfiles import check_backup
+    from tinyhw.flash.writer import Job
+
+    for name in ("navi31-flash-backup.bin", "flash-backup.bin"):
+        (backup_dir() / name).write_bytes(b"someone's file")
+    assert check_backup(Job("write", image=IMAGE), len(IMAGE)) is None
+    assert sorted(p.name for p in backup_dir().iterdir()) == ["flash-backup.bin", "navi31-flash-backup.bin"]

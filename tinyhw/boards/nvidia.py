@@ -12,12 +12,13 @@ device-string options (:class:`Ad102Options`) are declared here too, for the boa
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tinyhw.boards.options import DeviceOptions, FaultPlan, choice, faults, option, path, strict_option
-from tinyhw.boards.spec import BarSpec, BoardSpec, Engines, PciFunctionSpec
+from tinyhw.boards.spec import BarSpec, BoardSpec, ConfigLayout, Engines, PciFunctionSpec
 
 NVIDIA_VENDOR = 0x10DE
 REG_BOOT_0 = 0x000000
@@ -173,21 +174,67 @@ def describe_chip(boot42: int, device_id: int | None = None) -> dict[str, Any]:
 
 
 # -- the emulated Ada board (mock:ad102) ---------------------------------------------------------------------
+_AD102_LINK = (4, 16)  # 16 GT/s x16
+
+
+def _ada_config_layout(speed: int, width: int) -> ConfigLayout:
+    """The config-space layout of an Ada board (specs/pci-vfio-remote.md §3.2-§3.9 for the structures): capabilities
+    PM 0x60 -> MSI 0x68 -> PCI Express v2 (legacy endpoint) 0x78 -> vendor-specific 0xB4; extended capabilities
+    Virtual Channel 0x100 -> LTR 0x250 -> L1 PM Substates 0x258 -> Power Budgeting 0x128 -> AER 0x420 ->
+    vendor-specific 0x600 -> Secondary PCIe 0x900 -> Resizable BAR 0xBB0 (BAR1) -> Physical Layer 16 GT/s 0xC1C ->
+    Lane Margining 0xD00 -> Data Link Feature 0xE00. The offsets and order are those published ``lspci -vvv``
+    listings of RTX 40-series boards show (inferred: not in the spec); register values inside the capabilities are
+    invented but well-formed."""
+    cfg = bytearray(4096)
+
+    def put(off: int, fmt: str, *values: int) -> None:
+        struct.pack_into("<" + fmt, cfg, off, *values)
+
+    put(0x34, "B", 0x60)
+    put(0x60, "BBHH", 0x01, 0x68, 0x0603, 0x0008)  # PM v3, D0, no soft reset
+    put(0x68, "BBH", 0x05, 0x78, 0x0081)  # MSI, 64-bit, enabled, 1 vector
+    # PCI Express v2, legacy endpoint (port type 1); devcap, devctl, linkcap, linkctl/status, devcap2..linkctl2
+    put(0x78, "BBH", 0x10, 0xB4, 0x0012)
+    put(0x78 + 0x04, "I", 0x10008FE1)
+    put(0x78 + 0x08, "HH", 0x2930, 0x0000)
+    put(0x78 + 0x0C, "I", speed | (width << 4) | (3 << 10) | (0x11 << 15))
+    put(0x78 + 0x10, "HH", 0x0040, speed | (width << 4) | 0x1000)
+    put(0x78 + 0x24, "I", 0x00700813)
+    put(0x78 + 0x2C, "I", ((1 << speed) - 1) << 1)
+    put(0x78 + 0x30, "HH", speed, 0x001E)
+    put(0xB4, "BBB", 0x09, 0x00, 0x14)  # vendor specific, length 0x14
+    cfg[0xB7:0xB4 + 0x14] = bytes(range(1, 0x12))  # invented vendor bytes
+    chain = [(0x100, 0x0002, 1), (0x250, 0x0018, 1), (0x258, 0x001E, 1), (0x128, 0x0004, 1), (0x420, 0x0001, 2),
+             (0x600, 0x000B, 1), (0x900, 0x0019, 1), (0xBB0, 0x0015, 1), (0xC1C, 0x0026, 1), (0xD00, 0x0027, 1),
+             (0xE00, 0x0025, 1)]
+    for i, (off, cap_id, ver) in enumerate(chain):
+        nxt = chain[i + 1][0] if i + 1 < len(chain) else 0
+        put(off, "I", cap_id | (ver << 16) | (nxt << 20))
+    put(0x600 + 4, "I", 0x0001 | (1 << 16) | (0x024 << 20))  # vendor-specific header: id 1 rev 1 len 0x24
+    put(0x420 + 0x0C, "I", 0x00462030)  # AER uncorrectable severity (defaults)
+    put(0x420 + 0x18, "I", 0x000000A0)
+    return ConfigLayout(command=0x0007, raw=((0x34, bytes(cfg[0x34:0x35])), (0x40, bytes(cfg[0x40:]))),
+                        rebar=0xBB0, rebar_bar=1,
+                        addresses=((0, 0xFB00_0000), (1, 0x60_0000_0000), (3, 0x60_1000_0000), (5, 0xF000)))
+
+
 #: The emulated Ada board's description: 10de:2684 is "AD102 [GeForce RTX 4090]" in pci.ids; revision 0xa1 and the
 #: subsystem 10de:167c (Founders Edition) are inferred from published ``lspci -nn`` output, not from the spec.
 #: BARs: BAR0 16 MiB registers, BAR1 VRAM aperture 256 MiB (resizable 64 MiB .. 32 GiB), BAR3 32 MiB, BAR5 128 I/O
 #: ports (spec §2 roles; sizes inferred from lspci output); a Gen4 x16 link; 24 GiB VRAM; GSP booted by FWSEC and
 #: the booter (§3.4: architecture 0x19). No SPI flash tinyhw reaches (the VBIOS is read through the PROM window);
-#: its emulated state lives in a board-state file.
+#: its emulated state lives in a board-state file. Its config space has an Ada board's own capability layout
+#: (BIOS-assigned BAR addresses invented), BAR1 the one the Resizable BAR capability resizes.
 AD102 = BoardSpec(
     name="ad102",
     function=PciFunctionSpec(vendor_id=NVIDIA_VENDOR, device_id=0x2684, revision=0xA1, class_code=0x030000,
-                             subsystem_vendor_id=NVIDIA_VENDOR, subsystem_id=0x167C),
+                             subsystem_vendor_id=NVIDIA_VENDOR, subsystem_id=0x167C,
+                             layout=_ada_config_layout(*_AD102_LINK)),
     bars=(BarSpec(0, "mmio", "memory", 16 << 20, False, False), BarSpec(1, "vram", "memory", 256 << 20, True, True),
           BarSpec(3, "mmio", "memory", 32 << 20, True, True), BarSpec(5, "io", "io", 128, False, False)),
     rebar_sizes=tuple(64 << 20 << k for k in range(10)),
-    link_max_speed=4,
-    link_max_width=16,
+    link_max_speed=_AD102_LINK[0],
+    link_max_width=_AD102_LINK[1],
     product="RTX 4090",
     vram_size=24576 << 20,
     mmio_bar=0,
@@ -195,12 +242,6 @@ AD102 = BoardSpec(
     state_name="ad102-board.json",
     pci_name="AD102 [GeForce RTX 4090]",
 )
-_F = AD102.function
-#: The same facts in the shapes the NVIDIA code reads them.
-AD102_IDS = {"vendor_id": _F.vendor_id, "device_id": _F.device_id, "revision": _F.revision,
-             "class_code": _F.class_code, "subsystem_vendor_id": _F.subsystem_vendor_id,
-             "subsystem_id": _F.subsystem_id}
-AD102_BARS = tuple((b.index, b.size, b.is_64bit, b.prefetchable, b.kind) for b in AD102.bars)
 AD102_BOOT_0 = 0x192000A1  # architecture 0x19, implementation 2 (AD102), revision a1
 AD102_BOOT_42 = 0x192A1000  # architecture 0x19, implementation 2, major 0xa, minor 1
 AD102_VRAM_MIB = AD102.vram_size >> 20

@@ -129,6 +129,12 @@ def boards() -> list[Entry]:
     return [e for e in REGISTRY if e.emulated]
 
 
+def default_board() -> Entry:
+    """The emulated board a command takes when none is named (``mock reset``, ``mock power-cycle``; ``mock gadget``
+    takes the first bridged board): the table's first emulated board."""
+    return boards()[0]
+
+
 def bridged_boards() -> list[str]:
     """The boards that can sit behind the emulated ASM24 bridge (``tinyhw mock gadget --board``)."""
     return list(dict.fromkeys(e.board for e in boards() if e.opener == "asm24"))

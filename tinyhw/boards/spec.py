@@ -40,8 +40,27 @@ class BarSpec:
 
 
 @dataclass(frozen=True)
+class ConfigLayout:
+    """A board's own config-space layout, for a board whose capability lists differ from the Navi31 example of
+    specs/pci-vfio-remote.md §3.14 (which the emulated PCI function builds when a board gives none).
+
+    ``command``: COMMAND at power-on; ``raw``: (offset, bytes) pieces of what the board reports beyond the common
+    header: its capability pointer (0x34), capability list and extended capability chain; ``rebar``: the offset of its
+    Resizable BAR capability and ``rebar_bar`` the BAR that capability resizes (its supported sizes are the board's
+    ``rebar_sizes``, its control register built from them); ``addresses``: (BAR, address) a BIOS assigned. Only
+    COMMAND, the BARs and the ReBAR control take writes; every other register of such a layout is read-only."""
+
+    command: int
+    raw: tuple[tuple[int, bytes], ...]
+    rebar: int
+    rebar_bar: int
+    addresses: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
 class PciFunctionSpec:
-    """The ids the board's PCI function reports in config space."""
+    """The ids the board's PCI function reports in config space, and its config-space layout when it has its own
+    (``layout``; None: the Navi31 example of specs/pci-vfio-remote.md §3.14)."""
 
     vendor_id: int
     device_id: int
@@ -49,6 +68,7 @@ class PciFunctionSpec:
     class_code: int
     subsystem_vendor_id: int
     subsystem_id: int
+    layout: ConfigLayout | None = None
 
 
 @dataclass(frozen=True)

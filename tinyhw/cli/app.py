@@ -87,10 +87,10 @@ class App:
         raise Refused(f"{name} cannot use --device {self.device}: {why}",
                       hint=hint or f"drop the global --device for {name}")
 
-    def device_spec(self, *, writes: bool = False, example: str = "mock:navi31"):  # DeviceSpec
+    def device_spec(self, *, writes: bool = False, example: str = ""):  # DeviceSpec
         """The device this command uses: the global ``--device`` (or ``$TINYHW_DEVICE``), else the single real device
         present; raises Refused for a command that ``writes`` or when several are present, DeviceNotFound when none is
-        (their hint shows ``--device example``).
+        (their hint shows ``--device example``, default the registry's first emulated board).
         """
         from tinyhw.connect.discover import pick_default_device
         from tinyhw.transport.devstr import given_device
@@ -100,7 +100,7 @@ class App:
             return spec
         return pick_default_device(self.log, writes=writes, example=example)
 
-    def open_transport(self, *, writes: bool = False, example: str = "mock:navi31") -> Transport:
+    def open_transport(self, *, writes: bool = False, example: str = "") -> Transport:
         """Open the chosen device; it is closed when the command ends (``example``: see :meth:`device_spec`)."""
         if self._opened is None:
             from tinyhw.connect import open_device

@@ -1,4 +1,4 @@
-"""``tinyhw mock gadget``: serve the emulated Navi31 behind the ASM24 bridge as a real USB device.
+"""``tinyhw mock gadget``: serve an emulated board behind the ASM24 bridge as a real USB device.
 
 Front end of :mod:`tinyhw.mocks.bridge.gadget` (FunctionFS) and :mod:`tinyhw.mocks.bridge.gadget_configfs`
 (specs/usb-real-stack-harness.md): checks the gadget framework, takes the emulated board's lock,
@@ -15,12 +15,20 @@ from typing import Any
 
 import click
 
-from tinyhw.boards.registry import bridged_boards
+from tinyhw.boards.registry import bridged_boards, default_board
 from tinyhw.cli.app import App
 
 
+def _default_board() -> str:
+    """The board served when --board is not given: the registry's first emulated board when it sits behind the
+    bridge, else the first bridged board."""
+    choices = bridged_boards()
+    first = default_board().board
+    return first if first in choices else choices[0]
+
+
 @click.command("gadget")
-@click.option("--board", type=click.Choice(bridged_boards()), default="navi31", show_default=True,
+@click.option("--board", type=click.Choice(bridged_boards()), default=_default_board(), show_default=True,
               help="The emulated board behind the bridge (the board registry's boards behind the usb bridge).")
 @click.option("--flash", "flash", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="The emulated flash contents (default: the shared file in the user's cache directory).")
@@ -34,7 +42,7 @@ from tinyhw.cli.app import App
 @click.pass_obj
 def gadget(app: App, board: str, flash: Path | None, udc: str | None, faults: str | None, name: str,
            strict: bool) -> None:
-    """Serve the emulated Navi31 behind an ASM24 bridge as a real USB device (add1:0001, High-Speed).
+    """Serve an emulated board (--board) behind an ASM24 bridge as a real USB device (add1:0001, High-Speed).
 
     Uses the kernel's gadget framework (configfs + FunctionFS) on a USB device controller:
     dummy_hcd for tests, or a device-mode USB port so that another machine sees the bridge.

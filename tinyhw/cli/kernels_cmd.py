@@ -184,7 +184,7 @@ def run_cmd(app: App, name: str, repeats: int | None, n: int | None, build_dir: 
       tinyhw --device mock:navi31 kernels run pattern --n 4096
     """
     from tinyhw.errors import Refused
-    from tinyhw.kernels.run import is_amd_device, parse_run_device, plan_cuda, run_cuda, run_probe
+    from tinyhw.kernels.run import amd_mock_boards, is_amd_device, parse_run_device, plan_cuda, run_cuda, run_probe
 
     device = app.device  # where to run: the global --device (cpu, cuda:N or an AMD board); else cpu
     if device is not None and is_amd_device(device):
@@ -199,7 +199,7 @@ def run_cmd(app: App, name: str, repeats: int | None, n: int | None, build_dir: 
         if device is not None and not device.strip().lower().startswith(("cuda", "cpu")):
             # a register device that is no AMD board (mock:ad102, remote:) cannot run kernels: never the cpu
             app.refuse_device("it runs on cpu, cuda:N or an AMD board only (an emulated one such as "
-                              "mock:navi31 or mock:navi33, usb, pci:, vfio:)")
+                              f"{' or '.join(amd_mock_boards())}, usb, pci:, vfio:)")
         device = device or "cpu"
         kind, _ordinal = parse_run_device(device)
         if kind == "cpu":
@@ -268,11 +268,11 @@ def exec_cmd(app: App, code_object: Path, kernel: str | None, grid: str, block: 
     """
     from tinyhw.errors import Refused
     from tinyhw.kernels.execute import plan_exec, run_exec
-    from tinyhw.kernels.run import is_amd_device
+    from tinyhw.kernels.run import amd_mock_boards, is_amd_device
 
     if app.device is None or not is_amd_device(app.device):
         raise Refused("kernels exec runs on an AMD board: give the global --device (an emulated one such as "
-                      "mock:navi31 or mock:navi33, usb, pci:, vfio:)",
+                      f"{' or '.join(amd_mock_boards())}, usb, pci:, vfio:)",
                       hint="tinyhw --device mock:navi31 kernels exec ...")
     plan = plan_exec(code_object, kernel=kernel, grid=grid, block=block, buffers=list(buffers), outs=list(outs),
                      timeout=timeout, force=force)  # every refusal before the device is opened

@@ -28,7 +28,7 @@ mock.add_command(gadget)
 @click.option("--force", is_flag=True, hidden=True)  # accepted as before; the one backup is replaced anyway
 @click.pass_obj
 def reset(app: App, yes: bool, force: bool) -> None:
-    """Restore an emulated board to its power-on state (default: mock:navi31's pristine flash image).
+    """Restore an emulated board to its power-on state (default: the first emulated board, mock:navi31).
 
     Touches only the emulated board's files. A board with a flash (mock:navi31, mock:navi33 and
     their -usb forms): the flash file named by the device's flash= option, else the board's
@@ -47,13 +47,14 @@ def reset(app: App, yes: bool, force: bool) -> None:
       tinyhw --device mock:navi31,flash=/tmp/board.bin mock reset --yes
       tinyhw --device mock:ad102 mock reset --yes
     """
+    from tinyhw.boards.registry import default_board
     from tinyhw.connect import entry_of, typed_options
     from tinyhw.mocks.amd.navi31 import flash_backup_needed, flash_path, reset_flash
     from tinyhw.transport.devstr import given_device, parse_device
     from tinyhw.transport.lock import DeviceLock
 
     app.refuse_record()  # the reset rewrites the board's files; no device operation to record
-    spec = given_device(app.device) or parse_device("mock:navi31")
+    spec = given_device(app.device) or parse_device(default_board().name)
     if not spec.is_mock:
         raise Refused(f"mock reset works on emulated boards only, not {spec.kind}:")
     entry = entry_of(spec)
@@ -67,7 +68,8 @@ def reset(app: App, yes: bool, force: bool) -> None:
     path = flash_path(options, board)
     backup = path.with_name(path.name + ".bak")
     current = read_input(path, MAX_FLASH_FILE, "emulated flash file") if path.is_file() else None
-    check_output_path(backup, force=True, what="backup")  # replaced when needed, but never a fifo or device
+    if path.parent.is_dir():  # else no flash file yet (a fresh cache dir): nothing to back up, the reset creates it
+        check_output_path(backup, force=True, what="backup")  # replaced when needed, but never a fifo or device
     old = read_input(backup, MAX_FLASH_FILE, "backup") if backup.is_file() else None
     keep = current is not None and flash_backup_needed(current, old, board)
     plan = f"reset the emulated flash {path} to the factory image and forget the board state (a cold board)"
@@ -117,13 +119,14 @@ def power_cycle(app: App) -> None:
       tinyhw mock power-cycle
       tinyhw --device mock:navi31-usb,flash=/tmp/board.bin mock power-cycle
     """
+    from tinyhw.boards.registry import default_board
     from tinyhw.connect import entry_of, typed_options
     from tinyhw.mocks.amd.navi31 import flash_path, power_cycle_flash
     from tinyhw.transport.devstr import given_device, parse_device
     from tinyhw.transport.lock import DeviceLock
 
     app.refuse_record()  # the power cycle rewrites the board's files; no device operation to record
-    spec = given_device(app.device) or parse_device("mock:navi31")
+    spec = given_device(app.device) or parse_device(default_board().name)
     if not spec.is_mock:
         raise Refused(f"mock power-cycle works on emulated boards only, not {spec.kind}:")
     entry = entry_of(spec)

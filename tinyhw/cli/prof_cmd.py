@@ -306,13 +306,13 @@ def capture_cmd(app: App, probe: str, output: str, n: int | None, buffer_kib: in
     """
     from tinyhw.errors import Refused
     from tinyhw.kernels.capture import plan_capture, run_capture
-    from tinyhw.kernels.run import is_amd_device
+    from tinyhw.kernels.run import amd_mock_boards, is_amd_device
 
     if app.device is None:
         raise Refused("prof capture needs a device", hint="give the global --device (e.g. --device mock:navi31)")
     if not is_amd_device(app.device):
-        app.refuse_device("it captures on an AMD board only (mock:navi31, mock:navi33, their -usb forms, usb, pci:, "
-                          "vfio:)",
+        app.refuse_device(f"it captures on an AMD board only ({', '.join(amd_mock_boards())}, their -usb forms, usb, "
+                          "pci:, vfio:)",
                           hint="name an AMD board that tinyhw am boot brought up, e.g. --device mock:navi31")
     if not 0 < timeout <= 3600:
         raise Refused(f"--timeout {timeout:g}: more than 0 and at most 3600 seconds")

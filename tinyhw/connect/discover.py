@@ -101,9 +101,13 @@ def list_devices(warn: bool = True, device: DeviceSpec | str | None = None) -> l
 
 
 def pick_default_device(log: Callable[[str], None] = lambda _m: None, *, writes: bool,
-                        example: str = "mock:navi31") -> DeviceSpec:
+                        example: str = "") -> DeviceSpec:
     """With no --device: a read-only command may use the single real device present; writes never guess.
-    ``example`` is the device string the error's hint shows (an emulated board the command works on)."""
+    ``example`` is the device string the error's hint shows (an emulated board the command works on; default: the
+    registry's first emulated board)."""
+    from tinyhw.boards.registry import default_board
+
+    example = example or default_board().name
     if writes:
         raise Refused("this command changes the device: name it with --device",
                       hint=f"tinyhw list shows the devices; e.g. --device {example}")

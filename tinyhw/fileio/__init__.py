@@ -38,8 +38,8 @@ from pathlib import Path
 
 from tinyhw.errors import EnvironmentProblem, Refused
 
-__all__ = ["atomic_write", "atomic_write_dir", "check_output_dir", "check_output_path", "kind_of", "read_input",
-           "read_xz_input", "remove_stale_temps", "resolve_target", "stat_through"]
+__all__ = ["atomic_write", "atomic_write_dir", "check_output_dir", "check_output_path", "check_writable_dir", "kind_of",
+           "read_input", "read_xz_input", "remove_stale_temps", "resolve_target", "stat_through"]
 
 _READ_CHUNK = 1 << 20
 
@@ -100,6 +100,16 @@ def _probe_directory(parent: Path, text: str, what: str) -> None:
     os.close(fd)
     with contextlib.suppress(OSError):
         os.unlink(tmp)
+
+
+def check_writable_dir(path: str | os.PathLike[str], *, what: str = "output file") -> Path:
+    """Refuse (exit 2) a directory a file of tinyhw's naming cannot be written to (the name chosen later, as a
+    default backup's is once the device is read); return the directory."""
+    target = Path(path)
+    if not target.is_dir():
+        raise Refused(f"cannot write the {what} in {target}: it is not a directory")
+    _probe_directory(target, str(target), what)
+    return target
 
 
 def check_output_path(path: str | os.PathLike[str], *, force: bool = False, what: str = "output file",

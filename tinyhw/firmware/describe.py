@@ -160,8 +160,21 @@ def _dir_doc(d: Any) -> dict[str, Any]:
                          "location": e.location, "in_image": e.in_image} for e in d.entries]}
 
 
+def _ifwi_board(lay: IfwiLayout) -> str:
+    """The name of the board whose description has the PCI ids of the image's first ATOM VBIOS, else ``amd``."""
+    from tinyhw.boards import by_pci
+
+    for vb in lay.vbios:
+        if vb.atom is not None:
+            ident = vb.identity()
+            board = by_pci(ident.vendor_id or 0, ident.device_id or 0)
+            return board.name if board is not None else "amd"
+    return "amd"
+
+
 def ifwi(lay: IfwiLayout, title: str) -> Described:
-    """The JSON document and the tree of a Navi31 IFWI image (its embedded VBIOS included)."""
+    """The JSON document and the tree of an AMD IFWI image (its embedded VBIOS included), titled by the board its
+    VBIOS names."""
     doc: dict[str, Any] = {
         "magic_ok": lay.magic_ok, "psp_directories": [_dir_doc(d) for d in lay.psp_directories],
         "sgn_pointer": lay.sgn_pointer, "sgn_table": _dir_doc(lay.sgn) if lay.sgn else None,
@@ -170,7 +183,7 @@ def ifwi(lay: IfwiLayout, title: str) -> Described:
                   for it in lay.items],
         "vbios": [vbios_doc(v) for v in lay.vbios],
     }
-    root = Node(f"navi31 ifwi {title} ({lay.size} bytes): magic {'OK' if lay.magic_ok else 'BAD'}")
+    root = Node(f"{_ifwi_board(lay)} ifwi {title} ({lay.size} bytes): magic {'OK' if lay.magic_ok else 'BAD'}")
     for d in lay.psp_directories + ([lay.sgn] if lay.sgn else []):
         n = root.add(f"{d.cookie} directory {span(d.offset, d.size)}: {d.count} entries, checksum 0x{d.checksum:08x} "
                      f"(fletcher-32, rule inferred: {_ok(d.checksum_ok)})")

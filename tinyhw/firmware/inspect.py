@@ -75,7 +75,7 @@ def inspect_bytes(data: bytes, name: str = "<bytes>", kind: str | None = None) -
     title = Path(name).name
     if kind is None:
         raise Refused(f"{name}: unknown firmware type (starts with {data[:8].hex() or 'nothing: empty file'})",
-                      hint="expected a navi31 ifwi image, an atom vbios, an amdgpu firmware file, an nvidia "
+                      hint="expected an amd ifwi image, an atom vbios, an amdgpu firmware file, an nvidia "
                            "vbios or an nvidia gsp elf")
     if kind == "ifwi":
         lay = parse_ifwi(data)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tinyhw.errors import Refused
-from tinyhw.fileio import check_output_path
+from tinyhw.fileio import check_output_path, check_writable_dir
 from tinyhw.flash.files import backup_dir, sha256
 from tinyhw.flash.journal import Journal, erase_key, find_journals, write_key
 from tinyhw.flash.ops import check_sector_range
@@ -101,7 +101,7 @@ def check_backup(job: Job, total: int) -> Path | None:
     if job.backup is not None:
         check_output_path(job.backup, what="backup", force_hint=None)
         return job.backup
-    check_output_path(backup_dir() / "navi31-flash-backup.bin", what="backup", force_hint=None)
+    check_writable_dir(backup_dir(), what="backup")  # named after the flash's board once it is read
     return None
 
 

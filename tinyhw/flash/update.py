@@ -186,7 +186,7 @@ def require_image(image: bytes) -> None:
     try:
         require_flashable(image)
     except Refused as err:
-        raise Refused(err.message, hint="give a complete raw navi31 ifwi image (a dump of a healthy board)") from None
+        raise Refused(err.message, hint="give a complete raw amd ifwi image (a dump of a healthy board)") from None
 
 
 def check_image(image: bytes) -> int:
@@ -205,7 +205,7 @@ def check_image(image: bytes) -> int:
             total += it.size
     if problems:
         raise Refused(f"refusing the image: the psp may ask for items it does not hold: {'; '.join(problems)}",
-                      hint="give a complete raw navi31 ifwi image (a dump of a healthy board)")
+                      hint="give a complete raw amd ifwi image (a dump of a healthy board)")
     return total
 
 

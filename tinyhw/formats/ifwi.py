@@ -124,11 +124,11 @@ def require_flashable(data: bytes, *, force: bool = False, expected_size: int = 
                       f"0x{expected_size:x}", hint="give a full raw flash image (a dump of the board)")
     if not result.magic_ok and not force:
         raise Refused(f"refusing the image: it starts with {data[:4].hex()}, not the ifwi magic {MAGIC.hex()}",
-                      hint="this does not look like a raw navi31 flash image; --force writes it anyway")
+                      hint="this does not look like a raw amd (ifwi) flash image; --force writes it anyway")
     missing = missing_structures(data) if result.magic_ok else []
     if missing and not force:
         raise Refused(f"refusing the image: {'; '.join(missing)}",
-                      hint="this is not a complete navi31 flash image; --force writes it anyway")
+                      hint="this is not a complete amd (ifwi) flash image; --force writes it anyway")
     if missing:
         kept = [n for n in result.notes if not n.startswith("no $PSP directory")]
         result = replace(result, notes=(*kept, *missing))

@@ -41,6 +41,12 @@ def is_amd_device(text: str) -> bool:
     return spec.kind in ("usb", "pci", "vfio")
 
 
+def amd_mock_boards() -> list[str]:
+    """The emulated boards, attached directly, that :func:`is_amd_device` accepts (``mock:navi31``, ``mock:navi33``;
+    their ``-usb`` forms too), in registry order: what refusals list."""
+    return [e.name for e in registry.boards() if e.opener == "direct" and is_amd_device(e.name)]
+
+
 def parse_run_device(text: str) -> tuple[str, int]:
     """``cpu`` or ``cuda:N`` -> (kind, ordinal); anything else is refused (exit 2)."""
     if text.strip().lower() == "cpu":

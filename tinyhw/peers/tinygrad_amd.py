@@ -265,8 +265,11 @@ class EmulatedGpu:
 
         spec = parse_device(self.device)
         if self.entry is None:
-            raise Refused(f"{self.device}: the tinygrad amd adapter takes an emulated amd board (mock:navi31, "
-                          "mock:navi33, their -usb forms)")
+            from tinyhw.boards.registry import boards
+
+            names = ", ".join(e.name for e in boards() if e.opener == "direct" and _amd_entry(e.name) is not None)
+            raise Refused(f"{self.device}: the tinygrad amd adapter takes an emulated amd board ({names}, their -usb "
+                          "forms)")
         if self.attach == "pci":
             opened = open_device(spec)
             self._closers.append(opened.close)

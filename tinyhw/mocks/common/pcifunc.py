@@ -5,7 +5,9 @@ status bits incl. RW1C, 3.5 BAR flag bits and all-ones sizing incl. the upper dw
 BAR, 3.6 capability list, 3.7 PCI Express capability, 3.8 extended capability walk, 3.9 Resizable
 BAR whose size field really resizes the BAR, 3.10 AER, 3.12 ACS) with the capability layout of the
 Navi31 example of §3.14 (PM 0x50 -> PCIe v2 0x64 -> MSI 0xA0; AER 0x100 -> ReBAR 0x200 -> ACS 0x240),
-and specs/asm24-usb-bridge.md §12 (command-register memory-decode gating).
+or the board's own layout where its description gives one (:class:`tinyhw.boards.spec.ConfigLayout`: its
+capability bytes read-only, COMMAND, the BARs and the ReBAR control writable), and specs/asm24-usb-bridge.md §12
+(command-register memory-decode gating).
 
 Each dword has a value, a writable mask and a write-1-to-clear mask; BAR registers and the
 ReBAR control register have their own logic.
@@ -13,7 +15,7 @@ ReBAR control register have their own logic.
 
 from __future__ import annotations
 
-from tinyhw.boards.spec import BoardSpec
+from tinyhw.boards.spec import BoardSpec, ConfigLayout
 
 CAP_PM = 0x50
 CAP_PCIE = 0x64
@@ -68,9 +70,12 @@ class PciFunction:
                 self._slots[0x14 + 4 * b.index] = (b.index, 1)
         self._memory_bars = tuple(b.index for b in spec.bars if b.kind == "memory")
         self._build_header()
-        self._build_caps()
-        self._rebar_ctrl = EXT_REBAR + 8
-        self._build_ext(acs)
+        layout = spec.function.layout
+        if layout is None:
+            self._build_caps()
+            self._build_ext(acs)
+        else:
+            self._build_layout(layout)
         self.command = self._get(0x04, 2)
 
     # -- raw storage ------------------------------------------------------------------------------------------
@@ -141,20 +146,37 @@ class PciFunction:
         self._set(a + 0x10, 4, 0, 0, 0x0000F1C1)
         self._set(a + 0x14, 4, 0x2000, 0x0000F1C1)
         self._set(a + 0x18, 4, 0x000000A0, 0x00000140)
-        r = EXT_REBAR
-        self._set(r, 4, 0x0015 | (1 << 16) | ((EXT_ACS if acs else 0) << 20))
+        self._set(EXT_REBAR, 4, 0x0015 | (1 << 16) | ((EXT_ACS if acs else 0) << 20))
+        self._build_rebar(EXT_REBAR, 0)
+        if acs:
+            self._set(EXT_ACS, 4, 0x000D | (1 << 16))
+            self._set(EXT_ACS + 4, 2, 0x001F)
+            self._set(EXT_ACS + 6, 2, 0, 0x001F)
+
+    def _build_rebar(self, r: int, bar: int) -> None:
+        """The Resizable BAR capability's body at ``r`` (§3.9): one entry, for ``bar``, listing the board's sizes."""
         supported = 0
         for size in self.spec.rebar_sizes:
             k = _rebar_encoding(size)
             if 0 <= k <= 27:
                 supported |= 1 << (k + 4)
         self._rebar_supported = supported
+        self._rebar_ctrl = r + 8
         self._set(r + 4, 4, supported)
-        self._set(r + 8, 4, 0 | (1 << 5) | (_rebar_encoding(self.bar_size[0]) << 8), 0x3F00)
-        if acs:
-            self._set(EXT_ACS, 4, 0x000D | (1 << 16))
-            self._set(EXT_ACS + 4, 2, 0x001F)
-            self._set(EXT_ACS + 6, 2, 0, 0x001F)
+        self._set(r + 8, 4, bar | (1 << 5) | (_rebar_encoding(self.bar_size[bar]) << 8), 0x3F00)
+
+    def _build_layout(self, layout: ConfigLayout) -> None:
+        """The board's own layout: its bytes as given and read-only, its power-on COMMAND, its BIOS-assigned BAR
+        addresses; only COMMAND, the BARs and the ReBAR control take writes."""
+        self._wm[:] = bytes(4096)
+        self._w1c[:] = bytes(4096)
+        self._set(0x0C, 1, 0)
+        self._set(0x04, 2, layout.command, _CMD_WRITABLE)
+        for off, data in layout.raw:
+            self._val[off:off + len(data)] = data
+        for idx, addr in layout.addresses:
+            self.bar_addr[idx] = addr
+        self._build_rebar(layout.rebar, layout.rebar_bar)
 
     # -- access ------------------------------------------------------------------------------------------------
     def read32(self, reg: int) -> int:

@@ -4,7 +4,8 @@ From specs/nv-bringup.md: BAR0 answers PMC_BOOT_0 (0x0) and PMC_BOOT_42 (0xA00) 
 (§3), the registers tier 2 of the probe reads (§15: VRAM size 0x1183A4, GFW progress 0x118234 and its
 privilege mask 0x118128, WPR2_ADDR_HI 0x1FA828, §4) and the 1 MiB PROM window at 0x300000 (§6.1) serving
 the synthetic VBIOS of :mod:`tinyhw.mocks.nvidia.nv_vbios` (invented content in the real layout), all ones beyond
-it. Config space: :mod:`tinyhw.mocks.nvidia.ad102_config`. Like the ``pci:`` transport it offers the
+it. Config space: :class:`tinyhw.mocks.common.pcifunc.PciFunction` built from the board's description. Like
+the ``pci:`` transport it offers the
 :class:`~tinyhw.transport.abilities.DeviceAttributes` (sysfs-style attributes derived from the board:
 no kernel driver, power state per the ``power=`` option) and
 :class:`~tinyhw.transport.abilities.ReadOnlyPeek` abilities.
@@ -56,9 +57,9 @@ from tinyhw.boards.spec import BoardSpec
 from tinyhw.errors import DeviceTimeout, Disconnected, Refused, StrictEmulationError, TinyhwError
 from tinyhw.formats import boundedjson
 from tinyhw.mocks.common.iommu import EmulatedIommu, HostBuffer, link_rate
+from tinyhw.mocks.common.pcifunc import PciFunction
 from tinyhw.mocks.common.physram import EmulatedRam
 from tinyhw.mocks.common.vclock import VirtualClock
-from tinyhw.mocks.nvidia.ad102_config import LINK_SPEED, LINK_WIDTH, Ad102Config
 from tinyhw.mocks.nvidia.nv_falcon import COVERED, EmulatedFalcon
 from tinyhw.mocks.nvidia.nv_gsp import SecureBoot
 from tinyhw.mocks.nvidia.nv_vbios import vbios_image
@@ -142,7 +143,7 @@ class Ad102Board:
     def __init__(self, options: Ad102Options, *, lock: bool = True, clock: VirtualClock | None = None) -> None:
         self.options = options
         self._lock = DeviceLock(LOCK_KEY, backend="mock").acquire() if lock else None
-        self.cfg = Ad102Config()
+        self.cfg = PciFunction(AD102)
         self.rom = vbios_image()
         self.uncovered: list[str] = []
         self.reads: list[tuple[int, int]] = []  # (bar, offset) of every single BAR read, for tests
@@ -160,7 +161,7 @@ class Ad102Board:
         self.pci_ids = self.cfg.read32(0)
         self.secure = SecureBoot(self, options.gsp_fault)
         self.gsp, self.sec2 = self.secure.gsp, self.secure.sec2
-        self.iommu = EmulatedIommu(clock or VirtualClock(), link_rate(LINK_SPEED, LINK_WIDTH),
+        self.iommu = EmulatedIommu(clock or VirtualClock(), link_rate(AD102.link_max_speed, AD102.link_max_width),
                                    master=lambda: bool(self.cfg.command & 4))
         # host ram with no iommu (dma=physical); a device that has gone away sends nothing
         self.ram = EmulatedRam(self.iommu.clock, self.iommu.rate,
@@ -179,7 +180,7 @@ class Ad102Board:
     def _load_state(self) -> None:
         self._saved = self._state_doc()
         path = Path(self.options.state)
-        try:   # missing, unreadable, not json, too deep or too large: a cold board, as for the navi31 board state
+        try:   # missing, unreadable, not json, too deep or too large: a cold board, as for an AMD board's board state
             doc = boundedjson.loads(path.read_bytes(), f"the board state file {path}", max_bytes=1 << 20)
         except (OSError, Refused):
             return
@@ -371,8 +372,9 @@ class Ad102Board:
             "vendor": f"0x{ident & 0xFFFF:04x}", "device": f"0x{ident >> 16:04x}",
             "subsystem_vendor": f"0x{sub & 0xFFFF:04x}", "subsystem_device": f"0x{sub >> 16:04x}",
             "class": f"0x{rev_class >> 8:06x}", "revision": f"0x{rev_class & 0xFF:02x}", "resource": "\n".join(lines),
-            "numa_node": "-1", "current_link_speed": _SPEEDS[LINK_SPEED], "max_link_speed": _SPEEDS[LINK_SPEED],
-            "current_link_width": str(LINK_WIDTH), "max_link_width": str(LINK_WIDTH), "power_state": state,
+            "numa_node": "-1", "current_link_speed": _SPEEDS[AD102.link_max_speed],
+            "max_link_speed": _SPEEDS[AD102.link_max_speed], "current_link_width": str(AD102.link_max_width),
+            "max_link_width": str(AD102.link_max_width), "power_state": state,
             "power/runtime_status": runtime,
             **({"driver": self.options.driver} if self.options.driver != "none" else {}),
         }
