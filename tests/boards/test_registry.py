@@ -164,3 +164,14 @@ def test_mock_gadget_serves_the_board_connect_builds(tmp_path: Path, monkeypatch
     tinyhw.open(f"mock:navi31,flash={tmp_path / 'g.bin'}").close()  # released when it stopped
     r = run("mock", "gadget", "--board", "navi99")
     assert r.code == 2 and "navi99" in r.err
+
+
+def test_the_bridge_takes_only_the_options_of_a_board_behind_it() -> None:
+    """A board behind the emulated bridge is opened with the bridge's options and the board's together; a registry
+    row that hands the bridge any other options class is refused before a board is built."""
+    usb = registry.find("mock", "navi31-usb")
+    assert usb is not None
+    options = Navi31UsbOptions()
+    assert connect.bridge_options(usb, options) is options
+    with pytest.raises(BadDeviceString, match="mock:navi31-usb: its options .AmdBoardOptions. are not a board's behind"):
+        connect.bridge_options(usb, Navi31Options())
