@@ -173,5 +173,5 @@ def test_the_bridge_takes_only_the_options_of_a_board_behind_it() -> None:
     assert usb is not None
     options = Navi31UsbOptions()
     assert connect.bridge_options(usb, options) is options
-    with pytest.raises(BadDeviceString, match="mock:navi31-usb: its options .AmdBoardOptions. are not a board's behind"):
+    with pytest.raises(BadDeviceString, match=r"mock:navi31-usb: its options \(AmdBoardOptions\) are not a board's"):
         connect.bridge_options(usb, Navi31Options())
