@@ -204,3 +204,14 @@ def test_refusals_list_the_amd_boards_of_the_table(monkeypatch: pytest.MonkeyPat
 
     with pytest.raises(Refused, match=r"emulated amd board \(mock:navi31, mock:navi33, mock:navi34, their -usb"):
         EmulatedGpu("mock:ad102").open()
+
+
+def test_the_bridge_takes_only_the_options_of_a_board_behind_it() -> None:
+    """A board behind the emulated bridge is opened with the bridge's options and the board's together; a registry
+    row that hands the bridge any other options class is refused before a board is built."""
+    usb = registry.find("mock", "navi31-usb")
+    assert usb is not None
+    options = Navi31UsbOptions()
+    assert connect.bridge_options(usb, options) is options
+    with pytest.raises(BadDeviceString, match=r"mock:navi31-usb: its options \(AmdBoardOptions\) are not a board's"):
+        connect.bridge_options(usb, Navi31Options())

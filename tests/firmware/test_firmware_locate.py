@@ -13,6 +13,7 @@ from cachedirs import firmware_dir as cachedirs_firmware_dir
 from clihelp import run
 
 from tinyhw.boot.amd import firmware
+from tinyhw.boot.common import fwdirs
 from tinyhw.boot.nv import fwfiles
 from tinyhw.mocks.nvidia import nv_gspfw
 
@@ -22,7 +23,7 @@ NAVI31 = {"mp0": (13, 0, 0), "mp1": (13, 0, 0), "gc": (11, 0, 0), "sdma0": (6, 0
 @pytest.mark.parametrize("env", [{}, {"XDG_CACHE_HOME": "/x"}, {"XDG_CACHE_HOME": "/x", "TINYHW_CACHE": "/c"},
                                  {"TINYHW_FIRMWARE_DIR": "/f", "TINYHW_CACHE": "/c", "XDG_CACHE_HOME": "/x"}])
 def test_the_cache_rule_is_the_tests_and_fetch_scripts_rule(env: dict[str, str]) -> None:
-    assert firmware.cache_root(env) == cachedirs_firmware_dir(env)
+    assert fwdirs.cache_root(env) == cachedirs_firmware_dir(env)
 
 
 def _amd_cache(root: Path, names: list[str]) -> Path:
@@ -38,7 +39,7 @@ def test_amd_firmware_is_found_in_tinyhws_cache(tmp_path: Path) -> None:
     d = _amd_cache(tmp_path, names)
     env = {"TINYHW_FIRMWARE_DIR": str(tmp_path)}
     where = firmware.locate(None, NAVI31, env)
-    assert (where.path, where.source) == (d, firmware.CACHE_SOURCE) and d in where.searched
+    assert (where.path, where.source) == (d, fwdirs.CACHE_SOURCE) and d in where.searched
     assert firmware.DEFAULT_DIR in where.searched
     assert firmware.locate("/given", NAVI31, env).path == Path("/given")  # a named directory always wins
     assert firmware.locate(None, NAVI31, {**env, "TINYHW_AMDGPU_FIRMWARE": "/var"}).source == "$TINYHW_AMDGPU_FIRMWARE"
@@ -58,9 +59,9 @@ def test_am_boot_without_firmware_dir_uses_the_fetched_files_and_says_so() -> No
                     pytrace=False)
     r = run("--device", "mock:navi31", "am", "boot", "--yes")
     assert r.code == 0, r.err
-    assert f"firmware from {FW_DIR} ({firmware.CACHE_SOURCE})" in r.err, r.err
+    assert f"firmware from {FW_DIR} ({fwdirs.CACHE_SOURCE})" in r.err, r.err
     r = run("--device", "mock:navi31", "--json", "am", "info")
-    assert r.code == 0 and json.loads(r.out)["firmware"]["source"] == firmware.CACHE_SOURCE, r.err
+    assert r.code == 0 and json.loads(r.out)["firmware"]["source"] == fwdirs.CACHE_SOURCE, r.err
 
 
 def test_am_boot_with_no_firmware_anywhere_names_where_it_looked(tmp_path: Path,
@@ -78,10 +79,10 @@ def test_nv_boot_without_firmware_dir_uses_tinyhws_cache(tmp_path: Path, monkeyp
     monkeypatch.setenv("TINYHW_FIRMWARE_DIR", str(tmp_path))
     monkeypatch.delenv("TINYHW_NVIDIA_FIRMWARE", raising=False)
     where = fwfiles.locate(None)
-    assert (where.path, where.source) == (d, firmware.CACHE_SOURCE)
+    assert (where.path, where.source) == (d, fwdirs.CACHE_SOURCE)
     dev = f"mock:ad102,strict,state={tmp_path / 'ad102.json'}"
     r = run("--device", dev, "nv", "boot", "--yes", "--allow-unknown-firmware")
-    assert r.code == 0 and f"firmware from {d} ({firmware.CACHE_SOURCE})" in r.err, r.err
+    assert r.code == 0 and f"firmware from {d} ({fwdirs.CACHE_SOURCE})" in r.err, r.err
 
 
 def test_nv_prefers_the_complete_570_set_over_debians_gsp_only_package(tmp_path: Path) -> None:
@@ -94,4 +95,4 @@ def test_nv_prefers_the_complete_570_set_over_debians_gsp_only_package(tmp_path:
     full.mkdir(parents=True)
     (full / "gsp-570.144.bin").write_bytes(b"")
     where = fwfiles.locate(None, {"TINYHW_FIRMWARE_DIR": str(tmp_path)})
-    assert (where.path, where.source) == (tmp_path / "nvidia-570" / "nvidia", fwfiles.CACHE_SOURCE)
+    assert (where.path, where.source) == (tmp_path / "nvidia-570" / "nvidia", fwdirs.CACHE_SOURCE)

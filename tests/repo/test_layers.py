@@ -200,13 +200,12 @@ def test_labgrid_is_loaded_only_by_the_labgrid_feature() -> None:
 #: sub-packages of a package -> the sibling sub-packages they may import. The emulators are packages by product:
 #: ``common`` imports no product; the bridge never imports a board (``connect.bridged_board`` joins them at the
 #: ``Endpoint`` seam); the AMD board owns the RDNA3 shader core; the NVIDIA board only shared parts. The root
-#: ``tinyhw/mocks/__init__.py`` imports none of them. The AMD driver never imports the NVIDIA one; the NVIDIA
-#: driver takes the step log (``boot.amd.sequence.StepLog``, ``set_bus_master``) and the firmware-folder lookup
-#: (``boot.amd.firmware``) from the AMD one, vendor-neutral parts that have no module of their own yet.
+#: ``tinyhw/mocks/__init__.py`` imports none of them. The AMD and NVIDIA drivers never import each other; both
+#: take the vendor-neutral parts (the step log, the firmware cache rule) from ``boot.common``, which imports neither.
 PRODUCT_MAY_IMPORT: dict[str, dict[str, set[str]]] = {
     "mocks": {"": set(), "common": set(), "rdna3": set(), "bridge": {"common"}, "amd": {"common", "rdna3"},
               "nvidia": {"common"}},
-    "boot": {"": set(), "amd": set(), "nv": {"amd"}},
+    "boot": {"": set(), "common": set(), "amd": {"common"}, "nv": {"common"}},
 }
 
 
@@ -238,10 +237,15 @@ def test_product_walker_sees_a_board_importing_another(tmp_path: Path) -> None:
     for rel, source in {"mocks/nvidia/x.py": "from tinyhw.mocks.amd import gpuvm\n",
                         "mocks/bridge/y.py": "def f():\n    import tinyhw.mocks.amd.navi31\n",
                         "mocks/common/z.py": "from tinyhw.mocks.common import faults\n",
-                        "boot/amd/w.py": "from tinyhw.boot.nv import rpc\n"}.items():
+                        "boot/amd/w.py": "from tinyhw.boot.nv import rpc\n",
+                        "boot/nv/v.py": "from tinyhw.boot.amd.sequence import boot\n",
+                        "boot/common/u.py": "from tinyhw.boot.amd import firmware\n",
+                        "boot/nv/t.py": "from tinyhw.boot.common.steps import StepLog\n"}.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(source)
     found = product_violations(tmp_path)
     assert found == ["boot/amd/w.py: boot.amd may not import boot.nv",
+                     "boot/common/u.py: boot.common may not import boot.amd",
+                     "boot/nv/v.py: boot.nv may not import boot.amd",
                      "mocks/bridge/y.py: mocks.bridge may not import mocks.amd",
                      "mocks/nvidia/x.py: mocks.nvidia may not import mocks.amd"], found

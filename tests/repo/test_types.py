@@ -16,7 +16,8 @@ import pytest
 from testpaths import ROOT
 
 CHECKED = ("tinyhw/transport", "tinyhw/boards", "tinyhw/formats", "tinyhw/regs", "tinyhw/boot", "tinyhw/flash",
-           "tinyhw/firmware", "tinyhw/probe", "tinyhw/bench", "tinyhw/kernels", "tinyhw/prof", "tinyhw/trace")
+           "tinyhw/firmware", "tinyhw/probe", "tinyhw/bench", "tinyhw/kernels", "tinyhw/prof", "tinyhw/trace",
+           "tinyhw/connect")
 
 
 def _config() -> dict:

@@ -2,5 +2,6 @@
 
 :mod:`tinyhw.boot.amd`: AMD bring-up (identify, PSP and SMU boot, mode-1 reset, metrics, SDMA copies,
 compute queues and dispatch). :mod:`tinyhw.boot.nv`: NVIDIA bring-up (FWSEC-FRTS, the booter, GSP-RM).
-The AMD driver never imports the NVIDIA one.
+:mod:`tinyhw.boot.common`: the vendor-neutral parts both take (the step log, the firmware cache rule). The AMD and
+NVIDIA drivers never import each other (tests/repo/test_layers.py).
 """

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinyhw.boards import registry
+from tinyhw.boards.amd import AmdBoardUsbOptions
 from tinyhw.boards.options import DeviceOptions, Raw
 from tinyhw.errors import BadDeviceString, Refused, TinyhwError
 from tinyhw.fileio import check_output_path
@@ -157,13 +158,24 @@ def bridged_board(board: str, options: Mapping[str, Raw], clock: Clock | None = 
 def _bridged(entry: registry.Entry, options: DeviceOptions, clock: Clock | None) -> tuple[Any, Asm24Bridge]:
     from tinyhw.mocks.bridge.asm24 import Asm24Bridge
 
+    usb = bridge_options(entry, options)
     # the board takes the device lock and builds its clock if none is given
-    board = _emulator(entry)(options, clock, attach="usb", spec=entry.spec)
+    board = _emulator(entry)(usb, clock, attach="usb", spec=entry.spec)
     try:
-        return board, Asm24Bridge(board, options, board.clock)
+        return board, Asm24Bridge(board, usb, board.clock)
     except BaseException:
         board.close()
         raise
+
+
+def bridge_options(entry: registry.Entry, options: DeviceOptions) -> AmdBoardUsbOptions:
+    """``options`` as the options of a board behind the emulated bridge (the bridge's own, :class:`Asm24Options`, and
+    the AMD board's); refused when ``entry``'s options class is not one (a registry row naming the asm24 opener for a
+    board the bridge cannot front)."""
+    if not isinstance(options, AmdBoardUsbOptions):
+        raise BadDeviceString(f"{entry.name}: its options ({type(options).__name__}) are not a board's behind the "
+                              "usb bridge")
+    return options
 
 
 def _emulator(entry: registry.Entry) -> Any:

@@ -14,7 +14,7 @@ from tinyhw.mocks.amd.gpuvm import GpuVm, VmFault
 from tinyhw.mocks.amd.navi31 import Navi31Board
 from tinyhw.mocks.amd.sdma import OP_FENCE, SdmaEngine
 from tinyhw.mocks.amd.smu import MSG_IDS, Smu
-from tinyhw.mocks.common.services import BoardServices, Translation
+from tinyhw.mocks.common.services import BoardServices, CpServices, Translation
 from tinyhw.regs import asic
 
 MOCKS = ROOT / "tinyhw" / "mocks"
@@ -93,6 +93,7 @@ def test_the_board_and_the_stub_provide_the_services(tmp_path):
     try:
         assert isinstance(board, BoardServices)
         assert board.regs is board.smu.services.regs
+        assert isinstance(board.cp.s, CpServices) and board.cp.s.regs is board.regfile.values
     finally:
         board.close()
 
@@ -318,6 +319,21 @@ def test_the_wiring_scan_sees_each_form() -> None:
            "self.cp.s.regs = r\nself.boot.s.sos_alive = 1\nself.cp = cp\n")
     assert wiring_after_construction(src) == ["1: cp.s.reg_read", "1: cp.s.reg_write", "2: cp.thread_trace",
                                               "3: cp.s", "4: cp.s.regs"]
+
+
+def services_interfaces(path: Path) -> list[str]:
+    """The classes ``path`` defines whose name ends in ``Services`` (a services interface, or a board's adapter of one,
+    ``Am...Services``)."""
+    return [n.name for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.ClassDef) and n.name.endswith("Services") and not n.name.startswith("Am")]
+
+
+def test_every_services_interface_is_a_protocol_of_services_py() -> None:
+    """One style: what a block may ask of its board is a Protocol in common/services.py (BoardServices, NvServices,
+    CpServices), which the board implements or adapts in its constructor; no block defines its own."""
+    found = {str(p.relative_to(MOCKS)): services_interfaces(p) for p in sorted(MOCKS.rglob("*.py"))}
+    assert {k: v for k, v in found.items() if v} == {"common/services.py": ["BoardServices", "NvServices",
+                                                                              "CpServices"]}
 
 
 def test_a_reset_keeps_the_register_storage_the_blocks_were_handed(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tinyhw.errors import OperationFailed, Refused
-from tinyhw.transport.base import Transport, has
+from tinyhw.transport.base import Transport, has, set_bus_master
 
 if TYPE_CHECKING:
     from tinyhw.boot.amd.copyengine import CopyEngine
@@ -155,7 +155,6 @@ def open_buffer_path(transport: Transport, gpu: AmGpu, engine: CopyEngine, path:
         raise Refused(f"buffer path dma needs host dma buffers, which the {transport.name} transport cannot map",
                       hint="use --buffer-path auto")
     from tinyhw.boot.amd.dmacopy import DmaCopier
-    from tinyhw.boot.amd.sequence import set_bus_master
 
     set_bus_master(transport, True)
     dma = DmaCopier(engine)

@@ -36,7 +36,7 @@ from tinyhw.boot.amd.copyengine import (
 )
 from tinyhw.errors import DeviceTimeout, Refused
 from tinyhw.transport.abilities import DmaBuffers
-from tinyhw.transport.base import Transport, has, require
+from tinyhw.transport.base import Transport, has, require, set_bus_master
 
 if TYPE_CHECKING:
     from tinyhw.boot.amd.copyengine import CopyEngine
@@ -259,7 +259,6 @@ def open_dma_copier(transport: Transport, *, window: int = DEFAULT_WINDOW, timeo
     its ``gpu`` is handed in), turns bus mastering on, brings the copy engine up
     (:func:`tinyhw.boot.amd.copyengine.bring_up`), maps the window."""
     from tinyhw.boot.amd.copyengine import bring_up
-    from tinyhw.boot.amd.sequence import set_bus_master
 
     gpu = gpu or check_copy_engine(transport)
     set_bus_master(transport, True)  # vfio-pci may hand the function over with bus mastering off

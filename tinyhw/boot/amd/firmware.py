@@ -21,6 +21,7 @@ from typing import Any
 
 from tinyhw.autogen.amdgpu_fw_sha256 import PACKAGE, SHA256, VERSION
 from tinyhw.boot.amd import ids
+from tinyhw.boot.common.fwdirs import CACHE_SOURCE, SYSTEM_SOURCE, FirmwareDir, cache_root
 from tinyhw.errors import Refused
 from tinyhw.fileio import read_input, read_xz_input
 from tinyhw.formats.amdfw import AmdFirmware, parse_amdgpu
@@ -31,34 +32,6 @@ DEFAULT_DIR = Path("/lib/firmware/amdgpu")
 MAX_FILE = 16 << 20
 PKG_HINT = (f"install the debian package {PACKAGE} or run bash tests/fetch_firmware.sh (or pass --firmware-dir "
             "DIR holding the files)")
-
-
-def cache_root(env: Mapping[str, str] = os.environ) -> Path:
-    """tinyhw's firmware cache, where ``tests/fetch_firmware.sh`` extracts Debian's packages (one folder each,
-    as ``dpkg-deb -x`` lays them out): $TINYHW_FIRMWARE_DIR, else $TINYHW_CACHE/firmware, else
-    ${XDG_CACHE_HOME:-~/.cache}/tinyhw/firmware."""
-    if env.get("TINYHW_FIRMWARE_DIR"):
-        return Path(env["TINYHW_FIRMWARE_DIR"]).expanduser()
-    if env.get("TINYHW_CACHE"):
-        return Path(env["TINYHW_CACHE"]).expanduser() / "firmware"
-    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tinyhw" / "firmware"
-
-
-CACHE_SOURCE = "tinyhw's firmware cache, filled by bash tests/fetch_firmware.sh"
-SYSTEM_SOURCE = "the system's firmware"
-
-
-@dataclass(frozen=True)
-class FirmwareDir:
-    """The firmware directory a command uses, why (``source``), and every folder looked at to find it."""
-
-    path: Path
-    source: str
-    searched: tuple[Path, ...] = ()
-
-    def describe(self) -> str:
-        """``DIR (why)``, as the CLI prints it."""
-        return f"{self.path} ({self.source})"
 
 
 def search_dirs(env: Mapping[str, str] = os.environ) -> list[tuple[Path, str]]:

@@ -15,65 +15,21 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from tinyhw import progress
 from tinyhw.boot.amd import copyengine, fwstage, layout
 from tinyhw.boot.amd.firmware import FirmwareSet
 from tinyhw.boot.amd.gpu import BOOTLOAD_COMPLETE, CP_STAT, SCRATCH5, SCRATCH6, SCRATCH7, AmGpu
 from tinyhw.boot.amd.psp import RESET_HINT, Psp, PspError
 from tinyhw.boot.amd.smu import Smu
 from tinyhw.boot.amd.state import BoardState, read_state
-from tinyhw.errors import DeviceTimeout, OperationFailed, TinyhwError
+from tinyhw.boot.common.steps import StepLog
+from tinyhw.errors import DeviceTimeout, OperationFailed
 from tinyhw.transport.abilities import Resettable
-from tinyhw.transport.base import Transport, has, require, set_bus_master
-from tinyhw.transport.clock import Clock
+from tinyhw.transport.base import has, require, set_bus_master
 from tinyhw.transport.wait import poll
 
 RESET_SETTLE = 0.5  # §7.2: sleep 500 ms after the reset message
-
-
-class Stepped(Protocol):
-    """What :class:`StepLog` needs of a GPU (:class:`AmGpu`, NVIDIA's ``NvGpu``): its transport and that one's clock."""
-
-    @property
-    def transport(self) -> Transport:
-        """The transport the GPU is reached through (its counters are read per step)."""
-
-    @property
-    def clock(self) -> Clock:
-        """The transport's clock (each step is timed on it)."""
-
-
-class StepLog:
-    """Runs named steps, timing each on the transport clock; ``on_step(name, phase, detail)`` reports them."""
-
-    def __init__(self, gpu: Stepped, on_step: Callable[[str, str, dict[str, Any]], None] | None = None) -> None:
-        self.gpu = gpu
-        self.on_step = on_step or (lambda *_: None)
-        self.steps: list[dict[str, Any]] = []
-
-    def run(self, name: str, fn: Callable[[], Any], **detail: Any) -> Any:
-        """Run step ``name`` (``fn()``) and record its time on the transport clock, USB transfers and bytes out; a
-        tinyhw error gets the step's name added. Returns what ``fn`` returned."""
-        t0 = self.gpu.clock.now()
-        c0 = self.gpu.transport.counters.copy()
-        self.on_step(name, "start", detail)
-        progress.step(f"boot: {name}", "start")
-        try:
-            result = fn()
-        except TinyhwError as e:  # a disconnect or timeout names the access; say which boot step it cut
-            e.add_context("step", name, f"(in boot step '{name}')")
-            raise
-        delta = self.gpu.transport.counters - c0
-        doc = {"step": name, "seconds": round(self.gpu.clock.now() - t0, 6), **detail,
-               "usb_transfers": delta.usb_transfers, "bytes_out": delta.bytes_out}
-        if isinstance(result, dict):
-            doc.update(result)
-        self.steps.append(doc)
-        progress.step(f"boot: {name}", "done")
-        self.on_step(name, "done", doc)
-        return result
 
 
 @dataclass

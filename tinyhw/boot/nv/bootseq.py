@@ -6,7 +6,7 @@ LibOS arguments in its mailboxes, the booter on SEC2 with the WPR meta address a
 FALCON_OS <- 0 and RISC-V active, the status queue, GSP_INIT_DONE servicing events, BAR1 physical mode),
 §7 (FWSEC-FRTS), §10.1 (layout), §11 (arguments), §13 (queues, sequencer, first RPCs) and §4 (a GPU whose
 WPR2 is up is reset: bus mastering off, function reset). Steps are run and timed by
-:class:`tinyhw.boot.amd.sequence.StepLog`, as ``am boot``'s are: each is named in the progress output and in
+:class:`tinyhw.boot.common.steps.StepLog`, as ``am boot``'s are: each is named in the progress output and in
 any error. After the first write, a failure's hint names the reset that clears what the boot left.
 
 What GSP-RM reported is kept in a small record file (:mod:`tinyhw.boot.nv.record`) for ``nv info``: the
@@ -32,7 +32,7 @@ from tinyhw.boards.nvidia import (
     RISCV_CPUCTL,
     RISCV_CPUCTL_ACTIVE,
 )
-from tinyhw.boot.amd.sequence import StepLog, set_bus_master
+from tinyhw.boot.common.steps import StepLog
 from tinyhw.boot.nv import layout, record, rpc, sequencer
 from tinyhw.boot.nv.falcon import Falcon, HsUcode
 from tinyhw.boot.nv.fwfiles import NvFirmware
@@ -42,7 +42,7 @@ from tinyhw.boot.nv.structs import GspLayouts, layouts_for
 from tinyhw.errors import OperationFailed, Refused, TinyhwError
 from tinyhw.formats.nvbios import fwsec_frts_image, parse_nv_vbios
 from tinyhw.transport.abilities import Resettable
-from tinyhw.transport.base import has
+from tinyhw.transport.base import has, set_bus_master
 from tinyhw.transport.wait import poll
 
 FWSEC_AT = 0x200000  # FB offset of the patched FWSEC image (the 2 MiB boot area, §5; inferred placement)

@@ -8,11 +8,12 @@ Debian's firmware-nvidia-gsp installs it as ``nvidia/<ver>/gsp_ga10x.bin``), §9
 preparation: signature ``sig_prod_offset + patch_sig`` of ``sig_prod_size / num_sig`` bytes copied over the
 image at ``patch_loc``; run on SEC2 with PKC offset 0x10, engine mask 1, ucode id 3).
 
-As the AMD boot does (:mod:`tinyhw.boot.amd.firmware`), every file is checked before anything is written to the
-GPU: missing, damaged, another version than the GSP-RM file's ``.fwversion``, or a SHA-256 that is not a
-known release's is refused with exit 2 (``allow_unknown`` loads an unknown but well-formed file). Known
-releases: Debian firmware-nvidia-gsp 535.261.03-1 (``gsp_ga10x.bin``; Debian ships no booter or bootloader:
-in 535 they are compiled into the kernel module) and linux-firmware's 570.144 set (tinygrad's pins, §9.1).
+As the AMD boot does (:mod:`tinyhw.boot.amd.firmware`; the cache rule is :mod:`tinyhw.boot.common.fwdirs`), every
+file is checked before anything is written to the GPU: missing, damaged, another version than the GSP-RM file's
+``.fwversion``, or a SHA-256 that is not a known release's is refused with exit 2 (``allow_unknown`` loads an
+unknown but well-formed file). Known releases: Debian firmware-nvidia-gsp 535.261.03-1 (``gsp_ga10x.bin``; Debian
+ships no booter or bootloader: in 535 they are compiled into the kernel module) and linux-firmware's 570.144 set
+(tinygrad's pins, §9.1).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tinyhw.boot.amd.firmware import CACHE_SOURCE, SYSTEM_SOURCE, FirmwareDir, cache_root
+from tinyhw.boot.common.fwdirs import CACHE_SOURCE, SYSTEM_SOURCE, FirmwareDir, cache_root
 from tinyhw.boot.nv.falcon import HsUcode
 from tinyhw.boot.nv.gpu import ChipParams
 from tinyhw.boot.nv.structs import layouts_for

@@ -31,18 +31,18 @@ What it does:
   dispatch's modelled time, however late the host looks). Any other packet
   stops the queue (strict boards raise, naming the opcode).
 * **WAIT_REG_MEM** (§2.9): FUNCTION (0 always, 1 <, 2 <=, 3 ==, 4 !=, 5 >=, 6 >) of ``(value & mask)`` against the
-  reference; MEM_SPACE 1 polls a dword at a GPU address (dword-aligned, through GPUVM), MEM_SPACE 0 a register
-  (dw2 = its dword address); OPERATION 1 (registers only) first writes the reference into reg0 (dw2; what is
-  written is inferred: amdgpu's HDP flush passes the request bit as both reference and mask), then polls reg1
-  (dw3). Register accesses go through the board's register handlers (:attr:`CpServices.reg_read`/``reg_write``),
-  e.g. the NBIO's GPU_HDP_FLUSH_REQ/DONE pair. A check that fails parks the queue at the packet: the read pointer
-  stays there, GRBM_STATUS reads CP_BUSY/GUI_ACTIVE (and the MEC busy bits), later packets do not run and the board
-  looks again at every host access (:meth:`CommandProcessor.retry`; the hardware polls continuously), each look
-  counted in ``wait_polls``. When the condition holds the queue goes on after the packet's poll interval (dw6, in
-  10 ns units: inferred). A wait that never completes is a hung queue, as on hardware: the driver's fence times
-  out; a dequeue (either kind) stops a waiting queue (inferred: the wait is a preemption point). FUNCTION 7, other
-  MEM_SPACE/OPERATION values, a write-then-wait on memory and an unknown register are model gaps (strict boards
-  raise).
+  reference; MEM_SPACE 1 polls a dword at a GPU address (dword-aligned, through GPUVM), MEM_SPACE 0 a register (dw2 =
+  its dword address); OPERATION 1 (registers only) first writes the reference into reg0 (dw2; what is written is
+  inferred: amdgpu's HDP flush passes the request bit as both reference and mask), then polls reg1 (dw3). Register
+  accesses go through the board's register handlers
+  (:meth:`~tinyhw.mocks.common.services.CpServices.reg_read`/``reg_write``), e.g. the NBIO's GPU_HDP_FLUSH_REQ/DONE
+  pair. A check that fails parks the queue at the packet: the read pointer stays there, GRBM_STATUS reads
+  CP_BUSY/GUI_ACTIVE (and the MEC busy bits), later packets do not run and the board looks again at every host access
+  (:meth:`CommandProcessor.retry`; the hardware polls continuously), each look counted in ``wait_polls``. When the
+  condition holds the queue goes on after the packet's poll interval (dw6, in 10 ns units: inferred). A wait that
+  never completes is a hung queue, as on hardware: the driver's fence times out; a dequeue (either kind) stops a
+  waiting queue (inferred: the wait is a preemption point). FUNCTION 7, other MEM_SPACE/OPERATION values, a
+  write-then-wait on memory and an unknown register are model gaps (strict boards raise).
 * **Time**: the queue's cursor starts at the kick and advances 0.1 us per packet and, for a
   dispatch, 2 us plus its modelled issue cycles at 2.5 GHz divided over the 96 CUs' share it can use (at most one
   wave per CU at a time; all inferred, a functional model, not a performance one). The fence write is a board
@@ -62,7 +62,8 @@ What it does:
 * **Across commands**: a queue left active or hung is kept in the board state file (:meth:`to_state`), as the
   hardware keeps it between processes; a mode-1 reset powers the CP back on.
 
-The CP takes a small explicit :class:`CpServices` (time, events, memory, strictness) and never imports the board.
+The CP takes a small explicit :class:`~tinyhw.mocks.common.services.CpServices` in its constructor (time, events,
+memory, register access, strictness), which the board adapts from its own services; it never imports the board.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ from tinyhw.commands import CommandTable
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks.amd.gpuvm import VmFault
 from tinyhw.mocks.amd.sqind import ShaderArray
+from tinyhw.mocks.common.services import CpServices
 from tinyhw.regs.asic import Asic
 
 if TYPE_CHECKING:
@@ -158,27 +160,6 @@ OPERATION_WAIT, OPERATION_WRITE_WAIT = 0, 1  # dw1 bits 7:6
 def field_of(value: int, f: tuple[int, int]) -> int:
     """The value of field ``f`` (its (mask, shift) pair) in register value ``value``."""
     return (value & f[0]) >> f[1]
-
-
-@dataclass
-class CpServices:
-    """What the CP needs of its board (kept explicit so the board's own service layer can hand it in)."""
-
-    now: Callable[[], float]                         # the board clock (seconds, this command's clock)
-    at: Callable[[float, Callable[[], None]], None]  # run fn when the board clock reaches t (a board event)
-    read: Callable[[int, int], bytes]                # GPU VA (VMID0) -> bytes, through GPUVM; raises VmFault
-    write: Callable[[int, bytes], None]              # GPU VA (VMID0) <- bytes, through GPUVM; raises VmFault
-    regs: dict[int, int]                             # the register file's storage (fault status lands here)
-    strict: bool = True
-    #: the board time in 10 ns ticks at this command's clock time t (RELEASE_MEM DATA_SEL 3/4)
-    ticks: Callable[[float], int] = lambda t: 0
-    #: a register read by the CP at a BAR5 byte offset through the board's handlers; None: no register there
-    reg_read: Callable[[int], int | None] | None = None
-    #: a register write by the CP through the board's handlers; False: no register there
-    reg_write: Callable[[int, int], bool] | None = None
-    #: the GPUVM behind ``read``/``write`` (:class:`~tinyhw.mocks.amd.gpuvm.GpuVm`), for side-effect-free access
-    #: (``lookup``/``peek``/``poke``/``settle``); None: the shader core runs workgroups one at a time
-    vm: Any = None
 
 
 @dataclass
@@ -826,18 +807,13 @@ class CommandProcessor:
         return COMPARE[ctl & 7](value & body[4], body[3])
 
     def _reg_read(self, q: Hqd, dword: int) -> int | None:
-        value = self.s.reg_read(4 * dword) if self.s.reg_read is not None else self.s.regs.get(4 * dword)
+        value = self.s.reg_read(4 * dword)
         if value is None:
             self._fail(q, f"WAIT_REG_MEM polls register dword 0x{dword:x}, which the board does not model", gap=True)
         return value
 
     def _reg_write(self, q: Hqd, dword: int, value: int) -> bool:
-        if self.s.reg_write is not None:
-            ok = self.s.reg_write(4 * dword, value & 0xFFFFFFFF)
-        else:
-            ok = 4 * dword in self.s.regs
-            if ok:
-                self.s.regs[4 * dword] = value & 0xFFFFFFFF
+        ok = self.s.reg_write(4 * dword, value & 0xFFFFFFFF)
         if not ok:
             self._fail(q, f"WAIT_REG_MEM writes register dword 0x{dword:x}, which the board does not model", gap=True)
         return ok

@@ -26,7 +26,7 @@ from tinyhw.boards.navi31 import NAVI31
 from tinyhw.boards.spec import BoardSpec
 from tinyhw.mocks.amd import boardstate
 from tinyhw.mocks.amd.amregs import RegisterFile
-from tinyhw.mocks.amd.cp import SHADER_HZ, CommandProcessor, CpServices
+from tinyhw.mocks.amd.cp import SHADER_HZ, CommandProcessor
 from tinyhw.mocks.amd.doorbells import DoorbellRouter
 from tinyhw.mocks.amd.gpuvm import GpuVm, VmFault
 from tinyhw.mocks.amd.perfmon import PerfMon
@@ -108,6 +108,75 @@ class EventQueue:
             self._event_time = None
 
 
+class AmCpServices:
+    """The board's :class:`~tinyhw.mocks.common.services.CpServices`: what the command processor asks of the board,
+    adapted from the board's services (this command's clock), its event queue, its GPU VM (VMID0 memory) and its
+    register file; register accesses go through the board's handlers (``reg_read``/``reg_write``) when it hands them
+    in, else straight to the register file's storage (only registers it holds)."""
+
+    def __init__(self, services: BoardServices, events: EventQueue, gpuvm: GpuVm, regfile: RegisterFile, *,
+                 strict: bool, time_base: Callable[[], float], reg_read: Callable[[int], int | None] | None = None,
+                 reg_write: Callable[[int, int], bool] | None = None) -> None:
+        self._services = services
+        self._events = events
+        self._gpuvm = gpuvm
+        self._regfile = regfile
+        self._strict = strict
+        self._time_base = time_base
+        self._reg_read = reg_read
+        self._reg_write = reg_write
+
+    @property
+    def regs(self) -> dict[int, int]:
+        """The register file's storage by BAR5 byte offset."""
+        return self._regfile.values
+
+    @property
+    def strict(self) -> bool:
+        """True on a strict board: what is not modelled raises."""
+        return self._strict
+
+    @property
+    def vm(self) -> GpuVm:
+        """The board's GC VM (VMID0 memory of the compute queues)."""
+        return self._gpuvm
+
+    def now(self) -> float:
+        """This command's virtual clock in seconds."""
+        return self._services.command_now()
+
+    def at(self, t: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` when this command's clock reaches ``t`` (the board's event queue)."""
+        self._events.at(t, fn)
+
+    def ticks(self, t: float) -> int:
+        """The board time in 10 ns ticks at this command's clock time ``t`` (the time lived before it included)."""
+        return int((self._time_base() + t) * 1e8)
+
+    def read(self, va: int, length: int) -> bytes:
+        """``length`` bytes at VMID0 address ``va`` through the GC VM."""
+        return self._gpuvm.read(va, length)
+
+    def write(self, va: int, data: bytes) -> None:
+        """Write ``data`` at VMID0 address ``va`` through the GC VM."""
+        self._gpuvm.write(va, data)
+
+    def reg_read(self, offset: int) -> int | None:
+        """The register at BAR5 byte ``offset`` through the board's handlers; None: no register there."""
+        if self._reg_read is not None:
+            return self._reg_read(offset)
+        return self._regfile.values.get(offset)
+
+    def reg_write(self, offset: int, value: int) -> bool:
+        """Write the register at BAR5 byte ``offset`` through the board's handlers; False: no register there."""
+        if self._reg_write is not None:
+            return self._reg_write(offset, value)
+        if offset not in self._regfile.values:
+            return False
+        self._regfile.values[offset] = value
+        return True
+
+
 class AmBootPath:
     """The boot-path blocks of the board and the glue between them (events, reset, state file)."""
 
@@ -144,11 +213,10 @@ class AmBootPath:
         # the command processor's compute queues (mocks/amd/cp.py): its services, trace and counters, all given here;
         # engine_regs: the board's register access for WAIT_REG_MEM / register writes from a queue
         reg_read, reg_write = engine_regs or (None, None)
-        self.cp = CommandProcessor(CpServices(
-            now=services.command_now, at=events.at, read=self.gpuvm.read, write=self.gpuvm.write,
-            regs=self.regfile.values, strict=bool(o.strict), ticks=lambda t: int((self.time_base + t) * 1e8),
-            reg_read=reg_read, reg_write=reg_write, vm=self.gpuvm), regs, thread_trace=self.thread_trace,
-            perfmon=self.perfmon)
+        self.cp = CommandProcessor(AmCpServices(services, events, self.gpuvm, regfile, strict=bool(o.strict),
+                                                time_base=lambda: self.time_base, reg_read=reg_read,
+                                                reg_write=reg_write), regs, thread_trace=self.thread_trace,
+                                   perfmon=self.perfmon)
         self.doorbells = DoorbellRouter(regs, regfile)  # which block a BAR2 doorbell reaches (the NBIO's routes)
         self._load_state()
         if o.psp in ("sos", "gated") and not self.boot.s.sos_alive:

@@ -28,7 +28,9 @@ Plus the **register file** the blocks share (:meth:`~BoardServices.reg_read`/:me
 the storage behind BAR5, by dword offset; a block's own writes, e.g. a read pointer, are not host writes and
 are not counted) and the register database (:attr:`~BoardServices.regs`) the offsets come from.
 
-The NVIDIA blocks take :class:`NvServices` (below) instead: no MC aperture, VMIDs or BAR5 register file there.
+The NVIDIA blocks take :class:`NvServices` (below) instead: no MC aperture, VMIDs or BAR5 register file there. The
+command processor takes :class:`CpServices` (below): the board's services as a compute queue sees them (this command's
+clock, board events at a time, VMID0 memory, the board's register handlers), which the board adapts from its own.
 
 What is *not* here: board-specific events (sOS alive gates the flash mailbox, a mode-1 reset, "a compute queue
 is active") are plain callbacks the board passes to the one block that raises or needs them, so this interface
@@ -38,7 +40,7 @@ does not grow with every block.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from tinyhw.regs.asic import Asic
 
@@ -172,4 +174,60 @@ class NvServices(Protocol):
 
     def bus_write(self, addr: int, data: bytes) -> None:
         """Write ``data`` to host memory at bus address ``addr`` (raises ``BusFault`` when the IOMMU refuses)."""
+        ...
+
+
+@runtime_checkable
+class CpServices(Protocol):
+    """The board as the command processor (``tinyhw.mocks.amd.cp.CommandProcessor``) sees it.
+
+    A compute queue runs on this command's clock and raises board events at a time of that clock (a RELEASE_MEM that
+    lands when the packets before it have ended); its memory is VMID0's GPU virtual addresses; its WAIT_REG_MEM and
+    register writes go through the board's register handlers, as a host access would. The AMD board builds one in its
+    constructor from its :class:`BoardServices`, its event queue, its GPU VM and its register file.
+    """
+
+    @property
+    def regs(self) -> dict[int, int]:
+        """The register file's storage by BAR5 byte offset (the queue registers; fault status lands here)."""
+        ...
+
+    @property
+    def strict(self) -> bool:
+        """True: what the emulator does not model raises instead of being skipped."""
+        ...
+
+    @property
+    def vm(self) -> Any:
+        """The GPU VM behind :meth:`read`/:meth:`write` (``tinyhw.mocks.amd.gpuvm.GpuVm``) for side-effect-free access
+        (``lookup``/``peek``/``poke``/``settle``); None: the shader core runs workgroups one at a time."""
+        ...
+
+    def now(self) -> float:
+        """This command's virtual clock in seconds (:meth:`BoardServices.command_now`)."""
+        ...
+
+    def at(self, t: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` when this command's clock reaches ``t`` (a board event)."""
+        ...
+
+    def ticks(self, t: float) -> int:
+        """The board time in 10 ns ticks at this command's clock time ``t`` (RELEASE_MEM DATA_SEL 3/4)."""
+        ...
+
+    def read(self, va: int, length: int) -> bytes:
+        """``length`` bytes at GPU virtual address ``va`` of VMID0, through the GPU VM (raises ``VmFault``)."""
+        ...
+
+    def write(self, va: int, data: bytes) -> None:
+        """Write ``data`` at GPU virtual address ``va`` of VMID0, through the GPU VM (raises ``VmFault``)."""
+        ...
+
+    def reg_read(self, offset: int) -> int | None:
+        """A register read by the CP at BAR5 byte ``offset`` through the board's handlers; None: no register there."""
+        ...
+
+    def reg_write(self, offset: int, value: int) -> bool:
+        """A register write by the CP at BAR5 byte ``offset`` through the board's handlers; False: no register
+        there."""
         ...
