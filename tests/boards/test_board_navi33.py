@@ -149,3 +149,14 @@ def test_its_mmhub_is_3_0_2_at_the_offsets_a_peer_driver_reads(tmp_path: Path) -
     assert regs.asic("navi31").offset("mmhub.MMMC_VM_FB_LOCATION_BASE") == 0x6A3B0
     with tinyhw.open(f"mock:navi33,strict,flash={tmp_path / 'f.bin'}") as dev:
         dev.transport.bar(5).read32(0x6A1B0)  # strict: an offset the model does not cover would raise
+
+
+def test_the_command_processor_spreads_waves_over_the_boards_own_compute_units(tmp_path: Path) -> None:
+    """The modelled dispatch time divides by the CUs the description's GC info gives (Navi33: 2 SEs x 2 SAs x 4 WGPs
+    x 2 = 32, Navi31: 96), not by one board's count."""
+    import tinyhw
+
+    assert (NAVI31.compute_units, NAVI33.compute_units) == (96, 32)
+    for name, cus in (("navi31", 96), ("navi33", 32)):
+        with tinyhw.open(f"mock:{name},flash={tmp_path / (name + '.bin')}") as dev:
+            assert dev.board.am.cp.cus == cus

@@ -151,6 +151,15 @@ class BoardSpec:
         """``1002:744c``."""
         return f"{self.function.vendor_id:04x}:{self.function.device_id:04x}"
 
+    @property
+    def compute_units(self) -> int:
+        """Its compute units from the GC info (shader engines x arrays per engine x WGPs per array x 2 CUs per WGP);
+        0 when the description has no GC info."""
+        g = self.gc_info
+        if not g:
+            return 0
+        return g["gc_num_se"] * g["gc_num_sa_per_se"] * (g["gc_num_wgp0_per_sa"] + g["gc_num_wgp1_per_sa"]) * 2
+
     def state_path(self) -> Path:
         """The emulated board's default state file, in the user cache dir: its flash contents for a board with a
         flash (``$XDG_CACHE_HOME/tinyhw/<name>-flash.bin``; the direct and the bridged attachment share it), else

@@ -142,7 +142,7 @@ PM4_NAMES = {v: k[len("PACKET3_"):] for k, v in reversed(list(PM4.items()))
 DATA_SEL_SHIFT = 29
 PACKET_COST_S = 0.1e-6    # per packet (inferred)
 DISPATCH_COST_S = 2e-6    # per dispatch launch (inferred)
-SHADER_HZ, CUS = 2.5e9, 96  # modelled issue rate, and the CUs waves spread over (discovery: 96 CUs)
+SHADER_HZ, CUS = 2.5e9, 96  # modelled issue rate, and the CUs waves spread over by default (a board passes its own)
 DRAIN_PIPE, RESET_WAVES = 1, 2  # CP_HQD_DEQUEUE_REQUEST codes (§1.5, inferred; amd-bringup.md §3.3: 2 resets waves)
 #: wall seconds a dispatch runs at its doorbell before it goes on beside the host (``cp.dispatch_slice``; inferred:
 #: a pacing choice so that every ordinary dispatch completes inside its doorbell write)
@@ -304,7 +304,8 @@ class _Undoable(_Traced):
 class CommandProcessor:
     """MEC1/MEC2 compute queues of the emulated Navi31 (see the module docstring)."""
 
-    def __init__(self, services: CpServices, regs: Asic, *, thread_trace: Any = None, perfmon: Any = None) -> None:
+    def __init__(self, services: CpServices, regs: Asic, *, thread_trace: Any = None, perfmon: Any = None,
+                 cus: int = CUS) -> None:
         self.s = services
         self.reg = CpRegisters(regs)
         self.watchdog = WATCHDOG
@@ -317,6 +318,7 @@ class CommandProcessor:
         #: host, so a driver's fence timeout on the board clock also bounds the wall time spent emulating)
         self.dispatch_slice = DISPATCH_SLICE_S
         self.sq = ShaderArray(services.now, lambda: self.s.regs, regs)
+        self.cus = cus  # the compute units the waves of a dispatch spread over (the board's GC info)
         self.thread_trace = thread_trace  # the SQ thread trace (tinyhw.mocks.amd.thread_trace), when the board has one
         self.perfmon = perfmon  # the performance counters (tinyhw.mocks.amd.perfmon), when the board has one
         self.power_on()
@@ -738,7 +740,7 @@ class CommandProcessor:
             if trace.counts is not None:
                 self.perfmon.add_dispatch(trace.counts, trace.cycles())
         self.stats["wave_instructions"] += res.wave_instructions
-        parallel = max(1, min(res.waves, CUS))
+        parallel = max(1, min(res.waves, self.cus))
         self._cost(res.cycles / SHADER_HZ / parallel)
         return True
 

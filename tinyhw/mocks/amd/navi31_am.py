@@ -26,7 +26,7 @@ from tinyhw.boards.navi31 import NAVI31
 from tinyhw.boards.spec import BoardSpec
 from tinyhw.mocks.amd import boardstate
 from tinyhw.mocks.amd.amregs import RegisterFile
-from tinyhw.mocks.amd.cp import SHADER_HZ, CommandProcessor
+from tinyhw.mocks.amd.cp import CUS, SHADER_HZ, CommandProcessor
 from tinyhw.mocks.amd.doorbells import DoorbellRouter
 from tinyhw.mocks.amd.gpuvm import GpuVm, VmFault
 from tinyhw.mocks.amd.perfmon import PerfMon
@@ -216,7 +216,7 @@ class AmBootPath:
         self.cp = CommandProcessor(AmCpServices(services, events, self.gpuvm, regfile, strict=bool(o.strict),
                                                 time_base=lambda: self.time_base, reg_read=reg_read,
                                                 reg_write=reg_write), regs, thread_trace=self.thread_trace,
-                                   perfmon=self.perfmon)
+                                   perfmon=self.perfmon, cus=spec.compute_units or CUS)
         self.doorbells = DoorbellRouter(regs, regfile)  # which block a BAR2 doorbell reaches (the NBIO's routes)
         self._load_state()
         if o.psp in ("sos", "gated") and not self.boot.s.sos_alive:
