@@ -245,11 +245,12 @@ def test_staging_layout_is_aligned_and_bounded() -> None:
 
 
 def test_other_asics_are_identified_but_not_booted() -> None:
+    from tinyhw.boards.navi31 import NAVI31
     from tinyhw.errors import NotAvailableYet
-    from tinyhw.mocks.amd.discovery import discovery_image
+    from tinyhw.mocks.amd.discovery import discovery_image, gc_info_table
     from tinyhw.regs.profiles import GFX1200
 
-    gpu = AmGpu(FakeTransport(FakeBoard(discovery_image(GFX1200))))
+    gpu = AmGpu(FakeTransport(FakeBoard(discovery_image(GFX1200, gc_info_table(dict(NAVI31.gc_info))))))
     assert gpu.discovery.versions()["gc"] == (12, 0, 0)
     with pytest.raises(NotAvailableYet, match="this gpu has gc 12.0.0, mp0 14.0.2, mp1 14.0.2"):
         gpu.check_supported()

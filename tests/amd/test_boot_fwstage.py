@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from amfake import FW_DIR, FakeBoard, FakeTransport
 
+from tinyhw.boards import navi31 as boards_navi31
 from tinyhw.boards.navi31 import Navi31UsbOptions
 from tinyhw.boot.amd import copyengine, firmware, fwstage, sequence
 from tinyhw.boot.amd.gpu import AmGpu
@@ -41,7 +42,7 @@ def usb_board(tmp: Path) -> Iterator[tuple[AmGpu, object, VirtualClock, UsbTrans
     tmp.mkdir(parents=True, exist_ok=True)
     opts = Navi31UsbOptions.from_options({"flash": str(tmp / "flash.bin"), "strict": True, "clock": "device"})
     clock = VirtualClock(mode=opts.clock)
-    board = Navi31Board(opts, clock, attach="usb")
+    board = Navi31Board(opts, clock, attach="usb", spec=boards_navi31.NAVI31)
     backend = make_backend(board, opts, clock)
     t = UsbTransport("", backend=backend, clock=clock, lock=False, emulated=True, connect=False)
     try:

@@ -59,7 +59,7 @@ def test_flash_info_dump_write_on_its_own_image(tmp_path: Path) -> None:
     assert (info["jedec_id"], info["size"]) == (NAVI33.flash_jedec.hex(), NAVI33.flash_size), info
     assert run("--device", dev, "flash", "dump", str(tmp_path / "d.bin")).code == 0
     dump = (tmp_path / "d.bin").read_bytes()
-    assert dump == build_image(NAVI33) != build_image(NAVI31)
+    assert dump == build_image(board=NAVI33) != build_image(board=NAVI31)
     pcir = dump.index(b"PCIR", 0x40000)
     assert struct.unpack_from("<HH", dump, pcir + 4) == (0x1002, 0x7480)  # its own VBIOS, not Navi31's
     new = bytearray(dump)
@@ -109,7 +109,7 @@ def test_boot_compute_bench_prof_trace_and_reset_on_mock_navi33(tmp_path: Path) 
     flash.write_bytes(pristine[:-1] + b"\0")  # contents of the user's: kept as the backup
     r = run("--device", dev, "mock", "reset", "--yes")
     assert r.code == 0, r.err
-    assert flash.read_bytes() == build_image(NAVI33) and not Path(str(flash) + ".board.json").exists()
+    assert flash.read_bytes() == build_image(board=NAVI33) and not Path(str(flash) + ".board.json").exists()
     assert Path(str(flash) + ".bak").read_bytes() == pristine[:-1] + b"\0"
 
 
@@ -127,7 +127,7 @@ def test_a_fresh_machine_creates_the_boards_default_file() -> None:
     """Without flash=, each board's default file is created with its cache directory, on first use."""
     assert not NAVI33.state_path().parent.exists()
     assert run("--device", "mock:navi33", "probe").code == 0
-    assert NAVI33.state_path().read_bytes() == build_image(NAVI33)
+    assert NAVI33.state_path().read_bytes() == build_image(board=NAVI33)
     assert NAVI33.state_path() != NAVI31.state_path() and not NAVI31.state_path().exists()
 
 

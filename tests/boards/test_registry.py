@@ -102,7 +102,8 @@ def test_a_board_is_one_registry_entry(monkeypatch: pytest.MonkeyPatch) -> None:
         smu: str = option(choice("silent"), "silent", "this board's SMU never answers")
 
     entry = registry.Entry("mock:quiet", "direct", QuietOptions, "a quiet navi31",
-                           emulator="tinyhw.mocks.amd.direct:DirectTransport", board="navi31")
+                           emulator="tinyhw.mocks.amd.direct:DirectTransport", board="navi31",
+                           spec_at="tinyhw.boards.navi31:NAVI31")
     monkeypatch.setattr(registry, "REGISTRY", (*registry.REGISTRY, entry))
     with tinyhw.open("mock:quiet") as dev:
         assert dev.transport.options.smu == "silent" and dev.transport.identity().vendor_id == 0x1002

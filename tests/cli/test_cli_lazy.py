@@ -11,6 +11,7 @@ from clihelp import run
 from testpaths import ROOT
 
 import tinyhw
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.cli import COMMANDS, cli, load_command
 from tinyhw.errors import DeviceLocked
 
@@ -117,7 +118,7 @@ def test_a_board_built_by_a_script_takes_the_lock(tmp_path) -> None:
     from tinyhw.mocks.amd.navi31 import Navi31Board
 
     opts = Navi31Options.from_options({"flash": str(tmp_path / "f.bin")})
-    board = Navi31Board(opts)
+    board = Navi31Board(opts, spec=NAVI31)
     try:
         with pytest.raises(DeviceLocked):
             tinyhw.open(f"mock:navi31,flash={tmp_path / 'f.bin'}")

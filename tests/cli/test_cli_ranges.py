@@ -9,7 +9,7 @@ import pytest
 from clihelp import run
 from flashhelp import dev
 
-from tinyhw.boards.navi31 import Navi31Options
+from tinyhw.boards.navi31 import NAVI31, Navi31Options
 from tinyhw.mocks.amd.direct import DirectTransport
 
 
@@ -42,7 +42,7 @@ def test_flash_ops_range_messages() -> None:
     from tinyhw.errors import Refused
     from tinyhw.flash import FlashDevice, ops
 
-    t = DirectTransport(Navi31Options.from_options({"timing": "instant", "strict": True}))
+    t = DirectTransport(Navi31Options.from_options({"timing": "instant", "strict": True}), spec=NAVI31)
     try:
         with FlashDevice(t) as d:
             for args, words in (((-1, 4), "the address -1 is negative"), ((0, -4), "the size -4 is negative"),

@@ -14,11 +14,12 @@ import pytest
 from clihelp import run
 from flashhelp import dev, flash_state, journals
 
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.errors import Disconnected, EnvironmentProblem
 from tinyhw.flash.chip import Gd25
 from tinyhw.mocks.amd.ifwi_image import build_image
 
-IMAGE = build_image()
+IMAGE = build_image(board=NAVI31)
 SECTOR = 4096
 
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.formats.test_formats_nvgsp import GSP, build_elf
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.errors import Refused
 from tinyhw.firmware import count_differences, detect, diff_bytes, inspect_bytes
 from tinyhw.mocks.amd import ifwi_image as ifwi
@@ -29,8 +30,8 @@ def amdgpu_psp() -> bytes:
 
 @pytest.fixture
 def files(tmp_path: Path) -> dict[str, Path]:
-    out = {"ifwi": build_image(), "vbios": build_vbios(), "psp": amdgpu_psp(), "gsp": build_elf(GSP),
-           "elf": build_elf([(".text", b"code")]), "text": b"hello, world\n" * 4, "empty": b""}
+    out = {"ifwi": build_image(board=NAVI31), "vbios": build_vbios(board=NAVI31), "psp": amdgpu_psp(),
+           "gsp": build_elf(GSP), "elf": build_elf([(".text", b"code")]), "text": b"hello, world\n" * 4, "empty": b""}
     paths = {}
     for k, v in out.items():
         paths[k] = tmp_path / ("psp_13_0_0_sos.bin" if k == "psp" else f"{k}.bin")
@@ -39,7 +40,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
 
 def test_detect_types() -> None:
-    assert detect(build_image()) == "ifwi" and detect(build_vbios()) == "vbios"
+    assert detect(build_image(board=NAVI31)) == "ifwi" and detect(build_vbios(board=NAVI31)) == "vbios"
     assert detect(amdgpu_psp()) == "amdgpu" and detect(build_elf(GSP)) == "nvidia-gsp"
     assert detect(build_elf([(".text", b"x")])) == "elf" and detect(b"\0" * 64) is None
 
@@ -92,7 +93,7 @@ def test_inspect_vbios_and_elf(files) -> None:
 
 def test_truncated_file_shows_what_was_read(tmp_path: Path) -> None:
     p = tmp_path / "cut.bin"
-    p.write_bytes(build_image()[:0x30000])
+    p.write_bytes(build_image(board=NAVI31)[:0x30000])
     r = run("--json", "firmware", "inspect", str(p))
     assert r.code == 1 and r.err == ""  # problems listed: exit 1, the document still on stdout
     doc = json.loads(r.out)
@@ -121,7 +122,7 @@ def test_unreadable_files_exit_2(tmp_path: Path) -> None:
 def test_diff_equal_and_different(files, tmp_path: Path) -> None:
     r = run("firmware", "diff", str(files["ifwi"]), str(files["ifwi"]))
     assert r.code == 0 and "are identical" in r.out
-    img = bytearray(build_image())
+    img = bytearray(build_image(board=NAVI31))
     img[ifwi.VBIOS_A + 0x90] ^= 1
     img[ifwi.SGN_BLOBS] ^= 0xFF
     img[0x1FFF00] = 0
@@ -162,7 +163,7 @@ def test_count_differences_and_size_changes() -> None:
     assert count_differences(b"abcd", b"abXd") == (1, 2)
     assert count_differences(b"abcd", b"ab") == (2, 2)
     assert count_differences(b"\0" * 10, b"\0" * 9 + b"\1") == (1, 9)
-    a = build_image()
+    a = build_image(board=NAVI31)
     res = diff_bytes(a, "a", a[:0x100000], "b")
     assert res.doc["differing_bytes"] == 0x100000 and not res.equal
     moved = {r["name"]: r["status"] for r in res.doc["regions"]}
@@ -177,7 +178,7 @@ def test_help_has_examples() -> None:
 
 
 def test_inspect_bytes_api() -> None:
-    res = inspect_bytes(build_vbios(), "rom.bin")
+    res = inspect_bytes(build_vbios(board=NAVI31), "rom.bin")
     assert res.kind == "vbios" and res.doc["identity"]["part_number"] == "113-TINYHW31-SYNTH"
     assert res.tree.lines()[0].startswith("vbios rom.bin")
 
@@ -201,10 +202,10 @@ def test_an_ifwi_is_labelled_by_the_board_its_vbios_names(tmp_path: Path) -> Non
     Navi33 image), ``amd ifwi`` when no board tinyhw describes has them."""
     from tinyhw.boards.navi33 import NAVI33
 
-    (tmp_path / "n33.bin").write_bytes(build_image(NAVI33))
+    (tmp_path / "n33.bin").write_bytes(build_image(board=NAVI33))
     r = run("firmware", "inspect", str(tmp_path / "n33.bin"))
     assert r.code == 0 and "navi33 ifwi n33.bin (" in r.out and "navi31" not in r.out, r.out
-    img = bytearray(build_image())
+    img = bytearray(build_image(board=NAVI31))
     at = img.find(b"PCIR")
     img[at + 6:at + 8] = (0x73FF).to_bytes(2, "little")  # a device id no description has
     (tmp_path / "other.bin").write_bytes(bytes(img))

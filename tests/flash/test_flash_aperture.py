@@ -21,7 +21,7 @@ import pytest
 from clihelp import run
 from flashhelp import dev
 
-from tinyhw.boards.navi31 import Navi31Options
+from tinyhw.boards.navi31 import NAVI31, Navi31Options
 from tinyhw.errors import OperationFailed
 from tinyhw.flash import aperture
 from tinyhw.mocks.amd import navi31 as navi31_mod
@@ -33,7 +33,7 @@ from tinyhw.regs import asic
 
 R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
 
-IMAGE = build_image()
+IMAGE = build_image(board=NAVI31)
 SIZE = len(IMAGE)
 PAGES = [p for p in range(0, SIZE, 0x10000)]
 ORIG_CNTL, ORIG_INDEX = 0x38000001, 0x00123454  # non-default originals (the §f swap example's value)
@@ -102,7 +102,7 @@ def test_help_names_the_method() -> None:
 
 def test_one_dword_read_per_rom_data_read_never_a_block(tmp_path: Path) -> None:
     """§h.4 A4: a block read across ROM_DATA returns the registers after it, so only read32 is allowed."""
-    t = DirectTransport(Navi31Options.from_options({"flash": str(tmp_path / "f.bin"), "strict": True}))
+    t = DirectTransport(Navi31Options.from_options({"flash": str(tmp_path / "f.bin"), "strict": True}), spec=NAVI31)
     bar = t.bar(5)
     reads: list[int] = []
     real_read32 = bar.read32

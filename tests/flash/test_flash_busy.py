@@ -14,20 +14,21 @@ from pathlib import Path
 
 import pytest
 
-from tinyhw.boards.navi31 import Navi31Options
+from tinyhw.boards.navi31 import NAVI31, Navi31Options
 from tinyhw.flash import FlashDevice
 from tinyhw.flash.writer import Job, Writer
 from tinyhw.mocks.amd.direct import DirectTransport
 from tinyhw.mocks.amd.ifwi_image import build_image
 
-IMAGE = build_image()
+IMAGE = build_image(board=NAVI31)
 SECTOR = 482  # erased in the synthetic image, as in the usb tier's resume test
 PATTERN = bytes((SECTOR + i) & 0xFF for i in range(0x1000))
 
 
 @pytest.fixture
 def board(tmp_path: Path):
-    t = DirectTransport(Navi31Options.from_options({"flash": str(tmp_path / "flash.bin"), "timing": "typical"}))
+    t = DirectTransport(Navi31Options.from_options({"flash": str(tmp_path / "flash.bin"), "timing": "typical"}),
+                        spec=NAVI31)
     yield t
     t.close()
 

@@ -10,9 +10,10 @@ import pytest
 from clihelp import run
 from flashhelp import dev, flash_state, journals
 
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.mocks.amd.ifwi_image import build_image
 
-IMAGE = build_image()
+IMAGE = build_image(board=NAVI31)
 SECTOR = 4096
 
 
@@ -289,7 +290,7 @@ def test_a_gated_refusal_names_what_works_and_that_works(tmp_path: Path, how: st
     assert r.code == 1 and len(lines) == 1 and "gated" in r.err, r.err
     assert "--method aperture" in r.err and "flash update" in r.err and "tinyhw mock reset --yes" in r.err, r.err
     assert run("--device", d, "flash", "dump", "rom.bin", "--method", "aperture").code == 0
-    assert (tmp_path / "rom.bin").read_bytes() == build_image()
+    assert (tmp_path / "rom.bin").read_bytes() == build_image(board=NAVI31)
     assert run("--device", d, "mock", "reset", "--yes").code == 0
     assert run("--device", d, "flash", "dump", "again.bin").code == 0
 

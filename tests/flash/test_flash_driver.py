@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyhw.boards.navi31 import Navi31Options
+from tinyhw.boards.navi31 import NAVI31, Navi31Options
 from tinyhw.errors import DeviceTimeout, OperationFailed, Refused
 from tinyhw.flash import FlashDevice, protected_range
 from tinyhw.flash.chip import find_rotation
@@ -24,13 +24,13 @@ from tinyhw.regs import asic
 R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
 POWER_ON = power_on_values(R)  # offset -> power-on value of the SMUIO control registers
 
-IMAGE = build_image()
+IMAGE = build_image(board=NAVI31)
 CONTROLS = (R.SMU_GPIOPAD_MASK, R.SMU_GPIOPAD_A, R.SMU_GPIOPAD_EN, R.PAGE_MIRROR_CNTL, R.ROM_CNTL)
 
 
 def open_board(tmp_path: Path, **options: str) -> DirectTransport:
     opts: dict[str, str | bool] = {"flash": str(tmp_path / "flash.bin"), "timing": "instant", **options}
-    return DirectTransport(Navi31Options.from_options(opts))
+    return DirectTransport(Navi31Options.from_options(opts), spec=NAVI31)
 
 
 @pytest.fixture

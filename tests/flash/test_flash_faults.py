@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 from clihelp import run
 
-from tinyhw.boards.navi31 import Navi31Options
+from tinyhw.boards.navi31 import NAVI31, Navi31Options
 from tinyhw.errors import Interrupted, OperationFailed, Refused
 from tinyhw.flash import FlashDevice, Job, Journal, Writer
 from tinyhw.flash import journal as journal_mod
 from tinyhw.mocks.amd.direct import DirectTransport
 from tinyhw.mocks.amd.ifwi_image import build_image
 
-IMAGE = build_image()
+IMAGE = build_image(board=NAVI31)
 SECTOR = 4096
 START, COUNT = 16, 8
 CHANGED = [16, 19, 22]  # 16 is full of data (a torn erase shows), 22 is erased (its erase is skipped)
@@ -50,7 +50,8 @@ def trace(tmp_path: Path) -> list[tuple[int, str, int | None, str | None, float]
     """Run the write in-process; return (access number, journal phase, sector, chip op, op progress) per access."""
     flash = tmp_path / "trace.bin"
     base_flash(flash)
-    t = DirectTransport(Navi31Options.from_options({"flash": str(flash), "timing": "typical", "strict": True}))
+    t = DirectTransport(Navi31Options.from_options({"flash": str(flash), "timing": "typical", "strict": True}),
+                        spec=NAVI31)
     rows: list[tuple[int, str, int | None, str | None, float]] = []
     state = {"phase": "preflight", "sector": None}
     real_save = Journal.save
@@ -276,7 +277,7 @@ def test_bitflip_never_reaches_the_backup(tmp_path: Path) -> None:
 def test_a_bad_program_is_caught_by_the_sector_verify(tmp_path: Path) -> None:
     flash = tmp_path / "p.bin"
     base_flash(flash, b"\x00\x00\x00")
-    t = DirectTransport(Navi31Options.from_options({"flash": str(flash), "timing": "instant"}))
+    t = DirectTransport(Navi31Options.from_options({"flash": str(flash), "timing": "instant"}), spec=NAVI31)
     pp = t.board.chip.handler(0x02)
 
     def weak_pp(out: bytes, n_in: int, total: int) -> bytes:
@@ -297,7 +298,7 @@ def test_a_bad_program_is_caught_by_the_sector_verify(tmp_path: Path) -> None:
 def test_ctrl_c_is_journalled(tmp_path: Path) -> None:
     flash = tmp_path / "c.bin"
     base_flash(flash, b"\x00\x00\x00")
-    t = DirectTransport(Navi31Options.from_options({"flash": str(flash), "timing": "instant"}))
+    t = DirectTransport(Navi31Options.from_options({"flash": str(flash), "timing": "instant"}), spec=NAVI31)
     chip = t.board.chip
     real = chip.handler(0x20)
 
@@ -344,7 +345,7 @@ def test_jobs_carry_no_cli_strings(tmp_path: Path) -> None:
     assert "resume_command" not in {f.name for f in dataclasses.fields(Job)}
     flash = tmp_path / "d.bin"
     base_flash(flash, b"\x00\x00\x00")
-    t = DirectTransport(Navi31Options.from_options({"flash": str(flash), "timing": "instant"}))
+    t = DirectTransport(Navi31Options.from_options({"flash": str(flash), "timing": "instant"}), spec=NAVI31)
     try:
         with FlashDevice(t) as dev, pytest.raises(Refused, match="nothing to resume") as ei:
             Writer(dev, Job("erase", start_sector=3, sector_count=1, resume=True), confirm=lambda plan: None).run()

@@ -18,13 +18,14 @@ import pytest
 from clihelp import run
 from flashhelp import dev, flash_state, journals
 
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.errors import Disconnected
 from tinyhw.flash import chip as chip_mod
 from tinyhw.flash.identity import probe_identity, read_identity
 from tinyhw.formats.vbios import vbios_identity
 from tinyhw.mocks.amd import ifwi_image as ifwi
 
-IMAGE = ifwi.build_image()
+IMAGE = ifwi.build_image(board=NAVI31)
 SECTOR = 4096
 PART = ifwi.PART_NUMBER.decode()
 

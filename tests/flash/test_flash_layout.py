@@ -12,6 +12,7 @@ from clihelp import run
 from flashhelp import dev, journals
 
 import tinyhw.mocks.amd.navi31 as navi31_mod
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.errors import Disconnected, Refused
 from tinyhw.flash import chip as chip_mod
 from tinyhw.formats.ifwi_regions import LazyImage, flash_regions, layout_difference
@@ -19,7 +20,7 @@ from tinyhw.mocks.amd import ifwi_image as m
 from tinyhw.mocks.amd.gd25 import GD25LQ16E
 from tinyhw.mocks.amd.ifwi_image import build_image
 
-IMAGE = build_image()
+IMAGE = build_image(board=NAVI31)
 SECTOR = 4096
 NAMES = ["ifwi-header", "sgn-pointer", "psp-dir-1", "psp-dir-2", "sgn-table", *(f"sgn-type-{t}" for t in range(1, 8)),
          "item-04", "item-05", "ish-a", "ish-b", "ish-a-payload", "vbios-a", "ish-b-payload", "vbios-b", "metadata",

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tinyhw.boards.navi31 import Navi31Options
+from tinyhw.boards.navi31 import NAVI31, Navi31Options
 from tinyhw.flash import FlashDevice, Job, Writer
 from tinyhw.mocks.amd.direct import DirectTransport
 from tinyhw.mocks.amd.ifwi_image import build_image
 
-IMAGE = build_image()
+IMAGE = build_image(board=NAVI31)
 SECTOR, PAGE = 4096, 256
 _counter = itertools.count()
 
@@ -23,7 +23,7 @@ _counter = itertools.count()
 def fresh_board(tmp_path: Path) -> DirectTransport:
     flash = tmp_path / f"f{next(_counter)}.bin"
     flash.write_bytes(IMAGE)
-    return DirectTransport(Navi31Options.from_options({"flash": str(flash), "timing": "instant"}))
+    return DirectTransport(Navi31Options.from_options({"flash": str(flash), "timing": "instant"}), spec=NAVI31)
 
 
 # a sector's new content: unchanged, erased, random, or random with some all-FF pages

@@ -16,6 +16,7 @@ import pytest
 from clihelp import run
 from flashhelp import dev
 
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.errors import OperationFailed
 from tinyhw.flash import psp
 from tinyhw.mocks.amd import navi31 as navi31_mod
@@ -186,7 +187,7 @@ def test_mailbox_refuses_without_ready_and_uses_the_register_database(tmp_path: 
     from tinyhw.regs import asic
 
     t = DirectTransport(Navi31Options.from_options({"flash": str(tmp_path / "f.bin"), "timing": "instant",
-                                                  "strict": True}))
+                                                  "strict": True}), spec=NAVI31)
     try:
         mb = psp.Mailbox(t, asic("navi31"))
         assert (mb.command_offset, mb.data_offset, mb.doorbell_offset) == (R.PSP_COMMAND, R.PSP_COMMAND_DATA,

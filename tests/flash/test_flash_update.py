@@ -16,6 +16,7 @@ from clihelp import run
 from updatehelp import NEW, OLD, board_files, device, last_command, mailboxes  # noqa: F401 (fixture)
 
 import tinyhw
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.errors import Refused
 from tinyhw.flash import update as update_mod
 from tinyhw.flash.update import TOLERATED, Updater, check_image, compare_after_update
@@ -266,7 +267,7 @@ def test_update_over_remote_is_one_round_trip_per_dword(tmp_path: Path) -> None:
     from tinyhw.mocks.amd.navi31 import power_cycle_flash
 
     flash = board_files(tmp_path)
-    power_cycle_flash(flash)
+    power_cycle_flash(flash, spec=NAVI31)
     with served(device(flash)) as s, tinyhw.open(s.device()) as o:
         result = Updater(o.transport, NEW, confirm=lambda plan: None).run()
     assert result.data_transfers == sum(len(NEW_ITEM(i)) for i in STREAMED) // 4
@@ -281,11 +282,11 @@ def test_the_psp_refuses_a_payload_its_signature_does_not_cover(tmp_path: Path) 
     unsigned = bytearray(NEW)
     unsigned[ifwi_image.PAYLOAD_A + 0x300] ^= 0xFF  # changed after signing
     flash = board_files(tmp_path)
-    power_cycle_flash(flash)
+    power_cycle_flash(flash, spec=NAVI31)
     with tinyhw.open(device(flash)) as o, pytest.raises(update_mod.UpdateFailed, match="0x0d") as info:
         Updater(o.transport, bytes(unsigned), confirm=lambda plan: None).run()
     assert info.value.outcome == "old" and last_command(flash)["psp_sector_writes"] == 0
-    assert power_cycle_flash(flash)[0] == "A" and flash.read_bytes()[:0x1EF000] == OLD[:0x1EF000]
+    assert power_cycle_flash(flash, spec=NAVI31)[0] == "A" and flash.read_bytes()[:0x1EF000] == OLD[:0x1EF000]
 
 
 def test_refusal_hints_name_no_option_flash_update_lacks(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import pytest
 from updatehelp import NEW, OLD, board_files, device
 
 import tinyhw
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.flash.update import UpdateFailed, Updater, compare_after_update
 from tinyhw.formats.ifwi_layout import resolve_item
 from tinyhw.mocks.amd.navi31 import power_cycle_flash
@@ -61,12 +62,12 @@ def _update(flash: Path, faults: str, board: str = "navi31") -> UpdateFailed | N
 
 def _check(tmp_path: Path, faults: str, board: str = "navi31") -> tuple[str | None, str]:
     flash = board_files(tmp_path)
-    assert power_cycle_flash(flash)[0] == "A"  # a healthy board booted from A, PSP early
+    assert power_cycle_flash(flash, spec=NAVI31)[0] == "A"  # a healthy board booted from A, PSP early
     err = _update(flash, faults, board)
     assert err is not None, f"{faults}: the update did not fail"
     assert err.outcome in ("old", "unknown") and err.exit_code == 1
     assert ("power-cycle" in err.hint or "power cycle" in err.hint) and "flash update" in err.hint
-    booted, why = power_cycle_flash(flash)
+    booted, why = power_cycle_flash(flash, spec=NAVI31)
     assert booted in ("A", "B"), f"{faults}: nothing boots ({why})"
     data = flash.read_bytes()
     after = compare_after_update(data, NEW)
@@ -87,7 +88,7 @@ def test_every_cut_leaves_a_bootable_board(tmp_path: Path, faults: str) -> None:
     flash = tmp_path / "flash.bin"
     if booted == "A":
         assert _update(flash, "") is None
-        assert power_cycle_flash(flash)[0] == "B"
+        assert power_cycle_flash(flash, spec=NAVI31)[0] == "B"
     assert compare_after_update(flash.read_bytes(), NEW).match
 
 
@@ -99,13 +100,13 @@ def test_the_sweep_is_at_least_twenty_cuts_and_reaches_both_outcomes(tmp_path: P
 
 def test_commit_write_count_is_what_the_sweep_assumes(tmp_path: Path) -> None:
     flash = board_files(tmp_path)
-    power_cycle_flash(flash)
+    power_cycle_flash(flash, spec=NAVI31)
     assert _update(flash, f"psp-spi@{COMMIT_WRITES + 1}") is None  # one past the last write: no fault
 
 
 def test_host_side_timeout_during_the_stream(tmp_path: Path) -> None:
     flash = board_files(tmp_path)
-    power_cycle_flash(flash)
+    power_cycle_flash(flash, spec=NAVI31)
     with tinyhw.open(device(flash)) as o:
         Updater(o.transport, NEW, confirm=lambda plan: None).run()
         n = o.transport.accesses

@@ -11,12 +11,13 @@ from clihelp import run
 from flashhelp import dev
 
 import tinyhw
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.errors import OperationFailed, Refused
 from tinyhw.flash import FlashDevice, ops, vote
 from tinyhw.mocks.amd.ifwi_image import build_image
 from tinyhw.progress import Progress
 
-IMAGE = build_image()
+IMAGE = build_image(board=NAVI31)
 SECTOR = 4096
 
 

@@ -14,13 +14,14 @@ import pytest
 from clihelp import run
 from flashhelp import dev, flash_state
 
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.errors import Refused
 from tinyhw.formats.amdfw import MAX_DESCRIPTORS, parse_amdgpu
 from tinyhw.formats.ifwi import MAGIC, require_flashable
 from tinyhw.formats.ifwi_layout import MAX_ENTRIES, parse_ifwi, resolve_item
 from tinyhw.mocks.amd import ifwi_image as ifwi
 
-IMAGE = ifwi.build_image()
+IMAGE = ifwi.build_image(board=NAVI31)
 
 
 def magic_only() -> bytes:

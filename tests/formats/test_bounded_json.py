@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from clihelp import run
 
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.errors import OperationFailed, Refused
 from tinyhw.flash import Journal
 from tinyhw.flash import journal as journal_mod
@@ -79,7 +80,7 @@ def test_a_deep_flash_journal_is_one_line_not_a_recursion_error(tmp_path: Path, 
     with pytest.raises(OperationFailed, match="holds a json list, not an object"):
         Journal.load(key)
     # through the CLI: resuming the write of this very image reads its journal
-    image = build_image()
+    image = build_image(board=NAVI31)
     (tmp_path / "img.bin").write_bytes(image)
     journal_mod.journal_path(journal_mod.write_key(hashlib.sha256(image).hexdigest())).write_bytes(DEEP)
     r = run("--device", f"mock:navi31,flash={tmp_path / 'flash.bin'},timing=instant", "flash", "write",

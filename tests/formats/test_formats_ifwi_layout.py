@@ -7,13 +7,14 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.formats.ifwi_layout import ITEMS, fletcher32, parse_ifwi, resolve_item
 from tinyhw.mocks.amd import ifwi_image as ifwi
 from tinyhw.mocks.amd.ifwi_image import build_image
 
 
 def test_synthetic_image_structure() -> None:
-    lay = parse_ifwi(build_image())
+    lay = parse_ifwi(build_image(board=NAVI31))
     assert lay.problems == [] and lay.notes == [] and lay.magic_ok
     d1, d2 = lay.psp_directories
     assert (d1.offset, d1.cookie, d1.count, d1.size, d1.checksum_ok) == (ifwi.PSP_DIR_1, "$PSP", 4, 0x50, True)
@@ -30,7 +31,7 @@ def test_synthetic_image_structure() -> None:
 
 
 def test_every_item_resolves_like_the_spec_table() -> None:
-    img = build_image()
+    img = build_image(board=NAVI31)
     items = {it.item: (it.offset, it.size, it.error) for it in parse_ifwi(img).items}
     assert sorted(items) == sorted(ITEMS) == [*range(1, 9), *range(0x80, 0x8A)]
     assert items[0x01] == (0, 0x54, None) and items[0x80] == (0x1000, 4, None)
@@ -45,7 +46,7 @@ def test_every_item_resolves_like_the_spec_table() -> None:
 
 
 def test_region_names_cover_items_payloads_and_vbios() -> None:
-    names = [r.name for r in parse_ifwi(build_image()).regions]
+    names = [r.name for r in parse_ifwi(build_image(board=NAVI31)).regions]
     assert "item 0x08 ISH A payload" in names and "ISH B payload" in names
     assert "psp update metadata (near 0x1ef000)" in names
     assert "vbios@0x40000 image 0 (x86)" in names and "vbios@0x120000 atom rom header" in names
@@ -53,7 +54,7 @@ def test_region_names_cover_items_payloads_and_vbios() -> None:
 
 
 def test_broken_landmarks_are_precise_problems() -> None:
-    img = bytearray(build_image())
+    img = bytearray(build_image(board=NAVI31))
     img[0:4] = b"\0\0\0\0"
     img[ifwi.PSP_DIR_2:ifwi.PSP_DIR_2 + 4] = b"XPSP"
     lay = parse_ifwi(bytes(img))
@@ -63,13 +64,13 @@ def test_broken_landmarks_are_precise_problems() -> None:
 
 
 def test_sgn_problems() -> None:
-    img = bytearray(build_image())
+    img = bytearray(build_image(board=NAVI31))
     struct.pack_into("<I", img, ifwi.SGN_TABLE + 16 + 16, 1)  # entry 1 now also says type 1; type 2 has none
     lay = parse_ifwi(bytes(img))
     assert "item 0x82 (signature type 1): 2 $SGN entries of signature type 1 (expected exactly one)" in lay.problems
     assert "item 0x83 (signature type 2): 0 $SGN entries of signature type 2 (expected exactly one)" in lay.problems
     assert lay.sgn.checksum_ok is False  # the inferred checksum no longer matches: shown, not a problem
-    img = bytearray(build_image())
+    img = bytearray(build_image(board=NAVI31))
     struct.pack_into("<I", img, ifwi.SGN_POINTER, 0x1FFFF0)
     lay = parse_ifwi(bytes(img))
     assert lay.sgn is None and lay.problems == ["0x1ffff0: $SGN table: ffffffff (expected $SGN)"]
@@ -77,12 +78,12 @@ def test_sgn_problems() -> None:
 
 
 def test_items_beyond_the_image_and_huge_counts() -> None:
-    img = bytearray(build_image())
+    img = bytearray(build_image(board=NAVI31))
     struct.pack_into("<I", img, 0x12018, 0x300000)  # slot max size beyond the flash
     lay = parse_ifwi(bytes(img))
     assert lay.problems == [
         "item 0x08 (ISH A payload): item extends beyond IFWI ([0x20000, 0x320000) of 0x200000 bytes)"]
-    img = bytearray(build_image())
+    img = bytearray(build_image(board=NAVI31))
     struct.pack_into("<I", img, ifwi.PSP_DIR_1 + 8, 0xFFFFFF)
     lay = parse_ifwi(bytes(img))
     assert lay.problems[0].startswith("0x2008: $PSP directory 1: 16777215 entries (item extends beyond IFWI")
@@ -91,7 +92,7 @@ def test_items_beyond_the_image_and_huge_counts() -> None:
 
 
 def test_truncated_and_wrong_sized_images() -> None:
-    lay = parse_ifwi(build_image()[:0x12010])
+    lay = parse_ifwi(build_image(board=NAVI31)[:0x12010])
     assert "0x12010: the image is 0x12010 bytes (expected 0x200000, the whole flash)" in lay.problems
     assert any(p.startswith("0x12000: ISH at 0x12000 needs 28 bytes") for p in lay.problems)
     assert any(p.startswith("0x13000: ISH at 0x13000") for p in lay.problems)
@@ -99,7 +100,7 @@ def test_truncated_and_wrong_sized_images() -> None:
 
 
 def test_first_ish_firmware_id_note_and_no_vbios_problem() -> None:
-    img = bytearray(build_image())
+    img = bytearray(build_image(board=NAVI31))
     struct.pack_into("<I", img, 0x12014, 0x99)
     img[ifwi.VBIOS_A:ifwi.VBIOS_A + 2] = b"\xff\xff"
     img[ifwi.VBIOS_B:ifwi.VBIOS_B + 2] = b"\xff\xff"
@@ -120,7 +121,7 @@ def test_random_bytes_never_crash(data: bytes) -> None:
     parse_ifwi(b"\xaa\x55\xaa\x55" + data)
 
 
-_IMG = build_image()
+_IMG = build_image(board=NAVI31)
 _HOT = [0, 0x1000, 0x2000, 0x2008, 0x3008, ifwi.SGN_TABLE + 8, ifwi.SGN_TABLE + 0x18, 0x12010, 0x12018,
         ifwi.VBIOS_A + 0x18, ifwi.VBIOS_A + 0x48, ifwi.VBIOS_A + 0x1C0, ifwi.VBIOS_A + 2]
 

@@ -7,6 +7,7 @@ import struct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.formats.vbios import (
     find_vbios,
     identity_differences,
@@ -28,7 +29,7 @@ def fix_checksum(img: bytearray) -> bytearray:
 
 
 def test_synthetic_vbios_fields() -> None:
-    vb = parse_vbios(build_vbios())
+    vb = parse_vbios(build_vbios(board=NAVI31))
     assert vb.problems == [] and vb.notes == [] and vb.ati_magic
     assert vb.part_number == ifwi_image.PART_NUMBER.decode()
     assert vb.version == "099.099.099.099.999999"  # 18 characters after the anchor, <= 32
@@ -49,7 +50,7 @@ def test_synthetic_vbios_fields() -> None:
 
 
 def test_identity_found_in_the_emulated_boards_ifwi() -> None:
-    img = build_image()
+    img = build_image(board=NAVI31)
     ids = vbios_identities(img)
     assert [i.offset for i in ids] == [ifwi_image.VBIOS_A, ifwi_image.VBIOS_B]
     ident = vbios_identity(img)
@@ -63,26 +64,26 @@ def test_identity_found_in_the_emulated_boards_ifwi() -> None:
 
 
 def test_identity_differences_name_part_number_and_ids() -> None:
-    img = bytearray(build_image())
+    img = bytearray(build_image(board=NAVI31))
     base = ifwi_image.VBIOS_A
     img[base + STRINGS:base + STRINGS + 3] = b"999"
     struct.pack_into("<H", img, base + PCIR + 6, 0x7480)
     other = vbios_identity(bytes(img))
-    diffs = identity_differences(vbios_identity(build_image()), other)
+    diffs = identity_differences(vbios_identity(build_image(board=NAVI31)), other)
     assert diffs == ["part number '113-TINYHW31-SYNTH' != '999-TINYHW31-SYNTH'", "pci ids 1002:744c != 1002:7480"]
 
 
 def test_version_change_is_not_an_identity_difference() -> None:
-    img = bytearray(build_vbios())
+    img = bytearray(build_vbios(board=NAVI31))
     at = img.find(b"VER099")
     img[at + 3:at + 6] = b"100"
-    a, b = parse_vbios(build_vbios()).identity(), parse_vbios(bytes(img)).identity()
+    a, b = parse_vbios(build_vbios(board=NAVI31)).identity(), parse_vbios(bytes(img)).identity()
     assert a.version != b.version and identity_differences(a, b) == []
     assert b.checksum_ok is False  # the byte changed without fixing the checksum: BAD, and still parsed
 
 
 def test_part_number_fallbacks() -> None:
-    img = bytearray(build_vbios())
+    img = bytearray(build_vbios(board=NAVI31))
     img[0x2F] = 0  # no strings: the part number comes from 0x80
     assert parse_vbios(bytes(img)).part_number == "113-TINYHW31-SYNTH"
     assert parse_vbios(bytes(img)).name == ""  # the name needs the string count
@@ -94,13 +95,13 @@ def test_part_number_fallbacks() -> None:
     at = img.find(b"ATOMBIOSBK")
     img[at:at + 8] = b"XXXXXXXX"
     assert parse_vbios(bytes(img)).part_number == ""
-    long = bytearray(build_vbios())
+    long = bytearray(build_vbios(board=NAVI31))
     long[STRINGS:STRINGS + 60] = b"A" * 60  # at most 43 characters, only 0x20..0x7a
     assert len(parse_vbios(bytes(long)).part_number) == 43
 
 
 def test_version_fallback_range_and_missing_anchor() -> None:
-    img = bytearray(build_vbios())
+    img = bytearray(build_vbios(board=NAVI31))
     struct.pack_into("<H", img, 0x6E, 0x300)  # strings pointer after the atom header: search 3..1024 instead
     assert parse_vbios(bytes(img)).version == "099.099.099.099.999999"
     at = img.find(b"ATOMBIOSBK-AMD")
@@ -109,7 +110,7 @@ def test_version_fallback_range_and_missing_anchor() -> None:
 
 
 def test_date_and_name_quirks() -> None:
-    img = bytearray(build_vbios())
+    img = bytearray(build_vbios(board=NAVI31))
     img[0x50:0x5E] = b"not a date!!!!"
     at = STRINGS + len(ifwi_image.PART_NUMBER) + 1
     img[at:at + 2] = b"XY"
@@ -119,24 +120,24 @@ def test_date_and_name_quirks() -> None:
 
 
 def test_atom_header_and_pcir_problems() -> None:
-    img = bytearray(build_vbios())
+    img = bytearray(build_vbios(board=NAVI31))
     img[ATOM + 4:ATOM + 8] = b"NOPE"
     vb = parse_vbios(bytes(img))
     assert vb.atom is None and vb.problems == [f"0x{ATOM + 4:x}: atom rom header signature b'NOPE' (expected b'ATOM')"]
-    mota = bytearray(build_vbios())
+    mota = bytearray(build_vbios(board=NAVI31))
     mota[ATOM + 4:ATOM + 8] = b"MOTA"
     assert parse_vbios(bytes(mota)).atom.signature == "MOTA"
-    img = bytearray(build_vbios())
+    img = bytearray(build_vbios(board=NAVI31))
     img[PCIR:PCIR + 4] = b"PCIX"
     vb = parse_vbios(bytes(img))
     assert vb.images[0].pcir is None and vb.problems == [f"0x{PCIR:x}: 50434958 at the pcir pointer (expected 'PCIR')"]
-    short = bytearray(build_vbios())
+    short = bytearray(build_vbios(board=NAVI31))
     struct.pack_into("<H", short, PCIR + 0xA, 0x10)
     assert "pcir structure length 0x10 (expected at least 0x18)" in parse_vbios(bytes(short)).problems[0]
 
 
 def test_image_chain_with_an_efi_image() -> None:
-    legacy = bytearray(build_vbios())
+    legacy = bytearray(build_vbios(board=NAVI31))
     legacy[PCIR + 0x15] = 0  # not the last image
     fix_checksum(legacy)
     efi = bytearray(0x800)
@@ -155,7 +156,7 @@ def test_image_chain_with_an_efi_image() -> None:
 
 
 def test_truncated_vbios_reports_what_it_read() -> None:
-    vb = parse_vbios(build_vbios()[:0x1000])
+    vb = parse_vbios(build_vbios(board=NAVI31)[:0x1000])
     assert vb.part_number == "113-TINYHW31-SYNTH" and vb.images[0].checksum_ok is None
     assert vb.problems == ["0x2: image length 0x10000 runs past the end of the data (0x1000)"]
     assert parse_vbios(b"\x55\xaa").problems[0].startswith("0x2: rom length byte needs 1 bytes")
@@ -174,7 +175,7 @@ def test_random_bytes_never_crash(data: bytes) -> None:
 @given(st.lists(st.tuples(st.integers(0, 0x3FF), st.integers(0, 255)), min_size=1, max_size=10),
        st.integers(0x20, 0x10000))
 def test_mutated_vbios_never_crashes(flips: list[tuple[int, int]], cut: int) -> None:
-    img = bytearray(build_vbios()[:cut])
+    img = bytearray(build_vbios(board=NAVI31)[:cut])
     for off, val in flips:
         if off < len(img):
             img[off] = val

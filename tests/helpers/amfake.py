@@ -15,9 +15,13 @@ import struct
 from pathlib import Path
 
 from tinyhw import regs
-from tinyhw.mocks.amd.discovery import VRAM_MIB, discovery_image
+from tinyhw.boards.navi31 import NAVI31
+from tinyhw.mocks.amd.discovery import discovery_image, gc_info_table
 from tinyhw.mocks.common.vclock import VirtualClock
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport
+
+#: The fake stands in for a Navi31 (its VRAM size in MiB, as CONFIG_MEMSIZE reads).
+VRAM_MIB = NAVI31.vram_size >> 20
 
 #: Debian's amdgpu files as tests/fetch_firmware.sh extracts them (same variables as test_firmware_real.py)
 FW_DIR = Path(os.environ.get("TINYHW_FIRMWARE_DIR")
@@ -56,7 +60,7 @@ class FakeBoard:
         self.fail_cmd: int | None = None
         self.levels = {0: [500, 1500, 2500], 1: [400, 1200], 2: [96, 1249], 3: [400, 1900]}
         self.soft: dict[int, tuple[int, int]] = {}
-        img = image if image is not None else discovery_image()
+        img = image if image is not None else discovery_image(NAVI31.profile, gc_info_table(dict(NAVI31.gc_info)))
         at = (VRAM_MIB << 20) - (64 << 10)
         for i in range(0, len(img), 4):
             self.vram[at + i] = int.from_bytes(img[i:i + 4].ljust(4, b"\0"), "little")

@@ -27,6 +27,8 @@ from typing import Any
 
 from testpaths import ROOT
 
+from tinyhw.boards.navi31 import NAVI31
+
 HARDWARE = re.compile(r"^(pci|vfio|remote|labgrid|cuda):|^usb:\d")
 #: input files a reader brings (README never makes them); outputs follow -o/--out/--record
 BROUGHT = (".rom", ".pkl", ".txt", ".pcapng", ".elf", ".bin")
@@ -143,7 +145,7 @@ def walk(readme: Path, cwd: Path, fw: Path, run: Callable[..., Any]) -> Walk:
     shutil.copy(fw / "psp_13_0_0_sos.bin", cwd / "psp_13_0_0_sos.bin")
     from tinyhw.mocks.amd.ifwi_image import build_image
 
-    (cwd / "image.bin").write_bytes(build_image())
+    (cwd / "image.bin").write_bytes(build_image(board=NAVI31))
     w = Walk(commands(readme))
     for step in w.steps:
         plan(step, cwd, fw)

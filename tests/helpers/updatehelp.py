@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.mocks.amd import boardstate, ifwi_image
 from tinyhw.mocks.amd import navi31 as navi31_mod
 from tinyhw.mocks.amd.psp import PspMailbox
 
 SLOT = 0x1000
-OLD = ifwi_image.with_slot_size(ifwi_image.build_image(), SLOT)
+OLD = ifwi_image.with_slot_size(ifwi_image.build_image(board=NAVI31), SLOT)
 
 
 def _new() -> bytes:

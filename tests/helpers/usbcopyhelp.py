@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tinyhw.boards.navi31 import Navi31UsbOptions
+from tinyhw.boards.navi31 import NAVI31, Navi31UsbOptions
 from tinyhw.boot.amd import copyengine
 from tinyhw.boot.amd.gpu import AmGpu
 from tinyhw.boot.amd.usbcopy import UsbCopier
@@ -33,7 +33,7 @@ def rig(tmp: Path, *, boot=None, **options: str) -> Iterator[Rig]:
     tmp.mkdir(parents=True, exist_ok=True)  # flash= refuses a file in a missing directory
     opts = Navi31UsbOptions.from_options({"flash": str(tmp / "flash.bin"), "strict": True, **options})
     clock = VirtualClock(mode=opts.clock)  # clock=hybrid: host cpu time on the clock too
-    board = Navi31Board(opts, clock, attach="usb")
+    board = Navi31Board(opts, clock, attach="usb", spec=NAVI31)
     backend = make_backend(board, opts, clock)
     t = UsbTransport("", backend=backend, clock=clock, lock=False, emulated=True, connect=False)  # the board locks
     try:

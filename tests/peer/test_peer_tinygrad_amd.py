@@ -32,10 +32,11 @@ PSP_BOOTLOADER = 4  # KDB, SPL, SYS_DRV, SOS (the components psp_13_0_0_sos.bin 
 
 
 def _firmware() -> Path:
-    from tinyhw.peers.tinygrad_amd import NAVI31_FIRMWARE, default_firmware_dir
+    from tinyhw.boards.navi31 import FIRMWARE
+    from tinyhw.peers.tinygrad_amd import default_firmware_dir
 
     fw = default_firmware_dir()
-    missing = [n for n in NAVI31_FIRMWARE if not (fw / n).is_file()]
+    missing = [n for n in FIRMWARE.files if not (fw / n).is_file()]
     if missing:
         msg = f"amdgpu firmware {', '.join(missing)} not in {fw}; run tests/setup-system.sh"
         if os.environ.get("TINYHW_REQUIRE_COMPILE") == "1":

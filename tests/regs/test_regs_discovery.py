@@ -11,6 +11,7 @@ import pytest
 from clihelp import run as run_cli
 
 from tinyhw import regs
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.connect import open_device
 from tinyhw.mocks.amd import discovery as mock_discovery
 from tinyhw.mocks.amd.ipdiscovery_writer import IpSpec, build_discovery
@@ -87,7 +88,7 @@ def test_asic_from_device_resolves_the_spec_constants(transport: Transport) -> N
         "smuio.ROM_SW_CNTL")
 
 
-_PRISTINE = mock_discovery.discovery_image()
+_PRISTINE = mock_discovery.discovery_image(NAVI31.profile, mock_discovery.gc_info_table(dict(NAVI31.gc_info)))
 
 
 def _corrupt(*_board: object) -> bytes:  # the board passes its profile and gc info
@@ -135,7 +136,7 @@ def test_an_unreadable_vram_size_falls_back(monkeypatch) -> None:
 def _moved(*_board: object) -> bytes:
     """The board's table with SMUIO seg0 one dword higher: ROM_SW_CNTL then sits where ROM_SW_STATUS is."""
     ips = [IpSpec(i.block, i.version, (i.bases[0] + 1, *i.bases[1:]) if i.block == "smuio" else i.bases)
-           for i in mock_discovery.profile_ips()]
+           for i in mock_discovery.profile_ips(NAVI31.profile)]
     return build_discovery(ips)
 
 

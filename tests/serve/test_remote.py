@@ -20,6 +20,7 @@ from flashhelp import dev as mockdev
 from remotehelp import served
 from testpaths import ROOT
 
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.connect import open_device
 from tinyhw.errors import DeviceLocked, Disconnected, Refused
 from tinyhw.remote.secret import load_secret, write_secret
@@ -77,7 +78,7 @@ def test_flash_read_is_at_most_two_round_trips_per_4k(tmp_path: Path) -> None:
 def test_flash_write_through_remote(tmp_path: Path) -> None:
     from tinyhw.mocks.amd.ifwi_image import build_image
 
-    image = bytearray(build_image())
+    image = bytearray(build_image(board=NAVI31))
     image[0x1F0000:0x1F0010] = b"remote-write-ok!"
     path = tmp_path / "new.bin"
     path.write_bytes(image)

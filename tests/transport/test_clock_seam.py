@@ -15,7 +15,7 @@ import usb.backend.libusb1
 
 import tinyhw
 import tinyhw.transport.clock as core
-from tinyhw.boards.navi31 import Navi31UsbOptions
+from tinyhw.boards.navi31 import NAVI31, Navi31UsbOptions
 from tinyhw.mocks.bridge.pyusb_backend import make_backend
 from tinyhw.mocks.common.vclock import Phase, VirtualClock
 from tinyhw.transport.abilities import QueuedBulk
@@ -109,7 +109,7 @@ def test_both_backends_offer_the_one_queued_bulk_interface(tmp_path):
     from tinyhw.mocks.amd.navi31 import Navi31Board
 
     options = Navi31UsbOptions(flash=tmp_path / "f.bin", strict=True)
-    board = Navi31Board(options, attach="usb")
+    board = Navi31Board(options, attach="usb", spec=NAVI31)
     try:
         emulated = make_backend(board, options, board.clock)
         assert isinstance(emulated, QueuedBulk) and emulated.queue_kind == "emulated"

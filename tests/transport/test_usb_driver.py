@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.connect import open_device
 from tinyhw.errors import DeviceTimeout, Refused
 from tinyhw.transport.devstr import parse_device
@@ -99,7 +100,7 @@ def test_no_bridge_present_is_exit_3() -> None:
     from tinyhw.mocks.common.vclock import VirtualClock
 
     clock = VirtualClock()
-    board = Navi31Board(Navi31UsbOptions(), clock, attach="usb")
+    board = Navi31Board(Navi31UsbOptions(), clock, attach="usb", spec=NAVI31)
     try:
         backend = make_backend(board, Navi31UsbOptions(), clock)
         with pytest.raises(Exception) as e:

@@ -413,9 +413,10 @@ def tinygrad_step() -> dict[str, Any]:
 
     if importlib.util.find_spec("tinygrad") is None:
         return {"unavailable": "tinygrad is not installed (the compile extra)"}
-    from tinyhw.peers.tinygrad_amd import NAVI31_FIRMWARE, default_firmware_dir
+    from tinyhw.boards.navi31 import FIRMWARE
+    from tinyhw.peers.tinygrad_amd import default_firmware_dir
 
-    missing = [n for n in NAVI31_FIRMWARE if not (default_firmware_dir() / n).is_file()]
+    missing = [n for n in FIRMWARE.files if not (default_firmware_dir() / n).is_file()]
     if missing:
         return {"unavailable": f"amdgpu firmware {', '.join(missing)} not in {default_firmware_dir()}"}
     out = Path("/tmp/usbguest-tinygrad.json")

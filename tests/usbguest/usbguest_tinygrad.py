@@ -110,9 +110,10 @@ def main(argv: list[str]) -> int:
     try:
         import numpy as np
 
+        from tinyhw.boards.navi31 import FIRMWARE
         from tinyhw.peers.tinygrad_amd import default_firmware_dir, provide_firmware
 
-        OUT["firmware"] = sorted(provide_firmware(default_firmware_dir()))
+        OUT["firmware"] = sorted(provide_firmware(default_firmware_dir(), FIRMWARE.files))
         OUT["steps"]["firmware provided"] = _now()
         from tinygrad import Device, Tensor
         from tinygrad.runtime.support import usb as tg_usb

@@ -65,13 +65,13 @@ def reset(app: App, yes: bool, force: bool) -> None:
     if not board.flash_size:  # its state is a board-state file (the state= option)
         _reset_state(app, yes, options.state)
         return
-    path = flash_path(options, board)
+    path = flash_path(options, spec=board)
     backup = path.with_name(path.name + ".bak")
     current = read_input(path, MAX_FLASH_FILE, "emulated flash file") if path.is_file() else None
     if path.parent.is_dir():  # else no flash file yet (a fresh cache dir): nothing to back up, the reset creates it
         check_output_path(backup, force=True, what="backup")  # replaced when needed, but never a fifo or device
     old = read_input(backup, MAX_FLASH_FILE, "backup") if backup.is_file() else None
-    keep = current is not None and flash_backup_needed(current, old, board)
+    keep = current is not None and flash_backup_needed(current, old, spec=board)
     plan = f"reset the emulated flash {path} to the factory image and forget the board state (a cold board)"
     if keep:
         plan += f" (your contents kept as {backup}{', replacing the earlier backup' if old is not None else ''})"
@@ -81,7 +81,7 @@ def reset(app: App, yes: bool, force: bool) -> None:
     with DeviceLock(str(path.resolve()), backend="mock"):
         if keep:
             atomic_write(backup, current)
-        sha = reset_flash(path, board)
+        sha = reset_flash(path, spec=board)
     app.emit({"path": str(path), "sha256": sha, "backup": str(backup) if keep else None},
              lambda: app.out.print(f"emulated flash reset: {path} (sha256 {sha})"
                                    + (f"; your contents kept as {backup}" if keep else ""), markup=False, emoji=False))
@@ -135,9 +135,9 @@ def power_cycle(app: App) -> None:
     if board is None or not board.engines.psp_update:  # no flash the psp boots from (mock:ad102)
         raise Refused(f"mock:{spec.target} keeps no flash file: there is nothing to power-cycle",
                       hint=f"tinyhw --device mock:{spec.target} mock reset --yes returns it to power-on")
-    path = flash_path(options, board)
+    path = flash_path(options, spec=board)
     with DeviceLock(str(path.resolve()), backend="mock"):
-        booted, why = power_cycle_flash(path, options.timing, board)
+        booted, why = power_cycle_flash(path, options.timing, spec=board)
     state = "early (rom_sw gated; flash update possible)" if booted else "pbl (the boot loader stalled; rom_sw open)"
     doc = {"path": str(path), "booted": booted, "why": why, "psp": "early" if booted else "pbl"}
     app.emit(doc, lambda: app.out.print(

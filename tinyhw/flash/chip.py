@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tinyhw.boards.navi31 import NAVI31
 from tinyhw.boards.spec import BoardSpec
 from tinyhw.errors import OperationFailed
 from tinyhw.flash.protection import SR1_WEL, SR1_WIP, Protection, protected_range
@@ -67,7 +66,7 @@ class Status:
 class Gd25:
     """The flash chip behind a :class:`RomSw` session."""
 
-    def __init__(self, romsw: RomSw, board: BoardSpec = NAVI31) -> None:
+    def __init__(self, romsw: RomSw, *, board: BoardSpec) -> None:
         self.sw = romsw
         self.size = board.flash_size
         self.sector_size = board.flash_sector

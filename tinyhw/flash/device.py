@@ -48,7 +48,7 @@ class FlashDevice:
         self.location = ident.location
         self.spec = spec
         self.sw = RomSw(transport, asic, chain=chain, prescale=prescale, merged=merged)
-        self.chip = Gd25(self.sw, spec)
+        self.chip = Gd25(self.sw, board=spec)
 
     @property
     def size(self) -> int:

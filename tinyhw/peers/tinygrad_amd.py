@@ -51,9 +51,6 @@ from tinyhw.transport.base import Transport, require
 #: The PCI function tinygrad's PCIIface looks for (Navi31) and the id its USBIface looks for (the bridge).
 AMD_VENDOR = 0x1002
 BRIDGE_IDS = ((0xADD1, 0x0001), (0x3801, 0x0001))
-#: Firmware files tinygrad's AM driver loads for Navi31 (gc 11.0.0, psp 13.0.0, smu 13.0.0, sdma 6.0.0).
-NAVI31_FIRMWARE = ("psp_13_0_0_sos.bin", "smu_13_0_0.bin", "sdma_6_0_0.bin", "gc_11_0_0_pfp.bin", "gc_11_0_0_me.bin",
-                   "gc_11_0_0_mec.bin", "gc_11_0_0_imu.bin", "gc_11_0_0_rlc.bin")
 #: Where tinygrad 0.14.0's ``fetch_fw`` downloads amdgpu firmware from (linux-firmware at a pinned commit); its
 #: ``fetch`` caches a download as ``<cache>/downloads/fw/<md5 of this url>``.
 FIRMWARE_URL = ("https://gitlab.com/kernel-firmware/linux-firmware/-/raw/0a6871b19abf5d6e024b5d208b101ae53e7fa0de/"
@@ -177,7 +174,7 @@ class EmulatedUsb3:
 
 
 # -- firmware --------------------------------------------------------------------------------------------------------
-def provide_firmware(firmware_dir: Path, names: tuple[str, ...] = NAVI31_FIRMWARE) -> dict[str, str]:
+def provide_firmware(firmware_dir: Path, names: tuple[str, ...]) -> dict[str, str]:
     """Give tinygrad Debian's amdgpu firmware without network: copy each file into tinygrad's download cache
     (``<tinygrad cache>/downloads/fw/<md5 of its url>``, where ``fetch_fw`` looks first) and pin its SHA-256 in
     ``tinygrad.runtime.autogen.am.fw.hashes``. Returns the pins it replaced (for :func:`restore_firmware_pins`).
@@ -369,7 +366,8 @@ def emulated_gpu(device: str = "mock:navi31,strict", *, firmware_dir: Path | str
         raise NotAvailableYet("tinygrad is not installed", hint=install_hint("compile")) from e
     gpu = EmulatedGpu(device, log_size)
     board = gpu.entry.spec if gpu.entry is not None else None
-    names = board.firmware.files if board is not None and board.firmware is not None else NAVI31_FIRMWARE
+    # the files the board's description names (none for a device the adapter refuses when it opens)
+    names = board.firmware.files if board is not None and board.firmware is not None else ()
     pins = provide_firmware(Path(firmware_dir) if firmware_dir else default_firmware_dir(), names)
     try:
         gpu.open()

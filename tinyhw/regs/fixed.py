@@ -41,4 +41,7 @@ def _fixed(profile: str, name: str) -> Register:
 
 def fixed(name: str, profile: str | Asic = "navi31") -> Register:
     """The pre-discovery register ``name`` (one of :data:`FIXED_DWORDS`), placed at its §1.2 index."""
+    # The default is a family fact, not a board: the §1.2 index is the same on every AMD board, and "navi31"
+    # only names the generated database whose field layout (nbio_4_3_0) the RDNA3 boards share; a caller with
+    # another family's registers (Navi4x, nbif_6_3_1) passes its own.
     return _fixed(profile.name if isinstance(profile, Asic) else profile, name)

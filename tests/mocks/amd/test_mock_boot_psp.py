@@ -26,6 +26,7 @@ from mockboot import (
     smu_image,
 )
 
+from tinyhw.boards.navi31 import FIRMWARE
 from tinyhw.errors import DeviceTimeout
 from tinyhw.mocks.amd import amfw, boardstate
 
@@ -37,14 +38,14 @@ def dev(board: str, tmp_path: Path, extra: str = "") -> str:
 
 
 def test_fact_table_matches_the_debian_files() -> None:
-    """amfw's hashes, sizes and versions are what psp_13_0_0_sos.bin and smu_13_0_0.bin hold."""
+    """Navi31's description's hashes, sizes and versions are what psp_13_0_0_sos.bin and smu_13_0_0.bin hold."""
     comps = psp_components(firmware("psp_13_0_0_sos.bin"))
-    assert sorted(comps) == sorted(amfw.PSP_13_0_0_SOS)
+    assert sorted(comps) == sorted(FIRMWARE.sos)
     for fw_type, data in comps.items():
-        img = amfw.PSP_13_0_0_SOS[fw_type]
+        img = FIRMWARE.sos[fw_type]
         assert (len(data), hashlib.sha256(data).hexdigest()) == (img.size, img.sha256)
     smu = smu_image()
-    assert (len(smu), hashlib.sha256(smu).hexdigest()) == (amfw.SMU_13_0_0.size, amfw.SMU_13_0_0.sha256)
+    assert (len(smu), hashlib.sha256(smu).hexdigest()) == (FIRMWARE.smu.size, FIRMWARE.smu.sha256)
 
 
 @pytest.mark.parametrize("board", BOARDS)

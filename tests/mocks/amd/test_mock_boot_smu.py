@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from mockboot import DIF, MSG, SMU_TABLE, G, firmware, open_am, psp_components, reg, smu_image
 
+from tinyhw.boards.navi31 import FIRMWARE
 from tinyhw.errors import DeviceTimeout
-from tinyhw.mocks.amd import amfw, boardstate
+from tinyhw.mocks.amd import boardstate
 
 BOARDS = ["mock:navi31", "mock:navi31-usb"]
 
@@ -32,7 +33,7 @@ def test_smu_is_silent_before_its_firmware_is_loaded(tmp_path: Path) -> None:
 def test_messages_dpm_tables_and_response_codes(board: str, tmp_path: Path) -> None:
     with open_am(dev(board, tmp_path)) as am:
         am.full_boot()
-        assert am.smu(MSG["PPSMC_MSG_GetSmuVersion"]) == (1, amfw.SMU_VERSION)
+        assert am.smu(MSG["PPSMC_MSG_GetSmuVersion"]) == (1, FIRMWARE.smu.version)
         assert am.smu(MSG["PPSMC_MSG_GetDriverIfVersion"]) == (1, DIF["SMU13_0_0_DRIVER_IF_VERSION"])
         gfx = DIF["PPCLK_GFXCLK"]
         resp, levels = am.smu(MSG["PPSMC_MSG_GetDpmFreqByIndex"], gfx << 16 | 0xFF)

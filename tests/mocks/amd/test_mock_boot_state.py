@@ -14,6 +14,7 @@ import pytest
 from clihelp import run
 from mockboot import open_am, reg
 
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.errors import Disconnected
 from tinyhw.mocks.amd import amfw, boardstate
 
@@ -151,7 +152,7 @@ def test_resizable_bar_exposes_all_of_vram_through_bar0(tmp_path: Path) -> None:
     from tinyhw.boards.navi31 import Navi31Options
     from tinyhw.mocks.amd.direct import DirectTransport
 
-    t = DirectTransport(Navi31Options(strict=True, flash=tmp_path / "f.bin"))
+    t = DirectTransport(Navi31Options(strict=True, flash=tmp_path / "f.bin"), spec=NAVI31)
     try:
         off = 0x100
         while off:

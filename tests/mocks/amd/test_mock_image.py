@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 import struct
 
+from tinyhw.boards.navi31 import NAVI31
 from tinyhw.mocks.amd import ifwi_image
 from tinyhw.mocks.amd.ifwi_image import build_image, build_vbios, fletcher32
 
 #: Guards determinism: any change to the synthetic image must be deliberate (update this constant).
 IMAGE_SHA256 = "610db667ffe572b84ed7c2cdea143db302a5712cca064b6142344cb8e64ca874"
 
-IMAGE = build_image()
+IMAGE = build_image(board=NAVI31)
 
 
 def u32(off: int) -> int:
@@ -22,7 +23,7 @@ def test_size_and_determinism() -> None:
     assert len(IMAGE) == 0x200000
     assert hashlib.sha256(IMAGE).hexdigest() == IMAGE_SHA256
     build_image.cache_clear()
-    assert build_image() == IMAGE
+    assert build_image(board=NAVI31) == IMAGE
 
 
 def test_ifwi_landmarks() -> None:
@@ -77,7 +78,7 @@ def test_vbios_found_at_128k_aligned_offsets() -> None:
 
 
 def test_vbios_headers() -> None:
-    rom = build_vbios()
+    rom = build_vbios(board=NAVI31)
     size = rom[2] * 512
     assert size == len(rom) and sum(rom[:size]) % 256 == 0
     pcir = struct.unpack_from("<H", rom, 0x18)[0]

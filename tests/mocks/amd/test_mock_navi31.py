@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyhw.boards.navi31 import Navi31Options, default_flash_path
+from tinyhw.boards.navi31 import NAVI31, Navi31Options, default_flash_path
 from tinyhw.boards.options import FaultPlan
 from tinyhw.errors import DeviceLocked, DeviceTimeout, Disconnected, Refused, StrictEmulationError
 from tinyhw.mocks.amd.direct import DirectTransport
@@ -22,7 +22,7 @@ from tinyhw.regs import asic
 
 R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
 
-IMAGE = build_image()
+IMAGE = build_image(board=NAVI31)
 GiB = 1 << 30
 MiB = 1 << 20
 
@@ -34,7 +34,7 @@ def opts(tmp_path: Path, **kw: object) -> Navi31Options:
 
 @pytest.fixture
 def board(tmp_path: Path) -> Navi31Board:
-    b = Navi31Board(opts(tmp_path))
+    b = Navi31Board(opts(tmp_path), spec=NAVI31)
     yield b
     b.close()
 
@@ -82,7 +82,7 @@ def test_capability_lists(board: Navi31Board) -> None:
 
 
 def test_usb_attach_power_on_state(tmp_path: Path) -> None:
-    b = Navi31Board(opts(tmp_path), attach="usb")
+    b = Navi31Board(opts(tmp_path), attach="usb", spec=NAVI31)
     assert b.cfg_read32(0x04) & 0xFFFF == 0
     assert [b.cfg_read32(0x10 + 4 * i) for i in range(6)] == [0xC, 0, 0xC, 0, 0x1, 0]
     sta = b.cfg_read32(0x64 + 0x10) >> 16
@@ -157,7 +157,7 @@ def test_strict_mode_names_the_offset(board: Navi31Board) -> None:
 
 
 def test_non_strict_mode_stores_and_lists(tmp_path: Path) -> None:
-    b = Navi31Board(opts(tmp_path, strict=False))
+    b = Navi31Board(opts(tmp_path, strict=False), spec=NAVI31)
     b.mem_write32(5, 0x12340, 0xDEAD)
     assert b.mem_read32(5, 0x12340) == 0xDEAD
     assert b.mem_read32(5, 0x12344) == 0
@@ -180,7 +180,7 @@ def test_vram_doorbells_and_byte_enables(board: Navi31Board) -> None:
 
 # -- the direct transport ------------------------------------------------------------------------------------------
 def test_direct_transport_basics(tmp_path: Path) -> None:
-    t = DirectTransport(opts(tmp_path))
+    t = DirectTransport(opts(tmp_path), spec=NAVI31)
     ident = t.identity()
     assert (ident.vendor_id, ident.device_id, ident.revision, ident.class_code) == (0x1002, 0x744C, 0xC8, 0x030000)
     assert ident.location == "mock:navi31"
@@ -210,17 +210,17 @@ def test_direct_transport_basics(tmp_path: Path) -> None:
 
 
 def test_lock_is_taken_and_released(tmp_path: Path) -> None:
-    t = DirectTransport(opts(tmp_path))
+    t = DirectTransport(opts(tmp_path), spec=NAVI31)
     with pytest.raises(DeviceLocked):
-        DirectTransport(opts(tmp_path))
+        DirectTransport(opts(tmp_path), spec=NAVI31)
     t.close()
-    DirectTransport(opts(tmp_path)).close()
+    DirectTransport(opts(tmp_path), spec=NAVI31).close()
 
 
 def test_default_flash_file_is_created(tmp_path: Path) -> None:
     path = default_flash_path()
     assert not path.exists()
-    DirectTransport(Navi31Options(strict=True)).close()
+    DirectTransport(Navi31Options(strict=True), spec=NAVI31).close()
     assert path.read_bytes() == IMAGE
 
 
@@ -235,16 +235,16 @@ def program_via_rom_sw(bar5, addr: int, data: bytes) -> None:  # a BarRegion
 
 def test_flash_persists_across_transports_and_reset(tmp_path: Path) -> None:
     o = opts(tmp_path, timing="instant")
-    t = DirectTransport(o)
+    t = DirectTransport(o, spec=NAVI31)
     program_via_rom_sw(t.bar(5), 0x1F8000, b"\x12\x34\x56\x78")
     assert o.flash.read_bytes()[0x1F8000:0x1F8004] == b"\x12\x34\x56\x78"  # written through at once
     t.close()
-    t = DirectTransport(o)
+    t = DirectTransport(o, spec=NAVI31)
     bar5 = t.bar(5)
     bar5.write32(R.ROM_INDEX, 0x1F8000)
     assert bar5.read32(R.ROM_DATA) == 0x78563412
     t.close()
-    sha = reset_flash(o.flash)
+    sha = reset_flash(o.flash, spec=NAVI31)
     assert sha == hashlib.sha256(IMAGE).hexdigest()
     assert o.flash.read_bytes() == IMAGE
     assert o.flash.with_name("flash.bin.sr").read_bytes() == bytes(3)
@@ -253,13 +253,13 @@ def test_flash_persists_across_transports_and_reset(tmp_path: Path) -> None:
 def test_wrong_size_flash_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "flash.bin").write_bytes(b"\xff" * 4096)
     with pytest.raises(Refused, match="0x1000"):
-        DirectTransport(opts(tmp_path))
+        DirectTransport(opts(tmp_path), spec=NAVI31)
     (tmp_path / "flash.bin").unlink()
-    DirectTransport(opts(tmp_path)).close()  # the refused open released the lock
+    DirectTransport(opts(tmp_path), spec=NAVI31).close()  # the refused open released the lock
 
 
 def test_disconnect_fault_and_later_accesses(tmp_path: Path) -> None:
-    t = DirectTransport(opts(tmp_path, faults=FaultPlan.parse("disconnect@3")))
+    t = DirectTransport(opts(tmp_path, faults=FaultPlan.parse("disconnect@3")), spec=NAVI31)
     bar5 = t.bar(5)
     bar5.read32(R.ROM_CNTL)
     bar5.read32(R.ROM_CNTL)
@@ -273,7 +273,7 @@ def test_disconnect_fault_and_later_accesses(tmp_path: Path) -> None:
 
 
 def test_timeout_fault_hits_one_access(tmp_path: Path) -> None:
-    t = DirectTransport(opts(tmp_path, faults=FaultPlan.parse("timeout@2")))
+    t = DirectTransport(opts(tmp_path, faults=FaultPlan.parse("timeout@2")), spec=NAVI31)
     bar5 = t.bar(5)
     bar5.write32(R.ROM_INDEX, 0)
     with pytest.raises(DeviceTimeout, match="0x5a394"):
@@ -285,7 +285,7 @@ def test_timeout_fault_hits_one_access(tmp_path: Path) -> None:
 def test_disconnect_mid_erase_leaves_a_torn_sector(tmp_path: Path) -> None:
     # WREN (2 writes), SE (2 writes), then polls of ROM_INDEX until the 3000th access (~3 ms of 45 ms)
     o = opts(tmp_path, timing="typical", faults=FaultPlan.parse("disconnect@3000"))
-    t = DirectTransport(o)
+    t = DirectTransport(o, spec=NAVI31)
     bar5 = t.bar(5)
     bar5.write32(R.ROM_SW_COMMAND, 0x06)
     bar5.write32(R.ROM_SW_CNTL, 0)
@@ -302,7 +302,7 @@ def test_disconnect_mid_erase_leaves_a_torn_sector(tmp_path: Path) -> None:
 
 
 def test_bitflip_fault_through_the_aperture(tmp_path: Path) -> None:
-    t = DirectTransport(opts(tmp_path, faults=FaultPlan.parse("bitflip@0x40001")))
+    t = DirectTransport(opts(tmp_path, faults=FaultPlan.parse("bitflip@0x40001")), spec=NAVI31)
     bar5 = t.bar(5)
     bar5.write32(R.ROM_INDEX, 0x40000)
     first = bar5.read32(R.ROM_DATA)

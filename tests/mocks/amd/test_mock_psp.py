@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyhw.boards.navi31 import Navi31Options
+from tinyhw.boards.navi31 import NAVI31, Navi31Options
 from tinyhw.mocks.amd.flashregs import flash_registers
 from tinyhw.mocks.amd.ifwi_image import build_image
 from tinyhw.mocks.amd.navi31 import Navi31Board, Navi31Model
@@ -16,13 +16,13 @@ from tinyhw.regs import asic
 
 R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
 
-IMAGE = build_image()
+IMAGE = build_image(board=NAVI31)
 
 
 def make_board(tmp_path: Path, psp: str = "early", **cfg: object) -> Navi31Board:
     tmp_path.mkdir(parents=True, exist_ok=True)  # flash= refuses a file in a missing directory
     options = Navi31Options(strict=True, flash=tmp_path / "flash.bin", psp=psp, timing="instant")
-    return Navi31Board(options, model=Navi31Model(psp=PspConfig(**cfg)))
+    return Navi31Board(options, model=Navi31Model(psp=PspConfig(**cfg)), spec=NAVI31)
 
 
 class Host:

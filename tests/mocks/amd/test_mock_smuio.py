@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyhw.boards.navi31 import Navi31Options
+from tinyhw.boards.navi31 import NAVI31, Navi31Options
 from tinyhw.errors import StrictEmulationError
 from tinyhw.mocks.amd.flashregs import flash_registers
 from tinyhw.mocks.amd.ifwi_image import build_image
@@ -17,13 +17,13 @@ from tinyhw.regs import asic
 R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets
 POWER_ON = power_on_values(R)  # offset -> power-on value of the SMUIO control registers
 
-IMAGE = build_image()
+IMAGE = build_image(board=NAVI31)
 RX = R.ROM_SW_CNTL_RETURN_DATA_ENABLE
 
 
 def make_board(tmp_path: Path, model: Navi31Model | None = None, **opts: object) -> Navi31Board:
     options = Navi31Options(strict=True, flash=tmp_path / "flash.bin", **opts)
-    return Navi31Board(options, model=model)
+    return Navi31Board(options, model=model, spec=NAVI31)
 
 
 class RomSw:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyhw.boards.navi31 import Navi31UsbOptions
+from tinyhw.boards.navi31 import NAVI31, Navi31UsbOptions
 from tinyhw.errors import EnvironmentProblem
 from tinyhw.mocks.amd.navi31 import Navi31Board
 from tinyhw.mocks.bridge.asm24 import Asm24Bridge
@@ -74,7 +74,7 @@ class FakeOps(SysOps):
 def bridge(tmp_path: Path):
     options = Navi31UsbOptions(flash=tmp_path / "flash.bin", speed="hs")
     clock = VirtualClock()
-    board = Navi31Board(options, clock, attach="usb")
+    board = Navi31Board(options, clock, attach="usb", spec=NAVI31)
     yield Asm24Bridge(board, options, clock, serial="0123abcd")
     board.close()
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyhw.boards.navi31 import Navi31UsbOptions
+from tinyhw.boards.navi31 import NAVI31, Navi31UsbOptions
 from tinyhw.boards.options import FaultPlan
 from tinyhw.mocks.amd.navi31 import Navi31Board
 from tinyhw.mocks.bridge.asm24 import Asm24Bridge
@@ -98,7 +98,7 @@ def rig(tmp_path: Path):
     def make(faults: str = "") -> tuple[FunctionFsGadget, FakeFfs, Asm24Bridge]:
         options = Navi31UsbOptions(flash=tmp_path / "flash.bin", speed="hs", faults=FaultPlan.parse(faults))
         clock = VirtualClock()
-        board = Navi31Board(options, clock, attach="usb")
+        board = Navi31Board(options, clock, attach="usb", spec=NAVI31)
         bridge = Asm24Bridge(board, options, clock)
         ffs = FakeFfs(tmp_path)
         disconnects = threading.Event()
@@ -272,7 +272,7 @@ def test_both_front_ends_give_the_core_the_same_transfers(rig, tmp_path: Path) -
 
     options = Navi31UsbOptions(flash=tmp_path / "flash.bin", speed="hs")
     clock = VirtualClock()
-    board = Navi31Board(options, clock, attach="usb")
+    board = Navi31Board(options, clock, attach="usb", spec=NAVI31)
     backend = make_backend(board, options, clock)
     dev = usb.core.find(idVendor=0xADD1, backend=backend)
     for rt, req, wv, wi, data in SEQUENCE:

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from tests.mocks.bridge.test_gadget_ffs import FakeFfs
-from tinyhw.boards.navi31 import Navi31UsbOptions
+from tinyhw.boards.navi31 import NAVI31, Navi31UsbOptions
 from tinyhw.flash.device import FlashDevice
 from tinyhw.mocks.amd.navi31 import Navi31Board
 from tinyhw.mocks.bridge.asm24 import Asm24Bridge, Timeout
@@ -135,7 +135,7 @@ class FfsHost(Asm24Backend):
 def served(tmp_path: Path) -> Iterator[tuple[LateOutGadget, Navi31Board, FfsHost]]:
     options = Navi31UsbOptions(flash=tmp_path / "flash.bin", speed="hs", strict=True)
     clock = VirtualClock()
-    board = Navi31Board(options, clock, attach="usb")
+    board = Navi31Board(options, clock, attach="usb", spec=NAVI31)
     ffs = FakeFfs(tmp_path)
     gadget = LateOutGadget(Asm24Bridge(board, options, clock), tmp_path, opener=ffs.opener)
     gadget.out_landing_s = 5.0  # far above the 0.1 s hold-back, even on a loaded machine
@@ -180,7 +180,7 @@ def test_a_stream_whose_data_never_comes_delays_the_next_request_once(tmp_path: 
     for again. Reads the data cannot affect never wait."""
     options = Navi31UsbOptions(flash=tmp_path / "flash.bin", speed="hs", strict=True)
     clock = VirtualClock()
-    board = Navi31Board(options, clock, attach="usb")
+    board = Navi31Board(options, clock, attach="usb", spec=NAVI31)
     ffs = FakeFfs(tmp_path)
     gadget = FunctionFsGadget(Asm24Bridge(board, options, clock), tmp_path, opener=ffs.opener)
     gadget.out_landing_s = 0.3

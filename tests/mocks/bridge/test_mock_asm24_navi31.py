@@ -1,4 +1,4 @@
-"""The emulated ASM24 bridge with the real emulated Navi31 board behind it (``Navi31Board(attach="usb")``).
+"""The emulated ASM24 bridge with the real emulated Navi31 board behind it (``Navi31Board(attach="usb", spec=NAVI31)``).
 
 Spec: specs/asm24-usb-bridge.md §8 (enumeration incl. Resizable BAR, BAR assignment) and §6
 (streams into VRAM), driven through pyusb only.
@@ -23,6 +23,7 @@ from tests.mocks.bridge.test_mock_asm24 import (
     tlp_completion,
     tlp_request,
 )
+from tinyhw.boards.navi31 import NAVI31
 
 navi31 = pytest.importorskip("tinyhw.mocks.amd.navi31")
 
@@ -31,7 +32,7 @@ navi31 = pytest.importorskip("tinyhw.mocks.amd.navi31")
 def board(tmp_path: Path) -> Iterator[object]:
     from tinyhw.boards.navi31 import Navi31UsbOptions
 
-    b = navi31.Navi31Board(Navi31UsbOptions(strict=True, flash=tmp_path / "flash.bin"), attach="usb")
+    b = navi31.Navi31Board(Navi31UsbOptions(strict=True, flash=tmp_path / "flash.bin"), attach="usb", spec=NAVI31)
     yield b
     b.close()
 
@@ -100,7 +101,8 @@ def test_a_gadget_transfer_of_a_streamed_write_lands_as_one_block(tmp_path: Path
     data = bytes((i * 7 + i // 512) & 0xFF for i in range((1 << 20) + 200))  # 2048 packets and a short one
     seen = {}
     for how in ("pyusb", "gadget"):
-        b = navi31.Navi31Board(Navi31UsbOptions(strict=True, speed="hs", flash=tmp_path / f"{how}.bin"), attach="usb")
+        b = navi31.Navi31Board(Navi31UsbOptions(strict=True, speed="hs", flash=tmp_path / f"{how}.bin"), attach="usb",
+                               spec=NAVI31)
         try:
             dev, bridge, clock = open_bridge(b, speed="hs")
             program_bridges(dev)

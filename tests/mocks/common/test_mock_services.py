@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from testpaths import ROOT
 
+from tinyhw.boards.navi31 import FIRMWARE, NAVI31
 from tinyhw.mocks.amd.gpuvm import GpuVm, VmFault
 from tinyhw.mocks.amd.navi31 import Navi31Board
 from tinyhw.mocks.amd.sdma import OP_FENCE, SdmaEngine
@@ -89,7 +90,7 @@ class StubBoard:
 def test_the_board_and_the_stub_provide_the_services(tmp_path):
     assert isinstance(StubBoard(), BoardServices)
     from tinyhw.boards.navi31 import Navi31Options
-    board = Navi31Board(Navi31Options(flash=str(tmp_path / "f.bin"), strict=True), lock=False)
+    board = Navi31Board(Navi31Options(flash=str(tmp_path / "f.bin"), strict=True), lock=False, spec=NAVI31)
     try:
         assert isinstance(board, BoardServices)
         assert board.regs is board.smu.services.regs
@@ -101,7 +102,7 @@ def test_the_board_and_the_stub_provide_the_services(tmp_path):
 def test_the_smu_answers_on_a_stub_board():
     stub = StubBoard()
     resets: list[str] = []
-    smu = Smu(stub, REGS, on_reset=resets.append, delay=1e-3)
+    smu = Smu(stub, REGS, on_reset=resets.append, delay=1e-3, firmware=FIRMWARE)
     smu.s.loaded = True
     reads, writes = smu.handlers()
     msg = {v: k for k, v in MSG_IDS.items()}

@@ -19,7 +19,6 @@ unmapped IOVA is an IOMMU fault. Their bytes cross the link at its Link Status r
 from __future__ import annotations
 
 from tinyhw.boards.amd import AmdBoardOptions
-from tinyhw.boards.navi31 import NAVI31
 from tinyhw.boards.spec import BoardSpec
 from tinyhw.errors import DeviceTimeout, Disconnected, Refused
 from tinyhw.formats.pciconfig import parse_config
@@ -50,7 +49,7 @@ class DirectTransport(Transport):
     name = "mock"
     emulated = True
 
-    def __init__(self, options: AmdBoardOptions, *, lock: bool = True, spec: BoardSpec = NAVI31) -> None:
+    def __init__(self, options: AmdBoardOptions, *, lock: bool = True, spec: BoardSpec) -> None:
         clock = VirtualClock()
         super().__init__(clock)
         self.vclock = clock

@@ -22,15 +22,10 @@ import struct
 from collections.abc import Callable
 
 from tinyhw.autogen import amd_discovery
-from tinyhw.boards.navi31 import NAVI31
 from tinyhw.formats.ipdiscovery import BLOCK_HW_IDS, READ_SIZE, TMR_OFFSET, checksum16
 from tinyhw.mocks.amd.ipdiscovery_writer import IpSpec, build_discovery
 from tinyhw.regs.fixed import CONFIG_MEMSIZE, MM_DATA, MM_INDEX, MM_INDEX_HI, fixed
-from tinyhw.regs.profiles import NAVI31 as NAVI31_PROFILE
 from tinyhw.regs.profiles import AsicProfile
-
-#: VRAM of an RX 7900 XTX in MiB (tinyhw.boards.navi31; each board's is in its description).
-VRAM_MIB = NAVI31.vram_size >> 20
 
 OFF_MM_INDEX = fixed(MM_INDEX).offset
 OFF_MM_DATA = fixed(MM_DATA).offset
@@ -47,7 +42,7 @@ def _version(text: str, table: str) -> tuple[int, int, int]:
     return int(m[1]), int(m[2]), int(m[3])
 
 
-def profile_ips(profile: AsicProfile = NAVI31_PROFILE) -> list[IpSpec]:
+def profile_ips(profile: AsicProfile) -> list[IpSpec]:
     """One IP entry per block of ``profile``: its stated version and its fact-table bases.
 
     SMUIO is written as 13.0.6: the profile states a "13.0.6-style map" (inferred). SDMA0 gets
@@ -67,15 +62,11 @@ def profile_ips(profile: AsicProfile = NAVI31_PROFILE) -> list[IpSpec]:
     return out
 
 
-#: The GC info table of a full Navi31 (gc_info_v1_3 field -> value; each board's is in its description).
-NAVI31_GC_INFO: dict[str, int] = dict(NAVI31.gc_info)
-
-
-def gc_info_table(values: dict[str, int] | None = None) -> bytes:
-    """A ``gc_info_v1_3`` table (§2.8) with ``values`` (default :data:`NAVI31_GC_INFO`)."""
+def gc_info_table(values: dict[str, int]) -> bytes:
+    """A ``gc_info_v1_3`` table (§2.8) with ``values`` (field -> value: a board description's ``gc_info``)."""
     size, layout = amd_discovery.STRUCTS["struct gc_info_v1_3"]
     fields = {"header.table_id": amd_discovery.CONSTANTS["GC_TABLE_ID"], "header.version_major": 1,
-              "header.version_minor": 3, "header.size": size, **(values or NAVI31_GC_INFO)}
+              "header.version_minor": 3, "header.size": size, **values}
     buf = bytearray(size)
     for name, value in fields.items():
         off, ctype, _ = layout[name]
@@ -83,14 +74,14 @@ def gc_info_table(values: dict[str, int] | None = None) -> bytes:
     return bytes(buf)
 
 
-def discovery_image(profile: AsicProfile = NAVI31_PROFILE, gc_info: bytes | None = None) -> bytes:
+def discovery_image(profile: AsicProfile, gc_info: bytes) -> bytes:
     """The synthetic discovery binary the emulated board holds (v4 IP table, 32-bit bases: invented).
 
-    The GC info table (``gc_info``, default :func:`gc_info_table`) follows the IP table; entry 1 of
+    The GC info table (``gc_info``, from :func:`gc_info_table`) follows the IP table; entry 1 of
     the table list points at it, with its checksum (§2.2).
     """
     out = bytearray(build_discovery(profile_ips(profile), ip_version=4, binary_version=(1, 0)))
-    gc = gc_info if gc_info is not None else gc_info_table()
+    gc = gc_info
     at = len(out)
     out += gc
     struct.pack_into("<HHHH", out, 12 + 8 * 1, at, checksum16(gc), len(gc), 0)

@@ -15,7 +15,6 @@ import hashlib
 import struct
 from functools import lru_cache
 
-from tinyhw.boards.navi31 import NAVI31
 from tinyhw.boards.spec import BoardSpec
 
 SIZE = 0x200000
@@ -87,7 +86,7 @@ def _ish(payload: int, priority: int) -> bytes:
     return struct.pack("<I", checksum) + fields
 
 
-def build_vbios(board: BoardSpec = NAVI31) -> bytes:
+def build_vbios(*, board: BoardSpec) -> bytes:
     """A legacy option-ROM image with ATOM headers per §g.3 (64 KiB, checksum byte last) naming ``board`` (its PCIR
     ids, its chip name)."""
     chip = (board.vbios_name or board.name.upper()).encode()
@@ -166,7 +165,7 @@ def with_slot_size(image: bytes, slot: int) -> bytes:
 
 
 @lru_cache(maxsize=8)
-def build_image(board: BoardSpec = NAVI31) -> bytes:
+def build_image(*, board: BoardSpec) -> bytes:
     """The synthetic 2 MiB raw IFWI image of ``board`` (deterministic; see the module docstring)."""
     img = bytearray(b"\xff" * SIZE)
 
@@ -200,7 +199,7 @@ def build_image(board: BoardSpec = NAVI31) -> bytes:
 
     payload = bytearray(b"\xff" * SLOT_SIZE)
     payload[0:0x18000] = prng("payload-firmware", 0x18000)
-    payload[VBIOS_IN_PAYLOAD:VBIOS_IN_PAYLOAD + VBIOS_SIZE] = build_vbios(board)
+    payload[VBIOS_IN_PAYLOAD:VBIOS_IN_PAYLOAD + VBIOS_SIZE] = build_vbios(board=board)
     payload[0x38000:0x3A000] = prng("payload-tail", 0x2000)
     img[PAYLOAD_A:PAYLOAD_A + SLOT_SIZE] = payload
     img[PAYLOAD_B:PAYLOAD_B + SLOT_SIZE] = payload

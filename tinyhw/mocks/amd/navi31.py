@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tinyhw.boards.amd import AmdBoardOptions
-from tinyhw.boards.navi31 import NAVI31
 from tinyhw.boards.spec import BoardSpec
 from tinyhw.errors import Refused, StrictEmulationError
 from tinyhw.mocks.amd import boardstate
@@ -120,7 +119,7 @@ class _Sparse:
 
 
 class AmdBoard:
-    """The PCIe function of ``spec`` (default Navi31, 1002:744c) with VRAM (BAR0), doorbells (BAR2), I/O (BAR4) and
+    """The PCIe function of the board ``spec`` describes with VRAM (BAR0), doorbells (BAR2), I/O (BAR4) and
     registers (BAR5).
 
     It implements :class:`~tinyhw.mocks.common.services.BoardServices` for its emulated blocks and owns the AM boot
@@ -128,11 +127,11 @@ class AmdBoard:
     """
 
     def __init__(self, options: AmdBoardOptions, clock: VirtualClock | None = None, *, attach: str = "direct",
-                 model: Navi31Model | None = None, lock: bool = True, spec: BoardSpec = NAVI31) -> None:
+                 model: Navi31Model | None = None, lock: bool = True, spec: BoardSpec) -> None:
         self.options = options
         self.spec: BoardSpec = spec
         if options.flash is None:  # the board's own file in the user cache (its description names it)
-            options.flash = flash_path(options, spec)
+            options.flash = flash_path(options, spec=spec)
         # The device lock (ARCHITECTURE.md "Device lock"): taken here, where every emulated board is built, so
         # no caller (the CLI, tinyhw.open, a script, the gadget) can reach a board another process holds.
         self._lock: DeviceLock | None = None
@@ -176,7 +175,7 @@ class AmdBoard:
         self.pci = PciFunction(spec, attach=attach, acs=model.acs)
         flash = Path(options.flash)
         default = flash == spec.state_path()  # the shared file in the user's cache: created quietly on first use
-        self.store = FlashStore(flash, lambda: build_image(spec), spec.flash_size, make_parents=default)
+        self.store = FlashStore(flash, lambda: build_image(board=spec), spec.flash_size, make_parents=default)
         #: what opening the board did that its user should hear of (tinyhw.connect.Opened.notes; the CLI prints them)
         self.notes: list[str] = []
         if self.store.created and not default:
@@ -659,24 +658,24 @@ def power_on_boot(store: FlashStore, timing: str = "typical") -> tuple[str | Non
     return chosen, why
 
 
-def power_cycle_flash(path: Path | str, timing: str = "typical", spec: BoardSpec = NAVI31) -> tuple[str | None, str]:
+def power_cycle_flash(path: Path | str, timing: str = "typical", *, spec: BoardSpec) -> tuple[str | None, str]:
     """A hard power cycle of the emulated board ``spec`` whose flash file is ``path`` (:func:`power_on_boot` on it).
     The next command finds the PSP in the early state when a partition booted (ROM_SW gated), else in the stalled
     boot loader (ROM_SW available). The caller holds the device lock (``tinyhw mock power-cycle`` does)."""
-    store = FlashStore(Path(path), lambda: build_image(spec), spec.flash_size)
+    store = FlashStore(Path(path), lambda: build_image(board=spec), spec.flash_size)
     try:
         return power_on_boot(store, timing)
     finally:
         store.close()
 
 
-def flash_backup_needed(current: bytes, backup: bytes | None, spec: BoardSpec = NAVI31) -> bool:
+def flash_backup_needed(current: bytes, backup: bytes | None, *, spec: BoardSpec) -> bool:
     """Whether ``mock reset`` must keep ``current`` (the flash file's contents) before restoring the factory image.
 
     Not when it is the factory image (nothing of the user's would be lost) or what ``backup`` (the one
     backup kept beside the file, None: none) already holds; otherwise the backup is replaced with it.
     """
-    return current != build_image(spec) and current != backup
+    return current != build_image(board=spec) and current != backup
 
 
 def _check_named_psp(options: AmdBoardOptions, saved: dict[str, object], spec: BoardSpec) -> None:
@@ -697,21 +696,21 @@ def _check_named_psp(options: AmdBoardOptions, saved: dict[str, object], spec: B
                        "reset --yes (the factory image, pbl)")
 
 
-def reset_flash(path: Path | str, spec: BoardSpec = NAVI31) -> str:
+def reset_flash(path: Path | str, *, spec: BoardSpec) -> str:
     """Write the pristine synthetic image of board ``spec`` to ``path``, clear its status sidecar and board state;
     returns its sha256.
 
     The caller holds the device lock (``tinyhw mock reset`` does).
     """
     path = Path(path)
-    image = build_image(spec)
+    image = build_image(board=spec)
     write_atomic(path, image)
     write_atomic(path.with_name(path.name + ".sr"), bytes(3))
     boardstate.clear(path)  # a cold board: no firmware running, registers at power-on values
     return hashlib.sha256(image).hexdigest()
 
 
-def flash_path(options: AmdBoardOptions, spec: BoardSpec = NAVI31) -> Path:
+def flash_path(options: AmdBoardOptions, *, spec: BoardSpec) -> Path:
     """The flash file of an emulated AMD board: its ``flash=`` option, else the board's default file in the user's
     cache (:meth:`~tinyhw.boards.spec.BoardSpec.state_path`)."""
     return Path(options.flash) if options.flash is not None else spec.state_path()

@@ -22,7 +22,6 @@ from collections.abc import Callable
 from typing import Protocol
 
 from tinyhw.boards.amd import AmdBoardOptions
-from tinyhw.boards.navi31 import NAVI31
 from tinyhw.boards.spec import BoardSpec
 from tinyhw.mocks.amd import boardstate
 from tinyhw.mocks.amd.amregs import RegisterFile
@@ -182,7 +181,7 @@ class AmBootPath:
 
     def __init__(self, services: BoardServices, regs: Asic, regfile: RegisterFile, events: EventQueue,
                  options: AmdBoardOptions, timing: PspTiming, smu_delay: float, *, mailbox: FlashMailbox,
-                 smuio: Smuio, place_discovery: Callable[[], None], spec: BoardSpec = NAVI31,
+                 smuio: Smuio, place_discovery: Callable[[], None], spec: BoardSpec,
                  engine_regs: tuple[Callable[[int], int | None], Callable[[int, int], bool]] | None = None) -> None:
         self.services = services
         self.regfile = regfile
@@ -195,13 +194,15 @@ class AmBootPath:
         self.resets: list[str] = []  # mode-1 resets this command, by trigger
         o = options
         timing.sos_delay = o.sos_delay
+        firmware = spec.firmware  # an emulated AMD board's PSP and SMU check the files its description names
+        assert firmware is not None, f"{spec.name}: an emulated amd board needs its firmware description"
         self.boot = PspBoot(services, regs, timing, on_sos_alive=self.on_sos_alive,
                             on_smu_loaded=self.on_smu_loaded, on_autoload_done=self.on_autoload_done,
                             on_reset=self.mode1_reset, hang=o.psp == "hang", fwcheck=o.fwcheck == "on",
-                            client_read=self.mmhub_client_read, firmware=spec.firmware)
+                            client_read=self.mmhub_client_read, firmware=firmware)
         self.smu = Smu(services, regs, on_reset=self.mode1_reset, compute_active=self.compute_active,
                        delay=smu_delay, silent=o.smu == "silent", busy_at=o.smu_busy_at, load=o.load,
-                       firmware=spec.firmware)
+                       firmware=firmware)
         # the copy engine (SDMA0 queue 0, VMID0 translation); its system pages are the board's bus
         self.gpuvm = GpuVm(services, regs, huge=o.hugepage)
         self.mmvm = GpuVm(services, regs, hub="mmhub", huge=o.hugepage)  # MMHUB VMID0: the same walk, its registers

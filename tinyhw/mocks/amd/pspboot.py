@@ -133,10 +133,10 @@ class PspBoot:
                  on_smu_loaded: Callable[[], None], on_autoload_done: Callable[[], None],
                  on_reset: Callable[[str], None], hang: bool = False, fwcheck: bool = True,
                  client_read: Callable[[int, int], bytes | None] | None = None,
-                 firmware: AmdFirmware | None = None) -> None:
+                 firmware: AmdFirmware) -> None:
         self.services = services
-        #: the board's firmware facts (its sOS components and SMU image; default: Navi31's)
-        self.firmware = firmware or amfw.NAVI31_FIRMWARE
+        #: the board's firmware facts (its sOS components and SMU image, from its description)
+        self.firmware = firmware
         self.sos = self.firmware.sos
         #: how the PSP reads memory at an MC address it is handed (an MMHUB client: VRAM inside the FB, else through
         #: MMHUB VMID0; the board passes that walk); None when the address is unreachable. Default: VRAM only.

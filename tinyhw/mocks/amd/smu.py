@@ -44,7 +44,6 @@ from tinyhw.autogen import smu13_driver_if_v13_0_0 as DIF
 from tinyhw.autogen import smu_v13_0_0_ppsmc as PPSMC
 from tinyhw.boards.spec import AmdFirmware
 from tinyhw.commands import CommandTable
-from tinyhw.mocks.amd import amfw
 from tinyhw.mocks.common.services import BoardServices
 from tinyhw.regs.asic import Asic
 
@@ -104,9 +103,9 @@ class Smu:
 
     def __init__(self, services: BoardServices, regs: Asic, *, on_reset: Callable[[str], None],
                  compute_active: Callable[[], bool] = lambda: False, delay: float = 100e-6, silent: bool = False,
-                 busy_at: int | None = None, load: int = 0, firmware: AmdFirmware | None = None) -> None:
+                 busy_at: int | None = None, load: int = 0, firmware: AmdFirmware) -> None:
         self.services = services
-        self.firmware = firmware or amfw.NAVI31_FIRMWARE  # the board's SMU image and driver-interface version
+        self.firmware = firmware  # the board's SMU image and driver-interface version
         self.on_reset = on_reset
         self.compute_active = compute_active
         mb = {k: regs.offset(f"mp1.MP1_SMN_C2PMSG_{n}") for k, n in MAILBOX.items()}
