@@ -23,9 +23,9 @@ IMPLEMENTERS = ("transport/", "pci/", "usb/", "remote/", "cuda/", "mocks/", "con
 TRANSPORT_NAMES = {"transport", "t", "tr", "inner"}
 #: a transport's internals no feature touches: the bridge and board objects behind it, its pyusb backend
 INTERNALS = {"bridge", "board", "backend"}
-#: the one attribute a feature still asks a transport for by name: sysfs's PCI function of ``pci:``/``vfio:``
-#: (``pci show`` builds one from the identity elsewhere); (file, attribute)
-KNOWN = {("cli/pci_cmd.py", "function")}
+#: attributes a feature may still ask a transport for by name, (file, attribute): none (sysfs's PCI function of
+#: ``pci:``/``vfio:`` is the OsPciFunction ability)
+KNOWN: set[tuple[str, str]] = set()
 
 
 def _abilities() -> dict[str, type]:

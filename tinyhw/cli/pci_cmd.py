@@ -13,7 +13,7 @@ import click
 from tinyhw.cli.app import App
 from tinyhw.cli.numbers import parse_number
 from tinyhw.errors import Refused
-from tinyhw.transport.abilities import ConfigSize, ResizableBars
+from tinyhw.transport.abilities import ConfigSize, OsPciFunction, ResizableBars
 from tinyhw.transport.base import has
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def _config_and_function(app: App) -> tuple[Any, bytes, Any]:
     :class:`PciFunction` describing it: sysfs's for pci:/vfio:, else one built from the transport's
     identity (emulated boards, the usb bridge), whose location stands in for the address."""
     t = _open(app)
-    fn = getattr(t, "function", None)
+    fn = t.pci_function() if has(t, OsPciFunction) else None
     if fn is None:
         from tinyhw.pci.scan import PciFunction
 

@@ -177,6 +177,10 @@ class SysfsTransport(Transport):
         self.counters.bytes_in += len(data)
         return data
 
+    def pci_function(self) -> PciFunction:
+        """The function as the sysfs scan describes it (address, BARs, driver, IOMMU group)."""
+        return self.function
+
     def config_size(self) -> int:
         """256 (conventional) or 4096 (extended config space): the size of the ``config`` file."""
         try:

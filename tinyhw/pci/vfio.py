@@ -27,6 +27,7 @@ from tinyhw.pci import vfio_abi as abi
 from tinyhw.pci.bind import VFIO_DRIVER
 from tinyhw.pci.dma import PAGE, DmaBuffer
 from tinyhw.pci.mmio import ALL_ONES, MappedRegion
+from tinyhw.pci.scan import PciFunction
 from tinyhw.pci.sysfs import DEFAULT_SYSFS, open_function, permission_problem
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo, set_bus_master
 from tinyhw.transport.lock import DeviceLock
@@ -201,6 +202,10 @@ class VfioTransport(Transport):
             self.counters.tlp_writes += 1
 
     # -- config space (region 7, §8.6) ---------------------------------------------------------------------------
+    def pci_function(self) -> PciFunction:
+        """The function as the sysfs scan describes it (address, BARs, driver, IOMMU group)."""
+        return self.function
+
     def config_size(self) -> int:
         """Bytes of config space vfio-pci exposes (the config region's size, at most 4096; 256 when it reports none)."""
         return min(self.region(abi.PCI_CONFIG_REGION_INDEX).size, CONFIG_MAX) or 256

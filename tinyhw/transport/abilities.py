@@ -18,7 +18,7 @@ from tinyhw.transport.batch import Batching, BatchTimes
 
 __all__ = ["LTSSM_LINK_UP", "LTSSM_STATES", "RUNTIME_ACTIVE", "WAKING_ATTRIBUTES", "Batching", "BatchTimes",
            "BridgeSram", "BulkQueue", "ConfigSize", "DmaBuffers", "DeviceAttributes", "Interrupts", "LinkState",
-           "PciePower", "PhysicalDma", "QueuedBulk", "ReadOnlyPeek", "ResizableBars", "Resettable",
+           "OsPciFunction", "PciePower", "PhysicalDma", "QueuedBulk", "ReadOnlyPeek", "ResizableBars", "Resettable",
            "TRANSPORT_ABILITIES", "TransferTap", "ability_methods", "device_awake"]
 
 
@@ -112,6 +112,15 @@ class ConfigSize(Protocol):
 
     def config_size(self) -> int:
         """256 (conventional) or 4096 (extended config space): the bytes of config space that can be read."""
+
+
+@runtime_checkable
+class OsPciFunction(Protocol):
+    """The OS's own record of the PCI function (``pci:`` sysfs, ``vfio:``): its address, BARs, driver and IOMMU
+    group as the sysfs scan finds them, for ``pci show``."""
+
+    def pci_function(self) -> Any:
+        """The function as the OS's PCI scan describes it (a :class:`tinyhw.pci.scan.PciFunction`)."""
 
 
 @runtime_checkable
@@ -289,7 +298,7 @@ class PciePower(Protocol):
 #: (:class:`QueuedBulk` and :class:`BulkQueue` are abilities of a pyusb backend and of its queue, not of a transport.)
 TRANSPORT_ABILITIES: tuple[type, ...] = (Resettable, DmaBuffers, PhysicalDma, Interrupts, DeviceAttributes,
                                          ReadOnlyPeek, BridgeSram, PciePower, TransferTap, Batching, BatchTimes,
-                                         ConfigSize, ResizableBars)
+                                         ConfigSize, ResizableBars, OsPciFunction)
 
 
 def ability_methods(ability: type) -> tuple[str, ...]:
