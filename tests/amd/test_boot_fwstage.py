@@ -21,7 +21,7 @@ from tinyhw.boot.amd import copyengine, firmware, fwstage, sequence
 from tinyhw.boot.amd.gpu import AmGpu
 from tinyhw.boot.amd.psp import PspError
 from tinyhw.errors import Refused
-from tinyhw.mocks.amd.navi31 import Navi31Board
+from tinyhw.mocks.amd.board import Navi31Board
 from tinyhw.mocks.bridge.pyusb_backend import make_backend
 from tinyhw.mocks.common.vclock import VirtualClock
 from tinyhw.usb.transport import UsbTransport

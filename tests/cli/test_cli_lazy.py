@@ -57,7 +57,7 @@ def test_probe_on_an_emulated_board_imports_only_that_boards_blocks(tmp_path) ->
 
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"), TINYHW_LOCK_DIR=str(tmp_path / "locks"))
     loaded = _modules_after(["--device", "mock:navi31-usb", "probe"], env)
-    assert "tinyhw.mocks.amd.navi31_am" in loaded  # the board was built
+    assert "tinyhw.mocks.amd.bootpath" in loaded  # the board was built
     unused = sorted(m for m in loaded if m.split(".")[0] == "numpy" or m in (
         "tinyhw.mocks.rdna3.dispatch", "tinyhw.mocks.rdna3.state", "tinyhw.formats.amdisa", "tinyhw.formats.rdna3_ops",
         "tinyhw.mocks.nvidia.ad102", "tinyhw.mocks.nvidia.nv_gsp", "tinyhw.mocks.nvidia.nv_falcon"))
@@ -115,7 +115,7 @@ def test_tinyhw_open_takes_the_device_lock_shared_with_the_cli() -> None:
 
 def test_a_board_built_by_a_script_takes_the_lock(tmp_path) -> None:
     from tinyhw.boards.navi31 import Navi31Options
-    from tinyhw.mocks.amd.navi31 import Navi31Board
+    from tinyhw.mocks.amd.board import Navi31Board
 
     opts = Navi31Options.from_options({"flash": str(tmp_path / "f.bin")})
     board = Navi31Board(opts, spec=NAVI31)

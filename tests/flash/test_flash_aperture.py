@@ -24,7 +24,7 @@ from flashhelp import dev
 from tinyhw.boards.navi31 import NAVI31, Navi31Options
 from tinyhw.errors import OperationFailed
 from tinyhw.flash import aperture
-from tinyhw.mocks.amd import navi31 as navi31_mod
+from tinyhw.mocks.amd import board as board_mod
 from tinyhw.mocks.amd.direct import DirectTransport
 from tinyhw.mocks.amd.flashregs import flash_registers
 from tinyhw.mocks.amd.ifwi_image import build_image
@@ -43,7 +43,7 @@ ORIG_CNTL, ORIG_INDEX = 0x38000001, 0x00123454  # non-default originals (the §f
 def smuios(monkeypatch: pytest.MonkeyPatch) -> list[Smuio]:
     """Every SMUIO model built during the test, started with ROM_CNTL/ROM_INDEX at non-default originals."""
     made: list[Smuio] = []
-    real = navi31_mod.Smuio
+    real = board_mod.Smuio
 
     def build(layout: Any, chip: Any, clock: Any, config: Any) -> Smuio:
         config.power_on["ROM_CNTL"] = ORIG_CNTL
@@ -52,7 +52,7 @@ def smuios(monkeypatch: pytest.MonkeyPatch) -> list[Smuio]:
         made.append(s)
         return s
 
-    monkeypatch.setattr(navi31_mod, "Smuio", build)
+    monkeypatch.setattr(board_mod, "Smuio", build)
     return made
 
 

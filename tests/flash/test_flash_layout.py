@@ -11,7 +11,7 @@ import pytest
 from clihelp import run
 from flashhelp import dev, journals
 
-import tinyhw.mocks.amd.navi31 as navi31_mod
+import tinyhw.mocks.amd.board as navi31_mod
 from tinyhw.boards.navi31 import NAVI31
 from tinyhw.errors import Disconnected, Refused
 from tinyhw.flash import chip as chip_mod

@@ -19,7 +19,7 @@ from flashhelp import dev
 from tinyhw.boards.navi31 import NAVI31
 from tinyhw.errors import OperationFailed
 from tinyhw.flash import psp
-from tinyhw.mocks.amd import navi31 as navi31_mod
+from tinyhw.mocks.amd import board as board_mod
 from tinyhw.mocks.amd.flashregs import flash_registers
 from tinyhw.mocks.amd.psp import PspMailbox
 from tinyhw.regs import asic
@@ -36,7 +36,7 @@ def models(monkeypatch: pytest.MonkeyPatch) -> tuple[list[PspMailbox], dict[str,
     """Every PSP model built during the test, and config overrides applied to each before it powers on."""
     made: list[PspMailbox] = []
     overrides: dict[str, Any] = {}
-    real = navi31_mod.PspMailbox
+    real = board_mod.PspMailbox
 
     def build(layout: Any, clock: Any, state: str, config: Any, **more: Any) -> PspMailbox:
         for k, v in overrides.items():
@@ -45,7 +45,7 @@ def models(monkeypatch: pytest.MonkeyPatch) -> tuple[list[PspMailbox], dict[str,
         made.append(m)
         return m
 
-    monkeypatch.setattr(navi31_mod, "PspMailbox", build)
+    monkeypatch.setattr(board_mod, "PspMailbox", build)
     return made, overrides
 
 

@@ -264,7 +264,7 @@ def test_other_psp_write_paths_stay_disabled(tmp_path: Path, name: str) -> None:
 def test_update_over_remote_is_one_round_trip_per_dword(tmp_path: Path) -> None:
     from remotehelp import served
 
-    from tinyhw.mocks.amd.navi31 import power_cycle_flash
+    from tinyhw.mocks.amd.board import power_cycle_flash
 
     flash = board_files(tmp_path)
     power_cycle_flash(flash, spec=NAVI31)
@@ -277,7 +277,7 @@ def test_update_over_remote_is_one_round_trip_per_dword(tmp_path: Path) -> None:
 
 
 def test_the_psp_refuses_a_payload_its_signature_does_not_cover(tmp_path: Path) -> None:
-    from tinyhw.mocks.amd.navi31 import power_cycle_flash
+    from tinyhw.mocks.amd.board import power_cycle_flash
 
     unsigned = bytearray(NEW)
     unsigned[ifwi_image.PAYLOAD_A + 0x300] ^= 0xFF  # changed after signing

@@ -20,7 +20,7 @@ import tinyhw
 from tinyhw.boards.navi31 import NAVI31
 from tinyhw.flash.update import UpdateFailed, Updater, compare_after_update
 from tinyhw.formats.ifwi_layout import resolve_item
-from tinyhw.mocks.amd.navi31 import power_cycle_flash
+from tinyhw.mocks.amd.board import power_cycle_flash
 from tinyhw.mocks.amd.psp import ORDERS
 
 

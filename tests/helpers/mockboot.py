@@ -20,7 +20,7 @@ import pytest
 
 from tinyhw.autogen import amdgpu_psp, psp_gfx_if, smu13_driver_if_v13_0_0, smu_v13_0_0_ppsmc
 from tinyhw.errors import DeviceTimeout
-from tinyhw.mocks.amd.navi31 import Navi31Board
+from tinyhw.mocks.amd.board import Navi31Board
 from tinyhw.regs import asic
 from tinyhw.transport.base import Transport
 from tinyhw.transport.devstr import parse_device

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from tinyhw.boards.navi31 import NAVI31
+from tinyhw.mocks.amd import board as board_mod
 from tinyhw.mocks.amd import boardstate, ifwi_image
-from tinyhw.mocks.amd import navi31 as navi31_mod
 from tinyhw.mocks.amd.psp import PspMailbox
 
 SLOT = 0x1000
@@ -53,12 +53,12 @@ def last_command(flash: Path) -> dict[str, int]:
 def mailboxes(monkeypatch: pytest.MonkeyPatch) -> list[PspMailbox]:
     """Every PSP mailbox model built during the test (its command log is the witness of what was sent)."""
     made: list[PspMailbox] = []
-    real = navi31_mod.PspMailbox
+    real = board_mod.PspMailbox
 
     def build(*args: Any, **kw: Any) -> PspMailbox:
         m = real(*args, **kw)
         made.append(m)
         return m
 
-    monkeypatch.setattr(navi31_mod, "PspMailbox", build)
+    monkeypatch.setattr(board_mod, "PspMailbox", build)
     return made

@@ -11,7 +11,7 @@ from tinyhw.boards.navi31 import NAVI31, Navi31UsbOptions
 from tinyhw.boot.amd import copyengine
 from tinyhw.boot.amd.gpu import AmGpu
 from tinyhw.boot.amd.usbcopy import UsbCopier
-from tinyhw.mocks.amd.navi31 import Navi31Board
+from tinyhw.mocks.amd.board import Navi31Board
 from tinyhw.mocks.bridge.pyusb_backend import make_backend
 from tinyhw.mocks.common.vclock import VirtualClock
 from tinyhw.usb.transport import UsbTransport

@@ -144,7 +144,7 @@ BAD = {
     "firmware/open.py": ("import tinyhw.connect\n", "firmware may not import tinyhw.connect"),
     "probe/x.py": ("from tinyhw.flash import ops\n", "probe may not import tinyhw.flash"),
     "mocks/bad.py": ("from tinyhw.usb.bridge import Asm24\nimport click\n", "mocks may not import tinyhw.usb"),
-    "usb/dyn.py": ("import importlib\nimportlib.import_module('tinyhw.mocks.amd.navi31')\n",
+    "usb/dyn.py": ("import importlib\nimportlib.import_module('tinyhw.mocks.amd.board')\n",
                    "usb may not import tinyhw.mocks"),
     "formats/impure.py": ("from . import x\nfrom ..transport import base\n", "formats may not import tinyhw.transport"),
     "pci/conn.py": ("from tinyhw.connect import open_device\n", "pci may not import tinyhw.connect"),
@@ -235,7 +235,7 @@ def test_products_import_only_what_their_row_allows() -> None:
 
 def test_product_walker_sees_a_board_importing_another(tmp_path: Path) -> None:
     for rel, source in {"mocks/nvidia/x.py": "from tinyhw.mocks.amd import gpuvm\n",
-                        "mocks/bridge/y.py": "def f():\n    import tinyhw.mocks.amd.navi31\n",
+                        "mocks/bridge/y.py": "def f():\n    import tinyhw.mocks.amd.board\n",
                         "mocks/common/z.py": "from tinyhw.mocks.common import faults\n",
                         "boot/amd/w.py": "from tinyhw.boot.nv import rpc\n",
                         "boot/nv/v.py": "from tinyhw.boot.amd.sequence import boot\n",

@@ -106,7 +106,7 @@ def test_only_the_libusb_adapter_reads_pyusb_internals():
 
 
 def test_both_backends_offer_the_one_queued_bulk_interface(tmp_path):
-    from tinyhw.mocks.amd.navi31 import Navi31Board
+    from tinyhw.mocks.amd.board import Navi31Board
 
     options = Navi31UsbOptions(flash=tmp_path / "f.bin", strict=True)
     board = Navi31Board(options, attach="usb", spec=NAVI31)

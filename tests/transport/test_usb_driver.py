@@ -95,7 +95,7 @@ def test_packet_sizes_come_from_the_descriptors() -> None:
 
 def test_no_bridge_present_is_exit_3() -> None:
     from tinyhw.boards.navi31 import Navi31UsbOptions
-    from tinyhw.mocks.amd.navi31 import Navi31Board
+    from tinyhw.mocks.amd.board import Navi31Board
     from tinyhw.mocks.bridge.pyusb_backend import make_backend
     from tinyhw.mocks.common.vclock import VirtualClock
 

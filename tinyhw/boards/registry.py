@@ -94,7 +94,7 @@ def amd_board(board: str, product: str) -> tuple[Entry, Entry]:
                   emulator="tinyhw.mocks.amd.direct:DirectTransport", board=board, spec_at=spec_at),
             Entry(f"mock:{board}-usb", "asm24", "tinyhw.boards.amd:AmdBoardUsbOptions",
                   f"emulated {board} board behind an emulated asm24 usb bridge",
-                  emulator="tinyhw.mocks.amd.navi31:AmdBoard", board=board, spec_at=spec_at))
+                  emulator="tinyhw.mocks.amd.board:AmdBoard", board=board, spec_at=spec_at))
 
 
 REGISTRY: tuple[Entry, ...] = (

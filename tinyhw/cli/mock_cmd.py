@@ -49,7 +49,7 @@ def reset(app: App, yes: bool, force: bool) -> None:
     """
     from tinyhw.boards.registry import default_board
     from tinyhw.connect import entry_of, typed_options
-    from tinyhw.mocks.amd.navi31 import flash_backup_needed, flash_path, reset_flash
+    from tinyhw.mocks.amd.board import flash_backup_needed, flash_path, reset_flash
     from tinyhw.transport.devstr import given_device, parse_device
     from tinyhw.transport.lock import DeviceLock
 
@@ -121,7 +121,7 @@ def power_cycle(app: App) -> None:
     """
     from tinyhw.boards.registry import default_board
     from tinyhw.connect import entry_of, typed_options
-    from tinyhw.mocks.amd.navi31 import flash_path, power_cycle_flash
+    from tinyhw.mocks.amd.board import flash_path, power_cycle_flash
     from tinyhw.transport.devstr import given_device, parse_device
     from tinyhw.transport.lock import DeviceLock
 

@@ -1,4 +1,4 @@
-"""The emulated Navi31 board and its direct transport (tinyhw.mocks.amd.navi31, pcifunc, direct).
+"""The emulated Navi31 board and its direct transport (tinyhw.mocks.amd.board, pcifunc, direct).
 
 Config space per specs/pci-vfio-remote.md §3, BAR contents per specs/navi31-spi-flash.md §h,
 the transport per ARCHITECTURE.md (counters, clock, lock, faults, persistent flash file).
@@ -14,10 +14,10 @@ import pytest
 from tinyhw.boards.navi31 import NAVI31, Navi31Options, default_flash_path
 from tinyhw.boards.options import FaultPlan
 from tinyhw.errors import DeviceLocked, DeviceTimeout, Disconnected, Refused, StrictEmulationError
+from tinyhw.mocks.amd.board import Navi31Board, reset_flash
 from tinyhw.mocks.amd.direct import DirectTransport
 from tinyhw.mocks.amd.flashregs import flash_registers
 from tinyhw.mocks.amd.ifwi_image import build_image
-from tinyhw.mocks.amd.navi31 import Navi31Board, reset_flash
 from tinyhw.regs import asic
 
 R = flash_registers(asic("navi31"))  # the emulated Navi31's flash-side offsets

@@ -8,9 +8,9 @@ import pytest
 
 from tinyhw.boards.navi31 import NAVI31, Navi31Options
 from tinyhw.errors import StrictEmulationError
+from tinyhw.mocks.amd.board import Navi31Board, Navi31Model
 from tinyhw.mocks.amd.flashregs import flash_registers
 from tinyhw.mocks.amd.ifwi_image import build_image
-from tinyhw.mocks.amd.navi31 import Navi31Board, Navi31Model
 from tinyhw.mocks.amd.smuio import SmuioConfig, power_on_values
 from tinyhw.regs import asic
 

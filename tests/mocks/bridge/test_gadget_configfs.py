@@ -12,7 +12,7 @@ import pytest
 
 from tinyhw.boards.navi31 import NAVI31, Navi31UsbOptions
 from tinyhw.errors import EnvironmentProblem
-from tinyhw.mocks.amd.navi31 import Navi31Board
+from tinyhw.mocks.amd.board import Navi31Board
 from tinyhw.mocks.bridge.asm24 import Asm24Bridge
 from tinyhw.mocks.bridge.gadget import ENABLE, SETUP, Event, ffs_descriptors
 from tinyhw.mocks.bridge.gadget_configfs import GadgetSetup, SysOps, check_environment, serve_gadget

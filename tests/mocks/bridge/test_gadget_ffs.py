@@ -19,7 +19,7 @@ import pytest
 
 from tinyhw.boards.navi31 import NAVI31, Navi31UsbOptions
 from tinyhw.boards.options import FaultPlan
-from tinyhw.mocks.amd.navi31 import Navi31Board
+from tinyhw.mocks.amd.board import Navi31Board
 from tinyhw.mocks.bridge.asm24 import Asm24Bridge
 from tinyhw.mocks.bridge.gadget import (
     ALL_CTRL_RECIP,

@@ -34,7 +34,7 @@ import pytest
 from tests.mocks.bridge.test_gadget_ffs import FakeFfs
 from tinyhw.boards.navi31 import NAVI31, Navi31UsbOptions
 from tinyhw.flash.device import FlashDevice
-from tinyhw.mocks.amd.navi31 import Navi31Board
+from tinyhw.mocks.amd.board import Navi31Board
 from tinyhw.mocks.bridge.asm24 import Asm24Bridge, Timeout
 from tinyhw.mocks.bridge.gadget import ENABLE, SETUP, Event, FunctionFsGadget, ffs_descriptors, ffs_strings
 from tinyhw.mocks.bridge.pyusb_backend import Asm24Backend, usb_error

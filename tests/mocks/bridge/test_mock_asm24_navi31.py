@@ -25,7 +25,7 @@ from tests.mocks.bridge.test_mock_asm24 import (
 )
 from tinyhw.boards.navi31 import NAVI31
 
-navi31 = pytest.importorskip("tinyhw.mocks.amd.navi31")
+navi31 = pytest.importorskip("tinyhw.mocks.amd.board")
 
 
 @pytest.fixture

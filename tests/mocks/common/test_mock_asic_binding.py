@@ -64,7 +64,7 @@ def _modules() -> list[Path]:
 
 def test_the_scan_sees_every_mocks_module() -> None:
     names = {p.name for p in _modules()}
-    assert {"smuio.py", "psp.py", "gd25.py", "amregs.py", "cp.py", "navi31.py", "flashregs.py"} <= names
+    assert {"smuio.py", "psp.py", "gd25.py", "amregs.py", "cp.py", "board.py", "flashregs.py"} <= names
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(MOCKS)))

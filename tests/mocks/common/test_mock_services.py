@@ -11,8 +11,8 @@ import pytest
 from testpaths import ROOT
 
 from tinyhw.boards.navi31 import FIRMWARE, NAVI31
+from tinyhw.mocks.amd.board import Navi31Board
 from tinyhw.mocks.amd.gpuvm import GpuVm, VmFault
-from tinyhw.mocks.amd.navi31 import Navi31Board
 from tinyhw.mocks.amd.sdma import OP_FENCE, SdmaEngine
 from tinyhw.mocks.amd.smu import MSG_IDS, Smu
 from tinyhw.mocks.common.services import BoardServices, CpServices, Translation

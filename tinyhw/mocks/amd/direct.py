@@ -1,7 +1,7 @@
 """``mock:navi31``, ``mock:navi33``: an emulated AMD board attached directly, as a native PCIe function would be.
 
 The transport seam of ARCHITECTURE.md ("The transport seam", "Emulated boards", "Counters",
-"Device lock") over a :class:`~tinyhw.mocks.amd.navi31.AmdBoard` (built from its description) with BARs assigned
+"Device lock") over a :class:`~tinyhw.mocks.amd.board.AmdBoard` (built from its description) with BARs assigned
 as a BIOS/OS would (specs/pci-vfio-remote.md §3.14). Every register or config access advances the board's
 virtual clock by 1 us. A block of plain VRAM through the mapped BAR (a memcpy, what ``bench copy``
 does; §6.1: a prefetchable BAR mapped write-combining) is timed as the link would carry it, not as
@@ -22,7 +22,7 @@ from tinyhw.boards.amd import AmdBoardOptions
 from tinyhw.boards.spec import BoardSpec
 from tinyhw.errors import DeviceTimeout, Disconnected, Refused
 from tinyhw.formats.pciconfig import parse_config
-from tinyhw.mocks.amd.navi31 import AmdBoard
+from tinyhw.mocks.amd.board import AmdBoard
 from tinyhw.mocks.common.iommu import EmulatedIommu, HostBuffer, link_rate
 from tinyhw.mocks.common.vclock import VirtualClock
 from tinyhw.transport.base import BarInfo, BarRegion, Identity, Transport, TransportInfo

@@ -21,7 +21,7 @@ Routing rules (standard PCIe, as the spec expects them):
   bridge (standard bridge behaviour; spec §8 step 1.4).
 
 The endpoint is any object with ``cfg_read32``, ``cfg_write32``, ``decode``, ``mem_read32`` and
-``mem_write32`` (for example ``tinyhw.mocks.amd.navi31.Navi31Board``); an optional ``reset()`` is
+``mem_write32`` (for example ``tinyhw.mocks.amd.board.Navi31Board``); an optional ``reset()`` is
 called on PERST# or a secondary bus reset.
 """
 

@@ -4,7 +4,7 @@ ARCHITECTURE.md "Emulated boards": a block is a small part the board owns. It ne
 built with a :class:`BoardServices` (this module), the ASIC's register database (:class:`tinyhw.regs.asic.Asic`,
 handed in by the board, never bound at import time) and its own options, and it declares its commands in
 tables of named handlers (:mod:`tinyhw.commands`). A board implements :class:`BoardServices` once
-(``tinyhw.mocks.amd.navi31.Navi31Board`` does); a block written against it runs on any board that does.
+(``tinyhw.mocks.amd.board.Navi31Board`` does); a block written against it runs on any board that does.
 
 The interface is deliberately small and stable. Four concerns:
 

@@ -35,12 +35,12 @@ from tinyhw.errors import Refused, StrictEmulationError
 from tinyhw.mocks.amd import boardstate
 from tinyhw.mocks.amd import discovery as mock_discovery
 from tinyhw.mocks.amd.amregs import RegisterFile
+from tinyhw.mocks.amd.bootpath import AmBootPath, EventQueue
 from tinyhw.mocks.amd.flashregs import flash_registers
 from tinyhw.mocks.amd.flashstore import FlashStore, write_atomic
 from tinyhw.mocks.amd.gd25 import GD25LQ16E, TIMINGS, Gd25Config
 from tinyhw.mocks.amd.gpuvm import VmFault, invalidate_requests
 from tinyhw.mocks.amd.ifwi_image import build_image
-from tinyhw.mocks.amd.navi31_am import AmBootPath, EventQueue
 from tinyhw.mocks.amd.psp import ORDERS, PspConfig, PspMailbox
 from tinyhw.mocks.amd.pspboot import PspTiming
 from tinyhw.mocks.amd.pspupdate import FlashUpdate, UpdateFaults
@@ -123,7 +123,7 @@ class AmdBoard:
     registers (BAR5).
 
     It implements :class:`~tinyhw.mocks.common.services.BoardServices` for its emulated blocks and owns the AM boot
-    path (:class:`~tinyhw.mocks.amd.navi31_am.AmBootPath`: PSP boot, SMU, GPU VM, SDMA0) as a component.
+    path (:class:`~tinyhw.mocks.amd.bootpath.AmBootPath`: PSP boot, SMU, GPU VM, SDMA0) as a component.
     """
 
     def __init__(self, options: AmdBoardOptions, clock: VirtualClock | None = None, *, attach: str = "direct",
@@ -213,7 +213,7 @@ class AmdBoard:
         # the address registers of the indirect windows: their writes are not counted in reg_writes
         self._index_regs = frozenset((mock_discovery.OFF_MM_INDEX, mock_discovery.OFF_MM_INDEX_HI,
                                       self.regfile.rsmu_index_reg))
-        # the AM boot path (amd-bringup.md §10.4): tinyhw.mocks.amd.navi31_am
+        # the AM boot path (amd-bringup.md §10.4): tinyhw.mocks.amd.bootpath
         self.am = am = AmBootPath(self, self.regs, self.regfile, self.events, options, model.boot, model.smu_delay,
                                   spec=spec, mailbox=self.psp, smuio=self.smuio, place_discovery=self._place_discovery,
                                   engine_regs=(self._engine_reg_read, self._engine_reg_write))
@@ -479,7 +479,7 @@ class AmdBoard:
         self.am.mode1_reset(trigger)
 
     def save_state(self) -> None:
-        """Write the board state file (tinyhw.mocks.amd.navi31_am)."""
+        """Write the board state file (tinyhw.mocks.amd.bootpath)."""
         self.am.save_state(self.counters)
 
     def counters(self) -> dict[str, int]:
@@ -628,7 +628,7 @@ class AmdBoard:
         if self._closed:
             return
         self._closed = True
-        self.am.save_quietly(self.counters)  # the board state file (tinyhw.mocks.amd.navi31_am)
+        self.am.save_quietly(self.counters)  # the board state file (tinyhw.mocks.amd.bootpath)
         try:
             self.chip.finish()
         finally:
