@@ -270,16 +270,20 @@ def compile_ds(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         ok = (a >= 0) & (a + size <= len(w.lds))
         return np.where(ok, a, 0)[:, None] + np.arange(size), ok
 
+    def fetch(w: Wave, lanes: np.ndarray, size: int) -> np.ndarray:
+        """The (k, size) bytes each lane reads; an out-of-range lane reads 0."""
+        idx, ok = index(w, lanes, size)
+        raw = w.lds[idx] if len(w.lds) else np.zeros(idx.shape, dtype=U8)
+        raw[~ok] = 0
+        return raw
+
     if kind == "load" and suffix in _LOADS:
         size, n, signed = _LOADS[suffix]
 
         def load(w: Wave) -> None:
             lanes = _active(w)
             if len(lanes):
-                idx, ok = index(w, lanes, size)
-                raw = w.lds[idx] if len(w.lds) else np.zeros(idx.shape, dtype=U8)
-                raw[~ok] = 0
-                w.v[vd:vd + n, lanes] = _widen(raw, size, signed).T
+                w.v[vd:vd + n, lanes] = _widen(fetch(w, lanes, size), size, signed).T
         return load
     if kind == "store" and suffix in _STORES:
         size = _STORES[suffix]
@@ -302,10 +306,7 @@ def compile_ds(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         def load16(w: Wave) -> None:
             lanes = _active(w)
             if len(lanes):
-                idx, ok = index(w, lanes, size16)
-                raw = w.lds[idx] if len(w.lds) else np.zeros(idx.shape, dtype=U8)
-                raw[~ok] = 0
-                _d16_merge(w, vd, lanes, raw, size16, signed16, hi16)
+                _d16_merge(w, vd, lanes, fetch(w, lanes, size16), size16, signed16, hi16)
         return load16
     if kind == "store" and suffix in _D16_STORES:
         size16 = _D16_STORES[suffix]
