@@ -49,14 +49,16 @@ class Served:
 
 @contextmanager
 def served(device: str = "mock:navi31", *, listen: str | None = None, kind: str = "remote",
-           listener_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> Iterator[Served]:
+           listener_kwargs: dict[str, Any] | None = None, open_delay: float = 0.0, **kwargs: Any) -> Iterator[Served]:
     """A server for ``device`` in a thread; the Unix socket lives in a short temporary directory.
-    ``listener_kwargs`` go to the serprog listener (a test's kernel socket lookup)."""
+    ``listener_kwargs`` go to the serprog listener (a test's kernel socket lookup); ``open_delay`` seconds pass
+    before each opening of the device (a slow board)."""
     listener_kwargs = listener_kwargs or {}
     audit = Audit(_Sink())  # type: ignore[arg-type]
     opened: list[Opened] = []
 
     def opener(spec: DeviceSpec) -> Opened:
+        time.sleep(open_delay)
         o = open_device(spec)
         opened.append(o)
         return o

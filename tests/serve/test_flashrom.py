@@ -71,6 +71,16 @@ def test_flashrom_on_the_direct_board(tmp_path: Path) -> None:
     assert any("sector erase" in line or "chip erase" in line for line in sv.audit.lines)  # erases are audited
 
 
+def test_flashrom_syncs_while_the_board_is_still_opening(tmp_path: Path) -> None:
+    """A board that takes 3 s to open (a loaded machine booting the emulated board): flashrom drops the answers to
+    its first SYNCNOPs after one second, so a server that opened the board before answering left late NAK/ACK
+    pairs in the stream and flashrom read a NAK as the answer to its interface query. The handshake is answered at
+    once, and the probe waits for the board."""
+    with served(mockdev(tmp_path), kind="serprog", listen="127.0.0.1:0", open_delay=3.0) as sv:
+        out = flashrom(sv.address)
+        assert 'Found GigaDevice flash chip "GD25LQ16" (2048 kB, SPI)' in out
+
+
 @pytest.mark.slow
 def test_flashrom_through_the_usb_bridge(tmp_path: Path) -> None:
     """mock:navi31-usb (the real USB driver path; about 7x slower, so writes and erases stay in a 64 KiB

@@ -110,6 +110,22 @@ def test_protocol_against_the_emulated_board(tmp_path: Path) -> None:
     assert any("refused spi operation" in line for line in sv.audit.lines)
 
 
+def test_a_board_that_cannot_open_ends_the_session_at_its_first_spi_operation(tmp_path: Path) -> None:
+    """The handshake is answered while the board opens in the background; when the opening fails, the first
+    command that needs the board is answered NAK, the connection is closed and the audit log says why."""
+    bad = f"mock:navi31,flash={tmp_path / 'missing' / 'flash.bin'},timing=instant"
+    with served(bad, kind="serprog", listen="127.0.0.1:0") as sv:
+        host, port = sv.address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            assert _cmd(s, b"\x10", 2) == serprog.NAK + serprog.ACK  # SYNCNOP
+            assert _cmd(s, b"\x01", 3) == serprog.ACK + b"\x01\x00"
+            rdid = _cmd(s, b"\x13" + struct.pack("<I", 1)[:3] + struct.pack("<I", 3)[:3] + b"\x9f", 1)
+            assert rdid == serprog.NAK
+            assert s.recv(1) == b""
+    assert any("cannot open" in line for line in sv.audit.lines), sv.audit.lines
+    assert not any("device released" in line for line in sv.audit.lines)
+
+
 def test_pty_mode(tmp_path: Path) -> None:
     """`serve serprog` (the pty is the default): flashrom's dev=/dev/pts/N path speaks the same protocol (a Python
     client here), on a pty only this uid may open."""
@@ -389,7 +405,7 @@ def test_fuzzed_command_streams_never_crash_the_session() -> None:
         ch = _Bytes(b"".join(cmds))
         server = serprog.SerprogServer(None, Audit(_Sink()))  # type: ignore[arg-type]
         try:
-            reason = server.session(ch, "fuzz", sw, Counter())  # type: ignore[arg-type]
+            reason = server.session(ch, "fuzz", _Ready(sw), Counter())  # type: ignore[arg-type]
             assert reason == "oversized spi operation"
             stats["closed oversized"] += 1
         except Disconnected:
@@ -402,6 +418,16 @@ def test_fuzzed_command_streams_never_crash_the_session() -> None:
     stream()
     print(dict(stats))
     assert stats["cases"] >= 100
+
+
+class _Ready:
+    """A device that is already open (what the session waits for)."""
+
+    def __init__(self, sw: object) -> None:
+        self.sw = sw
+
+    def get(self) -> object:
+        return self.sw
 
 
 class _Sink:

@@ -113,7 +113,8 @@ def spi_op(sw: RomSw, write: bytes, rlen: int) -> bytes:
 
 
 class SerprogServer:
-    """Speaks serprog on each channel handed to :meth:`handle`; opens the device per connection."""
+    """Speaks serprog on each channel handed to :meth:`handle`; opens the device per connection, in the background
+    while the handshake is answered."""
 
     def __init__(self, spec: DeviceSpec, audit: Audit, *, idle_timeout: float = IDLE_TIMEOUT,
                  opener: Callable[[DeviceSpec], Opened] = open_device) -> None:
@@ -136,28 +137,22 @@ class SerprogServer:
             self._session.release()
 
     def _handle(self, ch: Channel, name: str) -> None:
-        try:
-            opened = self.opener(self.spec)
-        except TinyhwError as e:
-            self.audit(name, f"cannot open {self.spec}: {e.message}")
-            return
+        device = _Opening(self, name)
         counts: Counter[str] = Counter()
         reason = "closed"
         try:
-            asic, ident, _ = require_flash(opened.transport)
-            with RomSw(opened.transport, asic) as sw:
-                self.audit(name, f"opened {self.spec} ({ident.location}); rom_sw engine set up")
-                reason = self.session(ch, name, sw, counts)
+            reason = self.session(ch, name, device, counts)
         except Exception as e:  # a bug must end this connection, never the server
             reason = end_reason(e)
         finally:
-            opened.close()
-            self.audit(name, f"device released ({reason}); operations {dict(counts)}")
+            device.release(reason, counts)
 
-    def session(self, ch: Channel, name: str, sw: RomSw, counts: Counter[str]) -> str:
-        """Answer serprog commands from ``ch`` through the ROM_SW engine ``sw`` until the peer goes (the channel raises)
-        or asks for an oversized SPI operation; counts each kind of operation in ``counts``; returns why it ended."""
-        state = Session(self, ch, name, sw, counts)
+    def session(self, ch: Channel, name: str, device: _Opening, counts: Counter[str]) -> str:
+        """Answer serprog commands from ``ch`` until the peer goes (the channel raises), asks for an oversized SPI
+        operation or the device cannot be opened; counts each kind of operation in ``counts``; returns why it
+        ended. The device (``device``, opening in the background) is waited for only by the commands that use it,
+        so flashrom's handshake is answered at once however long the board takes to open."""
+        state = Session(self, ch, name, device, counts)
         while True:
             cmd = ch.recv_exact(1, self.idle_timeout)[0]
             handler = COMMANDS.get(cmd)
@@ -168,6 +163,67 @@ class SerprogServer:
                 return end
 
 
+class _OpenFailed(Exception):
+    """The device of a connection could not be opened (the audit log has why); ends that connection."""
+
+
+class _Opening:
+    """One connection's device, opened in a thread while the session answers what needs no device.
+
+    flashrom synchronises by sending SYNCNOPs and dropping whatever answers come after one second; a server that
+    opened the board before answering them (a boot of the emulated board on a loaded machine takes longer) left late
+    NAK/ACK pairs in the stream, which flashrom then read as the answer to its next query.
+    """
+
+    def __init__(self, server: SerprogServer, name: str) -> None:
+        self.server, self.name = server, name
+        self.opened: Opened | None = None
+        self.sw: RomSw | None = None
+        self.error: str | None = None
+        self.thread = threading.Thread(target=self._open, name=f"serprog-open {name}", daemon=True)
+        self.thread.start()
+
+    def _open(self) -> None:
+        server = self.server
+        try:
+            self.opened = server.opener(server.spec)
+        except TinyhwError as e:
+            self.error = f"cannot open {server.spec}: {e.message}"
+            server.audit(self.name, self.error)
+            return
+        except Exception as e:  # a bug in the opener ends this connection only
+            self.error = f"cannot open {server.spec}: {end_reason(e)}"
+            server.audit(self.name, self.error)
+            return
+        try:
+            asic, ident, _ = require_flash(self.opened.transport)
+            sw = RomSw(self.opened.transport, asic)
+            sw.__enter__()
+            self.sw = sw
+            server.audit(self.name, f"opened {server.spec} ({ident.location}); rom_sw engine set up")
+        except Exception as e:
+            self.error = f"cannot set up the flash engine on {server.spec}: {end_reason(e)}"
+            server.audit(self.name, self.error)
+
+    def get(self) -> RomSw:
+        """The open device's engine; waits up to the idle time-out for the opening; raises :class:`_OpenFailed`."""
+        self.thread.join(self.server.idle_timeout)
+        if self.sw is None:
+            raise _OpenFailed(self.error or f"{self.server.spec} did not open within {self.server.idle_timeout:g} s")
+        return self.sw
+
+    def release(self, reason: str, counts: Counter[str]) -> None:
+        """Wait for the opening to end, then let the engine and the device go and audit it (if it was opened)."""
+        self.thread.join()
+        try:
+            if self.sw is not None:
+                self.sw.__exit__(None, None, None)
+        finally:
+            if self.opened is not None:
+                self.opened.close()
+                self.server.audit(self.name, f"device released ({reason}); operations {dict(counts)}")
+
+
 class Session:
     """One connection's serprog state: the delays queued and used, and a handler per command (:data:`COMMANDS`).
 
@@ -175,11 +231,11 @@ class Session:
     or why the session ends.
     """
 
-    def __init__(self, server: SerprogServer, ch: Channel, name: str, sw: RomSw, counts: Counter[str]) -> None:
+    def __init__(self, server: SerprogServer, ch: Channel, name: str, device: _Opening, counts: Counter[str]) -> None:
         self.server = server
         self.ch = ch
         self.name = name
-        self.sw = sw
+        self.device = device
         self.counts = counts
         self.delay_us = 0  # queued since O_INIT / the last O_EXEC
         self.total_us = 0  # this session's, executed or queued
@@ -241,7 +297,12 @@ class Session:
     @COMMANDS.handles(O_EXEC)
     def execute(self) -> str | None:
         """O_EXEC: wait out the queued delays on the device's clock (virtual on an emulated board)."""
-        self.sw.clock.sleep(self.delay_us * 1e-6)
+        try:
+            sw = self.device.get()
+        except _OpenFailed as e:
+            self.ch.sendall(NAK)
+            return str(e)
+        sw.clock.sleep(self.delay_us * 1e-6)
         self.delay_us = 0
         self.ch.sendall(ACK)
         return None
@@ -262,7 +323,12 @@ class Session:
         if write and write[0] in ERASES:
             self.server.audit(name, f"{ERASES[write[0]]} ({write[:4].hex()})")
         try:
-            data = spi_op(self.sw, write, rlen)
+            sw = self.device.get()
+        except _OpenFailed as e:
+            ch.sendall(NAK)
+            return str(e)
+        try:
+            data = spi_op(sw, write, rlen)
         except SpiOpRefused as e:
             counts["refused"] += 1
             self.server.audit(name, f"nak: {e}")
