@@ -66,12 +66,12 @@ def _sop2_ops() -> dict[str, Callable[[Wave, int, int], int]]:
     def cselect(w: Wave, a: int, b: int) -> int:
         return a if w.scc else b
 
-    def minmax(f: Callable[[int, int], int], signed: bool) -> Callable[[Wave, int, int], int]:
+    def minmax(first: Callable[[int, int], bool], signed: bool) -> Callable[[Wave, int, int], int]:
+        # the guide: SCC = S0 < S1 (min) or S0 >= S1 (max), D = SCC ? S0 : S1 (equal inputs: min clears SCC)
         def op(w: Wave, a: int, b: int) -> int:
             x, y = (_i32(a), _i32(b)) if signed else (a, b)
-            r = f(x, y)
-            w.scc = int(r == x)
-            return r
+            w.scc = int(first(x, y))
+            return x if w.scc else y
         return op
 
     return {
@@ -86,11 +86,13 @@ def _sop2_ops() -> dict[str, Callable[[Wave, int, int], int]]:
         "s_mul_i32": mul_i32, "s_cselect_b32": cselect,
         # bit-field extract: offset S1[4:0], width S1[22:16]; SCC = result != 0
         "s_bfe_u32": logic(lambda a, b: (a >> (b & 31)) & ((1 << (b >> 16 & 0x7F)) - 1)),
-        "s_bfe_i32": logic(lambda a, b: _sext((a >> (b & 31)) & ((1 << (b >> 16 & 0x7F)) - 1), b >> 16 & 0x7F)),
+        # signed: the guide shifts S0.i32 (arithmetic: bits past 31 are sign bits); a width over 32 acts as 32
+        "s_bfe_i32": logic(lambda a, b: _sext((_i32(a) >> (b & 31)) & ((1 << min(b >> 16 & 0x7F, 32)) - 1),
+                                              b >> 16 & 0x7F)),
         # high half of the 64-bit product (SCC unchanged)
         "s_mul_hi_u32": lambda w, a, b: (a * b) >> 32, "s_mul_hi_i32": lambda w, a, b: (_i32(a) * _i32(b)) >> 32,
-        "s_min_u32": minmax(min, False), "s_max_u32": minmax(max, False),
-        "s_min_i32": minmax(min, True), "s_max_i32": minmax(max, True),
+        "s_min_u32": minmax(int.__lt__, False), "s_max_u32": minmax(int.__ge__, False),
+        "s_min_i32": minmax(int.__lt__, True), "s_max_i32": minmax(int.__ge__, True),
     }
 
 
@@ -130,10 +132,10 @@ def _sop2_more() -> dict[str, Callable[[Wave, int, int], int]]:
 
 
 def _bfe64(a: int, b: int, signed: bool) -> int:
-    off, width = b & 63, b >> 16 & 0x7F
-    r = (a >> off) & ((1 << width) - 1) if width else 0
-    if signed and width and r >> (min(width, 64) - 1) & 1:
-        r -= 1 << min(width, 64)
+    off, width = b & 63, min(b >> 16 & 0x7F, 64)     # a width over 64 acts as 64
+    r = ((_i64(a) if signed else a) >> off) & ((1 << width) - 1) if width else 0   # signed: S0.i64 >> (arithmetic)
+    if signed and width and r >> (width - 1) & 1:
+        r -= 1 << width
     return r & M64
 
 
