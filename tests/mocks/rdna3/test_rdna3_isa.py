@@ -680,10 +680,8 @@ def test_packed_integer_math_and_clamp() -> None:
     run(_vop3p("v_pk_mul_lo_u16", 3, v(1), v(2), opsel=0b01, opsel_hi=0b10), w)   # lo: a.hi*b.lo, hi: a.lo*b.hi
     assert _vals(w, 3, 2) == [(0xFFFF * 0xFFFF & 0xFFFF) | (1 * 2) << 16,
                               (0x8000 * 2 & 0xFFFF) | (0x7FFF * 3 & 0xFFFF) << 16]
-    from tinyhw.mocks.rdna3 import Unimplemented
-
-    with pytest.raises(Unimplemented, match="packed operand"):
-        run(_vop3p("v_pk_add_u16", 3, 128 + 1, v(2)), w)
+    run(_vop3p("v_pk_add_u16", 3, 128 + 1, v(2)), w)      # inline 1: the 32-bit value 1 (high half 0)
+    assert _vals(w, 3, 2) == [0x0002_0000, 0x0003_0003]
 
 
 def test_frexp_mant_and_exp() -> None:

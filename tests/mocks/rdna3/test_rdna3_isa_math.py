@@ -892,3 +892,31 @@ def test_swaprel_and_mqsad_u32() -> None:
             win = a[lane] >> 8 * i & 0xFFFFFFFF
             want = (c[i][lane] + sum(abs(p - q) for p, q in zip(_bytes(win), _bytes(b[lane]), strict=True) if q))
             assert int(w.v[10 + i, lane]) == want & 0xFFFFFFFF, (i, lane)
+
+
+# ---- packed operations with constant operands ------------------------------------------------------------------------
+
+PACKED_CONSTS = [  # (instruction, S0 lanes, expected lanes): inline integers are sign-extended 32-bit values; inline
+    # floats are f16 bits (high half 0) for the f16 operations and f32 bits for the integer ones (LLVM
+    # AMDGPUBaseInfo.cpp getInlineEncodingV216 records this as the hardware's behaviour); a literal is its 32 bits
+    ("v_pk_add_u16 v4, v1, 1", [0x0005_0007], [0x0005_0008]),
+    ("v_pk_add_u16 v4, v1, -1", [0x0005_0007], [0x0004_0006]),
+    ("v_pk_add_u16 v4, v1, 1.0", [0x0005_0007], [0x3F85_0007]),          # f32 1.0 = 0x3F800000
+    ("v_pk_add_u16 v4, v1, 0x12345678", [0x0001_0001], [0x1235_5679]),
+    ("v_pk_add_u16 v4, v1, 1 op_sel_hi:[1,0]", [0x0005_0007], [0x0006_0008]),   # the low half in both
+    ("v_pk_add_f16 v4, v1, 1.0", [0x4000_4000], [0x4000_4200]),         # 2+1 low, 2+0 high
+    ("v_pk_mul_f16 v4, v1, 0.5 op_sel_hi:[1,0]", [0x4400_4000], [0x4000_3C00]),   # 0.5 in both halves
+    ("v_pk_fma_f16 v4, v1, v1, -1.0 op_sel_hi:[1,1,0]", [0x4000_3C00], [0x4200_0000]),  # x*x - 1
+    ("v_dot2_f32_f16 v4, v1, 1.0, 0", [0x4000_3C00], [0x3F80_0000]),    # 1*1 + 2*0
+    ("v_dot2_f32_bf16 v4, v1, 1.0, 0", [0x4000_3F80], [0x3F80_0000]),   # bf16 1.0 in the low half
+    ("v_dot4_u32_u8 v4, v1, 1, 0", [0x0403_0201], [0x0000_0001]),       # only byte 0 of 0x00000001 is 1
+    ("v_dot4_u32_u8 v4, v1, -1, 0", [0x0403_0201], [10 * 255]),
+]
+
+
+@pytest.mark.parametrize(("text", "a", "want"), PACKED_CONSTS)
+def test_packed_operations_read_constants_as_the_hardware_does(text: str, a: list[int], want: list[int]) -> None:
+    w = wave()
+    w.v[1, :len(a)] = a
+    go(w, text)
+    assert [int(x) for x in w.v[4, :len(want)]] == want, text

@@ -221,6 +221,27 @@ def v_get(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Get
     return bcast
 
 
+# The inline float constants (240..248: 0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0, 1/(2 pi)) as a packed operand
+# supplies them: f16 (or bf16) bits in the low half and 0 in the high half for the 16-bit float operations, the f32 bits
+# for the packed integer ones; integer constants are always the sign-extended 32-bit value. This is the hardware
+# behaviour LLVM's AMDGPU backend records (AMDGPUBaseInfo.cpp, getInlineEncodingV216: "the Instruction Set
+# Architecture Reference Guide is misleading about how the inline operands work for (packed) 16-bit instructions").
+PACKED_FLOAT_CONSTS = {
+    "f16": (0x3800, 0xB800, 0x3C00, 0xBC00, 0x4000, 0xC000, 0x4400, 0xC400, 0x3118),
+    "bf16": (0x3F00, 0xBF00, 0x3F80, 0xBF80, 0x4000, 0xC000, 0x4080, 0xC080, 0x3E22),
+}
+
+
+def v_get_packed(src: int, literal: int | None, bad: Callable[[str], Exception], kind: str) -> Getter:
+    """A source of a packed 16-bit operation (``kind`` "f16", "bf16" or "int") as a (32,) uint32 array: registers,
+    the 32-bit literal and integer constants as :func:`v_get`; the inline float constants as
+    :data:`PACKED_FLOAT_CONSTS` says."""
+    if 240 <= src <= 248 and kind in PACKED_FLOAT_CONSTS:
+        arr = np.full(32, PACKED_FLOAT_CONSTS[kind][src - 240], dtype=np.uint32)
+        return lambda w: arr
+    return v_get(src, literal, bad)
+
+
 def v_get64(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Getter:
     """A 64-bit vector source as a (32,) uint64 array."""
     if src >= 256:

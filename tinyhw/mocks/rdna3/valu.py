@@ -29,6 +29,7 @@ from tinyhw.mocks.rdna3.state import (
     s_get,
     v_get,
     v_get64,
+    v_get_packed,
     v_put,
     v_put64,
 )
@@ -1054,8 +1055,8 @@ _PK = {"v_pk_add_f16": "v_add_f16", "v_pk_mul_f16": "v_mul_f16", "v_pk_fma_f16":
 def compile_vop3p(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     """Compile a packed 16-bit VOP3P operation: each half of the result is the 16-bit operation on the source halves
     OP_SEL (low result) and OP_SEL_HI (high result) pick, NEG_LO / NEG_HI negating float sources of that half;
-    CLAMP clamps float halves to [0, 1] and saturates the integer adds. Sources must be VGPRs or SGPRs (the
-    packed reading of inline constants and literals is not modelled)."""
+    CLAMP clamps float halves to [0, 1] and saturates the integer adds. Constants and the literal are read as
+    :func:`~tinyhw.mocks.rdna3.state.v_get_packed` says."""
     f, m = inst.fields, inst.mnemonic
     if m not in _PK:
         return wmma.compile_vop3p_extra(inst, bad)
@@ -1073,12 +1074,7 @@ def compile_vop3p(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         raise bad("clamp on this packed integer operation")
     if f["clamp"] and not isf:
         fn = _SAT[base]
-    srcs = []
-    for i in range(n):
-        s = f[f"src{i}"]
-        if not (s >= 256 or s <= 105 or s in (VCC, VCC + 1, EXEC, EXEC + 1, 125)):
-            raise bad("packed operand that is not a register (inline constant or literal)")
-        srcs.append(v_get(s, f.get("literal"), bad))
+    srcs = [v_get_packed(f[f"src{i}"], f.get("literal"), bad, "f16" if isf else "int") for i in range(n)]
     d = f["vdst"]
 
     def half(w: Wave, vals: list[np.ndarray], sel: int, neg: int) -> list[np.ndarray]:

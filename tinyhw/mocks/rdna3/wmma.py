@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from tinyhw.mocks.rdna3 import fp
-from tinyhw.mocks.rdna3.state import EXEC, M32, Wave, v_get, v_put
+from tinyhw.mocks.rdna3.state import EXEC, M32, Wave, v_get, v_get_packed, v_put
 
 __all__ = ["DOT2_ORDER", "WMMA_ROUNDING", "compile_dot2_vop3", "compile_vop2_packed", "compile_vop3p_extra", "dot2acc",
            "round_scaled"]
@@ -125,11 +125,10 @@ def _vop3p_fields(f: dict[str, int]) -> tuple[int, int, int, int]:
     return f["opsel"] & 7, (f["omod"] & 3) | (f["opsel"] >> 3 & 1) << 2, f["neg"], f["abs"]
 
 
-def _reg_src(f: dict[str, int], i: int, bad: Callable[[str], Exception]) -> Callable[[Wave], np.ndarray]:
-    s = f[f"src{i}"]
-    if not (s >= 256 or s <= 105 or s in (106, 107, 125, 126, 127)):
-        raise bad("packed operand that is not a register (inline constant or literal)")
-    return v_get(s, f.get("literal"), bad)
+def _reg_src(f: dict[str, int], i: int, bad: Callable[[str], Exception],
+             kind: str) -> Callable[[Wave], np.ndarray]:
+    """Packed source ``i`` of a dot product (``kind`` "f16", "bf16" or "int": how an inline float constant reads)."""
+    return v_get_packed(f[f"src{i}"], f.get("literal"), bad, kind)
 
 
 def _clamp01(x: np.ndarray) -> np.ndarray:
@@ -166,7 +165,8 @@ def _compile_dot2(inst: Any, bf: bool, out: str, bad: Callable[[str], Exception]
     CLAMP to [0, 1]."""
     f = inst.fields
     sel, sel_hi, neg_lo, neg_hi = _vop3p_fields(f)
-    a, b = _reg_src(f, 0, bad), _reg_src(f, 1, bad)
+    kind = "bf16" if bf else "f16"
+    a, b = _reg_src(f, 0, bad, kind), _reg_src(f, 1, bad, kind)
     c = v_get(f["src2"], f.get("literal"), bad)
     d, clamp = f["vdst"], bool(f["clamp"])
 
@@ -199,7 +199,8 @@ def compile_dot2_vop3(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     bf = "bf16" in inst.mnemonic
     if f["clamp"] or f["omod"] or f["abs"] or f["neg"] & 3 or f["opsel"] & 3:
         raise bad("modifiers on the packed sources of v_dot2 (VOP3)")
-    a, b = _reg_src(f, 0, bad), _reg_src(f, 1, bad)
+    kind = "bf16" if bf else "f16"
+    a, b = _reg_src(f, 0, bad, kind), _reg_src(f, 1, bad, kind)
     c = v_get(f["src2"], f.get("literal"), bad)
     d, c_hi, d_hi, neg_c = f["vdst"], f["opsel"] >> 2 & 1, f["opsel"] >> 3 & 1, f["neg"] >> 2 & 1
 
@@ -228,7 +229,7 @@ def _compile_dot_int(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         raise bad("neg_lo on an unsigned dot product")
     sa, sb = bool(neg_lo & 1), bool(neg_lo >> 1 & 1)
     signed_out = m.startswith(("v_dot4_i32", "v_dot8_i32"))
-    a, b = _reg_src(f, 0, bad), _reg_src(f, 1, bad)
+    a, b = _reg_src(f, 0, bad, "int"), _reg_src(f, 1, bad, "int")
     c = v_get(f["src2"], f.get("literal"), bad)
     d, clamp = f["vdst"], bool(f["clamp"])
     n, mask = 32 // bits, (1 << bits) - 1
@@ -309,10 +310,7 @@ def compile_vop2_packed(inst: Any, name: str, bad: Callable[[str], Exception]) -
     f = inst.fields
     if inst.encoding == "VOP3":
         raise bad(f"the VOP3 form of {name}")
-    s0 = f["src0"]
-    if not (s0 >= 256 or s0 <= 105 or s0 in (106, 107, 125, 126, 127)):
-        raise bad("packed operand that is not a register (inline constant or literal)")
-    a, b = v_get(s0, f.get("literal"), bad), v_get(f["src1"], None, bad)
+    a, b = v_get_packed(f["src0"], f.get("literal"), bad, "f16"), v_get(f["src1"], None, bad)
     d = f["vdst"]
     if name == "v_dot2acc_f32_f16":
         return lambda w: v_put(w, d, dot2acc(a(w), b(w), w.v[d]))
