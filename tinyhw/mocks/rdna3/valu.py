@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyhw.mocks.rdna3 import fp, vmath, wmma
+from tinyhw.mocks.rdna3 import fp, rounding, vmath, wmma
 from tinyhw.mocks.rdna3.fp import fma32
 from tinyhw.mocks.rdna3.state import (
     EXEC,
@@ -623,23 +623,30 @@ def _mode_bits(kinds: str, ieee: bool) -> tuple[int, int]:
     return mask, want
 
 
-def _moded(kinds: str, dk: str, fn: Callable[..., np.ndarray], bad: Callable[[str], Exception]
-           ) -> Callable[[Wave, tuple[np.ndarray, ...]], np.ndarray]:
-    """The operation under a MODE other than the plain one: round modes other than nearest-even stop the
-    dispatch (not modelled); denormal inputs/outputs are flushed per FP_DENORM; IEEE mode is passed on."""
+def _moded(kinds: str, dk: str, fn: Callable[..., np.ndarray], bad: Callable[[str], Exception],
+           name: str | None = None) -> Callable[[Wave, tuple[np.ndarray, ...]], np.ndarray]:
+    """The operation ``name`` under a MODE other than the plain one: denormal inputs/outputs are flushed per
+    FP_DENORM; IEEE mode is passed on; a round mode other than nearest even rounds the result as
+    :mod:`tinyhw.mocks.rdna3.rounding` says (operations it does not list stop the dispatch, not modelled)."""
     ieee_aware = getattr(fn, "ieee_aware", False)
+    floats = set(kinds + dk) & set("fhd")
+    exact = name in rounding.ROUND_FREE
+    rounds = name in rounding.DIRECTED and dk in "fhd"
 
     def slow(w: Wave, args: tuple[np.ndarray, ...]) -> np.ndarray:
         m = w.mode
-        for k in set(kinds + dk) & set("fhd"):
-            rnd, den = (m & 3, m >> 4 & 3) if k == "f" else (m >> 2 & 3, m >> 6 & 3)
-            if rnd:
-                raise bad(f"MODE round mode {rnd} (only round-to-nearest-even is modelled)")
+        rnd = rounding.mode_of(m, dk) if dk in "fhd" else 0
+        if not exact and not rounds and any(rounding.mode_of(m, k) for k in floats):
+            raise bad(f"MODE round mode {m & 0xF:#x} on {name or 'this operation'} (only round-to-nearest-even "
+                      "is modelled for it)")
         a = list(args)
         for i, k in enumerate(kinds):
             if k in "fhd" and not (m >> (4 if k == "f" else 6) & 1):
                 a[i] = fp.flush_bits(a[i])
         r = fn(*a, ieee=bool(m & MODE_IEEE)) if ieee_aware else fn(*a)
+        if rnd and rounds:
+            assert name is not None
+            r = rounding.directed(name, kinds, dk, tuple(a), r, rnd)
         if dk in "fhd" and not (m >> (5 if dk == "f" else 7) & 1):
             r = fp.flush_bits(r)
         return r
@@ -704,7 +711,7 @@ def _compile_typed(inst: Any, name: str, srcs: _Srcs, bad: Callable[[str], Excep
         post = _post(inst, name, dk, bad)
     gs = getters or [srcs.typed(i, k) for i, k in enumerate(kinds)]
     mask, want = _mode_bits(kinds + dk, getattr(fn, "ieee_aware", False))
-    slow = _moded(kinds, dk, fn, bad)
+    slow = _moded(kinds, dk, fn, bad, name)
     if dk in "wf" and post is None and mask:
         return _run32(fn, gs, f.get("vdst", 0), mask, want, slow)
     put = _putter(inst, dk)
@@ -1008,17 +1015,18 @@ def _dual_half(m: str, d: int, src0: int, vsrc1: int, lit: int | None,
         gs = [a, b]
         gs.insert(pos, g)
         fn: Callable[..., np.ndarray] = fma
-        kinds = "fff"
+        kinds, op = "fff", "v_fma_f32"
     elif m in _DUAL2:
         gs = [a, b]
-        _arity, isf, fn = OPS[_DUAL2[m]]
+        op = _DUAL2[m]
+        _arity, isf, fn = OPS[op]
         if not isf:
             return lambda w: fn(a(w), b(w))
         kinds = "ff"
     else:
         raise bad(f"VOPD half {m} not modelled")
     mask, want = _mode_bits(kinds, getattr(fn, "ieee_aware", False))
-    slow = _moded(kinds, "f", fn, bad)
+    slow = _moded(kinds, "f", fn, bad, op)
     if len(gs) == 2:
         x, y = gs
         return lambda w: fn(x(w), y(w)) if w.mode & mask == want else slow(w, (x(w), y(w)))
@@ -1087,7 +1095,7 @@ def compile_vop3p(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         return out
 
     mask, want = _mode_bits("h", getattr(fn, "ieee_aware", False))
-    slow = _moded("h" * n, "h" if isf else "s", fn, bad)
+    slow = _moded("h" * n, "h" if isf else "s", fn, bad, base)
     clamp = bool(f["clamp"]) and isf
 
     def one(w: Wave, args: list[np.ndarray]) -> np.ndarray:
