@@ -240,12 +240,12 @@ def test_denorm_mode_from_rsrc1_s_denorm_mode_and_setreg() -> None:
     assert w.mode == 0x3E0
 
 
-def test_round_mode_other_than_nearest_even_is_refused() -> None:
+def test_round_mode_on_an_operation_it_is_not_modelled_for_is_refused() -> None:
     from tinyhw.mocks.rdna3 import Unimplemented
 
-    w = wave(MODE_DEFAULT | 1)
+    w = wave(MODE_DEFAULT | 1)                     # f32 toward +infinity (test_rdna3_isa_rounding.py: what rounds)
     with pytest.raises(Unimplemented, match="round mode"):
-        run(vop2("v_add_f32_e32", 3, v(1), 2), w)
+        run(vop1("v_exp_f32_e32", 3, v(1)), w)
 
 
 # ---- lanes --------------------------------------------------------------------------------------------------------
