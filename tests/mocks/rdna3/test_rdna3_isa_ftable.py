@@ -331,3 +331,72 @@ def test_float_to_float_converts(name: str) -> None:
         else:
             want = round_float(exact(x, src), dst)
         assert _quiet_nan_or(want, g, dst), (name, hex(x), hex(g), want and hex(want))
+
+
+# ---- VOP3 input modifiers: ABS then NEG on each float source ---------------------------------------------------------
+
+def _maxnum(a: int, b: int, fmt: str) -> int:
+    """IEEE maxNum of two non-NaN values with -0 < +0."""
+    x, y = exact(a, fmt) if not _is_inf(a, fmt) else _inf_value(a, fmt), \
+        exact(b, fmt) if not _is_inf(b, fmt) else _inf_value(b, fmt)
+    if x == y:
+        return a if _sign(a, fmt) < _sign(b, fmt) else b
+    return a if x > y else b
+
+
+def _minnum(a: int, b: int, fmt: str) -> int:
+    x, y = exact(a, fmt) if not _is_inf(a, fmt) else _inf_value(a, fmt), \
+        exact(b, fmt) if not _is_inf(b, fmt) else _inf_value(b, fmt)
+    if x == y:
+        return a if _sign(a, fmt) > _sign(b, fmt) else b
+    return a if x < y else b
+
+
+def _inf_value(x: int, fmt: str) -> Fraction:
+    big = Fraction(2) ** 2000
+    return -big if _sign(x, fmt) else big
+
+
+def _fma(a: int, b: int, c: int, fmt: str) -> int | None:
+    p = mul(a, b, fmt) if _is_inf(a, fmt) or _is_inf(b, fmt) or exact(a, fmt) * exact(b, fmt) == 0 else None
+    if p is None:                                  # a finite non-zero product: one rounding of a * b + c
+        if _is_inf(c, fmt):
+            return c
+        x = exact(a, fmt) * exact(b, fmt) + exact(c, fmt)
+        return _zero(0, fmt) if x == 0 else round_float(x, fmt)
+    return add(p, c, fmt)
+
+
+MODS: dict[str, tuple[int, Callable[..., int | None]]] = {
+    "add": (2, add), "mul": (2, mul), "fma": (3, _fma),
+    "max": (2, _maxnum), "min": (2, _minnum),
+    "max3": (3, lambda a, b, c, f: _maxnum(_maxnum(a, b, f), c, f)),
+    "min3": (3, lambda a, b, c, f: _minnum(_minnum(a, b, f), c, f)),
+}
+
+
+@pytest.mark.parametrize("fmt", ["f16", "f32"])
+@pytest.mark.parametrize("op", sorted(MODS))
+def test_vop3_abs_and_neg_on_each_source(op: str, fmt: str) -> None:
+    n, ref = MODS[op]
+    seed = zlib.crc32(f"mods{op}{fmt}".encode())
+    srcs = [[x for x in _inputs(fmt, seed + k, 64) if not _is_nan(x, fmt)][:32] for k in range(n)]
+    sign = 1 << (_bits(fmt) - 1)
+    name = f"v_{op}_{fmt}" + ("_e64" if n == 2 else "")
+    for abs_, neg in ((0b001, 0), (0, 0b010), (0b011, 0b001), (0b111, 0b111), (0b100, 0b110)):
+        w = wave()
+        for k in range(n):
+            w.v[1 + k] = srcs[k]
+        run(vop3(name, 5, *[v(1 + k) for k in range(n)], abs_=abs_, neg=neg), w)
+        for i in range(32):
+            args = []
+            for k in range(n):
+                x = srcs[k][i]
+                if abs_ >> k & 1:
+                    x &= sign - 1
+                if neg >> k & 1:
+                    x ^= sign
+                args.append(x)
+            want = ref(*args, fmt)
+            got = int(w.v[5, i]) & ((1 << _bits(fmt)) - 1)
+            assert _quiet_nan_or(want, got, fmt), (op, fmt, abs_, neg, [hex(a) for a in args], hex(got))
