@@ -168,8 +168,8 @@ def _classify(w0: int, w1: int, fam: str) -> tuple[str, int, int]:
     if fam == "gfx11":
         table11 = {0b110111: "FLAT", 0b111000: "MUBUF", 0b111010: "MTBUF", 0b111100: "MIMG"}
         enc = table11.get(top6, "unknown")
-        if enc == "MIMG":
-            return enc, (w0 >> 18) & 0xFF, 8 + 4 * ((w0 >> 1) & 0x3)
+        if enc == "MIMG":     # NSA (bit 0): one more dword of address VGPRs (gfx11 has at most five addresses)
+            return enc, (w0 >> 18) & 0xFF, 8 + 4 * (w0 & 1)
         if enc == "MTBUF":
             return enc, (w0 >> 15) & 0xF, 8
         return enc, (w0 >> 18) & 0x7F, 8 if enc != "unknown" else 4
@@ -356,6 +356,13 @@ def _fields11(enc: str, w: tuple[int, ...]) -> dict[str, int]:
                 "format": w0 >> 19 & 0x7F, "lds": 0, "vaddr": w1 & 0xFF, "vdata": w1 >> 8 & 0xFF,
                 "srsrc": (w1 >> 16 & 0x1F) * 4, "tfe": w1 >> 21 & 1, "offen": w1 >> 22 & 1, "idxen": w1 >> 23 & 1,
                 "soffset": w1 >> 24 & 0xFF}
+    if enc == "MIMG":      # RDNA3 ISA "MIMG" microcode format (bit positions checked against llvm-mc-19's encodings)
+        w2 = w[2] if len(w) > 2 else 0
+        return {"nsa": w0 & 1, "dim": w0 >> 2 & 7, "unorm": w0 >> 7 & 1, "dmask": w0 >> 8 & 0xF, "slc": w0 >> 12 & 1,
+                "dlc": w0 >> 13 & 1, "glc": w0 >> 14 & 1, "r128": w0 >> 15 & 1, "a16": w0 >> 16 & 1,
+                "d16": w0 >> 17 & 1, "vaddr": w1 & 0xFF, "vdata": w1 >> 8 & 0xFF, "srsrc": (w1 >> 16 & 0x1F) * 4,
+                "tfe": w1 >> 21 & 1, "lwe": w1 >> 22 & 1, "ssamp": (w1 >> 26 & 0x1F) * 4,
+                **{f"addr{i}": w2 >> (8 * i - 8) & 0xFF for i in range(1, 5)}}
     if enc == "FLAT":
         return {"offset": _sext(w0 & 0x1FFF, 13), "dlc": w0 >> 13 & 1, "glc": w0 >> 14 & 1, "slc": w0 >> 15 & 1,
                 "seg": w0 >> 16 & 3, "vdst": w1 >> 24 & 0xFF, "saddr": w1 >> 16 & 0x7F, "data": w1 >> 8 & 0xFF,
@@ -537,7 +544,7 @@ def _decode11(text: bytes, offset: int, enc: str, op: int, size: int) -> Inst:
         form = _DPP_SRC[f["src0"]]
         _dpp_fields(f, w[base], form, f["src0"], enc == "VOP3")
         key = (f"{enc}_DPP{form}", op)
-    elif n > base:
+    elif n > base and enc != "MIMG":
         lit = w[base]
         f["literal"] = lit
     simm = _sext(f["simm16"], 16) if enc == "SOPP" else 0
