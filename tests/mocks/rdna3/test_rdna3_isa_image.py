@@ -521,3 +521,33 @@ def test_refusals() -> None:
         go(w, "image_load v[0:4], v[4:5], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D tfe lwe")
     with pytest.raises(Unimplemented, match="the MIMG encoding"):
         go(w, "image_sample v[0:3], v[4:5], s[0:7], s[12:15] dmask:0xf dim:SQ_RSRC_IMG_2D")
+
+
+TEXTS = [
+    "image_load v[0:3], v[4:5], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D",
+    "image_load v[0:2], [v4, v5], s[8:15] dmask:0xf dim:SQ_RSRC_IMG_2D_ARRAY a16 tfe d16",
+    "image_load v0, [v4, v6, v9, v11], s[0:7] dmask:0x4 dim:SQ_RSRC_IMG_2D_MSAA_ARRAY unorm glc slc dlc",
+    "image_load_mip v[0:1], v[4:7], s[0:7] dmask:0x9 dim:SQ_RSRC_IMG_CUBE",
+    "image_load_pck_sgn v[0:3], v[4:6], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_3D",
+    "image_load_mip_pck v1, v[4:5], s[0:7] dmask:0x2 dim:SQ_RSRC_IMG_1D_ARRAY a16",
+    "image_store v[1:2], v[4:5], s[96:103] dmask:0x3 dim:SQ_RSRC_IMG_2D",
+    "image_store_mip v[1:2], v[4:5], s[4:11] dmask:0xf dim:SQ_RSRC_IMG_1D d16",
+    "image_store_pck v1, v4, s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_1D glc",
+    "image_store_mip_pck v[10:12], [v4, v2, v1, v0], s[0:7] dmask:0x7 dim:SQ_RSRC_IMG_3D",
+    "image_atomic_cmpswap v[1:2], v[4:5], s[96:103] dmask:0x3 dim:SQ_RSRC_IMG_2D glc",
+    "image_atomic_add v[0:1], v4, s[0:7] dmask:0x3 dim:SQ_RSRC_IMG_1D",
+    "image_atomic_dec v0, v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D_ARRAY slc",
+    "image_get_resinfo v[0:3], v4, s[0:7] dmask:0xf dim:SQ_RSRC_IMG_1D",
+    "image_msaa_load v[0:3], v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D_MSAA",
+]
+
+
+def test_decoder_text_equals_llvm_mc() -> None:
+    out = subprocess.run(["llvm-mc-19", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"], input="\n".join(TEXTS),
+                         capture_output=True, text=True, check=True).stdout
+    lines = [ln for ln in out.splitlines() if "encoding:" in ln]
+    assert len(lines) == len(TEXTS)
+    for ln in lines:
+        text, enc = ln.split(";")
+        raw = bytes(int(x, 16) for x in re.search(r"\[([^\]]*)\]", enc).group(1).split(","))
+        assert decode_at(raw + bytes(16), 0, "gfx11").text == text.strip()
