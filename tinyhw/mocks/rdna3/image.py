@@ -54,8 +54,9 @@ choice). The ``_pck`` forms move the components' raw bits without conversion or 
 ``_sgn`` sign-extended, to 32 bits; stores take the low bits); a component the format lacks reads 0; D16 on them
 is refused (llvm-mc-19 does not encode it).
 
-TFE: the model has no partially resident textures, so every access succeeds and the extra VGPR after the data
-gets 0 (a choice not checked on hardware); LWE is refused.
+TFE: the extra VGPR after the data is written only when an access fails (LLVM's review D48826 of the TFE/LWE
+support: "if the error does not occur, the register is not written", which is why compilers zero it first); the
+model has no partially resident textures, so no access fails and the VGPR keeps its value. LWE is refused.
 
 Atomics (``image_atomic_*``): per lane in lane order on a texel of a 32-bit one-component format (DMASK 0x1;
 cmpswap 0x3: DATA = the new value, DATA + 1 the compare value) or of 32_32 UINT/SINT (64-bit: DMASK 0x3; cmpswap
@@ -480,9 +481,9 @@ def _sel_regs(t: Tsharp, regs: np.ndarray, one: int) -> np.ndarray:
     return out
 
 
-def _write_out(w: Wave, lanes: np.ndarray, vdata: int, comps: list[np.ndarray], d16: bool, tfe: bool) -> None:
-    """Write the returned components (uint32 per lane; D16 two 16-bit values per VGPR, an unused high half 0)
-    and, with TFE, a 0 status after them."""
+def _write_out(w: Wave, lanes: np.ndarray, vdata: int, comps: list[np.ndarray], d16: bool) -> None:
+    """Write the returned components (uint32 per lane; D16 two 16-bit values per VGPR, an unused high half 0);
+    a TFE status VGPR after them is left alone (no access fails)."""
     if d16:
         regs = [comps[i] | (comps[i + 1] << U32(16) if i + 1 < len(comps) else U32(0))
                 for i in range(0, len(comps), 2)]
@@ -490,8 +491,6 @@ def _write_out(w: Wave, lanes: np.ndarray, vdata: int, comps: list[np.ndarray], 
         regs = comps
     for i, r in enumerate(regs):
         w.v[vdata + i, lanes] = r
-    if tfe:
-        w.v[vdata + len(regs), lanes] = 0
 
 
 def _sel_bits(dmask: int) -> list[int]:
@@ -501,7 +500,7 @@ def _sel_bits(dmask: int) -> list[int]:
 def _load(inst: Any, pc: int, bad: Bad) -> Fn:
     f, mn = inst.fields, inst.mnemonic
     m = _prep(inst, bad)
-    pck, sgn, mip, d16, tfe = "_pck" in mn, mn.endswith("_sgn"), "_mip" in mn, bool(f["d16"]), bool(f["tfe"])
+    pck, sgn, mip, d16 = "_pck" in mn, mn.endswith("_sgn"), "_mip" in mn, bool(f["d16"])
     picks = _sel_bits(m.dmask)
     if not picks:
         raise bad("DMASK 0")
@@ -526,7 +525,7 @@ def _load(inst: Any, pc: int, bad: Bad) -> Fn:
         else:
             regs = _sel_regs(t, _to_regs(raw, fm, d16), _one_bits(fm, d16))
         regs[~ok] = 0
-        _write_out(w, lanes, m.vdata, [regs[:, c] for c in picks], d16, tfe)
+        _write_out(w, lanes, m.vdata, [regs[:, c] for c in picks], d16)
     return _guard(run, bad)
 
 
@@ -677,7 +676,7 @@ def _resinfo(inst: Any, pc: int, bad: Bad) -> Fn:
                          np.full_like(level, t.last_level - t.base_level + 1)], axis=1)
         vals[level > t.last_level, :3] = 0
         regs = vals.astype(U32)
-        _write_out(w, lanes, m.vdata, [regs[:, c] for c in picks], False, False)
+        _write_out(w, lanes, m.vdata, [regs[:, c] for c in picks], False)
     return _guard(run, bad)
 
 
