@@ -413,6 +413,20 @@ def test_image_store_number_formats(fmt: int, regs: list[int], want: bytes) -> N
     assert mem.read(BASE + (pitch + 1) * len(want), len(want)) == want
 
 
+@pytest.mark.parametrize("mode,want", [("even", (0x3C01, 0xBC02, 0x7C00, 0x3C00)),
+                                       ("zero", (0x3C00, 0xBC01, 0x7BFF, 0x3C00))])
+def test_16_float_store_rounding_is_configurable(mode: str, want: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinyhw.mocks.rdna3 import image
+
+    monkeypatch.setattr(image, "FLOAT_STORE_ROUNDING", mode)
+    w, mem = setup(tsharp(BASE, 57, 2, 1))                           # 16_16_16_16_FLOAT
+    w.s[EXEC_LO] = 1
+    w.v[8:10, 0] = [0, 0]
+    w.v[0:4, 0] = [f32(1 + 2.0 ** -11 + 2.0 ** -20), f32(-(1 + 3 * 2.0 ** -11)), f32(70000.0), f32(1.0)]
+    go(w, "image_store v[0:3], v[8:9], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D")
+    assert struct.unpack("<4H", mem.read(BASE, 8)) == want
+
+
 def test_store_mip_pck_d16_and_refusals() -> None:
     w, mem = setup(tsharp(BASE, 51, 8, 4, max_mip=2, last_level=2), 1 << 17)     # 16_16_16_16_UNORM
     pitches, offs, _ = layout(8, 4, 8, 3)

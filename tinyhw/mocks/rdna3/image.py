@@ -42,9 +42,11 @@ kinds the integer, floats widened; a missing Y or Z reads 0 and W one (1.0, or 1
 the T#'s DST_SEL. The result is the f32 (D16: f16) nearest the exact value, the integer for UINT/SINT (D16: its
 low 16 bits); D16 of a 32-bit format is refused.
 
-Stores convert the f32 (D16: f16) register values (D3D10+ conversion rules, which the guide follows): UNORM and
-SNORM saturate to [0, 1] / [-1, 1] (NaN to 0), scale by 2^n - 1 / 2^(n-1) - 1 and round to the nearest integer,
-ties to even (the tie rule is the model's choice); 16_FLOAT rounds to nearest even; UINT and SINT take the
+Stores convert the f32 (D16: f16) register values as Direct3D's "Data Conversion Rules" say (the guide gives
+none): UNORM and SNORM saturate to [0, 1] / [-1, 1] (NaN to 0), scale by 2^n - 1 / 2^(n-1) - 1 and round to the
+nearest integer (D3D: "round-to-nearest"; ties to even is the model's choice); 16_FLOAT rounds as
+:data:`FLOAT_STORE_ROUNDING` says: D3D asks round-to-zero for float-to-float conversions, the default rounds to
+nearest even as the buffer format stores do (neither checked on hardware); UINT and SINT take the
 register's integer saturated to the component's range (saturation rather than truncation is the model's choice);
 32-bit components store the register's bits. Stores to the scaled and packed float formats are refused. DMASK
 picks the components: a load returns popcount(DMASK) of them packed into consecutive VGPRs (D16: two per VGPR,
@@ -529,6 +531,23 @@ def _load(inst: Any, pc: int, bad: Bad) -> Fn:
     return _guard(run, bad)
 
 
+#: how an image store rounds an f32 to 16_FLOAT: "even" (nearest, ties to even) or "zero" (toward zero, D3D's rule
+#: for float-to-float conversions: a finite value never becomes infinity)
+FLOAT_STORE_ROUNDING = "even"
+
+
+def _to_half(v: np.ndarray) -> np.ndarray:
+    """f32 register bits -> f16 bits (uint16), rounded as :data:`FLOAT_STORE_ROUNDING` says."""
+    x = v.view(F32)
+    h = x.astype(F16).view(U16)
+    if FLOAT_STORE_ROUNDING == "even":
+        return h
+    if FLOAT_STORE_ROUNDING != "zero":
+        raise ImageFault(f"FLOAT_STORE_ROUNDING {FLOAT_STORE_ROUNDING!r} (\"even\" or \"zero\")")
+    up = np.isfinite(x) & (np.abs(h.view(F16).astype(F64)) > np.abs(x.astype(F64)))
+    return np.where(up, h - U16(1), h).astype(U16)        # one step toward zero (sign and magnitude)
+
+
 def _encode(v: np.ndarray, fm: Fmt, c: int, d16: bool) -> np.ndarray:
     """Register values (uint32; D16 the 16-bit half) -> component ``c``'s raw bits (uint64), the module text's
     store conversions."""
@@ -539,7 +558,7 @@ def _encode(v: np.ndarray, fm: Fmt, c: int, d16: bool) -> np.ndarray:
     if bits == 32:
         return v.astype(U64)
     if fm.kind == "float":
-        return (v if d16 else v.view(F32).astype(F16).view(U16)).astype(U64) & U64(0xFFFF)
+        return (v if d16 else _to_half(v)).astype(U64) & U64(0xFFFF)
     if fm.kind == "uint":
         return np.minimum(v.astype(U64), U64(mask))
     if fm.kind == "sint":
