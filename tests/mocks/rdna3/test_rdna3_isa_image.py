@@ -629,5 +629,7 @@ def test_clang_compiled_image_kernel_runs_as_on_the_host(tmp_path, monkeypatch: 
         assert got == [struct.unpack("<e", struct.pack("<e", d))[0] for d in doubled], i   # f16, nearest even
     assert counts == (100 + 8 * groups,) * 4
     assert {"image_load", "image_store", "image_atomic_add"} <= set(doc["per_mnemonic"])
+    vector = sum(n for m, n in doc["per_mnemonic"].items() if m.startswith(("v_", "image_")))
+    assert doc["active_lane_instructions"] == width * vector       # image instructions count as vector ones
     monkeypatch.setattr(dispatch, "LOCKSTEP_WAVES", 1)                    # one workgroup at a time: the same
     assert _image_kernel_run((tmp_path / "k.o").read_bytes(), width, groups, pixels) == (out, counts, doc)
