@@ -115,7 +115,7 @@ def _lds_read(w: Wave, a: int, n: int = 4) -> int:
 
 def _lds_write(w: Wave, a: int, x: int, n: int = 4) -> None:
     """Write ``n`` bytes of ``x`` at LDS byte ``a``; dropped out of range."""
-    if 0 <= a and a + n <= len(w.lds):
+    if a >= 0 and a + n <= len(w.lds):
         w.lds[a:a + n] = np.frombuffer((x & ((1 << 8 * n) - 1)).to_bytes(n, "little"), dtype=U8)
 
 
@@ -501,15 +501,15 @@ def _flat(inst: Any, pc: int, bad: Bad) -> Fn:
         shared, private = smb >> 16 & 0xFFFF, smb & 0xFFFF
         in_lds = (hi == U64(shared << 16)) if shared else np.zeros(len(lanes), bool)
         in_priv = (hi == U64(private << 16)) if private else np.zeros(len(lanes), bool)
-        if not in_lds.any() and not in_priv.any():
-            plain(w)
-            return
         top = a >> U64(47)
         hole = ~in_lds & ~in_priv & (top != U64(0)) & (top != U64((1 << 17) - 1))
         if hole.any():
             i = int(np.flatnonzero(hole)[0])
             raise _fault(f"lane {int(lanes[i])}: FLAT address 0x{int(a[i]):x} is in no aperture and not canonical "
                          "(MEMVIOL)", inst, pc)
+        if not in_lds.any() and not in_priv.any():
+            plain(w)
+            return
         parts = [(~in_lds & ~in_priv, plain, ""), (in_lds, lds_fn, why),
                  (in_priv, priv_fn, "a FLAT atomic on the private aperture (scratch) is not modelled")]
         try:
