@@ -417,8 +417,9 @@ def test_flat_atomics_on_lds_with_and_without_return() -> None:
     go(w, "flat_atomic_add_u32 v4, v[2:3], v6 glc")
     olds = [100 + sum(range(1, lane + 1)) for lane in range(8)]       # lane order
     assert [int(x) for x in w.v[4, :8]] == olds and lds_get(w, 64) == 100 + 36
-    go(w, "flat_atomic_swap_b32 v[2:3], v6")                          # no GLC: v4 keeps its values
-    assert [int(x) for x in w.v[4, :8]] == olds and lds_get(w, 64) == 8
+    w.v[0] = 0x1234                                                   # VDST (0) of a swap without GLC
+    go(w, "flat_atomic_swap_b32 v[2:3], v6")                          # no GLC: no VGPR is written
+    assert [int(x) for x in w.v[4, :8]] == olds and lds_get(w, 64) == 8 and (w.v[0] == 0x1234).all()
     w.v[7] = 8                                                        # cmpswap: DATA = new, DATA + 1 = compare
     w.v[6] = 0x99
     go(w, "flat_atomic_cmpswap_b32 v4, v[2:3], v[6:7] glc")
