@@ -131,6 +131,17 @@ def test_bvh_stack_pushes_valid_nodes_and_pops_when_the_last_is_invalid(code: in
 
 # ---- LDSDIR --------------------------------------------------------------------------------------------------------
 
+def test_ldsdir_fields_are_what_llvm_mc_encodes() -> None:
+    from tinyhw.formats.amdisa import decode_at
+
+    for text, want in (("lds_param_load v7, attr13.w wait_vdst:5", {"vdst": 7, "attr": 13, "attrchan": 3,
+                                                                      "waitvdst": 5}),
+                       ("lds_direct_load v200 wait_vdst:1", {"vdst": 200, "waitvdst": 1})):
+        inst = decode_at(struct.pack("<I", *asm(text)) + bytes(16), 0, "gfx11")
+        assert inst.encoding == "LDSDIR" and inst.mnemonic == text.split()[0]
+        assert {k: inst.fields[k] for k in want} == want, text
+
+
 @pytest.mark.parametrize(("kind", "want"), [(0, 0xF4), (1, 0xF3F4), (2, 0xF1F2F3F4), (4, 0xFFFFFFF4),
                                             (5, 0xFFFFF3F4)])
 def test_lds_direct_load_types_and_exec_per_quad(kind: int, want: int) -> None:
@@ -426,12 +437,31 @@ def test_flat_atomics_on_lds_with_and_without_return() -> None:
     assert lds_get(w, 64) == 0x99 and int(w.v[4, 0]) == 8
 
 
-def test_flat_private_atomic_and_the_hole_are_refused() -> None:
+def test_flat_atomics_on_private_memory_use_the_lanes_own_bytes() -> None:
+    mem, w = _flat_wave()
+    w.s[EXEC_LO] = 0b1110
+    for lane in range(4):
+        _addr(w, lane, PRIVATE + 16)
+        mem.write(_private(w, lane, 16), struct.pack("<I", 1000 * lane))
+        mem.write(_private(w, lane, 20), struct.pack("<I", 7 + lane))
+    w.v[6] = [lane + 1 for lane in range(32)]
+    w.v[4] = 0x55
+    go(w, "flat_atomic_add_u32 v4, v[2:3], v6 glc")
+    for lane in range(4):
+        got = struct.unpack("<I", mem.read(_private(w, lane, 16), 4))[0]
+        assert got == 1000 * lane + (lane + 1 if lane else 0)
+        assert w.v[4, lane] == (1000 * lane if lane else 0x55)
+    w.v[7] = 1                                    # 64-bit add of 2^32 + lane + 1: its dwords lie 128 bytes apart
+    go(w, "flat_atomic_add_u64 v[2:3], v[6:7]")
+    for lane in (1, 2, 3):
+        lo = struct.unpack("<I", mem.read(_private(w, lane, 16), 4))[0]
+        hi = struct.unpack("<I", mem.read(_private(w, lane, 20), 4))[0]
+        assert (lo, hi) == (1000 * lane + 2 * (lane + 1), 7 + lane + 1)
+
+
+def test_flat_hole_faults() -> None:
     mem, w = _flat_wave()
     w.s[EXEC_LO] = 1
-    _addr(w, 0, PRIVATE)
-    with pytest.raises(Unimplemented, match="private aperture"):
-        go(w, "flat_atomic_add_u32 v[2:3], v6")
     _addr(w, 0, 3 << 48)                                              # no aperture, not canonical
     with pytest.raises(ShaderFault, match="MEMVIOL"):
         go(w, "flat_load_b32 v4, v[2:3]")

@@ -41,7 +41,8 @@
   of the instruction: ``Vaddr + Ioff - sharedApertureBase``), the private aperture the wave's scratch with the
   swizzle of the SCRATCH instructions (``FLAT_SCRATCH + swizzle(Voff + Ioff - privApertureBase, TID)``, the
   guide's FLAT addressing table), global addresses stay global; an address in neither and not canonical (the
-  "hole") faults. Atomics into the private aperture and ``flat_atomic_csub_u32`` into LDS are refused.
+  "hole") faults. Atomics into the private aperture are applied lane by lane to the lane's swizzled bytes;
+  ``flat_atomic_csub_u32`` into LDS (no DS form) is refused.
 """
 
 from __future__ import annotations
@@ -489,6 +490,8 @@ def _flat(inst: Any, pc: int, bad: Bad) -> Fn:
         sf = {**f, "seg": 1, "sve": 1, "saddr": 0x7C}
         priv_fn = scratch.compile_scratch(dataclasses.replace(inst, mnemonic=m.replace("flat_", "scratch_", 1),
                                                               fields=sf), bad, pc)
+    elif vmem._atomic_op(m.removeprefix("flat_atomic_")) is not None:
+        priv_fn = _private_atomic(inst, pc, ret)
 
     def run(w: Wave) -> None:
         e = w.s[EXEC]
@@ -511,7 +514,7 @@ def _flat(inst: Any, pc: int, bad: Bad) -> Fn:
             plain(w)
             return
         parts = [(~in_lds & ~in_priv, plain, ""), (in_lds, lds_fn, why),
-                 (in_priv, priv_fn, "a FLAT atomic on the private aperture (scratch) is not modelled")]
+                 (in_priv, priv_fn, f"{m} on the private aperture (scratch)")]
         try:
             for sel, fn, no in parts:
                 if not sel.any():
@@ -528,6 +531,36 @@ def _flat(inst: Any, pc: int, bad: Bad) -> Fn:
                     fn(w)
         finally:
             w.s[EXEC] = e
+    return run
+
+
+def _private_atomic(inst: Any, pc: int, ret: bool) -> Fn:
+    """A FLAT atomic on the private aperture: lane by lane in lane order, the read-modify-write of the lane's own
+    private bytes (the SCRATCH swizzle: a 64-bit value's dwords lie 128 bytes apart) with the global atomic's
+    operation; the old value returned with GLC. Private bytes past the wave's allocation fault as scratch does."""
+    f = inst.fields
+    fn, bits, nd = vmem._atomic_op(inst.mnemonic.removeprefix("flat_atomic_"))     # type: ignore[misc]
+    off, va, vd, data, nb, words = f["offset"], f["addr"], f["vdst"], f["data"], bits // 8, bits // 32
+
+    def run(w: Wave) -> None:
+        lanes = np.nonzero(w.mask())[0]
+        if not w.scratch_size:
+            raise _fault("a private-aperture access in a wave without a private segment", inst, pc)
+        p = (w.v[va, lanes].astype(I64) + off) & M32
+        limit = scratch.lane_bytes(w.scratch_size)
+        if (p + nb > limit).any():
+            raise _fault(f"private bytes beyond the {limit} bytes per lane of the wave's allocation", inst, pc)
+        addrs = scratch.swizzle(w.scratch, p, lanes, nb)
+        d1 = vmem._lane_ints(w, data, lanes, words)
+        d2 = vmem._lane_ints(w, data + words, lanes, words) if nd == 2 else [0] * len(d1)
+        olds = []
+        for row, x, y in zip(addrs, d1, d2, strict=True):
+            old = int.from_bytes(scratch._gather(w.mem, row), "little")
+            new = fn(old, x, y)
+            scratch._scatter(w.mem, row, np.frombuffer(new.to_bytes(nb, "little"), dtype=U8))
+            olds.append(old)
+        if ret:
+            vmem._put_lane_ints(w, vd, lanes, words, olds)
     return run
 
 
