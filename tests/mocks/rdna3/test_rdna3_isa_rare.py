@@ -534,3 +534,24 @@ def test_clang_kernel_with_generic_pointers_to_private_and_local(tmp_path: Path)
     for m in ("flat_load_b32", "flat_store_b32", "flat_atomic_add_u32", "scratch_store_b128", "s_mov_b64"):
         assert ran.get(m), m
     assert dataclasses.replace(regs).sh_mem_bases == 0x0001_0002
+
+
+def test_a_dispatch_hands_its_sh_mem_bases_and_ids_to_every_wave() -> None:
+    """run_dispatch gives each wave the dispatch's SH_MEM_BASES, doorbell and dispatch id (DispatchRegs), its index in
+    the workgroup (HW_ID1.WAVE_ID) and whether it shares the workgroup (STATUS.IN_WG)."""
+    from tinyhw.mocks.rdna3 import DispatchRegs, run_dispatch
+
+    lines = ["s_getreg_b32 s2, hwreg(HW_REG_SH_MEM_BASES)", "s_mov_b64 s[4:5], src_shared_base",
+             "s_sendmsg_rtn_b32 s6, sendmsg(MSG_RTN_GET_DOORBELL)", "s_sendmsg_rtn_b32 s7, sendmsg(MSG_RTN_GET_DDID)",
+             "s_getreg_b32 s8, hwreg(HW_REG_HW_ID1, 0, 5)", "s_getreg_b32 s9, hwreg(HW_REG_STATUS, 11, 1)",
+             "s_endpgm"]
+    words = [x for t in lines for x in asm(t)]
+    mem = FlatMemory(BASE, 1 << 16)
+    entry = mem.alloc(struct.pack(f"<{len(words)}I", *words) + struct.pack("<4I", *[0xBF9F0000] * 4), align=256)
+    regs = DispatchRegs(pgm_lo=entry >> 8 & M32, pgm_hi=entry >> 40 & 0xFF, rsrc1=1, rsrc2=1 << 7,
+                        num_thread=(64, 1, 1), dim=(2, 1, 1), sh_mem_bases=0x0005_0007, doorbell=0x33, dispatch_id=9)
+    seen: list[list[int]] = []
+    run_dispatch(regs, mem, on_wave_end=lambda w: seen.append([int(w.s[i]) for i in range(2, 10)]))
+    assert len(seen) == 4
+    for i, s in enumerate(seen):
+        assert s == [0x0005_0007, 0, 0, 5 << 16, 0x33, 9, i % 2, 1], i   # s3 is not written
