@@ -138,7 +138,7 @@ PROGRAM_VECTOR = [
     ("s_endpgm", (0xBFB00000,)),
 ]
 #: an instruction the core refuses (a graphics-only lighting multiply)
-PROGRAM_SIN = [("ds_bvh_stack_rtn_b32 v1, v2, v3, v[4:7]", (0xDAB40000, 0x01040302)), ("s_endpgm", (0xBFB00000,))]
+PROGRAM_SIN = [("s_sendmsg sendmsg(MSG_INTERRUPT)", (0xBFB60001,)), ("s_endpgm", (0xBFB00000,))]  # no interrupts
 PROGRAM_HANG = [("s_branch 65535", (0xBFA0FFFF,))]
 PROGRAMS = (PROGRAM_SCALAR, PROGRAM_VECTOR, PROGRAM_SIN, PROGRAM_HANG)
 #: packed f16 (VOP3P); op_sel / op_sel_hi / neg_lo are in the words (the decoder's text leaves them out)
@@ -200,10 +200,10 @@ def test_unimplemented_instruction_stops_with_mnemonic_encoding_and_pc() -> None
     entry = _flat_program(mem, [w for _, ws in PROGRAM_SIN for w in ws])
     with pytest.raises(Unimplemented) as e:
         run_dispatch(_regs(entry, (), (32, 1, 1)), mem)
-    assert (e.value.mnemonic, e.value.encoding, e.value.pc) == ("ds_bvh_stack_rtn_b32", "dab40000 01040302", entry)
-    assert "ds_bvh_stack_rtn_b32" in str(e.value) and f"0x{entry:x}" in str(e.value)
+    assert (e.value.mnemonic, e.value.encoding, e.value.pc) == ("s_sendmsg", "bfb60001", entry)
+    assert "s_sendmsg" in str(e.value) and f"0x{entry:x}" in str(e.value)
     res = run_dispatch(_regs(entry, (), (32, 1, 1)), mem, strict=False)
-    assert res.skipped == {"ds_bvh_stack_rtn_b32": 1}
+    assert res.skipped == {"s_sendmsg": 1}
 
 
 def test_a_scratch_ring_size_is_refused_only_for_a_kernel_that_enables_scratch() -> None:

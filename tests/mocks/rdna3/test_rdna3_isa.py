@@ -599,7 +599,7 @@ def test_ds_2addr_loads_and_stores_and_64_bit_add() -> None:
 def test_global_and_flat_atomics_64_bit_and_cmpswap() -> None:
     from rdna3isa import OPC
 
-    from tinyhw.mocks.rdna3 import FlatMemory, Unimplemented
+    from tinyhw.mocks.rdna3 import FlatMemory, ShaderFault
 
     mem = FlatMemory(0x10000, 0x1000)
     buf = mem.alloc(struct.pack("<QII", 2 ** 40, 7, 9))
@@ -625,8 +625,8 @@ def test_global_and_flat_atomics_64_bit_and_cmpswap() -> None:
     assert struct.unpack_from("<I", mem.read(buf + 12, 4))[0] == 9 and _vals(w, 10, 1) == [9]
     run(flat("flat_load_b32", 0, 11, 0, offset=8), w)
     assert _vals(w, 11, 1) == [100]
-    _lanes(w, 3, [0x8000_0000])                               # bit 63 set, not canonical: an aperture
-    with pytest.raises(Unimplemented, match="aperture"):
+    _lanes(w, 3, [0x8000_0000])                     # bit 63 set, not canonical, in no aperture: MEMVIOL
+    with pytest.raises(ShaderFault, match="MEMVIOL"):
         run(flat("flat_load_b32", 0, 11, 0), w)
 
 

@@ -36,12 +36,13 @@ import numpy as np
 
 from tinyhw.errors import OperationFailed
 from tinyhw.formats.amdisa import Inst, decode_at
-from tinyhw.mocks.rdna3 import extra, image, lanes, salu, scratch, valu, vmem
+from tinyhw.mocks.rdna3 import extra, image, lanes, rare, salu, scratch, valu, vmem
 from tinyhw.mocks.rdna3.sqtt import DispatchTrace
 from tinyhw.mocks.rdna3.state import (
     EXEC,
     FULL,
     NULL,
+    SH_MEM_BASES_DEFAULT,
     ShaderError,
     ShaderFault,
     Unimplemented,
@@ -144,6 +145,9 @@ class DispatchRegs:
     tmpring_size: int = 0                          # COMPUTE_TMPRING_SIZE: WAVES 11:0, WAVESIZE 26:12
     scratch_base_lo: int = 0                       # COMPUTE_DISPATCH_SCRATCH_BASE_LO: scratch VA bits 39:8
     scratch_base_hi: int = 0                       # COMPUTE_DISPATCH_SCRATCH_BASE_HI: scratch VA bits 47:40
+    sh_mem_bases: int = SH_MEM_BASES_DEFAULT       # SH_MEM_BASES of the VMID: private base 15:0, shared base 31:16
+    doorbell: int | None = None                    # the queue's doorbell id (s_sendmsg_rtn GET_DOORBELL; None: none)
+    dispatch_id: int = 0                           # the dispatch id s_sendmsg_rtn GET_DDID returns
 
     @property
     def entry(self) -> int:
@@ -309,6 +313,7 @@ class _Dispatch:
         self.wide = [0, 0]      # lockstep runs kept, lockstep runs undone (run again one workgroup at a time)
         nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
         self.per_group = (nt + 31) // 32        # waves per workgroup
+        self.hw = rare.HwInfo.of(regs, self.per_group)     # what s_getreg/s_sendmsg_rtn/apertures read
 
     def compile_at(self, pc: int) -> list[Any]:
         first = self.mem.read(pc, 4)
@@ -440,6 +445,7 @@ class _Dispatch:
                 w.scratch, w.scratch_size = r.scratch_base + offset, r.scratch_wave_bytes
             w.mode = mode
             w.pc = entry
+            w.hw = self.hw
             waves.append(w)
         self.res.waves += len(waves)
         self.waves = waves

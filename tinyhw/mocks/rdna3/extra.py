@@ -9,15 +9,16 @@ consults before its per-encoding handlers:
 - ``s_movrelsd_2_b32``: SGPR[SDST + M0[25:16]] = SGPR[SSRC0 + M0[9:0]];
 - ``s_trap``: the wave enters the trap handler; the model has none, so the dispatch stops with :class:`ShaderFault`
   naming the trap id (what the driver's handler reports for ``llvm.trap``); ``s_endpgm_saved`` ends the wave as
-  ``s_endpgm``; ``s_sethalt 0`` and ``s_setkill 0`` clear a bit that is never set (no-ops); setting HALT or KILL
-  is refused (a halted wave is not modelled);
+  ``s_endpgm``;
 - ``ds_append``/``ds_consume`` on LDS: one atomic add (subtract) of popcount(EXEC) at M0 + OFFSET for the whole
   wave, the old value returned to every active lane; nothing happens when EXEC is 0 (the GDS forms are refused:
   GDS is not modelled);
 - ``ds_load_addtid_b32``/``ds_store_addtid_b32``: address = OFFSET + M0[15:0] + 4 x lane id (out of range: reads
   0, writes dropped, as the other LDS accesses of the model);
 - ``global_load_addtid_b32``/``global_store_addtid_b32``: address = SGPR pair SADDR (0 for ``off``) + the signed
-  offset + 4 x lane id, no VGPR address.
+  offset + 4 x lane id, no VGPR address;
+- the rarer forms (:mod:`tinyhw.mocks.rdna3.rare`: LDSDIR, buffer loads to LDS, the halts, messages with return,
+  hardware registers, FLAT into the apertures ...) join the table from there.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyhw.mocks.rdna3 import salu, vmem
+from tinyhw.mocks.rdna3 import rare, salu, vmem
 from tinyhw.mocks.rdna3.state import EXEC, M0, M32, M64, NULL, ShaderFault, Wave, s_get64, s_put
 
 __all__ = ["COMPILERS"]
@@ -105,12 +106,6 @@ def _trap(inst: Any, pc: int, bad: Bad) -> Fn:
     return run
 
 
-def _set_state_bit(inst: Any, pc: int, bad: Bad) -> Fn:
-    if inst.fields["simm16"] & 1:
-        raise bad(f"{inst.mnemonic} 1 (a halted or killed wave is not modelled)")
-    return lambda w: None
-
-
 def _no_gds(inst: Any, bad: Bad) -> Any:
     if inst.fields["gds"]:
         raise bad("GDS is not modelled")
@@ -183,8 +178,8 @@ COMPILERS: dict[str, Callable[[Any, int, Bad], Fn]] = {
     "s_movrelsd_2_b32": _movrelsd2,
     "s_trap": _trap,
     "s_endpgm_saved": lambda i, pc, bad: (lambda w: salu.END),
-    "s_sethalt": _set_state_bit, "s_setkill": _set_state_bit,
     "ds_append": _append, "ds_consume": _append,
     "ds_load_addtid_b32": _ds_addtid, "ds_store_addtid_b32": _ds_addtid,
     "global_load_addtid_b32": _global_addtid, "global_store_addtid_b32": _global_addtid,
+    **rare.COMPILERS,
 }

@@ -63,6 +63,22 @@ class WatchdogExpired(ShaderError):
     dispatch: Any = None
 
 
+#: SH_MEM_BASES when the dispatch names none: shared (LDS) aperture base 1, private base 2 (bits 63:48 of the
+#: apertures), the value tinygrad's driver programs (tinyhw's own driver leaves the register alone)
+SH_MEM_BASES_DEFAULT = 0x0001_0002
+APERTURE_SRCS = (235, 236, 237, 238)     # SHARED_BASE, SHARED_LIMIT, PRIVATE_BASE, PRIVATE_LIMIT
+
+
+def aperture(w: Wave, src: int) -> int:
+    """The 64-bit value of the memory-aperture operand ``src`` (235..238) for wave ``w`` (ISA "Memory Aperture
+    Query", 64-bit address mode): {SH_MEM_BASES.shared_base or .private_base, 48 zero bits}, the LIMITs with
+    their low 32 bits all ones (a 4 GiB aperture). ``w.hw`` is read directly: a wave stand-in without it (the
+    lockstep view) raises and the step runs wave by wave."""
+    smb = SH_MEM_BASES_DEFAULT if w.hw is None else w.hw.sh_mem_bases
+    base = (smb >> 16 if src < 237 else smb) & 0xFFFF
+    return base << 48 | (M32 if src in (236, 238) else 0)
+
+
 def inline_const(v: int) -> int | None:
     """The 32-bit pattern of an inline-constant source field, None when ``v`` is not one."""
     if 128 <= v <= 192:
@@ -94,7 +110,7 @@ class Wave:
     workgroup's LDS, the PC, and the memory it reaches."""
 
     __slots__ = ("s", "scc", "v", "lds", "pc", "_mval", "_m", "done", "at_barrier", "wg", "index", "mem", "mode",
-                 "scratch", "scratch_size")
+                 "scratch", "scratch_size", "hw", "trapsts", "ticks")
 
     def __init__(self, vgprs: int, lds: np.ndarray, mem: Any, wg: tuple[int, int, int], index: int,
                  v: np.ndarray | None = None) -> None:
@@ -118,6 +134,11 @@ class Wave:
         # wave's private segment, and its size in bytes (COMPUTE_TMPRING_SIZE.WAVESIZE); 0 without scratch
         self.scratch = 0
         self.scratch_size = 0
+        # the dispatch's hardware state the wave can read (tinyhw.mocks.rdna3.rare.HwInfo: SH_MEM_BASES, queue ids ...;
+        # None: the defaults), its TRAPSTS register and the count its SHADER_CYCLES/REALTIME reads advance
+        self.hw: Any = None
+        self.trapsts = 0
+        self.ticks = 0
 
     def mask(self) -> np.ndarray:
         """EXEC_LO as a (32,) bool array (cached per value)."""
@@ -171,6 +192,8 @@ def s_get(src: int, literal: int | None, bad: Callable[[str], Exception]) -> Get
         return lambda w: w.scc
     if src == 255:
         return _literal(literal, bad)
+    if src in APERTURE_SRCS:        # a 32-bit read of the 64-bit aperture value: its low half (the model's reading)
+        return lambda w: aperture(w, src) & M32
     c = inline_const(src)
     if c is None:
         raise bad(f"source operand {src} (DPP, LDS direct or a reserved value)")
@@ -188,6 +211,8 @@ def s_get64(src: int, literal: int | None, bad: Callable[[str], Exception]) -> G
         return lambda w: w.s[src] | w.s[src + 1] << 32
     if src == 255:
         return _literal(literal, bad)
+    if src in APERTURE_SRCS:
+        return lambda w: aperture(w, src)
     c = inline_const64(src)
     if c is None:
         raise bad(f"64-bit source operand {src}")

@@ -5,8 +5,9 @@ object (``read(addr, n) -> bytes``, ``write(addr, data)``; the board's GPUVM tra
 the active lanes' addresses are sorted and cut into runs of adjacent elements, so a coalesced access is
 one ``read``/``write`` call. A store where two lanes hit the same address leaves the higher lane's data.
 Atomics (32- and 64-bit) are applied lane by lane in lane order (read, modify, write), returning the old
-value with GLC (DS: the _rtn forms). A FLAT address is a global one unless it lies in the LDS or private
-aperture (not a canonical 48-bit address), which stops the dispatch (apertures are not modelled).
+value with GLC (DS: the _rtn forms). A FLAT address is a global one here; one in the LDS or private aperture
+(not a canonical 48-bit address) stops :func:`compile_global`'s function, and :mod:`tinyhw.mocks.rdna3.rare` routes
+those lanes to LDS or scratch before it is called.
 LDS is the workgroup's byte array (RSRC2.LDS_SIZE granules); as on the hardware, DS accesses are
 bounds-checked against it: an out-of-range lane reads 0 and its write is dropped (ISA "Data Share
 Operations", inferred for the exact granule).
