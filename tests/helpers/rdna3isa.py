@@ -8,7 +8,9 @@ one wave. Expected values in the tests are computed independently: Python intege
 
 from __future__ import annotations
 
+import re
 import struct
+import subprocess
 from fractions import Fraction
 
 import numpy as np
@@ -190,3 +192,23 @@ def exact(bits: int, fmt: str) -> Fraction:
     val = Fraction(m, 1 << mbits) * Fraction(2) ** (1 - bias) if e == 0 else \
         (1 + Fraction(m, 1 << mbits)) * Fraction(2) ** (e - bias)
     return -val if sign else val
+
+
+_ASM: dict[str, list[int]] = {}
+
+
+def asm(text: str) -> list[int]:
+    """The dwords llvm-mc-19 encodes the instruction ``text`` to (gfx1100), cached per text."""
+    if text not in _ASM:
+        out = subprocess.run(["llvm-mc-19", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"], input=text + "\n",
+                             capture_output=True, text=True, check=True).stdout
+        enc = re.search(r"encoding: \[([^\]]*)\]", out)
+        assert enc, out
+        raw = bytes(int(x, 16) for x in enc.group(1).split(","))
+        _ASM[text] = [int.from_bytes(raw[i:i + 4], "little") for i in range(0, len(raw), 4)]
+    return _ASM[text]
+
+
+def go(w: Wave, text: str) -> object:
+    """Assemble ``text`` with llvm-mc-19 and run it on ``w``."""
+    return run(asm(text), w)

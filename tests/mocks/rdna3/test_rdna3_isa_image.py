@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from rdna3isa import f16, f32, round_float, run, wave
+from rdna3isa import asm, f16, f32, go, round_float, wave
 
 from tinyhw.formats.amdisa import decode_at
 from tinyhw.mocks.rdna3 import FlatMemory, ShaderFault, Unimplemented
@@ -31,19 +31,8 @@ DIMS = {T1D: "1D", T2D: "2D", T3D: "3D", TCUBE: "CUBE", T1DA: "1D_ARRAY", T2DA: 
 BASE = 0x10000
 
 
-def asm(text: str) -> list[int]:
-    """The dwords llvm-mc-19 encodes ``text`` to (gfx1100)."""
-    out = subprocess.run(["llvm-mc-19", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"], input=text + "\n",
-                         capture_output=True, text=True, check=True).stdout
-    enc = re.search(r"encoding: \[([^\]]*)\]", out)
-    assert enc, out
-    raw = bytes(int(x, 16) for x in enc.group(1).split(","))
-    return [int.from_bytes(raw[i:i + 4], "little") for i in range(0, len(raw), 4)]
 
 
-def go(w, text: str) -> object:
-    """Assemble and run one instruction."""
-    return run(asm(text), w)
 
 
 def tsharp(base: int, fmt: int, width: int, height: int = 1, *, typ: int = T2D, depth: int = 0, dst_sel: int = IDENT,

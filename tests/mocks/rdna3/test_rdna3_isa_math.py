@@ -10,34 +10,18 @@ from __future__ import annotations
 
 import math
 import random
-import re
 import shutil
-import subprocess
 from fractions import Fraction
 
 import numpy as np
 import pytest
-from rdna3isa import exact, f16, f32, from16, from32, round_float, run, wave
+from rdna3isa import exact, f16, f32, from16, from32, go, round_float, wave
 
 pytestmark = pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="llvm-mc-19 is not installed")
-_ASM: dict[str, list[int]] = {}
 
 
-def asm(text: str) -> list[int]:
-    """The dwords llvm-mc-19 encodes ``text`` to (gfx1100), cached per text."""
-    if text not in _ASM:
-        out = subprocess.run(["llvm-mc-19", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"], input=text + "\n",
-                             capture_output=True, text=True, check=True).stdout
-        enc = re.search(r"encoding: \[([^\]]*)\]", out)
-        assert enc, out
-        raw = bytes(int(x, 16) for x in enc.group(1).split(","))
-        _ASM[text] = [int.from_bytes(raw[i:i + 4], "little") for i in range(0, len(raw), 4)]
-    return _ASM[text]
 
 
-def go(w, text: str) -> None:
-    """Assemble and run one instruction."""
-    run(asm(text), w)
 
 
 def p2(e: int) -> int:

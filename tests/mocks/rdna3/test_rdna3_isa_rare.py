@@ -10,7 +10,6 @@ come from the ISA reference guide's pseudocode computed here with Python integer
 from __future__ import annotations
 
 import dataclasses
-import re
 import shutil
 import struct
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rdna3isa import f32, run, wave
+from rdna3isa import asm, f32, go, wave
 
 from tinyhw.mocks.rdna3 import FlatMemory, ShaderFault, Unimplemented, rare
 from tinyhw.mocks.rdna3.salu import END
@@ -30,19 +29,8 @@ BASE = 0x10_0000_0000
 PC = 0x1000                     # where rdna3isa.run places the instruction
 
 
-def asm(text: str) -> list[int]:
-    """The dwords llvm-mc-19 encodes ``text`` to (gfx1100)."""
-    out = subprocess.run(["llvm-mc-19", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"], input=text + "\n",
-                         capture_output=True, text=True, check=True).stdout
-    enc = re.search(r"encoding: \[([^\]]*)\]", out)
-    assert enc, out
-    raw = bytes(int(x, 16) for x in enc.group(1).split(","))
-    return [int.from_bytes(raw[i:i + 4], "little") for i in range(0, len(raw), 4)]
 
 
-def go(w, text: str) -> object:
-    """Assemble and run one instruction."""
-    return run(asm(text), w)
 
 
 def lds_put(w, at: int, *vals: int) -> None:

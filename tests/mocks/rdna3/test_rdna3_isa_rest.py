@@ -9,13 +9,11 @@ from the core.
 from __future__ import annotations
 
 import math
-import re
 import shutil
 import struct
-import subprocess
 
 import pytest
-from rdna3isa import f32, from32, run, wave
+from rdna3isa import f32, from32, go, wave
 
 from tinyhw.mocks.rdna3 import ShaderFault, Unimplemented
 
@@ -24,19 +22,8 @@ M32, M64 = (1 << 32) - 1, (1 << 64) - 1
 EXEC_LO, EXEC_HI, M0 = 126, 127, 125
 
 
-def asm(text: str) -> list[int]:
-    """The dwords llvm-mc-19 encodes ``text`` to (gfx1100)."""
-    out = subprocess.run(["llvm-mc-19", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"], input=text + "\n",
-                         capture_output=True, text=True, check=True).stdout
-    enc = re.search(r"encoding: \[([^\]]*)\]", out)
-    assert enc, out
-    raw = bytes(int(x, 16) for x in enc.group(1).split(","))
-    return [int.from_bytes(raw[i:i + 4], "little") for i in range(0, len(raw), 4)]
 
 
-def go(w, text: str) -> object:
-    """Assemble and run one instruction."""
-    return run(asm(text), w)
 
 
 SAVEEXEC64 = {  # the guide's EXEC = op(S0, EXEC) on 64 bits
