@@ -276,6 +276,11 @@ def _compile(inst: Inst, raw: bytes, pc: int, strict: bool, skipped: dict[str, i
         more = extra.COMPILERS.get(inst.mnemonic)
         if more is not None:
             return more(inst, pc, bad)
+        if inst.encoding == "MIMG":    # sampled images (image_sample*, image_gather4*, image_get_lod)
+            from tinyhw.mocks.rdna3 import sampler
+            smp = sampler.COMPILERS.get(inst.mnemonic)
+            if smp is not None:
+                return smp(inst, pc, bad)
         handler = _HANDLERS.get(inst.encoding)
         if handler is None:
             raise bad(f"the {inst.encoding} encoding")
