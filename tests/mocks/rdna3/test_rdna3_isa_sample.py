@@ -418,10 +418,11 @@ def test_base_level_and_min_lod_clamp() -> None:
 
 def _quads(base: list[tuple[float, float]], steps: list[tuple[float, float, float, float]]
            ) -> tuple[list[float], list[float]]:
-    """Coordinates of 8 quads: quad q's lanes at base + (0, dx, dy, dx + dy) of its steps."""
+    """Coordinates of 8 quads: quad q's lanes at base + (0, dx, dy, anything) of its steps (lane 3 off the
+    parallelogram, so that only lanes 0, 1, 2 may give the derivatives)."""
     xs, ys = [], []
     for (bx, by), (dxx, dxy, dyx, dyy) in zip(base, steps, strict=True):
-        for ox, oy in ((0, 0), (dxx, dxy), (dyx, dyy), (dxx + dyx, dxy + dyy)):
+        for ox, oy in ((0, 0), (dxx, dxy), (dyx, dyy), (dxx + dyx + 5 / 4, dxy + dyy - 3 / 8)):
             xs.append(bx + ox)
             ys.append(by + oy)
     return xs, ys
