@@ -36,7 +36,7 @@ import numpy as np
 
 from tinyhw.errors import OperationFailed
 from tinyhw.formats.amdisa import Inst, decode_at
-from tinyhw.mocks.rdna3 import extra, lanes, salu, scratch, valu, vmem
+from tinyhw.mocks.rdna3 import extra, image, lanes, salu, sampler, scratch, valu, vmem
 from tinyhw.mocks.rdna3.sqtt import DispatchTrace
 from tinyhw.mocks.rdna3.state import (
     EXEC,
@@ -57,7 +57,8 @@ __all__ = ["CodeCache", "DispatchJob", "DispatchRegs", "DispatchResult", "FlatMe
 CS_W32_EN = 1 << 15
 LDS_GRANULE = 512          # bytes per RSRC2.LDS_SIZE unit on gfx11 (128 dwords; spec §3.4, inferred)
 LDS_MAX = 64 * 1024
-_VECTOR = frozenset({"VOP1", "VOP2", "VOPC", "VOP3", "VOP3P", "VOPD", "DS", "FLAT", "MUBUF", "MTBUF", "VINTERP"})
+_VECTOR = frozenset({"VOP1", "VOP2", "VOPC", "VOP3", "VOP3P", "VOPD", "DS", "FLAT", "MUBUF", "MTBUF", "VINTERP",
+                     "MIMG"})
 DEFAULT_WATCHDOG = 50_000_000
 LOCKSTEP_WAVES = 256       # the most waves one lockstep run steps together
 
@@ -274,13 +275,12 @@ def _compile(inst: Inst, raw: bytes, pc: int, strict: bool, skipped: dict[str, i
         if lane_op is not None:
             return lane_op(inst, bad)
         more = extra.COMPILERS.get(inst.mnemonic)
+        if more is None and inst.encoding == "MIMG":     # image memory without a sampler: image.py
+            more = image.COMPILERS.get(inst.mnemonic)
+        if more is None and inst.encoding == "MIMG":     # sampled images (image_sample*, gather4*, get_lod)
+            more = sampler.COMPILERS.get(inst.mnemonic)
         if more is not None:
             return more(inst, pc, bad)
-        if inst.encoding == "MIMG":    # sampled images (image_sample*, image_gather4*, image_get_lod)
-            from tinyhw.mocks.rdna3 import sampler
-            smp = sampler.COMPILERS.get(inst.mnemonic)
-            if smp is not None:
-                return smp(inst, pc, bad)
         handler = _HANDLERS.get(inst.encoding)
         if handler is None:
             raise bad(f"the {inst.encoding} encoding")

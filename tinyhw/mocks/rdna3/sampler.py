@@ -71,6 +71,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyhw.mocks.rdna3 import image
 from tinyhw.mocks.rdna3.state import ShaderFault, Wave
 
 __all__ = ["COMPILERS", "Ssharp", "parse_ssharp"]
@@ -191,8 +192,6 @@ def _halves(bits: np.ndarray, half: int) -> np.ndarray:
 
 
 def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
-    from tinyhw.mocks.rdna3 import image
-
     f, m = inst.fields, inst.mnemonic
     kind, flags = _variant(m)
     if m == "image_gather4h":
