@@ -637,9 +637,13 @@ def test_exec_masks_lanes() -> None:
     (Samp(), "image_gather4h v[0:3], v[4:5], s[0:7], s[8:11] dmask:0x1 dim:SQ_RSRC_IMG_2D", Unimplemented,
      "gather4h"),
     (Samp(), "image_sample_lz v[0:3], v4, s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_1D", Unimplemented, "TYPE"),
+    (Samp(), "image_sample_lz v[0:4], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D tfe lwe", Unimplemented,
+     "LWE"),
+    (Samp(mag=1), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D", Unimplemented,
+     "integer"),
 ])
 def test_what_the_model_does_not_implement_stops(samp: Samp, text: str, exc: type, msg: str) -> None:
-    t = make_tex("2D", 4, 4)
+    t = make_tex("2D", 4, 4, fmt=20 if msg == "integer" else 63)
     w, _ = setup(t, samp)
     put(w, 4, [0.5] * 32)
     put(w, 5, [0.5] * 32)

@@ -52,7 +52,8 @@ Implicit derivatives (``image_sample``, ``_b``, ``_c``, ``_cl``, ``image_gather4
 lanes of the quad (coarse derivatives), from the address VGPRs of all four lanes whatever EXEC says.
 
 Results: DMASK picks the components (packed into consecutive VGPRs, gather always returns four), f32, or f16 pairs
-with D16 (rounded to nearest even); TFE writes 0 to the VGPR after the data (nothing is ever non-resident here).
+with D16 (rounded to nearest even); UINT/SINT images return the integers (point sampling only). TFE writes 0 to the
+VGPR after the data (nothing is ever non-resident here); LWE is refused.
 
 Choices not checked on hardware (the guide does not pin them): the quad layout and coarse derivatives above; the
 filter weights are exact (float64) fractions, not the hardware's fixed-point subtexel weights; the arithmetic is
@@ -196,6 +197,8 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
     kind, flags = _variant(m)
     if m == "image_gather4h":
         raise bad("image_gather4h (the guide does not define which texels its 4x1 footprint takes)")
+    if f["lwe"]:
+        raise bad("LWE (the LOD warning of partially resident textures)")
     dim = _DIMS[f["dim"]]
     if dim[0] in ("CUBE", "2D_MSAA", "2D_MSAA_ARRAY"):
         raise bad(f"sampling a {dim[0]} image")
