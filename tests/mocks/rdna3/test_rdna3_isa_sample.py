@@ -660,3 +660,55 @@ def test_a_tiled_t_sharp_is_a_shader_fault() -> None:
     with pytest.raises(ShaderFault, match="SW_MODE"):
         run(asm("image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)
     assert from32(f32(1.0)) == 1.0
+
+
+def asm_program(lines: list[str]) -> bytes:
+    """The bytes llvm-mc-19 encodes the program ``lines`` to (gfx1100)."""
+    return b"".join(struct.pack(f"<{len(ws)}I", *ws) for ws in (asm(x) for x in lines))
+
+
+KERNEL = [
+    "s_lshl_b32 s15, s14, 6",                       # workgroup id (s14, after 14 user SGPRs) x 64
+    "v_add_nc_u32 v2, s15, v0",                     # global id
+    "v_cvt_f32_u32 v3, v2",
+    "v_mul_f32 v4, 0x3d800000, v3",                 # x = id / 16
+    "v_mul_u32_u24 v1, v0, v0",
+    "v_and_b32 v1, 0xff, v1",
+    "v_cvt_f32_u32 v1, v1",
+    "v_mul_f32 v5, 0x3c800000, v1",                 # y = (lane id^2 mod 256) / 64
+    "image_sample v[6:9], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D",
+    "s_waitcnt vmcnt(0)",
+    "v_lshlrev_b32 v10, 4, v2",
+    "global_store_b128 v10, v[6:9], s[12:13]",
+    "s_endpgm",
+]
+
+
+@pytest.mark.parametrize("lockstep", [True, False])
+def test_a_kernel_samples_with_implicit_derivatives_through_run_dispatch(lockstep: bool,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinyhw.mocks.rdna3 import DispatchRegs, dispatch, run_dispatch
+
+    if not lockstep:
+        monkeypatch.setattr(dispatch, "LOCKSTEP_WAVES", 1)
+    t = make_tex("2D", 16, 16, levels=5, seed=47)
+    s = Samp(clamp=(0, 1, 0), mag=1, minf=1, mip=1)
+    mem = FlatMemory(0x10_0000_0000, 1 << 20)
+    tsharp = place(mem, t)
+    out = mem.alloc(4 * 64 * 16)
+    code = mem.alloc(asm_program(KERNEL) + struct.pack("<4I", *[0xBF9F0000] * 4), align=256)
+    user = (*tsharp, *s.words(), out & M32, out >> 32)
+    regs = DispatchRegs(pgm_lo=code >> 8 & M32, pgm_hi=code >> 40 & 0xFF, rsrc1=1, rsrc2=len(user) << 1 | 1 << 7,
+                        user_data=user, num_thread=(64, 1, 1), dim=(4, 1, 1))
+    res = run_dispatch(regs, mem)
+    assert res.per_mnemonic["image_sample"] == 8
+    data = struct.unpack(f"<{4 * 256}I", mem.read(out, 4 * 64 * 16))
+    for gid in range(256):
+        lane = gid % 64
+        q = lane // 4 * 4
+        y = [Fraction((ln * ln) % 256, 64) for ln in range(64)]
+        x = Fraction(gid, 16)
+        dx = [1 / 16, float(y[q + 1] - y[q])]
+        dy = [2 / 16, float(y[q + 2] - y[q])]
+        want = bits(ref(t, s, set(), [x, y[lane]], dx=dx, dy=dy))
+        assert list(data[4 * gid:4 * gid + 4]) == want, gid
