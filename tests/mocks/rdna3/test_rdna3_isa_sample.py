@@ -194,7 +194,8 @@ def rne(x: Fraction) -> int:
 
 
 def ref_level(t: Tex, s: Samp, lv: int, c: list[Fraction], layer: int, offs: tuple[int, int, int], linear: bool,
-              unnorm: bool, zref: Fraction | None, gather: int | None = None) -> tuple[Fraction, ...]:
+              unnorm: bool, zref: Fraction | None, gather: int | None = None, sub: int | None = None
+              ) -> tuple[Fraction, ...]:
     """The filtered texel (or the gathered four) at relative level ``lv``."""
     dims = t.dims(t.base_level + lv)
     taps = []
@@ -204,6 +205,8 @@ def ref_level(t: Tex, s: Samp, lv: int, c: list[Fraction], layer: int, offs: tup
         if gather is not None or lin:
             i0 = math.floor(u - Fraction(1, 2))
             a = u - Fraction(1, 2) - i0
+            if sub is not None:                 # the weight snapped to 2^-sub, ties to even
+                a = Fraction(rne(a * (1 << sub)), 1 << sub)
             taps.append([(i0, 1 - a), (i0 + 1, a)])
         else:
             if not s.trunc:
@@ -271,8 +274,8 @@ def ref_lod(t: Tex, s: Samp, flags: set[str], lod: float | None, dx: list[float]
 def ref(t: Tex, s: Samp, flags: set[str], coords: list[float], *, lod: float | None = None,
         dx: list[float] | None = None, dy: list[float] | None = None, bias: float = 0.0, clamp: float | None = None,
         offs: tuple[int, int, int] = (0, 0, 0), zref: float | None = None, unorm: bool = False,
-        gather: int | None = None) -> tuple[Fraction, ...]:
-    """The expected result of one lane."""
+        gather: int | None = None, sub: int | None = None) -> tuple[Fraction, ...]:
+    """The expected result of one lane (``sub``: the bilinear weights' fraction bits, None for exact)."""
     nsp, narr = DIMS[t.kind]
     unnorm = unorm or bool(s.unnorm)
     x, _raw = ref_lod(t, s, flags, lod, dx or [], dy or [], bias, clamp, unnorm)
@@ -290,9 +293,9 @@ def ref(t: Tex, s: Samp, flags: set[str], coords: list[float], *, lod: float | N
     layer = min(max(round(coords[nsp]), 0), t.slices - 1) if narr else 0
     c = [Fraction(v) for v in coords[:nsp]]
     zr = Fraction(zref) if zref is not None else None
-    a = ref_level(t, s, l0, c, layer, offs, linear, unnorm, zr, gather)
+    a = ref_level(t, s, l0, c, layer, offs, linear, unnorm, zr, gather, sub)
     if frac:
-        b = ref_level(t, s, l0 + 1, c, layer, offs, linear, unnorm, zr, gather)
+        b = ref_level(t, s, l0 + 1, c, layer, offs, linear, unnorm, zr, gather, sub)
         fr = Fraction(frac)
         a = tuple(p * (1 - fr) + q * fr for p, q in zip(a, b, strict=True))
     return a
@@ -712,3 +715,22 @@ def test_a_kernel_samples_with_implicit_derivatives_through_run_dispatch(lockste
         dy = [2 / 16, float(y[q + 2] - y[q])]
         want = bits(ref(t, s, set(), [x, y[lane]], dx=dx, dy=dy))
         assert list(data[4 * gid:4 * gid + 4]) == want, gid
+
+
+def test_subtexel_bits_snap_the_bilinear_weights(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinyhw.mocks.rdna3 import sampler
+
+    t = make_tex("2D", 8, 8, seed=53)
+    s = Samp(clamp=(0, 0, 0), mag=1, minf=1)
+    xs = [Fraction(k * 173 % 4096, 4096) for k in range(32)]
+    ys = [Fraction(k * 311 % 4096, 4096) for k in range(32)]
+    results = {}
+    for sub in (None, 8):
+        monkeypatch.setattr(sampler, "SUBTEXEL_BITS", sub)
+        w, _ = setup(t, s)
+        put(w, 4, [float(x) for x in xs])
+        put(w, 5, [float(y) for y in ys])
+        run(asm("image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)
+        results[sub] = got(w, 0, 4, 32)
+        assert results[sub] == [bits(ref(t, s, {"lz"}, [xs[k], ys[k]], sub=sub)) for k in range(32)]
+    assert results[None] != results[8]

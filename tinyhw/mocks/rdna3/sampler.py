@@ -56,10 +56,10 @@ with D16 (rounded to nearest even); UINT/SINT images return the integers (point 
 VGPR after the data (nothing is ever non-resident here); LWE is refused.
 
 Choices not checked on hardware (the guide does not pin them): the quad layout and coarse derivatives above; the
-filter weights are exact (float64) fractions, not the hardware's fixed-point subtexel weights; the arithmetic is
-float64 (hardware computes addresses in f32 or fixed point); the compare result in all four components; the border
-colour after DST_SEL; the S# LOD_BIAS applied to ``_l`` too; unnormalised coordinates addressing the level
-sampled directly. Refused (``Unimplemented``): anisotropic filters, the MIN/MAX filter modes, the half-border clamp
+filter weights are exact (float64) fractions by default, not the hardware's fixed-point subtexel weights
+(:data:`SUBTEXEL_BITS` = 8 models 8-bit weights rounded to nearest); the arithmetic is float64 (hardware computes
+addresses in f32 or fixed point); the compare result in all four components; the border colour after DST_SEL; the
+S# LOD_BIAS applied to ``_l`` too; unnormalised coordinates addressing the level sampled directly. Refused (``Unimplemented``): anisotropic filters, the MIN/MAX filter modes, the half-border clamp
 modes, the border colour table, cube maps and MSAA images, and ``image_gather4h`` (the guide does not say which
 texels its 4x1 footprint takes).
 """
@@ -75,7 +75,7 @@ import numpy as np
 from tinyhw.mocks.rdna3 import image
 from tinyhw.mocks.rdna3.state import ShaderFault, Wave
 
-__all__ = ["COMPILERS", "Ssharp", "parse_ssharp"]
+__all__ = ["COMPILERS", "SUBTEXEL_BITS", "Ssharp", "parse_ssharp"]
 
 Fn = Callable[[Wave], Any]
 Bad = Callable[[str], Exception]
@@ -85,6 +85,10 @@ F64, I64, U32 = np.float64, np.int64, np.uint32
 _DIMS = {0: ("1D", 1, 0), 1: ("2D", 2, 0), 2: ("3D", 3, 0), 3: ("CUBE", 2, 1), 4: ("1D_ARRAY", 1, 1),
          5: ("2D_ARRAY", 2, 1), 6: ("2D_MSAA", 2, 0), 7: ("2D_MSAA_ARRAY", 2, 1)}
 _BORDER = {0: (0.0, 0.0, 0.0, 0.0), 1: (0.0, 0.0, 0.0, 1.0), 2: (1.0, 1.0, 1.0, 1.0)}
+#: Fraction bits of the bilinear weights: None = exact (the default); 8 snaps each axis's fraction to 1/256 (round
+#: to nearest even), the subtexel precision D3D12 requires (D3D12_SUBTEXEL_FRACTIONAL_BIT_COUNT = 8) and Vulkan
+#: drivers report as subTexelPrecisionBits. How the hardware rounds to it is not published: a choice.
+SUBTEXEL_BITS: int | None = None
 
 
 @dataclass(frozen=True)
@@ -354,6 +358,8 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
             ul = u - 0.5
             il = np.floor(ul).astype(I64)
             fr = ul - il
+            if SUBTEXEL_BITS is not None:
+                fr = np.rint(fr * (1 << SUBTEXEL_BITS)) / (1 << SUBTEXEL_BITS)
             i0 = np.where(lin_k, il, ip)
             wt = np.where(lin_k, fr, 0.0)
             t0 = _wrap(i0, dims[k], s.clamp[k])
