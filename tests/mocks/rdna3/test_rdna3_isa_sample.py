@@ -246,7 +246,7 @@ def _product(taps: list[list[tuple[int, Fraction]]]) -> list[list[tuple[int, Fra
 
 
 def ref_lod(t: Tex, s: Samp, flags: set[str], lod: float | None, dx: list[float], dy: list[float], bias: float,
-            clamp: float | None, unnorm: bool) -> tuple[float, float]:
+            clamp: float | None, unnorm: bool, t_min_lod: Fraction = Fraction(0)) -> tuple[float, float]:
     """(LOD used, LOD before the clamps) by the guide's rules (see sampler.py's module text for the model)."""
     if "l" in flags:
         x = lod
@@ -268,17 +268,19 @@ def ref_lod(t: Tex, s: Samp, flags: set[str], lod: float | None, dx: list[float]
     x = min(max(x, float(s.min_lod)), float(s.max_lod))
     if clamp is not None:
         x = max(x, clamp)
+    if t_min_lod:                                       # the T#'s MIN_LOD, an absolute level
+        x = max(x, float(t_min_lod) - t.base_level)
     return x, raw
 
 
 def ref(t: Tex, s: Samp, flags: set[str], coords: list[float], *, lod: float | None = None,
         dx: list[float] | None = None, dy: list[float] | None = None, bias: float = 0.0, clamp: float | None = None,
         offs: tuple[int, int, int] = (0, 0, 0), zref: float | None = None, unorm: bool = False,
-        gather: int | None = None, sub: int | None = None) -> tuple[Fraction, ...]:
+        gather: int | None = None, sub: int | None = None, t_min_lod: Fraction = Fraction(0)) -> tuple[Fraction, ...]:
     """The expected result of one lane (``sub``: the bilinear weights' fraction bits, None for exact)."""
     nsp, narr = DIMS[t.kind]
     unnorm = unorm or bool(s.unnorm)
-    x, _raw = ref_lod(t, s, flags, lod, dx or [], dy or [], bias, clamp, unnorm)
+    x, _raw = ref_lod(t, s, flags, lod, dx or [], dy or [], bias, clamp, unnorm, t_min_lod)
     nlev = t.levels - t.base_level
     mip = 1 if gather is not None and s.mip == 2 else s.mip
     if mip == 0:
@@ -734,3 +736,59 @@ def test_subtexel_bits_snap_the_bilinear_weights(monkeypatch: pytest.MonkeyPatch
         results[sub] = got(w, 0, 4, 32)
         assert results[sub] == [bits(ref(t, s, {"lz"}, [xs[k], ys[k]], sub=sub)) for k in range(32)]
     assert results[None] != results[8]
+
+
+def test_gather4_with_implicit_lod_bias_clamp_offsets_and_d16() -> None:
+    t = make_tex("2D", 16, 16, levels=4, seed=59)
+    s = Samp(clamp=(1, 0, 0), mip=2)
+    w, _ = setup(t, s)
+    xs, ys = _quads(QBASE, QSTEPS)
+    biases = [0.25 * (k % 7) - 0.75 for k in range(32)]
+    clamps = [0.5 * (k % 3) for k in range(32)]
+    offs = [((k % 5) - 2, (k % 3) - 1, 0) for k in range(32)]
+    for k in range(32):
+        w.v[4, k] = (offs[k][0] & 0x3F) | (offs[k][1] & 0x3F) << 8
+    put(w, 5, biases)
+    put(w, 6, xs)
+    put(w, 7, ys)
+    put(w, 8, clamps)
+    run(asm("image_gather4_b_cl v[0:3], v[5:8], s[0:7], s[8:11] dmask:0x4 dim:SQ_RSRC_IMG_2D"), w)
+    wants = []
+    for k in range(32):
+        dx, dy = _implicit(k)
+        wants.append(ref(t, s, {"b", "cl"}, [Fraction(xs[k]), Fraction(ys[k])], dx=dx, dy=dy, bias=biases[k],
+                         clamp=clamps[k], gather=2))
+    assert got(w, 0, 4, 32) == [bits(x) for x in wants]
+    run(asm("image_gather4_o v[0:3], [v4, v6, v7], s[0:7], s[8:11] dmask:0x2 dim:SQ_RSRC_IMG_2D"), w)
+    for k in range(32):
+        dx, dy = _implicit(k)
+        want = ref(t, s, set(), [Fraction(xs[k]), Fraction(ys[k])], dx=dx, dy=dy, offs=offs[k], gather=1)
+        assert got(w, 0, 4, 32)[k] == bits(want), k
+    run(asm("image_gather4_b_cl v[10:11], v[5:8], s[0:7], s[8:11] dmask:0x4 dim:SQ_RSRC_IMG_2D d16"), w)
+    for k in range(32):
+        h = [round_float(v, "f16") for v in wants[k]]
+        assert got(w, 10, 2, 32)[k] == [h[0] | h[1] << 16, h[2] | h[3] << 16], k
+
+
+def test_force_unnormalized_3d_point_z_filter_and_t_sharp_min_lod() -> None:
+    t = make_tex("3D", 4, 4, d=4, seed=61)
+    s = Samp(clamp=(2, 2, 2), mag=1, minf=1, zf=1, unnorm=1)
+    w, _ = setup(t, s)
+    cs = [[Fraction((k * (5 + 2 * j)) % 40 - 4, 8) for k in range(32)] for j in range(3)]
+    for j in range(3):
+        put(w, 4 + j, [float(c) for c in cs[j]])
+    run(asm("image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_3D"), w)
+    assert got(w, 0, 4, 32) == [bits(ref(t, s, {"lz"}, [cs[0][k], cs[1][k], cs[2][k]])) for k in range(32)]
+    t = make_tex("2D", 8, 8, levels=4, seed=67)
+    s = Samp(mag=1, minf=1, mip=2)
+    w, _ = setup(t, s)
+    w.s[5] |= (0x140 & 0x1F) << 27                 # T# MIN_LOD = 1.25 (u4.8: 0x140), bits 4:0 in word 5 31:27
+    w.s[6] |= 0x140 >> 5                           # and bits 11:5 in word 6 6:0
+    lods = [(k % 12) * 0.25 for k in range(32)]
+    xs, ys = COORDS, [Fraction(k, 32) for k in range(32)]
+    put(w, 4, [float(x) for x in xs])
+    put(w, 5, [float(y) for y in ys])
+    put(w, 6, lods)
+    run(asm("image_sample_l v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)
+    assert got(w, 0, 4, 32) == [bits(ref(t, s, {"l"}, [xs[k], ys[k]], lod=lods[k], t_min_lod=Fraction(5, 4)))
+                                for k in range(32)]

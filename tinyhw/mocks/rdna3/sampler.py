@@ -29,7 +29,8 @@ their own dwords, then d/dy); the offset and the compare reference stay 32-bit.
 FORCE_UNNORMALIZED is set (then they are texel coordinates of the level sampled). The LOD: ``_l`` gives it,
 ``_lz`` is level 0, else log2 of the larger of the two derivative vectors' lengths in texels of the base level
 (max(|d(uvw)/dx|, |d(uvw)/dy|)), plus the ``_b`` bias; then the S#'s LOD_BIAS is added (not for ``_lz``), the
-result clamped to [MIN_LOD, MAX_LOD] and raised to the ``_cl`` clamp. LOD <= 0 uses the magnification filter,
+result clamped to [MIN_LOD, MAX_LOD], raised to the ``_cl`` clamp and to the T#'s MIN_LOD (an absolute level: a
+choice). LOD <= 0 uses the magnification filter,
 above it the minification filter. Levels are relative to the T#'s BASE_LEVEL and go up to LAST_LEVEL; the mip
 filter picks level 0 (none), the nearest level floor(LOD + 1/2) (point), or blends floor(LOD) and the next one by
 the fraction (linear). In a level: point sampling takes floor(u) (u = x * width), after rounding u to 1/64 texel
@@ -59,9 +60,11 @@ Choices not checked on hardware (the guide does not pin them): the quad layout a
 filter weights are exact (float64) fractions by default, not the hardware's fixed-point subtexel weights
 (:data:`SUBTEXEL_BITS` = 8 models 8-bit weights rounded to nearest); the arithmetic is float64 (hardware computes
 addresses in f32 or fixed point); the compare result in all four components; the border colour after DST_SEL; the
-S# LOD_BIAS applied to ``_l`` too; unnormalised coordinates addressing the level sampled directly. Refused (``Unimplemented``): anisotropic filters, the MIN/MAX filter modes, the half-border clamp
-modes, the border colour table, cube maps and MSAA images, and ``image_gather4h`` (the guide does not say which
-texels its 4x1 footprint takes).
+S# LOD_BIAS applied to ``_l`` too; unnormalised coordinates addressing the level sampled directly.
+
+Refused (``Unimplemented``): anisotropic filters, the MIN/MAX filter modes, the half-border clamp modes, the border
+colour table, cube maps and MSAA images, integer images filtered or compared, LWE, and ``image_gather4h`` (the
+guide does not say which texels its 4x1 footprint takes).
 """
 
 from __future__ import annotations
@@ -298,6 +301,8 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
         lod = np.clip(lod, s.min_lod, s.max_lod)
         if "cl" in flags:
             lod = np.maximum(lod, a["clamp"])
+        if t.min_lod:                 # the T#'s MIN_LOD: an absolute level (a choice), here relative to BASE_LEVEL
+            lod = np.maximum(lod, t.min_lod / 256 - base)
         if kind == "lod":
             res = np.zeros((len(lanes), 4))
             res[:, 0] = np.clip(lod, 0, nlev - 1)
