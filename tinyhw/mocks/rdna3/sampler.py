@@ -5,17 +5,19 @@ The texels come from :mod:`tinyhw.mocks.rdna3.image` (T# parsing, ``read_texels`
 ``apply_dst_sel``, ``mip_dims``); this module does what the sampler adds on top.
 
 **The S#** (four SGPRs at SSAMP, :func:`parse_ssharp`): the guide's sampler table, bit positions as the
-``SQ_IMG_SAMP_WORD0..3`` registers give them (the same fields the gfx11 guide lists):
+``SQ_IMG_SAMP_WORD0..3`` register headers give them (the same fields the gfx11 guide lists; Mesa's
+``ac_build_sampler_descriptor`` fills the same ones for gfx10/gfx11, LOD_BIAS in [-32, 31] with 8 fraction bits):
 word 0 CLAMP_X 2:0, CLAMP_Y 5:3, CLAMP_Z 8:6, MAX_ANISO_RATIO 11:9, DEPTH_COMPARE_FUNC 14:12, FORCE_UNNORMALIZED
 15, ANISO_THRESHOLD 18:16, MC_COORD_TRUNC 19, FORCE_DEGAMMA 20, ANISO_BIAS 26:21, TRUNC_COORD 27, DISABLE_CUBE_WRAP
 28, FILTER_MODE 30:29; word 1 MIN_LOD 11:0 and MAX_LOD 23:12 (unsigned 4.8 fixed point), PERF_MIP 27:24, PERF_Z
 31:28; word 2 LOD_BIAS 13:0 (signed 5.8), LOD_BIAS_SEC 19:14, XY_MAG_FILTER 21:20, XY_MIN_FILTER 23:22, Z_FILTER
-25:24, MIP_FILTER 27:26; word 3 BORDER_COLOR_PTR 11:0, BORDER_COLOR_TYPE 31:30. Clamp modes: 0 wrap, 1 mirror,
-2 clamp to the last texel, 3 mirror once then clamp to the last texel, 4 clamp half way to the border, 5 mirror
-once half way to the border, 6 clamp to the border, 7 mirror once to the border. Compare functions: 0 never, 1
-less, 2 equal, 3 less-equal, 4 greater, 5 not-equal, 6 greater-equal, 7 always. XY filters: 0 point, 1 bilinear,
-2/3 anisotropic; mip filter: 0 none, 1 point, 2 linear; border colour type: 0 transparent black, 1 opaque black,
-2 opaque white, 3 from the border colour table (a register).
+25:24, MIP_FILTER 27:26; word 3 BORDER_COLOR_TYPE 31:30 (the BORDER_COLOR_PTR moved on gfx11, Mesa's
+``BORDER_COLOR_PTR_GFX11``; the model keeps bits 11:0 but never uses them: the border colour table is refused).
+Clamp modes: 0 wrap, 1 mirror, 2 clamp to the last texel, 3 mirror once then clamp to the last texel, 4 clamp half
+way to the border, 5 mirror once half way to the border, 6 clamp to the border, 7 mirror once to the border.
+Compare functions: 0 never, 1 less, 2 equal, 3 less-equal, 4 greater, 5 not-equal, 6 greater-equal, 7 always.
+XY filters: 0 point, 1 bilinear, 2/3 anisotropic; mip filter: 0 none, 1 point, 2 linear; border colour type: 0
+transparent black, 1 opaque black, 2 opaque white, 3 from the border colour table (a register).
 
 **The address VGPRs** (the guide's address table; VADDR, or with NSA the VGPRs VADDR, ADDR1..ADDR4 one dword each),
 in this order, each present only where the opcode has it: the texel offsets (``_o``: signed 6-bit X 5:0, Y 13:8,
