@@ -792,3 +792,17 @@ def test_force_unnormalized_3d_point_z_filter_and_t_sharp_min_lod() -> None:
     run(asm("image_sample_l v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)
     assert got(w, 0, 4, 32) == [bits(ref(t, s, {"l"}, [xs[k], ys[k]], lod=lods[k], t_min_lod=Fraction(5, 4)))
                                 for k in range(32)]
+
+
+def test_a_nan_lod_takes_min_lod_and_nan_coordinates_do_not_stop_the_wave() -> None:
+    t = make_tex("2D", 8, 8, levels=4, seed=71)
+    s = Samp(mag=1, minf=1, mip=1, min_lod=Fraction(3, 2), border=2, clamp=(6, 6, 0))
+    w, _ = setup(t, s)
+    xs, ys = COORDS, [Fraction(k, 32) for k in range(32)]
+    put(w, 4, [float(x) for x in xs])
+    put(w, 5, [float(y) for y in ys])
+    put(w, 6, [math.nan] * 32)
+    run(asm("image_sample_l v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)
+    assert got(w, 0, 4, 32) == [bits(ref(t, s, {"l"}, [xs[k], ys[k]], lod=1.5)) for k in range(32)]
+    put(w, 4, [math.nan, math.inf, -math.inf] * 10 + [0.5, 0.5])
+    run(asm("image_sample_l v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)

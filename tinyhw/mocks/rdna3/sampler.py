@@ -31,9 +31,9 @@ their own dwords, then d/dy); the offset and the compare reference stay 32-bit.
 FORCE_UNNORMALIZED is set (then they are texel coordinates of the level sampled). The LOD: ``_l`` gives it,
 ``_lz`` is level 0, else log2 of the larger of the two derivative vectors' lengths in texels of the base level
 (max(|d(uvw)/dx|, |d(uvw)/dy|)), plus the ``_b`` bias; then the S#'s LOD_BIAS is added (not for ``_lz``), the
-result clamped to [MIN_LOD, MAX_LOD], raised to the ``_cl`` clamp and to the T#'s MIN_LOD (an absolute level: a
-choice). LOD <= 0 uses the magnification filter,
-above it the minification filter. Levels are relative to the T#'s BASE_LEVEL and go up to LAST_LEVEL; the mip
+result clamped to [MIN_LOD, MAX_LOD] (as IEEE maxNum/minNum: a NaN LOD becomes MIN_LOD, a choice), raised to the
+``_cl`` clamp and to the T#'s MIN_LOD (an absolute level: a choice). LOD <= 0 uses the magnification filter, above
+it the minification filter. Levels are relative to the T#'s BASE_LEVEL and go up to LAST_LEVEL; the mip
 filter picks level 0 (none), the nearest level floor(LOD + 1/2) (point), or blends floor(LOD) and the next one by
 the fraction (linear). In a level: point sampling takes floor(u) (u = x * width), after rounding u to 1/64 texel
 (round to nearest even) unless TRUNC_COORD is set (as RADV describes the hardware's two modes); bilinear sampling
@@ -300,11 +300,11 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
         if "lz" not in flags:
             lod = lod + s.lod_bias
         raw = lod.copy()
-        lod = np.clip(lod, s.min_lod, s.max_lod)
+        lod = np.fmin(np.fmax(lod, s.min_lod), s.max_lod)      # IEEE maxNum/minNum: a NaN LOD becomes MIN_LOD
         if "cl" in flags:
-            lod = np.maximum(lod, a["clamp"])
+            lod = np.fmax(lod, a["clamp"])
         if t.min_lod:                 # the T#'s MIN_LOD: an absolute level (a choice), here relative to BASE_LEVEL
-            lod = np.maximum(lod, t.min_lod / 256 - base)
+            lod = np.fmax(lod, t.min_lod / 256 - base)
         if kind == "lod":
             res = np.zeros((len(lanes), 4))
             res[:, 0] = np.clip(lod, 0, nlev - 1)
