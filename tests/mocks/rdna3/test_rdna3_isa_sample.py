@@ -806,3 +806,16 @@ def test_a_nan_lod_takes_min_lod_and_nan_coordinates_do_not_stop_the_wave() -> N
     assert got(w, 0, 4, 32) == [bits(ref(t, s, {"l"}, [xs[k], ys[k]], lod=1.5)) for k in range(32)]
     put(w, 4, [math.nan, math.inf, -math.inf] * 10 + [0.5, 0.5])
     run(asm("image_sample_l v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)
+
+
+def test_gather4_of_a_2d_array_slice() -> None:
+    t = make_tex("2D_ARRAY", 4, 3, slices=3, fmt=42, seed=73)
+    s = Samp(clamp=(0, 2, 0))
+    w, _ = setup(t, s)
+    xs, ys = COORDS, [Fraction(k * 9 % 80 - 10, 32) for k in range(32)]
+    layers = [float(k % 5) - 0.5 for k in range(32)]
+    put(w, 4, [float(x) for x in xs])
+    put(w, 5, [float(y) for y in ys])
+    put(w, 6, layers)
+    run(asm("image_gather4_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0x8 dim:SQ_RSRC_IMG_2D_ARRAY"), w)
+    assert got(w, 0, 4, 32) == [bits(ref(t, s, {"lz"}, [xs[k], ys[k], layers[k]], gather=3)) for k in range(32)]

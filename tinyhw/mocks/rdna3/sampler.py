@@ -272,7 +272,7 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
         a = addr(w, lanes)
         unorm = unorm_inst or s.force_unnormalized
         base, last = t.base_level, t.last_level
-        nlev = last - base + 1
+        nlev = max(last - base + 1, 1)     # LAST_LEVEL below BASE_LEVEL: the base level alone (a choice)
         w0, h0, d0 = image.mip_dims(t, base)
         size0 = (w0, h0, d0)[:nsp]
         coords = [a[f"c{k}"] for k in range(nsp)]
