@@ -319,8 +319,8 @@ def test_a16_nsa_d16_and_tfe() -> None:
     assert [int(w.v[0, 0]), int(w.v[1, 0])] == [h[0] | h[1] << 16, h[2]]
     w.v[9, 0], w.v[7, 0] = 3, 2
     w.v[0:5, 0] = 0xDEAD
-    go(w, "image_load v[0:4], [v9, v7], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D tfe")   # NSA; TFE status 0 after
-    assert [int(w.v[i, 0]) for i in range(5)] == [0, f32(1.0), unorm(32768, 16), unorm(1, 16), 0]
+    go(w, "image_load v[0:4], [v9, v7], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D tfe")   # NSA; TFE: no failure, the
+    assert [int(w.v[i, 0]) for i in range(5)] == [0, f32(1.0), unorm(32768, 16), unorm(1, 16), 0xDEAD]   # VGPR kept
     w.s[1] = (w.s[1] & ~(0xFF << 20)) | 55 << 20                        # 16x4 SINT, d16: the integers' halves
     go(w, "image_load v0, [v9, v7], s[0:7] dmask:0x3 dim:SQ_RSRC_IMG_2D d16")
     assert int(w.v[0, 0]) == 0xFFFF << 16
@@ -411,6 +411,20 @@ def test_image_store_number_formats(fmt: int, regs: list[int], want: bytes) -> N
     go(w, f"image_store {data}, v[8:9], s[0:7] dmask:0x{(1 << n) - 1:x} dim:SQ_RSRC_IMG_2D")
     pitch = layout(2, 2, len(want), 1)[0][0]
     assert mem.read(BASE + (pitch + 1) * len(want), len(want)) == want
+
+
+@pytest.mark.parametrize("mode,want", [("even", (0x3C01, 0xBC02, 0x7C00, 0x3C00)),
+                                       ("zero", (0x3C00, 0xBC01, 0x7BFF, 0x3C00))])
+def test_16_float_store_rounding_is_configurable(mode: str, want: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinyhw.mocks.rdna3 import image
+
+    monkeypatch.setattr(image, "FLOAT_STORE_ROUNDING", mode)
+    w, mem = setup(tsharp(BASE, 57, 2, 1))                           # 16_16_16_16_FLOAT
+    w.s[EXEC_LO] = 1
+    w.v[8:10, 0] = [0, 0]
+    w.v[0:4, 0] = [f32(1 + 2.0 ** -11 + 2.0 ** -20), f32(-(1 + 3 * 2.0 ** -11)), f32(70000.0), f32(1.0)]
+    go(w, "image_store v[0:3], v[8:9], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D")
+    assert struct.unpack("<4H", mem.read(BASE, 8)) == want
 
 
 def test_store_mip_pck_d16_and_refusals() -> None:
@@ -521,3 +535,101 @@ def test_refusals() -> None:
         go(w, "image_load v[0:4], v[4:5], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D tfe lwe")
     with pytest.raises(ShaderFault, match="96-bit"):     # image_sample: sampler.py, texels through image.py
         go(w, "image_sample v[0:3], v[4:5], s[0:7], s[12:15] dmask:0xf dim:SQ_RSRC_IMG_2D")
+
+
+TEXTS = [
+    "image_load v[0:3], v[4:5], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D",
+    "image_load v[0:2], [v4, v5], s[8:15] dmask:0xf dim:SQ_RSRC_IMG_2D_ARRAY a16 tfe d16",
+    "image_load v0, [v4, v6, v9, v11], s[0:7] dmask:0x4 dim:SQ_RSRC_IMG_2D_MSAA_ARRAY unorm glc slc dlc",
+    "image_load_mip v[0:1], v[4:7], s[0:7] dmask:0x9 dim:SQ_RSRC_IMG_CUBE",
+    "image_load_pck_sgn v[0:3], v[4:6], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_3D",
+    "image_load_mip_pck v1, v[4:5], s[0:7] dmask:0x2 dim:SQ_RSRC_IMG_1D_ARRAY a16",
+    "image_store v[1:2], v[4:5], s[96:103] dmask:0x3 dim:SQ_RSRC_IMG_2D",
+    "image_store_mip v[1:2], v[4:5], s[4:11] dmask:0xf dim:SQ_RSRC_IMG_1D d16",
+    "image_store_pck v1, v4, s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_1D glc",
+    "image_store_mip_pck v[10:12], [v4, v2, v1, v0], s[0:7] dmask:0x7 dim:SQ_RSRC_IMG_3D",
+    "image_atomic_cmpswap v[1:2], v[4:5], s[96:103] dmask:0x3 dim:SQ_RSRC_IMG_2D glc",
+    "image_atomic_add v[0:1], v4, s[0:7] dmask:0x3 dim:SQ_RSRC_IMG_1D",
+    "image_atomic_dec v0, v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D_ARRAY slc",
+    "image_get_resinfo v[0:3], v4, s[0:7] dmask:0xf dim:SQ_RSRC_IMG_1D",
+    "image_msaa_load v[0:3], v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D_MSAA",
+]
+
+
+def test_decoder_text_equals_llvm_mc() -> None:
+    out = subprocess.run(["llvm-mc-19", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"], input="\n".join(TEXTS),
+                         capture_output=True, text=True, check=True).stdout
+    lines = [ln for ln in out.splitlines() if "encoding:" in ln]
+    assert len(lines) == len(TEXTS)
+    for ln in lines:
+        text, enc = ln.split(";")
+        raw = bytes(int(x, 16) for x in re.search(r"\[([^\]]*)\]", enc).group(1).split(","))
+        assert decode_at(raw + bytes(16), 0, "gfx11").text == text.strip()
+
+
+# ---- end to end: a kernel clang-19 compiles from LLVM IR (the image intrinsics), checked on the host -------------
+
+IMAGE_KERNEL = """
+target triple = "amdgcn-amd-amdhsa"
+
+declare i32 @llvm.amdgcn.workitem.id.x()
+declare i32 @llvm.amdgcn.workgroup.id.x()
+declare <4 x float> @llvm.amdgcn.image.load.2d.v4f32.i32(i32, i32, i32, <8 x i32>, i32, i32)
+declare void @llvm.amdgcn.image.store.2d.v4f32.i32(<4 x float>, i32, i32, i32, <8 x i32>, i32, i32)
+declare i32 @llvm.amdgcn.image.atomic.add.1d.i32.i32(i32, i32, <8 x i32>, i32, i32)
+
+define amdgpu_kernel void @k(<8 x i32> %src, <8 x i32> %dst, <8 x i32> %cnt) {
+  %x = call i32 @llvm.amdgcn.workitem.id.x()
+  %y = call i32 @llvm.amdgcn.workgroup.id.x()
+  %v = call <4 x float> @llvm.amdgcn.image.load.2d.v4f32.i32(i32 15, i32 %x, i32 %y, <8 x i32> %src, i32 0, i32 0)
+  %w = fmul <4 x float> %v, <float 2.0, float 2.0, float 2.0, float 2.0>
+  call void @llvm.amdgcn.image.store.2d.v4f32.i32(<4 x float> %w, i32 15, i32 %x, i32 %y, <8 x i32> %dst, i32 0, i32 0)
+  %b = and i32 %x, 3
+  %o = call i32 @llvm.amdgcn.image.atomic.add.1d.i32.i32(i32 1, i32 %b, <8 x i32> %cnt, i32 0, i32 0)
+  ret void
+}
+"""
+
+
+def _image_kernel_run(obj: bytes, width: int, groups: int, pixels: bytes) -> tuple[list, tuple, dict]:
+    """Run the compiled IMAGE_KERNEL on ``groups`` rows of ``width`` 8_8_8_8_UNORM texels: (the 16x4_FLOAT
+    output texels row by row, the four 32_UINT counters, the dispatch result as a dict)."""
+    from tinyhw.mocks.rdna3 import dispatch_regs, load_kernel, run_dispatch
+
+    mem = FlatMemory(0x7F00_0000_0000, 1 << 20)
+    k = load_kernel(obj, mem)
+    pin = layout(width, groups, 4, 1)[0][0]
+    rows = [pixels[4 * width * y:4 * width * (y + 1)].ljust(4 * pin, b"\0") for y in range(groups)]
+    srca = mem.alloc(b"".join(rows))
+    pout = layout(width, groups, 8, 1)[0][0]
+    dsta = mem.alloc(bytes(pout * 8 * groups))
+    cnta = mem.alloc(struct.pack("<64I", *([100] * 64)))
+    words = (tsharp(srca, 42, width, groups) + tsharp(dsta, 57, width, groups)       # 8_8_8_8_UNORM, 16x4_FLOAT
+             + tsharp(cnta, 20, 4, typ=T1D))                                           # 32_UINT, 1D
+    kernarg = mem.alloc(struct.pack("<24I", *words), align=64)
+    res = run_dispatch(dispatch_regs(k.kd, k.entry, kernarg, (groups, 1, 1), (width, 1, 1)), mem)
+    out = [list(struct.unpack("<4e", mem.read(dsta + (y * pout + x) * 8, 8))) for y in range(groups)
+           for x in range(width)]
+    return out, struct.unpack("<4I", mem.read(cnta, 16)), res.to_doc()
+
+
+@pytest.mark.skipif(not shutil.which("clang-19"), reason="clang-19 is not installed")
+def test_clang_compiled_image_kernel_runs_as_on_the_host(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinyhw.mocks.rdna3 import dispatch
+
+    src = tmp_path / "k.ll"
+    src.write_text(IMAGE_KERNEL)
+    subprocess.run(["clang-19", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-O2", "-nogpulib", "-c", str(src),
+                    "-o", str(tmp_path / "k.o")], check=True)
+    width, groups = 32, 4
+    pixels = bytes((i * 37 + 11) & 0xFF for i in range(width * groups * 4))
+    out, counts, doc = _image_kernel_run((tmp_path / "k.o").read_bytes(), width, groups, pixels)
+    for i, got in enumerate(out):
+        doubled = [2 * struct.unpack("<f", struct.pack("<I", unorm(b, 8)))[0] for b in pixels[4 * i:4 * i + 4]]
+        assert got == [struct.unpack("<e", struct.pack("<e", d))[0] for d in doubled], i   # f16, nearest even
+    assert counts == (100 + 8 * groups,) * 4
+    assert {"image_load", "image_store", "image_atomic_add"} <= set(doc["per_mnemonic"])
+    vector = sum(n for m, n in doc["per_mnemonic"].items() if m.startswith(("v_", "image_")))
+    assert doc["active_lane_instructions"] == width * vector       # image instructions count as vector ones
+    monkeypatch.setattr(dispatch, "LOCKSTEP_WAVES", 1)                    # one workgroup at a time: the same
+    assert _image_kernel_run((tmp_path / "k.o").read_bytes(), width, groups, pixels) == (out, counts, doc)

@@ -42,9 +42,11 @@ kinds the integer, floats widened; a missing Y or Z reads 0 and W one (1.0, or 1
 the T#'s DST_SEL. The result is the f32 (D16: f16) nearest the exact value, the integer for UINT/SINT (D16: its
 low 16 bits); D16 of a 32-bit format is refused.
 
-Stores convert the f32 (D16: f16) register values (D3D10+ conversion rules, which the guide follows): UNORM and
-SNORM saturate to [0, 1] / [-1, 1] (NaN to 0), scale by 2^n - 1 / 2^(n-1) - 1 and round to the nearest integer,
-ties to even (the tie rule is the model's choice); 16_FLOAT rounds to nearest even; UINT and SINT take the
+Stores convert the f32 (D16: f16) register values as Direct3D's "Data Conversion Rules" say (the guide gives
+none): UNORM and SNORM saturate to [0, 1] / [-1, 1] (NaN to 0), scale by 2^n - 1 / 2^(n-1) - 1 and round to the
+nearest integer (D3D: "round-to-nearest"; ties to even is the model's choice); 16_FLOAT rounds as
+:data:`FLOAT_STORE_ROUNDING` says: D3D asks round-to-zero for float-to-float conversions, the default rounds to
+nearest even as the buffer format stores do (neither checked on hardware); UINT and SINT take the
 register's integer saturated to the component's range (saturation rather than truncation is the model's choice);
 32-bit components store the register's bits. Stores to the scaled and packed float formats are refused. DMASK
 picks the components: a load returns popcount(DMASK) of them packed into consecutive VGPRs (D16: two per VGPR,
@@ -54,8 +56,9 @@ choice). The ``_pck`` forms move the components' raw bits without conversion or 
 ``_sgn`` sign-extended, to 32 bits; stores take the low bits); a component the format lacks reads 0; D16 on them
 is refused (llvm-mc-19 does not encode it).
 
-TFE: the model has no partially resident textures, so every access succeeds and the extra VGPR after the data
-gets 0 (a choice not checked on hardware); LWE is refused.
+TFE: the extra VGPR after the data is written only when an access fails (LLVM's review D48826 of the TFE/LWE
+support: "if the error does not occur, the register is not written", which is why compilers zero it first); the
+model has no partially resident textures, so no access fails and the VGPR keeps its value. LWE is refused.
 
 Atomics (``image_atomic_*``): per lane in lane order on a texel of a 32-bit one-component format (DMASK 0x1;
 cmpswap 0x3: DATA = the new value, DATA + 1 the compare value) or of 32_32 UINT/SINT (64-bit: DMASK 0x3; cmpswap
@@ -480,9 +483,9 @@ def _sel_regs(t: Tsharp, regs: np.ndarray, one: int) -> np.ndarray:
     return out
 
 
-def _write_out(w: Wave, lanes: np.ndarray, vdata: int, comps: list[np.ndarray], d16: bool, tfe: bool) -> None:
-    """Write the returned components (uint32 per lane; D16 two 16-bit values per VGPR, an unused high half 0)
-    and, with TFE, a 0 status after them."""
+def _write_out(w: Wave, lanes: np.ndarray, vdata: int, comps: list[np.ndarray], d16: bool) -> None:
+    """Write the returned components (uint32 per lane; D16 two 16-bit values per VGPR, an unused high half 0);
+    a TFE status VGPR after them is left alone (no access fails)."""
     if d16:
         regs = [comps[i] | (comps[i + 1] << U32(16) if i + 1 < len(comps) else U32(0))
                 for i in range(0, len(comps), 2)]
@@ -490,8 +493,6 @@ def _write_out(w: Wave, lanes: np.ndarray, vdata: int, comps: list[np.ndarray], 
         regs = comps
     for i, r in enumerate(regs):
         w.v[vdata + i, lanes] = r
-    if tfe:
-        w.v[vdata + len(regs), lanes] = 0
 
 
 def _sel_bits(dmask: int) -> list[int]:
@@ -501,7 +502,7 @@ def _sel_bits(dmask: int) -> list[int]:
 def _load(inst: Any, pc: int, bad: Bad) -> Fn:
     f, mn = inst.fields, inst.mnemonic
     m = _prep(inst, bad)
-    pck, sgn, mip, d16, tfe = "_pck" in mn, mn.endswith("_sgn"), "_mip" in mn, bool(f["d16"]), bool(f["tfe"])
+    pck, sgn, mip, d16 = "_pck" in mn, mn.endswith("_sgn"), "_mip" in mn, bool(f["d16"])
     picks = _sel_bits(m.dmask)
     if not picks:
         raise bad("DMASK 0")
@@ -526,8 +527,25 @@ def _load(inst: Any, pc: int, bad: Bad) -> Fn:
         else:
             regs = _sel_regs(t, _to_regs(raw, fm, d16), _one_bits(fm, d16))
         regs[~ok] = 0
-        _write_out(w, lanes, m.vdata, [regs[:, c] for c in picks], d16, tfe)
+        _write_out(w, lanes, m.vdata, [regs[:, c] for c in picks], d16)
     return _guard(run, bad)
+
+
+#: how an image store rounds an f32 to 16_FLOAT: "even" (nearest, ties to even) or "zero" (toward zero, D3D's rule
+#: for float-to-float conversions: a finite value never becomes infinity)
+FLOAT_STORE_ROUNDING = "even"
+
+
+def _to_half(v: np.ndarray) -> np.ndarray:
+    """f32 register bits -> f16 bits (uint16), rounded as :data:`FLOAT_STORE_ROUNDING` says."""
+    x = v.view(F32)
+    h = x.astype(F16).view(U16)
+    if FLOAT_STORE_ROUNDING == "even":
+        return h
+    if FLOAT_STORE_ROUNDING != "zero":
+        raise ImageFault(f"FLOAT_STORE_ROUNDING {FLOAT_STORE_ROUNDING!r} (\"even\" or \"zero\")")
+    up = np.isfinite(x) & (np.abs(h.view(F16).astype(F64)) > np.abs(x.astype(F64)))
+    return np.where(up, h - U16(1), h).astype(U16)        # one step toward zero (sign and magnitude)
 
 
 def _encode(v: np.ndarray, fm: Fmt, c: int, d16: bool) -> np.ndarray:
@@ -540,7 +558,7 @@ def _encode(v: np.ndarray, fm: Fmt, c: int, d16: bool) -> np.ndarray:
     if bits == 32:
         return v.astype(U64)
     if fm.kind == "float":
-        return (v if d16 else v.view(F32).astype(F16).view(U16)).astype(U64) & U64(0xFFFF)
+        return (v if d16 else _to_half(v)).astype(U64) & U64(0xFFFF)
     if fm.kind == "uint":
         return np.minimum(v.astype(U64), U64(mask))
     if fm.kind == "sint":
@@ -677,7 +695,7 @@ def _resinfo(inst: Any, pc: int, bad: Bad) -> Fn:
                          np.full_like(level, t.last_level - t.base_level + 1)], axis=1)
         vals[level > t.last_level, :3] = 0
         regs = vals.astype(U32)
-        _write_out(w, lanes, m.vdata, [regs[:, c] for c in picks], False, False)
+        _write_out(w, lanes, m.vdata, [regs[:, c] for c in picks], False)
     return _guard(run, bad)
 
 
