@@ -819,3 +819,35 @@ def test_gather4_of_a_2d_array_slice() -> None:
     put(w, 6, layers)
     run(asm("image_gather4_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0x8 dim:SQ_RSRC_IMG_2D_ARRAY"), w)
     assert got(w, 0, 4, 32) == [bits(ref(t, s, {"lz"}, [xs[k], ys[k], layers[k]], gather=3)) for k in range(32)]
+
+
+@pytest.mark.skipif(not shutil.which("llvm-objdump-19"), reason="llvm-objdump-19 is not installed")
+def test_address_dwords_of_every_form_dim_and_a16_are_llvms(tmp_path: Any) -> None:
+    """The address layout (offset, bias, compare, derivatives, coordinates, LOD/clamp; A16, G16 packing) takes as
+    many VGPRs as llvm-objdump-19 shows for each sampled form, DIM and A16."""
+    from tinyhw.formats.rdna3_ops import OPS
+    from tinyhw.mocks.rdna3 import sampler
+
+    dims = {0: (1, 0), 1: (2, 0), 2: (3, 0), 3: (2, 1), 4: (1, 1), 5: (2, 1)}
+    lines, want = [], []
+    for (enc, op), (m, _t) in sorted(OPS.items()):
+        if enc != "MIMG" or m not in sampler.COMPILERS:
+            continue
+        kind, flags = sampler._variant(m)
+        for dim, (nsp, narr) in dims.items():
+            for a16 in (0, 1):
+                w0 = 0xF0000000 | op << 18 | (1 if kind == "gather" else 0xF) << 8 | dim << 2 | a16 << 16
+                lines.append(f".long 0x{w0:08x}, 0x{4 | 2 << 26:08x}")
+                want.append((m, dim, a16, sampler._layout(flags, nsp, narr, bool(a16), m.endswith("_g16"))[1]))
+    obj = tmp_path / "mimg.o"
+    subprocess.run(["llvm-mc-19", "-triple=amdgcn", "-mcpu=gfx1100", "-filetype=obj", "-o", str(obj)],
+                   input="\n".join(lines), text=True, check=True)
+    dis = subprocess.run(["llvm-objdump-19", "-d", "--mcpu=gfx1100", str(obj)], capture_output=True, text=True,
+                         check=True).stdout
+    texts = [ln for ln in dis.splitlines() if "image_" in ln]
+    assert len(texts) == len(want) > 600
+    for (m, dim, a16, ndw), text in zip(want, texts, strict=True):
+        r = re.search(r"image_\S+\s+v(?:\[\d+:\d+\]|\d+), (?:v\[(\d+):(\d+)\]|v\d+)", text)
+        assert r, text
+        n = int(r.group(2)) - int(r.group(1)) + 1 if r.group(1) else 1
+        assert n == ndw, (m, dim, a16, text)

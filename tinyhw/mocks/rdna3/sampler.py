@@ -24,8 +24,9 @@ in this order, each present only where the opcode has it: the texel offsets (``_
 Z 21:16), the LOD bias (``_b``), the depth-compare reference (``_c``), the user derivatives (``_d``: all of d/dx, then
 all of d/dy, one per spatial coordinate), the coordinates (x; y; z, the array slice or the cube face), then the LOD
 (``_l``) or the LOD clamp (``_cl``). A16 makes the bias, the coordinates and the LOD/clamp 16-bit (f16), packed two
-to a dword from the low half; the derivatives are 16-bit with A16 or ``_g16``, packed per direction (d/dx values in
-their own dwords, then d/dy); the offset and the compare reference stay 32-bit.
+to a dword from the low half; the derivatives are 16-bit only in the ``_g16`` forms (A16 leaves them 32-bit: the
+address sizes llvm-mc-19 gives every form), packed per direction (d/dx values in their own dwords, then d/dy); the
+offset and the compare reference stay 32-bit.
 
 **The sampling**: coordinates are normalised (x the width ...) unless the instruction's UNORM or the S#'s
 FORCE_UNNORMALIZED is set (then they are texel coordinates of the level sampled). The LOD: ``_l`` gives it,
@@ -162,7 +163,7 @@ def _layout(flags: frozenset[str], nsp: int, narr: int, a16: bool, g16: bool) ->
         add32(["z"])
     if "d" in flags:
         for direction in ("dx", "dy"):
-            (add16 if a16 or g16 else add32)([f"{direction}{k}" for k in range(nsp)])
+            (add16 if g16 else add32)([f"{direction}{k}" for k in range(nsp)])
     body = [f"c{k}" for k in range(nsp + narr)] + (["lod"] if "l" in flags else ["clamp"] if "cl" in flags else [])
     (add16 if a16 else add32)(body)
     return slots, d
