@@ -851,3 +851,30 @@ def test_address_dwords_of_every_form_dim_and_a16_are_llvms(tmp_path: Any) -> No
         assert r, text
         n = int(r.group(2)) - int(r.group(1)) + 1 if r.group(1) else 1
         assert n == ndw, (m, dim, a16, text)
+
+
+def test_a16_keeps_the_compare_reference_32_bit_and_packs_the_bias() -> None:
+    t = make_tex("2D", 8, 8, levels=3, seed=79)
+    s = Samp(compare=3, mag=1, minf=1, mip=1)
+    w, _ = setup(t, s)
+    xs, ys = [Fraction(k * 5 % 32, 32) for k in range(32)], [Fraction(k % 16, 16) for k in range(32)]
+    zs = [float(t.texels[0][0][(k % 8, k // 4 % 8, 0)][0]) + 1 / 1024 for k in range(32)]
+    put(w, 4, zs)
+    for k in range(32):
+        w.v[5, k] = f16(float(xs[k])) | f16(float(ys[k])) << 16
+    run(asm("image_sample_c_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D a16"), w)
+    assert got(w, 0, 4, 32) == [bits(ref(t, s, {"c", "lz"}, [xs[k], ys[k]], zref=zs[k])) for k in range(32)]
+    xq, yq = _quads(QBASE, QSTEPS)
+    biases = [0.5 * (k % 4) - 0.5 for k in range(32)]
+    for k in range(32):                         # (bias, -) then (x, y): the quads' coordinates are f16-exact
+        w.v[4, k] = f16(biases[k])
+        w.v[5, k] = f16(xq[k]) | f16(yq[k]) << 16
+    s2 = Samp(mag=1, minf=1, mip=2)
+    t2 = make_tex("2D", 16, 16, levels=5, seed=83)
+    w2, _ = setup(t2, s2)
+    w2.v[4], w2.v[5] = w.v[4], w.v[5]
+    run(asm("image_sample_b v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D a16"), w2)
+    for k in range(32):
+        dx, dy = _implicit(k)
+        want = ref(t2, s2, {"b"}, [Fraction(xq[k]), Fraction(yq[k])], dx=dx, dy=dy, bias=biases[k])
+        assert got(w2, 0, 4, 32)[k] == bits(want), k
