@@ -51,15 +51,17 @@ order); with ``_c`` each compared. ``image_get_lod``: component 0 the LOD as it 
 LOD clamps, clamped to the image's levels), component 1 the computed LOD before any clamp (with the S#'s bias).
 
 Implicit derivatives (``image_sample``, ``_b``, ``_c``, ``_cl``, ``image_gather4`` without ``_l``/``_lz``,
-``image_get_lod``): a compute wave has no pixel quads, so the model takes the quads as lanes 4k..4k+3 in the order
-(0, 1) top row, (2, 3) bottom row: d/dx = lane 4k+1 - lane 4k, d/dy = lane 4k+2 - lane 4k, the same for all four
-lanes of the quad (coarse derivatives), from the address VGPRs of all four lanes whatever EXEC says.
+``image_get_lod``): a compute wave has no pixel quads, so the model takes the pixel shader's quad layout (lanes
+4k..4k+3 = top-left, top-right, bottom-left, bottom-right, as Mesa's ``ac_build_ddxy`` documents it; D3D's SM 6.6
+compute derivatives use the same Z order): d/dx = lane 4k+1 - lane 4k, d/dy = lane 4k+2 - lane 4k, the same for all
+four lanes of the quad (coarse derivatives), from the address VGPRs of all four lanes whatever EXEC says.
 
 Results: DMASK picks the components (packed into consecutive VGPRs, gather always returns four), f32, or f16 pairs
-with D16 (rounded to nearest even); UINT/SINT images return the integers (point sampling only). TFE writes 0 to the
-VGPR after the data (nothing is ever non-resident here); LWE is refused.
+with D16 (rounded to nearest even); UINT/SINT images return the integers (point sampling only). TFE: the status
+VGPR after the data is written only when a fetch fails (LLVM's review D48826, as image.py reads it); nothing is ever
+non-resident here, so it keeps its value. LWE is refused.
 
-Choices not checked on hardware (the guide does not pin them): the quad layout and coarse derivatives above; the
+Choices not checked on hardware (the guide does not pin them): the quads of a compute wave and coarse derivatives; the
 filter weights are exact (float64) fractions by default, not the hardware's fixed-point subtexel weights
 (:data:`SUBTEXEL_BITS` = 8 models 8-bit weights rounded to nearest); the arithmetic is float64 (hardware computes
 addresses in f32 or fixed point); the compare result in all four components; the border colour after DST_SEL; the
@@ -310,7 +312,7 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
             res = np.zeros((len(lanes), 4))
             res[:, 0] = np.clip(lod, 0, nlev - 1)
             res[:, 1] = raw
-            _write(w, lanes, res, dmask, vdata, False, f["tfe"], 4, False)
+            _write(w, lanes, res, dmask, vdata, False, 4, False)
             return
         # levels and their weights
         mipf = 1 if kind == "gather" and s.mip_filter == 2 else s.mip_filter
@@ -347,7 +349,7 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
                 fr = frac[nxt][:, None]
                 part[nxt[sel]] = part[nxt[sel]] * (1 - fr) + hi * fr
             res[sel] = part
-        _write(w, lanes, res, 0xF if kind == "gather" else dmask, vdata, d16, f["tfe"], nregs, as_int and ref is None)
+        _write(w, lanes, res, 0xF if kind == "gather" else dmask, vdata, d16, nregs, as_int and ref is None)
 
     def _level(ctx: tuple[Any, ...], sel: np.ndarray, lv: int, base: int, linear: np.ndarray,
                kind: str) -> np.ndarray:
@@ -409,8 +411,8 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
     return run
 
 
-def _write(w: Wave, lanes: np.ndarray, res: np.ndarray, dmask: int, vdata: int, d16: bool, tfe: int,
-           nregs: int, as_int: bool) -> None:
+def _write(w: Wave, lanes: np.ndarray, res: np.ndarray, dmask: int, vdata: int, d16: bool, nregs: int,
+           as_int: bool) -> None:
     cols = [res[:, k] for k in range(4) if dmask >> k & 1]
     if as_int:          # UINT/SINT texels: the integer's bits (D16: its low 16 bits)
         ints = [np.asarray(c, dtype=I64).astype(U32) for c in cols]
@@ -431,8 +433,6 @@ def _write(w: Wave, lanes: np.ndarray, res: np.ndarray, dmask: int, vdata: int, 
     else:
         for r, c in enumerate(cols):
             w.v[vdata + r, lanes] = np.asarray(c, dtype=np.float32).view(U32)
-    if tfe:
-        w.v[vdata + nregs, lanes] = 0
 
 
 SAMPLE_MNEMONICS = tuple(sorted(
