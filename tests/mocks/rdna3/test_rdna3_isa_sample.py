@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="llvm-mc-
 M32 = (1 << 32) - 1
 EXEC_LO = 126
 IDENT = 4 | 5 << 3 | 6 << 6 | 7 << 9          # DST_SEL X, Y, Z, W
-TYPES = {"1D": 8, "2D": 9, "3D": 10, "1D_ARRAY": 12, "2D_ARRAY": 13}
+TYPES = {"1D": 8, "2D": 9, "3D": 10, "CUBE": 11, "1D_ARRAY": 12, "2D_ARRAY": 13}
 DIMS = {"1D": (1, 0), "2D": (2, 0), "3D": (3, 0), "1D_ARRAY": (1, 1), "2D_ARRAY": (2, 1)}
 
 
@@ -115,12 +115,12 @@ def place(mem: FlatMemory, t: Tex) -> list[int]:
     if t.kind == "3D":
         slice_size = sum(pitches[lv] * t.dims(lv)[1] * bpe for lv in range(t.levels))
         offsets = [sum(pitches[k] * t.dims(k)[1] * bpe for k in range(lv + 1, t.levels)) for lv in range(t.levels)]
-    nsl = t.slices if t.kind.endswith("ARRAY") else t.d
+    nsl = t.slices if t.kind.endswith("ARRAY") or t.kind == "CUBE" else t.d
     base = mem.alloc(slice_size * nsl + 256)
     for s in range(t.slices):
         for lv in range(t.levels):
             for (x, y, z), vals in t.texels[s][lv].items():
-                sl = s if t.kind.endswith("ARRAY") else z
+                sl = s if t.kind.endswith("ARRAY") or t.kind == "CUBE" else z
                 a = base + sl * slice_size + offsets[lv] + (y * pitches[lv] + x) * bpe
                 if t.fmt == 63:
                     mem.write(a, struct.pack("<4f", *(float(v) for v in vals)))
@@ -639,7 +639,7 @@ def test_exec_masks_lanes() -> None:
     (Samp(mode=1), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D", Unimplemented,
      "FILTER_MODE"),
     (Samp(), "image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE", Unimplemented,
-     "CUBE"),
+     "DIM CUBE"),
     (Samp(), "image_gather4h v[0:3], v[4:5], s[0:7], s[8:11] dmask:0x1 dim:SQ_RSRC_IMG_2D", Unimplemented,
      "gather4h"),
     (Samp(), "image_sample_lz v[0:3], v4, s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_1D", Unimplemented, "TYPE"),
@@ -980,3 +980,37 @@ def test_clang_compiled_sample_and_gather_kernel(tmp_path: Any) -> None:
         u, v, lod = Fraction(x, 32), Fraction(x * 11, 128), x / 8
         assert list(data[8 * x:8 * x + 4]) == bits(ref(t, s, {"l"}, [u, v], lod=lod)), x
         assert list(data[8 * x + 4:8 * x + 8]) == bits(ref(t, s, {"lz"}, [v, u], gather=1)), x
+
+
+def _as_array(t: Tex) -> Tex:
+    """The cube map ``t`` as the 2D array of its faces (slice = 6 x cube + face), for the reference model."""
+    return Tex("2D_ARRAY", t.w, t.h, 1, t.levels, t.slices, t.fmt, t.base_level, t.texels)
+
+
+@pytest.mark.parametrize("wrap", [0, 1])
+def test_cube_maps_sample_their_faces(wrap: int) -> None:
+    """Face coordinates as Mesa prepares them (sc / |ma| + 1.5, so 1..2 across a face), the face (+ 8 x cube) in
+    the third address; DISABLE_CUBE_WRAP applies the S# clamp modes per face, else a footprint across an edge
+    (seamless filtering) stops the dispatch."""
+    t = make_tex("CUBE", 4, 4, slices=12, seed=97)          # two cubes
+    s = Samp(clamp=(1, 2, 0), mag=1, minf=1)
+    w, _ = setup(t, s)
+    w.s[8] |= wrap << 28                                 # DISABLE_CUBE_WRAP
+    if wrap:
+        xs = [Fraction(1) + Fraction(k * 7 % 48 - 8, 32) for k in range(32)]
+        ys = [Fraction(1) + Fraction(k * 5 % 40 - 4, 32) for k in range(32)]
+    else:                                                # footprints inside their face: u, v in [1/8, 7/8]
+        xs = [Fraction(1) + Fraction(4 + k * 7 % 25, 32) for k in range(32)]
+        ys = [Fraction(1) + Fraction(4 + k * 5 % 25, 32) for k in range(32)]
+    faces = [float((k % 6) + 8 * (k // 16)) for k in range(32)]
+    put(w, 4, [float(x) for x in xs])
+    put(w, 5, [float(y) for y in ys])
+    put(w, 6, faces)
+    run(asm("image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE"), w)
+    arr = _as_array(t)
+    want = [bits(ref(arr, s, {"lz"}, [xs[k] - 1, ys[k] - 1, (k % 6) + 6 * (k // 16)])) for k in range(32)]
+    assert got(w, 0, 4, 32) == want
+    if not wrap:
+        put(w, 4, [1.0 + 1 / 64] * 32)                   # the footprint reaches the face to the left
+        with pytest.raises(Unimplemented, match="face edge"):
+            run(asm("image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE"), w)

@@ -67,9 +67,16 @@ filter weights are exact (float64) fractions by default, not the hardware's fixe
 addresses in f32 or fixed point); the compare result in all four components; the border colour after DST_SEL; the
 S# LOD_BIAS applied to ``_l`` too; unnormalised coordinates addressing the level sampled directly.
 
+Cube maps: the T#'s slices are the faces (6 per cube); the address holds face coordinates as the compiler prepares
+them from V_CUBESC/TC/MA/ID (sc / |ma| + 1.5, so 1..2 across a face: Mesa's ``ac_prepare_cube_coords``), then
+8 x cube + face; the model samples the face as a 2D slice (x - 1, y - 1 normalised). With the S#'s
+DISABLE_CUBE_WRAP the clamp modes apply per face; without it the hardware filters seamlessly across edges, which
+the model does not: a footprint leaving its face stops the dispatch.
+
 Refused (``Unimplemented``): anisotropic filters, the MIN/MAX filter modes, the half-border clamp modes, the border
-colour table, cube maps and MSAA images, integer images filtered or compared, LWE, and ``image_gather4h`` (the
-guide does not say which texels its 4x1 footprint takes).
+colour table, seamless cube-map footprints across a face edge, unnormalised cube coordinates, MSAA images, integer
+images filtered or compared, LWE, and ``image_gather4h`` (the guide does not say which texels its 4x1 footprint
+takes).
 """
 
 from __future__ import annotations
@@ -107,6 +114,7 @@ class Ssharp:
     max_aniso_ratio: int
     compare_func: int              # DEPTH_COMPARE_FUNC
     force_unnormalized: bool
+    disable_cube_wrap: bool
     trunc_coord: bool
     filter_mode: int               # 0 blend (the filter), 1 min, 2 max
     min_lod: float                 # MIN_LOD, u4.8
@@ -127,6 +135,7 @@ def parse_ssharp(words: Sequence[int]) -> Ssharp:
     bias -= (bias & 0x2000) << 1
     return Ssharp(clamp=(w0 & 7, w0 >> 3 & 7, w0 >> 6 & 7), max_aniso_ratio=w0 >> 9 & 7,
                   compare_func=w0 >> 12 & 7, force_unnormalized=bool(w0 >> 15 & 1), trunc_coord=bool(w0 >> 27 & 1),
+                  disable_cube_wrap=bool(w0 >> 28 & 1),
                   filter_mode=w0 >> 29 & 3, min_lod=(w1 & 0xFFF) / 256, max_lod=(w1 >> 12 & 0xFFF) / 256,
                   lod_bias=bias / 256, mag_filter=w2 >> 20 & 3, min_filter=w2 >> 22 & 3, z_filter=w2 >> 24 & 3,
                   mip_filter=w2 >> 26 & 3, border_color_ptr=w3 & 0xFFF, border_color_type=w3 >> 30 & 3)
@@ -212,7 +221,8 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
     if f["lwe"]:
         raise bad("LWE (the LOD warning of partially resident textures)")
     dim = _DIMS[f["dim"]]
-    if dim[0] in ("CUBE", "2D_MSAA", "2D_MSAA_ARRAY"):
+    cube = dim[0] == "CUBE"
+    if dim[0] in ("2D_MSAA", "2D_MSAA_ARRAY"):
         raise bad(f"sampling a {dim[0]} image")
     if kind == "gather" and dim[1] != 2:
         raise bad("image_gather4 of a 1D or 3D image")
@@ -274,11 +284,13 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
             raise bad("the border colour table (S# BORDER_COLOR_TYPE 3) is not modelled")
         a = addr(w, lanes)
         unorm = unorm_inst or s.force_unnormalized
+        if cube and unorm:
+            raise bad("unnormalised coordinates on a cube map")
         base, last = t.base_level, t.last_level
         nlev = max(last - base + 1, 1)     # LAST_LEVEL below BASE_LEVEL: the base level alone (a choice)
         w0, h0, d0 = image.mip_dims(t, base)
         size0 = (w0, h0, d0)[:nsp]
-        coords = [a[f"c{k}"] for k in range(nsp)]
+        coords = [a[f"c{k}"] - 1.0 if cube else a[f"c{k}"] for k in range(nsp)]     # cube: face coordinates 1..2
         # the LOD
         if "l" in flags:
             lod = a["lod"].copy()
@@ -334,11 +346,15 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
             o = a["offset"]
             offs = [((o >> (8 * k)) & 0x3F) - (((o >> (8 * k)) & 0x20) << 1) for k in range(3)]
         slice_ = None
-        if narr:
+        if cube:                  # 8 x cube + face -> slice 6 x cube + face, the cube clamped to the view
+            fc = np.nan_to_num(np.rint(a[f"c{nsp}"]), nan=0.0)
+            cu = np.clip(np.floor(fc / 8), 0, max(t.slices // 6 - 1, 0))
+            slice_ = (cu * 6 + np.clip(fc - 8 * np.floor(fc / 8), 0, 5)).astype(I64)
+        elif narr:
             nsl = t.slices
             slice_ = np.clip(np.rint(a[f"c{nsp}"]), 0, nsl - 1).astype(I64)
         border = np.array(_BORDER.get(s.border_color_type, (0.0, 0.0, 0.0, 0.0)))
-        ctx = (w, t, s, coords, offs, slice_, unorm, nsp, border, ref, comp)
+        ctx = (w, t, s, coords, offs, slice_, unorm, nsp, border, ref, comp, cube and not s.disable_cube_wrap)
         res = np.zeros((len(lanes), 4))
         for lv in np.unique(l0):
             sel = l0 == lv
@@ -354,7 +370,7 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
     def _level(ctx: tuple[Any, ...], sel: np.ndarray, lv: int, base: int, linear: np.ndarray,
                kind: str) -> np.ndarray:
         """The filtered (or gathered) result of the lanes ``sel`` at level ``lv`` (relative to BASE_LEVEL)."""
-        w, t, s, coords, offs, slice_, unorm, nsp, border, ref, comp = ctx
+        w, t, s, coords, offs, slice_, unorm, nsp, border, ref, comp, seamless = ctx
         n = int(sel.sum())
         dims = image.mip_dims(t, base + lv)
         lin = linear[sel]
@@ -372,6 +388,8 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
                 fr = np.rint(fr * (1 << SUBTEXEL_BITS)) / (1 << SUBTEXEL_BITS)
             i0 = np.where(lin_k, il, ip)
             wt = np.where(lin_k, fr, 0.0)
+            if seamless and ((i0 < 0) | (i0 + (wt > 0) >= dims[k])).any():
+                raise bad("a cube-map footprint across a face edge (seamless filtering; S# DISABLE_CUBE_WRAP 0)")
             t0 = _wrap(i0, dims[k], s.clamp[k])
             t1 = _wrap(i0 + 1, dims[k], s.clamp[k])
             axes.append(((t0[0], t0[1], 1 - wt), (t1[0], t1[1], wt)))
