@@ -44,11 +44,14 @@ clamped to the slices. The offsets are added in texels of the level sampled. The
 into the image or onto the border colour; the border colour replaces the texel after DST_SEL.
 
 ``_c``: each texel's first component (after DST_SEL) becomes 1.0 when ``reference OP texel`` holds, else 0.0,
-before filtering (percentage-closer filtering), and the filtered value is returned in all four components.
-``image_gather4*``: the four texels of the bilinear footprint at the level chosen as point mip filtering would,
-component DMASK (one bit) of each, returned as (x0, y1), (x1, y1), (x1, y0), (x0, y0) (y1 = y0 + 1: the guide's
-order); with ``_c`` each compared. ``image_get_lod``: component 0 the LOD as it is used (after the S#'s bias and
-LOD clamps, clamped to the image's levels), component 1 the computed LOD before any clamp (with the S#'s bias).
+before filtering (percentage-closer filtering), and the filtered value is returned in all four components. The
+operand order is the APIs' (Vulkan and D3D compare the reference with the texel), which PAL and RADV map one to
+one onto DEPTH_COMPARE_FUNC. ``image_gather4*``: the four texels of the bilinear footprint at the level chosen as
+point mip filtering would, component DMASK (one bit, as llvm-mc-19 requires) of each, returned as (x0, y1),
+(x1, y1), (x1, y0), (x0, y0) (y1 = y0 + 1), the order Vulkan's and D3D's gathers define, which compilers emit as
+this instruction directly; with ``_c`` each compared. ``image_get_lod``: component 0 the LOD as it is used (after
+the S#'s bias and LOD clamps, clamped to the image's levels), component 1 the computed LOD before any clamp (with
+the S#'s bias).
 
 Implicit derivatives (``image_sample``, ``_b``, ``_c``, ``_cl``, ``image_gather4`` without ``_l``/``_lz``,
 ``image_get_lod``): a compute wave has no pixel quads, so the model takes the pixel shader's quad layout (lanes
