@@ -200,10 +200,10 @@ _ASM: dict[str, list[int]] = {}
 def asm(text: str) -> list[int]:
     """The dwords llvm-mc-19 encodes the instruction ``text`` to (gfx1100), cached per text."""
     if text not in _ASM:
-        out = subprocess.run(["llvm-mc-19", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"], input=text + "\n",
-                             capture_output=True, text=True, check=True).stdout
-        enc = re.search(r"encoding: \[([^\]]*)\]", out)
-        assert enc, out
+        res = subprocess.run(["llvm-mc-19", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"], input=text + "\n",
+                             capture_output=True, text=True, check=False)
+        enc = re.search(r"encoding: \[([^\]]*)\]", res.stdout)
+        assert enc, f"{text}: {res.stderr}"
         raw = bytes(int(x, 16) for x in enc.group(1).split(","))
         _ASM[text] = [int.from_bytes(raw[i:i + 4], "little") for i in range(0, len(raw), 4)]
     return _ASM[text]

@@ -436,20 +436,37 @@ _MIMG_DIM = ("1D", "2D", "3D", "CUBE", "1D_ARRAY", "2D_ARRAY", "2D_MSAA", "2D_MS
 _MIMG_COORDS = (1, 2, 3, 3, 2, 3, 3, 4)        # address components per DIM (the mip of the _mip forms aside)
 
 
+def _sample_dwords(mnem: str, f: dict[str, int]) -> int:
+    """Address dwords of a sampled form (image_sample*, image_gather4*, image_get_lod): offset, bias, compare
+    reference (one each), the derivatives (one per spatial coordinate and direction, packed in pairs per direction in
+    the _g16 forms), the coordinates and LOD/clamp (packed in pairs with A16); as llvm-mc-19 sizes every form
+    (tests/mocks/rdna3/test_rdna3_isa_sample.py)."""
+    flags = set(mnem.removeprefix("image_gather4").removeprefix("image_sample").removeprefix("image_").split("_"))
+    nsp = (1, 2, 3, 2, 1, 2, 2, 2)[f["dim"]]
+    body = _MIMG_COORDS[f["dim"]] + bool(flags & {"l", "cl"})
+    grads = 2 * ((nsp + 1) // 2 if "g16" in flags else nsp) if "d" in flags else 0
+    return len(flags & {"o", "b", "c"}) + grads + ((body + 1) // 2 if f["a16"] else body)
+
+
 def _mimg_text(mnem: str, f: dict[str, int]) -> str:
-    """An image instruction without a sampler as LLVM writes it (checked against llvm-mc-19 in
-    tests/mocks/rdna3/test_rdna3_isa_image.py); the sampler's and BVH entries are left as the mnemonic."""
+    """An image instruction as LLVM writes it (checked against llvm-mc-19 in tests/mocks/rdna3/test_rdna3_isa_image.py
+    and, with a sampler, test_rdna3_isa_sample.py); the BVH entries are left as the mnemonic."""
     n = bin(f["dmask"]).count("1") or 1
-    if mnem == "image_msaa_load":
+    sampled = mnem.startswith(("image_sample", "image_gather4", "image_get_lod"))
+    if mnem == "image_msaa_load" or mnem.startswith("image_gather4"):
         n = 4
     data = n if "atomic" in mnem or not f["d16"] else -(-n // 2)
     addrs = 1 if mnem == "image_get_resinfo" else _MIMG_COORDS[f["dim"]] + ("_mip" in mnem)
     addrs = -(-addrs // 2) if f["a16"] else addrs
+    if sampled:
+        addrs = _sample_dwords(mnem, f)
     if f["nsa"]:
         vaddr = "[" + ", ".join(f"v{f[k]}" for k in ("vaddr", "addr1", "addr2", "addr3", "addr4")[:addrs]) + "]"
     else:
         vaddr = operand_text(256 + f["vaddr"], addrs)
     args = [operand_text(256 + f["vdata"], data + f["tfe"]), vaddr, operand_text(f["srsrc"], 4 if f["r128"] else 8)]
+    if sampled:
+        args.append(operand_text(f["ssamp"], 4))
     mods = f" dmask:0x{f['dmask']:x}" if f["dmask"] else ""
     mods += f" dim:SQ_RSRC_IMG_{_MIMG_DIM[f['dim']]}"
     mods += "".join(f" {k}" for k in ("unorm", "glc", "slc", "dlc", "r128", "a16", "tfe", "lwe", "d16") if f[k])
@@ -459,7 +476,7 @@ def _mimg_text(mnem: str, f: dict[str, int]) -> str:
 def _text11(enc: str, key: tuple[str, int], mnem: str, tpl: tuple[str, ...] | None, f: dict[str, int],
             lit: int | None) -> str:
     if enc == "MIMG" and f and mnem.startswith(("image_load", "image_store", "image_atomic", "image_get_resinfo",
-                                               "image_msaa_load")):
+                                               "image_msaa_load", "image_sample", "image_gather4", "image_get_lod")):
         return _mimg_text(mnem, f)
     if enc == "SOPP":
         return mnem + _sopp_args(mnem, f["simm16"])

@@ -522,7 +522,7 @@ def test_refusals() -> None:
         go(w, "image_msaa_load v[0:3], v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D_MSAA")
     with pytest.raises(Unimplemented, match="LWE"):
         go(w, "image_load v[0:4], v[4:5], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D tfe lwe")
-    with pytest.raises(Unimplemented, match="the MIMG encoding"):
+    with pytest.raises(ShaderFault, match="96-bit"):     # image_sample: sampler.py, texels through image.py
         go(w, "image_sample v[0:3], v[4:5], s[0:7], s[12:15] dmask:0xf dim:SQ_RSRC_IMG_2D")
 
 

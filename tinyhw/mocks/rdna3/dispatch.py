@@ -36,7 +36,7 @@ import numpy as np
 
 from tinyhw.errors import OperationFailed
 from tinyhw.formats.amdisa import Inst, decode_at
-from tinyhw.mocks.rdna3 import extra, image, lanes, rare, salu, scratch, valu, vmem
+from tinyhw.mocks.rdna3 import extra, image, lanes, rare, salu, sampler, scratch, valu, vmem
 from tinyhw.mocks.rdna3.sqtt import DispatchTrace
 from tinyhw.mocks.rdna3.state import (
     EXEC,
@@ -281,6 +281,8 @@ def _compile(inst: Inst, raw: bytes, pc: int, strict: bool, skipped: dict[str, i
         more = extra.COMPILERS.get(inst.mnemonic)
         if more is None and inst.encoding == "MIMG":     # image memory without a sampler: image.py
             more = image.COMPILERS.get(inst.mnemonic)
+        if more is None and inst.encoding == "MIMG":     # sampled images (image_sample*, gather4*, get_lod)
+            more = sampler.COMPILERS.get(inst.mnemonic)
         if more is not None:
             return more(inst, pc, bad)
         handler = _HANDLERS.get(inst.encoding)

@@ -1,0 +1,471 @@
+"""Sampled image instructions: ``image_sample*``, ``image_gather4*`` and ``image_get_lod`` (RDNA3 ISA reference guide,
+"Image Memory Instructions": "Image Opcodes with Sampler", the sampler descriptor (S#) table).
+
+The texels come from :mod:`tinyhw.mocks.rdna3.image` (T# parsing, ``read_texels`` after number-format conversion,
+``apply_dst_sel``, ``mip_dims``); this module does what the sampler adds on top.
+
+**The S#** (four SGPRs at SSAMP, :func:`parse_ssharp`): the guide's sampler table, bit positions as the
+``SQ_IMG_SAMP_WORD0..3`` register headers give them (the same fields the gfx11 guide lists; Mesa's
+``ac_build_sampler_descriptor`` fills the same ones for gfx10/gfx11, LOD_BIAS in [-32, 31] with 8 fraction bits):
+word 0 CLAMP_X 2:0, CLAMP_Y 5:3, CLAMP_Z 8:6, MAX_ANISO_RATIO 11:9, DEPTH_COMPARE_FUNC 14:12, FORCE_UNNORMALIZED
+15, ANISO_THRESHOLD 18:16, MC_COORD_TRUNC 19, FORCE_DEGAMMA 20, ANISO_BIAS 26:21, TRUNC_COORD 27, DISABLE_CUBE_WRAP
+28, FILTER_MODE 30:29; word 1 MIN_LOD 11:0 and MAX_LOD 23:12 (unsigned 4.8 fixed point), PERF_MIP 27:24, PERF_Z
+31:28; word 2 LOD_BIAS 13:0 (signed 5.8), LOD_BIAS_SEC 19:14, XY_MAG_FILTER 21:20, XY_MIN_FILTER 23:22, Z_FILTER
+25:24, MIP_FILTER 27:26; word 3 BORDER_COLOR_TYPE 31:30 (the BORDER_COLOR_PTR moved on gfx11, Mesa's
+``BORDER_COLOR_PTR_GFX11``; the model keeps bits 11:0 but never uses them: the border colour table is refused).
+Clamp modes: 0 wrap, 1 mirror, 2 clamp to the last texel, 3 mirror once then clamp to the last texel, 4 clamp half
+way to the border, 5 mirror once half way to the border, 6 clamp to the border, 7 mirror once to the border.
+Compare functions: 0 never, 1 less, 2 equal, 3 less-equal, 4 greater, 5 not-equal, 6 greater-equal, 7 always.
+XY filters: 0 point, 1 bilinear, 2/3 anisotropic; mip filter: 0 none, 1 point, 2 linear; border colour type: 0
+transparent black, 1 opaque black, 2 opaque white, 3 from the border colour table (a register).
+
+**The address VGPRs** (the guide's address table; VADDR, or with NSA the VGPRs VADDR, ADDR1..ADDR4 one dword each),
+in this order, each present only where the opcode has it: the texel offsets (``_o``: signed 6-bit X 5:0, Y 13:8,
+Z 21:16), the LOD bias (``_b``), the depth-compare reference (``_c``), the user derivatives (``_d``: all of d/dx, then
+all of d/dy, one per spatial coordinate), the coordinates (x; y; z, the array slice or the cube face), then the LOD
+(``_l``) or the LOD clamp (``_cl``). A16 makes the bias, the coordinates and the LOD/clamp 16-bit (f16), packed two
+to a dword from the low half; the derivatives are 16-bit only in the ``_g16`` forms (A16 leaves them 32-bit: the
+address sizes llvm-mc-19 gives every form), packed per direction (d/dx values in their own dwords, then d/dy); the
+offset and the compare reference stay 32-bit.
+
+**The sampling**: coordinates are normalised (x the width ...) unless the instruction's UNORM or the S#'s
+FORCE_UNNORMALIZED is set (then they are texel coordinates of the level sampled). The LOD: ``_l`` gives it,
+``_lz`` is level 0, else log2 of the larger of the two derivative vectors' lengths in texels of the base level
+(max(|d(uvw)/dx|, |d(uvw)/dy|)), plus the ``_b`` bias; then the S#'s LOD_BIAS is added (not for ``_lz``), the
+result clamped to [MIN_LOD, MAX_LOD] (as IEEE maxNum/minNum: a NaN LOD becomes MIN_LOD, a choice), raised to the
+``_cl`` clamp and to the T#'s MIN_LOD (an absolute level: a choice). LOD <= 0 uses the magnification filter, above
+it the minification filter. Levels are relative to the T#'s BASE_LEVEL and go up to LAST_LEVEL; the mip
+filter picks level 0 (none), the nearest level floor(LOD + 1/2) (point), or blends floor(LOD) and the next one by
+the fraction (linear). In a level: point sampling takes floor(u) (u = x * width), after rounding u to 1/64 texel
+(round to nearest even) unless TRUNC_COORD is set (as RADV describes the hardware's two modes); bilinear sampling
+takes the four texels around u - 1/2 with the weights of the fractions. 3D images filter in z as in x and y
+(Z_FILTER 1 makes z point-sampled). The array slice is the coordinate rounded to the nearest even integer and
+clamped to the slices. The offsets are added in texels of the level sampled. The clamp modes map each texel index
+into the image or onto the border colour; the border colour replaces the texel after DST_SEL.
+
+``_c``: each texel's first component (after DST_SEL) becomes 1.0 when ``reference OP texel`` holds, else 0.0,
+before filtering (percentage-closer filtering), and the filtered value is returned in all four components. The
+operand order is the APIs' (Vulkan and D3D compare the reference with the texel), which PAL and RADV map one to
+one onto DEPTH_COMPARE_FUNC. ``image_gather4*``: the four texels of the bilinear footprint at the level chosen as
+point mip filtering would, component DMASK (one bit, as llvm-mc-19 requires) of each, returned as (x0, y1),
+(x1, y1), (x1, y0), (x0, y0) (y1 = y0 + 1), the order Vulkan's and D3D's gathers define, which compilers emit as
+this instruction directly; with ``_c`` each compared. ``image_get_lod``: component 0 the LOD as it is used (after
+the S#'s bias and LOD clamps, clamped to the image's levels), component 1 the computed LOD before any clamp (with
+the S#'s bias).
+
+Implicit derivatives (``image_sample``, ``_b``, ``_c``, ``_cl``, ``image_gather4`` without ``_l``/``_lz``,
+``image_get_lod``): a compute wave has no pixel quads, so the model takes the pixel shader's quad layout (lanes
+4k..4k+3 = top-left, top-right, bottom-left, bottom-right, as Mesa's ``ac_build_ddxy`` documents it; D3D's SM 6.6
+compute derivatives use the same Z order): d/dx = lane 4k+1 - lane 4k, d/dy = lane 4k+2 - lane 4k, the same for all
+four lanes of the quad (coarse derivatives), from the address VGPRs of all four lanes whatever EXEC says.
+
+Results: DMASK picks the components (packed into consecutive VGPRs, gather always returns four), f32, or f16 pairs
+with D16 (rounded to nearest even); UINT/SINT images return the integers (point sampling only). TFE: the status
+VGPR after the data is written only when a fetch fails (LLVM's review D48826, as image.py reads it); nothing is ever
+non-resident here, so it keeps its value. LWE is refused.
+
+Choices not checked on hardware (the guide does not pin them): the quads of a compute wave and coarse derivatives; the
+filter weights are exact (float64) fractions by default, not the hardware's fixed-point subtexel weights
+(:data:`SUBTEXEL_BITS` = 8 models 8-bit weights rounded to nearest); the arithmetic is float64 (hardware computes
+addresses in f32 or fixed point); the compare result in all four components; the border colour after DST_SEL; the
+S# LOD_BIAS applied to ``_l`` too; unnormalised coordinates addressing the level sampled directly.
+
+Cube maps: the T#'s slices are the faces (6 per cube); the address holds face coordinates as the compiler prepares
+them from V_CUBESC/TC/MA/ID (sc / |ma| + 1.5, so 1..2 across a face: Mesa's ``ac_prepare_cube_coords``), then
+8 x cube + face; the model samples the face as a 2D slice (x - 1, y - 1 normalised). With the S#'s
+DISABLE_CUBE_WRAP the clamp modes apply per face; without it the hardware filters seamlessly across edges, which
+the model does not: a footprint leaving its face stops the dispatch.
+
+Refused (``Unimplemented``): anisotropic filters, the MIN/MAX filter modes, the half-border clamp modes, the border
+colour table, seamless cube-map footprints across a face edge, unnormalised cube coordinates, MSAA images, integer
+images filtered or compared, LWE, and ``image_gather4h`` (the guide does not say which texels its 4x1 footprint
+takes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tinyhw.mocks.rdna3 import image
+from tinyhw.mocks.rdna3.state import ShaderFault, Wave
+
+__all__ = ["COMPILERS", "SUBTEXEL_BITS", "Ssharp", "parse_ssharp"]
+
+Fn = Callable[[Wave], Any]
+Bad = Callable[[str], Exception]
+F64, I64, U32 = np.float64, np.int64, np.uint32
+
+# DIM: name, spatial coordinates, array coordinate (llvm-mc-19's SQ_RSRC_IMG_* values)
+_DIMS = {0: ("1D", 1, 0), 1: ("2D", 2, 0), 2: ("3D", 3, 0), 3: ("CUBE", 2, 1), 4: ("1D_ARRAY", 1, 1),
+         5: ("2D_ARRAY", 2, 1), 6: ("2D_MSAA", 2, 0), 7: ("2D_MSAA_ARRAY", 2, 1)}
+_BORDER = {0: (0.0, 0.0, 0.0, 0.0), 1: (0.0, 0.0, 0.0, 1.0), 2: (1.0, 1.0, 1.0, 1.0)}
+#: Fraction bits of the bilinear weights: None = exact (the default); 8 snaps each axis's fraction to 1/256 (round
+#: to nearest even), the subtexel precision D3D12 requires (D3D12_SUBTEXEL_FRACTIONAL_BIT_COUNT = 8) and Vulkan
+#: drivers report as subTexelPrecisionBits. How the hardware rounds to it is not published: a choice.
+SUBTEXEL_BITS: int | None = None
+
+
+@dataclass(frozen=True)
+class Ssharp:
+    """An image sampler descriptor (S#): the fields of the guide's sampler table (see the module text)."""
+
+    clamp: tuple[int, int, int]    # CLAMP_X, CLAMP_Y, CLAMP_Z
+    max_aniso_ratio: int
+    compare_func: int              # DEPTH_COMPARE_FUNC
+    force_unnormalized: bool
+    disable_cube_wrap: bool
+    trunc_coord: bool
+    filter_mode: int               # 0 blend (the filter), 1 min, 2 max
+    min_lod: float                 # MIN_LOD, u4.8
+    max_lod: float                 # MAX_LOD, u4.8
+    lod_bias: float                # LOD_BIAS, s5.8
+    mag_filter: int                # XY_MAG_FILTER
+    min_filter: int                # XY_MIN_FILTER
+    z_filter: int
+    mip_filter: int
+    border_color_ptr: int
+    border_color_type: int
+
+
+def parse_ssharp(words: Sequence[int]) -> Ssharp:
+    """The S# in four dwords (bit positions in the module text)."""
+    w0, w1, w2, w3 = (int(x) & 0xFFFFFFFF for x in words[:4])
+    bias = w2 & 0x3FFF
+    bias -= (bias & 0x2000) << 1
+    return Ssharp(clamp=(w0 & 7, w0 >> 3 & 7, w0 >> 6 & 7), max_aniso_ratio=w0 >> 9 & 7,
+                  compare_func=w0 >> 12 & 7, force_unnormalized=bool(w0 >> 15 & 1), trunc_coord=bool(w0 >> 27 & 1),
+                  disable_cube_wrap=bool(w0 >> 28 & 1),
+                  filter_mode=w0 >> 29 & 3, min_lod=(w1 & 0xFFF) / 256, max_lod=(w1 >> 12 & 0xFFF) / 256,
+                  lod_bias=bias / 256, mag_filter=w2 >> 20 & 3, min_filter=w2 >> 22 & 3, z_filter=w2 >> 24 & 3,
+                  mip_filter=w2 >> 26 & 3, border_color_ptr=w3 & 0xFFF, border_color_type=w3 >> 30 & 3)
+
+
+def _variant(m: str) -> tuple[str, frozenset[str]]:
+    if m == "image_get_lod":
+        return "lod", frozenset()
+    kind = "gather" if m.startswith("image_gather4") else "sample"
+    rest = m.removeprefix("image_gather4" if kind == "gather" else "image_sample")
+    return kind, frozenset(t for t in rest.split("_") if t)
+
+
+def _layout(flags: frozenset[str], nsp: int, narr: int, a16: bool, g16: bool) -> tuple[list[tuple[str, int, int]], int]:
+    """The address slots (name, dword, half: -1 for a 32-bit value, 0/1 for the low/high 16 bits) and dwords."""
+    slots: list[tuple[str, int, int]] = []
+    d = 0
+
+    def add16(names: list[str]) -> None:
+        nonlocal d
+        for k, n in enumerate(names):
+            slots.append((n, d + k // 2, k % 2))
+        d += (len(names) + 1) // 2
+
+    def add32(names: list[str]) -> None:
+        nonlocal d
+        for n in names:
+            slots.append((n, d, -1))
+            d += 1
+
+    if "o" in flags:
+        add32(["offset"])
+    if "b" in flags:
+        (add16 if a16 else add32)(["bias"])
+    if "c" in flags:
+        add32(["z"])
+    if "d" in flags:
+        for direction in ("dx", "dy"):
+            (add16 if g16 else add32)([f"{direction}{k}" for k in range(nsp)])
+    body = [f"c{k}" for k in range(nsp + narr)] + (["lod"] if "l" in flags else ["clamp"] if "cl" in flags else [])
+    (add16 if a16 else add32)(body)
+    return slots, d
+
+
+def _wrap(i: np.ndarray, size: int, mode: int) -> tuple[np.ndarray, np.ndarray]:
+    """(texel index in [0, size), on-the-border mask) of the integer texel indexes ``i`` by a CLAMP_* mode."""
+    border = np.zeros(i.shape, dtype=bool)
+    if mode == 0:
+        j = np.mod(i, size)
+    elif mode == 1:
+        m = np.mod(i, 2 * size)
+        j = np.where(m < size, m, 2 * size - 1 - m)
+    elif mode == 2:
+        j = np.clip(i, 0, size - 1)
+    elif mode == 3:
+        j = np.clip(np.where(i < 0, -1 - i, i), 0, size - 1)
+    elif mode == 6:
+        border = (i < 0) | (i >= size)
+        j = np.clip(i, 0, size - 1)
+    else:                                   # 7: mirror once, then the border
+        m = np.where(i < 0, -1 - i, i)
+        border = m >= size
+        j = np.clip(m, 0, size - 1)
+    return j.astype(I64), border
+
+
+def _compare(func: int, ref: np.ndarray, tex: np.ndarray) -> np.ndarray:
+    ops: dict[int, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+        0: lambda a, b: np.zeros(a.shape, dtype=bool), 1: np.less, 2: np.equal, 3: np.less_equal, 4: np.greater,
+        5: np.not_equal, 6: np.greater_equal, 7: lambda a, b: np.ones(a.shape, dtype=bool)}
+    return ops[func](ref, tex).astype(F64)
+
+
+def _halves(bits: np.ndarray, half: int) -> np.ndarray:
+    return ((bits >> U32(16 * half)) & U32(0xFFFF)).astype(np.uint16).view(np.float16).astype(F64)
+
+
+def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
+    f, m = inst.fields, inst.mnemonic
+    kind, flags = _variant(m)
+    if m == "image_gather4h":
+        raise bad("image_gather4h (the guide does not define which texels its 4x1 footprint takes)")
+    if f["lwe"]:
+        raise bad("LWE (the LOD warning of partially resident textures)")
+    dim = _DIMS[f["dim"]]
+    cube = dim[0] == "CUBE"
+    if dim[0] in ("2D_MSAA", "2D_MSAA_ARRAY"):
+        raise bad(f"sampling a {dim[0]} image")
+    if kind == "gather" and dim[1] != 2:
+        raise bad("image_gather4 of a 1D or 3D image")
+    nsp, narr = dim[1], dim[2]
+    a16, g16 = bool(f["a16"]), m.endswith("_g16")
+    slots, ndw = _layout(flags, nsp, narr, a16, g16)
+    vaddr = [f["vaddr"], f["addr1"], f["addr2"], f["addr3"], f["addr4"]] if f["nsa"] else \
+        [f["vaddr"] + k for k in range(ndw)]
+    if len(vaddr) < ndw:
+        raise bad(f"{ndw} address dwords with NSA (at most 5)")
+    rs, ss, vdata, dmask, d16 = f["srsrc"], f["ssamp"], f["vdata"], f["dmask"], bool(f["d16"])
+    tdw = 4 if f["r128"] else 8
+    if rs + tdw > 106 or ss + 4 > 106:
+        raise bad("a T# or S# outside the SGPRs")
+    if kind == "gather" and bin(dmask).count("1") != 1:
+        raise bad(f"image_gather4 with DMASK 0x{dmask:x} (one component)")
+    comp = dmask.bit_length() - 1
+    unorm_inst = bool(f["unorm"])
+    nout = 4 if kind == "gather" else bin(dmask).count("1")
+    nregs = (nout + 1) // 2 if d16 else nout
+    if kind == "lod" and d16:
+        raise bad("image_get_lod with D16")
+
+    def addr(w: Wave, lanes: np.ndarray | slice) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for name, dw, half in slots:
+            bits = w.v[vaddr[dw], lanes]
+            if name == "offset":
+                out[name] = bits.astype(I64)
+            elif half < 0:
+                out[name] = bits.astype(U32).view(np.float32).astype(F64)
+            else:
+                out[name] = _halves(bits.astype(U32), half)
+        return out
+
+    def run(w: Wave) -> None:
+        try:
+            sample(w)
+        except image.ImageFault as e:
+            u = bad(str(e))
+            raise ShaderFault(f"image fault: {e}", pc=pc, mnemonic=u.mnemonic, encoding=u.encoding) from e
+
+    def sample(w: Wave) -> None:
+        lanes = np.nonzero(w.mask())[0]
+        if not len(lanes):
+            return
+        t = image.parse_tsharp([w.s[rs + k] for k in range(tdw)])
+        if t.type != f["dim"] + 8:
+            raise bad(f"a T# of TYPE {t.type} sampled with DIM {dim[0]} (TYPE {f['dim'] + 8})")
+        as_int = t.format.kind in ("uint", "sint")
+        s = parse_ssharp([w.s[ss + k] for k in range(4)])
+        if s.mag_filter > 1 or s.min_filter > 1 or (s.max_aniso_ratio and kind != "lod"):
+            raise bad("anisotropic filtering (S# XY filter 2/3 or MAX_ANISO_RATIO) is not modelled")
+        if s.filter_mode:
+            raise bad("the S# FILTER_MODE min/max reduction is not modelled")
+        if any(c in (4, 5) for c in s.clamp):
+            raise bad("the half-border clamp modes (S# CLAMP_* 4, 5) are not modelled")
+        if s.border_color_type == 3 and any(c in (6, 7) for c in s.clamp):
+            raise bad("the border colour table (S# BORDER_COLOR_TYPE 3) is not modelled")
+        a = addr(w, lanes)
+        unorm = unorm_inst or s.force_unnormalized
+        if cube and unorm:
+            raise bad("unnormalised coordinates on a cube map")
+        base, last = t.base_level, t.last_level
+        nlev = max(last - base + 1, 1)     # LAST_LEVEL below BASE_LEVEL: the base level alone (a choice)
+        w0, h0, d0 = image.mip_dims(t, base)
+        size0 = (w0, h0, d0)[:nsp]
+        coords = [a[f"c{k}"] - 1.0 if cube else a[f"c{k}"] for k in range(nsp)]     # cube: face coordinates 1..2
+        # the LOD
+        if "l" in flags:
+            lod = a["lod"].copy()
+        elif "lz" in flags:
+            lod = np.zeros(len(lanes))
+        else:
+            if "d" in flags:
+                dx = [a[f"dx{k}"] for k in range(nsp)]
+                dy = [a[f"dy{k}"] for k in range(nsp)]
+            else:
+                full = addr(w, slice(None))
+                quad = (lanes // 4) * 4
+                dx = [full[f"c{k}"][quad + 1] - full[f"c{k}"][quad] for k in range(nsp)]
+                dy = [full[f"c{k}"][quad + 2] - full[f"c{k}"][quad] for k in range(nsp)]
+            scale = [1.0 if unorm else float(n) for n in size0]
+            rx = np.sqrt(sum((dx[k] * scale[k]) ** 2 for k in range(nsp)))
+            ry = np.sqrt(sum((dy[k] * scale[k]) ** 2 for k in range(nsp)))
+            with np.errstate(divide="ignore"):
+                lod = np.log2(np.maximum(rx, ry))
+            if "b" in flags:
+                lod = lod + a["bias"]
+        if "lz" not in flags:
+            lod = lod + s.lod_bias
+        raw = lod.copy()
+        lod = np.fmin(np.fmax(lod, s.min_lod), s.max_lod)      # IEEE maxNum/minNum: a NaN LOD becomes MIN_LOD
+        if "cl" in flags:
+            lod = np.fmax(lod, a["clamp"])
+        if t.min_lod:                 # the T#'s MIN_LOD: an absolute level (a choice), here relative to BASE_LEVEL
+            lod = np.fmax(lod, t.min_lod / 256 - base)
+        if kind == "lod":
+            res = np.zeros((len(lanes), 4))
+            res[:, 0] = np.clip(lod, 0, nlev - 1)
+            res[:, 1] = raw
+            _write(w, lanes, res, dmask, vdata, False, 4, False)
+            return
+        # levels and their weights
+        mipf = 1 if kind == "gather" and s.mip_filter == 2 else s.mip_filter
+        with np.errstate(invalid="ignore"):
+            if mipf == 0:
+                l0, frac = np.zeros(len(lanes), I64), np.zeros(len(lanes))
+            elif mipf == 1:
+                l0, frac = np.clip(np.floor(lod + 0.5), 0, nlev - 1).astype(I64), np.zeros(len(lanes))
+            else:
+                fl = np.floor(lod)
+                l0 = np.clip(fl, 0, nlev - 1).astype(I64)
+                frac = np.where((lod > 0) & (fl < nlev - 1), lod - fl, 0.0)
+        linear = np.where(lod > 0, s.min_filter, s.mag_filter) == 1
+        if as_int and kind == "sample" and (linear.any() or (mipf == 2 and (frac > 0).any()) or "c" in flags):
+            raise bad("filtering or comparing an integer (UINT/SINT) image")
+        ref = a.get("z")
+        offs = [np.zeros(len(lanes), I64)] * 3
+        if "o" in flags:
+            o = a["offset"]
+            offs = [((o >> (8 * k)) & 0x3F) - (((o >> (8 * k)) & 0x20) << 1) for k in range(3)]
+        slice_ = None
+        if cube:                  # 8 x cube + face -> slice 6 x cube + face, the cube clamped to the view
+            fc = np.nan_to_num(np.rint(a[f"c{nsp}"]), nan=0.0)
+            cu = np.clip(np.floor(fc / 8), 0, max(t.slices // 6 - 1, 0))
+            slice_ = (cu * 6 + np.clip(fc - 8 * np.floor(fc / 8), 0, 5)).astype(I64)
+        elif narr:
+            nsl = t.slices
+            slice_ = np.clip(np.rint(a[f"c{nsp}"]), 0, nsl - 1).astype(I64)
+        border = np.array(_BORDER.get(s.border_color_type, (0.0, 0.0, 0.0, 0.0)))
+        ctx = (w, t, s, coords, offs, slice_, unorm, nsp, border, ref, comp, cube and not s.disable_cube_wrap)
+        res = np.zeros((len(lanes), 4))
+        for lv in np.unique(l0):
+            sel = l0 == lv
+            part = _level(ctx, sel, int(lv), base, linear, kind)
+            nxt = sel & (frac > 0)
+            if nxt.any() and kind == "sample":
+                hi = _level(ctx, nxt, int(lv) + 1, base, linear, kind)
+                fr = frac[nxt][:, None]
+                part[nxt[sel]] = part[nxt[sel]] * (1 - fr) + hi * fr
+            res[sel] = part
+        _write(w, lanes, res, 0xF if kind == "gather" else dmask, vdata, d16, nregs, as_int and ref is None)
+
+    def _level(ctx: tuple[Any, ...], sel: np.ndarray, lv: int, base: int, linear: np.ndarray,
+               kind: str) -> np.ndarray:
+        """The filtered (or gathered) result of the lanes ``sel`` at level ``lv`` (relative to BASE_LEVEL)."""
+        w, t, s, coords, offs, slice_, unorm, nsp, border, ref, comp, seamless = ctx
+        n = int(sel.sum())
+        dims = image.mip_dims(t, base + lv)
+        lin = linear[sel]
+        axes = []          # per spatial axis: the two (index, border, weight) taps (the second of weight 0 for point)
+        for k in range(nsp):
+            u = coords[k][sel] * (1.0 if unorm else dims[k]) + offs[k][sel]
+            zpoint = k == 2 and s.z_filter == 1
+            lin_k = lin & (not zpoint) if kind == "sample" else np.ones(n, dtype=bool)
+            up = u if s.trunc_coord else np.rint(u * 64) / 64
+            ip = np.floor(up).astype(I64)
+            ul = u - 0.5
+            il = np.floor(ul).astype(I64)
+            fr = ul - il
+            if SUBTEXEL_BITS is not None:
+                fr = np.rint(fr * (1 << SUBTEXEL_BITS)) / (1 << SUBTEXEL_BITS)
+            i0 = np.where(lin_k, il, ip)
+            wt = np.where(lin_k, fr, 0.0)
+            if seamless and ((i0 < 0) | (i0 + (wt > 0) >= dims[k])).any():
+                raise bad("a cube-map footprint across a face edge (seamless filtering; S# DISABLE_CUBE_WRAP 0)")
+            t0 = _wrap(i0, dims[k], s.clamp[k])
+            t1 = _wrap(i0 + 1, dims[k], s.clamp[k])
+            axes.append(((t0[0], t0[1], 1 - wt), (t1[0], t1[1], wt)))
+        z = slice_[sel] if slice_ is not None else None
+        zero = np.zeros(n, I64)
+
+        def texel(choice: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+            idx = [axes[k][choice[k]][0] for k in range(nsp)]
+            bd = np.zeros(n, dtype=bool)
+            wt = np.ones(n)
+            for k in range(nsp):
+                bd |= axes[k][choice[k]][1]
+                wt = wt * axes[k][choice[k]][2]
+            x = idx[0]
+            y = idx[1] if nsp > 1 else zero
+            zz = idx[2] if nsp > 2 else (z if z is not None else zero)
+            lvl = np.full(n, base + lv, I64)
+            rgba = image.apply_dst_sel(t, image.read_texels(w.mem, t, x, y, zz, lvl))
+            rgba = np.where(bd[:, None], border[None, :], rgba)
+            if ref is not None:
+                c = _compare(s.compare_func, ref[sel], rgba[:, 0])
+                rgba = np.repeat(c[:, None], 4, axis=1)
+            return rgba, wt
+
+        if kind == "gather":
+            out = np.zeros((n, 4))
+            for j, ch in enumerate(((0, 1), (1, 1), (1, 0), (0, 0))):
+                rgba, _ = texel(ch)
+                out[:, j] = rgba[:, comp] if ref is None else rgba[:, 0]
+            return out
+        out = np.zeros((n, 4))
+        for ch in np.ndindex(*([2] * nsp)):
+            rgba, wt = texel(tuple(int(c) for c in ch))
+            out += rgba * wt[:, None]
+        return out
+
+    return run
+
+
+def _write(w: Wave, lanes: np.ndarray, res: np.ndarray, dmask: int, vdata: int, d16: bool, nregs: int,
+           as_int: bool) -> None:
+    cols = [res[:, k] for k in range(4) if dmask >> k & 1]
+    if as_int:          # UINT/SINT texels: the integer's bits (D16: its low 16 bits)
+        ints = [np.asarray(c, dtype=I64).astype(U32) for c in cols]
+        if d16:
+            for r in range(nregs):
+                lo = ints[2 * r] & U32(0xFFFF)
+                hi = ints[2 * r + 1] & U32(0xFFFF) if 2 * r + 1 < len(ints) else U32(0)
+                w.v[vdata + r, lanes] = lo | (hi << U32(16))
+        else:
+            for r, c in enumerate(ints):
+                w.v[vdata + r, lanes] = c
+    elif d16:
+        h = [np.asarray(c, dtype=np.float16).view(np.uint16).astype(U32) for c in cols]
+        for r in range(nregs):
+            lo = h[2 * r]
+            hi = h[2 * r + 1] if 2 * r + 1 < len(h) else U32(0)
+            w.v[vdata + r, lanes] = lo | (hi << U32(16))
+    else:
+        for r, c in enumerate(cols):
+            w.v[vdata + r, lanes] = np.asarray(c, dtype=np.float32).view(U32)
+
+
+SAMPLE_MNEMONICS = tuple(sorted(
+    ["image_get_lod", "image_gather4h"]
+    + [f"image_sample{s}" for s in (
+        "", "_d", "_l", "_b", "_lz", "_c", "_c_d", "_c_l", "_c_b", "_c_lz", "_o", "_d_o", "_l_o", "_b_o", "_lz_o",
+        "_c_o", "_c_d_o", "_c_l_o", "_c_b_o", "_c_lz_o", "_d_g16", "_c_d_g16", "_d_o_g16", "_c_d_o_g16", "_cl",
+        "_d_cl", "_b_cl", "_c_cl", "_c_d_cl", "_c_b_cl", "_cl_o", "_d_cl_o", "_b_cl_o", "_c_cl_o", "_c_d_cl_o",
+        "_c_b_cl_o", "_c_d_cl_g16", "_d_cl_o_g16", "_c_d_cl_o_g16", "_d_cl_g16")]
+    + [f"image_gather4{s}" for s in (
+        "", "_l", "_b", "_lz", "_c", "_c_lz", "_o", "_lz_o", "_c_lz_o", "_cl", "_b_cl", "_c_cl", "_c_l", "_c_b",
+        "_c_b_cl")]))
+
+# mnemonic -> compiler (inst, pc, bad) -> function of the wave, consulted by the dispatcher for MIMG
+COMPILERS: dict[str, Callable[[Any, int, Bad], Fn]] = {m: _compile for m in SAMPLE_MNEMONICS}
