@@ -7,7 +7,10 @@ undoes the run and does exactly that. Every comparison here is against ``LOCKSTE
 
 from __future__ import annotations
 
+import re
+import shutil
 import struct
+import subprocess
 
 import clcorpushelp
 import corpushelp
@@ -152,10 +155,129 @@ def _branch_states() -> list[tuple]:
     return [(w.wg, w.index, list(w.s), w.scc, w.v.copy(), w.pc, w.mode) for w in waves]
 
 
-def test_waves_that_branch_apart_run_one_workgroup_at_a_time(runs: list[bool],
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_waves_that_branch_apart_go_on_one_workgroup_at_a_time(runs: list[bool],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The waves part at the branch; from there each workgroup's waves run one at a time, and the run is kept."""
     got = _branch_states()
-    assert runs == [False]
+    assert runs == [True]
     assert [int(st[4][1, 0]) for st in got] == [5, 0, 5]
     _one_at_a_time(monkeypatch)
     assert _equal(got, _branch_states())
+
+
+def _asm(text: str) -> list[int]:
+    """The dwords llvm-mc-19 encodes a gfx1100 program (one instruction a line, no labels) to."""
+    out = subprocess.run(["llvm-mc-19", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"], input=text + "\n",
+                         capture_output=True, text=True, check=True).stdout
+    raw = b"".join(bytes(int(x, 16) for x in enc.split(",")) for enc in re.findall(r"encoding: \[([^\]]*)\]", out))
+    assert len(raw) % 4 == 0 and raw, out
+    return list(struct.unpack(f"<{len(raw) // 4}I", raw))
+
+
+needs_mc = pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="llvm-mc-19 is not installed")
+
+# Two waves a workgroup (64 work-items, v0 = id), s[0:1] the output, s2 the workgroup id. Each lane stores
+# id + 1000 * wg at LDS[4 id] and reads it back (the same wave's write: fine in one barrier interval); after the
+# barrier it reads the other wave's word LDS[4 (id ^ 32)]; out[64 wg + id] = that + (own word << 16).
+EXCHANGE = """s_mul_i32 s3, s2, 1000
+v_add_nc_u32 v2, s3, v0
+v_lshlrev_b32 v1, 2, v0
+ds_store_b32 v1, v2
+ds_load_b32 v6, v1
+s_waitcnt lgkmcnt(0)
+s_barrier
+v_xor_b32 v3, 32, v0
+v_lshlrev_b32 v3, 2, v3
+ds_load_b32 v4, v3
+s_waitcnt lgkmcnt(0)
+v_lshlrev_b32 v6, 16, v6
+v_add_nc_u32 v4, v4, v6
+s_lshl_b32 s4, s2, 6
+v_add_nc_u32 v5, s4, v0
+v_lshlrev_b32 v5, 2, v5
+global_store_b32 v5, v4, s[0:1]
+s_endpgm"""
+
+# A race: every lane of each wave stores (id >> 5) + 1 + 10 * wg at LDS[0], then (no barrier between the waves)
+# reads LDS[0]. One wave after another, each wave reads its own value; stepped together without the check, wave 0
+# would read wave 1's.
+RACE_LDS = """v_lshrrev_b32 v2, 5, v0
+s_mul_i32 s3, s2, 10
+v_add3_u32 v2, v2, s3, 1
+v_mov_b32 v1, 0
+ds_store_b32 v1, v2
+s_waitcnt lgkmcnt(0)
+ds_load_b32 v4, v1
+s_waitcnt lgkmcnt(0)
+s_barrier
+s_lshl_b32 s4, s2, 6
+v_add_nc_u32 v5, s4, v0
+v_lshlrev_b32 v5, 2, v5
+global_store_b32 v5, v4, s[0:1]
+s_endpgm"""
+
+# ds_append by both waves on one counter (LDS[0], M0 = 0) in one barrier interval: wave 0's lanes get 0, wave 1's 32.
+APPEND = """s_mov_b32 m0, 0
+ds_append v4
+s_waitcnt lgkmcnt(0)
+s_lshl_b32 s4, s2, 6
+v_add_nc_u32 v5, s4, v0
+v_lshlrev_b32 v5, 2, v5
+global_store_b32 v5, v4, s[0:1]
+s_endpgm"""
+
+
+def _lds_kernel(text: str, groups: int) -> tuple[list[int], dict, int]:
+    mem = FlatMemory(BASE, 1 << 16)
+    entry = _flat_program(mem, _asm(text))
+    out = mem.alloc(256 * groups)
+    res = run_dispatch(_regs(entry, (out & 0xFFFFFFFF, out >> 32), (64, 1, 1), (groups, 1, 1), lds_units=1), mem)
+    return list(struct.unpack(f"<{64 * groups}I", mem.read(out, 256 * groups))), res.to_doc(), res.lockstep_workgroups
+
+
+@needs_mc
+def test_lds_exchange_after_a_barrier_runs_in_lockstep(runs: list[bool], monkeypatch: pytest.MonkeyPatch) -> None:
+    got, doc, wide = _lds_kernel(EXCHANGE, 5)
+    assert runs == [True] and wide == 5
+    assert got == [((i ^ 32) + 1000 * g + ((i + 1000 * g) << 16)) & 0xFFFFFFFF for g in range(5) for i in range(64)]
+    _one_at_a_time(monkeypatch)
+    assert _lds_kernel(EXCHANGE, 5) == (got, doc, 0)
+
+
+@needs_mc
+def test_two_waves_writing_one_lds_word_between_barriers_run_one_at_a_time(runs: list[bool],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    got, doc, wide = _lds_kernel(RACE_LDS, 4)
+    assert runs == [False] and wide == 0            # tried, the race seen, undone
+    assert got == [(i >> 5) + 1 + 10 * g for g in range(4) for i in range(64)]
+    _one_at_a_time(monkeypatch)
+    assert _lds_kernel(RACE_LDS, 4) == (got, doc, 0)
+
+
+@needs_mc
+def test_ds_append_of_two_waves_on_one_counter_runs_one_at_a_time(runs: list[bool],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A choice: ds_append/consume and the DS atomics are a read and a write of their bytes, so two waves on one
+    counter in one barrier interval undo the run (one at a time, wave 0 takes the counter first)."""
+    got, doc, _ = _lds_kernel(APPEND, 3)
+    assert runs == [False]
+    assert got == [0] * 32 + [32] * 32 + [0] * 32 + [32] * 32 + [0] * 32 + [32] * 32
+    _one_at_a_time(monkeypatch)
+    assert _lds_kernel(APPEND, 3) == (got, doc, 0)
+
+
+@pytest.mark.parametrize("helper", [corpushelp, clcorpushelp, tccorpushelp], ids=["tinygrad", "clang", "tensorcore"])
+def test_multi_wave_lds_reductions_run_in_lockstep(helper: object) -> None:
+    """The corpus kernels whose workgroups have several waves exchanging through LDS with s_barrier run every
+    workgroup in lockstep (16 tinygrad reductions, clang's lds_reduce, a tensor-core corpus row sum)."""
+    meta, arrays = helper.load_corpus()      # type: ignore[attr-defined]
+    seen = 0
+    for e in meta["kernels"]:
+        try:
+            _, res = helper.run_on_core(e, arrays)      # type: ignore[attr-defined]
+        except Exception:       # a known gap of the clang corpus
+            continue
+        if res.per_mnemonic.get("s_barrier") and res.workgroups > 1 and res.waves > res.workgroups:
+            seen += 1
+            assert res.lockstep_workgroups == res.workgroups, e.get("seed", e.get("name"))
+    assert seen >= {corpushelp: 16, clcorpushelp: 1, tccorpushelp: 1}[helper]

@@ -192,6 +192,9 @@ class DispatchResult:
     cycles: int = 0                     # modelled: sum of the cost of every wave instruction
     per_mnemonic: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)   # strict=False: unimplemented, executed as no-ops
+    # workgroups whose waves ran in a kept lockstep run (a fact of the emulation, not of the emulated machine: 0 with
+    # lockstep off, so not in to_doc, whose counters are the same either way)
+    lockstep_workgroups: int = 0
 
     def to_doc(self) -> dict[str, Any]:
         """The dispatch's counts as a JSON document: workgroups, waves, wave, lane and active-lane instructions,
@@ -378,7 +381,12 @@ class _Dispatch:
             self.active += active
 
     def workgroup(self, gid: tuple[int, int, int]) -> None:
-        waves = self.make_waves(gid)
+        self.run_group(self.make_waves(gid))
+
+    def run_group(self, waves: list[Wave], owners: np.ndarray | None = None) -> None:
+        """Run the waves of one workgroup from where they are to their end: each in turn until it waits at the
+        barrier or ends, and when every live wave waits, release them (and clear ``owners``, the LDS byte owners of
+        a lockstep run, see :class:`_WatchedLds`)."""
         while True:
             live = [w for w in waves if not w.done]
             if not live:
@@ -390,6 +398,8 @@ class _Dispatch:
             if live and all(w.at_barrier for w in live):
                 for w in live:
                     w.at_barrier = False
+                if owners is not None:
+                    owners.fill(-1)
 
     def make_waves(self, gid: tuple[int, int, int], v: np.ndarray | None = None, first: int = 0) -> list[Wave]:
         """The waves of workgroup ``gid`` in their initial state; with ``v`` (a zeroed (VGPRs, waves, 32) array) their
@@ -452,6 +462,7 @@ class _Dispatch:
             if self.lockstep(gids):
                 self.wide[0] += 1
                 self.res.workgroups += len(gids)
+                self.res.lockstep_workgroups += len(gids)
                 return
             self.wide[1] += 1
         for gid in gids:
@@ -461,8 +472,10 @@ class _Dispatch:
     def lockstep(self, gids: list[tuple[int, int, int]]) -> bool:
         """Run the waves of workgroups ``gids`` together; False (every effect undone) when that could differ from
         running them one after another."""
-        res, mem = self.res, self.mem
-        saved = (res.waves, dict(res.skipped), getattr(mem, "reads", None), getattr(mem, "writes", None))
+        res, mem, entries = self.res, self.mem, self.cache.entries
+        saved = (res.waves, dict(res.skipped), getattr(mem, "reads", None), getattr(mem, "writes", None),
+                 res.wave_instructions, self.budget, self.active)
+        before: dict[int, int] | None = None        # the executions by PC before a run that parted
         per = self.per_group
         k = per * len(gids)
         v = np.zeros((self.regs.vgprs, k, 32), dtype=np.uint32)
@@ -471,16 +484,29 @@ class _Dispatch:
         undo: list[tuple[int, bytes]] = []
         for i, w in enumerate(waves):
             w.mem = _Logged(mem, i, log, undo)
+        owners = None
+        if per > 1 and self.regs.lds_bytes:     # the waves of a workgroup share its LDS: watch who touches what
+            owners = np.full((2, len(gids), self.regs.lds_bytes), -1, dtype=np.int16)
+            for i, w in enumerate(waves):
+                w.lds = _WatchedLds(w.lds, owners[0, i // per], owners[1, i // per], i % per)
         begin = getattr(mem, "lockstep_begin", None)    # a memory whose accesses have effects beyond their bytes
         if begin is not None:                           # (the board's GPUVM) keeps them apart during the run
             begin()
+        on_wave_end = self.on_wave_end
         try:
-            done = self._lockstep(waves, v, log)
-            if _reordered(log, done[3], k):
-                done = None
+            steps, active, counts, marks, pc = self._lockstep(waves, v, log, owners)
+            if pc < 0:          # the waves parted at a branch: each workgroup's waves go on one at a time from there
+                before = {at: e[4] for at, e in entries.items()}
+                self._count(steps * k, active, counts, k)
+                marks.append(len(log))
+                self.on_wave_end = None     # told after the run is kept, as for the others
+                for g in range(len(gids)):
+                    self.run_group(waves[g * per:(g + 1) * per], None if owners is None else owners[:, g])
+            kept = not _reordered(log, marks, k)
         except Exception:       # anything at all: undone, and run one workgroup after another instead
-            done = None
-        if done is None:
+            kept = False
+        self.on_wave_end = on_wave_end
+        if not kept:
             for addr, old in reversed(undo):
                 mem.poke(addr, old)
             if begin is not None:
@@ -488,34 +514,47 @@ class _Dispatch:
             res.waves, res.skipped = saved[0], saved[1]
             if saved[2] is not None:
                 mem.reads, mem.writes = saved[2], saved[3]  # type: ignore[attr-defined]
+            res.wave_instructions, self.budget, self.active = saved[4:]
+            if before is not None:
+                for at, e in entries.items():
+                    e[4] = before.get(at, 0)
             return False
         if begin is not None:
             mem.lockstep_end(True)
-        steps, active, counts, _marks, pc = done
-        n = steps * k
-        self.budget -= n
-        res.wave_instructions += n
-        self.active += active
-        entries = self.cache.entries
-        for at, c in counts.items():
-            entries[at][4] += c * k
+        if pc >= 0:
+            self._count(steps * k, active, counts, k)
         for w in waves:
-            w.pc, w.done, w.mem = pc, True, mem
+            if pc >= 0:
+                w.pc, w.done = pc, True
+            w.mem = mem
+            if owners is not None:
+                w.lds = w.lds.lds
         if self.on_wave_end is not None:
             for w in waves:
                 self.on_wave_end(w)
         self.waves = waves[k - k // len(gids):]
         return True
 
-    def _lockstep(self, waves: list[Wave], v: np.ndarray, log: list[Any]
+    def _count(self, n: int, active: int, counts: dict[int, int], k: int) -> None:
+        """Count the ``n`` wave instructions (``active`` lanes) of a lockstep run of ``k`` waves in the counters."""
+        self.budget -= n
+        self.res.wave_instructions += n
+        self.active += active
+        entries = self.cache.entries
+        for at, c in counts.items():
+            entries[at][4] += c * k
+
+    def _lockstep(self, waves: list[Wave], v: np.ndarray, log: list[Any], owners: np.ndarray | None
                   ) -> tuple[int, int, dict[int, int], list[int], int]:
-        """Step every wave of ``waves`` (all at one PC) together until they end: (steps, active lanes, executions by
-        PC, log positions of wave-by-wave steps, the PC of s_endpgm). Raises _Diverged where they part."""
+        """Step every wave of ``waves`` (all at one PC) together until they end or part: (steps, active lanes,
+        executions by PC, log positions of wave-by-wave steps, the PC of s_endpgm, or -1 when an instruction run
+        wave by wave or a branch sent the waves to different PCs: each wave then holds its own PC, ``done`` or
+        ``at_barrier``). Raises _Diverged where they cannot go on. ``owners`` (the LDS byte owners of
+        :class:`_WatchedLds`, None when no workgroup has several waves and LDS) is cleared at each barrier."""
         entries = self.cache.entries
         wide = _Wide(waves, v, _Logged(self.mem, -1, None, waves[0].mem.undo), log)
         k = len(waves)
-        first, rest = waves[0], waves[1:]
-        pc = first.pc
+        pc = waves[0].pc
         steps = active = 0
         counts: dict[int, int] = {}
         marks: list[int] = []
@@ -534,14 +573,20 @@ class _Dispatch:
                 active += e.bit_count() * k if type(e) is int else sum(x.bit_count() for x in e.ravel().tolist())
             marks.append(len(log))
             wf = ent[7]
-            r = vmem.PER_WAVE if wf is None else wf(wide)
+            try:
+                r = vmem.PER_WAVE if wf is None else wf(wide)
+            except (_Diverged, ValueError):     # a branch whose condition differs between the waves (it only reads)
+                if ent[6].encoding != "SOPP" or ent[6].mnemonic not in salu._BRANCH:
+                    raise
+                r = vmem.PER_WAVE
             if r == vmem.PER_WAVE:
                 fn = ent[0]
-                r = fn(first)
-                for w in rest:
-                    if fn(w) != r:
-                        raise _Diverged
+                rs = [fn(w) for w in waves]
                 known.clear()           # any SGPR, SCC or MODE may have changed
+                r = rs[0]
+                if rs.count(r) != k:
+                    _part(waves, rs, pc, ent[1])
+                    return steps, active, counts, marks, -1
             if r is None:
                 pc += ent[1]
             elif r >= 0:
@@ -550,6 +595,21 @@ class _Dispatch:
                 return steps, active, counts, marks, pc
             else:               # s_barrier: every wave of each workgroup is here at once, so all are released
                 pc += ent[1]
+                if owners is not None:      # a new barrier interval: one at a time, every wave's part of it
+                    owners.fill(-1)         # follows every wave's part of the last one, as here
+
+
+def _part(waves: list[Wave], rs: list[Any], pc: int, size: int) -> None:
+    """Where the waves of a lockstep run part: each wave's next PC from what its instruction at ``pc`` returned."""
+    for w, r in zip(waves, rs, strict=True):
+        if r is None:
+            w.pc = pc + size
+        elif r >= 0:
+            w.pc = r
+        elif r == salu.END:
+            w.pc, w.done = pc, True
+        else:
+            w.pc, w.at_barrier = pc + size, True
 
 
 class _Diverged(Exception):
@@ -578,6 +638,54 @@ class _Logged:
         self.mem.write(addr, data)
         if self.log is not None:
             self.log.append((self.wave, addr, addr + len(data), True))
+
+
+class _WatchedLds:
+    """The LDS one wave of a multi-wave workgroup reaches in a lockstep run: its workgroup's array, each byte it reads
+    or writes checked against who else touched that byte since the last barrier.
+
+    One at a time, the waves of a workgroup run one after another from barrier to barrier; in lockstep they
+    interleave step by step. The two give the same LDS bytes and loads unless two different waves touch one byte in
+    one barrier interval and one of them writes (an atomic is a read and a write): that raises :class:`_Diverged` and
+    the run is undone. ``writer``/``reader`` hold, per byte of the workgroup, the wave that wrote/read it in this
+    interval (-1 none, -2 several readers). A slice read is a read-only view, so a write through it fails (and undoes
+    the run) instead of escaping the check."""
+
+    __slots__ = ("lds", "writer", "reader", "wave")
+
+    def __init__(self, lds: np.ndarray, writer: np.ndarray, reader: np.ndarray, wave: int) -> None:
+        self.lds, self.writer, self.reader, self.wave = lds, writer, reader, wave
+
+    def __len__(self) -> int:
+        return len(self.lds)
+
+    def _bytes(self, key: Any) -> Any:
+        if isinstance(key, slice):
+            return key
+        if isinstance(key, np.ndarray) and key.dtype.kind in "iu":
+            return key.ravel()
+        raise _Diverged             # an LDS access of another shape: not checked, so not run in lockstep
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        at, i = self._bytes(key), self.wave
+        wr = self.writer[at]
+        if ((wr >= 0) & (wr != i)).any():
+            raise _Diverged
+        rd = self.reader[at]
+        self.reader[at] = np.where((rd == -1) | (rd == i), i, -2)
+        x = self.lds[key]
+        if isinstance(key, slice):
+            x = x.view()
+            x.flags.writeable = False
+        return x
+
+    def __setitem__(self, key: Any, data: Any) -> None:
+        at, i = self._bytes(key), self.wave
+        wr, rd = self.writer[at], self.reader[at]
+        if (((wr >= 0) & (wr != i)) | ((rd != -1) & (rd != i))).any():
+            raise _Diverged
+        self.writer[at] = i
+        self.lds[key] = data
 
 
 class _Scalars:
@@ -850,9 +958,9 @@ class DispatchJob:
         nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
         per = (nt + 31) // 32
         # workgroups run in lockstep when nothing observes the order of their instructions (no trace) and the memory
-        # can undo a run (peek/poke); with LDS only one-wave workgroups (their LDS is their own); not with scratch
-        # (RSRC2.SCRATCH_EN: private memory outside ``memory`` would not be undone)
-        wide = trace is None and hasattr(memory, "peek") and (regs.lds_bytes == 0 or per == 1) and not regs.rsrc2 & 1
+        # can undo a run (peek/poke); each keeps its own LDS, which its waves' accesses check (_WatchedLds); not with
+        # scratch (RSRC2.SCRATCH_EN: private memory outside ``memory`` would not be undone)
+        wide = trace is None and hasattr(memory, "peek") and not regs.rsrc2 & 1
         self._groups = self._ids(max(1, LOCKSTEP_WAVES // per) if wide else 1)
 
     def _ids(self, n: int) -> Any:

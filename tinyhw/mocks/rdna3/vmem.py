@@ -336,9 +336,8 @@ def compile_ds(inst: Any, bad: Callable[[str], Exception]) -> Fn:
                 if a < 0 or a + nb > len(w.lds):
                     olds.append(0)                  # out of range: no effect, returns 0
                     continue
-                cell = w.lds[a:a + nb]
-                old = int.from_bytes(cell.tobytes(), "little")
-                cell[:] = np.frombuffer(fn(old, x, y).to_bytes(nb, "little"), dtype=U8)
+                old = int.from_bytes(w.lds[a:a + nb].tobytes(), "little")
+                w.lds[a:a + nb] = np.frombuffer(fn(old, x, y).to_bytes(nb, "little"), dtype=U8)
                 olds.append(old)
             if rtn:
                 _put_lane_ints(w, vd, lanes, words, olds)
