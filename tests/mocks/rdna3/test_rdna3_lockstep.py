@@ -23,6 +23,7 @@ from tests.mocks.rdna3.test_mock_rdna3 import PROGRAM_VECTOR, _flat_program, _re
 from tinyhw.mocks.rdna3 import FlatMemory, dispatch, run_dispatch
 
 BASE = 0x10_0000_0000
+needs_mc = pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="llvm-mc-19 is not installed")
 
 
 @pytest.fixture
@@ -165,6 +166,30 @@ def test_waves_that_branch_apart_go_on_one_workgroup_at_a_time(runs: list[bool],
     assert _equal(got, _branch_states())
 
 
+# every wave (one a workgroup) reads buf[0]; workgroup 1's waves part from the others at the branch; then each adds
+# 1 and stores it. One after another the count reaches 3; the reads were stepped together, the stores not.
+PART_RACE = """v_mov_b32 v2, 0
+global_load_b32 v1, v2, s[0:1]
+s_waitcnt vmcnt(0)
+s_cmp_eq_u32 s2, 1
+s_cbranch_scc1 1
+v_mov_b32 v3, 5
+v_add_nc_u32 v1, 1, v1
+global_store_b32 v2, v1, s[0:1]
+s_endpgm"""
+
+
+@needs_mc
+def test_what_waves_do_after_they_part_is_checked_against_the_steps_before(runs: list[bool],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    mem = FlatMemory(BASE, 1 << 16)
+    entry = _flat_program(mem, _asm(PART_RACE))
+    buf = mem.alloc(4)
+    res = run_dispatch(_regs(entry, (buf & 0xFFFFFFFF, buf >> 32), (32, 1, 1), (3, 1, 1)), mem)
+    assert runs == [False] and res.lockstep_workgroups == 0
+    assert struct.unpack("<I", mem.read(buf, 4))[0] == 3
+
+
 def _asm(text: str) -> list[int]:
     """The dwords llvm-mc-19 encodes a gfx1100 program (one instruction a line, no labels) to."""
     out = subprocess.run(["llvm-mc-19", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"], input=text + "\n",
@@ -173,8 +198,6 @@ def _asm(text: str) -> list[int]:
     assert len(raw) % 4 == 0 and raw, out
     return list(struct.unpack(f"<{len(raw) // 4}I", raw))
 
-
-needs_mc = pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="llvm-mc-19 is not installed")
 
 # Two waves a workgroup (64 work-items, v0 = id), s[0:1] the output, s2 the workgroup id. Each lane stores
 # id + 1000 * wg at LDS[4 id] and reads it back (the same wave's write: fine in one barrier interval); after the

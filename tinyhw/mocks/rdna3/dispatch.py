@@ -498,7 +498,8 @@ class _Dispatch:
             if pc < 0:          # the waves parted at a branch: each workgroup's waves go on one at a time from there
                 before = {at: e[4] for at, e in entries.items()}
                 self._count(steps * k, active, counts, k)
-                marks.append(len(log))
+                # their accesses join the parting step's (a branch: none of its own) in the log: checked against the
+                # later waves' at earlier steps; among themselves they are in one-at-a-time order
                 self.on_wave_end = None     # told after the run is kept, as for the others
                 for g in range(len(gids)):
                     self.run_group(waves[g * per:(g + 1) * per], None if owners is None else owners[:, g])
