@@ -304,3 +304,83 @@ def test_multi_wave_lds_reductions_run_in_lockstep(helper: object) -> None:
             seen += 1
             assert res.lockstep_workgroups == res.workgroups, e.get("seed", e.get("name"))
     assert seen >= {corpushelp: 16, clcorpushelp: 1, tccorpushelp: 1}[helper]
+
+
+def _tree_sum(threads: int) -> str:
+    """A workgroup of ``threads`` work-items (s[0:1] in, s[2:3] out, s4 the workgroup id) sums its slice of ``in``
+    through LDS: each stride s (threads / 2 .. 1) in turn, work-items below s add LDS[id + s] into LDS[id]
+    (``if``: EXEC saved, the block skipped when EXEC is 0), then s_barrier; work-item 0 stores the sum."""
+    block = ["ds_load_b32 v4, v1 offset:{off}", "ds_load_b32 v5, v1", "s_waitcnt lgkmcnt(0)",
+             "v_add_nc_u32 v4, v4, v5", "ds_store_b32 v1, v4", "s_waitcnt lgkmcnt(0)"]
+    skip = len(_asm("\n".join(block).format(off=4)))
+    lines = [f"s_lshl_b32 s5, s4, {(threads * 4).bit_length() - 1}", "v_lshlrev_b32 v1, 2, v0",
+             "v_add_nc_u32 v2, s5, v1", "global_load_b32 v3, v2, s[0:1]", "s_waitcnt vmcnt(0)", "ds_store_b32 v1, v3",
+             "s_waitcnt lgkmcnt(0)", "s_barrier"]
+    stride = threads // 2
+    while stride:
+        lines += [f"v_cmp_gt_u32 vcc_lo, {stride}, v0", "s_and_saveexec_b32 s6, vcc_lo", f"s_cbranch_execz {skip}",
+                  *(x.format(off=4 * stride) for x in block), "s_or_b32 exec_lo, exec_lo, s6", "s_barrier"]
+        stride //= 2
+    store = ["ds_load_b32 v4, v1", "s_waitcnt lgkmcnt(0)", "s_lshl_b32 s7, s4, 2", "v_mov_b32 v6, s7",
+             "global_store_b32 v6, v4, s[2:3]"]
+    lines += ["v_cmp_eq_u32 vcc_lo, 0, v0", "s_and_saveexec_b32 s6, vcc_lo",
+              f"s_cbranch_execz {len(_asm(chr(10).join(store)))}", *store, "s_endpgm"]
+    return "\n".join(lines)
+
+
+def _tree_run(groups: int) -> tuple[list[int], dict, int]:
+    mem = FlatMemory(BASE, 1 << 16)
+    entry = _flat_program(mem, _asm(_tree_sum(64)))
+    data = [(i * 2654435761) & 0xFFFFF for i in range(64 * groups)]
+    src, out = mem.alloc(struct.pack(f"<{len(data)}I", *data)), mem.alloc(4 * groups)
+    user = (src & 0xFFFFFFFF, src >> 32, out & 0xFFFFFFFF, out >> 32)
+    res = run_dispatch(_regs(entry, user, (64, 1, 1), (groups, 1, 1), lds_units=1), mem)
+    want = [sum(data[64 * g:64 * g + 64]) & 0xFFFFFFFF for g in range(groups)]
+    got = list(struct.unpack(f"<{groups}I", mem.read(out, 4 * groups)))
+    assert got == want
+    return got, res.to_doc(), res.lockstep_workgroups
+
+
+@needs_mc
+def test_waves_that_part_inside_a_barrier_interval_go_on_in_lockstep_after_it(
+        runs: list[bool], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tree reduction: at each stride the waves with no work-item below it skip the block, so the waves part; each
+    then runs to the barrier one at a time, and there they are stepped together again."""
+    met: list[int] = []
+    orig = dispatch._Dispatch._apart
+
+    def spy(self: dispatch._Dispatch, *a: object) -> int:
+        met.append(orig(self, *a))      # type: ignore[arg-type]
+        return met[-1]
+    monkeypatch.setattr(dispatch._Dispatch, "_apart", spy)
+    got, doc, wide = _tree_run(4)
+    assert runs == [True] and wide == 4
+    assert len(met) == 7 and all(pc > 0 for pc in met[:6]) and met[6] == -1    # 6 strides, then work-item 0's store
+    _one_at_a_time(monkeypatch)
+    assert _tree_run(4) == (got, doc, 0)
+
+
+# one wave a workgroup: workgroup 1 branches over the barrier, so the waves part; workgroup 0's wave waits at the
+# barrier while workgroup 1's runs to its end, then workgroup 0's goes on. Each does buf[0] = 3 buf[0] + id + 1:
+# one after another 0 -> 1 -> 5; workgroup 1 first would give 2 -> 7.
+PART_ORDER = """v_mov_b32 v2, 0
+s_cmp_eq_u32 s2, 1
+s_cbranch_scc1 1
+s_barrier
+global_load_b32 v1, v2, s[0:1]
+s_waitcnt vmcnt(0)
+v_mul_u32_u24 v1, 3, v1
+s_add_u32 s3, s2, 1
+v_add_nc_u32 v1, s3, v1
+global_store_b32 v2, v1, s[0:1]
+s_endpgm"""
+
+
+@needs_mc
+def test_a_workgroup_that_goes_on_after_a_later_one_ended_is_checked(runs: list[bool]) -> None:
+    mem = FlatMemory(BASE, 1 << 16)
+    entry = _flat_program(mem, _asm(PART_ORDER))
+    buf = mem.alloc(4)
+    res = run_dispatch(_regs(entry, (buf & 0xFFFFFFFF, buf >> 32), (32, 1, 1), (2, 1, 1)), mem)
+    assert runs == [False] and res.lockstep_workgroups == 0
+    assert struct.unpack("<I", mem.read(buf, 4))[0] == 5

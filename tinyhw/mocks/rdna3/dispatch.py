@@ -493,16 +493,24 @@ class _Dispatch:
         if begin is not None:                           # (the board's GPUVM) keeps them apart during the run
             begin()
         on_wave_end = self.on_wave_end
+        marks: list[int] = []
+        pc = waves[0].pc
         try:
-            steps, active, counts, marks, pc = self._lockstep(waves, v, log, owners)
-            if pc < 0:          # the waves parted at a branch: each workgroup's waves go on one at a time from there
-                before = {at: e[4] for at, e in entries.items()}
+            while True:
+                steps, active, counts, pc = self._lockstep(waves, v, log, marks, owners, pc)
+                if pc >= 0 and before is None:      # ended together without parting: counted once kept
+                    break
+                if before is None:
+                    before = {at: e[4] for at, e in entries.items()}
+                    self.on_wave_end = None     # told after the run is kept, as for the others
                 self._count(steps * k, active, counts, k)
-                # their accesses join the parting step's (a branch: none of its own) in the log: checked against the
-                # later waves' at earlier steps; among themselves they are in one-at-a-time order
-                self.on_wave_end = None     # told after the run is kept, as for the others
-                for g in range(len(gids)):
-                    self.run_group(waves[g * per:(g + 1) * per], None if owners is None else owners[:, g])
+                if pc >= 0:
+                    for w in waves:
+                        w.pc, w.done = pc, True
+                    break
+                pc = self._apart(waves, log, marks, owners)
+                if pc < 0:
+                    break
             kept = not _reordered(log, marks, k)
         except Exception:       # anything at all: undone, and run one workgroup after another instead
             kept = False
@@ -522,11 +530,11 @@ class _Dispatch:
             return False
         if begin is not None:
             mem.lockstep_end(True)
-        if pc >= 0:
+        if before is None:
             self._count(steps * k, active, counts, k)
-        for w in waves:
-            if pc >= 0:
+            for w in waves:
                 w.pc, w.done = pc, True
+        for w in waves:
             w.mem = mem
             if owners is not None:
                 w.lds = w.lds.lds
@@ -545,20 +553,42 @@ class _Dispatch:
         for at, c in counts.items():
             entries[at][4] += c * k
 
-    def _lockstep(self, waves: list[Wave], v: np.ndarray, log: list[Any], owners: np.ndarray | None
-                  ) -> tuple[int, int, dict[int, int], list[int], int]:
-        """Step every wave of ``waves`` (all at one PC) together until they end or part: (steps, active lanes,
-        executions by PC, log positions of wave-by-wave steps, the PC of s_endpgm, or -1 when an instruction run
-        wave by wave or a branch sent the waves to different PCs: each wave then holds its own PC, ``done`` or
-        ``at_barrier``). Raises _Diverged where they cannot go on. ``owners`` (the LDS byte owners of
-        :class:`_WatchedLds`, None when no workgroup has several waves and LDS) is cleared at each barrier."""
+    def _apart(self, waves: list[Wave], log: list[Any], marks: list[int], owners: np.ndarray | None) -> int:
+        """Where the waves of a lockstep run parted: each workgroup's waves in turn, each wave until it waits at the
+        barrier or ends, as one at a time. When then every wave waits at one barrier, they are released and the PC
+        after it returned (the run goes on in lockstep from there); else the workgroups run to their end one after
+        another (-1). Each of the two phases starts a segment of ``log`` (``marks``): one workgroup's accesses come
+        before the next one's, in the one-at-a-time order, and are checked against the later waves' at earlier
+        steps."""
+        per = self.per_group
+        for w in waves:     # their accesses join the parting step's (a branch: none of its own)
+            if not w.done and not w.at_barrier:
+                self.run_wave(w)
+        pc = waves[0].pc
+        if all(w.at_barrier and w.pc == pc for w in waves):
+            for w in waves:
+                w.at_barrier = False
+            if owners is not None:
+                owners.fill(-1)
+            return pc
+        marks.append(len(log))
+        for g in range(len(waves) // per):
+            self.run_group(waves[g * per:(g + 1) * per], None if owners is None else owners[:, g])
+        return -1
+
+    def _lockstep(self, waves: list[Wave], v: np.ndarray, log: list[Any], marks: list[int],
+                  owners: np.ndarray | None, pc: int) -> tuple[int, int, dict[int, int], int]:
+        """Step every wave of ``waves`` (all at ``pc``) together until they end or part: (steps, active lanes,
+        executions by PC, the PC of s_endpgm, or -1 when an instruction run wave by wave or a branch sent the waves
+        to different PCs: each wave then holds its own PC, ``done`` or ``at_barrier``). Each step that runs wave by
+        wave starts a segment of ``log`` (its position appended to ``marks``). Raises _Diverged where they cannot go
+        on. ``owners`` (the LDS byte owners of :class:`_WatchedLds`, None when no workgroup has several waves and
+        LDS) is cleared at each barrier."""
         entries = self.cache.entries
         wide = _Wide(waves, v, _Logged(self.mem, -1, None, waves[0].mem.undo), log)
         k = len(waves)
-        pc = waves[0].pc
         steps = active = 0
         counts: dict[int, int] = {}
-        marks: list[int] = []
         limit = self.budget // k
         known = wide.s.known
         while True:
@@ -587,13 +617,13 @@ class _Dispatch:
                 r = rs[0]
                 if rs.count(r) != k:
                     _part(waves, rs, pc, ent[1])
-                    return steps, active, counts, marks, -1
+                    return steps, active, counts, -1
             if r is None:
                 pc += ent[1]
             elif r >= 0:
                 pc = r
             elif r == salu.END:
-                return steps, active, counts, marks, pc
+                return steps, active, counts, pc
             else:               # s_barrier: every wave of each workgroup is here at once, so all are released
                 pc += ent[1]
                 if owners is not None:      # a new barrier interval: one at a time, every wave's part of it
