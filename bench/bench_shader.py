@@ -214,8 +214,8 @@ def compare(other: Path, groups_list: list[int], passes: int, repeats: int, boar
             rs = [o / m for m, o in per[LDS_PROBE]]
             print(f"  {LDS_PROBE} (this script's kernel, not in the sum above): this "
                   f"{statistics.median(m for m, _ in per[LDS_PROBE]) * 1e3:.1f} ms  other "
-                  f"{statistics.median(o for _, o in per[LDS_PROBE]) * 1e3:.1f} ms  speed-up {statistics.median(rs):.2f}x "
-                  f"({min(rs):.2f}..{max(rs):.2f})")
+                  f"{statistics.median(o for _, o in per[LDS_PROBE]) * 1e3:.1f} ms  speed-up "
+                  f"{statistics.median(rs):.2f}x ({min(rs):.2f}..{max(rs):.2f})")
     return 0
 
 
