@@ -341,11 +341,8 @@ def _tree_run(groups: int) -> tuple[list[int], dict, int]:
     return got, res.to_doc(), res.lockstep_workgroups
 
 
-@needs_mc
-def test_waves_that_part_inside_a_barrier_interval_go_on_in_lockstep_after_it(
-        runs: list[bool], monkeypatch: pytest.MonkeyPatch) -> None:
-    """A tree reduction: at each stride the waves with no work-item below it skip the block, so the waves part; each
-    then runs to the barrier one at a time, and there they are stepped together again."""
+def _spy_apart(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """What each call of the dispatcher's _apart returned (the PC where the parted waves met again, or -1)."""
     met: list[int] = []
     orig = dispatch._Dispatch._apart
 
@@ -353,11 +350,47 @@ def test_waves_that_part_inside_a_barrier_interval_go_on_in_lockstep_after_it(
         met.append(orig(self, *a))      # type: ignore[arg-type]
         return met[-1]
     monkeypatch.setattr(dispatch._Dispatch, "_apart", spy)
+    return met
+
+
+@needs_mc
+def test_waves_that_skip_an_if_wait_while_the_others_run_it_in_lockstep(runs: list[bool],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tree reduction: at each stride the waves with no work-item below it skip the block; the others step through
+    it together while they wait at its end, so the run never parts."""
+    met = _spy_apart(monkeypatch)
     got, doc, wide = _tree_run(4)
-    assert runs == [True] and wide == 4
-    assert len(met) == 7 and all(pc > 0 for pc in met[:6]) and met[6] == -1    # 6 strides, then work-item 0's store
+    assert runs == [True] and wide == 4 and met == []
     _one_at_a_time(monkeypatch)
     assert _tree_run(4) == (got, doc, 0)
+
+
+# 64 work-items (two waves) a workgroup: wave 0 takes the "then" branch (v3 = 7) and jumps over the "else" (v3 = 9)
+# that wave 1 takes; they meet at the barrier. out[64 wg + id] = v3.
+IF_ELSE = """v_cmp_gt_u32 vcc_lo, 32, v0
+s_cbranch_vccz 2
+v_mov_b32 v3, 7
+s_branch 1
+v_mov_b32 v3, 9
+s_barrier
+s_lshl_b32 s4, s2, 6
+v_add_nc_u32 v5, s4, v0
+v_lshlrev_b32 v5, 2, v5
+global_store_b32 v5, v3, s[0:1]
+s_endpgm"""
+
+
+@needs_mc
+def test_waves_that_part_inside_a_barrier_interval_go_on_in_lockstep_after_it(
+        runs: list[bool], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The waves of the "then" jump past the "else": they part; each runs to the barrier one at a time, and there
+    they are stepped together again."""
+    met = _spy_apart(monkeypatch)
+    got, doc, wide = _lds_kernel(IF_ELSE, 3)
+    assert runs == [True] and wide == 3 and len(met) == 1 and met[0] > 0
+    assert got == [7] * 32 + [9] * 32 + [7] * 32 + [9] * 32 + [7] * 32 + [9] * 32
+    _one_at_a_time(monkeypatch)
+    assert _lds_kernel(IF_ELSE, 3) == (got, doc, 0)
 
 
 # one wave a workgroup: workgroup 1 branches over the barrier, so the waves part; workgroup 0's wave waits at the

@@ -310,6 +310,7 @@ class _Dispatch:
         self.waves: list[Wave] = []  # the running workgroup's waves (what stays resident when the budget runs out)
         self.init: tuple[Any, ...] | None = None   # the initial wave state every workgroup shares (make_waves)
         self.wide = [0, 0]      # lockstep runs kept, lockstep runs undone (run again one workgroup at a time)
+        self.run_k = 0          # the waves of the lockstep run in progress
         nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
         self.per_group = (nt + 31) // 32        # waves per workgroup
 
@@ -498,15 +499,16 @@ class _Dispatch:
         on_wave_end = self.on_wave_end
         marks: list[int] = []
         pc = waves[0].pc
+        self.run_k = k
         try:
             while True:
-                steps, active, counts, pc = self._lockstep(waves, v, log, marks, owners, pc)
+                n, active, counts, pc = self._lockstep(waves, v, log, marks, owners, pc, self.budget)
                 if pc >= 0 and before is None:      # ended together without parting: counted once kept
                     break
                 if before is None:
                     before = {at: e[4] for at, e in entries.items()}
                     self.on_wave_end = None     # told after the run is kept, as for the others
-                self._count(steps * k, active, counts, k)
+                self._count(n, active, counts)
                 if pc >= 0:
                     for w in waves:
                         w.pc, w.done = pc, True
@@ -534,7 +536,7 @@ class _Dispatch:
         if begin is not None:
             mem.lockstep_end(True)
         if before is None:
-            self._count(steps * k, active, counts, k)
+            self._count(n, active, counts)
             for w in waves:
                 w.pc, w.done = pc, True
         for w in waves:
@@ -547,14 +549,15 @@ class _Dispatch:
         self.waves = waves[k - k // len(gids):]
         return True
 
-    def _count(self, n: int, active: int, counts: dict[int, int], k: int) -> None:
-        """Count the ``n`` wave instructions (``active`` lanes) of a lockstep run of ``k`` waves in the counters."""
+    def _count(self, n: int, active: int, counts: dict[int, int]) -> None:
+        """Count the ``n`` wave instructions (``active`` lanes; ``counts``: wave instructions by PC) of a lockstep run
+        in the counters."""
         self.budget -= n
         self.res.wave_instructions += n
         self.active += active
         entries = self.cache.entries
         for at, c in counts.items():
-            entries[at][4] += c * k
+            entries[at][4] += c
 
     def _apart(self, waves: list[Wave], log: list[Any], marks: list[int], owners: np.ndarray | None) -> int:
         """Where the waves of a lockstep run parted: each workgroup's waves in turn, each wave until it waits at the
@@ -579,29 +582,58 @@ class _Dispatch:
             self.run_group(waves[g * per:(g + 1) * per], None if owners is None else owners[:, g])
         return -1
 
+    def _sub(self, waves: list[Wave], v: np.ndarray, log: list[Any], marks: list[int], owners: np.ndarray | None,
+             to: list[int], budget: int, at: list[int] | None) -> tuple[int, int, dict[int, int], int]:
+        """The sub-run of :meth:`_lockstep` where ``waves`` parted to the two PCs ``to``: the waves at the lower one
+        step alone (their VGPRs copied out of ``v`` and back) until they reach the higher one."""
+        idx = [i for i, w in enumerate(waves) if w.pc == to[0]]
+        sub = [waves[i] for i in idx]
+        vs = v[:, idx]
+        for j, w in enumerate(sub):
+            w.v = vs[:, j]
+        try:
+            return self._lockstep(sub, vs, log, marks, owners, to[0], budget, to[1],
+                                  idx if at is None else [at[i] for i in idx])
+        finally:
+            v[:, idx] = vs
+            for i in idx:
+                waves[i].v = v[:, i]
+
     def _lockstep(self, waves: list[Wave], v: np.ndarray, log: list[Any], marks: list[int],
-                  owners: np.ndarray | None, pc: int) -> tuple[int, int, dict[int, int], int]:
-        """Step every wave of ``waves`` (all at ``pc``) together until they end or part: (steps, active lanes,
-        executions by PC, the PC of s_endpgm, or -1 when an instruction run wave by wave or a branch sent the waves
-        to different PCs: each wave then holds its own PC, ``done`` or ``at_barrier``). Each step that runs wave by
-        wave starts a segment of ``log`` (its position appended to ``marks``). Raises _Diverged where they cannot go
-        on. ``owners`` (the LDS byte owners of :class:`_WatchedLds`, None when no workgroup has several waves and
-        LDS) is cleared at each barrier."""
+                  owners: np.ndarray | None, pc: int, budget: int, stop: int = -1, at: list[int] | None = None
+                  ) -> tuple[int, int, dict[int, int], int]:
+        """Step every wave of ``waves`` (all at ``pc``) together until they end or part: (wave instructions, active
+        lanes, wave instructions by PC, the PC of s_endpgm, or -1 when an instruction run wave by wave or a branch
+        sent the waves to different PCs: each wave then holds its own PC, ``done`` or ``at_barrier``). Each step
+        starts a segment of ``log`` (its position appended to ``marks``). Raises _Diverged past ``budget`` wave
+        instructions or where the waves cannot go on. ``owners`` (the LDS byte owners of :class:`_WatchedLds`, None
+        when no workgroup has several waves and LDS) is cleared at each barrier.
+
+        Where a branch sends the waves to two PCs, the waves at the lower one run on alone (a sub-run: ``stop`` the
+        higher PC, ``at`` their places among the run's waves) while the others wait; when they reach ``stop``
+        together, all go on together (a sub-run returns ``stop``). A sub-run that meets a barrier or s_endpgm, or
+        jumps past ``stop``, parts the run (-1). The waiting waves have no accesses in the sub-run's steps, so the
+        checks of the run hold as they are."""
         entries = self.cache.entries
-        wide = _Wide(waves, v, _Logged(self.mem, -1, None, waves[0].mem.undo), log)
+        wide = _Wide(waves, v, _Logged(self.mem, -1, None, waves[0].mem.undo), log if at is None else _SubLog(log, at, self.run_k))
         k = len(waves)
-        steps = active = 0
+        n = active = 0
         counts: dict[int, int] = {}
-        limit = self.budget // k
         known = wide.s.known
         while True:
+            if stop >= 0 and pc >= stop:
+                if pc == stop:
+                    return n, active, counts, stop
+                for w in waves:
+                    w.pc = pc
+                return n, active, counts, -1
             ent = entries.get(pc)
             if ent is None:
                 ent = self.compile_at(pc)
-            steps += 1
-            if steps > limit:
+            n += k
+            if n > budget:
                 raise _Diverged
-            counts[pc] = counts.get(pc, 0) + 1
+            counts[pc] = counts.get(pc, 0) + k
             if ent[3]:
                 e = wide.s[EXEC]
                 active += e.bit_count() * k if type(e) is int else sum(x.bit_count() for x in e.ravel().tolist())
@@ -620,17 +652,52 @@ class _Dispatch:
                 r = rs[0]
                 if rs.count(r) != k:
                     _part(waves, rs, pc, ent[1])
-                    return steps, active, counts, -1
+                    to = sorted({w.pc for w in waves if not w.done and not w.at_barrier})
+                    if len(to) != 2 or any(w.done or w.at_barrier for w in waves):
+                        return n, active, counts, -1
+                    sub = self._sub(waves, v, log, marks, owners, to, budget - n, at)
+                    n, active = n + sub[0], active + sub[1]
+                    for pa, c in sub[2].items():
+                        counts[pa] = counts.get(pa, 0) + c
+                    if sub[3] < 0:
+                        return n, active, counts, -1
+                    pc = to[1]
+                    known.clear()
+                    continue
             if r is None:
                 pc += ent[1]
             elif r >= 0:
                 pc = r
             elif r == salu.END:
-                return steps, active, counts, pc
+                if stop >= 0:       # a sub-run: the waiting waves have not ended
+                    _part(waves, [r] * k, pc, ent[1])
+                    return n, active, counts, -1
+                return n, active, counts, pc
+            elif stop >= 0:         # a barrier in a sub-run: the waiting waves are not there
+                _part(waves, [r] * k, pc, ent[1])
+                return n, active, counts, -1
             else:               # s_barrier: every wave of each workgroup is here at once, so all are released
                 pc += ent[1]
                 if owners is not None:      # a new barrier interval: one at a time, every wave's part of it
                     owners.fill(-1)         # follows every wave's part of the last one, as here
+
+
+class _SubLog:
+    """The memory log as the wide functions of a sub-run see it: a step's spans of its waves (one per wave) are
+    widened to every wave of the run (the others with none)."""
+
+    __slots__ = ("log", "at", "k")
+
+    def __init__(self, log: list[Any], at: list[int], k: int) -> None:
+        self.log, self.at, self.k = log, np.array(at), k
+
+    def append(self, e: Any) -> None:
+        """Log ``e``; (None, starts, ends, write) of the sub-run's waves spread over the run's."""
+        if e[0] is None:
+            lo, hi = np.full(self.k, _NONE), np.full(self.k, _ALL)
+            lo[self.at], hi[self.at] = e[1], e[2]
+            e = (None, lo, hi, e[3])
+        self.log.append(e)
 
 
 def _part(waves: list[Wave], rs: list[Any], pc: int, size: int) -> None:
