@@ -201,7 +201,8 @@ def _asm(text: str) -> list[int]:
 
 # Two waves a workgroup (64 work-items, v0 = id), s[0:1] the output, s2 the workgroup id. Each lane stores
 # id + 1000 * wg at LDS[4 id] and reads it back (the same wave's write: fine in one barrier interval); after the
-# barrier it reads the other wave's word LDS[4 (id ^ 32)]; out[64 wg + id] = that + (own word << 16).
+# barrier it reads the other wave's word LDS[4 (id ^ 32)] and a word past the LDS's 512 bytes (which reads 0);
+# out[64 wg + id] = the other wave's word + (own word << 16) + the word past the end.
 EXCHANGE = """s_mul_i32 s3, s2, 1000
 v_add_nc_u32 v2, s3, v0
 v_lshlrev_b32 v1, 2, v0
@@ -212,9 +213,11 @@ s_barrier
 v_xor_b32 v3, 32, v0
 v_lshlrev_b32 v3, 2, v3
 ds_load_b32 v4, v3
+ds_load_b32 v7, v1 offset:2048
 s_waitcnt lgkmcnt(0)
 v_lshlrev_b32 v6, 16, v6
 v_add_nc_u32 v4, v4, v6
+v_add_nc_u32 v4, v4, v7
 s_lshl_b32 s4, s2, 6
 v_add_nc_u32 v5, s4, v0
 v_lshlrev_b32 v5, 2, v5
@@ -417,3 +420,109 @@ def test_a_workgroup_that_goes_on_after_a_later_one_ended_is_checked(runs: list[
     res = run_dispatch(_regs(entry, (buf & 0xFFFFFFFF, buf >> 32), (32, 1, 1), (2, 1, 1)), mem)
     assert runs == [False] and res.lockstep_workgroups == 0
     assert struct.unpack("<I", mem.read(buf, 4))[0] == 5
+
+
+# Both waves store to LDS[0] at one step (wave 0 1, wave 1 2), then wave 0 alone stores 7 there (wave 1's EXEC is 0);
+# after the barrier every lane reads LDS[0]. One after another wave 1's 2 is last; stepped together without the
+# check 7 would be.
+SAME_STEP = """v_lshrrev_b32 v2, 5, v0
+v_add_nc_u32 v2, 1, v2
+v_mov_b32 v1, 0
+ds_store_b32 v1, v2
+v_cmp_gt_u32 vcc_lo, 32, v0
+s_and_saveexec_b32 s6, vcc_lo
+v_mov_b32 v3, 7
+ds_store_b32 v1, v3
+s_or_b32 exec_lo, exec_lo, s6
+s_waitcnt lgkmcnt(0)
+s_barrier
+ds_load_b32 v4, v1
+s_waitcnt lgkmcnt(0)
+s_lshl_b32 s4, s2, 6
+v_add_nc_u32 v5, s4, v0
+v_lshlrev_b32 v5, 2, v5
+global_store_b32 v5, v4, s[0:1]
+s_endpgm"""
+
+
+# Both waves load LDS[0] (0) at one step, then wave 0 alone stores 7 there; out = what each loaded. One after
+# another wave 1 loads after wave 0's store: 7.
+SAME_STEP_READ = """v_mov_b32 v1, 0
+ds_load_b32 v4, v1
+s_waitcnt lgkmcnt(0)
+v_cmp_gt_u32 vcc_lo, 32, v0
+s_and_saveexec_b32 s6, vcc_lo
+v_mov_b32 v3, 7
+ds_store_b32 v1, v3
+s_or_b32 exec_lo, exec_lo, s6
+s_waitcnt lgkmcnt(0)
+s_lshl_b32 s4, s2, 6
+v_add_nc_u32 v5, s4, v0
+v_lshlrev_b32 v5, 2, v5
+global_store_b32 v5, v4, s[0:1]
+s_endpgm"""
+
+
+# Wave 1 alone loads LDS[0..8), then wave 0 alone loads it and stores 7, 7 there (2addr forms: run wave by wave);
+# out = what wave 1 loaded (wave 0's lanes: 0). One after another wave 1 loads after wave 0's store: 7.
+READERS = """v_mov_b32 v1, 0
+v_mov_b32 v4, 0
+v_cmp_le_u32 vcc_lo, 32, v0
+s_and_saveexec_b32 s6, vcc_lo
+ds_load_2addr_b32 v[4:5], v1 offset1:1
+s_or_b32 exec_lo, exec_lo, s6
+v_cmp_gt_u32 vcc_lo, 32, v0
+s_and_saveexec_b32 s6, vcc_lo
+ds_load_2addr_b32 v[6:7], v1 offset1:1
+v_mov_b32 v3, 7
+ds_store_2addr_b32 v1, v3, v3 offset1:1
+s_or_b32 exec_lo, exec_lo, s6
+s_waitcnt lgkmcnt(0)
+s_lshl_b32 s4, s2, 6
+v_add_nc_u32 v5, s4, v0
+v_lshlrev_b32 v5, 2, v5
+global_store_b32 v5, v4, s[0:1]
+s_endpgm"""
+
+
+@needs_mc
+@pytest.mark.parametrize(("text", "want"), [(SAME_STEP, [2] * 64), (SAME_STEP_READ, [0] * 32 + [7] * 32),
+                                            (READERS, [0] * 32 + [7] * 32)],
+                         ids=["store-store", "load-store", "two-readers-wave-by-wave"])
+def test_two_waves_on_one_lds_word_at_one_step_run_one_at_a_time(text: str, want: list[int], runs: list[bool],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    got, doc, wide = _lds_kernel(text, 2)
+    assert runs == [False] and wide == 0
+    assert got == want * 2
+    _one_at_a_time(monkeypatch)
+    assert _lds_kernel(text, 2) == (got, doc, 0)
+
+
+# one wave a workgroup; buf[0] starts at 5. Workgroup 2 alone loads buf[0] (the others wait: a sub-run of one wave),
+# then workgroup 1 alone stores 9 there; out[wg] (buf + 16) = what it loaded (0 if none). One after another,
+# workgroup 2 runs after workgroup 1 and loads 9; the load stepped first would read 5.
+SUB_ORDER = """v_mov_b32 v2, 0
+v_mov_b32 v1, 0
+s_cmp_lg_u32 s2, 2
+s_cbranch_scc1 3
+global_load_b32 v1, v2, s[0:1]
+s_waitcnt vmcnt(0)
+s_cmp_lg_u32 s2, 1
+s_cbranch_scc1 3
+v_mov_b32 v3, 9
+global_store_b32 v2, v3, s[0:1]
+s_lshl_b32 s4, s2, 2
+v_mov_b32 v4, s4
+global_store_b32 v4, v1, s[0:1] offset:16
+s_endpgm"""
+
+
+@needs_mc
+def test_accesses_of_a_sub_run_are_logged_as_their_own_waves(runs: list[bool]) -> None:
+    mem = FlatMemory(BASE, 1 << 16)
+    entry = _flat_program(mem, _asm(SUB_ORDER))
+    buf = mem.alloc(struct.pack("<I", 5) + bytes(28))
+    res = run_dispatch(_regs(entry, (buf & 0xFFFFFFFF, buf >> 32), (32, 1, 1), (3, 1, 1)), mem)
+    assert runs == [False] and res.lockstep_workgroups == 0
+    assert struct.unpack("<I", mem.read(buf, 4))[0] == 9
+    assert list(struct.unpack("<3I", mem.read(buf + 16, 12))) == [0, 0, 9]

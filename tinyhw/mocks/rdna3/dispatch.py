@@ -311,6 +311,7 @@ class _Dispatch:
         self.init: tuple[Any, ...] | None = None   # the initial wave state every workgroup shares (make_waves)
         self.wide = [0, 0]      # lockstep runs kept, lockstep runs undone (run again one workgroup at a time)
         self.run_k = 0          # the waves of the lockstep run in progress
+        self.run_lds: tuple[np.ndarray, Any] | None = None    # its LDS and the check of its accesses (_Wide.lds)
         nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
         self.per_group = (nt + 31) // 32        # waves per workgroup
 
@@ -489,10 +490,17 @@ class _Dispatch:
         for i, w in enumerate(waves):
             w.mem = _Logged(mem, i, log, undo)
         owners = None
+        self.run_lds = None
+        if self.regs.lds_bytes:     # one array for the run's LDS, a row a workgroup (the wide DS accesses)
+            lds = np.zeros((len(gids), self.regs.lds_bytes), dtype=np.uint8)
+            for i, w in enumerate(waves):
+                w.lds = lds[i // per]
+            self.run_lds = (lds, None)
         if per > 1 and self.regs.lds_bytes:     # the waves of a workgroup share its LDS: watch who touches what
             owners = np.full((2, len(gids), self.regs.lds_bytes), -1, dtype=np.int16)
             for i, w in enumerate(waves):
                 w.lds = _WatchedLds(w.lds, owners[0, i // per], owners[1, i // per], i % per)
+            self.run_lds = (lds, _LdsOwners(owners).check)
         begin = getattr(mem, "lockstep_begin", None)    # a memory whose accesses have effects beyond their bytes
         if begin is not None:                           # (the board's GPUVM) keeps them apart during the run
             begin()
@@ -615,7 +623,11 @@ class _Dispatch:
         jumps past ``stop``, parts the run (-1). The waiting waves have no accesses in the sub-run's steps, so the
         checks of the run hold as they are."""
         entries = self.cache.entries
-        wide = _Wide(waves, v, _Logged(self.mem, -1, None, waves[0].mem.undo), log if at is None else _SubLog(log, at, self.run_k))
+        wide = _Wide(waves, v, _Logged(self.mem, -1, None, waves[0].mem.undo),
+                     log if at is None else _SubLog(log, at, self.run_k))
+        if self.run_lds is not None:
+            places = np.array([w.mem.wave for w in waves])
+            wide.lds = (self.run_lds[0], places // self.per_group, places % self.per_group, self.run_lds[1])
         k = len(waves)
         n = active = 0
         counts: dict[int, int] = {}
@@ -789,6 +801,40 @@ class _WatchedLds:
         self.lds[key] = data
 
 
+class _LdsOwners:
+    """:class:`_WatchedLds`'s check for the wide DS accesses of one lockstep step (every wave's lanes at once)."""
+
+    __slots__ = ("writer", "reader")
+
+    def __init__(self, owners: np.ndarray) -> None:
+        self.writer, self.reader = owners[0].reshape(-1), owners[1].reshape(-1)
+
+    def check(self, keys: np.ndarray, waves: np.ndarray, write: bool) -> None:
+        """Bytes ``keys`` (workgroup x LDS size + byte, a row per lane) read or written by the waves ``waves`` (their
+        index in the workgroup, one per row): :class:`_Diverged` when another wave wrote one of them in this barrier
+        interval, or, for a write, another wave read or writes one."""
+        keys = keys.reshape(-1)
+        if not len(keys):
+            return
+        wids = np.repeat(waves.astype(np.int16), len(keys) // max(len(waves), 1))
+        cw = self.writer[keys]
+        if ((cw >= 0) & (cw != wids)).any():
+            raise _Diverged
+        order = np.lexsort((wids, keys))
+        ks, ws = keys[order], wids[order]
+        first = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+        uk = ks[first]
+        lo, hi = np.minimum.reduceat(ws, first), np.maximum.reduceat(ws, first)
+        cr = self.reader[uk]
+        if write:
+            if ((lo != hi) | ((cr != -1) & (cr != lo))).any():
+                raise _Diverged
+            self.writer[uk] = lo
+        else:
+            new = np.where(lo == hi, lo, np.int16(-2))
+            self.reader[uk] = np.where((cr == -1) | (cr == new), new, np.int16(-2))
+
+
 class _Scalars:
     """The SGPRs of waves in lockstep as one list: a register the waves agree on reads as an int, one they do not as a
     (waves, 1) uint64 column; a write of an int goes to every wave, of a column to each wave its own value."""
@@ -834,11 +880,14 @@ class _Wide:
     """Several waves seen as one by a VALU function that runs in lockstep: ``v[n]`` is VGPR n of every wave as a
     (waves, 32) array, ``s`` their SGPRs (:class:`_Scalars`), ``mask()`` EXEC as (32,) or (waves, 32) lanes."""
 
-    __slots__ = ("waves", "s", "v", "mem", "log")
+    __slots__ = ("waves", "s", "v", "mem", "log", "lds")
 
     def __init__(self, waves: list[Wave], v: np.ndarray, mem: _Logged, log: list[Any]) -> None:
         self.waves, self.s, self.v = waves, _Scalars([w.s for w in waves]), v
         self.mem, self.log = mem, log      # journalled memory; the log takes (None, starts, ends, write) per step
+        # the run's LDS (workgroups, bytes), each wave's workgroup and index there, the check of several-wave
+        # workgroups' accesses (_LdsOwners.check) or None; None without LDS (vmem.wide_ds)
+        self.lds: tuple[np.ndarray, np.ndarray, np.ndarray, Any] | None = None
 
     def _same(self, name: str) -> int:
         known = self.s.known
@@ -951,6 +1000,8 @@ def _wide_of(inst: Inst, fn: Callable[[Wave], Any]) -> Callable[[Any], Any] | No
         return _wide_sload(inst)
     if inst.encoding == "FLAT":
         return vmem.wide_global(inst)
+    if inst.encoding == "DS":
+        return vmem.wide_ds(inst)
     if inst.encoding == "VOP1" and valu.base_name(inst.mnemonic) == "v_readfirstlane_b32":
         return _wide_readfirstlane(inst)
     return None

@@ -454,6 +454,50 @@ def wide_global(inst: Any) -> Callable[[Any], Any] | None:
     return run
 
 
+def wide_ds(inst: Any) -> Callable[[Any], Any] | None:
+    """A ds_load_b32..b128/u8/i8/u16/i16 or ds_store_b32..b128/b8/b16 for several waves in lockstep (the dispatcher's
+    wide path), or None: one gather or scatter over every active lane of every wave into its workgroup's row of
+    ``ww.lds`` (LDS (workgroups, bytes), each wave's workgroup, its index there, and the dispatcher's check of which
+    wave touched which bytes, or None without several waves a workgroup), as :func:`compile_ds` for one wave:
+    out-of-range lanes read 0 and do not write. PER_WAVE when the dispatch has no LDS."""
+    f, m = inst.fields, inst.mnemonic
+    kind, _, suffix = m.removeprefix("ds_").partition("_")
+    if f["gds"] or not ((kind == "load" and suffix in _LOADS) or (kind == "store" and suffix in _STORES)):
+        return None
+    store = kind == "store"
+    size, n, signed = (_STORES[suffix], max(_STORES[suffix] // 4, 1), False) if store else _LOADS[suffix]
+    off, va, vd, d0 = f["offset1"] << 8 | f["offset0"], f["addr"], f["vdst"], f["data0"]
+    span = np.arange(size)
+
+    def run(ww: Any) -> Any:
+        if ww.lds is None:
+            return PER_WAVE
+        arr, grp, widx, check = ww.lds
+        nb = arr.shape[1]
+        m2 = np.broadcast_to(ww.mask(), (len(ww.waves), 32))
+        a = ww.v[va].astype(np.int64) + off
+        ok = m2 & (a >= 0) & (a + size <= nb)
+        wv, ln = np.nonzero(ok if store else m2)        # lanes in wave order, then lane order
+        if not len(wv):
+            return None
+        g = grp[wv]
+        okl = ok[wv, ln]
+        idx = np.where(okl, a[wv, ln], 0)[:, None] + span
+        if check is not None:
+            check(g[okl, None] * nb + idx[okl], widx[wv[okl]], store)
+        if store:
+            vals = np.ascontiguousarray(np.stack([ww.v[d0 + j][wv, ln] for j in range(n)], axis=1).astype("<u4"))
+            arr[g[:, None], idx] = vals.view(U8).reshape(len(wv), 4 * n)[:, :size]
+        else:
+            raw = arr[g[:, None], idx]
+            raw[~okl] = 0
+            vals = _widen(np.ascontiguousarray(raw), size, signed)
+            for j in range(n):
+                ww.v[vd + j][wv, ln] = vals[:, j]
+        return None
+    return run
+
+
 def _wide_addrs(ww: Any, saddr: int, va: int, off: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(addresses (waves, 32), active lanes (waves, 32), the active lanes' addresses in wave order) of a global access
     for waves in lockstep; None (run wave by wave) when the SADDR pair differs between waves or an address is huge."""
