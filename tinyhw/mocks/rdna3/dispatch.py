@@ -12,9 +12,11 @@ Lockstep: where nothing can tell the difference, the waves of up to ``LOCKSTEP_W
 run together, one instruction for all of them at a time. Their VGPRs are one (VGPRs, waves, 32) array (each
 wave's ``v`` a view of its row), so a VALU instruction that :func:`~tinyhw.mocks.rdna3.valu.lockstep_ok` accepts
 runs once over every lane; any other instruction (SALU, memory, lane-indexing VALU) runs wave by wave in wave
-order. Each workgroup keeps its own LDS; all its waves reach ``s_barrier`` at one step. Where the waves part (a
-branch sends them to different PCs) they go on one at a time, each wave until it waits at the barrier or ends, and
-are stepped together again when every wave waits at one barrier (else the workgroups end one after another). The
+order. Each workgroup keeps its own LDS (a row of one array; plain DS loads and stores run once for every wave);
+all its waves reach ``s_barrier`` at one step. Where a branch sends the waves to two PCs, those at the lower one step
+on alone until they reach the other (a sub-run); where the waves part otherwise they go on one at a time, each wave
+until it waits at the barrier or ends, and are stepped together again when every wave waits at one barrier (else
+the workgroups end one after another). The
 run is kept only when it is what running the workgroups one after another gives: every wave's memory accesses are
 logged (and writes journalled), and when a wave's access may touch bytes a later wave touched at an earlier step
 with one of them a write, when two waves of a workgroup touch one LDS byte in one barrier interval with one of them
