@@ -156,9 +156,8 @@ def _branch_states() -> list[tuple]:
     return [(w.wg, w.index, list(w.s), w.scc, w.v.copy(), w.pc, w.mode) for w in waves]
 
 
-def test_waves_that_branch_apart_go_on_one_workgroup_at_a_time(runs: list[bool],
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """The waves part at the branch; from there each workgroup's waves run one at a time, and the run is kept."""
+def test_waves_that_branch_apart_meet_again(runs: list[bool], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workgroup 1 jumps over the v_mov; the others run it alone and meet it at s_endpgm; the run is kept."""
     got = _branch_states()
     assert runs == [True]
     assert [int(st[4][1, 0]) for st in got] == [5, 0, 5]
