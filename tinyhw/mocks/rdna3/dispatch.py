@@ -529,7 +529,7 @@ class _Dispatch:
             kept = not _reordered(log, marks, k)
         except Exception:       # anything at all: undone, and run one workgroup after another instead
             kept = False
-        self.on_wave_end = on_wave_end
+        self.on_wave_end, self.run_lds = on_wave_end, None
         if not kept:
             for addr, old in reversed(undo):
                 mem.poke(addr, old)
