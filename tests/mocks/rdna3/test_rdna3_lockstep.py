@@ -252,11 +252,12 @@ global_store_b32 v5, v4, s[0:1]
 s_endpgm"""
 
 
-def _lds_kernel(text: str, groups: int) -> tuple[list[int], dict, int]:
+def _lds_kernel(text: str, groups: int, lds_units: int = 1) -> tuple[list[int], dict, int]:
     mem = FlatMemory(BASE, 1 << 16)
     entry = _flat_program(mem, _asm(text))
     out = mem.alloc(256 * groups)
-    res = run_dispatch(_regs(entry, (out & 0xFFFFFFFF, out >> 32), (64, 1, 1), (groups, 1, 1), lds_units=1), mem)
+    res = run_dispatch(_regs(entry, (out & 0xFFFFFFFF, out >> 32), (64, 1, 1), (groups, 1, 1), lds_units=lds_units),
+                       mem)
     return list(struct.unpack(f"<{64 * groups}I", mem.read(out, 256 * groups))), res.to_doc(), res.lockstep_workgroups
 
 
@@ -267,6 +268,43 @@ def test_lds_exchange_after_a_barrier_runs_in_lockstep(runs: list[bool], monkeyp
     assert got == [((i ^ 32) + 1000 * g + ((i + 1000 * g) << 16)) & 0xFFFFFFFF for g in range(5) for i in range(64)]
     _one_at_a_time(monkeypatch)
     assert _lds_kernel(EXCHANGE, 5) == (got, doc, 0)
+
+
+# EXCHANGE with the DS forms that run wave by wave: each lane stores v = id + 1000 wg at LDS[4 id] and LDS[4 id + 256]
+# (2addr) and its low half at LDS[512 + 4 id] (d16_hi); after the barrier it loads the other wave's three;
+# out = the two words + the half.
+EXCHANGE_PER_WAVE = """s_mul_i32 s3, s2, 1000
+v_add_nc_u32 v2, s3, v0
+v_lshlrev_b32 v1, 2, v0
+ds_store_2addr_b32 v1, v2, v2 offset1:64
+v_lshlrev_b32 v8, 16, v2
+ds_store_b16_d16_hi v1, v8 offset:512
+s_waitcnt lgkmcnt(0)
+s_barrier
+v_xor_b32 v3, 32, v0
+v_lshlrev_b32 v3, 2, v3
+ds_load_2addr_b32 v[4:5], v3 offset1:64
+v_mov_b32 v6, 0
+ds_load_u16_d16 v6, v3 offset:512
+s_waitcnt lgkmcnt(0)
+v_add_nc_u32 v4, v4, v5
+v_add_nc_u32 v4, v4, v6
+s_lshl_b32 s4, s2, 6
+v_add_nc_u32 v5, s4, v0
+v_lshlrev_b32 v5, 2, v5
+global_store_b32 v5, v4, s[0:1]
+s_endpgm"""
+
+
+@needs_mc
+def test_lds_exchange_wave_by_wave_after_a_barrier_runs_in_lockstep(runs: list[bool],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    got, doc, wide = _lds_kernel(EXCHANGE_PER_WAVE, 3, lds_units=2)
+    assert runs == [True] and wide == 3
+    other = [(i ^ 32) + 1000 * g for g in range(3) for i in range(64)]
+    assert got == [2 * o + (o & 0xFFFF) for o in other]
+    _one_at_a_time(monkeypatch)
+    assert _lds_kernel(EXCHANGE_PER_WAVE, 3, lds_units=2) == (got, doc, 0)
 
 
 @needs_mc

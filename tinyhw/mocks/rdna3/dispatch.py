@@ -314,6 +314,7 @@ class _Dispatch:
         self.wide = [0, 0]      # lockstep runs kept, lockstep runs undone (run again one workgroup at a time)
         self.run_k = 0          # the waves of the lockstep run in progress
         self.run_lds: tuple[np.ndarray, Any] | None = None    # its LDS and the check of its accesses (_Wide.lds)
+        self.run_span = [0, 0]  # the LDS bytes its waves touched since the last barrier (a range, in a workgroup's LDS)
         nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
         self.per_group = (nt + 31) // 32        # waves per workgroup
 
@@ -500,9 +501,10 @@ class _Dispatch:
             self.run_lds = (lds, None)
         if per > 1 and self.regs.lds_bytes:     # the waves of a workgroup share its LDS: watch who touches what
             owners = np.full((2, len(gids), self.regs.lds_bytes), -1, dtype=np.int16)
+            self.run_span = [self.regs.lds_bytes, 0]
             for i, w in enumerate(waves):
-                w.lds = _WatchedLds(w.lds, owners[0, i // per], owners[1, i // per], i % per)
-            self.run_lds = (lds, _LdsOwners(owners).check)
+                w.lds = _WatchedLds(w.lds, owners[0, i // per], owners[1, i // per], i % per, self.run_span)
+            self.run_lds = (lds, _LdsOwners(owners, self.run_span).check)
         begin = getattr(mem, "lockstep_begin", None)    # a memory whose accesses have effects beyond their bytes
         if begin is not None:                           # (the board's GPUVM) keeps them apart during the run
             begin()
@@ -585,7 +587,7 @@ class _Dispatch:
             for w in waves:
                 w.at_barrier = False
             if owners is not None:
-                owners.fill(-1)
+                _clear(owners, self.run_span)
             return pc
         marks.append(len(log))
         for g in range(len(waves) // per):
@@ -693,7 +695,7 @@ class _Dispatch:
             else:               # s_barrier: every wave of each workgroup is here at once, so all are released
                 pc += ent[1]
                 if owners is not None:      # a new barrier interval: one at a time, every wave's part of it
-                    owners.fill(-1)         # follows every wave's part of the last one, as here
+                    _clear(owners, self.run_span)   # follows every wave's part of the last one, as here
 
 
 class _SubLog:
@@ -725,6 +727,15 @@ def _part(waves: list[Wave], rs: list[Any], pc: int, size: int) -> None:
             w.pc, w.done = pc, True
         else:
             w.pc, w.at_barrier = pc + size, True
+
+
+def _clear(owners: np.ndarray, span: list[int]) -> None:
+    """A new barrier interval: forget which waves touched the LDS bytes of ``span`` (every byte touched since the
+    last barrier, as a range in each workgroup's LDS), and start the next range."""
+    lo, hi = span
+    if lo < hi:
+        owners[:, :, lo:hi] = -1
+    span[0], span[1] = owners.shape[2], 0
 
 
 class _Diverged(Exception):
@@ -766,19 +777,25 @@ class _WatchedLds:
     interval (-1 none, -2 several readers). A slice read is a read-only view, so a write through it fails (and undoes
     the run) instead of escaping the check."""
 
-    __slots__ = ("lds", "writer", "reader", "wave")
+    __slots__ = ("lds", "writer", "reader", "wave", "span")
 
-    def __init__(self, lds: np.ndarray, writer: np.ndarray, reader: np.ndarray, wave: int) -> None:
-        self.lds, self.writer, self.reader, self.wave = lds, writer, reader, wave
+    def __init__(self, lds: np.ndarray, writer: np.ndarray, reader: np.ndarray, wave: int, span: list[int]) -> None:
+        self.lds, self.writer, self.reader, self.wave, self.span = lds, writer, reader, wave, span
 
     def __len__(self) -> int:
         return len(self.lds)
 
     def _bytes(self, key: Any) -> Any:
-        if isinstance(key, slice):
+        span = self.span
+        if isinstance(key, slice) and key.step is None:
+            lo, hi = key.start or 0, len(self.lds) if key.stop is None else key.stop
+            span[0], span[1] = min(span[0], lo), max(span[1], hi)
             return key
         if isinstance(key, np.ndarray) and key.dtype.kind in "iu":
-            return key.ravel()
+            at = key.ravel()
+            if len(at):
+                span[0], span[1] = min(span[0], int(at.min())), max(span[1], int(at.max()) + 1)
+            return at
         raise _Diverged             # an LDS access of another shape: not checked, so not run in lockstep
 
     def __getitem__(self, key: Any) -> np.ndarray:
@@ -806,10 +823,11 @@ class _WatchedLds:
 class _LdsOwners:
     """:class:`_WatchedLds`'s check for the wide DS accesses of one lockstep step (every wave's lanes at once)."""
 
-    __slots__ = ("writer", "reader")
+    __slots__ = ("writer", "reader", "span", "nb")
 
-    def __init__(self, owners: np.ndarray) -> None:
+    def __init__(self, owners: np.ndarray, span: list[int]) -> None:
         self.writer, self.reader = owners[0].reshape(-1), owners[1].reshape(-1)
+        self.span, self.nb = span, owners.shape[2]
 
     def check(self, keys: np.ndarray, waves: np.ndarray, write: bool) -> None:
         """Bytes ``keys`` (workgroup x LDS size + byte, a row per lane) read or written by the waves ``waves`` (their
@@ -818,6 +836,8 @@ class _LdsOwners:
         keys = keys.reshape(-1)
         if not len(keys):
             return
+        at, span = keys % self.nb, self.span
+        span[0], span[1] = min(span[0], int(at.min())), max(span[1], int(at.max()) + 1)
         wids = np.repeat(waves.astype(np.int16), len(keys) // max(len(waves), 1))
         cw = self.writer[keys]
         if ((cw >= 0) & (cw != wids)).any():
