@@ -579,7 +579,8 @@ class _Dispatch:
         before the next one's, in the one-at-a-time order, and are checked against the later waves' at earlier
         steps."""
         per = self.per_group
-        for w in waves:     # their accesses join the parting step's (a branch: none of its own)
+        marks.append(len(log))      # (the parting step is a jump, with no accesses of its own: kept apart anyway)
+        for w in waves:
             if not w.done and not w.at_barrier:
                 self.run_wave(w)
         pc = waves[0].pc
