@@ -12,11 +12,16 @@ Lockstep: where nothing can tell the difference, the waves of up to ``LOCKSTEP_W
 run together, one instruction for all of them at a time. Their VGPRs are one (VGPRs, waves, 32) array (each
 wave's ``v`` a view of its row), so a VALU instruction that :func:`~tinyhw.mocks.rdna3.valu.lockstep_ok` accepts
 runs once over every lane; any other instruction (SALU, memory, lane-indexing VALU) runs wave by wave in wave
-order, and all waves must then agree on the next PC. The run is kept only when it is what running the workgroups
-one after another gives: every wave's memory accesses are logged (and writes journalled), and when a wave's access
-may touch bytes a later wave touched at an earlier step with one of them a write, or the waves part (another PC,
-an error, the instruction limit), the memory is restored and the workgroups run again one at a time. It needs a
-memory with ``peek``/``poke`` (:class:`FlatMemory`), no SQ trace, and LDS only in one-wave workgroups; the
+order. Each workgroup keeps its own LDS (a row of one array; plain DS loads and stores run once for every wave);
+all its waves reach ``s_barrier`` at one step. Where a branch sends the waves to two PCs, those at the lower one step
+on alone until they reach the other (a sub-run); where the waves part otherwise they go on one at a time, each wave
+until it waits at the barrier or ends, and are stepped together again when every wave waits at one barrier (else
+the workgroups end one after another). The
+run is kept only when it is what running the workgroups one after another gives: every wave's memory accesses are
+logged (and writes journalled), and when a wave's access may touch bytes a later wave touched at an earlier step
+with one of them a write, when two waves of a workgroup touch one LDS byte in one barrier interval with one of them
+a write (:class:`_WatchedLds`), or on an error or the instruction limit, the memory is restored and the workgroups
+run again one at a time. It needs a memory with ``peek``/``poke`` (:class:`FlatMemory`) and no SQ trace; the
 counters are the same either way. A memory whose accesses have effects beyond their bytes (the emulated board's
 GPUVM, ``tinyhw.mocks.amd.cp``) also has ``lockstep_begin()`` and ``lockstep_end(kept)``, called around each run: it
 keeps
@@ -197,6 +202,9 @@ class DispatchResult:
     cycles: int = 0                     # modelled: sum of the cost of every wave instruction
     per_mnemonic: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)   # strict=False: unimplemented, executed as no-ops
+    # workgroups whose waves ran in a kept lockstep run (a fact of the emulation, not of the emulated machine: 0 with
+    # lockstep off, so not in to_doc, whose counters are the same either way)
+    lockstep_workgroups: int = 0
 
     def to_doc(self) -> dict[str, Any]:
         """The dispatch's counts as a JSON document: workgroups, waves, wave, lane and active-lane instructions,
@@ -313,6 +321,9 @@ class _Dispatch:
         self.waves: list[Wave] = []  # the running workgroup's waves (what stays resident when the budget runs out)
         self.init: tuple[Any, ...] | None = None   # the initial wave state every workgroup shares (make_waves)
         self.wide = [0, 0]      # lockstep runs kept, lockstep runs undone (run again one workgroup at a time)
+        self.run_k = 0          # the waves of the lockstep run in progress
+        self.run_lds: tuple[np.ndarray, Any] | None = None    # its LDS and the check of its accesses (_Wide.lds)
+        self.run_span = [0, 0]  # the LDS bytes its waves touched since the last barrier (a range, in a workgroup's LDS)
         nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
         self.per_group = (nt + 31) // 32        # waves per workgroup
         self.hw = rare.HwInfo.of(regs, self.per_group)     # what s_getreg/s_sendmsg_rtn/apertures read
@@ -388,7 +399,12 @@ class _Dispatch:
             self.active += active
 
     def workgroup(self, gid: tuple[int, int, int]) -> None:
-        waves = self.make_waves(gid)
+        self.run_group(self.make_waves(gid))
+
+    def run_group(self, waves: list[Wave], owners: np.ndarray | None = None) -> None:
+        """Run the waves of one workgroup from where they are to their end: each in turn until it waits at the
+        barrier or ends, and when every live wave waits, release them (and clear ``owners``, the LDS byte owners of
+        a lockstep run, see :class:`_WatchedLds`)."""
         while True:
             live = [w for w in waves if not w.done]
             if not live:
@@ -400,6 +416,8 @@ class _Dispatch:
             if live and all(w.at_barrier for w in live):
                 for w in live:
                     w.at_barrier = False
+                if owners is not None:
+                    owners.fill(-1)
 
     def make_waves(self, gid: tuple[int, int, int], v: np.ndarray | None = None, first: int = 0) -> list[Wave]:
         """The waves of workgroup ``gid`` in their initial state; with ``v`` (a zeroed (VGPRs, waves, 32) array) their
@@ -463,6 +481,7 @@ class _Dispatch:
             if self.lockstep(gids):
                 self.wide[0] += 1
                 self.res.workgroups += len(gids)
+                self.res.lockstep_workgroups += len(gids)
                 return
             self.wide[1] += 1
         for gid in gids:
@@ -472,8 +491,10 @@ class _Dispatch:
     def lockstep(self, gids: list[tuple[int, int, int]]) -> bool:
         """Run the waves of workgroups ``gids`` together; False (every effect undone) when that could differ from
         running them one after another."""
-        res, mem = self.res, self.mem
-        saved = (res.waves, dict(res.skipped), getattr(mem, "reads", None), getattr(mem, "writes", None))
+        res, mem, entries = self.res, self.mem, self.cache.entries
+        saved = (res.waves, dict(res.skipped), getattr(mem, "reads", None), getattr(mem, "writes", None),
+                 res.wave_instructions, self.budget, self.active)
+        before: dict[int, int] | None = None        # the executions by PC before a run that parted
         per = self.per_group
         k = per * len(gids)
         v = np.zeros((self.regs.vgprs, k, 32), dtype=np.uint32)
@@ -482,16 +503,47 @@ class _Dispatch:
         undo: list[tuple[int, bytes]] = []
         for i, w in enumerate(waves):
             w.mem = _Logged(mem, i, log, undo)
+        owners = None
+        self.run_lds = None
+        if self.regs.lds_bytes:     # one array for the run's LDS, a row a workgroup (the wide DS accesses)
+            lds = np.zeros((len(gids), self.regs.lds_bytes), dtype=np.uint8)
+            for i, w in enumerate(waves):
+                w.lds = lds[i // per]
+            self.run_lds = (lds, None)
+        if per > 1 and self.regs.lds_bytes:     # the waves of a workgroup share its LDS: watch who touches what
+            owners = np.full((2, len(gids), self.regs.lds_bytes), -1, dtype=np.int16)
+            self.run_span = [self.regs.lds_bytes, 0]
+            for i, w in enumerate(waves):
+                w.lds = _WatchedLds(w.lds, owners[0, i // per], owners[1, i // per], i % per, self.run_span)
+            self.run_lds = (lds, _LdsOwners(owners, self.run_span).check)
         begin = getattr(mem, "lockstep_begin", None)    # a memory whose accesses have effects beyond their bytes
         if begin is not None:                           # (the board's GPUVM) keeps them apart during the run
             begin()
+        on_wave_end = self.on_wave_end
+        marks: list[int] = []
+        pc = waves[0].pc
+        self.run_k = k
         try:
-            done = self._lockstep(waves, v, log)
-            if _reordered(log, done[3], k):
-                done = None
+            while True:
+                n, active, counts, pc = self._lockstep(waves, v, log, marks, owners, pc, self.budget)
+                if pc >= 0 and before is None:      # ended together without parting: counted once kept
+                    break
+                if before is None:
+                    before = {at: e[4] for at, e in entries.items()}
+                    self.on_wave_end = None     # told after the run is kept, as for the others
+                self._count(n, active, counts)
+                if pc >= 0:
+                    for w in waves:
+                        w.pc, w.done = pc, True
+                    break
+                pc = self._apart(waves, log, marks, owners)
+                if pc < 0:
+                    break
+            kept = not _reordered(log, marks, k)
         except Exception:       # anything at all: undone, and run one workgroup after another instead
-            done = None
-        if done is None:
+            kept = False
+        self.on_wave_end, self.run_lds = on_wave_end, None
+        if not kept:
             for addr, old in reversed(undo):
                 mem.poke(addr, old)
             if begin is not None:
@@ -499,68 +551,203 @@ class _Dispatch:
             res.waves, res.skipped = saved[0], saved[1]
             if saved[2] is not None:
                 mem.reads, mem.writes = saved[2], saved[3]  # type: ignore[attr-defined]
+            res.wave_instructions, self.budget, self.active = saved[4:]
+            if before is not None:
+                for at, e in entries.items():
+                    e[4] = before.get(at, 0)
             return False
         if begin is not None:
             mem.lockstep_end(True)
-        steps, active, counts, _marks, pc = done
-        n = steps * k
-        self.budget -= n
-        res.wave_instructions += n
-        self.active += active
-        entries = self.cache.entries
-        for at, c in counts.items():
-            entries[at][4] += c * k
+        if before is None:
+            self._count(n, active, counts)
+            for w in waves:
+                w.pc, w.done = pc, True
         for w in waves:
-            w.pc, w.done, w.mem = pc, True, mem
+            w.mem = mem
+            if owners is not None:
+                w.lds = w.lds.lds
         if self.on_wave_end is not None:
             for w in waves:
                 self.on_wave_end(w)
         self.waves = waves[k - k // len(gids):]
         return True
 
-    def _lockstep(self, waves: list[Wave], v: np.ndarray, log: list[Any]
-                  ) -> tuple[int, int, dict[int, int], list[int], int]:
-        """Step every wave of ``waves`` (all at one PC) together until they end: (steps, active lanes, executions by
-        PC, log positions of wave-by-wave steps, the PC of s_endpgm). Raises _Diverged where they part."""
+    def _count(self, n: int, active: int, counts: dict[int, int]) -> None:
+        """Count the ``n`` wave instructions (``active`` lanes; ``counts``: wave instructions by PC) of a lockstep run
+        in the counters."""
+        self.budget -= n
+        self.res.wave_instructions += n
+        self.active += active
         entries = self.cache.entries
-        wide = _Wide(waves, v, _Logged(self.mem, -1, None, waves[0].mem.undo), log)
+        for at, c in counts.items():
+            entries[at][4] += c
+
+    def _apart(self, waves: list[Wave], log: list[Any], marks: list[int], owners: np.ndarray | None) -> int:
+        """Where the waves of a lockstep run parted: each workgroup's waves in turn, each wave until it waits at the
+        barrier or ends, as one at a time. When then every wave waits at one barrier, they are released and the PC
+        after it returned (the run goes on in lockstep from there); else the workgroups run to their end one after
+        another (-1). Each of the two phases starts a segment of ``log`` (``marks``): one workgroup's accesses come
+        before the next one's, in the one-at-a-time order, and are checked against the later waves' at earlier
+        steps."""
+        per = self.per_group
+        marks.append(len(log))      # (the parting step is a jump, with no accesses of its own: kept apart anyway)
+        for w in waves:
+            if not w.done and not w.at_barrier:
+                self.run_wave(w)
+        pc = waves[0].pc
+        if all(w.at_barrier and w.pc == pc for w in waves):
+            for w in waves:
+                w.at_barrier = False
+            if owners is not None:
+                _clear(owners, self.run_span)
+            return pc
+        marks.append(len(log))
+        for g in range(len(waves) // per):
+            self.run_group(waves[g * per:(g + 1) * per], None if owners is None else owners[:, g])
+        return -1
+
+    def _sub(self, waves: list[Wave], v: np.ndarray, log: list[Any], marks: list[int], owners: np.ndarray | None,
+             to: list[int], budget: int, at: list[int] | None) -> tuple[int, int, dict[int, int], int]:
+        """The sub-run of :meth:`_lockstep` where ``waves`` parted to the two PCs ``to``: the waves at the lower one
+        step alone (their VGPRs copied out of ``v`` and back) until they reach the higher one."""
+        idx = [i for i, w in enumerate(waves) if w.pc == to[0]]
+        sub = [waves[i] for i in idx]
+        vs = v[:, idx]
+        for j, w in enumerate(sub):
+            w.v = vs[:, j]
+        try:
+            return self._lockstep(sub, vs, log, marks, owners, to[0], budget, to[1],
+                                  idx if at is None else [at[i] for i in idx])
+        finally:
+            v[:, idx] = vs
+            for i in idx:
+                waves[i].v = v[:, i]
+
+    def _lockstep(self, waves: list[Wave], v: np.ndarray, log: list[Any], marks: list[int],
+                  owners: np.ndarray | None, pc: int, budget: int, stop: int = -1, at: list[int] | None = None
+                  ) -> tuple[int, int, dict[int, int], int]:
+        """Step every wave of ``waves`` (all at ``pc``) together until they end or part: (wave instructions, active
+        lanes, wave instructions by PC, the PC of s_endpgm, or -1 when an instruction run wave by wave or a branch
+        sent the waves to different PCs: each wave then holds its own PC, ``done`` or ``at_barrier``). Each step
+        starts a segment of ``log`` (its position appended to ``marks``). Raises _Diverged past ``budget`` wave
+        instructions or where the waves cannot go on. ``owners`` (the LDS byte owners of :class:`_WatchedLds`, None
+        when no workgroup has several waves and LDS) is cleared at each barrier.
+
+        Where a branch sends the waves to two PCs, the waves at the lower one run on alone (a sub-run: ``stop`` the
+        higher PC, ``at`` their places among the run's waves) while the others wait; when they reach ``stop``
+        together, all go on together (a sub-run returns ``stop``). A sub-run that meets a barrier or s_endpgm, or
+        jumps past ``stop``, parts the run (-1). The waiting waves have no accesses in the sub-run's steps, so the
+        checks of the run hold as they are."""
+        entries = self.cache.entries
+        wide = _Wide(waves, v, _Logged(self.mem, -1, None, waves[0].mem.undo),
+                     log if at is None else _SubLog(log, at, self.run_k))
+        if self.run_lds is not None:
+            places = np.array([w.mem.wave for w in waves])
+            wide.lds = (self.run_lds[0], places // self.per_group, places % self.per_group, self.run_lds[1])
         k = len(waves)
-        first, rest = waves[0], waves[1:]
-        pc = first.pc
-        steps = active = 0
+        n = active = 0
         counts: dict[int, int] = {}
-        marks: list[int] = []
-        limit = self.budget // k
         known = wide.s.known
         while True:
+            if stop >= 0 and pc >= stop:
+                if pc == stop:
+                    return n, active, counts, stop
+                for w in waves:
+                    w.pc = pc
+                return n, active, counts, -1
             ent = entries.get(pc)
             if ent is None:
                 ent = self.compile_at(pc)
-            steps += 1
-            if steps > limit:
+            n += k
+            if n > budget:
                 raise _Diverged
-            counts[pc] = counts.get(pc, 0) + 1
+            counts[pc] = counts.get(pc, 0) + k
             if ent[3]:
                 e = wide.s[EXEC]
                 active += e.bit_count() * k if type(e) is int else sum(x.bit_count() for x in e.ravel().tolist())
             marks.append(len(log))
             wf = ent[7]
-            r = vmem.PER_WAVE if wf is None else wf(wide)
+            try:
+                r = vmem.PER_WAVE if wf is None else wf(wide)
+            except (_Diverged, ValueError):     # a branch whose condition differs between the waves (it only reads)
+                if ent[6].encoding != "SOPP" or ent[6].mnemonic not in salu._BRANCH:
+                    raise
+                r = vmem.PER_WAVE
             if r == vmem.PER_WAVE:
                 fn = ent[0]
-                r = fn(first)
-                for w in rest:
-                    if fn(w) != r:
-                        raise _Diverged
+                rs = [fn(w) for w in waves]
                 known.clear()           # any SGPR, SCC or MODE may have changed
+                r = rs[0]
+                if rs.count(r) != k:
+                    _part(waves, rs, pc, ent[1])
+                    to = sorted({w.pc for w in waves if not w.done and not w.at_barrier})
+                    if len(to) != 2 or any(w.done or w.at_barrier for w in waves):
+                        return n, active, counts, -1
+                    sub = self._sub(waves, v, log, marks, owners, to, budget - n, at)
+                    n, active = n + sub[0], active + sub[1]
+                    for pa, c in sub[2].items():
+                        counts[pa] = counts.get(pa, 0) + c
+                    if sub[3] < 0:
+                        return n, active, counts, -1
+                    pc = to[1]
+                    known.clear()
+                    continue
             if r is None:
                 pc += ent[1]
             elif r >= 0:
                 pc = r
             elif r == salu.END:
-                return steps, active, counts, marks, pc
+                if stop >= 0:       # a sub-run: the waiting waves have not ended
+                    _part(waves, [r] * k, pc, ent[1])
+                    return n, active, counts, -1
+                return n, active, counts, pc
+            elif stop >= 0:         # a barrier in a sub-run: the waiting waves are not there
+                _part(waves, [r] * k, pc, ent[1])
+                return n, active, counts, -1
             else:               # s_barrier: every wave of each workgroup is here at once, so all are released
                 pc += ent[1]
+                if owners is not None:      # a new barrier interval: one at a time, every wave's part of it
+                    _clear(owners, self.run_span)   # follows every wave's part of the last one, as here
+
+
+class _SubLog:
+    """The memory log as the wide functions of a sub-run see it: a step's spans of its waves (one per wave) are
+    widened to every wave of the run (the others with none)."""
+
+    __slots__ = ("log", "at", "k")
+
+    def __init__(self, log: list[Any], at: list[int], k: int) -> None:
+        self.log, self.at, self.k = log, np.array(at), k
+
+    def append(self, e: Any) -> None:
+        """Log ``e``; (None, starts, ends, write) of the sub-run's waves spread over the run's."""
+        if e[0] is None:
+            lo, hi = np.full(self.k, _NONE), np.full(self.k, _ALL)
+            lo[self.at], hi[self.at] = e[1], e[2]
+            e = (None, lo, hi, e[3])
+        self.log.append(e)
+
+
+def _part(waves: list[Wave], rs: list[Any], pc: int, size: int) -> None:
+    """Where the waves of a lockstep run part: each wave's next PC from what its instruction at ``pc`` returned."""
+    for w, r in zip(waves, rs, strict=True):
+        if r is None:
+            w.pc = pc + size
+        elif r >= 0:
+            w.pc = r
+        elif r == salu.END:
+            w.pc, w.done = pc, True
+        else:
+            w.pc, w.at_barrier = pc + size, True
+
+
+def _clear(owners: np.ndarray, span: list[int]) -> None:
+    """A new barrier interval: forget which waves touched the LDS bytes of ``span`` (every byte touched since the
+    last barrier, as a range in each workgroup's LDS), and start the next range."""
+    lo, hi = span
+    if lo < hi:
+        owners[:, :, lo:hi] = -1
+    span[0], span[1] = owners.shape[2], 0
 
 
 class _Diverged(Exception):
@@ -589,6 +776,97 @@ class _Logged:
         self.mem.write(addr, data)
         if self.log is not None:
             self.log.append((self.wave, addr, addr + len(data), True))
+
+
+class _WatchedLds:
+    """The LDS one wave of a multi-wave workgroup reaches in a lockstep run: its workgroup's array, each byte it reads
+    or writes checked against who else touched that byte since the last barrier.
+
+    One at a time, the waves of a workgroup run one after another from barrier to barrier; in lockstep they
+    interleave step by step. The two give the same LDS bytes and loads unless two different waves touch one byte in
+    one barrier interval and one of them writes (an atomic is a read and a write): that raises :class:`_Diverged` and
+    the run is undone. ``writer``/``reader`` hold, per byte of the workgroup, the wave that wrote/read it in this
+    interval (-1 none, -2 several readers). A slice read is a read-only view, so a write through it fails (and undoes
+    the run) instead of escaping the check."""
+
+    __slots__ = ("lds", "writer", "reader", "wave", "span")
+
+    def __init__(self, lds: np.ndarray, writer: np.ndarray, reader: np.ndarray, wave: int, span: list[int]) -> None:
+        self.lds, self.writer, self.reader, self.wave, self.span = lds, writer, reader, wave, span
+
+    def __len__(self) -> int:
+        return len(self.lds)
+
+    def _bytes(self, key: Any) -> Any:
+        span = self.span
+        if isinstance(key, slice) and key.step is None:
+            lo, hi = key.start or 0, len(self.lds) if key.stop is None else key.stop
+            span[0], span[1] = min(span[0], lo), max(span[1], hi)
+            return key
+        if isinstance(key, np.ndarray) and key.dtype.kind in "iu":
+            at = key.ravel()
+            if len(at):
+                span[0], span[1] = min(span[0], int(at.min())), max(span[1], int(at.max()) + 1)
+            return at
+        raise _Diverged             # an LDS access of another shape: not checked, so not run in lockstep
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        at, i = self._bytes(key), self.wave
+        wr = self.writer[at]
+        if ((wr >= 0) & (wr != i)).any():
+            raise _Diverged
+        rd = self.reader[at]
+        self.reader[at] = np.where((rd == -1) | (rd == i), i, -2)
+        x = self.lds[key]
+        if isinstance(key, slice):
+            x = x.view()
+            x.flags.writeable = False
+        return x
+
+    def __setitem__(self, key: Any, data: Any) -> None:
+        at, i = self._bytes(key), self.wave
+        wr, rd = self.writer[at], self.reader[at]
+        if (((wr >= 0) & (wr != i)) | ((rd != -1) & (rd != i))).any():
+            raise _Diverged
+        self.writer[at] = i
+        self.lds[key] = data
+
+
+class _LdsOwners:
+    """:class:`_WatchedLds`'s check for the wide DS accesses of one lockstep step (every wave's lanes at once)."""
+
+    __slots__ = ("writer", "reader", "span", "nb")
+
+    def __init__(self, owners: np.ndarray, span: list[int]) -> None:
+        self.writer, self.reader = owners[0].reshape(-1), owners[1].reshape(-1)
+        self.span, self.nb = span, owners.shape[2]
+
+    def check(self, keys: np.ndarray, waves: np.ndarray, write: bool) -> None:
+        """Bytes ``keys`` (workgroup x LDS size + byte, a row per lane) read or written by the waves ``waves`` (their
+        index in the workgroup, one per row): :class:`_Diverged` when another wave wrote one of them in this barrier
+        interval, or, for a write, another wave read or writes one."""
+        keys = keys.reshape(-1)
+        if not len(keys):
+            return
+        at, span = keys % self.nb, self.span
+        span[0], span[1] = min(span[0], int(at.min())), max(span[1], int(at.max()) + 1)
+        wids = np.repeat(waves.astype(np.int16), len(keys) // max(len(waves), 1))
+        cw = self.writer[keys]
+        if ((cw >= 0) & (cw != wids)).any():
+            raise _Diverged
+        order = np.lexsort((wids, keys))
+        ks, ws = keys[order], wids[order]
+        first = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+        uk = ks[first]
+        lo, hi = np.minimum.reduceat(ws, first), np.maximum.reduceat(ws, first)
+        cr = self.reader[uk]
+        if write:
+            if ((lo != hi) | ((cr != -1) & (cr != lo))).any():
+                raise _Diverged
+            self.writer[uk] = lo
+        else:
+            new = np.where(lo == hi, lo, np.int16(-2))
+            self.reader[uk] = np.where((cr == -1) | (cr == new), new, np.int16(-2))
 
 
 class _Scalars:
@@ -636,11 +914,14 @@ class _Wide:
     """Several waves seen as one by a VALU function that runs in lockstep: ``v[n]`` is VGPR n of every wave as a
     (waves, 32) array, ``s`` their SGPRs (:class:`_Scalars`), ``mask()`` EXEC as (32,) or (waves, 32) lanes."""
 
-    __slots__ = ("waves", "s", "v", "mem", "log")
+    __slots__ = ("waves", "s", "v", "mem", "log", "lds")
 
     def __init__(self, waves: list[Wave], v: np.ndarray, mem: _Logged, log: list[Any]) -> None:
         self.waves, self.s, self.v = waves, _Scalars([w.s for w in waves]), v
         self.mem, self.log = mem, log      # journalled memory; the log takes (None, starts, ends, write) per step
+        # the run's LDS (workgroups, bytes), each wave's workgroup and index there, the check of several-wave
+        # workgroups' accesses (_LdsOwners.check) or None; None without LDS (vmem.wide_ds)
+        self.lds: tuple[np.ndarray, np.ndarray, np.ndarray, Any] | None = None
 
     def _same(self, name: str) -> int:
         known = self.s.known
@@ -753,6 +1034,8 @@ def _wide_of(inst: Inst, fn: Callable[[Wave], Any]) -> Callable[[Any], Any] | No
         return _wide_sload(inst)
     if inst.encoding == "FLAT":
         return vmem.wide_global(inst)
+    if inst.encoding == "DS":
+        return vmem.wide_ds(inst)
     if inst.encoding == "VOP1" and valu.base_name(inst.mnemonic) == "v_readfirstlane_b32":
         return _wide_readfirstlane(inst)
     return None
@@ -861,9 +1144,9 @@ class DispatchJob:
         nt = regs.num_thread[0] * regs.num_thread[1] * regs.num_thread[2]
         per = (nt + 31) // 32
         # workgroups run in lockstep when nothing observes the order of their instructions (no trace) and the memory
-        # can undo a run (peek/poke); with LDS only one-wave workgroups (their LDS is their own); not with scratch
-        # (RSRC2.SCRATCH_EN: private memory outside ``memory`` would not be undone)
-        wide = trace is None and hasattr(memory, "peek") and (regs.lds_bytes == 0 or per == 1) and not regs.rsrc2 & 1
+        # can undo a run (peek/poke); each keeps its own LDS, which its waves' accesses check (_WatchedLds); not with
+        # scratch (RSRC2.SCRATCH_EN: private memory outside ``memory`` would not be undone)
+        wide = trace is None and hasattr(memory, "peek") and not regs.rsrc2 & 1
         self._groups = self._ids(max(1, LOCKSTEP_WAVES // per) if wide else 1)
 
     def _ids(self, n: int) -> Any:

@@ -123,10 +123,9 @@ def _append(inst: Any, pc: int, bad: Bad) -> Fn:
         a = (w.s[M0] + off) & M32
         old = 0
         if a + 4 <= len(w.lds):
-            cell = w.lds[a:a + 4]
-            old = int.from_bytes(cell.tobytes(), "little")
+            old = int.from_bytes(w.lds[a:a + 4].tobytes(), "little")
             new = (old + sign * e.bit_count()) & M32
-            cell[:] = np.frombuffer(new.to_bytes(4, "little"), dtype=U8)
+            w.lds[a:a + 4] = np.frombuffer(new.to_bytes(4, "little"), dtype=U8)
         w.v[vd, w.mask()] = U32(old)
     return run
 

@@ -337,9 +337,8 @@ def compile_ds(inst: Any, bad: Callable[[str], Exception]) -> Fn:
                 if a < 0 or a + nb > len(w.lds):
                     olds.append(0)                  # out of range: no effect, returns 0
                     continue
-                cell = w.lds[a:a + nb]
-                old = int.from_bytes(cell.tobytes(), "little")
-                cell[:] = np.frombuffer(fn(old, x, y).to_bytes(nb, "little"), dtype=U8)
+                old = int.from_bytes(w.lds[a:a + nb].tobytes(), "little")
+                w.lds[a:a + nb] = np.frombuffer(fn(old, x, y).to_bytes(nb, "little"), dtype=U8)
                 olds.append(old)
             if rtn:
                 _put_lane_ints(w, vd, lanes, words, olds)
@@ -452,6 +451,50 @@ def wide_global(inst: Any) -> Callable[[Any], Any] | None:
         big = np.uint64((1 << 64) - 1)
         ww.log.append((None, np.where(m2, a, big).min(axis=1), np.where(m2, a + U64(size), U64(0)).max(axis=1),
                        store))
+        return None
+    return run
+
+
+def wide_ds(inst: Any) -> Callable[[Any], Any] | None:
+    """A ds_load_b32..b128/u8/i8/u16/i16 or ds_store_b32..b128/b8/b16 for several waves in lockstep (the dispatcher's
+    wide path), or None: one gather or scatter over every active lane of every wave into its workgroup's row of
+    ``ww.lds`` (LDS (workgroups, bytes), each wave's workgroup, its index there, and the dispatcher's check of which
+    wave touched which bytes, or None without several waves a workgroup), as :func:`compile_ds` for one wave:
+    out-of-range lanes read 0 and do not write. PER_WAVE when the dispatch has no LDS."""
+    f, m = inst.fields, inst.mnemonic
+    kind, _, suffix = m.removeprefix("ds_").partition("_")
+    if f["gds"] or not ((kind == "load" and suffix in _LOADS) or (kind == "store" and suffix in _STORES)):
+        return None
+    store = kind == "store"
+    size, n, signed = (_STORES[suffix], max(_STORES[suffix] // 4, 1), False) if store else _LOADS[suffix]
+    off, va, vd, d0 = f["offset1"] << 8 | f["offset0"], f["addr"], f["vdst"], f["data0"]
+    span = np.arange(size)
+
+    def run(ww: Any) -> Any:
+        if ww.lds is None:
+            return PER_WAVE
+        arr, grp, widx, check = ww.lds
+        nb = arr.shape[1]
+        m2 = np.broadcast_to(ww.mask(), (len(ww.waves), 32))
+        a = ww.v[va].astype(np.int64) + off
+        ok = m2 & (a >= 0) & (a + size <= nb)
+        wv, ln = np.nonzero(ok if store else m2)        # lanes in wave order, then lane order
+        if not len(wv):
+            return None
+        g = grp[wv]
+        okl = ok[wv, ln]
+        idx = np.where(okl, a[wv, ln], 0)[:, None] + span
+        if check is not None:
+            check(g[okl, None] * nb + idx[okl], widx[wv[okl]], store)
+        if store:
+            vals = np.ascontiguousarray(np.stack([ww.v[d0 + j][wv, ln] for j in range(n)], axis=1).astype("<u4"))
+            arr[g[:, None], idx] = vals.view(U8).reshape(len(wv), 4 * n)[:, :size]
+        else:
+            raw = arr[g[:, None], idx]
+            raw[~okl] = 0
+            vals = _widen(np.ascontiguousarray(raw), size, signed)
+            for j in range(n):
+                ww.v[vd + j][wv, ln] = vals[:, j]
         return None
     return run
 
