@@ -164,7 +164,9 @@ def _board_worker(groups: int, passes: int) -> dict[str, float]:
 
 
 def _run_worker(tree: Path, groups: int, passes: int, board: bool = False) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(tree / "tests" / "helpers")])}
+    # the test helpers are in tests/helpers since the tests moved into folders, in tests/ before (e8764b9 ...)
+    path = [str(tree), str(tree / "tests" / "helpers"), str(tree / "tests")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     extra = []
     if board:
         import tempfile
@@ -240,8 +242,8 @@ def main() -> int:
     if a.board and a.compare is None:
         ap.error("--board measures with --compare (run this tree against another)")
     if a.compare is not None:
-        if not (a.compare / "tests" / "helpers" / "rdna3help.py").is_file():
-            ap.error(f"{a.compare} is not a tinyhw checkout (no tests/helpers/rdna3help.py)")
+        if not any((a.compare / d / "rdna3help.py").is_file() for d in ("tests/helpers", "tests")):
+            ap.error(f"{a.compare} is not a tinyhw checkout (no tests/helpers/rdna3help.py or tests/rdna3help.py)")
         return compare(a.compare.resolve(), a.groups, a.passes, a.repeats, a.board)
     sys.path.insert(0, str(HERE / "tests" / "helpers"))
     from rdna3help import run_probe
