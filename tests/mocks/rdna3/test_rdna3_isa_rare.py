@@ -302,8 +302,8 @@ def test_subvector_loop_begin_and_end(begin: bool) -> None:
 
 def test_getreg_of_every_hardware_register() -> None:
     w = wave()
-    w.v = np.zeros((48, 32), np.uint32)             # RSRC1.VGPRS = 5: 48 VGPRs
-    w.lds = np.zeros(3 * 512, np.uint8)
+    w.v = np.zeros((48, 32), np.uint32)             # 48 VGPRs: GPR_ALLOC.VGPR_SIZE = 48 / 4 - 1
+    w.lds = np.zeros(3 * 512, np.uint8)             # 1536 bytes: LDS_ALLOC.LDS_SIZE = 1536 >> 8
     w.index = 3
     w.hw = rare.HwInfo(sh_mem_bases=0x0005_0007, waves_per_group=2)
     w.scratch, w.scratch_size = 0x12_3456_7800, 4096
@@ -311,7 +311,7 @@ def test_getreg_of_every_hardware_register() -> None:
     w.s[EXEC_LO] = 0
     want = {
         "HW_REG_STATUS": 1 | 1 << 9 | 1 << 10 | 1 << 11 | 1 << 16 | 1 << 29, "HW_REG_TRAPSTS": 0,
-        "HW_REG_GPR_ALLOC": 5 << 12, "HW_REG_LDS_ALLOC": 3 << 12, "HW_REG_IB_STS": 0,
+        "HW_REG_GPR_ALLOC": 11 << 12, "HW_REG_LDS_ALLOC": 6 << 12, "HW_REG_IB_STS": 0,
         "HW_REG_SH_MEM_BASES": 0x0005_0007, "HW_REG_FLAT_SCR_LO": 0x3456_7800, "HW_REG_FLAT_SCR_HI": 0x12,
         "HW_REG_HW_ID1": 3 | 1 << 29, "HW_REG_HW_ID2": 1 << 8, "14": 0,
     }
@@ -324,6 +324,19 @@ def test_getreg_of_every_hardware_register() -> None:
     first = int(w.s[2])
     go(w, "s_getreg_b32 s3, hwreg(HW_REG_SHADER_CYCLES)")
     assert 0 < first < w.s[3] < 1 << 20
+
+
+@pytest.mark.parametrize(("vgprs", "lds_bytes"), [(8, 0), (24, 256), (256, 65536), (96, 64 * 1024 - 512)])
+def test_gpr_and_lds_alloc_read_back_as_linux_gfx11_trap_handler_decodes_them(vgprs: int, lds_bytes: int) -> None:
+    """Linux's ``cwsr_trap_handler_gfx10.asm`` (gfx11 path) saves (VGPR_SIZE + 1) * 4 VGPRs (GPR_ALLOC bits 19:12)
+    and LDS_SIZE << 8 bytes of LDS (LDS_ALLOC bits 20:12): the fields must read back so it saves exactly the
+    wave's VGPRs and the workgroup's LDS."""
+    w = wave()
+    w.v = np.zeros((vgprs, 32), np.uint32)
+    w.lds = np.zeros(lds_bytes, np.uint8)
+    go(w, "s_getreg_b32 s2, hwreg(HW_REG_GPR_ALLOC, 12, 8)")
+    go(w, "s_getreg_b32 s3, hwreg(HW_REG_LDS_ALLOC, 12, 9)")
+    assert ((int(w.s[2]) + 1) * 4, int(w.s[3]) << 8) == (vgprs, lds_bytes)
 
 
 def test_setreg_writes_trapsts_and_ignores_read_only_registers() -> None:

@@ -353,7 +353,13 @@ HW_REG_FLUSH_IB, HW_REG_SH_MEM_BASES, HW_REG_FLAT_SCR_LO, HW_REG_FLAT_SCR_HI = 1
 HW_REG_HW_ID1, HW_REG_HW_ID2, HW_REG_SHADER_CYCLES = 23, 24, 29
 #: ids llvm-mc-19 names for gfx1100 that the model does not have (performance snapshots of the SQ)
 _NOT_MODELLED = {18: "PERF_SNAPSHOT_PC_LO", 19: "PERF_SNAPSHOT_PC_HI", 27: "PERF_SNAPSHOT_DATA"}
-LDS_GRANULE = 512       # bytes per LDS_ALLOC.LDS_SIZE unit: RSRC2.LDS_SIZE's granule (the model's reading)
+#: bytes per LDS_ALLOC.LDS_SIZE unit: 64 dwords, as Linux's gfx10/gfx11 trap handler reads the field
+#: (``cwsr_trap_handler_gfx10.asm``: ``SQ_WAVE_LDS_ALLOC_GRANULARITY = 8``, the size in bytes is LDS_SIZE << 8);
+#: not RSRC2.LDS_SIZE's 128-dword granule
+LDS_GRANULE = 256
+#: VGPRs per GPR_ALLOC.VGPR_SIZE unit (the same handler: "Number of VGPRs = (vgpr_size + 1) * 4"), not RSRC1's
+#: wave32 granule of 8
+VGPR_GRANULE = 4
 
 
 def hwreg_value(w: Wave, hid: int) -> int:
@@ -363,8 +369,8 @@ def hwreg_value(w: Wave, hid: int) -> int:
     - STATUS: SCC (0), EXECZ (9), VCCZ (10), IN_WG (11: more than one wave in the workgroup), VALID (16),
       SCRATCH_EN (29); PRIV, TRAP_EN, HALT and the priorities are 0 (no trap handler, no host);
     - TRAPSTS: the wave's own (it starts at 0; the model does not record exceptions in it);
-    - GPR_ALLOC: VGPR_SIZE (19:12) = VGPRs / 8 - 1 (RSRC1's wave32 granule), SGPR_SIZE 0 (gfx11: fixed SGPRs);
-    - LDS_ALLOC: LDS_SIZE (20:12) = the workgroup's LDS / 512 bytes (RSRC2.LDS_SIZE), LDS_BASE 0;
+    - GPR_ALLOC: VGPR_SIZE (19:12) = VGPRs / 4 - 1 (:data:`VGPR_GRANULE`), SGPR_SIZE 0 (gfx11: fixed SGPRs);
+    - LDS_ALLOC: LDS_SIZE (20:12) = the workgroup's LDS / 256 bytes (:data:`LDS_GRANULE`), LDS_BASE 0;
     - IB_STS: 0 (memory completes at issue: nothing is outstanding);
     - FLUSH_IB: 0 (write-only); SH_MEM_BASES: the dispatch's; FLAT_SCRATCH_LO/HI: the wave's scratch base (0
       without scratch);
@@ -381,7 +387,7 @@ def hwreg_value(w: Wave, hid: int) -> int:
     if hid == HW_REG_TRAPSTS:
         return w.trapsts
     if hid == HW_REG_GPR_ALLOC:
-        return (len(w.v) // 8 - 1) << 12
+        return (-(-len(w.v) // VGPR_GRANULE) - 1 & 0xFF) << 12
     if hid == HW_REG_LDS_ALLOC:
         return (len(w.lds) // LDS_GRANULE & 0x1FF) << 12
     if hid in (HW_REG_IB_STS, HW_REG_FLUSH_IB):
@@ -539,7 +545,11 @@ def _private_atomic(inst: Any, pc: int, ret: bool) -> Fn:
     private bytes (the SCRATCH swizzle: a 64-bit value's dwords lie 128 bytes apart) with the global atomic's
     operation; the old value returned with GLC. Private bytes past the wave's allocation fault as scratch does."""
     f = inst.fields
-    fn, bits, nd = vmem._atomic_op(inst.mnemonic.removeprefix("flat_atomic_"))     # type: ignore[misc]
+    op = vmem._atomic_op(inst.mnemonic.removeprefix("flat_atomic_"))
+    if op is None:
+        raise Unimplemented(f"not modelled: {inst.mnemonic} on the private aperture", pc=pc, mnemonic=inst.name,
+                            encoding="-")
+    fn, bits, nd = op
     off, va, vd, data, nb, words = f["offset"], f["addr"], f["vdst"], f["data"], bits // 8, bits // 32
 
     def run(w: Wave) -> None:
