@@ -163,6 +163,20 @@ def _img(fmt: int, bpe: int, width: int, height: int, texels: dict[tuple[int, in
     return w, mem
 
 
+def test_a_2d_t_sharp_without_a_custom_pitch_uses_the_layout_pitch() -> None:
+    """Mesa fills word 4 with pitch - 1 only for ``uses_custom_pitch`` surfaces; an ordinary 2D T# has DEPTH 0 there.
+    The model reads a 0 field as no custom pitch (its documented choice): texel (x, y) is at the 256-byte aligned
+    pitch, here 100 texels of 4 bytes -> 128."""
+    words = tsharp(BASE, 20, 100, 3)                # 32_UINT
+    words[4] = 0
+    w, mem = setup(words)
+    mem.write(BASE + (2 * 128 + 7) * 4, struct.pack("<I", 0xC0FFEE))
+    w.s[EXEC_LO] = 1
+    w.v[4, 0], w.v[5, 0] = 7, 2
+    go(w, "image_load v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
+    assert int(w.v[0, 0]) == 0xC0FFEE
+
+
 def test_image_load_2d_rgba8_unorm_dmask_and_out_of_range() -> None:
     px = {(0, 0): bytes([0, 1, 127, 255]), (4, 2): bytes([128, 200, 3, 4]), (1, 1): bytes([9, 8, 7, 6])}
     w, _ = _img(42, 4, 5, 3, px)

@@ -20,7 +20,10 @@ Layout: only the linear swizzle mode (SW_MODE 0) is addressed; a tiled mode, an 
 format the model does not know stop the dispatch (:class:`ImageFault`, reported as ``ShaderFault``). The linear
 rule is the model's reading of AMD addrlib's ``Gfx11Lib::HwlComputeSurfaceInfoLinear`` (Mesa
 ``src/amd/addrlib/src/gfx11/gfx11addrlib.cpp``), not checked on hardware: each mip's pitch is its width aligned to
-256 bytes (256 / bytes-per-texel texels), level 0's is the T#'s PITCH for 1D and 2D (8-dword T#); within a slice
+256 bytes (256 / bytes-per-texel texels), level 0's is the T#'s PITCH for 1D and 2D (8-dword T#) unless that
+field is 0: Mesa writes the pitch there only for a surface with a custom pitch (``uses_custom_pitch``) and leaves
+DEPTH 0 for an ordinary 2D T#, so the model takes a 0 field as "no custom pitch" and uses the rule's pitch (a
+choice: no source says what the hardware does with a pitch field of 0); within a slice
 the mips lie smallest first (mip i at the sum of the sizes of mips i+1 .. MAX_MIP), each pitch x height x texel
 bytes; a slice (array layer, cube face, 3D depth slice) holds the whole chain and slices follow one another. So
 texel (x, y) of slice s of level l is at base + s x slice_size + mip_offset(l) + (y x pitch(l) + x) x bytes.
@@ -144,7 +147,7 @@ class Tsharp:
 
     ``width``/``height``/``depth`` are level 0's (depth 1 except for 3D); ``last_array`` is the last slice of the
     view for arrays and cube (0 otherwise); ``pitch`` is level 0's pitch in texels from an 8-dword 1D/2D T#
-    (None when the layout rule gives it); ``min_lod`` is MIN_LOD's raw 4.8 fixed-point value."""
+    (None when the layout rule gives it: a 4-dword T#, or a pitch field of 0); ``min_lod`` is MIN_LOD's raw 4.8 fixed-point value."""
 
     base: int
     width: int
@@ -187,7 +190,7 @@ def parse_tsharp(words: Sequence[int]) -> Tsharp:
     w = [int(x) & 0xFFFFFFFF for x in words] + [0] * (8 - len(words))
     typ = w[3] >> 28 & 0xF
     depth_field, pitch = w[4] & 0x1FFF, None
-    if len(words) == 8 and typ in (IMG_1D, IMG_2D, IMG_2D_MSAA):
+    if len(words) == 8 and typ in (IMG_1D, IMG_2D, IMG_2D_MSAA) and w[4] & 0x3FFF:
         pitch = (w[4] & 0x3FFF) + 1
     return Tsharp(
         base=(w[0] << 8 | (w[1] & 0xFF) << 40),
