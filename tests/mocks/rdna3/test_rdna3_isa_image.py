@@ -392,9 +392,22 @@ def test_image_store_conversions_dmask_and_out_of_range() -> None:
     assert mem.read(BASE + 4 * 4, 4) == bytes(4) and mem.read(BASE + pitch * 16, 4 * 4) == bytes(16)
     w.s[EXEC_LO] = 1
     w.v[0:2, 0] = [f32(1.0), f32(0.0)]
-    go(w, "image_store v[0:1], v[4:5], s[0:7] dmask:0x9 dim:SQ_RSRC_IMG_2D")     # X and W only; Y, Z kept
-    assert mem.read(BASE, 4) == bytes([255, want_y := _to_unorm(1.5, 8), _to_unorm(-0.25, 8), 0])
-    assert want_y == 255
+    w.v[0:2, 0] = [f32(1.0), f32(0.5)]
+    go(w, "image_store v[0:1], v[4:5], s[0:7] dmask:0x9 dim:SQ_RSRC_IMG_2D")     # X and W only: Y, Z written 0
+    assert mem.read(BASE, 4) == bytes([255, 0, 0, _to_unorm(0.5, 8)])
+
+
+def test_image_store_writes_the_whole_element_as_the_guides_example_says() -> None:
+    """RDNA3 guide, "VGPR Usage", Stores: "if the DMASK=1001, the shader sends Red from VGPR_N and Alpha from
+    VGPR_N+1 ... If the image object is RGB, the texel is overwritten with Red from the VGPR_N, Green and Blue set
+    to zero, and Alpha from the shader ignored" (here 32_32_32 is refused, so an RG object: 16_16_UINT)."""
+    w, mem = setup(tsharp(BASE, 27, 2, 1))                           # 16_16_UINT
+    mem.write(BASE, struct.pack("<2H", 0xAAAA, 0xBBBB))
+    w.s[EXEC_LO] = 1
+    w.v[4:6, 0] = [0, 0]
+    w.v[0:2, 0] = [0x1234, 0x5678]
+    go(w, "image_store v[0:1], v[4:5], s[0:7] dmask:0x9 dim:SQ_RSRC_IMG_2D")
+    assert struct.unpack("<2H", mem.read(BASE, 4)) == (0x1234, 0)
 
 
 STORE_CASES = [  # (format, register values, expected texel bytes)
@@ -452,7 +465,7 @@ def test_store_mip_pck_d16_and_refusals() -> None:
     assert struct.unpack("<4H", mem.read(at, 8)) == (32768, 65535, 0, 0)
     w.v[0:2, 0] = [0x12345, 0xFFFF_8001]
     go(w, "image_store_mip_pck v[0:1], v[8:10], s[0:7] dmask:0x6 dim:SQ_RSRC_IMG_2D")    # Y, Z raw low bits
-    assert struct.unpack("<4H", mem.read(at, 8)) == (32768, 0x2345, 0x8001, 0)
+    assert struct.unpack("<4H", mem.read(at, 8)) == (0, 0x2345, 0x8001, 0)          # X, W left out: 0
     go(w, "image_store_pck v[0:1], v[8:9], s[0:7] dmask:0x9 dim:SQ_RSRC_IMG_2D")         # X, W of level 0
     assert struct.unpack("<4H", mem.read(BASE + offs[0] + (pitches[0] + 1) * 8, 8)) == (0x2345, 0, 0, 0x8001)
     w.s[1] = (w.s[1] & ~(0xFF << 20)) | 30 << 20                        # 10_11_11_FLOAT: no store rule

@@ -54,7 +54,11 @@ register's integer saturated to the component's range (saturation rather than tr
 32-bit components store the register's bits. Stores to the scaled and packed float formats are refused. DMASK
 picks the components: a load returns popcount(DMASK) of them packed into consecutive VGPRs (D16: two per VGPR,
 low half first, the unused high half of an odd count written 0: a choice), a store takes them likewise and writes
-only those components of the texel (the others keep memory's bits: a choice). DST_SEL applies to loads only (a
+the whole texel, a component DMASK leaves out as 0 and a DMASK component the format lacks ignored (the guide's
+"VGPR Usage", Stores: "it is only possible to write an entire element ... the texture system fill in the value
+zero for any missing components"). For D16 stores the guide adds "The position of the bits in DMASK is
+irrelevant, only the number of bits set to 1"; the model still places the halves by DMASK's bits, as for 32-bit
+data (a choice: the sentence does not say which components the halves then feed). DST_SEL applies to loads only (a
 choice). The ``_pck`` forms move the components' raw bits without conversion or DST_SEL (a choice; zero-extended,
 ``_sgn`` sign-extended, to 32 bits; stores take the low bits); a component the format lacks reads 0; D16 on them
 is refused (llvm-mc-19 does not encode it).
@@ -611,8 +615,7 @@ def _store(inst: Any, pc: int, bad: Bad) -> Fn:
         sel = lanes[ok]
         addr = texel_addresses(t, x[ok], y[ok], z[ok], level[ok])
         n = len(fm.comps)
-        mine = [c for c in picks if c < n]
-        raw = _split(vmem.gather(w.mem, addr, fm.size), fm) if len(mine) < n else np.zeros((len(sel), n), U64)
+        raw = np.zeros((len(sel), n), U64)      # the whole texel is written: a component DMASK leaves out is 0
         for i, c in enumerate(picks):
             if c >= n:
                 continue
