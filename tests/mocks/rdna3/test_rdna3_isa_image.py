@@ -163,18 +163,54 @@ def _img(fmt: int, bpe: int, width: int, height: int, texels: dict[tuple[int, in
     return w, mem
 
 
-def test_a_2d_t_sharp_without_a_custom_pitch_uses_the_layout_pitch() -> None:
-    """Mesa fills word 4 with pitch - 1 only for ``uses_custom_pitch`` surfaces; an ordinary 2D T# has DEPTH 0 there.
-    The model reads a 0 field as no custom pitch (its documented choice): texel (x, y) is at the 256-byte aligned
-    pitch, here 100 texels of 4 bytes -> 128."""
+@pytest.mark.parametrize("field", [0, 99, 255, 191])
+def test_the_2d_pitch_field_counts_only_above_the_width(field: int) -> None:
+    """The guide's Image Resource table: word 4 is "(pitch-1)[12:0] of mip0 for 1D, 2D, 2D-MSAA resources if pitch
+    > width" (Mesa leaves it 0 without a custom pitch). 100 texels of 4 bytes: a field of 0 or 99 gives the
+    256-byte aligned pitch 128; 255 a pitch of 256, 191 of 192."""
     words = tsharp(BASE, 20, 100, 3)                # 32_UINT
-    words[4] = 0
+    words[4] = field
+    pitch = field + 1 if field + 1 > 100 else 128
     w, mem = setup(words)
-    mem.write(BASE + (2 * 128 + 7) * 4, struct.pack("<I", 0xC0FFEE))
+    mem.write(BASE + (2 * pitch + 7) * 4, struct.pack("<I", 0xC0FFEE))
     w.s[EXEC_LO] = 1
     w.v[4, 0], w.v[5, 0] = 7, 2
     go(w, "image_load v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
     assert int(w.v[0, 0]) == 0xC0FFEE
+
+
+def test_an_all_zero_t_sharp_is_unbound() -> None:
+    """The guide: "A resource that is all zeros is treated as 'unbound': it returns all zeros and not generate a
+    memory transaction"."""
+    w, mem = setup([0] * 8)
+    mem.write(BASE, struct.pack("<4I", 1, 2, 3, 4))
+    w.s[EXEC_LO] = 0b11
+    w.v[4:6, :2] = 0
+    w.v[0:4, :2] = 0xDEAD
+    go(w, "image_load v[0:3], v[4:5], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D")
+    assert not w.v[0:4, :2].any()
+    w.v[0:4, :2] = 7
+    go(w, "image_store v[0:3], v[4:5], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D")
+    go(w, "image_atomic_add v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D glc")
+    assert mem.read(BASE, 16) == struct.pack("<4I", 1, 2, 3, 4) and not w.v[0, :2].any()
+    w.v[0:4, :2] = 7
+    go(w, "image_get_resinfo v[0:3], v4, s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D")
+    assert not w.v[0:4, :2].any()
+
+
+def test_a_3d_t_sharp_in_uav_mode_is_refused() -> None:
+    """ARRAY_PITCH bit 0 of a 3D T#: "1: UAV (base_array and depth are first and last layer in view, and w.r.t. mip
+    level specified)" (the guide's Image Resource table); the model addresses SRV mode only."""
+    words = tsharp(BASE, 20, 4, 4, typ=T3D, depth=3)
+    words[5] = 1
+    w, _ = setup(words)
+    w.s[EXEC_LO] = 1
+    w.v[4:7, 0] = 0
+    with pytest.raises(ShaderFault, match="UAV"):
+        go(w, "image_load v0, v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_3D")
+    words[5] = 0
+    w.s[0:8] = words
+    go(w, "image_load v0, v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_3D")
 
 
 def test_image_load_2d_rgba8_unorm_dmask_and_out_of_range() -> None:

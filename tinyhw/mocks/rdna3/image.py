@@ -14,16 +14,20 @@ T# (8 SGPRs, or 4 with R128), field positions as ROCm's ``ROCR-Runtime`` ``src/i
   14 2D_MSAA, 15 2D_MSAA_ARRAY: SQ_RSRC_IMG_*, the MIMG DIM values + 8);
 - word 4: DEPTH 12:0 (3D: depth - 1; arrays and cube: the last slice of the view; 1D and 2D: pitch - 1 with
   bit 13 as PITCH[13]), BASE_ARRAY 28:16;
-- word 5: MIN_LOD[4:0] 31:27; word 6: MIN_LOD[11:5] 6:0 (unsigned 4.8 fixed point).
+- word 5: ARRAY_PITCH 3:0 (3D: bit 0 set is UAV mode, refused: :class:`ImageFault`), MIN_LOD[4:0] 31:27; word 6:
+  MIN_LOD[11:5] 6:0 (unsigned 4.8 fixed point).
+
+A T# of all zeros is unbound (the guide's Image Resource text): loads and ``image_get_resinfo`` return zeros,
+stores do nothing, atomics change nothing and return 0.
 
 Layout: only the linear swizzle mode (SW_MODE 0) is addressed; a tiled mode, an MSAA type, a 96-bit texel and a
 format the model does not know stop the dispatch (:class:`ImageFault`, reported as ``ShaderFault``). The linear
 rule is the model's reading of AMD addrlib's ``Gfx11Lib::HwlComputeSurfaceInfoLinear`` (Mesa
 ``src/amd/addrlib/src/gfx11/gfx11addrlib.cpp``), not checked on hardware: each mip's pitch is its width aligned to
-256 bytes (256 / bytes-per-texel texels), level 0's is the T#'s PITCH for 1D and 2D (8-dword T#) unless that
-field is 0: Mesa writes the pitch there only for a surface with a custom pitch (``uses_custom_pitch``) and leaves
-DEPTH 0 for an ordinary 2D T#, so the model takes a 0 field as "no custom pitch" and uses the rule's pitch (a
-choice: no source says what the hardware does with a pitch field of 0); within a slice
+256 bytes (256 / bytes-per-texel texels), level 0's is the T#'s PITCH for 1D and 2D (8-dword T#) when it
+exceeds the width (the guide's Image Resource table: word 4 holds "(pitch-1)[12:0] of mip0 for 1D, 2D, 2D-MSAA
+resources if pitch > width"; Mesa writes it only for ``uses_custom_pitch`` surfaces and leaves DEPTH 0 otherwise),
+else the rule's pitch; within a slice
 the mips lie smallest first (mip i at the sum of the sizes of mips i+1 .. MAX_MIP), each pitch x height x texel
 bytes; a slice (array layer, cube face, 3D depth slice) holds the whole chain and slices follow one another. So
 texel (x, y) of slice s of level l is at base + s x slice_size + mip_offset(l) + (y x pitch(l) + x) x bytes.
@@ -151,7 +155,7 @@ class Tsharp:
 
     ``width``/``height``/``depth`` are level 0's (depth 1 except for 3D); ``last_array`` is the last slice of the
     view for arrays and cube (0 otherwise); ``pitch`` is level 0's pitch in texels from an 8-dword 1D/2D T#
-    (None when the layout rule gives it: a 4-dword T#, or a pitch field of 0); ``min_lod`` is MIN_LOD's raw 4.8 fixed-point value."""
+    (None when the layout rule gives it: a 4-dword T#, or a pitch field not above the width); ``min_lod`` is MIN_LOD's raw 4.8 fixed-point value."""
 
     base: int
     width: int
@@ -194,11 +198,12 @@ def parse_tsharp(words: Sequence[int]) -> Tsharp:
     w = [int(x) & 0xFFFFFFFF for x in words] + [0] * (8 - len(words))
     typ = w[3] >> 28 & 0xF
     depth_field, pitch = w[4] & 0x1FFF, None
-    if len(words) == 8 and typ in (IMG_1D, IMG_2D, IMG_2D_MSAA) and w[4] & 0x3FFF:
-        pitch = (w[4] & 0x3FFF) + 1
+    width = (w[1] >> 30 & 3 | (w[2] & 0xFFF) << 2) + 1
+    if len(words) == 8 and typ in (IMG_1D, IMG_2D, IMG_2D_MSAA) and (w[4] & 0x3FFF) + 1 > width:
+        pitch = (w[4] & 0x3FFF) + 1     # the guide: "(pitch-1) ... of mip0 for 1D, 2D, 2D-MSAA ... if pitch > width"
     return Tsharp(
         base=(w[0] << 8 | (w[1] & 0xFF) << 40),
-        width=(w[1] >> 30 & 3 | (w[2] & 0xFFF) << 2) + 1,
+        width=width,
         height=(w[2] >> 14 & 0x3FFF) + 1,
         depth=depth_field + 1 if typ == IMG_3D and len(words) == 8 else 1,
         fmt=w[1] >> 20 & 0xFF,
@@ -237,6 +242,9 @@ def _layout(t: Tsharp) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         raise ImageFault("an MSAA image (no MSAA layout is modelled)")
     if t.type < IMG_1D:
         raise ImageFault(f"T# TYPE {t.type} is not an image type")
+    if t.type == IMG_3D and len(t.words) == 8 and t.words[5] & 1:
+        raise ImageFault("a 3D T# in UAV mode (ARRAY_PITCH bit 0: BASE_ARRAY and DEPTH are the view's first and last "
+                         "layer at the accessed level; not modelled)")
     bpe = texel_bytes(t)
     if bpe == 12:
         raise ImageFault("a 96-bit (32_32_32) image (addrlib lays them out as 32-bit texels; not modelled)")
@@ -247,8 +255,6 @@ def _layout(t: Tsharp) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         w, h, _ = mip_dims(t, lv)
         p = -(-w // align) * align
         if lv == 0 and t.pitch is not None:
-            if t.pitch < w:
-                raise ImageFault(f"T# pitch {t.pitch} is smaller than the width {w}")
             p = t.pitch
         pitches.append(p)
         sizes.append(p * h * bpe)
@@ -422,6 +428,12 @@ def _coords(w: Wave, lanes: np.ndarray, m: _Mimg) -> list[np.ndarray]:
     return out
 
 
+def _unbound(w: Wave, m: _Mimg) -> bool:
+    """Whether the T# is all zeros: the guide's "A resource that is all zeros is treated as 'unbound': it returns all
+    zeros and not generate a memory transaction" (its resource-level exception is not modelled)."""
+    return not np.any(w.s[m.rs:m.rs + m.rwords])
+
+
 def _tsharp_of(w: Wave, m: _Mimg) -> Tsharp:
     t = parse_tsharp(w.s[m.rs:m.rs + m.rwords])
     if t.type != IMG_1D + m.dim:
@@ -520,6 +532,9 @@ def _load(inst: Any, pc: int, bad: Bad) -> Fn:
         lanes = np.nonzero(w.mask())[0]
         if not len(lanes):
             return
+        if _unbound(w, m):
+            _write_out(w, lanes, m.vdata, [np.zeros(len(lanes), U32)] * len(picks), d16)
+            return
         t = _tsharp_of(w, m)
         fm = t.format
         x, y, z, level, ok = _place(t, m, _coords(w, lanes, m), mip)
@@ -607,6 +622,8 @@ def _store(inst: Any, pc: int, bad: Bad) -> Fn:
         lanes = np.nonzero(w.mask())[0]
         if not len(lanes):
             return
+        if _unbound(w, m):
+            return
         t = _tsharp_of(w, m)
         fm = t.format
         x, y, z, level, ok = _place(t, m, _coords(w, lanes, m), mip)
@@ -653,6 +670,10 @@ def _atomic(inst: Any, pc: int, bad: Bad) -> Fn:
         lanes = np.nonzero(w.mask())[0]
         if not len(lanes):
             return
+        if _unbound(w, m):
+            if ret:
+                vmem._put_lane_ints(w, m.vdata, lanes, words, [0] * len(lanes))
+            return
         t = _tsharp_of(w, m)
         fm = t.format
         if fm.size * 8 != bits or fm.kind not in ("uint", "sint", "float") or (bits == 64 and fm.kind == "float"):
@@ -689,6 +710,9 @@ def _resinfo(inst: Any, pc: int, bad: Bad) -> Fn:
     def run(w: Wave) -> None:
         lanes = np.nonzero(w.mask())[0]
         if not len(lanes):
+            return
+        if _unbound(w, m):
+            _write_out(w, lanes, m.vdata, [np.zeros(len(lanes), U32)] * len(picks), False)
             return
         t = _tsharp_of(w, m)
         if t.type in (IMG_2D_MSAA, IMG_2D_MSAA_ARRAY):
