@@ -51,7 +51,10 @@ low 16 bits); D16 of a 32-bit format is refused.
 
 Stores convert the f32 (D16: f16) register values as Direct3D's "Data Conversion Rules" say (the guide gives
 none): UNORM and SNORM saturate to [0, 1] / [-1, 1] (NaN to 0), scale by 2^n - 1 / 2^(n-1) - 1 and round to the
-nearest integer (D3D: "round-to-nearest"; ties to even is the model's choice); 16_FLOAT rounds as
+nearest integer, ties to even (D3D's FLOAT -> UNORM text says "c = c + 0.5f. The decimal fraction is dropped", ties
+up; for an f32 input the only exact UNORM tie is 0.5 -> (2^n - 1) / 2, whose upper neighbour is even, so the two
+agree; for SNORM the one f32 tie that differs is +-0.5 into a 2-bit component (2_10_10_10_SNORM's W: 0 here, +-1
+with ties away from zero): a choice not checked on hardware); 16_FLOAT rounds as
 :data:`FLOAT_STORE_ROUNDING` says: D3D asks round-to-zero for float-to-float conversions, the default rounds to
 nearest even as the buffer format stores do (neither checked on hardware); UINT and SINT take the
 register's integer saturated to the component's range (saturation rather than truncation is the model's choice);
