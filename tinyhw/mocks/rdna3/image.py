@@ -36,8 +36,9 @@ Coordinates (unsigned integers, 16-bit with A16) are x, y, then the slice (array
 the instruction's DIM gives them, then the mip level for the ``_mip`` forms; the level is relative to
 BASE_LEVEL. The instruction's DIM must be the T#'s TYPE (another pairing is refused). A coordinate outside the
 level (x >= width, y >= height, z >= depth or past the last slice of the view, a level past LAST_LEVEL) reads 0
-(every returned component) and drops the store or atomic (an atomic returns 0), as the guide says of out-of-range
-image accesses.
+(every returned component) and drops the store or atomic (an atomic returns 0): a choice not checked on hardware
+(the guide's image sections, "Image Opcodes with No Sampler", "VGPR Usage" and "Image Resource", give no
+out-of-range rule; the model reads them like its all-zero "unbound" T#, which returns zeros).
 
 Formats: the gfx11 unified format numbers (as llvm-mc-19 names them, ``BUF_FMT_*``; 1..63): 8/16/32-bit one to
 four components UNORM, SNORM, USCALED, SSCALED, UINT, SINT, FLOAT, and the packed 10_11_11_FLOAT,
