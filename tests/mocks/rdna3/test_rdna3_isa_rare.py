@@ -430,6 +430,18 @@ def test_flat_load_and_store_reach_global_lds_and_private_memory() -> None:
         assert got == 0x7700 + lane, lane
 
 
+def test_flat_aperture_test_uses_the_vgpr_address_without_the_offset() -> None:
+    """RDNA4 guide, Flat Addressing: "The aperture test uses only the base address, not the IOFFSET"; the private
+    address is then addr[31:0] of VGPR + IOFFSET. A VGPR address at the top of the private aperture plus offset 8
+    stays private (at private byte 4), though VGPR + 8 lies past the aperture."""
+    mem, w = _flat_wave()
+    w.s[EXEC_LO] = 1
+    mem.write(_private(w, 0, 4), struct.pack("<I", 0x600D))
+    _addr(w, 0, PRIVATE + 0xFFFF_FFFC)
+    go(w, "flat_load_b32 v4, v[2:3] offset:8")
+    assert int(w.v[4, 0]) == 0x600D
+
+
 def test_flat_atomics_on_lds_with_and_without_return() -> None:
     mem, w = _flat_wave()
     w.s[EXEC_LO] = 0xFF

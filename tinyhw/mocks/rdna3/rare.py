@@ -41,7 +41,9 @@
   of the instruction: ``Vaddr + Ioff - sharedApertureBase``), the private aperture the wave's scratch with the
   swizzle of the SCRATCH instructions (``FLAT_SCRATCH + swizzle(Voff + Ioff - privApertureBase, TID)``, the
   guide's FLAT addressing table), global addresses stay global; an address in neither and not canonical (the
-  "hole") faults. Atomics into the private aperture are applied lane by lane to the lane's swizzled bytes;
+  "hole") faults. The aperture test reads the VGPR address without the instruction offset (the RDNA4 guide's
+  "Flat Addressing": "The aperture test uses only the base address, not the IOFFSET"; the RDNA3 text the model
+  could read says nothing against it), the access then adds the offset in its space. Atomics into the private aperture are applied lane by lane to the lane's swizzled bytes;
   ``flat_atomic_csub_u32`` into LDS (no DS form) is refused.
 """
 
@@ -374,8 +376,9 @@ def hwreg_value(w: Wave, hid: int) -> int:
     - IB_STS: 0 (memory completes at issue: nothing is outstanding);
     - FLUSH_IB: 0 (write-only); SH_MEM_BASES: the dispatch's; FLAT_SCRATCH_LO/HI: the wave's scratch base (0
       without scratch);
-    - HW_ID1: WAVE_ID (4:0) = the wave's index in its workgroup (mod 32), SIMD, WGP, SA and SE 0, DP_RATE (31:29) 1
-      (the 1/32 float64 rate); HW_ID2: ME_ID (9:8) 1 (compute), queue, pipe, state, workgroup slot and VMID 0 (the
+    - HW_ID1: WAVE_ID (4:0) = the wave's index in its workgroup (mod 32), SIMD (9:8), WGP (13:10), SA (16) and SE
+      (20:18) 0, DP_RATE (31:29) 1 (a value no source read here defines: a choice); HW_ID2 (QUEUE 3:0, PIPE 5:4,
+      ME 9:8, STATE 14:12, WG 20:16, VM 27:24, as umr decodes gfx10+): ME_ID 1 (MEC1, compute), the others 0 (the
       guide calls both "not predictable values": the model's choice);
     - SHADER_CYCLES: the 20-bit count of the wave's clock reads (no clock is modelled: monotonic and deterministic).
     """
@@ -504,7 +507,7 @@ def _flat(inst: Any, pc: int, bad: Bad) -> Fn:
         lanes = np.nonzero(w.mask())[0]
         if not len(lanes):
             return
-        a = (w.v[va, lanes].astype(U64) | w.v[va + 1, lanes].astype(U64) << U64(32)) + U64(off)
+        a = w.v[va, lanes].astype(U64) | w.v[va + 1, lanes].astype(U64) << U64(32)     # the test omits IOFFSET
         hi = (a >> U64(32)).astype(U64)
         smb = _hw(w).sh_mem_bases
         shared, private = smb >> 16 & 0xFFFF, smb & 0xFFFF
