@@ -7,7 +7,11 @@
   31:18), stack size (17:16), stack_index (15:0, a byte index)}, the stack size from OFFSET1[5:4] (8, 16, 32 or 64
   dwords, as the instruction text says); the guide does not define INVALID_NODE nor how the index wraps: the model
   takes 0xFFFFFFFF and wraps the index modulo the stack size (the "short stack ... wraps around" of section 12.5.3),
-  and reads and writes at stack_base + stack_index as the pseudocode does; choices not checked on hardware.
+  and reads and writes at stack_base + stack_index as the pseudocode does; choices not checked on hardware. The
+  sources conflict: the guide's own DS field table puts the stack size in ADDR ("stack_addr[17:16] =
+  stack_size[1:0]"), and AMD's GPURT emulation of the instruction (``BVHStackDXR.hlsl`` ``ds_store_stack``)
+  pushes W, Z, Y and returns X, counts entries (not bytes) 128 bytes apart, and decrements before the pop's read;
+  the model keeps the instruction pseudocode's reading (OFFSET1[5:4], X/Y/Z pushed, W returned).
 - LDSDIR ``lds_direct_load`` (M0[15:0] the byte address, M0[18:16] the type: u8, u16, b32, -, i8, i16) and
   ``lds_param_load`` (M0 = {new_prim_mask[15:1] (30:16), lds_param_offset (15:0)}: lane j < 3 of quad q gets the
   dword param_offset + 4 x (ATTR x prims x 12 + prim(q) x 12 + 4 j + ATTR_CHAN), prim(q) the count of
