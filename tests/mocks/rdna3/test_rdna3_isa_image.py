@@ -369,8 +369,11 @@ def test_a16_nsa_d16_and_tfe() -> None:
     assert [int(w.v[0, 0]), int(w.v[1, 0])] == [h[0] | h[1] << 16, h[2]]
     w.v[9, 0], w.v[7, 0] = 3, 2
     w.v[0:5, 0] = 0xDEAD
-    go(w, "image_load v[0:4], [v9, v7], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D tfe")   # NSA; TFE: no failure, the
-    assert [int(w.v[i, 0]) for i in range(5)] == [0, f32(1.0), unorm(32768, 16), unorm(1, 16), 0xDEAD]   # VGPR kept
+    go(w, "image_load v[0:4], [v9, v7], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D tfe")   # NSA; TFE: no NACK, status 0
+    assert [int(w.v[i, 0]) for i in range(5)] == [0, f32(1.0), unorm(32768, 16), unorm(1, 16), 0]
+    w.v[0:3, 0] = 0xDEAD
+    go(w, "image_load v[0:2], [v9, v7], s[0:7] dmask:0x7 dim:SQ_RSRC_IMG_2D tfe d16")   # status after 2 VGPRs
+    assert [int(w.v[i, 0]) for i in range(3)] == [f16(1.0) << 16, f16(32768 / 65535), 0]
     w.s[1] = (w.s[1] & ~(0xFF << 20)) | 55 << 20                        # 16x4 SINT, d16: the integers' halves
     go(w, "image_load v0, [v9, v7], s[0:7] dmask:0x3 dim:SQ_RSRC_IMG_2D d16")
     assert int(w.v[0, 0]) == 0xFFFF << 16

@@ -71,9 +71,11 @@ choice). The ``_pck`` forms move the components' raw bits without conversion or 
 ``_sgn`` sign-extended, to 32 bits; stores take the low bits); a component the format lacks reads 0; D16 on them
 is refused (llvm-mc-19 does not encode it).
 
-TFE: the extra VGPR after the data is written only when an access fails (LLVM's review D48826 of the TFE/LWE
-support: "if the error does not occur, the register is not written", which is why compilers zero it first); the
-model has no partially resident textures, so no access fails and the VGPR keeps its value. LWE is refused.
+TFE: the status VGPR after the data gets TEXEL_FAIL | LOD_WARNING << 1 | LOD << 16 (the guide's TFE text: "TD writes
+to VGPR DST+1 with a status where the bits corresponding to threads that NACKed are set to 1"); the model has no
+partially resident textures, so nothing NACKs and it writes 0. (LLVM's review D48826 says instead "if the error
+does not occur, the register is not written", which is why compilers zero it first; the model follows the guide,
+and the two agree for code that zeroes it.) LWE is refused.
 
 Atomics (``image_atomic_*``): per lane in lane order on a texel of a 32-bit one-component format (DMASK 0x1;
 cmpswap 0x3: DATA = the new value, DATA + 1 the compare value) or of 32_32 UINT/SINT (64-bit: DMASK 0x3; cmpswap
@@ -506,9 +508,10 @@ def _sel_regs(t: Tsharp, regs: np.ndarray, one: int) -> np.ndarray:
     return out
 
 
-def _write_out(w: Wave, lanes: np.ndarray, vdata: int, comps: list[np.ndarray], d16: bool) -> None:
+def _write_out(w: Wave, lanes: np.ndarray, vdata: int, comps: list[np.ndarray], d16: bool,
+               tfe: bool = False) -> None:
     """Write the returned components (uint32 per lane; D16 two 16-bit values per VGPR, an unused high half 0);
-    a TFE status VGPR after them is left alone (no access fails)."""
+    with TFE the status VGPR after them gets 0 (no access fails: TEXEL_FAIL, LOD_WARNING and LOD all 0)."""
     if d16:
         regs = [comps[i] | (comps[i + 1] << U32(16) if i + 1 < len(comps) else U32(0))
                 for i in range(0, len(comps), 2)]
@@ -516,6 +519,8 @@ def _write_out(w: Wave, lanes: np.ndarray, vdata: int, comps: list[np.ndarray], 
         regs = comps
     for i, r in enumerate(regs):
         w.v[vdata + i, lanes] = r
+    if tfe:
+        w.v[vdata + len(regs), lanes] = 0
 
 
 def _sel_bits(dmask: int) -> list[int]:
@@ -525,7 +530,7 @@ def _sel_bits(dmask: int) -> list[int]:
 def _load(inst: Any, pc: int, bad: Bad) -> Fn:
     f, mn = inst.fields, inst.mnemonic
     m = _prep(inst, bad)
-    pck, sgn, mip, d16 = "_pck" in mn, mn.endswith("_sgn"), "_mip" in mn, bool(f["d16"])
+    pck, sgn, mip, d16, tfe = "_pck" in mn, mn.endswith("_sgn"), "_mip" in mn, bool(f["d16"]), bool(f["tfe"])
     picks = _sel_bits(m.dmask)
     if not picks:
         raise bad("DMASK 0")
@@ -537,7 +542,7 @@ def _load(inst: Any, pc: int, bad: Bad) -> Fn:
         if not len(lanes):
             return
         if _unbound(w, m):
-            _write_out(w, lanes, m.vdata, [np.zeros(len(lanes), U32)] * len(picks), d16)
+            _write_out(w, lanes, m.vdata, [np.zeros(len(lanes), U32)] * len(picks), d16, tfe)
             return
         t = _tsharp_of(w, m)
         fm = t.format
@@ -553,7 +558,7 @@ def _load(inst: Any, pc: int, bad: Bad) -> Fn:
         else:
             regs = _sel_regs(t, _to_regs(raw, fm, d16), _one_bits(fm, d16))
         regs[~ok] = 0
-        _write_out(w, lanes, m.vdata, [regs[:, c] for c in picks], d16)
+        _write_out(w, lanes, m.vdata, [regs[:, c] for c in picks], d16, tfe)
     return _guard(run, bad)
 
 
