@@ -161,7 +161,8 @@ class Tsharp:
 
     ``width``/``height``/``depth`` are level 0's (depth 1 except for 3D); ``last_array`` is the last slice of the
     view for arrays and cube (0 otherwise); ``pitch`` is level 0's pitch in texels from an 8-dword 1D/2D T#
-    (None when the layout rule gives it: a 4-dword T#, or a pitch field not above the width); ``min_lod`` is MIN_LOD's raw 4.8 fixed-point value."""
+    (None when the layout rule gives it: a 4-dword T#, or a pitch field not above the width); ``min_lod`` is
+    MIN_LOD's raw 4.8 fixed-point value."""
 
     base: int
     width: int

@@ -47,7 +47,8 @@
   guide's FLAT addressing table), global addresses stay global; an address in neither and not canonical (the
   "hole") faults. The aperture test reads the VGPR address without the instruction offset (the RDNA4 guide's
   "Flat Addressing": "The aperture test uses only the base address, not the IOFFSET"; the RDNA3 text the model
-  could read says nothing against it), the access then adds the offset in its space. Atomics into the private aperture are applied lane by lane to the lane's swizzled bytes;
+  could read says nothing against it), the access then adds the offset in its space. Atomics into the private
+  aperture are applied lane by lane to the lane's swizzled bytes;
   ``flat_atomic_csub_u32`` into LDS (no DS form) is refused.
 """
 
