@@ -152,6 +152,56 @@ def _img(fmt: int, bpe: int, width: int, height: int, texels: dict[tuple[int, in
     return w, mem
 
 
+@pytest.mark.parametrize("field", [0, 99, 255, 191])
+def test_the_2d_pitch_field_counts_only_above_the_width(field: int) -> None:
+    """The guide's Image Resource table: word 4 is "(pitch-1)[12:0] of mip0 for 1D, 2D, 2D-MSAA resources if pitch
+    > width" (Mesa leaves it 0 without a custom pitch). 100 texels of 4 bytes: a field of 0 or 99 gives the
+    256-byte aligned pitch 128; 255 a pitch of 256, 191 of 192."""
+    words = tsharp(BASE, 20, 100, 3)                # 32_UINT
+    words[4] = field
+    pitch = field + 1 if field + 1 > 100 else 128
+    w, mem = setup(words)
+    mem.write(BASE + (2 * pitch + 7) * 4, struct.pack("<I", 0xC0FFEE))
+    w.s[EXEC_LO] = 1
+    w.v[4, 0], w.v[5, 0] = 7, 2
+    go(w, "image_load v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
+    assert int(w.v[0, 0]) == 0xC0FFEE
+
+
+def test_an_all_zero_t_sharp_is_unbound() -> None:
+    """The guide: "A resource that is all zeros is treated as 'unbound': it returns all zeros and not generate a
+    memory transaction"."""
+    w, mem = setup([0] * 8)
+    mem.write(BASE, struct.pack("<4I", 1, 2, 3, 4))
+    w.s[EXEC_LO] = 0b11
+    w.v[4:6, :2] = 0
+    w.v[0:4, :2] = 0xDEAD
+    go(w, "image_load v[0:3], v[4:5], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D")
+    assert not w.v[0:4, :2].any()
+    w.v[0:4, :2] = 7
+    go(w, "image_store v[0:3], v[4:5], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D")
+    go(w, "image_atomic_add v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D glc")
+    assert mem.read(BASE, 16) == struct.pack("<4I", 1, 2, 3, 4) and not w.v[0, :2].any()
+    w.v[0:4, :2] = 7
+    go(w, "image_get_resinfo v[0:3], v4, s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D")
+    assert not w.v[0:4, :2].any()
+
+
+def test_a_3d_t_sharp_in_uav_mode_is_refused() -> None:
+    """ARRAY_PITCH bit 0 of a 3D T#: "1: UAV (base_array and depth are first and last layer in view, and w.r.t. mip
+    level specified)" (the guide's Image Resource table); the model addresses SRV mode only."""
+    words = tsharp(BASE, 20, 4, 4, typ=T3D, depth=3)
+    words[5] = 1
+    w, _ = setup(words)
+    w.s[EXEC_LO] = 1
+    w.v[4:7, 0] = 0
+    with pytest.raises(ShaderFault, match="UAV"):
+        go(w, "image_load v0, v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_3D")
+    words[5] = 0
+    w.s[0:8] = words
+    go(w, "image_load v0, v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_3D")
+
+
 def test_image_load_2d_rgba8_unorm_dmask_and_out_of_range() -> None:
     px = {(0, 0): bytes([0, 1, 127, 255]), (4, 2): bytes([128, 200, 3, 4]), (1, 1): bytes([9, 8, 7, 6])}
     w, _ = _img(42, 4, 5, 3, px)
@@ -308,8 +358,11 @@ def test_a16_nsa_d16_and_tfe() -> None:
     assert [int(w.v[0, 0]), int(w.v[1, 0])] == [h[0] | h[1] << 16, h[2]]
     w.v[9, 0], w.v[7, 0] = 3, 2
     w.v[0:5, 0] = 0xDEAD
-    go(w, "image_load v[0:4], [v9, v7], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D tfe")   # NSA; TFE: no failure, the
-    assert [int(w.v[i, 0]) for i in range(5)] == [0, f32(1.0), unorm(32768, 16), unorm(1, 16), 0xDEAD]   # VGPR kept
+    go(w, "image_load v[0:4], [v9, v7], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D tfe")   # NSA; TFE: no NACK, status 0
+    assert [int(w.v[i, 0]) for i in range(5)] == [0, f32(1.0), unorm(32768, 16), unorm(1, 16), 0]
+    w.v[0:3, 0] = 0xDEAD
+    go(w, "image_load v[0:2], [v9, v7], s[0:7] dmask:0x7 dim:SQ_RSRC_IMG_2D tfe d16")   # status after 2 VGPRs
+    assert [int(w.v[i, 0]) for i in range(3)] == [f16(1.0) << 16, f16(32768 / 65535), 0]
     w.s[1] = (w.s[1] & ~(0xFF << 20)) | 55 << 20                        # 16x4 SINT, d16: the integers' halves
     go(w, "image_load v0, [v9, v7], s[0:7] dmask:0x3 dim:SQ_RSRC_IMG_2D d16")
     assert int(w.v[0, 0]) == 0xFFFF << 16
@@ -367,9 +420,22 @@ def test_image_store_conversions_dmask_and_out_of_range() -> None:
     assert mem.read(BASE + 4 * 4, 4) == bytes(4) and mem.read(BASE + pitch * 16, 4 * 4) == bytes(16)
     w.s[EXEC_LO] = 1
     w.v[0:2, 0] = [f32(1.0), f32(0.0)]
-    go(w, "image_store v[0:1], v[4:5], s[0:7] dmask:0x9 dim:SQ_RSRC_IMG_2D")     # X and W only; Y, Z kept
-    assert mem.read(BASE, 4) == bytes([255, want_y := _to_unorm(1.5, 8), _to_unorm(-0.25, 8), 0])
-    assert want_y == 255
+    w.v[0:2, 0] = [f32(1.0), f32(0.5)]
+    go(w, "image_store v[0:1], v[4:5], s[0:7] dmask:0x9 dim:SQ_RSRC_IMG_2D")     # X and W only: Y, Z written 0
+    assert mem.read(BASE, 4) == bytes([255, 0, 0, _to_unorm(0.5, 8)])
+
+
+def test_image_store_writes_the_whole_element_as_the_guides_example_says() -> None:
+    """RDNA3 guide, "VGPR Usage", Stores: "if the DMASK=1001, the shader sends Red from VGPR_N and Alpha from
+    VGPR_N+1 ... If the image object is RGB, the texel is overwritten with Red from the VGPR_N, Green and Blue set
+    to zero, and Alpha from the shader ignored" (here 32_32_32 is refused, so an RG object: 16_16_UINT)."""
+    w, mem = setup(tsharp(BASE, 27, 2, 1))                           # 16_16_UINT
+    mem.write(BASE, struct.pack("<2H", 0xAAAA, 0xBBBB))
+    w.s[EXEC_LO] = 1
+    w.v[4:6, 0] = [0, 0]
+    w.v[0:2, 0] = [0x1234, 0x5678]
+    go(w, "image_store v[0:1], v[4:5], s[0:7] dmask:0x9 dim:SQ_RSRC_IMG_2D")
+    assert struct.unpack("<2H", mem.read(BASE, 4)) == (0x1234, 0)
 
 
 STORE_CASES = [  # (format, register values, expected texel bytes)
@@ -427,7 +493,7 @@ def test_store_mip_pck_d16_and_refusals() -> None:
     assert struct.unpack("<4H", mem.read(at, 8)) == (32768, 65535, 0, 0)
     w.v[0:2, 0] = [0x12345, 0xFFFF_8001]
     go(w, "image_store_mip_pck v[0:1], v[8:10], s[0:7] dmask:0x6 dim:SQ_RSRC_IMG_2D")    # Y, Z raw low bits
-    assert struct.unpack("<4H", mem.read(at, 8)) == (32768, 0x2345, 0x8001, 0)
+    assert struct.unpack("<4H", mem.read(at, 8)) == (0, 0x2345, 0x8001, 0)          # X, W left out: 0
     go(w, "image_store_pck v[0:1], v[8:9], s[0:7] dmask:0x9 dim:SQ_RSRC_IMG_2D")         # X, W of level 0
     assert struct.unpack("<4H", mem.read(BASE + offs[0] + (pitches[0] + 1) * 8, 8)) == (0x2345, 0, 0, 0x8001)
     w.s[1] = (w.s[1] & ~(0xFF << 20)) | 30 << 20                        # 10_11_11_FLOAT: no store rule

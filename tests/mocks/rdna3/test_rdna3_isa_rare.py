@@ -290,8 +290,8 @@ def test_subvector_loop_begin_and_end(begin: bool) -> None:
 
 def test_getreg_of_every_hardware_register() -> None:
     w = wave()
-    w.v = np.zeros((48, 32), np.uint32)             # RSRC1.VGPRS = 5: 48 VGPRs
-    w.lds = np.zeros(3 * 512, np.uint8)
+    w.v = np.zeros((48, 32), np.uint32)             # 48 VGPRs: GPR_ALLOC.VGPR_SIZE = 48 / 4 - 1
+    w.lds = np.zeros(3 * 512, np.uint8)             # 1536 bytes: LDS_ALLOC.LDS_SIZE = 1536 >> 8
     w.index = 3
     w.hw = rare.HwInfo(sh_mem_bases=0x0005_0007, waves_per_group=2)
     w.scratch, w.scratch_size = 0x12_3456_7800, 4096
@@ -299,7 +299,7 @@ def test_getreg_of_every_hardware_register() -> None:
     w.s[EXEC_LO] = 0
     want = {
         "HW_REG_STATUS": 1 | 1 << 9 | 1 << 10 | 1 << 11 | 1 << 16 | 1 << 29, "HW_REG_TRAPSTS": 0,
-        "HW_REG_GPR_ALLOC": 5 << 12, "HW_REG_LDS_ALLOC": 3 << 12, "HW_REG_IB_STS": 0,
+        "HW_REG_GPR_ALLOC": 11 << 12, "HW_REG_LDS_ALLOC": 6 << 12, "HW_REG_IB_STS": 0,
         "HW_REG_SH_MEM_BASES": 0x0005_0007, "HW_REG_FLAT_SCR_LO": 0x3456_7800, "HW_REG_FLAT_SCR_HI": 0x12,
         "HW_REG_HW_ID1": 3 | 1 << 29, "HW_REG_HW_ID2": 1 << 8, "14": 0,
     }
@@ -312,6 +312,19 @@ def test_getreg_of_every_hardware_register() -> None:
     first = int(w.s[2])
     go(w, "s_getreg_b32 s3, hwreg(HW_REG_SHADER_CYCLES)")
     assert 0 < first < w.s[3] < 1 << 20
+
+
+@pytest.mark.parametrize(("vgprs", "lds_bytes"), [(8, 0), (24, 256), (256, 65536), (96, 64 * 1024 - 512)])
+def test_gpr_and_lds_alloc_read_back_as_linux_gfx11_trap_handler_decodes_them(vgprs: int, lds_bytes: int) -> None:
+    """Linux's ``cwsr_trap_handler_gfx10.asm`` (gfx11 path) saves (VGPR_SIZE + 1) * 4 VGPRs (GPR_ALLOC bits 19:12)
+    and LDS_SIZE << 8 bytes of LDS (LDS_ALLOC bits 20:12): the fields must read back so it saves exactly the
+    wave's VGPRs and the workgroup's LDS."""
+    w = wave()
+    w.v = np.zeros((vgprs, 32), np.uint32)
+    w.lds = np.zeros(lds_bytes, np.uint8)
+    go(w, "s_getreg_b32 s2, hwreg(HW_REG_GPR_ALLOC, 12, 8)")
+    go(w, "s_getreg_b32 s3, hwreg(HW_REG_LDS_ALLOC, 12, 9)")
+    assert ((int(w.s[2]) + 1) * 4, int(w.s[3]) << 8) == (vgprs, lds_bytes)
 
 
 def test_setreg_writes_trapsts_and_ignores_read_only_registers() -> None:
@@ -403,6 +416,18 @@ def test_flat_load_and_store_reach_global_lds_and_private_memory() -> None:
         else:
             got = struct.unpack("<I", mem.read(_private(w, lane, 8 * (lane - 20) + 4), 4))[0]
         assert got == 0x7700 + lane, lane
+
+
+def test_flat_aperture_test_uses_the_vgpr_address_without_the_offset() -> None:
+    """RDNA4 guide, Flat Addressing: "The aperture test uses only the base address, not the IOFFSET"; the private
+    address is then addr[31:0] of VGPR + IOFFSET. A VGPR address at the top of the private aperture plus offset 8
+    stays private (at private byte 4), though VGPR + 8 lies past the aperture."""
+    mem, w = _flat_wave()
+    w.s[EXEC_LO] = 1
+    mem.write(_private(w, 0, 4), struct.pack("<I", 0x600D))
+    _addr(w, 0, PRIVATE + 0xFFFF_FFFC)
+    go(w, "flat_load_b32 v4, v[2:3] offset:8")
+    assert int(w.v[4, 0]) == 0x600D
 
 
 def test_flat_atomics_on_lds_with_and_without_return() -> None:

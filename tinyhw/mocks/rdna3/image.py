@@ -14,13 +14,20 @@ T# (8 SGPRs, or 4 with R128), field positions as ROCm's ``ROCR-Runtime`` ``src/i
   14 2D_MSAA, 15 2D_MSAA_ARRAY: SQ_RSRC_IMG_*, the MIMG DIM values + 8);
 - word 4: DEPTH 12:0 (3D: depth - 1; arrays and cube: the last slice of the view; 1D and 2D: pitch - 1 with
   bit 13 as PITCH[13]), BASE_ARRAY 28:16;
-- word 5: MIN_LOD[4:0] 31:27; word 6: MIN_LOD[11:5] 6:0 (unsigned 4.8 fixed point).
+- word 5: ARRAY_PITCH 3:0 (3D: bit 0 set is UAV mode, refused: :class:`ImageFault`), MIN_LOD[4:0] 31:27; word 6:
+  MIN_LOD[11:5] 6:0 (unsigned 4.8 fixed point).
+
+A T# of all zeros is unbound (the guide's Image Resource text): loads and ``image_get_resinfo`` return zeros,
+stores do nothing, atomics change nothing and return 0.
 
 Layout: only the linear swizzle mode (SW_MODE 0) is addressed; a tiled mode, an MSAA type, a 96-bit texel and a
 format the model does not know stop the dispatch (:class:`ImageFault`, reported as ``ShaderFault``). The linear
 rule is the model's reading of AMD addrlib's ``Gfx11Lib::HwlComputeSurfaceInfoLinear`` (Mesa
 ``src/amd/addrlib/src/gfx11/gfx11addrlib.cpp``), not checked on hardware: each mip's pitch is its width aligned to
-256 bytes (256 / bytes-per-texel texels), level 0's is the T#'s PITCH for 1D and 2D (8-dword T#); within a slice
+256 bytes (256 / bytes-per-texel texels), level 0's is the T#'s PITCH for 1D and 2D (8-dword T#) when it
+exceeds the width (the guide's Image Resource table: word 4 holds "(pitch-1)[12:0] of mip0 for 1D, 2D, 2D-MSAA
+resources if pitch > width"; Mesa writes it only for ``uses_custom_pitch`` surfaces and leaves DEPTH 0 otherwise),
+else the rule's pitch; within a slice
 the mips lie smallest first (mip i at the sum of the sizes of mips i+1 .. MAX_MIP), each pitch x height x texel
 bytes; a slice (array layer, cube face, 3D depth slice) holds the whole chain and slices follow one another. So
 texel (x, y) of slice s of level l is at base + s x slice_size + mip_offset(l) + (y x pitch(l) + x) x bytes.
@@ -29,8 +36,9 @@ Coordinates (unsigned integers, 16-bit with A16) are x, y, then the slice (array
 the instruction's DIM gives them, then the mip level for the ``_mip`` forms; the level is relative to
 BASE_LEVEL. The instruction's DIM must be the T#'s TYPE (another pairing is refused). A coordinate outside the
 level (x >= width, y >= height, z >= depth or past the last slice of the view, a level past LAST_LEVEL) reads 0
-(every returned component) and drops the store or atomic (an atomic returns 0), as the guide says of out-of-range
-image accesses.
+(every returned component) and drops the store or atomic (an atomic returns 0): a choice not checked on hardware
+(the guide's image sections, "Image Opcodes with No Sampler", "VGPR Usage" and "Image Resource", give no
+out-of-range rule; the model reads them like its all-zero "unbound" T#, which returns zeros).
 
 Formats: the gfx11 unified format numbers (as llvm-mc-19 names them, ``BUF_FMT_*``; 1..63): 8/16/32-bit one to
 four components UNORM, SNORM, USCALED, SSCALED, UINT, SINT, FLOAT, and the packed 10_11_11_FLOAT,
@@ -44,21 +52,30 @@ low 16 bits); D16 of a 32-bit format is refused.
 
 Stores convert the f32 (D16: f16) register values as Direct3D's "Data Conversion Rules" say (the guide gives
 none): UNORM and SNORM saturate to [0, 1] / [-1, 1] (NaN to 0), scale by 2^n - 1 / 2^(n-1) - 1 and round to the
-nearest integer (D3D: "round-to-nearest"; ties to even is the model's choice); 16_FLOAT rounds as
+nearest integer, ties to even (D3D's FLOAT -> UNORM text says "c = c + 0.5f. The decimal fraction is dropped", ties
+up; for an f32 input the only exact UNORM tie is 0.5 -> (2^n - 1) / 2, whose upper neighbour is even, so the two
+agree; for SNORM the one f32 tie that differs is +-0.5 into a 2-bit component (2_10_10_10_SNORM's W: 0 here, +-1
+with ties away from zero): a choice not checked on hardware); 16_FLOAT rounds as
 :data:`FLOAT_STORE_ROUNDING` says: D3D asks round-to-zero for float-to-float conversions, the default rounds to
 nearest even as the buffer format stores do (neither checked on hardware); UINT and SINT take the
 register's integer saturated to the component's range (saturation rather than truncation is the model's choice);
 32-bit components store the register's bits. Stores to the scaled and packed float formats are refused. DMASK
 picks the components: a load returns popcount(DMASK) of them packed into consecutive VGPRs (D16: two per VGPR,
 low half first, the unused high half of an odd count written 0: a choice), a store takes them likewise and writes
-only those components of the texel (the others keep memory's bits: a choice). DST_SEL applies to loads only (a
+the whole texel, a component DMASK leaves out as 0 and a DMASK component the format lacks ignored (the guide's
+"VGPR Usage", Stores: "it is only possible to write an entire element ... the texture system fill in the value
+zero for any missing components"). For D16 stores the guide adds "The position of the bits in DMASK is
+irrelevant, only the number of bits set to 1"; the model still places the halves by DMASK's bits, as for 32-bit
+data (a choice: the sentence does not say which components the halves then feed). DST_SEL applies to loads only (a
 choice). The ``_pck`` forms move the components' raw bits without conversion or DST_SEL (a choice; zero-extended,
 ``_sgn`` sign-extended, to 32 bits; stores take the low bits); a component the format lacks reads 0; D16 on them
 is refused (llvm-mc-19 does not encode it).
 
-TFE: the extra VGPR after the data is written only when an access fails (LLVM's review D48826 of the TFE/LWE
-support: "if the error does not occur, the register is not written", which is why compilers zero it first); the
-model has no partially resident textures, so no access fails and the VGPR keeps its value. LWE is refused.
+TFE: the status VGPR after the data gets TEXEL_FAIL | LOD_WARNING << 1 | LOD << 16 (the guide's TFE text: "TD writes
+to VGPR DST+1 with a status where the bits corresponding to threads that NACKed are set to 1"); the model has no
+partially resident textures, so nothing NACKs and it writes 0. (LLVM's review D48826 says instead "if the error
+does not occur, the register is not written", which is why compilers zero it first; the model follows the guide,
+and the two agree for code that zeroes it.) LWE is refused.
 
 Atomics (``image_atomic_*``): per lane in lane order on a texel of a 32-bit one-component format (DMASK 0x1;
 cmpswap 0x3: DATA = the new value, DATA + 1 the compare value) or of 32_32 UINT/SINT (64-bit: DMASK 0x3; cmpswap
@@ -144,7 +161,8 @@ class Tsharp:
 
     ``width``/``height``/``depth`` are level 0's (depth 1 except for 3D); ``last_array`` is the last slice of the
     view for arrays and cube (0 otherwise); ``pitch`` is level 0's pitch in texels from an 8-dword 1D/2D T#
-    (None when the layout rule gives it); ``min_lod`` is MIN_LOD's raw 4.8 fixed-point value."""
+    (None when the layout rule gives it: a 4-dword T#, or a pitch field not above the width); ``min_lod`` is
+    MIN_LOD's raw 4.8 fixed-point value."""
 
     base: int
     width: int
@@ -187,11 +205,12 @@ def parse_tsharp(words: Sequence[int]) -> Tsharp:
     w = [int(x) & 0xFFFFFFFF for x in words] + [0] * (8 - len(words))
     typ = w[3] >> 28 & 0xF
     depth_field, pitch = w[4] & 0x1FFF, None
-    if len(words) == 8 and typ in (IMG_1D, IMG_2D, IMG_2D_MSAA):
-        pitch = (w[4] & 0x3FFF) + 1
+    width = (w[1] >> 30 & 3 | (w[2] & 0xFFF) << 2) + 1
+    if len(words) == 8 and typ in (IMG_1D, IMG_2D, IMG_2D_MSAA) and (w[4] & 0x3FFF) + 1 > width:
+        pitch = (w[4] & 0x3FFF) + 1     # the guide: "(pitch-1) ... of mip0 for 1D, 2D, 2D-MSAA ... if pitch > width"
     return Tsharp(
         base=(w[0] << 8 | (w[1] & 0xFF) << 40),
-        width=(w[1] >> 30 & 3 | (w[2] & 0xFFF) << 2) + 1,
+        width=width,
         height=(w[2] >> 14 & 0x3FFF) + 1,
         depth=depth_field + 1 if typ == IMG_3D and len(words) == 8 else 1,
         fmt=w[1] >> 20 & 0xFF,
@@ -230,6 +249,9 @@ def _layout(t: Tsharp) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         raise ImageFault("an MSAA image (no MSAA layout is modelled)")
     if t.type < IMG_1D:
         raise ImageFault(f"T# TYPE {t.type} is not an image type")
+    if t.type == IMG_3D and len(t.words) == 8 and t.words[5] & 1:
+        raise ImageFault("a 3D T# in UAV mode (ARRAY_PITCH bit 0: BASE_ARRAY and DEPTH are the view's first and last "
+                         "layer at the accessed level; not modelled)")
     bpe = texel_bytes(t)
     if bpe == 12:
         raise ImageFault("a 96-bit (32_32_32) image (addrlib lays them out as 32-bit texels; not modelled)")
@@ -240,8 +262,6 @@ def _layout(t: Tsharp) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         w, h, _ = mip_dims(t, lv)
         p = -(-w // align) * align
         if lv == 0 and t.pitch is not None:
-            if t.pitch < w:
-                raise ImageFault(f"T# pitch {t.pitch} is smaller than the width {w}")
             p = t.pitch
         pitches.append(p)
         sizes.append(p * h * bpe)
@@ -415,6 +435,12 @@ def _coords(w: Wave, lanes: np.ndarray, m: _Mimg) -> list[np.ndarray]:
     return out
 
 
+def _unbound(w: Wave, m: _Mimg) -> bool:
+    """Whether the T# is all zeros: the guide's "A resource that is all zeros is treated as 'unbound': it returns all
+    zeros and not generate a memory transaction" (its resource-level exception is not modelled)."""
+    return not np.any(w.s[m.rs:m.rs + m.rwords])
+
+
 def _tsharp_of(w: Wave, m: _Mimg) -> Tsharp:
     t = parse_tsharp(w.s[m.rs:m.rs + m.rwords])
     if t.type != IMG_1D + m.dim:
@@ -483,9 +509,10 @@ def _sel_regs(t: Tsharp, regs: np.ndarray, one: int) -> np.ndarray:
     return out
 
 
-def _write_out(w: Wave, lanes: np.ndarray, vdata: int, comps: list[np.ndarray], d16: bool) -> None:
+def _write_out(w: Wave, lanes: np.ndarray, vdata: int, comps: list[np.ndarray], d16: bool,
+               tfe: bool = False) -> None:
     """Write the returned components (uint32 per lane; D16 two 16-bit values per VGPR, an unused high half 0);
-    a TFE status VGPR after them is left alone (no access fails)."""
+    with TFE the status VGPR after them gets 0 (no access fails: TEXEL_FAIL, LOD_WARNING and LOD all 0)."""
     if d16:
         regs = [comps[i] | (comps[i + 1] << U32(16) if i + 1 < len(comps) else U32(0))
                 for i in range(0, len(comps), 2)]
@@ -493,6 +520,8 @@ def _write_out(w: Wave, lanes: np.ndarray, vdata: int, comps: list[np.ndarray], 
         regs = comps
     for i, r in enumerate(regs):
         w.v[vdata + i, lanes] = r
+    if tfe:
+        w.v[vdata + len(regs), lanes] = 0
 
 
 def _sel_bits(dmask: int) -> list[int]:
@@ -502,7 +531,7 @@ def _sel_bits(dmask: int) -> list[int]:
 def _load(inst: Any, pc: int, bad: Bad) -> Fn:
     f, mn = inst.fields, inst.mnemonic
     m = _prep(inst, bad)
-    pck, sgn, mip, d16 = "_pck" in mn, mn.endswith("_sgn"), "_mip" in mn, bool(f["d16"])
+    pck, sgn, mip, d16, tfe = "_pck" in mn, mn.endswith("_sgn"), "_mip" in mn, bool(f["d16"]), bool(f["tfe"])
     picks = _sel_bits(m.dmask)
     if not picks:
         raise bad("DMASK 0")
@@ -512,6 +541,9 @@ def _load(inst: Any, pc: int, bad: Bad) -> Fn:
     def run(w: Wave) -> None:
         lanes = np.nonzero(w.mask())[0]
         if not len(lanes):
+            return
+        if _unbound(w, m):
+            _write_out(w, lanes, m.vdata, [np.zeros(len(lanes), U32)] * len(picks), d16, tfe)
             return
         t = _tsharp_of(w, m)
         fm = t.format
@@ -527,7 +559,7 @@ def _load(inst: Any, pc: int, bad: Bad) -> Fn:
         else:
             regs = _sel_regs(t, _to_regs(raw, fm, d16), _one_bits(fm, d16))
         regs[~ok] = 0
-        _write_out(w, lanes, m.vdata, [regs[:, c] for c in picks], d16)
+        _write_out(w, lanes, m.vdata, [regs[:, c] for c in picks], d16, tfe)
     return _guard(run, bad)
 
 
@@ -600,6 +632,8 @@ def _store(inst: Any, pc: int, bad: Bad) -> Fn:
         lanes = np.nonzero(w.mask())[0]
         if not len(lanes):
             return
+        if _unbound(w, m):
+            return
         t = _tsharp_of(w, m)
         fm = t.format
         x, y, z, level, ok = _place(t, m, _coords(w, lanes, m), mip)
@@ -608,8 +642,7 @@ def _store(inst: Any, pc: int, bad: Bad) -> Fn:
         sel = lanes[ok]
         addr = texel_addresses(t, x[ok], y[ok], z[ok], level[ok])
         n = len(fm.comps)
-        mine = [c for c in picks if c < n]
-        raw = _split(vmem.gather(w.mem, addr, fm.size), fm) if len(mine) < n else np.zeros((len(sel), n), U64)
+        raw = np.zeros((len(sel), n), U64)      # the whole texel is written: a component DMASK leaves out is 0
         for i, c in enumerate(picks):
             if c >= n:
                 continue
@@ -647,6 +680,10 @@ def _atomic(inst: Any, pc: int, bad: Bad) -> Fn:
         lanes = np.nonzero(w.mask())[0]
         if not len(lanes):
             return
+        if _unbound(w, m):
+            if ret:
+                vmem._put_lane_ints(w, m.vdata, lanes, words, [0] * len(lanes))
+            return
         t = _tsharp_of(w, m)
         fm = t.format
         if fm.size * 8 != bits or fm.kind not in ("uint", "sint", "float") or (bits == 64 and fm.kind == "float"):
@@ -683,6 +720,9 @@ def _resinfo(inst: Any, pc: int, bad: Bad) -> Fn:
     def run(w: Wave) -> None:
         lanes = np.nonzero(w.mask())[0]
         if not len(lanes):
+            return
+        if _unbound(w, m):
+            _write_out(w, lanes, m.vdata, [np.zeros(len(lanes), U32)] * len(picks), False)
             return
         t = _tsharp_of(w, m)
         if t.type in (IMG_2D_MSAA, IMG_2D_MSAA_ARRAY):

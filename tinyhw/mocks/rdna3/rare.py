@@ -7,7 +7,11 @@
   31:18), stack size (17:16), stack_index (15:0, a byte index)}, the stack size from OFFSET1[5:4] (8, 16, 32 or 64
   dwords, as the instruction text says); the guide does not define INVALID_NODE nor how the index wraps: the model
   takes 0xFFFFFFFF and wraps the index modulo the stack size (the "short stack ... wraps around" of section 12.5.3),
-  and reads and writes at stack_base + stack_index as the pseudocode does; choices not checked on hardware.
+  and reads and writes at stack_base + stack_index as the pseudocode does; choices not checked on hardware. The
+  sources conflict: the guide's own DS field table puts the stack size in ADDR ("stack_addr[17:16] =
+  stack_size[1:0]"), and AMD's GPURT emulation of the instruction (``BVHStackDXR.hlsl`` ``ds_store_stack``)
+  pushes W, Z, Y and returns X, counts entries (not bytes) 128 bytes apart, and decrements before the pop's read;
+  the model keeps the instruction pseudocode's reading (OFFSET1[5:4], X/Y/Z pushed, W returned).
 - LDSDIR ``lds_direct_load`` (M0[15:0] the byte address, M0[18:16] the type: u8, u16, b32, -, i8, i16) and
   ``lds_param_load`` (M0 = {new_prim_mask[15:1] (30:16), lds_param_offset (15:0)}: lane j < 3 of quad q gets the
   dword param_offset + 4 x (ATTR x prims x 12 + prim(q) x 12 + 4 j + ATTR_CHAN), prim(q) the count of
@@ -41,7 +45,10 @@
   of the instruction: ``Vaddr + Ioff - sharedApertureBase``), the private aperture the wave's scratch with the
   swizzle of the SCRATCH instructions (``FLAT_SCRATCH + swizzle(Voff + Ioff - privApertureBase, TID)``, the
   guide's FLAT addressing table), global addresses stay global; an address in neither and not canonical (the
-  "hole") faults. Atomics into the private aperture are applied lane by lane to the lane's swizzled bytes;
+  "hole") faults. The aperture test reads the VGPR address without the instruction offset (the RDNA4 guide's
+  "Flat Addressing": "The aperture test uses only the base address, not the IOFFSET"; the RDNA3 text the model
+  could read says nothing against it), the access then adds the offset in its space. Atomics into the private
+  aperture are applied lane by lane to the lane's swizzled bytes;
   ``flat_atomic_csub_u32`` into LDS (no DS form) is refused.
 """
 
@@ -353,7 +360,13 @@ HW_REG_FLUSH_IB, HW_REG_SH_MEM_BASES, HW_REG_FLAT_SCR_LO, HW_REG_FLAT_SCR_HI = 1
 HW_REG_HW_ID1, HW_REG_HW_ID2, HW_REG_SHADER_CYCLES = 23, 24, 29
 #: ids llvm-mc-19 names for gfx1100 that the model does not have (performance snapshots of the SQ)
 _NOT_MODELLED = {18: "PERF_SNAPSHOT_PC_LO", 19: "PERF_SNAPSHOT_PC_HI", 27: "PERF_SNAPSHOT_DATA"}
-LDS_GRANULE = 512       # bytes per LDS_ALLOC.LDS_SIZE unit: RSRC2.LDS_SIZE's granule (the model's reading)
+#: bytes per LDS_ALLOC.LDS_SIZE unit: 64 dwords, as Linux's gfx10/gfx11 trap handler reads the field
+#: (``cwsr_trap_handler_gfx10.asm``: ``SQ_WAVE_LDS_ALLOC_GRANULARITY = 8``, the size in bytes is LDS_SIZE << 8);
+#: not RSRC2.LDS_SIZE's 128-dword granule
+LDS_GRANULE = 256
+#: VGPRs per GPR_ALLOC.VGPR_SIZE unit (the same handler: "Number of VGPRs = (vgpr_size + 1) * 4"), not RSRC1's
+#: wave32 granule of 8
+VGPR_GRANULE = 4
 
 
 def hwreg_value(w: Wave, hid: int) -> int:
@@ -363,13 +376,14 @@ def hwreg_value(w: Wave, hid: int) -> int:
     - STATUS: SCC (0), EXECZ (9), VCCZ (10), IN_WG (11: more than one wave in the workgroup), VALID (16),
       SCRATCH_EN (29); PRIV, TRAP_EN, HALT and the priorities are 0 (no trap handler, no host);
     - TRAPSTS: the wave's own (it starts at 0; the model does not record exceptions in it);
-    - GPR_ALLOC: VGPR_SIZE (19:12) = VGPRs / 8 - 1 (RSRC1's wave32 granule), SGPR_SIZE 0 (gfx11: fixed SGPRs);
-    - LDS_ALLOC: LDS_SIZE (20:12) = the workgroup's LDS / 512 bytes (RSRC2.LDS_SIZE), LDS_BASE 0;
+    - GPR_ALLOC: VGPR_SIZE (19:12) = VGPRs / 4 - 1 (:data:`VGPR_GRANULE`), SGPR_SIZE 0 (gfx11: fixed SGPRs);
+    - LDS_ALLOC: LDS_SIZE (20:12) = the workgroup's LDS / 256 bytes (:data:`LDS_GRANULE`), LDS_BASE 0;
     - IB_STS: 0 (memory completes at issue: nothing is outstanding);
     - FLUSH_IB: 0 (write-only); SH_MEM_BASES: the dispatch's; FLAT_SCRATCH_LO/HI: the wave's scratch base (0
       without scratch);
-    - HW_ID1: WAVE_ID (4:0) = the wave's index in its workgroup (mod 32), SIMD, WGP, SA and SE 0, DP_RATE (31:29) 1
-      (the 1/32 float64 rate); HW_ID2: ME_ID (9:8) 1 (compute), queue, pipe, state, workgroup slot and VMID 0 (the
+    - HW_ID1: WAVE_ID (4:0) = the wave's index in its workgroup (mod 32), SIMD (9:8), WGP (13:10), SA (16) and SE
+      (20:18) 0, DP_RATE (31:29) 1 (a value no source read here defines: a choice); HW_ID2 (QUEUE 3:0, PIPE 5:4,
+      ME 9:8, STATE 14:12, WG 20:16, VM 27:24, as umr decodes gfx10+): ME_ID 1 (MEC1, compute), the others 0 (the
       guide calls both "not predictable values": the model's choice);
     - SHADER_CYCLES: the 20-bit count of the wave's clock reads (no clock is modelled: monotonic and deterministic).
     """
@@ -381,7 +395,7 @@ def hwreg_value(w: Wave, hid: int) -> int:
     if hid == HW_REG_TRAPSTS:
         return w.trapsts
     if hid == HW_REG_GPR_ALLOC:
-        return (len(w.v) // 8 - 1) << 12
+        return (-(-len(w.v) // VGPR_GRANULE) - 1 & 0xFF) << 12
     if hid == HW_REG_LDS_ALLOC:
         return (len(w.lds) // LDS_GRANULE & 0x1FF) << 12
     if hid in (HW_REG_IB_STS, HW_REG_FLUSH_IB):
@@ -498,7 +512,7 @@ def _flat(inst: Any, pc: int, bad: Bad) -> Fn:
         lanes = np.nonzero(w.mask())[0]
         if not len(lanes):
             return
-        a = (w.v[va, lanes].astype(U64) | w.v[va + 1, lanes].astype(U64) << U64(32)) + U64(off)
+        a = w.v[va, lanes].astype(U64) | w.v[va + 1, lanes].astype(U64) << U64(32)     # the test omits IOFFSET
         hi = (a >> U64(32)).astype(U64)
         smb = _hw(w).sh_mem_bases
         shared, private = smb >> 16 & 0xFFFF, smb & 0xFFFF
@@ -539,7 +553,11 @@ def _private_atomic(inst: Any, pc: int, ret: bool) -> Fn:
     private bytes (the SCRATCH swizzle: a 64-bit value's dwords lie 128 bytes apart) with the global atomic's
     operation; the old value returned with GLC. Private bytes past the wave's allocation fault as scratch does."""
     f = inst.fields
-    fn, bits, nd = vmem._atomic_op(inst.mnemonic.removeprefix("flat_atomic_"))     # type: ignore[misc]
+    op = vmem._atomic_op(inst.mnemonic.removeprefix("flat_atomic_"))
+    if op is None:
+        raise Unimplemented(f"not modelled: {inst.mnemonic} on the private aperture", pc=pc, mnemonic=inst.name,
+                            encoding="-")
+    fn, bits, nd = op
     off, va, vd, data, nb, words = f["offset"], f["addr"], f["vdst"], f["data"], bits // 8, bits // 32
 
     def run(w: Wave) -> None:
