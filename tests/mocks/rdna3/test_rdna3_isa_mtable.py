@@ -29,32 +29,15 @@ import numpy as np
 import pytest
 from rdna3asm import HAVE_LLVM_MC, asm_many
 from rdna3isa import run, wave
-
-from tinyhw.mocks.rdna3 import FlatMemory
+from rdna3mem import LOADS, STORES, memory, regs
 
 pytestmark = pytest.mark.skipif(not HAVE_LLVM_MC, reason="llvm-mc-19 is not installed")
 EXEC = 126
 M32 = 0xFFFFFFFF
-BASE = 0x10000
 
 
 def _rng(name: str) -> random.Random:
     return random.Random(zlib.crc32(name.encode()))
-
-
-def _memory(rng: random.Random, n: int, base: int = BASE) -> tuple[FlatMemory, int, bytearray]:
-    """A flat memory with ``n`` random bytes at ``buf``, and the reference copy of them."""
-    mem = FlatMemory(base, n + 0x1000)
-    data = rng.randbytes(n)
-    return mem, mem.alloc(data), bytearray(data)
-
-
-def _sext(x: int, bits: int) -> int:
-    return x - (1 << bits) if x >> (bits - 1) & 1 else x
-
-
-def _regs(first: int, n: int) -> str:
-    return f"v{first}" if n == 1 else f"v[{first}:{first + n - 1}]"
 
 
 # ---- SMEM -----------------------------------------------------------------------------------------------------------
@@ -74,7 +57,7 @@ def _sdst(n: int) -> str:
 def test_s_load_offsets_and_ignored_low_bits(name: str) -> None:
     n = SLOADS[name]
     rng = _rng(name)
-    mem, buf, ref = _memory(rng, 0x800)
+    mem, buf, ref = memory(rng, 0x800)
     texts = []
     for _lo, imm, so in SMEM_CASES:
         if so is None:
@@ -105,7 +88,7 @@ SBUF_CASES = [(0, None, 0x400), (8, None, 20), (0, None, 0), (None, 12, 16), (4,
 def test_s_buffer_load_num_records_and_offsets(name: str) -> None:
     n = SLOADS[name.replace("s_buffer_load", "s_load")]
     rng = _rng(name)
-    mem, buf, ref = _memory(rng, 0x800)
+    mem, buf, ref = memory(rng, 0x800)
     texts = []
     for imm, so, _nr in SBUF_CASES:
         if so is None:
@@ -130,7 +113,7 @@ def test_s_buffer_load_num_records_and_offsets(name: str) -> None:
 
 def test_s_dcache_inv_and_gl1_inv_change_nothing() -> None:
     rng = _rng("s_dcache_inv")
-    mem, buf, ref = _memory(rng, 0x100)
+    mem, buf, ref = memory(rng, 0x100)
     w = wave(mem=mem)
     w.s[0:20] = [rng.getrandbits(32) for _ in range(20)]
     before = list(w.s)
@@ -141,27 +124,6 @@ def test_s_dcache_inv_and_gl1_inv_change_nothing() -> None:
 
 # ---- GLOBAL / FLAT loads and stores --------------------------------------------------------------------------------
 
-# load suffix -> (bytes, function of (raw bytes, old VDST dwords) -> new VDST dwords)
-LOADS = {
-    "u8": (1, lambda b, o: [b[0]]), "i8": (1, lambda b, o: [_sext(b[0], 8) & M32]),
-    "u16": (2, lambda b, o: [int.from_bytes(b, "little")]),
-    "i16": (2, lambda b, o: [_sext(int.from_bytes(b, "little"), 16) & M32]),
-    "b32": (4, lambda b, o: list(struct.unpack("<I", b))), "b64": (8, lambda b, o: list(struct.unpack("<2I", b))),
-    "b96": (12, lambda b, o: list(struct.unpack("<3I", b))), "b128": (16, lambda b, o: list(struct.unpack("<4I", b))),
-    "d16_u8": (1, lambda b, o: [o[0] & 0xFFFF0000 | b[0]]),
-    "d16_i8": (1, lambda b, o: [o[0] & 0xFFFF0000 | _sext(b[0], 8) & 0xFFFF]),
-    "d16_b16": (2, lambda b, o: [o[0] & 0xFFFF0000 | int.from_bytes(b, "little")]),
-    "d16_hi_u8": (1, lambda b, o: [o[0] & 0xFFFF | b[0] << 16]),
-    "d16_hi_i8": (1, lambda b, o: [o[0] & 0xFFFF | (_sext(b[0], 8) & 0xFFFF) << 16]),
-    "d16_hi_b16": (2, lambda b, o: [o[0] & 0xFFFF | int.from_bytes(b, "little") << 16]),
-}
-# store suffix -> (bytes, function of the DATA dwords -> the bytes stored)
-STORES = {
-    "b8": (1, lambda d: struct.pack("<I", d[0])[:1]), "b16": (2, lambda d: struct.pack("<I", d[0])[:2]),
-    "b32": (4, lambda d: struct.pack("<I", d[0])), "b64": (8, lambda d: struct.pack("<2I", *d[:2])),
-    "b96": (12, lambda d: struct.pack("<3I", *d[:3])), "b128": (16, lambda d: struct.pack("<4I", *d[:4])),
-    "d16_hi_b8": (1, lambda d: struct.pack("<I", d[0])[2:3]), "d16_hi_b16": (2, lambda d: struct.pack("<I", d[0])[2:4]),
-}
 CACHE = ["", " glc", " slc", " dlc", " glc slc dlc"]
 GLOBAL_OFFSETS = [0, 4, -4, 7, -1, 4095, -4096, 0x123]
 FLAT_OFFSETS = [0, 1, 4, 4095, 0x800]
@@ -179,7 +141,7 @@ def _flat_rows(name: str, mode: str, store: bool) -> tuple[list[str], list[int]]
     seg = "flat" if mode == "flat" else "global"
     op = f"{seg}_{name}"
     size = (STORES if store else LOADS)[name.split("_", 1)[1]][0]
-    regs = _regs(10, _dwords(size))
+    vregs = regs(10, _dwords(size))
     addr = {"vaddr": "v[2:3], ", "saddr": "v2, ", "flat": "v[2:3], "}[mode]
     tail = {"vaddr": ", off", "saddr": ", s[4:5]", "flat": ""}[mode]
     texts = []
@@ -187,9 +149,9 @@ def _flat_rows(name: str, mode: str, store: bool) -> tuple[list[str], list[int]]
         o = f" offset:{off}" if off else ""
         cache = rng.choice(CACHE)
         if store:
-            texts.append(f"{op} {addr}{regs}{tail}{o}{cache}")
+            texts.append(f"{op} {addr}{vregs}{tail}{o}{cache}")
         else:
-            texts.append(f"{op} {regs}, {addr.removesuffix(', ')}{tail}{o}{cache}")
+            texts.append(f"{op} {vregs}, {addr.removesuffix(', ')}{tail}{o}{cache}")
     return texts, offs
 
 
@@ -212,7 +174,7 @@ def test_global_flat_loads(name: str, mode: str) -> None:
     n = _dwords(size)
     texts, offs = _flat_rows(name, mode, False)
     rng = _rng(f"{name}/{mode}")
-    mem, buf, ref = _memory(rng, 0x3000)
+    mem, buf, ref = memory(rng, 0x3000)
     for off, words in zip(offs, asm_many(texts), strict=True):
         w = wave(mem=mem)
         mask = rng.getrandbits(32) | 1
@@ -244,7 +206,7 @@ def test_global_flat_stores(name: str, mode: str) -> None:
     n = _dwords(size)
     texts, offs = _flat_rows(name, mode, True)
     rng = _rng(f"{name}/{mode}")
-    mem, buf, ref = _memory(rng, 0x3000)
+    mem, buf, ref = memory(rng, 0x3000)
     for off, words in zip(offs, asm_many(texts), strict=True):
         w = wave(mem=mem)
         mask = rng.getrandbits(32) | 1
@@ -269,7 +231,7 @@ def test_flat_offset_msb_is_ignored() -> None:
     """The guide's FLAT microcode table: "Flat: 12-bit unsigned offset (MSB is ignored)". A FLAT word with bit 12
     of OFFSET set addresses ADDR + OFFSET[11:0] (GLOBAL: the same 13 bits are signed, -4096 + OFFSET[11:0])."""
     rng = _rng("flat_offset_msb")
-    mem, buf, ref = _memory(rng, 0x3000)
+    mem, buf, ref = memory(rng, 0x3000)
     flat, glob = asm_many(["flat_load_b32 v10, v[2:3] offset:16", "global_load_b32 v10, v[2:3], off offset:16"])
     for words, delta in (([flat[0] | 1 << 12, flat[1]], 16), ([glob[0] | 1 << 12, glob[1]], 16 - 4096)):
         w = wave(mem=mem)
@@ -283,7 +245,7 @@ def test_flat_offset_msb_is_ignored() -> None:
 def test_global_saddr_vgpr_offset_is_unsigned_32_bits() -> None:
     """GLOBAL with SADDR: the VGPR is a 32-bit unsigned offset (0xFFFFFFF0 is 4 GiB - 16 above SADDR, not -16)."""
     rng = _rng("saddr_unsigned")
-    mem, buf, ref = _memory(rng, 0x100, base=0x1_0000_0000)
+    mem, buf, ref = memory(rng, 0x100, base=0x1_0000_0000)
     (words,) = asm_many(["global_load_b32 v10, v2, s[4:5] offset:-16"])
     w = wave(mem=mem)
     w.s[EXEC] = 1
@@ -303,12 +265,12 @@ WAVE_BYTES = 0x1000                      # 128 private bytes per lane
 
 def _scratch_rows(name: str, mode: str, store: bool) -> list[str]:
     size = (STORES if store else LOADS)[name.split("_", 1)[1]][0]
-    regs = _regs(10, _dwords(size))
+    vregs = regs(10, _dwords(size))
     va, sa = SCRATCH_MODES[mode]
     rows = []
     for off in SCRATCH_OFFSETS:
         o = f" offset:{off}" if off else ""
-        rows.append(f"scratch_{name} {va}, {regs}, {sa}{o}" if store else f"scratch_{name} {regs}, {va}, {sa}{o}")
+        rows.append(f"scratch_{name} {va}, {vregs}, {sa}{o}" if store else f"scratch_{name} {vregs}, {va}, {sa}{o}")
     return rows
 
 
@@ -331,7 +293,7 @@ def test_scratch_loads_and_stores_every_width(kind: str, mode: str) -> None:
     for suffix, (size, fn) in table.items():
         name = f"{kind}_{suffix}"
         rng = _rng(f"scratch_{name}/{mode}")
-        mem, buf, ref = _memory(rng, WAVE_BYTES)
+        mem, buf, ref = memory(rng, WAVE_BYTES)
         n = _dwords(size)
         for off, words in zip(SCRATCH_OFFSETS, asm_many(_scratch_rows(name, mode, kind == "store")), strict=True):
             if mode == "st" and off < 0:
@@ -349,14 +311,14 @@ def test_scratch_loads_and_stores_every_width(kind: str, mode: str) -> None:
             run(words, w)
             for lane in range(32):
                 vas = [_swz(buf, priv[lane] + k, lane) - buf for k in range(size)]
-                regs = [vals[j][lane] for j in range(n)]
+                lane_regs = [vals[j][lane] for j in range(n)]
                 if kind == "store":
                     if mask >> lane & 1:
-                        for va, b in zip(vas, fn(regs), strict=True):
+                        for va, b in zip(vas, fn(lane_regs), strict=True):
                             ref[va] = b
                     continue
                 got = [int(w.v[10 + j, lane]) for j in range(n)]
-                want = fn(bytes(ref[va] for va in vas), regs) if mask >> lane & 1 else regs
+                want = fn(bytes(ref[va] for va in vas), lane_regs) if mask >> lane & 1 else lane_regs
                 assert got == want, (name, mode, off, lane)
             assert mem.peek(buf, len(ref)) == bytes(ref), (name, mode, off)
 
@@ -364,7 +326,7 @@ def test_scratch_loads_and_stores_every_width(kind: str, mode: str) -> None:
 def test_scratch_sve_off_ignores_the_vgpr() -> None:
     """SVE=0 (``off`` for the VGPR): the VGPR named in ADDR does not contribute (guide's SVE table: ST and SS)."""
     rng = _rng("scratch_sve0")
-    mem, buf, ref = _memory(rng, WAVE_BYTES)
+    mem, buf, ref = memory(rng, WAVE_BYTES)
     (words,) = asm_many(["scratch_load_b32 v10, off, s7 offset:4"])
     w = wave(mem=mem)
     w.scratch, w.scratch_size = buf, WAVE_BYTES
