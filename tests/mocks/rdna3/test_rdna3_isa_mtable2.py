@@ -184,7 +184,10 @@ def test_global_flat_atomics_in_lane_order(suffix: str, mode: str) -> None:
             if two:
                 _set(w, 4 + words, lane, bits, cmps[lane])
             _set(w, 10, lane, bits, pre[lane])
+        before = w.v.copy()
         run(words_, w)
+        ret_rows = list(range(10, 10 + words))               # the only VGPRs an atomic may write (VDST with GLC)
+        assert np.array_equal(np.delete(w.v, ret_rows, axis=0), np.delete(before, ret_rows, axis=0)), texts
         want_ret = list(pre)
         for lane in range(32):                                    # lane order
             if not mask >> lane & 1:
@@ -458,7 +461,10 @@ def test_ds_atomics_in_lane_order(m: str) -> None:
             _set(w, 10, lane, bits, srcs[lane])
             _set(w, 12, lane, bits, cmps[lane])
             _set(w, 20, lane, bits, pre[lane])
+        before = w.v.copy()
         run(words, w)
+        ret_rows = list(range(20, 20 + words_))              # the only VGPRs an atomic may write (VDST, _rtn)
+        assert np.array_equal(np.delete(w.v, ret_rows, axis=0), np.delete(before, ret_rows, axis=0)), m
         want_ret = list(pre)
         for lane in range(32):
             if not mask >> lane & 1:
