@@ -79,9 +79,10 @@ def test_s_load_offsets_and_ignored_low_bits(name: str) -> None:
         assert w.s[8 + n:40] == [0xDEAD0000 + i for i in range(n, 32)], name
 
 
-# (instruction offset or None, SOFFSET value or None, NUM_RECORDS)
-SBUF_CASES = [(0, None, 0x400), (8, None, 20), (0, None, 0), (None, 12, 16), (4, 4, 24), (3, None, 12),
-              (None, 7, 64), (0x3FC, None, 0x400), (16, 5, 40), (0, None, 4), (2, 6, 64), (1, 3, 64)]
+# (instruction offset or None, SOFFSET value or None, NUM_RECORDS, low bits of the V# base)
+SBUF_CASES = [(0, None, 0x400, 0), (8, None, 20, 0), (0, None, 0, 0), (None, 12, 16, 0), (4, 4, 24, 0),
+              (3, None, 12, 0), (None, 7, 64, 0), (0x3FC, None, 0x400, 0), (16, 5, 40, 0), (0, None, 4, 0),
+              (2, 6, 64, 0), (1, 3, 64, 0), (0, None, 64, 2), (4, 8, 64, 3), (2, 2, 64, 1)]
 
 
 @pytest.mark.parametrize("name", sorted(m.replace("s_load", "s_buffer_load") for m in SLOADS))
@@ -90,16 +91,16 @@ def test_s_buffer_load_num_records_and_offsets(name: str) -> None:
     rng = _rng(name)
     mem, buf, ref = memory(rng, 0x800)
     texts = []
-    for imm, so, _nr in SBUF_CASES:
+    for imm, so, _nr, _lo in SBUF_CASES:
         if so is None:
             texts.append(f"{name} {_sdst(n)}, s[44:47], {imm}")
         elif imm is None:
             texts.append(f"{name} {_sdst(n)}, s[44:47], s5")
         else:
             texts.append(f"{name} {_sdst(n)}, s[44:47], s5 offset:{imm}")
-    for (imm, so, nr), words in zip(SBUF_CASES, asm_many(texts), strict=True):
+    for (imm, so, nr, lo), words in zip(SBUF_CASES, asm_many(texts), strict=True):
         w = wave(mem=mem)
-        base = buf + 0x100
+        base = buf + 0x100 + lo
         w.s[44:48] = [base & M32, base >> 32 & 0xFFFF, nr, 0]     # V#: base, stride 0, NUM_RECORDS
         w.s[5] = so or 0
         w.s[8:40] = [0xBEEF0000 + i for i in range(32)]
@@ -109,6 +110,19 @@ def test_s_buffer_load_num_records_and_offsets(name: str) -> None:
                 for i in range(n)]
         assert w.s[8:8 + n] == want, (name, imm, so, nr)
         assert w.s[8 + n:40] == [0xBEEF0000 + i for i in range(n, 32)], name
+
+
+def test_smem_soffset_m0() -> None:
+    """SOFFSET may name M0 (the guide's "SGPR[offset] or M0")."""
+    rng = _rng("smem_m0")
+    mem, buf, ref = memory(rng, 0x200)
+    load, bload = asm_many(["s_load_b64 s[8:9], s[2:3], m0 offset:0x4", "s_buffer_load_b32 s10, s[44:47], m0"])
+    w = wave(mem=mem)
+    w.s[2], w.s[3], w.s[125] = buf & M32, buf >> 32, 0x13
+    w.s[44:48] = [buf & M32, buf >> 32, 0x100, 0]
+    run(load, w)
+    run(bload, w)
+    assert w.s[8:10] == list(struct.unpack_from("<2I", ref, 0x14)) and w.s[10] == struct.unpack_from("<I", ref, 0x10)[0]
 
 
 def test_s_dcache_inv_and_gl1_inv_change_nothing() -> None:

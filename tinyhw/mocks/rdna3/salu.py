@@ -555,7 +555,7 @@ def compile_smem(inst: Any, bad: Callable[[str], Exception]) -> Fn:
 def _buffer_load(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     """s_buffer_load_b32..b512: the buffer resource (V#) in SGPRs SBASE..SBASE+3 gives the base address (bits 47:0)
     and NUM_RECORDS (dword 2, bytes); dwords at base + offset (+ SOFFSET) at or beyond NUM_RECORDS read 0. The two
-    offsets' low two bits are ignored each (as for s_load, :func:`smem_address`)."""
+    LSBs of the base and of each offset are ignored (as for s_load, :func:`smem_address`)."""
     f = inst.fields
     n = _SLOAD[inst.mnemonic.replace("s_buffer_load", "s_load")]
     d, base, off, so = f["sdata"], f["sbase"], f["offset"], f["soffset"]
@@ -564,7 +564,7 @@ def _buffer_load(inst: Any, bad: Callable[[str], Exception]) -> Fn:
 
     def run(w: Wave) -> None:
         s = w.s
-        addr0 = s[base] | (s[base + 1] & 0xFFFF) << 32
+        addr0 = (s[base] | (s[base + 1] & 0xFFFF) << 32) & ~3       # the V# base's two LSBs are ignored too
         rel = ((off & ~3) + ((0 if so == 124 else s[so]) & ~3)) & M32
         limit = s[base + 2]
         ok = max(0, min(n, (limit - rel + 3) // 4)) if rel < limit else 0
