@@ -349,3 +349,91 @@ def test_scratch_sve_off_ignores_the_vgpr() -> None:
     run(words, w)
     assert [int(x) for x in w.v[10]] == [struct.unpack_from("<I", ref, _swz(0, 12, lane))[0] for lane in range(32)]
     assert np.count_nonzero(w.v[10]) > 0
+
+
+# ---- the lockstep (several waves at once) paths give the same answers ---------------------------------------------
+
+class _Waves:
+    """The face of several waves in lockstep that vmem.wide_global and the SMEM lockstep function read: VGPRs as
+    (regs, waves, 32), agreed SGPRs, EXEC as (waves, 32) lanes, the memory and the access log."""
+
+    def __init__(self, k: int, mem, rng: random.Random) -> None:
+        self.waves = [None] * k
+        self.v = np.array([[[rng.getrandbits(32) for _ in range(32)] for _ in range(k)] for _ in range(32)],
+                          dtype=np.uint32)
+        self.s = [0] * 128
+        self.lanes = np.array([[rng.random() < 0.7 for _ in range(32)] for _ in range(k)])
+        self.mem, self.log = mem, []
+
+    def mask(self) -> np.ndarray:
+        return self.lanes
+
+
+WIDE = [f"load_{s}" for s in ("b32", "b64", "b96", "b128")] + [f"store_{s}" for s in ("b32", "b64", "b96", "b128")]
+
+
+@pytest.mark.parametrize("mode", ["vaddr", "saddr"])
+@pytest.mark.parametrize("name", WIDE)
+def test_lockstep_global_loads_and_stores_match_the_table(name: str, mode: str) -> None:
+    from tinyhw.formats.amdisa import decode_at
+    from tinyhw.mocks.rdna3.vmem import PER_WAVE, wide_global
+
+    store = name.startswith("store")
+    size = (STORES if store else LOADS)[name.split("_", 1)[1]][0]
+    n = _dwords(size)
+    texts, offs = _flat_rows(name, mode, store)
+    rng = _rng(f"wide/{name}/{mode}")
+    mem, buf, ref = memory(rng, 0x3000)
+    for off, words in zip(offs, asm_many(texts), strict=True):
+        inst = decode_at(struct.pack(f"<{len(words)}I", *words) + bytes(16), 0, "gfx11")
+        fn = wide_global(inst)
+        assert fn is not None, texts
+        k = 3
+        ww = _Waves(k, mem, rng)
+        slots = rng.sample(range(0x1000 // 32), 32 * k) if store else []
+        addrs = [[buf + 0x1000 + (32 * slots[32 * i + lane] + rng.randrange(32 - size + 1) if store else
+                                  rng.randrange(0x1000)) for lane in range(32)] for i in range(k)]
+        sbase = buf - rng.randrange(1, 0x800)
+        ww.s[4], ww.s[5] = sbase & M32, sbase >> 32
+        for i in range(k):
+            for lane in range(32):
+                a = addrs[i][lane] - off
+                if mode == "saddr":
+                    ww.v[2, i, lane] = a - sbase
+                else:
+                    ww.v[2, i, lane], ww.v[3, i, lane] = a & M32, a >> 32
+        before = ww.v.copy()
+        assert fn(ww) != PER_WAVE
+        for i in range(k):
+            for lane in range(32):
+                a = addrs[i][lane] - buf
+                on = ww.lanes[i, lane]
+                prev = [int(before[10 + j, i, lane]) for j in range(n)]
+                if store:
+                    if on:
+                        ref[a:a + size] = STORES[name.split("_", 1)[1]][1](prev)
+                    continue
+                got = [int(ww.v[10 + j, i, lane]) for j in range(n)]
+                assert got == (LOADS[name.split("_", 1)[1]][1](bytes(ref[a:a + size]), prev) if on else prev)
+        assert mem.peek(buf, len(ref)) == bytes(ref), (texts, off)
+
+
+@pytest.mark.parametrize("name", sorted(SLOADS))
+def test_lockstep_s_load_matches_the_table(name: str) -> None:
+    from tinyhw.formats.amdisa import decode_at
+    from tinyhw.mocks.rdna3.dispatch import _wide_sload
+
+    n = SLOADS[name]
+    rng = _rng(f"wide/{name}")
+    mem, buf, ref = memory(rng, 0x800)
+    cases = [(2, 2, 1), (3, -8, 13), (1, 1, 1), (0, 0x1FC, 0)]
+    texts = [f"{name} {_sdst(n)}, s[2:3], s5 offset:{imm}" for _lo, imm, _so in cases]
+    for (lo, imm, so), words in zip(cases, asm_many(texts), strict=True):
+        fn = _wide_sload(decode_at(struct.pack(f"<{len(words)}I", *words) + bytes(16), 0, "gfx11"))
+        assert fn is not None
+        ww = _Waves(2, mem, rng)
+        base = buf + 0x200 + lo
+        ww.s[2], ww.s[3], ww.s[5] = base & M32, base >> 32, so
+        fn(ww)
+        addr = (base & ~3) + (imm & ~3) + (so & ~3) - buf
+        assert ww.s[8:8 + n] == list(struct.unpack_from(f"<{n}I", ref, addr)), (name, lo, imm, so)
