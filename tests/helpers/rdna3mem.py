@@ -7,6 +7,8 @@ from __future__ import annotations
 import random
 import struct
 
+import numpy as np
+
 from tinyhw.mocks.rdna3 import FlatMemory
 
 M32 = 0xFFFFFFFF
@@ -51,3 +53,20 @@ STORES = {
     "b96": (12, lambda d: struct.pack("<3I", *d[:3])), "b128": (16, lambda d: struct.pack("<4I", *d[:4])),
     "d16_hi_b8": (1, lambda d: struct.pack("<I", d[0])[2:3]), "d16_hi_b16": (2, lambda d: struct.pack("<I", d[0])[2:4]),
 }
+
+
+class Waves:
+    """The face of several waves in lockstep that vmem.wide_global and the SMEM lockstep function read: VGPRs as
+    (regs, waves, 32), agreed SGPRs, EXEC as (waves, 32) lanes, the memory and the access log."""
+
+    def __init__(self, k: int, mem: FlatMemory, rng: random.Random) -> None:
+        self.waves = [None] * k
+        self.v = np.array([[[rng.getrandbits(32) for _ in range(32)] for _ in range(k)] for _ in range(32)],
+                          dtype=np.uint32)
+        self.s = [0] * 128
+        self.lanes = np.array([[rng.random() < 0.7 for _ in range(32)] for _ in range(k)])
+        self.mem, self.log = mem, []
+
+    def mask(self) -> np.ndarray:
+        """EXEC as (waves, 32) lanes."""
+        return self.lanes

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 from rdna3asm import HAVE_LLVM_MC, asm_many
 from rdna3isa import run, wave
-from rdna3mem import LOADS, STORES, memory, regs
+from rdna3mem import LOADS, STORES, Waves, memory, regs
 
 pytestmark = pytest.mark.skipif(not HAVE_LLVM_MC, reason="llvm-mc-19 is not installed")
 EXEC = 126
@@ -353,22 +353,6 @@ def test_scratch_sve_off_ignores_the_vgpr() -> None:
 
 # ---- the lockstep (several waves at once) paths give the same answers ---------------------------------------------
 
-class _Waves:
-    """The face of several waves in lockstep that vmem.wide_global and the SMEM lockstep function read: VGPRs as
-    (regs, waves, 32), agreed SGPRs, EXEC as (waves, 32) lanes, the memory and the access log."""
-
-    def __init__(self, k: int, mem, rng: random.Random) -> None:
-        self.waves = [None] * k
-        self.v = np.array([[[rng.getrandbits(32) for _ in range(32)] for _ in range(k)] for _ in range(32)],
-                          dtype=np.uint32)
-        self.s = [0] * 128
-        self.lanes = np.array([[rng.random() < 0.7 for _ in range(32)] for _ in range(k)])
-        self.mem, self.log = mem, []
-
-    def mask(self) -> np.ndarray:
-        return self.lanes
-
-
 WIDE = [f"load_{s}" for s in ("b32", "b64", "b96", "b128")] + [f"store_{s}" for s in ("b32", "b64", "b96", "b128")]
 
 
@@ -389,7 +373,7 @@ def test_lockstep_global_loads_and_stores_match_the_table(name: str, mode: str) 
         fn = wide_global(inst)
         assert fn is not None, texts
         k = 3
-        ww = _Waves(k, mem, rng)
+        ww = Waves(k, mem, rng)
         slots = rng.sample(range(0x1000 // 32), 32 * k) if store else []
         addrs = [[buf + 0x1000 + (32 * slots[32 * i + lane] + rng.randrange(32 - size + 1) if store else
                                   rng.randrange(0x1000)) for lane in range(32)] for i in range(k)]
@@ -431,7 +415,7 @@ def test_lockstep_s_load_matches_the_table(name: str) -> None:
     for (lo, imm, so), words in zip(cases, asm_many(texts), strict=True):
         fn = _wide_sload(decode_at(struct.pack(f"<{len(words)}I", *words) + bytes(16), 0, "gfx11"))
         assert fn is not None
-        ww = _Waves(2, mem, rng)
+        ww = Waves(2, mem, rng)
         base = buf + 0x200 + lo
         ww.s[2], ww.s[3], ww.s[5] = base & M32, base >> 32, so
         fn(ww)

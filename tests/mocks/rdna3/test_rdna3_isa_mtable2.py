@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 from rdna3asm import HAVE_LLVM_MC, asm_many
 from rdna3isa import f32, f64, from32, from64, run, wave
-from rdna3mem import LOADS, STORES, memory, regs, sext
+from rdna3mem import LOADS, STORES, Waves, memory, regs, sext
 
 from tinyhw.formats.rdna3_ops import OPS
 
@@ -486,3 +486,57 @@ def test_ds_atomics_in_lane_order(m: str) -> None:
         assert got[:0x100] == bytes(ref[:0x100]) and got[0x120:] == bytes(ref[0x120:]), (m, off)
         for lane in range(32):
             assert _same(bits, typ, _get(w, 20, lane, bits), want_ret[lane]), (m, off, lane)
+
+
+@pytest.mark.parametrize("suffix", GLOBAL_ATOMICS)
+def test_lockstep_global_atomics_wave_after_wave(suffix: str) -> None:
+    """vmem.wide_global's atomics for several waves at once: lane order within a wave, wave after wave."""
+    from tinyhw.formats.amdisa import decode_at
+    from tinyhw.mocks.rdna3.vmem import wide_global
+
+    op, typ = _split(suffix)
+    bits = 64 if typ.endswith("64") else 32
+    nb, words = bits // 8, bits // 32
+    two = op == "cmpswap"
+    text = f"global_atomic_{suffix} {regs(10, words)}, v2, {regs(4, 2 * words if two else words)}, s[20:21] glc"
+    (code,) = asm_many([text])
+    fn = wide_global(decode_at(struct.pack(f"<{len(code)}I", *code) + bytes(16), 0, "gfx11"))
+    assert fn is not None
+    rng = _rng(f"wide/{suffix}")
+    mem, buf, ref = memory(rng, 0x200)
+    cells = [_value(rng, op, typ) for _ in range(4)]
+    for c, x in enumerate(cells):
+        ref[8 * c:8 * c + nb] = _pack(bits, x)
+    mem.poke(buf, bytes(ref))
+    k = 3
+    ww = Waves(k, mem, rng)
+    ww.s[20], ww.s[21] = buf & M32, buf >> 32
+    cell = [[rng.randrange(4) for _ in range(32)] for _ in range(k)]
+    vals = [[(_value(rng, op, typ), _value(rng, op, typ) if rng.random() < 0.5 else rng.choice(cells))
+             for _ in range(32)] for _ in range(k)]
+    for i in range(k):
+        for lane in range(32):
+            ww.v[2, i, lane] = 8 * cell[i][lane]
+            src, cmp = vals[i][lane]
+            ww.v[4, i, lane], ww.v[4 + words, i, lane] = src & M32, cmp & M32 if two else ww.v[4 + words, i, lane]
+            if bits == 64:
+                ww.v[5, i, lane] = src >> 32
+                if two:
+                    ww.v[7, i, lane] = cmp >> 32
+    before = ww.v.copy()
+    fn(ww)
+    for i in range(k):                                            # wave after wave, lanes in order
+        for lane in range(32):
+            got = int(ww.v[10, i, lane]) | (int(ww.v[11, i, lane]) << 32 if bits == 64 else 0)
+            if not ww.lanes[i, lane]:
+                assert got == int(before[10, i, lane]) | (int(before[11, i, lane]) << 32 if bits == 64 else 0)
+                continue
+            at = 8 * cell[i][lane]
+            old = int.from_bytes(ref[at:at + nb], "little")
+            src, cmp = vals[i][lane]
+            ref[at:at + nb] = _pack(bits, reference(op, typ, old, src, cmp if two else 0))
+            assert _same(bits, typ, got, old), (suffix, i, lane)
+    got_mem = mem.peek(buf, 32)
+    for c in range(4):
+        assert _same(bits, typ, int.from_bytes(got_mem[8 * c:8 * c + nb], "little"),
+                     int.from_bytes(ref[8 * c:8 * c + nb], "little")), (suffix, c)
