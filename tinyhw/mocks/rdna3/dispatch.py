@@ -1016,7 +1016,7 @@ def _wide_sload(inst: Inst) -> Callable[[Any], Any] | None:
         lo, hi, x = s[base], s[base + 1], (0 if so == NULL else s[so])
         if type(lo) is not int or type(hi) is not int or type(x) is not int:
             return vmem.PER_WAVE
-        addr = ((lo | hi << 32) + off + x) & ~3 & ((1 << 64) - 1)
+        addr = salu.smem_address(lo | hi << 32, off, x)
         vals = struct.unpack(fmt, ww.mem.read(addr, 4 * n))
         for i, y in enumerate(vals):
             s[d + i] = y

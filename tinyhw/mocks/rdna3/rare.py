@@ -479,6 +479,8 @@ def _ds_name(flat: str, ret: bool) -> tuple[str, int] | None:
 def _flat(inst: Any, pc: int, bad: Bad) -> Fn:
     """A FLAT (SEG 0) instruction with the apertures (see the module text): the global path for canonical
     addresses, the DS form for the LDS aperture, the SCRATCH form for the private one, each on its own lanes."""
+    if inst.fields["seg"] == 0:       # FLAT: OFFSET is 12 bits unsigned, the field's MSB ignored (vmem.flat_offset)
+        inst = dataclasses.replace(inst, fields={**inst.fields, "offset": vmem.flat_offset(inst.fields["offset"])})
     f, m = inst.fields, inst.mnemonic
     plain = vmem.compile_global(inst, bad)
     if f["seg"] != 0:

@@ -522,6 +522,14 @@ def compile_sopp(inst: Any, pc: int, bad: Callable[[str], Exception]) -> Fn:
 _SLOAD = {"s_load_b32": 1, "s_load_b64": 2, "s_load_b128": 4, "s_load_b256": 8, "s_load_b512": 16}
 
 
+def smem_address(base: int, offset: int, soffset: int) -> int:
+    """An s_load address: SGPR-pair base + the signed instruction offset + the SOFFSET register. ISA guide, scalar
+    memory addressing: "All components of the address (base, offset, inst_offset, M0) are in bytes, but the two
+    LSBs are ignored and treated as if they were zero": each component is cut to a dword multiple before the sum
+    (base 2 + offset 2 reads at base 0, not 4)."""
+    return ((base & ~3) + (offset & ~3) + (soffset & ~3)) & M64
+
+
 def compile_smem(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     """Compile an s_load_b32..b512 into a function that reads the dwords at SGPR-pair base + offset (+ SOFFSET) into
     SGPRs; other SMEM opcodes are not modelled."""
@@ -539,14 +547,15 @@ def compile_smem(inst: Any, bad: Callable[[str], Exception]) -> Fn:
 
     def run(w: Wave) -> None:
         s = w.s
-        addr = ((s[base] | s[base + 1] << 32) + off + (0 if so == 124 else s[so])) & ~3 & M64
+        addr = smem_address(s[base] | s[base + 1] << 32, off, 0 if so == 124 else s[so])
         s[d:d + n] = struct.unpack(fmt, w.mem.read(addr, 4 * n))
     return run
 
 
 def _buffer_load(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     """s_buffer_load_b32..b512: the buffer resource (V#) in SGPRs SBASE..SBASE+3 gives the base address (bits 47:0)
-    and NUM_RECORDS (dword 2, bytes); dwords at base + offset (+ SOFFSET) at or beyond NUM_RECORDS read 0."""
+    and NUM_RECORDS (dword 2, bytes); dwords at base + offset (+ SOFFSET) at or beyond NUM_RECORDS read 0. The two
+    LSBs of the base and of each offset are ignored (as for s_load, :func:`smem_address`)."""
     f = inst.fields
     n = _SLOAD[inst.mnemonic.replace("s_buffer_load", "s_load")]
     d, base, off, so = f["sdata"], f["sbase"], f["offset"], f["soffset"]
@@ -555,8 +564,8 @@ def _buffer_load(inst: Any, bad: Callable[[str], Exception]) -> Fn:
 
     def run(w: Wave) -> None:
         s = w.s
-        addr0 = s[base] | (s[base + 1] & 0xFFFF) << 32
-        rel = (off + (0 if so == 124 else s[so])) & ~3 & M32
+        addr0 = (s[base] | (s[base + 1] & 0xFFFF) << 32) & ~3       # the V# base's two LSBs are ignored too
+        rel = ((off & ~3) + ((0 if so == 124 else s[so]) & ~3)) & M32
         limit = s[base + 2]
         ok = max(0, min(n, (limit - rel + 3) // 4)) if rel < limit else 0
         vals = list(struct.unpack(f"<{ok}I", w.mem.read((addr0 + rel) & M64, 4 * ok))) if ok else []

@@ -159,6 +159,8 @@ def compile_global(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         raise bad("scratch (private segment) addressing is not modelled")
     off, saddr, va, vd, data = f["offset"], f["saddr"], f["addr"], f["vdst"], f["data"]
     flat = f["seg"] == 0
+    if flat:
+        off = flat_offset(off)
     if flat and saddr != 0x7C:
         raise bad("FLAT with an SADDR")
 
@@ -232,6 +234,14 @@ def compile_global(inst: Any, bad: Callable[[str], Exception]) -> Fn:
                 scatter(w.mem, addr(w, lanes), hi16.view(U8).reshape(len(lanes), 4)[:, :size].copy())
         return store16
     raise bad("global memory opcode not modelled")
+
+
+def flat_offset(offset: int) -> int:
+    """The byte offset of a FLAT (SEG 0) instruction from its decoded OFFSET field (which the decoder sign-extends
+    from 13 bits, as GLOBAL and SCRATCH use it). ISA guide, FLAT microcode table: "Scratch, Global: 13-bit signed
+    byte offset. Flat: 12-bit unsigned offset (MSB is ignored)"; LLVM's assembler likewise rejects negative FLAT
+    offsets. So bit 12 adds nothing: the offset is OFFSET[11:0]."""
+    return offset & 0xFFF
 
 
 def _aperture(a: np.ndarray) -> np.ndarray:
