@@ -61,8 +61,8 @@ four lanes of the quad (coarse derivatives), from the address VGPRs of all four 
 
 Results: DMASK picks the components (packed into consecutive VGPRs, gather always returns four), f32, or f16 pairs
 with D16 (rounded to nearest even); UINT/SINT images return the integers (point sampling only). TFE: the status
-VGPR after the data is written only when a fetch fails (LLVM's review D48826, as image.py reads it); nothing is ever
-non-resident here, so it keeps its value. LWE is refused.
+VGPR after the data gets 0, as image.py writes it (the guide's TFE text: TD writes the status; nothing fails
+here). LWE is refused.
 
 Choices not checked on hardware (the guide does not pin them): the quads of a compute wave and coarse derivatives; the
 filter weights are exact (float64) fractions by default, not the hardware's fixed-point subtexel weights
@@ -237,6 +237,7 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
     if len(vaddr) < ndw:
         raise bad(f"{ndw} address dwords with NSA (at most 5)")
     rs, ss, vdata, dmask, d16 = f["srsrc"], f["ssamp"], f["vdata"], f["dmask"], bool(f["d16"])
+    tfe = bool(f["tfe"])
     tdw = 4 if f["r128"] else 8
     if rs + tdw > 106 or ss + 4 > 106:
         raise bad("a T# or S# outside the SGPRs")
@@ -328,6 +329,8 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
             res[:, 0] = np.clip(lod, 0, nlev - 1)
             res[:, 1] = raw
             _write(w, lanes, res, dmask, vdata, False, 4, False)
+            if tfe:
+                w.v[vdata + nregs, lanes] = 0
             return
         # levels and their weights
         mipf = 1 if kind == "gather" and s.mip_filter == 2 else s.mip_filter
@@ -369,6 +372,8 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
                 part[nxt[sel]] = part[nxt[sel]] * (1 - fr) + hi * fr
             res[sel] = part
         _write(w, lanes, res, 0xF if kind == "gather" else dmask, vdata, d16, nregs, as_int and ref is None)
+        if tfe:                      # the status VGPR after the data: 0, no fetch fails (as image.py)
+            w.v[vdata + nregs, lanes] = 0
 
     def _level(ctx: tuple[Any, ...], sel: np.ndarray, lv: int, base: int, linear: np.ndarray,
                kind: str) -> np.ndarray:
