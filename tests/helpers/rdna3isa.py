@@ -8,12 +8,11 @@ one wave. Expected values in the tests are computed independently: Python intege
 
 from __future__ import annotations
 
-import re
 import struct
-import subprocess
 from fractions import Fraction
 
 import numpy as np
+from rdna3asm import asm  # re-exported: the tests take asm and go from here
 
 from tinyhw.formats.amdisa import decode_at
 from tinyhw.formats.rdna3_ops import OPS
@@ -192,21 +191,6 @@ def exact(bits: int, fmt: str) -> Fraction:
     val = Fraction(m, 1 << mbits) * Fraction(2) ** (1 - bias) if e == 0 else \
         (1 + Fraction(m, 1 << mbits)) * Fraction(2) ** (e - bias)
     return -val if sign else val
-
-
-_ASM: dict[str, list[int]] = {}
-
-
-def asm(text: str) -> list[int]:
-    """The dwords llvm-mc-19 encodes the instruction ``text`` to (gfx1100), cached per text."""
-    if text not in _ASM:
-        res = subprocess.run(["llvm-mc-19", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"], input=text + "\n",
-                             capture_output=True, text=True, check=False)
-        enc = re.search(r"encoding: \[([^\]]*)\]", res.stdout)
-        assert enc, f"{text}: {res.stderr}"
-        raw = bytes(int(x, 16) for x in enc.group(1).split(","))
-        _ASM[text] = [int.from_bytes(raw[i:i + 4], "little") for i in range(0, len(raw), 4)]
-    return _ASM[text]
 
 
 def go(w: Wave, text: str) -> object:
