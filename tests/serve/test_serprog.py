@@ -126,6 +126,33 @@ def test_a_board_that_cannot_open_ends_the_session_at_its_first_spi_operation(tm
     assert not any("device released" in line for line in sv.audit.lines)
 
 
+def test_a_failed_restore_is_audited_and_the_device_still_released() -> None:
+    """A pulled cable fails the rom_sw restore at the end of a session: the audit line says so, the device is still
+    closed and nothing is raised into the listener."""
+    import threading
+    import types
+    from collections import Counter
+
+    lines: list[str] = []
+    closed: list[bool] = []
+
+    class Sw:
+        def close(self) -> None:
+            raise OSError("the cable is gone")
+
+    op = serprog._Opening.__new__(serprog._Opening)
+    op.server = types.SimpleNamespace(audit=lambda _name, line: lines.append(line))  # type: ignore[assignment]
+    op.name, op.error = "t", None
+    op.sw = Sw()  # type: ignore[assignment]
+    op.opened = types.SimpleNamespace(close=lambda: closed.append(True))  # type: ignore[assignment]
+    op.thread = threading.Thread(target=lambda: None)
+    op.thread.start()
+    op.release("closed", Counter({"03": 2}))
+    assert closed == [True]
+    assert lines == ["device released (closed; restoring the rom_sw controls failed: the cable is gone); "
+                     "operations {'03': 2}"]
+
+
 def test_pty_mode(tmp_path: Path) -> None:
     """`serve serprog` (the pty is the default): flashrom's dev=/dev/pts/N path speaks the same protocol (a Python
     client here), on a pty only this uid may open."""

@@ -217,7 +217,11 @@ class _Opening:
         self.thread.join()
         try:
             if self.sw is not None:
-                self.sw.__exit__(None, None, None)
+                try:
+                    self.sw.close()
+                except (TinyhwError, OSError) as e:     # a pulled cable fails the restore too: said, not raised
+                    why = e.message if isinstance(e, TinyhwError) else str(e)
+                    reason = f"{reason}; restoring the rom_sw controls failed: {why}"
         finally:
             if self.opened is not None:
                 self.opened.close()
