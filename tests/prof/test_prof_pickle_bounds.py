@@ -110,6 +110,23 @@ def test_depth_walk_counts_shared_objects_once_and_survives_cycles() -> None:
         graph_depth(x, 100)
 
 
+def test_a_class_name_with_a_newline_is_refused_in_one_line() -> None:
+    """A mutated real profile once named the module "\ninygrad.helpers" (the fuzz test below found it): the refusal
+    names it escaped, on one line."""
+    def short(text: str) -> bytes:
+        raw = text.encode()
+        return b"\x8c" + bytes([len(raw)]) + raw              # SHORT_BINUNICODE
+
+    blob = b"\x80\x04" + short("\ninygrad.helpers") + short("ProfileRangeEvent") + b"\x93."   # STACK_GLOBAL
+    with pytest.raises(Refused) as e:
+        loads_profile(blob)
+    assert "\n" not in str(e.value) and "\\ninygrad.helpers.ProfileRangeEvent" in str(e.value)
+    blob = b"\x80\x04" + short("tinygrad.x") + short("A\nB") + b"\x93)\x81}\x94K\x01K\x02s\x62."  # a bad field
+    with pytest.raises(Refused) as e:
+        loads_profile(blob)
+    assert "\n" not in str(e.value) and "gives A\\nB a field named by a int" in str(e.value)
+
+
 def test_records_never_format_their_contents() -> None:
     out = loads_profile(craft.profile(craft.sqtt_event(device=craft.shared_tuple_tree(200))), max_depth=300)
     t0 = time.process_time()

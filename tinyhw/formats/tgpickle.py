@@ -97,7 +97,7 @@ class Record:
         for part in parts:
             for k, v in (part or {}).items():
                 if not isinstance(k, str):
-                    raise Refused(f"pickle gives {self._qualname} a field named by a {type(k).__name__}, "
+                    raise Refused(f"pickle gives {_one_line(self._qualname)} a field named by a {type(k).__name__}, "
                                   "not a string; not a tinygrad profile")
                 self.fields[k] = v
 
@@ -115,6 +115,12 @@ class Record:
 
     def __repr__(self) -> str:  # never the arguments: they are untrusted and may be a huge shared tree
         return f"<{self._module}.{self._qualname} record: {len(self.args)} args, {len(self.fields)} fields>"
+
+
+def _one_line(text: str, limit: int = 80) -> str:
+    """A name from the pickle as error text: at most ``limit`` characters of it, escaped to printable ASCII (a
+    hostile name may hold newlines or control characters; an error is always one line)."""
+    return text[:limit].encode("unicode_escape").decode("ascii")
 
 
 def _placeholder_class(module: str, name: str) -> type:
@@ -293,8 +299,9 @@ class SafeUnpickler(_BASE):
                     raise Refused(f"pickle names more than {MAX_CLASSES} tinygrad classes; not loaded")
                 cls = self._classes[key] = _placeholder_class(module, name)
             return cls
-        raise Refused(f"pickle refers to {module[:80]}.{name[:80]}, which a tinygrad profile never contains; "
-                      "not loaded", hint="only tinygrad profile pickles are read (nothing in them is executed)")
+        raise Refused(f"pickle refers to {_one_line(module)}.{_one_line(name)}, which a tinygrad profile never "
+                      "contains; not loaded",
+                      hint="only tinygrad profile pickles are read (nothing in them is executed)")
 
     def persistent_load(self, pid: Any) -> Any:
         """Always refused: a tinygrad profile never contains persistent ids."""
