@@ -7,16 +7,15 @@ undoes the run and does exactly that. Every comparison here is against ``LOCKSTE
 
 from __future__ import annotations
 
-import re
 import shutil
 import struct
-import subprocess
 
 import clcorpushelp
 import corpushelp
 import numpy as np
 import pytest
 import tccorpushelp
+from rdna3asm import asm_many
 from rdna3help import run_probe
 
 from tests.mocks.rdna3.test_mock_rdna3 import PROGRAM_VECTOR, _flat_program, _regs
@@ -191,11 +190,15 @@ def test_what_waves_do_after_they_part_is_checked_against_the_steps_before(runs:
 
 def _asm(text: str) -> list[int]:
     """The dwords llvm-mc-19 encodes a gfx1100 program (one instruction a line, no labels) to."""
-    out = subprocess.run(["llvm-mc-19", "-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"], input=text + "\n",
-                         capture_output=True, text=True, check=True).stdout
-    raw = b"".join(bytes(int(x, 16) for x in enc.split(",")) for enc in re.findall(r"encoding: \[([^\]]*)\]", out))
-    assert len(raw) % 4 == 0 and raw, out
-    return list(struct.unpack(f"<{len(raw) // 4}I", raw))
+    return [w for words in asm_many([ln for ln in text.splitlines() if ln.strip()]) for w in words]
+
+
+# every program below ends by storing v4 at out[64 x workgroup id + work-item id] (s[0:1] out, s2 the group id)
+STORE_V4 = """s_lshl_b32 s4, s2, 6
+v_add_nc_u32 v5, s4, v0
+v_lshlrev_b32 v5, 2, v5
+global_store_b32 v5, v4, s[0:1]
+s_endpgm"""
 
 
 # Two waves a workgroup (64 work-items, v0 = id), s[0:1] the output, s2 the workgroup id. Each lane stores
@@ -217,11 +220,7 @@ s_waitcnt lgkmcnt(0)
 v_lshlrev_b32 v6, 16, v6
 v_add_nc_u32 v4, v4, v6
 v_add_nc_u32 v4, v4, v7
-s_lshl_b32 s4, s2, 6
-v_add_nc_u32 v5, s4, v0
-v_lshlrev_b32 v5, 2, v5
-global_store_b32 v5, v4, s[0:1]
-s_endpgm"""
+""" + STORE_V4
 
 # A race: every lane of each wave stores (id >> 5) + 1 + 10 * wg at LDS[0], then (no barrier between the waves)
 # reads LDS[0]. One wave after another, each wave reads its own value; stepped together without the check, wave 0
@@ -235,21 +234,13 @@ s_waitcnt lgkmcnt(0)
 ds_load_b32 v4, v1
 s_waitcnt lgkmcnt(0)
 s_barrier
-s_lshl_b32 s4, s2, 6
-v_add_nc_u32 v5, s4, v0
-v_lshlrev_b32 v5, 2, v5
-global_store_b32 v5, v4, s[0:1]
-s_endpgm"""
+""" + STORE_V4
 
 # ds_append by both waves on one counter (LDS[0], M0 = 0) in one barrier interval: wave 0's lanes get 0, wave 1's 32.
 APPEND = """s_mov_b32 m0, 0
 ds_append v4
 s_waitcnt lgkmcnt(0)
-s_lshl_b32 s4, s2, 6
-v_add_nc_u32 v5, s4, v0
-v_lshlrev_b32 v5, 2, v5
-global_store_b32 v5, v4, s[0:1]
-s_endpgm"""
+""" + STORE_V4
 
 
 def _lds_kernel(text: str, groups: int, lds_units: int = 1) -> tuple[list[int], dict, int]:
@@ -289,11 +280,7 @@ ds_load_u16_d16 v6, v3 offset:512
 s_waitcnt lgkmcnt(0)
 v_add_nc_u32 v4, v4, v5
 v_add_nc_u32 v4, v4, v6
-s_lshl_b32 s4, s2, 6
-v_add_nc_u32 v5, s4, v0
-v_lshlrev_b32 v5, 2, v5
-global_store_b32 v5, v4, s[0:1]
-s_endpgm"""
+""" + STORE_V4
 
 
 @needs_mc
@@ -491,11 +478,7 @@ s_waitcnt lgkmcnt(0)
 s_barrier
 ds_load_b32 v4, v1
 s_waitcnt lgkmcnt(0)
-s_lshl_b32 s4, s2, 6
-v_add_nc_u32 v5, s4, v0
-v_lshlrev_b32 v5, 2, v5
-global_store_b32 v5, v4, s[0:1]
-s_endpgm"""
+""" + STORE_V4
 
 
 # Both waves load LDS[0] (0) at one step, then wave 0 alone stores 7 there; out = what each loaded. One after
@@ -509,11 +492,7 @@ v_mov_b32 v3, 7
 ds_store_b32 v1, v3
 s_or_b32 exec_lo, exec_lo, s6
 s_waitcnt lgkmcnt(0)
-s_lshl_b32 s4, s2, 6
-v_add_nc_u32 v5, s4, v0
-v_lshlrev_b32 v5, 2, v5
-global_store_b32 v5, v4, s[0:1]
-s_endpgm"""
+""" + STORE_V4
 
 
 # Wave 1 alone loads LDS[0..8), then wave 0 alone loads it and stores 7, 7 there (2addr forms: run wave by wave);
@@ -531,11 +510,7 @@ v_mov_b32 v3, 7
 ds_store_2addr_b32 v1, v3, v3 offset1:1
 s_or_b32 exec_lo, exec_lo, s6
 s_waitcnt lgkmcnt(0)
-s_lshl_b32 s4, s2, 6
-v_add_nc_u32 v5, s4, v0
-v_lshlrev_b32 v5, 2, v5
-global_store_b32 v5, v4, s[0:1]
-s_endpgm"""
+""" + STORE_V4
 
 
 @needs_mc
