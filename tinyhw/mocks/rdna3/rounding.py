@@ -12,9 +12,9 @@ the largest finite value). Lanes with an infinite or NaN operand keep the neares
 cannot change it), and an exact zero result keeps its IEEE sign: a product's is the XOR of the signs; a sum of two
 addends of unlike sign (or a non-zero sum that cancels) is +0, except -0 when rounding toward -infinity.
 
-:data:`ROUND_FREE` lists the operations whose result no round mode changes (exact by definition: compares are
-not VALU table entries here, min/max, moves, rounding to integral values, exact widening converts, float-to-int
-converts, which truncate or round as their names say); :data:`DIRECTED` the ones this module rounds. Any other
+:data:`ROUND_FREE` lists the operations whose result no round mode changes (exact by definition: min/max, moves,
+rounding to integral values, exact widening converts, float-to-int converts, which truncate or round as their names
+say; compares never reach this module); :data:`DIRECTED` the ones this module rounds. Any other
 float operation under a directed mode stops the dispatch as not modelled.
 """
 
@@ -30,7 +30,6 @@ __all__ = ["DIRECTED", "ROUND_FREE", "directed", "mode_of", "round_bits"]
 RNE, UP, DOWN, ZERO = 0, 1, 2, 3
 #: (mantissa bits, exponent bits) of each float kind the VALU tables use
 FORMATS = {"f": (23, 8), "h": (10, 5), "d": (52, 11)}
-_UNSIGNED = {"f": np.uint32, "h": np.uint16, "d": np.uint64}
 
 
 def round_bits(x: Fraction, kind: str, mode: int) -> int:
