@@ -20,10 +20,12 @@ from rdna3isa import asm, f16, round_float, run
 from tests.mocks.rdna3.test_rdna3_isa_sample import (
     BORDERS,
     COORDS,
+    EXEC_LO,
     QBASE,
     QSTEPS,
     Samp,
     Tex,
+    _as_array,
     _implicit,
     _quads,
     bits,
@@ -196,3 +198,28 @@ def test_several_dmask_bits_and_a_3d_image_are_refused() -> None:
             run([words[0] & ~(0xF << 8) | dmask << 8, *words[1:]], w)
     with pytest.raises(Unimplemented, match="image_gather4h of a 3D image"):
         run(asm("image_gather4h v[0:3], v[4:6], s[0:7], s[8:11] dmask:0x1 dim:SQ_RSRC_IMG_3D"), w)
+
+
+@pytest.mark.parametrize("wrap", [0, 1])
+def test_cube_faces_and_the_seamless_edge(wrap: int) -> None:
+    """A cube face is gathered as a 2D slice (face coordinates 1..2); with DISABLE_CUBE_WRAP the S# clamp modes apply
+    per face, without it a footprint that leaves its face (seamless filtering) stops the dispatch."""
+    t = make_tex("CUBE", 8, 8, slices=6, seed=97)
+    s = Samp(clamp=(1, 2, 0))
+    w, _ = setup(t, s)
+    w.s[8] |= wrap << 28                                     # DISABLE_CUBE_WRAP
+    lo = -8 if wrap else 12                                  # 12/64 .. 43/64 of a face: 4 columns inside it
+    xs = [Fraction(1) + Fraction(lo + k * 7 % 32, 64) for k in range(32)]
+    ys = [Fraction(1) + Fraction(k * 5 % 64, 64) for k in range(32)]
+    put(w, 4, [float(x) for x in xs])
+    put(w, 5, [float(y) for y in ys])
+    put(w, 6, [float(k % 6) for k in range(32)])
+    text = "image_gather4h v[0:3], v[4:6], s[0:7], s[8:11] dmask:0x1 dim:SQ_RSRC_IMG_CUBE"
+    run(asm(text), w)
+    arr = _as_array(t)
+    assert got(w, 0, 4, 32) == [bits(ref4h(arr, s, [xs[k] - 1, ys[k] - 1], 0, layer=k % 6)) for k in range(32)]
+    if not wrap:
+        put(w, 4, [1.0 + 10 / 64] * 32)                      # u = 1.25 texels: the first column is -1
+        w.s[EXEC_LO] = 1
+        with pytest.raises(Unimplemented, match="face edge"):
+            run(asm(text), w)
