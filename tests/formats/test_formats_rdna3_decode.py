@@ -226,9 +226,9 @@ def test_every_table_entry_decodes_and_coverage_is_printed(capsys: pytest.Captur
               + ", ".join(f"{e} {a}/{b}" for e, (a, b) in sorted(by_enc.items()))
               + f"\nrefused correctly (the sample encoding is invalid): {correct}; refused, not modelled (MIMG "
               f"aside): {', '.join(refused)}")
-    assert done >= 2513      # + wave64 saveexec, s_trap, ds_append, addtid, v_mullit, v_cvt_pk_u8, buffer formats,
+    assert done >= 2514      # + wave64 saveexec, s_trap, ds_append, addtid, v_mullit, v_cvt_pk_u8, buffer formats,
     #                          LDSDIR, buffer loads to LDS, condxchg, bvh stack, halts, sendmsg_rtn, subvector (16);
-    #                          image load/store/atomic/get_resinfo (23); image_sample*/image_get_lod (41)
+    #                          image load/store/atomic/get_resinfo (23); image_sample*/image_get_lod (41); gather4h (1)
     assert correct == sum(1 for k in _SAMPLE_INVALID if k in {(e, i.mnemonic) for (e, _o), (_r, i) in canon.items()})
 
 

@@ -630,8 +630,6 @@ def test_exec_masks_lanes() -> None:
      "FILTER_MODE"),
     (Samp(), "image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE", Unimplemented,
      "DIM CUBE"),
-    (Samp(), "image_gather4h v[0:3], v[4:5], s[0:7], s[8:11] dmask:0x1 dim:SQ_RSRC_IMG_2D", Unimplemented,
-     "gather4h"),
     (Samp(), "image_sample_lz v[0:3], v4, s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_1D", Unimplemented, "TYPE"),
     (Samp(), "image_sample_lz v[0:4], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D tfe lwe", Unimplemented,
      "LWE"),

@@ -15,7 +15,13 @@ What it does:
   banked per (me, pipe, queue) through GRBM_GFX_CNTL; GRBM_STATUS reads CP_BUSY (bit 29) and GUI_ACTIVE (31)
   while a queue is hung, and SPI_BUSY (22) while waves are resident (:mod:`tinyhw.mocks.amd.sqind`);
   GRBM_STATUS2.CPC_BUSY, CP_CPC_STATUS MEC1_BUSY/CPC_BUSY and CP_CPC_BUSY_STAT.MEC1_PIPE0_BUSY read set while a
-  queue is hung (reads only: writes stay the register file's). Everything else stays the register file's.
+  queue is hung (reads only: writes stay the register file's). SH_MEM_BASES and SH_MEM_CONFIG are banked per
+  VMID through GRBM_GFX_CNTL.VMID (7:4; amd-bringup.md §9c: the driver programs them for VMIDs 0..15 selecting each
+  in turn, as Linux's ``soc21_grbm_select`` does): reads return the selected VMID's value, 0 at power-on and after a
+  mode-1 reset (as the HQD banks; the hardware's reset value is not published: a choice); a dispatch gets the
+  SH_MEM_BASES of its queue's VMID (CP_HQD_VMID.VMID) as ``DispatchRegs.sh_mem_bases``, the apertures its FLAT
+  accesses and ``s_getreg`` see (a VMID never written: 0, so no LDS or private aperture; tinyhw's own driver does
+  not program them). Everything else stays the register file's.
 * **Activation** (ACTIVE 0 -> 1): the MQD at CP_MQD_BASE_ADDR is read through GPUVM; its header must be
   0xC0310800 (§1.4), else the queue stops with an error (``status()``). A zero MQD address is tolerated (the queue
   runs from its registers).
@@ -95,7 +101,10 @@ REGISTERS = (
     "COMPUTE_USER_DATA_0", "COMPUTE_NUM_THREAD_X", "COMPUTE_NUM_THREAD_Y", "COMPUTE_NUM_THREAD_Z",
     "COMPUTE_START_X", "COMPUTE_START_Y", "COMPUTE_START_Z", "COMPUTE_TMPRING_SIZE", "COMPUTE_DISPATCH_INITIATOR",
     "COMPUTE_THREAD_TRACE_ENABLE", "COMPUTE_PERFCOUNT_ENABLE", "COMPUTE_DISPATCH_SCRATCH_BASE_LO",
-    "COMPUTE_DISPATCH_SCRATCH_BASE_HI")
+    "COMPUTE_DISPATCH_SCRATCH_BASE_HI", "SH_MEM_BASES", "SH_MEM_CONFIG")
+#: The GC registers banked per VMID through GRBM_GFX_CNTL.VMID (SH_MEM_BASES: PRIVATE_BASE 15:0, SHARED_BASE 31:16)
+VMID_BANKED = ("SH_MEM_BASES", "SH_MEM_CONFIG")
+VMIDS = 16
 
 
 class CpRegisters:
@@ -116,6 +125,8 @@ class CpRegisters:
         #: register name -> offset of every name in :data:`REGISTERS`
         self.offset = {n: off(n) for n in REGISTERS}
         self.pipeid, self.meid, self.queueid = (fld(f"GRBM_GFX_CNTL.{n}") for n in ("PIPEID", "MEID", "QUEUEID"))
+        self.vmid = fld("GRBM_GFX_CNTL.VMID")
+        self.hqd_vmid = fld("CP_HQD_VMID.VMID")
         self.doorbell_offset = fld("CP_HQD_PQ_DOORBELL_CONTROL.DOORBELL_OFFSET")
         self.doorbell_en = fld("CP_HQD_PQ_DOORBELL_CONTROL.DOORBELL_EN")
         self.queue_size = fld("CP_HQD_PQ_CONTROL.QUEUE_SIZE")
@@ -338,6 +349,8 @@ class CommandProcessor:
                       "set_sh_reg": 0, "nops": 0, "activations": 0, "dequeues": 0, "drains_stuck": 0,
                       "wave_instructions": 0, "wait_reg_mem": 0, "wait_polls": 0}
         self.last_dispatch: Any = None
+        #: the per-VMID registers (:data:`VMID_BANKED`): BAR5 offset -> the 16 VMIDs' values
+        self.vmid_regs: dict[int, list[int]] = {self.reg.offset[n]: [0] * VMIDS for n in VMID_BANKED}
         self.sq.power_on()
 
     # -- registers ------------------------------------------------------------------------------------------------
@@ -361,7 +374,18 @@ class CommandProcessor:
         for off in range(self.reg.hqd_first, self.reg.hqd_last + 4, 4):
             reads[off] = lambda o=off: self.selected().regs.get(o, 0)
             writes[off] = lambda v, o=off: self.hqd_write(o, v)
+        for off in self.vmid_regs:
+            reads[off] = lambda o=off: self.vmid_regs[o][self.selected_vmid()]
+            writes[off] = lambda v, o=off: self.vmid_regs[o].__setitem__(self.selected_vmid(), v & 0xFFFFFFFF)
         return reads, writes
+
+    def selected_vmid(self) -> int:
+        """The VMID that GRBM_GFX_CNTL.VMID selects now (the bank of SH_MEM_BASES and SH_MEM_CONFIG)."""
+        return field_of(self.grbm_gfx_cntl, self.reg.vmid)
+
+    def sh_mem_bases(self, vmid: int) -> int:
+        """SH_MEM_BASES as the driver programmed it for ``vmid`` (0 if it never did since power-on)."""
+        return self.vmid_regs[self.reg.offset["SH_MEM_BASES"]][vmid & (VMIDS - 1)]
 
     def _select(self, value: int) -> None:
         self.grbm_gfx_cntl = value & 0xFFFFFFFF
@@ -444,16 +468,26 @@ class CommandProcessor:
 
     def to_state(self) -> dict[str, Any]:
         """The queues a command leaves behind (the board state file): a queue outlives the process that made it; one
-        still running a dispatch is kept hung (nothing emulates it once the process is gone)."""
-        return {f"{k[0]}.{k[1]}.{k[2]}": {"regs": {f"{o:x}": v for o, v in sorted(q.regs.items())},
+        still running a dispatch is kept hung (nothing emulates it once the process is gone). The per-VMID registers
+        too (key ``vmid_regs``, only when one is not 0), as the hardware keeps them between processes."""
+        out: dict[str, Any] = {}
+        if any(any(v) for v in self.vmid_regs.values()):
+            out["vmid_regs"] = {f"{o:x}": list(v) for o, v in sorted(self.vmid_regs.items())}
+        return out | {f"{k[0]}.{k[1]}.{k[2]}": {"regs": {f"{o:x}": v for o, v in sorted(q.regs.items())},
                                           "hung": q.hung or q.job is not None,
                                           "error": q.error or ("a dispatch was still running when the process that "
                                                                "submitted it ended" if q.job is not None else "")}
                 for k, q in sorted(self.hqds.items()) if q.active or q.hung}
 
     def from_state(self, state: dict[str, Any]) -> None:
-        """Queues an earlier command left (their rings and MQDs are gone with VRAM; a hung queue stays hung)."""
+        """Queues an earlier command left (their rings and MQDs are gone with VRAM; a hung queue stays hung), and the
+        per-VMID registers it programmed."""
         for key, ent in state.items():
+            if key == "vmid_regs":
+                for o, vals in ent.items():
+                    if int(o, 16) in self.vmid_regs and len(vals) == VMIDS:
+                        self.vmid_regs[int(o, 16)] = [int(x) & 0xFFFFFFFF for x in vals]
+                continue
             me, pipe, queue = (int(x) for x in key.split("."))
             q = self.hqds[(me, pipe, queue)] = Hqd((me, pipe, queue), self.reg.offset,
                                                   doorbell_fields=(self.reg.doorbell_offset, self.reg.doorbell_en))
@@ -663,7 +697,8 @@ class CommandProcessor:
             dim=dim, start=tuple(g(f"COMPUTE_START_{a}") for a in "XYZ"),  # type: ignore[arg-type]
             initiator=initiator, tmpring_size=g("COMPUTE_TMPRING_SIZE"),
             scratch_base_lo=g("COMPUTE_DISPATCH_SCRATCH_BASE_LO"),
-            scratch_base_hi=g("COMPUTE_DISPATCH_SCRATCH_BASE_HI"))
+            scratch_base_hi=g("COMPUTE_DISPATCH_SCRATCH_BASE_HI"),
+            sh_mem_bases=self.sh_mem_bases(field_of(q.r("CP_HQD_VMID"), self.reg.hqd_vmid)))
 
     @PACKETS.handles(PM4["PACKET3_DISPATCH_DIRECT"])
     def _pm4_dispatch_direct(self, q: Hqd, body: list[int]) -> None:

@@ -49,9 +49,15 @@ operand order is the APIs' (Vulkan and D3D compare the reference with the texel)
 one onto DEPTH_COMPARE_FUNC. ``image_gather4*``: the four texels of the bilinear footprint at the level chosen as
 point mip filtering would, component DMASK (one bit, as llvm-mc-19 requires) of each, returned as (x0, y1),
 (x1, y1), (x1, y0), (x0, y0) (y1 = y0 + 1), the order Vulkan's and D3D's gathers define, which compilers emit as
-this instruction directly; with ``_c`` each compared. ``image_get_lod``: component 0 the LOD as it is used (after
-the S#'s bias and LOD clamps, clamped to the image's levels), component 1 the computed LOD before any clamp (with
-the S#'s bias).
+this instruction directly; with ``_c`` each compared. ``image_gather4h`` (the guide: "fetch 1 component per texel
+from 4x1 texels", nothing more) takes four horizontally adjacent texels of one row, at the level and with the LOD,
+DMASK (one bit), D16, TFE and A16 rules of ``image_gather4``, each texel through the clamp modes as the 2x2 gather's;
+which texels is the model's choice (:data:`GATHER4H_X_SHIFT`, :data:`GATHER4H_ROW`): the columns floor(u - 3/2)
++ 0..3, so that two texel centres lie on each side of the sample point as the 2x2 footprint's floor(u - 1/2) + 0..1
+do, in the row point sampling takes, returned left to right (VDATA[0..3] = columns +0..+3). It gathers 1D and 1D
+array images too (their one row; the 2x2 gather needs two rows and refuses them: also a choice).
+``image_get_lod``: component 0 the LOD as it is used (after the S#'s bias and LOD clamps, clamped to the image's
+levels), component 1 the computed LOD before any clamp (with the S#'s bias).
 
 Implicit derivatives (``image_sample``, ``_b``, ``_c``, ``_cl``, ``image_gather4`` without ``_l``/``_lz``,
 ``image_get_lod``): a compute wave has no pixel quads, so the model takes the pixel shader's quad layout (lanes
@@ -78,8 +84,7 @@ the model does not: a footprint leaving its face stops the dispatch.
 
 Refused (``Unimplemented``): anisotropic filters, the MIN/MAX filter modes, the half-border clamp modes, the border
 colour table, seamless cube-map footprints across a face edge, unnormalised cube coordinates, MSAA images, integer
-images filtered or compared, LWE, and ``image_gather4h`` (the guide does not say which texels its 4x1 footprint
-takes).
+images filtered or compared, and LWE.
 """
 
 from __future__ import annotations
@@ -93,7 +98,7 @@ import numpy as np
 from tinyhw.mocks.rdna3 import image
 from tinyhw.mocks.rdna3.state import ShaderFault, Wave
 
-__all__ = ["COMPILERS", "SUBTEXEL_BITS", "Ssharp", "parse_ssharp"]
+__all__ = ["COMPILERS", "GATHER4H_ROW", "GATHER4H_X_SHIFT", "SUBTEXEL_BITS", "Ssharp", "parse_ssharp"]
 
 Fn = Callable[[Wave], Any]
 Bad = Callable[[str], Exception]
@@ -107,6 +112,14 @@ _BORDER = {0: (0.0, 0.0, 0.0, 0.0), 1: (0.0, 0.0, 0.0, 1.0), 2: (1.0, 1.0, 1.0, 
 #: to nearest even), the subtexel precision D3D12 requires (D3D12_SUBTEXEL_FRACTIONAL_BIT_COUNT = 8) and Vulkan
 #: drivers report as subTexelPrecisionBits. How the hardware rounds to it is not published: a choice.
 SUBTEXEL_BITS: int | None = None
+#: ``image_gather4h``'s first column is floor(u - GATHER4H_X_SHIFT) (u = x * width + offset), its four texels that
+#: column and the three to its right: 1.5 puts two texel centres on each side of the sample point, as the 2x2
+#: gather's floor(u - 0.5) puts one. The guide says only "4x1 texels": a choice not checked on hardware.
+GATHER4H_X_SHIFT = 1.5
+#: ``image_gather4h``'s row: "point" the row point sampling takes (floor(v), v = y * height, after the 1/64-texel
+#: rounding unless TRUNC_COORD), "y0" / "y1" the 2x2 gather footprint's upper (floor(v - 0.5)) / lower row. A choice
+#: not checked on hardware.
+GATHER4H_ROW = "point"
 
 
 @dataclass(frozen=True)
@@ -219,16 +232,15 @@ def _halves(bits: np.ndarray, half: int) -> np.ndarray:
 def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
     f, m = inst.fields, inst.mnemonic
     kind, flags = _variant(m)
-    if m == "image_gather4h":
-        raise bad("image_gather4h (the guide does not define which texels its 4x1 footprint takes)")
+    wide = m == "image_gather4h"
     if f["lwe"]:
         raise bad("LWE (the LOD warning of partially resident textures)")
     dim = _DIMS[f["dim"]]
     cube = dim[0] == "CUBE"
     if dim[0] in ("2D_MSAA", "2D_MSAA_ARRAY"):
         raise bad(f"sampling a {dim[0]} image")
-    if kind == "gather" and dim[1] != 2:
-        raise bad("image_gather4 of a 1D or 3D image")
+    if kind == "gather" and dim[1] != 2 and not (wide and dim[1] == 1):
+        raise bad(f"{m} of a {'3D' if wide else '1D or 3D'} image")
     nsp, narr = dim[1], dim[2]
     a16, g16 = bool(f["a16"]), m.endswith("_g16")
     slots, ndw = _layout(flags, nsp, narr, a16, g16)
@@ -242,7 +254,7 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
     if rs + tdw > 106 or ss + 4 > 106:
         raise bad("a T# or S# outside the SGPRs")
     if kind == "gather" and bin(dmask).count("1") != 1:
-        raise bad(f"image_gather4 with DMASK 0x{dmask:x} (one component)")
+        raise bad(f"{m} with DMASK 0x{dmask:x} (one component)")
     comp = dmask.bit_length() - 1
     unorm_inst = bool(f["unorm"])
     nout = 4 if kind == "gather" else bin(dmask).count("1")
@@ -382,13 +394,27 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
         n = int(sel.sum())
         dims = image.mip_dims(t, base + lv)
         lin = linear[sel]
-        axes = []          # per spatial axis: the two (index, border, weight) taps (the second of weight 0 for point)
+        # per spatial axis: the two (index, border, weight) taps (the second of weight 0 for point; gather4h: 4 / 1)
+        axes: list[tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]] = []
         for k in range(nsp):
             u = coords[k][sel] * (1.0 if unorm else dims[k]) + offs[k][sel]
             zpoint = k == 2 and s.z_filter == 1
             lin_k = lin & (not zpoint) if kind == "sample" else np.ones(n, dtype=bool)
             up = u if s.trunc_coord else np.rint(u * 64) / 64
             ip = np.floor(up).astype(I64)
+            if wide:                            # gather4h: four columns, one row (GATHER4H_X_SHIFT, GATHER4H_ROW)
+                if k == 0:
+                    first = np.floor(u - GATHER4H_X_SHIFT).astype(I64)
+                    cols = [first + j for j in range(4)]
+                else:
+                    if GATHER4H_ROW not in ("point", "y0", "y1"):
+                        raise bad(f"sampler.GATHER4H_ROW {GATHER4H_ROW!r} (point, y0 or y1)")
+                    cols = [ip if GATHER4H_ROW == "point" else
+                            np.floor(u - 0.5).astype(I64) + (GATHER4H_ROW == "y1")]
+                if seamless and any(((c < 0) | (c >= dims[k])).any() for c in cols):
+                    raise bad("a cube-map footprint across a face edge (seamless filtering; S# DISABLE_CUBE_WRAP 0)")
+                axes.append(tuple((*_wrap(c, dims[k], s.clamp[k]), np.ones(n)) for c in cols))
+                continue
             ul = u - 0.5
             il = np.floor(ul).astype(I64)
             fr = ul - il
@@ -424,7 +450,8 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
 
         if kind == "gather":
             out = np.zeros((n, 4))
-            for j, ch in enumerate(((0, 1), (1, 1), (1, 0), (0, 0))):
+            order = [(j,) + (0,) * (nsp - 1) for j in range(4)] if wide else ((0, 1), (1, 1), (1, 0), (0, 0))
+            for j, ch in enumerate(order):
                 rgba, _ = texel(ch)
                 out[:, j] = rgba[:, comp] if ref is None else rgba[:, 0]
             return out
