@@ -113,3 +113,20 @@ def test_a_dispatch_sees_the_sh_mem_bases_of_its_queues_vmid() -> None:
                                                                          0xABCD1234)
     # what tinygrad programs for every VMID: today's default, on VMID 0 as tinyhw's queue uses
     assert _run({v: 0x0001_0002 for v in range(16)}, 0) == (0x0001_0002, 1 << 16, 2 << 16, 0xABCD1234)
+
+
+@pytest.mark.skipif(not HAVE_LLVM_MC, reason="llvm-mc-19 is not installed")
+def test_tinyhws_own_driver_gives_its_queue_the_lds_and_private_apertures() -> None:
+    """``open_compute`` programs VMID 0's SH_MEM_CONFIG (Linux's DEFAULT_SH_MEM_CONFIG 0xc00c) and SH_MEM_BASES
+    (shared base 0x1, private base 0x2, amd-bringup.md §4.2 step 9c) itself, so its kernels reach LDS through FLAT."""
+    am_boot()
+    assert _run({}, 0) == (0x0001_0002, 1 << 16, 2 << 16, 0xABCD1234)
+    with tinyhw.open("mock:navi31,strict") as o:
+        eng = compute.open_compute(o.transport, timeout=2.0)
+        try:
+            assert o.transport.board.cp.sh_mem_bases(0) == 0x0001_0002
+            b5 = o.transport.bar(5)
+            select_vmid(b5, 0)
+            assert b5.read32(reg("SH_MEM_CONFIG")) == 0xC00C
+        finally:
+            eng.close()

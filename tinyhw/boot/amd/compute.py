@@ -63,6 +63,8 @@ EOP_SIZE = 2048
 DRAIN_PIPE, RESET_WAVES = 1, 2  # CP_HQD_DEQUEUE_REQUEST codes (§1.5: inferred values; amd-bringup.md §3.3: 2 resets)
 DEQUEUE_TIMEOUT = 1.0
 GFX11 = ("gfx1100",)
+SH_MEM_ADDRESS_MODE_64, SH_MEM_ALIGNMENT_UNALIGNED = 0, 3  # SH_MEM_CONFIG field values (Linux gfx_v11_0.c)
+SHARED_BASE, PRIVATE_BASE = 0x1, 0x2  # SH_MEM_BASES: the LDS and scratch apertures' address bits 63:48 (§4.2 9c)
 LDS_GRANULE = 512  # RSRC2.LDS_SIZE granule on gfx11 (§3.4, conventional value, inferred)
 MAX_GROUPS = 1 << 31
 MAX_BLOCK = 1024
@@ -273,6 +275,20 @@ class ComputeEngine:
                          f"ENABLE={d.get(f'{f}_ENABLE', 0)} AWID={d.get(f'{f}_AWID', 0)}, want AWID {awid})")
         return ", ".join(parts)
 
+    def apertures(self) -> None:
+        """SH_MEM_CONFIG and SH_MEM_BASES of the queue's VMID (0), selected by GRBM_GFX_CNTL VMID 0 with me/pipe/
+        queue 0 (§1.2, §1.3 step 3): 64-bit addressing, unaligned accesses, instruction prefetch 3 (Linux
+        gfx_v11_0.c DEFAULT_SH_MEM_CONFIG, 0xc00c), and the values amd-bringup.md §4.2 step 9c gives (shared base
+        0x1, private base 0x2), so a kernel's FLAT accesses to LDS and private memory reach them. Each base is its
+        aperture's address bits 63:48 (Linux's gfx_v11_0_init_compute_vmid comment puts base 0x6000 at
+        0x6000_0000_0000_0000), so the apertures start at 0x0001_0000_0000_0000 and 0x0002_0000_0000_0000; the
+        spec's parenthetical 0x1000_0000_0000_0000 / 0x2000_0000_0000_0000 shifts the same values by 60."""
+        g = self.gpu
+        g.wr("gc.GRBM_GFX_CNTL", 0)
+        g.wr("gc.SH_MEM_CONFIG", fields(g, "gc.SH_MEM_CONFIG", ADDRESS_MODE=SH_MEM_ADDRESS_MODE_64,
+                                        ALIGNMENT_MODE=SH_MEM_ALIGNMENT_UNALIGNED, INITIAL_INST_PREFETCH=3))
+        g.wr("gc.SH_MEM_BASES", fields(g, "gc.SH_MEM_BASES", SHARED_BASE=SHARED_BASE, PRIVATE_BASE=PRIVATE_BASE))
+
     def create(self) -> None:
         """Route the doorbell, map the region, write the MQD, ring, EOP and pointers, and activate the queue
         (§1.6 (b))."""
@@ -285,6 +301,7 @@ class ComputeEngine:
         g.vram_write(REGION + RPTR, bytes(0x200))  # rptr report, wptr shadow, fence
         g.vram_write(REGION + RING, bytes(RING_SIZE))
         g.hdp_flush()
+        self.apertures()
         self.select()
         try:
             g.wr("gc.CP_PQ_WPTR_POLL_CNTL", 0)  # 1: EN = 0
