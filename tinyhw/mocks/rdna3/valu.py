@@ -290,9 +290,10 @@ def _cvt_f16_int(signed: bool) -> Callable[[np.ndarray], np.ndarray]:
 
 def _ldexp_any(view: Callable[[np.ndarray], np.ndarray], back: Callable[[np.ndarray], np.ndarray]
                ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """v_ldexp_*: S0 * 2**S1 with one rounding (computed exactly in float64 where it fits)."""
+    """v_ldexp_*: S0 * 2**S1 with one rounding (computed exactly in float64 where it fits); S1 is a signed integer
+    (v_ldexp_f16: the low 16 bits as an i16, the guide's ``S1.i16``)."""
     def op(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        e = np.clip(b.astype(np.int64) if b.dtype != U32 else b.view(I32).astype(np.int64), -2200, 2200)
+        e = np.clip((b.view(I16) if b.dtype == U16 else b.view(I32)).astype(np.int64), -2200, 2200)
         x = view(a)
         with np.errstate(all="ignore"):
             if x.dtype == F64:
@@ -637,8 +638,7 @@ def _moded(kinds: str, dk: str, fn: Callable[..., np.ndarray], bad: Callable[[st
         m = w.mode
         rnd = rounding.mode_of(m, dk) if dk in "fhd" else 0
         if not exact and not rounds and any(rounding.mode_of(m, k) for k in floats):
-            raise bad(f"MODE round mode {m & 0xF:#x} on {name or 'this operation'} (only round-to-nearest-even "
-                      "is modelled for it)")
+            raise bad(rounding.refusal(name or "this operation", m))
         a = list(args)
         for i, k in enumerate(kinds):
             if k in "fhd" and not (m >> (4 if k == "f" else 6) & 1):
@@ -1002,10 +1002,8 @@ def _dual_half(m: str, d: int, src0: int, vsrc1: int, lit: int | None,
     b = v_get(vsrc1, lit, bad)
     if m == "v_dual_cndmask_b32":
         return lambda w: np.where(int_to_bits(w.s[VCC]), b(w), a(w))
-    if m == "v_dual_mul_dx9_zero_f32":
-        return lambda w: vmath._mul_dx9(a(w), b(w))
     if m == "v_dual_dot2acc_f32_f16":
-        return lambda w: wmma.dot2acc(a(w), b(w), w.v[d])
+        return lambda w: wmma.dot2acc(a(w), b(w), w.v[d], rounding.mode_of(w.mode, "f"))
     k = np.full(32, lit or 0, dtype=U32)
     fma = OPS["v_fma_f32"][2]
     three = {"v_dual_fmac_f32": (lambda w: w.v[d], 2), "v_dual_fmaak_f32": (lambda w: k, 2),
@@ -1016,6 +1014,9 @@ def _dual_half(m: str, d: int, src0: int, vsrc1: int, lit: int | None,
         gs.insert(pos, g)
         fn: Callable[..., np.ndarray] = fma
         kinds, op = "fff", "v_fma_f32"
+    elif m == "v_dual_mul_dx9_zero_f32":
+        gs, op, kinds = [a, b], "v_mul_dx9_zero_f32", "ff"
+        fn = vmath.TYPED_EXTRA[op][2]
     elif m in _DUAL2:
         gs = [a, b]
         op = _DUAL2[m]
