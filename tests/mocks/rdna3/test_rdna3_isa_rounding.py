@@ -8,12 +8,14 @@ when rounding toward -infinity (IEEE 754 6.3). ``s_round_mode`` sets the mode in
 
 from __future__ import annotations
 
+import math
 import random
 import zlib
 from fractions import Fraction
 
 import pytest
-from rdna3isa import exact, round_float, run, sopp, v, vop1, vop2, vop3, wave
+from rdna3asm import HAVE_LLVM_MC
+from rdna3isa import exact, go, round_float, run, sopp, v, vop1, vop2, vop3, wave
 
 from tinyhw.mocks.rdna3 import Unimplemented
 from tinyhw.mocks.rdna3.state import MODE_DEFAULT
@@ -194,3 +196,416 @@ def test_exact_operations_ignore_the_mode_and_others_refuse_it() -> None:
     assert int(w.v[3, 0]) == 1
     with pytest.raises(Unimplemented, match=r"round mode 0x3 \(f32 toward zero\) on v_rcp_f32: an approximation"):
         run(vop1("v_rcp_f32_e32", 3, v(1)), w)
+
+
+# ---- the rest of the float operations: llvm-mc-19-assembled, expected from a second rounding function --------------
+
+needs_mc = pytest.mark.skipif(not HAVE_LLVM_MC, reason="llvm-mc-19 is not installed")
+KINDS = {"f16": (10, 5), "f32": (23, 8), "f64": (52, 11), "bf16": (7, 8)}
+
+
+def rdir(x: Fraction, fmt: str, mode: int) -> int:
+    """The non-zero ``x`` rounded to ``fmt`` in ``mode``, by counting units in the last place: the magnitude's
+    floor in ulps (exponent found by doubling/halving), then one ulp more when the direction asks for it; past
+    the largest finite value infinity, unless the direction is toward the largest finite value."""
+    m, e = KINDS[fmt]
+    bias = (1 << (e - 1)) - 1
+    neg = x < 0
+    a = abs(x)
+    k = 0
+    while a >= Fraction(2) ** (k + 1):
+        k += 1
+    while a < Fraction(2) ** k:
+        k -= 1
+    k = max(k, 1 - bias)
+    ulp = Fraction(2) ** (k - m)
+    n = math.floor(a / ulp)
+    r = a - n * ulp
+    if mode == 0:
+        up = r > ulp / 2 or (r == ulp / 2 and n % 2 == 1)
+    else:
+        up = r != 0 and (mode == UP and not neg or mode == DOWN and neg)
+    mag = (n + up) * ulp
+    top = (1 << e) - 1
+    big = (2 - Fraction(2) ** -m) * Fraction(2) ** bias
+    if mag > big:
+        toward_inf = mode == 0 or (mode == UP and not neg) or (mode == DOWN and neg)
+        bits = top << m if toward_inf else (top - 1) << m | ((1 << m) - 1)
+    elif mag >= Fraction(2) ** (1 - bias):
+        kk = 0
+        while mag >= Fraction(2) ** (kk + 1):
+            kk += 1
+        while mag < Fraction(2) ** kk:
+            kk -= 1
+        bits = (kk + bias) << m | int(mag / Fraction(2) ** (kk - m)) - (1 << m)
+    else:
+        bits = int(mag / Fraction(2) ** (1 - bias - m))
+    return bits | int(neg) << (m + e)
+
+
+def val(bits: int, fmt: str) -> Fraction | None:
+    """The exact value of ``fmt`` bits (None: infinity or NaN)."""
+    m, e = KINDS[fmt]
+    if bits >> m & ((1 << e) - 1) == (1 << e) - 1:
+        return None
+    if fmt == "bf16":
+        return exact(bits << 16, "f32")
+    return exact(bits, fmt)
+
+
+def zero_or(x: Fraction, fmt: str, mode: int, signs: tuple[int, int]) -> int:
+    """``x`` rounded, or for an exact zero the IEEE sign rule of a sum whose two addends have ``signs``."""
+    if x != 0:
+        return rdir(x, fmt, mode)
+    m, e = KINDS[fmt]
+    return _zero_sum(signs, mode) << (m + e)
+
+
+def test_the_test_rounding_function_agrees_with_round_float_to_nearest() -> None:
+    rng = random.Random(5)
+    for _ in range(300):
+        x = Fraction(rng.getrandbits(40) + 1, 1 << rng.randint(0, 80)) * (-1) ** rng.getrandbits(1)
+        for fmt in ("f16", "f32", "f64"):
+            assert rdir(x, fmt, 0) == round_float(x, fmt) | (0 if x > 0 else 1 << (_width(fmt) - 1))
+
+
+MODES = [UP, DOWN, ZERO]
+
+
+@needs_mc
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fmt", ["f16", "f32", "f64"])
+def test_ldexp_rounds_overflow_and_subnormal_results(fmt: str, mode: int) -> None:
+    m, e = FMT[fmt]
+    bias = (1 << (e - 1)) - 1
+    rng = random.Random(zlib.crc32(f"ldexp{fmt}{mode}".encode()))
+    xs = _inputs(fmt, rng.getrandbits(16))
+    ns = [rng.choice([bias + 3, -bias - m // 2, -bias - m - 3, 5, -5, -(bias + m + 40), 2 * bias + 5])
+          for _ in range(32)]
+    ns[:3] = [1, -1, -2]                                   # the largest value doubles: overflow; 1 ulp halves
+    w = wave(_mode(fmt, mode))
+    _put(w, 1, xs, fmt)
+    w.v[5] = [n & (0xFFFF if fmt == "f16" else M32) for n in ns]
+    go(w, {"f16": "v_ldexp_f16_e64 v8, v1, v5", "f32": "v_ldexp_f32 v8, v1, v5",
+           "f64": "v_ldexp_f64 v[8:9], v[1:2], v5"}[fmt])
+    got = _get(w, 8, fmt)
+    for i in range(32):
+        x = val(xs[i], fmt)
+        if x is None or x == 0:
+            continue
+        want = rdir(x * Fraction(2) ** ns[i], fmt, mode)
+        assert got[i] == want, (fmt, mode, i, hex(xs[i]), ns[i], hex(got[i]), hex(want))
+
+
+@needs_mc
+@pytest.mark.parametrize("mode", MODES)
+def test_dx9_zero_products_round_in_the_mode_and_keep_the_zero_rule(mode: int) -> None:
+    rng = random.Random(zlib.crc32(f"dx9{mode}".encode()))
+    a, b, c = (_inputs("f32", rng.getrandbits(16)) for _ in range(3))
+    a[3], b[3] = 0x80000000, 0x7F800000                   # -0 * inf: +0 (mul), S2 (fma)
+    a[4], b[4] = 0x7FC00000, 0                             # NaN * 0: +0
+    b[5], c[5] = a[5] ^ 0x80000000, 0x3F800000             # -x*x + 1
+    a[6], b[6], c[6] = 0x3F800000, 0x3F800000, 0xBF800000  # 1 * 1 + -1: an exact zero
+    w = wave(_mode("f32", mode))
+    w.v[1], w.v[2], w.v[3] = a, b, c
+    go(w, "v_mul_dx9_zero_f32_e64 v8, v1, v2")
+    go(w, "v_fma_dx9_zero_f32 v9, v1, v2, v3")
+    for i in range(32):
+        x, y, z = (val(t[i], "f32") for t in (a, b, c))
+        if x == 0 or y == 0:
+            assert int(w.v[8, i]) == 0 and int(w.v[9, i]) == c[i], i
+            continue
+        if x is None or y is None:
+            continue
+        assert int(w.v[8, i]) == rdir(x * y, "f32", mode), i
+        if z is not None:
+            want = zero_or(x * y + z, "f32", mode, ((a[i] ^ b[i]) >> 31, c[i] >> 31))
+            assert int(w.v[9, i]) == want, (i, hex(int(w.v[9, i])), hex(want))
+
+
+def _h(x: int, hi: int) -> int:
+    return x >> 16 if hi else x & 0xFFFF
+
+
+@needs_mc
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("op", ["add", "mul", "fma"])
+def test_packed_f16_halves_round_in_the_f16_mode(op: str, mode: int) -> None:
+    rng = random.Random(zlib.crc32(f"pk{op}{mode}".encode()))
+    lo = [_inputs("f16", rng.getrandbits(16)) for _ in range(3)]
+    hi = [_inputs("f16", rng.getrandbits(16)) for _ in range(3)]
+    lo[1][7] = hi[0][7] ^ 0x8000                           # (op_sel) a.hi + (-a.hi) in the low result: zero
+    regs = [[lh | hh << 16 for lh, hh in zip(lo[j], hi[j], strict=True)] for j in range(3)]
+    w = wave(_mode("f16", mode) | ZERO)                    # the f32 field toward zero: packed f16 must not use it
+    for j in range(3):
+        w.v[1 + j] = regs[j]
+    n = 3 if op == "fma" else 2
+    srcs = ", ".join(f"v{1 + j}" for j in range(n))
+    sel, sel_hi, neg_lo, neg_hi = [1, 0, 0], [0, 1, 1], [0, 1, 0], [1, 0, 0]
+    mods = (f" op_sel:[{','.join(map(str, sel[:n]))}] op_sel_hi:[{','.join(map(str, sel_hi[:n]))}]"
+            f" neg_lo:[{','.join(map(str, neg_lo[:n]))}] neg_hi:[{','.join(map(str, neg_hi[:n]))}]")
+    go(w, f"v_pk_{op}_f16 v8, {srcs}{mods}")
+    f = {"add": lambda x, y: x + y, "mul": lambda x, y: x * y, "fma": lambda x, y, z: x * y + z}[op]
+    for i in range(32):
+        got = int(w.v[8, i])
+        for half, (sels, negs) in enumerate(((sel, neg_lo), (sel_hi, neg_hi))):
+            ops = [_h(regs[j][i], sels[j]) ^ (negs[j] << 15) for j in range(n)]
+            vals = [val(o, "f16") for o in ops]
+            if any(v is None for v in vals):
+                continue
+            x = f(*vals)
+            signs = (ops[0] >> 15, ops[1] >> 15) if op == "add" else ((ops[0] ^ ops[1]) >> 15, ops[-1] >> 15)
+            want = ((ops[0] ^ ops[1]) & 0x8000 if x == 0 else rdir(x, "f16", mode)) if op == "mul" else \
+                zero_or(x, "f16", mode, signs)
+            assert _h(got, half) == want, (op, mode, i, half, [hex(o) for o in ops], hex(_h(got, half)), hex(want))
+
+
+@needs_mc
+@pytest.mark.parametrize("mode", MODES)
+def test_fma_mix_rounds_once_in_the_destination_mode(mode: int) -> None:
+    rng = random.Random(zlib.crc32(f"mix{mode}".encode()))
+    a16, c16 = _inputs("f16", rng.getrandbits(16)), _inputs("f16", rng.getrandbits(16))
+    b32 = _inputs("f32", rng.getrandbits(16))
+    for i in range(32):                                    # keep products near the f16 range
+        if rng.random() < 0.7:
+            b32[i] = rng.getrandbits(1) << 31 | (127 + rng.randint(-12, 12)) << 23 | rng.getrandbits(23)
+    b32[9], a16[9], c16[9] = 0x3F800000, 0x3C00, 0xBC00    # 1 * 1 + -1: zero
+    for fmt, text in (("f32", "v_fma_mix_f32 v8, v1, v2, v3 op_sel_hi:[1,0,1]"),
+                      ("f16", "v_fma_mixlo_f16 v8, v1, v2, v3 op_sel_hi:[1,0,1]"),
+                      ("f16", "v_fma_mixhi_f16 v8, v1, v2, v3 op_sel_hi:[1,0,1]")):
+        w = wave(_mode(fmt, mode))
+        w.v[1], w.v[2], w.v[3] = a16, b32, c16
+        w.v[8] = 0xDEADBEEF
+        go(w, text)
+        for i in range(32):
+            vals = [val(a16[i], "f16"), val(b32[i], "f32"), val(c16[i], "f16")]
+            if any(v is None for v in vals):
+                continue
+            x = vals[0] * vals[1] + vals[2]
+            want = zero_or(x, fmt, mode, ((a16[i] >> 15) ^ (b32[i] >> 31), c16[i] >> 15))
+            got = int(w.v[8, i])
+            if "mixhi" in text:
+                assert got == (want << 16 | 0xBEEF), (text, i)
+            elif "mixlo" in text:
+                assert got == (0xDEAD0000 | want), (text, i)
+            else:
+                assert got == want, (text, i, hex(got), hex(want))
+
+
+@needs_mc
+@pytest.mark.parametrize("mode", MODES)
+def test_vopd_halves_round_as_their_vop2_forms(mode: int) -> None:
+    rng = random.Random(zlib.crc32(f"vopd{mode}".encode()))
+    a, b, c, d = (_inputs("f32", rng.getrandbits(16)) for _ in range(4))
+    b[0] = 0                                               # dx9: 0 * x = +0
+    w = wave(_mode("f32", mode))
+    w.v[0], w.v[1], w.v[2], w.v[3] = a, b, c, d
+    go(w, "v_dual_mul_dx9_zero_f32 v10, v0, v1 :: v_dual_add_f32 v11, v2, v3")
+    for i in range(32):
+        x, y, z, t = (val(r[i], "f32") for r in (a, b, c, d))
+        if None in (x, y, z, t):
+            continue
+        mul = (a[i] ^ b[i]) & 0x80000000 if x * y == 0 else rdir(x * y, "f32", mode)
+        assert int(w.v[10, i]) == (0 if x == 0 or y == 0 else mul), i
+        assert int(w.v[11, i]) == zero_or(z + t, "f32", mode, (c[i] >> 31, d[i] >> 31)), i
+        assert int(w.v[12, i]) == mul, i
+    w = wave(_mode("f32", mode))
+    w.v[0], w.v[1], w.v[2], w.v[3], w.v[13] = a, b, c, d, b
+    go(w, "v_dual_mul_f32 v12, v0, v1 :: v_dual_fmac_f32 v13, v2, v3")
+    for i in range(32):
+        x, y, z = (val(r[i], "f32") for r in (c, d, b))
+        if None in (x, y, z):
+            continue
+        want = zero_or(x * y + z, "f32", mode, ((c[i] ^ d[i]) >> 31, b[i] >> 31))
+        assert int(w.v[13, i]) == want, (i, hex(int(w.v[13, i])), hex(want))
+
+
+def _sqrt_dir(x: Fraction, fmt: str, mode: int) -> int:
+    """sqrt(``x``) (> 0) rounded in ``mode``: the two neighbours of the float64 root compared by their exact squares
+    (and, to nearest, the square of the midpoint)."""
+    m, e = KINDS[fmt]
+    r = rdir(Fraction(math.sqrt(x)), fmt, ZERO)
+    lo = r
+    while val(lo, fmt) ** 2 > x:
+        lo -= 1
+    while val(lo + 1, fmt) is not None and val(lo + 1, fmt) ** 2 <= x:
+        lo += 1
+    if val(lo, fmt) ** 2 == x or mode in (DOWN, ZERO):
+        return lo
+    if mode == UP:
+        return lo + 1
+    mid = (val(lo, fmt) + val(lo + 1, fmt)) / 2
+    return lo + 1 if mid * mid < x else lo                 # a root is never exactly a midpoint of the grid
+
+
+@needs_mc
+@pytest.mark.parametrize("mode", [0, *MODES])
+@pytest.mark.parametrize("fmt", ["f16", "f32", "f64"])
+def test_sqrt_is_correctly_rounded_in_every_mode(fmt: str, mode: int) -> None:
+    m, e = FMT[fmt]
+    rng = random.Random(zlib.crc32(f"sqrt{fmt}{mode}".encode()))
+    xs = [x & ~(1 << (m + e)) for x in _inputs(fmt, rng.getrandbits(16))]
+    xs[6:10] = [1, 2, 4 << m | 1, (0x3F800000 if fmt == "f32" else xs[9])]         # subnormals, a perfect square
+    xs[10] = (1 << (m + e)) | 5                             # negative: NaN in every mode
+    w = wave(_mode(fmt, mode))
+    _put(w, 1, xs, fmt)
+    go(w, {"f16": "v_sqrt_f16_e32 v8, v1", "f32": "v_sqrt_f32_e32 v8, v1", "f64": "v_sqrt_f64_e32 v[8:9], v[1:2]"}[fmt])
+    got = _get(w, 8, fmt)
+    for i in range(32):
+        x = val(xs[i], fmt)
+        if i == 10:
+            assert _special(got[i], fmt) and got[i] & ((1 << m) - 1), i
+            continue
+        if x is None or x == 0:
+            continue
+        want = _sqrt_dir(x, fmt, mode)
+        assert got[i] == want, (fmt, mode, i, hex(xs[i]), hex(got[i]), hex(want))
+
+
+@needs_mc
+@pytest.mark.parametrize("mode", MODES)
+def test_dot2_rounds_each_add_in_the_mode(mode: int) -> None:
+    rng = random.Random(zlib.crc32(f"dot2{mode}".encode()))
+    a, b = (_inputs("f16", rng.getrandbits(16)) for _ in range(2))
+    a2, b2 = (_inputs("f16", rng.getrandbits(16)) for _ in range(2))
+    c = _inputs("f32", rng.getrandbits(16))
+    for i in range(32):
+        if rng.random() < 0.8:
+            c[i] = rng.getrandbits(1) << 31 | (127 + rng.randint(-8, 8)) << 23 | rng.getrandbits(23)
+    w = wave(_mode("f32", mode))
+    w.v[1] = [x | y << 16 for x, y in zip(a, a2, strict=True)]
+    w.v[2] = [x | y << 16 for x, y in zip(b, b2, strict=True)]
+    w.v[3] = c
+    go(w, "v_dot2_f32_f16 v8, v1, v2, v3")
+    w.v[9] = c
+    go(w, "v_dot2acc_f32_f16 v9, v1, v2")
+    for i in range(32):
+        vs = [val(t[i], "f16") for t in (a, b, a2, b2)]
+        acc = val(c[i], "f32")
+        if acc is None or None in vs:
+            continue
+        bits, sign = c[i], c[i] >> 31
+        for x, y, sx in ((vs[0], vs[1], (a[i] ^ b[i]) >> 15), (vs[2], vs[3], (a2[i] ^ b2[i]) >> 15)):
+            s = x * y + acc
+            bits = zero_or(s, "f32", mode, (sx, sign))
+            acc, sign = val(bits, "f32"), bits >> 31
+            if acc is None:
+                break
+        if acc is None:
+            continue
+        assert int(w.v[8, i]) == bits, (mode, i, hex(int(w.v[8, i])), hex(bits))
+        assert int(w.v[9, i]) == bits, i
+
+
+@needs_mc
+@pytest.mark.parametrize("mode", MODES)
+def test_div_fmas_rounds_the_scaled_fma_in_the_mode(mode: int) -> None:
+    rng = random.Random(zlib.crc32(f"fmas{mode}".encode()))
+    a, b, c = (_inputs("f32", rng.getrandbits(16)) for _ in range(3))
+    for i in range(0, 32, 3):                              # operands whose scaled result is subnormal
+        c[i] = rng.getrandbits(1) << 31 | (rng.randint(1, 60)) << 23 | rng.getrandbits(23)
+        a[i] = (127 + rng.randint(-30, -5)) << 23 | rng.getrandbits(23)
+        b[i] = (127 + rng.randint(-40, 0)) << 23 | rng.getrandbits(23)
+    w = wave(_mode("f32", mode))
+    w.v[1], w.v[2], w.v[3] = a, b, c
+    w.s[106] = 0x5555_5555
+    go(w, "v_div_fmas_f32 v8, v1, v2, v3")
+    for i in range(32):
+        x, y, z = (val(t[i], "f32") for t in (a, b, c))
+        if None in (x, y, z):
+            continue
+        s = x * y + z
+        if 0x5555_5555 >> i & 1:
+            s *= Fraction(2) ** (64 if c[i] >> 23 & 0xFF > 127 else -64)
+        want = zero_or(s, "f32", mode, ((a[i] ^ b[i]) >> 31, c[i] >> 31))
+        assert int(w.v[8, i]) == want, (i, hex(int(w.v[8, i])), hex(want))
+
+
+@needs_mc
+@pytest.mark.parametrize("mode", MODES)
+def test_fract_cubema_and_mullit_round_in_the_mode(mode: int) -> None:
+    w = wave(_mode("f32", mode))
+    tiny = [0x80000001, 0xB0000000, 0xC0000000, 0x40000000, 0x3FC00001, 0xCB000001]  # -min, -2^-31, -2, 2, ...
+    w.v[1] = tiny + [0x3F800000] * 26
+    go(w, "v_fract_f32_e32 v8, v1")
+    for i, x in enumerate(tiny):
+        q = exact(x, "f32")
+        want = zero_or(q - math.floor(q), "f32", mode, (x >> 31, 1 - (x >> 31)))
+        assert int(w.v[8, i]) == want, (i, hex(int(w.v[8, i])), hex(want))
+    big = 0x7F7FFFFF
+    w.v[1], w.v[2], w.v[3] = [big, 0x3F800000] * 16, [0, 0xFF7FFFFF] * 16, [0x3F800000, 0] * 16
+    go(w, "v_cubema_f32 v8, v1, v2, v3")                  # 2 * the major axis: overflow rounds
+    assert int(w.v[8, 0]) == (0x7F800000 if mode == UP else big)
+    assert int(w.v[8, 1]) == (0xFF800000 if mode == DOWN else 0xFF7FFFFF)
+    w.v[1], w.v[2], w.v[3] = [0x3F800001] * 32, [0x3F800001] * 32, [0x3F800000, 0] * 16
+    go(w, "v_mullit_f32 v8, v1, v2, v3")
+    x = exact(0x3F800001, "f32") ** 2
+    assert int(w.v[8, 0]) == rdir(x, "f32", mode) and int(w.v[8, 1]) == 0xFF7FFFFF
+
+
+@needs_mc
+@pytest.mark.parametrize("mode", MODES)
+def test_wmma_rounds_its_exact_sum_once_in_the_mode(mode: int) -> None:
+    rng = random.Random(zlib.crc32(f"wmma{mode}".encode()))
+    A = [[rng.getrandbits(1) << 15 | rng.randint(10, 20) << 10 | rng.getrandbits(10) for _ in range(16)]
+         for _ in range(16)]
+    B = [[rng.getrandbits(1) << 15 | rng.randint(10, 20) << 10 | rng.getrandbits(10) for _ in range(16)]
+         for _ in range(16)]
+    for fmt, text in (("f32", "v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]"),
+                      ("f16", "v_wmma_f16_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]")):
+        w = wave(_mode(fmt, mode))
+        for lane in range(32):
+            for k in range(16):
+                r, sh = k // 2, 16 * (k % 2)
+                w.v[8 + r, lane] = int(w.v[8 + r, lane]) | A[lane % 16][k] << sh
+                w.v[16 + r, lane] = int(w.v[16 + r, lane]) | B[k][lane % 16] << sh
+        cw = 23 if fmt == "f32" else 10
+        C = [[rng.getrandbits(1) << (cw + (8 if fmt == "f32" else 5)) | (((127 if fmt == "f32" else 15) + 3) << cw)
+              | rng.getrandbits(cw) for _ in range(16)] for _ in range(16)]
+        for r in range(16):
+            for col in range(16):
+                w.v[r // 2, col + 16 * (r % 2)] = C[r][col]
+        go(w, text)
+        for r in range(16):
+            for col in range(16):
+                x = sum(exact(A[r][k], "f16") * exact(B[k][col], "f16") for k in range(16)) + exact(C[r][col], fmt)
+                got = int(w.v[r // 2, col + 16 * (r % 2)]) & ((1 << _width(fmt)) - 1)
+                assert got == rdir(x, fmt, mode), (fmt, r, col)
+
+
+# ---- every VALU operation is in exactly one category --------------------------------------------------------------
+
+def test_every_valu_mnemonic_is_in_exactly_one_rounding_category() -> None:
+    import re
+
+    from tinyhw.formats.rdna3_ops import OPS
+    from tinyhw.mocks.rdna3 import rounding
+
+    cats = {"DIRECTED": set(rounding.DIRECTED), "DIRECTED_IN_MODULE": rounding.DIRECTED_IN_MODULE,
+            "ROUND_FREE": rounding.ROUND_FREE, "REFUSED": rounding.REFUSED, "NOT_FLOAT": rounding.NOT_FLOAT}
+    names = set()
+    for (enc, _op), (mn, _t) in OPS.items():
+        if enc.startswith(("VOP", "VINTERP")):
+            for part in mn.split("::"):
+                names.add(re.sub(r"(_e32|_e64)?(_dpp)?$", "", part))
+    bad = {n: [c for c, s in cats.items() if n in s] for n in sorted(names)}
+    bad = {n: c for n, c in bad.items() if len(c) != 1}
+    assert not bad, bad
+    assert len(names) > 480
+    floaty = re.compile(r"f16|f32|f64|bf16")
+    assert not {n for n in rounding.NOT_FLOAT if floaty.search(n)}
+
+
+@pytest.mark.parametrize(("text", "mode", "pattern"), [
+    ("v_rcp_f32_e32 v3, v1", 1, r"0x1 \(f32 toward \+infinity\) on v_rcp_f32: an approximation"),
+    ("v_exp_f16_e32 v3, v1", 2 << 2, r"0x8 \(f16/f64 toward -infinity\) on v_exp_f16: an approximation"),
+    ("v_rsq_f64_e32 v[4:5], v[2:3]", 3 << 2, r"on v_rsq_f64: an approximation"),
+    ("v_sin_f32_e32 v3, v1", 3, r"on v_sin_f32"), ("v_log_f32_e32 v3, v1", 2, r"on v_log_f32"),
+    ("v_rcp_iflag_f32_e32 v3, v1", 1, r"on v_rcp_iflag_f32"),
+])
+@needs_mc
+def test_transcendentals_refuse_a_directed_mode_naming_op_and_mode(text: str, mode: int, pattern: str) -> None:
+    w = wave(MODE_DEFAULT | mode)
+    with pytest.raises(Unimplemented, match=pattern):
+        go(w, text)
+    go(wave(), text)                                        # nearest even: runs

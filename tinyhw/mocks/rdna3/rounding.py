@@ -229,6 +229,8 @@ NOT_FLOAT = frozenset({
     "v_subrev_co_ci_u32", "v_subrev_co_u32", "v_subrev_nc_u32", "v_swap_b32", "v_swaprel_b32",
     "v_wmma_i32_16x16x16_iu4", "v_wmma_i32_16x16x16_iu8", "v_writelane_b32", "v_xad_u32", "v_xnor_b32",
     "v_xor3_b32", "v_xor_b16", "v_xor_b32",
+    *(f"v_{c}_{cond}_{t}" for c in ("cmp", "cmpx") for t in ("i16", "i32", "i64", "u16", "u32", "u64")
+      for cond in ("f", "lt", "eq", "le", "gt", "ne", "ge", "t")),
 })
 
 

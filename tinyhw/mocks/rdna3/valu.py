@@ -297,8 +297,7 @@ def _ldexp_any(view: Callable[[np.ndarray], np.ndarray], back: Callable[[np.ndar
         x = view(a)
         with np.errstate(all="ignore"):
             if x.dtype == F64:
-                return back(np.array([math.ldexp(v, int(k)) if math.isfinite(v) else v
-                                      for v, k in zip(x.tolist(), e.tolist(), strict=True)]))
+                return back(np.array([vmath._f64_ldexp(v, int(k)) for v, k in zip(x.tolist(), e.tolist(), strict=True)]))
             return back(np.ldexp(x.astype(F64), np.clip(e, -400, 400)))
     return op
 
