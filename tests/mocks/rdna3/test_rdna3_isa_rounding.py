@@ -575,6 +575,132 @@ def test_wmma_rounds_its_exact_sum_once_in_the_mode(mode: int) -> None:
                 assert got == rdir(x, fmt, mode), (fmt, r, col)
 
 
+@needs_mc
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", ["f16", "bf16"])
+def test_16_bit_dot2_forms_and_pk_fmac_round_in_the_f16_field(kind: str, mode: int) -> None:
+    rng = random.Random(zlib.crc32(f"dot16{kind}{mode}".encode()))
+    fmt = kind
+    m, e = KINDS[fmt]
+
+    def rnd16() -> int:
+        return rng.getrandbits(1) << 15 | ((1 << (e - 1)) - 1 + rng.randint(-4, 4)) << m | rng.getrandbits(m)
+    a, b, c = ([rnd16() | rnd16() << 16 for _ in range(32)] for _ in range(3))
+    a[0], b[0], c[0] = 0x3C00 if kind == "f16" else 0x3F80, 0x3C00 if kind == "f16" else 0x3F80, 0
+    w = wave(_mode("f16", mode) | ZERO)                      # the f32 field must not matter
+    w.v[1], w.v[2], w.v[3] = a, b, c
+    w.v[4] = 0xDEADBEEF
+    go(w, f"v_dot2_{kind}_{kind} v4, v1, v2, v3 op_sel:[0,0,1,0]")   # S2 from the high half, result to the low
+    for i in range(32):
+        acc, sign, bits = val(c[i] >> 16, fmt), c[i] >> 31, c[i] >> 16
+        for h in (0, 16):
+            x, y = a[i] >> h & 0xFFFF, b[i] >> h & 0xFFFF
+            t = val(x, fmt) * val(y, fmt) + acc
+            bits = zero_or(t, fmt, mode, ((x ^ y) >> 15, sign))
+            acc, sign = val(bits, fmt), bits >> 15
+            if acc is None:
+                break
+        if acc is None:
+            continue
+        assert int(w.v[4, i]) == 0xDEAD0000 | bits, (kind, i, hex(int(w.v[4, i])), hex(bits))
+    if kind == "bf16":
+        w = wave(_mode("f32", mode))
+        w.v[1], w.v[2], w.v[3] = a, b, [x & 0xFFFF0000 for x in c]
+        go(w, "v_dot2_f32_bf16 v4, v1, v2, v3")
+        for i in range(32):
+            acc, sign, bits = val(c[i] >> 16, fmt), c[i] >> 31, c[i] & 0xFFFF0000
+            for h in (0, 16):
+                x, y = a[i] >> h & 0xFFFF, b[i] >> h & 0xFFFF
+                bits = zero_or(val(x, fmt) * val(y, fmt) + acc, "f32", mode, ((x ^ y) >> 15, sign))
+                acc, sign = val(bits, "f32"), bits >> 31
+            assert int(w.v[4, i]) == bits, i
+        return
+    w.v[4] = c
+    go(w, "v_pk_fmac_f16 v4, v1, v2")
+    for i in range(32):
+        got = int(w.v[4, i])
+        for h in (0, 16):
+            x, y, z = (t[i] >> h & 0xFFFF for t in (a, b, c))
+            want = zero_or(val(x, fmt) * val(y, fmt) + val(z, fmt), fmt, mode, ((x ^ y) >> 15, z >> 15))
+            assert got >> h & 0xFFFF == want, (i, h)
+
+
+@needs_mc
+@pytest.mark.parametrize("mode", MODES)
+def test_fmac_dx9_and_the_rtz_pack_keep_their_rules(mode: int) -> None:
+    rng = random.Random(zlib.crc32(f"fmacdx9{mode}".encode()))
+    a, b, c = (_inputs("f32", rng.getrandbits(16)) for _ in range(3))
+    a[2] = 0
+    w = wave(_mode("f32", mode) | mode << 2)
+    w.v[1], w.v[2], w.v[3] = a, b, c
+    go(w, "v_fmac_dx9_zero_f32_e32 v3, v1, v2")
+    for i in range(32):
+        x, y, z = (val(t[i], "f32") for t in (a, b, c))
+        if x == 0 or y == 0:
+            assert int(w.v[3, i]) == c[i], i
+        elif None not in (x, y, z):
+            assert int(w.v[3, i]) == zero_or(x * y + z, "f32", mode, ((a[i] ^ b[i]) >> 31, c[i] >> 31)), i
+    w.v[1], w.v[2] = a, b
+    go(w, "v_cvt_pk_rtz_f16_f32_e64 v5, v1, v2")           # toward zero in every mode
+    for i in range(32):
+        for h, src in ((0, a), (16, b)):
+            x = val(src[i], "f32")
+            if x is None:
+                continue
+            want = (src[i] >> 31) << 15 if x == 0 else rdir(x, "f16", ZERO)
+            assert int(w.v[5, i]) >> h & 0xFFFF == want, (i, h)
+
+
+def _two_over_pi(n: int) -> int:
+    """floor(2/pi * 2**n), pi from the arctangent series of pi/4 = 4 atan(1/5) - atan(1/239) summed in Fraction
+    (exact rationals, a truncation error below 2**-(n + 8))."""
+    def atan_inv(k: int) -> Fraction:
+        total, term, j = Fraction(0), Fraction(1, k), 0
+        while term > Fraction(1, 1 << (n + 16)):
+            total += term / (2 * j + 1) * (-1) ** j
+            term /= k * k
+            j += 1
+        return total
+    pi = 4 * (4 * atan_inv(5) - atan_inv(239))
+    return math.floor(2 / pi * 2 ** n)
+
+
+@needs_mc
+@pytest.mark.parametrize("mode", [0, *MODES])
+def test_trig_preop_rounds_its_subnormal_segments_in_the_mode(mode: int) -> None:
+    bits = _two_over_pi(1201)
+    segs = [18, 19, 20, 21, 22, 23, 31, 0]
+    w = wave(_mode("f64", mode))
+    w.v[2], w.v[3] = 0, 0x3FF00000                           # S0 = 1.0: exponent field 1023, no extra shift
+    w.v[4] = segs * 4
+    go(w, "v_trig_preop_f64 v[6:7], v[2:3], v4")
+    for i, k in enumerate(segs):
+        shift = 53 * k
+        drop = 1201 - 53 - shift
+        chunk = (bits >> drop if drop >= 0 else bits << -drop) & ((1 << 53) - 1)
+        x = Fraction(chunk) * Fraction(2) ** (-53 - shift)
+        want = rdir(x, "f64", mode) if x else 0
+        got = int(w.v[6, i]) | int(w.v[7, i]) << 32
+        assert got == want, (mode, k, hex(got), hex(want))
+
+
+@needs_mc
+@pytest.mark.parametrize("mode", MODES)
+def test_div_scale_down_scaling_rounds_in_the_mode(mode: int) -> None:
+    """f64: where 1/S1 is denormal (S1 huge) and S2/S1 underflows to 0, S0 is scaled by 2**-128; a small S0 then
+    becomes subnormal and loses bits (f32 never gets there: the guide tests its reciprocal in f64)."""
+    rng = random.Random(zlib.crc32(f"divscale{mode}".encode()))
+    num = [rng.getrandbits(1) << 63 | rng.randint(100, 140) << 52 | rng.getrandbits(52) for _ in range(32)]
+    w = wave(_mode("f64", mode))
+    _put(w, 2, num, "f64")
+    _put(w, 4, [0x7FE8000000000000] * 32, "f64")             # 1/S1 is an f64 denormal
+    go(w, "v_div_scale_f64 v[6:7], vcc_lo, v[2:3], v[4:5], v[2:3]")     # S0 = the numerator
+    got = _get(w, 6, "f64")
+    for i in range(32):
+        x = val(num[i], "f64") * Fraction(2) ** -128
+        assert got[i] == rdir(x, "f64", mode), (i, hex(num[i]), hex(got[i]))
+
+
 # ---- every VALU operation is in exactly one category --------------------------------------------------------------
 
 def test_every_valu_mnemonic_is_in_exactly_one_rounding_category() -> None:
