@@ -701,6 +701,33 @@ def test_div_scale_down_scaling_rounds_in_the_mode(mode: int) -> None:
         assert got[i] == rdir(x, "f64", mode), (i, hex(num[i]), hex(got[i]))
 
 
+@needs_mc
+@pytest.mark.parametrize(("m32", "m16"), [(UP, DOWN), (DOWN, UP), (ZERO, ZERO), (UP, 0), (0, DOWN)])
+def test_vinterp_rounds_its_fma_and_f16_conversion_in_their_fields(m32: int, m16: int) -> None:
+    rng = random.Random(zlib.crc32(f"interp{m32}{m16}".encode()))
+    p = [rng.getrandbits(1) << 31 | (127 + rng.randint(-10, 10)) << 23 | rng.getrandbits(23) for _ in range(32)]
+    ij = [rng.getrandbits(1) << 31 | (127 + rng.randint(-10, 10)) << 23 | rng.getrandbits(23) for _ in range(32)]
+    acc = [rng.getrandbits(1) << 31 | (127 + rng.randint(-10, 10)) << 23 | rng.getrandbits(23) for _ in range(32)]
+    q = [i // 4 * 4 for i in range(32)]
+    for text in ("v_interp_p10_f32 v4, v1, v2, v1", "v_interp_p2_f16_f32 v4, v1, v2, v3",
+                 "v_interp_p2_rtz_f16_f32 v4, v1, v2, v3"):
+        w = wave(MODE_DEFAULT | m32 | m16 << 2)
+        w.v[1], w.v[2], w.v[3], w.v[4] = p, ij, acc, 0xDEAD0000
+        go(w, text)
+        for i in range(32):
+            if "p10" in text:
+                x = exact(p[q[i] + 1], "f32") * exact(ij[i], "f32") + exact(p[q[i]], "f32")
+                want = rdir(x, "f32", m32)
+            else:                                          # the _f16_f32 forms read S0 as f16 (the low half)
+                p0 = val(p[q[i] + 2] & 0xFFFF, "f16")
+                if p0 is None:
+                    continue
+                x = p0 * exact(ij[i], "f32") + exact(acc[i], "f32")
+                want = rdir(x, "f16", ZERO) if "rtz" in text else rdir(val(rdir(x, "f32", m32), "f32"), "f16", m16)
+                want |= 0xDEAD0000
+            assert int(w.v[4, i]) == want, (text, i, hex(int(w.v[4, i])), hex(want))
+
+
 # ---- every VALU operation is in exactly one category --------------------------------------------------------------
 
 def test_every_valu_mnemonic_is_in_exactly_one_rounding_category() -> None:

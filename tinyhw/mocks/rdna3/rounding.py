@@ -19,14 +19,14 @@ cannot fall through silently):
 
 - :data:`DIRECTED`: rounded here, from the operation's exact result (the common VALU path calls :func:`directed`);
 - :data:`DIRECTED_IN_MODULE`: rounded in directed modes by the module that computes them (the dot products, mixed
-  fma, WMMA and ``v_pk_fmac_f16`` in ``wmma.py``, ``v_div_fmas``/``v_div_scale`` in ``vmath.py``, the packed and
-  VOPD forms through their scalar operation's :data:`DIRECTED` entry), with :func:`fma_lanes` and
-  :func:`round_bits`;
+  fma, WMMA and ``v_pk_fmac_f16`` in ``wmma.py``, ``v_div_fmas``/``v_div_scale`` in ``vmath.py``, VINTERP in
+  ``lanes.py``, the packed and VOPD forms through their scalar operation's :data:`DIRECTED` entry), with
+  :func:`fma_lanes`, :func:`directed` and :func:`round_bits`;
 - :data:`ROUND_FREE`: no round mode changes the result (exact by definition: min/max, moves, rounding to integral
   values, exact widening converts, float-to-int converts, which truncate or round as their names say, selections
   and sign changes, compares);
-- :data:`REFUSED`: the approximate transcendentals and VINTERP: a directed mode stops the dispatch with a message
-  naming the operation and the mode;
+- :data:`REFUSED`: the approximate transcendentals (``v_rcp*``, ``v_rsq*``, ``v_exp*``, ``v_log*``, ``v_sin*``,
+  ``v_cos*``): a directed mode stops the dispatch with a message naming the operation and the mode;
 - :data:`NOT_FLOAT`: integer and bit operations (no float operand or result).
 """
 
@@ -171,6 +171,8 @@ DIRECTED_IN_MODULE = frozenset({
     # per half / per VOPD half through the scalar operation's DIRECTED entry (valu.py's _PK and _DUAL2)
     "v_pk_add_f16", "v_pk_mul_f16", "v_pk_fma_f16", "v_dual_add_f32", "v_dual_sub_f32", "v_dual_subrev_f32",
     "v_dual_mul_f32", "v_dual_fmac_f32", "v_dual_fmaak_f32", "v_dual_fmamk_f32", "v_dual_mul_dx9_zero_f32",
+    # VINTERP (lanes.py): the fma in the f32 field's direction, P2's f16 conversion in the f16 field's
+    "v_interp_p10_f32", "v_interp_p2_f32", "v_interp_p10_f16_f32", "v_interp_p2_f16_f32",
 })
 
 ROUND_FREE = frozenset({
@@ -188,19 +190,19 @@ ROUND_FREE = frozenset({
     # negation), v_div_fixup (a special value or the quotient's magnitude with a sign), packing two halves
     "v_cubeid_f32", "v_cubesc_f32", "v_cubetc_f32", "v_div_fixup_f16", "v_div_fixup_f32", "v_div_fixup_f64",
     "v_pack_b32_f16", "v_pk_max_f16", "v_pk_min_f16", "v_dual_max_f32", "v_dual_min_f32",
+    # a fixed direction whatever the mode: toward zero
+    "v_interp_p10_rtz_f16_f32", "v_interp_p2_rtz_f16_f32",
     # compares and classes (they never reach this module)
     *(f"v_{c}_{cond}_{t}" for c in ("cmp", "cmpx") for t in ("f16", "f32", "f64")
       for cond in ("f", "lt", "eq", "le", "gt", "lg", "ge", "o", "u", "nge", "nlg", "ngt", "nle", "neq", "nlt", "t",
                    "class")),
 })
 
-#: approximations with no correctly rounded result to direct, and VINTERP (lanes.py: its double rounding to f16
-#: under a directed mode is not modelled): refused under a directed mode (:func:`refusal`)
+#: the approximate transcendentals (the guide gives them an error bound, not a correctly rounded result to direct):
+#: refused under a directed mode (:func:`refusal`)
 REFUSED = frozenset({
     *(f"v_{op}_{t}" for op in ("rcp", "rsq", "exp", "log", "sin", "cos") for t in ("f16", "f32")),
     "v_rcp_f64", "v_rsq_f64", "v_rcp_iflag_f32",
-    "v_interp_p10_f32", "v_interp_p2_f32", "v_interp_p10_f16_f32", "v_interp_p2_f16_f32",
-    "v_interp_p10_rtz_f16_f32", "v_interp_p2_rtz_f16_f32",
 })
 
 #: VALU operations without a float operand or result: the round mode does not concern them
@@ -237,8 +239,8 @@ NOT_FLOAT = frozenset({
 def refusal(name: str, mode_reg: int) -> str:
     """The one-line reason a float operation refuses a directed round mode (MODE.FP_ROUND ``mode_reg & 0xF``)."""
     modes = "; ".join(f"{k} {MODE_NAMES[m]}" for k, m in (("f32", mode_reg & 3), ("f16/f64", mode_reg >> 2 & 3)) if m)
-    why = ("an approximation with no correctly rounded result to direct" if name in REFUSED and
-           not name.startswith("v_interp") else "only round-to-nearest-even is modelled for it")
+    why = ("an approximation with no correctly rounded result to direct" if name in REFUSED else
+           "only round-to-nearest-even is modelled for it")
     return f"MODE round mode {mode_reg & 0xF:#x} ({modes}) on {name}: {why}"
 
 
