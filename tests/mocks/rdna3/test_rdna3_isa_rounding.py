@@ -273,7 +273,7 @@ MODES = [UP, DOWN, ZERO]
 
 
 @needs_mc
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mode", [0, *MODES])
 @pytest.mark.parametrize("fmt", ["f16", "f32", "f64"])
 def test_ldexp_rounds_overflow_and_subnormal_results(fmt: str, mode: int) -> None:
     m, e = FMT[fmt]
@@ -306,6 +306,8 @@ def test_dx9_zero_products_round_in_the_mode_and_keep_the_zero_rule(mode: int) -
     a[4], b[4] = 0x7FC00000, 0                             # NaN * 0: +0
     b[5], c[5] = a[5] ^ 0x80000000, 0x3F800000             # -x*x + 1
     a[6], b[6], c[6] = 0x3F800000, 0x3F800000, 0xBF800000  # 1 * 1 + -1: an exact zero
+    a[7], b[7], c[7] = 0x80000000, 0x3F800000, 0           # -0 * 1 + +0: S2 (+0), not fma's -0 toward -inf
+    a[8], b[8], c[8] = 0x3F800000, 0x80000000, 0x80000000  # 1 * -0 + -0: S2 (-0)
     w = wave(_mode("f32", mode))
     w.v[1], w.v[2], w.v[3] = a, b, c
     go(w, "v_mul_dx9_zero_f32_e64 v8, v1, v2")
