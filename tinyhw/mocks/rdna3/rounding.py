@@ -151,7 +151,9 @@ DIRECTED: dict[str, _Op] = {
     # -MAX_FLOAT when S1 is -MAX_FLOAT or S2 <= 0 (the non-finite cases keep the nearest path's), else S0 * S1
     "v_mullit_f32": (lambda a, b, c: None if b == _NEG_MAX_F32 or c <= 0 else a * b, "mul"),
     "v_cubema_f32": (lambda x, y, z: 2 * _major(x, y, z), "mul"),              # 2 * major axis: overflow rounds
-    **{f"v_fract_{t}": (lambda a: a - math.floor(a), "fract") for t in ("f16", "f32", "f64")},  # S0 + -floor(S0)
+    # S0 + -floor(S0), clamped to the largest value below 1.0 (the guide: "Obey round mode, result clamped")
+    **{f"v_fract_{t}": (lambda a, m=m: min(a - math.floor(a), 1 - Fraction(1, 2 << m)), "fract")
+       for t, m in (("f16", 10), ("f32", 23), ("f64", 52))},
     **{f"v_sqrt_{t}": (sqrt_proxy, "sqrt") for t in ("f16", "f32", "f64")},
     "v_trig_preop_f64": (_trig_preop, "raw"),
 }

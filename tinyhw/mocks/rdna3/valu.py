@@ -235,11 +235,14 @@ def _round_to(fn: Callable[[np.ndarray], np.ndarray], view: Callable[[np.ndarray
 
 def _fract(view: Callable[[np.ndarray], np.ndarray], back: Callable[[np.ndarray], np.ndarray]
            ) -> Callable[[np.ndarray], np.ndarray]:
-    """v_fract_*: S0 + -floor(S0) in the operand's format (one rounding; inf gives NaN)."""
+    """v_fract_*: S0 + -floor(S0) in the operand's format (one rounding; inf gives NaN), clamped to the largest value
+    below 1.0 (the guide's note: "result clamped to 0x3f7fffff", 0x3fefffffffffffff for f64; 0x3bff for f16 by the
+    same rule, not stated): a tiny negative S0 whose fraction rounds to 1.0 gives 1 - ulp."""
     def op(a: np.ndarray) -> np.ndarray:
         x = view(a)
+        t = x.dtype.type
         with np.errstate(all="ignore"):
-            return back(x + -np.floor(x))
+            return back(np.minimum(x + -np.floor(x), np.nextafter(t(1), t(0))))
     return op
 
 
