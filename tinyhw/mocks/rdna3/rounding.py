@@ -109,7 +109,8 @@ def sqrt_proxy(x: Fraction) -> Fraction | None:
 def _trig_preop(a_bits: int, seg: int) -> Fraction:
     """v_trig_preop_f64's exact value: the 53-bit segment of 2/pi times its power of two (vmath's reading of the
     guide's pseudocode), before the one rounding to f64 (subnormal results round)."""
-    from tinyhw.mocks.rdna3 import vmath     # vmath uses this module's helpers: imported when first needed
+    # vmath uses this module's helpers, so it is imported when first needed
+    from tinyhw.mocks.rdna3 import vmath
 
     chunk, scale = vmath.trig_preop_exact(a_bits >> 52 & 0x7FF, seg)
     return Fraction(chunk) * Fraction(2) ** scale

@@ -9,7 +9,6 @@ single correct rounding a fused multiply-add makes. VOP3 ``neg``/``abs`` are app
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -300,7 +299,8 @@ def _ldexp_any(view: Callable[[np.ndarray], np.ndarray], back: Callable[[np.ndar
         x = view(a)
         with np.errstate(all="ignore"):
             if x.dtype == F64:
-                return back(np.array([vmath._f64_ldexp(v, int(k)) for v, k in zip(x.tolist(), e.tolist(), strict=True)]))
+                return back(np.array([vmath._f64_ldexp(v, int(k))
+                                      for v, k in zip(x.tolist(), e.tolist(), strict=True)]))
             return back(np.ldexp(x.astype(F64), np.clip(e, -400, 400)))
     return op
 
