@@ -550,32 +550,40 @@ def test_fract_cubema_and_mullit_round_in_the_mode(mode: int) -> None:
 
 @needs_mc
 @pytest.mark.parametrize("mode", MODES)
-def test_wmma_rounds_its_exact_sum_once_in_the_mode(mode: int) -> None:
-    rng = random.Random(zlib.crc32(f"wmma{mode}".encode()))
-    A = [[rng.getrandbits(1) << 15 | rng.randint(10, 20) << 10 | rng.getrandbits(10) for _ in range(16)]
-         for _ in range(16)]
-    B = [[rng.getrandbits(1) << 15 | rng.randint(10, 20) << 10 | rng.getrandbits(10) for _ in range(16)]
-         for _ in range(16)]
-    for fmt, text in (("f32", "v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]"),
-                      ("f16", "v_wmma_f16_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]")):
-        w = wave(_mode(fmt, mode))
+@pytest.mark.parametrize("kind", ["f16", "bf16"])
+def test_wmma_rounds_its_exact_sum_once_in_the_mode(kind: str, mode: int) -> None:
+    """Each element's exact sum rounded once in the result format's field (bf16: the f16/f64 field, the model's
+    choice); an exactly zero element is -0 toward -infinity, else +0 (the model's choice)."""
+    rng = random.Random(zlib.crc32(f"wmma{kind}{mode}".encode()))
+    m, e = KINDS[kind]
+    bias = (1 << (e - 1)) - 1
+
+    def el() -> int:
+        return rng.getrandbits(1) << 15 | (bias + rng.randint(-5, 5)) << m | rng.getrandbits(m)
+    A = [[el() for _ in range(16)] for _ in range(16)]
+    B = [[el() for _ in range(16)] for _ in range(16)]
+    for k in range(16):
+        B[k][0] = 0                                         # column 0: every product a zero
+    for fmt in ("f32", kind):
+        w = wave(_mode("f32" if fmt == "f32" else "f16", mode) | (ZERO if fmt != "f32" else ZERO << 2))
         for lane in range(32):
             for k in range(16):
                 r, sh = k // 2, 16 * (k % 2)
                 w.v[8 + r, lane] = int(w.v[8 + r, lane]) | A[lane % 16][k] << sh
                 w.v[16 + r, lane] = int(w.v[16 + r, lane]) | B[k][lane % 16] << sh
-        cw = 23 if fmt == "f32" else 10
-        C = [[rng.getrandbits(1) << (cw + (8 if fmt == "f32" else 5)) | (((127 if fmt == "f32" else 15) + 3) << cw)
-              | rng.getrandbits(cw) for _ in range(16)] for _ in range(16)]
+        cm, ce = KINDS[fmt]
+        C = [[0 if col == 0 else rng.getrandbits(1) << (cm + ce) | (((1 << (ce - 1)) - 1 + 3) << cm)
+              | rng.getrandbits(cm) for col in range(16)] for _ in range(16)]
         for r in range(16):
             for col in range(16):
                 w.v[r // 2, col + 16 * (r % 2)] = C[r][col]
-        go(w, text)
+        go(w, f"v_wmma_{fmt}_16x16x16_{kind} v[0:7], v[8:15], v[16:23], v[0:7]")
         for r in range(16):
             for col in range(16):
-                x = sum(exact(A[r][k], "f16") * exact(B[k][col], "f16") for k in range(16)) + exact(C[r][col], fmt)
-                got = int(w.v[r // 2, col + 16 * (r % 2)]) & ((1 << _width(fmt)) - 1)
-                assert got == rdir(x, fmt, mode), (fmt, r, col)
+                x = sum(val(A[r][k], kind) * val(B[k][col], kind) for k in range(16)) + val(C[r][col], fmt)
+                got = int(w.v[r // 2, col + 16 * (r % 2)]) & ((1 << (1 + cm + ce)) - 1)
+                want = rdir(x, fmt, mode) if x else int(mode == DOWN) << (cm + ce)
+                assert got == want, (fmt, r, col, hex(got), hex(want))
 
 
 @needs_mc
