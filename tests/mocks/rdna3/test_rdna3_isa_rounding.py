@@ -739,6 +739,30 @@ def test_vinterp_rounds_its_fma_and_f16_conversion_in_their_fields(m32: int, m16
             assert int(w.v[4, i]) == want, (text, i, hex(int(w.v[4, i])), hex(want))
 
 
+@needs_mc
+@pytest.mark.parametrize("mode", [0, *MODES])
+@pytest.mark.parametrize("fmt", ["f16", "f32", "f64"])
+def test_omod_scaling_rounds_in_the_mode(fmt: str, mode: int) -> None:
+    """OMOD after the operation's rounding (the model's reading): div:2 of a value just above the smallest normal
+    is an inexact subnormal, mul:4 of a large value overflows."""
+    m, e = FMT[fmt]
+    rng = random.Random(zlib.crc32(f"omod{fmt}{mode}".encode()))
+    xs = [1 << m | rng.getrandbits(m) | 1 for _ in range(16)] + \
+         [((1 << e) - 3) << m | rng.getrandbits(m) for _ in range(16)]
+    xs = [x | rng.getrandbits(1) << (m + e) for x in xs]
+    one = {"f16": 0x3C00, "f32": 0x3F800000, "f64": 0x3FF0000000000000}[fmt]
+    for omod, k in (("div:2", -1), ("mul:4", 2), ("mul:2", 1)):
+        w = wave(_mode(fmt, mode))
+        _put(w, 1, xs, fmt)
+        _put(w, 4, [one] * 32, fmt)
+        regs = ("v[8:9], v[1:2], v[4:5]" if fmt == "f64" else "v8, v1, v4")
+        go(w, f"v_mul_{fmt}{'' if fmt == 'f64' else '_e64'} {regs} {omod}")
+        got = _get(w, 8, fmt)
+        for i in range(32):
+            want = rdir(exact(xs[i], fmt) * Fraction(2) ** k, fmt, mode)
+            assert got[i] == want, (fmt, omod, i, hex(xs[i]), hex(got[i]), hex(want))
+
+
 # ---- every VALU operation is in exactly one category --------------------------------------------------------------
 
 def test_every_valu_mnemonic_is_in_exactly_one_rounding_category() -> None:

@@ -590,7 +590,10 @@ _FLOAT_OF = {"f": (U32, F32), "h": (U16, F16), "d": (U64, F64)}
 
 def _post(inst: Any, name: str, kind: str, bad: Callable[[str], Exception]
           ) -> Callable[[Wave, np.ndarray], np.ndarray] | None:
-    """VOP3 OMOD (x2, x4, /2) then CLAMP ([0, 1]; NaN -> 0 under MODE.DX10_CLAMP) on a float result."""
+    """VOP3 OMOD (x2, x4, /2) then CLAMP ([0, 1]; NaN -> 0 under MODE.DX10_CLAMP) on a float result. OMOD's scaling
+    rounds (an overflow, a subnormal result) to nearest even, or in the result kind's directed MODE round mode: the
+    model rounds the operation and then the scaling (the guide does not say whether OMOD scales before the
+    operation's rounding; a choice not checked on hardware)."""
     f = inst.fields
     if inst.encoding != "VOP3" or not (f["clamp"] or f["omod"]):
         return None
@@ -599,11 +602,18 @@ def _post(inst: Any, name: str, kind: str, bad: Callable[[str], Exception]
     ut, ft = _FLOAT_OF[kind]
     scale = {0: None, 1: ft(2.0), 2: ft(4.0), 3: ft(0.5)}[f["omod"]]
     clamp = bool(f["clamp"])
+    ldexp, lkinds, lt = {"f": ("v_ldexp_f32", "fw", U32), "h": ("v_ldexp_f16", "hs", U16),
+                         "d": ("v_ldexp_f64", "dw", U32)}[kind]
+    power = lt({0: 0, 1: 1, 2: 2, 3: -1}[f["omod"]] & (0xFFFF if lt is U16 else 0xFFFFFFFF))     # 2**power
 
     def post(w: Wave, r: np.ndarray) -> np.ndarray:
         x = r.view(ft)
         if scale is not None:
             x = (x * scale).astype(ft)
+            rnd = rounding.mode_of(w.mode, kind)
+            if rnd:
+                n = np.full(r.shape, power, dtype=lt)
+                x = rounding.directed(ldexp, lkinds, kind, (r, n), x.view(ut), rnd).view(ft)
         if clamp:
             c = np.where(x > 1, ft(1.0), np.where(x > 0, x, ft(0.0))).astype(ft)     # -0 and NaN -> +0
             if not w.mode & MODE_DX10:
