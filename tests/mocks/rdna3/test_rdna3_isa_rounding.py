@@ -4,6 +4,13 @@ The expected value of each lane is the exact result (``fractions.Fraction``) rou
 here independently of the core: the round-to-nearest-even reference rdna3isa.round_float gives one neighbour and a
 step of one unit in the last place gives the other; the direction picks between them. Exact zero sums are -0 only
 when rounding toward -infinity (IEEE 754 6.3). ``s_round_mode`` sets the mode in a kernel-like sequence.
+
+The tests of the other float operations (ldexp, dx9, mullit, cubema, fract, sqrt, trig_preop, div_fmas/div_scale,
+packed f16, VOPD, fma_mix, dot2, pk_fmac, WMMA, VINTERP, OMOD) assemble their instructions with llvm-mc-19 and
+take expected values from :func:`rdir`, a second rounding function written here (units in the last place counted
+in ``Fraction``), never from the core's ``rounding.round_bits``. Two tests keep the categories honest: every VALU
+mnemonic of the decoder table is in exactly one of ``rounding``'s sets, and run under a directed mode exactly the
+``REFUSED`` ones stop the dispatch.
 """
 
 from __future__ import annotations
@@ -205,6 +212,16 @@ needs_mc = pytest.mark.skipif(not HAVE_LLVM_MC, reason="llvm-mc-19 is not instal
 KINDS = {"f16": (10, 5), "f32": (23, 8), "f64": (52, 11), "bf16": (7, 8)}
 
 
+def _log2_floor(a: Fraction) -> int:
+    """floor(log2(a)) for a > 0: a guess from the bit lengths, corrected by doubling/halving."""
+    k = a.numerator.bit_length() - a.denominator.bit_length()
+    while a >= Fraction(2) ** (k + 1):
+        k += 1
+    while a < Fraction(2) ** k:
+        k -= 1
+    return k
+
+
 def rdir(x: Fraction, fmt: str, mode: int) -> int:
     """The non-zero ``x`` rounded to ``fmt`` in ``mode``, by counting units in the last place: the magnitude's
     floor in ulps (exponent found by doubling/halving), then one ulp more when the direction asks for it; past
@@ -213,11 +230,7 @@ def rdir(x: Fraction, fmt: str, mode: int) -> int:
     bias = (1 << (e - 1)) - 1
     neg = x < 0
     a = abs(x)
-    k = 0
-    while a >= Fraction(2) ** (k + 1):
-        k += 1
-    while a < Fraction(2) ** k:
-        k -= 1
+    k = _log2_floor(a)
     k = max(k, 1 - bias)
     ulp = Fraction(2) ** (k - m)
     n = math.floor(a / ulp)
@@ -233,11 +246,7 @@ def rdir(x: Fraction, fmt: str, mode: int) -> int:
         toward_inf = mode == 0 or (mode == UP and not neg) or (mode == DOWN and neg)
         bits = top << m if toward_inf else (top - 1) << m | ((1 << m) - 1)
     elif mag >= Fraction(2) ** (1 - bias):
-        kk = 0
-        while mag >= Fraction(2) ** (kk + 1):
-            kk += 1
-        while mag < Fraction(2) ** kk:
-            kk -= 1
+        kk = _log2_floor(mag)
         bits = (kk + bias) << m | int(mag / Fraction(2) ** (kk - m)) - (1 << m)
     else:
         bits = int(mag / Fraction(2) ** (1 - bias - m))
@@ -816,6 +825,8 @@ def test_only_the_refused_set_refuses_a_directed_mode_when_run() -> None:
     from tinyhw.mocks.rdna3.state import Wave
 
     rng = random.Random(3)
+    regs = np.array([rng.choice([0x3FC00000, 0x3E00, 0x40490FDB, 1, 7]) for _ in range(256 * 32)],
+                    dtype=np.uint32).reshape(256, 32)
     seen: dict[str, bool] = {}
     for enc, _op, ws, _fields in genisa._words():
         if not enc.startswith(("VOP", "VINTERP")):
@@ -828,8 +839,7 @@ def test_only_the_refused_set_refuses_a_directed_mode_when_run() -> None:
             continue
         w = Wave(256, np.zeros(256, np.uint8), None, (0, 0, 0), 0)      # the samples name VGPRs up to 255
         w.s[126], w.mode = M32, MODE_DEFAULT | 0xF
-        w.v[:] = np.array([rng.choice([0x3FC00000, 0x3E00, 0x40490FDB, 1, 7]) for _ in range(256 * 32)],
-                          dtype=np.uint32).reshape(256, 32)
+        w.v[:] = regs
         try:
             fn(w)
             refused = False
