@@ -773,6 +773,67 @@ def test_omod_scaling_rounds_in_the_mode(fmt: str, mode: int) -> None:
             assert got[i] == want, (fmt, omod, i, hex(xs[i]), hex(got[i]), hex(want))
 
 
+KERNEL = """s_round_mode 0x5
+v_add_nc_u32 v1, s2, v0
+v_cvt_f32_u32 v1, v1
+v_mul_f32 v2, 0x3eaaaaab, v1
+v_sqrt_f32 v4, v1
+v_add_f32 v4, v4, v2
+v_mul_f32_e64 v4, v4, v4 div:2
+v_pk_add_f16 v5, v2, v4
+v_xor_b32 v4, v4, v5
+s_lshl_b32 s4, s2, 5
+v_add_nc_u32 v5, s4, v0
+v_lshlrev_b32 v5, 2, v5
+global_store_b32 v5, v4, s[0:1]
+s_endpgm"""
+
+
+@needs_mc
+def test_directed_rounding_in_a_lockstep_dispatch_equals_one_wave_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``s_round_mode`` (f32 and f16 toward +infinity), then converts, adds, a product, a square root, OMOD and a
+    packed f16 add: 8 one-wave workgroups in lockstep give each lane the value computed here, and the same words
+    run one wave at a time."""
+    import dataclasses
+    import struct
+
+    from rdna3asm import asm_many
+
+    from tests.mocks.rdna3.test_mock_rdna3 import _flat_program, _regs
+    from tinyhw.mocks.rdna3 import FlatMemory, dispatch, run_dispatch
+
+    words = [x for ws in asm_many([ln for ln in KERNEL.splitlines() if ln.strip()]) for x in ws]
+
+    def once() -> tuple[list[int], int]:
+        mem = FlatMemory(0x10_0000_0000, 1 << 16)
+        entry = _flat_program(mem, words)
+        out = mem.alloc(4 * 256)
+        regs = _regs(entry, (out & M32, out >> 32), (32, 1, 1), (8, 1, 1))
+        regs = dataclasses.replace(regs, rsrc1=regs.rsrc1 | 0xF0 << 12)       # FLOAT_MODE: denormals kept
+        res = run_dispatch(regs, mem)
+        return list(struct.unpack("<256I", mem.read(out, 4 * 256))), res.lockstep_workgroups
+    got, wide = once()
+    assert wide == 8
+    for g in range(8):
+        for i in range(32):
+            v1 = Fraction(i + g)
+            v2 = rdir(v1 * exact(0x3EAAAAAB, "f32"), "f32", UP) if v1 else 0
+            v4 = val(_sqrt_dir(v1, "f32", UP), "f32") if v1 else Fraction(0)
+            v4 = val(rdir(v4 + val(v2, "f32"), "f32", UP), "f32") if v2 else v4
+            v4b = rdir(val(rdir(v4 * v4, "f32", UP), "f32") / 2, "f32", UP) if v4 else 0
+            halves = []
+            for h in (0, 16):
+                x, y = val(v2 >> h & 0xFFFF, "f16"), val(v4b >> h & 0xFFFF, "f16")
+                halves.append(0 if x is None or y is None else (rdir(x + y, "f16", UP) if x + y else
+                              (v2 >> h & 0x8000) & (v4b >> h & 0x8000)))
+            want = v4b ^ (halves[0] | halves[1] << 16)
+            if any(val(t >> h & 0xFFFF, "f16") is None for t in (v2, v4b) for h in (0, 16)):
+                continue                                    # an f16 half that is infinite or NaN: not checked
+            assert got[32 * g + i] == want, (g, i, hex(got[32 * g + i]), hex(want))
+    monkeypatch.setattr(dispatch, "LOCKSTEP_WAVES", 1)
+    assert once() == (got, 0)
+
+
 # ---- every VALU operation is in exactly one category --------------------------------------------------------------
 
 def test_every_valu_mnemonic_is_in_exactly_one_rounding_category() -> None:
