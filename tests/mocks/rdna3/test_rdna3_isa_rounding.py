@@ -493,6 +493,8 @@ def test_dot2_rounds_each_add_in_the_mode(mode: int) -> None:
     go(w, "v_dot2_f32_f16 v8, v1, v2, v3")
     w.v[9] = c
     go(w, "v_dot2acc_f32_f16 v9, v1, v2")
+    w.v[11] = c
+    go(w, "v_dual_mul_f32 v10, v6, v7 :: v_dual_dot2acc_f32_f16 v11, v1, v2")      # the VOPD half
     for i in range(32):
         vs = [val(t[i], "f16") for t in (a, b, a2, b2)]
         acc = val(c[i], "f32")
@@ -508,7 +510,7 @@ def test_dot2_rounds_each_add_in_the_mode(mode: int) -> None:
         if acc is None:
             continue
         assert int(w.v[8, i]) == bits, (mode, i, hex(int(w.v[8, i])), hex(bits))
-        assert int(w.v[9, i]) == bits, i
+        assert int(w.v[9, i]) == bits and int(w.v[11, i]) == bits, i
 
 
 @needs_mc
