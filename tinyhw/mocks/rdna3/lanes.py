@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyhw.mocks.rdna3 import fp
+from tinyhw.mocks.rdna3 import fp, rounding
 from tinyhw.mocks.rdna3.state import EXEC, FULL, M32, Wave, bits_to_int, s_get, v_put
 
 __all__ = ["COMPILERS", "compile_dpp", "compile_vinterp", "dpp16_lanes", "dpp8_lanes", "swizzle_lanes"]
@@ -301,7 +301,9 @@ def compile_vinterp(inst: Any, bad: Bad) -> Fn:
     picks the half), P10 writes f32 and P2 an f16 (``16'F`` of the f32 result, OP_SEL[3] the half written, the
     other half kept); the _rtz forms round toward zero (once: truncating to f32 then to f16 is truncating to
     f16). NEG negates a source, CLAMP clamps to [0, 1]; WAIT_EXP waits for exports (none in compute). Denormals
-    follow MODE.FP_DENORM; a MODE round mode other than nearest even is refused."""
+    follow MODE.FP_DENORM. A directed MODE round mode rounds the fused multiply-add in the f32 field's direction
+    and P2's conversion to f16 in the f16 field's (the two roundings the pseudocode writes); the _rtz forms round
+    toward zero in every mode."""
     f, m = inst.fields, inst.mnemonic
     for i in range(3):
         if f[f"src{i}"] < 256:
@@ -327,8 +329,7 @@ def compile_vinterp(inst: Any, bad: Bad) -> Fn:
 
     def run(w: Wave) -> None:
         mode = w.mode
-        if mode & 0xF:
-            raise bad("MODE round mode other than nearest even on VINTERP")
+        rnd32, rnd16 = rounding.mode_of(mode, "f"), rounding.mode_of(mode, "h")
         fl32, fl16 = not (mode >> 4 & 1), not (mode >> 6 & 1)
         a = w.v[r0][lane0]
         c = w.v[r2][_QUAD] if p10 else w.v[r2]
@@ -345,10 +346,16 @@ def compile_vinterp(inst: Any, bad: Bad) -> Fn:
             elif not p10:
                 c = fp.flush_bits(c)
         r = np.asarray(fp.fma32(a.view(np.float32), b.view(np.float32), c.view(np.float32)), dtype=np.float32)
+        if rnd32 and not rtz:
+            r = rounding.fma_lanes(a.view(np.float32), b.view(np.float32), c.view(np.float32), r.view(U32), "f",
+                                   rnd32).view(np.float32)
         if out16:
             u = r.astype(np.float16).view(np.uint16).astype(U32)
             if rtz:
                 u = _fma_rtz(a, b, c, u, 16)
+            elif rnd16:
+                u = rounding.directed("v_cvt_f16_f32", "f", "h", (r.view(U32),), u.astype(np.uint16),
+                                      rnd16).astype(U32)
             x = u.astype(np.uint16).view(np.float16)
             ft, ut = np.float16, np.uint16
         else:

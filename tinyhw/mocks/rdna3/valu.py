@@ -9,7 +9,6 @@ single correct rounding a fused multiply-add makes. VOP3 ``neg``/``abs`` are app
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -235,11 +234,14 @@ def _round_to(fn: Callable[[np.ndarray], np.ndarray], view: Callable[[np.ndarray
 
 def _fract(view: Callable[[np.ndarray], np.ndarray], back: Callable[[np.ndarray], np.ndarray]
            ) -> Callable[[np.ndarray], np.ndarray]:
-    """v_fract_*: S0 + -floor(S0) in the operand's format (one rounding; inf gives NaN)."""
+    """v_fract_*: S0 + -floor(S0) in the operand's format (one rounding; inf gives NaN), clamped to the largest value
+    below 1.0 (the guide's note: "result clamped to 0x3f7fffff", 0x3fefffffffffffff for f64; 0x3bff for f16 by the
+    same rule, not stated): a tiny negative S0 whose fraction rounds to 1.0 gives 1 - ulp."""
     def op(a: np.ndarray) -> np.ndarray:
         x = view(a)
+        t = x.dtype.type
         with np.errstate(all="ignore"):
-            return back(x + -np.floor(x))
+            return back(np.minimum(x + -np.floor(x), np.nextafter(t(1), t(0))))
     return op
 
 
@@ -290,13 +292,14 @@ def _cvt_f16_int(signed: bool) -> Callable[[np.ndarray], np.ndarray]:
 
 def _ldexp_any(view: Callable[[np.ndarray], np.ndarray], back: Callable[[np.ndarray], np.ndarray]
                ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
-    """v_ldexp_*: S0 * 2**S1 with one rounding (computed exactly in float64 where it fits)."""
+    """v_ldexp_*: S0 * 2**S1 with one rounding (computed exactly in float64 where it fits); S1 is a signed integer
+    (v_ldexp_f16: the low 16 bits as an i16, the guide's ``S1.i16``)."""
     def op(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        e = np.clip(b.astype(np.int64) if b.dtype != U32 else b.view(I32).astype(np.int64), -2200, 2200)
+        e = np.clip((b.view(I16) if b.dtype == U16 else b.view(I32)).astype(np.int64), -2200, 2200)
         x = view(a)
         with np.errstate(all="ignore"):
             if x.dtype == F64:
-                return back(np.array([math.ldexp(v, int(k)) if math.isfinite(v) else v
+                return back(np.array([vmath._f64_ldexp(v, int(k))
                                       for v, k in zip(x.tolist(), e.tolist(), strict=True)]))
             return back(np.ldexp(x.astype(F64), np.clip(e, -400, 400)))
     return op
@@ -587,7 +590,10 @@ _FLOAT_OF = {"f": (U32, F32), "h": (U16, F16), "d": (U64, F64)}
 
 def _post(inst: Any, name: str, kind: str, bad: Callable[[str], Exception]
           ) -> Callable[[Wave, np.ndarray], np.ndarray] | None:
-    """VOP3 OMOD (x2, x4, /2) then CLAMP ([0, 1]; NaN -> 0 under MODE.DX10_CLAMP) on a float result."""
+    """VOP3 OMOD (x2, x4, /2) then CLAMP ([0, 1]; NaN -> 0 under MODE.DX10_CLAMP) on a float result. OMOD's scaling
+    rounds (an overflow, a subnormal result) to nearest even, or in the result kind's directed MODE round mode: the
+    model rounds the operation and then the scaling (the guide does not say whether OMOD scales before the
+    operation's rounding; a choice not checked on hardware)."""
     f = inst.fields
     if inst.encoding != "VOP3" or not (f["clamp"] or f["omod"]):
         return None
@@ -596,11 +602,18 @@ def _post(inst: Any, name: str, kind: str, bad: Callable[[str], Exception]
     ut, ft = _FLOAT_OF[kind]
     scale = {0: None, 1: ft(2.0), 2: ft(4.0), 3: ft(0.5)}[f["omod"]]
     clamp = bool(f["clamp"])
+    ldexp, lkinds, lt = {"f": ("v_ldexp_f32", "fw", U32), "h": ("v_ldexp_f16", "hs", U16),
+                         "d": ("v_ldexp_f64", "dw", U32)}[kind]
+    power = lt({0: 0, 1: 1, 2: 2, 3: -1}[f["omod"]] & (0xFFFF if lt is U16 else 0xFFFFFFFF))     # 2**power
 
     def post(w: Wave, r: np.ndarray) -> np.ndarray:
         x = r.view(ft)
         if scale is not None:
             x = (x * scale).astype(ft)
+            rnd = rounding.mode_of(w.mode, kind)
+            if rnd:
+                n = np.full(r.shape, power, dtype=lt)
+                x = rounding.directed(ldexp, lkinds, kind, (r, n), x.view(ut), rnd).view(ft)
         if clamp:
             c = np.where(x > 1, ft(1.0), np.where(x > 0, x, ft(0.0))).astype(ft)     # -0 and NaN -> +0
             if not w.mode & MODE_DX10:
@@ -637,8 +650,7 @@ def _moded(kinds: str, dk: str, fn: Callable[..., np.ndarray], bad: Callable[[st
         m = w.mode
         rnd = rounding.mode_of(m, dk) if dk in "fhd" else 0
         if not exact and not rounds and any(rounding.mode_of(m, k) for k in floats):
-            raise bad(f"MODE round mode {m & 0xF:#x} on {name or 'this operation'} (only round-to-nearest-even "
-                      "is modelled for it)")
+            raise bad(rounding.refusal(name or "this operation", m))
         a = list(args)
         for i, k in enumerate(kinds):
             if k in "fhd" and not (m >> (4 if k == "f" else 6) & 1):
@@ -1002,10 +1014,8 @@ def _dual_half(m: str, d: int, src0: int, vsrc1: int, lit: int | None,
     b = v_get(vsrc1, lit, bad)
     if m == "v_dual_cndmask_b32":
         return lambda w: np.where(int_to_bits(w.s[VCC]), b(w), a(w))
-    if m == "v_dual_mul_dx9_zero_f32":
-        return lambda w: vmath._mul_dx9(a(w), b(w))
     if m == "v_dual_dot2acc_f32_f16":
-        return lambda w: wmma.dot2acc(a(w), b(w), w.v[d])
+        return lambda w: wmma.dot2acc(a(w), b(w), w.v[d], rounding.mode_of(w.mode, "f"))
     k = np.full(32, lit or 0, dtype=U32)
     fma = OPS["v_fma_f32"][2]
     three = {"v_dual_fmac_f32": (lambda w: w.v[d], 2), "v_dual_fmaak_f32": (lambda w: k, 2),
@@ -1016,6 +1026,9 @@ def _dual_half(m: str, d: int, src0: int, vsrc1: int, lit: int | None,
         gs.insert(pos, g)
         fn: Callable[..., np.ndarray] = fma
         kinds, op = "fff", "v_fma_f32"
+    elif m == "v_dual_mul_dx9_zero_f32":
+        gs, op, kinds = [a, b], "v_mul_dx9_zero_f32", "ff"
+        fn = vmath.TYPED_EXTRA[op][2]
     elif m in _DUAL2:
         gs = [a, b]
         op = _DUAL2[m]

@@ -36,10 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from tinyhw.mocks.rdna3 import fp
+from tinyhw.mocks.rdna3 import fp, rounding
 from tinyhw.mocks.rdna3.state import M0, NULL, VCC, Wave, bits_to_int, int_to_bits, s_get, v_get, v_get64, v_put
 
-__all__ = ["TYPED_EXTRA", "compile_special"]
+__all__ = ["TYPED_EXTRA", "compile_special", "trig_preop_exact"]
 
 F16, F32, F64 = np.float16, np.float32, np.float64
 U16, U32, U64, I16, I32, I64 = np.uint16, np.uint32, np.uint64, np.int16, np.int32, np.int64
@@ -82,9 +82,12 @@ def _div_fixup(k: str) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndar
     return op
 
 
-def div_scale(k: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def div_scale(k: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, mode: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """v_div_scale_f32/f64: (D0 bits, VCC bool per lane) for S0 ``a`` (the value to scale), S1 ``b`` (the
-    denominator), S2 ``c`` (the numerator), the guide's pseudocode branch by branch (first match wins)."""
+    denominator), S2 ``c`` (the numerator), the guide's pseudocode branch by branch (first match wins). Under a
+    directed round ``mode`` the scaled values (ldexp by 2**+-64 / 2**+-128, which round only when they overflow or
+    fall below the normal range) round in that direction; the branch conditions' own quotient and reciprocal stay
+    rounded to nearest even (a choice: the guide does not say how they round)."""
     t, ft, mb, _em, _sign, qnan = _FMT[k]
     big, scale, tiny = (96, 64, 23) if k == "f" else (768, 128, 53)
     fa, fb, fc = a.view(ft), b.view(ft), c.view(ft)
@@ -104,6 +107,10 @@ def div_scale(k: str, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> tuple[np.n
         b_den = (fb64 != 0) & (np.abs(fb64) < float(np.finfo(ft).tiny))
         up = _ldexp_bits(k, a, scale)
         down = _ldexp_bits(k, a, -scale)
+    if mode:
+        name, kinds = ("v_ldexp_f32", "fw") if k == "f" else ("v_ldexp_f64", "dw")
+        up = rounding.directed(name, kinds, k, (a, np.full(len(a), scale, U32)), up, mode)
+        down = rounding.directed(name, kinds, k, (a, np.full(len(a), -scale & 0xFFFFFFFF, U32)), down, mode)
     zero = (fc64 == 0) | (fb64 == 0)
     c1 = ~zero & ((ec - eb) >= big)
     c2 = ~zero & ~c1 & b_den
@@ -134,12 +141,18 @@ def _f64_ldexp(x: float, e: int) -> float:
         return math.copysign(math.inf, x)
 
 
-def _div_fmas(k: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, vcc: np.ndarray) -> np.ndarray:
+def _div_fmas(k: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, vcc: np.ndarray, mode: int = 0) -> np.ndarray:
     """v_div_fmas_f32/f64: fma(S0, S1, S2); in lanes whose VCC bit is set the result is post-scaled. The guide's
     pseudocode writes the scale as 2**32 (2**64 for f64), which cannot undo v_div_scale's 2**64 (2**128) in the
     guide's own division macro; the model uses the rule reported measured on RDNA hardware: 2**64 when S2's
     exponent field is above 127 (the quotient was scaled down), else 2**-64 (f64: 2**128 / 2**-128 around 1023).
-    The scaled fused multiply-add is rounded once (exact product and scaling, one rounding)."""
+    The scaled fused multiply-add is rounded once (exact product and scaling, one rounding); under a directed round
+    ``mode`` in that direction."""
+    if mode:
+        near = _div_fmas(k, a, b, c, vcc)
+        e = np.where(vcc, np.where(_exp(c, k) > (127 if k == "f" else 1023), 1, -1), 0) * (64 if k == "f" else 128)
+        ft = F32 if k == "f" else F64
+        return rounding.fma_lanes(a.view(ft), b.view(ft), c.view(ft), near, k, mode, e)
     if k == "f":
         up = _exp(c, "f") > 127
         sc = np.where(vcc, np.where(up, 2.0 ** 64, 2.0 ** -64), 1.0)
@@ -341,14 +354,19 @@ def _two_over_pi_bits(nbits: int = 1201) -> int:
 _TWO_OVER_PI = _two_over_pi_bits()
 
 
-def _trig_preop_one(e_field: int, seg: int) -> float:
+def trig_preop_exact(e_field: int, seg: int) -> tuple[int, int]:
+    """(chunk, scale): v_trig_preop_f64's exact value chunk * 2**scale for S0's exponent field and segment S1."""
     shift = (seg & 31) * 53
     if e_field > 1077:
         shift += e_field - 1077
     # the 53 bits of 2/pi's fraction that the left shift brings into the whole part: bits shift+1 .. shift+53
     drop = 1201 - 53 - shift
     chunk = (_TWO_OVER_PI >> drop if drop >= 0 else _TWO_OVER_PI << -drop) & ((1 << 53) - 1)
-    scale = -53 - shift + (128 if e_field >= 1968 else 0)
+    return chunk, -53 - shift + (128 if e_field >= 1968 else 0)
+
+
+def _trig_preop_one(e_field: int, seg: int) -> float:
+    chunk, scale = trig_preop_exact(e_field, seg)
     return math.ldexp(float(chunk), scale)
 
 
@@ -476,7 +494,7 @@ def compile_special(inst: Any, name: str, srcs: Any, bad: Callable[[str], Except
         d, sdst = f["vdst"], f["sdst"]
 
         def scale(w: Wave) -> None:
-            r, vcc = div_scale(k, a(w), b(w), c(w))
+            r, vcc = div_scale(k, a(w), b(w), c(w), rounding.mode_of(w.mode, k))
             _put(w, d, k, r)
             if sdst != NULL:
                 w.s[sdst] = bits_to_int(vcc & w.mask())
@@ -489,7 +507,7 @@ def compile_special(inst: Any, name: str, srcs: Any, bad: Callable[[str], Except
         d = f["vdst"]
 
         def fmas(w: Wave) -> None:
-            _put(w, d, k, _div_fmas(k, a(w), b(w), c(w), int_to_bits(w.s[VCC])))
+            _put(w, d, k, _div_fmas(k, a(w), b(w), c(w), int_to_bits(w.s[VCC]), rounding.mode_of(w.mode, k)))
         return fmas
     if name == "v_cndmask_b16":
         if f["clamp"] or f["omod"]:

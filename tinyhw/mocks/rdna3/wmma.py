@@ -27,7 +27,11 @@ The RDNA3 ISA reference guide's definitions (read for facts; no code copied):
   makes the element the float64 evaluation's infinity or NaN. EXEC must be all ones (the guide's requirement).
   The integer forms: NEG_LO[0]/[1] signed A/B, CLAMP saturates.
 
-MODE denormal flushing and round modes are not applied in this module (denormals are kept; nearest even).
+MODE denormal flushing is not applied in this module (denormals are kept). MODE.FP_ROUND is: under a directed mode
+every rounding named above (each ``+=`` of a dot2, the fma_mix and ``v_pk_fmac_f16`` roundings, WMMA's one rounding)
+rounds its exact value in that direction (:mod:`tinyhw.mocks.rdna3.rounding`), with the mode of the result format
+(bf16 results: the f16/f64 field, a choice); an exactly zero WMMA element is +0, or -0 toward -infinity (the model's
+choice, as its nearest-even +0).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyhw.mocks.rdna3 import fp
+from tinyhw.mocks.rdna3 import fp, rounding
 from tinyhw.mocks.rdna3.state import EXEC, M32, Wave, v_get, v_get_packed, v_put
 
 __all__ = ["DOT2_ORDER", "WMMA_ROUNDING", "compile_dot2_vop3", "compile_vop2_packed", "compile_vop3p_extra", "dot2acc",
@@ -56,6 +60,7 @@ DOT2_ORDER = "sequential"
 WMMA_ROUNDING = "single"
 
 _FMT = {"f32": (23, 8), "f16": (10, 5), "bf16": (7, 8)}
+_KIND = {"f32": "f", "f16": "h", "bf16": "b"}      # rounding.FORMATS' names
 
 
 def round_scaled(n: int, e_scale: int, fmt: str) -> int:
@@ -149,13 +154,24 @@ def compile_vop3p_extra(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     raise bad("VOP3P opcode not modelled")
 
 
-def _dot2_sum(c: np.ndarray, a: list[np.ndarray], b: list[np.ndarray], out: str, bf_out: bool) -> np.ndarray:
+def _dot2_sum(c: np.ndarray, a: list[np.ndarray], b: list[np.ndarray], out: str, bf_out: bool, mode: int = 0
+              ) -> np.ndarray:
     """tmp = c; tmp += a0*b0; tmp += a1*b1, float64 exact products, rounded after each add to the result format
-    (f32, or f16/bf16): returns float64 values already on the result format's grid."""
+    (f32, or f16/bf16; in the directed round ``mode`` when it is not 0): returns float64 values already on the
+    result format's grid."""
     tmp = c
     for x, y in zip(a, b, strict=True):
         s = fp._round_odd_sum(x * y, tmp)
-        tmp = s.astype(F32).astype(F64) if out == "f32" else _to64(_round16(s, bf_out), bf_out)
+        if out == "f32":
+            r = s.astype(F32)
+            if mode:
+                r = rounding.fma_lanes(x, y, tmp, r.view(U32), "f", mode).view(F32)
+            tmp = r.astype(F64)
+        else:
+            h = _round16(s, bf_out)
+            if mode:
+                h = rounding.fma_lanes(x, y, tmp, h, "b" if bf_out else "h", mode)
+            tmp = _to64(h, bf_out)
     return tmp
 
 
@@ -185,7 +201,8 @@ def _compile_dot2(inst: Any, bf: bool, out: str, bad: Callable[[str], Exception]
             cv = cv & U32(0x7FFFFFFF)
         if neg_lo >> 2 & 1:
             cv = cv ^ U32(0x80000000)
-        r = _dot2_sum(cv.view(F32).astype(F64), elems(a(w), 0), elems(b(w), 1), "f32", False)
+        r = _dot2_sum(cv.view(F32).astype(F64), elems(a(w), 0), elems(b(w), 1), "f32", False,
+                      rounding.mode_of(w.mode, "f"))
         if clamp:
             r = _clamp01(r)
         v_put(w, d, r.astype(F32).view(U32))
@@ -210,7 +227,7 @@ def compile_dot2_vop3(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         if neg_c:
             ch = ch ^ U16(0x8000)
         r = _dot2_sum(_to64(ch, bf), [_to64(_half(x, 0), bf), _to64(_half(x, 1), bf)],
-                      [_to64(_half(y, 0), bf), _to64(_half(y, 1), bf)], "16", bf)
+                      [_to64(_half(y, 0), bf), _to64(_half(y, 1), bf)], "16", bf, rounding.mode_of(w.mode, "h"))
         h = _round16(r, bf).astype(U32)
         old = w.v[d]
         v_put(w, d, (old & U32(0xFFFF)) | h << U32(16) if d_hi else (old & U32(0xFFFF0000)) | h)
@@ -281,13 +298,20 @@ def _compile_mix(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         a, b, c = operand(w, 0), operand(w, 1), operand(w, 2)
         with np.errstate(all="ignore"):
             if m == "v_fma_mix_f32":
-                r = fp.fma32(a.astype(F32), b.astype(F32), c.astype(F32)).astype(F64)
+                r32 = fp.fma32(a.astype(F32), b.astype(F32), c.astype(F32))
+                rnd = rounding.mode_of(w.mode, "f")
+                if rnd:
+                    r32 = rounding.fma_lanes(a, b, c, r32.view(U32), "f", rnd).view(F32)
+                r = r32.astype(F64)
                 if clamp:
                     r = _clamp01(r)
                 v_put(w, d, r.astype(F32).view(U32))
                 return
             s = fp._round_odd_sum(a * b, c)        # the f32 x f32 product is exact in float64
             h = s.astype(F16)
+            rnd = rounding.mode_of(w.mode, "h")
+            if rnd:
+                h = rounding.fma_lanes(a, b, c, h.view(U16), "h", rnd).view(F16)
             if clamp:
                 h = _clamp01(h.astype(F64)).astype(F16)
             hb = h.view(U16).astype(U32)
@@ -297,10 +321,11 @@ def _compile_mix(inst: Any, bad: Callable[[str], Exception]) -> Fn:
     return run
 
 
-def dot2acc(x: np.ndarray, y: np.ndarray, acc: np.ndarray) -> np.ndarray:
-    """v_dot2acc_f32_f16 (VOP2 and the VOPD half): acc.f32 + x.lo*y.lo + x.hi*y.hi in the dot2 order."""
+def dot2acc(x: np.ndarray, y: np.ndarray, acc: np.ndarray, mode: int = 0) -> np.ndarray:
+    """v_dot2acc_f32_f16 (VOP2 and the VOPD half): acc.f32 + x.lo*y.lo + x.hi*y.hi in the dot2 order (each add
+    rounded in the f32 round ``mode``)."""
     r = _dot2_sum(acc.view(F32).astype(F64), [_to64(_half(x, 0), False), _to64(_half(x, 1), False)],
-                  [_to64(_half(y, 0), False), _to64(_half(y, 1), False)], "f32", False)
+                  [_to64(_half(y, 0), False), _to64(_half(y, 1), False)], "f32", False, mode)
     return r.astype(F32).view(U32)
 
 
@@ -313,12 +338,19 @@ def compile_vop2_packed(inst: Any, name: str, bad: Callable[[str], Exception]) -
     a, b = v_get_packed(f["src0"], f.get("literal"), bad, "f16"), v_get(f["src1"], None, bad)
     d = f["vdst"]
     if name == "v_dot2acc_f32_f16":
-        return lambda w: v_put(w, d, dot2acc(a(w), b(w), w.v[d]))
+        return lambda w: v_put(w, d, dot2acc(a(w), b(w), w.v[d], rounding.mode_of(w.mode, "f")))
     if name == "v_pk_fmac_f16":
+        def fma(x: np.ndarray, y: np.ndarray, z: np.ndarray, rnd: int) -> np.ndarray:
+            r = fp.fma16(x.view(F16), y.view(F16), z.view(F16)).view(U16)
+            if rnd:
+                r = rounding.fma_lanes(x.view(F16), y.view(F16), z.view(F16), r, "h", rnd)
+            return r
+
         def pk(w: Wave) -> None:
             x, y, z = a(w), b(w), w.v[d]
-            lo = fp.fma16(_half(x, 0).view(F16), _half(y, 0).view(F16), _half(z, 0).view(F16)).view(U16)
-            hi = fp.fma16(_half(x, 1).view(F16), _half(y, 1).view(F16), _half(z, 1).view(F16)).view(U16)
+            rnd = rounding.mode_of(w.mode, "h")
+            lo = fma(_half(x, 0), _half(y, 0), _half(z, 0), rnd)
+            hi = fma(_half(x, 1), _half(y, 1), _half(z, 1), rnd)
             v_put(w, d, lo.astype(U32) | hi.astype(U32) << U32(16))
         return pk
     raise bad(f"{name} not modelled")
@@ -419,6 +451,7 @@ def _compile_wmma(inst: Any, bad: Callable[[str], Exception]) -> Fn:
         bi, _ = _half_ints(bh, bf)
         prod = ai.dot(bi.T)                                                  # exact, scale 2**-(2 * e_ab)
         out_fmt = kout
+        rnd = rounding.mode_of(w.mode, "f" if kout == "f32" else "h")
         res = np.empty((16, 16), dtype=np.int64)
         finite = np.isfinite(af).all(axis=1)[:, None] & np.isfinite(bfv).all(axis=1)[None, :] & np.isfinite(cf)
         for i in range(16):
@@ -432,7 +465,9 @@ def _compile_wmma(inst: Any, bad: Callable[[str], Exception]) -> Fn:
                 assert ce.denominator == 1
                 n = int(prod[i, j]) * (1 << (scale - 2 * e_ab)) + int(ce)
                 if n == 0:
-                    res[i, j] = 0
+                    res[i, j] = int(rnd == rounding.DOWN) << (15 if half_out else 31)
+                elif rnd:
+                    res[i, j] = rounding.round_bits(Fraction(n, 1 << scale), _KIND[out_fmt], rnd)
                 else:
                     res[i, j] = round_scaled(n, scale, out_fmt)
         if half_out:
