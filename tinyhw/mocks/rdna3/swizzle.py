@@ -1,0 +1,237 @@
+"""gfx11 swizzled (tiled) surface layouts: the byte offset of element (x, y, slice, sample) in a thin 2D surface for a
+T# SW_MODE, as AMD's addrlib defines the layouts (Mesa ``src/amd/addrlib/src/gfx11/gfx11addrlib.cpp`` and
+``gfx11SwizzlePattern.h``); facts only, the code is the model's own.
+
+Swizzle modes (addrlib's ``AddrSwizzleMode`` numbers, which are the T# SW_MODE values; ``Gfx11Lib::SwizzleModeTable``
+lists the ones gfx11 has): 0 LINEAR, 2 256B_D, 5 4KB_S, 6 4KB_D, 9 64KB_S, 10 64KB_D, 17 64KB_S_T, 18 64KB_D_T,
+21 4KB_S_X, 22 4KB_D_X, 24 64KB_Z_X, 25 64KB_S_X, 26 64KB_D_X, 27 64KB_R_X, 28 256KB_Z_X, 29 256KB_S_X, 30 256KB_D_X,
+31 256KB_R_X (the S modes are 3D-only in ``GetSwizzlePatternInfo``). Modelled here, for 2D (also arrays and cube
+faces, which addrlib lays out as 2D slices): 256B_D, 4KB_D, 64KB_D (no XOR), 4KB_D_X, 64KB_D_X, 64KB_Z_X and
+64KB_R_X (Z and R are one pattern on gfx11: "On GFX11, Z and R modes are the same thing"), the last two also with
+2, 4 and 8 samples. The 256KB modes, the _T (PRT) mode, 3D (thick) layouts and 1D are refused.
+
+The pattern: addrlib's ``ADDR_SW_PATINFO`` row ``{maxItemCount, nibble01Idx, nibble2Idx, nibble3Idx, nibble4Idx}``
+picks entries of the tables ``GFX11_SW_PATTERN_NIBBLE01`` (address bits 0..7), ``NIBBLE2`` (8..11), ``NIBBLE3``
+(12..15) and ``NIBBLE4`` (16..19); each entry says which bits of x, y (in elements), z (the slice) and s (the sample)
+are XORed into that address bit (0: none). The row is ``GetSwizzlePatternInfo``'s: the table by mode and sample count,
+the index ``elemLog2`` for the non-XOR modes and ``colorBaseIndex + elemLog2`` for the XOR ones, with
+``colorBaseIndex = 5 x pipesLog2 (+ 5 x (2 x pkrsLog2 - 2) when pkrsLog2 >= 2)`` (``HwlInitGlobalParams``). Only
+the rows the model needs are transcribed (below, with their table and row), so the XOR modes work for the
+GB_ADDR_CONFIG of :data:`GB_ADDR_CONFIG` and for one pipe; another configuration is refused with the rows it lacks.
+
+Block dimensions (``Lib::ComputeThinBlockDimension``): n = log2(block bytes) - log2(bytes per element) -
+log2(samples); the width gets the odd bit (w = ceil(n/2), h = floor(n/2)) when log2(samples) is even or the block's
+log2 size is odd, else the height does. The surface (``ComputeSurfaceInfoMicroTiled``/``MacroTiled``, one level):
+pitch = width aligned to the block width, height aligned to the block height, slice size = pitch x height x bytes
+x samples. Address of an element (``ComputeSurfaceAddrFromCoordMicroTiled``/``MacroTiled``): slice x slice size +
+(yb x pitch / block width + xb) x block bytes + (pattern(x, y, slice, sample) XOR pipeBankXor), xb and yb the block
+coordinates, the pattern evaluated on the full coordinates (its XOR terms reach bits above the block: the pipe
+rotation). The model reads pipeBankXor from the T#'s base address: for an XOR mode the base's bits below the block
+size are the XOR value and the rest the block-aligned base (Mesa ORs its tile swizzle into the base's bits 8 and
+up); for a non-XOR mode the base is added as it is. That reading is a choice not checked on hardware.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["GB_ADDR_CONFIG", "MODES", "Surface", "SwizzleError", "block_dims", "pattern", "surface"]
+
+U64, I64 = np.uint64, np.int64
+
+#: GB_ADDR_CONFIG the XOR modes are laid out for: NUM_PIPES 2:0 (log2), PIPE_INTERLEAVE_SIZE 5:3 (256 << n bytes),
+#: MAX_COMPRESSED_FRAGS 7:6, NUM_PKRS 10:8 (log2), the field layout of ``tinyhw/autogen/gc_11_0_0_regs.py``. 0x545 is
+#: 32 pipes, 32 packers, 256-byte interleave: Mesa's ``ac_surface_test_common.h`` case ``gfx11_32pipe``
+#: (``init_gfx11``, family CHIP_NAVI31, base value 0x40, NUM_PIPES 5, NUM_PKRS 5). No public dump of the value a Navi31
+#: (gfx1100) board reports was found, so this is a documented pick, not a checked Navi31 value; set it (or pass
+#: ``gb_addr_config``) for another board.
+GB_ADDR_CONFIG = 0x545
+
+#: the modelled swizzle modes: SW_MODE -> (name, log2 block bytes, XOR, pattern table)
+MODES: dict[int, tuple[str, int, bool, str]] = {
+    2: ("256B_D", 8, False, "256_D"),
+    6: ("4KB_D", 12, False, "4K_D"),
+    10: ("64KB_D", 16, False, "64K_D"),
+    22: ("4KB_D_X", 12, True, "4K_D_X"),
+    24: ("64KB_Z_X", 16, True, "64K_ZR_X"),
+    26: ("64KB_D_X", 16, True, "64K_D_X"),
+    27: ("64KB_R_X", 16, True, "64K_ZR_X"),
+}
+_KNOWN = {5: "4KB_S", 9: "64KB_S", 17: "64KB_S_T", 18: "64KB_D_T", 21: "4KB_S_X", 25: "64KB_S_X", 28: "256KB_Z_X",
+          29: "256KB_S_X", 30: "256KB_D_X", 31: "256KB_R_X"}
+
+
+class SwizzleError(Exception):
+    """A layout the model does not have (a mode, a sample count, an untranscribed configuration)."""
+
+
+# gfx11SwizzlePattern.h GFX11_SW_PATTERN_NIBBLE01[i] (address bits 0..7), the entries the rows below use
+_NIBBLE01 = {
+    0: "X0 X1 Y0 X2 Y1 Y2 X3 Y3", 1: "0 X0 Y0 X1 Y1 X2 Y2 X3", 2: "0 0 X0 Y0 X1 Y1 X2 Y2",
+    3: "0 0 0 X0 Y0 X1 X2 Y1", 4: "0 0 0 0 X0 Y0 X1 Y1",
+    5: "S0 X0 Y0 X1 Y1 X2 Y2 X3", 6: "0 S0 X0 Y0 X1 Y1 X2 Y2", 7: "0 0 S0 X0 Y0 X1 Y1 X2",
+    8: "0 0 0 S0 X0 Y0 X1 Y1", 9: "0 0 0 0 S0 X0 Y0 X1",
+    10: "S0 S1 X0 Y0 X1 Y1 X2 Y2", 11: "0 S0 S1 X0 Y0 X1 Y1 X2", 12: "0 0 S0 S1 X0 Y0 X1 Y1",
+    13: "0 0 0 S0 S1 X0 Y0 X1", 14: "0 0 0 0 S0 S1 X0 Y0",
+    15: "S0 S1 S2 X0 Y0 X1 Y1 X2", 16: "0 S0 S1 S2 X0 Y0 X1 Y1", 17: "0 0 S0 S1 S2 X0 Y0 X1",
+    18: "0 0 0 S0 S1 S2 X0 Y0", 19: "0 0 0 0 S0 S1 S2 X0",
+}
+# GFX11_SW_PATTERN_NIBBLE2[i] (address bits 8..11)
+_NIBBLE2 = {
+    0: "0 0 0 0", 1: "Y4 X4 Y5 X5", 2: "Y3 X4 Y4 X5", 3: "Y3 X3 Y4 X4", 4: "Y2 X3 Y3 X4", 5: "Y2 X2 Y3 X3",
+    51: "Z3^Y4^X7 Z2^X4^Y7 Z1^Y5^X6 Z0^X5^Y6", 52: "Y3^Z3^X7 Z2^X4^Y6 Z1^Y4^X6 Z0^X5^Y5",
+    53: "Y3^Z3^X6 Z2^X3^Y6 Z1^Y4^X5 Z0^X4^Y5", 54: "Y2^Z3^X6 Z2^X3^Y5 Z1^Y3^X5 Z0^X4^Y4",
+    55: "Y2^Z3^X5 X2^Z2^Y5 Z1^Y3^X4 Z0^X3^Y4",
+    81: "Y4^Z4^X8 Z3^X4^Y8 Z2^Y5^X7 Z1^X5^Y7", 82: "Y3^Z4^X8 Z3^X4^Y7 Z2^Y4^X7 Z1^X5^Y6",
+    83: "Y3^Z4^X7 X3^Z3^Y7 Z2^Y4^X6 Z1^X4^Y6", 84: "Y2^Z4^X7 X3^Z3^Y6 Z2^Y3^X6 Z1^X4^Y5",
+    85: "Y2^Z4^X6 X2^Z3^Y6 Z2^Y3^X5 Z1^X3^Y5",
+    157: "Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 X5^Y8", 158: "Y4^X9^Y9 Z3^X4^Y4 Z2^Y5^X8 Z1^X5^Y8",
+    159: "Y4^X9^Y9 Z2^X4^Y4 Z1^Y5^X8 Z0^X5^Y8", 171: "Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 Y1^X5^Y8",
+    184: "Y4^X9^Y9 Z1^X4^Y4 Y1^Y5^X8 Z0^X5^Y8", 185: "Y4^X9^Y9 Z0^X4^Y4 Y1^Y5^X8 X1^X5^Y8",
+    207: "Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 X2^X5^Y8", 208: "Y4^X9^Y9 Y0^X4^Y4 Y1^Y5^X8 X1^X5^Y8",
+}
+# GFX11_SW_PATTERN_NIBBLE3[i] (address bits 12..15)
+_NIBBLE3 = {
+    0: "0 0 0 0", 1: "Y6 X6 Y7 X7", 2: "Y5 X6 Y6 X7", 3: "Y5 X5 Y6 X6", 4: "Y4 X5 Y5 X6", 5: "Y4 X4 Y5 X5",
+    6: "Z0^X6^Y6 X6 Y7 X7", 7: "Z0^Y5^X6 X6 Y6 X7", 8: "Z0^X5^Y5 X5 Y6 X6", 9: "Z0^Y4^X5 X5 Y5 X6",
+    10: "Z0^X4^Y4 X4 Y5 X5",
+    86: "Y6^X7 X7 Y7 X6^Y7", 87: "Y6^X7 Y3 X7 X6^Y7", 88: "Y6^X7 X3 Y3 X6^Y7", 89: "Y2^Y6^X7 X3 Y3 Z0^X6^Y7",
+    90: "Y2^Y6^X7 X3 Y3 X2^X6^Y7", 135: "Y6^X7 Y3 Y7 X6^Y7", 136: "Y6^X7 X3 Y3 Y2^X6^Y7",
+    175: "Y2^Y6^X7 X3 Y3 X6^Y7", 205: "Y2^Y6^X7 X3 Y3 Y1^X6^Y7",
+}
+
+
+def _rows(first: int, *rows: tuple[int, int, int, int, int]) -> dict[int, tuple[int, int, int, int, int]]:
+    return {first + e: r for e, r in enumerate(rows)}
+
+
+# GFX11_SW_<table>_PATINFO[row] -> {maxItemCount, nibble01Idx, nibble2Idx, nibble3Idx, nibble4Idx}; rows 0..4 are
+# "1 pipes (1 PKRs)" 1..16 bpe (the non-XOR modes always use them), rows 65..69 "32 pipes (32 PKRs)" 1..16 bpe
+_PATINFO: dict[str, dict[int, tuple[int, int, int, int, int]]] = {
+    "256_D": _rows(0, *((1, e, 0, 0, 0) for e in range(5))),
+    "4K_D": _rows(0, *((1, e, e + 1, 0, 0) for e in range(5))),
+    "64K_D": _rows(0, *((1, e, e + 1, e + 1, 0) for e in range(5))),
+    "4K_D_X": {**_rows(0, *((1, e, e + 1, 0, 0) for e in range(5))),
+               **_rows(65, *((3, e, 51 + e, 0, 0) for e in range(5)))},
+    "64K_D_X": {**_rows(0, *((1, e, e + 1, e + 1, 0) for e in range(5))),
+                **_rows(65, *((3, e, 81 + e, 6 + e, 0) for e in range(5)))},
+    "64K_ZR_X_1xaa": _rows(65, (3, 0, 157, 86, 0), (3, 1, 157, 87, 0), (3, 2, 157, 88, 0), (3, 3, 158, 89, 0),
+                           (3, 4, 159, 90, 0)),
+    "64K_ZR_X_2xaa": _rows(65, (3, 5, 157, 135, 0), (3, 6, 157, 88, 0), (3, 7, 157, 136, 0), (3, 8, 159, 90, 0),
+                           (3, 9, 171, 90, 0)),
+    "64K_ZR_X_4xaa": _rows(65, (3, 10, 157, 88, 0), (3, 11, 157, 175, 0), (3, 12, 157, 90, 0), (3, 13, 184, 90, 0),
+                           (3, 14, 185, 90, 0)),
+    "64K_ZR_X_8xaa": _rows(65, (3, 15, 157, 136, 0), (3, 16, 157, 90, 0), (3, 17, 207, 205, 0), (3, 18, 185, 90, 0),
+                           (3, 19, 208, 90, 0)),
+}
+
+Term = tuple[tuple[str, int], ...]       # one address bit: the XORed coordinate bits, e.g. (("Y", 4), ("X", 9))
+
+
+def _terms(entry: str) -> tuple[Term, ...]:
+    out = []
+    for word in entry.split():
+        out.append(() if word == "0" else tuple((p[0], int(p[1:])) for p in word.split("^")))
+    return tuple(out)
+
+
+def config_fields(gb_addr_config: int) -> tuple[int, int]:
+    """(log2 pipes, log2 packers) of a GB_ADDR_CONFIG value; a pipe interleave other than 256 bytes is refused
+    (addrlib: "SW AddrLib doesn't support sw equation/pattern for PI != 256 case")."""
+    if gb_addr_config >> 3 & 7:
+        raise SwizzleError(f"GB_ADDR_CONFIG 0x{gb_addr_config:x}: a pipe interleave other than 256 bytes")
+    return gb_addr_config & 7, gb_addr_config >> 8 & 7
+
+
+@functools.lru_cache(maxsize=128)
+def pattern(sw_mode: int, elem_log2: int, samples_log2: int = 0, gb_addr_config: int | None = None
+            ) -> tuple[Term, ...]:
+    """The address bits of a block (log2 of its size of them, from bit 0) for a mode, element size and sample count:
+    each a tuple of (coordinate, bit) pairs XORed ("X"/"Y" in elements, "Z" the slice, "S" the sample)."""
+    if sw_mode not in MODES:
+        name = _KNOWN.get(sw_mode)
+        raise SwizzleError(f"image SW_MODE {sw_mode}" + (f" ({name}) is not modelled" if name else " (not a gfx11 "
+                                                          "2D swizzle mode)"))
+    name, blk_log2, xor, table = MODES[sw_mode]
+    if not 0 <= elem_log2 <= 4:
+        raise SwizzleError(f"{1 << elem_log2}-byte elements")
+    if samples_log2 and (table != "64K_ZR_X" or samples_log2 > 3):
+        raise SwizzleError(f"{1 << samples_log2} samples in SW_MODE {sw_mode} ({name}): MSAA surfaces need a Z or R "
+                           "mode (64KB_Z_X/64KB_R_X modelled), 2, 4 or 8 samples")
+    if table == "64K_ZR_X":
+        table += f"_{1 << samples_log2}xaa"
+    gb = GB_ADDR_CONFIG if gb_addr_config is None else gb_addr_config
+    pipes, pkrs = config_fields(gb)
+    index = elem_log2
+    if xor:
+        index += 5 * pipes + (5 * (2 * pkrs - 2) if pkrs >= 2 else 0)
+    row = _PATINFO[table].get(index)
+    if row is None:
+        raise SwizzleError(f"SW_MODE {sw_mode} ({name}) for {1 << pipes} pipes, {1 << pkrs} packers (GB_ADDR_CONFIG "
+                           f"0x{gb:x}): addrlib's GFX11_SW_{table}_PATINFO row {index} is not transcribed")
+    _, n01, n2, n3, _ = row
+    bits = _terms(_NIBBLE01[n01]) + _terms(_NIBBLE2[n2]) + _terms(_NIBBLE3[n3])
+    return bits[:blk_log2]
+
+
+def block_dims(blk_log2: int, elem_log2: int, samples_log2: int = 0) -> tuple[int, int]:
+    """(log2 width, log2 height) in elements of a thin block (``Lib::ComputeThinBlockDimension``)."""
+    n = blk_log2 - elem_log2 - samples_log2
+    width_first = samples_log2 % 2 == 0 or blk_log2 % 2 == 1
+    return (n + 1) // 2 if width_first else n // 2, n // 2 if width_first else (n + 1) // 2
+
+
+_SHIFT = {"X": 0, "Y": 16, "Z": 32, "S": 48}     # coordinates packed into one 64-bit key for the parity
+
+
+@dataclass(frozen=True)
+class Surface:
+    """One level of a thin 2D tiled surface: sizes in elements, ``masks`` one packed-coordinate mask per address bit
+    (x bits 0..15, y 16..31, slice 32..47, sample 48..63 of the key)."""
+
+    sw_mode: int
+    blk_log2: int
+    xor: bool
+    w_log2: int
+    h_log2: int
+    pitch: int
+    height: int
+    slice_size: int
+    masks: tuple[int, ...]
+
+    def offsets(self, x: np.ndarray, y: np.ndarray, z: np.ndarray, s: np.ndarray, base: int) -> np.ndarray:
+        """Byte addresses (uint64) of elements (x, y) of slice ``z`` (from the surface's first slice), sample ``s``
+        (int64 lane arrays, in range) of a surface at ``base``."""
+        x, y, z, s = (np.asarray(a, dtype=I64) for a in (x, y, z, s))
+        key = (x | y << 16 | z << 32 | s << 48).astype(U64)
+        off = np.zeros(key.shape, dtype=I64)
+        for i, m in enumerate(self.masks):
+            if m:
+                off |= (np.bitwise_count(key & U64(m)).astype(I64) & 1) << i
+        blk = (y >> self.h_log2) * (self.pitch >> self.w_log2) + (x >> self.w_log2)
+        if self.xor:
+            low = base & ((1 << self.blk_log2) - 1)
+            base -= low
+            off ^= low
+        return (base + z * self.slice_size + (blk << self.blk_log2) + off).astype(U64)
+
+
+@functools.lru_cache(maxsize=256)
+def surface(sw_mode: int, bpe: int, width: int, height: int, samples: int = 1, gb_addr_config: int | None = None
+            ) -> Surface:
+    """The layout of one level of a thin 2D surface (``bpe`` bytes per element: 1, 2, 4, 8 or 16)."""
+    if bpe not in (1, 2, 4, 8, 16):
+        raise SwizzleError(f"a tiled surface of {bpe}-byte elements (addrlib has 1, 2, 4, 8, 16)")
+    if samples not in (1, 2, 4, 8):
+        raise SwizzleError(f"{samples} samples")
+    elem_log2, samples_log2 = bpe.bit_length() - 1, samples.bit_length() - 1
+    bits = pattern(sw_mode, elem_log2, samples_log2, gb_addr_config)
+    _, blk_log2, xor, _ = MODES[sw_mode]
+    wl, hl = block_dims(blk_log2, elem_log2, samples_log2)
+    pitch = -(-width // (1 << wl)) << wl
+    aligned_h = -(-height // (1 << hl)) << hl
+    masks = tuple(sum(1 << (_SHIFT[c] + b) for c, b in term) for term in bits)
+    return Surface(sw_mode, blk_log2, xor, wl, hl, pitch, aligned_h, pitch * aligned_h * bpe * samples, masks)
