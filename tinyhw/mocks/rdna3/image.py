@@ -96,11 +96,11 @@ from typing import Any
 
 import numpy as np
 
-from tinyhw.mocks.rdna3 import vmem
+from tinyhw.mocks.rdna3 import swizzle, vmem
 from tinyhw.mocks.rdna3.state import ShaderFault, Unimplemented, Wave
 
-__all__ = ["COMPILERS", "FORMATS", "ImageFault", "Tsharp", "apply_dst_sel", "mip_dims", "parse_tsharp",
-           "read_texels", "texel_addresses", "texel_bytes"]
+__all__ = ["COMPILERS", "FORMATS", "MSAA_LOAD_SAMPLES", "ImageFault", "Tsharp", "apply_dst_sel", "mip_dims",
+           "parse_tsharp", "read_texels", "samples", "texel_addresses", "texel_bytes"]
 
 Fn = Callable[[Wave], Any]
 Bad = Callable[[str], Exception]
@@ -240,13 +240,33 @@ def texel_bytes(t: Tsharp) -> int:
     return t.format.size
 
 
+def samples(t: Tsharp) -> int:
+    """Samples per texel: 1 << MAX_MIP for the MSAA types (the T# holds log2(samples) there), else 1."""
+    return 1 << t.max_mip if t.type in (IMG_2D_MSAA, IMG_2D_MSAA_ARRAY) else 1
+
+
+@functools.lru_cache(maxsize=256)
+def _tiled(t: Tsharp) -> swizzle.Surface:
+    """The swizzled layout of a tiled T# (see :mod:`~tinyhw.mocks.rdna3.swizzle`): 2D, 2D array, cube (faces as
+    slices) and 2D MSAA (array) of one level."""
+    if t.type in (IMG_1D, IMG_1D_ARRAY, IMG_3D) or t.type < IMG_1D:
+        raise ImageFault(f"a tiled (SW_MODE {t.sw_mode}) T# of TYPE {t.type} (only 2D, 2D array, cube and 2D MSAA "
+                         "tiled layouts are modelled)")
+    n = samples(t)
+    if n == 1 and t.max_mip:
+        raise ImageFault(f"a tiled (SW_MODE {t.sw_mode}) image of {t.max_mip + 1} mip levels (the swizzled mip "
+                         "chain and mip tail are not modelled)")
+    try:
+        return swizzle.surface(t.sw_mode, texel_bytes(t), t.width, t.height, n)
+    except swizzle.SwizzleError as e:
+        raise ImageFault(str(e)) from None
+
+
 @functools.lru_cache(maxsize=256)
 def _layout(t: Tsharp) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     """(pitch in texels per level, byte offset of each level within a slice, slice size) of the linear layout."""
-    if t.sw_mode != 0:
-        raise ImageFault(f"image SW_MODE {t.sw_mode} (only the linear layout, SW_MODE 0, is modelled)")
     if t.type in (IMG_2D_MSAA, IMG_2D_MSAA_ARRAY):
-        raise ImageFault("an MSAA image (no MSAA layout is modelled)")
+        raise ImageFault("an MSAA image in the linear layout (SW_MODE 0; MSAA surfaces are swizzled)")
     if t.type < IMG_1D:
         raise ImageFault(f"T# TYPE {t.type} is not an image type")
     if t.type == IMG_3D and len(t.words) == 8 and t.words[5] & 1:
@@ -269,9 +289,19 @@ def _layout(t: Tsharp) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     return tuple(pitches), tuple(offsets), sum(sizes)
 
 
-def texel_addresses(t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, level: np.ndarray) -> np.ndarray:
+def texel_addresses(t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, level: np.ndarray,
+                    sample: np.ndarray | None = None) -> np.ndarray:
     """Byte addresses (uint64) of texels (x, y) of slice/depth ``z`` of absolute mip ``level`` (int64 lane
-    arrays, already in range) in the linear layout; ``z`` counts from the view's BASE_ARRAY for arrays."""
+    arrays, already in range), sample ``sample`` (MSAA; default 0), in the T#'s layout (linear, or swizzled for a
+    tiled SW_MODE); ``z`` counts from the view's BASE_ARRAY for arrays."""
+    if t.sw_mode != 0:
+        surf = _tiled(t)
+        lv = np.asarray(level, dtype=I64)
+        if len(lv) and int(lv.max()) > 0:
+            raise ImageFault(f"mip level {int(lv.max())} of a tiled image (only level 0 is modelled)")
+        s = np.asarray(z, dtype=I64) + (t.base_array if t.type in _ARRAYS else 0)
+        smp = np.zeros_like(s) if sample is None else np.asarray(sample, dtype=I64)
+        return surf.offsets(x, y, s, smp, t.base)
     pitches, offsets, slice_size = _layout(t)
     lv = np.asarray(level, dtype=I64)
     if len(lv) and int(lv.max()) > t.max_mip:
@@ -283,10 +313,11 @@ def texel_addresses(t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, leve
     return a.astype(U64)
 
 
-def _raw(mem: Any, t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, level: np.ndarray) -> np.ndarray:
+def _raw(mem: Any, t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, level: np.ndarray,
+         sample: np.ndarray | None = None) -> np.ndarray:
     """(lanes, components) raw component bits (uint64) of the format's components."""
     fm = t.format
-    addr = texel_addresses(t, x, y, z, level)
+    addr = texel_addresses(t, x, y, z, level, sample)
     raw = vmem.gather(mem, addr, fm.size) if len(addr) else np.zeros((0, fm.size), dtype=U8)
     return _split(raw, fm)
 
@@ -334,12 +365,14 @@ def _decode(raw: np.ndarray, fm: Fmt) -> np.ndarray:
     return out
 
 
-def read_texels(mem: Any, t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, level: np.ndarray) -> np.ndarray:
+def read_texels(mem: Any, t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, level: np.ndarray,
+                sample: np.ndarray | None = None) -> np.ndarray:
     """The texels' R, G, B, A as float64 (lanes, 4) after number-format conversion (UNORM/SNORM to [0, 1]/[-1, 1],
     floats widened, the integer kinds exact), a missing Y/Z 0 and W 1, before DST_SEL. ``x``, ``y``, ``z`` (slice
-    from BASE_ARRAY, or 3D depth), ``level`` (absolute) are int64 lane arrays already in range."""
+    from BASE_ARRAY, or 3D depth), ``level`` (absolute), ``sample`` (MSAA, default 0) are int64 lane arrays already
+    in range."""
     fm = t.format
-    vals = _decode(_raw(mem, t, x, y, z, level), fm)
+    vals = _decode(_raw(mem, t, x, y, z, level, sample), fm)
     out = np.zeros((len(vals), 4), dtype=F64)
     out[:, 3] = 1.0
     out[:, :vals.shape[1]] = vals
@@ -449,15 +482,19 @@ def _tsharp_of(w: Wave, m: _Mimg) -> Tsharp:
 
 
 def _place(t: Tsharp, m: _Mimg, c: list[np.ndarray], mip: bool) -> tuple[np.ndarray, ...]:
-    """(x, y, z, absolute level, in-range mask) from the address components."""
+    """(x, y, z, absolute level, in-range mask, sample) from the address components."""
     zero = np.zeros_like(c[0])
-    x = c[0]
+    x, smp = c[0], zero
     if m.dim in (0,):
         y, z = zero, zero
     elif m.dim == 4:                      # 1D_ARRAY: x, slice
         y, z = zero, c[1]
     elif m.dim == 1:
         y, z = c[1], zero
+    elif m.dim == 6:                      # 2D_MSAA: x, y, sample (fragment id)
+        y, z, smp = c[1], zero, c[2]
+    elif m.dim == 7:                      # 2D_MSAA_ARRAY: x, y, slice, sample
+        y, z, smp = c[1], c[2], c[3]
     else:                                 # 3D, CUBE, 2D_ARRAY: x, y, depth/face/slice
         y, z = c[1], c[2]
     level = t.base_level + (c[-1] if mip else zero)
@@ -465,8 +502,8 @@ def _place(t: Tsharp, m: _Mimg, c: list[np.ndarray], mip: bool) -> tuple[np.ndar
     h0 = 1 if t.type in (IMG_1D, IMG_1D_ARRAY) else t.height
     wl, hl = np.maximum(1, t.width >> sh), np.maximum(1, h0 >> sh)
     zl = np.maximum(1, t.depth >> sh) if t.type == IMG_3D else np.full_like(x, t.slices)
-    ok = (level <= t.last_level) & (x < wl) & (y < hl) & (z < zl)
-    return x, y, z, level, ok
+    ok = (level <= t.last_level) & (x < wl) & (y < hl) & (z < zl) & (smp < samples(t))
+    return x, y, z, level, ok, smp
 
 
 def _one_bits(fm: Fmt, d16: bool) -> int:
@@ -547,10 +584,10 @@ def _load(inst: Any, pc: int, bad: Bad) -> Fn:
             return
         t = _tsharp_of(w, m)
         fm = t.format
-        x, y, z, level, ok = _place(t, m, _coords(w, lanes, m), mip)
+        x, y, z, level, ok, smp = _place(t, m, _coords(w, lanes, m), mip)
         raw = np.zeros((len(lanes), len(fm.comps)), dtype=U64)
         if ok.any():
-            raw[ok] = _raw(w.mem, t, x[ok], y[ok], z[ok], level[ok])
+            raw[ok] = _raw(w.mem, t, x[ok], y[ok], z[ok], level[ok], smp[ok])
         if pck:
             regs = np.zeros((len(lanes), 4), dtype=U32)
             for c, (_, bits) in enumerate(fm.comps):
@@ -636,11 +673,11 @@ def _store(inst: Any, pc: int, bad: Bad) -> Fn:
             return
         t = _tsharp_of(w, m)
         fm = t.format
-        x, y, z, level, ok = _place(t, m, _coords(w, lanes, m), mip)
+        x, y, z, level, ok, smp = _place(t, m, _coords(w, lanes, m), mip)
         if not ok.any():
             return
         sel = lanes[ok]
-        addr = texel_addresses(t, x[ok], y[ok], z[ok], level[ok])
+        addr = texel_addresses(t, x[ok], y[ok], z[ok], level[ok], smp[ok])
         n = len(fm.comps)
         raw = np.zeros((len(sel), n), U64)      # the whole texel is written: a component DMASK leaves out is 0
         for i, c in enumerate(picks):
@@ -688,10 +725,10 @@ def _atomic(inst: Any, pc: int, bad: Bad) -> Fn:
         fm = t.format
         if fm.size * 8 != bits or fm.kind not in ("uint", "sint", "float") or (bits == 64 and fm.kind == "float"):
             raise ImageFault(f"a {bits}-bit image atomic on format {fm.name}")
-        x, y, z, level, ok = _place(t, m, _coords(w, lanes, m), False)
+        x, y, z, level, ok, smp = _place(t, m, _coords(w, lanes, m), False)
         addr = np.zeros(len(lanes), dtype=U64)
         if ok.any():
-            addr[ok] = texel_addresses(t, x[ok], y[ok], z[ok], level[ok])
+            addr[ok] = texel_addresses(t, x[ok], y[ok], z[ok], level[ok], smp[ok])
         d1 = vmem._lane_ints(w, m.vdata, lanes, words)
         d2 = vmem._lane_ints(w, m.vdata + words, lanes, words) if two else [0] * len(d1)
         olds = []
@@ -739,8 +776,47 @@ def _resinfo(inst: Any, pc: int, bad: Bad) -> Fn:
     return _guard(run, bad)
 
 
+#: which samples ``image_msaa_load`` returns in its four VGPRs: "fragid" (VGPR i: sample fragid + i) or "aligned"
+#: (VGPR i: sample (fragid & ~3) + i); the guide says only "Load up to 4 samples of 1 component ... with a
+#: user-specified fragment ID", so both are readings not checked on hardware
+MSAA_LOAD_SAMPLES = "fragid"
+
+
 def _msaa(inst: Any, pc: int, bad: Bad) -> Fn:
-    raise bad("image_msaa_load (MSAA surfaces are never linear and no tiled layout is modelled)")
+    f = inst.fields
+    m = _prep(inst, bad)
+    d16, tfe = bool(f["d16"]), bool(f["tfe"])
+    if m.dim not in (6, 7):
+        raise bad(f"image_msaa_load with DIM {m.dim} (2D_MSAA or 2D_MSAA_ARRAY only)")
+    if bin(m.dmask).count("1") != 1:
+        raise bad(f"image_msaa_load DMASK 0x{m.dmask:x} (one component: exactly one bit)")
+    comp = m.dmask.bit_length() - 1
+
+    def run(w: Wave) -> None:
+        lanes = np.nonzero(w.mask())[0]
+        if not len(lanes):
+            return
+        if _unbound(w, m):
+            _write_out(w, lanes, m.vdata, [np.zeros(len(lanes), U32)] * 4, d16, tfe)
+            return
+        t = _tsharp_of(w, m)
+        fm = t.format
+        c = _coords(w, lanes, m)
+        if MSAA_LOAD_SAMPLES not in ("fragid", "aligned"):
+            raise ImageFault(f"MSAA_LOAD_SAMPLES {MSAA_LOAD_SAMPLES!r} (\"fragid\" or \"aligned\")")
+        first = c[-1] & ~3 if MSAA_LOAD_SAMPLES == "aligned" else c[-1]
+        out = []
+        for i in range(4):
+            c[-1] = first + i
+            x, y, z, level, ok, smp = _place(t, m, c, False)
+            raw = np.zeros((len(lanes), len(fm.comps)), dtype=U64)
+            if ok.any():
+                raw[ok] = _raw(w.mem, t, x[ok], y[ok], z[ok], level[ok], smp[ok])
+            regs = _sel_regs(t, _to_regs(raw, fm, d16), _one_bits(fm, d16))
+            regs[~ok] = 0
+            out.append(regs[:, comp])
+        _write_out(w, lanes, m.vdata, out, d16, tfe)
+    return _guard(run, bad)
 
 
 #: MIMG mnemonic -> compiler ``(inst, pc, bad) -> function of the wave`` (consulted by ``dispatch._compile``)
