@@ -177,7 +177,7 @@ def _canonical() -> dict[tuple[str, int], tuple[bytes, object]]:
 # right answer: a VGPR where the lane mask / carry-in SGPR (cndmask, *_co_ci) or the lane-select scalar (permlane,
 # readlane, writelane) must be, hardware register 52 (no gfx11 register has that id), message 0 (not a message),
 # MTBUF data format 0 (BUF_FMT_INVALID), MIMG cmpswap with DMASK 0x1 (llvm-mc-19: "invalid atomic image dmask"),
-# a gather of a 1D image (the MIMG samples have DIM 0).
+# a gather of a 1D image and an image_msaa_load of a 1D image (the MIMG samples have DIM 0).
 _SAMPLE_INVALID = {
     **{(e, m): "a VGPR in a scalar-only operand" for e in ("VOP3", "VOP3_DPP16", "VOP3_DPP8")
        for m in ("v_cndmask_b32_e64", "v_add_co_ci_u32_e64", "v_sub_co_ci_u32_e64", "v_subrev_co_ci_u32_e64",
@@ -189,6 +189,7 @@ _SAMPLE_INVALID = {
     **{("MTBUF", f"tbuffer_{k}_{d}format_{c}"): "format 0" for k in ("load", "store") for d in ("", "d16_")
        for c in ("x", "xy", "xyz", "xyzw")},
     ("MIMG", "image_atomic_cmpswap"): "DMASK 0x1",
+    ("MIMG", "image_msaa_load"): "DIM 0 (llvm-mc-19: \"invalid dim; must be MSAA type\")",
     **{("MIMG", f"image_gather4{v}"): "a 1D gather (DIM 0: gather4 needs a 2D footprint)"
        for v in ("", "_l", "_b", "_lz", "_c", "_c_lz", "_o", "_lz_o", "_c_lz_o", "_cl", "_b_cl", "_c_cl", "_c_l",
                  "_c_b", "_c_b_cl")},

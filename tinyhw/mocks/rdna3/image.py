@@ -20,10 +20,16 @@ T# (8 SGPRs, or 4 with R128), field positions as ROCm's ``ROCR-Runtime`` ``src/i
 A T# of all zeros is unbound (the guide's Image Resource text): loads and ``image_get_resinfo`` return zeros,
 stores do nothing, atomics change nothing and return 0.
 
-Layout: only the linear swizzle mode (SW_MODE 0) is addressed; a tiled mode, an MSAA type, a 96-bit texel and a
-format the model does not know stop the dispatch (:class:`ImageFault`, reported as ``ShaderFault``). The linear
-rule is the model's reading of AMD addrlib's ``Gfx11Lib::HwlComputeSurfaceInfoLinear`` (Mesa
-``src/amd/addrlib/src/gfx11/gfx11addrlib.cpp``), not checked on hardware: each mip's pitch is its width aligned to
+Layout: the linear swizzle mode (SW_MODE 0), and the tiled modes :mod:`~tinyhw.mocks.rdna3.swizzle` models for one
+level of a 2D, 2D array, cube (faces as slices) or 2D MSAA (array) T#: its addrlib pattern, block and surface rules,
+the slice counted from 0 at the surface's first slice (BASE_ARRAY added). Another mode, a tiled mip chain, a tiled
+1D or 3D T#, an MSAA type in the linear layout, a 96-bit texel and a format the model does not know stop the
+dispatch (:class:`ImageFault`, reported as ``ShaderFault``). An MSAA T#'s MAX_MIP is log2(samples); its address
+components are x, y, [slice,] sample (the fragment id: gfx11 has no FMASK), a sample past the count reads 0 and
+drops the store (as any out-of-range coordinate). A tiled T#'s pitch field is not used (the block rule gives the
+pitch; a choice). The linear rule is the model's reading of AMD addrlib's
+``Gfx11Lib::HwlComputeSurfaceInfoLinear`` (Mesa ``src/amd/addrlib/src/gfx11/gfx11addrlib.cpp``), not checked on
+hardware: each mip's pitch is its width aligned to
 256 bytes (256 / bytes-per-texel texels), level 0's is the T#'s PITCH for 1D and 2D (8-dword T#) when it
 exceeds the width (the guide's Image Resource table: word 4 holds "(pitch-1)[12:0] of mip0 for 1D, 2D, 2D-MSAA
 resources if pitch > width"; Mesa writes it only for ``uses_custom_pitch`` surfaces and leaves DEPTH 0 otherwise),
@@ -84,7 +90,10 @@ cmpswap 0x3: DATA = the new value, DATA + 1 the compare value) or of 32_32 UINT/
 ``image_get_resinfo``: VADDR holds the mip level (relative to BASE_LEVEL); X = the level's width, Y its height, Z
 its depth (3D) or the slices of the view (arrays and cube: last - base + 1; else 1), W = LAST_LEVEL -
 BASE_LEVEL + 1, integers, DMASK picking; for a level past LAST_LEVEL X, Y, Z are 0 (a choice).
-``image_msaa_load`` is refused: MSAA surfaces are never linear and the model has no tiled layout.
+``image_msaa_load`` (DIM 2D_MSAA or 2D_MSAA_ARRAY, exactly one DMASK bit; the guide: "Load up to 4 samples of 1
+component from an MSAA resource with a user-specified fragment ID"): the four VGPRs get the DMASK component, after
+number conversion and DST_SEL (a choice), of four samples of the texel, which ones as :data:`MSAA_LOAD_SAMPLES`
+says; a sample past the count reads 0. D16 packs them two per VGPR, TFE writes its 0 status after them.
 """
 
 from __future__ import annotations
