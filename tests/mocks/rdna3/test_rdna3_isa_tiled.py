@@ -81,11 +81,11 @@ def addr(case: tuple[int, int, int], width: int, height: int, x: int, y: int, z:
 
 
 def tsharp(base: int, fmt: int, width: int, height: int, sw_mode: int, *, typ: int = T2D, last: int = 0,
-           base_array: int = 0, max_mip: int = 0, dst_sel: int = IDENT) -> list[int]:
+           base_array: int = 0, max_mip: int = 0, last_level: int = 0, dst_sel: int = IDENT) -> list[int]:
     """Eight T# dwords (gfx11 SQ_IMG_RSRC_WORD* positions); ``last`` is word 4's DEPTH (the last slice for arrays)."""
     return [base >> 8 & M32, (base >> 40) & 0xFF | max_mip << 16 | fmt << 20 | ((width - 1) & 3) << 30,
-            (width - 1) >> 2 | (height - 1) << 14, dst_sel | sw_mode << 20 | typ << 28, last | base_array << 16,
-            0, 0, 0]
+            (width - 1) >> 2 | (height - 1) << 14, dst_sel | last_level << 16 | sw_mode << 20 | typ << 28,
+            last | base_array << 16, 0, 0, 0]
 
 
 def setup(words: list[int], size: int = 1 << 22) -> tuple[object, FlatMemory]:
@@ -327,11 +327,13 @@ def test_image_msaa_load_aligned_reading_d16_and_tfe(monkeypatch: pytest.MonkeyP
 
 
 def test_tiled_refusals() -> None:
-    w, _ = setup(tsharp(BASE, 20, 16, 16, 24, max_mip=2))
+    words = tsharp(BASE, 20, 16, 16, 24, max_mip=2)
+    words[3] |= 3 << 16                 # LAST_LEVEL 3 past MAX_MIP 2
+    w, _ = setup(words)
     w.s[EXEC_LO] = 1
-    w.v[4:6, 0] = 0
-    with pytest.raises(ShaderFault, match="3 mip levels"):
-        go(w, "image_load v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
+    w.v[4:7, 0] = [0, 0, 3]
+    with pytest.raises(ShaderFault, match="mip level 3 past the tiled resource's 3 level"):
+        go(w, "image_load_mip v0, v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
     w.s[0:8] = tsharp(BASE, 20, 16, 16, 28)
     with pytest.raises(ShaderFault, match="256KB_Z_X"):
         go(w, "image_load v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
@@ -356,3 +358,111 @@ def test_the_linear_path_is_unchanged_by_a_tiled_neighbour() -> None:
     mem.write(BASE + (2 * 128 + 7) * 4, struct.pack("<I", 0xC0FFEE))
     run(asm("image_load v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D"), w)
     assert int(w.v[0, 0]) == 0xC0FFEE
+
+
+# ---- mip chains and the mip tail -------------------------------------------------------------------------------------
+
+
+def mip_layout(case: tuple[int, int, int], width: int, height: int, levels: int
+               ) -> tuple[int, list[int], list[int], list[tuple[int, int]], int]:
+    """addrlib's ComputeSurfaceInfoMacroTiled (MicroTiled for 256B) restated: (slice size, pitch per level, offset
+    per level, tail origin per level, first level in the tail). Level sizes are ShiftCeil(size, level); the tail is
+    half a block wide and a block high (GetMipTailDim), 64x... shrunk for Z modes of 1/2-byte elements, holds at most
+    GetMaxNumMipsInTail levels (4KB: 8, 64KB: 12); tail slot m of the 2^blk bytes lies at byte m << 8 (m < 7) or 16
+    << m, whose odd bits from bit 9 give the x and even bits from bit 8 the y in 256-byte micro-blocks."""
+    mode, bpe, _ = case
+    blk, bw, bh, _ = CASES[case]
+    micro = {1: (16, 16), 2: (16, 8), 4: (8, 8), 8: (8, 4), 16: (4, 4)}[bpe]          # Block256_2d
+    dims = [(-(-width // 2 ** i), -(-height // 2 ** i)) for i in range(levels)]
+    tw, th, tn = bw // 2, bh, {12: 8, 16: 12}.get(blk, 0)
+    if mode == 24 and bpe <= 2:
+        tw, th = tw // (micro[0] // 8), th // (micro[1] // 8)
+    first = levels
+    for i, (w, h) in enumerate(dims):
+        if blk > 8 and levels > 1 and w <= tw and h <= th and levels - i <= tn:
+            first = i
+            break
+    pitches = [-(-w // bw) * bw for w, _ in dims]
+    sizes = [pitches[i] * -(-dims[i][1] // bh) * bh * bpe for i in range(levels)]
+    offs, origin = [0] * levels, [(0, 0)] * levels
+    at = 2 ** blk if first < levels else 0
+    for i in reversed(range(first)):
+        offs[i], at = at, at + sizes[i]
+    for i in range(first, levels):
+        m = tn - 1 - (i - first)
+        o = 16 << m if m > 6 else m << 8
+        mx = sum((o >> (9 + 2 * b) & 1) << b for b in range(6))
+        my = sum((o >> (8 + 2 * b) & 1) << b for b in range(6))
+        origin[i] = (mx * micro[0], my * micro[1])
+    return at, pitches, offs, origin, first
+
+
+def mip_addr(case: tuple[int, int, int], width: int, height: int, levels: int, x: int, y: int, level: int,
+             z: int = 0, base: int = BASE) -> int:
+    blk, bw, bh, bits = CASES[case]
+    slice_size, pitches, offs, origin, _ = mip_layout(case, width, height, levels)
+    off = eq_offset(bits, x + origin[level][0], y + origin[level][1], z, 0)
+    low = base % (1 << blk) if case[0] >= 20 else 0
+    return base - low + z * slice_size + offs[level] + ((y // bh) * (pitches[level] // bw) + x // bw) * 2 ** blk \
+        + (off ^ low)
+
+
+def test_a_mip_chain_worked_by_hand() -> None:
+    """64KB_Z_X, 4-byte texels, 256x256, 9 levels: blocks of 128x128; the tail (64x128, at most 12 levels) takes
+    levels 2..8 in the first block, level 1 follows it (64 KiB), level 0 follows that (at 128 KiB); slice 384 KiB.
+    Tail slots 11..5: bytes 32 KiB (x 64), 16 KiB (y 64), 8 KiB (x 32), 4 KiB (y 32), 2 KiB (x 16), 0x600 (x 8, y
+    16), 0x500 (y 24)."""
+    surf = swizzle.surface(24, 4, 256, 256, 1, None, 9)
+    assert (surf.first_in_tail, surf.slice_size) == (2, 384 << 10)
+    assert surf.mip_offsets == (128 << 10, 64 << 10, 0, 0, 0, 0, 0, 0, 0)
+    assert list(zip(surf.tail_x, surf.tail_y, strict=True))[2:] == [(64, 0), (0, 64), (32, 0), (0, 32), (16, 0),
+                                                                   (8, 16), (0, 24)]
+    assert mip_layout((24, 4, 1), 256, 256, 9)[::2] == (384 << 10, list(surf.mip_offsets), 2)
+
+
+MIP_CASES = [((24, 4, 1), 300, 150, 9), ((24, 1, 1), 200, 64, 8), ((27, 4, 1), 64, 64, 7), ((26, 8, 1), 1000, 3, 10),
+             ((22, 4, 1), 100, 80, 7), ((6, 2, 1), 70, 90, 7), ((2, 4, 1), 37, 21, 6), ((10, 16, 1), 130, 64, 8)]
+CASES[(24, 1, 1)] = (16, 256, 256, "X0 X1 Y0 X2 Y1 Y2 X3 Y3  Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 X5^Y8  Y6^X7 X7 Y7 X6^Y7")
+# ^ 64K_ZR_X_1xaa row 65 (1 bpe) {3, 0, 157, 86, 0}: NIBBLE01[0], NIBBLE2[157], NIBBLE3[86]
+
+
+@pytest.mark.parametrize("case,width,height,levels", MIP_CASES, ids=[f"sw{c[0][0]}-{c[0][1]}B" for c in MIP_CASES])
+def test_mip_chains_equal_the_restated_layout_and_never_overlap(case, width: int, height: int, levels: int) -> None:
+    """Every texel of every level of two slices: the model's address is the restated one, and no two texels share
+    an address (the tail slots and the levels around it do not overlap), all inside the slices."""
+    mode, bpe, _ = case
+    surf = swizzle.surface(mode, bpe, width, height, 1, None, levels)
+    pts = [(lv, x, y, z) for z in (0, 1) for lv in range(levels)
+           for y in range(max(1, height >> lv)) for x in range(max(1, width >> lv))]
+    lv, x, y, z = (np.array(a) for a in zip(*pts, strict=True))
+    got = surf.offsets(x, y, z, np.zeros_like(x), BASE, lv).astype(np.int64)
+    assert len(set(got.tolist())) == len(pts)
+    assert int(got.min()) >= BASE and int(got.max()) < BASE + 2 * surf.slice_size
+    assert surf.slice_size == mip_layout(case, width, height, levels)[0]
+    for k in range(0, len(pts), max(1, len(pts) // 300)):
+        assert int(got[k]) == mip_addr(case, width, height, levels, int(x[k]), int(y[k]), int(lv[k]), int(z[k])), \
+            pts[k]
+
+
+def test_image_load_mip_and_store_mip_on_a_tiled_chain() -> None:
+    """image_load_mip and image_store_mip on a 64KB_Z_X 32_UINT 2D array of 9 levels (levels 2..8 in the tail),
+    BASE_LEVEL 1 (the mip operand counts from it)."""
+    case, width, height, levels = (24, 4, 1), 300, 150, 9
+    words = tsharp(BASE, 20, width, height, 24, typ=T2DA, last=1, max_mip=levels - 1, last_level=levels - 1)
+    words[3] |= 1 << 12                 # BASE_LEVEL 1
+    w, mem = setup(words)
+    pts = [(0, 0, 0, 0), (149, 74, 1, 0), (37, 18, 1, 1), (74, 37, 0, 1), (2, 1, 0, 6), (0, 0, 1, 7), (4, 0, 0, 5)]
+    for i, (x, y, z, m) in enumerate(pts):
+        mem.write(mip_addr(case, width, height, levels, x, y, m + 1, z), struct.pack("<I", 0x1000 + i))
+    w.s[EXEC_LO] = (1 << len(pts)) - 1
+    for lane, (x, y, z, m) in enumerate(pts):
+        w.v[4:8, lane] = [x, y, z, m]
+    go(w, "image_load_mip v0, v[4:7], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D_ARRAY")
+    want = [0x1000 + i if (x < max(1, width >> (m + 1)) and y < max(1, height >> (m + 1))) else 0
+            for i, (x, y, _z, m) in enumerate(pts)]
+    assert [int(w.v[0, i]) for i in range(len(pts))] == want
+    w.v[0, :len(pts)] = [0xAB00 + i for i in range(len(pts))]
+    go(w, "image_store_mip v0, v[4:7], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D_ARRAY")
+    for i, (x, y, z, m) in enumerate(pts):
+        if want[i]:
+            assert mem.read(mip_addr(case, width, height, levels, x, y, m + 1, z), 4) == struct.pack("<I", 0xAB00 + i)

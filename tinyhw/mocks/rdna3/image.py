@@ -20,11 +20,12 @@ T# (8 SGPRs, or 4 with R128), field positions as ROCm's ``ROCR-Runtime`` ``src/i
 A T# of all zeros is unbound (the guide's Image Resource text): loads and ``image_get_resinfo`` return zeros,
 stores do nothing, atomics change nothing and return 0.
 
-Layout: the linear swizzle mode (SW_MODE 0), and the tiled modes :mod:`~tinyhw.mocks.rdna3.swizzle` models for one
-level of a 2D, 2D array, cube (faces as slices) or 2D MSAA (array) T#: its addrlib pattern, block and surface rules,
-the slice counted from 0 at the surface's first slice (BASE_ARRAY added). Another mode, a tiled mip chain, a tiled
-1D or 3D T#, an MSAA type in the linear layout, a 96-bit texel and a format the model does not know stop the
-dispatch (:class:`ImageFault`, reported as ``ShaderFault``). An MSAA T#'s MAX_MIP is log2(samples); its address
+Layout: the linear swizzle mode (SW_MODE 0), and the tiled modes :mod:`~tinyhw.mocks.rdna3.swizzle` models for a
+2D, 2D array or cube (faces as slices) T# with its mip chain (MAX_MIP + 1 levels, the mip tail included), or one
+level of a 2D MSAA (array) T#: its addrlib pattern, block and surface rules, the slice counted from 0 at the
+surface's first slice (BASE_ARRAY added). Another mode, a tiled 1D or 3D T#, an MSAA type in the linear layout,
+a 96-bit texel and a format the model does not know stop the dispatch (:class:`ImageFault`, reported as
+``ShaderFault``). An MSAA T#'s MAX_MIP is log2(samples); its address
 components are x, y, [slice,] sample (the fragment id: gfx11 has no FMASK), a sample past the count reads 0 and
 drops the store (as any out-of-range coordinate). A tiled T#'s pitch field is not used (the block rule gives the
 pitch; a choice). The linear rule is the model's reading of AMD addrlib's
@@ -257,16 +258,13 @@ def samples(t: Tsharp) -> int:
 @functools.lru_cache(maxsize=256)
 def _tiled(t: Tsharp) -> swizzle.Surface:
     """The swizzled layout of a tiled T# (see :mod:`~tinyhw.mocks.rdna3.swizzle`): 2D, 2D array, cube (faces as
-    slices) and 2D MSAA (array) of one level."""
+    slices) with MAX_MIP + 1 levels, 2D MSAA (array) of one level."""
     if t.type in (IMG_1D, IMG_1D_ARRAY, IMG_3D) or t.type < IMG_1D:
         raise ImageFault(f"a tiled (SW_MODE {t.sw_mode}) T# of TYPE {t.type} (only 2D, 2D array, cube and 2D MSAA "
                          "tiled layouts are modelled)")
     n = samples(t)
-    if n == 1 and t.max_mip:
-        raise ImageFault(f"a tiled (SW_MODE {t.sw_mode}) image of {t.max_mip + 1} mip levels (the swizzled mip "
-                         "chain and mip tail are not modelled)")
     try:
-        return swizzle.surface(t.sw_mode, texel_bytes(t), t.width, t.height, n)
+        return swizzle.surface(t.sw_mode, texel_bytes(t), t.width, t.height, n, None, 1 if n > 1 else t.max_mip + 1)
     except swizzle.SwizzleError as e:
         raise ImageFault(str(e)) from None
 
@@ -306,11 +304,11 @@ def texel_addresses(t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, leve
     if t.sw_mode != 0:
         surf = _tiled(t)
         lv = np.asarray(level, dtype=I64)
-        if len(lv) and int(lv.max()) > 0:
-            raise ImageFault(f"mip level {int(lv.max())} of a tiled image (only level 0 is modelled)")
+        if len(lv) and int(lv.max()) >= len(surf.pitches):
+            raise ImageFault(f"mip level {int(lv.max())} past the tiled resource's {len(surf.pitches)} level(s)")
         s = np.asarray(z, dtype=I64) + (t.base_array if t.type in _ARRAYS else 0)
         smp = np.zeros_like(s) if sample is None else np.asarray(sample, dtype=I64)
-        return surf.offsets(x, y, s, smp, t.base)
+        return surf.offsets(x, y, s, smp, t.base, lv)
     pitches, offsets, slice_size = _layout(t)
     lv = np.asarray(level, dtype=I64)
     if len(lv) and int(lv.max()) > t.max_mip:

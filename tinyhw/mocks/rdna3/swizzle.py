@@ -8,7 +8,8 @@ lists the ones gfx11 has): 0 LINEAR, 2 256B_D, 5 4KB_S, 6 4KB_D, 9 64KB_S, 10 64
 31 256KB_R_X (the S modes are 3D-only in ``GetSwizzlePatternInfo``). Modelled here, for 2D (also arrays and cube
 faces, which addrlib lays out as 2D slices): 256B_D, 4KB_D, 64KB_D (no XOR), 4KB_D_X, 64KB_D_X, 64KB_Z_X and
 64KB_R_X (Z and R are one pattern on gfx11: "On GFX11, Z and R modes are the same thing"), the last two also with
-2, 4 and 8 samples. The 256KB modes, the _T (PRT) mode, 3D (thick) layouts and 1D are refused.
+2, 4 and 8 samples (one level); single-sample surfaces with their mip chain and mip tail (see :func:`surface`). The
+256KB modes, the _T (PRT) mode, 3D (thick) layouts and 1D are refused.
 
 The pattern: addrlib's ``ADDR_SW_PATINFO`` row ``{maxItemCount, nibble01Idx, nibble2Idx, nibble3Idx, nibble4Idx}``
 picks entries of the tables ``GFX11_SW_PATTERN_NIBBLE01`` (address bits 0..7), ``NIBBLE2`` (8..11), ``NIBBLE3``
@@ -21,11 +22,13 @@ GB_ADDR_CONFIG of :data:`GB_ADDR_CONFIG` and for one pipe; another configuration
 
 Block dimensions (``Lib::ComputeThinBlockDimension``): n = log2(block bytes) - log2(bytes per element) -
 log2(samples); the width gets the odd bit (w = ceil(n/2), h = floor(n/2)) when log2(samples) is even or the block's
-log2 size is odd, else the height does. The surface (``ComputeSurfaceInfoMicroTiled``/``MacroTiled``, one level):
-pitch = width aligned to the block width, height aligned to the block height, slice size = pitch x height x bytes
-x samples. Address of an element (``ComputeSurfaceAddrFromCoordMicroTiled``/``MacroTiled``): slice x slice size +
-(yb x pitch / block width + xb) x block bytes + (pattern(x, y, slice, sample) XOR pipeBankXor), xb and yb the block
-coordinates, the pattern evaluated on the full coordinates (its XOR terms reach bits above the block: the pipe
+log2 size is odd, else the height does. The surface (``ComputeSurfaceInfoMicroTiled``/``MacroTiled``): each level's
+pitch = its width aligned to the block width, its height aligned to the block height, its size pitch x height x
+bytes x samples; a slice holds the chain, smallest level first, the mip-tail block (levels small enough to share one
+block) at its start. Address of an element (``ComputeSurfaceAddrFromCoordMicroTiled``/``MacroTiled``): slice x
+slice size + the level's offset + (yb x pitch / block width + xb) x block bytes + (pattern(x', y', slice, sample)
+XOR pipeBankXor), xb and yb the block coordinates, (x', y') the coordinates plus a tail level's origin in the tail
+block, the pattern evaluated on the full coordinates (its XOR terms reach bits above the block: the pipe
 rotation). The model reads pipeBankXor from the T#'s base address: for an XOR mode the base's bits below the block
 size are the XOR value and the rest the block-aligned base (Mesa ORs its tile swizzle into the base's bits 8 and
 up); for a non-XOR mode the base is added as it is. That reading is a choice not checked on hardware.
@@ -189,49 +192,112 @@ _SHIFT = {"X": 0, "Y": 16, "Z": 32, "S": 48}     # coordinates packed into one 6
 
 @dataclass(frozen=True)
 class Surface:
-    """One level of a thin 2D tiled surface: sizes in elements, ``masks`` one packed-coordinate mask per address bit
-    (x bits 0..15, y 16..31, slice 32..47, sample 48..63 of the key)."""
+    """A thin 2D tiled surface (its mip chain in each slice): sizes in elements; ``masks`` one packed-coordinate mask
+    per address bit (x bits 0..15, y 16..31, slice 32..47, sample 48..63 of the key); per level its pitch, its
+    macro-block offset within a slice and, for the levels in the mip tail, its (x, y) origin inside the tail block;
+    ``first_in_tail`` the first level in the tail (the level count when none is)."""
 
     sw_mode: int
     blk_log2: int
     xor: bool
     w_log2: int
     h_log2: int
-    pitch: int
-    height: int
     slice_size: int
     masks: tuple[int, ...]
+    pitches: tuple[int, ...]
+    mip_offsets: tuple[int, ...]
+    tail_x: tuple[int, ...]
+    tail_y: tuple[int, ...]
+    first_in_tail: int
 
-    def offsets(self, x: np.ndarray, y: np.ndarray, z: np.ndarray, s: np.ndarray, base: int) -> np.ndarray:
-        """Byte addresses (uint64) of elements (x, y) of slice ``z`` (from the surface's first slice), sample ``s``
-        (int64 lane arrays, in range) of a surface at ``base``."""
+    def offsets(self, x: np.ndarray, y: np.ndarray, z: np.ndarray, s: np.ndarray, base: int,
+                level: np.ndarray | None = None) -> np.ndarray:
+        """Byte addresses (uint64) of elements (x, y) of mip ``level`` (default 0) of slice ``z`` (from the
+        surface's first slice), sample ``s`` (int64 lane arrays, in range) of a surface at ``base``."""
         x, y, z, s = (np.asarray(a, dtype=I64) for a in (x, y, z, s))
-        key = (x | y << 16 | z << 32 | s << 48).astype(U64)
+        pitch: int | np.ndarray
+        mip_off: int | np.ndarray
+        if len(self.pitches) == 1 or level is None:
+            pitch, mip_off, ex, ey = self.pitches[0], 0, x, y
+        else:
+            lv = np.asarray(level, dtype=I64)
+            pitch = np.asarray(self.pitches, dtype=I64)[lv]
+            mip_off = np.asarray(self.mip_offsets, dtype=I64)[lv]
+            ex, ey = x + np.asarray(self.tail_x, dtype=I64)[lv], y + np.asarray(self.tail_y, dtype=I64)[lv]
+        key = (ex | ey << 16 | z << 32 | s << 48).astype(U64)
         off = np.zeros(key.shape, dtype=I64)
         for i, m in enumerate(self.masks):
             if m:
                 off |= (np.bitwise_count(key & U64(m)).astype(I64) & 1) << i
-        blk = (y >> self.h_log2) * (self.pitch >> self.w_log2) + (x >> self.w_log2)
+        blk = (y >> self.h_log2) * (pitch >> self.w_log2) + (x >> self.w_log2)
         if self.xor:
             low = base & ((1 << self.blk_log2) - 1)
             base -= low
             off ^= low
-        return (base + z * self.slice_size + (blk << self.blk_log2) + off).astype(U64)
+        return (base + z * self.slice_size + mip_off + (blk << self.blk_log2) + off).astype(U64)
+
+
+def _mip_tail(blk_log2: int, elem_log2: int, wl: int, hl: int, z_order: bool) -> tuple[int, int, int]:
+    """(max width, max height, max levels) of the mip tail: ``GetMipTailDim`` (a thin block's width halved),
+    ``Gfx11Lib::ComputeSurfaceInfoMacroTiled``'s shrink for the Z modes of 1- and 2-byte elements (by the 256-byte
+    block's size over the 4-byte one's) and ``GetMaxNumMipsInTail``."""
+    tw, th = (1 << wl) >> 1, 1 << hl
+    if z_order and elem_log2 <= 1:
+        bw, bh = block_dims(8, elem_log2)
+        tw //= 1 << (bw - 3)
+        th //= 1 << (bh - 3)
+    return tw, th, (1 + (1 << (blk_log2 - 9))) if blk_log2 <= 11 else blk_log2 - 4
+
+
+def _tail_origin(blk_log2: int, elem_log2: int, k: int) -> tuple[int, int]:
+    """The element origin of the tail's k-th slot from its end (slot m's byte offset: m x 256 below 7, 16 << m
+    from 7; its odd bits from bit 9 the x, its even bits from bit 8 the y, in 256-byte micro-blocks; swapped for an
+    odd block size), as ``ComputeSurfaceInfoMacroTiled`` places a tail level."""
+    off = (16 << k) if k > 6 else k << 8
+    mx = sum((off >> (9 + 2 * b) & 1) << b for b in range(6))
+    my = sum((off >> (8 + 2 * b) & 1) << b for b in range(6))
+    if blk_log2 & 1:
+        mx, my = my, mx
+        if elem_log2 & 1:
+            mx, my = mx >> 1, my << 1 | mx & 1
+    bw, bh = block_dims(8, elem_log2)
+    return mx << bw, my << bh
 
 
 @functools.lru_cache(maxsize=256)
-def surface(sw_mode: int, bpe: int, width: int, height: int, samples: int = 1, gb_addr_config: int | None = None
-            ) -> Surface:
-    """The layout of one level of a thin 2D surface (``bpe`` bytes per element: 1, 2, 4, 8 or 16)."""
+def surface(sw_mode: int, bpe: int, width: int, height: int, samples: int = 1, gb_addr_config: int | None = None,
+            levels: int = 1) -> Surface:
+    """The layout of a thin 2D surface of ``levels`` mip levels (``bpe`` bytes per element: 1, 2, 4, 8 or 16):
+    ``ComputeSurfaceInfoMicroTiled``/``MacroTiled``. Each level's size is addrlib's ``GetMipSize`` (the level-0 size
+    shifted right, rounded up), its pitch and height aligned to the block; the levels lie smallest first in a slice,
+    the ones that fit the mip tail (at most its level count, none larger than its dimensions; 4KB and 64KB blocks,
+    not 256B) sharing the first block, each at its slot."""
     if bpe not in (1, 2, 4, 8, 16):
         raise SwizzleError(f"a tiled surface of {bpe}-byte elements (addrlib has 1, 2, 4, 8, 16)")
     if samples not in (1, 2, 4, 8):
         raise SwizzleError(f"{samples} samples")
+    if samples > 1 and levels > 1:
+        raise SwizzleError("an MSAA surface with mip levels")
     elem_log2, samples_log2 = bpe.bit_length() - 1, samples.bit_length() - 1
     bits = pattern(sw_mode, elem_log2, samples_log2, gb_addr_config)
-    _, blk_log2, xor, _ = MODES[sw_mode]
+    name, blk_log2, xor, _ = MODES[sw_mode]
     wl, hl = block_dims(blk_log2, elem_log2, samples_log2)
-    pitch = -(-width // (1 << wl)) << wl
-    aligned_h = -(-height // (1 << hl)) << hl
     masks = tuple(sum(1 << (_SHIFT[c] + b) for c, b in term) for term in bits)
-    return Surface(sw_mode, blk_log2, xor, wl, hl, pitch, aligned_h, pitch * aligned_h * bpe * samples, masks)
+    dims = [(-(-max(width, 1) // (1 << i)), -(-max(height, 1) // (1 << i))) for i in range(levels)]
+    first = levels
+    if levels > 1 and blk_log2 > 8:
+        tw, th, tn = _mip_tail(blk_log2, elem_log2, wl, hl, name.endswith("Z_X"))
+        first = next((i for i, (w, h) in enumerate(dims) if w <= tw and h <= th and levels - i <= tn), levels)
+    pitches = [-(-w // (1 << wl)) << wl for w, _ in dims]
+    sizes = [pitches[i] * (-(-dims[i][1] // (1 << hl)) << hl) * bpe * samples for i in range(levels)]
+    offsets, tx, ty = [0] * levels, [0] * levels, [0] * levels
+    at = (1 << blk_log2) if first < levels else 0
+    for i in range(first - 1, -1, -1):
+        offsets[i] = at
+        at += sizes[i]
+    if first < levels:
+        tn = _mip_tail(blk_log2, elem_log2, wl, hl, name.endswith("Z_X"))[2]
+        for i in range(first, levels):
+            tx[i], ty[i] = _tail_origin(blk_log2, elem_log2, tn - 1 - (i - first))
+    return Surface(sw_mode, blk_log2, xor, wl, hl, at, masks, tuple(pitches), tuple(offsets), tuple(tx), tuple(ty),
+                   first)
