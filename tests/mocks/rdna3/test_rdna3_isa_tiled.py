@@ -51,6 +51,17 @@ CASES = {
     (24, 2, 8): (16, 64, 64, "0 S0 S1 S2 X0 Y0 X1 Y1  Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 X5^Y8  Y2^Y6^X7 X3 Y3 X2^X6^Y7"),
     # 64K_ZR_X_8xaa row 68 (8 bpe) {3, 18, 185, 90, 0}: NIBBLE01[18], NIBBLE2[185], NIBBLE3[90]
     (24, 8, 8): (16, 32, 32, "0 0 0 S0 S1 S2 X0 Y0  Y4^X9^Y9 Z0^X4^Y4 Y1^Y5^X8 X1^X5^Y8  Y2^Y6^X7 X3 Y3 X2^X6^Y7"),
+    # 256K_D_X row 67 (4 bpe) {3, 2, 83, 8, 3}: NIBBLE01[2], NIBBLE2[83], NIBBLE3[8], NIBBLE4[3]
+    (30, 4, 1): (18, 256, 256, "0 0 X0 Y0 X1 Y1 X2 Y2  Y3^Z4^X7 X3^Z3^Y7 Z2^Y4^X6 Z1^X4^Y6  Z0^X5^Y5 X5 Y6 X6  Y7 X7"),
+    # 256K_ZR_X_1xaa row 68 (8 bpe) {3, 3, 209, 251, 48}: NIBBLE01[3], NIBBLE2[209], NIBBLE3[251], NIBBLE4[48]
+    (28, 8, 1): (18, 256, 128, "0 0 0 X0 Y0 X1 X2 Y1  Y4^X9^Y9 X4^Y4^Z4 Z3^Y5^X8 Z2^X5^Y8  Z1^Y6^X7 Y2 X3 Y3^X8  "
+                               "X7^Y7 Z0^X6^Y7"),
+    # 256K_ZR_X_4xaa row 67 (4 bpe) {3, 12, 157, 320, 98}: NIBBLE01[12], NIBBLE2[157], NIBBLE3[320], NIBBLE4[98]
+    (31, 4, 4): (18, 128, 128, "0 0 S0 S1 X0 Y0 X1 Y1  Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 X5^Y8  Y6^X7 X2 Y2 Y3^X7  "
+                               "X3^Y7 X6^Y7"),
+    # 256K_ZR_X_8xaa row 69 (16 bpe) {3, 19, 245, 344, 118}: NIBBLE01[19], NIBBLE2[245], NIBBLE3[344], NIBBLE4[118]
+    (28, 16, 8): (18, 32, 64, "0 0 0 0 S0 S1 S2 X0  Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 Y0^X5^Y8  Y1^Y6^X7 X3 Y2 Y3^X8^Y8  "
+                              "X2^Y7^X9 X1^X6^Y7"),
 }
 CASES[(27, 4, 1)] = CASES[(24, 4, 1)]        # Z and R share GFX11_SW_64K_ZR_X_*_PATINFO ("the same thing" on gfx11)
 FMT = {1: 1, 2: 11, 4: 20, 8: 48, 16: 61}          # a UINT format of each size: 8, 16, 32, 32_32, 32_32_32_32
@@ -116,7 +127,7 @@ def test_surface_offsets_equal_the_restated_equation(case: tuple[int, int, int])
 def _all_modelled():
     for mode, (_, _, _, table) in swizzle.MODES.items():
         for e in range(5):
-            for sl in (0, 1, 2, 3) if table == "64K_ZR_X" else (0,):
+            for sl in (0, 1, 2, 3) if table.endswith("ZR_X") else (0,):
                 yield mode, e, sl
 
 
@@ -129,7 +140,7 @@ def test_every_block_is_a_bijection_onto_element_offsets(gb: int) -> None:
         try:
             bits = swizzle.pattern(mode, e, sl, gb)
         except swizzle.SwizzleError:
-            assert gb == 0 and mode in (24, 27)
+            assert gb == 0 and mode in (24, 27, 28, 30, 31)
             continue
         blk = swizzle.MODES[mode][1]
         wl, hl = swizzle.block_dims(blk, e, sl)
@@ -140,7 +151,7 @@ def test_every_block_is_a_bijection_onto_element_offsets(gb: int) -> None:
         assert sorted(off.tolist()) == list(range(0, 1 << blk, 1 << e)), (mode, e, sl)
         assert int(surf.offsets([0], [0], [0], [0], 0)[0]) == 0
         done += 1
-    assert done == (65 if gb else 25)
+    assert done == (110 if gb else 25)
 
 
 def test_the_block_dimensions_follow_addrlibs_rule() -> None:
@@ -162,8 +173,8 @@ def test_one_pipe_makes_the_d_x_modes_the_plain_d_ones() -> None:
 def test_layout_refusals() -> None:
     with pytest.raises(swizzle.SwizzleError, match="row 52 is not transcribed"):    # 16 pipes 16 PKRs: base 50
         swizzle.pattern(24, 2, 0, 0x444)
-    with pytest.raises(swizzle.SwizzleError, match="256KB_Z_X"):
-        swizzle.pattern(28, 2)
+    with pytest.raises(swizzle.SwizzleError, match="256KB_S_X"):
+        swizzle.pattern(29, 2)
     with pytest.raises(swizzle.SwizzleError, match="64KB_D_T"):
         swizzle.pattern(18, 2)
     with pytest.raises(swizzle.SwizzleError, match="MSAA surfaces need a Z or R"):
@@ -193,8 +204,8 @@ def _fill(mem: FlatMemory, case: tuple[int, int, int], width: int, height: int, 
     return img
 
 
-@pytest.mark.parametrize("case", [(2, 4, 1), (6, 2, 1), (22, 4, 1), (26, 8, 1), (24, 4, 1)],
-                         ids=["256B_D", "4KB_D", "4KB_D_X", "64KB_D_X", "64KB_Z_X"])
+@pytest.mark.parametrize("case", [(2, 4, 1), (6, 2, 1), (22, 4, 1), (26, 8, 1), (24, 4, 1), (30, 4, 1), (28, 8, 1)],
+                         ids=["256B_D", "4KB_D", "4KB_D_X", "64KB_D_X", "64KB_Z_X", "256KB_D_X", "256KB_Z_X"])
 def test_image_load_reads_the_swizzled_texels(case: tuple[int, int, int]) -> None:
     mode, bpe, _ = case
     width, height = 150, 70
@@ -334,8 +345,8 @@ def test_tiled_refusals() -> None:
     w.v[4:7, 0] = [0, 0, 3]
     with pytest.raises(ShaderFault, match="mip level 3 past the tiled resource's 3 level"):
         go(w, "image_load_mip v0, v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
-    w.s[0:8] = tsharp(BASE, 20, 16, 16, 28)
-    with pytest.raises(ShaderFault, match="256KB_Z_X"):
+    w.s[0:8] = tsharp(BASE, 20, 16, 16, 29)
+    with pytest.raises(ShaderFault, match="256KB_S_X"):
         go(w, "image_load v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
     w.s[0:8] = tsharp(BASE, 20, 16, 1, 24, typ=8)
     with pytest.raises(ShaderFault, match="TYPE 8"):
@@ -367,15 +378,16 @@ def mip_layout(case: tuple[int, int, int], width: int, height: int, levels: int
                ) -> tuple[int, list[int], list[int], list[tuple[int, int]], int]:
     """addrlib's ComputeSurfaceInfoMacroTiled (MicroTiled for 256B) restated: (slice size, pitch per level, offset
     per level, tail origin per level, first level in the tail). Level sizes are ShiftCeil(size, level); the tail is
-    half a block wide and a block high (GetMipTailDim), 64x... shrunk for Z modes of 1/2-byte elements, holds at most
-    GetMaxNumMipsInTail levels (4KB: 8, 64KB: 12); tail slot m of the 2^blk bytes lies at byte m << 8 (m < 7) or 16
-    << m, whose odd bits from bit 9 give the x and even bits from bit 8 the y in 256-byte micro-blocks."""
+    half a block wide and a block high (GetMipTailDim), shrunk for Z modes of 1/2-byte elements, holds at most
+    GetMaxNumMipsInTail levels (4KB: 8, 64KB: 12, 256KB: 14); tail slot m of the 2^blk bytes lies at byte m << 8
+    (m < 7) or 16 << m, whose odd bits from bit 9 give the x and even bits from bit 8 the y in 256-byte
+    micro-blocks."""
     mode, bpe, _ = case
     blk, bw, bh, _ = CASES[case]
     micro = {1: (16, 16), 2: (16, 8), 4: (8, 8), 8: (8, 4), 16: (4, 4)}[bpe]          # Block256_2d
     dims = [(-(-width // 2 ** i), -(-height // 2 ** i)) for i in range(levels)]
-    tw, th, tn = bw // 2, bh, {12: 8, 16: 12}.get(blk, 0)
-    if mode == 24 and bpe <= 2:
+    tw, th, tn = bw // 2, bh, {12: 8, 16: 12, 18: 14}.get(blk, 0)
+    if mode in (24, 28) and bpe <= 2:
         tw, th = tw // (micro[0] // 8), th // (micro[1] // 8)
     first = levels
     for i, (w, h) in enumerate(dims):
@@ -421,7 +433,8 @@ def test_a_mip_chain_worked_by_hand() -> None:
 
 
 MIP_CASES = [((24, 4, 1), 300, 150, 9), ((24, 1, 1), 200, 64, 8), ((27, 4, 1), 64, 64, 7), ((26, 8, 1), 1000, 3, 10),
-             ((22, 4, 1), 100, 80, 7), ((6, 2, 1), 70, 90, 7), ((2, 4, 1), 37, 21, 6), ((10, 16, 1), 130, 64, 8)]
+             ((22, 4, 1), 100, 80, 7), ((6, 2, 1), 70, 90, 7), ((2, 4, 1), 37, 21, 6), ((10, 16, 1), 130, 64, 8),
+             ((30, 4, 1), 600, 300, 10), ((28, 8, 1), 260, 40, 9)]
 CASES[(24, 1, 1)] = (16, 256, 256, "X0 X1 Y0 X2 Y1 Y2 X3 Y3  Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 X5^Y8  Y6^X7 X7 Y7 X6^Y7")
 # ^ 64K_ZR_X_1xaa row 65 (1 bpe) {3, 0, 157, 86, 0}: NIBBLE01[0], NIBBLE2[157], NIBBLE3[86]
 

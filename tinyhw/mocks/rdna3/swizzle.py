@@ -7,9 +7,10 @@ lists the ones gfx11 has): 0 LINEAR, 2 256B_D, 5 4KB_S, 6 4KB_D, 9 64KB_S, 10 64
 21 4KB_S_X, 22 4KB_D_X, 24 64KB_Z_X, 25 64KB_S_X, 26 64KB_D_X, 27 64KB_R_X, 28 256KB_Z_X, 29 256KB_S_X, 30 256KB_D_X,
 31 256KB_R_X (the S modes are 3D-only in ``GetSwizzlePatternInfo``). Modelled here, for 2D (also arrays and cube
 faces, which addrlib lays out as 2D slices): 256B_D, 4KB_D, 64KB_D (no XOR), 4KB_D_X, 64KB_D_X, 64KB_Z_X and
-64KB_R_X (Z and R are one pattern on gfx11: "On GFX11, Z and R modes are the same thing"), the last two also with
-2, 4 and 8 samples (one level); single-sample surfaces with their mip chain and mip tail (see :func:`surface`). The
-256KB modes, the _T (PRT) mode, 3D (thick) layouts and 1D are refused.
+64KB_R_X (Z and R are one pattern on gfx11: "On GFX11, Z and R modes are the same thing"), 256KB_D_X, 256KB_Z_X and
+256KB_R_X (addrlib's "VAR" block, 2^18 bytes on gfx11); the Z and R modes also with 2, 4 and 8 samples (one level);
+single-sample surfaces with their mip chain and mip tail (see :func:`surface`). The S modes, the _T (PRT) mode, 3D
+(thick) layouts and 1D are refused.
 
 The pattern: addrlib's ``ADDR_SW_PATINFO`` row ``{maxItemCount, nibble01Idx, nibble2Idx, nibble3Idx, nibble4Idx}``
 picks entries of the tables ``GFX11_SW_PATTERN_NIBBLE01`` (address bits 0..7), ``NIBBLE2`` (8..11), ``NIBBLE3``
@@ -18,7 +19,8 @@ are XORed into that address bit (0: none). The row is ``GetSwizzlePatternInfo``'
 the index ``elemLog2`` for the non-XOR modes and ``colorBaseIndex + elemLog2`` for the XOR ones, with
 ``colorBaseIndex = 5 x pipesLog2 (+ 5 x (2 x pkrsLog2 - 2) when pkrsLog2 >= 2)`` (``HwlInitGlobalParams``). Only
 the rows the model needs are transcribed (below, with their table and row), so the XOR modes work for the
-GB_ADDR_CONFIG of :data:`GB_ADDR_CONFIG` and for one pipe; another configuration is refused with the rows it lacks.
+GB_ADDR_CONFIG of :data:`GB_ADDR_CONFIG` (and 4KB_D_X, 64KB_D_X also for one pipe); another configuration is refused
+with the row it lacks.
 
 Block dimensions (``Lib::ComputeThinBlockDimension``): n = log2(block bytes) - log2(bytes per element) -
 log2(samples); the width gets the odd bit (w = ceil(n/2), h = floor(n/2)) when log2(samples) is even or the block's
@@ -62,9 +64,11 @@ MODES: dict[int, tuple[str, int, bool, str]] = {
     24: ("64KB_Z_X", 16, True, "64K_ZR_X"),
     26: ("64KB_D_X", 16, True, "64K_D_X"),
     27: ("64KB_R_X", 16, True, "64K_ZR_X"),
+    28: ("256KB_Z_X", 18, True, "256K_ZR_X"),
+    30: ("256KB_D_X", 18, True, "256K_D_X"),
+    31: ("256KB_R_X", 18, True, "256K_ZR_X"),
 }
-_KNOWN = {5: "4KB_S", 9: "64KB_S", 17: "64KB_S_T", 18: "64KB_D_T", 21: "4KB_S_X", 25: "64KB_S_X", 28: "256KB_Z_X",
-          29: "256KB_S_X", 30: "256KB_D_X", 31: "256KB_R_X"}
+_KNOWN = {5: "4KB_S", 9: "64KB_S", 17: "64KB_S_T", 18: "64KB_D_T", 21: "4KB_S_X", 25: "64KB_S_X", 29: "256KB_S_X"}
 
 
 class SwizzleError(Exception):
@@ -95,6 +99,8 @@ _NIBBLE2 = {
     159: "Y4^X9^Y9 Z2^X4^Y4 Z1^Y5^X8 Z0^X5^Y8", 171: "Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 Y1^X5^Y8",
     184: "Y4^X9^Y9 Z1^X4^Y4 Y1^Y5^X8 Z0^X5^Y8", 185: "Y4^X9^Y9 Z0^X4^Y4 Y1^Y5^X8 X1^X5^Y8",
     207: "Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 X2^X5^Y8", 208: "Y4^X9^Y9 Y0^X4^Y4 Y1^Y5^X8 X1^X5^Y8",
+    209: "Y4^X9^Y9 X4^Y4^Z4 Z3^Y5^X8 Z2^X5^Y8", 244: "Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 Z2^X5^Y8",
+    245: "Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 Y0^X5^Y8",
 }
 # GFX11_SW_PATTERN_NIBBLE3[i] (address bits 12..15)
 _NIBBLE3 = {
@@ -104,6 +110,18 @@ _NIBBLE3 = {
     86: "Y6^X7 X7 Y7 X6^Y7", 87: "Y6^X7 Y3 X7 X6^Y7", 88: "Y6^X7 X3 Y3 X6^Y7", 89: "Y2^Y6^X7 X3 Y3 Z0^X6^Y7",
     90: "Y2^Y6^X7 X3 Y3 X2^X6^Y7", 135: "Y6^X7 Y3 Y7 X6^Y7", 136: "Y6^X7 X3 Y3 Y2^X6^Y7",
     175: "Y2^Y6^X7 X3 Y3 X6^Y7", 205: "Y2^Y6^X7 X3 Y3 Y1^X6^Y7",
+    248: "Y6^X7 X7 Y7 X8^Y9", 249: "Y6^X7 Y3 X7 X8^Y8", 250: "Y6^X7 X3 Y3 X7^Y8", 251: "Z1^Y6^X7 Y2 X3 Y3^X8",
+    252: "Z1^Y6^X7 X2 Y2 Y3^X7", 288: "Y6^X7 Y3 X7 Y7^X9", 289: "Y6^X7 Y2 X3 Y3^X8", 290: "Z0^Y6^X7 X2 Y2 Y3^X7",
+    291: "Z0^Y6^X7 X2 X3 Y3^X8", 320: "Y6^X7 X2 Y2 Y3^X7", 321: "Y1^Y6^X7 X2 X3 Y3^X8",
+    322: "Y1^Y6^X7 X3 Y3 X2^Y7^X8", 343: "Y6^X7 X2 X3 Y3^X8", 344: "Y1^Y6^X7 X3 Y2 Y3^X8^Y8",
+}
+# GFX11_SW_PATTERN_NIBBLE4[i] (address bits 16..19; the 256KB blocks use 16 and 17)
+_NIBBLE4 = {
+    0: "0 0 0 0", 1: "Y8 X8 0 0", 2: "Y7 X8 0 0", 3: "Y7 X7 0 0", 4: "Y6 X7 0 0", 5: "Y6 X6 0 0",
+    45: "Y8^X9 X6^Y7 0 0", 46: "Y7^X9 X6^Y7 0 0", 47: "Y7^X8 X6^Y7 0 0", 48: "X7^Y7 Z0^X6^Y7 0 0",
+    49: "X3^Y7 Z0^X6^Y7 0 0", 70: "X8^Y8 X6^Y7 0 0", 71: "X7^Y7 X6^Y7 0 0", 72: "X3^Y7 Z4^X6^Y7 0 0",
+    73: "Y2^X7^Y7 Y1^X6^Y7 0 0", 98: "X3^Y7 X6^Y7 0 0", 99: "Y2^X7^Y7 Z3^X6^Y7 0 0", 100: "Y2^X7^Y8 X1^X6^Y7 0 0",
+    117: "Y1^X7^Y7 Y2^X6^Y7 0 0", 118: "X2^Y7^X9 X1^X6^Y7 0 0",
 }
 
 
@@ -111,7 +129,8 @@ def _rows(first: int, *rows: tuple[int, int, int, int, int]) -> dict[int, tuple[
     return {first + e: r for e, r in enumerate(rows)}
 
 
-# GFX11_SW_<table>_PATINFO[row] -> {maxItemCount, nibble01Idx, nibble2Idx, nibble3Idx, nibble4Idx}; rows 0..4 are
+# GFX11_SW_<table>_PATINFO[row] -> {maxItemCount, nibble01Idx, nibble2Idx, nibble3Idx, nibble4Idx} (the Z/R tables
+# are addrlib's GFX11_SW_64K_ZR_X_<n>xaa_PATINFO and GFX11_SW_256K_ZR_X_<n>xaa_PATINFO); rows 0..4 are
 # "1 pipes (1 PKRs)" 1..16 bpe (the non-XOR modes always use them), rows 65..69 "32 pipes (32 PKRs)" 1..16 bpe
 _PATINFO: dict[str, dict[int, tuple[int, int, int, int, int]]] = {
     "256_D": _rows(0, *((1, e, 0, 0, 0) for e in range(5))),
@@ -129,6 +148,15 @@ _PATINFO: dict[str, dict[int, tuple[int, int, int, int, int]]] = {
                            (3, 14, 185, 90, 0)),
     "64K_ZR_X_8xaa": _rows(65, (3, 15, 157, 136, 0), (3, 16, 157, 90, 0), (3, 17, 207, 205, 0), (3, 18, 185, 90, 0),
                            (3, 19, 208, 90, 0)),
+    "256K_D_X": _rows(65, *((3, e, 81 + e, 6 + e, 1 + e) for e in range(5))),
+    "256K_ZR_X_1xaa": _rows(65, (3, 0, 157, 248, 45), (3, 1, 157, 249, 46), (3, 2, 157, 250, 47),
+                            (3, 3, 209, 251, 48), (3, 4, 209, 252, 49)),
+    "256K_ZR_X_2xaa": _rows(65, (3, 5, 157, 288, 70), (3, 6, 157, 250, 47), (3, 7, 157, 289, 71),
+                            (3, 8, 158, 290, 72), (3, 9, 158, 291, 73)),
+    "256K_ZR_X_4xaa": _rows(65, (3, 10, 157, 250, 47), (3, 11, 157, 289, 71), (3, 12, 157, 320, 98),
+                            (3, 13, 159, 321, 99), (3, 14, 159, 322, 100)),
+    "256K_ZR_X_8xaa": _rows(65, (3, 15, 157, 289, 71), (3, 16, 157, 320, 98), (3, 17, 157, 343, 117),
+                            (3, 18, 244, 322, 100), (3, 19, 245, 344, 118)),
 }
 
 Term = tuple[tuple[str, int], ...]       # one address bit: the XORed coordinate bits, e.g. (("Y", 4), ("X", 9))
@@ -161,10 +189,10 @@ def pattern(sw_mode: int, elem_log2: int, samples_log2: int = 0, gb_addr_config:
     name, blk_log2, xor, table = MODES[sw_mode]
     if not 0 <= elem_log2 <= 4:
         raise SwizzleError(f"{1 << elem_log2}-byte elements")
-    if samples_log2 and (table != "64K_ZR_X" or samples_log2 > 3):
+    if samples_log2 and (not table.endswith("ZR_X") or samples_log2 > 3):
         raise SwizzleError(f"{1 << samples_log2} samples in SW_MODE {sw_mode} ({name}): MSAA surfaces need a Z or R "
-                           "mode (64KB_Z_X/64KB_R_X modelled), 2, 4 or 8 samples")
-    if table == "64K_ZR_X":
+                           "mode, 2, 4 or 8 samples")
+    if table.endswith("ZR_X"):
         table += f"_{1 << samples_log2}xaa"
     gb = GB_ADDR_CONFIG if gb_addr_config is None else gb_addr_config
     pipes, pkrs = config_fields(gb)
@@ -175,8 +203,8 @@ def pattern(sw_mode: int, elem_log2: int, samples_log2: int = 0, gb_addr_config:
     if row is None:
         raise SwizzleError(f"SW_MODE {sw_mode} ({name}) for {1 << pipes} pipes, {1 << pkrs} packers (GB_ADDR_CONFIG "
                            f"0x{gb:x}): addrlib's GFX11_SW_{table}_PATINFO row {index} is not transcribed")
-    _, n01, n2, n3, _ = row
-    bits = _terms(_NIBBLE01[n01]) + _terms(_NIBBLE2[n2]) + _terms(_NIBBLE3[n3])
+    _, n01, n2, n3, n4 = row
+    bits = _terms(_NIBBLE01[n01]) + _terms(_NIBBLE2[n2]) + _terms(_NIBBLE3[n3]) + _terms(_NIBBLE4[n4])
     return bits[:blk_log2]
 
 
