@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="llvm-mc-
 M32 = (1 << 32) - 1
 EXEC_LO = 126
 IDENT = 4 | 5 << 3 | 6 << 6 | 7 << 9
-T2D, TCUBE, T2DA, TMSAA, TMSAAA = 9, 11, 13, 14, 15
+T1DA, T2D, T3D, TCUBE, T2DA, TMSAA, TMSAAA = 12, 9, 10, 11, 13, 14, 15
 BASE = 0x100000           # 1 MiB: aligned to every block size
 
 # (SW_MODE, bytes per element, samples) -> (block bytes log2, block width, block height, address bits from bit 0):
@@ -348,9 +348,12 @@ def test_tiled_refusals() -> None:
     w.s[0:8] = tsharp(BASE, 20, 16, 16, 29)
     with pytest.raises(ShaderFault, match="256KB_S_X"):
         go(w, "image_load v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
-    w.s[0:8] = tsharp(BASE, 20, 16, 1, 24, typ=8)
-    with pytest.raises(ShaderFault, match="TYPE 8"):
+    w.s[0:8] = tsharp(BASE, 20, 16, 1, 26, typ=8)
+    with pytest.raises(ShaderFault, match="tiled 1D T# in SW_MODE 26"):
         go(w, "image_load v0, v4, s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_1D")
+    w.s[0:8] = tsharp(BASE, 20, 16, 16, 26, typ=T3D, last=3)
+    with pytest.raises(ShaderFault, match="thick"):
+        go(w, "image_load v0, v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_3D")
     w.s[0:8] = tsharp(BASE, 20, 16, 16, 0, typ=TMSAA, max_mip=2)
     with pytest.raises(ShaderFault, match="linear"):
         go(w, "image_load v0, v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D_MSAA")
@@ -479,3 +482,29 @@ def test_image_load_mip_and_store_mip_on_a_tiled_chain() -> None:
     for i, (x, y, z, m) in enumerate(pts):
         if want[i]:
             assert mem.read(mip_addr(case, width, height, levels, x, y, m + 1, z), 4) == struct.pack("<I", 0xAB00 + i)
+
+
+def test_1d_array_and_3d_in_the_thin_z_and_r_modes() -> None:
+    """addrlib lets 1D use 64KB_Z_X/R_X (Gfx11Rsrc1dSwModeMask: a 2D surface one texel high) and makes the Z/R modes
+    thin for 3D (Gfx11Rsrc3dThinSwModeMask, HwlIsThin: each depth slice a 2D slice holding the whole chain)."""
+    case = (27, 4, 1)
+    w, mem = setup(tsharp(BASE, 20, 300, 1, 27, typ=T1DA, last=2))
+    pts = [(0, 0), (299, 2), (130, 1), (64, 2)]
+    for i, (x, sl) in enumerate(pts):
+        mem.write(addr(case, 300, 1, x, 0, sl), struct.pack("<I", 0x5000 + i))
+    w.s[EXEC_LO] = 0b1111
+    for lane, (x, sl) in enumerate(pts):
+        w.v[4:6, lane] = [x, sl]
+    go(w, "image_load v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_1D_ARRAY")
+    assert [int(w.v[0, i]) for i in range(4)] == [0x5000 + i for i in range(4)]
+    case, (width, height, depth, levels) = (24, 4, 1), (40, 30, 5, 3)
+    w, mem = setup(tsharp(BASE, 20, width, height, 24, typ=T3D, last=depth - 1, max_mip=levels - 1,
+                          last_level=levels - 1))
+    pts3 = [(0, 0, 0, 0), (39, 29, 4, 0), (19, 14, 1, 1), (3, 2, 0, 2), (9, 6, 2, 2)]   # level 2: 10x7x1
+    for i, (x, y, z, m) in enumerate(pts3):
+        mem.write(mip_addr(case, width, height, levels, x, y, m, z), struct.pack("<I", 0x6000 + i))
+    w.s[EXEC_LO] = 0b11111
+    for lane, p in enumerate(pts3):
+        w.v[4:8, lane] = list(p)
+    go(w, "image_load_mip v0, v[4:7], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_3D")
+    assert [int(w.v[0, i]) for i in range(5)] == [0x6000, 0x6001, 0x6002, 0x6003, 0]     # depth 2 past level 2's 1

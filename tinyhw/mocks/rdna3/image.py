@@ -21,9 +21,10 @@ A T# of all zeros is unbound (the guide's Image Resource text): loads and ``imag
 stores do nothing, atomics change nothing and return 0.
 
 Layout: the linear swizzle mode (SW_MODE 0), and the tiled modes :mod:`~tinyhw.mocks.rdna3.swizzle` models for a
-2D, 2D array or cube (faces as slices) T# with its mip chain (MAX_MIP + 1 levels, the mip tail included), or one
-level of a 2D MSAA (array) T#: its addrlib pattern, block and surface rules, the slice counted from 0 at the
-surface's first slice (BASE_ARRAY added). Another mode, a tiled 1D or 3D T#, an MSAA type in the linear layout,
+2D, 2D array or cube (faces as slices) T# with its mip chain (MAX_MIP + 1 levels, the mip tail included), a 1D
+(array) T# in 64KB_Z_X/R_X and a 3D T# in a Z_X/R_X mode (thin: each depth slice a 2D slice), or one level of a 2D
+MSAA (array) T#: its addrlib pattern, block and surface rules, the slice counted from 0 at the surface's first slice
+(BASE_ARRAY added). Another mode, a thick (S/D) 3D layout, an MSAA type in the linear layout,
 a 96-bit texel and a format the model does not know stop the dispatch (:class:`ImageFault`, reported as
 ``ShaderFault``). An MSAA T#'s MAX_MIP is log2(samples); its address
 components are x, y, [slice,] sample (the fragment id: gfx11 has no FMASK), a sample past the count reads 0 and
@@ -258,13 +259,24 @@ def samples(t: Tsharp) -> int:
 @functools.lru_cache(maxsize=256)
 def _tiled(t: Tsharp) -> swizzle.Surface:
     """The swizzled layout of a tiled T# (see :mod:`~tinyhw.mocks.rdna3.swizzle`): 2D, 2D array, cube (faces as
-    slices) with MAX_MIP + 1 levels, 2D MSAA (array) of one level."""
-    if t.type in (IMG_1D, IMG_1D_ARRAY, IMG_3D) or t.type < IMG_1D:
-        raise ImageFault(f"a tiled (SW_MODE {t.sw_mode}) T# of TYPE {t.type} (only 2D, 2D array, cube and 2D MSAA "
-                         "tiled layouts are modelled)")
+    slices) with MAX_MIP + 1 levels, 2D MSAA (array) of one level; 1D (array) in the modes addrlib allows for 1D
+    (``Gfx11Rsrc1dSwModeMask``: 64KB_Z_X, 64KB_R_X), as a 2D surface one texel high; 3D in the Z and R modes, which
+    are thin for 3D (``Gfx11Rsrc3dThinSwModeMask``: 64KB/256KB Z_X, R_X), each depth slice a 2D slice holding the
+    whole chain (``HwlIsThin``; ``ComputeSurfaceInfoMacroTiled``: "mip0Depth = isThin ? 1 : numSlices")."""
+    if t.type < IMG_1D:
+        raise ImageFault(f"T# TYPE {t.type} is not an image type")
+    if t.type in (IMG_1D, IMG_1D_ARRAY) and t.sw_mode not in (24, 27):
+        raise ImageFault(f"a tiled 1D T# in SW_MODE {t.sw_mode} (addrlib's gfx11 1D modes: linear, 64KB_Z_X, "
+                         "64KB_R_X)")
+    if t.type == IMG_3D and t.sw_mode not in (24, 27, 28, 31):
+        raise ImageFault(f"a 3D T# in SW_MODE {t.sw_mode} (a thick 3D layout, or none addrlib has for 3D; only the "
+                         "thin Z_X/R_X 3D layouts are modelled)")
+    if t.type == IMG_3D and len(t.words) == 8 and t.words[5] & 1:
+        raise ImageFault("a 3D T# in UAV mode (ARRAY_PITCH bit 0; not modelled)")
     n = samples(t)
+    height = 1 if t.type in (IMG_1D, IMG_1D_ARRAY) else t.height
     try:
-        return swizzle.surface(t.sw_mode, texel_bytes(t), t.width, t.height, n, None, 1 if n > 1 else t.max_mip + 1)
+        return swizzle.surface(t.sw_mode, texel_bytes(t), t.width, height, n, None, 1 if n > 1 else t.max_mip + 1)
     except swizzle.SwizzleError as e:
         raise ImageFault(str(e)) from None
 
