@@ -49,10 +49,10 @@ U64, I64 = np.uint64, np.int64
 
 #: GB_ADDR_CONFIG the XOR modes are laid out for: NUM_PIPES 2:0 (log2), PIPE_INTERLEAVE_SIZE 5:3 (256 << n bytes),
 #: MAX_COMPRESSED_FRAGS 7:6, NUM_PKRS 10:8 (log2), the field layout of ``tinyhw/autogen/gc_11_0_0_regs.py``. 0x545 is
-#: 32 pipes, 32 packers, 256-byte interleave: Mesa's ``ac_surface_test_common.h`` case ``gfx11_32pipe``
-#: (``init_gfx11``, family CHIP_NAVI31, base value 0x40, NUM_PIPES 5, NUM_PKRS 5). No public dump of the value a Navi31
-#: (gfx1100) board reports was found, so this is a documented pick, not a checked Navi31 value; set it (or pass
-#: ``gb_addr_config``) for another board.
+#: 32 pipes, 32 packers, 256-byte interleave: what a Navi31 (gfx1100, RX 7900 XTX, PCI id 0x744c) reports, as Mesa's
+#: ``src/amd/common/amdgpu_devices.c`` records it (the "navi31" entry's register dump: 0x263e GB_ADDR_CONFIG =
+#: 0x00000545; its ``ac_surface_test_common.h`` case ``navi31`` is NUM_PKRS 5, NUM_PIPES 5). Set it (or pass
+#: ``gb_addr_config``) for another board; only this configuration's XOR rows are transcribed.
 GB_ADDR_CONFIG = 0x545
 
 #: the modelled swizzle modes: SW_MODE -> (name, log2 block bytes, XOR, pattern table)
