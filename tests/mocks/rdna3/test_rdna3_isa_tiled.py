@@ -508,3 +508,21 @@ def test_1d_array_and_3d_in_the_thin_z_and_r_modes() -> None:
         w.v[4:8, lane] = list(p)
     go(w, "image_load_mip v0, v[4:7], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_3D")
     assert [int(w.v[0, i]) for i in range(5)] == [0x6000, 0x6001, 0x6002, 0x6003, 0]     # depth 2 past level 2's 1
+
+
+def test_the_sampler_picks_the_level_from_the_tiled_chain() -> None:
+    """image_sample_l (point, normalised coordinates at the level's texel centres, point mip filter, MAX_LOD 15) on a
+    64KB_Z_X 32_FLOAT texture of 7 levels: LOD 0, 1 and 3 read the texel of that level at the restated address
+    (level 3 lies in the mip tail)."""
+    case, width, height, levels = (24, 4, 1), 64, 64, 7
+    w, mem = setup(tsharp(BASE, 22, width, height, 24, max_mip=levels - 1, last_level=levels - 1))
+    w.s[8:12] = [0, 15 << 8 << 12, 1 << 26, 0]   # S# MAX_LOD (word 1 23:12) 15.0, MIP_FILTER (word 2 27:26) point
+    pts = [(5, 9, 0), (63, 0, 0), (3, 30, 1), (7, 7, 3), (0, 5, 3)]
+    for i, (x, y, lv) in enumerate(pts):
+        mem.write(mip_addr(case, width, height, levels, x, y, lv), struct.pack("<f", 1.5 + i))
+    w.s[EXEC_LO] = (1 << len(pts)) - 1
+    for lane, (x, y, lv) in enumerate(pts):
+        n = width >> lv
+        w.v[4, lane], w.v[5, lane], w.v[6, lane] = f32((x + 0.5) / n), f32((y + 0.5) / n), f32(float(lv))
+    go(w, "image_sample_l v0, v[4:6], s[0:7], s[8:11] dmask:0x1 dim:SQ_RSRC_IMG_2D")
+    assert [int(w.v[0, i]) for i in range(len(pts))] == [f32(1.5 + i) for i in range(len(pts))]
