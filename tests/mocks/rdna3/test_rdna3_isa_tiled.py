@@ -78,11 +78,11 @@ def eq_offset(bits: str, x: int, y: int, z: int, s: int) -> int:
 
 
 def addr(case: tuple[int, int, int], width: int, height: int, x: int, y: int, z: int = 0, s: int = 0,
-         base: int = BASE) -> int:
+         base: int = BASE, cases: dict | None = None) -> int:
     """addrlib's ComputeSurfaceAddrFromCoord{Micro,Macro}Tiled for one level: slice x slice size + block index x
     block bytes + (pattern offset ^ pipeBankXor); pitch and height aligned to the block; the XOR modes take the
     base's bits below the block size as pipeBankXor (the model's reading)."""
-    blk, bw, bh, bits = CASES[case]
+    blk, bw, bh, bits = (CASES if cases is None else cases)[case]
     mode, bpe, n = case
     pitch, hh = -(-width // bw) * bw, -(-height // bh) * bh
     slice_size = pitch * hh * bpe * n
@@ -131,7 +131,7 @@ def _all_modelled():
                 yield mode, e, sl
 
 
-@pytest.mark.parametrize("gb", [swizzle.GB_ADDR_CONFIG, 0x0])
+@pytest.mark.parametrize("gb", [swizzle.GB_ADDR_CONFIG, 0x343, 0x0])
 def test_every_block_is_a_bijection_onto_element_offsets(gb: int) -> None:
     """Within a block every (x, y, sample) lands on a distinct element-aligned offset inside the block, and
     element 0 at offset 0 (for 1 pipe only the transcribed rows: the non-XOR modes and the D_X ones)."""
@@ -152,6 +152,43 @@ def test_every_block_is_a_bijection_onto_element_offsets(gb: int) -> None:
         assert int(surf.offsets([0], [0], [0], [0], 0)[0]) == 0
         done += 1
     assert done == (110 if gb else 25)
+
+
+# Navi33's GB_ADDR_CONFIG 0x343 (8 pipes, 8 packers: Mesa amdgpu_devices.c "navi33"): PATINFO rows 35..39
+CASES_343 = {
+    # 64K_ZR_X_1xaa row 37 (4 bpe) {3, 2, 149, 61, 0}: NIBBLE01[2], NIBBLE2[149], NIBBLE3[61]
+    (24, 4, 1): (16, 128, 128, "0 0 X0 Y0 X1 Y1 X2 Y2  Y4^X7^Y7 Z1^X4^Y4 Z0^Y5^X6 X3  Y3 X6^Y7 Y6^X7 X5^Y6"),
+    # 256K_D_X row 38 (8 bpe) {3, 3, 39, 4, 4}: NIBBLE01[3], NIBBLE2[39], NIBBLE3[4], NIBBLE4[4]
+    (30, 8, 1): (18, 256, 128, "0 0 0 X0 Y0 X1 X2 Y1  Y2^Z2^X5 Z1^X3^Y4 Z0^Y3^X4 X4  Y4 X5 Y5 X6  Y6 X7"),
+    # 64K_ZR_X_8xaa row 36 (2 bpe) {3, 16, 149, 168, 0}: NIBBLE01[16], NIBBLE2[149], NIBBLE3[168]
+    (27, 2, 8): (16, 64, 64, "0 S0 S1 S2 X0 Y0 X1 Y1  Y4^X7^Y7 Z1^X4^Y4 Z0^Y5^X6 X3  Y3 X2^Y6^X7 Y2^X6^Y7 X5^Y6"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES_343), ids=[f"sw{c[0]}-{c[1]}B-{c[2]}s" for c in CASES_343])
+def test_navi33_offsets_equal_the_restated_equation(case: tuple[int, int, int]) -> None:
+    mode, bpe, n = case
+    surf = swizzle.surface(mode, bpe, 300, 150, n, 0x343)
+    rng = np.random.default_rng(7 + sum(case))
+    x, y, z, s = rng.integers(0, 300, 300), rng.integers(0, 150, 300), rng.integers(0, 9, 300), rng.integers(0, n, 300)
+    got = surf.offsets(x, y, z, s, BASE + 0x700).tolist()
+    assert got == [addr(case, 300, 150, *map(int, v), base=BASE + 0x700, cases=CASES_343)
+                   for v in zip(x, y, z, s, strict=True)]
+
+
+def test_the_gb_addr_config_constant_selects_the_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """image_load on a 64KB_Z_X T# reads Navi33's layout once swizzle.GB_ADDR_CONFIG says 0x343."""
+    case = (24, 4, 1)
+    monkeypatch.setattr(swizzle, "GB_ADDR_CONFIG", 0x343)
+    w, mem = setup(tsharp(BASE, 20, 200, 100, 24))
+    pts = [(0, 0), (199, 99), (130, 7), (64, 64)]
+    for i, (x, y) in enumerate(pts):
+        mem.write(addr(case, 200, 100, x, y, cases=CASES_343), struct.pack("<I", 0x7000 + i))
+    w.s[EXEC_LO] = 0b1111
+    for lane, (x, y) in enumerate(pts):
+        w.v[4:6, lane] = [x, y]
+    go(w, "image_load v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
+    assert [int(w.v[0, i]) for i in range(4)] == [0x7000 + i for i in range(4)]
 
 
 def test_the_block_dimensions_follow_addrlibs_rule() -> None:

@@ -256,7 +256,6 @@ def samples(t: Tsharp) -> int:
     return 1 << t.max_mip if t.type in (IMG_2D_MSAA, IMG_2D_MSAA_ARRAY) else 1
 
 
-@functools.lru_cache(maxsize=256)
 def _tiled(t: Tsharp) -> swizzle.Surface:
     """The swizzled layout of a tiled T# (see :mod:`~tinyhw.mocks.rdna3.swizzle`): 2D, 2D array, cube (faces as
     slices) with MAX_MIP + 1 levels, 2D MSAA (array) of one level; 1D (array) in the modes addrlib allows for 1D

@@ -19,8 +19,8 @@ are XORed into that address bit (0: none). The row is ``GetSwizzlePatternInfo``'
 the index ``elemLog2`` for the non-XOR modes and ``colorBaseIndex + elemLog2`` for the XOR ones, with
 ``colorBaseIndex = 5 x pipesLog2 (+ 5 x (2 x pkrsLog2 - 2) when pkrsLog2 >= 2)`` (``HwlInitGlobalParams``). Only
 the rows the model needs are transcribed (below, with their table and row), so the XOR modes work for the
-GB_ADDR_CONFIG of :data:`GB_ADDR_CONFIG` (and 4KB_D_X, 64KB_D_X also for one pipe); another configuration is refused
-with the row it lacks.
+GB_ADDR_CONFIG of :data:`GB_ADDR_CONFIG` (Navi31's) and Navi33's (and 4KB_D_X, 64KB_D_X also for one pipe);
+another configuration is refused with the row it lacks.
 
 Block dimensions (``Lib::ComputeThinBlockDimension``): n = log2(block bytes) - log2(bytes per element) -
 log2(samples); the width gets the odd bit (w = ceil(n/2), h = floor(n/2)) when log2(samples) is even or the block's
@@ -52,7 +52,8 @@ U64, I64 = np.uint64, np.int64
 #: 32 pipes, 32 packers, 256-byte interleave: what a Navi31 (gfx1100, RX 7900 XTX, PCI id 0x744c) reports, as Mesa's
 #: ``src/amd/common/amdgpu_devices.c`` records it (the "navi31" entry's register dump: 0x263e GB_ADDR_CONFIG =
 #: 0x00000545; its ``ac_surface_test_common.h`` case ``navi31`` is NUM_PKRS 5, NUM_PIPES 5). Set it (or pass
-#: ``gb_addr_config``) for another board; only this configuration's XOR rows are transcribed.
+#: ``gb_addr_config``) for another board: the XOR rows are transcribed for this value and for Navi33's 0x343 (8
+#: pipes, 8 packers; the same file's "navi33" entry), the D_X ones also for one pipe.
 GB_ADDR_CONFIG = 0x545
 
 #: the modelled swizzle modes: SW_MODE -> (name, log2 block bytes, XOR, pattern table)
@@ -89,16 +90,23 @@ _NIBBLE01 = {
 # GFX11_SW_PATTERN_NIBBLE2[i] (address bits 8..11)
 _NIBBLE2 = {
     0: "0 0 0 0", 1: "Y4 X4 Y5 X5", 2: "Y3 X4 Y4 X5", 3: "Y3 X3 Y4 X4", 4: "Y2 X3 Y3 X4", 5: "Y2 X2 Y3 X3",
+    36: "Z2^Y4^X6 Z1^X4^Y6 Z0^X5^Y5 X5", 37: "Z2^Y3^X6 Z1^X4^Y5 Z0^Y4^X5 X5", 38: "Z2^Y3^X5 Z1^X3^Y5 Z0^X4^Y4 X4",
+    39: "Y2^Z2^X5 Z1^X3^Y4 Z0^Y3^X4 X4", 40: "Y2^Z2^X4 Z1^X2^Y4 Z0^X3^Y3 X3",
     51: "Z3^Y4^X7 Z2^X4^Y7 Z1^Y5^X6 Z0^X5^Y6", 52: "Y3^Z3^X7 Z2^X4^Y6 Z1^Y4^X6 Z0^X5^Y5",
     53: "Y3^Z3^X6 Z2^X3^Y6 Z1^Y4^X5 Z0^X4^Y5", 54: "Y2^Z3^X6 Z2^X3^Y5 Z1^Y3^X5 Z0^X4^Y4",
     55: "Y2^Z3^X5 X2^Z2^Y5 Z1^Y3^X4 Z0^X3^Y4",
     81: "Y4^Z4^X8 Z3^X4^Y8 Z2^Y5^X7 Z1^X5^Y7", 82: "Y3^Z4^X8 Z3^X4^Y7 Z2^Y4^X7 Z1^X5^Y6",
     83: "Y3^Z4^X7 X3^Z3^Y7 Z2^Y4^X6 Z1^X4^Y6", 84: "Y2^Z4^X7 X3^Z3^Y6 Z2^Y3^X6 Z1^X4^Y5",
     85: "Y2^Z4^X6 X2^Z3^Y6 Z2^Y3^X5 Z1^X3^Y5",
+    147: "Y4^X7^Y7 Z1^X4^Y4 Z0^Y5^X6 X6", 148: "Y4^X7^Y7 Z1^X4^Y4 Z0^Y5^X6 Y3", 149: "Y4^X7^Y7 Z1^X4^Y4 Z0^Y5^X6 X3",
+    150: "Y4^X7^Y7 Z2^X4^Y4 Z1^Y5^X6 Y2", 151: "Y4^X7^Y7 Z2^X4^Y4 Z1^Y5^X6 X2",
     157: "Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 X5^Y8", 158: "Y4^X9^Y9 Z3^X4^Y4 Z2^Y5^X8 Z1^X5^Y8",
     159: "Y4^X9^Y9 Z2^X4^Y4 Z1^Y5^X8 Z0^X5^Y8", 171: "Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 Y1^X5^Y8",
     184: "Y4^X9^Y9 Z1^X4^Y4 Y1^Y5^X8 Z0^X5^Y8", 185: "Y4^X9^Y9 Z0^X4^Y4 Y1^Y5^X8 X1^X5^Y8",
     207: "Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 X2^X5^Y8", 208: "Y4^X9^Y9 Y0^X4^Y4 Y1^Y5^X8 X1^X5^Y8",
+    168: "Y4^X7^Y7 Z1^X4^Y4 Z0^Y5^X6 X2", 178: "Y4^X7^Y7 Z1^X4^Y4 Y1^Y5^X6 X3", 179: "Y4^X7^Y7 Z0^X4^Y4 Y1^Y5^X6 X3",
+    201: "Y4^X7^Y7 Y0^X4^Y4 Y1^Y5^X6 X3", 218: "Y4^X7^Y7 Z1^X4^Y4 Z0^Y5^X6 Y2", 219: "Y4^X7^Y7 Z2^X4^Y4 Z1^Y5^X6 Y1",
+    229: "Y4^X7^Y7 Z2^X4^Y4 Z1^Y5^X6 X1", 238: "Y4^X7^Y7 Z1^X4^Y4 Z0^Y5^X6 Y1", 239: "Y4^X7^Y7 Z1^X4^Y4 Z0^Y5^X6 X1",
     209: "Y4^X9^Y9 X4^Y4^Z4 Z3^Y5^X8 Z2^X5^Y8", 244: "Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 Z2^X5^Y8",
     245: "Y4^X9^Y9 Z1^X4^Y4 Z0^Y5^X8 Y0^X5^Y8",
 }
@@ -107,9 +115,18 @@ _NIBBLE3 = {
     0: "0 0 0 0", 1: "Y6 X6 Y7 X7", 2: "Y5 X6 Y6 X7", 3: "Y5 X5 Y6 X6", 4: "Y4 X5 Y5 X6", 5: "Y4 X4 Y5 X5",
     6: "Z0^X6^Y6 X6 Y7 X7", 7: "Z0^Y5^X6 X6 Y6 X7", 8: "Z0^X5^Y5 X5 Y6 X6", 9: "Z0^Y4^X5 X5 Y5 X6",
     10: "Z0^X4^Y4 X4 Y5 X5",
+    59: "Y6 X7^Y8 Y7^X8 X5^Y6", 60: "X6 X7^Y7 Y6^X8 X5^Y6", 61: "Y3 X6^Y7 Y6^X7 X5^Y6",
+    62: "X3 Y3^X7 X6^Y6 Z0^X5^Y6", 63: "Y2 Y3^X6 X3^Y6 Z0^X5^Y6",
     86: "Y6^X7 X7 Y7 X6^Y7", 87: "Y6^X7 Y3 X7 X6^Y7", 88: "Y6^X7 X3 Y3 X6^Y7", 89: "Y2^Y6^X7 X3 Y3 Z0^X6^Y7",
     90: "Y2^Y6^X7 X3 Y3 X2^X6^Y7", 135: "Y6^X7 Y3 Y7 X6^Y7", 136: "Y6^X7 X3 Y3 Y2^X6^Y7",
+    122: "X6 Y6^X8 X7^Y7 X5^Y6", 123: "Y3 Y6^X7 Y2^X6^Y7 X5^Y6", 124: "X3 Y3^X7 Y2^X6^Y6 Z0^X5^Y6",
+    125: "X3 Y3^X7 Y2^X6^Y6 Y1^X5^Y6", 167: "Y3 X6^Y7 Y2^Y6^X7 X5^Y6", 168: "Y3 X2^Y6^X7 Y2^X6^Y7 X5^Y6",
+    169: "Y3 X2^Y6^X7 Y2^X6^Y7 Z0^X5^Y6", 170: "Y3 X2^Y6^X7 Y2^X6^Y7 X1^X5^Y6", 198: "Y3 X2^Y6^X7 Y1^X6^Y7 Y2^X5^Y6",
     175: "Y2^Y6^X7 X3 Y3 X6^Y7", 205: "Y2^Y6^X7 X3 Y3 Y1^X6^Y7",
+    224: "Y6 X7^Y10 Y7^X10 X8^Y9", 225: "X6 X7^Y9 Y6^X10 X8^Y8", 226: "Y3 X6^Y9 Y6^X9 X7^Y8",
+    227: "X3 Y3^X9 X6^Y8 X7^Y7", 228: "Y2 Y3^X8 X3^Y8 X6^Y7", 274: "X6 Y6^X10 Y7^X9 X7^Y9",
+    275: "X3 Y3^X9 Y6^X8 X6^Y8", 276: "Y2 Y3^X7 X2^Y8 X3^Y7", 301: "X2 Y2^X8 X3^Y7 Y3^X7",
+    308: "Y1 Y2^X7 X2^Y7 Y3^X6", 334: "X2 Y2^X8 Y3^X7 X3^Y7",
     248: "Y6^X7 X7 Y7 X8^Y9", 249: "Y6^X7 Y3 X7 X8^Y8", 250: "Y6^X7 X3 Y3 X7^Y8", 251: "Z1^Y6^X7 Y2 X3 Y3^X8",
     252: "Z1^Y6^X7 X2 Y2 Y3^X7", 288: "Y6^X7 Y3 X7 Y7^X9", 289: "Y6^X7 Y2 X3 Y3^X8", 290: "Z0^Y6^X7 X2 Y2 Y3^X7",
     291: "Z0^Y6^X7 X2 X3 Y3^X8", 320: "Y6^X7 X2 Y2 Y3^X7", 321: "Y1^Y6^X7 X2 X3 Y3^X8",
@@ -118,6 +135,10 @@ _NIBBLE3 = {
 # GFX11_SW_PATTERN_NIBBLE4[i] (address bits 16..19; the 256KB blocks use 16 and 17)
 _NIBBLE4 = {
     0: "0 0 0 0", 1: "Y8 X8 0 0", 2: "Y7 X8 0 0", 3: "Y7 X7 0 0", 4: "Y6 X7 0 0", 5: "Y6 X6 0 0",
+    28: "Y8^X9 X5^Y6 0 0", 29: "Y7^X9 X5^Y6 0 0", 30: "Y7^X8 X5^Y6 0 0", 31: "Y6^X8 Z0^X5^Y6 0 0",
+    32: "Y6^X7 Z0^X5^Y6 0 0", 60: "X8^Y8 X5^Y6 0 0", 61: "X7^Y7 X5^Y6 0 0", 62: "X6^Y6 Z0^X5^Y6 0 0",
+    86: "Y6^X8 X5^Y6 0 0", 87: "Y6^X7 X5^Y6 0 0", 88: "X3^Y6 Z0^X5^Y6 0 0", 110: "X6^Y6 X5^Y6 0 0",
+    111: "X3^Y6 Z2^X5^Y6 0 0", 112: "Y1^X6^Y6 Y0^X5^Y6 0 0",
     45: "Y8^X9 X6^Y7 0 0", 46: "Y7^X9 X6^Y7 0 0", 47: "Y7^X8 X6^Y7 0 0", 48: "X7^Y7 Z0^X6^Y7 0 0",
     49: "X3^Y7 Z0^X6^Y7 0 0", 70: "X8^Y8 X6^Y7 0 0", 71: "X7^Y7 X6^Y7 0 0", 72: "X3^Y7 Z4^X6^Y7 0 0",
     73: "Y2^X7^Y7 Y1^X6^Y7 0 0", 98: "X3^Y7 X6^Y7 0 0", 99: "Y2^X7^Y7 Z3^X6^Y7 0 0", 100: "Y2^X7^Y8 X1^X6^Y7 0 0",
@@ -131,32 +152,52 @@ def _rows(first: int, *rows: tuple[int, int, int, int, int]) -> dict[int, tuple[
 
 # GFX11_SW_<table>_PATINFO[row] -> {maxItemCount, nibble01Idx, nibble2Idx, nibble3Idx, nibble4Idx} (the Z/R tables
 # are addrlib's GFX11_SW_64K_ZR_X_<n>xaa_PATINFO and GFX11_SW_256K_ZR_X_<n>xaa_PATINFO); rows 0..4 are
-# "1 pipes (1 PKRs)" 1..16 bpe (the non-XOR modes always use them), rows 65..69 "32 pipes (32 PKRs)" 1..16 bpe
+# "1 pipes (1 PKRs)" 1..16 bpe (the non-XOR modes always use them), rows 35..39 "8 pipes (8 PKRs)" (Navi33's
+# GB_ADDR_CONFIG 0x343), rows 65..69 "32 pipes (32 PKRs)" (Navi31's 0x545), 1..16 bpe
 _PATINFO: dict[str, dict[int, tuple[int, int, int, int, int]]] = {
     "256_D": _rows(0, *((1, e, 0, 0, 0) for e in range(5))),
     "4K_D": _rows(0, *((1, e, e + 1, 0, 0) for e in range(5))),
     "64K_D": _rows(0, *((1, e, e + 1, e + 1, 0) for e in range(5))),
     "4K_D_X": {**_rows(0, *((1, e, e + 1, 0, 0) for e in range(5))),
+               **_rows(35, *((3, e, 36 + e, 0, 0) for e in range(5))),
                **_rows(65, *((3, e, 51 + e, 0, 0) for e in range(5)))},
     "64K_D_X": {**_rows(0, *((1, e, e + 1, e + 1, 0) for e in range(5))),
+                **_rows(35, *((3, e, 36 + e, 1 + e, 0) for e in range(5))),
                 **_rows(65, *((3, e, 81 + e, 6 + e, 0) for e in range(5)))},
-    "64K_ZR_X_1xaa": _rows(65, (3, 0, 157, 86, 0), (3, 1, 157, 87, 0), (3, 2, 157, 88, 0), (3, 3, 158, 89, 0),
-                           (3, 4, 159, 90, 0)),
-    "64K_ZR_X_2xaa": _rows(65, (3, 5, 157, 135, 0), (3, 6, 157, 88, 0), (3, 7, 157, 136, 0), (3, 8, 159, 90, 0),
-                           (3, 9, 171, 90, 0)),
-    "64K_ZR_X_4xaa": _rows(65, (3, 10, 157, 88, 0), (3, 11, 157, 175, 0), (3, 12, 157, 90, 0), (3, 13, 184, 90, 0),
-                           (3, 14, 185, 90, 0)),
-    "64K_ZR_X_8xaa": _rows(65, (3, 15, 157, 136, 0), (3, 16, 157, 90, 0), (3, 17, 207, 205, 0), (3, 18, 185, 90, 0),
-                           (3, 19, 208, 90, 0)),
-    "256K_D_X": _rows(65, *((3, e, 81 + e, 6 + e, 1 + e) for e in range(5))),
-    "256K_ZR_X_1xaa": _rows(65, (3, 0, 157, 248, 45), (3, 1, 157, 249, 46), (3, 2, 157, 250, 47),
-                            (3, 3, 209, 251, 48), (3, 4, 209, 252, 49)),
-    "256K_ZR_X_2xaa": _rows(65, (3, 5, 157, 288, 70), (3, 6, 157, 250, 47), (3, 7, 157, 289, 71),
-                            (3, 8, 158, 290, 72), (3, 9, 158, 291, 73)),
-    "256K_ZR_X_4xaa": _rows(65, (3, 10, 157, 250, 47), (3, 11, 157, 289, 71), (3, 12, 157, 320, 98),
-                            (3, 13, 159, 321, 99), (3, 14, 159, 322, 100)),
-    "256K_ZR_X_8xaa": _rows(65, (3, 15, 157, 289, 71), (3, 16, 157, 320, 98), (3, 17, 157, 343, 117),
-                            (3, 18, 244, 322, 100), (3, 19, 245, 344, 118)),
+    "64K_ZR_X_1xaa": {**_rows(35, (3, 0, 147, 59, 0), (3, 1, 148, 60, 0), (3, 2, 149, 61, 0), (3, 3, 150, 62, 0),
+                              (3, 4, 151, 63, 0)),
+                      **_rows(65, (3, 0, 157, 86, 0), (3, 1, 157, 87, 0), (3, 2, 157, 88, 0), (3, 3, 158, 89, 0),
+                              (3, 4, 159, 90, 0))},
+    "64K_ZR_X_2xaa": {**_rows(35, (3, 5, 148, 122, 0), (3, 6, 149, 61, 0), (3, 7, 149, 123, 0), (3, 8, 151, 124, 0),
+                              (3, 9, 168, 125, 0)),
+                      **_rows(65, (3, 5, 157, 135, 0), (3, 6, 157, 88, 0), (3, 7, 157, 136, 0), (3, 8, 159, 90, 0),
+                              (3, 9, 171, 90, 0))},
+    "64K_ZR_X_4xaa": {**_rows(35, (3, 10, 149, 61, 0), (3, 11, 149, 167, 0), (3, 12, 149, 168, 0),
+                              (3, 13, 178, 169, 0), (3, 14, 179, 170, 0)),
+                      **_rows(65, (3, 10, 157, 88, 0), (3, 11, 157, 175, 0), (3, 12, 157, 90, 0), (3, 13, 184, 90, 0),
+                              (3, 14, 185, 90, 0))},
+    "64K_ZR_X_8xaa": {**_rows(35, (3, 15, 149, 123, 0), (3, 16, 149, 168, 0), (3, 17, 149, 198, 0),
+                              (3, 18, 179, 170, 0), (3, 19, 201, 170, 0)),
+                      **_rows(65, (3, 15, 157, 136, 0), (3, 16, 157, 90, 0), (3, 17, 207, 205, 0), (3, 18, 185, 90, 0),
+                              (3, 19, 208, 90, 0))},
+    "256K_D_X": {**_rows(35, *((3, e, 36 + e, 1 + e, 1 + e) for e in range(5))),
+                 **_rows(65, *((3, e, 81 + e, 6 + e, 1 + e) for e in range(5)))},
+    "256K_ZR_X_1xaa": {**_rows(35, (3, 0, 147, 224, 28), (3, 1, 148, 225, 29), (3, 2, 149, 226, 30),
+                               (3, 3, 150, 227, 31), (3, 4, 151, 228, 32)),
+                       **_rows(65, (3, 0, 157, 248, 45), (3, 1, 157, 249, 46), (3, 2, 157, 250, 47),
+                               (3, 3, 209, 251, 48), (3, 4, 209, 252, 49))},
+    "256K_ZR_X_2xaa": {**_rows(35, (3, 5, 148, 274, 60), (3, 6, 149, 226, 30), (3, 7, 218, 275, 61),
+                               (3, 8, 151, 228, 32), (3, 9, 219, 276, 62)),
+                       **_rows(65, (3, 5, 157, 288, 70), (3, 6, 157, 250, 47), (3, 7, 157, 289, 71),
+                               (3, 8, 158, 290, 72), (3, 9, 158, 291, 73))},
+    "256K_ZR_X_4xaa": {**_rows(35, (3, 10, 149, 226, 30), (3, 11, 218, 227, 86), (3, 12, 168, 228, 87),
+                               (3, 13, 219, 301, 62), (3, 14, 229, 308, 88)),
+                       **_rows(65, (3, 10, 157, 250, 47), (3, 11, 157, 289, 71), (3, 12, 157, 320, 98),
+                               (3, 13, 159, 321, 99), (3, 14, 159, 322, 100))},
+    "256K_ZR_X_8xaa": {**_rows(35, (3, 15, 218, 275, 61), (3, 16, 168, 228, 87), (3, 17, 238, 276, 110),
+                               (3, 18, 239, 308, 111), (3, 19, 239, 334, 112)),
+                       **_rows(65, (3, 15, 157, 289, 71), (3, 16, 157, 320, 98), (3, 17, 157, 343, 117),
+                               (3, 18, 244, 322, 100), (3, 19, 245, 344, 118))},
 }
 
 Term = tuple[tuple[str, int], ...]       # one address bit: the XORed coordinate bits, e.g. (("Y", 4), ("X", 9))
@@ -177,11 +218,16 @@ def config_fields(gb_addr_config: int) -> tuple[int, int]:
     return gb_addr_config & 7, gb_addr_config >> 8 & 7
 
 
-@functools.lru_cache(maxsize=128)
 def pattern(sw_mode: int, elem_log2: int, samples_log2: int = 0, gb_addr_config: int | None = None
             ) -> tuple[Term, ...]:
     """The address bits of a block (log2 of its size of them, from bit 0) for a mode, element size and sample count:
-    each a tuple of (coordinate, bit) pairs XORed ("X"/"Y" in elements, "Z" the slice, "S" the sample)."""
+    each a tuple of (coordinate, bit) pairs XORed ("X"/"Y" in elements, "Z" the slice, "S" the sample);
+    ``gb_addr_config`` None: :data:`GB_ADDR_CONFIG` as it is at the call."""
+    return _pattern(sw_mode, elem_log2, samples_log2, GB_ADDR_CONFIG if gb_addr_config is None else gb_addr_config)
+
+
+@functools.lru_cache(maxsize=128)
+def _pattern(sw_mode: int, elem_log2: int, samples_log2: int, gb: int) -> tuple[Term, ...]:
     if sw_mode not in MODES:
         name = _KNOWN.get(sw_mode)
         raise SwizzleError(f"image SW_MODE {sw_mode}" + (f" ({name}) is not modelled" if name else " (not a gfx11 "
@@ -194,7 +240,6 @@ def pattern(sw_mode: int, elem_log2: int, samples_log2: int = 0, gb_addr_config:
                            "mode, 2, 4 or 8 samples")
     if table.endswith("ZR_X"):
         table += f"_{1 << samples_log2}xaa"
-    gb = GB_ADDR_CONFIG if gb_addr_config is None else gb_addr_config
     pipes, pkrs = config_fields(gb)
     index = elem_log2
     if xor:
@@ -292,14 +337,21 @@ def _tail_origin(blk_log2: int, elem_log2: int, k: int) -> tuple[int, int]:
     return mx << bw, my << bh
 
 
-@functools.lru_cache(maxsize=256)
 def surface(sw_mode: int, bpe: int, width: int, height: int, samples: int = 1, gb_addr_config: int | None = None,
             levels: int = 1) -> Surface:
     """The layout of a thin 2D surface of ``levels`` mip levels (``bpe`` bytes per element: 1, 2, 4, 8 or 16):
     ``ComputeSurfaceInfoMicroTiled``/``MacroTiled``. Each level's size is addrlib's ``GetMipSize`` (the level-0 size
     shifted right, rounded up), its pitch and height aligned to the block; the levels lie smallest first in a slice,
-    the ones that fit the mip tail (at most its level count, none larger than its dimensions; 4KB and 64KB blocks,
-    not 256B) sharing the first block, each at its slot."""
+    the ones that fit the mip tail (at most its level count, none larger than its dimensions; 4KB, 64KB and 256KB
+    blocks, not 256B) sharing the first block, each at its slot. ``gb_addr_config`` None: :data:`GB_ADDR_CONFIG` as
+    it is at the call."""
+    gb = GB_ADDR_CONFIG if gb_addr_config is None else gb_addr_config
+    return _surface(sw_mode, bpe, width, height, samples, gb, levels)
+
+
+@functools.lru_cache(maxsize=256)
+def _surface(sw_mode: int, bpe: int, width: int, height: int, samples: int, gb_addr_config: int, levels: int
+             ) -> Surface:
     if bpe not in (1, 2, 4, 8, 16):
         raise SwizzleError(f"a tiled surface of {bpe}-byte elements (addrlib has 1, 2, 4, 8, 16)")
     if samples not in (1, 2, 4, 8):
