@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from rdna3isa import asm, f16, f32, go, round_float, wave
+from rdna3isa import asm, f16, f32, go, round_float, run, wave
 
 from tinyhw.formats.amdisa import decode_at
 from tinyhw.mocks.rdna3 import FlatMemory, ShaderFault, Unimplemented
@@ -584,8 +584,16 @@ def test_refusals() -> None:
     w.s[0:8] = tsharp(BASE, 60, 4, 4)
     with pytest.raises(ShaderFault, match="96-bit"):
         go(w, "image_load v[0:2], v[4:5], s[0:7] dmask:0x7 dim:SQ_RSRC_IMG_2D")
-    with pytest.raises(Unimplemented, match="image_msaa_load"):
-        go(w, "image_msaa_load v[0:3], v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D_MSAA")
+    words = list(asm("image_msaa_load v[0:3], v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D_MSAA"))  # a copy: asm caches
+    words[0] |= 0x2 << 8                # DMASK 0x3 (MIMG word 0 bits 11:8; llvm-mc-19 will not encode it)
+    assert decode_at(struct.pack("<2I", *words), 0, "gfx11").fields["dmask"] == 3
+    with pytest.raises(Unimplemented, match="one component"):
+        run(words, w)
+    words = list(asm("image_msaa_load v[0:3], v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D_MSAA"))  # a copy: asm caches
+    words[0] = words[0] & ~(7 << 2) | 1 << 2          # DIM 2D (word 0 bits 4:2; llvm-mc-19 wants an MSAA DIM)
+    assert decode_at(struct.pack("<2I", *words), 0, "gfx11").fields["dim"] == 1
+    with pytest.raises(Unimplemented, match="DIM 1"):
+        run(words, w)
     with pytest.raises(Unimplemented, match="LWE"):
         go(w, "image_load v[0:4], v[4:5], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D tfe lwe")
     with pytest.raises(ShaderFault, match="96-bit"):     # image_sample: sampler.py, texels through image.py

@@ -20,10 +20,18 @@ T# (8 SGPRs, or 4 with R128), field positions as ROCm's ``ROCR-Runtime`` ``src/i
 A T# of all zeros is unbound (the guide's Image Resource text): loads and ``image_get_resinfo`` return zeros,
 stores do nothing, atomics change nothing and return 0.
 
-Layout: only the linear swizzle mode (SW_MODE 0) is addressed; a tiled mode, an MSAA type, a 96-bit texel and a
-format the model does not know stop the dispatch (:class:`ImageFault`, reported as ``ShaderFault``). The linear
-rule is the model's reading of AMD addrlib's ``Gfx11Lib::HwlComputeSurfaceInfoLinear`` (Mesa
-``src/amd/addrlib/src/gfx11/gfx11addrlib.cpp``), not checked on hardware: each mip's pitch is its width aligned to
+Layout: the linear swizzle mode (SW_MODE 0), and the tiled modes :mod:`~tinyhw.mocks.rdna3.swizzle` models for a
+2D, 2D array or cube (faces as slices) T# with its mip chain (MAX_MIP + 1 levels, the mip tail included), a 1D
+(array) T# in 64KB_Z_X/R_X and a 3D T# in a Z_X/R_X mode (thin: each depth slice a 2D slice), or one level of a 2D
+MSAA (array) T#: its addrlib pattern, block and surface rules, the slice counted from 0 at the surface's first slice
+(BASE_ARRAY added). Another mode, a thick (S/D) 3D layout, an MSAA type in the linear layout,
+a 96-bit texel and a format the model does not know stop the dispatch (:class:`ImageFault`, reported as
+``ShaderFault``). An MSAA T#'s MAX_MIP is log2(samples); its address
+components are x, y, [slice,] sample (the fragment id: gfx11 has no FMASK), a sample past the count reads 0 and
+drops the store (as any out-of-range coordinate). A tiled T#'s pitch field is not used (the block rule gives the
+pitch; a choice). The linear rule is the model's reading of AMD addrlib's
+``Gfx11Lib::HwlComputeSurfaceInfoLinear`` (Mesa ``src/amd/addrlib/src/gfx11/gfx11addrlib.cpp``), not checked on
+hardware: each mip's pitch is its width aligned to
 256 bytes (256 / bytes-per-texel texels), level 0's is the T#'s PITCH for 1D and 2D (8-dword T#) when it
 exceeds the width (the guide's Image Resource table: word 4 holds "(pitch-1)[12:0] of mip0 for 1D, 2D, 2D-MSAA
 resources if pitch > width"; Mesa writes it only for ``uses_custom_pitch`` surfaces and leaves DEPTH 0 otherwise),
@@ -84,7 +92,10 @@ cmpswap 0x3: DATA = the new value, DATA + 1 the compare value) or of 32_32 UINT/
 ``image_get_resinfo``: VADDR holds the mip level (relative to BASE_LEVEL); X = the level's width, Y its height, Z
 its depth (3D) or the slices of the view (arrays and cube: last - base + 1; else 1), W = LAST_LEVEL -
 BASE_LEVEL + 1, integers, DMASK picking; for a level past LAST_LEVEL X, Y, Z are 0 (a choice).
-``image_msaa_load`` is refused: MSAA surfaces are never linear and the model has no tiled layout.
+``image_msaa_load`` (DIM 2D_MSAA or 2D_MSAA_ARRAY, exactly one DMASK bit; the guide: "Load up to 4 samples of 1
+component from an MSAA resource with a user-specified fragment ID"): the four VGPRs get the DMASK component, after
+number conversion and DST_SEL (a choice), of four samples of the texel, which ones as :data:`MSAA_LOAD_SAMPLES`
+says; a sample past the count reads 0. D16 packs them two per VGPR, TFE writes its 0 status after them.
 """
 
 from __future__ import annotations
@@ -96,11 +107,11 @@ from typing import Any
 
 import numpy as np
 
-from tinyhw.mocks.rdna3 import vmem
+from tinyhw.mocks.rdna3 import swizzle, vmem
 from tinyhw.mocks.rdna3.state import ShaderFault, Unimplemented, Wave
 
-__all__ = ["COMPILERS", "FORMATS", "ImageFault", "Tsharp", "apply_dst_sel", "mip_dims", "parse_tsharp",
-           "read_texels", "texel_addresses", "texel_bytes"]
+__all__ = ["COMPILERS", "FORMATS", "MSAA_LOAD_SAMPLES", "ImageFault", "Tsharp", "apply_dst_sel", "mip_dims",
+           "parse_tsharp", "read_texels", "samples", "texel_addresses", "texel_bytes"]
 
 Fn = Callable[[Wave], Any]
 Bad = Callable[[str], Exception]
@@ -240,13 +251,40 @@ def texel_bytes(t: Tsharp) -> int:
     return t.format.size
 
 
+def samples(t: Tsharp) -> int:
+    """Samples per texel: 1 << MAX_MIP for the MSAA types (the T# holds log2(samples) there), else 1."""
+    return 1 << t.max_mip if t.type in (IMG_2D_MSAA, IMG_2D_MSAA_ARRAY) else 1
+
+
+def _tiled(t: Tsharp) -> swizzle.Surface:
+    """The swizzled layout of a tiled T# (see :mod:`~tinyhw.mocks.rdna3.swizzle`): 2D, 2D array, cube (faces as
+    slices) with MAX_MIP + 1 levels, 2D MSAA (array) of one level; 1D (array) in the modes addrlib allows for 1D
+    (``Gfx11Rsrc1dSwModeMask``: 64KB_Z_X, 64KB_R_X), as a 2D surface one texel high; 3D in the Z and R modes, which
+    are thin for 3D (``Gfx11Rsrc3dThinSwModeMask``: 64KB/256KB Z_X, R_X), each depth slice a 2D slice holding the
+    whole chain (``HwlIsThin``; ``ComputeSurfaceInfoMacroTiled``: "mip0Depth = isThin ? 1 : numSlices")."""
+    if t.type < IMG_1D:
+        raise ImageFault(f"T# TYPE {t.type} is not an image type")
+    if t.type in (IMG_1D, IMG_1D_ARRAY) and t.sw_mode not in (24, 27):
+        raise ImageFault(f"a tiled 1D T# in SW_MODE {t.sw_mode} (addrlib's gfx11 1D modes: linear, 64KB_Z_X, "
+                         "64KB_R_X)")
+    if t.type == IMG_3D and t.sw_mode not in (24, 27, 28, 31):
+        raise ImageFault(f"a 3D T# in SW_MODE {t.sw_mode} (a thick 3D layout, or none addrlib has for 3D; only the "
+                         "thin Z_X/R_X 3D layouts are modelled)")
+    if t.type == IMG_3D and len(t.words) == 8 and t.words[5] & 1:
+        raise ImageFault("a 3D T# in UAV mode (ARRAY_PITCH bit 0; not modelled)")
+    n = samples(t)
+    height = 1 if t.type in (IMG_1D, IMG_1D_ARRAY) else t.height
+    try:
+        return swizzle.surface(t.sw_mode, texel_bytes(t), t.width, height, n, None, 1 if n > 1 else t.max_mip + 1)
+    except swizzle.SwizzleError as e:
+        raise ImageFault(str(e)) from None
+
+
 @functools.lru_cache(maxsize=256)
 def _layout(t: Tsharp) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     """(pitch in texels per level, byte offset of each level within a slice, slice size) of the linear layout."""
-    if t.sw_mode != 0:
-        raise ImageFault(f"image SW_MODE {t.sw_mode} (only the linear layout, SW_MODE 0, is modelled)")
     if t.type in (IMG_2D_MSAA, IMG_2D_MSAA_ARRAY):
-        raise ImageFault("an MSAA image (no MSAA layout is modelled)")
+        raise ImageFault("an MSAA image in the linear layout (SW_MODE 0; MSAA surfaces are swizzled)")
     if t.type < IMG_1D:
         raise ImageFault(f"T# TYPE {t.type} is not an image type")
     if t.type == IMG_3D and len(t.words) == 8 and t.words[5] & 1:
@@ -269,9 +307,19 @@ def _layout(t: Tsharp) -> tuple[tuple[int, ...], tuple[int, ...], int]:
     return tuple(pitches), tuple(offsets), sum(sizes)
 
 
-def texel_addresses(t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, level: np.ndarray) -> np.ndarray:
+def texel_addresses(t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, level: np.ndarray,
+                    sample: np.ndarray | None = None) -> np.ndarray:
     """Byte addresses (uint64) of texels (x, y) of slice/depth ``z`` of absolute mip ``level`` (int64 lane
-    arrays, already in range) in the linear layout; ``z`` counts from the view's BASE_ARRAY for arrays."""
+    arrays, already in range), sample ``sample`` (MSAA; default 0), in the T#'s layout (linear, or swizzled for a
+    tiled SW_MODE); ``z`` counts from the view's BASE_ARRAY for arrays."""
+    if t.sw_mode != 0:
+        surf = _tiled(t)
+        lv = np.asarray(level, dtype=I64)
+        if len(lv) and int(lv.max()) >= len(surf.pitches):
+            raise ImageFault(f"mip level {int(lv.max())} past the tiled resource's {len(surf.pitches)} level(s)")
+        s = np.asarray(z, dtype=I64) + (t.base_array if t.type in _ARRAYS else 0)
+        smp = np.zeros_like(s) if sample is None else np.asarray(sample, dtype=I64)
+        return surf.offsets(x, y, s, smp, t.base, lv)
     pitches, offsets, slice_size = _layout(t)
     lv = np.asarray(level, dtype=I64)
     if len(lv) and int(lv.max()) > t.max_mip:
@@ -283,10 +331,11 @@ def texel_addresses(t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, leve
     return a.astype(U64)
 
 
-def _raw(mem: Any, t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, level: np.ndarray) -> np.ndarray:
+def _raw(mem: Any, t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, level: np.ndarray,
+         sample: np.ndarray | None = None) -> np.ndarray:
     """(lanes, components) raw component bits (uint64) of the format's components."""
     fm = t.format
-    addr = texel_addresses(t, x, y, z, level)
+    addr = texel_addresses(t, x, y, z, level, sample)
     raw = vmem.gather(mem, addr, fm.size) if len(addr) else np.zeros((0, fm.size), dtype=U8)
     return _split(raw, fm)
 
@@ -334,12 +383,14 @@ def _decode(raw: np.ndarray, fm: Fmt) -> np.ndarray:
     return out
 
 
-def read_texels(mem: Any, t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, level: np.ndarray) -> np.ndarray:
+def read_texels(mem: Any, t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, level: np.ndarray,
+                sample: np.ndarray | None = None) -> np.ndarray:
     """The texels' R, G, B, A as float64 (lanes, 4) after number-format conversion (UNORM/SNORM to [0, 1]/[-1, 1],
     floats widened, the integer kinds exact), a missing Y/Z 0 and W 1, before DST_SEL. ``x``, ``y``, ``z`` (slice
-    from BASE_ARRAY, or 3D depth), ``level`` (absolute) are int64 lane arrays already in range."""
+    from BASE_ARRAY, or 3D depth), ``level`` (absolute), ``sample`` (MSAA, default 0) are int64 lane arrays already
+    in range."""
     fm = t.format
-    vals = _decode(_raw(mem, t, x, y, z, level), fm)
+    vals = _decode(_raw(mem, t, x, y, z, level, sample), fm)
     out = np.zeros((len(vals), 4), dtype=F64)
     out[:, 3] = 1.0
     out[:, :vals.shape[1]] = vals
@@ -449,15 +500,19 @@ def _tsharp_of(w: Wave, m: _Mimg) -> Tsharp:
 
 
 def _place(t: Tsharp, m: _Mimg, c: list[np.ndarray], mip: bool) -> tuple[np.ndarray, ...]:
-    """(x, y, z, absolute level, in-range mask) from the address components."""
+    """(x, y, z, absolute level, in-range mask, sample) from the address components."""
     zero = np.zeros_like(c[0])
-    x = c[0]
+    x, smp = c[0], zero
     if m.dim in (0,):
         y, z = zero, zero
     elif m.dim == 4:                      # 1D_ARRAY: x, slice
         y, z = zero, c[1]
     elif m.dim == 1:
         y, z = c[1], zero
+    elif m.dim == 6:                      # 2D_MSAA: x, y, sample (fragment id)
+        y, z, smp = c[1], zero, c[2]
+    elif m.dim == 7:                      # 2D_MSAA_ARRAY: x, y, slice, sample
+        y, z, smp = c[1], c[2], c[3]
     else:                                 # 3D, CUBE, 2D_ARRAY: x, y, depth/face/slice
         y, z = c[1], c[2]
     level = t.base_level + (c[-1] if mip else zero)
@@ -465,8 +520,8 @@ def _place(t: Tsharp, m: _Mimg, c: list[np.ndarray], mip: bool) -> tuple[np.ndar
     h0 = 1 if t.type in (IMG_1D, IMG_1D_ARRAY) else t.height
     wl, hl = np.maximum(1, t.width >> sh), np.maximum(1, h0 >> sh)
     zl = np.maximum(1, t.depth >> sh) if t.type == IMG_3D else np.full_like(x, t.slices)
-    ok = (level <= t.last_level) & (x < wl) & (y < hl) & (z < zl)
-    return x, y, z, level, ok
+    ok = (level <= t.last_level) & (x < wl) & (y < hl) & (z < zl) & (smp < samples(t))
+    return x, y, z, level, ok, smp
 
 
 def _one_bits(fm: Fmt, d16: bool) -> int:
@@ -547,10 +602,10 @@ def _load(inst: Any, pc: int, bad: Bad) -> Fn:
             return
         t = _tsharp_of(w, m)
         fm = t.format
-        x, y, z, level, ok = _place(t, m, _coords(w, lanes, m), mip)
+        x, y, z, level, ok, smp = _place(t, m, _coords(w, lanes, m), mip)
         raw = np.zeros((len(lanes), len(fm.comps)), dtype=U64)
         if ok.any():
-            raw[ok] = _raw(w.mem, t, x[ok], y[ok], z[ok], level[ok])
+            raw[ok] = _raw(w.mem, t, x[ok], y[ok], z[ok], level[ok], smp[ok])
         if pck:
             regs = np.zeros((len(lanes), 4), dtype=U32)
             for c, (_, bits) in enumerate(fm.comps):
@@ -636,11 +691,11 @@ def _store(inst: Any, pc: int, bad: Bad) -> Fn:
             return
         t = _tsharp_of(w, m)
         fm = t.format
-        x, y, z, level, ok = _place(t, m, _coords(w, lanes, m), mip)
+        x, y, z, level, ok, smp = _place(t, m, _coords(w, lanes, m), mip)
         if not ok.any():
             return
         sel = lanes[ok]
-        addr = texel_addresses(t, x[ok], y[ok], z[ok], level[ok])
+        addr = texel_addresses(t, x[ok], y[ok], z[ok], level[ok], smp[ok])
         n = len(fm.comps)
         raw = np.zeros((len(sel), n), U64)      # the whole texel is written: a component DMASK leaves out is 0
         for i, c in enumerate(picks):
@@ -688,10 +743,10 @@ def _atomic(inst: Any, pc: int, bad: Bad) -> Fn:
         fm = t.format
         if fm.size * 8 != bits or fm.kind not in ("uint", "sint", "float") or (bits == 64 and fm.kind == "float"):
             raise ImageFault(f"a {bits}-bit image atomic on format {fm.name}")
-        x, y, z, level, ok = _place(t, m, _coords(w, lanes, m), False)
+        x, y, z, level, ok, smp = _place(t, m, _coords(w, lanes, m), False)
         addr = np.zeros(len(lanes), dtype=U64)
         if ok.any():
-            addr[ok] = texel_addresses(t, x[ok], y[ok], z[ok], level[ok])
+            addr[ok] = texel_addresses(t, x[ok], y[ok], z[ok], level[ok], smp[ok])
         d1 = vmem._lane_ints(w, m.vdata, lanes, words)
         d2 = vmem._lane_ints(w, m.vdata + words, lanes, words) if two else [0] * len(d1)
         olds = []
@@ -739,8 +794,47 @@ def _resinfo(inst: Any, pc: int, bad: Bad) -> Fn:
     return _guard(run, bad)
 
 
+#: which samples ``image_msaa_load`` returns in its four VGPRs: "fragid" (VGPR i: sample fragid + i) or "aligned"
+#: (VGPR i: sample (fragid & ~3) + i); the guide says only "Load up to 4 samples of 1 component ... with a
+#: user-specified fragment ID", so both are readings not checked on hardware
+MSAA_LOAD_SAMPLES = "fragid"
+
+
 def _msaa(inst: Any, pc: int, bad: Bad) -> Fn:
-    raise bad("image_msaa_load (MSAA surfaces are never linear and no tiled layout is modelled)")
+    f = inst.fields
+    m = _prep(inst, bad)
+    d16, tfe = bool(f["d16"]), bool(f["tfe"])
+    if m.dim not in (6, 7):
+        raise bad(f"image_msaa_load with DIM {m.dim} (2D_MSAA or 2D_MSAA_ARRAY only)")
+    if bin(m.dmask).count("1") != 1:
+        raise bad(f"image_msaa_load DMASK 0x{m.dmask:x} (one component: exactly one bit)")
+    comp = m.dmask.bit_length() - 1
+
+    def run(w: Wave) -> None:
+        lanes = np.nonzero(w.mask())[0]
+        if not len(lanes):
+            return
+        if _unbound(w, m):
+            _write_out(w, lanes, m.vdata, [np.zeros(len(lanes), U32)] * 4, d16, tfe)
+            return
+        t = _tsharp_of(w, m)
+        fm = t.format
+        c = _coords(w, lanes, m)
+        if MSAA_LOAD_SAMPLES not in ("fragid", "aligned"):
+            raise ImageFault(f"MSAA_LOAD_SAMPLES {MSAA_LOAD_SAMPLES!r} (\"fragid\" or \"aligned\")")
+        first = c[-1] & ~3 if MSAA_LOAD_SAMPLES == "aligned" else c[-1]
+        out = []
+        for i in range(4):
+            c[-1] = first + i
+            x, y, z, level, ok, smp = _place(t, m, c, False)
+            raw = np.zeros((len(lanes), len(fm.comps)), dtype=U64)
+            if ok.any():
+                raw[ok] = _raw(w.mem, t, x[ok], y[ok], z[ok], level[ok], smp[ok])
+            regs = _sel_regs(t, _to_regs(raw, fm, d16), _one_bits(fm, d16))
+            regs[~ok] = 0
+            out.append(regs[:, comp])
+        _write_out(w, lanes, m.vdata, out, d16, tfe)
+    return _guard(run, bad)
 
 
 #: MIMG mnemonic -> compiler ``(inst, pc, bad) -> function of the wave`` (consulted by ``dispatch._compile``)
