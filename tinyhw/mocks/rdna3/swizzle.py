@@ -9,8 +9,9 @@ lists the ones gfx11 has): 0 LINEAR, 2 256B_D, 5 4KB_S, 6 4KB_D, 9 64KB_S, 10 64
 faces, which addrlib lays out as 2D slices): 256B_D, 4KB_D, 64KB_D (no XOR), 4KB_D_X, 64KB_D_X, 64KB_Z_X and
 64KB_R_X (Z and R are one pattern on gfx11: "On GFX11, Z and R modes are the same thing"), 256KB_D_X, 256KB_Z_X and
 256KB_R_X (addrlib's "VAR" block, 2^18 bytes on gfx11); the Z and R modes also with 2, 4 and 8 samples (one level);
-single-sample surfaces with their mip chain and mip tail (see :func:`surface`). The S modes, the _T (PRT) mode, 3D
-(thick) layouts and 1D are refused.
+single-sample surfaces with their mip chain and mip tail (see :func:`surface`). ``image.py`` also lays out 1D (array)
+images in 64KB_Z_X/R_X (one row) and 3D images in the thin Z_X/R_X modes (each depth slice a 2D slice), as addrlib's
+gfx11 1D and thin-3D mode masks allow. The S modes, the _T (PRT) mode and thick 3D layouts are refused.
 
 The pattern: addrlib's ``ADDR_SW_PATINFO`` row ``{maxItemCount, nibble01Idx, nibble2Idx, nibble3Idx, nibble4Idx}``
 picks entries of the tables ``GFX11_SW_PATTERN_NIBBLE01`` (address bits 0..7), ``NIBBLE2`` (8..11), ``NIBBLE3``
