@@ -42,7 +42,7 @@ def tsharp(base: int, fmt: int, width: int, height: int = 1, *, typ: int = T2D, 
     arrays: the last slice); for 1D/2D word 4 holds pitch - 1 (``pitch``, default the width aligned to 256 bytes)."""
     w4 = depth | base_array << 16
     if typ in (T1D, T2D):
-        w4 = (pitch or layout(width, height, fmt_bytes(fmt), 1)[0][0]) - 1
+        w4 = pitch - 1 if pitch else 0            # Mesa leaves it 0 without a custom pitch
     return [base >> 8 & M32,
             (base >> 40) & 0xFF | max_mip << 16 | fmt << 20 | ((width - 1) & 3) << 30,
             (width - 1) >> 2 | (height - 1) << 14,
@@ -55,14 +55,15 @@ def fmt_bytes(fmt: int) -> int:
     for last, size in ((6, 1), (13, 2), (19, 2), (22, 4), (47, 4), (57, 8), (60, 12), (63, 16)):
         if fmt <= last:
             return 8 if size == 4 and 48 <= fmt <= 50 else size
-    return 4
+    return {64: 1, 65: 2, 66: 4, 67: 4, 68: 2, 69: 2, 70: 2, 71: 2, 72: 1, 80: 8, 81: 8}.get(fmt, 4)
 
 
 def layout(width: int, height: int, bpe: int, levels: int) -> tuple[list[int], list[int], int]:
-    """(pitch per level in texels, byte offset per level, slice bytes): pitches aligned to 256 bytes, mips
-    smallest first."""
-    pitches = [math.ceil(max(1, width >> lv) * bpe / 256) * 256 // bpe for lv in range(levels)]
-    sizes = [pitches[lv] * max(1, height >> lv) * bpe for lv in range(levels)]
+    """(pitch per level in texels, byte offset per level, slice bytes): addrlib's linear rule, each level's width
+    and height the level-0 size shifted right rounded up (``GetMipSize``'s ShiftCeil), the pitch aligned to 256
+    bytes, mips smallest first."""
+    pitches = [math.ceil(-(-width // (1 << lv)) * bpe / 256) * 256 // bpe for lv in range(levels)]
+    sizes = [pitches[lv] * -(-height // (1 << lv)) * bpe for lv in range(levels)]
     return pitches, [sum(sizes[lv + 1:]) for lv in range(levels)], sum(sizes)
 
 
@@ -496,9 +497,9 @@ def test_store_mip_pck_d16_and_refusals() -> None:
     assert struct.unpack("<4H", mem.read(at, 8)) == (0, 0x2345, 0x8001, 0)          # X, W left out: 0
     go(w, "image_store_pck v[0:1], v[8:9], s[0:7] dmask:0x9 dim:SQ_RSRC_IMG_2D")         # X, W of level 0
     assert struct.unpack("<4H", mem.read(BASE + offs[0] + (pitches[0] + 1) * 8, 8)) == (0x2345, 0, 0, 0x8001)
-    w.s[1] = (w.s[1] & ~(0xFF << 20)) | 30 << 20                        # 10_11_11_FLOAT: no store rule
-    with pytest.raises(ShaderFault, match="10_11_11_FLOAT"):
-        go(w, "image_store v0, v[8:9], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
+    w.s[1] = (w.s[1] & ~(0xFF << 20)) | 67 << 20                        # 5_9_9_9_FLOAT: no raw _pck form
+    with pytest.raises(ShaderFault, match="5_9_9_9_FLOAT"):
+        go(w, "image_store_pck v0, v[8:9], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
 
 
 ATOMICS = {  # op -> (old, data, cmp) -> new (32-bit), the guide's pseudocode
@@ -575,15 +576,21 @@ def test_refusals() -> None:
     w.s[EXEC_LO] = 1
     with pytest.raises(ShaderFault, match="SW_MODE 9"):
         go(w, "image_load v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
-    w.s[0:8] = tsharp(BASE, 80, 4, 4)
-    with pytest.raises(ShaderFault, match="image format 80"):
-        go(w, "image_load v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
+    for fmt, why in ((75, "32_FLOAT_CLAMP"), (73, "1_UNORM: one bit"), (84, "GB_GR_UINT: a 2x1 subsampled"),
+                     (122, "BC7_SRGB: a block-compressed"), (90, "not a gfx11 image format")):
+        w.s[0:8] = tsharp(BASE, fmt, 4, 4)
+        with pytest.raises(ShaderFault, match=f"image format {fmt} \\({why}"):
+            go(w, "image_load v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
     w.s[0:8] = tsharp(BASE, 20, 4, 4, typ=T2DA)
     with pytest.raises(ShaderFault, match="DIM 1 with a T# of TYPE 13"):
         go(w, "image_load v0, v[4:5], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
-    w.s[0:8] = tsharp(BASE, 60, 4, 4)
+    w.s[0:8] = tsharp(BASE, 60, 4, 4, sw_mode=24)                      # 96-bit texels tile in no addrlib mode
+    with pytest.raises(ShaderFault, match="12-byte elements"):
+        go(w, "image_load v[0:2], v[4:5], s[0:7] dmask:0x7 dim:SQ_RSRC_IMG_2D")
+    w.s[0:8] = tsharp(BASE, 60, 4, 4, pitch=100)                        # 96-bit with a pitch field: refused
     with pytest.raises(ShaderFault, match="96-bit"):
         go(w, "image_load v[0:2], v[4:5], s[0:7] dmask:0x7 dim:SQ_RSRC_IMG_2D")
+    w.s[0:8] = tsharp(BASE, 113, 4, 4)
     words = list(asm("image_msaa_load v[0:3], v[4:6], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D_MSAA"))  # a copy: asm caches
     words[0] |= 0x2 << 8                # DMASK 0x3 (MIMG word 0 bits 11:8; llvm-mc-19 will not encode it)
     assert decode_at(struct.pack("<2I", *words), 0, "gfx11").fields["dmask"] == 3
@@ -596,7 +603,7 @@ def test_refusals() -> None:
         run(words, w)
     with pytest.raises(Unimplemented, match="LWE"):
         go(w, "image_load v[0:4], v[4:5], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D tfe lwe")
-    with pytest.raises(ShaderFault, match="96-bit"):     # image_sample: sampler.py, texels through image.py
+    with pytest.raises(ShaderFault, match="BC3_UNORM"):  # image_sample: sampler.py, texels through image.py
         go(w, "image_sample v[0:3], v[4:5], s[0:7], s[12:15] dmask:0xf dim:SQ_RSRC_IMG_2D")
 
 

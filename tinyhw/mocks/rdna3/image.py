@@ -107,7 +107,7 @@ from typing import Any
 
 import numpy as np
 
-from tinyhw.mocks.rdna3 import swizzle, vmem
+from tinyhw.mocks.rdna3 import imgformat, swizzle, vmem
 from tinyhw.mocks.rdna3.state import ShaderFault, Unimplemented, Wave
 
 __all__ = ["COMPILERS", "FORMATS", "MSAA_LOAD_SAMPLES", "ImageFault", "Tsharp", "apply_dst_sel", "mip_dims",
@@ -133,16 +133,29 @@ class ImageFault(Exception):
 @dataclass(frozen=True)
 class Fmt:
     """One texel format: ``comps`` (shift, bits) per component from X, ``kind`` (unorm, snorm, uscaled, sscaled,
-    uint, sint, float; ``ufloat`` for the unsigned 11/10-bit floats), ``size`` bytes per texel."""
+    uint, sint, float; ``ufloat`` for the unsigned 11/10-bit floats; ``sharedexp`` for 5_9_9_9, whose fourth entry
+    in ``comps`` is the shared exponent, not a component), ``size`` bytes per texel; ``kinds`` per component where
+    they differ from ``kind`` (``srgb``: UNORM with the sRGB curve; the depth/stencil forms)."""
 
     name: str
     comps: tuple[tuple[int, int], ...]
     kind: str
     size: int
+    kinds: tuple[str, ...] = ()
+
+    def ckind(self, c: int) -> str:
+        """Component ``c``'s number format."""
+        return self.kinds[c] if self.kinds else self.kind
+
+    @property
+    def n(self) -> int:
+        """The components the format has (X .. W; 5_9_9_9: 3)."""
+        return 3 if self.kind == "sharedexp" else len(self.comps)
 
 
 def _formats() -> dict[int, Fmt]:
-    """gfx11 unified format number -> :class:`Fmt` (the numbers llvm-mc-19 gives the ``BUF_FMT_*`` names)."""
+    """gfx11 unified format number -> :class:`Fmt` (the numbers llvm-mc-19 gives the ``BUF_FMT_*`` names; past 63
+    the RDNA3 guide's "Buffer and Image Data Formats" table)."""
     k6 = ("unorm", "snorm", "uscaled", "sscaled", "uint", "sint")
     k7 = (*k6, "float")
     k3 = ("uint", "sint", "float")
@@ -159,11 +172,40 @@ def _formats() -> dict[int, Fmt]:
         out[32 + i] = Fmt(f"10_10_10_2_{kind.upper()}", ((0, 2), (2, 10), (12, 10), (22, 10)), kind, 4)
     for i, kind in enumerate(k6):
         out[36 + i] = Fmt(f"2_10_10_10_{kind.upper()}", ((0, 10), (10, 10), (20, 10), (30, 2)), kind, 4)
+    b8 = ((0, 8), (8, 8), (16, 8), (24, 8))
+    out[64] = Fmt("8_SRGB", b8[:1], "unorm", 1, ("srgb",))
+    out[65] = Fmt("8_8_SRGB", b8[:2], "unorm", 2, ("srgb", "srgb"))
+    out[66] = Fmt("8_8_8_8_SRGB", b8, "unorm", 4, ("srgb", "srgb", "srgb", "unorm"))
+    out[67] = Fmt("5_9_9_9_FLOAT", ((0, 9), (9, 9), (18, 9), (27, 5)), "sharedexp", 4)
+    out[68] = Fmt("5_6_5_UNORM", ((0, 5), (5, 6), (11, 5)), "unorm", 2)
+    out[69] = Fmt("1_5_5_5_UNORM", ((0, 5), (5, 5), (10, 5), (15, 1)), "unorm", 2)
+    out[70] = Fmt("5_5_5_1_UNORM", ((0, 1), (1, 5), (6, 5), (11, 5)), "unorm", 2)
+    out[71] = Fmt("4_4_4_4_UNORM", ((0, 4), (4, 4), (8, 4), (12, 4)), "unorm", 2)
+    out[72] = Fmt("4_4_UNORM", ((0, 4), (4, 4)), "unorm", 1)
+    for i, kind in enumerate(("unorm", "uint")):
+        out[76 + i] = Fmt(f"8_24_{kind.upper()}", ((0, 24), (24, 8)), kind, 4)
+        out[78 + i] = Fmt(f"24_8_{kind.upper()}", ((0, 8), (8, 24)), kind, 4)
+    out[80] = Fmt("X24_8_32_UINT", ((0, 32), (32, 8)), "uint", 8)
+    out[81] = Fmt("X24_8_32_FLOAT", ((0, 32), (32, 8)), "float", 8, ("float", "uint"))
     return out
 
 
 #: gfx11 unified format number -> texel format
 FORMATS = _formats()
+
+#: gfx11 format numbers the model refuses, with the reason (the RDNA3 guide's "Buffer and Image Data Formats")
+REFUSED_FORMATS: dict[int, str] = {
+    0: "INVALID",
+    73: "1_UNORM: one bit per texel, a sub-byte layout",
+    74: "1_REVERSED_UNORM: one bit per texel, a sub-byte layout",
+    75: "32_FLOAT_CLAMP: the guide does not say what it clamps",
+    **{82 + i: f"{n}: a 2x1 subsampled (4:2:2) format" for i, n in enumerate(
+        ("GB_GR_UNORM", "GB_GR_SNORM", "GB_GR_UINT", "GB_GR_SRGB", "BG_RG_UNORM", "BG_RG_SNORM", "BG_RG_UINT",
+         "BG_RG_SRGB"))},
+    **{109 + i: f"{n}: a block-compressed format" for i, n in enumerate(
+        ("BC1_UNORM", "BC1_SRGB", "BC2_UNORM", "BC2_SRGB", "BC3_UNORM", "BC3_SRGB", "BC4_UNORM", "BC4_SNORM",
+         "BC5_UNORM", "BC5_SNORM", "BC6_UFLOAT", "BC6_SFLOAT", "BC7_UNORM", "BC7_SRGB"))},
+}
 
 
 @dataclass(frozen=True)
@@ -197,7 +239,8 @@ class Tsharp:
         """The texel format (:class:`ImageFault` when the model does not know the number)."""
         f = FORMATS.get(self.fmt)
         if f is None:
-            raise ImageFault(f"image format {self.fmt} (only the gfx11 formats 1..63 but 96-bit ones are modelled)")
+            why = REFUSED_FORMATS.get(self.fmt, "not a gfx11 image format the model knows")
+            raise ImageFault(f"image format {self.fmt} ({why}; not modelled)")
         return f
 
     @property
@@ -280,9 +323,15 @@ def _tiled(t: Tsharp) -> swizzle.Surface:
         raise ImageFault(str(e)) from None
 
 
+def _ceil_shift(a: int, n: int) -> int:
+    """addrlib's ``ShiftCeil``: a >> n rounded up."""
+    return -(-a // (1 << n))
+
+
 @functools.lru_cache(maxsize=256)
 def _layout(t: Tsharp) -> tuple[tuple[int, ...], tuple[int, ...], int]:
-    """(pitch in texels per level, byte offset of each level within a slice, slice size) of the linear layout."""
+    """(row pitch in bytes per level, byte offset of each level within a slice, slice size) of the linear layout
+    (addrlib's ``HwlComputeSurfaceInfoLinear``, see the module text)."""
     if t.type in (IMG_2D_MSAA, IMG_2D_MSAA_ARRAY):
         raise ImageFault("an MSAA image in the linear layout (SW_MODE 0; MSAA surfaces are swizzled)")
     if t.type < IMG_1D:
@@ -291,20 +340,24 @@ def _layout(t: Tsharp) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         raise ImageFault("a 3D T# in UAV mode (ARRAY_PITCH bit 0: BASE_ARRAY and DEPTH are the view's first and last "
                          "layer at the accessed level; not modelled)")
     bpe = texel_bytes(t)
-    if bpe == 12:
-        raise ImageFault("a 96-bit (32_32_32) image (addrlib lays them out as 32-bit texels; not modelled)")
-    align = 256 // bpe
+    expand = 3 if bpe == 12 else 1          # 96 bits: addrlib lays out 3 x width 32-bit elements
+    ebytes = bpe // expand
+    if expand == 3 and t.pitch is not None:
+        raise ImageFault("a 96-bit (32_32_32) image with a pitch field above the width (whether it counts texels "
+                         "or 32-bit elements is not documented; not modelled)")
+    align = 256 // ebytes
     levels = t.max_mip + 1
-    pitches, sizes = [], []
+    h0 = 1 if t.type in (IMG_1D, IMG_1D_ARRAY) else t.height
+    rows, sizes = [], []
     for lv in range(levels):
-        w, h, _ = mip_dims(t, lv)
+        w, h = _ceil_shift(t.width * expand, lv), _ceil_shift(h0, lv)    # GetMipSize: ShiftCeil per level
         p = -(-w // align) * align
         if lv == 0 and t.pitch is not None:
             p = t.pitch
-        pitches.append(p)
-        sizes.append(p * h * bpe)
+        rows.append(p * ebytes)
+        sizes.append(p * h * ebytes)
     offsets = [sum(sizes[lv + 1:]) for lv in range(levels)]
-    return tuple(pitches), tuple(offsets), sum(sizes)
+    return tuple(rows), tuple(offsets), sum(sizes)
 
 
 def texel_addresses(t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, level: np.ndarray,
@@ -320,14 +373,14 @@ def texel_addresses(t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray, leve
         s = np.asarray(z, dtype=I64) + (t.base_array if t.type in _ARRAYS else 0)
         smp = np.zeros_like(s) if sample is None else np.asarray(sample, dtype=I64)
         return surf.offsets(x, y, s, smp, t.base, lv)
-    pitches, offsets, slice_size = _layout(t)
+    rows, offsets, slice_size = _layout(t)
     lv = np.asarray(level, dtype=I64)
     if len(lv) and int(lv.max()) > t.max_mip:
         raise ImageFault(f"mip level {int(lv.max())} past the resource's MAX_MIP {t.max_mip}")
-    p = np.asarray(pitches, dtype=I64)[lv]
+    row = np.asarray(rows, dtype=I64)[lv]
     off = np.asarray(offsets, dtype=I64)[lv]
     s = np.asarray(z, dtype=I64) + (t.base_array if t.type in _ARRAYS else 0)
-    a = t.base + s * slice_size + off + (np.asarray(y, dtype=I64) * p + np.asarray(x, dtype=I64)) * texel_bytes(t)
+    a = t.base + s * slice_size + off + np.asarray(y, dtype=I64) * row + np.asarray(x, dtype=I64) * texel_bytes(t)
     return a.astype(U64)
 
 
@@ -344,10 +397,12 @@ def _split(raw: np.ndarray, fm: Fmt) -> np.ndarray:
     """Texel bytes (lanes, size) -> (lanes, components) raw bits."""
     n = len(fm.comps)
     bits = fm.comps[0][1]
-    if all(b == bits for _, b in fm.comps) and bits in (8, 16, 32):
+    if all(b == bits for _, b in fm.comps) and bits in (8, 16, 32) and all(s == bits * i
+                                                                            for i, (s, _) in enumerate(fm.comps)):
         dt = {8: "u1", 16: "<u2", 32: "<u4"}[bits]
         return np.ascontiguousarray(raw).view(dt).reshape(len(raw), n).astype(U64)
-    word = np.ascontiguousarray(raw).view("<u4").reshape(len(raw)).astype(U64)
+    dt = {1: "u1", 2: "<u2", 4: "<u4", 8: "<u8"}[fm.size]
+    word = np.ascontiguousarray(raw).view(dt).reshape(len(raw)).astype(U64)
     return np.stack([(word >> U64(s)) & U64((1 << b) - 1) for s, b in fm.comps], axis=1).reshape(len(raw), n)
 
 
@@ -362,19 +417,24 @@ def _ufloat_half(v: np.ndarray, bits: int) -> np.ndarray:
 
 
 def _decode(raw: np.ndarray, fm: Fmt) -> np.ndarray:
-    """(lanes, components) raw bits -> float64 values after number-format conversion."""
+    """(lanes, raw fields) raw bits -> (lanes, components) float64 values after number-format conversion."""
+    if fm.kind == "sharedexp":
+        return imgformat.sharedexp_decode(raw)
     out = np.zeros(raw.shape, dtype=F64)
     for c, (_, bits) in enumerate(fm.comps):
         v = raw[:, c]
-        if fm.kind == "unorm":
+        kind = fm.ckind(c)
+        if kind == "unorm":
             out[:, c] = v.astype(F64) / ((1 << bits) - 1)
-        elif fm.kind == "snorm":
+        elif kind == "srgb":
+            out[:, c] = imgformat.srgb_decode(v)
+        elif kind == "snorm":
             out[:, c] = np.maximum(_signed(v, bits).astype(F64) / ((1 << (bits - 1)) - 1), -1.0)
-        elif fm.kind in ("uint", "uscaled"):
+        elif kind in ("uint", "uscaled"):
             out[:, c] = v.astype(F64)
-        elif fm.kind in ("sint", "sscaled"):
+        elif kind in ("sint", "sscaled"):
             out[:, c] = _signed(v, bits).astype(F64)
-        elif fm.kind == "ufloat":
+        elif kind == "ufloat":
             out[:, c] = _ufloat_half(v, bits).view(F16).astype(F64)
         elif bits == 32:
             out[:, c] = v.astype(U32).view(F32).astype(F64)
@@ -393,7 +453,7 @@ def read_texels(mem: Any, t: Tsharp, x: np.ndarray, y: np.ndarray, z: np.ndarray
     vals = _decode(_raw(mem, t, x, y, z, level, sample), fm)
     out = np.zeros((len(vals), 4), dtype=F64)
     out[:, 3] = 1.0
-    out[:, :vals.shape[1]] = vals
+    out[:, :fm.n] = vals[:, :fm.n]
     return out
 
 
@@ -537,17 +597,17 @@ def _to_regs(raw: np.ndarray, fm: Fmt, d16: bool) -> np.ndarray:
     out = np.zeros((k, 4), dtype=U32)
     out[:, 3] = _one_bits(fm, d16)
     vals = None
-    for c, (_, bits) in enumerate(fm.comps):
-        v = raw[:, c]
-        if d16 and bits == 32:
-            raise ImageFault(f"a D16 access of the 32-bit format {fm.name}")
-        if fm.kind in ("uint", "sint"):
-            r = (_signed(v, bits) if fm.kind == "sint" else v.astype(I64)) & (0xFFFF if d16 else 0xFFFFFFFF)
+    if d16 and any(b == 32 for _, b in fm.comps):
+        raise ImageFault(f"a D16 access of the 32-bit format {fm.name}")
+    for c in range(fm.n):
+        v, bits, kind = raw[:, c], fm.comps[c][1], fm.ckind(c)
+        if kind in ("uint", "sint"):
+            r = (_signed(v, bits) if kind == "sint" else v.astype(I64)) & (0xFFFF if d16 else 0xFFFFFFFF)
             out[:, c] = r.astype(U32)
-        elif fm.kind == "float" and bits == 32:
+        elif kind == "float" and bits == 32:
             out[:, c] = v.astype(U32)
-        elif fm.kind in ("float", "ufloat"):
-            half = v.astype(U16) if fm.kind == "float" else _ufloat_half(v, bits)
+        elif kind in ("float", "ufloat"):
+            half = v.astype(U16) if kind == "float" else _ufloat_half(v, bits)
             out[:, c] = half if d16 else half.view(F16).astype(F32).view(U32)
         else:
             if vals is None:
@@ -607,6 +667,8 @@ def _load(inst: Any, pc: int, bad: Bad) -> Fn:
         if ok.any():
             raw[ok] = _raw(w.mem, t, x[ok], y[ok], z[ok], level[ok], smp[ok])
         if pck:
+            if fm.kind == "sharedexp":
+                raise ImageFault("a _pck access of 5_9_9_9_FLOAT (its exponent is no component; not modelled)")
             regs = np.zeros((len(lanes), 4), dtype=U32)
             for c, (_, bits) in enumerate(fm.comps):
                 v = _signed(raw[:, c], bits) if sgn else raw[:, c].astype(I64)
@@ -635,26 +697,43 @@ def _to_half(v: np.ndarray) -> np.ndarray:
     return np.where(up, h - U16(1), h).astype(U16)        # one step toward zero (sign and magnitude)
 
 
+def _reg_float(v: np.ndarray, d16: bool) -> np.ndarray:
+    """Register values (uint32 f32 bits; D16 f16 bits) -> float64."""
+    return (v.astype(U16).view(F16) if d16 else v.astype(U32).view(F32)).astype(F64)
+
+
+def _rounding() -> str:
+    if FLOAT_STORE_ROUNDING not in ("even", "zero"):
+        raise ImageFault(f"FLOAT_STORE_ROUNDING {FLOAT_STORE_ROUNDING!r} (\"even\" or \"zero\")")
+    return FLOAT_STORE_ROUNDING
+
+
 def _encode(v: np.ndarray, fm: Fmt, c: int, d16: bool) -> np.ndarray:
     """Register values (uint32; D16 the 16-bit half) -> component ``c``'s raw bits (uint64), the module text's
     store conversions."""
-    bits = fm.comps[c][1]
+    bits, kind = fm.comps[c][1], fm.ckind(c)
     mask = (1 << bits) - 1
-    if d16 and bits == 32:
+    if d16 and any(b == 32 for _, b in fm.comps):
         raise ImageFault(f"a D16 access of the 32-bit format {fm.name}")
     if bits == 32:
         return v.astype(U64)
-    if fm.kind == "float":
+    if kind == "float":
         return (v if d16 else _to_half(v)).astype(U64) & U64(0xFFFF)
-    if fm.kind == "uint":
+    if kind == "uint":
         return np.minimum(v.astype(U64), U64(mask))
-    if fm.kind == "sint":
+    if kind == "sint":
         s = _signed(v, 16) if d16 else v.view(np.int32).astype(I64)
         return (np.clip(s, -(1 << (bits - 1)), (1 << (bits - 1)) - 1) & mask).astype(U64)
-    if fm.kind in ("unorm", "snorm"):
-        x = (v.astype(U16).view(F16) if d16 else v.view(F32)).astype(F64)
+    x = _reg_float(v, d16)
+    if kind == "srgb":
+        return imgformat.srgb_encode(x)
+    if kind == "ufloat":
+        return imgformat.ufloat_encode(x, bits, _rounding())
+    if kind in ("uscaled", "sscaled"):
+        return imgformat.scaled_encode(x, bits, kind == "sscaled")
+    if kind in ("unorm", "snorm"):
         x = np.where(np.isnan(x), 0.0, x)
-        if fm.kind == "unorm":
+        if kind == "unorm":
             return np.rint(np.clip(x, 0.0, 1.0) * mask).astype(U64)
         q = np.rint(np.clip(x, -1.0, 1.0) * ((1 << (bits - 1)) - 1)).astype(I64)
         return (q & mask).astype(U64)
@@ -664,13 +743,15 @@ def _encode(v: np.ndarray, fm: Fmt, c: int, d16: bool) -> np.ndarray:
 def _join(raw: np.ndarray, fm: Fmt) -> np.ndarray:
     """(lanes, components) raw bits -> texel bytes (lanes, size)."""
     bits = fm.comps[0][1]
-    if all(b == bits for _, b in fm.comps) and bits in (8, 16, 32):
+    if all(b == bits for _, b in fm.comps) and bits in (8, 16, 32) and all(s == bits * i
+                                                                            for i, (s, _) in enumerate(fm.comps)):
         dt = {8: "u1", 16: "<u2", 32: "<u4"}[bits]
         return np.ascontiguousarray(raw.astype(dt)).view(U8).reshape(len(raw), fm.size)
     word = np.zeros(len(raw), dtype=U64)
     for c, (s, b) in enumerate(fm.comps):
         word |= (raw[:, c] & U64((1 << b) - 1)) << U64(s)
-    return np.ascontiguousarray(word.astype("<u4")).view(U8).reshape(len(raw), 4)
+    dt = {1: "u1", 2: "<u2", 4: "<u4", 8: "<u8"}[fm.size]
+    return np.ascontiguousarray(word.astype(dt)).view(U8).reshape(len(raw), fm.size)
 
 
 def _store(inst: Any, pc: int, bad: Bad) -> Fn:
@@ -696,15 +777,23 @@ def _store(inst: Any, pc: int, bad: Bad) -> Fn:
             return
         sel = lanes[ok]
         addr = texel_addresses(t, x[ok], y[ok], z[ok], level[ok], smp[ok])
-        n = len(fm.comps)
-        raw = np.zeros((len(sel), n), U64)      # the whole texel is written: a component DMASK leaves out is 0
+        n = fm.n
+        if fm.kind == "sharedexp" and pck:
+            raise ImageFault("a _pck access of 5_9_9_9_FLOAT (its exponent is no component; not modelled)")
+        raw = np.zeros((len(sel), len(fm.comps)), U64)  # the whole texel is written: a component left out is 0
+        vals = np.zeros((len(sel), n), F64)
         for i, c in enumerate(picks):
             if c >= n:
                 continue
             v = w.v[m.vdata + (i // 2 if d16 else i), sel]
             if d16:
                 v = (v >> U32(16 * (i % 2))) & U32(0xFFFF)
+            if fm.kind == "sharedexp":
+                vals[:, c] = _reg_float(v, d16)
+                continue
             raw[:, c] = (v.astype(U64) & U64((1 << fm.comps[c][1]) - 1)) if pck else _encode(v, fm, c, d16)
+        if fm.kind == "sharedexp":
+            raw = imgformat.sharedexp_encode(vals)
         vmem.scatter(w.mem, addr, _join(raw, fm))
     return _guard(run, bad)
 
@@ -741,7 +830,8 @@ def _atomic(inst: Any, pc: int, bad: Bad) -> Fn:
             return
         t = _tsharp_of(w, m)
         fm = t.format
-        if fm.size * 8 != bits or fm.kind not in ("uint", "sint", "float") or (bits == 64 and fm.kind == "float"):
+        if (fm.size * 8 != bits or fm.kind not in ("uint", "sint", "float") or (bits == 64 and fm.kind == "float")
+                or any(b != 32 for _, b in fm.comps)):
             raise ImageFault(f"a {bits}-bit image atomic on format {fm.name}")
         x, y, z, level, ok, smp = _place(t, m, _coords(w, lanes, m), False)
         addr = np.zeros(len(lanes), dtype=U64)
