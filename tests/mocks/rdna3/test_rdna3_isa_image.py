@@ -429,7 +429,7 @@ def test_image_store_conversions_dmask_and_out_of_range() -> None:
 def test_image_store_writes_the_whole_element_as_the_guides_example_says() -> None:
     """RDNA3 guide, "VGPR Usage", Stores: "if the DMASK=1001, the shader sends Red from VGPR_N and Alpha from
     VGPR_N+1 ... If the image object is RGB, the texel is overwritten with Red from the VGPR_N, Green and Blue set
-    to zero, and Alpha from the shader ignored" (here 32_32_32 is refused, so an RG object: 16_16_UINT)."""
+    to zero, and Alpha from the shader ignored" (here an RG object: 16_16_UINT)."""
     w, mem = setup(tsharp(BASE, 27, 2, 1))                           # 16_16_UINT
     mem.write(BASE, struct.pack("<2H", 0xAAAA, 0xBBBB))
     w.s[EXEC_LO] = 1

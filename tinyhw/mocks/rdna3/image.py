@@ -20,25 +20,29 @@ T# (8 SGPRs, or 4 with R128), field positions as ROCm's ``ROCR-Runtime`` ``src/i
 A T# of all zeros is unbound (the guide's Image Resource text): loads and ``image_get_resinfo`` return zeros,
 stores do nothing, atomics change nothing and return 0.
 
-Layout: the linear swizzle mode (SW_MODE 0), and the tiled modes :mod:`~tinyhw.mocks.rdna3.swizzle` models for a
-2D, 2D array or cube (faces as slices) T# with its mip chain (MAX_MIP + 1 levels, the mip tail included), a 1D
-(array) T# in 64KB_Z_X/R_X and a 3D T# in a Z_X/R_X mode (thin: each depth slice a 2D slice), or one level of a 2D
-MSAA (array) T#: its addrlib pattern, block and surface rules, the slice counted from 0 at the surface's first slice
-(BASE_ARRAY added). Another mode, a thick (S/D) 3D layout, an MSAA type in the linear layout,
-a 96-bit texel and a format the model does not know stop the dispatch (:class:`ImageFault`, reported as
-``ShaderFault``). An MSAA T#'s MAX_MIP is log2(samples); its address
-components are x, y, [slice,] sample (the fragment id: gfx11 has no FMASK), a sample past the count reads 0 and
-drops the store (as any out-of-range coordinate). A tiled T#'s pitch field is not used (the block rule gives the
-pitch; a choice). The linear rule is the model's reading of AMD addrlib's
-``Gfx11Lib::HwlComputeSurfaceInfoLinear`` (Mesa ``src/amd/addrlib/src/gfx11/gfx11addrlib.cpp``), not checked on
-hardware: each mip's pitch is its width aligned to
-256 bytes (256 / bytes-per-texel texels), level 0's is the T#'s PITCH for 1D and 2D (8-dword T#) when it
-exceeds the width (the guide's Image Resource table: word 4 holds "(pitch-1)[12:0] of mip0 for 1D, 2D, 2D-MSAA
-resources if pitch > width"; Mesa writes it only for ``uses_custom_pitch`` surfaces and leaves DEPTH 0 otherwise),
-else the rule's pitch; within a slice
-the mips lie smallest first (mip i at the sum of the sizes of mips i+1 .. MAX_MIP), each pitch x height x texel
-bytes; a slice (array layer, cube face, 3D depth slice) holds the whole chain and slices follow one another. So
-texel (x, y) of slice s of level l is at base + s x slice_size + mip_offset(l) + (y x pitch(l) + x) x bytes.
+Layout: the linear swizzle mode (SW_MODE 0), and the tiled modes :mod:`~tinyhw.mocks.rdna3.swizzle` models for a 2D,
+2D array or cube (faces as slices) T# with its mip chain (MAX_MIP + 1 levels, the mip tail included), a 1D (array)
+T# in 64KB_Z_X/R_X and a 3D T# in a Z_X/R_X mode (thin: each depth slice a 2D slice), or one level of a 2D MSAA
+(array) T#: its addrlib pattern, block and surface rules, the slice counted from 0 at the surface's first slice
+(BASE_ARRAY added). Another mode, a thick (S/D) 3D layout, an MSAA type in the linear layout, a tiled 96-bit texel
+(addrlib has no tiled 12-byte element) and a format the model does not know stop the dispatch (:class:`ImageFault`,
+reported as ``ShaderFault``). An MSAA T#'s MAX_MIP is log2(samples); its address components are x, y, [slice,]
+sample (the fragment id: gfx11 has no FMASK), a sample past the count reads 0 and drops the store (as any
+out-of-range coordinate). A tiled T#'s pitch field is not used (the block rule gives the pitch; a choice). The
+linear rule is the model's reading of AMD addrlib's ``Gfx11Lib::HwlComputeSurfaceInfoLinear`` (Mesa
+``src/amd/addrlib/src/gfx11/gfx11addrlib.cpp``), not checked on hardware: each mip's size is ``GetMipSize``'s, the
+level-0 width and height shifted right rounded up (``ShiftCeil``: 129 >> 1 is 65 there), and its pitch that width
+aligned to 256 bytes (256 / bytes-per-texel texels); this allocation size can exceed the level's logical size max(1,
+size >> level), which is what ``image_get_resinfo`` returns and bounds the coordinates. A 96-bit (32_32_32) texel is
+laid out as addrlib's ``ComputeSurfaceInfo`` does for its 3x-expanded formats: three 32-bit elements, so a level's
+row is ShiftCeil(3 x width, level) dwords aligned to 64 and texel x sits at 12 x bytes (a 96-bit T# with a PITCH
+field above the width is refused: whether it counts texels or dwords is not documented). Level 0's pitch is the T#'s
+PITCH for 1D and 2D (8-dword T#) when it exceeds the width (the guide's Image Resource table: word 4 holds
+"(pitch-1)[12:0] of mip0 for 1D, 2D, 2D-MSAA resources if pitch > width"; Mesa writes it only for
+``uses_custom_pitch`` surfaces and leaves DEPTH 0 otherwise), else the rule's pitch; within a slice the mips lie
+smallest first (mip i at the sum of the sizes of mips i+1 .. MAX_MIP), each pitch x height x texel bytes; a slice
+(array layer, cube face, 3D depth slice) holds the whole chain and slices follow one another. So texel (x, y) of
+slice s of level l is at base + s x slice_size + mip_offset(l) + (y x pitch(l) + x) x bytes.
 
 Coordinates (unsigned integers, 16-bit with A16) are x, y, then the slice (arrays, cube face) or depth (3D) as
 the instruction's DIM gives them, then the mip level for the ``_mip`` forms; the level is relative to
@@ -48,15 +52,24 @@ level (x >= width, y >= height, z >= depth or past the last slice of the view, a
 (the guide's image sections, "Image Opcodes with No Sampler", "VGPR Usage" and "Image Resource", give no
 out-of-range rule; the model reads them like its all-zero "unbound" T#, which returns zeros).
 
-Formats: the gfx11 unified format numbers (as llvm-mc-19 names them, ``BUF_FMT_*``; 1..63): 8/16/32-bit one to
-four components UNORM, SNORM, USCALED, SSCALED, UINT, SINT, FLOAT, and the packed 10_11_11_FLOAT,
-11_11_10_FLOAT, 10_10_10_2 and 2_10_10_10 formats. A packed name lists components from the most significant
-bits, so X is in the low bits (10_11_11: X bits 10:0, Y 21:11, Z 31:22, as Mesa maps R11G11B10_FLOAT;
-2_10_10_10: X 9:0 .. W 31:30, as R10G10B10A2); the 11- and 10-bit floats have no sign and f16's 5-bit exponent.
-Loads (see :func:`read_texels`): UNORM x / (2^n - 1), SNORM max(x / (2^(n-1) - 1), -1), the scaled and integer
-kinds the integer, floats widened; a missing Y or Z reads 0 and W one (1.0, or 1 for the integer kinds); then
-the T#'s DST_SEL. The result is the f32 (D16: f16) nearest the exact value, the integer for UINT/SINT (D16: its
-low 16 bits); D16 of a 32-bit format is refused.
+Formats: the gfx11 unified format numbers (as llvm-mc-19 names them, ``BUF_FMT_*``; 1..63): 8/16/32-bit one to four
+components UNORM, SNORM, USCALED, SSCALED, UINT, SINT, FLOAT (32_32_32 included), and the packed 10_11_11_FLOAT,
+11_11_10_FLOAT, 10_10_10_2 and 2_10_10_10 formats; past 63 (the RDNA3 guide's "Buffer and Image Data Formats" table,
+Mesa's gfx11 format names): 8_SRGB 64, 8_8_SRGB 65, 8_8_8_8_SRGB 66 (X, Y, Z through the sRGB curve, W linear UNORM:
+a choice as Vulkan's R8G8B8A8_SRGB; 8_8_SRGB both, as R8G8_SRGB), 5_9_9_9_FLOAT 67 (R9G9B9E5), 5_6_5 68, 1_5_5_5 69,
+5_5_5_1 70, 4_4_4_4 71 and 4_4 72 UNORM, the depth/stencil forms 8_24 76/77 and 24_8 78/79 UNORM/UINT (both fields
+of the named kind: a choice) and X24_8_32 UINT 80 / FLOAT 81 (X the 32-bit field, Y the 8-bit one as UINT in both: a
+choice; bits 63:40 unused); their conversions are :mod:`~tinyhw.mocks.rdna3.imgformat`'s. Refused with the reason
+(:data:`REFUSED_FORMATS`): 1_UNORM, 1_REVERSED_UNORM (sub-byte texels), 32_FLOAT_CLAMP (its clamp is not
+documented), the 2x1 subsampled GB_GR/BG_RG forms 82..89 and the block-compressed BC1..BC7 109..122. A packed name
+lists components from the most significant bits, so X is in the low bits (10_11_11: X bits 10:0, Y 21:11, Z 31:22,
+as Mesa maps R11G11B10_FLOAT; 2_10_10_10: X 9:0 .. W 31:30, as R10G10B10A2; 5_6_5: X 4:0, Y 10:5, Z 15:11 and
+1_5_5_5: W bit 15, as radv's table maps Vulkan's R5G6B5/A1R5G5B5_UNORM_PACK16 to them; 5_5_5_1: X bit 0; 8_24: X
+23:0, as Mesa maps Z24_UNORM_S8_UINT); the 11- and 10-bit floats have no sign and f16's 5-bit exponent. Loads (see
+:func:`read_texels`): UNORM x / (2^n - 1), SNORM max(x / (2^(n-1) - 1), -1), the scaled and integer kinds the
+integer, floats widened, sRGB through the curve, 5_9_9_9 each mantissa x 2^(E - 24); a missing Y or Z reads 0 and W
+one (1.0, or 1 for the integer kinds); then the T#'s DST_SEL. The result is the f32 (D16: f16) nearest the exact
+value, the integer for UINT/SINT (D16: its low 16 bits); D16 of a 32-bit format is refused.
 
 Stores convert the f32 (D16: f16) register values as Direct3D's "Data Conversion Rules" say (the guide gives
 none): UNORM and SNORM saturate to [0, 1] / [-1, 1] (NaN to 0), scale by 2^n - 1 / 2^(n-1) - 1 and round to the
@@ -67,7 +80,10 @@ with ties away from zero): a choice not checked on hardware); 16_FLOAT rounds as
 :data:`FLOAT_STORE_ROUNDING` says: D3D asks round-to-zero for float-to-float conversions, the default rounds to
 nearest even as the buffer format stores do (neither checked on hardware); UINT and SINT take the
 register's integer saturated to the component's range (saturation rather than truncation is the model's choice);
-32-bit components store the register's bits. Stores to the scaled and packed float formats are refused. DMASK
+32-bit components store the register's bits; USCALED/SSCALED round the float to nearest even (NaN 0) and
+saturate, the 11/10-bit floats round as :data:`FLOAT_STORE_ROUNDING` says, sRGB encodes through the curve and
+5_9_9_9 by the shared-exponent rule (:mod:`~tinyhw.mocks.rdna3.imgformat` gives each rule, its source and its
+choices); 5_9_9_9 has no ``_pck`` form (refused). DMASK
 picks the components: a load returns popcount(DMASK) of them packed into consecutive VGPRs (D16: two per VGPR,
 low half first, the unused high half of an odd count written 0: a choice), a store takes them likewise and writes
 the whole texel, a component DMASK leaves out as 0 and a DMASK component the format lacks ignored (the guide's
@@ -110,8 +126,8 @@ import numpy as np
 from tinyhw.mocks.rdna3 import imgformat, swizzle, vmem
 from tinyhw.mocks.rdna3.state import ShaderFault, Unimplemented, Wave
 
-__all__ = ["COMPILERS", "FORMATS", "MSAA_LOAD_SAMPLES", "ImageFault", "Tsharp", "apply_dst_sel", "mip_dims",
-           "parse_tsharp", "read_texels", "samples", "texel_addresses", "texel_bytes"]
+__all__ = ["COMPILERS", "FORMATS", "MSAA_LOAD_SAMPLES", "REFUSED_FORMATS", "ImageFault", "Tsharp", "apply_dst_sel",
+           "mip_dims", "parse_tsharp", "read_texels", "samples", "texel_addresses", "texel_bytes"]
 
 Fn = Callable[[Wave], Any]
 Bad = Callable[[str], Exception]
@@ -680,8 +696,8 @@ def _load(inst: Any, pc: int, bad: Bad) -> Fn:
     return _guard(run, bad)
 
 
-#: how an image store rounds an f32 to 16_FLOAT: "even" (nearest, ties to even) or "zero" (toward zero, D3D's rule
-#: for float-to-float conversions: a finite value never becomes infinity)
+#: how an image store rounds an f32 to 16_FLOAT and to the 11/10-bit floats: "even" (nearest, ties to even) or
+#: "zero" (toward zero, D3D's rule for float-to-float conversions: a finite value never becomes infinity)
 FLOAT_STORE_ROUNDING = "even"
 
 
