@@ -483,3 +483,24 @@ def test_d16_and_pck_refusals_of_the_new_formats() -> None:
     w.s[0:8] = tsharp(77, 4, 1)                                  # 8_24_UINT: two fields in a dword, no atomics
     with pytest.raises(ShaderFault, match="32-bit image atomic on format 8_24_UINT"):
         go(w, "image_atomic_add v0, v[8:9], s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_2D")
+
+
+def test_d16_stores_convert_the_f16_halves() -> None:
+    """D16 stores take f16 halves (low half first) and convert them by the same rules."""
+    w, mem = setup(tsharp(30, 4, 1))                             # 10_11_11_FLOAT
+    w.s[EXEC_LO] = 1
+    w.v[8:10, 0] = [1, 0]
+    w.v[0:2, 0] = [f16(1.0) | f16(0.1) << 16, f16(65504.0)]
+    go(w, "image_store v[0:1], v[8:9], s[0:7] dmask:0x7 dim:SQ_RSRC_IMG_2D d16")
+    h = [struct.unpack("<e", struct.pack("<H", f16(v)))[0] for v in (1.0, 0.1, 65504.0)]
+    want = (ufloat_encode(h[0], 11, "even") | ufloat_encode(h[1], 11, "even") << 11
+            | ufloat_encode(h[2], 10, "even") << 22)
+    assert struct.unpack("<I", mem.read(BASE + 4, 4))[0] == want
+    w.s[0:8] = tsharp(66, 4, 1)                                  # 8_8_8_8_SRGB
+    w.v[0:2, 0] = [f16(0.5) | f16(0.0) << 16, f16(1.0) | f16(0.5) << 16]
+    go(w, "image_store v[0:1], v[8:9], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D d16")
+    assert list(mem.read(BASE + 4, 4)) == [188, 0, 255, 128]
+    w.s[0:8] = tsharp(67, 4, 1)                                  # 5_9_9_9_FLOAT
+    w.v[0:2, 0] = [f16(1.0) | f16(0.5) << 16, f16(0.25)]
+    go(w, "image_store v[0:1], v[8:9], s[0:7] dmask:0x7 dim:SQ_RSRC_IMG_2D d16")
+    assert struct.unpack("<I", mem.read(BASE + 4, 4))[0] == rgb9e5_encode([1.0, 0.5, 0.25])
