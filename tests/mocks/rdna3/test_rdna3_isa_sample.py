@@ -220,6 +220,10 @@ def ref_level(t: Tex, s: Samp, lv: int, c: list[Fraction], layer: int, offs: tup
         (x0, _), (x1, _) = taps[0]
         (y0, _), (y1, _) = taps[1]
         return tuple(texel([x, y])[gather if zref is None else 0] for x, y in ((x0, y1), (x1, y1), (x1, y0), (x0, y0)))
+    if s.mode:      # MIN/MAX reduction: per component over the footprint's texels of non-zero weight (Vulkan)
+        vals = [texel([i for i, _ in combo]) for combo in _product(taps) if math.prod(w for _, w in combo) != 0]
+        pick = min if s.mode == 1 else max
+        return tuple(pick(v[k] for v in vals) for k in range(4))
     out = [Fraction(0)] * 4
     for combo in _product(taps):
         wgt = Fraction(1)
@@ -291,7 +295,10 @@ def ref(t: Tex, s: Samp, flags: set[str], coords: list[float], *, lod: float | N
     if frac:
         b = ref_level(t, s, l0 + 1, c, layer, offs, linear, unnorm, zr, gather, sub)
         fr = Fraction(frac)
-        a = tuple(p * (1 - fr) + q * fr for p, q in zip(a, b, strict=True))
+        if s.mode and gather is None:         # MIN/MAX: the two levels (both of non-zero weight) reduced too
+            a = tuple((min if s.mode == 1 else max)(p, q) for p, q in zip(a, b, strict=True))
+        else:
+            a = tuple(p * (1 - fr) + q * fr for p, q in zip(a, b, strict=True))
     return a
 
 
@@ -626,8 +633,10 @@ def test_exec_masks_lanes() -> None:
      Unimplemented, "half-border"),
     (Samp(clamp=(6, 0, 0), border=3), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf "
      "dim:SQ_RSRC_IMG_2D", Unimplemented, "border colour table"),
-    (Samp(mode=1), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D", Unimplemented,
-     "FILTER_MODE"),
+    (Samp(mode=3), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D", Unimplemented,
+     "FILTER_MODE 3"),
+    (Samp(mode=1), "image_sample_c_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D", Unimplemented,
+     "depth compare with the S# FILTER_MODE"),
     (Samp(), "image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE", Unimplemented,
      "DIM CUBE"),
     (Samp(), "image_sample_lz v[0:3], v4, s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_1D", Unimplemented, "TYPE"),
@@ -1002,3 +1011,63 @@ def test_cube_maps_sample_their_faces(wrap: int) -> None:
         put(w, 4, [1.0 + 1 / 64] * 32)                   # the footprint reaches the face to the left
         with pytest.raises(Unimplemented, match="face edge"):
             run(asm("image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE"), w)
+
+
+# ---- MIN/MAX reduction (S# FILTER_MODE 1 / 2) -------------------------------------------------------------------
+# Vulkan (VkSamplerReductionMode, "Texel Filtering"): MIN/MAX take "the component-wise minimum or maximum ... of
+# the components of the set of texels with non-zero weights" within a level, and for linear mip filtering the same
+# of the two levels' values with non-zero weights. ref_level/ref above restate it; a texel centre hit exactly
+# gives its neighbours weight 0, so they drop out.
+
+@pytest.mark.parametrize("mode", [1, 2])
+@pytest.mark.parametrize("clamp", [0, 1, 2, 6])
+def test_min_max_reduction_over_the_bilinear_footprint(mode: int, clamp: int) -> None:
+    t = make_tex("2D", 4, 4, seed=101)
+    s = Samp(clamp=(clamp, clamp, 0), mag=1, minf=1, mode=mode, border=2)
+    w, _ = setup(t, s)
+    xs = [Fraction(2 * (k % 7) - 3, 8) if k % 3 == 0 else COORDS[k] for k in range(32)]   # centres: weight 0
+    ys = [Fraction(2 * (k % 5) + 1, 8) if k % 4 == 1 else Fraction(k * 13 % 96 - 30, 32) for k in range(32)]
+    put(w, 4, [float(x) for x in xs])
+    put(w, 5, [float(y) for y in ys])
+    run(asm("image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)
+    want = [bits(ref(t, s, {"lz"}, [xs[k], ys[k]])) for k in range(32)]
+    assert got(w, 0, 4, 32) == want
+    blend = Samp(clamp=(clamp, clamp, 0), mag=1, minf=1, border=2)
+    assert want != [bits(ref(t, blend, {"lz"}, [xs[k], ys[k]])) for k in range(32)]
+
+
+@pytest.mark.parametrize("mode", [1, 2])
+def test_min_max_reduction_across_mip_levels_and_in_3d(mode: int) -> None:
+    t = make_tex("2D", 8, 8, levels=4, seed=103)
+    s = Samp(clamp=(1, 1, 0), mag=1, minf=1, mip=2, mode=mode)
+    w, _ = setup(t, s)
+    lods = [-1, 0, 0.25, 0.5, 1, 1.75, 2.5, 3] * 4
+    xs, ys = COORDS, [Fraction(k * 7 % 40, 16) for k in range(32)]
+    put(w, 4, [float(x) for x in xs])
+    put(w, 5, [float(y) for y in ys])
+    put(w, 6, lods)
+    run(asm("image_sample_l v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)
+    assert got(w, 0, 4, 32) == [bits(ref(t, s, {"l"}, [xs[k], ys[k]], lod=lods[k])) for k in range(32)]
+    t3 = make_tex("3D", 4, 4, 4, seed=107)
+    s3 = Samp(clamp=(2, 2, 2), mag=1, minf=1, mode=mode)
+    w, _ = setup(t3, s3)
+    zs = [Fraction(k * 5 % 32, 32) for k in range(32)]
+    put(w, 4, [float(x) for x in xs])
+    put(w, 5, [float(y) for y in ys])
+    put(w, 6, [float(z) for z in zs])
+    run(asm("image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_3D"), w)
+    assert got(w, 0, 4, 32) == [bits(ref(t3, s3, {"lz"}, [xs[k], ys[k], zs[k]])) for k in range(32)]
+
+
+def test_min_max_reduction_leaves_gather_and_point_sampling_alone() -> None:
+    t = make_tex("2D", 5, 4, fmt=42, seed=109)
+    s = Samp(clamp=(0, 1, 0), mode=2)
+    w, _ = setup(t, s)
+    xs, ys = COORDS, [Fraction(k * 9 % 80 - 10, 32) for k in range(32)]
+    put(w, 4, [float(x) for x in xs])
+    put(w, 5, [float(y) for y in ys])
+    run(asm("image_gather4_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0x2 dim:SQ_RSRC_IMG_2D"), w)
+    assert got(w, 0, 4, 32) == [bits(ref(t, Samp(clamp=(0, 1, 0)), {"lz"}, [xs[k], ys[k]], gather=1))
+                                for k in range(32)]
+    run(asm("image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)
+    assert got(w, 0, 4, 32) == [bits(ref(t, Samp(clamp=(0, 1, 0)), {"lz"}, [xs[k], ys[k]])) for k in range(32)]

@@ -225,6 +225,12 @@ def _compare(func: int, ref: np.ndarray, tex: np.ndarray) -> np.ndarray:
     return ops[func](ref, tex).astype(F64)
 
 
+def _reduce(mode: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """FILTER_MODE 1 (min) / 2 (max) of two texel values per component; a NaN (also a texel of weight 0) is dropped
+    unless both are NaN (IEEE minNum/maxNum: a choice)."""
+    return np.fmin(a, b) if mode == 1 else np.fmax(a, b)
+
+
 def _halves(bits: np.ndarray, half: int) -> np.ndarray:
     return ((bits >> U32(16 * half)) & U32(0xFFFF)).astype(np.uint16).view(np.float16).astype(F64)
 
@@ -292,8 +298,10 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
         s = parse_ssharp([w.s[ss + k] for k in range(4)])
         if s.mag_filter > 1 or s.min_filter > 1 or (s.max_aniso_ratio and kind != "lod"):
             raise bad("anisotropic filtering (S# XY filter 2/3 or MAX_ANISO_RATIO) is not modelled")
-        if s.filter_mode:
-            raise bad("the S# FILTER_MODE min/max reduction is not modelled")
+        if s.filter_mode == 3:
+            raise bad("S# FILTER_MODE 3 (only 0 blend, 1 min, 2 max are defined)")
+        if s.filter_mode and kind == "sample" and "c" in flags:
+            raise bad("a depth compare with the S# FILTER_MODE min/max reduction (the APIs forbid the pair)")
         if any(c in (4, 5) for c in s.clamp):
             raise bad("the half-border clamp modes (S# CLAMP_* 4, 5) are not modelled")
         if s.border_color_type == 3 and any(c in (6, 7) for c in s.clamp):
@@ -381,7 +389,9 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
             if nxt.any() and kind == "sample":
                 hi = _level(ctx, nxt, int(lv) + 1, base, linear, kind)
                 fr = frac[nxt][:, None]
-                part[nxt[sel]] = part[nxt[sel]] * (1 - fr) + hi * fr
+                lo = part[nxt[sel]]
+                # min/max: the two levels (both of weight > 0 here) reduced as the texels are (Vulkan's rule)
+                part[nxt[sel]] = _reduce(s.filter_mode, lo, hi) if s.filter_mode else lo * (1 - fr) + hi * fr
             res[sel] = part
         _write(w, lanes, res, 0xF if kind == "gather" else dmask, vdata, d16, nregs, as_int and ref is None)
         if tfe:                      # the status VGPR after the data: 0, no fetch fails (as image.py)
@@ -455,6 +465,14 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
                 rgba, _ = texel(ch)
                 out[:, j] = rgba[:, comp] if ref is None else rgba[:, 0]
             return out
+        if s.filter_mode:               # MIN/MAX: the texels of weight > 0, reduced per component
+            red: np.ndarray | None = None
+            for ch in np.ndindex(*([2] * nsp)):
+                rgba, wt = texel(tuple(int(c) for c in ch))
+                rgba = np.where((wt > 0)[:, None], rgba, np.nan)
+                red = rgba if red is None else _reduce(s.filter_mode, red, rgba)
+            assert red is not None
+            return red
         out = np.zeros((n, 4))
         for ch in np.ndindex(*([2] * nsp)):
             rgba, wt = texel(tuple(int(c) for c in ch))
