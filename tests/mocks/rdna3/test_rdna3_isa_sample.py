@@ -24,7 +24,7 @@ import pytest
 from rdna3isa import asm, f16, f32, from32, round_float, run, wave
 
 from tinyhw.formats.amdisa import decode_at
-from tinyhw.mocks.rdna3 import FlatMemory, ShaderFault, Unimplemented
+from tinyhw.mocks.rdna3 import FlatMemory, ShaderFault, Unimplemented, sampler
 
 pytestmark = pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="llvm-mc-19 is not installed")
 M32 = (1 << 32) - 1
@@ -988,7 +988,7 @@ def _as_array(t: Tex) -> Tex:
 def test_cube_maps_sample_their_faces(wrap: int) -> None:
     """Face coordinates as Mesa prepares them (sc / |ma| + 1.5, so 1..2 across a face), the face (+ 8 x cube) in
     the third address; DISABLE_CUBE_WRAP applies the S# clamp modes per face, else a footprint across an edge
-    (seamless filtering) stops the dispatch."""
+    (seamless filtering: its own tests below)."""
     t = make_tex("CUBE", 4, 4, slices=12, seed=97)          # two cubes
     s = Samp(clamp=(1, 2, 0), mag=1, minf=1)
     w, _ = setup(t, s)
@@ -1007,10 +1007,6 @@ def test_cube_maps_sample_their_faces(wrap: int) -> None:
     arr = _as_array(t)
     want = [bits(ref(arr, s, {"lz"}, [xs[k] - 1, ys[k] - 1, (k % 6) + 6 * (k // 16)])) for k in range(32)]
     assert got(w, 0, 4, 32) == want
-    if not wrap:
-        put(w, 4, [1.0 + 1 / 64] * 32)                   # the footprint reaches the face to the left
-        with pytest.raises(Unimplemented, match="face edge"):
-            run(asm("image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE"), w)
 
 
 # ---- MIN/MAX reduction (S# FILTER_MODE 1 / 2) -------------------------------------------------------------------
@@ -1071,3 +1067,143 @@ def test_min_max_reduction_leaves_gather_and_point_sampling_alone() -> None:
                                 for k in range(32)]
     run(asm("image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)
     assert got(w, 0, 4, 32) == [bits(ref(t, Samp(clamp=(0, 1, 0)), {"lz"}, [xs[k], ys[k]])) for k in range(32)]
+
+
+# ---- seamless cube maps (S# DISABLE_CUBE_WRAP 0) ------------------------------------------------------------------
+# Vulkan, "Cube Map Edge Handling": a texel beyond its face in only i or only j is "the adjacent texel from the
+# appropriate neighboring face"; beyond both (a corner) it "should be replaced by the average of the three values of
+# the adjacent texels in each incident face" (sampler.CUBE_CORNER "average"; "face" takes the face's own corner
+# texel); NEAREST filtering clamps to the face edge. The faces' axes restate the guide's V_CUBESC/V_CUBETC/V_CUBEMA
+# pseudocode (face: major axis vector, sc vector, tc vector). The model here places every texel centre of the cube
+# in 3D and finds a texel beyond an edge by turning the face plane's part beyond the edge by 90 degrees about that
+# edge onto the neighbouring face, then looking the point up among the centres.
+
+CUBE_AXES = {0: ((1, 0, 0), (0, 0, -1), (0, -1, 0)), 1: ((-1, 0, 0), (0, 0, 1), (0, -1, 0)),
+             2: ((0, 1, 0), (1, 0, 0), (0, 0, 1)), 3: ((0, -1, 0), (1, 0, 0), (0, 0, -1)),
+             4: ((0, 0, 1), (1, 0, 0), (0, -1, 0)), 5: ((0, 0, -1), (-1, 0, 0), (0, -1, 0))}
+
+
+def _centre(face: int, a: int, b: int, n: int) -> tuple[int, ...]:
+    """The 3D point n * ma + a * sc + b * tc (face plane coordinates a, b in units of half a texel)."""
+    ma, sc, tc = CUBE_AXES[face]
+    return tuple(n * ma[k] + a * sc[k] + b * tc[k] for k in range(3))
+
+
+def cube_texel(face: int, i: int, j: int, n: int) -> tuple[int, int, int] | None:
+    """(face, x, y) of texel (i, j) of ``face`` seen from that face; None for a corner (beyond both edges)."""
+    lookup = {_centre(f, 2 * x + 1 - n, 2 * y + 1 - n, n): (f, x, y)
+              for f in range(6) for x in range(n) for y in range(n)}
+    a, b = 2 * i + 1 - n, 2 * j + 1 - n
+    if abs(a) > n and abs(b) > n:
+        return None
+    if abs(a) <= n and abs(b) <= n:
+        return face, i, j
+    ma = CUBE_AXES[face][0]
+    on_edge = _centre(face, max(-n, min(n, a)), max(-n, min(n, b)), n)   # the point on the shared edge
+    beyond = max(abs(a), abs(b)) - n                                       # how far past it, turned down -ma
+    return lookup[tuple(on_edge[k] - beyond * ma[k] for k in range(3))]
+
+
+def test_cube_neighbours_are_the_known_edges() -> None:
+    n = 4
+    assert cube_texel(0, 4, 1, n) == (5, 0, 1)          # +X's right edge (-z side) meets -Z's left edge
+    assert cube_texel(0, -1, 2, n) == (4, 3, 2)         # +X's left edge meets +Z's right edge
+    assert cube_texel(0, 1, -1, n) == (2, 3, 2)         # +X's top edge (+y) meets +Y's right column, reversed
+    assert cube_texel(4, 1, 4, n) == (3, 1, 0)          # +Z's bottom edge meets -Y's top row
+    assert cube_texel(2, 0, -2, n) == (5, 3, 1)         # two texels beyond +Y's top (-z): -Z, one row in
+    for f in range(6):                                  # crossing an edge and back again is the identity
+        for i in range(n):
+            g, x, y = cube_texel(f, i, -1, n) or (0, 0, 0)
+            back = [cube_texel(g, x + dx, y + dy, n) for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1))]
+            assert (f, i, 0) in back
+
+
+def ref_cube_level(t: Tex, s: Samp, lv: int, cube: int, face: int, u: Fraction, v: Fraction, linear: bool,
+                   gather: int | None = None, wide: bool = False) -> tuple[Fraction, ...]:
+    """Seamless filtering (or gather) at level ``lv`` of face ``face`` of cube ``cube`` (face coordinates u, v in
+    [0, 1])."""
+    n = t.dims(lv)[0]
+    corner = sampler.CUBE_CORNER
+
+    def tex(i: int, j: int) -> tuple[Fraction, ...] | None:
+        if corner == "face" and cube_texel(face, i, j, n) is None:
+            i, j = min(max(i, 0), n - 1), min(max(j, 0), n - 1)
+        hit = cube_texel(face, i, j, n)
+        return None if hit is None else t.texels[6 * cube + hit[0]][lv][(hit[1], hit[2], 0)]
+
+    if wide:                                           # gather4h: columns floor(u - 3/2) + 0..3, the point row
+        row = min(max(math.floor(v * n), 0), n - 1)
+        vals = [tex(math.floor(u * n - Fraction(3, 2)) + c, row) for c in range(4)]
+        return tuple(x[gather or 0] for x in vals if x is not None)
+    if not linear:                                     # NEAREST: clamped to the face
+        return tex(min(max(math.floor(u * n), 0), n - 1), min(max(math.floor(v * n), 0), n - 1)) or ()
+    i0, j0 = math.floor(u * n - Fraction(1, 2)), math.floor(v * n - Fraction(1, 2))
+    a, b = u * n - Fraction(1, 2) - i0, v * n - Fraction(1, 2) - j0
+    found = {(di, dj): tex(i0 + di, j0 + dj) for di in (0, 1) for dj in (0, 1)}
+    quad: dict[tuple[int, int], tuple[Fraction, ...]] = {}
+    for key, val in found.items():                     # the corner: the mean of the other three
+        others = [x for k, x in found.items() if k != key and x is not None]
+        quad[key] = val if val is not None else tuple(sum(x[c] for x in others) / 3 for c in range(4))
+    if gather is not None:
+        return tuple(quad[k][gather] for k in ((0, 1), (1, 1), (1, 0), (0, 0)))
+    wts = {(0, 0): (1 - a) * (1 - b), (1, 0): a * (1 - b), (0, 1): (1 - a) * b, (1, 1): a * b}
+    if s.mode:                                         # MIN/MAX over the texels of non-zero weight
+        pick = min if s.mode == 1 else max
+        return tuple(pick(quad[k][c] for k in wts if wts[k]) for c in range(4))
+    return tuple(sum(wts[k] * quad[k][c] for k in wts) for c in range(4))
+
+
+CUBE_U = [Fraction(k * 11 % 33, 32) for k in range(32)]              # 0 .. 1 across the face, both edges
+CUBE_V = [Fraction(k * 7 % 33, 32) for k in range(32)]
+CUBE_FACE = [(k % 6, k // 16) for k in range(32)]                     # (face, cube)
+
+
+def _cube_wave(t: Tex, s: Samp) -> Any:
+    w, _ = setup(t, s)
+    put(w, 4, [float(1 + u) for u in CUBE_U])
+    put(w, 5, [float(1 + v) for v in CUBE_V])
+    put(w, 6, [float(f + 8 * c) for f, c in CUBE_FACE])
+    return w
+
+
+@pytest.mark.parametrize("corner", ["average", "face"])
+@pytest.mark.parametrize("linear", [0, 1])
+def test_seamless_cube_filtering_takes_the_adjacent_faces(corner: str, linear: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sampler, "CUBE_CORNER", corner)
+    t = make_tex("CUBE", 4, 4, slices=12, seed=113)
+    s = Samp(clamp=(6, 1, 0), mag=linear, minf=linear, border=2)   # clamp modes do not apply across edges
+    w = _cube_wave(t, s)
+    run(asm("image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE"), w)
+    want = [bits(ref_cube_level(t, s, 0, c, f, CUBE_U[k], CUBE_V[k], bool(linear))) for k, (f, c) in
+            enumerate(CUBE_FACE)]
+    assert got(w, 0, 4, 32) == want
+
+
+def test_seamless_cube_trilinear_min_max_and_gathers(monkeypatch: pytest.MonkeyPatch) -> None:
+    t = make_tex("CUBE", 4, 4, levels=3, slices=12, seed=127)
+    s = Samp(mag=1, minf=1, mip=2)
+    w = _cube_wave(t, s)
+    lods = [(k % 9) / 4 for k in range(32)]
+    put(w, 7, lods)
+    run(asm("image_sample_l v[0:3], v[4:7], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE"), w)
+    for k, (f, c) in enumerate(CUBE_FACE):
+        lv, fr = min(math.floor(lods[k]), 2), Fraction(lods[k]) - min(math.floor(lods[k]), 2)
+        a = ref_cube_level(t, s, lv, c, f, CUBE_U[k], CUBE_V[k], True)
+        if fr:
+            b = ref_cube_level(t, s, lv + 1, c, f, CUBE_U[k], CUBE_V[k], True)
+            a = tuple(p * (1 - fr) + q * fr for p, q in zip(a, b, strict=True))
+        assert got(w, 0, 4, 32)[k] == bits(a), k
+    s = Samp(mag=1, minf=1, mode=2)                    # MAX over a footprint across an edge (corner included)
+    w = _cube_wave(t, s)
+    run(asm("image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE"), w)
+    assert got(w, 0, 4, 32) == [bits(ref_cube_level(t, s, 0, c, f, CUBE_U[k], CUBE_V[k], True))
+                                for k, (f, c) in enumerate(CUBE_FACE)]
+    w = _cube_wave(t, Samp())
+    for comp in range(4):
+        run(asm(f"image_gather4_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:{1 << comp:#x} dim:SQ_RSRC_IMG_CUBE"), w)
+        assert got(w, 0, 4, 32) == [bits(ref_cube_level(t, Samp(), 0, c, f, CUBE_U[k], CUBE_V[k], True, comp))
+                                    for k, (f, c) in enumerate(CUBE_FACE)]
+    run(asm("image_gather4h v[0:3], v[4:6], s[0:7], s[8:11] dmask:0x4 dim:SQ_RSRC_IMG_CUBE"), w)
+    assert got(w, 0, 4, 32) == [bits(ref_cube_level(t, Samp(), 0, c, f, CUBE_U[k], CUBE_V[k], True, 2, wide=True))
+                                for k, (f, c) in enumerate(CUBE_FACE)]

@@ -225,6 +225,63 @@ def _compare(func: int, ref: np.ndarray, tex: np.ndarray) -> np.ndarray:
     return ops[func](ref, tex).astype(F64)
 
 
+# cube face -> ((major axis, sign), (sc axis, sign), (tc axis, sign)), axes x 0, y 1, z 2: the guide's V_CUBEID /
+# V_CUBESC / V_CUBETC / V_CUBEMA pseudocode (+X: sc -z, tc -y; -X: sc +z, tc -y; +Y: sc +x, tc +z; -Y: sc +x, tc -z;
+# +Z: sc +x, tc -y; -Z: sc -x, tc -y), which is also Vulkan's "Cube Map Face Selection" table
+_CUBE_FACES = {0: ((0, 1), (2, -1), (1, -1)), 1: ((0, -1), (2, 1), (1, -1)), 2: ((1, 1), (0, 1), (2, 1)),
+               3: ((1, -1), (0, 1), (2, -1)), 4: ((2, 1), (0, 1), (1, -1)), 5: ((2, -1), (0, -1), (1, -1))}
+#: The texel of a seamless cube-map footprint that lies beyond its face in both i and j (Vulkan, "Cube Map Corner
+#: Texel": it "should be replaced by the average of the three values of the adjacent texels in each incident face.
+#: However, implementations may replace the cube map corner texel by other methods"): "average" the mean of the
+#: footprint's other three texels (the three texels meeting at the cube's vertex), "face" the corner texel of the
+#: sampled face itself (the indexes clamped to the face). Which the hardware does is not known: a choice.
+CUBE_CORNER = "average"
+
+
+def _cube_texel(face: np.ndarray, i: np.ndarray, j: np.ndarray, n: int, bad: Bad
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(face, x, y, corner) of texel (i, j) of ``face`` (n x n texels) for seamless filtering: inside the face
+    itself; beyond one edge the texel of the adjacent face at the same distance from the shared edge (Vulkan, "Cube
+    Map Edge Texel"); beyond two (corner True) per :data:`CUBE_CORNER` (the caller averages "average" corners)."""
+    if CUBE_CORNER not in ("average", "face"):
+        raise bad(f"sampler.CUBE_CORNER {CUBE_CORNER!r} (average or face)")
+    sc, tc = 2 * i + 1 - n, 2 * j + 1 - n          # texel centres on the face [-n, n]^2, at distance n
+    out_s, out_t = np.abs(sc) > n, np.abs(tc) > n
+    corner = out_s & out_t
+    if CUBE_CORNER == "face":
+        sc, tc = np.where(corner, np.clip(sc, 1 - n, n - 1), sc), np.where(corner, np.clip(tc, 1 - n, n - 1), tc)
+        out_s, out_t = out_s & ~corner, out_t & ~corner
+    if (np.maximum(np.abs(sc), np.abs(tc)) >= 3 * n).any():
+        raise bad("a cube-map texel more than a face beyond its face (seamless filtering)")
+    p = np.zeros((len(face), 3), I64)             # the texel centre in 3D (x, y, z)
+    ax_s = np.zeros(len(face), I64)
+    ax_t = np.zeros(len(face), I64)
+    ax_m = np.zeros(len(face), I64)
+    for f, ((ma, ms), (sa, ss), (ta, ts)) in _CUBE_FACES.items():
+        m = face == f
+        p[m, ma] = ms * n
+        p[m, sa] = ss * sc[m]
+        p[m, ta] = ts * tc[m]
+        ax_m[m], ax_s[m], ax_t[m] = ma, sa, ta
+    rows = np.arange(len(face))
+    one = out_s ^ out_t                             # fold the part beyond the edge onto the adjacent face
+    ax_o = np.where(out_s, ax_s, ax_t)
+    v = p[rows, ax_o]
+    excess = np.abs(v) - n
+    p[rows, ax_o] = np.where(one, np.sign(v) * n, v)
+    p[rows, ax_m] = np.where(one, np.sign(p[rows, ax_m]) * (n - excess), p[rows, ax_m])
+    nface = np.where(one, 2 * ax_o + (v < 0), face).astype(I64)
+    x = np.zeros(len(face), I64)
+    y = np.zeros(len(face), I64)
+    for f, (_, (sa, ss), (ta, ts)) in _CUBE_FACES.items():
+        m = nface == f
+        x[m] = (ss * p[m, sa] + n - 1) // 2
+        y[m] = (ts * p[m, ta] + n - 1) // 2
+    x = np.where(corner & (CUBE_CORNER == "average"), 0, x)    # read something in range; the caller replaces it
+    y = np.where(corner & (CUBE_CORNER == "average"), 0, y)
+    return nface, x, y, corner if CUBE_CORNER == "average" else np.zeros(len(face), dtype=bool)
+
+
 def _reduce(mode: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """FILTER_MODE 1 (min) / 2 (max) of two texel values per component; a NaN (also a texel of weight 0) is dropped
     unless both are NaN (IEEE minNum/maxNum: a choice)."""
@@ -406,6 +463,9 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
         lin = linear[sel]
         # per spatial axis: the two (index, border, weight) taps (the second of weight 0 for point; gather4h: 4 / 1)
         axes: list[tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]] = []
+        raws: list[tuple[np.ndarray, ...]] = []        # seamless cube maps: the texel indexes before any clamp mode
+        if seamless and dims[0] != dims[1]:
+            raise bad(f"a cube map with {dims[0]}x{dims[1]} faces (faces must be square)")
         for k in range(nsp):
             u = coords[k][sel] * (1.0 if unorm else dims[k]) + offs[k][sel]
             zpoint = k == 2 and s.z_filter == 1
@@ -421,8 +481,9 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
                         raise bad(f"sampler.GATHER4H_ROW {GATHER4H_ROW!r} (point, y0 or y1)")
                     cols = [ip if GATHER4H_ROW == "point" else
                             np.floor(u - 0.5).astype(I64) + (GATHER4H_ROW == "y1")]
-                if seamless and any(((c < 0) | (c >= dims[k])).any() for c in cols):
-                    raise bad("a cube-map footprint across a face edge (seamless filtering; S# DISABLE_CUBE_WRAP 0)")
+                if seamless:            # the columns cross edges; the (point-sampled) row clamps to the face
+                    cols = [c if k == 0 else np.clip(c, 0, dims[k] - 1) for c in cols]
+                raws.append(tuple(cols))
                 axes.append(tuple((*_wrap(c, dims[k], s.clamp[k]), np.ones(n)) for c in cols))
                 continue
             ul = u - 0.5
@@ -432,15 +493,16 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
                 fr = np.rint(fr * (1 << SUBTEXEL_BITS)) / (1 << SUBTEXEL_BITS)
             i0 = np.where(lin_k, il, ip)
             wt = np.where(lin_k, fr, 0.0)
-            if seamless and ((i0 < 0) | (i0 + (wt > 0) >= dims[k])).any():
-                raise bad("a cube-map footprint across a face edge (seamless filtering; S# DISABLE_CUBE_WRAP 0)")
+            if seamless:                # point sampling clamps to the face (Vulkan: CLAMP_TO_EDGE for NEAREST)
+                i0 = np.where(lin_k, i0, np.clip(i0, 0, dims[k] - 1))
+                raws.append((i0, np.where(lin_k, i0 + 1, i0)))
             t0 = _wrap(i0, dims[k], s.clamp[k])
             t1 = _wrap(i0 + 1, dims[k], s.clamp[k])
             axes.append(((t0[0], t0[1], 1 - wt), (t1[0], t1[1], wt)))
         z = slice_[sel] if slice_ is not None else None
         zero = np.zeros(n, I64)
 
-        def texel(choice: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        def texel(choice: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             idx = [axes[k][choice[k]][0] for k in range(nsp)]
             bd = np.zeros(n, dtype=bool)
             wt = np.ones(n)
@@ -450,32 +512,47 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
             x = idx[0]
             y = idx[1] if nsp > 1 else zero
             zz = idx[2] if nsp > 2 else (z if z is not None else zero)
+            corner = np.zeros(n, dtype=bool)
+            if seamless:                # the texel of the adjacent face; a corner texel is CUBE_CORNER's
+                assert z is not None
+                face = np.mod(z, 6)
+                nf, x, y, corner = _cube_texel(face, raws[0][choice[0]], raws[1][choice[1]], dims[0], bad)
+                zz = z - face + nf
+                bd = np.zeros(n, dtype=bool)
             lvl = np.full(n, base + lv, I64)
             rgba = image.apply_dst_sel(t, image.read_texels(w.mem, t, x, y, zz, lvl))
             rgba = np.where(bd[:, None], border[None, :], rgba)
             if ref is not None:
                 c = _compare(s.compare_func, ref[sel], rgba[:, 0])
                 rgba = np.repeat(c[:, None], 4, axis=1)
-            return rgba, wt
+            return rgba, wt, corner
+
+        def footprint(choices: Sequence[tuple[int, ...]]) -> list[tuple[np.ndarray, np.ndarray]]:
+            """The texels (and weights) of ``choices``; a cube corner texel (CUBE_CORNER "average") becomes the
+            mean of the footprint's other three."""
+            got = [texel(ch) for ch in choices]
+            out = [(rgba, wt) for rgba, wt, _ in got]
+            for j, (rgba, wt, corner) in enumerate(got):
+                if corner.any():
+                    mean = sum(got[o][0] for o in range(len(got)) if o != j) / (len(got) - 1)
+                    out[j] = (np.where(corner[:, None], mean, rgba), wt)
+            return out
 
         if kind == "gather":
             out = np.zeros((n, 4))
             order = [(j,) + (0,) * (nsp - 1) for j in range(4)] if wide else ((0, 1), (1, 1), (1, 0), (0, 0))
-            for j, ch in enumerate(order):
-                rgba, _ = texel(ch)
+            for j, (rgba, _) in enumerate(footprint(order)):
                 out[:, j] = rgba[:, comp] if ref is None else rgba[:, 0]
             return out
         if s.filter_mode:               # MIN/MAX: the texels of weight > 0, reduced per component
             red: np.ndarray | None = None
-            for ch in np.ndindex(*([2] * nsp)):
-                rgba, wt = texel(tuple(int(c) for c in ch))
+            for rgba, wt in footprint([tuple(int(c) for c in ch) for ch in np.ndindex(*([2] * nsp))]):
                 rgba = np.where((wt > 0)[:, None], rgba, np.nan)
                 red = rgba if red is None else _reduce(s.filter_mode, red, rgba)
             assert red is not None
             return red
         out = np.zeros((n, 4))
-        for ch in np.ndindex(*([2] * nsp)):
-            rgba, wt = texel(tuple(int(c) for c in ch))
+        for rgba, wt in footprint([tuple(int(c) for c in ch) for ch in np.ndindex(*([2] * nsp))]):
             out += rgba * wt[:, None]
         return out
 
