@@ -76,15 +76,35 @@ filter weights are exact (float64) fractions by default, not the hardware's fixe
 addresses in f32 or fixed point); the compare result in all four components; the border colour after DST_SEL; the
 S# LOD_BIAS applied to ``_l`` too; unnormalised coordinates addressing the level sampled directly.
 
+**MIN/MAX reduction** (S# FILTER_MODE 1 min, 2 max; 0 blends, 3 is refused): as Vulkan's
+``VkSamplerReductionMode`` (VK_EXT_sampler_filter_minmax, D3D's MINIMUM_/MAXIMUM_ filters) defines it, "the
+component-wise minimum or maximum ... of the components of the set of texels with non-zero weights" of the
+footprint in a level (a texel of weight exactly 0, a sample on a texel centre's row or column, or a point-sampled
+axis's second tap, takes no part), and for linear mip filtering Vulkan's "Texel Filtering" applies the same to the
+two levels' values ("computing a component-wise minimum or maximum ... of the values with non-zero weights"): the
+levels are reduced, not blended. Border texels take part as texels. A NaN texel is dropped unless all are NaN (IEEE
+minNum/maxNum: a choice). Point sampling (one texel) is unchanged; gathers return the unfiltered texels and ignore
+the mode (a choice: the APIs define the reduction as part of filtering, which a gather does not do); a depth
+compare with MIN/MAX is refused (Vulkan forbids compareEnable with a MIN/MAX reduction, so no API defines it).
+
 Cube maps: the T#'s slices are the faces (6 per cube); the address holds face coordinates as the compiler prepares
 them from V_CUBESC/TC/MA/ID (sc / |ma| + 1.5, so 1..2 across a face: Mesa's ``ac_prepare_cube_coords``), then
 8 x cube + face; the model samples the face as a 2D slice (x - 1, y - 1 normalised). With the S#'s
-DISABLE_CUBE_WRAP the clamp modes apply per face; without it the hardware filters seamlessly across edges, which
-the model does not: a footprint leaving its face stops the dispatch.
+DISABLE_CUBE_WRAP the clamp modes apply per face. Without it (seamless filtering, Vulkan's "Cube Map Edge
+Handling") the clamp modes are ignored: point sampling clamps to the face edge (Vulkan: NEAREST uses CLAMP_TO_EDGE),
+and a bilinear, gather4 or gather4h footprint texel beyond one edge of its face is "the adjacent texel from the
+appropriate neighboring face": the face plane beyond the edge is folded by 90 degrees onto the neighbouring face
+(the face axes of the guide's V_CUBESC/V_CUBETC/V_CUBEMA pseudocode, :data:`_CUBE_FACES`), at the same distance
+from the shared edge. A texel beyond both edges (a corner) "should be replaced by the average of the three values
+of the adjacent texels in each incident face. However, implementations may replace the cube map corner texel by
+other methods" (Vulkan): :data:`CUBE_CORNER` "average" (the default) takes the mean of the footprint's other three
+texels, "face" the sampled face's own corner texel; which the hardware does is not known (a choice). Faces must be
+square; a texel more than a face beyond its face (coordinates far outside 1..2) is refused.
 
-Refused (``Unimplemented``): anisotropic filters, the MIN/MAX filter modes, the half-border clamp modes, the border
-colour table, seamless cube-map footprints across a face edge, unnormalised cube coordinates, MSAA images, integer
-images filtered or compared, and LWE.
+Refused (``Unimplemented``): anisotropic filters (the hardware's anisotropic footprint, its sample count and
+placement, is not published: the guide gives only the S# fields), FILTER_MODE 3 and MIN/MAX with a depth compare,
+the half-border clamp modes, the border colour table, unnormalised cube coordinates, MSAA images, integer images
+filtered or compared, and LWE.
 """
 
 from __future__ import annotations
@@ -98,7 +118,7 @@ import numpy as np
 from tinyhw.mocks.rdna3 import image
 from tinyhw.mocks.rdna3.state import ShaderFault, Wave
 
-__all__ = ["COMPILERS", "GATHER4H_ROW", "GATHER4H_X_SHIFT", "SUBTEXEL_BITS", "Ssharp", "parse_ssharp"]
+__all__ = ["COMPILERS", "CUBE_CORNER", "GATHER4H_ROW", "GATHER4H_X_SHIFT", "SUBTEXEL_BITS", "Ssharp", "parse_ssharp"]
 
 Fn = Callable[[Wave], Any]
 Bad = Callable[[str], Exception]
