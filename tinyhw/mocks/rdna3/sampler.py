@@ -567,8 +567,8 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
         if s.filter_mode:               # MIN/MAX: the texels of weight > 0, reduced per component
             red: np.ndarray | None = None
             for rgba, wt in footprint([tuple(int(c) for c in ch) for ch in np.ndindex(*([2] * nsp))]):
-                rgba = np.where((wt > 0)[:, None], rgba, np.nan)
-                red = rgba if red is None else _reduce(s.filter_mode, red, rgba)
+                kept = np.where((wt > 0)[:, None], rgba, np.nan)
+                red = kept if red is None else _reduce(s.filter_mode, red, kept)
             assert red is not None
             return red
         out = np.zeros((n, 4))
