@@ -20,7 +20,6 @@ from rdna3isa import asm, f16, round_float, run
 from tests.mocks.rdna3.test_rdna3_isa_sample import (
     BORDERS,
     COORDS,
-    EXEC_LO,
     QBASE,
     QSTEPS,
     Samp,
@@ -32,6 +31,7 @@ from tests.mocks.rdna3.test_rdna3_isa_sample import (
     got,
     make_tex,
     put,
+    ref_cube_level,
     ref_lod,
     rne,
     setup,
@@ -203,7 +203,8 @@ def test_several_dmask_bits_and_a_3d_image_are_refused() -> None:
 @pytest.mark.parametrize("wrap", [0, 1])
 def test_cube_faces_and_the_seamless_edge(wrap: int) -> None:
     """A cube face is gathered as a 2D slice (face coordinates 1..2); with DISABLE_CUBE_WRAP the S# clamp modes apply
-    per face, without it a footprint that leaves its face (seamless filtering) stops the dispatch."""
+    per face; without it (seamless filtering) a column beyond the edge is the adjacent face's (as
+    ``test_rdna3_isa_sample.ref_cube_level`` restates Vulkan's cube-map edge rule)."""
     t = make_tex("CUBE", 8, 8, slices=6, seed=97)
     s = Samp(clamp=(1, 2, 0))
     w, _ = setup(t, s)
@@ -218,8 +219,8 @@ def test_cube_faces_and_the_seamless_edge(wrap: int) -> None:
     run(asm(text), w)
     arr = _as_array(t)
     assert got(w, 0, 4, 32) == [bits(ref4h(arr, s, [xs[k] - 1, ys[k] - 1], 0, layer=k % 6)) for k in range(32)]
-    if not wrap:
-        put(w, 4, [1.0 + 10 / 64] * 32)                      # u = 1.25 texels: the first column is -1
-        w.s[EXEC_LO] = 1
-        with pytest.raises(Unimplemented, match="face edge"):
-            run(asm(text), w)
+    if not wrap:                                             # seamless: the columns beyond the edge come from
+        put(w, 4, [1.0 + 10 / 64] * 32)                      # the adjacent face (u = 1.25 texels: column -1)
+        run(asm(text), w)
+        assert got(w, 0, 4, 32) == [bits(ref_cube_level(t, s, 0, 0, k % 6, Fraction(10, 64), ys[k] - 1, True, 0,
+                                                         wide=True)) for k in range(32)]
