@@ -48,12 +48,17 @@ def ref4h(t: Tex, s: Samp, coords: list[Fraction], comp: int, *, lv: int = 0, la
     """The four texels' component ``comp``, left to right: columns floor(u - shift) + 0..3, the row by ``row``."""
     w, h, _d = t.dims(t.base_level + lv)
     u = coords[0] * w
+    if s.clamp[0] == 4:                             # CLAMP_HALF_BORDER (GL's CLAMP): u clamped to [0, w]
+        u = min(max(u, Fraction(0)), Fraction(w))
     first = math.floor(u - shift)
     y = 0
     if t.kind.startswith("2D"):
         v = coords[1] * h
+        if s.clamp[1] == 4:
+            v = min(max(v, Fraction(0)), Fraction(h))
         if row == "point":
             y = math.floor(v if s.trunc else Fraction(rne(v * 64), 64))
+            y = min(y, h - 1) if s.clamp[1] == 4 else y
         else:
             y = math.floor(v - Fraction(1, 2)) + (row == "y1")
     out = []
@@ -81,7 +86,8 @@ def test_dmask_selects_each_component_of_the_4x1_footprint(comp: int) -> None:
 
 
 @pytest.mark.parametrize(("clamp", "border"), [((0, 0, 0), 0), ((1, 1, 0), 0), ((2, 2, 0), 0), ((3, 3, 0), 0),
-                                               ((6, 6, 0), 1), ((6, 2, 0), 2), ((7, 7, 0), 2), ((1, 2, 0), 0)])
+                                               ((6, 6, 0), 1), ((6, 2, 0), 2), ((7, 7, 0), 2), ((1, 2, 0), 0),
+                                               ((4, 4, 0), 2), ((4, 0, 0), 1)])
 def test_each_address_mode_at_the_edges(clamp: tuple[int, int, int], border: int) -> None:
     """Coordinates from -1.25 to 3.66 widths on a 3-texel-wide image: the footprint leaves the image on both sides
     (and by more than one image width), each texel through the mode on its own."""

@@ -172,7 +172,7 @@ def wrap(i: int, n: int, mode: int) -> int | None:
         return min(max(i, 0), n - 1)
     if mode == 3:
         return min(-1 - i if i < 0 else i, n - 1)
-    if mode == 6:
+    if mode in (4, 6):                                  # 4: after the coordinate clamp of ref_level
         return i if 0 <= i < n else None
     j = -1 - i if i < 0 else i                          # 7
     return j if j < n else None
@@ -193,6 +193,9 @@ def ref_level(t: Tex, s: Samp, lv: int, c: list[Fraction], layer: int, offs: tup
     taps = []
     for k, ck in enumerate(c):
         u = (ck if unnorm else ck * dims[k]) + offs[k]
+        half = s.clamp[k] == 4              # CLAMP_HALF_BORDER = GL's CLAMP: the coordinate clamped to [0, 1], so a
+        if half:                            # linear footprint straddles the edge, half texel, half border
+            u = min(max(u, Fraction(0)), Fraction(dims[k]))
         lin = linear and not (k == 2 and s.zf == 1)
         if gather is not None or lin:
             i0 = math.floor(u - Fraction(1, 2))
@@ -203,7 +206,7 @@ def ref_level(t: Tex, s: Samp, lv: int, c: list[Fraction], layer: int, offs: tup
         else:
             if not s.trunc:
                 u = Fraction(rne(u * 64), 64)
-            taps.append([(math.floor(u), Fraction(1))])
+            taps.append([(min(math.floor(u), dims[k] - 1) if half else math.floor(u), Fraction(1))])
 
     def texel(idx: list[int]) -> tuple[Fraction, ...]:
         w = [wrap(i, dims[k], s.clamp[k]) for k, i in enumerate(idx)]
@@ -346,8 +349,8 @@ def test_the_decoder_gives_mimg_fields_and_nsa_addresses() -> None:
         (10, 4, 100, 0xB, 0, 1, 0, 1, 1)
 
 
-@pytest.mark.parametrize(("mode", "border"), [(m, b) for b in (0, 1, 2) for m in (0, 1, 2, 3, 6, 7)
-                                              if not b or m in (6, 7)])   # the colour matters in the border modes
+@pytest.mark.parametrize(("mode", "border"), [(m, b) for b in (0, 1, 2) for m in (0, 1, 2, 3, 4, 6, 7)
+                                              if not b or m in (4, 6, 7)])   # the colour matters in the border modes
 def test_nearest_2d_each_address_mode(mode: int, border: int) -> None:
     t = make_tex("2D", 5, 3)
     s = Samp(clamp=(mode, mode, 0), border=border)
@@ -362,7 +365,7 @@ def test_nearest_2d_each_address_mode(mode: int, border: int) -> None:
         assert got(w, 0, 4, 32)[lane] == want, (lane, xs[lane], ys[lane])
 
 
-@pytest.mark.parametrize("mode", [0, 1, 2, 3, 6, 7])
+@pytest.mark.parametrize("mode", [0, 1, 2, 3, 4, 6, 7])
 def test_bilinear_2d_each_address_mode(mode: int) -> None:
     t = make_tex("2D", 4, 6, seed=3)
     s = Samp(clamp=(mode, mode, 0), mag=1, minf=1, border=2)
@@ -629,8 +632,10 @@ def test_exec_masks_lanes() -> None:
 @pytest.mark.parametrize(("samp", "text", "exc", "msg"), [
     (Samp(mag=2), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D", Unimplemented,
      "anisotropic"),
-    (Samp(clamp=(4, 0, 0)), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D",
-     Unimplemented, "half-border"),
+    (Samp(clamp=(5, 0, 0)), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D",
+     Unimplemented, "MIRROR_ONCE_HALF_BORDER"),
+    (Samp(clamp=(4, 0, 0), border=3), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf "
+     "dim:SQ_RSRC_IMG_2D", Unimplemented, "border colour table"),
     (Samp(clamp=(6, 0, 0), border=3), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf "
      "dim:SQ_RSRC_IMG_2D", Unimplemented, "border colour table"),
     (Samp(mode=3), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D", Unimplemented,

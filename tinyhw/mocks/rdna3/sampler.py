@@ -228,7 +228,7 @@ def _wrap(i: np.ndarray, size: int, mode: int) -> tuple[np.ndarray, np.ndarray]:
         j = np.clip(i, 0, size - 1)
     elif mode == 3:
         j = np.clip(np.where(i < 0, -1 - i, i), 0, size - 1)
-    elif mode == 6:
+    elif mode in (4, 6):                    # 4: the taps outside of a coordinate clamped to [0, size] (_level)
         border = (i < 0) | (i >= size)
         j = np.clip(i, 0, size - 1)
     else:                                   # 7: mirror once, then the border
@@ -379,9 +379,9 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
             raise bad("S# FILTER_MODE 3 (only 0 blend, 1 min, 2 max are defined)")
         if s.filter_mode and kind == "sample" and "c" in flags:
             raise bad("a depth compare with the S# FILTER_MODE min/max reduction (the APIs forbid the pair)")
-        if any(c in (4, 5) for c in s.clamp):
-            raise bad("the half-border clamp modes (S# CLAMP_* 4, 5) are not modelled")
-        if s.border_color_type == 3 and any(c in (6, 7) for c in s.clamp):
+        if 5 in s.clamp:
+            raise bad("the half-border clamp mode MIRROR_ONCE_HALF_BORDER (S# CLAMP_* 5) is not modelled")
+        if s.border_color_type == 3 and any(c in (4, 6, 7) for c in s.clamp):
             raise bad("the border colour table (S# BORDER_COLOR_TYPE 3) is not modelled")
         a = addr(w, lanes)
         unorm = unorm_inst or s.force_unnormalized
@@ -488,10 +488,15 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
             raise bad(f"a cube map with {dims[0]}x{dims[1]} faces (faces must be square)")
         for k in range(nsp):
             u = coords[k][sel] * (1.0 if unorm else dims[k]) + offs[k][sel]
+            half = s.clamp[k] == 4 and not seamless     # CLAMP_HALF_BORDER: GL's CLAMP, u clamped to the image
+            if half:
+                u = np.clip(u, 0.0, float(dims[k]))
             zpoint = k == 2 and s.z_filter == 1
             lin_k = lin & (not zpoint) if kind == "sample" else np.ones(n, dtype=bool)
             up = u if s.trunc_coord else np.rint(u * 64) / 64
             ip = np.floor(up).astype(I64)
+            if half:                                    # point sampling at the far edge: the last texel (GL)
+                ip = np.minimum(ip, dims[k] - 1)
             if wide:                            # gather4h: four columns, one row (GATHER4H_X_SHIFT, GATHER4H_ROW)
                 if k == 0:
                     first = np.floor(u - GATHER4H_X_SHIFT).astype(I64)
