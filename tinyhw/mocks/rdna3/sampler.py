@@ -15,6 +15,14 @@ word 0 CLAMP_X 2:0, CLAMP_Y 5:3, CLAMP_Z 8:6, MAX_ANISO_RATIO 11:9, DEPTH_COMPAR
 ``BORDER_COLOR_PTR_GFX11``; the model keeps bits 11:0 but never uses them: the border colour table is refused).
 Clamp modes: 0 wrap, 1 mirror, 2 clamp to the last texel, 3 mirror once then clamp to the last texel, 4 clamp half
 way to the border, 5 mirror once half way to the border, 6 clamp to the border, 7 mirror once to the border.
+Mode 4 (SQ_TEX_CLAMP_HALF_BORDER) is OpenGL's CLAMP wrap mode: Mesa's radeonsi, r600 and freedreno drivers program
+it for PIPE_TEX_WRAP_CLAMP (GL_CLAMP) and PAL names it ClampHalfBorder; GL's CLAMP limits the texture coordinate
+"to exactly the range [0,1]", so that at the edge "the texture sampling filter straddles the edge of the texture
+image, taking 1/2 its sample values from within the texture image, and the other 1/2 from the texture border"
+(ARB_texture_border_clamp's overview). The model clamps each axis's texel coordinate (after the ``_o`` offset: a
+choice) to [0, size]; a bilinear tap outside the image is the border colour, point sampling at size takes the last
+texel (GL's NEAREST rule for s = 1). Mode 5 (MIRROR_ONCE_HALF_BORDER, which the drivers program for GL's
+MIRROR_CLAMP_EXT) stays refused: no definition of its texel indexes near the mirror axis was found.
 Compare functions: 0 never, 1 less, 2 equal, 3 less-equal, 4 greater, 5 not-equal, 6 greater-equal, 7 always.
 XY filters: 0 point, 1 bilinear, 2/3 anisotropic; mip filter: 0 none, 1 point, 2 linear; border colour type: 0
 transparent black, 1 opaque black, 2 opaque white, 3 from the border colour table (a register).
@@ -103,7 +111,7 @@ square; a texel more than a face beyond its face (coordinates far outside 1..2) 
 
 Refused (``Unimplemented``): anisotropic filters (the hardware's anisotropic footprint, its sample count and
 placement, is not published: the guide gives only the S# fields), FILTER_MODE 3 and MIN/MAX with a depth compare,
-the half-border clamp modes, the border colour table, unnormalised cube coordinates, MSAA images, integer images
+the MIRROR_ONCE_HALF_BORDER clamp mode (5), the border colour table, unnormalised cube coordinates, MSAA images, integer images
 filtered or compared, and LWE.
 """
 
