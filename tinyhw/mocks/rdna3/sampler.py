@@ -111,8 +111,8 @@ square; a texel more than a face beyond its face (coordinates far outside 1..2) 
 
 Refused (``Unimplemented``): anisotropic filters (the hardware's anisotropic footprint, its sample count and
 placement, is not published: the guide gives only the S# fields), FILTER_MODE 3 and MIN/MAX with a depth compare,
-the MIRROR_ONCE_HALF_BORDER clamp mode (5), the border colour table, unnormalised cube coordinates, MSAA images, integer images
-filtered or compared, and LWE.
+the MIRROR_ONCE_HALF_BORDER clamp mode (5), the border colour table, unnormalised cube coordinates, MSAA images,
+integer images filtered or compared, and LWE.
 """
 
 from __future__ import annotations
