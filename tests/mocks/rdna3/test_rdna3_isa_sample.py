@@ -1129,8 +1129,10 @@ def ref_cube_level(t: Tex, s: Samp, lv: int, cube: int, face: int, u: Fraction, 
     [0, 1])."""
     n = t.dims(lv)[0]
     corner = sampler.CUBE_CORNER
+    u, v = min(max(u, Fraction(0)), Fraction(1)), min(max(v, Fraction(0)), Fraction(1))   # the face (a choice)
 
     def tex(i: int, j: int) -> tuple[Fraction, ...] | None:
+        i, j = min(max(i, -n), 2 * n - 1), min(max(j, -n), 2 * n - 1)     # at most a face beyond (the choice)
         if corner == "face" and cube_texel(face, i, j, n) is None:
             i, j = min(max(i, 0), n - 1), min(max(j, 0), n - 1)
         hit = cube_texel(face, i, j, n)
@@ -1212,3 +1214,34 @@ def test_seamless_cube_trilinear_min_max_and_gathers(monkeypatch: pytest.MonkeyP
     run(asm("image_gather4h v[0:3], v[4:6], s[0:7], s[8:11] dmask:0x4 dim:SQ_RSRC_IMG_CUBE"), w)
     assert got(w, 0, 4, 32) == [bits(ref_cube_level(t, Samp(), 0, c, f, CUBE_U[k], CUBE_V[k], True, 2, wide=True))
                                 for k, (f, c) in enumerate(CUBE_FACE)]
+
+
+def test_seamless_cube_depth_compare_and_wild_coordinates() -> None:
+    """The compare happens per texel before the corner mean (the footprint's texels are compared texels); NaN and
+    far-out face coordinates do not stop the wave."""
+    t = make_tex("CUBE", 4, 4, slices=12, seed=131)
+    s = Samp(mag=1, minf=1, compare=3)
+    w, _ = setup(t, s)
+    zs = [float(t.texels[k % 12][0][(k % 4, k // 4 % 4, 0)][0]) for k in range(32)]
+    put(w, 4, zs)
+    put(w, 5, [float(1 + u) for u in CUBE_U])
+    put(w, 6, [float(1 + v) for v in CUBE_V])
+    put(w, 7, [float(f + 8 * c) for f, c in CUBE_FACE])
+    run(asm("image_sample_c_lz v[0:3], v[4:7], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE"), w)
+    for k, (f, c) in enumerate(CUBE_FACE):
+        z = Fraction(zs[k])
+        cmp = Tex("CUBE", 4, 4, 1, 1, 12, 63, 0, [[{xy: (Fraction(int(z <= v[0])),) * 4 for xy, v in
+                                                      t.texels[sl][0].items()}] for sl in range(12)])
+        assert got(w, 0, 4, 32)[k] == bits(ref_cube_level(cmp, Samp(mag=1, minf=1), 0, c, f, CUBE_U[k], CUBE_V[k],
+                                                          True)), k
+    w, _ = setup(t, Samp(mag=1, minf=1))
+    xs = [math.nan, math.inf, -math.inf, 7.5, -3.0, 1.5, 2.0, 1.0, 5.0, -1.75, 1.5, 3.25] + [1.5] * 20
+    ys = [1.5, math.nan, 9.0, -5.0, 1.25, math.inf, 2.0, 1.0, 1.5, 1.5, -2.5, 4.0] + [1.5] * 20
+    put(w, 4, xs)
+    put(w, 5, ys)
+    put(w, 6, [float(k % 6) for k in range(32)])
+    run(asm("image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE"), w)
+    for k in range(32):
+        if math.isfinite(xs[k]) and math.isfinite(ys[k]):
+            want = ref_cube_level(t, Samp(), 0, 0, k % 6, Fraction(xs[k]) - 1, Fraction(ys[k]) - 1, True)
+            assert got(w, 0, 4, 32)[k] == bits(want), k

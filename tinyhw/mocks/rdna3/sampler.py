@@ -107,7 +107,8 @@ from the shared edge. A texel beyond both edges (a corner) "should be replaced b
 of the adjacent texels in each incident face. However, implementations may replace the cube map corner texel by
 other methods" (Vulkan): :data:`CUBE_CORNER` "average" (the default) takes the mean of the footprint's other three
 texels, "face" the sampled face's own corner texel; which the hardware does is not known (a choice). Faces must be
-square; a texel more than a face beyond its face (coordinates far outside 1..2) is refused.
+square; face coordinates outside 1..2 (which the compiler's V_CUBE* sequence does not produce) are clamped to the
+face, a NaN one to its low edge (a choice), so a footprint reaches at most one texel beyond the face.
 
 Refused (``Unimplemented``): anisotropic filters (the hardware's anisotropic footprint, its sample count and
 placement, is not published: the guide gives only the S# fields), FILTER_MODE 3 and MIN/MAX with a depth compare,
@@ -273,14 +274,14 @@ def _cube_texel(face: np.ndarray, i: np.ndarray, j: np.ndarray, n: int, bad: Bad
     Map Edge Texel"); beyond two (corner True) per :data:`CUBE_CORNER` (the caller averages "average" corners)."""
     if CUBE_CORNER not in ("average", "face"):
         raise bad(f"sampler.CUBE_CORNER {CUBE_CORNER!r} (average or face)")
+    # a backstop (the caller clamps the coordinates to the face): at most one face beyond
+    i, j = np.clip(i, -n, 2 * n - 1), np.clip(j, -n, 2 * n - 1)
     sc, tc = 2 * i + 1 - n, 2 * j + 1 - n          # texel centres on the face [-n, n]^2, at distance n
     out_s, out_t = np.abs(sc) > n, np.abs(tc) > n
     corner = out_s & out_t
     if CUBE_CORNER == "face":
         sc, tc = np.where(corner, np.clip(sc, 1 - n, n - 1), sc), np.where(corner, np.clip(tc, 1 - n, n - 1), tc)
         out_s, out_t = out_s & ~corner, out_t & ~corner
-    if (np.maximum(np.abs(sc), np.abs(tc)) >= 3 * n).any():
-        raise bad("a cube-map texel more than a face beyond its face (seamless filtering)")
     p = np.zeros((len(face), 3), I64)             # the texel centre in 3D (x, y, z)
     ax_s = np.zeros(len(face), I64)
     ax_t = np.zeros(len(face), I64)
@@ -499,6 +500,8 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
             half = s.clamp[k] == 4 and not seamless     # CLAMP_HALF_BORDER: GL's CLAMP, u clamped to the image
             if half:
                 u = np.clip(u, 0.0, float(dims[k]))
+            if seamless:        # the face: coordinates outside 1..2 (NaN: 0) are clamped to it (a choice)
+                u = np.clip(np.nan_to_num(u, nan=0.0), 0.0, float(dims[k]))
             zpoint = k == 2 and s.z_filter == 1
             lin_k = lin & (not zpoint) if kind == "sample" else np.ones(n, dtype=bool)
             up = u if s.trunc_coord else np.rint(u * 64) / 64
