@@ -20,7 +20,6 @@ from rdna3isa import asm, f16, round_float, run
 from tests.mocks.rdna3.test_rdna3_isa_sample import (
     BORDERS,
     COORDS,
-    EXEC_LO,
     QBASE,
     QSTEPS,
     Samp,
@@ -32,6 +31,7 @@ from tests.mocks.rdna3.test_rdna3_isa_sample import (
     got,
     make_tex,
     put,
+    ref_cube_level,
     ref_lod,
     rne,
     setup,
@@ -48,12 +48,17 @@ def ref4h(t: Tex, s: Samp, coords: list[Fraction], comp: int, *, lv: int = 0, la
     """The four texels' component ``comp``, left to right: columns floor(u - shift) + 0..3, the row by ``row``."""
     w, h, _d = t.dims(t.base_level + lv)
     u = coords[0] * w
+    if s.clamp[0] == 4:                             # CLAMP_HALF_BORDER (GL's CLAMP): u clamped to [0, w]
+        u = min(max(u, Fraction(0)), Fraction(w))
     first = math.floor(u - shift)
     y = 0
     if t.kind.startswith("2D"):
         v = coords[1] * h
+        if s.clamp[1] == 4:
+            v = min(max(v, Fraction(0)), Fraction(h))
         if row == "point":
             y = math.floor(v if s.trunc else Fraction(rne(v * 64), 64))
+            y = min(y, h - 1) if s.clamp[1] == 4 else y
         else:
             y = math.floor(v - Fraction(1, 2)) + (row == "y1")
     out = []
@@ -81,7 +86,8 @@ def test_dmask_selects_each_component_of_the_4x1_footprint(comp: int) -> None:
 
 
 @pytest.mark.parametrize(("clamp", "border"), [((0, 0, 0), 0), ((1, 1, 0), 0), ((2, 2, 0), 0), ((3, 3, 0), 0),
-                                               ((6, 6, 0), 1), ((6, 2, 0), 2), ((7, 7, 0), 2), ((1, 2, 0), 0)])
+                                               ((6, 6, 0), 1), ((6, 2, 0), 2), ((7, 7, 0), 2), ((1, 2, 0), 0),
+                                               ((4, 4, 0), 2), ((4, 0, 0), 1)])
 def test_each_address_mode_at_the_edges(clamp: tuple[int, int, int], border: int) -> None:
     """Coordinates from -1.25 to 3.66 widths on a 3-texel-wide image: the footprint leaves the image on both sides
     (and by more than one image width), each texel through the mode on its own."""
@@ -203,7 +209,8 @@ def test_several_dmask_bits_and_a_3d_image_are_refused() -> None:
 @pytest.mark.parametrize("wrap", [0, 1])
 def test_cube_faces_and_the_seamless_edge(wrap: int) -> None:
     """A cube face is gathered as a 2D slice (face coordinates 1..2); with DISABLE_CUBE_WRAP the S# clamp modes apply
-    per face, without it a footprint that leaves its face (seamless filtering) stops the dispatch."""
+    per face; without it (seamless filtering) a column beyond the edge is the adjacent face's (as
+    ``test_rdna3_isa_sample.ref_cube_level`` restates Vulkan's cube-map edge rule)."""
     t = make_tex("CUBE", 8, 8, slices=6, seed=97)
     s = Samp(clamp=(1, 2, 0))
     w, _ = setup(t, s)
@@ -218,8 +225,8 @@ def test_cube_faces_and_the_seamless_edge(wrap: int) -> None:
     run(asm(text), w)
     arr = _as_array(t)
     assert got(w, 0, 4, 32) == [bits(ref4h(arr, s, [xs[k] - 1, ys[k] - 1], 0, layer=k % 6)) for k in range(32)]
-    if not wrap:
-        put(w, 4, [1.0 + 10 / 64] * 32)                      # u = 1.25 texels: the first column is -1
-        w.s[EXEC_LO] = 1
-        with pytest.raises(Unimplemented, match="face edge"):
-            run(asm(text), w)
+    if not wrap:                                             # seamless: the columns beyond the edge come from
+        put(w, 4, [1.0 + 10 / 64] * 32)                      # the adjacent face (u = 1.25 texels: column -1)
+        run(asm(text), w)
+        assert got(w, 0, 4, 32) == [bits(ref_cube_level(t, s, 0, 0, k % 6, Fraction(10, 64), ys[k] - 1, True, 0,
+                                                         wide=True)) for k in range(32)]

@@ -24,7 +24,7 @@ import pytest
 from rdna3isa import asm, f16, f32, from32, round_float, run, wave
 
 from tinyhw.formats.amdisa import decode_at
-from tinyhw.mocks.rdna3 import FlatMemory, ShaderFault, Unimplemented
+from tinyhw.mocks.rdna3 import FlatMemory, ShaderFault, Unimplemented, sampler
 
 pytestmark = pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="llvm-mc-19 is not installed")
 M32 = (1 << 32) - 1
@@ -172,7 +172,7 @@ def wrap(i: int, n: int, mode: int) -> int | None:
         return min(max(i, 0), n - 1)
     if mode == 3:
         return min(-1 - i if i < 0 else i, n - 1)
-    if mode == 6:
+    if mode in (4, 6):                                  # 4: after the coordinate clamp of ref_level
         return i if 0 <= i < n else None
     j = -1 - i if i < 0 else i                          # 7
     return j if j < n else None
@@ -193,6 +193,9 @@ def ref_level(t: Tex, s: Samp, lv: int, c: list[Fraction], layer: int, offs: tup
     taps = []
     for k, ck in enumerate(c):
         u = (ck if unnorm else ck * dims[k]) + offs[k]
+        half = s.clamp[k] == 4              # CLAMP_HALF_BORDER = GL's CLAMP: the coordinate clamped to [0, 1], so a
+        if half:                            # linear footprint straddles the edge, half texel, half border
+            u = min(max(u, Fraction(0)), Fraction(dims[k]))
         lin = linear and not (k == 2 and s.zf == 1)
         if gather is not None or lin:
             i0 = math.floor(u - Fraction(1, 2))
@@ -203,7 +206,7 @@ def ref_level(t: Tex, s: Samp, lv: int, c: list[Fraction], layer: int, offs: tup
         else:
             if not s.trunc:
                 u = Fraction(rne(u * 64), 64)
-            taps.append([(math.floor(u), Fraction(1))])
+            taps.append([(min(math.floor(u), dims[k] - 1) if half else math.floor(u), Fraction(1))])
 
     def texel(idx: list[int]) -> tuple[Fraction, ...]:
         w = [wrap(i, dims[k], s.clamp[k]) for k, i in enumerate(idx)]
@@ -220,6 +223,10 @@ def ref_level(t: Tex, s: Samp, lv: int, c: list[Fraction], layer: int, offs: tup
         (x0, _), (x1, _) = taps[0]
         (y0, _), (y1, _) = taps[1]
         return tuple(texel([x, y])[gather if zref is None else 0] for x, y in ((x0, y1), (x1, y1), (x1, y0), (x0, y0)))
+    if s.mode:      # MIN/MAX reduction: per component over the footprint's texels of non-zero weight (Vulkan)
+        vals = [texel([i for i, _ in combo]) for combo in _product(taps) if math.prod(w for _, w in combo) != 0]
+        pick = min if s.mode == 1 else max
+        return tuple(pick(v[k] for v in vals) for k in range(4))
     out = [Fraction(0)] * 4
     for combo in _product(taps):
         wgt = Fraction(1)
@@ -291,7 +298,10 @@ def ref(t: Tex, s: Samp, flags: set[str], coords: list[float], *, lod: float | N
     if frac:
         b = ref_level(t, s, l0 + 1, c, layer, offs, linear, unnorm, zr, gather, sub)
         fr = Fraction(frac)
-        a = tuple(p * (1 - fr) + q * fr for p, q in zip(a, b, strict=True))
+        if s.mode and gather is None:         # MIN/MAX: the two levels (both of non-zero weight) reduced too
+            a = tuple((min if s.mode == 1 else max)(p, q) for p, q in zip(a, b, strict=True))
+        else:
+            a = tuple(p * (1 - fr) + q * fr for p, q in zip(a, b, strict=True))
     return a
 
 
@@ -339,8 +349,8 @@ def test_the_decoder_gives_mimg_fields_and_nsa_addresses() -> None:
         (10, 4, 100, 0xB, 0, 1, 0, 1, 1)
 
 
-@pytest.mark.parametrize(("mode", "border"), [(m, b) for b in (0, 1, 2) for m in (0, 1, 2, 3, 6, 7)
-                                              if not b or m in (6, 7)])   # the colour matters in the border modes
+@pytest.mark.parametrize(("mode", "border"), [(m, b) for b in (0, 1, 2) for m in (0, 1, 2, 3, 4, 6, 7)
+                                              if not b or m in (4, 6, 7)])   # the colour matters in the border modes
 def test_nearest_2d_each_address_mode(mode: int, border: int) -> None:
     t = make_tex("2D", 5, 3)
     s = Samp(clamp=(mode, mode, 0), border=border)
@@ -355,7 +365,7 @@ def test_nearest_2d_each_address_mode(mode: int, border: int) -> None:
         assert got(w, 0, 4, 32)[lane] == want, (lane, xs[lane], ys[lane])
 
 
-@pytest.mark.parametrize("mode", [0, 1, 2, 3, 6, 7])
+@pytest.mark.parametrize("mode", [0, 1, 2, 3, 4, 6, 7])
 def test_bilinear_2d_each_address_mode(mode: int) -> None:
     t = make_tex("2D", 4, 6, seed=3)
     s = Samp(clamp=(mode, mode, 0), mag=1, minf=1, border=2)
@@ -622,12 +632,16 @@ def test_exec_masks_lanes() -> None:
 @pytest.mark.parametrize(("samp", "text", "exc", "msg"), [
     (Samp(mag=2), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D", Unimplemented,
      "anisotropic"),
-    (Samp(clamp=(4, 0, 0)), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D",
-     Unimplemented, "half-border"),
+    (Samp(clamp=(5, 0, 0)), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D",
+     Unimplemented, "MIRROR_ONCE_HALF_BORDER"),
+    (Samp(clamp=(4, 0, 0), border=3), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf "
+     "dim:SQ_RSRC_IMG_2D", Unimplemented, "border colour table"),
     (Samp(clamp=(6, 0, 0), border=3), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf "
      "dim:SQ_RSRC_IMG_2D", Unimplemented, "border colour table"),
-    (Samp(mode=1), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D", Unimplemented,
-     "FILTER_MODE"),
+    (Samp(mode=3), "image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D", Unimplemented,
+     "FILTER_MODE 3"),
+    (Samp(mode=1), "image_sample_c_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D", Unimplemented,
+     "depth compare with the S# FILTER_MODE"),
     (Samp(), "image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE", Unimplemented,
      "DIM CUBE"),
     (Samp(), "image_sample_lz v[0:3], v4, s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_1D", Unimplemented, "TYPE"),
@@ -979,7 +993,7 @@ def _as_array(t: Tex) -> Tex:
 def test_cube_maps_sample_their_faces(wrap: int) -> None:
     """Face coordinates as Mesa prepares them (sc / |ma| + 1.5, so 1..2 across a face), the face (+ 8 x cube) in
     the third address; DISABLE_CUBE_WRAP applies the S# clamp modes per face, else a footprint across an edge
-    (seamless filtering) stops the dispatch."""
+    (seamless filtering: its own tests below)."""
     t = make_tex("CUBE", 4, 4, slices=12, seed=97)          # two cubes
     s = Samp(clamp=(1, 2, 0), mag=1, minf=1)
     w, _ = setup(t, s)
@@ -998,7 +1012,236 @@ def test_cube_maps_sample_their_faces(wrap: int) -> None:
     arr = _as_array(t)
     want = [bits(ref(arr, s, {"lz"}, [xs[k] - 1, ys[k] - 1, (k % 6) + 6 * (k // 16)])) for k in range(32)]
     assert got(w, 0, 4, 32) == want
-    if not wrap:
-        put(w, 4, [1.0 + 1 / 64] * 32)                   # the footprint reaches the face to the left
-        with pytest.raises(Unimplemented, match="face edge"):
-            run(asm("image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE"), w)
+
+
+# ---- MIN/MAX reduction (S# FILTER_MODE 1 / 2) -------------------------------------------------------------------
+# Vulkan (VkSamplerReductionMode, "Texel Filtering"): MIN/MAX take "the component-wise minimum or maximum ... of
+# the components of the set of texels with non-zero weights" within a level, and for linear mip filtering the same
+# of the two levels' values with non-zero weights. ref_level/ref above restate it; a texel centre hit exactly
+# gives its neighbours weight 0, so they drop out.
+
+@pytest.mark.parametrize("mode", [1, 2])
+@pytest.mark.parametrize("clamp", [0, 1, 2, 6])
+def test_min_max_reduction_over_the_bilinear_footprint(mode: int, clamp: int) -> None:
+    t = make_tex("2D", 4, 4, seed=101)
+    s = Samp(clamp=(clamp, clamp, 0), mag=1, minf=1, mode=mode, border=2)
+    w, _ = setup(t, s)
+    xs = [Fraction(2 * (k % 7) - 3, 8) if k % 3 == 0 else COORDS[k] for k in range(32)]   # centres: weight 0
+    ys = [Fraction(2 * (k % 5) + 1, 8) if k % 4 == 1 else Fraction(k * 13 % 96 - 30, 32) for k in range(32)]
+    put(w, 4, [float(x) for x in xs])
+    put(w, 5, [float(y) for y in ys])
+    run(asm("image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)
+    want = [bits(ref(t, s, {"lz"}, [xs[k], ys[k]])) for k in range(32)]
+    assert got(w, 0, 4, 32) == want
+    blend = Samp(clamp=(clamp, clamp, 0), mag=1, minf=1, border=2)
+    assert want != [bits(ref(t, blend, {"lz"}, [xs[k], ys[k]])) for k in range(32)]
+
+
+@pytest.mark.parametrize("mode", [1, 2])
+def test_min_max_reduction_across_mip_levels_and_in_3d(mode: int) -> None:
+    t = make_tex("2D", 8, 8, levels=4, seed=103)
+    s = Samp(clamp=(1, 1, 0), mag=1, minf=1, mip=2, mode=mode)
+    w, _ = setup(t, s)
+    lods = [-1, 0, 0.25, 0.5, 1, 1.75, 2.5, 3] * 4
+    xs, ys = COORDS, [Fraction(k * 7 % 40, 16) for k in range(32)]
+    put(w, 4, [float(x) for x in xs])
+    put(w, 5, [float(y) for y in ys])
+    put(w, 6, lods)
+    run(asm("image_sample_l v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)
+    assert got(w, 0, 4, 32) == [bits(ref(t, s, {"l"}, [xs[k], ys[k]], lod=lods[k])) for k in range(32)]
+    t3 = make_tex("3D", 4, 4, 4, seed=107)
+    s3 = Samp(clamp=(2, 2, 2), mag=1, minf=1, mode=mode)
+    w, _ = setup(t3, s3)
+    zs = [Fraction(k * 5 % 32, 32) for k in range(32)]
+    put(w, 4, [float(x) for x in xs])
+    put(w, 5, [float(y) for y in ys])
+    put(w, 6, [float(z) for z in zs])
+    run(asm("image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_3D"), w)
+    assert got(w, 0, 4, 32) == [bits(ref(t3, s3, {"lz"}, [xs[k], ys[k], zs[k]])) for k in range(32)]
+
+
+def test_min_max_reduction_leaves_gather_and_point_sampling_alone() -> None:
+    t = make_tex("2D", 5, 4, fmt=42, seed=109)
+    s = Samp(clamp=(0, 1, 0), mode=2)
+    w, _ = setup(t, s)
+    xs, ys = COORDS, [Fraction(k * 9 % 80 - 10, 32) for k in range(32)]
+    put(w, 4, [float(x) for x in xs])
+    put(w, 5, [float(y) for y in ys])
+    run(asm("image_gather4_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0x2 dim:SQ_RSRC_IMG_2D"), w)
+    assert got(w, 0, 4, 32) == [bits(ref(t, Samp(clamp=(0, 1, 0)), {"lz"}, [xs[k], ys[k]], gather=1))
+                                for k in range(32)]
+    run(asm("image_sample_lz v[0:3], v[4:5], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)
+    assert got(w, 0, 4, 32) == [bits(ref(t, Samp(clamp=(0, 1, 0)), {"lz"}, [xs[k], ys[k]])) for k in range(32)]
+
+
+# ---- seamless cube maps (S# DISABLE_CUBE_WRAP 0) ------------------------------------------------------------------
+# Vulkan, "Cube Map Edge Handling": a texel beyond its face in only i or only j is "the adjacent texel from the
+# appropriate neighboring face"; beyond both (a corner) it "should be replaced by the average of the three values of
+# the adjacent texels in each incident face" (sampler.CUBE_CORNER "average"; "face" takes the face's own corner
+# texel); NEAREST filtering clamps to the face edge. The faces' axes restate the guide's V_CUBESC/V_CUBETC/V_CUBEMA
+# pseudocode (face: major axis vector, sc vector, tc vector). The model here places every texel centre of the cube
+# in 3D and finds a texel beyond an edge by turning the face plane's part beyond the edge by 90 degrees about that
+# edge onto the neighbouring face, then looking the point up among the centres.
+
+CUBE_AXES = {0: ((1, 0, 0), (0, 0, -1), (0, -1, 0)), 1: ((-1, 0, 0), (0, 0, 1), (0, -1, 0)),
+             2: ((0, 1, 0), (1, 0, 0), (0, 0, 1)), 3: ((0, -1, 0), (1, 0, 0), (0, 0, -1)),
+             4: ((0, 0, 1), (1, 0, 0), (0, -1, 0)), 5: ((0, 0, -1), (-1, 0, 0), (0, -1, 0))}
+
+
+def _centre(face: int, a: int, b: int, n: int) -> tuple[int, ...]:
+    """The 3D point n * ma + a * sc + b * tc (face plane coordinates a, b in units of half a texel)."""
+    ma, sc, tc = CUBE_AXES[face]
+    return tuple(n * ma[k] + a * sc[k] + b * tc[k] for k in range(3))
+
+
+def cube_texel(face: int, i: int, j: int, n: int) -> tuple[int, int, int] | None:
+    """(face, x, y) of texel (i, j) of ``face`` seen from that face; None for a corner (beyond both edges)."""
+    lookup = {_centre(f, 2 * x + 1 - n, 2 * y + 1 - n, n): (f, x, y)
+              for f in range(6) for x in range(n) for y in range(n)}
+    a, b = 2 * i + 1 - n, 2 * j + 1 - n
+    if abs(a) > n and abs(b) > n:
+        return None
+    if abs(a) <= n and abs(b) <= n:
+        return face, i, j
+    ma = CUBE_AXES[face][0]
+    on_edge = _centre(face, max(-n, min(n, a)), max(-n, min(n, b)), n)   # the point on the shared edge
+    beyond = max(abs(a), abs(b)) - n                                       # how far past it, turned down -ma
+    return lookup[tuple(on_edge[k] - beyond * ma[k] for k in range(3))]
+
+
+def test_cube_neighbours_are_the_known_edges() -> None:
+    n = 4
+    assert cube_texel(0, 4, 1, n) == (5, 0, 1)          # +X's right edge (-z side) meets -Z's left edge
+    assert cube_texel(0, -1, 2, n) == (4, 3, 2)         # +X's left edge meets +Z's right edge
+    assert cube_texel(0, 1, -1, n) == (2, 3, 2)         # +X's top edge (+y) meets +Y's right column, reversed
+    assert cube_texel(4, 1, 4, n) == (3, 1, 0)          # +Z's bottom edge meets -Y's top row
+    assert cube_texel(2, 0, -2, n) == (5, 3, 1)         # two texels beyond +Y's top (-z): -Z, one row in
+    for f in range(6):                                  # crossing an edge and back again is the identity
+        for i in range(n):
+            g, x, y = cube_texel(f, i, -1, n) or (0, 0, 0)
+            back = [cube_texel(g, x + dx, y + dy, n) for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1))]
+            assert (f, i, 0) in back
+
+
+def ref_cube_level(t: Tex, s: Samp, lv: int, cube: int, face: int, u: Fraction, v: Fraction, linear: bool,
+                   gather: int | None = None, wide: bool = False) -> tuple[Fraction, ...]:
+    """Seamless filtering (or gather) at level ``lv`` of face ``face`` of cube ``cube`` (face coordinates u, v in
+    [0, 1])."""
+    n = t.dims(lv)[0]
+    corner = sampler.CUBE_CORNER
+    u, v = min(max(u, Fraction(0)), Fraction(1)), min(max(v, Fraction(0)), Fraction(1))   # the face (a choice)
+
+    def tex(i: int, j: int) -> tuple[Fraction, ...] | None:
+        i, j = min(max(i, -n), 2 * n - 1), min(max(j, -n), 2 * n - 1)     # at most a face beyond (the choice)
+        if corner == "face" and cube_texel(face, i, j, n) is None:
+            i, j = min(max(i, 0), n - 1), min(max(j, 0), n - 1)
+        hit = cube_texel(face, i, j, n)
+        return None if hit is None else t.texels[6 * cube + hit[0]][lv][(hit[1], hit[2], 0)]
+
+    if wide:                                           # gather4h: columns floor(u - 3/2) + 0..3, the point row
+        row = min(max(math.floor(v * n), 0), n - 1)
+        vals = [tex(math.floor(u * n - Fraction(3, 2)) + c, row) for c in range(4)]
+        return tuple(x[gather or 0] for x in vals if x is not None)
+    if not linear:                                     # NEAREST: clamped to the face
+        return tex(min(max(math.floor(u * n), 0), n - 1), min(max(math.floor(v * n), 0), n - 1)) or ()
+    i0, j0 = math.floor(u * n - Fraction(1, 2)), math.floor(v * n - Fraction(1, 2))
+    a, b = u * n - Fraction(1, 2) - i0, v * n - Fraction(1, 2) - j0
+    found = {(di, dj): tex(i0 + di, j0 + dj) for di in (0, 1) for dj in (0, 1)}
+    quad: dict[tuple[int, int], tuple[Fraction, ...]] = {}
+    for key, val in found.items():                     # the corner: the mean of the other three
+        others = [x for k, x in found.items() if k != key and x is not None]
+        quad[key] = val if val is not None else tuple(sum(x[c] for x in others) / 3 for c in range(4))
+    if gather is not None:
+        return tuple(quad[k][gather] for k in ((0, 1), (1, 1), (1, 0), (0, 0)))
+    wts = {(0, 0): (1 - a) * (1 - b), (1, 0): a * (1 - b), (0, 1): (1 - a) * b, (1, 1): a * b}
+    if s.mode:                                         # MIN/MAX over the texels of non-zero weight
+        pick = min if s.mode == 1 else max
+        return tuple(pick(quad[k][c] for k in wts if wts[k]) for c in range(4))
+    return tuple(sum(wts[k] * quad[k][c] for k in wts) for c in range(4))
+
+
+CUBE_U = [Fraction(k * 11 % 33, 32) for k in range(32)]              # 0 .. 1 across the face, both edges
+CUBE_V = [Fraction(k * 7 % 33, 32) for k in range(32)]
+CUBE_FACE = [(k % 6, k // 16) for k in range(32)]                     # (face, cube)
+
+
+def _cube_wave(t: Tex, s: Samp) -> Any:
+    w, _ = setup(t, s)
+    put(w, 4, [float(1 + u) for u in CUBE_U])
+    put(w, 5, [float(1 + v) for v in CUBE_V])
+    put(w, 6, [float(f + 8 * c) for f, c in CUBE_FACE])
+    return w
+
+
+@pytest.mark.parametrize("corner", ["average", "face"])
+@pytest.mark.parametrize("linear", [0, 1])
+def test_seamless_cube_filtering_takes_the_adjacent_faces(corner: str, linear: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sampler, "CUBE_CORNER", corner)
+    t = make_tex("CUBE", 4, 4, slices=12, seed=113)
+    s = Samp(clamp=(6, 1, 0), mag=linear, minf=linear, border=2)   # clamp modes do not apply across edges
+    w = _cube_wave(t, s)
+    run(asm("image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE"), w)
+    want = [bits(ref_cube_level(t, s, 0, c, f, CUBE_U[k], CUBE_V[k], bool(linear))) for k, (f, c) in
+            enumerate(CUBE_FACE)]
+    assert got(w, 0, 4, 32) == want
+
+
+def test_seamless_cube_trilinear_min_max_and_gathers(monkeypatch: pytest.MonkeyPatch) -> None:
+    t = make_tex("CUBE", 4, 4, levels=3, slices=12, seed=127)
+    s = Samp(mag=1, minf=1, mip=2)
+    w = _cube_wave(t, s)
+    lods = [(k % 9) / 4 for k in range(32)]
+    put(w, 7, lods)
+    run(asm("image_sample_l v[0:3], v[4:7], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE"), w)
+    for k, (f, c) in enumerate(CUBE_FACE):
+        lv, fr = min(math.floor(lods[k]), 2), Fraction(lods[k]) - min(math.floor(lods[k]), 2)
+        a = ref_cube_level(t, s, lv, c, f, CUBE_U[k], CUBE_V[k], True)
+        if fr:
+            b = ref_cube_level(t, s, lv + 1, c, f, CUBE_U[k], CUBE_V[k], True)
+            a = tuple(p * (1 - fr) + q * fr for p, q in zip(a, b, strict=True))
+        assert got(w, 0, 4, 32)[k] == bits(a), k
+    s = Samp(mag=1, minf=1, mode=2)                    # MAX over a footprint across an edge (corner included)
+    w = _cube_wave(t, s)
+    run(asm("image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE"), w)
+    assert got(w, 0, 4, 32) == [bits(ref_cube_level(t, s, 0, c, f, CUBE_U[k], CUBE_V[k], True))
+                                for k, (f, c) in enumerate(CUBE_FACE)]
+    w = _cube_wave(t, Samp())
+    for comp in range(4):
+        run(asm(f"image_gather4_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:{1 << comp:#x} dim:SQ_RSRC_IMG_CUBE"), w)
+        assert got(w, 0, 4, 32) == [bits(ref_cube_level(t, Samp(), 0, c, f, CUBE_U[k], CUBE_V[k], True, comp))
+                                    for k, (f, c) in enumerate(CUBE_FACE)]
+    run(asm("image_gather4h v[0:3], v[4:6], s[0:7], s[8:11] dmask:0x4 dim:SQ_RSRC_IMG_CUBE"), w)
+    assert got(w, 0, 4, 32) == [bits(ref_cube_level(t, Samp(), 0, c, f, CUBE_U[k], CUBE_V[k], True, 2, wide=True))
+                                for k, (f, c) in enumerate(CUBE_FACE)]
+
+
+def test_seamless_cube_depth_compare_and_wild_coordinates() -> None:
+    """The compare happens per texel before the corner mean (the footprint's texels are compared texels); NaN and
+    far-out face coordinates do not stop the wave."""
+    t = make_tex("CUBE", 4, 4, slices=12, seed=131)
+    s = Samp(mag=1, minf=1, compare=3)
+    w, _ = setup(t, s)
+    zs = [float(t.texels[k % 12][0][(k % 4, k // 4 % 4, 0)][0]) for k in range(32)]
+    put(w, 4, zs)
+    put(w, 5, [float(1 + u) for u in CUBE_U])
+    put(w, 6, [float(1 + v) for v in CUBE_V])
+    put(w, 7, [float(f + 8 * c) for f, c in CUBE_FACE])
+    run(asm("image_sample_c_lz v[0:3], v[4:7], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE"), w)
+    for k, (f, c) in enumerate(CUBE_FACE):
+        z = Fraction(zs[k])
+        cmp = Tex("CUBE", 4, 4, 1, 1, 12, 63, 0, [[{xy: (Fraction(int(z <= v[0])),) * 4 for xy, v in
+                                                      t.texels[sl][0].items()}] for sl in range(12)])
+        assert got(w, 0, 4, 32)[k] == bits(ref_cube_level(cmp, Samp(mag=1, minf=1), 0, c, f, CUBE_U[k], CUBE_V[k],
+                                                          True)), k
+    w, _ = setup(t, Samp(mag=1, minf=1))
+    xs = [math.nan, math.inf, -math.inf, 7.5, -3.0, 1.5, 2.0, 1.0, 5.0, -1.75, 1.5, 3.25] + [1.5] * 20
+    ys = [1.5, math.nan, 9.0, -5.0, 1.25, math.inf, 2.0, 1.0, 1.5, 1.5, -2.5, 4.0] + [1.5] * 20
+    put(w, 4, xs)
+    put(w, 5, ys)
+    put(w, 6, [float(k % 6) for k in range(32)])
+    run(asm("image_sample_lz v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_CUBE"), w)
+    for k in range(32):
+        if math.isfinite(xs[k]) and math.isfinite(ys[k]):
+            want = ref_cube_level(t, Samp(), 0, 0, k % 6, Fraction(xs[k]) - 1, Fraction(ys[k]) - 1, True)
+            assert got(w, 0, 4, 32)[k] == bits(want), k

@@ -15,6 +15,14 @@ word 0 CLAMP_X 2:0, CLAMP_Y 5:3, CLAMP_Z 8:6, MAX_ANISO_RATIO 11:9, DEPTH_COMPAR
 ``BORDER_COLOR_PTR_GFX11``; the model keeps bits 11:0 but never uses them: the border colour table is refused).
 Clamp modes: 0 wrap, 1 mirror, 2 clamp to the last texel, 3 mirror once then clamp to the last texel, 4 clamp half
 way to the border, 5 mirror once half way to the border, 6 clamp to the border, 7 mirror once to the border.
+Mode 4 (SQ_TEX_CLAMP_HALF_BORDER) is OpenGL's CLAMP wrap mode: Mesa's radeonsi, r600 and freedreno drivers program
+it for PIPE_TEX_WRAP_CLAMP (GL_CLAMP) and PAL names it ClampHalfBorder; GL's CLAMP limits the texture coordinate
+"to exactly the range [0,1]", so that at the edge "the texture sampling filter straddles the edge of the texture
+image, taking 1/2 its sample values from within the texture image, and the other 1/2 from the texture border"
+(ARB_texture_border_clamp's overview). The model clamps each axis's texel coordinate (after the ``_o`` offset: a
+choice) to [0, size]; a bilinear tap outside the image is the border colour, point sampling at size takes the last
+texel (GL's NEAREST rule for s = 1). Mode 5 (MIRROR_ONCE_HALF_BORDER, which the drivers program for GL's
+MIRROR_CLAMP_EXT) stays refused: no definition of its texel indexes near the mirror axis was found.
 Compare functions: 0 never, 1 less, 2 equal, 3 less-equal, 4 greater, 5 not-equal, 6 greater-equal, 7 always.
 XY filters: 0 point, 1 bilinear, 2/3 anisotropic; mip filter: 0 none, 1 point, 2 linear; border colour type: 0
 transparent black, 1 opaque black, 2 opaque white, 3 from the border colour table (a register).
@@ -76,15 +84,36 @@ filter weights are exact (float64) fractions by default, not the hardware's fixe
 addresses in f32 or fixed point); the compare result in all four components; the border colour after DST_SEL; the
 S# LOD_BIAS applied to ``_l`` too; unnormalised coordinates addressing the level sampled directly.
 
+**MIN/MAX reduction** (S# FILTER_MODE 1 min, 2 max; 0 blends, 3 is refused): as Vulkan's
+``VkSamplerReductionMode`` (VK_EXT_sampler_filter_minmax, D3D's MINIMUM_/MAXIMUM_ filters) defines it, "the
+component-wise minimum or maximum ... of the components of the set of texels with non-zero weights" of the
+footprint in a level (a texel of weight exactly 0, a sample on a texel centre's row or column, or a point-sampled
+axis's second tap, takes no part), and for linear mip filtering Vulkan's "Texel Filtering" applies the same to the
+two levels' values ("computing a component-wise minimum or maximum ... of the values with non-zero weights"): the
+levels are reduced, not blended. Border texels take part as texels. A NaN texel is dropped unless all are NaN (IEEE
+minNum/maxNum: a choice). Point sampling (one texel) is unchanged; gathers return the unfiltered texels and ignore
+the mode (a choice: the APIs define the reduction as part of filtering, which a gather does not do); a depth
+compare with MIN/MAX is refused (Vulkan forbids compareEnable with a MIN/MAX reduction, so no API defines it).
+
 Cube maps: the T#'s slices are the faces (6 per cube); the address holds face coordinates as the compiler prepares
 them from V_CUBESC/TC/MA/ID (sc / |ma| + 1.5, so 1..2 across a face: Mesa's ``ac_prepare_cube_coords``), then
 8 x cube + face; the model samples the face as a 2D slice (x - 1, y - 1 normalised). With the S#'s
-DISABLE_CUBE_WRAP the clamp modes apply per face; without it the hardware filters seamlessly across edges, which
-the model does not: a footprint leaving its face stops the dispatch.
+DISABLE_CUBE_WRAP the clamp modes apply per face. Without it (seamless filtering, Vulkan's "Cube Map Edge
+Handling") the clamp modes are ignored: point sampling clamps to the face edge (Vulkan: NEAREST uses CLAMP_TO_EDGE),
+and a bilinear, gather4 or gather4h footprint texel beyond one edge of its face is "the adjacent texel from the
+appropriate neighboring face": the face plane beyond the edge is folded by 90 degrees onto the neighbouring face
+(the face axes of the guide's V_CUBESC/V_CUBETC/V_CUBEMA pseudocode, :data:`_CUBE_FACES`), at the same distance
+from the shared edge. A texel beyond both edges (a corner) "should be replaced by the average of the three values
+of the adjacent texels in each incident face. However, implementations may replace the cube map corner texel by
+other methods" (Vulkan): :data:`CUBE_CORNER` "average" (the default) takes the mean of the footprint's other three
+texels, "face" the sampled face's own corner texel; which the hardware does is not known (a choice). Faces must be
+square; face coordinates outside 1..2 (which the compiler's V_CUBE* sequence does not produce) are clamped to the
+face, a NaN one to its low edge (a choice), so a footprint reaches at most one texel beyond the face.
 
-Refused (``Unimplemented``): anisotropic filters, the MIN/MAX filter modes, the half-border clamp modes, the border
-colour table, seamless cube-map footprints across a face edge, unnormalised cube coordinates, MSAA images, integer
-images filtered or compared, and LWE.
+Refused (``Unimplemented``): anisotropic filters (the hardware's anisotropic footprint, its sample count and
+placement, is not published: the guide gives only the S# fields), FILTER_MODE 3 and MIN/MAX with a depth compare,
+the MIRROR_ONCE_HALF_BORDER clamp mode (5), the border colour table, unnormalised cube coordinates, MSAA images,
+integer images filtered or compared, and LWE.
 """
 
 from __future__ import annotations
@@ -98,7 +127,7 @@ import numpy as np
 from tinyhw.mocks.rdna3 import image
 from tinyhw.mocks.rdna3.state import ShaderFault, Wave
 
-__all__ = ["COMPILERS", "GATHER4H_ROW", "GATHER4H_X_SHIFT", "SUBTEXEL_BITS", "Ssharp", "parse_ssharp"]
+__all__ = ["COMPILERS", "CUBE_CORNER", "GATHER4H_ROW", "GATHER4H_X_SHIFT", "SUBTEXEL_BITS", "Ssharp", "parse_ssharp"]
 
 Fn = Callable[[Wave], Any]
 Bad = Callable[[str], Exception]
@@ -208,7 +237,7 @@ def _wrap(i: np.ndarray, size: int, mode: int) -> tuple[np.ndarray, np.ndarray]:
         j = np.clip(i, 0, size - 1)
     elif mode == 3:
         j = np.clip(np.where(i < 0, -1 - i, i), 0, size - 1)
-    elif mode == 6:
+    elif mode in (4, 6):                    # 4: the taps outside of a coordinate clamped to [0, size] (_level)
         border = (i < 0) | (i >= size)
         j = np.clip(i, 0, size - 1)
     else:                                   # 7: mirror once, then the border
@@ -223,6 +252,69 @@ def _compare(func: int, ref: np.ndarray, tex: np.ndarray) -> np.ndarray:
         0: lambda a, b: np.zeros(a.shape, dtype=bool), 1: np.less, 2: np.equal, 3: np.less_equal, 4: np.greater,
         5: np.not_equal, 6: np.greater_equal, 7: lambda a, b: np.ones(a.shape, dtype=bool)}
     return ops[func](ref, tex).astype(F64)
+
+
+# cube face -> ((major axis, sign), (sc axis, sign), (tc axis, sign)), axes x 0, y 1, z 2: the guide's V_CUBEID /
+# V_CUBESC / V_CUBETC / V_CUBEMA pseudocode (+X: sc -z, tc -y; -X: sc +z, tc -y; +Y: sc +x, tc +z; -Y: sc +x, tc -z;
+# +Z: sc +x, tc -y; -Z: sc -x, tc -y), which is also Vulkan's "Cube Map Face Selection" table
+_CUBE_FACES = {0: ((0, 1), (2, -1), (1, -1)), 1: ((0, -1), (2, 1), (1, -1)), 2: ((1, 1), (0, 1), (2, 1)),
+               3: ((1, -1), (0, 1), (2, -1)), 4: ((2, 1), (0, 1), (1, -1)), 5: ((2, -1), (0, -1), (1, -1))}
+#: The texel of a seamless cube-map footprint that lies beyond its face in both i and j (Vulkan, "Cube Map Corner
+#: Texel": it "should be replaced by the average of the three values of the adjacent texels in each incident face.
+#: However, implementations may replace the cube map corner texel by other methods"): "average" the mean of the
+#: footprint's other three texels (the three texels meeting at the cube's vertex), "face" the corner texel of the
+#: sampled face itself (the indexes clamped to the face). Which the hardware does is not known: a choice.
+CUBE_CORNER = "average"
+
+
+def _cube_texel(face: np.ndarray, i: np.ndarray, j: np.ndarray, n: int, bad: Bad
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(face, x, y, corner) of texel (i, j) of ``face`` (n x n texels) for seamless filtering: inside the face
+    itself; beyond one edge the texel of the adjacent face at the same distance from the shared edge (Vulkan, "Cube
+    Map Edge Texel"); beyond two (corner True) per :data:`CUBE_CORNER` (the caller averages "average" corners)."""
+    if CUBE_CORNER not in ("average", "face"):
+        raise bad(f"sampler.CUBE_CORNER {CUBE_CORNER!r} (average or face)")
+    # a backstop (the caller clamps the coordinates to the face): at most one face beyond
+    i, j = np.clip(i, -n, 2 * n - 1), np.clip(j, -n, 2 * n - 1)
+    sc, tc = 2 * i + 1 - n, 2 * j + 1 - n          # texel centres on the face [-n, n]^2, at distance n
+    out_s, out_t = np.abs(sc) > n, np.abs(tc) > n
+    corner = out_s & out_t
+    if CUBE_CORNER == "face":
+        sc, tc = np.where(corner, np.clip(sc, 1 - n, n - 1), sc), np.where(corner, np.clip(tc, 1 - n, n - 1), tc)
+        out_s, out_t = out_s & ~corner, out_t & ~corner
+    p = np.zeros((len(face), 3), I64)             # the texel centre in 3D (x, y, z)
+    ax_s = np.zeros(len(face), I64)
+    ax_t = np.zeros(len(face), I64)
+    ax_m = np.zeros(len(face), I64)
+    for f, ((ma, ms), (sa, ss), (ta, ts)) in _CUBE_FACES.items():
+        m = face == f
+        p[m, ma] = ms * n
+        p[m, sa] = ss * sc[m]
+        p[m, ta] = ts * tc[m]
+        ax_m[m], ax_s[m], ax_t[m] = ma, sa, ta
+    rows = np.arange(len(face))
+    one = out_s ^ out_t                             # fold the part beyond the edge onto the adjacent face
+    ax_o = np.where(out_s, ax_s, ax_t)
+    v = p[rows, ax_o]
+    excess = np.abs(v) - n
+    p[rows, ax_o] = np.where(one, np.sign(v) * n, v)
+    p[rows, ax_m] = np.where(one, np.sign(p[rows, ax_m]) * (n - excess), p[rows, ax_m])
+    nface = np.where(one, 2 * ax_o + (v < 0), face).astype(I64)
+    x = np.zeros(len(face), I64)
+    y = np.zeros(len(face), I64)
+    for f, (_, (sa, ss), (ta, ts)) in _CUBE_FACES.items():
+        m = nface == f
+        x[m] = (ss * p[m, sa] + n - 1) // 2
+        y[m] = (ts * p[m, ta] + n - 1) // 2
+    x = np.where(corner & (CUBE_CORNER == "average"), 0, x)    # read something in range; the caller replaces it
+    y = np.where(corner & (CUBE_CORNER == "average"), 0, y)
+    return nface, x, y, corner if CUBE_CORNER == "average" else np.zeros(len(face), dtype=bool)
+
+
+def _reduce(mode: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """FILTER_MODE 1 (min) / 2 (max) of two texel values per component; a NaN (also a texel of weight 0) is dropped
+    unless both are NaN (IEEE minNum/maxNum: a choice)."""
+    return np.fmin(a, b) if mode == 1 else np.fmax(a, b)
 
 
 def _halves(bits: np.ndarray, half: int) -> np.ndarray:
@@ -292,11 +384,13 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
         s = parse_ssharp([w.s[ss + k] for k in range(4)])
         if s.mag_filter > 1 or s.min_filter > 1 or (s.max_aniso_ratio and kind != "lod"):
             raise bad("anisotropic filtering (S# XY filter 2/3 or MAX_ANISO_RATIO) is not modelled")
-        if s.filter_mode:
-            raise bad("the S# FILTER_MODE min/max reduction is not modelled")
-        if any(c in (4, 5) for c in s.clamp):
-            raise bad("the half-border clamp modes (S# CLAMP_* 4, 5) are not modelled")
-        if s.border_color_type == 3 and any(c in (6, 7) for c in s.clamp):
+        if s.filter_mode == 3:
+            raise bad("S# FILTER_MODE 3 (only 0 blend, 1 min, 2 max are defined)")
+        if s.filter_mode and kind == "sample" and "c" in flags:
+            raise bad("a depth compare with the S# FILTER_MODE min/max reduction (the APIs forbid the pair)")
+        if 5 in s.clamp:
+            raise bad("the half-border clamp mode MIRROR_ONCE_HALF_BORDER (S# CLAMP_* 5) is not modelled")
+        if s.border_color_type == 3 and any(c in (4, 6, 7) for c in s.clamp):
             raise bad("the border colour table (S# BORDER_COLOR_TYPE 3) is not modelled")
         a = addr(w, lanes)
         unorm = unorm_inst or s.force_unnormalized
@@ -381,7 +475,9 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
             if nxt.any() and kind == "sample":
                 hi = _level(ctx, nxt, int(lv) + 1, base, linear, kind)
                 fr = frac[nxt][:, None]
-                part[nxt[sel]] = part[nxt[sel]] * (1 - fr) + hi * fr
+                lo = part[nxt[sel]]
+                # min/max: the two levels (both of weight > 0 here) reduced as the texels are (Vulkan's rule)
+                part[nxt[sel]] = _reduce(s.filter_mode, lo, hi) if s.filter_mode else lo * (1 - fr) + hi * fr
             res[sel] = part
         _write(w, lanes, res, 0xF if kind == "gather" else dmask, vdata, d16, nregs, as_int and ref is None)
         if tfe:                      # the status VGPR after the data: 0, no fetch fails (as image.py)
@@ -396,12 +492,22 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
         lin = linear[sel]
         # per spatial axis: the two (index, border, weight) taps (the second of weight 0 for point; gather4h: 4 / 1)
         axes: list[tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]] = []
+        raws: list[tuple[np.ndarray, ...]] = []        # seamless cube maps: the texel indexes before any clamp mode
+        if seamless and dims[0] != dims[1]:
+            raise bad(f"a cube map with {dims[0]}x{dims[1]} faces (faces must be square)")
         for k in range(nsp):
             u = coords[k][sel] * (1.0 if unorm else dims[k]) + offs[k][sel]
+            half = s.clamp[k] == 4 and not seamless     # CLAMP_HALF_BORDER: GL's CLAMP, u clamped to the image
+            if half:
+                u = np.clip(u, 0.0, float(dims[k]))
+            if seamless:        # the face: coordinates outside 1..2 (NaN: 0) are clamped to it (a choice)
+                u = np.clip(np.nan_to_num(u, nan=0.0), 0.0, float(dims[k]))
             zpoint = k == 2 and s.z_filter == 1
             lin_k = lin & (not zpoint) if kind == "sample" else np.ones(n, dtype=bool)
             up = u if s.trunc_coord else np.rint(u * 64) / 64
             ip = np.floor(up).astype(I64)
+            if half:                                    # point sampling at the far edge: the last texel (GL)
+                ip = np.minimum(ip, dims[k] - 1)
             if wide:                            # gather4h: four columns, one row (GATHER4H_X_SHIFT, GATHER4H_ROW)
                 if k == 0:
                     first = np.floor(u - GATHER4H_X_SHIFT).astype(I64)
@@ -411,8 +517,9 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
                         raise bad(f"sampler.GATHER4H_ROW {GATHER4H_ROW!r} (point, y0 or y1)")
                     cols = [ip if GATHER4H_ROW == "point" else
                             np.floor(u - 0.5).astype(I64) + (GATHER4H_ROW == "y1")]
-                if seamless and any(((c < 0) | (c >= dims[k])).any() for c in cols):
-                    raise bad("a cube-map footprint across a face edge (seamless filtering; S# DISABLE_CUBE_WRAP 0)")
+                if seamless:            # the columns cross edges; the (point-sampled) row clamps to the face
+                    cols = [c if k == 0 else np.clip(c, 0, dims[k] - 1) for c in cols]
+                raws.append(tuple(cols))
                 axes.append(tuple((*_wrap(c, dims[k], s.clamp[k]), np.ones(n)) for c in cols))
                 continue
             ul = u - 0.5
@@ -422,15 +529,16 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
                 fr = np.rint(fr * (1 << SUBTEXEL_BITS)) / (1 << SUBTEXEL_BITS)
             i0 = np.where(lin_k, il, ip)
             wt = np.where(lin_k, fr, 0.0)
-            if seamless and ((i0 < 0) | (i0 + (wt > 0) >= dims[k])).any():
-                raise bad("a cube-map footprint across a face edge (seamless filtering; S# DISABLE_CUBE_WRAP 0)")
+            if seamless:                # point sampling clamps to the face (Vulkan: CLAMP_TO_EDGE for NEAREST)
+                i0 = np.where(lin_k, i0, np.clip(i0, 0, dims[k] - 1))
+                raws.append((i0, np.where(lin_k, i0 + 1, i0)))
             t0 = _wrap(i0, dims[k], s.clamp[k])
             t1 = _wrap(i0 + 1, dims[k], s.clamp[k])
             axes.append(((t0[0], t0[1], 1 - wt), (t1[0], t1[1], wt)))
         z = slice_[sel] if slice_ is not None else None
         zero = np.zeros(n, I64)
 
-        def texel(choice: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        def texel(choice: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             idx = [axes[k][choice[k]][0] for k in range(nsp)]
             bd = np.zeros(n, dtype=bool)
             wt = np.ones(n)
@@ -440,24 +548,47 @@ def _compile(inst: Any, pc: int, bad: Bad) -> Fn:
             x = idx[0]
             y = idx[1] if nsp > 1 else zero
             zz = idx[2] if nsp > 2 else (z if z is not None else zero)
+            corner = np.zeros(n, dtype=bool)
+            if seamless:                # the texel of the adjacent face; a corner texel is CUBE_CORNER's
+                assert z is not None
+                face = np.mod(z, 6)
+                nf, x, y, corner = _cube_texel(face, raws[0][choice[0]], raws[1][choice[1]], dims[0], bad)
+                zz = z - face + nf
+                bd = np.zeros(n, dtype=bool)
             lvl = np.full(n, base + lv, I64)
             rgba = image.apply_dst_sel(t, image.read_texels(w.mem, t, x, y, zz, lvl))
             rgba = np.where(bd[:, None], border[None, :], rgba)
             if ref is not None:
                 c = _compare(s.compare_func, ref[sel], rgba[:, 0])
                 rgba = np.repeat(c[:, None], 4, axis=1)
-            return rgba, wt
+            return rgba, wt, corner
+
+        def footprint(choices: Sequence[tuple[int, ...]]) -> list[tuple[np.ndarray, np.ndarray]]:
+            """The texels (and weights) of ``choices``; a cube corner texel (CUBE_CORNER "average") becomes the
+            mean of the footprint's other three."""
+            got = [texel(ch) for ch in choices]
+            out = [(rgba, wt) for rgba, wt, _ in got]
+            for j, (rgba, wt, corner) in enumerate(got):
+                if corner.any():
+                    mean = sum(got[o][0] for o in range(len(got)) if o != j) / (len(got) - 1)
+                    out[j] = (np.where(corner[:, None], mean, rgba), wt)
+            return out
 
         if kind == "gather":
             out = np.zeros((n, 4))
             order = [(j,) + (0,) * (nsp - 1) for j in range(4)] if wide else ((0, 1), (1, 1), (1, 0), (0, 0))
-            for j, ch in enumerate(order):
-                rgba, _ = texel(ch)
+            for j, (rgba, _) in enumerate(footprint(order)):
                 out[:, j] = rgba[:, comp] if ref is None else rgba[:, 0]
             return out
+        if s.filter_mode:               # MIN/MAX: the texels of weight > 0, reduced per component
+            red: np.ndarray | None = None
+            for rgba, wt in footprint([tuple(int(c) for c in ch) for ch in np.ndindex(*([2] * nsp))]):
+                kept = np.where((wt > 0)[:, None], rgba, np.nan)
+                red = kept if red is None else _reduce(s.filter_mode, red, kept)
+            assert red is not None
+            return red
         out = np.zeros((n, 4))
-        for ch in np.ndindex(*([2] * nsp)):
-            rgba, wt = texel(tuple(int(c) for c in ch))
+        for rgba, wt in footprint([tuple(int(c) for c in ch) for ch in np.ndindex(*([2] * nsp))]):
             out += rgba * wt[:, None]
         return out
 
