@@ -272,8 +272,67 @@ def test_buffer_store_format_32_and_16_float_and_refused_conversions() -> None:
     w.v[4, :2] = [f32(1.0 + 2.0 ** -11), f32(1.0 + 3 * 2.0 ** -11)]
     go(w, "buffer_store_format_x v4, v1, s[8:11], 0 idxen offset:16")
     assert struct.unpack("<2e", mem.read(buf + 16, 2) + mem.read(buf + 24, 2)) == (1.0, 1.0 + 2 * 2.0 ** -10)
-    w.s[11] = IDENT | 1 << 12 | 1 << 28             # 8_UNORM store: not modelled
-    with pytest.raises(Unimplemented, match="store conversion"):
+    w.s[11] = IDENT | 0 << 12 | 1 << 28             # format 0 (INVALID) and an image-only format: refused
+    with pytest.raises(Unimplemented, match="buffer data format 0"):
         go(w, "buffer_store_format_x v4, v1, s[8:11], 0 idxen")
-    with pytest.raises(Unimplemented, match="data format 30"):
-        go(w, "tbuffer_load_format_x v4, v1, s[8:11], 0 format:[BUF_FMT_10_11_11_FLOAT] idxen")
+    w.s[11] = IDENT | 66 << 12 | 1 << 28
+    with pytest.raises(Unimplemented, match="buffer data format 66"):
+        go(w, "buffer_load_format_x v4, v1, s[8:11], 0 idxen")
+
+
+def _store_lanes(fmt: int, stride: int, text: str, regs: dict[int, list[int]], before: bytes = b"") -> bytes:
+    """Run a format store with lane i writing record i (``regs``: VGPR -> per-lane values); the buffer's bytes."""
+    lanes = len(next(iter(regs.values())))
+    w, mem, buf = _buf_wave(before or bytes(stride * lanes), fmt, stride)
+    w.s[EXEC_LO] = (1 << lanes) - 1
+    w.v[1, :lanes] = list(range(lanes))
+    for r, vals in regs.items():
+        w.v[r, :lanes] = vals
+    go(w, text)
+    return mem.read(buf, stride * lanes)
+
+
+def _rne(x: float) -> int:
+    """Round half to even, as the D3D rules ask for float -> integer store conversions."""
+    f = math.floor(x)
+    return f + 1 if x - f > 0.5 or (x - f == 0.5 and f % 2) else f
+
+
+def test_buffer_store_format_conversions_saturate_and_round() -> None:
+    """Stores to the normalized, scaled and integer formats (D3D's data conversion rules, as image stores use them):
+    expected bytes from the rules written here with Python integers."""
+    xs = [0.5, 1.5, -1.0, float("nan"), 0.25, 63.75 / 255]
+    got = _store_lanes(1, 1, "buffer_store_format_x v4, v1, s[8:11], 0 idxen", {4: [f32(x) for x in xs]})   # 8_UNORM
+    want = [0 if math.isnan(x) else _rne(min(max(x, 0.0), 1.0) * 255) for x in xs]
+    assert list(got) == want == [128, 255, 0, 0, 64, 64]
+    snorm = [1.0, -1.0, -2.0, 0.5]
+    got = _store_lanes(43, 4, "buffer_store_format_xyzw v[4:7], v1, s[8:11], 0 idxen",     # 8_8_8_8_SNORM, one lane
+                       {4 + c: [f32(x)] for c, x in enumerate(snorm)})
+    assert list(got) == [_rne(min(max(x, -1.0), 1.0) * 127) & 0xFF for x in snorm] == [127, 0x81, 0x81, 64]
+    ints = [0x12345, (-70000) & M32, 5, (-5) & M32]
+    got = _store_lanes(12, 2, "buffer_store_format_x v4, v1, s[8:11], 0 idxen", {4: ints})  # 16_SINT saturates
+    assert struct.unpack("<4h", got) == (32767, -32768, 5, -5)
+    got = _store_lanes(11, 2, "buffer_store_format_x v4, v1, s[8:11], 0 idxen", {4: [70000, 7, 65535, 0]})
+    assert struct.unpack("<4H", got) == (65535, 7, 65535, 0)                                 # 16_UINT
+    scaled = [2.5, 3.5, 300.0, -1.0]
+    got = _store_lanes(3, 1, "buffer_store_format_x v4, v1, s[8:11], 0 idxen", {4: [f32(x) for x in scaled]})
+    assert list(got) == [min(max(_rne(x), 0), 255) for x in scaled] == [2, 4, 255, 0]       # 8_USCALED
+
+
+def test_buffer_format_packed_formats_load_and_store() -> None:
+    """2_10_10_10 (X bits 9:0 .. W 31:30) and 10_11_11_FLOAT (X 10:0, Y 21:11: 11-bit floats, Z 31:22: 10-bit, the
+    f16 exponent, no sign): a store of fewer components keeps the others (read, replace, write back)."""
+    got = _store_lanes(36, 4, "buffer_store_format_xy v[4:5], v1, s[8:11], 0 idxen",        # 2_10_10_10_UNORM
+                       {4: [f32(0.0), f32(0.5)], 5: [f32(1.0), f32(1 / 3)]}, before=b"\xff" * 8)
+    word = struct.unpack("<2I", got)
+    assert word == (0xFFF00000 | 1023 << 10 | 0, 0xFFF00000 | _rne(1023 / 3) << 10 | _rne(511.5))
+    one11, two11, half10 = 15 << 6, 16 << 6, 14 << 5           # 1.0, 2.0 as 11-bit floats; 0.5 as a 10-bit float
+    packed = one11 | two11 << 11 | half10 << 22
+    w, _mem, _buf = _buf_wave(struct.pack("<I", packed), 30, 4)                              # 10_11_11_FLOAT
+    w.s[EXEC_LO] = 1
+    w.v[1] = 0
+    go(w, "buffer_load_format_xyzw v[4:7], v1, s[8:11], 0 idxen")
+    assert [int(w.v[r, 0]) for r in range(4, 8)] == [f32(1.0), f32(2.0), f32(0.5), f32(1.0)]
+    got = _store_lanes(30, 4, "tbuffer_store_format_xyz v[4:6], v1, s[8:11], 0 format:[BUF_FMT_10_11_11_FLOAT] idxen",
+                       {4: [f32(1.0)], 5: [f32(2.0)], 6: [f32(0.5)]})
+    assert struct.unpack("<I", got)[0] == packed

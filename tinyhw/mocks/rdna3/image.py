@@ -127,7 +127,8 @@ from tinyhw.mocks.rdna3 import imgformat, swizzle, vmem
 from tinyhw.mocks.rdna3.state import ShaderFault, Unimplemented, Wave
 
 __all__ = ["COMPILERS", "FORMATS", "MSAA_LOAD_SAMPLES", "REFUSED_FORMATS", "ImageFault", "Tsharp", "apply_dst_sel",
-           "mip_dims", "parse_tsharp", "read_texels", "samples", "texel_addresses", "texel_bytes"]
+           "component_regs", "encode_component", "join_components", "mip_dims", "parse_tsharp", "read_texels",
+           "samples", "split_components", "texel_addresses", "texel_bytes"]
 
 Fn = Callable[[Wave], Any]
 Bad = Callable[[str], Exception]
@@ -952,3 +953,8 @@ COMPILERS: dict[str, Callable[[Any, int, Bad], Fn]] = {
     "image_get_resinfo": _resinfo,
     "image_msaa_load": _msaa,
 }
+
+#: the format conversions the buffer format instructions share (:mod:`tinyhw.mocks.rdna3.bufformat`): element bytes
+#: -> raw components, raw components -> register values (loads), a register value -> one raw component (stores), raw
+#: components -> element bytes
+split_components, component_regs, encode_component, join_components = _split, _to_regs, _encode, _join
