@@ -391,19 +391,24 @@ def test_point_sampling_rounds_to_1_64_texel_without_trunc_coord() -> None:
     assert [bits(ref(t, s, {"lz"}, [x]))[:1] for x in xs] == got(w, 0, 1, 3)
 
 
-@pytest.mark.parametrize("mip", [0, 1, 2])
-@pytest.mark.parametrize("filters", [(0, 0), (1, 1), (0, 1)])
-def test_explicit_lod_selects_and_blends_mips(mip: int, filters: tuple[int, int]) -> None:
-    t = make_tex("2D", 8, 8, levels=4, seed=5)
-    s = Samp(clamp=(1, 1, 0), mag=filters[0], minf=filters[1], mip=mip, bias=Fraction(1, 4), max_lod=Fraction(5, 2))
+def check_sample_l_2d(t: Any, s: Any, lods: list[float]) -> None:
+    """``image_sample_l`` of the 2D texture ``t`` with sampler ``s`` at 32 coordinates and the given LODs equals the
+    reference model's texels."""
     w, _ = setup(t, s)
-    lods = [-2, -0.25, 0, 0.25, 0.5, 0.75, 1, 1.25, 1.5, 1.75, 2, 2.5, 2.75, 3, 4, 9] * 2
     xs, ys = COORDS, [Fraction(k * 7 % 40, 16) for k in range(32)]
     put(w, 4, [float(x) for x in xs])
     put(w, 5, [float(y) for y in ys])
     put(w, 6, lods)
     run(asm("image_sample_l v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)
     assert got(w, 0, 4, 32) == [bits(ref(t, s, {"l"}, [xs[k], ys[k]], lod=lods[k])) for k in range(32)]
+
+
+@pytest.mark.parametrize("mip", [0, 1, 2])
+@pytest.mark.parametrize("filters", [(0, 0), (1, 1), (0, 1)])
+def test_explicit_lod_selects_and_blends_mips(mip: int, filters: tuple[int, int]) -> None:
+    t = make_tex("2D", 8, 8, levels=4, seed=5)
+    s = Samp(clamp=(1, 1, 0), mag=filters[0], minf=filters[1], mip=mip, bias=Fraction(1, 4), max_lod=Fraction(5, 2))
+    check_sample_l_2d(t, s, [-2, -0.25, 0, 0.25, 0.5, 0.75, 1, 1.25, 1.5, 1.75, 2, 2.5, 2.75, 3, 4, 9] * 2)
 
 
 def test_base_level_and_min_lod_clamp() -> None:
@@ -1041,17 +1046,11 @@ def test_min_max_reduction_over_the_bilinear_footprint(mode: int, clamp: int) ->
 def test_min_max_reduction_across_mip_levels_and_in_3d(mode: int) -> None:
     t = make_tex("2D", 8, 8, levels=4, seed=103)
     s = Samp(clamp=(1, 1, 0), mag=1, minf=1, mip=2, mode=mode)
-    w, _ = setup(t, s)
-    lods = [-1, 0, 0.25, 0.5, 1, 1.75, 2.5, 3] * 4
-    xs, ys = COORDS, [Fraction(k * 7 % 40, 16) for k in range(32)]
-    put(w, 4, [float(x) for x in xs])
-    put(w, 5, [float(y) for y in ys])
-    put(w, 6, lods)
-    run(asm("image_sample_l v[0:3], v[4:6], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D"), w)
-    assert got(w, 0, 4, 32) == [bits(ref(t, s, {"l"}, [xs[k], ys[k]], lod=lods[k])) for k in range(32)]
+    check_sample_l_2d(t, s, [-1, 0, 0.25, 0.5, 1, 1.75, 2.5, 3] * 4)
     t3 = make_tex("3D", 4, 4, 4, seed=107)
     s3 = Samp(clamp=(2, 2, 2), mag=1, minf=1, mode=mode)
     w, _ = setup(t3, s3)
+    xs, ys = COORDS, [Fraction(k * 7 % 40, 16) for k in range(32)]
     zs = [Fraction(k * 5 % 32, 32) for k in range(32)]
     put(w, 4, [float(x) for x in xs])
     put(w, 5, [float(y) for y in ys])

@@ -93,12 +93,7 @@ def compile_buffer(inst: Any, bad: Callable[[str], Exception]) -> Fn:
             if not len(lanes):
                 return
             addr, ok = addresses(w, lanes, size)
-            step = min(size, 4)
-            raw = np.zeros((len(lanes), addr.shape[1] * step), dtype=U8)
-            for j in range(addr.shape[1]):
-                sel = ok[:, j]
-                if sel.any():
-                    raw[sel, j * step:(j + 1) * step] = vmem.gather(w.mem, addr[sel, j], step)
+            raw = vmem.gather_checked(w.mem, addr, ok, size)
             w.v[vdata:vdata + n, lanes] = vmem._widen(raw, size, signed).T
         return load
     if kind == "load" and suffix in vmem._D16_LOADS:

@@ -85,16 +85,6 @@ def compile_format(inst: Any, bad: Callable[[str], Exception],
             raise bad(f"a d16 format access of the 32-bit format {got.name} is not modelled")
         return got
 
-    def element(w: Wave, addr: np.ndarray, ok: np.ndarray, size: int) -> np.ndarray:
-        """(lanes, size) element bytes, a dword the range check refuses reading 0."""
-        step = min(size, 4)
-        raw = np.zeros((len(addr), addr.shape[1] * step), dtype=U8)
-        for j in range(addr.shape[1]):
-            sel = ok[:, j]
-            if sel.any():
-                raw[sel, j * step:(j + 1) * step] = vmem.gather(w.mem, addr[sel, j], step)
-        return raw[:, :size]
-
     if kind_s == "load":
         def load(w: Wave) -> None:
             lanes = np.nonzero(w.mask())[0]
@@ -102,7 +92,8 @@ def compile_format(inst: Any, bad: Callable[[str], Exception],
                 return
             fm = fmt_of(w)
             addr, ok = addresses(w, lanes, fm.size)
-            regs = image.component_regs(image.split_components(element(w, addr, ok, fm.size), fm), fm, d16)
+            raw = image.split_components(vmem.gather_checked(w.mem, addr, ok, fm.size), fm)
+            regs = image.component_regs(raw, fm, d16)
             d3 = w.s[rsrc + 3]
             out = []
             for c in range(n):
@@ -151,7 +142,7 @@ def compile_format(inst: Any, bad: Callable[[str], Exception],
             if not ok[i].any():
                 continue
             one = (addr[i:i + 1], ok[i:i + 1])
-            comps = image.split_components(element(w, *one, esize), fm)
+            comps = image.split_components(vmem.gather_checked(w.mem, *one, esize), fm)
             for c, raw in enumerate(raws):
                 comps[0, c] = raw[i]
             data = image.join_components(comps, fm)

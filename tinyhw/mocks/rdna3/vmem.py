@@ -120,6 +120,18 @@ def gather(mem: Any, addrs: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
+def gather_checked(mem: Any, addr: np.ndarray, ok: np.ndarray, size: int) -> np.ndarray:
+    """(lanes, size) bytes of an element read in pieces of min(size, 4) bytes at ``addr`` (lanes, pieces), a piece
+    whose ``ok`` (the buffer range check) is false reading 0."""
+    step = min(size, 4)
+    raw = np.zeros((len(addr), addr.shape[1] * step), dtype=U8)
+    for j in range(addr.shape[1]):
+        sel = ok[:, j]
+        if sel.any():
+            raw[sel, j * step:(j + 1) * step] = gather(mem, addr[sel, j], step)
+    return raw[:, :size]
+
+
 def scatter(mem: Any, addrs: np.ndarray, data: np.ndarray) -> None:
     """Write row i of ``data`` (k, size) at ``addrs[i]``; runs in address order, equal addresses in lane order."""
     size = data.shape[1]
