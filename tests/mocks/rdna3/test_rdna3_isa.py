@@ -240,12 +240,17 @@ def test_denorm_mode_from_rsrc1_s_denorm_mode_and_setreg() -> None:
     assert w.mode == 0x3E0
 
 
-def test_round_mode_on_an_operation_it_is_not_modelled_for_is_refused() -> None:
-    from tinyhw.mocks.rdna3 import Unimplemented
+def test_round_mode_on_an_operation_it_is_not_modelled_for_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinyhw.mocks.rdna3 import Unimplemented, rounding
 
     w = wave(MODE_DEFAULT | 1)                     # f32 toward +infinity (test_rdna3_isa_rounding.py: what rounds)
-    with pytest.raises(Unimplemented, match="round mode"):
-        run(vop1("v_exp_f32_e32", 3, v(1)), w)
+    w.v[1] = 0x3F000000                            # 0.5
+    with monkeypatch.context() as m:               # every VALU operation has a rule now: take v_exp_f32's away
+        m.delitem(rounding.DIRECTED, "v_exp_f32")
+        with pytest.raises(Unimplemented, match="round mode"):
+            run(vop1("v_exp_f32_e32", 3, v(1)), w)
+    run(vop1("v_exp_f32_e32", 3, v(1)), w)         # with it: sqrt(2) = 1.41421354.. rounded up
+    assert int(w.v[3, 0]) == 0x3FB504F4
 
 
 # ---- lanes --------------------------------------------------------------------------------------------------------

@@ -72,7 +72,8 @@ def _round64(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], n
     The RDNA3 ISA documents v_rcp_f32, v_rsq_f32, v_sqrt_f32, v_exp_f32 and v_log_f32 as accurate to 1 ULP
     (v_rcp_iflag_f32 is v_rcp_f32 with integer-division exception flags); the model gives the correctly
     rounded result (error <= 0.5 ULP), one of the values the hardware may return. Infinities, zeros and NaN
-    follow IEEE: 1/+-0 = +-inf, sqrt(-x) = NaN, log2(0) = -inf, log2(-x) = NaN, exp2(-inf) = 0.
+    follow IEEE: 1/+-0 = +-inf, sqrt(-x) = NaN, log2(0) = -inf, log2(-x) = NaN, exp2(-inf) = 0. Under a directed
+    MODE round mode the exact result is rounded once in that direction instead (:mod:`tinyhw.mocks.rdna3.rounding`).
     """
     def op(a: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
@@ -655,10 +656,14 @@ def _moded(kinds: str, dk: str, fn: Callable[..., np.ndarray], bad: Callable[[st
         for i, k in enumerate(kinds):
             if k in "fhd" and not (m >> (4 if k == "f" else 6) & 1):
                 a[i] = fp.flush_bits(a[i])
-        r = fn(*a, ieee=bool(m & MODE_IEEE)) if ieee_aware else fn(*a)
+        with np.errstate(all="ignore"):      # the nearest result of a lane rounded below may overflow (1/tiny)
+            r = fn(*a, ieee=bool(m & MODE_IEEE)) if ieee_aware else fn(*a)
         if rnd and rounds:
             assert name is not None
-            r = rounding.directed(name, kinds, dk, tuple(a), r, rnd)
+            try:
+                r = rounding.directed(name, kinds, dk, tuple(a), r, rnd)
+            except rounding.Undecided as e:
+                raise bad(str(e)) from e
         if dk in "fhd" and not (m >> (5 if dk == "f" else 7) & 1):
             r = fp.flush_bits(r)
         return r
