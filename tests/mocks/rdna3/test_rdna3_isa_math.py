@@ -699,8 +699,12 @@ def test_small_vop1_vop3_forms() -> None:
     w.v[1, :2] = [0, f32(0.25)]
     go(w, "v_sin_f32_e32 v4, v1")
     go(w, "v_cos_f32_e32 v5, v1")
-    assert [int(x) for x in w.v[4, :2]] == [0, f32(1.0)] and [int(x) for x in w.v[5, :2]] == [f32(1.0), f32(math.cos(
-        math.pi / 2))]
+    assert [int(x) for x in w.v[4, :2]] == [0, f32(1.0)] and [int(x) for x in w.v[5, :2]] == [f32(1.0), 0]
+    w.v[1, :4] = [f32(0.5), f32(-0.5), f32(0.75), f32(-3.75)]      # whole quarter turns: exactly 0 or +-1
+    go(w, "v_sin_f32_e32 v4, v1")
+    go(w, "v_cos_f32_e32 v5, v1")
+    assert [int(x) for x in w.v[4, :4]] == [0, 1 << 31, f32(-1.0), f32(1.0)]     # a zero sin has S0's sign
+    assert [int(x) for x in w.v[5, :4]] == [f32(-1.0), f32(-1.0), 0, 0]          # a zero cos is +0
 
 
 def test_packed_vop2_and_vop3_dot2_forms_and_vopd_halves() -> None:

@@ -24,7 +24,8 @@ Choices where the guide leaves something open (each in the function's docstring)
 - ``v_div_scale_*``: when no branch assigns D0, D0 is S0 (the guide's pseudocode only writes the scaled cases);
   the NaN of the zero cases is the default quiet NaN (0x7FC00000 / 0x7FF8000000000000).
 - ``v_sin_f32``/``v_cos_f32``: sin(2*pi*S0) computed as the correctly rounded value of the float64 result after an
-  exact reduction of S0 modulo 1 (the guide allows 1 ULP of error).
+  exact reduction of S0 modulo 1 and to the nearest quarter turn, so whole quarter turns give exactly 0 or +-1 (the
+  guide allows 1 ULP of error).
 """
 
 from __future__ import annotations
@@ -310,13 +311,25 @@ def _cvt_pk_u8(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return ((c & ~(U32(0xFF) << sh)) | byte << sh).astype(U32)
 
 
-def _trig(fn: Callable[[np.ndarray], np.ndarray], t: Any, ft: Any) -> Callable[[np.ndarray], np.ndarray]:
-    """v_sin_*/v_cos_*: fn(2 * pi * S0), S0 reduced modulo 1 exactly first; infinities and NaN give NaN."""
+def _trig(cos: bool, t: Any, ft: Any) -> Callable[[np.ndarray], np.ndarray]:
+    """v_sin_*/v_cos_*: sin or cos of 2 * pi * S0 with S0 reduced exactly first: to r = S0 mod 1, then to the nearest
+    quarter turn q and the rest f = 4r - q in [-1/2, 1/2] (both exact in float64), the result +-sin or +-cos of
+    f * pi / 2 by q mod 4; so a whole quarter turn gives exactly 0 or +-1. A zero result of sin has the sign of S0,
+    of cos is +0 (as the directed round modes' exact path, :mod:`tinyhw.mocks.rdna3.rounding`, gives them);
+    infinities and NaN give NaN."""
     def op(a: np.ndarray) -> np.ndarray:
         x = a.view(ft).astype(F64)
         with np.errstate(all="ignore"):
-            r = np.fmod(x, 1.0)                 # exact
-            return fn(2.0 * np.pi * r).astype(ft).view(t)
+            u = np.fmod(x, 1.0) * 4.0           # exact
+            q = np.rint(u)
+            ang = (u - q) * (np.pi / 2)
+            s, c = np.sin(ang), np.cos(ang)
+            k = (q.astype(np.int64) + (1 if cos else 0)) % 4        # cos(y) = sin(y + quarter turn)
+            r = np.select([k == 0, k == 1, k == 2], [s, c, -s], -c)
+            zero = r == 0
+            if zero.any():
+                r = np.where(zero, 0.0 if cos else np.copysign(0.0, x), r)
+            return r.astype(ft).view(t)
     return op
 
 
@@ -470,8 +483,8 @@ TYPED_EXTRA: dict[str, tuple[str, str, Callable[..., np.ndarray]]] = {
     "v_mullit_f32": ("fff", "f", _mullit),
     "v_cvt_pk_u8_f32": ("fww", "w", _cvt_pk_u8),
     "v_fma_dx9_zero_f32": ("fff", "f", _fma_dx9),
-    "v_sin_f32": ("f", "f", _trig(np.sin, U32, F32)), "v_cos_f32": ("f", "f", _trig(np.cos, U32, F32)),
-    "v_sin_f16": ("h", "h", _trig(np.sin, U16, F16)), "v_cos_f16": ("h", "h", _trig(np.cos, U16, F16)),
+    "v_sin_f32": ("f", "f", _trig(False, U32, F32)), "v_cos_f32": ("f", "f", _trig(True, U32, F32)),
+    "v_sin_f16": ("h", "h", _trig(False, U16, F16)), "v_cos_f16": ("h", "h", _trig(True, U16, F16)),
     "v_cvt_off_f32_i4": ("w", "f", _cvt_off_i4),
     "v_sat_pk_u8_i16": ("w", "s", _sat_pk_u8_i16),
 }
