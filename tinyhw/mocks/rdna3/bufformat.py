@@ -60,12 +60,6 @@ def _aligned(fm: image.Fmt) -> bool:
     return all(s % 8 == 0 and b % 8 == 0 for s, b in fm.comps)
 
 
-def _one(fm: image.Fmt, d16: bool) -> int:
-    if fm.kind in ("uint", "sint"):
-        return 1
-    return 0x3C00 if d16 else 0x3F800000
-
-
 def compile_format(inst: Any, bad: Callable[[str], Exception],
                    addresses: Callable[[Wave, np.ndarray, int], tuple[np.ndarray, np.ndarray]],
                    rsrc: int) -> Fn:
@@ -101,7 +95,7 @@ def compile_format(inst: Any, bad: Callable[[str], Exception],
                 if sel in (2, 3):
                     raise bad(f"DST_SEL value {sel} (reserved)")
                 out.append(np.zeros(len(lanes), U32) if sel == 0 else
-                           np.full(len(lanes), _one(fm, d16), U32) if sel == 1 else regs[:, sel - 4])
+                           np.full(len(lanes), image.one_bits(fm, d16), U32) if sel == 1 else regs[:, sel - 4])
             if not d16:
                 w.v[vdata:vdata + n, lanes] = np.array(out, dtype=U32)
                 return

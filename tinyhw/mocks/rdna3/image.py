@@ -127,8 +127,8 @@ from tinyhw.mocks.rdna3 import imgformat, swizzle, vmem
 from tinyhw.mocks.rdna3.state import ShaderFault, Unimplemented, Wave
 
 __all__ = ["COMPILERS", "FORMATS", "MSAA_LOAD_SAMPLES", "REFUSED_FORMATS", "ImageFault", "Tsharp", "apply_dst_sel",
-           "component_regs", "encode_component", "join_components", "mip_dims", "parse_tsharp", "read_texels",
-           "samples", "split_components", "texel_addresses", "texel_bytes"]
+           "component_regs", "encode_component", "join_components", "mip_dims", "one_bits", "parse_tsharp",
+           "read_texels", "samples", "split_components", "texel_addresses", "texel_bytes"]
 
 Fn = Callable[[Wave], Any]
 Bad = Callable[[str], Exception]
@@ -956,5 +956,6 @@ COMPILERS: dict[str, Callable[[Any, int, Bad], Fn]] = {
 
 #: the format conversions the buffer format instructions share (:mod:`tinyhw.mocks.rdna3.bufformat`): element bytes
 #: -> raw components, raw components -> register values (loads), a register value -> one raw component (stores), raw
-#: components -> element bytes
-split_components, component_regs, encode_component, join_components = _split, _to_regs, _encode, _join
+#: components -> element bytes, and the "one" a missing W (or DST_SEL 1) reads
+split_components, component_regs, encode_component, join_components, one_bits = (_split, _to_regs, _encode, _join,
+                                                                                 _one_bits)
