@@ -563,3 +563,18 @@ def test_the_sampler_picks_the_level_from_the_tiled_chain() -> None:
         w.v[4, lane], w.v[5, lane], w.v[6, lane] = f32((x + 0.5) / n), f32((y + 0.5) / n), f32(float(lv))
     go(w, "image_sample_l v0, v[4:6], s[0:7], s[8:11] dmask:0x1 dim:SQ_RSRC_IMG_2D")
     assert [int(w.v[0, i]) for i in range(len(pts))] == [f32(1.5 + i) for i in range(len(pts))]
+
+
+def test_gb_addr_config_field_positions_are_the_register_databases() -> None:
+    """swizzle.config_fields decodes GB_ADDR_CONFIG by hand (a mocks module binds no ASIC); the gc 11 register
+    database must agree on NUM_PIPES, NUM_PKRS and PIPE_INTERLEAVE_SIZE for every value of those fields."""
+    from tinyhw.regs import asic
+
+    reg = asic("navi31").reg("gc.GB_ADDR_CONFIG")
+    for value in (0x545, 0x343, 0, 0x7C7, 0xFFFFFFFF & ~0x38, 0x700, 0x7):
+        f = reg.decode(value)
+        assert f["PIPE_INTERLEAVE_SIZE"] == 0
+        assert swizzle.config_fields(value) == (f["NUM_PIPES"], f["NUM_PKRS"]), hex(value)
+    with pytest.raises(swizzle.SwizzleError, match="pipe interleave"):
+        swizzle.config_fields(0x545 | 1 << 3)
+    assert reg.decode(0x545 | 1 << 3)["PIPE_INTERLEAVE_SIZE"] == 1
